@@ -1,0 +1,16 @@
+// apps/dd_node/commands.cpp — the subcommand table (see commands.hpp).
+#include "apps/dd_node/commands.hpp"
+
+namespace dd::app {
+
+// Each subcommand's entry point, defined in its own file.
+int train_main(int argc, char** argv);
+
+const std::vector<command>& commands() {
+  static const std::vector<command> table = {
+      {"train", "train one learner alone (no syncer) and write summary.json", &train_main},
+  };
+  return table;
+}
+
+}  // namespace dd::app

@@ -1,0 +1,224 @@
+// kernels/backend.hpp — the one interface every compute backend implements.
+//
+// A backend owns a memory space (host memory for `reference` and `cpu`, device memory for
+// `cuda`) and runs the math a decoder-only transformer, its training and the syncer need.
+// All pointers passed to an op live in that backend's memory space; move data across with
+// `upload`/`download`. Buffers are RAII (`buffer<T>`), move-only, owned by one object.
+//
+// Threading: a backend object is used by one thread at a time (one learner actor, or one
+// fragment owner). Several backend objects may run concurrently.
+//
+// Layout conventions (llm.c's): activations are row-major (B, T, C); a linear layer's weight is
+// (OC, IC) row-major and computes out = inp · Wᵀ + bias. Ops named *_backward ACCUMULATE into
+// their gradient outputs (+=) unless the doc comment says "writes"; callers zero gradients once
+// per step. Sizes are element counts unless stated otherwise.
+//
+// Errors: shape arguments are trusted (the model checks them); a device fault throws
+// dd::kernels::backend_error naming the op.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <utility>
+
+namespace dd::kernels {
+
+/// Thrown when a backend cannot run an op (device error, allocation failure). The message
+/// names the op and the underlying error.
+class backend_error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+class backend;
+
+/// A typed, move-only allocation in one backend's memory space.
+template <class T>
+class buffer {
+ public:
+  buffer() = default;
+  buffer(backend* owner, T* ptr, size_t size) : owner_(owner), ptr_(ptr), size_(size) {}
+  buffer(const buffer&) = delete;
+  buffer& operator=(const buffer&) = delete;
+  buffer(buffer&& other) noexcept { swap(other); }
+  buffer& operator=(buffer&& other) noexcept {
+    if (this != &other) {
+      reset();
+      swap(other);
+    }
+    return *this;
+  }
+  ~buffer() { reset(); }
+
+  /// Pointer in the owning backend's memory space (device pointer for CUDA).
+  T* data() const noexcept { return ptr_; }
+  /// Number of elements of type T.
+  size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  backend* owner() const noexcept { return owner_; }
+  void reset() noexcept;
+
+ private:
+  void swap(buffer& other) noexcept {
+    std::swap(owner_, other.owner_);
+    std::swap(ptr_, other.ptr_);
+    std::swap(size_, other.size_);
+  }
+  backend* owner_ = nullptr;
+  T* ptr_ = nullptr;
+  size_t size_ = 0;
+};
+
+/// Hyperparameters of one AdamW step (Loshchilov & Hutter 2019, Algorithm 2: decoupled weight
+/// decay). `step` is the 1-based step count t used for bias correction.
+struct adamw_params {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.95f;
+  float eps = 1e-8f;
+  float weight_decay = 0.0f;
+  int64_t step = 1;
+};
+
+/// The backend interface. See the file comment for layout and accumulation conventions.
+class backend {
+ public:
+  virtual ~backend() = default;
+
+  /// "reference", "cpu" or "cuda".
+  virtual std::string name() const = 0;
+
+  // ---- memory ----------------------------------------------------------------------------
+  /// Allocates `n` bytes in this backend's memory space, zero-filled. Throws backend_error.
+  virtual void* allocate_bytes(size_t n) = 0;
+  virtual void free_bytes(void* p) noexcept = 0;
+  /// Copies `n` bytes host → backend memory.
+  virtual void upload_bytes(void* dst, const void* src_host, size_t n) = 0;
+  /// Copies `n` bytes backend memory → host. Completes before returning.
+  virtual void download_bytes(void* dst_host, const void* src, size_t n) = 0;
+  /// Copies `n` bytes within this backend's memory space.
+  virtual void copy_bytes(void* dst, const void* src, size_t n) = 0;
+  /// Sets `n` bytes to zero.
+  virtual void zero_bytes(void* dst, size_t n) = 0;
+  /// Waits until every queued op has completed (no-op on host backends).
+  virtual void synchronize() {}
+
+  template <class T>
+  buffer<T> alloc(size_t n) {
+    return buffer<T>(this, static_cast<T*>(allocate_bytes(n * sizeof(T) + (n == 0))), n);
+  }
+  template <class T>
+  void upload(T* dst, const T* src_host, size_t n) { upload_bytes(dst, src_host, n * sizeof(T)); }
+  template <class T>
+  void download(T* dst_host, const T* src, size_t n) { download_bytes(dst_host, src, n * sizeof(T)); }
+  template <class T>
+  void copy(T* dst, const T* src, size_t n) { copy_bytes(dst, src, n * sizeof(T)); }
+  template <class T>
+  void zero(T* dst, size_t n) { zero_bytes(dst, n * sizeof(T)); }
+
+  // ---- transformer forward / backward ------------------------------------------------------
+  /// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:].  out (B,T,C), tokens (B,T) in [0,V),
+  /// wte (V,C), wpe (maxT,C) with T <= maxT.
+  virtual void encoder_forward(float* out, const int32_t* tokens, const float* wte,
+                               const float* wpe, int B, int T, int C) = 0;
+  /// dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:].  Accumulates.
+  virtual void encoder_backward(float* dwte, float* dwpe, const float* dout,
+                                const int32_t* tokens, int B, int T, int C) = 0;
+
+  /// Layer norm over the last axis (Ba et al. 2016), eps = 1e-5.
+  /// out (N,C) = (inp - mean) * rstd * weight + bias; writes mean (N) and rstd (N) for backward.
+  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                                 const float* weight, const float* bias, int N, int C) = 0;
+  /// Accumulates dinp (N,C), dweight (C), dbias (C).
+  virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                                  const float* inp, const float* weight, const float* mean,
+                                  const float* rstd, int N, int C) = 0;
+
+  /// out (N,OC) = inp (N,IC) · weight(OC,IC)ᵀ + bias (OC); bias may be null. Writes out.
+  virtual void matmul_forward(float* out, const float* inp, const float* weight,
+                              const float* bias, int N, int IC, int OC) = 0;
+  /// dinp (N,IC) += dout · weight; dweight (OC,IC) += doutᵀ · inp; dbias (OC) += Σ_n dout
+  /// (dbias may be null). Accumulates.
+  virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                               const float* inp, const float* weight, int N, int IC, int OC) = 0;
+
+  /// Causal multi-head self-attention (Vaswani et al. 2017, eq. 1) with scale 1/sqrt(hs),
+  /// hs = C/NH. qkv (B,T,3C) holds [q | k | v] per position, each split into NH heads of hs.
+  /// Writes out (B,T,C) and att (B,NH,T,T) = the post-softmax probabilities (zeros above the
+  /// diagonal), which backward needs.
+  virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                                 int NH) = 0;
+  /// Accumulates dqkv (B,T,3C). `scratch` holds at least B*NH*T*T floats of workspace.
+  virtual void attention_backward(float* dqkv, float* scratch, const float* dout,
+                                  const float* qkv, const float* att, int B, int T, int C,
+                                  int NH) = 0;
+
+  /// GELU, tanh approximation (Hendrycks & Gimpel 2016): writes out (N).
+  virtual void gelu_forward(float* out, const float* inp, size_t N) = 0;
+  /// dinp (N) += dout * gelu'(inp). Accumulates.
+  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) = 0;
+
+  /// out = a + b, (N). Writes. (out may alias a or b.)
+  virtual void residual_forward(float* out, const float* a, const float* b, size_t N) = 0;
+
+  /// Softmax cross-entropy over V classes for N rows. Writes probs (N,V) and losses (N) in nats:
+  /// losses[n] = -log softmax(logits[n])[targets[n]].
+  virtual void softmax_crossentropy_forward(float* losses, float* probs, const float* logits,
+                                            const int32_t* targets, int N, int V) = 0;
+  /// WRITES dlogits (N,V) = dloss * (probs - onehot(targets)), e.g. dloss = 1/N for a mean loss.
+  virtual void softmax_crossentropy_backward(float* dlogits, const float* probs,
+                                             const int32_t* targets, float dloss, int N,
+                                             int V) = 0;
+
+  // ---- optimizer ----------------------------------------------------------------------------
+  /// One AdamW step over n parameters: m = β1 m + (1-β1) g; v = β2 v + (1-β2) g²;
+  /// m̂ = m/(1-β1^t); v̂ = v/(1-β2^t); θ -= lr (m̂/(sqrt(v̂)+eps) + wd θ).
+  virtual void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
+                            const adamw_params& p) = 0;
+  /// Σ x², accumulated in double on host backends. Blocks until the result is known.
+  virtual double sum_squares(const float* x, size_t n) = 0;
+  /// x *= s, (n).
+  virtual void scale(float* x, float s, size_t n) = 0;
+  /// True when every element of x (n) is finite. Blocks.
+  virtual bool all_finite(const float* x, size_t n) = 0;
+
+  // ---- syncer math ------------------------------------------------------------------------
+  /// out (n) = Σ_k weights[k] * inputs[k] (n). `inputs` is a host array of k pointers into this
+  /// backend's memory; `weights` is a host array of k floats. Writes out (may not alias inputs).
+  virtual void weighted_sum(float* out, const float* const* inputs, const float* weights, int k,
+                            size_t n) = 0;
+  /// y += a * x, (n).
+  virtual void axpy(float* y, float a, const float* x, size_t n) = 0;
+  /// Nesterov outer step (Sutskever et al. 2013; DiLoCo, arXiv 2311.08105, Alg. 1):
+  /// b = mu * b + delta; theta -= lr * (delta + mu * b). All (n).
+  virtual void nesterov_update(float* theta, float* momentum, const float* delta, float lr,
+                               float mu, size_t n) = 0;
+};
+
+template <class T>
+void buffer<T>::reset() noexcept {
+  if (owner_ != nullptr && ptr_ != nullptr) owner_->free_bytes(ptr_);
+  owner_ = nullptr;
+  ptr_ = nullptr;
+  size_ = 0;
+}
+
+/// Options for creating a backend.
+struct backend_options {
+  /// CPU threads for this backend's loops and BLAS calls; 0 = one per hardware thread.
+  int threads = 0;
+  /// CUDA device ordinal.
+  int device = 0;
+};
+
+/// Creates a backend by name: "reference", "cpu" or "cuda". Throws backend_error for an unknown
+/// name, or "cuda" when the build has no CUDA backend or no device is present.
+std::unique_ptr<backend> make_backend(const std::string& name, const backend_options& opts = {});
+
+/// True when this build has the CUDA backend and at least one device is usable.
+bool cuda_available();
+
+}  // namespace dd::kernels
