@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# scripts/setup.sh — install every Debian package the project needs and build it in Release.
+#
+# Idempotent: re-running only installs what is missing and rebuilds what changed.
+# Usage: scripts/setup.sh [build-dir]        (default: build)
+# Environment:
+#   DD_WERROR=ON     treat warnings as errors (CI sets this)
+#   DD_CUDA=AUTO|ON|OFF   build the CUDA backend (AUTO: when /usr/local/cuda/bin/nvcc exists)
+#   DD_JOBS=N        parallel build jobs (default: number of cores)
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${1:-$here/build}"
+
+packages=(
+  build-essential cmake pkg-config
+  libcaf-dev                       # C++ Actor Framework 0.17.6
+  capnproto libcapnp-dev           # Cap'n Proto 0.9.2 (schemas, codec)
+  libopenblas-dev                  # CPU BLAS for matrix products
+  libfmt-dev                       # formatting
+  liblua5.4-dev                    # experiment DSL
+  nlohmann-json3-dev               # JSON (summaries, safetensors headers)
+  libgtest-dev libgmock-dev        # tests
+  libssl-dev                       # CAF's OpenSSL module
+  zlib1g-dev                       # CRC32 for checkpoint files
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all Debian packages present"
+fi
+
+jobs="${DD_JOBS:-$(nproc)}"
+cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release \
+  -DDD_WERROR="${DD_WERROR:-OFF}" -DDD_CUDA="${DD_CUDA:-AUTO}"
+cmake --build "$build" -j"$jobs"
+echo "setup: built into $build/bin"
