@@ -1,0 +1,87 @@
+// actors/atoms.hpp — the project's CAF type-ID block: every atom the actors exchange, and the few
+// in-process message types that are not wire messages (the live-learner view, the owner
+// directory). Included by every actor; any thread.
+//
+// Protocol summary (who sends what; payloads named `wire_bytes` are messages/codec.hpp encodings,
+// so a multi-node transport only changes how the bytes travel):
+//   learner  -> monitor : (join_atom, wire_bytes join_request, actor learner) -> (wire_bytes join_reply)
+//   learner  -> monitor : (heartbeat_atom, wire_bytes heartbeat_msg)
+//   learner  -> monitor : (leave_atom, int32 learner_id, uint64 incarnation)
+//   learner  -> owner   : (push_atom, wire_bytes push_msg)       owner -> learner: (ack_atom, ...)
+//   learner  -> owner   : (pull_atom, int32 learner_id, actor reply_to)
+//   owner    -> learner : (broadcast_atom, wire_bytes broadcast_msg)
+//   owner    -> learner : (reject_atom, wire_bytes reject_msg)
+//   owner    -> monitor : (subscribe_atom, int32 fragment_id, actor owner)
+//   monitor  -> owner   : (live_atom, live_view)
+//   monitor  -> learner : (owners_atom, std::vector<actor>)      current owner of each fragment
+//   anyone   -> learner : (stop_atom)                            finish after the current step
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/type_id.hpp>
+
+namespace dd::actors {
+
+/// One live learner as the health monitor sees it (the owners' quorum input).
+struct live_learner {
+  int32_t learner_id = 0;
+  uint64_t incarnation = 0;
+  /// The learner's EMA of its inner-step wall time, seconds (ξ_step input).
+  double step_time_ema_s = 0.0;
+  /// Where broadcasts go.
+  caf::actor handle;
+};
+
+/// The health monitor's live-learner view; `epoch` increases with every change.
+struct live_view {
+  uint64_t epoch = 0;
+  std::vector<live_learner> learners;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, live_learner& x) {
+  return f(caf::meta::type_name("live_learner"), x.learner_id, x.incarnation, x.step_time_ema_s,
+           x.handle);
+}
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, live_view& x) {
+  return f(caf::meta::type_name("live_view"), x.epoch, x.learners);
+}
+
+}  // namespace dd::actors
+
+CAF_BEGIN_TYPE_ID_BLOCK(dd_actors, caf::first_custom_type_id)
+
+  CAF_ADD_TYPE_ID(dd_actors, (dd::actors::live_learner))
+  CAF_ADD_TYPE_ID(dd_actors, (dd::actors::live_view))
+
+  CAF_ADD_ATOM(dd_actors, dd::atoms, join_atom, "dd_join")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, heartbeat_atom, "dd_hbeat")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, leave_atom, "dd_leave")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, push_atom, "dd_push")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, ack_atom, "dd_ack")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, pull_atom, "dd_pull")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, broadcast_atom, "dd_bcast")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, reject_atom, "dd_reject")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, subscribe_atom, "dd_sub")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, live_atom, "dd_live")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, owners_atom, "dd_owners")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, stop_atom, "dd_stop")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, step_atom, "dd_step")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, grace_atom, "dd_grace")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, lease_atom, "dd_lease")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, respawn_atom, "dd_respawn")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, eval_atom, "dd_eval")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, status_atom, "dd_status")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, done_atom, "dd_done")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, kill_atom, "dd_kill")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, snapshot_atom, "dd_snap")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, spawn_atom, "dd_spawn")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, barrier_atom, "dd_barrier")
+
+CAF_END_TYPE_ID_BLOCK(dd_actors)

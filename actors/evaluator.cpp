@@ -1,0 +1,153 @@
+// actors/evaluator.cpp — see evaluator.hpp.
+//
+//   idle --tick / request--> collecting (owners from the monitor, pull every fragment)
+//   collecting --all fragments--> evaluate (blocking) --> idle (reply to requests, next tick)
+//   collecting --round timeout--> collecting (re-ask owners, re-pull the missing fragments)
+#include "actors/evaluator.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include <caf/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/run_log.hpp"
+#include "runtime/eval.hpp"
+#include "runtime/quantize.hpp"
+
+namespace dd::actors {
+
+uint64_t digest_floats(const std::vector<float>& v) {
+  uint64_t h = 1469598103934665603ULL;
+  const auto* p = reinterpret_cast<const unsigned char*>(v.data());
+  for (size_t i = 0; i < v.size() * sizeof(float); ++i) {
+    h ^= p[i];
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+namespace {
+
+caf::timespan span(double s) {
+  return caf::timespan{static_cast<int64_t>(std::ceil(std::max(0.0, s) * 1e9))};
+}
+
+void pull_missing(evaluator_actor* self) {
+  auto& st = self->state;
+  for (size_t p = 0; p < st.owners.size(); ++p)
+    if (st.got.count(static_cast<int32_t>(p)) == 0 && st.owners[p])
+      self->send(st.owners[p], atoms::pull_atom_v, int32_t{-1});
+}
+
+void ask_owners(evaluator_actor* self, const evaluator_context& ctx) {
+  const uint64_t round = self->state.round;
+  self->request(ctx.monitor, std::chrono::seconds(30), caf::get_atom_v, atoms::owners_atom_v)
+      .then(
+          [=](const std::vector<caf::actor>& owners) {
+            auto& st = self->state;
+            if (!st.in_round || st.round != round) return;
+            st.owners = owners;
+            pull_missing(self);
+          },
+          [](caf::error&) {});
+  self->delayed_send(self, span(ctx.round_timeout_s), atoms::barrier_atom_v, round);
+}
+
+void start_round(evaluator_actor* self, const evaluator_context& ctx) {
+  auto& st = self->state;
+  if (st.in_round) return;
+  st.in_round = true;
+  st.round += 1;
+  st.got.clear();
+  st.assembler.clear();
+  ask_owners(self, ctx);
+}
+
+void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
+  auto& st = self->state;
+  std::vector<float> flat(st.model->num_params());
+  nlohmann::json versions = nlohmann::json::array();
+  for (const auto& layout : ctx.plan.fragments) {
+    const auto& [version, values] = st.got.at(layout.fragment_id);
+    scatter_fragment(layout, values.data(), flat.data());
+    versions.push_back(version);
+  }
+  st.model->set_parameters(flat);
+  auto t0 = std::chrono::steady_clock::now();
+  double loss = evaluate_loss(*st.model, ctx.data->validation(), ctx.batch, ctx.seq_len,
+                              ctx.batches);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  st.last_loss = loss;
+  st.last_digest = digest_floats(flat);
+  st.in_round = false;
+  if (ctx.log != nullptr) {
+    uint64_t tokens = 0;
+    auto snap = ctx.log->snapshot();
+    for (const auto& [id, l] : snap.learners) tokens += l.tokens;
+    ctx.log->emit("eval", {{"val_loss", loss},
+                           {"versions", versions},
+                           {"digest", st.last_digest},
+                           {"tokens", tokens},
+                           {"eval_s", secs}});
+    const double at = ctx.log->now();
+    ctx.log->update([&](run_counters& c) {
+      c.last_val_loss = loss;
+      c.last_val_at_s = at;
+    });
+  }
+  for (auto& rp : st.waiting) rp.deliver(loss, st.last_digest);
+  st.waiting.clear();
+}
+
+}  // namespace
+
+caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_context> ctx) {
+  auto& st = self->state;
+  kernels::backend_options bo;
+  bo.threads = ctx->threads;
+  st.backend = kernels::make_backend(ctx->backend, bo);
+  st.model = std::make_unique<gpt>(*st.backend, ctx->model);
+  if (ctx->every_seconds > 0) self->delayed_send(self, span(ctx->every_seconds), atoms::eval_atom_v);
+  return {
+    [=](atoms::eval_atom) {
+      start_round(self, *ctx);
+      if (ctx->every_seconds > 0)
+        self->delayed_send(self, span(ctx->every_seconds), atoms::eval_atom_v);
+    },
+    [=](atoms::eval_atom, bool) -> caf::result<double, uint64_t> {
+      auto rp = self->make_response_promise<double, uint64_t>();
+      self->state.waiting.push_back(rp);
+      // A round already in flight may hold older values: finish it, then run a fresh one.
+      start_round(self, *ctx);
+      return rp;
+    },
+    [=](atoms::barrier_atom, uint64_t round) {
+      auto& s = self->state;
+      if (!s.in_round || s.round != round) return;
+      ask_owners(self, *ctx);
+    },
+    [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes) {
+      auto& s = self->state;
+      if (!s.in_round) return;
+      auto chunk = decode_broadcast(bytes);
+      if (!chunk) return;
+      auto whole = s.assembler.add(std::move(*chunk));
+      if (!whole || !whole->has_value()) return;
+      const auto& b = **whole;
+      if (b.fragment_id < 0 || static_cast<size_t>(b.fragment_id) >= ctx->plan.fragments.size())
+        return;
+      const auto& layout = ctx->plan.fragments[static_cast<size_t>(b.fragment_id)];
+      auto values = decode_payload(b.encoding, b.payload.data(), b.payload.size(), layout.numel);
+      if (!values) return;
+      s.got[b.fragment_id] = {b.version, std::move(*values)};
+      if (s.got.size() == ctx->plan.fragments.size()) {
+        finish_round(self, *ctx);
+        if (!s.waiting.empty()) start_round(self, *ctx);
+      }
+    },
+  };
+}
+
+}  // namespace dd::actors

@@ -1,0 +1,145 @@
+// actors/fault_hooks.cpp — see fault_hooks.hpp.
+#include "actors/fault_hooks.hpp"
+
+#include <nlohmann/json.hpp>
+
+#include "actors/run_log.hpp"
+
+namespace dd::actors {
+
+const char* to_string(fault_spec::kind k) {
+  switch (k) {
+    case fault_spec::kind::kill_learner: return "kill_learner";
+    case fault_spec::kind::kill_owner: return "kill_owner";
+    case fault_spec::kind::slow_learner: return "slow_learner";
+    case fault_spec::kind::drop_push: return "drop_push";
+    case fault_spec::kind::delay_push: return "delay_push";
+  }
+  return "?";
+}
+
+fault_hooks::fault_hooks(std::vector<fault_spec> faults, run_log* log,
+                         std::function<double()> clock)
+    : faults_(std::move(faults)), log_(log), clock_(std::move(clock)) {
+  if (!clock_) {
+    if (log_ != nullptr)
+      clock_ = [log = log_] { return log->now(); };
+    else
+      clock_ = [] { return 0.0; };
+  }
+  done_.assign(faults_.size(), false);
+  fired_at_.assign(faults_.size(), 0.0);
+}
+
+void fault_hooks::add(const fault_spec& f) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  faults_.push_back(f);
+  done_.push_back(false);
+  fired_at_.push_back(0.0);
+}
+
+bool fault_hooks::due_locked(const fault_spec& f, uint64_t logical, double now) const {
+  if (f.at_seconds >= 0) return now >= f.at_seconds;
+  return logical >= f.at_step;
+}
+
+void fault_hooks::fire_locked(size_t i, uint64_t logical, uint64_t inc, double now) {
+  done_[i] = true;
+  fired_at_[i] = now;
+  fired_fault rec{faults_[i], logical, inc, now};
+  fired_.push_back(rec);
+  const auto& f = faults_[i];
+  if (f.what == fault_spec::kind::kill_learner && f.downtime_s > 0)
+    downtime_.push_back({{f.target, false}, f.downtime_s});
+  if (f.what == fault_spec::kind::kill_owner && f.downtime_s > 0)
+    downtime_.push_back({{f.target, true}, f.downtime_s});
+  if (log_ != nullptr) {
+    nlohmann::json j = {{"fault", to_string(f.what)},
+                        {"target", f.target},
+                        {"at_step", logical},
+                        {"incarnation", inc}};
+    if (f.what == fault_spec::kind::slow_learner) j["factor"] = f.factor;
+    if (f.what == fault_spec::kind::delay_push) j["delay_s"] = f.delay_s;
+    log_->emit("fault", j);
+  }
+}
+
+step_faults fault_hooks::on_learner_step(int32_t id, uint64_t inc, uint64_t step) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  double now = clock_();
+  step_faults out;
+  for (size_t i = 0; i < faults_.size(); ++i) {
+    const auto& f = faults_[i];
+    if (f.target != id) continue;
+    if (f.what == fault_spec::kind::kill_learner) {
+      if (!done_[i] && due_locked(f, step, now)) {
+        fire_locked(i, step, inc, now);
+        out.kill = true;
+      }
+    } else if (f.what == fault_spec::kind::slow_learner) {
+      if (!done_[i] && due_locked(f, step, now)) fire_locked(i, step, inc, now);
+      if (done_[i] && (f.duration_s <= 0 || now < fired_at_[i] + f.duration_s) && f.factor > 1)
+        out.slow_factor *= f.factor;
+    }
+  }
+  return out;
+}
+
+push_fault fault_hooks::on_push(int32_t id, uint64_t inc, int32_t fragment, uint64_t step) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  double now = clock_();
+  push_fault out;
+  for (size_t i = 0; i < faults_.size(); ++i) {
+    const auto& f = faults_[i];
+    if (f.target != id || done_[i]) continue;
+    if (f.what != fault_spec::kind::drop_push && f.what != fault_spec::kind::delay_push) continue;
+    if (!due_locked(f, step, now)) continue;
+    fire_locked(i, step, inc, now);
+    if (f.what == fault_spec::kind::drop_push)
+      out.drop = true;
+    else
+      out.delay_s += f.delay_s;
+  }
+  (void)fragment;
+  return out;
+}
+
+bool fault_hooks::on_owner(int32_t fragment, uint64_t version) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  double now = clock_();
+  bool kill = false;
+  for (size_t i = 0; i < faults_.size(); ++i) {
+    const auto& f = faults_[i];
+    if (f.what != fault_spec::kind::kill_owner || f.target != fragment || done_[i]) continue;
+    if (!due_locked(f, version, now)) continue;
+    fire_locked(i, version, 0, now);
+    kill = true;
+  }
+  return kill;
+}
+
+double fault_hooks::take_downtime(int32_t id, bool owner) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  double out = 0.0;
+  for (auto it = downtime_.begin(); it != downtime_.end();) {
+    if (it->first.first == id && it->first.second == owner) {
+      out = std::max(out, it->second);
+      it = downtime_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return out;
+}
+
+std::vector<fired_fault> fault_hooks::fired() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return fired_;
+}
+
+std::vector<fault_spec> fault_hooks::scheduled() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return faults_;
+}
+
+}  // namespace dd::actors

@@ -1,0 +1,189 @@
+// actors/fragment_owner.cpp — see fragment_owner.hpp.
+//
+// State diagram (one owner incarnation):
+//
+//   start --checkpoint file?--> restored ---+
+//     \------- none ----------> fresh ------+--> serving: push / pull / live / grace
+//                                                   |  fault hook or crash
+//                                                   v
+//                                                 dead --supervisor--> start (new incarnation)
+#include "actors/fragment_owner.hpp"
+
+#include <chrono>
+#include <sys/stat.h>
+
+#include <caf/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/fault_hooks.hpp"
+#include "actors/run_log.hpp"
+
+namespace dd::actors {
+
+double clock_seconds(caf::actor_clock::time_point t) {
+  return std::chrono::duration<double>(t.time_since_epoch()).count();
+}
+
+namespace {
+
+bool file_exists(const std::string& path) {
+  struct stat st {};
+  return !path.empty() && ::stat(path.c_str(), &st) == 0;
+}
+
+caf::timespan to_timespan(double seconds) {
+  auto ns = static_cast<int64_t>(std::ceil(std::max(0.0, seconds) * 1e9));
+  return caf::timespan{ns};
+}
+
+void apply_effects(owner_actor* self, const owner_context& ctx, owner_effects fx) {
+  auto& st = self->state;
+  if (fx.arm_grace_s)
+    self->delayed_send(self, to_timespan(*fx.arm_grace_s), atoms::grace_atom_v, fx.timer_id);
+  if (!fx.merged) return;
+  const auto& rec = *fx.merged;
+  uint64_t bytes = 0;
+  for (const auto& chunk : fx.broadcast) bytes += chunk.size();
+  for (const auto& [id, handle] : st.learners)
+    for (const auto& chunk : fx.broadcast) self->send(handle, atoms::broadcast_atom_v, chunk);
+  if (ctx.log != nullptr) {
+    nlohmann::json contributors = nlohmann::json::array();
+    uint64_t tokens = 0;
+    for (const auto& c : rec.contributors) {
+      contributors.push_back({{"learner", c.learner_id},
+                              {"incarnation", c.incarnation},
+                              {"base_version", c.base_version},
+                              {"transfer_id", c.transfer_id},
+                              {"steps", c.steps},
+                              {"tokens", c.tokens},
+                              {"weight", c.weight}});
+      tokens += c.tokens;
+    }
+    ctx.log->emit("merge", {{"fragment", rec.fragment_id},
+                            {"version", rec.version},
+                            {"contributors", contributors},
+                            {"live", rec.live},
+                            {"needed", rec.needed},
+                            {"grace_s", rec.grace_s},
+                            {"reason", rec.reason},
+                            {"round_s", rec.round_s},
+                            {"sync_s", rec.sync_s},
+                            {"delta_norm", rec.delta_norm},
+                            {"xi_step_s", st.core->xi_step_s()},
+                            {"xi_quorum_s", st.core->xi_quorum_s()},
+                            {"xi_sync_s", st.core->xi_sync_s()}});
+    ctx.log->emit("broadcast", {{"fragment", rec.fragment_id},
+                                {"version", rec.version},
+                                {"learners", st.learners.size()},
+                                {"bytes", bytes * st.learners.size()}});
+    if (rec.checkpointed || !rec.checkpoint_error.empty())
+      ctx.log->emit(rec.checkpointed ? "checkpoint" : "failure",
+                    {{"fragment", rec.fragment_id},
+                     {"version", rec.version},
+                     {"error", rec.checkpoint_error}});
+    const size_t n_learners = st.learners.size();
+    ctx.log->update([&](run_counters& c) {
+      c.merges += 1;
+      c.contributors += rec.contributors.size();
+      c.tokens_merged += tokens;
+      c.bytes_broadcast += bytes * n_learners;
+      c.grace_s[rec.fragment_id] = rec.grace_s;
+      c.versions[rec.fragment_id] = rec.version;
+    });
+  }
+  if (ctx.faults != nullptr && ctx.faults->on_owner(rec.fragment_id, rec.version))
+    self->quit(caf::exit_reason::kill);
+}
+
+}  // namespace
+
+caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_context> ctx) {
+  auto& st = self->state;
+  kernels::backend_options bo;
+  bo.threads = ctx->threads;
+  st.backend = kernels::make_backend(ctx->backend, bo);
+  auto now_fn = [self] { return clock_seconds(self->clock().now()); };
+  const auto& opts = ctx->options;
+  const int32_t frag = opts.layout.fragment_id;
+  if (file_exists(opts.checkpoint_path)) {
+    auto ck = load_checkpoint(opts.checkpoint_path);
+    if (ck) {
+      st.core = std::make_unique<fragment_owner_state>(opts, *st.backend, *ck, now_fn);
+      st.restored = true;
+    } else if (ctx->log != nullptr) {
+      ctx->log->emit("failure", {{"fragment", frag},
+                                 {"what", "checkpoint_unreadable"},
+                                 {"error", ck.error().message}});
+    }
+  }
+  if (!st.core)
+    st.core = std::make_unique<fragment_owner_state>(opts, *st.backend, ctx->initial, now_fn);
+  if (ctx->log != nullptr) {
+    ctx->log->emit(st.restored ? "owner_restored" : "owner_start",
+                   {{"fragment", frag}, {"version", st.core->version()}});
+    ctx->log->update([&](run_counters& c) { c.versions[frag] = st.core->version(); });
+  }
+  if (ctx->monitor) self->send(ctx->monitor, atoms::subscribe_atom_v, frag, caf::actor{self});
+  return {
+    [=](atoms::push_atom, const std::vector<uint8_t>& bytes) {
+      auto& s = self->state;
+      auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+      auto out = s.core->on_push(bytes, clock_seconds(self->clock().now()));
+      using status = push_outcome::status;
+      if (out.what == status::accepted) {
+        if (sender) self->send(sender, atoms::ack_atom_v, frag, out.transfer_id);
+      } else if (out.what == status::rejected && sender) {
+        self->send(sender, atoms::reject_atom_v, encode(*out.reject));
+        if (out.send_current)
+          for (auto& chunk : s.core->current_value())
+            self->send(sender, atoms::broadcast_atom_v, std::move(chunk));
+      }
+      if (ctx->log != nullptr &&
+          (out.what == status::accepted || out.what == status::rejected)) {
+        nlohmann::json j = {{"fragment", frag},
+                            {"learner", out.learner_id},
+                            {"incarnation", out.incarnation},
+                            {"transfer_id", out.transfer_id},
+                            {"bytes", out.payload_bytes},
+                            {"accepted", out.what == status::accepted}};
+        if (out.reject) j["reason"] = std::string(to_string(out.reject->reason));
+        if (!out.detail.empty()) j["detail"] = out.detail;
+        ctx->log->emit("push", j);
+        ctx->log->update([&](run_counters& c) {
+          c.pushes += 1;
+          c.bytes_pushed += bytes.size();
+          if (out.what == status::rejected) c.pushes_rejected += 1;
+        });
+      }
+      apply_effects(self, *ctx, std::move(out.effects));
+    },
+    [=](atoms::pull_atom, int32_t learner_id) {
+      auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+      if (!sender) return;
+      for (auto& chunk : self->state.core->current_value())
+        self->send(sender, atoms::broadcast_atom_v, std::move(chunk));
+      (void)learner_id;
+    },
+    [=](atoms::live_atom, const live_view& view) {
+      auto& s = self->state;
+      s.learners.clear();
+      std::vector<owner_member> members;
+      for (const auto& l : view.learners) {
+        members.push_back({l.learner_id, l.incarnation, l.step_time_ema_s});
+        s.learners[l.learner_id] = l.handle;
+      }
+      apply_effects(self, *ctx,
+                    s.core->on_membership(members, clock_seconds(self->clock().now())));
+    },
+    [=](atoms::grace_atom, uint64_t timer_id) {
+      apply_effects(self, *ctx,
+                    self->state.core->on_grace_timer(timer_id, clock_seconds(self->clock().now())));
+    },
+    [=](atoms::status_atom) {
+      auto& c = *self->state.core;
+      return caf::make_message(c.version(), c.pending_count(), c.last_grace_s());
+    },
+  };
+}
+
+}  // namespace dd::actors

@@ -1,0 +1,426 @@
+// actors/fragment_owner_state.cpp — see fragment_owner_state.hpp.
+//
+// Round life cycle of one fragment (ALGORITHM.md, "Fragment owner"):
+//
+//   idle --first accepted push--> collecting --|pending| >= K--> grace (timer armed)
+//     ^                              |   \                          |
+//     |                              |    every live learner pending / grace 0
+//     |                              v                              v
+//     +------------------------- merge: outer step, version += 1, broadcast, checkpoint
+#include "actors/fragment_owner_state.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+#include "runtime/quantize.hpp"
+
+namespace dd::actors {
+
+namespace {
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+bool all_finite(const std::vector<float>& v) {
+  for (float x : v)
+    if (!std::isfinite(x)) return false;
+  return true;
+}
+
+}  // namespace
+
+fragment_owner_state::fragment_owner_state(owner_options opts, kernels::backend& be,
+                                           const std::vector<float>& initial, clock_fn clock)
+    : opts_(std::move(opts)),
+      be_(&be),
+      clock_(std::move(clock)),
+      xi_step_(opts_.ema_smoothing),
+      xi_quorum_(opts_.ema_smoothing),
+      xi_sync_(opts_.ema_smoothing) {
+  if (initial.size() != opts_.layout.numel)
+    throw std::invalid_argument("fragment owner " + std::to_string(opts_.layout.fragment_id) +
+                                ": initial value has " + std::to_string(initial.size()) +
+                                " elements, the fragment has " +
+                                std::to_string(opts_.layout.numel));
+  init_common();
+  be_->upload(theta_.data(), initial.data(), initial.size());
+  if (ring_) ring_->record(version_, theta_.data());
+}
+
+fragment_owner_state::fragment_owner_state(owner_options opts, kernels::backend& be,
+                                           const owner_checkpoint& ckpt, clock_fn clock)
+    : opts_(std::move(opts)),
+      be_(&be),
+      clock_(std::move(clock)),
+      xi_step_(opts_.ema_smoothing),
+      xi_quorum_(opts_.ema_smoothing),
+      xi_sync_(opts_.ema_smoothing) {
+  const size_t n = opts_.layout.numel;
+  if (ckpt.fragment_id != opts_.layout.fragment_id)
+    throw std::invalid_argument("owner checkpoint is for fragment " +
+                                std::to_string(ckpt.fragment_id) + ", expected " +
+                                std::to_string(opts_.layout.fragment_id));
+  if (ckpt.value.size() != n || ckpt.momentum.size() != n)
+    throw std::invalid_argument("owner checkpoint of fragment " +
+                                std::to_string(ckpt.fragment_id) + " holds " +
+                                std::to_string(ckpt.value.size()) + " elements, expected " +
+                                std::to_string(n));
+  init_common();
+  be_->upload(theta_.data(), ckpt.value.data(), n);
+  be_->upload(momentum_.data(), ckpt.momentum.data(), n);
+  version_ = ckpt.version;
+  if (ckpt.xi_step_s > 0) xi_step_.update(ckpt.xi_step_s);
+  if (ckpt.xi_quorum_s > 0) xi_quorum_.update(ckpt.xi_quorum_s);
+  if (ckpt.xi_sync_s > 0) xi_sync_.update(ckpt.xi_sync_s);
+  if (ring_) {
+    for (const auto& a : ckpt.anchors)
+      if (a.value.size() == n) ring_->record_host(a.version, a.value.data());
+    ring_->record(version_, theta_.data());
+  }
+}
+
+void fragment_owner_state::init_common() {
+  if (!clock_) clock_ = steady_seconds;
+  const size_t n = opts_.layout.numel;
+  theta_ = be_->alloc<float>(n);
+  momentum_ = be_->alloc<float>(n);
+  if (opts_.merge.anchor == merge_anchor::current)
+    ring_ = std::make_unique<anchor_ring>(*be_, n, opts_.max_staleness + 1);
+}
+
+push_outcome fragment_owner_state::reject(const push_msg& m, reject_reason r, std::string detail,
+                                          bool resync) {
+  push_outcome out;
+  out.what = push_outcome::status::rejected;
+  out.learner_id = m.learner_id;
+  out.incarnation = m.incarnation;
+  out.transfer_id = m.transfer_id;
+  out.payload_bytes = m.payload_bytes;
+  out.detail = detail;
+  out.send_current = resync;
+  reject_msg rj;
+  rj.learner_id = m.learner_id;
+  rj.fragment_id = opts_.layout.fragment_id;
+  rj.reason = r;
+  rj.detail = std::move(detail);
+  rj.current_version = version_;
+  out.reject = std::move(rj);
+  return out;
+}
+
+push_outcome fragment_owner_state::on_push(const wire_bytes& bytes, double now_s) {
+  auto decoded = decode_push(bytes);
+  if (!decoded) {
+    push_msg blank;
+    blank.learner_id = -1;
+    return reject(blank, reject_reason::malformed,
+                  "fragment " + std::to_string(opts_.layout.fragment_id) +
+                      ": undecodable push: " + decoded.error().message,
+                  false);
+  }
+  return on_push(std::move(*decoded), now_s);
+}
+
+push_outcome fragment_owner_state::on_push(push_msg chunk, double now_s) {
+  const int32_t frag = opts_.layout.fragment_id;
+  const std::string who = "learner " + std::to_string(chunk.learner_id) + " (incarnation " +
+                          std::to_string(chunk.incarnation) + ")";
+  if (chunk.fragment_id != frag)
+    return reject(chunk, reject_reason::malformed,
+                  who + " pushed fragment " + std::to_string(chunk.fragment_id) +
+                      " to the owner of fragment " + std::to_string(frag),
+                  false);
+  push_msg header_copy = chunk;
+  header_copy.payload.clear();
+  auto assembled = assembler_.add(std::move(chunk));
+  if (!assembled) {
+    auto code = assembled.code();
+    if (code == errc::chunk_duplicate || code == errc::chunk_stale) {
+      push_outcome out;
+      out.what = push_outcome::status::ignored;
+      out.detail = assembled.error().message;
+      return out;
+    }
+    return reject(header_copy,
+                  code == errc::size_mismatch ? reject_reason::shape_mismatch
+                                              : reject_reason::malformed,
+                  who + ": " + assembled.error().message, false);
+  }
+  if (!assembled->has_value()) {
+    push_outcome out;
+    out.what = push_outcome::status::incomplete;
+    return out;
+  }
+  push_msg m = std::move(**assembled);
+
+  // Membership: only live learners with their current incarnation contribute.
+  auto live = live_.find(m.learner_id);
+  if (live == live_.end())
+    return reject(m, reject_reason::unknown_learner, who + " is not a live learner", false);
+  if (m.incarnation < live->second.incarnation)
+    return reject(m, reject_reason::stale_incarnation,
+                  who + " is an old incarnation; current is " +
+                      std::to_string(live->second.incarnation),
+                  false);
+  if (m.incarnation > live->second.incarnation)
+    return reject(m, reject_reason::unknown_learner,
+                  who + ": incarnation not registered yet (have " +
+                      std::to_string(live->second.incarnation) + ")",
+                  false);
+  // Duplicates: (base_version, transfer_id) must advance past the last accepted push.
+  policy::push_key key{static_cast<uint64_t>(m.learner_id), m.incarnation, m.base_version,
+                       m.transfer_id};
+  auto adm = policy::check_push(ledger_, key);
+  if (!adm.accepted) {
+    auto r = adm.reason == policy::admission_reason::duplicate ? reject_reason::duplicate
+             : adm.reason == policy::admission_reason::stale_incarnation
+                 ? reject_reason::stale_incarnation
+                 : reject_reason::unknown_learner;
+    return reject(m, r, who + ": " + adm.message, false);
+  }
+  // Shape and counters.
+  if (m.total_elements != opts_.layout.numel)
+    return reject(m, reject_reason::shape_mismatch,
+                  who + ": push has " + std::to_string(m.total_elements) +
+                      " elements, fragment " + std::to_string(frag) + " has " +
+                      std::to_string(opts_.layout.numel),
+                  false);
+  if (m.steps == 0 || m.tokens == 0)
+    return reject(m, reject_reason::malformed,
+                  who + ": steps and tokens must be > 0 (steps " + std::to_string(m.steps) +
+                      ", tokens " + std::to_string(m.tokens) + ")",
+                  false);
+  // Staleness (a base from the future means this owner was restored from an older checkpoint:
+  // the learner is resynchronized the same way).
+  auto st = policy::check_staleness(version_, m.base_version, opts_.max_staleness);
+  if (!st.accepted) return reject(m, reject_reason::stale, who + ": " + st.message, true);
+  if (ring_ && !ring_->find(m.base_version))
+    return reject(m, reject_reason::stale,
+                  who + ": base version " + std::to_string(m.base_version) +
+                      " is no longer held for anchor = current",
+                  true);
+  auto values = decode_payload(m.encoding, m.payload.data(), m.payload.size(), m.total_elements);
+  if (!values)
+    return reject(m, reject_reason::shape_mismatch, who + ": " + values.error().message, false);
+  if (!all_finite(*values))
+    return reject(m, reject_reason::non_finite, who + ": payload holds NaN or Inf", false);
+
+  // Accept: the newest push of a learner replaces its older pending one.
+  ledger_.record_accepted(key);
+  pending_push p;
+  p.who.learner_id = m.learner_id;
+  p.who.incarnation = m.incarnation;
+  p.who.base_version = m.base_version;
+  p.who.transfer_id = m.transfer_id;
+  p.who.steps = m.steps;
+  p.who.tokens = m.tokens;
+  p.delta = be_->alloc<float>(opts_.layout.numel);
+  be_->upload(p.delta.data(), values->data(), values->size());
+  p.arrived_s = now_s;
+  pending_[m.learner_id] = std::move(p);
+  if (!round_open_) {
+    round_open_ = true;
+    round_start_s_ = now_s;
+    quorum_seen_ = false;
+  }
+  push_outcome out;
+  out.what = push_outcome::status::accepted;
+  out.learner_id = m.learner_id;
+  out.incarnation = m.incarnation;
+  out.transfer_id = m.transfer_id;
+  out.payload_bytes = m.payload_bytes;
+  out.effects = decide(now_s);
+  return out;
+}
+
+owner_effects fragment_owner_state::on_membership(const std::vector<owner_member>& live,
+                                                  double now_s) {
+  std::map<int32_t, owner_member> next;
+  double sum = 0;
+  size_t n = 0;
+  for (const auto& m : live) {
+    ledger_.register_learner(static_cast<uint64_t>(m.learner_id), m.incarnation);
+    next[m.learner_id] = m;
+    if (m.step_time_ema_s > 0 && std::isfinite(m.step_time_ema_s)) {
+      sum += m.step_time_ema_s;
+      ++n;
+    }
+  }
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    auto l = next.find(it->first);
+    if (l == next.end() || l->second.incarnation != it->second.who.incarnation)
+      it = pending_.erase(it);
+    else
+      ++it;
+  }
+  for (const auto& [id, m] : live_)
+    if (next.find(id) == next.end()) assembler_.drop_learner(id);
+  live_ = std::move(next);
+  if (n > 0) xi_step_.update(sum / static_cast<double>(n));
+  if (pending_.empty()) {
+    round_open_ = false;
+    quorum_seen_ = false;
+  }
+  return decide(now_s);
+}
+
+owner_effects fragment_owner_state::on_grace_timer(uint64_t timer_id, double now_s) {
+  if (timer_id != timer_id_ || !grace_running_) return {};
+  return decide(std::max(now_s, grace_deadline_s_));
+}
+
+double fragment_owner_state::compute_grace_s() const {
+  policy::grace_config g = opts_.grace;
+  auto d = policy::compute_grace(g, opts_.tau_steps, xi_step_.value(), xi_quorum_.value(),
+                                 xi_sync_.value());
+  return d.grace_s;
+}
+
+owner_effects fragment_owner_state::decide(double now_s) {
+  owner_effects fx;
+  policy::round_state rs;
+  rs.live = live_.size();
+  rs.pending = pending_.size();
+  rs.grace_running = grace_running_;
+  rs.grace_deadline_s = grace_deadline_s_;
+  double grace_s = compute_grace_s();
+  auto d = policy::decide_merge(opts_.quorum, rs, now_s, grace_s);
+  switch (d.action) {
+    case policy::merge_action::wait:
+      break;
+    case policy::merge_action::start_grace_timer:
+      if (!quorum_seen_) {
+        xi_quorum_.update(now_s - round_start_s_);
+        quorum_seen_ = true;
+      }
+      grace_running_ = true;
+      grace_deadline_s_ = d.grace_deadline_s;
+      round_grace_s_ = grace_s;
+      ++timer_id_;
+      fx.arm_grace_s = std::max(0.0, d.grace_deadline_s - now_s);
+      fx.timer_id = timer_id_;
+      break;
+    case policy::merge_action::merge_now:
+      if (!quorum_seen_) {
+        xi_quorum_.update(now_s - round_start_s_);
+        quorum_seen_ = true;
+      }
+      return merge(now_s, policy::to_string(d.reason));
+    case policy::merge_action::cancel_grace_timer:
+      grace_running_ = false;
+      round_grace_s_ = 0;
+      ++timer_id_;
+      break;
+  }
+  return fx;
+}
+
+owner_effects fragment_owner_state::merge(double now_s, const std::string& reason) {
+  owner_effects fx;
+  const double t0 = clock_();
+  std::vector<contribution> contribs;
+  std::vector<merge_contributor> who;
+  contribs.reserve(pending_.size());
+  for (const auto& [id, p] : pending_) {
+    contribution c;
+    c.delta = p.delta.data();
+    c.weight = opts_.token_weighting ? dd::token_weight(p.who.tokens, p.who.steps) : 1.0;
+    c.base_version = p.who.base_version;
+    c.learner_id = id;
+    contribs.push_back(c);
+    who.push_back(p.who);
+  }
+  merge_record rec;
+  rec.fragment_id = opts_.layout.fragment_id;
+  rec.live = live_.size();
+  rec.needed = policy::compute_quorum(opts_.quorum, live_.size(), pending_.size()).needed;
+  rec.grace_s = round_grace_s_;
+  rec.reason = reason;
+  rec.round_s = now_s - round_start_s_;
+  auto report = outer_step(*be_, opts_.layout, contribs, opts_.merge, theta_.data(),
+                           momentum_.data(), ring_.get());
+  // The round closes whatever happened: a failed merge drops its contributions.
+  pending_.clear();
+  round_open_ = false;
+  quorum_seen_ = false;
+  grace_running_ = false;
+  ++timer_id_;
+  last_grace_s_ = round_grace_s_;
+  round_grace_s_ = 0;
+  if (!report) return fx;
+  ++version_;
+  if (ring_) ring_->record(version_, theta_.data());
+  for (size_t i = 0; i < who.size(); ++i) who[i].weight = report->weights.at(i);
+  rec.contributors = std::move(who);
+  rec.version = version_;
+  rec.delta_norm = report->delta_norm;
+  if (opts_.checkpoint_every > 0 && !opts_.checkpoint_path.empty() &&
+      version_ % opts_.checkpoint_every == 0) {
+    auto st = save_checkpoint(opts_.checkpoint_path, make_checkpoint());
+    rec.checkpointed = st.ok();
+    if (!st) rec.checkpoint_error = st.error().message;
+  }
+  fx.broadcast = encode_value();
+  rec.sync_s = clock_() - t0;
+  xi_sync_.update(rec.sync_s);
+  fx.merged = std::move(rec);
+  return fx;
+}
+
+std::vector<wire_bytes> fragment_owner_state::encode_value() const {
+  std::vector<float> host = value();
+  broadcast_msg b;
+  b.fragment_id = opts_.layout.fragment_id;
+  b.version = version_;
+  b.encoding = opts_.broadcast_encoding;
+  b.total_elements = host.size();
+  b.payload = encode_payload(opts_.broadcast_encoding, host.data(), host.size());
+  b.payload_bytes = b.payload.size();
+  std::vector<wire_bytes> out;
+  if (b.payload.size() <= opts_.chunk_bytes) {
+    out.push_back(encode(b));
+    return out;
+  }
+  auto chunks = split_broadcast(b, opts_.chunk_bytes);
+  for (const auto& c : *chunks) out.push_back(encode(c));
+  return out;
+}
+
+std::vector<wire_bytes> fragment_owner_state::current_value() const { return encode_value(); }
+
+owner_checkpoint fragment_owner_state::make_checkpoint() const {
+  owner_checkpoint c;
+  c.fragment_id = opts_.layout.fragment_id;
+  c.version = version_;
+  c.value = value();
+  c.momentum = momentum();
+  c.xi_step_s = xi_step_.value();
+  c.xi_quorum_s = xi_quorum_.value();
+  c.xi_sync_s = xi_sync_.value();
+  if (ring_)
+    for (auto& [v, vals] : ring_->download_all()) c.anchors.push_back({v, std::move(vals)});
+  return c;
+}
+
+std::vector<float> fragment_owner_state::value() const {
+  std::vector<float> out(opts_.layout.numel);
+  be_->download(out.data(), theta_.data(), out.size());
+  return out;
+}
+
+std::vector<float> fragment_owner_state::momentum() const {
+  std::vector<float> out(opts_.layout.numel);
+  be_->download(out.data(), momentum_.data(), out.size());
+  return out;
+}
+
+std::vector<int32_t> fragment_owner_state::pending_learners() const {
+  std::vector<int32_t> out;
+  for (const auto& [id, p] : pending_) out.push_back(id);
+  return out;
+}
+
+}  // namespace dd::actors

@@ -1,0 +1,208 @@
+// actors/fragment_owner_state.hpp — everything a fragment owner decides and computes, without
+// CAF: validation of pushes, the pending set, quorum and grace window, the merge and outer
+// Nesterov step, the EMAs, checkpoints and restore. The fragment owner actor
+// (fragment_owner.hpp) is a thin shell that feeds it messages and the current time and carries
+// out the effects it returns (arm a timer, send a broadcast, reply to a learner).
+//
+// Time is injected: every handler takes `now_s` (seconds on the caller's clock — the actor clock
+// in the runtime, a manual clock in tests); the merge's own duration (ξ_sync) is measured with the
+// injected `clock`. Single-threaded: one owner actor uses it at a time, like its backend.
+//
+// Source: ALGORITHM.md, "Fragment owner" and "Recovery".
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/policy/admission.hpp"
+#include "actors/policy/grace.hpp"
+#include "actors/policy/quorum.hpp"
+#include "kernels/backend.hpp"
+#include "messages/codec.hpp"
+#include "runtime/fragments.hpp"
+#include "runtime/merge.hpp"
+
+namespace dd::actors {
+
+/// Configuration of one fragment owner (defaults: ALGORITHM.md "Defaults").
+struct owner_options {
+  /// This owner's fragment: id, tensors and length.
+  fragment_layout layout;
+  /// Min quorum K (count or fraction of live learners).
+  policy::quorum_spec quorum = policy::quorum_spec::of_count(1);
+  /// Grace window ξ_grace: adaptive γ · (τ·ξ_step − ξ_quorum − ξ_sync), fixed, or off.
+  policy::grace_config grace;
+  /// τ, the overlap in inner steps (grace-window slack).
+  double tau_steps = 2.0;
+  /// EMA smoothing of ξ_step, ξ_quorum, ξ_sync.
+  double ema_smoothing = 0.2;
+  /// Pushes whose base lags the current version by more are rejected as stale.
+  uint64_t max_staleness = 4;
+  /// Merge rule, anchor, outer lr and momentum (momentum 0 and lr = plain SGD on Δ).
+  merge_options merge;
+  /// false: every contribution weighs 1 (token weighting off).
+  bool token_weighting = true;
+  /// Encoding of broadcasts (fp32: the global model travels exactly).
+  payload_encoding broadcast_encoding = payload_encoding::fp32;
+  /// Chunk size of broadcasts, bytes.
+  size_t chunk_bytes = default_chunk_bytes;
+  /// Write a checkpoint every this many versions (0 = never) to `checkpoint_path`.
+  uint64_t checkpoint_every = 0;
+  std::string checkpoint_path;
+};
+
+/// One learner as the owner's membership sees it.
+struct owner_member {
+  int32_t learner_id = 0;
+  uint64_t incarnation = 0;
+  double step_time_ema_s = 0.0;  ///< seconds per inner step (ξ_step input)
+};
+
+/// What one contributor brought to a merge.
+struct merge_contributor {
+  int32_t learner_id = 0;
+  uint64_t incarnation = 0;
+  uint64_t base_version = 0;
+  uint64_t transfer_id = 0;
+  uint64_t steps = 0;
+  uint64_t tokens = 0;
+  double weight = 0.0;  ///< normalized: the weights of one merge sum to 1
+};
+
+/// The record of one outer step.
+struct merge_record {
+  int32_t fragment_id = 0;
+  uint64_t version = 0;      ///< version after the outer step
+  std::vector<merge_contributor> contributors;  ///< ascending learner id
+  size_t live = 0;           ///< live learners at merge time
+  size_t needed = 0;         ///< quorum K resolved against `live`
+  double grace_s = 0.0;      ///< grace window armed in this round (0 when none)
+  std::string reason;        ///< policy::merge_reason that triggered it
+  double round_s = 0.0;      ///< first pending push → merge, seconds
+  double sync_s = 0.0;       ///< merge + outer step + broadcast encoding, seconds
+  double delta_norm = 0.0;   ///< ‖Δ‖ over the fragment
+  bool checkpointed = false; ///< a checkpoint was written after this merge
+  std::string checkpoint_error;  ///< non-empty when writing it failed
+};
+
+/// Effects the actor must carry out after a handler.
+struct owner_effects {
+  /// Arm the grace timer: fire `on_grace_timer(timer_id, ...)` after `arm_grace_s` seconds.
+  std::optional<double> arm_grace_s;
+  uint64_t timer_id = 0;
+  /// Set when an outer step happened: broadcast `broadcast` to every live learner.
+  std::optional<merge_record> merged;
+  std::vector<wire_bytes> broadcast;
+};
+
+/// Outcome of one push (or push chunk).
+struct push_outcome {
+  enum class status { accepted, incomplete, rejected, ignored };
+  status what = status::ignored;
+  /// Set when rejected: send it to the learner.
+  std::optional<reject_msg> reject;
+  /// Set when the learner must be resynchronized (stale): send it the current value.
+  bool send_current = false;
+  /// Identity of the push (valid for accepted and rejected whole pushes).
+  int32_t learner_id = -1;
+  uint64_t incarnation = 0;
+  uint64_t transfer_id = 0;
+  uint64_t payload_bytes = 0;
+  std::string detail;        ///< human-readable reason
+  owner_effects effects;
+};
+
+/// The state of one fragment owner.
+class fragment_owner_state {
+ public:
+  using clock_fn = std::function<double()>;
+
+  /// A fresh owner at version 0 holding `initial` (layout.numel floats) with zero momentum.
+  /// Throws std::invalid_argument when sizes disagree.
+  fragment_owner_state(owner_options opts, kernels::backend& be, const std::vector<float>& initial,
+                       clock_fn clock = {});
+  /// An owner restored from a checkpoint (value, momentum, version, EMAs, anchors). Throws
+  /// std::invalid_argument when the checkpoint's fragment id or size does not match.
+  fragment_owner_state(owner_options opts, kernels::backend& be, const owner_checkpoint& ckpt,
+                       clock_fn clock = {});
+
+  fragment_owner_state(const fragment_owner_state&) = delete;
+  fragment_owner_state& operator=(const fragment_owner_state&) = delete;
+
+  /// A push chunk (encoded push_msg) arrived. Validates (decode, membership and incarnation,
+  /// duplicates, shape, finite values, staleness), records an accepted push as the learner's
+  /// pending contribution (a newer one replaces an older) and runs the merge decision.
+  push_outcome on_push(const wire_bytes& bytes, double now_s);
+  /// Same for an already decoded push (tests).
+  push_outcome on_push(push_msg msg, double now_s);
+
+  /// The health monitor's live-learner view changed. Pending pushes of learners no longer live
+  /// are dropped; ξ_step is updated with the mean step time of the live learners.
+  owner_effects on_membership(const std::vector<owner_member>& live, double now_s);
+
+  /// The grace timer `timer_id` fired. A timer of an earlier round is ignored.
+  owner_effects on_grace_timer(uint64_t timer_id, double now_s);
+
+  /// The current value as broadcast chunks (for pulls and stale resyncs).
+  std::vector<wire_bytes> current_value() const;
+
+  /// The durable state (value, momentum, version, EMAs, anchors).
+  owner_checkpoint make_checkpoint() const;
+
+  // ---- queries (tests, progress) --------------------------------------------------------
+  int32_t fragment_id() const noexcept { return opts_.layout.fragment_id; }
+  uint64_t version() const noexcept { return version_; }
+  std::vector<float> value() const;
+  std::vector<float> momentum() const;
+  size_t pending_count() const noexcept { return pending_.size(); }
+  std::vector<int32_t> pending_learners() const;
+  bool grace_running() const noexcept { return grace_running_; }
+  double grace_deadline_s() const noexcept { return grace_deadline_s_; }
+  double last_grace_s() const noexcept { return last_grace_s_; }
+  double xi_step_s() const noexcept { return xi_step_.value(); }
+  double xi_quorum_s() const noexcept { return xi_quorum_.value(); }
+  double xi_sync_s() const noexcept { return xi_sync_.value(); }
+  size_t live_count() const noexcept { return live_.size(); }
+  const owner_options& options() const noexcept { return opts_; }
+
+ private:
+  struct pending_push {
+    merge_contributor who;
+    kernels::buffer<float> delta;  // backend memory, layout.numel
+    double arrived_s = 0.0;
+  };
+
+  void init_common();
+  push_outcome reject(const push_msg& m, reject_reason r, std::string detail, bool resync);
+  owner_effects decide(double now_s);
+  owner_effects merge(double now_s, const std::string& reason);
+  double compute_grace_s() const;
+  std::vector<wire_bytes> encode_value() const;
+
+  owner_options opts_;
+  kernels::backend* be_;
+  clock_fn clock_;
+  kernels::buffer<float> theta_;
+  kernels::buffer<float> momentum_;
+  uint64_t version_ = 0;
+  std::unique_ptr<anchor_ring> ring_;
+  policy::push_ledger ledger_;
+  chunk_assembler assembler_;
+  std::map<int32_t, owner_member> live_;
+  std::map<int32_t, pending_push> pending_;
+  bool round_open_ = false;
+  double round_start_s_ = 0.0;
+  bool quorum_seen_ = false;
+  bool grace_running_ = false;
+  double grace_deadline_s_ = 0.0;
+  double round_grace_s_ = 0.0;
+  double last_grace_s_ = 0.0;
+  uint64_t timer_id_ = 0;
+  policy::ema xi_step_, xi_quorum_, xi_sync_;
+};
+
+}  // namespace dd::actors

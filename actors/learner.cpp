@@ -1,0 +1,481 @@
+// actors/learner.cpp — see learner.hpp.
+//
+// State diagram (one incarnation):
+//
+//   joining --join reply + owners--> syncing (pull every fragment)
+//   syncing --all fragments in--> stepping --step--> stepping
+//   stepping --barrier: merge of a fragment pushed τ steps ago missing--> waiting
+//   waiting --broadcast / timeout--> stepping
+//   stepping --non-finite step--> syncing (reload from the owners)
+//   stepping --budget / stop--> finished (leave, exit normal)
+//   any --fault hook kill--> exit with error (the supervisor respawns a new incarnation)
+#include "actors/learner.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <thread>
+
+#include <caf/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/fault_hooks.hpp"
+#include "actors/fragment_owner.hpp"
+#include "actors/policy/push_schedule.hpp"
+#include "actors/run_log.hpp"
+#include "runtime/adamw.hpp"
+#include "runtime/quantize.hpp"
+
+namespace dd::actors {
+
+namespace {
+
+using phase = learner_state::phase;
+
+double actor_now(learner_actor* self) { return clock_seconds(self->clock().now()); }
+
+caf::timespan seconds_span(double s) {
+  return caf::timespan{static_cast<int64_t>(std::ceil(std::max(0.0, s) * 1e9))};
+}
+
+void set_stepping(learner_actor* self, const learner_context& ctx, bool on) {
+  if (ctx.log != nullptr) ctx.log->set_stepping(self->state.id, on);
+}
+
+void schedule_step(learner_actor* self, double delay_s = 0.0) {
+  auto& st = self->state;
+  if (st.step_scheduled) return;
+  st.step_scheduled = true;
+  if (delay_s > 0)
+    self->delayed_send(self, seconds_span(delay_s), atoms::step_atom_v);
+  else
+    self->send(self, atoms::step_atom_v);
+}
+
+void finish(learner_actor* self, const learner_context& ctx) {
+  auto& st = self->state;
+  if (st.now == phase::finished) return;
+  st.now = phase::finished;
+  set_stepping(self, ctx, false);
+  if (ctx.monitor && st.joined) self->send(ctx.monitor, atoms::leave_atom_v, st.id, st.incarnation);
+  if (ctx.log != nullptr)
+    ctx.log->emit("learner_done", {{"learner", st.id},
+                                   {"incarnation", st.incarnation},
+                                   {"step", st.tr ? st.tr->steps_done() : 0}});
+  self->quit(caf::exit_reason::normal);
+}
+
+void send_chunks(learner_actor* self, const caf::actor& owner,
+                 const std::vector<wire_bytes>& chunks, double delay_s) {
+  if (!owner) return;
+  for (const auto& c : chunks) {
+    if (delay_s > 0)
+      self->delayed_send(owner, seconds_span(delay_s), atoms::push_atom_v, c);
+    else
+      self->send(owner, atoms::push_atom_v, c);
+  }
+}
+
+/// Pull every fragment not yet received in this (re)load.
+void pull_missing(learner_actor* self) {
+  auto& st = self->state;
+  for (size_t p = 0; p < st.frags.size(); ++p)
+    if (!st.frags[p].have && p < st.owners.size() && st.owners[p])
+      self->send(st.owners[p], atoms::pull_atom_v, st.id);
+}
+
+void start_reload(learner_actor* self, const learner_context& ctx) {
+  auto& st = self->state;
+  st.now = phase::syncing;
+  set_stepping(self, ctx, false);
+  for (auto& f : st.frags) f.have = false;
+  st.assembler.clear();
+  pull_missing(self);
+}
+
+/// Sends queued pushes while fewer than max_inflight are unanswered.
+void drain_queue(learner_actor* self, const learner_context& ctx) {
+  auto& st = self->state;
+  while (!st.queued.empty() &&
+         st.unacked.size() < static_cast<size_t>(std::max(1, ctx.max_inflight))) {
+    auto [p, push] = std::move(st.queued.front());
+    st.queued.pop_front();
+    if (st.unacked.count(p) != 0) {
+      // Still waiting on an older push of the same fragment: keep the newest queued.
+      st.queued.emplace_back(p, std::move(push));
+      break;
+    }
+    send_chunks(self, st.owners.at(static_cast<size_t>(p)), push.chunks, 0.0);
+    st.unacked[p] = std::move(push);
+  }
+}
+
+/// Gives up on pushes unanswered for H steps (dropped in transit; the next push of the fragment
+/// carries their tokens, since counters reset only when a global value arrives).
+void expire_unacked(learner_actor* self, const learner_context& ctx, uint64_t step) {
+  auto& st = self->state;
+  for (auto it = st.unacked.begin(); it != st.unacked.end();) {
+    if (step >= it->second.sent_step + static_cast<uint64_t>(ctx.sync_interval))
+      it = st.unacked.erase(it);
+    else
+      ++it;
+  }
+}
+
+void push_fragment(learner_actor* self, const learner_context& ctx, int32_t p,
+                   const std::vector<float>& params, uint64_t step) {
+  auto& st = self->state;
+  auto& f = st.frags.at(static_cast<size_t>(p));
+  if (f.steps == 0 || !f.have) return;
+  const auto& layout = ctx.plan.fragments.at(static_cast<size_t>(p));
+  std::vector<float> delta(layout.numel);
+  gather_fragment(layout, params.data(), delta.data());
+  for (size_t i = 0; i < delta.size(); ++i) delta[i] = f.base[i] - delta[i];
+  push_msg m;
+  m.learner_id = st.id;
+  m.incarnation = st.incarnation;
+  m.fragment_id = p;
+  m.base_version = f.base_version;
+  m.steps = f.steps;
+  m.tokens = f.tokens;
+  m.transfer_id = step;
+  m.encoding = ctx.wire;
+  m.total_elements = layout.numel;
+  m.payload = encode_payload(ctx.wire, delta.data(), delta.size());
+  m.payload_bytes = m.payload.size();
+  inflight_push push;
+  push.transfer_id = step;
+  push.sent_step = step;
+  if (m.payload.size() <= ctx.chunk_bytes) {
+    push.chunks.push_back(encode(m));
+  } else {
+    auto parts = split_push(m, ctx.chunk_bytes);
+    for (const auto& c : *parts) push.chunks.push_back(encode(c));
+  }
+  if (ctx.barrier) {
+    f.awaiting = true;
+    f.pushed_at_step = step;
+  }
+  push_fault fate;
+  if (ctx.faults != nullptr) fate = ctx.faults->on_push(st.id, st.incarnation, p, step);
+  if (fate.drop) {
+    // Lost in transit: it occupies its in-flight slot until it expires.
+    if (ctx.log != nullptr) {
+      ctx.log->emit("push_dropped", {{"learner", st.id}, {"fragment", p}, {"step", step}});
+      ctx.log->update([](run_counters& c) { c.pushes_dropped += 1; });
+    }
+    st.unacked[p] = std::move(push);
+    return;
+  }
+  if (fate.delay_s > 0) {
+    send_chunks(self, st.owners.at(static_cast<size_t>(p)), push.chunks, fate.delay_s);
+    st.unacked[p] = std::move(push);
+    return;
+  }
+  // A newer push replaces an unsent older one of the same fragment.
+  for (auto it = st.queued.begin(); it != st.queued.end(); ++it)
+    if (it->first == p) {
+      st.queued.erase(it);
+      break;
+    }
+  st.queued.emplace_back(p, std::move(push));
+  while (st.queued.size() > static_cast<size_t>(std::max(1, ctx.max_inflight)))
+    st.queued.pop_front();
+  drain_queue(self, ctx);
+}
+
+/// Barrier mode: is the merge of a fragment pushed more than τ steps ago still missing?
+bool barrier_blocked(learner_actor* self, const learner_context& ctx) {
+  if (!ctx.barrier) return false;
+  auto& st = self->state;
+  const uint64_t next = static_cast<uint64_t>(st.tr->steps_done()) + 1;
+  for (const auto& f : st.frags)
+    if (f.awaiting && next > f.pushed_at_step + static_cast<uint64_t>(ctx.overlap)) return true;
+  return false;
+}
+
+void apply_global(learner_actor* self, const learner_context& ctx, const broadcast_msg& b) {
+  auto& st = self->state;
+  if (b.fragment_id < 0 || static_cast<size_t>(b.fragment_id) >= st.frags.size()) return;
+  const auto& layout = ctx.plan.fragments[static_cast<size_t>(b.fragment_id)];
+  auto values = decode_payload(b.encoding, b.payload.data(), b.payload.size(), layout.numel);
+  if (!values) return;
+  auto& f = st.frags[static_cast<size_t>(b.fragment_id)];
+  auto& model = st.tr->model();
+  const double alpha = ctx.mixing_alpha;
+  const bool overwrite = alpha <= 0.0 || st.now == phase::syncing;
+  std::vector<float> theta(layout.numel);
+  if (!overwrite) {
+    for (const auto& t : layout.tensors)
+      model.read_parameters(t.flat_offset, t.numel, theta.data() + t.fragment_offset);
+    for (size_t i = 0; i < theta.size(); ++i)
+      theta[i] = static_cast<float>(alpha * theta[i] + (1.0 - alpha) * (*values)[i]);
+  } else {
+    theta = *values;
+  }
+  for (const auto& t : layout.tensors)
+    model.write_parameters(t.flat_offset, t.numel, theta.data() + t.fragment_offset);
+  f.base = std::move(*values);
+  f.base_version = b.version;
+  f.steps = 0;
+  f.tokens = 0;
+  f.have = true;
+  f.awaiting = false;
+}
+
+void on_broadcast(learner_actor* self, const learner_context& ctx, const wire_bytes& bytes) {
+  auto& st = self->state;
+  if (st.now == phase::joining || st.now == phase::finished) return;
+  auto chunk = decode_broadcast(bytes);
+  if (!chunk) return;
+  auto whole = st.assembler.add(std::move(*chunk));
+  if (!whole || !whole->has_value()) return;
+  apply_global(self, ctx, **whole);
+  if (st.now == phase::syncing) {
+    for (const auto& f : st.frags)
+      if (!f.have) return;
+    st.now = phase::stepping;
+    set_stepping(self, ctx, true);
+    if (ctx.log != nullptr)
+      ctx.log->emit("learner_synced", {{"learner", st.id},
+                                       {"incarnation", st.incarnation},
+                                       {"step", st.tr->steps_done()}});
+    schedule_step(self);
+  } else if (st.now == phase::waiting && !barrier_blocked(self, ctx)) {
+    st.now = phase::stepping;
+    set_stepping(self, ctx, true);
+    schedule_step(self);
+  }
+}
+
+struct inner_result {
+  bool applied = false;
+  double loss = 0.0;
+};
+
+/// One inner AdamW step (trainer's components, with the re-warmup factor on the lr).
+inner_result inner_step(learner_actor* self, const learner_context& ctx) {
+  auto& st = self->state;
+  auto& tr = *st.tr;
+  const auto& cfg = tr.config();
+  tr.data().next(cfg.batch, st.inputs, st.targets);
+  auto& model = tr.model();
+  model.zero_grad();
+  inner_result r;
+  r.loss = model.forward(st.inputs, st.targets, cfg.batch, cfg.seq_len);
+  if (!std::isfinite(r.loss)) return r;
+  model.backward();
+  double norm = clip_grad_norm(model.backend(), model.grads(), model.num_params(), cfg.grad_clip);
+  if (!std::isfinite(norm)) return r;
+  const int64_t step = tr.steps_done();
+  double lr = cfg.schedule.at(step);
+  if (st.incarnation > 0 && ctx.rewarmup_steps > 0) {
+    double k = static_cast<double>(step - static_cast<int64_t>(st.resume_step) + 1) /
+               static_cast<double>(ctx.rewarmup_steps);
+    lr *= std::min(1.0, std::max(k, 0.0));
+  }
+  tr.optimizer().step(model.params(), model.grads(), static_cast<float>(lr));
+  tr.set_steps_done(step + 1);
+  r.applied = true;
+  return r;
+}
+
+void on_step(learner_actor* self, const learner_context& ctx) {
+  auto& st = self->state;
+  st.step_scheduled = false;
+  if (st.now != phase::stepping && st.now != phase::waiting) return;
+  if (st.stop_requested ||
+      (ctx.max_steps > 0 && static_cast<uint64_t>(st.tr->steps_done()) >= ctx.max_steps)) {
+    finish(self, ctx);
+    return;
+  }
+  if (barrier_blocked(self, ctx)) {
+    if (st.now != phase::waiting) {
+      st.now = phase::waiting;
+      st.wait_started_s = actor_now(self);
+      set_stepping(self, ctx, false);
+      self->delayed_send(self, seconds_span(ctx.barrier_timeout_s), atoms::barrier_atom_v);
+    }
+    return;
+  }
+  st.now = phase::stepping;
+  const int64_t tokens_per_step =
+      static_cast<int64_t>(st.tr->config().batch) * st.tr->config().seq_len;
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = inner_step(self, ctx);
+  double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (ctx.simulated_time) dt = ctx.sim_step_s;
+  st.tokens += static_cast<uint64_t>(tokens_per_step);
+  if (!r.applied) {
+    if (ctx.log != nullptr) {
+      ctx.log->emit("nonfinite", {{"learner", st.id},
+                                  {"incarnation", st.incarnation},
+                                  {"step", st.tr->steps_done()},
+                                  {"loss", std::isfinite(r.loss) ? r.loss : -1.0}});
+      ctx.log->update([&](run_counters& c) { c.learners[st.id].discarded_steps += 1; });
+    }
+    start_reload(self, ctx);
+    return;
+  }
+  const uint64_t step = static_cast<uint64_t>(st.tr->steps_done());
+  for (auto& f : st.frags) {
+    f.steps += 1;
+    f.tokens += static_cast<uint64_t>(tokens_per_step);
+  }
+  // Emulated slower hardware: the step takes factor × its measured time.
+  double factor = std::max(1.0, ctx.speed);
+  step_faults sf;
+  if (ctx.faults != nullptr) sf = ctx.faults->on_learner_step(st.id, st.incarnation, step);
+  factor *= std::max(1.0, sf.slow_factor);
+  if (ctx.jitter > 0 && st.jitter_rng) factor *= 1.0 + ctx.jitter * st.jitter_rng->uniform();
+  if (!ctx.simulated_time && factor > 1.0)
+    std::this_thread::sleep_for(std::chrono::duration<double>((factor - 1.0) * dt));
+  const double step_s = dt * factor;
+  st.step_time.update(step_s);
+  if (ctx.log != nullptr) {
+    const double loss = r.loss;
+    const uint64_t toks = static_cast<uint64_t>(tokens_per_step);
+    ctx.log->update([&](run_counters& c) {
+      auto& ls = c.learners[st.id];
+      ls.step = step;
+      ls.tokens += toks;
+      ls.loss = loss;
+      ls.compute_s += step_s;
+      ls.steps_per_s = step_s > 0 ? 1.0 / st.step_time.value() : 0.0;
+      ls.incarnation = st.incarnation;
+      ls.alive = true;
+    });
+  }
+  // Heartbeat: step, tokens, step-time EMA, data cursor (what a respawn resumes from).
+  heartbeat_msg hb;
+  hb.learner_id = st.id;
+  hb.incarnation = st.incarnation;
+  hb.step = step;
+  hb.tokens = st.tokens;
+  hb.step_time_ema_s = st.step_time.value();
+  hb.data_cursor = st.tr->data().cursor().to_bytes();
+  self->send(ctx.monitor, atoms::heartbeat_atom_v, encode(hb));
+  if (sf.kill) {
+    if (ctx.log != nullptr)
+      ctx.log->emit("crash", {{"learner", st.id}, {"incarnation", st.incarnation}, {"step", step}});
+    set_stepping(self, ctx, false);
+    self->quit(caf::make_error(caf::sec::runtime_error, "fault injected: kill learner"));
+    return;
+  }
+  // Pushes of the fragments whose turn it is: (step − offset_p) mod H == 0.
+  expire_unacked(self, ctx, step);
+  auto due = policy::fragments_due(step, static_cast<uint64_t>(ctx.sync_interval),
+                                   static_cast<uint64_t>(ctx.plan.num_fragments()));
+  if (!due.empty()) {
+    auto params = st.tr->model().get_parameters();
+    for (auto p : due) push_fragment(self, ctx, static_cast<int32_t>(p), params, step);
+  }
+  if (ctx.max_steps > 0 && step >= ctx.max_steps) {
+    finish(self, ctx);
+    return;
+  }
+  schedule_step(self, ctx.simulated_time ? step_s : 0.0);
+}
+
+}  // namespace
+
+caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context> ctx) {
+  auto& st = self->state;
+  st.id = ctx->learner_id;
+  kernels::backend_options bo;
+  bo.threads = ctx->threads;
+  st.backend = kernels::make_backend(ctx->backend, bo);
+  st.tr = std::make_unique<trainer>(*st.backend, *ctx->data, ctx->trainer);
+  st.frags.resize(ctx->plan.fragments.size());
+  st.owners.resize(ctx->plan.fragments.size());
+  st.jitter_rng = std::make_unique<rng>(derive_seed(ctx->trainer.seed, 0x6a6974ULL + st.id));
+  join_request req;
+  req.requested_learner_id = ctx->learner_id;
+  req.host = "local";
+  self->request(ctx->monitor, std::chrono::seconds(60), atoms::join_atom_v, encode(req),
+                caf::actor{self})
+      .then(
+          [=](const std::vector<uint8_t>& bytes) {
+            auto& s = self->state;
+            auto rep = decode_join_reply(bytes.data(), bytes.size());
+            if (!rep) {
+              self->quit(caf::make_error(caf::sec::invalid_argument, rep.error().message));
+              return;
+            }
+            s.joined = true;
+            s.id = rep->learner_id;
+            s.incarnation = rep->incarnation;
+            s.resume_step = rep->resume_step;
+            s.tr->set_steps_done(static_cast<int64_t>(rep->resume_step));
+            if (!rep->data_cursor.empty()) {
+              try {
+                s.tr->data().restore(data_cursor::from_bytes(rep->data_cursor));
+              } catch (const std::exception& e) {
+                if (ctx->log != nullptr)
+                  ctx->log->emit("failure", {{"learner", s.id}, {"what", "cursor"},
+                                             {"error", e.what()}});
+              }
+            }
+            s.tr->reset_optimizer();
+            if (ctx->log != nullptr)
+              ctx->log->emit("learner_start", {{"learner", s.id},
+                                               {"incarnation", s.incarnation},
+                                               {"resume_step", s.resume_step}});
+            start_reload(self, *ctx);
+          },
+          [=](caf::error& err) { self->quit(std::move(err)); });
+  return {
+    [=](atoms::step_atom) { on_step(self, *ctx); },
+    [=](atoms::barrier_atom) {
+      auto& s = self->state;
+      if (s.now != phase::waiting) return;
+      if (actor_now(self) - s.wait_started_s + 1e-9 < ctx->barrier_timeout_s) return;
+      for (auto& f : s.frags) f.awaiting = false;
+      if (ctx->log != nullptr)
+        ctx->log->emit("barrier_timeout", {{"learner", s.id}, {"step", s.tr->steps_done()}});
+      s.now = phase::stepping;
+      set_stepping(self, *ctx, true);
+      schedule_step(self);
+    },
+    [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes) {
+      on_broadcast(self, *ctx, bytes);
+    },
+    [=](atoms::ack_atom, int32_t fragment, uint64_t transfer_id) {
+      auto& s = self->state;
+      auto it = s.unacked.find(fragment);
+      if (it != s.unacked.end() && it->second.transfer_id == transfer_id) s.unacked.erase(it);
+      drain_queue(self, *ctx);
+    },
+    [=](atoms::reject_atom, const std::vector<uint8_t>& bytes) {
+      auto& s = self->state;
+      auto rj = decode_reject(bytes.data(), bytes.size());
+      if (!rj) return;
+      s.unacked.erase(rj->fragment_id);
+      if (rj->fragment_id >= 0 && static_cast<size_t>(rj->fragment_id) < s.frags.size() &&
+          rj->reason != reject_reason::stale)
+        s.frags[static_cast<size_t>(rj->fragment_id)].awaiting = false;
+      drain_queue(self, *ctx);
+      if (s.now == phase::waiting && !barrier_blocked(self, *ctx)) {
+        s.now = phase::stepping;
+        set_stepping(self, *ctx, true);
+        schedule_step(self);
+      }
+    },
+    [=](atoms::owners_atom, const std::vector<caf::actor>& owners) {
+      auto& s = self->state;
+      for (size_t p = 0; p < owners.size() && p < s.owners.size(); ++p) {
+        if (owners[p] == s.owners[p]) continue;
+        s.owners[p] = owners[p];
+        auto it = s.unacked.find(static_cast<int32_t>(p));
+        if (it != s.unacked.end()) send_chunks(self, owners[p], it->second.chunks, 0.0);
+      }
+      if (s.now == phase::syncing) pull_missing(self);
+    },
+    [=](atoms::stop_atom) {
+      auto& s = self->state;
+      s.stop_requested = true;
+      if (s.now != phase::stepping) finish(self, *ctx);
+    },
+  };
+}
+
+}  // namespace dd::actors

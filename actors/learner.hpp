@@ -1,0 +1,128 @@
+// actors/learner.hpp — the learner actor: inner AdamW steps on its own data shard, asynchronous
+// pushes of the scheduled fragments, application of arriving global fragments at step
+// boundaries, heartbeats. It never blocks on the syncer (except in the optional barrier mode that
+// emulates synchronous Streaming DiLoCo, where waiting is what the baseline measures).
+//
+// Promises under failure: a non-finite step is discarded, every fragment is reloaded from the
+// owners and a "nonfinite" event is reported — nothing non-finite is ever pushed; a push that
+// gets no answer within H steps is given up (its tokens ride on the next push of that fragment);
+// pushes to an owner that is respawned are re-sent to the new owner (only the newest per
+// fragment); a respawned learner (new incarnation) resumes the step and data cursor the health
+// monitor recorded, pulls every fragment and starts with fresh AdamW moments and a re-warmup.
+//
+// Threading: spawn it `detached` (own thread: its steps block for tens of milliseconds). The step
+// loop is a self-sent `step_atom`, so messages that arrive during a step (broadcasts, acks, stop)
+// are handled before the next step. With `simulated_time` the actor may run on the test
+// coordinator: a step then "takes" sim_step_s × slowdown of the actor clock (delayed message)
+// instead of wall time, which makes whole-cluster runs deterministic.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/policy/grace.hpp"
+#include "messages/codec.hpp"
+#include "runtime/data.hpp"
+#include "runtime/fragments.hpp"
+#include "runtime/rng.hpp"
+#include "runtime/trainer.hpp"
+
+namespace dd::actors {
+
+class run_log;
+class fault_hooks;
+
+/// Configuration of one learner id (shared by its incarnations).
+struct learner_context {
+  int32_t learner_id = 0;
+  /// Model, batch, sequence length, schedule, AdamW, clipping, seed, shard (learner, learners).
+  trainer_config trainer;
+  /// Re-warmup after a respawn: lr × min(1, (steps since resume + 1) / rewarmup_steps).
+  int rewarmup_steps = 20;
+  /// Shared dataset (read-only; outlives the learner).
+  const text_dataset* data = nullptr;
+  /// The fragment plan (same on every learner and owner).
+  fragment_plan plan;
+  int sync_interval = 24;         ///< H
+  int overlap = 2;                ///< τ
+  int max_inflight = 2;           ///< queued/unanswered pushes at most
+  double mixing_alpha = 0.0;      ///< α: θ ← α θ + (1 − α) global
+  payload_encoding wire = payload_encoding::fp32;
+  size_t chunk_bytes = default_chunk_bytes;
+  /// Synchronous mode (K = M baselines): before step s + τ + 1 wait for the merge of a fragment
+  /// pushed at step s; give up waiting after barrier_timeout_s.
+  bool barrier = false;
+  double barrier_timeout_s = 30.0;
+  /// Stop after this many inner steps of the learner's own counter (0 = until stopped).
+  uint64_t max_steps = 0;
+  /// Step-time multiplier of emulated slower hardware (>= 1) and random spread in [0, 1).
+  double speed = 1.0;
+  double jitter = 0.0;
+  /// Compute backend and its threads.
+  std::string backend = "cpu";
+  int threads = 1;
+  /// The health monitor.
+  caf::actor monitor;
+  run_log* log = nullptr;         ///< may be null
+  fault_hooks* faults = nullptr;  ///< may be null
+  /// Logical-time mode (tests): a step takes sim_step_s × slowdown on the actor clock.
+  bool simulated_time = false;
+  double sim_step_s = 0.1;
+};
+
+/// Per-fragment bookkeeping of a learner.
+struct learner_fragment {
+  std::vector<float> base;      ///< the global value last received (base_p)
+  uint64_t base_version = 0;
+  uint64_t steps = 0;           ///< steps[p] since base_p was received
+  uint64_t tokens = 0;          ///< tokens[p] since base_p was received
+  bool have = false;            ///< received since the last (re)load started
+  bool awaiting = false;        ///< barrier mode: pushed, merge not yet received
+  uint64_t pushed_at_step = 0;
+};
+
+/// A push sent and not yet answered.
+struct inflight_push {
+  uint64_t transfer_id = 0;
+  uint64_t sent_step = 0;
+  std::vector<wire_bytes> chunks;
+};
+
+/// CAF state of the learner actor.
+struct learner_state {
+  enum class phase { joining, syncing, stepping, waiting, finished };
+  phase now = phase::joining;
+  std::unique_ptr<kernels::backend> backend;
+  std::unique_ptr<trainer> tr;
+  int32_t id = 0;
+  uint64_t incarnation = 0;
+  uint64_t resume_step = 0;
+  std::vector<caf::actor> owners;
+  std::vector<learner_fragment> frags;
+  chunk_assembler assembler;
+  std::map<int32_t, inflight_push> unacked;
+  std::deque<std::pair<int32_t, inflight_push>> queued;
+  bool step_scheduled = false;
+  bool stop_requested = false;
+  bool joined = false;
+  double wait_started_s = 0.0;
+  policy::ema step_time{0.2};
+  uint64_t tokens = 0;           ///< tokens computed by this incarnation
+  std::vector<int32_t> inputs, targets;
+  std::unique_ptr<rng> jitter_rng;
+  static inline const char* name = "learner";
+};
+
+using learner_actor = caf::stateful_actor<learner_state>;
+
+/// The learner's behavior. Joins the health monitor, pulls every fragment, then steps.
+caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context> ctx);
+
+}  // namespace dd::actors

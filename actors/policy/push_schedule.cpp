@@ -1,0 +1,81 @@
+// actors/policy/push_schedule.cpp — push schedule (see push_schedule.hpp).
+#include "actors/policy/push_schedule.hpp"
+
+#include <string>
+
+namespace dd::policy {
+
+namespace {
+std::string u(std::uint64_t v) { return std::to_string(v); }
+}  // namespace
+
+const char* to_string(schedule_reason r) {
+  switch (r) {
+    case schedule_reason::due: return "due";
+    case schedule_reason::not_due: return "not_due";
+    case schedule_reason::step_zero: return "step_zero";
+    case schedule_reason::before_offset: return "before_offset";
+    case schedule_reason::invalid_config: return "invalid_config";
+  }
+  return "unknown";
+}
+
+schedule_decision validate_schedule(std::uint64_t sync_interval, std::uint64_t fragments) {
+  schedule_decision d;
+  if (sync_interval == 0 || fragments == 0 || fragments > sync_interval) {
+    d.reason = schedule_reason::invalid_config;
+    d.message = "invalid push schedule: need H >= 1 and 1 <= P <= H, got H=" + u(sync_interval) +
+                ", P=" + u(fragments);
+    return d;
+  }
+  d.due = true;
+  d.reason = schedule_reason::due;
+  d.message = "valid schedule H=" + u(sync_interval) + ", P=" + u(fragments);
+  return d;
+}
+
+std::uint64_t fragment_offset(std::uint64_t fragment, std::uint64_t sync_interval,
+                              std::uint64_t fragments) {
+  return fragment * sync_interval / fragments;
+}
+
+schedule_decision fragment_due(std::uint64_t step, std::uint64_t fragment,
+                               std::uint64_t sync_interval, std::uint64_t fragments) {
+  schedule_decision d = validate_schedule(sync_interval, fragments);
+  if (!d.due) return d;
+  d.due = false;
+  if (fragment >= fragments) {
+    d.reason = schedule_reason::invalid_config;
+    d.message = "fragment " + u(fragment) + " out of range (P=" + u(fragments) + ")";
+    return d;
+  }
+  if (step == 0) {
+    d.reason = schedule_reason::step_zero;
+    d.message = "step 0: nothing to push yet";
+    return d;
+  }
+  const std::uint64_t offset = fragment_offset(fragment, sync_interval, fragments);
+  if (step < offset) {
+    d.reason = schedule_reason::before_offset;
+    d.message = "fragment " + u(fragment) + " first due at step " + u(offset);
+    return d;
+  }
+  d.due = (step - offset) % sync_interval == 0;
+  d.reason = d.due ? schedule_reason::due : schedule_reason::not_due;
+  d.message = "fragment " + u(fragment) + " at step " + u(step) + (d.due ? ": due" : ": not due") +
+              " (offset " + u(offset) + ", H=" + u(sync_interval) + ")";
+  return d;
+}
+
+std::vector<std::uint64_t> fragments_due(std::uint64_t step, std::uint64_t sync_interval,
+                                         std::uint64_t fragments) {
+  std::vector<std::uint64_t> out;
+  if (!validate_schedule(sync_interval, fragments).due || step == 0) return out;
+  for (std::uint64_t p = 0; p < fragments; ++p) {
+    const std::uint64_t offset = fragment_offset(p, sync_interval, fragments);
+    if (step >= offset && (step - offset) % sync_interval == 0) out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace dd::policy

@@ -1,0 +1,95 @@
+// actors/run_log.cpp — see run_log.hpp.
+#include "actors/run_log.hpp"
+
+#include <chrono>
+#include <stdexcept>
+
+namespace dd::actors {
+
+namespace {
+
+double unix_seconds() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+run_log::run_log(const std::string& events_path, bool keep_in_memory, clock_fn clock)
+    : clock_(std::move(clock)), keep_(keep_in_memory) {
+  if (!clock_) {
+    auto start = std::chrono::steady_clock::now();
+    clock_ = [start] {
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+  }
+  if (!events_path.empty()) {
+    out_.open(events_path, std::ios::out | std::ios::trunc);
+    if (!out_) throw std::runtime_error("run_log: cannot open '" + events_path + "' for writing");
+  }
+  last_integrated_ = clock_();
+}
+
+run_log::~run_log() = default;
+
+double run_log::now() const { return clock_(); }
+
+void run_log::emit(const std::string& kind, nlohmann::json fields) {
+  if (!fields.is_object()) fields = nlohmann::json{{"value", fields}};
+  nlohmann::json line = nlohmann::json::object();
+  line["event"] = kind;
+  line["t"] = clock_();
+  line["time"] = unix_seconds();
+  for (auto& [k, v] : fields.items()) line[k] = v;
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (out_.is_open()) out_ << line.dump() << '\n' << std::flush;
+  if (keep_) events_.push_back(std::move(line));
+}
+
+std::vector<nlohmann::json> run_log::events() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return events_;
+}
+
+void run_log::update(const std::function<void(run_counters&)>& f) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  f(counters_);
+}
+
+run_counters run_log::snapshot() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  const_cast<run_log*>(this)->integrate_locked(clock_());
+  return counters_;
+}
+
+void run_log::set_quorum_needed(size_t needed) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  integrate_locked(clock_());
+  needed_ = needed == 0 ? 1 : needed;
+}
+
+void run_log::set_stepping(int32_t learner_id, bool stepping) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  integrate_locked(clock_());
+  counters_.learners[learner_id].stepping = stepping;
+  if (stepping) started_ = true;
+}
+
+void run_log::freeze_uptime() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  integrate_locked(clock_());
+  frozen_ = true;
+}
+
+void run_log::integrate_locked(double now) {
+  double dt = now - last_integrated_;
+  last_integrated_ = now;
+  if (frozen_ || !started_ || dt <= 0) return;
+  size_t stepping = 0;
+  for (const auto& [id, s] : counters_.learners)
+    if (s.stepping) ++stepping;
+  counters_.observed_s += dt;
+  if (stepping >= needed_) counters_.uptime_s += dt;
+}
+
+}  // namespace dd::actors

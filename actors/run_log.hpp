@@ -1,0 +1,111 @@
+// actors/run_log.hpp — what a run records: the event stream (events.jsonl) and the run-wide
+// counters the progress line and summary.json are computed from.
+//
+// One `run_log` per run, created by the main job (or a test) and passed by pointer to every
+// actor; it outlives them. Thread-safe: learners run on their own threads and all call it.
+// Every event is one JSON object per line with "event" (its kind), "t" (seconds since the run
+// started, on the log's clock) and "time" (Unix seconds, wall clock).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dd::actors {
+
+/// Per-learner counters (one entry per learner id, across incarnations).
+struct learner_stats {
+  uint64_t incarnation = 0;
+  uint64_t step = 0;              ///< inner steps completed (the learner's own counter)
+  uint64_t tokens = 0;            ///< tokens computed, all incarnations together
+  double loss = 0.0;              ///< last training loss, nats/token
+  double compute_s = 0.0;         ///< seconds spent in inner steps (goodput numerator)
+  double steps_per_s = 0.0;       ///< EMA of the learner's step rate
+  uint64_t restarts = 0;          ///< respawns of this id
+  uint64_t discarded_steps = 0;   ///< non-finite steps thrown away
+  bool stepping = false;          ///< inside its step loop right now (uptime)
+  bool alive = false;
+};
+
+/// Run-wide counters. Plain value (a snapshot copy is handed out).
+struct run_counters {
+  std::map<int32_t, learner_stats> learners;
+  uint64_t merges = 0;
+  uint64_t contributors = 0;       ///< Σ contributors over merges
+  uint64_t pushes = 0;
+  uint64_t pushes_rejected = 0;
+  uint64_t pushes_dropped = 0;     ///< lost by fault injection
+  uint64_t bytes_pushed = 0;
+  uint64_t bytes_broadcast = 0;
+  uint64_t tokens_merged = 0;      ///< Σ over merges of the contributors' token counters
+  uint64_t learner_restarts = 0;
+  uint64_t owner_restarts = 0;
+  std::map<int32_t, double> grace_s;     ///< last grace window used per fragment, seconds
+  std::map<int32_t, uint64_t> versions;  ///< current version per fragment
+  double last_val_loss = -1.0;           ///< < 0 until the first evaluation
+  double last_val_at_s = 0.0;
+  double uptime_s = 0.0;                 ///< time with >= quorum_needed learners stepping
+  double observed_s = 0.0;               ///< time over which uptime was integrated
+};
+
+/// The event stream and counters of one run. Thread-safe.
+class run_log {
+ public:
+  /// Seconds on the log's clock; must be monotonic.
+  using clock_fn = std::function<double()>;
+
+  /// `events_path` empty: keep events in memory only (tests); otherwise append JSON lines to the
+  /// file (created or truncated). `keep_in_memory` keeps a copy of every event for `events()`.
+  /// `clock` defaults to a steady clock started now. Throws std::runtime_error naming the file
+  /// when it cannot be opened.
+  explicit run_log(const std::string& events_path = {}, bool keep_in_memory = false,
+                   clock_fn clock = {});
+  ~run_log();
+  run_log(const run_log&) = delete;
+  run_log& operator=(const run_log&) = delete;
+
+  /// Seconds since the run started (the log's clock).
+  double now() const;
+
+  /// Appends one event: `fields` plus "event", "t" and "time". Flushed line by line.
+  void emit(const std::string& kind, nlohmann::json fields = nlohmann::json::object());
+
+  /// Copy of every event kept in memory (empty unless keep_in_memory).
+  std::vector<nlohmann::json> events() const;
+
+  /// Mutates the counters under the lock.
+  void update(const std::function<void(run_counters&)>& f);
+  /// Snapshot of the counters (uptime integrated up to now).
+  run_counters snapshot() const;
+
+  /// Uptime bookkeeping: learners stepping right now must be >= `needed` (K) for the run to
+  /// count as making global progress. Set once at start.
+  void set_quorum_needed(size_t needed);
+  /// A learner enters (true) or leaves (false) its stepping state. Uptime is integrated from the
+  /// first time any learner starts stepping.
+  void set_stepping(int32_t learner_id, bool stepping);
+  /// Stops integrating uptime (end of training).
+  void freeze_uptime();
+
+ private:
+  void integrate_locked(double now);
+
+  mutable std::mutex mutex_;
+  clock_fn clock_;
+  std::ofstream out_;
+  bool keep_;
+  std::vector<nlohmann::json> events_;
+  run_counters counters_;
+  size_t needed_ = 1;
+  double last_integrated_ = 0.0;
+  bool frozen_ = false;
+  bool started_ = false;  // integration starts when the first learner starts stepping
+};
+
+}  // namespace dd::actors

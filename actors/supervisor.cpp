@@ -1,0 +1,138 @@
+// actors/supervisor.cpp — see supervisor.hpp.
+//
+// Per child:
+//
+//   running --exit normal / stop--> done
+//   running --crash--> backoff (delayed respawn_atom) --> running (new incarnation)
+//                  \--budget spent--> done ("give_up")
+#include "actors/supervisor.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <caf/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/fault_hooks.hpp"
+#include "actors/fragment_owner.hpp"
+#include "actors/run_log.hpp"
+
+namespace dd::actors {
+
+namespace {
+
+void start_child(supervisor_actor* self, const supervisor_context& ctx, size_t i) {
+  auto child = ctx.children[i].spawn(self->system());
+  self->monitor(child);
+  self->state.current[i] = child;
+}
+
+void maybe_report(supervisor_actor* self, const supervisor_context& ctx) {
+  auto& st = self->state;
+  if (st.reported) return;
+  for (bool d : st.done)
+    if (!d) return;
+  st.reported = true;
+  if (ctx.job) self->send(ctx.job, atoms::done_atom_v, ctx.name);
+}
+
+}  // namespace
+
+caf::behavior supervisor(supervisor_actor* self, std::shared_ptr<const supervisor_context> ctx) {
+  auto& st = self->state;
+  const size_t n = ctx->children.size();
+  st.current.resize(n);
+  st.done.assign(n, false);
+  st.history.resize(n);
+  for (size_t i = 0; i < n; ++i) start_child(self, *ctx, i);
+  self->set_down_handler([=](const caf::down_msg& dm) {
+    auto& s = self->state;
+    for (size_t i = 0; i < s.current.size(); ++i) {
+      if (!s.current[i] || s.current[i].address() != dm.source) continue;
+      s.current[i] = nullptr;
+      const auto& spec = ctx->children[i];
+      const bool normal = !dm.reason || dm.reason == caf::exit_reason::normal;
+      if (normal || s.stopping) {
+        s.done[i] = true;
+        maybe_report(self, *ctx);
+        return;
+      }
+      const double now = clock_seconds(self->clock().now());
+      auto d = policy::decide_restart(ctx->restart, s.history[i], now);
+      if (d.action == policy::restart_action::give_up) {
+        if (ctx->log != nullptr)
+          ctx->log->emit("give_up", {{"kind", spec.kind}, {"id", spec.id}, {"reason", d.message}});
+        s.done[i] = true;
+        maybe_report(self, *ctx);
+        return;
+      }
+      double delay = d.delay_s;
+      if (ctx->faults != nullptr)
+        delay = std::max(delay, ctx->faults->take_downtime(spec.id, spec.kind == "owner"));
+      if (ctx->log != nullptr)
+        ctx->log->emit("respawn_scheduled", {{"kind", spec.kind},
+                                             {"id", spec.id},
+                                             {"delay_s", delay},
+                                             {"reason", self->system().render(dm.reason)}});
+      policy::record_restart(s.history[i], now);
+      self->delayed_send(self,
+                         caf::timespan{static_cast<int64_t>(std::ceil(delay * 1e9))},
+                         atoms::respawn_atom_v, static_cast<uint64_t>(i));
+      return;
+    }
+  });
+  self->set_exit_handler([=](const caf::exit_msg& em) {
+    auto& s = self->state;
+    for (const auto& c : s.current)
+      if (c && c.address() == em.source) return;  // a child: handled by the down handler
+    s.stopping = true;
+    for (const auto& c : s.current)
+      if (c) self->send_exit(c, em.reason);
+    self->quit(em.reason);
+  });
+  return {
+    [=](atoms::respawn_atom, uint64_t index) {
+      auto& s = self->state;
+      const size_t i = static_cast<size_t>(index);
+      if (i >= s.current.size() || s.current[i]) return;
+      const auto& spec = ctx->children[i];
+      if (s.stopping) {
+        s.done[i] = true;
+        maybe_report(self, *ctx);
+        return;
+      }
+      start_child(self, *ctx, i);
+      if (ctx->log != nullptr) {
+        ctx->log->emit("respawn", {{"kind", spec.kind}, {"id", spec.id},
+                                   {"restarts", s.history[i].restart_times_s.size()}});
+        ctx->log->update([&](run_counters& c) {
+          if (spec.kind == "learner") {
+            c.learner_restarts += 1;
+            c.learners[spec.id].restarts += 1;
+          } else {
+            c.owner_restarts += 1;
+          }
+        });
+      }
+    },
+    [=](atoms::stop_atom) {
+      auto& s = self->state;
+      s.stopping = true;
+      for (size_t i = 0; i < s.current.size(); ++i) {
+        if (s.current[i])
+          self->send(s.current[i], atoms::stop_atom_v);
+        else
+          s.done[i] = true;
+      }
+      maybe_report(self, *ctx);
+    },
+    [=](atoms::kill_atom, int32_t id) {
+      auto& s = self->state;
+      for (size_t i = 0; i < s.current.size(); ++i)
+        if (ctx->children[i].id == id && s.current[i])
+          self->send_exit(s.current[i], caf::exit_reason::kill);
+    },
+  };
+}
+
+}  // namespace dd::actors

@@ -1,0 +1,65 @@
+// actors/supervisor.hpp — spawns a set of children (learners or fragment owners), monitors
+// them, and respawns a child that went down abnormally after a backoff, within a restart budget
+// (at most N restarts per sliding window, as OTP supervisors do; policy/restart_budget.hpp).
+//
+// Promises: a child that exits normally is not respawned; a child that crashes is respawned
+// after max(backoff, the fault's scripted downtime) unless the budget is spent, in which case a
+// "give_up" event is recorded and the child stays down (the quorum absorbs a lost learner);
+// (stop_atom) forwards stop to every live child and disables respawns; when every child has
+// exited normally (or was given up) the supervisor sends (done_atom, name) to the job. An exit
+// message from anyone but a child (the job shutting down) is forwarded to every child.
+// Event-based; CAF has monitors and links but no supervisor trees, so this is ours.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/stateful_actor.hpp>
+
+#include "actors/policy/restart_budget.hpp"
+
+namespace dd::actors {
+
+class run_log;
+class fault_hooks;
+
+/// One child: what it is and how to start an incarnation of it.
+struct child_spec {
+  std::string kind;  ///< "learner" or "owner" (events, counters, fault downtimes)
+  int32_t id = 0;    ///< learner id or fragment id
+  /// Spawns one incarnation (the supervisor monitors it).
+  std::function<caf::actor(caf::actor_system&)> spawn;
+};
+
+/// Configuration of one supervisor.
+struct supervisor_context {
+  std::string name;
+  std::vector<child_spec> children;
+  policy::restart_config restart;
+  run_log* log = nullptr;
+  fault_hooks* faults = nullptr;
+  /// Receives (done_atom, name) once every child is down for good.
+  caf::actor job;
+};
+
+/// CAF state of a supervisor.
+struct supervisor_state {
+  std::vector<caf::actor> current;            ///< live incarnation per child (null when down)
+  std::vector<bool> done;                     ///< exited normally or given up
+  std::vector<policy::restart_history> history;
+  bool stopping = false;
+  bool reported = false;
+  static inline const char* name = "supervisor";
+};
+
+using supervisor_actor = caf::stateful_actor<supervisor_state>;
+
+/// The supervisor's behavior: spawns every child at start.
+caf::behavior supervisor(supervisor_actor* self, std::shared_ptr<const supervisor_context> ctx);
+
+}  // namespace dd::actors

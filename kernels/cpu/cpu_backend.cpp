@@ -1,0 +1,525 @@
+// kernels/cpu/cpu_backend.cpp — the CPU backend (see cpu_backend.hpp for threading and
+// determinism). Every matrix product is an OpenBLAS sgemm whose rows (or output rows) are split
+// statically across this backend's OpenMP threads; every other loop is a static row or element
+// partition written so that GCC vectorizes it (-O3 -march=native, no fast-math).
+#include "kernels/cpu/cpu_backend.hpp"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kernels/cpu/detail/vec_math.hpp"
+#include "kernels/detail/host_backend.hpp"
+
+namespace dd::kernels {
+namespace {
+
+using cpu_detail::fast_expf;
+using cpu_detail::fast_sigmoidf;
+
+constexpr float layernorm_eps = 1e-5f;
+// sqrt(2/pi) and the cubic coefficient of the GELU tanh approximation (Hendrycks & Gimpel 2016).
+constexpr float gelu_k = 0.7978845608028654f;
+constexpr float gelu_c = 0.044715f;
+
+// Elements (or row·columns) below which a loop runs on the calling thread only: spreading a few
+// microseconds of work over threads costs more than it saves.
+constexpr size_t min_work_per_thread = 16384;
+
+/// [begin, end) of chunk `i` of `n_chunks` equal static chunks of [0, n).
+inline void chunk_range(size_t n, int n_chunks, int i, size_t& begin, size_t& end) {
+  const size_t base = n / n_chunks, rem = n % n_chunks;
+  begin = i * base + std::min<size_t>(i, rem);
+  end = begin + base + (static_cast<size_t>(i) < rem ? 1 : 0);
+}
+
+/// Makes OpenBLAS single-threaded, once per process: this backend parallelizes around sgemm
+/// with its own threads. openblas_set_num_threads is process-global.
+void make_openblas_single_threaded() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+class cpu_backend final : public detail::host_backend {
+ public:
+  explicit cpu_backend(int threads) : threads_(threads) { make_openblas_single_threaded(); }
+
+  std::string name() const override { return "cpu"; }
+
+  // ---- threading helpers -------------------------------------------------------------------
+  /// Number of chunks for `work` units: at most threads_, at least 1, each >= min_work.
+  int chunks_for(size_t work, size_t min_work = min_work_per_thread) const {
+    const size_t by_work = std::max<size_t>(1, work / std::max<size_t>(1, min_work));
+    return static_cast<int>(std::min<size_t>(static_cast<size_t>(threads_), by_work));
+  }
+
+  /// Calls f(chunk, begin, end) for `n_chunks` static chunks of [0, n), in parallel. The chunk
+  /// → range map depends only on (n, n_chunks), so results are reproducible even if OpenMP
+  /// hands out fewer threads than asked.
+  template <class F>
+  void for_chunks(size_t n, int n_chunks, F&& f) const {
+    if (n_chunks <= 1) {
+      f(0, size_t{0}, n);
+      return;
+    }
+#pragma omp parallel num_threads(n_chunks)
+    {
+      const int nt = omp_get_num_threads();
+      for (int c = omp_get_thread_num(); c < n_chunks; c += nt) {
+        size_t b = 0, e = 0;
+        chunk_range(n, n_chunks, c, b, e);
+        f(c, b, e);
+      }
+    }
+  }
+
+  /// Parallel loop over [0, n) with a work estimate of `work_per_item` per item.
+  template <class F>
+  void parallel_range(size_t n, size_t work_per_item, F&& f) const {
+    const int nc = chunks_for(n * std::max<size_t>(1, work_per_item));
+    for_chunks(n, std::min<int>(nc, static_cast<int>(std::max<size_t>(1, n))),
+               [&](int, size_t b, size_t e) { f(b, e); });
+  }
+
+  // ---- encoder -------------------------------------------------------------------------------
+  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                       int B, int T, int C) override {
+    const size_t BT = static_cast<size_t>(B) * T;
+    parallel_range(BT, C, [&](size_t b, size_t e) {
+      for (size_t i = b; i < e; ++i) {
+        const float* te = wte + static_cast<size_t>(tokens[i]) * C;
+        const float* pe = wpe + (i % T) * C;
+        float* o = out + i * C;
+        for (int c = 0; c < C; ++c) o[c] = te[c] + pe[c];
+      }
+    });
+  }
+
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                        int B, int T, int C) override {
+    // Partition the C columns: every thread walks all positions in order, so each gradient
+    // element receives its contributions in (b, t) order whatever the thread count.
+    const size_t BT = static_cast<size_t>(B) * T;
+    const int nc = std::min(chunks_for(BT * C * 2), std::max(1, C / 16));
+    for_chunks(static_cast<size_t>(C), nc, [&](int, size_t c0, size_t c1) {
+      for (size_t i = 0; i < BT; ++i) {
+        const float* d = dout + i * C;
+        float* te = dwte + static_cast<size_t>(tokens[i]) * C;
+        float* pe = dwpe + (i % T) * C;
+        for (size_t c = c0; c < c1; ++c) {
+          te[c] += d[c];
+          pe[c] += d[c];
+        }
+      }
+    });
+  }
+
+  // ---- layer norm ----------------------------------------------------------------------------
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                         const float* weight, const float* bias, int N, int C) override {
+    parallel_range(static_cast<size_t>(N), static_cast<size_t>(C) * 4, [&](size_t b, size_t e) {
+      for (size_t n = b; n < e; ++n) {
+        const float* x = inp + n * C;
+        float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+        for (int c = 0; c < C; ++c) s += x[c];
+        const float m = s / C;
+        float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+        for (int c = 0; c < C; ++c) {
+          const float d = x[c] - m;
+          v += d * d;
+        }
+        const float r = 1.0f / std::sqrt(v / C + layernorm_eps);
+        float* o = out + n * C;
+        for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * r * weight[c] + bias[c];
+        mean[n] = m;
+        rstd[n] = r;
+      }
+    });
+  }
+
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const float* weight, const float* mean,
+                          const float* rstd, int N, int C) override {
+    const int nc = chunks_for(static_cast<size_t>(N) * C * 6);
+    // Per-chunk partial sums of dweight and dbias, combined in chunk order below.
+    std::vector<float> partial(static_cast<size_t>(nc) * 2 * C, 0.0f);
+    for_chunks(static_cast<size_t>(N), nc, [&](int chunk, size_t b, size_t e) {
+      float* dw = partial.data() + static_cast<size_t>(chunk) * 2 * C;
+      float* db = dw + C;
+      for (size_t n = b; n < e; ++n) {
+        const float* x = inp + n * C;
+        const float* dy = dout + n * C;
+        const float m = mean[n], r = rstd[n];
+        float mean_g = 0.0f, mean_gx = 0.0f;
+#pragma omp simd reduction(+ : mean_g, mean_gx)
+        for (int c = 0; c < C; ++c) {
+          const float xhat = (x[c] - m) * r;
+          const float g = weight[c] * dy[c];
+          mean_g += g;
+          mean_gx += g * xhat;
+        }
+        mean_g /= C;
+        mean_gx /= C;
+        float* dx = dinp + n * C;
+        for (int c = 0; c < C; ++c) {
+          const float xhat = (x[c] - m) * r;
+          const float g = weight[c] * dy[c];
+          db[c] += dy[c];
+          dw[c] += xhat * dy[c];
+          dx[c] += (g - mean_g - xhat * mean_gx) * r;
+        }
+      }
+    });
+    for (int k = 0; k < nc; ++k) {
+      const float* dw = partial.data() + static_cast<size_t>(k) * 2 * C;
+      const float* db = dw + C;
+      for (int c = 0; c < C; ++c) {
+        dweight[c] += dw[c];
+        dbias[c] += db[c];
+      }
+    }
+  }
+
+  // ---- linear layers -------------------------------------------------------------------------
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+                      int N, int IC, int OC) override {
+    const int nc = std::min(chunks_for(static_cast<size_t>(N) * IC * OC, 1 << 20),
+                            std::max(1, N / 16));
+    for_chunks(static_cast<size_t>(N), nc, [&](int, size_t b, size_t e) {
+      const int rows = static_cast<int>(e - b);
+      if (rows == 0) return;
+      float* o = out + b * OC;
+      if (bias != nullptr) {
+        for (int n = 0; n < rows; ++n) std::memcpy(o + static_cast<size_t>(n) * OC, bias, OC * sizeof(float));
+      }
+      // out = inp · weightᵀ (+ the bias already in out, through beta = 1).
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, OC, IC, 1.0f, inp + b * IC, IC,
+                  weight, IC, bias != nullptr ? 1.0f : 0.0f, o, OC);
+    });
+  }
+
+  void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                       const float* inp, const float* weight, int N, int IC, int OC) override {
+    const int nc = std::min(chunks_for(static_cast<size_t>(N) * IC * OC, 1 << 20),
+                            std::max(1, std::min(N, OC) / 16));
+    // One parallel region: chunk k computes rows [b,e) of dinp and rows [ob,oe) of dweight and
+    // dbias; the outputs are disjoint, so no barrier is needed between the two products.
+#pragma omp parallel num_threads(nc) if (nc > 1)
+    {
+      const int nt = omp_get_num_threads();
+      for (int k = omp_get_thread_num(); k < nc; k += nt) {
+        size_t b = 0, e = 0;
+        chunk_range(static_cast<size_t>(N), nc, k, b, e);
+        if (e > b) {
+          // dinp (N,IC) += dout (N,OC) · weight (OC,IC)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(e - b), IC, OC,
+                      1.0f, dout + b * OC, OC, weight, IC, 1.0f, dinp + b * IC, IC);
+        }
+        size_t ob = 0, oe = 0;
+        chunk_range(static_cast<size_t>(OC), nc, k, ob, oe);
+        if (oe > ob) {
+          // dweight (OC,IC) += dout (N,OC)ᵀ · inp (N,IC), rows [ob,oe)
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(oe - ob), IC, N,
+                      1.0f, dout + ob, OC, inp, IC, 1.0f, dweight + ob * IC, IC);
+          if (dbias != nullptr) column_sums_add(dbias, dout, N, OC, ob, oe);
+        }
+      }
+    }
+  }
+
+  /// dbias[o] += Σ_n dout[n, o] for o in [ob, oe), summed in n order (4-way unrolled over n
+  /// with a fixed combination order, vectorized over o).
+  static void column_sums_add(float* dbias, const float* dout, int N, int OC, size_t ob,
+                              size_t oe) {
+    const size_t w = oe - ob;
+    std::vector<float> acc(w, 0.0f);
+    float* a = acc.data();
+    for (int n = 0; n < N; ++n) {
+      const float* d = dout + static_cast<size_t>(n) * OC + ob;
+      for (size_t o = 0; o < w; ++o) a[o] += d[o];
+    }
+    for (size_t o = 0; o < w; ++o) dbias[ob + o] += a[o];
+  }
+
+  // ---- attention -----------------------------------------------------------------------------
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                         int NH) override {
+    const int hs = C / NH;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    const int C3 = 3 * C;
+    const size_t pairs = static_cast<size_t>(B) * NH;
+    const size_t work = static_cast<size_t>(T) * T * hs * 2;
+    const int nc = std::min<int>(chunks_for(pairs * work, 1 << 18), static_cast<int>(pairs));
+    for_chunks(pairs, nc, [&](int, size_t pb, size_t pe) {
+      for (size_t p = pb; p < pe; ++p) {
+        const size_t b = p / NH, h = p % NH;
+        const float* q = qkv + b * T * C3 + h * hs;
+        const float* k = q + C;
+        const float* v = q + 2 * C;
+        float* a = att + p * T * T;
+        // a (T,T) = scale · q (T,hs) · k (T,hs)ᵀ; only the causal part [t, 0..t] is used.
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, k, C3, 0.0f,
+                    a, T);
+        for (int t = 0; t < T; ++t) softmax_causal_row(a + static_cast<size_t>(t) * T, t + 1, T);
+        // out (T,hs) = a (T,T) · v (T,hs); a is zero above the diagonal.
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, v, C3, 0.0f,
+                    out + b * T * C + h * hs, C);
+      }
+    });
+  }
+
+  /// In place: row[0..len) ← softmax(row[0..len)); row[len..T) ← 0.
+  static void softmax_causal_row(float* row, int len, int T) {
+    float maxv = row[0];
+#pragma omp simd reduction(max : maxv)
+    for (int i = 0; i < len; ++i) maxv = row[i] > maxv ? row[i] : maxv;
+    float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+    for (int i = 0; i < len; ++i) {
+      const float e = fast_expf(row[i] - maxv);
+      row[i] = e;
+      sum += e;
+    }
+    const float inv = 1.0f / sum;
+    for (int i = 0; i < len; ++i) row[i] *= inv;
+    for (int i = len; i < T; ++i) row[i] = 0.0f;
+  }
+
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                          const float* att, int B, int T, int C, int NH) override {
+    const int hs = C / NH;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    const int C3 = 3 * C;
+    const size_t pairs = static_cast<size_t>(B) * NH;
+    const size_t work = static_cast<size_t>(T) * T * hs * 4;
+    const int nc = std::min<int>(chunks_for(pairs * work, 1 << 18), static_cast<int>(pairs));
+    for_chunks(pairs, nc, [&](int, size_t pb, size_t pe) {
+      for (size_t p = pb; p < pe; ++p) {
+        const size_t b = p / NH, h = p % NH;
+        const float* q = qkv + b * T * C3 + h * hs;
+        const float* k = q + C;
+        const float* v = q + 2 * C;
+        float* dq = dqkv + b * T * C3 + h * hs;
+        float* dk = dq + C;
+        float* dv = dq + 2 * C;
+        const float* dy = dout + b * T * C + h * hs;
+        const float* a = att + p * T * T;
+        float* da = scratch + p * T * T;
+        // da (T,T) = dy (T,hs) · v (T,hs)ᵀ
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dy, C, v, C3, 0.0f,
+                    da, T);
+        // dv (T,hs) += aᵀ (T,T) · dy (T,hs)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, dy, C, 1.0f,
+                    dv, C3);
+        // softmax backward, with the 1/sqrt(hs) of the forward folded in:
+        // dpre[t,j] = scale · a[t,j] (da[t,j] - Σ_i a[t,i] da[t,i]) for j <= t, else 0.
+        for (int t = 0; t < T; ++t) {
+          const float* ar = a + static_cast<size_t>(t) * T;
+          float* dr = da + static_cast<size_t>(t) * T;
+          float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+          for (int j = 0; j <= t; ++j) s += ar[j] * dr[j];
+          for (int j = 0; j <= t; ++j) dr[j] = scale * ar[j] * (dr[j] - s);
+          for (int j = t + 1; j < T; ++j) dr[j] = 0.0f;
+        }
+        // dq (T,hs) += dpre (T,T) · k (T,hs);  dk (T,hs) += dpreᵀ (T,T) · q (T,hs)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, da, T, k, C3, 1.0f,
+                    dq, C3);
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, da, T, q, C3, 1.0f,
+                    dk, C3);
+      }
+    });
+  }
+
+  // ---- GELU, residual ------------------------------------------------------------------------
+  void gelu_forward(float* out, const float* inp, size_t N) override {
+    parallel_range(N, 8, [&](size_t b, size_t e) {
+      // 0.5 x (1 + tanh u) = x · sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x³).
+#pragma omp simd
+      for (size_t i = b; i < e; ++i) {
+        const float x = inp[i];
+        const float u = gelu_k * (x + gelu_c * x * x * x);
+        out[i] = x * fast_sigmoidf(2.0f * u);
+      }
+    });
+  }
+
+  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) override {
+    parallel_range(N, 8, [&](size_t b, size_t e) {
+      // With s = sigmoid(2u): tanh u = 2s - 1, 1 - tanh²u = 4 s (1 - s), so
+      // gelu'(x) = s + 2 x s (1 - s) sqrt(2/pi) (1 + 3·0.044715 x²).
+#pragma omp simd
+      for (size_t i = b; i < e; ++i) {
+        const float x = inp[i];
+        const float u = gelu_k * (x + gelu_c * x * x * x);
+        const float s = fast_sigmoidf(2.0f * u);
+        const float g = s + 2.0f * x * s * (1.0f - s) * gelu_k * (1.0f + 3.0f * gelu_c * x * x);
+        dinp[i] += g * dout[i];
+      }
+    });
+  }
+
+  void residual_forward(float* out, const float* a, const float* b, size_t N) override {
+    parallel_range(N, 1, [&](size_t lo, size_t hi) {
+      for (size_t i = lo; i < hi; ++i) out[i] = a[i] + b[i];
+    });
+  }
+
+  // ---- loss ----------------------------------------------------------------------------------
+  void softmax_crossentropy_forward(float* losses, float* probs, const float* logits,
+                                    const int32_t* targets, int N, int V) override {
+    parallel_range(static_cast<size_t>(N), static_cast<size_t>(V) * 8, [&](size_t b, size_t e) {
+      for (size_t n = b; n < e; ++n) {
+        const float* z = logits + n * V;
+        float* p = probs + n * V;
+        float maxv = z[0];
+#pragma omp simd reduction(max : maxv)
+        for (int v = 0; v < V; ++v) maxv = z[v] > maxv ? z[v] : maxv;
+        float sum = 0.0f;
+#pragma omp simd reduction(+ : sum)
+        for (int v = 0; v < V; ++v) {
+          const float ev = fast_expf(z[v] - maxv);
+          p[v] = ev;
+          sum += ev;
+        }
+        const float inv = 1.0f / sum;
+        for (int v = 0; v < V; ++v) p[v] *= inv;
+        // -log softmax(z)[y] = log Σ exp(z - max) + max - z[y]
+        losses[n] = std::log(sum) + maxv - z[targets[n]];
+      }
+    });
+  }
+
+  void softmax_crossentropy_backward(float* dlogits, const float* probs, const int32_t* targets,
+                                     float dloss, int N, int V) override {
+    parallel_range(static_cast<size_t>(N), static_cast<size_t>(V), [&](size_t b, size_t e) {
+      for (size_t n = b; n < e; ++n) {
+        const float* p = probs + n * V;
+        float* d = dlogits + n * V;
+        for (int v = 0; v < V; ++v) d[v] = dloss * p[v];
+        d[targets[n]] = dloss * (p[targets[n]] - 1.0f);
+      }
+    });
+  }
+
+  // ---- optimizer -----------------------------------------------------------------------------
+  void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
+                    const adamw_params& p) override {
+    const float b1 = p.beta1, b2 = p.beta2;
+    const float inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(double(p.beta1), double(p.step))));
+    const float inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(double(p.beta2), double(p.step))));
+    const float lr = p.lr, eps = p.eps, wd = p.weight_decay;
+    parallel_range(n, 8, [&](size_t lo, size_t hi) {
+      for (size_t i = lo; i < hi; ++i) {
+        const float g = grads[i];
+        const float mi = b1 * m[i] + (1.0f - b1) * g;
+        const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+        m[i] = mi;
+        v[i] = vi;
+        const float theta = params[i];
+        params[i] = theta - lr * ((mi * inv_bc1) / (std::sqrt(vi * inv_bc2) + eps) + wd * theta);
+      }
+    });
+  }
+
+  double sum_squares(const float* x, size_t n) override {
+    const int nc = chunks_for(n);
+    std::vector<double> partial(nc, 0.0);
+    for_chunks(n, nc, [&](int chunk, size_t lo, size_t hi) {
+      double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+      for (size_t i = lo; i < hi; ++i) acc += double(x[i]) * double(x[i]);
+      partial[chunk] = acc;
+    });
+    double total = 0.0;
+    for (double s : partial) total += s;  // chunk order: deterministic
+    return total;
+  }
+
+  void scale(float* x, float s, size_t n) override {
+    parallel_range(n, 1, [&](size_t lo, size_t hi) {
+      for (size_t i = lo; i < hi; ++i) x[i] *= s;
+    });
+  }
+
+  bool all_finite(const float* x, size_t n) override {
+    const int nc = chunks_for(n);
+    std::vector<int> bad(nc, 0);
+    for_chunks(n, nc, [&](int chunk, size_t lo, size_t hi) {
+      // A float is inf or NaN exactly when its exponent bits are all ones.
+      uint32_t any = 0;
+      for (size_t i = lo; i < hi; ++i) {
+        uint32_t u;
+        std::memcpy(&u, x + i, sizeof u);
+        any |= static_cast<uint32_t>((u & 0x7f800000u) == 0x7f800000u);
+      }
+      bad[chunk] = static_cast<int>(any);
+    });
+    for (int b : bad) {
+      if (b != 0) return false;
+    }
+    return true;
+  }
+
+  // ---- syncer math ---------------------------------------------------------------------------
+  void weighted_sum(float* out, const float* const* inputs, const float* weights, int k,
+                    size_t n) override {
+    parallel_range(n, static_cast<size_t>(std::max(k, 1)), [&](size_t lo, size_t hi) {
+      if (k == 0) {
+        std::fill(out + lo, out + hi, 0.0f);
+        return;
+      }
+      const float w0 = weights[0];
+      const float* in0 = inputs[0];
+      for (size_t i = lo; i < hi; ++i) out[i] = w0 * in0[i];
+      for (int j = 1; j < k; ++j) {
+        const float wj = weights[j];
+        const float* inj = inputs[j];
+        for (size_t i = lo; i < hi; ++i) out[i] += wj * inj[i];
+      }
+    });
+  }
+
+  void axpy(float* y, float a, const float* x, size_t n) override {
+    parallel_range(n, 1, [&](size_t lo, size_t hi) {
+      for (size_t i = lo; i < hi; ++i) y[i] += a * x[i];
+    });
+  }
+
+  void nesterov_update(float* theta, float* momentum, const float* delta, float lr, float mu,
+                       size_t n) override {
+    parallel_range(n, 2, [&](size_t lo, size_t hi) {
+      for (size_t i = lo; i < hi; ++i) {
+        const float b = mu * momentum[i] + delta[i];
+        momentum[i] = b;
+        theta[i] -= lr * (delta[i] + mu * b);
+      }
+    });
+  }
+
+ private:
+  int threads_;
+};
+
+}  // namespace
+
+std::unique_ptr<backend> make_cpu_backend(const backend_options& opts) {
+  if (opts.threads < 0) {
+    throw backend_error("make_cpu_backend: backend_options.threads must be >= 0 (0 = hardware "
+                        "threads), got " + std::to_string(opts.threads));
+  }
+  int threads = opts.threads;
+  if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  return std::make_unique<cpu_backend>(threads);
+}
+
+}  // namespace dd::kernels

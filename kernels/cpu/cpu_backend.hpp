@@ -1,0 +1,28 @@
+// kernels/cpu/cpu_backend.hpp — the fast CPU backend: OpenBLAS sgemm for every matrix product
+// (linear layers and the per-(batch, head) attention products), OpenMP with static partitioning
+// for the elementwise and row-wise loops, a vectorized exp for softmax/GELU.
+//
+// Determinism: for the same inputs and the same thread count, every op returns bit-identical
+// results (static partitions, fixed-order reductions, per-thread partials combined in thread
+// order). Results may differ in the last bits between different thread counts.
+//
+// Threads: backend_options.threads OpenMP threads per op (0 = hardware threads). Each backend
+// object uses its own count through OpenMP's num_threads clause, so several learners in one
+// process can use different counts. OpenBLAS itself is told to run single-threaded
+// (openblas_set_num_threads(1), which is PROCESS-GLOBAL): this backend splits each sgemm across
+// its own OpenMP threads instead, so no two thread pools fight over the cores.
+//
+// Any thread may create one; each object is used by one thread at a time (backend.hpp).
+#pragma once
+
+#include <memory>
+
+#include "kernels/backend.hpp"
+
+namespace dd::kernels {
+
+/// Creates the CPU backend (host memory, name() == "cpu") using `opts.threads` threads
+/// (0 = std::thread::hardware_concurrency()). Throws backend_error for a negative count.
+std::unique_ptr<backend> make_cpu_backend(const backend_options& opts);
+
+}  // namespace dd::kernels

@@ -1,0 +1,28 @@
+// kernels/detail/host_backend.hpp — memory management shared by the host backends (reference
+// and cpu): 64-byte aligned, zero-filled host allocations and plain memcpy/memset transfers.
+// Internal to kernels/; callers use backend.hpp.
+#pragma once
+
+#include <cstddef>
+
+#include "kernels/backend.hpp"
+
+namespace dd::kernels::detail {
+
+/// Alignment of every host allocation, in bytes (one cache line; enough for AVX-512 loads).
+inline constexpr size_t host_alignment = 64;
+
+/// A backend whose memory space is ordinary host memory. Ops are left to subclasses.
+class host_backend : public backend {
+ public:
+  /// Allocates `n` bytes (rounded up to host_alignment), zero-filled. Throws backend_error
+  /// naming the size when the allocation fails.
+  void* allocate_bytes(size_t n) override;
+  void free_bytes(void* p) noexcept override;
+  void upload_bytes(void* dst, const void* src_host, size_t n) override;
+  void download_bytes(void* dst_host, const void* src, size_t n) override;
+  void copy_bytes(void* dst, const void* src, size_t n) override;
+  void zero_bytes(void* dst, size_t n) override;
+};
+
+}  // namespace dd::kernels::detail

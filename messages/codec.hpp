@@ -1,0 +1,344 @@
+// messages/codec.hpp — plain C++ values for every wire message, and their Cap'n Proto bytes.
+//
+// Every message travels as one `std::vector<uint8_t>` holding a flat-array Cap'n Proto message
+// (8-byte words; an `Envelope` from messages/wire.capnp whose union says which message it is).
+// Fragment payloads travel in chunks (`split_push` / `split_broadcast`, default 4 MiB) and are
+// put back together by a `chunk_assembler`. Decoding never trusts its input: explicit reader
+// limits, every Cap'n Proto exception caught, every size checked; bad bytes give a
+// `dd::wire_error`, never an exception or a crash. See docs/wire.md.
+//
+// Who calls it: learners (join, heartbeat, push, decode broadcast/reject), the health monitor
+// (join, heartbeat), fragment owners (decode push, broadcast, reject, checkpoints). Functions are
+// pure and thread-safe; a chunk_assembler is used by one actor at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "messages/encoding.hpp"
+#include "messages/error.hpp"
+
+namespace dd {
+
+/// Bytes of one encoded message (a flat Cap'n Proto message; size is a multiple of 8).
+using wire_bytes = std::vector<uint8_t>;
+
+/// Default chunk size for fragment payloads: 4 MiB of payload bytes per message.
+inline constexpr size_t default_chunk_bytes = size_t{4} << 20;
+
+// ---- message values -------------------------------------------------------------------------
+
+/// Which message an envelope holds (matches the union order in wire.capnp).
+enum class message_kind : uint8_t {
+  join_request = 0,
+  join_reply,
+  heartbeat,
+  push,
+  broadcast,
+  reject,
+};
+
+/// Learner → health monitor: ask to join (or re-join after a respawn).
+struct join_request {
+  /// Learner id the caller wants back (a respawned learner asks for its old id); -1 = any.
+  int32_t requested_learner_id = -1;
+  /// Host name of the learner's node (for logs and the status page).
+  std::string host;
+  /// Device ordinals the learner runs on (empty on the CPU backend).
+  std::vector<int32_t> devices;
+};
+
+/// Health monitor → learner: the identity and work assignment of a joining learner.
+struct join_reply {
+  int32_t learner_id = 0;
+  /// How many times this learner id has been (re)started; pushes carry it (ALGORITHM.md
+  /// "Recovery").
+  uint64_t incarnation = 0;
+  /// The experiment configuration, JSON text.
+  std::string experiment_config_json;
+  /// This learner's data shard: index in [0, shard_count).
+  uint32_t shard_index = 0;
+  uint32_t shard_count = 1;
+  /// Inner step to resume from (learning-rate schedule), 0 for a fresh learner.
+  uint64_t resume_step = 0;
+  /// Opaque data-loader cursor last recorded for this learner (empty = start of the shard).
+  std::vector<uint8_t> data_cursor;
+};
+
+/// Learner → health monitor, every step or every few steps.
+struct heartbeat_msg {
+  int32_t learner_id = 0;
+  uint64_t incarnation = 0;
+  /// Inner steps completed.
+  uint64_t step = 0;
+  /// Tokens processed in total.
+  uint64_t tokens = 0;
+  /// EMA of the inner step's wall time, seconds (ξ_step input of the grace window).
+  double step_time_ema_s = 0.0;
+  /// Opaque data-loader cursor after the last step.
+  std::vector<uint8_t> data_cursor;
+};
+
+/// Learner → fragment owner: one chunk of a pseudo-gradient push (ALGORITHM.md, learner loop).
+/// A whole (unchunked) push has chunk_index 0, chunk_count 1, chunk_offset 0 and
+/// payload.size() == payload_bytes.
+struct push_msg {
+  int32_t learner_id = 0;
+  uint64_t incarnation = 0;
+  int32_t fragment_id = 0;
+  /// Version of the global fragment the delta was taken against (base_version_p).
+  uint64_t base_version = 0;
+  /// Inner steps and tokens since the learner last received this fragment (steps[p],
+  /// tokens[p]); the owner's token weight is tokens² / steps.
+  uint64_t steps = 0;
+  uint64_t tokens = 0;
+  /// Sender-chosen id, strictly increasing per (learner, incarnation, fragment); orders
+  /// transfers so a newer push replaces a partially received older one.
+  uint64_t transfer_id = 0;
+  payload_encoding encoding = payload_encoding::fp32;
+  /// Elements of the fragment vector (delta_p), before encoding.
+  uint64_t total_elements = 0;
+  /// Encoded bytes of the whole payload; must equal encoded_size(encoding, total_elements).
+  uint64_t payload_bytes = 0;
+  uint32_t chunk_index = 0;
+  uint32_t chunk_count = 1;
+  /// Byte offset of this chunk's payload in the whole encoded payload.
+  uint64_t chunk_offset = 0;
+  /// This chunk's encoded bytes.
+  std::vector<uint8_t> payload;
+};
+
+/// Fragment owner → learners (and evaluator): one chunk of the new global value of a fragment.
+struct broadcast_msg {
+  int32_t fragment_id = 0;
+  /// The fragment's version after the outer step that produced this value.
+  uint64_t version = 0;
+  payload_encoding encoding = payload_encoding::fp32;
+  uint64_t total_elements = 0;
+  uint64_t payload_bytes = 0;
+  uint32_t chunk_index = 0;
+  uint32_t chunk_count = 1;
+  uint64_t chunk_offset = 0;
+  std::vector<uint8_t> payload;
+};
+
+/// Why an owner refused a push (wire.capnp RejectReason).
+enum class reject_reason : uint8_t {
+  stale = 0,           ///< version - base_version > max_staleness, or anchor gone
+  duplicate,           ///< same transfer already merged or pending
+  malformed,           ///< bytes or chunks did not decode
+  shape_mismatch,      ///< total_elements / payload size does not match the fragment
+  non_finite,          ///< payload holds NaN or Inf
+  unknown_learner,     ///< learner id not known to the health monitor (or declared dead)
+  stale_incarnation,   ///< an older incarnation of a respawned learner
+};
+
+/// "stale", "duplicate", "malformed", "shapeMismatch", "nonFinite", "unknownLearner",
+/// "staleIncarnation".
+std::string_view to_string(reject_reason r) noexcept;
+
+/// Fragment owner → learner: a push was refused.
+struct reject_msg {
+  int32_t learner_id = 0;
+  int32_t fragment_id = 0;
+  reject_reason reason = reject_reason::malformed;
+  /// Human-readable detail naming the field at fault.
+  std::string detail;
+  /// The owner's current version of the fragment.
+  uint64_t current_version = 0;
+};
+
+/// One retained (version, θ) pair of a fragment owner's anchor ring (anchor = current).
+struct anchor_entry {
+  uint64_t version = 0;
+  std::vector<float> value;
+};
+
+/// A fragment owner's durable state (ALGORITHM.md "Recovery": value, momentum, version).
+struct owner_checkpoint {
+  int32_t fragment_id = 0;
+  uint64_t version = 0;
+  /// θ_p, fp32, (numel).
+  std::vector<float> value;
+  /// Outer Nesterov momentum b_p, (numel).
+  std::vector<float> momentum;
+  /// EMAs in seconds: learner step time ξ_step, round start → quorum ξ_quorum, merge+broadcast
+  /// ξ_sync.
+  double xi_step_s = 0.0;
+  double xi_quorum_s = 0.0;
+  double xi_sync_s = 0.0;
+  /// Optional anchor ring, oldest first; every value has `value.size()` elements.
+  std::vector<anchor_entry> anchors;
+};
+
+// ---- limits ---------------------------------------------------------------------------------
+
+/// Caps applied while decoding one message.
+struct decode_limits {
+  /// Largest accepted encoded message, bytes (default 64 MiB; a 4 MiB chunk is ~4 MiB).
+  size_t max_message_bytes = size_t{64} << 20;
+  /// Cap'n Proto nesting limit (our schemas nest 3 deep).
+  int nesting_limit = 16;
+};
+
+// ---- encode ---------------------------------------------------------------------------------
+
+/// Encode a value as a flat Cap'n Proto Envelope. Infallible for values within Cap'n Proto's
+/// limits (a Data/Text field < 512 MiB); a larger field is a caller bug (asserts/aborts).
+wire_bytes encode(const join_request& m);
+wire_bytes encode(const join_reply& m);
+wire_bytes encode(const heartbeat_msg& m);
+wire_bytes encode(const push_msg& m);
+wire_bytes encode(const broadcast_msg& m);
+wire_bytes encode(const reject_msg& m);
+
+// ---- decode ---------------------------------------------------------------------------------
+
+/// Which message `bytes` holds. errc::malformed when it is not an Envelope; errc::too_large over
+/// limits.max_message_bytes.
+result<message_kind> peek_kind(const uint8_t* data, size_t size, const decode_limits& limits = {});
+
+/// Decode one message of the named kind. Errors: errc::too_large (over max_message_bytes),
+/// errc::malformed (not a valid Envelope, another kind, size not a multiple of 8, an enum value
+/// out of range, chunk_index >= chunk_count, chunk_count == 0, a chunk that runs past
+/// payload_bytes); errc::size_mismatch when a push/broadcast's payload_bytes is not
+/// encoded_size(encoding, total_elements). Never throws. `data` need not be aligned (it is copied when it is not).
+result<join_request> decode_join_request(const uint8_t* data, size_t size,
+                                         const decode_limits& limits = {});
+result<join_reply> decode_join_reply(const uint8_t* data, size_t size,
+                                     const decode_limits& limits = {});
+result<heartbeat_msg> decode_heartbeat(const uint8_t* data, size_t size,
+                                       const decode_limits& limits = {});
+result<push_msg> decode_push(const uint8_t* data, size_t size, const decode_limits& limits = {});
+result<broadcast_msg> decode_broadcast(const uint8_t* data, size_t size,
+                                       const decode_limits& limits = {});
+result<reject_msg> decode_reject(const uint8_t* data, size_t size,
+                                 const decode_limits& limits = {});
+
+/// Convenience overloads on a byte vector.
+inline result<message_kind> peek_kind(const wire_bytes& b, const decode_limits& l = {}) {
+  return peek_kind(b.data(), b.size(), l);
+}
+inline result<push_msg> decode_push(const wire_bytes& b, const decode_limits& l = {}) {
+  return decode_push(b.data(), b.size(), l);
+}
+inline result<broadcast_msg> decode_broadcast(const wire_bytes& b, const decode_limits& l = {}) {
+  return decode_broadcast(b.data(), b.size(), l);
+}
+
+// ---- chunking -------------------------------------------------------------------------------
+
+/// Split a whole push (payload = all payload_bytes) into chunks of at most `chunk_bytes` payload
+/// bytes each (the last may be shorter; a zero-byte payload gives one empty chunk). Every chunk
+/// copies the header fields and sets chunk_index/count/offset. chunk_bytes must be > 0 (errc::
+/// invalid_argument); payload.size() must equal payload_bytes (errc::size_mismatch).
+result<std::vector<push_msg>> split_push(const push_msg& whole,
+                                         size_t chunk_bytes = default_chunk_bytes);
+/// Same for a broadcast.
+result<std::vector<broadcast_msg>> split_broadcast(const broadcast_msg& whole,
+                                                   size_t chunk_bytes = default_chunk_bytes);
+
+/// Caps of a chunk_assembler (flow-control: a fast sender cannot exhaust the receiver).
+struct chunk_limits {
+  /// Largest payload of a single chunk, bytes.
+  size_t max_chunk_bytes = size_t{16} << 20;
+  /// Largest whole payload of one transfer, bytes (the fragment's encoded size in practice).
+  size_t max_assembly_bytes = size_t{1} << 30;
+  /// Largest chunk_count of one transfer.
+  uint32_t max_chunks = 1u << 16;
+  /// Bytes buffered across all in-progress transfers.
+  size_t max_buffered_bytes = size_t{2} << 30;
+  /// In-progress transfers at once.
+  size_t max_in_progress = 256;
+};
+
+/// Reassembles chunked pushes and broadcasts.
+///
+/// Transfers are keyed by (learner id, fragment id) for pushes and by fragment id for
+/// broadcasts. Within a key the newest transfer wins: a chunk of a newer transfer (higher
+/// (incarnation, transfer_id) for pushes, higher version for broadcasts) discards the partial
+/// older one; a chunk of an older transfer is refused with errc::chunk_stale. Each chunk is
+/// checked against the first chunk of its transfer (every header field equal, same chunk_count
+/// and payload_bytes), against payload_bytes == encoded_size(encoding, total_elements), against
+/// the caps, and for duplicates (errc::chunk_duplicate; the transfer is kept). On
+/// errc::chunk_inconsistent / too_large / size_mismatch the partial transfer is discarded.
+/// Chunks may arrive in any order; the transfer completes when all chunk_count chunks are in
+/// and they tile [0, payload_bytes) exactly. Missing chunks keep a transfer pending: call
+/// `drop_*` or `clear` to give up on it (e.g. when a learner dies or a round times out).
+class chunk_assembler {
+ public:
+  explicit chunk_assembler(chunk_limits limits = {});
+
+  /// Adds one push chunk. Returns the whole push (chunk_index 0, chunk_count 1, payload = all
+  /// bytes) when this chunk completes it, std::nullopt while it is incomplete, or an error.
+  result<std::optional<push_msg>> add(push_msg chunk);
+  /// Adds one broadcast chunk; as above.
+  result<std::optional<broadcast_msg>> add(broadcast_msg chunk);
+
+  /// Discards partial pushes from `learner_id` (all fragments). Returns how many were dropped.
+  size_t drop_learner(int32_t learner_id);
+  /// Discards the partial broadcast of `fragment_id`, if any.
+  size_t drop_broadcast(int32_t fragment_id);
+  /// Discards everything.
+  void clear();
+
+  /// Transfers in progress.
+  size_t in_progress() const noexcept { return pushes_.size() + broadcasts_.size(); }
+  /// Payload bytes reserved by transfers in progress.
+  size_t buffered_bytes() const noexcept { return buffered_; }
+
+ private:
+  template <class Msg>
+  struct assembly {
+    std::tuple<uint64_t, uint64_t> order;   // (incarnation, transfer_id) or (version, 0)
+    uint32_t received = 0;
+    std::vector<uint8_t> bytes;             // payload_bytes, filled at chunk offsets
+    std::vector<uint64_t> offsets;          // per chunk index; UINT64_MAX = not yet received
+    std::vector<uint64_t> lengths;          // per chunk index
+    Msg header;                             // the first chunk's header (payload empty)
+  };
+  template <class Msg, class Key>
+  result<std::optional<Msg>> add_impl(std::map<Key, assembly<Msg>>& table, const Key& key,
+                                      Msg chunk);
+  template <class Msg>
+  void release(assembly<Msg>& a) noexcept;
+
+  chunk_limits limits_;
+  std::map<std::pair<int32_t, int32_t>, assembly<push_msg>> pushes_;
+  std::map<int32_t, assembly<broadcast_msg>> broadcasts_;
+  size_t buffered_ = 0;
+};
+
+// ---- checkpoints ----------------------------------------------------------------------------
+
+/// Checkpoint file format version written by this build.
+inline constexpr uint32_t checkpoint_format_version = 1;
+
+/// Encode a checkpoint as file bytes: a 24-byte header (magic "DDOWNCK1", u32 format version,
+/// u32 CRC32 (zlib) of the body, u64 body length, little-endian) followed by a flat Cap'n Proto
+/// OwnerCheckpoint. value.size() must equal momentum.size() and every anchor's size (asserts).
+std::vector<uint8_t> encode_checkpoint(const owner_checkpoint& c);
+/// Decode checkpoint file bytes. errc::corrupt for a wrong magic, unsupported format version,
+/// length or CRC mismatch; errc::malformed for a body Cap'n Proto refuses or inconsistent sizes
+/// (value/momentum/anchor lengths differ, a float array not a multiple of 4 bytes). Never throws.
+result<owner_checkpoint> decode_checkpoint(const uint8_t* data, size_t size);
+
+/// Write `bytes` to `path` atomically: write `path`.tmp, fsync it, rename over `path`, fsync the
+/// directory. A crash leaves either the old or the new file, never a torn one. errc::io with
+/// errno's text and the path on failure.
+status write_file_atomic(const std::string& path, const uint8_t* data, size_t size);
+/// Read a whole file. errc::io when it cannot be read; errc::too_large over `max_bytes`.
+result<std::vector<uint8_t>> read_file(const std::string& path,
+                                       size_t max_bytes = size_t{16} << 30);
+
+/// encode_checkpoint + write_file_atomic.
+status save_checkpoint(const std::string& path, const owner_checkpoint& c);
+/// read_file + decode_checkpoint; a corrupt file is refused with errc::corrupt naming the path.
+result<owner_checkpoint> load_checkpoint(const std::string& path);
+
+}  // namespace dd

@@ -1,0 +1,130 @@
+# messages/wire.capnp — the wire and on-disk contract of the Decoupled DiLoCo runtime.
+#
+# SCHEMAS ONLY GROW. Never renumber, retype, reuse or remove an ordinal (@N), an enumerant or a
+# union member. A new field gets the next free ordinal at the end of its struct; a new enumerant
+# goes at the end of its enum; a field that is no longer used is kept (rename it to obsoleteXxx).
+# Readers must tolerate fields they do not know (Cap'n Proto does) and zero defaults for fields an
+# older writer did not set. Bump Envelope.schemaVersion when a change needs a reader to notice.
+#
+# The C++ values and the codec are in messages/codec.hpp; docs/wire.md describes the protocol.
+@0xfbe891f7d976cf75;
+
+using Cxx = import "/capnp/c++.capnp";
+$Cxx.namespace("dd::capnp_wire");
+
+# How a fragment payload's float32 elements are stored (messages/encoding.hpp).
+enum PayloadEncoding {
+  fp32 @0;   # raw little-endian float32
+  bf16 @1;   # bfloat16, round-to-nearest-even
+  int8 @2;   # blockwise absmax, block 64: float32 scale + 64 int8 codes per block
+  int4 @3;   # blockwise absmax, block 64: float32 scale + 32 bytes (two 4-bit codes per byte)
+}
+
+# Learner -> health monitor.
+struct JoinRequest {
+  requestedLearnerId @0 :Int32 = -1;   # -1: any id
+  host @1 :Text;
+  devices @2 :List(Int32);
+}
+
+# Health monitor -> learner.
+struct JoinReply {
+  learnerId @0 :Int32;
+  incarnation @1 :UInt64;
+  experimentConfigJson @2 :Text;
+  shardIndex @3 :UInt32;
+  shardCount @4 :UInt32;
+  resumeStep @5 :UInt64;
+  dataCursor @6 :Data;                 # opaque data-loader cursor
+}
+
+# Learner -> health monitor.
+struct Heartbeat {
+  learnerId @0 :Int32;
+  incarnation @1 :UInt64;
+  step @2 :UInt64;
+  tokens @3 :UInt64;
+  stepTimeEmaSeconds @4 :Float64;
+  dataCursor @5 :Data;
+}
+
+# Learner -> fragment owner: one chunk of a pseudo-gradient push.
+struct FragmentPush {
+  learnerId @0 :Int32;
+  incarnation @1 :UInt64;
+  fragmentId @2 :Int32;
+  baseVersion @3 :UInt64;
+  steps @4 :UInt64;                    # inner steps since the fragment was last received
+  tokens @5 :UInt64;                   # tokens since the fragment was last received
+  encoding @6 :PayloadEncoding;
+  totalElements @7 :UInt64;            # fragment vector length before encoding
+  chunkIndex @8 :UInt32;
+  chunkCount @9 :UInt32;
+  payload @10 :Data;                   # this chunk's encoded bytes
+  transferId @11 :UInt64;              # increasing per (learner, incarnation, fragment)
+  payloadBytes @12 :UInt64;            # encoded bytes of the whole payload
+  chunkOffset @13 :UInt64;             # byte offset of this chunk in the whole payload
+}
+
+# Fragment owner -> learners: one chunk of a fragment's new global value.
+struct FragmentBroadcast {
+  fragmentId @0 :Int32;
+  version @1 :UInt64;
+  totalElements @2 :UInt64;
+  encoding @3 :PayloadEncoding;
+  chunkIndex @4 :UInt32;
+  chunkCount @5 :UInt32;
+  payload @6 :Data;
+  payloadBytes @7 :UInt64;
+  chunkOffset @8 :UInt64;
+}
+
+enum RejectReason {
+  stale @0;
+  duplicate @1;
+  malformed @2;
+  shapeMismatch @3;
+  nonFinite @4;
+  unknownLearner @5;
+  staleIncarnation @6;
+}
+
+# Fragment owner -> learner: a push was refused.
+struct Rejection {
+  learnerId @0 :Int32;
+  fragmentId @1 :Int32;
+  reason @2 :RejectReason;
+  detail @3 :Text;
+  currentVersion @4 :UInt64;
+}
+
+# Every message on the wire is one Envelope.
+struct Envelope {
+  schemaVersion @0 :UInt16 = 1;
+  body :union {
+    joinRequest @1 :JoinRequest;
+    joinReply @2 :JoinReply;
+    heartbeat @3 :Heartbeat;
+    push @4 :FragmentPush;
+    broadcast @5 :FragmentBroadcast;
+    reject @6 :Rejection;
+  }
+}
+
+# One retained (version, value) pair of an owner's anchor ring.
+struct AnchorEntry {
+  version @0 :UInt64;
+  value @1 :Data;                      # little-endian float32
+}
+
+# A fragment owner's checkpoint (body of the checkpoint file; header in messages/codec.hpp).
+struct OwnerCheckpoint {
+  fragmentId @0 :Int32;
+  version @1 :UInt64;
+  value @2 :Data;                      # theta_p, little-endian float32
+  momentum @3 :Data;                   # b_p, little-endian float32
+  xiStepSeconds @4 :Float64;
+  xiQuorumSeconds @5 :Float64;
+  xiSyncSeconds @6 :Float64;
+  anchors @7 :List(AnchorEntry);       # oldest first; may be empty
+}

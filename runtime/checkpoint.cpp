@@ -1,0 +1,273 @@
+// runtime/checkpoint.cpp — see checkpoint.hpp.
+#include "runtime/checkpoint.hpp"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/adamw.hpp"
+#include "runtime/gpt.hpp"
+
+static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+              "checkpoint.cpp writes float bytes as-is; safetensors is little-endian");
+
+namespace dd {
+
+const st_tensor* st_file::find(const std::string& name) const {
+  for (const auto& t : tensors)
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+namespace {
+
+size_t numel_of(const std::vector<int64_t>& shape) {
+  size_t n = 1;
+  for (auto d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+std::string shape_str(const std::vector<int64_t>& s) {
+  return fmt::format("[{}]", fmt::join(s, ", "));
+}
+
+[[noreturn]] void sys_fail(const std::string& path, const char* what) {
+  throw std::runtime_error(fmt::format("checkpoint '{}': {} failed: {}", path, what, std::strerror(errno)));
+}
+
+void write_all(int fd, const void* data, size_t n, const std::string& path) {
+  const char* p = static_cast<const char*>(data);
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      sys_fail(path, "write");
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+}
+
+}  // namespace
+
+void write_safetensors(const std::string& path, const st_file& file) {
+  nlohmann::json header = nlohmann::json::object();
+  std::set<std::string> names;
+  uint64_t offset = 0;
+  for (const auto& t : file.tensors) {
+    if (!names.insert(t.name).second || t.name == "__metadata__")
+      throw std::invalid_argument(fmt::format("checkpoint '{}': duplicate or reserved tensor name '{}'", path, t.name));
+    if (numel_of(t.shape) != t.data.size())
+      throw std::invalid_argument(fmt::format("checkpoint '{}': tensor '{}' has {} values but shape {}",
+                                              path, t.name, t.data.size(), shape_str(t.shape)));
+    const uint64_t bytes = t.data.size() * sizeof(float);
+    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  std::string h = header.dump();
+  while (h.size() % 8 != 0) h.push_back(' ');
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
+
+  const auto slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
+  const std::string tmp = fmt::format("{}.tmp.{}", path, static_cast<long>(::getpid()));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) sys_fail(tmp, "open");
+  try {
+    write_all(fd, len, 8, tmp);
+    write_all(fd, h.data(), h.size(), tmp);
+    for (const auto& t : file.tensors) write_all(fd, t.data.data(), t.data.size() * sizeof(float), tmp);
+    if (::fsync(fd) != 0) sys_fail(tmp, "fsync");
+  } catch (...) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    throw;
+  }
+  if (::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    sys_fail(tmp, "close");
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    ::unlink(tmp.c_str());
+    sys_fail(path, "rename");
+  }
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) sys_fail(dir, "open directory");
+  const int rc = ::fsync(dfd);
+  ::close(dfd);
+  if (rc != 0) sys_fail(dir, "fsync directory");
+}
+
+st_file read_safetensors(const std::string& path) {
+  auto fail = [&](const std::string& what) -> std::runtime_error {
+    return std::runtime_error(fmt::format("checkpoint '{}': {}", path, what));
+  };
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw fail(fmt::format("cannot open ({})", std::strerror(errno)));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  const std::string bytes = ss.str();
+  if (bytes.size() < 8) throw fail(fmt::format("file is {} bytes, shorter than the 8-byte header length", bytes.size()));
+  uint64_t hlen = 0;
+  for (int i = 0; i < 8; ++i) hlen |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
+  if (hlen > bytes.size() - 8)
+    throw fail(fmt::format("header length {} exceeds the file size {} (truncated file?)", hlen, bytes.size()));
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(hlen));
+  } catch (const nlohmann::json::exception& e) {
+    throw fail(fmt::format("header is not valid JSON: {}", e.what()));
+  }
+  if (!header.is_object()) throw fail("header is not a JSON object");
+  const uint64_t data_size = bytes.size() - 8 - hlen;
+  const char* data = bytes.data() + 8 + hlen;
+
+  st_file out;
+  struct span { uint64_t begin, end; std::string name; };
+  std::vector<span> spans;
+  for (auto it = header.begin(); it != header.end(); ++it) {
+    const std::string& name = it.key();
+    const auto& v = it.value();
+    if (name == "__metadata__") {
+      if (!v.is_object()) throw fail("field '__metadata__' is not an object");
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (!m.value().is_string()) throw fail(fmt::format("metadata '{}' is not a string", m.key()));
+        out.metadata[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    if (!v.is_object()) throw fail(fmt::format("tensor '{}': entry is not an object", name));
+    auto dt = v.find("dtype");
+    if (dt == v.end() || !dt->is_string()) throw fail(fmt::format("tensor '{}': missing field 'dtype'", name));
+    if (dt->get<std::string>() != "F32")
+      throw fail(fmt::format("tensor '{}': dtype '{}' is not supported (only F32)", name, dt->get<std::string>()));
+    auto sh = v.find("shape");
+    if (sh == v.end() || !sh->is_array()) throw fail(fmt::format("tensor '{}': missing or malformed field 'shape'", name));
+    st_tensor t;
+    t.name = name;
+    uint64_t numel = 1;
+    for (const auto& d : *sh) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        throw fail(fmt::format("tensor '{}': field 'shape' holds a non-integer or negative dimension", name));
+      t.shape.push_back(d.get<int64_t>());
+      const auto du = static_cast<uint64_t>(d.get<int64_t>());
+      if (du != 0 && numel > data_size / du + 1) throw fail(fmt::format("tensor '{}': shape is too large", name));
+      numel *= du;
+    }
+    auto off = v.find("data_offsets");
+    if (off == v.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
+        !(*off)[1].is_number_unsigned())
+      throw fail(fmt::format("tensor '{}': field 'data_offsets' must be two non-negative integers", name));
+    const auto b = (*off)[0].get<uint64_t>(), e = (*off)[1].get<uint64_t>();
+    if (b > e || e > data_size)
+      throw fail(fmt::format("tensor '{}': data_offsets [{}, {}] out of range (data section is {} bytes)",
+                             name, b, e, data_size));
+    if (e - b != numel * sizeof(float))
+      throw fail(fmt::format("tensor '{}': data_offsets span {} bytes but shape {} needs {}", name, e - b,
+                             shape_str(t.shape), numel * sizeof(float)));
+    t.data.resize(numel);
+    if (numel > 0) std::memcpy(t.data.data(), data + b, numel * sizeof(float));
+    spans.push_back({b, e, name});
+    out.tensors.push_back(std::move(t));
+  }
+  std::vector<size_t> order(spans.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t c) { return spans[a].begin < spans[c].begin; });
+  uint64_t pos = 0;
+  for (size_t i : order) {
+    if (spans[i].begin < pos)
+      throw fail(fmt::format("tensor '{}': data_offsets overlap another tensor", spans[i].name));
+    if (spans[i].begin > pos) throw fail(fmt::format("tensor '{}': gap before its data_offsets", spans[i].name));
+    pos = spans[i].end;
+  }
+  if (pos != data_size)
+    throw fail(fmt::format("data section is {} bytes but tensors cover {}", data_size, pos));
+  std::vector<st_tensor> sorted;
+  for (size_t i : order) sorted.push_back(std::move(out.tensors[i]));
+  out.tensors = std::move(sorted);
+  return out;
+}
+
+void save_checkpoint(const std::string& path, const gpt& model, const adamw* opt,
+                     const std::map<std::string, std::string>& metadata) {
+  st_file f;
+  f.metadata = metadata;
+  f.metadata["format"] = "dd-gpt-1";
+  f.metadata["config"] = model.config().to_json().dump();
+  const auto params = model.get_parameters();
+  std::vector<float> m, v;
+  if (opt != nullptr) {
+    m.resize(opt->size());
+    v.resize(opt->size());
+    model.backend().download(m.data(), opt->m(), m.size());
+    model.backend().download(v.data(), opt->v(), v.size());
+    f.metadata["adamw_steps"] = std::to_string(opt->steps());
+  }
+  auto add = [&](const std::string& prefix, const std::vector<float>& src) {
+    for (const auto& t : model.tensors())
+      f.tensors.push_back({prefix + t.name, t.shape,
+                           std::vector<float>(src.begin() + static_cast<std::ptrdiff_t>(t.offset),
+                                              src.begin() + static_cast<std::ptrdiff_t>(t.offset + t.numel))});
+  };
+  add("", params);
+  if (opt != nullptr) {
+    add("adamw.m.", m);
+    add("adamw.v.", v);
+  }
+  write_safetensors(path, f);
+}
+
+std::map<std::string, std::string> load_checkpoint(const std::string& path, gpt& model, adamw* opt) {
+  const st_file f = read_safetensors(path);
+  auto fail = [&](const std::string& what) -> std::runtime_error {
+    return std::runtime_error(fmt::format("checkpoint '{}': {}", path, what));
+  };
+  const size_t n = model.num_params();
+  auto gather = [&](const std::string& prefix) {
+    std::vector<float> host(n);
+    for (const auto& t : model.tensors()) {
+      const st_tensor* s = f.find(prefix + t.name);
+      if (s == nullptr) throw fail(fmt::format("tensor '{}' is missing", prefix + t.name));
+      if (s->shape != t.shape)
+        throw fail(fmt::format("tensor '{}' has shape {} but the model expects {}", prefix + t.name,
+                               shape_str(s->shape), shape_str(t.shape)));
+      std::copy(s->data.begin(), s->data.end(), host.begin() + static_cast<std::ptrdiff_t>(t.offset));
+    }
+    return host;
+  };
+  const auto params = gather("");
+  std::vector<float> m, v;
+  int64_t steps = 0;
+  if (opt != nullptr) {
+    m = gather("adamw.m.");
+    v = gather("adamw.v.");
+    auto it = f.metadata.find("adamw_steps");
+    if (it == f.metadata.end()) throw fail("metadata 'adamw_steps' is missing");
+    try {
+      steps = std::stoll(it->second);
+    } catch (const std::exception&) {
+      throw fail(fmt::format("metadata 'adamw_steps' is not an integer: '{}'", it->second));
+    }
+  }
+  model.set_parameters(params);
+  if (opt != nullptr) {
+    model.backend().upload(opt->m(), m.data(), n);
+    model.backend().upload(opt->v(), v.data(), n);
+    opt->set_steps(steps);
+  }
+  return f.metadata;
+}
+
+}  // namespace dd

@@ -1,0 +1,64 @@
+// runtime/checkpoint.hpp — checkpoints in the safetensors format
+// (https://huggingface.co/docs/safetensors: 8-byte little-endian header length N, N bytes of JSON
+// header {"<name>": {"dtype", "shape", "data_offsets": [begin, end]}, "__metadata__": {str: str}},
+// then the raw little-endian tensor bytes; offsets are relative to the end of the header).
+//
+// Files are written atomically: a temporary file in the same directory, fsync, rename over the
+// target, fsync the directory — a crash leaves either the old or the new file, never a torn one
+// (ALGORITHM.md, Recovery). Loading trusts nothing: file size vs header, header JSON, dtype,
+// offsets in range and non-overlapping, sizes vs shapes; every error names the file and the tensor
+// or field. Only F32 tensors are written or accepted. Any thread; no shared state.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dd {
+
+class gpt;
+class adamw;
+
+/// One host tensor of a safetensors file.
+struct st_tensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<float> data;  ///< numel = product of shape
+};
+
+/// A whole safetensors file in host memory.
+struct st_file {
+  std::vector<st_tensor> tensors;              ///< in file order of data offsets
+  std::map<std::string, std::string> metadata;  ///< the "__metadata__" object
+
+  /// The tensor called `name`, or nullptr.
+  const st_tensor* find(const std::string& name) const;
+};
+
+/// Writes `file` to `path` atomically (see the file comment). Tensors are laid out in the given
+/// order; the header is padded with spaces to a multiple of 8 bytes. Throws std::runtime_error
+/// naming the path and the failing system call; std::invalid_argument when a tensor's data size
+/// does not match its shape or a name repeats.
+void write_safetensors(const std::string& path, const st_file& file);
+
+/// Reads and validates a safetensors file. Throws std::runtime_error "checkpoint '<path>': ..."
+/// naming the tensor or field at fault (short file, header length beyond the file, bad JSON,
+/// dtype other than F32, malformed shape or data_offsets, offsets out of range, overlapping or
+/// leaving gaps, size not matching the shape, non-string metadata).
+st_file read_safetensors(const std::string& path);
+
+/// Writes a model checkpoint: every model tensor under its own name; when `opt` is given, its
+/// moments as "adamw.m.<name>" and "adamw.v.<name>" and metadata "adamw_steps". `metadata` is
+/// added to "__metadata__" together with "format" = "dd-gpt-1" and "config" = the model config
+/// as JSON.
+void save_checkpoint(const std::string& path, const gpt& model, const adamw* opt,
+                     const std::map<std::string, std::string>& metadata);
+
+/// Loads a checkpoint written by save_checkpoint into `model` (and `opt`, which then requires the
+/// moments). Validates everything before touching the model: every expected tensor must be
+/// present with the model's exact shape, else std::runtime_error naming the file and the tensor.
+/// Returns the file's metadata.
+std::map<std::string, std::string> load_checkpoint(const std::string& path, gpt& model, adamw* opt);
+
+}  // namespace dd

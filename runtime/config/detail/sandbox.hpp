@@ -1,0 +1,47 @@
+// runtime/config/detail/sandbox.hpp — runs an experiment script in a sandboxed Lua 5.4 state.
+// Private to runtime/config/ (loader.cpp is the only caller). Each call builds a fresh interpreter
+// and closes it before returning; nothing is shared between calls, so any thread may call.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dd::config::detail {
+
+/// Resource caps of one script run.
+struct sandbox_limits {
+  std::size_t memory = std::size_t{64} << 20;  ///< bytes the interpreter may hold
+  std::uint64_t instructions = 20'000'000;     ///< VM instructions before the run is stopped
+};
+
+/// One `experiment { ... }` call, snapshotted when it was made.
+struct raw_experiment {
+  nlohmann::json value;  ///< the table as JSON (lists → arrays, named keys → objects)
+  int line = 0;          ///< line of the call in the script
+  /// Values that cannot be configuration (functions, mixed tables): (key path, reason).
+  std::vector<std::pair<std::string, std::string>> problems;
+};
+
+/// What running a script produced.
+struct script_outcome {
+  std::vector<raw_experiment> experiments;  ///< in call order
+  bool failed = false;                      ///< the script raised an error or hit a limit
+  int line = 0;                             ///< where it failed (0 = unknown)
+  std::string message;                      ///< why it failed, without a file:line prefix
+};
+
+/// Runs `script` (Lua source text; binary chunks are refused) and records its experiment calls.
+script_outcome run_script(std::string_view script, const sandbox_limits& limits);
+
+/// Evaluates the Lua expression `expr` in an empty sandbox (only fraction() is defined) and
+/// returns its value as JSON, or nullopt when it is not a valid expression or has no JSON form.
+std::optional<nlohmann::json> eval_expression(std::string_view expr, const sandbox_limits& limits);
+
+}  // namespace dd::config::detail

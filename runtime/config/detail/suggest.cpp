@@ -1,0 +1,43 @@
+// runtime/config/detail/suggest.cpp — see suggest.hpp.
+#include "runtime/config/detail/suggest.hpp"
+
+#include <algorithm>
+
+namespace dd::config::detail {
+
+std::size_t levenshtein(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diag = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t up = row[j];
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + cost});
+      diag = up;
+    }
+  }
+  return row[b.size()];
+}
+
+std::string closest(std::string_view word, const std::vector<std::string>& candidates) {
+  const std::size_t limit = std::max<std::size_t>(word.size() >= 6 ? 2 : 1, word.size() / 3);
+  std::string best;
+  std::size_t best_d = limit + 1;
+  for (const auto& c : candidates) {
+    const std::size_t d = levenshtein(word, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
+  const std::string c = closest(word, candidates);
+  return c.empty() ? std::string() : "; did you mean '" + c + "'?";
+}
+
+}  // namespace dd::config::detail

@@ -1,0 +1,22 @@
+// runtime/config/detail/suggest.hpp — "did you mean" suggestions (Levenshtein distance).
+// Private to runtime/config/; pure functions, callable from any thread.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dd::config::detail {
+
+/// Edit distance (insertions, deletions, substitutions; unit cost) between a and b.
+std::size_t levenshtein(std::string_view a, std::string_view b);
+
+/// The candidate closest to `word` if it is close enough to be a likely typo (distance at most
+/// max(1, |word| / 3), or 2 for words of 6+ characters), else "".
+std::string closest(std::string_view word, const std::vector<std::string>& candidates);
+
+/// "; did you mean 'x'?" when closest() finds x, else "".
+std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
+
+}  // namespace dd::config::detail

@@ -1,0 +1,130 @@
+// runtime/config/experiment.cpp — enum spellings and the resolved JSON form (see experiment.hpp).
+#include "runtime/config/experiment.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "runtime/config/detail/enums.hpp"
+
+namespace dd::config {
+
+namespace {
+
+template <class E>
+const char* spell(E v) {
+  return detail::enum_names<E>::values[static_cast<std::size_t>(v)];
+}
+
+}  // namespace
+
+const char* to_string(model_kind v) { return spell(v); }
+const char* to_string(tokenizer_kind v) { return spell(v); }
+const char* to_string(backend_kind v) { return spell(v); }
+const char* to_string(schedule_kind v) { return spell(v); }
+const char* to_string(outer_kind v) { return spell(v); }
+const char* to_string(merge_kind v) { return spell(v); }
+const char* to_string(anchor_kind v) { return spell(v); }
+const char* to_string(fragment_strategy_kind v) { return spell(v); }
+const char* to_string(grace_mode v) { return spell(v); }
+const char* to_string(wire_format v) { return spell(v); }
+const char* to_string(budget_kind v) { return spell(v); }
+const char* to_string(chaos_action v) { return spell(v); }
+const char* to_string(chaos_trigger v) { return spell(v); }
+const char* to_string(chaos_target_kind v) { return spell(v); }
+const char* to_string(recovery_dist v) { return spell(v); }
+
+int quorum::resolve(int live) const {
+  if (live <= 0) return 1;
+  if (!is_fraction) return std::clamp(count, 1, live);
+  const int k = static_cast<int>(std::ceil(fraction * live - 1e-9));
+  return std::clamp(k, 1, live);
+}
+
+nlohmann::json to_json(const experiment& e) {
+  using nlohmann::json;
+  json j;
+  j["name"] = e.name;
+  j["description"] = e.description;
+  j["seed"] = e.seed;
+  j["run_dir"] = e.run_dir;
+  j["model"] = {{"kind", to_string(e.model.kind)}, {"vocab", e.model.vocab},
+                {"context", e.model.context},      {"layers", e.model.layers},
+                {"heads", e.model.heads},          {"width", e.model.width}};
+  j["data"] = {{"file", e.data.file},
+               {"train_fraction", e.data.train_fraction},
+               {"tokenizer", to_string(e.data.tokenizer)}};
+  j["learners"] = {{"count", e.learners.count},     {"batch", e.learners.batch},
+                   {"backend", to_string(e.learners.backend)},
+                   {"devices", e.learners.devices}, {"threads", e.learners.threads},
+                   {"speed", e.learners.speed},     {"jitter", e.learners.jitter}};
+  j["inner"] = {{"lr", e.inner.lr},
+                {"warmup", e.inner.warmup},
+                {"schedule", to_string(e.inner.schedule)},
+                {"min_lr_ratio", e.inner.min_lr_ratio},
+                {"decay_steps", e.inner.decay_steps},
+                {"beta1", e.inner.beta1},
+                {"beta2", e.inner.beta2},
+                {"eps", e.inner.eps},
+                {"weight_decay", e.inner.weight_decay},
+                {"grad_clip", e.inner.grad_clip},
+                {"rewarmup", e.inner.rewarmup}};
+  j["outer"] = {{"kind", to_string(e.outer.kind)},
+                {"lr", e.outer.lr},
+                {"momentum", e.outer.momentum},
+                {"merge", to_string(e.outer.merge)},
+                {"embedding_merge", to_string(e.outer.embedding_merge)},
+                {"anchor", to_string(e.outer.anchor)},
+                {"mixing_alpha", e.outer.mixing_alpha},
+                {"max_staleness", e.outer.max_staleness},
+                {"token_weighting", e.outer.token_weighting}};
+  json k = e.sync.min_quorum.is_fraction ? json{{"fraction", e.sync.min_quorum.fraction}}
+                                         : json(e.sync.min_quorum.count);
+  j["sync"] = {{"fragments", e.sync.fragments},
+               {"strategy", to_string(e.sync.strategy)},
+               {"interval", e.sync.interval},
+               {"overlap", e.sync.overlap},
+               {"max_inflight", e.sync.max_inflight},
+               {"min_quorum", k},
+               {"grace",
+                {{"mode", to_string(e.sync.grace.mode)},
+                 {"gamma", e.sync.grace.gamma},
+                 {"max_factor", e.sync.grace.max_factor},
+                 {"fixed_seconds", e.sync.grace.fixed_seconds}}},
+               {"ema", e.sync.ema},
+               {"wire", to_string(e.sync.wire)}};
+  j["eval"] = {{"every_seconds", e.eval.every_seconds},
+               {"every_steps", e.eval.every_steps},
+               {"batches", e.eval.batches}};
+  switch (e.budget.kind) {
+    case budget_kind::tokens: j["budget"] = {{"tokens", e.budget.tokens}}; break;
+    case budget_kind::steps: j["budget"] = {{"steps", e.budget.steps}}; break;
+    case budget_kind::seconds: j["budget"] = {{"seconds", e.budget.seconds}}; break;
+  }
+  j["checkpoint"] = {{"dir", e.checkpoint.dir}, {"every_versions", e.checkpoint.every_versions}};
+  json events = json::array();
+  for (const auto& ev : e.chaos.events) {
+    json x;
+    x[to_string(ev.trigger)] = ev.trigger == chaos_trigger::at_step
+                                   ? json(static_cast<std::int64_t>(ev.at))
+                                   : json(ev.at);
+    x["action"] = to_string(ev.action);
+    x["target"] = ev.target;
+    x["factor"] = ev.factor;
+    x["delay"] = ev.delay;
+    x["duration"] = ev.duration;
+    events.push_back(std::move(x));
+  }
+  const auto& r = e.chaos.random;
+  j["chaos"] = {{"events", events},
+                {"random",
+                 {{"mtbf_seconds", r.mtbf_seconds},
+                  {"target", to_string(r.target)},
+                  {"recovery",
+                   {{"dist", to_string(r.recovery.dist)},
+                    {"mean", r.recovery.mean},
+                    {"sigma", r.recovery.sigma}}},
+                  {"seed", r.seed}}}};
+  return j;
+}
+
+}  // namespace dd::config

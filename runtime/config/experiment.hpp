@@ -1,0 +1,251 @@
+// runtime/config/experiment.hpp — the fully resolved configuration of one experiment.
+//
+// An `experiment` is what the config DSL (runtime/config/loader.hpp) produces after a file has run
+// in the sandbox, overrides have been applied, every default from docs/ALGORITHM.md has been filled
+// in and every check has passed. It is a plain copyable value: the main job, the cluster nodes and
+// the chaos tool read it; any thread may hold a copy. `to_json` gives the form printed by
+// `dd-node resolve` and recorded in run directories; feeding that JSON back through
+// `dd::config::load_json` yields the same experiment (the JSON uses the DSL's own keys).
+// docs/config.md documents every field (type, default, meaning, paper symbol).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dd::config {
+
+/// Model family. Only the decoder-only transformer exists so far.
+enum class model_kind : std::uint8_t { gpt };
+/// Text tokenization. `byte`: one token per byte, vocabulary 256.
+enum class tokenizer_kind : std::uint8_t { byte };
+/// Where a learner runs its math: BLAS on the CPU, CUDA/cuBLAS, or the naive reference kernels.
+enum class backend_kind : std::uint8_t { cpu, cuda, reference };
+/// Inner learning-rate schedule: linear warmup then cosine decay to min_lr_ratio, or constant.
+enum class schedule_kind : std::uint8_t { cosine, constant };
+/// Outer optimizer (OuterOpt): Nesterov momentum (DiLoCo recipe) or plain SGD on the merged delta.
+enum class outer_kind : std::uint8_t { nesterov, sgd };
+/// Merge rule for the pseudo-gradients of one fragment: radial-directional or weighted average.
+enum class merge_kind : std::uint8_t { rda, average };
+/// What a pseudo-gradient is measured against: the base the learner received, or the owner's
+/// current value (the paper's reading).
+enum class anchor_kind : std::uint8_t { base, current };
+/// How tensors are split into P fragments.
+enum class fragment_strategy_kind : std::uint8_t { balanced, layer, strided };
+/// Grace window after quorum: adaptive (γ-scaled slack, capped), a fixed number of seconds, or none.
+enum class grace_mode : std::uint8_t { adaptive, fixed, off };
+/// Encoding of pushed pseudo-gradients (bf16/int8/int4: blockwise absmax, block 64).
+enum class wire_format : std::uint8_t { fp32, bf16, int8, int4 };
+/// The unit a run's budget is counted in.
+enum class budget_kind : std::uint8_t { tokens, steps, seconds };
+/// A fault the chaos schedule injects.
+enum class chaos_action : std::uint8_t { kill, slow, drop_push, delay_push, kill_owner };
+/// What fires a one-shot chaos event: an inner step, seconds since start, or a fraction of the budget.
+enum class chaos_trigger : std::uint8_t { at_step, at_time, at_fraction };
+/// Which actors random faults strike.
+enum class chaos_target_kind : std::uint8_t { learners, owners, any };
+/// Distribution of the time a randomly failed actor stays down.
+enum class recovery_dist : std::uint8_t { exponential, fixed, lognormal };
+
+/// The DSL spelling of an enum value ("rda", "int4", ...).
+const char* to_string(model_kind v);
+/// \copydoc to_string(model_kind)
+const char* to_string(tokenizer_kind v);
+/// \copydoc to_string(model_kind)
+const char* to_string(backend_kind v);
+/// \copydoc to_string(model_kind)
+const char* to_string(schedule_kind v);
+/// \copydoc to_string(model_kind)
+const char* to_string(outer_kind v);
+/// \copydoc to_string(model_kind)
+const char* to_string(merge_kind v);
+/// \copydoc to_string(model_kind)
+const char* to_string(anchor_kind v);
+/// \copydoc to_string(model_kind)
+const char* to_string(fragment_strategy_kind v);
+/// \copydoc to_string(model_kind)
+const char* to_string(grace_mode v);
+/// \copydoc to_string(model_kind)
+const char* to_string(wire_format v);
+/// \copydoc to_string(model_kind)
+const char* to_string(budget_kind v);
+/// \copydoc to_string(model_kind)
+const char* to_string(chaos_action v);
+/// \copydoc to_string(model_kind)
+const char* to_string(chaos_trigger v);
+/// \copydoc to_string(model_kind)
+const char* to_string(chaos_target_kind v);
+/// \copydoc to_string(model_kind)
+const char* to_string(recovery_dist v);
+
+/// `model`: the network's kind and sizes.
+struct model_config {
+  model_kind kind = model_kind::gpt;  ///< model family
+  int vocab = 256;                    ///< vocabulary size (tokens)
+  int context = 128;                  ///< sequence length (tokens)
+  int layers = 4;                     ///< transformer blocks
+  int heads = 4;                      ///< attention heads; divides width
+  int width = 128;                    ///< d_model
+};
+
+/// `data`: the training text and how it is split and tokenized.
+struct data_config {
+  std::string file;              ///< resolved path of the text file (required in the DSL)
+  double train_fraction = 0.9;   ///< leading share used for training; the rest is validation
+  tokenizer_kind tokenizer = tokenizer_kind::byte;  ///< tokenization
+};
+
+/// `learners`: how many learners (M), where they run and how fast each is.
+struct learners_config {
+  int count = 4;                                ///< M, the number of learners
+  int batch = 16;                               ///< sequences per inner step, per learner
+  backend_kind backend = backend_kind::cpu;     ///< kernel backend
+  std::vector<std::vector<int>> devices;        ///< per learner: device ordinals; empty = automatic
+  int threads = 0;                              ///< BLAS/OpenMP threads per learner; 0 = automatic
+  std::vector<double> speed;                    ///< per learner slowdown factor >= 1 (size == count)
+  double jitter = 0.0;                          ///< random step-time spread, fraction in [0, 1)
+};
+
+/// `inner`: the learners' AdamW (InnerOpt) and its learning-rate schedule.
+struct inner_config {
+  double lr = 2e-3;                               ///< peak learning rate
+  int warmup = 100;                               ///< warmup steps
+  schedule_kind schedule = schedule_kind::cosine; ///< schedule after warmup
+  double min_lr_ratio = 0.1;                      ///< final lr / peak lr (cosine)
+  std::int64_t decay_steps = 0;                   ///< cosine length in steps (resolved from budget)
+  double beta1 = 0.9;                             ///< AdamW β1
+  double beta2 = 0.95;                            ///< AdamW β2
+  double eps = 1e-8;                              ///< AdamW ε
+  double weight_decay = 0.1;                      ///< decoupled weight decay
+  double grad_clip = 1.0;                         ///< global gradient-norm clip; 0 = off
+  int rewarmup = 20;                              ///< warmup steps after a respawn
+};
+
+/// `outer`: the fragment owners' merge and outer optimizer (OuterOpt).
+struct outer_config {
+  outer_kind kind = outer_kind::nesterov;          ///< outer optimizer
+  double lr = 0.7;                                 ///< outer learning rate
+  double momentum = 0.9;                           ///< Nesterov momentum μ
+  merge_kind merge = merge_kind::rda;              ///< merge rule for ordinary tensors
+  merge_kind embedding_merge = merge_kind::average;///< merge rule for embedding tensors
+  anchor_kind anchor = anchor_kind::base;          ///< pseudo-gradient anchor
+  double mixing_alpha = 0.0;                       ///< α: θ ← αθ + (1-α)·global on arrival
+  int max_staleness = 4;                           ///< versions a push may lag before rejection
+  bool token_weighting = true;                     ///< w = tokens²/steps (false: w = 1)
+};
+
+/// Min quorum K: an absolute count of learners or a fraction of the live learners.
+struct quorum {
+  bool is_fraction = false;  ///< true: use `fraction`; false: use `count`
+  int count = 1;             ///< K as a count (1..M)
+  double fraction = 1.0;     ///< K as a fraction of live learners, in (0, 1]
+
+  /// K for `live` live learners: the count (capped at live) or ceil(fraction · live), at least 1.
+  int resolve(int live) const;
+};
+
+/// `sync.grace`: the grace window ξ_grace after quorum.
+struct grace_config {
+  grace_mode mode = grace_mode::adaptive;  ///< adaptive, fixed or off
+  double gamma = 0.8;                      ///< γ safety margin (adaptive)
+  double max_factor = 2.0;                 ///< cap = max_factor × ξ_step (adaptive)
+  double fixed_seconds = 0.0;              ///< window length in seconds (fixed)
+};
+
+/// `sync`: fragments and the synchronization knobs.
+struct sync_config {
+  int fragments = 4;                                                 ///< P
+  fragment_strategy_kind strategy = fragment_strategy_kind::balanced;///< fragmentation
+  int interval = 24;                                                 ///< H, inner steps
+  int overlap = 2;                                                   ///< τ, inner steps
+  int max_inflight = 2;                                              ///< queued pushes per learner
+  quorum min_quorum;                                                 ///< K
+  grace_config grace;                                                ///< ξ_grace
+  double ema = 0.2;                                                  ///< EMA smoothing of ξ timings
+  wire_format wire = wire_format::fp32;                              ///< push encoding
+};
+
+/// `eval`: how often the evaluator measures validation loss of the global model.
+struct eval_config {
+  double every_seconds = 10.0;  ///< wall-clock cadence; 0 = not by time
+  int every_steps = 0;          ///< cadence in mean learner inner steps; 0 = not by steps
+  int batches = 8;              ///< validation batches per evaluation
+};
+
+/// `budget`: when the run stops. Exactly one unit is set.
+struct budget_config {
+  budget_kind kind = budget_kind::steps;  ///< which unit
+  std::int64_t tokens = 0;                ///< total training tokens over all learners (kind tokens)
+  std::int64_t steps = 600;               ///< inner steps per learner (kind steps)
+  double seconds = 0.0;                   ///< wall-clock seconds (kind seconds)
+};
+
+/// `checkpoint`: where and how often fragment owners checkpoint.
+struct checkpoint_config {
+  std::string dir;             ///< checkpoint directory (default <run_dir>/checkpoints)
+  int every_versions = 50;     ///< checkpoint every this many fragment versions; 0 = off
+};
+
+/// One scripted fault in `chaos.events`.
+struct chaos_event {
+  chaos_trigger trigger = chaos_trigger::at_step;  ///< what `at` counts
+  double at = 0.0;               ///< step, seconds since start, or fraction of the budget
+  chaos_action action = chaos_action::kill;  ///< the fault
+  int target = 0;                ///< learner id (0-based) or, for kill_owner, fragment id
+  double factor = 1.0;           ///< slow: step-time multiplier (>= 1)
+  double delay = 0.0;            ///< delay_push: seconds each push is held
+  double duration = 0.0;         ///< seconds the fault lasts (kill: downtime); 0 = see docs
+};
+
+/// `chaos.random.recovery`: how long a randomly failed actor stays down.
+struct recovery_config {
+  recovery_dist dist = recovery_dist::exponential;  ///< distribution
+  double mean = 5.0;                                ///< mean downtime in seconds
+  double sigma = 0.5;                               ///< lognormal σ of log-downtime
+};
+
+/// `chaos.random`: faults drawn from a mean time between failures.
+struct random_faults_config {
+  double mtbf_seconds = 0.0;                              ///< per-actor MTBF; 0 = off
+  chaos_target_kind target = chaos_target_kind::learners; ///< who fails
+  recovery_config recovery;                               ///< downtime distribution
+  std::uint64_t seed = 0;                                 ///< RNG seed (default: experiment seed)
+};
+
+/// `chaos`: the failure schedule.
+struct chaos_config {
+  std::vector<chaos_event> events;  ///< one-shot faults
+  random_faults_config random;      ///< random faults
+};
+
+/// One fully resolved experiment.
+struct experiment {
+  std::string name;          ///< unique within its file; used in run_dir
+  std::string description;   ///< free text
+  std::string source;        ///< "file:line" of the experiment{} call (informational)
+  std::uint64_t seed = 1234; ///< the one seed everything random derives from
+  std::string run_dir;       ///< default runs/<name>
+  model_config model;        ///< model
+  data_config data;          ///< data
+  learners_config learners;  ///< learners
+  inner_config inner;        ///< inner optimizer
+  outer_config outer;        ///< outer optimizer and merge
+  sync_config sync;          ///< synchronization
+  eval_config eval;          ///< evaluation
+  budget_config budget;      ///< budget
+  checkpoint_config checkpoint;  ///< checkpoints
+  chaos_config chaos;        ///< failure schedule
+
+  /// Tokens one learner consumes per inner step: batch × context.
+  std::int64_t tokens_per_step() const {
+    return static_cast<std::int64_t>(learners.batch) * model.context;
+  }
+};
+
+/// The resolved JSON form (DSL keys, every default present). `source` is omitted.
+nlohmann::json to_json(const experiment& e);
+
+}  // namespace dd::config

@@ -1,0 +1,929 @@
+// runtime/config/loader.cpp — run, override, validate and resolve experiments (see loader.hpp).
+//
+// Flow: sandbox (detail/sandbox.cpp) → one JSON snapshot per experiment{} call → --set overrides
+// → the reader below, which fills every default, checks types, ranges and combinations, and
+// records each problem with the file:line of its key (detail/source_index.cpp).
+#include "runtime/config/loader.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "runtime/config/detail/enums.hpp"
+#include "runtime/config/detail/sandbox.hpp"
+#include "runtime/config/detail/source_index.hpp"
+#include "runtime/config/detail/suggest.hpp"
+
+namespace dd::config {
+
+using nlohmann::json;
+
+std::string config_error::to_string() const {
+  std::string s = file;
+  if (line > 0) s += ":" + std::to_string(line);
+  if (!key_path.empty()) s += (s.empty() ? "" : ": ") + key_path;
+  s += (s.empty() ? "" : ": ") + message;
+  return s;
+}
+
+std::string load_result::error_text() const {
+  std::string s;
+  for (const auto& e : errors) s += e.to_string() + "\n";
+  return s;
+}
+
+namespace {
+
+constexpr double k_inf = std::numeric_limits<double>::infinity();
+
+// ---- where a key was written ----
+
+/// One applied --set: the path it set and how to name it in errors.
+struct applied_override {
+  std::string path;
+  std::string label;  // "--set key=value"
+};
+
+/// Maps a key path of one experiment to the file:line it came from.
+struct origin_finder {
+  std::string file;
+  int call_line = 0;
+  int window_end = 0;  // first line after this experiment's own text (heuristic bound)
+  const detail::source_index* source = nullptr;
+  std::vector<applied_override> overrides;
+
+  static bool covers(const std::string& set, const std::string& path) {
+    if (path.compare(0, set.size(), set) != 0) return false;
+    return path.size() == set.size() || path[set.size()] == '.' || path[set.size()] == '[';
+  }
+
+  config_error make(const std::string& path, std::string message) const {
+    for (auto it = overrides.rbegin(); it != overrides.rend(); ++it)
+      if (covers(it->path, path)) return {it->label, 0, path, std::move(message)};
+    int line = 0;
+    if (source != nullptr && !path.empty()) {
+      auto parts = detail::split_path(path);
+      while (!parts.empty() && line == 0) {
+        line = source->find(parts, call_line, window_end, false);
+        if (line == 0) line = source->find(parts, 1, call_line, true);
+        parts.pop_back();
+        while (!parts.empty() && parts.back().key.empty()) parts.pop_back();
+      }
+    }
+    return {file, line > 0 ? line : call_line, path, std::move(message)};
+  }
+};
+
+/// Collects errors for one experiment and every key path the reader asks about.
+struct read_context {
+  const origin_finder* origin;
+  std::vector<config_error>* errors;
+  std::vector<std::string>* asked = nullptr;  // for known_key_paths()
+
+  void fail(const std::string& path, std::string message) const {
+    errors->push_back(origin->make(path, std::move(message)));
+  }
+};
+
+std::string join(const std::string& path, const std::string& key) {
+  return path.empty() ? key : path + "." + key;
+}
+
+/// How a value reads in an error message: `string "24"`, `number 2.5`, `a table`.
+std::string describe(const json& v) {
+  switch (v.type()) {
+    case json::value_t::string: return "string " + v.dump();
+    case json::value_t::boolean: return "boolean " + v.dump();
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned:
+    case json::value_t::number_float: return "number " + v.dump();
+    case json::value_t::array: return "a list";
+    case json::value_t::object: return "a table";
+    default: return "nil";
+  }
+}
+
+std::string num(double v) { return fmt::format("{}", v); }
+
+/// A closed or open numeric interval; infinite ends are unbounded.
+struct range {
+  double lo = -k_inf;
+  double hi = k_inf;
+  bool lo_open = false;
+  bool hi_open = false;
+
+  bool contains(double v) const {
+    if (lo_open ? !(v > lo) : !(v >= lo)) return false;
+    if (hi_open ? !(v < hi) : !(v <= hi)) return false;
+    return true;
+  }
+  std::string text() const {
+    if (hi == k_inf) return (lo_open ? "must be greater than " : "must be at least ") + num(lo);
+    if (lo == -k_inf) return (hi_open ? "must be less than " : "must be at most ") + num(hi);
+    return fmt::format("must be in {}{}, {}{}", lo_open ? "(" : "[", num(lo), num(hi),
+                       hi_open ? ")" : "]");
+  }
+};
+
+range at_least(double lo) { return {lo, k_inf, false, false}; }
+range positive() { return {0, k_inf, true, false}; }
+range closed(double lo, double hi) { return {lo, hi, false, false}; }
+range half_open(double lo, double hi) { return {lo, hi, false, true}; }
+range open_closed(double lo, double hi) { return {lo, hi, true, false}; }
+range open(double lo, double hi) { return {lo, hi, true, true}; }
+
+/// Reads one table (section) of an experiment; unknown keys are reported by finish().
+class section {
+ public:
+  section(const read_context& ctx, const json* obj, std::string path)
+      : ctx_(ctx), obj_(obj), path_(std::move(path)) {
+    if (obj_ != nullptr && obj_->is_array() && obj_->empty()) obj_ = nullptr;  // {} in Lua
+  }
+
+  const std::string& path() const { return path_; }
+  std::string path(const std::string& key) const { return join(path_, key); }
+
+  /// The raw value of `key`, or nullptr when absent.
+  const json* raw(const std::string& key) {
+    asked_.insert(key);
+    if (ctx_.asked != nullptr) ctx_.asked->push_back(join(path_, key));
+    if (obj_ == nullptr || !obj_->is_object()) return nullptr;
+    const auto it = obj_->find(key);
+    if (it == obj_->end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+  bool has(const std::string& key) { return raw(key) != nullptr; }
+
+  std::int64_t integer(const std::string& key, std::int64_t def, range r = {}) {
+    const json* v = raw(key);
+    if (v == nullptr) return def;
+    std::int64_t out = def;
+    if (v->is_number_integer() || v->is_number_unsigned()) {
+      out = v->get<std::int64_t>();
+    } else if (v->is_number_float() && std::isfinite(v->get<double>()) &&
+               std::floor(v->get<double>()) == v->get<double>() &&
+               std::fabs(v->get<double>()) < 9e15) {
+      out = static_cast<std::int64_t>(v->get<double>());
+    } else {
+      ctx_.fail(path(key), "expected an integer, got " + describe(*v));
+      return def;
+    }
+    if (!r.contains(static_cast<double>(out))) {
+      ctx_.fail(path(key), fmt::format("{} is out of range: {}", out, r.text()));
+      return def;
+    }
+    return out;
+  }
+  int integer32(const std::string& key, int def, range r = {}) {
+    r.lo = std::max(r.lo, static_cast<double>(std::numeric_limits<int>::min()));
+    r.hi = std::min(r.hi, static_cast<double>(std::numeric_limits<int>::max()));
+    return static_cast<int>(integer(key, def, r));
+  }
+
+  double number(const std::string& key, double def, range r = {}) {
+    const json* v = raw(key);
+    if (v == nullptr) return def;
+    if (!v->is_number()) {
+      ctx_.fail(path(key), "expected a number, got " + describe(*v));
+      return def;
+    }
+    const double out = v->get<double>();
+    if (!std::isfinite(out)) {
+      ctx_.fail(path(key), "is not a finite number");
+      return def;
+    }
+    if (!r.contains(out)) {
+      ctx_.fail(path(key), fmt::format("{} is out of range: {}", v->dump(), r.text()));
+      return def;
+    }
+    return out;
+  }
+
+  bool boolean(const std::string& key, bool def) {
+    const json* v = raw(key);
+    if (v == nullptr) return def;
+    if (!v->is_boolean()) {
+      ctx_.fail(path(key), "expected true or false, got " + describe(*v));
+      return def;
+    }
+    return v->get<bool>();
+  }
+
+  std::string string(const std::string& key, std::string def) {
+    const json* v = raw(key);
+    if (v == nullptr) return def;
+    if (!v->is_string()) {
+      ctx_.fail(path(key), "expected a string, got " + describe(*v));
+      return def;
+    }
+    return v->get<std::string>();
+  }
+
+  template <class E>
+  E choice(const std::string& key, E def) {
+    const json* v = raw(key);
+    if (v == nullptr) return def;
+    return parse_choice<E>(*v, path(key), def);
+  }
+
+  template <class E>
+  E parse_choice(const json& v, const std::string& full_path, E def) const {
+    const auto names = detail::enum_spellings<E>();
+    std::string list;
+    for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+    if (!v.is_string()) {
+      ctx_.fail(full_path, "expected one of " + list + ", got " + describe(v));
+      return def;
+    }
+    const std::string s = v.get<std::string>();
+    if (auto e = detail::parse_enum<E>(s)) return *e;
+    ctx_.fail(full_path, fmt::format("unknown value '{}'{}; expected one of {}", s,
+                                     detail::did_you_mean(s, names), list));
+    return def;
+  }
+
+  /// The sub-table `key` (absent → an empty section; not a table → a type error).
+  section child(const std::string& key) {
+    const json* v = raw(key);
+    if (v != nullptr && !v->is_object() && !(v->is_array() && v->empty())) {
+      ctx_.fail(path(key), "expected a table { ... }, got " + describe(*v));
+      v = nullptr;
+    }
+    return section(ctx_, v, path(key));
+  }
+
+  /// Reports keys that were never asked for.
+  void finish() const;
+
+  const read_context& ctx() const { return ctx_; }
+
+ private:
+  const read_context& ctx_;
+  const json* obj_;
+  std::string path_;
+  std::set<std::string> asked_;
+};
+
+void section::finish() const {
+  if (obj_ == nullptr) return;
+  if (!obj_->is_object()) {
+    ctx_.fail(path_, "expected a table { ... }, got " + describe(*obj_));
+    return;
+  }
+  const std::vector<std::string> names(asked_.begin(), asked_.end());
+  for (const auto& [key, value] : obj_->items()) {
+    if (asked_.count(key) != 0) continue;
+    std::string hint = detail::did_you_mean(key, names);
+    if (hint.empty() && ctx_.asked == nullptr) {
+      // The key may belong to another section: suggest its full path.
+      for (const auto& p : known_key_paths()) {
+        const std::size_t dot = p.rfind('.');
+        if (p.substr(dot == std::string::npos ? 0 : dot + 1) == key && p.find("[]") == std::string::npos) {
+          hint = "; did you mean '" + p + "'?";
+          break;
+        }
+      }
+    }
+    ctx_.fail(join(path_, key), "unknown key" + hint);
+  }
+}
+
+/// A list of numbers under `key` (absent → empty).
+std::vector<double> number_list(section& s, const std::string& key, range r) {
+  std::vector<double> out;
+  const json* v = s.raw(key);
+  if (v == nullptr) return out;
+  if (!v->is_array()) {
+    s.ctx().fail(s.path(key), "expected a list of numbers, got " + describe(*v));
+    return out;
+  }
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    const json& x = (*v)[i];
+    const std::string p = fmt::format("{}[{}]", s.path(key), i + 1);
+    if (!x.is_number() || !std::isfinite(x.get<double>())) {
+      s.ctx().fail(p, "expected a number, got " + describe(x));
+      continue;
+    }
+    if (!r.contains(x.get<double>())) {
+      s.ctx().fail(p, fmt::format("{} is out of range: {}", x.dump(), r.text()));
+      continue;
+    }
+    out.push_back(x.get<double>());
+  }
+  return out;
+}
+
+/// learners.devices: a list with one entry per learner, each an ordinal or a list of ordinals.
+std::vector<std::vector<int>> device_list(section& s, const std::string& key) {
+  std::vector<std::vector<int>> out;
+  const json* v = s.raw(key);
+  if (v == nullptr) return out;
+  if (!v->is_array()) {
+    s.ctx().fail(s.path(key), "expected a list (one entry per learner), got " + describe(*v));
+    return out;
+  }
+  auto ordinal = [&](const json& x, const std::string& p, std::vector<int>& into) {
+    if (!x.is_number_integer() || x.get<std::int64_t>() < 0 || x.get<std::int64_t>() > 1023) {
+      s.ctx().fail(p, "expected a device ordinal (integer 0..1023), got " + describe(x));
+      return;
+    }
+    into.push_back(x.get<int>());
+  };
+  for (std::size_t i = 0; i < v->size(); ++i) {
+    const json& x = (*v)[i];
+    const std::string p = fmt::format("{}[{}]", s.path(key), i + 1);
+    std::vector<int> devs;
+    if (x.is_array() && !x.empty()) {
+      for (std::size_t j = 0; j < x.size(); ++j) ordinal(x[j], fmt::format("{}[{}]", p, j + 1), devs);
+    } else {
+      ordinal(x, p, devs);
+    }
+    out.push_back(std::move(devs));
+  }
+  return out;
+}
+
+bool valid_name(const std::string& n) {
+  if (n.empty() || n.size() > 100 || n[0] == '.') return false;
+  return std::all_of(n.begin(), n.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-' || c == '.';
+  });
+}
+
+/// How data files are found.
+struct file_policy {
+  bool check = true;
+  std::vector<std::filesystem::path> dirs;  // tried in order for relative paths
+};
+
+std::optional<std::string> find_data_file(const std::string& file, const file_policy& policy) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(file);
+  if (p.is_absolute()) {
+    if (fs::is_regular_file(p, ec)) return p.lexically_normal().string();
+    return std::nullopt;
+  }
+  for (const auto& d : policy.dirs) {
+    const fs::path c = d / p;
+    if (fs::is_regular_file(c, ec)) return fs::absolute(c, ec).lexically_normal().string();
+  }
+  return std::nullopt;
+}
+
+void read_chaos(section& chaos, experiment& e, const read_context& ctx);
+
+/// Reads and resolves one experiment from its JSON snapshot.
+experiment read_experiment(const json& root, const read_context& ctx, const std::string& default_name,
+                           const file_policy& files) {
+  experiment e;
+  section top(ctx, &root, "");
+
+  e.name = top.string("name", default_name);
+  if (!valid_name(e.name)) {
+    ctx.fail("name", fmt::format("'{}' is not a valid experiment name: use 1-100 letters, digits, "
+                                 "'_', '-' or '.', not starting with '.'", e.name));
+  }
+  e.description = top.string("description", "");
+  e.seed = static_cast<std::uint64_t>(top.integer("seed", 1234, at_least(0)));
+  e.run_dir = top.string("run_dir", "runs/" + e.name);
+
+  {
+    section s = top.child("model");
+    e.model.kind = s.choice("kind", e.model.kind);
+    e.model.vocab = s.integer32("vocab", e.model.vocab, closed(2, 1 << 20));
+    e.model.context = s.integer32("context", e.model.context, closed(1, 1 << 16));
+    e.model.layers = s.integer32("layers", e.model.layers, closed(1, 1024));
+    e.model.heads = s.integer32("heads", e.model.heads, closed(1, 1024));
+    e.model.width = s.integer32("width", e.model.width, closed(1, 1 << 16));
+    s.finish();
+  }
+  {
+    section s = top.child("data");
+    const json* file = s.raw("file");
+    if (file == nullptr) {
+      ctx.fail("data.file", "required key is missing: name the training text file");
+    } else {
+      e.data.file = s.string("file", "");
+      if (!e.data.file.empty() && files.check) {
+        if (auto found = find_data_file(e.data.file, files)) {
+          e.data.file = *found;
+        } else {
+          ctx.fail("data.file", fmt::format("file '{}' not found (a relative path is tried against "
+                                            "the experiment file's directory, then the current "
+                                            "directory)", e.data.file));
+        }
+      } else if (e.data.file.empty() && file->is_string()) {
+        ctx.fail("data.file", "must not be empty");
+      }
+    }
+    e.data.train_fraction = s.number("train_fraction", e.data.train_fraction, open(0, 1));
+    e.data.tokenizer = s.choice("tokenizer", e.data.tokenizer);
+    s.finish();
+  }
+  if (e.data.tokenizer == tokenizer_kind::byte && e.model.vocab < 256)
+    ctx.fail("model.vocab", fmt::format("{} is smaller than the byte tokenizer's 256 symbols",
+                                        e.model.vocab));
+  if (e.model.width % e.model.heads != 0)
+    ctx.fail("model.heads", fmt::format("model.width ({}) is not divisible by model.heads ({})",
+                                        e.model.width, e.model.heads));
+  {
+    section s = top.child("learners");
+    auto& l = e.learners;
+    l.count = s.integer32("count", l.count, closed(1, 4096));
+    l.batch = s.integer32("batch", l.batch, closed(1, 1 << 20));
+    l.backend = s.choice("backend", l.backend);
+    const json* devices_raw = s.raw("devices");
+    const bool has_devices = devices_raw != nullptr && !(devices_raw->is_array() && devices_raw->empty());
+    l.devices = device_list(s, "devices");
+    l.threads = s.integer32("threads", l.threads, closed(0, 1024));
+    const json* speed_raw = s.raw("speed");
+    l.speed = number_list(s, "speed", at_least(1.0));
+    l.jitter = s.number("jitter", l.jitter, half_open(0, 1));
+    s.finish();
+    const auto count = static_cast<std::size_t>(l.count);
+    if (speed_raw != nullptr && speed_raw->is_array() && speed_raw->size() != count)
+      ctx.fail("learners.speed", fmt::format("has {} entries but learners.count is {}",
+                                             speed_raw->size(), l.count));
+    if (l.speed.size() != count) l.speed.assign(count, 1.0);
+    if (has_devices) {
+      if (l.backend != backend_kind::cuda)
+        ctx.fail("learners.devices", fmt::format("devices apply only to backend 'cuda' (backend "
+                                                 "is '{}')", to_string(l.backend)));
+      else if (devices_raw->is_array() && devices_raw->size() != count)
+        ctx.fail("learners.devices", fmt::format("has {} entries but learners.count is {}",
+                                                 devices_raw->size(), l.count));
+    }
+    if (!has_devices) l.devices.clear();
+  }
+  {
+    section s = top.child("budget");
+    const bool t = s.has("tokens"), st = s.has("steps"), se = s.has("seconds");
+    e.budget.tokens = s.integer("tokens", 0, at_least(1));
+    e.budget.steps = s.integer("steps", 600, at_least(1));
+    e.budget.seconds = s.number("seconds", 0, positive());
+    s.finish();
+    const int given = int(t) + int(st) + int(se);
+    if (given > 1) {
+      std::string which;
+      for (auto [on, n] : {std::pair{t, "tokens"}, {st, "steps"}, {se, "seconds"}})
+        if (on) which += (which.empty() ? "" : " and ") + std::string(n);
+      ctx.fail("budget", "give exactly one of tokens, steps or seconds (got " + which + ")");
+    }
+    if (t) e.budget.kind = budget_kind::tokens;
+    else if (se) e.budget.kind = budget_kind::seconds;
+    else e.budget.kind = budget_kind::steps;
+    if (e.budget.kind != budget_kind::steps) e.budget.steps = 0;
+  }
+  {
+    section s = top.child("inner");
+    auto& in = e.inner;
+    in.lr = s.number("lr", in.lr, open_closed(0, 10));
+    in.warmup = s.integer32("warmup", in.warmup, at_least(0));
+    in.schedule = s.choice("schedule", in.schedule);
+    in.min_lr_ratio = s.number("min_lr_ratio", in.min_lr_ratio, closed(0, 1));
+    const bool has_decay = s.has("decay_steps");
+    in.decay_steps = s.integer("decay_steps", 0, at_least(0));
+    in.beta1 = s.number("beta1", in.beta1, half_open(0, 1));
+    in.beta2 = s.number("beta2", in.beta2, half_open(0, 1));
+    in.eps = s.number("eps", in.eps, open_closed(0, 1));
+    in.weight_decay = s.number("weight_decay", in.weight_decay, at_least(0));
+    in.grad_clip = s.number("grad_clip", in.grad_clip, at_least(0));
+    in.rewarmup = s.integer32("rewarmup", in.rewarmup, at_least(0));
+    s.finish();
+    if (in.decay_steps == 0 && in.schedule == schedule_kind::cosine) {
+      switch (e.budget.kind) {
+        case budget_kind::steps: in.decay_steps = e.budget.steps; break;
+        case budget_kind::tokens: {
+          const std::int64_t per_step = e.tokens_per_step() * e.learners.count;
+          in.decay_steps = std::max<std::int64_t>(1, (e.budget.tokens + per_step - 1) / per_step);
+          break;
+        }
+        case budget_kind::seconds:
+          ctx.fail("inner.decay_steps",
+                   has_decay ? "must be at least 1 for the cosine schedule"
+                             : "required when the budget is in seconds and inner.schedule is "
+                               "'cosine' (the schedule's length in inner steps)");
+          break;
+      }
+    }
+  }
+  {
+    section s = top.child("outer");
+    auto& o = e.outer;
+    o.kind = s.choice("kind", o.kind);
+    o.lr = s.number("lr", o.lr, open_closed(0, 10));
+    o.momentum = s.number("momentum", o.momentum, half_open(0, 1));
+    o.merge = s.choice("merge", o.merge);
+    o.embedding_merge = s.choice("embedding_merge", o.embedding_merge);
+    o.anchor = s.choice("anchor", o.anchor);
+    o.mixing_alpha = s.number("mixing_alpha", o.mixing_alpha, half_open(0, 1));
+    o.max_staleness = s.integer32("max_staleness", o.max_staleness, closed(0, 1000000));
+    o.token_weighting = s.boolean("token_weighting", o.token_weighting);
+    s.finish();
+  }
+  {
+    section s = top.child("sync");
+    auto& y = e.sync;
+    y.fragments = s.integer32("fragments", y.fragments, closed(1, 100000));
+    y.strategy = s.choice("strategy", y.strategy);
+    y.interval = s.integer32("interval", y.interval, closed(1, 1000000));
+    y.overlap = s.integer32("overlap", y.overlap, closed(0, 1000000));
+    y.max_inflight = s.integer32("max_inflight", y.max_inflight, closed(1, 1024));
+    if (const json* k = s.raw("min_quorum")) {
+      const std::string p = s.path("min_quorum");
+      if (k->is_object() && k->size() == 1 && k->contains("fraction")) {
+        const json& f = (*k)["fraction"];
+        if (!f.is_number() || !std::isfinite(f.get<double>())) {
+          ctx.fail(p, "fraction(x) needs a number, got " + describe(f));
+        } else if (!(f.get<double>() > 0 && f.get<double>() <= 1)) {
+          ctx.fail(p, fmt::format("fraction {} is outside (0, 1]", f.dump()));
+        } else {
+          y.min_quorum.is_fraction = true;
+          y.min_quorum.fraction = f.get<double>();
+        }
+      } else if (k->is_number() && std::isfinite(k->get<double>()) &&
+                 std::floor(k->get<double>()) == k->get<double>()) {
+        const double c = k->get<double>();
+        if (c < 1) {
+          ctx.fail(p, fmt::format("{} is out of range: must be at least 1", k->dump()));
+        } else if (c > e.learners.count) {
+          ctx.fail(p, fmt::format("{} exceeds learners.count ({})", k->dump(), e.learners.count));
+        } else {
+          y.min_quorum.count = static_cast<int>(c);
+        }
+      } else {
+        ctx.fail(p, "expected an integer count or fraction(x), got " + describe(*k));
+      }
+    }
+    {
+      // grace = "off" is shorthand for grace = { mode = "off" }.
+      const json* g = s.raw("grace");
+      if (g != nullptr && g->is_string()) {
+        y.grace.mode = s.parse_choice<grace_mode>(*g, s.path("grace"), y.grace.mode);
+      } else {
+        section gs = s.child("grace");
+        y.grace.mode = gs.choice("mode", y.grace.mode);
+        y.grace.gamma = gs.number("gamma", y.grace.gamma, closed(0, 1));
+        y.grace.max_factor = gs.number("max_factor", y.grace.max_factor, at_least(0));
+        y.grace.fixed_seconds = gs.number("fixed_seconds", 0, at_least(0));
+        gs.finish();
+        if (y.grace.mode == grace_mode::fixed && y.grace.fixed_seconds <= 0)
+          ctx.fail("sync.grace.fixed_seconds", "must be greater than 0 when sync.grace.mode is 'fixed'");
+        if (y.grace.mode != grace_mode::fixed && y.grace.fixed_seconds > 0)
+          ctx.fail("sync.grace.fixed_seconds", fmt::format("applies only when sync.grace.mode is "
+                                                           "'fixed' (mode is '{}')",
+                                                           to_string(y.grace.mode)));
+      }
+    }
+    y.ema = s.number("ema", y.ema, open_closed(0, 1));
+    y.wire = s.choice("wire", y.wire);
+    s.finish();
+    if (y.fragments > y.interval)
+      ctx.fail("sync.fragments", fmt::format("{} fragments exceed sync.interval ({}); P <= H is "
+                                             "required", y.fragments, y.interval));
+  }
+  {
+    section s = top.child("eval");
+    const bool by_steps = s.has("every_steps");
+    e.eval.every_seconds = s.number("every_seconds", by_steps ? 0.0 : 10.0, at_least(0));
+    e.eval.every_steps = s.integer32("every_steps", 0, at_least(0));
+    e.eval.batches = s.integer32("batches", e.eval.batches, closed(1, 1 << 20));
+    s.finish();
+    if (e.eval.every_seconds > 0 && e.eval.every_steps > 0)
+      ctx.fail("eval", "give at most one of every_seconds and every_steps");
+  }
+  {
+    section s = top.child("checkpoint");
+    e.checkpoint.dir = s.string("dir", e.run_dir + "/checkpoints");
+    e.checkpoint.every_versions = s.integer32("every_versions", e.checkpoint.every_versions, at_least(0));
+    s.finish();
+  }
+  {
+    section s = top.child("chaos");
+    read_chaos(s, e, ctx);
+    s.finish();
+  }
+  top.finish();
+  return e;
+}
+
+void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
+  if (const json* list = chaos.raw("events")) {
+    if (!list->is_array()) {
+      ctx.fail("chaos.events", "expected a list of events { at_step = ..., action = ..., target = ... }, got " +
+                                   describe(*list));
+    } else {
+      for (std::size_t i = 0; i < list->size(); ++i) {
+        const json& item = (*list)[i];
+        const std::string p = fmt::format("chaos.events[{}]", i + 1);
+        if (!item.is_object()) {
+          ctx.fail(p, "expected an event { at_step = ..., action = ..., target = ... }, got " + describe(item));
+          continue;
+        }
+        section s(ctx, &item, p);
+        chaos_event ev;
+        const bool st = s.has("at_step"), ti = s.has("at_time"), fr = s.has("at_fraction");
+        const double at_step = static_cast<double>(s.integer("at_step", 0, at_least(0)));
+        const double at_time = s.number("at_time", 0, at_least(0));
+        const double at_fraction = s.number("at_fraction", 0, closed(0, 1));
+        if (int(st) + int(ti) + int(fr) != 1)
+          ctx.fail(p, "give exactly one of at_step, at_time or at_fraction");
+        if (ti) {
+          ev.trigger = chaos_trigger::at_time;
+          ev.at = at_time;
+        } else if (fr) {
+          ev.trigger = chaos_trigger::at_fraction;
+          ev.at = at_fraction;
+        } else {
+          ev.trigger = chaos_trigger::at_step;
+          ev.at = at_step;
+        }
+        const bool has_action = s.has("action");
+        ev.action = s.choice("action", chaos_action::kill);
+        if (!has_action)
+          ctx.fail(p + ".action", "required key is missing: one of kill, slow, drop_push, "
+                                  "delay_push, kill_owner");
+        const bool has_target = s.has("target");
+        ev.target = s.integer32("target", 0, at_least(0));
+        if (!has_target) ctx.fail(p + ".target", "required key is missing: a learner id (or a "
+                                                 "fragment id for kill_owner), from 0");
+        const bool has_factor = s.has("factor");
+        ev.factor = s.number("factor", ev.action == chaos_action::slow ? 2.0 : 1.0, at_least(1));
+        const bool has_delay = s.has("delay");
+        ev.delay = s.number("delay", ev.action == chaos_action::delay_push ? 1.0 : 0.0, at_least(0));
+        ev.duration = s.number("duration", 0, at_least(0));
+        s.finish();
+        if (has_factor && ev.action != chaos_action::slow && ev.factor != 1.0)
+          ctx.fail(p + ".factor", fmt::format("applies only to action 'slow' (action is '{}')",
+                                              to_string(ev.action)));
+        if (has_delay && ev.action != chaos_action::delay_push && ev.delay != 0.0)
+          ctx.fail(p + ".delay", fmt::format("applies only to action 'delay_push' (action is '{}')",
+                                             to_string(ev.action)));
+        if (ev.action == chaos_action::delay_push && !(ev.delay > 0))
+          ctx.fail(p + ".delay", "must be greater than 0 for action 'delay_push'");
+        if (has_target && ev.action == chaos_action::kill_owner && ev.target >= e.sync.fragments)
+          ctx.fail(p + ".target", fmt::format("fragment {} does not exist (sync.fragments is {}; "
+                                              "ids start at 0)", ev.target, e.sync.fragments));
+        if (has_target && ev.action != chaos_action::kill_owner && ev.target >= e.learners.count)
+          ctx.fail(p + ".target", fmt::format("learner {} does not exist (learners.count is {}; ids "
+                                              "start at 0)", ev.target, e.learners.count));
+        if (st && e.budget.kind == budget_kind::steps && at_step > static_cast<double>(e.budget.steps))
+          ctx.fail(p + ".at_step", fmt::format("step {} is after the end of the budget ({} steps)",
+                                               static_cast<std::int64_t>(at_step), e.budget.steps));
+        if (ti && e.budget.kind == budget_kind::seconds && at_time > e.budget.seconds)
+          ctx.fail(p + ".at_time", fmt::format("{} s is after the end of the budget ({} s)",
+                                               num(at_time), num(e.budget.seconds)));
+        e.chaos.events.push_back(ev);
+      }
+    }
+  }
+  section r = chaos.child("random");
+  auto& rf = e.chaos.random;
+  rf.mtbf_seconds = r.number("mtbf_seconds", 0, at_least(0));
+  rf.target = r.choice("target", rf.target);
+  {
+    section rec = r.child("recovery");
+    rf.recovery.dist = rec.choice("dist", rf.recovery.dist);
+    rf.recovery.mean = rec.number("mean", rf.recovery.mean, positive());
+    rf.recovery.sigma = rec.number("sigma", rf.recovery.sigma, positive());
+    rec.finish();
+  }
+  rf.seed = static_cast<std::uint64_t>(r.integer("seed", static_cast<std::int64_t>(e.seed), at_least(0)));
+  r.finish();
+}
+
+// ---- overrides ----
+
+struct parsed_override {
+  std::string path;
+  json value;
+  std::string label;
+};
+
+std::optional<parsed_override> parse_override(const std::string& text, const load_options& options,
+                                              std::vector<config_error>& errors) {
+  const std::string label = "--set " + text;
+  const std::size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    errors.push_back({label, 0, "", "expected key.path=value, e.g. --set sync.min_quorum=2"});
+    return std::nullopt;
+  }
+  parsed_override o;
+  o.path = text.substr(0, eq);
+  o.label = label;
+  for (const auto& part : detail::split_path(o.path)) {
+    const bool ok = !part.key.empty() &&
+                    std::all_of(part.key.begin(), part.key.end(), [](char c) {
+                      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+                    });
+    if (!ok) {
+      errors.push_back({label, 0, o.path, "a key path is names joined by '.', e.g. sync.grace.mode"});
+      return std::nullopt;
+    }
+  }
+  const std::string value = text.substr(eq + 1);
+  const detail::sandbox_limits limits{options.memory_limit, options.instruction_limit};
+  if (auto v = detail::eval_expression(value, limits)) o.value = std::move(*v);
+  else o.value = value;  // not a Lua expression: a plain string
+  return o;
+}
+
+/// Sets o.path in `root`; false (with an error) when a parent is not a table.
+bool apply_override(json& root, const parsed_override& o, std::vector<config_error>& errors) {
+  const auto parts = detail::split_path(o.path);
+  json* cur = &root;
+  std::string at;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    if (cur->is_array() && cur->empty()) *cur = json::object();
+    if (!cur->is_object()) {
+      errors.push_back({o.label, 0, o.path, fmt::format("cannot set it: '{}' is {}, not a table", at,
+                                                        describe(*cur))});
+      return false;
+    }
+    at = join(at, parts[i].key);
+    cur = &(*cur)[parts[i].key];
+  }
+  *cur = o.value;
+  return true;
+}
+
+/// The shared tail of every load: overrides, validation, names, selection.
+struct snapshot {
+  json value;
+  int line = 0;
+  std::vector<std::pair<std::string, std::string>> problems;
+};
+
+load_result resolve_all(std::vector<snapshot> snaps, const std::string& file, const std::string& stem,
+                        const detail::source_index* source, const file_policy& files,
+                        const load_options& options) {
+  load_result result;
+  std::vector<parsed_override> overrides;
+  for (const auto& text : options.overrides)
+    if (auto o = parse_override(text, options, result.errors)) overrides.push_back(std::move(*o));
+  if (!result.errors.empty()) return result;
+
+  std::vector<int> call_lines;
+  for (const auto& s : snaps) call_lines.push_back(s.line);
+  std::sort(call_lines.begin(), call_lines.end());
+
+  std::vector<experiment> all;
+  std::map<std::string, std::string> seen;  // name -> where
+  for (std::size_t i = 0; i < snaps.size(); ++i) {
+    auto& snap = snaps[i];
+    origin_finder origin;
+    origin.file = file;
+    origin.call_line = snap.line;
+    origin.source = source;
+    const auto next = std::upper_bound(call_lines.begin(), call_lines.end(), snap.line);
+    origin.window_end = next == call_lines.end() ? std::numeric_limits<int>::max() : *next;
+    std::vector<config_error> errors;
+    read_context ctx{&origin, &errors};
+    for (const auto& [path, why] : snap.problems) ctx.fail(path, why);
+    if (!snap.value.is_object()) {
+      errors.push_back({file, snap.line, "", "an experiment is a table of named keys: experiment { "
+                                             "data = { file = \"...\" }, ... }"});
+      result.errors.insert(result.errors.end(), errors.begin(), errors.end());
+      continue;
+    }
+    for (const auto& o : overrides)
+      if (apply_override(snap.value, o, errors)) origin.overrides.push_back({o.path, o.label});
+    const std::string default_name = snaps.size() == 1 ? stem : fmt::format("{}-{}", stem, i + 1);
+    experiment e = read_experiment(snap.value, ctx, default_name, files);
+    e.source = snap.line > 0 ? fmt::format("{}:{}", file, snap.line) : file;
+    if (errors.empty()) {
+      const auto [it, fresh] = seen.emplace(e.name, e.source);
+      if (!fresh)
+        errors.push_back(origin.make("name", fmt::format("duplicate experiment name '{}' (first "
+                                                         "defined at {})", e.name, it->second)));
+    }
+    result.errors.insert(result.errors.end(), errors.begin(), errors.end());
+    all.push_back(std::move(e));
+  }
+  if (!result.errors.empty()) return result;
+
+  if (options.names.empty()) {
+    result.experiments = std::move(all);
+    return result;
+  }
+  std::vector<std::string> names;
+  for (const auto& e : all) names.push_back(e.name);
+  for (const auto& want : options.names) {
+    const auto it = std::find_if(all.begin(), all.end(), [&](const experiment& e) { return e.name == want; });
+    if (it == all.end()) {
+      std::string list;
+      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+      result.errors.push_back({file, 0, "", fmt::format("no experiment named '{}'{}; the file "
+                                                        "defines: {}", want,
+                                                        detail::did_you_mean(want, names), list)});
+    } else if (std::none_of(result.experiments.begin(), result.experiments.end(),
+                            [&](const experiment& e) { return e.name == want; })) {
+      result.experiments.push_back(*it);
+    }
+  }
+  if (!result.errors.empty()) result.experiments.clear();
+  return result;
+}
+
+file_policy policy_for(const std::string& display_name, const load_options& options) {
+  namespace fs = std::filesystem;
+  file_policy p;
+  p.check = options.check_files;
+  std::error_code ec;
+  const fs::path parent = fs::path(display_name).parent_path();
+  if (!display_name.empty() && fs::is_directory(parent.empty() ? fs::path(".") : parent, ec))
+    p.dirs.push_back(parent.empty() ? fs::path(".") : parent);
+  p.dirs.push_back(fs::current_path(ec));
+  for (const auto& d : options.search_dirs) p.dirs.emplace_back(d);
+  return p;
+}
+
+}  // namespace
+
+load_result load_string(std::string_view script, const std::string& display_name,
+                        const load_options& options) {
+  load_result result;
+  const detail::sandbox_limits limits{options.memory_limit, options.instruction_limit};
+  detail::script_outcome out = detail::run_script(script, limits);
+  if (out.failed) {
+    result.errors.push_back({display_name, out.line, "", out.message});
+    return result;
+  }
+  if (out.experiments.empty()) {
+    result.errors.push_back({display_name, 0, "",
+                             "the file defines no experiment: call experiment { data = { file = "
+                             "\"...\" }, ... }"});
+    return result;
+  }
+  std::vector<snapshot> snaps;
+  for (auto& raw : out.experiments)
+    snaps.push_back({std::move(raw.value), raw.line, std::move(raw.problems)});
+  const detail::source_index source(script);
+  std::string stem = std::filesystem::path(display_name).stem().string();
+  if (!valid_name(stem)) stem = "experiment";
+  return resolve_all(std::move(snaps), display_name, stem, &source, policy_for(display_name, options),
+                     options);
+}
+
+load_result load_file(const std::string& path, const load_options& options) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    load_result r;
+    r.errors.push_back({path, 0, "", "cannot open the experiment file"});
+    return r;
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return load_string(text.str(), path, options);
+}
+
+load_result load_json(const json& value, const load_options& options) {
+  std::vector<snapshot> snaps;
+  if (value.is_array()) {
+    for (const auto& v : value) snaps.push_back({v, 0, {}});
+  } else {
+    snaps.push_back({value, 0, {}});
+  }
+  file_policy files;
+  files.check = options.check_files;
+  std::error_code ec;
+  files.dirs.push_back(std::filesystem::current_path(ec));
+  for (const auto& d : options.search_dirs) files.dirs.emplace_back(d);
+  return resolve_all(std::move(snaps), "<json>", "experiment", nullptr, files, options);
+}
+
+const std::vector<std::string>& known_key_paths() {
+  static const std::vector<std::string> paths = [] {
+    // Run the reader once over a minimal experiment and record every key it asks about.
+    const json sample = {
+        {"data", {{"file", "x"}}},
+        {"chaos", {{"events", json::array({{{"at_step", 1}, {"action", "kill"}, {"target", 0}}})}}}};
+    origin_finder origin;
+    std::vector<config_error> errors;
+    std::vector<std::string> asked;
+    read_context ctx{&origin, &errors, &asked};
+    file_policy files;
+    files.check = false;
+    read_experiment(sample, ctx, "sample", files);
+    std::vector<std::string> out;
+    for (auto p : asked) {
+      const std::size_t b = p.find('[');
+      if (b != std::string::npos) p = p.substr(0, b) + "[]" + p.substr(p.find(']') + 1);
+      if (std::find(out.begin(), out.end(), p) == out.end()) out.push_back(p);
+    }
+    return out;
+  }();
+  return paths;
+}
+
+}  // namespace dd::config

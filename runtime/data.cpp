@@ -1,0 +1,213 @@
+// runtime/data.cpp — see data.hpp.
+#include "runtime/data.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "runtime/rng.hpp"
+#include "runtime/tokenizer.hpp"
+
+namespace dd {
+
+text_dataset text_dataset::from_file(const std::string& path, double train_fraction) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw std::runtime_error(fmt::format("data file '{}': cannot open ({})", path, std::strerror(errno)));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad()) throw std::runtime_error(fmt::format("data file '{}': read error", path));
+  const std::string text = ss.str();
+  if (text.empty()) throw std::runtime_error(fmt::format("data file '{}': file is empty", path));
+  return from_text(text, train_fraction, path);
+}
+
+text_dataset text_dataset::from_text(const std::string& text, double train_fraction,
+                                     const std::string& origin) {
+  if (!(train_fraction > 0.0 && train_fraction < 1.0))
+    throw std::invalid_argument(fmt::format("data '{}': train fraction {} must be in (0, 1)", origin, train_fraction));
+  if (text.empty()) throw std::runtime_error(fmt::format("data file '{}': file is empty", origin));
+  text_dataset d;
+  d.origin_ = origin;
+  auto all = byte_encode(text);
+  const size_t n_train = static_cast<size_t>(static_cast<double>(all.size()) * train_fraction);
+  if (n_train < 2 || all.size() - n_train < 2)
+    throw std::runtime_error(fmt::format(
+        "data file '{}': {} bytes is too short for a train/validation split", origin, all.size()));
+  d.train_.assign(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n_train));
+  d.val_.assign(all.begin() + static_cast<std::ptrdiff_t>(n_train), all.end());
+  return d;
+}
+
+shard_range shard_of(size_t n_train, int learner, int learners) {
+  if (learners < 1 || learner < 0 || learner >= learners)
+    throw std::invalid_argument(fmt::format("shard_of: learner {} of {} is out of range", learner, learners));
+  // 128-bit-safe for any realistic n: n < 2^40 and M < 2^20.
+  const auto m = static_cast<unsigned long long>(learners);
+  const auto n = static_cast<unsigned long long>(n_train);
+  return {static_cast<size_t>(n * static_cast<unsigned long long>(learner) / m),
+          static_cast<size_t>(n * static_cast<unsigned long long>(learner + 1) / m)};
+}
+
+// ---- data_cursor ------------------------------------------------------------------------------
+
+nlohmann::json data_cursor::to_json() const {
+  return {{"seed", std::to_string(seed)}, {"learner", learner}, {"learners", learners},
+          {"seq_len", seq_len},          {"epoch", epoch},     {"position", position}};
+}
+
+data_cursor data_cursor::from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw std::invalid_argument("data cursor: expected a JSON object");
+  auto field = [&](const char* name) -> const nlohmann::json& {
+    auto it = j.find(name);
+    if (it == j.end()) throw std::invalid_argument(fmt::format("data cursor: missing field '{}'", name));
+    return *it;
+  };
+  auto integer = [&](const char* name) -> int64_t {
+    const auto& v = field(name);
+    if (!v.is_number_integer())
+      throw std::invalid_argument(fmt::format("data cursor: field '{}' must be an integer", name));
+    return v.get<int64_t>();
+  };
+  data_cursor c;
+  const auto& s = field("seed");
+  if (!s.is_string()) throw std::invalid_argument("data cursor: field 'seed' must be a decimal string");
+  try {
+    size_t used = 0;
+    c.seed = std::stoull(s.get<std::string>(), &used);
+    if (used != s.get<std::string>().size()) throw std::invalid_argument("trailing characters");
+  } catch (const std::exception&) {
+    throw std::invalid_argument(fmt::format("data cursor: field 'seed' is not a decimal integer: '{}'",
+                                            s.get<std::string>()));
+  }
+  c.learner = static_cast<int>(integer("learner"));
+  c.learners = static_cast<int>(integer("learners"));
+  c.seq_len = static_cast<int>(integer("seq_len"));
+  c.epoch = integer("epoch");
+  c.position = integer("position");
+  return c;
+}
+
+namespace {
+constexpr char k_cursor_magic[4] = {'D', 'D', 'C', '1'};
+constexpr size_t k_cursor_bytes = 4 + 8 + 4 + 4 + 4 + 8 + 8;
+template <class T>
+void put_le(std::vector<uint8_t>& out, T v) {
+  auto u = static_cast<uint64_t>(v);
+  for (size_t i = 0; i < sizeof(T); ++i) out.push_back(static_cast<uint8_t>(u >> (8 * i)));
+}
+template <class T>
+T get_le(const uint8_t*& p) {
+  uint64_t u = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) u |= static_cast<uint64_t>(p[i]) << (8 * i);
+  p += sizeof(T);
+  return static_cast<T>(u);
+}
+}  // namespace
+
+std::vector<uint8_t> data_cursor::to_bytes() const {
+  // Layout: "DDC1" | seed u64 | learner i32 | learners i32 | seq_len i32 | epoch i64 |
+  // position i64; all little-endian, 40 bytes.
+  std::vector<uint8_t> out(k_cursor_magic, k_cursor_magic + 4);
+  put_le<uint64_t>(out, seed);
+  put_le<int32_t>(out, learner);
+  put_le<int32_t>(out, learners);
+  put_le<int32_t>(out, seq_len);
+  put_le<int64_t>(out, epoch);
+  put_le<int64_t>(out, position);
+  return out;
+}
+
+data_cursor data_cursor::from_bytes(const std::vector<uint8_t>& bytes) {
+  if (bytes.size() != k_cursor_bytes)
+    throw std::invalid_argument(fmt::format("data cursor: {} bytes, expected {}", bytes.size(), k_cursor_bytes));
+  if (std::memcmp(bytes.data(), k_cursor_magic, 4) != 0)
+    throw std::invalid_argument("data cursor: bad magic (expected \"DDC1\")");
+  const uint8_t* p = bytes.data() + 4;
+  data_cursor c;
+  c.seed = get_le<uint64_t>(p);
+  c.learner = get_le<int32_t>(p);
+  c.learners = get_le<int32_t>(p);
+  c.seq_len = get_le<int32_t>(p);
+  c.epoch = get_le<int64_t>(p);
+  c.position = get_le<int64_t>(p);
+  return c;
+}
+
+// ---- batch_stream -----------------------------------------------------------------------------
+
+batch_stream::batch_stream(const text_dataset& data, int learner, int learners, int T, uint64_t seed)
+    : data_(&data), learner_(learner), learners_(learners), T_(T), seed_(seed) {
+  shard_ = shard_of(data.train().size(), learner, learners);
+  if (T < 1) throw std::invalid_argument(fmt::format("batch_stream: sequence length {} must be >= 1", T));
+  if (shard_.size() < 2 * static_cast<size_t>(T) + 1)
+    throw std::invalid_argument(fmt::format(
+        "data '{}': learner {} of {} has a shard of {} tokens, fewer than 2·T+1 = {} for T = {}",
+        data.origin(), learner, learners, shard_.size(), 2 * T + 1, T));
+  start_epoch(0);
+}
+
+void batch_stream::start_epoch(int64_t epoch) {
+  rng r(derive_seed(derive_seed(seed_, static_cast<uint64_t>(learner_)), static_cast<uint64_t>(epoch)));
+  offset_ = static_cast<size_t>(r.below(static_cast<uint64_t>(T_)));
+  const size_t n_windows = (shard_.size() - 1 - offset_) / static_cast<size_t>(T_);
+  order_.resize(n_windows);
+  for (size_t k = 0; k < n_windows; ++k) order_[k] = static_cast<uint32_t>(k);
+  for (size_t k = n_windows; k > 1; --k) {  // Fisher–Yates, high to low
+    const size_t j = static_cast<size_t>(r.below(k));
+    std::swap(order_[k - 1], order_[j]);
+  }
+  epoch_ = epoch;
+  position_ = 0;
+}
+
+void batch_stream::next(int B, std::vector<int32_t>& inputs, std::vector<int32_t>& targets) {
+  if (B < 1) throw std::invalid_argument(fmt::format("batch_stream::next: batch {} must be >= 1", B));
+  const size_t T = static_cast<size_t>(T_);
+  inputs.resize(static_cast<size_t>(B) * T);
+  targets.resize(static_cast<size_t>(B) * T);
+  const auto& tok = data_->train();
+  for (int b = 0; b < B; ++b) {
+    if (static_cast<size_t>(position_) >= order_.size()) start_epoch(epoch_ + 1);
+    const size_t start = shard_.begin + offset_ + static_cast<size_t>(order_[static_cast<size_t>(position_)]) * T;
+    ++position_;
+    for (size_t t = 0; t < T; ++t) {
+      inputs[b * T + t] = tok[start + t];
+      targets[b * T + t] = tok[start + t + 1];
+    }
+  }
+}
+
+data_cursor batch_stream::cursor() const {
+  data_cursor c;
+  c.seed = seed_;
+  c.learner = learner_;
+  c.learners = learners_;
+  c.seq_len = T_;
+  c.epoch = epoch_;
+  c.position = position_;
+  return c;
+}
+
+void batch_stream::restore(const data_cursor& c) {
+  auto mismatch = [&](const char* field, auto got, auto want) {
+    throw std::invalid_argument(fmt::format(
+        "data cursor: field '{}' is {} but this stream has {}", field, got, want));
+  };
+  if (c.seed != seed_) mismatch("seed", c.seed, seed_);
+  if (c.learner != learner_) mismatch("learner", c.learner, learner_);
+  if (c.learners != learners_) mismatch("learners", c.learners, learners_);
+  if (c.seq_len != T_) mismatch("seq_len", c.seq_len, T_);
+  if (c.epoch < 0) mismatch("epoch", c.epoch, ">= 0");
+  start_epoch(c.epoch);
+  if (c.position < 0 || static_cast<size_t>(c.position) > order_.size())
+    throw std::invalid_argument(fmt::format("data cursor: field 'position' is {} but epoch {} has {} windows",
+                                            c.position, c.epoch, order_.size()));
+  position_ = c.position;
+}
+
+}  // namespace dd

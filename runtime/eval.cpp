@@ -1,0 +1,35 @@
+// runtime/eval.cpp — see eval.hpp.
+#include "runtime/eval.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "runtime/gpt.hpp"
+
+namespace dd {
+
+double evaluate_loss(gpt& model, const std::vector<int32_t>& split, int B, int T, int batches) {
+  if (batches < 1 || B < 1 || T < 1)
+    throw std::invalid_argument(fmt::format("evaluate_loss: batches {}, B {}, T {} must all be >= 1", batches, B, T));
+  if (split.size() < static_cast<size_t>(T) + 1)
+    throw std::invalid_argument(fmt::format("evaluate_loss: split has {} tokens, needs at least T+1 = {}",
+                                            split.size(), T + 1));
+  const size_t W = (split.size() - 1) / static_cast<size_t>(T);
+  const size_t BT = static_cast<size_t>(B) * T;
+  std::vector<int32_t> in(BT), tg(BT);
+  double sum = 0.0;
+  for (int b = 0; b < batches; ++b) {
+    for (int r = 0; r < B; ++r) {
+      const size_t start = ((static_cast<size_t>(b) * B + r) % W) * static_cast<size_t>(T);
+      for (int t = 0; t < T; ++t) {
+        in[static_cast<size_t>(r) * T + t] = split[start + t];
+        tg[static_cast<size_t>(r) * T + t] = split[start + t + 1];
+      }
+    }
+    sum += model.forward(in, tg, B, T);
+  }
+  return sum / batches;
+}
+
+}  // namespace dd

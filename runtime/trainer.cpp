@@ -1,0 +1,119 @@
+// runtime/trainer.cpp — see trainer.hpp.
+#include "runtime/trainer.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "runtime/checkpoint.hpp"
+#include "runtime/eval.hpp"
+#include "runtime/rng.hpp"
+
+namespace dd {
+
+namespace {
+constexpr uint64_t k_data_stream = 0x64617461;  // "data"
+}
+
+void trainer_config::validate() const {
+  model.validate();
+  if (batch < 1) throw std::invalid_argument(fmt::format("trainer: batch must be >= 1, got {}", batch));
+  if (seq_len < 1 || seq_len > model.context)
+    throw std::invalid_argument(fmt::format("trainer: seq_len {} must be in [1, context = {}]", seq_len, model.context));
+  schedule.validate();
+  if (learners < 1 || learner < 0 || learner >= learners)
+    throw std::invalid_argument(fmt::format("trainer: learner {} of {} is out of range", learner, learners));
+}
+
+trainer::trainer(kernels::backend& be, const text_dataset& data, const trainer_config& cfg)
+    : cfg_((cfg.validate(), cfg)),
+      data_(&data),
+      model_(be, cfg.model),
+      opt_(be, model_.tensors(), model_.num_params(), cfg.optimizer),
+      stream_(data, cfg.learner, cfg.learners, cfg.seq_len, derive_seed(cfg.seed, k_data_stream)) {
+  model_.init(cfg.seed);
+}
+
+step_result trainer::step() {
+  const auto t0 = std::chrono::steady_clock::now();
+  step_result r;
+  r.step = step_;
+  r.tokens = static_cast<int64_t>(cfg_.batch) * cfg_.seq_len;
+  stream_.next(cfg_.batch, inputs_, targets_);
+  model_.zero_grad();
+  r.loss = model_.forward(inputs_, targets_, cfg_.batch, cfg_.seq_len);
+  tokens_ += r.tokens;
+  if (std::isfinite(r.loss)) {
+    model_.backward();
+    r.grad_norm = clip_grad_norm(model_.backend(), model_.grads(), model_.num_params(), cfg_.grad_clip);
+  }
+  if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
+    r.applied = false;
+  } else {
+    r.lr = cfg_.schedule.at(step_);
+    opt_.step(model_.params(), model_.grads(), static_cast<float>(r.lr));
+    ++step_;
+  }
+  model_.backend().synchronize();
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+double trainer::evaluate(int batches) {
+  return evaluate_loss(model_, data_->validation(), cfg_.batch, cfg_.seq_len, batches);
+}
+
+void trainer::save(const std::string& path, const std::map<std::string, std::string>& extra) const {
+  auto meta = extra;
+  meta["step"] = std::to_string(step_);
+  meta["tokens"] = std::to_string(tokens_);
+  meta["seed"] = std::to_string(cfg_.seed);
+  meta["data_cursor"] = stream_.cursor().to_json().dump();
+  save_checkpoint(path, model_, &opt_, meta);
+}
+
+std::map<std::string, std::string> trainer::load(const std::string& path) {
+  // Validate the metadata before load_checkpoint() overwrites anything.
+  const st_file probe = read_safetensors(path);
+  auto fail = [&](const std::string& what) -> std::runtime_error {
+    return std::runtime_error(fmt::format("checkpoint '{}': {}", path, what));
+  };
+  auto meta_of = [&](const char* key) -> const std::string& {
+    auto it = probe.metadata.find(key);
+    if (it == probe.metadata.end()) throw fail(fmt::format("metadata '{}' is missing", key));
+    return it->second;
+  };
+  gpt_config file_cfg;
+  data_cursor cur;
+  int64_t step = 0, tokens = 0;
+  try {
+    file_cfg = gpt_config::from_json(nlohmann::json::parse(meta_of("config")));
+    cur = data_cursor::from_json(nlohmann::json::parse(meta_of("data_cursor")));
+    step = std::stoll(meta_of("step"));
+    tokens = std::stoll(meta_of("tokens"));
+  } catch (const std::runtime_error&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw fail(fmt::format("bad metadata: {}", e.what()));
+  }
+  if (file_cfg != cfg_.model)
+    throw fail(fmt::format("model config {} differs from this trainer's {}", file_cfg.to_json().dump(),
+                           cfg_.model.to_json().dump()));
+  // Check the cursor against a scratch stream first so a mismatch leaves this trainer untouched.
+  try {
+    batch_stream probe_stream = stream_;
+    probe_stream.restore(cur);
+  } catch (const std::invalid_argument& e) {
+    throw fail(e.what());
+  }
+  auto meta = load_checkpoint(path, model_, &opt_);
+  stream_.restore(cur);
+  step_ = step;
+  tokens_ = tokens;
+  return meta;
+}
+
+}  // namespace dd

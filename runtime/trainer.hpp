@@ -1,0 +1,98 @@
+// runtime/trainer.hpp — the single-learner inner step loop, driven step by step by its caller:
+// one inner step = next batch of the learner's shard → forward → backward → global-norm clip →
+// AdamW with the scheduled learning rate (ALGORITHM.md, learner loop, "inner AdamW step").
+// The `dd-node train` command and the learner actor both use it; the caller decides when to step,
+// evaluate, checkpoint, push or apply fragments. Owned by one thread (the learner's).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "kernels/backend.hpp"
+#include "runtime/adamw.hpp"
+#include "runtime/data.hpp"
+#include "runtime/gpt.hpp"
+#include "runtime/lr_schedule.hpp"
+
+namespace dd {
+
+/// Everything a trainer needs besides the backend and the data.
+struct trainer_config {
+  gpt_config model;
+  int batch = 16;              ///< B: sequences per inner step
+  int seq_len = 128;           ///< T: tokens per sequence (<= model.context)
+  lr_schedule schedule;        ///< on this learner's own step counter
+  adamw_config optimizer;
+  double grad_clip = 1.0;      ///< global grad-norm limit; <= 0 disables clipping
+  uint64_t seed = 1337;        ///< model init = gpt::init(seed); data stream seed = derive_seed(seed, 0x64617461)
+  int learner = 0;             ///< this learner's index i (data shard i of M)
+  int learners = 1;            ///< M
+
+  /// Throws std::invalid_argument naming the field when out of range.
+  void validate() const;
+};
+
+/// What one inner step did.
+struct step_result {
+  int64_t step = 0;       ///< the step's 0-based index (before the increment)
+  double loss = 0.0;      ///< mean train loss of the batch, nats/token
+  double grad_norm = 0.0; ///< global gradient norm before clipping
+  double lr = 0.0;        ///< learning rate applied
+  int64_t tokens = 0;     ///< tokens in the batch (B·T)
+  double seconds = 0.0;   ///< wall time of the step
+  bool applied = true;    ///< false when the loss or gradient was non-finite: no update was made
+};
+
+/// One learner's model, optimizer and data stream.
+class trainer {
+ public:
+  /// Builds the model on `be`, initializes it from cfg.seed, zeroes the moments, and positions
+  /// the data stream at the start of shard cfg.learner of cfg.learners. `be` and `data` must
+  /// outlive the trainer. Throws std::invalid_argument for a bad config or too-small shard.
+  trainer(kernels::backend& be, const text_dataset& data, const trainer_config& cfg);
+
+  /// One inner step. When the loss or the gradient norm is not finite the update is skipped,
+  /// the step counter is not advanced (the batch is consumed) and applied = false.
+  step_result step();
+
+  /// Validation loss (nats/token) over `batches` fixed batches of (batch, seq_len); see
+  /// evaluate_loss. Leaves the gradients untouched.
+  double evaluate(int batches);
+
+  /// Saves model, AdamW moments, step counter, data cursor, seed and config to `path`
+  /// (safetensors, atomic). `extra` entries are added to the metadata.
+  void save(const std::string& path, const std::map<std::string, std::string>& extra = {}) const;
+  /// Restores everything save() wrote; the model config and data stream must match this trainer
+  /// (else std::runtime_error naming the file and the field). Returns the metadata.
+  std::map<std::string, std::string> load(const std::string& path);
+
+  /// Fresh AdamW moments (a respawned learner, ALGORITHM.md Recovery). Keeps the step counter.
+  void reset_optimizer() { opt_.reset(); }
+
+  /// Inner steps completed (drives the schedule).
+  int64_t steps_done() const noexcept { return step_; }
+  /// Sets the step counter (a respawned learner resumes the one the syncer recorded).
+  void set_steps_done(int64_t s) noexcept { step_ = s; }
+  /// Tokens trained on so far (B·T per applied or skipped step).
+  int64_t tokens_seen() const noexcept { return tokens_; }
+
+  gpt& model() noexcept { return model_; }
+  const gpt& model() const noexcept { return model_; }
+  adamw& optimizer() noexcept { return opt_; }
+  batch_stream& data() noexcept { return stream_; }
+  const trainer_config& config() const noexcept { return cfg_; }
+
+ private:
+  trainer_config cfg_;
+  const text_dataset* data_;
+  gpt model_;
+  adamw opt_;
+  batch_stream stream_;
+  int64_t step_ = 0;
+  int64_t tokens_ = 0;
+  std::vector<int32_t> inputs_, targets_;
+};
+
+}  // namespace dd

@@ -1,0 +1,394 @@
+// tests/actors/policy_test.cpp — table tests of the pure decision code in actors/policy/.
+//
+// Every case states its inputs and the expected decision and reason; the numbers are computed by
+// hand from the formulas in ALGORITHM.md (cited in each header).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "actors/policy/policy.hpp"
+
+namespace dd::policy {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// quorum
+
+struct quorum_case {
+  quorum_spec spec;
+  std::size_t live, have;
+  bool reached;
+  std::size_t needed;
+  quorum_reason reason;
+};
+
+TEST(Quorum, Table) {
+  using qs = quorum_spec;
+  const std::vector<quorum_case> cases = {
+      {qs::of_count(1), 4, 0, false, 1, quorum_reason::not_reached},
+      {qs::of_count(1), 4, 1, true, 1, quorum_reason::reached},
+      {qs::of_count(3), 4, 2, false, 3, quorum_reason::not_reached},
+      {qs::of_count(3), 4, 3, true, 3, quorum_reason::reached},
+      {qs::of_count(8), 4, 4, true, 4, quorum_reason::reached},      // K > live → all live
+      {qs::of_count(8), 4, 3, false, 4, quorum_reason::not_reached},
+      {qs::of_count(1), 0, 0, false, 0, quorum_reason::no_live_learners},
+      {qs::of_count(0), 4, 4, false, 0, quorum_reason::invalid_spec},
+      {qs::of_fraction(0.5), 4, 2, true, 2, quorum_reason::reached},  // ceil(2) = 2 exactly
+      {qs::of_fraction(0.5), 5, 2, false, 3, quorum_reason::not_reached},  // ceil(2.5) = 3
+      {qs::of_fraction(0.01), 8, 1, true, 1, quorum_reason::reached},  // ceil(0.08) = 1
+      {qs::of_fraction(1.0), 8, 7, false, 8, quorum_reason::not_reached},
+      {qs::of_fraction(0.3), 10, 3, true, 3, quorum_reason::reached},  // 0.3·10 = 3.0000000000000004
+      {qs::of_fraction(0.0), 4, 4, false, 0, quorum_reason::invalid_spec},
+      {qs::of_fraction(1.5), 4, 4, false, 0, quorum_reason::invalid_spec},
+      {qs::of_fraction(NAN), 4, 4, false, 0, quorum_reason::invalid_spec},
+      {qs::of_count(2), 3, 9, true, 2, quorum_reason::reached},  // have clamped to live
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    const auto d = compute_quorum(c.spec, c.live, c.have);
+    EXPECT_EQ(d.reached, c.reached) << "case " << i << ": " << d.message;
+    EXPECT_EQ(d.needed, c.needed) << "case " << i << ": " << d.message;
+    EXPECT_EQ(d.reason, c.reason) << "case " << i << ": " << d.message;
+    EXPECT_FALSE(d.message.empty());
+  }
+  EXPECT_EQ(compute_quorum(qs::of_count(2), 3, 9).have, 3u);
+}
+
+struct merge_case {
+  quorum_spec spec;
+  round_state state;
+  double now, grace;
+  merge_action action;
+  merge_reason reason;
+  double deadline;
+};
+
+TEST(Merge, Table) {
+  using qs = quorum_spec;
+  const std::vector<merge_case> cases = {
+      // live, pending, timer, deadline
+      {qs::of_count(1), {4, 0, false, 0}, 10, 1.0, merge_action::wait, merge_reason::no_pending, 0},
+      {qs::of_count(2), {4, 1, false, 0}, 10, 1.0, merge_action::wait,
+       merge_reason::quorum_not_reached, 0},
+      {qs::of_count(1), {4, 1, false, 0}, 10, 1.5, merge_action::start_grace_timer,
+       merge_reason::grace_started, 11.5},
+      {qs::of_count(1), {4, 1, false, 0}, 10, 0.0, merge_action::merge_now,
+       merge_reason::quorum_reached_no_grace, 0},
+      {qs::of_count(1), {4, 2, true, 11.5}, 11.0, 1.5, merge_action::wait,
+       merge_reason::grace_running, 11.5},
+      {qs::of_count(1), {4, 2, true, 11.5}, 11.5, 1.5, merge_action::merge_now,
+       merge_reason::grace_expired, 0},
+      {qs::of_count(1), {4, 4, true, 11.5}, 10.5, 1.5, merge_action::merge_now,
+       merge_reason::all_live_pending, 0},
+      {qs::of_count(1), {4, 4, false, 0}, 10, 1.5, merge_action::merge_now,
+       merge_reason::all_live_pending, 0},
+      {qs::of_count(3), {4, 2, true, 11.5}, 12, 1.5, merge_action::cancel_grace_timer,
+       merge_reason::quorum_lost, 0},
+      // the last missing learner died: now every live learner is pending.
+      {qs::of_count(4), {3, 3, false, 0}, 10, 1.5, merge_action::merge_now,
+       merge_reason::all_live_pending, 0},
+      {qs::of_count(1), {0, 0, true, 11}, 10, 1.5, merge_action::cancel_grace_timer,
+       merge_reason::no_live_learners, 0},
+      {qs::of_fraction(2.0), {4, 4, false, 0}, 10, 1.5, merge_action::wait,
+       merge_reason::invalid_spec, 0},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    const auto d = decide_merge(c.spec, c.state, c.now, c.grace);
+    EXPECT_EQ(d.action, c.action) << "case " << i << ": " << d.message;
+    EXPECT_EQ(d.reason, c.reason) << "case " << i << ": " << d.message;
+    if (c.action != merge_action::merge_now && c.deadline > 0) {
+      EXPECT_DOUBLE_EQ(d.grace_deadline_s, c.deadline) << "case " << i;
+    }
+  }
+}
+
+TEST(Merge, ReasonNamesAreStable) {
+  EXPECT_STREQ(to_string(merge_reason::grace_expired), "grace_expired");
+  EXPECT_STREQ(to_string(merge_action::start_grace_timer), "start_grace_timer");
+  EXPECT_STREQ(to_string(quorum_reason::no_live_learners), "no_live_learners");
+}
+
+// ---------------------------------------------------------------------------------------------
+// EMA and grace window
+
+TEST(Ema, FirstSampleInitializesThenSmooths) {
+  ema e;  // a = 0.2
+  EXPECT_FALSE(e.has_value());
+  EXPECT_EQ(e.value(), 0.0);
+  EXPECT_TRUE(e.update(10.0));
+  EXPECT_DOUBLE_EQ(e.value(), 10.0);
+  EXPECT_TRUE(e.update(20.0));
+  EXPECT_DOUBLE_EQ(e.value(), 12.0);  // 0.8·10 + 0.2·20
+  EXPECT_TRUE(e.update(2.0));
+  EXPECT_DOUBLE_EQ(e.value(), 10.0);  // 0.8·12 + 0.2·2
+  EXPECT_FALSE(e.update(NAN));
+  EXPECT_DOUBLE_EQ(e.value(), 10.0);
+  ema one(1.0);
+  one.update(3);
+  one.update(7);
+  EXPECT_DOUBLE_EQ(one.value(), 7.0);
+}
+
+struct grace_case {
+  grace_config cfg;
+  double tau, xi_step, xi_quorum, xi_sync;
+  double grace;
+  grace_reason reason;
+};
+
+TEST(Grace, Table) {
+  const grace_config adaptive{grace_mode::adaptive, 0.8, 0.0, -1.0};
+  const grace_config capped{grace_mode::adaptive, 0.8, 0.0, 0.5};
+  const grace_config fixed{grace_mode::fixed, 0.8, 0.25, -1.0};
+  const grace_config off{grace_mode::off, 0.8, 0.25, -1.0};
+  const grace_config bad_fixed{grace_mode::fixed, 0.8, -1.0, -1.0};
+  const grace_config bad_gamma{grace_mode::adaptive, 1.5, 0.0, -1.0};
+  const std::vector<grace_case> cases = {
+      // 0.8 · (2·1.0 − 0.3 − 0.2) = 1.2 <= 2·1.0
+      {adaptive, 2, 1.0, 0.3, 0.2, 1.2, grace_reason::adaptive},
+      // 0.8 · (2·1.0 − 1.5 − 0.6) < 0 → 0
+      {adaptive, 2, 1.0, 1.5, 0.6, 0.0, grace_reason::clamped_to_zero},
+      // 0.8 · (10·1.0 − 0 − 0) = 8 > 2·1.0 → 2
+      {adaptive, 10, 1.0, 0.0, 0.0, 2.0, grace_reason::clamped_to_max},
+      // explicit cap 0.5
+      {capped, 2, 1.0, 0.3, 0.2, 0.5, grace_reason::clamped_to_max},
+      {adaptive, 2, 0.0, 0.3, 0.2, 0.0, grace_reason::no_step_estimate},
+      {fixed, 2, 1.0, 5.0, 5.0, 0.25, grace_reason::fixed},
+      {off, 2, 1.0, 0.0, 0.0, 0.0, grace_reason::off},
+      {bad_fixed, 2, 1.0, 0.0, 0.0, 0.0, grace_reason::invalid_config},
+      {bad_gamma, 2, 1.0, 0.0, 0.0, 0.0, grace_reason::invalid_config},
+      {adaptive, -1, 1.0, 0.0, 0.0, 0.0, grace_reason::invalid_config},
+  };
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    const auto d = compute_grace(c.cfg, c.tau, c.xi_step, c.xi_quorum, c.xi_sync);
+    EXPECT_NEAR(d.grace_s, c.grace, 1e-12) << "case " << i << ": " << d.message;
+    EXPECT_EQ(d.reason, c.reason) << "case " << i << ": " << d.message;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// token weights
+
+TEST(TokenWeight, Table) {
+  struct row {
+    std::uint64_t tokens, steps;
+    bool ok;
+    double w;
+    weight_reason reason;
+  };
+  const std::vector<row> rows = {
+      {1000, 10, true, 100000.0, weight_reason::ok},  // 1000² / 10
+      {512, 1, true, 262144.0, weight_reason::ok},
+      {2048, 4, true, 1048576.0, weight_reason::ok},  // 4 steps × 512 tok: 2048 · 512
+      {100, 0, false, 0.0, weight_reason::zero_steps},
+      {0, 5, false, 0.0, weight_reason::zero_tokens},
+  };
+  for (const auto& r : rows) {
+    const auto d = token_weight(r.tokens, r.steps);
+    EXPECT_EQ(d.accepted, r.ok) << d.message;
+    EXPECT_DOUBLE_EQ(d.weight, r.w) << d.message;
+    EXPECT_EQ(d.reason, r.reason) << d.message;
+  }
+}
+
+TEST(TokenWeight, Normalize) {
+  auto n = normalize_weights({1.0, 3.0});
+  ASSERT_TRUE(n.ok) << n.message;
+  EXPECT_DOUBLE_EQ(n.weights[0], 0.25);
+  EXPECT_DOUBLE_EQ(n.weights[1], 0.75);
+  n = normalize_weights({0.0, 2.0, 2.0});
+  ASSERT_TRUE(n.ok);
+  EXPECT_DOUBLE_EQ(n.weights[1], 0.5);
+  EXPECT_EQ(normalize_weights({}).reason, weight_reason::empty);
+  EXPECT_EQ(normalize_weights({1.0, -1.0}).reason, weight_reason::negative);
+  EXPECT_EQ(normalize_weights({1.0, NAN}).reason, weight_reason::negative);
+  EXPECT_EQ(normalize_weights({0.0, 0.0}).reason, weight_reason::zero_sum);
+}
+
+// ---------------------------------------------------------------------------------------------
+// staleness and duplicates
+
+TEST(Staleness, Table) {
+  struct row {
+    std::uint64_t version, base, max;
+    bool ok;
+    admission_reason reason;
+  };
+  const std::vector<row> rows = {
+      {10, 10, 4, true, admission_reason::accepted},
+      {10, 6, 4, true, admission_reason::accepted},  // staleness 4 == max
+      {10, 5, 4, false, admission_reason::stale},    // staleness 5 > 4
+      {10, 11, 4, false, admission_reason::from_the_future},
+      {0, 0, 0, true, admission_reason::accepted},
+      {1, 0, 0, false, admission_reason::stale},
+  };
+  for (const auto& r : rows) {
+    const auto d = check_staleness(r.version, r.base, r.max);
+    EXPECT_EQ(d.accepted, r.ok) << d.message;
+    EXPECT_EQ(d.reason, r.reason) << d.message;
+  }
+  EXPECT_EQ(check_staleness(10, 6, 4).staleness, 4u);
+}
+
+TEST(Duplicates, SequenceOfPushes) {
+  push_ledger ledger;
+  ASSERT_TRUE(ledger.register_learner(1, 0));
+  struct row {
+    push_key key;
+    admission_reason reason;
+  };
+  // Applied in order; accepted pushes are recorded.
+  const std::vector<row> rows = {
+      {{7, 0, 0, 24}, admission_reason::unknown_learner},
+      {{1, 0, 0, 24}, admission_reason::accepted},
+      {{1, 0, 0, 24}, admission_reason::duplicate},   // exact resend
+      {{1, 0, 0, 20}, admission_reason::duplicate},   // older step, same base
+      {{1, 0, 0, 48}, admission_reason::accepted},    // same base, later step
+      {{1, 0, 1, 30}, admission_reason::accepted},    // newer base (step order within base only)
+      {{1, 0, 0, 72}, admission_reason::duplicate},   // older base: does not advance
+      {{1, 1, 1, 72}, admission_reason::unknown_incarnation},
+  };
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto d = check_push(ledger, rows[i].key);
+    EXPECT_EQ(d.reason, rows[i].reason) << "row " << i << ": " << d.message;
+    EXPECT_EQ(d.accepted, rows[i].reason == admission_reason::accepted);
+    if (d.accepted) ledger.record_accepted(rows[i].key);
+  }
+  // Respawn: incarnation 1 registers; its first push is accepted even with a low step; the old
+  // incarnation is now stale.
+  ASSERT_TRUE(ledger.register_learner(1, 1));
+  EXPECT_FALSE(ledger.register_learner(1, 0));
+  EXPECT_EQ(check_push(ledger, {1, 1, 1, 5}).reason, admission_reason::accepted);
+  EXPECT_EQ(check_push(ledger, {1, 0, 9, 999}).reason, admission_reason::stale_incarnation);
+  EXPECT_TRUE(ledger.forget_learner(1));
+  EXPECT_EQ(check_push(ledger, {1, 1, 1, 6}).reason, admission_reason::unknown_learner);
+}
+
+// ---------------------------------------------------------------------------------------------
+// restart budget
+
+TEST(RestartBudget, BackoffDoublesAndCaps) {
+  restart_config cfg;
+  cfg.max_restarts = 10;
+  cfg.window_s = 100;
+  cfg.backoff_base_s = 1;
+  cfg.backoff_cap_s = 5;
+  cfg.stable_after_s = 20;
+  restart_history h;
+  struct row {
+    double now;
+    restart_action action;
+    double delay;
+    restart_reason reason;
+  };
+  // Each restart is recorded at `now`; gaps < 20 s chain the backoff: 1, 2, 4, 5 (cap), then a
+  // 30 s quiet gap resets it to 1.
+  const std::vector<row> rows = {
+      {0, restart_action::restart, 1, restart_reason::first_restart},
+      {5, restart_action::restart, 2, restart_reason::backoff},
+      {10, restart_action::restart, 4, restart_reason::backoff},
+      {15, restart_action::restart, 5, restart_reason::backoff},
+      {45, restart_action::restart, 1, restart_reason::first_restart},
+      {50, restart_action::restart, 2, restart_reason::backoff},
+  };
+  for (const auto& r : rows) {
+    const auto d = decide_restart(cfg, h, r.now);
+    EXPECT_EQ(d.action, r.action) << d.message;
+    EXPECT_DOUBLE_EQ(d.delay_s, r.delay) << d.message;
+    EXPECT_EQ(d.reason, r.reason) << d.message;
+    record_restart(h, r.now);
+  }
+}
+
+TEST(RestartBudget, GivesUpWhenWindowIsFullAndRecovers) {
+  restart_config cfg;
+  cfg.max_restarts = 3;
+  cfg.window_s = 60;
+  cfg.backoff_base_s = 0.5;
+  cfg.backoff_cap_s = 30;
+  restart_history h;
+  for (double t : {0.0, 10.0, 20.0}) {
+    const auto d = decide_restart(cfg, h, t);
+    ASSERT_EQ(d.action, restart_action::restart) << d.message;
+    record_restart(h, t);
+  }
+  auto d = decide_restart(cfg, h, 30.0);
+  EXPECT_EQ(d.action, restart_action::give_up);
+  EXPECT_EQ(d.reason, restart_reason::budget_exhausted);
+  EXPECT_EQ(d.in_window, 3u);
+  // At t = 60.5 the restart at t = 0 has left the window (60.5 − 60 = 0.5 > 0).
+  d = decide_restart(cfg, h, 60.5);
+  EXPECT_EQ(d.action, restart_action::restart) << d.message;
+  EXPECT_EQ(d.in_window, 2u);
+  // Chain: 0,10,20 are each < 60 s apart and 20 is 40.5 s before now → k = 3 → 0.5·8 = 4 s.
+  EXPECT_DOUBLE_EQ(d.delay_s, 4.0);
+}
+
+TEST(RestartBudget, InvalidConfigGivesUp) {
+  restart_config cfg;
+  cfg.max_restarts = 0;
+  EXPECT_EQ(decide_restart(cfg, {}, 0).reason, restart_reason::invalid_config);
+  cfg = restart_config{};
+  cfg.window_s = -1;
+  EXPECT_EQ(decide_restart(cfg, {}, 0).action, restart_action::give_up);
+  cfg = restart_config{};
+  cfg.backoff_cap_s = 0.1;  // below base 0.5
+  EXPECT_EQ(decide_restart(cfg, {}, 0).reason, restart_reason::invalid_config);
+}
+
+// ---------------------------------------------------------------------------------------------
+// push schedule
+
+TEST(PushSchedule, OffsetsAndDueSteps) {
+  // H = 6, P = 3 → offsets 0, 2, 4.
+  EXPECT_EQ(fragment_offset(0, 6, 3), 0u);
+  EXPECT_EQ(fragment_offset(1, 6, 3), 2u);
+  EXPECT_EQ(fragment_offset(2, 6, 3), 4u);
+  // H = 5, P = 3 → floor(5/3) = 1, floor(10/3) = 3.
+  EXPECT_EQ(fragment_offset(1, 5, 3), 1u);
+  EXPECT_EQ(fragment_offset(2, 5, 3), 3u);
+  struct row {
+    std::uint64_t step, p, h, n;
+    bool due;
+    schedule_reason reason;
+  };
+  const std::vector<row> rows = {
+      {0, 0, 6, 3, false, schedule_reason::step_zero},
+      {6, 0, 6, 3, true, schedule_reason::due},
+      {12, 0, 6, 3, true, schedule_reason::due},
+      {3, 0, 6, 3, false, schedule_reason::not_due},
+      {2, 1, 6, 3, true, schedule_reason::due},
+      {8, 1, 6, 3, true, schedule_reason::due},
+      {1, 1, 6, 3, false, schedule_reason::before_offset},
+      {4, 2, 6, 3, true, schedule_reason::due},
+      {1, 0, 6, 7, false, schedule_reason::invalid_config},  // P > H
+      {1, 3, 6, 3, false, schedule_reason::invalid_config},  // p >= P
+      {1, 0, 0, 1, false, schedule_reason::invalid_config},  // H = 0
+  };
+  for (const auto& r : rows) {
+    const auto d = fragment_due(r.step, r.p, r.h, r.n);
+    EXPECT_EQ(d.due, r.due) << d.message;
+    EXPECT_EQ(d.reason, r.reason) << d.message;
+  }
+}
+
+TEST(PushSchedule, PEqualsHPushesExactlyOneFragmentPerStep) {
+  for (std::uint64_t s = 1; s <= 100; ++s) {
+    const auto due = fragments_due(s, 24, 24);
+    ASSERT_EQ(due.size(), 1u) << "step " << s;
+    EXPECT_EQ(due[0], s % 24);
+  }
+  // Every fragment is pushed exactly once per H steps for P < H too.
+  std::vector<int> count(5, 0);
+  for (std::uint64_t s = 1; s <= 24; ++s)
+    for (auto p : fragments_due(s, 24, 5)) ++count[p];
+  for (int c : count) EXPECT_EQ(c, 1);
+  EXPECT_TRUE(fragments_due(3, 2, 3).empty());  // P > H: invalid
+}
+
+}  // namespace
+}  // namespace dd::policy

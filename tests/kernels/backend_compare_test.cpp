@@ -1,0 +1,472 @@
+// tests/kernels/backend_compare_test.cpp — every op of the backend under test (DD_TEST_BACKEND:
+// "cpu", or "cuda" in the CUDA test binary) against the naive reference backend, over shape
+// regimes: tiny, odd, not multiples of 4/8/16/64, and the default model's sizes. Backward ops
+// start from random (non-zero) gradients, so every comparison also checks that they accumulate.
+//
+// Tolerances: the reference accumulates in double; the backend in float32. A float32 sum of K
+// terms is within about sqrt(K)·eps32·Σ|terms| of the exact value (random-signed rounding
+// errors; see test_util.hpp dot_tolerance). Each test names its K and its magnitude.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "kernels/backend.hpp"
+#include "kernels/reference/reference_backend.hpp"
+#include "tests/kernels/test_util.hpp"
+#ifdef DD_TEST_INIT_ALL
+#include "kernels/all_backends.hpp"
+#endif
+
+namespace dd::kernels::test {
+namespace {
+
+class compare : public ::testing::Test {
+ protected:
+  void SetUp() override {
+#ifdef DD_TEST_INIT_ALL
+    init_all_backends();
+#endif
+    const std::string name = DD_TEST_BACKEND;
+    if (name == "cuda" && !cuda_available()) GTEST_SKIP() << "no CUDA device";
+    backend_options opts;
+    opts.threads = 2;  // exercise the parallel partitions on the CPU backend
+    be_ = make_backend(name, opts);
+    ref_ = make_reference_backend();
+  }
+  std::unique_ptr<backend> be_, ref_;
+};
+
+// Max |x| over a vector (at least `floor`).
+float max_abs(const std::vector<float>& v, float floor = 0.0f) {
+  float m = floor;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+// ---- matmul -------------------------------------------------------------------------------
+struct mm_shape {
+  int N, IC, OC;
+  bool bias;
+};
+
+class matmul : public compare, public ::testing::WithParamInterface<mm_shape> {};
+
+TEST_P(matmul, forward_and_backward_match_reference) {
+  const auto [N, IC, OC, has_bias] = GetParam();
+  const auto inp = random_floats(size_t(N) * IC, 1);
+  const auto w = random_floats(size_t(OC) * IC, 2);
+  const auto bias = random_floats(OC, 3);
+  const auto dout = random_floats(size_t(N) * OC, 4);
+  const auto g_inp = random_floats(size_t(N) * IC, 5);
+  const auto g_w = random_floats(size_t(OC) * IC, 6);
+  const auto g_b = random_floats(OC, 7);
+
+  auto run = [&](backend& b, const std::vector<float>& x, const std::vector<float>& wt,
+                 const std::vector<float>& bi, const std::vector<float>& dy,
+                 const std::vector<float>& gi, const std::vector<float>& gw,
+                 const std::vector<float>& gb) {
+    dvec<float> dx(b, x), dw(b, wt), db(b, bi), ddy(b, dy), dgi(b, gi), dgw(b, gw), dgb(b, gb);
+    dvec<float> out(b, size_t(N) * OC);
+    b.matmul_forward(out.data(), dx.data(), dw.data(), has_bias ? db.data() : nullptr, N, IC, OC);
+    b.matmul_backward(dgi.data(), dgw.data(), has_bias ? dgb.data() : nullptr, ddy.data(),
+                      dx.data(), dw.data(), N, IC, OC);
+    return std::make_tuple(out.host(), dgi.host(), dgw.host(), dgb.host());
+  };
+  const auto [out, gi, gw, gb] = run(*be_, inp, w, bias, dout, g_inp, g_w, g_b);
+  const auto [rout, rgi, rgw, rgb] = run(*ref_, inp, w, bias, dout, g_inp, g_w, g_b);
+  // Magnitudes Σ|a·b| (+ |initial gradient|): the same products on absolute values.
+  const auto [mout, mgi, mgw, mgb] = run(*ref_, abs_of(inp), abs_of(w), abs_of(bias),
+                                         abs_of(dout), abs_of(g_inp), abs_of(g_w), abs_of(g_b));
+  expect_within(out, rout, dot_tolerance(mout, IC), "matmul_forward out (K = IC)");
+  expect_within(gi, rgi, dot_tolerance(mgi, OC), "matmul_backward dinp (K = OC)");
+  expect_within(gw, rgw, dot_tolerance(mgw, N), "matmul_backward dweight (K = N)");
+  if (has_bias) {
+    expect_within(gb, rgb, dot_tolerance(mgb, N), "matmul_backward dbias (K = N)");
+  } else {
+    EXPECT_EQ(gb, g_b) << "dbias must be untouched when null is passed";
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    shapes, matmul,
+    ::testing::Values(mm_shape{1, 1, 1, true}, mm_shape{1, 7, 3, false}, mm_shape{3, 5, 7, true},
+                      mm_shape{17, 33, 65, true}, mm_shape{31, 1, 9, true},
+                      mm_shape{64, 128, 384, true}, mm_shape{100, 129, 257, false},
+                      mm_shape{1024, 384, 256, true},  // large: N=1024, C=384, V=256
+                      mm_shape{512, 128, 512, true}),  // the default model's MLP shapes, N reduced
+    [](const auto& param_info) {
+      const auto& s = param_info.param;
+      return "N" + std::to_string(s.N) + "_IC" + std::to_string(s.IC) + "_OC" +
+             std::to_string(s.OC) + (s.bias ? "_bias" : "_nobias");
+    });
+
+// ---- attention ----------------------------------------------------------------------------
+struct attn_shape {
+  int B, T, C, NH;
+};
+
+class attention : public compare, public ::testing::WithParamInterface<attn_shape> {};
+
+TEST_P(attention, forward_and_backward_match_reference) {
+  const auto [B, T, C, NH] = GetParam();
+  const int hs = C / NH;
+  const size_t n_qkv = size_t(B) * T * 3 * C, n_out = size_t(B) * T * C;
+  const size_t n_att = size_t(B) * NH * T * T;
+  const auto qkv = random_floats(n_qkv, 11, -2.0f, 2.0f);
+  const auto dout = random_floats(n_out, 12);
+  const auto g0 = random_floats(n_qkv, 13);
+
+  auto run = [&](backend& b) {
+    dvec<float> dq(b, qkv), ddy(b, dout), dg(b, g0);
+    dvec<float> out(b, n_out), att(b, n_att), scratch(b, n_att);
+    b.attention_forward(out.data(), att.data(), dq.data(), B, T, C, NH);
+    b.attention_backward(dg.data(), scratch.data(), ddy.data(), dq.data(), att.data(), B, T, C,
+                         NH);
+    return std::make_tuple(out.host(), att.host(), dg.host());
+  };
+  const auto [out, att, g] = run(*be_);
+  const auto [rout, ratt, rg] = run(*ref_);
+
+  // Logits q·k/sqrt(hs) are dot products of length hs with |q_i k_i| <= 4: absolute error
+  // <= (4 sqrt(hs) + 1) eps32 · 4 hs / sqrt(hs); that becomes a relative error of each
+  // probability (plus ~4 ulp from exp and the normalization). Probabilities are <= 1.
+  const double logit_err = (4.0 * std::sqrt(hs) + 1.0) * eps32 * 4.0 * std::sqrt(double(hs));
+  const double p_tol = logit_err + 8 * eps32;
+  expect_close(att, ratt, p_tol, 0.0, "attention_forward att (probabilities)");
+  // out = Σ_t2 att·v over T terms with |v| <= 2 and Σ att = 1: error <= p_tol · 2 · (number of
+  // terms, as every probability may be off by p_tol) — bounded statistically by sqrt(T).
+  expect_close(out, rout, 2.0 * p_tol * (4.0 * std::sqrt(double(T)) + 1.0), 0.0,
+               "attention_forward out");
+  for (int b = 0; b < B; ++b) {  // the causal mask: exact zeros above the diagonal
+    for (int h = 0; h < NH; ++h) {
+      for (int t = 0; t < T; ++t) {
+        for (int t2 = t + 1; t2 < T; ++t2) {
+          ASSERT_EQ(att[((size_t(b) * NH + h) * T + t) * T + t2], 0.0f);
+        }
+      }
+    }
+  }
+  // dqkv: sums over up to T positions of products of an O(1) gradient with O(2) values,
+  // scaled by up to sqrt(hs) (dq, dk carry 1/sqrt(hs) · hs-length dot products of datt).
+  // Normwise bound: c·sqrt(T·hs)·eps32·max|dqkv| with c = 16 for the chained products.
+  const double g_tol = 16.0 * std::sqrt(double(T) * hs) * eps32 * max_abs(rg, 1.0f);
+  expect_close(g, rg, g_tol, 0.0, "attention_backward dqkv");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    shapes, attention,
+    ::testing::Values(attn_shape{1, 1, 4, 1}, attn_shape{2, 3, 6, 2}, attn_shape{1, 5, 8, 4},
+                      attn_shape{2, 17, 24, 3}, attn_shape{3, 31, 40, 5},
+                      attn_shape{2, 64, 64, 8}, attn_shape{1, 100, 72, 6},
+                      attn_shape{1, 128, 96, 1}, attn_shape{2, 128, 128, 4},  // default model
+                      attn_shape{1, 127, 120, 8}),
+    [](const auto& param_info) {
+      const auto& s = param_info.param;
+      return "B" + std::to_string(s.B) + "_T" + std::to_string(s.T) + "_C" +
+             std::to_string(s.C) + "_NH" + std::to_string(s.NH);
+    });
+
+// ---- layer norm ---------------------------------------------------------------------------
+class layernorm : public compare, public ::testing::WithParamInterface<std::pair<int, int>> {};
+
+TEST_P(layernorm, forward_and_backward_match_reference) {
+  const auto [N, C] = GetParam();
+  const auto inp = random_floats(size_t(N) * C, 21, -3.0f, 3.0f);
+  const auto w = random_floats(C, 22, 0.5f, 1.5f);
+  const auto bias = random_floats(C, 23);
+  const auto dout = random_floats(size_t(N) * C, 24);
+  const auto g_inp = random_floats(size_t(N) * C, 25);
+  const auto g_w = random_floats(C, 26);
+  const auto g_b = random_floats(C, 27);
+  auto run = [&](backend& b) {
+    dvec<float> x(b, inp), dw(b, w), db(b, bias), dy(b, dout), gi(b, g_inp), gw(b, g_w),
+        gb(b, g_b);
+    dvec<float> out(b, size_t(N) * C), mean(b, N), rstd(b, N);
+    b.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), dw.data(), db.data(), N,
+                        C);
+    b.layernorm_backward(gi.data(), gw.data(), gb.data(), dy.data(), x.data(), dw.data(),
+                         mean.data(), rstd.data(), N, C);
+    return std::make_tuple(out.host(), mean.host(), rstd.host(), gi.host(), gw.host(), gb.host());
+  };
+  const auto [out, mean, rstd, gi, gw, gb] = run(*be_);
+  const auto [rout, rmean, rrstd, rgi, rgw, rgb] = run(*ref_);
+  // mean, variance: float sums of C terms with |x| <= 3 → (4 sqrt(C)+1)·eps32·3 absolute for
+  // the mean, relative (4 sqrt(C)+1)·eps32 for rstd (var is a sum of positive terms).
+  const double k = (4.0 * std::sqrt(double(C)) + 1.0) * eps32;
+  const float r_max = max_abs(rrstd);
+  expect_close(mean, rmean, 3.0 * k, 0.0, "layernorm mean");
+  expect_close(rstd, rrstd, 0.0, 2.0 * k, "layernorm rstd");
+  // out = xhat·w + b with |xhat| = |x - mean|·rstd: error ~ (|x| + |mean|)·rstd·k·|w| + rounding.
+  expect_close(out, rout, 6.0 * r_max * k * 1.5 + 4 * eps32, 4 * eps32, "layernorm out");
+  // dinp = rstd·(w·dy - mean(w·dy) - xhat·mean(w·dy·xhat)): terms up to 1.5·(1 + |xhat|max),
+  // |xhat| <= 6·rstd; C-term means. Plus the accumulated initial gradient (|g0| <= 1).
+  const double xhat_max = 6.0 * r_max;
+  expect_close(gi, rgi, r_max * 1.5 * (2.0 + xhat_max) * 2.0 * k + 4 * eps32, 0.0,
+               "layernorm dinp");
+  // dweight, dbias: sums over N rows of |xhat·dy| <= xhat_max, |dy| <= 1.
+  const double kn = (4.0 * std::sqrt(double(N)) + 1.0) * eps32;
+  expect_close(gw, rgw, kn * N * xhat_max + 4 * eps32, 0.0, "layernorm dweight");
+  expect_close(gb, rgb, kn * N + 4 * eps32, 0.0, "layernorm dbias");
+}
+
+INSTANTIATE_TEST_SUITE_P(shapes, layernorm,
+                         ::testing::Values(std::pair{1, 1}, std::pair{3, 7}, std::pair{5, 33},
+                                           std::pair{64, 128}, std::pair{7, 1000},
+                                           std::pair{1024, 384}, std::pair{2048, 128}));
+
+// ---- encoder ------------------------------------------------------------------------------
+class encoder : public compare,
+                public ::testing::WithParamInterface<std::tuple<int, int, int, int>> {};
+
+TEST_P(encoder, forward_and_backward_match_reference) {
+  const auto [B, T, C, V] = GetParam();
+  const auto tokens = random_ints(size_t(B) * T, V, 31);
+  const auto wte = random_floats(size_t(V) * C, 32);
+  const auto wpe = random_floats(size_t(T) * C, 33);
+  const auto dout = random_floats(size_t(B) * T * C, 34);
+  const auto g_te = random_floats(size_t(V) * C, 35);
+  const auto g_pe = random_floats(size_t(T) * C, 36);
+  auto run = [&](backend& b, const std::vector<float>& dy, const std::vector<float>& gte,
+                 const std::vector<float>& gpe) {
+    dvec<int32_t> tok(b, tokens);
+    dvec<float> te(b, wte), pe(b, wpe), d(b, dy), gt(b, gte), gp(b, gpe);
+    dvec<float> out(b, size_t(B) * T * C);
+    b.encoder_forward(out.data(), tok.data(), te.data(), pe.data(), B, T, C);
+    b.encoder_backward(gt.data(), gp.data(), d.data(), tok.data(), B, T, C);
+    return std::make_tuple(out.host(), gt.host(), gp.host());
+  };
+  const auto [out, gte, gpe] = run(*be_, dout, g_te, g_pe);
+  const auto [rout, rgte, rgpe] = run(*ref_, dout, g_te, g_pe);
+  const auto [mout, mgte, mgpe] = run(*ref_, abs_of(dout), abs_of(g_te), abs_of(g_pe));
+  // One float addition, correctly rounded in both: exact.
+  EXPECT_EQ(out, rout) << "encoder_forward";
+  // Sums over the positions sharing a token (K <= B·T) or a position (K = B).
+  expect_within(gte, rgte, dot_tolerance(mgte, B * T), "encoder_backward dwte");
+  expect_within(gpe, rgpe, dot_tolerance(mgpe, B), "encoder_backward dwpe");
+}
+
+INSTANTIATE_TEST_SUITE_P(shapes, encoder,
+                         ::testing::Values(std::tuple{1, 1, 1, 1}, std::tuple{2, 3, 5, 7},
+                                           std::tuple{4, 17, 33, 3}, std::tuple{16, 128, 128, 256},
+                                           std::tuple{3, 64, 384, 65}));
+
+// ---- elementwise, loss, optimizer, syncer math ---------------------------------------------
+TEST_F(compare, gelu_matches_reference) {
+  for (size_t n : {size_t(1), size_t(7), size_t(1000), size_t(2048 * 512 + 3)}) {
+    const auto x = random_floats(n, 41, -6.0f, 6.0f);
+    const auto dy = random_floats(n, 42);
+    const auto g0 = random_floats(n, 43);
+    auto run = [&](backend& b) {
+      dvec<float> dx(b, x), ddy(b, dy), g(b, g0), out(b, n);
+      b.gelu_forward(out.data(), dx.data(), n);
+      b.gelu_backward(g.data(), dx.data(), ddy.data(), n);
+      return std::make_pair(out.host(), g.host());
+    };
+    const auto [out, g] = run(*be_);
+    const auto [rout, rg] = run(*ref_);
+    // A few float ops and one exp (<= 2 ulp): 16 ulp relative, plus 16·eps32 absolute near 0
+    // where x·sigmoid(·) is computed from an O(1) x.
+    expect_close(out, rout, 16 * eps32, 16 * eps32, "gelu_forward n=" + std::to_string(n));
+    // gelu' has terms of size up to ~1.2 that cancel near x = -0.75 and x <= -3; with the
+    // accumulated g0 (|g0| <= 1): 32·eps32 absolute.
+    expect_close(g, rg, 32 * eps32, 16 * eps32, "gelu_backward n=" + std::to_string(n));
+  }
+}
+
+TEST_F(compare, residual_scale_axpy_match_reference) {
+  for (size_t n : {size_t(1), size_t(13), size_t(300001)}) {
+    const auto a = random_floats(n, 51), b = random_floats(n, 52);
+    auto run = [&](backend& be) {
+      dvec<float> da(be, a), db(be, b), out(be, n);
+      be.residual_forward(out.data(), da.data(), db.data(), n);
+      be.scale(da.data(), 0.37f, n);
+      be.axpy(db.data(), -1.7f, out.data(), n);
+      return std::make_tuple(out.host(), da.host(), db.host());
+    };
+    const auto [out, sa, ax] = run(*be_);
+    const auto [rout, rsa, rax] = run(*ref_);
+    EXPECT_EQ(out, rout) << "residual_forward: one correctly rounded add";
+    EXPECT_EQ(sa, rsa) << "scale: one correctly rounded multiply";
+    // y + a·x: float rounds a·x then the sum (or fuses): <= 2 roundings of |y| + |a x| <= 4.4.
+    expect_close(ax, rax, 2 * eps32 * 4.4, 0.0, "axpy");
+  }
+}
+
+TEST_F(compare, softmax_crossentropy_matches_reference) {
+  for (auto [N, V] : {std::pair{1, 1}, std::pair{3, 7}, std::pair{2048, 256},
+                      std::pair{5, 1000}}) {
+    const auto logits = random_floats(size_t(N) * V, 61, -5.0f, 5.0f);
+    const auto targets = random_ints(N, V, 62);
+    const float dloss = 1.0f / N;
+    auto run = [&](backend& b) {
+      dvec<float> z(b, logits), probs(b, size_t(N) * V), losses(b, N), dz(b, size_t(N) * V);
+      dvec<int32_t> y(b, targets);
+      b.softmax_crossentropy_forward(losses.data(), probs.data(), z.data(), y.data(), N, V);
+      b.softmax_crossentropy_backward(dz.data(), probs.data(), y.data(), dloss, N, V);
+      return std::make_tuple(losses.host(), probs.host(), dz.host());
+    };
+    const auto [l, p, dz] = run(*be_);
+    const auto [rl, rp, rdz] = run(*ref_);
+    const std::string what = " N=" + std::to_string(N) + " V=" + std::to_string(V);
+    // exp to 2 ulp, a V-term positive sum (relative (4 sqrt(V)+1) eps32), one division.
+    const double k = (4.0 * std::sqrt(double(V)) + 4.0) * eps32;
+    expect_close(p, rp, 0.0, k, "probs" + what);
+    // loss = log(sum) + max - z[y], |terms| <= 5 + log V: absolute error k + 3 roundings.
+    expect_close(l, rl, k + 3 * eps32 * (10.0 + std::log(double(V))), 0.0, "losses" + what);
+    // dlogits = dloss·(p - onehot): p's relative error plus two roundings.
+    expect_close(dz, rdz, 2 * eps32 * dloss, k, "dlogits" + what);
+  }
+}
+
+TEST_F(compare, adamw_matches_reference) {
+  for (int64_t step : {int64_t(1), int64_t(10), int64_t(1000)}) {
+    const size_t n = 100003;
+    const auto p0 = random_floats(n, 71), g = random_floats(n, 72, -0.1f, 0.1f);
+    const auto m0 = random_floats(n, 73, -0.01f, 0.01f), v0 = random_floats(n, 74, 0.0f, 1e-3f);
+    adamw_params hp;
+    hp.lr = 3e-3f;
+    hp.weight_decay = 0.1f;
+    hp.step = step;
+    auto run = [&](backend& b) {
+      dvec<float> p(b, p0), dg(b, g), m(b, m0), v(b, v0);
+      b.adamw_update(p.data(), dg.data(), m.data(), v.data(), n, hp);
+      return std::make_tuple(p.host(), m.host(), v.host());
+    };
+    const auto [p, m, v] = run(*be_);
+    const auto [rp, rm, rv] = run(*ref_);
+    // m, v: two products and a sum, 3 roundings of terms <= |m0| + |g|.
+    expect_close(m, rm, 3 * eps32 * 0.11, 0.0, "adamw m step " + std::to_string(step));
+    expect_close(v, rv, 3 * eps32 * 1.1e-3, 0.0, "adamw v step " + std::to_string(step));
+    // θ - lr·(m̂/(sqrt(v̂)+eps) + wd·θ): the update term is <= 1/sqrt(1-β2)·... ≈ 10 in size
+    // at most here and carries ~8 roundings; scaled by lr, plus the final rounding of θ (<= 1).
+    expect_close(p, rp, 8 * eps32 * 10.0 * hp.lr + 2 * eps32, 0.0,
+                 "adamw params step " + std::to_string(step));
+  }
+}
+
+TEST_F(compare, reductions_match_reference) {
+  for (size_t n : {size_t(0), size_t(1), size_t(17), size_t(1000003)}) {
+    const auto x = random_floats(n, 81, -3.0f, 3.0f);
+    dvec<float> a(*be_, x), r(*ref_, x);
+    const double s = be_->sum_squares(a.data(), n), rs = ref_->sum_squares(r.data(), n);
+    // Double accumulation of n exactly-representable squares: relative error <= n·eps64.
+    EXPECT_NEAR(s, rs, 1e-15 * double(n) * std::max(rs, 1.0)) << "sum_squares n=" << n;
+    EXPECT_TRUE(be_->all_finite(a.data(), n)) << n;
+  }
+  // all_finite must find a single inf or NaN anywhere, including the last element.
+  const size_t n = 1000003;
+  for (float bad : {INFINITY, -INFINITY, NAN}) {
+    for (size_t pos : {size_t(0), size_t(n / 2 + 1), n - 1}) {
+      auto x = random_floats(n, 82);
+      x[pos] = bad;
+      dvec<float> a(*be_, x);
+      EXPECT_FALSE(be_->all_finite(a.data(), n)) << "value " << bad << " at " << pos;
+    }
+  }
+  auto big = random_floats(n, 83);
+  big[5] = 3.4e38f;  // the largest finite values are finite
+  dvec<float> a(*be_, big);
+  EXPECT_TRUE(be_->all_finite(a.data(), n));
+}
+
+TEST_F(compare, syncer_math_matches_reference) {
+  for (size_t n : {size_t(1), size_t(9), size_t(200003)}) {
+    for (int k : {1, 3, 8}) {
+      std::vector<std::vector<float>> in;
+      std::vector<float> w;
+      for (int j = 0; j < k; ++j) {
+        in.push_back(random_floats(n, 90 + j));
+        w.push_back(0.1f + 0.3f * j);
+      }
+      auto run = [&](backend& b) {
+        std::vector<dvec<float>> d;
+        std::vector<const float*> ptrs;
+        for (auto& v : in) d.emplace_back(b, v);
+        for (auto& v : d) ptrs.push_back(v.data());
+        dvec<float> out(b, n);
+        b.weighted_sum(out.data(), ptrs.data(), w.data(), k, n);
+        return out.host();
+      };
+      // k products and k-1 sums with Σ|w x| <= Σ w = at most 10: 2k roundings of that size.
+      double sw = 0;
+      for (float x : w) sw += x;
+      expect_close(run(*be_), run(*ref_), 2.0 * k * eps32 * sw, 0.0,
+                   "weighted_sum k=" + std::to_string(k) + " n=" + std::to_string(n));
+    }
+    const auto th = random_floats(n, 101), mo = random_floats(n, 102), de = random_floats(n, 103);
+    auto run = [&](backend& b) {
+      dvec<float> t(b, th), m(b, mo), d(b, de);
+      b.nesterov_update(t.data(), m.data(), d.data(), 0.7f, 0.9f, n);
+      return std::make_pair(t.host(), m.host());
+    };
+    const auto [t, m] = run(*be_);
+    const auto [rt, rm] = run(*ref_);
+    // b = mu·b + delta (|b| <= 1.9, 2 roundings); θ - lr(delta + mu b) (|θ| + 0.7·2.71, 4).
+    expect_close(m, rm, 2 * eps32 * 1.9, 0.0, "nesterov momentum");
+    expect_close(t, rt, 6 * eps32 * 2.9, 0.0, "nesterov theta");
+  }
+}
+
+TEST_F(compare, backward_ops_accumulate) {
+  // Running a backward op twice from zero gradients must give twice the gradient of one run
+  // (exact: x + x is exact in float, and both runs see identical inputs).
+  const int N = 37, IC = 19, OC = 23;
+  const auto x = random_floats(size_t(N) * IC, 111), w = random_floats(size_t(OC) * IC, 112);
+  const auto dy = random_floats(size_t(N) * OC, 113);
+  dvec<float> dx(*be_, x), dw(*be_, w), ddy(*be_, dy);
+  dvec<float> gi(*be_, size_t(N) * IC), gw(*be_, size_t(OC) * IC), gb(*be_, OC);
+  be_->matmul_backward(gi.data(), gw.data(), gb.data(), ddy.data(), dx.data(), dw.data(), N, IC,
+                       OC);
+  const auto gi1 = gi.host(), gw1 = gw.host(), gb1 = gb.host();
+  be_->matmul_backward(gi.data(), gw.data(), gb.data(), ddy.data(), dx.data(), dw.data(), N, IC,
+                       OC);
+  auto twice = [](std::vector<float> v) {
+    for (auto& e : v) e *= 2.0f;
+    return v;
+  };
+  EXPECT_EQ(gi.host(), twice(gi1));
+  EXPECT_EQ(gw.host(), twice(gw1));
+  EXPECT_EQ(gb.host(), twice(gb1));
+
+  dvec<float> gg(*be_, size_t(N) * IC);
+  be_->gelu_backward(gg.data(), dx.data(), dx.data(), size_t(N) * IC);
+  const auto g1 = gg.host();
+  be_->gelu_backward(gg.data(), dx.data(), dx.data(), size_t(N) * IC);
+  EXPECT_EQ(gg.host(), twice(g1));
+  // softmax_crossentropy_backward WRITES: a second call gives the same values, not twice.
+  const auto targets = random_ints(N, OC, 114);
+  dvec<int32_t> y(*be_, targets);
+  dvec<float> probs(*be_, size_t(N) * OC), losses(*be_, N), dz(*be_, size_t(N) * OC);
+  be_->softmax_crossentropy_forward(losses.data(), probs.data(), ddy.data(), y.data(), N, OC);
+  be_->softmax_crossentropy_backward(dz.data(), probs.data(), y.data(), 0.5f, N, OC);
+  const auto dz1 = dz.host();
+  be_->softmax_crossentropy_backward(dz.data(), probs.data(), y.data(), 0.5f, N, OC);
+  EXPECT_EQ(dz.host(), dz1);
+}
+
+TEST_F(compare, memory_roundtrip_and_zero_fill) {
+  auto buf = be_->alloc<float>(1001);
+  std::vector<float> h(1001, 1.0f);
+  be_->download(h.data(), buf.data(), h.size());
+  EXPECT_EQ(h, std::vector<float>(1001, 0.0f)) << "allocations are zero-filled";
+  const auto x = random_floats(1001, 121);
+  be_->upload(buf.data(), x.data(), x.size());
+  auto other = be_->alloc<float>(1001);
+  be_->copy(other.data(), buf.data(), 1001);
+  be_->download(h.data(), other.data(), h.size());
+  EXPECT_EQ(h, x);
+  be_->zero(other.data(), 500);
+  be_->download(h.data(), other.data(), h.size());
+  EXPECT_EQ(h[499], 0.0f);
+  EXPECT_EQ(h[500], x[500]);
+  auto empty = be_->alloc<float>(0);
+  EXPECT_TRUE(empty.empty());
+  EXPECT_NE(empty.data(), nullptr);
+}
+
+}  // namespace
+}  // namespace dd::kernels::test

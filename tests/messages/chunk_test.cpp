@@ -1,0 +1,230 @@
+// Chunking and the chunk_assembler: order, duplicates, staleness, inconsistency, caps.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <random>
+
+#include "messages/codec.hpp"
+
+namespace dd {
+namespace {
+
+push_msg whole_push(size_t elements, uint64_t transfer = 1, int32_t learner = 1) {
+  push_msg m;
+  m.learner_id = learner;
+  m.incarnation = 1;
+  m.fragment_id = 0;
+  m.base_version = 3;
+  m.steps = 4;
+  m.tokens = 400;
+  m.transfer_id = transfer;
+  m.encoding = payload_encoding::fp32;
+  m.total_elements = elements;
+  m.payload_bytes = elements * 4;
+  m.payload.resize(elements * 4);
+  for (size_t i = 0; i < m.payload.size(); ++i) m.payload[i] = static_cast<uint8_t>(i * 31 + transfer);
+  return m;
+}
+
+TEST(Chunks, SplitSizesAndOffsets) {
+  auto chunks = split_push(whole_push(250), 300);  // 1000 bytes -> 300,300,300,100
+  ASSERT_TRUE(chunks.ok());
+  ASSERT_EQ(chunks->size(), 4u);
+  EXPECT_EQ((*chunks)[0].payload.size(), 300u);
+  EXPECT_EQ((*chunks)[3].payload.size(), 100u);
+  EXPECT_EQ((*chunks)[3].chunk_offset, 900u);
+  for (const auto& c : *chunks) EXPECT_EQ(c.chunk_count, 4u);
+  EXPECT_EQ(split_push(whole_push(250), 0).code(), errc::invalid_argument);
+  push_msg bad = whole_push(10);
+  bad.payload.pop_back();
+  EXPECT_EQ(split_push(bad).code(), errc::size_mismatch);
+}
+
+TEST(Chunks, ReassembleInAnyOrderThroughTheWire) {
+  const push_msg whole = whole_push(1000);
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 20; ++trial) {
+    auto chunks = *split_push(whole, 128 + trial * 37);
+    std::shuffle(chunks.begin(), chunks.end(), rng);
+    chunk_assembler a;
+    std::optional<push_msg> done;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      auto bytes = encode(chunks[i]);
+      auto d = decode_push(bytes);
+      ASSERT_TRUE(d.ok()) << d.error().message;
+      auto r = a.add(std::move(*d));
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      EXPECT_EQ(r->has_value(), i + 1 == chunks.size());
+      if (r->has_value()) done = std::move(**r);
+    }
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(done->payload, whole.payload);
+    EXPECT_EQ(done->chunk_count, 1u);
+    EXPECT_EQ(done->tokens, 400u);
+    EXPECT_EQ(a.in_progress(), 0u);
+    EXPECT_EQ(a.buffered_bytes(), 0u);
+  }
+}
+
+TEST(Chunks, EmptyPayloadIsOneChunk) {
+  auto chunks = *split_push(whole_push(0));
+  ASSERT_EQ(chunks.size(), 1u);
+  chunk_assembler a;
+  auto r = a.add(chunks[0]);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->has_value());
+  EXPECT_TRUE((*r)->payload.empty());
+}
+
+TEST(Chunks, DuplicateIsReportedAndTransferKept) {
+  auto chunks = *split_push(whole_push(100), 100);  // 4 chunks
+  chunk_assembler a;
+  ASSERT_TRUE(a.add(chunks[0]).ok());
+  auto dup = a.add(chunks[0]);
+  ASSERT_FALSE(dup.ok());
+  EXPECT_EQ(dup.code(), errc::chunk_duplicate);
+  EXPECT_EQ(a.in_progress(), 1u);
+  for (size_t i = 1; i < chunks.size(); ++i) {
+    auto r = a.add(chunks[i]);
+    ASSERT_TRUE(r.ok());
+    EXPECT_EQ(r->has_value(), i == 3);
+  }
+}
+
+TEST(Chunks, NewerTransferReplacesOlderAndOldChunksAreStale) {
+  auto old_chunks = *split_push(whole_push(100, 1), 100);
+  auto new_chunks = *split_push(whole_push(100, 2), 100);
+  chunk_assembler a;
+  ASSERT_TRUE(a.add(old_chunks[0]).ok());
+  ASSERT_TRUE(a.add(new_chunks[0]).ok());
+  EXPECT_EQ(a.in_progress(), 1u);
+  EXPECT_EQ(a.buffered_bytes(), 400u);
+  auto stale = a.add(old_chunks[1]);
+  ASSERT_FALSE(stale.ok());
+  EXPECT_EQ(stale.code(), errc::chunk_stale);
+  std::optional<push_msg> done;
+  for (size_t i = 1; i < new_chunks.size(); ++i) {
+    auto r = a.add(new_chunks[i]);
+    ASSERT_TRUE(r.ok());
+    if (r->has_value()) done = **r;
+  }
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->transfer_id, 2u);
+  EXPECT_EQ(done->payload, whole_push(100, 2).payload);
+}
+
+TEST(Chunks, ChangedHeaderDiscardsTransfer) {
+  auto chunks = *split_push(whole_push(100), 100);
+  chunk_assembler a;
+  ASSERT_TRUE(a.add(chunks[0]).ok());
+  chunks[1].tokens = 401;
+  auto r = a.add(chunks[1]);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), errc::chunk_inconsistent);
+  EXPECT_EQ(a.in_progress(), 0u);
+  EXPECT_EQ(a.buffered_bytes(), 0u);
+}
+
+TEST(Chunks, BadIndexSizeAndOffsetAreRefused) {
+  chunk_assembler a;
+  auto c = (*split_push(whole_push(100), 100))[1];
+  auto bad_index = c;
+  bad_index.chunk_index = 4;
+  EXPECT_EQ(a.add(bad_index).code(), errc::chunk_inconsistent);
+  auto bad_total = c;
+  bad_total.total_elements = 99;  // 396 bytes, not 400
+  EXPECT_EQ(a.add(bad_total).code(), errc::size_mismatch);
+  auto past_end = c;
+  past_end.chunk_offset = 350;  // 350 + 100 > 400
+  EXPECT_EQ(a.add(past_end).code(), errc::chunk_inconsistent);
+  auto empty = c;
+  empty.payload.clear();
+  EXPECT_EQ(a.add(empty).code(), errc::chunk_inconsistent);
+  EXPECT_EQ(a.in_progress(), 0u);
+}
+
+TEST(Chunks, OverlappingChunksFailAtCompletion) {
+  auto chunks = *split_push(whole_push(100), 100);
+  chunks[2].chunk_offset = 150;  // overlaps chunk 1 [100, 200); bytes [300, 350) never written
+  chunk_assembler a;
+  for (size_t i = 0; i + 1 < chunks.size(); ++i) ASSERT_TRUE(a.add(chunks[i]).ok());
+  auto r = a.add(chunks[3]);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), errc::chunk_inconsistent);
+  EXPECT_NE(r.error().message.find("chunk 2"), std::string::npos);
+  EXPECT_EQ(a.in_progress(), 0u);
+}
+
+TEST(Chunks, MissingChunkStaysPendingUntilDropped) {
+  auto chunks = *split_push(whole_push(100, 1, 7), 100);
+  chunk_assembler a;
+  ASSERT_TRUE(a.add(chunks[0]).ok());
+  ASSERT_TRUE(a.add(chunks[1]).ok());
+  ASSERT_TRUE(a.add(chunks[3]).ok());
+  EXPECT_EQ(a.in_progress(), 1u);
+  EXPECT_EQ(a.buffered_bytes(), 400u);
+  EXPECT_EQ(a.drop_learner(8), 0u);
+  EXPECT_EQ(a.drop_learner(7), 1u);
+  EXPECT_EQ(a.in_progress(), 0u);
+  EXPECT_EQ(a.buffered_bytes(), 0u);
+}
+
+TEST(Chunks, CapsAreEnforced) {
+  chunk_limits lim;
+  lim.max_chunk_bytes = 64;
+  lim.max_assembly_bytes = 1000;
+  lim.max_chunks = 8;
+  lim.max_buffered_bytes = 700;
+  lim.max_in_progress = 2;
+  chunk_assembler a(lim);
+  EXPECT_EQ(a.add((*split_push(whole_push(100), 100))[0]).code(), errc::too_large);  // chunk
+  auto big = (*split_push(whole_push(300), 64))[0];  // 1200-byte payload > max_assembly_bytes
+  big.chunk_count = 8;
+  auto rb = a.add(big);
+  EXPECT_EQ(rb.code(), errc::too_large);
+  EXPECT_NE(rb.error().message.find("max_assembly_bytes"), std::string::npos);
+  EXPECT_EQ(a.add((*split_push(whole_push(200), 64))[0]).code(), errc::too_large);   // 13 chunks
+  // Buffered bytes: two 400-byte transfers exceed 700.
+  push_msg p1 = whole_push(100, 1, 1);
+  push_msg p2 = whole_push(100, 1, 2);
+  ASSERT_TRUE(a.add((*split_push(p1, 64))[0]).ok());
+  auto r = a.add((*split_push(p2, 64))[0]);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), errc::too_large);
+  EXPECT_NE(r.error().message.find("max_buffered_bytes"), std::string::npos);
+  // In-progress count.
+  chunk_limits lim2;
+  lim2.max_in_progress = 2;
+  chunk_assembler b(lim2);
+  ASSERT_TRUE(b.add((*split_push(whole_push(100, 1, 1), 100))[0]).ok());
+  ASSERT_TRUE(b.add((*split_push(whole_push(100, 1, 2), 100))[0]).ok());
+  EXPECT_EQ(b.add((*split_push(whole_push(100, 1, 3), 100))[0]).code(), errc::too_large);
+}
+
+TEST(Chunks, BroadcastsNewestVersionWins) {
+  broadcast_msg w;
+  w.fragment_id = 2;
+  w.version = 5;
+  w.encoding = payload_encoding::bf16;
+  w.total_elements = 50;
+  w.payload_bytes = 100;
+  w.payload.assign(100, 3);
+  auto v5 = *split_broadcast(w, 40);
+  w.version = 6;
+  w.payload.assign(100, 4);
+  auto v6 = *split_broadcast(w, 40);
+  chunk_assembler a;
+  ASSERT_TRUE(a.add(v5[0]).ok());
+  ASSERT_TRUE(a.add(v6[2]).ok());
+  EXPECT_EQ(a.add(v5[1]).code(), errc::chunk_stale);
+  ASSERT_TRUE(a.add(v6[0]).ok());
+  auto r = a.add(v6[1]);
+  ASSERT_TRUE(r.ok());
+  ASSERT_TRUE(r->has_value());
+  EXPECT_EQ((*r)->version, 6u);
+  EXPECT_EQ((*r)->payload, std::vector<uint8_t>(100, 4));
+  EXPECT_EQ(a.drop_broadcast(2), 0u);
+}
+
+}  // namespace
+}  // namespace dd

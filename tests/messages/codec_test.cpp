@@ -1,0 +1,268 @@
+// Round trips of every wire message through the codec, and decode-side field validation.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "messages/codec.hpp"
+
+namespace dd {
+namespace {
+
+push_msg sample_push() {
+  push_msg m;
+  m.learner_id = 3;
+  m.incarnation = 7;
+  m.fragment_id = 5;
+  m.base_version = 41;
+  m.steps = 24;
+  m.tokens = 24 * 4096;
+  m.transfer_id = 99;
+  m.encoding = payload_encoding::int8;
+  m.total_elements = 100;  // int8: 2 blocks -> 2*4 + 100 = 108 bytes
+  m.payload_bytes = 108;
+  m.payload.resize(108);
+  for (size_t i = 0; i < m.payload.size(); ++i) m.payload[i] = static_cast<uint8_t>(i * 7 + 1);
+  return m;
+}
+
+TEST(Codec, JoinRequestRoundTrip) {
+  join_request m{12, "node-b.example", {0, 1, 3}};
+  auto bytes = encode(m);
+  ASSERT_EQ(bytes.size() % 8, 0u);
+  auto kind = peek_kind(bytes);
+  ASSERT_TRUE(kind.ok());
+  EXPECT_EQ(*kind, message_kind::join_request);
+  auto d = decode_join_request(bytes.data(), bytes.size());
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->requested_learner_id, 12);
+  EXPECT_EQ(d->host, "node-b.example");
+  EXPECT_EQ(d->devices, (std::vector<int32_t>{0, 1, 3}));
+}
+
+TEST(Codec, JoinRequestDefaultAsksForAnyId) {
+  join_request m;
+  auto bytes = encode(m);
+  auto d = decode_join_request(bytes.data(), bytes.size());
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->requested_learner_id, -1);
+  EXPECT_TRUE(d->host.empty());
+  EXPECT_TRUE(d->devices.empty());
+}
+
+TEST(Codec, JoinReplyRoundTrip) {
+  join_reply m;
+  m.learner_id = 2;
+  m.incarnation = 4;
+  m.experiment_config_json = R"({"model":{"layers":4},"fragments":4})";
+  m.shard_index = 2;
+  m.shard_count = 4;
+  m.resume_step = 1234;
+  m.data_cursor = {1, 2, 3, 250, 0, 9};
+  auto bytes = encode(m);
+  auto d = decode_join_reply(bytes.data(), bytes.size());
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->learner_id, 2);
+  EXPECT_EQ(d->incarnation, 4u);
+  EXPECT_EQ(d->experiment_config_json, m.experiment_config_json);
+  EXPECT_EQ(d->shard_index, 2u);
+  EXPECT_EQ(d->shard_count, 4u);
+  EXPECT_EQ(d->resume_step, 1234u);
+  EXPECT_EQ(d->data_cursor, m.data_cursor);
+}
+
+TEST(Codec, JoinReplyRejectsShardOutOfRange) {
+  join_reply m;
+  m.shard_index = 4;
+  m.shard_count = 4;
+  auto bytes = encode(m);
+  auto d = decode_join_reply(bytes.data(), bytes.size());
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.code(), errc::malformed);
+  EXPECT_NE(d.error().message.find("shardIndex"), std::string::npos);
+}
+
+TEST(Codec, HeartbeatRoundTrip) {
+  heartbeat_msg m{9, 2, 500, 500 * 2048, 0.125, {42, 43}};
+  auto bytes = encode(m);
+  auto d = decode_heartbeat(bytes.data(), bytes.size());
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->learner_id, 9);
+  EXPECT_EQ(d->incarnation, 2u);
+  EXPECT_EQ(d->step, 500u);
+  EXPECT_EQ(d->tokens, 500u * 2048u);
+  EXPECT_EQ(d->step_time_ema_s, 0.125);
+  EXPECT_EQ(d->data_cursor, (std::vector<uint8_t>{42, 43}));
+}
+
+TEST(Codec, PushRoundTrip) {
+  push_msg m = sample_push();
+  auto bytes = encode(m);
+  EXPECT_EQ(*peek_kind(bytes), message_kind::push);
+  auto d = decode_push(bytes);
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->learner_id, 3);
+  EXPECT_EQ(d->incarnation, 7u);
+  EXPECT_EQ(d->fragment_id, 5);
+  EXPECT_EQ(d->base_version, 41u);
+  EXPECT_EQ(d->steps, 24u);
+  EXPECT_EQ(d->tokens, 24u * 4096u);
+  EXPECT_EQ(d->transfer_id, 99u);
+  EXPECT_EQ(d->encoding, payload_encoding::int8);
+  EXPECT_EQ(d->total_elements, 100u);
+  EXPECT_EQ(d->payload_bytes, 108u);
+  EXPECT_EQ(d->chunk_index, 0u);
+  EXPECT_EQ(d->chunk_count, 1u);
+  EXPECT_EQ(d->chunk_offset, 0u);
+  EXPECT_EQ(d->payload, m.payload);
+}
+
+TEST(Codec, BroadcastRoundTrip) {
+  broadcast_msg m;
+  m.fragment_id = 1;
+  m.version = 17;
+  m.encoding = payload_encoding::bf16;
+  m.total_elements = 10;
+  m.payload_bytes = 20;
+  m.chunk_index = 1;
+  m.chunk_count = 2;
+  m.chunk_offset = 12;
+  m.payload = {1, 2, 3, 4, 5, 6, 7, 8};
+  auto bytes = encode(m);
+  auto d = decode_broadcast(bytes);
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->fragment_id, 1);
+  EXPECT_EQ(d->version, 17u);
+  EXPECT_EQ(d->encoding, payload_encoding::bf16);
+  EXPECT_EQ(d->total_elements, 10u);
+  EXPECT_EQ(d->payload_bytes, 20u);
+  EXPECT_EQ(d->chunk_index, 1u);
+  EXPECT_EQ(d->chunk_count, 2u);
+  EXPECT_EQ(d->chunk_offset, 12u);
+  EXPECT_EQ(d->payload, m.payload);
+}
+
+TEST(Codec, RejectRoundTripEveryReason) {
+  for (int r = 0; r <= static_cast<int>(reject_reason::stale_incarnation); ++r) {
+    reject_msg m{4, 2, static_cast<reject_reason>(r), "base_version 3 is 6 behind", 9};
+    auto bytes = encode(m);
+    auto d = decode_reject(bytes.data(), bytes.size());
+    ASSERT_TRUE(d.ok()) << d.error().message;
+    EXPECT_EQ(d->learner_id, 4);
+    EXPECT_EQ(d->fragment_id, 2);
+    EXPECT_EQ(d->reason, static_cast<reject_reason>(r));
+    EXPECT_EQ(d->detail, m.detail);
+    EXPECT_EQ(d->current_version, 9u);
+  }
+  EXPECT_EQ(to_string(reject_reason::shape_mismatch), "shapeMismatch");
+}
+
+TEST(Codec, WrongKindIsMalformedNamingBoth) {
+  auto bytes = encode(heartbeat_msg{});
+  auto d = decode_push(bytes);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.code(), errc::malformed);
+  EXPECT_NE(d.error().message.find("heartbeat"), std::string::npos);
+  EXPECT_NE(d.error().message.find("push"), std::string::npos);
+}
+
+TEST(Codec, UnalignedInputDecodes) {
+  auto bytes = encode(sample_push());
+  std::vector<uint8_t> shifted(bytes.size() + 1);
+  std::memcpy(shifted.data() + 1, bytes.data(), bytes.size());
+  auto d = decode_push(shifted.data() + 1, bytes.size());
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->payload, sample_push().payload);
+}
+
+TEST(Codec, UnknownEnumValuesAreMalformed) {
+  push_msg p = sample_push();
+  p.encoding = static_cast<payload_encoding>(9);
+  auto dp = decode_push(encode(p));
+  ASSERT_FALSE(dp.ok());
+  EXPECT_EQ(dp.code(), errc::malformed);
+  EXPECT_NE(dp.error().message.find("encoding"), std::string::npos);
+
+  reject_msg r;
+  r.reason = static_cast<reject_reason>(42);
+  auto bytes = encode(r);
+  auto dr = decode_reject(bytes.data(), bytes.size());
+  ASSERT_FALSE(dr.ok());
+  EXPECT_EQ(dr.code(), errc::malformed);
+  EXPECT_NE(dr.error().message.find("reason"), std::string::npos);
+}
+
+TEST(Codec, PushFieldChecks) {
+  {
+    push_msg p = sample_push();
+    p.chunk_count = 0;
+    auto d = decode_push(encode(p));
+    ASSERT_FALSE(d.ok());
+    EXPECT_NE(d.error().message.find("chunkCount"), std::string::npos);
+  }
+  {
+    push_msg p = sample_push();
+    p.chunk_index = 3;
+    p.chunk_count = 3;
+    auto d = decode_push(encode(p));
+    ASSERT_FALSE(d.ok());
+    EXPECT_NE(d.error().message.find("chunkIndex"), std::string::npos);
+  }
+  {
+    push_msg p = sample_push();
+    p.chunk_offset = 1;  // 1 + 108 > 108
+    auto d = decode_push(encode(p));
+    ASSERT_FALSE(d.ok());
+    EXPECT_NE(d.error().message.find("chunkOffset"), std::string::npos);
+  }
+  {
+    push_msg p = sample_push();
+    p.total_elements = 101;  // int8 101 elements = 109 bytes, not 108
+    auto d = decode_push(encode(p));
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.code(), errc::size_mismatch);
+    EXPECT_NE(d.error().message.find("payloadBytes"), std::string::npos);
+  }
+}
+
+TEST(Codec, MessageSizeCap) {
+  auto bytes = encode(sample_push());
+  decode_limits lim;
+  lim.max_message_bytes = bytes.size() - 8;
+  auto d = decode_push(bytes, lim);
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.code(), errc::too_large);
+  auto k = peek_kind(bytes, lim);
+  ASSERT_FALSE(k.ok());
+  EXPECT_EQ(k.code(), errc::too_large);
+}
+
+TEST(Codec, LargePayloadStaysOneFlatMessage) {
+  push_msg p = sample_push();
+  p.encoding = payload_encoding::fp32;
+  p.total_elements = 1 << 20;  // 4 MiB, the default chunk
+  p.payload_bytes = 4u << 20;
+  p.payload.assign(4u << 20, 0xAB);
+  auto bytes = encode(p);
+  EXPECT_LT(bytes.size(), p.payload.size() + 512);
+  auto d = decode_push(bytes);
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->payload.size(), 4u << 20);
+  EXPECT_EQ(d->payload[12345], 0xAB);
+}
+
+TEST(Encoding, SizesAreExact) {
+  EXPECT_EQ(*encoded_size(payload_encoding::fp32, 10), 40u);
+  EXPECT_EQ(*encoded_size(payload_encoding::bf16, 10), 20u);
+  EXPECT_EQ(*encoded_size(payload_encoding::int8, 0), 0u);
+  EXPECT_EQ(*encoded_size(payload_encoding::int8, 64), 68u);
+  EXPECT_EQ(*encoded_size(payload_encoding::int8, 65), 73u);
+  EXPECT_EQ(*encoded_size(payload_encoding::int4, 64), 36u);
+  EXPECT_EQ(*encoded_size(payload_encoding::int4, 65), 41u);
+  EXPECT_EQ(*encoded_size(payload_encoding::int4, 67), 42u);
+  EXPECT_FALSE(encoded_size(payload_encoding::fp32, ~size_t{0}).has_value());
+  EXPECT_EQ(parse_payload_encoding("int4"), payload_encoding::int4);
+  EXPECT_FALSE(parse_payload_encoding("int2").has_value());
+}
+
+}  // namespace
+}  // namespace dd

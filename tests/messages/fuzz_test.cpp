@@ -1,0 +1,178 @@
+// Robustness: random bytes, truncations, bit flips and huge announced sizes must give error
+// values (or a valid decode), never an exception or a crash. Seeded, so failures reproduce.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <random>
+
+#include "messages/codec.hpp"
+
+namespace dd {
+namespace {
+
+// Runs every decoder over `b`; checks invariants of whatever decodes successfully.
+void decode_all(const std::vector<uint8_t>& b, int* ok_count) {
+  const uint8_t* p = b.data();
+  const size_t n = b.size();
+  EXPECT_NO_THROW({
+    auto k = peek_kind(p, n);
+    auto jq = decode_join_request(p, n);
+    auto jr = decode_join_reply(p, n);
+    auto hb = decode_heartbeat(p, n);
+    auto pu = decode_push(p, n);
+    auto br = decode_broadcast(p, n);
+    auto rj = decode_reject(p, n);
+    auto ck = decode_checkpoint(p, n);
+    if (pu.ok()) {
+      ++*ok_count;
+      EXPECT_LT(pu->chunk_index, pu->chunk_count);
+      EXPECT_LE(pu->chunk_offset + pu->payload.size(), pu->payload_bytes);
+      EXPECT_EQ(*encoded_size(pu->encoding, pu->total_elements), pu->payload_bytes);
+    }
+    if (br.ok()) {
+      ++*ok_count;
+      EXPECT_LT(br->chunk_index, br->chunk_count);
+      EXPECT_LE(br->chunk_offset + br->payload.size(), br->payload_bytes);
+    }
+    if (jr.ok()) {
+      EXPECT_LT(jr->shard_index, jr->shard_count);
+    }
+    if (rj.ok()) {
+      EXPECT_LE(static_cast<int>(rj->reason), static_cast<int>(reject_reason::stale_incarnation));
+    }
+    if (ck.ok()) {
+      EXPECT_EQ(ck->value.size(), ck->momentum.size());
+    }
+    // At most one kind can decode.
+    int kinds = jq.ok() + jr.ok() + hb.ok() + pu.ok() + br.ok() + rj.ok();
+    EXPECT_LE(kinds, 1);
+    if (kinds == 1) {
+      EXPECT_TRUE(k.ok());
+    }
+  });
+}
+
+std::vector<std::vector<uint8_t>> valid_messages() {
+  push_msg p;
+  p.learner_id = 1;
+  p.fragment_id = 2;
+  p.encoding = payload_encoding::int4;
+  p.total_elements = 130;  // 3 blocks: 36 + 36 + 4 + 1 = 77 bytes
+  p.payload_bytes = 77;
+  p.payload.assign(77, 0x5A);
+  broadcast_msg b;
+  b.version = 3;
+  b.total_elements = 4;
+  b.payload_bytes = 16;
+  b.payload.assign(16, 1);
+  owner_checkpoint c;
+  c.value = {1, 2, 3};
+  c.momentum = {0, 0, 1};
+  c.anchors.push_back({2, {1, 1, 1}});
+  return {encode(join_request{3, "host", {0, 1}}),
+          encode(join_reply{1, 2, "{}", 0, 2, 10, {9, 9}}),
+          encode(heartbeat_msg{1, 2, 3, 4, 0.5, {7}}),
+          encode(p),
+          encode(b),
+          encode(reject_msg{1, 2, reject_reason::stale, "old", 5}),
+          encode_checkpoint(c)};
+}
+
+TEST(Fuzz, RandomBytesNeverCrash) {
+  std::mt19937_64 rng(12345);
+  int ok = 0;
+  for (int i = 0; i < 2000; ++i) {
+    size_t n = rng() % 400;
+    if (i % 2 == 0) n &= ~size_t{7};  // half of them word-aligned sizes
+    std::vector<uint8_t> b(n);
+    for (auto& x : b) x = static_cast<uint8_t>(rng());
+    if (i % 4 == 0 && n >= 8) {  // plausible segment table: 1 segment of the right size
+      uint32_t zero = 0;
+      uint32_t words = static_cast<uint32_t>(n / 8 - 1);
+      std::memcpy(b.data(), &zero, 4);
+      std::memcpy(b.data() + 4, &words, 4);
+    }
+    decode_all(b, &ok);
+  }
+  SUCCEED() << ok << " random inputs decoded as a push or broadcast";
+}
+
+TEST(Fuzz, TruncationsAreErrors) {
+  int ok = 0;
+  for (const auto& msg : valid_messages()) {
+    for (size_t len = 0; len < msg.size(); ++len) {
+      std::vector<uint8_t> b(msg.begin(), msg.begin() + static_cast<std::ptrdiff_t>(len));
+      decode_all(b, &ok);
+      // Our encoder writes one segment, so every strict prefix misses part of it: refused.
+      EXPECT_FALSE(peek_kind(b.data(), b.size()).ok()) << "prefix of " << len << " bytes";
+      EXPECT_FALSE(decode_checkpoint(b.data(), b.size()).ok());
+    }
+  }
+}
+
+TEST(Fuzz, BitFlipsNeverCrash) {
+  std::mt19937_64 rng(777);
+  int ok = 0;
+  for (const auto& msg : valid_messages()) {
+    for (int i = 0; i < 400; ++i) {
+      std::vector<uint8_t> b = msg;
+      int flips = 1 + static_cast<int>(rng() % 3);
+      for (int f = 0; f < flips; ++f) {
+        size_t bit = rng() % (b.size() * 8);
+        b[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+      }
+      decode_all(b, &ok);
+    }
+  }
+}
+
+TEST(Fuzz, CheckpointBitFlipsAreRefused) {
+  owner_checkpoint c;
+  c.fragment_id = 1;
+  c.version = 5;
+  c.value = {1, 2, 3, 4};
+  c.momentum = {4, 3, 2, 1};
+  auto bytes = encode_checkpoint(c);
+  // CRC32 detects every single-bit error in the body; magic/version/length checks catch the
+  // header. So every single flip must be refused.
+  for (size_t bit = 0; bit < bytes.size() * 8; ++bit) {
+    auto b = bytes;
+    b[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+    auto d = decode_checkpoint(b.data(), b.size());
+    EXPECT_FALSE(d.ok()) << "bit " << bit;
+  }
+}
+
+TEST(Fuzz, HugeAnnouncedSizesAreErrors) {
+  int ok = 0;
+  // Segment table announcing 2^32 segments, or one segment of 2^31 words.
+  for (uint32_t count_minus_one : {0xFFFFFFFFu, 1000000u, 0u}) {
+    for (uint32_t words : {0x7FFFFFFFu, 0xFFFFFFFFu, 1u << 20}) {
+      std::vector<uint8_t> b(64, 0);
+      std::memcpy(b.data(), &count_minus_one, 4);
+      std::memcpy(b.data() + 4, &words, 4);
+      decode_all(b, &ok);
+      EXPECT_FALSE(peek_kind(b.data(), b.size()).ok());
+    }
+  }
+  // Every word of valid messages overwritten with a pointer whose size field is huge.
+  for (const auto& msg : valid_messages()) {
+    for (size_t w = 0; w + 8 <= msg.size(); w += 8) {
+      for (uint32_t hi : {0xFFFFFFFDu, 0x7FFFFFFDu, 0xFFFFFFFFu}) {
+        std::vector<uint8_t> b = msg;
+        std::memcpy(b.data() + w + 4, &hi, 4);
+        decode_all(b, &ok);
+      }
+    }
+  }
+  // A checkpoint header announcing a huge body is refused before reading it.
+  std::vector<uint8_t> ck = valid_messages().back();
+  uint64_t huge = ~uint64_t{0};
+  std::memcpy(ck.data() + 16, &huge, 8);
+  auto d = decode_checkpoint(ck.data(), ck.size());
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.code(), errc::corrupt);
+}
+
+}  // namespace
+}  // namespace dd

@@ -1,0 +1,462 @@
+// tools/goodput/main.cpp — dd-goodput: goodput and uptime of data-parallel, elastic
+// data-parallel, DiLoCo and Decoupled DiLoCo on a failing cluster (docs/goodput.md).
+//
+//   dd-goodput --table --out goodput-out      # the N × M grid, JSON + CSV + SVG
+//   dd-goodput --chips 1200000 --learners 8   # one cluster, every strategy
+//   dd-goodput --scaling                      # wall time against N and simulated days
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/goodput/sim.hpp"
+#include "tools/goodput/svg_plot.hpp"
+
+namespace {
+
+using dd::goodput::sim_config;
+using dd::goodput::sim_result;
+using dd::goodput::strategy;
+
+const char* usage = R"(dd-goodput — goodput simulator: data-parallel vs Decoupled DiLoCo on a failing cluster.
+
+Modes
+  (default)              simulate --chips with every strategy (DiLoCo variants with --learners)
+  --table                the grid N in {150k,300k,600k,1.2M,2.4M} x M in {2,4,8,16}
+  --scaling              wall time of one run against N and against simulated days
+Run control
+  --seed S               first seed (default 1); run k uses seed S+k. Printed with every run.
+  --seeds K              seeds per cell (default 5); the table shows mean ± std-dev
+  --strategies LIST      comma list of data_parallel,elastic_dp,diloco,decoupled_diloco
+  --out DIR              write DIR/goodput.json, goodput.csv, goodput.svg (default goodput-out)
+Cluster and failures (defaults: docs/goodput.md, "Parameters")
+  --chips N              allocated chips, spares not counted            [1200000]
+  --slice-chips S        chips per slice = failure domain               [256]
+  --learners M           learners (DiLoCo, Decoupled DiLoCo)            [8]
+  --mtbi-days D          mean time between interruptions of ONE chip    [365]
+  --days T               simulated wall time                            [30]
+  --recovery-dist K      fixed | exponential | lognormal                [lognormal]
+  --recovery-mean SEC    mean time until a failed slice (or hot spare) is usable [60]
+  --recovery-cv C        coefficient of variation (lognormal)           [0.5]
+  --speed-cv C           per-chip speed variation (lognormal CV)        [0]
+Data-parallel without elasticity
+  --restart SEC          relaunch + reload checkpoint after the slice is back [15]
+  --checkpoint-interval SEC  time between checkpoints; 0 = every step   [60]
+Elastic data-parallel and every learner of the DiLoCo variants
+  --downscale-pause SEC  global pause to drop a failed slice            [12]
+  --upscale-pause SEC    global pause to add a returned slice           [12]
+  --pause-overlap K      serial | coalesce                              [serial]
+  --step SEC             inner step time; a failure loses the step in flight [1]
+DiLoCo / Decoupled DiLoCo
+  --sync-interval H      inner steps between syncs of a fragment        [24]
+  --outer-sync SEC       DiLoCo blocking outer all-reduce per round     [2]
+  --quorum K             Decoupled DiLoCo min quorum as a count         [1]
+  --quorum-fraction F    ... or as a fraction of live learners (0 = use --quorum) [0]
+  --max-staleness V      versions                                       [4]
+  --tau T                overlap τ in steps (grace window input)        [2]
+  --grace-gamma G        grace safety margin γ                          [0.8]
+)";
+
+struct options {
+  sim_config cfg;
+  bool table = false, scaling = false;
+  std::uint64_t seed = 1, seeds = 5;
+  std::string out = "goodput-out";
+  std::vector<strategy> strategies = {strategy::data_parallel, strategy::elastic_dp,
+                                      strategy::diloco, strategy::decoupled_diloco};
+};
+
+[[noreturn]] void die(const std::string& msg) {
+  std::cerr << "dd-goodput: " << msg << "\n(see dd-goodput --help)\n";
+  std::exit(2);
+}
+
+double to_double(const std::string& flag, const std::string& v) {
+  try {
+    std::size_t pos = 0;
+    const double d = std::stod(v, &pos);
+    if (pos != v.size()) throw std::invalid_argument(v);
+    return d;
+  } catch (const std::exception&) {
+    die(flag + " expects a number, got '" + v + "'");
+  }
+}
+
+std::uint64_t to_u64(const std::string& flag, const std::string& v) {
+  const double d = to_double(flag, v);
+  if (!(d >= 0) || d != std::floor(d) || d > 1e18) {
+    die(flag + " expects a non-negative integer, got '" + v + "'");
+  }
+  return static_cast<std::uint64_t>(d);
+}
+
+options parse(int argc, char** argv) {
+  options o;
+  auto& c = o.cfg;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) die(a + " needs a value");
+      return argv[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::cout << usage;
+      std::exit(0);
+    } else if (a == "--table") o.table = true;
+    else if (a == "--scaling") o.scaling = true;
+    else if (a == "--seed") o.seed = to_u64(a, val());
+    else if (a == "--seeds") o.seeds = to_u64(a, val());
+    else if (a == "--out") o.out = val();
+    else if (a == "--strategies") {
+      o.strategies.clear();
+      std::string list = val(), item;
+      for (std::size_t p = 0; p <= list.size(); ++p) {
+        if (p == list.size() || list[p] == ',') {
+          auto s = dd::goodput::parse_strategy(item);
+          if (!s) die("unknown strategy '" + item + "'");
+          o.strategies.push_back(*s);
+          item.clear();
+        } else {
+          item += list[p];
+        }
+      }
+    } else if (a == "--chips") c.chips = to_u64(a, val());
+    else if (a == "--slice-chips") c.slice_chips = to_u64(a, val());
+    else if (a == "--learners") c.learners = to_u64(a, val());
+    else if (a == "--mtbi-days") c.mtbi_days = to_double(a, val());
+    else if (a == "--days") c.days = to_double(a, val());
+    else if (a == "--recovery-dist") {
+      const std::string v = val();
+      if (v == "fixed") c.recovery = dd::goodput::recovery_dist::fixed;
+      else if (v == "exponential") c.recovery = dd::goodput::recovery_dist::exponential;
+      else if (v == "lognormal") c.recovery = dd::goodput::recovery_dist::lognormal;
+      else die("--recovery-dist expects fixed, exponential or lognormal, got '" + v + "'");
+    } else if (a == "--recovery-mean") c.recovery_mean_s = to_double(a, val());
+    else if (a == "--recovery-cv") c.recovery_cv = to_double(a, val());
+    else if (a == "--speed-cv") c.chip_speed_cv = to_double(a, val());
+    else if (a == "--restart") c.restart_s = to_double(a, val());
+    else if (a == "--checkpoint-interval") c.checkpoint_interval_s = to_double(a, val());
+    else if (a == "--downscale-pause") c.downscale_pause_s = to_double(a, val());
+    else if (a == "--upscale-pause") c.upscale_pause_s = to_double(a, val());
+    else if (a == "--pause-overlap") {
+      const std::string v = val();
+      if (v == "serial") c.overlap = dd::goodput::pause_overlap::serial;
+      else if (v == "coalesce") c.overlap = dd::goodput::pause_overlap::coalesce;
+      else die("--pause-overlap expects serial or coalesce, got '" + v + "'");
+    } else if (a == "--step") c.step_s = to_double(a, val());
+    else if (a == "--sync-interval") c.sync_interval = to_u64(a, val());
+    else if (a == "--outer-sync") c.outer_sync_s = to_double(a, val());
+    else if (a == "--quorum") c.quorum_count = to_u64(a, val());
+    else if (a == "--quorum-fraction") c.quorum_fraction = to_double(a, val());
+    else if (a == "--max-staleness") c.max_staleness = to_u64(a, val());
+    else if (a == "--tau") c.overlap_tau = to_double(a, val());
+    else if (a == "--grace-gamma") c.grace_gamma = to_double(a, val());
+    else die("unknown flag '" + a + "'");
+  }
+  if (o.seeds == 0) die("--seeds must be >= 1, got 0");
+  return o;
+}
+
+struct cell {
+  strategy which;
+  std::uint64_t chips = 0, learners = 0;
+  std::vector<sim_result> runs;
+  std::vector<double> wall_s;
+  double mean(double sim_result::*f) const {
+    double s = 0;
+    for (const auto& r : runs) s += r.*f;
+    return s / static_cast<double>(runs.size());
+  }
+  double sd(double sim_result::*f) const {
+    if (runs.size() < 2) return 0;
+    const double m = mean(f);
+    double s = 0;
+    for (const auto& r : runs) s += (r.*f - m) * (r.*f - m);
+    return std::sqrt(s / static_cast<double>(runs.size() - 1));
+  }
+};
+
+cell run_cell(const options& o, strategy s, std::uint64_t chips, std::uint64_t learners) {
+  sim_config c = o.cfg;
+  c.chips = chips;
+  c.learners = learners;
+  const std::string err = dd::goodput::validate(c, s);
+  if (!err.empty()) die(err);
+  cell out{s, chips, learners, {}, {}};
+  for (std::uint64_t k = 0; k < o.seeds; ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    out.runs.push_back(dd::goodput::simulate(c, s, o.seed + k));
+    out.wall_s.push_back(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+  return out;
+}
+
+std::string label(const cell& c) {
+  const bool m = c.which == strategy::diloco || c.which == strategy::decoupled_diloco;
+  return std::string(to_string(c.which)) + (m ? " M=" + std::to_string(c.learners) : "");
+}
+
+std::string chips_label(std::uint64_t n) {
+  char b[32];
+  if (n >= 1'000'000) std::snprintf(b, sizeof b, "%.1fM", static_cast<double>(n) / 1e6);
+  else std::snprintf(b, sizeof b, "%.0fk", static_cast<double>(n) / 1e3);
+  return b;
+}
+
+// The paper's goodput table (MTBI = 1 year per chip), Decoupled DiLoCo arXiv 2604.21428.
+const std::map<strategy, std::vector<double>> paper = {
+    {strategy::data_parallel, {0.72, 0.57, 0.38, 0.27, 0.18}},
+    {strategy::elastic_dp, {0.88, 0.80, 0.69, 0.58, 0.40}},
+};
+
+void write_outputs(const options& o, const std::vector<cell>& cells,
+                   const std::vector<std::uint64_t>& ns) {
+  std::filesystem::create_directories(o.out);
+  nlohmann::json j;
+  j["tool"] = "dd-goodput";
+  j["seed"] = o.seed;
+  j["seeds"] = o.seeds;
+  const auto& c = o.cfg;
+  j["config"] = {{"slice_chips", c.slice_chips},
+                 {"mtbi_days", c.mtbi_days},
+                 {"days", c.days},
+                 {"recovery_dist", to_string(c.recovery)},
+                 {"recovery_mean_s", c.recovery_mean_s},
+                 {"recovery_cv", c.recovery_cv},
+                 {"restart_s", c.restart_s},
+                 {"checkpoint_interval_s", c.checkpoint_interval_s},
+                 {"downscale_pause_s", c.downscale_pause_s},
+                 {"upscale_pause_s", c.upscale_pause_s},
+                 {"pause_overlap",
+                  c.overlap == dd::goodput::pause_overlap::serial ? "serial" : "coalesce"},
+                 {"step_s", c.step_s},
+                 {"chip_speed_cv", c.chip_speed_cv},
+                 {"sync_interval", c.sync_interval},
+                 {"outer_sync_s", c.outer_sync_s},
+                 {"quorum_count", c.quorum_count},
+                 {"quorum_fraction", c.quorum_fraction},
+                 {"max_staleness", c.max_staleness}};
+  std::ofstream csv(o.out + "/goodput.csv");
+  csv << "strategy,chips,learners,seed,goodput,uptime,failures,recoveries,events,"
+         "stale_rejections,grace_s,wall_s\n";
+  for (const auto& cl : cells) {
+    nlohmann::json jc = {{"strategy", to_string(cl.which)},
+                         {"chips", cl.chips},
+                         {"learners", cl.learners},
+                         {"goodput_mean", cl.mean(&sim_result::goodput)},
+                         {"goodput_sd", cl.sd(&sim_result::goodput)},
+                         {"uptime_mean", cl.mean(&sim_result::uptime)},
+                         {"uptime_sd", cl.sd(&sim_result::uptime)}};
+    for (std::size_t k = 0; k < cl.runs.size(); ++k) {
+      const auto& r = cl.runs[k];
+      jc["runs"].push_back({{"seed", r.seed},
+                            {"goodput", r.goodput},
+                            {"uptime", r.uptime},
+                            {"failures", r.failures},
+                            {"recoveries", r.recoveries},
+                            {"events", r.events},
+                            {"stale_rejections", r.stale_rejections},
+                            {"grace_s", r.grace_s},
+                            {"wall_s", cl.wall_s[k]}});
+      char line[512];
+      std::snprintf(line, sizeof line, "%s,%llu,%llu,%llu,%.6f,%.6f,%llu,%llu,%llu,%llu,%.4f,%.4f\n",
+                    to_string(cl.which), static_cast<unsigned long long>(cl.chips),
+                    static_cast<unsigned long long>(cl.learners),
+                    static_cast<unsigned long long>(r.seed), r.goodput, r.uptime,
+                    static_cast<unsigned long long>(r.failures),
+                    static_cast<unsigned long long>(r.recoveries),
+                    static_cast<unsigned long long>(r.events),
+                    static_cast<unsigned long long>(r.stale_rejections), r.grace_s, cl.wall_s[k]);
+      csv << line;
+    }
+    j["cells"].push_back(jc);
+  }
+  std::ofstream(o.out + "/goodput.json") << j.dump(2) << "\n";
+
+  // Plot: goodput and uptime against N; one line per strategy (and M).
+  std::vector<dd::goodput::plot_panel> panels(2);
+  const char* palette[] = {"#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b",
+                           "#17becf", "#7f7f7f", "#bcbd22", "#e377c2"};
+  std::map<std::string, std::size_t> index;
+  for (int pi = 0; pi < 2; ++pi) {
+    auto& p = panels[pi];
+    p.title = pi == 0 ? "Goodput" : "Uptime (global training advances)";
+    p.x_label = "chips (log scale)";
+    p.y_label = pi == 0 ? "goodput" : "uptime";
+    p.log2_x = true;
+    for (auto n : ns) {
+      p.x_ticks.push_back(static_cast<double>(n));
+      p.x_tick_labels.push_back(chips_label(n));
+    }
+  }
+  for (const auto& cl : cells) {
+    const std::string name = label(cl);
+    if (!index.count(name)) {
+      const std::size_t k = index.size();
+      index[name] = k;
+      for (auto& p : panels) {
+        dd::goodput::plot_series s;
+        s.name = name;
+        s.color = palette[k % 10];
+        s.dashed = cl.which == strategy::diloco;
+        p.series.push_back(s);
+      }
+    }
+    const std::size_t k = index[name];
+    for (int pi = 0; pi < 2; ++pi) {
+      auto& s = panels[pi].series[k];
+      const auto f = pi == 0 ? &sim_result::goodput : &sim_result::uptime;
+      s.x.push_back(static_cast<double>(cl.chips));
+      s.y.push_back(cl.mean(f));
+      s.y_err.push_back(cl.sd(f));
+    }
+  }
+  if (ns.size() == 5) {
+    const char* names[] = {"paper: data_parallel", "paper: elastic_dp"};
+    int k = 0;
+    for (auto s : {strategy::data_parallel, strategy::elastic_dp}) {
+      dd::goodput::plot_series ps;
+      ps.name = names[k];
+      ps.color = k == 0 ? "#d62728" : "#ff7f0e";
+      ps.markers_only = true;
+      for (std::size_t i = 0; i < 5; ++i) {
+        ps.x.push_back(static_cast<double>(ns[i]));
+        ps.y.push_back(paper.at(s)[i]);
+      }
+      panels[0].series.push_back(ps);
+      ++k;
+    }
+    dd::goodput::plot_series dd8;
+    dd8.name = "paper: decoupled M=8";
+    dd8.color = "#2ca02c";
+    dd8.markers_only = true;
+    dd8.x = {1.2e6};
+    dd8.y = {0.88};
+    panels[0].series.push_back(dd8);
+  }
+  const std::string caption = "MTBI " + std::to_string(static_cast<int>(o.cfg.mtbi_days)) +
+                              " days/chip, " + std::to_string(o.cfg.slice_chips) +
+                              " chips/slice, " + std::to_string(static_cast<int>(o.cfg.days)) +
+                              " days simulated, seeds " + std::to_string(o.seed) + ".." +
+                              std::to_string(o.seed + o.seeds - 1) + "; bars = 1 std-dev";
+  std::ofstream(o.out + "/goodput.svg") << dd::goodput::render_svg(panels, caption);
+  std::cout << "wrote " << o.out << "/goodput.json, goodput.csv, goodput.svg\n";
+}
+
+void print_table(const std::vector<cell>& cells, const std::vector<std::uint64_t>& ns,
+                 double sim_result::*f, const char* what) {
+  std::printf("\n%s (mean ± std-dev over seeds, %%)\n%-26s", what, "strategy");
+  for (auto n : ns) std::printf(" %13s", chips_label(n).c_str());
+  std::printf("\n");
+  std::vector<std::string> order;
+  for (const auto& c : cells) {
+    const std::string l = label(c);
+    if (std::find(order.begin(), order.end(), l) == order.end()) order.push_back(l);
+  }
+  for (const auto& l : order) {
+    std::printf("%-26s", l.c_str());
+    for (auto n : ns) {
+      const cell* hit = nullptr;
+      for (const auto& c : cells)
+        if (label(c) == l && c.chips == n) hit = &c;
+      if (hit) std::printf("   %5.1f ± %4.1f", 100 * hit->mean(f), 100 * hit->sd(f));
+      else std::printf(" %13s", "-");
+    }
+    std::printf("\n");
+  }
+}
+
+int run_grid(const options& o, const std::vector<std::uint64_t>& ns,
+             const std::vector<std::uint64_t>& ms) {
+  std::printf("dd-goodput: seeds %llu..%llu, %g days simulated, MTBI %g days/chip, %llu chips/slice\n",
+              static_cast<unsigned long long>(o.seed),
+              static_cast<unsigned long long>(o.seed + o.seeds - 1), o.cfg.days, o.cfg.mtbi_days,
+              static_cast<unsigned long long>(o.cfg.slice_chips));
+  std::vector<cell> cells;
+  double total_wall = 0;
+  for (auto s : o.strategies) {
+    const bool per_m = s == strategy::diloco || s == strategy::decoupled_diloco;
+    for (auto m : per_m ? ms : std::vector<std::uint64_t>{1}) {
+      for (auto n : ns) {
+        cells.push_back(run_cell(o, s, n, per_m ? m : o.cfg.learners));
+        if (!per_m) cells.back().learners = 1;
+        for (double w : cells.back().wall_s) total_wall += w;
+        std::fprintf(stderr, "  %-26s N=%-7s goodput %.3f  (%.2f s/run)\n",
+                     label(cells.back()).c_str(), chips_label(n).c_str(),
+                     cells.back().mean(&sim_result::goodput),
+                     cells.back().wall_s.front());
+      }
+    }
+  }
+  print_table(cells, ns, &sim_result::goodput, "Goodput");
+  print_table(cells, ns, &sim_result::uptime, "Uptime");
+  if (ns.size() == 5 && o.cfg.mtbi_days == 365.0) {
+    std::printf("\nCheck against the paper (MTBI 1 year; tolerance ±3 points):\n");
+    bool all = true;
+    for (const auto& [s, ref] : paper) {
+      for (std::size_t i = 0; i < ns.size(); ++i) {
+        for (const auto& c : cells) {
+          if (c.which != s || c.chips != ns[i]) continue;
+          const double d = 100 * (c.mean(&sim_result::goodput) - ref[i]);
+          const bool ok = std::fabs(d) <= 3.0;
+          all = all && ok;
+          std::printf("  %-14s N=%-6s sim %5.1f  paper %4.0f  diff %+5.1f  %s\n", to_string(s),
+                      chips_label(ns[i]).c_str(), 100 * c.mean(&sim_result::goodput),
+                      100 * ref[i], d, ok ? "ok" : "OUT");
+        }
+      }
+    }
+    std::printf("  => %s\n", all ? "all within ±3 points" : "some cells outside ±3 points");
+  }
+  std::printf("\ntotal simulation wall time: %.1f s\n", total_wall);
+  write_outputs(o, cells, ns);
+  return 0;
+}
+
+int run_scaling(const options& o) {
+  std::printf("dd-goodput scaling: wall time of one run (seed %llu), this machine\n",
+              static_cast<unsigned long long>(o.seed));
+  std::printf("%-18s %9s %7s %10s %10s %9s %12s\n", "strategy", "chips", "days", "failures",
+              "events", "wall_s", "ns/event");
+  auto one = [&](strategy s, std::uint64_t n, double days) {
+    sim_config c = o.cfg;
+    c.chips = n;
+    c.days = days;
+    c.learners = 8;
+    const auto t0 = std::chrono::steady_clock::now();
+    const auto r = dd::goodput::simulate(c, s, o.seed);
+    const double w = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("%-18s %9llu %7g %10llu %10llu %9.3f %12.0f\n", to_string(s),
+                static_cast<unsigned long long>(n), days,
+                static_cast<unsigned long long>(r.failures),
+                static_cast<unsigned long long>(r.events), w,
+                1e9 * w / static_cast<double>(std::max<std::uint64_t>(1, r.events)));
+  };
+  for (auto s : o.strategies) {
+    for (std::uint64_t n : {150'000ull, 300'000ull, 600'000ull, 1'200'000ull, 2'400'000ull})
+      one(s, n, 30);
+    for (double d : {7.5, 15.0, 60.0}) one(s, 2'400'000, d);
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const options o = parse(argc, argv);
+  if (o.scaling) return run_scaling(o);
+  if (o.table) {
+    return run_grid(o, {150'000, 300'000, 600'000, 1'200'000, 2'400'000}, {2, 4, 8, 16});
+  }
+  return run_grid(o, {o.cfg.chips}, {o.cfg.learners});
+}

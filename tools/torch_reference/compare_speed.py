@@ -1,0 +1,94 @@
+#!/usr/bin/python3
+"""Training speed: PyTorch (CPU) vs dd-node train on the same model shape and token count.
+
+Runs the PyTorch twin (dd_gpt.py: same GPT-2 architecture, tied head, AdamW, grad clipping) at
+each thread count in --torch-threads and keeps the best, then runs `dd-node train` at each count
+in --dd-threads and keeps the best, and prints tokens/s for both and the ratio ours / PyTorch.
+Timings exclude start-up: PyTorch skips its first 3 steps; dd-node's tokens/s is the mean of its
+step times (its progress lines), read from its last progress line.
+
+Usage (from the repo root; needs Debian's python3-torch):
+    /usr/bin/python3 tools/torch_reference/compare_speed.py --dd-node build/bin/dd-node [--steps 60]
+The machine's 2 vCPUs are shared with anything else running: repeat and compare medians.
+"""
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dd_gpt  # noqa: E402
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+DATA = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare", "input.txt")
+
+
+def torch_tokens_per_second(cfg, B, T, steps, threads):
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    data = torch.tensor(list(open(DATA, "rb").read()), dtype=torch.int64)
+    params = dd_gpt.init_params(cfg, 1337)
+    for p in params.values():
+        p.requires_grad_(True)
+    opt = dd_gpt.make_optimizer(params, 1e-3, 0.1)
+    g = torch.Generator().manual_seed(0)
+    elapsed, tokens = 0.0, 0
+    for s in range(steps + 3):
+        ix = torch.randint(0, len(data) - T - 1, (B,), generator=g)
+        x = torch.stack([data[i:i + T] for i in ix])
+        y = torch.stack([data[i + 1:i + T + 1] for i in ix])
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        loss = dd_gpt.forward(params, cfg, x, y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(list(params.values()), 1.0)
+        opt.step()
+        if s >= 3:
+            elapsed += time.perf_counter() - t0
+            tokens += B * T
+    return tokens / elapsed
+
+
+def dd_tokens_per_second(dd_node, B, T, steps, threads, cfg):
+    cmd = [dd_node, "train", "--threads", str(threads), "--steps", str(steps), "--batch", str(B),
+           "--context", str(T), "--layers", str(cfg["layers"]), "--heads", str(cfg["heads"]),
+           "--width", str(cfg["width"]), "--eval-every", "0", "--eval-batches", "1",
+           "--log-every", str(steps), "--out", f"/tmp/dd_compare_speed_{os.getpid()}", "--data", DATA]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    m = re.findall(r"\| (\d+) tok/s \|", out)
+    if not m:
+        raise RuntimeError("no tok/s in dd-node output:\n" + out)
+    return float(m[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dd-node", default=os.path.join(ROOT, "build", "bin", "dd-node"))
+    ap.add_argument("--steps", type=int, default=60)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--context", type=int, default=128)
+    ap.add_argument("--torch-threads", default="1,2")
+    ap.add_argument("--dd-threads", default="1,2")
+    a = ap.parse_args()
+    cfg = {"vocab": 256, "context": a.context, "layers": 4, "heads": 4, "width": 128}
+    tokens = a.steps * a.batch * a.context
+    print(f"model 4x128 (0.84M params), batch {a.batch}x{a.context}, {a.steps} steps = {tokens} tokens each run")
+    best_t = 0.0
+    for th in [int(x) for x in a.torch_threads.split(",")]:
+        tps = torch_tokens_per_second(cfg, a.batch, a.context, a.steps, th)
+        print(f"  PyTorch {torch.__version__} threads={th}: {tps:8.0f} tokens/s")
+        best_t = max(best_t, tps)
+    best_d = 0.0
+    for th in [int(x) for x in a.dd_threads.split(",")]:
+        tps = dd_tokens_per_second(a.dd_node, a.batch, a.context, a.steps, th, cfg)
+        print(f"  dd-node train threads={th}: {tps:8.0f} tokens/s")
+        best_d = max(best_d, tps)
+    print(f"best PyTorch {best_t:.0f} tokens/s | best ours {best_d:.0f} tokens/s | ratio ours/PyTorch {best_d / best_t:.2f} (target >= 1.0)")
+
+
+if __name__ == "__main__":
+    main()
