@@ -118,9 +118,14 @@ caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_c
     },
     [=](atoms::eval_atom, bool) -> caf::result<double, uint64_t> {
       auto rp = self->make_response_promise<double, uint64_t>();
-      self->state.waiting.push_back(rp);
-      // A round already in flight may hold older values: finish it, then run a fresh one.
-      start_round(self, *ctx);
+      auto& s = self->state;
+      // A round already in flight may hold older values: the next round answers.
+      if (s.in_round) {
+        s.deferred.push_back(rp);
+      } else {
+        s.waiting.push_back(rp);
+        start_round(self, *ctx);
+      }
       return rp;
     },
     [=](atoms::barrier_atom, uint64_t round) {
@@ -144,7 +149,11 @@ caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_c
       s.got[b.fragment_id] = {b.version, std::move(*values)};
       if (s.got.size() == ctx->plan.fragments.size()) {
         finish_round(self, *ctx);
-        if (!s.waiting.empty()) start_round(self, *ctx);
+        if (!s.deferred.empty()) {
+          s.waiting = std::move(s.deferred);
+          s.deferred.clear();
+          start_round(self, *ctx);
+        }
       }
     },
   };

@@ -54,7 +54,8 @@ struct evaluator_state {
   uint64_t round = 0;
   std::vector<caf::actor> owners;
   std::map<int32_t, std::pair<uint64_t, std::vector<float>>> got;
-  std::vector<caf::response_promise> waiting;
+  std::vector<caf::response_promise> waiting;   ///< answered by the round in flight
+  std::vector<caf::response_promise> deferred;  ///< asked mid-round: answered by the next one
   double last_loss = -1.0;
   uint64_t last_digest = 0;
   static inline const char* name = "evaluator";

@@ -34,6 +34,12 @@ run_log::~run_log() = default;
 
 double run_log::now() const { return clock_(); }
 
+void run_log::set_clock(clock_fn clock) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  clock_ = std::move(clock);
+  last_integrated_ = clock_();
+}
+
 void run_log::emit(const std::string& kind, nlohmann::json fields) {
   if (!fields.is_object()) fields = nlohmann::json{{"value", fields}};
   nlohmann::json line = nlohmann::json::object();

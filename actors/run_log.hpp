@@ -72,6 +72,9 @@ class run_log {
 
   /// Seconds since the run started (the log's clock).
   double now() const;
+  /// Replaces the clock (a simulation switches to the actor system's manual clock before any
+  /// actor runs). Not thread-safe against concurrent calls of now(): call it before spawning.
+  void set_clock(clock_fn clock);
 
   /// Appends one event: `fields` plus "event", "t" and "time". Flushed line by line.
   void emit(const std::string& kind, nlohmann::json fields = nlohmann::json::object());

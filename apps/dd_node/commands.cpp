@@ -5,10 +5,14 @@ namespace dd::app {
 
 // Each subcommand's entry point, defined in its own file.
 int train_main(int argc, char** argv);
+int resolve_main(int argc, char** argv);
+int run_main(int argc, char** argv);
 
 const std::vector<command>& commands() {
   static const std::vector<command> table = {
       {"train", "train one learner alone (no syncer) and write summary.json", &train_main},
+      {"run", "run an experiment's whole cluster in this process (the main job)", &run_main},
+      {"resolve", "print the fully resolved configuration of an experiment file", &resolve_main},
   };
   return table;
 }

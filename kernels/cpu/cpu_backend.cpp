@@ -10,7 +10,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,6 +24,9 @@ using cpu_detail::fast_expf;
 using cpu_detail::fast_sigmoidf;
 
 constexpr float layernorm_eps = 1e-5f;
+// Rows per causal block in attention (see attention_forward). Fixed, so results do not depend
+// on anything but the shapes and the thread count.
+constexpr int attention_block = 32;
 // sqrt(2/pi) and the cubic coefficient of the GELU tanh approximation (Hendrycks & Gimpel 2016).
 constexpr float gelu_k = 0.7978845608028654f;
 constexpr float gelu_c = 0.044715f;
@@ -40,16 +42,16 @@ inline void chunk_range(size_t n, int n_chunks, int i, size_t& begin, size_t& en
   end = begin + base + (static_cast<size_t>(i) < rem ? 1 : 0);
 }
 
-/// Makes OpenBLAS single-threaded, once per process: this backend parallelizes around sgemm
-/// with its own threads. openblas_set_num_threads is process-global.
-void make_openblas_single_threaded() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
+/// Makes OpenBLAS single-threaded: this backend parallelizes around sgemm with its own threads.
+/// openblas_set_num_threads is process-global, so this is re-checked before every op that calls
+/// BLAS (a cheap read) in case other code in the process changed it.
+inline void ensure_openblas_single_threaded() {
+  if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
 class cpu_backend final : public detail::host_backend {
  public:
-  explicit cpu_backend(int threads) : threads_(threads) { make_openblas_single_threaded(); }
+  explicit cpu_backend(int threads) : threads_(threads) { ensure_openblas_single_threaded(); }
 
   std::string name() const override { return "cpu"; }
 
@@ -192,6 +194,7 @@ class cpu_backend final : public detail::host_backend {
   // ---- linear layers -------------------------------------------------------------------------
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
                       int N, int IC, int OC) override {
+    ensure_openblas_single_threaded();
     const int nc = std::min(chunks_for(static_cast<size_t>(N) * IC * OC, 1 << 20),
                             std::max(1, N / 16));
     for_chunks(static_cast<size_t>(N), nc, [&](int, size_t b, size_t e) {
@@ -209,6 +212,7 @@ class cpu_backend final : public detail::host_backend {
 
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                        const float* inp, const float* weight, int N, int IC, int OC) override {
+    ensure_openblas_single_threaded();
     const int nc = std::min(chunks_for(static_cast<size_t>(N) * IC * OC, 1 << 20),
                             std::max(1, std::min(N, OC) / 16));
     // One parallel region: chunk k computes rows [b,e) of dinp and rows [ob,oe) of dweight and
@@ -253,6 +257,7 @@ class cpu_backend final : public detail::host_backend {
   // ---- attention -----------------------------------------------------------------------------
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
+    ensure_openblas_single_threaded();
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     const int C3 = 3 * C;
@@ -266,13 +271,22 @@ class cpu_backend final : public detail::host_backend {
         const float* k = q + C;
         const float* v = q + 2 * C;
         float* a = att + p * T * T;
-        // a (T,T) = scale · q (T,hs) · k (T,hs)ᵀ; only the causal part [t, 0..t] is used.
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, scale, q, C3, k, C3, 0.0f,
-                    a, T);
-        for (int t = 0; t < T; ++t) softmax_causal_row(a + static_cast<size_t>(t) * T, t + 1, T);
-        // out (T,hs) = a (T,T) · v (T,hs); a is zero above the diagonal.
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, v, C3, 0.0f,
-                    out + b * T * C + h * hs, C);
+        float* o = out + b * T * C + h * hs;
+        // Causal blocking: rows [r0, r1) only see keys [0, r1), so each row block multiplies
+        // only that prefix (75% of the square at T = 2 blocks, less for more blocks).
+        for (int r0 = 0; r0 < T; r0 += attention_block) {
+          const int r1 = std::min(T, r0 + attention_block), rows = r1 - r0;
+          float* ab = a + static_cast<size_t>(r0) * T;
+          // a[r0:r1, 0:r1] = scale · q[r0:r1] (rows,hs) · k[0:r1] (r1,hs)ᵀ
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, r1, hs, scale,
+                      q + static_cast<size_t>(r0) * C3, C3, k, C3, 0.0f, ab, T);
+          for (int t = r0; t < r1; ++t) {
+            softmax_causal_row(a + static_cast<size_t>(t) * T, t + 1, T);
+          }
+          // out[r0:r1] (rows,hs) = a[r0:r1, 0:r1] · v[0:r1] (r1,hs); a is 0 above the diagonal.
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, r1, 1.0f, ab, T, v, C3,
+                      0.0f, o + static_cast<size_t>(r0) * C, C);
+        }
       }
     });
   }
@@ -296,6 +310,7 @@ class cpu_backend final : public detail::host_backend {
 
   void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                           const float* att, int B, int T, int C, int NH) override {
+    ensure_openblas_single_threaded();
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     const int C3 = 3 * C;
@@ -314,30 +329,43 @@ class cpu_backend final : public detail::host_backend {
         const float* dy = dout + b * T * C + h * hs;
         const float* a = att + p * T * T;
         float* da = scratch + p * T * T;
-        // da (T,T) = dy (T,hs) · v (T,hs)ᵀ
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, T, T, hs, 1.0f, dy, C, v, C3, 0.0f,
-                    da, T);
-        // dv (T,hs) += aᵀ (T,T) · dy (T,hs)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, a, T, dy, C, 1.0f,
-                    dv, C3);
-        // softmax backward, with the 1/sqrt(hs) of the forward folded in:
-        // dpre[t,j] = scale · a[t,j] (da[t,j] - Σ_i a[t,i] da[t,i]) for j <= t, else 0.
-        for (int t = 0; t < T; ++t) {
-          const float* ar = a + static_cast<size_t>(t) * T;
-          float* dr = da + static_cast<size_t>(t) * T;
-          float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-          for (int j = 0; j <= t; ++j) s += ar[j] * dr[j];
-          for (int j = 0; j <= t; ++j) dr[j] = scale * ar[j] * (dr[j] - s);
-          for (int j = t + 1; j < T; ++j) dr[j] = 0.0f;
+        // Row blocks as in the forward: rows [r0, r1) involve keys/values [0, r1) only.
+        for (int r0 = 0; r0 < T; r0 += attention_block) {
+          const int r1 = std::min(T, r0 + attention_block), rows = r1 - r0;
+          const size_t ro = static_cast<size_t>(r0);
+          const float* ab = a + ro * T;
+          float* db = da + ro * T;
+          // da[r0:r1, 0:r1] = dy[r0:r1] (rows,hs) · v[0:r1] (r1,hs)ᵀ
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, r1, hs, 1.0f, dy + ro * C, C,
+                      v, C3, 0.0f, db, T);
+          // dv[0:r1] (r1,hs) += a[r0:r1, 0:r1]ᵀ · dy[r0:r1] (rows,hs)
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, rows, 1.0f, ab, T,
+                      dy + ro * C, C, 1.0f, dv, C3);
+          softmax_backward_rows(db, ab, r0, r1, T, scale);
+          // dq[r0:r1] (rows,hs) += dpre[r0:r1, 0:r1] · k[0:r1] (r1,hs)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, r1, 1.0f, db, T, k, C3,
+                      1.0f, dq + ro * C3, C3);
+          // dk[0:r1] (r1,hs) += dpre[r0:r1, 0:r1]ᵀ · q[r0:r1] (rows,hs)
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, rows, 1.0f, db, T,
+                      q + ro * C3, C3, 1.0f, dk, C3);
         }
-        // dq (T,hs) += dpre (T,T) · k (T,hs);  dk (T,hs) += dpreᵀ (T,T) · q (T,hs)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, T, hs, T, 1.0f, da, T, k, C3, 1.0f,
-                    dq, C3);
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, T, hs, T, 1.0f, da, T, q, C3, 1.0f,
-                    dk, C3);
       }
     });
+  }
+
+  /// Softmax backward for rows [r0, r1) of one (batch, head), in place on `d` (row t at
+  /// d + (t - r0)·T), with the forward's 1/sqrt(hs) folded in:
+  /// dpre[t,j] = scale · a[t,j] (d[t,j] - Σ_i a[t,i] d[t,i]) for j <= t, else 0.
+  static void softmax_backward_rows(float* d, const float* a, int r0, int r1, int T, float scale) {
+    for (int t = r0; t < r1; ++t) {
+      const float* ar = a + static_cast<size_t>(t - r0) * T;
+      float* dr = d + static_cast<size_t>(t - r0) * T;
+      float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+      for (int j = 0; j <= t; ++j) s += ar[j] * dr[j];
+      for (int j = 0; j <= t; ++j) dr[j] = scale * ar[j] * (dr[j] - s);
+      for (int j = t + 1; j < r1; ++j) dr[j] = 0.0f;  // the block's products read [0, r1)
+    }
   }
 
   // ---- GELU, residual ------------------------------------------------------------------------

@@ -9,8 +9,12 @@
 // Threads: backend_options.threads OpenMP threads per op (0 = hardware threads). Each backend
 // object uses its own count through OpenMP's num_threads clause, so several learners in one
 // process can use different counts. OpenBLAS itself is told to run single-threaded
-// (openblas_set_num_threads(1), which is PROCESS-GLOBAL): this backend splits each sgemm across
-// its own OpenMP threads instead, so no two thread pools fight over the cores.
+// (openblas_set_num_threads(1), which is PROCESS-GLOBAL and re-asserted before each BLAS-using
+// op): this backend splits each sgemm across its own OpenMP threads instead, so no two thread
+// pools fight over the cores. Other code in the process that wants threaded OpenBLAS will find
+// it reset to 1. Several learners in one process share the machine's cores: give each
+// threads = cores / learners (on the 2-vCPU dev machine, 1 thread per learner is best; see
+// kernels/README.md).
 //
 // Any thread may create one; each object is used by one thread at a time (backend.hpp).
 #pragma once

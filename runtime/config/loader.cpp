@@ -246,8 +246,8 @@ class section {
     }
     const std::string s = v.get<std::string>();
     if (auto e = detail::parse_enum<E>(s)) return *e;
-    ctx_.fail(full_path, fmt::format("unknown value '{}'{}; expected one of {}", s,
-                                     detail::did_you_mean(s, names), list));
+    ctx_.fail(full_path, fmt::format("unknown value '{}'; expected one of {}{}", s, list,
+                                     detail::did_you_mean(s, names)));
     return def;
   }
 
@@ -479,9 +479,10 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
         if (on) which += (which.empty() ? "" : " and ") + std::string(n);
       ctx.fail("budget", "give exactly one of tokens, steps or seconds (got " + which + ")");
     }
-    if (t) e.budget.kind = budget_kind::tokens;
-    else if (se) e.budget.kind = budget_kind::seconds;
+    if (given == 1 && t) e.budget.kind = budget_kind::tokens;
+    else if (given == 1 && se) e.budget.kind = budget_kind::seconds;
     else e.budget.kind = budget_kind::steps;
+    if (given > 1) e.budget.steps = 600;  // keep checking the rest against the default
     if (e.budget.kind != budget_kind::steps) e.budget.steps = 0;
   }
   {
@@ -744,7 +745,7 @@ bool apply_override(json& root, const parsed_override& o, std::vector<config_err
   json* cur = &root;
   std::string at;
   for (std::size_t i = 0; i < parts.size(); ++i) {
-    if (cur->is_array() && cur->empty()) *cur = json::object();
+    if (cur->is_null() || (cur->is_array() && cur->empty())) *cur = json::object();
     if (!cur->is_object()) {
       errors.push_back({o.label, 0, o.path, fmt::format("cannot set it: '{}' is {}, not a table", at,
                                                         describe(*cur))});

@@ -55,7 +55,9 @@ TEST(Quantize, ErrorWithinDocumentedBound) {
       }
       // The bound is not loose by orders of magnitude: on 1000 normal samples the worst error
       // reaches at least a third of it (half-step rounding errors are ~uniform).
-      if (n == 1000 && e != payload_encoding::fp32) EXPECT_GT(worst_ratio, 0.3) << to_string(e);
+      if (n == 1000 && e != payload_encoding::fp32) {
+        EXPECT_GT(worst_ratio, 0.3) << to_string(e);
+      }
     }
   }
 }

@@ -49,11 +49,15 @@ Cluster and failures (defaults: docs/goodput.md, "Parameters")
   --recovery-cv C        coefficient of variation (lognormal)           [0.5]
   --speed-cv C           per-chip speed variation (lognormal CV)        [0]
 Data-parallel without elasticity
-  --restart SEC          relaunch + reload checkpoint after the slice is back [15]
-  --checkpoint-interval SEC  time between checkpoints; 0 = every step   [60]
+  --restart SEC          relaunch + reload checkpoint after the slice is back [12]
+  --checkpoint-interval SEC  training time between checkpoints; -1 = Young's optimum
+                         sqrt(2 x write x MTBF); 0 = every step, free    [0]
+  --checkpoint-write SEC training blocked per checkpoint write          [0]
 Elastic data-parallel and every learner of the DiLoCo variants
-  --downscale-pause SEC  global pause to drop a failed slice            [12]
-  --upscale-pause SEC    global pause to add a returned slice           [12]
+  --downscale-pause SEC  global pause to drop a failed slice            [18]
+  --upscale-pause SEC    global pause to add a returned slice           [14]
+  --upscale-batch SEC    a returned slice waits up to this long to join at the next
+                         downscale for free, else an upscale pause adds it; 0 = at once [60]
   --pause-overlap K      serial | coalesce                              [serial]
   --step SEC             inner step time; a failure loses the step in flight [1]
 DiLoCo / Decoupled DiLoCo
@@ -145,8 +149,10 @@ options parse(int argc, char** argv) {
     else if (a == "--speed-cv") c.chip_speed_cv = to_double(a, val());
     else if (a == "--restart") c.restart_s = to_double(a, val());
     else if (a == "--checkpoint-interval") c.checkpoint_interval_s = to_double(a, val());
+    else if (a == "--checkpoint-write") c.checkpoint_write_s = to_double(a, val());
     else if (a == "--downscale-pause") c.downscale_pause_s = to_double(a, val());
     else if (a == "--upscale-pause") c.upscale_pause_s = to_double(a, val());
+    else if (a == "--upscale-batch") c.upscale_batch_s = to_double(a, val());
     else if (a == "--pause-overlap") {
       const std::string v = val();
       if (v == "serial") c.overlap = dd::goodput::pause_overlap::serial;
@@ -235,8 +241,10 @@ void write_outputs(const options& o, const std::vector<cell>& cells,
                  {"recovery_cv", c.recovery_cv},
                  {"restart_s", c.restart_s},
                  {"checkpoint_interval_s", c.checkpoint_interval_s},
+                 {"checkpoint_write_s", c.checkpoint_write_s},
                  {"downscale_pause_s", c.downscale_pause_s},
                  {"upscale_pause_s", c.upscale_pause_s},
+                 {"upscale_batch_s", c.upscale_batch_s},
                  {"pause_overlap",
                   c.overlap == dd::goodput::pause_overlap::serial ? "serial" : "coalesce"},
                  {"step_s", c.step_s},

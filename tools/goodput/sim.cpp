@@ -91,13 +91,17 @@ std::string validate(const sim_config& c, strategy s) {
   }
   if (!finite_nonneg(c.recovery_cv)) return bad("--recovery-cv", ">= 0", c.recovery_cv);
   if (!finite_nonneg(c.restart_s)) return bad("--restart", ">= 0 s", c.restart_s);
-  if (!finite_nonneg(c.checkpoint_interval_s)) {
-    return bad("--checkpoint-interval", ">= 0 s", c.checkpoint_interval_s);
+  if (!std::isfinite(c.checkpoint_interval_s)) {
+    return bad("--checkpoint-interval", "finite (< 0 = Young's optimum)", c.checkpoint_interval_s);
+  }
+  if (!finite_nonneg(c.checkpoint_write_s)) {
+    return bad("--checkpoint-write", ">= 0 s", c.checkpoint_write_s);
   }
   if (!finite_nonneg(c.downscale_pause_s)) {
     return bad("--downscale-pause", ">= 0 s", c.downscale_pause_s);
   }
   if (!finite_nonneg(c.upscale_pause_s)) return bad("--upscale-pause", ">= 0 s", c.upscale_pause_s);
+  if (!finite_nonneg(c.upscale_batch_s)) return bad("--upscale-batch", ">= 0 s", c.upscale_batch_s);
   if (!(std::isfinite(c.step_s) && c.step_s > 0)) return bad("--step", "> 0 s", c.step_s);
   if (!finite_nonneg(c.chip_speed_cv)) return bad("--speed-cv", ">= 0", c.chip_speed_cv);
   if (c.sync_interval == 0) return "--sync-interval must be >= 1, got 0";
@@ -139,9 +143,12 @@ struct group {
   bool was_stepping = false;
   double stopped_at_progress = 0;  // DD: global progress (s) when it stopped stepping
   std::multiset<double> speeds; // slice speeds (only with chip_speed_cv > 0)
+  std::vector<std::uint32_t> slices;  // its slices; the first `up` entries are the up ones
+  std::vector<std::uint32_t> held;    // returned slices waiting to join (upscale batching)
+  std::uint64_t upscale_gen = 0;      // invalidates a scheduled batched upscale
 };
 
-enum class ev_kind { recovery, pause_end, work_done, scripted_failure };
+enum class ev_kind { recovery, pause_end, work_done, scripted_failure, upscale };
 
 struct event {
   double t;
@@ -165,21 +172,30 @@ class engine {
     groups_.resize(m);
     slice_group_.resize(slices);
     slice_speed_.assign(slices, 1.0);
-    pos_in_up_.resize(slices);
-    up_list_.resize(slices);
+    pos_in_group_.resize(slices);
     for (std::uint32_t i = 0; i < slices; ++i) {
       const auto g = static_cast<std::uint32_t>(static_cast<std::uint64_t>(i) * m / slices);
       slice_group_[i] = g;
       groups_[g].n++;
       groups_[g].up++;
-      up_list_[i] = i;
-      pos_in_up_[i] = i;
+      pos_in_group_[i] = static_cast<std::uint32_t>(groups_[g].slices.size());
+      groups_[g].slices.push_back(i);
       if (c.chip_speed_cv > 0) {
         slice_speed_[i] = draw_slice_speed();
         groups_[g].speeds.insert(slice_speed_[i]);
       }
     }
-    up_count_ = slices;
+    if (s == strategy::data_parallel) {
+      // Non-elastic DP checkpoints every C seconds of training, each write blocking δ seconds.
+      // C < 0: Young's optimum C = sqrt(2 δ · MTBF) (Young 1974), MTBF = MTBI / N under load.
+      checkpoint_s_ = c.checkpoint_interval_s;
+      if (checkpoint_s_ < 0) {
+        const double mtbf = c.mtbi_days * seconds_per_day / static_cast<double>(slices * c.slice_chips);
+        checkpoint_s_ = std::sqrt(2.0 * c.checkpoint_write_s * mtbf);
+      }
+      write_s_ = checkpoint_s_ > 0 ? c.checkpoint_write_s : 0.0;
+      result_.checkpoint_interval_s = checkpoint_s_;
+    }
     round_work_ = static_cast<double>(c.sync_interval) * c.step_s;
     for (auto& g : groups_) g.remaining = round_work_;
     if (s == strategy::diloco) {
@@ -205,7 +221,6 @@ class engine {
     if (!poisson_) push({fail_at, 0, ev_kind::scripted_failure, scripted_slice, 0});
     for (std::uint32_t g = 0; g < groups_.size(); ++g) schedule_timers(g, 0.0);
     recount(0.0);
-    resample_failure(0.0);
     while (true) {
       const double tq = queue_.empty() ? INFINITY : queue_.top().t;
       const double t = std::min(tq, next_failure_t_);
@@ -213,7 +228,7 @@ class engine {
       ++result_.events;
       advance_global(t);
       if (next_failure_t_ <= tq) {
-        fail_slice(pick_up_slice(), t);
+        fail_slice(pick_loaded_slice(), t);
       } else {
         const event e = queue_.top();
         queue_.pop();
@@ -263,34 +278,44 @@ class engine {
   }
 
   // ---- failure process: superposition of per-chip Poisson processes over up slices ----
+  // Interruptions strike chips under load: the up slices of groups that are stepping. Rate =
+  // loaded chips / MTBI; memoryless, so it is resampled after every event.
   void resample_failure(double t) {
-    if (!poisson_ || up_count_ == 0) {
+    if (!poisson_ || loaded_slices_ == 0) {
       next_failure_t_ = INFINITY;
       return;
     }
-    const double rate = static_cast<double>(up_count_) * slice_chips_ /
+    const double rate = static_cast<double>(loaded_slices_) * slice_chips_ /
                         (c_.mtbi_days * seconds_per_day);  // failures per second
     next_failure_t_ = t + exponential(1.0 / rate);
   }
-  std::uint32_t pick_up_slice() {
-    const auto k = static_cast<std::uint32_t>(uniform() * up_count_);
-    return up_list_[std::min(k, up_count_ - 1)];
+  /// A uniformly random loaded slice: a stepping group weighted by its up slices, then one of
+  /// its up slices.
+  std::uint32_t pick_loaded_slice() {
+    auto k = static_cast<std::uint64_t>(uniform() * static_cast<double>(loaded_slices_));
+    k = std::min<std::uint64_t>(k, loaded_slices_ - 1);
+    for (const auto& g : groups_) {
+      if (!g.was_stepping) continue;
+      if (k < g.up) return g.slices[k];
+      k -= g.up;
+    }
+    return groups_.back().slices[0];  // unreachable when loaded_slices_ is consistent
   }
-  void mark_down(std::uint32_t i) {
-    const std::uint32_t p = pos_in_up_[i], last = up_list_[up_count_ - 1];
-    up_list_[p] = last;
-    pos_in_up_[last] = p;
-    up_list_[up_count_ - 1] = i;
-    pos_in_up_[i] = up_count_ - 1;
-    --up_count_;
+  void mark_down(group& g, std::uint32_t i) {  // move slice i behind the up prefix
+    const std::uint32_t p = pos_in_group_[i], last = g.slices[g.up - 1];
+    g.slices[p] = last;
+    pos_in_group_[last] = p;
+    g.slices[g.up - 1] = i;
+    pos_in_group_[i] = g.up - 1;
+    --g.up;
   }
-  void mark_up(std::uint32_t i) {
-    const std::uint32_t p = pos_in_up_[i], first_down = up_list_[up_count_];
-    up_list_[p] = first_down;
-    pos_in_up_[first_down] = p;
-    up_list_[up_count_] = i;
-    pos_in_up_[i] = up_count_;
-    ++up_count_;
+  void mark_up(group& g, std::uint32_t i) {
+    const std::uint32_t p = pos_in_group_[i], first_down = g.slices[g.up];
+    g.slices[p] = first_down;
+    pos_in_group_[first_down] = p;
+    g.slices[g.up] = i;
+    pos_in_group_[i] = g.up;
+    ++g.up;
   }
 
   // ---- group state ----
@@ -319,10 +344,14 @@ class engine {
             g.pending = true;
           }
         }
-        useful_ += dur * rate(g);
+        useful_ += dur * rate(g) * work_fraction();
       }
     }
     g.last_t = t;
+  }
+  /// Share of running time that trains (the rest writes checkpoints): C / (C + δ).
+  double work_fraction() const {
+    return write_s_ > 0 ? checkpoint_s_ / (checkpoint_s_ + write_s_) : 1.0;
   }
   void lose(double chip_s) {
     useful_ -= chip_s;
@@ -331,16 +360,21 @@ class engine {
 
   void advance_global(double t) {
     if (advancing_) progress_s_ += t - global_t_;
+    result_.loaded_chip_s += (t - global_t_) * static_cast<double>(loaded_slices_) * slice_chips_;
     global_t_ = t;
   }
 
   /// Recomputes who steps and whether the quorum holds (policy::compute_quorum).
   void recount(double t) {
     std::size_t live = 0, step = 0;
+    loaded_slices_ = 0;
     for (auto& g : groups_) {
       const bool now_stepping = stepping(g, t);
       if (g.up > 0) ++live;
-      if (now_stepping) ++step;
+      if (now_stepping) {
+        ++step;
+        loaded_slices_ += g.up;
+      }
       if (s_ == strategy::decoupled_diloco && now_stepping != g.was_stepping) {
         if (!now_stepping) {
           g.stopped_at_progress = progress_s_;
@@ -365,6 +399,7 @@ class engine {
       last_step_ = step;
       advancing_ = policy::compute_quorum(quorum_, live, step).reached;
     }
+    resample_failure(t);
   }
 
   void push(event e) {
@@ -402,36 +437,60 @@ class engine {
         // Roll back to the last checkpoint (taken every checkpoint_interval_s of training since
         // the last resume), or lose the step in flight when checkpointing every step.
         const double since = t - g.resume_t;
-        const double lost_s = c_.checkpoint_interval_s > 0
-                                  ? std::fmod(since, c_.checkpoint_interval_s)
-                                  : std::min(since, 0.5 * c_.step_s);
+        double lost_s = std::min(since, 0.5 * c_.step_s);  // checkpoint every step
+        if (checkpoint_s_ > 0) {
+          // Credited so far: since · C/(C+δ); kept: the k completed checkpoints' k · C.
+          const double cycle = checkpoint_s_ + write_s_;
+          const double kept = std::floor(since / cycle) * checkpoint_s_;
+          lost_s = since * work_fraction() - kept;
+        }
         lose(lost_s * r);
       }
       g.waiting = true;
     } else if (was) {
       lose(0.5 * c_.step_s * r);  // the step in flight
     }
-    mark_down(i);
-    --g.up;
+    mark_down(g, i);
     if (!g.speeds.empty()) g.speeds.erase(g.speeds.find(slice_speed_[i]));
-    if (elastic() && g.up > 0) pause(g, t, c_.downscale_pause_s);
+    if (elastic() && g.up > 0) {
+      pause(g, t, c_.downscale_pause_s);
+      join_held(g);  // returned slices join within this reconfiguration, at no extra pause
+    }
     ++result_.failures;
     push({t + (poisson_ ? draw_recovery() : scripted_recovery_s_), 0, ev_kind::recovery, i, 0});
     schedule_timers(gi, t);
-    resample_failure(t);
+  }
+
+  /// Slice i (back from repair) joins group g's mesh.
+  void join(group& g, std::uint32_t i) {
+    mark_up(g, i);
+    if (c_.chip_speed_cv > 0) {
+      slice_speed_[i] = draw_slice_speed();
+      g.speeds.insert(slice_speed_[i]);
+    }
+  }
+  void join_held(group& g) {
+    for (std::uint32_t h : g.held) join(g, h);
+    g.held.clear();
+    ++g.upscale_gen;  // the batched upscale is no longer needed
   }
 
   void recover_slice(std::uint32_t i, double t) {
     const std::uint32_t gi = slice_group_[i];
     group& g = groups_[gi];
     advance(g, t);
-    mark_up(i);
-    ++g.up;
-    if (c_.chip_speed_cv > 0) {
-      slice_speed_[i] = draw_slice_speed();
-      g.speeds.insert(slice_speed_[i]);
-    }
     ++result_.recoveries;
+    if (elastic() && g.up > 0 && c_.upscale_batch_s > 0) {
+      // Hold the slice: it joins at the next downscale, or by a dedicated upscale pause when
+      // none happens within upscale_batch_s.
+      g.held.push_back(i);
+      if (g.held.size() == 1) {
+        ++g.upscale_gen;
+        push({t + c_.upscale_batch_s, 0, ev_kind::upscale, gi, g.upscale_gen});
+      }
+      return;
+    }
+    join(g, i);
     if (!elastic()) {
       if (g.waiting && g.up == g.n) {
         g.waiting = false;
@@ -446,7 +505,6 @@ class engine {
       pause(g, t, c_.upscale_pause_s);
     }
     schedule_timers(gi, t);
-    resample_failure(t);
   }
 
   void handle(const event& e) {
@@ -454,6 +512,15 @@ class engine {
       case ev_kind::recovery: recover_slice(e.target, e.t); break;
       case ev_kind::scripted_failure: fail_slice(e.target, e.t); break;
       case ev_kind::pause_end: break;  // a recount point
+      case ev_kind::upscale: {
+        group& g = groups_[e.target];
+        if (e.gen != g.upscale_gen || g.held.empty()) break;  // joined at a downscale
+        advance(g, e.t);
+        join_held(g);
+        if (g.up > 0) pause(g, e.t, c_.upscale_pause_s);
+        schedule_timers(e.target, e.t);
+        break;
+      }
       case ev_kind::work_done: {
         group& g = groups_[e.target];
         if (e.gen != g.gen) break;  // superseded
@@ -502,9 +569,10 @@ class engine {
   sim_result result_;
   double end_t_ = 0, slice_chips_ = 0, round_work_ = 0, scripted_recovery_s_ = 0;
   std::vector<group> groups_;
-  std::vector<std::uint32_t> slice_group_, pos_in_up_, up_list_;
+  std::vector<std::uint32_t> slice_group_, pos_in_group_;
   std::vector<double> slice_speed_;
-  std::uint32_t up_count_ = 0;
+  std::uint64_t loaded_slices_ = 0;
+  double checkpoint_s_ = 0, write_s_ = 0;
   double next_failure_t_ = INFINITY;
   std::priority_queue<event, std::vector<event>, std::greater<event>> queue_;
   std::uint64_t seq_ = 0;

@@ -62,11 +62,16 @@ struct sim_config {
   double recovery_mean_s = 60.0;           ///< mean time until a failed slice (or its hot spare)
                                            ///< is ready to train again (s).
   double recovery_cv = 0.5;                ///< coefficient of variation (lognormal only).
-  double restart_s = 15.0;                 ///< non-elastic DP: relaunch + reload checkpoint (s).
-  double checkpoint_interval_s = 60.0;     ///< non-elastic DP: time between checkpoints (s); 0 =
-                                           ///< every step (no lost work beyond the step).
-  double downscale_pause_s = 12.0;         ///< elastic: global pause to drop a failed slice (s).
-  double upscale_pause_s = 12.0;           ///< elastic: global pause to add a returned slice (s).
+  double restart_s = 12.0;                 ///< non-elastic DP: relaunch + reload checkpoint (s).
+  double checkpoint_interval_s = 0.0;      ///< non-elastic DP: training time between checkpoints
+                                           ///< (s); < 0 = Young's optimum sqrt(2 δ MTBF);
+                                           ///< 0 = every step, free (lose only the step).
+  double checkpoint_write_s = 0.0;         ///< δ: training blocked per checkpoint write (s).
+  double downscale_pause_s = 18.0;         ///< elastic: global pause to drop a failed slice (s).
+  double upscale_pause_s = 14.0;           ///< elastic: global pause to add a returned slice (s).
+  double upscale_batch_s = 60.0;           ///< elastic: a returned slice waits up to this long to
+                                           ///< join during the next downscale (free) before a
+                                           ///< dedicated upscale pause adds it; 0 = at once.
   pause_overlap overlap = pause_overlap::serial;
   double step_s = 1.0;                     ///< inner (training) step time (s); a failure loses
                                            ///< the step in flight (half a step on average).
@@ -109,6 +114,8 @@ struct sim_result {
   double lost_work_chip_s = 0;   ///< chip-seconds computed then thrown away (checkpoint
                                  ///< restarts, steps in flight, stale pushes).
   double grace_s = 0;            ///< Decoupled DiLoCo grace window from compute_grace (s).
+  double loaded_chip_s = 0;      ///< chip-seconds under load (stepping); failures ≈ this / MTBI.
+  double checkpoint_interval_s = 0;  ///< DP: checkpoint interval used (s).
 };
 
 /// Runs one simulation. Throws std::invalid_argument with validate()'s message on a bad config.

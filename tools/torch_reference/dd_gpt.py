@@ -62,7 +62,7 @@ def init_params(cfg, seed):
             s = s_res if ("attn.proj.weight" in name or "mlp.proj.weight" in name) else 0.02
             vals = [r.normal() * s for _ in range(n)]
             t = torch.tensor(vals, dtype=torch.float64).to(torch.float32).reshape(shape)
-        elif name.startswith("ln_") or ".ln_" in name and name.endswith(".weight"):
+        elif (name.startswith("ln_") or ".ln_" in name) and name.endswith(".weight"):
             t = torch.ones(shape)
         else:
             t = torch.zeros(shape)

@@ -1,0 +1,533 @@
+// actors/cluster.cpp — see cluster.hpp.
+//
+// Job actor:
+//
+//   start (spawn monitor, owners, evaluator, learners)
+//     --budget spent (monitor: tokens; timer: seconds)--> stopping (stop every learner)
+//     --all learners done--> final evaluation --> finished (shut everything down, report)
+#include "actors/cluster.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <fmt/format.h>
+
+#include "actors/atoms.hpp"
+#include "actors/evaluator.hpp"
+#include "actors/fragment_owner.hpp"
+#include "actors/health_monitor.hpp"
+#include "actors/learner.hpp"
+#include "actors/supervisor.hpp"
+#include "kernels/backend.hpp"
+#include "runtime/gpt.hpp"
+
+namespace dd::actors {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+payload_encoding to_encoding(config::wire_format w) {
+  switch (w) {
+    case config::wire_format::fp32: return payload_encoding::fp32;
+    case config::wire_format::bf16: return payload_encoding::bf16;
+    case config::wire_format::int8: return payload_encoding::int8;
+    case config::wire_format::int4: return payload_encoding::int4;
+  }
+  return payload_encoding::fp32;
+}
+
+fragment_strategy to_strategy(config::fragment_strategy_kind k) {
+  switch (k) {
+    case config::fragment_strategy_kind::balanced: return fragment_strategy::balanced;
+    case config::fragment_strategy_kind::layer: return fragment_strategy::layer;
+    case config::fragment_strategy_kind::strided: return fragment_strategy::strided;
+  }
+  return fragment_strategy::balanced;
+}
+
+std::string backend_name(config::backend_kind k) {
+  switch (k) {
+    case config::backend_kind::cpu: return "cpu";
+    case config::backend_kind::cuda: return "cuda";
+    case config::backend_kind::reference: return "reference";
+  }
+  return "cpu";
+}
+
+gpt_config model_of(const config::experiment& e) {
+  gpt_config g;
+  g.vocab = e.model.vocab;
+  g.context = e.model.context;
+  g.layers = e.model.layers;
+  g.heads = e.model.heads;
+  g.width = e.model.width;
+  return g;
+}
+
+/// K = M (count >= M, or fraction 1): the synchronous baselines. Learners then wait for the
+/// merge of a fragment τ steps after pushing it (Streaming DiLoCo's overlap), which is what
+/// makes their waiting visible in goodput.
+bool synchronous(const config::experiment& e) {
+  const auto& q = e.sync.min_quorum;
+  return q.is_fraction ? q.fraction >= 1.0 : q.count >= e.learners.count;
+}
+
+policy::quorum_spec quorum_of(const config::experiment& e) {
+  const auto& q = e.sync.min_quorum;
+  if (q.is_fraction) return policy::quorum_spec::of_fraction(q.fraction);
+  return policy::quorum_spec::of_count(static_cast<size_t>(std::max(1, q.count)));
+}
+
+policy::grace_config grace_of(const config::experiment& e) {
+  policy::grace_config g;
+  switch (e.sync.grace.mode) {
+    case config::grace_mode::adaptive: g.mode = policy::grace_mode::adaptive; break;
+    case config::grace_mode::fixed: g.mode = policy::grace_mode::fixed; break;
+    case config::grace_mode::off: g.mode = policy::grace_mode::off; break;
+  }
+  g.gamma = e.sync.grace.gamma;
+  g.fixed_s = e.sync.grace.fixed_seconds;
+  // policy: grace_max_s < 0 means 2 × ξ_step; other factors are not expressible relative to ξ_step
+  // yet, so they fall back to the default (reported in docs/runtime.md).
+  g.grace_max_s = -1.0;
+  return g;
+}
+
+fault_spec::kind fault_kind(config::chaos_action a) {
+  switch (a) {
+    case config::chaos_action::kill: return fault_spec::kind::kill_learner;
+    case config::chaos_action::slow: return fault_spec::kind::slow_learner;
+    case config::chaos_action::drop_push: return fault_spec::kind::drop_push;
+    case config::chaos_action::delay_push: return fault_spec::kind::delay_push;
+    case config::chaos_action::kill_owner: return fault_spec::kind::kill_owner;
+  }
+  return fault_spec::kind::kill_learner;
+}
+
+caf::timespan span(double s) {
+  return caf::timespan{static_cast<int64_t>(std::ceil(std::max(0.0, s) * 1e9))};
+}
+
+struct job_state {
+  caf::actor monitor, owner_sup, learner_sup, eval;
+  bool stopping = false;
+  bool finalizing = false;
+  double start_s = 0.0;
+  double training_end_s = -1.0;
+  static inline const char* name = "job";
+};
+
+using job_actor = caf::stateful_actor<job_state>;
+
+void begin_stop(job_actor* self, cluster_setup& setup, const std::string& why) {
+  auto& st = self->state;
+  if (st.stopping) return;
+  st.stopping = true;
+  st.training_end_s = setup.log->now();
+  setup.log->freeze_uptime();
+  setup.log->emit("stop", {{"reason", why}});
+  self->send(st.learner_sup, atoms::stop_atom_v);
+}
+
+void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor reply_to,
+              double loss, uint64_t digest) {
+  auto& st = self->state;
+  const double end = setup->log->now();
+  auto counters = setup->log->snapshot();
+  const double training_s = st.training_end_s - st.start_s;
+  {
+    std::lock_guard<std::mutex> guard(setup->result_mutex);
+    auto& r = setup->result;
+    r.finished = true;
+    r.final_val_loss = loss;
+    r.digest = digest;
+    r.summary = make_summary(*setup, counters, loss, end - st.start_s, training_s);
+    r.info = {{"experiment", setup->exp.name},
+              {"learners", setup->exp.learners.count},
+              {"fragments", setup->plan.num_fragments()},
+              {"sync_interval", setup->exp.sync.interval},
+              {"synchronous", synchronous(setup->exp)},
+              {"digest", fmt::format("{:016x}", digest)},
+              {"owner_restarts", counters.owner_restarts},
+              {"pushes", counters.pushes},
+              {"pushes_rejected", counters.pushes_rejected},
+              {"pushes_dropped", counters.pushes_dropped},
+              {"training_seconds", training_s},
+              {"faults_fired", setup->faults->fired().size()}};
+  }
+  setup->log->emit("finished", {{"final_val_loss", loss}, {"digest", digest}});
+  for (auto& a : {st.learner_sup, st.owner_sup, st.eval, st.monitor})
+    if (a) self->send_exit(a, caf::exit_reason::user_shutdown);
+  if (reply_to) self->send(reply_to, atoms::done_atom_v);
+  self->quit();
+}
+
+caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor reply_to) {
+  auto& st = self->state;
+  const auto& e = setup->exp;
+  const bool sim = setup->options.simulated_time;
+  const int M = e.learners.count;
+  const int P = setup->plan.num_fragments();
+  st.start_s = setup->log->now();
+  setup->log->emit("start", {{"experiment", e.name},
+                             {"learners", M},
+                             {"fragments", P},
+                             {"sync_interval", e.sync.interval},
+                             {"synchronous", synchronous(e)},
+                             {"steps_per_learner", setup->steps_per_learner}});
+
+  // Health monitor.
+  auto mctx = std::make_shared<monitor_context>();
+  mctx->learners = M;
+  mctx->fragments = P;
+  mctx->lease_min_s = setup->options.lease_min_s;
+  mctx->token_budget =
+      e.budget.kind == config::budget_kind::tokens ? static_cast<uint64_t>(e.budget.tokens) : 0;
+  mctx->experiment_json = config::to_json(e).dump();
+  mctx->job = self;
+  mctx->log = setup->log.get();
+  st.monitor = self->spawn(health_monitor, std::shared_ptr<const monitor_context>(mctx));
+
+  // Fragment owners.
+  auto octx = std::make_shared<supervisor_context>();
+  octx->name = "owners";
+  octx->restart = setup->options.restart;
+  octx->log = setup->log.get();
+  octx->faults = setup->faults.get();
+  octx->job = self;
+  const std::string ckpt_dir =
+      e.checkpoint.dir.empty() ? (fs::path(setup->run_dir) / "checkpoints").string()
+                               : e.checkpoint.dir;
+  for (int p = 0; p < P; ++p) {
+    auto c = std::make_shared<owner_context>();
+    auto& o = c->options;
+    o.layout = setup->plan.fragments[static_cast<size_t>(p)];
+    o.quorum = quorum_of(e);
+    o.grace = grace_of(e);
+    o.tau_steps = e.sync.overlap;
+    o.ema_smoothing = e.sync.ema;
+    o.max_staleness = static_cast<uint64_t>(std::max(0, e.outer.max_staleness));
+    o.merge.rule = e.outer.merge == config::merge_kind::rda ? merge_rule::rda
+                                                            : merge_rule::weighted_average;
+    o.merge.anchor = e.outer.anchor == config::anchor_kind::base ? merge_anchor::base
+                                                                 : merge_anchor::current;
+    o.merge.outer_lr = static_cast<float>(e.outer.lr);
+    o.merge.outer_momentum =
+        e.outer.kind == config::outer_kind::sgd ? 0.0f : static_cast<float>(e.outer.momentum);
+    o.token_weighting = e.outer.token_weighting;
+    int every = setup->options.checkpoint_every >= 0 ? setup->options.checkpoint_every
+                                                     : e.checkpoint.every_versions;
+    o.checkpoint_every = static_cast<uint64_t>(std::max(0, every));
+    o.checkpoint_path = (fs::path(ckpt_dir) / fmt::format("owner_{}.ddck", p)).string();
+    c->initial.resize(o.layout.numel);
+    gather_fragment(o.layout, setup->initial.data(), c->initial.data());
+    c->backend = "cpu";
+    c->threads = 1;
+    c->monitor = st.monitor;
+    c->log = setup->log.get();
+    c->faults = setup->faults.get();
+    std::shared_ptr<const owner_context> cc = c;
+    octx->children.push_back(
+        {"owner", p, [cc](caf::actor_system& sys) { return sys.spawn(fragment_owner, cc); }});
+  }
+  st.owner_sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(octx));
+
+  // Evaluator.
+  auto ectx = std::make_shared<evaluator_context>();
+  ectx->model = model_of(e);
+  ectx->plan = setup->plan;
+  ectx->data = setup->data.get();
+  ectx->batch = e.learners.batch;
+  ectx->seq_len = e.model.context;
+  ectx->batches = std::max(1, e.eval.batches);
+  ectx->every_seconds = e.eval.every_seconds;
+  ectx->backend = "cpu";
+  ectx->threads = 1;
+  ectx->monitor = st.monitor;
+  ectx->log = setup->log.get();
+  std::shared_ptr<const evaluator_context> ec = ectx;
+  st.eval = sim ? self->spawn(evaluator, ec) : self->spawn<caf::detached>(evaluator, ec);
+
+  // Learners.
+  auto lctx = std::make_shared<supervisor_context>();
+  lctx->name = "learners";
+  lctx->restart = setup->options.restart;
+  lctx->log = setup->log.get();
+  lctx->faults = setup->faults.get();
+  lctx->job = self;
+  lr_schedule sched;
+  sched.lr = e.inner.lr;
+  sched.warmup = e.inner.warmup;
+  sched.total = e.inner.decay_steps > 0 ? e.inner.decay_steps
+                                        : static_cast<int64_t>(setup->steps_per_learner);
+  sched.total = std::max<int64_t>(sched.total, sched.warmup + 1);
+  sched.min_lr_ratio = e.inner.schedule == config::schedule_kind::constant ? 1.0
+                                                                           : e.inner.min_lr_ratio;
+  for (int i = 0; i < M; ++i) {
+    auto c = std::make_shared<learner_context>();
+    c->learner_id = i;
+    auto& t = c->trainer;
+    t.model = model_of(e);
+    t.batch = e.learners.batch;
+    t.seq_len = e.model.context;
+    t.schedule = sched;
+    t.optimizer.beta1 = static_cast<float>(e.inner.beta1);
+    t.optimizer.beta2 = static_cast<float>(e.inner.beta2);
+    t.optimizer.eps = static_cast<float>(e.inner.eps);
+    t.optimizer.weight_decay = static_cast<float>(e.inner.weight_decay);
+    t.grad_clip = e.inner.grad_clip;
+    t.seed = e.seed;
+    t.learner = i;
+    t.learners = M;
+    c->rewarmup_steps = e.inner.rewarmup;
+    c->data = setup->data.get();
+    c->plan = setup->plan;
+    c->sync_interval = e.sync.interval;
+    c->overlap = e.sync.overlap;
+    c->max_inflight = e.sync.max_inflight;
+    c->mixing_alpha = e.outer.mixing_alpha;
+    c->wire = to_encoding(e.sync.wire);
+    c->barrier = synchronous(e) && M > 1;
+    c->max_steps =
+        e.budget.kind == config::budget_kind::steps ? static_cast<uint64_t>(e.budget.steps) : 0;
+    c->speed = static_cast<size_t>(i) < e.learners.speed.size()
+                   ? e.learners.speed[static_cast<size_t>(i)]
+                   : 1.0;
+    c->jitter = e.learners.jitter;
+    c->backend = backend_name(e.learners.backend);
+    c->threads = setup->learner_threads;
+    c->monitor = st.monitor;
+    c->log = setup->log.get();
+    c->faults = setup->faults.get();
+    c->simulated_time = sim;
+    c->sim_step_s = setup->options.sim_step_s;
+    std::shared_ptr<const learner_context> cc = c;
+    lctx->children.push_back({"learner", i, [cc, sim](caf::actor_system& sys) {
+                                return sim ? sys.spawn(learner, cc)
+                                           : sys.spawn<caf::detached>(learner, cc);
+                              }});
+  }
+  st.learner_sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(lctx));
+  setup->log->set_quorum_needed(
+      static_cast<size_t>(std::max(1, e.sync.min_quorum.resolve(M))));
+  if (e.budget.kind == config::budget_kind::seconds && e.budget.seconds > 0)
+    self->delayed_send(self, span(e.budget.seconds), atoms::done_atom_v);
+
+  return {
+    [=](atoms::done_atom) { begin_stop(self, *setup, "budget spent"); },
+    [=](atoms::done_atom, const std::string& who) {
+      auto& s = self->state;
+      if (who != "learners" || s.finalizing) return;
+      if (!s.stopping) {
+        s.stopping = true;
+        s.training_end_s = setup->log->now();
+        setup->log->freeze_uptime();
+        setup->log->emit("stop", {{"reason", "every learner finished"}});
+      }
+      s.finalizing = true;
+      self->request(s.eval, std::chrono::seconds(600), atoms::eval_atom_v, true)
+          .then([=](double loss, uint64_t digest) { finalize(self, setup, reply_to, loss, digest); },
+                [=](caf::error&) { finalize(self, setup, reply_to, -1.0, 0); });
+    },
+  };
+}
+
+}  // namespace
+
+std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
+                                                  const run_options& options) {
+  auto s = std::make_shared<cluster_setup>();
+  s->exp = exp;
+  s->options = options;
+  s->run_dir = !options.run_dir.empty() ? options.run_dir
+               : !exp.run_dir.empty()   ? exp.run_dir
+                                        : (fs::path("runs") / exp.name).string();
+  const int M = exp.learners.count;
+  if (M < 1) throw std::invalid_argument("learners.count must be >= 1");
+  if (exp.learners.speed.size() > static_cast<size_t>(M))
+    throw std::invalid_argument("learners.speed has more entries than learners.count");
+  s->data = std::make_shared<text_dataset>(
+      text_dataset::from_file(exp.data.file, exp.data.train_fraction));
+  auto cfg = model_of(exp);
+  auto plan = make_fragment_plan(gpt_tensors(cfg), exp.sync.fragments, to_strategy(exp.sync.strategy));
+  if (!plan) throw std::invalid_argument("sync.fragments: " + plan.error().message);
+  s->plan = std::move(*plan);
+  {
+    auto be = kernels::make_backend("cpu", {});
+    gpt model(*be, cfg);
+    model.init(exp.seed);
+    s->initial = model.get_parameters();
+  }
+  const int64_t tps = exp.tokens_per_step();
+  switch (exp.budget.kind) {
+    case config::budget_kind::steps:
+      s->steps_per_learner = static_cast<uint64_t>(std::max<int64_t>(1, exp.budget.steps));
+      break;
+    case config::budget_kind::tokens:
+      s->steps_per_learner = static_cast<uint64_t>(
+          std::max<int64_t>(1, (exp.budget.tokens + M * tps - 1) / (M * tps)));
+      break;
+    case config::budget_kind::seconds:
+      s->steps_per_learner =
+          static_cast<uint64_t>(exp.inner.decay_steps > 0 ? exp.inner.decay_steps : 1000);
+      break;
+  }
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  s->learner_threads = exp.learners.threads > 0
+                           ? exp.learners.threads
+                           : std::max(1, static_cast<int>(hw) / std::max(1, M));
+  fs::create_directories(s->run_dir);
+  const std::string ckpt_dir = exp.checkpoint.dir.empty()
+                                   ? (fs::path(s->run_dir) / "checkpoints").string()
+                                   : exp.checkpoint.dir;
+  fs::create_directories(ckpt_dir);
+  // Checkpoints of an earlier run in the same directory must not be restored into this one.
+  for (int p = 0; p < s->plan.num_fragments(); ++p) {
+    std::error_code ec;
+    fs::remove(fs::path(ckpt_dir) / fmt::format("owner_{}.ddck", p), ec);
+  }
+  s->log = std::make_unique<run_log>(
+      options.write_events ? (fs::path(s->run_dir) / "events.jsonl").string() : std::string{},
+      options.keep_events);
+  // Chaos schedule → fault specs (fractions are of the per-learner step budget, or of the
+  // seconds budget; owner faults count the owner's versions ≈ steps / H).
+  std::vector<fault_spec> faults;
+  for (const auto& ev : exp.chaos.events) {
+    fault_spec f;
+    f.what = fault_kind(ev.action);
+    f.target = ev.target;
+    f.factor = ev.factor;
+    f.delay_s = ev.delay;
+    f.downtime_s = f.what == fault_spec::kind::kill_learner || f.what == fault_spec::kind::kill_owner
+                       ? ev.duration
+                       : 0.0;
+    f.duration_s = f.what == fault_spec::kind::slow_learner ? ev.duration : 0.0;
+    double step = 0;
+    switch (ev.trigger) {
+      case config::chaos_trigger::at_step: step = ev.at; break;
+      case config::chaos_trigger::at_time: f.at_seconds = ev.at; break;
+      case config::chaos_trigger::at_fraction:
+        if (exp.budget.kind == config::budget_kind::seconds)
+          f.at_seconds = ev.at * exp.budget.seconds;
+        else
+          step = ev.at * static_cast<double>(s->steps_per_learner);
+        break;
+    }
+    if (f.what == fault_spec::kind::kill_owner)
+      step = std::max(1.0, step / std::max(1, exp.sync.interval));
+    f.at_step = static_cast<uint64_t>(std::llround(std::max(0.0, step)));
+    faults.push_back(f);
+  }
+  for (const auto& f : options.faults) faults.push_back(f);
+  s->faults = std::make_unique<fault_hooks>(faults, s->log.get());
+  {
+    std::ofstream out(fs::path(s->run_dir) / "experiment.json");
+    out << config::to_json(exp).dump(2) << '\n';
+  }
+  return s;
+}
+
+caf::actor spawn_job(caf::actor_system& sys, std::shared_ptr<cluster_setup> setup,
+                     caf::actor reply_to) {
+  if (setup->options.simulated_time) {
+    const double t0 = clock_seconds(sys.clock().now());
+    setup->log->set_clock([&sys, t0] { return clock_seconds(sys.clock().now()) - t0; });
+  }
+  return sys.spawn(job, setup, reply_to);
+}
+
+nlohmann::json make_summary(const cluster_setup& setup, const run_counters& c,
+                            double final_val_loss, double wall_s, double training_s) {
+  uint64_t tokens = 0;
+  double compute = 0;
+  for (const auto& [id, l] : c.learners) {
+    tokens += l.tokens;
+    compute += l.compute_s;
+  }
+  const int M = setup.exp.learners.count;
+  const int P = setup.plan.num_fragments();
+  const double goodput =
+      training_s > 0 ? std::min(1.0, compute / (static_cast<double>(M) * training_s)) : 0.0;
+  const double effective =
+      tokens > 0 ? std::min(1.0, static_cast<double>(c.tokens_merged) /
+                                     (static_cast<double>(P) * static_cast<double>(tokens)))
+                 : 0.0;
+  const double uptime = c.observed_s > 0 ? c.uptime_s / c.observed_s : 0.0;
+  return {{"final_val_loss", final_val_loss},
+          {"tokens", tokens},
+          {"wall_seconds", wall_s},
+          {"goodput", goodput},
+          {"effective_goodput", effective},
+          {"uptime", uptime},
+          {"merges", c.merges},
+          {"mean_contributors_per_merge",
+           c.merges > 0 ? static_cast<double>(c.contributors) / static_cast<double>(c.merges)
+                        : 0.0},
+          {"learner_restarts", c.learner_restarts},
+          {"bytes_pushed", c.bytes_pushed},
+          {"bytes_broadcast", c.bytes_broadcast}};
+}
+
+std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
+                          double t_s) {
+  std::string line = fmt::format("[{:7.1f}s]", t_s);
+  for (const auto& [id, l] : now.learners)
+    line += fmt::format(" L{} {}{:.2f}st/s {:.3f}", id, l.alive ? "" : "✗", l.steps_per_s, l.loss);
+  if (now.last_val_loss >= 0)
+    line += fmt::format(" | val {:.4f}", now.last_val_loss);
+  else
+    line += " | val -";
+  const double rate =
+      dt_s > 0 ? static_cast<double>(now.merges - prev.merges) / dt_s : 0.0;
+  const double contrib = now.merges > 0 ? static_cast<double>(now.contributors) /
+                                              static_cast<double>(now.merges)
+                                        : 0.0;
+  double grace = 0;
+  for (const auto& [p, g] : now.grace_s) grace = std::max(grace, g);
+  line += fmt::format(" | merges {:.2f}/s | contrib {:.2f} | grace {:.3f}s | restarts {}", rate,
+                      contrib, grace, now.learner_restarts + now.owner_restarts);
+  return line;
+}
+
+run_result run_cluster(const config::experiment& exp, const run_options& options) {
+  auto setup = make_cluster_setup(exp, options);
+  caf::actor_system_config cfg;
+  cfg.set("logger.file-verbosity", caf::atom("quiet"));
+  cfg.set("logger.console-verbosity", caf::atom("quiet"));
+  caf::actor_system sys{cfg};
+  {
+    caf::scoped_actor self{sys};
+    auto job_handle = spawn_job(sys, setup, self);
+    bool done = false;
+    auto prev = setup->log->snapshot();
+    double prev_t = setup->log->now();
+    while (!done) {
+      self->receive([&](atoms::done_atom) { done = true; },
+                    caf::after(std::chrono::milliseconds(250)) >> [&] {});
+      const double t = setup->log->now();
+      if (options.progress_every_s > 0 && t - prev_t >= options.progress_every_s) {
+        auto snap = setup->log->snapshot();
+        std::printf("%s\n", progress_line(snap, prev, t - prev_t, t).c_str());
+        std::fflush(stdout);
+        prev = std::move(snap);
+        prev_t = t;
+      }
+    }
+  }
+  run_result r;
+  {
+    std::lock_guard<std::mutex> guard(setup->result_mutex);
+    r = setup->result;
+  }
+  std::ofstream(fs::path(setup->run_dir) / "summary.json") << r.summary.dump(2) << '\n';
+  std::ofstream(fs::path(setup->run_dir) / "run_info.json") << r.info.dump(2) << '\n';
+  return r;
+}
+
+}  // namespace dd::actors

@@ -1,0 +1,111 @@
+// actors/cluster.hpp — the whole Decoupled DiLoCo job in one process: health monitor, one
+// fragment owner per fragment under an owner supervisor, M learners under a learner supervisor,
+// and the evaluator, built from a resolved experiment (runtime/config/experiment.hpp).
+//
+// `make_cluster_setup` turns an experiment into the actors' contexts (dataset, fragment plan,
+// initial global model, fault schedule). `spawn_job` starts the job actor on any actor system —
+// the real scheduler for `dd-node run`, or CAF's test coordinator with `simulated_time` for
+// deterministic whole-cluster simulations. `run_cluster` is the main job: it runs the cluster to
+// the end of its budget with a live progress line and writes the run directory (events.jsonl,
+// summary.json, experiment.json, run_info.json).
+//
+// Budget: `steps` — every learner stops after that many of its own inner steps; `tokens` — the
+// run stops when the learners together have computed that many tokens; `seconds` — wall clock.
+// Goodput = Σ learner time in inner steps / (M × training wall time) (ALGORITHM.md, Goodput).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <nlohmann/json.hpp>
+
+#include "actors/fault_hooks.hpp"
+#include "actors/policy/restart_budget.hpp"
+#include "actors/run_log.hpp"
+#include "runtime/config/experiment.hpp"
+#include "runtime/data.hpp"
+#include "runtime/fragments.hpp"
+
+namespace dd::actors {
+
+/// Knobs of a run that are not part of the experiment.
+struct run_options {
+  /// Run directory; empty = the experiment's run_dir (default runs/<name>).
+  std::string run_dir;
+  /// Logical-time mode for tests (learners not detached; steps take sim_step_s).
+  bool simulated_time = false;
+  double sim_step_s = 0.1;
+  /// Extra faults on top of the experiment's chaos schedule (tests).
+  std::vector<fault_spec> faults;
+  /// Progress line cadence, seconds (0 = no progress line).
+  double progress_every_s = 5.0;
+  /// Keep every event in memory (tests read run_log::events()).
+  bool keep_events = false;
+  /// Write events.jsonl to the run directory.
+  bool write_events = true;
+  /// Restart budget of both supervisors.
+  policy::restart_config restart;
+  /// Owners' checkpoint cadence override (versions); < 0 = the experiment's.
+  int checkpoint_every = -1;
+  /// Heartbeat lease floor, seconds.
+  double lease_min_s = 30.0;
+};
+
+/// The outcome of a run (what summary.json holds, plus a few extras).
+struct run_result {
+  bool finished = false;
+  double final_val_loss = -1.0;
+  uint64_t digest = 0;            ///< FNV-1a of the final global model
+  nlohmann::json summary;         ///< exactly the summary.json keys
+  nlohmann::json info;            ///< extras (experiment name, M, P, H, K, restarts, digest...)
+};
+
+/// Everything the actors of one run share; built once, read-only afterwards except `log`,
+/// `faults` (thread-safe) and `result` (under `result_mutex`).
+struct cluster_setup {
+  config::experiment exp;
+  run_options options;
+  std::string run_dir;
+  std::shared_ptr<text_dataset> data;
+  fragment_plan plan;
+  std::vector<float> initial;      ///< the initial global model (flat)
+  std::unique_ptr<run_log> log;
+  std::unique_ptr<fault_hooks> faults;
+  int learner_threads = 1;
+  uint64_t steps_per_learner = 0;  ///< schedule horizon and steps budget
+  std::mutex result_mutex;
+  run_result result;
+};
+
+/// Builds the setup: loads the data, plans the fragments, initializes the global model from the
+/// experiment seed, converts the chaos schedule into fault specs, creates the run directory and
+/// the event log. Throws std::runtime_error / std::invalid_argument with a clear message on a
+/// bad experiment (unreadable data, P > tensors, unsupported options).
+std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
+                                                  const run_options& options);
+
+/// Spawns the job actor. When the run ends it fills setup->result, sends (done_atom) to
+/// `reply_to` (if valid) and quits.
+caf::actor spawn_job(caf::actor_system& sys, std::shared_ptr<cluster_setup> setup,
+                     caf::actor reply_to = {});
+
+/// The main job: runs `exp` to the end of its budget with a progress line on stdout, writes
+/// the run directory and returns the result. Throws on setup errors.
+run_result run_cluster(const config::experiment& exp, const run_options& options);
+
+/// The progress line: per-learner step rate and loss, global validation loss, merges per second
+/// (since `prev`, `dt_s` seconds earlier), mean contributors per merge, current grace window,
+/// restarts. `t_s` is the run time shown.
+std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
+                          double t_s);
+
+/// summary.json for a finished run.
+nlohmann::json make_summary(const cluster_setup& setup, const run_counters& c,
+                            double final_val_loss, double wall_s, double training_s);
+
+}  // namespace dd::actors

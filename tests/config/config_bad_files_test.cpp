@@ -1,0 +1,146 @@
+// tests/config/config_bad_files_test.cpp — each file in tests/config/bad/ is refused with exactly
+// one error: its line, key path and message are fixed here; the resolve command exits with 2.
+#include <filesystem>
+#include <iterator>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "runtime/config/loader.hpp"
+#include "runtime/config/resolve_command.hpp"
+#include "tests/config/config_test_util.hpp"
+
+namespace dd::config {
+namespace {
+
+struct bad_case {
+  const char* file;  // under tests/config/bad/
+  int line;
+  const char* key;
+  const char* message;
+};
+
+const bad_case k_bad[] = {
+    {"unknown_key.lua", 6, "sync.min_quorm", "unknown key; did you mean 'min_quorum'?"},
+    {"misplaced_key.lua", 4, "learners.min_quorum", "unknown key; did you mean 'sync.min_quorum'?"},
+    {"wrong_type.lua", 5, "sync.interval", "expected an integer, got string \"24\""},
+    {"out_of_range.lua", 6, "learners.jitter", "1.5 is out of range: must be in [0, 1)"},
+    {"fragments_exceed_interval.lua", 6, "sync.fragments",
+     "32 fragments exceed sync.interval (24); P <= H is required"},
+    {"quorum_exceeds_learners.lua", 6, "sync.min_quorum", "5 exceeds learners.count (4)"},
+    {"quorum_fraction.lua", 4, "sync.min_quorum", "fraction 1.5 is outside (0, 1]"},
+    {"missing_data_file.lua", 4, "data.file",
+     "file 'no_such_file.txt' not found (a relative path is tried against the experiment file's "
+     "directory, then the current directory)"},
+    {"missing_data.lua", 2, "data.file", "required key is missing: name the training text file"},
+    {"zero_learners.lua", 4, "learners.count", "0 is out of range: must be in [1, 4096]"},
+    {"two_budgets.lua", 4, "budget",
+     "give exactly one of tokens, steps or seconds (got steps and seconds)"},
+    {"speed_count.lua", 6, "learners.speed", "has 3 entries but learners.count is 4"},
+    {"speed_below_one.lua", 4, "learners.speed[2]", "0.5 is out of range: must be at least 1"},
+    {"bad_enum.lua", 5, "outer.merge",
+     "unknown value 'rdaa'; expected one of rda, average; did you mean 'rda'?"},
+    {"chaos_target.lua", 8, "chaos.events[2].target",
+     "learner 4 does not exist (learners.count is 4; ids start at 0)"},
+    {"grace_fixed.lua", 4, "sync.grace.fixed_seconds",
+     "must be greater than 0 when sync.grace.mode is 'fixed'"},
+    {"duplicate_name.lua", 4, "name", "duplicate experiment name 'same' (first defined at "
+                                      "@FILE@:3)"},
+    {"syntax_error.lua", 5, "", "'}' expected (to close '{' at line 2) near 'sync'"},
+    {"sandbox_io.lua", 2, "",
+     "'io' is not available in experiment files: the sandbox allows no file, process or network "
+     "access (name data files with data.file)"},
+    {"sandbox_os.lua", 2, "",
+     "'os' is not available in experiment files: the sandbox allows no file, process or network "
+     "access (name data files with data.file)"},
+    {"undefined_helper.lua", 4, "", "undefined variable 'fracton'; did you mean 'fraction'?"},
+};
+
+std::string expected_message(const bad_case& c, const std::string& path) {
+  std::string m = c.message;
+  const auto at = m.find("@FILE@");
+  if (at != std::string::npos) m.replace(at, 6, path);
+  return m;
+}
+
+class ConfigBadFile : public ::testing::TestWithParam<bad_case> {};
+
+TEST_P(ConfigBadFile, FailsWithItsExactError) {
+  const bad_case& c = GetParam();
+  const std::string path = test::repo_path(std::string("tests/config/bad/") + c.file);
+  const load_result r = load_file(path, test::repo_options());
+  ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
+  EXPECT_TRUE(r.experiments.empty());
+  const config_error& e = r.errors[0];
+  EXPECT_EQ(e.file, path);
+  EXPECT_EQ(e.line, c.line);
+  EXPECT_EQ(e.key_path, c.key);
+  EXPECT_EQ(e.message, expected_message(c, path));
+}
+
+TEST_P(ConfigBadFile, ResolveCommandExitsWithTwoAndNamesFileLineKey) {
+  const bad_case& c = GetParam();
+  const std::string path = test::repo_path(std::string("tests/config/bad/") + c.file);
+  std::ostringstream out, err;
+  // --no-check-files keeps the data path out of the way except for the data-file case itself.
+  std::vector<std::string> args{path};
+  if (std::string(c.key) != "data.file") args.push_back("--no-check-files");
+  EXPECT_EQ(resolve_command(args, out, err), 2);
+  EXPECT_TRUE(out.str().empty());
+  std::string where = path + ":" + std::to_string(c.line) + ": ";
+  if (*c.key != '\0') where += std::string(c.key) + ": ";
+  EXPECT_EQ(err.str(), where + expected_message(c, path) + "\n");
+}
+
+std::string case_name(const ::testing::TestParamInfo<bad_case>& p) {
+  const std::string f = p.param.file;
+  return f.substr(0, f.find('.'));
+}
+
+INSTANTIATE_TEST_SUITE_P(Table, ConfigBadFile, ::testing::ValuesIn(k_bad), case_name);
+
+TEST(ConfigBadFiles, TableCoversEveryBadFile) {
+  std::size_t files = 0;
+  for (const auto& e : std::filesystem::directory_iterator(test::repo_path("tests/config/bad")))
+    if (e.path().extension() == ".lua") ++files;
+  EXPECT_EQ(files, std::size(k_bad));
+}
+
+TEST(ConfigBadFiles, FileWithoutExperimentIsRefused) {
+  const load_result r = load_string("local x = 1\n", "empty.lua");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].to_string(),
+            "empty.lua: the file defines no experiment: call experiment { data = { file = "
+            "\"...\" }, ... }");
+}
+
+TEST(ConfigBadFiles, MissingFileIsRefused) {
+  std::ostringstream out, err;
+  EXPECT_EQ(resolve_command({"/nonexistent/exp.lua"}, out, err), 2);
+  EXPECT_EQ(err.str(), "/nonexistent/exp.lua: cannot open the experiment file\n");
+}
+
+TEST(ConfigBadFiles, UsageErrorsExitWithTwo) {
+  std::ostringstream out, err;
+  EXPECT_EQ(resolve_command({}, out, err), 2);
+  EXPECT_EQ(resolve_command({"a.lua", "--bogus"}, out, err), 2);
+  EXPECT_EQ(resolve_command({"a.lua", "b.lua"}, out, err), 2);
+  std::ostringstream help;
+  EXPECT_EQ(resolve_command({"--help"}, help, err), 0);
+  EXPECT_NE(help.str().find("--set"), std::string::npos);
+}
+
+TEST(ConfigBadFiles, SeveralProblemsAreAllReported) {
+  const std::string script = std::string("experiment {\n") + test::k_data +
+                             ",\n learners = { count = 2 },\n sync = { min_quorum = 3,\n"
+                             " wire = \"int3\" },\n}\n";
+  const load_result r = load_string(script, "many.lua", test::repo_options());
+  ASSERT_EQ(r.errors.size(), 2u) << r.error_text();
+  EXPECT_EQ(r.errors[0].to_string(), "many.lua:4: sync.min_quorum: 3 exceeds learners.count (2)");
+  EXPECT_EQ(r.errors[1].to_string(),
+            "many.lua:5: sync.wire: unknown value 'int3'; expected one of fp32, bf16, int8, int4; "
+            "did you mean 'int8'?");
+}
+
+}  // namespace
+}  // namespace dd::config

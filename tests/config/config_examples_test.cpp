@@ -1,0 +1,147 @@
+// tests/config/config_examples_test.cpp — every examples/*.lua parses and resolves; the resolved
+// JSON reads back to the same experiment; a file naming only its data gets ALGORITHM.md's defaults.
+#include <algorithm>
+#include <filesystem>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+#include "runtime/config/loader.hpp"
+#include "runtime/config/resolve_command.hpp"
+#include "tests/config/config_test_util.hpp"
+
+namespace dd::config {
+namespace {
+
+std::vector<std::string> example_files() {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(test::repo_path("examples")))
+    if (e.path().extension() == ".lua") files.push_back(e.path().string());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+TEST(ConfigExamples, EveryExampleResolves) {
+  const auto files = example_files();
+  ASSERT_GE(files.size(), 5u) << "examples/ should hold the main job, a K sweep, heterogeneous, "
+                                 "chaos and baselines";
+  for (const auto& f : files) {
+    const load_result r = load_file(f, test::repo_options());
+    EXPECT_TRUE(r.ok()) << f << ":\n" << r.error_text();
+    EXPECT_FALSE(r.experiments.empty()) << f;
+    for (const auto& e : r.experiments) {
+      EXPECT_EQ(e.learners.speed.size(), static_cast<std::size_t>(e.learners.count)) << e.name;
+      EXPECT_TRUE(std::filesystem::is_regular_file(e.data.file)) << e.data.file;
+    }
+  }
+}
+
+TEST(ConfigExamples, ResolveCommandPrintsEveryExperiment) {
+  for (const auto& f : example_files()) {
+    // The command resolves relative data paths from the current directory: run from the root.
+    const auto cwd = std::filesystem::current_path();
+    std::filesystem::current_path(DD_SOURCE_DIR);
+    std::ostringstream out, err;
+    const int rc = resolve_command({f}, out, err);
+    std::filesystem::current_path(cwd);
+    ASSERT_EQ(rc, 0) << f << ": " << err.str();
+    const auto j = nlohmann::json::parse(out.str());
+    ASSERT_TRUE(j.is_array());
+    const load_result r = load_file(f, test::repo_options());
+    ASSERT_EQ(j.size(), r.experiments.size()) << f;
+    for (std::size_t i = 0; i < j.size(); ++i) EXPECT_EQ(j[i], to_json(r.experiments[i])) << f;
+  }
+}
+
+TEST(ConfigExamples, ResolvedJsonReadsBackToTheSameExperiment) {
+  for (const auto& f : example_files()) {
+    const load_result r = load_file(f, test::repo_options());
+    ASSERT_TRUE(r.ok()) << r.error_text();
+    for (const auto& e : r.experiments) {
+      const nlohmann::json j = to_json(e);
+      const load_result back = load_json(j);
+      ASSERT_TRUE(back.ok()) << e.name << ": " << back.error_text();
+      ASSERT_EQ(back.experiments.size(), 1u);
+      EXPECT_EQ(to_json(back.experiments[0]), j) << e.name;
+    }
+  }
+}
+
+TEST(ConfigExamples, DataOnlyFileGetsAlgorithmDefaults) {
+  const std::string script = std::string("experiment { ") + test::k_data + " }\n";
+  const load_result r = load_string(script, "defaults.lua", test::repo_options());
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  ASSERT_EQ(r.experiments.size(), 1u);
+  const experiment& e = r.experiments[0];
+  EXPECT_EQ(e.name, "defaults");
+  EXPECT_EQ(e.run_dir, "runs/defaults");
+  EXPECT_EQ(e.checkpoint.dir, "runs/defaults/checkpoints");
+  EXPECT_EQ(e.seed, 1234u);
+  EXPECT_EQ(e.learners.count, 4);
+  EXPECT_EQ(e.learners.speed, std::vector<double>(4, 1.0));
+  EXPECT_EQ(e.sync.fragments, 4);
+  EXPECT_EQ(e.sync.interval, 24);
+  EXPECT_EQ(e.sync.overlap, 2);
+  EXPECT_EQ(e.sync.max_inflight, 2);
+  EXPECT_FALSE(e.sync.min_quorum.is_fraction);
+  EXPECT_EQ(e.sync.min_quorum.count, 1);
+  EXPECT_EQ(e.sync.grace.mode, grace_mode::adaptive);
+  EXPECT_DOUBLE_EQ(e.sync.grace.gamma, 0.8);
+  EXPECT_DOUBLE_EQ(e.sync.grace.max_factor, 2.0);
+  EXPECT_DOUBLE_EQ(e.sync.ema, 0.2);
+  EXPECT_EQ(e.sync.wire, wire_format::fp32);
+  EXPECT_EQ(e.sync.strategy, fragment_strategy_kind::balanced);
+  EXPECT_EQ(e.outer.kind, outer_kind::nesterov);
+  EXPECT_DOUBLE_EQ(e.outer.lr, 0.7);
+  EXPECT_DOUBLE_EQ(e.outer.momentum, 0.9);
+  EXPECT_EQ(e.outer.merge, merge_kind::rda);
+  EXPECT_EQ(e.outer.embedding_merge, merge_kind::average);
+  EXPECT_EQ(e.outer.anchor, anchor_kind::base);
+  EXPECT_DOUBLE_EQ(e.outer.mixing_alpha, 0.0);
+  EXPECT_EQ(e.outer.max_staleness, 4);
+  EXPECT_TRUE(e.outer.token_weighting);
+  EXPECT_DOUBLE_EQ(e.inner.beta1, 0.9);
+  EXPECT_DOUBLE_EQ(e.inner.beta2, 0.95);
+  EXPECT_DOUBLE_EQ(e.inner.weight_decay, 0.1);
+  EXPECT_EQ(e.budget.kind, budget_kind::steps);
+  EXPECT_EQ(e.budget.steps, 600);
+  EXPECT_EQ(e.inner.decay_steps, 600);  // cosine over the step budget
+  EXPECT_TRUE(e.chaos.events.empty());
+  EXPECT_DOUBLE_EQ(e.chaos.random.mtbf_seconds, 0.0);
+  EXPECT_EQ(e.chaos.random.seed, 1234u);
+  EXPECT_EQ(std::filesystem::path(e.data.file).filename(), "input.txt");
+}
+
+TEST(ConfigExamples, TokenBudgetSetsTheScheduleLength) {
+  // 4 learners x 16 sequences x 128 tokens = 8192 tokens per step of the whole run.
+  const std::string script = std::string("experiment { ") + test::k_data +
+                             ", budget = { tokens = 8192 * 300 + 1 } }";
+  const load_result r = load_string(script, "t.lua", test::repo_options());
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r.experiments[0].budget.kind, budget_kind::tokens);
+  EXPECT_EQ(r.experiments[0].inner.decay_steps, 301);
+}
+
+TEST(ConfigExamples, QuorumResolvesAgainstLiveLearners) {
+  quorum k;
+  k.is_fraction = true;
+  k.fraction = 0.5;
+  EXPECT_EQ(k.resolve(4), 2);
+  EXPECT_EQ(k.resolve(3), 2);
+  EXPECT_EQ(k.resolve(1), 1);
+  k.is_fraction = false;
+  k.count = 3;
+  EXPECT_EQ(k.resolve(4), 3);
+  EXPECT_EQ(k.resolve(2), 2);  // never more than the live learners
+}
+
+TEST(ConfigExamples, KnownKeyPathsCoverTheSections) {
+  const auto& keys = known_key_paths();
+  for (const char* k : {"sync.min_quorum", "sync.grace.gamma", "outer.mixing_alpha",
+                        "chaos.events[].at_fraction", "chaos.random.recovery.dist", "budget.tokens",
+                        "learners.speed", "checkpoint.every_versions"})
+    EXPECT_NE(std::find(keys.begin(), keys.end(), k), keys.end()) << k;
+}
+
+}  // namespace
+}  // namespace dd::config

@@ -1,0 +1,117 @@
+// tests/config/config_sandbox_test.cpp — experiment scripts get no file, process or network
+// access, no bytecode, and are stopped by the instruction and memory limits.
+#include <filesystem>
+
+#include <gtest/gtest.h>
+
+#include "runtime/config/loader.hpp"
+#include "tests/config/config_test_util.hpp"
+
+namespace dd::config {
+namespace {
+
+/// Runs `body` followed by a valid experiment; returns the single error (fails if not exactly one).
+config_error refusal(const std::string& body, load_options o = test::repo_options()) {
+  const std::string script = body + "\nexperiment { " + test::k_data + " }\n";
+  const load_result r = load_string(script, "sandbox.lua", o);
+  EXPECT_EQ(r.errors.size(), 1u) << r.error_text();
+  EXPECT_TRUE(r.experiments.empty());
+  return r.errors.empty() ? config_error{} : r.errors[0];
+}
+
+const std::string k_no_access =
+    "is not available in experiment files: the sandbox allows no file, process or network access "
+    "(name data files with data.file)";
+
+TEST(ConfigSandbox, NoFileAccess) {
+  EXPECT_EQ(refusal("local f = io.open('/etc/passwd')").message, "'io' " + k_no_access);
+  EXPECT_EQ(refusal("io.write('x')").line, 1);
+  EXPECT_EQ(refusal("dofile('/etc/passwd')").message, "'dofile' " + k_no_access);
+  EXPECT_EQ(refusal("loadfile('/etc/passwd')").message, "'loadfile' " + k_no_access);
+}
+
+TEST(ConfigSandbox, NoProcessAccess) {
+  const std::string marker = "/tmp/dd_config_sandbox_marker";
+  std::filesystem::remove(marker);
+  EXPECT_EQ(refusal("os.execute('touch " + marker + "')").message, "'os' " + k_no_access);
+  EXPECT_FALSE(std::filesystem::exists(marker));
+  EXPECT_EQ(refusal("local x = os.getenv('HOME')").message, "'os' " + k_no_access);
+}
+
+TEST(ConfigSandbox, NoModulesOrDebug) {
+  EXPECT_EQ(refusal("local s = require('socket')").message, "'require' " + k_no_access);
+  EXPECT_EQ(refusal("local p = package.loadlib").message, "'package' " + k_no_access);
+  EXPECT_EQ(refusal("debug.sethook()").message, "'debug' " + k_no_access);
+  EXPECT_EQ(refusal("collectgarbage()").message, "'collectgarbage' " + k_no_access);
+}
+
+TEST(ConfigSandbox, NoBytecode) {
+  EXPECT_EQ(refusal("local f = load('\\27Lua\\84\\0')").message,
+            "load: binary (precompiled) chunks are refused in experiment files");
+  EXPECT_EQ(refusal("local d = string.dump(function() end)").message,
+            "attempt to call a nil value (field 'dump')");
+  const load_result r = load_string("\x1bLua\x54", "bin.lua");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].message,
+            "binary (precompiled) chunks are refused; experiment files are Lua source text");
+}
+
+TEST(ConfigSandbox, TextLoadStillWorksInsideTheSandbox) {
+  const std::string script = std::string("local n = load('return 2 + 1')()\n") +
+                             "experiment { " + test::k_data + ", learners = { count = n } }\n";
+  const load_result r = load_string(script, "load.lua", test::repo_options());
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r.experiments[0].learners.count, 3);
+  // A loaded chunk sees the same sandbox: no io there either.
+  const config_error e = refusal("load('return io')()");
+  EXPECT_EQ(e.line, 1);
+  EXPECT_EQ(e.message, "load:1: 'io' " + k_no_access);
+}
+
+TEST(ConfigSandbox, EndlessLoopIsStopped) {
+  load_options o = test::repo_options();
+  o.instruction_limit = 2'000'000;
+  const config_error e = refusal("local i = 0\nwhile true do\n  i = i + 1\nend", o);
+  EXPECT_EQ(e.file, "sandbox.lua");
+  EXPECT_GE(e.line, 2);
+  EXPECT_LE(e.line, 4);
+  EXPECT_EQ(e.message,
+            "the script ran past its limit of 2000000 Lua instructions (an endless loop?)");
+}
+
+TEST(ConfigSandbox, PcallCannotSwallowTheInstructionLimit) {
+  load_options o = test::repo_options();
+  o.instruction_limit = 1'000'000;
+  const config_error e =
+      refusal("while true do pcall(function() while true do end end) end", o);
+  EXPECT_EQ(e.message,
+            "the script ran past its limit of 1000000 Lua instructions (an endless loop?)");
+}
+
+TEST(ConfigSandbox, MemoryBombIsStopped) {
+  load_options o = test::repo_options();
+  o.memory_limit = std::size_t{8} << 20;
+  const config_error e = refusal("local t = {}\nfor i = 1, 1e9 do t[i] = string.rep('x', 64) .. i end", o);
+  EXPECT_EQ(e.line, 2);
+  EXPECT_EQ(e.message, "the script ran past its memory limit of 8 MiB");
+  const config_error big = refusal("local s = string.rep('x', 1 << 30)", o);
+  EXPECT_EQ(big.message, "the script ran past its memory limit of 8 MiB");
+}
+
+TEST(ConfigSandbox, NonConfigValuesAreRefused) {
+  const std::string script = std::string("experiment {\n  ") + test::k_data +
+                             ",\n  learners = { count = function() return 4 end },\n}\n";
+  const load_result r = load_string(script, "fn.lua", test::repo_options());
+  ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
+  EXPECT_EQ(r.errors[0].to_string(),
+            "fn.lua:3: learners.count: a function is not a configuration value");
+}
+
+TEST(ConfigSandbox, ScriptErrorsKeepTheirLine) {
+  const config_error e = refusal("local x = 1\nerror('my own check failed')");
+  EXPECT_EQ(e.line, 2);
+  EXPECT_EQ(e.message, "my own check failed");
+}
+
+}  // namespace
+}  // namespace dd::config

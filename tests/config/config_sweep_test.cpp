@@ -1,0 +1,167 @@
+// tests/config/config_sweep_test.cpp — sweeps expand to the expected experiments, names select,
+// --set overrides apply (and are validated like file keys, naming "--set").
+#include <gtest/gtest.h>
+
+#include "runtime/config/loader.hpp"
+#include "tests/config/config_test_util.hpp"
+
+namespace dd::config {
+namespace {
+
+TEST(ConfigSweep, KSweepExpandsInOrder) {
+  const load_result r = load_file(test::repo_path("examples/k_sweep.lua"), test::repo_options());
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  ASSERT_EQ(r.experiments.size(), 4u);
+  const char* names[] = {"k_sweep-k1", "k_sweep-k2", "k_sweep-k4", "k_sweep-half"};
+  const int counts[] = {1, 2, 4};
+  for (std::size_t i = 0; i < 4; ++i) {
+    const experiment& e = r.experiments[i];
+    EXPECT_EQ(e.name, names[i]);
+    EXPECT_EQ(e.learners.count, 4);
+    EXPECT_EQ(e.budget.kind, budget_kind::tokens);
+    EXPECT_EQ(e.budget.tokens, 4 * 16 * 128 * 600);
+    if (i < 3) {
+      EXPECT_FALSE(e.sync.min_quorum.is_fraction);
+      EXPECT_EQ(e.sync.min_quorum.count, counts[i]);
+    } else {
+      EXPECT_TRUE(e.sync.min_quorum.is_fraction);
+      EXPECT_DOUBLE_EQ(e.sync.min_quorum.fraction, 0.5);
+    }
+  }
+}
+
+TEST(ConfigSweep, SnapshotIsTakenAtTheCall) {
+  // Mutating one table between calls must not change experiments already recorded.
+  const std::string script = std::string("local t = { ") + test::k_data +
+                             ", sync = { min_quorum = 1 } }\n"
+                             "for k = 1, 3 do t.name = 'k' .. k; t.sync.min_quorum = k; "
+                             "experiment(t) end\n";
+  const load_result r = load_string(script, "snap.lua", test::repo_options());
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  ASSERT_EQ(r.experiments.size(), 3u);
+  for (int k = 1; k <= 3; ++k) {
+    EXPECT_EQ(r.experiments[k - 1].name, "k" + std::to_string(k));
+    EXPECT_EQ(r.experiments[k - 1].sync.min_quorum.count, k);
+    EXPECT_EQ(r.experiments[k - 1].source, "snap.lua:2");
+  }
+}
+
+TEST(ConfigSweep, UnnamedExperimentsAreNumbered) {
+  const std::string one = std::string("experiment { ") + test::k_data + " }\n";
+  const load_result r = load_string(one + one, "dir/grid.lua", test::repo_options());
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  ASSERT_EQ(r.experiments.size(), 2u);
+  EXPECT_EQ(r.experiments[0].name, "grid-1");
+  EXPECT_EQ(r.experiments[1].name, "grid-2");
+}
+
+TEST(ConfigSweep, SelectByName) {
+  load_options o = test::repo_options();
+  o.names = {"k_sweep-k4", "k_sweep-k1"};
+  const load_result r = load_file(test::repo_path("examples/k_sweep.lua"), o);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  ASSERT_EQ(r.experiments.size(), 2u);
+  EXPECT_EQ(r.experiments[0].name, "k_sweep-k4");
+  EXPECT_EQ(r.experiments[1].name, "k_sweep-k1");
+}
+
+TEST(ConfigSweep, UnknownNameSuggestsTheClosest) {
+  load_options o = test::repo_options();
+  o.names = {"k_sweep-k3"};
+  const std::string path = test::repo_path("examples/k_sweep.lua");
+  const load_result r = load_file(path, o);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_TRUE(r.experiments.empty());
+  EXPECT_EQ(r.errors[0].to_string(),
+            path + ": no experiment named 'k_sweep-k3'; did you mean 'k_sweep-k1'?; the file "
+                   "defines: k_sweep-k1, k_sweep-k2, k_sweep-k4, k_sweep-half");
+}
+
+TEST(ConfigSweep, OverridesApplyToEveryExperiment) {
+  load_options o = test::repo_options();
+  o.overrides = {"sync.fragments=2", "learners.backend=cuda", "outer.anchor=\"current\"",
+                 "sync.grace.mode=off", "inner.lr=1e-3", "outer.token_weighting=false",
+                 "learners.speed={1, 1, 1.25, 2}", "seed=7"};
+  const load_result r = load_file(test::repo_path("examples/k_sweep.lua"), o);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  ASSERT_EQ(r.experiments.size(), 4u);
+  for (const auto& e : r.experiments) {
+    EXPECT_EQ(e.sync.fragments, 2);
+    EXPECT_EQ(e.learners.backend, backend_kind::cuda);  // unquoted text reads as a string
+    EXPECT_EQ(e.outer.anchor, anchor_kind::current);
+    EXPECT_EQ(e.sync.grace.mode, grace_mode::off);
+    EXPECT_DOUBLE_EQ(e.inner.lr, 1e-3);
+    EXPECT_FALSE(e.outer.token_weighting);
+    EXPECT_EQ(e.learners.speed, (std::vector<double>{1, 1, 1.25, 2}));
+    EXPECT_EQ(e.seed, 7u);
+    EXPECT_EQ(e.chaos.random.seed, 7u);  // derived defaults follow the override
+  }
+  // File values that were not overridden stay.
+  EXPECT_EQ(r.experiments[1].sync.min_quorum.count, 2);
+}
+
+TEST(ConfigSweep, OverrideCanSetAFraction) {
+  load_options o = test::repo_options();
+  o.overrides = {"sync.min_quorum=fraction(0.75)"};
+  const load_result r = load_file(test::repo_path("examples/shakespeare.lua"), o);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_TRUE(r.experiments[0].sync.min_quorum.is_fraction);
+  EXPECT_DOUBLE_EQ(r.experiments[0].sync.min_quorum.fraction, 0.75);
+  EXPECT_EQ(r.experiments[0].sync.min_quorum.resolve(4), 3);
+}
+
+TEST(ConfigSweep, BadOverridesNameTheSetFlag) {
+  load_options o = test::repo_options();
+  o.overrides = {"sync.min_quorm=2"};
+  load_result r = load_file(test::repo_path("examples/shakespeare.lua"), o);
+  ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
+  EXPECT_EQ(r.errors[0].to_string(),
+            "--set sync.min_quorm=2: sync.min_quorm: unknown key; did you mean 'min_quorum'?");
+
+  o.overrides = {"sync.min_quorum=9"};
+  r = load_file(test::repo_path("examples/shakespeare.lua"), o);
+  ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
+  EXPECT_EQ(r.errors[0].to_string(), "--set sync.min_quorum=9: sync.min_quorum: 9 exceeds "
+                                     "learners.count (4)");
+
+  o.overrides = {"sync.fragments=48"};
+  r = load_file(test::repo_path("examples/shakespeare.lua"), o);
+  ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
+  EXPECT_EQ(r.errors[0].to_string(), "--set sync.fragments=48: sync.fragments: 48 fragments exceed "
+                                     "sync.interval (24); P <= H is required");
+
+  o.overrides = {"nonsense"};
+  r = load_file(test::repo_path("examples/shakespeare.lua"), o);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].to_string(),
+            "--set nonsense: expected key.path=value, e.g. --set sync.min_quorum=2");
+
+  o.overrides = {"learners.count.x=1"};
+  r = load_file(test::repo_path("examples/shakespeare.lua"), o);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].to_string(), "--set learners.count.x=1: learners.count.x: cannot set it: "
+                                     "'learners.count' is number 4, not a table");
+}
+
+TEST(ConfigSweep, ExtendMergesNestedTables) {
+  const std::string script = std::string("local base = { ") + test::k_data +
+                             ", sync = { fragments = 2, interval = 12 } }\n"
+                             "experiment(extend(base, { name = 'a', sync = { interval = 6 } }))\n";
+  const load_result r = load_string(script, "ext.lua", test::repo_options());
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r.experiments[0].sync.fragments, 2);
+  EXPECT_EQ(r.experiments[0].sync.interval, 6);
+}
+
+TEST(ConfigSweep, KeyLineIsFoundWhenTheTableIsBuiltAboveTheCall) {
+  const std::string script = std::string("local base = {\n  ") + test::k_data +
+                             ",\n  learners = {\n    jitter = 2,\n  },\n}\n"
+                             "experiment(base)\n";
+  const load_result r = load_string(script, "above.lua", test::repo_options());
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].to_string(), "above.lua:4: learners.jitter: 2 is out of range: must be in "
+                                     "[0, 1)");
+}
+
+}  // namespace
+}  // namespace dd::config

@@ -1,0 +1,24 @@
+// tests/config/config_test_util.hpp — shared helpers of the config DSL tests.
+#pragma once
+
+#include <string>
+
+#include "runtime/config/loader.hpp"
+
+namespace dd::config::test {
+
+/// Options under which repository files resolve wherever ctest runs: relative data paths are
+/// also looked up from the repository root (where ../shared/data is the data folder).
+inline load_options repo_options() {
+  load_options o;
+  o.search_dirs.push_back(DD_SOURCE_DIR);
+  return o;
+}
+
+/// A path inside the repository.
+inline std::string repo_path(const std::string& rel) { return std::string(DD_SOURCE_DIR) + "/" + rel; }
+
+/// The data line every inline test script uses.
+inline const char* const k_data = "data = { file = \"../shared/data/tinyshakespeare/input.txt\" }";
+
+}  // namespace dd::config::test
