@@ -11,11 +11,13 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <caf/actor.hpp>
+#include <caf/actor_clock.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include "actors/fragment_owner_state.hpp"

@@ -240,8 +240,8 @@ class cpu_backend final : public detail::host_backend {
     }
   }
 
-  /// dbias[o] += Σ_n dout[n, o] for o in [ob, oe), summed in n order (4-way unrolled over n
-  /// with a fixed combination order, vectorized over o).
+  /// dbias[o] += Σ_n dout[n, o] for o in [ob, oe), each column summed in n order (vectorized
+  /// across o, so the order is fixed whatever the vector width).
   static void column_sums_add(float* dbias, const float* dout, int N, int OC, size_t ob,
                               size_t oe) {
     const size_t w = oe - ob;

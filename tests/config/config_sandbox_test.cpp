@@ -115,3 +115,24 @@ TEST(ConfigSandbox, ScriptErrorsKeepTheirLine) {
 
 }  // namespace
 }  // namespace dd::config
+
+namespace dd::config {
+namespace {
+
+TEST(ConfigSandbox, SnapshotsAreCappedToo) {
+  // Each call copies its table out of the interpreter; the copies share the memory cap.
+  load_options o = test::repo_options();
+  o.memory_limit = std::size_t{8} << 20;
+  const std::string script = std::string("local s = string.rep('x', 1 << 20)\n") +
+                             "for i = 1, 20 do experiment { name = 'e' .. i, description = s, " +
+                             test::k_data + " } end\n";
+  const load_result r = load_string(script, "cap.lua", o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.errors[0].key_path, "description");
+  EXPECT_EQ(r.errors[0].line, 2);
+  EXPECT_EQ(r.errors[0].message,
+            "the experiments hold too much data (at most 100000 values and 8 MiB)");
+}
+
+}  // namespace
+}  // namespace dd::config

@@ -49,7 +49,7 @@ Cluster and failures (defaults: docs/goodput.md, "Parameters")
   --recovery-cv C        coefficient of variation (lognormal)           [0.5]
   --speed-cv C           per-chip speed variation (lognormal CV)        [0]
 Data-parallel without elasticity
-  --restart SEC          relaunch + reload checkpoint after the slice is back [12]
+  --restart SEC          relaunch + reload checkpoint after the slice is back [13]
   --checkpoint-interval SEC  training time between checkpoints; -1 = Young's optimum
                          sqrt(2 x write x MTBF); 0 = every step, free    [0]
   --checkpoint-write SEC training blocked per checkpoint write          [0]

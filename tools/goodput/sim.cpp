@@ -543,9 +543,9 @@ class engine {
         if (g.pending) ++pending;
       }
     }
-    if (live == barrier_live_ && pending == barrier_pending_) return;  // nothing new
-    barrier_live_ = live;
-    barrier_pending_ = pending;
+    // The policy is consulted when the set of pending learners could complete the round (its
+    // messages cost microseconds; a round has M arrivals): K = all live learners.
+    if (live == 0 || pending < live) return;
     policy::round_state st;
     st.live = live;
     st.pending = pending;
@@ -580,7 +580,6 @@ class engine {
   double useful_ = 0, lost_ = 0, progress_s_ = 0, global_t_ = 0;
   bool advancing_ = false, first_count_ = true;
   std::size_t last_live_ = 0, last_step_ = 0;
-  std::size_t barrier_live_ = SIZE_MAX, barrier_pending_ = SIZE_MAX;
 };
 
 }  // namespace

@@ -62,7 +62,7 @@ struct sim_config {
   double recovery_mean_s = 60.0;           ///< mean time until a failed slice (or its hot spare)
                                            ///< is ready to train again (s).
   double recovery_cv = 0.5;                ///< coefficient of variation (lognormal only).
-  double restart_s = 12.0;                 ///< non-elastic DP: relaunch + reload checkpoint (s).
+  double restart_s = 13.0;                 ///< non-elastic DP: relaunch + reload checkpoint (s).
   double checkpoint_interval_s = 0.0;      ///< non-elastic DP: training time between checkpoints
                                            ///< (s); < 0 = Young's optimum sqrt(2 δ MTBF);
                                            ///< 0 = every step, free (lose only the step).

@@ -153,8 +153,11 @@ comparison compare(const outputs& got, const outputs& ref, double tol) {
 constexpr double tol_exact = 1e-6;
 // Transcendental elementwise (tanhf, expf, logf in float): a few ulps, amplified by one product.
 constexpr double tol_transcendental = 1e-5;
-// Row reductions in float (layer norm statistics, softmax sums).
+// Row reductions in float over C elements (layer norm statistics).
 constexpr double tol_row = 2e-5;
+// Softmax over a row of V (up to 50257) in float: the row sum's error grows like sqrt(V)·eps
+// (1.3e-5 at V = 50257) and expf adds a few ulps.
+constexpr double tol_softmax = 1e-4;
 // fp32 cuBLAS products and float column reductions: error grows like sqrt(K)·eps (K up to 16384).
 constexpr double tol_gemm = 1e-4;
 // Attention backward: products of products (datt, softmax backward, dq/dk).
@@ -254,7 +257,7 @@ void add_matmul_cases(std::vector<check_case>& cases, bool quick) {
                            {2048, 128, 384}, {2048, 128, 256}, {2048, 512, 128}};
   if (!quick) {
     shapes.push_back({1024, 768, 3072});
-    shapes.push_back({4096, 768, 768});
+    shapes.push_back({2048, 768, 768});
   }
   uint64_t seed = 300;
   for (const auto& sh : shapes) {
@@ -348,7 +351,7 @@ void add_softmax_cases(std::vector<check_case>& cases, bool quick) {
                               " |z|<=" + std::to_string(static_cast<int>(sh.range));
     const uint64_t sd = seed++;
     const size_t n = static_cast<size_t>(sh.N) * sh.V;
-    cases.push_back({"softmax_crossentropy_forward", shape, tol_row, [=](backend& be) {
+    cases.push_back({"softmax_crossentropy_forward", shape, tol_softmax, [=](backend& be) {
                        auto logits = to_dev(be, random_floats(n, sd, -sh.range, sh.range));
                        auto tg = to_dev(be, random_ints(static_cast<size_t>(sh.N), sd + 1, sh.V));
                        auto losses = be.alloc<float>(static_cast<size_t>(sh.N));

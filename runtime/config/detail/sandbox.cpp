@@ -69,6 +69,7 @@ struct sandbox_state {
   std::uint64_t instruction_limit = 0;
   bool over_instructions = false;
   int last_line = 0;
+  std::size_t captured_bytes = 0;  // C++-side size of the snapshots, capped at memory_limit
   std::vector<raw_experiment> experiments;
 };
 
@@ -113,7 +114,22 @@ void limits_hook(lua_State* L, lua_Debug* ar) {
 struct converter {
   lua_State* L;
   std::vector<std::pair<std::string, std::string>>* problems;
+  std::size_t* bytes;       // running total of snapshot sizes (approximate)
+  std::size_t bytes_limit;  // refuse past this
   std::size_t values = 0;
+  bool over = false;
+
+  /// Counts `n` bytes against the caps; false (reported once) when they are exceeded.
+  bool charge(std::size_t n, const std::string& path) {
+    *bytes += n;
+    if (*bytes <= bytes_limit && values <= k_max_values) return true;
+    if (!over)
+      problems->emplace_back(path, "the experiments hold too much data (at most " +
+                                       std::to_string(k_max_values) + " values and " +
+                                       std::to_string(bytes_limit >> 20) + " MiB)");
+    over = true;
+    return false;
+  }
 
   static std::string join(const std::string& path, const std::string& key) {
     return path.empty() ? key : path + "." + key;
@@ -122,11 +138,8 @@ struct converter {
   nlohmann::json convert(int idx, const std::string& path, int depth) {
     using nlohmann::json;
     idx = lua_absindex(L, idx);
-    if (++values > k_max_values) {
-      if (values == k_max_values + 1)
-        problems->emplace_back(path, "the experiment holds too many values");
-      return json();
-    }
+    ++values;
+    if (!charge(16, path)) return json();
     switch (lua_type(L, idx)) {
       case LUA_TBOOLEAN: return json(lua_toboolean(L, idx) != 0);
       case LUA_TNUMBER: {
@@ -138,6 +151,7 @@ struct converter {
       case LUA_TSTRING: {
         std::size_t n = 0;
         const char* s = lua_tolstring(L, idx, &n);
+        if (!charge(n, path)) return json();
         return json(std::string(s, n));
       }
       case LUA_TTABLE: return convert_table(idx, path, depth);
@@ -203,7 +217,8 @@ bool capture(lua_State* L, int line) noexcept {
   try {
     raw_experiment raw;
     raw.line = line;
-    converter c{L, &raw.problems};
+    sandbox_state* s = state_of(L);
+    converter c{L, &raw.problems, &s->captured_bytes, s->memory_limit};
     raw.value = c.convert(1, "", 0);
     state_of(L)->experiments.push_back(std::move(raw));
     return true;
@@ -440,7 +455,8 @@ std::optional<nlohmann::json> eval_expression(std::string_view expr, const sandb
   if (t != LUA_TBOOLEAN && t != LUA_TNUMBER && t != LUA_TSTRING && t != LUA_TTABLE)
     return std::nullopt;
   std::vector<std::pair<std::string, std::string>> problems;
-  converter c{L.get(), &problems};
+  std::size_t bytes = 0;
+  converter c{L.get(), &problems, &bytes, s.memory_limit};
   // The value is at the top; convert() wants it at index 1 relative paths only, so use -1.
   nlohmann::json v = c.convert(-1, "", 0);
   if (!problems.empty()) return std::nullopt;
