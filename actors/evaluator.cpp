@@ -80,6 +80,7 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
                               ctx.batches);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.last_loss = loss;
+  st.last_eval_s = secs;
   st.last_digest = digest_floats(flat);
   st.in_round = false;
   if (ctx.log != nullptr) {
@@ -113,8 +114,12 @@ caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_c
   return {
     [=](atoms::eval_atom) {
       start_round(self, *ctx);
+      // Never spend more than about a tenth of the machine on periodic evaluation: the cadence
+      // stretches to 9 × the last evaluation's duration when that is longer.
       if (ctx->every_seconds > 0)
-        self->delayed_send(self, span(ctx->every_seconds), atoms::eval_atom_v);
+        self->delayed_send(self,
+                           span(std::max(ctx->every_seconds, 9.0 * self->state.last_eval_s)),
+                           atoms::eval_atom_v);
     },
     [=](atoms::eval_atom, bool) -> caf::result<double, uint64_t> {
       auto rp = self->make_response_promise<double, uint64_t>();

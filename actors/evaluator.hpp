@@ -1,7 +1,8 @@
 // actors/evaluator.hpp — assembles the global model from the fragment owners on a schedule and
 // measures its validation loss on the held-out split.
 //
-// Promises: every `every_seconds` (and on request) it asks the health monitor for the current
+// Promises: every `every_seconds` — stretched to 9 × the last evaluation's duration when that is
+// longer, so evaluation takes at most ~10% of the machine — (and on request) it asks the health monitor for the current
 // owners, pulls every fragment, and when all have arrived writes them into its own model and
 // evaluates `batches` fixed validation batches (runtime/eval.hpp); each result is an "eval"
 // event (val_loss in nats/token, the fragment versions, a digest of the global model). A pull
@@ -57,6 +58,7 @@ struct evaluator_state {
   std::vector<caf::response_promise> waiting;   ///< answered by the round in flight
   std::vector<caf::response_promise> deferred;  ///< asked mid-round: answered by the next one
   double last_loss = -1.0;
+  double last_eval_s = 0.0;  ///< wall seconds of the last evaluation (stretches the cadence)
   uint64_t last_digest = 0;
   static inline const char* name = "evaluator";
 };
