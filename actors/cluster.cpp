@@ -247,6 +247,7 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   ectx->seq_len = e.model.context;
   ectx->batches = std::max(1, e.eval.batches);
   ectx->every_seconds = e.eval.every_seconds;
+  ectx->adaptive_cadence = !sim;
   ectx->backend = "cpu";
   ectx->threads = 1;
   ectx->monitor = st.monitor;

@@ -118,7 +118,9 @@ caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_c
       // stretches to 9 × the last evaluation's duration when that is longer.
       if (ctx->every_seconds > 0)
         self->delayed_send(self,
-                           span(std::max(ctx->every_seconds, 9.0 * self->state.last_eval_s)),
+                           span(ctx->adaptive_cadence
+                                    ? std::max(ctx->every_seconds, 9.0 * self->state.last_eval_s)
+                                    : ctx->every_seconds),
                            atoms::eval_atom_v);
     },
     [=](atoms::eval_atom, bool) -> caf::result<double, uint64_t> {

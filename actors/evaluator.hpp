@@ -40,6 +40,9 @@ struct evaluator_context {
   int batches = 8;               ///< validation batches per evaluation
   double every_seconds = 10.0;   ///< cadence (0 = only on request)
   double round_timeout_s = 10.0; ///< retry pulls after this long
+  /// Stretch the cadence to 9 × the last evaluation's wall time (off in logical-time runs, where
+  /// wall time must not influence the schedule).
+  bool adaptive_cadence = true;
   std::string backend = "cpu";
   int threads = 1;
   caf::actor monitor;

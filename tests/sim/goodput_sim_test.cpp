@@ -123,6 +123,31 @@ TEST(GoodputSim, FailureRateMatchesChipsOverMtbi) {
   EXPECT_LT(from_load, expected);
 }
 
+TEST(GoodputSim, IdleFailuresStrikeStalledChipsAtTheSameRate) {
+  // Non-elastic DP with long stalls (100 s recovery + 400 s restart, ~1 failure per 340 s of
+  // exposure): with idle_failures every up chip is exposed all the time, so failures ≈ (up
+  // chip-time) / MTBI and up chip-time ≈ N · T; without it only stepping chips are (a fraction).
+  sim_config c = small();
+  c.mtbi_days = 10.0;
+  c.days = 10.0;
+  c.restart_s = 400.0;
+  const int seeds = 20;
+  double failures = 0, exposed = 0, loaded_only = 0;
+  for (int k = 0; k < seeds; ++k) {
+    c.idle_failures = true;
+    const auto r = simulate(c, strategy::data_parallel, 2000 + k);
+    failures += static_cast<double>(r.failures);
+    exposed += r.loaded_chip_s;
+    c.idle_failures = false;
+    loaded_only += simulate(c, strategy::data_parallel, 2000 + k).loaded_chip_s;
+  }
+  const double from_exposure = exposed / (10.0 * day);
+  EXPECT_NEAR(failures, from_exposure, 4 * std::sqrt(from_exposure));
+  const double all_chip_s = seeds * 2560.0 * 10.0 * day;
+  EXPECT_GT(exposed, 0.95 * all_chip_s);  // a down slice is 1 of 10, down ~100 s per failure
+  EXPECT_LT(loaded_only, 0.5 * all_chip_s);  // stalled ~500 s per ~340 s of stepping
+}
+
 TEST(GoodputSim, SameSeedSameOutput) {
   sim_config c = small();
   c.mtbi_days = 30.0;

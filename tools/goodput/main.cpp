@@ -48,6 +48,8 @@ Cluster and failures (defaults: docs/goodput.md, "Parameters")
   --recovery-mean SEC    mean time until a failed slice (or hot spare) is usable [60]
   --recovery-cv C        coefficient of variation (lognormal)           [0.5]
   --speed-cv C           per-chip speed variation (lognormal CV)        [0]
+  --idle-failures Y      no: only chips under load fail; yes: idle chips of a stalled
+                         or paused job fail too (failures pile up in the stall) [no]
 Data-parallel without elasticity
   --restart SEC          relaunch + reload checkpoint after the slice is back [13]
   --checkpoint-interval SEC  training time between checkpoints; -1 = Young's optimum
@@ -147,6 +149,12 @@ options parse(int argc, char** argv) {
     } else if (a == "--recovery-mean") c.recovery_mean_s = to_double(a, val());
     else if (a == "--recovery-cv") c.recovery_cv = to_double(a, val());
     else if (a == "--speed-cv") c.chip_speed_cv = to_double(a, val());
+    else if (a == "--idle-failures") {
+      const std::string v = val();
+      if (v == "yes") c.idle_failures = true;
+      else if (v == "no") c.idle_failures = false;
+      else die("--idle-failures expects yes or no, got '" + v + "'");
+    }
     else if (a == "--restart") c.restart_s = to_double(a, val());
     else if (a == "--checkpoint-interval") c.checkpoint_interval_s = to_double(a, val());
     else if (a == "--checkpoint-write") c.checkpoint_write_s = to_double(a, val());
@@ -239,6 +247,7 @@ void write_outputs(const options& o, const std::vector<cell>& cells,
                  {"recovery_dist", to_string(c.recovery)},
                  {"recovery_mean_s", c.recovery_mean_s},
                  {"recovery_cv", c.recovery_cv},
+                 {"idle_failures", c.idle_failures},
                  {"restart_s", c.restart_s},
                  {"checkpoint_interval_s", c.checkpoint_interval_s},
                  {"checkpoint_write_s", c.checkpoint_write_s},

@@ -278,8 +278,9 @@ class engine {
   }
 
   // ---- failure process: superposition of per-chip Poisson processes over up slices ----
-  // Interruptions strike chips under load: the up slices of groups that are stepping. Rate =
-  // loaded chips / MTBI; memoryless, so it is resampled after every event.
+  // Interruptions strike chips under load: the up slices of groups that are stepping (with
+  // idle_failures: every up slice). Rate = exposed chips / MTBI; memoryless, so it is resampled
+  // after every event.
   void resample_failure(double t) {
     if (!poisson_ || loaded_slices_ == 0) {
       next_failure_t_ = INFINITY;
@@ -295,7 +296,7 @@ class engine {
     auto k = static_cast<std::uint64_t>(uniform() * static_cast<double>(loaded_slices_));
     k = std::min<std::uint64_t>(k, loaded_slices_ - 1);
     for (const auto& g : groups_) {
-      if (!g.was_stepping) continue;
+      if (!g.was_stepping && !c_.idle_failures) continue;
       if (k < g.up) return g.slices[k];
       k -= g.up;
     }
@@ -371,10 +372,8 @@ class engine {
     for (auto& g : groups_) {
       const bool now_stepping = stepping(g, t);
       if (g.up > 0) ++live;
-      if (now_stepping) {
-        ++step;
-        loaded_slices_ += g.up;
-      }
+      if (now_stepping) ++step;
+      if (now_stepping || c_.idle_failures) loaded_slices_ += g.up;
       if (s_ == strategy::decoupled_diloco && now_stepping != g.was_stepping) {
         if (!now_stepping) {
           g.stopped_at_progress = progress_s_;

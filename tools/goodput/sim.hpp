@@ -62,6 +62,11 @@ struct sim_config {
   double recovery_mean_s = 60.0;           ///< mean time until a failed slice (or its hot spare)
                                            ///< is ready to train again (s).
   double recovery_cv = 0.5;                ///< coefficient of variation (lognormal only).
+  bool idle_failures = false;              ///< false: only chips under load (up slices of a
+                                           ///< stepping job) are interrupted; true: every up
+                                           ///< slice is, also while its job is stalled or
+                                           ///< paused (failures then pile up in the stall: the
+                                           ///< non-elastic restart waits for all of them).
   double restart_s = 13.0;                 ///< non-elastic DP: relaunch + reload checkpoint (s).
   double checkpoint_interval_s = 0.0;      ///< non-elastic DP: training time between checkpoints
                                            ///< (s); < 0 = Young's optimum sqrt(2 δ MTBF);

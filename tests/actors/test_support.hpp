@@ -1,0 +1,101 @@
+// tests/actors/test_support.hpp — helpers shared by the actor tests: a CAF actor system on the
+// deterministic test coordinator (manual clock, one thread) usable from GoogleTest, a tiny
+// fragment layout, and push builders.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <caf/scheduler/test_coordinator.hpp>
+
+#include "actors/atoms.hpp"
+#include "messages/codec.hpp"
+#include "runtime/fragments.hpp"
+#include "runtime/quantize.hpp"
+#include "runtime/tensor_info.hpp"
+
+namespace dd::test {
+
+/// An actor system whose scheduler is CAF's test coordinator: nothing runs until the test calls
+/// run(); delayed messages fire when the test advances the manual clock.
+struct coordinator {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  caf::scheduler::test_coordinator* sched = nullptr;
+
+  coordinator() {
+    cfg.set("scheduler.policy", caf::atom("testing"));
+    cfg.set("logger.file-verbosity", caf::atom("quiet"));
+    cfg.set("logger.console-verbosity", caf::atom("quiet"));
+    sys = std::make_unique<caf::actor_system>(cfg);
+    sched = &dynamic_cast<caf::scheduler::test_coordinator&>(sys->scheduler());
+  }
+
+  /// Runs every job that is ready (no time passes).
+  size_t run() { return sched->run(); }
+
+  /// Advances the manual clock by `seconds`, firing due timeouts, then runs.
+  size_t advance(double seconds) {
+    sched->advance_time(caf::timespan{static_cast<int64_t>(seconds * 1e9)});
+    return run();
+  }
+
+  /// Seconds on the manual clock (what actors see as now).
+  double now() const {
+    return std::chrono::duration<double>(sched->clock().now().time_since_epoch()).count();
+  }
+
+  /// Kills `actors` and drains the queue (call before the system goes away).
+  void shutdown(const std::vector<caf::actor>& actors) {
+    for (const auto& a : actors)
+      if (a) caf::anon_send_exit(a, caf::exit_reason::kill);
+    run();
+  }
+};
+
+/// Tensors of a tiny model: one ordinary 2×2 weight and a 2-element embedding (6 floats).
+inline std::vector<tensor_info> tiny_tensors() {
+  std::vector<tensor_info> t(2);
+  t[0].name = "h.0.w";
+  t[0].offset = 0;
+  t[0].numel = 4;
+  t[0].shape = {2, 2};
+  t[0].layer = 0;
+  t[1].name = "wte";
+  t[1].offset = 4;
+  t[1].numel = 2;
+  t[1].shape = {1, 2};
+  t[1].is_embedding = true;
+  return t;
+}
+
+/// The single fragment holding both tiny tensors.
+inline fragment_layout tiny_layout() {
+  auto plan = make_fragment_plan(tiny_tensors(), 1, fragment_strategy::balanced);
+  return plan->fragments.at(0);
+}
+
+/// A whole push of `delta` (fp32).
+inline push_msg make_push(int32_t learner, uint64_t incarnation, uint64_t base_version,
+                          uint64_t steps, uint64_t tokens, uint64_t transfer_id,
+                          const std::vector<float>& delta, int32_t fragment = 0) {
+  push_msg m;
+  m.learner_id = learner;
+  m.incarnation = incarnation;
+  m.fragment_id = fragment;
+  m.base_version = base_version;
+  m.steps = steps;
+  m.tokens = tokens;
+  m.transfer_id = transfer_id;
+  m.encoding = payload_encoding::fp32;
+  m.total_elements = delta.size();
+  m.payload = encode_payload(payload_encoding::fp32, delta.data(), delta.size());
+  m.payload_bytes = m.payload.size();
+  return m;
+}
+
+}  // namespace dd::test
