@@ -286,16 +286,18 @@ owner_effects fragment_owner_state::decide(double now_s) {
   rs.pending = pending_.size();
   rs.grace_running = grace_running_;
   rs.grace_deadline_s = grace_deadline_s_;
+  // ξ_quorum (round start → quorum) takes this round's sample before the window is sized.
+  if (round_open_ && !quorum_seen_ &&
+      policy::compute_quorum(opts_.quorum, rs.live, rs.pending).reached) {
+    xi_quorum_.update(now_s - round_start_s_);
+    quorum_seen_ = true;
+  }
   double grace_s = compute_grace_s();
   auto d = policy::decide_merge(opts_.quorum, rs, now_s, grace_s);
   switch (d.action) {
     case policy::merge_action::wait:
       break;
     case policy::merge_action::start_grace_timer:
-      if (!quorum_seen_) {
-        xi_quorum_.update(now_s - round_start_s_);
-        quorum_seen_ = true;
-      }
       grace_running_ = true;
       grace_deadline_s_ = d.grace_deadline_s;
       round_grace_s_ = grace_s;
@@ -304,10 +306,6 @@ owner_effects fragment_owner_state::decide(double now_s) {
       fx.timer_id = timer_id_;
       break;
     case policy::merge_action::merge_now:
-      if (!quorum_seen_) {
-        xi_quorum_.update(now_s - round_start_s_);
-        quorum_seen_ = true;
-      }
       return merge(now_s, policy::to_string(d.reason));
     case policy::merge_action::cancel_grace_timer:
       grace_running_ = false;

@@ -1,11 +1,11 @@
 // kernels/cpu/cpu_backend.cpp — the CPU backend (see cpu_backend.hpp for threading and
 // determinism). Every matrix product is an OpenBLAS sgemm whose rows (or output rows) are split
-// statically across this backend's OpenMP threads; every other loop is a static row or element
-// partition written so that GCC vectorizes it (-O3 -march=native, no fast-math).
+// statically across this backend's thread pool (cpu/detail/thread_pool.hpp); every other loop
+// is a static row or element partition written so that GCC vectorizes it (-O3 -march=native,
+// no fast-math; `omp simd` pragmas fix the order of the few vectorized reductions).
 #include "kernels/cpu/cpu_backend.hpp"
 
 #include <cblas.h>
-#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/cpu/detail/thread_pool.hpp"
 #include "kernels/cpu/detail/vec_math.hpp"
 #include "kernels/detail/host_backend.hpp"
 
@@ -51,7 +52,9 @@ inline void ensure_openblas_single_threaded() {
 
 class cpu_backend final : public detail::host_backend {
  public:
-  explicit cpu_backend(int threads) : threads_(threads) { ensure_openblas_single_threaded(); }
+  explicit cpu_backend(int threads) : threads_(threads), pool_(threads) {
+    ensure_openblas_single_threaded();
+  }
 
   std::string name() const override { return "cpu"; }
 
@@ -62,24 +65,19 @@ class cpu_backend final : public detail::host_backend {
     return static_cast<int>(std::min<size_t>(static_cast<size_t>(threads_), by_work));
   }
 
-  /// Calls f(chunk, begin, end) for `n_chunks` static chunks of [0, n), in parallel. The chunk
-  /// → range map depends only on (n, n_chunks), so results are reproducible even if OpenMP
-  /// hands out fewer threads than asked.
+  /// Calls f(chunk, begin, end) for `n_chunks` static chunks of [0, n), in parallel on the
+  /// pool. The chunk → range map depends only on (n, n_chunks).
   template <class F>
   void for_chunks(size_t n, int n_chunks, F&& f) const {
     if (n_chunks <= 1) {
       f(0, size_t{0}, n);
       return;
     }
-#pragma omp parallel num_threads(n_chunks)
-    {
-      const int nt = omp_get_num_threads();
-      for (int c = omp_get_thread_num(); c < n_chunks; c += nt) {
-        size_t b = 0, e = 0;
-        chunk_range(n, n_chunks, c, b, e);
-        f(c, b, e);
-      }
-    }
+    pool_.run(n_chunks, [&](int c) {
+      size_t b = 0, e = 0;
+      chunk_range(n, n_chunks, c, b, e);
+      f(c, b, e);
+    });
   }
 
   /// Parallel loop over [0, n) with a work estimate of `work_per_item` per item.
@@ -217,10 +215,7 @@ class cpu_backend final : public detail::host_backend {
                             std::max(1, std::min(N, OC) / 16));
     // One parallel region: chunk k computes rows [b,e) of dinp and rows [ob,oe) of dweight and
     // dbias; the outputs are disjoint, so no barrier is needed between the two products.
-#pragma omp parallel num_threads(nc) if (nc > 1)
-    {
-      const int nt = omp_get_num_threads();
-      for (int k = omp_get_thread_num(); k < nc; k += nt) {
+    pool_.run(nc, [&](int k) {
         size_t b = 0, e = 0;
         chunk_range(static_cast<size_t>(N), nc, k, b, e);
         if (e > b) {
@@ -236,8 +231,7 @@ class cpu_backend final : public detail::host_backend {
                       1.0f, dout + ob, OC, inp, IC, 1.0f, dweight + ob * IC, IC);
           if (dbias != nullptr) column_sums_add(dbias, dout, N, OC, ob, oe);
         }
-      }
-    }
+    });
   }
 
   /// dbias[o] += Σ_n dout[n, o] for o in [ob, oe), each column summed in n order (vectorized
@@ -536,6 +530,7 @@ class cpu_backend final : public detail::host_backend {
 
  private:
   int threads_;
+  mutable cpu_detail::thread_pool pool_;
 };
 
 }  // namespace

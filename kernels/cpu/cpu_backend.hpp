@@ -1,19 +1,20 @@
 // kernels/cpu/cpu_backend.hpp — the fast CPU backend: OpenBLAS sgemm for every matrix product
-// (linear layers and the per-(batch, head) attention products), OpenMP with static partitioning
-// for the elementwise and row-wise loops, a vectorized exp for softmax/GELU.
+// (linear layers and the per-(batch, head) attention products, in 32-row causal blocks), static
+// partitioning over the backend's own thread pool for everything else, and a vectorized exp for
+// softmax/GELU.
 //
 // Determinism: for the same inputs and the same thread count, every op returns bit-identical
 // results (static partitions, fixed-order reductions, per-thread partials combined in thread
 // order). Results may differ in the last bits between different thread counts.
 //
-// Threads: backend_options.threads OpenMP threads per op (0 = hardware threads). Each backend
-// object uses its own count through OpenMP's num_threads clause, so several learners in one
-// process can use different counts. OpenBLAS itself is told to run single-threaded
-// (openblas_set_num_threads(1), which is PROCESS-GLOBAL and re-asserted before each BLAS-using
-// op): this backend splits each sgemm across its own OpenMP threads instead, so no two thread
-// pools fight over the cores. Other code in the process that wants threaded OpenBLAS will find
-// it reset to 1. Several learners in one process share the machine's cores: give each
-// threads = cores / learners (on the 2-vCPU dev machine, 1 thread per learner is best; see
+// Threads: each backend object owns a pool of backend_options.threads threads (0 = hardware
+// threads; the calling thread is one of them) that sleep between ops, so several learners in one
+// process can use different counts and an idle one costs nothing. OpenBLAS itself is told to run
+// single-threaded (openblas_set_num_threads(1) — PROCESS-GLOBAL, re-asserted before each
+// BLAS-using op): this backend splits each sgemm across its own threads instead, so no two
+// thread pools fight over the cores. Other code in the process that wants threaded OpenBLAS will
+// find it reset to 1. Several learners in one process share the machine's cores: give each
+// threads = cores / learners (on the 2-vCPU dev machine 1 thread per learner is best; see
 // kernels/README.md).
 //
 // Any thread may create one; each object is used by one thread at a time (backend.hpp).

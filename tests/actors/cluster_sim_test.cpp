@@ -1,0 +1,221 @@
+// tests/actors/cluster_sim_test.cpp — the whole cluster (health monitor, owners, learners,
+// supervisors, evaluator) on CAF's test coordinator in logical time, with a tiny GPT on Tiny
+// Shakespeare: scripted faults fire and are recorded; seeded random kills, slowdowns, dropped
+// and delayed pushes and an owner kill leave the invariants intact (versions only increase, no
+// push merged twice, weights sum to 1, no merge below quorum, every respawned learner catches up
+// and contributes again); the same seed gives the same digest of the final global model.
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "actors/cluster.hpp"
+#include "runtime/rng.hpp"
+#include "tests/actors/test_support.hpp"
+
+namespace dd::actors {
+namespace {
+
+config::experiment tiny_experiment(const std::string& name) {
+  config::experiment e;
+  e.name = name;
+  e.seed = 7;
+  e.data.file = std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt";
+  e.model.layers = 1;
+  e.model.width = 16;
+  e.model.heads = 2;
+  e.model.context = 16;
+  e.learners.count = 4;
+  e.learners.batch = 4;
+  e.learners.threads = 1;
+  e.inner.lr = 3e-3;
+  e.inner.warmup = 5;
+  e.inner.rewarmup = 5;
+  e.sync.fragments = 2;
+  e.sync.interval = 4;
+  e.sync.overlap = 2;
+  e.outer.momentum = 0.5;
+  e.budget.kind = config::budget_kind::steps;
+  e.budget.steps = 48;
+  e.eval.every_seconds = 1.0;
+  e.eval.batches = 2;
+  e.checkpoint.every_versions = 1;
+  return e;
+}
+
+struct sim_outcome {
+  run_result result;
+  std::vector<nlohmann::json> events;
+  std::vector<fired_fault> fired;
+  size_t scheduled = 0;
+};
+
+/// Runs one experiment to completion on the test coordinator (logical time).
+sim_outcome simulate(const config::experiment& e, std::vector<fault_spec> faults,
+                     const std::string& dir) {
+  dd::test::coordinator env;
+  run_options ro;
+  ro.run_dir = dir;
+  ro.simulated_time = true;
+  ro.sim_step_s = 0.1;
+  ro.faults = std::move(faults);
+  ro.keep_events = true;
+  ro.write_events = false;
+  ro.progress_every_s = 0;
+  auto setup = make_cluster_setup(e, ro);
+  spawn_job(*env.sys, setup);
+  size_t guard = 0;
+  while (!setup->result.finished && guard++ < 5'000'000) {
+    if (env.sched->try_run_once()) continue;
+    if (!env.sched->trigger_timeout()) break;
+  }
+  sim_outcome out;
+  out.result = setup->result;
+  out.events = setup->log->events();
+  out.fired = setup->faults->fired();
+  out.scheduled = setup->faults->scheduled().size();
+  setup->log->set_clock([] { return 0.0; });  // the manual clock goes away with env
+  return out;
+}
+
+/// The invariants of ALGORITHM.md checked over a run's events.
+void check_invariants(const sim_outcome& o, const config::experiment& e) {
+  ASSERT_TRUE(o.result.finished);
+  std::map<int, uint64_t> last_version;
+  std::set<std::tuple<int, int, uint64_t, uint64_t>> merged;  // fragment, learner, inc, transfer
+  std::map<std::pair<int, uint64_t>, int> contributions;      // (learner, incarnation) → merges
+  size_t merges = 0;
+  for (const auto& ev : o.events) {
+    if (ev["event"] != "merge") continue;
+    ++merges;
+    const int frag = ev["fragment"];
+    const uint64_t version = ev["version"];
+    if (last_version.count(frag) != 0)
+      EXPECT_GT(version, last_version[frag]) << "fragment " << frag << " went backwards";
+    last_version[frag] = version;
+    double sum = 0;
+    const auto& cs = ev["contributors"];
+    EXPECT_GE(cs.size(), ev["needed"].get<size_t>()) << "merge below quorum: " << ev.dump();
+    EXPECT_GE(ev["needed"].get<size_t>(), 1u);
+    for (const auto& c : cs) {
+      sum += c["weight"].get<double>();
+      auto key = std::make_tuple(frag, c["learner"].get<int>(), c["incarnation"].get<uint64_t>(),
+                                 c["transfer_id"].get<uint64_t>());
+      EXPECT_TRUE(merged.insert(key).second) << "push merged twice: " << ev.dump();
+      contributions[{c["learner"].get<int>(), c["incarnation"].get<uint64_t>()}] += 1;
+    }
+    EXPECT_NEAR(sum, 1.0, 1e-9) << ev.dump();
+  }
+  EXPECT_GT(merges, 0u);
+  // Every learner reaches the end of its budget; every respawned incarnation re-syncs, reaches the
+  // end and contributes again.
+  std::map<int, uint64_t> final_step;
+  for (const auto& ev : o.events) {
+    if (ev["event"] == "learner_done") final_step[ev["learner"].get<int>()] = ev["step"];
+    if (ev["event"] == "rejoin") {
+      const int id = ev["learner"];
+      const uint64_t inc = ev["incarnation"];
+      bool synced = false;
+      for (const auto& s : o.events)
+        if (s["event"] == "learner_synced" && s["learner"] == id && s["incarnation"] == inc)
+          synced = true;
+      EXPECT_TRUE(synced) << "learner " << id << " incarnation " << inc << " never re-synced";
+      const uint64_t resumed = ev["resume_step"];
+      if (resumed + 2 * static_cast<uint64_t>(e.sync.interval) <
+          static_cast<uint64_t>(e.budget.steps))
+        EXPECT_GT((contributions[{id, inc}]), 0)
+            << "learner " << id << " incarnation " << inc << " never contributed again";
+    }
+  }
+  for (int i = 0; i < e.learners.count; ++i)
+    EXPECT_EQ(final_step[i], static_cast<uint64_t>(e.budget.steps)) << "learner " << i;
+}
+
+TEST(cluster_sim, scripted_faults_fire_and_the_killed_learner_comes_back) {
+  auto e = tiny_experiment("sim_scripted");
+  std::vector<fault_spec> faults(3);
+  faults[0].what = fault_spec::kind::kill_learner;
+  faults[0].target = 2;
+  faults[0].at_step = 19;  // 40% of 48
+  faults[1].what = fault_spec::kind::slow_learner;
+  faults[1].target = 1;
+  faults[1].at_step = 5;
+  faults[1].factor = 1.5;
+  faults[2].what = fault_spec::kind::drop_push;
+  faults[2].target = 3;
+  faults[2].at_step = 10;
+  auto o = simulate(e, faults, ::testing::TempDir() + "dd_sim_scripted");
+  ASSERT_EQ(o.fired.size(), 3u);
+  EXPECT_EQ(o.fired[0].spec.what, fault_spec::kind::slow_learner);
+  EXPECT_EQ(o.fired[0].step, 5u);
+  EXPECT_EQ(o.fired[1].spec.what, fault_spec::kind::drop_push);
+  EXPECT_EQ(o.fired[2].spec.what, fault_spec::kind::kill_learner);
+  EXPECT_EQ(o.fired[2].step, 19u);
+  EXPECT_EQ(o.result.summary["learner_restarts"], 1);
+  EXPECT_DOUBLE_EQ(o.result.summary["uptime"].get<double>(), 1.0);  // K = 1: merges never stop
+  bool rejoined = false;
+  for (const auto& ev : o.events)
+    if (ev["event"] == "rejoin" && ev["learner"] == 2 && ev["incarnation"] == 1) {
+      rejoined = true;
+      EXPECT_GE(ev["resume_step"].get<uint64_t>(), 18u);  // resumes (about) where it died
+    }
+  EXPECT_TRUE(rejoined);
+  check_invariants(o, e);
+  EXPECT_LT(o.result.final_val_loss, 5.0);  // ln 256 ≈ 5.55 untrained
+}
+
+/// Random faults drawn from one seed: kills, slowdowns, dropped and delayed pushes, an owner kill.
+std::vector<fault_spec> random_faults(uint64_t seed, const config::experiment& e) {
+  rng r(seed);
+  std::vector<fault_spec> out;
+  const uint64_t steps = static_cast<uint64_t>(e.budget.steps);
+  for (int k = 0; k < 2; ++k) {
+    fault_spec f;
+    f.what = fault_spec::kind::kill_learner;
+    f.target = static_cast<int32_t>(r.below(4));
+    f.at_step = 4 + r.below(steps / 2);
+    out.push_back(f);
+  }
+  fault_spec slow;
+  slow.what = fault_spec::kind::slow_learner;
+  slow.target = static_cast<int32_t>(r.below(4));
+  slow.at_step = 1 + r.below(10);
+  slow.factor = 1.0 + 0.5 * r.uniform();
+  out.push_back(slow);
+  for (int k = 0; k < 3; ++k) {
+    fault_spec f;
+    f.what = k == 2 ? fault_spec::kind::delay_push : fault_spec::kind::drop_push;
+    f.target = static_cast<int32_t>(r.below(4));
+    f.at_step = 2 + r.below(steps / 2);
+    f.delay_s = 0.3;
+    out.push_back(f);
+  }
+  fault_spec owner;
+  owner.what = fault_spec::kind::kill_owner;
+  owner.target = static_cast<int32_t>(r.below(2));
+  owner.at_step = 2 + r.below(3);  // the owner's version
+  out.push_back(owner);
+  return out;
+}
+
+TEST(cluster_sim, random_faults_keep_the_invariants_and_the_same_seed_gives_the_same_digest) {
+  auto e = tiny_experiment("sim_random");
+  const uint64_t seed = 20260604;
+  auto first = simulate(e, random_faults(seed, e), ::testing::TempDir() + "dd_sim_random_a");
+  check_invariants(first, e);
+  EXPECT_EQ(first.fired.size(), first.scheduled);  // every scripted fault fired
+  EXPECT_GE(first.result.summary["learner_restarts"].get<int>(), 1);
+  auto second = simulate(e, random_faults(seed, e), ::testing::TempDir() + "dd_sim_random_b");
+  check_invariants(second, e);
+  EXPECT_NE(first.result.digest, 0u);
+  EXPECT_EQ(first.result.digest, second.result.digest);
+  EXPECT_EQ(first.result.summary["merges"], second.result.summary["merges"]);
+  EXPECT_EQ(first.result.final_val_loss, second.result.final_val_loss);
+}
+
+}  // namespace
+}  // namespace dd::actors

@@ -1,0 +1,208 @@
+// tests/actors/owner_actor_test.cpp — the fragment owner and supervisor actors on CAF's test
+// coordinator with a manual clock: acks, the grace timer, broadcasts to every live learner, a
+// stale push answered with a rejection plus the current value, and an owner killed and respawned
+// by its supervisor that restores value, momentum and version from its checkpoint.
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "actors/fragment_owner.hpp"
+#include "actors/run_log.hpp"
+#include "actors/supervisor.hpp"
+#include "tests/actors/test_support.hpp"
+
+namespace dd::actors {
+namespace {
+
+using dd::test::make_push;
+using dd::test::tiny_layout;
+
+/// What a probe (a stand-in learner or monitor) saw.
+struct probe_log {
+  std::vector<uint64_t> acked;
+  std::vector<broadcast_msg> broadcasts;
+  std::vector<reject_msg> rejects;
+  std::vector<caf::actor> subscribed;  ///< owners that subscribed (as a monitor probe)
+};
+
+/// A stand-in learner: forwards pushes to an owner as itself and records what comes back.
+caf::behavior probe(caf::event_based_actor* self, std::shared_ptr<probe_log> log) {
+  return {
+    [=](caf::forward_atom, const caf::actor& owner, const std::vector<uint8_t>& bytes) {
+      self->send(owner, atoms::push_atom_v, bytes);
+    },
+    [=](atoms::ack_atom, int32_t, uint64_t transfer_id) { log->acked.push_back(transfer_id); },
+    [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes) {
+      auto b = decode_broadcast(bytes);
+      if (b) log->broadcasts.push_back(*b);
+    },
+    [=](atoms::reject_atom, const std::vector<uint8_t>& bytes) {
+      auto r = decode_reject(bytes.data(), bytes.size());
+      if (r) log->rejects.push_back(*r);
+    },
+    [=](atoms::subscribe_atom, int32_t, const caf::actor& owner) {
+      log->subscribed.push_back(owner);
+    },
+  };
+}
+
+std::vector<float> values_of(const broadcast_msg& b) {
+  auto v = decode_payload(b.encoding, b.payload.data(), b.payload.size(), b.total_elements);
+  return v.ok() ? *v : std::vector<float>{};
+}
+
+struct owner_actor_test : ::testing::Test {
+  dd::test::coordinator env;
+  std::shared_ptr<probe_log> a_log = std::make_shared<probe_log>();
+  std::shared_ptr<probe_log> b_log = std::make_shared<probe_log>();
+  std::shared_ptr<probe_log> monitor_log = std::make_shared<probe_log>();
+  caf::actor a, b, monitor;
+  std::vector<caf::actor> to_stop;
+
+  void SetUp() override {
+    a = env.sys->spawn(probe, a_log);
+    b = env.sys->spawn(probe, b_log);
+    monitor = env.sys->spawn(probe, monitor_log);
+    to_stop = {a, b, monitor};
+  }
+  void TearDown() override { env.shutdown(to_stop); }
+
+  std::shared_ptr<owner_context> context() {
+    auto c = std::make_shared<owner_context>();
+    c->options.layout = tiny_layout();
+    c->options.quorum = policy::quorum_spec::of_count(1);
+    c->options.grace.mode = policy::grace_mode::fixed;
+    c->options.grace.fixed_s = 2.0;
+    c->options.merge.rule = merge_rule::weighted_average;
+    c->options.merge.outer_lr = 1.0f;
+    c->options.merge.outer_momentum = 0.0f;
+    c->options.max_staleness = 0;
+    c->initial = std::vector<float>(6, 1.0f);
+    c->backend = "reference";
+    c->monitor = monitor;
+    return c;
+  }
+
+  void set_live(const caf::actor& owner, uint64_t incarnation_b = 0) {
+    live_view v;
+    v.epoch = 1;
+    v.learners = {{0, 0, 1.0, a}, {1, incarnation_b, 1.0, b}};
+    caf::anon_send(owner, atoms::live_atom_v, v);
+    env.run();
+  }
+
+  void push_from(const caf::actor& learner, const caf::actor& owner, const push_msg& m) {
+    caf::anon_send(learner, caf::forward_atom_v, owner, encode(m));
+    env.run();
+  }
+};
+
+TEST_F(owner_actor_test, grace_timer_then_broadcast_to_every_live_learner) {
+  auto owner = env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(context()));
+  to_stop.push_back(owner);
+  env.run();
+  ASSERT_EQ(monitor_log->subscribed.size(), 1u);  // the owner announced itself
+  set_live(owner);
+  push_from(a, owner, make_push(0, 0, 0, 1, 10, 1, std::vector<float>(6, 0.5f)));
+  ASSERT_EQ(a_log->acked, std::vector<uint64_t>{1});
+  EXPECT_TRUE(a_log->broadcasts.empty());  // K = 1 reached, 2 s grace window running
+  env.advance(1.0);
+  EXPECT_TRUE(a_log->broadcasts.empty());
+  env.advance(1.0);                        // window over: merge and broadcast
+  ASSERT_EQ(a_log->broadcasts.size(), 1u);
+  ASSERT_EQ(b_log->broadcasts.size(), 1u);
+  EXPECT_EQ(a_log->broadcasts[0].version, 1u);
+  for (float v : values_of(b_log->broadcasts[0])) EXPECT_NEAR(v, 0.5f, 1e-6);
+}
+
+TEST_F(owner_actor_test, stale_push_gets_a_rejection_and_the_current_value) {
+  auto owner = env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(context()));
+  to_stop.push_back(owner);
+  env.run();
+  set_live(owner);
+  push_from(a, owner, make_push(0, 0, 0, 1, 10, 1, std::vector<float>(6, 0.25f)));
+  push_from(b, owner, make_push(1, 0, 0, 1, 10, 1, std::vector<float>(6, 0.25f)));  // all pending
+  ASSERT_EQ(b_log->broadcasts.size(), 1u);  // merged at once: version 1
+  b_log->broadcasts.clear();
+  // b pushes again against version 0 with max_staleness 0: stale.
+  push_from(b, owner, make_push(1, 0, 0, 2, 20, 2, std::vector<float>(6, 0.1f)));
+  ASSERT_EQ(b_log->rejects.size(), 1u);
+  EXPECT_EQ(b_log->rejects[0].reason, reject_reason::stale);
+  ASSERT_EQ(b_log->broadcasts.size(), 1u);  // the resync
+  EXPECT_EQ(b_log->broadcasts[0].version, 1u);
+  for (float v : values_of(b_log->broadcasts[0])) EXPECT_NEAR(v, 0.75f, 1e-6);
+  EXPECT_TRUE(a_log->rejects.empty());
+}
+
+TEST_F(owner_actor_test, respawned_owner_restores_its_checkpoint) {
+  auto dir = std::filesystem::temp_directory_path() / "dd_owner_actor_test";
+  std::filesystem::create_directories(dir);
+  auto ctx = context();
+  ctx->options.checkpoint_every = 1;
+  ctx->options.checkpoint_path = (dir / "owner_0.ddck").string();
+  ctx->options.merge.outer_momentum = 0.9f;
+  ctx->options.merge.outer_lr = 0.7f;
+  std::filesystem::remove(ctx->options.checkpoint_path);
+  run_log log({}, true, [this] { return env.now(); });
+  ctx->log = &log;
+  auto sctx = std::make_shared<supervisor_context>();
+  sctx->name = "owners";
+  sctx->restart.backoff_base_s = 0.5;
+  sctx->log = &log;
+  std::shared_ptr<const owner_context> cc = ctx;
+  sctx->children.push_back(
+      {"owner", 0, [cc](caf::actor_system& sys) { return sys.spawn(fragment_owner, cc); }});
+  auto sup = env.sys->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
+  to_stop.push_back(sup);
+  env.run();
+  ASSERT_EQ(monitor_log->subscribed.size(), 1u);
+  auto owner = monitor_log->subscribed.back();
+  set_live(owner);
+  push_from(a, owner, make_push(0, 0, 0, 1, 10, 1, std::vector<float>(6, 0.5f)));
+  push_from(b, owner, make_push(1, 0, 0, 1, 10, 1, std::vector<float>(6, 0.3f)));
+  ASSERT_EQ(a_log->broadcasts.size(), 1u);
+  const auto before = a_log->broadcasts.back();
+  ASSERT_TRUE(std::filesystem::exists(ctx->options.checkpoint_path));
+
+  caf::anon_send_exit(owner, caf::exit_reason::kill);
+  env.run();
+  EXPECT_EQ(monitor_log->subscribed.size(), 1u);  // still down: backoff 0.5 s
+  env.advance(0.5);
+  ASSERT_EQ(monitor_log->subscribed.size(), 2u);  // respawned, subscribed again
+  auto respawned = monitor_log->subscribed.back();
+  EXPECT_NE(respawned, owner);
+  // Its value and version are the checkpoint's; a pull returns them.
+  a_log->broadcasts.clear();
+  caf::anon_send(respawned, atoms::pull_atom_v, int32_t{0});
+  env.run();
+  auto events = log.events();
+  bool restored = false;
+  for (const auto& e : events)
+    if (e["event"] == "owner_restored" && e["version"] == 1) restored = true;
+  EXPECT_TRUE(restored);
+  // Momentum came back too: the next merge equals the original owner's continuation.
+  set_live(respawned);
+  push_from(a, respawned, make_push(0, 0, 1, 1, 10, 2, std::vector<float>(6, 0.2f)));
+  push_from(b, respawned, make_push(1, 0, 1, 1, 10, 2, std::vector<float>(6, 0.2f)));
+  ASSERT_FALSE(a_log->broadcasts.empty());
+  const auto after = a_log->broadcasts.back();
+  EXPECT_EQ(after.version, 2u);
+  // Reference: same two outer steps on a fresh state (Δ1 = 0.4, Δ2 = 0.2).
+  auto be = kernels::make_backend("reference");
+  fragment_owner_state ref(ctx->options, *be, std::vector<float>(6, 1.0f), [] { return 0.0; });
+  ref.on_membership({{0, 0, 1.0}, {1, 0, 1.0}}, 0.0);
+  ref.on_push(make_push(0, 0, 0, 1, 10, 1, std::vector<float>(6, 0.5f)), 0.0);
+  ref.on_push(make_push(1, 0, 0, 1, 10, 1, std::vector<float>(6, 0.3f)), 0.0);
+  EXPECT_EQ(values_of(before), ref.value());
+  ref.on_push(make_push(0, 0, 1, 1, 10, 2, std::vector<float>(6, 0.2f)), 0.0);
+  ref.on_push(make_push(1, 0, 1, 1, 10, 2, std::vector<float>(6, 0.2f)), 0.0);
+  EXPECT_EQ(values_of(after), ref.value());
+  to_stop.push_back(respawned);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace dd::actors
