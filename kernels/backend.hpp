@@ -215,10 +215,13 @@ struct backend_options {
 };
 
 /// Creates a backend by name: "reference", "cpu" or "cuda". Throws backend_error for an unknown
-/// name, or "cuda" when the build has no CUDA backend or no device is present.
+/// name, or "cuda" when the build has no CUDA backend or no device is present. "cuda" is known
+/// only after dd::kernels::init_all_backends() (kernels/all_backends.hpp, library dd_kernels_all)
+/// registered it; see kernels/registry.hpp.
 std::unique_ptr<backend> make_backend(const std::string& name, const backend_options& opts = {});
 
-/// True when this build has the CUDA backend and at least one device is usable.
+/// True when the CUDA backend is registered (init_all_backends()) and at least one device is
+/// usable. Never throws.
 bool cuda_available();
 
 }  // namespace dd::kernels
