@@ -190,6 +190,7 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   mctx->token_budget =
       e.budget.kind == config::budget_kind::tokens ? static_cast<uint64_t>(e.budget.tokens) : 0;
   mctx->experiment_json = config::to_json(e).dump();
+  mctx->align_resume_to_group = synchronous(e) && M > 1;
   mctx->job = self;
   mctx->log = setup->log.get();
   st.monitor = self->spawn(health_monitor, std::shared_ptr<const monitor_context>(mctx));
@@ -295,6 +296,7 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
     c->mixing_alpha = e.outer.mixing_alpha;
     c->wire = to_encoding(e.sync.wire);
     c->barrier = synchronous(e) && M > 1;
+    c->barrier_timeout_s = 10.0;
     c->max_steps =
         e.budget.kind == config::budget_kind::steps ? static_cast<uint64_t>(e.budget.steps) : 0;
     c->speed = static_cast<size_t>(i) < e.learners.speed.size()
@@ -315,6 +317,7 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
                               }});
   }
   st.learner_sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(lctx));
+  setup->log->set_expected_learners(static_cast<size_t>(M));
   setup->log->set_quorum_needed(
       static_cast<size_t>(std::max(1, e.sync.min_quorum.resolve(M))));
   if (e.budget.kind == config::budget_kind::seconds && e.budget.seconds > 0)

@@ -5,6 +5,7 @@
 //   collecting --round timeout--> collecting (re-ask owners, re-pull the missing fragments)
 #include "actors/evaluator.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>

@@ -1,6 +1,8 @@
 // actors/fault_hooks.cpp — see fault_hooks.hpp.
 #include "actors/fault_hooks.hpp"
 
+#include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 #include "actors/run_log.hpp"

@@ -9,8 +9,11 @@
 //                                                 dead --supervisor--> start (new incarnation)
 #include "actors/fragment_owner.hpp"
 
-#include <chrono>
 #include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 
 #include <caf/all.hpp>
 

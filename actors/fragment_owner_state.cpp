@@ -9,8 +9,10 @@
 //     +------------------------- merge: outer step, version += 1, broadcast, checkpoint
 #include "actors/fragment_owner_state.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <memory>
 #include <stdexcept>
 
 #include "runtime/quantize.hpp"
@@ -258,6 +260,15 @@ owner_effects fragment_owner_state::on_membership(const std::vector<owner_member
   }
   for (const auto& [id, m] : live_)
     if (next.find(id) == next.end()) assembler_.drop_learner(id);
+  std::map<int32_t, double> joined;
+  for (const auto& [id, m] : next) {
+    auto prev = live_.find(id);
+    auto at = joined_at_.find(id);
+    const bool same = prev != live_.end() && prev->second.incarnation == m.incarnation &&
+                      at != joined_at_.end();
+    joined[id] = same ? at->second : now_s;
+  }
+  joined_at_ = std::move(joined);
   live_ = std::move(next);
   if (n > 0) xi_step_.update(sum / static_cast<double>(n));
   if (pending_.empty()) {
@@ -265,6 +276,17 @@ owner_effects fragment_owner_state::on_membership(const std::vector<owner_member
     quorum_seen_ = false;
   }
   return decide(now_s);
+}
+
+size_t fragment_owner_state::eligible_count() const {
+  if (!round_open_) return live_.size();
+  size_t n = 0;
+  for (const auto& [id, m] : live_) {
+    auto at = joined_at_.find(id);
+    const bool before = at == joined_at_.end() || at->second <= round_start_s_;
+    if (before || pending_.count(id) != 0) ++n;
+  }
+  return n;
 }
 
 owner_effects fragment_owner_state::on_grace_timer(uint64_t timer_id, double now_s) {
@@ -282,7 +304,7 @@ double fragment_owner_state::compute_grace_s() const {
 owner_effects fragment_owner_state::decide(double now_s) {
   owner_effects fx;
   policy::round_state rs;
-  rs.live = live_.size();
+  rs.live = eligible_count();
   rs.pending = pending_.size();
   rs.grace_running = grace_running_;
   rs.grace_deadline_s = grace_deadline_s_;
@@ -333,8 +355,8 @@ owner_effects fragment_owner_state::merge(double now_s, const std::string& reaso
   }
   merge_record rec;
   rec.fragment_id = opts_.layout.fragment_id;
-  rec.live = live_.size();
-  rec.needed = policy::compute_quorum(opts_.quorum, live_.size(), pending_.size()).needed;
+  rec.live = eligible_count();
+  rec.needed = policy::compute_quorum(opts_.quorum, rec.live, pending_.size()).needed;
   rec.grace_s = round_grace_s_;
   rec.reason = reason;
   rec.round_s = now_s - round_start_s_;

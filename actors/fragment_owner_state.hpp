@@ -141,7 +141,8 @@ class fragment_owner_state {
   push_outcome on_push(push_msg msg, double now_s);
 
   /// The health monitor's live-learner view changed. Pending pushes of learners no longer live
-  /// are dropped; ξ_step is updated with the mean step time of the live learners.
+  /// are dropped; ξ_step is updated with the mean step time of the live learners. A learner that
+  /// joins while a round is open counts toward that round only once it has a pending push.
   owner_effects on_membership(const std::vector<owner_member>& live, double now_s);
 
   /// The grace timer `timer_id` fired. A timer of an earlier round is ignored.
@@ -192,7 +193,12 @@ class fragment_owner_state {
   std::unique_ptr<anchor_ring> ring_;
   policy::push_ledger ledger_;
   chunk_assembler assembler_;
+  /// Learners the round counts: live when the round began, or pending in it. A learner that
+  /// (re)joins mid-round is not waited for by that round ("every live learner pending").
+  size_t eligible_count() const;
+
   std::map<int32_t, owner_member> live_;
+  std::map<int32_t, double> joined_at_;  // when each live incarnation entered the view
   std::map<int32_t, pending_push> pending_;
   bool round_open_ = false;
   double round_start_s_ = 0.0;

@@ -123,6 +123,11 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
       rep.shard_index = static_cast<uint32_t>(id);
       rep.shard_count = static_cast<uint32_t>(ctx->learners);
       rep.resume_step = r.step;
+      if (known && ctx->align_resume_to_group) {
+        for (const auto& [other, o] : st.learners)
+          if (other != id && o.alive) rep.resume_step = std::max(rep.resume_step, o.step);
+        r.step = rep.resume_step;
+      }
       rep.data_cursor = r.data_cursor;
       if (ctx->log != nullptr) {
         ctx->log->emit(known ? "rejoin" : "join", {{"learner", id},

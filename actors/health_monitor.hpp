@@ -44,6 +44,10 @@ struct monitor_context {
   double straggler_factor = 1.5;
   /// Stop when Σ tokens over all learners reaches this (0 = no token budget).
   uint64_t token_budget = 0;
+  /// Synchronous baselines (K = M): a respawned learner resumes at the group's step (the
+  /// highest step of the live learners) so its push schedule is in phase with theirs; otherwise
+  /// it resumes its own recorded step (ALGORITHM.md, Recovery).
+  bool align_resume_to_group = false;
   /// The experiment as JSON text (sent in join replies).
   std::string experiment_json;
   /// Receives (done_atom) when the token budget is spent; may be invalid.

@@ -11,6 +11,7 @@
 //   any --fault hook kill--> exit with error (the supervisor respawns a new incarnation)
 #include "actors/learner.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <thread>
@@ -55,7 +56,8 @@ void finish(learner_actor* self, const learner_context& ctx) {
   auto& st = self->state;
   if (st.now == phase::finished) return;
   st.now = phase::finished;
-  set_stepping(self, ctx, false);
+  // Marks it not stepping too, in one step (no artificial gap in the uptime integral).
+  if (ctx.log != nullptr) ctx.log->learner_finished(st.id);
   if (ctx.monitor && st.joined) self->send(ctx.monitor, atoms::leave_atom_v, st.id, st.incarnation);
   if (ctx.log != nullptr)
     ctx.log->emit("learner_done", {{"learner", st.id},
@@ -464,9 +466,18 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
       auto& s = self->state;
       for (size_t p = 0; p < owners.size() && p < s.owners.size(); ++p) {
         if (owners[p] == s.owners[p]) continue;
+        const bool replaced = static_cast<bool>(s.owners[p]);
         s.owners[p] = owners[p];
         auto it = s.unacked.find(static_cast<int32_t>(p));
-        if (it != s.unacked.end()) send_chunks(self, owners[p], it->second.chunks, 0.0);
+        if (it != s.unacked.end()) {
+          send_chunks(self, owners[p], it->second.chunks, 0.0);
+        } else if (replaced && owners[p] && s.now != phase::syncing &&
+                   s.now != phase::joining) {
+          // A respawned owner lost its pending pushes: resynchronize this fragment with it
+          // (barrier mode would otherwise wait for a merge that cannot come).
+          s.frags[p].awaiting = false;
+          self->send(owners[p], atoms::pull_atom_v, s.id);
+        }
       }
       if (s.now == phase::syncing) pull_missing(self);
     },

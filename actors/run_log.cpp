@@ -87,6 +87,19 @@ void run_log::freeze_uptime() {
   frozen_ = true;
 }
 
+void run_log::set_expected_learners(size_t m) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  expected_learners_ = m;
+}
+
+void run_log::learner_finished(int32_t learner_id) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  integrate_locked(clock_());
+  counters_.learners[learner_id].stepping = false;
+  finished_[learner_id] = true;
+  if (expected_learners_ > 0 && finished_.size() >= expected_learners_) frozen_ = true;
+}
+
 void run_log::integrate_locked(double now) {
   double dt = now - last_integrated_;
   last_integrated_ = now;

@@ -95,6 +95,10 @@ class run_log {
   void set_stepping(int32_t learner_id, bool stepping);
   /// Stops integrating uptime (end of training).
   void freeze_uptime();
+  /// Number of learners of the run; uptime stops integrating once all of them have finished.
+  void set_expected_learners(size_t m);
+  /// Learner `learner_id` finished its budget (or was given up for good).
+  void learner_finished(int32_t learner_id);
 
  private:
   void integrate_locked(double now);
@@ -108,7 +112,9 @@ class run_log {
   size_t needed_ = 1;
   double last_integrated_ = 0.0;
   bool frozen_ = false;
-  bool started_ = false;  // integration starts when the first learner starts stepping
+  bool started_ = false;
+  size_t expected_learners_ = 0;
+  std::map<int32_t, bool> finished_;  // integration starts when the first learner starts stepping
 };
 
 }  // namespace dd::actors

@@ -62,6 +62,7 @@ caf::behavior supervisor(supervisor_actor* self, std::shared_ptr<const superviso
       if (d.action == policy::restart_action::give_up) {
         if (ctx->log != nullptr)
           ctx->log->emit("give_up", {{"kind", spec.kind}, {"id", spec.id}, {"reason", d.message}});
+        if (ctx->log != nullptr && spec.kind == "learner") ctx->log->learner_finished(spec.id);
         s.done[i] = true;
         maybe_report(self, *ctx);
         return;

@@ -1,0 +1,386 @@
+// tools/bench/bench_sync.cpp — dd-bench-sync: what synchronization costs, at the fragment owner
+// and at the learners.
+//
+// Prints, from one run:
+//  1. Owner merge throughput. C contributors (--contributors, default 8) of S MB each (--size-mb,
+//     default 64 = 16 Mi floats) are merged by the fragment owners' math (runtime/merge.hpp:
+//     compute_delta and outer_step, RDA and weighted average, token weights w = tokens²/steps)
+//     on the backend the owners use ("cpu", 1 thread by default, as actors/cluster.cpp gives
+//     each owner), over a flat fragment of --tensors tensors (default 4; tensor 0 is an
+//     embedding, merged by weighted average even under RDA). The baseline is a plain memcpy of
+//     the same C·S bytes into separate destination buffers. Throughput = contributor bytes / s
+//     (1 GB = 1e9 bytes) for every kind, so merge/memcpy is a ratio of times for the same input.
+//     Kinds are interleaved in each of --repeats rounds; medians are printed, and the ratio is the
+//     median over rounds of (merge GB/s / memcpy GB/s of the same round).
+//  2. Learner tokens/s with synchronization on and off. The same experiment (default
+//     examples/shakespeare.lua with budget.steps = 24, one sync cycle, and no periodic
+//     evaluation) is run in-process with actors::run_cluster; "off" overrides sync.interval to a
+//     value above the step budget so no fragment is ever pushed, merged or broadcast. Runs
+//     alternate (off/on, on/off, ...) for --rounds rounds. tokens/s = summary "tokens" (all
+//     learners) / info "training_seconds" (start of training to the stop of the last learner;
+//     the final evaluation is excluded). Also printed: tokens per CPU second of this process
+//     (getrusage over the whole run_cluster call), which other engineers' load on the shared
+//     cores disturbs less than wall time. Overhead = 1 − on / off, of the medians and per round.
+//     Part 2 exists only when dd_actors is built (DD_BENCH_HAVE_ACTORS).
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <sys/resource.h>
+
+#include "kernels/all_backends.hpp"
+#include "kernels/backend.hpp"
+#include "runtime/fragments.hpp"
+#include "runtime/merge.hpp"
+
+#ifdef DD_BENCH_HAVE_ACTORS
+#include "actors/cluster.hpp"
+#include "runtime/config/loader.hpp"
+#endif
+
+namespace {
+
+/// Monotonic clock, seconds.
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+/// CPU time of this process (user + system, all threads), seconds.
+double process_cpu_s() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
+  return tv(ru.ru_utime) + tv(ru.ru_stime);
+}
+
+int arg_int(int argc, char** argv, const char* name, int def) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == name) return std::atoi(argv[i + 1]);
+  return def;
+}
+
+std::string arg_str(int argc, char** argv, const char* name, const std::string& def) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == name) return argv[i + 1];
+  return def;
+}
+
+bool has_flag(int argc, char** argv, const char* name) {
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == name) return true;
+  return false;
+}
+
+/// Every value following `name` on the command line (repeatable flags such as --set).
+std::vector<std::string> arg_all(int argc, char** argv, const char* name) {
+  std::vector<std::string> out;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == name) out.emplace_back(argv[++i]);
+  return out;
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t h = v.size() / 2;
+  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
+}
+
+// ---- part 1: owner merge throughput -------------------------------------------------------------
+
+/// One fragment of `numel` floats cut into `tensors` contiguous tensors (the last takes the
+/// remainder); tensor 0 is an embedding ("wte"), the rest ordinary weights.
+dd::fragment_layout flat_layout(size_t numel, int tensors) {
+  dd::fragment_layout layout;
+  layout.fragment_id = 0;
+  layout.numel = numel;
+  const size_t each = numel / static_cast<size_t>(tensors);
+  size_t off = 0;
+  for (int t = 0; t < tensors; ++t) {
+    dd::fragment_tensor ft;
+    ft.tensor_index = static_cast<size_t>(t);
+    ft.name = t == 0 ? "wte" : "h." + std::to_string(t - 1) + ".w";
+    ft.fragment_offset = ft.flat_offset = off;
+    ft.numel = t + 1 == tensors ? numel - off : each;
+    ft.is_embedding = t == 0;
+    off += ft.numel;
+    layout.tensors.push_back(ft);
+  }
+  return layout;
+}
+
+/// Deterministic pseudo-gradient values in about [-1e-3, 1e-3), distinct per contributor.
+void fill_delta(std::vector<float>& host, uint64_t seed) {
+  uint64_t s = seed * 0x9E3779B97F4A7C15ull + 1;
+  for (auto& x : host) {
+    s ^= s << 13;
+    s ^= s >> 7;
+    s ^= s << 17;
+    x = (static_cast<float>(s >> 40) / static_cast<float>(1u << 24) - 0.5f) * 2e-3f;
+  }
+}
+
+/// Returns 0 on success.
+int bench_merge(int contributors, int size_mb, int tensors, int repeats, int threads) {
+  const size_t numel = static_cast<size_t>(size_mb) * (size_t{1} << 20) / sizeof(float);
+  const size_t bytes = numel * sizeof(float);
+  const double total_bytes = static_cast<double>(bytes) * contributors;
+  auto be = dd::kernels::make_backend("cpu", {threads, 0});
+  const auto layout = flat_layout(numel, tensors);
+
+  std::printf("== 1. owner merge throughput (backend %s, %d thread%s) ==\n", be->name().c_str(),
+              threads, threads == 1 ? "" : "s");
+  std::printf("%d contributors x %d MB (%zu floats each, %.0f MB in all); fragment of %d tensors "
+              "(tensor 0 embedding), %d repeats\n",
+              contributors, size_mb, numel, total_bytes / (1 << 20), tensors, repeats);
+
+  // Contributions: backend memory, token weights from unequal work (steps 20..27, 2048 tokens/step).
+  std::vector<dd::kernels::buffer<float>> src, dst;
+  std::vector<dd::contribution> contribs;
+  {
+    std::vector<float> host(numel);
+    for (int m = 0; m < contributors; ++m) {
+      fill_delta(host, static_cast<uint64_t>(m) + 1);
+      src.push_back(be->alloc<float>(numel));
+      be->upload(src.back().data(), host.data(), numel);
+      dst.push_back(be->alloc<float>(numel));
+      const uint64_t steps = 20 + static_cast<uint64_t>(m % 8);
+      dd::contribution c;
+      c.delta = src.back().data();
+      c.weight = dd::token_weight(steps * 2048, steps);
+      c.base_version = 0;
+      c.learner_id = m;
+      contribs.push_back(c);
+    }
+  }
+  auto theta = be->alloc<float>(numel);
+  auto momentum = be->alloc<float>(numel);
+  auto delta = be->alloc<float>(numel);
+
+  dd::merge_options rda;
+  rda.rule = dd::merge_rule::rda;
+  dd::merge_options avg = rda;
+  avg.rule = dd::merge_rule::weighted_average;
+
+  struct kind {
+    const char* name;
+    int op;  // 0 memcpy, 1 compute_delta, 2 outer_step
+    const dd::merge_options* opts;
+    std::vector<double> gbps, ratio;
+  };
+  std::vector<kind> kinds = {{"memcpy (baseline)", 0, nullptr, {}, {}},
+                             {"compute_delta  rda", 1, &rda, {}, {}},
+                             {"outer_step     rda", 2, &rda, {}, {}},
+                             {"compute_delta  weighted_average", 1, &avg, {}, {}},
+                             {"outer_step     weighted_average", 2, &avg, {}, {}}};
+  int rda_fallbacks = 0;
+  auto run_once = [&](const kind& k) -> double {
+    const double t0 = now();
+    if (k.op == 0) {
+      for (int m = 0; m < contributors; ++m) std::memcpy(dst[m].data(), src[m].data(), bytes);
+    } else {
+      auto r = k.op == 1 ? dd::compute_delta(*be, layout, contribs, *k.opts, delta.data())
+                         : dd::outer_step(*be, layout, contribs, *k.opts, theta.data(),
+                                          momentum.data());
+      if (!r) throw std::runtime_error("merge failed: " + r.error().message);
+      for (const auto& t : r->tensors) rda_fallbacks += t.fallback ? 1 : 0;
+    }
+    be->synchronize();
+    return now() - t0;
+  };
+  for (const auto& k : kinds) run_once(k);  // warm up: page faults, caches
+  for (int r = 0; r < repeats; ++r) {
+    double base = 0.0;
+    for (auto& k : kinds) {
+      const double gbps = total_bytes / run_once(k) * 1e-9;
+      k.gbps.push_back(gbps);
+      if (k.op == 0) base = gbps;
+      k.ratio.push_back(gbps / base);
+    }
+  }
+  std::printf("  %-32s %10s %16s\n", "kind", "GB/s", "ratio vs memcpy");
+  for (const auto& k : kinds)
+    std::printf("  %-32s %10.2f %16.3f\n", k.name, median(k.gbps), median(k.ratio));
+  std::printf("  (GB/s = %d x %d MB of contributions / seconds, median of %d; ratio = median of "
+              "per-round ratios)\n",
+              contributors, size_mb, repeats);
+  if (rda_fallbacks > 0) std::printf("  note: %d RDA tensor fallbacks occurred\n", rda_fallbacks);
+  return 0;
+}
+
+// ---- part 2: learner tokens/s with synchronization on and off -----------------------------------
+
+#ifdef DD_BENCH_HAVE_ACTORS
+struct cluster_sample {
+  /// Learner tokens / training wall seconds.
+  double tokens_per_s = 0.0;
+  /// Learner tokens / CPU seconds of the whole process over the whole run_cluster call (setup
+  /// and final evaluation included: equal in both modes, they dilute the overhead slightly).
+  double tokens_per_cpu_s = 0.0;
+  double training_s = 0.0;
+  uint64_t tokens = 0;
+  uint64_t merges = 0;
+  uint64_t pushes = 0;
+  double goodput = 0.0;
+};
+
+cluster_sample run_once_cluster(const dd::config::experiment& exp, const std::string& run_dir) {
+  dd::actors::run_options ro;
+  ro.run_dir = run_dir;
+  ro.progress_every_s = 0.0;
+  const double cpu0 = process_cpu_s();
+  const auto r = dd::actors::run_cluster(exp, ro);
+  const double cpu_s = process_cpu_s() - cpu0;
+  if (!r.finished) throw std::runtime_error("cluster run did not finish (" + run_dir + ")");
+  cluster_sample s;
+  s.tokens = r.summary.value("tokens", uint64_t{0});
+  s.training_s = r.info.value("training_seconds", 0.0);
+  s.merges = r.summary.value("merges", uint64_t{0});
+  s.pushes = r.info.value("pushes", uint64_t{0});
+  s.goodput = r.summary.value("goodput", 0.0);
+  s.tokens_per_s = s.training_s > 0 ? static_cast<double>(s.tokens) / s.training_s : 0.0;
+  s.tokens_per_cpu_s = cpu_s > 0 ? static_cast<double>(s.tokens) / cpu_s : 0.0;
+  return s;
+}
+
+/// `overrides` are applied to the experiment file (key=value, as dd-node --set) for both modes.
+int bench_cluster(const std::string& experiment_file, const std::vector<std::string>& overrides,
+                  int rounds) {
+  dd::config::load_options lo;
+  lo.overrides = overrides;
+  auto on = dd::config::load_file(experiment_file, lo);
+  if (!on.ok() || on.experiments.empty())
+    throw std::runtime_error("cannot load " + experiment_file + ":\n" + on.error_text());
+  const auto& e_on = on.experiments.front();
+  // "off": the same experiment with H above the step budget — offset_p = floor(p·H/P) ≥ H/P >
+  // steps for p ≥ 1 and fragment 0 is first due at step H, so no learner ever pushes.
+  const int64_t off_interval = std::max<int64_t>(1000000, 2 * e_on.budget.steps + 1);
+  lo.overrides.push_back("sync.interval=" + std::to_string(off_interval));
+  auto off = dd::config::load_file(experiment_file, lo);
+  if (!off.ok() || off.experiments.empty())
+    throw std::runtime_error("cannot load " + experiment_file + " (sync off):\n" + off.error_text());
+  const auto& e_off = off.experiments.front();
+
+  std::printf("\n== 2. learner tokens/s, synchronization on vs off (actors::run_cluster) ==\n");
+  std::printf("experiment %s (%s): M=%d learners, batch %d x %d tokens, GPT L=%d C=%d, %lld steps "
+              "per learner; P=%d, on: H=%d K=%s, off: H=%lld (no pushes); periodic eval off; %d "
+              "rounds\n",
+              e_on.name.c_str(), experiment_file.c_str(), e_on.learners.count,
+              e_on.learners.batch, e_on.model.context, e_on.model.layers, e_on.model.width,
+              static_cast<long long>(e_on.budget.steps), e_on.sync.fragments, e_on.sync.interval,
+              e_on.sync.min_quorum.is_fraction
+                  ? (std::to_string(e_on.sync.min_quorum.fraction) + " of live").c_str()
+                  : std::to_string(e_on.sync.min_quorum.count).c_str(),
+              static_cast<long long>(off_interval), rounds);
+  const auto base_dir = std::filesystem::temp_directory_path() / "dd-bench-sync";
+  // [0] wall tokens/s, [1] tokens per process CPU second; per mode, and the paired overheads.
+  std::vector<double> all_on[2], all_off[2], pair[2];
+  for (int r = 0; r < rounds; ++r) {
+    cluster_sample s_on, s_off;
+    for (int half = 0; half < 2; ++half) {
+      const bool is_on = (half == 0) == (r % 2 == 1);  // off first in even rounds
+      const auto dir = (base_dir / (std::string(is_on ? "on" : "off") + "_" + std::to_string(r)))
+                           .string();
+      auto s = run_once_cluster(is_on ? e_on : e_off, dir);
+      std::printf("  round %d sync %-3s: %8.0f tokens/s, %8.0f tokens/CPU-s  (%llu tokens in "
+                  "%.2f s, goodput %.3f, %llu pushes, %llu merges)\n",
+                  r + 1, is_on ? "on" : "off", s.tokens_per_s, s.tokens_per_cpu_s,
+                  static_cast<unsigned long long>(s.tokens), s.training_s, s.goodput,
+                  static_cast<unsigned long long>(s.pushes),
+                  static_cast<unsigned long long>(s.merges));
+      std::fflush(stdout);
+      (is_on ? s_on : s_off) = s;
+      std::error_code ec;
+      std::filesystem::remove_all(dir, ec);
+    }
+    const double v_on[2] = {s_on.tokens_per_s, s_on.tokens_per_cpu_s};
+    const double v_off[2] = {s_off.tokens_per_s, s_off.tokens_per_cpu_s};
+    for (int i = 0; i < 2; ++i) {
+      all_on[i].push_back(v_on[i]);
+      all_off[i].push_back(v_off[i]);
+      pair[i].push_back(100.0 * (1.0 - v_on[i] / v_off[i]));
+    }
+  }
+  const char* what[2] = {"tokens/s (wall)      ", "tokens per CPU second"};
+  for (int i = 0; i < 2; ++i) {
+    const double m_on = median(all_on[i]), m_off = median(all_off[i]);
+    std::printf("  %s: median sync off %8.0f | sync on %8.0f | overhead %5.1f%% | median of "
+                "per-round overheads %5.1f%% (",
+                what[i], m_off, m_on, 100.0 * (1.0 - m_on / m_off), median(pair[i]));
+    for (size_t k = 0; k < pair[i].size(); ++k)
+      std::printf("%s%.1f%%", k ? ", " : "", pair[i][k]);
+    std::printf(")\n");
+  }
+  std::printf("  (overhead = 1 - on/off; target <= 5%% for learner tokens/s)\n");
+  return 0;
+}
+#endif
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (has_flag(argc, argv, "--help")) {
+    std::printf(
+        "usage: dd-bench-sync [--part all|merge|cluster]\n"
+        "  merge:   [--contributors C (8)] [--size-mb S (64, per contributor)] [--tensors T (4)]\n"
+        "           [--repeats R (5)] [--threads N (1, as each fragment owner)]\n"
+        "  cluster: [--experiment FILE (examples/shakespeare.lua)] [--steps N (24)]\n"
+        "           [--rounds R (4)] [--set key=value ...] and, overriding the file only\n"
+        "           when given: [--learners M] [--batch B] [--width C] [--layers L]\n"
+        "           [--heads H] [--context T]\n");
+    return 0;
+  }
+  const std::string part = arg_str(argc, argv, "--part", "all");
+  if (part != "all" && part != "merge" && part != "cluster") {
+    std::fprintf(stderr, "dd-bench-sync: --part must be all, merge or cluster (got '%s')\n",
+                 part.c_str());
+    return 2;
+  }
+  const int contributors = arg_int(argc, argv, "--contributors", 8);
+  const int size_mb = arg_int(argc, argv, "--size-mb", 64);
+  const int tensors = arg_int(argc, argv, "--tensors", 4);
+  const int repeats = arg_int(argc, argv, "--repeats", 5);
+  const int threads = arg_int(argc, argv, "--threads", 1);
+  if (contributors < 1 || size_mb < 1 || tensors < 1 || repeats < 1 || threads < 0) {
+    std::fprintf(stderr, "dd-bench-sync: --contributors, --size-mb, --tensors, --repeats must be "
+                         ">= 1 and --threads >= 0\n");
+    return 2;
+  }
+  try {
+    dd::kernels::init_all_backends();
+    if (part != "cluster") bench_merge(contributors, size_mb, tensors, repeats, threads);
+    if (part != "merge") {
+#ifdef DD_BENCH_HAVE_ACTORS
+      // Shrink the experiment to a short run: one sync cycle (H = 24 steps in the example, whose
+      // budget is 600) and no periodic evaluation; the other flags override the file only when
+      // given, so by default model, batch, M, P, H and K are the example's.
+      std::vector<std::string> sets = {
+          "budget.steps=" + std::to_string(arg_int(argc, argv, "--steps", 24)),
+          "eval.every_seconds=0"};
+      const struct { const char* flag; const char* key; } model_flags[] = {
+          {"--learners", "learners.count"}, {"--batch", "learners.batch"},
+          {"--width", "model.width"},
+          {"--layers", "model.layers"},     {"--heads", "model.heads"},
+          {"--context", "model.context"}};
+      for (const auto& f : model_flags)
+        if (!arg_str(argc, argv, f.flag, "").empty())
+          sets.push_back(std::string(f.key) + "=" + arg_str(argc, argv, f.flag, ""));
+      for (auto& s : arg_all(argc, argv, "--set")) sets.push_back(std::move(s));
+      bench_cluster(arg_str(argc, argv, "--experiment", "examples/shakespeare.lua"), sets,
+                    arg_int(argc, argv, "--rounds", 4));
+#else
+      std::printf("\n== 2. learner tokens/s: skipped (built without dd_actors) ==\n");
+#endif
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dd-bench-sync: error: %s\n", e.what());
+    return 1;
+  }
+}
