@@ -308,6 +308,7 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
     c->monitor = st.monitor;
     c->log = setup->log.get();
     c->faults = setup->faults.get();
+    c->gate = setup->gate.get();
     c->simulated_time = sim;
     c->sim_step_s = setup->options.sim_step_s;
     std::shared_ptr<const learner_context> cc = c;
@@ -386,6 +387,10 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
   s->learner_threads = exp.learners.threads > 0
                            ? exp.learners.threads
                            : std::max(1, static_cast<int>(hw) / std::max(1, M));
+  if (!options.simulated_time && M > 1) {
+    const unsigned slots = std::max(1u, hw / static_cast<unsigned>(std::max(1, s->learner_threads)));
+    if (slots < static_cast<unsigned>(M)) s->gate = std::make_unique<compute_gate>(slots);
+  }
   fs::create_directories(s->run_dir);
   const std::string ckpt_dir = exp.checkpoint.dir.empty()
                                    ? (fs::path(s->run_dir) / "checkpoints").string()

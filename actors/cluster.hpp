@@ -24,6 +24,7 @@
 #include <caf/actor_system.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/compute_gate.hpp"
 #include "actors/fault_hooks.hpp"
 #include "actors/policy/restart_budget.hpp"
 #include "actors/run_log.hpp"
@@ -76,6 +77,8 @@ struct cluster_setup {
   std::vector<float> initial;      ///< the initial global model (flat)
   std::unique_ptr<run_log> log;
   std::unique_ptr<fault_hooks> faults;
+  /// Fair core sharing between learners (null in logical-time runs or with one learner).
+  std::unique_ptr<compute_gate> gate;
   int learner_threads = 1;
   uint64_t steps_per_learner = 0;  ///< schedule horizon and steps budget
   std::mutex result_mutex;

@@ -19,6 +19,7 @@
 #include <caf/all.hpp>
 
 #include "actors/atoms.hpp"
+#include "actors/compute_gate.hpp"
 #include "actors/fault_hooks.hpp"
 #include "actors/fragment_owner.hpp"
 #include "actors/policy/push_schedule.hpp"
@@ -56,6 +57,7 @@ void finish(learner_actor* self, const learner_context& ctx) {
   auto& st = self->state;
   if (st.now == phase::finished) return;
   st.now = phase::finished;
+  if (ctx.gate != nullptr) ctx.gate->leave(st.id);
   // Marks it not stepping too, in one step (no artificial gap in the uptime integral).
   if (ctx.log != nullptr) ctx.log->learner_finished(st.id);
   if (ctx.monitor && st.joined) self->send(ctx.monitor, atoms::leave_atom_v, st.id, st.incarnation);
@@ -237,6 +239,10 @@ void on_broadcast(learner_actor* self, const learner_context& ctx, const wire_by
       if (!f.have) return;
     st.now = phase::stepping;
     set_stepping(self, ctx, true);
+    if (ctx.gate != nullptr && !st.gate_joined) {
+      ctx.gate->join(st.id);
+      st.gate_joined = true;
+    }
     if (ctx.log != nullptr)
       ctx.log->emit("learner_synced", {{"learner", st.id},
                                        {"incarnation", st.incarnation},
@@ -302,8 +308,14 @@ void on_step(learner_actor* self, const learner_context& ctx) {
   st.now = phase::stepping;
   const int64_t tokens_per_step =
       static_cast<int64_t>(st.tr->config().batch) * st.tr->config().seq_len;
+  // The step's time counts from asking for a core: with M learners on fewer cores that wait is
+  // part of an emulated device's step time (compute_gate.hpp).
   auto t0 = std::chrono::steady_clock::now();
-  auto r = inner_step(self, ctx);
+  inner_result r;
+  {
+    gate_pass pass(ctx.gate, st.id);
+    r = inner_step(self, ctx);
+  }
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (ctx.simulated_time) dt = ctx.sim_step_s;
   st.tokens += static_cast<uint64_t>(tokens_per_step);
@@ -360,6 +372,7 @@ void on_step(learner_actor* self, const learner_context& ctx) {
     if (ctx.log != nullptr)
       ctx.log->emit("crash", {{"learner", st.id}, {"incarnation", st.incarnation}, {"step", step}});
     set_stepping(self, ctx, false);
+    if (ctx.gate != nullptr) ctx.gate->leave(st.id);
     self->quit(caf::make_error(caf::sec::runtime_error, "fault injected: kill learner"));
     return;
   }

@@ -38,6 +38,7 @@ namespace dd::actors {
 
 class run_log;
 class fault_hooks;
+class compute_gate;
 
 /// Configuration of one learner id (shared by its incarnations).
 struct learner_context {
@@ -72,6 +73,8 @@ struct learner_context {
   caf::actor monitor;
   run_log* log = nullptr;         ///< may be null
   fault_hooks* faults = nullptr;  ///< may be null
+  /// Fair core sharing between the learners of the process (may be null); see compute_gate.hpp.
+  compute_gate* gate = nullptr;
   /// Logical-time mode (tests): a step takes sim_step_s × slowdown on the actor clock.
   bool simulated_time = false;
   double sim_step_s = 0.1;
@@ -112,6 +115,7 @@ struct learner_state {
   bool step_scheduled = false;
   bool stop_requested = false;
   bool joined = false;
+  bool gate_joined = false;
   double wait_started_s = 0.0;
   policy::ema step_time{0.2};
   uint64_t tokens = 0;           ///< tokens computed by this incarnation

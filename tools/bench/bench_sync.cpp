@@ -19,8 +19,9 @@
 //     alternate (off/on, on/off, ...) for --rounds rounds. tokens/s = summary "tokens" (all
 //     learners) / info "training_seconds" (start of training to the stop of the last learner;
 //     the final evaluation is excluded). Also printed: tokens per CPU second of this process
-//     (getrusage over the whole run_cluster call), which other engineers' load on the shared
-//     cores disturbs less than wall time. Overhead = 1 − on / off, of the medians and per round.
+//     (getrusage over the whole run_cluster call), which other processes on shared cores
+//     disturb less than wall time, and the learners' goodput (summary "goodput": time in inner
+//     steps / (M × training time)). Overhead = 1 − on / off, of the medians and per round.
 //     Part 2 exists only when dd_actors is built (DD_BENCH_HAVE_ACTORS).
 #include <algorithm>
 #include <chrono>
@@ -29,6 +30,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -51,14 +53,6 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-/// CPU time of this process (user + system, all threads), seconds.
-double process_cpu_s() {
-  rusage ru{};
-  getrusage(RUSAGE_SELF, &ru);
-  const auto tv = [](const timeval& t) { return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec); };
-  return tv(ru.ru_utime) + tv(ru.ru_stime);
-}
-
 int arg_int(int argc, char** argv, const char* name, int def) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string(argv[i]) == name) return std::atoi(argv[i + 1]);
@@ -75,14 +69,6 @@ bool has_flag(int argc, char** argv, const char* name) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == name) return true;
   return false;
-}
-
-/// Every value following `name` on the command line (repeatable flags such as --set).
-std::vector<std::string> arg_all(int argc, char** argv, const char* name) {
-  std::vector<std::string> out;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == name) out.emplace_back(argv[++i]);
-  return out;
 }
 
 double median(std::vector<double> v) {
@@ -217,6 +203,24 @@ int bench_merge(int contributors, int size_mb, int tensors, int repeats, int thr
 // ---- part 2: learner tokens/s with synchronization on and off -----------------------------------
 
 #ifdef DD_BENCH_HAVE_ACTORS
+/// Every value following `name` on the command line (repeatable flags such as --set).
+std::vector<std::string> arg_all(int argc, char** argv, const char* name) {
+  std::vector<std::string> out;
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == name) out.emplace_back(argv[++i]);
+  return out;
+}
+
+/// CPU time of this process (user + system, all threads), seconds.
+double process_cpu_s() {
+  rusage ru{};
+  getrusage(RUSAGE_SELF, &ru);
+  const auto tv = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+  };
+  return tv(ru.ru_utime) + tv(ru.ru_stime);
+}
+
 struct cluster_sample {
   /// Learner tokens / training wall seconds.
   double tokens_per_s = 0.0;
@@ -258,9 +262,10 @@ int bench_cluster(const std::string& experiment_file, const std::vector<std::str
   if (!on.ok() || on.experiments.empty())
     throw std::runtime_error("cannot load " + experiment_file + ":\n" + on.error_text());
   const auto& e_on = on.experiments.front();
-  // "off": the same experiment with H above the step budget — offset_p = floor(p·H/P) ≥ H/P >
-  // steps for p ≥ 1 and fragment 0 is first due at step H, so no learner ever pushes.
-  const int64_t off_interval = std::max<int64_t>(1000000, 2 * e_on.budget.steps + 1);
+  // "off": the same experiment with H = 1e6 (the DSL's maximum) — fragment 0 is first due at
+  // step H and fragment p ≥ 1 at offset_p = floor(p·H/P) ≥ floor(H/P), both above any step
+  // budget this benchmark runs, so no learner ever pushes (checked after each run).
+  const int64_t off_interval = 1000000;
   lo.overrides.push_back("sync.interval=" + std::to_string(off_interval));
   auto off = dd::config::load_file(experiment_file, lo);
   if (!off.ok() || off.experiments.empty())
@@ -280,7 +285,7 @@ int bench_cluster(const std::string& experiment_file, const std::vector<std::str
               static_cast<long long>(off_interval), rounds);
   const auto base_dir = std::filesystem::temp_directory_path() / "dd-bench-sync";
   // [0] wall tokens/s, [1] tokens per process CPU second; per mode, and the paired overheads.
-  std::vector<double> all_on[2], all_off[2], pair[2];
+  std::vector<double> all_on[2], all_off[2], pair[2], goodput_on, goodput_off;
   for (int r = 0; r < rounds; ++r) {
     cluster_sample s_on, s_off;
     for (int half = 0; half < 2; ++half) {
@@ -288,6 +293,10 @@ int bench_cluster(const std::string& experiment_file, const std::vector<std::str
       const auto dir = (base_dir / (std::string(is_on ? "on" : "off") + "_" + std::to_string(r)))
                            .string();
       auto s = run_once_cluster(is_on ? e_on : e_off, dir);
+      if (!is_on && s.pushes > 0)
+        throw std::runtime_error("sync off still pushed " + std::to_string(s.pushes) +
+                                 " fragments; lower --steps below H/P = " +
+                                 std::to_string(off_interval / e_on.sync.fragments));
       std::printf("  round %d sync %-3s: %8.0f tokens/s, %8.0f tokens/CPU-s  (%llu tokens in "
                   "%.2f s, goodput %.3f, %llu pushes, %llu merges)\n",
                   r + 1, is_on ? "on" : "off", s.tokens_per_s, s.tokens_per_cpu_s,
@@ -299,6 +308,8 @@ int bench_cluster(const std::string& experiment_file, const std::vector<std::str
       std::error_code ec;
       std::filesystem::remove_all(dir, ec);
     }
+    goodput_on.push_back(s_on.goodput);
+    goodput_off.push_back(s_off.goodput);
     const double v_on[2] = {s_on.tokens_per_s, s_on.tokens_per_cpu_s};
     const double v_off[2] = {s_off.tokens_per_s, s_off.tokens_per_cpu_s};
     for (int i = 0; i < 2; ++i) {
@@ -317,6 +328,9 @@ int bench_cluster(const std::string& experiment_file, const std::vector<std::str
       std::printf("%s%.1f%%", k ? ", " : "", pair[i][k]);
     std::printf(")\n");
   }
+  std::printf("  learner goodput (time in inner steps / (M x training time)): median sync off "
+              "%.3f | sync on %.3f\n",
+              median(goodput_off), median(goodput_on));
   std::printf("  (overhead = 1 - on/off; target <= 5%% for learner tokens/s)\n");
   return 0;
 }
@@ -331,7 +345,7 @@ int main(int argc, char** argv) {
         "  merge:   [--contributors C (8)] [--size-mb S (64, per contributor)] [--tensors T (4)]\n"
         "           [--repeats R (5)] [--threads N (1, as each fragment owner)]\n"
         "  cluster: [--experiment FILE (examples/shakespeare.lua)] [--steps N (24)]\n"
-        "           [--rounds R (4)] [--set key=value ...] and, overriding the file only\n"
+        "           [--rounds R (3)] [--set key=value ...] and, overriding the file only\n"
         "           when given: [--learners M] [--batch B] [--width C] [--layers L]\n"
         "           [--heads H] [--context T]\n");
     return 0;
@@ -372,8 +386,12 @@ int main(int argc, char** argv) {
         if (!arg_str(argc, argv, f.flag, "").empty())
           sets.push_back(std::string(f.key) + "=" + arg_str(argc, argv, f.flag, ""));
       for (auto& s : arg_all(argc, argv, "--set")) sets.push_back(std::move(s));
-      bench_cluster(arg_str(argc, argv, "--experiment", "examples/shakespeare.lua"), sets,
-                    arg_int(argc, argv, "--rounds", 4));
+      const int rounds = arg_int(argc, argv, "--rounds", 3);
+      if (rounds < 1) {
+        std::fprintf(stderr, "dd-bench-sync: --rounds must be >= 1\n");
+        return 2;
+      }
+      bench_cluster(arg_str(argc, argv, "--experiment", "examples/shakespeare.lua"), sets, rounds);
 #else
       std::printf("\n== 2. learner tokens/s: skipped (built without dd_actors) ==\n");
 #endif
