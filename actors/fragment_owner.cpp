@@ -147,6 +147,8 @@ caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_cont
                             {"learner", out.learner_id},
                             {"incarnation", out.incarnation},
                             {"transfer_id", out.transfer_id},
+                            {"base_version", out.base_version},
+                            {"version", s.core->version()},
                             {"bytes", out.payload_bytes},
                             {"accepted", out.what == status::accepted}};
         if (out.reject) j["reason"] = std::string(to_string(out.reject->reason));
@@ -158,6 +160,8 @@ caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_cont
           if (out.what == status::rejected) c.pushes_rejected += 1;
         });
       }
+      if (ctx->log != nullptr && out.what == status::ignored)
+        ctx->log->emit("push_ignored", {{"fragment", frag}, {"detail", out.detail}});
       apply_effects(self, *ctx, std::move(out.effects));
     },
     [=](atoms::pull_atom, int32_t learner_id) {

@@ -101,6 +101,7 @@ push_outcome fragment_owner_state::reject(const push_msg& m, reject_reason r, st
   out.incarnation = m.incarnation;
   out.transfer_id = m.transfer_id;
   out.payload_bytes = m.payload_bytes;
+  out.base_version = m.base_version;
   out.detail = detail;
   out.send_current = resync;
   reject_msg rj;
@@ -234,6 +235,7 @@ push_outcome fragment_owner_state::on_push(push_msg chunk, double now_s) {
   out.incarnation = m.incarnation;
   out.transfer_id = m.transfer_id;
   out.payload_bytes = m.payload_bytes;
+  out.base_version = m.base_version;
   out.effects = decide(now_s);
   return out;
 }

@@ -111,6 +111,7 @@ struct push_outcome {
   int32_t learner_id = -1;
   uint64_t incarnation = 0;
   uint64_t transfer_id = 0;
+  uint64_t base_version = 0;
   uint64_t payload_bytes = 0;
   std::string detail;        ///< human-readable reason
   owner_effects effects;

@@ -131,7 +131,7 @@ struct outer_config {
   double momentum = 0.9;                           ///< Nesterov momentum μ
   merge_kind merge = merge_kind::rda;              ///< merge rule for ordinary tensors
   merge_kind embedding_merge = merge_kind::average;///< merge rule for embedding tensors
-  anchor_kind anchor = anchor_kind::base;          ///< pseudo-gradient anchor
+  anchor_kind anchor = anchor_kind::current;       ///< pseudo-gradient anchor (measured: docs/ALGORITHM.md)
   double mixing_alpha = 0.0;                       ///< α: θ ← αθ + (1-α)·global on arrival
   int max_staleness = 4;                           ///< versions a push may lag before rejection
   bool token_weighting = true;                     ///< w = tokens²/steps (false: w = 1)

@@ -224,5 +224,41 @@ TEST(cluster_sim, random_faults_keep_the_invariants_and_the_same_seed_gives_the_
   EXPECT_EQ(first.result.final_val_loss, second.result.final_val_loss);
 }
 
+TEST(cluster_sim, stale_pushes_are_rejected_and_the_learner_resynchronizes) {
+  // max_staleness 0 with delayed pushes: a push whose base is older than the owner's version is
+  // refused as stale; the owner sends the current value and the learner's next push of that
+  // fragment starts from it.
+  auto e = tiny_experiment("sim_stale");
+  e.outer.max_staleness = 0;
+  std::vector<fault_spec> faults;
+  for (int k = 0; k < 4; ++k) {
+    fault_spec f;
+    f.what = fault_spec::kind::delay_push;
+    f.target = k % 2;
+    f.at_step = static_cast<uint64_t>(4 + 8 * k);
+    f.delay_s = 0.25;  // after the others' merge (grace ≈ 0.16 s), before its next push (0.4 s)
+    faults.push_back(f);
+  }
+  auto o = simulate(e, faults, ::testing::TempDir() + "dd_sim_stale");
+  check_invariants(o, e);
+  size_t stale = 0;
+  for (size_t i = 0; i < o.events.size(); ++i) {
+    const auto& ev = o.events[i];
+    if (ev["event"] != "push" || ev.value("reason", "") != "stale") continue;
+    ++stale;
+    const uint64_t current = ev["version"];
+    // The learner's next accepted push of this fragment is based on the value it was sent.
+    for (size_t j = i + 1; j < o.events.size(); ++j) {
+      const auto& nx = o.events[j];
+      if (nx["event"] == "push" && nx["learner"] == ev["learner"] &&
+          nx["fragment"] == ev["fragment"] && nx["accepted"] == true) {
+        EXPECT_GE(nx["base_version"].get<uint64_t>(), current) << nx.dump();
+        break;
+      }
+    }
+  }
+  EXPECT_GE(stale, 1u);
+}
+
 }  // namespace
 }  // namespace dd::actors

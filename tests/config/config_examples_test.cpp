@@ -96,7 +96,7 @@ TEST(ConfigExamples, DataOnlyFileGetsAlgorithmDefaults) {
   EXPECT_DOUBLE_EQ(e.outer.momentum, 0.9);
   EXPECT_EQ(e.outer.merge, merge_kind::rda);
   EXPECT_EQ(e.outer.embedding_merge, merge_kind::average);
-  EXPECT_EQ(e.outer.anchor, anchor_kind::base);
+  EXPECT_EQ(e.outer.anchor, anchor_kind::current);
   EXPECT_DOUBLE_EQ(e.outer.mixing_alpha, 0.0);
   EXPECT_EQ(e.outer.max_staleness, 4);
   EXPECT_TRUE(e.outer.token_weighting);
