@@ -4,12 +4,14 @@
 // Without it the OS scheduler hands 4 single-threaded learners on 2 cores uneven shares (20–30%
 // apart was measured), the learners drift out of phase and, with K = 1, each one's pushes miss the
 // others' grace windows — an artefact of the emulation, not of the algorithm. The gate admits at
-// most `slots` inner steps at once; among the waiting learners it admits the one that has been
-// admitted least often (ties: first come, first served), so every learner makes the same number
-// of steps per unit of time and a learner that fell behind (preempted by the OS) catches up,
-// as on equal hardware. A (re)joining learner starts level with the least-served live learner, so
-// a respawn does not get a catch-up burst. Emulated slower hardware (speed factors) sleeps outside
-// the gate. Thread-safe; shared by the learners of one run, which it must outlive.
+// most `slots` inner steps at once; among the waiting learners it admits the one with the least
+// virtual time (ties: first come, first served), where each admission adds the learner's
+// slowdown factor f (1 for full speed) to its virtual time. Under contention every learner thus
+// gets steps in proportion to 1/f — equal devices make equal progress, a learner that fell behind
+// (preempted by the OS) catches up, and emulated slower hardware is slower by exactly f. (The
+// learner also sleeps (f − 1) × its step time outside the gate, which slows it when cores are
+// idle.) A (re)joining learner starts level with the least-served live learner, so a respawn does
+// not get a catch-up burst. Thread-safe; shared by the learners of one run, which it must outlive.
 #pragma once
 
 #include <algorithm>
@@ -32,7 +34,7 @@ class compute_gate {
   /// live learners (0 when it is the first).
   void join(int32_t key) {
     std::lock_guard<std::mutex> guard(mutex_);
-    uint64_t level = 0;
+    double level = 0;
     bool any = false;
     for (const auto& [k, c] : live_)
       if (k != key) {
@@ -48,15 +50,16 @@ class compute_gate {
     live_.erase(key);
   }
 
-  /// Blocks until learner `key` may run one step.
-  void acquire(int32_t key) {
+  /// Blocks until learner `key` may run one step; the step costs `weight` (its slowdown f >= 1)
+  /// of virtual time.
+  void acquire(int32_t key, double weight = 1.0) {
     std::unique_lock<std::mutex> lock(mutex_);
     const auto me = std::make_tuple(live_[key], next_++, key);
     waiting_.insert(me);
     cv_.wait(lock, [&] { return active_ < slots_ && *waiting_.begin() == me; });
     waiting_.erase(waiting_.begin());
     ++active_;
-    ++live_[key];
+    live_[key] += weight > 0 ? weight : 1.0;
     cv_.notify_all();  // the next in line may fit in another free slot
   }
 
@@ -77,15 +80,15 @@ class compute_gate {
   const unsigned slots_;
   unsigned active_ = 0;
   uint64_t next_ = 0;
-  std::map<int32_t, uint64_t> live_;                          // admissions per live learner
-  std::set<std::tuple<uint64_t, uint64_t, int32_t>> waiting_; // (admissions, ticket, key)
+  std::map<int32_t, double> live_;                          // virtual time per live learner
+  std::set<std::tuple<double, uint64_t, int32_t>> waiting_; // (virtual time, ticket, key)
 };
 
 /// RAII admission through a gate (a null gate admits at once).
 class gate_pass {
  public:
-  gate_pass(compute_gate* g, int32_t key) : gate_(g) {
-    if (gate_ != nullptr) gate_->acquire(key);
+  gate_pass(compute_gate* g, int32_t key, double weight = 1.0) : gate_(g) {
+    if (gate_ != nullptr) gate_->acquire(key, weight);
   }
   ~gate_pass() {
     if (gate_ != nullptr) gate_->release();

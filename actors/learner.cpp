@@ -313,7 +313,7 @@ void on_step(learner_actor* self, const learner_context& ctx) {
   auto t0 = std::chrono::steady_clock::now();
   inner_result r;
   {
-    gate_pass pass(ctx.gate, st.id);
+    gate_pass pass(ctx.gate, st.id, std::max(1.0, ctx.speed) * st.slow_factor);
     r = inner_step(self, ctx);
   }
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -340,6 +340,7 @@ void on_step(learner_actor* self, const learner_context& ctx) {
   step_faults sf;
   if (ctx.faults != nullptr) sf = ctx.faults->on_learner_step(st.id, st.incarnation, step);
   factor *= std::max(1.0, sf.slow_factor);
+  st.slow_factor = std::max(1.0, sf.slow_factor);
   if (ctx.jitter > 0 && st.jitter_rng) factor *= 1.0 + ctx.jitter * st.jitter_rng->uniform();
   if (!ctx.simulated_time && factor > 1.0)
     std::this_thread::sleep_for(std::chrono::duration<double>((factor - 1.0) * dt));

@@ -116,6 +116,7 @@ struct learner_state {
   bool stop_requested = false;
   bool joined = false;
   bool gate_joined = false;
+  double slow_factor = 1.0;      ///< current slowdown from a `slow` fault (>= 1)
   double wait_started_s = 0.0;
   policy::ema step_time{0.2};
   uint64_t tokens = 0;           ///< tokens computed by this incarnation

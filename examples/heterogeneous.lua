@@ -15,6 +15,17 @@ for _, grace in ipairs { "adaptive", "off" } do
       min_quorum = 1,
       grace = { mode = grace, gamma = 0.8, max_factor = 2 },  -- γ and the cap (× ξ_step)
     },
+    outer = { lr = 0.7, momentum = 0.5 },
     budget = { steps = 600 },
   }
 end
+
+-- The synchronous reference: K = M waits for every learner, so the slowest sets the pace.
+experiment {
+  name = "heterogeneous-sync",
+  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  learners = { count = #speeds, speed = speeds, jitter = 0.05 },
+  sync = { min_quorum = #speeds, grace = "off" },
+  outer = { lr = 0.7, momentum = 0.5 },
+  budget = { steps = 600 },
+}
