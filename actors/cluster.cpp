@@ -93,9 +93,9 @@ policy::grace_config grace_of(const config::experiment& e) {
   }
   g.gamma = e.sync.grace.gamma;
   g.fixed_s = e.sync.grace.fixed_seconds;
-  // policy: grace_max_s < 0 means 2 × ξ_step; other factors are not expressible relative to ξ_step
-  // yet, so they fall back to the default (reported in docs/runtime.md).
+  // The cap is relative to ξ_step: grace_max = sync.grace.max_factor × ξ_step.
   g.grace_max_s = -1.0;
+  g.max_factor = e.sync.grace.max_factor;
   return g;
 }
 

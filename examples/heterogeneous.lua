@@ -16,7 +16,7 @@ for _, grace in ipairs { "adaptive", "off" } do
       grace = { mode = grace, gamma = 0.8, max_factor = 2 },  -- γ and the cap (× ξ_step)
     },
     outer = { lr = 0.7, momentum = 0.5 },
-    budget = { steps = 600 },
+    budget = { tokens = 4 * 16 * 128 * 600 },  -- equal tokens: faster learners do more steps
   }
 end
 
@@ -27,5 +27,5 @@ experiment {
   learners = { count = #speeds, speed = speeds, jitter = 0.05 },
   sync = { min_quorum = #speeds, grace = "off" },
   outer = { lr = 0.7, momentum = 0.5 },
-  budget = { steps = 600 },
+  budget = { tokens = 4 * 16 * 128 * 600 },
 }

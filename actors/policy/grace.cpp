@@ -58,7 +58,8 @@ grace_decision compute_grace(const grace_config& config, double tau_steps, doubl
   }
   if (!std::isfinite(config.gamma) || config.gamma < 0.0 || config.gamma > 1.0 ||
       !std::isfinite(tau_steps) || tau_steps < 0.0 || !std::isfinite(xi_quorum_s) ||
-      !std::isfinite(xi_sync_s) || !std::isfinite(config.grace_max_s)) {
+      !std::isfinite(xi_sync_s) || !std::isfinite(config.grace_max_s) || !std::isfinite(config.max_factor) ||
+      config.max_factor < 0.0) {
     d.reason = grace_reason::invalid_config;
     d.message = "invalid grace input: need gamma in [0,1], tau >= 0 and finite EMAs";
     return d;
@@ -68,7 +69,8 @@ grace_decision compute_grace(const grace_config& config, double tau_steps, doubl
     d.message = "no learner step-time estimate yet: grace 0 s";
     return d;
   }
-  const double grace_max = config.grace_max_s < 0.0 ? 2.0 * xi_step_s : config.grace_max_s;
+  const double grace_max =
+      config.grace_max_s < 0.0 ? config.max_factor * xi_step_s : config.grace_max_s;
   const double raw = config.gamma * (tau_steps * xi_step_s - xi_quorum_s - xi_sync_s);
   const std::string numbers = " (gamma=" + std::to_string(config.gamma) +
                               ", tau=" + std::to_string(tau_steps) +

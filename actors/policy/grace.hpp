@@ -51,7 +51,8 @@ struct grace_config {
   grace_mode mode = grace_mode::adaptive;
   double gamma = 0.8;        ///< γ, safety margin in [0, 1] (ours; default 0.8).
   double fixed_s = 0.0;      ///< window for mode == fixed (seconds, >= 0).
-  double grace_max_s = -1.0; ///< upper bound (seconds); < 0 means 2 × ξ_step (default).
+  double grace_max_s = -1.0; ///< upper bound (seconds); < 0 means max_factor × ξ_step.
+  double max_factor = 2.0;   ///< cap relative to ξ_step when grace_max_s < 0 (default 2).
 };
 
 /// Why `compute_grace` returned its window.

@@ -140,12 +140,13 @@ struct grace_case {
 };
 
 TEST(Grace, Table) {
-  const grace_config adaptive{grace_mode::adaptive, 0.8, 0.0, -1.0};
-  const grace_config capped{grace_mode::adaptive, 0.8, 0.0, 0.5};
-  const grace_config fixed{grace_mode::fixed, 0.8, 0.25, -1.0};
-  const grace_config off{grace_mode::off, 0.8, 0.25, -1.0};
-  const grace_config bad_fixed{grace_mode::fixed, 0.8, -1.0, -1.0};
-  const grace_config bad_gamma{grace_mode::adaptive, 1.5, 0.0, -1.0};
+  const grace_config adaptive{grace_mode::adaptive, 0.8, 0.0, -1.0, 2.0};
+  const grace_config capped{grace_mode::adaptive, 0.8, 0.0, 0.5, 2.0};
+  const grace_config fixed{grace_mode::fixed, 0.8, 0.25, -1.0, 2.0};
+  const grace_config off{grace_mode::off, 0.8, 0.25, -1.0, 2.0};
+  const grace_config bad_fixed{grace_mode::fixed, 0.8, -1.0, -1.0, 2.0};
+  const grace_config bad_gamma{grace_mode::adaptive, 1.5, 0.0, -1.0, 2.0};
+  const grace_config wide_cap{grace_mode::adaptive, 0.8, 0.0, -1.0, 3.0};
   const std::vector<grace_case> cases = {
       // 0.8 · (2·1.0 − 0.3 − 0.2) = 1.2 <= 2·1.0
       {adaptive, 2, 1.0, 0.3, 0.2, 1.2, grace_reason::adaptive},
@@ -153,6 +154,8 @@ TEST(Grace, Table) {
       {adaptive, 2, 1.0, 1.5, 0.6, 0.0, grace_reason::clamped_to_zero},
       // 0.8 · (10·1.0 − 0 − 0) = 8 > 2·1.0 → 2
       {adaptive, 10, 1.0, 0.0, 0.0, 2.0, grace_reason::clamped_to_max},
+      // sync.grace.max_factor = 3: 0.8 · (10·1.0) = 8 > 3·1.0 → 3
+      {wide_cap, 10, 1.0, 0.0, 0.0, 3.0, grace_reason::clamped_to_max},
       // explicit cap 0.5
       {capped, 2, 1.0, 0.3, 0.2, 0.5, grace_reason::clamped_to_max},
       {adaptive, 2, 0.0, 0.3, 0.2, 0.0, grace_reason::no_step_estimate},
