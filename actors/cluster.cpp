@@ -24,6 +24,7 @@
 #include "actors/learner.hpp"
 #include "actors/supervisor.hpp"
 #include "kernels/backend.hpp"
+#include "runtime/rng.hpp"
 #include "runtime/gpt.hpp"
 
 namespace dd::actors {
@@ -432,6 +433,32 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
       step = std::max(1.0, step / std::max(1, exp.sync.interval));
     f.at_step = static_cast<uint64_t>(std::llround(std::max(0.0, step)));
     faults.push_back(f);
+  }
+  // chaos.random: Poisson failures per learner (and/or owner) with drawn downtimes, keyed on
+  // wall time; the horizon is the seconds budget, or 24 h when the budget counts tokens/steps.
+  if (exp.chaos.random.mtbf_seconds > 0.0) {
+    const auto& rc = exp.chaos.random;
+    random_recovery rec;
+    rec.mean_s = rc.recovery.mean;
+    rec.sigma = rc.recovery.sigma;
+    rec.dist = rc.recovery.dist == config::recovery_dist::fixed
+                   ? random_recovery::distribution::fixed
+                   : rc.recovery.dist == config::recovery_dist::lognormal
+                         ? random_recovery::distribution::lognormal
+                         : random_recovery::distribution::exponential;
+    const double horizon =
+        exp.budget.kind == config::budget_kind::seconds ? exp.budget.seconds : 86400.0;
+    const uint64_t seed = rc.seed != 0 ? rc.seed : exp.seed;
+    if (rc.target != config::chaos_target_kind::owners)
+      for (const auto& f : random_fault_schedule(fault_spec::kind::kill_learner,
+                                                 exp.learners.count, rc.mtbf_seconds, rec,
+                                                 horizon, seed))
+        faults.push_back(f);
+    if (rc.target != config::chaos_target_kind::learners)
+      for (const auto& f : random_fault_schedule(fault_spec::kind::kill_owner,
+                                                 s->plan.num_fragments(), rc.mtbf_seconds, rec,
+                                                 horizon, derive_seed(seed, 1000)))
+        faults.push_back(f);
   }
   for (const auto& f : options.faults) faults.push_back(f);
   s->faults = std::make_unique<fault_hooks>(faults, s->log.get());

@@ -1,6 +1,11 @@
 // actors/fault_hooks.cpp — see fault_hooks.hpp.
 #include "actors/fault_hooks.hpp"
 
+#include <cmath>
+#include <stdexcept>
+
+#include "runtime/rng.hpp"
+
 #include <algorithm>
 
 #include <nlohmann/json.hpp>
@@ -142,6 +147,44 @@ std::vector<fired_fault> fault_hooks::fired() const {
 std::vector<fault_spec> fault_hooks::scheduled() const {
   std::lock_guard<std::mutex> guard(mutex_);
   return faults_;
+}
+
+std::vector<fault_spec> random_fault_schedule(fault_spec::kind kind, int targets, double mtbf_s,
+                                              const random_recovery& recovery, double horizon_s,
+                                              uint64_t seed, int max_per_target) {
+  if (!(mtbf_s > 0.0)) throw std::invalid_argument("chaos.random.mtbf_seconds must be > 0");
+  if (!(horizon_s >= 0.0)) throw std::invalid_argument("random fault horizon must be >= 0");
+  if (!(recovery.mean_s > 0.0))
+    throw std::invalid_argument("chaos.random.recovery.mean must be > 0");
+  std::vector<fault_spec> out;
+  for (int t = 0; t < targets; ++t) {
+    dd::rng r(dd::derive_seed(seed, static_cast<uint64_t>(t)));
+    double now = 0.0;
+    for (int k = 0; k < max_per_target; ++k) {
+      now += -mtbf_s * std::log(r.uniform());  // exponential gap, mean mtbf_s
+      if (now > horizon_s) break;
+      double down = recovery.mean_s;
+      switch (recovery.dist) {
+        case random_recovery::distribution::fixed: break;
+        case random_recovery::distribution::exponential:
+          down = -recovery.mean_s * std::log(r.uniform());
+          break;
+        case random_recovery::distribution::lognormal:
+          // mean of exp(N(mu, σ²)) is exp(mu + σ²/2): choose mu so the mean is mean_s.
+          down = std::exp(std::log(recovery.mean_s) - 0.5 * recovery.sigma * recovery.sigma +
+                          recovery.sigma * r.normal());
+          break;
+      }
+      fault_spec f;
+      f.what = kind;
+      f.target = t;
+      f.at_seconds = now;
+      f.downtime_s = down;
+      out.push_back(f);
+      now += down;
+    }
+  }
+  return out;
 }
 
 }  // namespace dd::actors

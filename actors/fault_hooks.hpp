@@ -104,4 +104,22 @@ class fault_hooks {
   std::vector<std::pair<std::pair<int32_t, bool>, double>> downtime_;
 };
 
+/// How long a randomly failed actor stays down (seconds).
+struct random_recovery {
+  enum class distribution { exponential, fixed, lognormal };
+  distribution dist = distribution::exponential;
+  double mean_s = 5.0;  ///< mean downtime, seconds (> 0)
+  double sigma = 0.5;   ///< lognormal: σ of log-downtime (the mean stays mean_s)
+};
+
+/// Draws a random failure schedule: for each of `targets` actors independently, failure times
+/// from a Poisson process with mean time between failures `mtbf_s` (seconds of wall time since
+/// the run started, exponential gaps measured from the end of the previous downtime), each with
+/// a downtime drawn from `recovery`, up to `horizon_s`. `kind` is kill_learner or kill_owner.
+/// Deterministic in `seed` (runtime/rng.hpp: splitmix64). At most `max_per_target` faults per
+/// actor. Throws std::invalid_argument when mtbf_s <= 0, horizon_s < 0 or recovery.mean_s <= 0.
+std::vector<fault_spec> random_fault_schedule(fault_spec::kind kind, int targets, double mtbf_s,
+                                              const random_recovery& recovery, double horizon_s,
+                                              uint64_t seed, int max_per_target = 1000);
+
 }  // namespace dd::actors

@@ -115,6 +115,17 @@ int run_main(int argc, char** argv) {
     return 2;
   }
   kernels::init_all_backends();
+  // Refuse before anything starts when a requested backend cannot be created here (e.g. cuda
+  // without a device): otherwise every learner would die at spawn and exhaust its restarts.
+  for (const auto& exp : loaded.experiments) {
+    try {
+      (void)kernels::make_backend(config::to_string(exp.learners.backend), {1, 0});
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dd-node run: %s: learners.backend = \"%s\": %s\n", exp.name.c_str(),
+                   config::to_string(exp.learners.backend), e.what());
+      return 2;
+    }
+  }
   nlohmann::json table = nlohmann::json::array();
   std::vector<std::string> rows;
   for (const auto& exp : loaded.experiments) {

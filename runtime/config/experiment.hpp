@@ -186,7 +186,7 @@ struct budget_config {
 /// `checkpoint`: where and how often fragment owners checkpoint.
 struct checkpoint_config {
   std::string dir;             ///< checkpoint directory (default <run_dir>/checkpoints)
-  int every_versions = 50;     ///< checkpoint every this many fragment versions; 0 = off
+  int every_versions = 5;      ///< checkpoint every this many fragment versions; 0 = off
 };
 
 /// One scripted fault in `chaos.events`.

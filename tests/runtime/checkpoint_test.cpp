@@ -42,7 +42,11 @@ class Checkpoint : public ::testing::Test {
     be_ = dd::kernels::make_backend("cpu", {1, 0});
     model_ = std::make_unique<dd::gpt>(*be_, cfg_);
     model_->init(21);
-    path_ = ::testing::TempDir() + "dd_ckpt_test.safetensors";
+    // One file per test and per process: ctest runs tests in parallel, and other checkouts on
+    // the machine share the temp dir (regression: parallel tests overwrote one shared file).
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    path_ = ::testing::TempDir() + "dd_ckpt_test_" + info->name() + "_" +
+            std::to_string(::getpid()) + ".safetensors";
     dd::save_checkpoint(path_, *model_, nullptr, {{"step", "7"}});
     bytes_ = read_all(path_);
     uint64_t hlen = 0;
