@@ -27,6 +27,8 @@ sim_config small() {
   c.recovery = recovery_dist::fixed;
   c.recovery_mean_s = 100.0;
   c.restart_s = 12.0;
+  c.restart_cold_s = 12.0;       // one relaunch cost (the warm/cold tests set their own)
+  c.restart_warm_window_s = 0.0;
   c.checkpoint_interval_s = 0.0;
   c.downscale_pause_s = 18.0;
   c.upscale_pause_s = 14.0;
@@ -62,6 +64,85 @@ TEST(GoodputSim, SingleFailureDataParallelLosesExactlyTheStall) {
   EXPECT_EQ(r.recoveries, 1u);
   EXPECT_NEAR(r.goodput, 1.0 - (100.0 + 12.0 + 0.5) / day, 1e-12);
   EXPECT_NEAR(r.uptime, 1.0 - (100.0 + 12.0) / day, 1e-12);
+}
+
+TEST(GoodputSim, SecondRelaunchIsWarmWithinTheWindowAndColdAfter) {
+  // Warm relaunch 5 s, cold 35 s, window 45 s, recovery 100 s. Failure 1 at t = 1000 s: no
+  // relaunch before it, so cold; the job resumes at 1000 + 100 + 35 = 1135 s. Failure 2 (another
+  // slice) `gap` seconds after 1135 s, back 100 s (or `rec2`) later. Each failure also loses
+  // half a step of work.
+  sim_config c = small();
+  c.restart_s = 5.0;
+  c.restart_cold_s = 35.0;
+  c.restart_warm_window_s = 45.0;
+  auto run = [&](double gap, double rec2) {
+    return simulate_scripted(c, strategy::data_parallel,
+                             {{3, 1000.0, 100.0}, {5, 1135.0 + gap, rec2}});
+  };
+  struct expect {
+    double gap, rec2, second_restart;
+    std::uint64_t warm;
+  };
+  const expect cases[] = {
+      {20.0, 100.0, 5.0, 1},   // within W: exactly the warm cost
+      {44.0, 100.0, 5.0, 1},
+      {45.0, 100.0, 35.0, 0},  // W is exclusive: exactly W after is cold
+      {60.0, 100.0, 35.0, 0},  // after W: exactly the cold cost
+      {20.0, 300.0, 5.0, 1},   // decided at the failure: a long wait for the slice stays warm
+  };
+  for (const auto& e : cases) {
+    const auto r = run(e.gap, e.rec2);
+    const double stall = (100.0 + 35.0) + (e.rec2 + e.second_restart);
+    EXPECT_EQ(r.failures, 2u) << e.gap;
+    EXPECT_EQ(r.warm_restarts, e.warm) << e.gap;
+    EXPECT_EQ(r.cold_restarts, 2u - e.warm) << e.gap;
+    EXPECT_NEAR(r.uptime, 1.0 - stall / day, 1e-12) << e.gap;
+    EXPECT_NEAR(r.goodput, 1.0 - (stall + 2 * 0.5) / day, 1e-12) << e.gap;
+  }
+  // Window 0: always cold, whatever the gap.
+  c.restart_warm_window_s = 0.0;
+  const auto r0 = run(1.0, 100.0);
+  EXPECT_EQ(r0.warm_restarts, 0u);
+  EXPECT_NEAR(r0.uptime, 1.0 - (135.0 + 135.0) / day, 1e-12);
+}
+
+TEST(GoodputSim, WarmWindowZeroReproducesTheSingleRestartModel) {
+  // --restart-warm-window 0 with --restart-cold = --restart is the model before warm/cold
+  // relaunches. Golden values: dd-goodput of that version, --strategies
+  // data_parallel,decoupled_diloco --chips 2560 --learners 10 --mtbi-days 10 --days 10
+  // --recovery-mean 100 --restart 12 --seeds 1 --seed 42 (decoupled_diloco with one slice per
+  // learner: every failure is a learner respawn).
+  sim_config c;
+  c.chips = 2560;
+  c.learners = 10;
+  c.mtbi_days = 10.0;
+  c.days = 10.0;
+  c.recovery_mean_s = 100.0;
+  c.restart_s = 12.0;
+  c.restart_cold_s = 12.0;
+  c.restart_warm_window_s = 0.0;
+  const auto dp = simulate(c, strategy::data_parallel, 42);
+  EXPECT_DOUBLE_EQ(dp.goodput, 0.7547093124489386);
+  EXPECT_DOUBLE_EQ(dp.uptime, 0.7558232006038541);
+  EXPECT_EQ(dp.failures, 1925u);
+  EXPECT_EQ(dp.events, 5775u);
+  EXPECT_EQ(dp.warm_restarts, 0u);
+  EXPECT_EQ(dp.cold_restarts, 1925u);
+  const auto dd = simulate(c, strategy::decoupled_diloco, 42);
+  EXPECT_DOUBLE_EQ(dd.goodput, 0.967564951155727);
+  EXPECT_DOUBLE_EQ(dd.uptime, 1.0);
+  EXPECT_EQ(dd.failures, 2427u);
+  EXPECT_EQ(dd.events, 7281u);
+  EXPECT_EQ(dd.cold_restarts, 2427u);  // respawns are always cold
+
+  // With window 0 every relaunch costs --restart-cold: --restart no longer matters.
+  c.restart_cold_s = 35.0;
+  const auto a = simulate(c, strategy::data_parallel, 42);
+  c.restart_s = 0.0;
+  const auto b = simulate(c, strategy::data_parallel, 42);
+  EXPECT_EQ(a.goodput, b.goodput);
+  EXPECT_EQ(a.events, b.events);
+  EXPECT_LT(a.goodput, dp.goodput);
 }
 
 TEST(GoodputSim, SingleFailureCheckpointRollbackIsExact) {
@@ -131,6 +212,7 @@ TEST(GoodputSim, IdleFailuresStrikeStalledChipsAtTheSameRate) {
   c.mtbi_days = 10.0;
   c.days = 10.0;
   c.restart_s = 400.0;
+  c.restart_cold_s = 400.0;
   const int seeds = 20;
   double failures = 0, exposed = 0, loaded_only = 0;
   for (int k = 0; k < seeds; ++k) {
@@ -190,11 +272,26 @@ TEST(GoodputSim, BadParametersAreRefusedClearly) {
   many.learners = 11;  // 10 slices
   sim_config slice0 = small();
   slice0.slice_chips = 0;
+  sim_config restart_neg = small();
+  restart_neg.restart_s = -1;
+  sim_config cold_neg = small();
+  cold_neg.restart_cold_s = -2;
+  sim_config cold_low = small();
+  cold_low.restart_cold_s = 3;  // below the warm relaunch (12 s)
+  sim_config window_neg = small();
+  window_neg.restart_warm_window_s = -5;
+  sim_config window_nan = small();
+  window_nan.restart_warm_window_s = std::nan("");
   const row rows[] = {
       {neg, strategy::data_parallel, "--mtbi-days must be > 0, got -1"},
       {zero, strategy::elastic_dp, "--chips must be > 0"},
       {many, strategy::decoupled_diloco, "--learners (11) must not exceed the number of slices (10"},
       {slice0, strategy::diloco, "--slice-chips must be > 0"},
+      {restart_neg, strategy::data_parallel, "--restart must be >= 0 s, got -1"},
+      {cold_neg, strategy::data_parallel, "--restart-cold must be >= 0 s, got -2"},
+      {cold_low, strategy::data_parallel, "--restart-cold must be >= --restart (12 s"},
+      {window_neg, strategy::data_parallel, "--restart-warm-window must be >= 0 s, got -5"},
+      {window_nan, strategy::diloco, "--restart-warm-window must be >= 0 s, got nan"},
   };
   for (const auto& r : rows) {
     const std::string msg = validate(r.c, r.s);

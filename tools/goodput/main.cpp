@@ -51,7 +51,13 @@ Cluster and failures (defaults: docs/goodput.md, "Parameters")
   --idle-failures Y      no: only chips under load fail; yes: idle chips of a stalled
                          or paused job fail too (failures pile up in the stall) [no]
 Data-parallel without elasticity
-  --restart SEC          relaunch + reload checkpoint after the slice is back [13]
+  --restart SEC          WARM relaunch once the slice is back: the failure came within
+                         --restart-warm-window of the previous relaunch's end, so hosts
+                         kept processes, program and staged checkpoint  [5]
+  --restart-cold SEC     COLD relaunch: reschedule, start, compile/load, read checkpoint
+                         from storage; also every DiLoCo learner respawn (>= --restart) [35]
+  --restart-warm-window SEC  W: failures less than W after a relaunch ended get a warm
+                         relaunch; 0 = always cold                       [45]
   --checkpoint-interval SEC  training time between checkpoints; -1 = Young's optimum
                          sqrt(2 x write x MTBF); 0 = every step, free    [0]
   --checkpoint-write SEC training blocked per checkpoint write          [0]
@@ -156,6 +162,8 @@ options parse(int argc, char** argv) {
       else die("--idle-failures expects yes or no, got '" + v + "'");
     }
     else if (a == "--restart") c.restart_s = to_double(a, val());
+    else if (a == "--restart-cold") c.restart_cold_s = to_double(a, val());
+    else if (a == "--restart-warm-window") c.restart_warm_window_s = to_double(a, val());
     else if (a == "--checkpoint-interval") c.checkpoint_interval_s = to_double(a, val());
     else if (a == "--checkpoint-write") c.checkpoint_write_s = to_double(a, val());
     else if (a == "--downscale-pause") c.downscale_pause_s = to_double(a, val());
@@ -249,6 +257,8 @@ void write_outputs(const options& o, const std::vector<cell>& cells,
                  {"recovery_cv", c.recovery_cv},
                  {"idle_failures", c.idle_failures},
                  {"restart_s", c.restart_s},
+                 {"restart_cold_s", c.restart_cold_s},
+                 {"restart_warm_window_s", c.restart_warm_window_s},
                  {"checkpoint_interval_s", c.checkpoint_interval_s},
                  {"checkpoint_write_s", c.checkpoint_write_s},
                  {"downscale_pause_s", c.downscale_pause_s},
@@ -283,6 +293,8 @@ void write_outputs(const options& o, const std::vector<cell>& cells,
                             {"recoveries", r.recoveries},
                             {"events", r.events},
                             {"stale_rejections", r.stale_rejections},
+                            {"warm_restarts", r.warm_restarts},
+                            {"cold_restarts", r.cold_restarts},
                             {"grace_s", r.grace_s},
                             {"wall_s", cl.wall_s[k]}});
       char line[512];

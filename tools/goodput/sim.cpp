@@ -4,6 +4,7 @@
 //
 //   stepping ──failure──▶ paused (elastic: downscale)      ──pause end──▶ stepping
 //   stepping ──failure──▶ waiting for slices (non-elastic) ──all back──▶ restarting ──▶ stepping
+//     (the restart is warm when the failure came within the warm window of the last one's end)
 //   stepping ──round work done──▶ pending at barrier (DiLoCo) ──merge_now──▶ outer sync ──▶ ...
 //
 // Useful chip-time is integrated lazily per group between events; the state of a group is
@@ -91,6 +92,14 @@ std::string validate(const sim_config& c, strategy s) {
   }
   if (!finite_nonneg(c.recovery_cv)) return bad("--recovery-cv", ">= 0", c.recovery_cv);
   if (!finite_nonneg(c.restart_s)) return bad("--restart", ">= 0 s", c.restart_s);
+  if (!finite_nonneg(c.restart_cold_s)) return bad("--restart-cold", ">= 0 s", c.restart_cold_s);
+  if (c.restart_cold_s < c.restart_s) {
+    return "--restart-cold must be >= --restart (" + num(c.restart_s) +
+           " s, the warm relaunch), got " + num(c.restart_cold_s);
+  }
+  if (!finite_nonneg(c.restart_warm_window_s)) {
+    return bad("--restart-warm-window", ">= 0 s", c.restart_warm_window_s);
+  }
   if (!std::isfinite(c.checkpoint_interval_s)) {
     return bad("--checkpoint-interval", "finite (< 0 = Young's optimum)", c.checkpoint_interval_s);
   }
@@ -136,6 +145,8 @@ struct group {
   double paused_until = 0;      // end of the current pause / restart (s)
   bool waiting = false;         // non-elastic: stalled until every slice is back
   double resume_t = 0;          // non-elastic: when training last (re)started
+  double relaunch_end = -INFINITY;  // non-elastic: end of the last relaunch (none yet: -inf)
+  bool warm = false;            // non-elastic: the pending relaunch is warm
   double last_t = 0;            // lazy integration point
   double remaining = 0;         // DiLoCo: work (s at speed 1) left in this round
   bool pending = false;         // DiLoCo: finished the round, waiting at the barrier
@@ -216,9 +227,15 @@ class engine {
     }
   }
 
-  sim_result run(std::uint32_t scripted_slice, double fail_at, double recovery_s) {
-    scripted_recovery_s_ = recovery_s;
-    if (!poisson_) push({fail_at, 0, ev_kind::scripted_failure, scripted_slice, 0});
+  /// `script`: the failures to inject when not poisson_ (gen = index into it).
+  sim_result run(const std::vector<scripted_failure>& script) {
+    script_ = &script;
+    if (!poisson_) {
+      for (std::size_t k = 0; k < script.size(); ++k) {
+        push({script[k].at_s, 0, ev_kind::scripted_failure,
+              static_cast<std::uint32_t>(script[k].slice), k});
+      }
+    }
     for (std::uint32_t g = 0; g < groups_.size(); ++g) schedule_timers(g, 0.0);
     recount(0.0);
     while (true) {
@@ -432,6 +449,16 @@ class engine {
     const bool was = stepping(g, t);
     const double r = rate(g);
     if (!elastic()) {
+      if (!g.waiting) {
+        // Warm or cold relaunch, decided when the job stops: warm if this failure comes within
+        // the warm window of the end of the previous relaunch (or aborts a relaunch in
+        // progress, which only idle failures can do): the incident is still open, the
+        // surviving hosts keep their processes, program and staged checkpoint and wait for
+        // the replacement slice. Otherwise the job is torn down and relaunched cold. A window
+        // of 0 means always cold.
+        g.warm = c_.restart_warm_window_s > 0 &&
+                 (t < g.paused_until || t - g.relaunch_end < c_.restart_warm_window_s);
+      }
       if (was) {
         // Roll back to the last checkpoint (taken every checkpoint_interval_s of training since
         // the last resume), or lose the step in flight when checkpointing every step.
@@ -493,12 +520,16 @@ class engine {
     if (!elastic()) {
       if (g.waiting && g.up == g.n) {
         g.waiting = false;
-        g.paused_until = t + c_.restart_s;
+        g.paused_until = t + (g.warm ? c_.restart_s : c_.restart_cold_s);
+        ++(g.warm ? result_.warm_restarts : result_.cold_restarts);
         g.resume_t = g.paused_until;
+        g.relaunch_end = g.paused_until;
       }
     } else if (g.up == 1) {
       // The learner had lost every slice: it is respawned (relaunch, reload from the owners).
-      g.paused_until = std::max(g.paused_until, t) + c_.restart_s;
+      // Always cold: none of its hosts survived to keep processes, program or state warm.
+      g.paused_until = std::max(g.paused_until, t) + c_.restart_cold_s;
+      ++result_.cold_restarts;
       if (s_ == strategy::diloco) g.pending = true;  // joins at the next outer step
     } else {
       pause(g, t, c_.upscale_pause_s);
@@ -509,7 +540,13 @@ class engine {
   void handle(const event& e) {
     switch (e.kind) {
       case ev_kind::recovery: recover_slice(e.target, e.t); break;
-      case ev_kind::scripted_failure: fail_slice(e.target, e.t); break;
+      case ev_kind::scripted_failure: {
+        const group& g = groups_[slice_group_[e.target]];
+        if (pos_in_group_[e.target] >= g.up) break;  // already down: ignored
+        scripted_recovery_s_ = (*script_)[e.gen].recovery_s;
+        fail_slice(e.target, e.t);
+        break;
+      }
       case ev_kind::pause_end: break;  // a recount point
       case ev_kind::upscale: {
         group& g = groups_[e.target];
@@ -567,6 +604,7 @@ class engine {
   bool poisson_;
   sim_result result_;
   double end_t_ = 0, slice_chips_ = 0, round_work_ = 0, scripted_recovery_s_ = 0;
+  const std::vector<scripted_failure>* script_ = nullptr;
   std::vector<group> groups_;
   std::vector<std::uint32_t> slice_group_, pos_in_group_;
   std::vector<double> slice_speed_;
@@ -587,19 +625,30 @@ sim_result simulate(const sim_config& config, strategy s, std::uint64_t seed) {
   const std::string err = validate(config, s);
   if (!err.empty()) throw std::invalid_argument(err);
   engine e(config, s, seed, true);
-  return e.run(0, 0, 0);
+  return e.run({});
+}
+
+sim_result simulate_scripted(const sim_config& config, strategy s,
+                             const std::vector<scripted_failure>& failures) {
+  const std::string err = validate(config, s);
+  if (!err.empty()) throw std::invalid_argument(err);
+  for (const auto& f : failures) {
+    if (f.slice >= slice_count(config)) {
+      throw std::invalid_argument("scripted failure: slice " + std::to_string(f.slice) +
+                                  " out of range");
+    }
+    if (!(std::isfinite(f.at_s) && f.at_s >= 0 && std::isfinite(f.recovery_s) &&
+          f.recovery_s >= 0)) {
+      throw std::invalid_argument("scripted failure: time and recovery must be finite and >= 0");
+    }
+  }
+  engine e(config, s, 0, false);
+  return e.run(failures);
 }
 
 sim_result simulate_single_failure(const sim_config& config, strategy s, std::uint64_t slice,
                                    double fail_at_s, double recovery_s) {
-  const std::string err = validate(config, s);
-  if (!err.empty()) throw std::invalid_argument(err);
-  if (slice >= slice_count(config)) {
-    throw std::invalid_argument("scripted failure: slice " + std::to_string(slice) +
-                                " out of range");
-  }
-  engine e(config, s, 0, false);
-  return e.run(static_cast<std::uint32_t>(slice), fail_at_s, recovery_s);
+  return simulate_scripted(config, s, {{slice, fail_at_s, recovery_s}});
 }
 
 }  // namespace dd::goodput

@@ -67,7 +67,19 @@ struct sim_config {
                                            ///< slice is, also while its job is stalled or
                                            ///< paused (failures then pile up in the stall: the
                                            ///< non-elastic restart waits for all of them).
-  double restart_s = 13.0;                 ///< non-elastic DP: relaunch + reload checkpoint (s).
+  double restart_s = 5.0;                  ///< non-elastic DP: WARM relaunch (s): the failure
+                                           ///< came within restart_warm_window_s of the end of
+                                           ///< the previous relaunch; the surviving hosts kept
+                                           ///< their processes, compiled program and the
+                                           ///< checkpoint staged in host memory.
+  double restart_cold_s = 35.0;            ///< COLD relaunch (s): reschedule, start processes,
+                                           ///< compile / load the program, read the checkpoint
+                                           ///< from storage. Also every learner respawn of the
+                                           ///< DiLoCo variants (it lost every slice). >= restart_s.
+  double restart_warm_window_s = 45.0;     ///< W (s): a non-elastic failure less than W after the
+                                           ///< previous relaunch ended gets a warm relaunch;
+                                           ///< 0 = always cold (with restart_cold_s = restart_s:
+                                           ///< the single-restart model of earlier versions).
   double checkpoint_interval_s = 0.0;      ///< non-elastic DP: training time between checkpoints
                                            ///< (s); < 0 = Young's optimum sqrt(2 δ MTBF);
                                            ///< 0 = every step, free (lose only the step).
@@ -121,6 +133,8 @@ struct sim_result {
   double grace_s = 0;            ///< Decoupled DiLoCo grace window from compute_grace (s).
   double loaded_chip_s = 0;      ///< chip-seconds under load (stepping); failures ≈ this / MTBI.
   double checkpoint_interval_s = 0;  ///< DP: checkpoint interval used (s).
+  std::uint64_t warm_restarts = 0;   ///< DP: relaunches that were warm (restart_s).
+  std::uint64_t cold_restarts = 0;   ///< DP relaunches and learner respawns that were cold.
 };
 
 /// Runs one simulation. Throws std::invalid_argument with validate()'s message on a bad config.
@@ -131,5 +145,17 @@ sim_result simulate(const sim_config& config, strategy s, std::uint64_t seed);
 /// `fail_at_s` and recovers after exactly `recovery_s` (tests: the lost time is exact).
 sim_result simulate_single_failure(const sim_config& config, strategy s, std::uint64_t slice,
                                    double fail_at_s, double recovery_s);
+
+/// One scripted failure: `slice` fails at `at_s` and is back `recovery_s` later.
+struct scripted_failure {
+  std::uint64_t slice = 0;
+  double at_s = 0;
+  double recovery_s = 0;
+};
+
+/// Simulates scripted failures only (no Poisson process). A failure of a slice that is down at
+/// that moment is ignored. Throws std::invalid_argument on a bad config or slice.
+sim_result simulate_scripted(const sim_config& config, strategy s,
+                             const std::vector<scripted_failure>& failures);
 
 }  // namespace dd::goodput
