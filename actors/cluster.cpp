@@ -3,11 +3,13 @@
 // Job actor:
 //
 //   start (spawn monitor, owners, evaluator, learners)
-//     --budget spent (monitor: tokens; timer: seconds)--> stopping (stop every learner)
+//     --budget spent (monitor: tokens; timer: seconds) or interrupted (stop_atom, reason)-->
+//       stopping (stop every learner)
 //     --all learners done--> final evaluation --> finished (shut everything down, report)
 #include "actors/cluster.hpp"
 
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -115,12 +117,33 @@ caf::timespan span(double s) {
   return caf::timespan{static_cast<int64_t>(std::ceil(std::max(0.0, s) * 1e9))};
 }
 
+std::string signal_name(int sig) {
+  if (sig == SIGINT) return "SIGINT";
+  if (sig == SIGTERM) return "SIGTERM";
+  return "signal " + std::to_string(sig);
+}
+
+/// Writes `text` to a temporary file beside `path` and renames it over `path`, so a reader (or
+/// a process killed mid-write) never sees half a file.
+void write_file_atomically(const fs::path& path, const std::string& text) {
+  const fs::path tmp = path.string() + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    out << text;
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
 struct job_state {
   caf::actor monitor, owner_sup, learner_sup, eval;
   bool stopping = false;
   bool finalizing = false;
   double start_s = 0.0;
   double training_end_s = -1.0;
+  std::string interrupted;  ///< the interrupt's reason; empty = not interrupted
+  double interrupted_at_s = 0.0;
   static inline const char* name = "job";
 };
 
@@ -149,6 +172,12 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
     r.final_val_loss = loss;
     r.digest = digest;
     r.summary = make_summary(*setup, counters, loss, end - st.start_s, training_s);
+    if (!st.interrupted.empty()) {
+      r.interrupted = true;
+      r.interrupt_reason = st.interrupted;
+      r.summary["interrupted"] = true;
+      r.summary["interrupt_reason"] = st.interrupted;
+    }
     r.info = {{"experiment", setup->exp.name},
               {"learners", setup->exp.learners.count},
               {"fragments", setup->plan.num_fragments()},
@@ -161,6 +190,7 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
               {"pushes_dropped", counters.pushes_dropped},
               {"training_seconds", training_s},
               {"faults_fired", setup->faults->fired().size()}};
+    if (r.interrupted) r.info["interrupted"] = st.interrupted;
   }
   setup->log->emit("finished", {{"final_val_loss", loss}, {"digest", digest}});
   for (auto& a : {st.learner_sup, st.owner_sup, st.eval, st.monitor})
@@ -223,6 +253,7 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
     o.merge.outer_momentum =
         e.outer.kind == config::outer_kind::sgd ? 0.0f : static_cast<float>(e.outer.momentum);
     o.token_weighting = e.outer.token_weighting;
+    o.scale_partial_merges = e.outer.scale_partial_merges;
     int every = setup->options.checkpoint_every >= 0 ? setup->options.checkpoint_every
                                                      : e.checkpoint.every_versions;
     o.checkpoint_every = static_cast<uint64_t>(std::max(0, every));
@@ -249,6 +280,9 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   ectx->seq_len = e.model.context;
   ectx->batches = std::max(1, e.eval.batches);
   ectx->every_seconds = e.eval.every_seconds;
+  ectx->every_steps = e.eval.every_steps;
+  ectx->learners = M;
+  ectx->step_poll_s = sim ? setup->options.sim_step_s : 0.25;
   ectx->adaptive_cadence = !sim;
   ectx->backend = "cpu";
   ectx->threads = 1;
@@ -295,6 +329,7 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
     c->overlap = e.sync.overlap;
     c->max_inflight = e.sync.max_inflight;
     c->mixing_alpha = e.outer.mixing_alpha;
+    c->rebase = e.outer.apply == config::apply_kind::rebase;
     c->wire = to_encoding(e.sync.wire);
     c->barrier = synchronous(e) && M > 1;
     c->barrier_timeout_s = 10.0;
@@ -327,9 +362,21 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
 
   return {
     [=](atoms::done_atom) { begin_stop(self, *setup, "budget spent"); },
+    // Interrupted (SIGINT/SIGTERM in dd-node run): stop like a spent budget, but give the
+    // learners and the final evaluation at most interrupt_timeout_s.
+    [=](atoms::stop_atom, const std::string& reason) {
+      auto& s = self->state;
+      if (!s.interrupted.empty() || s.finalizing) return;
+      s.interrupted = reason;
+      s.interrupted_at_s = setup->log->now();
+      begin_stop(self, *setup, "interrupted (" + reason + ")");
+      self->delayed_send(self, span(setup->options.interrupt_timeout_s), atoms::done_atom_v,
+                         std::string("interrupt_timeout"));
+    },
     [=](atoms::done_atom, const std::string& who) {
       auto& s = self->state;
-      if (who != "learners" || s.finalizing) return;
+      const bool timed_out = who == "interrupt_timeout" && !s.interrupted.empty();
+      if ((who != "learners" && !timed_out) || s.finalizing) return;
       if (!s.stopping) {
         s.stopping = true;
         s.training_end_s = setup->log->now();
@@ -337,9 +384,25 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
         setup->log->emit("stop", {{"reason", "every learner finished"}});
       }
       s.finalizing = true;
-      self->request(s.eval, std::chrono::seconds(600), atoms::eval_atom_v, true)
+      // Interrupted: the final evaluation gets what is left of interrupt_timeout_s (at least 1 s),
+      // else the last periodic validation loss stands in.
+      const double limit_s =
+          s.interrupted.empty()
+              ? 600.0
+              : std::max(1.0, s.interrupted_at_s + setup->options.interrupt_timeout_s -
+                                  setup->log->now());
+      if (timed_out) {
+        finalize(self, setup, reply_to, setup->log->snapshot().last_val_loss, 0);
+        return;
+      }
+      self->request(s.eval, span(limit_s), atoms::eval_atom_v, true)
           .then([=](double loss, uint64_t digest) { finalize(self, setup, reply_to, loss, digest); },
-                [=](caf::error&) { finalize(self, setup, reply_to, -1.0, 0); });
+                [=](caf::error&) {
+                  finalize(self, setup, reply_to,
+                           self->state.interrupted.empty() ? -1.0
+                                                           : setup->log->snapshot().last_val_loss,
+                           0);
+                });
     },
   };
 }
@@ -541,12 +604,24 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
     caf::scoped_actor self{sys};
     auto job_handle = spawn_job(sys, setup, self);
     bool done = false;
+    bool interrupt_sent = false;
     auto prev = setup->log->snapshot();
     double prev_t = setup->log->now();
     while (!done) {
       self->receive([&](atoms::done_atom) { done = true; },
                     caf::after(std::chrono::milliseconds(250)) >> [&] {});
       const double t = setup->log->now();
+      const int sig = options.interrupt != nullptr ? options.interrupt->load() : 0;
+      if (sig != 0 && !interrupt_sent && !done) {
+        interrupt_sent = true;
+        const std::string why = signal_name(sig);
+        std::fprintf(stderr,
+                     "[%7.1fs] %s received: stopping at the next step boundary, then the final "
+                     "evaluation and summary.json (send it again to exit at once)\n",
+                     t, why.c_str());
+        std::fflush(stderr);
+        self->send(job_handle, atoms::stop_atom_v, why);
+      }
       if (options.progress_every_s > 0 && t - prev_t >= options.progress_every_s) {
         auto snap = setup->log->snapshot();
         std::printf("%s\n", progress_line(snap, prev, t - prev_t, t).c_str());
@@ -561,8 +636,8 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
     std::lock_guard<std::mutex> guard(setup->result_mutex);
     r = setup->result;
   }
-  std::ofstream(fs::path(setup->run_dir) / "summary.json") << r.summary.dump(2) << '\n';
-  std::ofstream(fs::path(setup->run_dir) / "run_info.json") << r.info.dump(2) << '\n';
+  write_file_atomically(fs::path(setup->run_dir) / "summary.json", r.summary.dump(2) + "\n");
+  write_file_atomically(fs::path(setup->run_dir) / "run_info.json", r.info.dump(2) + "\n");
   return r;
 }
 

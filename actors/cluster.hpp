@@ -11,9 +11,11 @@
 //
 // Budget: `steps` — every learner stops after that many of its own inner steps; `tokens` — the
 // run stops when the learners together have computed that many tokens; `seconds` — wall clock.
+// A run can also be interrupted (run_options::interrupt): it then stops the same way, early.
 // Goodput = Σ learner time in inner steps / (M × training wall time) (ALGORITHM.md, Goodput).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -36,7 +38,10 @@ namespace dd::actors {
 
 /// Knobs of a run that are not part of the experiment.
 struct run_options {
-  /// Run directory; empty = the experiment's run_dir (default runs/<name>).
+  /// Run directory; empty = the experiment's run_dir (default runs/<name>). This does not move
+  /// the checkpoint directory of an experiment that has one (a loaded experiment always has:
+  /// <its run_dir>/checkpoints by default); to move both, load with
+  /// config::load_options::run_dir as `dd-node run --run-dir` does.
   std::string run_dir;
   /// Logical-time mode for tests (learners not detached; steps take sim_step_s).
   bool simulated_time = false;
@@ -55,11 +60,21 @@ struct run_options {
   int checkpoint_every = -1;
   /// Heartbeat lease floor, seconds.
   double lease_min_s = 30.0;
+  /// Graceful interruption (real-time runs): run_cluster polls this flag about every 250 ms;
+  /// once it holds a non-zero signal number, one line is printed on stderr and the job stops as
+  /// if its budget were spent — learners stop at their next step boundary, then the final
+  /// evaluation runs (at most `interrupt_timeout_s` for both together; after that the last
+  /// periodic validation loss is reported) — and summary.json gets "interrupted": true and
+  /// "interrupt_reason" ("SIGINT", "SIGTERM", "signal N"). Set by a signal handler (dd-node run).
+  const std::atomic<int>* interrupt = nullptr;
+  double interrupt_timeout_s = 30.0;
 };
 
 /// The outcome of a run (what summary.json holds, plus a few extras).
 struct run_result {
   bool finished = false;
+  bool interrupted = false;       ///< stopped by run_options::interrupt
+  std::string interrupt_reason;   ///< "SIGINT", "SIGTERM", ... when interrupted
   double final_val_loss = -1.0;
   uint64_t digest = 0;            ///< FNV-1a of the final global model
   nlohmann::json summary;         ///< exactly the summary.json keys

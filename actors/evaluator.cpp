@@ -1,6 +1,6 @@
 // actors/evaluator.cpp — see evaluator.hpp.
 //
-//   idle --tick / request--> collecting (owners from the monitor, pull every fragment)
+//   idle --tick / global step crossed a multiple of every_steps / request--> collecting (owners from the monitor, pull every fragment)
 //   collecting --all fragments--> evaluate (blocking) --> idle (reply to requests, next tick)
 //   collecting --round timeout--> collecting (re-ask owners, re-pull the missing fragments)
 #include "actors/evaluator.hpp"
@@ -29,7 +29,18 @@ uint64_t digest_floats(const std::vector<float>& v) {
   return h;
 }
 
+double global_step(const run_counters& c, int learners) {
+  if (learners < 1) return 0.0;
+  double sum = 0.0;
+  for (const auto& [id, l] : c.learners) sum += static_cast<double>(l.step);
+  return sum / static_cast<double>(learners);
+}
+
 namespace {
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
 
 caf::timespan span(double s) {
   return caf::timespan{static_cast<int64_t>(std::ceil(std::max(0.0, s) * 1e9))};
@@ -82,6 +93,7 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.last_loss = loss;
   st.last_eval_s = secs;
+  st.last_eval_end_s = steady_seconds();
   st.last_digest = digest_floats(flat);
   st.in_round = false;
   if (ctx.log != nullptr) {
@@ -92,6 +104,7 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
                            {"versions", versions},
                            {"digest", st.last_digest},
                            {"tokens", tokens},
+                           {"step", global_step(snap, ctx.learners)},
                            {"eval_s", secs}});
     const double at = ctx.log->now();
     ctx.log->update([&](run_counters& c) {
@@ -112,7 +125,23 @@ caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_c
   st.backend = kernels::make_backend(ctx->backend, bo);
   st.model = std::make_unique<gpt>(*st.backend, ctx->model);
   if (ctx->every_seconds > 0) self->delayed_send(self, span(ctx->every_seconds), atoms::eval_atom_v);
+  const bool by_steps = ctx->every_steps > 0 && ctx->log != nullptr;
+  if (by_steps) self->delayed_send(self, span(ctx->step_poll_s), atoms::step_atom_v);
   return {
+    // The every_steps clock: poll the global step; one evaluation per crossing of a multiple.
+    [=](atoms::step_atom) {
+      auto& s = self->state;
+      if (!by_steps) return;
+      const double g = global_step(ctx->log->snapshot(), ctx->learners);
+      const auto k = static_cast<uint64_t>(std::floor(g / ctx->every_steps));
+      if (k > s.steps_fired) {
+        s.steps_fired = k;
+        const bool cooled = !ctx->adaptive_cadence || s.last_eval_end_s < 0 ||
+                            steady_seconds() - s.last_eval_end_s >= 9.0 * s.last_eval_s;
+        if (cooled) start_round(self, *ctx);
+      }
+      self->delayed_send(self, span(ctx->step_poll_s), atoms::step_atom_v);
+    },
     [=](atoms::eval_atom) {
       start_round(self, *ctx);
       // Never spend more than about a tenth of the machine on periodic evaluation: the cadence

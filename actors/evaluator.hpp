@@ -2,12 +2,22 @@
 // measures its validation loss on the held-out split.
 //
 // Promises: every `every_seconds` — stretched to 9 × the last evaluation's duration when that is
-// longer, so evaluation takes at most ~10% of the machine — (and on request) it asks the health monitor for the current
-// owners, pulls every fragment, and when all have arrived writes them into its own model and
-// evaluates `batches` fixed validation batches (runtime/eval.hpp); each result is an "eval"
-// event (val_loss in nats/token, the fragment versions, a digest of the global model). A pull
+// longer, so evaluation takes at most ~10% of the machine —, each time the global step crosses a
+// multiple of `every_steps` (whichever fires first when both are set), and on request, it asks
+// the health monitor for the current owners, pulls every fragment, and when all have arrived
+// writes them into its own model and evaluates `batches` fixed validation batches
+// (runtime/eval.hpp); each result is an "eval" event (val_loss in nats/token, the fragment
+// versions, a digest of the global model, the global step). A pull
 // that is not answered within `round_timeout_s` (an owner died) is retried. A request
 // (eval_atom, true) is answered with (double val_loss, uint64 digest) after a fresh round.
+//
+// Global step (the `every_steps` clock, docs/config.md): the mean of the learners' own inner-step
+// counters, Σ_m step_m / M over the M learners of the run (run_log's learner_stats.step; a
+// respawned learner resumes its counter, a learner not yet joined counts 0). The evaluator polls
+// it from the run log every `step_poll_s`; when it has crossed one or more multiples of
+// `every_steps` since the last poll, one evaluation starts (none when a round is already in
+// flight: that round stands for it; with adaptive_cadence also none within 9 × the last
+// evaluation's duration after it ended). Each "eval" event carries the global step as `step`.
 // Blocking compute: spawn it detached in the main job.
 #pragma once
 
@@ -29,6 +39,7 @@
 namespace dd::actors {
 
 class run_log;
+struct run_counters;
 
 /// Configuration of the evaluator.
 struct evaluator_context {
@@ -38,7 +49,10 @@ struct evaluator_context {
   int batch = 16;                ///< B of a validation batch
   int seq_len = 128;             ///< T
   int batches = 8;               ///< validation batches per evaluation
-  double every_seconds = 10.0;   ///< cadence (0 = only on request)
+  double every_seconds = 10.0;   ///< cadence in seconds (0 = not by time)
+  int every_steps = 0;           ///< cadence in global steps (0 = not by steps; needs `log`)
+  int learners = 1;              ///< M, the divisor of the global step
+  double step_poll_s = 0.25;     ///< how often the global step is read from the run log
   double round_timeout_s = 10.0; ///< retry pulls after this long
   /// Stretch the cadence to 9 × the last evaluation's wall time (off in logical-time runs, where
   /// wall time must not influence the schedule).
@@ -62,6 +76,8 @@ struct evaluator_state {
   std::vector<caf::response_promise> deferred;  ///< asked mid-round: answered by the next one
   double last_loss = -1.0;
   double last_eval_s = 0.0;  ///< wall seconds of the last evaluation (stretches the cadence)
+  double last_eval_end_s = -1.0;  ///< steady-clock seconds when the last evaluation ended
+  uint64_t steps_fired = 0;  ///< multiples of every_steps the global step has crossed so far
   uint64_t last_digest = 0;
   static inline const char* name = "evaluator";
 };
@@ -70,6 +86,9 @@ using evaluator_actor = caf::stateful_actor<evaluator_state>;
 
 /// The evaluator's behavior.
 caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_context> ctx);
+
+/// The global step: Σ learner steps / `learners` (see above); 0 when `learners` < 1.
+double global_step(const run_counters& c, int learners);
 
 /// FNV-1a 64 over the bytes of a float vector (the global model's digest).
 uint64_t digest_floats(const std::vector<float>& v);

@@ -82,6 +82,9 @@ fragment_owner_state::fragment_owner_state(owner_options opts, kernels::backend&
       if (a.value.size() == n) ring_->record_host(a.version, a.value.data());
     ring_->record(version_, theta_.data());
   }
+  for (const auto& m : ckpt.merged) merged_[m.learner_id] = m;
+  restored_ = true;
+  restored_version_ = version_;
 }
 
 void fragment_owner_state::init_common() {
@@ -110,6 +113,7 @@ push_outcome fragment_owner_state::reject(const push_msg& m, reject_reason r, st
   rj.reason = r;
   rj.detail = std::move(detail);
   rj.current_version = version_;
+  rj.transfer_id = m.transfer_id;
   out.reject = std::move(rj);
   return out;
 }
@@ -184,6 +188,17 @@ push_outcome fragment_owner_state::on_push(push_msg chunk, double now_s) {
                  : reject_reason::unknown_learner;
     return reject(m, r, who + ": " + adm.message, false);
   }
+  // Superseded: the delta still holds a transfer of this learner that we already merged.
+  if (auto mp = merged_.find(m.learner_id);
+      mp != merged_.end() && m.contains_from != 0 && mp->second.incarnation == m.incarnation &&
+      mp->second.transfer_id >= m.contains_from && mp->second.transfer_id < m.transfer_id)
+    return reject(m, reject_reason::superseded,
+                  who + ": transfer " + std::to_string(m.transfer_id) +
+                      " holds the progress of transfer " +
+                      std::to_string(mp->second.transfer_id) + ", already merged in version " +
+                      std::to_string(mp->second.version) + " (its base is " +
+                      std::to_string(m.base_version) + "); dropped so it is not counted twice",
+                  false);
   // Shape and counters.
   if (m.total_elements != opts_.layout.numel)
     return reject(m, reject_reason::shape_mismatch,
@@ -196,8 +211,21 @@ push_outcome fragment_owner_state::on_push(push_msg chunk, double now_s) {
                   who + ": steps and tokens must be > 0 (steps " + std::to_string(m.steps) +
                       ", tokens " + std::to_string(m.tokens) + ")",
                   false);
-  // Staleness (a base from the future means this owner was restored from an older checkpoint:
-  // the learner is resynchronized the same way).
+  // A base from the future: a version published after our checkpoint and lost with the owner
+  // that published it (the learner is resynchronized onto the restored value), or a lie.
+  if (m.base_version > version_) {
+    if (m.base_version < version_ + lost_versions())
+      return reject(m, reject_reason::stale,
+                    who + ": base version " + std::to_string(m.base_version) +
+                        " was lost: this owner was restored from its checkpoint of version " +
+                        std::to_string(version_) + "; resynchronizing",
+                    true);
+    return reject(m, reject_reason::malformed,
+                  who + ": base version " + std::to_string(m.base_version) +
+                      " is ahead of this owner's version " + std::to_string(version_) +
+                      " by more than a restore can explain; resynchronizing",
+                  true);
+  }
   auto st = policy::check_staleness(version_, m.base_version, opts_.max_staleness);
   if (!st.accepted) return reject(m, reject_reason::stale, who + ": " + st.message, true);
   if (ring_ && !ring_->find(m.base_version))
@@ -362,8 +390,11 @@ owner_effects fragment_owner_state::merge(double now_s, const std::string& reaso
   rec.grace_s = round_grace_s_;
   rec.reason = reason;
   rec.round_s = now_s - round_start_s_;
+  float scale = 1.0f;
+  if (opts_.scale_partial_merges && rec.live > contribs.size())
+    scale = static_cast<float>(contribs.size()) / static_cast<float>(rec.live);
   auto report = outer_step(*be_, opts_.layout, contribs, opts_.merge, theta_.data(),
-                           momentum_.data(), ring_.get());
+                           momentum_.data(), ring_.get(), scale);
   // The round closes whatever happened: a failed merge drops its contributions.
   pending_.clear();
   round_open_ = false;
@@ -373,9 +404,16 @@ owner_effects fragment_owner_state::merge(double now_s, const std::string& reaso
   last_grace_s_ = round_grace_s_;
   round_grace_s_ = 0;
   if (!report) return fx;
-  ++version_;
+  // After a restore, skip the versions that may have been published and lost since the
+  // checkpoint: a version number never names two different values.
+  version_ = restored_ ? std::max(version_ + 1, restored_version_ + lost_versions()) : version_ + 1;
+  restored_ = false;
   if (ring_) ring_->record(version_, theta_.data());
-  for (size_t i = 0; i < who.size(); ++i) who[i].weight = report->weights.at(i);
+  for (size_t i = 0; i < who.size(); ++i) {
+    who[i].weight = report->weights.at(i);
+    merged_[who[i].learner_id] =
+        merged_push{who[i].learner_id, who[i].incarnation, who[i].transfer_id, version_};
+  }
   rec.contributors = std::move(who);
   rec.version = version_;
   rec.delta_norm = report->delta_norm;
@@ -401,6 +439,7 @@ std::vector<wire_bytes> fragment_owner_state::encode_value() const {
   b.total_elements = host.size();
   b.payload = encode_payload(opts_.broadcast_encoding, host.data(), host.size());
   b.payload_bytes = b.payload.size();
+  b.merged = merged_pushes();
   std::vector<wire_bytes> out;
   if (b.payload.size() <= opts_.chunk_bytes) {
     out.push_back(encode(b));
@@ -424,7 +463,21 @@ owner_checkpoint fragment_owner_state::make_checkpoint() const {
   c.xi_sync_s = xi_sync_.value();
   if (ring_)
     for (auto& [v, vals] : ring_->download_all()) c.anchors.push_back({v, std::move(vals)});
+  c.merged = merged_pushes();
   return c;
+}
+
+uint64_t fragment_owner_state::lost_versions() const {
+  // Checkpoints are written at every multiple of checkpoint_every before the broadcast, so at
+  // most checkpoint_every − 1 versions were published after the one we restored.
+  return restored_ ? std::max<uint64_t>(opts_.checkpoint_every, 1) : 1;
+}
+
+std::vector<merged_push> fragment_owner_state::merged_pushes() const {
+  std::vector<merged_push> out;
+  out.reserve(merged_.size());
+  for (const auto& [id, m] : merged_) out.push_back(m);
+  return out;
 }
 
 std::vector<float> fragment_owner_state::value() const {

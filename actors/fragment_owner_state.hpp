@@ -46,6 +46,11 @@ struct owner_options {
   merge_options merge;
   /// false: every contribution weighs 1 (token weighting off).
   bool token_weighting = true;
+  /// Scale each merged Δ by (contributors / learners the round counts), so that merges of a few
+  /// learners' pushes add up to the mean of every learner's progress instead of its sum (the
+  /// learners' rebased progress reaches the global model one push at a time). Ours: docs/
+  /// ALGORITHM.md "Measured changes to the defaults".
+  bool scale_partial_merges = false;
   /// Encoding of broadcasts (fp32: the global model travels exactly).
   payload_encoding broadcast_encoding = payload_encoding::fp32;
   /// Chunk size of broadcasts, bytes.
@@ -135,8 +140,18 @@ class fragment_owner_state {
   fragment_owner_state& operator=(const fragment_owner_state&) = delete;
 
   /// A push chunk (encoded push_msg) arrived. Validates (decode, membership and incarnation,
-  /// duplicates, shape, finite values, staleness), records an accepted push as the learner's
-  /// pending contribution (a newer one replaces an older) and runs the merge decision.
+  /// duplicates, superseded, shape, finite values, staleness), records an accepted push as the
+  /// learner's pending contribution (a newer one replaces an older) and runs the merge decision.
+  ///
+  /// Superseded: a push whose `contains_from` <= T < transfer_id, where T is the learner's
+  /// transfer this owner already merged, holds T's progress again; it is rejected
+  /// (reject_reason::superseded) so nothing is counted twice.
+  ///
+  /// A base version ahead of ours is possible only after a restore from a checkpoint older than
+  /// the versions the learners saw (at most checkpoint_every − 1 of them): such a push is
+  /// rejected as `stale` and the learner is resynchronized onto the restored value; the first
+  /// merge after a restore skips those version numbers (a number never names two values). Any
+  /// other base from the future is rejected as `malformed` (and resynchronized too).
   push_outcome on_push(const wire_bytes& bytes, double now_s);
   /// Same for an already decoded push (tests).
   push_outcome on_push(push_msg msg, double now_s);
@@ -170,6 +185,8 @@ class fragment_owner_state {
   double xi_sync_s() const noexcept { return xi_sync_.value(); }
   size_t live_count() const noexcept { return live_.size(); }
   const owner_options& options() const noexcept { return opts_; }
+  /// Newest merged push per learner, ascending learner id (what broadcasts carry).
+  std::vector<merged_push> merged_pushes() const;
 
  private:
   struct pending_push {
@@ -179,6 +196,9 @@ class fragment_owner_state {
   };
 
   void init_common();
+  /// 1, or after a restore (until the next merge) checkpoint_every: versions (ours included)
+  /// that may have been published since the restored checkpoint.
+  uint64_t lost_versions() const;
   push_outcome reject(const push_msg& m, reject_reason r, std::string detail, bool resync);
   owner_effects decide(double now_s);
   owner_effects merge(double now_s, const std::string& reason);
@@ -201,6 +221,12 @@ class fragment_owner_state {
   std::map<int32_t, owner_member> live_;
   std::map<int32_t, double> joined_at_;  // when each live incarnation entered the view
   std::map<int32_t, pending_push> pending_;
+  /// Per learner id, its newest merged push (sent with every broadcast, kept in checkpoints).
+  std::map<int32_t, merged_push> merged_;
+  /// Restored from a checkpoint and no merge since: a push based on a newer version than ours is
+  /// explained by the versions lost since that checkpoint.
+  bool restored_ = false;
+  uint64_t restored_version_ = 0;
   bool round_open_ = false;
   double round_start_s_ = 0.0;
   bool quorum_seen_ = false;

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <stdexcept>
 #include <thread>
 
 #include <caf/all.hpp>
@@ -32,6 +33,9 @@ namespace dd::actors {
 namespace {
 
 using phase = learner_state::phase;
+
+/// Rebase mode keeps at most this many unconfirmed pushes per fragment (oldest dropped).
+constexpr size_t max_outstanding = 8;
 
 double actor_now(learner_actor* self) { return clock_seconds(self->clock().now()); }
 
@@ -146,6 +150,22 @@ void push_fragment(learner_actor* self, const learner_context& ctx, int32_t p,
   m.total_elements = layout.numel;
   m.payload = encode_payload(ctx.wire, delta.data(), delta.size());
   m.payload_bytes = m.payload.size();
+  if (ctx.rebase) {
+    m.contains_from = f.outstanding.empty() ? 0 : f.outstanding.front().transfer_id;
+    outstanding_push o;
+    o.transfer_id = step;
+    o.steps = f.steps;
+    o.tokens = f.tokens;
+    // What the owner will merge (quantization included): rebasing on it keeps the encoding
+    // error in the local model, where the next push carries it (error feedback).
+    auto sent = decode_payload(m.encoding, m.payload.data(), m.payload.size(), layout.numel);
+    o.delta = sent ? std::move(*sent) : std::move(delta);
+    f.outstanding.push_back(std::move(o));
+    while (f.outstanding.size() > max_outstanding) f.outstanding.pop_front();
+  } else {
+    m.contains_from = f.first_since_receive;
+    if (f.first_since_receive == 0) f.first_since_receive = step;
+  }
   inflight_push push;
   push.transfer_id = step;
   push.sent_step = step;
@@ -205,6 +225,16 @@ void apply_global(learner_actor* self, const learner_context& ctx, const broadca
   if (!values) return;
   auto& f = st.frags[static_cast<size_t>(b.fragment_id)];
   auto& model = st.tr->model();
+  if (ctx.rebase && f.have && st.now != phase::syncing) {
+    std::vector<float> theta(layout.numel);
+    for (const auto& t : layout.tensors)
+      model.read_parameters(t.flat_offset, t.numel, theta.data() + t.fragment_offset);
+    rebase_onto(f, theta, std::move(*values), b.version, b.merged, st.id, st.incarnation);
+    for (const auto& t : layout.tensors)
+      model.write_parameters(t.flat_offset, t.numel, theta.data() + t.fragment_offset);
+    f.awaiting = false;
+    return;
+  }
   const double alpha = ctx.mixing_alpha;
   const bool overwrite = alpha <= 0.0 || st.now == phase::syncing;
   std::vector<float> theta(layout.numel);
@@ -224,6 +254,8 @@ void apply_global(learner_actor* self, const learner_context& ctx, const broadca
   f.tokens = 0;
   f.have = true;
   f.awaiting = false;
+  f.first_since_receive = 0;
+  f.outstanding.clear();
 }
 
 void on_broadcast(learner_actor* self, const learner_context& ctx, const wire_bytes& bytes) {
@@ -394,6 +426,44 @@ void on_step(learner_actor* self, const learner_context& ctx) {
 
 }  // namespace
 
+uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector<float> value,
+                     uint64_t version, const std::vector<merged_push>& merged,
+                     int32_t learner_id, uint64_t incarnation) {
+  if (theta.size() != value.size() || f.base.size() != value.size())
+    throw std::invalid_argument("rebase_onto: theta has " + std::to_string(theta.size()) +
+                                " elements, base " + std::to_string(f.base.size()) +
+                                ", the new value " + std::to_string(value.size()));
+  // This incarnation's newest outstanding transfer that the value contains.
+  const outstanding_push* inc = nullptr;
+  for (const auto& m : merged) {
+    if (m.learner_id != learner_id || m.incarnation != incarnation) continue;
+    for (const auto& o : f.outstanding)
+      if (o.transfer_id <= m.transfer_id && o.delta.size() == value.size()) inc = &o;
+  }
+  if (inc != nullptr) {
+    for (size_t i = 0; i < theta.size(); ++i) theta[i] += (value[i] - f.base[i]) + inc->delta[i];
+  } else {
+    for (size_t i = 0; i < theta.size(); ++i) theta[i] += value[i] - f.base[i];
+  }
+  f.base = std::move(value);
+  f.base_version = version;
+  if (inc == nullptr) return 0;
+  // The contained push's progress is now in the value: later pushes and the counters keep
+  // only what came after it.
+  const uint64_t cut = inc->transfer_id, s = inc->steps, k = inc->tokens;
+  const std::vector<float> d = inc->delta;
+  while (!f.outstanding.empty() && f.outstanding.front().transfer_id <= cut)
+    f.outstanding.pop_front();
+  for (auto& o : f.outstanding) {
+    o.steps = o.steps > s ? o.steps - s : 0;
+    o.tokens = o.tokens > k ? o.tokens - k : 0;
+    for (size_t i = 0; i < d.size() && i < o.delta.size(); ++i) o.delta[i] -= d[i];
+  }
+  f.steps = f.steps > s ? f.steps - s : 0;
+  f.tokens = f.tokens > k ? f.tokens - k : 0;
+  return cut;
+}
+
 caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context> ctx) {
   auto& st = self->state;
   st.id = ctx->learner_id;
@@ -466,9 +536,16 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
       auto rj = decode_reject(bytes.data(), bytes.size());
       if (!rj) return;
       s.unacked.erase(rj->fragment_id);
-      if (rj->fragment_id >= 0 && static_cast<size_t>(rj->fragment_id) < s.frags.size() &&
-          rj->reason != reject_reason::stale)
-        s.frags[static_cast<size_t>(rj->fragment_id)].awaiting = false;
+      if (rj->fragment_id >= 0 && static_cast<size_t>(rj->fragment_id) < s.frags.size()) {
+        auto& f = s.frags[static_cast<size_t>(rj->fragment_id)];
+        if (rj->reason != reject_reason::stale) f.awaiting = false;
+        // A refused push is never merged: its progress stays in θ and rides on the next push.
+        for (auto it = f.outstanding.begin(); it != f.outstanding.end(); ++it)
+          if (it->transfer_id == rj->transfer_id) {
+            f.outstanding.erase(it);
+            break;
+          }
+      }
       drain_queue(self, *ctx);
       if (s.now == phase::waiting && !barrier_blocked(self, *ctx)) {
         s.now = phase::stepping;

@@ -54,7 +54,14 @@ struct learner_context {
   int sync_interval = 24;         ///< H
   int overlap = 2;                ///< τ
   int max_inflight = 2;           ///< queued/unanswered pushes at most
-  double mixing_alpha = 0.0;      ///< α: θ ← α θ + (1 − α) global
+  double mixing_alpha = 0.0;      ///< α: θ ← α θ + (1 − α) global (overwrite only)
+  /// How an arriving global fragment is applied. false (overwrite): θ_p ← α θ_p + (1 − α) v and
+  /// the fragment's counters restart — progress made since the last push is lost when another
+  /// learner's merge arrives. true (rebase): θ_p ← θ_p + (v − base_p) + Δ_included, where
+  /// Δ_included is this learner's newest push that `v` contains (broadcast_msg::merged), so every
+  /// step of local progress not yet in `v` is kept and none is counted twice. Docs:
+  /// ALGORITHM.md "Measured changes to the defaults".
+  bool rebase = false;
   payload_encoding wire = payload_encoding::fp32;
   size_t chunk_bytes = default_chunk_bytes;
   /// Synchronous mode (K = M baselines): before step s + τ + 1 wait for the merge of a fragment
@@ -80,6 +87,14 @@ struct learner_context {
   double sim_step_s = 0.1;
 };
 
+/// A push of one fragment that the learner has not yet seen merged or refused (rebase mode).
+struct outstanding_push {
+  uint64_t transfer_id = 0;
+  uint64_t steps = 0;           ///< the push's steps[p] counter
+  uint64_t tokens = 0;          ///< the push's tokens[p] counter
+  std::vector<float> delta;     ///< the pseudo-gradient as the owner decodes it, base_p − θ_p
+};
+
 /// Per-fragment bookkeeping of a learner.
 struct learner_fragment {
   std::vector<float> base;      ///< the global value last received (base_p)
@@ -89,6 +104,11 @@ struct learner_fragment {
   bool have = false;            ///< received since the last (re)load started
   bool awaiting = false;        ///< barrier mode: pushed, merge not yet received
   uint64_t pushed_at_step = 0;
+  /// Overwrite mode: the first transfer since base_p was received (0 = none); every later push
+  /// until the next arrival holds its progress too (push_msg::contains_from).
+  uint64_t first_since_receive = 0;
+  /// Rebase mode: pushes not yet seen merged or refused, oldest first (at most 8).
+  std::deque<outstanding_push> outstanding;
 };
 
 /// A push sent and not yet answered.
@@ -126,6 +146,24 @@ struct learner_state {
 };
 
 using learner_actor = caf::stateful_actor<learner_state>;
+
+/// Rebase mode (learner_context::rebase): applies the global value `value` (version `version`,
+/// the broadcast's `merged` list) of one fragment to the learner's local values `theta` of that
+/// fragment (fragment order, layout.numel floats; updated in place) and to its bookkeeping `f`:
+///
+///   θ ← θ + (value − base) + Δ_c,
+///
+/// where Δ_c is the pseudo-gradient of the newest outstanding push of (learner_id, incarnation)
+/// that `merged` names as contained (Δ_c = 0 when none): what the value already holds of our
+/// progress is taken out of the local delta, everything else is kept. With a contained push,
+/// outstanding pushes up to it are dropped, later ones and the fragment's steps/tokens counters
+/// lose its share. base ← value, base_version ← version. Returns the contained transfer id, or
+/// 0. Throws std::invalid_argument when theta, f.base and value differ in length.
+/// Source: ours (docs/ALGORITHM.md "Measured changes to the defaults"); overwrite (α = 0) is
+/// the learner loop of ALGORITHM.md.
+uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector<float> value,
+                     uint64_t version, const std::vector<merged_push>& merged,
+                     int32_t learner_id, uint64_t incarnation);
 
 /// The learner's behavior. Joins the health monitor, pulls every fragment, then steps.
 caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context> ctx);

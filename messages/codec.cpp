@@ -34,6 +34,7 @@ std::string_view to_string(reject_reason r) noexcept {
     case reject_reason::non_finite: return "nonFinite";
     case reject_reason::unknown_learner: return "unknownLearner";
     case reject_reason::stale_incarnation: return "staleIncarnation";
+    case reject_reason::superseded: return "superseded";
   }
   return "unknown";
 }
@@ -187,6 +188,26 @@ status check_chunk_fields(const char* what, payload_encoding enc, uint64_t total
   return {};
 }
 
+
+/// Writes a merged-push list (broadcast or checkpoint).
+void set_merged(capnp::List<cw::MergedPush>::Builder out, const std::vector<merged_push>& in) {
+  for (size_t i = 0; i < in.size(); ++i) {
+    auto e = out[static_cast<unsigned>(i)];
+    e.setLearnerId(in[i].learner_id);
+    e.setIncarnation(in[i].incarnation);
+    e.setTransferId(in[i].transfer_id);
+    e.setVersion(in[i].version);
+  }
+}
+
+std::vector<merged_push> get_merged(capnp::List<cw::MergedPush>::Reader in) {
+  std::vector<merged_push> out;
+  out.reserve(in.size());
+  for (auto e : in)
+    out.push_back({e.getLearnerId(), e.getIncarnation(), e.getTransferId(), e.getVersion()});
+  return out;
+}
+
 }  // namespace
 
 // ---- encode ---------------------------------------------------------------------------------
@@ -244,6 +265,7 @@ wire_bytes encode(const push_msg& m) {
   r.setTransferId(m.transfer_id);
   r.setPayloadBytes(m.payload_bytes);
   r.setChunkOffset(m.chunk_offset);
+  r.setContainsFrom(m.contains_from);
   return flatten(b);
 }
 
@@ -259,6 +281,7 @@ wire_bytes encode(const broadcast_msg& m) {
   r.setPayload(as_bytes(m.payload));
   r.setPayloadBytes(m.payload_bytes);
   r.setChunkOffset(m.chunk_offset);
+  set_merged(r.initMerged(static_cast<unsigned>(m.merged.size())), m.merged);
   return flatten(b);
 }
 
@@ -270,6 +293,7 @@ wire_bytes encode(const reject_msg& m) {
   r.setReason(static_cast<cw::RejectReason>(m.reason));
   r.setDetail(m.detail);
   r.setCurrentVersion(m.current_version);
+  r.setTransferId(m.transfer_id);
   return flatten(b);
 }
 
@@ -368,6 +392,7 @@ result<push_msg> decode_push(const uint8_t* data, size_t size, const decode_limi
         m.chunk_index = r.getChunkIndex();
         m.chunk_count = r.getChunkCount();
         m.chunk_offset = r.getChunkOffset();
+        m.contains_from = r.getContainsFrom();
         auto payload = r.getPayload();
         if (auto st = check_chunk_fields("push", m.encoding, m.total_elements, m.payload_bytes,
                                          m.chunk_index, m.chunk_count, m.chunk_offset,
@@ -396,6 +421,7 @@ result<broadcast_msg> decode_broadcast(const uint8_t* data, size_t size,
         m.chunk_index = r.getChunkIndex();
         m.chunk_count = r.getChunkCount();
         m.chunk_offset = r.getChunkOffset();
+        m.merged = get_merged(r.getMerged());
         auto payload = r.getPayload();
         if (auto st = check_chunk_fields("broadcast", m.encoding, m.total_elements,
                                          m.payload_bytes, m.chunk_index, m.chunk_count,
@@ -417,7 +443,7 @@ result<reject_msg> decode_reject(const uint8_t* data, size_t size, const decode_
                            m.learner_id = r.getLearnerId();
                            m.fragment_id = r.getFragmentId();
                            auto reason = r.getReason();
-                           if (!enum_in_range(reason, cw::RejectReason::STALE_INCARNATION)) {
+                           if (!enum_in_range(reason, cw::RejectReason::SUPERSEDED)) {
                              return R(errc::malformed,
                                       "reject.reason: unknown value " +
                                           num(static_cast<uint16_t>(reason)));
@@ -425,6 +451,7 @@ result<reject_msg> decode_reject(const uint8_t* data, size_t size, const decode_
                            m.reason = static_cast<reject_reason>(reason);
                            m.detail = r.getDetail();
                            m.current_version = r.getCurrentVersion();
+                           m.transfer_id = r.getTransferId();
                            return m;
                          });
 }
@@ -470,7 +497,8 @@ bool same_transfer_header(const push_msg& a, const push_msg& b) {
          a.fragment_id == b.fragment_id && a.base_version == b.base_version &&
          a.steps == b.steps && a.tokens == b.tokens && a.transfer_id == b.transfer_id &&
          a.encoding == b.encoding && a.total_elements == b.total_elements &&
-         a.payload_bytes == b.payload_bytes && a.chunk_count == b.chunk_count;
+         a.payload_bytes == b.payload_bytes && a.chunk_count == b.chunk_count &&
+         a.contains_from == b.contains_from;
 }
 
 bool same_transfer_header(const broadcast_msg& a, const broadcast_msg& b) {
@@ -737,6 +765,7 @@ std::vector<uint8_t> encode_checkpoint(const owner_checkpoint& c) {
     anchors[static_cast<unsigned>(i)].setVersion(c.anchors[i].version);
     anchors[static_cast<unsigned>(i)].setValue(float_bytes(c.anchors[i].value));
   }
+  set_merged(r.initMerged(static_cast<unsigned>(c.merged.size())), c.merged);
   wire_bytes body = flatten(b);
   std::vector<uint8_t> out(checkpoint_header_bytes + body.size());
   std::memcpy(out.data(), checkpoint_magic, sizeof(checkpoint_magic));
@@ -801,6 +830,7 @@ result<owner_checkpoint> decode_checkpoint(const uint8_t* data, size_t size) {
           }
           c.anchors.push_back(anchor_entry{anchors[i].getVersion(), std::move(*v)});
         }
+        c.merged = get_merged(r.getMerged());
         return c;
       });
 }

@@ -111,6 +111,27 @@ struct push_msg {
   uint64_t chunk_offset = 0;
   /// This chunk's encoded bytes.
   std::vector<uint8_t> payload;
+  /// The oldest earlier transfer of this learner (same incarnation and fragment) whose progress
+  /// this delta also holds — a push made before the learner heard whether that transfer was
+  /// merged — or 0 when the delta holds only progress no earlier push carried. An owner that
+  /// has merged a transfer in [contains_from, transfer_id) rejects the push as `superseded`
+  /// instead of counting that progress twice.
+  uint64_t contains_from = 0;
+};
+
+/// The newest push of one learner that a fragment's value contains: the learner's transfer
+/// `transfer_id` of incarnation `incarnation` was merged by the outer step that produced
+/// `version`. A learner that applies a broadcast with `sync.apply = "rebase"` uses it to tell
+/// which of its in-flight pushes the value already contains (ALGORITHM.md "Measured changes").
+struct merged_push {
+  int32_t learner_id = 0;
+  uint64_t incarnation = 0;
+  uint64_t transfer_id = 0;
+  uint64_t version = 0;
+  friend bool operator==(const merged_push& a, const merged_push& b) {
+    return a.learner_id == b.learner_id && a.incarnation == b.incarnation &&
+           a.transfer_id == b.transfer_id && a.version == b.version;
+  }
 };
 
 /// Fragment owner → learners (and evaluator): one chunk of the new global value of a fragment.
@@ -125,6 +146,9 @@ struct broadcast_msg {
   uint32_t chunk_count = 1;
   uint64_t chunk_offset = 0;
   std::vector<uint8_t> payload;
+  /// For every learner the owner has merged a push from: its newest merged push (ascending
+  /// learner id). Every chunk of a broadcast carries the same list. Empty from older writers.
+  std::vector<merged_push> merged;
 };
 
 /// Why an owner refused a push (wire.capnp RejectReason).
@@ -136,10 +160,11 @@ enum class reject_reason : uint8_t {
   non_finite,          ///< payload holds NaN or Inf
   unknown_learner,     ///< learner id not known to the health monitor (or declared dead)
   stale_incarnation,   ///< an older incarnation of a respawned learner
+  superseded,          ///< base predates a merged push of the same learner (the delta holds it)
 };
 
 /// "stale", "duplicate", "malformed", "shapeMismatch", "nonFinite", "unknownLearner",
-/// "staleIncarnation".
+/// "staleIncarnation", "superseded".
 std::string_view to_string(reject_reason r) noexcept;
 
 /// Fragment owner → learner: a push was refused.
@@ -151,6 +176,8 @@ struct reject_msg {
   std::string detail;
   /// The owner's current version of the fragment.
   uint64_t current_version = 0;
+  /// The refused push's transfer id (0 when the push did not decode).
+  uint64_t transfer_id = 0;
 };
 
 /// One retained (version, θ) pair of a fragment owner's anchor ring (anchor = current).
@@ -174,6 +201,8 @@ struct owner_checkpoint {
   double xi_sync_s = 0.0;
   /// Optional anchor ring, oldest first; every value has `value.size()` elements.
   std::vector<anchor_entry> anchors;
+  /// Newest merged push per learner (broadcast_msg::merged), ascending learner id.
+  std::vector<merged_push> merged;
 };
 
 // ---- limits ---------------------------------------------------------------------------------

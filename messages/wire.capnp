@@ -64,6 +64,8 @@ struct FragmentPush {
   transferId @11 :UInt64;              # increasing per (learner, incarnation, fragment)
   payloadBytes @12 :UInt64;            # encoded bytes of the whole payload
   chunkOffset @13 :UInt64;             # byte offset of this chunk in the whole payload
+  containsFrom @14 :UInt64;            # oldest earlier transfer (same learner, incarnation and
+                                       # fragment) whose progress this delta also holds; 0 = none
 }
 
 # Fragment owner -> learners: one chunk of a fragment's new global value.
@@ -77,6 +79,15 @@ struct FragmentBroadcast {
   payload @6 :Data;
   payloadBytes @7 :UInt64;
   chunkOffset @8 :UInt64;
+  merged @9 :List(MergedPush);         # per learner, its newest push merged into the value so far
+}
+
+# The newest push of one learner that a fragment's value contains (the learner rebases on it).
+struct MergedPush {
+  learnerId @0 :Int32;
+  incarnation @1 :UInt64;
+  transferId @2 :UInt64;
+  version @3 :UInt64;                  # the version whose outer step merged it
 }
 
 enum RejectReason {
@@ -87,6 +98,7 @@ enum RejectReason {
   nonFinite @4;
   unknownLearner @5;
   staleIncarnation @6;
+  superseded @7;                       # base predates a merged push of the same learner
 }
 
 # Fragment owner -> learner: a push was refused.
@@ -96,6 +108,7 @@ struct Rejection {
   reason @2 :RejectReason;
   detail @3 :Text;
   currentVersion @4 :UInt64;
+  transferId @5 :UInt64;               # the refused push's transfer id (0 when undecodable)
 }
 
 # Every message on the wire is one Envelope.
@@ -127,4 +140,5 @@ struct OwnerCheckpoint {
   xiQuorumSeconds @5 :Float64;
   xiSyncSeconds @6 :Float64;
   anchors @7 :List(AnchorEntry);       # oldest first; may be empty
+  merged @8 :List(MergedPush);         # per learner, newest merged push (rebase bookkeeping)
 }

@@ -242,13 +242,19 @@ result<merge_report> compute_delta(kernels::backend& be, const fragment_layout& 
 result<merge_report> outer_step(kernels::backend& be, const fragment_layout& layout,
                                 const std::vector<contribution>& contributions,
                                 const merge_options& opts, float* theta, float* momentum,
-                                const anchor_ring* ring) {
+                                const anchor_ring* ring, float delta_scale) {
+  if (!std::isfinite(delta_scale) || delta_scale <= 0.0f || delta_scale > 1.0f) {
+    return wire_error{errc::invalid_argument,
+                      "outer_step: delta_scale " + std::to_string(delta_scale) +
+                          " is outside (0, 1]"};
+  }
   if (theta == nullptr || momentum == nullptr) {
     return wire_error{errc::invalid_argument, "outer_step: theta or momentum is null"};
   }
   kernels::buffer<float> delta = be.alloc<float>(layout.numel);
   auto report = compute_delta(be, layout, contributions, opts, delta.data(), theta, ring);
   if (!report) return report;
+  if (delta_scale != 1.0f) be.scale(delta.data(), delta_scale, layout.numel);
   // b ← μ b + Δ; θ ← θ − lr (Δ + μ b)  (Nesterov; DiLoCo arXiv 2311.08105 Alg. 1).
   be.nesterov_update(theta, momentum, delta.data(), opts.outer_lr, opts.outer_momentum,
                      layout.numel);

@@ -147,9 +147,14 @@ result<merge_report> compute_delta(kernels::backend& be, const fragment_layout& 
 /// Alg. 1): b ← μ b + Δ; θ ← θ − lr (Δ + μ b). θ and momentum are backend memory (layout.numel).
 /// The caller bumps its version and records θ in the ring afterwards. On error θ and b are
 /// untouched.
+///
+/// `delta_scale` s ∈ (0, 1] multiplies Δ before the step (b ← μ b + sΔ): a fragment owner that
+/// merges the pushes of n of L live learners passes s = n / L so that a merge moves the global
+/// model by its share of all learners' progress (owner_options::scale_partial_merges). Errors:
+/// errc::invalid_argument when s is outside (0, 1] or not finite.
 result<merge_report> outer_step(kernels::backend& be, const fragment_layout& layout,
                                 const std::vector<contribution>& contributions,
                                 const merge_options& opts, float* theta, float* momentum,
-                                const anchor_ring* ring = nullptr);
+                                const anchor_ring* ring = nullptr, float delta_scale = 1.0f);
 
 }  // namespace dd

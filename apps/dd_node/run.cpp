@@ -4,7 +4,20 @@
 // (events.jsonl, summary.json, experiment.json, run_info.json). With several experiments (e.g.
 // examples/baselines.lua) they run one after another on the same machine and a comparison table
 // is printed at the end (also written to <first run dir>/../comparison.json).
-// Exit codes: 0 ok, 1 runtime failure, 2 bad flags or bad configuration.
+//
+// Every run directory is locked for the life of the process (run_lock.hpp). SIGINT / SIGTERM:
+// the first one stops the run gracefully (learners stop at their next step boundary, final
+// evaluation, summary.json with "interrupted": true; experiments not yet started are skipped);
+// a second one exits at once. The handler only touches lock-free atomics (and write/_exit on
+// the second signal); run_cluster's progress loop polls the flag.
+// Exit codes: 0 ok, 1 runtime failure, 2 bad flags, bad configuration or a run directory in use
+// by another process, 128 + signal (130 SIGINT, 143 SIGTERM) when interrupted — after the
+// graceful stop as well as on the immediate exit.
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -17,12 +30,39 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/cluster.hpp"
+#include "apps/dd_node/run_lock.hpp"
 #include "kernels/all_backends.hpp"
 #include "runtime/config/loader.hpp"
 
 namespace dd::app {
 
 namespace {
+
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free atomic");
+/// The first signal's number (0 = none); polled by run_cluster.
+std::atomic<int> g_interrupt{0};
+/// Signals received so far.
+std::atomic<int> g_signals{0};
+
+extern "C" void on_stop_signal(int sig) {
+  // Async-signal-safe only: lock-free atomics, write(2), _exit(2).
+  if (g_signals.fetch_add(1) >= 1) {
+    static const char msg[] = "dd-node run: second signal, exiting at once\n";
+    ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
+    (void)ignored;
+    ::_exit(128 + sig);
+  }
+  g_interrupt.store(sig);
+}
+
+void install_stop_handlers() {
+  struct sigaction sa {};
+  sa.sa_handler = on_stop_signal;
+  sigemptyset(&sa.sa_mask);
+  sa.sa_flags = SA_RESTART;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+}
 
 void print_run_help(FILE* f) {
   std::fprintf(f,
@@ -34,9 +74,15 @@ void print_run_help(FILE* f) {
                "With several experiments they run one after another and a comparison table is\n"
                "printed (and written as JSON to --table FILE, default runs/comparison.json).\n"
                "  --name N         run only experiment N (repeatable)\n"
-               "  --set k=v        override a key of every experiment, e.g. --set budget.steps=50\n"
-               "  --run-dir DIR    run directory (one experiment only; default runs/<name>)\n"
-               "  --progress S     progress line every S seconds (default 5; 0 = off)\n");
+               "  --set k=v        override a key of every selected experiment, e.g.\n"
+               "                   --set budget.steps=50 (applied after --name selects)\n"
+               "  --run-dir DIR    run directory (one experiment only; default runs/<name>);\n"
+               "                   also moves the owner checkpoints to DIR/checkpoints unless\n"
+               "                   the experiment sets checkpoint.dir\n"
+               "  --progress S     progress line every S seconds (default 5; 0 = off)\n"
+               "A run directory is locked (DIR/LOCK) while a run uses it: a second run on it\n"
+               "exits with status 2. SIGINT/SIGTERM stops gracefully (summary.json gets\n"
+               "\"interrupted\": true; exit status 130/143); a second signal exits at once.\n");
 }
 
 std::string table_row(const std::string& name, const nlohmann::json& s, const nlohmann::json& i) {
@@ -105,6 +151,7 @@ int run_main(int argc, char** argv) {
     print_run_help(stderr);
     return 2;
   }
+  lo.run_dir = run_dir;  // moves the default checkpoint.dir with it
   auto loaded = config::load_file(file, lo);
   if (!loaded.ok()) {
     std::fprintf(stderr, "%s", loaded.error_text().c_str());
@@ -126,12 +173,36 @@ int run_main(int argc, char** argv) {
       return 2;
     }
   }
+  // Lock every run directory before anything is written into any of them.
+  std::vector<run_dir_lock> locks;
+  std::vector<std::string> locked;
+  for (const auto& exp : loaded.experiments) {
+    const std::string dir = !run_dir.empty()       ? run_dir
+                            : !exp.run_dir.empty() ? exp.run_dir
+                                                   : "runs/" + exp.name;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    std::string key = std::filesystem::weakly_canonical(std::filesystem::absolute(dir), ec).string();
+    if (ec) key = dir;
+    if (std::find(locked.begin(), locked.end(), key) != locked.end()) continue;
+    std::string error;
+    auto lock = run_dir_lock::acquire(dir, error);
+    if (!lock.held()) {
+      std::fprintf(stderr, "dd-node run: %s: %s\n", exp.name.c_str(), error.c_str());
+      return 2;
+    }
+    locks.push_back(std::move(lock));
+    locked.push_back(key);
+  }
+  install_stop_handlers();
   nlohmann::json table = nlohmann::json::array();
   std::vector<std::string> rows;
   for (const auto& exp : loaded.experiments) {
+    if (g_interrupt.load() != 0) break;  // interrupted between two experiments
     actors::run_options ro;
     ro.run_dir = run_dir;
     ro.progress_every_s = progress;
+    ro.interrupt = &g_interrupt;
     std::printf("== %s: M = %d learners, P = %d fragments, H = %d, K = %s, budget %s\n",
                 exp.name.c_str(), exp.learners.count, exp.sync.fragments, exp.sync.interval,
                 exp.sync.min_quorum.is_fraction
@@ -150,7 +221,9 @@ int run_main(int argc, char** argv) {
       std::fprintf(stderr, "dd-node run: %s did not finish\n", exp.name.c_str());
       return 1;
     }
-    std::printf("== %s done: %s\n", exp.name.c_str(), r.summary.dump().c_str());
+    std::printf("== %s %s: %s\n", exp.name.c_str(),
+                r.interrupted ? ("interrupted by " + r.interrupt_reason).c_str() : "done",
+                r.summary.dump().c_str());
     std::fflush(stdout);
     rows.push_back(table_row(exp.name, r.summary, r.info));
     table.push_back({{"experiment", exp.name}, {"summary", r.summary}, {"info", r.info}});
@@ -166,6 +239,7 @@ int run_main(int argc, char** argv) {
     std::ofstream(table_path) << table.dump(2) << '\n';
     std::printf("comparison written to %s\n", table_path.c_str());
   }
+  if (const int sig = g_interrupt.load(); sig != 0) return 128 + sig;
   return 0;
 }
 

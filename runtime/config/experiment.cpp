@@ -24,6 +24,7 @@ const char* to_string(schedule_kind v) { return spell(v); }
 const char* to_string(outer_kind v) { return spell(v); }
 const char* to_string(merge_kind v) { return spell(v); }
 const char* to_string(anchor_kind v) { return spell(v); }
+const char* to_string(apply_kind v) { return spell(v); }
 const char* to_string(fragment_strategy_kind v) { return spell(v); }
 const char* to_string(grace_mode v) { return spell(v); }
 const char* to_string(wire_format v) { return spell(v); }
@@ -74,9 +75,11 @@ nlohmann::json to_json(const experiment& e) {
                 {"merge", to_string(e.outer.merge)},
                 {"embedding_merge", to_string(e.outer.embedding_merge)},
                 {"anchor", to_string(e.outer.anchor)},
+                {"apply", to_string(e.outer.apply)},
                 {"mixing_alpha", e.outer.mixing_alpha},
                 {"max_staleness", e.outer.max_staleness},
-                {"token_weighting", e.outer.token_weighting}};
+                {"token_weighting", e.outer.token_weighting},
+                {"scale_partial_merges", e.outer.scale_partial_merges}};
   json k = e.sync.min_quorum.is_fraction ? json{{"fraction", e.sync.min_quorum.fraction}}
                                          : json(e.sync.min_quorum.count);
   j["sync"] = {{"fragments", e.sync.fragments},

@@ -33,6 +33,9 @@ enum class merge_kind : std::uint8_t { rda, average };
 /// What a pseudo-gradient is measured against: the base the learner received, or the owner's
 /// current value (the paper's reading).
 enum class anchor_kind : std::uint8_t { base, current };
+/// How a learner applies an arriving global fragment: overwrite (mixed by α) its local values,
+/// or rebase its local progress onto the new value (docs/ALGORITHM.md "Measured changes").
+enum class apply_kind : std::uint8_t { overwrite, rebase };
 /// How tensors are split into P fragments.
 enum class fragment_strategy_kind : std::uint8_t { balanced, layer, strided };
 /// Grace window after quorum: adaptive (γ-scaled slack, capped), a fixed number of seconds, or none.
@@ -64,6 +67,8 @@ const char* to_string(outer_kind v);
 const char* to_string(merge_kind v);
 /// \copydoc to_string(model_kind)
 const char* to_string(anchor_kind v);
+/// \copydoc to_string(model_kind)
+const char* to_string(apply_kind v);
 /// \copydoc to_string(model_kind)
 const char* to_string(fragment_strategy_kind v);
 /// \copydoc to_string(model_kind)
@@ -132,9 +137,11 @@ struct outer_config {
   merge_kind merge = merge_kind::rda;              ///< merge rule for ordinary tensors
   merge_kind embedding_merge = merge_kind::average;///< merge rule for embedding tensors
   anchor_kind anchor = anchor_kind::current;       ///< pseudo-gradient anchor (measured: docs/ALGORITHM.md)
-  double mixing_alpha = 0.0;                       ///< α: θ ← αθ + (1-α)·global on arrival
+  apply_kind apply = apply_kind::overwrite;        ///< how learners apply arriving fragments
+  double mixing_alpha = 0.0;                       ///< α: θ ← αθ + (1-α)·global (overwrite only)
   int max_staleness = 4;                           ///< versions a push may lag before rejection
   bool token_weighting = true;                     ///< w = tokens²/steps (false: w = 1)
+  bool scale_partial_merges = false;               ///< Δ × contributors / live learners
 };
 
 /// Min quorum K: an absolute count of learners or a fraction of the live learners.

@@ -1,8 +1,9 @@
 // runtime/config/loader.cpp — run, override, validate and resolve experiments (see loader.hpp).
 //
-// Flow: sandbox (detail/sandbox.cpp) → one JSON snapshot per experiment{} call → --set overrides
-// → the reader below, which fills every default, checks types, ranges and combinations, and
-// records each problem with the file:line of its key (detail/source_index.cpp).
+// Flow: sandbox (detail/sandbox.cpp) → one JSON snapshot per experiment{} call → --name selection
+// → --set overrides (selected experiments only) → the reader below, which fills every default,
+// checks types, ranges and combinations, and records each problem with the file:line of its key
+// (detail/source_index.cpp).
 #include "runtime/config/loader.hpp"
 
 #include <algorithm>
@@ -527,9 +528,13 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
     o.merge = s.choice("merge", o.merge);
     o.embedding_merge = s.choice("embedding_merge", o.embedding_merge);
     o.anchor = s.choice("anchor", o.anchor);
+    o.apply = s.choice("apply", o.apply);
     o.mixing_alpha = s.number("mixing_alpha", o.mixing_alpha, half_open(0, 1));
+    if (o.apply == apply_kind::rebase && o.mixing_alpha != 0.0)
+      ctx.fail(s.path("mixing_alpha"), "must be 0 with apply = 'rebase' (α mixes only on overwrite)");
     o.max_staleness = s.integer32("max_staleness", o.max_staleness, closed(0, 1000000));
     o.token_weighting = s.boolean("token_weighting", o.token_weighting);
+    o.scale_partial_merges = s.boolean("scale_partial_merges", o.scale_partial_merges);
     s.finish();
   }
   {
@@ -600,8 +605,7 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
     e.eval.every_steps = s.integer32("every_steps", 0, at_least(0));
     e.eval.batches = s.integer32("batches", e.eval.batches, closed(1, 1 << 20));
     s.finish();
-    if (e.eval.every_seconds > 0 && e.eval.every_steps > 0)
-      ctx.fail("eval", "give at most one of every_seconds and every_steps");
+    // Both may be non-zero: the evaluator then evaluates on whichever fires first.
   }
   {
     section s = top.child("checkpoint");
@@ -758,12 +762,25 @@ bool apply_override(json& root, const parsed_override& o, std::vector<config_err
   return true;
 }
 
-/// The shared tail of every load: overrides, validation, names, selection.
+/// The shared tail of every load: selection by name, overrides, validation.
 struct snapshot {
   json value;
   int line = 0;
   std::vector<std::pair<std::string, std::string>> problems;
 };
+
+/// The name an experiment is selected by (--name): a `name=...` override, else the name
+/// written in the file, else its default (stem, or stem-N when the file defines several).
+std::string selection_name(const snapshot& snap, const std::vector<parsed_override>& overrides,
+                           const std::string& default_name) {
+  for (auto it = overrides.rbegin(); it != overrides.rend(); ++it)
+    if (it->path == "name") return it->value.is_string() ? it->value.get<std::string>() : "";
+  if (snap.value.is_object()) {
+    const auto n = snap.value.find("name");
+    if (n != snap.value.end()) return n->is_string() ? n->get<std::string>() : "";
+  }
+  return default_name;
+}
 
 load_result resolve_all(std::vector<snapshot> snaps, const std::string& file, const std::string& stem,
                         const detail::source_index* source, const file_policy& files,
@@ -772,15 +789,50 @@ load_result resolve_all(std::vector<snapshot> snaps, const std::string& file, co
   std::vector<parsed_override> overrides;
   for (const auto& text : options.overrides)
     if (auto o = parse_override(text, options, result.errors)) overrides.push_back(std::move(*o));
+  if (!options.run_dir.empty())
+    overrides.push_back({"run_dir", json(options.run_dir), "--run-dir " + options.run_dir});
   if (!result.errors.empty()) return result;
+
+  auto default_name = [&](std::size_t i) {
+    return snaps.size() == 1 ? stem : fmt::format("{}-{}", stem, i + 1);
+  };
+  // --name selects first: only the selected experiments get the overrides and are validated, so
+  // an override that does not fit an unselected experiment cannot refuse the run.
+  std::vector<bool> selected(snaps.size(), options.names.empty());
+  std::vector<std::size_t> order;  // output order: file order, or the order of --name
+  if (options.names.empty()) {
+    for (std::size_t i = 0; i < snaps.size(); ++i) order.push_back(i);
+  } else {
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < snaps.size(); ++i)
+      names.push_back(selection_name(snaps[i], overrides, default_name(i)));
+    for (const auto& want : options.names) {
+      bool found = false;
+      for (std::size_t i = 0; i < snaps.size(); ++i) {
+        if (names[i] != want) continue;
+        found = true;
+        if (!selected[i]) order.push_back(i);
+        selected[i] = true;
+      }
+      if (!found) {
+        std::string list;
+        for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
+        result.errors.push_back({file, 0, "", fmt::format("no experiment named '{}'{}; the file "
+                                                          "defines: {}", want,
+                                                          detail::did_you_mean(want, names), list)});
+      }
+    }
+    if (!result.errors.empty()) return result;
+  }
 
   std::vector<int> call_lines;
   for (const auto& s : snaps) call_lines.push_back(s.line);
   std::sort(call_lines.begin(), call_lines.end());
 
-  std::vector<experiment> all;
+  std::map<std::size_t, experiment> read;  // snapshot index -> experiment
   std::map<std::string, std::string> seen;  // name -> where
   for (std::size_t i = 0; i < snaps.size(); ++i) {
+    if (!selected[i]) continue;
     auto& snap = snaps[i];
     origin_finder origin;
     origin.file = file;
@@ -799,8 +851,7 @@ load_result resolve_all(std::vector<snapshot> snaps, const std::string& file, co
     }
     for (const auto& o : overrides)
       if (apply_override(snap.value, o, errors)) origin.overrides.push_back({o.path, o.label});
-    const std::string default_name = snaps.size() == 1 ? stem : fmt::format("{}-{}", stem, i + 1);
-    experiment e = read_experiment(snap.value, ctx, default_name, files);
+    experiment e = read_experiment(snap.value, ctx, default_name(i), files);
     e.source = snap.line > 0 ? fmt::format("{}:{}", file, snap.line) : file;
     if (errors.empty()) {
       const auto [it, fresh] = seen.emplace(e.name, e.source);
@@ -809,30 +860,10 @@ load_result resolve_all(std::vector<snapshot> snaps, const std::string& file, co
                                                          "defined at {})", e.name, it->second)));
     }
     result.errors.insert(result.errors.end(), errors.begin(), errors.end());
-    all.push_back(std::move(e));
+    read.emplace(i, std::move(e));
   }
   if (!result.errors.empty()) return result;
-
-  if (options.names.empty()) {
-    result.experiments = std::move(all);
-    return result;
-  }
-  std::vector<std::string> names;
-  for (const auto& e : all) names.push_back(e.name);
-  for (const auto& want : options.names) {
-    const auto it = std::find_if(all.begin(), all.end(), [&](const experiment& e) { return e.name == want; });
-    if (it == all.end()) {
-      std::string list;
-      for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-      result.errors.push_back({file, 0, "", fmt::format("no experiment named '{}'{}; the file "
-                                                        "defines: {}", want,
-                                                        detail::did_you_mean(want, names), list)});
-    } else if (std::none_of(result.experiments.begin(), result.experiments.end(),
-                            [&](const experiment& e) { return e.name == want; })) {
-      result.experiments.push_back(*it);
-    }
-  }
-  if (!result.errors.empty()) result.experiments.clear();
+  for (const std::size_t i : order) result.experiments.push_back(std::move(read.at(i)));
   return result;
 }
 

@@ -4,8 +4,9 @@
 // make sweeps). The script runs in a fresh sandboxed interpreter: only the base (without dofile,
 // loadfile, require, collectgarbage; `load` takes text only), string (without dump), table, math
 // and utf8 libraries, undefined globals are errors, and memory and instruction limits stop bombs
-// and endless loops. Each experiment table is then snapshotted, `--set` overrides are applied, and
-// it is validated and resolved against docs/ALGORITHM.md's defaults into dd::config::experiment.
+// and endless loops. Each experiment table is then snapshotted, the experiments named by `--name`
+// are selected, `--set` overrides are applied to them, and each is validated and resolved
+// against docs/ALGORITHM.md's defaults into dd::config::experiment.
 // Nothing is started here: a caller gets either every selected experiment or every error found.
 // Pure library code (no globals); callable from any thread, one load per call.
 // docs/config.md is the reference for every key.
@@ -38,12 +39,21 @@ struct config_error {
 
 /// Knobs of a load; the defaults suit `dd-node`.
 struct load_options {
-  /// Overrides "key.path=value", applied to every experiment in the file. The value is read as a
-  /// Lua expression (number, string, boolean, table, fraction(x)); text that is not a valid
-  /// expression is taken as a plain string, so `--set data.file=x.txt` works unquoted.
+  /// Overrides "key.path=value", applied to every selected experiment (see `names`). The value
+  /// is read as a Lua expression (number, string, boolean, table, fraction(x)); text that is not
+  /// a valid expression is taken as a plain string, so `--set data.file=x.txt` works unquoted.
   std::vector<std::string> overrides;
   /// Experiments to keep, by name; empty keeps all. A name that matches none is an error.
+  /// Selection comes first: only the selected experiments get the overrides and are validated
+  /// and resolved, so an override that does not fit an unselected experiment does not matter.
+  /// The name used for selection is the one written in the file (or its default, stem-N), or the
+  /// value of a `name=...` override.
   std::vector<std::string> names;
+  /// When non-empty, replaces `run_dir` of every selected experiment, taken as given (not read
+  /// as Lua), before the defaults derived from it: a `checkpoint.dir` the experiment does not set
+  /// then defaults to <run_dir>/checkpoints; an explicit one is kept. Errors name it
+  /// "--run-dir DIR". This is `dd-node run --run-dir`.
+  std::string run_dir;
   /// Extra directories where a relative data.file is looked for after the experiment file's
   /// directory and the current directory.
   std::vector<std::string> search_dirs;

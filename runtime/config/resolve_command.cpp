@@ -9,7 +9,8 @@ const char* const resolve_usage =
     "usage: dd-node resolve <experiment.lua> [--name NAME]... [--set key.path=value]...\n"
     "                       [--no-check-files]\n"
     "Prints every experiment in the file (or the named ones) with every default filled in, as a\n"
-    "JSON array. --set overrides a key in every experiment; the value is a Lua literal\n"
+    "JSON array. --set overrides a key in every selected experiment (--name selects first);\n"
+    "the value is a Lua literal "
     "(2, 0.5, true, \"text\", fraction(0.5), {1, 1.5}) or else taken as text.\n"
     "Exit status: 0 resolved, 2 invalid file, override or usage. Keys: docs/config.md.\n";
 

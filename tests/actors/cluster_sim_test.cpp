@@ -3,7 +3,8 @@
 // Shakespeare: scripted faults fire and are recorded; seeded random kills, slowdowns, dropped
 // and delayed pushes and an owner kill leave the invariants intact (versions only increase, no
 // push merged twice, weights sum to 1, no merge below quorum, every respawned learner catches up
-// and contributes again); the same seed gives the same digest of the final global model.
+// and contributes again); the same seed gives the same digest of the final global model;
+// eval.every_steps evaluates at each multiple of the global step.
 #include <map>
 #include <memory>
 #include <set>
@@ -258,6 +259,39 @@ TEST(cluster_sim, stale_pushes_are_rejected_and_the_learner_resynchronizes) {
     }
   }
   EXPECT_GE(stale, 1u);
+}
+
+/// The "step" of every "eval" event before the job's "stop" (the periodic evaluations).
+std::vector<double> periodic_eval_steps(const sim_outcome& o) {
+  std::vector<double> steps;
+  for (const auto& ev : o.events) {
+    if (ev["event"] == "stop") break;
+    if (ev["event"] == "eval") steps.push_back(ev["step"].get<double>());
+  }
+  return steps;
+}
+
+TEST(cluster_sim, eval_every_steps_evaluates_each_time_the_global_step_crosses_a_multiple) {
+  // Global step = mean of the learners' own step counters. 48 steps, every 8: evaluations at
+  // 8, 16, 24, 32 and 40 (48 is the end of the run: the final evaluation).
+  auto e = tiny_experiment("sim_eval_steps");
+  e.eval.every_seconds = 0;
+  e.eval.every_steps = 8;
+  auto o = simulate(e, {}, ::testing::TempDir() + "dd_sim_eval_steps");
+  ASSERT_TRUE(o.result.finished);
+  const auto steps = periodic_eval_steps(o);
+  ASSERT_GE(steps.size(), 5u);
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_GE(steps[i], 8.0 * static_cast<double>(i + 1)) << i;
+    EXPECT_LT(steps[i], 8.0 * static_cast<double>(i + 2)) << i;  // no multiple skipped
+  }
+  EXPECT_LE(steps.size(), 6u);
+
+  // Together with every_seconds: both clocks trigger (whichever fires first).
+  e.eval.every_seconds = 1.0;
+  auto both = simulate(e, {}, ::testing::TempDir() + "dd_sim_eval_both");
+  ASSERT_TRUE(both.result.finished);
+  EXPECT_GT(periodic_eval_steps(both).size(), steps.size());
 }
 
 }  // namespace

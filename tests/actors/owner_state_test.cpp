@@ -270,7 +270,10 @@ TEST_F(owner_state_test, respawn_restores_value_momentum_and_version_from_the_ch
   const std::vector<float> d3 = {0.05f, 0.05f, -0.3f, 0.1f, 0.0f, 0.2f};
   owner.on_push(make_push(0, 0, 2, 1, 10, 5, d3), 3.0);
   restored.on_push(make_push(0, 0, 2, 1, 10, 5, d3), 3.0);
-  EXPECT_EQ(restored.version(), 3u);
+  // Restored from version 2 with checkpoint_every 2: version 3 may have been published and lost
+  // with the old owner, so the first merge after the restore is numbered 4, never 3 again.
+  EXPECT_EQ(owner.version(), 3u);
+  EXPECT_EQ(restored.version(), 4u);
   EXPECT_EQ(restored.value(), owner.value());
   EXPECT_EQ(restored.momentum(), owner.momentum());
   std::filesystem::remove_all(dir);
@@ -288,6 +291,116 @@ TEST_F(owner_state_test, anchor_current_rebases_a_lagging_push) {
   auto fx = owner.on_push(make_push(1, 0, 0, 1, 10, 1, filled(0.5f)), 2.0);
   ASSERT_TRUE(fx.effects.merged.has_value());
   for (float v : owner.value()) EXPECT_NEAR(v, 0.5f, 1e-6);
+}
+
+
+TEST_F(owner_state_test, broadcasts_carry_each_learners_newest_merged_push) {
+  auto opts = base_options();
+  opts.quorum = policy::quorum_spec::of_count(1);
+  opts.grace.mode = policy::grace_mode::off;
+  fragment_owner_state owner(opts, *be, filled(1.0f), frozen);
+  owner.on_membership(members(2), 0.0);
+  owner.on_push(make_push(0, 0, 0, 1, 10, 7, filled(0.1f)), 1.0);   // version 1: learner 0, t7
+  auto fx = owner.on_push(make_push(1, 0, 1, 1, 10, 3, filled(0.1f)), 2.0);  // version 2: l1, t3
+  ASSERT_TRUE(fx.effects.merged.has_value());
+  ASSERT_EQ(fx.effects.broadcast.size(), 1u);
+  auto b = decode_broadcast(fx.effects.broadcast[0]);
+  ASSERT_TRUE(b.ok());
+  ASSERT_EQ(b->merged.size(), 2u);
+  EXPECT_EQ(b->merged[0], (merged_push{0, 0, 7, 1}));
+  EXPECT_EQ(b->merged[1], (merged_push{1, 0, 3, 2}));
+  // A pull (current value) carries the same list, and so does a checkpoint.
+  auto cur = decode_broadcast(owner.current_value().at(0));
+  ASSERT_TRUE(cur.ok());
+  EXPECT_EQ(cur->merged, b->merged);
+  EXPECT_EQ(owner.make_checkpoint().merged, b->merged);
+}
+
+TEST_F(owner_state_test, a_push_holding_an_already_merged_transfer_is_rejected_as_superseded) {
+  auto opts = base_options();
+  opts.quorum = policy::quorum_spec::of_count(1);
+  opts.grace.mode = policy::grace_mode::off;
+  fragment_owner_state owner(opts, *be, filled(1.0f), frozen);
+  owner.on_membership(members(2), 0.0);
+  // Learner 0's transfer 24 (base 0) is merged into version 1.
+  ASSERT_TRUE(owner.on_push(make_push(0, 0, 0, 24, 240, 24, filled(0.2f)), 1.0).effects.merged);
+  const auto before = owner.value();
+  // Transfer 48 was made before learner 0 heard of version 1: base 0, and its delta still holds
+  // transfer 24's progress (contains_from = 24). Merging it would count that progress twice.
+  auto twice = make_push(0, 0, 0, 48, 480, 48, filled(0.5f));
+  twice.contains_from = 24;
+  auto r = owner.on_push(twice, 2.0);
+  ASSERT_EQ(r.what, status::rejected);
+  EXPECT_EQ(r.reject->reason, reject_reason::superseded);
+  EXPECT_EQ(r.reject->transfer_id, 48u);
+  EXPECT_NE(r.reject->detail.find("transfer 24"), std::string::npos) << r.reject->detail;
+  EXPECT_FALSE(r.send_current);
+  EXPECT_EQ(owner.value(), before);
+  EXPECT_EQ(owner.pending_count(), 0u);
+  // The same push without the overlap (contains_from 0: e.g. the learner overwrote its values
+  // when version 1 arrived) is accepted, and so is one that starts after transfer 24.
+  auto fresh = make_push(0, 0, 1, 24, 240, 49, filled(0.1f));
+  EXPECT_EQ(owner.on_push(fresh, 3.0).what, status::accepted);
+  auto later = make_push(1, 0, 1, 24, 240, 50, filled(0.1f));
+  later.contains_from = 30;  // another learner: learner 1 has nothing merged yet
+  EXPECT_EQ(owner.on_push(later, 4.0).what, status::accepted);
+}
+
+TEST_F(owner_state_test, a_newer_push_holding_a_pending_one_replaces_it) {
+  auto opts = base_options();  // K = 2: learner 0's pushes stay pending
+  fragment_owner_state owner(opts, *be, filled(1.0f), frozen);
+  owner.on_membership(members(3), 0.0);
+  ASSERT_EQ(owner.on_push(make_push(0, 0, 0, 24, 240, 24, filled(0.2f)), 1.0).what,
+            status::accepted);
+  auto newer = make_push(0, 0, 0, 48, 480, 48, filled(0.5f));
+  newer.contains_from = 24;  // 24 is pending, not merged: no overlap with anything merged
+  ASSERT_EQ(owner.on_push(newer, 2.0).what, status::accepted);
+  EXPECT_EQ(owner.pending_count(), 1u);
+  // Learner 1 completes the quorum 2 s into the round: grace 0.8 · (2·1 − 2 − 0) = 0, merge.
+  auto fx = owner.on_push(make_push(1, 0, 0, 24, 240, 24, filled(0.1f)), 3.0);
+  ASSERT_TRUE(fx.effects.merged.has_value());
+  ASSERT_EQ(fx.effects.merged->contributors.size(), 2u);
+  EXPECT_EQ(fx.effects.merged->contributors[0].transfer_id, 48u);  // only learner 0's newer one
+}
+
+TEST_F(owner_state_test, a_restored_owner_resyncs_bases_it_lost_and_never_reuses_a_version) {
+  auto dir = std::filesystem::temp_directory_path() / "dd_owner_state_restore_test";
+  std::filesystem::create_directories(dir);
+  auto opts = base_options();
+  opts.quorum = policy::quorum_spec::of_count(1);
+  opts.grace.mode = policy::grace_mode::off;
+  opts.checkpoint_every = 3;
+  opts.checkpoint_path = (dir / "owner_0.ddck").string();
+  std::filesystem::remove(opts.checkpoint_path);
+  fragment_owner_state owner(opts, *be, filled(1.0f), frozen);
+  owner.on_membership(members(1), 0.0);
+  for (uint64_t v = 0; v < 4; ++v)  // versions 1..4; checkpoint at 3
+    ASSERT_TRUE(owner.on_push(make_push(0, 0, v, 1, 10, v + 1, filled(0.1f)), 1.0 + v)
+                    .effects.merged);
+  ASSERT_EQ(owner.version(), 4u);
+  auto ck = load_checkpoint(opts.checkpoint_path);
+  ASSERT_TRUE(ck.ok());
+  ASSERT_EQ(ck->version, 3u);
+  fragment_owner_state restored(opts, *be, *ck, frozen);
+  restored.on_membership(members(1), 10.0);
+  // The learner saw version 4, which died with the old owner: stale, resynchronized.
+  auto lost = restored.on_push(make_push(0, 0, 4, 1, 10, 5, filled(0.1f)), 11.0);
+  ASSERT_EQ(lost.what, status::rejected);
+  EXPECT_EQ(lost.reject->reason, reject_reason::stale);
+  EXPECT_NE(lost.reject->detail.find("was lost"), std::string::npos) << lost.reject->detail;
+  EXPECT_TRUE(lost.send_current);
+  // A base no restore can explain is malformed (and resynchronized too).
+  auto lie = restored.on_push(make_push(0, 0, 90, 1, 10, 6, filled(0.1f)), 12.0);
+  ASSERT_EQ(lie.what, status::rejected);
+  EXPECT_EQ(lie.reject->reason, reject_reason::malformed);
+  EXPECT_NE(lie.reject->detail.find("ahead of this owner's version 3"), std::string::npos)
+      << lie.reject->detail;
+  // The learner resynced onto version 3; its next merge skips 4 (published by the old owner
+  // with another value) and 5 (it might have been): version 6.
+  auto ok = restored.on_push(make_push(0, 0, 3, 1, 10, 7, filled(0.1f)), 13.0);
+  ASSERT_TRUE(ok.effects.merged.has_value());
+  EXPECT_EQ(restored.version(), 6u);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
-// tests/config/config_sweep_test.cpp — sweeps expand to the expected experiments, names select,
-// --set overrides apply (and are validated like file keys, naming "--set").
+// tests/config/config_sweep_test.cpp — sweeps expand to the expected experiments, names select
+// (before overrides apply), --set overrides apply (and are validated like file keys, naming
+// "--set"), --run-dir moves the default checkpoint directory.
 #include <gtest/gtest.h>
 
 #include "runtime/config/loader.hpp"
@@ -141,6 +142,91 @@ TEST(ConfigSweep, BadOverridesNameTheSetFlag) {
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_EQ(r.errors[0].to_string(), "--set learners.count.x=1: learners.count.x: cannot set it: "
                                      "'learners.count' is number 4, not a table");
+}
+
+// --name selects before --set applies: an override that does not fit an unselected experiment
+// (min_quorum 4 > b's 2 learners) must not refuse the run of the selected one.
+TEST(ConfigSweep, NameSelectsBeforeOverridesAreValidated) {
+  const std::string script = std::string("experiment { name = 'a', ") + test::k_data +
+                             ", learners = { count = 8 } }\n"
+                             "experiment { name = 'b', " + test::k_data +
+                             ", learners = { count = 2 } }\n";
+  load_options o = test::repo_options();
+  o.overrides = {"sync.min_quorum=4"};
+  o.names = {"a"};
+  load_result r = load_string(script, "two.lua", o);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  ASSERT_EQ(r.experiments.size(), 1u);
+  EXPECT_EQ(r.experiments[0].name, "a");
+  EXPECT_EQ(r.experiments[0].sync.min_quorum.count, 4);
+
+  // Selecting b, or nothing, still refuses with the override named.
+  o.names = {"b"};
+  r = load_string(script, "two.lua", o);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_TRUE(r.experiments.empty());
+  EXPECT_EQ(r.errors[0].to_string(),
+            "--set sync.min_quorum=4: sync.min_quorum: 4 exceeds learners.count (2)");
+  o.names.clear();
+  r = load_string(script, "two.lua", o);
+  ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
+  EXPECT_EQ(r.errors[0].key_path, "sync.min_quorum");
+
+  // An unselected experiment is not validated at all; unnamed experiments select by their
+  // default names, and a name override is what --name matches.
+  const std::string unnamed = std::string("experiment { ") + test::k_data + " }\n" +
+                              "experiment { " + test::k_data + ", learners = { count = 0 } }\n";
+  o.overrides.clear();
+  o.names = {"grid-1"};
+  r = load_string(unnamed, "grid.lua", o);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  ASSERT_EQ(r.experiments.size(), 1u);
+  EXPECT_EQ(r.experiments[0].name, "grid-1");
+  o.overrides = {"name=renamed"};
+  o.names = {"renamed"};
+  r = load_string(std::string("experiment { ") + test::k_data + " }\n", "one.lua", o);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r.experiments[0].name, "renamed");
+}
+
+// load_options::run_dir (dd-node run --run-dir) moves run_dir and with it the default
+// checkpoint directory; an explicit checkpoint.dir stays as written.
+TEST(ConfigSweep, RunDirMovesTheDefaultCheckpointDir) {
+  const std::string script = std::string("experiment { name = 'a', ") + test::k_data + " }\n" +
+                             "experiment { name = 'b', " + test::k_data +
+                             ", checkpoint = { dir = 'keep/ck' } }\n";
+  load_options o = test::repo_options();
+  load_result r = load_string(script, "ck.lua", o);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r.experiments[0].run_dir, "runs/a");
+  EXPECT_EQ(r.experiments[0].checkpoint.dir, "runs/a/checkpoints");
+  o.run_dir = "elsewhere/r1";
+  r = load_string(script, "ck.lua", o);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r.experiments[0].run_dir, "elsewhere/r1");
+  EXPECT_EQ(r.experiments[0].checkpoint.dir, "elsewhere/r1/checkpoints");
+  EXPECT_EQ(r.experiments[1].run_dir, "elsewhere/r1");
+  EXPECT_EQ(r.experiments[1].checkpoint.dir, "keep/ck");
+  // Taken as given, not read as Lua (a path "1" stays the string "1").
+  o.run_dir = "1";
+  o.names = {"a"};
+  r = load_string(script, "ck.lua", o);
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r.experiments[0].checkpoint.dir, "1/checkpoints");
+}
+
+// eval.every_steps and eval.every_seconds may both be set (whichever fires first).
+TEST(ConfigSweep, EvalStepsAndSecondsTogether) {
+  const std::string script = std::string("experiment { ") + test::k_data +
+                             ", eval = { every_steps = 50, every_seconds = 30 } }\n";
+  load_result r = load_string(script, "ev.lua", test::repo_options());
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r.experiments[0].eval.every_steps, 50);
+  EXPECT_DOUBLE_EQ(r.experiments[0].eval.every_seconds, 30.0);
+  r = load_string(std::string("experiment { ") + test::k_data + ", eval = { every_steps = 50 } }\n",
+                  "ev.lua", test::repo_options());
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_DOUBLE_EQ(r.experiments[0].eval.every_seconds, 0.0);
 }
 
 TEST(ConfigSweep, ExtendMergesNestedTables) {

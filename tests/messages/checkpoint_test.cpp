@@ -22,6 +22,7 @@ owner_checkpoint sample() {
   c.xi_sync_s = 0.002;
   c.anchors.push_back({119, {1, 2, 3, 4, 5}});
   c.anchors.push_back({120, {0.5f, -1.25f, 3.0f, 1e-8f, -0.0f}});
+  c.merged = {{0, 2, 480, 118}, {3, 0, 504, 120}};
   return c;
 }
 
@@ -38,6 +39,7 @@ void expect_equal(const owner_checkpoint& a, const owner_checkpoint& b) {
     EXPECT_EQ(a.anchors[i].version, b.anchors[i].version);
     EXPECT_EQ(a.anchors[i].value, b.anchors[i].value);
   }
+  EXPECT_EQ(a.merged, b.merged);
 }
 
 TEST(Checkpoint, RoundTrip) {

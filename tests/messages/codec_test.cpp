@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <optional>
 
 #include "messages/codec.hpp"
 
@@ -114,6 +115,38 @@ TEST(Codec, PushRoundTrip) {
   EXPECT_EQ(d->chunk_count, 1u);
   EXPECT_EQ(d->chunk_offset, 0u);
   EXPECT_EQ(d->payload, m.payload);
+  EXPECT_EQ(d->contains_from, 0u);  // default: holds no earlier transfer
+  m.contains_from = 75;
+  auto d2 = decode_push(encode(m));
+  ASSERT_TRUE(d2.ok()) << d2.error().message;
+  EXPECT_EQ(d2->contains_from, 75u);
+}
+
+TEST(Codec, BroadcastMergedListTravelsWithEveryChunk) {
+  broadcast_msg m;
+  m.fragment_id = 2;
+  m.version = 9;
+  m.total_elements = 10;
+  m.payload.resize(40);  // 10 fp32 elements
+  for (size_t i = 0; i < m.payload.size(); ++i) m.payload[i] = static_cast<uint8_t>(i);
+  m.payload_bytes = m.payload.size();
+  m.merged = {{0, 1, 48, 8}, {2, 0, 24, 9}};
+  auto parts = split_broadcast(m, 16);
+  ASSERT_TRUE(parts.ok());
+  ASSERT_EQ(parts->size(), 3u);
+  chunk_assembler asm_;
+  std::optional<broadcast_msg> whole;
+  for (const auto& c : *parts) {
+    auto d = decode_broadcast(encode(c));
+    ASSERT_TRUE(d.ok()) << d.error().message;
+    EXPECT_EQ(d->merged, m.merged);
+    auto r = asm_.add(std::move(*d));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    if (r->has_value()) whole = std::move(**r);
+  }
+  ASSERT_TRUE(whole.has_value());
+  EXPECT_EQ(whole->merged, m.merged);
+  EXPECT_EQ(whole->payload, m.payload);
 }
 
 TEST(Codec, BroadcastRoundTrip) {
@@ -142,8 +175,8 @@ TEST(Codec, BroadcastRoundTrip) {
 }
 
 TEST(Codec, RejectRoundTripEveryReason) {
-  for (int r = 0; r <= static_cast<int>(reject_reason::stale_incarnation); ++r) {
-    reject_msg m{4, 2, static_cast<reject_reason>(r), "base_version 3 is 6 behind", 9};
+  for (int r = 0; r <= static_cast<int>(reject_reason::superseded); ++r) {
+    reject_msg m{4, 2, static_cast<reject_reason>(r), "base_version 3 is 6 behind", 9, 480};
     auto bytes = encode(m);
     auto d = decode_reject(bytes.data(), bytes.size());
     ASSERT_TRUE(d.ok()) << d.error().message;
@@ -152,8 +185,10 @@ TEST(Codec, RejectRoundTripEveryReason) {
     EXPECT_EQ(d->reason, static_cast<reject_reason>(r));
     EXPECT_EQ(d->detail, m.detail);
     EXPECT_EQ(d->current_version, 9u);
+    EXPECT_EQ(d->transfer_id, 480u);
   }
   EXPECT_EQ(to_string(reject_reason::shape_mismatch), "shapeMismatch");
+  EXPECT_EQ(to_string(reject_reason::superseded), "superseded");
 }
 
 TEST(Codec, WrongKindIsMalformedNamingBoth) {

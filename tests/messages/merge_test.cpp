@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 
 #include "runtime/merge.hpp"
 
@@ -136,6 +137,31 @@ TEST_P(Merge, NesterovOuterStep) {
   expect_near(host(mom, 5), b);
   expect_near(host(theta, 5), th);
   EXPECT_NEAR(th[0], 10.0f - 0.7f * (4 + 0.9f * 4.9f), 1e-6);  // = 4.113
+}
+
+TEST_P(Merge, DeltaScaleShrinksThePseudoGradientBeforeMomentum) {
+  // s = 0.25 (one of four learners): b = μ b0 + sΔ; θ = θ0 − lr (sΔ + μ b).
+  std::vector<contribution> c = {{dev({4, -8, 0, 2, 1}), 1.0, 0, 0}};
+  merge_options o;
+  o.rule = merge_rule::weighted_average;
+  float* theta = dev_mut({10, 10, 10, 10, 10});
+  float* mom = dev_mut({1, 1, 1, 1, 1});
+  ASSERT_TRUE(outer_step(*be_, layout(), c, o, theta, mom, nullptr, 0.25f).ok());
+  const std::vector<float> d = {1, -2, 0, 0.5f, 0.25f};  // sΔ
+  std::vector<float> b(5), th(5);
+  for (int i = 0; i < 5; ++i) {
+    b[i] = 0.9f + d[i];
+    th[i] = 10.0f - 0.7f * (d[i] + 0.9f * b[i]);
+  }
+  expect_near(host(mom, 5), b);
+  expect_near(host(theta, 5), th);
+  // Outside (0, 1]: an error, θ and b untouched.
+  for (float bad : {0.0f, -0.5f, 1.5f, std::numeric_limits<float>::quiet_NaN()}) {
+    auto r = outer_step(*be_, layout(), c, o, theta, mom, nullptr, bad);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.code(), errc::invalid_argument);
+  }
+  expect_near(host(theta, 5), th);
 }
 
 TEST_P(Merge, CurrentAnchorRecoversTheLearnersParameters) {

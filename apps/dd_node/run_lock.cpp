@@ -1,0 +1,67 @@
+// apps/dd_node/run_lock.cpp — see run_lock.hpp.
+#include "apps/dd_node/run_lock.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <string>
+
+namespace dd::app {
+
+run_dir_lock::~run_dir_lock() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+run_dir_lock::run_dir_lock(run_dir_lock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+
+run_dir_lock& run_dir_lock::operator=(run_dir_lock&& other) noexcept {
+  if (this != &other) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = other.fd_;
+    other.fd_ = -1;
+  }
+  return *this;
+}
+
+run_dir_lock run_dir_lock::acquire(const std::string& dir, std::string& error) {
+  namespace fs = std::filesystem;
+  run_dir_lock lock;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  const std::string path = (fs::path(dir) / "LOCK").string();
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    error = "cannot open the lock file '" + path + "' of run directory '" + dir +
+            "': " + std::strerror(errno);
+    return lock;
+  }
+  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int err = errno;
+    if (err == EWOULDBLOCK) {
+      char buf[32] = {};
+      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+      while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+      error = "run directory '" + dir + "' is in use by another dd-node run (pid " +
+              (pid.empty() ? std::string("unknown") : pid) + ", lock " + path +
+              "); wait for it to finish or choose another --run-dir";
+    } else {
+      error = "cannot lock '" + path + "': " + std::strerror(err);
+    }
+    ::close(fd);
+    return lock;
+  }
+  const std::string pid = std::to_string(::getpid()) + "\n";
+  if (::ftruncate(fd, 0) == 0) {
+    ssize_t ignored = ::pwrite(fd, pid.data(), pid.size(), 0);
+    (void)ignored;
+  }
+  lock.fd_ = fd;
+  return lock;
+}
+
+}  // namespace dd::app

@@ -1,0 +1,197 @@
+// tests/actors/dd_node_run_test.cpp — `dd-node run` as a process, on a tiny experiment (a
+// 1-layer GPT, 2 learners, an endless steps budget) in a temporary directory:
+//   - SIGINT stops it gracefully: exit status 130, summary.json valid JSON with
+//     "interrupted": true and the reason, a "stop" event naming the interrupt, "finished";
+//     and --run-dir moved the owner checkpoints to <run dir>/checkpoints (nothing under the
+//     default runs/<name>);
+//   - a second signal exits at once (SIGTERM twice: 143);
+//   - a second run on the same run directory exits 2 naming the directory and the holder's PID;
+//     once the holder is gone (killed), the directory can be used again.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using clock_type = std::chrono::steady_clock;
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// A fresh temporary directory holding the tiny experiment file.
+fs::path make_workdir(const std::string& name) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("dd_node_run_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "tiny.lua")
+      << "experiment {\n"
+         "  name = 'tiny',\n"
+         "  data = { file = '" << DD_DATA_DIR << "/tinyshakespeare/input.txt' },\n"
+         "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
+         "  learners = { count = 2, batch = 4, threads = 1 },\n"
+         "  inner = { lr = 3e-3, warmup = 5, decay_steps = 1000 },\n"
+         "  outer = { momentum = 0.5 },\n"
+         "  sync = { fragments = 2, interval = 4 },\n"
+         "  eval = { every_seconds = 0, batches = 2 },\n"
+         "  budget = { steps = 1000000 },\n"
+         "  checkpoint = { every_versions = 1 },\n"
+         "}\n";
+  return dir;
+}
+
+/// Starts `dd-node run tiny.lua <args>` in `cwd`, stdout/stderr to cwd/<tag>.out / .err.
+pid_t start(const fs::path& cwd, const std::string& tag, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {DD_NODE_BIN, "run", "tiny.lua", "--progress", "0"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string out = (cwd / (tag + ".out")).string();
+  const std::string err = (cwd / (tag + ".err")).string();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0 || e < 0) ::_exit(126);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    std::vector<char*> raw;
+    for (auto& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    ::execv(raw[0], raw.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+/// Waits up to `seconds` for `pid`; returns its exit status, 256 + the signal when a signal
+/// killed it (so that exit(130) and death by SIGINT differ), or -1 after killing it on timeout.
+int wait_exit(pid_t pid, double seconds) {
+  const auto end = clock_type::now() + std::chrono::duration<double>(seconds);
+  int status = 0;
+  while (clock_type::now() < end) {
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      if (WIFEXITED(status)) return WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) return 256 + WTERMSIG(status);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return -1;
+}
+
+/// Waits up to `seconds` until `pred()`; false on timeout.
+template <class Pred>
+bool wait_for(Pred pred, double seconds) {
+  const auto end = clock_type::now() + std::chrono::duration<double>(seconds);
+  while (clock_type::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
+bool has_event(const fs::path& events, const std::string& kind) {
+  return read_text(events).find("\"event\":\"" + kind + "\"") != std::string::npos;
+}
+
+TEST(dd_node_run, sigint_stops_gracefully_and_writes_an_interrupted_summary) {
+  const fs::path dir = make_workdir("sigint");
+  const fs::path run = dir / "run";
+  const pid_t pid = start(dir, "a", {"--run-dir", "run"});
+  ASSERT_GT(pid, 0);
+  // Training has started once an owner has checkpointed a merge.
+  const bool started = wait_for([&] { return has_event(run / "events.jsonl", "checkpoint"); }, 60);
+  if (!started) ::kill(pid, SIGKILL);
+  ASSERT_TRUE(started) << read_text(dir / "a.err");
+  ::kill(pid, SIGINT);
+  const int rc = wait_exit(pid, 40);
+  EXPECT_EQ(rc, 130) << read_text(dir / "a.err");
+  EXPECT_NE(read_text(dir / "a.err").find("SIGINT received"), std::string::npos)
+      << read_text(dir / "a.err");
+
+  ASSERT_TRUE(fs::exists(run / "summary.json"));
+  const auto summary = nlohmann::json::parse(read_text(run / "summary.json"));  // throws if bad
+  EXPECT_EQ(summary.value("interrupted", false), true);
+  EXPECT_EQ(summary.value("interrupt_reason", std::string()), "SIGINT");
+  EXPECT_GT(summary["tokens"].get<uint64_t>(), 0u);
+  EXPECT_GT(summary["merges"].get<uint64_t>(), 0u);
+  EXPECT_TRUE(summary.contains("final_val_loss"));
+  EXPECT_TRUE(has_event(run / "events.jsonl", "finished"));
+  EXPECT_NE(read_text(run / "events.jsonl").find("\"reason\":\"interrupted (SIGINT)\""),
+            std::string::npos);
+
+  // --run-dir moved the owners' checkpoints (the experiment does not set checkpoint.dir).
+  EXPECT_TRUE(fs::exists(run / "checkpoints" / "owner_0.ddck"));
+  EXPECT_TRUE(fs::exists(run / "checkpoints" / "owner_1.ddck"));
+  EXPECT_FALSE(fs::exists(dir / "runs")) << "something was written under the default runs/tiny";
+  const auto exp = nlohmann::json::parse(read_text(run / "experiment.json"));
+  EXPECT_EQ(exp["run_dir"], "run");
+  EXPECT_EQ(exp["checkpoint"]["dir"], "run/checkpoints");
+  fs::remove_all(dir);
+}
+
+TEST(dd_node_run, a_second_signal_exits_at_once) {
+  const fs::path dir = make_workdir("twice");
+  const pid_t pid = start(dir, "a", {"--run-dir", "run"});
+  ASSERT_GT(pid, 0);
+  const bool started =
+      wait_for([&] { return has_event(dir / "run" / "events.jsonl", "learner_start"); }, 60);
+  if (!started) ::kill(pid, SIGKILL);
+  ASSERT_TRUE(started) << read_text(dir / "a.err");
+  ::kill(pid, SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ::kill(pid, SIGTERM);
+  EXPECT_EQ(wait_exit(pid, 10), 143) << read_text(dir / "a.err");
+  EXPECT_NE(read_text(dir / "a.err").find("second signal"), std::string::npos)
+      << read_text(dir / "a.err");
+  fs::remove_all(dir);
+}
+
+TEST(dd_node_run, a_second_run_on_the_same_directory_is_refused) {
+  const fs::path dir = make_workdir("lock");
+  const pid_t holder = start(dir, "a", {"--run-dir", "run"});
+  ASSERT_GT(holder, 0);
+  const std::string pid_text = std::to_string(holder);
+  const bool locked =
+      wait_for([&] { return read_text(dir / "run" / "LOCK") == pid_text + "\n"; }, 30);
+  if (!locked) ::kill(holder, SIGKILL);
+  ASSERT_TRUE(locked) << read_text(dir / "a.err");
+
+  const pid_t second = start(dir, "b", {"--run-dir", "run", "--set", "budget.steps=4"});
+  EXPECT_EQ(wait_exit(second, 30), 2);
+  const std::string err = read_text(dir / "b.err");
+  EXPECT_NE(err.find("run directory 'run' is in use"), std::string::npos) << err;
+  EXPECT_NE(err.find("pid " + pid_text), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir / "run" / "summary.json"));
+  EXPECT_EQ(::kill(holder, 0), 0) << "the holder must keep running";
+
+  // A crashed holder releases the lock: the directory is usable again.
+  ::kill(holder, SIGKILL);
+  EXPECT_EQ(wait_exit(holder, 10), 256 + SIGKILL);
+  const pid_t third = start(dir, "c", {"--run-dir", "run", "--set", "budget.steps=4"});
+  EXPECT_EQ(wait_exit(third, 60), 0) << read_text(dir / "c.err");
+  EXPECT_TRUE(fs::exists(dir / "run" / "summary.json"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
