@@ -6,6 +6,8 @@
 // so a multi-node transport only changes how the bytes travel):
 //   learner  -> monitor : (join_atom, wire_bytes join_request, actor learner) -> (wire_bytes join_reply)
 //   learner  -> monitor : (heartbeat_atom, wire_bytes heartbeat_msg)
+//   monitor  -> learner : (progress_atom, uint64 total_tokens)   reply to each heartbeat: tokens
+//                                                                 all learners have trained on
 //   learner  -> monitor : (leave_atom, int32 learner_id, uint64 incarnation)
 //   learner  -> owner   : (push_atom, wire_bytes push_msg)       owner -> learner: (ack_atom, ...)
 //   learner  -> owner   : (pull_atom, int32 learner_id, actor reply_to)
@@ -83,5 +85,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(dd_actors, caf::first_custom_type_id)
   CAF_ADD_ATOM(dd_actors, dd::atoms, snapshot_atom, "dd_snap")
   CAF_ADD_ATOM(dd_actors, dd::atoms, spawn_atom, "dd_spawn")
   CAF_ADD_ATOM(dd_actors, dd::atoms, barrier_atom, "dd_barrier")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, progress_atom, "dd_prog")
 
 CAF_END_TYPE_ID_BLOCK(dd_actors)

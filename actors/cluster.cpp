@@ -323,6 +323,7 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
     t.learner = i;
     t.learners = M;
     c->rewarmup_steps = e.inner.rewarmup;
+    c->global_schedule = e.inner.clock == config::schedule_clock::global;
     c->data = setup->data.get();
     c->plan = setup->plan;
     c->sync_interval = e.sync.interval;

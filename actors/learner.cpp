@@ -307,7 +307,7 @@ inner_result inner_step(learner_actor* self, const learner_context& ctx) {
   double norm = clip_grad_norm(model.backend(), model.grads(), model.num_params(), cfg.grad_clip);
   if (!std::isfinite(norm)) return r;
   const int64_t step = tr.steps_done();
-  double lr = cfg.schedule.at(step);
+  double lr = cfg.schedule.at(ctx.global_schedule && st.global_step >= 0 ? st.global_step : step);
   if (st.incarnation > 0 && ctx.rewarmup_steps > 0) {
     double k = static_cast<double>(step - static_cast<int64_t>(st.resume_step) + 1) /
                static_cast<double>(ctx.rewarmup_steps);
@@ -511,6 +511,14 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
           [=](caf::error& err) { self->quit(std::move(err)); });
   return {
     [=](atoms::step_atom) { on_step(self, *ctx); },
+    [=](atoms::progress_atom, uint64_t total_tokens) {
+      auto& s = self->state;
+      const auto& cfg = s.tr->config();
+      const uint64_t per_round = static_cast<uint64_t>(std::max(1, cfg.batch)) *
+                                 static_cast<uint64_t>(std::max(1, cfg.seq_len)) *
+                                 static_cast<uint64_t>(std::max(1, cfg.learners));
+      s.global_step = static_cast<int64_t>(total_tokens / per_round);
+    },
     [=](atoms::barrier_atom) {
       auto& s = self->state;
       if (s.now != phase::waiting) return;

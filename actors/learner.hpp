@@ -47,6 +47,12 @@ struct learner_context {
   trainer_config trainer;
   /// Re-warmup after a respawn: lr × min(1, (steps since resume + 1) / rewarmup_steps).
   int rewarmup_steps = 20;
+  /// The inner lr schedule's clock. false: the learner's own step counter (ALGORITHM.md).
+  /// true: the global mean step, total tokens of all learners (the health monitor's reply to
+  /// each heartbeat) / (learners × tokens per step), so learners of different speeds anneal
+  /// together when the budget is spent (docs/ALGORITHM.md "Measured changes to the defaults").
+  /// Until the first reply, the own counter.
+  bool global_schedule = false;
   /// Shared dataset (read-only; outlives the learner).
   const text_dataset* data = nullptr;
   /// The fragment plan (same on every learner and owner).
@@ -140,6 +146,7 @@ struct learner_state {
   double wait_started_s = 0.0;
   policy::ema step_time{0.2};
   uint64_t tokens = 0;           ///< tokens computed by this incarnation
+  int64_t global_step = -1;      ///< mean learner step from the monitor's progress (-1: none)
   std::vector<int32_t> inputs, targets;
   std::unique_ptr<rng> jitter_rng;
   static inline const char* name = "learner";

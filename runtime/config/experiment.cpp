@@ -25,6 +25,7 @@ const char* to_string(outer_kind v) { return spell(v); }
 const char* to_string(merge_kind v) { return spell(v); }
 const char* to_string(anchor_kind v) { return spell(v); }
 const char* to_string(apply_kind v) { return spell(v); }
+const char* to_string(schedule_clock v) { return spell(v); }
 const char* to_string(fragment_strategy_kind v) { return spell(v); }
 const char* to_string(grace_mode v) { return spell(v); }
 const char* to_string(wire_format v) { return spell(v); }
@@ -68,7 +69,8 @@ nlohmann::json to_json(const experiment& e) {
                 {"eps", e.inner.eps},
                 {"weight_decay", e.inner.weight_decay},
                 {"grad_clip", e.inner.grad_clip},
-                {"rewarmup", e.inner.rewarmup}};
+                {"rewarmup", e.inner.rewarmup},
+                {"schedule_clock", to_string(e.inner.clock)}};
   j["outer"] = {{"kind", to_string(e.outer.kind)},
                 {"lr", e.outer.lr},
                 {"momentum", e.outer.momentum},

@@ -36,6 +36,8 @@ enum class anchor_kind : std::uint8_t { base, current };
 /// How a learner applies an arriving global fragment: overwrite (mixed by α) its local values,
 /// or rebase its local progress onto the new value (docs/ALGORITHM.md "Measured changes").
 enum class apply_kind : std::uint8_t { overwrite, rebase };
+/// What the inner lr schedule counts: the learner's own steps, or the global mean step.
+enum class schedule_clock : std::uint8_t { learner, global };
 /// How tensors are split into P fragments.
 enum class fragment_strategy_kind : std::uint8_t { balanced, layer, strided };
 /// Grace window after quorum: adaptive (γ-scaled slack, capped), a fixed number of seconds, or none.
@@ -69,6 +71,8 @@ const char* to_string(merge_kind v);
 const char* to_string(anchor_kind v);
 /// \copydoc to_string(model_kind)
 const char* to_string(apply_kind v);
+/// \copydoc to_string(model_kind)
+const char* to_string(schedule_clock v);
 /// \copydoc to_string(model_kind)
 const char* to_string(fragment_strategy_kind v);
 /// \copydoc to_string(model_kind)
@@ -127,6 +131,7 @@ struct inner_config {
   double weight_decay = 0.1;                      ///< decoupled weight decay
   double grad_clip = 1.0;                         ///< global gradient-norm clip; 0 = off
   int rewarmup = 20;                              ///< warmup steps after a respawn
+  schedule_clock clock = schedule_clock::learner; ///< what the lr schedule counts
 };
 
 /// `outer`: the fragment owners' merge and outer optimizer (OuterOpt).

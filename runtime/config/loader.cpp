@@ -501,6 +501,7 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
     in.weight_decay = s.number("weight_decay", in.weight_decay, at_least(0));
     in.grad_clip = s.number("grad_clip", in.grad_clip, at_least(0));
     in.rewarmup = s.integer32("rewarmup", in.rewarmup, at_least(0));
+    in.clock = s.choice("schedule_clock", in.clock);
     s.finish();
     if (in.decay_steps == 0 && in.schedule == schedule_kind::cosine) {
       switch (e.budget.kind) {

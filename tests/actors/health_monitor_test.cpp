@@ -1,0 +1,89 @@
+// tests/actors/health_monitor_test.cpp — the health monitor answers every heartbeat with the
+// global progress (Σ tokens of every learner and incarnation) that learners with
+// inner.schedule_clock = "global" follow. Real CAF threads; each wait is bounded.
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <gtest/gtest.h>
+
+#include "actors/atoms.hpp"
+#include "actors/health_monitor.hpp"
+#include "messages/codec.hpp"
+
+namespace dd::actors {
+namespace {
+
+struct monitor_fixture : ::testing::Test {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  caf::actor monitor;
+
+  void SetUp() override {
+    cfg.set("logger.console-verbosity", caf::atom("quiet"));
+    cfg.set("logger.file-verbosity", caf::atom("quiet"));
+    sys = std::make_unique<caf::actor_system>(cfg);
+    auto ctx = std::make_shared<monitor_context>();
+    ctx->learners = 2;
+    ctx->fragments = 0;
+    monitor = sys->spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
+  }
+  void TearDown() override { caf::anon_send_exit(monitor, caf::exit_reason::kill); }
+
+  /// Joins as learner `id` from `self`; returns the incarnation.
+  uint64_t join(caf::scoped_actor& self, int32_t id) {
+    join_request req;
+    req.requested_learner_id = id;
+    uint64_t inc = ~uint64_t{0};
+    self->request(monitor, std::chrono::seconds(10), atoms::join_atom_v, encode(req),
+                  caf::actor{self})
+        .receive(
+            [&](const std::vector<uint8_t>& bytes) {
+              auto rep = decode_join_reply(bytes.data(), bytes.size());
+              if (rep) inc = rep->incarnation;
+            },
+            [&](caf::error&) {});
+    return inc;
+  }
+
+  /// Sends a heartbeat from `self`; returns the progress reply, if one came within 2 s.
+  std::optional<uint64_t> beat(caf::scoped_actor& self, int32_t id, uint64_t inc,
+                               uint64_t tokens) {
+    heartbeat_msg hb;
+    hb.learner_id = id;
+    hb.incarnation = inc;
+    hb.step = tokens / 2048;
+    hb.tokens = tokens;
+    hb.step_time_ema_s = 0.1;
+    self->send(monitor, atoms::heartbeat_atom_v, encode(hb));
+    std::optional<uint64_t> out;
+    bool done = false;
+    while (!done) {
+      self->receive([&](atoms::progress_atom, uint64_t total) { out = total, done = true; },
+                    [&](atoms::owners_atom, const std::vector<caf::actor>&) {},
+                    caf::after(std::chrono::seconds(2)) >> [&] { done = true; });
+    }
+    return out;
+  }
+};
+
+TEST_F(monitor_fixture, every_heartbeat_is_answered_with_the_tokens_of_all_learners) {
+  caf::scoped_actor a{*sys}, b{*sys};
+  ASSERT_EQ(join(a, 0), 0u);
+  ASSERT_EQ(join(b, 1), 0u);
+  EXPECT_EQ(beat(a, 0, 0, 6144), std::optional<uint64_t>(6144));
+  EXPECT_EQ(beat(b, 1, 0, 2048), std::optional<uint64_t>(8192));
+  EXPECT_EQ(beat(a, 0, 0, 8192), std::optional<uint64_t>(10240));
+  // A respawn: learner 1's new incarnation starts its own count; the old tokens still count.
+  caf::scoped_actor b2{*sys};
+  ASSERT_EQ(join(b2, 1), 1u);
+  EXPECT_EQ(beat(b2, 1, 1, 4096), std::optional<uint64_t>(14336));
+  // The old incarnation's heartbeat is neither answered nor counted.
+  EXPECT_EQ(beat(b, 1, 0, 99999), std::nullopt);
+  EXPECT_EQ(beat(a, 0, 0, 10240), std::optional<uint64_t>(16384));
+}
+
+}  // namespace
+}  // namespace dd::actors
