@@ -322,6 +322,8 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
     t.seed = e.seed;
     t.learner = i;
     t.learners = M;
+    t.sharding = e.data.sharding == config::sharding_kind::interleaved ? shard_layout::interleaved
+                                                                       : shard_layout::contiguous;
     c->rewarmup_steps = e.inner.rewarmup;
     c->global_schedule = e.inner.clock == config::schedule_clock::global;
     c->data = setup->data.get();

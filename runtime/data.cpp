@@ -140,11 +140,20 @@ data_cursor data_cursor::from_bytes(const std::vector<uint8_t>& bytes) {
 
 // ---- batch_stream -----------------------------------------------------------------------------
 
-batch_stream::batch_stream(const text_dataset& data, int learner, int learners, int T, uint64_t seed)
-    : data_(&data), learner_(learner), learners_(learners), T_(T), seed_(seed) {
+batch_stream::batch_stream(const text_dataset& data, int learner, int learners, int T, uint64_t seed,
+                           shard_layout layout)
+    : data_(&data), learner_(learner), learners_(learners), T_(T), layout_(layout), seed_(seed) {
   shard_ = shard_of(data.train().size(), learner, learners);
   if (T < 1) throw std::invalid_argument(fmt::format("batch_stream: sequence length {} must be >= 1", T));
-  if (shard_.size() < 2 * static_cast<size_t>(T) + 1)
+  if (layout_ == shard_layout::interleaved) {
+    shard_ = shard_range{0, data.train().size()};
+    const size_t need = (2 * static_cast<size_t>(learners) + 1) * static_cast<size_t>(T) + 1;
+    if (shard_.size() < need)
+      throw std::invalid_argument(fmt::format(
+          "data '{}': the train split has {} tokens, fewer than (2·M+1)·T+1 = {} for interleaved "
+          "shards of M = {} learners, T = {}",
+          data.origin(), shard_.size(), need, learners, T));
+  } else if (shard_.size() < 2 * static_cast<size_t>(T) + 1)
     throw std::invalid_argument(fmt::format(
         "data '{}': learner {} of {} has a shard of {} tokens, fewer than 2·T+1 = {} for T = {}",
         data.origin(), learner, learners, shard_.size(), 2 * T + 1, T));
@@ -154,7 +163,15 @@ batch_stream::batch_stream(const text_dataset& data, int learner, int learners, 
 void batch_stream::start_epoch(int64_t epoch) {
   rng r(derive_seed(derive_seed(seed_, static_cast<uint64_t>(learner_)), static_cast<uint64_t>(epoch)));
   offset_ = static_cast<size_t>(r.below(static_cast<uint64_t>(T_)));
-  const size_t n_windows = (shard_.size() - 1 - offset_) / static_cast<size_t>(T_);
+  size_t n_windows = (shard_.size() - 1 - offset_) / static_cast<size_t>(T_);
+  if (layout_ == shard_layout::interleaved) {
+    // One offset for every learner (disjoint windows within an epoch); windows k ≡ i (mod M).
+    rng shared(derive_seed(derive_seed(seed_, 0x696cULL), static_cast<uint64_t>(epoch)));
+    offset_ = static_cast<size_t>(shared.below(static_cast<uint64_t>(T_)));
+    const size_t all = (shard_.size() - 1 - offset_) / static_cast<size_t>(T_);
+    const size_t i = static_cast<size_t>(learner_), m = static_cast<size_t>(learners_);
+    n_windows = all > i ? (all - i + m - 1) / m : 0;
+  }
   order_.resize(n_windows);
   for (size_t k = 0; k < n_windows; ++k) order_[k] = static_cast<uint32_t>(k);
   for (size_t k = n_windows; k > 1; --k) {  // Fisher–Yates, high to low
@@ -173,7 +190,10 @@ void batch_stream::next(int B, std::vector<int32_t>& inputs, std::vector<int32_t
   const auto& tok = data_->train();
   for (int b = 0; b < B; ++b) {
     if (static_cast<size_t>(position_) >= order_.size()) start_epoch(epoch_ + 1);
-    const size_t start = shard_.begin + offset_ + static_cast<size_t>(order_[static_cast<size_t>(position_)]) * T;
+    size_t window = static_cast<size_t>(order_[static_cast<size_t>(position_)]);
+    if (layout_ == shard_layout::interleaved)
+      window = static_cast<size_t>(learner_) + window * static_cast<size_t>(learners_);
+    const size_t start = shard_.begin + offset_ + window * T;
     ++position_;
     for (size_t t = 0; t < T; ++t) {
       inputs[b * T + t] = tok[start + t];

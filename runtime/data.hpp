@@ -11,6 +11,14 @@
 //    in π_e order, rolling into epoch e+1 when e runs out.
 //  * cursor = (seed, learner, learners, seq_len, epoch, position in π_e): enough to resume
 //    exactly, because π_e is recomputed from the seed and epoch.
+//  * interleaved layout (shard_layout::interleaved): instead of a contiguous shard, learner i
+//    owns the windows k ≡ i (mod M) of the whole train split, w_k = train[o_e + k·T, … + T + 1)
+//    with o_e drawn per epoch from dd::rng(derive_seed(derive_seed(seed, 0x696c), e)) (the same
+//    for every learner, so within an epoch the learners' windows are disjoint); π_e permutes the
+//    learner's windows as above. Every learner then sees the same distribution of the text — a
+//    contiguous shard of a non-IID text (Tiny Shakespeare: plays in order, validation = the end)
+//    gives each learner its own distribution, which biases the model towards the faster
+//    learners' shards when learners run at different speeds.
 // Who may call: the owner of a batch_stream (one learner thread); text_dataset is immutable after
 // loading and may be shared read-only between threads.
 #pragma once
@@ -42,6 +50,9 @@ class text_dataset {
   std::string origin_;
   std::vector<int32_t> train_, val_;
 };
+
+/// How the train split is divided among learners (see the file comment).
+enum class shard_layout : uint8_t { contiguous, interleaved };
 
 /// A learner's slice of the train split: tokens [begin, end).
 struct shard_range {
@@ -84,8 +95,10 @@ struct data_cursor {
 class batch_stream {
  public:
   /// Throws std::invalid_argument for bad learner/learners, T < 1, or a shard shorter than
-  /// 2·T + 1 tokens (naming the dataset and sizes).
-  batch_stream(const text_dataset& data, int learner, int learners, int T, uint64_t seed);
+  /// 2·T + 1 tokens (interleaved: a train split with fewer than 2·M + 1 windows), naming the
+  /// dataset and sizes.
+  batch_stream(const text_dataset& data, int learner, int learners, int T, uint64_t seed,
+               shard_layout layout = shard_layout::contiguous);
 
   /// Fills inputs and targets with B·T token ids each (row-major (B, T)); targets[b,t] =
   /// inputs[b,t+1] within a window. Advances the cursor by B windows.
@@ -106,6 +119,7 @@ class batch_stream {
   const text_dataset* data_;
   shard_range shard_;
   int learner_, learners_, T_;
+  shard_layout layout_ = shard_layout::contiguous;
   uint64_t seed_;
   int64_t epoch_ = 0;
   int64_t position_ = 0;

@@ -33,7 +33,8 @@ trainer::trainer(kernels::backend& be, const text_dataset& data, const trainer_c
       data_(&data),
       model_(be, cfg.model),
       opt_(be, model_.tensors(), model_.num_params(), cfg.optimizer),
-      stream_(data, cfg.learner, cfg.learners, cfg.seq_len, derive_seed(cfg.seed, k_data_stream)) {
+      stream_(data, cfg.learner, cfg.learners, cfg.seq_len, derive_seed(cfg.seed, k_data_stream),
+              cfg.sharding) {
   model_.init(cfg.seed);
 }
 

@@ -29,6 +29,8 @@ struct trainer_config {
   uint64_t seed = 1337;        ///< model init = gpt::init(seed); data stream seed = derive_seed(seed, 0x64617461)
   int learner = 0;             ///< this learner's index i (data shard i of M)
   int learners = 1;            ///< M
+  /// Contiguous shards (ALGORITHM.md) or interleaved windows of the whole train split.
+  shard_layout sharding = shard_layout::contiguous;
 
   /// Throws std::invalid_argument naming the field when out of range.
   void validate() const;

@@ -26,6 +26,7 @@ const char* to_string(merge_kind v) { return spell(v); }
 const char* to_string(anchor_kind v) { return spell(v); }
 const char* to_string(apply_kind v) { return spell(v); }
 const char* to_string(schedule_clock v) { return spell(v); }
+const char* to_string(sharding_kind v) { return spell(v); }
 const char* to_string(fragment_strategy_kind v) { return spell(v); }
 const char* to_string(grace_mode v) { return spell(v); }
 const char* to_string(wire_format v) { return spell(v); }
@@ -54,6 +55,7 @@ nlohmann::json to_json(const experiment& e) {
                 {"heads", e.model.heads},          {"width", e.model.width}};
   j["data"] = {{"file", e.data.file},
                {"train_fraction", e.data.train_fraction},
+               {"sharding", to_string(e.data.sharding)},
                {"tokenizer", to_string(e.data.tokenizer)}};
   j["learners"] = {{"count", e.learners.count},     {"batch", e.learners.batch},
                    {"backend", to_string(e.learners.backend)},

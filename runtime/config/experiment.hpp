@@ -38,6 +38,8 @@ enum class anchor_kind : std::uint8_t { base, current };
 enum class apply_kind : std::uint8_t { overwrite, rebase };
 /// What the inner lr schedule counts: the learner's own steps, or the global mean step.
 enum class schedule_clock : std::uint8_t { learner, global };
+/// How the train split is divided among learners (runtime/data.hpp).
+enum class sharding_kind : std::uint8_t { contiguous, interleaved };
 /// How tensors are split into P fragments.
 enum class fragment_strategy_kind : std::uint8_t { balanced, layer, strided };
 /// Grace window after quorum: adaptive (γ-scaled slack, capped), a fixed number of seconds, or none.
@@ -74,6 +76,8 @@ const char* to_string(apply_kind v);
 /// \copydoc to_string(model_kind)
 const char* to_string(schedule_clock v);
 /// \copydoc to_string(model_kind)
+const char* to_string(sharding_kind v);
+/// \copydoc to_string(model_kind)
 const char* to_string(fragment_strategy_kind v);
 /// \copydoc to_string(model_kind)
 const char* to_string(grace_mode v);
@@ -104,6 +108,7 @@ struct model_config {
 struct data_config {
   std::string file;              ///< resolved path of the text file (required in the DSL)
   double train_fraction = 0.9;   ///< leading share used for training; the rest is validation
+  sharding_kind sharding = sharding_kind::contiguous;  ///< learners' shards (runtime/data.hpp)
   tokenizer_kind tokenizer = tokenizer_kind::byte;  ///< tokenization
 };
 

@@ -428,6 +428,7 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
       }
     }
     e.data.train_fraction = s.number("train_fraction", e.data.train_fraction, open(0, 1));
+    e.data.sharding = s.choice("sharding", e.data.sharding);
     e.data.tokenizer = s.choice("tokenizer", e.data.tokenizer);
     s.finish();
   }

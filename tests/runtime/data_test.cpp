@@ -4,6 +4,8 @@
 
 #include <cstdio>
 #include <fstream>
+#include <map>
+#include <set>
 
 #include "runtime/data.hpp"
 #include "runtime/tokenizer.hpp"
@@ -102,6 +104,79 @@ TEST(Data, ShardsYieldDisjointTokens) {
     for (auto v : in) ASSERT_EQ(v, 'a');  // learner 0 owns [0, 18000) of the 36000 train bytes
     s1.next(4, in, tg);
     for (auto v : in) ASSERT_EQ(v, 'z');  // learner 1 owns [18000, 36000)
+  }
+}
+
+TEST(Data, InterleavedShardsSpreadEveryLearnerOverTheWholeText) {
+  // Two halves of distinct bytes: with interleaved windows every learner sees both halves.
+  std::string text;
+  for (int i = 0; i < 40000; ++i) text.push_back(static_cast<char>(i < 18000 ? 'a' : 'z'));
+  const auto d = dd::text_dataset::from_text(text);
+  for (int learner = 0; learner < 2; ++learner) {
+    dd::batch_stream s(d, learner, 2, 8, 5, dd::shard_layout::interleaved);
+    std::vector<int32_t> in, tg;
+    int a = 0, z = 0;
+    for (int k = 0; k < 200; ++k) {
+      s.next(4, in, tg);
+      for (auto v : in) (v == 'a' ? a : z) += 1;
+    }
+    EXPECT_GT(a, 1000) << "learner " << learner;
+    EXPECT_GT(z, 1000) << "learner " << learner;
+  }
+}
+
+TEST(Data, InterleavedWindowsOfOneEpochAreDisjointAndCoverTheSplit) {
+  // Random bytes: every 8-byte window is unique, so a window's tokens give its start.
+  std::string text;
+  uint64_t x = 12345;
+  for (int i = 0; i < 20000; ++i) {
+    x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+    text.push_back(static_cast<char>(x >> 56));
+  }
+  const auto d = dd::text_dataset::from_text(text);
+  const auto& train = d.train();
+  std::map<std::vector<int32_t>, size_t> start_of;
+  for (size_t i = 0; i + 8 <= train.size(); ++i)
+    start_of[std::vector<int32_t>(train.begin() + i, train.begin() + i + 8)] = i;
+  const int M = 3, T = 8;
+  std::set<size_t> seen;
+  size_t total = 0, offset = T;
+  for (int learner = 0; learner < M; ++learner) {
+    dd::batch_stream s(d, learner, M, T, 9, dd::shard_layout::interleaved);
+    const size_t n = s.windows_in_epoch();
+    std::vector<int32_t> in, tg;
+    for (size_t k = 0; k < n; ++k) {
+      s.next(1, in, tg);
+      auto it = start_of.find(in);
+      ASSERT_NE(it, start_of.end());
+      const size_t start = it->second;
+      if (offset == static_cast<size_t>(T)) offset = start % T;
+      EXPECT_EQ(start % T, offset) << "one offset for every learner";
+      EXPECT_EQ(((start - offset) / T) % M, static_cast<size_t>(learner));  // k ≡ i (mod M)
+      EXPECT_TRUE(seen.insert(start).second) << "window at " << start << " given twice";
+    }
+    total += n;
+  }
+  // Every whole window of the split (after the offset) went to exactly one learner.
+  EXPECT_EQ(total, (train.size() - 1 - offset) / T);
+  // Resuming from a cursor continues the same sequence.
+  dd::batch_stream a(d, 1, M, T, 9, dd::shard_layout::interleaved);
+  std::vector<int32_t> in, tg, in2, tg2;
+  for (int k = 0; k < 500; ++k) a.next(2, in, tg);
+  dd::batch_stream b(d, 1, M, T, 9, dd::shard_layout::interleaved);
+  b.restore(a.cursor());
+  for (int k = 0; k < 50; ++k) {
+    a.next(2, in, tg);
+    b.next(2, in2, tg2);
+    ASSERT_EQ(in, in2);
+  }
+  // Too small a split for M learners is refused, naming the layout.
+  const auto tiny = dd::text_dataset::from_text(sample_text(60));  // 54 train tokens < 73
+  try {
+    dd::batch_stream s(tiny, 0, 4, 8, 1, dd::shard_layout::interleaved);
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_THAT(e.what(), HasSubstr("interleaved"));
   }
 }
 
