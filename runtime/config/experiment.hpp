@@ -108,7 +108,7 @@ struct model_config {
 struct data_config {
   std::string file;              ///< resolved path of the text file (required in the DSL)
   double train_fraction = 0.9;   ///< leading share used for training; the rest is validation
-  sharding_kind sharding = sharding_kind::contiguous;  ///< learners' shards (runtime/data.hpp)
+  sharding_kind sharding = sharding_kind::interleaved;  ///< learners' shards (runtime/data.hpp)
   tokenizer_kind tokenizer = tokenizer_kind::byte;  ///< tokenization
 };
 
