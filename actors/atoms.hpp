@@ -3,14 +3,19 @@
 // directory). Included by every actor; any thread.
 //
 // Protocol summary (who sends what; payloads named `wire_bytes` are messages/codec.hpp encodings,
-// so a multi-node transport only changes how the bytes travel):
+// so a multi-node transport only changes how the bytes travel). Every learner <-> syncer message
+// (owner, monitor) that carries data is a codec encoding; an undecodable one is dropped (with a
+// `failure` event where the receiver has a run log):
 //   learner  -> monitor : (join_atom, wire_bytes join_request, actor learner) -> (wire_bytes join_reply)
 //   learner  -> monitor : (heartbeat_atom, wire_bytes heartbeat_msg)
-//   monitor  -> learner : (progress_atom, uint64 total_tokens)   reply to each heartbeat: tokens
+//   monitor  -> learner : (progress_atom, wire_bytes progress_msg) reply to each heartbeat: tokens
 //                                                                 all learners have trained on
 //   learner  -> monitor : (leave_atom, int32 learner_id, uint64 incarnation)
-//   learner  -> owner   : (push_atom, wire_bytes push_msg)       owner -> learner: (ack_atom, ...)
-//   learner  -> owner   : (pull_atom, int32 learner_id, actor reply_to)
+//   learner  -> owner   : (push_atom, wire_bytes push_msg)
+//   owner    -> learner : (ack_atom, wire_bytes push_ack)        a whole push was accepted
+//   learner  -> owner   : (pull_atom, wire_bytes pull_request)   the owner answers the sender
+//                                                                 with broadcast chunks (the
+//                                                                 evaluator pulls as learner -1)
 //   owner    -> learner : (broadcast_atom, wire_bytes broadcast_msg)
 //   owner    -> learner : (reject_atom, wire_bytes reject_msg)
 //   owner    -> monitor : (subscribe_atom, int32 fragment_id, actor owner)

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -178,6 +179,29 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
       r.summary["interrupted"] = true;
       r.summary["interrupt_reason"] = st.interrupted;
     }
+    // A run that trained nothing, or lost a learner for good, is a failure (dd-node run: exit 1).
+    std::string why;
+    if (r.summary.value("tokens", uint64_t{0}) == 0)
+      why = "no learner trained a single token";
+    if (!counters.learners_given_up.empty()) {
+      std::string ids, last;
+      for (const auto& [id, crash] : counters.learners_given_up) {
+        ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+        last = crash;
+      }
+      why += fmt::format("{}{} {} of {} exhausted {} restart budget and stayed down (last crash: "
+                         "{}; see events.jsonl)",
+                         why.empty() ? "" : "; ",
+                         counters.learners_given_up.size() == 1 ? "learner" : "learners", ids,
+                         setup->exp.learners.count,
+                         counters.learners_given_up.size() == 1 ? "its" : "their", last);
+    }
+    if (!why.empty()) {
+      r.failed = true;
+      r.failure_reason = why;
+      r.summary["failed"] = true;
+      r.summary["failure_reason"] = why;
+    }
     r.info = {{"experiment", setup->exp.name},
               {"learners", setup->exp.learners.count},
               {"fragments", setup->plan.num_fragments()},
@@ -191,6 +215,7 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
               {"training_seconds", training_s},
               {"faults_fired", setup->faults->fired().size()}};
     if (r.interrupted) r.info["interrupted"] = st.interrupted;
+    if (r.failed) r.info["failure_reason"] = r.failure_reason;
   }
   setup->log->emit("finished", {{"final_val_loss", loss}, {"digest", digest}});
   for (auto& a : {st.learner_sup, st.owner_sup, st.eval, st.monitor})
@@ -412,6 +437,41 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
 
 }  // namespace
 
+void check_learner_data(const config::experiment& exp, const text_dataset& data) {
+  const int M = exp.learners.count;
+  const int T = exp.model.context;
+  const auto layout = exp.data.sharding == config::sharding_kind::interleaved
+                          ? shard_layout::interleaved
+                          : shard_layout::contiguous;
+  const size_t n_train = data.train().size(), n_val = data.validation().size();
+  auto fail = [&](const std::string& what) {
+    throw std::invalid_argument(fmt::format(
+        "data.file '{}' ({} tokens: {} train, {} validation) is too small for {} learner{} with "
+        "model.context T = {}: {}; use a larger file, fewer learners (learners.count) or a "
+        "shorter context (model.context)",
+        exp.data.file, n_train + n_val, n_train, n_val, M, M == 1 ? "" : "s", T, what));
+  };
+  // The same stream each learner's trainer builds (runtime/trainer.cpp: seed derived with
+  // "data"); its constructor is what throws for a shard that is too small.
+  constexpr uint64_t k_data_stream = 0x64617461;
+  for (int i = 0; i < M; ++i) {
+    try {
+      batch_stream probe(data, i, M, T, derive_seed(exp.seed, k_data_stream), layout);
+      (void)probe;
+    } catch (const std::invalid_argument& e) {
+      fail(e.what());
+    }
+  }
+  if (n_val < static_cast<size_t>(T) + 1)
+    fail(fmt::format("the validation split has {} tokens, fewer than T+1 = {} (data.train_fraction "
+                     "= {})",
+                     n_val, T + 1, exp.data.train_fraction));
+}
+
+void check_experiment_data(const config::experiment& exp) {
+  check_learner_data(exp, text_dataset::from_file(exp.data.file, exp.data.train_fraction));
+}
+
 std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
                                                   const run_options& options) {
   auto s = std::make_shared<cluster_setup>();
@@ -426,6 +486,7 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
     throw std::invalid_argument("learners.speed has more entries than learners.count");
   s->data = std::make_shared<text_dataset>(
       text_dataset::from_file(exp.data.file, exp.data.train_fraction));
+  check_learner_data(exp, *s->data);
   auto cfg = model_of(exp);
   auto plan = make_fragment_plan(gpt_tensors(cfg), exp.sync.fragments, to_strategy(exp.sync.strategy));
   if (!plan) throw std::invalid_argument("sync.fragments: " + plan.error().message);
@@ -463,10 +524,21 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
                                    ? (fs::path(s->run_dir) / "checkpoints").string()
                                    : exp.checkpoint.dir;
   fs::create_directories(ckpt_dir);
-  // Checkpoints of an earlier run in the same directory must not be restored into this one.
-  for (int p = 0; p < s->plan.num_fragments(); ++p) {
+  // A run directory holds one run: remove what an earlier run left, so that a run killed before
+  // its end never leaves an older run's summary.json looking finished. Checkpoints of an earlier
+  // run must not be restored into this one (they serve owners respawned within a run).
+  {
     std::error_code ec;
-    fs::remove(fs::path(ckpt_dir) / fmt::format("owner_{}.ddck", p), ec);
+    for (const char* name : {"summary.json", "run_info.json", "events.jsonl", "experiment.json"})
+      if (fs::exists(fs::path(s->run_dir) / name, ec)) s->replaced.emplace_back(name);
+    for (const char* name : {"summary.json", "run_info.json", "summary.json.tmp",
+                             "run_info.json.tmp"})
+      fs::remove(fs::path(s->run_dir) / name, ec);
+    int removed = 0;
+    for (int p = 0; p < s->plan.num_fragments(); ++p)
+      if (fs::remove(fs::path(ckpt_dir) / fmt::format("owner_{}.ddck", p), ec)) ++removed;
+    if (removed > 0)
+      s->replaced.push_back(fmt::format("{} owner checkpoint{}", removed, removed == 1 ? "" : "s"));
   }
   s->log = std::make_unique<run_log>(
       options.write_events ? (fs::path(s->run_dir) / "events.jsonl").string() : std::string{},
@@ -599,6 +671,19 @@ std::string progress_line(const run_counters& now, const run_counters& prev, dou
 
 run_result run_cluster(const config::experiment& exp, const run_options& options) {
   auto setup = make_cluster_setup(exp, options);
+  if (!setup->replaced.empty()) {
+    std::string what;
+    for (const auto& r : setup->replaced) what += (what.empty() ? "" : ", ") + r;
+    std::fprintf(stderr,
+                 "dd-node run: %s: run directory '%s' held an earlier run (%s): replaced by "
+                 "this run (owner checkpoints only serve owners respawned within a run)\n",
+                 exp.name.c_str(), setup->run_dir.c_str(), what.c_str());
+    std::fflush(stderr);
+  }
+  setup->log->set_console([](const std::string& line) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
+  });
   caf::actor_system_config cfg;
   cfg.set("logger.file-verbosity", caf::atom("quiet"));
   cfg.set("logger.console-verbosity", caf::atom("quiet"));

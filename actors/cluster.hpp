@@ -75,6 +75,11 @@ struct run_result {
   bool finished = false;
   bool interrupted = false;       ///< stopped by run_options::interrupt
   std::string interrupt_reason;   ///< "SIGINT", "SIGTERM", ... when interrupted
+  /// The run produced nothing trustworthy: no token was trained, or a learner's supervisor
+  /// gave up on it (restart budget spent). summary.json then also carries "failed": true and
+  /// "failure_reason"; `dd-node run` exits 1.
+  bool failed = false;
+  std::string failure_reason;
   double final_val_loss = -1.0;
   uint64_t digest = 0;            ///< FNV-1a of the final global model
   nlohmann::json summary;         ///< exactly the summary.json keys
@@ -98,12 +103,32 @@ struct cluster_setup {
   uint64_t steps_per_learner = 0;  ///< schedule horizon and steps budget
   std::mutex result_mutex;
   run_result result;
+  /// What make_cluster_setup found left by an earlier run in the run directory and removed or
+  /// replaced (e.g. "summary.json", "events.jsonl", "2 owner checkpoints"); empty = nothing.
+  std::vector<std::string> replaced;
 };
 
-/// Builds the setup: loads the data, plans the fragments, initializes the global model from the
-/// experiment seed, converts the chaos schedule into fault specs, creates the run directory and
-/// the event log. Throws std::runtime_error / std::invalid_argument with a clear message on a
-/// bad experiment (unreadable data, P > tensors, unsupported options).
+/// Checks that every learner's data stream and the evaluator's validation split can be built
+/// from `data` as the run will build them (the same batch_stream: shard of learner i of M,
+/// context T, data.sharding): throws std::invalid_argument naming data.file, its size, the
+/// learner count and the sizes that do not fit (e.g. "learner 1 of 4 has a shard of 68 tokens,
+/// fewer than 2·T+1 = 257"). `dd-node run` calls it (through check_experiment_data) before it
+/// starts anything and refuses the run with exit 2; make_cluster_setup calls it too.
+void check_learner_data(const config::experiment& exp, const text_dataset& data);
+/// Loads exp.data.file (throws std::runtime_error naming it when unreadable) and runs
+/// check_learner_data on it.
+void check_experiment_data(const config::experiment& exp);
+
+/// Builds the setup: loads and checks the data (check_learner_data), plans the fragments,
+/// initializes the global model from the experiment seed, converts the chaos schedule into fault
+/// specs, creates the run directory and the event log. Throws std::runtime_error /
+/// std::invalid_argument with a clear message on a bad experiment (unreadable or too-small
+/// data, P > tensors, unsupported options) before it touches the run directory.
+/// A run directory holds one run: once the checks pass, what an earlier run left there is
+/// removed or overwritten — summary.json and run_info.json (and their temp files) are deleted,
+/// the owner checkpoints of this run's fragments are deleted, events.jsonl and experiment.json
+/// are rewritten — and listed in `replaced`. (Owner checkpoints serve owners respawned within a
+/// run; there is no whole-job resume.)
 std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
                                                   const run_options& options);
 
@@ -113,7 +138,9 @@ caf::actor spawn_job(caf::actor_system& sys, std::shared_ptr<cluster_setup> setu
                      caf::actor reply_to = {});
 
 /// The main job: runs `exp` to the end of its budget with a progress line on stdout, writes
-/// the run directory and returns the result. Throws on setup errors.
+/// the run directory and returns the result. Throws on setup errors. On stderr: one line when
+/// an earlier run's files in the run directory are replaced, and the run log's warnings
+/// (run_log::warn, e.g. an owner restarting from the initial weights).
 run_result run_cluster(const config::experiment& exp, const run_options& options);
 
 /// The progress line: per-learner step rate and loss, global validation loss, merges per second

@@ -50,7 +50,8 @@ void pull_missing(evaluator_actor* self) {
   auto& st = self->state;
   for (size_t p = 0; p < st.owners.size(); ++p)
     if (st.got.count(static_cast<int32_t>(p)) == 0 && st.owners[p])
-      self->send(st.owners[p], atoms::pull_atom_v, int32_t{-1});
+      self->send(st.owners[p], atoms::pull_atom_v,
+                 encode(pull_request{-1, 0, static_cast<int32_t>(p)}));
 }
 
 void ask_owners(evaluator_actor* self, const evaluator_context& ctx) {

@@ -108,23 +108,39 @@ caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_cont
   auto now_fn = [self] { return clock_seconds(self->clock().now()); };
   const auto& opts = ctx->options;
   const int32_t frag = opts.layout.fragment_id;
+  const bool respawn = ctx->starts.fetch_add(1) > 0;
+  std::string reset;  // why this owner restarts from the initial weights (empty: it does not)
   if (file_exists(opts.checkpoint_path)) {
     auto ck = load_checkpoint(opts.checkpoint_path);
     if (ck) {
       st.core = std::make_unique<fragment_owner_state>(opts, *st.backend, *ck, now_fn);
       st.restored = true;
-    } else if (ctx->log != nullptr) {
-      ctx->log->emit("failure", {{"fragment", frag},
-                                 {"what", "checkpoint_unreadable"},
-                                 {"error", ck.error().message}});
+    } else {
+      reset = "its checkpoint '" + opts.checkpoint_path + "' is unreadable (" +
+              ck.error().message + ")";
+      if (ctx->log != nullptr)
+        ctx->log->emit("failure", {{"fragment", frag},
+                                   {"what", "checkpoint_unreadable"},
+                                   {"error", ck.error().message}});
     }
+  } else if (respawn) {
+    reset = opts.checkpoint_every == 0 || opts.checkpoint_path.empty()
+                ? "it was respawned and checkpoints are off (checkpoint.every_versions = 0)"
+                : "it was respawned before its first checkpoint ('" + opts.checkpoint_path +
+                      "' does not exist yet)";
   }
   if (!st.core)
     st.core = std::make_unique<fragment_owner_state>(opts, *st.backend, ctx->initial, now_fn);
   if (ctx->log != nullptr) {
-    ctx->log->emit(st.restored ? "owner_restored" : "owner_start",
-                   {{"fragment", frag}, {"version", st.core->version()}});
+    nlohmann::json ev = {{"fragment", frag}, {"version", st.core->version()}};
+    if (!reset.empty()) ev["reset"] = reset;
+    ctx->log->emit(st.restored ? "owner_restored" : "owner_start", ev);
     ctx->log->update([&](run_counters& c) { c.versions[frag] = st.core->version(); });
+    if (!reset.empty())
+      ctx->log->warn("fragment owner " + std::to_string(frag) + ": " + reset +
+                     "; its value restarts from the initial weights (version " +
+                     std::to_string(st.core->version()) +
+                     "), losing the merges made so far for this fragment");
   }
   if (ctx->monitor) self->send(ctx->monitor, atoms::subscribe_atom_v, frag, caf::actor{self});
   return {
@@ -134,7 +150,15 @@ caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_cont
       auto out = s.core->on_push(bytes, clock_seconds(self->clock().now()));
       using status = push_outcome::status;
       if (out.what == status::accepted) {
-        if (sender) self->send(sender, atoms::ack_atom_v, frag, out.transfer_id);
+        if (sender) {
+          push_ack ack;
+          ack.learner_id = out.learner_id;
+          ack.incarnation = out.incarnation;
+          ack.fragment_id = frag;
+          ack.transfer_id = out.transfer_id;
+          ack.version = s.core->version();
+          self->send(sender, atoms::ack_atom_v, encode(ack));
+        }
       } else if (out.what == status::rejected && sender) {
         self->send(sender, atoms::reject_atom_v, encode(*out.reject));
         if (out.send_current)
@@ -164,12 +188,24 @@ caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_cont
         ctx->log->emit("push_ignored", {{"fragment", frag}, {"detail", out.detail}});
       apply_effects(self, *ctx, std::move(out.effects));
     },
-    [=](atoms::pull_atom, int32_t learner_id) {
+    [=](atoms::pull_atom, const std::vector<uint8_t>& bytes) {
+      auto req = decode_pull_request(bytes);
+      std::string bad;
+      if (!req)
+        bad = req.error().message;
+      else if (req->fragment_id != frag)
+        bad = "pull.fragmentId " + std::to_string(req->fragment_id) + " is not this owner's " +
+              std::to_string(frag);
+      if (!bad.empty()) {
+        if (ctx->log != nullptr)
+          ctx->log->emit("failure",
+                         {{"fragment", frag}, {"what", "undecodable_pull"}, {"error", bad}});
+        return;
+      }
       auto sender = caf::actor_cast<caf::actor>(self->current_sender());
       if (!sender) return;
       for (auto& chunk : self->state.core->current_value())
         self->send(sender, atoms::broadcast_atom_v, std::move(chunk));
-      (void)learner_id;
     },
     [=](atoms::live_atom, const live_view& view) {
       auto& s = self->state;

@@ -4,12 +4,13 @@
 // acks and rejections to learners, broadcasts to every live learner, the grace timer, the
 // "push"/"merge"/"broadcast" events, and restore from its checkpoint when respawned.
 //
-// Protocol (actors/atoms.hpp): receives (push_atom, bytes), (pull_atom, learner_id),
-// (live_atom, live_view), (grace_atom, timer_id); sends (ack_atom, fragment, transfer_id),
+// Protocol (actors/atoms.hpp): receives (push_atom, bytes), (pull_atom, bytes pull_request),
+// (live_atom, live_view), (grace_atom, timer_id); sends (ack_atom, bytes push_ack),
 // (reject_atom, bytes), (broadcast_atom, bytes); on start it sends (subscribe_atom, fragment,
 // self) to the health monitor. Event-based: it must stay responsive while learners compute.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -39,6 +40,8 @@ struct owner_context {
   caf::actor monitor;
   run_log* log = nullptr;        ///< may be null
   fault_hooks* faults = nullptr; ///< may be null
+  /// Incarnations started with this context (the first is 0; later ones are respawns).
+  mutable std::atomic<uint64_t> starts{0};
 };
 
 /// CAF state of the owner actor.
@@ -55,6 +58,11 @@ using owner_actor = caf::stateful_actor<owner_actor_state>;
 /// The owner's behavior. On start it restores from options.checkpoint_path when that file
 /// exists (a respawn), else starts from `initial` at version 0; then subscribes with the monitor.
 /// A corrupt checkpoint is reported as a "failure" event and the owner starts from `initial`.
+/// When a respawned owner (or any owner whose checkpoint is unreadable) restarts from `initial`
+/// — no checkpoint yet, checkpoints off, or an unreadable file — its "owner_start" event carries
+/// "reset": <why>, and one warning line goes to the run log's console (run_log::warn; on stderr
+/// in `dd-node run`) naming the fragment, the reason and that its value restarts from the
+/// initial weights.
 caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_context> ctx);
 
 /// Seconds of an actor clock's time point (steady, or the test coordinator's manual clock).

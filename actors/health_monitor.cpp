@@ -160,8 +160,13 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
       r.data_cursor = hb->data_cursor;
       r.last_heartbeat_s = now_s(self);
       // Global progress for learners whose lr schedule follows it (learner_context).
-      if (auto sender = caf::actor_cast<caf::actor>(self->current_sender()))
-        self->send(sender, atoms::progress_atom_v, total_tokens(st));
+      if (auto sender = caf::actor_cast<caf::actor>(self->current_sender())) {
+        progress_msg pm;
+        pm.total_tokens = total_tokens(st);
+        for (const auto& [id, l] : st.learners)
+          if (l.alive) pm.live_learners += 1;
+        self->send(sender, atoms::progress_atom_v, encode(pm));
+      }
       if (ctx->token_budget > 0 && !st.budget_reported && total_tokens(st) >= ctx->token_budget) {
         st.budget_reported = true;
         if (ctx->log != nullptr)

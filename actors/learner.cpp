@@ -83,12 +83,32 @@ void send_chunks(learner_actor* self, const caf::actor& owner,
   }
 }
 
+/// Asks the owner of fragment `p` for its current value (a pull_request through the codec).
+void send_pull(learner_actor* self, const caf::actor& owner, size_t p) {
+  if (!owner) return;
+  auto& st = self->state;
+  pull_request req;
+  req.learner_id = st.id;
+  req.incarnation = st.incarnation;
+  req.fragment_id = static_cast<int32_t>(p);
+  self->send(owner, atoms::pull_atom_v, encode(req));
+}
+
+/// Logs a message from a syncer that did not decode (it is dropped).
+void log_undecodable(learner_actor* self, const learner_context& ctx, const char* what,
+                     const wire_error& err) {
+  if (ctx.log != nullptr)
+    ctx.log->emit("failure", {{"learner", self->state.id},
+                              {"what", what},
+                              {"error", err.message}});
+}
+
 /// Pull every fragment not yet received in this (re)load.
 void pull_missing(learner_actor* self) {
   auto& st = self->state;
   for (size_t p = 0; p < st.frags.size(); ++p)
     if (!st.frags[p].have && p < st.owners.size() && st.owners[p])
-      self->send(st.owners[p], atoms::pull_atom_v, st.id);
+      send_pull(self, st.owners[p], p);
 }
 
 void start_reload(learner_actor* self, const learner_context& ctx) {
@@ -511,8 +531,14 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
           [=](caf::error& err) { self->quit(std::move(err)); });
   return {
     [=](atoms::step_atom) { on_step(self, *ctx); },
-    [=](atoms::progress_atom, uint64_t total_tokens) {
+    [=](atoms::progress_atom, const std::vector<uint8_t>& bytes) {
       auto& s = self->state;
+      auto pm = decode_progress(bytes);
+      if (!pm) {
+        log_undecodable(self, *ctx, "undecodable_progress", pm.error());
+        return;
+      }
+      const uint64_t total_tokens = pm->total_tokens;
       const auto& cfg = s.tr->config();
       const uint64_t per_round = static_cast<uint64_t>(std::max(1, cfg.batch)) *
                                  static_cast<uint64_t>(std::max(1, cfg.seq_len)) *
@@ -533,10 +559,16 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
     [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes) {
       on_broadcast(self, *ctx, bytes);
     },
-    [=](atoms::ack_atom, int32_t fragment, uint64_t transfer_id) {
+    [=](atoms::ack_atom, const std::vector<uint8_t>& bytes) {
       auto& s = self->state;
-      auto it = s.unacked.find(fragment);
-      if (it != s.unacked.end() && it->second.transfer_id == transfer_id) s.unacked.erase(it);
+      auto ack = decode_push_ack(bytes);
+      if (!ack) {
+        log_undecodable(self, *ctx, "undecodable_ack", ack.error());
+        return;
+      }
+      if (ack->learner_id != s.id || ack->incarnation != s.incarnation) return;  // not ours
+      auto it = s.unacked.find(ack->fragment_id);
+      if (it != s.unacked.end() && it->second.transfer_id == ack->transfer_id) s.unacked.erase(it);
       drain_queue(self, *ctx);
     },
     [=](atoms::reject_atom, const std::vector<uint8_t>& bytes) {
@@ -575,7 +607,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
           // A respawned owner lost its pending pushes: resynchronize this fragment with it
           // (barrier mode would otherwise wait for a merge that cannot come).
           s.frags[p].awaiting = false;
-          self->send(owners[p], atoms::pull_atom_v, s.id);
+          send_pull(self, owners[p], p);
         }
       }
       if (s.now == phase::syncing) pull_missing(self);

@@ -2,6 +2,7 @@
 #include "actors/run_log.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <stdexcept>
 
 namespace dd::actors {
@@ -50,6 +51,23 @@ void run_log::emit(const std::string& kind, nlohmann::json fields) {
   std::lock_guard<std::mutex> guard(mutex_);
   if (out_.is_open()) out_ << line.dump() << '\n' << std::flush;
   if (keep_) events_.push_back(std::move(line));
+}
+
+void run_log::set_console(console_fn console) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  console_ = std::move(console);
+}
+
+void run_log::warn(const std::string& text) const {
+  console_fn console;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    console = console_;
+  }
+  if (!console) return;
+  char t[32];
+  std::snprintf(t, sizeof t, "[%7.1fs]", clock_());
+  console(std::string(t) + " warning: " + text);
 }
 
 std::vector<nlohmann::json> run_log::events() const {

@@ -52,6 +52,8 @@ struct run_counters {
   double last_val_at_s = 0.0;
   double uptime_s = 0.0;                 ///< time with >= quorum_needed learners stepping
   double observed_s = 0.0;               ///< time over which uptime was integrated
+  /// Learners whose supervisor gave up (restart budget spent) → their last crash reason.
+  std::map<int32_t, std::string> learners_given_up;
 };
 
 /// The event stream and counters of one run. Thread-safe.
@@ -79,6 +81,14 @@ class run_log {
   /// Appends one event: `fields` plus "event", "t" and "time". Flushed line by line.
   void emit(const std::string& kind, nlohmann::json fields = nlohmann::json::object());
 
+  /// Where warn() lines go: `dd-node run` (run_cluster) prints them on stderr; tests capture
+  /// them. Called under no lock of the log, from any actor's thread. Set before spawning.
+  using console_fn = std::function<void(const std::string& line)>;
+  void set_console(console_fn console);
+  /// One line for the person watching the run (not an event; emit the event as well):
+  /// "[    t s] warning: <text>" to the console hook; nothing when none is set.
+  void warn(const std::string& text) const;
+
   /// Copy of every event kept in memory (empty unless keep_in_memory).
   std::vector<nlohmann::json> events() const;
 
@@ -105,6 +115,7 @@ class run_log {
 
   mutable std::mutex mutex_;
   clock_fn clock_;
+  console_fn console_;
   std::ofstream out_;
   bool keep_;
   std::vector<nlohmann::json> events_;

@@ -60,9 +60,16 @@ caf::behavior supervisor(supervisor_actor* self, std::shared_ptr<const superviso
       const double now = clock_seconds(self->clock().now());
       auto d = policy::decide_restart(ctx->restart, s.history[i], now);
       if (d.action == policy::restart_action::give_up) {
+        const std::string crash = self->system().render(dm.reason);
         if (ctx->log != nullptr)
-          ctx->log->emit("give_up", {{"kind", spec.kind}, {"id", spec.id}, {"reason", d.message}});
-        if (ctx->log != nullptr && spec.kind == "learner") ctx->log->learner_finished(spec.id);
+          ctx->log->emit("give_up", {{"kind", spec.kind},
+                                     {"id", spec.id},
+                                     {"reason", d.message},
+                                     {"error", crash}});
+        if (ctx->log != nullptr && spec.kind == "learner") {
+          ctx->log->learner_finished(spec.id);
+          ctx->log->update([&](run_counters& c) { c.learners_given_up[spec.id] = crash; });
+        }
         s.done[i] = true;
         maybe_report(self, *ctx);
         return;

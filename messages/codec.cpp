@@ -133,6 +133,9 @@ const char* kind_name(cw::Envelope::Body::Which w) {
     case cw::Envelope::Body::PUSH: return "push";
     case cw::Envelope::Body::BROADCAST: return "broadcast";
     case cw::Envelope::Body::REJECT: return "reject";
+    case cw::Envelope::Body::ACK: return "ack";
+    case cw::Envelope::Body::PULL: return "pull";
+    case cw::Envelope::Body::PROGRESS: return "progress";
   }
   return "unknown";
 }
@@ -297,6 +300,34 @@ wire_bytes encode(const reject_msg& m) {
   return flatten(b);
 }
 
+wire_bytes encode(const push_ack& m) {
+  capnp::MallocMessageBuilder b;
+  auto r = b.initRoot<cw::Envelope>().getBody().initAck();
+  r.setLearnerId(m.learner_id);
+  r.setIncarnation(m.incarnation);
+  r.setFragmentId(m.fragment_id);
+  r.setTransferId(m.transfer_id);
+  r.setVersion(m.version);
+  return flatten(b);
+}
+
+wire_bytes encode(const pull_request& m) {
+  capnp::MallocMessageBuilder b;
+  auto r = b.initRoot<cw::Envelope>().getBody().initPull();
+  r.setLearnerId(m.learner_id);
+  r.setIncarnation(m.incarnation);
+  r.setFragmentId(m.fragment_id);
+  return flatten(b);
+}
+
+wire_bytes encode(const progress_msg& m) {
+  capnp::MallocMessageBuilder b;
+  auto r = b.initRoot<cw::Envelope>().getBody().initProgress();
+  r.setTotalTokens(m.total_tokens);
+  r.setLiveLearners(m.live_learners);
+  return flatten(b);
+}
+
 // ---- decode ---------------------------------------------------------------------------------
 
 result<message_kind> peek_kind(const uint8_t* data, size_t size, const decode_limits& limits) {
@@ -307,7 +338,7 @@ result<message_kind> peek_kind(const uint8_t* data, size_t size, const decode_li
   }
   return with_reader(data, size, limits.nesting_limit, [](capnp::MessageReader& reader) -> R {
     auto which = reader.getRoot<cw::Envelope>().getBody().which();
-    if (static_cast<uint16_t>(which) > static_cast<uint16_t>(cw::Envelope::Body::REJECT)) {
+    if (static_cast<uint16_t>(which) > static_cast<uint16_t>(cw::Envelope::Body::PROGRESS)) {
       return R(errc::malformed,
                "envelope body: unknown message kind " + num(static_cast<uint16_t>(which)));
     }
@@ -452,6 +483,68 @@ result<reject_msg> decode_reject(const uint8_t* data, size_t size, const decode_
                            m.detail = r.getDetail();
                            m.current_version = r.getCurrentVersion();
                            m.transfer_id = r.getTransferId();
+                           return m;
+                         });
+}
+
+result<push_ack> decode_push_ack(const uint8_t* data, size_t size, const decode_limits& limits) {
+  using R = result<push_ack>;
+  return decode_envelope(data, size, limits, cw::Envelope::Body::ACK,
+                         [](cw::Envelope::Body::Reader body) -> R {
+                           auto r = body.getAck();
+                           push_ack m;
+                           m.learner_id = r.getLearnerId();
+                           m.incarnation = r.getIncarnation();
+                           m.fragment_id = r.getFragmentId();
+                           m.transfer_id = r.getTransferId();
+                           m.version = r.getVersion();
+                           if (m.learner_id < 0) {
+                             return R(errc::malformed, "ack.learnerId " +
+                                                           std::to_string(m.learner_id) +
+                                                           " is negative");
+                           }
+                           if (m.fragment_id < 0) {
+                             return R(errc::malformed, "ack.fragmentId " +
+                                                           std::to_string(m.fragment_id) +
+                                                           " is negative");
+                           }
+                           return m;
+                         });
+}
+
+result<pull_request> decode_pull_request(const uint8_t* data, size_t size,
+                                         const decode_limits& limits) {
+  using R = result<pull_request>;
+  return decode_envelope(data, size, limits, cw::Envelope::Body::PULL,
+                         [](cw::Envelope::Body::Reader body) -> R {
+                           auto r = body.getPull();
+                           pull_request m;
+                           m.learner_id = r.getLearnerId();
+                           m.incarnation = r.getIncarnation();
+                           m.fragment_id = r.getFragmentId();
+                           if (m.learner_id < -1) {
+                             return R(errc::malformed, "pull.learnerId " +
+                                                           std::to_string(m.learner_id) +
+                                                           " is below -1");
+                           }
+                           if (m.fragment_id < 0) {
+                             return R(errc::malformed, "pull.fragmentId " +
+                                                           std::to_string(m.fragment_id) +
+                                                           " is negative");
+                           }
+                           return m;
+                         });
+}
+
+result<progress_msg> decode_progress(const uint8_t* data, size_t size,
+                                     const decode_limits& limits) {
+  using R = result<progress_msg>;
+  return decode_envelope(data, size, limits, cw::Envelope::Body::PROGRESS,
+                         [](cw::Envelope::Body::Reader body) -> R {
+                           auto r = body.getProgress();
+                           progress_msg m;
+                           m.total_tokens = r.getTotalTokens();
+                           m.live_learners = r.getLiveLearners();
                            return m;
                          });
 }

@@ -7,8 +7,9 @@
 // limits, every Cap'n Proto exception caught, every size checked; bad bytes give a
 // `dd::wire_error`, never an exception or a crash. See docs/wire.md.
 //
-// Who calls it: learners (join, heartbeat, push, decode broadcast/reject), the health monitor
-// (join, heartbeat), fragment owners (decode push, broadcast, reject, checkpoints). Functions are
+// Who calls it: learners (join, heartbeat, push, pull, decode broadcast/reject/ack/progress), the
+// evaluator (pull), the health monitor (join, heartbeat, progress), fragment owners (decode push
+// and pull, broadcast, reject, ack, checkpoints). Functions are
 // pure and thread-safe; a chunk_assembler is used by one actor at a time.
 #pragma once
 
@@ -41,6 +42,9 @@ enum class message_kind : uint8_t {
   push,
   broadcast,
   reject,
+  ack,        ///< push_ack
+  pull,       ///< pull_request
+  progress,   ///< progress_msg
 };
 
 /// Learner → health monitor: ask to join (or re-join after a respawn).
@@ -180,6 +184,42 @@ struct reject_msg {
   uint64_t transfer_id = 0;
 };
 
+/// Fragment owner → learner: a whole push was accepted (it is pending for, or already merged
+/// into, an outer step). The learner may send its next push of this fragment; an accepted push
+/// is not yet merged — `broadcast_msg::merged` says when it is.
+struct push_ack {
+  /// The pushing learner and incarnation (a stale incarnation's ack is ignored by the learner).
+  int32_t learner_id = 0;
+  uint64_t incarnation = 0;
+  /// The fragment pushed; never negative (decode: malformed).
+  int32_t fragment_id = 0;
+  /// The accepted push's transfer id (push_msg::transfer_id).
+  uint64_t transfer_id = 0;
+  /// The owner's version of the fragment when it accepted the push.
+  uint64_t version = 0;
+};
+
+/// Learner (or evaluator) → fragment owner: send me the fragment's current value. The owner
+/// answers with broadcast chunks to the sender only.
+struct pull_request {
+  /// The asking learner, or -1 for a non-learner (the evaluator); below -1 is malformed.
+  int32_t learner_id = -1;
+  /// The asking learner's incarnation (0 for the evaluator).
+  uint64_t incarnation = 0;
+  /// The fragment wanted, which the receiving owner must hold; never negative (decode:
+  /// malformed).
+  int32_t fragment_id = 0;
+};
+
+/// Health monitor → learner, in reply to each heartbeat: global training progress (learners
+/// whose learning-rate schedule follows the group's tokens read it).
+struct progress_msg {
+  /// Tokens all learners have trained on, over all their incarnations.
+  uint64_t total_tokens = 0;
+  /// Learners the monitor counted alive when it sent this.
+  uint32_t live_learners = 0;
+};
+
 /// One retained (version, θ) pair of a fragment owner's anchor ring (anchor = current).
 struct anchor_entry {
   uint64_t version = 0;
@@ -225,6 +265,9 @@ wire_bytes encode(const heartbeat_msg& m);
 wire_bytes encode(const push_msg& m);
 wire_bytes encode(const broadcast_msg& m);
 wire_bytes encode(const reject_msg& m);
+wire_bytes encode(const push_ack& m);
+wire_bytes encode(const pull_request& m);
+wire_bytes encode(const progress_msg& m);
 
 // ---- decode ---------------------------------------------------------------------------------
 
@@ -235,7 +278,8 @@ result<message_kind> peek_kind(const uint8_t* data, size_t size, const decode_li
 /// Decode one message of the named kind. Errors: errc::too_large (over max_message_bytes),
 /// errc::malformed (not a valid Envelope, another kind, size not a multiple of 8, an enum value
 /// out of range, chunk_index >= chunk_count, chunk_count == 0, a chunk that runs past
-/// payload_bytes); errc::size_mismatch when a push/broadcast's payload_bytes is not
+/// payload_bytes, a negative fragment id in an ack or pull, a pull's learner id below -1, an
+/// ack's negative learner id); errc::size_mismatch when a push/broadcast's payload_bytes is not
 /// encoded_size(encoding, total_elements). Never throws. `data` need not be aligned (it is copied when it is not).
 result<join_request> decode_join_request(const uint8_t* data, size_t size,
                                          const decode_limits& limits = {});
@@ -248,6 +292,12 @@ result<broadcast_msg> decode_broadcast(const uint8_t* data, size_t size,
                                        const decode_limits& limits = {});
 result<reject_msg> decode_reject(const uint8_t* data, size_t size,
                                  const decode_limits& limits = {});
+result<push_ack> decode_push_ack(const uint8_t* data, size_t size,
+                                 const decode_limits& limits = {});
+result<pull_request> decode_pull_request(const uint8_t* data, size_t size,
+                                         const decode_limits& limits = {});
+result<progress_msg> decode_progress(const uint8_t* data, size_t size,
+                                     const decode_limits& limits = {});
 
 /// Convenience overloads on a byte vector.
 inline result<message_kind> peek_kind(const wire_bytes& b, const decode_limits& l = {}) {
@@ -258,6 +308,15 @@ inline result<push_msg> decode_push(const wire_bytes& b, const decode_limits& l 
 }
 inline result<broadcast_msg> decode_broadcast(const wire_bytes& b, const decode_limits& l = {}) {
   return decode_broadcast(b.data(), b.size(), l);
+}
+inline result<push_ack> decode_push_ack(const wire_bytes& b, const decode_limits& l = {}) {
+  return decode_push_ack(b.data(), b.size(), l);
+}
+inline result<pull_request> decode_pull_request(const wire_bytes& b, const decode_limits& l = {}) {
+  return decode_pull_request(b.data(), b.size(), l);
+}
+inline result<progress_msg> decode_progress(const wire_bytes& b, const decode_limits& l = {}) {
+  return decode_progress(b.data(), b.size(), l);
 }
 
 // ---- chunking -------------------------------------------------------------------------------

@@ -121,6 +121,9 @@ struct Envelope {
     push @4 :FragmentPush;
     broadcast @5 :FragmentBroadcast;
     reject @6 :Rejection;
+    ack @7 :PushAck;
+    pull @8 :PullRequest;
+    progress @9 :Progress;
   }
 }
 
@@ -141,4 +144,28 @@ struct OwnerCheckpoint {
   xiSyncSeconds @6 :Float64;
   anchors @7 :List(AnchorEntry);       # oldest first; may be empty
   merged @8 :List(MergedPush);         # per learner, newest merged push (rebase bookkeeping)
+}
+
+# Fragment owner -> learner: a whole push was accepted (it is pending for, or already in, the next
+# outer step); the learner may send its next push of this fragment.
+struct PushAck {
+  learnerId @0 :Int32;
+  incarnation @1 :UInt64;
+  fragmentId @2 :Int32;
+  transferId @3 :UInt64;               # the accepted push's transfer id
+  version @4 :UInt64;                  # the owner's version of the fragment when it accepted
+}
+
+# Learner (or evaluator) -> fragment owner: send me the fragment's current value (as broadcast
+# chunks, to the sender only).
+struct PullRequest {
+  learnerId @0 :Int32 = -1;            # -1: not a learner (the evaluator)
+  incarnation @1 :UInt64;
+  fragmentId @2 :Int32;                # the fragment the receiving owner holds
+}
+
+# Health monitor -> learner: global training progress (reply to each heartbeat).
+struct Progress {
+  totalTokens @0 :UInt64;              # tokens all learners have trained on, all incarnations
+  liveLearners @1 :UInt32;             # learners alive when it was sent
 }

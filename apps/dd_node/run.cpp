@@ -3,20 +3,27 @@
 // selected experiment of the file, prints live progress, and writes each run directory
 // (events.jsonl, summary.json, experiment.json, run_info.json). With several experiments (e.g.
 // examples/baselines.lua) they run one after another on the same machine and a comparison table
-// is printed at the end (also written to <first run dir>/../comparison.json).
+// is printed at the end (also written as JSON to --table FILE, default runs/comparison.json).
 //
-// Every run directory is locked for the life of the process (run_lock.hpp). SIGINT / SIGTERM:
+// A run directory holds one run: run_cluster removes an earlier run's summary.json/run_info.json
+// and owner checkpoints at the start (and says so on stderr). Every run directory is locked for
+// the life of the process (run_lock.hpp). SIGINT / SIGTERM:
 // the first one stops the run gracefully (learners stop at their next step boundary, final
 // evaluation, summary.json with "interrupted": true; experiments not yet started are skipped);
 // a second one exits at once. The handler only touches lock-free atomics (and write/_exit on
 // the second signal); run_cluster's progress loop polls the flag.
-// Exit codes: 0 ok, 1 runtime failure, 2 bad flags, bad configuration or a run directory in use
-// by another process, 128 + signal (130 SIGINT, 143 SIGTERM) when interrupted — after the
-// graceful stop as well as on the immediate exit.
+// Exit codes: 0 ok, 1 runtime failure (an exception, or a run that failed: it trained no token
+// or a learner exhausted its restart budget — summary.json then has "failed": true and
+// "failure_reason"), 2 bad flags, bad configuration (including data too small for the learners,
+// checked before anything starts) or a run directory in use by another process, 128 + signal
+// (130 SIGINT, 143 SIGTERM) when interrupted — after the graceful stop as well as on the
+// immediate exit.
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
+#include <cmath>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -79,10 +86,20 @@ void print_run_help(FILE* f) {
                "  --run-dir DIR    run directory (one experiment only; default runs/<name>);\n"
                "                   also moves the owner checkpoints to DIR/checkpoints unless\n"
                "                   the experiment sets checkpoint.dir\n"
-               "  --progress S     progress line every S seconds (default 5; 0 = off)\n"
+               "  --progress S     progress line every S seconds (a number >= 0; default 5;\n"
+               "                   0 = off)\n"
+               "  --table FILE     where the comparison table of several experiments is\n"
+               "                   written as JSON (default runs/comparison.json)\n"
+               "A run directory holds one run: a new run replaces what an earlier one left there\n"
+               "(summary.json, run_info.json, events.jsonl, owner checkpoints); owner checkpoints\n"
+               "serve owners respawned within a run (there is no whole-job resume).\n"
                "A run directory is locked (DIR/LOCK) while a run uses it: a second run on it\n"
                "exits with status 2. SIGINT/SIGTERM stops gracefully (summary.json gets\n"
-               "\"interrupted\": true; exit status 130/143); a second signal exits at once.\n");
+               "\"interrupted\": true; exit status 130/143); a second signal exits at once.\n"
+               "Exit status: 0 ok; 1 runtime failure (also a run that trained no token or lost\n"
+               "a learner for good: summary.json gets \"failed\": true); 2 bad flags, bad\n"
+               "configuration (e.g. a data file too small for the learners) or a locked run\n"
+               "directory; 130/143 interrupted.\n");
 }
 
 std::string table_row(const std::string& name, const nlohmann::json& s, const nlohmann::json& i) {
@@ -95,6 +112,21 @@ std::string table_row(const std::string& name, const nlohmann::json& s, const nl
                      num("effective_goodput"), num("uptime"), s.value("merges", uint64_t{0}),
                      num("mean_contributors_per_merge"), s.value("learner_restarts", uint64_t{0}),
                      static_cast<double>(s.value("bytes_pushed", uint64_t{0})) / 1e6);
+}
+
+/// Parses the value of a numeric flag: a finite number >= 0, the whole string. False (with a
+/// message on stderr) otherwise.
+bool parse_seconds(const char* flag, const char* text, double& out) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (end == text || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v < 0.0) {
+    std::fprintf(stderr, "dd-node run: %s needs a number of seconds >= 0 (0 = off), got '%s'\n",
+                 flag, text);
+    return false;
+  }
+  out = v;
+  return true;
 }
 
 }  // namespace
@@ -130,8 +162,7 @@ int run_main(int argc, char** argv) {
       run_dir = v;
     } else if (a == "--progress") {
       const char* v = need("--progress");
-      if (v == nullptr) return 2;
-      progress = std::atof(v);
+      if (v == nullptr || !parse_seconds("--progress", v, progress)) return 2;
     } else if (a == "--table") {
       const char* v = need("--table");
       if (v == nullptr) return 2;
@@ -172,6 +203,15 @@ int run_main(int argc, char** argv) {
                    config::to_string(exp.learners.backend), e.what());
       return 2;
     }
+    // Likewise when the data cannot feed every learner (a shard shorter than 2·T+1 tokens) or
+    // the evaluator: every learner would throw at spawn, exhaust its restarts, and the run
+    // would end having trained nothing.
+    try {
+      actors::check_experiment_data(exp);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dd-node run: %s: %s\n", exp.name.c_str(), e.what());
+      return 2;
+    }
   }
   // Lock every run directory before anything is written into any of them.
   std::vector<run_dir_lock> locks;
@@ -197,6 +237,7 @@ int run_main(int argc, char** argv) {
   install_stop_handlers();
   nlohmann::json table = nlohmann::json::array();
   std::vector<std::string> rows;
+  int failed = 0;
   for (const auto& exp : loaded.experiments) {
     if (g_interrupt.load() != 0) break;  // interrupted between two experiments
     actors::run_options ro;
@@ -222,9 +263,17 @@ int run_main(int argc, char** argv) {
       return 1;
     }
     std::printf("== %s %s: %s\n", exp.name.c_str(),
-                r.interrupted ? ("interrupted by " + r.interrupt_reason).c_str() : "done",
+                r.interrupted ? ("interrupted by " + r.interrupt_reason).c_str()
+                : r.failed    ? "FAILED"
+                              : "done",
                 r.summary.dump().c_str());
     std::fflush(stdout);
+    if (r.failed) {
+      ++failed;
+      std::fprintf(stderr, "dd-node run: %s failed: %s\n", exp.name.c_str(),
+                   r.failure_reason.c_str());
+      std::fflush(stderr);
+    }
     rows.push_back(table_row(exp.name, r.summary, r.info));
     table.push_back({{"experiment", exp.name}, {"summary", r.summary}, {"info", r.info}});
   }
@@ -240,6 +289,12 @@ int run_main(int argc, char** argv) {
     std::printf("comparison written to %s\n", table_path.c_str());
   }
   if (const int sig = g_interrupt.load(); sig != 0) return 128 + sig;
+  if (failed > 0) {
+    if (loaded.experiments.size() > 1)
+      std::fprintf(stderr, "dd-node run: %d of %zu experiments failed\n", failed,
+                   loaded.experiments.size());
+    return 1;
+  }
   return 0;
 }
 

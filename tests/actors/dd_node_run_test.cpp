@@ -6,7 +6,11 @@
 //     default runs/<name>);
 //   - a second signal exits at once (SIGTERM twice: 143);
 //   - a second run on the same run directory exits 2 naming the directory and the holder's PID;
-//     once the holder is gone (killed), the directory can be used again.
+//     once the holder is gone (killed), the directory can be used again;
+//   - data too small for the learners: exit 2 before anything starts; a learner lost for good
+//     (restart budget spent): exit 1, "failed" in summary.json, and an owner respawned before
+//     its first checkpoint warns on stderr; a re-run removes the earlier summary.json at its
+//     start; --progress takes only a number >= 0.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/types.h>
@@ -57,9 +61,11 @@ fs::path make_workdir(const std::string& name) {
   return dir;
 }
 
-/// Starts `dd-node run tiny.lua <args>` in `cwd`, stdout/stderr to cwd/<tag>.out / .err.
-pid_t start(const fs::path& cwd, const std::string& tag, const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {DD_NODE_BIN, "run", "tiny.lua", "--progress", "0"};
+/// Starts `dd-node run <file> --progress 0 <args>` in `cwd`, stdout/stderr to cwd/<tag>.out /
+/// .err.
+pid_t start(const fs::path& cwd, const std::string& tag, const std::vector<std::string>& args,
+            const std::string& file = "tiny.lua") {
+  std::vector<std::string> argv = {DD_NODE_BIN, "run", file, "--progress", "0"};
   argv.insert(argv.end(), args.begin(), args.end());
   const std::string out = (cwd / (tag + ".out")).string();
   const std::string err = (cwd / (tag + ".err")).string();
@@ -191,6 +197,123 @@ TEST(dd_node_run, a_second_run_on_the_same_directory_is_refused) {
   const pid_t third = start(dir, "c", {"--run-dir", "run", "--set", "budget.steps=4"});
   EXPECT_EQ(wait_exit(third, 60), 0) << read_text(dir / "c.err");
   EXPECT_TRUE(fs::exists(dir / "run" / "summary.json"));
+  fs::remove_all(dir);
+}
+
+// A data file too small for the learners is refused before anything starts (exit 2, naming the
+// file, the learner count and the sizes), instead of learners crashing at spawn until their
+// restart budgets run out and the run "finishing" with 0 tokens.
+TEST(dd_node_run, data_too_small_for_the_learners_is_refused_with_exit_2) {
+  const fs::path dir = make_workdir("small");
+  {
+    std::ifstream in(std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt", std::ios::binary);
+    std::string text(300, '\0');
+    in.read(text.data(), 300);
+    std::ofstream(dir / "small.txt", std::ios::binary) << text;
+  }
+  const pid_t pid = start(dir, "a",
+                          {"--run-dir", "run", "--set", "data.file=\"small.txt\"", "--set",
+                           "learners.count=4", "--set", "model.context=128", "--set",
+                           "data.sharding=\"contiguous\"", "--set", "budget.steps=2"});
+  EXPECT_EQ(wait_exit(pid, 30), 2) << read_text(dir / "a.err");
+  const std::string err = read_text(dir / "a.err");
+  EXPECT_NE(err.find("small.txt' (300 tokens: 270 train, 30 validation) is too small for 4 "
+                     "learners"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("has a shard of 67 tokens, fewer than 2·T+1 = 257"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir / "run" / "summary.json"));
+  EXPECT_FALSE(fs::exists(dir / "run" / "events.jsonl"));
+  EXPECT_EQ(read_text(dir / "a.out").find("done"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// A run that loses a learner for good (restart budget spent: six kills in a row) is a runtime
+// failure: exit 1, the reason on stderr, "failed": true in summary.json. An owner killed at
+// version 1 with no checkpoint yet restarts from the initial weights and says so on stderr.
+TEST(dd_node_run, a_run_that_loses_a_learner_for_good_exits_1) {
+  const fs::path dir = make_workdir("fail");
+  std::ofstream(dir / "fail.lua")
+      << "experiment {\n"
+         "  name = 'fail',\n"
+         "  data = { file = '" << DD_DATA_DIR << "/tinyshakespeare/input.txt' },\n"
+         "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
+         "  learners = { count = 2, batch = 4, threads = 1 },\n"
+         "  sync = { fragments = 2, interval = 4 },\n"
+         "  eval = { every_seconds = 0, batches = 2 },\n"
+         "  budget = { steps = 40 },\n"
+         "  checkpoint = { every_versions = 1000 },\n"
+         "  chaos = { events = {\n"
+         "    { at_step = 4, action = 'kill_owner', target = 0 },\n"
+         "    { at_step = 2, action = 'kill', target = 1 }, { at_step = 4, action = 'kill', target = 1 },\n"
+         "    { at_step = 6, action = 'kill', target = 1 }, { at_step = 8, action = 'kill', target = 1 },\n"
+         "    { at_step = 10, action = 'kill', target = 1 }, { at_step = 12, action = 'kill', target = 1 },\n"
+         "  } },\n"
+         "}\n";
+  // Restart backoff 0.5 + 1 + 2 + 4 + 8 s before the sixth kill gives up: about 16 s.
+  const pid_t pid = start(dir, "a", {"--run-dir", "run"}, "fail.lua");
+  EXPECT_EQ(wait_exit(pid, 90), 1) << read_text(dir / "a.err");
+  const std::string err = read_text(dir / "a.err");
+  EXPECT_NE(err.find("dd-node run: fail failed: learner 1 of 2 exhausted its restart budget"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("warning: fragment owner 0: it was respawned before its first checkpoint"),
+            std::string::npos)
+      << err;
+  EXPECT_NE(err.find("restarts from the initial weights"), std::string::npos) << err;
+  EXPECT_NE(read_text(dir / "a.out").find("== fail FAILED:"), std::string::npos)
+      << read_text(dir / "a.out");
+  ASSERT_TRUE(fs::exists(dir / "run" / "summary.json"));
+  const auto summary = nlohmann::json::parse(read_text(dir / "run" / "summary.json"));
+  EXPECT_EQ(summary.value("failed", false), true);
+  EXPECT_NE(summary.value("failure_reason", std::string()).find("learner 1 of 2"),
+            std::string::npos);
+  EXPECT_TRUE(summary.contains("final_val_loss") && summary.contains("tokens") &&
+              summary.contains("learner_restarts"));
+  EXPECT_EQ(summary["learner_restarts"].get<int>(), 5);
+  fs::remove_all(dir);
+}
+
+// A run directory holds one run: a re-run removes the earlier run's summary.json and
+// run_info.json as it starts (and says so), so a re-run killed midway never leaves a stale
+// summary that looks finished.
+TEST(dd_node_run, a_rerun_removes_the_earlier_summary_at_the_start) {
+  const fs::path dir = make_workdir("rerun");
+  fs::create_directories(dir / "run" / "checkpoints");
+  std::ofstream(dir / "run" / "summary.json") << "{\"final_val_loss\": 1.5, \"tokens\": 9}\n";
+  std::ofstream(dir / "run" / "run_info.json") << "{}\n";
+  std::ofstream(dir / "run" / "events.jsonl") << "{\"event\":\"finished\"}\n";
+  std::ofstream(dir / "run" / "checkpoints" / "owner_0.ddck") << "old";
+  const pid_t pid = start(dir, "a", {"--run-dir", "run"});
+  ASSERT_GT(pid, 0);
+  const bool started =
+      wait_for([&] { return has_event(dir / "run" / "events.jsonl", "learner_start"); }, 60);
+  EXPECT_TRUE(started) << read_text(dir / "a.err");
+  EXPECT_FALSE(fs::exists(dir / "run" / "summary.json"));
+  EXPECT_FALSE(fs::exists(dir / "run" / "run_info.json"));
+  EXPECT_FALSE(has_event(dir / "run" / "events.jsonl", "finished"));
+  ::kill(pid, SIGKILL);  // a re-run killed midway
+  EXPECT_EQ(wait_exit(pid, 10), 256 + SIGKILL);
+  EXPECT_FALSE(fs::exists(dir / "run" / "summary.json"));
+  const std::string err = read_text(dir / "a.err");
+  EXPECT_NE(err.find("run directory 'run' held an earlier run (summary.json, run_info.json, "
+                     "events.jsonl, 1 owner checkpoint): replaced by this run"),
+            std::string::npos)
+      << err;
+  fs::remove_all(dir);
+}
+
+// Numeric flags take numbers: --progress abc / -1 is refused (it used to be read as 0: off).
+TEST(dd_node_run, a_non_numeric_progress_is_refused_with_exit_2) {
+  const fs::path dir = make_workdir("flags");
+  for (const std::string bad : {"abc", "-1", "5s", "", "nan"}) {
+    const pid_t pid = start(dir, "a", {"--run-dir", "run", "--progress", bad});
+    EXPECT_EQ(wait_exit(pid, 30), 2) << bad;
+    EXPECT_NE(read_text(dir / "a.err").find("--progress needs a number of seconds >= 0"),
+              std::string::npos)
+        << bad << ": " << read_text(dir / "a.err");
+  }
+  EXPECT_FALSE(fs::exists(dir / "run"));
   fs::remove_all(dir);
 }
 

@@ -48,6 +48,9 @@ struct monitor_fixture : ::testing::Test {
     return inc;
   }
 
+  /// live_learners of the last progress reply.
+  uint32_t last_live = 0;
+
   /// Sends a heartbeat from `self`; returns the progress reply, if one came within 2 s.
   std::optional<uint64_t> beat(caf::scoped_actor& self, int32_t id, uint64_t inc,
                                uint64_t tokens) {
@@ -61,7 +64,17 @@ struct monitor_fixture : ::testing::Test {
     std::optional<uint64_t> out;
     bool done = false;
     while (!done) {
-      self->receive([&](atoms::progress_atom, uint64_t total) { out = total, done = true; },
+      self->receive(
+                    [&](atoms::progress_atom, const std::vector<uint8_t>& bytes) {
+                      // The reply travels as codec bytes (a progress_msg).
+                      auto pm = decode_progress(bytes);
+                      EXPECT_TRUE(pm.ok()) << pm.error().message;
+                      if (pm) {
+                        out = pm->total_tokens;
+                        last_live = pm->live_learners;
+                      }
+                      done = true;
+                    },
                     [&](atoms::owners_atom, const std::vector<caf::actor>&) {},
                     caf::after(std::chrono::seconds(2)) >> [&] { done = true; });
     }
@@ -74,6 +87,7 @@ TEST_F(monitor_fixture, every_heartbeat_is_answered_with_the_tokens_of_all_learn
   ASSERT_EQ(join(a, 0), 0u);
   ASSERT_EQ(join(b, 1), 0u);
   EXPECT_EQ(beat(a, 0, 0, 6144), std::optional<uint64_t>(6144));
+  EXPECT_EQ(last_live, 2u);
   EXPECT_EQ(beat(b, 1, 0, 2048), std::optional<uint64_t>(8192));
   EXPECT_EQ(beat(a, 0, 0, 8192), std::optional<uint64_t>(10240));
   // A respawn: learner 1's new incarnation starts its own count; the old tokens still count.
@@ -83,6 +97,7 @@ TEST_F(monitor_fixture, every_heartbeat_is_answered_with_the_tokens_of_all_learn
   // The old incarnation's heartbeat is neither answered nor counted.
   EXPECT_EQ(beat(b, 1, 0, 99999), std::nullopt);
   EXPECT_EQ(beat(a, 0, 0, 10240), std::optional<uint64_t>(16384));
+  EXPECT_EQ(last_live, 2u);  // learner 1's new incarnation replaced the old one
 }
 
 }  // namespace

@@ -2,11 +2,14 @@
 // scheduler (detached learners on their own threads) and a small model and budget: the run
 // directory holds summary.json with exactly the documented keys and sane values and an
 // events.jsonl of timestamped JSON objects; with learner 2 killed at 40% of the run, merges never
-// stop (uptime 100% with K = 1), the learner is respawned and contributes again.
+// stop (uptime 100% with K = 1), the learner is respawned and contributes again. A learner that
+// exhausts its restart budget fails the run ("failed" in summary.json); data too small for the
+// learners is refused before anything starts; a new run removes an earlier run's summary.
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -118,6 +121,125 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
   EXPECT_TRUE(respawn);
   EXPECT_TRUE(contributed);
   EXPECT_LT(killed.final_val_loss, 4.5);
+  std::filesystem::remove_all(dir);
+}
+
+// A learner whose supervisor gives up (restart budget spent) fails the run: summary.json keeps
+// every key and adds "failed": true with the reason.
+TEST(main_job, a_learner_that_exhausts_its_restarts_fails_the_run) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_give_up";
+  std::filesystem::remove_all(dir);
+  run_options ro;
+  ro.progress_every_s = 0;
+  ro.restart.max_restarts = 0;  // the first crash is the last
+  ro.run_dir = dir.string();
+  fault_spec kill;
+  kill.what = fault_spec::kind::kill_learner;
+  kill.target = 1;
+  kill.at_step = 10;
+  ro.faults.push_back(kill);
+  auto e = small_experiment("give_up");
+  e.budget.steps = 30;
+  auto r = run_cluster(e, ro);
+  ASSERT_TRUE(r.finished);
+  EXPECT_TRUE(r.failed);
+  EXPECT_NE(r.failure_reason.find("learner 1 of 4 exhausted its restart budget"),
+            std::string::npos)
+      << r.failure_reason;
+  auto summary = read_json(dir / "summary.json");
+  EXPECT_EQ(summary.value("failed", false), true);
+  EXPECT_EQ(summary.value("failure_reason", std::string()), r.failure_reason);
+  for (const char* k : {"final_val_loss", "tokens", "wall_seconds", "goodput", "effective_goodput",
+                        "uptime", "merges", "mean_contributors_per_merge", "learner_restarts",
+                        "bytes_pushed", "bytes_broadcast"})
+    EXPECT_TRUE(summary.contains(k)) << k;
+  EXPECT_GT(summary["tokens"].get<uint64_t>(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+// The data check run before anything starts: a shard shorter than 2·T+1 tokens, or a validation
+// split shorter than T+1, is refused with the file, the learner count and the sizes.
+TEST(main_job, data_too_small_for_the_learners_is_refused) {
+  auto e = small_experiment("small");
+  e.data.file = "small.txt";
+  e.model.context = 128;
+  e.data.sharding = config::sharding_kind::contiguous;
+  const auto data = text_dataset::from_text(std::string(300, 'a'), 0.9, "small.txt");
+  try {
+    check_learner_data(e, data);
+    ADD_FAILURE() << "no exception";
+  } catch (const std::invalid_argument& ex) {
+    const std::string what = ex.what();
+    EXPECT_NE(what.find("data.file 'small.txt' (300 tokens: 270 train, 30 validation)"),
+              std::string::npos)
+        << what;
+    EXPECT_NE(what.find("4 learners"), std::string::npos) << what;
+    EXPECT_NE(what.find("learner 0 of 4 has a shard of 67 tokens, fewer than 2·T+1 = 257"),
+              std::string::npos)
+        << what;
+  }
+  e.data.sharding = config::sharding_kind::interleaved;  // the same stream the learners build
+  try {
+    check_learner_data(e, data);
+    ADD_FAILURE() << "no exception";
+  } catch (const std::invalid_argument& ex) {
+    EXPECT_NE(std::string(ex.what()).find("the train split has 270 tokens, fewer than"),
+              std::string::npos)
+        << ex.what();
+  }
+  e.learners.count = 1;
+  e.model.context = 64;  // shard 270 >= 129, validation 30 < 65
+  try {
+    check_learner_data(e, data);
+    ADD_FAILURE() << "no exception";
+  } catch (const std::invalid_argument& ex) {
+    EXPECT_NE(std::string(ex.what()).find("validation split has 30 tokens, fewer than T+1 = 65"),
+              std::string::npos)
+        << ex.what();
+  }
+  e.model.context = 16;
+  EXPECT_NO_THROW(check_learner_data(e, data));
+  // make_cluster_setup refuses it too, before it creates the run directory.
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_small";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "small.txt") << std::string(300, 'a');
+  e.data.file = (dir / "small.txt").string();
+  e.model.context = 128;
+  e.learners.count = 4;
+  run_options ro;
+  ro.run_dir = (dir / "run").string();
+  EXPECT_THROW(make_cluster_setup(e, ro), std::invalid_argument);
+  EXPECT_FALSE(std::filesystem::exists(dir / "run"));
+  std::filesystem::remove_all(dir);
+}
+
+// A run directory holds one run: an earlier run's summary.json and run_info.json are removed
+// when the next run starts (a killed re-run must not leave a stale summary that looks finished).
+TEST(main_job, a_new_run_removes_the_earlier_runs_summary) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_rerun";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir / "checkpoints");
+  std::ofstream(dir / "summary.json") << "{\"final_val_loss\": 1.5}\n";
+  std::ofstream(dir / "run_info.json") << "{}\n";
+  std::ofstream(dir / "checkpoints" / "owner_1.ddck") << "old";
+  auto e = small_experiment("rerun");
+  e.checkpoint.dir = (dir / "checkpoints").string();
+  run_options ro;
+  ro.run_dir = dir.string();
+  auto setup = make_cluster_setup(e, ro);
+  EXPECT_FALSE(std::filesystem::exists(dir / "summary.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "run_info.json"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "checkpoints" / "owner_1.ddck"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "experiment.json"));
+  const std::vector<std::string> want = {"summary.json", "run_info.json", "1 owner checkpoint"};
+  EXPECT_EQ(setup->replaced, want);
+  setup.reset();
+  // Nothing there: nothing replaced.
+  const auto fresh = dir / "fresh";
+  e.checkpoint.dir = (fresh / "checkpoints").string();
+  ro.run_dir = fresh.string();
+  EXPECT_TRUE(make_cluster_setup(e, ro)->replaced.empty());
   std::filesystem::remove_all(dir);
 }
 

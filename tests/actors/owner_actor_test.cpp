@@ -1,8 +1,11 @@
 // tests/actors/owner_actor_test.cpp — the fragment owner and supervisor actors on CAF's test
 // coordinator with a manual clock: acks, the grace timer, broadcasts to every live learner, a
 // stale push answered with a rejection plus the current value, and an owner killed and respawned
-// by its supervisor that restores value, momentum and version from its checkpoint.
+// by its supervisor that restores value, momentum and version from its checkpoint; an owner
+// respawned before its first checkpoint, or with an unreadable one, restarts from the initial
+// value with an event and one warning line on the run log's console hook.
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -23,6 +26,8 @@ using dd::test::tiny_layout;
 /// What a probe (a stand-in learner or monitor) saw.
 struct probe_log {
   std::vector<uint64_t> acked;
+  std::vector<push_ack> acks;        ///< the decoded acks (acked holds their transfer ids)
+  int undecodable_acks = 0;
   std::vector<broadcast_msg> broadcasts;
   std::vector<reject_msg> rejects;
   std::vector<caf::actor> subscribed;  ///< owners that subscribed (as a monitor probe)
@@ -34,7 +39,17 @@ caf::behavior probe(caf::event_based_actor* self, std::shared_ptr<probe_log> log
     [=](caf::forward_atom, const caf::actor& owner, const std::vector<uint8_t>& bytes) {
       self->send(owner, atoms::push_atom_v, bytes);
     },
-    [=](atoms::ack_atom, int32_t, uint64_t transfer_id) { log->acked.push_back(transfer_id); },
+    [=](caf::forward_atom, const caf::actor& owner, atoms::pull_atom,
+        const std::vector<uint8_t>& bytes) { self->send(owner, atoms::pull_atom_v, bytes); },
+    [=](atoms::ack_atom, const std::vector<uint8_t>& bytes) {
+      auto a = decode_push_ack(bytes);
+      if (!a) {
+        log->undecodable_acks += 1;
+        return;
+      }
+      log->acked.push_back(a->transfer_id);
+      log->acks.push_back(*a);
+    },
     [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes) {
       auto b = decode_broadcast(bytes);
       if (b) log->broadcasts.push_back(*b);
@@ -108,6 +123,12 @@ TEST_F(owner_actor_test, grace_timer_then_broadcast_to_every_live_learner) {
   set_live(owner);
   push_from(a, owner, make_push(0, 0, 0, 1, 10, 1, std::vector<float>(6, 0.5f)));
   ASSERT_EQ(a_log->acked, std::vector<uint64_t>{1});
+  ASSERT_EQ(a_log->acks.size(), 1u);  // the ack travels as codec bytes naming the push
+  EXPECT_EQ(a_log->acks[0].learner_id, 0);
+  EXPECT_EQ(a_log->acks[0].incarnation, 0u);
+  EXPECT_EQ(a_log->acks[0].fragment_id, 0);
+  EXPECT_EQ(a_log->acks[0].version, 0u);
+  EXPECT_EQ(a_log->undecodable_acks, 0);
   EXPECT_TRUE(a_log->broadcasts.empty());  // K = 1 reached, 2 s grace window running
   env.advance(1.0);
   EXPECT_TRUE(a_log->broadcasts.empty());
@@ -176,7 +197,7 @@ TEST_F(owner_actor_test, respawned_owner_restores_its_checkpoint) {
   EXPECT_NE(respawned, owner);
   // Its value and version are the checkpoint's; a pull returns them.
   a_log->broadcasts.clear();
-  caf::anon_send(respawned, atoms::pull_atom_v, int32_t{0});
+  caf::anon_send(respawned, atoms::pull_atom_v, encode(pull_request{0, 0, 0}));
   env.run();
   auto events = log.events();
   bool restored = false;
@@ -202,6 +223,134 @@ TEST_F(owner_actor_test, respawned_owner_restores_its_checkpoint) {
   EXPECT_EQ(values_of(after), ref.value());
   to_stop.push_back(respawned);
   std::filesystem::remove_all(dir);
+}
+
+// An owner that restarts from the initial weights says so on the console hook (stderr in
+// dd-node run), besides its events: respawned before its first checkpoint ...
+TEST_F(owner_actor_test, owner_respawned_before_its_first_checkpoint_warns) {
+  auto dir = std::filesystem::temp_directory_path() / "dd_owner_actor_test_nockpt";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto ctx = context();
+  ctx->options.checkpoint_every = 1000;  // never reached
+  ctx->options.checkpoint_path = (dir / "owner_0.ddck").string();
+  run_log log({}, true, [this] { return env.now(); });
+  std::vector<std::string> console;
+  log.set_console([&console](const std::string& line) { console.push_back(line); });
+  ctx->log = &log;
+  auto sctx = std::make_shared<supervisor_context>();
+  sctx->name = "owners";
+  sctx->restart.backoff_base_s = 0.5;
+  sctx->log = &log;
+  std::shared_ptr<const owner_context> cc = ctx;
+  sctx->children.push_back(
+      {"owner", 0, [cc](caf::actor_system& sys) { return sys.spawn(fragment_owner, cc); }});
+  auto sup = env.sys->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
+  to_stop.push_back(sup);
+  env.run();
+  ASSERT_EQ(monitor_log->subscribed.size(), 1u);
+  auto owner = monitor_log->subscribed.back();
+  set_live(owner);
+  push_from(a, owner, make_push(0, 0, 0, 1, 10, 1, std::vector<float>(6, 0.5f)));
+  push_from(b, owner, make_push(1, 0, 0, 1, 10, 1, std::vector<float>(6, 0.3f)));
+  ASSERT_EQ(a_log->broadcasts.size(), 1u);  // version 1, no checkpoint written
+  EXPECT_TRUE(console.empty()) << "a first start is not a reset";
+  ASSERT_FALSE(std::filesystem::exists(ctx->options.checkpoint_path));
+
+  caf::anon_send_exit(owner, caf::exit_reason::kill);
+  env.run();
+  env.advance(0.5);
+  ASSERT_EQ(monitor_log->subscribed.size(), 2u);
+  auto respawned = monitor_log->subscribed.back();
+  to_stop.push_back(respawned);
+  int resets = 0;
+  for (const auto& e : log.events())
+    if (e["event"] == "owner_start" && e.contains("reset")) {
+      ++resets;
+      EXPECT_EQ(e["version"], 0);
+      EXPECT_NE(e["reset"].get<std::string>().find("before its first checkpoint"),
+                std::string::npos)
+          << e.dump();
+    }
+  EXPECT_EQ(resets, 1);
+  ASSERT_EQ(console.size(), 1u);
+  EXPECT_NE(console[0].find("warning: fragment owner 0: it was respawned before its first "
+                            "checkpoint"),
+            std::string::npos)
+      << console[0];
+  EXPECT_NE(console[0].find("restarts from the initial weights"), std::string::npos)
+      << console[0];
+  std::filesystem::remove_all(dir);
+}
+
+// ... or with an unreadable (truncated) checkpoint file.
+TEST_F(owner_actor_test, owner_with_an_unreadable_checkpoint_warns) {
+  auto dir = std::filesystem::temp_directory_path() / "dd_owner_actor_test_badckpt";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto ctx = context();
+  ctx->options.checkpoint_every = 1;
+  ctx->options.checkpoint_path = (dir / "owner_0.ddck").string();
+  std::ofstream(ctx->options.checkpoint_path, std::ios::binary) << "DDCK truncated";
+  run_log log({}, true, [this] { return env.now(); });
+  std::vector<std::string> console;
+  log.set_console([&console](const std::string& line) { console.push_back(line); });
+  ctx->log = &log;
+  auto owner = env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx));
+  to_stop.push_back(owner);
+  env.run();
+  bool failure = false, reset = false;
+  for (const auto& e : log.events()) {
+    if (e["event"] == "failure" && e["what"] == "checkpoint_unreadable") failure = true;
+    if (e["event"] == "owner_start" && e.contains("reset") && e["version"] == 0) reset = true;
+  }
+  EXPECT_TRUE(failure);
+  EXPECT_TRUE(reset);
+  ASSERT_EQ(console.size(), 1u);
+  EXPECT_NE(console[0].find("warning: fragment owner 0: its checkpoint '" +
+                            ctx->options.checkpoint_path + "' is unreadable"),
+            std::string::npos)
+      << console[0];
+  EXPECT_NE(console[0].find("restarts from the initial weights"), std::string::npos)
+      << console[0];
+  std::filesystem::remove_all(dir);
+}
+
+// A pull travels as codec bytes: a valid one is answered with the current value (to the sender
+// only); undecodable bytes or a pull for another fragment are dropped with a `failure` event.
+TEST_F(owner_actor_test, pull_is_a_codec_message_and_bad_pulls_are_dropped) {
+  auto ctx = context();
+  run_log log({}, true, [this] { return env.now(); });
+  ctx->log = &log;
+  auto owner = env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx));
+  to_stop.push_back(owner);
+  env.run();
+  caf::anon_send(a, caf::forward_atom_v, owner, atoms::pull_atom_v,
+                 encode(pull_request{0, 0, 0}));
+  env.run();
+  ASSERT_EQ(a_log->broadcasts.size(), 1u);
+  EXPECT_EQ(a_log->broadcasts[0].version, 0u);
+  for (float v : values_of(a_log->broadcasts[0])) EXPECT_EQ(v, 1.0f);
+  EXPECT_TRUE(b_log->broadcasts.empty());
+  // The evaluator's pull (learner id -1) is valid too.
+  caf::anon_send(b, caf::forward_atom_v, owner, atoms::pull_atom_v,
+                 encode(pull_request{-1, 0, 0}));
+  env.run();
+  EXPECT_EQ(b_log->broadcasts.size(), 1u);
+
+  a_log->broadcasts.clear();
+  caf::anon_send(a, caf::forward_atom_v, owner, atoms::pull_atom_v,
+                 std::vector<uint8_t>{1, 2, 3});  // not a message
+  caf::anon_send(a, caf::forward_atom_v, owner, atoms::pull_atom_v,
+                 encode(heartbeat_msg{}));  // another kind
+  caf::anon_send(a, caf::forward_atom_v, owner, atoms::pull_atom_v,
+                 encode(pull_request{0, 0, 3}));  // another owner's fragment
+  env.run();
+  EXPECT_TRUE(a_log->broadcasts.empty());
+  int failures = 0;
+  for (const auto& e : log.events())
+    if (e["event"] == "failure" && e["what"] == "undecodable_pull") ++failures;
+  EXPECT_EQ(failures, 3);
 }
 
 }  // namespace

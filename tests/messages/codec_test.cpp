@@ -191,6 +191,89 @@ TEST(Codec, RejectRoundTripEveryReason) {
   EXPECT_EQ(to_string(reject_reason::superseded), "superseded");
 }
 
+TEST(Codec, PushAckRoundTrip) {
+  push_ack m{3, 7, 5, 99, 41};
+  auto bytes = encode(m);
+  auto kind = peek_kind(bytes);
+  ASSERT_TRUE(kind.ok()) << kind.error().message;
+  EXPECT_EQ(*kind, message_kind::ack);
+  auto d = decode_push_ack(bytes);
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->learner_id, 3);
+  EXPECT_EQ(d->incarnation, 7u);
+  EXPECT_EQ(d->fragment_id, 5);
+  EXPECT_EQ(d->transfer_id, 99u);
+  EXPECT_EQ(d->version, 41u);
+}
+
+TEST(Codec, PullRequestRoundTrip) {
+  pull_request m{2, 4, 6};
+  auto bytes = encode(m);
+  EXPECT_EQ(*peek_kind(bytes), message_kind::pull);
+  auto d = decode_pull_request(bytes);
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->learner_id, 2);
+  EXPECT_EQ(d->incarnation, 4u);
+  EXPECT_EQ(d->fragment_id, 6);
+  // The evaluator's pull: learner id -1 (also the default of a value and of the schema).
+  EXPECT_EQ(pull_request{}.learner_id, -1);
+  auto e = decode_pull_request(encode(pull_request{-1, 0, 0}));
+  ASSERT_TRUE(e.ok()) << e.error().message;
+  EXPECT_EQ(e->learner_id, -1);
+}
+
+TEST(Codec, ProgressRoundTrip) {
+  progress_msg m{uint64_t{1} << 40, 12};
+  auto bytes = encode(m);
+  EXPECT_EQ(*peek_kind(bytes), message_kind::progress);
+  auto d = decode_progress(bytes);
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_EQ(d->total_tokens, uint64_t{1} << 40);
+  EXPECT_EQ(d->live_learners, 12u);
+}
+
+// The kinds keep the Envelope's union order; new members only append (wire.capnp header).
+TEST(Codec, MessageKindsFollowTheUnionOrdinals) {
+  EXPECT_EQ(static_cast<int>(message_kind::reject), 5);
+  EXPECT_EQ(static_cast<int>(message_kind::ack), 6);
+  EXPECT_EQ(static_cast<int>(message_kind::pull), 7);
+  EXPECT_EQ(static_cast<int>(message_kind::progress), 8);
+}
+
+TEST(Codec, AckAndPullFieldChecks) {
+  auto expect_malformed = [](const auto& d, const char* field) {
+    ASSERT_FALSE(d.ok());
+    EXPECT_EQ(d.code(), errc::malformed);
+    EXPECT_NE(d.error().message.find(field), std::string::npos) << d.error().message;
+  };
+  expect_malformed(decode_push_ack(encode(push_ack{0, 0, -1, 1, 0})), "ack.fragmentId");
+  expect_malformed(decode_push_ack(encode(push_ack{-1, 0, 0, 1, 0})), "ack.learnerId");
+  expect_malformed(decode_pull_request(encode(pull_request{0, 0, -2})), "pull.fragmentId");
+  expect_malformed(decode_pull_request(encode(pull_request{-2, 0, 0})), "pull.learnerId");
+}
+
+TEST(Codec, NewKindsRefuseOtherKinds) {
+  auto hb = encode(heartbeat_msg{});
+  auto a = decode_push_ack(hb);
+  ASSERT_FALSE(a.ok());
+  EXPECT_NE(a.error().message.find("expected 'ack'"), std::string::npos) << a.error().message;
+  auto p = decode_pull_request(encode(push_ack{}));
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.error().message.find("'ack', expected 'pull'"), std::string::npos)
+      << p.error().message;
+  auto g = decode_progress(encode(pull_request{}));
+  ASSERT_FALSE(g.ok());
+  EXPECT_NE(g.error().message.find("'pull', expected 'progress'"), std::string::npos)
+      << g.error().message;
+  EXPECT_FALSE(decode_heartbeat(encode(progress_msg{}).data(), encode(progress_msg{}).size()).ok());
+  EXPECT_FALSE(decode_push(encode(progress_msg{5, 1})).ok());
+  decode_limits lim;
+  lim.max_message_bytes = 8;
+  auto big = decode_progress(encode(progress_msg{}), lim);
+  ASSERT_FALSE(big.ok());
+  EXPECT_EQ(big.code(), errc::too_large);
+}
+
 TEST(Codec, WrongKindIsMalformedNamingBoth) {
   auto bytes = encode(heartbeat_msg{});
   auto d = decode_push(bytes);

@@ -22,6 +22,9 @@ void decode_all(const std::vector<uint8_t>& b, int* ok_count) {
     auto pu = decode_push(p, n);
     auto br = decode_broadcast(p, n);
     auto rj = decode_reject(p, n);
+    auto ac = decode_push_ack(p, n);
+    auto pl = decode_pull_request(p, n);
+    auto pg = decode_progress(p, n);
     auto ck = decode_checkpoint(p, n);
     if (pu.ok()) {
       ++*ok_count;
@@ -43,11 +46,34 @@ void decode_all(const std::vector<uint8_t>& b, int* ok_count) {
     if (ck.ok()) {
       EXPECT_EQ(ck->value.size(), ck->momentum.size());
     }
+    if (ac.ok()) {
+      EXPECT_GE(ac->learner_id, 0);
+      EXPECT_GE(ac->fragment_id, 0);
+    }
+    if (pl.ok()) {
+      EXPECT_GE(pl->learner_id, -1);
+      EXPECT_GE(pl->fragment_id, 0);
+    }
     // At most one kind can decode.
-    int kinds = jq.ok() + jr.ok() + hb.ok() + pu.ok() + br.ok() + rj.ok();
+    int kinds = jq.ok() + jr.ok() + hb.ok() + pu.ok() + br.ok() + rj.ok() + ac.ok() + pl.ok() +
+                pg.ok();
     EXPECT_LE(kinds, 1);
     if (kinds == 1) {
       EXPECT_TRUE(k.ok());
+    }
+    if (k.ok()) {
+      // peek_kind agrees with the one decoder that accepts the bytes.
+      const message_kind kind = *k;
+      if (ac.ok()) {
+        EXPECT_EQ(kind, message_kind::ack);
+      }
+      if (pl.ok()) {
+        EXPECT_EQ(kind, message_kind::pull);
+      }
+      if (pg.ok()) {
+        EXPECT_EQ(kind, message_kind::progress);
+      }
+      EXPECT_LE(static_cast<int>(kind), static_cast<int>(message_kind::progress));
     }
   });
 }
@@ -75,6 +101,9 @@ std::vector<std::vector<uint8_t>> valid_messages() {
           encode(p),
           encode(b),
           encode(reject_msg{1, 2, reject_reason::stale, "old", 5}),
+          encode(push_ack{1, 2, 3, 4, 5}),
+          encode(pull_request{1, 2, 3}),
+          encode(progress_msg{123456789, 4}),
           encode_checkpoint(c)};
 }
 

@@ -8,9 +8,9 @@
 // `--backend cpu` runs the same checks on the CPU backend (no device needed): it validates the
 // harness itself and gives kernels/cpu a second, shape-heavy check.
 //
-// Exit status: 0 when every check passes (or no device and no --require-device: "skipped"),
-// 1 when a check fails or a backend throws, 2 for a bad command line, 3 when --require-device
-// is given and no CUDA device is present.
+// Exit status: 0 when every check passes, 1 when a check fails or a backend throws, 2 for a bad
+// command line; with no CUDA device: 77 ("skipped" — ctest's SKIP_RETURN_CODE, so the gpu_check
+// test is reported as skipped, not passed), or 3 when --require-device is given.
 //
 // How the check runs: each case is a function of a backend that draws its inputs from a fixed
 // seed, runs one op and downloads its outputs. The reference backend runs the cases on a pool
@@ -669,11 +669,16 @@ struct cli {
   std::string backend = "cuda";
 };
 
+/// Exit status without a device (and without --require-device): GNU/automake's "skipped",
+/// registered as the ctest's SKIP_RETURN_CODE (tools/gpu_check/CMakeLists.txt).
+constexpr int k_exit_skipped = 77;
+
 int usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s [--require-device] [--quick] [--no-bench] [--device N] [--threads N]\n"
                "          [--backend cuda|cpu]\n"
-               "  --require-device  exit 3 (instead of 0) when no CUDA device is present\n"
+               "  --require-device  exit 3 (instead of 77, \"skipped\") when no CUDA device is\n"
+               "                    present\n"
                "  --quick           small shapes only (no large cases)\n"
                "  --no-bench        skip the sgemm and training-step benchmarks\n"
                "  --device N        CUDA device ordinal (default 0)\n"
@@ -708,7 +713,7 @@ int main_impl(int argc, char** argv) {
   const bool on_cuda = opt.backend == "cuda";
   if (on_cuda && !kernels::cuda_device_present()) {
     std::printf("no CUDA device: skipped\n");
-    return opt.require_device ? 3 : 0;
+    return opt.require_device ? 3 : k_exit_skipped;
   }
   const int hw = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const int threads = opt.threads > 0 ? opt.threads : hw;
