@@ -103,6 +103,20 @@ void log_undecodable(learner_actor* self, const learner_context& ctx, const char
                               {"error", err.message}});
 }
 
+/// The model's values of one fragment, in fragment order (layout.numel floats).
+std::vector<float> read_fragment(const gpt& model, const fragment_layout& layout) {
+  std::vector<float> theta(layout.numel);
+  for (const auto& t : layout.tensors)
+    model.read_parameters(t.flat_offset, t.numel, theta.data() + t.fragment_offset);
+  return theta;
+}
+
+/// Writes one fragment's values (fragment order) into the model.
+void write_fragment(gpt& model, const fragment_layout& layout, const std::vector<float>& theta) {
+  for (const auto& t : layout.tensors)
+    model.write_parameters(t.flat_offset, t.numel, theta.data() + t.fragment_offset);
+}
+
 /// Pull every fragment not yet received in this (re)load.
 void pull_missing(learner_actor* self) {
   auto& st = self->state;
@@ -246,28 +260,23 @@ void apply_global(learner_actor* self, const learner_context& ctx, const broadca
   auto& f = st.frags[static_cast<size_t>(b.fragment_id)];
   auto& model = st.tr->model();
   if (ctx.rebase && f.have && st.now != phase::syncing) {
-    std::vector<float> theta(layout.numel);
-    for (const auto& t : layout.tensors)
-      model.read_parameters(t.flat_offset, t.numel, theta.data() + t.fragment_offset);
+    std::vector<float> theta = read_fragment(model, layout);
     rebase_onto(f, theta, std::move(*values), b.version, b.merged, st.id, st.incarnation);
-    for (const auto& t : layout.tensors)
-      model.write_parameters(t.flat_offset, t.numel, theta.data() + t.fragment_offset);
+    write_fragment(model, layout, theta);
     f.awaiting = false;
     return;
   }
   const double alpha = ctx.mixing_alpha;
   const bool overwrite = alpha <= 0.0 || st.now == phase::syncing;
-  std::vector<float> theta(layout.numel);
+  std::vector<float> theta;
   if (!overwrite) {
-    for (const auto& t : layout.tensors)
-      model.read_parameters(t.flat_offset, t.numel, theta.data() + t.fragment_offset);
+    theta = read_fragment(model, layout);
     for (size_t i = 0; i < theta.size(); ++i)
       theta[i] = static_cast<float>(alpha * theta[i] + (1.0 - alpha) * (*values)[i]);
   } else {
     theta = *values;
   }
-  for (const auto& t : layout.tensors)
-    model.write_parameters(t.flat_offset, t.numel, theta.data() + t.fragment_offset);
+  write_fragment(model, layout, theta);
   f.base = std::move(*values);
   f.base_version = b.version;
   f.steps = 0;
@@ -454,10 +463,10 @@ uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector
                                 " elements, base " + std::to_string(f.base.size()) +
                                 ", the new value " + std::to_string(value.size()));
   // This incarnation's newest outstanding transfer that the value contains.
-  const outstanding_push* inc = nullptr;
+  outstanding_push* inc = nullptr;
   for (const auto& m : merged) {
     if (m.learner_id != learner_id || m.incarnation != incarnation) continue;
-    for (const auto& o : f.outstanding)
+    for (auto& o : f.outstanding)
       if (o.transfer_id <= m.transfer_id && o.delta.size() == value.size()) inc = &o;
   }
   if (inc != nullptr) {
@@ -471,7 +480,7 @@ uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector
   // The contained push's progress is now in the value: later pushes and the counters keep
   // only what came after it.
   const uint64_t cut = inc->transfer_id, s = inc->steps, k = inc->tokens;
-  const std::vector<float> d = inc->delta;
+  const std::vector<float> d = std::move(inc->delta);  // inc is popped below
   while (!f.outstanding.empty() && f.outstanding.front().transfer_id <= cut)
     f.outstanding.pop_front();
   for (auto& o : f.outstanding) {

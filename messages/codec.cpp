@@ -192,6 +192,14 @@ status check_chunk_fields(const char* what, payload_encoding enc, uint64_t total
 }
 
 
+/// errc::malformed naming `field` when the id `v` is below `min`.
+status id_at_least(const char* field, int32_t v, int32_t min) {
+  if (v >= min) return {};
+  return {errc::malformed, std::string(field) + " " + std::to_string(v) +
+                               (min == 0 ? std::string(" is negative")
+                                         : " is below " + std::to_string(min))};
+}
+
 /// Writes a merged-push list (broadcast or checkpoint).
 void set_merged(capnp::List<cw::MergedPush>::Builder out, const std::vector<merged_push>& in) {
   for (size_t i = 0; i < in.size(); ++i) {
@@ -498,16 +506,10 @@ result<push_ack> decode_push_ack(const uint8_t* data, size_t size, const decode_
                            m.fragment_id = r.getFragmentId();
                            m.transfer_id = r.getTransferId();
                            m.version = r.getVersion();
-                           if (m.learner_id < 0) {
-                             return R(errc::malformed, "ack.learnerId " +
-                                                           std::to_string(m.learner_id) +
-                                                           " is negative");
-                           }
-                           if (m.fragment_id < 0) {
-                             return R(errc::malformed, "ack.fragmentId " +
-                                                           std::to_string(m.fragment_id) +
-                                                           " is negative");
-                           }
+                           if (auto st = id_at_least("ack.learnerId", m.learner_id, 0); !st)
+                             return st.error();
+                           if (auto st = id_at_least("ack.fragmentId", m.fragment_id, 0); !st)
+                             return st.error();
                            return m;
                          });
 }
@@ -522,16 +524,10 @@ result<pull_request> decode_pull_request(const uint8_t* data, size_t size,
                            m.learner_id = r.getLearnerId();
                            m.incarnation = r.getIncarnation();
                            m.fragment_id = r.getFragmentId();
-                           if (m.learner_id < -1) {
-                             return R(errc::malformed, "pull.learnerId " +
-                                                           std::to_string(m.learner_id) +
-                                                           " is below -1");
-                           }
-                           if (m.fragment_id < 0) {
-                             return R(errc::malformed, "pull.fragmentId " +
-                                                           std::to_string(m.fragment_id) +
-                                                           " is negative");
-                           }
+                           if (auto st = id_at_least("pull.learnerId", m.learner_id, -1); !st)
+                             return st.error();
+                           if (auto st = id_at_least("pull.fragmentId", m.fragment_id, 0); !st)
+                             return st.error();
                            return m;
                          });
 }

@@ -101,6 +101,21 @@ struct owner_actor_test : ::testing::Test {
     return c;
   }
 
+  /// Spawns the owner of `ctx` under a supervisor (backoff 0.5 s, events into `log`) and runs
+  /// until it has subscribed to the monitor probe.
+  void spawn_supervised_owner(const std::shared_ptr<owner_context>& ctx, run_log& log) {
+    auto sctx = std::make_shared<supervisor_context>();
+    sctx->name = "owners";
+    sctx->restart.backoff_base_s = 0.5;
+    sctx->log = &log;
+    std::shared_ptr<const owner_context> cc = ctx;
+    sctx->children.push_back(
+        {"owner", 0, [cc](caf::actor_system& sys) { return sys.spawn(fragment_owner, cc); }});
+    auto sup = env.sys->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
+    to_stop.push_back(sup);
+    env.run();
+  }
+
   void set_live(const caf::actor& owner, uint64_t incarnation_b = 0) {
     live_view v;
     v.epoch = 1;
@@ -169,16 +184,7 @@ TEST_F(owner_actor_test, respawned_owner_restores_its_checkpoint) {
   std::filesystem::remove(ctx->options.checkpoint_path);
   run_log log({}, true, [this] { return env.now(); });
   ctx->log = &log;
-  auto sctx = std::make_shared<supervisor_context>();
-  sctx->name = "owners";
-  sctx->restart.backoff_base_s = 0.5;
-  sctx->log = &log;
-  std::shared_ptr<const owner_context> cc = ctx;
-  sctx->children.push_back(
-      {"owner", 0, [cc](caf::actor_system& sys) { return sys.spawn(fragment_owner, cc); }});
-  auto sup = env.sys->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
-  to_stop.push_back(sup);
-  env.run();
+  spawn_supervised_owner(ctx, log);
   ASSERT_EQ(monitor_log->subscribed.size(), 1u);
   auto owner = monitor_log->subscribed.back();
   set_live(owner);
@@ -238,16 +244,7 @@ TEST_F(owner_actor_test, owner_respawned_before_its_first_checkpoint_warns) {
   std::vector<std::string> console;
   log.set_console([&console](const std::string& line) { console.push_back(line); });
   ctx->log = &log;
-  auto sctx = std::make_shared<supervisor_context>();
-  sctx->name = "owners";
-  sctx->restart.backoff_base_s = 0.5;
-  sctx->log = &log;
-  std::shared_ptr<const owner_context> cc = ctx;
-  sctx->children.push_back(
-      {"owner", 0, [cc](caf::actor_system& sys) { return sys.spawn(fragment_owner, cc); }});
-  auto sup = env.sys->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
-  to_stop.push_back(sup);
-  env.run();
+  spawn_supervised_owner(ctx, log);
   ASSERT_EQ(monitor_log->subscribed.size(), 1u);
   auto owner = monitor_log->subscribed.back();
   set_live(owner);
