@@ -78,8 +78,7 @@ gpt_config model_of(const config::experiment& e) {
 /// merge of a fragment τ steps after pushing it (Streaming DiLoCo's overlap), which is what
 /// makes their waiting visible in goodput.
 bool synchronous(const config::experiment& e) {
-  const auto& q = e.sync.min_quorum;
-  return q.is_fraction ? q.fraction >= 1.0 : q.count >= e.learners.count;
+  return e.sync.min_quorum.synchronous(e.learners.count);
 }
 
 policy::quorum_spec quorum_of(const config::experiment& e) {
@@ -351,6 +350,7 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
                                                                        : shard_layout::contiguous;
     c->rewarmup_steps = e.inner.rewarmup;
     c->global_schedule = e.inner.clock == config::schedule_clock::global;
+    c->global_push_clock = e.push_clock() == config::schedule_clock::global;
     c->data = setup->data.get();
     c->plan = setup->plan;
     c->sync_interval = e.sync.interval;

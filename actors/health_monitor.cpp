@@ -163,6 +163,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
       if (auto sender = caf::actor_cast<caf::actor>(self->current_sender())) {
         progress_msg pm;
         pm.total_tokens = total_tokens(st);
+        pm.step = hb->step;
         for (const auto& [id, l] : st.learners)
           if (l.alive) pm.live_learners += 1;
         self->send(sender, atoms::progress_atom_v, encode(pm));

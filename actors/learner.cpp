@@ -430,6 +430,8 @@ void on_step(learner_actor* self, const learner_context& ctx) {
   hb.step_time_ema_s = st.step_time.value();
   hb.data_cursor = st.tr->data().cursor().to_bytes();
   self->send(ctx.monitor, atoms::heartbeat_atom_v, encode(hb));
+  st.heartbeats_sent.emplace_back(step, actor_now(self));
+  while (st.heartbeats_sent.size() > 16) st.heartbeats_sent.pop_front();
   if (sf.kill) {
     if (ctx.log != nullptr)
       ctx.log->emit("crash", {{"learner", st.id}, {"incarnation", st.incarnation}, {"step", step}});
@@ -440,8 +442,24 @@ void on_step(learner_actor* self, const learner_context& ctx) {
   }
   // Pushes of the fragments whose turn it is: (step − offset_p) mod H == 0.
   expire_unacked(self, ctx, step);
-  auto due = policy::fragments_due(step, static_cast<uint64_t>(ctx.sync_interval),
-                                   static_cast<uint64_t>(ctx.plan.num_fragments()));
+  std::vector<uint64_t> due;
+  if (!ctx.global_push_clock) {
+    due = policy::fragments_due(step, static_cast<uint64_t>(ctx.sync_interval),
+                                static_cast<uint64_t>(ctx.plan.num_fragments()));
+  } else {
+    // The mean step's turns crossed since the previous check, estimated half a step ahead so
+    // the push lands at the boundary nearest the crossing (none before the first reading).
+    const double own = st.step_time.value();
+    if (auto g = st.mean_step_clock.at(actor_now(self) + 0.5 * own, 3.0 * own)) {
+      const auto now_clock = static_cast<int64_t>(std::floor(*g));
+      if (st.push_clock >= 0)
+        due = policy::fragments_due_between(static_cast<uint64_t>(st.push_clock),
+                                            static_cast<uint64_t>(std::max<int64_t>(0, now_clock)),
+                                            static_cast<uint64_t>(ctx.sync_interval),
+                                            static_cast<uint64_t>(ctx.plan.num_fragments()));
+      st.push_clock = std::max(st.push_clock, now_clock);
+    }
+  }
   if (!due.empty()) {
     auto params = st.tr->model().get_parameters();
     for (auto p : due) push_fragment(self, ctx, static_cast<int32_t>(p), params, step);
@@ -553,6 +571,12 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
                                  static_cast<uint64_t>(std::max(1, cfg.seq_len)) *
                                  static_cast<uint64_t>(std::max(1, cfg.learners));
       s.global_step = static_cast<int64_t>(total_tokens / per_round);
+      // Dated by when the answered heartbeat left (this actor's clock), else by arrival.
+      double t = actor_now(self);
+      for (const auto& [step, sent] : s.heartbeats_sent)
+        if (step == pm->step) t = sent;
+      s.mean_step_clock.observe(t, static_cast<double>(total_tokens) /
+                                       static_cast<double>(per_round));
     },
     [=](atoms::barrier_atom) {
       auto& s = self->state;

@@ -28,6 +28,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/policy/grace.hpp"
+#include "actors/policy/push_schedule.hpp"
 #include "messages/codec.hpp"
 #include "runtime/data.hpp"
 #include "runtime/fragments.hpp"
@@ -57,6 +58,15 @@ struct learner_context {
   const text_dataset* data = nullptr;
   /// The fragment plan (same on every learner and owner).
   fragment_plan plan;
+  /// The push schedule's clock. false: the learner's own inner step, (step − offset_p) mod H
+  /// (ALGORITHM.md). true: the global mean step (as for `global_schedule`), so every learner
+  /// pushes fragment p when the mean step crosses offset_p + kH, whatever its speed — pushes of
+  /// one fragment from learners of different speeds arrive together and one grace window
+  /// gathers them. The mean step is estimated half a step ahead (policy::global_clock), so the
+  /// push happens at the step boundary nearest the crossing; a fragment whose turn passed since
+  /// the previous check is pushed at this step (policy::fragments_due_between). No pushes until
+  /// the first progress reply.
+  bool global_push_clock = false;
   int sync_interval = 24;         ///< H
   int overlap = 2;                ///< τ
   int max_inflight = 2;           ///< queued/unanswered pushes at most
@@ -147,6 +157,9 @@ struct learner_state {
   policy::ema step_time{0.2};
   uint64_t tokens = 0;           ///< tokens computed by this incarnation
   int64_t global_step = -1;      ///< mean learner step from the monitor's progress (-1: none)
+  int64_t push_clock = -1;       ///< global push clock: value at the previous schedule check
+  policy::global_clock mean_step_clock;  ///< the global mean step, dated by own heartbeats
+  std::deque<std::pair<uint64_t, double>> heartbeats_sent;  ///< (step, actor time), newest last
   std::vector<int32_t> inputs, targets;
   std::unique_ptr<rng> jitter_rng;
   static inline const char* name = "learner";

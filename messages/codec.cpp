@@ -333,6 +333,7 @@ wire_bytes encode(const progress_msg& m) {
   auto r = b.initRoot<cw::Envelope>().getBody().initProgress();
   r.setTotalTokens(m.total_tokens);
   r.setLiveLearners(m.live_learners);
+  r.setStep(m.step);
   return flatten(b);
 }
 
@@ -541,6 +542,7 @@ result<progress_msg> decode_progress(const uint8_t* data, size_t size,
                            progress_msg m;
                            m.total_tokens = r.getTotalTokens();
                            m.live_learners = r.getLiveLearners();
+                           m.step = r.getStep();
                            return m;
                          });
 }

@@ -218,6 +218,9 @@ struct progress_msg {
   uint64_t total_tokens = 0;
   /// Learners the monitor counted alive when it sent this.
   uint32_t live_learners = 0;
+  /// The step of the heartbeat this answers (0: not an answer): the learner knows when it sent
+  /// that heartbeat, so it can date `total_tokens` without trusting another node's clock.
+  uint64_t step = 0;
 };
 
 /// One retained (version, θ) pair of a fragment owner's anchor ring (anchor = current).

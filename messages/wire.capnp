@@ -168,4 +168,5 @@ struct PullRequest {
 struct Progress {
   totalTokens @0 :UInt64;              # tokens all learners have trained on, all incarnations
   liveLearners @1 :UInt32;             # learners alive when it was sent
+  step @2 :UInt64;                     # the answered heartbeat's step (0: not an answer)
 }

@@ -1,6 +1,7 @@
 // actors/policy/push_schedule.cpp — push schedule (see push_schedule.hpp).
 #include "actors/policy/push_schedule.hpp"
 
+#include <algorithm>
 #include <string>
 
 namespace dd::policy {
@@ -76,6 +77,40 @@ std::vector<std::uint64_t> fragments_due(std::uint64_t step, std::uint64_t sync_
     if (step >= offset && (step - offset) % sync_interval == 0) out.push_back(p);
   }
   return out;
+}
+
+std::vector<std::uint64_t> fragments_due_between(std::uint64_t from, std::uint64_t to,
+                                                 std::uint64_t sync_interval,
+                                                 std::uint64_t fragments) {
+  std::vector<std::uint64_t> out;
+  if (!validate_schedule(sync_interval, fragments).due || to <= from) return out;
+  // Within any H consecutive clock values every fragment falls due exactly once.
+  const std::uint64_t first = to - from > sync_interval ? to - sync_interval + 1 : from + 1;
+  std::vector<bool> hit(fragments, false);
+  for (std::uint64_t s = first; s <= to; ++s)
+    for (std::uint64_t p : fragments_due(s, sync_interval, fragments)) hit[p] = true;
+  for (std::uint64_t p = 0; p < fragments; ++p)
+    if (hit[p]) out.push_back(p);
+  return out;
+}
+
+void global_clock::observe(double t_s, double mean_step) {
+  if (!readings_.empty() && t_s < readings_.back().first) return;
+  readings_.emplace_back(t_s, mean_step);
+  while (readings_.size() > window_) readings_.pop_front();
+}
+
+double global_clock::rate() const {
+  if (readings_.size() < 2) return 0.0;
+  const double dt = readings_.back().first - readings_.front().first;
+  const double dg = readings_.back().second - readings_.front().second;
+  return dt > 0 && dg > 0 ? dg / dt : 0.0;
+}
+
+std::optional<double> global_clock::at(double t_s, double max_ahead_s) const {
+  if (readings_.empty()) return std::nullopt;
+  const double ahead = std::clamp(t_s - readings_.back().first, 0.0, std::max(0.0, max_ahead_s));
+  return readings_.back().second + rate() * ahead;
 }
 
 }  // namespace dd::policy

@@ -9,7 +9,10 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dd::policy {
@@ -49,5 +52,49 @@ schedule_decision fragment_due(std::uint64_t step, std::uint64_t fragment,
 /// Every fragment due at step s, in increasing order (empty on an invalid config).
 std::vector<std::uint64_t> fragments_due(std::uint64_t step, std::uint64_t sync_interval,
                                          std::uint64_t fragments);
+
+/// Every fragment due at some clock value s in (from, to], each at most once, in increasing
+/// order: the schedule read off a clock that may advance by more than one per inner step (the
+/// global push clock, `sync.push_clock = "global"`, where a slow learner's view of the mean step
+/// moves by more than one per own step, and a fast learner's by less). to <= from gives none;
+/// to − from >= H gives every fragment. Empty on an invalid config.
+std::vector<std::uint64_t> fragments_due_between(std::uint64_t from, std::uint64_t to,
+                                                 std::uint64_t sync_interval,
+                                                 std::uint64_t fragments);
+
+/// The global push clock as one learner sees it: the mean inner step of all learners (Σ tokens /
+/// (M × tokens per step), from the health monitor's progress replies), extrapolated to "now".
+///
+/// A learner handles messages only between its inner steps, so a reading is one or two of its
+/// own steps old when the schedule is checked; a learner 1.5× slower than the rest would push
+/// every fragment 1–2 slow steps after the others and miss their grace window. Each reading is
+/// therefore dated by the learner's own clock (the send time of the heartbeat it answers) and
+/// the estimate adds rate × elapsed, the rate taken over the last `window` readings.
+///
+/// Not thread-safe (one learner actor owns one). Times in seconds of any monotonic clock.
+class global_clock {
+ public:
+  /// window: readings the rate is measured over (>= 2).
+  explicit global_clock(std::size_t window = 9) : window_(window < 2 ? 2 : window) {}
+
+  /// Records that the mean step was `mean_step` at time `t_s`. A reading older than the newest
+  /// one is ignored (replies overtaken on the wire).
+  void observe(double t_s, double mean_step);
+
+  /// The estimated mean step at `t_s`: the newest reading plus rate × (t_s − its time), the
+  /// extrapolation clamped to [0, max_ahead_s] seconds (so a stalled group is not run ahead of).
+  /// nullopt before the first reading.
+  std::optional<double> at(double t_s, double max_ahead_s) const;
+
+  /// Mean steps per second over the window (0 with fewer than two readings).
+  double rate() const;
+
+  /// Forgets every reading (a learner that reloads starts over).
+  void reset() { readings_.clear(); }
+
+ private:
+  std::size_t window_;
+  std::deque<std::pair<double, double>> readings_;  // (t_s, mean_step), oldest first
+};
 
 }  // namespace dd::policy

@@ -91,6 +91,7 @@ nlohmann::json to_json(const experiment& e) {
                {"interval", e.sync.interval},
                {"overlap", e.sync.overlap},
                {"max_inflight", e.sync.max_inflight},
+               {"push_clock", to_string(e.push_clock())},
                {"min_quorum", k},
                {"grace",
                 {{"mode", to_string(e.sync.grace.mode)},

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -162,6 +163,11 @@ struct quorum {
 
   /// K for `live` live learners: the count (capped at live) or ceil(fraction · live), at least 1.
   int resolve(int live) const;
+
+  /// Synchronous (K = M): the fraction is 1, or the count reaches `learners`.
+  bool synchronous(int learners) const {
+    return is_fraction ? fraction >= 1.0 : count >= learners;
+  }
 };
 
 /// `sync.grace`: the grace window ξ_grace after quorum.
@@ -179,6 +185,8 @@ struct sync_config {
   int interval = 24;                                                 ///< H, inner steps
   int overlap = 2;                                                   ///< τ, inner steps
   int max_inflight = 2;                                              ///< queued pushes per learner
+  /// What the push schedule counts; unset: experiment::push_clock() decides by K.
+  std::optional<schedule_clock> push_clock;
   quorum min_quorum;                                                 ///< K
   grace_config grace;                                                ///< ξ_grace
   double ema = 0.2;                                                  ///< EMA smoothing of ξ timings
@@ -255,6 +263,15 @@ struct experiment {
   budget_config budget;      ///< budget
   checkpoint_config checkpoint;  ///< checkpoints
   chaos_config chaos;        ///< failure schedule
+
+  /// The push schedule's clock: sync.push_clock when set, otherwise the global mean step when
+  /// learners run asynchronously (K < M) and the learner's own step when synchronous (K = M),
+  /// whose lockstep defines the Streaming DiLoCo baseline (docs/runtime.md, "Push schedule").
+  schedule_clock push_clock() const {
+    if (sync.push_clock) return *sync.push_clock;
+    return sync.min_quorum.synchronous(learners.count) ? schedule_clock::learner
+                                                       : schedule_clock::global;
+  }
 
   /// Tokens one learner consumes per inner step: batch × context.
   std::int64_t tokens_per_step() const {

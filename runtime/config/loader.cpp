@@ -573,6 +573,9 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
         ctx.fail(p, "expected an integer count or fraction(x), got " + describe(*k));
       }
     }
+    // Unset: experiment::push_clock() picks by K (global when K < M, learner when K = M).
+    if (s.has("push_clock"))
+      y.push_clock = s.choice("push_clock", schedule_clock::global);
     {
       // grace = "off" is shorthand for grace = { mode = "off" }.
       const json* g = s.raw("grace");

@@ -294,5 +294,55 @@ TEST(cluster_sim, eval_every_steps_evaluates_each_time_the_global_step_crosses_a
   EXPECT_GT(periodic_eval_steps(both).size(), steps.size());
 }
 
+/// Mean contributors per merge over the merges of a run that had a grace window (the owners
+/// know the learners' step time only after the first heartbeats; before, grace is 0).
+double mean_contributors_with_grace(const sim_outcome& o, size_t* with_slowest = nullptr,
+                                    size_t* merges_out = nullptr) {
+  size_t merges = 0, contributors = 0, slowest = 0;
+  for (const auto& ev : o.events) {
+    if (ev["event"] != "merge" || !(ev["grace_s"].get<double>() > 0)) continue;
+    ++merges;
+    contributors += ev["contributors"].size();
+    for (const auto& c : ev["contributors"])
+      if (c["learner"] == 3) ++slowest;
+  }
+  if (with_slowest != nullptr) *with_slowest = slowest;
+  if (merges_out != nullptr) *merges_out = merges;
+  return merges == 0 ? 0.0 : static_cast<double>(contributors) / static_cast<double>(merges);
+}
+
+TEST(cluster_sim, global_push_clock_gathers_learners_of_different_speeds_into_one_merge) {
+  // Learners 1×, 1×, 1.2×, 1.5× slower, K = 1 with the adaptive grace window, equal tokens.
+  // On their own step counters the slow learners push each fragment later and later, so merges
+  // split; on the global mean step (sync.push_clock = global, the default when K < M) every
+  // learner pushes a fragment when the mean step crosses its turn and one grace window gathers
+  // them.
+  auto e = tiny_experiment("sim_push_clock");
+  e.learners.speed = {1.0, 1.0, 1.2, 1.5};
+  e.budget.kind = config::budget_kind::tokens;
+  e.budget.tokens = 4 * 48 * e.tokens_per_step();
+  ASSERT_EQ(e.push_clock(), config::schedule_clock::global);  // K = 1 < M: the default
+  auto global = simulate(e, {}, ::testing::TempDir() + "dd_sim_push_clock_global");
+  e.sync.push_clock = config::schedule_clock::learner;
+  auto own = simulate(e, {}, ::testing::TempDir() + "dd_sim_push_clock_learner");
+  for (const auto* o : {&own, &global}) {
+    ASSERT_TRUE(o->result.finished);
+    for (const auto& ev : o->events) {
+      if (ev["event"] != "merge") continue;
+      double sum = 0;
+      for (const auto& c : ev["contributors"]) sum += c["weight"].get<double>();
+      EXPECT_NEAR(sum, 1.0, 1e-9) << ev.dump();
+    }
+  }
+  size_t with_slowest = 0, merges = 0;
+  const double c_global = mean_contributors_with_grace(global, &with_slowest, &merges);
+  const double c_own = mean_contributors_with_grace(own);
+  EXPECT_GE(merges, 20u);
+  EXPECT_GE(c_global, 3.5) << "learner clock: " << c_own;
+  EXPECT_GT(c_global, c_own + 0.5);
+  // The slowest learner is in (nearly) every merge, not left to merges of its own.
+  EXPECT_GE(static_cast<double>(with_slowest), 0.9 * static_cast<double>(merges));
+}
+
 }  // namespace
 }  // namespace dd::actors

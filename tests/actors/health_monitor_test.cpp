@@ -48,8 +48,9 @@ struct monitor_fixture : ::testing::Test {
     return inc;
   }
 
-  /// live_learners of the last progress reply.
+  /// live_learners and step of the last progress reply.
   uint32_t last_live = 0;
+  uint64_t last_step = 0;
 
   /// Sends a heartbeat from `self`; returns the progress reply, if one came within 2 s.
   std::optional<uint64_t> beat(caf::scoped_actor& self, int32_t id, uint64_t inc,
@@ -72,6 +73,7 @@ struct monitor_fixture : ::testing::Test {
                       if (pm) {
                         out = pm->total_tokens;
                         last_live = pm->live_learners;
+                        last_step = pm->step;
                       }
                       done = true;
                     },
@@ -88,6 +90,7 @@ TEST_F(monitor_fixture, every_heartbeat_is_answered_with_the_tokens_of_all_learn
   ASSERT_EQ(join(b, 1), 0u);
   EXPECT_EQ(beat(a, 0, 0, 6144), std::optional<uint64_t>(6144));
   EXPECT_EQ(last_live, 2u);
+  EXPECT_EQ(last_step, 3u);  // the answered heartbeat's step (6144 / 2048), echoed
   EXPECT_EQ(beat(b, 1, 0, 2048), std::optional<uint64_t>(8192));
   EXPECT_EQ(beat(a, 0, 0, 8192), std::optional<uint64_t>(10240));
   // A respawn: learner 1's new incarnation starts its own count; the old tokens still count.

@@ -393,5 +393,28 @@ TEST(PushSchedule, PEqualsHPushesExactlyOneFragmentPerStep) {
   EXPECT_TRUE(fragments_due(3, 2, 3).empty());  // P > H: invalid
 }
 
+TEST(PushSchedule, DueBetweenAdvancingByOneMatchesTheStepSchedule) {
+  // A clock that moves one per step gives exactly the per-step schedule.
+  for (std::uint64_t s = 1; s <= 60; ++s)
+    EXPECT_EQ(fragments_due_between(s - 1, s, 24, 4), fragments_due(s, 24, 4)) << "step " << s;
+}
+
+TEST(PushSchedule, DueBetweenCollectsEveryTurnCrossedOnce) {
+  // H = 24, P = 4: offsets 0, 6, 12, 18 (fragment 0 first due at 24).
+  EXPECT_EQ(fragments_due_between(5, 7, 24, 4), (std::vector<std::uint64_t>{1}));
+  EXPECT_EQ(fragments_due_between(5, 12, 24, 4), (std::vector<std::uint64_t>{1, 2}));
+  EXPECT_EQ(fragments_due_between(17, 24, 24, 4), (std::vector<std::uint64_t>{0, 3}));
+  EXPECT_TRUE(fragments_due_between(19, 23, 24, 4).empty());
+  // A clock that stands still or goes back (a late progress reply) pushes nothing.
+  EXPECT_TRUE(fragments_due_between(30, 30, 24, 4).empty());
+  EXPECT_TRUE(fragments_due_between(30, 12, 24, 4).empty());
+  // A jump of H or more crosses every fragment's turn, and each is pushed once.
+  EXPECT_EQ(fragments_due_between(1, 25, 24, 4), (std::vector<std::uint64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(fragments_due_between(0, 1000, 24, 4), (std::vector<std::uint64_t>{0, 1, 2, 3}));
+  // Nothing before the first turn: fragment 3 (offset 18) is not due in (0, 17].
+  EXPECT_EQ(fragments_due_between(0, 17, 24, 4), (std::vector<std::uint64_t>{1, 2}));
+  EXPECT_TRUE(fragments_due_between(0, 10, 2, 3).empty());  // P > H: invalid
+}
+
 }  // namespace
 }  // namespace dd::policy

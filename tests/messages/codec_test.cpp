@@ -223,13 +223,14 @@ TEST(Codec, PullRequestRoundTrip) {
 }
 
 TEST(Codec, ProgressRoundTrip) {
-  progress_msg m{uint64_t{1} << 40, 12};
+  progress_msg m{uint64_t{1} << 40, 12, 987654321};
   auto bytes = encode(m);
   EXPECT_EQ(*peek_kind(bytes), message_kind::progress);
   auto d = decode_progress(bytes);
   ASSERT_TRUE(d.ok()) << d.error().message;
   EXPECT_EQ(d->total_tokens, uint64_t{1} << 40);
   EXPECT_EQ(d->live_learners, 12u);
+  EXPECT_EQ(d->step, 987654321u);
 }
 
 // The kinds keep the Envelope's union order; new members only append (wire.capnp header).
