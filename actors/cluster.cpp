@@ -113,6 +113,15 @@ fault_spec::kind fault_kind(config::chaos_action a) {
   return fault_spec::kind::kill_learner;
 }
 
+policy::restart_config restart_of(const config::experiment& e) {
+  policy::restart_config r;
+  r.max_restarts = static_cast<size_t>(std::max(0, e.restart.max_restarts));
+  r.window_s = e.restart.window_seconds;
+  r.backoff_base_s = e.restart.backoff_seconds;
+  r.backoff_cap_s = e.restart.backoff_cap_seconds;
+  return r;
+}
+
 caf::timespan span(double s) {
   return caf::timespan{static_cast<int64_t>(std::ceil(std::max(0.0, s) * 1e9))};
 }
@@ -143,6 +152,7 @@ struct job_state {
   double start_s = 0.0;
   double training_end_s = -1.0;
   std::string interrupted;  ///< the interrupt's reason; empty = not interrupted
+  bool owner_lost = false;  ///< a fragment owner stayed down: no final evaluation possible
   double interrupted_at_s = 0.0;
   static inline const char* name = "job";
 };
@@ -194,6 +204,20 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
                          counters.learners_given_up.size() == 1 ? "learner" : "learners", ids,
                          setup->exp.learners.count,
                          counters.learners_given_up.size() == 1 ? "its" : "their", last);
+    }
+    if (!counters.owners_given_up.empty()) {
+      std::string ids, last;
+      for (const auto& [id, crash] : counters.owners_given_up) {
+        ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+        last = crash;
+      }
+      why += fmt::format("{}fragment {} {} of {} exhausted {} restart budget and stayed down, so "
+                         "training stopped and final_val_loss is the last periodic evaluation "
+                         "(last crash: {}; see events.jsonl)",
+                         why.empty() ? "" : "; ",
+                         counters.owners_given_up.size() == 1 ? "owner" : "owners", ids,
+                         setup->plan.num_fragments(),
+                         counters.owners_given_up.size() == 1 ? "its" : "their", last);
     }
     if (!why.empty()) {
       r.failed = true;
@@ -253,7 +277,7 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   // Fragment owners.
   auto octx = std::make_shared<supervisor_context>();
   octx->name = "owners";
-  octx->restart = setup->options.restart;
+  octx->restart = restart_of(e);
   octx->log = setup->log.get();
   octx->faults = setup->faults.get();
   octx->job = self;
@@ -318,7 +342,7 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   // Learners.
   auto lctx = std::make_shared<supervisor_context>();
   lctx->name = "learners";
-  lctx->restart = setup->options.restart;
+  lctx->restart = restart_of(e);
   lctx->log = setup->log.get();
   lctx->faults = setup->faults.get();
   lctx->job = self;
@@ -403,6 +427,13 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
     },
     [=](atoms::done_atom, const std::string& who) {
       auto& s = self->state;
+      if (who == "owner_lost") {
+        // Without that owner the global model cannot be assembled again: stop the learners; the
+        // run fails (finalize) and reports the last periodic validation loss.
+        s.owner_lost = true;
+        begin_stop(self, *setup, "a fragment owner exhausted its restart budget");
+        return;
+      }
       const bool timed_out = who == "interrupt_timeout" && !s.interrupted.empty();
       if ((who != "learners" && !timed_out) || s.finalizing) return;
       if (!s.stopping) {
@@ -419,7 +450,7 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
               ? 600.0
               : std::max(1.0, s.interrupted_at_s + setup->options.interrupt_timeout_s -
                                   setup->log->now());
-      if (timed_out) {
+      if (timed_out || s.owner_lost) {
         finalize(self, setup, reply_to, setup->log->snapshot().last_val_loss, 0);
         return;
       }

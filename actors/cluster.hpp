@@ -54,8 +54,6 @@ struct run_options {
   bool keep_events = false;
   /// Write events.jsonl to the run directory.
   bool write_events = true;
-  /// Restart budget of both supervisors.
-  policy::restart_config restart;
   /// Owners' checkpoint cadence override (versions); < 0 = the experiment's.
   int checkpoint_every = -1;
   /// Heartbeat lease floor, seconds.
@@ -75,8 +73,8 @@ struct run_result {
   bool finished = false;
   bool interrupted = false;       ///< stopped by run_options::interrupt
   std::string interrupt_reason;   ///< "SIGINT", "SIGTERM", ... when interrupted
-  /// The run produced nothing trustworthy: no token was trained, or a learner's supervisor
-  /// gave up on it (restart budget spent). summary.json then also carries "failed": true and
+  /// The run produced nothing trustworthy: no token was trained, or a learner's or a fragment
+  /// owner's supervisor gave up on it (restart budget spent; the experiment's `restart`). summary.json then also carries "failed": true and
   /// "failure_reason"; `dd-node run` exits 1.
   bool failed = false;
   std::string failure_reason;

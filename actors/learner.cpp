@@ -251,12 +251,23 @@ bool barrier_blocked(learner_actor* self, const learner_context& ctx) {
   return false;
 }
 
-void apply_global(learner_actor* self, const learner_context& ctx, const broadcast_msg& b) {
+/// Applies one whole broadcast; false (and a `failure` event) when it names no fragment of the
+/// plan or its payload does not decode to the fragment's size — the model is then untouched.
+bool apply_global(learner_actor* self, const learner_context& ctx, const broadcast_msg& b) {
   auto& st = self->state;
-  if (b.fragment_id < 0 || static_cast<size_t>(b.fragment_id) >= st.frags.size()) return;
+  if (b.fragment_id < 0 || static_cast<size_t>(b.fragment_id) >= st.frags.size()) {
+    log_undecodable(self, ctx, "undecodable_broadcast",
+                    wire_error{errc::malformed, "broadcast names fragment " +
+                                                    std::to_string(b.fragment_id) + " of " +
+                                                    std::to_string(st.frags.size())});
+    return false;
+  }
   const auto& layout = ctx.plan.fragments[static_cast<size_t>(b.fragment_id)];
   auto values = decode_payload(b.encoding, b.payload.data(), b.payload.size(), layout.numel);
-  if (!values) return;
+  if (!values) {
+    log_undecodable(self, ctx, "undecodable_broadcast", values.error());
+    return false;
+  }
   auto& f = st.frags[static_cast<size_t>(b.fragment_id)];
   auto& model = st.tr->model();
   if (ctx.rebase && f.have && st.now != phase::syncing) {
@@ -264,7 +275,7 @@ void apply_global(learner_actor* self, const learner_context& ctx, const broadca
     rebase_onto(f, theta, std::move(*values), b.version, b.merged, st.id, st.incarnation);
     write_fragment(model, layout, theta);
     f.awaiting = false;
-    return;
+    return true;
   }
   const double alpha = ctx.mixing_alpha;
   const bool overwrite = alpha <= 0.0 || st.now == phase::syncing;
@@ -285,16 +296,24 @@ void apply_global(learner_actor* self, const learner_context& ctx, const broadca
   f.awaiting = false;
   f.first_since_receive = 0;
   f.outstanding.clear();
+  return true;
 }
 
 void on_broadcast(learner_actor* self, const learner_context& ctx, const wire_bytes& bytes) {
   auto& st = self->state;
   if (st.now == phase::joining || st.now == phase::finished) return;
   auto chunk = decode_broadcast(bytes);
-  if (!chunk) return;
+  if (!chunk) {
+    log_undecodable(self, ctx, "undecodable_broadcast", chunk.error());
+    return;
+  }
   auto whole = st.assembler.add(std::move(*chunk));
-  if (!whole || !whole->has_value()) return;
-  apply_global(self, ctx, **whole);
+  if (!whole) {
+    log_undecodable(self, ctx, "undecodable_broadcast", whole.error());
+    return;
+  }
+  if (!whole->has_value()) return;  // more chunks to come
+  if (!apply_global(self, ctx, **whole)) return;
   if (st.now == phase::syncing) {
     for (const auto& f : st.frags)
       if (!f.have) return;
@@ -607,7 +626,10 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
     [=](atoms::reject_atom, const std::vector<uint8_t>& bytes) {
       auto& s = self->state;
       auto rj = decode_reject(bytes.data(), bytes.size());
-      if (!rj) return;
+      if (!rj) {
+        log_undecodable(self, *ctx, "undecodable_reject", rj.error());
+        return;
+      }
       s.unacked.erase(rj->fragment_id);
       if (rj->fragment_id >= 0 && static_cast<size_t>(rj->fragment_id) < s.frags.size()) {
         auto& f = s.frags[static_cast<size_t>(rj->fragment_id)];

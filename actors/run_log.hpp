@@ -54,6 +54,8 @@ struct run_counters {
   double observed_s = 0.0;               ///< time over which uptime was integrated
   /// Learners whose supervisor gave up (restart budget spent) → their last crash reason.
   std::map<int32_t, std::string> learners_given_up;
+  /// Fragment owners whose supervisor gave up → their last crash reason.
+  std::map<int32_t, std::string> owners_given_up;
 };
 
 /// The event stream and counters of one run. Thread-safe.

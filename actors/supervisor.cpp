@@ -70,6 +70,12 @@ caf::behavior supervisor(supervisor_actor* self, std::shared_ptr<const superviso
           ctx->log->learner_finished(spec.id);
           ctx->log->update([&](run_counters& c) { c.learners_given_up[spec.id] = crash; });
         }
+        if (spec.kind == "owner") {
+          // The fragment's global copy and outer state are gone for good: the job must stop.
+          if (ctx->log != nullptr)
+            ctx->log->update([&](run_counters& c) { c.owners_given_up[spec.id] = crash; });
+          if (ctx->job) self->send(ctx->job, atoms::done_atom_v, std::string("owner_lost"));
+        }
         s.done[i] = true;
         maybe_report(self, *ctx);
         return;

@@ -109,6 +109,10 @@ nlohmann::json to_json(const experiment& e) {
     case budget_kind::seconds: j["budget"] = {{"seconds", e.budget.seconds}}; break;
   }
   j["checkpoint"] = {{"dir", e.checkpoint.dir}, {"every_versions", e.checkpoint.every_versions}};
+  j["restart"] = {{"max_restarts", e.restart.max_restarts},
+                  {"window_seconds", e.restart.window_seconds},
+                  {"backoff_seconds", e.restart.backoff_seconds},
+                  {"backoff_cap_seconds", e.restart.backoff_cap_seconds}};
   json events = json::array();
   for (const auto& ev : e.chaos.events) {
     json x;

@@ -214,6 +214,16 @@ struct checkpoint_config {
   int every_versions = 5;      ///< checkpoint every this many fragment versions; 0 = off
 };
 
+/// `restart`: the supervisors' restart budget, for learners and fragment owners alike (OTP
+/// style: at most `max_restarts` in any sliding window; actors/policy/restart_budget.hpp). A
+/// child that would exceed it stays down: a learner's loss or an owner's loss fails the run.
+struct restart_config {
+  int max_restarts = 5;            ///< N restarts at most in any window of `window_seconds`
+  double window_seconds = 60.0;    ///< W, seconds
+  double backoff_seconds = 0.5;    ///< first respawn delay; doubles per consecutive restart
+  double backoff_cap_seconds = 30.0;  ///< largest respawn delay
+};
+
 /// One scripted fault in `chaos.events`.
 struct chaos_event {
   chaos_trigger trigger = chaos_trigger::at_step;  ///< what `at` counts
@@ -262,6 +272,7 @@ struct experiment {
   eval_config eval;          ///< evaluation
   budget_config budget;      ///< budget
   checkpoint_config checkpoint;  ///< checkpoints
+  restart_config restart;        ///< supervisors' restart budget
   chaos_config chaos;        ///< failure schedule
 
   /// The push schedule's clock: sync.push_clock when set, otherwise the global mean step when

@@ -619,6 +619,19 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
     s.finish();
   }
   {
+    section s = top.child("restart");
+    auto& r = e.restart;
+    r.max_restarts = s.integer32("max_restarts", r.max_restarts, closed(0, 1000000));
+    r.window_seconds = s.number("window_seconds", r.window_seconds, positive());
+    r.backoff_seconds = s.number("backoff_seconds", r.backoff_seconds, at_least(0));
+    r.backoff_cap_seconds = s.number("backoff_cap_seconds", r.backoff_cap_seconds, at_least(0));
+    s.finish();
+    if (r.backoff_cap_seconds < r.backoff_seconds)
+      ctx.fail("restart.backoff_cap_seconds",
+               fmt::format("{} is smaller than restart.backoff_seconds ({})",
+                           r.backoff_cap_seconds, r.backoff_seconds));
+  }
+  {
     section s = top.child("chaos");
     read_chaos(s, e, ctx);
     s.finish();

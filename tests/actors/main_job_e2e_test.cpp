@@ -41,6 +41,9 @@ config::experiment small_experiment(const std::string& name) {
   e.eval.every_seconds = 0;
   e.eval.batches = 4;
   e.checkpoint.every_versions = 5;
+  // This tiny run lasts about a second: a respawn backoff short against it, as 0.5 s is against
+  // a real run (otherwise the others finish while a killed learner waits to come back).
+  e.restart.backoff_seconds = 0.01;
   return e;
 }
 
@@ -54,9 +57,6 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
   std::filesystem::remove_all(dir);
   run_options ro;
   ro.progress_every_s = 0;
-  // This tiny run lasts about a second: a respawn backoff short against it, as 0.5 s is against
-  // a real run (otherwise the others finish while learner 2 waits to come back).
-  ro.restart.backoff_base_s = 0.01;
 
   // Without faults.
   ro.run_dir = (dir / "clean").string();
@@ -131,7 +131,6 @@ TEST(main_job, a_learner_that_exhausts_its_restarts_fails_the_run) {
   std::filesystem::remove_all(dir);
   run_options ro;
   ro.progress_every_s = 0;
-  ro.restart.max_restarts = 0;  // the first crash is the last
   ro.run_dir = dir.string();
   fault_spec kill;
   kill.what = fault_spec::kind::kill_learner;
@@ -140,6 +139,7 @@ TEST(main_job, a_learner_that_exhausts_its_restarts_fails_the_run) {
   ro.faults.push_back(kill);
   auto e = small_experiment("give_up");
   e.budget.steps = 30;
+  e.restart.max_restarts = 0;  // the first crash is the last
   auto r = run_cluster(e, ro);
   ASSERT_TRUE(r.finished);
   EXPECT_TRUE(r.failed);
@@ -154,6 +154,50 @@ TEST(main_job, a_learner_that_exhausts_its_restarts_fails_the_run) {
                         "bytes_pushed", "bytes_broadcast"})
     EXPECT_TRUE(summary.contains(k)) << k;
   EXPECT_GT(summary["tokens"].get<uint64_t>(), 0u);
+  std::filesystem::remove_all(dir);
+}
+
+// A fragment owner whose supervisor gives up loses the fragment's global value and outer state
+// since its last checkpoint: the job stops the learners at once and fails, without hanging on a
+// final evaluation that can no longer assemble the model.
+TEST(main_job, an_owner_that_exhausts_its_restarts_stops_and_fails_the_run) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_owner_lost";
+  std::filesystem::remove_all(dir);
+  run_options ro;
+  ro.progress_every_s = 0;
+  ro.run_dir = dir.string();
+  fault_spec kill;
+  kill.what = fault_spec::kind::kill_owner;
+  kill.target = 1;
+  kill.at_step = 3;  // the owner's third version
+  ro.faults.push_back(kill);
+  auto e = small_experiment("owner_lost");
+  e.budget.steps = 400;  // long enough that finishing it would mean the stop did not happen
+  e.restart.max_restarts = 0;
+  auto r = run_cluster(e, ro);
+  ASSERT_TRUE(r.finished);
+  EXPECT_TRUE(r.failed);
+  EXPECT_NE(r.failure_reason.find("fragment owner 1 of 2 exhausted its restart budget"),
+            std::string::npos)
+      << r.failure_reason;
+  auto summary = read_json(dir / "summary.json");
+  EXPECT_EQ(summary.value("failed", false), true);
+  // Stopped early: far fewer tokens than the 4 × 400 steps of the budget.
+  EXPECT_GT(summary["tokens"].get<uint64_t>(), 0u);
+  EXPECT_LT(summary["tokens"].get<uint64_t>(),
+            static_cast<uint64_t>(4 * 400 / 2 * e.tokens_per_step()));
+  std::ifstream in(dir / "events.jsonl");
+  std::string line;
+  bool gave_up = false, stopped = false;
+  while (std::getline(in, line)) {
+    auto ev = nlohmann::json::parse(line);
+    if (ev["event"] == "give_up" && ev["kind"] == "owner" && ev["id"] == 1) gave_up = true;
+    if (ev["event"] == "stop" &&
+        ev["reason"].get<std::string>().find("fragment owner") != std::string::npos)
+      stopped = true;
+  }
+  EXPECT_TRUE(gave_up);
+  EXPECT_TRUE(stopped);
   std::filesystem::remove_all(dir);
 }
 

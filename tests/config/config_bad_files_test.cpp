@@ -42,6 +42,8 @@ const bad_case k_bad[] = {
      "unknown value 'rdaa'; expected one of rda, average; did you mean 'rda'?"},
     {"chaos_target.lua", 8, "chaos.events[2].target",
      "learner 4 does not exist (learners.count is 4; ids start at 0)"},
+    {"restart_backoff.lua", 4, "restart.backoff_cap_seconds",
+     "2 is smaller than restart.backoff_seconds (5)"},
     {"grace_fixed.lua", 4, "sync.grace.fixed_seconds",
      "must be greater than 0 when sync.grace.mode is 'fixed'"},
     {"duplicate_name.lua", 4, "name", "duplicate experiment name 'same' (first defined at "

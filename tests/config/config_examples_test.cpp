@@ -83,6 +83,12 @@ TEST(ConfigExamples, DataOnlyFileGetsAlgorithmDefaults) {
   EXPECT_EQ(e.sync.interval, 24);
   EXPECT_EQ(e.sync.overlap, 2);
   EXPECT_EQ(e.sync.max_inflight, 2);
+  EXPECT_FALSE(e.sync.push_clock.has_value());
+  EXPECT_EQ(e.push_clock(), schedule_clock::global);  // K = 1 < M
+  EXPECT_EQ(e.restart.max_restarts, 5);
+  EXPECT_DOUBLE_EQ(e.restart.window_seconds, 60.0);
+  EXPECT_DOUBLE_EQ(e.restart.backoff_seconds, 0.5);
+  EXPECT_DOUBLE_EQ(e.restart.backoff_cap_seconds, 30.0);
   EXPECT_FALSE(e.sync.min_quorum.is_fraction);
   EXPECT_EQ(e.sync.min_quorum.count, 1);
   EXPECT_EQ(e.sync.grace.mode, grace_mode::adaptive);
@@ -110,6 +116,43 @@ TEST(ConfigExamples, DataOnlyFileGetsAlgorithmDefaults) {
   EXPECT_DOUBLE_EQ(e.chaos.random.mtbf_seconds, 0.0);
   EXPECT_EQ(e.chaos.random.seed, 1234u);
   EXPECT_EQ(std::filesystem::path(e.data.file).filename(), "input.txt");
+}
+
+TEST(ConfigExamples, PushClockDefaultsByQuorumAndAnExplicitValueWins) {
+  auto one = [](const std::string& sync) {
+    const std::string script =
+        std::string("experiment { ") + test::k_data + ", sync = { " + sync + " } }";
+    load_result r = load_string(script, "pc.lua", test::repo_options());
+    EXPECT_TRUE(r.ok()) << r.error_text();
+    return r.ok() ? r.experiments[0] : experiment{};
+  };
+  // Synchronous (K = M, as a count or as fraction(1)): lockstep on the learner's own step.
+  EXPECT_EQ(one("min_quorum = 4").push_clock(), schedule_clock::learner);
+  EXPECT_EQ(one("min_quorum = fraction(1)").push_clock(), schedule_clock::learner);
+  // Asynchronous: the global mean step.
+  EXPECT_EQ(one("min_quorum = 3").push_clock(), schedule_clock::global);
+  EXPECT_EQ(one("min_quorum = fraction(0.5)").push_clock(), schedule_clock::global);
+  // Explicit either way.
+  EXPECT_EQ(one("min_quorum = 4, push_clock = 'global'").push_clock(), schedule_clock::global);
+  EXPECT_EQ(one("min_quorum = 1, push_clock = 'learner'").push_clock(), schedule_clock::learner);
+  // The resolved JSON names the clock in use.
+  EXPECT_EQ(to_json(one("min_quorum = 4"))["sync"]["push_clock"], "learner");
+  EXPECT_EQ(to_json(one("min_quorum = 2"))["sync"]["push_clock"], "global");
+}
+
+TEST(ConfigExamples, RestartSectionIsRead) {
+  const std::string script =
+      std::string("experiment { ") + test::k_data +
+      ", restart = { max_restarts = 0, window_seconds = 10, backoff_seconds = 1, "
+      "backoff_cap_seconds = 4 } }";
+  const load_result r = load_string(script, "r.lua", test::repo_options());
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  const experiment& e = r.experiments[0];
+  EXPECT_EQ(e.restart.max_restarts, 0);
+  EXPECT_DOUBLE_EQ(e.restart.window_seconds, 10.0);
+  EXPECT_DOUBLE_EQ(e.restart.backoff_seconds, 1.0);
+  EXPECT_DOUBLE_EQ(e.restart.backoff_cap_seconds, 4.0);
+  EXPECT_EQ(to_json(e)["restart"]["backoff_cap_seconds"], 4.0);
 }
 
 TEST(ConfigExamples, TokenBudgetSetsTheScheduleLength) {
