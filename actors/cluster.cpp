@@ -192,33 +192,24 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
     std::string why;
     if (r.summary.value("tokens", uint64_t{0}) == 0)
       why = "no learner trained a single token";
-    if (!counters.learners_given_up.empty()) {
+    // "learner 1 of 4 exhausted its restart budget and stayed down<consequence> (last crash: …)"
+    auto given_up = [&why](const std::map<int32_t, std::string>& lost, const char* one,
+                           const char* many, int of, const char* consequence) {
+      if (lost.empty()) return;
       std::string ids, last;
-      for (const auto& [id, crash] : counters.learners_given_up) {
+      for (const auto& [id, crash] : lost) {
         ids += (ids.empty() ? "" : ", ") + std::to_string(id);
         last = crash;
       }
-      why += fmt::format("{}{} {} of {} exhausted {} restart budget and stayed down (last crash: "
-                         "{}; see events.jsonl)",
-                         why.empty() ? "" : "; ",
-                         counters.learners_given_up.size() == 1 ? "learner" : "learners", ids,
-                         setup->exp.learners.count,
-                         counters.learners_given_up.size() == 1 ? "its" : "their", last);
-    }
-    if (!counters.owners_given_up.empty()) {
-      std::string ids, last;
-      for (const auto& [id, crash] : counters.owners_given_up) {
-        ids += (ids.empty() ? "" : ", ") + std::to_string(id);
-        last = crash;
-      }
-      why += fmt::format("{}fragment {} {} of {} exhausted {} restart budget and stayed down, so "
-                         "training stopped and final_val_loss is the last periodic evaluation "
-                         "(last crash: {}; see events.jsonl)",
-                         why.empty() ? "" : "; ",
-                         counters.owners_given_up.size() == 1 ? "owner" : "owners", ids,
-                         setup->plan.num_fragments(),
-                         counters.owners_given_up.size() == 1 ? "its" : "their", last);
-    }
+      why += fmt::format("{}{} {} of {} exhausted {} restart budget and stayed down{} (last "
+                         "crash: {}; see events.jsonl)",
+                         why.empty() ? "" : "; ", lost.size() == 1 ? one : many, ids, of,
+                         lost.size() == 1 ? "its" : "their", consequence, last);
+    };
+    given_up(counters.learners_given_up, "learner", "learners", setup->exp.learners.count, "");
+    given_up(counters.owners_given_up, "fragment owner", "fragment owners",
+             setup->plan.num_fragments(),
+             ", so training stopped and final_val_loss is the last periodic evaluation");
     if (!why.empty()) {
       r.failed = true;
       r.failure_reason = why;

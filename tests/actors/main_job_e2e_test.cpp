@@ -52,6 +52,23 @@ nlohmann::json read_json(const std::filesystem::path& p) {
   return nlohmann::json::parse(in);
 }
 
+/// Runs `e` with no restarts allowed and one kill (`what` of `target` at step/version `at`) into
+/// a fresh `dir`.
+run_result run_with_one_fatal_kill(config::experiment e, const std::filesystem::path& dir,
+                                   fault_spec::kind what, int32_t target, uint64_t at) {
+  std::filesystem::remove_all(dir);
+  run_options ro;
+  ro.progress_every_s = 0;
+  ro.run_dir = dir.string();
+  fault_spec kill;
+  kill.what = what;
+  kill.target = target;
+  kill.at_step = at;
+  ro.faults.push_back(kill);
+  e.restart.max_restarts = 0;  // the first crash is the last
+  return run_cluster(e, ro);
+}
+
 TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
   const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_e2e";
   std::filesystem::remove_all(dir);
@@ -128,19 +145,9 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
 // every key and adds "failed": true with the reason.
 TEST(main_job, a_learner_that_exhausts_its_restarts_fails_the_run) {
   const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_give_up";
-  std::filesystem::remove_all(dir);
-  run_options ro;
-  ro.progress_every_s = 0;
-  ro.run_dir = dir.string();
-  fault_spec kill;
-  kill.what = fault_spec::kind::kill_learner;
-  kill.target = 1;
-  kill.at_step = 10;
-  ro.faults.push_back(kill);
   auto e = small_experiment("give_up");
   e.budget.steps = 30;
-  e.restart.max_restarts = 0;  // the first crash is the last
-  auto r = run_cluster(e, ro);
+  auto r = run_with_one_fatal_kill(e, dir, fault_spec::kind::kill_learner, 1, 10);
   ASSERT_TRUE(r.finished);
   EXPECT_TRUE(r.failed);
   EXPECT_NE(r.failure_reason.find("learner 1 of 4 exhausted its restart budget"),
@@ -162,19 +169,10 @@ TEST(main_job, a_learner_that_exhausts_its_restarts_fails_the_run) {
 // final evaluation that can no longer assemble the model.
 TEST(main_job, an_owner_that_exhausts_its_restarts_stops_and_fails_the_run) {
   const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_owner_lost";
-  std::filesystem::remove_all(dir);
-  run_options ro;
-  ro.progress_every_s = 0;
-  ro.run_dir = dir.string();
-  fault_spec kill;
-  kill.what = fault_spec::kind::kill_owner;
-  kill.target = 1;
-  kill.at_step = 3;  // the owner's third version
-  ro.faults.push_back(kill);
   auto e = small_experiment("owner_lost");
   e.budget.steps = 400;  // long enough that finishing it would mean the stop did not happen
-  e.restart.max_restarts = 0;
-  auto r = run_cluster(e, ro);
+  // Owner 1 killed at its third version.
+  auto r = run_with_one_fatal_kill(e, dir, fault_spec::kind::kill_owner, 1, 3);
   ASSERT_TRUE(r.finished);
   EXPECT_TRUE(r.failed);
   EXPECT_NE(r.failure_reason.find("fragment owner 1 of 2 exhausted its restart budget"),
