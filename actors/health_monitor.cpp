@@ -154,6 +154,14 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           !it->second.alive)
         return;
       auto& r = it->second;
+      {
+        // The push clock moves by this learner's new steps over the live learners.
+        size_t live = 0;
+        for (const auto& [id, l] : st.learners)
+          if (l.alive && !l.finished) ++live;
+        const uint64_t advanced = hb->step > r.step ? std::min<uint64_t>(hb->step - r.step, 1000) : 0;
+        st.mean_step += static_cast<double>(advanced) / static_cast<double>(std::max<size_t>(1, live));
+      }
       r.step = hb->step;
       r.tokens_this_incarnation = hb->tokens;
       r.step_time_ema_s = hb->step_time_ema_s;
@@ -164,6 +172,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         progress_msg pm;
         pm.total_tokens = total_tokens(st);
         pm.step = hb->step;
+        pm.mean_step = st.mean_step;
         for (const auto& [id, l] : st.learners)
           if (l.alive) pm.live_learners += 1;
         self->send(sender, atoms::progress_atom_v, encode(pm));

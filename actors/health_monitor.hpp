@@ -76,6 +76,9 @@ struct monitor_state {
   std::vector<caf::actor> owners;
   uint64_t epoch = 0;
   bool budget_reported = false;
+  /// The global push clock (progress_msg::mean_step): Σ over accepted heartbeats of the steps
+  /// they advance / the learners live then.
+  double mean_step = 0.0;
   static inline const char* name = "health_monitor";
 };
 

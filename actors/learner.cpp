@@ -594,8 +594,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
       double t = actor_now(self);
       for (const auto& [step, sent] : s.heartbeats_sent)
         if (step == pm->step) t = sent;
-      s.mean_step_clock.observe(t, static_cast<double>(total_tokens) /
-                                       static_cast<double>(per_round));
+      s.mean_step_clock.observe(t, pm->mean_step);
     },
     [=](atoms::barrier_atom) {
       auto& s = self->state;

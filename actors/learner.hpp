@@ -59,7 +59,8 @@ struct learner_context {
   /// The fragment plan (same on every learner and owner).
   fragment_plan plan;
   /// The push schedule's clock. false: the learner's own inner step, (step − offset_p) mod H
-  /// (ALGORITHM.md). true: the global mean step (as for `global_schedule`), so every learner
+  /// (ALGORITHM.md). true: the global mean step (progress_msg::mean_step: Σ over learner steps of
+  /// 1 / live learners, from the health monitor's reply to each heartbeat), so every learner
   /// pushes fragment p when the mean step crosses offset_p + kH, whatever its speed — pushes of
   /// one fragment from learners of different speeds arrive together and one grace window
   /// gathers them. The mean step is estimated half a step ahead (policy::global_clock), so the

@@ -334,6 +334,7 @@ wire_bytes encode(const progress_msg& m) {
   r.setTotalTokens(m.total_tokens);
   r.setLiveLearners(m.live_learners);
   r.setStep(m.step);
+  r.setMeanStep(m.mean_step);
   return flatten(b);
 }
 
@@ -543,6 +544,7 @@ result<progress_msg> decode_progress(const uint8_t* data, size_t size,
                            m.total_tokens = r.getTotalTokens();
                            m.live_learners = r.getLiveLearners();
                            m.step = r.getStep();
+                           m.mean_step = r.getMeanStep();
                            return m;
                          });
 }

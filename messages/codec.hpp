@@ -221,6 +221,10 @@ struct progress_msg {
   /// The step of the heartbeat this answers (0: not an answer): the learner knows when it sent
   /// that heartbeat, so it can date `total_tokens` without trusting another node's clock.
   uint64_t step = 0;
+  /// The group's mean step as the global push clock counts it: every learner step adds
+  /// 1 / (learners live at that moment), so the clock runs at the live learners' mean step rate
+  /// and neither jumps nor slows when a learner dies, respawns or finishes early.
+  double mean_step = 0.0;
 };
 
 /// One retained (version, θ) pair of a fragment owner's anchor ring (anchor = current).

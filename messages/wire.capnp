@@ -169,4 +169,5 @@ struct Progress {
   totalTokens @0 :UInt64;              # tokens all learners have trained on, all incarnations
   liveLearners @1 :UInt32;             # learners alive when it was sent
   step @2 :UInt64;                     # the answered heartbeat's step (0: not an answer)
+  meanStep @3 :Float64;                # the push clock: sum over steps of 1 / live learners
 }

@@ -62,8 +62,8 @@ std::vector<std::uint64_t> fragments_due_between(std::uint64_t from, std::uint64
                                                  std::uint64_t sync_interval,
                                                  std::uint64_t fragments);
 
-/// The global push clock as one learner sees it: the mean inner step of all learners (Σ tokens /
-/// (M × tokens per step), from the health monitor's progress replies), extrapolated to "now".
+/// The global push clock as one learner sees it: the live learners' mean inner step (the health
+/// monitor's progress replies, progress_msg::mean_step), extrapolated to "now".
 ///
 /// A learner handles messages only between its inner steps, so a reading is one or two of its
 /// own steps old when the schedule is checked; a learner 1.5× slower than the rest would push

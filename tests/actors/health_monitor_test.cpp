@@ -51,6 +51,7 @@ struct monitor_fixture : ::testing::Test {
   /// live_learners and step of the last progress reply.
   uint32_t last_live = 0;
   uint64_t last_step = 0;
+  double last_mean_step = -1.0;
 
   /// Sends a heartbeat from `self`; returns the progress reply, if one came within 2 s.
   std::optional<uint64_t> beat(caf::scoped_actor& self, int32_t id, uint64_t inc,
@@ -74,6 +75,7 @@ struct monitor_fixture : ::testing::Test {
                         out = pm->total_tokens;
                         last_live = pm->live_learners;
                         last_step = pm->step;
+                        last_mean_step = pm->mean_step;
                       }
                       done = true;
                     },
@@ -101,6 +103,29 @@ TEST_F(monitor_fixture, every_heartbeat_is_answered_with_the_tokens_of_all_learn
   EXPECT_EQ(beat(b, 1, 0, 99999), std::nullopt);
   EXPECT_EQ(beat(a, 0, 0, 10240), std::optional<uint64_t>(16384));
   EXPECT_EQ(last_live, 2u);  // learner 1's new incarnation replaced the old one
+}
+
+TEST_F(monitor_fixture, the_push_clock_runs_at_the_live_learners_mean_step_rate) {
+  caf::scoped_actor a{*sys}, b{*sys};
+  ASSERT_EQ(join(a, 0), 0u);
+  ASSERT_EQ(join(b, 1), 0u);
+  // Two live learners: each step adds 1/2.
+  ASSERT_TRUE(beat(a, 0, 0, 2048));  // step 1
+  EXPECT_DOUBLE_EQ(last_mean_step, 0.5);
+  ASSERT_TRUE(beat(b, 1, 0, 2048));  // step 1
+  EXPECT_DOUBLE_EQ(last_mean_step, 1.0);
+  ASSERT_TRUE(beat(a, 0, 0, 4096));  // step 2
+  EXPECT_DOUBLE_EQ(last_mean_step, 1.5);
+  // A repeated step adds nothing.
+  ASSERT_TRUE(beat(a, 0, 0, 4096));
+  EXPECT_DOUBLE_EQ(last_mean_step, 1.5);
+  // Learner 1 finishes early: learner 0 alone now moves the clock one step per step, where the
+  // token count (total / (M × tokens per step)) would move half a step.
+  b->send(monitor, atoms::leave_atom_v, int32_t{1}, uint64_t{0});
+  ASSERT_TRUE(beat(a, 0, 0, 6144));  // step 3
+  EXPECT_DOUBLE_EQ(last_mean_step, 2.5);
+  ASSERT_TRUE(beat(a, 0, 0, 8192));  // step 4
+  EXPECT_DOUBLE_EQ(last_mean_step, 3.5);
 }
 
 }  // namespace

@@ -223,7 +223,7 @@ TEST(Codec, PullRequestRoundTrip) {
 }
 
 TEST(Codec, ProgressRoundTrip) {
-  progress_msg m{uint64_t{1} << 40, 12, 987654321};
+  progress_msg m{uint64_t{1} << 40, 12, 987654321, 1234.25};
   auto bytes = encode(m);
   EXPECT_EQ(*peek_kind(bytes), message_kind::progress);
   auto d = decode_progress(bytes);
@@ -231,6 +231,7 @@ TEST(Codec, ProgressRoundTrip) {
   EXPECT_EQ(d->total_tokens, uint64_t{1} << 40);
   EXPECT_EQ(d->live_learners, 12u);
   EXPECT_EQ(d->step, 987654321u);
+  EXPECT_DOUBLE_EQ(d->mean_step, 1234.25);
 }
 
 // The kinds keep the Envelope's union order; new members only append (wire.capnp header).
