@@ -69,6 +69,19 @@ run_result run_with_one_fatal_kill(config::experiment e, const std::filesystem::
   return run_cluster(e, ro);
 }
 
+/// Expects `r` finished and failed with a reason containing `reason`, and summary.json in `dir`
+/// saying the same; returns summary.json.
+nlohmann::json expect_failed_run(const run_result& r, const std::filesystem::path& dir,
+                                 const std::string& reason) {
+  EXPECT_TRUE(r.finished);
+  EXPECT_TRUE(r.failed);
+  EXPECT_NE(r.failure_reason.find(reason), std::string::npos) << r.failure_reason;
+  auto summary = read_json(dir / "summary.json");
+  EXPECT_EQ(summary.value("failed", false), true);
+  EXPECT_EQ(summary.value("failure_reason", std::string()), r.failure_reason);
+  return summary;
+}
+
 TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
   const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_e2e";
   std::filesystem::remove_all(dir);
@@ -148,14 +161,7 @@ TEST(main_job, a_learner_that_exhausts_its_restarts_fails_the_run) {
   auto e = small_experiment("give_up");
   e.budget.steps = 30;
   auto r = run_with_one_fatal_kill(e, dir, fault_spec::kind::kill_learner, 1, 10);
-  ASSERT_TRUE(r.finished);
-  EXPECT_TRUE(r.failed);
-  EXPECT_NE(r.failure_reason.find("learner 1 of 4 exhausted its restart budget"),
-            std::string::npos)
-      << r.failure_reason;
-  auto summary = read_json(dir / "summary.json");
-  EXPECT_EQ(summary.value("failed", false), true);
-  EXPECT_EQ(summary.value("failure_reason", std::string()), r.failure_reason);
+  auto summary = expect_failed_run(r, dir, "learner 1 of 4 exhausted its restart budget");
   for (const char* k : {"final_val_loss", "tokens", "wall_seconds", "goodput", "effective_goodput",
                         "uptime", "merges", "mean_contributors_per_merge", "learner_restarts",
                         "bytes_pushed", "bytes_broadcast"})
@@ -173,13 +179,7 @@ TEST(main_job, an_owner_that_exhausts_its_restarts_stops_and_fails_the_run) {
   e.budget.steps = 400;  // long enough that finishing it would mean the stop did not happen
   // Owner 1 killed at its third version.
   auto r = run_with_one_fatal_kill(e, dir, fault_spec::kind::kill_owner, 1, 3);
-  ASSERT_TRUE(r.finished);
-  EXPECT_TRUE(r.failed);
-  EXPECT_NE(r.failure_reason.find("fragment owner 1 of 2 exhausted its restart budget"),
-            std::string::npos)
-      << r.failure_reason;
-  auto summary = read_json(dir / "summary.json");
-  EXPECT_EQ(summary.value("failed", false), true);
+  auto summary = expect_failed_run(r, dir, "fragment owner 1 of 2 exhausted its restart budget");
   // Stopped early: far fewer tokens than the 4 × 400 steps of the budget.
   EXPECT_GT(summary["tokens"].get<uint64_t>(), 0u);
   EXPECT_LT(summary["tokens"].get<uint64_t>(),
