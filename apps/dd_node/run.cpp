@@ -213,26 +213,52 @@ int run_main(int argc, char** argv) {
       return 2;
     }
   }
-  // Lock every run directory before anything is written into any of them.
+  // The comparison table's file must be writable before hours of training are spent.
+  if (loaded.experiments.size() > 1) {
+    std::error_code ec;
+    auto parent = std::filesystem::path(table_path).parent_path();
+    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+    if (!std::ofstream(table_path, std::ios::app)) {
+      std::fprintf(stderr, "dd-node run: --table %s: cannot write this file (%s)\n",
+                   table_path.c_str(),
+                   ec ? ec.message().c_str() : "its folder is missing or not writable");
+      return 2;
+    }
+  }
+  // Lock every run directory, and every checkpoint directory outside its run directory (a run
+  // deletes its fragments' old checkpoints as it starts), before anything is written.
   std::vector<run_dir_lock> locks;
   std::vector<std::string> locked;
-  for (const auto& exp : loaded.experiments) {
-    const std::string dir = !run_dir.empty()       ? run_dir
-                            : !exp.run_dir.empty() ? exp.run_dir
-                                                   : "runs/" + exp.name;
+  auto lock_dir = [&](const std::string& dir, const std::string& name) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     std::string key = std::filesystem::weakly_canonical(std::filesystem::absolute(dir), ec).string();
     if (ec) key = dir;
-    if (std::find(locked.begin(), locked.end(), key) != locked.end()) continue;
+    if (std::find(locked.begin(), locked.end(), key) != locked.end()) return true;
     std::string error;
     auto lock = run_dir_lock::acquire(dir, error);
     if (!lock.held()) {
-      std::fprintf(stderr, "dd-node run: %s: %s\n", exp.name.c_str(), error.c_str());
-      return 2;
+      std::fprintf(stderr, "dd-node run: %s: %s\n", name.c_str(), error.c_str());
+      return false;
     }
     locks.push_back(std::move(lock));
     locked.push_back(key);
+    return true;
+  };
+  for (const auto& exp : loaded.experiments) {
+    const std::string dir = !run_dir.empty()       ? run_dir
+                            : !exp.run_dir.empty() ? exp.run_dir
+                                                   : "runs/" + exp.name;
+    if (!lock_dir(dir, exp.name)) return 2;
+    if (!exp.checkpoint.dir.empty()) {
+      std::error_code ec;
+      const auto run_abs = std::filesystem::weakly_canonical(std::filesystem::absolute(dir), ec);
+      const auto ck_abs =
+          std::filesystem::weakly_canonical(std::filesystem::absolute(exp.checkpoint.dir), ec);
+      const auto rel = ck_abs.lexically_relative(run_abs);
+      const bool inside = !rel.empty() && *rel.begin() != "..";
+      if (!inside && !lock_dir(exp.checkpoint.dir, exp.name + ": checkpoint.dir")) return 2;
+    }
   }
   install_stop_handlers();
   nlohmann::json table = nlohmann::json::array();
@@ -282,11 +308,16 @@ int run_main(int argc, char** argv) {
                 "M", "P", "K", "val_loss", "tokens", "wall_s", "goodput", "eff_gp", "uptime",
                 "merges", "contrib", "rst", "MB_pushed");
     for (const auto& row : rows) std::printf("%s\n", row.c_str());
-    std::error_code ec;
-    auto parent = std::filesystem::path(table_path).parent_path();
-    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    std::ofstream(table_path) << table.dump(2) << '\n';
-    std::printf("comparison written to %s\n", table_path.c_str());
+    std::ofstream out(table_path, std::ios::trunc);
+    out << table.dump(2) << '\n';
+    out.close();
+    if (!out) {
+      std::fprintf(stderr, "dd-node run: --table %s: writing the comparison failed\n",
+                   table_path.c_str());
+      ++failed;
+    } else {
+      std::printf("comparison written to %s\n", table_path.c_str());
+    }
   }
   if (const int sig = g_interrupt.load(); sig != 0) return 128 + sig;
   if (failed > 0) {

@@ -200,6 +200,58 @@ TEST(dd_node_run, a_second_run_on_the_same_directory_is_refused) {
   fs::remove_all(dir);
 }
 
+// A checkpoint.dir outside the run directory is locked too: a second run naming the same
+// checkpoint folder (which it would clean as it starts) is refused while the first one runs.
+TEST(dd_node_run, a_second_run_on_the_same_checkpoint_dir_is_refused) {
+  const fs::path dir = make_workdir("ckpt_lock");
+  const pid_t holder =
+      start(dir, "a", {"--run-dir", "run_a", "--set", "checkpoint.dir=\"shared_ck\""});
+  ASSERT_GT(holder, 0);
+  const std::string pid_text = std::to_string(holder);
+  const bool locked =
+      wait_for([&] { return read_text(dir / "shared_ck" / "LOCK") == pid_text + "\n"; }, 30);
+  if (!locked) ::kill(holder, SIGKILL);
+  ASSERT_TRUE(locked) << read_text(dir / "a.err");
+  ASSERT_TRUE(wait_for([&] { return fs::exists(dir / "shared_ck" / "owner_0.ddck"); }, 60))
+      << read_text(dir / "a.err");
+
+  const pid_t second = start(dir, "b",
+                             {"--run-dir", "run_b", "--set", "checkpoint.dir=\"shared_ck\"",
+                              "--set", "budget.steps=4"});
+  EXPECT_EQ(wait_exit(second, 30), 2);
+  const std::string err = read_text(dir / "b.err");
+  EXPECT_NE(err.find("checkpoint.dir"), std::string::npos) << err;
+  EXPECT_NE(err.find("pid " + pid_text), std::string::npos) << err;
+  EXPECT_TRUE(fs::exists(dir / "shared_ck" / "owner_0.ddck")) << "the live run's checkpoints";
+  EXPECT_FALSE(fs::exists(dir / "run_b" / "summary.json"));
+  ::kill(holder, SIGKILL);
+  wait_exit(holder, 10);
+  fs::remove_all(dir);
+}
+
+// --table FILE that cannot be written is refused before any training (exit 2), not reported as
+// written after the runs.
+TEST(dd_node_run, an_unwritable_table_file_is_refused_before_training) {
+  const fs::path dir = make_workdir("table");
+  std::ofstream(dir / "two.lua")
+      << "for _, k in ipairs { 1, 2 } do experiment {\n"
+         "  name = 'two' .. k,\n"
+         "  data = { file = '" << DD_DATA_DIR << "/tinyshakespeare/input.txt' },\n"
+         "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
+         "  learners = { count = 2, batch = 4, threads = 1 },\n"
+         "  sync = { fragments = 2, interval = 4, min_quorum = k },\n"
+         "  budget = { steps = 4 },\n"
+         "} end\n";
+  std::ofstream(dir / "a_file") << "x";
+  const pid_t pid = start(dir, "a", {"--table", "a_file/t.json"}, "two.lua");
+  EXPECT_EQ(wait_exit(pid, 30), 2);
+  const std::string err = read_text(dir / "a.err");
+  EXPECT_NE(err.find("--table a_file/t.json: cannot write"), std::string::npos) << err;
+  EXPECT_FALSE(fs::exists(dir / "runs" / "two1" / "summary.json"));
+  EXPECT_EQ(read_text(dir / "a.out").find("comparison written"), std::string::npos);
+  fs::remove_all(dir);
+}
+
 // A data file too small for the learners is refused before anything starts (exit 2, naming the
 // file, the learner count and the sizes), instead of learners crashing at spawn until their
 // restart budgets run out and the run "finishing" with 0 tokens.
