@@ -61,9 +61,10 @@ void fault_hooks::fire_locked(size_t i, uint64_t logical, uint64_t inc, double n
   if (f.what == fault_spec::kind::kill_owner && f.downtime_s > 0)
     downtime_.push_back({{f.target, true}, f.downtime_s});
   if (log_ != nullptr) {
+    // What the fault was keyed on when it fired: the learner's step, or the owner's version.
     nlohmann::json j = {{"fault", to_string(f.what)},
                         {"target", f.target},
-                        {"at_step", logical},
+                        {f.what == fault_spec::kind::kill_owner ? "at_version" : "at_step", logical},
                         {"incarnation", inc}};
     if (f.what == fault_spec::kind::slow_learner) j["factor"] = f.factor;
     if (f.what == fault_spec::kind::delay_push) j["delay_s"] = f.delay_s;
@@ -123,6 +124,19 @@ bool fault_hooks::on_owner(int32_t fragment, uint64_t version) {
     kill = true;
   }
   return kill;
+}
+
+std::vector<double> fault_hooks::owner_kill_delays(int32_t fragment) const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  const double now = clock_();
+  std::vector<double> out;
+  for (size_t i = 0; i < faults_.size(); ++i) {
+    const auto& f = faults_[i];
+    if (f.what == fault_spec::kind::kill_owner && f.target == fragment && !done_[i] &&
+        f.at_seconds >= 0)
+      out.push_back(f.at_seconds - now);
+  }
+  return out;
 }
 
 double fault_hooks::take_downtime(int32_t id, bool owner) {

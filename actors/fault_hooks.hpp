@@ -80,6 +80,10 @@ class fault_hooks {
   push_fault on_push(int32_t id, uint64_t inc, int32_t fragment, uint64_t step);
   /// Fragment owner `fragment` reached `version` (after a merge, or when handling a message).
   bool on_owner(int32_t fragment, uint64_t version);
+  /// Seconds from now until each time-keyed kill of fragment owner `fragment` that has not
+  /// fired (negative: overdue). The owner sets a timer for each and calls on_owner when it
+  /// rings, so a time-keyed owner kill fires on time rather than at the next merge.
+  std::vector<double> owner_kill_delays(int32_t fragment) const;
 
   /// Minimum downtime the supervisor must honour before respawning `learner` (or, with
   /// `owner` = true, fragment owner `id`) after a kill fault; consumed by the call.

@@ -143,7 +143,17 @@ caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_cont
                      "), losing the merges made so far for this fragment");
   }
   if (ctx->monitor) self->send(ctx->monitor, atoms::subscribe_atom_v, frag, caf::actor{self});
+  // Time-keyed kill faults (tests, chaos): a timer each, so they fire on time.
+  if (ctx->faults != nullptr)
+    for (double d : ctx->faults->owner_kill_delays(frag))
+      self->delayed_send(self,
+                         caf::timespan{static_cast<int64_t>(std::ceil(std::max(0.0, d) * 1e9))},
+                         atoms::kill_atom_v);
   return {
+    [=](atoms::kill_atom) {
+      if (ctx->faults != nullptr && ctx->faults->on_owner(frag, self->state.core->version()))
+        self->quit(caf::exit_reason::kill);
+    },
     [=](atoms::push_atom, const std::vector<uint8_t>& bytes) {
       auto& s = self->state;
       auto sender = caf::actor_cast<caf::actor>(self->current_sender());

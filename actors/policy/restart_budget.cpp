@@ -29,12 +29,12 @@ restart_decision decide_restart(const restart_config& config, const restart_hist
                                 double now_s) {
   restart_decision d;
   const double stable = config.stable_after_s < 0.0 ? config.window_s : config.stable_after_s;
-  if (config.max_restarts == 0 || !std::isfinite(config.window_s) || config.window_s <= 0.0 ||
+  if (!std::isfinite(config.window_s) || config.window_s <= 0.0 ||
       !std::isfinite(config.backoff_base_s) || config.backoff_base_s < 0.0 ||
       !std::isfinite(config.backoff_cap_s) || config.backoff_cap_s < config.backoff_base_s ||
       !std::isfinite(stable) || !std::isfinite(now_s)) {
     d.reason = restart_reason::invalid_config;
-    d.message = "give up: invalid restart config (need N >= 1, W > 0, 0 <= base <= cap)";
+    d.message = "give up: invalid restart config (need W > 0, 0 <= base <= cap)";
     return d;
   }
   const auto& t = history.restart_times_s;

@@ -16,7 +16,9 @@ namespace dd::policy {
 
 /// Restart budget configuration (all times in seconds).
 struct restart_config {
-  std::size_t max_restarts = 5;  ///< N: at most N restarts in any sliding window of `window_s`.
+  /// N: at most N restarts in any sliding window of `window_s`; 0 = never restart (the first
+  /// crash gives up with reason budget_exhausted).
+  std::size_t max_restarts = 5;
   double window_s = 60.0;        ///< W: sliding window length (s), > 0.
   double backoff_base_s = 0.5;   ///< first delay (s), >= 0.
   double backoff_cap_s = 30.0;   ///< largest delay (s), >= backoff_base_s.
@@ -41,7 +43,7 @@ enum class restart_reason {
   first_restart,      ///< no recent restart: restart after backoff_base_s.
   backoff,            ///< k consecutive restarts before this one: restart after min(base·2^k, cap).
   budget_exhausted,   ///< N restarts already inside the window ending now: give up.
-  invalid_config,     ///< N == 0, W <= 0, negative or non-finite delays: give up.
+  invalid_config,     ///< W <= 0, negative or non-finite delays: give up.
 };
 
 /// Stable machine name of a reason.

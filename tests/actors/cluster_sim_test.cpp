@@ -176,6 +176,28 @@ TEST(cluster_sim, scripted_faults_fire_and_the_killed_learner_comes_back) {
   EXPECT_LT(o.result.final_val_loss, 5.0);  // ln 256 ≈ 5.55 untrained
 }
 
+TEST(cluster_sim, a_time_keyed_owner_kill_fires_on_time_not_at_the_next_merge) {
+  auto e = tiny_experiment("sim_owner_at_time");
+  fault_spec kill;
+  kill.what = fault_spec::kind::kill_owner;
+  kill.target = 1;
+  kill.at_seconds = 1.234;  // between two merges of fragment 1 (they are ~0.4 s apart)
+  auto o = simulate(e, {kill}, ::testing::TempDir() + "dd_sim_owner_at_time");
+  ASSERT_EQ(o.fired.size(), 1u);
+  EXPECT_GE(o.fired[0].at_s, 1.234);
+  EXPECT_LT(o.fired[0].at_s, 1.234 + 0.01);
+  bool respawned = false;
+  for (const auto& ev : o.events) {
+    if (ev["event"] == "fault") {
+      EXPECT_TRUE(ev.contains("at_version")) << ev.dump();  // an owner's fault names its version
+      EXPECT_FALSE(ev.contains("at_step")) << ev.dump();
+    }
+    if (ev["event"] == "respawn" && ev["kind"] == "owner" && ev["id"] == 1) respawned = true;
+  }
+  EXPECT_TRUE(respawned);
+  check_invariants(o, e);
+}
+
 /// Random faults drawn from one seed: kills, slowdowns, dropped and delayed pushes, an owner kill.
 std::vector<fault_spec> random_faults(uint64_t seed, const config::experiment& e) {
   rng r(seed);

@@ -331,11 +331,17 @@ TEST(RestartBudget, GivesUpWhenWindowIsFullAndRecovers) {
   EXPECT_DOUBLE_EQ(d.delay_s, 4.0);
 }
 
+TEST(RestartBudget, ZeroRestartsMeansTheFirstCrashGivesUp) {
+  restart_config cfg;
+  cfg.max_restarts = 0;  // documented as "never respawn", not a configuration error
+  const auto d = decide_restart(cfg, {}, 0);
+  EXPECT_EQ(d.action, restart_action::give_up);
+  EXPECT_EQ(d.reason, restart_reason::budget_exhausted) << d.message;
+  EXPECT_NE(d.message.find("max 0"), std::string::npos) << d.message;
+}
+
 TEST(RestartBudget, InvalidConfigGivesUp) {
   restart_config cfg;
-  cfg.max_restarts = 0;
-  EXPECT_EQ(decide_restart(cfg, {}, 0).reason, restart_reason::invalid_config);
-  cfg = restart_config{};
   cfg.window_s = -1;
   EXPECT_EQ(decide_restart(cfg, {}, 0).action, restart_action::give_up);
   cfg = restart_config{};
