@@ -655,7 +655,9 @@ nlohmann::json make_summary(const cluster_setup& setup, const run_counters& c,
                                      (static_cast<double>(P) * static_cast<double>(tokens)))
                  : 0.0;
   const double uptime = c.observed_s > 0 ? c.uptime_s / c.observed_s : 0.0;
-  return {{"final_val_loss", final_val_loss},
+  // No evaluation at all (a run stopped before one could run): null, not a sentinel number.
+  return {{"final_val_loss",
+           final_val_loss >= 0 ? nlohmann::json(final_val_loss) : nlohmann::json(nullptr)},
           {"tokens", tokens},
           {"wall_seconds", wall_s},
           {"goodput", goodput},
@@ -706,6 +708,18 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
     std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);
   });
+  // A budget that ends before any fragment is pushed trains learners that are never merged.
+  if (exp.budget.kind != config::budget_kind::seconds) {
+    const uint64_t H = static_cast<uint64_t>(std::max(1, exp.sync.interval));
+    const uint64_t P = static_cast<uint64_t>(std::max(1, setup->plan.num_fragments()));
+    const uint64_t first_push = P > 1 ? std::max<uint64_t>(1, H / P) : H;
+    if (setup->steps_per_learner < first_push)
+      setup->log->warn(fmt::format(
+          "{}: the budget ends after {} inner steps per learner, before the first push (step {} "
+          "with sync.interval = {} and {} fragments): nothing will be merged and the final "
+          "validation loss is the initial model's",
+          exp.name, setup->steps_per_learner, first_push, H, P));
+  }
   caf::actor_system_config cfg;
   cfg.set("logger.file-verbosity", caf::atom("quiet"));
   cfg.set("logger.console-verbosity", caf::atom("quiet"));

@@ -14,6 +14,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/run_log.hpp"
+#include "actors/supervisor.hpp"
 #include "runtime/eval.hpp"
 #include "runtime/quantize.hpp"
 
@@ -120,6 +121,7 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
 }  // namespace
 
 caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_context> ctx) {
+  name_crashes(self);
   auto& st = self->state;
   kernels::backend_options bo;
   bo.threads = ctx->threads;

@@ -20,6 +20,7 @@
 #include "actors/atoms.hpp"
 #include "actors/fault_hooks.hpp"
 #include "actors/run_log.hpp"
+#include "actors/supervisor.hpp"
 
 namespace dd::actors {
 
@@ -101,6 +102,7 @@ void apply_effects(owner_actor* self, const owner_context& ctx, owner_effects fx
 }  // namespace
 
 caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_context> ctx) {
+  name_crashes(self);
   auto& st = self->state;
   kernels::backend_options bo;
   bo.threads = ctx->threads;

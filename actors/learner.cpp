@@ -25,6 +25,7 @@
 #include "actors/fragment_owner.hpp"
 #include "actors/policy/push_schedule.hpp"
 #include "actors/run_log.hpp"
+#include "actors/supervisor.hpp"
 #include "runtime/adamw.hpp"
 #include "runtime/quantize.hpp"
 
@@ -531,6 +532,7 @@ uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector
 }
 
 caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context> ctx) {
+  name_crashes(self);
   auto& st = self->state;
   st.id = ctx->learner_id;
   kernels::backend_options bo;

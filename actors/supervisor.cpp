@@ -149,4 +149,16 @@ caf::behavior supervisor(supervisor_actor* self, std::shared_ptr<const superviso
   };
 }
 
+void name_crashes(caf::scheduled_actor* self) {
+  self->set_exception_handler([](caf::scheduled_actor*, std::exception_ptr& eptr) -> caf::error {
+    try {
+      std::rethrow_exception(eptr);
+    } catch (const std::exception& e) {
+      return caf::make_error(caf::sec::runtime_error, std::string(e.what()));
+    } catch (...) {
+      return caf::make_error(caf::sec::runtime_error, std::string("unknown exception"));
+    }
+  });
+}
+
 }  // namespace dd::actors

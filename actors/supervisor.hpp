@@ -62,4 +62,10 @@ using supervisor_actor = caf::stateful_actor<supervisor_state>;
 /// The supervisor's behavior: spawns every child at start.
 caf::behavior supervisor(supervisor_actor* self, std::shared_ptr<const supervisor_context> ctx);
 
+/// Makes an exception thrown by `self` (in its behavior's setup or any handler) end it with
+/// error(runtime_error, "<what()>") instead of CAF's bare runtime_error, so the supervisor's
+/// respawn/give_up events and a failed run's failure_reason name the cause (e.g. "cpu:
+/// allocate_bytes: out of host memory ..."). Call first thing in a supervised actor's behavior.
+void name_crashes(caf::scheduled_actor* self);
+
 }  // namespace dd::actors

@@ -3,6 +3,9 @@
 -- One-shot events fire at an inner step, a time in seconds, or a fraction of the budget;
 -- learner and fragment ids start at 0. Random faults strike every actor of the chosen kind with
 -- a mean time between failures, and each stays down for a time drawn from `recovery`.
+--
+-- A step-keyed event must fall inside the budget: to shorten the run keep budget.steps >= 100
+-- (the slowdown below fires at step 100), e.g. --set budget.steps=130.
 
 experiment {
   name = "chaos",

@@ -103,7 +103,10 @@ void print_run_help(FILE* f) {
 }
 
 std::string table_row(const std::string& name, const nlohmann::json& s, const nlohmann::json& i) {
-  auto num = [&](const char* k) { return s.value(k, 0.0); };
+  auto num = [&](const char* k) {
+    auto it = s.find(k);
+    return it != s.end() && it->is_number() ? it->get<double>() : std::nan("");
+  };
   return fmt::format("{:<22} {:>2} {:>2} {:>6} {:>9.4f} {:>10} {:>8.1f} {:>7.3f} {:>7.3f} {:>6.3f} "
                      "{:>7} {:>7.2f} {:>4} {:>9.1f}",
                      name, i.value("learners", 0), i.value("fragments", 0),

@@ -350,5 +350,38 @@ TEST_F(owner_actor_test, pull_is_a_codec_message_and_bad_pulls_are_dropped) {
   EXPECT_EQ(failures, 3);
 }
 
+/// A supervised child that throws while it sets up, as a learner whose backend cannot allocate.
+caf::behavior throwing_child(caf::event_based_actor* self) {
+  name_crashes(self);
+  throw std::runtime_error("cpu: allocate_bytes: out of host memory allocating 1099511627776 bytes");
+  return {[](int) {}};
+}
+
+TEST(supervisor, a_crash_names_its_exception_in_the_give_up_event) {
+  dd::test::coordinator env;
+  run_log log({}, true, [&env] { return env.now(); });
+  auto sctx = std::make_shared<supervisor_context>();
+  sctx->name = "learners";
+  sctx->restart.max_restarts = 0;  // give up at the first crash
+  sctx->log = &log;
+  sctx->children.push_back(
+      {"learner", 3, [](caf::actor_system& sys) { return sys.spawn(throwing_child); }});
+  auto sup = env.sys->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
+  env.run();
+  bool gave_up = false;
+  for (const auto& ev : log.events())
+    if (ev["event"] == "give_up" && ev["id"] == 3) {
+      gave_up = true;
+      EXPECT_NE(ev["error"].get<std::string>().find("out of host memory allocating"),
+                std::string::npos)
+          << ev.dump();
+    }
+  EXPECT_TRUE(gave_up);
+  const auto snap = log.snapshot();
+  ASSERT_EQ(snap.learners_given_up.count(3), 1u);
+  EXPECT_NE(snap.learners_given_up.at(3).find("out of host memory"), std::string::npos);
+  env.shutdown({sup});
+}
+
 }  // namespace
 }  // namespace dd::actors
