@@ -672,8 +672,34 @@ nlohmann::json make_summary(const cluster_setup& setup, const run_counters& c,
           {"bytes_broadcast", c.bytes_broadcast}};
 }
 
+double budget_done(const config::experiment& exp, uint64_t steps_per_learner,
+                   const run_counters& now, double t_s) {
+  double f = 0.0;
+  switch (exp.budget.kind) {
+    case config::budget_kind::seconds:
+      f = exp.budget.seconds > 0 ? t_s / exp.budget.seconds : 0.0;
+      break;
+    case config::budget_kind::tokens: {
+      uint64_t tokens = 0;
+      for (const auto& [id, l] : now.learners) tokens += l.tokens;
+      f = exp.budget.tokens > 0
+              ? static_cast<double>(tokens) / static_cast<double>(exp.budget.tokens)
+              : 0.0;
+      break;
+    }
+    case config::budget_kind::steps: {
+      double steps = 0;
+      for (const auto& [id, l] : now.learners) steps += static_cast<double>(l.step);
+      const double M = static_cast<double>(std::max(1, exp.learners.count));
+      f = steps_per_learner > 0 ? steps / M / static_cast<double>(steps_per_learner) : 0.0;
+      break;
+    }
+  }
+  return std::clamp(f, 0.0, 1.0);
+}
+
 std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
-                          double t_s) {
+                          double t_s, double done) {
   std::string line = fmt::format("[{:7.1f}s]", t_s);
   for (const auto& [id, l] : now.learners)
     line += fmt::format(" L{} {}{:.2f}st/s {:.3f}", id, l.alive ? "" : "✗", l.steps_per_s, l.loss);
@@ -690,6 +716,14 @@ std::string progress_line(const run_counters& now, const run_counters& prev, dou
   for (const auto& [p, g] : now.grace_s) grace = std::max(grace, g);
   line += fmt::format(" | merges {:.2f}/s | contrib {:.2f} | grace {:.3f}s | restarts {}", rate,
                       contrib, grace, now.learner_restarts + now.owner_restarts);
+  if (done >= 0) {
+    line += fmt::format(" | {:.0f}%", 100.0 * done);
+    if (done > 0.005 && done < 1.0) {
+      const auto left = static_cast<int64_t>(t_s * (1.0 - done) / done + 0.5);
+      line += left >= 60 ? fmt::format(" ETA {}m{:02d}s", left / 60, left % 60)
+                         : fmt::format(" ETA {}s", left);
+    }
+  }
   return line;
 }
 
@@ -748,7 +782,8 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
       }
       if (options.progress_every_s > 0 && t - prev_t >= options.progress_every_s) {
         auto snap = setup->log->snapshot();
-        std::printf("%s\n", progress_line(snap, prev, t - prev_t, t).c_str());
+        const double spent = budget_done(exp, setup->steps_per_learner, snap, t);
+        std::printf("%s\n", progress_line(snap, prev, t - prev_t, t, spent).c_str());
         std::fflush(stdout);
         prev = std::move(snap);
         prev_t = t;

@@ -143,9 +143,16 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
 
 /// The progress line: per-learner step rate and loss, global validation loss, merges per second
 /// (since `prev`, `dt_s` seconds earlier), mean contributors per merge, current grace window,
-/// restarts. `t_s` is the run time shown.
+/// restarts. `t_s` is the run time shown. `done` in [0, 1] is the share of the budget spent
+/// (< 0: unknown); when known the line ends with it and an estimate of the time left, t_s ×
+/// (1 − done) / done, e.g. "| 37% ETA 3m12s".
 std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
-                          double t_s);
+                          double t_s, double done = -1.0);
+
+/// Share of the budget spent, in [0, 1]: mean learner step / steps per learner (steps budget),
+/// Σ tokens / budget tokens (tokens), elapsed / budget seconds (seconds).
+double budget_done(const config::experiment& exp, uint64_t steps_per_learner,
+                   const run_counters& now, double t_s);
 
 /// summary.json for a finished run.
 nlohmann::json make_summary(const cluster_setup& setup, const run_counters& c,

@@ -199,6 +199,28 @@ TEST(main_job, an_owner_that_exhausts_its_restarts_stops_and_fails_the_run) {
   std::filesystem::remove_all(dir);
 }
 
+// The progress line ends with the share of the budget spent and the time left.
+TEST(main_job, progress_line_shows_the_budget_spent_and_the_time_left) {
+  auto e = small_experiment("progress");  // 80 steps per learner, 4 learners
+  run_counters now, prev;
+  for (int i = 0; i < 4; ++i) {
+    now.learners[i].step = 20 + 10 * static_cast<uint64_t>(i);  // mean 35 of 80
+    now.learners[i].tokens = 1000;
+  }
+  EXPECT_DOUBLE_EQ(budget_done(e, 80, now, 10.0), 35.0 / 80.0);
+  const std::string line = progress_line(now, prev, 5.0, 70.0, budget_done(e, 80, now, 70.0));
+  // 70 s for 43.75%: 90 s left.
+  EXPECT_NE(line.find("| 44% ETA 1m30s"), std::string::npos) << line;
+  e.budget.kind = config::budget_kind::tokens;
+  e.budget.tokens = 8000;
+  EXPECT_DOUBLE_EQ(budget_done(e, 80, now, 10.0), 0.5);
+  e.budget.kind = config::budget_kind::seconds;
+  e.budget.seconds = 40;
+  EXPECT_DOUBLE_EQ(budget_done(e, 80, now, 10.0), 0.25);
+  EXPECT_DOUBLE_EQ(budget_done(e, 80, now, 100.0), 1.0);  // clamped
+  EXPECT_EQ(progress_line(now, prev, 5.0, 70.0).find('%'), std::string::npos);  // unknown
+}
+
 // The data check run before anything starts: a shard shorter than 2·T+1 tokens, or a validation
 // split shorter than T+1, is refused with the file, the learner count and the sizes.
 TEST(main_job, data_too_small_for_the_learners_is_refused) {
