@@ -381,6 +381,17 @@ std::optional<std::string> find_data_file(const std::string& file, const file_po
   return std::nullopt;
 }
 
+/// Whether `file` names a directory where find_data_file looks (absolute, or under a search dir).
+bool data_path_is_directory(const std::string& file, const file_policy& policy) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(file);
+  if (p.is_absolute()) return fs::is_directory(p, ec);
+  for (const auto& d : policy.dirs)
+    if (fs::is_directory(d / p, ec)) return true;
+  return false;
+}
+
 void read_chaos(section& chaos, experiment& e, const read_context& ctx);
 
 /// Reads and resolves one experiment from its JSON snapshot.
@@ -418,6 +429,9 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
       if (!e.data.file.empty() && files.check) {
         if (auto found = find_data_file(e.data.file, files)) {
           e.data.file = *found;
+        } else if (data_path_is_directory(e.data.file, files)) {
+          ctx.fail("data.file", fmt::format("'{}' is a directory; name the training text file",
+                                            e.data.file));
         } else {
           ctx.fail("data.file", fmt::format("file '{}' not found (a relative path is tried against "
                                             "the experiment file's directory, then the current "
@@ -926,6 +940,14 @@ load_result load_string(std::string_view script, const std::string& display_name
 }
 
 load_result load_file(const std::string& path, const load_options& options) {
+  {
+    std::error_code ec;
+    if (std::filesystem::is_directory(path, ec)) {
+      load_result r;
+      r.errors.push_back({path, 0, "", "is a directory, not an experiment file"});
+      return r;
+    }
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) {
     load_result r;

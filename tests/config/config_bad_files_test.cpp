@@ -42,6 +42,7 @@ const bad_case k_bad[] = {
      "unknown value 'rdaa'; expected one of rda, average; did you mean 'rda'?"},
     {"chaos_target.lua", 8, "chaos.events[2].target",
      "learner 4 does not exist (learners.count is 4; ids start at 0)"},
+    {"data_file_directory.lua", 3, "data.file", "'.' is a directory; name the training text file"},
     {"restart_backoff.lua", 4, "restart.backoff_cap_seconds",
      "2 is smaller than restart.backoff_seconds (5)"},
     {"grace_fixed.lua", 4, "sync.grace.fixed_seconds",
@@ -120,6 +121,13 @@ TEST(ConfigBadFiles, MissingFileIsRefused) {
   std::ostringstream out, err;
   EXPECT_EQ(resolve_command({"/nonexistent/exp.lua"}, out, err), 2);
   EXPECT_EQ(err.str(), "/nonexistent/exp.lua: cannot open the experiment file\n");
+}
+
+TEST(ConfigBadFiles, ADirectoryIsNoExperimentFile) {
+  std::ostringstream out, err;
+  const std::string dir = test::repo_path("tests/config/bad");
+  EXPECT_EQ(resolve_command({dir}, out, err), 2);
+  EXPECT_EQ(err.str(), dir + ": is a directory, not an experiment file\n");
 }
 
 TEST(ConfigBadFiles, UsageErrorsExitWithTwo) {
