@@ -40,24 +40,30 @@ std::string read_text(const fs::path& p) {
   return s.str();
 }
 
+/// The Lua of a tiny experiment (1-layer GPT, 2 learners, P = 2, H = 4) named `name` (a Lua
+/// expression), with `sync_extra` inside `sync` and `rest` (more keys) before the closing brace.
+std::string tiny_experiment(const std::string& name, const std::string& sync_extra,
+                            const std::string& rest) {
+  return "experiment {\n"
+         "  name = " + name + ",\n"
+         "  data = { file = '" + std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt' },\n"
+         "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
+         "  learners = { count = 2, batch = 4, threads = 1 },\n"
+         "  sync = { fragments = 2, interval = 4" + sync_extra + " },\n" + rest + "}\n";
+}
+
 /// A fresh temporary directory holding the tiny experiment file.
 fs::path make_workdir(const std::string& name) {
   const fs::path dir = fs::path(::testing::TempDir()) / ("dd_node_run_" + name);
   fs::remove_all(dir);
   fs::create_directories(dir);
-  std::ofstream(dir / "tiny.lua")
-      << "experiment {\n"
-         "  name = 'tiny',\n"
-         "  data = { file = '" << DD_DATA_DIR << "/tinyshakespeare/input.txt' },\n"
-         "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
-         "  learners = { count = 2, batch = 4, threads = 1 },\n"
-         "  inner = { lr = 3e-3, warmup = 5, decay_steps = 1000 },\n"
-         "  outer = { momentum = 0.5 },\n"
-         "  sync = { fragments = 2, interval = 4 },\n"
-         "  eval = { every_seconds = 0, batches = 2 },\n"
-         "  budget = { steps = 1000000 },\n"
-         "  checkpoint = { every_versions = 1 },\n"
-         "}\n";
+  std::ofstream(dir / "tiny.lua") << tiny_experiment(
+      "'tiny'", "",
+      "  inner = { lr = 3e-3, warmup = 5, decay_steps = 1000 },\n"
+      "  outer = { momentum = 0.5 },\n"
+      "  eval = { every_seconds = 0, batches = 2 },\n"
+      "  budget = { steps = 1000000 },\n"
+      "  checkpoint = { every_versions = 1 },\n");
   return dir;
 }
 
@@ -234,14 +240,9 @@ TEST(dd_node_run, a_second_run_on_the_same_checkpoint_dir_is_refused) {
 TEST(dd_node_run, an_unwritable_table_file_is_refused_before_training) {
   const fs::path dir = make_workdir("table");
   std::ofstream(dir / "two.lua")
-      << "for _, k in ipairs { 1, 2 } do experiment {\n"
-         "  name = 'two' .. k,\n"
-         "  data = { file = '" << DD_DATA_DIR << "/tinyshakespeare/input.txt' },\n"
-         "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
-         "  learners = { count = 2, batch = 4, threads = 1 },\n"
-         "  sync = { fragments = 2, interval = 4, min_quorum = k },\n"
-         "  budget = { steps = 4 },\n"
-         "} end\n";
+      << "for _, k in ipairs { 1, 2 } do\n"
+      << tiny_experiment("'two' .. k", ", min_quorum = k", "  budget = { steps = 4 },\n")
+      << "end\n";
   std::ofstream(dir / "a_file") << "x";
   const pid_t pid = start(dir, "a", {"--table", "a_file/t.json"}, "two.lua");
   EXPECT_EQ(wait_exit(pid, 30), 2);
@@ -285,23 +286,17 @@ TEST(dd_node_run, data_too_small_for_the_learners_is_refused_with_exit_2) {
 // version 1 with no checkpoint yet restarts from the initial weights and says so on stderr.
 TEST(dd_node_run, a_run_that_loses_a_learner_for_good_exits_1) {
   const fs::path dir = make_workdir("fail");
-  std::ofstream(dir / "fail.lua")
-      << "experiment {\n"
-         "  name = 'fail',\n"
-         "  data = { file = '" << DD_DATA_DIR << "/tinyshakespeare/input.txt' },\n"
-         "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
-         "  learners = { count = 2, batch = 4, threads = 1 },\n"
-         "  sync = { fragments = 2, interval = 4 },\n"
-         "  eval = { every_seconds = 0, batches = 2 },\n"
-         "  budget = { steps = 40 },\n"
-         "  checkpoint = { every_versions = 1000 },\n"
-         "  chaos = { events = {\n"
-         "    { at_step = 4, action = 'kill_owner', target = 0 },\n"
-         "    { at_step = 2, action = 'kill', target = 1 }, { at_step = 4, action = 'kill', target = 1 },\n"
-         "    { at_step = 6, action = 'kill', target = 1 }, { at_step = 8, action = 'kill', target = 1 },\n"
-         "    { at_step = 10, action = 'kill', target = 1 }, { at_step = 12, action = 'kill', target = 1 },\n"
-         "  } },\n"
-         "}\n";
+  std::ofstream(dir / "fail.lua") << tiny_experiment(
+      "'fail'", "",
+      "  eval = { every_seconds = 0, batches = 2 },\n"
+      "  budget = { steps = 40 },\n"
+      "  checkpoint = { every_versions = 1000 },\n"
+      "  chaos = { events = {\n"
+      "    { at_step = 4, action = 'kill_owner', target = 0 },\n"
+      "    { at_step = 2, action = 'kill', target = 1 }, { at_step = 4, action = 'kill', target = 1 },\n"
+      "    { at_step = 6, action = 'kill', target = 1 }, { at_step = 8, action = 'kill', target = 1 },\n"
+      "    { at_step = 10, action = 'kill', target = 1 }, { at_step = 12, action = 'kill', target = 1 },\n"
+      "  } },\n");
   // Restart backoff 0.5 + 1 + 2 + 4 + 8 s before the sixth kill gives up: about 16 s.
   const pid_t pid = start(dir, "a", {"--run-dir", "run"}, "fail.lua");
   EXPECT_EQ(wait_exit(pid, 90), 1) << read_text(dir / "a.err");
