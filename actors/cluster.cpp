@@ -209,7 +209,8 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
     given_up(counters.learners_given_up, "learner", "learners", setup->exp.learners.count, "");
     given_up(counters.owners_given_up, "fragment owner", "fragment owners",
              setup->plan.num_fragments(),
-             ", so training stopped and final_val_loss is the last periodic evaluation");
+             ", so training stopped and final_val_loss is the last periodic evaluation (null "
+             "when none ran)");
     if (!why.empty()) {
       r.failed = true;
       r.failure_reason = why;
@@ -231,7 +232,9 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
     if (r.interrupted) r.info["interrupted"] = st.interrupted;
     if (r.failed) r.info["failure_reason"] = r.failure_reason;
   }
-  setup->log->emit("finished", {{"final_val_loss", loss}, {"digest", digest}});
+  setup->log->emit("finished",
+                   {{"final_val_loss", loss >= 0 ? nlohmann::json(loss) : nlohmann::json(nullptr)},
+                    {"digest", digest}});
   for (auto& a : {st.learner_sup, st.owner_sup, st.eval, st.monitor})
     if (a) self->send_exit(a, caf::exit_reason::user_shutdown);
   if (reply_to) self->send(reply_to, atoms::done_atom_v);

@@ -58,11 +58,29 @@ void schedule_step(learner_actor* self, double delay_s = 0.0) {
     self->send(self, atoms::step_atom_v);
 }
 
+/// Fragments whose newest push is neither merged nor refused yet.
+bool has_unsettled_push(const learner_state& st) {
+  for (const auto& [p, t] : st.last_pushed) {
+    auto it = st.last_settled.find(p);
+    if (it == st.last_settled.end() || it->second < t) return true;
+  }
+  return false;
+}
+
 void finish(learner_actor* self, const learner_context& ctx) {
   auto& st = self->state;
   if (st.now == phase::finished) return;
+  if (st.now != phase::draining && ctx.drain_timeout_s > 0 && has_unsettled_push(st)) {
+    // Stop stepping but stay live until the final pushes are merged (or refused, or timeout).
+    st.now = phase::draining;
+    if (ctx.gate != nullptr) ctx.gate->leave(st.id);
+    set_stepping(self, ctx, false);
+    self->delayed_send(self, seconds_span(ctx.drain_timeout_s), atoms::done_atom_v);
+    return;
+  }
+  const bool gate_left = st.now == phase::draining;
   st.now = phase::finished;
-  if (ctx.gate != nullptr) ctx.gate->leave(st.id);
+  if (ctx.gate != nullptr && !gate_left) ctx.gate->leave(st.id);
   // Marks it not stepping too, in one step (no artificial gap in the uptime integral).
   if (ctx.log != nullptr) ctx.log->learner_finished(st.id);
   if (ctx.monitor && st.joined) self->send(ctx.monitor, atoms::leave_atom_v, st.id, st.incarnation);
@@ -201,6 +219,7 @@ void push_fragment(learner_actor* self, const learner_context& ctx, int32_t p,
     m.contains_from = f.first_since_receive;
     if (f.first_since_receive == 0) f.first_since_receive = step;
   }
+  st.last_pushed[p] = step;
   inflight_push push;
   push.transfer_id = step;
   push.sent_step = step;
@@ -315,6 +334,15 @@ void on_broadcast(learner_actor* self, const learner_context& ctx, const wire_by
   }
   if (!whole->has_value()) return;  // more chunks to come
   if (!apply_global(self, ctx, **whole)) return;
+  for (const auto& m : (*whole)->merged)
+    if (m.learner_id == st.id && m.incarnation == st.incarnation) {
+      auto& settled = st.last_settled[(*whole)->fragment_id];
+      settled = std::max(settled, m.transfer_id);
+    }
+  if (st.now == phase::draining) {
+    if (!has_unsettled_push(st)) finish(self, ctx);
+    return;
+  }
   if (st.now == phase::syncing) {
     for (const auto& f : st.frags)
       if (!f.have) return;
@@ -631,6 +659,14 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
         log_undecodable(self, *ctx, "undecodable_reject", rj.error());
         return;
       }
+      {
+        auto& settled = s.last_settled[rj->fragment_id];
+        settled = std::max(settled, rj->transfer_id);
+      }
+      if (s.now == phase::draining) {
+        if (!has_unsettled_push(s)) finish(self, *ctx);
+        return;
+      }
       s.unacked.erase(rj->fragment_id);
       if (rj->fragment_id >= 0 && static_cast<size_t>(rj->fragment_id) < s.frags.size()) {
         auto& f = s.frags[static_cast<size_t>(rj->fragment_id)];
@@ -671,7 +707,11 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
     [=](atoms::stop_atom) {
       auto& s = self->state;
       s.stop_requested = true;
-      if (s.now != phase::stepping) finish(self, *ctx);
+      if (s.now != phase::stepping && s.now != phase::draining) finish(self, *ctx);
+    },
+    // The drain timeout: leave even though a final push was not seen merged.
+    [=](atoms::done_atom) {
+      if (self->state.now == phase::draining) finish(self, *ctx);
     },
   };
 }

@@ -85,6 +85,11 @@ struct learner_context {
   /// pushed at step s; give up waiting after barrier_timeout_s.
   bool barrier = false;
   double barrier_timeout_s = 30.0;
+  /// After its last step a learner stops stepping but stays in the group until each fragment's
+  /// newest push has been merged (a broadcast names it) or refused, at most this long; then it
+  /// leaves. Otherwise its final pushes would be dropped from the owners' pending sets when it
+  /// leaves the live view. 0 = leave at once.
+  double drain_timeout_s = 5.0;
   /// Stop after this many inner steps of the learner's own counter (0 = until stopped).
   uint64_t max_steps = 0;
   /// Step-time multiplier of emulated slower hardware (>= 1) and random spread in [0, 1).
@@ -137,7 +142,7 @@ struct inflight_push {
 
 /// CAF state of the learner actor.
 struct learner_state {
-  enum class phase { joining, syncing, stepping, waiting, finished };
+  enum class phase { joining, syncing, stepping, waiting, draining, finished };
   phase now = phase::joining;
   std::unique_ptr<kernels::backend> backend;
   std::unique_ptr<trainer> tr;
@@ -159,6 +164,8 @@ struct learner_state {
   uint64_t tokens = 0;           ///< tokens computed by this incarnation
   int64_t global_step = -1;      ///< mean learner step from the monitor's progress (-1: none)
   int64_t push_clock = -1;       ///< global push clock: value at the previous schedule check
+  std::map<int32_t, uint64_t> last_pushed;  ///< newest transfer id pushed, per fragment
+  std::map<int32_t, uint64_t> last_settled; ///< newest own transfer seen merged or refused
   policy::global_clock mean_step_clock;  ///< the global mean step, dated by own heartbeats
   std::deque<std::pair<uint64_t, double>> heartbeats_sent;  ///< (step, actor time), newest last
   std::vector<int32_t> inputs, targets;

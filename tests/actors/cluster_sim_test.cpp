@@ -198,6 +198,39 @@ TEST(cluster_sim, a_time_keyed_owner_kill_fires_on_time_not_at_the_next_merge) {
   check_invariants(o, e);
 }
 
+TEST(cluster_sim, every_learners_final_push_of_each_fragment_is_merged_before_it_leaves) {
+  // A learner's last push comes at its last step; leaving at once would drop it from the
+  // owners' pending sets (a learner that left is no longer live), losing that work and, with
+  // K = M, leaving the last merges to the learners still running.
+  for (const bool synchronous : {false, true}) {
+    auto e = tiny_experiment(synchronous ? "sim_drain_sync" : "sim_drain");
+    e.learners.speed = {1.0, 1.0, 1.2, 1.5};
+    if (synchronous) e.sync.min_quorum.count = 4;
+    auto o = simulate(e, {}, ::testing::TempDir() + e.name);
+    ASSERT_TRUE(o.result.finished);
+    std::map<std::pair<int, int>, uint64_t> last_accepted;  // (learner, fragment) → transfer
+    std::set<std::tuple<int, int, uint64_t>> merged;
+    for (const auto& ev : o.events) {
+      if (ev["event"] == "push" && ev["accepted"] == true) {
+        auto& t = last_accepted[{ev["learner"].get<int>(), ev["fragment"].get<int>()}];
+        t = std::max(t, ev["transfer_id"].get<uint64_t>());
+      }
+      if (ev["event"] == "merge") {
+        if (synchronous) EXPECT_EQ(ev["contributors"].size(), 4u) << ev.dump();
+        for (const auto& c : ev["contributors"])
+          merged.insert({c["learner"].get<int>(), ev["fragment"].get<int>(),
+                         c["transfer_id"].get<uint64_t>()});
+      }
+    }
+    ASSERT_EQ(last_accepted.size(), 8u);  // 4 learners × 2 fragments
+    for (const auto& [key, transfer] : last_accepted)
+      EXPECT_EQ(merged.count({key.first, key.second, transfer}), 1u)
+          << (synchronous ? "K = M" : "K = 1") << ": learner " << key.first << " fragment "
+          << key.second << " transfer " << transfer << " never merged";
+    check_invariants(o, e);
+  }
+}
+
 /// Random faults drawn from one seed: kills, slowdowns, dropped and delayed pushes, an owner kill.
 std::vector<fault_spec> random_faults(uint64_t seed, const config::experiment& e) {
   rng r(seed);
