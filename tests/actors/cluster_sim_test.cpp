@@ -216,7 +216,9 @@ TEST(cluster_sim, every_learners_final_push_of_each_fragment_is_merged_before_it
         t = std::max(t, ev["transfer_id"].get<uint64_t>());
       }
       if (ev["event"] == "merge") {
-        if (synchronous) EXPECT_EQ(ev["contributors"].size(), 4u) << ev.dump();
+        if (synchronous) {
+          EXPECT_EQ(ev["contributors"].size(), 4u) << ev.dump();
+        }
         for (const auto& c : ev["contributors"])
           merged.insert({c["learner"].get<int>(), ev["fragment"].get<int>(),
                          c["transfer_id"].get<uint64_t>()});
