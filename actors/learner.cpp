@@ -74,15 +74,18 @@ void finish(learner_actor* self, const learner_context& ctx) {
     // Stop stepping but stay live until the final pushes are merged (or refused, or timeout).
     st.now = phase::draining;
     if (ctx.gate != nullptr) ctx.gate->leave(st.id);
-    set_stepping(self, ctx, false);
+    // Its training is over: the uptime window closes with the last learner's last step, not
+    // with the end of its drain.
+    if (ctx.log != nullptr) ctx.log->learner_finished(st.id);
     self->delayed_send(self, seconds_span(ctx.drain_timeout_s), atoms::done_atom_v);
     return;
   }
-  const bool gate_left = st.now == phase::draining;
+  const bool drained = st.now == phase::draining;  // gate left, finish logged at drain start
   st.now = phase::finished;
-  if (ctx.gate != nullptr && !gate_left) ctx.gate->leave(st.id);
-  // Marks it not stepping too, in one step (no artificial gap in the uptime integral).
-  if (ctx.log != nullptr) ctx.log->learner_finished(st.id);
+  if (ctx.gate != nullptr && !drained) ctx.gate->leave(st.id);
+  // Marks it not stepping too, in one step (no artificial gap in the uptime integral); a
+  // draining learner was marked when its drain began.
+  if (ctx.log != nullptr && !drained) ctx.log->learner_finished(st.id);
   if (ctx.monitor && st.joined) self->send(ctx.monitor, atoms::leave_atom_v, st.id, st.incarnation);
   if (ctx.log != nullptr)
     ctx.log->emit("learner_done", {{"learner", st.id},
