@@ -154,33 +154,33 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           !it->second.alive)
         return;
       auto& r = it->second;
-      {
-        // The push clock moves by this learner's new steps over the live learners.
-        size_t live = 0;
-        for (const auto& [id, l] : st.learners)
-          if (l.alive && !l.finished) ++live;
-        const uint64_t advanced = hb->step > r.step ? std::min<uint64_t>(hb->step - r.step, 1000) : 0;
-        st.mean_step += static_cast<double>(advanced) / static_cast<double>(std::max<size_t>(1, live));
-      }
+      // Learners alive now (a finished or dead learner is not alive).
+      size_t live = 0;
+      for (const auto& [id, l] : st.learners)
+        if (l.alive) ++live;
+      // The push clock moves by this learner's new steps over the live learners.
+      const uint64_t advanced = hb->step > r.step ? std::min<uint64_t>(hb->step - r.step, 1000) : 0;
+      st.mean_step += static_cast<double>(advanced) / static_cast<double>(std::max<size_t>(1, live));
       r.step = hb->step;
       r.tokens_this_incarnation = hb->tokens;
       r.step_time_ema_s = hb->step_time_ema_s;
       r.data_cursor = hb->data_cursor;
       r.last_heartbeat_s = now_s(self);
-      // Global progress for learners whose lr schedule follows it (learner_context).
+      const uint64_t tokens = total_tokens(st);
+      // Global progress: the push clock (sync.push_clock = global) and the lr schedule's clock
+      // (inner.schedule_clock = global) follow it.
       if (auto sender = caf::actor_cast<caf::actor>(self->current_sender())) {
         progress_msg pm;
-        pm.total_tokens = total_tokens(st);
+        pm.total_tokens = tokens;
         pm.step = hb->step;
         pm.mean_step = st.mean_step;
-        for (const auto& [id, l] : st.learners)
-          if (l.alive) pm.live_learners += 1;
+        pm.live_learners = static_cast<uint32_t>(live);
         self->send(sender, atoms::progress_atom_v, encode(pm));
       }
-      if (ctx->token_budget > 0 && !st.budget_reported && total_tokens(st) >= ctx->token_budget) {
+      if (ctx->token_budget > 0 && !st.budget_reported && tokens >= ctx->token_budget) {
         st.budget_reported = true;
         if (ctx->log != nullptr)
-          ctx->log->emit("budget_spent", {{"tokens", total_tokens(st)}});
+          ctx->log->emit("budget_spent", {{"tokens", tokens}});
         if (ctx->job) self->send(ctx->job, atoms::done_atom_v);
       }
     },
