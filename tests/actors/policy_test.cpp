@@ -422,5 +422,25 @@ TEST(PushSchedule, DueBetweenCollectsEveryTurnCrossedOnce) {
   EXPECT_TRUE(fragments_due_between(0, 10, 2, 3).empty());  // P > H: invalid
 }
 
+TEST(GlobalClock, ExtrapolatesTheNewestReadingWithTheWindowRate) {
+  global_clock c(3);
+  EXPECT_FALSE(c.at(0.0, 1.0).has_value());  // no reading yet
+  c.observe(10.0, 100.0);
+  EXPECT_DOUBLE_EQ(c.rate(), 0.0);           // one reading: no rate, no extrapolation
+  EXPECT_DOUBLE_EQ(*c.at(11.0, 5.0), 100.0);
+  c.observe(12.0, 104.0);                    // 2 steps/s
+  EXPECT_DOUBLE_EQ(c.rate(), 2.0);
+  EXPECT_DOUBLE_EQ(*c.at(13.5, 5.0), 107.0);  // 104 + 2 × 1.5
+  EXPECT_DOUBLE_EQ(*c.at(100.0, 3.0), 110.0); // at most 3 s ahead
+  EXPECT_DOUBLE_EQ(*c.at(11.0, 3.0), 104.0);  // never behind the newest reading
+  c.observe(11.5, 999.0);                     // older than the newest: ignored
+  EXPECT_DOUBLE_EQ(*c.at(12.0, 3.0), 104.0);
+  c.observe(14.0, 105.0);
+  c.observe(16.0, 106.0);                     // window 3: (12, 104) … (16, 106) → 0.5 steps/s
+  EXPECT_DOUBLE_EQ(c.rate(), 0.5);
+  c.reset();
+  EXPECT_FALSE(c.at(20.0, 1.0).has_value());
+}
+
 }  // namespace
 }  // namespace dd::policy
