@@ -280,6 +280,12 @@ TEST(cluster_sim, random_faults_keep_the_invariants_and_the_same_seed_gives_the_
   EXPECT_EQ(first.result.digest, second.result.digest);
   EXPECT_EQ(first.result.summary["merges"], second.result.summary["merges"]);
   EXPECT_EQ(first.result.final_val_loss, second.result.final_val_loss);
+  // Pinned before the multi-process seam (issue 10): the seam keeps message order, so the same
+  // seed gives this digest, merge count and final loss. A commit that changes message order
+  // changes these constants and says why.
+  EXPECT_EQ(first.result.digest, 5146908515721448914ULL);
+  EXPECT_EQ(first.result.summary["merges"].get<uint64_t>(), 37u);
+  EXPECT_DOUBLE_EQ(first.result.final_val_loss, 3.954574516043067);
 }
 
 TEST(cluster_sim, stale_pushes_are_rejected_and_the_learner_resynchronizes) {
