@@ -10,7 +10,9 @@
 //   learner  -> monitor : (heartbeat_atom, wire_bytes heartbeat_msg)
 //   monitor  -> learner : (progress_atom, wire_bytes progress_msg) reply to each heartbeat: tokens
 //                                                                 all learners have trained on
-//   learner  -> monitor : (leave_atom, int32 learner_id, uint64 incarnation)
+//   node     -> monitor : (node_join_atom, wire_bytes node_join) -> (wire_bytes node_join_reply)
+//                         the handshake of a learner process (messages/control.hpp)
+//   learner  -> monitor : (leave_atom, wire_bytes leave_msg)
 //   learner  -> owner   : (push_atom, wire_bytes push_msg)
 //   owner    -> learner : (ack_atom, wire_bytes push_ack)        a whole push was accepted
 //   learner  -> owner   : (pull_atom, wire_bytes pull_request)   the owner answers the sender
@@ -22,6 +24,11 @@
 //   monitor  -> owner   : (live_atom, live_view)
 //   monitor  -> learner : (owners_atom, std::vector<actor>)      current owner of each fragment
 //   anyone   -> learner : (stop_atom)                            finish after the current step
+//   job      -> monitor : (stop_atom)                            syncer node: forward stop to
+//                                                                 every live (remote) learner
+//   node     -> learner : (syncer_atom, actor monitor)           the syncer came back: join
+//                                                                 the new monitor
+//   job      -> main    : (publish_atom, actor monitor)          syncer node: publish it
 #pragma once
 
 #include <cstdint>
@@ -66,6 +73,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(dd_actors, caf::first_custom_type_id)
 
   CAF_ADD_TYPE_ID(dd_actors, (dd::actors::live_learner))
   CAF_ADD_TYPE_ID(dd_actors, (dd::actors::live_view))
+  CAF_ADD_TYPE_ID(dd_actors, (std::vector<uint8_t>))
+  CAF_ADD_TYPE_ID(dd_actors, (std::vector<dd::actors::live_learner>))
 
   CAF_ADD_ATOM(dd_actors, dd::atoms, join_atom, "dd_join")
   CAF_ADD_ATOM(dd_actors, dd::atoms, heartbeat_atom, "dd_hbeat")
@@ -91,5 +100,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(dd_actors, caf::first_custom_type_id)
   CAF_ADD_ATOM(dd_actors, dd::atoms, spawn_atom, "dd_spawn")
   CAF_ADD_ATOM(dd_actors, dd::atoms, barrier_atom, "dd_barrier")
   CAF_ADD_ATOM(dd_actors, dd::atoms, progress_atom, "dd_prog")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, node_join_atom, "dd_njoin")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, publish_atom, "dd_pub")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, syncer_atom, "dd_syncer")
 
 CAF_END_TYPE_ID_BLOCK(dd_actors)

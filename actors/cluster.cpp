@@ -13,17 +13,20 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
 
 #include <caf/all.hpp>
+#include <caf/io/all.hpp>
 #include <fmt/format.h>
 
 #include "actors/atoms.hpp"
 #include "actors/evaluator.hpp"
 #include "actors/fragment_owner.hpp"
 #include "actors/health_monitor.hpp"
+#include "actors/job_config.hpp"
 #include "actors/learner.hpp"
 #include "actors/supervisor.hpp"
 #include "kernels/backend.hpp"
@@ -35,96 +38,6 @@ namespace dd::actors {
 namespace fs = std::filesystem;
 
 namespace {
-
-payload_encoding to_encoding(config::wire_format w) {
-  switch (w) {
-    case config::wire_format::fp32: return payload_encoding::fp32;
-    case config::wire_format::bf16: return payload_encoding::bf16;
-    case config::wire_format::int8: return payload_encoding::int8;
-    case config::wire_format::int4: return payload_encoding::int4;
-  }
-  return payload_encoding::fp32;
-}
-
-fragment_strategy to_strategy(config::fragment_strategy_kind k) {
-  switch (k) {
-    case config::fragment_strategy_kind::balanced: return fragment_strategy::balanced;
-    case config::fragment_strategy_kind::layer: return fragment_strategy::layer;
-    case config::fragment_strategy_kind::strided: return fragment_strategy::strided;
-  }
-  return fragment_strategy::balanced;
-}
-
-std::string backend_name(config::backend_kind k) {
-  switch (k) {
-    case config::backend_kind::cpu: return "cpu";
-    case config::backend_kind::cuda: return "cuda";
-    case config::backend_kind::reference: return "reference";
-  }
-  return "cpu";
-}
-
-gpt_config model_of(const config::experiment& e) {
-  gpt_config g;
-  g.vocab = e.model.vocab;
-  g.context = e.model.context;
-  g.layers = e.model.layers;
-  g.heads = e.model.heads;
-  g.width = e.model.width;
-  return g;
-}
-
-/// K = M (count >= M, or fraction 1): the synchronous baselines. Learners then wait for the
-/// merge of a fragment τ steps after pushing it (Streaming DiLoCo's overlap), which is what
-/// makes their waiting visible in goodput.
-bool synchronous(const config::experiment& e) {
-  return e.sync.min_quorum.synchronous(e.learners.count);
-}
-
-policy::quorum_spec quorum_of(const config::experiment& e) {
-  const auto& q = e.sync.min_quorum;
-  if (q.is_fraction) return policy::quorum_spec::of_fraction(q.fraction);
-  return policy::quorum_spec::of_count(static_cast<size_t>(std::max(1, q.count)));
-}
-
-policy::grace_config grace_of(const config::experiment& e) {
-  policy::grace_config g;
-  switch (e.sync.grace.mode) {
-    case config::grace_mode::adaptive: g.mode = policy::grace_mode::adaptive; break;
-    case config::grace_mode::fixed: g.mode = policy::grace_mode::fixed; break;
-    case config::grace_mode::off: g.mode = policy::grace_mode::off; break;
-  }
-  g.gamma = e.sync.grace.gamma;
-  g.fixed_s = e.sync.grace.fixed_seconds;
-  // The cap is relative to ξ_step: grace_max = sync.grace.max_factor × ξ_step.
-  g.grace_max_s = -1.0;
-  g.max_factor = e.sync.grace.max_factor;
-  return g;
-}
-
-fault_spec::kind fault_kind(config::chaos_action a) {
-  switch (a) {
-    case config::chaos_action::kill: return fault_spec::kind::kill_learner;
-    case config::chaos_action::slow: return fault_spec::kind::slow_learner;
-    case config::chaos_action::drop_push: return fault_spec::kind::drop_push;
-    case config::chaos_action::delay_push: return fault_spec::kind::delay_push;
-    case config::chaos_action::kill_owner: return fault_spec::kind::kill_owner;
-  }
-  return fault_spec::kind::kill_learner;
-}
-
-policy::restart_config restart_of(const config::experiment& e) {
-  policy::restart_config r;
-  r.max_restarts = static_cast<size_t>(std::max(0, e.restart.max_restarts));
-  r.window_s = e.restart.window_seconds;
-  r.backoff_base_s = e.restart.backoff_seconds;
-  r.backoff_cap_s = e.restart.backoff_cap_seconds;
-  return r;
-}
-
-caf::timespan span(double s) {
-  return caf::timespan{static_cast<int64_t>(std::ceil(std::max(0.0, s) * 1e9))};
-}
 
 std::string signal_name(int sig) {
   if (sig == SIGINT) return "SIGINT";
@@ -143,6 +56,13 @@ void write_file_atomically(const fs::path& path, const std::string& text) {
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+/// 16 random hex digits (std::random_device): a run's identity, not part of training.
+std::string new_run_id() {
+  std::random_device rd;
+  const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();
+  return fmt::format("{:016x}", v);
 }
 
 struct job_state {
@@ -166,7 +86,11 @@ void begin_stop(job_actor* self, cluster_setup& setup, const std::string& why) {
   st.training_end_s = setup.log->now();
   setup.log->freeze_uptime();
   setup.log->emit("stop", {{"reason", why}});
-  self->send(st.learner_sup, atoms::stop_atom_v);
+  // In-process learners stop through their supervisor; remote ones through the monitor.
+  if (st.learner_sup)
+    self->send(st.learner_sup, atoms::stop_atom_v);
+  else
+    self->send(st.monitor, atoms::stop_atom_v);
 }
 
 void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor reply_to,
@@ -182,6 +106,7 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
     r.final_val_loss = loss;
     r.digest = digest;
     r.summary = make_summary(*setup, counters, loss, end - st.start_s, training_s);
+    if (setup->options.resume) r.summary["resumed"] = true;
     if (!st.interrupted.empty()) {
       r.interrupted = true;
       r.interrupt_reason = st.interrupted;
@@ -248,7 +173,8 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   const int M = e.learners.count;
   const int P = setup->plan.num_fragments();
   st.start_s = setup->log->now();
-  setup->log->emit("start", {{"experiment", e.name},
+  setup->log->emit(setup->options.resume ? "resume" : "start", {{"experiment", e.name},
+                             {"run_id", setup->run_id},
                              {"learners", M},
                              {"fragments", P},
                              {"sync_interval", e.sync.interval},
@@ -266,7 +192,17 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   mctx->align_resume_to_group = synchronous(e) && M > 1;
   mctx->job = self;
   mctx->log = setup->log.get();
+  const bool remote = setup->options.role == node_role::syncer;
+  mctx->remote_learners = remote;
+  mctx->run_id = setup->run_id;
+  mctx->experiment_hash = setup->experiment_hash;
+  mctx->data_bytes = setup->data_bytes;
+  mctx->data_hash = setup->data_hash;
+  mctx->steps_per_learner = setup->steps_per_learner;
+  if (!sim) mctx->record_path = (fs::path(setup->run_dir) / "monitor.json").string();
+  mctx->restored_record = setup->monitor_record;
   st.monitor = self->spawn(health_monitor, std::shared_ptr<const monitor_context>(mctx));
+  if (remote && reply_to) self->send(reply_to, atoms::publish_atom_v, st.monitor);
 
   // Fragment owners.
   auto octx = std::make_shared<supervisor_context>();
@@ -333,73 +269,29 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   std::shared_ptr<const evaluator_context> ec = ectx;
   st.eval = sim ? self->spawn(evaluator, ec) : self->spawn<caf::detached>(evaluator, ec);
 
-  // Learners.
+  // Learners (a syncer node has none: they join from their own processes).
   auto lctx = std::make_shared<supervisor_context>();
   lctx->name = "learners";
   lctx->restart = restart_of(e);
   lctx->log = setup->log.get();
   lctx->faults = setup->faults.get();
   lctx->job = self;
-  lr_schedule sched;
-  sched.lr = e.inner.lr;
-  sched.warmup = e.inner.warmup;
-  sched.total = e.inner.decay_steps > 0 ? e.inner.decay_steps
-                                        : static_cast<int64_t>(setup->steps_per_learner);
-  sched.total = std::max<int64_t>(sched.total, sched.warmup + 1);
-  sched.min_lr_ratio = e.inner.schedule == config::schedule_kind::constant ? 1.0
-                                                                           : e.inner.min_lr_ratio;
+  learner_services services;
+  services.data = setup->data.get();
+  services.log = setup->log.get();
+  services.faults = setup->faults.get();
+  services.gate = setup->gate.get();
   for (int i = 0; i < M; ++i) {
-    auto c = std::make_shared<learner_context>();
-    c->learner_id = i;
-    auto& t = c->trainer;
-    t.model = model_of(e);
-    t.batch = e.learners.batch;
-    t.seq_len = e.model.context;
-    t.schedule = sched;
-    t.optimizer.beta1 = static_cast<float>(e.inner.beta1);
-    t.optimizer.beta2 = static_cast<float>(e.inner.beta2);
-    t.optimizer.eps = static_cast<float>(e.inner.eps);
-    t.optimizer.weight_decay = static_cast<float>(e.inner.weight_decay);
-    t.grad_clip = e.inner.grad_clip;
-    t.seed = e.seed;
-    t.learner = i;
-    t.learners = M;
-    t.sharding = e.data.sharding == config::sharding_kind::interleaved ? shard_layout::interleaved
-                                                                       : shard_layout::contiguous;
-    c->rewarmup_steps = e.inner.rewarmup;
-    c->global_schedule = e.inner.clock == config::schedule_clock::global;
-    c->global_push_clock = e.push_clock() == config::schedule_clock::global;
-    c->data = setup->data.get();
-    c->plan = setup->plan;
-    c->sync_interval = e.sync.interval;
-    c->overlap = e.sync.overlap;
-    c->max_inflight = e.sync.max_inflight;
-    c->mixing_alpha = e.outer.mixing_alpha;
-    c->rebase = e.outer.apply == config::apply_kind::rebase;
-    c->wire = to_encoding(e.sync.wire);
-    c->barrier = synchronous(e) && M > 1;
-    c->barrier_timeout_s = 10.0;
-    c->max_steps =
-        e.budget.kind == config::budget_kind::steps ? static_cast<uint64_t>(e.budget.steps) : 0;
-    c->speed = static_cast<size_t>(i) < e.learners.speed.size()
-                   ? e.learners.speed[static_cast<size_t>(i)]
-                   : 1.0;
-    c->jitter = e.learners.jitter;
-    c->backend = backend_name(e.learners.backend);
-    c->threads = setup->learner_threads;
-    c->monitor = st.monitor;
-    c->log = setup->log.get();
-    c->faults = setup->faults.get();
-    c->gate = setup->gate.get();
-    c->simulated_time = sim;
-    c->sim_step_s = setup->options.sim_step_s;
-    std::shared_ptr<const learner_context> cc = c;
+    auto cc = make_learner_context(e, i, setup->steps_per_learner, setup->plan,
+                                   setup->learner_threads, st.monitor, services, sim,
+                                   setup->options.sim_step_s);
     lctx->children.push_back({"learner", i, [cc, sim](caf::actor_system& sys) {
                                 return sim ? sys.spawn(learner, cc)
                                            : sys.spawn<caf::detached>(learner, cc);
                               }});
   }
-  st.learner_sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(lctx));
+  if (!remote)
+    st.learner_sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(lctx));
   setup->log->set_expected_learners(static_cast<size_t>(M));
   setup->log->set_quorum_needed(
       static_cast<size_t>(std::max(1, e.sync.min_quorum.resolve(M))));
@@ -512,30 +404,45 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
   s->data = std::make_shared<text_dataset>(
       text_dataset::from_file(exp.data.file, exp.data.train_fraction));
   check_learner_data(exp, *s->data);
+  {
+    const auto& train = s->data->train();
+    s->data_hash = fnv1a_hex(train.data(), train.size() * sizeof(train[0]));
+    std::error_code ec;
+    s->data_bytes = static_cast<uint64_t>(fs::file_size(exp.data.file, ec));
+    const std::string json = config::to_json(exp).dump();
+    s->experiment_hash = fnv1a_hex(json.data(), json.size());
+    s->run_id = options.run_id;
+    if (options.resume) {
+      std::ifstream in(fs::path(s->run_dir) / "run_id");
+      std::string id;
+      if (!(in >> id) || id.empty())
+        throw std::runtime_error("--resume: run directory '" + s->run_dir +
+                                 "' holds no run_id file (nothing to resume)");
+      if (!s->run_id.empty() && s->run_id != id)
+        throw std::runtime_error("--resume: run directory '" + s->run_dir + "' holds run " + id +
+                                 ", not " + s->run_id);
+      s->run_id = id;
+      const auto record = fs::path(s->run_dir) / "monitor.json";
+      if (fs::exists(record)) {
+        std::ifstream rin(record);
+        try {
+          s->monitor_record = nlohmann::json::parse(rin);
+        } catch (const std::exception& e) {
+          throw std::runtime_error("--resume: " + record.string() + " does not parse: " + e.what());
+        }
+      }
+    }
+    if (s->run_id.empty()) s->run_id = new_run_id();
+  }
   auto cfg = model_of(exp);
-  auto plan = make_fragment_plan(gpt_tensors(cfg), exp.sync.fragments, to_strategy(exp.sync.strategy));
-  if (!plan) throw std::invalid_argument("sync.fragments: " + plan.error().message);
-  s->plan = std::move(*plan);
+  s->plan = plan_of(exp);
   {
     auto be = kernels::make_backend("cpu", {});
     gpt model(*be, cfg);
     model.init(exp.seed);
     s->initial = model.get_parameters();
   }
-  const int64_t tps = exp.tokens_per_step();
-  switch (exp.budget.kind) {
-    case config::budget_kind::steps:
-      s->steps_per_learner = static_cast<uint64_t>(std::max<int64_t>(1, exp.budget.steps));
-      break;
-    case config::budget_kind::tokens:
-      s->steps_per_learner = static_cast<uint64_t>(
-          std::max<int64_t>(1, (exp.budget.tokens + M * tps - 1) / (M * tps)));
-      break;
-    case config::budget_kind::seconds:
-      s->steps_per_learner =
-          static_cast<uint64_t>(exp.inner.decay_steps > 0 ? exp.inner.decay_steps : 1000);
-      break;
-  }
+  s->steps_per_learner = steps_per_learner_of(exp);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
   s->learner_threads = exp.learners.threads > 0
                            ? exp.learners.threads
@@ -552,8 +459,9 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
   // A run directory holds one run: remove what an earlier run left, so that a run killed before
   // its end never leaves an older run's summary.json looking finished. Checkpoints of an earlier
   // run must not be restored into this one (they serve owners respawned within a run).
-  {
+  if (!options.resume) {
     std::error_code ec;
+    fs::remove(fs::path(s->run_dir) / "monitor.json", ec);
     for (const char* name : {"summary.json", "run_info.json", "events.jsonl", "experiment.json"})
       if (fs::exists(fs::path(s->run_dir) / name, ec)) s->replaced.emplace_back(name);
     for (const char* name : {"summary.json", "run_info.json", "summary.json.tmp",
@@ -567,62 +475,11 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
   }
   s->log = std::make_unique<run_log>(
       options.write_events ? (fs::path(s->run_dir) / "events.jsonl").string() : std::string{},
-      options.keep_events);
-  // Chaos schedule → fault specs (fractions are of the per-learner step budget, or of the
-  // seconds budget; owner faults count the owner's versions ≈ steps / H).
-  std::vector<fault_spec> faults;
-  for (const auto& ev : exp.chaos.events) {
-    fault_spec f;
-    f.what = fault_kind(ev.action);
-    f.target = ev.target;
-    f.factor = ev.factor;
-    f.delay_s = ev.delay;
-    f.downtime_s = f.what == fault_spec::kind::kill_learner || f.what == fault_spec::kind::kill_owner
-                       ? ev.duration
-                       : 0.0;
-    f.duration_s = f.what == fault_spec::kind::slow_learner ? ev.duration : 0.0;
-    double step = 0;
-    switch (ev.trigger) {
-      case config::chaos_trigger::at_step: step = ev.at; break;
-      case config::chaos_trigger::at_time: f.at_seconds = ev.at; break;
-      case config::chaos_trigger::at_fraction:
-        if (exp.budget.kind == config::budget_kind::seconds)
-          f.at_seconds = ev.at * exp.budget.seconds;
-        else
-          step = ev.at * static_cast<double>(s->steps_per_learner);
-        break;
-    }
-    if (f.what == fault_spec::kind::kill_owner)
-      step = std::max(1.0, step / std::max(1, exp.sync.interval));
-    f.at_step = static_cast<uint64_t>(std::llround(std::max(0.0, step)));
-    faults.push_back(f);
+      options.keep_events, run_log::clock_fn{}, options.resume);
+  if (!options.simulated_time) {
+    std::ofstream(fs::path(s->run_dir) / "run_id") << s->run_id << '\n';
   }
-  // chaos.random: Poisson failures per learner (and/or owner) with drawn downtimes, keyed on
-  // wall time; the horizon is the seconds budget, or 24 h when the budget counts tokens/steps.
-  if (exp.chaos.random.mtbf_seconds > 0.0) {
-    const auto& rc = exp.chaos.random;
-    random_recovery rec;
-    rec.mean_s = rc.recovery.mean;
-    rec.sigma = rc.recovery.sigma;
-    rec.dist = rc.recovery.dist == config::recovery_dist::fixed
-                   ? random_recovery::distribution::fixed
-                   : rc.recovery.dist == config::recovery_dist::lognormal
-                         ? random_recovery::distribution::lognormal
-                         : random_recovery::distribution::exponential;
-    const double horizon =
-        exp.budget.kind == config::budget_kind::seconds ? exp.budget.seconds : 86400.0;
-    const uint64_t seed = rc.seed != 0 ? rc.seed : exp.seed;
-    if (rc.target != config::chaos_target_kind::owners)
-      for (const auto& f : random_fault_schedule(fault_spec::kind::kill_learner,
-                                                 exp.learners.count, rc.mtbf_seconds, rec,
-                                                 horizon, seed))
-        faults.push_back(f);
-    if (rc.target != config::chaos_target_kind::learners)
-      for (const auto& f : random_fault_schedule(fault_spec::kind::kill_owner,
-                                                 s->plan.num_fragments(), rc.mtbf_seconds, rec,
-                                                 horizon, derive_seed(seed, 1000)))
-        faults.push_back(f);
-  }
+  std::vector<fault_spec> faults = fault_specs_of(exp, s->steps_per_learner, s->plan.num_fragments());
   for (const auto& f : options.faults) faults.push_back(f);
   s->faults = std::make_unique<fault_hooks>(faults, s->log.get());
   {
@@ -630,6 +487,15 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
     out << config::to_json(exp).dump(2) << '\n';
   }
   return s;
+}
+
+run_dir_state inspect_run_dir(const std::string& run_dir) {
+  std::error_code ec;
+  const fs::path d(run_dir);
+  if (fs::exists(d / "summary.json", ec)) return run_dir_state::finished;
+  if (fs::exists(d / "events.jsonl", ec) || fs::exists(d / "monitor.json", ec))
+    return run_dir_state::unfinished;
+  return run_dir_state::empty;
 }
 
 caf::actor spawn_job(caf::actor_system& sys, std::shared_ptr<cluster_setup> setup,
@@ -757,9 +623,10 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
           "validation loss is the initial model's",
           exp.name, setup->steps_per_learner, first_push, H, P));
   }
-  caf::actor_system_config cfg;
-  cfg.set("logger.file-verbosity", caf::atom("quiet"));
-  cfg.set("logger.console-verbosity", caf::atom("quiet"));
+  const bool syncer = options.role == node_role::syncer;
+  node_transport transport = options.transport;
+  transport.middleman = syncer;
+  node_config cfg(transport);
   caf::actor_system sys{cfg};
   {
     caf::scoped_actor self{sys};
@@ -769,8 +636,24 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
     auto prev = setup->log->snapshot();
     double prev_t = setup->log->now();
     while (!done) {
-      self->receive([&](atoms::done_atom) { done = true; },
-                    caf::after(std::chrono::milliseconds(250)) >> [&] {});
+      self->receive(
+          [&](atoms::done_atom) { done = true; },
+          [&](atoms::publish_atom, const caf::actor& monitor) {
+            // reuse_addr: a restarted syncer binds its port at once (CAF_NOTES: TIME_WAIT).
+            const char* in = options.listen_host.empty() ? nullptr : options.listen_host.c_str();
+            auto port = sys.middleman().publish(monitor, options.listen_port, in, true);
+            if (!port) {
+              std::fprintf(stderr, "dd-node syncer: cannot listen on %s:%u: %s\n",
+                           options.listen_host.c_str(), options.listen_port,
+                           sys.render(port.error()).c_str());
+              std::fflush(stderr);
+              std::_Exit(2);
+            }
+            setup->log->emit("listening", {{"host", options.listen_host}, {"port", *port},
+                                           {"run_id", setup->run_id}});
+            if (options.on_published) options.on_published(*port);
+          },
+          caf::after(std::chrono::milliseconds(250)) >> [&] {});
       const double t = setup->log->now();
       const int sig = options.interrupt != nullptr ? options.interrupt->load() : 0;
       if (sig != 0 && !interrupt_sent && !done) {

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -28,6 +29,7 @@
 
 #include "actors/compute_gate.hpp"
 #include "actors/fault_hooks.hpp"
+#include "actors/node_config.hpp"
 #include "actors/policy/restart_budget.hpp"
 #include "actors/run_log.hpp"
 #include "runtime/config/experiment.hpp"
@@ -36,8 +38,32 @@
 
 namespace dd::actors {
 
+/// Which part of a job a process runs.
+enum class node_role {
+  all,     ///< coordinator + syncer node + learner node in one actor system (dd-node run)
+  syncer,  ///< coordinator + syncer node; learners join over the network (dd-node syncer)
+};
+
 /// Knobs of a run that are not part of the experiment.
 struct run_options {
+  node_role role = node_role::all;
+  /// Syncer node: the health monitor is published on listen_host:listen_port (0 = any free
+  /// port) with SO_REUSEADDR; `on_published(port)` is called once it is bound (dd-node syncer
+  /// prints the learner command there). A failed publish ends the process (exit 2).
+  std::string listen_host = "127.0.0.1";
+  uint16_t listen_port = 0;
+  std::function<void(uint16_t port)> on_published;
+  /// The run's id (hex), checked at every node handshake; empty = a new random one (written to
+  /// <run_dir>/run_id).
+  std::string run_id;
+  /// Continue the run in the run directory (dd-node syncer/run --resume): its run id, its owner
+  /// checkpoints (every owner restores value, momentum, version and EMAs), the monitor's record
+  /// of every learner (<run_dir>/monitor.json) and its events.jsonl (appended) are kept; the
+  /// budget counts the tokens of both parts; summary.json gets "resumed": true. Without it, what
+  /// an earlier run left is removed (make_cluster_setup).
+  bool resume = false;
+  /// Middleman heartbeat and connection timeout of the syncer node.
+  node_transport transport;
   /// Run directory; empty = the experiment's run_dir (default runs/<name>). This does not move
   /// the checkpoint directory of an experiment that has one (a loaded experiment always has:
   /// <its run_dir>/checkpoints by default); to move both, load with
@@ -101,6 +127,14 @@ struct cluster_setup {
   uint64_t steps_per_learner = 0;  ///< schedule horizon and steps budget
   std::mutex result_mutex;
   run_result result;
+  /// The run's identity for node handshakes: run id (hex), experiment hash (of its JSON), data
+  /// file size and training-split hash.
+  std::string run_id;
+  std::string experiment_hash;
+  uint64_t data_bytes = 0;
+  std::string data_hash;
+  /// Resumed: the monitor's record read from <run_dir>/monitor.json (null when none).
+  nlohmann::json monitor_record;
   /// What make_cluster_setup found left by an earlier run in the run directory and removed or
   /// replaced (e.g. "summary.json", "events.jsonl", "2 owner checkpoints"); empty = nothing.
   std::vector<std::string> replaced;
@@ -129,6 +163,12 @@ void check_experiment_data(const config::experiment& exp);
 /// run; there is no whole-job resume.)
 std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
                                                   const run_options& options);
+
+/// What a run directory holds: nothing of a run, a finished run (summary.json), or an unfinished
+/// one (events.jsonl or a monitor record, no summary.json) — a crashed or killed run that
+/// `--resume` continues.
+enum class run_dir_state { empty, finished, unfinished };
+run_dir_state inspect_run_dir(const std::string& run_dir);
 
 /// Spawns the job actor. When the run ends it fills setup->result, sends (done_atom) to
 /// `reply_to` (if valid) and quits.

@@ -9,12 +9,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
+
+#include <nlohmann/json.hpp>
 
 #include <caf/all.hpp>
 
 #include "actors/fragment_owner.hpp"
 #include "actors/run_log.hpp"
 #include "messages/codec.hpp"
+#include "messages/control.hpp"
 
 namespace dd::actors {
 
@@ -64,10 +68,197 @@ void declare_dead(monitor_actor* self, const monitor_context& ctx, int32_t id,
   publish(self, true);
 }
 
+size_t live_count(const monitor_state& st) {
+  size_t live = 0;
+  for (const auto& [id, l] : st.learners)
+    if (l.alive) ++live;
+  return live;
+}
+
+/// Remote learners: tells the job once every learner has left, or none is live after a stop.
+void check_done(monitor_actor* self, const monitor_context& ctx) {
+  auto& st = self->state;
+  if (!ctx.remote_learners || st.done_reported || !ctx.job) return;
+  size_t finished = 0;
+  for (const auto& [id, r] : st.learners)
+    if (r.finished) ++finished;
+  const bool all_left = finished >= static_cast<size_t>(ctx.learners);
+  if (all_left || (st.stopping && live_count(st) == 0)) {
+    st.done_reported = true;
+    self->send(ctx.job, atoms::done_atom_v, std::string("learners"));
+  }
+}
+
+node_join_reply refuse(const monitor_context& ctx, node_refusal why, std::string reason) {
+  node_join_reply rep;
+  rep.accepted = false;
+  rep.refusal = why;
+  rep.reason = std::move(reason);
+  rep.run_id = ctx.run_id;
+  return rep;
+}
+
+/// The node handshake (see health_monitor.hpp).
+node_join_reply on_node_join(monitor_actor* self, const monitor_context& ctx, const wire_bytes& bytes) {
+  auto& st = self->state;
+  auto req = decode_node_join(bytes);
+  if (!req) return refuse(ctx, node_refusal::bad_request, "undecodable node_join: " + req.error().message);
+  if (req->protocol_version != dd::protocol_version)
+    return refuse(ctx, node_refusal::protocol_version,
+                  "node speaks protocol version " + std::to_string(req->protocol_version) +
+                      ", this syncer " + std::to_string(dd::protocol_version));
+  if (!req->run_id.empty() && req->run_id != ctx.run_id)
+    return refuse(ctx, node_refusal::other_run,
+                  "node belongs to run " + req->run_id + ", this syncer runs " + ctx.run_id);
+  node_join_reply rep;
+  rep.accepted = true;
+  rep.run_id = ctx.run_id;
+  rep.experiment_json = ctx.experiment_json;
+  rep.experiment_hash = ctx.experiment_hash;
+  rep.data_bytes = ctx.data_bytes;
+  rep.data_hash = ctx.data_hash;
+  rep.steps_per_learner = ctx.steps_per_learner;
+  const bool describe_only = req->learner_ids.empty() && req->learner_count == 0;
+  if (describe_only) return rep;
+  if (st.stopping) return refuse(ctx, node_refusal::run_finished, "the run is stopping");
+  if (req->data_bytes != ctx.data_bytes || req->data_hash != ctx.data_hash)
+    return refuse(ctx, node_refusal::data_mismatch,
+                  "node's data has " + std::to_string(req->data_bytes) + " bytes, training-split hash " +
+                      req->data_hash + "; the syncer's " + std::to_string(ctx.data_bytes) +
+                      " bytes, hash " + ctx.data_hash);
+  const double now = now_s(self);
+  for (auto it = st.reserved.begin(); it != st.reserved.end();)
+    it = it->second.second < now ? st.reserved.erase(it) : std::next(it);
+  auto free_for = [&](int32_t id) {
+    auto it = st.learners.find(id);
+    if (it != st.learners.end() && (it->second.alive || it->second.finished)) return false;
+    auto rv = st.reserved.find(id);
+    return rv == st.reserved.end() || rv->second.first == req->node_name;
+  };
+  std::vector<int32_t> ids;
+  if (!req->learner_ids.empty()) {
+    for (auto id : req->learner_ids)
+      if (id < ctx.learners && free_for(id)) ids.push_back(id);
+  } else {
+    for (int32_t id = 0; id < ctx.learners && ids.size() < req->learner_count; ++id)
+      if (free_for(id)) ids.push_back(id);
+  }
+  if (ids.empty()) {
+    size_t finished = 0;
+    for (const auto& [id, r] : st.learners)
+      if (r.finished) ++finished;
+    if (finished >= static_cast<size_t>(ctx.learners))
+      return refuse(ctx, node_refusal::run_finished, "every learner of the run has finished");
+    return refuse(ctx, node_refusal::no_free_learner,
+                  "no free learner id among those asked for (M = " + std::to_string(ctx.learners) +
+                      "; live, finished or reserved by another node)");
+  }
+  for (auto id : ids) st.reserved[id] = {req->node_name, now + ctx.reserve_s};
+  rep.learner_ids = ids;
+  return rep;
+}
+
+std::string to_hex(const std::vector<uint8_t>& b) {
+  static const char* d = "0123456789abcdef";
+  std::string out;
+  out.reserve(b.size() * 2);
+  for (auto c : b) {
+    out.push_back(d[c >> 4]);
+    out.push_back(d[c & 15]);
+  }
+  return out;
+}
+
+std::vector<uint8_t> from_hex(const std::string& s) {
+  auto v = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  if (s.size() % 2 != 0) throw std::invalid_argument("monitor record: odd-length data_cursor");
+  std::vector<uint8_t> out(s.size() / 2);
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int hi = v(s[2 * i]), lo = v(s[2 * i + 1]);
+    if (hi < 0 || lo < 0) throw std::invalid_argument("monitor record: data_cursor is not hex");
+    out[i] = static_cast<uint8_t>(hi * 16 + lo);
+  }
+  return out;
+}
+
+void save_record(monitor_actor* self, const monitor_context& ctx) {
+  if (ctx.record_path.empty()) return;
+  self->state.last_record_s = now_s(self);
+  const std::string text = monitor_record(self->state).dump() + "\n";
+  auto st = write_file_atomic(ctx.record_path, reinterpret_cast<const uint8_t*>(text.data()),
+                              text.size());
+  if (!st && ctx.log != nullptr) {
+    ctx.log->emit("failure", {{"what", "monitor_record"}, {"error", st.error().message}});
+    ctx.log->warn("health monitor: cannot write its record: " + st.error().message);
+  }
+}
+
 }  // namespace
+
+nlohmann::json monitor_record(const monitor_state& st) {
+  nlohmann::json learners = nlohmann::json::array();
+  for (const auto& [id, r] : st.learners)
+    learners.push_back({{"learner", id},
+                        {"incarnation", r.incarnation},
+                        {"finished", r.finished},
+                        {"step", r.step},
+                        {"tokens_before", r.tokens_before},
+                        {"tokens_this_incarnation", r.tokens_this_incarnation},
+                        {"compute_before_s", r.compute_before_s},
+                        {"compute_this_incarnation_s", r.compute_this_incarnation_s},
+                        {"data_cursor", to_hex(r.data_cursor)}});
+  return {{"format", 1}, {"mean_step", st.mean_step}, {"learners", learners}};
+}
+
+void restore_monitor_record(monitor_state& st, const nlohmann::json& rec) {
+  try {
+    if (rec.value("format", 0) != 1) throw std::invalid_argument("monitor record: unknown format");
+    st.mean_step = rec.at("mean_step").get<double>();
+    for (const auto& l : rec.at("learners")) {
+      auto& r = st.learners[l.at("learner").get<int32_t>()];
+      r.incarnation = l.at("incarnation").get<uint64_t>();
+      r.finished = l.at("finished").get<bool>();
+      r.alive = false;
+      r.step = l.at("step").get<uint64_t>();
+      r.tokens_before = l.at("tokens_before").get<uint64_t>();
+      r.tokens_this_incarnation = l.at("tokens_this_incarnation").get<uint64_t>();
+      r.compute_before_s = l.at("compute_before_s").get<double>();
+      r.compute_this_incarnation_s = l.at("compute_this_incarnation_s").get<double>();
+      r.data_cursor = from_hex(l.at("data_cursor").get<std::string>());
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw std::invalid_argument(std::string("monitor record: ") + e.what());
+  }
+}
 
 caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_context> ctx) {
   self->state.owners.resize(static_cast<size_t>(std::max(ctx->fragments, 0)));
+  if (!ctx->restored_record.is_null()) {
+    restore_monitor_record(self->state, ctx->restored_record);
+    if (ctx->log != nullptr) {
+      uint64_t tokens = 0;
+      for (const auto& [id, r] : self->state.learners)
+        tokens += r.tokens_before + r.tokens_this_incarnation;
+      ctx->log->emit("monitor_restored", {{"learners", self->state.learners.size()},
+                                          {"tokens", tokens},
+                                          {"mean_step", self->state.mean_step}});
+      ctx->log->update([&](run_counters& c) {
+        for (const auto& [id, r] : self->state.learners) {
+          auto& ls = c.learners[id];
+          ls.tokens = r.tokens_before + r.tokens_this_incarnation;
+          ls.step = r.step;
+          ls.compute_s = r.compute_before_s + r.compute_this_incarnation_s;
+          ls.incarnation = r.incarnation;
+        }
+      });
+      for (const auto& [id, r] : self->state.learners)
+        if (r.finished) ctx->log->learner_finished(id);
+    }
+  }
   self->set_down_handler([=](const caf::down_msg& dm) {
     for (auto& [id, r] : self->state.learners) {
       if (r.handle && r.handle.address() == dm.source) {
@@ -81,6 +272,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           declare_dead(self, *ctx, id, self->system().render(dm.reason));
         }
         r.handle = nullptr;
+        check_done(self, *ctx);
         return;
       }
     }
@@ -102,13 +294,31 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         return caf::make_error(caf::sec::invalid_argument,
                                "learner id " + std::to_string(id) + " out of range (M = " +
                                    std::to_string(ctx->learners) + ")");
+      if (st.stopping) return caf::make_error(caf::sec::invalid_argument, "the run is stopping");
       bool known = st.learners.count(id) != 0;
       auto& r = st.learners[id];
       if (known) {
         if (r.alive) declare_dead(self, *ctx, id, "replaced by a new incarnation");
-        r.incarnation += 1;
-        r.tokens_before += r.tokens_this_incarnation;
+        r.incarnation = std::max(r.incarnation, req->incarnation) + 1;
+        // A live learner rejoining knows its tokens better than the last heartbeat we have.
+        r.tokens_before += req->live ? std::max(req->tokens, r.tokens_this_incarnation)
+                                     : r.tokens_this_incarnation;
+        if (req->live) r.step = std::max(r.step, req->step);
         r.tokens_this_incarnation = 0;
+        r.compute_before_s += r.compute_this_incarnation_s;  // (live: the heartbeat's figure)
+        r.compute_this_incarnation_s = 0;
+      }
+      if (!known && req->live) {  // a syncer restarted without this learner's record
+        r.incarnation = req->incarnation + 1;
+        r.step = req->step;
+        r.tokens_before = req->tokens;
+      }
+      {
+        auto rv = st.reserved.find(id);
+        if (rv != st.reserved.end()) {
+          r.node = rv->second.first;
+          st.reserved.erase(rv);
+        }
       }
       r.alive = true;
       r.finished = false;
@@ -130,13 +340,18 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
       }
       rep.data_cursor = r.data_cursor;
       if (ctx->log != nullptr) {
-        ctx->log->emit(known ? "rejoin" : "join", {{"learner", id},
+        ctx->log->emit(known || req->live ? "rejoin" : "join", {{"learner", id},
                                                    {"incarnation", r.incarnation},
-                                                   {"resume_step", r.step}});
+                                                   {"resume_step", r.step},
+                                                   {"live", req->live}});
         ctx->log->update([&](run_counters& c) {
           auto& ls = c.learners[id];
           ls.alive = true;
           ls.incarnation = r.incarnation;
+          if (ctx->remote_learners && known && !req->live) {
+            ls.restarts += 1;
+            c.learner_restarts += 1;
+          }
         });
       }
       // The view goes to the owners before the reply reaches the learner, so a push can never
@@ -166,6 +381,23 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
       r.step_time_ema_s = hb->step_time_ema_s;
       r.data_cursor = hb->data_cursor;
       r.last_heartbeat_s = now_s(self);
+      r.compute_this_incarnation_s = hb->compute_s;
+      if (ctx->remote_learners && ctx->log != nullptr) {
+        const uint64_t toks = r.tokens_before + r.tokens_this_incarnation;
+        const double compute = r.compute_before_s + r.compute_this_incarnation_s;
+        const int32_t id = hb->learner_id;
+        ctx->log->update([&](run_counters& c) {
+          auto& ls = c.learners[id];
+          ls.step = hb->step;
+          ls.tokens = toks;
+          ls.loss = hb->loss;
+          ls.compute_s = compute;
+          ls.steps_per_s = hb->step_time_ema_s > 0 ? 1.0 / hb->step_time_ema_s : 0.0;
+          ls.incarnation = r.incarnation;
+          ls.alive = true;
+        });
+        ctx->log->set_stepping(id, true);
+      }
       const uint64_t tokens = total_tokens(st);
       // Global progress: the push clock (sync.push_clock = global) and the lr schedule's clock
       // (inner.schedule_clock = global) follow it.
@@ -184,7 +416,67 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         if (ctx->job) self->send(ctx->job, atoms::done_atom_v);
       }
     },
-    [=](atoms::leave_atom, int32_t id, uint64_t incarnation) {
+    [=](atoms::node_join_atom, const std::vector<uint8_t>& bytes) -> std::vector<uint8_t> {
+      auto rep = on_node_join(self, *ctx, bytes);
+      if (ctx->log != nullptr) {
+        auto req = decode_node_join(bytes);
+        const std::string node = req ? req->node_name : std::string("?");
+        if (rep.accepted) {
+          if (!rep.learner_ids.empty())
+            ctx->log->emit("node_join", {{"node", node}, {"host", req ? req->host : ""},
+                                         {"learners", rep.learner_ids}});
+        } else {
+          ctx->log->emit("node_refused", {{"node", node}, {"refusal", std::string(to_string(rep.refusal))},
+                                          {"reason", rep.reason}});
+          ctx->log->warn("refused learner node '" + node + "': " + rep.reason);
+        }
+      }
+      return encode(rep);
+    },
+    [=](atoms::stop_atom) {
+      auto& st = self->state;
+      st.stopping = true;
+      for (const auto& [id, r] : st.learners)
+        if (r.alive && r.handle) self->send(r.handle, atoms::stop_atom_v);
+      check_done(self, *ctx);
+    },
+    [=](atoms::status_atom) -> std::string {
+      const auto& st = self->state;
+      const double now = now_s(self);
+      nlohmann::json learners = nlohmann::json::array();
+      for (const auto& [id, r] : st.learners)
+        learners.push_back({{"learner", id},
+                            {"incarnation", r.incarnation},
+                            {"alive", r.alive},
+                            {"finished", r.finished},
+                            {"straggler", r.straggler},
+                            {"node", r.node},
+                            {"step", r.step},
+                            {"tokens", r.tokens_before + r.tokens_this_incarnation},
+                            {"lease_age_s", r.alive ? now - r.last_heartbeat_s : 0.0}});
+      nlohmann::json out = {{"run_id", ctx->run_id},
+                            {"epoch", st.epoch},
+                            {"learners_expected", ctx->learners},
+                            {"learners", learners},
+                            {"stopping", st.stopping},
+                            {"total_tokens", total_tokens(st)},
+                            {"mean_step", st.mean_step}};
+      if (ctx->log != nullptr) {
+        nlohmann::json versions = nlohmann::json::object();
+        for (const auto& [p, v] : ctx->log->snapshot().versions) versions[std::to_string(p)] = v;
+        out["fragment_versions"] = versions;
+      }
+      return out.dump();
+    },
+    [=](atoms::leave_atom, const std::vector<uint8_t>& bytes) {
+      auto lm = decode_leave(bytes);
+      if (!lm) {
+        if (ctx->log != nullptr)
+          ctx->log->emit("failure", {{"what", "undecodable_leave"}, {"error", lm.error().message}});
+        return;
+      }
+      const int32_t id = lm->learner_id;
+      const uint64_t incarnation = lm->incarnation;
       auto& st = self->state;
       auto it = st.learners.find(id);
       if (it == st.learners.end() || it->second.incarnation != incarnation) return;
@@ -194,8 +486,11 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         if (ctx->log != nullptr)
           ctx->log->emit("leave", {{"learner", id}, {"incarnation", incarnation},
                                    {"step", it->second.step}});
+        if (ctx->remote_learners && ctx->log != nullptr) ctx->log->learner_finished(id);
         publish(self, true);
+        save_record(self, *ctx);
       }
+      check_done(self, *ctx);
     },
     [=](atoms::subscribe_atom, int32_t fragment, const caf::actor& owner) {
       auto& st = self->state;
@@ -238,6 +533,8 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         if (handle) self->send_exit(handle, caf::exit_reason::kill);
       }
       publish(self, false);
+      if (!ctx->record_path.empty() && now - st.last_record_s >= ctx->record_every_s)
+        save_record(self, *ctx);
       self->delayed_send(self,
                          std::chrono::milliseconds(static_cast<int64_t>(ctx->tick_s * 1000)),
                          atoms::lease_atom_v);

@@ -8,11 +8,19 @@
 // every fragment owner whenever it changes (and periodically, with fresh step-time EMAs); tells
 // learners the current owner of every fragment; reports when a token budget is spent.
 //
-// Protocol (actors/atoms.hpp): (join_atom, bytes, actor) -> bytes join_reply;
-// (heartbeat_atom, bytes); (leave_atom, id, incarnation); (subscribe_atom, fragment, actor);
-// (get_atom, owners_atom) -> std::vector<actor>; sends (live_atom, live_view) to owners,
-// (owners_atom, std::vector<actor>) to learners, (done_atom) to the job when the budget is spent.
-// Event-based.
+// Protocol (actors/atoms.hpp): (node_join_atom, bytes node_join) -> bytes node_join_reply;
+// (join_atom, bytes, actor) -> bytes join_reply; (heartbeat_atom, bytes); (leave_atom, bytes
+// leave_msg); (subscribe_atom, fragment, actor); (stop_atom) from the job (remote learners);
+// (get_atom, owners_atom) -> std::vector<actor>; (status_atom) -> JSON text of the live view;
+// sends (live_atom, live_view) to owners, (owners_atom, std::vector<actor>) to learners,
+// (done_atom) to the job when the budget is spent, (done_atom, "learners") when every remote
+// learner has left. Event-based.
+//
+// Node handshake (remote learners): a node_join asking for 0 learners only asks for the run's
+// description (run id, experiment, data identity); one asking for learners is checked (protocol
+// version, run id, data size and hash) and given free ids — ids asked for by number when they
+// are not live, else the lowest ids that are neither live, finished nor reserved — or refused
+// with a reason that the monitor logs ("node_refused" event) and the node prints.
 #pragma once
 
 #include <cstdint>
@@ -22,6 +30,7 @@
 #include <vector>
 
 #include <caf/actor.hpp>
+#include <nlohmann/json.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include "actors/atoms.hpp"
@@ -52,6 +61,30 @@ struct monitor_context {
   std::string experiment_json;
   /// Receives (done_atom) when the token budget is spent; may be invalid.
   caf::actor job;
+  /// The learners run in other processes (dd-node syncer; their nodes join with node_join_atom):
+  /// the monitor then mirrors every heartbeat into this process's run log (step, tokens, loss,
+  /// compute time, stepping — the learner's own log is in its process), counts rejoins as
+  /// restarts, forwards (stop_atom) from the job to every live learner, and sends the job
+  /// (done_atom, "learners") once every learner has left — or, after a stop, once none is live.
+  bool remote_learners = false;
+  /// The run's identity, checked at every node handshake (messages/control.hpp).
+  std::string run_id;
+  std::string experiment_hash;
+  uint64_t data_bytes = 0;
+  std::string data_hash;
+  uint64_t steps_per_learner = 0;
+  /// Learner ids handed to a node stay reserved for it this long, seconds, until its learners
+  /// join (so two nodes joining at once never get the same id).
+  double reserve_s = 30.0;
+  /// The monitor's record of every learner (incarnation, step, tokens, compute time, data
+  /// cursor, finished) and the push clock, written atomically (temp file, fsync, rename) to this
+  /// path every `record_every_s` seconds and when a learner leaves; empty = not persisted. A
+  /// resumed syncer (dd-node syncer --resume) starts from `restored_record`, the file's JSON
+  /// (null = none): a respawned learner then resumes from its recorded step and cursor, and the
+  /// tokens budget counts the tokens of the earlier part.
+  std::string record_path;
+  double record_every_s = 2.0;
+  nlohmann::json restored_record;
   run_log* log = nullptr;
 };
 
@@ -68,6 +101,9 @@ struct learner_record {
   double step_time_ema_s = 0.0;
   std::vector<uint8_t> data_cursor;
   double last_heartbeat_s = 0.0;
+  double compute_this_incarnation_s = 0.0;
+  double compute_before_s = 0.0;   ///< compute seconds of earlier incarnations
+  std::string node;                ///< the node that holds it (remote learners)
 };
 
 /// CAF state of the monitor.
@@ -79,10 +115,22 @@ struct monitor_state {
   /// The global push clock (progress_msg::mean_step): Σ over accepted heartbeats of the steps
   /// they advance / the learners live then.
   double mean_step = 0.0;
+  /// The job asked every learner to stop (remote learners): joins are refused from now on.
+  bool stopping = false;
+  bool done_reported = false;
+  /// Learner id → (node name, reserved until, monitor clock seconds) handed out at a node
+  /// handshake and not yet joined.
+  std::map<int32_t, std::pair<std::string, double>> reserved;
+  double last_record_s = 0.0;
   static inline const char* name = "health_monitor";
 };
 
 using monitor_actor = caf::stateful_actor<monitor_state>;
+
+/// The monitor's record as JSON (see monitor_context::record_path) and its inverse; a record
+/// that does not parse as one throws std::invalid_argument naming the field.
+nlohmann::json monitor_record(const monitor_state& st);
+void restore_monitor_record(monitor_state& st, const nlohmann::json& record);
 
 /// The monitor's behavior.
 caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_context> ctx);

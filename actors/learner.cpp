@@ -26,6 +26,7 @@
 #include "actors/policy/push_schedule.hpp"
 #include "actors/run_log.hpp"
 #include "actors/supervisor.hpp"
+#include "messages/control.hpp"
 #include "runtime/adamw.hpp"
 #include "runtime/quantize.hpp"
 
@@ -86,7 +87,12 @@ void finish(learner_actor* self, const learner_context& ctx) {
   // Marks it not stepping too, in one step (no artificial gap in the uptime integral); a
   // draining learner was marked when its drain began.
   if (ctx.log != nullptr && !drained) ctx.log->learner_finished(st.id);
-  if (ctx.monitor && st.joined) self->send(ctx.monitor, atoms::leave_atom_v, st.id, st.incarnation);
+  if (st.monitor && st.joined) {
+    leave_msg lm;
+    lm.learner_id = st.id;
+    lm.incarnation = st.incarnation;
+    self->send(st.monitor, atoms::leave_atom_v, encode(lm));
+  }
   if (ctx.log != nullptr)
     ctx.log->emit("learner_done", {{"learner", st.id},
                                    {"incarnation", st.incarnation},
@@ -458,6 +464,7 @@ void on_step(learner_actor* self, const learner_context& ctx) {
     std::this_thread::sleep_for(std::chrono::duration<double>((factor - 1.0) * dt));
   const double step_s = dt * factor;
   st.step_time.update(step_s);
+  st.compute_s += step_s;
   if (ctx.log != nullptr) {
     const double loss = r.loss;
     const uint64_t toks = static_cast<uint64_t>(tokens_per_step);
@@ -480,7 +487,9 @@ void on_step(learner_actor* self, const learner_context& ctx) {
   hb.tokens = st.tokens;
   hb.step_time_ema_s = st.step_time.value();
   hb.data_cursor = st.tr->data().cursor().to_bytes();
-  self->send(ctx.monitor, atoms::heartbeat_atom_v, encode(hb));
+  hb.loss = r.loss;
+  hb.compute_s = st.compute_s;
+  self->send(st.monitor, atoms::heartbeat_atom_v, encode(hb));
   st.heartbeats_sent.emplace_back(step, actor_now(self));
   while (st.heartbeats_sent.size() > 16) st.heartbeats_sent.pop_front();
   if (sf.kill) {
@@ -576,7 +585,8 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
   join_request req;
   req.requested_learner_id = ctx->learner_id;
   req.host = "local";
-  self->request(ctx->monitor, std::chrono::seconds(60), atoms::join_atom_v, encode(req),
+  st.monitor = ctx->current_monitor ? ctx->current_monitor() : ctx->monitor;
+  self->request(st.monitor, std::chrono::seconds(60), atoms::join_atom_v, encode(req),
                 caf::actor{self})
       .then(
           [=](const std::vector<uint8_t>& bytes) {
@@ -711,6 +721,59 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
       auto& s = self->state;
       s.stop_requested = true;
       if (s.now != phase::stepping && s.now != phase::draining) finish(self, *ctx);
+    },
+    // The learner node reconnected to a (restarted) syncer: rejoin its monitor as a live
+    // learner with a new incarnation, keeping step and data cursor. Pushes in flight went to
+    // owners that are gone: forgotten; the owner directory that follows the join makes every
+    // fragment resynchronize with its new owner.
+    [=](atoms::syncer_atom, const caf::actor& monitor) {
+      auto& s = self->state;
+      if (s.now == phase::finished) return;
+      s.monitor = monitor;
+      join_request again;
+      again.requested_learner_id = s.id;
+      again.host = "rejoin";
+      again.live = true;
+      again.step = static_cast<uint64_t>(s.tr->steps_done());
+      again.tokens = s.tokens;
+      again.incarnation = s.incarnation;
+      // The owner directory arrives before the reply: with nothing in flight, every fragment
+      // whose owner changed is pulled from its new owner (the owners_atom handler).
+      s.unacked.clear();
+      s.queued.clear();
+      s.last_pushed.clear();
+      s.last_settled.clear();
+      for (auto& f : s.frags) {
+        f.awaiting = false;
+        f.first_since_receive = 0;
+        f.outstanding.clear();
+      }
+      self->request(monitor, std::chrono::seconds(30), atoms::join_atom_v, encode(again),
+                    caf::actor{self})
+          .then(
+              [=](const std::vector<uint8_t>& bytes) {
+                auto& s2 = self->state;
+                auto rep = decode_join_reply(bytes.data(), bytes.size());
+                if (!rep) {
+                  log_undecodable(self, *ctx, "undecodable_join_reply", rep.error());
+                  return;
+                }
+                const uint64_t before = s2.incarnation;
+                s2.incarnation = rep->incarnation;
+                s2.tokens = 0;
+                s2.compute_s = 0;
+                if (ctx->log != nullptr)
+                  ctx->log->emit("learner_rejoined", {{"learner", s2.id},
+                                                      {"incarnation_before", before},
+                                                      {"incarnation", s2.incarnation},
+                                                      {"step", s2.tr->steps_done()}});
+              },
+              [=](caf::error& err) {
+                if (ctx->log != nullptr)
+                  ctx->log->emit("failure", {{"learner", self->state.id},
+                                             {"what", "rejoin"},
+                                             {"error", self->system().render(err)}});
+              });
     },
     // The drain timeout: leave even though a final push was not seen merged.
     [=](atoms::done_atom) {

@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -100,6 +101,10 @@ struct learner_context {
   int threads = 1;
   /// The health monitor.
   caf::actor monitor;
+  /// Node-local: the current health monitor when it can change under the learner (a learner
+  /// node whose syncer restarted); when set, an incarnation joins the monitor it returns instead
+  /// of `monitor`. May be empty.
+  std::function<caf::actor()> current_monitor;
   run_log* log = nullptr;         ///< may be null
   fault_hooks* faults = nullptr;  ///< may be null
   /// Fair core sharing between the learners of the process (may be null); see compute_gate.hpp.
@@ -162,6 +167,8 @@ struct learner_state {
   double wait_started_s = 0.0;
   policy::ema step_time{0.2};
   uint64_t tokens = 0;           ///< tokens computed by this incarnation
+  double compute_s = 0.0;        ///< seconds this incarnation spent in inner steps
+  caf::actor monitor;            ///< the health monitor (context's; replaced when the syncer returns)
   int64_t global_step = -1;      ///< mean learner step from the monitor's progress (-1: none)
   int64_t push_clock = -1;       ///< global push clock: value at the previous schedule check
   std::map<int32_t, uint64_t> last_pushed;  ///< newest transfer id pushed, per fragment

@@ -16,7 +16,7 @@ double unix_seconds() {
 
 }  // namespace
 
-run_log::run_log(const std::string& events_path, bool keep_in_memory, clock_fn clock)
+run_log::run_log(const std::string& events_path, bool keep_in_memory, clock_fn clock, bool append)
     : clock_(std::move(clock)), keep_(keep_in_memory) {
   if (!clock_) {
     auto start = std::chrono::steady_clock::now();
@@ -25,7 +25,7 @@ run_log::run_log(const std::string& events_path, bool keep_in_memory, clock_fn c
     };
   }
   if (!events_path.empty()) {
-    out_.open(events_path, std::ios::out | std::ios::trunc);
+    out_.open(events_path, std::ios::out | (append ? std::ios::app : std::ios::trunc));
     if (!out_) throw std::runtime_error("run_log: cannot open '" + events_path + "' for writing");
   }
   last_integrated_ = clock_();

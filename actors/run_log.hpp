@@ -66,10 +66,11 @@ class run_log {
 
   /// `events_path` empty: keep events in memory only (tests); otherwise append JSON lines to the
   /// file (created or truncated). `keep_in_memory` keeps a copy of every event for `events()`.
-  /// `clock` defaults to a steady clock started now. Throws std::runtime_error naming the file
-  /// when it cannot be opened.
+  /// `clock` defaults to a steady clock started now. `append`: add to an existing file (a
+  /// resumed run) instead of truncating it. Throws std::runtime_error naming the file when it
+  /// cannot be opened.
   explicit run_log(const std::string& events_path = {}, bool keep_in_memory = false,
-                   clock_fn clock = {});
+                   clock_fn clock = {}, bool append = false);
   ~run_log();
   run_log(const run_log&) = delete;
   run_log& operator=(const run_log&) = delete;

@@ -140,6 +140,11 @@ caf::behavior supervisor(supervisor_actor* self, std::shared_ptr<const superviso
       }
       maybe_report(self, *ctx);
     },
+    // Learner node: the syncer came back at a new address; every live child rejoins it.
+    [=](atoms::syncer_atom, const caf::actor& monitor) {
+      for (const auto& c : self->state.current)
+        if (c) self->send(c, atoms::syncer_atom_v, monitor);
+    },
     [=](atoms::kill_atom, int32_t id) {
       auto& s = self->state;
       for (size_t i = 0; i < s.current.size(); ++i)

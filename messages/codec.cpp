@@ -19,6 +19,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "messages/detail/envelope.hpp"
 #include "messages/wire.capnp.h"
 
 namespace dd {
@@ -43,123 +44,7 @@ namespace {
 
 constexpr uint64_t not_received = std::numeric_limits<uint64_t>::max();
 
-// ---- small helpers ------------------------------------------------------------------------
-
-std::string num(uint64_t v) { return std::to_string(v); }
-
-kj::ArrayPtr<const kj::byte> as_bytes(const std::vector<uint8_t>& v) {
-  return kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(v.data()), v.size());
-}
-
-std::vector<uint8_t> to_vector(capnp::Data::Reader d) {
-  return std::vector<uint8_t>(d.begin(), d.end());
-}
-
-kj::ArrayPtr<const kj::byte> float_bytes(const std::vector<float>& v) {
-  static_assert(sizeof(float) == 4, "float32 required");
-  return kj::ArrayPtr<const kj::byte>(reinterpret_cast<const kj::byte*>(v.data()),
-                                      v.size() * sizeof(float));
-}
-
-// Data field -> floats; nullopt when the byte count is not a multiple of 4.
-std::optional<std::vector<float>> to_floats(capnp::Data::Reader d) {
-  if (d.size() % sizeof(float) != 0) return std::nullopt;
-  std::vector<float> out(d.size() / sizeof(float));
-  if (!out.empty()) std::memcpy(out.data(), d.begin(), d.size());
-  return out;
-}
-
-// Flattens a builder into a byte vector (segment table + segments).
-wire_bytes flatten(capnp::MessageBuilder& builder) {
-  kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
-  kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
-  return wire_bytes(bytes.begin(), bytes.end());
-}
-
-// First segment big enough for the whole message, so it flattens as one segment.
-unsigned first_segment_words(size_t payload_bytes) {
-  size_t words = payload_bytes / sizeof(capnp::word) + 256;
-  return static_cast<unsigned>(std::min<size_t>(words, (size_t{1} << 29) - 1));
-}
-
-template <class E>
-bool enum_in_range(E v, E last) {
-  return static_cast<uint16_t>(v) <= static_cast<uint16_t>(last);
-}
-
-// Runs `fn(reader)` over a flat message in `data`, with limits and every exception caught.
-template <class Fn>
-auto with_reader(const uint8_t* data, size_t size, int nesting_limit, Fn&& fn)
-    -> decltype(fn(std::declval<capnp::MessageReader&>())) {
-  using R = decltype(fn(std::declval<capnp::MessageReader&>()));
-  if (data == nullptr || size == 0) return R(errc::malformed, "message is empty");
-  if (size % sizeof(capnp::word) != 0) {
-    return R(errc::malformed,
-             "message size " + num(size) + " bytes is not a multiple of 8 (Cap'n Proto words)");
-  }
-  const size_t nwords = size / sizeof(capnp::word);
-  kj::Array<capnp::word> copy;
-  kj::ArrayPtr<const capnp::word> words;
-  if (reinterpret_cast<uintptr_t>(data) % alignof(capnp::word) != 0) {
-    copy = kj::heapArray<capnp::word>(nwords);
-    std::memcpy(copy.begin(), data, size);
-    words = kj::ArrayPtr<const capnp::word>(copy.begin(), copy.size());
-  } else {
-    words = kj::ArrayPtr<const capnp::word>(reinterpret_cast<const capnp::word*>(data), nwords);
-  }
-  capnp::ReaderOptions options;
-  // Sized to the input: a well-formed message reads each word once; twice the input plus slack
-  // leaves room while refusing amplification through pointers that alias the same data.
-  options.traversalLimitInWords = 2 * nwords + 64;
-  options.nestingLimit = nesting_limit;
-  try {
-    capnp::FlatArrayMessageReader reader(words, options);
-    return fn(reader);
-  } catch (const kj::Exception& e) {
-    return R(errc::malformed, std::string("Cap'n Proto refused the message: ") +
-                                  e.getDescription().cStr());
-  } catch (const std::exception& e) {
-    return R(errc::malformed, std::string("message could not be decoded: ") + e.what());
-  } catch (...) {
-    return R(errc::malformed, "message could not be decoded (unknown exception)");
-  }
-}
-
-const char* kind_name(cw::Envelope::Body::Which w) {
-  switch (w) {
-    case cw::Envelope::Body::JOIN_REQUEST: return "joinRequest";
-    case cw::Envelope::Body::JOIN_REPLY: return "joinReply";
-    case cw::Envelope::Body::HEARTBEAT: return "heartbeat";
-    case cw::Envelope::Body::PUSH: return "push";
-    case cw::Envelope::Body::BROADCAST: return "broadcast";
-    case cw::Envelope::Body::REJECT: return "reject";
-    case cw::Envelope::Body::ACK: return "ack";
-    case cw::Envelope::Body::PULL: return "pull";
-    case cw::Envelope::Body::PROGRESS: return "progress";
-  }
-  return "unknown";
-}
-
-// Decodes an Envelope whose body must be `want`, then calls fn(body).
-template <class Fn>
-auto decode_envelope(const uint8_t* data, size_t size, const decode_limits& limits,
-                     cw::Envelope::Body::Which want, Fn&& fn)
-    -> decltype(fn(std::declval<cw::Envelope::Body::Reader>())) {
-  using R = decltype(fn(std::declval<cw::Envelope::Body::Reader>()));
-  if (size > limits.max_message_bytes) {
-    return R(errc::too_large, "message of " + num(size) + " bytes exceeds max_message_bytes " +
-                                  num(limits.max_message_bytes));
-  }
-  return with_reader(data, size, limits.nesting_limit, [&](capnp::MessageReader& reader) -> R {
-    auto body = reader.getRoot<cw::Envelope>().getBody();
-    auto which = body.which();
-    if (which != want) {
-      return R(errc::malformed, std::string("envelope holds '") + kind_name(which) +
-                                    "', expected '" + kind_name(want) + "'");
-    }
-    return fn(body);
-  });
-}
+using namespace detail;
 
 // Shared checks of a payload chunk's header fields.
 status check_chunk_fields(const char* what, payload_encoding enc, uint64_t total_elements,
@@ -230,6 +115,10 @@ wire_bytes encode(const join_request& m) {
   r.setHost(m.host);
   auto devs = r.initDevices(static_cast<unsigned>(m.devices.size()));
   for (size_t i = 0; i < m.devices.size(); ++i) devs.set(static_cast<unsigned>(i), m.devices[i]);
+  r.setLive(m.live);
+  r.setStep(m.step);
+  r.setTokens(m.tokens);
+  r.setIncarnation(m.incarnation);
   return flatten(b);
 }
 
@@ -256,6 +145,8 @@ wire_bytes encode(const heartbeat_msg& m) {
   r.setTokens(m.tokens);
   r.setStepTimeEmaSeconds(m.step_time_ema_s);
   r.setDataCursor(as_bytes(m.data_cursor));
+  r.setLoss(m.loss);
+  r.setComputeSeconds(m.compute_s);
   return flatten(b);
 }
 
@@ -348,7 +239,7 @@ result<message_kind> peek_kind(const uint8_t* data, size_t size, const decode_li
   }
   return with_reader(data, size, limits.nesting_limit, [](capnp::MessageReader& reader) -> R {
     auto which = reader.getRoot<cw::Envelope>().getBody().which();
-    if (static_cast<uint16_t>(which) > static_cast<uint16_t>(cw::Envelope::Body::PROGRESS)) {
+    if (static_cast<uint16_t>(which) > static_cast<uint16_t>(cw::Envelope::Body::LEAVE)) {
       return R(errc::malformed,
                "envelope body: unknown message kind " + num(static_cast<uint16_t>(which)));
     }
@@ -366,6 +257,10 @@ result<join_request> decode_join_request(const uint8_t* data, size_t size,
                            m.requested_learner_id = r.getRequestedLearnerId();
                            m.host = r.getHost();
                            for (int32_t d : r.getDevices()) m.devices.push_back(d);
+                           m.live = r.getLive();
+                           m.step = r.getStep();
+                           m.tokens = r.getTokens();
+                           m.incarnation = r.getIncarnation();
                            return m;
                          });
 }
@@ -410,6 +305,8 @@ result<heartbeat_msg> decode_heartbeat(const uint8_t* data, size_t size,
                            m.tokens = r.getTokens();
                            m.step_time_ema_s = r.getStepTimeEmaSeconds();
                            m.data_cursor = to_vector(r.getDataCursor());
+                           m.loss = r.getLoss();
+                           m.compute_s = r.getComputeSeconds();
                            return m;
                          });
 }

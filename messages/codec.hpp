@@ -45,6 +45,9 @@ enum class message_kind : uint8_t {
   ack,        ///< push_ack
   pull,       ///< pull_request
   progress,   ///< progress_msg
+  node_join,        ///< node_join (messages/control.hpp)
+  node_join_reply,  ///< node_join_reply
+  leave,            ///< leave_msg
 };
 
 /// Learner → health monitor: ask to join (or re-join after a respawn).
@@ -55,6 +58,12 @@ struct join_request {
   std::string host;
   /// Device ordinals the learner runs on (empty on the CPU backend).
   std::vector<int32_t> devices;
+  /// A running learner rejoining after its syncer came back: it keeps its own step and data
+  /// cursor; `step`, `tokens` (of its current incarnation) and `incarnation` say where it is.
+  bool live = false;
+  uint64_t step = 0;
+  uint64_t tokens = 0;
+  uint64_t incarnation = 0;
 };
 
 /// Health monitor → learner: the identity and work assignment of a joining learner.
@@ -86,6 +95,10 @@ struct heartbeat_msg {
   double step_time_ema_s = 0.0;
   /// Opaque data-loader cursor after the last step.
   std::vector<uint8_t> data_cursor;
+  /// Training loss of the last step, nats/token (0 from older writers).
+  double loss = 0.0;
+  /// Seconds this incarnation has spent in inner steps (goodput numerator; 0 from older writers).
+  double compute_s = 0.0;
 };
 
 /// Learner → fragment owner: one chunk of a pseudo-gradient push (ALGORITHM.md, learner loop).

@@ -25,6 +25,11 @@ struct JoinRequest {
   requestedLearnerId @0 :Int32 = -1;   # -1: any id
   host @1 :Text;
   devices @2 :List(Int32);
+  live @3 :Bool;                       # a running learner rejoining (its syncer came back): it
+                                       # keeps its own step and data cursor
+  step @4 :UInt64;                     # live: its inner steps completed
+  tokens @5 :UInt64;                   # live: tokens of its current incarnation
+  incarnation @6 :UInt64;              # live: its current incarnation
 }
 
 # Health monitor -> learner.
@@ -46,6 +51,8 @@ struct Heartbeat {
   tokens @3 :UInt64;
   stepTimeEmaSeconds @4 :Float64;
   dataCursor @5 :Data;
+  loss @6 :Float64;                    # training loss of the last step, nats/token
+  computeSeconds @7 :Float64;          # seconds this incarnation spent in inner steps
 }
 
 # Learner -> fragment owner: one chunk of a pseudo-gradient push.
@@ -124,6 +131,9 @@ struct Envelope {
     ack @7 :PushAck;
     pull @8 :PullRequest;
     progress @9 :Progress;
+    nodeJoin @10 :NodeJoin;
+    nodeJoinReply @11 :NodeJoinReply;
+    leave @12 :Leave;
   }
 }
 
@@ -170,4 +180,49 @@ struct Progress {
   liveLearners @1 :UInt32;             # learners alive when it was sent
   step @2 :UInt64;                     # the answered heartbeat's step (0: not an answer)
   meanStep @3 :Float64;                # the push clock: sum over steps of 1 / live learners
+}
+
+# ---- cluster control (docs/wire.md "Nodes") ----------------------------------------------------
+
+# Learner node -> health monitor: the handshake of a learner process, before its learners join.
+struct NodeJoin {
+  runId @0 :Text;                      # the run the node belongs to; empty: any (a first start)
+  protocolVersion @1 :UInt32;          # dd::protocol_version of the node's binary
+  nodeName @2 :Text;                   # the node's name (nodes file, logs)
+  host @3 :Text;                       # host name of the node
+  learnerIds @4 :List(Int32);          # the ids the node asks for; empty: any free ids
+  learnerCount @5 :UInt32;             # how many free ids when learnerIds is empty
+  dataBytes @6 :UInt64;                # size of the node's data file, bytes
+  dataHash @7 :Text;                   # hash of its training split (hex)
+}
+
+# Why the monitor refused a node.
+enum NodeRefusal {
+  none @0;
+  otherRun @1;                         # runId names another run
+  protocolVersion @2;                  # protocolVersion differs from the syncer's
+  dataMismatch @3;                     # dataBytes / dataHash differ from the syncer's
+  noFreeLearner @4;                    # every learner id asked for is live (or out of range)
+  runFinished @5;                      # the run is stopping or over
+  badRequest @6;                       # the request did not decode or made no sense
+}
+
+# Health monitor -> learner node.
+struct NodeJoinReply {
+  accepted @0 :Bool;
+  refusal @1 :NodeRefusal;
+  reason @2 :Text;                     # human-readable; both sides log it
+  runId @3 :Text;
+  experimentJson @4 :Text;             # the resolved experiment (config::load_json reads it)
+  experimentHash @5 :Text;             # hash of the experiment JSON (hex)
+  learnerIds @6 :List(Int32);          # the ids the node now holds
+  dataBytes @7 :UInt64;                # the syncer's data file size and training-split hash
+  dataHash @8 :Text;
+  stepsPerLearner @9 :UInt64;          # schedule horizon / steps budget per learner
+}
+
+# Learner -> health monitor: leaving for good (budget spent, drained, stopped).
+struct Leave {
+  learnerId @0 :Int32;
+  incarnation @1 :UInt64;
 }

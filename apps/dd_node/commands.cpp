@@ -7,11 +7,16 @@ namespace dd::app {
 int train_main(int argc, char** argv);
 int resolve_main(int argc, char** argv);
 int run_main(int argc, char** argv);
+int syncer_main(int argc, char** argv);
+int learner_main(int argc, char** argv);
 
 const std::vector<command>& commands() {
   static const std::vector<command> table = {
       {"train", "train one learner alone (no syncer) and write summary.json", &train_main},
       {"run", "run an experiment's whole cluster in this process (the main job)", &run_main},
+      {"syncer", "run the syncer node of a cluster (monitor, owners, evaluator, coordinator)",
+       &syncer_main},
+      {"learner", "run learners that join a syncer over the network", &learner_main},
       {"resolve", "print the fully resolved configuration of an experiment file", &resolve_main},
   };
   return table;

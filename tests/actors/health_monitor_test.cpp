@@ -12,6 +12,7 @@
 #include "actors/atoms.hpp"
 #include "actors/health_monitor.hpp"
 #include "messages/codec.hpp"
+#include "messages/control.hpp"
 
 namespace dd::actors {
 namespace {
@@ -121,7 +122,7 @@ TEST_F(monitor_fixture, the_push_clock_runs_at_the_live_learners_mean_step_rate)
   EXPECT_DOUBLE_EQ(last_mean_step, 1.5);
   // Learner 1 finishes early: learner 0 alone now moves the clock one step per step, where the
   // token count (total / (M × tokens per step)) would move half a step.
-  b->send(monitor, atoms::leave_atom_v, int32_t{1}, uint64_t{0});
+  b->send(monitor, atoms::leave_atom_v, encode(dd::leave_msg{1, 0}));
   ASSERT_TRUE(beat(a, 0, 0, 6144));  // step 3
   EXPECT_DOUBLE_EQ(last_mean_step, 2.5);
   ASSERT_TRUE(beat(a, 0, 0, 8192));  // step 4

@@ -1,0 +1,458 @@
+// actors/learner_node.cpp — see learner_node.hpp.
+//
+//   connecting --reachable + handshake--> described (run id, experiment)
+//     --data loaded, node_join accepted--> running (learner supervisor + learners)
+//     --monitor down--> syncer lost (learners keep stepping) --reconnected, same run--> running
+//     --every learner done / interrupted--> finished
+#include "actors/learner_node.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <fmt/format.h>
+
+#include "actors/atoms.hpp"
+#include "actors/cluster.hpp"
+#include "actors/compute_gate.hpp"
+#include "actors/job_config.hpp"
+#include "actors/run_log.hpp"
+#include "actors/supervisor.hpp"
+#include "messages/control.hpp"
+#include "runtime/config/loader.hpp"
+#include "runtime/rng.hpp"
+
+namespace dd::actors {
+
+namespace fs = std::filesystem;
+
+double join_backoff_s(int attempt, double base_s, double cap_s, double u01) {
+  const double raw = base_s * std::pow(2.0, std::min(attempt, 30));
+  return std::min(cap_s, raw) * (1.0 + 0.4 * (u01 - 0.5));
+}
+
+bool tcp_reachable(const std::string& host, uint16_t port, double timeout_s, std::string* why) {
+  auto fail = [&](std::string w) {
+    if (why != nullptr) *why = std::move(w);
+    return false;
+  };
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0)
+    return fail(fmt::format("cannot resolve '{}': {}", host, gai_strerror(rc)));
+  std::string last = "no address";
+  bool ok = false;
+  for (addrinfo* a = res; a != nullptr && !ok; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;
+    int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
+    if (rc == 0) {
+      ok = true;
+    } else if (errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      rc = ::poll(&p, 1, static_cast<int>(timeout_s * 1000));
+      if (rc == 1) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+        if (err == 0)
+          ok = true;
+        else
+          last = std::strerror(err);
+      } else {
+        last = fmt::format("no answer within {:.1f} s", timeout_s);
+      }
+    } else {
+      last = std::strerror(errno);
+    }
+    ::close(fd);
+  }
+  ::freeaddrinfo(res);
+  if (!ok) return fail(fmt::format("{}:{}: {}", host, port, last));
+  return true;
+}
+
+namespace {
+
+std::string host_name() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
+  return buf;
+}
+
+/// CAF's remote lookup on its own thread, bounded by `timeout_s` (CAF's own connect has no
+/// deadline). A lookup that times out is abandoned on its thread.
+std::optional<caf::actor> lookup(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                 double timeout_s, std::string* why) {
+  if (!tcp_reachable(host, port, timeout_s, why)) return std::nullopt;
+  struct slot {
+    std::mutex m;
+    std::optional<caf::expected<caf::actor>> result;
+  };
+  auto s = std::make_shared<slot>();
+  auto done = std::make_shared<std::promise<void>>();
+  auto fut = done->get_future();
+  std::thread([&sys, host, port, s, done] {
+    auto r = sys.middleman().remote_actor(host, port);
+    {
+      std::lock_guard<std::mutex> g(s->m);
+      s->result.emplace(std::move(r));
+    }
+    done->set_value();
+  }).detach();
+  if (fut.wait_for(std::chrono::duration<double>(timeout_s)) != std::future_status::ready) {
+    if (why != nullptr) *why = fmt::format("{}:{}: no CAF handshake within {:.1f} s", host, port, timeout_s);
+    return std::nullopt;
+  }
+  std::lock_guard<std::mutex> g(s->m);
+  if (!*s->result) {
+    if (why != nullptr) *why = fmt::format("{}:{}: {}", host, port, sys.render(s->result->error()));
+    return std::nullopt;
+  }
+  return **s->result;
+}
+
+/// One node_join round trip; nullopt (with `why`) when the monitor did not answer in time.
+std::optional<node_join_reply> handshake(caf::scoped_actor& self, const caf::actor& monitor,
+                                         const node_join& req, double timeout_s, std::string* why) {
+  std::optional<node_join_reply> out;
+  self->request(monitor, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)),
+                atoms::node_join_atom_v, encode(req))
+      .receive(
+          [&](const std::vector<uint8_t>& bytes) {
+            auto rep = decode_node_join_reply(bytes);
+            if (!rep) {
+              *why = "undecodable node_join_reply: " + rep.error().message;
+              return;
+            }
+            out = std::move(*rep);
+          },
+          [&](caf::error& err) { *why = "handshake failed: " + self->system().render(err); });
+  return out;
+}
+
+int refusal_status(node_refusal r) {
+  switch (r) {
+    case node_refusal::other_run: return node_exit_other_run;
+    case node_refusal::protocol_version: return node_exit_protocol;
+    case node_refusal::data_mismatch: return node_exit_data_mismatch;
+    case node_refusal::run_finished: return node_exit_ok;
+    case node_refusal::bad_request: return node_exit_usage;
+    case node_refusal::none:
+    case node_refusal::no_free_learner: return node_exit_failure;
+  }
+  return node_exit_failure;
+}
+
+struct connector {
+  const learner_node_options& o;
+  caf::actor_system& sys;
+  rng jitter;
+  size_t next = 0;
+  int attempt = 0;
+  double next_try_s = 0.0;  ///< steady seconds
+  std::string last_error;
+
+  static double now_s() {
+    using namespace std::chrono;
+    return duration<double>(steady_clock::now().time_since_epoch()).count();
+  }
+  /// One attempt when its time has come; the monitor or nullopt.
+  std::optional<caf::actor> try_once() {
+    if (now_s() < next_try_s) return std::nullopt;
+    const auto& [host, port] = o.join[next % o.join.size()];
+    ++next;
+    auto m = lookup(sys, host, port, o.connect_timeout_s, &last_error);
+    if (m) {
+      attempt = 0;
+      return m;
+    }
+    const double wait = join_backoff_s(attempt++, o.backoff_base_s, o.backoff_cap_s, jitter.uniform());
+    next_try_s = now_s() + wait;
+    std::fprintf(stderr, "dd-node learner: syncer not reachable (%s); next attempt in %.1f s\n",
+                 last_error.c_str(), wait);
+    std::fflush(stderr);
+    return std::nullopt;
+  }
+};
+
+}  // namespace
+
+int run_learner_node(const learner_node_options& o) {
+  if (o.join.empty()) {
+    std::fprintf(stderr, "dd-node learner: --join HOST:PORT is required\n");
+    return node_exit_usage;
+  }
+  const std::string host = host_name();
+  const std::string name = o.node_name.empty() ? fmt::format("{}-{}", host, ::getpid()) : o.node_name;
+  const uint64_t seed = o.seed != 0 ? o.seed : derive_seed(0x6a6f696eULL, std::hash<std::string>{}(name));
+  std::printf("dd-node learner %s: joining %s:%u (backoff jitter seed %llu)\n", name.c_str(),
+              o.join.front().first.c_str(), o.join.front().second,
+              static_cast<unsigned long long>(seed));
+  std::fflush(stdout);
+  node_config cfg(o.transport);
+  caf::actor_system sys{cfg};
+  caf::scoped_actor self{sys};
+  connector conn{o, sys, rng(seed), 0, 0, 0.0, {}};
+  const double t0 = connector::now_s();
+  auto interrupted = [&] { return o.interrupt != nullptr && o.interrupt->load() != 0; };
+  auto past_deadline = [&] { return o.join_deadline_s > 0 && connector::now_s() - t0 > o.join_deadline_s; };
+
+  // 1. Reach the monitor and learn the run.
+  std::string run_id = o.run_id;
+  caf::actor monitor;
+  node_join_reply described;
+  while (true) {
+    if (interrupted()) return node_exit_interrupted;
+    if (past_deadline()) {
+      std::fprintf(stderr, "dd-node learner: no syncer reached within --join-deadline %.0f s (last: %s)\n",
+                   o.join_deadline_s, conn.last_error.c_str());
+      return node_exit_deadline;
+    }
+    auto m = conn.try_once();
+    if (!m) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    node_join ask;
+    ask.run_id = run_id;
+    ask.node_name = name;
+    ask.host = host;
+    ask.learner_count = 0;  // describe only
+    std::string why;
+    auto rep = handshake(self, *m, ask, 10.0, &why);
+    if (!rep) {
+      std::fprintf(stderr, "dd-node learner: %s\n", why.c_str());
+      continue;
+    }
+    if (!rep->accepted) {
+      std::fprintf(stderr, "dd-node learner: refused by the syncer (%s): %s\n",
+                   std::string(to_string(rep->refusal)).c_str(), rep->reason.c_str());
+      return refusal_status(rep->refusal);
+    }
+    monitor = *m;
+    described = std::move(*rep);
+    break;
+  }
+  run_id = described.run_id;
+
+  // 2. The experiment and this node's copy of the data.
+  config::load_options lo;
+  lo.check_files = false;
+  auto loaded = config::load_json(nlohmann::json::parse(described.experiment_json), lo);
+  if (!loaded.ok() || loaded.experiments.size() != 1) {
+    std::fprintf(stderr, "dd-node learner: the syncer's experiment does not load here: %s\n",
+                 loaded.error_text().c_str());
+    return node_exit_failure;
+  }
+  config::experiment exp = loaded.experiments.front();
+  if (!o.data_file.empty()) exp.data.file = o.data_file;
+  std::shared_ptr<text_dataset> data;
+  node_join req;
+  try {
+    data = std::make_shared<text_dataset>(text_dataset::from_file(exp.data.file, exp.data.train_fraction));
+    const auto& train = data->train();
+    req.data_hash = fnv1a_hex(train.data(), train.size() * sizeof(train[0]));
+    std::error_code ec;
+    req.data_bytes = static_cast<uint64_t>(fs::file_size(exp.data.file, ec));
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dd-node learner: data file '%s' (from %s): %s\n", exp.data.file.c_str(),
+                 o.data_file.empty() ? "the syncer's experiment; give --data FILE" : "--data",
+                 e.what());
+    return node_exit_failure;
+  }
+  if (req.data_bytes != described.data_bytes || req.data_hash != described.data_hash) {
+    std::fprintf(stderr,
+                 "dd-node learner: data file '%s' differs from the syncer's (%llu bytes, hash %s here; "
+                 "%llu bytes, hash %s there)\n",
+                 exp.data.file.c_str(), static_cast<unsigned long long>(req.data_bytes),
+                 req.data_hash.c_str(), static_cast<unsigned long long>(described.data_bytes),
+                 described.data_hash.c_str());
+    // Tell the syncer too, so both sides log the refusal.
+  }
+
+  // 3. Ask for learner ids.
+  req.run_id = run_id;
+  req.node_name = name;
+  req.host = host;
+  req.learner_ids = o.learner_ids;
+  req.learner_count = static_cast<uint32_t>(std::max(1, o.learners));
+  std::vector<int32_t> ids;
+  while (true) {
+    if (interrupted()) return node_exit_interrupted;
+    std::string why;
+    auto rep = handshake(self, monitor, req, 10.0, &why);
+    if (rep && rep->accepted) {
+      ids = rep->learner_ids;
+      break;
+    }
+    if (rep && rep->refusal != node_refusal::no_free_learner) {
+      std::fprintf(stderr, "dd-node learner: refused by the syncer (%s): %s\n",
+                   std::string(to_string(rep->refusal)).c_str(), rep->reason.c_str());
+      if (rep->refusal == node_refusal::run_finished)
+        std::printf("dd-node learner %s: nothing to do, the run is over\n", name.c_str());
+      return refusal_status(rep->refusal);
+    }
+    if (past_deadline()) return node_exit_deadline;
+    std::fprintf(stderr, "dd-node learner: %s; asking again in 2 s\n",
+                 rep ? rep->reason.c_str() : why.c_str());
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+  }
+
+  // 4. Node services and the learners.
+  const std::string run_dir =
+      !o.run_dir.empty() ? o.run_dir : (fs::path("runs") / exp.name / "nodes" / name).string();
+  fs::create_directories(run_dir);
+  auto log = std::make_unique<run_log>((fs::path(run_dir) / "events.jsonl").string());
+  log->set_console([](const std::string& line) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
+  });
+  const fragment_plan plan = plan_of(exp);
+  const uint64_t steps = described.steps_per_learner > 0 ? described.steps_per_learner
+                                                         : steps_per_learner_of(exp);
+  std::vector<fault_spec> faults;
+  for (const auto& f : fault_specs_of(exp, steps, plan.num_fragments()))
+    if (f.what != fault_spec::kind::kill_owner) faults.push_back(f);
+  auto hooks = std::make_unique<fault_hooks>(faults, log.get());
+  const int here = static_cast<int>(ids.size());
+  const int threads = o.threads > 0 ? o.threads : learner_threads_of(exp, here);
+  std::unique_ptr<compute_gate> gate;
+  {
+    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+    const unsigned slots = std::max(1u, hw / static_cast<unsigned>(std::max(1, threads)));
+    if (here > 1 && slots < static_cast<unsigned>(here)) gate = std::make_unique<compute_gate>(slots);
+  }
+  auto current = std::make_shared<std::pair<std::mutex, caf::actor>>();
+  current->second = monitor;
+  learner_services services;
+  services.data = data.get();
+  services.log = log.get();
+  services.faults = hooks.get();
+  services.gate = gate.get();
+  auto sctx = std::make_shared<supervisor_context>();
+  sctx->name = "learners";
+  sctx->restart = restart_of(exp);
+  sctx->log = log.get();
+  sctx->faults = hooks.get();
+  sctx->job = caf::actor_cast<caf::actor>(self);
+  for (auto id : ids) {
+    auto base = make_learner_context(exp, id, steps, plan, threads, monitor, services);
+    auto c = std::make_shared<learner_context>(*base);
+    c->current_monitor = [current] {
+      std::lock_guard<std::mutex> g(current->first);
+      return current->second;
+    };
+    std::shared_ptr<const learner_context> cc = c;
+    sctx->children.push_back({"learner", id, [cc](caf::actor_system& s) {
+                                return s.spawn<caf::detached>(learner, cc);
+                              }});
+  }
+  log->set_expected_learners(ids.size());
+  log->emit("node_start", {{"node", name}, {"run_id", run_id}, {"learners", ids},
+                           {"threads", threads}, {"data_file", exp.data.file}});
+  std::string id_list;
+  for (auto id : ids) id_list += (id_list.empty() ? "" : ",") + std::to_string(id);
+  std::printf("dd-node learner %s: run %s, experiment %s, learners %s, %d thread%s each; events in %s\n",
+              name.c_str(), run_id.c_str(), exp.name.c_str(), id_list.c_str(), threads,
+              threads == 1 ? "" : "s", run_dir.c_str());
+  std::fflush(stdout);
+  auto sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
+  self->monitor(monitor);
+
+  // 5. Run until every learner is done; reconnect when the syncer is lost.
+  bool lost = false;
+  bool stop_sent = false;
+  int status = node_exit_ok;
+  bool done = false;
+  double last_progress = connector::now_s();
+  auto prev = log->snapshot();
+  while (!done) {
+    self->receive(
+        [&](atoms::done_atom, const std::string&) { done = true; },
+        [&](caf::down_msg& dm) {
+          if (dm.source != monitor.address()) return;
+          lost = true;
+          log->emit("syncer_lost", {{"reason", sys.render(dm.reason)}});
+          std::fprintf(stderr,
+                       "dd-node learner %s: lost the syncer (%s); learners keep stepping, "
+                       "reconnecting\n",
+                       name.c_str(), sys.render(dm.reason).c_str());
+          std::fflush(stderr);
+        },
+        caf::after(std::chrono::milliseconds(250)) >> [&] {});
+    if (done) break;
+    if (interrupted() && !stop_sent) {
+      stop_sent = true;
+      status = 128 + o.interrupt->load();
+      std::fprintf(stderr, "dd-node learner %s: signal received, learners stop at their next step\n",
+                   name.c_str());
+      self->send(sup, atoms::stop_atom_v);
+    }
+    if (lost && !stop_sent) {
+      if (auto m = conn.try_once()) {
+        node_join again = req;
+        again.learner_ids = ids;
+        std::string why;
+        auto rep = handshake(self, *m, again, 10.0, &why);
+        if (rep && rep->accepted) {
+          monitor = *m;
+          {
+            std::lock_guard<std::mutex> g(current->first);
+            current->second = monitor;
+          }
+          self->monitor(monitor);
+          lost = false;
+          log->emit("syncer_back", {{"run_id", rep->run_id}});
+          std::printf("dd-node learner %s: syncer back; learners rejoin\n", name.c_str());
+          std::fflush(stdout);
+          self->send(sup, atoms::syncer_atom_v, monitor);
+        } else if (rep) {
+          std::fprintf(stderr, "dd-node learner %s: refused by the syncer (%s): %s\n", name.c_str(),
+                       std::string(to_string(rep->refusal)).c_str(), rep->reason.c_str());
+          if (rep->refusal != node_refusal::no_free_learner) {
+            status = refusal_status(rep->refusal);
+            stop_sent = true;
+            self->send(sup, atoms::stop_atom_v);
+          }
+        }
+      }
+    }
+    const double t = connector::now_s();
+    if (o.progress_every_s > 0 && t - last_progress >= o.progress_every_s) {
+      auto snap = log->snapshot();
+      std::printf("%s%s\n", progress_line(snap, prev, t - last_progress, t - t0).c_str(),
+                  lost ? " | syncer lost" : "");
+      std::fflush(stdout);
+      prev = std::move(snap);
+      last_progress = t;
+    }
+  }
+  const auto snap = log->snapshot();
+  if (!snap.learners_given_up.empty() && status == node_exit_ok) status = node_exit_failure;
+  log->emit("node_done", {{"node", name}, {"status", status}});
+  std::printf("dd-node learner %s: done (exit %d)\n", name.c_str(), status);
+  std::fflush(stdout);
+  self->send_exit(sup, caf::exit_reason::user_shutdown);
+  return status;
+}
+
+}  // namespace dd::actors

@@ -1,0 +1,88 @@
+// actors/learner_node.hpp — a learner process (`dd-node learner`): joins the health monitor of a
+// syncer node over the network, receives the run's identity, experiment and its learner ids in
+// the node handshake (messages/control.hpp), and runs those learners under a learner
+// supervisor with node-local services (its own copy of the data, step admission, event log,
+// fault hooks). Nothing but actor handles and Cap'n Proto bytes crosses to the syncer.
+//
+// Promises under failure:
+// - the syncer unreachable at start: connection attempts go on with exponential backoff and
+//   ±20% jitter (base 0.5 s, cap `backoff_cap_s`), every attempt bounded (a non-blocking TCP
+//   connect with a deadline first, then CAF's handshake on its own thread with a deadline), for
+//   ever or until `join_deadline_s` (exit_deadline);
+// - the syncer lost mid-run (its process died, the link went silent for the middleman's
+//   connection timeout): the learners keep stepping — pushes to the lost owners are dropped, at
+//   most one per fragment stays queued — and the node reconnects with the same backoff; once the
+//   syncer is back (same run id) every live learner rejoins it with a new incarnation and keeps
+//   its own step and data cursor; a syncer of another run is refused (exit_other_run);
+// - refused at the handshake: exits with the status of the refusal (below), after printing the
+//   monitor's reason; `run_finished` is a clean exit (0).
+// Thread: call from main(); returns the process exit status.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "actors/node_config.hpp"
+
+namespace dd::actors {
+
+/// Exit statuses of a learner node (documented in `dd-node learner --help` and docs/runtime.md).
+enum learner_node_exit : int {
+  node_exit_ok = 0,              ///< every learner finished, or the run was already over
+  node_exit_failure = 1,         ///< a runtime failure (a learner given up, bad experiment)
+  node_exit_usage = 2,           ///< bad flags
+  node_exit_other_run = 3,       ///< the syncer runs another run (run id differs)
+  node_exit_protocol = 4,        ///< the syncer speaks another protocol version
+  node_exit_data_mismatch = 5,   ///< this node's data differs from the syncer's
+  node_exit_deadline = 6,        ///< no syncer reached before --join-deadline
+  node_exit_interrupted = 130,   ///< SIGINT (143 SIGTERM): learners stopped and left
+};
+
+/// Flags of `dd-node learner`.
+struct learner_node_options {
+  /// Syncer addresses (host, port), tried in turn.
+  std::vector<std::pair<std::string, uint16_t>> join;
+  /// Learner ids to run; empty: `learners` free ids chosen by the monitor.
+  std::vector<int32_t> learner_ids;
+  int learners = 1;
+  /// Compute threads per learner; 0 = max(1, cores / learners on this node).
+  int threads = 0;
+  /// Data file; empty = the experiment's data.file (its path on this host).
+  std::string data_file;
+  /// Where this node writes events.jsonl; empty = runs/<experiment>/nodes/<node name>.
+  std::string run_dir;
+  /// Name in logs and in the nodes file; empty = <hostname>-<pid>.
+  std::string node_name;
+  /// The run this node must belong to; empty = whichever the syncer runs (learned at the first
+  /// handshake and required from then on).
+  std::string run_id;
+  /// Give up joining after this many seconds without a syncer (0 = never).
+  double join_deadline_s = 0.0;
+  double backoff_base_s = 0.5;
+  double backoff_cap_s = 15.0;
+  /// Deadline of one connection attempt (TCP connect, then CAF's handshake), seconds.
+  double connect_timeout_s = 3.0;
+  /// Progress line period on stdout, seconds (0 = off).
+  double progress_every_s = 5.0;
+  /// Seed of the backoff jitter (printed); 0 = derived from the node name.
+  uint64_t seed = 0;
+  node_transport transport;
+  /// Set to a signal number by a signal handler: the learners stop at their next step and leave.
+  const std::atomic<int>* interrupt = nullptr;
+};
+
+/// Runs the learner node to the end of the run; returns its exit status (learner_node_exit).
+int run_learner_node(const learner_node_options& options);
+
+/// Backoff before connection attempt `attempt` (0-based): min(cap, base × 2^attempt) × (1 + j)
+/// with j uniform in [−0.2, 0.2] drawn from `u01` in [0, 1). Seconds.
+double join_backoff_s(int attempt, double base_s, double cap_s, double u01);
+
+/// True when a TCP connection to host:port is accepted within `timeout_s` (a non-blocking
+/// connect and poll; never blocks longer). `why` gets the reason when it is not.
+bool tcp_reachable(const std::string& host, uint16_t port, double timeout_s, std::string* why);
+
+}  // namespace dd::actors

@@ -1,0 +1,39 @@
+// actors/node_config.hpp — the one CAF configuration every node of the runtime starts its actor
+// system with: `dd-node run`, `dd-node syncer`, `dd-node learner` and the multi-node tests.
+//
+// It loads the middleman (CAF's network layer), registers the project's type-ID block
+// (actors/atoms.hpp) so every message type can be serialized to a remote node, turns on the
+// middleman heartbeat and connection timeout (a SIGSTOPped or partitioned peer is otherwise never
+// noticed: CAF's defaults are 0 = off), sets the app identifier "decoupled-diloco/<protocol
+// version>" (a peer of another version is refused at CAF's handshake), and silences CAF's
+// console logger. Build it before the actor_system; not thread-safe (a config is a value).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include <caf/actor_system_config.hpp>
+
+namespace dd::actors {
+
+/// Knobs of the node's transport.
+struct node_transport {
+  /// Load the middleman (false only for tests on the test coordinator).
+  bool middleman = true;
+  /// Middleman heartbeat period and the silence after which a connection is dropped, seconds.
+  /// 0.5 / 3 s notices a stopped or partitioned peer within about 3 s (CAF_NOTES: with heartbeats
+  /// on, a silent peer is noticed in about the timeout).
+  double heartbeat_s = 0.5;
+  double connection_timeout_s = 3.0;
+};
+
+/// The app identifier this build's nodes present at CAF's handshake.
+std::string app_identifier();
+
+/// A CAF system configuration for one node (see the file comment).
+class node_config : public caf::actor_system_config {
+ public:
+  explicit node_config(const node_transport& transport = {});
+};
+
+}  // namespace dd::actors

@@ -1,0 +1,243 @@
+// apps/dd_node/syncer.cpp — `dd-node syncer <experiment.lua> --listen HOST:PORT [flags]`: the
+// syncer node of a cluster. Runs the coordinator (budget, stop, final evaluation, summary), the
+// health monitor, the fragment owners and the evaluator in this process, publishes the monitor
+// on --listen, and prints the command a learner host runs to join. Learners run elsewhere
+// (`dd-node learner`); their heartbeats are mirrored into this node's run directory, which
+// tells the whole run's story (events.jsonl, summary.json).
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "actors/cluster.hpp"
+#include "apps/dd_node/node_flags.hpp"
+#include "apps/dd_node/run_lock.hpp"
+#include "kernels/all_backends.hpp"
+#include "runtime/config/loader.hpp"
+
+namespace dd::app {
+
+namespace {
+
+void print_syncer_help(FILE* f) {
+  std::fprintf(
+      f,
+      "usage: dd-node syncer <experiment.lua> --listen HOST:PORT [--advertise HOST:PORT]\n"
+      "                      [--run-dir DIR] [--resume | --overwrite] [--insecure]\n"
+      "                      [--name N] [--set key=value]... [--progress S]\n"
+      "                      [--heartbeat S] [--connection-timeout S]\n"
+      "Runs the syncer node of a cluster: the coordinator, the health monitor, one fragment owner\n"
+      "per fragment and the evaluator. The monitor is published on --listen; learners join it\n"
+      "with `dd-node learner --join ADVERTISED:PORT` (the exact command is printed).\n"
+      "  --listen HOST:PORT     where to listen (port 0 = any free port; it is printed).\n"
+      "                         A non-loopback address needs --insecure (no TLS yet: anyone who\n"
+      "                         reaches the port can join).\n"
+      "  --advertise HOST:PORT  the address learners are told to join (default: --listen, or\n"
+      "                         this host's name when listening on 0.0.0.0); port 0 = the bound one\n"
+      "  --run-dir DIR          run directory (default runs/<experiment>)\n"
+      "  --resume               continue the unfinished run in the run directory: same run id,\n"
+      "                         owners restored from their checkpoints, the monitor's record of\n"
+      "                         every learner; the budget counts both parts\n"
+      "  --overwrite            replace an unfinished run in the run directory\n"
+      "  --name N, --set k=v    select an experiment of the file, override a key (as dd-node run)\n"
+      "  --progress S           progress line every S seconds (default 5; 0 = off)\n"
+      "  --heartbeat S          middleman heartbeat period (default 0.5)\n"
+      "  --connection-timeout S a peer silent this long is dropped (default 3)\n"
+      "A run directory holding an unfinished run is refused without --resume or --overwrite.\n"
+      "SIGINT/SIGTERM: learners stop at their next step, final evaluation, summary.json.\n"
+      "Exit status: 0 ok; 1 runtime failure (summary.json \"failed\": true); 2 bad flags or\n"
+      "configuration, port in use, a locked or unfinished run directory; 130/143 interrupted.\n");
+}
+
+}  // namespace
+
+/// Entry point of `dd-node syncer`; argv[0] is "syncer".
+int syncer_main(int argc, char** argv) {
+  std::string file, run_dir, listen_text, advertise_text;
+  bool resume = false, overwrite = false, insecure = false;
+  double progress = 5.0;
+  actors::node_transport transport;
+  config::load_options lo;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto value = [&](const char* flag) -> const char* {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "dd-node syncer: %s needs a value\n", flag);
+        return nullptr;
+      }
+      return argv[++i];
+    };
+    auto seconds = [&](const char* flag, double& out) {
+      const char* v = value(flag);
+      if (v == nullptr) return false;
+      if (!parse_nonneg(v, out)) {
+        std::fprintf(stderr, "dd-node syncer: %s needs a number of seconds >= 0, got '%s'\n", flag, v);
+        return false;
+      }
+      return true;
+    };
+    if (a == "--help" || a == "-h") {
+      print_syncer_help(stdout);
+      return 0;
+    } else if (a == "--listen") {
+      const char* v = value("--listen");
+      if (v == nullptr) return 2;
+      listen_text = v;
+    } else if (a == "--advertise") {
+      const char* v = value("--advertise");
+      if (v == nullptr) return 2;
+      advertise_text = v;
+    } else if (a == "--run-dir") {
+      const char* v = value("--run-dir");
+      if (v == nullptr) return 2;
+      run_dir = v;
+    } else if (a == "--name") {
+      const char* v = value("--name");
+      if (v == nullptr) return 2;
+      lo.names.emplace_back(v);
+    } else if (a == "--set") {
+      const char* v = value("--set");
+      if (v == nullptr) return 2;
+      lo.overrides.emplace_back(v);
+    } else if (a == "--progress") {
+      if (!seconds("--progress", progress)) return 2;
+    } else if (a == "--heartbeat") {
+      if (!seconds("--heartbeat", transport.heartbeat_s)) return 2;
+    } else if (a == "--connection-timeout") {
+      if (!seconds("--connection-timeout", transport.connection_timeout_s)) return 2;
+    } else if (a == "--resume") {
+      resume = true;
+    } else if (a == "--overwrite") {
+      overwrite = true;
+    } else if (a == "--insecure") {
+      insecure = true;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "dd-node syncer: unknown flag '%s'\n", a.c_str());
+      print_syncer_help(stderr);
+      return 2;
+    } else if (file.empty()) {
+      file = a;
+    } else {
+      std::fprintf(stderr, "dd-node syncer: more than one experiment file given\n");
+      return 2;
+    }
+  }
+  if (file.empty() || listen_text.empty()) {
+    std::fprintf(stderr, "dd-node syncer: %s\n",
+                 file.empty() ? "an experiment file is required" : "--listen HOST:PORT is required");
+    print_syncer_help(stderr);
+    return 2;
+  }
+  if (resume && overwrite) {
+    std::fprintf(stderr, "dd-node syncer: --resume and --overwrite exclude each other\n");
+    return 2;
+  }
+  std::pair<std::string, uint16_t> listen, advertise;
+  std::string error;
+  if (!parse_endpoint(listen_text, listen, error) ||
+      (!advertise_text.empty() && !parse_endpoint(advertise_text, advertise, error))) {
+    std::fprintf(stderr, "dd-node syncer: %s\n", error.c_str());
+    return 2;
+  }
+  if (!is_loopback(listen.first) && !insecure) {
+    std::fprintf(stderr,
+                 "dd-node syncer: --listen %s is not a loopback address; without TLS anyone who "
+                 "reaches it can join: add --insecure to listen there anyway\n",
+                 listen_text.c_str());
+    return 2;
+  }
+  lo.run_dir = run_dir;
+  auto loaded = config::load_file(file, lo);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "%s", loaded.error_text().c_str());
+    return 2;
+  }
+  if (loaded.experiments.size() != 1) {
+    std::fprintf(stderr, "dd-node syncer: %s defines %zu experiments; select one with --name\n",
+                 file.c_str(), loaded.experiments.size());
+    return 2;
+  }
+  const auto& exp = loaded.experiments.front();
+  kernels::init_all_backends();
+  try {
+    actors::check_experiment_data(exp);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dd-node syncer: %s: %s\n", exp.name.c_str(), e.what());
+    return 2;
+  }
+  const std::string dir = !run_dir.empty() ? run_dir : !exp.run_dir.empty() ? exp.run_dir : "runs/" + exp.name;
+  // The launcher holds the run directory's lock for its children (dd-node launch).
+  run_dir_lock lock;
+  const char* holder = std::getenv("DD_LAUNCH_LOCK_PID");
+  if (holder == nullptr || std::atoi(holder) != static_cast<int>(::getppid())) {
+    lock = run_dir_lock::acquire(dir, error);
+    if (!lock.held()) {
+      std::fprintf(stderr, "dd-node syncer: %s\n", error.c_str());
+      return 2;
+    }
+  }
+  const auto state = actors::inspect_run_dir(dir);
+  if (state == actors::run_dir_state::unfinished && !resume && !overwrite) {
+    std::fprintf(stderr,
+                 "dd-node syncer: run directory '%s' holds an unfinished run (no summary.json): "
+                 "continue it with --resume, or replace it with --overwrite\n",
+                 dir.c_str());
+    return 2;
+  }
+  if (resume && state != actors::run_dir_state::unfinished) {
+    std::fprintf(stderr, "dd-node syncer: --resume: run directory '%s' holds %s\n", dir.c_str(),
+                 state == actors::run_dir_state::finished ? "a finished run (summary.json)"
+                                                          : "no run to resume");
+    return 2;
+  }
+  install_node_stop_handlers("dd-node syncer");
+  actors::run_options ro;
+  ro.role = actors::node_role::syncer;
+  ro.run_dir = run_dir;
+  ro.progress_every_s = progress;
+  ro.interrupt = &g_node_interrupt;
+  ro.listen_host = listen.first == "0.0.0.0" ? std::string() : listen.first;
+  ro.listen_port = listen.second;
+  ro.resume = resume;
+  ro.transport = transport;
+  const int M = exp.learners.count;
+  ro.on_published = [&](uint16_t port) {
+    std::string host = advertise_text.empty() ? listen.first : advertise.first;
+    if (host.empty() || host == "0.0.0.0") {
+      char buf[256] = {0};
+      host = ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "localhost";
+    }
+    const uint16_t adv_port = advertise_text.empty() || advertise.second == 0 ? port : advertise.second;
+    std::printf("dd-node syncer: %s: listening on %s:%u; %d learner%s expected\n"
+                "  on each learner host run:  dd-node learner --join %s:%u --learners N   "
+                "(N learners in that process; %d in all)\n",
+                exp.name.c_str(), listen.first.c_str(), port, M, M == 1 ? "" : "s", host.c_str(),
+                adv_port, M);
+    std::fflush(stdout);
+  };
+  actors::run_result r;
+  try {
+    r = actors::run_cluster(exp, ro);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dd-node syncer: %s: %s\n", exp.name.c_str(), e.what());
+    return 1;
+  }
+  std::printf("== %s %s: %s\n", exp.name.c_str(),
+              r.interrupted ? ("interrupted by " + r.interrupt_reason).c_str()
+              : r.failed    ? "FAILED"
+                            : "done",
+              r.summary.dump().c_str());
+  std::fflush(stdout);
+  if (const int sig = g_node_interrupt.load(); sig != 0) return 128 + sig;
+  if (r.failed) {
+    std::fprintf(stderr, "dd-node syncer: %s failed: %s\n", exp.name.c_str(), r.failure_reason.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace dd::app
