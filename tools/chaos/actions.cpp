@@ -270,16 +270,26 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
     p.pid = n.pid;
     p.start_time = n.start_time;
     p.until = f.duration > 0 ? wall_now() + f.duration : 0;
-    if (!vp->signal(SIGSTOP)) return refuse(fmt::format("SIGSTOP failed: {}", std::strerror(errno)));
+    // Recorded first, then applied: a dd-chaos killed at any point leaves either nothing applied
+    // or a recorded fault. With a duration the reverter applies it too, so that no instant
+    // exists where the process is stopped and no reverter is alive.
     if (f.duration > 0) {
       const double d = f.duration;
       const verified_process* target = &*vp;
       start_reverter(env, p, vp->fd(), [d, target] {
+        if (!target->signal(SIGSTOP)) return;
         sleep_or_sigterm(d);
         target->signal(SIGCONT);
       });
+      // Return once it is stopped, so that the caller sees the fault applied.
+      const double end = mono_now() + 1.0;
+      for (auto st = read_proc_stat(n.pid); st && st->state != 'T' && mono_now() < end;
+           st = read_proc_stat(n.pid))
+        sleep_for(0.002);
     } else {
       state_store(env.run_dir).add(p);
+      if (!vp->signal(SIGSTOP))
+        return refuse(fmt::format("SIGSTOP failed: {}", std::strerror(errno)));
     }
     r["result"] = "ok";
     return r;
