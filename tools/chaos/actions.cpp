@@ -433,8 +433,10 @@ json fire(chaos_env& env, const fault_spec& f) {
       hits.push_back(r);
     }
     result = {{"ok", ok}, {"hits", hits}};
+    const bool group = f.target.find("learners") != std::string::npos ||
+                       f.target.find("nodes") != std::string::npos;
     if (f.picks.pick_given) params["pick"] = to_string(f.picks.pick);
-    params["seed"] = f.picks.seed;
+    if (f.picks.pick_given || group) params["seed"] = f.picks.seed;
   } else {
     throw usage_error(fmt::format("unknown fault kind '{}'", f.kind));
   }
