@@ -1,0 +1,230 @@
+// tests/chaos/chaos_logic_test.cpp — dd-chaos's pure logic: durations, the nodes file, target
+// resolution and picks, the seeded schedule and recovery distributions.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <set>
+
+#include "tools/chaos/common.hpp"
+#include "tools/chaos/nodes_file.hpp"
+#include "tools/chaos/proxy.hpp"
+#include "tools/chaos/schedule.hpp"
+#include "tools/chaos/targets.hpp"
+
+using namespace dd::chaos;
+
+namespace {
+
+const char* cluster_json = R"({
+  "run_id": "5f3a", "launcher": {"pid": 10, "control": "127.0.0.1:7100"},
+  "nodes": [
+    {"name": "syncer", "role": "syncer", "actors": ["monitor", "evaluator", "owner:0", "owner:1"],
+     "pid": 11, "start_time": 100, "argv": ["/bin/dd-node", "syncer"], "listen": "127.0.0.1:7000",
+     "advertise": "127.0.0.1:7000", "endpoints": {"chaos": 7200}, "incarnation": 0,
+     "log": "/tmp/s.log", "state": "running"},
+    {"name": "learner-0", "role": "learner", "actors": ["learner:0", "learner:1"], "pid": 12,
+     "start_time": 101, "argv": [], "listen": "", "advertise": "", "endpoints": {"chaos": 0},
+     "incarnation": 2, "log": "", "state": "running"},
+    {"name": "learner-2", "role": "learner", "actors": ["learner:2"], "pid": 13, "start_time": 102,
+     "state": "running"},
+    {"name": "learner-3", "role": "learner", "actors": ["learner:3"], "pid": 0, "start_time": 0,
+     "state": "held"},
+    {"name": "learner-4", "role": "learner", "actors": ["learner:4"], "pid": 15, "start_time": 104,
+     "state": "running"}
+  ]})";
+
+nodes_file cluster() { return parse_nodes_file(cluster_json, "/run/x/nodes.json"); }
+
+std::vector<std::string> hit_names(const selection& s) {
+  std::vector<std::string> out;
+  for (const auto& h : s.hits) out.push_back(h.node);
+  return out;
+}
+
+}  // namespace
+
+TEST(chaos_duration, units_and_errors) {
+  EXPECT_DOUBLE_EQ(parse_duration("250ms", "x"), 0.25);
+  EXPECT_DOUBLE_EQ(parse_duration("1.5s", "x"), 1.5);
+  EXPECT_DOUBLE_EQ(parse_duration("2m", "x"), 120);
+  EXPECT_DOUBLE_EQ(parse_duration("3", "x"), 3);
+  EXPECT_THROW(parse_duration("-1s", "x"), usage_error);
+  EXPECT_THROW(parse_duration("5 parsecs", "x"), usage_error);
+  EXPECT_THROW(parse_duration("", "x"), usage_error);
+  EXPECT_EQ(format_duration(150), "2m30s");
+  EXPECT_EQ(format_duration(0.2), "200ms");
+}
+
+TEST(chaos_nodes_file, parses_every_field_and_round_trips) {
+  const nodes_file f = cluster();
+  ASSERT_EQ(f.nodes.size(), 5u);
+  EXPECT_EQ(f.run_id, "5f3a");
+  ASSERT_TRUE(f.launcher);
+  EXPECT_EQ(f.launcher->control, "127.0.0.1:7100");
+  EXPECT_FALSE(f.proxy);
+  EXPECT_EQ(f.run_dir, "/run/x");
+  EXPECT_EQ(f.nodes[0].chaos_port, 7200);
+  EXPECT_EQ(f.nodes[1].incarnation, 2);
+  EXPECT_EQ(f.nodes[3].state, "held");
+  const nodes_file again = parse_nodes_file(to_json(f).dump(), "/run/x/nodes.json");
+  EXPECT_EQ(to_json(again), to_json(f));
+}
+
+TEST(chaos_nodes_file, bad_files_name_the_field) {
+  auto msg = [](const std::string& text) {
+    try {
+      parse_nodes_file(text, "F");
+    } catch (const chaos_error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(msg("{not json").find("F: not valid JSON"), std::string::npos);
+  EXPECT_NE(msg(R"({"nodes": 3})").find("F: nodes"), std::string::npos);
+  EXPECT_NE(msg(R"({"nodes": [{"name": "a", "role": "boss", "pid": 0}]})").find("nodes[0].role"),
+            std::string::npos);
+  EXPECT_NE(msg(R"({"nodes": [{"name": "a", "role": "learner", "pid": -4}]})").find("nodes[0].pid"),
+            std::string::npos);
+  EXPECT_NE(msg(R"({"nodes": [{"name": "a", "role": "learner", "pid": 5}]})")
+                .find("nodes[0].start_time: missing"),
+            std::string::npos);
+  EXPECT_NE(msg(R"({"launcher": {"pid": 1, "control": "nowhere"}, "nodes": []})").find("launcher.control"),
+            std::string::npos);
+}
+
+TEST(chaos_targets, actor_target_hits_the_hosting_process_and_names_the_others) {
+  const auto s = resolve_targets(cluster(), parse_targets("learner:1"), {});
+  ASSERT_EQ(hit_names(s), std::vector<std::string>{"learner-0"});
+  EXPECT_EQ(s.hits[0].others, std::vector<std::string>{"learner:0"});
+  target_options exact;
+  exact.exact = true;
+  EXPECT_THROW(resolve_targets(cluster(), parse_targets("learner:1"), exact), chaos_error);
+  EXPECT_NO_THROW(resolve_targets(cluster(), parse_targets("learner:2"), exact));
+  EXPECT_NO_THROW(resolve_targets(cluster(), parse_targets("node:learner-0"), exact));
+}
+
+TEST(chaos_targets, unknown_targets_are_errors_that_list_what_exists) {
+  try {
+    resolve_targets(cluster(), parse_targets("learner:9"), {});
+    FAIL();
+  } catch (const chaos_error& e) {
+    EXPECT_NE(std::string(e.what()).find("learner:0, learner:1, learner:2"), std::string::npos);
+  }
+  EXPECT_THROW(resolve_targets(cluster(), parse_targets("node:nobody"), {}), chaos_error);
+  EXPECT_THROW(parse_targets("learner:x"), usage_error);
+  EXPECT_THROW(parse_targets("gpu:1"), usage_error);
+}
+
+TEST(chaos_targets, syncer_protected_unless_named) {
+  target_options all;
+  all.pick = pick_mode::all;
+  all.pick_given = true;
+  const auto s = resolve_targets(cluster(), parse_targets("nodes"), all);
+  EXPECT_EQ(hit_names(s), (std::vector<std::string>{"learner-0", "learner-2", "learner-3", "learner-4"}));
+  EXPECT_FALSE(s.notes.empty());
+  EXPECT_EQ(hit_names(resolve_targets(cluster(), parse_targets("owner:1"), {})),
+            std::vector<std::string>{"syncer"});
+  EXPECT_EQ(hit_names(resolve_targets(cluster(), parse_targets("nodes,node:syncer"), all)).size(), 5u);
+  target_options prot = all;
+  prot.protect = {"learner:2"};
+  EXPECT_EQ(hit_names(resolve_targets(cluster(), parse_targets("learners"), prot)),
+            (std::vector<std::string>{"learner-0", "learner-3", "learner-4"}));
+  EXPECT_THROW(resolve_targets(cluster(), parse_targets("learner:2"), prot), chaos_error);
+}
+
+TEST(chaos_targets, picks_are_seeded_and_sized) {
+  EXPECT_EQ(pick_count(pick_mode::one, 4), 1u);
+  EXPECT_EQ(pick_count(pick_mode::minority, 4), 1u);
+  EXPECT_EQ(pick_count(pick_mode::minority, 5), 2u);
+  EXPECT_EQ(pick_count(pick_mode::majority, 4), 3u);
+  EXPECT_EQ(pick_count(pick_mode::majority, 5), 3u);
+  EXPECT_EQ(pick_count(pick_mode::all, 4), 4u);
+  EXPECT_EQ(pick_count(pick_mode::minority, 2), 0u);
+  target_options o;
+  o.pick = pick_mode::majority;
+  o.pick_given = true;
+  o.seed = 42;
+  const auto a = hit_names(resolve_targets(cluster(), parse_targets("learners"), o));
+  const auto b = hit_names(resolve_targets(cluster(), parse_targets("learners"), o));
+  EXPECT_EQ(a.size(), 3u);
+  EXPECT_EQ(a, b);
+  std::set<std::vector<std::string>> seen;
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    o.seed = seed;
+    seen.insert(hit_names(resolve_targets(cluster(), parse_targets("learners"), o)));
+  }
+  EXPECT_GT(seen.size(), 1u);  // the seed matters
+  // A group defaults to one; named targets default to all.
+  EXPECT_EQ(resolve_targets(cluster(), parse_targets("learners"), {}).hits.size(), 1u);
+  EXPECT_EQ(resolve_targets(cluster(), parse_targets("learner:2,learner:4"), {}).hits.size(), 2u);
+  o.pick = pick_mode::minority;
+  EXPECT_THROW(resolve_targets(cluster(), parse_targets("learner:2,learner:4"), o), chaos_error);
+}
+
+TEST(chaos_schedule, same_seed_same_schedule) {
+  schedule_config c;
+  c.mtbf = 10;
+  c.recovery = recovery_dist::parse("lognormal:5s,0.5");
+  c.seed = 7;
+  c.duration = 600;
+  c.kinds = {"kill", "pause"};
+  c.targets = {"learner-0", "learner-1", "learner-2", "learner-3"};
+  c.max_concurrent = 2;
+  c.min_gap = 2;
+  const auto a = make_schedule(c);
+  const auto b = make_schedule(c);
+  ASSERT_GT(a.size(), 20u);
+  EXPECT_EQ(a, b);
+  c.seed = 8;
+  EXPECT_NE(make_schedule(c), a);
+  c.seed = 7;
+  // Properties: min gap, max concurrent, no target faulted twice at once, inside the horizon.
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_LT(a[i].at, c.duration);
+    if (i > 0) {
+      EXPECT_GE(a[i].at - a[i - 1].at, c.min_gap - 1e-9);
+    }
+    int active = 0;
+    for (size_t j = 0; j < i; ++j)
+      if (a[j].at + a[j].duration > a[i].at) {
+        ++active;
+        EXPECT_NE(a[j].target, a[i].target);
+      }
+    EXPECT_LT(active, c.max_concurrent);
+  }
+}
+
+TEST(chaos_schedule, interarrival_and_recovery_means) {
+  schedule_config c;
+  c.mtbf = 3;
+  c.recovery = recovery_dist::parse("fixed:0.001s");
+  c.seed = 1;
+  c.duration = 30000;
+  c.kinds = {"kill"};
+  c.targets = {"a"};
+  c.max_concurrent = 1;
+  const auto s = make_schedule(c);
+  const double mean_gap = s.back().at / static_cast<double>(s.size());
+  EXPECT_NEAR(mean_gap, 3.0, 0.15);  // ~10000 arrivals: standard error ~0.03
+  for (const char* spec : {"exponential:5s", "lognormal:5s,0.5", "weibull:5s,1.5"}) {
+    const auto d = recovery_dist::parse(spec);
+    chaos_rng rng(3);
+    double sum = 0;
+    const int n = 20000;
+    for (int i = 0; i < n; ++i) sum += d.sample(rng);
+    EXPECT_NEAR(sum / n, 5.0, 0.2) << spec;
+  }
+  EXPECT_THROW(recovery_dist::parse("gauss:5s"), usage_error);
+  EXPECT_THROW(recovery_dist::parse("lognormal:5s,-1"), usage_error);
+  EXPECT_THROW(recovery_dist::parse("5s"), usage_error);
+}
+
+TEST(chaos_proxy_spec, link_specs) {
+  const auto l = parse_link_spec("learner-0=127.0.0.1:0->127.0.0.1:7000");
+  EXPECT_EQ(l.name, "learner-0");
+  EXPECT_EQ(l.listen.port, 0);
+  EXPECT_EQ(l.target.port, 7000);
+  EXPECT_THROW(parse_link_spec("learner-0=127.0.0.1:0"), usage_error);
+  EXPECT_THROW(parse_link_spec("x=127.0.0.1:1->127.0.0.1:0"), usage_error);
+  EXPECT_THROW(parse_link_spec("x=127.0.0.1:99999->127.0.0.1:5"), usage_error);
+}

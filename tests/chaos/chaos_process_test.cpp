@@ -1,0 +1,289 @@
+// tests/chaos/chaos_process_test.cpp — dd-chaos against real processes: `sleep 100` children
+// stand in for nodes, the real dd-chaos binary acts on them through a nodes file, /proc says
+// what happened. Also the real proxy as a subprocess, healed from the nodes file.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "tools/chaos/common.hpp"
+#include "tools/chaos/net.hpp"
+#include "tools/chaos/nodes_file.hpp"
+#include "tools/chaos/proc.hpp"
+
+using namespace dd::chaos;
+using nlohmann::json;
+
+namespace {
+
+struct run_result {
+  int rc = -1;
+  std::string out;
+};
+
+run_result dd_chaos(const std::string& args) {
+  const std::string cmd = std::string(DD_CHAOS_BIN) + " " + args + " 2>&1";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  run_result r;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int status = ::pclose(p);
+  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+int spawn(const std::vector<std::string>& argv) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    std::vector<char*> a;
+    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
+    a.push_back(nullptr);
+    ::execv(a[0], a.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+char state_of(int pid) {
+  const auto st = read_proc_stat(pid);
+  return st ? st->state : '-';
+}
+
+// Waits up to `timeout` seconds for /proc to show `want` for `pid`.
+bool wait_state(int pid, char want, double timeout) {
+  const double end = mono_now() + timeout;
+  while (mono_now() < end) {
+    if (state_of(pid) == want) return true;
+    sleep_for(0.01);
+  }
+  return state_of(pid) == want;
+}
+
+struct cluster : ::testing::Test {
+  std::string dir;
+  int sleeper = 0;
+  std::vector<int> others;
+
+  void SetUp() override {
+    char tmpl[] = "/tmp/dd-chaos-test-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+    sleeper = spawn({"/bin/sleep", "100"});
+    ASSERT_TRUE(wait_state(sleeper, 'S', 2.0));
+    write_nodes(read_proc_stat(sleeper)->start_time);
+  }
+  void TearDown() override {
+    for (int pid : others) ::kill(pid, SIGKILL);
+    ::kill(sleeper, SIGCONT);
+    ::kill(sleeper, SIGKILL);
+    ::waitpid(sleeper, nullptr, 0);
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+  }
+  void write_nodes(uint64_t start_time, const std::string& proxy = "") {
+    nodes_file f;
+    f.run_id = "0c0ffee";
+    if (!proxy.empty()) f.proxy = control_process{1, proxy};
+    node_entry s;
+    s.name = "syncer";
+    s.role = "syncer";
+    s.actors = {"monitor", "owner:0"};
+    s.state = "down";
+    node_entry l;
+    l.name = "learner-0";
+    l.role = "learner";
+    l.actors = {"learner:0"};
+    l.pid = sleeper;
+    l.start_time = start_time;
+    l.argv = {"/bin/sleep", "100"};
+    l.log = dir + "/learner-0.log";
+    l.state = "running";
+    f.nodes = {s, l};
+    write_nodes_file(dir + "/nodes.json", f);
+  }
+  std::string rd() const { return " --run-dir " + dir; }
+  json state_file() const {
+    const auto p = dir + "/chaos-state.json";
+    return std::filesystem::exists(p) ? json::parse(read_file(p)) : json{{"pending", json::array()}};
+  }
+};
+
+}  // namespace
+
+TEST_F(cluster, reused_pid_is_never_signalled) {
+  // The nodes file names a live pid whose start time is not the recorded one: a reused pid.
+  write_nodes(read_proc_stat(sleeper)->start_time + 7);
+  for (const char* cmd : {"kill learner:0", "term learner:0", "pause learner:0 --for 5s",
+                          "pause learner:0", "slow learner:0 --for 1s", "resume learner:0"}) {
+    const auto r = dd_chaos(std::string(cmd) + rd());
+    EXPECT_EQ(r.rc, 1) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("reused"), std::string::npos) << r.out;
+    EXPECT_EQ(state_of(sleeper), 'S') << cmd;
+  }
+  // heal must not SIGCONT it either: stopped by someone else, it stays stopped.
+  ASSERT_EQ(::kill(sleeper, SIGSTOP), 0);
+  ASSERT_TRUE(wait_state(sleeper, 'T', 2.0));
+  const auto h = dd_chaos("heal" + rd());
+  EXPECT_NE(h.out.find("reused"), std::string::npos) << h.out;
+  sleep_for(0.1);
+  EXPECT_EQ(state_of(sleeper), 'T');
+  // restart treats the node as gone: it starts the recorded command line anew and leaves the
+  // process that now owns the pid alone.
+  const auto r = dd_chaos("restart learner:0" + rd());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  const int fresh = read_nodes_file(dir + "/nodes.json").find("learner-0")->pid;
+  if (fresh > 0 && fresh != sleeper) others.push_back(fresh);
+  EXPECT_NE(fresh, sleeper);
+  EXPECT_EQ(state_of(sleeper), 'T');
+}
+
+TEST_F(cluster, pause_resumes_by_itself_after_its_duration) {
+  const auto r = dd_chaos("pause learner:0 --for 500ms" + rd());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(state_of(sleeper), 'T');
+  EXPECT_EQ(state_file()["pending"].size(), 1u);
+  EXPECT_TRUE(wait_state(sleeper, 'S', 3.0));
+  sleep_for(0.1);
+  EXPECT_TRUE(state_file()["pending"].empty());
+  // The tape has the fault.
+  const std::string tape = read_file(dir + "/chaos.jsonl");
+  const json line = json::parse(tape.substr(0, tape.find('\n')));
+  EXPECT_EQ(line["kind"], "pause");
+  EXPECT_EQ(line["targets"][0], "learner-0");
+  EXPECT_EQ(line["result"], "ok");
+}
+
+TEST_F(cluster, heal_restores_a_pause_whose_reverter_was_killed) {
+  ASSERT_EQ(dd_chaos("pause learner:0 --for 60s" + rd()).rc, 0);
+  ASSERT_EQ(state_of(sleeper), 'T');
+  json pending = state_file()["pending"];
+  ASSERT_EQ(pending.size(), 1u);
+  const int reverter = pending[0]["reverter_pid"];
+  ASSERT_GT(reverter, 0);
+  ASSERT_EQ(::kill(reverter, SIGKILL), 0);  // everything of dd-chaos is gone now
+  sleep_for(0.2);
+  EXPECT_EQ(state_of(sleeper), 'T');
+  const auto h = dd_chaos("heal" + rd());
+  EXPECT_EQ(h.rc, 0) << h.out;
+  EXPECT_TRUE(wait_state(sleeper, 'S', 2.0));
+  EXPECT_TRUE(state_file()["pending"].empty());
+}
+
+TEST_F(cluster, a_session_killed_mid_fault_still_reverts) {
+  {
+    std::ofstream lua(dir + "/scenario.lua");
+    lua << "return {\n  { at = 0, kind = 'pause', target = 'learner:0', for_ = 0.7 },\n"
+           "  { at = 30, kind = 'kill', target = 'learner:0' },\n}\n";
+  }
+  const int session = spawn({DD_CHAOS_BIN, "run", dir + "/scenario.lua", "--run-dir", dir});
+  ASSERT_TRUE(wait_state(sleeper, 'T', 3.0));
+  ::kill(session, SIGKILL);
+  ::waitpid(session, nullptr, 0);
+  EXPECT_EQ(state_of(sleeper), 'T');
+  EXPECT_TRUE(wait_state(sleeper, 'S', 3.0));  // the detached reverter did it
+  EXPECT_NE(state_of(sleeper), '-');           // and the kill at 30 s never came
+  const double end = mono_now() + 2;  // the reverter clears its state entry as it exits
+  while (!state_file()["pending"].empty() && mono_now() < end) sleep_for(0.02);
+  EXPECT_TRUE(state_file()["pending"].empty());
+}
+
+TEST_F(cluster, slow_cycles_stop_and_continue_then_ends_running) {
+  ASSERT_EQ(dd_chaos("slow learner:0 --for 800ms --duty 0.5 --period 100ms" + rd()).rc, 0);
+  int stopped = 0, running = 0;
+  const double end = mono_now() + 0.6;
+  while (mono_now() < end) {
+    const char s = state_of(sleeper);
+    stopped += s == 'T';
+    running += s == 'S';
+    sleep_for(0.005);
+  }
+  EXPECT_GT(stopped, 10);
+  EXPECT_GT(running, 10);
+  sleep_for(0.5);
+  EXPECT_TRUE(wait_state(sleeper, 'S', 2.0));
+  EXPECT_TRUE(state_file()["pending"].empty());
+}
+
+TEST_F(cluster, kill_then_restart_without_a_launcher_reexecs_argv) {
+  auto r = dd_chaos("kill learner:0" + rd());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  ::waitpid(sleeper, nullptr, 0);
+  EXPECT_EQ(state_of(sleeper), '-');
+  nodes_file f = read_nodes_file(dir + "/nodes.json");
+  EXPECT_EQ(f.find("learner-0")->pid, 0);
+  EXPECT_EQ(f.find("learner-0")->state, "down");
+  r = dd_chaos("restart node:learner-0" + rd());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  f = read_nodes_file(dir + "/nodes.json");
+  const node_entry& n = *f.find("learner-0");
+  others.push_back(n.pid);
+  EXPECT_NE(n.pid, 0);
+  EXPECT_EQ(n.incarnation, 1);
+  EXPECT_EQ(n.state, "running");
+  std::string why;
+  EXPECT_TRUE(verified_process::open(n.pid, n.start_time, &why)) << why;
+}
+
+TEST_F(cluster, dry_run_touches_nothing) {
+  for (const char* cmd : {"pause learner:0 --for 5s", "kill learner:0", "slow learner:0 --for 1s",
+                          "heal", "random --mtbf 1s --duration 5s --seed 3"}) {
+    const auto r = dd_chaos(std::string(cmd) + " --dry-run" + rd());
+    EXPECT_EQ(r.rc, 0) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("[dry-run]"), std::string::npos) << r.out;
+    EXPECT_EQ(state_of(sleeper), 'S');
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/chaos.jsonl"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/chaos-state.json"));
+}
+
+TEST_F(cluster, bad_flags_and_missing_targets) {
+  EXPECT_EQ(dd_chaos("pause learner:0 --for" + rd()).rc, 2);
+  EXPECT_EQ(dd_chaos("pause learner:0 --for 5 parsecs" + rd()).rc, 2);
+  EXPECT_EQ(dd_chaos("pause learner:0 --frobnicate 1" + rd()).rc, 2);
+  EXPECT_EQ(dd_chaos("pause learner:0 --pick some" + rd()).rc, 2);
+  EXPECT_EQ(dd_chaos("pause learner:0").rc, 2);
+  const auto missing = dd_chaos("pause learner:5" + rd());
+  EXPECT_EQ(missing.rc, 1);
+  EXPECT_NE(missing.out.find("learner:5"), std::string::npos);
+  const auto unreadable = dd_chaos("pause learner:0 --nodes " + dir + "/nope.json");
+  EXPECT_EQ(unreadable.rc, 1);
+  EXPECT_NE(unreadable.out.find("nope.json"), std::string::npos);
+  EXPECT_EQ(state_of(sleeper), 'S');
+}
+
+TEST_F(cluster, random_schedule_is_printed_with_its_seed_and_is_reproducible) {
+  const auto a = dd_chaos("random --mtbf 2s --duration 30s --seed 11 --dry-run" + rd());
+  const auto b = dd_chaos("random --mtbf 2s --duration 30s --seed 11 --dry-run" + rd());
+  EXPECT_EQ(a.rc, 0) << a.out;
+  EXPECT_NE(a.out.find("seed 11"), std::string::npos);
+  EXPECT_EQ(a.out, b.out);
+}
+
+TEST_F(cluster, heal_opens_the_proxy_found_in_the_nodes_file) {
+  const std::string ports_file = dir + "/ports.json";
+  const int proxy = spawn({DD_CHAOS_BIN, "proxy", "--control", "127.0.0.1:0", "--link",
+                           "learner-0=127.0.0.1:0->127.0.0.1:9", "--ports-file", ports_file});
+  others.push_back(proxy);
+  const double end = mono_now() + 5;
+  while (!std::filesystem::exists(ports_file) && mono_now() < end) sleep_for(0.02);
+  ASSERT_TRUE(std::filesystem::exists(ports_file));
+  const std::string control = json::parse(read_file(ports_file))["control"];
+  write_nodes(read_proc_stat(sleeper)->start_time, control);
+  auto r = dd_chaos("net blackhole learner:0 --for 60s" + rd());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  r = dd_chaos("pause learner:0" + rd());  // no duration: until heal
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_EQ(control_request(control, "status")["links"][0]["faults"].size(), 1u);
+  EXPECT_EQ(state_of(sleeper), 'T');
+  r = dd_chaos("heal" + rd());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  EXPECT_TRUE(control_request(control, "status")["links"][0]["faults"].empty());
+  EXPECT_TRUE(wait_state(sleeper, 'S', 2.0));
+  ::kill(proxy, SIGTERM);
+  ::waitpid(proxy, nullptr, 0);
+}

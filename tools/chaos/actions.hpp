@@ -1,0 +1,64 @@
+// tools/chaos/actions.hpp — firing one fault (process or network) against a cluster found in a
+// nodes file, healing everything, and the tape. Every signal goes through verified_process (pid
+// + start time); every revert is owned by a detached reverter and recorded in the state file.
+// Called from dd-chaos's single thread (reverters are forked).
+#pragma once
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/chaos/nodes_file.hpp"
+#include "tools/chaos/targets.hpp"
+
+namespace dd::chaos {
+
+/// Where and how a command acts.
+struct chaos_env {
+  std::optional<nodes_file> nodes;  ///< absent only for `net` with --proxy and link names
+  std::string run_dir;              ///< tape and state file folder ("" = none: no tape)
+  std::string tape;                 ///< the tape path ("" = run_dir/chaos.jsonl)
+  std::string proxy;                ///< --proxy override of nodes.proxy.control
+  bool dry_run = false;
+  std::string source = "cli";       ///< tape field: cli, random, replay, scenario
+  double session_start = 0;         ///< wall seconds; tape offsets are from here (0 = none)
+  std::FILE* out = stdout;
+
+  std::string tape_path() const;
+  /// Re-reads the nodes file (launchers rewrite it as nodes restart).
+  void reload();
+};
+
+/// One fault to fire.
+struct fault_spec {
+  std::string kind;        ///< kill term pause resume slow restart | latency bandwidth reset
+                           ///< blackhole corrupt slice close_after
+  std::string target;      ///< as given: "learner:2", "node:syncer,learner:1", "learners", a link
+  double duration = 0;     ///< --for, seconds; 0 = until healed (or none)
+  double duty = 0.5;       ///< slow: fraction of each period the process is stopped
+  double period = 0.2;     ///< slow: seconds
+  nlohmann::json net = nlohmann::json::object();  ///< network knobs: ms jitter rate p seed size
+                                                  ///< delay_us bytes dir
+  target_options picks;
+};
+
+bool is_process_kind(const std::string& kind);
+bool is_net_kind(const std::string& kind);
+
+/// Fires `f`; prints what it does (or, with dry_run, would do) to env.out and appends one tape
+/// record (not in dry-run). Returns {"ok":bool,"hits":[...],...}; "ok" is false when any hit was
+/// refused (a reused pid, a down node, a launcher or proxy error). Throws chaos_error for
+/// targets that do not resolve, usage_error for bad knobs.
+nlohmann::json fire(chaos_env& env, const fault_spec& f);
+
+/// Reverts everything: stops pending reverters, SIGCONT to every recorded and every known node
+/// process (after the identity check), pending restarts done now, proxy `heal`, launcher
+/// `release` for held nodes. Returns {"ok":bool,"actions":[...]}.
+nlohmann::json heal(chaos_env& env);
+
+/// Appends `record` (plus "t", and "offset" when a session runs) to the tape, unless dry-run.
+void tape_append(const chaos_env& env, nlohmann::json record);
+
+}  // namespace dd::chaos

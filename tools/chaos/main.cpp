@@ -1,0 +1,408 @@
+// tools/chaos/main.cpp — dd-chaos: inject real faults into a running cluster (docs/chaos.md).
+//
+//   dd-chaos pause learner:1 --for 10s --run-dir runs/x
+//   dd-chaos proxy --control 127.0.0.1:0 --link learner-0=127.0.0.1:0->127.0.0.1:7000
+//   dd-chaos random --mtbf 30s --recovery lognormal:5s,0.5 --seed 7 --duration 5m --run-dir runs/x
+#include <csignal>
+#include <cstdio>
+#include <map>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "tools/chaos/actions.hpp"
+#include "tools/chaos/common.hpp"
+#include "tools/chaos/net.hpp"
+#include "tools/chaos/proc.hpp"
+#include "tools/chaos/proxy.hpp"
+#include "tools/chaos/runner.hpp"
+#include "tools/chaos/schedule.hpp"
+
+namespace {
+
+using namespace dd::chaos;
+using nlohmann::json;
+
+const char* usage = R"(dd-chaos — inject real faults into a running Decoupled DiLoCo cluster (docs/chaos.md).
+
+Usage: dd-chaos COMMAND [ARGS] [FLAGS]
+
+Process faults (TARGET: learner:N, owner:N, node:NAME, learners, nodes; comma lists)
+  kill TARGET      SIGKILL; with --for D under a launcher: `hold NODE D` first (kept down D);
+                   without a launcher: re-exec its argv after D
+  term TARGET      SIGTERM (a graceful leave); --for as kill
+  pause TARGET     SIGSTOP; SIGCONT after --for D (a detached reverter does it), else on resume/heal
+  resume TARGET    SIGCONT, and stop its pending pause/slow reverters
+  slow TARGET      SIGSTOP/SIGCONT duty cycle for --for D: --duty F (stopped fraction, 0.5)
+                   --period P (200ms)
+  restart TARGET   launcher `restart NODE`; without one: SIGTERM (SIGKILL after 10s), re-exec argv
+Network faults (through the fault proxy of the nodes file, or --proxy HOST:PORT)
+  net FAULT TARGET FAULT: latency --ms N [--jitter N] | bandwidth --rate BYTES_PER_S | reset
+                   | blackhole | corrupt --p P [--seed S] | slice [--size B] [--delay-us U]
+                   | close_after --bytes N;  [--dir up|down|both] --for D
+                   TARGET: learner:N / node:NAME (its link learner-N to the syncer), learners,
+                   or link names as the proxy knows them
+  partition TARGET same as `net blackhole TARGET --dir both`
+  proxy            run the fault proxy: --control HOST:PORT (127.0.0.1:0), --link
+                   NAME=LHOST:LPORT->THOST:TPORT (repeatable; port 0 picks one), --ports-file F,
+                   --seed S; prints {"control":...,"links":{...}} on one line once listening
+Sessions
+  random           --mtbf D (30s) --recovery DIST (lognormal:5s,0.5; also fixed:D, exponential:D,
+                   weibull:D,K) --seed S --duration D (5m) --kinds LIST (kill,pause)
+                   --targets SPEC (learners) --max-concurrent N (1) --min-gap D (0) [--no-heal]
+  replay TAPE      fire every fault of a tape (chaos.jsonl) at the same offset [--no-heal]
+  run SCENARIO.lua a Lua list of {at=S, kind=K, target=T, for_=S, knobs...} [--no-heal]
+Other
+  heal             revert everything: stop reverters, SIGCONT every paused node, pending restarts,
+                   proxy heal, launcher release
+  status           the nodes file, each pid checked against /proc, the proxy's links and faults
+Common flags
+  --run-dir DIR    cluster from DIR/nodes.json; tape DIR/chaos.jsonl, state DIR/chaos-state.json
+  --nodes FILE     a nodes file given by hand (its folder plays the run dir)
+  --for D          duration (250ms, 10s, 2m); the fault is reverted after it
+  --pick MODE      one | minority | majority | all (default: all for named targets, one for groups)
+  --seed S         seed of every random choice (printed; default: drawn and printed)
+  --protect SPEC   never touch these (repeatable); the syncer is protected unless named
+  --exact          refuse an actor target whose process hosts other actors
+  --dry-run        print exactly what would be done; touch nothing (no signal, no tape)
+  --tape FILE      append the tape here instead of RUN_DIR/chaos.jsonl
+  --proxy ADDR     the proxy's control socket (overrides the nodes file)
+Exit status: 0 done; 1 a fault was refused or failed (e.g. a reused pid); 2 bad flags.
+)";
+
+const std::set<std::string> bool_flags = {"--dry-run", "--exact", "--no-heal", "--help", "-h"};
+const std::set<std::string> value_flags = {
+    "--run-dir", "--nodes",  "--for",      "--pick",   "--seed",  "--protect",  "--duty",
+    "--period",  "--proxy",  "--tape",     "--control", "--link", "--ports-file", "--mtbf",
+    "--recovery", "--duration", "--kinds", "--targets", "--max-concurrent", "--min-gap",
+    "--ms",      "--jitter", "--rate",     "--p",      "--size",  "--delay-us", "--bytes",
+    "--dir"};
+
+struct args {
+  std::string command;
+  std::vector<std::string> positional;
+  std::map<std::string, std::vector<std::string>> flags;
+  bool has(const std::string& f) const { return flags.count(f) > 0; }
+  std::string get(const std::string& f, const std::string& dflt = "") const {
+    const auto it = flags.find(f);
+    return it == flags.end() ? dflt : it->second.back();
+  }
+};
+
+args parse_args(int argc, char** argv) {
+  args a;
+  for (int i = 1; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s.rfind("--", 0) == 0 || s == "-h") {
+      std::string value;
+      const auto eq = s.find('=');
+      bool inline_value = false;
+      if (eq != std::string::npos) {
+        value = s.substr(eq + 1);
+        s = s.substr(0, eq);
+        inline_value = true;
+      }
+      if (bool_flags.count(s)) {
+        if (inline_value) throw usage_error(fmt::format("{} takes no value", s));
+        a.flags[s].push_back("1");
+      } else if (value_flags.count(s)) {
+        if (!inline_value) {
+          if (i + 1 >= argc) throw usage_error(fmt::format("{} needs a value", s));
+          value = argv[++i];
+        }
+        a.flags[s].push_back(value);
+      } else {
+        throw usage_error(fmt::format("unknown flag {} (see dd-chaos --help)", s));
+      }
+    } else if (a.command.empty()) {
+      a.command = s;
+    } else {
+      a.positional.push_back(s);
+    }
+  }
+  return a;
+}
+
+// Flags each command accepts beyond the common ones.
+void check_flags(const args& a, const std::set<std::string>& allowed) {
+  static const std::set<std::string> common = {"--run-dir", "--nodes", "--dry-run", "--tape",
+                                               "--help", "-h"};
+  for (const auto& [f, v] : a.flags)
+    if (!common.count(f) && !allowed.count(f))
+      throw usage_error(fmt::format("{}: flag {} does not apply (see dd-chaos --help)", a.command, f));
+}
+
+uint64_t parse_u64(const std::string& s, const std::string& what) {
+  try {
+    size_t used = 0;
+    const unsigned long long v = std::stoull(s, &used);
+    if (used != s.size() || s[0] == '-') throw std::invalid_argument(s);
+    return v;
+  } catch (const std::exception&) {
+    throw usage_error(fmt::format("{}: '{}' must be a non-negative integer", what, s));
+  }
+}
+
+double parse_number(const std::string& s, const std::string& what) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(s, &used);
+    if (used != s.size()) throw std::invalid_argument(s);
+    return v;
+  } catch (const std::exception&) {
+    throw usage_error(fmt::format("{}: '{}' must be a number", what, s));
+  }
+}
+
+chaos_env make_env(const args& a, bool need_nodes) {
+  chaos_env env;
+  env.dry_run = a.has("--dry-run");
+  env.tape = a.get("--tape");
+  env.proxy = a.get("--proxy");
+  if (env.proxy.size()) parse_host_port(env.proxy, "--proxy");
+  if (a.has("--run-dir") && a.has("--nodes"))
+    throw usage_error("give --run-dir or --nodes, not both");
+  std::string path;
+  if (a.has("--run-dir")) path = a.get("--run-dir") + "/nodes.json";
+  if (a.has("--nodes")) path = a.get("--nodes");
+  if (path.empty()) {
+    if (need_nodes) throw usage_error(fmt::format("{}: needs --run-dir DIR or --nodes FILE", a.command));
+    return env;
+  }
+  env.nodes = read_nodes_file(path);
+  env.run_dir = env.nodes->run_dir;
+  return env;
+}
+
+uint64_t seed_of(const args& a) {
+  if (a.has("--seed")) return parse_u64(a.get("--seed"), "--seed");
+  std::random_device rd;
+  return (static_cast<uint64_t>(rd()) << 32 | rd()) % 1000000000ULL;
+}
+
+fault_spec make_spec(const args& a, const std::string& kind, const std::string& target) {
+  fault_spec f;
+  f.kind = kind;
+  f.target = target;
+  if (a.has("--for")) f.duration = parse_duration(a.get("--for"), "--for");
+  if (a.has("--duty")) f.duty = parse_number(a.get("--duty"), "--duty");
+  if (a.has("--period")) f.period = parse_duration(a.get("--period"), "--period");
+  if (a.has("--pick")) {
+    f.picks.pick = parse_pick(a.get("--pick"));
+    f.picks.pick_given = true;
+  }
+  f.picks.seed = seed_of(a);
+  if (a.has("--protect")) f.picks.protect = a.flags.at("--protect");
+  f.picks.exact = a.has("--exact");
+  static const std::map<std::string, std::string> knobs = {
+      {"--ms", "ms"},     {"--jitter", "jitter"},     {"--rate", "rate"},   {"--p", "p"},
+      {"--size", "size"}, {"--delay-us", "delay_us"}, {"--bytes", "bytes"}, {"--dir", "dir"}};
+  for (const auto& [flag, key] : knobs)
+    if (a.has(flag)) {
+      if (key == "dir") {
+        const auto d = a.get(flag);
+        if (d != "up" && d != "down" && d != "both")
+          throw usage_error(fmt::format("--dir: '{}' must be up, down or both", d));
+        f.net[key] = d;
+      } else {
+        f.net[key] = parse_number(a.get(flag), flag);
+      }
+    }
+  if (is_net_kind(kind) && a.has("--seed")) f.net["seed"] = f.picks.seed;
+  return f;
+}
+
+std::string one_positional(const args& a, const std::string& what) {
+  if (a.positional.size() != 1)
+    throw usage_error(fmt::format("{}: expected exactly one {} (got {})", a.command, what,
+                                  a.positional.size()));
+  return a.positional[0];
+}
+
+fault_proxy* g_proxy = nullptr;
+void stop_proxy(int) {
+  if (g_proxy) g_proxy->stop();
+}
+
+int cmd_proxy(const args& a) {
+  check_flags(a, {"--control", "--link", "--ports-file", "--seed"});
+  if (!a.positional.empty()) throw usage_error("proxy: takes no positional arguments");
+  proxy_config cfg;
+  cfg.control = parse_host_port(a.get("--control", "127.0.0.1:0"), "--control");
+  if (cfg.control.host != "127.0.0.1" && cfg.control.host != "localhost")
+    throw usage_error("--control: must be a loopback address (127.0.0.1:PORT); nodes do not authenticate");
+  if (a.has("--link"))
+    for (const auto& l : a.flags.at("--link")) cfg.links.push_back(parse_link_spec(l));
+  if (cfg.links.empty()) throw usage_error("proxy: give at least one --link NAME=LISTEN->TARGET");
+  if (a.has("--seed")) cfg.seed = parse_u64(a.get("--seed"), "--seed");
+  if (a.has("--dry-run")) {
+    for (const auto& l : cfg.links)
+      std::printf("[dry-run] link %s: listen %s -> %s\n", l.name.c_str(), l.listen.str().c_str(),
+                  l.target.str().c_str());
+    return 0;
+  }
+  fault_proxy proxy(cfg);
+  const std::string ports = proxy.ports().dump();
+  if (a.has("--ports-file")) write_file_atomic(a.get("--ports-file"), ports + "\n");
+  std::printf("%s\n", ports.c_str());
+  std::fflush(stdout);
+  g_proxy = &proxy;
+  std::signal(SIGINT, stop_proxy);
+  std::signal(SIGTERM, stop_proxy);
+  std::signal(SIGPIPE, SIG_IGN);
+  proxy.run();
+  g_proxy = nullptr;
+  return 0;
+}
+
+int cmd_status(const args& a) {
+  check_flags(a, {"--proxy"});
+  chaos_env env = make_env(a, true);
+  const nodes_file& nf = *env.nodes;
+  std::printf("nodes file %s (run %s)\n", nf.path.c_str(), nf.run_id.c_str());
+  if (nf.launcher) std::printf("launcher pid %d control %s\n", nf.launcher->pid, nf.launcher->control.c_str());
+  for (const auto& n : nf.nodes) {
+    std::string why = "down";
+    const char* live = "-";
+    if (n.pid) {
+      auto vp = verified_process::open(n.pid, n.start_time, &why);
+      if (vp) {
+        const auto st = read_proc_stat(n.pid);
+        why = st && (st->state == 'T' || st->state == 't') ? "stopped (paused)" : "alive";
+        live = "ok";
+      }
+    }
+    std::printf("  %-12s %-8s pid %-7d %-3s %-18s %-8s incarnation %d  [%s]\n", n.name.c_str(),
+                n.role.c_str(), n.pid, live, why.c_str(), n.state.c_str(), n.incarnation,
+                fmt::format("{}", fmt::join(n.actors, ",")).c_str());
+  }
+  std::string addr = env.proxy.empty() && nf.proxy ? nf.proxy->control : env.proxy;
+  if (!addr.empty()) {
+    try {
+      std::printf("proxy %s: %s\n", addr.c_str(), control_request(addr, "status").dump().c_str());
+    } catch (const chaos_error& e) {
+      std::printf("proxy %s: %s\n", addr.c_str(), e.what());
+    }
+  }
+  return 0;
+}
+
+int cmd_random(const args& a) {
+  check_flags(a, {"--mtbf", "--recovery", "--seed", "--duration", "--kinds", "--targets",
+                  "--max-concurrent", "--min-gap", "--no-heal", "--protect", "--proxy", "--ms",
+                  "--jitter", "--rate", "--p", "--size", "--delay-us", "--bytes", "--dir", "--duty",
+                  "--period"});
+  if (!a.positional.empty()) throw usage_error("random: takes no positional arguments");
+  chaos_env env = make_env(a, true);
+  env.source = "random";
+  schedule_config cfg;
+  cfg.mtbf = parse_duration(a.get("--mtbf", "30s"), "--mtbf");
+  cfg.recovery = recovery_dist::parse(a.get("--recovery", "lognormal:5s,0.5"));
+  cfg.seed = seed_of(a);
+  cfg.duration = parse_duration(a.get("--duration", "5m"), "--duration");
+  for (const auto& k : split(a.get("--kinds", "kill,pause"), ','))
+    if (!k.empty()) {
+      if (!is_process_kind(k) && !is_net_kind(k))
+        throw usage_error(fmt::format("--kinds: unknown fault kind '{}'", k));
+      if (k == "resume" || k == "restart")
+        throw usage_error(fmt::format("--kinds: '{}' is not a fault with a recovery time", k));
+      cfg.kinds.push_back(k);
+    }
+  cfg.max_concurrent = static_cast<int>(parse_u64(a.get("--max-concurrent", "1"), "--max-concurrent"));
+  cfg.min_gap = parse_duration(a.get("--min-gap", "0"), "--min-gap");
+  target_options topt;
+  topt.pick = pick_mode::all;
+  topt.pick_given = true;
+  if (a.has("--protect")) topt.protect = a.flags.at("--protect");
+  const auto sel = resolve_targets(*env.nodes, parse_targets(a.get("--targets", "learners")), topt);
+  for (const auto& n : sel.notes) std::printf("note: %s\n", n.c_str());
+  for (const auto& h : sel.hits) cfg.targets.push_back(h.node);
+  std::printf("random: seed %llu, mtbf %s, recovery %s, duration %s, targets %s\n",
+              static_cast<unsigned long long>(cfg.seed), format_duration(cfg.mtbf).c_str(),
+              cfg.recovery.str().c_str(), format_duration(cfg.duration).c_str(),
+              fmt::format("{}", fmt::join(cfg.targets, ",")).c_str());
+  const auto schedule = make_schedule(cfg);
+  fault_spec knobs = make_spec(a, "kill", "");
+  json info = {{"seed", cfg.seed}, {"mtbf", cfg.mtbf}, {"recovery", cfg.recovery.str()},
+               {"duration", cfg.duration}, {"kinds", cfg.kinds}, {"targets", cfg.targets}};
+  return run_session(env, from_schedule(schedule, knobs), !a.has("--no-heal"), info);
+}
+
+int run(int argc, char** argv) {
+  const args a = parse_args(argc, argv);
+  if (a.command.empty() || a.command == "help" || a.has("--help") || a.has("-h")) {
+    std::fputs(usage, stdout);
+    return a.command.empty() && !a.has("--help") && !a.has("-h") ? 2 : 0;
+  }
+  const std::string& c = a.command;
+  if (c == "proxy") return cmd_proxy(a);
+  if (c == "status") return cmd_status(a);
+  if (c == "random") return cmd_random(a);
+  if (c == "heal") {
+    check_flags(a, {"--proxy"});
+    if (!a.positional.empty()) throw usage_error("heal: takes no positional arguments");
+    chaos_env env = make_env(a, a.get("--proxy").empty());
+    return heal(env).value("ok", false) ? 0 : 1;
+  }
+  if (c == "replay" || c == "run") {
+    check_flags(a, {"--no-heal", "--proxy"});
+    const std::string file = one_positional(a, c == "replay" ? "TAPE" : "SCENARIO.lua");
+    chaos_env env = make_env(a, true);
+    env.source = c == "replay" ? "replay" : "scenario";
+    auto faults = c == "replay" ? read_tape(file) : read_scenario(file);
+    return run_session(env, faults, !a.has("--no-heal"), {{"file", file}});
+  }
+  if (is_process_kind(c)) {
+    check_flags(a, {"--for", "--pick", "--seed", "--protect", "--exact", "--duty", "--period"});
+    const std::string target = one_positional(a, "TARGET");
+    chaos_env env = make_env(a, true);
+    fault_spec f = make_spec(a, c, target);
+    if ((c == "resume" || c == "restart") && f.duration > 0)
+      throw usage_error(fmt::format("{}: --for does not apply", c));
+    if (f.picks.pick_given || target.find("learners") != std::string::npos ||
+        target.find("nodes") != std::string::npos)
+      std::printf("seed %llu\n", static_cast<unsigned long long>(f.picks.seed));
+    return fire(env, f).value("ok", false) ? 0 : 1;
+  }
+  if (c == "net" || c == "partition") {
+    check_flags(a, {"--for", "--pick", "--seed", "--protect", "--proxy", "--ms", "--jitter",
+                    "--rate", "--p", "--size", "--delay-us", "--bytes", "--dir"});
+    std::string kind, target;
+    if (c == "partition") {
+      kind = "blackhole";
+      target = one_positional(a, "TARGET");
+    } else {
+      if (a.positional.size() != 2)
+        throw usage_error("net: expected FAULT TARGET, e.g. `net latency learner:0 --ms 200 --for 10s`");
+      kind = a.positional[0];
+      target = a.positional[1];
+      if (!is_net_kind(kind))
+        throw usage_error(fmt::format(
+            "net: unknown fault '{}' (latency, bandwidth, reset, blackhole, corrupt, slice, close_after)",
+            kind));
+    }
+    chaos_env env = make_env(a, a.get("--proxy").empty());
+    fault_spec f = make_spec(a, kind, target);
+    if (c == "partition" && !f.net.contains("dir")) f.net["dir"] = "both";
+    return fire(env, f).value("ok", false) ? 0 : 1;
+  }
+  throw usage_error(fmt::format("unknown command '{}' (see dd-chaos --help)", c));
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const usage_error& e) {
+    std::fprintf(stderr, "dd-chaos: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dd-chaos: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,131 @@
+// tools/chaos/net.cpp — see net.hpp.
+#include "tools/chaos/net.hpp"
+
+#include <arpa/inet.h>
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+
+namespace dd::chaos {
+
+sockaddr_in resolve_ipv4(const host_port& hp) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(hp.port);
+  if (::inet_pton(AF_INET, hp.host.c_str(), &a.sin_addr) == 1) return a;
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  const int rc = ::getaddrinfo(hp.host.c_str(), nullptr, &hints, &res);
+  if (rc != 0 || !res)
+    throw chaos_error(fmt::format("{}: cannot resolve host: {}", hp.str(), ::gai_strerror(rc)));
+  a.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
+  ::freeaddrinfo(res);
+  return a;
+}
+
+int listen_tcp(const host_port& hp, host_port* bound) {
+  const sockaddr_in a = resolve_ipv4(hp);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw chaos_error(fmt::format("socket: {}", std::strerror(errno)));
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 128) != 0) {
+    const int e = errno;
+    ::close(fd);
+    throw chaos_error(fmt::format("cannot listen on {}: {}", hp.str(), std::strerror(e)));
+  }
+  if (bound) {
+    sockaddr_in got{};
+    socklen_t len = sizeof got;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&got), &len);
+    char buf[INET_ADDRSTRLEN] = {};
+    ::inet_ntop(AF_INET, &got.sin_addr, buf, sizeof buf);
+    bound->host = buf;
+    bound->port = ntohs(got.sin_port);
+  }
+  return fd;
+}
+
+nlohmann::json control_request(const std::string& address, const std::string& line,
+                               double timeout) {
+  host_port hp;
+  try {
+    hp = parse_host_port(address, "control address");
+  } catch (const usage_error& e) {
+    throw chaos_error(e.what());
+  }
+  const sockaddr_in a = resolve_ipv4(hp);
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw chaos_error(fmt::format("socket: {}", std::strerror(errno)));
+  const double end = mono_now() + timeout;
+  auto fail = [&](const std::string& why) {
+    ::close(fd);
+    throw chaos_error(fmt::format("control {}: {}", address, why));
+  };
+  auto wait = [&](short ev) {
+    for (;;) {
+      const double left = end - mono_now();
+      if (left <= 0) fail(fmt::format("no reply within {}", format_duration(timeout)));
+      pollfd p{fd, ev, 0};
+      const int r = ::poll(&p, 1, static_cast<int>(left * 1000) + 1);
+      if (r > 0) return;
+      if (r < 0 && errno != EINTR) fail(std::strerror(errno));
+    }
+  };
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) {
+    if (errno != EINPROGRESS) fail(fmt::format("cannot connect: {}", std::strerror(errno)));
+    wait(POLLOUT);
+    int err = 0;
+    socklen_t len = sizeof err;
+    ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err != 0) fail(fmt::format("cannot connect: {}", std::strerror(err)));
+  }
+  const std::string out = line + "\n";
+  size_t sent = 0;
+  while (sent < out.size()) {
+    const ssize_t n = ::send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      wait(POLLOUT);
+    } else {
+      fail(fmt::format("send failed: {}", std::strerror(errno)));
+    }
+  }
+  std::string reply;
+  for (;;) {
+    const auto nl = reply.find('\n');
+    if (nl != std::string::npos) {
+      reply.resize(nl);
+      break;
+    }
+    char buf[4096];
+    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+    if (n > 0) {
+      reply.append(buf, static_cast<size_t>(n));
+    } else if (n == 0) {
+      if (reply.empty()) fail("closed without a reply");
+      break;
+    } else if (errno == EAGAIN || errno == EINTR) {
+      wait(POLLIN);
+    } else {
+      fail(fmt::format("recv failed: {}", std::strerror(errno)));
+    }
+  }
+  ::close(fd);
+  try {
+    return nlohmann::json::parse(reply);
+  } catch (const nlohmann::json::parse_error&) {
+    throw chaos_error(fmt::format("control {}: reply is not JSON: {}", address, reply));
+  }
+}
+
+}  // namespace dd::chaos
