@@ -6,6 +6,7 @@
 #include <random>
 
 #include "messages/codec.hpp"
+#include "messages/control.hpp"
 
 namespace dd {
 namespace {
@@ -26,6 +27,19 @@ void decode_all(const std::vector<uint8_t>& b, int* ok_count) {
     auto pl = decode_pull_request(p, n);
     auto pg = decode_progress(p, n);
     auto ck = decode_checkpoint(p, n);
+    const std::vector<uint8_t> copy(p, p + n);
+    auto nj = decode_node_join(copy);
+    auto nr = decode_node_join_reply(copy);
+    auto lv = decode_leave(copy);
+    if (nj.ok()) {
+      for (auto id : nj->learner_ids) EXPECT_GE(id, 0);
+    }
+    if (nr.ok()) {
+      EXPECT_TRUE(!nr->accepted || nr->refusal == node_refusal::none);
+    }
+    if (lv.ok()) {
+      EXPECT_GE(lv->learner_id, 0);
+    }
     if (pu.ok()) {
       ++*ok_count;
       EXPECT_LT(pu->chunk_index, pu->chunk_count);
@@ -56,7 +70,7 @@ void decode_all(const std::vector<uint8_t>& b, int* ok_count) {
     }
     // At most one kind can decode.
     int kinds = jq.ok() + jr.ok() + hb.ok() + pu.ok() + br.ok() + rj.ok() + ac.ok() + pl.ok() +
-                pg.ok();
+                pg.ok() + nj.ok() + nr.ok() + lv.ok();
     EXPECT_LE(kinds, 1);
     if (kinds == 1) {
       EXPECT_TRUE(k.ok());
@@ -73,7 +87,7 @@ void decode_all(const std::vector<uint8_t>& b, int* ok_count) {
       if (pg.ok()) {
         EXPECT_EQ(kind, message_kind::progress);
       }
-      EXPECT_LE(static_cast<int>(kind), static_cast<int>(message_kind::progress));
+      EXPECT_LE(static_cast<int>(kind), static_cast<int>(message_kind::leave));
     }
   });
 }
@@ -104,6 +118,10 @@ std::vector<std::vector<uint8_t>> valid_messages() {
           encode(push_ack{1, 2, 3, 4, 5}),
           encode(pull_request{1, 2, 3}),
           encode(progress_msg{123456789, 4}),
+          encode(node_join{"run", protocol_version, "node-a", "host", {0, 2}, 2, 1024, "abc"}),
+          encode(node_join_reply{true, node_refusal::none, "", "run", "{}", "e", {1}, 10, "d", 5}),
+          encode(node_join_reply{false, node_refusal::other_run, "other", "run", "", "", {}, 0, "", 0}),
+          encode(leave_msg{3, 1}),
           encode_checkpoint(c)};
 }
 
