@@ -24,15 +24,31 @@
 
 namespace dd::actors {
 
+/// Step admission: what a learner asks before each inner step so that the learners sharing a
+/// machine's cores get equal turns. The learner does not know which kind it has: `compute_gate`
+/// (the learners of one process) or `host_admission` (every learner process of one host under
+/// `dd-node launch`, actors/host_admission.hpp). Thread-safe.
+class step_admission {
+ public:
+  virtual ~step_admission() = default;
+  /// Learner `key` (re)joins / leaves the set of learners that share the admission.
+  virtual void join(int32_t key) = 0;
+  virtual void leave(int32_t key) = 0;
+  /// Blocks until learner `key` may run one step that costs `weight` (its slowdown f >= 1).
+  virtual void acquire(int32_t key, double weight) = 0;
+  /// Returns one admission.
+  virtual void release() = 0;
+};
+
 /// A counting gate that admits the least-served waiting learner first.
-class compute_gate {
+class compute_gate final : public step_admission {
  public:
   /// `slots` >= 1 concurrent holders (e.g. hardware threads / threads per learner).
   explicit compute_gate(unsigned slots) : slots_(slots == 0 ? 1 : slots) {}
 
   /// Learner `key` (re)joins: its admission count starts at the smallest count of the other
   /// live learners (0 when it is the first).
-  void join(int32_t key) {
+  void join(int32_t key) override {
     std::lock_guard<std::mutex> guard(mutex_);
     double level = 0;
     bool any = false;
@@ -45,14 +61,14 @@ class compute_gate {
   }
 
   /// Learner `key` left (finished or died): it no longer sets the level.
-  void leave(int32_t key) {
+  void leave(int32_t key) override {
     std::lock_guard<std::mutex> guard(mutex_);
     live_.erase(key);
   }
 
   /// Blocks until learner `key` may run one step; the step costs `weight` (its slowdown f >= 1)
   /// of virtual time.
-  void acquire(int32_t key, double weight = 1.0) {
+  void acquire(int32_t key, double weight = 1.0) override {
     std::unique_lock<std::mutex> lock(mutex_);
     const auto me = std::make_tuple(live_[key], next_++, key);
     waiting_.insert(me);
@@ -64,7 +80,7 @@ class compute_gate {
   }
 
   /// Returns one admission.
-  void release() {
+  void release() override {
     {
       std::lock_guard<std::mutex> guard(mutex_);
       --active_;
@@ -87,7 +103,7 @@ class compute_gate {
 /// RAII admission through a gate (a null gate admits at once).
 class gate_pass {
  public:
-  gate_pass(compute_gate* g, int32_t key, double weight = 1.0) : gate_(g) {
+  gate_pass(step_admission* g, int32_t key, double weight = 1.0) : gate_(g) {
     if (gate_ != nullptr) gate_->acquire(key, weight);
   }
   ~gate_pass() {
@@ -97,7 +113,7 @@ class gate_pass {
   gate_pass& operator=(const gate_pass&) = delete;
 
  private:
-  compute_gate* gate_;
+  step_admission* gate_;
 };
 
 }  // namespace dd::actors

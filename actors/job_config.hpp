@@ -30,7 +30,7 @@ struct learner_services {
   const text_dataset* data = nullptr;  ///< required; outlives the learner
   run_log* log = nullptr;
   fault_hooks* faults = nullptr;
-  compute_gate* gate = nullptr;
+  step_admission* gate = nullptr;
 };
 
 payload_encoding to_encoding(config::wire_format w);

@@ -40,7 +40,7 @@ namespace dd::actors {
 
 class run_log;
 class fault_hooks;
-class compute_gate;
+class step_admission;
 
 /// Configuration of one learner id (shared by its incarnations).
 struct learner_context {
@@ -107,8 +107,9 @@ struct learner_context {
   std::function<caf::actor()> current_monitor;
   run_log* log = nullptr;         ///< may be null
   fault_hooks* faults = nullptr;  ///< may be null
-  /// Fair core sharing between the learners of the process (may be null); see compute_gate.hpp.
-  compute_gate* gate = nullptr;
+  /// Step admission: fair core sharing with the learners of the process or host (may be null);
+  /// see compute_gate.hpp.
+  step_admission* gate = nullptr;
   /// Logical-time mode (tests): a step takes sim_step_s × slowdown on the actor clock.
   bool simulated_time = false;
   double sim_step_s = 0.1;

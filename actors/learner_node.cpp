@@ -30,6 +30,7 @@
 #include "actors/atoms.hpp"
 #include "actors/cluster.hpp"
 #include "actors/compute_gate.hpp"
+#include "actors/host_admission.hpp"
 #include "actors/job_config.hpp"
 #include "actors/run_log.hpp"
 #include "actors/supervisor.hpp"
@@ -335,8 +336,16 @@ int run_learner_node(const learner_node_options& o) {
   auto hooks = std::make_unique<fault_hooks>(faults, log.get());
   const int here = static_cast<int>(ids.size());
   const int threads = o.threads > 0 ? o.threads : learner_threads_of(exp, here);
-  std::unique_ptr<compute_gate> gate;
-  {
+  std::unique_ptr<step_admission> gate;
+  if (!o.step_admission.empty()) {
+    if (o.step_admission.rfind("sysv:", 0) != 0) {
+      std::fprintf(stderr, "dd-node learner: --step-admission '%s' is not sysv:ID\n",
+                   o.step_admission.c_str());
+      return node_exit_usage;
+    }
+    gate = std::make_unique<host_admission>(
+        host_admission::attach(std::atoi(o.step_admission.c_str() + 5)));
+  } else {
     const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
     const unsigned slots = std::max(1u, hw / static_cast<unsigned>(std::max(1, threads)));
     if (here > 1 && slots < static_cast<unsigned>(here)) gate = std::make_unique<compute_gate>(slots);

@@ -70,6 +70,9 @@ struct learner_node_options {
   /// Seed of the backoff jitter (printed); 0 = derived from the node name.
   uint64_t seed = 0;
   node_transport transport;
+  /// Host-wide step admission shared with the other learner processes of this host
+  /// ("sysv:<semaphore id>", made by dd-node launch); empty = the node's own compute gate.
+  std::string step_admission;
   /// Set to a signal number by a signal handler: the learners stop at their next step and leave.
   const std::atomic<int>* interrupt = nullptr;
 };

@@ -40,6 +40,8 @@ void print_learner_help(FILE* f) {
       "  --progress S          progress line every S seconds (default 5; 0 = off)\n"
       "  --seed S              seed of the backoff jitter (default: from the node name; printed)\n"
       "  --heartbeat S, --connection-timeout S   middleman heartbeat (0.5) and timeout (3)\n"
+      "  --step-admission sysv:ID   share step admission with the other learner processes of\n"
+      "                        this host (a System V semaphore; dd-node launch passes it)\n"
       "While the syncer is unreachable the learners keep stepping; when it is back (same run)\n"
       "they rejoin with a new incarnation and keep their step and data cursor.\n"
       "Exit status: 0 every learner finished (or the run was over); 1 runtime failure;\n"
@@ -132,6 +134,10 @@ int learner_main(int argc, char** argv) {
       if (!seconds("--heartbeat", o.transport.heartbeat_s)) return 2;
     } else if (a == "--connection-timeout") {
       if (!seconds("--connection-timeout", o.transport.connection_timeout_s)) return 2;
+    } else if (a == "--step-admission") {
+      const char* v = value("--step-admission");
+      if (v == nullptr) return 2;
+      o.step_admission = v;
     } else if (a == "--seed") {
       double d = 0;
       const char* v = value("--seed");
