@@ -436,6 +436,7 @@ TEST(cluster_sim, a_push_replaced_or_dropped_in_the_queue_is_not_waited_for_by_t
     EXPECT_LT(t - last_push_t[id], 1.0) << "learner " << id << " waited out its drain";
   }
   EXPECT_GT(o.result.summary["goodput"].get<double>(), 0.9) << o.result.summary.dump();
+  ::testing::Test::RecordProperty("goodput", std::to_string(o.result.summary["goodput"].get<double>()));
   check_invariants(o, e);
 }
 

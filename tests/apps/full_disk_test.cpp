@@ -211,3 +211,26 @@ TEST_F(full_disk, dd_goodput_fails_naming_the_file) {
 }
 
 }  // namespace
+
+namespace {
+
+TEST(bad_flags, non_finite_numbers_are_refused_before_any_work_with_exit_2) {
+  const fs::path work = fs::path(::testing::TempDir()) / "dd_bad_flags";
+  fs::remove_all(work);
+  fs::create_directories(work);
+  EXPECT_EQ(run(work, "gp", {DD_GOODPUT_BIN, "--days", "nan", "--out", "gp"}), 2);
+  EXPECT_NE(read_text(work / "gp.err").find("--days expects a finite number, got 'nan'"),
+            std::string::npos)
+      << read_text(work / "gp.err");
+  EXPECT_EQ(run(work, "gp2", {DD_GOODPUT_BIN, "--step", "1e309", "--out", "gp"}), 2);
+  EXPECT_NE(read_text(work / "gp2.err").find("finite number"), std::string::npos);
+  EXPECT_EQ(run(work, "gp3", {DD_GOODPUT_BIN, "--out", "/proc/none/x"}), 2);  // before simulating
+  EXPECT_EQ(read_text(work / "gp3.out").find("goodput"), std::string::npos);
+  EXPECT_EQ(run(work, "tr", {DD_NODE_BIN, "train", "--lr", "inf"}), 2);
+  EXPECT_NE(read_text(work / "tr.err").find("--lr expects a finite number, got 'inf'"),
+            std::string::npos)
+      << read_text(work / "tr.err");
+  EXPECT_FALSE(fs::exists(work / "gp" / "goodput.json"));
+}
+
+}  // namespace
