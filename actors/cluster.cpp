@@ -32,6 +32,7 @@
 #include "kernels/backend.hpp"
 #include "runtime/rng.hpp"
 #include "runtime/gpt.hpp"
+#include "util/files.hpp"
 
 namespace dd::actors {
 
@@ -45,17 +46,9 @@ std::string signal_name(int sig) {
   return "signal " + std::to_string(sig);
 }
 
-/// Writes `text` to a temporary file beside `path` and renames it over `path`, so a reader (or
-/// a process killed mid-write) never sees half a file.
-void write_file_atomically(const fs::path& path, const std::string& text) {
-  const fs::path tmp = path.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+/// util::write_file_atomic, or std::runtime_error naming the file and errno's text.
+void write_or_throw(const std::string& path, const std::string& text) {
+  if (auto st = util::write_file_atomic(path, text); !st) throw std::runtime_error(st.message);
 }
 
 /// 16 random hex digits (std::random_device): a run's identity, not part of training.
@@ -136,6 +129,8 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
              setup->plan.num_fragments(),
              ", so training stopped and final_val_loss is the last periodic evaluation (null "
              "when none ran)");
+    if (const std::string wf = setup->log->write_failure(); !wf.empty())
+      why += (why.empty() ? "" : "; ") + ("a write failed, so the run stopped: " + wf);
     if (!why.empty()) {
       r.failed = true;
       r.failure_reason = why;
@@ -482,10 +477,8 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
   std::vector<fault_spec> faults = fault_specs_of(exp, s->steps_per_learner, s->plan.num_fragments());
   for (const auto& f : options.faults) faults.push_back(f);
   s->faults = std::make_unique<fault_hooks>(faults, s->log.get());
-  {
-    std::ofstream out(fs::path(s->run_dir) / "experiment.json");
-    out << config::to_json(exp).dump(2) << '\n';
-  }
+  write_or_throw((fs::path(s->run_dir) / "experiment.json").string(),
+                 config::to_json(exp).dump(2) + "\n");
   return s;
 }
 
@@ -538,7 +531,8 @@ nlohmann::json make_summary(const cluster_setup& setup, const run_counters& c,
                         : 0.0},
           {"learner_restarts", c.learner_restarts},
           {"bytes_pushed", c.bytes_pushed},
-          {"bytes_broadcast", c.bytes_broadcast}};
+          {"bytes_broadcast", c.bytes_broadcast},
+          {"chunks_refused", c.chunks_refused}};
 }
 
 double budget_done(const config::experiment& exp, uint64_t steps_per_learner,
@@ -633,6 +627,7 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
     auto job_handle = spawn_job(sys, setup, self);
     bool done = false;
     bool interrupt_sent = false;
+    bool write_stop_sent = false;
     auto prev = setup->log->snapshot();
     double prev_t = setup->log->now();
     while (!done) {
@@ -666,6 +661,12 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
         std::fflush(stderr);
         self->send(job_handle, atoms::stop_atom_v, why);
       }
+      // A write the run promised failed (events.jsonl, an owner checkpoint): stop now, loudly
+      // (run_log printed the error), rather than train on without a record.
+      if (!write_stop_sent && !interrupt_sent && !done && !setup->log->write_failure().empty()) {
+        write_stop_sent = true;
+        self->send(job_handle, atoms::stop_atom_v, std::string("write failure"));
+      }
       if (options.progress_every_s > 0 && t - prev_t >= options.progress_every_s) {
         auto snap = setup->log->snapshot();
         const double spent = budget_done(exp, setup->steps_per_learner, snap, t);
@@ -681,8 +682,8 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
     std::lock_guard<std::mutex> guard(setup->result_mutex);
     r = setup->result;
   }
-  write_file_atomically(fs::path(setup->run_dir) / "summary.json", r.summary.dump(2) + "\n");
-  write_file_atomically(fs::path(setup->run_dir) / "run_info.json", r.info.dump(2) + "\n");
+  write_or_throw((fs::path(setup->run_dir) / "summary.json").string(), r.summary.dump(2) + "\n");
+  write_or_throw((fs::path(setup->run_dir) / "run_info.json").string(), r.info.dump(2) + "\n");
   return r;
 }
 

@@ -21,6 +21,7 @@ const char* to_string(fault_spec::kind k) {
     case fault_spec::kind::slow_learner: return "slow_learner";
     case fault_spec::kind::drop_push: return "drop_push";
     case fault_spec::kind::delay_push: return "delay_push";
+    case fault_spec::kind::corrupt_push: return "corrupt_push";
   }
   return "?";
 }
@@ -100,11 +101,15 @@ push_fault fault_hooks::on_push(int32_t id, uint64_t inc, int32_t fragment, uint
   for (size_t i = 0; i < faults_.size(); ++i) {
     const auto& f = faults_[i];
     if (f.target != id || done_[i]) continue;
-    if (f.what != fault_spec::kind::drop_push && f.what != fault_spec::kind::delay_push) continue;
+    if (f.what != fault_spec::kind::drop_push && f.what != fault_spec::kind::delay_push &&
+        f.what != fault_spec::kind::corrupt_push)
+      continue;
     if (!due_locked(f, step, now)) continue;
     fire_locked(i, step, inc, now);
     if (f.what == fault_spec::kind::drop_push)
       out.drop = true;
+    else if (f.what == fault_spec::kind::corrupt_push)
+      out.corrupt = true;
     else
       out.delay_s += f.delay_s;
   }

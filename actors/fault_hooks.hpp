@@ -1,5 +1,5 @@
 // actors/fault_hooks.hpp — in-process fault injection for tests and chaos schedules: kill a
-// learner or a fragment owner, slow a learner by a factor, drop or delay a push.
+// learner or a fragment owner, slow a learner by a factor, drop, delay or damage a push.
 //
 // Faults are keyed on logical time: a learner's inner step (checked by the learner at every step
 // boundary and at every push) or a fragment owner's version (checked by the owner after every
@@ -21,7 +21,7 @@ class run_log;
 
 /// One scripted fault.
 struct fault_spec {
-  enum class kind { kill_learner, kill_owner, slow_learner, drop_push, delay_push };
+  enum class kind { kill_learner, kill_owner, slow_learner, drop_push, delay_push, corrupt_push };
   kind what = kind::kill_learner;
   /// Learner id, or fragment id for kill_owner.
   int32_t target = 0;
@@ -40,7 +40,7 @@ struct fault_spec {
   double duration_s = 0.0;
 };
 
-/// "kill_learner", "kill_owner", "slow_learner", "drop_push", "delay_push".
+/// "kill_learner", "kill_owner", "slow_learner", "drop_push", "delay_push", "corrupt_push".
 const char* to_string(fault_spec::kind k);
 
 /// A record of one fault that fired.
@@ -61,6 +61,9 @@ struct step_faults {
 struct push_fault {
   bool drop = false;
   double delay_s = 0.0;
+  /// Damaged in transit: one bit of the first chunk's payload flips on its first sending (the
+  /// owner refuses the chunk by its CRC-32C and the learner sends the push again).
+  bool corrupt = false;
 };
 
 /// The fault schedule of one run. Thread-safe.

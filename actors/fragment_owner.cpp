@@ -85,6 +85,10 @@ void apply_effects(owner_actor* self, const owner_context& ctx, owner_effects fx
                     {{"fragment", rec.fragment_id},
                      {"version", rec.version},
                      {"error", rec.checkpoint_error}});
+    if (!rec.checkpoint_error.empty())  // dd-node run ends the run on it (run_cluster)
+      ctx.log->write_failed("fragment owner " + std::to_string(rec.fragment_id) +
+                            ": checkpoint of version " + std::to_string(rec.version) + ": " +
+                            rec.checkpoint_error);
     const size_t n_learners = st.learners.size();
     ctx.log->update([&](run_counters& c) {
       c.merges += 1;
@@ -194,7 +198,14 @@ caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_cont
           c.pushes += 1;
           c.bytes_pushed += bytes.size();
           if (out.what == status::rejected) c.pushes_rejected += 1;
+          if (out.chunk_refused) c.chunks_refused += 1;
         });
+        if (out.chunk_refused)
+          ctx->log->emit("chunk_refused", {{"fragment", frag},
+                                           {"learner", out.learner_id},
+                                           {"transfer_id", out.transfer_id},
+                                           {"what", "push"},
+                                           {"detail", out.detail}});
       }
       if (ctx->log != nullptr && out.what == status::ignored)
         ctx->log->emit("push_ignored", {{"fragment", frag}, {"detail", out.detail}});

@@ -151,10 +151,12 @@ push_outcome fragment_owner_state::on_push(push_msg chunk, double now_s) {
       out.detail = assembled.error().message;
       return out;
     }
-    return reject(header_copy,
-                  code == errc::size_mismatch ? reject_reason::shape_mismatch
-                                              : reject_reason::malformed,
-                  who + ": " + assembled.error().message, false);
+    auto out = reject(header_copy,
+                      code == errc::size_mismatch ? reject_reason::shape_mismatch
+                                                  : reject_reason::malformed,
+                      who + ": " + assembled.error().message, false);
+    out.chunk_refused = code == errc::checksum_mismatch;
+    return out;
   }
   if (!assembled->has_value()) {
     push_outcome out;

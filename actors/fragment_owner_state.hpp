@@ -119,6 +119,9 @@ struct push_outcome {
   uint64_t base_version = 0;
   uint64_t payload_bytes = 0;
   std::string detail;        ///< human-readable reason
+  /// A chunk was refused because its payload did not match its CRC-32C (rejected as malformed;
+  /// the learner sends the push again). Counted as chunks_refused.
+  bool chunk_refused = false;
   owner_effects effects;
 };
 

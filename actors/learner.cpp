@@ -38,6 +38,8 @@ using phase = learner_state::phase;
 
 /// Rebase mode keeps at most this many unconfirmed pushes per fragment (oldest dropped).
 constexpr size_t max_outstanding = 8;
+/// A push refused as malformed (a chunk damaged in transit) is sent again at most this often.
+constexpr int max_resends = 2;
 
 double actor_now(learner_actor* self) { return clock_seconds(self->clock().now()); }
 
@@ -175,8 +177,24 @@ void drain_queue(learner_actor* self, const learner_context& ctx) {
       break;
     }
     send_chunks(self, st.owners.at(static_cast<size_t>(p)), push.chunks, 0.0);
+    st.last_pushed[p] = push.transfer_id;  // sent: the drain waits for its answer
     st.unacked[p] = std::move(push);
   }
+}
+
+/// A copy of encoded push chunk `chunk` with one bit of its payload flipped (fault injection:
+/// damage in transit that the owner's CRC-32C check must catch).
+wire_bytes damaged_copy(const wire_bytes& chunk) {
+  wire_bytes out = chunk;
+  auto m = decode_push(chunk);
+  if (!m || m->payload.empty()) {
+    if (!out.empty()) out.back() ^= 0x01;
+    return out;
+  }
+  auto at = std::search(out.begin(), out.end(), m->payload.begin(), m->payload.end());
+  if (at == out.end()) return out;
+  *(at + static_cast<std::ptrdiff_t>(m->payload.size() / 2)) ^= 0x10;
+  return out;
 }
 
 /// Gives up on pushes unanswered for H steps (dropped in transit; the next push of the fragment
@@ -228,7 +246,6 @@ void push_fragment(learner_actor* self, const learner_context& ctx, int32_t p,
     m.contains_from = f.first_since_receive;
     if (f.first_since_receive == 0) f.first_since_receive = step;
   }
-  st.last_pushed[p] = step;
   inflight_push push;
   push.transfer_id = step;
   push.sent_step = step;
@@ -250,11 +267,21 @@ void push_fragment(learner_actor* self, const learner_context& ctx, int32_t p,
       ctx.log->emit("push_dropped", {{"learner", st.id}, {"fragment", p}, {"step", step}});
       ctx.log->update([](run_counters& c) { c.pushes_dropped += 1; });
     }
+    st.last_pushed[p] = step;  // "sent" and lost on the way: the learner cannot tell
     st.unacked[p] = std::move(push);
     return;
   }
   if (fate.delay_s > 0) {
     send_chunks(self, st.owners.at(static_cast<size_t>(p)), push.chunks, fate.delay_s);
+    st.last_pushed[p] = step;
+    st.unacked[p] = std::move(push);
+    return;
+  }
+  if (fate.corrupt) {
+    std::vector<wire_bytes> damaged = push.chunks;
+    damaged.front() = damaged_copy(damaged.front());
+    send_chunks(self, st.owners.at(static_cast<size_t>(p)), damaged, 0.0);
+    st.last_pushed[p] = step;
     st.unacked[p] = std::move(push);
     return;
   }
@@ -336,9 +363,22 @@ void on_broadcast(learner_actor* self, const learner_context& ctx, const wire_by
     log_undecodable(self, ctx, "undecodable_broadcast", chunk.error());
     return;
   }
+  const int32_t fragment = chunk->fragment_id;
   auto whole = st.assembler.add(std::move(*chunk));
   if (!whole) {
     log_undecodable(self, ctx, "undecodable_broadcast", whole.error());
+    if (whole.code() == errc::checksum_mismatch) {
+      // Damaged in transit: count it and ask the owner for the value again.
+      if (ctx.log != nullptr) {
+        ctx.log->emit("chunk_refused", {{"learner", st.id},
+                                        {"fragment", fragment},
+                                        {"what", "broadcast"},
+                                        {"detail", whole.error().message}});
+        ctx.log->update([](run_counters& c) { c.chunks_refused += 1; });
+      }
+      if (fragment >= 0 && static_cast<size_t>(fragment) < st.owners.size())
+        send_pull(self, st.owners[static_cast<size_t>(fragment)], static_cast<size_t>(fragment));
+    }
     return;
   }
   if (!whole->has_value()) return;  // more chunks to come
@@ -671,6 +711,24 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
       if (!rj) {
         log_undecodable(self, *ctx, "undecodable_reject", rj.error());
         return;
+      }
+      // Refused as malformed (e.g. a chunk damaged in transit, caught by its CRC-32C): send the
+      // same push again; it stays unanswered and unsettled meanwhile.
+      if (rj->reason == reject_reason::malformed && rj->fragment_id >= 0 &&
+          static_cast<size_t>(rj->fragment_id) < s.owners.size()) {
+        auto it = s.unacked.find(rj->fragment_id);
+        const auto& owner = s.owners[static_cast<size_t>(rj->fragment_id)];
+        if (it != s.unacked.end() && it->second.transfer_id == rj->transfer_id && owner &&
+            it->second.resends < max_resends) {
+          it->second.resends += 1;
+          send_chunks(self, owner, it->second.chunks, 0.0);
+          if (ctx->log != nullptr)
+            ctx->log->emit("push_resent", {{"learner", s.id},
+                                           {"fragment", rj->fragment_id},
+                                           {"transfer_id", rj->transfer_id},
+                                           {"detail", rj->detail}});
+          return;
+        }
       }
       {
         auto& settled = s.last_settled[rj->fragment_id];

@@ -144,6 +144,7 @@ struct inflight_push {
   uint64_t transfer_id = 0;
   uint64_t sent_step = 0;
   std::vector<wire_bytes> chunks;
+  int resends = 0;  ///< times sent again after a `malformed` refusal (a chunk damaged in transit)
 };
 
 /// CAF state of the learner actor.
@@ -172,7 +173,9 @@ struct learner_state {
   caf::actor monitor;            ///< the health monitor (context's; replaced when the syncer returns)
   int64_t global_step = -1;      ///< mean learner step from the monitor's progress (-1: none)
   int64_t push_clock = -1;       ///< global push clock: value at the previous schedule check
-  std::map<int32_t, uint64_t> last_pushed;  ///< newest transfer id pushed, per fragment
+  /// Newest transfer id actually sent, per fragment (a queued push replaced or dropped before
+  /// it was sent is not waited for by the drain).
+  std::map<int32_t, uint64_t> last_pushed;
   std::map<int32_t, uint64_t> last_settled; ///< newest own transfer seen merged or refused
   policy::global_clock mean_step_clock;  ///< the global mean step, dated by own heartbeats
   std::deque<std::pair<uint64_t, double>> heartbeats_sent;  ///< (step, actor time), newest last

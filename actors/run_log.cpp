@@ -25,8 +25,8 @@ run_log::run_log(const std::string& events_path, bool keep_in_memory, clock_fn c
     };
   }
   if (!events_path.empty()) {
-    out_.open(events_path, std::ios::out | (append ? std::ios::app : std::ios::trunc));
-    if (!out_) throw std::runtime_error("run_log: cannot open '" + events_path + "' for writing");
+    if (auto st = out_.open(events_path, /*truncate=*/!append); !st)
+      throw std::runtime_error("run_log: " + st.message);
   }
   last_integrated_ = clock_();
 }
@@ -48,9 +48,35 @@ void run_log::emit(const std::string& kind, nlohmann::json fields) {
   line["t"] = clock_();
   line["time"] = unix_seconds();
   for (auto& [k, v] : fields.items()) line[k] = v;
+  std::string text = line.dump() + '\n';
+  std::string failed;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (out_.is_open() && write_failure_.empty()) {
+      if (auto st = out_.append(text); !st) failed = st.message;
+    }
+    if (keep_) events_.push_back(std::move(line));
+  }
+  if (!failed.empty()) write_failed(failed);
+}
+
+void run_log::write_failed(const std::string& message) {
+  console_fn console;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (!write_failure_.empty()) return;
+    write_failure_ = message;
+    console = console_;
+  }
+  if (!console) return;
+  char t[32];
+  std::snprintf(t, sizeof t, "[%7.1fs]", clock_());
+  console(std::string(t) + " error: " + message);
+}
+
+std::string run_log::write_failure() const {
   std::lock_guard<std::mutex> guard(mutex_);
-  if (out_.is_open()) out_ << line.dump() << '\n' << std::flush;
-  if (keep_) events_.push_back(std::move(line));
+  return write_failure_;
 }
 
 void run_log::set_console(console_fn console) {

@@ -4,11 +4,12 @@
 // One `run_log` per run, created by the main job (or a test) and passed by pointer to every
 // actor; it outlives them. Thread-safe: learners run on their own threads and all call it.
 // Every event is one JSON object per line with "event" (its kind), "t" (seconds since the run
-// started, on the log's clock) and "time" (Unix seconds, wall clock).
+// started, on the log's clock) and "time" (Unix seconds, wall clock). Each line is appended
+// whole or not at all (util::append_file); the first write that fails is kept (write_failure())
+// so the run can end loudly instead of going on without its record.
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -16,6 +17,8 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "util/files.hpp"
 
 namespace dd::actors {
 
@@ -46,6 +49,8 @@ struct run_counters {
   uint64_t tokens_merged = 0;      ///< Σ over merges of the contributors' token counters
   uint64_t learner_restarts = 0;
   uint64_t owner_restarts = 0;
+  /// Push and broadcast chunks refused because their payload did not match its CRC-32C.
+  uint64_t chunks_refused = 0;
   std::map<int32_t, double> grace_s;     ///< last grace window used per fragment, seconds
   std::map<int32_t, uint64_t> versions;  ///< current version per fragment
   double last_val_loss = -1.0;           ///< < 0 until the first evaluation
@@ -67,8 +72,8 @@ class run_log {
   /// `events_path` empty: keep events in memory only (tests); otherwise append JSON lines to the
   /// file (created or truncated). `keep_in_memory` keeps a copy of every event for `events()`.
   /// `clock` defaults to a steady clock started now. `append`: add to an existing file (a
-  /// resumed run) instead of truncating it. Throws std::runtime_error naming the file when it
-  /// cannot be opened.
+  /// resumed run) instead of truncating it. Throws std::runtime_error naming the file and
+  /// errno's text when it cannot be opened.
   explicit run_log(const std::string& events_path = {}, bool keep_in_memory = false,
                    clock_fn clock = {}, bool append = false);
   ~run_log();
@@ -81,8 +86,16 @@ class run_log {
   /// actor runs). Not thread-safe against concurrent calls of now(): call it before spawning.
   void set_clock(clock_fn clock);
 
-  /// Appends one event: `fields` plus "event", "t" and "time". Flushed line by line.
+  /// Appends one event: `fields` plus "event", "t" and "time", as one whole line (one write).
+  /// A line that cannot be written is recorded as the write failure (see write_failed).
   void emit(const std::string& kind, nlohmann::json fields = nlohmann::json::object());
+
+  /// Records that a file the run promised could not be written (`message` names it and gives
+  /// errno's text): the first one is kept and printed once on the console hook as an error.
+  /// Later events are not written to the file any more (they stay in memory when kept).
+  void write_failed(const std::string& message);
+  /// The first write failure of the run; empty while every write succeeded.
+  std::string write_failure() const;
 
   /// Where warn() lines go: `dd-node run` (run_cluster) prints them on stderr; tests capture
   /// them. Called under no lock of the log, from any actor's thread. Set before spawning.
@@ -119,7 +132,8 @@ class run_log {
   mutable std::mutex mutex_;
   clock_fn clock_;
   console_fn console_;
-  std::ofstream out_;
+  util::append_file out_;
+  std::string write_failure_;
   bool keep_;
   std::vector<nlohmann::json> events_;
   run_counters counters_;

@@ -6,10 +6,7 @@
 
 #include <capnp/message.h>
 #include <capnp/serialize.h>
-#include <fcntl.h>
 #include <kj/exception.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -21,6 +18,8 @@
 
 #include "messages/detail/envelope.hpp"
 #include "messages/wire.capnp.h"
+#include "util/crc32c.hpp"
+#include "util/files.hpp"
 
 namespace dd {
 
@@ -168,6 +167,7 @@ wire_bytes encode(const push_msg& m) {
   r.setPayloadBytes(m.payload_bytes);
   r.setChunkOffset(m.chunk_offset);
   r.setContainsFrom(m.contains_from);
+  r.setPayloadCrc32c(util::crc32c(m.payload.data(), m.payload.size()));
   return flatten(b);
 }
 
@@ -184,6 +184,7 @@ wire_bytes encode(const broadcast_msg& m) {
   r.setPayloadBytes(m.payload_bytes);
   r.setChunkOffset(m.chunk_offset);
   set_merged(r.initMerged(static_cast<unsigned>(m.merged.size())), m.merged);
+  r.setPayloadCrc32c(util::crc32c(m.payload.data(), m.payload.size()));
   return flatten(b);
 }
 
@@ -331,6 +332,7 @@ result<push_msg> decode_push(const uint8_t* data, size_t size, const decode_limi
         m.chunk_count = r.getChunkCount();
         m.chunk_offset = r.getChunkOffset();
         m.contains_from = r.getContainsFrom();
+        m.payload_crc32c = r.getPayloadCrc32c();
         auto payload = r.getPayload();
         if (auto st = check_chunk_fields("push", m.encoding, m.total_elements, m.payload_bytes,
                                          m.chunk_index, m.chunk_count, m.chunk_offset,
@@ -360,6 +362,7 @@ result<broadcast_msg> decode_broadcast(const uint8_t* data, size_t size,
         m.chunk_count = r.getChunkCount();
         m.chunk_offset = r.getChunkOffset();
         m.merged = get_merged(r.getMerged());
+        m.payload_crc32c = r.getPayloadCrc32c();
         auto payload = r.getPayload();
         if (auto st = check_chunk_fields("broadcast", m.encoding, m.total_elements,
                                          m.payload_bytes, m.chunk_index, m.chunk_count,
@@ -477,6 +480,7 @@ result<std::vector<Msg>> split_impl(const Msg& whole, size_t chunk_bytes, const 
     c.chunk_offset = off;
     c.payload.assign(whole.payload.begin() + static_cast<std::ptrdiff_t>(off),
                      whole.payload.begin() + static_cast<std::ptrdiff_t>(off + len));
+    c.payload_crc32c = util::crc32c(c.payload.data(), c.payload.size());
     out.push_back(std::move(c));
   }
   return out;
@@ -538,6 +542,16 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
                                                      const Key& key, Msg chunk) {
   using R = result<std::optional<Msg>>;
   const std::string what = describe(chunk);
+  // A chunk damaged in transit is refused before it can touch any transfer.
+  if (chunk.payload_crc32c != 0) {
+    const uint32_t crc = util::crc32c(chunk.payload.data(), chunk.payload.size());
+    if (crc != chunk.payload_crc32c) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, ": chunk %u of %u: payload CRC32C %08x does not match %08x",
+                    chunk.chunk_index, chunk.chunk_count, crc, chunk.payload_crc32c);
+      return R(errc::checksum_mismatch, what + buf + " sent with it (damaged in transit)");
+    }
+  }
   auto it = table.find(key);
   const auto order = order_of(chunk);
   if (it != table.end()) {
@@ -651,6 +665,7 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
   whole.chunk_index = 0;
   whole.chunk_count = 1;
   whole.chunk_offset = 0;
+  whole.payload_crc32c = 0;  // every chunk was checked; the whole payload's CRC is not computed
   buffered_ -= a.bytes.size();
   whole.payload = std::move(a.bytes);
   table.erase(it);
@@ -729,8 +744,6 @@ uint32_t crc32_of(const uint8_t* data, size_t size) {
   }
   return static_cast<uint32_t>(crc);
 }
-
-std::string errno_text() { return std::strerror(errno); }
 
 }  // namespace
 
@@ -826,81 +839,18 @@ result<owner_checkpoint> decode_checkpoint(const uint8_t* data, size_t size) {
 }
 
 status write_file_atomic(const std::string& path, const uint8_t* data, size_t size) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return {errc::io, "cannot create " + tmp + ": " + errno_text()};
-  size_t done = 0;
-  while (done < size) {
-    ssize_t n = ::write(fd, data + done, size - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      std::string msg = "cannot write " + tmp + ": " + errno_text();
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      return {errc::io, msg};
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    std::string msg = "cannot fsync " + tmp + ": " + errno_text();
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return {errc::io, msg};
-  }
-  if (::close(fd) != 0) {
-    std::string msg = "cannot close " + tmp + ": " + errno_text();
-    ::unlink(tmp.c_str());
-    return {errc::io, msg};
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::string msg = "cannot rename " + tmp + " to " + path + ": " + errno_text();
-    ::unlink(tmp.c_str());
-    return {errc::io, msg};
-  }
-  // Make the rename durable: fsync the directory.
-  std::string dir = ".";
-  if (auto slash = path.find_last_of('/'); slash != std::string::npos) {
-    dir = slash == 0 ? "/" : path.substr(0, slash);
-  }
-  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  auto st = util::write_file_atomic(
+      path, std::string_view(reinterpret_cast<const char*>(data), size));
+  if (!st) return {errc::io, st.message};
   return {};
 }
 
 result<std::vector<uint8_t>> read_file(const std::string& path, size_t max_bytes) {
   using R = result<std::vector<uint8_t>>;
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return R(errc::io, "cannot open " + path + ": " + errno_text());
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
-    std::string msg = "cannot stat " + path + ": " + errno_text();
-    ::close(fd);
-    return R(errc::io, msg);
-  }
-  if (static_cast<uint64_t>(st.st_size) > max_bytes) {
-    ::close(fd);
-    return R(errc::too_large, path + " has " + num(static_cast<uint64_t>(st.st_size)) +
-                                  " bytes, more than " + num(max_bytes));
-  }
-  std::vector<uint8_t> out(static_cast<size_t>(st.st_size));
-  size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n = ::read(fd, out.data() + done, out.size() - done);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      std::string msg = "cannot read " + path + ": " + errno_text();
-      ::close(fd);
-      return R(errc::io, msg);
-    }
-    if (n == 0) break;
-    done += static_cast<size_t>(n);
-  }
-  ::close(fd);
-  out.resize(done);
-  return out;
+  std::string bytes;
+  auto st = util::read_file(path, bytes, max_bytes);
+  if (!st) return R(st.error == EFBIG ? errc::too_large : errc::io, st.message);
+  return std::vector<uint8_t>(bytes.begin(), bytes.end());
 }
 
 status save_checkpoint(const std::string& path, const owner_checkpoint& c) {

@@ -134,6 +134,10 @@ struct push_msg {
   /// has merged a transfer in [contains_from, transfer_id) rejects the push as `superseded`
   /// instead of counting that progress twice.
   uint64_t contains_from = 0;
+  /// CRC-32C of `payload` as it travelled (decode fills it; encode and split_push compute it
+  /// from the payload). 0 = not set (an older writer, or a whole push put back together): the
+  /// chunk_assembler checks every chunk whose value is not 0.
+  uint32_t payload_crc32c = 0;
 };
 
 /// The newest push of one learner that a fragment's value contains: the learner's transfer
@@ -166,6 +170,8 @@ struct broadcast_msg {
   /// For every learner the owner has merged a push from: its newest merged push (ascending
   /// learner id). Every chunk of a broadcast carries the same list. Empty from older writers.
   std::vector<merged_push> merged;
+  /// CRC-32C of `payload`, as for push_msg::payload_crc32c.
+  uint32_t payload_crc32c = 0;
 };
 
 /// Why an owner refused a push (wire.capnp RejectReason).
@@ -343,7 +349,7 @@ inline result<progress_msg> decode_progress(const wire_bytes& b, const decode_li
 
 /// Split a whole push (payload = all payload_bytes) into chunks of at most `chunk_bytes` payload
 /// bytes each (the last may be shorter; a zero-byte payload gives one empty chunk). Every chunk
-/// copies the header fields and sets chunk_index/count/offset. chunk_bytes must be > 0 (errc::
+/// copies the header fields and sets chunk_index/count/offset and its payload_crc32c. chunk_bytes must be > 0 (errc::
 /// invalid_argument); payload.size() must equal payload_bytes (errc::size_mismatch).
 result<std::vector<push_msg>> split_push(const push_msg& whole,
                                          size_t chunk_bytes = default_chunk_bytes);
@@ -373,7 +379,9 @@ struct chunk_limits {
 /// older one; a chunk of an older transfer is refused with errc::chunk_stale. Each chunk is
 /// checked against the first chunk of its transfer (every header field equal, same chunk_count
 /// and payload_bytes), against payload_bytes == encoded_size(encoding, total_elements), against
-/// the caps, and for duplicates (errc::chunk_duplicate; the transfer is kept). On
+/// the caps, and for duplicates (errc::chunk_duplicate; the transfer is kept). Before any of
+/// that, a chunk whose payload does not match its payload_crc32c (when not 0) is refused with
+/// errc::checksum_mismatch and changes nothing (a re-sent copy completes the transfer). On
 /// errc::chunk_inconsistent / too_large / size_mismatch the partial transfer is discarded.
 /// Chunks may arrive in any order; the transfer completes when all chunk_count chunks are in
 /// and they tile [0, payload_bytes) exactly. Missing chunks keep a transfer pending: call
@@ -436,11 +444,12 @@ std::vector<uint8_t> encode_checkpoint(const owner_checkpoint& c);
 /// (value/momentum/anchor lengths differ, a float array not a multiple of 4 bytes). Never throws.
 result<owner_checkpoint> decode_checkpoint(const uint8_t* data, size_t size);
 
-/// Write `bytes` to `path` atomically: write `path`.tmp, fsync it, rename over `path`, fsync the
-/// directory. A crash leaves either the old or the new file, never a torn one. errc::io with
-/// errno's text and the path on failure.
+/// Write `bytes` to `path` atomically (util::write_file_atomic: `path`.tmp, fsync, rename over
+/// `path`, fsync the directory). A crash or a full disk leaves either the old or the new file,
+/// never a torn one. errc::io with errno's text and the path on failure.
 status write_file_atomic(const std::string& path, const uint8_t* data, size_t size);
-/// Read a whole file. errc::io when it cannot be read; errc::too_large over `max_bytes`.
+/// Read a whole regular file. errc::io when it cannot be read (or is a FIFO, a device, a
+/// directory); errc::too_large over `max_bytes`.
 result<std::vector<uint8_t>> read_file(const std::string& path,
                                        size_t max_bytes = size_t{16} << 30);
 

@@ -15,6 +15,7 @@ std::string_view to_string(errc code) noexcept {
     case errc::version_gone: return "version_gone";
     case errc::corrupt: return "corrupt";
     case errc::io: return "io";
+    case errc::checksum_mismatch: return "checksum_mismatch";
   }
   return "unknown";
 }

@@ -42,6 +42,10 @@ enum class errc : uint8_t {
   corrupt,
   /// A file could not be opened, written, synced or renamed; the message has errno's text.
   io,
+  /// A chunk's payload does not match the CRC-32C it carries (damaged in transit). The chunk is
+  /// refused before assembly and changes nothing; maps to reject reason `malformed`, so the
+  /// learner sends the push again.
+  checksum_mismatch,
 };
 
 /// Short stable name of a code, e.g. "malformed".

@@ -73,6 +73,8 @@ struct FragmentPush {
   chunkOffset @13 :UInt64;             # byte offset of this chunk in the whole payload
   containsFrom @14 :UInt64;            # oldest earlier transfer (same learner, incarnation and
                                        # fragment) whose progress this delta also holds; 0 = none
+  payloadCrc32c @15 :UInt32;           # CRC-32C (Castagnoli) of this chunk's payload, set on
+                                       # encode; 0 = not set (an older writer): not checked
 }
 
 # Fragment owner -> learners: one chunk of a fragment's new global value.
@@ -87,6 +89,8 @@ struct FragmentBroadcast {
   payloadBytes @7 :UInt64;
   chunkOffset @8 :UInt64;
   merged @9 :List(MergedPush);         # per learner, its newest push merged into the value so far
+  payloadCrc32c @10 :UInt32;           # CRC-32C (Castagnoli) of this chunk's payload, set on
+                                       # encode; 0 = not set (an older writer): not checked
 }
 
 # The newest push of one learner that a fragment's value contains (the learner rebases on it).

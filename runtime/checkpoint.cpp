@@ -1,9 +1,6 @@
 // runtime/checkpoint.cpp — see checkpoint.hpp.
 #include "runtime/checkpoint.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
@@ -17,6 +14,8 @@
 
 #include "runtime/adamw.hpp"
 #include "runtime/gpt.hpp"
+#include "util/crc32c.hpp"
+#include "util/files.hpp"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
               "checkpoint.cpp writes float bytes as-is; safetensors is little-endian");
@@ -41,22 +40,7 @@ std::string shape_str(const std::vector<int64_t>& s) {
   return fmt::format("[{}]", fmt::join(s, ", "));
 }
 
-[[noreturn]] void sys_fail(const std::string& path, const char* what) {
-  throw std::runtime_error(fmt::format("checkpoint '{}': {} failed: {}", path, what, std::strerror(errno)));
-}
-
-void write_all(int fd, const void* data, size_t n, const std::string& path) {
-  const char* p = static_cast<const char*>(data);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      sys_fail(path, "write");
-    }
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
-}
+std::string crc_hex(uint32_t crc) { return fmt::format("{:08x}", crc); }
 
 }  // namespace
 
@@ -74,51 +58,32 @@ void write_safetensors(const std::string& path, const st_file& file) {
     header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
-  if (!file.metadata.empty()) header["__metadata__"] = file.metadata;
+  // The data section's checksum, checked on load (a file of another tool has none).
+  uint32_t crc = 0;
+  for (const auto& t : file.tensors) crc = util::crc32c(t.data.data(), t.data.size() * sizeof(float), crc);
+  auto metadata = file.metadata;
+  metadata[st_checksum_key] = crc_hex(crc);
+  header["__metadata__"] = metadata;
   std::string h = header.dump();
   while (h.size() % 8 != 0) h.push_back(' ');
   uint8_t len[8];
   for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
 
-  const auto slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : (slash == 0 ? "/" : path.substr(0, slash));
-  const std::string tmp = fmt::format("{}.tmp.{}", path, static_cast<long>(::getpid()));
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) sys_fail(tmp, "open");
-  try {
-    write_all(fd, len, 8, tmp);
-    write_all(fd, h.data(), h.size(), tmp);
-    for (const auto& t : file.tensors) write_all(fd, t.data.data(), t.data.size() * sizeof(float), tmp);
-    if (::fsync(fd) != 0) sys_fail(tmp, "fsync");
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    sys_fail(tmp, "close");
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    ::unlink(tmp.c_str());
-    sys_fail(path, "rename");
-  }
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd < 0) sys_fail(dir, "open directory");
-  const int rc = ::fsync(dfd);
-  ::close(dfd);
-  if (rc != 0) sys_fail(dir, "fsync directory");
+  std::vector<std::string_view> pieces;
+  pieces.emplace_back(reinterpret_cast<const char*>(len), sizeof len);
+  pieces.emplace_back(h);
+  for (const auto& t : file.tensors)
+    pieces.emplace_back(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
+  if (auto st = util::write_file_atomic(path, pieces); !st)
+    throw std::runtime_error(fmt::format("checkpoint '{}': {}", path, st.message));
 }
 
-st_file read_safetensors(const std::string& path) {
+st_file read_safetensors(const std::string& path, const st_read_options& options) {
   auto fail = [&](const std::string& what) -> std::runtime_error {
     return std::runtime_error(fmt::format("checkpoint '{}': {}", path, what));
   };
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw fail(fmt::format("cannot open ({})", std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  const std::string bytes = ss.str();
+  std::string bytes;
+  if (auto st = util::read_file(path, bytes); !st) throw fail(st.message);
   if (bytes.size() < 8) throw fail(fmt::format("file is {} bytes, shorter than the 8-byte header length", bytes.size()));
   uint64_t hlen = 0;
   for (int i = 0; i < 8; ++i) hlen |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
@@ -133,7 +98,6 @@ st_file read_safetensors(const std::string& path) {
   if (!header.is_object()) throw fail("header is not a JSON object");
   const uint64_t data_size = bytes.size() - 8 - hlen;
   const char* data = bytes.data() + 8 + hlen;
-
   st_file out;
   struct span { uint64_t begin, end; std::string name; };
   std::vector<span> spans;
@@ -194,6 +158,26 @@ st_file read_safetensors(const std::string& path) {
   }
   if (pos != data_size)
     throw fail(fmt::format("data section is {} bytes but tensors cover {}", data_size, pos));
+  // The checksum last: the structural checks above name what is wrong more precisely.
+  const auto md = header.find("__metadata__");
+  const nlohmann::json* sum = nullptr;
+  if (md != header.end() && md->is_object()) {
+    auto it = md->find(st_checksum_key);
+    if (it != md->end()) sum = &*it;
+  }
+  if (sum != nullptr) {
+    const std::string want = sum->is_string() ? sum->get<std::string>() : sum->dump();
+    const std::string got = crc_hex(util::crc32c(data, data_size));
+    if (want != got)
+      throw fail(fmt::format("data section CRC32C {} does not match {} = {} in its metadata: the "
+                             "file is damaged",
+                             got, st_checksum_key, want));
+  } else if (options.require_checksum) {
+    throw fail(fmt::format("carries no '{}' checksum in its metadata (a file written by another "
+                           "tool?) and a checksum is required",
+                           st_checksum_key));
+  }
+
   std::vector<st_tensor> sorted;
   for (size_t i : order) sorted.push_back(std::move(out.tensors[i]));
   out.tensors = std::move(sorted);
@@ -229,8 +213,9 @@ void save_checkpoint(const std::string& path, const gpt& model, const adamw* opt
   write_safetensors(path, f);
 }
 
-std::map<std::string, std::string> load_checkpoint(const std::string& path, gpt& model, adamw* opt) {
-  const st_file f = read_safetensors(path);
+std::map<std::string, std::string> load_checkpoint(const std::string& path, gpt& model, adamw* opt,
+                                                   const st_read_options& options) {
+  const st_file f = read_safetensors(path, options);
   auto fail = [&](const std::string& what) -> std::runtime_error {
     return std::runtime_error(fmt::format("checkpoint '{}': {}", path, what));
   };

@@ -76,9 +76,10 @@ void trainer::save(const std::string& path, const std::map<std::string, std::str
   save_checkpoint(path, model_, &opt_, meta);
 }
 
-std::map<std::string, std::string> trainer::load(const std::string& path) {
+std::map<std::string, std::string> trainer::load(const std::string& path,
+                                                 const st_read_options& options) {
   // Validate the metadata before load_checkpoint() overwrites anything.
-  const st_file probe = read_safetensors(path);
+  const st_file probe = read_safetensors(path, options);
   auto fail = [&](const std::string& what) -> std::runtime_error {
     return std::runtime_error(fmt::format("checkpoint '{}': {}", path, what));
   };
@@ -110,7 +111,7 @@ std::map<std::string, std::string> trainer::load(const std::string& path) {
   } catch (const std::invalid_argument& e) {
     throw fail(e.what());
   }
-  auto meta = load_checkpoint(path, model_, &opt_);
+  auto meta = load_checkpoint(path, model_, &opt_, options);
   stream_.restore(cur);
   step_ = step;
   tokens_ = tokens;

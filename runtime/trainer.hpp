@@ -12,6 +12,7 @@
 
 #include "kernels/backend.hpp"
 #include "runtime/adamw.hpp"
+#include "runtime/checkpoint.hpp"
 #include "runtime/data.hpp"
 #include "runtime/gpt.hpp"
 #include "runtime/lr_schedule.hpp"
@@ -67,8 +68,11 @@ class trainer {
   /// (safetensors, atomic). `extra` entries are added to the metadata.
   void save(const std::string& path, const std::map<std::string, std::string>& extra = {}) const;
   /// Restores everything save() wrote; the model config and data stream must match this trainer
-  /// (else std::runtime_error naming the file and the field). Returns the metadata.
-  std::map<std::string, std::string> load(const std::string& path);
+  /// (else std::runtime_error naming the file and the field). A damaged file (dd_crc32c wrong)
+  /// is refused, as is one without a checksum when `options.require_checksum`. Returns the
+  /// metadata (no st_checksum_key in it: the file carried no checksum).
+  std::map<std::string, std::string> load(const std::string& path,
+                                          const st_read_options& options = {});
 
   /// Fresh AdamW moments (a respawned learner, ALGORITHM.md Recovery). Keeps the step counter.
   void reset_optimizer() { opt_.reset(); }

@@ -29,7 +29,6 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
 #include <string>
 #include <vector>
 
@@ -40,6 +39,7 @@
 #include "apps/dd_node/run_lock.hpp"
 #include "kernels/all_backends.hpp"
 #include "runtime/config/loader.hpp"
+#include "util/files.hpp"
 
 namespace dd::app {
 
@@ -218,13 +218,21 @@ int run_main(int argc, char** argv) {
   }
   // The comparison table's file must be writable before hours of training are spent.
   if (loaded.experiments.size() > 1) {
+    // (Checked without creating it: a run that fails must not leave a 0-byte table behind.)
     std::error_code ec;
     auto parent = std::filesystem::path(table_path).parent_path();
     if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    if (!std::ofstream(table_path, std::ios::app)) {
+    const std::string folder = parent.empty() ? std::string(".") : parent.string();
+    std::string why;
+    if (ec)
+      why = ec.message();
+    else if (::access(folder.c_str(), W_OK) != 0)
+      why = "its folder '" + folder + "': " + util::errno_text(errno);
+    else if (std::filesystem::is_directory(table_path, ec))
+      why = "it is a directory";
+    if (!why.empty()) {
       std::fprintf(stderr, "dd-node run: --table %s: cannot write this file (%s)\n",
-                   table_path.c_str(),
-                   ec ? ec.message().c_str() : "its folder is missing or not writable");
+                   table_path.c_str(), why.c_str());
       return 2;
     }
   }
@@ -311,12 +319,9 @@ int run_main(int argc, char** argv) {
                 "M", "P", "K", "val_loss", "tokens", "wall_s", "goodput", "eff_gp", "uptime",
                 "merges", "contrib", "rst", "MB_pushed");
     for (const auto& row : rows) std::printf("%s\n", row.c_str());
-    std::ofstream out(table_path, std::ios::trunc);
-    out << table.dump(2) << '\n';
-    out.close();
-    if (!out) {
-      std::fprintf(stderr, "dd-node run: --table %s: writing the comparison failed\n",
-                   table_path.c_str());
+    if (auto st = util::write_file_atomic(table_path, table.dump(2) + "\n"); !st) {
+      std::fprintf(stderr, "dd-node run: --table %s: writing the comparison failed: %s\n",
+                   table_path.c_str(), st.message.c_str());
       ++failed;
     } else {
       std::printf("comparison written to %s\n", table_path.c_str());

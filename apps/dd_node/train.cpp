@@ -1,15 +1,14 @@
 // apps/dd_node/train.cpp — `dd-node train`: one learner alone (no syncer) on a text file.
 // Prints its seed, live progress (step, train loss, tokens/s, ETA), periodic validation loss and
 // a final summary; writes <out>/summary.json, <out>/loss.csv and <out>/checkpoint.safetensors.
-// Exit codes: 0 ok, 1 runtime failure (data, checkpoint, backend), 2 bad flags.
-#include <sys/stat.h>
-
+// Every write is checked (util/files.hpp): a failed one ends the run with a message naming the
+// file (summary.json and the checkpoint are replaced atomically, loss.csv grows by whole lines).
+// Exit codes: 0 ok, 1 runtime failure (data, checkpoint, backend, a write), 2 bad flags.
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <stdexcept>
@@ -23,6 +22,7 @@
 #include "runtime/data.hpp"
 #include "runtime/gpt.hpp"
 #include "runtime/trainer.hpp"
+#include "util/files.hpp"
 
 namespace dd::app {
 
@@ -49,6 +49,7 @@ struct train_flags {
   std::string out = "runs/train";
   int64_t checkpoint_every = 0;
   std::string resume;
+  bool require_checksum = false;
   int64_t log_every = 10;
 };
 
@@ -78,6 +79,9 @@ void print_help(FILE* f) {
                    "  --out DIR              run directory (default {})\n"
                    "  --checkpoint-every N   checkpoint every N steps, 0 = only at the end (default {})\n"
                    "  --resume FILE          continue from a checkpoint written by this command\n"
+                   "  --require-checksum     refuse a --resume file without a dd_crc32c checksum\n"
+                   "                         (one written by another tool; default: load it\n"
+                   "                         with a warning)\n"
                    "  --log-every N          progress line every N steps (default {})\n"
                    "  --help                 this text\n",
                    d.data, d.backend, d.threads, d.steps, d.batch, d.context, d.layers, d.heads,
@@ -108,8 +112,13 @@ double parse_double(const std::string& flag, const std::string& v) {
   try {
     size_t used = 0;
     const double x = std::stod(v, &used);
-    if (used != v.size() || !std::isfinite(x)) throw std::invalid_argument("bad");
+    if (used != v.size()) throw std::invalid_argument("bad");
+    if (!std::isfinite(x)) throw usage_error(fmt::format("{} expects a finite number, got '{}'", flag, v));
     return x;
+  } catch (const usage_error&) {
+    throw;
+  } catch (const std::out_of_range&) {
+    throw usage_error(fmt::format("{} expects a finite number, got '{}' (out of range)", flag, v));
   } catch (const std::exception&) {
     throw usage_error(fmt::format("{} expects a number, got '{}'", flag, v));
   }
@@ -147,6 +156,10 @@ bool parse_flags(int argc, char** argv, train_flags& f) {
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--help" || a == "-h") return false;
+    if (a == "--require-checksum") {
+      f.require_checksum = true;
+      continue;
+    }
     std::string value;
     bool has_value = false;
     if (auto eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
@@ -171,15 +184,9 @@ std::string fmt_duration(double s) {
   return t >= 60 ? fmt::format("{}m{:02d}s", t / 60, static_cast<int>(t % 60)) : fmt::format("{}s", t);
 }
 
-void make_dirs(const std::string& dir) {
-  std::string cur;
-  for (size_t i = 0; i <= dir.size(); ++i) {
-    if (i == dir.size() || dir[i] == '/') {
-      if (!cur.empty() && ::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
-        throw std::runtime_error(fmt::format("cannot create run directory '{}': {}", cur, std::strerror(errno)));
-    }
-    if (i < dir.size()) cur.push_back(dir[i]);
-  }
+/// Throws std::runtime_error carrying `st`'s message (names the file and errno's text).
+void check(const util::io_status& st) {
+  if (!st) throw std::runtime_error(st.message);
 }
 
 }  // namespace
@@ -219,11 +226,18 @@ int train_main(int argc, char** argv) {
     auto be = kernels::make_backend(f.backend, bo);
     const auto data = text_dataset::from_file(f.data);
     trainer tr(*be, data, cfg);
-    make_dirs(f.out);
+    check(util::make_dirs(f.out));
     const std::string ckpt_path = f.out + "/checkpoint.safetensors";
     const std::string csv_path = f.out + "/loss.csv";
     if (!f.resume.empty()) {
-      tr.load(f.resume);
+      st_read_options ro;
+      ro.require_checksum = f.require_checksum;
+      const auto meta = tr.load(f.resume, ro);
+      if (meta.count(st_checksum_key) == 0)
+        std::fprintf(stderr,
+                     "dd-node train: warning: %s carries no %s checksum (written by another "
+                     "tool?): loaded unchecked (--require-checksum refuses such a file)\n",
+                     f.resume.c_str(), st_checksum_key);
       std::printf("resumed from %s at step %lld\n", f.resume.c_str(), static_cast<long long>(tr.steps_done()));
     }
     const size_t n_params = tr.model().num_params();
@@ -235,9 +249,9 @@ int train_main(int argc, char** argv) {
                                   f.warmup, f.min_lr_ratio).c_str());
     std::fflush(stdout);
 
-    std::ofstream csv(csv_path, f.resume.empty() ? std::ios::trunc : std::ios::app);
-    if (!csv) throw std::runtime_error(fmt::format("cannot write '{}'", csv_path));
-    if (f.resume.empty()) csv << "step,tokens,train_loss,val_loss,lr,elapsed_seconds\n";
+    util::append_file csv;
+    check(csv.open(csv_path, /*truncate=*/f.resume.empty()));
+    if (f.resume.empty()) check(csv.append("step,tokens,train_loss,val_loss,lr,elapsed_seconds\n"));
 
     const auto t_start = std::chrono::steady_clock::now();
     auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count(); };
@@ -270,7 +284,8 @@ int train_main(int argc, char** argv) {
                     last_val, f.eval_batches, es);
         val_field = fmt::format("{:.6f}", last_val);
       }
-      csv << fmt::format("{},{},{:.6f},{},{:.6g},{:.3f}\n", done, tr.tokens_seen(), r.loss, val_field, r.lr, elapsed());
+      check(csv.append(fmt::format("{},{},{:.6f},{},{:.6g},{:.3f}\n", done, tr.tokens_seen(), r.loss,
+                                   val_field, r.lr, elapsed())));
       if (done % f.log_every == 0 || done == f.steps) {
         const double tps = static_cast<double>(tokens_run) / compute_seconds;
         const double per_step = elapsed() / static_cast<double>(done - first_step);
@@ -284,7 +299,7 @@ int train_main(int argc, char** argv) {
       }
       if (f.checkpoint_every > 0 && done % f.checkpoint_every == 0 && done != f.steps) tr.save(ckpt_path);
     }
-    csv.close();
+    check(csv.close());
     tr.save(ckpt_path);
     const double wall = elapsed();
     if (std::isnan(last_val)) last_val = tr.evaluate(f.eval_batches);
@@ -310,7 +325,7 @@ int train_main(int argc, char** argv) {
           {"data", f.data}}},
     };
     const std::string summary_path = f.out + "/summary.json";
-    std::ofstream(summary_path) << summary.dump(2) << "\n";
+    check(util::write_file_atomic(summary_path, summary.dump(2) + "\n"));
     std::printf("%s", fmt::format("done: {} steps, {} tokens in {} ({:.0f} tok/s) | final val loss {:.4f} nats/char\n"
                                   "wrote {}, {}, {}\n",
                                   tr.steps_done(), tr.tokens_seen(), fmt_duration(wall),

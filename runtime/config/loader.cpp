@@ -7,7 +7,9 @@
 #include "runtime/config/loader.hpp"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -23,6 +25,7 @@
 #include "runtime/config/detail/sandbox.hpp"
 #include "runtime/config/detail/source_index.hpp"
 #include "runtime/config/detail/suggest.hpp"
+#include "util/files.hpp"
 
 namespace dd::config {
 
@@ -471,14 +474,11 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
       ctx.fail("learners.speed", fmt::format("has {} entries but learners.count is {}",
                                              speed_raw->size(), l.count));
     if (l.speed.size() != count) l.speed.assign(count, 1.0);
-    if (has_devices) {
-      if (l.backend != backend_kind::cuda)
-        ctx.fail("learners.devices", fmt::format("devices apply only to backend 'cuda' (backend "
-                                                 "is '{}')", to_string(l.backend)));
-      else if (devices_raw->is_array() && devices_raw->size() != count)
-        ctx.fail("learners.devices", fmt::format("has {} entries but learners.count is {}",
-                                                 devices_raw->size(), l.count));
-    }
+    // Read (so a malformed list still gets its own message) but refused: no learner is placed
+    // on a chosen device yet, and a key that is accepted must take effect.
+    if (has_devices)
+      ctx.fail("learners.devices", "is not implemented: every learner runs on its backend's "
+                                   "default device; remove the key (leave it {})");
     if (!has_devices) l.devices.clear();
   }
   {
@@ -543,6 +543,13 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
     o.momentum = s.number("momentum", o.momentum, half_open(0, 1));
     o.merge = s.choice("merge", o.merge);
     o.embedding_merge = s.choice("embedding_merge", o.embedding_merge);
+    // Embedding tensors are always merged by the token-weighted average (runtime/merge.hpp):
+    // another rule would be accepted and silently not applied, so it is refused.
+    if (o.embedding_merge != merge_kind::average)
+      ctx.fail(s.path("embedding_merge"),
+               fmt::format("'{}' is not implemented: embedding tensors are always merged by the "
+                           "token-weighted average; remove the key or set \"average\"",
+                           to_string(o.embedding_merge)));
     o.anchor = s.choice("anchor", o.anchor);
     o.apply = s.choice("apply", o.apply);
     o.mixing_alpha = s.number("mixing_alpha", o.mixing_alpha, half_open(0, 1));
@@ -770,8 +777,27 @@ std::optional<parsed_override> parse_override(const std::string& text, const loa
   }
   const std::string value = text.substr(eq + 1);
   const detail::sandbox_limits limits{options.memory_limit, options.instruction_limit};
-  if (auto v = detail::eval_expression(value, limits)) o.value = std::move(*v);
-  else o.value = value;  // not a Lua expression: a plain string
+  std::string problem;
+  // A number that does not fit a double (1e309), or nan/inf, is named as what it is rather
+  // than passed on as a string the reader then calls "expected a number, got string".
+  errno = 0;
+  char* end = nullptr;
+  const double d = std::strtod(value.c_str(), &end);
+  const bool numeric = !value.empty() && end == value.c_str() + value.size();
+  if (numeric && (!std::isfinite(d) || errno == ERANGE) && std::fpclassify(d) != FP_ZERO &&
+      std::fpclassify(d) != FP_SUBNORMAL)
+    problem = "is not a finite number";
+  if (problem.empty()) {
+    if (auto v = detail::eval_expression(value, limits, &problem)) {
+      o.value = std::move(*v);
+      return o;
+    }
+  }
+  if (!problem.empty()) {
+    errors.push_back({label, 0, o.path, "'" + value + "' " + problem});
+    return std::nullopt;
+  }
+  o.value = value;  // not a Lua expression: a plain string
   return o;
 }
 
@@ -948,15 +974,23 @@ load_result load_file(const std::string& path, const load_options& options) {
       return r;
     }
   }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
+  // A FIFO or a device is refused without opening it for a blocking read; otherwise errno's
+  // own words (a read-only or missing file system is not "No such file or directory").
+  if (const std::string kind = util::special_file_kind(path); !kind.empty()) {
     load_result r;
-    r.errors.push_back({path, 0, "", "cannot open the experiment file"});
+    r.errors.push_back({path, 0, "", "is " + kind + ", not an experiment file (a regular file)"});
     return r;
   }
-  std::ostringstream text;
-  text << in.rdbuf();
-  return load_string(text.str(), path, options);
+  std::string text;
+  if (auto st = util::read_file(path, text, size_t{64} << 20); !st) {
+    load_result r;
+    r.errors.push_back({path, 0, "", st.error == EFBIG
+                                         ? "is larger than 64 MiB, too large for an experiment file"
+                                         : "cannot open the experiment file: " +
+                                               util::errno_text(st.error)});
+    return r;
+  }
+  return load_string(text, path, options);
 }
 
 load_result load_json(const json& value, const load_options& options) {

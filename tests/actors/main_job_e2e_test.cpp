@@ -96,7 +96,7 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
   const std::set<std::string> keys = {"final_val_loss", "tokens", "wall_seconds", "goodput",
                                       "effective_goodput", "uptime", "merges",
                                       "mean_contributors_per_merge", "learner_restarts",
-                                      "bytes_pushed", "bytes_broadcast"};
+                                      "bytes_pushed", "bytes_broadcast", "chunks_refused"};
   std::set<std::string> got;
   for (auto& [k, v] : summary.items()) got.insert(k);
   EXPECT_EQ(got, keys);

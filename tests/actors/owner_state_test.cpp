@@ -1,6 +1,7 @@
 // tests/actors/owner_state_test.cpp — deterministic tests of the fragment owner's state machine
 // (actors/fragment_owner_state.hpp) on a manual clock: quorum, grace window, merge contributors
 // and weights, staleness, duplicates, incarnations, membership changes, checkpoint/restore.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -234,6 +235,32 @@ TEST_F(owner_state_test, bad_payloads_are_rejected_with_a_reason) {
   ASSERT_EQ(r4.what, status::rejected);
   EXPECT_EQ(r4.reject->reason, reject_reason::malformed);
   EXPECT_EQ(owner.pending_count(), 0u);
+}
+
+TEST_F(owner_state_test, a_push_damaged_in_transit_is_refused_and_its_resent_copy_merges) {
+  auto opts = base_options();
+  opts.quorum = policy::quorum_spec::of_count(1);
+  opts.grace.mode = policy::grace_mode::off;
+  fragment_owner_state owner(opts, *be, filled(1.0f), frozen);
+  owner.on_membership(members(1), 0.0);
+  const push_msg m = make_push(0, 0, 0, 1, 10, 7, filled(0.25f));
+  const wire_bytes clean = encode(m);
+  wire_bytes damaged = clean;
+  auto at = std::search(damaged.begin(), damaged.end(), m.payload.begin(), m.payload.end());
+  ASSERT_NE(at, damaged.end());
+  *(at + 5) ^= 0x40;  // one bit of a float, in transit
+  auto r1 = owner.on_push(damaged, 1.0);
+  ASSERT_EQ(r1.what, status::rejected);
+  EXPECT_EQ(r1.reject->reason, reject_reason::malformed);
+  EXPECT_EQ(r1.reject->transfer_id, 7u);  // the learner knows which push to send again
+  EXPECT_TRUE(r1.chunk_refused);
+  EXPECT_EQ(owner.version(), 0u);
+  EXPECT_EQ(owner.value(), filled(1.0f));  // nothing corrupt reached the fragment
+  auto r2 = owner.on_push(clean, 1.5);
+  ASSERT_EQ(r2.what, status::accepted);
+  EXPECT_FALSE(r2.chunk_refused);
+  EXPECT_EQ(owner.version(), 1u);
+  EXPECT_EQ(owner.value(), filled(0.75f));  // θ − Δ with lr 1, momentum 0
 }
 
 TEST_F(owner_state_test, respawn_restores_value_momentum_and_version_from_the_checkpoint) {

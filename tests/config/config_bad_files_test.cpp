@@ -1,5 +1,8 @@
 // tests/config/config_bad_files_test.cpp — each file in tests/config/bad/ is refused with exactly
 // one error: its line, key path and message are fixed here; the resolve command exits with 2.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <iterator>
 #include <sstream>
@@ -57,6 +60,12 @@ const bad_case k_bad[] = {
      "'os' is not available in experiment files: the sandbox allows no file, process or network "
      "access (name data files with data.file)"},
     {"undefined_helper.lua", 4, "", "undefined variable 'fracton'; did you mean 'fraction'?"},
+    {"learners_devices.lua", 7, "learners.devices",
+     "is not implemented: every learner runs on its backend's default device; remove the key "
+     "(leave it {})"},
+    {"embedding_merge.lua", 4, "outer.embedding_merge",
+     "'rda' is not implemented: embedding tensors are always merged by the token-weighted "
+     "average; remove the key or set \"average\""},
 };
 
 std::string expected_message(const bad_case& c, const std::string& path) {
@@ -120,7 +129,8 @@ TEST(ConfigBadFiles, FileWithoutExperimentIsRefused) {
 TEST(ConfigBadFiles, MissingFileIsRefused) {
   std::ostringstream out, err;
   EXPECT_EQ(resolve_command({"/nonexistent/exp.lua"}, out, err), 2);
-  EXPECT_EQ(err.str(), "/nonexistent/exp.lua: cannot open the experiment file\n");
+  EXPECT_EQ(err.str(), "/nonexistent/exp.lua: cannot open the experiment file: No such file or "
+                       "directory\n");
 }
 
 TEST(ConfigBadFiles, ADirectoryIsNoExperimentFile) {
@@ -128,6 +138,32 @@ TEST(ConfigBadFiles, ADirectoryIsNoExperimentFile) {
   const std::string dir = test::repo_path("tests/config/bad");
   EXPECT_EQ(resolve_command({dir}, out, err), 2);
   EXPECT_EQ(err.str(), dir + ": is a directory, not an experiment file\n");
+}
+
+TEST(ConfigBadFiles, AFifoOrADeviceGetsItsOwnMessageAndIsNeverOpened) {
+  const std::string fifo = ::testing::TempDir() + "dd_config_fifo_" + std::to_string(::getpid());
+  ::unlink(fifo.c_str());
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  std::ostringstream out, err;
+  EXPECT_EQ(resolve_command({fifo}, out, err), 2);  // returns: no blocking read of the FIFO
+  EXPECT_EQ(err.str(), fifo + ": is a FIFO, not an experiment file (a regular file)\n");
+  ::unlink(fifo.c_str());
+  std::ostringstream out2, err2;
+  EXPECT_EQ(resolve_command({"/dev/null"}, out2, err2), 2);
+  EXPECT_EQ(err2.str(), "/dev/null: is a character device, not an experiment file (a regular "
+                        "file)\n");
+}
+
+TEST(ConfigBadFiles, NonFiniteNumbersGivenWithSetAreNamedAsSuch) {
+  for (const char* v : {"1e309", "-1e999", "nan", "inf", "0/0", "1/0"}) {
+    load_options o;
+    o.overrides = {std::string("inner.lr=") + v};
+    const load_result r = load_string("experiment { data = { file = 'x.txt' } }", "e.lua", o);
+    ASSERT_FALSE(r.errors.empty()) << v;
+    EXPECT_EQ(r.errors[0].to_string(),
+              std::string("--set inner.lr=") + v + ": inner.lr: '" + v + "' is not a finite number")
+        << v;
+  }
 }
 
 TEST(ConfigBadFiles, UsageErrorsExitWithTwo) {

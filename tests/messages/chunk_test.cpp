@@ -139,6 +139,7 @@ TEST(Chunks, BadIndexSizeAndOffsetAreRefused) {
   EXPECT_EQ(a.add(past_end).code(), errc::chunk_inconsistent);
   auto empty = c;
   empty.payload.clear();
+  empty.payload_crc32c = 0;  // no checksum: this case is about the chunk's consistency
   EXPECT_EQ(a.add(empty).code(), errc::chunk_inconsistent);
   EXPECT_EQ(a.in_progress(), 0u);
 }
@@ -224,6 +225,91 @@ TEST(Chunks, BroadcastsNewestVersionWins) {
   EXPECT_EQ((*r)->version, 6u);
   EXPECT_EQ((*r)->payload, std::vector<uint8_t>(100, 4));
   EXPECT_EQ(a.drop_broadcast(2), 0u);
+}
+
+}  // namespace
+}  // namespace dd
+
+namespace dd {
+namespace {
+
+/// The encoded chunk with one bit of its payload flipped (found by its bytes).
+wire_bytes flip_payload_bit(wire_bytes bytes, const std::vector<uint8_t>& payload) {
+  auto at = std::search(bytes.begin(), bytes.end(), payload.begin(), payload.end());
+  EXPECT_NE(at, bytes.end());
+  if (at != bytes.end()) *(at + static_cast<std::ptrdiff_t>(payload.size() / 2)) ^= 0x04;
+  return bytes;
+}
+
+TEST(Chunks, EveryChunkCarriesTheCrc32cOfItsPayload) {
+  auto chunks = *split_push(whole_push(250), 300);
+  for (const auto& c : chunks) {
+    auto d = decode_push(encode(c));
+    ASSERT_TRUE(d.ok()) << d.error().message;
+    EXPECT_NE(d->payload_crc32c, 0u);
+    EXPECT_EQ(d->payload_crc32c, c.payload_crc32c);  // split_push computed the same value
+  }
+  broadcast_msg b;
+  b.total_elements = 4;
+  b.payload_bytes = 16;
+  b.payload.assign(16, 7);
+  auto db = decode_broadcast(encode(b));  // encode computes it even when the value has none
+  ASSERT_TRUE(db.ok());
+  EXPECT_NE(db->payload_crc32c, 0u);
+}
+
+TEST(Chunks, AChunkDamagedInTransitIsRefusedAndARecentCopyCompletesTheTransfer) {
+  const push_msg whole = whole_push(250);
+  auto chunks = *split_push(whole, 300);
+  chunk_assembler a;
+  ASSERT_TRUE(a.add(*decode_push(encode(chunks[0]))).ok());
+  // Chunk 1 damaged on the way: refused by its checksum before assembly.
+  auto bad = decode_push(flip_payload_bit(encode(chunks[1]), chunks[1].payload));
+  ASSERT_TRUE(bad.ok()) << "the header still decodes: " << bad.error().message;
+  auto r = a.add(std::move(*bad));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), errc::checksum_mismatch);
+  EXPECT_NE(r.error().message.find("CRC32C"), std::string::npos) << r.error().message;
+  EXPECT_EQ(a.in_progress(), 1u);  // the transfer is untouched
+  // The sender sends it again, intact; the rest follows; the payload is exactly the original.
+  std::optional<push_msg> done;
+  for (size_t i = 1; i < chunks.size(); ++i) {
+    auto rr = a.add(*decode_push(encode(chunks[i])));
+    ASSERT_TRUE(rr.ok()) << rr.error().message;
+    if (rr->has_value()) done = std::move(**rr);
+  }
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->payload, whole.payload);
+}
+
+TEST(Chunks, ADamagedBroadcastChunkIsRefused) {
+  broadcast_msg b;
+  b.fragment_id = 2;
+  b.version = 5;
+  b.total_elements = 64;
+  b.payload_bytes = 256;
+  b.payload.resize(256);
+  for (size_t i = 0; i < b.payload.size(); ++i) b.payload[i] = static_cast<uint8_t>(i * 13);
+  auto bad = decode_broadcast(flip_payload_bit(encode(b), b.payload));
+  ASSERT_TRUE(bad.ok());
+  chunk_assembler a;
+  auto r = a.add(std::move(*bad));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), errc::checksum_mismatch);
+  EXPECT_EQ(a.in_progress(), 0u);
+  auto good = a.add(*decode_broadcast(encode(b)));
+  ASSERT_TRUE(good.ok());
+  ASSERT_TRUE(good->has_value());
+  EXPECT_EQ((*good)->payload, b.payload);
+}
+
+TEST(Chunks, AChunkWithoutACrcFromAnOlderWriterIsStillAccepted) {
+  push_msg m = whole_push(10);
+  m.payload_crc32c = 0;  // the field an older writer did not set
+  chunk_assembler a;
+  auto r = a.add(m);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(r->has_value());
 }
 
 }  // namespace

@@ -103,7 +103,7 @@ TEST_F(Checkpoint, RoundTripsParametersMomentsAndMetadata) {
   be_->download(m2.data(), opt2.v(), m2.size());
   EXPECT_EQ(m1, m2);
   // No temporary file is left behind by the atomic write.
-  std::ifstream tmp(path_ + ".tmp." + std::to_string(::getpid()));
+  std::ifstream tmp(path_ + ".tmp");
   EXPECT_FALSE(tmp.good());
 }
 
@@ -118,7 +118,7 @@ TEST_F(Checkpoint, TruncatedFileIsRefused) {
 
 TEST_F(Checkpoint, BadJsonIsRefused) {
   std::string h = header_.dump();
-  h[h.size() / 2] = '{';
+  h[h.find(':')] = '{';  // a structural character, wherever the keys fall
   write_all(path_, with_header(h, data_));
   expect_refused({"header is not valid JSON"});
 }
@@ -167,6 +167,43 @@ TEST_F(Checkpoint, MissingMomentsAreRefusedWhenOptimizerRequested) {
     FAIL();
   } catch (const std::runtime_error& e) {
     EXPECT_THAT(e.what(), HasSubstr("tensor 'adamw.m.wte' is missing"));
+  }
+}
+
+TEST_F(Checkpoint, EveryFileWeWriteCarriesTheCrc32cOfItsDataSection) {
+  ASSERT_TRUE(header_["__metadata__"].contains("dd_crc32c"));
+  const std::string crc = header_["__metadata__"]["dd_crc32c"];
+  EXPECT_EQ(crc.size(), 8u);
+  const auto f = dd::read_safetensors(path_);
+  EXPECT_EQ(f.metadata.at("dd_crc32c"), crc);
+}
+
+TEST_F(Checkpoint, ADamagedDataSectionIsRefusedByItsChecksum) {
+  // One bit of one float flips: every structural check still passes, only the checksum sees it.
+  std::string damaged = bytes_;
+  damaged[damaged.size() - 7] ^= 0x01;
+  write_all(path_, damaged);
+  expect_refused({"CRC32C", "dd_crc32c", "damaged"});
+}
+
+TEST_F(Checkpoint, AFileWithoutAChecksumLoadsUnlessOneIsRequired) {
+  auto h = header_;
+  h["__metadata__"].erase("dd_crc32c");  // as another tool writes it
+  std::string text = h.dump();
+  while (text.size() % 8 != 0) text.push_back(' ');
+  write_all(path_, with_header(text, data_));
+  dd::gpt fresh(*be_, cfg_);
+  const auto meta = dd::load_checkpoint(path_, fresh, nullptr);
+  EXPECT_EQ(meta.count("dd_crc32c"), 0u);  // the caller can tell, and warns
+  EXPECT_EQ(fresh.get_parameters(), model_->get_parameters());
+  dd::st_read_options strict;
+  strict.require_checksum = true;
+  try {
+    dd::load_checkpoint(path_, fresh, nullptr, strict);
+    ADD_FAILURE() << "a file without a checksum was accepted although one is required";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("checkpoint '" + path_ + "'"));
+    EXPECT_THAT(e.what(), HasSubstr("no 'dd_crc32c' checksum"));
   }
 }
 

@@ -4,12 +4,18 @@
 //   dd-goodput --table --out goodput-out      # the N × M grid, JSON + CSV + SVG
 //   dd-goodput --chips 1200000 --learners 8   # one cluster, every strategy
 //   dd-goodput --scaling                      # wall time against N and simulated days
+//
+// Exit status: 0 ok; 1 an output file could not be written (the message names it; files are
+// replaced atomically, so none is left 0-byte or torn) or an unexpected error; 2 bad flags or a
+// configuration the simulator refuses (checked for every cell before any simulation runs).
+#include <unistd.h>
+
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <map>
 #include <stdexcept>
@@ -20,6 +26,7 @@
 
 #include "tools/goodput/sim.hpp"
 #include "tools/goodput/svg_plot.hpp"
+#include "util/files.hpp"
 
 namespace {
 
@@ -97,7 +104,10 @@ double to_double(const std::string& flag, const std::string& v) {
     std::size_t pos = 0;
     const double d = std::stod(v, &pos);
     if (pos != v.size()) throw std::invalid_argument(v);
+    if (!std::isfinite(d)) die(flag + " expects a finite number, got '" + v + "'");
     return d;
+  } catch (const std::out_of_range&) {
+    die(flag + " expects a finite number, got '" + v + "' (out of range)");
   } catch (const std::exception&) {
     die(flag + " expects a number, got '" + v + "'");
   }
@@ -241,9 +251,20 @@ const std::map<strategy, std::vector<double>> paper = {
     {strategy::elastic_dp, {0.88, 0.80, 0.69, 0.58, 0.40}},
 };
 
+/// Writes `text` to `path` atomically; a failure ends the program (exit 1) naming the file.
+void write_or_die(const std::string& path, const std::string& text) {
+  if (auto st = dd::util::write_file_atomic(path, text); !st) {
+    std::cerr << "dd-goodput: " << st.message << "\n";
+    std::exit(1);
+  }
+}
+
 void write_outputs(const options& o, const std::vector<cell>& cells,
                    const std::vector<std::uint64_t>& ns) {
-  std::filesystem::create_directories(o.out);
+  if (auto st = dd::util::make_dirs(o.out); !st) {
+    std::cerr << "dd-goodput: --out " << o.out << ": " << st.message << "\n";
+    std::exit(1);
+  }
   nlohmann::json j;
   j["tool"] = "dd-goodput";
   j["seed"] = o.seed;
@@ -273,8 +294,8 @@ void write_outputs(const options& o, const std::vector<cell>& cells,
                  {"quorum_count", c.quorum_count},
                  {"quorum_fraction", c.quorum_fraction},
                  {"max_staleness", c.max_staleness}};
-  std::ofstream csv(o.out + "/goodput.csv");
-  csv << "strategy,chips,learners,seed,goodput,uptime,failures,recoveries,events,"
+  std::string csv =
+      "strategy,chips,learners,seed,goodput,uptime,failures,recoveries,events,"
          "stale_rejections,grace_s,wall_s\n";
   for (const auto& cl : cells) {
     nlohmann::json jc = {{"strategy", to_string(cl.which)},
@@ -306,11 +327,12 @@ void write_outputs(const options& o, const std::vector<cell>& cells,
                     static_cast<unsigned long long>(r.recoveries),
                     static_cast<unsigned long long>(r.events),
                     static_cast<unsigned long long>(r.stale_rejections), r.grace_s, cl.wall_s[k]);
-      csv << line;
+      csv += line;
     }
     j["cells"].push_back(jc);
   }
-  std::ofstream(o.out + "/goodput.json") << j.dump(2) << "\n";
+  write_or_die(o.out + "/goodput.csv", csv);
+  write_or_die(o.out + "/goodput.json", j.dump(2) + "\n");
 
   // Plot: goodput and uptime against N; one line per strategy (and M).
   std::vector<dd::goodput::plot_panel> panels(2);
@@ -378,7 +400,7 @@ void write_outputs(const options& o, const std::vector<cell>& cells,
                               " chips/slice, " + std::to_string(static_cast<int>(o.cfg.days)) +
                               " days simulated, seeds " + std::to_string(o.seed) + ".." +
                               std::to_string(o.seed + o.seeds - 1) + "; bars = 1 std-dev";
-  std::ofstream(o.out + "/goodput.svg") << dd::goodput::render_svg(panels, caption);
+  write_or_die(o.out + "/goodput.svg", dd::goodput::render_svg(panels, caption));
   std::cout << "wrote " << o.out << "/goodput.json, goodput.csv, goodput.svg\n";
 }
 
@@ -481,11 +503,40 @@ int run_scaling(const options& o) {
 
 }  // namespace
 
+/// Every cell the mode will run, validated before the first simulation (exit 2 on the first
+/// refusal), so a bad flag never costs a partial run.
+void validate_all(const options& o, const std::vector<std::uint64_t>& ns,
+                  const std::vector<std::uint64_t>& ms) {
+  for (auto s : o.strategies)
+    for (auto n : ns)
+      for (auto m : ms) {
+        sim_config c = o.cfg;
+        c.chips = n;
+        c.learners = m;
+        if (const std::string err = dd::goodput::validate(c, s); !err.empty()) die(err);
+      }
+}
+
 int main(int argc, char** argv) {
-  const options o = parse(argc, argv);
-  if (o.scaling) return run_scaling(o);
-  if (o.table) {
-    return run_grid(o, {150'000, 300'000, 600'000, 1'200'000, 2'400'000}, {2, 4, 8, 16});
+  try {
+    const options o = parse(argc, argv);
+    const std::vector<std::uint64_t> table_ns = {150'000, 300'000, 600'000, 1'200'000, 2'400'000};
+    if (o.scaling) {
+      validate_all(o, table_ns, {8});
+      return run_scaling(o);
+    }
+    // The output folder must exist and be writable before the simulation spends its time.
+    if (auto st = dd::util::make_dirs(o.out); !st) die("--out " + o.out + ": " + st.message);
+    if (::access(o.out.c_str(), W_OK) != 0)
+      die("--out " + o.out + ": cannot write into it: " + dd::util::errno_text(errno));
+    if (o.table) {
+      validate_all(o, table_ns, {2, 4, 8, 16});
+      return run_grid(o, table_ns, {2, 4, 8, 16});
+    }
+    validate_all(o, {o.cfg.chips}, {o.cfg.learners});
+    return run_grid(o, {o.cfg.chips}, {o.cfg.learners});
+  } catch (const std::exception& e) {
+    std::cerr << "dd-goodput: error: " << e.what() << "\n";
+    return 1;
   }
-  return run_grid(o, {o.cfg.chips}, {o.cfg.learners});
 }

@@ -435,7 +435,8 @@ script_outcome run_script(std::string_view script, const sandbox_limits& limits)
   return out;
 }
 
-std::optional<nlohmann::json> eval_expression(std::string_view expr, const sandbox_limits& limits) {
+std::optional<nlohmann::json> eval_expression(std::string_view expr, const sandbox_limits& limits,
+                                              std::string* problem) {
   sandbox_state s;
   s.memory_limit = std::max<std::size_t>(limits.memory, std::size_t{1} << 20);
   s.instruction_limit = limits.instructions;
@@ -459,7 +460,10 @@ std::optional<nlohmann::json> eval_expression(std::string_view expr, const sandb
   converter c{L.get(), &problems, &bytes, s.memory_limit};
   // The value is at the top; convert() wants it at index 1 relative paths only, so use -1.
   nlohmann::json v = c.convert(-1, "", 0);
-  if (!problems.empty()) return std::nullopt;
+  if (!problems.empty()) {
+    if (problem != nullptr) *problem = problems.front().second;
+    return std::nullopt;
+  }
   return v;
 }
 

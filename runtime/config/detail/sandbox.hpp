@@ -42,6 +42,9 @@ script_outcome run_script(std::string_view script, const sandbox_limits& limits)
 
 /// Evaluates the Lua expression `expr` in an empty sandbox (only fraction() is defined) and
 /// returns its value as JSON, or nullopt when it is not a valid expression or has no JSON form.
-std::optional<nlohmann::json> eval_expression(std::string_view expr, const sandbox_limits& limits);
+/// `problem` (when given) receives why a value that did evaluate is unusable, e.g. "is not a
+/// finite number" for 0/0 or 1e309.
+std::optional<nlohmann::json> eval_expression(std::string_view expr, const sandbox_limits& limits,
+                                              std::string* problem = nullptr);
 
 }  // namespace dd::config::detail

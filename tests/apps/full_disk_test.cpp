@@ -1,0 +1,236 @@
+// tests/apps/full_disk_test.cpp — a full disk at several points of a run, for each binary that
+// promises files: `dd-node run` (experiment.json, events.jsonl, owner checkpoints, summary.json,
+// run_info.json), `dd-node train` (loss.csv, checkpoint.safetensors, summary.json) and
+// `dd-goodput` (goodput.json/.csv/.svg). Each run must exit non-zero with a stderr message that
+// names the file and says "No space left on device", and leave no 0-byte or torn file where a
+// complete one was promised: every JSON file present parses, events.jsonl and loss.csv end in a
+// whole line. The disk is a tmpfs mounted for the test and filled with a ballast file.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/support/scoped_tmpfs.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string read_text(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+/// Runs `argv` in `cwd` with stdout/stderr to cwd/<tag>.out/.err; its exit status (-1 when it
+/// had to be killed after `seconds`, 256 + signal when a signal ended it).
+int run(const fs::path& cwd, const std::string& tag, std::vector<std::string> argv,
+        double seconds = 90) {
+  const std::string out = (cwd / (tag + ".out")).string();
+  const std::string err = (cwd / (tag + ".err")).string();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0 || e < 0) ::_exit(126);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    std::vector<char*> raw;
+    for (auto& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    ::execv(raw[0], raw.data());
+    ::_exit(127);
+  }
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int status = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 256 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return -1;
+}
+
+/// No promised file is 0-byte or torn: every *.json under `dir` parses, every *.jsonl line
+/// parses, every *.csv ends in a newline; no *.tmp is left. `what` names the case.
+void expect_no_torn_files(const fs::path& dir, const std::string& what) {
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
+    if (!entry.is_regular_file()) continue;
+    const fs::path p = entry.path();
+    const std::string name = p.filename().string();
+    if (name == "ballast" || name == "LOCK") continue;
+    const std::string text = read_text(p);
+    const std::string ext = p.extension().string();
+    EXPECT_NE(ext, ".tmp") << what << ": temporary file left: " << p;
+    if (ext == ".json") {
+      EXPECT_FALSE(text.empty()) << what << ": 0-byte " << p;
+      EXPECT_TRUE(nlohmann::json::accept(text)) << what << ": torn " << p;
+    } else if (ext == ".jsonl" || ext == ".csv") {
+      if (text.empty()) continue;
+      EXPECT_EQ(text.back(), '\n') << what << ": " << p << " ends in half a line";
+      if (ext == ".jsonl") {
+        std::istringstream lines(text);
+        std::string l;
+        while (std::getline(lines, l))
+          EXPECT_TRUE(nlohmann::json::accept(l)) << what << ": torn line in " << p << ": " << l;
+      }
+    } else if (ext == ".safetensors" || ext == ".ddck" || ext == ".svg") {
+      EXPECT_FALSE(text.empty()) << what << ": 0-byte " << p;
+    }
+  }
+}
+
+/// A fresh work directory with a tmpfs of `size` bytes mounted at work/disk.
+struct full_disk : ::testing::Test {
+  fs::path work;
+  std::unique_ptr<dd::test::scoped_tmpfs> disk;
+
+  void mount(const std::string& name, size_t size) {
+    work = fs::path(::testing::TempDir()) / ("dd_full_disk_" + name);
+    if (fs::exists(work / "disk")) ::umount2((work / "disk").c_str(), MNT_DETACH);
+    fs::remove_all(work);
+    fs::create_directories(work);
+    disk = std::make_unique<dd::test::scoped_tmpfs>(work / "disk", size);
+  }
+};
+
+std::string tiny_experiment() {
+  return "experiment {\n"
+         "  name = 'tiny',\n"
+         "  data = { file = '" + std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt' },\n"
+         "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
+         "  learners = { count = 2, batch = 4, threads = 1 },\n"
+         "  sync = { fragments = 2, interval = 4 },\n"
+         "  inner = { lr = 3e-3, warmup = 5, decay_steps = 1000 },\n"
+         "  eval = { every_seconds = 0, batches = 2 },\n"
+         "  budget = { steps = 40 },\n"
+         "  checkpoint = { every_versions = 1 },\n"
+         "}\n";
+}
+
+TEST_F(full_disk, dd_node_run_ends_loudly_at_every_point_the_disk_fills) {
+  // Free bytes left on the run directory's disk: none (experiment.json cannot be written),
+  // a little (events.jsonl or the first owner checkpoint fails), more (later checkpoints or the
+  // summary fail). Every case must fail loudly; none may leave a torn file.
+  // With checkpoints off the disk fills with events.jsonl instead.
+  struct point {
+    size_t leave;
+    bool checkpoints;
+  };
+  for (const point pt : {point{0, true}, point{6 << 10, true}, point{24 << 10, true},
+                         point{700 << 10, true}, point{24 << 10, false}}) {
+    const std::string tag = std::to_string(pt.leave) + (pt.checkpoints ? "" : "_no_ckpt");
+    SCOPED_TRACE("free bytes " + tag);
+    mount("run_" + tag, 2 << 20);
+    if (!disk->mounted()) GTEST_SKIP() << disk->error();
+    std::ofstream(work / "tiny.lua") << tiny_experiment();
+    const fs::path run_dir = disk->dir() / "run";
+    fs::create_directories(run_dir);
+    ASSERT_TRUE(disk->fill(pt.leave));
+    std::vector<std::string> argv = {DD_NODE_BIN, "run", "tiny.lua", "--progress", "0",
+                                     "--run-dir", run_dir.string()};
+    if (!pt.checkpoints) {
+      argv.push_back("--set");
+      argv.push_back("checkpoint.every_versions=0");
+    }
+    const int rc = run(work, "run", argv);
+    const std::string err = read_text(work / "run.err");
+    EXPECT_EQ(rc, 1) << err;
+    EXPECT_NE(err.find("No space left on device"), std::string::npos) << err;
+    EXPECT_NE(err.find(run_dir.string()), std::string::npos) << "no file named: " << err;
+    if (!pt.checkpoints) {
+      EXPECT_NE(err.find("events.jsonl"), std::string::npos) << err;
+    }
+    const std::string out = read_text(work / "run.out");
+    EXPECT_EQ(out.find(" done: "), std::string::npos) << "reported success: " << out;
+    expect_no_torn_files(disk->dir(), "dd-node run, " + tag + " bytes free");
+    if (fs::exists(run_dir / "summary.json")) {  // written once the failed write freed space
+      const auto summary = nlohmann::json::parse(read_text(run_dir / "summary.json"));
+      EXPECT_EQ(summary.value("failed", false), true) << summary.dump();
+    }
+    disk.reset();
+  }
+}
+
+TEST_F(full_disk, dd_node_train_fails_naming_the_file) {
+  for (size_t leave : {size_t{0}, size_t{8} << 10, size_t{64} << 10}) {
+    SCOPED_TRACE("free bytes " + std::to_string(leave));
+    mount("train_" + std::to_string(leave), 1 << 20);
+    if (!disk->mounted()) GTEST_SKIP() << disk->error();
+    const fs::path out_dir = disk->dir() / "train";
+    fs::create_directories(out_dir);
+    ASSERT_TRUE(disk->fill(leave));
+    const int rc = run(work, "train",
+                       {DD_NODE_BIN, "train", "--data",
+                        std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt", "--steps", "4",
+                        "--layers", "1", "--width", "32", "--heads", "2", "--context", "32",
+                        "--batch", "2", "--eval-batches", "1", "--log-every", "1", "--out",
+                        out_dir.string()});
+    const std::string err = read_text(work / "train.err");
+    EXPECT_EQ(rc, 1) << err;
+    EXPECT_NE(err.find("No space left on device"), std::string::npos) << err;
+    EXPECT_NE(err.find(out_dir.string()), std::string::npos) << "no file named: " << err;
+    expect_no_torn_files(disk->dir(), "dd-node train, " + std::to_string(leave) + " bytes free");
+    disk.reset();
+  }
+}
+
+TEST_F(full_disk, dd_goodput_fails_naming_the_file) {
+  for (size_t leave : {size_t{0}, size_t{6} << 10}) {
+    SCOPED_TRACE("free bytes " + std::to_string(leave));
+    mount("goodput_" + std::to_string(leave), 256 << 10);
+    if (!disk->mounted()) GTEST_SKIP() << disk->error();
+    const fs::path out_dir = disk->dir() / "gp";
+    fs::create_directories(out_dir);
+    ASSERT_TRUE(disk->fill(leave));
+    const int rc = run(work, "gp",
+                       {DD_GOODPUT_BIN, "--chips", "4096", "--learners", "2", "--days", "1",
+                        "--seeds", "2", "--out", out_dir.string()});
+    const std::string err = read_text(work / "gp.err");
+    EXPECT_EQ(rc, 1) << err;
+    EXPECT_NE(err.find("No space left on device"), std::string::npos) << err;
+    EXPECT_NE(err.find(out_dir.string()), std::string::npos) << "no file named: " << err;
+    expect_no_torn_files(disk->dir(), "dd-goodput, " + std::to_string(leave) + " bytes free");
+    disk.reset();
+  }
+}
+
+}  // namespace
+
+namespace {
+
+TEST(bad_flags, non_finite_numbers_are_refused_before_any_work_with_exit_2) {
+  const fs::path work = fs::path(::testing::TempDir()) / "dd_bad_flags";
+  fs::remove_all(work);
+  fs::create_directories(work);
+  EXPECT_EQ(run(work, "gp", {DD_GOODPUT_BIN, "--days", "nan", "--out", "gp"}), 2);
+  EXPECT_NE(read_text(work / "gp.err").find("--days expects a finite number, got 'nan'"),
+            std::string::npos)
+      << read_text(work / "gp.err");
+  EXPECT_EQ(run(work, "gp2", {DD_GOODPUT_BIN, "--step", "1e309", "--out", "gp"}), 2);
+  EXPECT_NE(read_text(work / "gp2.err").find("finite number"), std::string::npos);
+  EXPECT_EQ(run(work, "gp3", {DD_GOODPUT_BIN, "--out", "/proc/none/x"}), 2);  // before simulating
+  EXPECT_EQ(read_text(work / "gp3.out").find("goodput"), std::string::npos);
+  EXPECT_EQ(run(work, "tr", {DD_NODE_BIN, "train", "--lr", "inf"}), 2);
+  EXPECT_NE(read_text(work / "tr.err").find("--lr expects a finite number, got 'inf'"),
+            std::string::npos)
+      << read_text(work / "tr.err");
+  EXPECT_FALSE(fs::exists(work / "gp" / "goodput.json"));
+}
+
+}  // namespace
