@@ -8,7 +8,7 @@
 //      fails is an error, not a reason to pick up some other build's module);
 //   2. <directory of /proc/self/exe>/../lib/libdd_backend_cuda.so (build tree: bin/ and lib/);
 //   3. <directory of /proc/self/exe>/libdd_backend_cuda.so;
-//   4. libdd_backend_cuda.so through the dynamic loader's own search (LD_LIBRARY_PATH, ld.so.cache).
+//   4. libdd_backend_cuda.so through the dynamic loader's search (LD_LIBRARY_PATH, ld.so.cache).
 //
 // A module, once loaded, is never unloaded: backends it made may live until process exit. The
 // lazy functions load at most once per process (the first call decides; DD_CUDA_MODULE is read

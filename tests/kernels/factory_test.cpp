@@ -73,7 +73,9 @@ TEST(factory, registered_cuda_without_device_throws_clearly) {
   EXPECT_THROW(make_backend("cuda"), backend_error);
 }
 
-std::string module_missing() { return "CUDA backend not available: /x/libdd_backend_cuda.so: gone"; }
+std::string module_missing() {
+  return "CUDA backend not available: /x/libdd_backend_cuda.so: gone";
+}
 std::string empty_reason() { return ""; }
 std::string throwing_reason() { throw backend_error("reason failed"); }
 
