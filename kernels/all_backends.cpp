@@ -4,14 +4,15 @@
 #include "kernels/registry.hpp"
 
 #ifdef DD_KERNELS_WITH_CUDA
-#include "kernels/cuda/cuda_backend.hpp"
+#include "kernels/cuda_loader.hpp"
 #endif
 
 namespace dd::kernels {
 
 void init_all_backends() {
 #ifdef DD_KERNELS_WITH_CUDA
-  register_cuda_factory(&make_cuda_backend, &cuda_device_present);
+  // Lazy: nothing is loaded until the first cuda_available() / make_backend("cuda").
+  register_cuda_factory(&lazy_cuda_make, &lazy_cuda_present, &lazy_cuda_reason);
 #endif
 }
 

@@ -10,12 +10,13 @@
 namespace dd::kernels {
 namespace {
 
-// The registration hook's state: two function pointers, written at startup by
+// The registration hook's state: three function pointers, written at startup by
 // init_all_backends(). Guarded by a mutex so concurrent make_backend() calls are safe.
 struct cuda_hook {
   std::mutex mutex;
   backend_factory make = nullptr;
   device_probe present = nullptr;
+  unavailable_reason why = nullptr;
 };
 
 cuda_hook& hook() {
@@ -25,11 +26,12 @@ cuda_hook& hook() {
 
 }  // namespace
 
-void register_cuda_factory(backend_factory make, device_probe present) {
+void register_cuda_factory(backend_factory make, device_probe present, unavailable_reason why) {
   auto& h = hook();
   std::lock_guard<std::mutex> lock(h.mutex);
   h.make = make;
   h.present = present;
+  h.why = why;
 }
 
 bool cuda_factory_registered() {
@@ -60,11 +62,13 @@ std::unique_ptr<backend> make_backend(const std::string& name, const backend_opt
   if (name == "cuda") {
     backend_factory make = nullptr;
     device_probe present = nullptr;
+    unavailable_reason why = nullptr;
     {
       auto& h = hook();
       std::lock_guard<std::mutex> lock(h.mutex);
       make = h.make;
       present = h.present;
+      why = h.why;
     }
     if (make == nullptr) {
       throw backend_error(
@@ -79,8 +83,14 @@ std::unique_ptr<backend> make_backend(const std::string& name, const backend_opt
       ok = false;
     }
     if (!ok) {
-      throw backend_error(
-          "make_backend(\"cuda\"): no usable CUDA device (no GPU or driver present); use \"cpu\"");
+      std::string reason;
+      try {
+        if (why != nullptr) reason = why();
+      } catch (...) {
+        reason.clear();
+      }
+      if (reason.empty()) reason = "no usable CUDA device (no GPU or driver present)";
+      throw backend_error("make_backend(\"cuda\"): " + reason + "; use \"cpu\"");
     }
     return make(opts);
   }

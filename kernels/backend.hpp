@@ -215,13 +215,14 @@ struct backend_options {
 };
 
 /// Creates a backend by name: "reference", "cpu" or "cuda". Throws backend_error for an unknown
-/// name, or "cuda" when the build has no CUDA backend or no device is present. "cuda" is known
-/// only after dd::kernels::init_all_backends() (kernels/all_backends.hpp, library dd_kernels_all)
-/// registered it; see kernels/registry.hpp.
+/// name, or "cuda" when the build has no CUDA backend, its module cannot be loaded or no device
+/// is present (the message says which). "cuda" is known only after
+/// dd::kernels::init_all_backends() (kernels/all_backends.hpp, library dd_kernels_all)
+/// registered it; the first "cuda" request loads the module (kernels/cuda_loader.hpp).
 std::unique_ptr<backend> make_backend(const std::string& name, const backend_options& opts = {});
 
-/// True when the CUDA backend is registered (init_all_backends()) and at least one device is
-/// usable. Never throws.
+/// True when the CUDA backend is registered (init_all_backends()), its module loads and at least
+/// one device is usable. The first call may load the module (cuBLAS). Never throws.
 bool cuda_available();
 
 }  // namespace dd::kernels

@@ -4,8 +4,9 @@
 // kernels/backend.hpp on one CUDA device: matrix products through cuBLAS in fp32 (no TF32, so
 // results track the CPU reference), everything else through this folder's own kernels. This
 // header is plain C++ (no CUDA headers) so any layer may include it; only code that links
-// `dd_kernels_cuda` can call it. The kernel registry (kernels/registry.hpp) registers
-// make_cuda_backend under the name "cuda"; most callers should go through make_backend().
+// `dd_kernels_cuda` (dd-gpu-check) or the module itself (module_entry.cpp) can call it. Most
+// callers go through make_backend("cuda"), which reaches make_cuda_backend through the module
+// libdd_backend_cuda.so, loaded on demand (kernels/cuda_loader.hpp).
 //
 // Threading: like every backend, one object is used by one thread at a time. Each object owns
 // its own device context (stream + cuBLAS handle), so several objects, on the same device or

@@ -73,5 +73,29 @@ TEST(factory, registered_cuda_without_device_throws_clearly) {
   EXPECT_THROW(make_backend("cuda"), backend_error);
 }
 
+std::string module_missing() {
+  return "CUDA backend not available: /x/libdd_backend_cuda.so: gone";
+}
+std::string empty_reason() { return ""; }
+std::string throwing_reason() { throw backend_error("reason failed"); }
+
+// The lazy loader (kernels/cuda_loader.hpp) registers a reason hook; make_backend puts its
+// clause into the error, and falls back to the generic one when the hook has nothing to say.
+TEST(factory, unavailable_reason_is_named_in_the_error) {
+  register_cuda_factory(&fake_cuda, &no_device, &module_missing);
+  EXPECT_EQ(error_of("cuda"),
+            "make_backend(\"cuda\"): CUDA backend not available: /x/libdd_backend_cuda.so: gone; "
+            "use \"cpu\"");
+
+  register_cuda_factory(&fake_cuda, &no_device, &empty_reason);
+  EXPECT_NE(error_of("cuda").find("no usable CUDA device"), std::string::npos);
+  register_cuda_factory(&fake_cuda, &no_device, &throwing_reason);
+  EXPECT_NE(error_of("cuda").find("no usable CUDA device"), std::string::npos);
+
+  register_cuda_factory(&fake_cuda, &has_device, &module_missing);  // reason unused with a device
+  EXPECT_EQ(make_backend("cuda")->name(), "reference");
+  register_cuda_factory(nullptr, nullptr);
+}
+
 }  // namespace
 }  // namespace dd::kernels
