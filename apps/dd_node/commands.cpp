@@ -9,6 +9,7 @@ int resolve_main(int argc, char** argv);
 int run_main(int argc, char** argv);
 int syncer_main(int argc, char** argv);
 int learner_main(int argc, char** argv);
+int launch_main(int argc, char** argv);
 
 const std::vector<command>& commands() {
   static const std::vector<command> table = {
@@ -17,6 +18,7 @@ const std::vector<command>& commands() {
       {"syncer", "run the syncer node of a cluster (monitor, owners, evaluator, coordinator)",
        &syncer_main},
       {"learner", "run learners that join a syncer over the network", &learner_main},
+      {"launch", "start a cluster of processes on this host and supervise them", &launch_main},
       {"resolve", "print the fully resolved configuration of an experiment file", &resolve_main},
   };
   return table;
