@@ -150,6 +150,13 @@ std::optional<node_join_reply> handshake(caf::scoped_actor& self, const caf::act
   return out;
 }
 
+/// Inner steps of every learner of this node, {"id": step} (syncer_lost / syncer_back events).
+nlohmann::json learner_steps(const run_log& log) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [id, l] : log.snapshot().learners) out[std::to_string(id)] = l.step;
+  return out;
+}
+
 int refusal_status(node_refusal r) {
   switch (r) {
     case node_refusal::other_run: return node_exit_other_run;
@@ -400,7 +407,7 @@ int run_learner_node(const learner_node_options& o) {
         [&](caf::down_msg& dm) {
           if (dm.source != monitor.address()) return;
           lost = true;
-          log->emit("syncer_lost", {{"reason", sys.render(dm.reason)}});
+          log->emit("syncer_lost", {{"reason", sys.render(dm.reason)}, {"steps", learner_steps(*log)}});
           std::fprintf(stderr,
                        "dd-node learner %s: lost the syncer (%s); learners keep stepping, "
                        "reconnecting\n",
@@ -430,7 +437,7 @@ int run_learner_node(const learner_node_options& o) {
           }
           self->monitor(monitor);
           lost = false;
-          log->emit("syncer_back", {{"run_id", rep->run_id}});
+          log->emit("syncer_back", {{"run_id", rep->run_id}, {"steps", learner_steps(*log)}});
           std::printf("dd-node learner %s: syncer back; learners rejoin\n", name.c_str());
           std::fflush(stdout);
           self->send(sup, atoms::syncer_atom_v, monitor);
