@@ -44,7 +44,7 @@ namespace fs = std::filesystem;
 
 double join_backoff_s(int attempt, double base_s, double cap_s, double u01) {
   const double raw = base_s * std::pow(2.0, std::min(attempt, 30));
-  return std::min(cap_s, raw) * (1.0 + 0.4 * (u01 - 0.5));
+  return std::min(cap_s, std::min(cap_s, raw) * (1.0 + 0.4 * (u01 - 0.5)));
 }
 
 bool tcp_reachable(const std::string& host, uint16_t port, double timeout_s, std::string* why) {

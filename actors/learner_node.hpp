@@ -80,8 +80,9 @@ struct learner_node_options {
 /// Runs the learner node to the end of the run; returns its exit status (learner_node_exit).
 int run_learner_node(const learner_node_options& options);
 
-/// Backoff before connection attempt `attempt` (0-based): min(cap, base × 2^attempt) × (1 + j)
-/// with j uniform in [−0.2, 0.2] drawn from `u01` in [0, 1). Seconds.
+/// Backoff before connection attempt `attempt` (0-based): min(cap, min(cap, base × 2^attempt) ×
+/// (1 + j)) with j uniform in [−0.2, 0.2] drawn from `u01` in [0, 1): never above the cap.
+/// Seconds.
 double join_backoff_s(int attempt, double base_s, double cap_s, double u01);
 
 /// True when a TCP connection to host:port is accepted within `timeout_s` (a non-blocking

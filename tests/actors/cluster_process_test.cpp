@@ -1,0 +1,286 @@
+// Multi-process clusters on loopback, as users run them: `dd-node launch` starts a syncer
+// process and learner processes of a tiny experiment (1-layer GPT, 3 learners) over real TCP,
+// and the test kills real processes (SIGKILL) and black-holes a real link (the dd-chaos fault
+// proxy), then checks what the run directory says happened:
+//   - a killed learner process is started again, rejoins with a new incarnation and contributes
+//     to later merges;
+//   - a killed syncer is started again on the same port with --resume; the learners keep
+//     stepping during the outage; no version of a fragment repeats; the restored owners start
+//     from the newest merged version (checkpoint.every_versions = 1); the run completes;
+//   - a learner whose link is black-holed for 20 s rejoins within the backoff cap + 2 s of the heal.
+// Each takes 20-45 s (RUN_SERIAL: they use every core). Timing bounds are sanity bounds; the
+// measured times are printed.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+double wall_now() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+/// A tiny experiment: 3 learners, 2 fragments, H = 4, checkpoints every version.
+std::string tiny(const std::string& budget) {
+  return "experiment {\n"
+         "  name = 'tiny',\n"
+         "  data = { file = '" + std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt' },\n"
+         "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
+         "  learners = { count = 3, batch = 4, threads = 1 },\n"
+         "  sync = { fragments = 2, interval = 4 },\n"
+         "  inner = { lr = 3e-3, warmup = 5, decay_steps = 2000 },\n"
+         "  eval = { every_seconds = 0, batches = 2 },\n"
+         "  budget = " + budget + ",\n"
+         "  checkpoint = { every_versions = 1 },\n"
+         "}\n";
+}
+
+fs::path workdir(const std::string& name, const std::string& budget) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("dd_cluster_" + name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "tiny.lua") << tiny(budget);
+  return dir;
+}
+
+pid_t spawn(const fs::path& cwd, const std::vector<std::string>& args, const std::string& out) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
+    FILE* f = std::freopen(out.c_str(), "w", stdout);
+    (void)f;
+    ::dup2(::fileno(stdout), 2);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+/// Exit status (or 128 + signal); -1 after killing it at the deadline.
+int wait_for(pid_t pid, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    int ws = 0;
+    if (::waitpid(pid, &ws, WNOHANG) == pid)
+      return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(-pid, SIGKILL);
+  ::kill(pid, SIGKILL);
+  int ws = 0;
+  ::waitpid(pid, &ws, 0);
+  return -1;
+}
+
+std::vector<json> events(const fs::path& file) {
+  std::vector<json> out;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
+
+std::string text(const fs::path& file) {
+  std::ifstream in(file);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+json nodes_file(const fs::path& run) {
+  try {
+    return json::parse(text(run / "nodes.json"));
+  } catch (...) {
+    return json();
+  }
+}
+
+int pid_of(const fs::path& run, const std::string& node) {
+  auto n = nodes_file(run);
+  if (!n.is_object()) return 0;
+  for (const auto& x : n["nodes"])
+    if (x["name"] == node && x["state"] == "running") return x["pid"].get<int>();
+  return 0;
+}
+
+/// Waits until the syncer's events hold `count` events of `kind`.
+bool wait_events(const fs::path& file, const std::string& kind, size_t count, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    size_t n = 0;
+    for (const auto& e : events(file))
+      if (e["event"] == kind) ++n;
+    if (n >= count) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+/// Versions of each fragment's merges never repeat and only increase, across the whole file
+/// (both parts of a resumed run).
+void expect_versions_increase(const std::vector<json>& evs) {
+  std::map<int, uint64_t> last;
+  for (const auto& e : evs) {
+    if (e["event"] != "merge") continue;
+    const int p = e["fragment"].get<int>();
+    const uint64_t v = e["version"].get<uint64_t>();
+    if (last.count(p) != 0) {
+      EXPECT_GT(v, last[p]) << "fragment " << p << " repeated a version";
+    }
+    last[p] = v;
+  }
+  EXPECT_FALSE(last.empty());
+}
+
+}  // namespace
+
+TEST(cluster_process, a_killed_learner_process_is_started_again_and_contributes_again) {
+  const auto dir = workdir("kill_learner", "{ seconds = 14 }");
+  const fs::path run = dir / "run";
+  const pid_t launch = spawn(dir, {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run",
+                                   "--progress", "0", "--heartbeat", "0.2",
+                                   "--connection-timeout", "1"},
+                             (dir / "launch.out").string());
+  ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  const int victim = pid_of(run, "learner-1");
+  ASSERT_GT(victim, 0);
+  const double killed_at = wall_now();
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  EXPECT_EQ(wait_for(launch, 60), 0) << text(dir / "launch.out");
+  const auto evs = events(run / "events.jsonl");
+  double rejoined_at = -1;
+  for (const auto& e : evs)
+    if (e["event"] == "rejoin" && e["learner"] == 1 && e["incarnation"] == 1 && !e["live"].get<bool>())
+      rejoined_at = e["time"].get<double>();
+  ASSERT_GT(rejoined_at, 0) << "learner 1 never rejoined";
+  std::printf("learner process killed -> rejoined in %.2f s\n", rejoined_at - killed_at);
+  EXPECT_LT(rejoined_at - killed_at, 10.0);
+  size_t merged_after = 0;
+  for (const auto& e : evs)
+    if (e["event"] == "merge" && e["time"].get<double>() > rejoined_at)
+      for (const auto& c : e["contributors"])
+        if (c["learner"] == 1 && c["incarnation"] == 1) ++merged_after;
+  EXPECT_GE(merged_after, 1u) << "the restarted learner never contributed to a merge";
+  const auto summary = json::parse(text(run / "summary.json"));
+  EXPECT_GE(summary["learner_restarts"].get<int>(), 1);
+  EXPECT_GT(summary["tokens"].get<uint64_t>(), 0u);
+  auto nodes = nodes_file(run);
+  for (const auto& n : nodes["nodes"])
+    if (n["name"] == "learner-1") {
+      EXPECT_EQ(n["incarnation"], 1);
+    }
+  expect_versions_increase(evs);
+}
+
+TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never_stop) {
+  const auto dir = workdir("kill_syncer", "{ tokens = 1500000 }");
+  const fs::path run = dir / "run";
+  const pid_t launch = spawn(dir, {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run",
+                                   "--progress", "0", "--syncer-restart-delay", "2",
+                                   "--heartbeat", "0.2", "--connection-timeout", "1"},
+                             (dir / "launch.out").string());
+  ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
+  ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 20, 30));
+  const int victim = pid_of(run, "syncer");
+  ASSERT_GT(victim, 0);
+  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  EXPECT_EQ(wait_for(launch, 90), 0) << text(dir / "launch.out");
+  const auto evs = events(run / "events.jsonl");
+  // The same port both times.
+  std::vector<int> ports;
+  for (const auto& e : evs)
+    if (e["event"] == "listening") ports.push_back(e["port"].get<int>());
+  ASSERT_EQ(ports.size(), 2u);
+  EXPECT_EQ(ports[0], ports[1]);
+  // No merged version lost: each restored owner starts at the newest version merged before.
+  std::map<int, uint64_t> before;
+  bool resumed = false;
+  for (const auto& e : evs) {
+    if (e["event"] == "resume") resumed = true;
+    if (!resumed && e["event"] == "merge") before[e["fragment"].get<int>()] = e["version"].get<uint64_t>();
+    if (resumed && e["event"] == "owner_restored") {
+      EXPECT_EQ(e["version"].get<uint64_t>(), before[e["fragment"].get<int>()])
+          << "fragment " << e["fragment"] << " lost merged versions";
+    }
+  }
+  EXPECT_TRUE(resumed);
+  expect_versions_increase(evs);
+  // Every learner kept stepping while the syncer was down, and rejoined.
+  for (int k = 0; k < 3; ++k) {
+    const auto node = events(run / "nodes" / ("learner-" + std::to_string(k)) / "events.jsonl");
+    json lost, back;
+    for (const auto& e : node) {
+      if (e["event"] == "syncer_lost" && lost.is_null()) lost = e;
+      if (e["event"] == "syncer_back" && back.is_null()) back = e;
+    }
+    ASSERT_FALSE(lost.is_null()) << "learner-" << k;
+    ASSERT_FALSE(back.is_null()) << "learner-" << k;
+    std::printf("learner-%d: syncer out for %.2f s; steps %s -> %s\n", k,
+                back["time"].get<double>() - lost["time"].get<double>(), lost["steps"].dump().c_str(),
+                back["steps"].dump().c_str());
+    for (auto& [id, step] : lost["steps"].items())
+      EXPECT_GT(back["steps"][id].get<uint64_t>(), step.get<uint64_t>()) << "learner " << id;
+  }
+  const auto summary = json::parse(text(run / "summary.json"));
+  EXPECT_TRUE(summary.value("resumed", false));
+  EXPECT_GE(summary["tokens"].get<uint64_t>(), 1500000u);
+}
+
+TEST(cluster_process, a_learner_black_holed_for_20_s_rejoins_within_the_backoff_cap_plus_2_s) {
+  const auto dir = workdir("blackhole", "{ seconds = 40 }");
+  const fs::path run = dir / "run";
+  const double cap = 4.0;
+  const pid_t launch = spawn(dir, {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run",
+                                   "--progress", "0", "--via-proxy", "--learner-backoff-cap",
+                                   "4", "--heartbeat", "0.2", "--connection-timeout", "1"},
+                             (dir / "launch.out").string());
+  ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const double start = wall_now();
+  const pid_t chaos = spawn(dir, {DD_CHAOS_BIN, "net", "blackhole", "learner:1", "--for", "20s",
+                                  "--run-dir", "run"},
+                            (dir / "chaos.out").string());
+  EXPECT_EQ(wait_for(chaos, 20), 0) << text(dir / "chaos.out");
+  const double healed = start + 20.0;
+  EXPECT_EQ(wait_for(launch, 90), 0) << text(dir / "launch.out");
+  const auto node = events(run / "nodes" / "learner-1" / "events.jsonl");
+  double lost = -1, back = -1;
+  for (const auto& e : node) {
+    if (e["event"] == "syncer_lost" && lost < 0) lost = e["time"].get<double>();
+    if (e["event"] == "syncer_back" && back < 0) back = e["time"].get<double>();
+  }
+  ASSERT_GT(lost, 0) << "the black hole was never noticed";
+  ASSERT_GT(back, 0) << "learner-1 never came back";
+  std::printf("black hole noticed after %.2f s; rejoined %.2f s after the heal (cap %.0f s)\n",
+              lost - start, back - healed, cap);
+  EXPECT_LT(back - healed, cap + 2.0);
+  EXPECT_GT(back, healed - 0.5);  // not before the heal: the link really was cut
+  const auto evs = events(run / "events.jsonl");
+  bool rejoined = false;
+  for (const auto& e : evs)
+    if (e["event"] == "rejoin" && e["learner"] == 1 && e["live"].get<bool>()) rejoined = true;
+  EXPECT_TRUE(rejoined);
+  expect_versions_increase(evs);
+}
