@@ -29,6 +29,9 @@
 //   node     -> learner : (syncer_atom, actor monitor)           the syncer came back: join
 //                                                                 the new monitor
 //   job      -> main    : (publish_atom, actor monitor)          syncer node: publish it
+//   operator -> monitor : (status_atom) -> std::string JSON       dd-node status
+//   operator -> monitor : (drain_atom, int32 learner) -> string   dd-node drain: stop that
+//                                                                 learner gracefully (it leaves)
 #pragma once
 
 #include <cstdint>
@@ -103,5 +106,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(dd_actors, caf::first_custom_type_id)
   CAF_ADD_ATOM(dd_actors, dd::atoms, node_join_atom, "dd_njoin")
   CAF_ADD_ATOM(dd_actors, dd::atoms, publish_atom, "dd_pub")
   CAF_ADD_ATOM(dd_actors, dd::atoms, syncer_atom, "dd_syncer")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, drain_atom, "dd_drain")
 
 CAF_END_TYPE_ID_BLOCK(dd_actors)

@@ -440,6 +440,17 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         if (r.alive && r.handle) self->send(r.handle, atoms::stop_atom_v);
       check_done(self, *ctx);
     },
+    [=](atoms::drain_atom, int32_t id) -> std::string {
+      auto& st = self->state;
+      auto it = st.learners.find(id);
+      if (it == st.learners.end() || !it->second.alive || !it->second.handle)
+        return "learner " + std::to_string(id) + " is not live";
+      self->send(it->second.handle, atoms::stop_atom_v);
+      if (ctx->log != nullptr) ctx->log->emit("drain", {{"learner", id}});
+      return "learner " + std::to_string(id) + " (incarnation " +
+             std::to_string(it->second.incarnation) + ", node " + it->second.node +
+             ") stops at its next step and leaves";
+    },
     [=](atoms::status_atom) -> std::string {
       const auto& st = self->state;
       const double now = now_s(self);

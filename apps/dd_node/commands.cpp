@@ -10,6 +10,8 @@ int run_main(int argc, char** argv);
 int syncer_main(int argc, char** argv);
 int learner_main(int argc, char** argv);
 int launch_main(int argc, char** argv);
+int status_main(int argc, char** argv);
+int drain_main(int argc, char** argv);
 
 const std::vector<command>& commands() {
   static const std::vector<command> table = {
@@ -19,6 +21,9 @@ const std::vector<command>& commands() {
        &syncer_main},
       {"learner", "run learners that join a syncer over the network", &learner_main},
       {"launch", "start a cluster of processes on this host and supervise them", &launch_main},
+      {"status", "print the live view of a running cluster (learners, leases, versions)",
+       &status_main},
+      {"drain", "remove a learner of a running cluster gracefully", &drain_main},
       {"resolve", "print the fully resolved configuration of an experiment file", &resolve_main},
   };
   return table;
