@@ -295,6 +295,23 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
                                "learner id " + std::to_string(id) + " out of range (M = " +
                                    std::to_string(ctx->learners) + ")");
       if (st.stopping) return caf::make_error(caf::sec::invalid_argument, "the run is stopping");
+      // Remote learners join only with an id their node's handshake reserved: a stranger (or a
+      // second holder of a live learner id) is refused, and both sides log it.
+      if (ctx->remote_learners) {
+        auto rv = st.reserved.find(id);
+        if (rv == st.reserved.end() || rv->second.second < now_s(self)) {
+          auto known_it = st.learners.find(id);
+          const bool live = known_it != st.learners.end() && known_it->second.alive;
+          const std::string why =
+              "learner " + std::to_string(id) + " joined without a node handshake reserving it" +
+              (live ? " (it is live on node '" + known_it->second.node + "')" : "");
+          if (ctx->log != nullptr) {
+            ctx->log->emit("join_refused", {{"learner", id}, {"reason", why}});
+            ctx->log->warn("refused a learner join: " + why);
+          }
+          return caf::make_error(caf::sec::invalid_argument, why);
+        }
+      }
       bool known = st.learners.count(id) != 0;
       auto& r = st.learners[id];
       if (known) {
@@ -362,7 +379,11 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
     },
     [=](atoms::heartbeat_atom, const std::vector<uint8_t>& bytes) {
       auto hb = decode_heartbeat(bytes.data(), bytes.size());
-      if (!hb) return;
+      if (!hb) {
+        if (ctx->log != nullptr)
+          ctx->log->emit("failure", {{"what", "undecodable_heartbeat"}, {"error", hb.error().message}});
+        return;
+      }
       auto& st = self->state;
       auto it = st.learners.find(hb->learner_id);
       if (it == st.learners.end() || it->second.incarnation != hb->incarnation ||

@@ -29,6 +29,10 @@ namespace dd {
 /// Bytes of one encoded message (a flat Cap'n Proto message; size is a multiple of 8).
 using wire_bytes = std::vector<uint8_t>;
 
+/// Envelope.schemaVersion this build writes and reads; an envelope of another version is
+/// refused as malformed, naming both versions.
+inline constexpr uint16_t wire_schema_version = 1;
+
 /// Default chunk size for fragment payloads: 4 MiB of payload bytes per message.
 inline constexpr size_t default_chunk_bytes = size_t{4} << 20;
 

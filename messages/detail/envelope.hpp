@@ -132,7 +132,13 @@ auto decode_envelope(const uint8_t* data, size_t size, const decode_limits& limi
                                   num(limits.max_message_bytes));
   }
   return with_reader(data, size, limits.nesting_limit, [&](capnp::MessageReader& reader) -> R {
-    auto body = reader.getRoot<cw::Envelope>().getBody();
+    auto envelope = reader.getRoot<cw::Envelope>();
+    if (envelope.getSchemaVersion() != wire_schema_version) {
+      return R(errc::malformed, "envelope.schemaVersion " + num(envelope.getSchemaVersion()) +
+                                    " (this build reads version " + num(wire_schema_version) +
+                                    ")");
+    }
+    auto body = envelope.getBody();
     auto which = body.which();
     if (which != want) {
       return R(errc::malformed, std::string("envelope holds '") + kind_name(which) +

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "messages/codec.hpp"
+#include "messages/control.hpp"
 
 namespace dd {
 namespace {
@@ -382,6 +383,51 @@ TEST(Encoding, SizesAreExact) {
   EXPECT_FALSE(encoded_size(payload_encoding::fp32, ~size_t{0}).has_value());
   EXPECT_EQ(parse_payload_encoding("int4"), payload_encoding::int4);
   EXPECT_FALSE(parse_payload_encoding("int2").has_value());
+}
+
+}  // namespace
+}  // namespace dd
+
+namespace dd {
+namespace {
+
+// Envelope.schemaVersion is stored XOR its default (1) in the root struct's first data word: for
+// a single-segment message that is byte 16 (8 bytes of segment table, 8 of root pointer).
+TEST(Codec, AnEnvelopeOfAnotherSchemaVersionIsRefusedNamingBothVersions) {
+  heartbeat_msg hb;
+  hb.learner_id = 1;
+  auto bytes = encode(hb);
+  ASSERT_TRUE(decode_heartbeat(bytes.data(), bytes.size()).ok());
+  bytes[16] = 1 ^ 2;  // schemaVersion 2
+  auto r = decode_heartbeat(bytes.data(), bytes.size());
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), errc::malformed);
+  EXPECT_NE(r.error().message.find("schemaVersion 2 (this build reads version 1)"), std::string::npos)
+      << r.error().message;
+  bytes[16] = 1 ^ 0;  // schemaVersion 0
+  EXPECT_FALSE(decode_heartbeat(bytes.data(), bytes.size()).ok());
+}
+
+TEST(Codec, ControlMessagesRoundTripAndRefuseNegativeIds) {
+  node_join j{"abc", protocol_version, "node-a", "host-a", {0, 3}, 2, 4096, "feed"};
+  auto back = decode_node_join(encode(j));
+  ASSERT_TRUE(back.ok()) << back.error().message;
+  EXPECT_EQ(back->run_id, "abc");
+  EXPECT_EQ(back->learner_ids, (std::vector<int32_t>{0, 3}));
+  EXPECT_EQ(back->data_bytes, 4096u);
+  node_join_reply rep{false, node_refusal::data_mismatch, "differs", "abc", "", "", {}, 0, "", 0};
+  auto rback = decode_node_join_reply(encode(rep));
+  ASSERT_TRUE(rback.ok());
+  EXPECT_EQ(rback->refusal, node_refusal::data_mismatch);
+  EXPECT_EQ(rback->reason, "differs");
+  j.learner_ids = {-1};
+  auto bad = decode_node_join(encode(j));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("negative"), std::string::npos);
+  EXPECT_FALSE(decode_leave(encode(leave_msg{-2, 0})).ok());
+  EXPECT_TRUE(decode_leave(encode(leave_msg{2, 5})).ok());
+  // One kind is not another.
+  EXPECT_FALSE(decode_leave(encode(j)).ok());
 }
 
 }  // namespace

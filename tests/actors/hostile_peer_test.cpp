@@ -1,0 +1,265 @@
+// Hostile peers against a real syncer process (dd-node syncer + one dd-node learner process on
+// loopback): a TCP client that sends garbage, one that announces an oversized CAF frame, and a
+// CAF peer that lies — another run id, another protocol version, different data, a learner join
+// without a node handshake, pushes of the wrong shape, with NaN, from an unknown learner, and an
+// envelope of another schema version. Each is refused with a logged reason; the syncer keeps
+// serving its learner (merges go on, the run completes) and its peak RSS stays bounded (printed).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/node_config.hpp"
+#include "messages/codec.hpp"
+#include "messages/control.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+pid_t spawn(const fs::path& cwd, const std::vector<std::string>& args, const std::string& out) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
+    FILE* f = std::freopen(out.c_str(), "w", stdout);
+    (void)f;
+    ::dup2(::fileno(stdout), 2);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+int wait_for(pid_t pid, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    int ws = 0;
+    if (::waitpid(pid, &ws, WNOHANG) == pid) return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(pid, SIGKILL);
+  int ws = 0;
+  ::waitpid(pid, &ws, 0);
+  return -1;
+}
+
+std::vector<json> events(const fs::path& file) {
+  std::vector<json> out;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(json::parse(line));
+  return out;
+}
+
+long status_kib(pid_t pid, const char* field) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind(field, 0) == 0) return std::stol(line.substr(std::strlen(field) + 1));
+  return -1;
+}
+
+int connect_raw(uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+/// Refusal reason of a node handshake, or "accepted".
+std::string handshake(caf::scoped_actor& self, const caf::actor& monitor, const dd::node_join& j) {
+  std::string out = "no answer";
+  self->request(monitor, std::chrono::seconds(5), dd::atoms::node_join_atom_v, dd::encode(j))
+      .receive(
+          [&](const std::vector<uint8_t>& bytes) {
+            auto r = dd::decode_node_join_reply(bytes);
+            out = !r ? "undecodable" : r->accepted ? "accepted" : std::string(to_string(r->refusal));
+          },
+          [&](caf::error&) { out = "error"; });
+  return out;
+}
+
+}  // namespace
+
+TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serving) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "dd_hostile";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "tiny.lua")
+      << "experiment { name = 'tiny', data = { file = '" << DD_DATA_DIR
+      << "/tinyshakespeare/input.txt' },\n"
+         "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
+         "  learners = { count = 2, batch = 4, threads = 1 },\n"
+         "  sync = { fragments = 2, interval = 4, min_quorum = 1 },\n"
+         "  inner = { lr = 3e-3, warmup = 5, decay_steps = 2000 },\n"
+         "  eval = { every_seconds = 0, batches = 2 }, budget = { seconds = 16 } }\n";
+  const uint16_t port = free_port();
+  const std::string addr = "127.0.0.1:" + std::to_string(port);
+  const pid_t syncer = spawn(dir, {DD_NODE_BIN, "syncer", "tiny.lua", "--listen", addr,
+                                   "--run-dir", "run", "--progress", "0"},
+                             (dir / "syncer.out").string());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+  const pid_t learner = spawn(dir, {DD_NODE_BIN, "learner", "--join", addr, "--learner-ids", "1",
+                                    "--node-name", "honest", "--progress", "0"},
+                              (dir / "learner.out").string());
+  // Wait until the honest learner trains.
+  for (int i = 0; i < 100; ++i) {
+    bool joined = false;
+    for (const auto& e : events(dir / "run" / "events.jsonl"))
+      if (e["event"] == "join") joined = true;
+    if (joined) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  const long rss_before = status_kib(syncer, "VmRSS:");
+  // 1. Garbage bytes.
+  {
+    int fd = connect_raw(port);
+    ASSERT_GE(fd, 0);
+    std::vector<char> junk(64 * 1024);
+    for (size_t i = 0; i < junk.size(); ++i) junk[i] = static_cast<char>(i * 131 + 7);
+    ssize_t w = ::write(fd, junk.data(), junk.size());
+    (void)w;
+    ::close(fd);
+  }
+  // 2. A CAF frame header announcing ~3.9 GiB (BASP: operation, 2 padding bytes, flags,
+  //    payload_len u32, operation_data u64, source u64, dest u64; network byte order).
+  {
+    int fd = connect_raw(port);
+    ASSERT_GE(fd, 0);
+    unsigned char h[32] = {0};
+    h[0] = 0;  // server_handshake
+    const uint32_t len = htonl(0xF0000000u);
+    std::memcpy(h + 4, &len, 4);
+    ssize_t w = ::write(fd, h, sizeof h);
+    (void)w;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    ::close(fd);
+  }
+  // 3. A CAF peer that lies.
+  {
+    dd::actors::node_config cfg;
+    caf::actor_system sys{cfg};
+    auto monitor = sys.middleman().remote_actor("127.0.0.1", port);
+    ASSERT_TRUE(monitor) << sys.render(monitor.error());
+    caf::scoped_actor self{sys};
+    dd::node_join j;
+    j.node_name = "stranger";
+    j.run_id = "0123456789abcdef";
+    EXPECT_EQ(handshake(self, *monitor, j), "otherRun");
+    j.run_id.clear();
+    j.protocol_version = dd::protocol_version + 7;
+    EXPECT_EQ(handshake(self, *monitor, j), "protocolVersion");
+    j.protocol_version = dd::protocol_version;
+    j.learner_count = 1;
+    j.data_bytes = 12;
+    j.data_hash = "00";
+    EXPECT_EQ(handshake(self, *monitor, j), "dataMismatch");
+    // A learner join without a handshake.
+    dd::join_request jr;
+    jr.requested_learner_id = 1;
+    bool refused = false;
+    self->request(*monitor, std::chrono::seconds(5), dd::atoms::join_atom_v, dd::encode(jr),
+                  caf::actor_cast<caf::actor>(self))
+        .receive([&](const std::vector<uint8_t>&) {}, [&](caf::error&) { refused = true; });
+    EXPECT_TRUE(refused);
+    // Pushes to an owner: wrong shape, NaN, an unknown learner, another schema version.
+    std::vector<caf::actor> owners;
+    self->request(*monitor, std::chrono::seconds(5), caf::get_atom_v, dd::atoms::owners_atom_v)
+        .receive([&](const std::vector<caf::actor>& o) { owners = o; }, [&](caf::error&) {});
+    ASSERT_EQ(owners.size(), 2u);
+    dd::push_msg p;
+    p.learner_id = 1;
+    p.fragment_id = 0;
+    p.steps = 4;
+    p.tokens = 512;
+    p.transfer_id = 900001;
+    p.total_elements = 3;  // wrong shape
+    p.payload_bytes = 12;
+    p.payload.assign(12, 0);
+    self->send(owners[0], dd::atoms::push_atom_v, dd::encode(p));
+    self->request(*monitor, std::chrono::seconds(5), dd::atoms::status_atom_v)
+        .receive([&](const std::string&) {}, [&](caf::error&) {});
+    p.learner_id = 7;  // unknown learner
+    p.transfer_id = 900002;
+    self->send(owners[0], dd::atoms::push_atom_v, dd::encode(p));
+    auto bytes = dd::encode(p);
+    bytes[16] = 1 ^ 9;  // schemaVersion 9
+    self->send(owners[0], dd::atoms::push_atom_v, bytes);
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  }
+  EXPECT_EQ(::kill(syncer, 0), 0) << "the syncer died";
+  const long hwm_after = status_kib(syncer, "VmHWM:");
+  const long rss_after = status_kib(syncer, "VmRSS:");
+  std::printf("syncer RSS %ld KiB before the hostile peers, %ld KiB after; peak %ld KiB\n",
+              rss_before, rss_after, hwm_after);
+  // A frame header announcing 3.75 GiB must not make the syncer allocate it.
+  EXPECT_LT(hwm_after, 512L * 1024) << "peak RSS above 512 MiB";
+  EXPECT_EQ(wait_for(syncer, 60), 0);
+  EXPECT_EQ(wait_for(learner, 30), 0);
+  const auto evs = events(dir / "run" / "events.jsonl");
+  int refused_nodes = 0, refused_joins = 0, refused_pushes = 0, undecodable = 0;
+  double last_hostile = 0, last_merge = 0;
+  for (const auto& e : evs) {
+    const std::string k = e["event"];
+    if (k == "node_refused") ++refused_nodes;
+    if (k == "join_refused") ++refused_joins;
+    if (k == "push" && !e["accepted"].get<bool>() && e["transfer_id"].get<uint64_t>() >= 900001) {
+      ++refused_pushes;
+      last_hostile = e["time"].get<double>();
+    }
+    if (k == "push" && !e["accepted"].get<bool>() &&
+        e.value("detail", "").find("schemaVersion 9") != std::string::npos)
+      ++undecodable;
+
+    if (k == "merge") last_merge = e["time"].get<double>();
+  }
+  EXPECT_EQ(refused_nodes, 3);
+  EXPECT_EQ(refused_joins, 1);
+  EXPECT_GE(refused_pushes, 2) << "wrong-shape and unknown-learner pushes";
+  EXPECT_GE(undecodable, 1) << "the push of another schema version";
+  EXPECT_GT(last_merge, last_hostile) << "merges went on after the hostile peers";
+  std::ifstream summary(dir / "run" / "summary.json");
+  ASSERT_TRUE(summary.good());
+}
