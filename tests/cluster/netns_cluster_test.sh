@@ -77,6 +77,7 @@ kill_ns_pids() {   # kill_ns_pids NS: the processes left inside NS (this test's,
   return 0
 }
 
+# shellcheck disable=SC2317  # invoked by the trap
 cleanup() {
   local rc=$? pid ns
   trap - EXIT INT TERM
@@ -136,7 +137,7 @@ command -v unshare >/dev/null 2>&1 ||
 if (($# == 3)); then
   workdir="$3"
   [[ -n "$workdir" && "$(realpath -m "$workdir")" != / ]] || fail "refusing WORK_DIR '$workdir'"
-  rm -rf "$workdir" && mkdir -p "$workdir" || fail "cannot create $workdir"
+  { rm -rf "$workdir" && mkdir -p "$workdir"; } || fail "cannot create $workdir"
 else
   workdir="$(mktemp -d /tmp/netns_cluster.XXXXXX)" || fail "mktemp failed"
   keep_workdir=0
@@ -223,6 +224,7 @@ EOF
 in_host() {
   local ns="$1" host="$2" tag="$3"
   shift 3
+  # shellcheck disable=SC2016  # $0 and $@ are the inner shell's
   ip netns exec "$ns" unshare --uts sh -c \
     'echo "$0" > /proc/sys/kernel/hostname && shift && exec "$@"' "$host" - "$@" \
     > "$workdir/$tag.out" 2> "$workdir/$tag.err" &
@@ -232,7 +234,8 @@ in_host() {
 
 # wait_exit PID SECONDS: the exit status of PID, or fails when it runs longer than SECONDS.
 wait_exit() {
-  local pid="$1" limit_ms=$(($2 * 1000)) t=$(date +%s%3N)
+  local pid="$1" limit_ms=$(($2 * 1000)) t
+  t=$(date +%s%3N)
   while kill -0 "$pid" 2>/dev/null; do
     (($(date +%s%3N) - t > limit_ms)) && { exit_status=-1; return; }
     sleep 0.1
@@ -271,8 +274,8 @@ wait_exit "$syncer_pid" "$SYNCER_TIMEOUT"
 ((exit_status == 0)) || fail "the syncer exited with $exit_status (-1: still running after ${SYNCER_TIMEOUT} s), expected 0"
 log "syncer exited 0"
 for who in a b; do
-  pid_var="l${who}_pid"
-  wait_exit "${!pid_var}" 30
+  if [[ $who == a ]]; then pid=$la_pid; else pid=$lb_pid; fi
+  wait_exit "$pid" 30
   ((exit_status == 0)) || fail "learner $who exited with $exit_status (-1: still running 30 s after the syncer), expected 0"
 done
 log "both learners exited 0"
