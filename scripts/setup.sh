@@ -23,6 +23,7 @@ packages=(
   libgtest-dev libgmock-dev        # tests
   libssl-dev                       # CAF's OpenSSL module
   zlib1g-dev                       # CRC32 for checkpoint files
+  iproute2                         # `ip netns`, veth, bridge: tests/cluster (minimal images lack it)
 )
 
 missing=()
