@@ -29,6 +29,9 @@
 //   node     -> learner : (syncer_atom, actor monitor)           the syncer came back: join
 //                                                                 the new monitor
 //   job      -> main    : (publish_atom, actor monitor)          syncer node: publish it
+//   node     -> monitor : (events_atom, string node, string lines) a learner node's event lines
+//                                                                 (JSONL, at most 1 MiB), written
+//                                                                 to <run_dir>/nodes/<node>.events.jsonl
 //   operator -> monitor : (status_atom) -> std::string JSON       dd-node status
 //   operator -> monitor : (drain_atom, int32 learner) -> string   dd-node drain: stop that
 //                                                                 learner gracefully (it leaves)
@@ -107,5 +110,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(dd_actors, caf::first_custom_type_id)
   CAF_ADD_ATOM(dd_actors, dd::atoms, publish_atom, "dd_pub")
   CAF_ADD_ATOM(dd_actors, dd::atoms, syncer_atom, "dd_syncer")
   CAF_ADD_ATOM(dd_actors, dd::atoms, drain_atom, "dd_drain")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, events_atom, "dd_events")
 
 CAF_END_TYPE_ID_BLOCK(dd_actors)

@@ -194,7 +194,11 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   mctx->data_bytes = setup->data_bytes;
   mctx->data_hash = setup->data_hash;
   mctx->steps_per_learner = setup->steps_per_learner;
-  if (!sim) mctx->record_path = (fs::path(setup->run_dir) / "monitor.json").string();
+  if (!sim) {
+    mctx->record_path = (fs::path(setup->run_dir) / "monitor.json").string();
+    mctx->loss_path = (fs::path(setup->run_dir) / "learner_loss.csv").string();
+    if (remote) mctx->forward_dir = (fs::path(setup->run_dir) / "nodes").string();
+  }
   mctx->restored_record = setup->monitor_record;
   st.monitor = self->spawn(health_monitor, std::shared_ptr<const monitor_context>(mctx));
   if (remote && reply_to) self->send(reply_to, atoms::publish_atom_v, st.monitor);
@@ -459,6 +463,7 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
     fs::remove(fs::path(s->run_dir) / "monitor.json", ec);
     for (const char* name : {"summary.json", "run_info.json", "events.jsonl", "experiment.json"})
       if (fs::exists(fs::path(s->run_dir) / name, ec)) s->replaced.emplace_back(name);
+    fs::remove(fs::path(s->run_dir) / "learner_loss.csv", ec);
     for (const char* name : {"summary.json", "run_info.json", "summary.json.tmp",
                              "run_info.json.tmp"})
       fs::remove(fs::path(s->run_dir) / name, ec);

@@ -8,7 +8,12 @@
 #include "actors/health_monitor.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <chrono>
 #include <cmath>
+#include <fstream>
+
+#include <fmt/format.h>
 #include <stdexcept>
 
 #include <nlohmann/json.hpp>
@@ -25,6 +30,11 @@ namespace dd::actors {
 namespace {
 
 double now_s(monitor_actor* self) { return clock_seconds(self->clock().now()); }
+
+double unix_now() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
 
 live_view make_view(monitor_actor* self) {
   live_view v;
@@ -237,6 +247,16 @@ void restore_monitor_record(monitor_state& st, const nlohmann::json& rec) {
 
 caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_context> ctx) {
   self->state.owners.resize(static_cast<size_t>(std::max(ctx->fragments, 0)));
+  if (!ctx->loss_path.empty()) {
+    auto f = std::make_shared<util::append_file>();
+    const bool fresh = !std::ifstream(ctx->loss_path).good();
+    if (auto st = f->open(ctx->loss_path, false); st) {
+      if (fresh) f->append("time,learner,incarnation,step,tokens,loss\n");
+      self->state.loss_csv = f;
+    } else if (ctx->log != nullptr) {
+      ctx->log->emit("failure", {{"what", "loss_csv"}, {"error", st.message}});
+    }
+  }
   if (!ctx->restored_record.is_null()) {
     restore_monitor_record(self->state, ctx->restored_record);
     if (ctx->log != nullptr) {
@@ -403,6 +423,15 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
       r.data_cursor = hb->data_cursor;
       r.last_heartbeat_s = now_s(self);
       r.compute_this_incarnation_s = hb->compute_s;
+      if (st.loss_csv) {
+        const std::string row = fmt::format("{:.3f},{},{},{},{},{:.6f}\n", unix_now(),
+                                            hb->learner_id, r.incarnation, hb->step,
+                                            r.tokens_before + r.tokens_this_incarnation, hb->loss);
+        if (auto w = st.loss_csv->append(row); !w && ctx->log != nullptr) {
+          ctx->log->emit("failure", {{"what", "loss_csv"}, {"error", w.message}});
+          st.loss_csv.reset();
+        }
+      }
       if (ctx->remote_learners && ctx->log != nullptr) {
         const uint64_t toks = r.tokens_before + r.tokens_this_incarnation;
         const double compute = r.compute_before_s + r.compute_this_incarnation_s;
@@ -460,6 +489,32 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
       for (const auto& [id, r] : st.learners)
         if (r.alive && r.handle) self->send(r.handle, atoms::stop_atom_v);
       check_done(self, *ctx);
+    },
+    [=](atoms::events_atom, const std::string& node, const std::string& lines) -> bool {
+      if (ctx->forward_dir.empty() || lines.size() > (size_t{1} << 20) || node.empty() ||
+          node.size() > 64)
+        return false;
+      for (char c : node)
+        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
+          return false;  // not a node name we write a file for
+      auto& f = self->state.forwarded[node];
+      if (!f) {
+        f = std::make_shared<util::append_file>();
+        util::make_dirs(ctx->forward_dir);
+        if (auto st = f->open(ctx->forward_dir + "/" + node + ".events.jsonl", false); !st) {
+          if (ctx->log != nullptr) ctx->log->emit("failure", {{"what", "forwarded_events"}, {"error", st.message}});
+          return false;
+        }
+      }
+      // Whole lines only: a line cut by the sender's cap is dropped with its tail.
+      size_t start = 0;
+      while (start < lines.size()) {
+        const auto nl = lines.find('\n', start);
+        if (nl == std::string::npos) break;
+        f->append(std::string_view(lines).substr(start, nl - start + 1));
+        start = nl + 1;
+      }
+      return true;
     },
     [=](atoms::drain_atom, int32_t id) -> std::string {
       auto& st = self->state;

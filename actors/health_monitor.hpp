@@ -34,6 +34,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/atoms.hpp"
+#include "util/files.hpp"
 
 namespace dd::actors {
 
@@ -83,6 +84,11 @@ struct monitor_context {
   /// (null = none): a respawned learner then resumes from its recorded step and cursor, and the
   /// tokens budget counts the tokens of the earlier part.
   std::string record_path;
+  /// Where learner nodes' forwarded event lines go (<dir>/<node>.events.jsonl); empty = dropped.
+  std::string forward_dir;
+  /// Every heartbeat's training loss as a CSV row (time,learner,incarnation,step,tokens,loss);
+  /// empty = not written.
+  std::string loss_path;
   double record_every_s = 2.0;
   nlohmann::json restored_record;
   run_log* log = nullptr;
@@ -122,6 +128,8 @@ struct monitor_state {
   /// handshake and not yet joined.
   std::map<int32_t, std::pair<std::string, double>> reserved;
   double last_record_s = 0.0;
+  std::map<std::string, std::shared_ptr<util::append_file>> forwarded;  ///< per node
+  std::shared_ptr<util::append_file> loss_csv;
   static inline const char* name = "health_monitor";
 };
 

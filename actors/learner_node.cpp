@@ -330,6 +330,41 @@ int run_learner_node(const learner_node_options& o) {
       !o.run_dir.empty() ? o.run_dir : (fs::path("runs") / exp.name / "nodes" / name).string();
   fs::create_directories(run_dir);
   auto log = std::make_unique<run_log>((fs::path(run_dir) / "events.jsonl").string());
+  // Every event line is also forwarded to the syncer (about once a second, at most 1 MiB per
+  // message; beyond 8 MiB buffered while the syncer is away, lines are dropped and counted).
+  struct forward_buffer {
+    std::mutex m;
+    std::string lines;
+    uint64_t dropped = 0;
+  };
+  auto fwd = std::make_shared<forward_buffer>();
+  log->set_tap([fwd](const std::string& line) {
+    std::lock_guard<std::mutex> g(fwd->m);
+    if (fwd->lines.size() + line.size() > (size_t{8} << 20))
+      ++fwd->dropped;
+    else
+      fwd->lines += line;
+  });
+  auto flush_events = [&, fwd](bool last) {
+    std::string batch;
+    {
+      std::lock_guard<std::mutex> g(fwd->m);
+      if (fwd->lines.empty()) return;
+      size_t cut = std::min(fwd->lines.size(), size_t{1} << 20);
+      const auto nl = fwd->lines.rfind('\n', cut - 1);
+      if (nl == std::string::npos) return;
+      cut = nl + 1;
+      batch = fwd->lines.substr(0, cut);
+      fwd->lines.erase(0, cut);
+    }
+    if (!last) {
+      caf::anon_send(monitor, atoms::events_atom_v, name, std::move(batch));
+      return;
+    }
+    // The last batch is a request, so the process does not exit before it is written.
+    self->request(monitor, std::chrono::seconds(2), atoms::events_atom_v, name, std::move(batch))
+        .receive([](bool) {}, [](caf::error&) {});
+  };
   log->set_console([](const std::string& line) {
     std::fprintf(stderr, "%s\n", line.c_str());
     std::fflush(stderr);
@@ -400,6 +435,7 @@ int run_learner_node(const learner_node_options& o) {
   int status = node_exit_ok;
   bool done = false;
   double last_progress = connector::now_s();
+  double last_flush = last_progress;
   auto prev = log->snapshot();
   while (!done) {
     self->receive(
@@ -453,6 +489,10 @@ int run_learner_node(const learner_node_options& o) {
       }
     }
     const double t = connector::now_s();
+    if (!lost && t - last_flush >= 1.0) {
+      flush_events(false);
+      last_flush = t;
+    }
     if (o.progress_every_s > 0 && t - last_progress >= o.progress_every_s) {
       auto snap = log->snapshot();
       std::printf("%s%s\n", progress_line(snap, prev, t - last_progress, t - t0).c_str(),
@@ -464,7 +504,8 @@ int run_learner_node(const learner_node_options& o) {
   }
   const auto snap = log->snapshot();
   if (!snap.learners_given_up.empty() && status == node_exit_ok) status = node_exit_failure;
-  log->emit("node_done", {{"node", name}, {"status", status}});
+  log->emit("node_done", {{"node", name}, {"status", status}, {"events_dropped", fwd->dropped}});
+  if (!lost) flush_events(true);
   std::printf("dd-node learner %s: done (exit %d)\n", name.c_str(), status);
   std::fflush(stdout);
   self->send_exit(sup, caf::exit_reason::user_shutdown);

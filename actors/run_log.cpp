@@ -55,9 +55,15 @@ void run_log::emit(const std::string& kind, nlohmann::json fields) {
     if (out_.is_open() && write_failure_.empty()) {
       if (auto st = out_.append(text); !st) failed = st.message;
     }
+    if (tap_) tap_(text);
     if (keep_) events_.push_back(std::move(line));
   }
   if (!failed.empty()) write_failed(failed);
+}
+
+void run_log::set_tap(tap_fn tap) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  tap_ = std::move(tap);
 }
 
 void run_log::write_failed(const std::string& message) {

@@ -101,6 +101,10 @@ class run_log {
   /// them. Called under no lock of the log, from any actor's thread. Set before spawning.
   using console_fn = std::function<void(const std::string& line)>;
   void set_console(console_fn console);
+  /// Receives every event line as written (JSON + '\n'), under the log's lock: keep it cheap
+  /// (a learner node buffers the lines and forwards them to the syncer). Set before spawning.
+  using tap_fn = std::function<void(const std::string& line)>;
+  void set_tap(tap_fn tap);
   /// One line for the person watching the run (not an event; emit the event as well):
   /// "[    t s] warning: <text>" to the console hook; nothing when none is set.
   void warn(const std::string& text) const;
@@ -132,6 +136,7 @@ class run_log {
   mutable std::mutex mutex_;
   clock_fn clock_;
   console_fn console_;
+  tap_fn tap_;
   util::append_file out_;
   std::string write_failure_;
   bool keep_;
