@@ -21,7 +21,8 @@
 //     chunk bytes, each framed by a little-endian u64 length, with the same window; the receiver
 //     reads each frame into one reused buffer and does the same decode + chunk_assembler work and
 //     acknowledges every frame with 8 bytes (u32 chunk index, u32 "transfer complete").
-//     Ratio push / A (target >= 0.8).
+//     Ratio push / A (target >= 0.8). Also A0: the same frames and window, but the receiver
+//     drops each frame unread (transport only), which shows what decode + assembly cost.
 //  4. Baseline B: one raw TCP stream of the fragment's bytes (u64 length, then write all; the
 //     receiver reads all into one buffer and answers one byte). Ratio push / B (target >= 0.5).
 //  5. The syncer's memory: its VmRSS before any transfer (published, idle) and its VmHWM after all
@@ -624,7 +625,7 @@ int child_mm_recv(int32_t learner, size_t chunk_bytes, double heartbeat_s, doubl
 
 /// Baseline A: frames of encoded push chunks, decoded and assembled as the syncer does; an 8-byte
 /// ack per frame (u32 chunk index, u32 1 when the transfer completed), little-endian.
-void serve_raw_a(int fd, size_t chunk_bytes, recv_counters* counters) {
+void serve_raw_a(int fd, size_t chunk_bytes, bool assemble, recv_counters* counters) {
   dd::chunk_assembler assembler{receiver_chunk_limits(chunk_bytes)};
   const auto dl = receiver_decode_limits(chunk_bytes);
   std::vector<uint8_t> buf;
@@ -636,6 +637,11 @@ void serve_raw_a(int fd, size_t chunk_bytes, recv_counters* counters) {
     buf.resize(len);
     read_all(fd, buf.data(), len);
     uint32_t idx = 0, complete = 0;
+    if (!assemble) {  // baseline A0: transport only, the frame is dropped unread
+      uint8_t ack[8] = {0};
+      write_all(fd, ack, 8);
+      continue;
+    }
     auto m = dd::decode_push(buf.data(), len, dl);
     if (!m) throw std::runtime_error("raw A: undecodable frame: " + m.error().message);
     idx = m->chunk_index;
@@ -670,7 +676,7 @@ void serve_raw_b(int fd, recv_counters* counters) {
   }
 }
 
-int child_raw(bool framed, size_t chunk_bytes) {
+int child_raw(bool framed, bool assemble, size_t chunk_bytes) {
   uint16_t port = 0;
   const int lfd = listen_loopback(&port);
   recv_counters counters;
@@ -679,7 +685,7 @@ int child_raw(bool framed, size_t chunk_bytes) {
     if (fd < 0) return;
     set_nodelay(fd);
     try {
-      if (framed) serve_raw_a(fd, chunk_bytes, &counters);
+      if (framed) serve_raw_a(fd, chunk_bytes, assemble, &counters);
       else serve_raw_b(fd, &counters);
     } catch (const std::exception& e) {
       counters.errors++;
@@ -702,8 +708,10 @@ int child_main(int argc, char** argv) {
   if (role == "mm-recv" && argc == 7)
     return child_mm_recv(std::atoi(argv[3]), std::strtoull(argv[4], nullptr, 10),
                          std::strtod(argv[5], nullptr), std::strtod(argv[6], nullptr));
-  if (role == "raw-a" && argc == 4) return child_raw(true, std::strtoull(argv[3], nullptr, 10));
-  if (role == "raw-b" && argc == 3) return child_raw(false, 0);
+  if (role == "raw-a" && argc == 4) return child_raw(true, true, std::strtoull(argv[3], nullptr, 10));
+  if (role == "raw-a0" && argc == 4)
+    return child_raw(true, false, std::strtoull(argv[3], nullptr, 10));
+  if (role == "raw-b" && argc == 3) return child_raw(false, false, 0);
   std::fprintf(stderr, "%s: --child is internal (bad role '%s')\n", prog, role.c_str());
   return 2;
 }
@@ -777,7 +785,9 @@ double run_mm(caf::actor_system& sys, const std::vector<caf::actor>& peers,
 
 // ---- raw TCP senders ---------------------------------------------------------------------------
 
-double run_raw_a(int fd, const std::vector<wire_bytes>& frames, size_t window) {
+/// `expect_complete`: the receiver assembles and flags the chunk that completed the transfer.
+double run_raw_a(int fd, const std::vector<wire_bytes>& frames, size_t window,
+                 bool expect_complete) {
   size_t next = 0, acked = 0;
   bool complete = false;
   const double t0 = now();
@@ -792,7 +802,7 @@ double run_raw_a(int fd, const std::vector<wire_bytes>& frames, size_t window) {
     complete = complete || ack[4] != 0;
   }
   const double t = now() - t0;
-  if (!complete) throw std::runtime_error("raw A: the receiver never completed the transfer");
+  if (expect_complete && !complete) throw std::runtime_error("raw A: the receiver never completed the transfer");
   return t;
 }
 
@@ -925,11 +935,13 @@ int run_transfers(const options& o) {
     learners.push_back(spawn_child("learner " + std::to_string(i),
                                    {"mm-recv", std::to_string(i), cb, hb, to}));
   auto raw_a = spawn_child("raw A receiver", {"raw-a", cb});
+  auto raw_a0 = spawn_child("raw A0 receiver", {"raw-a0", cb});
   auto raw_b = spawn_child("raw B receiver", {"raw-b"});
   const auto syncer_ready = child_ready(*syncer);
   std::vector<ready_info> learner_ready;
   for (auto& l : learners) learner_ready.push_back(child_ready(*l));
   const auto raw_a_ready = child_ready(*raw_a);
+  const auto raw_a0_ready = child_ready(*raw_a0);
   const auto raw_b_ready = child_ready(*raw_b);
 
   dd::actors::node_transport t;
@@ -941,14 +953,14 @@ int run_transfers(const options& o) {
   std::vector<caf::actor> bcast_peers;
   for (const auto& r : learner_ready) bcast_peers.push_back(connect_mm(sys, r.port));
   const int fd_a = connect_loopback(raw_a_ready.port);
+  const int fd_a0 = connect_loopback(raw_a0_ready.port);
   const int fd_b = connect_loopback(raw_b_ready.port);
 
-  enum kind { push = 0, bcast, raw_a_k, raw_b_k, kinds };
-  const char* names[kinds] = {"push", "broadcast", "raw A", "raw B"};
-  std::vector<double> mibps[kinds], ratio_a, ratio_b;
+  enum kind { push = 0, bcast, raw_a_k, raw_a0_k, raw_b_k, kinds };
+  std::vector<double> mibps[kinds], ratio_a, ratio_b, ratio_a0;
   uint64_t transfer = 0;
   for (int r = 0; r < o.warmup + o.repeats; ++r) {
-    double v[kinds] = {0, 0, 0, 0};
+    double v[kinds] = {0, 0, 0, 0, 0};
     for (int j = 0; j < kinds; ++j) {
       const int k = (j + r) % kinds;  // rotate the order from round to round
       ++transfer;
@@ -961,7 +973,9 @@ int run_transfers(const options& o) {
                    as_messages(atoms::broadcast_atom_v, encode_broadcast(frag, transfer, o.chunk_bytes)),
                    window);
       } else if (k == raw_a_k) {
-        s = run_raw_a(fd_a, encode_push(frag, transfer, o.chunk_bytes), window);
+        s = run_raw_a(fd_a, encode_push(frag, transfer, o.chunk_bytes), window, true);
+      } else if (k == raw_a0_k) {
+        s = run_raw_a(fd_a0, encode_push(frag, transfer, o.chunk_bytes), window, false);
       } else {
         s = run_raw_b(fd_b, frag_raw.data(), frag_raw.size());
       }
@@ -969,15 +983,16 @@ int run_transfers(const options& o) {
       v[k] = bytes / s / mib;
     }
     const bool measured = r >= o.warmup;
-    std::printf("  round %d%s: push %.0f | broadcast %.0f (aggregate) | raw A %.0f | raw B %.0f "
-                "MiB/s\n",
+    std::printf("  round %d%s: push %.0f | broadcast %.0f (aggregate) | raw A %.0f | raw A0 %.0f "
+                "| raw B %.0f MiB/s\n",
                 measured ? r - o.warmup + 1 : r + 1, measured ? "" : " (warm-up)", v[push],
-                v[bcast], v[raw_a_k], v[raw_b_k]);
+                v[bcast], v[raw_a_k], v[raw_a0_k], v[raw_b_k]);
     std::fflush(stdout);
     if (!measured) continue;
     for (int k = 0; k < kinds; ++k) mibps[k].push_back(v[k]);
     ratio_a.push_back(v[push] / v[raw_a_k]);
     ratio_b.push_back(v[push] / v[raw_b_k]);
+    ratio_a0.push_back(v[push] / v[raw_a0_k]);
   }
 
   // Memory of every receiver after all transfers.
@@ -992,9 +1007,9 @@ int run_transfers(const options& o) {
   const auto raw_a_mem = child_mem(*raw_a);
   if (!raw_a_mem) throw std::runtime_error("the raw A receiver did not report its memory");
 
-  const double med[kinds] = {median(mibps[push]), median(mibps[bcast]), median(mibps[raw_a_k]),
-                             median(mibps[raw_b_k])};
-  const double ra = median(ratio_a), rb = median(ratio_b);
+  double med[kinds];
+  for (int k = 0; k < kinds; ++k) med[k] = median(mibps[k]);
+  const double ra = median(ratio_a), rb = median(ratio_b), ra0 = median(ratio_a0);
   const double idle_mib = kb_to_mib(syncer_ready.idle.rss);
   const double peak_mib = kb_to_mib(syncer_mem->hwm);
   const double inflight_mib = 4.0 * static_cast<double>(o.chunk_bytes) * window / mib;
@@ -1021,10 +1036,15 @@ int run_transfers(const options& o) {
               med[bcast] / o.learners);
   std::printf("  %-52s %12.0f  %s\n", "3. raw TCP A: same chunks, same window, assembled",
               med[raw_a_k], per_round(mibps[raw_a_k], "{:.0f}").c_str());
+  std::printf("  %-52s %12.0f  %s\n", "   raw TCP A0: as A, receiver drops frames unread",
+              med[raw_a0_k], per_round(mibps[raw_a0_k], "{:.0f}").c_str());
   std::printf("  %-52s %12.0f  %s\n", "4. raw TCP B: one stream, write all / read all",
               med[raw_b_k], per_round(mibps[raw_b_k], "{:.0f}").c_str());
   std::printf("  ratio push / raw A: %.3f (target >= 0.8: %s)   per round %s\n", ra,
               ra >= 0.8 ? "met" : "NOT met", per_round(ratio_a, "{:.3f}").c_str());
+  std::printf("  ratio push / raw A0: %.3f (no target; transport without decode + assembly)   "
+              "per round %s\n",
+              ra0, per_round(ratio_a0, "{:.3f}").c_str());
   std::printf("  ratio push / raw B: %.3f (target >= 0.5: %s)   per round %s\n", rb,
               rb >= 0.5 ? "met" : "NOT met", per_round(ratio_b, "{:.3f}").c_str());
   std::printf("  5. syncer memory: idle VmRSS %.1f MiB, peak VmHWM %.1f MiB (+%.1f MiB) over %d "
@@ -1045,13 +1065,14 @@ int run_transfers(const options& o) {
       "\"chunk_bytes\":{},\"chunks\":{},\"window\":{},\"learners\":{},\"learner_processes\":{},"
       "\"repeats\":{},\"warmup\":{},\"heartbeat_s\":{},\"connection_timeout_s\":{},"
       "\"push_mibps\":{:.1f},\"broadcast_aggregate_mibps\":{:.1f},\"raw_a_mibps\":{:.1f},"
-      "\"raw_b_mibps\":{:.1f},\"ratio_push_raw_a\":{:.4f},\"ratio_push_raw_b\":{:.4f},"
+      "\"raw_a0_mibps\":{:.1f},\"raw_b_mibps\":{:.1f},\"ratio_push_raw_a\":{:.4f},"
+      "\"ratio_push_raw_a0\":{:.4f},\"ratio_push_raw_b\":{:.4f},"
       "\"syncer_idle_rss_kb\":{},\"syncer_peak_hwm_kb\":{},\"target_kb\":{:.0f},"
       "\"target_holds\":{},\"target_with_fragment_kb\":{:.0f},\"target_with_fragment_holds\":{},"
       "\"learner_peak_hwm_kb\":{},\"raw_a_peak_hwm_kb\":{}}}",
       frag_bytes, o.chunk_bytes, n_chunks, window, o.learners, o.learners, o.repeats, o.warmup,
-      o.heartbeat_s, o.connection_timeout_s, med[push], med[bcast], med[raw_a_k], med[raw_b_k], ra,
-      rb, syncer_ready.idle.rss, syncer_mem->hwm, target_mib * 1024, peak_mib <= target_mib,
+      o.heartbeat_s, o.connection_timeout_s, med[push], med[bcast], med[raw_a_k], med[raw_a0_k],
+      med[raw_b_k], ra, ra0, rb, syncer_ready.idle.rss, syncer_mem->hwm, target_mib * 1024, peak_mib <= target_mib,
       target_frag_mib * 1024, peak_mib <= target_frag_mib, learner_peak_kb, raw_a_mem->hwm);
   std::printf("%s\n", json.c_str());
   write_json(o.json_path, json);
@@ -1059,14 +1080,16 @@ int run_transfers(const options& o) {
   // Orderly end: close the raw streams (length 0), then let every receiver quit.
   const uint64_t zero = 0;
   write_all(fd_a, &zero, 8);
+  write_all(fd_a0, &zero, 8);
+  ::close(fd_a0);
   write_all(fd_b, &zero, 8);
   ::close(fd_a);
   ::close(fd_b);
   child_quit(*syncer);
   for (auto& l : learners) child_quit(*l);
   child_quit(*raw_a);
+  child_quit(*raw_a0);
   child_quit(*raw_b);
-  (void)names;
   return 0;
 }
 
