@@ -1171,7 +1171,8 @@ struct oversized_result {
   double ping_after_ms = 0;
   mem_kb late;         // after the connection timeout
   bool closed_late = false;
-  bool ping_late = false;
+  bool ping_late = false;        // over the connection made before the header
+  bool ping_fresh = false;       // over a new connection made after the late check
   bool running_late = false;
   double late_at_s = 0;
 };
@@ -1244,39 +1245,48 @@ int run_oversized(const options& o) {
     if (auto m = child_mem(c)) r.late = *m;
     r.ping_late = child_running(c) && ping(sys, h, &ms);
     r.running_late = child_running(c);
+    if (r.running_late) {
+      auto fresh = sys.middleman().remote_actor("127.0.0.1", ready[i].port);
+      r.ping_fresh = fresh && ping(sys, *fresh, &ms);
+    }
     for (int fd : fds) ::close(fd);
     std::printf("  announced %llu bytes (%.2f GiB): idle VmRSS %.1f MiB; 2 s after the header "
                 "VmRSS %.1f MiB (max sampled %.1f), VmHWM %.1f MiB, answers a request: %s "
                 "(%.1f ms); after %.1f s VmRSS %.1f MiB, VmHWM %.1f MiB, raw connection closed "
-                "by the receiver: %s, process running: %s, answers: %s\n",
+                "by the receiver: %s, process running: %s, answers over the old connection: %s, over a new "
+                "one: %s\n",
                 static_cast<unsigned long long>(r.announced),
                 static_cast<double>(r.announced) / (mib * 1024), kb_to_mib(r.idle.rss),
                 kb_to_mib(r.after.rss), kb_to_mib(r.max_rss_kb), kb_to_mib(r.after.hwm),
                 r.ping_after ? "yes" : "NO", r.ping_after_ms, r.late_at_s, kb_to_mib(r.late.rss),
                 kb_to_mib(r.late.hwm), r.closed_late ? "yes" : "no",
-                r.running_late ? "yes" : "NO", r.ping_late ? "yes" : "NO");
+                r.running_late ? "yes" : "NO", r.ping_late ? "yes" : "NO",
+                r.ping_fresh ? "yes" : "NO");
     std::fflush(stdout);
     results.push_back(r);
     child_quit(c);
   }
 
-  std::printf("\n  %-14s %10s %12s %12s %9s %12s %8s %8s\n", "announced", "idle RSS",
-              "RSS +2 s", "HWM", "answers", "RSS late", "closed", "alive");
+  std::printf("\n  %-10s %9s %10s %10s %8s %10s %10s %7s %8s %8s %8s\n", "announced",
+              "idle RSS", "RSS +2 s", "HWM +2 s", "answers", "RSS late", "HWM late", "closed",
+              "running", "old conn", "new conn");
   for (const auto& r : results)
-    std::printf("  %-14s %8.1f M %10.1f M %10.1f M %9s %10.1f M %8s %8s\n",
+    std::printf("  %-10s %7.1f M %8.1f M %8.1f M %8s %8.1f M %8.1f M %7s %8s %8s %8s\n",
                 fmt::format("{:.2f} GiB", static_cast<double>(r.announced) / (mib * 1024)).c_str(),
                 kb_to_mib(r.idle.rss), kb_to_mib(r.after.rss), kb_to_mib(r.after.hwm),
-                r.ping_after ? "yes" : "NO", kb_to_mib(r.late.rss), r.closed_late ? "yes" : "no",
-                r.running_late && r.ping_late ? "yes" : "NO");
+                r.ping_after ? "yes" : "NO", kb_to_mib(r.late.rss), kb_to_mib(r.late.hwm),
+                r.closed_late ? "yes" : "no", r.running_late ? "yes" : "NO",
+                r.ping_late ? "yes" : "NO", r.ping_fresh ? "yes" : "NO");
   std::string items;
   for (const auto& r : results)
     items += fmt::format(
         "{}{{\"announced_bytes\":{},\"idle_rss_kb\":{},\"rss_after_kb\":{},\"max_rss_kb\":{},"
         "\"hwm_after_kb\":{},\"answers_after\":{},\"late_at_s\":{:.2f},\"rss_late_kb\":{},"
-        "\"hwm_late_kb\":{},\"closed_late\":{},\"running_late\":{},\"answers_late\":{}}}",
+        "\"hwm_late_kb\":{},\"closed_late\":{},\"running_late\":{},\"answers_late_old_connection\":{},"
+        "\"answers_late_new_connection\":{}}}",
         items.empty() ? "" : ",", r.announced, r.idle.rss, r.after.rss, r.max_rss_kb, r.after.hwm,
         r.ping_after, r.late_at_s, r.late.rss, r.late.hwm, r.closed_late, r.running_late,
-        r.ping_late);
+        r.ping_late, r.ping_fresh);
   const std::string json = fmt::format(
       "{{\"bench\":\"dd-bench-transport\",\"mode\":\"oversized-header\",\"operation\":"
       "\"client_handshake\",\"connections\":{},\"heartbeat_s\":{},\"connection_timeout_s\":{},"
