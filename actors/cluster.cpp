@@ -24,6 +24,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/evaluator.hpp"
+#include "actors/frame_guard.hpp"
 #include "actors/fragment_owner.hpp"
 #include "actors/health_monitor.hpp"
 #include "actors/job_config.hpp"
@@ -626,6 +627,7 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
   node_transport transport = options.transport;
   transport.middleman = syncer;
   node_config cfg(transport);
+  std::unique_ptr<frame_guard> frame_check;  // declared before sys: destroyed after it
   caf::actor_system sys{cfg};
   {
     caf::scoped_actor self{sys};
@@ -640,8 +642,11 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
           [&](atoms::done_atom) { done = true; },
           [&](atoms::publish_atom, const caf::actor& monitor) {
             // reuse_addr: a restarted syncer binds its port at once (CAF_NOTES: TIME_WAIT).
-            const char* in = options.listen_host.empty() ? nullptr : options.listen_host.c_str();
-            auto port = sys.middleman().publish(monitor, options.listen_port, in, true);
+            const bool guarded = options.max_frame_bytes > 0;
+            const char* in = guarded                      ? "127.0.0.1"
+                             : options.listen_host.empty() ? nullptr
+                                                           : options.listen_host.c_str();
+            auto port = sys.middleman().publish(monitor, guarded ? 0 : options.listen_port, in, true);
             if (!port) {
               std::fprintf(stderr, "dd-node syncer: cannot listen on %s:%u: %s\n",
                            options.listen_host.c_str(), options.listen_port,
@@ -649,9 +654,27 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
               std::fflush(stderr);
               std::_Exit(2);
             }
-            setup->log->emit("listening", {{"host", options.listen_host}, {"port", *port},
+            uint16_t bound = *port;
+            if (guarded) {
+              try {
+                frame_check = std::make_unique<frame_guard>(
+                    options.listen_host, options.listen_port, *port, options.max_frame_bytes,
+                    [log = setup->log.get()](const std::string& what) {
+                      log->emit("frame_refused", {{"reason", what}});
+                      log->warn("frame guard: " + what);
+                    });
+              } catch (const std::exception& e) {
+                std::fprintf(stderr, "dd-node syncer: %s\n", e.what());
+                std::fflush(stderr);
+                std::_Exit(2);
+              }
+              bound = frame_check->port();
+            }
+            setup->log->emit("listening", {{"host", options.listen_host}, {"port", bound},
+                                           {"middleman_port", *port},
+                                           {"max_frame_bytes", options.max_frame_bytes},
                                            {"run_id", setup->run_id}});
-            if (options.on_published) options.on_published(*port);
+            if (options.on_published) options.on_published(bound);
           },
           caf::after(std::chrono::milliseconds(250)) >> [&] {});
       const double t = setup->log->now();

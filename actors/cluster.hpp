@@ -53,6 +53,10 @@ struct run_options {
   std::string listen_host = "127.0.0.1";
   uint16_t listen_port = 0;
   std::function<void(uint16_t port)> on_published;
+  /// Syncer node: a frame guard (actors/frame_guard.hpp) listens on listen_host:listen_port and
+  /// closes any connection announcing a CAF frame above this many bytes; the middleman itself
+  /// listens on loopback only. 0 = no guard (the middleman listens on the address itself).
+  uint64_t max_frame_bytes = uint64_t{80} << 20;
   /// The run's id (hex), checked at every node handshake; empty = a new random one (written to
   /// <run_dir>/run_id).
   std::string run_id;

@@ -47,6 +47,8 @@ void print_syncer_help(FILE* f) {
       "  --progress S           progress line every S seconds (default 5; 0 = off)\n"
       "  --heartbeat S          middleman heartbeat period (default 0.5)\n"
       "  --connection-timeout S a peer silent this long is dropped (default 3)\n"
+      "  --max-frame-bytes N    a connection announcing a larger CAF frame is closed before CAF\n"
+      "                         allocates it (default 83886080 = 80 MiB; 0 = no guard)\n"
       "A run directory holding an unfinished run is refused without --resume or --overwrite.\n"
       "SIGINT/SIGTERM: learners stop at their next step, final evaluation, summary.json.\n"
       "Exit status: 0 ok; 1 runtime failure (summary.json \"failed\": true); 2 bad flags or\n"
@@ -60,6 +62,7 @@ int syncer_main(int argc, char** argv) {
   std::string file, run_dir, listen_text, advertise_text;
   bool resume = false, overwrite = false, insecure = false;
   double progress = 5.0;
+  uint64_t max_frame = uint64_t{80} << 20;
   actors::node_transport transport;
   config::load_options lo;
   for (int i = 1; i < argc; ++i) {
@@ -109,6 +112,10 @@ int syncer_main(int argc, char** argv) {
       if (!seconds("--heartbeat", transport.heartbeat_s)) return 2;
     } else if (a == "--connection-timeout") {
       if (!seconds("--connection-timeout", transport.connection_timeout_s)) return 2;
+    } else if (a == "--max-frame-bytes") {
+      double d = 0;
+      if (!seconds("--max-frame-bytes", d)) return 2;
+      max_frame = static_cast<uint64_t>(d);
     } else if (a == "--resume") {
       resume = true;
     } else if (a == "--overwrite") {
@@ -204,6 +211,7 @@ int syncer_main(int argc, char** argv) {
   ro.listen_port = listen.second;
   ro.resume = resume;
   ro.transport = transport;
+  ro.max_frame_bytes = max_frame;
   const int M = exp.learners.count;
   ro.on_published = [&](uint16_t port) {
     std::string host = advertise_text.empty() ? listen.first : advertise.first;

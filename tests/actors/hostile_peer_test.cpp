@@ -169,7 +169,7 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
     int fd = connect_raw(port);
     ASSERT_GE(fd, 0);
     unsigned char h[32] = {0};
-    h[0] = 0;  // server_handshake
+    h[0] = 1;  // client_handshake: CAF would allocate the announced payload at once
     const uint32_t len = htonl(0xF0000000u);
     std::memcpy(h + 4, &len, 4);
     ssize_t w = ::write(fd, h, sizeof h);
@@ -256,6 +256,11 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
     if (k == "merge") last_merge = e["time"].get<double>();
   }
   EXPECT_EQ(refused_nodes, 3);
+  int refused_frames = 0;
+  for (const auto& e : evs)
+    if (e["event"] == "frame_refused") ++refused_frames;
+  // The garbage (its bytes 4..7 read as a length of 0x8b0e91... bytes) and the 3.75 GiB header.
+  EXPECT_EQ(refused_frames, 2) << "the garbage and the oversized frame header";
   EXPECT_EQ(refused_joins, 1);
   EXPECT_GE(refused_pushes, 2) << "wrong-shape and unknown-learner pushes";
   EXPECT_GE(undecodable, 1) << "the push of another schema version";
