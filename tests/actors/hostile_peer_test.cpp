@@ -259,7 +259,7 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
   int refused_frames = 0;
   for (const auto& e : evs)
     if (e["event"] == "frame_refused") ++refused_frames;
-  // The garbage (its bytes 4..7 read as a length of 0x8b0e91... bytes) and the 3.75 GiB header.
+  // The garbage (its bytes 4..7 read as a length of 0x1396199c bytes) and the 3.75 GiB header.
   EXPECT_EQ(refused_frames, 2) << "the garbage and the oversized frame header";
   EXPECT_EQ(refused_joins, 1);
   EXPECT_GE(refused_pushes, 2) << "wrong-shape and unknown-learner pushes";
