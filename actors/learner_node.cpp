@@ -178,6 +178,7 @@ struct connector {
   int attempt = 0;
   double next_try_s = 0.0;  ///< steady seconds
   std::string last_error;
+  double deadline_at = 0.0;  ///< steady seconds of --join-deadline (0 = none)
 
   static double now_s() {
     using namespace std::chrono;
@@ -188,7 +189,10 @@ struct connector {
     if (now_s() < next_try_s) return std::nullopt;
     const auto& [host, port] = o.join[next % o.join.size()];
     ++next;
-    auto m = lookup(sys, host, port, o.connect_timeout_s, &last_error);
+    // An attempt never runs past --join-deadline.
+    double timeout = o.connect_timeout_s;
+    if (deadline_at > 0) timeout = std::max(0.05, std::min(timeout, deadline_at - now_s()));
+    auto m = lookup(sys, host, port, timeout, &last_error);
     if (m) {
       attempt = 0;
       return m;
@@ -219,8 +223,9 @@ int run_learner_node(const learner_node_options& o) {
   node_config cfg(o.transport);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  connector conn{o, sys, rng(seed), 0, 0, 0.0, {}};
+  connector conn{o, sys, rng(seed), 0, 0, 0.0, {}, 0.0};
   const double t0 = connector::now_s();
+  if (o.join_deadline_s > 0) conn.deadline_at = t0 + o.join_deadline_s;
   auto interrupted = [&] { return o.interrupt != nullptr && o.interrupt->load() != 0; };
   auto past_deadline = [&] { return o.join_deadline_s > 0 && connector::now_s() - t0 > o.join_deadline_s; };
 
@@ -258,6 +263,7 @@ int run_learner_node(const learner_node_options& o) {
     }
     monitor = *m;
     described = std::move(*rep);
+    conn.deadline_at = 0.0;
     break;
   }
   run_id = described.run_id;
@@ -443,6 +449,7 @@ int run_learner_node(const learner_node_options& o) {
         [&](caf::down_msg& dm) {
           if (dm.source != monitor.address()) return;
           lost = true;
+          if (o.join_deadline_s > 0) conn.deadline_at = connector::now_s() + o.join_deadline_s;
           log->emit("syncer_lost", {{"reason", sys.render(dm.reason)}, {"steps", learner_steps(*log)}});
           std::fprintf(stderr,
                        "dd-node learner %s: lost the syncer (%s); learners keep stepping, "
@@ -459,6 +466,15 @@ int run_learner_node(const learner_node_options& o) {
                    name.c_str());
       self->send(sup, atoms::stop_atom_v);
     }
+    if (lost && !stop_sent && conn.deadline_at > 0 && connector::now_s() > conn.deadline_at) {
+      std::fprintf(stderr,
+                   "dd-node learner %s: the syncer stayed unreachable for --join-deadline %.0f s "
+                   "(last: %s); stopping the learners\n",
+                   name.c_str(), o.join_deadline_s, conn.last_error.c_str());
+      status = node_exit_deadline;
+      stop_sent = true;
+      self->send(sup, atoms::stop_atom_v);
+    }
     if (lost && !stop_sent) {
       if (auto m = conn.try_once()) {
         node_join again = req;
@@ -473,6 +489,7 @@ int run_learner_node(const learner_node_options& o) {
           }
           self->monitor(monitor);
           lost = false;
+          conn.deadline_at = 0.0;
           log->emit("syncer_back", {{"run_id", rep->run_id}, {"steps", learner_steps(*log)}});
           std::printf("dd-node learner %s: syncer back; learners rejoin\n", name.c_str());
           std::fflush(stdout);

@@ -8,10 +8,11 @@
 // - the syncer unreachable at start: connection attempts go on with exponential backoff and
 //   ±20% jitter (base 0.5 s, cap `backoff_cap_s`), every attempt bounded (a non-blocking TCP
 //   connect with a deadline first, then CAF's handshake on its own thread with a deadline), for
-//   ever or until `join_deadline_s` (exit_deadline);
+//   ever or until `join_deadline_s` (exit_deadline; no attempt runs past it);
 // - the syncer lost mid-run (its process died, the link went silent for the middleman's
 //   connection timeout): the learners keep stepping — pushes to the lost owners are dropped, at
-//   most one per fragment stays queued — and the node reconnects with the same backoff; once the
+//   most one per fragment stays queued — and the node reconnects with the same backoff (after
+//   `join_deadline_s` of it the learners are stopped and the node exits exit_deadline); once the
 //   syncer is back (same run id) every live learner rejoins it with a new incarnation and keeps
 //   its own step and data cursor; a syncer of another run is refused (exit_other_run);
 // - refused at the handshake: exits with the status of the refusal (below), after printing the
@@ -59,7 +60,7 @@ struct learner_node_options {
   /// The run this node must belong to; empty = whichever the syncer runs (learned at the first
   /// handshake and required from then on).
   std::string run_id;
-  /// Give up joining after this many seconds without a syncer (0 = never).
+  /// Give up after this many seconds without a syncer, at start or after losing it (0 = never).
   double join_deadline_s = 0.0;
   double backoff_base_s = 0.5;
   double backoff_cap_s = 15.0;

@@ -429,35 +429,16 @@ int launch_main(int argc, char** argv) {
   uint16_t port = 0;
   std::vector<std::string> passthrough;
   config::load_options lo;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* flag) -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "dd-node launch: %s needs a value\n", flag);
-        return nullptr;
-      }
-      return argv[++i];
-    };
-    auto seconds = [&](const char* flag, double& out) {
-      const char* v = value(flag);
-      if (v == nullptr) return false;
-      if (!parse_nonneg(v, out)) {
-        std::fprintf(stderr, "dd-node launch: %s needs a number of seconds >= 0, got '%s'\n", flag, v);
-        return false;
-      }
-      return true;
-    };
+  flag_cursor f("dd-node launch", argc, argv);
+  auto value = [&](const char* flag) { return f.value(flag); };
+  auto seconds = [&](const char* flag, double& out) { return f.seconds(flag, out); };
+  while (f.next()) {
+    const std::string a = f.arg();
     if (a == "--help" || a == "-h") {
       print_launch_help(stdout);
       return 0;
     } else if (a == "--learner-processes") {
-      double d = 0;
-      const char* v = value(a.c_str());
-      if (v == nullptr || !parse_nonneg(v, d) || d < 1 || d != static_cast<int>(d)) {
-        std::fprintf(stderr, "dd-node launch: --learner-processes needs a whole number >= 1\n");
-        return 2;
-      }
-      processes = static_cast<int>(d);
+      if (!f.count(a, processes)) return 2;
     } else if (a == "--syncer-restart-delay") {
       if (!seconds(a.c_str(), delay)) return 2;
     } else if (a == "--progress") {
@@ -469,13 +450,7 @@ int launch_main(int argc, char** argv) {
     } else if (a == "--connection-timeout") {
       if (!seconds(a.c_str(), conn_timeout)) return 2;
     } else if (a == "--port") {
-      double d = 0;
-      const char* v = value(a.c_str());
-      if (v == nullptr || !parse_nonneg(v, d) || d > 65535 || d != static_cast<int>(d)) {
-        std::fprintf(stderr, "dd-node launch: --port needs a port number\n");
-        return 2;
-      }
-      port = static_cast<uint16_t>(d);
+      if (!f.port(a, port)) return 2;
     } else if (a == "--run-dir") {
       const char* v = value(a.c_str());
       if (v == nullptr) return 2;

@@ -33,7 +33,8 @@ void print_learner_help(FILE* f) {
       "  --node-name NAME      name in logs (default <hostname>-<pid>)\n"
       "  --run-id ID           belong to this run only (default: the syncer's run at first join;\n"
       "                        required from then on)\n"
-      "  --join-deadline S     give up after S seconds without a syncer (default 0 = never)\n"
+      "  --join-deadline S     give up after S seconds without a syncer, at start or after\n"
+      "                        losing it (default 0 = never): exit 6\n"
       "  --backoff-cap S       longest wait between connection attempts (default 15; attempts\n"
       "                        back off exponentially from 0.5 s with +-20%% jitter)\n"
       "  --connect-timeout S   deadline of one connection attempt (default 3)\n"
@@ -55,35 +56,12 @@ void print_learner_help(FILE* f) {
 /// Entry point of `dd-node learner`; argv[0] is "learner".
 int learner_main(int argc, char** argv) {
   actors::learner_node_options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* flag) -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "dd-node learner: %s needs a value\n", flag);
-        return nullptr;
-      }
-      return argv[++i];
-    };
-    auto seconds = [&](const char* flag, double& out) {
-      const char* v = value(flag);
-      if (v == nullptr) return false;
-      if (!parse_nonneg(v, out)) {
-        std::fprintf(stderr, "dd-node learner: %s needs a number of seconds >= 0, got '%s'\n", flag, v);
-        return false;
-      }
-      return true;
-    };
-    auto count = [&](const char* flag, int& out) {
-      double d = 0;
-      const char* v = value(flag);
-      if (v == nullptr) return false;
-      if (!parse_nonneg(v, d) || d < 1 || d != static_cast<int>(d) || d > 4096) {
-        std::fprintf(stderr, "dd-node learner: %s needs a whole number >= 1, got '%s'\n", flag, v);
-        return false;
-      }
-      out = static_cast<int>(d);
-      return true;
-    };
+  flag_cursor f("dd-node learner", argc, argv);
+  auto value = [&](const char* flag) { return f.value(flag); };
+  auto seconds = [&](const char* flag, double& out) { return f.seconds(flag, out); };
+  auto count = [&](const char* flag, int& out) { return f.count(flag, out); };
+  while (f.next()) {
+    const std::string a = f.arg();
     std::string error;
     if (a == "--help" || a == "-h") {
       print_learner_help(stdout);

@@ -6,6 +6,7 @@
 #include <cerrno>
 #include <cmath>
 #include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -83,6 +84,44 @@ bool parse_ids(const std::string& text, std::vector<int32_t>& out) {
     if (comma == std::string::npos) return true;
     start = comma + 1;
   }
+}
+
+const char* flag_cursor::value(const std::string& flag) {
+  if (i_ + 1 >= argc_) {
+    std::fprintf(stderr, "%s: %s needs a value\n", who_, flag.c_str());
+    return nullptr;
+  }
+  return argv_[++i_];
+}
+
+bool flag_cursor::seconds(const std::string& flag, double& out) {
+  const char* v = value(flag);
+  if (v == nullptr) return false;
+  if (!parse_nonneg(v, out)) {
+    std::fprintf(stderr, "%s: %s needs a number of seconds >= 0, got '%s'\n", who_, flag.c_str(), v);
+    return false;
+  }
+  return true;
+}
+
+bool flag_cursor::count(const std::string& flag, int& out, int lo, int hi) {
+  const char* v = value(flag);
+  if (v == nullptr) return false;
+  double d = 0;
+  if (!parse_nonneg(v, d) || d < lo || d > hi || d != static_cast<double>(static_cast<int>(d))) {
+    std::fprintf(stderr, "%s: %s needs a whole number in %d..%d, got '%s'\n", who_, flag.c_str(), lo,
+                 hi, v);
+    return false;
+  }
+  out = static_cast<int>(d);
+  return true;
+}
+
+bool flag_cursor::port(const std::string& flag, uint16_t& out) {
+  int p = 0;
+  if (!count(flag, p, 0, 65535)) return false;
+  out = static_cast<uint16_t>(p);
+  return true;
 }
 
 std::atomic<int> g_node_interrupt{0};

@@ -25,6 +25,32 @@ bool parse_nonneg(const std::string& text, double& out);
 /// A comma-separated list of integers >= 0 ("0,2,3").
 bool parse_ids(const std::string& text, std::vector<int32_t>& out);
 
+/// Walks a subcommand's argv: the value of the flag at the cursor, as text, seconds or a count,
+/// each refused with one line on stderr prefixed by `who` ("dd-node learner: --threads needs a
+/// whole number >= 1, got 'x'"). Shared by syncer, learner and launch.
+class flag_cursor {
+ public:
+  flag_cursor(const char* who, int argc, char** argv) : who_(who), argc_(argc), argv_(argv) {}
+  /// Advances to the next argument; false at the end.
+  bool next() { return ++i_ < argc_; }
+  /// The argument at the cursor.
+  std::string arg() const { return argv_[i_]; }
+  /// The flag's value (the next argument), or nullptr after saying it is missing.
+  const char* value(const std::string& flag);
+  /// A number of seconds >= 0.
+  bool seconds(const std::string& flag, double& out);
+  /// A whole number in [lo, hi].
+  bool count(const std::string& flag, int& out, int lo = 1, int hi = 4096);
+  /// A port number (0..65535).
+  bool port(const std::string& flag, uint16_t& out);
+
+ private:
+  const char* who_;
+  int argc_;
+  char** argv_;
+  int i_ = 0;
+};
+
 /// The first SIGINT/SIGTERM's number (0 = none); a second one exits at once with 128 + signal.
 extern std::atomic<int> g_node_interrupt;
 /// Installs the handler for SIGINT and SIGTERM; `who` prefixes the "second signal" line.

@@ -65,24 +65,11 @@ int syncer_main(int argc, char** argv) {
   uint64_t max_frame = uint64_t{80} << 20;
   actors::node_transport transport;
   config::load_options lo;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto value = [&](const char* flag) -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "dd-node syncer: %s needs a value\n", flag);
-        return nullptr;
-      }
-      return argv[++i];
-    };
-    auto seconds = [&](const char* flag, double& out) {
-      const char* v = value(flag);
-      if (v == nullptr) return false;
-      if (!parse_nonneg(v, out)) {
-        std::fprintf(stderr, "dd-node syncer: %s needs a number of seconds >= 0, got '%s'\n", flag, v);
-        return false;
-      }
-      return true;
-    };
+  flag_cursor f("dd-node syncer", argc, argv);
+  auto value = [&](const char* flag) { return f.value(flag); };
+  auto seconds = [&](const char* flag, double& out) { return f.seconds(flag, out); };
+  while (f.next()) {
+    const std::string a = f.arg();
     if (a == "--help" || a == "-h") {
       print_syncer_help(stdout);
       return 0;
@@ -114,7 +101,12 @@ int syncer_main(int argc, char** argv) {
       if (!seconds("--connection-timeout", transport.connection_timeout_s)) return 2;
     } else if (a == "--max-frame-bytes") {
       double d = 0;
-      if (!seconds("--max-frame-bytes", d)) return 2;
+      const char* v = value("--max-frame-bytes");
+      if (v == nullptr) return 2;
+      if (!parse_nonneg(v, d) || d > 4294967295.0) {
+        std::fprintf(stderr, "dd-node syncer: --max-frame-bytes needs bytes in 0..4294967295, got '%s'\n", v);
+        return 2;
+      }
       max_frame = static_cast<uint64_t>(d);
     } else if (a == "--resume") {
       resume = true;

@@ -27,6 +27,8 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/actors/process_support.hpp"
+
 #include "actors/atoms.hpp"
 #include "actors/node_config.hpp"
 #include "messages/codec.hpp"
@@ -36,6 +38,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using nlohmann::json;
+using dd::test::events;
+using dd::test::spawn;
+using dd::test::text;
+using dd::test::wait_for;
 
 uint16_t free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -49,43 +55,8 @@ uint16_t free_port() {
   return ntohs(a.sin_port);
 }
 
-pid_t spawn(const fs::path& cwd, const std::vector<std::string>& args, const std::string& out) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
-    FILE* f = std::freopen(out.c_str(), "w", stdout);
-    (void)f;
-    ::dup2(::fileno(stdout), 2);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
-}
 
-int wait_for(pid_t pid, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    int ws = 0;
-    if (::waitpid(pid, &ws, WNOHANG) == pid) return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ::kill(pid, SIGKILL);
-  int ws = 0;
-  ::waitpid(pid, &ws, 0);
-  return -1;
-}
 
-std::vector<json> events(const fs::path& file) {
-  std::vector<json> out;
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line))
-    if (!line.empty()) out.push_back(json::parse(line));
-  return out;
-}
 
 long status_kib(pid_t pid, const char* field) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");

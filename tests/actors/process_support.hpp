@@ -1,0 +1,75 @@
+// tests/actors/process_support.hpp — helpers of the tests that run real processes (dd-node
+// syncer / learner / launch, dd-chaos): spawn with stdout+stderr to a file, wait with a deadline,
+// read a JSON-lines events file, read a whole file.
+#pragma once
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dd::test {
+
+/// Starts argv[0] with `args` in `cwd`, stdout and stderr to `out`.
+inline pid_t spawn(const std::filesystem::path& cwd, const std::vector<std::string>& args,
+                   const std::string& out) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
+    FILE* f = std::freopen(out.c_str(), "w", stdout);
+    (void)f;
+    ::dup2(::fileno(stdout), 2);
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    ::execv(argv[0], argv.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+/// Exit status (128 + signal when killed); -1 after killing it (and its group) at the deadline.
+inline int wait_for(pid_t pid, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    int ws = 0;
+    if (::waitpid(pid, &ws, WNOHANG) == pid)
+      return WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(-pid, SIGKILL);
+  ::kill(pid, SIGKILL);
+  int ws = 0;
+  ::waitpid(pid, &ws, 0);
+  return -1;
+}
+
+/// Every line of a JSON-lines file (empty when it does not exist).
+inline std::vector<nlohmann::json> events(const std::filesystem::path& file) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line))
+    if (!line.empty()) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+/// The whole file ("" when it does not exist).
+inline std::string text(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+}  // namespace dd::test
