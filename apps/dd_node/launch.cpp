@@ -694,7 +694,8 @@ int launch_main(int argc, char** argv) {
   L.write_nodes_file();
   const int status = L.syncer_exit >= 0 ? L.syncer_exit : 1;
   std::printf("dd-node launch: done (exit %d)\n", status);
-  return handled_signals > 0 && status == 0 ? 128 + g_launch_first : status;
+  // Interrupted: the launcher's own signal (130 for SIGINT), whatever signal it forwarded.
+  return handled_signals > 0 && (status == 0 || status >= 128) ? 128 + g_launch_first : status;
 }
 
 }  // namespace dd::app
