@@ -22,6 +22,7 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -238,11 +239,20 @@ class launcher {
 
   void start(node_proc& n, bool resume_flag) {
     std::vector<std::string> argv = n.argv;
-    if (resume_flag) argv.push_back("--resume");
+    if (resume_flag) {
+      // A restart resumes: the first start's --overwrite must not come with it.
+      argv.erase(std::remove(argv.begin(), argv.end(), std::string("--overwrite")), argv.end());
+      argv.push_back("--resume");
+    }
+    const pid_t launcher_pid = ::getpid();
     fs::create_directories(fs::path(n.log).parent_path());
     const pid_t pid = ::fork();
     if (pid == 0) {
       ::setpgid(0, 0);
+      // The launcher holds the run directory's lock for its children: if it dies (even by
+      // SIGKILL), they get SIGTERM and stop gracefully instead of running on unsupervised.
+      ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+      if (::getppid() != launcher_pid) ::_exit(1);
       signal(SIGINT, SIG_DFL);
       signal(SIGTERM, SIG_DFL);
       int fd = ::open(n.log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
