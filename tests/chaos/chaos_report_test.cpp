@@ -202,7 +202,7 @@ TEST(chaos_report, lost_versions_judged_only_at_every_version) {
   run_builder b;
   // The owner restarts from version 0 after version 1 was merged: one version lost.
   b.events.insert(b.events.begin() + 7,
-                  {{"event", "owner_restored"}, {"time", 1005.0}, {"fragment", 0}, {"version", 0}});
+                  json{{"event", "owner_restored"}, {"time", 1005.0}, {"fragment", 0}, {"version", 0}});
   b.edit("merge", 1016.0, [](json& e) { e["version"] = 1; });
   json r = judge(b);
   EXPECT_EQ(verdict_of(r, "no_version_lost"), "invalid");
@@ -220,7 +220,7 @@ TEST(chaos_report, lost_versions_judged_only_at_every_version) {
 TEST(chaos_report, corrupt_chunk_merged_is_invalid_and_a_resend_is_fine) {
   run_builder b;
   // learner 1's transfer 2 has a chunk refused after its (earlier) accepted push, and is merged.
-  b.events.insert(b.events.end() - 2, {{"event", "chunk_refused"}, {"time", 1015.5}, {"fragment", 0},
+  b.events.insert(b.events.end() - 2, json{{"event", "chunk_refused"}, {"time", 1015.5}, {"fragment", 0},
                                        {"learner", 1}, {"transfer_id", 2}, {"what", "push"}});
   json r = judge(b);
   EXPECT_EQ(verdict_of(r, "no_corrupt_chunk_merged"), "invalid");
@@ -297,7 +297,7 @@ TEST(chaos_report, syncer_fault_times_from_forwarded_events) {
   run_builder b;
   b.tape.push_back({{"t", 1003.0}, {"kind", "kill"}, {"target", "node:syncer"}, {"targets", {"syncer"}},
                     {"duration", nullptr}, {"result", "ok"}});
-  b.events.insert(b.events.begin() + 7, {{"event", "resume"}, {"time", 1006.0}});
+  b.events.insert(b.events.begin() + 7, json{{"event", "resume"}, {"time", 1006.0}});
   const std::string dir = b.write();
   fs::create_directories(dir + "/nodes");
   write_file_atomic(dir + "/nodes/learner-0.events.jsonl",

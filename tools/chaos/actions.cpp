@@ -120,10 +120,11 @@ void block_sigterm() {
 }
 
 // Records `p`, starts the reverter running `body`, then records the reverter's identity.
+// `recorded`: the caller already added `p` (it records before it applies the fault itself).
 void start_reverter(const chaos_env& env, pending_revert p, int keep_fd,
-                    const std::function<void()>& body) {
+                    const std::function<void()>& body, bool recorded = false) {
   const state_store store(env.run_dir);
-  store.add(p);
+  if (!recorded) store.add(p);
   const std::string id = p.id;
   const int rpid = spawn_detached_fn(
       [&] {
@@ -352,7 +353,7 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
         start_reverter(env, p, vp->fd(), [d, dir, origin] {
           if (sleep_or_sigterm(d)) return;  // heal or resume took over
           cgroup_release(dir, origin);
-        });
+        }, true);
       }
       r["result"] = "ok";
       r["cgroup"] = dir;
@@ -595,7 +596,7 @@ json disk_fault(chaos_env& env, const fault_spec& f) {
       start_reverter(env, p, -1, [d, ballast] {
         if (sleep_or_sigterm(d)) return;
         ::unlink(ballast.c_str());
-      });
+      }, true);
     }
     h["result"] = "ok";
     h["ballast"] = ballast;
