@@ -193,7 +193,7 @@ TEST_F(cluster, a_session_killed_mid_fault_still_reverts) {
 }
 
 TEST_F(cluster, slow_cycles_stop_and_continue_then_ends_running) {
-  ASSERT_EQ(dd_chaos("slow learner:0 --for 800ms --duty 0.5 --period 100ms" + rd()).rc, 0);
+  ASSERT_EQ(dd_chaos("slow learner:0 --via signals --for 800ms --duty 0.5 --period 100ms" + rd()).rc, 0);
   int stopped = 0, running = 0;
   const double end = mono_now() + 0.6;
   while (mono_now() < end) {
