@@ -356,3 +356,34 @@ TEST(chaos_report, binary_exit_status_and_json_file) {
   fs::remove_all(dir);
   fs::remove_all(bad);
 }
+
+TEST(chaos_report, a_fault_nobody_noticed_has_no_detection_and_no_rejoin) {
+  run_builder b;
+  // Latency on learner-0's link for 1 s at 1003: no failure, no rejoin; its next merge counts.
+  b.tape.push_back({{"t", 1003.0}, {"kind", "latency"}, {"target", "learner:0"},
+                    {"targets", {"learner-0"}}, {"duration", 1.0}, {"result", "ok"}});
+  // learner 0 is dropped later (at 1012, after a fault on learner 1 only) and rejoins at 1014.
+  b.events.insert(b.events.end() - 2,
+                  json{{"event", "failure"}, {"time", 1012.0}, {"learner", 0}, {"reason", "x"}});
+  b.events.insert(b.events.end() - 2, json{{"event", "rejoin"}, {"time", 1014.0}, {"learner", 0}});
+  const json r = judge(b);
+  ASSERT_EQ(r["faults"].size(), 2u);
+  const json& f = r["faults"][0];
+  EXPECT_EQ(f["kind"], "latency");
+  EXPECT_EQ(f["learners"], json::array({0}));
+  // The 1012 failure is learner 0's, and no later fault touches learner 0, so it counts as noticed;
+  // a rejoin then follows.
+  EXPECT_DOUBLE_EQ(f["noticed_after_s"].get<double>(), 9.0);
+  EXPECT_DOUBLE_EQ(f["rejoined_after_s"].get<double>(), 11.0);
+  // Another fault on learner 0 at 1010 ends this one's detection window: nothing noticed then.
+  run_builder c = b;
+  c.tape.push_back({{"t", 1010.0}, {"kind", "pause"}, {"target", "learner:0"},
+                    {"targets", {"learner-0"}}, {"duration", 1.0}, {"result", "ok"}});
+  const json r2 = judge(c);
+  ASSERT_EQ(r2["faults"].size(), 3u);
+  const json& g = r2["faults"][0];
+  EXPECT_TRUE(g["noticed_after_s"].is_null()) << g.dump(2);
+  EXPECT_TRUE(g["rejoined_after_s"].is_null());
+  EXPECT_DOUBLE_EQ(g["first_merge_after_s"].get<double>(), 13.0);  // after its end (1004): 1016
+  EXPECT_DOUBLE_EQ(r2["faults"][2]["noticed_after_s"].get<double>(), 2.0);  // the 1010 pause
+}

@@ -259,17 +259,26 @@ json build_report(const report_options& o) {
   json fault_rows = json::array();
   std::vector<std::string> unrecovered;
   size_t judged_faults = 0;
-  for (const auto& f : faults) {
+  for (size_t fi = 0; fi < faults.size(); ++fi) {
+    const fault& f = faults[fi];
     std::optional<double> noticed, excluded, restarted, rejoined, merged;
     const double end = f.at + f.duration;
     std::set<std::string> nodes(f.nodes.begin(), f.nodes.end());
+    // Detection belongs to this fault only until the next fault on any of the same learners.
+    double next_at = 1e300;
+    for (size_t k = fi + 1; k < faults.size() && next_at > 1e299; ++k)
+      for (int id : faults[k].learners)
+        if (f.learners.count(id)) next_at = faults[k].at;
+    auto before_next = [&](std::optional<double> t) {
+      return t && *t < next_at ? t : std::nullopt;
+    };
     if (!f.learners.empty()) {
-      const auto failure = first(f.at, [&](const event& e) {
+      const auto failure = before_next(first(f.at, [&](const event& e) {
         return e.node == "syncer" && e.kind() == "failure" && learner_in(e.j, f.learners);
-      });
-      const auto lost = first(f.at, [&](const event& e) {
+      }));
+      const auto lost = before_next(first(f.at, [&](const event& e) {
         return nodes.count(e.node) && e.kind() == "syncer_lost";
-      });
+      }));
       noticed = failure;
       if (lost && (!noticed || *lost < *noticed)) noticed = lost;
       excluded = failure;
@@ -278,10 +287,13 @@ json build_report(const report_options& o) {
                (e.kind() == "respawn" && e.j.value("kind", "") == "learner" &&
                 learner_in(e.j, f.learners, "id"));
       });
-      rejoined = first(f.at, [&](const event& e) {
-        return e.node == "syncer" && (e.kind() == "rejoin" || e.kind() == "join") &&
-               learner_in(e.j, f.learners);
-      });
+      restarted = before_next(restarted);
+      // Only a learner that was dropped (or restarted) rejoins.
+      if (noticed || restarted)
+        rejoined = first(f.at, [&](const event& e) {
+          return e.node == "syncer" && (e.kind() == "rejoin" || e.kind() == "join") &&
+                 learner_in(e.j, f.learners);
+        });
       const double from = rejoined ? std::max(*rejoined, f.at) : end;
       merged = first(from, [&](const event& e) {
         return e.node == "syncer" && e.kind() == "merge" && merge_has(e, f.learners);
