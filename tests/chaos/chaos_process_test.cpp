@@ -279,7 +279,7 @@ TEST_F(cluster, heal_opens_the_proxy_found_in_the_nodes_file) {
   r = dd_chaos("pause learner:0" + rd());  // no duration: until heal
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_EQ(control_request(control, "status")["links"][0]["faults"].size(), 1u);
-  EXPECT_EQ(state_of(sleeper), 'T');
+  EXPECT_TRUE(wait_state(sleeper, 'T', 2.0));  // SIGSTOP lands asynchronously
   r = dd_chaos("heal" + rd());
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_TRUE(control_request(control, "status")["links"][0]["faults"].empty());
