@@ -22,6 +22,7 @@
 #include "tools/chaos/report.hpp"
 #include "tools/chaos/runner.hpp"
 #include "tools/chaos/schedule.hpp"
+#include "util/parse.hpp"
 
 namespace {
 
@@ -150,25 +151,17 @@ void check_flags(const args& a, const std::set<std::string>& allowed) {
 }
 
 uint64_t parse_u64(const std::string& s, const std::string& what) {
-  try {
-    size_t used = 0;
-    const unsigned long long v = std::stoull(s, &used);
-    if (used != s.size() || s[0] == '-') throw std::invalid_argument(s);
-    return v;
-  } catch (const std::exception&) {
+  unsigned long long v = 0;
+  if (!dd::util::parse_number(s, v))
     throw usage_error(fmt::format("{}: '{}' must be a non-negative integer", what, s));
-  }
+  return v;
 }
 
 double parse_number(const std::string& s, const std::string& what) {
-  try {
-    size_t used = 0;
-    const double v = std::stod(s, &used);
-    if (used != s.size()) throw std::invalid_argument(s);
-    return v;
-  } catch (const std::exception&) {
-    throw usage_error(fmt::format("{}: '{}' must be a number", what, s));
-  }
+  double v = 0;
+  if (!dd::util::parse_number(s, v))
+    throw usage_error(fmt::format("{}: '{}' must be a finite number", what, s));
+  return v;
 }
 
 chaos_env make_env(const args& a, bool need_nodes) {
