@@ -476,11 +476,20 @@ int run_learner_node(const learner_node_options& o) {
       self->send(sup, atoms::stop_atom_v);
     }
     if (lost && !stop_sent) {
-      if (auto m = conn.try_once()) {
+      const int attempts_before = conn.attempt;
+      const double tried_at = connector::now_s();
+      auto m = conn.try_once();
+      if (!m && conn.attempt != attempts_before)
+        log->emit("rejoin_attempt", {{"stage", "connect"}, {"error", conn.last_error},
+                                     {"took_s", connector::now_s() - tried_at}});
+      if (m) {
         node_join again = req;
         again.learner_ids = ids;
         std::string why;
         auto rep = handshake(self, *m, again, 10.0, &why);
+        if (!rep)
+          log->emit("rejoin_attempt", {{"stage", "handshake"}, {"error", why},
+                                       {"took_s", connector::now_s() - tried_at}});
         if (rep && rep->accepted) {
           monitor = *m;
           {
