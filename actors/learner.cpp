@@ -113,7 +113,6 @@ void send_chunks(learner_actor* self, const caf::actor& owner,
   }
 }
 
-/// Asks the owner of fragment `p` for its current value (a pull_request through the codec).
 /// True when `a` and `b` are the same actor object (a local actor, or one proxy). CAF's `==`
 /// compares (node, actor id) only: after the connection to the syncer node was lost and made
 /// again, the owner directory names the same remote owners through fresh proxies that compare
@@ -123,6 +122,7 @@ bool same_handle(const caf::actor& a, const caf::actor& b) {
          caf::actor_cast<caf::strong_actor_ptr>(b).get();
 }
 
+/// Asks the owner of fragment `p` for its current value (a pull_request through the codec).
 void send_pull(learner_actor* self, const caf::actor& owner, size_t p) {
   if (!owner) return;
   auto& st = self->state;
