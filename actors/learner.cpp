@@ -539,8 +539,7 @@ void on_step(learner_actor* self, const learner_context& ctx) {
   hb.loss = r.loss;
   hb.compute_s = st.compute_s;
   self->send(st.monitor, atoms::heartbeat_atom_v, encode(hb));
-  st.heartbeats_sent.emplace_back(step, actor_now(self));
-  while (st.heartbeats_sent.size() > 16) st.heartbeats_sent.pop_front();
+  st.heartbeat_dates.sent(step, actor_now(self));
   if (sf.kill) {
     if (ctx.log != nullptr)
       ctx.log->emit("crash", {{"learner", st.id}, {"incarnation", st.incarnation}, {"step", step}});
@@ -558,8 +557,11 @@ void on_step(learner_actor* self, const learner_context& ctx) {
   } else {
     // The mean step's turns crossed since the previous check, estimated half a step ahead so
     // the push lands at the boundary nearest the crossing (none before the first reading).
+    // At most H steps ahead of the newest reading: an overestimate is latched below, and would
+    // hold back every push until the real mean step caught up with it.
     const double own = st.step_time.value();
-    if (auto g = st.mean_step_clock.at(actor_now(self) + 0.5 * own, 3.0 * own)) {
+    if (auto g = st.mean_step_clock.at(actor_now(self) + 0.5 * own, 3.0 * own,
+                                       static_cast<double>(ctx.sync_interval))) {
       const auto now_clock = static_cast<int64_t>(std::floor(*g));
       if (st.push_clock >= 0)
         due = policy::fragments_due_between(static_cast<uint64_t>(st.push_clock),
@@ -682,11 +684,16 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
                                  static_cast<uint64_t>(std::max(1, cfg.seq_len)) *
                                  static_cast<uint64_t>(std::max(1, cfg.learners));
       s.global_step = static_cast<int64_t>(total_tokens / per_round);
-      // Dated by when the answered heartbeat left (this actor's clock), else by arrival.
-      double t = actor_now(self);
-      for (const auto& [step, sent] : s.heartbeats_sent)
-        if (step == pm->step) t = sent;
-      s.mean_step_clock.observe(t, pm->mean_step);
+      // Dated by when the answered heartbeat left (this actor's clock). A reply that cannot be
+      // dated so is not used: dated by its arrival, a burst of replies held up by a busy syncer
+      // gave the clock a rate of thousands of steps per second (policy::global_clock).
+      if (auto sent = s.heartbeat_dates.answer(pm->step)) {
+        const uint64_t restarts = s.mean_step_clock.restarts();
+        s.mean_step_clock.observe(*sent, pm->mean_step);
+        // The clock went backwards (a restarted syncer's monitor): the value latched from the
+        // old one would hold back every push until the new one caught up. Start over from it.
+        if (s.mean_step_clock.restarts() != restarts) s.push_clock = -1;
+      }
     },
     [=](atoms::barrier_atom) {
       auto& s = self->state;

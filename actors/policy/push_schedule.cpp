@@ -96,6 +96,10 @@ std::vector<std::uint64_t> fragments_due_between(std::uint64_t from, std::uint64
 
 void global_clock::observe(double t_s, double mean_step) {
   if (!readings_.empty() && t_s < readings_.back().first) return;
+  if (!readings_.empty() && mean_step < readings_.back().second) {
+    readings_.clear();
+    ++restarts_;
+  }
   readings_.emplace_back(t_s, mean_step);
   while (readings_.size() > window_) readings_.pop_front();
 }
@@ -107,10 +111,26 @@ double global_clock::rate() const {
   return dt > 0 && dg > 0 ? dg / dt : 0.0;
 }
 
-std::optional<double> global_clock::at(double t_s, double max_ahead_s) const {
+std::optional<double> global_clock::at(double t_s, double max_ahead_s,
+                                       double max_ahead_steps) const {
   if (readings_.empty()) return std::nullopt;
   const double ahead = std::clamp(t_s - readings_.back().first, 0.0, std::max(0.0, max_ahead_s));
-  return readings_.back().second + rate() * ahead;
+  const double steps = std::min(rate() * ahead, std::max(0.0, max_ahead_steps));
+  return readings_.back().second + steps;
+}
+
+void heartbeat_dates::sent(std::uint64_t step, double t_s) {
+  sent_.emplace_back(step, t_s);
+  while (sent_.size() > capacity_) sent_.pop_front();
+}
+
+std::optional<double> heartbeat_dates::answer(std::uint64_t step) {
+  if (sent_.empty() || step < sent_.front().first) return std::nullopt;
+  while (!sent_.empty() && sent_.front().first < step) sent_.pop_front();
+  if (sent_.empty() || sent_.front().first != step) return std::nullopt;
+  const double t = sent_.front().second;
+  sent_.pop_front();
+  return t;
 }
 
 }  // namespace dd::policy

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -71,6 +72,12 @@ std::vector<std::uint64_t> fragments_due_between(std::uint64_t from, std::uint64
 /// therefore dated by the learner's own clock (the send time of the heartbeat it answers) and
 /// the estimate adds rate × elapsed, the rate taken over the last `window` readings.
 ///
+/// Readings must be dated by when their heartbeat left, never by when the reply arrived: replies
+/// held up by a busy syncer arrive in a burst, microseconds apart, and a rate measured over such
+/// a burst is thousands of steps per second; the learner latches the clock's highest value, so
+/// one such estimate stopped every learner's pushes for seconds (the stall of issue 10/11).
+/// `at` also bounds the extrapolation in steps, so a misdated reading costs at most that much.
+///
 /// Not thread-safe (one learner actor owns one). Times in seconds of any monotonic clock.
 class global_clock {
  public:
@@ -78,23 +85,64 @@ class global_clock {
   explicit global_clock(std::size_t window = 9) : window_(window < 2 ? 2 : window) {}
 
   /// Records that the mean step was `mean_step` at time `t_s`. A reading older than the newest
-  /// one is ignored (replies overtaken on the wire).
+  /// one is ignored (replies overtaken on the wire). A reading whose value is below the newest
+  /// one means the clock started over (a restarted health monitor restored an older mean step):
+  /// the older readings are forgotten and `restarts()` counts one more.
   void observe(double t_s, double mean_step);
 
   /// The estimated mean step at `t_s`: the newest reading plus rate × (t_s − its time), the
-  /// extrapolation clamped to [0, max_ahead_s] seconds (so a stalled group is not run ahead of).
+  /// elapsed time clamped to [0, max_ahead_s] seconds (so a stalled group is not run ahead of)
+  /// and the added steps to at most `max_ahead_steps` (>= 0; a learner passes its sync interval
+  /// H, so an overestimate it latches can delay a fragment's push by at most one turn).
   /// nullopt before the first reading.
-  std::optional<double> at(double t_s, double max_ahead_s) const;
+  std::optional<double> at(double t_s, double max_ahead_s,
+                           double max_ahead_steps = std::numeric_limits<double>::infinity()) const;
 
   /// Mean steps per second over the window (0 with fewer than two readings).
   double rate() const;
+
+  /// How many times the clock went backwards and started over (see `observe`); a learner that
+  /// latches the clock's value re-bases it when this changes.
+  std::uint64_t restarts() const { return restarts_; }
 
   /// Forgets every reading (a learner that reloads starts over).
   void reset() { readings_.clear(); }
 
  private:
   std::size_t window_;
+  std::uint64_t restarts_ = 0;
   std::deque<std::pair<double, double>> readings_;  // (t_s, mean_step), oldest first
+};
+
+/// The send times of a learner's heartbeats not yet answered, to date the progress replies
+/// that answer them (global_clock). Heartbeats carry strictly increasing steps and the health
+/// monitor answers them in order, so a reply for step s answers the oldest entry of step s;
+/// entries before it were never answered (a reply lost, or a monitor that went away) and are
+/// dropped with it.
+///
+/// Holds at most `capacity` entries (the oldest are dropped beyond it): a reply whose heartbeat
+/// is no longer held cannot be dated and `answer` returns nullopt, and the learner then skips
+/// that reading rather than date it by its arrival (see global_clock). Not thread-safe.
+class heartbeat_dates {
+ public:
+  /// capacity: unanswered heartbeats kept (>= 1). A reply more than `capacity` heartbeats late
+  /// is not used.
+  explicit heartbeat_dates(std::size_t capacity = 4096) : capacity_(capacity < 1 ? 1 : capacity) {}
+
+  /// Records that the heartbeat of step `step` left at `t_s`.
+  void sent(std::uint64_t step, double t_s);
+
+  /// The send time of the heartbeat of step `step` (a reply arrived for it), or nullopt when it
+  /// is not held; it and every older entry are forgotten either way, unless `step` is older than
+  /// every entry held (a duplicate or stray reply: nothing changes).
+  std::optional<double> answer(std::uint64_t step);
+
+  /// Entries held.
+  std::size_t size() const { return sent_.size(); }
+
+ private:
+  std::size_t capacity_;
+  std::deque<std::pair<std::uint64_t, double>> sent_;  // (step, t_s), oldest first
 };
 
 }  // namespace dd::policy

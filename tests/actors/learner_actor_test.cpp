@@ -3,6 +3,9 @@
 // names no fragment of the plan, or carries a payload of the wrong size is logged as an
 // `undecodable_broadcast` failure and leaves the model untouched; an undecodable rejection is
 // logged as `undecodable_reject`; the learner keeps stepping and its next push is accepted.
+// On the global push clock, progress replies held up and then delivered in a burst (a busy
+// syncer) leave the push cadence intact (the stall of issue 10/11).
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -85,16 +88,22 @@ struct learner_actor_test : ::testing::Test {
     lctx->plan = plan;
     lctx->sync_interval = 4;
     lctx->overlap = 1;
-    lctx->monitor = monitor;
+    lctx->monitor = learner_monitor();
     lctx->log = &log;
     lctx->simulated_time = true;
     lctx->sim_step_s = 0.1;
     lctx->max_steps = 40;
+    adjust(*lctx);
     learner_handle = env.sys->spawn(learner, std::shared_ptr<const learner_context>(lctx));
     env.run();
   }
 
   void TearDown() override { env.shutdown({learner_handle, owner, monitor}); }
+
+  /// The actor the learner takes for its health monitor (the monitor itself by default).
+  virtual caf::actor learner_monitor() { return monitor; }
+  /// Changes to the learner's context before it is spawned.
+  virtual void adjust(learner_context&) {}
 
   learner_actor& actor() {
     auto* ptr = caf::actor_cast<caf::abstract_actor*>(learner_handle);
@@ -158,6 +167,113 @@ TEST_F(learner_actor_test, bad_broadcasts_and_rejects_are_logged_and_change_noth
   for (int i = 0; i < 12; ++i) env.advance(0.1);
   EXPECT_GE(actor().state.tr->steps_done(), 15);
   EXPECT_GT(accepted_pushes(), accepted);
+}
+
+/// A stand-in for the path between the learner and its health monitor that can hold the
+/// monitor's progress replies (a syncer too busy to answer for a while): heartbeats reach the
+/// monitor at once; its replies come back to the relay, which passes them on or keeps them.
+struct progress_relay_state {
+  caf::actor monitor, learner;
+  bool hold = false;
+  std::vector<std::vector<uint8_t>> held;
+  static inline const char* name = "progress_relay";
+};
+using progress_relay = caf::stateful_actor<progress_relay_state>;
+
+caf::behavior progress_relay_fn(progress_relay* self, caf::actor monitor) {
+  self->state.monitor = monitor;
+  return {
+    [=](atoms::join_atom a, const std::vector<uint8_t>& bytes, const caf::actor& learner) {
+      self->state.learner = learner;
+      return self->delegate(self->state.monitor, a, bytes, learner);
+    },
+    [=](atoms::heartbeat_atom a, const std::vector<uint8_t>& bytes) {
+      self->send(self->state.monitor, a, bytes);  // the reply comes back here
+    },
+    [=](atoms::leave_atom a, const std::vector<uint8_t>& bytes) {
+      self->send(self->state.monitor, a, bytes);
+    },
+    [=](atoms::progress_atom a, const std::vector<uint8_t>& bytes) {
+      auto& st = self->state;
+      if (st.hold)
+        st.held.push_back(bytes);
+      else
+        self->send(st.learner, a, bytes);
+    },
+  };
+}
+
+struct learner_push_clock_test : learner_actor_test {
+  caf::actor relay;
+  caf::actor learner_monitor() override {
+    relay = env.sys->spawn(progress_relay_fn, monitor);
+    return relay;
+  }
+  void adjust(learner_context& c) override {
+    c.global_push_clock = true;  // one learner: the mean step is its own step
+    c.max_steps = 120;
+  }
+  void TearDown() override {
+    env.shutdown({relay});
+    learner_actor_test::TearDown();
+  }
+  progress_relay_state& relay_state() {
+    return dynamic_cast<progress_relay&>(*caf::actor_cast<caf::abstract_actor*>(relay)).state;
+  }
+  int64_t steps() { return actor().state.tr->steps_done(); }
+  /// Advances the manual clock 1 ms at a time until the learner has done `n` steps.
+  void run_until_step(int64_t n) {
+    for (int guard = 0; steps() < n && guard < 200000; ++guard) env.advance(0.001);
+    ASSERT_GE(steps(), n);
+  }
+  /// The steps at which the learner pushed (the owner's push events, transfer id = step).
+  std::vector<uint64_t> push_steps() const {
+    std::vector<uint64_t> out;
+    for (const auto& ev : log.events())
+      if (ev["event"] == "push" && ev["learner"] == 0) out.push_back(ev["transfer_id"]);
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+};
+
+TEST_F(learner_push_clock_test, progress_replies_delivered_in_a_burst_keep_the_push_cadence) {
+  // H = 4, one fragment, one learner stepping every 0.1 s: a push every 4 steps. The monitor's
+  // replies are held from step 10 to step 45 (a syncer busy for 3.5 s) and then arrive 1 ms
+  // apart. The learner used to date a reply by its arrival when its heartbeat was no longer
+  // among the last 16 it kept: the burst gave the clock a rate of ~1000 steps/s, the estimate
+  // ran ~130 steps ahead, the learner latched it and pushed nothing more until the end of the
+  // run (in the cluster every learner stopped pushing at once, for 6-10 s).
+  constexpr uint64_t H = 4;
+  run_until_step(10);
+  relay_state().hold = true;
+  run_until_step(45);
+  auto& rs = relay_state();
+  rs.hold = false;
+  ASSERT_GE(rs.held.size(), 30u);
+  const std::vector<std::vector<uint8_t>> burst = std::move(rs.held);
+  rs.held.clear();
+  for (const auto& reply : burst) {
+    caf::anon_send(learner_handle, atoms::progress_atom_v, reply);
+    env.advance(0.001);
+  }
+  const auto at_release = static_cast<uint64_t>(steps());
+  run_until_step(120);
+  const auto pushed = push_steps();
+  ASSERT_FALSE(pushed.empty());
+  // Before the hold: every 4 steps.
+  EXPECT_GE(std::count_if(pushed.begin(), pushed.end(), [](uint64_t s) { return s <= 10; }), 2);
+  // After it: the first push within a turn of the release, then one per turn to the end.
+  std::vector<uint64_t> after;
+  for (auto s : pushed)
+    if (s > at_release) after.push_back(s);
+  ASSERT_FALSE(after.empty()) << "no push after the burst (released at step " << at_release << ")";
+  EXPECT_LE(after.front(), at_release + H);
+  uint64_t max_gap = 0;
+  for (size_t i = 1; i < after.size(); ++i) max_gap = std::max(max_gap, after[i] - after[i - 1]);
+  max_gap = std::max<uint64_t>(max_gap, 120 - after.back());  // to the end of the run
+  EXPECT_LE(max_gap, H) << "pushes after the burst at steps " << ::testing::PrintToString(after);
+  EXPECT_GE(after.size(), (120 - at_release) / H - 1);
 }
 
 }  // namespace

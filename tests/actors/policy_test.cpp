@@ -442,5 +442,68 @@ TEST(GlobalClock, ExtrapolatesTheNewestReadingWithTheWindowRate) {
   EXPECT_FALSE(c.at(20.0, 1.0).has_value());
 }
 
+TEST(GlobalClock, ABurstOfReadingsDoesNotRunTheEstimateMoreThanItsCapAhead) {
+  // Readings 0.1 s apart at 10 steps/s, then nine dated 1 ms apart (replies held up by a busy
+  // syncer and dated by their arrival, as the learner used to): the window's rate is
+  // 1000 steps/s. Uncapped, 0.13 s later the estimate is ~130 steps ahead of the newest reading;
+  // the cap (the learner passes H) bounds how far an estimate it latches can run ahead.
+  global_clock c;
+  for (int k = 0; k <= 10; ++k) c.observe(0.1 * k, 10.0 + k);
+  for (int k = 1; k <= 9; ++k) c.observe(1.0 + 0.001 * k, 20.0 + k);
+  EXPECT_NEAR(c.rate(), 1000.0, 1e-6);
+  EXPECT_GT(*c.at(1.139, 0.3), 29.0 + 100.0);        // no cap: the overestimate
+  EXPECT_DOUBLE_EQ(*c.at(1.139, 0.3, 4.0), 33.0);    // at most 4 steps ahead of (1.009, 29)
+  EXPECT_DOUBLE_EQ(*c.at(1.009, 0.3, 4.0), 29.0);    // never behind the newest reading
+  EXPECT_DOUBLE_EQ(*c.at(1.139, 0.3, -1.0), 29.0);   // a negative cap is 0
+}
+
+TEST(GlobalClock, AValueBelowTheNewestStartsTheClockOver) {
+  // A restarted health monitor restores an older mean step: the readings of the old one would
+  // make the rate 0 and keep the estimate at the new value while the learner's latched value
+  // stayed ahead; the clock starts over and says so.
+  global_clock c(3);
+  c.observe(1.0, 500.0);
+  c.observe(2.0, 510.0);
+  EXPECT_EQ(c.restarts(), 0u);
+  c.observe(3.0, 450.0);
+  EXPECT_EQ(c.restarts(), 1u);
+  EXPECT_DOUBLE_EQ(c.rate(), 0.0);            // one reading since the restart
+  EXPECT_DOUBLE_EQ(*c.at(4.0, 5.0), 450.0);
+  c.observe(4.0, 460.0);
+  EXPECT_DOUBLE_EQ(c.rate(), 10.0);
+  EXPECT_DOUBLE_EQ(*c.at(4.5, 5.0), 465.0);
+  c.observe(5.0, 460.0);                      // equal is not backwards
+  EXPECT_EQ(c.restarts(), 1u);
+}
+
+TEST(HeartbeatDates, RepliesAreDatedByTheirHeartbeatsSendTimeHoweverLate) {
+  heartbeat_dates d(100);
+  for (std::uint64_t s = 1; s <= 40; ++s) d.sent(s, 0.1 * static_cast<double>(s));
+  EXPECT_EQ(d.size(), 40u);
+  // 30 steps late (the learner kept 16 and dated the rest by arrival): still its send time.
+  EXPECT_DOUBLE_EQ(d.answer(10).value_or(-1.0), 1.0);
+  EXPECT_DOUBLE_EQ(*d.answer(11), 1.1);
+  // The entries before an answered one were never answered (lost): dropped with it.
+  EXPECT_EQ(d.size(), 29u);            // 12 … 40
+  EXPECT_DOUBLE_EQ(*d.answer(20), 2.0);
+  EXPECT_EQ(d.size(), 20u);            // 21 … 40
+  EXPECT_FALSE(d.answer(20).has_value());  // a duplicate or stray reply: nothing changes
+  EXPECT_FALSE(d.answer(3).has_value());
+  EXPECT_EQ(d.size(), 20u);
+  EXPECT_FALSE(d.answer(1000).has_value());  // a step never sent: all older ones are gone
+  EXPECT_EQ(d.size(), 0u);
+  // At most `capacity` entries: a reply older than every one held cannot be dated.
+  heartbeat_dates small(4);
+  for (std::uint64_t s = 1; s <= 10; ++s) small.sent(s, static_cast<double>(s));
+  EXPECT_EQ(small.size(), 4u);
+  EXPECT_FALSE(small.answer(6).has_value());
+  EXPECT_DOUBLE_EQ(*small.answer(7), 7.0);
+  heartbeat_dates zero(0);  // capacity 0 is taken as 1
+  zero.sent(1, 1.0);
+  zero.sent(2, 2.0);
+  EXPECT_EQ(zero.size(), 1u);
+  EXPECT_DOUBLE_EQ(*zero.answer(2), 2.0);
+}
+
 }  // namespace
 }  // namespace dd::policy
