@@ -79,11 +79,17 @@ void write_safetensors(const std::string& path, const st_file& file) {
 }
 
 st_file read_safetensors(const std::string& path, const st_read_options& options) {
+  std::string bytes;
+  if (auto st = util::read_file(path, bytes); !st)
+    throw std::runtime_error(fmt::format("checkpoint '{}': {}", path, st.message));
+  return parse_safetensors(bytes, path, options);
+}
+
+st_file parse_safetensors(std::string_view bytes, const std::string& path,
+                          const st_read_options& options) {
   auto fail = [&](const std::string& what) -> std::runtime_error {
     return std::runtime_error(fmt::format("checkpoint '{}': {}", path, what));
   };
-  std::string bytes;
-  if (auto st = util::read_file(path, bytes); !st) throw fail(st.message);
   if (bytes.size() < 8) throw fail(fmt::format("file is {} bytes, shorter than the 8-byte header length", bytes.size()));
   uint64_t hlen = 0;
   for (int i = 0; i < 8; ++i) hlen |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
