@@ -127,14 +127,26 @@ st_file parse_safetensors(std::string_view bytes, const std::string& path,
     if (sh == v.end() || !sh->is_array()) throw fail(fmt::format("tensor '{}': missing or malformed field 'shape'", name));
     st_tensor t;
     t.name = name;
-    uint64_t numel = 1;
     for (const auto& d : *sh) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
         throw fail(fmt::format("tensor '{}': field 'shape' holds a non-integer or negative dimension", name));
       t.shape.push_back(d.get<int64_t>());
-      const auto du = static_cast<uint64_t>(d.get<int64_t>());
-      if (du != 0 && numel > data_size / du + 1) throw fail(fmt::format("tensor '{}': shape is too large", name));
-      numel *= du;
+    }
+    // numel * sizeof(float) must fit the data section (so it never overflows); the old bound
+    // `numel > data_size / d + 1` let a shape of 2^62 wrap its byte size to 0 and then asked
+    // for 2^62 floats (regression input tests/fuzz/corpus/safetensors_fuzz/regress_shape_wraps).
+    // A zero dimension makes any shape empty.
+    uint64_t numel = 1;
+    if (std::find(t.shape.begin(), t.shape.end(), 0) != t.shape.end()) {
+      numel = 0;
+    } else {
+      for (const auto d : t.shape) {
+        const auto du = static_cast<uint64_t>(d);
+        if (numel > data_size / sizeof(float) / du)
+          throw fail(fmt::format("tensor '{}': shape {} is too large for the {}-byte data section",
+                                 name, shape_str(t.shape), data_size));
+        numel *= du;
+      }
     }
     auto off = v.find("data_offsets");
     if (off == v.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||

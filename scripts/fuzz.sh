@@ -72,7 +72,7 @@ for t in "${targets[@]}"; do
   added=$(sed -n 's/^stat::new_units_added: *//p' "$work/log" | tail -1)
   seeds=$(find "$fuzzdir/corpus/$t" -type f | wc -l)
   # libFuzzer's last status line: "#N DONE cov: C ft: F corp: U/Sb ..." (corpus after merging).
-  last=$(grep -E '^#[0-9]+ +(DONE|pulse|NEW|REDUCE|INITED)' "$work/log" | tail -1 || true)
+  last=$(grep -E '^#[0-9]+[[:space:]]+(DONE|pulse|NEW|REDUCE|INITED)' "$work/log" | tail -1 || true)
   cov=$(sed -n 's/.* cov: \([0-9]*\).*/\1/p' <<<"$last")
   corp=$(sed -n 's/.* corp: \([0-9]*\/[0-9]*[a-zA-Z]*\).*/\1/p' <<<"$last")
   line=$(printf '%-22s rc=%d execs=%s exec/s=%s seeds=%d new=%s corpus=%s cov=%s' "$t" "$rc" \

@@ -66,6 +66,9 @@ const bad_case k_bad[] = {
     {"embedding_merge.lua", 4, "outer.embedding_merge",
      "'rda' is not implemented: embedding tensors are always merged by the token-weighted "
      "average; remove the key or set \"average\""},
+    // Found by tests/fuzz/config_fuzz: JSON output (resolve, experiment.json) cannot hold it.
+    {"invalid_utf8.lua", 4, "description",
+     "is not valid UTF-8 text: string \"caf\xEF\xBF\xBD au lait\""},
     // Scripts that the instruction limit cannot stop: the wall-clock limit does (1 s here).
     {"hang_pattern.lua", 4, "", "the script did not finish within 1 s (--script-timeout)"},
     {"hang_gsub.lua", 4, "", "the script did not finish within 1 s (--script-timeout)"},
@@ -174,6 +177,27 @@ TEST(ConfigBadFiles, NonFiniteNumbersGivenWithSetAreNamedAsSuch) {
               std::string("--set inner.lr=") + v + ": inner.lr: '" + v + "' is not a finite number")
         << v;
   }
+}
+
+// Found by tests/fuzz/config_fuzz: an override whose text is not UTF-8 was described with
+// json::dump(), which threw (dd-node resolve --set outer.lr=$'\xe9' aborted).
+TEST(ConfigBadFiles, OverridesThatAreNotUtf8AreRefusedNotThrown) {
+  load_options o;
+  o.check_files = false;
+  o.overrides = {"outer.lr=fractio\xe9(1/2)", "description=caf\xe9"};
+  const load_result r = load_string("experiment { data = { file = 'x.txt' } }", "e.lua", o);
+  ASSERT_EQ(r.errors.size(), 2u) << r.error_text();
+  EXPECT_EQ(r.errors[0].to_string(),
+            "--set description=caf\xe9: description: is not valid UTF-8 text: string "
+            "\"caf\xEF\xBF\xBD\"");
+  EXPECT_EQ(r.errors[1].to_string(),
+            "--set outer.lr=fractio\xe9(1/2): outer.lr: expected a number, got string "
+            "\"fractio\xEF\xBF\xBD(1/2)\"");
+  std::ostringstream out, err;
+  EXPECT_EQ(resolve_command({test::repo_path("examples/shakespeare.lua"), "--set",
+                             "outer.lr=fractio\xe9"},
+                            out, err),
+            2);
 }
 
 TEST(ConfigBadFiles, UsageErrorsExitWithTwo) {

@@ -3,11 +3,13 @@
 //
 // Input: Lua source. Leading lines of the form "--@set key=value" (Lua comments, so the script
 // still runs) are also passed as load_options::overrides, so the `--set` parser is fuzzed too.
-// The script runs in-process with small limits (8 MiB, 200k VM instructions) and without file
-// checks (data.file need not exist). This is the in-process evaluation: the child-process
-// wall-clock guard of `dd-node` commands is not on this path.
+// The script runs in this process (load_options::evaluate_in_process, so libFuzzer sees the
+// coverage of the evaluation; dd-node evaluates in a child killed at --script-timeout) with
+// small limits (8 MiB, 200k VM instructions) and without file checks (data.file need not exist).
+// A script that spends long inside one Lua library call is reported by libFuzzer's -timeout.
 // Properties: load_string never throws; a load either yields experiments or errors, not both;
-// every resolved experiment's to_json() reads back through load_json() to the same JSON.
+// every resolved experiment's to_json() prints as JSON text and reads back through load_json()
+// to the same JSON.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -33,6 +35,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.check_files = false;
   options.memory_limit = std::size_t{8} << 20;
   options.instruction_limit = 200'000;
+  options.evaluate_in_process = true;  // coverage of the evaluation, in this process
   constexpr std::string_view tag = "--@set ";
   size_t at = 0;
   while (script.substr(at, tag.size()) == tag && options.overrides.size() < 8) {
@@ -47,6 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (!r.ok() && !r.experiments.empty()) violated("errors and experiments both returned");
     for (const auto& e : r.experiments) {
       const nlohmann::json j = dd::config::to_json(e);
+      (void)j.dump(2);  // what `dd-node resolve` prints and `run` writes (throws on bad UTF-8)
       dd::config::load_options back_options;
       back_options.check_files = false;
       const dd::config::load_result back = dd::config::load_json(j, back_options);
