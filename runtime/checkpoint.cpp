@@ -197,6 +197,7 @@ st_file parse_safetensors(std::string_view bytes, const std::string& path,
   }
 
   std::vector<st_tensor> sorted;
+  sorted.reserve(order.size());
   for (size_t i : order) sorted.push_back(std::move(out.tensors[i]));
   out.tensors = std::move(sorted);
   return out;

@@ -28,8 +28,8 @@ namespace {
   std::fprintf(stderr, "codec_fuzz: property violated: %s\n", what);
   std::abort();
 }
-#define FUZZ_CHECK(cond) \
-  do {                   \
+#define FUZZ_CHECK(cond)          \
+  do {                            \
     if (!(cond)) violated(#cond); \
   } while (0)
 
@@ -63,20 +63,28 @@ void decode_as(int kind, const uint8_t* p, size_t n) {
   switch (static_cast<message_kind>(kind)) {
     case message_kind::join_request: {
       auto m = dd::decode_join_request(p, n);
-      if (m.ok()) round_trip(dd::encode(*m), [](const dd::wire_bytes& b) { return dd::decode_join_request(b.data(), b.size()); });
+      if (m.ok())
+        round_trip(dd::encode(*m), [](const dd::wire_bytes& b) {
+          return dd::decode_join_request(b.data(), b.size());
+        });
       break;
     }
     case message_kind::join_reply: {
       auto m = dd::decode_join_reply(p, n);
       if (m.ok()) {
         FUZZ_CHECK(m->shard_index < m->shard_count);
-        round_trip(dd::encode(*m), [](const dd::wire_bytes& b) { return dd::decode_join_reply(b.data(), b.size()); });
+        round_trip(dd::encode(*m), [](const dd::wire_bytes& b) {
+          return dd::decode_join_reply(b.data(), b.size());
+        });
       }
       break;
     }
     case message_kind::heartbeat: {
       auto m = dd::decode_heartbeat(p, n);
-      if (m.ok()) round_trip(dd::encode(*m), [](const dd::wire_bytes& b) { return dd::decode_heartbeat(b.data(), b.size()); });
+      if (m.ok())
+        round_trip(dd::encode(*m), [](const dd::wire_bytes& b) {
+          return dd::decode_heartbeat(b.data(), b.size());
+        });
       break;
     }
     case message_kind::push: {
@@ -99,7 +107,8 @@ void decode_as(int kind, const uint8_t* p, size_t n) {
       auto m = dd::decode_reject(p, n);
       if (m.ok()) {
         FUZZ_CHECK(m->reason <= dd::reject_reason::superseded);
-        round_trip(dd::encode(*m), [](const dd::wire_bytes& b) { return dd::decode_reject(b.data(), b.size()); });
+        round_trip(dd::encode(*m),
+                   [](const dd::wire_bytes& b) { return dd::decode_reject(b.data(), b.size()); });
       }
       break;
     }
@@ -115,13 +124,15 @@ void decode_as(int kind, const uint8_t* p, size_t n) {
       auto m = dd::decode_pull_request(p, n);
       if (m.ok()) {
         FUZZ_CHECK(m->learner_id >= -1 && m->fragment_id >= 0);
-        round_trip(dd::encode(*m), [](const dd::wire_bytes& b) { return dd::decode_pull_request(b); });
+        round_trip(dd::encode(*m),
+                   [](const dd::wire_bytes& b) { return dd::decode_pull_request(b); });
       }
       break;
     }
     case message_kind::progress: {
       auto m = dd::decode_progress(p, n);
-      if (m.ok()) round_trip(dd::encode(*m), [](const dd::wire_bytes& b) { return dd::decode_progress(b); });
+      if (m.ok())
+        round_trip(dd::encode(*m), [](const dd::wire_bytes& b) { return dd::decode_progress(b); });
       break;
     }
     case message_kind::node_join: {
@@ -136,7 +147,8 @@ void decode_as(int kind, const uint8_t* p, size_t n) {
       auto m = dd::decode_node_join_reply(copy);
       if (m.ok()) {
         FUZZ_CHECK(!m->accepted || m->refusal == dd::node_refusal::none);
-        round_trip(dd::encode(*m), [](const dd::wire_bytes& b) { return dd::decode_node_join_reply(b); });
+        round_trip(dd::encode(*m),
+                   [](const dd::wire_bytes& b) { return dd::decode_node_join_reply(b); });
       }
       break;
     }

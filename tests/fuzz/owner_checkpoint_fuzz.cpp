@@ -26,8 +26,8 @@ namespace {
   std::fprintf(stderr, "owner_checkpoint_fuzz: property violated: %s\n", what);
   std::abort();
 }
-#define FUZZ_CHECK(cond) \
-  do {                   \
+#define FUZZ_CHECK(cond)          \
+  do {                            \
     if (!(cond)) violated(#cond); \
   } while (0)
 
@@ -35,7 +35,8 @@ std::vector<uint8_t> with_header(const uint8_t* body, size_t n) {
   std::vector<uint8_t> out(24 + n);
   std::memcpy(out.data(), "DDOWNCK1", 8);
   const uint32_t version = dd::checkpoint_format_version;
-  const uint32_t crc = static_cast<uint32_t>(::crc32(::crc32(0L, Z_NULL, 0), body, static_cast<uInt>(n)));
+  const uint32_t crc =
+      static_cast<uint32_t>(::crc32(::crc32(0L, Z_NULL, 0), body, static_cast<uInt>(n)));
   const uint64_t len = n;
   for (int i = 0; i < 4; ++i) out[8 + i] = static_cast<uint8_t>(version >> (8 * i));
   for (int i = 0; i < 4; ++i) out[12 + i] = static_cast<uint8_t>(crc >> (8 * i));
@@ -48,8 +49,8 @@ std::vector<uint8_t> with_header(const uint8_t* body, size_t n) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  std::vector<uint8_t> file = (data[0] & 1) ? with_header(data + 1, size - 1)
-                                            : std::vector<uint8_t>(data + 1, data + size);
+  std::vector<uint8_t> file =
+      (data[0] & 1) ? with_header(data + 1, size - 1) : std::vector<uint8_t>(data + 1, data + size);
   try {
     auto c = dd::decode_checkpoint(file.data(), file.size());
     if (!c.ok()) return 0;

@@ -24,8 +24,8 @@ namespace {
   std::fprintf(stderr, "safetensors_fuzz: property violated: %s\n", what);
   std::abort();
 }
-#define FUZZ_CHECK(cond) \
-  do {                   \
+#define FUZZ_CHECK(cond)          \
+  do {                            \
     if (!(cond)) violated(#cond); \
   } while (0)
 
@@ -38,7 +38,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (mode & 1) {
     if (size < 3) return 0;
     const size_t json_len = std::min<size_t>(data[1] | (size_t{data[2]} << 8), size - 3);
-    for (int i = 0; i < 8; ++i) file.push_back(static_cast<char>(static_cast<uint64_t>(json_len) >> (8 * i)));
+    for (int i = 0; i < 8; ++i)
+      file.push_back(static_cast<char>(static_cast<uint64_t>(json_len) >> (8 * i)));
     file.append(reinterpret_cast<const char*>(data + 3), size - 3);
   } else {
     file.assign(reinterpret_cast<const char*>(data + 1), size - 1);
