@@ -931,6 +931,7 @@ load_result resolve_all(std::chrono::steady_clock::time_point deadline, std::vec
   }
 
   std::vector<int> call_lines;
+  call_lines.reserve(snaps.size());
   for (const auto& s : snaps) call_lines.push_back(s.line);
   std::sort(call_lines.begin(), call_lines.end());
 
