@@ -11,6 +11,10 @@
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 quick="${DD_QUICK:-0}"
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
+  sed -n '2,10p' "${BASH_SOURCE[0]}"
+  exit 0
+fi
 if [[ "${1:-}" == "--quick" ]]; then
   quick=1
   shift
