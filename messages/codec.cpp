@@ -566,7 +566,7 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
     }
   }
   // From here on an error for this transfer discards its partial assembly.
-  auto fail = [&](errc code, std::string msg) -> R {
+  auto fail = [&](errc code, const std::string& msg) -> R {
     if (it != table.end()) {
       release(it->second);
       table.erase(it);

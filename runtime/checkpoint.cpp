@@ -79,11 +79,17 @@ void write_safetensors(const std::string& path, const st_file& file) {
 }
 
 st_file read_safetensors(const std::string& path, const st_read_options& options) {
+  std::string bytes;
+  if (auto st = util::read_file(path, bytes); !st)
+    throw std::runtime_error(fmt::format("checkpoint '{}': {}", path, st.message));
+  return parse_safetensors(bytes, path, options);
+}
+
+st_file parse_safetensors(std::string_view bytes, const std::string& path,
+                          const st_read_options& options) {
   auto fail = [&](const std::string& what) -> std::runtime_error {
     return std::runtime_error(fmt::format("checkpoint '{}': {}", path, what));
   };
-  std::string bytes;
-  if (auto st = util::read_file(path, bytes); !st) throw fail(st.message);
   if (bytes.size() < 8) throw fail(fmt::format("file is {} bytes, shorter than the 8-byte header length", bytes.size()));
   uint64_t hlen = 0;
   for (int i = 0; i < 8; ++i) hlen |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
@@ -121,14 +127,26 @@ st_file read_safetensors(const std::string& path, const st_read_options& options
     if (sh == v.end() || !sh->is_array()) throw fail(fmt::format("tensor '{}': missing or malformed field 'shape'", name));
     st_tensor t;
     t.name = name;
-    uint64_t numel = 1;
     for (const auto& d : *sh) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
         throw fail(fmt::format("tensor '{}': field 'shape' holds a non-integer or negative dimension", name));
       t.shape.push_back(d.get<int64_t>());
-      const auto du = static_cast<uint64_t>(d.get<int64_t>());
-      if (du != 0 && numel > data_size / du + 1) throw fail(fmt::format("tensor '{}': shape is too large", name));
-      numel *= du;
+    }
+    // numel * sizeof(float) must fit the data section (so it never overflows); the old bound
+    // `numel > data_size / d + 1` let a shape of 2^62 wrap its byte size to 0 and then asked
+    // for 2^62 floats (regression input tests/fuzz/corpus/safetensors_fuzz/regress_shape_wraps).
+    // A zero dimension makes any shape empty.
+    uint64_t numel = 1;
+    if (std::find(t.shape.begin(), t.shape.end(), 0) != t.shape.end()) {
+      numel = 0;
+    } else {
+      for (const auto d : t.shape) {
+        const auto du = static_cast<uint64_t>(d);
+        if (numel > data_size / sizeof(float) / du)
+          throw fail(fmt::format("tensor '{}': shape {} is too large for the {}-byte data section",
+                                 name, shape_str(t.shape), data_size));
+        numel *= du;
+      }
     }
     auto off = v.find("data_offsets");
     if (off == v.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
@@ -179,6 +197,7 @@ st_file read_safetensors(const std::string& path, const st_read_options& options
   }
 
   std::vector<st_tensor> sorted;
+  sorted.reserve(order.size());
   for (size_t i : order) sorted.push_back(std::move(out.tensors[i]));
   out.tensors = std::move(sorted);
   return out;

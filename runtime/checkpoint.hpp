@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dd {
@@ -62,6 +63,13 @@ void write_safetensors(const std::string& path, const st_file& file);
 /// of range, overlapping or leaving gaps, size not matching the shape, non-string metadata). A
 /// file without a checksum loads; its metadata then lacks dd_crc32c (the caller may warn).
 st_file read_safetensors(const std::string& path, const st_read_options& options = {});
+
+/// The validation of read_safetensors over file bytes already in memory (`bytes`: the whole
+/// file); `path` only names the file in errors. Same errors (std::runtime_error
+/// "checkpoint '<path>': ..."), never another exception for bad bytes. The fuzz target
+/// tests/fuzz/safetensors_fuzz.cpp calls it.
+st_file parse_safetensors(std::string_view bytes, const std::string& path,
+                          const st_read_options& options = {});
 
 /// Writes a model checkpoint: every model tensor under its own name; when `opt` is given, its
 /// moments as "adamw.m.<name>" and "adamw.v.<name>" and metadata "adamw_steps". `metadata` is

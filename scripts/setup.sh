@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # scripts/setup.sh — install every Debian package the project needs and build it in Release.
+# (The clang sanitizer tree build-clang is configured and built by scripts/sanitize.sh.)
 #
 # Idempotent: re-running only installs what is missing and rebuilds what changed.
 # Usage: scripts/setup.sh [build-dir]        (default: build)
@@ -24,6 +25,11 @@ packages=(
   libssl-dev                       # CAF's OpenSSL module
   zlib1g-dev                       # CRC32 for checkpoint files
   iproute2                         # `ip netns`, veth, bridge: tests/cluster (minimal images lack it)
+  # The sanitizer/fuzz tree (scripts/sanitize.sh) and the linters (scripts/lint.sh), clang 14:
+  clang libclang-rt-14-dev         # clang++, ASan/UBSan/libFuzzer runtimes
+  libomp-dev                       # OpenMP for clang (libomp)
+  llvm                             # llvm-symbolizer: sanitizer stacks with file:line
+  clang-format clang-tidy          # scripts/lint.sh
 )
 
 missing=()

@@ -1,10 +1,38 @@
 #!/usr/bin/env bash
-# scripts/test.sh — run the whole test suite (builds first if needed). GPU tests skip without a device.
-# Usage: scripts/test.sh [build-dir] [extra ctest args...]
+# scripts/test.sh — run the whole test suite (builds first if needed), then the sanitizer stage.
+# GPU tests skip without a device.
+# Usage: scripts/test.sh [--quick] [build-dir] [extra ctest args...]
+#   Stage 1: build `build-dir` (default build; scripts/setup.sh configures it when missing) and
+#            run every ctest test in it.
+#   Stage 2: scripts/sanitize.sh — the clang ASan+UBSan tree build-clang: its build, the unit and
+#            actor tests under the sanitizers, and every fuzz target for DD_FUZZ_SECONDS (25) s.
+#   --quick (or DD_QUICK=1) skips stage 2 for local runs; CI (.ci/run) always runs it.
+# Prints each stage's wall time at the end.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+quick="${DD_QUICK:-0}"
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
+  sed -n '2,10p' "${BASH_SOURCE[0]}"
+  exit 0
+fi
+if [[ "${1:-}" == "--quick" ]]; then
+  quick=1
+  shift
+fi
 build="${1:-$here/build}"
 shift || true
+t0=$(date +%s)
 [[ -f "$build/CMakeCache.txt" ]] || "$here/scripts/setup.sh" "$build"
 cmake --build "$build" -j"$(nproc)"
+t1=$(date +%s)
 ctest --test-dir "$build" --output-on-failure -j"$(nproc)" --timeout 900 "$@"
+t2=$(date +%s)
+times="build $((t1 - t0)) s, ctest $((t2 - t1)) s"
+if [[ "$quick" != 1 ]]; then
+  "$here/scripts/sanitize.sh"
+  t3=$(date +%s)
+  times+=", sanitizer stage $((t3 - t2)) s"
+else
+  times+=", sanitizer stage skipped (--quick)"
+fi
+echo "test.sh: stage times: $times"

@@ -104,14 +104,44 @@ std::string join(const std::string& path, const std::string& key) {
   return path.empty() ? key : path + "." + key;
 }
 
-/// How a value reads in an error message: `string "24"`, `number 2.5`, `a table`.
+/// True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code points above
+/// U+10FFFF): what JSON output (experiment.json, `dd-node resolve`) can hold.
+bool valid_utf8(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t n = 0;
+    unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte
+    if (c < 0x80) { ++i; continue; }
+    if (c >= 0xC2 && c <= 0xDF) n = 1;
+    else if (c == 0xE0) { n = 2; lo = 0xA0; }
+    else if (c >= 0xE1 && c <= 0xEC) n = 2;
+    else if (c == 0xED) { n = 2; hi = 0x9F; }
+    else if (c >= 0xEE && c <= 0xEF) n = 2;
+    else if (c == 0xF0) { n = 3; lo = 0x90; }
+    else if (c >= 0xF1 && c <= 0xF3) n = 3;
+    else if (c == 0xF4) { n = 3; hi = 0x8F; }
+    else return false;
+    if (n > s.size() - i - 1) return false;  // truncated sequence
+    for (size_t k = 1; k <= n; ++k) {
+      const auto b = static_cast<unsigned char>(s[i + k]);
+      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return false;
+    }
+    i += n + 1;
+  }
+  return true;
+}
+
+/// How a value reads in an error message: `string "24"`, `number 2.5`, `a table`. Bytes that are
+/// not UTF-8 print as U+FFFD (dump() would throw on them).
 std::string describe(const json& v) {
+  auto text = [](const json& x) { return x.dump(-1, ' ', false, json::error_handler_t::replace); };
   switch (v.type()) {
-    case json::value_t::string: return "string " + v.dump();
-    case json::value_t::boolean: return "boolean " + v.dump();
+    case json::value_t::string: return "string " + text(v);
+    case json::value_t::boolean: return "boolean " + text(v);
     case json::value_t::number_integer:
     case json::value_t::number_unsigned:
-    case json::value_t::number_float: return "number " + v.dump();
+    case json::value_t::number_float: return "number " + text(v);
     case json::value_t::array: return "a list";
     case json::value_t::object: return "a table";
     default: return "nil";
@@ -229,6 +259,10 @@ class section {
     if (v == nullptr) return def;
     if (!v->is_string()) {
       ctx_.fail(path(key), "expected a string, got " + describe(*v));
+      return def;
+    }
+    if (!valid_utf8(v->get_ref<const std::string&>())) {
+      ctx_.fail(path(key), "is not valid UTF-8 text: " + describe(*v));
       return def;
     }
     return v->get<std::string>();
@@ -787,7 +821,8 @@ std::optional<parsed_override> parse_override(const std::string& text, const loa
   }
   const std::string value = text.substr(eq + 1);
   const detail::sandbox_limits limits{options.memory_limit, options.instruction_limit,
-                                      options.script_timeout, deadline};
+                                      options.script_timeout, deadline,
+                                      options.evaluate_in_process};
   std::string problem;
   // A number that does not fit a double (1e309), or nan/inf, is named as what it is rather
   // than passed on as a string the reader then calls "expected a number, got string".
@@ -896,6 +931,7 @@ load_result resolve_all(std::chrono::steady_clock::time_point deadline, std::vec
   }
 
   std::vector<int> call_lines;
+  call_lines.reserve(snaps.size());
   for (const auto& s : snaps) call_lines.push_back(s.line);
   std::sort(call_lines.begin(), call_lines.end());
 
@@ -971,7 +1007,8 @@ load_result load_string(std::string_view script, const std::string& display_name
   }
   const auto deadline = deadline_for(options);
   const detail::sandbox_limits limits{options.memory_limit, options.instruction_limit,
-                                      options.script_timeout, deadline};
+                                      options.script_timeout, deadline,
+                                      options.evaluate_in_process};
   detail::script_outcome out = detail::run_script(script, limits);
   if (out.failed) {
     result.errors.push_back({display_name, out.line, "", out.message});

@@ -68,6 +68,10 @@ struct load_options {
   /// > 0. The script runs in a child process that is killed at the limit, whatever it is doing;
   /// the error names the file, the line it had reached and the limit. `--script-timeout S`.
   double script_timeout = 10.0;
+  /// Evaluate the script and the --set expressions in the calling process instead of the
+  /// child (no wall-clock guard; the memory and instruction caps still apply). Only for the
+  /// fuzz target tests/fuzz/config_fuzz.cpp; dd-node never sets it.
+  bool evaluate_in_process = false;
 };
 
 /// Parses the value of `--script-timeout` (seconds, a finite number > 0 and at most one day).

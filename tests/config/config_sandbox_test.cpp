@@ -208,18 +208,22 @@ TEST(ConfigSandboxWallClock, ASlowSetValueIsStopped) {
 }
 
 TEST(ConfigSandboxWallClock, ResultsCrossTheProcessBoundaryIntact) {
-  // Non-finite numbers and bytes that are not UTF-8 come back as the script made them; the
-  // problem is reported once, on its line.
+  // Non-finite numbers and bytes that are not UTF-8 come back as the script made them; each
+  // problem is reported once, on its line. Text that is not UTF-8 is refused (JSON output —
+  // resolve, experiment.json — cannot hold it; found by tests/fuzz/config_fuzz); UTF-8 text
+  // beyond ASCII crosses intact.
   const std::string script = std::string("experiment {\n  ") + test::k_data +
                              ",\n  description = '\\xff\\xfe',\n  inner = { lr = 0/0 },\n}\n";
   const load_result r = load_string(script, "cross.lua", test::repo_options());
-  ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
+  ASSERT_EQ(r.errors.size(), 2u) << r.error_text();
   EXPECT_EQ(r.errors[0].to_string(), "cross.lua:4: inner.lr: is not a finite number");
+  EXPECT_EQ(r.errors[1].to_string(), "cross.lua:3: description: is not valid UTF-8 text: string "
+                                     "\"\xEF\xBF\xBD\xEF\xBF\xBD\"");
   const load_result ok = load_string(std::string("experiment {\n  ") + test::k_data +
-                                         ",\n  description = '\\xff\\xfe',\n}\n",
+                                         ",\n  description = 'caf\\xc3\\xa9 \\u{1F600}',\n}\n",
                                      "cross.lua", test::repo_options());
   ASSERT_TRUE(ok.ok()) << ok.error_text();
-  EXPECT_EQ(ok.experiments.at(0).description, "\xff\xfe");
+  EXPECT_EQ(ok.experiments.at(0).description, "caf\xc3\xa9 \xF0\x9F\x98\x80");
 }
 
 TEST(ConfigSandboxWallClock, TheLimitIsCheckedAndParsed) {

@@ -66,7 +66,12 @@ struct mm_shape {
 class DD_SUITE(matmul) : public compare, public ::testing::WithParamInterface<mm_shape> {};
 
 TEST_P(DD_SUITE(matmul), forward_and_backward_match_reference) {
-  const auto [N, IC, OC, has_bias] = GetParam();
+  // Bindings copied to variables: a C++17 lambda cannot capture a binding (clang refuses).
+  const auto [N_, IC_, OC_, has_bias_] = GetParam();
+  const auto N = N_;
+  const auto IC = IC_;
+  const auto OC = OC_;
+  const auto has_bias = has_bias_;
   const auto inp = random_floats(size_t(N) * IC, 1);
   const auto w = random_floats(size_t(OC) * IC, 2);
   const auto bias = random_floats(OC, 3);
@@ -122,7 +127,12 @@ struct attn_shape {
 class DD_SUITE(attention) : public compare, public ::testing::WithParamInterface<attn_shape> {};
 
 TEST_P(DD_SUITE(attention), forward_and_backward_match_reference) {
-  const auto [B, T, C, NH] = GetParam();
+  // Bindings copied to variables: a C++17 lambda cannot capture a binding (clang refuses).
+  const auto [B_, T_, C_, NH_] = GetParam();
+  const auto B = B_;
+  const auto T = T_;
+  const auto C = C_;
+  const auto NH = NH_;
   const int hs = C / NH;
   const size_t n_qkv = size_t(B) * T * 3 * C, n_out = size_t(B) * T * C;
   const size_t n_att = size_t(B) * NH * T * T;
@@ -185,7 +195,10 @@ class DD_SUITE(layernorm) : public compare,
                             public ::testing::WithParamInterface<std::pair<int, int>> {};
 
 TEST_P(DD_SUITE(layernorm), forward_and_backward_match_reference) {
-  const auto [N, C] = GetParam();
+  // Bindings copied to variables: a C++17 lambda cannot capture a binding (clang refuses).
+  const auto [N_, C_] = GetParam();
+  const auto N = N_;
+  const auto C = C_;
   const auto inp = random_floats(size_t(N) * C, 21, -3.0f, 3.0f);
   const auto w = random_floats(C, 22, 0.5f, 1.5f);
   const auto bias = random_floats(C, 23);
@@ -236,7 +249,12 @@ class DD_SUITE(encoder) : public compare,
                 public ::testing::WithParamInterface<std::tuple<int, int, int, int>> {};
 
 TEST_P(DD_SUITE(encoder), forward_and_backward_match_reference) {
-  const auto [B, T, C, V] = GetParam();
+  // Bindings copied to variables: a C++17 lambda cannot capture a binding (clang refuses).
+  const auto [B_, T_, C_, V_] = GetParam();
+  const auto B = B_;
+  const auto T = T_;
+  const auto C = C_;
+  const auto V = V_;
   const auto tokens = random_ints(size_t(B) * T, V, 31);
   const auto wte = random_floats(size_t(V) * C, 32);
   const auto wpe = random_floats(size_t(T) * C, 33);
@@ -310,8 +328,9 @@ TEST_F(DD_SUITE(compare), residual_scale_axpy_match_reference) {
 }
 
 TEST_F(DD_SUITE(compare), softmax_crossentropy_matches_reference) {
-  for (auto [N, V] : {std::pair{1, 1}, std::pair{3, 7}, std::pair{2048, 256},
-                      std::pair{5, 1000}}) {
+  for (auto [N_, V_] : {std::pair{1, 1}, std::pair{3, 7}, std::pair{2048, 256},
+                        std::pair{5, 1000}}) {
+    const int N = N_, V = V_;  // a C++17 lambda cannot capture a binding (clang refuses)
     const auto logits = random_floats(size_t(N) * V, 61, -5.0f, 5.0f);
     const auto targets = random_ints(N, V, 62);
     const float dloss = 1.0f / N;

@@ -130,6 +130,26 @@ TEST_F(Checkpoint, OffsetsOutOfRangeAreRefused) {
   expect_refused({"tensor 'wpe'", "out of range"});
 }
 
+// A shape whose byte size wraps to 0 (2^62 floats) with empty offsets: the old bound let it
+// through and the reader asked for 2^62 floats (std::length_error instead of a refusal).
+// Regression input of tests/fuzz/safetensors_fuzz (corpus/.../regress_shape_wraps).
+TEST_F(Checkpoint, AShapeWhoseByteSizeOverflowsIsRefused) {
+  for (const auto& shape : {nlohmann::json::array({uint64_t{1} << 62}),
+                            nlohmann::json::array({uint64_t{1} << 31, uint64_t{1} << 31}),
+                            nlohmann::json::array({uint64_t{1} << 62, 0, 4})}) {
+    auto h = header_;
+    h["wpe"]["shape"] = shape;
+    h["wpe"]["data_offsets"] = {0, 0};
+    write_all(path_, with_header(h.dump(), data_));
+    if (shape.size() == 3) {
+      // A zero dimension makes the tensor empty: no overflow, the offsets are what is wrong.
+      expect_refused({"tensor '"});
+    } else {
+      expect_refused({"tensor 'wpe': shape", "is too large for the"});
+    }
+  }
+}
+
 TEST_F(Checkpoint, OverlappingOffsetsAreRefused) {
   auto h = header_;
   // Point ln_f.bias at the bytes of ln_f.weight (same size): overlap, and a hole elsewhere.

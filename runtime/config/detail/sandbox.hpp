@@ -26,6 +26,10 @@ struct sandbox_limits {
   double wall_seconds = 10.0;
   /// When the child is killed; a default-constructed value means now + wall_seconds.
   std::chrono::steady_clock::time_point deadline{};
+  /// Evaluate in the calling process, without the child and its wall-clock guard (the memory and
+  /// instruction caps still apply). Only for the fuzz target (tests/fuzz/config_fuzz.cpp), which
+  /// needs the coverage of the evaluation in its own process; never set by dd-node.
+  bool in_process = false;
 };
 
 /// "did not finish within S s (--script-timeout)" for a wall-clock limit of `seconds`.

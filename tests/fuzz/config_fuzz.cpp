@@ -1,0 +1,67 @@
+// tests/fuzz/config_fuzz.cpp — libFuzzer target for the experiment DSL loader
+// (dd::config::load_string: the sandboxed Lua run, snapshot, overrides, validation, resolution).
+//
+// Input: Lua source. Leading lines of the form "--@set key=value" (Lua comments, so the script
+// still runs) are also passed as load_options::overrides, so the `--set` parser is fuzzed too.
+// The script runs in this process (load_options::evaluate_in_process, so libFuzzer sees the
+// coverage of the evaluation; dd-node evaluates in a child killed at --script-timeout) with
+// small limits (8 MiB, 200k VM instructions) and without file checks (data.file need not exist).
+// A script that spends long inside one Lua library call is reported by libFuzzer's -timeout.
+// Properties: load_string never throws; a load either yields experiments or errors, not both;
+// every resolved experiment's to_json() prints as JSON text and reads back through load_json()
+// to the same JSON.
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <string>
+#include <string_view>
+
+#include "runtime/config/loader.hpp"
+
+namespace {
+
+[[noreturn]] void violated(const char* what, const std::string& detail = {}) {
+  std::fprintf(stderr, "config_fuzz: property violated: %s\n%s\n", what, detail.c_str());
+  std::abort();
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string_view script(reinterpret_cast<const char*>(data), size);
+  dd::config::load_options options;
+  options.check_files = false;
+  options.memory_limit = std::size_t{8} << 20;
+  options.instruction_limit = 200'000;
+  options.evaluate_in_process = true;  // coverage of the evaluation, in this process
+  constexpr std::string_view tag = "--@set ";
+  size_t at = 0;
+  while (script.substr(at, tag.size()) == tag && options.overrides.size() < 8) {
+    const size_t end = script.find('\n', at);
+    const size_t stop = end == std::string_view::npos ? script.size() : end;
+    options.overrides.emplace_back(script.substr(at + tag.size(), stop - at - tag.size()));
+    if (end == std::string_view::npos) break;
+    at = end + 1;
+  }
+  try {
+    const dd::config::load_result r = dd::config::load_string(script, "fuzz.lua", options);
+    if (!r.ok() && !r.experiments.empty()) violated("errors and experiments both returned");
+    for (const auto& e : r.experiments) {
+      const nlohmann::json j = dd::config::to_json(e);
+      (void)j.dump(2);  // what `dd-node resolve` prints and `run` writes (throws on bad UTF-8)
+      dd::config::load_options back_options;
+      back_options.check_files = false;
+      const dd::config::load_result back = dd::config::load_json(j, back_options);
+      if (!back.ok() || back.experiments.size() != 1)
+        violated("to_json does not read back", j.dump() + "\n" + back.error_text());
+      if (dd::config::to_json(back.experiments[0]) != j)
+        violated("to_json -> load_json -> to_json changed the experiment",
+                 j.dump() + "\n" + dd::config::to_json(back.experiments[0]).dump());
+    }
+  } catch (const std::exception& e) {
+    violated("exception escaped load_string", e.what());
+  }
+  return 0;
+}

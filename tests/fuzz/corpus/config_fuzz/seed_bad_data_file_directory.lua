@@ -1,0 +1,4 @@
+-- data.file must name a file, not a folder.
+experiment {
+  data = { file = "." },
+}

@@ -1,0 +1,5 @@
+-- No data at all.
+experiment {
+  name = "nodata",
+  learners = { count = 2 },
+}

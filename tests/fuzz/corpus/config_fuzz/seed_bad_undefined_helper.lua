@@ -1,0 +1,5 @@
+-- A misspelt helper.
+experiment {
+  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  sync = { min_quorum = fracton(0.5) },
+}

@@ -1,0 +1,29 @@
+-- examples/shakespeare.lua — the main job: a small GPT on Tiny Shakespeare with Decoupled DiLoCo.
+--
+-- Every key not written here takes its default from docs/ALGORITHM.md (docs/config.md lists them
+-- all); `dd-node resolve examples/shakespeare.lua` prints the full configuration.
+--
+-- A relative data path is looked up next to this file first, then in the current directory, so
+-- this works when run from the repository root (where ../shared/data holds the data sets).
+
+experiment {
+  name = "shakespeare",
+  description = "Decoupled DiLoCo, 4 learners, defaults from ALGORITHM.md",
+
+  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+
+  -- A 4-layer byte-level GPT (these are the defaults, written out for the reader).
+  model = { kind = "gpt", vocab = 256, context = 128, layers = 4, heads = 4, width = 128 },
+
+  -- M = 4 learners, 16 sequences of 128 bytes per inner step each.
+  learners = { count = 4, batch = 16 },
+
+  -- P = 4 fragments pushed in turn every H = 24 steps; K = 1 with the adaptive grace window.
+  sync = { fragments = 4, interval = 24, min_quorum = 1 },
+
+  -- At small H a lower outer momentum works better (ALGORITHM.md, "Defaults").
+  outer = { lr = 0.7, momentum = 0.5 },
+
+  budget = { steps = 600 },          -- inner steps per learner
+  eval = { every_seconds = 10 },
+}
