@@ -130,6 +130,18 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
              setup->plan.num_fragments(),
              ", so training stopped and final_val_loss is the last periodic evaluation (null "
              "when none ran)");
+    if (!counters.degraded.empty()) {
+      nlohmann::json d = nlohmann::json::array();
+      std::string what;
+      for (const auto& [k, reason] : counters.degraded) {
+        d.push_back({{"what", k}, {"reason", reason}});
+        what += (what.empty() ? "" : "; ") + k + ": " + reason;
+      }
+      r.summary["degraded"] = d;
+      if (!setup->exp.checkpoint.allow_degraded)
+        why += (why.empty() ? "" : "; ") +
+               ("degraded (" + what + "); set checkpoint.allow_degraded = true to accept it");
+    }
     if (const std::string wf = setup->log->write_failure(); !wf.empty())
       why += (why.empty() ? "" : "; ") + ("a write failed, so the run stopped: " + wf);
     if (!why.empty()) {
@@ -243,6 +255,14 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
     c->monitor = st.monitor;
     c->log = setup->log.get();
     c->faults = setup->faults.get();
+    c->resumed = setup->options.resume;
+    c->learners = static_cast<size_t>(M);
+    // A respawned owner waits for the live learners' answers (they answer between steps); a
+    // resumed one also for the learners to rejoin (their nodes retry with backoff, ≤ 5 s under
+    // dd-node launch, ≤ 15 s by hand).
+    c->rebuild_wait_s = setup->options.resume ? 20.0 : 5.0;
+    if (auto it = setup->resume_versions.find(p); it != setup->resume_versions.end())
+      c->highest_version = it->second;
     std::shared_ptr<const owner_context> cc = c;
     octx->children.push_back(
         {"owner", p, [cc](caf::actor_system& sys) { return sys.spawn(fragment_owner, cc); }});
@@ -422,6 +442,22 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
         throw std::runtime_error("--resume: run directory '" + s->run_dir + "' holds run " + id +
                                  ", not " + s->run_id);
       s->run_id = id;
+      // The highest version of each fragment the earlier part logged.
+      {
+        std::ifstream ev(fs::path(s->run_dir) / "events.jsonl");
+        std::string line;
+        while (std::getline(ev, line)) {
+          if (line.find("\"version\"") == std::string::npos ||
+              line.find("\"fragment\"") == std::string::npos)
+            continue;
+          auto j = nlohmann::json::parse(line, nullptr, false);
+          if (j.is_discarded() || !j.contains("fragment") || !j.contains("version") ||
+              !j["fragment"].is_number_integer() || !j["version"].is_number_unsigned())
+            continue;
+          auto& v = s->resume_versions[j["fragment"].get<int32_t>()];
+          v = std::max(v, j["version"].get<uint64_t>());
+        }
+      }
       const auto record = fs::path(s->run_dir) / "monitor.json";
       if (fs::exists(record)) {
         std::ifstream rin(record);

@@ -61,6 +61,11 @@ struct run_counters {
   std::map<int32_t, std::string> learners_given_up;
   /// Fragment owners whose supervisor gave up → their last crash reason.
   std::map<int32_t, std::string> owners_given_up;
+  /// What the run lost and went on without, each "what" → reason: "fragment 2" (an owner found
+  /// no usable checkpoint and no learner's copy, so it restarted from the initial weights),
+  /// or a file ("events.jsonl", an owner checkpoint) that could not be written for a while.
+  /// summary.json lists them as `degraded`.
+  std::map<std::string, std::string> degraded;
 };
 
 /// The event stream and counters of one run. Thread-safe.

@@ -212,6 +212,10 @@ struct budget_config {
 struct checkpoint_config {
   std::string dir;             ///< checkpoint directory (default <run_dir>/checkpoints)
   int every_versions = 5;      ///< checkpoint every this many fragment versions; 0 = off
+  /// A fragment owner that found neither a usable checkpoint nor a learner's copy restarts that
+  /// fragment from the initial weights; the run is then `degraded` (summary.json) and fails
+  /// (exit 1) unless this is true.
+  bool allow_degraded = false;
 };
 
 /// `restart`: the supervisors' restart budget, for learners and fragment owners alike (OTP
@@ -233,6 +237,9 @@ struct chaos_event {
   double factor = 1.0;           ///< slow: step-time multiplier (>= 1)
   double delay = 0.0;            ///< delay_push: seconds each push is held
   double duration = 0.0;         ///< seconds the fault lasts (kill: downtime); 0 = see docs
+  /// kill_owner: also damage the owner's checkpoint file as it dies (bytes in its body
+  /// overwritten, so its CRC no longer matches): the respawned owner must rebuild.
+  bool damage_checkpoint = false;
 };
 
 /// `chaos.random.recovery`: how long a randomly failed actor stays down.
