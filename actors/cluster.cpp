@@ -260,7 +260,7 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
     // A respawned owner waits for the live learners' answers (they answer between steps); a
     // resumed one also for the learners to rejoin (their nodes retry with backoff, ≤ 5 s under
     // dd-node launch, ≤ 15 s by hand).
-    c->rebuild_wait_s = setup->options.resume ? 20.0 : 5.0;
+    c->rebuild_wait_s = e.checkpoint.rebuild_wait_seconds;
     if (auto it = setup->resume_versions.find(p); it != setup->resume_versions.end())
       c->highest_version = it->second;
     std::shared_ptr<const owner_context> cc = c;

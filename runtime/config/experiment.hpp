@@ -216,6 +216,10 @@ struct checkpoint_config {
   /// fragment from the initial weights; the run is then `degraded` (summary.json) and fails
   /// (exit 1) unless this is true.
   bool allow_degraded = false;
+  /// Seconds a respawned or resumed fragment owner waits for the live learners to say which
+  /// version of its fragment they hold (it stops waiting as soon as every live learner — after
+  /// a resume, every learner of the run — has answered).
+  double rebuild_wait_seconds = 10.0;
 };
 
 /// `restart`: the supervisors' restart budget, for learners and fragment owners alike (OTP

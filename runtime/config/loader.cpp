@@ -638,6 +638,8 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
     e.checkpoint.dir = s.string("dir", e.run_dir + "/checkpoints");
     e.checkpoint.every_versions = s.integer32("every_versions", e.checkpoint.every_versions, at_least(0));
     e.checkpoint.allow_degraded = s.boolean("allow_degraded", e.checkpoint.allow_degraded);
+    e.checkpoint.rebuild_wait_seconds =
+        s.number("rebuild_wait_seconds", e.checkpoint.rebuild_wait_seconds, closed(0, 3600));
     s.finish();
   }
   {
