@@ -100,7 +100,10 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
     r.final_val_loss = loss;
     r.digest = digest;
     r.summary = make_summary(*setup, counters, loss, end - st.start_s, training_s);
-    if (setup->options.resume) r.summary["resumed"] = true;
+    if (setup->options.resume) {
+      r.summary["resumed"] = true;
+      r.summary["seconds_before_resume"] = setup->seconds_before;
+    }
     if (!st.interrupted.empty()) {
       r.interrupted = true;
       r.interrupt_reason = st.interrupted;
@@ -135,10 +138,12 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
       std::string what;
       for (const auto& [k, reason] : counters.degraded) {
         d.push_back({{"what", k}, {"reason", reason}});
-        what += (what.empty() ? "" : "; ") + k + ": " + reason;
+        // A lost fragment value fails the run (unless allowed); a file that failed for a while
+        // and recovered is reported only.
+        if (k.rfind("fragment ", 0) == 0) what += (what.empty() ? "" : "; ") + k + ": " + reason;
       }
       r.summary["degraded"] = d;
-      if (!setup->exp.checkpoint.allow_degraded)
+      if (!what.empty() && !setup->exp.checkpoint.allow_degraded)
         why += (why.empty() ? "" : "; ") +
                ("degraded (" + what + "); set checkpoint.allow_degraded = true to accept it");
     }
@@ -315,8 +320,10 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   setup->log->set_expected_learners(static_cast<size_t>(M));
   setup->log->set_quorum_needed(
       static_cast<size_t>(std::max(1, e.sync.min_quorum.resolve(M))));
+  // A resumed run counts the seconds its earlier parts trained.
   if (e.budget.kind == config::budget_kind::seconds && e.budget.seconds > 0)
-    self->delayed_send(self, span(e.budget.seconds), atoms::done_atom_v);
+    self->delayed_send(self, span(std::max(0.0, e.budget.seconds - setup->seconds_before)),
+                       atoms::done_atom_v);
 
   return {
     [=](atoms::done_atom) { begin_stop(self, *setup, "budget spent"); },
@@ -463,6 +470,8 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
         std::ifstream rin(record);
         try {
           s->monitor_record = nlohmann::json::parse(rin);
+          if (s->monitor_record.is_object())
+            s->seconds_before = s->monitor_record.value("training_seconds", 0.0);
         } catch (const std::exception& e) {
           throw std::runtime_error("--resume: " + record.string() + " does not parse: " + e.what());
         }
@@ -660,6 +669,9 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
           exp.name, setup->steps_per_learner, first_push, H, P));
   }
   const bool syncer = options.role == node_role::syncer;
+  // A syncer node goes on through failing writes (retried with backoff, degraded) up to
+  // checkpoint.max_failing_seconds; `dd-node run` stops at the first one.
+  if (syncer) setup->log->set_retry_writes(true);
   node_transport transport = options.transport;
   transport.middleman = syncer;
   node_config cfg(transport);
@@ -725,6 +737,14 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
         std::fflush(stderr);
         self->send(job_handle, atoms::stop_atom_v, why);
       }
+      if (syncer && !done) {
+        setup->log->retry_pending();
+        const double failing = setup->log->failing_for_s();
+        if (failing > exp.checkpoint.max_failing_seconds && setup->log->write_failure().empty())
+          setup->log->write_failed(fmt::format(
+              "writes kept failing for {:.0f} s (checkpoint.max_failing_seconds = {:g}): {}",
+              failing, exp.checkpoint.max_failing_seconds, setup->log->failing_files()));
+      }
       // A write the run promised failed (events.jsonl, an owner checkpoint): stop now, loudly
       // (run_log printed the error), rather than train on without a record.
       if (!write_stop_sent && !interrupt_sent && !done && !setup->log->write_failure().empty()) {
@@ -733,7 +753,8 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
       }
       if (options.progress_every_s > 0 && t - prev_t >= options.progress_every_s) {
         auto snap = setup->log->snapshot();
-        const double spent = budget_done(exp, setup->steps_per_learner, snap, t);
+        const double spent =
+            budget_done(exp, setup->steps_per_learner, snap, t + setup->seconds_before);
         std::printf("%s\n", progress_line(snap, prev, t - prev_t, t, spent).c_str());
         std::fflush(stdout);
         prev = std::move(snap);

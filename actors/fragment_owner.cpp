@@ -121,10 +121,21 @@ void apply_effects(owner_actor* self, const owner_context& ctx, owner_effects fx
                     {{"fragment", rec.fragment_id},
                      {"version", rec.version},
                      {"error", rec.checkpoint_error}});
-    if (!rec.checkpoint_error.empty())  // dd-node run ends the run on it (run_cluster)
-      ctx.log->write_failed("fragment owner " + std::to_string(rec.fragment_id) +
+    const std::string msg = "fragment owner " + std::to_string(rec.fragment_id) +
                             ": checkpoint of version " + std::to_string(rec.version) + ": " +
-                            rec.checkpoint_error);
+                            rec.checkpoint_error;
+    if (!rec.checkpoint_error.empty() && ctx.log->retry_writes()) {
+      // A cluster node goes on, degraded, and writes the checkpoint again with backoff.
+      ctx.log->write_trouble(ctx.options.checkpoint_path, msg);
+      if (!st.checkpoint_retry_armed) {
+        st.checkpoint_retry_armed = true;
+        self->delayed_send(self, to_timespan(0.5), atoms::snapshot_atom_v, 0.5);
+      }
+    } else if (!rec.checkpoint_error.empty()) {  // dd-node run ends the run on it (run_cluster)
+      ctx.log->write_failed(msg);
+    } else if (rec.checkpointed) {
+      ctx.log->write_recovered(ctx.options.checkpoint_path);
+    }
     const size_t n_learners = st.learners.size();
     ctx.log->update([&](run_counters& c) {
       c.merges += 1;
@@ -601,6 +612,28 @@ caf::behavior serving(owner_actor* self, std::shared_ptr<const owner_context> ct
     [=](atoms::grace_atom, uint64_t timer_id) {
       apply_effects(self, *ctx,
                     self->state.core->on_grace_timer(timer_id, clock_seconds(self->clock().now())));
+    },
+    // Retry of a checkpoint that failed (cluster nodes): the current state, with backoff.
+    [=](atoms::snapshot_atom, double backoff_s) {
+      auto& s = self->state;
+      s.checkpoint_retry_armed = false;
+      const auto& o = ctx->options;
+      if (o.checkpoint_path.empty() || ctx->log == nullptr) return;
+      if (auto w = save_checkpoint(o.checkpoint_path, s.core->make_checkpoint()); w) {
+        ctx->log->emit("checkpoint", {{"fragment", frag},
+                                      {"version", s.core->version()},
+                                      {"error", ""},
+                                      {"retried", true}});
+        ctx->log->write_recovered(o.checkpoint_path);
+      } else {
+        ctx->log->write_trouble(o.checkpoint_path,
+                                "fragment owner " + std::to_string(frag) +
+                                    ": checkpoint of version " +
+                                    std::to_string(s.core->version()) + ": " + w.error().message);
+        s.checkpoint_retry_armed = true;
+        const double next = std::min(10.0, backoff_s * 2);
+        self->delayed_send(self, to_timespan(backoff_s), atoms::snapshot_atom_v, next);
+      }
     },
     [=](atoms::status_atom) {
       auto& c = *self->state.core;

@@ -65,6 +65,7 @@ struct owner_actor_state {
   std::unique_ptr<fragment_owner_state> core;
   std::map<int32_t, caf::actor> learners;  ///< live learners' handles (broadcast targets)
   bool restored = false;
+  bool checkpoint_retry_armed = false;  ///< a failed checkpoint will be written again (retry)
   /// While the owner rebuilds its value (see fragment_owner): what it has heard so far.
   struct rebuild_state {
     struct answer {

@@ -111,7 +111,8 @@ nlohmann::json to_json(const experiment& e) {
   j["checkpoint"] = {{"dir", e.checkpoint.dir},
                      {"every_versions", e.checkpoint.every_versions},
                      {"allow_degraded", e.checkpoint.allow_degraded},
-                     {"rebuild_wait_seconds", e.checkpoint.rebuild_wait_seconds}};
+                     {"rebuild_wait_seconds", e.checkpoint.rebuild_wait_seconds},
+                     {"max_failing_seconds", e.checkpoint.max_failing_seconds}};
   j["restart"] = {{"max_restarts", e.restart.max_restarts},
                   {"window_seconds", e.restart.window_seconds},
                   {"backoff_seconds", e.restart.backoff_seconds},

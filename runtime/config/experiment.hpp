@@ -220,6 +220,10 @@ struct checkpoint_config {
   /// version of its fragment they hold (it stops waiting as soon as every live learner — after
   /// a resume, every learner of the run — has answered).
   double rebuild_wait_seconds = 10.0;
+  /// Cluster nodes (dd-node syncer): seconds a write (events.jsonl, an owner checkpoint) may
+  /// keep failing — retried with backoff, the run marked degraded — before the node ends the
+  /// run with exit status 1. (`dd-node run` ends the run at the first failed write.)
+  double max_failing_seconds = 60.0;
 };
 
 /// `restart`: the supervisors' restart budget, for learners and fragment owners alike (OTP

@@ -640,6 +640,8 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
     e.checkpoint.allow_degraded = s.boolean("allow_degraded", e.checkpoint.allow_degraded);
     e.checkpoint.rebuild_wait_seconds =
         s.number("rebuild_wait_seconds", e.checkpoint.rebuild_wait_seconds, closed(0, 3600));
+    e.checkpoint.max_failing_seconds =
+        s.number("max_failing_seconds", e.checkpoint.max_failing_seconds, closed(0, 86400));
     s.finish();
   }
   {
