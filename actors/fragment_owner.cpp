@@ -613,6 +613,11 @@ caf::behavior serving(owner_actor* self, std::shared_ptr<const owner_context> ct
       apply_effects(self, *ctx,
                     self->state.core->on_grace_timer(timer_id, clock_seconds(self->clock().now())));
     },
+    // Late answers of a rebuild that is over (a learner answered after the decision, or a
+    // wait timer of the rebuild): nothing to do.
+    [=](atoms::rebuild_atom, uint64_t) {},
+    [=](atoms::held_atom, const std::vector<uint8_t>&) {},
+    [=](atoms::copy_atom, const std::vector<uint8_t>&) {},
     // Retry of a checkpoint that failed (cluster nodes): the current state, with backoff.
     [=](atoms::snapshot_atom, double backoff_s) {
       auto& s = self->state;
