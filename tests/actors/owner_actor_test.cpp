@@ -466,6 +466,13 @@ TEST_F(owner_actor_test, killed_with_a_damaged_checkpoint_it_is_rebuilt_from_the
   ref.on_push(make_push(1, 0, 3, 1, 10, 3, std::vector<float>(6, 0.2f)), 0.0);
   EXPECT_EQ(ref.version(), 4u);
   EXPECT_EQ(values_of(a_log->broadcasts.back()), ref.value());
+  // The rebuild's wait timer rings later, once the owner serves: it is ignored (the owner
+  // stays up and keeps merging).
+  env.advance(ctx->rebuild_wait_s + 1.0);
+  push_from(a, respawned, make_push(0, 0, 4, 1, 10, 4, std::vector<float>(6, 0.2f)));
+  push_from(b, respawned, make_push(1, 0, 4, 1, 10, 4, std::vector<float>(6, 0.2f)));
+  EXPECT_EQ(a_log->broadcasts.back().version, 5u) << "the owner died after its rebuild";
+  EXPECT_EQ(monitor_log->subscribed.size(), 2u) << "the owner was respawned again";
   std::filesystem::remove_all(dir);
 }
 
