@@ -500,7 +500,10 @@ caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_cont
                          atoms::kill_atom_v);
   // A respawned or resumed owner asks the learners first (their copies may be newer than the
   // checkpoint, or the only trained copies left).
-  if ((respawn || ctx->resumed) && ctx->monitor && ctx->rebuild_wait_s > 0) {
+  // With checkpoint.every_versions = 1 a readable checkpoint is the newest version: it is
+  // written before its broadcast leaves, so no learner can hold a newer one (no need to ask).
+  const bool newest_on_disk = ckpt && opts.checkpoint_every == 1;
+  if ((respawn || ctx->resumed) && ctx->monitor && ctx->rebuild_wait_s > 0 && !newest_on_disk) {
     st.rebuild = std::make_unique<owner_actor_state::rebuild_state>();
     st.rebuild->ckpt = std::move(ckpt);
     st.rebuild->unusable = reset;

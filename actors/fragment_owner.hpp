@@ -96,7 +96,9 @@ using owner_actor = caf::stateful_actor<owner_actor_state>;
 ///
 /// A first start of a fresh run starts from `initial` at version 0 (or restores its checkpoint
 /// when the file exists). A respawned owner, and the first start of a resumed run
-/// (`resumed`), **rebuilds** instead (rebuild_wait_s > 0): it subscribes with the monitor, asks
+/// (`resumed`), **rebuilds** instead (rebuild_wait_s > 0) — unless its checkpoint is readable
+/// and checkpoint_every is 1 (then it is the newest version: written before its broadcast
+/// left), which it restores at once: it subscribes with the monitor, asks
 /// every live learner which version of the fragment it holds (fragment_query → fragment_held;
 /// every learner keeps the last broadcast it applied), waits until every live learner answered
 /// (a resumed owner: until `learners` answered) or rebuild_wait_s passed, and then:
