@@ -329,11 +329,16 @@ void decide_rebuild(owner_actor* self, const std::shared_ptr<const owner_context
     start_serving(self, ctx, "");
     return;
   }
+  std::string lost;  // learners that had a copy that never arrived
+  for (int32_t id : rb.failed) lost += (lost.empty() ? "" : ", ") + std::to_string(id);
   start_from_initial(self, ctx,
-                     rb.unusable + (rb.answers.empty()
-                                        ? "; no learner answered within " +
-                                              fmt::format("{:g}", ctx->rebuild_wait_s) + " s"
-                                        : "; no live learner holds a copy"),
+                     rb.unusable +
+                         (rb.answers.empty()
+                              ? "; no learner answered within " +
+                                    fmt::format("{:g}", ctx->rebuild_wait_s) + " s"
+                          : lost.empty() ? "; no live learner holds a copy"
+                                         : "; the copies of learner(s) " + lost +
+                                               " did not arrive (gone or too slow)"),
                      true);
 }
 
@@ -368,7 +373,17 @@ caf::behavior rebuilding(owner_actor* self, std::shared_ptr<const owner_context>
     [=](atoms::live_atom, const live_view& view) {
       auto& r = *self->state.rebuild;
       r.view = view;
-      if (r.fetching >= 0) return;
+      if (r.fetching >= 0) {
+        // The learner whose copy is on its way left: do not wait for it, ask the next newest.
+        bool there = false;
+        for (const auto& l : view.learners) there = there || l.learner_id == r.fetching;
+        if (there) return;
+        r.failed.insert(r.fetching);
+        r.fetching = -1;
+        r.query_id += 1;  // its timer is void
+        decide_rebuild(self, ctx);
+        return;
+      }
       for (const auto& l : view.learners) {
         auto it = r.asked.find(l.learner_id);
         if (!l.handle || (it != r.asked.end() && it->second == l.incarnation)) continue;

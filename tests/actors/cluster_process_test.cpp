@@ -256,7 +256,9 @@ TEST(cluster_process, a_learner_black_holed_for_20_s_rejoins_within_the_backoff_
 // through the wire.capnp FragmentQuery/FragmentHeld messages over the middleman), numbered
 // above every earlier version; fragment 0 restores its checkpoint; the run is not degraded.
 TEST(cluster_process, a_resumed_syncer_rebuilds_a_damaged_fragment_from_a_learner) {
-  const auto dir = workdir("rebuild", "{ tokens = 1200000 }");
+  // A budget the learners cannot spend while the syncer is down (they step ~1 ms apart on
+  // this model): they must still be there to hand over their copies.
+  const auto dir = workdir("rebuild", "{ tokens = 8000000 }");
   const fs::path run = dir / "run";
   const pid_t launch = spawn(dir, {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run",
                                    "--progress", "0", "--syncer-restart-delay", "2",
