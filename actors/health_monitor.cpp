@@ -397,6 +397,14 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
             ls.restarts += 1;
             c.learner_restarts += 1;
           }
+          // A live learner rejoining reports the tokens it trained while the syncer was away:
+          // summary.json counts them as the budget does (before its next heartbeat, which may
+          // never come when those tokens spent the budget).
+          if (ctx->remote_learners && req->live) {
+            ls.tokens = std::max(ls.tokens, r.tokens_before + r.tokens_this_incarnation);
+            ls.step = std::max(ls.step, r.step);
+            ls.compute_s = std::max(ls.compute_s, r.compute_before_s);
+          }
         });
       }
       // The view goes to the owners before the reply reaches the learner, so a push can never
