@@ -32,6 +32,12 @@
 //   node     -> monitor : (events_atom, string node, string lines) a learner node's event lines
 //                                                                 (JSONL, at most 1 MiB), written
 //                                                                 to <run_dir>/nodes/<node>.events.jsonl
+//   owner    -> learner : (query_atom, wire_bytes fragment_query)  rebuild: which version of
+//                                                                 this fragment do you hold?
+//   learner  -> owner   : (held_atom, wire_bytes fragment_held)    the answer
+//   learner  -> owner   : (copy_atom, wire_bytes broadcast_msg)    the value it holds, chunked
+//                                                                 (a query with send_value)
+//   owner    -> owner   : (rebuild_atom, uint64 query_id)         the rebuild's bounded wait
 //   operator -> monitor : (status_atom) -> std::string JSON       dd-node status
 //   operator -> monitor : (drain_atom, int32 learner) -> string   dd-node drain: stop that
 //                                                                 learner gracefully (it leaves)
@@ -111,5 +117,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(dd_actors, caf::first_custom_type_id)
   CAF_ADD_ATOM(dd_actors, dd::atoms, syncer_atom, "dd_syncer")
   CAF_ADD_ATOM(dd_actors, dd::atoms, drain_atom, "dd_drain")
   CAF_ADD_ATOM(dd_actors, dd::atoms, events_atom, "dd_events")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, query_atom, "dd_query")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, held_atom, "dd_held")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, copy_atom, "dd_copy")
+  CAF_ADD_ATOM(dd_actors, dd::atoms, rebuild_atom, "dd_rebuild")
 
 CAF_END_TYPE_ID_BLOCK(dd_actors)

@@ -100,7 +100,10 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
     r.final_val_loss = loss;
     r.digest = digest;
     r.summary = make_summary(*setup, counters, loss, end - st.start_s, training_s);
-    if (setup->options.resume) r.summary["resumed"] = true;
+    if (setup->options.resume) {
+      r.summary["resumed"] = true;
+      r.summary["seconds_before_resume"] = setup->seconds_before;
+    }
     if (!st.interrupted.empty()) {
       r.interrupted = true;
       r.interrupt_reason = st.interrupted;
@@ -130,6 +133,20 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
              setup->plan.num_fragments(),
              ", so training stopped and final_val_loss is the last periodic evaluation (null "
              "when none ran)");
+    if (!counters.degraded.empty()) {
+      nlohmann::json d = nlohmann::json::array();
+      std::string what;
+      for (const auto& [k, reason] : counters.degraded) {
+        d.push_back({{"what", k}, {"reason", reason}});
+        // A lost fragment value fails the run (unless allowed); a file that failed for a while
+        // and recovered is reported only.
+        if (k.rfind("fragment ", 0) == 0) what += (what.empty() ? "" : "; ") + k + ": " + reason;
+      }
+      r.summary["degraded"] = d;
+      if (!what.empty() && !setup->exp.checkpoint.allow_degraded)
+        why += (why.empty() ? "" : "; ") +
+               ("degraded (" + what + "); set checkpoint.allow_degraded = true to accept it");
+    }
     if (const std::string wf = setup->log->write_failure(); !wf.empty())
       why += (why.empty() ? "" : "; ") + ("a write failed, so the run stopped: " + wf);
     if (!why.empty()) {
@@ -243,6 +260,14 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
     c->monitor = st.monitor;
     c->log = setup->log.get();
     c->faults = setup->faults.get();
+    c->resumed = setup->options.resume;
+    c->learners = static_cast<size_t>(M);
+    // A respawned owner waits for the live learners' answers (they answer between steps); a
+    // resumed one also for the learners to rejoin (their nodes retry with backoff, ≤ 5 s under
+    // dd-node launch, ≤ 15 s by hand).
+    c->rebuild_wait_s = e.checkpoint.rebuild_wait_seconds;
+    if (auto it = setup->resume_versions.find(p); it != setup->resume_versions.end())
+      c->highest_version = it->second;
     std::shared_ptr<const owner_context> cc = c;
     octx->children.push_back(
         {"owner", p, [cc](caf::actor_system& sys) { return sys.spawn(fragment_owner, cc); }});
@@ -297,8 +322,10 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   setup->log->set_expected_learners(static_cast<size_t>(M));
   setup->log->set_quorum_needed(
       static_cast<size_t>(std::max(1, e.sync.min_quorum.resolve(M))));
+  // A resumed run counts the seconds its earlier parts trained.
   if (e.budget.kind == config::budget_kind::seconds && e.budget.seconds > 0)
-    self->delayed_send(self, span(e.budget.seconds), atoms::done_atom_v);
+    self->delayed_send(self, span(std::max(0.0, e.budget.seconds - setup->seconds_before)),
+                       atoms::done_atom_v);
 
   return {
     [=](atoms::done_atom) { begin_stop(self, *setup, "budget spent"); },
@@ -424,11 +451,29 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
         throw std::runtime_error("--resume: run directory '" + s->run_dir + "' holds run " + id +
                                  ", not " + s->run_id);
       s->run_id = id;
+      // The highest version of each fragment the earlier part logged.
+      {
+        std::ifstream ev(fs::path(s->run_dir) / "events.jsonl");
+        std::string line;
+        while (std::getline(ev, line)) {
+          if (line.find("\"version\"") == std::string::npos ||
+              line.find("\"fragment\"") == std::string::npos)
+            continue;
+          auto j = nlohmann::json::parse(line, nullptr, false);
+          if (j.is_discarded() || !j.contains("fragment") || !j.contains("version") ||
+              !j["fragment"].is_number_integer() || !j["version"].is_number_unsigned())
+            continue;
+          auto& v = s->resume_versions[j["fragment"].get<int32_t>()];
+          v = std::max(v, j["version"].get<uint64_t>());
+        }
+      }
       const auto record = fs::path(s->run_dir) / "monitor.json";
       if (fs::exists(record)) {
         std::ifstream rin(record);
         try {
           s->monitor_record = nlohmann::json::parse(rin);
+          if (s->monitor_record.is_object())
+            s->seconds_before = s->monitor_record.value("training_seconds", 0.0);
         } catch (const std::exception& e) {
           throw std::runtime_error("--resume: " + record.string() + " does not parse: " + e.what());
         }
@@ -626,6 +671,9 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
           exp.name, setup->steps_per_learner, first_push, H, P));
   }
   const bool syncer = options.role == node_role::syncer;
+  // A syncer node goes on through failing writes (retried with backoff, degraded) up to
+  // checkpoint.max_failing_seconds; `dd-node run` stops at the first one.
+  if (syncer) setup->log->set_retry_writes(true);
   node_transport transport = options.transport;
   transport.middleman = syncer;
   node_config cfg(transport);
@@ -691,6 +739,14 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
         std::fflush(stderr);
         self->send(job_handle, atoms::stop_atom_v, why);
       }
+      if (syncer && !done) {
+        setup->log->retry_pending();
+        const double failing = setup->log->failing_for_s();
+        if (failing > exp.checkpoint.max_failing_seconds && setup->log->write_failure().empty())
+          setup->log->write_failed(fmt::format(
+              "writes kept failing for {:.0f} s (checkpoint.max_failing_seconds = {:g}): {}",
+              failing, exp.checkpoint.max_failing_seconds, setup->log->failing_files()));
+      }
       // A write the run promised failed (events.jsonl, an owner checkpoint): stop now, loudly
       // (run_log printed the error), rather than train on without a record.
       if (!write_stop_sent && !interrupt_sent && !done && !setup->log->write_failure().empty()) {
@@ -699,7 +755,8 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
       }
       if (options.progress_every_s > 0 && t - prev_t >= options.progress_every_s) {
         auto snap = setup->log->snapshot();
-        const double spent = budget_done(exp, setup->steps_per_learner, snap, t);
+        const double spent =
+            budget_done(exp, setup->steps_per_learner, snap, t + setup->seconds_before);
         std::printf("%s\n", progress_line(snap, prev, t - prev_t, t, spent).c_str());
         std::fflush(stdout);
         prev = std::move(snap);

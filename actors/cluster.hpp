@@ -18,6 +18,7 @@
 #include <atomic>
 #include <functional>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -139,6 +140,12 @@ struct cluster_setup {
   std::string data_hash;
   /// Resumed: the monitor's record read from <run_dir>/monitor.json (null when none).
   nlohmann::json monitor_record;
+  /// Resumed: per fragment, the highest version events.jsonl names (merge, fragment_rebuilt,
+  /// owner_start/owner_restored): a resumed owner numbers its next value above it.
+  std::map<int32_t, uint64_t> resume_versions;
+  /// Resumed: training seconds of the earlier parts (the monitor record's training_seconds);
+  /// a `budget.seconds` run trains only what is left of its budget.
+  double seconds_before = 0.0;
   /// What make_cluster_setup found left by an earlier run in the run directory and removed or
   /// replaced (e.g. "summary.json", "events.jsonl", "2 owner checkpoints"); empty = nothing.
   std::vector<std::string> replaced;

@@ -1,12 +1,11 @@
 // actors/fault_hooks.cpp — see fault_hooks.hpp.
 #include "actors/fault_hooks.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 #include "runtime/rng.hpp"
-
-#include <algorithm>
 
 #include <nlohmann/json.hpp>
 
@@ -61,6 +60,7 @@ void fault_hooks::fire_locked(size_t i, uint64_t logical, uint64_t inc, double n
     downtime_.push_back({{f.target, false}, f.downtime_s});
   if (f.what == fault_spec::kind::kill_owner && f.downtime_s > 0)
     downtime_.push_back({{f.target, true}, f.downtime_s});
+  if (f.what == fault_spec::kind::kill_owner && f.damage_checkpoint) damage_.push_back(f.target);
   if (log_ != nullptr) {
     // What the fault was keyed on when it fired: the learner's step, or the owner's version.
     nlohmann::json j = {{"fault", to_string(f.what)},
@@ -69,6 +69,7 @@ void fault_hooks::fire_locked(size_t i, uint64_t logical, uint64_t inc, double n
                         {"incarnation", inc}};
     if (f.what == fault_spec::kind::slow_learner) j["factor"] = f.factor;
     if (f.what == fault_spec::kind::delay_push) j["delay_s"] = f.delay_s;
+    if (f.damage_checkpoint) j["damage_checkpoint"] = true;
     log_->emit("fault", j);
   }
 }
@@ -142,6 +143,14 @@ std::vector<double> fault_hooks::owner_kill_delays(int32_t fragment) const {
       out.push_back(f.at_seconds - now);
   }
   return out;
+}
+
+bool fault_hooks::take_damage(int32_t fragment) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto it = std::find(damage_.begin(), damage_.end(), fragment);
+  if (it == damage_.end()) return false;
+  damage_.erase(it);
+  return true;
 }
 
 double fault_hooks::take_downtime(int32_t id, bool owner) {

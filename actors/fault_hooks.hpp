@@ -38,6 +38,8 @@ struct fault_spec {
   double downtime_s = 0.0;
   /// slow_learner: seconds the slowdown lasts after it fires; 0 = for the rest of the run.
   double duration_s = 0.0;
+  /// kill_owner: the owner damages its own checkpoint file as it dies (take_damage).
+  bool damage_checkpoint = false;
 };
 
 /// "kill_learner", "kill_owner", "slow_learner", "drop_push", "delay_push", "corrupt_push".
@@ -92,6 +94,9 @@ class fault_hooks {
   /// `owner` = true, fragment owner `id`) after a kill fault; consumed by the call.
   double take_downtime(int32_t id, bool owner);
 
+  /// True once for fragment owner `fragment` after a kill_owner fault with damage_checkpoint
+  /// fired: the dying owner must damage its checkpoint file. Consumed by the call.
+  bool take_damage(int32_t fragment);
   /// Every fault that fired, in firing order.
   std::vector<fired_fault> fired() const;
   /// Faults scheduled (fired or not).
@@ -109,6 +114,7 @@ class fault_hooks {
   run_log* log_;
   std::function<double()> clock_;
   std::vector<std::pair<std::pair<int32_t, bool>, double>> downtime_;
+  std::vector<int32_t> damage_;  // fragments whose owner must damage its checkpoint
 };
 
 /// How long a randomly failed actor stays down (seconds).

@@ -14,6 +14,8 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,7 @@
 #include <caf/actor_clock.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/atoms.hpp"
 #include "actors/fragment_owner_state.hpp"
 
 namespace dd::actors {
@@ -42,6 +45,18 @@ struct owner_context {
   fault_hooks* faults = nullptr; ///< may be null
   /// Incarnations started with this context (the first is 0; later ones are respawns).
   mutable std::atomic<uint64_t> starts{0};
+  /// The first start continues a run (`--resume`): it asks the learners for newer copies of its
+  /// fragment, like a respawn does (see fragment_owner).
+  bool resumed = false;
+  /// Seconds a starting owner waits for the learners' answers (rebuild), on the actor clock.
+  /// 0: never ask (restore from the checkpoint or start from `initial`, as before).
+  double rebuild_wait_s = 5.0;
+  /// How many learners the run has; a resumed owner stops waiting once this many answered.
+  size_t learners = 0;
+  /// The highest version any incarnation of this owner published or started at (resume: the
+  /// highest in events.jsonl). A rebuilt or reset owner numbers its value above it, so a
+  /// version number never names two values.
+  mutable std::atomic<uint64_t> highest_version{0};
 };
 
 /// CAF state of the owner actor.
@@ -50,19 +65,56 @@ struct owner_actor_state {
   std::unique_ptr<fragment_owner_state> core;
   std::map<int32_t, caf::actor> learners;  ///< live learners' handles (broadcast targets)
   bool restored = false;
+  bool checkpoint_retry_armed = false;  ///< a failed checkpoint will be written again (retry)
+  /// While the owner rebuilds its value (see fragment_owner): what it has heard so far.
+  struct rebuild_state {
+    struct answer {
+      caf::actor handle;
+      uint64_t incarnation = 0;
+      bool have = false;
+      uint64_t version = 0;
+    };
+    uint64_t query_id = 0;                  ///< the current question (answers must echo it)
+    std::optional<owner_checkpoint> ckpt;   ///< a readable checkpoint, if any
+    std::string unusable;                   ///< why the checkpoint cannot be used (else empty)
+    std::map<int32_t, answer> answers;      ///< per learner id (this incarnation's answers)
+    std::map<int32_t, uint64_t> asked;      ///< learner id -> incarnation asked
+    std::optional<live_view> view;          ///< the newest live view
+    int32_t fetching = -1;                  ///< learner whose value is being fetched (-1: none)
+    uint64_t fetch_version = 0;
+    std::set<int32_t> failed;               ///< learners whose value did not arrive
+    chunk_assembler assembler;
+    double started_s = 0.0;
+  };
+  std::unique_ptr<rebuild_state> rebuild;  ///< null once serving
   static inline const char* name = "fragment_owner";
 };
 
 using owner_actor = caf::stateful_actor<owner_actor_state>;
 
-/// The owner's behavior. On start it restores from options.checkpoint_path when that file
-/// exists (a respawn), else starts from `initial` at version 0; then subscribes with the monitor.
-/// A corrupt checkpoint is reported as a "failure" event and the owner starts from `initial`.
-/// When a respawned owner (or any owner whose checkpoint is unreadable) restarts from `initial`
-/// — no checkpoint yet, checkpoints off, or an unreadable file — its "owner_start" event carries
-/// "reset": <why>, and one warning line goes to the run log's console (run_log::warn; on stderr
-/// in `dd-node run`) naming the fragment, the reason and that its value restarts from the
-/// initial weights.
+/// The owner's behavior.
+///
+/// A first start of a fresh run starts from `initial` at version 0 (or restores its checkpoint
+/// when the file exists). A respawned owner, and the first start of a resumed run
+/// (`resumed`), **rebuilds** instead (rebuild_wait_s > 0) — unless its checkpoint is readable
+/// and checkpoint_every is 1 (then it is the newest version: written before its broadcast
+/// left), which it restores at once: it subscribes with the monitor, asks
+/// every live learner which version of the fragment it holds (fragment_query → fragment_held;
+/// every learner keeps the last broadcast it applied), waits until every live learner answered
+/// (a resumed owner: until `learners` answered) or rebuild_wait_s passed, and then:
+///  - a learner holds a newer version than a readable checkpoint (or there is no usable
+///    checkpoint: missing, damaged, truncated, another run's fragment): the owner fetches that
+///    learner's value (fragment_query with send_value → broadcast chunks on copy_atom), takes
+///    it with momentum reset, numbers it max(its version, checkpoint version,
+///    highest_version) + 1, writes a checkpoint, broadcasts it, and emits `fragment_rebuilt`
+///    (learner, incarnation, the learner's version, the new version, why);
+///  - else a readable checkpoint is restored (`owner_restored`);
+///  - else (no learner answered with a copy) it starts from `initial` — version
+///    highest_version + 1 when any was published, else 0 — with `reset` in `owner_start`, a
+///    `degraded` event and run_counters::degraded naming the fragment, and one warning line on
+///    the run log's console.
+/// Pushes and pulls that arrive while it rebuilds wait in the mailbox (caf::skip) and are
+/// handled once it serves, so no learner ever receives a value it is about to replace.
 caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_context> ctx);
 
 /// Seconds of an actor clock's time point (steady, or the test coordinator's manual clock).

@@ -409,6 +409,7 @@ owner_effects fragment_owner_state::merge(double now_s, const std::string& reaso
   // After a restore, skip the versions that may have been published and lost since the
   // checkpoint: a version number never names two different values.
   version_ = restored_ ? std::max(version_ + 1, restored_version_ + lost_versions()) : version_ + 1;
+  version_ = std::max(version_, version_floor_ + 1);
   restored_ = false;
   if (ring_) ring_->record(version_, theta_.data());
   for (size_t i = 0; i < who.size(); ++i) {

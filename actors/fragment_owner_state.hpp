@@ -11,6 +11,7 @@
 // Source: ALGORITHM.md, "Fragment owner" and "Recovery".
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -173,6 +174,13 @@ class fragment_owner_state {
   /// The durable state (value, momentum, version, EMAs, anchors).
   owner_checkpoint make_checkpoint() const;
 
+  /// A state built from a learner's copy (rebuild) or the initial weights under a new number
+  /// is not a restore: no versions were published after it, so the next merge is version + 1.
+  void forget_restore() noexcept { restored_ = false; }
+  /// Versions up to `v` were published by an earlier incarnation (after the checkpoint this
+  /// state was restored from): the next merge is numbered above `v`.
+  void skip_versions_to(uint64_t v) noexcept { version_floor_ = std::max(version_floor_, v); }
+
   // ---- queries (tests, progress) --------------------------------------------------------
   int32_t fragment_id() const noexcept { return opts_.layout.fragment_id; }
   uint64_t version() const noexcept { return version_; }
@@ -230,6 +238,7 @@ class fragment_owner_state {
   /// explained by the versions lost since that checkpoint.
   bool restored_ = false;
   uint64_t restored_version_ = 0;
+  uint64_t version_floor_ = 0;  ///< the next merge is numbered above it (skip_versions_to)
   bool round_open_ = false;
   double round_start_s_ = 0.0;
   bool quorum_seen_ = false;

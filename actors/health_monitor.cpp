@@ -198,7 +198,7 @@ std::vector<uint8_t> from_hex(const std::string& s) {
 void save_record(monitor_actor* self, const monitor_context& ctx) {
   if (ctx.record_path.empty()) return;
   self->state.last_record_s = now_s(self);
-  const std::string text = monitor_record(self->state).dump() + "\n";
+  const std::string text = monitor_record(self->state, now_s(self)).dump() + "\n";
   auto st = write_file_atomic(ctx.record_path, reinterpret_cast<const uint8_t*>(text.data()),
                               text.size());
   if (!st && ctx.log != nullptr) {
@@ -209,7 +209,7 @@ void save_record(monitor_actor* self, const monitor_context& ctx) {
 
 }  // namespace
 
-nlohmann::json monitor_record(const monitor_state& st) {
+nlohmann::json monitor_record(const monitor_state& st, double clock_s) {
   nlohmann::json learners = nlohmann::json::array();
   for (const auto& [id, r] : st.learners)
     learners.push_back({{"learner", id},
@@ -221,13 +221,19 @@ nlohmann::json monitor_record(const monitor_state& st) {
                         {"compute_before_s", r.compute_before_s},
                         {"compute_this_incarnation_s", r.compute_this_incarnation_s},
                         {"data_cursor", to_hex(r.data_cursor)}});
-  return {{"format", 1}, {"mean_step", st.mean_step}, {"learners", learners}};
+  return {{"format", 1},
+          {"mean_step", st.mean_step},
+          {"training_seconds", st.seconds_before + std::max(0.0, clock_s - st.started_s)},
+          {"learners", learners}};
 }
 
 void restore_monitor_record(monitor_state& st, const nlohmann::json& rec) {
   try {
     if (rec.value("format", 0) != 1) throw std::invalid_argument("monitor record: unknown format");
     st.mean_step = rec.at("mean_step").get<double>();
+    st.seconds_before = rec.value("training_seconds", 0.0);
+    if (!(st.seconds_before >= 0.0) || !std::isfinite(st.seconds_before))
+      throw std::invalid_argument("monitor record: training_seconds is not a finite number >= 0");
     for (const auto& l : rec.at("learners")) {
       auto& r = st.learners[l.at("learner").get<int32_t>()];
       r.incarnation = l.at("incarnation").get<uint64_t>();
@@ -257,6 +263,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
       ctx->log->emit("failure", {{"what", "loss_csv"}, {"error", st.message}});
     }
   }
+  self->state.started_s = now_s(self);
   if (!ctx->restored_record.is_null()) {
     restore_monitor_record(self->state, ctx->restored_record);
     if (ctx->log != nullptr) {
@@ -265,6 +272,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         tokens += r.tokens_before + r.tokens_this_incarnation;
       ctx->log->emit("monitor_restored", {{"learners", self->state.learners.size()},
                                           {"tokens", tokens},
+                                          {"training_seconds", self->state.seconds_before},
                                           {"mean_step", self->state.mean_step}});
       ctx->log->update([&](run_counters& c) {
         for (const auto& [id, r] : self->state.learners) {
@@ -388,6 +396,14 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           if (ctx->remote_learners && known && !req->live) {
             ls.restarts += 1;
             c.learner_restarts += 1;
+          }
+          // A live learner rejoining reports the tokens it trained while the syncer was away:
+          // summary.json counts them as the budget does (before its next heartbeat, which may
+          // never come when those tokens spent the budget).
+          if (ctx->remote_learners && req->live) {
+            ls.tokens = std::max(ls.tokens, r.tokens_before + r.tokens_this_incarnation);
+            ls.step = std::max(ls.step, r.step);
+            ls.compute_s = std::max(ls.compute_s, r.compute_before_s);
           }
         });
       }

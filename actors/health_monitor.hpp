@@ -78,7 +78,8 @@ struct monitor_context {
   /// join (so two nodes joining at once never get the same id).
   double reserve_s = 30.0;
   /// The monitor's record of every learner (incarnation, step, tokens, compute time, data
-  /// cursor, finished) and the push clock, written atomically (temp file, fsync, rename) to this
+  /// cursor, finished), the push clock and the run's training seconds so far (all parts:
+  /// `training_seconds`, what a resumed `budget.seconds` run subtracts), written atomically (temp file, fsync, rename) to this
   /// path every `record_every_s` seconds and when a learner leaves; empty = not persisted. A
   /// resumed syncer (dd-node syncer --resume) starts from `restored_record`, the file's JSON
   /// (null = none): a respawned learner then resumes from its recorded step and cursor, and the
@@ -128,6 +129,10 @@ struct monitor_state {
   /// handshake and not yet joined.
   std::map<int32_t, std::pair<std::string, double>> reserved;
   double last_record_s = 0.0;
+  /// Training seconds of the run's earlier parts (a resumed run: the record's
+  /// `training_seconds`), and when this part's monitor started (its clock, seconds).
+  double seconds_before = 0.0;
+  double started_s = 0.0;
   std::map<std::string, std::shared_ptr<util::append_file>> forwarded;  ///< per node
   std::shared_ptr<util::append_file> loss_csv;
   static inline const char* name = "health_monitor";
@@ -136,8 +141,10 @@ struct monitor_state {
 using monitor_actor = caf::stateful_actor<monitor_state>;
 
 /// The monitor's record as JSON (see monitor_context::record_path) and its inverse; a record
-/// that does not parse as one throws std::invalid_argument naming the field.
-nlohmann::json monitor_record(const monitor_state& st);
+/// that does not parse as one throws std::invalid_argument naming the field. `clock_s` is the
+/// monitor's clock: training_seconds = seconds_before + clock_s − started_s. A record without
+/// training_seconds (an older writer) restores 0.
+nlohmann::json monitor_record(const monitor_state& st, double clock_s = 0.0);
 void restore_monitor_record(monitor_state& st, const nlohmann::json& record);
 
 /// The monitor's behavior.

@@ -201,6 +201,7 @@ std::vector<fault_spec> fault_specs_of(const config::experiment& exp, uint64_t s
                        ? ev.duration
                        : 0.0;
     f.duration_s = f.what == fault_spec::kind::slow_learner ? ev.duration : 0.0;
+    f.damage_checkpoint = ev.damage_checkpoint;
     double step = 0;
     switch (ev.trigger) {
       case config::chaos_trigger::at_step: step = ev.at; break;

@@ -338,6 +338,7 @@ bool apply_global(learner_actor* self, const learner_context& ctx, const broadca
   if (ctx.rebase && f.have && st.now != phase::syncing) {
     std::vector<float> theta = read_fragment(model, layout);
     rebase_onto(f, theta, std::move(*values), b.version, b.merged, st.id, st.incarnation);
+    f.base_merged = b.merged;
     write_fragment(model, layout, theta);
     f.awaiting = false;
     return true;
@@ -355,6 +356,7 @@ bool apply_global(learner_actor* self, const learner_context& ctx, const broadca
   write_fragment(model, layout, theta);
   f.base = std::move(*values);
   f.base_version = b.version;
+  f.base_merged = b.merged;
   f.steps = 0;
   f.tokens = 0;
   f.have = true;
@@ -708,6 +710,49 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
     },
     [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes) {
       on_broadcast(self, *ctx, bytes);
+    },
+    // An owner rebuilding its fragment asks which version we hold (and, with send_value, for
+    // the value itself): the last broadcast applied, exactly as received.
+    [=](atoms::query_atom, const std::vector<uint8_t>& bytes) {
+      auto& s = self->state;
+      auto q = decode_fragment_query(bytes);
+      if (!q) {
+        log_undecodable(self, *ctx, "undecodable_query", q.error());
+        return;
+      }
+      auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+      if (!sender) return;
+      fragment_held h;
+      h.learner_id = s.id;
+      h.incarnation = s.incarnation;
+      h.fragment_id = q->fragment_id;
+      h.query_id = q->query_id;
+      const size_t p = static_cast<size_t>(q->fragment_id);
+      if (s.joined && p < s.frags.size() && s.frags[p].have &&
+          s.frags[p].base.size() == ctx->plan.fragments[p].numel) {
+        h.have = true;
+        h.version = s.frags[p].base_version;
+      }
+      self->send(sender, atoms::held_atom_v, encode(h));
+      if (!h.have || !q->send_value) return;
+      const auto& f = s.frags[p];
+      broadcast_msg b;
+      b.fragment_id = q->fragment_id;
+      b.version = f.base_version;
+      b.encoding = payload_encoding::fp32;
+      b.total_elements = f.base.size();
+      b.payload = encode_payload(payload_encoding::fp32, f.base.data(), f.base.size());
+      b.payload_bytes = b.payload.size();
+      b.merged = f.base_merged;
+      if (b.payload.size() <= ctx->chunk_bytes) {
+        self->send(sender, atoms::copy_atom_v, encode(b));
+      } else if (auto chunks = split_broadcast(b, ctx->chunk_bytes); chunks) {
+        for (const auto& c : *chunks) self->send(sender, atoms::copy_atom_v, encode(c));
+      }
+      if (ctx->log != nullptr)
+        ctx->log->emit("fragment_copy_sent", {{"learner", s.id},
+                                              {"fragment", q->fragment_id},
+                                              {"version", f.base_version}});
     },
     [=](atoms::ack_atom, const std::vector<uint8_t>& bytes) {
       auto& s = self->state;

@@ -127,6 +127,9 @@ struct outstanding_push {
 struct learner_fragment {
   std::vector<float> base;      ///< the global value last received (base_p)
   uint64_t base_version = 0;
+  /// The merged list of the broadcast that brought `base` (handed to an owner that rebuilds
+  /// the fragment from this copy: fragment_query).
+  std::vector<merged_push> base_merged;
   uint64_t steps = 0;           ///< steps[p] since base_p was received
   uint64_t tokens = 0;          ///< tokens[p] since base_p was received
   bool have = false;            ///< received since the last (re)load started
@@ -205,6 +208,10 @@ uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector
                      int32_t learner_id, uint64_t incarnation);
 
 /// The learner's behavior. Joins the health monitor, pulls every fragment, then steps.
+/// It also answers an owner's fragment_query (query_atom, between steps: it never blocks
+/// stepping) with a fragment_held (held_atom) naming the version of the global value it last
+/// applied, and with send_value sends that value (base_p, its version and merged list, fp32,
+/// chunked as broadcast_msg) on copy_atom.
 caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context> ctx);
 
 }  // namespace dd::actors

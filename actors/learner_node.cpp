@@ -340,6 +340,9 @@ int run_learner_node(const learner_node_options& o) {
       !o.run_dir.empty() ? o.run_dir : (fs::path("runs") / exp.name / "nodes" / name).string();
   fs::create_directories(run_dir);
   auto log = std::make_unique<run_log>((fs::path(run_dir) / "events.jsonl").string());
+  // A failed events.jsonl line is kept and written again with backoff (the node goes on,
+  // degraded) for up to checkpoint.max_failing_seconds; then the node stops its learners.
+  log->set_retry_writes(true);
   // Every event line is also forwarded to the syncer (about once a second, at most 1 MiB per
   // message; beyond 8 MiB buffered while the syncer is away, lines are dropped and counted).
   struct forward_buffer {
@@ -529,6 +532,18 @@ int run_learner_node(const learner_node_options& o) {
           }
         }
       }
+    }
+    log->retry_pending();
+    if (!stop_sent && log->failing_for_s() > exp.checkpoint.max_failing_seconds) {
+      std::fprintf(stderr,
+                   "dd-node learner %s: writes kept failing for %.0f s "
+                   "(checkpoint.max_failing_seconds = %g): %s; stopping the learners\n",
+                   name.c_str(), log->failing_for_s(), exp.checkpoint.max_failing_seconds,
+                   log->failing_files().c_str());
+      std::fflush(stderr);
+      status = node_exit_failure;
+      stop_sent = true;
+      self->send(sup, atoms::stop_atom_v);
     }
     const double t = connector::now_s();
     if (!lost && t - last_flush >= 1.0) {

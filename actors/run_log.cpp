@@ -1,6 +1,7 @@
 // actors/run_log.cpp — see run_log.hpp.
 #include "actors/run_log.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <stdexcept>
@@ -24,6 +25,7 @@ run_log::run_log(const std::string& events_path, bool keep_in_memory, clock_fn c
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
   }
+  events_path_ = events_path;
   if (!events_path.empty()) {
     if (auto st = out_.open(events_path, /*truncate=*/!append); !st)
       throw std::runtime_error("run_log: " + st.message);
@@ -50,15 +52,136 @@ void run_log::emit(const std::string& kind, nlohmann::json fields) {
   for (auto& [k, v] : fields.items()) line[k] = v;
   std::string text = line.dump() + '\n';
   std::string failed;
+  bool recovered = false;
   {
     std::lock_guard<std::mutex> guard(mutex_);
     if (out_.is_open() && write_failure_.empty()) {
-      if (auto st = out_.append(text); !st) failed = st.message;
+      if (retry_) {
+        const double now = clock_();
+        if (pending_.size() + text.size() <= (size_t{8} << 20))
+          pending_ += text;
+        else
+          ++pending_dropped_;
+        const bool was_failing = failing_.count(events_path_) > 0;
+        if (!was_failing || now >= next_retry_s_) {
+          if (flush_pending_locked(now)) {
+            recovered = was_failing;
+          } else if (!was_failing) {
+            failed = failing_.at(events_path_).second;
+          }
+        }
+      } else if (auto st = out_.append(text); !st) {
+        failed = st.message;
+      }
     }
     if (tap_) tap_(text);
     if (keep_) events_.push_back(std::move(line));
   }
+  if (retry_) {
+    if (!failed.empty()) warn_error(failed + "; retrying with backoff (the run goes on, degraded)");
+    if (recovered) warn("events.jsonl: writing again after a failure (lines kept meanwhile "
+                        "were written in order)");
+    return;
+  }
   if (!failed.empty()) write_failed(failed);
+}
+
+bool run_log::flush_pending_locked(double now) {
+  while (!pending_.empty()) {
+    const size_t nl = pending_.find('\n');
+    const std::string one = pending_.substr(0, nl + 1);
+    if (auto st = out_.append(one); !st) {
+      auto& f = failing_[events_path_];
+      if (f.second.empty()) {
+        f.first = now;
+        backoff_s_ = 0.5;
+      } else {
+        backoff_s_ = std::min(10.0, backoff_s_ * 2);
+      }
+      f.second = st.message;
+      counters_.degraded[events_path_] = st.message;
+      next_retry_s_ = now + backoff_s_;
+      return false;
+    }
+    pending_.erase(0, nl + 1);
+  }
+  failing_.erase(events_path_);
+  if (pending_dropped_ > 0)
+    counters_.degraded[events_path_] =
+        std::to_string(pending_dropped_) + " event lines dropped while writes failed";
+  return true;
+}
+
+void run_log::set_retry_writes(bool on) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  retry_ = on;
+}
+
+bool run_log::retry_writes() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  return retry_;
+}
+
+void run_log::write_trouble(const std::string& file, const std::string& message) {
+  bool first = false;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    auto& f = failing_[file];
+    first = f.second.empty();
+    if (first) f.first = clock_();
+    f.second = message;
+    counters_.degraded[file] = message;
+  }
+  if (first) warn_error(message + "; retrying with backoff (the run goes on, degraded)");
+}
+
+void run_log::write_recovered(const std::string& file) {
+  bool was = false;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    was = failing_.erase(file) > 0;
+  }
+  if (was) warn("'" + file + "': writing again after a failure");
+}
+
+double run_log::failing_for_s() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  double oldest = -1;
+  for (const auto& [file, f] : failing_)
+    if (oldest < 0 || f.first < oldest) oldest = f.first;
+  return oldest < 0 ? 0.0 : clock_() - oldest;
+}
+
+std::string run_log::failing_files() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  std::string out;
+  for (const auto& [file, f] : failing_) out += (out.empty() ? "" : "; ") + f.second;
+  return out;
+}
+
+void run_log::retry_pending() {
+  bool recovered = false;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    if (!retry_ || !out_.is_open() || pending_.empty() || !write_failure_.empty()) return;
+    const double now = clock_();
+    if (now < next_retry_s_) return;
+    recovered = flush_pending_locked(now);
+  }
+  if (recovered) warn("events.jsonl: writing again after a failure (lines kept meanwhile were "
+                      "written in order)");
+}
+
+void run_log::warn_error(const std::string& text) const {
+  console_fn console;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    console = console_;
+  }
+  if (!console) return;
+  char t[32];
+  std::snprintf(t, sizeof t, "[%7.1fs]", clock_());
+  console(std::string(t) + " error: " + text);
 }
 
 void run_log::set_tap(tap_fn tap) {

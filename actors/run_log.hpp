@@ -61,6 +61,11 @@ struct run_counters {
   std::map<int32_t, std::string> learners_given_up;
   /// Fragment owners whose supervisor gave up → their last crash reason.
   std::map<int32_t, std::string> owners_given_up;
+  /// What the run lost and went on without, each "what" → reason: "fragment 2" (an owner found
+  /// no usable checkpoint and no learner's copy, so it restarted from the initial weights),
+  /// or a file ("events.jsonl", an owner checkpoint) that could not be written for a while.
+  /// summary.json lists them as `degraded`.
+  std::map<std::string, std::string> degraded;
 };
 
 /// The event stream and counters of one run. Thread-safe.
@@ -96,6 +101,27 @@ class run_log {
   void write_failed(const std::string& message);
   /// The first write failure of the run; empty while every write succeeded.
   std::string write_failure() const;
+
+  /// Cluster nodes (`dd-node syncer`, `dd-node learner`): a failed write does not end the run
+  /// at once. An events.jsonl line that cannot be written is kept (at most 8 MiB of lines;
+  /// beyond that lines are dropped and counted) and written again, in order, with backoff
+  /// (0.5 s doubling to 10 s, on the next emit or retry_pending()); the file is marked degraded
+  /// (run_counters::degraded) and the first failure and the recovery are printed on the
+  /// console. Owner checkpoints report through write_trouble / write_recovered. The node
+  /// watches failing_for_s() and ends the run past its limit (checkpoint.max_failing_seconds).
+  void set_retry_writes(bool on);
+  bool retry_writes() const;
+  /// A write of `file` failed (`message` names it with errno's text): degraded; the console
+  /// gets the first failure of a failing streak.
+  void write_trouble(const std::string& file, const std::string& message);
+  /// A write of `file` succeeded again: its failing streak ends (it stays degraded).
+  void write_recovered(const std::string& file);
+  /// Seconds the longest-failing file has been failing without a success (0: none failing).
+  double failing_for_s() const;
+  /// The files failing now and their last error, for messages.
+  std::string failing_files() const;
+  /// Writes kept events.jsonl lines when their backoff has expired.
+  void retry_pending();
 
   /// Where warn() lines go: `dd-node run` (run_cluster) prints them on stderr; tests capture
   /// them. Called under no lock of the log, from any actor's thread. Set before spawning.
@@ -139,6 +165,15 @@ class run_log {
   tap_fn tap_;
   util::append_file out_;
   std::string write_failure_;
+  bool retry_ = false;
+  std::string events_path_;
+  std::string pending_;          // events.jsonl lines not yet written (retry mode)
+  uint64_t pending_dropped_ = 0; // lines dropped because pending_ was full
+  double next_retry_s_ = 0.0;
+  double backoff_s_ = 0.5;
+  std::map<std::string, std::pair<double, std::string>> failing_;  // file -> (since, error)
+  bool flush_pending_locked(double now);
+  void warn_error(const std::string& text) const;  // "[t s] error: <text>" to the console
   bool keep_;
   std::vector<nlohmann::json> events_;
   run_counters counters_;

@@ -241,7 +241,7 @@ result<message_kind> peek_kind(const uint8_t* data, size_t size, const decode_li
   }
   return with_reader(data, size, limits.nesting_limit, [](capnp::MessageReader& reader) -> R {
     auto which = reader.getRoot<cw::Envelope>().getBody().which();
-    if (static_cast<uint16_t>(which) > static_cast<uint16_t>(cw::Envelope::Body::LEAVE)) {
+    if (static_cast<uint16_t>(which) > static_cast<uint16_t>(cw::Envelope::Body::FRAGMENT_HELD)) {
       return R(errc::malformed,
                "envelope body: unknown message kind " + num(static_cast<uint16_t>(which)));
     }

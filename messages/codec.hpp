@@ -52,6 +52,8 @@ enum class message_kind : uint8_t {
   node_join,        ///< node_join (messages/control.hpp)
   node_join_reply,  ///< node_join_reply
   leave,            ///< leave_msg
+  fragment_query,   ///< fragment_query (messages/control.hpp)
+  fragment_held,    ///< fragment_held
 };
 
 /// Learner → health monitor: ask to join (or re-join after a respawn).

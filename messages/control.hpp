@@ -1,6 +1,7 @@
 // messages/control.hpp — the cluster's control messages as plain C++ values, and their Cap'n
-// Proto bytes (wire.capnp NodeJoin, NodeJoinReply, Leave): the handshake of a learner process
-// with the health monitor, and a learner's leave. Same rules as messages/codec.hpp: decoding
+// Proto bytes (wire.capnp NodeJoin, NodeJoinReply, Leave, FragmentQuery, FragmentHeld): the
+// handshake of a learner process with the health monitor, a learner's leave, and an owner's
+// question for the learners' copies of its fragment (rebuild). Same rules as messages/codec.hpp: decoding
 // never trusts its input and returns a dd::wire_error naming the field at fault. Pure and
 // thread-safe. docs/wire.md "Nodes" describes the handshake.
 #pragma once
@@ -73,6 +74,27 @@ struct leave_msg {
   uint64_t incarnation = 0;
 };
 
+/// Fragment owner → learner (rebuilding a fragment whose checkpoint is unusable, or checking
+/// for a newer copy after a resume): which version of fragment `fragment_id` do you hold? With
+/// `send_value` the learner also sends the value it holds to the owner, as broadcast_msg chunks
+/// (atom dd_copy) carrying that value's version and merged list. docs/wire.md "Rebuild".
+struct fragment_query {
+  int32_t fragment_id = 0;  ///< never negative (decode: malformed)
+  uint64_t query_id = 0;    ///< echoed in the answer
+  bool send_value = false;
+};
+
+/// Learner → fragment owner: the answer to a fragment_query. `have` false: the learner holds no
+/// copy yet (it is still loading its fragments after a join or respawn).
+struct fragment_held {
+  int32_t learner_id = 0;   ///< never negative (decode: malformed)
+  uint64_t incarnation = 0;
+  int32_t fragment_id = 0;  ///< never negative (decode: malformed)
+  uint64_t query_id = 0;
+  bool have = false;
+  uint64_t version = 0;     ///< the held value's version (0 when !have)
+};
+
 wire_bytes encode(const node_join& m);
 wire_bytes encode(const node_join_reply& m);
 wire_bytes encode(const leave_msg& m);
@@ -84,5 +106,12 @@ result<node_join> decode_node_join(const wire_bytes& b, const decode_limits& lim
 result<node_join_reply> decode_node_join_reply(const wire_bytes& b,
                                                const decode_limits& limits = {});
 result<leave_msg> decode_leave(const wire_bytes& b, const decode_limits& limits = {});
+
+wire_bytes encode(const fragment_query& m);
+wire_bytes encode(const fragment_held& m);
+/// errc::malformed for bytes that are not such an envelope or a negative id (and, for
+/// fragment_held, a version without `have`); errc::too_large above limits.max_message_bytes.
+result<fragment_query> decode_fragment_query(const wire_bytes& b, const decode_limits& limits = {});
+result<fragment_held> decode_fragment_held(const wire_bytes& b, const decode_limits& limits = {});
 
 }  // namespace dd

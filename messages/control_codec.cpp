@@ -160,4 +160,66 @@ result<leave_msg> decode_leave(const wire_bytes& bytes, const decode_limits& lim
                          });
 }
 
+wire_bytes encode(const fragment_query& m) {
+  capnp::MallocMessageBuilder b;
+  auto r = b.initRoot<cw::Envelope>().getBody().initFragmentQuery();
+  r.setFragmentId(m.fragment_id);
+  r.setQueryId(m.query_id);
+  r.setSendValue(m.send_value);
+  return flatten(b);
+}
+
+wire_bytes encode(const fragment_held& m) {
+  capnp::MallocMessageBuilder b;
+  auto r = b.initRoot<cw::Envelope>().getBody().initFragmentHeld();
+  r.setLearnerId(m.learner_id);
+  r.setIncarnation(m.incarnation);
+  r.setFragmentId(m.fragment_id);
+  r.setQueryId(m.query_id);
+  r.setHave(m.have);
+  r.setVersion(m.version);
+  return flatten(b);
+}
+
+result<fragment_query> decode_fragment_query(const wire_bytes& bytes,
+                                             const decode_limits& limits) {
+  using R = result<fragment_query>;
+  return decode_envelope(bytes.data(), bytes.size(), limits, cw::Envelope::Body::FRAGMENT_QUERY,
+                         [](cw::Envelope::Body::Reader body) -> R {
+                           auto r = body.getFragmentQuery();
+                           fragment_query m;
+                           m.fragment_id = r.getFragmentId();
+                           m.query_id = r.getQueryId();
+                           m.send_value = r.getSendValue();
+                           if (m.fragment_id < 0)
+                             return R(errc::malformed, "fragmentQuery.fragmentId is negative");
+                           return m;
+                         });
+}
+
+result<fragment_held> decode_fragment_held(const wire_bytes& bytes,
+                                           const decode_limits& limits) {
+  using R = result<fragment_held>;
+  return decode_envelope(bytes.data(), bytes.size(), limits, cw::Envelope::Body::FRAGMENT_HELD,
+                         [](cw::Envelope::Body::Reader body) -> R {
+                           auto r = body.getFragmentHeld();
+                           fragment_held m;
+                           m.learner_id = r.getLearnerId();
+                           m.incarnation = r.getIncarnation();
+                           m.fragment_id = r.getFragmentId();
+                           m.query_id = r.getQueryId();
+                           m.have = r.getHave();
+                           m.version = r.getVersion();
+                           if (m.learner_id < 0)
+                             return R(errc::malformed, "fragmentHeld.learnerId is negative");
+                           if (m.fragment_id < 0)
+                             return R(errc::malformed, "fragmentHeld.fragmentId is negative");
+                           if (!m.have && m.version != 0)
+                             return R(errc::malformed,
+                                      "fragmentHeld.version " + num(m.version) +
+                                          " is set but have is false");
+                           return m;
+                         });
+}
+
 }  // namespace dd

@@ -138,6 +138,8 @@ struct Envelope {
     nodeJoin @10 :NodeJoin;
     nodeJoinReply @11 :NodeJoinReply;
     leave @12 :Leave;
+    fragmentQuery @13 :FragmentQuery;
+    fragmentHeld @14 :FragmentHeld;
   }
 }
 
@@ -229,4 +231,25 @@ struct NodeJoinReply {
 struct Leave {
   learnerId @0 :Int32;
   incarnation @1 :UInt64;
+}
+
+# ---- rebuilding a fragment from the learners (docs/wire.md "Rebuild") ---------------------------
+
+# Fragment owner -> learner: which version of this fragment's global value do you hold (the last
+# broadcast you applied)? With sendValue the learner also sends that value to the owner, as
+# FragmentBroadcast chunks (atom dd_copy) carrying its version and merged list.
+struct FragmentQuery {
+  fragmentId @0 :Int32;
+  queryId @1 :UInt64;                  # echoed in the answer; increasing per owner incarnation
+  sendValue @2 :Bool;
+}
+
+# Learner -> fragment owner: the answer to a FragmentQuery.
+struct FragmentHeld {
+  learnerId @0 :Int32;
+  incarnation @1 :UInt64;
+  fragmentId @2 :Int32;
+  queryId @3 :UInt64;
+  have @4 :Bool;                       # false: no copy (a learner still loading its fragments)
+  version @5 :UInt64;                  # the held value's version (valid when have)
 }

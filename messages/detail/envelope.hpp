@@ -117,6 +117,8 @@ inline const char* kind_name(cw::Envelope::Body::Which w) {
     case cw::Envelope::Body::NODE_JOIN: return "nodeJoin";
     case cw::Envelope::Body::NODE_JOIN_REPLY: return "nodeJoinReply";
     case cw::Envelope::Body::LEAVE: return "leave";
+    case cw::Envelope::Body::FRAGMENT_QUERY: return "fragmentQuery";
+    case cw::Envelope::Body::FRAGMENT_HELD: return "fragmentHeld";
   }
   return "unknown";
 }

@@ -108,7 +108,11 @@ nlohmann::json to_json(const experiment& e) {
     case budget_kind::steps: j["budget"] = {{"steps", e.budget.steps}}; break;
     case budget_kind::seconds: j["budget"] = {{"seconds", e.budget.seconds}}; break;
   }
-  j["checkpoint"] = {{"dir", e.checkpoint.dir}, {"every_versions", e.checkpoint.every_versions}};
+  j["checkpoint"] = {{"dir", e.checkpoint.dir},
+                     {"every_versions", e.checkpoint.every_versions},
+                     {"allow_degraded", e.checkpoint.allow_degraded},
+                     {"rebuild_wait_seconds", e.checkpoint.rebuild_wait_seconds},
+                     {"max_failing_seconds", e.checkpoint.max_failing_seconds}};
   j["restart"] = {{"max_restarts", e.restart.max_restarts},
                   {"window_seconds", e.restart.window_seconds},
                   {"backoff_seconds", e.restart.backoff_seconds},
@@ -124,6 +128,7 @@ nlohmann::json to_json(const experiment& e) {
     x["factor"] = ev.factor;
     x["delay"] = ev.delay;
     x["duration"] = ev.duration;
+    if (ev.damage_checkpoint) x["damage_checkpoint"] = true;
     events.push_back(std::move(x));
   }
   const auto& r = e.chaos.random;

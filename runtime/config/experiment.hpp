@@ -212,6 +212,18 @@ struct budget_config {
 struct checkpoint_config {
   std::string dir;             ///< checkpoint directory (default <run_dir>/checkpoints)
   int every_versions = 5;      ///< checkpoint every this many fragment versions; 0 = off
+  /// A fragment owner that found neither a usable checkpoint nor a learner's copy restarts that
+  /// fragment from the initial weights; the run is then `degraded` (summary.json) and fails
+  /// (exit 1) unless this is true.
+  bool allow_degraded = false;
+  /// Seconds a respawned or resumed fragment owner waits for the live learners to say which
+  /// version of its fragment they hold (it stops waiting as soon as every live learner — after
+  /// a resume, every learner of the run — has answered).
+  double rebuild_wait_seconds = 10.0;
+  /// Cluster nodes (dd-node syncer): seconds a write (events.jsonl, an owner checkpoint) may
+  /// keep failing — retried with backoff, the run marked degraded — before the node ends the
+  /// run with exit status 1. (`dd-node run` ends the run at the first failed write.)
+  double max_failing_seconds = 60.0;
 };
 
 /// `restart`: the supervisors' restart budget, for learners and fragment owners alike (OTP
@@ -233,6 +245,9 @@ struct chaos_event {
   double factor = 1.0;           ///< slow: step-time multiplier (>= 1)
   double delay = 0.0;            ///< delay_push: seconds each push is held
   double duration = 0.0;         ///< seconds the fault lasts (kill: downtime); 0 = see docs
+  /// kill_owner: also damage the owner's checkpoint file as it dies (bytes in its body
+  /// overwritten, so its CRC no longer matches): the respawned owner must rebuild.
+  bool damage_checkpoint = false;
 };
 
 /// `chaos.random.recovery`: how long a randomly failed actor stays down.

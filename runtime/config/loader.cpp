@@ -673,6 +673,11 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
     section s = top.child("checkpoint");
     e.checkpoint.dir = s.string("dir", e.run_dir + "/checkpoints");
     e.checkpoint.every_versions = s.integer32("every_versions", e.checkpoint.every_versions, at_least(0));
+    e.checkpoint.allow_degraded = s.boolean("allow_degraded", e.checkpoint.allow_degraded);
+    e.checkpoint.rebuild_wait_seconds =
+        s.number("rebuild_wait_seconds", e.checkpoint.rebuild_wait_seconds, closed(0, 3600));
+    e.checkpoint.max_failing_seconds =
+        s.number("max_failing_seconds", e.checkpoint.max_failing_seconds, closed(0, 86400));
     s.finish();
   }
   {
@@ -742,7 +747,13 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
         const bool has_delay = s.has("delay");
         ev.delay = s.number("delay", ev.action == chaos_action::delay_push ? 1.0 : 0.0, at_least(0));
         ev.duration = s.number("duration", 0, at_least(0));
+        const bool has_damage = s.has("damage_checkpoint");
+        ev.damage_checkpoint = s.boolean("damage_checkpoint", false);
         s.finish();
+        if (has_damage && ev.action != chaos_action::kill_owner && ev.damage_checkpoint)
+          ctx.fail(p + ".damage_checkpoint",
+                   fmt::format("applies only to action 'kill_owner' (action is '{}')",
+                               to_string(ev.action)));
         if (has_factor && ev.action != chaos_action::slow && ev.factor != 1.0)
           ctx.fail(p + ".factor", fmt::format("applies only to action 'slow' (action is '{}')",
                                               to_string(ev.action)));

@@ -11,8 +11,8 @@
 //     launcher holds it for its children) and refused to dd-node run, syncer and launch;
 //   - data too small for the learners: exit 2 before anything starts; a learner lost for good
 //     (restart budget spent): exit 1, "failed" in summary.json, and an owner respawned before
-//     its first checkpoint warns on stderr; a re-run removes the earlier summary.json at its
-//     start; --progress takes only a number >= 0.
+//     its first checkpoint is rebuilt from a learner and says so on stderr; a re-run removes
+//     the earlier summary.json at its start; --progress takes only a number >= 0.
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/types.h>
@@ -396,7 +396,7 @@ TEST(dd_node_run, data_too_small_for_the_learners_is_refused_with_exit_2) {
 
 // A run that loses a learner for good (restart budget spent: six kills in a row) is a runtime
 // failure: exit 1, the reason on stderr, "failed": true in summary.json. An owner killed at
-// version 1 with no checkpoint yet restarts from the initial weights and says so on stderr.
+// version 1 with no checkpoint yet is rebuilt from a live learner's copy and says so on stderr.
 TEST(dd_node_run, a_run_that_loses_a_learner_for_good_exits_1) {
   const fs::path dir = make_workdir("fail");
   std::ofstream(dir / "fail.lua") << tiny_experiment(
@@ -417,10 +417,13 @@ TEST(dd_node_run, a_run_that_loses_a_learner_for_good_exits_1) {
   EXPECT_NE(err.find("dd-node run: fail failed: learner 1 of 2 exhausted its restart budget"),
             std::string::npos)
       << err;
+  // The owner killed before its first checkpoint is rebuilt from a live learner's copy (it
+  // says so on stderr) instead of restarting from the initial weights.
   EXPECT_NE(err.find("warning: fragment owner 0: it was respawned before its first checkpoint"),
             std::string::npos)
       << err;
-  EXPECT_NE(err.find("restarts from the initial weights"), std::string::npos) << err;
+  EXPECT_NE(err.find("rebuilt from learner"), std::string::npos) << err;
+  EXPECT_EQ(err.find("restarts from the initial weights"), std::string::npos) << err;
   EXPECT_NE(read_text(dir / "a.out").find("== fail FAILED:"), std::string::npos)
       << read_text(dir / "a.out");
   ASSERT_TRUE(fs::exists(dir / "run" / "summary.json"));

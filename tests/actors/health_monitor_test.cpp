@@ -4,6 +4,8 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 #include <caf/all.hpp>
@@ -127,6 +129,38 @@ TEST_F(monitor_fixture, the_push_clock_runs_at_the_live_learners_mean_step_rate)
   EXPECT_DOUBLE_EQ(last_mean_step, 2.5);
   ASSERT_TRUE(beat(a, 0, 0, 8192));  // step 4
   EXPECT_DOUBLE_EQ(last_mean_step, 3.5);
+}
+
+// The monitor record carries the run's training seconds over all parts (issue 10 item 5: a
+// resumed budget.seconds run counts its earlier parts): seconds_before + time since this
+// monitor started; a record without the field (an older writer) restores 0; a negative or
+// non-finite one is refused naming the field.
+TEST(monitor_record, training_seconds_survive_a_resume) {
+  monitor_state st;
+  st.seconds_before = 12.5;
+  st.started_s = 100.0;
+  st.mean_step = 3.0;
+  st.learners[1].step = 7;
+  const auto rec = monitor_record(st, 104.25);
+  EXPECT_DOUBLE_EQ(rec["training_seconds"].get<double>(), 16.75);
+  monitor_state back;
+  restore_monitor_record(back, rec);
+  EXPECT_DOUBLE_EQ(back.seconds_before, 16.75);
+  EXPECT_EQ(back.learners.at(1).step, 7u);
+  auto old = rec;
+  old.erase("training_seconds");
+  monitor_state older;
+  restore_monitor_record(older, old);
+  EXPECT_DOUBLE_EQ(older.seconds_before, 0.0);
+  auto bad = rec;
+  bad["training_seconds"] = -1.0;
+  monitor_state refused;
+  try {
+    restore_monitor_record(refused, bad);
+    ADD_FAILURE() << "a negative training_seconds was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("training_seconds"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

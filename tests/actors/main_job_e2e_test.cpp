@@ -5,6 +5,7 @@
 // stop (uptime 100% with K = 1), the learner is respawned and contributes again. A learner that
 // exhausts its restart budget fails the run ("failed" in summary.json); data too small for the
 // learners is refused before anything starts; a new run removes an earlier run's summary.
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -275,6 +276,147 @@ TEST(main_job, data_too_small_for_the_learners_is_refused) {
   ro.run_dir = (dir / "run").string();
   EXPECT_THROW(make_cluster_setup(e, ro), std::invalid_argument);
   EXPECT_FALSE(std::filesystem::exists(dir / "run"));
+  std::filesystem::remove_all(dir);
+}
+
+std::vector<nlohmann::json> read_events(const std::filesystem::path& p) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(p);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
+/// Overwrites bytes in the middle of a file (its CRC no longer matches).
+void damage(const std::filesystem::path& p) {
+  std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
+  f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(p) / 2));
+  f.write("damaged!damaged!", 16);
+}
+
+// Issue 12 item 2: an owner killed mid-run with its checkpoint damaged (kill_owner with
+// damage_checkpoint) is rebuilt from a learner's copy: a fragment_rebuilt event names the
+// learner, the new version is above every earlier one of that fragment (versions never
+// repeat), nothing restarts from the initial weights and the run is not degraded.
+TEST(main_job, an_owner_killed_with_a_damaged_checkpoint_is_rebuilt_from_a_learner) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_rebuild";
+  std::filesystem::remove_all(dir);
+  auto e = small_experiment("rebuild");
+  e.checkpoint.every_versions = 1;
+  config::chaos_event kill;
+  kill.trigger = config::chaos_trigger::at_fraction;
+  kill.at = 0.5;
+  kill.action = config::chaos_action::kill_owner;
+  kill.target = 1;
+  kill.damage_checkpoint = true;
+  e.chaos.events.push_back(kill);
+  run_options ro;
+  ro.progress_every_s = 0;
+  ro.run_dir = dir.string();
+  auto r = run_cluster(e, ro);
+  ASSERT_TRUE(r.finished);
+  EXPECT_FALSE(r.failed) << r.failure_reason;
+  EXPECT_FALSE(r.summary.contains("degraded")) << r.summary.dump();
+  bool damaged = false, unreadable = false, rebuilt = false, reset = false;
+  uint64_t last_version = 0, rebuilt_version = 0;
+  bool repeated = false;
+  for (const auto& ev : read_events(dir / "events.jsonl")) {
+    if (ev["event"] == "checkpoint_damaged" && ev["fragment"] == 1) damaged = ev["ok"] == true;
+    if (ev["event"] == "failure" && ev.value("what", "") == "checkpoint_unreadable") unreadable = true;
+    if (ev["event"] == "owner_start" && ev.contains("reset")) reset = true;
+    if (ev["event"] == "fragment_rebuilt") {
+      rebuilt = true;
+      EXPECT_EQ(ev["fragment"], 1);
+      EXPECT_GE(ev["learner"].get<int>(), 0);
+      EXPECT_GT(ev["version"].get<uint64_t>(), ev["learner_version"].get<uint64_t>());
+      EXPECT_GT(ev["version"].get<uint64_t>(), last_version) << "above every earlier version";
+      EXPECT_GT(ev["learner_version"].get<uint64_t>(), 0u) << "a trained copy";
+      rebuilt_version = ev["version"].get<uint64_t>();
+      last_version = rebuilt_version;
+    }
+    if (ev["event"] == "merge" && ev["fragment"] == 1) {
+      const uint64_t v = ev["version"].get<uint64_t>();
+      if (v <= last_version) repeated = true;
+      last_version = v;
+    }
+  }
+  EXPECT_TRUE(damaged);
+  EXPECT_TRUE(unreadable);
+  EXPECT_TRUE(rebuilt);
+  EXPECT_FALSE(reset) << "no owner restarted from the initial weights";
+  EXPECT_FALSE(repeated) << "a version of fragment 1 repeated";
+  EXPECT_GT(last_version, rebuilt_version) << "merges went on after the rebuild";
+  EXPECT_LT(r.final_val_loss, 4.5);
+  std::filesystem::remove_all(dir);
+}
+
+// Resumed (run_options::resume) with one owner checkpoint damaged and no learner holding a
+// copy (in-process learners start again empty): that owner falls back to the initial weights,
+// numbered above every version events.jsonl names; summary.json says `degraded` naming the
+// fragment and the run fails — unless checkpoint.allow_degraded = true. The other owner
+// restores its checkpoint. A budget.seconds run also counts the seconds of its first part.
+TEST(main_job, a_resumed_owner_without_any_copy_is_degraded_and_fails_the_run) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_degraded";
+  std::filesystem::remove_all(dir);
+  auto e = small_experiment("degraded");
+  e.checkpoint.every_versions = 1;
+  e.checkpoint.rebuild_wait_seconds = 3;
+  e.budget.kind = config::budget_kind::seconds;
+  e.budget.seconds = 3;
+  e.inner.decay_steps = 200;
+  run_options ro;
+  ro.progress_every_s = 0;
+  ro.run_dir = dir.string();
+  auto first = run_cluster(e, ro);
+  ASSERT_TRUE(first.finished);
+  ASSERT_FALSE(first.failed) << first.failure_reason;
+  const auto record = read_json(dir / "monitor.json");
+  const double first_s = record.value("training_seconds", 0.0);
+  EXPECT_GT(first_s, 2.5);
+  uint64_t highest = 0;
+  for (const auto& ev : read_events(dir / "events.jsonl"))
+    if (ev["event"] == "merge" && ev["fragment"] == 1)
+      highest = std::max(highest, ev["version"].get<uint64_t>());
+  ASSERT_GT(highest, 0u);
+  damage(dir / "checkpoints" / "owner_1.ddck");
+
+  // Resumed with a 5 s budget: 3 s were spent, so about 2 s are left.
+  e.budget.seconds = first_s + 2.0;
+  ro.resume = true;
+  auto second = run_cluster(e, ro);
+  ASSERT_TRUE(second.finished);
+  EXPECT_TRUE(second.failed);
+  EXPECT_NE(second.failure_reason.find("degraded (fragment 1:"), std::string::npos)
+      << second.failure_reason;
+  EXPECT_NE(second.failure_reason.find("checkpoint.allow_degraded"), std::string::npos);
+  ASSERT_TRUE(second.summary.contains("degraded")) << second.summary.dump();
+  ASSERT_EQ(second.summary["degraded"].size(), 1u);
+  EXPECT_EQ(second.summary["degraded"][0]["what"], "fragment 1");
+  EXPECT_EQ(second.summary.value("resumed", false), true);
+  EXPECT_NEAR(second.summary["seconds_before_resume"].get<double>(), first_s, 0.01);
+  const double training_s = second.info["training_seconds"].get<double>();
+  EXPECT_LT(training_s, 4.5) << "the seconds budget counts the first part";
+  EXPECT_GT(training_s, 1.0);
+  bool restored0 = false, reset1 = false;
+  for (const auto& ev : read_events(dir / "events.jsonl")) {
+    if (ev["event"] == "owner_restored" && ev["fragment"] == 0) restored0 = true;
+    if (ev["event"] == "owner_start" && ev["fragment"] == 1 && ev.contains("reset")) {
+      reset1 = true;
+      EXPECT_EQ(ev["version"].get<uint64_t>(), highest + 1) << "versions never repeat";
+    }
+  }
+  EXPECT_TRUE(restored0);
+  EXPECT_TRUE(reset1);
+
+  // The same with checkpoint.allow_degraded: reported, not failed.
+  damage(dir / "checkpoints" / "owner_1.ddck");
+  e.checkpoint.allow_degraded = true;
+  e.budget.seconds = read_json(dir / "monitor.json").value("training_seconds", 0.0) + 1.0;
+  auto third = run_cluster(e, ro);
+  ASSERT_TRUE(third.finished);
+  EXPECT_FALSE(third.failed) << third.failure_reason;
+  ASSERT_TRUE(third.summary.contains("degraded"));
+  EXPECT_EQ(third.summary["degraded"][0]["what"], "fragment 1");
   std::filesystem::remove_all(dir);
 }
 

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,8 @@
 #include "actors/fragment_owner.hpp"
 #include "actors/run_log.hpp"
 #include "actors/supervisor.hpp"
+#include "messages/control.hpp"
+#include "runtime/quantize.hpp"
 #include "tests/actors/test_support.hpp"
 
 namespace dd::actors {
@@ -31,6 +34,12 @@ struct probe_log {
   std::vector<broadcast_msg> broadcasts;
   std::vector<reject_msg> rejects;
   std::vector<caf::actor> subscribed;  ///< owners that subscribed (as a monitor probe)
+  /// As a learner: the copy of the fragment it holds (rebuild queries), none when unset.
+  std::optional<std::pair<uint64_t, std::vector<float>>> copy;
+  std::vector<merged_push> copy_merged;
+  int queries = 0;
+  int copies_sent = 0;
+  int32_t id = 0;  ///< the learner id it answers as
 };
 
 /// A stand-in learner: forwards pushes to an owner as itself and records what comes back.
@@ -61,6 +70,27 @@ caf::behavior probe(caf::event_based_actor* self, std::shared_ptr<probe_log> log
     [=](atoms::subscribe_atom, int32_t, const caf::actor& owner) {
       log->subscribed.push_back(owner);
     },
+    // A learner's side of a rebuild (actors/learner.cpp answers the same way).
+    [=](atoms::query_atom, const std::vector<uint8_t>& bytes) {
+      auto q = decode_fragment_query(bytes);
+      if (!q) return;
+      log->queries += 1;
+      auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+      fragment_held h{log->id, 0, q->fragment_id, q->query_id, log->copy.has_value(),
+                      log->copy ? log->copy->first : 0};
+      self->send(sender, atoms::held_atom_v, encode(h));
+      if (!log->copy || !q->send_value) return;
+      broadcast_msg b;
+      b.fragment_id = q->fragment_id;
+      b.version = log->copy->first;
+      b.total_elements = log->copy->second.size();
+      b.payload = encode_payload(payload_encoding::fp32, log->copy->second.data(),
+                                 log->copy->second.size());
+      b.payload_bytes = b.payload.size();
+      b.merged = log->copy_merged;
+      self->send(sender, atoms::copy_atom_v, encode(b));
+      log->copies_sent += 1;
+    },
   };
 }
 
@@ -81,6 +111,7 @@ struct owner_actor_test : ::testing::Test {
     a = env.sys->spawn(probe, a_log);
     b = env.sys->spawn(probe, b_log);
     monitor = env.sys->spawn(probe, monitor_log);
+    b_log->id = 1;
     to_stop = {a, b, monitor};
   }
   void TearDown() override { env.shutdown(to_stop); }
@@ -201,10 +232,16 @@ TEST_F(owner_actor_test, respawned_owner_restores_its_checkpoint) {
   ASSERT_EQ(monitor_log->subscribed.size(), 2u);  // respawned, subscribed again
   auto respawned = monitor_log->subscribed.back();
   EXPECT_NE(respawned, owner);
-  // Its value and version are the checkpoint's; a pull returns them.
+  // With a checkpoint of every version it restores at once: no learner can hold a newer one
+  // (the checkpoint is written before its broadcast leaves), so it asks nobody.
   a_log->broadcasts.clear();
-  caf::anon_send(respawned, atoms::pull_atom_v, encode(pull_request{0, 0, 0}));
+  caf::anon_send(a, caf::forward_atom_v, respawned, atoms::pull_atom_v,
+                 encode(pull_request{0, 0, 0}));
   env.run();
+  EXPECT_EQ(a_log->queries + b_log->queries, 0);
+  ASSERT_EQ(a_log->broadcasts.size(), 1u);  // the pull, answered at once
+  EXPECT_EQ(a_log->broadcasts[0].version, 1u);
+  EXPECT_EQ(values_of(a_log->broadcasts[0]), values_of(before));
   auto events = log.events();
   bool restored = false;
   for (const auto& e : events)
@@ -260,11 +297,13 @@ TEST_F(owner_actor_test, owner_respawned_before_its_first_checkpoint_warns) {
   ASSERT_EQ(monitor_log->subscribed.size(), 2u);
   auto respawned = monitor_log->subscribed.back();
   to_stop.push_back(respawned);
+  set_live(respawned);  // neither learner holds a copy (both answer have = false)
+  EXPECT_EQ(a_log->queries, 1);
   int resets = 0;
   for (const auto& e : log.events())
     if (e["event"] == "owner_start" && e.contains("reset")) {
       ++resets;
-      EXPECT_EQ(e["version"], 0);
+      EXPECT_EQ(e["version"], 2) << "versions never repeat: version 1 was published";
       EXPECT_NE(e["reset"].get<std::string>().find("before its first checkpoint"),
                 std::string::npos)
           << e.dump();
@@ -277,6 +316,11 @@ TEST_F(owner_actor_test, owner_respawned_before_its_first_checkpoint_warns) {
       << console[0];
   EXPECT_NE(console[0].find("restarts from the initial weights"), std::string::npos)
       << console[0];
+  EXPECT_NE(console[0].find("no live learner holds a copy"), std::string::npos) << console[0];
+  // The run is degraded, naming the fragment.
+  const auto c = log.snapshot();
+  ASSERT_EQ(c.degraded.count("fragment 0"), 1u);
+  EXPECT_NE(c.degraded.at("fragment 0").find("initial weights"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
 
@@ -310,6 +354,204 @@ TEST_F(owner_actor_test, owner_with_an_unreadable_checkpoint_warns) {
       << console[0];
   EXPECT_NE(console[0].find("restarts from the initial weights"), std::string::npos)
       << console[0];
+  std::filesystem::remove_all(dir);
+}
+
+// Rebuild from the learners (issue 12 item 2): an owner killed with a damaged checkpoint does
+// not restart from the initial weights while a learner holds a trained copy. It takes the
+// newest copy (values equal to the learner's), numbers it above every version it knows,
+// resets momentum, writes a checkpoint and broadcasts it; no learner is sent the initial value.
+TEST_F(owner_actor_test, killed_with_a_damaged_checkpoint_it_is_rebuilt_from_the_newest_copy) {
+  auto dir = std::filesystem::temp_directory_path() / "dd_owner_actor_test_rebuild";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto ctx = context();
+  ctx->options.checkpoint_every = 1;
+  ctx->options.checkpoint_path = (dir / "owner_0.ddck").string();
+  ctx->options.merge.outer_momentum = 0.9f;
+  ctx->options.merge.outer_lr = 0.7f;
+  run_log log({}, true, [this] { return env.now(); });
+  std::vector<std::string> console;
+  log.set_console([&console](const std::string& line) { console.push_back(line); });
+  ctx->log = &log;
+  spawn_supervised_owner(ctx, log);
+  auto owner = monitor_log->subscribed.back();
+  set_live(owner);
+  push_from(a, owner, make_push(0, 0, 0, 1, 10, 1, std::vector<float>(6, 0.5f)));
+  push_from(b, owner, make_push(1, 0, 0, 1, 10, 1, std::vector<float>(6, 0.3f)));
+  push_from(a, owner, make_push(0, 0, 1, 1, 10, 2, std::vector<float>(6, 0.2f)));
+  push_from(b, owner, make_push(1, 0, 1, 1, 10, 2, std::vector<float>(6, 0.1f)));
+  ASSERT_EQ(a_log->broadcasts.size(), 2u);
+  ASSERT_EQ(a_log->broadcasts.back().version, 2u);
+  // Learner a applied version 2; learner b still holds version 1 (a broadcast it missed).
+  const std::vector<float> v1 = values_of(a_log->broadcasts[0]);
+  const std::vector<float> v2 = values_of(a_log->broadcasts[1]);
+  ASSERT_NE(v1, v2);
+  a_log->copy = std::make_pair(uint64_t{2}, v2);
+  a_log->copy_merged = a_log->broadcasts[1].merged;
+  b_log->copy = std::make_pair(uint64_t{1}, v1);
+  // Damage the checkpoint (its CRC no longer matches), then kill the owner.
+  {
+    std::fstream f(ctx->options.checkpoint_path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(ctx->options.checkpoint_path) / 2));
+    f.write("garbage!", 8);
+  }
+  caf::anon_send_exit(owner, caf::exit_reason::kill);
+  env.run();
+  env.advance(0.5);
+  ASSERT_EQ(monitor_log->subscribed.size(), 2u);
+  auto respawned = monitor_log->subscribed.back();
+  to_stop.push_back(respawned);
+  a_log->broadcasts.clear();
+  b_log->broadcasts.clear();
+  set_live(respawned);
+  EXPECT_EQ(a_log->copies_sent, 1) << "the newest copy is fetched";
+  EXPECT_EQ(b_log->copies_sent, 0);
+  // Every live learner received the rebuilt value: learner a's copy, as version 3.
+  for (const auto* l : {a_log.get(), b_log.get()}) {
+    ASSERT_EQ(l->broadcasts.size(), 1u);
+    EXPECT_EQ(l->broadcasts[0].version, 3u);
+    EXPECT_EQ(values_of(l->broadcasts[0]), v2);
+    EXPECT_EQ(l->broadcasts[0].merged.size(), a_log->copy_merged.size());
+    for (const auto& bc : l->broadcasts)
+      EXPECT_NE(values_of(bc), std::vector<float>(6, 1.0f)) << "never the initial weights";
+  }
+  bool rebuilt = false, reset = false, unreadable = false;
+  for (const auto& e : log.events()) {
+    if (e["event"] == "fragment_rebuilt") {
+      rebuilt = true;
+      EXPECT_EQ(e["learner"], 0);
+      EXPECT_EQ(e["learner_version"], 2);
+      EXPECT_EQ(e["version"], 3);
+      EXPECT_TRUE(e["checkpoint_version"].is_null());
+    }
+    if (e["event"] == "owner_start" && e.contains("reset")) reset = true;
+    if (e["event"] == "failure" && e["what"] == "checkpoint_unreadable") unreadable = true;
+  }
+  EXPECT_TRUE(rebuilt);
+  EXPECT_TRUE(unreadable);
+  EXPECT_FALSE(reset);
+  EXPECT_TRUE(log.snapshot().degraded.empty());
+  ASSERT_EQ(console.size(), 1u);
+  EXPECT_NE(console[0].find("rebuilt from learner 0's copy of version 2 as version 3"),
+            std::string::npos)
+      << console[0];
+  // The rebuilt value was checkpointed at once.
+  auto ck = load_checkpoint(ctx->options.checkpoint_path);
+  ASSERT_TRUE(ck.ok()) << ck.error().message;
+  EXPECT_EQ(ck->version, 3u);
+  EXPECT_EQ(ck->value, v2);
+  EXPECT_EQ(ck->momentum, std::vector<float>(6, 0.0f)) << "momentum reset";
+  // Momentum reset, version strictly greater: the next merge is version 4 and equals one outer
+  // step from v2 with zero momentum (weighted average of Δ = 0.2, lr 0.7, μ 0.9: Nesterov).
+  push_from(a, respawned, make_push(0, 0, 3, 1, 10, 3, std::vector<float>(6, 0.2f)));
+  push_from(b, respawned, make_push(1, 0, 3, 1, 10, 3, std::vector<float>(6, 0.2f)));
+  ASSERT_FALSE(a_log->broadcasts.empty());
+  EXPECT_EQ(a_log->broadcasts.back().version, 4u);
+  owner_checkpoint fresh;
+  fresh.fragment_id = 0;
+  fresh.version = 3;
+  fresh.value = v2;
+  fresh.momentum.assign(6, 0.0f);
+  auto be = kernels::make_backend("reference");
+  fragment_owner_state ref(ctx->options, *be, fresh, [] { return 0.0; });
+  ref.forget_restore();
+  ref.on_membership({{0, 0, 1.0}, {1, 0, 1.0}}, 0.0);
+  ref.on_push(make_push(0, 0, 3, 1, 10, 3, std::vector<float>(6, 0.2f)), 0.0);
+  ref.on_push(make_push(1, 0, 3, 1, 10, 3, std::vector<float>(6, 0.2f)), 0.0);
+  EXPECT_EQ(ref.version(), 4u);
+  EXPECT_EQ(values_of(a_log->broadcasts.back()), ref.value());
+  // The rebuild's wait timer rings later, once the owner serves: it is ignored (the owner
+  // stays up and keeps merging).
+  env.advance(ctx->rebuild_wait_s + 1.0);
+  push_from(a, respawned, make_push(0, 0, 4, 1, 10, 4, std::vector<float>(6, 0.2f)));
+  push_from(b, respawned, make_push(1, 0, 4, 1, 10, 4, std::vector<float>(6, 0.2f)));
+  EXPECT_EQ(a_log->broadcasts.back().version, 5u) << "the owner died after its rebuild";
+  EXPECT_EQ(monitor_log->subscribed.size(), 2u) << "the owner was respawned again";
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 10 item 4: the checkpoint is readable, but a learner holds a newer version (published
+// after the checkpoint, checkpoint.every_versions > 1): the newest value wins.
+TEST_F(owner_actor_test, a_learner_copy_newer_than_a_readable_checkpoint_wins) {
+  auto dir = std::filesystem::temp_directory_path() / "dd_owner_actor_test_newest";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto ctx = context();
+  ctx->options.checkpoint_every = 2;
+  ctx->options.checkpoint_path = (dir / "owner_0.ddck").string();
+  run_log log({}, true, [this] { return env.now(); });
+  ctx->log = &log;
+  spawn_supervised_owner(ctx, log);
+  auto owner = monitor_log->subscribed.back();
+  set_live(owner);
+  for (uint64_t v = 0; v < 3; ++v) {
+    push_from(a, owner, make_push(0, 0, v, 1, 10, v + 1, std::vector<float>(6, 0.1f)));
+    push_from(b, owner, make_push(1, 0, v, 1, 10, v + 1, std::vector<float>(6, 0.1f)));
+  }
+  ASSERT_EQ(a_log->broadcasts.back().version, 3u);
+  auto ck = load_checkpoint(ctx->options.checkpoint_path);
+  ASSERT_TRUE(ck.ok());
+  ASSERT_EQ(ck->version, 2u);  // version 3 is newer than the checkpoint
+  const std::vector<float> v3 = values_of(a_log->broadcasts.back());
+  a_log->copy = std::make_pair(uint64_t{3}, v3);
+  b_log->copy = std::make_pair(uint64_t{2}, ck->value);
+  caf::anon_send_exit(owner, caf::exit_reason::kill);
+  env.run();
+  env.advance(0.5);
+  auto respawned = monitor_log->subscribed.back();
+  to_stop.push_back(respawned);
+  a_log->broadcasts.clear();
+  set_live(respawned);
+  ASSERT_EQ(a_log->broadcasts.size(), 1u);
+  EXPECT_EQ(a_log->broadcasts[0].version, 4u);
+  EXPECT_EQ(values_of(a_log->broadcasts[0]), v3);
+  bool rebuilt = false;
+  for (const auto& e : log.events())
+    if (e["event"] == "fragment_rebuilt") {
+      rebuilt = true;
+      EXPECT_EQ(e["checkpoint_version"], 2);
+      EXPECT_EQ(e["learner_version"], 3);
+    }
+  EXPECT_TRUE(rebuilt);
+  std::filesystem::remove_all(dir);
+}
+
+// No learner answers within checkpoint.rebuild_wait_seconds: the owner falls back to the
+// initial weights and the run is degraded (naming the fragment).
+TEST_F(owner_actor_test, no_learner_answers_within_the_wait_so_the_fragment_is_degraded) {
+  auto dir = std::filesystem::temp_directory_path() / "dd_owner_actor_test_nolearner";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto ctx = context();
+  ctx->options.checkpoint_every = 1;
+  ctx->options.checkpoint_path = (dir / "owner_0.ddck").string();
+  ctx->rebuild_wait_s = 3.0;
+  std::ofstream(ctx->options.checkpoint_path, std::ios::binary) << "DDCK truncated";
+  run_log log({}, true, [this] { return env.now(); });
+  ctx->log = &log;
+  ctx->resumed = true;  // a resumed run: the first start asks the learners too
+  ctx->learners = 2;
+  ctx->highest_version = 7;  // events.jsonl of the first part named version 7
+  auto owner = env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx));
+  to_stop.push_back(owner);
+  env.run();
+  live_view empty;
+  caf::anon_send(owner, atoms::live_atom_v, empty);
+  env.run();
+  for (const auto& e : log.events()) EXPECT_NE(e["event"], "owner_start") << "still waiting";
+  env.advance(3.0);
+  bool reset = false;
+  for (const auto& e : log.events())
+    if (e["event"] == "owner_start") {
+      reset = e.contains("reset");
+      EXPECT_EQ(e["version"], 8) << "numbered above every version the run used";
+      EXPECT_NE(e.value("reset", std::string()).find("no learner answered within 3 s"),
+                std::string::npos)
+          << e.dump();
+    }
+  EXPECT_TRUE(reset);
+  EXPECT_EQ(log.snapshot().degraded.count("fragment 0"), 1u);
   std::filesystem::remove_all(dir);
 }
 

@@ -5,8 +5,11 @@
 // names the file and says "No space left on device", and leave no 0-byte or torn file where a
 // complete one was promised: every JSON file present parses, events.jsonl and loss.csv end in a
 // whole line. The disk is a tmpfs mounted for the test and filled with a ballast file.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -163,6 +166,135 @@ TEST_F(full_disk, dd_node_run_ends_loudly_at_every_point_the_disk_fills) {
       const auto summary = nlohmann::json::parse(read_text(run_dir / "summary.json"));
       EXPECT_EQ(summary.value("failed", false), true) << summary.dump();
     }
+    disk.reset();
+  }
+}
+
+/// A free TCP port on 127.0.0.1 (bound and released: a short race the tests accept).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = 0;
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    if (fd >= 0) ::close(fd);
+    return 0;
+  }
+  ::close(fd);
+  return ntohs(a.sin_port);
+}
+
+/// Starts `argv` in `cwd` (stdout/stderr to cwd/<tag>.out/.err) without waiting.
+pid_t start(const fs::path& cwd, const std::string& tag, std::vector<std::string> argv) {
+  const std::string out = (cwd / (tag + ".out")).string();
+  const std::string err = (cwd / (tag + ".err")).string();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0 || e < 0) ::_exit(126);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    std::vector<char*> raw;
+    for (auto& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    ::execv(raw[0], raw.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+/// Exit status of `pid` within `seconds` (-1: killed at the deadline).
+int wait_exit(pid_t pid, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  int status = 0;
+  while (std::chrono::steady_clock::now() < end) {
+    if (::waitpid(pid, &status, WNOHANG) == pid)
+      return WIFEXITED(status) ? WEXITSTATUS(status) : 256 + WTERMSIG(status);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ::kill(pid, SIGKILL);
+  ::waitpid(pid, &status, 0);
+  return -1;
+}
+
+// Issue 12 item 1, cluster nodes: `dd-node syncer` on a full disk does not stop at the first
+// failed write. It retries with backoff (stderr says so, naming the file), and
+//  - when the disk stays full past checkpoint.max_failing_seconds it ends the run, exit 1,
+//    naming the files;
+//  - when space comes back it writes the kept events.jsonl lines in order, finishes with
+//    exit 0, and summary.json lists the files that failed under `degraded`.
+TEST_F(full_disk, dd_node_syncer_retries_marks_degraded_and_gives_up_after_the_limit) {
+  for (const bool recovers : {false, true}) {
+    SCOPED_TRACE(recovers ? "space comes back" : "the disk stays full");
+    // 64 MiB when space comes back: the rest of the run (checkpoints of every version, events)
+    // must fit once the ballast is gone.
+    mount(recovers ? "syncer_recovers" : "syncer_full", recovers ? (64 << 20) : (2 << 20));
+    if (!disk->mounted()) GTEST_SKIP() << disk->error();
+    std::string exp = tiny_experiment();
+    exp.replace(exp.find("budget = { steps = 40 }"), 23, "budget = { seconds = 10 }");
+    std::ofstream(work / "tiny.lua") << exp;
+    const fs::path run_dir = disk->dir() / "run";
+    fs::create_directories(run_dir);
+    ASSERT_TRUE(disk->fill(24 << 10));
+    const int port = free_port();
+    ASSERT_GT(port, 0);
+    const std::string addr = "127.0.0.1:" + std::to_string(port);
+    const pid_t syncer =
+        start(work, "syncer",
+              {DD_NODE_BIN, "syncer", "tiny.lua", "--listen", addr, "--run-dir", run_dir.string(),
+               "--progress", "0", "--set", "checkpoint.max_failing_seconds=4"});
+    const pid_t learner =
+        start(work, "learner", {DD_NODE_BIN, "learner", "--join", addr, "--learners", "2",
+                                "--threads", "1", "--run-dir", (work / "ln").string(),
+                                "--join-deadline", "30"});
+    // Wait for the first failure on the syncer's stderr.
+    bool retrying = false;
+    for (int i = 0; i < 300 && !retrying; ++i) {
+      retrying = read_text(work / "syncer.err").find("retrying with backoff") != std::string::npos;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_TRUE(retrying) << read_text(work / "syncer.err");
+    if (recovers) fs::remove(disk->dir() / "ballast");
+    const int rc = wait_exit(syncer, 60);
+    const std::string err = read_text(work / "syncer.err");
+    EXPECT_NE(err.find("No space left on device"), std::string::npos) << err;
+    EXPECT_NE(err.find(run_dir.string()), std::string::npos) << "no file named: " << err;
+    if (recovers) {
+      EXPECT_EQ(rc, 0) << err;
+      EXPECT_NE(err.find("writing again after a failure"), std::string::npos) << err;
+      ASSERT_TRUE(fs::exists(run_dir / "summary.json")) << err;
+      const auto summary = nlohmann::json::parse(read_text(run_dir / "summary.json"));
+      ASSERT_TRUE(summary.contains("degraded")) << summary.dump();
+      bool names_file = false;
+      for (const auto& d : summary["degraded"])
+        if (d["what"].get<std::string>().find(run_dir.string()) == 0) names_file = true;
+      EXPECT_TRUE(names_file) << summary.dump();
+      EXPECT_FALSE(summary.value("failed", false)) << summary.dump();
+      // The kept lines were written in order: t never goes back (beyond the jitter of events
+      // stamped on different threads just before they take the log's lock).
+      std::istringstream lines(read_text(run_dir / "events.jsonl"));
+      std::string l;
+      double t = -1;
+      size_t n = 0;
+      while (std::getline(lines, l)) {
+        const auto ev = nlohmann::json::parse(l);
+        EXPECT_GE(ev["t"].get<double>(), t - 0.05) << l;
+        t = ev["t"].get<double>();
+        ++n;
+      }
+      EXPECT_GT(n, 10u);
+    } else {
+      EXPECT_EQ(rc, 1) << err;
+      EXPECT_NE(err.find("writes kept failing for"), std::string::npos) << err;
+      EXPECT_NE(err.find("checkpoint.max_failing_seconds = 4"), std::string::npos) << err;
+    }
+    wait_exit(learner, 30);
+    expect_no_torn_files(disk->dir(), recovers ? "syncer, recovers" : "syncer, full");
     disk.reset();
   }
 }

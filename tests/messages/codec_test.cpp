@@ -432,3 +432,51 @@ TEST(Codec, ControlMessagesRoundTripAndRefuseNegativeIds) {
 
 }  // namespace
 }  // namespace dd
+
+namespace dd {
+namespace {
+
+// Rebuild (docs/wire.md "Rebuild"): an owner's question for the learners' copies of its
+// fragment, and the answer, round-trip through the codec; bad values are refused by name.
+TEST(Codec, FragmentQueryAndHeldRoundTripAndRefuseBadValues) {
+  fragment_query q{7, 0x1234567890ULL, true};
+  auto bytes = encode(q);
+  auto kind = peek_kind(bytes);
+  ASSERT_TRUE(kind.ok());
+  EXPECT_EQ(*kind, message_kind::fragment_query);
+  auto qb = decode_fragment_query(bytes);
+  ASSERT_TRUE(qb.ok()) << qb.error().message;
+  EXPECT_EQ(qb->fragment_id, 7);
+  EXPECT_EQ(qb->query_id, 0x1234567890ULL);
+  EXPECT_TRUE(qb->send_value);
+
+  fragment_held h{3, 9, 7, 0x1234567890ULL, true, 41};
+  auto hbytes = encode(h);
+  ASSERT_TRUE(peek_kind(hbytes).ok());
+  EXPECT_EQ(*peek_kind(hbytes), message_kind::fragment_held);
+  auto hb = decode_fragment_held(hbytes);
+  ASSERT_TRUE(hb.ok()) << hb.error().message;
+  EXPECT_EQ(hb->learner_id, 3);
+  EXPECT_EQ(hb->incarnation, 9u);
+  EXPECT_EQ(hb->fragment_id, 7);
+  EXPECT_EQ(hb->query_id, 0x1234567890ULL);
+  EXPECT_TRUE(hb->have);
+  EXPECT_EQ(hb->version, 41u);
+
+  auto neg = decode_fragment_query(encode(fragment_query{-1, 1, false}));
+  ASSERT_FALSE(neg.ok());
+  EXPECT_NE(neg.error().message.find("fragmentQuery.fragmentId is negative"), std::string::npos);
+  auto negl = decode_fragment_held(encode(fragment_held{-2, 0, 1, 1, true, 3}));
+  ASSERT_FALSE(negl.ok());
+  EXPECT_NE(negl.error().message.find("fragmentHeld.learnerId"), std::string::npos);
+  auto ghost = decode_fragment_held(encode(fragment_held{1, 0, 1, 1, false, 3}));
+  ASSERT_FALSE(ghost.ok());
+  EXPECT_NE(ghost.error().message.find("have is false"), std::string::npos);
+  // One kind is not another.
+  EXPECT_FALSE(decode_fragment_held(bytes).ok());
+  EXPECT_FALSE(decode_fragment_query(hbytes).ok());
+  EXPECT_FALSE(decode_leave(hbytes).ok());
+}
+
+}  // namespace
+}  // namespace dd

@@ -31,6 +31,16 @@ void decode_all(const std::vector<uint8_t>& b, int* ok_count) {
     auto nj = decode_node_join(copy);
     auto nr = decode_node_join_reply(copy);
     auto lv = decode_leave(copy);
+    auto fq = decode_fragment_query(copy);
+    auto fh = decode_fragment_held(copy);
+    if (fq.ok()) {
+      EXPECT_GE(fq->fragment_id, 0);
+    }
+    if (fh.ok()) {
+      EXPECT_GE(fh->learner_id, 0);
+      EXPECT_GE(fh->fragment_id, 0);
+      EXPECT_TRUE(fh->have || fh->version == 0);
+    }
     if (nj.ok()) {
       for (auto id : nj->learner_ids) EXPECT_GE(id, 0);
     }
@@ -70,7 +80,7 @@ void decode_all(const std::vector<uint8_t>& b, int* ok_count) {
     }
     // At most one kind can decode.
     int kinds = jq.ok() + jr.ok() + hb.ok() + pu.ok() + br.ok() + rj.ok() + ac.ok() + pl.ok() +
-                pg.ok() + nj.ok() + nr.ok() + lv.ok();
+                pg.ok() + nj.ok() + nr.ok() + lv.ok() + fq.ok() + fh.ok();
     EXPECT_LE(kinds, 1);
     if (kinds == 1) {
       EXPECT_TRUE(k.ok());
@@ -87,7 +97,13 @@ void decode_all(const std::vector<uint8_t>& b, int* ok_count) {
       if (pg.ok()) {
         EXPECT_EQ(kind, message_kind::progress);
       }
-      EXPECT_LE(static_cast<int>(kind), static_cast<int>(message_kind::leave));
+      EXPECT_LE(static_cast<int>(kind), static_cast<int>(message_kind::fragment_held));
+      if (fq.ok()) {
+        EXPECT_EQ(kind, message_kind::fragment_query);
+      }
+      if (fh.ok()) {
+        EXPECT_EQ(kind, message_kind::fragment_held);
+      }
     }
   });
 }
@@ -122,6 +138,8 @@ std::vector<std::vector<uint8_t>> valid_messages() {
           encode(node_join_reply{true, node_refusal::none, "", "run", "{}", "e", {1}, 10, "d", 5}),
           encode(node_join_reply{false, node_refusal::other_run, "other", "run", "", "", {}, 0, "", 0}),
           encode(leave_msg{3, 1}),
+          encode(fragment_query{2, 17, true}),
+          encode(fragment_held{1, 4, 2, 17, true, 12}),
           encode_checkpoint(c)};
 }
 
