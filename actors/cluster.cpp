@@ -8,6 +8,8 @@
 //     --all learners done--> final evaluation --> finished (shut everything down, report)
 #include "actors/cluster.hpp"
 
+#include "actors/chaos_endpoint.hpp"
+
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -624,6 +626,20 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
           exp.name, setup->steps_per_learner, first_push, H, P));
   }
   const bool syncer = options.role == node_role::syncer;
+  std::unique_ptr<chaos_endpoint> endpoint;  // destroyed before setup (it uses setup->faults)
+  if (!options.chaos_endpoint.first.empty()) {
+    chaos_endpoint_options eo;
+    eo.host = options.chaos_endpoint.first;
+    eo.port = options.chaos_endpoint.second;
+    eo.node_name = syncer ? "syncer" : "run";
+    eo.role = syncer ? "syncer" : "all";
+    for (int32_t i = 0; i < exp.learners.count && !syncer; ++i) eo.learners.push_back(i);
+    eo.fragments = setup->plan.num_fragments();
+    endpoint = std::make_unique<chaos_endpoint>(eo, setup->faults.get());
+    std::printf("%s: chaos endpoint on %s:%u\n", exp.name.c_str(), eo.host.c_str(), endpoint->port());
+    std::fflush(stdout);
+    setup->log->emit("chaos_endpoint", {{"node", eo.node_name}, {"host", eo.host}, {"port", endpoint->port()}});
+  }
   node_transport transport = options.transport;
   transport.middleman = syncer;
   node_config cfg(transport);

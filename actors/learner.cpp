@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <thread>
 
@@ -209,8 +210,8 @@ void expire_unacked(learner_actor* self, const learner_context& ctx, uint64_t st
   }
 }
 
-void push_fragment(learner_actor* self, const learner_context& ctx, int32_t p,
-                   const std::vector<float>& params, uint64_t step) {
+void push_fragment_now(learner_actor* self, const learner_context& ctx, int32_t p,
+                       const std::vector<float>& params, uint64_t step) {
   auto& st = self->state;
   auto& f = st.frags.at(static_cast<size_t>(p));
   if (f.steps == 0 || !f.have) return;
@@ -277,6 +278,22 @@ void push_fragment(learner_actor* self, const learner_context& ctx, int32_t p,
     st.unacked[p] = std::move(push);
     return;
   }
+  if (fate.reorder) {
+    // Held back: sent after the next push (push_fragment), so that one arrives first.
+    if (ctx.log != nullptr)
+      ctx.log->emit("push_held", {{"learner", st.id}, {"fragment", p}, {"step", step}});
+    st.held_push.emplace(p, push.chunks);
+    st.unacked[p] = std::move(push);
+    return;
+  }
+  if (fate.duplicate) {
+    // Sent twice: the owner merges the first copy and refuses the second as a duplicate.
+    send_chunks(self, st.owners.at(static_cast<size_t>(p)), push.chunks, fate.delay_s);
+    send_chunks(self, st.owners.at(static_cast<size_t>(p)), push.chunks, fate.delay_s);
+    st.last_pushed[p] = step;
+    st.unacked[p] = std::move(push);
+    return;
+  }
   if (fate.corrupt) {
     std::vector<wire_bytes> damaged = push.chunks;
     damaged.front() = damaged_copy(damaged.front());
@@ -295,6 +312,22 @@ void push_fragment(learner_actor* self, const learner_context& ctx, int32_t p,
   while (st.queued.size() > static_cast<size_t>(std::max(1, ctx.max_inflight)))
     st.queued.pop_front();
   drain_queue(self, ctx);
+}
+
+/// Pushes fragment `p`; a push held back by a `reorder_push` fault before this one is sent
+/// right after it.
+void push_fragment(learner_actor* self, const learner_context& ctx, int32_t p,
+                   const std::vector<float>& params, uint64_t step) {
+  auto& st = self->state;
+  auto held = std::move(st.held_push);
+  st.held_push.reset();
+  push_fragment_now(self, ctx, p, params, step);
+  if (held) {
+    const auto q = static_cast<size_t>(held->first);
+    if (q < st.owners.size()) send_chunks(self, st.owners[q], held->second, 0.0);
+    auto it = st.unacked.find(held->first);
+    if (it != st.unacked.end()) st.last_pushed[held->first] = it->second.transfer_id;
+  }
 }
 
 /// Barrier mode: is the merge of a fragment pushed more than τ steps ago still missing?
@@ -532,6 +565,25 @@ void on_step(learner_actor* self, const learner_context& ctx) {
   self->send(st.monitor, atoms::heartbeat_atom_v, encode(hb));
   st.heartbeats_sent.emplace_back(step, actor_now(self));
   while (st.heartbeats_sent.size() > 16) st.heartbeats_sent.pop_front();
+  if (sf.nan) {
+    // A live nan_step fault: one NaN in every fragment of the local model. A push due now
+    // carries it (its owner refuses it as non-finite); the next step's loss is NaN, so the
+    // learner discards that step and reloads the global model.
+    const float bad = std::numeric_limits<float>::quiet_NaN();
+    for (const auto& layout : ctx.plan.fragments)
+      if (!layout.tensors.empty()) st.tr->model().write_parameters(layout.tensors.front().flat_offset, 1, &bad);
+    if (ctx.log != nullptr)
+      ctx.log->emit("nan_injected", {{"learner", st.id}, {"incarnation", st.incarnation}, {"step", step}});
+  }
+  if (sf.fail) {
+    if (ctx.log != nullptr)
+      ctx.log->emit("crash", {{"learner", st.id}, {"incarnation", st.incarnation}, {"step", step},
+                              {"reason", "fail_step"}});
+    set_stepping(self, ctx, false);
+    if (ctx.gate != nullptr) ctx.gate->leave(st.id);
+    throw std::runtime_error("fault injected: learner " + std::to_string(st.id) +
+                             " fails at step " + std::to_string(step));
+  }
   if (sf.kill) {
     if (ctx.log != nullptr)
       ctx.log->emit("crash", {{"learner", st.id}, {"incarnation", st.incarnation}, {"step", step}});

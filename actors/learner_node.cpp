@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 
 #include "actors/atoms.hpp"
+#include "actors/chaos_endpoint.hpp"
 #include "actors/cluster.hpp"
 #include "actors/compute_gate.hpp"
 #include "actors/host_admission.hpp"
@@ -382,6 +383,26 @@ int run_learner_node(const learner_node_options& o) {
   for (const auto& f : fault_specs_of(exp, steps, plan.num_fragments()))
     if (f.what != fault_spec::kind::kill_owner) faults.push_back(f);
   auto hooks = std::make_unique<fault_hooks>(faults, log.get());
+  std::unique_ptr<chaos_endpoint> endpoint;
+  if (!o.chaos_endpoint.first.empty()) {
+    chaos_endpoint_options eo;
+    eo.host = o.chaos_endpoint.first;
+    eo.port = o.chaos_endpoint.second;
+    eo.node_name = name;
+    eo.role = "learner";
+    eo.learners = ids;
+    eo.fragments = plan.num_fragments();
+    try {
+      endpoint = std::make_unique<chaos_endpoint>(eo, hooks.get());
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dd-node learner: %s\n", e.what());
+      return node_exit_usage;
+    }
+    std::printf("dd-node learner %s: chaos endpoint on %s:%u\n", name.c_str(), eo.host.c_str(),
+                endpoint->port());
+    std::fflush(stdout);
+    log->emit("chaos_endpoint", {{"node", name}, {"host", eo.host}, {"port", endpoint->port()}});
+  }
   const int here = static_cast<int>(ids.size());
   const int threads = o.threads > 0 ? o.threads : learner_threads_of(exp, here);
   std::unique_ptr<step_admission> gate;

@@ -137,6 +137,7 @@ struct node_proc {
   std::vector<std::string> argv;
   std::string log;
   std::string listen, advertise;
+  uint16_t chaos_port = 0;   ///< its chaos endpoint (--chaos-endpoint 127.0.0.1:PORT); 0 = none
   pid_t pid = 0;
   uint64_t start_time = 0;
   int starts = 0;
@@ -217,7 +218,7 @@ class launcher {
                      {"argv", n.argv},
                      {"listen", n.listen},
                      {"advertise", n.advertise},
-                     {"endpoints", {{"chaos", 0}}},
+                     {"endpoints", {{"chaos", n.chaos_port}}},
                      {"incarnation", std::max(0, n.starts - 1)},
                      {"log", n.log},
                      {"state", to_string(n.state)},
@@ -582,6 +583,9 @@ int launch_main(int argc, char** argv) {
     s.argv.insert(s.argv.end(), passthrough.begin(), passthrough.end());
     extra(s.argv);
     if (overwrite) s.argv.push_back("--overwrite");
+    // Every node serves message faults on a loopback port of its own (dd-chaos msg).
+    s.chaos_port = free_port();
+    s.argv.insert(s.argv.end(), {"--chaos-endpoint", fmt::format("127.0.0.1:{}", s.chaos_port)});
     s.listen = s.advertise = syncer_addr;
     s.log = (fs::path(logs) / "syncer.log").string();
     L.nodes.push_back(std::move(s));
@@ -618,6 +622,8 @@ int launch_main(int argc, char** argv) {
               (fs::path(dir) / "nodes" / n.name).string(), "--progress", fmt::format("{}", progress * 2),
               "--backoff-cap", fmt::format("{}", backoff_cap)};
     if (gate) n.argv.insert(n.argv.end(), {"--step-admission", gate->spec()});
+    n.chaos_port = free_port();
+    n.argv.insert(n.argv.end(), {"--chaos-endpoint", fmt::format("127.0.0.1:{}", n.chaos_port)});
     extra(n.argv);
     n.log = (fs::path(logs) / (n.name + ".log")).string();
     L.nodes.push_back(std::move(n));

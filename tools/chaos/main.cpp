@@ -16,6 +16,7 @@
 
 #include "tools/chaos/actions.hpp"
 #include "tools/chaos/common.hpp"
+#include "tools/chaos/msg.hpp"
 #include "tools/chaos/net.hpp"
 #include "tools/chaos/proc.hpp"
 #include "tools/chaos/proxy.hpp"
@@ -50,6 +51,13 @@ Network faults (through the fault proxy of the nodes file, or --proxy HOST:PORT)
   proxy            run the fault proxy: --control HOST:PORT (127.0.0.1:0), --link
                    NAME=LHOST:LPORT->THOST:TPORT (repeatable; port 0 picks one), --ports-file F,
                    --seed S; prints {"control":...,"links":{...}} on one line once listening
+Message faults (through each node's chaos endpoint, nodes.json endpoints.chaos)
+  msg FAULT TARGET FAULT: drop-push | dup-push | delay-push --ms N | reorder-push | corrupt-push
+                   | drop-broadcast | dup-broadcast | delay-broadcast --ms N | reorder-broadcast
+                   (each --for D and/or --count N: the node reverts it after that)
+                   | nan | fail (one step; --count N for more)
+                   TARGET: learner:N, owner:N (a fragment), node:NAME, learners; comma lists
+  msg status       every endpoint's live faults
 Sessions
   random           --mtbf D (30s) --recovery DIST (lognormal:5s,0.5; also fixed:D, exponential:D,
                    weibull:D,K) --seed S --duration D (5m) --kinds LIST (kill,pause)
@@ -80,7 +88,7 @@ const std::set<std::string> value_flags = {
     "--period",  "--proxy",  "--tape",     "--control", "--link", "--ports-file", "--mtbf",
     "--recovery", "--duration", "--kinds", "--targets", "--max-concurrent", "--min-gap",
     "--ms",      "--jitter", "--rate",     "--p",      "--size",  "--delay-us", "--bytes",
-    "--dir"};
+    "--dir",     "--count"};
 
 struct args {
   std::string command;
@@ -366,6 +374,24 @@ int run(int argc, char** argv) {
     if (f.picks.pick_given || target.find("learners") != std::string::npos ||
         target.find("nodes") != std::string::npos)
       std::printf("seed %llu\n", static_cast<unsigned long long>(f.picks.seed));
+    return fire(env, f).value("ok", false) ? 0 : 1;
+  }
+  if (c == "msg") {
+    check_flags(a, {"--for", "--ms", "--count"});
+    if (a.positional.size() == 1 && a.positional[0] == "status") {
+      chaos_env env = make_env(a, true);
+      std::printf("%s\n", msg_status(env).dump(2).c_str());
+      return 0;
+    }
+    if (a.positional.size() != 2)
+      throw usage_error("msg: expected FAULT TARGET, e.g. `msg drop-push learner:1 --for 10s`");
+    fault_spec f;
+    f.kind = msg_kind_from_cli(a.positional[0]);
+    f.target = a.positional[1];
+    if (a.has("--for")) f.duration = parse_duration(a.get("--for"), "--for");
+    if (a.has("--ms")) f.net["ms"] = parse_number(a.get("--ms"), "--ms");
+    if (a.has("--count")) f.net["count"] = parse_u64(a.get("--count"), "--count");
+    chaos_env env = make_env(a, true);
     return fire(env, f).value("ok", false) ? 0 : 1;
   }
   if (c == "net" || c == "partition") {
