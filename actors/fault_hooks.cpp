@@ -22,6 +22,7 @@ const char* to_string(fault_spec::kind k) {
     case fault_spec::kind::drop_push: return "drop_push";
     case fault_spec::kind::delay_push: return "delay_push";
     case fault_spec::kind::corrupt_push: return "corrupt_push";
+    case fault_spec::kind::start_live: return "start_live";
   }
   return "?";
 }
@@ -121,6 +122,7 @@ step_faults fault_hooks::on_learner_step(int32_t id, uint64_t inc, uint64_t step
         out.slow_factor *= f.factor;
     }
   }
+  promote_locked(now, id, step);
   if (!take_live_locked(live_fault::kind::nan_step, id, -1, now).empty()) out.nan = true;
   if (!take_live_locked(live_fault::kind::fail_step, id, -1, now).empty()) out.fail = true;
   return out;
@@ -145,6 +147,7 @@ push_fault fault_hooks::on_push(int32_t id, uint64_t inc, int32_t fragment, uint
     else
       out.delay_s += f.delay_s;
   }
+  promote_locked(now, id, step);
   if (!take_live_locked(live_fault::kind::drop_push, id, fragment, now).empty()) out.drop = true;
   if (!take_live_locked(live_fault::kind::dup_push, id, fragment, now).empty()) out.duplicate = true;
   if (!take_live_locked(live_fault::kind::reorder_push, id, fragment, now).empty()) out.reorder = true;
@@ -158,6 +161,7 @@ broadcast_fault fault_hooks::on_broadcast(int32_t fragment, int32_t learner) {
   std::lock_guard<std::mutex> guard(mutex_);
   const double now = clock_();
   broadcast_fault out;
+  promote_locked(now, -1, 0);
   if (live_.empty()) return out;
   if (!take_live_locked(live_fault::kind::drop_broadcast, learner, fragment, now).empty())
     out.drop = true;
@@ -230,15 +234,34 @@ uint64_t fault_hooks::add_live(live_fault f) {
   if (!delay && f.delay_s != 0)
     throw std::invalid_argument(std::string(to_string(f.what)) + ": takes no delay");
   std::lock_guard<std::mutex> guard(mutex_);
+  add_live_locked(f, clock_());
+  return live_.back().id;
+}
+
+void fault_hooks::add_live_locked(live_fault f, double now) {
   f.id = next_live_id_++;
   f.hits = 0;
   live_.push_back(f);
   if (log_ != nullptr) {
-    auto j = live_json(f, clock_());
+    auto j = live_json(f, now);
     j["action"] = "start";
     log_->emit("chaos_fault", j);
   }
-  return f.id;
+}
+
+void fault_hooks::promote_locked(double now, int32_t learner, uint64_t step) {
+  for (size_t i = 0; i < faults_.size(); ++i) {
+    const auto& f = faults_[i];
+    if (f.what != fault_spec::kind::start_live || done_[i]) continue;
+    const bool due = f.at_seconds >= 0 ? now >= f.at_seconds
+                                       : learner >= 0 && f.target == learner && step >= f.at_step;
+    if (!due) continue;
+    fire_locked(i, f.at_seconds >= 0 ? 0 : step, 0, now);
+    live_fault l = f.live;
+    if (f.duration_s > 0) l.until_s = now + f.duration_s;
+    if (l.until_s < 0 && l.count < 0) l.count = 1;
+    add_live_locked(l, now);
+  }
 }
 
 size_t fault_hooks::clear_live() {
@@ -317,6 +340,8 @@ std::vector<fault_spec> random_fault_schedule(fault_spec::kind kind, int targets
   if (!(horizon_s >= 0.0)) throw std::invalid_argument("random fault horizon must be >= 0");
   if (!(recovery.mean_s > 0.0))
     throw std::invalid_argument("chaos.random.recovery.mean must be > 0");
+  if (recovery.dist == random_recovery::distribution::weibull && !(recovery.shape > 0.0))
+    throw std::invalid_argument("chaos.random.recovery.shape must be > 0");
   std::vector<fault_spec> out;
   for (int t = 0; t < targets; ++t) {
     dd::rng r(dd::derive_seed(seed, static_cast<uint64_t>(t)));
@@ -335,6 +360,13 @@ std::vector<fault_spec> random_fault_schedule(fault_spec::kind kind, int targets
           down = std::exp(std::log(recovery.mean_s) - 0.5 * recovery.sigma * recovery.sigma +
                           recovery.sigma * r.normal());
           break;
+        case random_recovery::distribution::weibull: {
+          // Mean of Weibull(λ, k) is λ Γ(1 + 1/k): choose λ so the mean is mean_s.
+          const double k = recovery.shape;
+          const double scale = recovery.mean_s / std::tgamma(1.0 + 1.0 / k);
+          down = scale * std::pow(-std::log(r.uniform()), 1.0 / k);
+          break;
+        }
       }
       fault_spec f;
       f.what = kind;

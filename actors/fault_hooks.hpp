@@ -19,9 +19,40 @@ namespace dd::actors {
 
 class run_log;
 
+/// A message fault applied from outside while the run goes on (the chaos endpoint,
+/// actors/chaos_endpoint.hpp): it acts on every matching push, broadcast or step until its
+/// time is up or its count is spent, whichever comes first, then reverts itself (nothing to
+/// undo: it simply stops matching).
+struct live_fault {
+  enum class kind {
+    drop_push, dup_push, delay_push, reorder_push, corrupt_push,
+    drop_broadcast, dup_broadcast, delay_broadcast, reorder_broadcast,
+    nan_step, fail_step
+  };
+  kind what = kind::drop_push;
+  /// Push and step kinds: the learner that pushes / steps; broadcast kinds: the learner that
+  /// receives. −1 = any.
+  int32_t learner = -1;
+  /// Push kinds: the pushed fragment; broadcast kinds: the broadcasting owner. −1 = any.
+  int32_t fragment = -1;
+  /// Seconds (on the hooks' clock) after which it stops matching; < 0 = no time bound.
+  double until_s = -1.0;
+  /// Matches left; < 0 = unbounded. At least one of until_s / count must bound the fault.
+  int64_t count = -1;
+  /// delay kinds: seconds each message is held back (> 0).
+  double delay_s = 0.0;
+  uint64_t id = 0;    ///< assigned by fault_hooks::add_live (1, 2, ...)
+  uint64_t hits = 0;  ///< messages / steps it has acted on
+};
+
 /// One scripted fault.
 struct fault_spec {
-  enum class kind { kill_learner, kill_owner, slow_learner, drop_push, delay_push, corrupt_push };
+  enum class kind {
+    kill_learner, kill_owner, slow_learner, drop_push, delay_push, corrupt_push,
+    /// Starts `live` when due (for duration_s seconds, or live.count matches): the DSL's
+    /// message kinds (dup_push, ..., nan, fail) scheduled in the experiment.
+    start_live
+  };
   kind what = kind::kill_learner;
   /// Learner id, or fragment id for kill_owner.
   int32_t target = 0;
@@ -37,10 +68,14 @@ struct fault_spec {
   /// kill_learner / kill_owner: minimum seconds the victim stays down before its respawn.
   double downtime_s = 0.0;
   /// slow_learner: seconds the slowdown lasts after it fires; 0 = for the rest of the run.
+  /// start_live: seconds the live fault lasts (0: live.count bounds it, default 1).
   double duration_s = 0.0;
+  /// start_live: the fault to start (kind, learner, fragment, count, delay).
+  live_fault live;
 };
 
-/// "kill_learner", "kill_owner", "slow_learner", "drop_push", "delay_push", "corrupt_push".
+/// "kill_learner", "kill_owner", "slow_learner", "drop_push", "delay_push", "corrupt_push",
+/// "start_live".
 const char* to_string(fault_spec::kind k);
 
 /// A record of one fault that fired.
@@ -83,32 +118,6 @@ struct broadcast_fault {
   bool duplicate = false;  ///< sent twice (the learner's assembler drops the copy)
   double delay_s = 0.0;    ///< sent this many seconds later
   bool reorder = false;    ///< held back and sent after the owner's next broadcast to anyone
-};
-
-/// A message fault applied from outside while the run goes on (the chaos endpoint,
-/// actors/chaos_endpoint.hpp): it acts on every matching push, broadcast or step until its
-/// time is up or its count is spent, whichever comes first, then reverts itself (nothing to
-/// undo: it simply stops matching).
-struct live_fault {
-  enum class kind {
-    drop_push, dup_push, delay_push, reorder_push, corrupt_push,
-    drop_broadcast, dup_broadcast, delay_broadcast, reorder_broadcast,
-    nan_step, fail_step
-  };
-  kind what = kind::drop_push;
-  /// Push and step kinds: the learner that pushes / steps; broadcast kinds: the learner that
-  /// receives. −1 = any.
-  int32_t learner = -1;
-  /// Push kinds: the pushed fragment; broadcast kinds: the broadcasting owner. −1 = any.
-  int32_t fragment = -1;
-  /// Seconds (on the hooks' clock) after which it stops matching; < 0 = no time bound.
-  double until_s = -1.0;
-  /// Matches left; < 0 = unbounded. At least one of until_s / count must bound the fault.
-  int64_t count = -1;
-  /// delay kinds: seconds each message is held back (> 0).
-  double delay_s = 0.0;
-  uint64_t id = 0;    ///< assigned by fault_hooks::add_live (1, 2, ...)
-  uint64_t hits = 0;  ///< messages / steps it has acted on
 };
 
 /// "drop_push", ..., "nan_step", "fail_step".
@@ -182,14 +191,19 @@ class fault_hooks {
   std::vector<live_fault> take_live_locked(live_fault::kind k, int32_t learner, int32_t fragment,
                                            double now);
   void prune_live_locked(double now);
+  /// Starts every due start_live fault: time-keyed ones always, step-keyed ones of `learner`
+  /// at `step` (learner < 0: none step-keyed).
+  void promote_locked(double now, int32_t learner, uint64_t step);
+  void add_live_locked(live_fault f, double now);
 };
 
 /// How long a randomly failed actor stays down (seconds).
 struct random_recovery {
-  enum class distribution { exponential, fixed, lognormal };
+  enum class distribution { exponential, fixed, lognormal, weibull };
   distribution dist = distribution::exponential;
   double mean_s = 5.0;  ///< mean downtime, seconds (> 0)
   double sigma = 0.5;   ///< lognormal: σ of log-downtime (the mean stays mean_s)
+  double shape = 1.5;   ///< weibull: shape k > 0 (the scale is chosen so the mean stays mean_s)
 };
 
 /// Draws a random failure schedule: for each of `targets` actors independently, failure times

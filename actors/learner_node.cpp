@@ -381,7 +381,9 @@ int run_learner_node(const learner_node_options& o) {
                                                          : steps_per_learner_of(exp);
   std::vector<fault_spec> faults;
   for (const auto& f : fault_specs_of(exp, steps, plan.num_fragments()))
-    if (f.what != fault_spec::kind::kill_owner) faults.push_back(f);
+    if (f.what != fault_spec::kind::kill_owner &&
+        !(f.what == fault_spec::kind::start_live && is_broadcast_kind(f.live.what)))
+      faults.push_back(f);  // owners' and broadcasts' faults act in the syncer node
   auto hooks = std::make_unique<fault_hooks>(faults, log.get());
   std::unique_ptr<chaos_endpoint> endpoint;
   if (!o.chaos_endpoint.first.empty()) {

@@ -132,7 +132,7 @@ const char* to_string(node_state s) {
 /// One supervised process.
 struct node_proc {
   std::string name;
-  std::string role;  // "syncer", "learner", "proxy"
+  std::string role;  // "syncer", "learner", "proxy", "chaos" (the dd-chaos session of the chaos section)
   std::vector<std::string> actors;
   std::vector<std::string> argv;
   std::string log;
@@ -209,7 +209,7 @@ class launcher {
   void write_nodes_file() {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& n : nodes) {
-      if (n.role == "proxy") continue;
+      if (n.role == "proxy" || n.role == "chaos") continue;
       arr.push_back({{"name", n.name},
                      {"role", n.role},
                      {"actors", n.actors},
@@ -292,6 +292,13 @@ class launcher {
     n.pid = 0;
     const std::string how = WIFEXITED(ws) ? fmt::format("exit {}", WEXITSTATUS(ws))
                                           : fmt::format("signal {}", WTERMSIG(ws));
+    if (n.role == "chaos") {
+      // A chaos session runs once: started again it would fire its schedule from the start.
+      n.state = node_state::exited;
+      std::printf("dd-node launch: the chaos session ended (%s; see %s)\n", how.c_str(), n.log.c_str());
+      std::fflush(stdout);
+      return;
+    }
     if (n.role == "syncer" && clean) {
       n.state = node_state::exited;
       syncer_exit = 0;
@@ -628,6 +635,34 @@ int launch_main(int argc, char** argv) {
     n.log = (fs::path(logs) / (n.name + ".log")).string();
     L.nodes.push_back(std::move(n));
   }
+  // The chaos section's process and network faults (and whole-cluster random faults) are fired
+  // by a `dd-chaos run` session started after the nodes; the in-process kinds the nodes apply
+  // themselves from the experiment they run.
+  {
+    bool outside = exp.chaos.random.cluster_mtbf_seconds > 0;
+    for (size_t i = 0; i < exp.chaos.events.size(); ++i) {
+      const auto& ev = exp.chaos.events[i];
+      const auto layer = config::chaos_layer_of(ev.action);
+      if (layer == config::chaos_layer::in_process) continue;
+      outside = true;
+      if (layer == config::chaos_layer::network && !via_proxy) {
+        std::fprintf(stderr,
+                     "%s: chaos.events[%zu]: action '%s' faults a link through the fault proxy: "
+                     "add --via-proxy\n",
+                     ev.where.c_str(), i + 1, config::to_string(ev.action));
+        return 2;
+      }
+    }
+    if (outside) {
+      node_proc c;
+      c.name = "chaos";
+      c.role = "chaos";
+      c.argv = {(fs::path(exe).parent_path() / "dd-chaos").string(), "run", file, "--run-dir", dir};
+      c.argv.insert(c.argv.end(), passthrough.begin(), passthrough.end());
+      c.log = (fs::path(logs) / "chaos.log").string();
+      L.nodes.push_back(std::move(c));
+    }
+  }
   struct sigaction sa {};
   sa.sa_handler = on_launch_signal;
   sigemptyset(&sa.sa_mask);
@@ -643,6 +678,8 @@ int launch_main(int argc, char** argv) {
   L.start(L.nodes.front(), resume);
   for (auto& n : L.nodes)
     if (n.role == "learner") L.start(n, false);
+  if (auto* c = L.find("chaos")) L.start(*c, false);
+  bool chaos_stopped = false;
   // Follow the syncer's log on our stdout (progress lines), so the launcher shows the run.
   std::ifstream follow;
   std::streampos followed = 0;
@@ -678,6 +715,12 @@ int launch_main(int argc, char** argv) {
       if (t - L.syncer_done_at > 30.0) L.signal_all(SIGKILL);
     }
     if (L.stop_deadline > 0 && t > L.stop_deadline) L.signal_all(SIGKILL);
+    // The run is over or stopping: the chaos session ends now (with its final heal).
+    if (auto* c = L.find("chaos"); c != nullptr && !chaos_stopped && (L.stopping || L.syncer_done_at >= 0) &&
+                                   c->state == node_state::running) {
+      ::kill(c->pid, SIGTERM);
+      chaos_stopped = true;
+    }
     bool any_running = false;
     for (const auto& n : L.nodes)
       if (n.state == node_state::running) any_running = true;

@@ -16,6 +16,7 @@
 
 #include "tools/chaos/actions.hpp"
 #include "tools/chaos/common.hpp"
+#include "tools/chaos/dsl.hpp"
 #include "tools/chaos/msg.hpp"
 #include "tools/chaos/net.hpp"
 #include "tools/chaos/proc.hpp"
@@ -64,6 +65,8 @@ Sessions
                    --targets SPEC (learners) --max-concurrent N (1) --min-gap D (0) [--no-heal]
   replay TAPE      fire every fault of a tape (chaos.jsonl) at the same offset [--no-heal]
   run SCENARIO.lua a Lua list of {at=S, kind=K, target=T, for_=S, knobs...} [--no-heal]
+  run EXPERIMENT.lua  an experiment file: its chaos section's process and network events and
+                   chaos.random.cluster_mtbf_seconds faults [--set k=v]... [--name N]
 Other
   heal             revert everything: stop reverters, SIGCONT every paused node, pending restarts,
                    proxy heal, launcher release
@@ -88,7 +91,7 @@ const std::set<std::string> value_flags = {
     "--period",  "--proxy",  "--tape",     "--control", "--link", "--ports-file", "--mtbf",
     "--recovery", "--duration", "--kinds", "--targets", "--max-concurrent", "--min-gap",
     "--ms",      "--jitter", "--rate",     "--p",      "--size",  "--delay-us", "--bytes",
-    "--dir",     "--count"};
+    "--dir",     "--count", "--set", "--name"};
 
 struct args {
   std::string command;
@@ -357,12 +360,36 @@ int run(int argc, char** argv) {
     return heal(env).value("ok", false) ? 0 : 1;
   }
   if (c == "replay" || c == "run") {
-    check_flags(a, {"--no-heal", "--proxy"});
+    check_flags(a, {"--no-heal", "--proxy", "--set", "--name"});
     const std::string file = one_positional(a, c == "replay" ? "TAPE" : "SCENARIO.lua");
     chaos_env env = make_env(a, true);
     env.source = c == "replay" ? "replay" : "scenario";
-    auto faults = c == "replay" ? read_tape(file) : read_scenario(file);
-    return run_session(env, faults, !a.has("--no-heal"), {{"file", file}});
+    if (c == "replay") return run_session(env, read_tape(file), !a.has("--no-heal"), {{"file", file}});
+    const std::vector<std::string> none;
+    const auto sets = a.has("--set") ? a.flags.at("--set") : none;
+    const auto names = a.has("--name") ? a.flags.at("--name") : none;
+    if (sets.empty() && names.empty()) {
+      std::vector<timed_fault> faults;
+      std::string scenario_error;
+      try {
+        faults = read_scenario(file);
+      } catch (const chaos_error& e) {
+        scenario_error = e.what();
+      }
+      if (scenario_error.empty()) return run_session(env, faults, !a.has("--no-heal"), {{"file", file}});
+      // Not a scenario list: an experiment file whose `chaos` section is the scenario.
+      dsl_session s;
+      try {
+        s = read_experiment_chaos(file, sets, names, *env.nodes);
+      } catch (const chaos_error& e) {
+        throw chaos_error(fmt::format("{} is neither a scenario ({}) nor an experiment file:\n{}",
+                                      file, scenario_error, e.what()));
+      }
+      return run_session(env, s.faults, !a.has("--no-heal"), s.info);
+    }
+    // --set / --name: an experiment file (only the config loader knows them).
+    const auto s = read_experiment_chaos(file, sets, names, *env.nodes);
+    return run_session(env, s.faults, !a.has("--no-heal"), s.info);
   }
   if (is_process_kind(c)) {
     check_flags(a, {"--for", "--pick", "--seed", "--protect", "--exact", "--duty", "--period"});

@@ -1,0 +1,188 @@
+// Message faults through the chaos endpoints of a real cluster: `dd-node launch` runs a tiny
+// experiment (1-layer GPT, 3 learner processes) with every node's endpoint on loopback, and
+// `dd-chaos msg` faults pushes, broadcasts and steps inside the running nodes:
+//   - corrupt-push: the damaged chunks are refused by the owner's CRC-32C check, the learner
+//     sends the push again, and no corrupt push is merged;
+//   - drop-push for 4 s: the learner's pushes vanish for a while, later ones merge again;
+//   - dup-push: the second copy is refused as a duplicate (never merged twice);
+//   - nan: the push carrying the NaN is refused as non-finite, the learner reloads;
+//   - drop-broadcast, fail (a learner throws at a step and is respawned in its node);
+//   - refusals (a learner no node hosts, no duration), --dry-run (nothing sent, no tape),
+//     msg status, and heal clearing every endpoint.
+// About 30 s with every core: RUN_SERIAL, label cluster.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "tests/actors/process_support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using dd::test::events;
+using dd::test::spawn;
+using dd::test::text;
+using dd::test::wait_for;
+
+std::string tiny() {
+  return "experiment {\n"
+         "  name = 'tiny',\n"
+         "  data = { file = '" + std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt' },\n"
+         "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
+         "  learners = { count = 3, batch = 4, threads = 1 },\n"
+         "  sync = { fragments = 2, interval = 4 },\n"
+         "  inner = { lr = 3e-3, warmup = 5, decay_steps = 2000 },\n"
+         "  eval = { every_seconds = 0, batches = 2 },\n"
+         "  budget = { seconds = 24 },\n"
+         "  checkpoint = { every_versions = 1 },\n"
+         "}\n";
+}
+
+bool wait_events(const fs::path& file, const std::string& kind, size_t count, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    size_t n = 0;
+    for (const auto& e : events(file))
+      if (e["event"] == kind) ++n;
+    if (n >= count) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+struct chaos_result {
+  int status;
+  std::string out;
+};
+
+/// Runs dd-chaos to the end (at most 20 s) in `dir`.
+chaos_result chaos(const fs::path& dir, std::vector<std::string> args) {
+  static int n = 0;
+  const std::string out = (dir / ("chaos." + std::to_string(n++) + ".out")).string();
+  args.insert(args.begin(), DD_CHAOS_BIN);
+  args.insert(args.end(), {"--run-dir", "run"});
+  const pid_t pid = spawn(dir, args, out);
+  chaos_result r{wait_for(pid, 20), text(out)};
+  std::printf("$ dd-chaos");
+  for (size_t i = 1; i < args.size(); ++i) std::printf(" %s", args[i].c_str());
+  std::printf("  -> exit %d\n%s", r.status, r.out.c_str());
+  return r;
+}
+
+size_t count_events(const std::vector<json>& evs, const std::string& kind,
+                    const std::function<bool(const json&)>& pred = nullptr) {
+  size_t n = 0;
+  for (const auto& e : evs)
+    if (e["event"] == kind && (!pred || pred(e))) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST(msg_fault_cluster, endpoint_faults_are_applied_inside_the_nodes_and_revert) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "dd_cluster_msg_faults";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "tiny.lua") << tiny();
+  const fs::path run = dir / "run";
+  const pid_t launch = spawn(dir, {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run",
+                                   "--progress", "0", "--heartbeat", "0.2",
+                                   "--connection-timeout", "1"},
+                             (dir / "launch.out").string());
+  ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
+  // Every node's endpoint is in the nodes file.
+  const json nodes = json::parse(text(run / "nodes.json"));
+  ASSERT_EQ(nodes["nodes"].size(), 4u);
+  for (const auto& n : nodes["nodes"]) EXPECT_GT(n["endpoints"]["chaos"].get<int>(), 0) << n.dump();
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+
+  // Dry run: the request is printed, nothing is sent or taped.
+  auto r = chaos(dir, {"msg", "drop-push", "learner:2", "--for", "4s", "--dry-run"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("[dry-run] drop_push node learner-2: endpoint 127.0.0.1:"), std::string::npos);
+  EXPECT_FALSE(fs::exists(run / "chaos.jsonl"));
+  // Refusals.
+  EXPECT_EQ(chaos(dir, {"msg", "drop-push", "learner:7", "--for", "1s"}).status, 1);
+  EXPECT_EQ(chaos(dir, {"msg", "drop-push", "learner:1"}).status, 2);  // no --for / --count
+  EXPECT_EQ(chaos(dir, {"msg", "explode", "learner:1", "--for", "1s"}).status, 2);
+
+  EXPECT_EQ(chaos(dir, {"msg", "corrupt-push", "learner:1", "--count", "2"}).status, 0);
+  EXPECT_EQ(chaos(dir, {"msg", "drop-push", "learner:2", "--for", "4s"}).status, 0);
+  EXPECT_EQ(chaos(dir, {"msg", "dup-push", "learner:0", "--count", "1"}).status, 0);
+  EXPECT_EQ(chaos(dir, {"msg", "drop-broadcast", "learner:0", "--for", "2s"}).status, 0);
+  r = chaos(dir, {"msg", "status"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("\"drop_broadcast\""), std::string::npos) << r.out;
+  std::this_thread::sleep_for(std::chrono::seconds(5));
+  EXPECT_EQ(chaos(dir, {"msg", "nan", "learner:2"}).status, 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_EQ(chaos(dir, {"msg", "fail", "learner:1"}).status, 0);
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  // A long fault, cleared by heal.
+  EXPECT_EQ(chaos(dir, {"msg", "delay-broadcast", "owner:1", "--ms", "300", "--for", "60s"}).status, 0);
+  r = chaos(dir, {"heal"});
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("of node syncer: clear: {\"cleared\":1,\"ok\":true}"), std::string::npos) << r.out;
+
+  EXPECT_EQ(wait_for(launch, 90), 0) << text(dir / "launch.out");
+  const auto evs = events(run / "events.jsonl");
+  auto learner_events = [&](int k) { return events(run / "nodes" / ("learner-" + std::to_string(k)) / "events.jsonl"); };
+  const auto l0 = learner_events(0), l1 = learner_events(1), l2 = learner_events(2);
+
+  // corrupt-push: chunks refused by their CRC, sent again; nothing corrupt merged.
+  const size_t refused = count_events(evs, "chunk_refused", [](const json& e) { return e["learner"] == 1; });
+  EXPECT_GE(refused, 1u);
+  EXPECT_GE(count_events(l1, "push_resent"), 1u);
+  EXPECT_EQ(count_events(l1, "fault", [](const json& e) { return e["fault"] == "corrupt_push"; }), 2u);
+  // drop-push: faults fired in learner-2's node for a while, then its pushes merged again.
+  double dropped_last = -1;
+  for (const auto& e : l2)
+    if (e["event"] == "push_dropped") dropped_last = e["time"].get<double>();
+  EXPECT_GT(dropped_last, 0) << "no push of learner 2 was dropped";
+  size_t merged_after = 0;
+  for (const auto& e : evs)
+    if (e["event"] == "merge" && e["time"].get<double>() > dropped_last)
+      for (const auto& c : e["contributors"])
+        if (c["learner"] == 2) ++merged_after;
+  EXPECT_GE(merged_after, 1u) << "learner 2 never merged after its drop window";
+  // dup-push: the copy refused as a duplicate; no (learner, incarnation, transfer) merged twice.
+  EXPECT_GE(count_events(evs, "push", [](const json& e) { return e.value("reason", "") == "duplicate"; }), 1u);
+  std::set<std::tuple<int, int, uint64_t, int>> merged;
+  for (const auto& e : evs)
+    if (e["event"] == "merge")
+      for (const auto& c : e["contributors"]) {
+        const auto key = std::make_tuple(c["learner"].get<int>(), c["incarnation"].get<int>(),
+                                         c["transfer_id"].get<uint64_t>(), e["fragment"].get<int>());
+        EXPECT_TRUE(merged.insert(key).second) << "a push merged twice: " << e.dump();
+      }
+  // drop-broadcast: the owner skipped learner 0.
+  EXPECT_GE(count_events(evs, "fault", [](const json& e) { return e["fault"] == "drop_broadcast"; }), 1u);
+  // nan: injected once; the learner discarded a non-finite step (and reloaded).
+  EXPECT_EQ(count_events(l2, "nan_injected"), 1u);
+  EXPECT_GE(count_events(l2, "nonfinite"), 1u);
+  // fail: learner 1 threw at a step and was respawned in its node.
+  EXPECT_EQ(count_events(l1, "crash", [](const json& e) { return e.value("reason", "") == "fail_step"; }), 1u);
+  const auto summary = json::parse(text(run / "summary.json"));
+  EXPECT_GT(summary["tokens"].get<uint64_t>(), 0u);
+  // Every fault is on the tape, with the node it reached.
+  const auto tape = events(run / "chaos.jsonl");
+  std::set<std::string> kinds;
+  for (const auto& t : tape) kinds.insert(t.value("kind", ""));
+  for (const char* k : {"corrupt_push", "drop_push", "dup_push", "drop_broadcast", "nan_step",
+                        "fail_step", "delay_broadcast", "heal"})
+    EXPECT_EQ(kinds.count(k), 1u) << k;
+}
