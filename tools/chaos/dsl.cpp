@@ -2,6 +2,7 @@
 #include "tools/chaos/dsl.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "runtime/config/loader.hpp"
 #include "tools/chaos/actions.hpp"

@@ -2,6 +2,7 @@
 #include "tools/chaos/msg.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <set>
 
@@ -31,7 +32,7 @@ void say(const chaos_env& env, const std::string& text) {
 
 int parse_index(const std::string& item, const std::string& prefix) {
   const std::string n = item.substr(prefix.size());
-  if (n.empty() || n.size() > 6 || !std::all_of(n.begin(), n.end(), ::isdigit))
+  if (n.empty() || n.size() > 6 || !std::all_of(n.begin(), n.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }))
     throw usage_error(fmt::format("target '{}': expected {}N with N >= 0", item, prefix));
   return std::stoi(n);
 }
