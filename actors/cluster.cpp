@@ -640,10 +640,17 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
     eo.role = syncer ? "syncer" : "all";
     for (int32_t i = 0; i < exp.learners.count && !syncer; ++i) eo.learners.push_back(i);
     eo.fragments = setup->plan.num_fragments();
-    endpoint = std::make_unique<chaos_endpoint>(eo, setup->faults.get());
-    std::printf("%s: chaos endpoint on %s:%u\n", exp.name.c_str(), eo.host.c_str(), endpoint->port());
-    std::fflush(stdout);
-    setup->log->emit("chaos_endpoint", {{"node", eo.node_name}, {"host", eo.host}, {"port", endpoint->port()}});
+    // A port taken since the launcher picked it must not stop the run: it goes on without one.
+    try {
+      endpoint = std::make_unique<chaos_endpoint>(eo, setup->faults.get());
+      std::printf("%s: chaos endpoint on %s:%u\n", exp.name.c_str(), eo.host.c_str(), endpoint->port());
+      std::fflush(stdout);
+      setup->log->emit("chaos_endpoint",
+                       {{"node", eo.node_name}, {"host", eo.host}, {"port", endpoint->port()}});
+    } catch (const std::exception& e) {
+      setup->log->warn(fmt::format("chaos endpoint off: {}", e.what()));
+      setup->log->emit("failure", {{"what", "chaos_endpoint"}, {"error", e.what()}});
+    }
   }
   node_transport transport = options.transport;
   transport.middleman = syncer;

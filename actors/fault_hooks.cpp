@@ -362,9 +362,9 @@ std::vector<fault_spec> random_fault_schedule(fault_spec::kind kind, int targets
           break;
         case random_recovery::distribution::weibull: {
           // Mean of Weibull(λ, k) is λ Γ(1 + 1/k): choose λ so the mean is mean_s.
-          const double k = recovery.shape;
-          const double scale = recovery.mean_s / std::tgamma(1.0 + 1.0 / k);
-          down = scale * std::pow(-std::log(r.uniform()), 1.0 / k);
+          const double shape = recovery.shape;
+          const double scale = recovery.mean_s / std::tgamma(1.0 + 1.0 / shape);
+          down = scale * std::pow(-std::log(r.uniform()), 1.0 / shape);
           break;
         }
       }

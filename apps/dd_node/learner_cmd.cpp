@@ -123,7 +123,6 @@ int learner_main(int argc, char** argv) {
       const char* v = value("--chaos-endpoint");
       if (v == nullptr) return 2;
       std::pair<std::string, uint16_t> ep;
-      std::string error;
       if (!parse_endpoint(v, ep, error)) {
         std::fprintf(stderr, "dd-node learner: --chaos-endpoint: %s\n", error.c_str());
         return 2;

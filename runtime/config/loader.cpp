@@ -707,7 +707,7 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
                                   "reorder_broadcast, nan, fail, kill_process, term, pause, "
                                   "slow_process, restart, latency, bandwidth, reset, blackhole, "
                                   "partition, corrupt, slice, close_after");
-        ev.where = ctx.where(p);
+        ev.where = ctx.where(p + ".action");  // the event's own line
         const chaos_layer layer = chaos_layer_of(ev.action);
         const bool outside = layer != chaos_layer::in_process;
         const bool bcast = ev.action == chaos_action::drop_broadcast ||
@@ -800,13 +800,13 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
         }
         s.finish();
         if (ev.action == chaos_action::latency && !ev.params.contains("ms"))
-          ctx.fail(p + ".ms", "required for action 'latency': milliseconds added to each chunk");
+          ctx.fail(p + ".action", "action 'latency' needs ms = the milliseconds added to each chunk");
         if (ev.action == chaos_action::bandwidth && !ev.params.contains("rate"))
-          ctx.fail(p + ".rate", "required for action 'bandwidth': bytes per second");
+          ctx.fail(p + ".action", "action 'bandwidth' needs rate = bytes per second");
         if (ev.action == chaos_action::corrupt && !ev.params.contains("p"))
-          ctx.fail(p + ".p", "required for action 'corrupt': the probability each byte is altered");
+          ctx.fail(p + ".action", "action 'corrupt' needs p = the probability each byte is altered");
         if (ev.action == chaos_action::close_after && !ev.params.contains("bytes"))
-          ctx.fail(p + ".bytes", "required for action 'close_after': bytes before the close");
+          ctx.fail(p + ".action", "action 'close_after' needs bytes = the bytes before the close");
         if (has_factor && ev.action != chaos_action::slow && ev.factor != 1.0)
           ctx.fail(p + ".factor", fmt::format("applies only to action 'slow' (action is '{}')", act));
         if (has_delay && !delays && ev.delay != 0.0)

@@ -15,6 +15,7 @@ experiment {
   data = { file = "../shared/data/tinyshakespeare/input.txt" },
   learners = { count = 3 },
   budget = { seconds = 120 },
+  inner = { decay_steps = 1000 },
   chaos = {
     events = {
       { at_step = 40, action = "nan", target = 2 },
@@ -77,7 +78,7 @@ TEST(ConfigChaos, NewKindsAndRandomKeysResolve) {
   ASSERT_EQ(r.experiments.size(), 1u);
   expect_chaos(r.experiments[0]);
   // Each event knows where it was written (dd-node run names it when it refuses the event).
-  EXPECT_EQ(r.experiments[0].chaos.events[4].where, "chaos_kinds.lua:12");
+  EXPECT_EQ(r.experiments[0].chaos.events[4].where, "chaos_kinds.lua:13");
 }
 
 TEST(ConfigChaos, ResolvedJsonRoundTrips) {
