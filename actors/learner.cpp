@@ -272,32 +272,23 @@ void push_fragment_now(learner_actor* self, const learner_context& ctx, int32_t 
     st.unacked[p] = std::move(push);
     return;
   }
-  if (fate.delay_s > 0) {
-    send_chunks(self, st.owners.at(static_cast<size_t>(p)), push.chunks, fate.delay_s);
-    st.last_pushed[p] = step;
-    st.unacked[p] = std::move(push);
-    return;
-  }
-  if (fate.reorder) {
-    // Held back: sent after the next push (push_fragment), so that one arrives first.
-    if (ctx.log != nullptr)
-      ctx.log->emit("push_held", {{"learner", st.id}, {"fragment", p}, {"step", step}});
-    st.held_push.emplace(p, push.chunks);
-    st.unacked[p] = std::move(push);
-    return;
-  }
-  if (fate.duplicate) {
-    // Sent twice: the owner merges the first copy and refuses the second as a duplicate.
-    send_chunks(self, st.owners.at(static_cast<size_t>(p)), push.chunks, fate.delay_s);
-    send_chunks(self, st.owners.at(static_cast<size_t>(p)), push.chunks, fate.delay_s);
-    st.last_pushed[p] = step;
-    st.unacked[p] = std::move(push);
-    return;
-  }
-  if (fate.corrupt) {
-    std::vector<wire_bytes> damaged = push.chunks;
-    damaged.front() = damaged_copy(damaged.front());
-    send_chunks(self, st.owners.at(static_cast<size_t>(p)), damaged, 0.0);
+  if (fate.delay_s > 0 || fate.reorder || fate.duplicate || fate.corrupt) {
+    // Faults compose: the bytes sent are damaged (corrupt: one bit of the first chunk flips on
+    // this first sending; a resend after the owner's refusal carries the intact chunks), sent
+    // twice (duplicate: the owner refuses the copy), late (delay), or held back and sent after
+    // the learner's next push (reorder). The push waits for its answer as any other.
+    std::vector<wire_bytes> bytes = push.chunks;
+    if (fate.corrupt) bytes.front() = damaged_copy(bytes.front());
+    if (fate.reorder) {
+      if (ctx.log != nullptr)
+        ctx.log->emit("push_held", {{"learner", st.id}, {"fragment", p}, {"step", step}});
+      if (fate.duplicate) bytes.insert(bytes.end(), bytes.begin(), bytes.end());
+      st.held_push.emplace(p, std::move(bytes));
+      st.unacked[p] = std::move(push);
+      return;
+    }
+    for (int copy = 0; copy < (fate.duplicate ? 2 : 1); ++copy)
+      send_chunks(self, st.owners.at(static_cast<size_t>(p)), bytes, fate.delay_s);
     st.last_pushed[p] = step;
     st.unacked[p] = std::move(push);
     return;

@@ -3,7 +3,8 @@
 // `dd-chaos msg` faults pushes, broadcasts and steps inside the running nodes:
 //   - corrupt-push: the damaged chunks are refused by the owner's CRC-32C check, the learner
 //     sends the push again, and no corrupt push is merged;
-//   - drop-push for 4 s: the learner's pushes vanish for a while, later ones merge again;
+//   - drop-push (3 pushes): they vanish, later ones merge again; delay-push --for 1s reverts
+//     by itself (gone from `msg status`);
 //   - dup-push: the second copy is refused as a duplicate (never merged twice);
 //   - nan: the push carrying the NaN is refused as non-finite, the learner reloads;
 //   - drop-broadcast, fail (a learner throws at a step and is respawned in its node);
@@ -47,7 +48,7 @@ std::string tiny() {
          "  sync = { fragments = 2, interval = 4 },\n"
          "  inner = { lr = 3e-3, warmup = 5, decay_steps = 2000 },\n"
          "  eval = { every_seconds = 0, batches = 2 },\n"
-         "  budget = { seconds = 24 },\n"
+         "  budget = { seconds = 40 },\n"
          "  checkpoint = { every_versions = 1 },\n"
          "}\n";
 }
@@ -101,7 +102,7 @@ TEST(msg_fault_cluster, endpoint_faults_are_applied_inside_the_nodes_and_revert)
   const fs::path run = dir / "run";
   const pid_t launch = spawn(dir, {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run",
                                    "--progress", "0", "--heartbeat", "0.2",
-                                   "--connection-timeout", "1"},
+                                   "--connection-timeout", "1", "--no-step-admission"},
                              (dir / "launch.out").string());
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   // Every node's endpoint is in the nodes file.
@@ -120,18 +121,41 @@ TEST(msg_fault_cluster, endpoint_faults_are_applied_inside_the_nodes_and_revert)
   EXPECT_EQ(chaos(dir, {"msg", "drop-push", "learner:1"}).status, 2);  // no --for / --count
   EXPECT_EQ(chaos(dir, {"msg", "explode", "learner:1", "--for", "1s"}).status, 2);
 
+  // Count-bounded faults, each awaited in the node's own events (the tiny learners share two
+  // cores with the test: no fixed sleep is long enough under load).
+  auto node_events = [&](const std::string& node) {
+    return node == "syncer" ? run / "events.jsonl" : run / "nodes" / node / "events.jsonl";
+  };
+  auto await_fault = [&](const std::string& node, const std::string& kind, size_t n) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (std::chrono::steady_clock::now() < end) {
+      if (count_events(events(node_events(node)), "fault",
+                       [&](const json& e) { return e["fault"] == kind; }) >= n)
+        return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    return false;
+  };
   EXPECT_EQ(chaos(dir, {"msg", "corrupt-push", "learner:1", "--count", "2"}).status, 0);
-  EXPECT_EQ(chaos(dir, {"msg", "drop-push", "learner:2", "--for", "4s"}).status, 0);
+  EXPECT_EQ(chaos(dir, {"msg", "drop-push", "learner:2", "--count", "3"}).status, 0);
   EXPECT_EQ(chaos(dir, {"msg", "dup-push", "learner:0", "--count", "1"}).status, 0);
-  EXPECT_EQ(chaos(dir, {"msg", "drop-broadcast", "learner:0", "--for", "2s"}).status, 0);
+  EXPECT_EQ(chaos(dir, {"msg", "drop-broadcast", "learner:0", "--count", "2"}).status, 0);
+  // A time-bounded one reverts by itself: gone from the endpoint's status after its time.
+  EXPECT_EQ(chaos(dir, {"msg", "delay-push", "learner:0", "--ms", "50", "--for", "1s"}).status, 0);
   r = chaos(dir, {"msg", "status"});
   EXPECT_EQ(r.status, 0);
-  EXPECT_NE(r.out.find("\"drop_broadcast\""), std::string::npos) << r.out;
-  std::this_thread::sleep_for(std::chrono::seconds(5));
+  EXPECT_NE(r.out.find("\"delay_push\""), std::string::npos) << r.out;
+  EXPECT_TRUE(await_fault("learner-1", "corrupt_push", 2));
+  EXPECT_TRUE(await_fault("learner-2", "drop_push", 3));
+  EXPECT_TRUE(await_fault("learner-0", "dup_push", 1));
+  EXPECT_TRUE(await_fault("syncer", "drop_broadcast", 2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+  r = chaos(dir, {"msg", "status"});
+  EXPECT_EQ(r.out.find("\"delay_push\""), std::string::npos) << r.out;
   EXPECT_EQ(chaos(dir, {"msg", "nan", "learner:2"}).status, 0);
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_TRUE(await_fault("learner-2", "nan_step", 1));
   EXPECT_EQ(chaos(dir, {"msg", "fail", "learner:1"}).status, 0);
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  EXPECT_TRUE(await_fault("learner-1", "fail_step", 1));
   // A long fault, cleared by heal.
   EXPECT_EQ(chaos(dir, {"msg", "delay-broadcast", "owner:1", "--ms", "300", "--for", "60s"}).status, 0);
   r = chaos(dir, {"heal"});
@@ -143,12 +167,39 @@ TEST(msg_fault_cluster, endpoint_faults_are_applied_inside_the_nodes_and_revert)
   auto learner_events = [&](int k) { return events(run / "nodes" / ("learner-" + std::to_string(k)) / "events.jsonl"); };
   const auto l0 = learner_events(0), l1 = learner_events(1), l2 = learner_events(2);
 
-  // corrupt-push: chunks refused by their CRC, sent again; nothing corrupt merged.
-  const size_t refused = count_events(evs, "chunk_refused", [](const json& e) { return e["learner"] == 1; });
-  EXPECT_GE(refused, 1u);
-  EXPECT_GE(count_events(l1, "push_resent"), 1u);
+  // corrupt-push: the damaged chunks are refused by their CRC. The learner sends such a push
+  // again while it is still waiting for it (push_resent); a learner that already stepped past
+  // it (H steps) lets it go, and its next push carries the tokens. Either way the damaged bytes
+  // are never merged: a refused transfer is merged only when it was sent again.
   EXPECT_EQ(count_events(l1, "fault", [](const json& e) { return e["fault"] == "corrupt_push"; }), 2u);
-  // drop-push: faults fired in learner-2's node for a while, then its pushes merged again.
+  std::set<std::pair<int, uint64_t>> resent;
+  for (const auto& e : l1)
+    if (e["event"] == "push_resent") resent.insert({e["fragment"].get<int>(), e["transfer_id"].get<uint64_t>()});
+  size_t refused = 0;
+  double refused_at = 0;
+  for (const auto& x : evs) {
+    if (x["event"] != "chunk_refused" || x["learner"] != 1) continue;
+    ++refused;
+    refused_at = std::max(refused_at, x["time"].get<double>());
+    const std::pair<int, uint64_t> key{x["fragment"].get<int>(), x["transfer_id"].get<uint64_t>()};
+    if (resent.count(key) != 0) continue;
+    for (const auto& e : evs) {
+      if (e["event"] != "merge" || e["fragment"] != key.first) continue;
+      for (const auto& c : e["contributors"]) {
+        EXPECT_FALSE(c["learner"] == 1 && c["transfer_id"] == key.second)
+            << "a refused, never resent transfer was merged: " << e.dump();
+      }
+    }
+  }
+  EXPECT_EQ(refused, 2u);
+  size_t merged_after_refusal = 0;
+  for (const auto& e : evs)
+    if (e["event"] == "merge" && e["time"].get<double>() > refused_at)
+      for (const auto& c : e["contributors"])
+        if (c["learner"] == 1) ++merged_after_refusal;
+  EXPECT_GE(merged_after_refusal, 1u);
+  std::printf("corrupt-push: %zu chunks refused, %zu pushes resent\n", refused, resent.size());
+  // drop-push: three pushes of learner 2 dropped in its node, then its pushes merged again.
   double dropped_last = -1;
   for (const auto& e : l2)
     if (e["event"] == "push_dropped") dropped_last = e["time"].get<double>();
@@ -158,7 +209,7 @@ TEST(msg_fault_cluster, endpoint_faults_are_applied_inside_the_nodes_and_revert)
     if (e["event"] == "merge" && e["time"].get<double>() > dropped_last)
       for (const auto& c : e["contributors"])
         if (c["learner"] == 2) ++merged_after;
-  EXPECT_GE(merged_after, 1u) << "learner 2 never merged after its drop window";
+  EXPECT_GE(merged_after, 1u) << "learner 2 never merged after its dropped pushes";
   // dup-push: the copy refused as a duplicate; no (learner, incarnation, transfer) merged twice.
   EXPECT_GE(count_events(evs, "push", [](const json& e) { return e.value("reason", "") == "duplicate"; }), 1u);
   std::set<std::tuple<int, int, uint64_t, int>> merged;
@@ -176,13 +227,21 @@ TEST(msg_fault_cluster, endpoint_faults_are_applied_inside_the_nodes_and_revert)
   EXPECT_GE(count_events(l2, "nonfinite"), 1u);
   // fail: learner 1 threw at a step and was respawned in its node.
   EXPECT_EQ(count_events(l1, "crash", [](const json& e) { return e.value("reason", "") == "fail_step"; }), 1u);
+  // ... and rejoined without a new node handshake (same process), contributing again.
+  size_t respawned_merged = 0;
+  for (const auto& e : evs)
+    if (e["event"] == "merge")
+      for (const auto& c : e["contributors"])
+        if (c["learner"] == 1 && c["incarnation"].get<int>() >= 1) ++respawned_merged;
+  EXPECT_GE(respawned_merged, 1u) << "learner 1 never contributed after its respawn";
+  EXPECT_EQ(count_events(evs, "join_refused"), 0u);
   const auto summary = json::parse(text(run / "summary.json"));
   EXPECT_GT(summary["tokens"].get<uint64_t>(), 0u);
   // Every fault is on the tape, with the node it reached.
   const auto tape = events(run / "chaos.jsonl");
   std::set<std::string> kinds;
   for (const auto& t : tape) kinds.insert(t.value("kind", ""));
-  for (const char* k : {"corrupt_push", "drop_push", "dup_push", "drop_broadcast", "nan_step",
-                        "fail_step", "delay_broadcast", "heal"})
+  for (const char* k : {"corrupt_push", "drop_push", "dup_push", "drop_broadcast", "delay_push",
+                        "nan_step", "fail_step", "delay_broadcast", "heal"})
     EXPECT_EQ(kinds.count(k), 1u) << k;
 }
