@@ -178,7 +178,7 @@ namespace {
 
 nlohmann::json live_json(const live_fault& f, double now) {
   nlohmann::json j = {{"id", f.id}, {"kind", to_string(f.what)}, {"learner", f.learner},
-                      {"fragment", f.fragment}, {"hits", f.hits}};
+                      {"fragment", f.fragment}, {"hits", f.hits}, {"source", f.origin}};
   if (f.until_s >= 0) j["expires_in_s"] = std::max(0.0, f.until_s - now);
   if (f.count >= 0) j["count_left"] = f.count;
   if (f.delay_s > 0) j["delay_s"] = f.delay_s;
@@ -216,7 +216,7 @@ std::vector<live_fault> fault_hooks::take_live_locked(live_fault::kind k, int32_
     if (f.count > 0) f.count -= 1;
     out.push_back(f);
     if (log_ != nullptr)
-      log_->emit("fault", {{"fault", to_string(k)}, {"source", "endpoint"}, {"id", f.id},
+      log_->emit("fault", {{"fault", to_string(k)}, {"source", f.origin}, {"id", f.id},
                            {"learner", learner}, {"fragment", fragment}, {"hits", f.hits}});
   }
   prune_live_locked(now);
@@ -258,6 +258,7 @@ void fault_hooks::promote_locked(double now, int32_t learner, uint64_t step) {
     if (!due) continue;
     fire_locked(i, f.at_seconds >= 0 ? 0 : step, 0, now);
     live_fault l = f.live;
+    l.origin = "schedule";
     if (f.duration_s > 0) l.until_s = now + f.duration_s;
     if (l.until_s < 0 && l.count < 0) l.count = 1;
     add_live_locked(l, now);

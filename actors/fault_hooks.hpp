@@ -41,6 +41,9 @@ struct live_fault {
   int64_t count = -1;
   /// delay kinds: seconds each message is held back (> 0).
   double delay_s = 0.0;
+  /// Who started it: "endpoint" (the chaos endpoint, tests) or "schedule" (a start_live fault
+  /// of the experiment's chaos section); the "source" of its events.
+  std::string origin = "endpoint";
   uint64_t id = 0;    ///< assigned by fault_hooks::add_live (1, 2, ...)
   uint64_t hits = 0;  ///< messages / steps it has acted on
 };

@@ -1,7 +1,10 @@
 // tools/chaos/msg.cpp — see msg.hpp.
 #include "tools/chaos/msg.hpp"
 
+#include <signal.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <cctype>
 #include <map>
 #include <set>
@@ -220,7 +223,11 @@ void msg_clear_all(chaos_env& env, const std::function<void(const std::string&, 
       if (!good || rep.value("cleared", 0) > 0)
         act(fmt::format("endpoint {} of node {}: clear: {}", addr, n.name, rep.dump()), good);
     } catch (const chaos_error& e) {
-      act(fmt::format("endpoint {} of node {}: clear failed: {}", addr, n.name, e.what()), false);
+      // A node that died since the nodes file was written has no live fault left to clear.
+      if (::kill(n.pid, 0) != 0 && errno == ESRCH)
+        act(fmt::format("endpoint {} of node {}: the process is gone (nothing to clear)", addr, n.name), true);
+      else
+        act(fmt::format("endpoint {} of node {}: clear failed: {}", addr, n.name, e.what()), false);
     }
   }
 }
