@@ -264,7 +264,9 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   ectx->learners = M;
   ectx->step_poll_s = sim ? setup->options.sim_step_s : 0.25;
   ectx->adaptive_cadence = !sim;
-  ectx->backend = "cpu";
+  // The reference backend is the bit-reproducible one (no BLAS kernel chosen per CPU): an
+  // experiment on it evaluates on it too, so its losses are the same on every machine.
+  ectx->backend = e.learners.backend == config::backend_kind::reference ? "reference" : "cpu";
   ectx->threads = 1;
   ectx->monitor = st.monitor;
   ectx->log = setup->log.get();

@@ -114,6 +114,15 @@ void send_chunks(learner_actor* self, const caf::actor& owner,
   }
 }
 
+/// True when `a` and `b` are the same actor object (a local actor, or one proxy). CAF's `==`
+/// compares (node, actor id) only: after the connection to the syncer node was lost and made
+/// again, the owner directory names the same remote owners through fresh proxies that compare
+/// equal to the dead ones, while only the fresh ones reach them.
+bool same_handle(const caf::actor& a, const caf::actor& b) {
+  return caf::actor_cast<caf::strong_actor_ptr>(a).get() ==
+         caf::actor_cast<caf::strong_actor_ptr>(b).get();
+}
+
 /// Asks the owner of fragment `p` for its current value (a pull_request through the codec).
 void send_pull(learner_actor* self, const caf::actor& owner, size_t p) {
   if (!owner) return;
@@ -802,7 +811,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
     [=](atoms::owners_atom, const std::vector<caf::actor>& owners) {
       auto& s = self->state;
       for (size_t p = 0; p < owners.size() && p < s.owners.size(); ++p) {
-        if (owners[p] == s.owners[p]) continue;
+        if (same_handle(owners[p], s.owners[p])) continue;
         const bool replaced = static_cast<bool>(s.owners[p]);
         s.owners[p] = owners[p];
         auto it = s.unacked.find(static_cast<int32_t>(p));

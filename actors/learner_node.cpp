@@ -194,16 +194,19 @@ struct connector {
     double timeout = o.connect_timeout_s;
     if (deadline_at > 0) timeout = std::max(0.05, std::min(timeout, deadline_at - now_s()));
     auto m = lookup(sys, host, port, timeout, &last_error);
-    if (m) {
-      attempt = 0;
-      return m;
-    }
+    if (m) return m;  // `attempt` restarts once the handshake is accepted
+    failed(last_error);
+    return std::nullopt;
+  }
+  /// Counts a failed attempt (the lookup, or the handshake after it): the next one waits a
+  /// backoff step.
+  void failed(const std::string& why) {
+    last_error = why;
     const double wait = join_backoff_s(attempt++, o.backoff_base_s, o.backoff_cap_s, jitter.uniform());
     next_try_s = now_s() + wait;
     std::fprintf(stderr, "dd-node learner: syncer not reachable (%s); next attempt in %.1f s\n",
                  last_error.c_str(), wait);
     std::fflush(stderr);
-    return std::nullopt;
   }
 };
 
@@ -265,6 +268,7 @@ int run_learner_node(const learner_node_options& o) {
     monitor = *m;
     described = std::move(*rep);
     conn.deadline_at = 0.0;
+    conn.attempt = 0;
     break;
   }
   run_id = described.run_id;
@@ -501,11 +505,31 @@ int run_learner_node(const learner_node_options& o) {
       self->send(sup, atoms::stop_atom_v);
     }
     if (lost && !stop_sent) {
-      if (auto m = conn.try_once()) {
+      const int attempts_before = conn.attempt;
+      const double tried_at = connector::now_s();
+      auto m = conn.try_once();
+      if (!m && conn.attempt != attempts_before)
+        log->emit("rejoin_attempt", {{"stage", "connect"}, {"error", conn.last_error},
+                                     {"took_s", connector::now_s() - tried_at}});
+      if (m) {
         node_join again = req;
         again.learner_ids = ids;
         std::string why;
-        auto rep = handshake(self, *m, again, 10.0, &why);
+        // CAF drops a message to a dead proxy without an answer (one handed back for the lost
+        // connection would only time out), and a live syncer answers in milliseconds: a dead
+        // handle fails at once, an unanswered handshake after the connect timeout, and either
+        // counts as a failed attempt (backoff), not a 10 s wait.
+        std::optional<node_join_reply> rep;
+        auto* target = caf::actor_cast<caf::abstract_actor*>(*m);
+        if (target != nullptr && target->getf(caf::abstract_actor::is_terminated_flag))
+          why = "the syncer's handle is already down";
+        else
+          rep = handshake(self, *m, again, std::max(1.0, o.connect_timeout_s), &why);
+        if (!rep) {
+          conn.failed(why);
+          log->emit("rejoin_attempt", {{"stage", "handshake"}, {"error", why},
+                                       {"took_s", connector::now_s() - tried_at}});
+        }
         if (rep && rep->accepted) {
           monitor = *m;
           {
@@ -515,6 +539,7 @@ int run_learner_node(const learner_node_options& o) {
           self->monitor(monitor);
           lost = false;
           conn.deadline_at = 0.0;
+          conn.attempt = 0;
           log->emit("syncer_back", {{"run_id", rep->run_id}, {"steps", learner_steps(*log)}});
           std::printf("dd-node learner %s: syncer back; learners rejoin\n", name.c_str());
           std::fflush(stdout);

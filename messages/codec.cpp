@@ -18,6 +18,7 @@
 
 #include "messages/detail/envelope.hpp"
 #include "messages/wire.capnp.h"
+#include "util/assert.hpp"
 #include "util/crc32c.hpp"
 #include "util/files.hpp"
 
@@ -748,10 +749,10 @@ uint32_t crc32_of(const uint8_t* data, size_t size) {
 }  // namespace
 
 std::vector<uint8_t> encode_checkpoint(const owner_checkpoint& c) {
-  assert(c.momentum.size() == c.value.size());
+  DD_ASSERT(c.momentum.size() == c.value.size(), "momentum and value differ in length");
   size_t bytes = (c.value.size() + c.momentum.size()) * sizeof(float);
   for (const auto& a : c.anchors) {
-    assert(a.value.size() == c.value.size());
+    DD_ASSERT(a.value.size() == c.value.size(), "an anchor differs in length from the value");
     bytes += a.value.size() * sizeof(float);
   }
   capnp::MallocMessageBuilder b(first_segment_words(bytes + 64 * c.anchors.size()));

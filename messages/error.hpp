@@ -7,12 +7,13 @@
 // their own error type (or to a rejection reason) at their boundary. Plain values; any thread.
 #pragma once
 
-#include <cassert>
 #include <cstdint>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <variant>
+
+#include "util/assert.hpp"
 
 namespace dd {
 
@@ -57,7 +58,7 @@ struct wire_error {
   std::string message;
 };
 
-/// Either a T or a wire_error. Accessing the wrong alternative is a bug (asserts).
+/// Either a T or a wire_error. Accessing the wrong alternative is a bug (DD_ASSERT: aborts, in every build).
 template <class T>
 class result {
  public:
@@ -68,15 +69,15 @@ class result {
   bool ok() const noexcept { return v_.index() == 0; }
   explicit operator bool() const noexcept { return ok(); }
 
-  T& value() & { assert(ok()); return std::get<0>(v_); }
-  const T& value() const& { assert(ok()); return std::get<0>(v_); }
-  T&& value() && { assert(ok()); return std::get<0>(std::move(v_)); }
+  T& value() & { DD_ASSERT(ok(), "value() of a failed result"); return std::get<0>(v_); }
+  const T& value() const& { DD_ASSERT(ok(), "value() of a failed result"); return std::get<0>(v_); }
+  T&& value() && { DD_ASSERT(ok(), "value() of a failed result"); return std::get<0>(std::move(v_)); }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  const wire_error& error() const { assert(!ok()); return std::get<1>(v_); }
+  const wire_error& error() const { DD_ASSERT(!ok(), "error() of a successful result"); return std::get<1>(v_); }
   errc code() const { return error().code; }
 
  private:
@@ -93,7 +94,7 @@ class result<void> {
 
   bool ok() const noexcept { return ok_; }
   explicit operator bool() const noexcept { return ok_; }
-  const wire_error& error() const { assert(!ok_); return err_; }
+  const wire_error& error() const { DD_ASSERT(!ok_, "error() of a successful result"); return err_; }
   errc code() const { return error().code; }
 
  private:

@@ -163,7 +163,7 @@ void print_launch_help(FILE* f) {
       "                      [--resume | --overwrite] [--run-dir DIR] [--port PORT]\n"
       "                      [--via-proxy] [--no-step-admission] [--name N] [--set key=value]...\n"
       "                      [--progress S] [--learner-backoff-cap S] [--heartbeat S]\n"
-      "                      [--connection-timeout S]\n"
+      "                      [--connection-timeout S] [--script-timeout S]\n"
       "Starts the experiment as a cluster of processes on this host: one `dd-node syncer` and P\n"
       "`dd-node learner` processes (default one per learner), over loopback TCP, and supervises\n"
       "them: a learner process that dies is started again at once, the syncer after\n"
@@ -179,7 +179,10 @@ void print_launch_help(FILE* f) {
       "  --no-step-admission     no host-wide step admission (learner processes then share the\n"
       "                          cores as the OS schedules them)\n"
       "  --learner-backoff-cap S longest wait between a learner's reconnection attempts (5)\n"
-      "  --name N, --set k=v, --progress S, --heartbeat S, --connection-timeout S: passed on\n"
+      "  --name N, --set k=v, --progress S, --heartbeat S, --connection-timeout S,\n"
+      "  --script-timeout S (wall-clock limit of evaluating the experiment file): passed on\n"
+      "The launcher locks the run directory, and checkpoint.dir when it lies outside it, for\n"
+      "its children: a second run on either exits with status 2.\n"
       "Files: <run_dir>/nodes.json (every process: role, actors, pid, start time, argv, addresses,\n"
       "incarnation, log), <run_dir>/logs/<node>.log; the control socket's address is in the nodes\n"
       "file: `hold NODE SECONDS`, `release NODE`, `restart NODE`, `status` (one line each).\n"
@@ -479,6 +482,16 @@ int launch_main(int argc, char** argv) {
       (a == "--name" ? lo.names : lo.overrides).emplace_back(v);
       passthrough.push_back(a);
       passthrough.push_back(v);
+    } else if (a == "--script-timeout") {
+      const char* v = value(a.c_str());
+      std::string why;
+      if (v == nullptr) return 2;
+      if (!config::parse_script_timeout(v, lo.script_timeout, why)) {
+        std::fprintf(stderr, "dd-node launch: %s\n", why.c_str());
+        return 2;
+      }
+      passthrough.push_back(a);
+      passthrough.push_back(v);
     } else if (a == "--resume") {
       resume = true;
     } else if (a == "--overwrite") {
@@ -530,6 +543,14 @@ int launch_main(int argc, char** argv) {
   auto lock = run_dir_lock::acquire(dir, error);
   if (!lock.held()) {
     std::fprintf(stderr, "dd-node launch: %s\n", error.c_str());
+    return 2;
+  }
+  // A checkpoint directory outside the run directory is locked as well; like the run directory's,
+  // the lock is held here for the children (the syncer sees DD_LAUNCH_LOCK_PID), across restarts.
+  run_dir_lock checkpoint_lock;
+  if (!lock_checkpoint_dir(dir, exp.checkpoint.dir, checkpoint_lock, error)) {
+    std::fprintf(stderr, "dd-node launch: %s: checkpoint.dir: %s\n", exp.name.c_str(),
+                 error.c_str());
     return 2;
   }
   const auto state = actors::inspect_run_dir(dir);

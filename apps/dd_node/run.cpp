@@ -75,6 +75,7 @@ void print_run_help(FILE* f) {
   std::fprintf(f,
                "usage: dd-node run <experiment.lua> [--name N]... [--set key=value]...\n"
                "                   [--run-dir DIR] [--progress SECONDS] [--table FILE]\n"
+               "                   [--script-timeout SECONDS]\n"
                "Runs every selected experiment of the file as one in-process cluster (learners,\n"
                "fragment owners, health monitor, evaluator) and writes its run directory:\n"
                "events.jsonl, summary.json, experiment.json, run_info.json.\n"
@@ -90,6 +91,9 @@ void print_run_help(FILE* f) {
                "                   0 = off)\n"
                "  --table FILE     where the comparison table of several experiments is\n"
                "                   written as JSON (default runs/comparison.json)\n"
+               "  --script-timeout S  wall-clock limit of evaluating the experiment file (and\n"
+               "                   --set values), seconds > 0 (default 10); the script runs in\n"
+               "                   a child process that is killed at the limit\n"
                "A run directory holds one run: a new run replaces what an earlier one left there\n"
                "(summary.json, run_info.json, events.jsonl, owner checkpoints); owner checkpoints\n"
                "serve owners respawned within a run (there is no whole-job resume).\n"
@@ -166,6 +170,14 @@ int run_main(int argc, char** argv) {
     } else if (a == "--progress") {
       const char* v = need("--progress");
       if (v == nullptr || !parse_seconds("--progress", v, progress)) return 2;
+    } else if (a == "--script-timeout") {
+      const char* v = need("--script-timeout");
+      std::string why;
+      if (v == nullptr) return 2;
+      if (!config::parse_script_timeout(v, lo.script_timeout, why)) {
+        std::fprintf(stderr, "dd-node run: %s\n", why.c_str());
+        return 2;
+      }
     } else if (a == "--table") {
       const char* v = need("--table");
       if (v == nullptr) return 2;
@@ -269,14 +281,16 @@ int run_main(int argc, char** argv) {
   // deletes its fragments' old checkpoints as it starts), before anything is written.
   std::vector<run_dir_lock> locks;
   std::vector<std::string> locked;
-  auto lock_dir = [&](const std::string& dir, const std::string& name) {
+  auto lock_dir = [&](const std::string& dir, const std::string& name, bool checkpoints) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
     std::string key = std::filesystem::weakly_canonical(std::filesystem::absolute(dir), ec).string();
     if (ec) key = dir;
     if (std::find(locked.begin(), locked.end(), key) != locked.end()) return true;
     std::string error;
-    auto lock = run_dir_lock::acquire(dir, error);
+    auto lock = checkpoints ? run_dir_lock::acquire(dir, error, "checkpoint directory",
+                                                    "point checkpoint.dir elsewhere")
+                            : run_dir_lock::acquire(dir, error);
     if (!lock.held()) {
       std::fprintf(stderr, "dd-node run: %s: %s\n", name.c_str(), error.c_str());
       return false;
@@ -289,16 +303,10 @@ int run_main(int argc, char** argv) {
     const std::string dir = !run_dir.empty()       ? run_dir
                             : !exp.run_dir.empty() ? exp.run_dir
                                                    : "runs/" + exp.name;
-    if (!lock_dir(dir, exp.name)) return 2;
-    if (!exp.checkpoint.dir.empty()) {
-      std::error_code ec;
-      const auto run_abs = std::filesystem::weakly_canonical(std::filesystem::absolute(dir), ec);
-      const auto ck_abs =
-          std::filesystem::weakly_canonical(std::filesystem::absolute(exp.checkpoint.dir), ec);
-      const auto rel = ck_abs.lexically_relative(run_abs);
-      const bool inside = !rel.empty() && *rel.begin() != "..";
-      if (!inside && !lock_dir(exp.checkpoint.dir, exp.name + ": checkpoint.dir")) return 2;
-    }
+    if (!lock_dir(dir, exp.name, false)) return 2;
+    if (!exp.checkpoint.dir.empty() && checkpoint_dir_outside(dir, exp.checkpoint.dir) &&
+        !lock_dir(exp.checkpoint.dir, exp.name + ": checkpoint.dir", true))
+      return 2;
   }
   install_stop_handlers();
   nlohmann::json table = nlohmann::json::array();

@@ -27,7 +27,8 @@ run_dir_lock& run_dir_lock::operator=(run_dir_lock&& other) noexcept {
   return *this;
 }
 
-run_dir_lock run_dir_lock::acquire(const std::string& dir, std::string& error) {
+run_dir_lock run_dir_lock::acquire(const std::string& dir, std::string& error,
+                                   const std::string& kind, const std::string& advice) {
   namespace fs = std::filesystem;
   run_dir_lock lock;
   std::error_code ec;
@@ -35,7 +36,7 @@ run_dir_lock run_dir_lock::acquire(const std::string& dir, std::string& error) {
   const std::string path = (fs::path(dir) / "LOCK").string();
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) {
-    error = "cannot open the lock file '" + path + "' of run directory '" + dir +
+    error = "cannot open the lock file '" + path + "' of " + kind + " '" + dir +
             "': " + std::strerror(errno);
     return lock;
   }
@@ -46,9 +47,9 @@ run_dir_lock run_dir_lock::acquire(const std::string& dir, std::string& error) {
       const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
       std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
       while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
-      error = "run directory '" + dir + "' is in use by another dd-node run (pid " +
+      error = kind + " '" + dir + "' is in use by another dd-node run (pid " +
               (pid.empty() ? std::string("unknown") : pid) + ", lock " + path +
-              "); wait for it to finish or choose another --run-dir";
+              "); wait for it to finish or " + advice;
     } else {
       error = "cannot lock '" + path + "': " + std::strerror(err);
     }
@@ -62,6 +63,23 @@ run_dir_lock run_dir_lock::acquire(const std::string& dir, std::string& error) {
   }
   lock.fd_ = fd;
   return lock;
+}
+
+bool checkpoint_dir_outside(const std::string& run_dir, const std::string& checkpoint_dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const auto run_abs = fs::weakly_canonical(fs::absolute(run_dir), ec);
+  const auto ck_abs = fs::weakly_canonical(fs::absolute(checkpoint_dir), ec);
+  const auto rel = ck_abs.lexically_relative(run_abs);
+  return rel.empty() || *rel.begin() == "..";
+}
+
+bool lock_checkpoint_dir(const std::string& run_dir, const std::string& checkpoint_dir,
+                         run_dir_lock& out, std::string& error) {
+  if (checkpoint_dir.empty() || !checkpoint_dir_outside(run_dir, checkpoint_dir)) return true;
+  out = run_dir_lock::acquire(checkpoint_dir, error, "checkpoint directory",
+                              "point checkpoint.dir elsewhere");
+  return out.held();
 }
 
 }  // namespace dd::app

@@ -18,6 +18,7 @@
 #include "apps/dd_node/run_lock.hpp"
 #include "kernels/all_backends.hpp"
 #include "runtime/config/loader.hpp"
+#include "util/parse.hpp"
 
 namespace dd::app {
 
@@ -29,7 +30,7 @@ void print_syncer_help(FILE* f) {
       "usage: dd-node syncer <experiment.lua> --listen HOST:PORT [--advertise HOST:PORT]\n"
       "                      [--run-dir DIR] [--resume | --overwrite] [--insecure]\n"
       "                      [--name N] [--set key=value]... [--progress S]\n"
-      "                      [--heartbeat S] [--connection-timeout S]\n"
+      "                      [--heartbeat S] [--connection-timeout S] [--script-timeout S]\n"
       "                      [--chaos-endpoint HOST:PORT]\n"
       "Runs the syncer node of a cluster: the coordinator, the health monitor, one fragment owner\n"
       "per fragment and the evaluator. The monitor is published on --listen; learners join it\n"
@@ -46,6 +47,7 @@ void print_syncer_help(FILE* f) {
       "  --overwrite            replace an unfinished run in the run directory\n"
       "  --name N, --set k=v    select an experiment of the file, override a key (as dd-node run)\n"
       "  --progress S           progress line every S seconds (default 5; 0 = off)\n"
+      "  --script-timeout S     wall-clock limit of evaluating the experiment file (default 10)\n"
       "  --heartbeat S          middleman heartbeat period (default 0.5)\n"
       "  --connection-timeout S a peer silent this long is dropped (default 3)\n"
       "  --max-frame-bytes N    a connection announcing a larger CAF frame is closed before CAF\n"
@@ -53,6 +55,8 @@ void print_syncer_help(FILE* f) {
       "  --chaos-endpoint HOST:PORT  serve message faults on broadcasts (dd-chaos msg) on this\n"
       "                         loopback address (port 0 = any; printed); off by default\n"
       "A run directory holding an unfinished run is refused without --resume or --overwrite.\n"
+      "The run directory is locked while the syncer runs, and so is checkpoint.dir when it lies\n"
+      "outside it: a second run on either exits with status 2.\n"
       "SIGINT/SIGTERM: learners stop at their next step, final evaluation, summary.json.\n"
       "Exit status: 0 ok; 1 runtime failure (summary.json \"failed\": true); 2 bad flags or\n"
       "configuration, port in use, a locked or unfinished run directory; 130/143 interrupted.\n");
@@ -100,6 +104,14 @@ int syncer_main(int argc, char** argv) {
       const char* v = value("--set");
       if (v == nullptr) return 2;
       lo.overrides.emplace_back(v);
+    } else if (a == "--script-timeout") {
+      const char* v = value("--script-timeout");
+      std::string why;
+      if (v == nullptr) return 2;
+      if (!config::parse_script_timeout(v, lo.script_timeout, why)) {
+        std::fprintf(stderr, "dd-node syncer: %s\n", why.c_str());
+        return 2;
+      }
     } else if (a == "--progress") {
       if (!seconds("--progress", progress)) return 2;
     } else if (a == "--heartbeat") {
@@ -191,12 +203,21 @@ int syncer_main(int argc, char** argv) {
   }
   const std::string dir = !run_dir.empty() ? run_dir : !exp.run_dir.empty() ? exp.run_dir : "runs/" + exp.name;
   // The launcher holds the run directory's lock for its children (dd-node launch).
-  run_dir_lock lock;
+  // Its checkpoint directory too, when it lies outside the run directory (the owners delete
+  // their fragments' old checkpoints as they start): the same rule as dd-node run.
+  run_dir_lock lock, checkpoint_lock;
   const char* holder = std::getenv("DD_LAUNCH_LOCK_PID");
-  if (holder == nullptr || std::atoi(holder) != static_cast<int>(::getppid())) {
+  int holder_pid = 0;
+  if (holder == nullptr || !util::parse_number(holder, holder_pid) ||
+      holder_pid != static_cast<int>(::getppid())) {
     lock = run_dir_lock::acquire(dir, error);
     if (!lock.held()) {
       std::fprintf(stderr, "dd-node syncer: %s\n", error.c_str());
+      return 2;
+    }
+    if (!lock_checkpoint_dir(dir, exp.checkpoint.dir, checkpoint_lock, error)) {
+      std::fprintf(stderr, "dd-node syncer: %s: checkpoint.dir: %s\n", exp.name.c_str(),
+                   error.c_str());
       return 2;
     }
   }

@@ -23,6 +23,7 @@
 #include "runtime/gpt.hpp"
 #include "runtime/trainer.hpp"
 #include "util/files.hpp"
+#include "util/parse.hpp"
 
 namespace dd::app {
 
@@ -95,33 +96,21 @@ struct usage_error : std::runtime_error {
 };
 
 int64_t parse_int(const std::string& flag, const std::string& v, int64_t lo) {
-  try {
-    size_t used = 0;
-    const long long x = std::stoll(v, &used);
-    if (used != v.size()) throw std::invalid_argument("trailing");
-    if (x < lo) throw usage_error(fmt::format("{} must be >= {}, got {}", flag, lo, x));
-    return x;
-  } catch (const usage_error&) {
-    throw;
-  } catch (const std::exception&) {
-    throw usage_error(fmt::format("{} expects an integer, got '{}'", flag, v));
-  }
+  long long x = 0;
+  if (!util::parse_number(v, x)) throw usage_error(fmt::format("{} expects an integer, got '{}'", flag, v));
+  if (x < lo) throw usage_error(fmt::format("{} must be >= {}, got {}", flag, lo, x));
+  return x;
 }
 
 double parse_double(const std::string& flag, const std::string& v) {
-  try {
-    size_t used = 0;
-    const double x = std::stod(v, &used);
-    if (used != v.size()) throw std::invalid_argument("bad");
-    if (!std::isfinite(x)) throw usage_error(fmt::format("{} expects a finite number, got '{}'", flag, v));
-    return x;
-  } catch (const usage_error&) {
-    throw;
-  } catch (const std::out_of_range&) {
-    throw usage_error(fmt::format("{} expects a finite number, got '{}' (out of range)", flag, v));
-  } catch (const std::exception&) {
-    throw usage_error(fmt::format("{} expects a number, got '{}'", flag, v));
+  double x = 0;
+  if (!util::parse_number(v, x)) {
+    const bool non_finite = v.find_first_of("0123456789") != std::string::npos || v == "nan" ||
+                            v == "inf" || v == "-inf" || v == "infinity";
+    throw usage_error(fmt::format("{} expects a {}number, got '{}'", flag,
+                                  non_finite ? "finite " : "", v));
   }
+  return x;
 }
 
 // Returns false when --help was given.

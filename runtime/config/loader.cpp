@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -27,6 +28,7 @@
 #include "runtime/config/detail/source_index.hpp"
 #include "runtime/config/detail/suggest.hpp"
 #include "util/files.hpp"
+#include "util/parse.hpp"
 
 namespace dd::config {
 
@@ -899,7 +901,15 @@ struct parsed_override {
   std::string label;
 };
 
+/// When a load that starts now must be done (load_options::script_timeout).
+std::chrono::steady_clock::time_point deadline_for(const load_options& options) {
+  return std::chrono::steady_clock::now() +
+         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+             std::chrono::duration<double>(options.script_timeout));
+}
+
 std::optional<parsed_override> parse_override(const std::string& text, const load_options& options,
+                                              std::chrono::steady_clock::time_point deadline,
                                               std::vector<config_error>& errors) {
   const std::string label = "--set " + text;
   const std::size_t eq = text.find('=');
@@ -921,7 +931,8 @@ std::optional<parsed_override> parse_override(const std::string& text, const loa
     }
   }
   const std::string value = text.substr(eq + 1);
-  const detail::sandbox_limits limits{options.memory_limit, options.instruction_limit};
+  const detail::sandbox_limits limits{options.memory_limit, options.instruction_limit,
+                                      options.script_timeout, deadline};
   std::string problem;
   // A number that does not fit a double (1e309), or nan/inf, is named as what it is rather
   // than passed on as a string the reader then calls "expected a number, got string".
@@ -985,13 +996,14 @@ std::string selection_name(const snapshot& snap, const std::vector<parsed_overri
   return default_name;
 }
 
-load_result resolve_all(std::vector<snapshot> snaps, const std::string& file, const std::string& stem,
+load_result resolve_all(std::chrono::steady_clock::time_point deadline, std::vector<snapshot> snaps,
+                        const std::string& file, const std::string& stem,
                         const detail::source_index* source, const file_policy& files,
                         const load_options& options) {
   load_result result;
   std::vector<parsed_override> overrides;
   for (const auto& text : options.overrides)
-    if (auto o = parse_override(text, options, result.errors)) overrides.push_back(std::move(*o));
+    if (auto o = parse_override(text, options, deadline, result.errors)) overrides.push_back(std::move(*o));
   if (!options.run_dir.empty())
     overrides.push_back({"run_dir", json(options.run_dir), "--run-dir " + options.run_dir});
   if (!result.errors.empty()) return result;
@@ -1062,7 +1074,15 @@ load_result resolve_all(std::vector<snapshot> snaps, const std::string& file, co
         errors.push_back(origin.make("name", fmt::format("duplicate experiment name '{}' (first "
                                                          "defined at {})", e.name, it->second)));
     }
-    result.errors.insert(result.errors.end(), errors.begin(), errors.end());
+    // One problem is reported once (a non-finite number is seen both when the table is
+    // snapshotted and when its key is read).
+    for (auto& err : errors) {
+      const bool dup = std::any_of(result.errors.begin(), result.errors.end(), [&](const config_error& x) {
+        return x.file == err.file && x.line == err.line && x.key_path == err.key_path &&
+               x.message == err.message;
+      });
+      if (!dup) result.errors.push_back(std::move(err));
+    }
     read.emplace(i, std::move(e));
   }
   if (!result.errors.empty()) return result;
@@ -1088,7 +1108,15 @@ file_policy policy_for(const std::string& display_name, const load_options& opti
 load_result load_string(std::string_view script, const std::string& display_name,
                         const load_options& options) {
   load_result result;
-  const detail::sandbox_limits limits{options.memory_limit, options.instruction_limit};
+  if (!(options.script_timeout > 0.0) || !std::isfinite(options.script_timeout)) {
+    result.errors.push_back({"--script-timeout", 0, "",
+                             fmt::format("{:g} is not a positive number of seconds",
+                                         options.script_timeout)});
+    return result;
+  }
+  const auto deadline = deadline_for(options);
+  const detail::sandbox_limits limits{options.memory_limit, options.instruction_limit,
+                                      options.script_timeout, deadline};
   detail::script_outcome out = detail::run_script(script, limits);
   if (out.failed) {
     result.errors.push_back({display_name, out.line, "", out.message});
@@ -1106,7 +1134,7 @@ load_result load_string(std::string_view script, const std::string& display_name
   const detail::source_index source(script);
   std::string stem = std::filesystem::path(display_name).stem().string();
   if (!valid_name(stem)) stem = "experiment";
-  return resolve_all(std::move(snaps), display_name, stem, &source, policy_for(display_name, options),
+  return resolve_all(deadline, std::move(snaps), display_name, stem, &source, policy_for(display_name, options),
                      options);
 }
 
@@ -1150,7 +1178,7 @@ load_result load_json(const json& value, const load_options& options) {
   std::error_code ec;
   files.dirs.push_back(std::filesystem::current_path(ec));
   for (const auto& d : options.search_dirs) files.dirs.emplace_back(d);
-  return resolve_all(std::move(snaps), "<json>", "experiment", nullptr, files, options);
+  return resolve_all(deadline_for(options), std::move(snaps), "<json>", "experiment", nullptr, files, options);
 }
 
 const std::vector<std::string>& known_key_paths() {
@@ -1175,6 +1203,20 @@ const std::vector<std::string>& known_key_paths() {
     return out;
   }();
   return paths;
+}
+
+}  // namespace dd::config
+
+namespace dd::config {
+
+bool parse_script_timeout(const std::string& text, double& seconds, std::string& error) {
+  double v = 0.0;
+  if (!util::parse_number(text, v) || !(v > 0.0) || v > 86400.0) {
+    error = "--script-timeout: expected seconds, a number > 0 and at most 86400, got '" + text + "'";
+    return false;
+  }
+  seconds = v;
+  return true;
 }
 
 }  // namespace dd::config

@@ -4,7 +4,8 @@
 // make sweeps). The script runs in a fresh sandboxed interpreter: only the base (without dofile,
 // loadfile, require, collectgarbage; `load` takes text only), string (without dump), table, math
 // and utf8 libraries, undefined globals are errors, and memory and instruction limits stop bombs
-// and endless loops. Each experiment table is then snapshotted, the experiments named by `--name`
+// and endless loops; the script runs in a forked child process that is killed at a wall-clock
+// limit (load_options::script_timeout), so no script can hang its caller. Each experiment table is then snapshotted, the experiments named by `--name`
 // are selected, `--set` overrides are applied to them, and each is validated and resolved
 // against docs/ALGORITHM.md's defaults into dd::config::experiment.
 // Nothing is started here: a caller gets either every selected experiment or every error found.
@@ -63,7 +64,15 @@ struct load_options {
   std::size_t memory_limit = std::size_t{64} << 20;
   /// Lua VM instructions the script may execute.
   std::uint64_t instruction_limit = 20'000'000;
+  /// Wall-clock seconds the whole evaluation (the script and every --set expression) may take,
+  /// > 0. The script runs in a child process that is killed at the limit, whatever it is doing;
+  /// the error names the file, the line it had reached and the limit. `--script-timeout S`.
+  double script_timeout = 10.0;
 };
+
+/// Parses the value of `--script-timeout` (seconds, a finite number > 0 and at most one day).
+/// Returns false with `error` set ("--script-timeout: ...") when it is not one.
+bool parse_script_timeout(const std::string& text, double& seconds, std::string& error);
 
 /// What a load produced: the selected experiments in file order, or the errors (then
 /// `experiments` is empty: nothing may start).

@@ -7,11 +7,13 @@ namespace dd::config {
 
 const char* const resolve_usage =
     "usage: dd-node resolve <experiment.lua> [--name NAME]... [--set key.path=value]...\n"
-    "                       [--no-check-files]\n"
+    "                       [--no-check-files] [--script-timeout SECONDS]\n"
     "Prints every experiment in the file (or the named ones) with every default filled in, as a\n"
     "JSON array. --set overrides a key in every selected experiment (--name selects first);\n"
     "the value is a Lua literal "
     "(2, 0.5, true, \"text\", fraction(0.5), {1, 1.5}) or else taken as text.\n"
+    "--script-timeout S bounds the evaluation in wall-clock seconds (default 10): the script\n"
+    "runs in a child process that is killed at the limit, whatever it is doing.\n"
     "Exit status: 0 resolved, 2 invalid file, override or usage. Keys: docs/config.md.\n";
 
 int resolve_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -39,6 +41,12 @@ int resolve_command(const std::vector<std::string>& args, std::ostream& out, std
       options.names.push_back(v);
     } else if (value("--set", v)) {
       options.overrides.push_back(v);
+    } else if (value("--script-timeout", v)) {
+      std::string why;
+      if (!parse_script_timeout(v, options.script_timeout, why)) {
+        err << "dd-node resolve: " << why << "\n";
+        return 2;
+      }
     } else if (a == "--no-check-files") {
       options.check_files = false;
     } else if (!a.empty() && a[0] == '-') {

@@ -7,7 +7,9 @@
 //   - a killed syncer is started again on the same port with --resume; the learners keep
 //     stepping during the outage; no version of a fragment repeats; the restored owners start
 //     from the newest merged version (checkpoint.every_versions = 1); the run completes;
-//   - a learner whose link is black-holed for 20 s rejoins within the backoff cap + 2 s of the heal.
+//   - a learner whose link is black-holed for 20 s rejoins within the backoff cap + 2 s of the heal;
+//   - a learner process paused 4 s (SIGSTOP/SIGCONT) is live again within a few seconds of the
+//     SIGCONT and its pushes are merged again (they once went to dead proxies of the owners).
 // Each takes 20-45 s (RUN_SERIAL: they use every core). Timing bounds are sanity bounds; the
 // measured times are printed.
 #include <signal.h>
@@ -246,5 +248,58 @@ TEST(cluster_process, a_learner_black_holed_for_20_s_rejoins_within_the_backoff_
   for (const auto& e : evs)
     if (e["event"] == "rejoin" && e["learner"] == 1 && e["live"].get<bool>()) rejoined = true;
   EXPECT_TRUE(rejoined);
+  expect_versions_increase(evs);
+}
+
+TEST(cluster_process, a_paused_learner_is_live_again_soon_after_sigcont_and_its_pushes_are_merged) {
+  const auto dir = workdir("pause", "{ seconds = 20 }");
+  const fs::path run = dir / "run";
+  const pid_t launch = spawn(dir, {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run",
+                                   "--progress", "0", "--heartbeat", "0.2",
+                                   "--connection-timeout", "1"},
+                             (dir / "launch.out").string());
+  ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
+  ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 5, 30));
+  const int victim = pid_of(run, "learner-1");
+  ASSERT_GT(victim, 0);
+  const double stopped_at = wall_now();
+  ASSERT_EQ(::kill(victim, SIGSTOP), 0);
+  // Held past the syncer's connection timeout (1 s), so the syncer drops it.
+  ASSERT_TRUE(wait_events(run / "events.jsonl", "failure", 1, 10));
+  std::this_thread::sleep_until(std::chrono::steady_clock::now() +
+                                std::chrono::duration<double>(4.0 - (wall_now() - stopped_at)));
+  const double continued_at = wall_now();
+  ASSERT_EQ(::kill(victim, SIGCONT), 0);
+  EXPECT_EQ(wait_for(launch, 60), 0) << text(dir / "launch.out");
+  const auto evs = events(run / "events.jsonl");
+  double failed_at = -1, rejoined_at = -1, merged_at = -1;
+  for (const auto& e : evs) {
+    if (e["event"] == "failure" && e.value("learner", -1) == 1 && failed_at < 0)
+      failed_at = e["time"].get<double>();
+    if (e["event"] == "rejoin" && e["learner"] == 1 && e["live"].get<bool>() && rejoined_at < 0)
+      rejoined_at = e["time"].get<double>();
+    if (e["event"] == "merge" && rejoined_at > 0 && merged_at < 0)
+      for (const auto& c : e["contributors"])
+        if (c["learner"] == 1 && c["incarnation"].get<int>() >= 1) merged_at = e["time"].get<double>();
+  }
+  ASSERT_GT(failed_at, 0) << "the pause was never noticed";
+  ASSERT_GT(rejoined_at, 0) << "learner 1 never rejoined";
+  std::printf("paused learner: noticed after %.2f s; live again %.2f s after SIGCONT; first merge "
+              "with it %.2f s after SIGCONT\n",
+              failed_at - stopped_at, rejoined_at - continued_at,
+              merged_at > 0 ? merged_at - continued_at : -1.0);
+  // One connection timeout (1 s) + one backoff step (0.5 s) + slack for a loaded machine; before
+  // the fix a handshake sent to the dead proxy of the syncer waited 10 s.
+  EXPECT_LT(rejoined_at - continued_at, 3.0);
+  // Before the fix its pushes went to the dead proxies of the owners: never merged again.
+  EXPECT_GT(merged_at, 0) << "learner 1 rejoined but none of its pushes was merged";
+  const auto node = events(run / "nodes" / "learner-1" / "events.jsonl");
+  bool lost = false, back = false;
+  for (const auto& e : node) {
+    if (e["event"] == "syncer_lost") lost = true;
+    if (e["event"] == "syncer_back") back = true;
+  }
+  EXPECT_TRUE(lost);
+  EXPECT_TRUE(back);
   expect_versions_increase(evs);
 }

@@ -6,7 +6,9 @@
 //     default runs/<name>);
 //   - a second signal exits at once (SIGTERM twice: 143);
 //   - a second run on the same run directory exits 2 naming the directory and the holder's PID;
-//     once the holder is gone (killed), the directory can be used again;
+//     once the holder is gone (killed), the directory can be used again; the same for a
+//     checkpoint.dir outside the run directory, held by dd-node run, syncer or launch (the
+//     launcher holds it for its children) and refused to dd-node run, syncer and launch;
 //   - data too small for the learners: exit 2 before anything starts; a learner lost for good
 //     (restart budget spent): exit 1, "failed" in summary.json, and an owner respawned before
 //     its first checkpoint warns on stderr; a re-run removes the earlier summary.json at its
@@ -226,12 +228,123 @@ TEST(dd_node_run, a_second_run_on_the_same_checkpoint_dir_is_refused) {
                               "--set", "budget.steps=4"});
   EXPECT_EQ(wait_exit(second, 30), 2);
   const std::string err = read_text(dir / "b.err");
-  EXPECT_NE(err.find("checkpoint.dir"), std::string::npos) << err;
+  EXPECT_NE(err.find("checkpoint.dir: checkpoint directory 'shared_ck' is in use"),
+            std::string::npos)
+      << err;
   EXPECT_NE(err.find("pid " + pid_text), std::string::npos) << err;
   EXPECT_TRUE(fs::exists(dir / "shared_ck" / "owner_0.ddck")) << "the live run's checkpoints";
   EXPECT_FALSE(fs::exists(dir / "run_b" / "summary.json"));
   ::kill(holder, SIGKILL);
   wait_exit(holder, 10);
+  fs::remove_all(dir);
+}
+
+/// Starts `dd-node <args>` in `cwd`, stdout/stderr to cwd/<tag>.out / .err.
+pid_t start_node(const fs::path& cwd, const std::string& tag, const std::vector<std::string>& args) {
+  std::vector<std::string> argv = {DD_NODE_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  const std::string out = (cwd / (tag + ".out")).string();
+  const std::string err = (cwd / (tag + ".err")).string();
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
+    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (o < 0 || e < 0) ::_exit(126);
+    ::dup2(o, 1);
+    ::dup2(e, 2);
+    std::vector<char*> raw;
+    for (auto& a : argv) raw.push_back(a.data());
+    raw.push_back(nullptr);
+    ::execv(raw[0], raw.data());
+    ::_exit(127);
+  }
+  return pid;
+}
+
+// dd-node syncer and dd-node launch lock a checkpoint.dir outside their run directory too (the
+// same rule as dd-node run): with a live syncer on "shared_ck", a second syncer, a launch and a
+// run pointed at it exit 2 naming that path and the holder, and the live checkpoints stay.
+TEST(dd_node_run, a_live_syncers_checkpoint_dir_is_refused_for_syncer_launch_and_run) {
+  const fs::path dir = make_workdir("ckpt_lock_nodes");
+  const std::vector<std::string> shared = {"--set", "checkpoint.dir=\"shared_ck\""};
+  auto with = [&](std::vector<std::string> v) {
+    v.insert(v.end(), shared.begin(), shared.end());
+    return v;
+  };
+  // The holder waits for learners that never come: it holds its locks and trains nothing.
+  const pid_t holder = start_node(
+      dir, "a", with({"syncer", "tiny.lua", "--listen", "127.0.0.1:0", "--run-dir", "run_a"}));
+  ASSERT_GT(holder, 0);
+  const std::string pid_text = std::to_string(holder);
+  const bool ready = wait_for(
+      [&] {
+        return read_text(dir / "shared_ck" / "LOCK") == pid_text + "\n" &&
+               read_text(dir / "a.out").find("listening on") != std::string::npos;
+      },
+      60);
+  if (!ready) ::kill(holder, SIGKILL);
+  ASSERT_TRUE(ready) << read_text(dir / "a.err");
+  // What a live run keeps there (a second run would delete its fragments' checkpoints).
+  std::ofstream(dir / "shared_ck" / "owner_0.ddck") << "live";
+
+  const std::string in_use = "checkpoint directory 'shared_ck' is in use by another dd-node run (pid " +
+                             pid_text + ", lock shared_ck/LOCK)";
+  const pid_t syncer = start_node(
+      dir, "b", with({"syncer", "tiny.lua", "--listen", "127.0.0.1:0", "--run-dir", "run_b"}));
+  EXPECT_EQ(wait_exit(syncer, 30), 2);
+  EXPECT_NE(read_text(dir / "b.err").find("dd-node syncer: tiny: checkpoint.dir: " + in_use),
+            std::string::npos)
+      << read_text(dir / "b.err");
+  const pid_t launch = start_node(dir, "c", with({"launch", "tiny.lua", "--run-dir", "run_c"}));
+  EXPECT_EQ(wait_exit(launch, 30), 2);
+  EXPECT_NE(read_text(dir / "c.err").find("dd-node launch: tiny: checkpoint.dir: " + in_use),
+            std::string::npos)
+      << read_text(dir / "c.err");
+  EXPECT_FALSE(fs::exists(dir / "run_c" / "nodes.json")) << "no child was started";
+  const pid_t run = start(dir, "d", with({"--run-dir", "run_d", "--set", "budget.steps=4"}));
+  EXPECT_EQ(wait_exit(run, 30), 2);
+  EXPECT_NE(read_text(dir / "d.err").find("dd-node run: tiny: checkpoint.dir: " + in_use),
+            std::string::npos)
+      << read_text(dir / "d.err");
+
+  EXPECT_EQ(read_text(dir / "shared_ck" / "owner_0.ddck"), "live") << "the live run's checkpoint";
+  for (const char* r : {"run_b", "run_c", "run_d"})
+    EXPECT_FALSE(fs::exists(dir / r / "events.jsonl")) << r;
+  EXPECT_EQ(::kill(holder, 0), 0) << "the holder must keep running";
+  ::kill(holder, SIGKILL);
+  wait_exit(holder, 10);
+  fs::remove_all(dir);
+}
+
+// dd-node launch holds the checkpoint directory's lock for its children: its own syncer starts
+// (it is the launcher's child), while another run on that checkpoint directory is refused.
+TEST(dd_node_run, a_launch_holds_its_checkpoint_dir_for_its_children) {
+  const fs::path dir = make_workdir("ckpt_lock_launch");
+  const pid_t launcher = start_node(dir, "a", {"launch", "tiny.lua", "--run-dir", "run_l", "--set",
+                                               "checkpoint.dir=\"ck_l\""});
+  ASSERT_GT(launcher, 0);
+  const std::string pid_text = std::to_string(launcher);
+  const bool up = wait_for(
+      [&] {
+        return read_text(dir / "ck_l" / "LOCK") == pid_text + "\n" &&
+               read_text(dir / "run_l" / "logs" / "syncer.log").find("listening on") !=
+                   std::string::npos;
+      },
+      60);
+  if (!up) ::kill(launcher, SIGKILL);
+  ASSERT_TRUE(up) << read_text(dir / "a.err") << read_text(dir / "run_l" / "logs" / "syncer.log");
+  EXPECT_EQ(read_text(dir / "run_l" / "logs" / "syncer.log").find("in use"), std::string::npos);
+  const pid_t run = start(dir, "b", {"--run-dir", "run_b", "--set", "checkpoint.dir=\"ck_l\"",
+                                     "--set", "budget.steps=4"});
+  EXPECT_EQ(wait_exit(run, 30), 2);
+  EXPECT_NE(read_text(dir / "b.err").find("checkpoint directory 'ck_l' is in use by another dd-node "
+                                          "run (pid " + pid_text + ", lock ck_l/LOCK)"),
+            std::string::npos)
+      << read_text(dir / "b.err");
+  EXPECT_FALSE(fs::exists(dir / "run_b" / "events.jsonl"));
+  ::kill(launcher, SIGINT);
+  if (wait_exit(launcher, 60) == -1) ADD_FAILURE() << "the launcher did not stop on SIGINT";
   fs::remove_all(dir);
 }
 

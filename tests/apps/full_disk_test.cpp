@@ -233,4 +233,61 @@ TEST(bad_flags, non_finite_numbers_are_refused_before_any_work_with_exit_2) {
   EXPECT_FALSE(fs::exists(work / "gp" / "goodput.json"));
 }
 
+struct flag_case {
+  std::vector<std::string> argv;
+  std::string message;  // a part of the one-line refusal on stderr
+};
+
+void expect_refused(const fs::path& work, const flag_case& c, int n) {
+  const std::string tag = "flag" + std::to_string(n);
+  EXPECT_EQ(run(work, tag, c.argv, 30), 2) << c.argv[0] << " " << c.argv[1];
+  const std::string err = read_text(work / (tag + ".err"));
+  EXPECT_NE(err.find(c.message), std::string::npos) << err;
+  EXPECT_EQ(err.find("terminate called"), std::string::npos) << err;
+  EXPECT_EQ(read_text(work / (tag + ".out")), "") << "no work before the refusal";
+}
+
+// Every binary: a number flag given junk, and an unknown flag, are refused with exit 2 and a
+// line naming the flag, before any work (no output) and never by an uncaught exception.
+TEST(bad_flags, every_binary_refuses_a_bad_number_and_an_unknown_flag_with_exit_2) {
+  const fs::path work = fs::path(::testing::TempDir()) / "dd_bad_flags_all";
+  fs::remove_all(work);
+  fs::create_directories(work);
+  std::vector<flag_case> cases = {
+      {{DD_NODE_BIN, "train", "--steps", "12x"}, "--steps expects an integer, got '12x'"},
+      {{DD_NODE_BIN, "train", "--bogus"}, "unknown flag '--bogus'"},
+      {{DD_NODE_BIN, "run", "x.lua", "--progress", "x"}, "--progress"},
+      {{DD_NODE_BIN, "run", "x.lua", "--script-timeout", "0"},
+       "--script-timeout: expected seconds, a number > 0 and at most 86400, got '0'"},
+      {{DD_NODE_BIN, "resolve", "x.lua", "--script-timeout", "ten"}, "--script-timeout"},
+      {{DD_NODE_BIN, "syncer", "x.lua", "--listen", "127.0.0.1:0", "--script-timeout", "-1"},
+       "--script-timeout"},
+      {{DD_NODE_BIN, "launch", "x.lua", "--script-timeout", "nan"}, "--script-timeout"},
+      {{DD_NODE_BIN, "launch", "x.lua", "--learner-processes", "2x"}, "--learner-processes"},
+      {{DD_NODE_BIN, "run", "x.lua", "--bogus"}, "unknown flag '--bogus'"},
+      {{DD_GOODPUT_BIN, "--days", "x"}, "--days expects a number, got 'x'"},
+      {{DD_GOODPUT_BIN, "--bogus"}, "unknown flag '--bogus'"},
+      {{DD_CHAOS_BIN, "--bogus"}, "unknown flag --bogus"},
+  };
+#ifdef DD_BENCH_TRAIN_BIN
+  cases.push_back({{DD_BENCH_TRAIN_BIN, "--steps", "3x"}, "--steps expects a whole number, got '3x'"});
+  cases.push_back({{DD_BENCH_TRAIN_BIN, "--bogus"}, "unknown flag '--bogus'"});
+#endif
+#ifdef DD_BENCH_SYNC_BIN
+  cases.push_back({{DD_BENCH_SYNC_BIN, "--rounds", "abc"}, "--rounds expects a whole number, got 'abc'"});
+  cases.push_back({{DD_BENCH_SYNC_BIN, "--bogus", "1"}, "unknown flag '--bogus'"});
+#endif
+#ifdef DD_BENCH_TRANSPORT_BIN
+  cases.push_back({{DD_BENCH_TRANSPORT_BIN, "--repeats", "5x"}, "--repeats"});
+  cases.push_back({{DD_BENCH_TRANSPORT_BIN, "--bogus"}, "unknown flag '--bogus'"});
+#endif
+#ifdef DD_GPU_CHECK_BIN
+  cases.push_back({{DD_GPU_CHECK_BIN, "--threads", "x"}, "--threads expects a whole number in [0, 4096], got 'x'"});
+  cases.push_back({{DD_GPU_CHECK_BIN, "--bogus"}, "unknown flag '--bogus'"});
+#endif
+  int n = 0;
+  for (const auto& c : cases) expect_refused(work, c, n++);
+  fs::remove_all(work);
+}
+
 }  // namespace

@@ -193,7 +193,7 @@ TEST_F(cluster, a_session_killed_mid_fault_still_reverts) {
 }
 
 TEST_F(cluster, slow_cycles_stop_and_continue_then_ends_running) {
-  ASSERT_EQ(dd_chaos("slow learner:0 --for 800ms --duty 0.5 --period 100ms" + rd()).rc, 0);
+  ASSERT_EQ(dd_chaos("slow learner:0 --via signals --for 800ms --duty 0.5 --period 100ms" + rd()).rc, 0);
   int stopped = 0, running = 0;
   const double end = mono_now() + 0.6;
   while (mono_now() < end) {
@@ -279,7 +279,7 @@ TEST_F(cluster, heal_opens_the_proxy_found_in_the_nodes_file) {
   r = dd_chaos("pause learner:0" + rd());  // no duration: until heal
   ASSERT_EQ(r.rc, 0) << r.out;
   EXPECT_EQ(control_request(control, "status")["links"][0]["faults"].size(), 1u);
-  EXPECT_EQ(state_of(sleeper), 'T');
+  EXPECT_TRUE(wait_state(sleeper, 'T', 2.0));  // SIGSTOP lands asynchronously
   r = dd_chaos("heal" + rd());
   EXPECT_EQ(r.rc, 0) << r.out;
   EXPECT_TRUE(control_request(control, "status")["links"][0]["faults"].empty());

@@ -83,6 +83,14 @@ const bad_case k_bad[] = {
     {"embedding_merge.lua", 4, "outer.embedding_merge",
      "'rda' is not implemented: embedding tensors are always merged by the token-weighted "
      "average; remove the key or set \"average\""},
+    // Scripts that the instruction limit cannot stop: the wall-clock limit does (1 s here).
+    {"hang_pattern.lua", 4, "", "the script did not finish within 1 s (--script-timeout)"},
+    {"hang_gsub.lua", 4, "", "the script did not finish within 1 s (--script-timeout)"},
+    {"hang_sort.lua", 4, "", "the script did not finish within 1 s (--script-timeout)"},
+    {"hang_finalizer.lua", 4, "", "the script did not finish within 1 s (--script-timeout)"},
+    {"hang_error_handler.lua", 3, "", "the script did not finish within 1 s (--script-timeout)"},
+    {"memory_bomb.lua", 3, "", "the script ran past its memory limit of 64 MiB"},
+    {"memory_rep.lua", 2, "", "the script ran past its memory limit of 64 MiB"},
 };
 
 std::string expected_message(const bad_case& c, const std::string& path) {
@@ -97,7 +105,9 @@ class ConfigBadFile : public ::testing::TestWithParam<bad_case> {};
 TEST_P(ConfigBadFile, FailsWithItsExactError) {
   const bad_case& c = GetParam();
   const std::string path = test::repo_path(std::string("tests/config/bad/") + c.file);
-  const load_result r = load_file(path, test::repo_options());
+  load_options o = test::repo_options();
+  o.script_timeout = 1.0;  // the hang_*.lua cases end after one second
+  const load_result r = load_file(path, o);
   ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
   EXPECT_TRUE(r.experiments.empty());
   const config_error& e = r.errors[0];
@@ -112,7 +122,7 @@ TEST_P(ConfigBadFile, ResolveCommandExitsWithTwoAndNamesFileLineKey) {
   const std::string path = test::repo_path(std::string("tests/config/bad/") + c.file);
   std::ostringstream out, err;
   // --no-check-files keeps the data path out of the way except for the data-file case itself.
-  std::vector<std::string> args{path};
+  std::vector<std::string> args{path, "--script-timeout", "1"};
   if (std::string(c.key) != "data.file") args.push_back("--no-check-files");
   EXPECT_EQ(resolve_command(args, out, err), 2);
   EXPECT_TRUE(out.str().empty());

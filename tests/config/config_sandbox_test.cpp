@@ -1,6 +1,10 @@
 // tests/config/config_sandbox_test.cpp — experiment scripts get no file, process or network
-// access, no bytecode, and are stopped by the instruction and memory limits.
+// access, no bytecode, and are stopped by the instruction and memory limits and by the
+// wall-clock limit (a child process killed at --script-timeout).
+#include <chrono>
 #include <filesystem>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -132,6 +136,107 @@ TEST(ConfigSandbox, SnapshotsAreCappedToo) {
   EXPECT_EQ(r.errors[0].line, 2);
   EXPECT_EQ(r.errors[0].message,
             "the experiments hold too much data (at most 100000 values and 8 MiB)");
+}
+
+}  // namespace
+}  // namespace dd::config
+
+// Item: the wall-clock limit (--script-timeout) stops what the instruction limit cannot see:
+// time inside library functions, __gc finalizers, error handlers, --set values. (Coroutines
+// are not in the sandbox: `coroutine` is an undefined variable there.)
+namespace dd::config {
+namespace {
+
+using wall_clock = std::chrono::steady_clock;
+
+/// Loads `script` with a 1-second wall-clock limit; returns its errors and checks that the load
+/// ended well within twice the limit (it is the parent that stops the child).
+std::vector<config_error> timed_refusal(const std::string& script, std::vector<std::string> sets = {}) {
+  load_options o = test::repo_options();
+  o.script_timeout = 1.0;
+  o.overrides = std::move(sets);
+  const auto t0 = wall_clock::now();
+  const load_result r = load_string(script, "slow.lua", o);
+  const double took = std::chrono::duration<double>(wall_clock::now() - t0).count();
+  EXPECT_LT(took, 2.0) << "the load took " << took << " s";
+  EXPECT_GE(took, 0.9) << "the load took " << took << " s";
+  EXPECT_TRUE(r.experiments.empty());
+  return r.errors;
+}
+
+const std::string k_slow_find =
+    "local s = string.rep('a', 5000)\nlocal x = s:find(string.rep('a-', 12) .. 'b')\n";
+
+TEST(ConfigSandboxWallClock, TimeInsideALibraryFunctionIsStopped) {
+  const auto errors = timed_refusal(k_slow_find + "experiment { " + test::k_data + " }\n");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].to_string(),
+            "slow.lua:2: the script did not finish within 1 s (--script-timeout)");
+}
+
+TEST(ConfigSandboxWallClock, AFinalizerThatNeverReturnsIsStopped) {
+  const auto errors = timed_refusal(
+      "setmetatable({}, { __gc = function() while true do end end })\nexperiment { " +
+      std::string(test::k_data) + " }\n");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].to_string(),
+            "slow.lua:2: the script did not finish within 1 s (--script-timeout)");
+}
+
+TEST(ConfigSandboxWallClock, AnErrorHandlerAndLongLibraryCallsAreStopped) {
+  auto errors = timed_refusal("local s = string.rep('a', 5000)\n"
+                              "xpcall(error, function() return s:find(string.rep('a-', 12) .. 'b') end)\n");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].message, "the script did not finish within 1 s (--script-timeout)");
+  // A loop of few Lua instructions, each a long library call.
+  errors = timed_refusal("local s = string.rep('y', 1 << 20)\n"
+                         "while true do s = s:gsub('y', 'y') end\n");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].to_string(),
+            "slow.lua:2: the script did not finish within 1 s (--script-timeout)");
+}
+
+TEST(ConfigSandboxWallClock, ASlowSetValueIsStopped) {
+  const auto errors =
+      timed_refusal("experiment { " + std::string(test::k_data) + " }\n",
+                    {"name=('a'):rep(5000):find(('a-'):rep(12) .. 'b')"});
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].to_string(),
+            "--set name=('a'):rep(5000):find(('a-'):rep(12) .. 'b'): name: "
+            "'('a'):rep(5000):find(('a-'):rep(12) .. 'b')' did not finish within 1 s "
+            "(--script-timeout)");
+}
+
+TEST(ConfigSandboxWallClock, ResultsCrossTheProcessBoundaryIntact) {
+  // Non-finite numbers and bytes that are not UTF-8 come back as the script made them; the
+  // problem is reported once, on its line.
+  const std::string script = std::string("experiment {\n  ") + test::k_data +
+                             ",\n  description = '\\xff\\xfe',\n  inner = { lr = 0/0 },\n}\n";
+  const load_result r = load_string(script, "cross.lua", test::repo_options());
+  ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
+  EXPECT_EQ(r.errors[0].to_string(), "cross.lua:4: inner.lr: is not a finite number");
+  const load_result ok = load_string(std::string("experiment {\n  ") + test::k_data +
+                                         ",\n  description = '\\xff\\xfe',\n}\n",
+                                     "cross.lua", test::repo_options());
+  ASSERT_TRUE(ok.ok()) << ok.error_text();
+  EXPECT_EQ(ok.experiments.at(0).description, "\xff\xfe");
+}
+
+TEST(ConfigSandboxWallClock, TheLimitIsCheckedAndParsed) {
+  load_options o = test::repo_options();
+  o.script_timeout = 0.0;
+  const load_result r = load_string("experiment { " + std::string(test::k_data) + " }", "t.lua", o);
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_EQ(r.errors[0].to_string(), "--script-timeout: 0 is not a positive number of seconds");
+  double s = 0;
+  std::string why;
+  EXPECT_TRUE(parse_script_timeout("2.5", s, why));
+  EXPECT_EQ(s, 2.5);
+  for (const char* bad : {"", "0", "-1", "x", "1s", "nan", "inf", "1e999", "86401"}) {
+    EXPECT_FALSE(parse_script_timeout(bad, s, why)) << bad;
+    EXPECT_EQ(why, std::string("--script-timeout: expected seconds, a number > 0 and at most "
+                               "86400, got '") + bad + "'");
+  }
 }
 
 }  // namespace

@@ -40,6 +40,7 @@
 #include "kernels/backend.hpp"
 #include "runtime/fragments.hpp"
 #include "runtime/merge.hpp"
+#include "tools/bench/bench_flags.hpp"
 
 #ifdef DD_BENCH_HAVE_ACTORS
 #include "actors/cluster.hpp"
@@ -53,11 +54,7 @@ double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-int arg_int(int argc, char** argv, const char* name, int def) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == name) return std::atoi(argv[i + 1]);
-  return def;
-}
+using dd::bench::arg_int;
 
 std::string arg_str(int argc, char** argv, const char* name, const std::string& def) {
   for (int i = 1; i + 1 < argc; ++i)
@@ -349,6 +346,19 @@ int main(int argc, char** argv) {
         "           when given: [--learners M] [--batch B] [--width C] [--layers L]\n"
         "           [--heads H] [--context T]\n");
     return 0;
+  }
+  {
+    using dd::bench::flag_spec;
+    dd::bench::check_flags(
+        "dd-bench-sync", argc, argv,
+        {{"--part", flag_spec::text},          {"--contributors", flag_spec::number},
+         {"--size-mb", flag_spec::number},     {"--tensors", flag_spec::number},
+         {"--repeats", flag_spec::number},     {"--threads", flag_spec::number},
+         {"--experiment", flag_spec::text},    {"--steps", flag_spec::number},
+         {"--rounds", flag_spec::number},      {"--set", flag_spec::text},
+         {"--learners", flag_spec::number},    {"--batch", flag_spec::number},
+         {"--width", flag_spec::number},       {"--layers", flag_spec::number},
+         {"--heads", flag_spec::number},       {"--context", flag_spec::number}});
   }
   const std::string part = arg_str(argc, argv, "--part", "all");
   if (part != "all" && part != "merge" && part != "cluster") {

@@ -25,6 +25,7 @@
 #include "runtime/data.hpp"
 #include "runtime/gpt.hpp"
 #include "runtime/trainer.hpp"
+#include "tools/bench/bench_flags.hpp"
 
 namespace {
 
@@ -46,11 +47,7 @@ double time_sgemm(int N, int IC, int OC, int repeats) {
   return best;
 }
 
-int arg_int(int argc, char** argv, const char* name, int def) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == name) return std::atoi(argv[i + 1]);
-  return def;
-}
+using dd::bench::arg_int;
 
 }  // namespace
 
@@ -61,6 +58,14 @@ int main(int argc, char** argv) {
                   "                      [--context T (128)] [--layers L (4)] [--heads H (4)] [--width C (128)]\n");
       return 0;
     }
+  {
+    using dd::bench::flag_spec;
+    dd::bench::check_flags("dd-bench-train", argc, argv,
+                           {{"--threads", flag_spec::number}, {"--steps", flag_spec::number},
+                            {"--batch", flag_spec::number}, {"--context", flag_spec::number},
+                            {"--layers", flag_spec::number}, {"--heads", flag_spec::number},
+                            {"--width", flag_spec::number}});
+  }
   const int threads = arg_int(argc, argv, "--threads", 2);
   const int steps = arg_int(argc, argv, "--steps", 30);
   dd::trainer_config cfg;

@@ -86,6 +86,7 @@
 #include "actors/atoms.hpp"
 #include "actors/node_config.hpp"
 #include "messages/codec.hpp"
+#include "util/parse.hpp"
 
 namespace {
 
@@ -705,14 +706,19 @@ int child_raw(bool framed, bool assemble, size_t chunk_bytes) {
 int child_main(int argc, char** argv) {
   // --child mm-recv LEARNER CHUNK_BYTES HEARTBEAT_S TIMEOUT_S | raw-a CHUNK_BYTES | raw-b
   const std::string role = argc > 2 ? argv[2] : "";
-  if (role == "mm-recv" && argc == 7)
-    return child_mm_recv(std::atoi(argv[3]), std::strtoull(argv[4], nullptr, 10),
-                         std::strtod(argv[5], nullptr), std::strtod(argv[6], nullptr));
-  if (role == "raw-a" && argc == 4) return child_raw(true, true, std::strtoull(argv[3], nullptr, 10));
-  if (role == "raw-a0" && argc == 4)
-    return child_raw(true, false, std::strtoull(argv[3], nullptr, 10));
+  int learner = 0;
+  unsigned long long chunk = 0;
+  double heartbeat = 0, timeout = 0;
+  if (role == "mm-recv" && argc == 7 && dd::util::parse_number(argv[3], learner) &&
+      dd::util::parse_number(argv[4], chunk) && dd::util::parse_number(argv[5], heartbeat) &&
+      dd::util::parse_number(argv[6], timeout))
+    return child_mm_recv(learner, chunk, heartbeat, timeout);
+  if (role == "raw-a" && argc == 4 && dd::util::parse_number(argv[3], chunk))
+    return child_raw(true, true, chunk);
+  if (role == "raw-a0" && argc == 4 && dd::util::parse_number(argv[3], chunk))
+    return child_raw(true, false, chunk);
   if (role == "raw-b" && argc == 3) return child_raw(false, false, 0);
-  std::fprintf(stderr, "%s: --child is internal (bad role '%s')\n", prog, role.c_str());
+  std::fprintf(stderr, "%s: --child is internal (bad role or arguments '%s')\n", prog, role.c_str());
   return 2;
 }
 

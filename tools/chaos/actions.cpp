@@ -28,6 +28,7 @@
 #include "tools/chaos/net.hpp"
 #include "tools/chaos/proc.hpp"
 #include "tools/chaos/state.hpp"
+#include "tools/chaos/sysfs.hpp"
 
 namespace dd::chaos {
 
@@ -48,6 +49,10 @@ void chaos_env::reload() {
 bool is_process_kind(const std::string& k) {
   return k == "kill" || k == "term" || k == "pause" || k == "resume" || k == "slow" ||
          k == "restart";
+}
+
+bool is_disk_kind(const std::string& k) {
+  return k == "disk_truncate" || k == "disk_corrupt" || k == "disk_full";
 }
 
 bool is_net_kind(const std::string& k) {
@@ -116,10 +121,11 @@ void block_sigterm() {
 }
 
 // Records `p`, starts the reverter running `body`, then records the reverter's identity.
+// `recorded`: the caller already added `p` (it records before it applies the fault itself).
 void start_reverter(const chaos_env& env, pending_revert p, int keep_fd,
-                    const std::function<void()>& body) {
+                    const std::function<void()>& body, bool recorded = false) {
   const state_store store(env.run_dir);
-  store.add(p);
+  if (!recorded) store.add(p);
   const std::string id = p.id;
   const int rpid = spawn_detached_fn(
       [&] {
@@ -299,6 +305,62 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
   if (f.kind == "slow") {
     if (!(f.duty > 0 && f.duty < 1)) throw usage_error("--duty must be in (0, 1)");
     if (!(f.period > 0)) throw usage_error("--period must be > 0");
+    if (f.via != "auto" && f.via != "cgroup" && f.via != "signals")
+      throw usage_error(fmt::format("--via: '{}' must be cgroup, signals or auto", f.via));
+    std::string no_cgroup;
+    const std::string root = f.via == "signals" ? std::string() : cgroup_cpu_root(&no_cgroup);
+    if (f.via == "cgroup" && root.empty()) return refuse(no_cgroup);
+    if (!root.empty()) {
+      // cfs_period_us must lie in [1 ms, 1 s]; the quota is the running share of one CPU.
+      const auto period_us = static_cast<uint64_t>(std::clamp(f.period, 0.001, 1.0) * 1e6);
+      const auto quota_us = std::max<uint64_t>(1000, static_cast<uint64_t>((1 - f.duty) * period_us));
+      std::string origin;
+      try {
+        origin = cgroup_cpu_of(n.pid, root);
+      } catch (const chaos_error& e) {
+        return refuse(e.what());
+      }
+      const std::string id = unique_id("slow_cgroup", n.name);
+      const std::string dir = fmt::format("{}/dd-chaos/{}", root, id);
+      say(env, fmt::format("{}: cgroup v1 cpu {}: cfs_quota_us {} per cfs_period_us {} ({:g}% of one "
+                           "CPU), {}; then back to {}",
+                           what, dir, quota_us, period_us, 100.0 * quota_us / period_us,
+                           f.duration > 0 ? "for " + format_duration(f.duration)
+                                          : std::string("until resume or heal"),
+                           origin));
+      if (env.dry_run) return dry();
+      pending_revert p;
+      p.id = id;
+      p.kind = "slow_cgroup";
+      p.node = n.name;
+      p.pid = n.pid;
+      p.start_time = n.start_time;
+      p.until = f.duration > 0 ? wall_now() + f.duration : 0;
+      p.path = dir;
+      p.origin = origin;
+      // Recorded first (heal can undo a half-made group), then the group, then the move.
+      state_store(env.run_dir).add(p);
+      try {
+        cgroup_create(dir, period_us, quota_us);
+        if (!vp->alive()) throw chaos_error(fmt::format("pid {} exited", n.pid));
+        cgroup_move(n.pid, dir);
+      } catch (const chaos_error& e) {
+        cgroup_release(dir, origin);
+        state_store(env.run_dir).remove(id);
+        return refuse(e.what());
+      }
+      if (f.duration > 0) {
+        const double d = f.duration;
+        start_reverter(env, p, vp->fd(), [d, dir, origin] {
+          if (sleep_or_sigterm(d)) return;  // heal or resume took over
+          cgroup_release(dir, origin);
+        }, true);
+      }
+      r["result"] = "ok";
+      r["cgroup"] = dir;
+      return r;
+    }
+    if (f.via == "auto") say(env, fmt::format("note: {}; slow uses the SIGSTOP/SIGCONT duty cycle", no_cgroup));
     say(env, fmt::format("{}: SIGSTOP/SIGCONT duty cycle, stopped {:g}% of every {}, {}", what,
                          f.duty * 100, format_duration(f.period),
                          f.duration > 0 ? "for " + format_duration(f.duration)
@@ -332,14 +394,19 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
   if (f.kind == "resume") {
     say(env, fmt::format("{}: stop its reverters, SIGCONT", what));
     if (env.dry_run) return dry();
+    auto mine = [&](const pending_revert& p) {
+      return p.node == n.name && (p.kind == "pause" || p.kind == "slow" || p.kind == "slow_cgroup");
+    };
     state_store(env.run_dir).update([&](std::vector<pending_revert>& e) {
       for (const auto& p : e)
-        if (p.node == n.name && (p.kind == "pause" || p.kind == "slow")) stop_reverter(p);
-      e.erase(std::remove_if(e.begin(), e.end(),
-                             [&](const pending_revert& p) {
-                               return p.node == n.name && (p.kind == "pause" || p.kind == "slow");
-                             }),
-              e.end());
+        if (mine(p)) {
+          stop_reverter(p);
+          if (p.kind == "slow_cgroup") {
+            const std::string err = cgroup_release(p.path, p.origin);
+            if (!err.empty()) say(env, "  " + err);
+          }
+        }
+      e.erase(std::remove_if(e.begin(), e.end(), mine), e.end());
     });
     vp->signal(SIGCONT);
     r["result"] = "ok";
@@ -414,14 +481,146 @@ json net_fault(chaos_env& env, const fault_spec& f) {
   return {{"ok", ok}, {"hits", hits}};
 }
 
+// Disk faults: an owner's checkpoint file truncated or with bytes flipped (no revert: the
+// owner's next checkpoint replaces the file), or the tmpfs of a node's run directory filled.
+json disk_fault(chaos_env& env, const fault_spec& f) {
+  const nodes_file& nf = need_nodes(env);
+  json hits = json::array();
+  bool ok = true;
+  auto refuse = [&](json h, const std::string& what, const std::string& why) {
+    say(env, fmt::format("{}: refused: {}", what, why));
+    h["result"] = "refused";
+    h["error"] = why;
+    hits.push_back(h);
+    ok = false;
+  };
+  if (f.kind == "disk_truncate" || f.kind == "disk_corrupt") {
+    for (const auto& item : split(f.target, ',')) {
+      int frag = -1;
+      try {
+        size_t used = 0;
+        if (item.rfind("owner:", 0) == 0) frag = std::stoi(item.substr(6), &used);
+        if (used == 0 || used != item.size() - 6 || frag < 0) frag = -1;
+      } catch (const std::exception&) {
+        frag = -1;
+      }
+      if (frag < 0)
+        throw usage_error(fmt::format("{}: target '{}' must be owner:N (a fragment owner's checkpoint)",
+                                      f.kind == "disk_truncate" ? "disk truncate" : "disk corrupt", item));
+      const std::string path = owner_checkpoint_path(nf, frag);
+      const std::string what = fmt::format("{} {} ({})", f.kind, item, path);
+      json h = {{"target", item}, {"file", path}};
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(path, ec)) {
+        refuse(h, what, "no checkpoint file yet (checkpoint.every_versions = 0, or no merge so far)");
+        continue;
+      }
+      const auto size = static_cast<uint64_t>(std::filesystem::file_size(path, ec));
+      if (f.kind == "disk_truncate") {
+        const uint64_t keep = f.keep >= 0 ? std::min<uint64_t>(static_cast<uint64_t>(f.keep), size) : size / 2;
+        say(env, fmt::format("{}: truncate {} → {} bytes (in place; the owner's next checkpoint "
+                             "replaces it)", what, size, keep));
+        h["bytes_before"] = size;
+        h["bytes_after"] = keep;
+        if (!env.dry_run) truncate_file(path, keep);
+      } else {
+        say(env, fmt::format("{}: xor {} bytes of {} at seeded offsets (seed {})", what, f.count,
+                             size, f.picks.seed));
+        if (!env.dry_run) h["offsets"] = corrupt_file(path, f.count, f.picks.seed);
+      }
+      h["result"] = env.dry_run ? "dry-run" : "ok";
+      hits.push_back(h);
+    }
+    return {{"ok", ok}, {"hits", hits}};
+  }
+  // disk_full: the node's run directory must be on a tmpfs the tool may fill.
+  const auto sel = resolve_targets(nf, parse_targets(f.target), f.picks);
+  for (const auto& note : sel.notes) say(env, "note: " + note);
+  for (const auto& hit : sel.hits) {
+    const node_entry& n = *nf.find(hit.node);
+    const std::string dir = node_run_dir(nf, n);
+    const std::string what = fmt::format("disk_full node {} ({})", n.name, dir);
+    json h = {{"target", "node:" + n.name}, {"dir", dir}};
+    fs_info fi;
+    try {
+      fi = filesystem_of(dir);
+    } catch (const chaos_error& e) {
+      refuse(h, what, e.what());
+      continue;
+    }
+    if (!fi.tmpfs) {
+      refuse(h, what,
+             fmt::format("skipped: {} is on {}, not a tmpfs; dd-chaos fills only a tmpfs (mount one "
+                         "for the run directory before the run, e.g. `mount -t tmpfs -o size=256m "
+                         "tmpfs DIR`; needs root)",
+                         dir, fi.type));
+      continue;
+    }
+    if (fi.size > f.max_fill) {
+      refuse(h, what,
+             fmt::format("skipped: the tmpfs holding {} has {} bytes, more than --max-fill {} "
+                         "(a tmpfs is memory: filling it would take that much RAM)",
+                         dir, fi.size, f.max_fill));
+      continue;
+    }
+    const std::string id = unique_id("disk_full", n.name);
+    const std::string ballast = dir + "/.dd-chaos-ballast-" + id;
+    say(env, fmt::format("{}: fill the tmpfs ({} of {} bytes free) with {}, leaving {} bytes; {}",
+                         what, fi.free, fi.size, ballast, f.reserve,
+                         f.duration > 0 ? "removed after " + format_duration(f.duration)
+                                        : std::string("removed by heal")));
+    if (env.dry_run) {
+      h["result"] = "dry-run";
+      hits.push_back(h);
+      continue;
+    }
+    pending_revert p;
+    p.id = id;
+    p.kind = "disk_full";
+    p.node = n.name;
+    p.until = f.duration > 0 ? wall_now() + f.duration : 0;
+    p.path = ballast;
+    state_store(env.run_dir).add(p);  // recorded first: heal removes a half-written ballast too
+    uint64_t written = 0;
+    try {
+      written = fill_with_ballast(ballast);
+      if (written > f.reserve && ::truncate(ballast.c_str(), static_cast<off_t>(written - f.reserve)) == 0)
+        written -= f.reserve;
+    } catch (const chaos_error& e) {
+      ::unlink(ballast.c_str());
+      state_store(env.run_dir).remove(id);
+      refuse(h, what, e.what());
+      continue;
+    }
+    if (f.duration > 0) {
+      const double d = f.duration;
+      start_reverter(env, p, -1, [d, ballast] {
+        if (sleep_or_sigterm(d)) return;
+        ::unlink(ballast.c_str());
+      }, true);
+    }
+    h["result"] = "ok";
+    h["ballast"] = ballast;
+    h["bytes"] = written;
+    say(env, fmt::format("  {} bytes of ballast; {} bytes free", written, filesystem_of(dir).free));
+    hits.push_back(h);
+  }
+  return {{"ok", ok}, {"hits", hits}};
+}
+
 }  // namespace
 
 json fire(chaos_env& env, const fault_spec& f) {
   json result;
   json params = f.net;
   if (f.kind == "slow") params.update({{"duty", f.duty}, {"period", f.period}});
+  if (f.kind == "slow") params["via"] = f.via;
+  if (f.kind == "disk_truncate" && f.keep >= 0) params["keep"] = f.keep;
+  if (f.kind == "disk_corrupt") params.update({{"count", f.count}, {"seed", f.picks.seed}});
   if (is_net_kind(f.kind)) {
     result = net_fault(env, f);
+  } else if (is_disk_kind(f.kind)) {
+    result = disk_fault(env, f);
   } else if (is_process_kind(f.kind)) {
     const nodes_file& nf = need_nodes(env);
     const auto sel = resolve_targets(nf, parse_targets(f.target), f.picks);
@@ -444,7 +643,8 @@ json fire(chaos_env& env, const fault_spec& f) {
     throw usage_error(fmt::format("unknown fault kind '{}'", f.kind));
   }
   json targets = json::array();
-  for (const auto& h : result["hits"]) targets.push_back(h.contains("node") ? h["node"] : h["link"]);
+  for (const auto& h : result["hits"])
+    targets.push_back(h.contains("target") ? h["target"] : h.contains("node") ? h["node"] : h["link"]);
   tape_append(env, {{"kind", f.kind},
                     {"target", f.target},
                     {"targets", targets},
@@ -467,6 +667,10 @@ json heal(chaos_env& env) {
   if (!env.run_dir.empty()) {
     const state_store store(env.run_dir);
     std::vector<pending_revert> pending;
+    // Ballast first: the state file itself may live on the filled file system.
+    if (!env.dry_run && std::filesystem::exists(store.path()))
+      for (const auto& p : store.list())
+        if (p.kind == "disk_full") ::unlink(p.path.c_str());
     if (env.dry_run) {
       if (std::filesystem::exists(store.path())) pending = store.list();
     } else {
@@ -507,6 +711,14 @@ json heal(chaos_env& env) {
         }
       } else if (p.kind == "hold") {
         held.push_back(p.node);
+      } else if (p.kind == "slow_cgroup") {
+        const std::string err = env.dry_run ? std::string() : cgroup_release(p.path, p.origin);
+        act(err.empty() ? fmt::format("node {}: back to cgroup {}, {} removed (slow)", p.node,
+                                      p.origin, p.path)
+                        : err,
+            err.empty());
+      } else if (p.kind == "disk_full") {
+        act(fmt::format("node {}: ballast {} removed (disk_full)", p.node, p.path));
       }
     }
   }

@@ -4,6 +4,7 @@
 // Called from dd-chaos's single thread (reverters are forked).
 #pragma once
 
+#include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -34,18 +35,27 @@ struct chaos_env {
 /// One fault to fire.
 struct fault_spec {
   std::string kind;        ///< kill term pause resume slow restart | latency bandwidth reset
-                           ///< blackhole corrupt slice close_after
+                           ///< blackhole corrupt slice close_after | disk_truncate disk_corrupt
+                           ///< disk_full
   std::string target;      ///< as given: "learner:2", "node:syncer,learner:1", "learners", a link
   double duration = 0;     ///< --for, seconds; 0 = until healed (or none)
   double duty = 0.5;       ///< slow: fraction of each period the process is stopped
   double period = 0.2;     ///< slow: seconds
   nlohmann::json net = nlohmann::json::object();  ///< network knobs: ms jitter rate p seed size
                                                   ///< delay_us bytes dir
+  std::string via = "auto";  ///< slow: "cgroup" (v1 cpu quota), "signals" (STOP/CONT duty cycle),
+                             ///< "auto" (cgroup where /sys/fs/cgroup/cpu is writable)
+  int64_t keep = -1;         ///< disk_truncate: bytes kept (< 0: half the file)
+  int count = 16;            ///< disk_corrupt: bytes flipped
+  uint64_t max_fill = uint64_t{1} << 30;  ///< disk_full: refuse a tmpfs larger than this (RAM)
+  uint64_t reserve = 64 * 1024;  ///< disk_full: bytes left free for dd-chaos's own tape/state
   target_options picks;
 };
 
 bool is_process_kind(const std::string& kind);
 bool is_net_kind(const std::string& kind);
+/// disk_truncate, disk_corrupt, disk_full.
+bool is_disk_kind(const std::string& kind);
 
 /// Fires `f`; prints what it does (or, with dry_run, would do) to env.out and appends one tape
 /// record (not in dry-run). Returns {"ok":bool,"hits":[...],...}; "ok" is false when any hit was

@@ -21,8 +21,10 @@
 #include "tools/chaos/net.hpp"
 #include "tools/chaos/proc.hpp"
 #include "tools/chaos/proxy.hpp"
+#include "tools/chaos/report.hpp"
 #include "tools/chaos/runner.hpp"
 #include "tools/chaos/schedule.hpp"
+#include "util/parse.hpp"
 
 namespace {
 
@@ -39,8 +41,9 @@ Process faults (TARGET: learner:N, owner:N, node:NAME, learners, nodes; comma li
   term TARGET      SIGTERM (a graceful leave); --for as kill
   pause TARGET     SIGSTOP; SIGCONT after --for D (a detached reverter does it), else on resume/heal
   resume TARGET    SIGCONT, and stop its pending pause/slow reverters
-  slow TARGET      SIGSTOP/SIGCONT duty cycle for --for D: --duty F (stopped fraction, 0.5)
-                   --period P (200ms)
+  slow TARGET      for --for D: --duty F (stopped fraction, 0.5) --period P (200ms); through
+                   the cgroup v1 cpu controller where /sys/fs/cgroup/cpu is writable (a quota of
+                   (1-F)*P per P), else a SIGSTOP/SIGCONT duty cycle; --via cgroup|signals forces
   restart TARGET   launcher `restart NODE`; without one: SIGTERM (SIGKILL after 10s), re-exec argv
 Network faults (through the fault proxy of the nodes file, or --proxy HOST:PORT)
   net FAULT TARGET FAULT: latency --ms N [--jitter N] | bandwidth --rate BYTES_PER_S | reset
@@ -59,6 +62,12 @@ Message faults (through each node's chaos endpoint, nodes.json endpoints.chaos)
                    | nan | fail (one step; --count N for more)
                    TARGET: learner:N, owner:N (a fragment), node:NAME, learners; comma lists
   msg status       every endpoint's live faults
+Disk faults (the target's host)
+  disk truncate owner:N  cut the owner's checkpoint file to --keep BYTES (default: half)
+  disk corrupt owner:N   xor --count N (16) bytes of it at offsets drawn from --seed
+  disk full TARGET       fill the tmpfs holding the node's run directory with a ballast file
+                   (leaving --reserve BYTES, 65536) for --for D, or until heal; skipped unless
+                   that directory is on a tmpfs of at most --max-fill BYTES (1 GiB)
 Sessions
   random           --mtbf D (30s) --recovery DIST (lognormal:5s,0.5; also fixed:D, exponential:D,
                    weibull:D,K) --seed S --duration D (5m) --kinds LIST (kill,pause)
@@ -67,6 +76,10 @@ Sessions
   run SCENARIO.lua a Lua list of {at=S, kind=K, target=T, for_=S, knobs...} [--no-heal]
   run EXPERIMENT.lua  an experiment file: its chaos section's process and network events and
                    chaos.random.cluster_mtbf_seconds faults [--set k=v]... [--name N]
+Verdict
+  report RUN_DIR   judge a run from its events and tape: per-fault times, run figures and
+                   invariants; --baseline CLEAN_RUN_DIR, --json OUT (RUN_DIR/chaos_report.json),
+                   --loss-tolerance F (0.03); exit 1 when an invariant is invalid
 Other
   heal             revert everything: stop reverters, SIGCONT every paused node, pending restarts,
                    proxy heal, launcher release
@@ -91,7 +104,8 @@ const std::set<std::string> value_flags = {
     "--period",  "--proxy",  "--tape",     "--control", "--link", "--ports-file", "--mtbf",
     "--recovery", "--duration", "--kinds", "--targets", "--max-concurrent", "--min-gap",
     "--ms",      "--jitter", "--rate",     "--p",      "--size",  "--delay-us", "--bytes",
-    "--dir",     "--count", "--set", "--name"};
+    "--dir",     "--baseline", "--json", "--loss-tolerance", "--keep", "--count", "--via",
+    "--max-fill", "--reserve", "--set", "--name"};
 
 struct args {
   std::string command;
@@ -148,25 +162,17 @@ void check_flags(const args& a, const std::set<std::string>& allowed) {
 }
 
 uint64_t parse_u64(const std::string& s, const std::string& what) {
-  try {
-    size_t used = 0;
-    const unsigned long long v = std::stoull(s, &used);
-    if (used != s.size() || s[0] == '-') throw std::invalid_argument(s);
-    return v;
-  } catch (const std::exception&) {
+  unsigned long long v = 0;
+  if (!dd::util::parse_number(s, v))
     throw usage_error(fmt::format("{}: '{}' must be a non-negative integer", what, s));
-  }
+  return v;
 }
 
 double parse_number(const std::string& s, const std::string& what) {
-  try {
-    size_t used = 0;
-    const double v = std::stod(s, &used);
-    if (used != s.size()) throw std::invalid_argument(s);
-    return v;
-  } catch (const std::exception&) {
-    throw usage_error(fmt::format("{}: '{}' must be a number", what, s));
-  }
+  double v = 0;
+  if (!dd::util::parse_number(s, v))
+    throw usage_error(fmt::format("{}: '{}' must be a finite number", what, s));
+  return v;
 }
 
 chaos_env make_env(const args& a, bool need_nodes) {
@@ -224,6 +230,16 @@ fault_spec make_spec(const args& a, const std::string& kind, const std::string& 
       }
     }
   if (is_net_kind(kind) && a.has("--seed")) f.net["seed"] = f.picks.seed;
+  if (a.has("--via")) f.via = a.get("--via");
+  if (f.via != "auto" && f.via != "cgroup" && f.via != "signals")
+    throw usage_error(fmt::format("--via: '{}' must be cgroup, signals or auto", f.via));
+  if (a.has("--keep")) f.keep = static_cast<int64_t>(parse_u64(a.get("--keep"), "--keep"));
+  if (a.has("--count")) {
+    f.count = static_cast<int>(parse_u64(a.get("--count"), "--count"));
+    if (f.count < 1) throw usage_error("--count: must be at least 1");
+  }
+  if (a.has("--max-fill")) f.max_fill = parse_u64(a.get("--max-fill"), "--max-fill");
+  if (a.has("--reserve")) f.reserve = parse_u64(a.get("--reserve"), "--reserve");
   return f;
 }
 
@@ -391,8 +407,45 @@ int run(int argc, char** argv) {
     const auto s = read_experiment_chaos(file, sets, names, *env.nodes);
     return run_session(env, s.faults, !a.has("--no-heal"), s.info);
   }
+  if (c == "report") {
+    check_flags(a, {"--baseline", "--json", "--loss-tolerance"});
+    report_options o;
+    o.run_dir = one_positional(a, "RUN_DIR");
+    o.baseline_dir = a.get("--baseline");
+    if (a.has("--loss-tolerance")) {
+      o.loss_tolerance = parse_number(a.get("--loss-tolerance"), "--loss-tolerance");
+      if (!(o.loss_tolerance >= 0)) throw usage_error("--loss-tolerance: must be >= 0");
+    }
+    const std::string out = a.get("--json", o.run_dir + "/chaos_report.json");
+    const auto r = build_report(o);
+    std::fputs(format_report(r).c_str(), stdout);
+    if (a.has("--dry-run")) {
+      std::printf("[dry-run] would write %s\n", out.c_str());
+    } else {
+      write_file_atomic(out, r.dump(2) + "\n");
+      std::printf("report written to %s\n", out.c_str());
+    }
+    return report_exit_status(r);
+  }
+  if (c == "disk") {
+    check_flags(a, {"--for", "--pick", "--seed", "--protect", "--keep", "--count", "--max-fill",
+                    "--reserve"});
+    if (a.positional.size() != 2)
+      throw usage_error("disk: expected FAULT TARGET: `disk truncate owner:N`, `disk corrupt "
+                        "owner:N`, `disk full node:NAME --for 30s`");
+    const std::string kind = "disk_" + a.positional[0];
+    if (!is_disk_kind(kind))
+      throw usage_error(fmt::format("disk: unknown fault '{}' (truncate, corrupt, full)", a.positional[0]));
+    chaos_env env = make_env(a, true);
+    fault_spec f = make_spec(a, kind, a.positional[1]);
+    if (kind != "disk_full" && f.duration > 0)
+      throw usage_error(fmt::format("disk {}: --for does not apply (a checkpoint is not restored; "
+                                    "the owner's next checkpoint replaces it)", a.positional[0]));
+    if (kind == "disk_corrupt") std::printf("seed %llu\n", static_cast<unsigned long long>(f.picks.seed));
+    return fire(env, f).value("ok", false) ? 0 : 1;
+  }
   if (is_process_kind(c)) {
-    check_flags(a, {"--for", "--pick", "--seed", "--protect", "--exact", "--duty", "--period"});
+    check_flags(a, {"--for", "--pick", "--seed", "--protect", "--exact", "--duty", "--period", "--via"});
     const std::string target = one_positional(a, "TARGET");
     chaos_env env = make_env(a, true);
     fault_spec f = make_spec(a, c, target);

@@ -59,7 +59,8 @@ std::vector<timed_fault> read_tape(const std::string& path) {
     if (first_t < 0) first_t = t;
     const std::string kind = j.value("kind", "");
     if (kind == "session" || kind.empty()) continue;
-    if (kind != "heal" && !is_process_kind(kind) && !is_net_kind(kind) && !is_msg_kind(kind))
+    if (kind != "heal" && !is_process_kind(kind) && !is_net_kind(kind) && !is_disk_kind(kind) &&
+        !is_msg_kind(kind))
       throw chaos_error(fmt::format("{}:{}: unknown kind '{}'", path, lineno, kind));
     timed_fault tf;
     tf.at = j.contains("offset") ? j["offset"].get<double>() : t - first_t;
@@ -69,7 +70,9 @@ std::vector<timed_fault> read_tape(const std::string& path) {
       std::string targets;
       for (const auto& x : j.value("targets", json::array())) {
         if (!targets.empty()) targets += ",";
-        targets += is_net_kind(kind) ? x.get<std::string>() : "node:" + x.get<std::string>();
+        const std::string name = x.get<std::string>();
+        // links and disk targets (owner:N, node:NAME) are taped as given; processes by name
+        targets += is_net_kind(kind) || is_disk_kind(kind) ? name : "node:" + name;
       }
       // Message faults name actors (learner:N, owner:N), stable across runs: keep the spec.
       if (targets.empty() || is_msg_kind(kind)) targets = j.value("target", "");
@@ -78,6 +81,10 @@ std::vector<timed_fault> read_tape(const std::string& path) {
       const json params = j.value("params", json::object());
       tf.spec.duty = params.value("duty", 0.5);
       tf.spec.period = params.value("period", 0.2);
+      tf.spec.via = params.value("via", std::string("auto"));
+      tf.spec.keep = params.value("keep", int64_t{-1});
+      tf.spec.count = params.value("count", 16);
+      if (is_disk_kind(kind) && params.contains("seed")) tf.spec.picks.seed = params["seed"];
       for (const char* k : net_knobs)
         if (params.contains(k) && (is_net_kind(kind) || is_msg_kind(kind))) tf.spec.net[k] = params[k];
     }
@@ -143,13 +150,18 @@ std::vector<timed_fault> read_scenario(const std::string& path) {
     tf.at = number("at", true, 0);
     tf.spec.kind = string("kind", true);
     if (tf.spec.kind != "heal" && !is_process_kind(tf.spec.kind) && !is_net_kind(tf.spec.kind) &&
-        !is_msg_kind(tf.spec.kind))
+        !is_disk_kind(tf.spec.kind) && !is_msg_kind(tf.spec.kind))
       fail(fmt::format("{}: unknown kind '{}'", where, tf.spec.kind));
     tf.spec.target = string("target", tf.spec.kind != "heal");
     tf.spec.duration = number("for_", false, 0);
     tf.spec.duty = number("duty", false, 0.5);
     tf.spec.period = number("period", false, 0.2);
+    if (const std::string via = string("via", false); !via.empty()) tf.spec.via = via;
+    tf.spec.keep = static_cast<int64_t>(number("keep", false, -1));
+    tf.spec.count = static_cast<int>(number("count", false, 16));
     for (const char* k : net_knobs) {
+      // `count` is a message fault's knob here (disk faults read it above as spec.count).
+      if (std::string(k) == "count" && !is_msg_kind(tf.spec.kind)) continue;
       const int t = field(k);
       if (t == LUA_TNUMBER) tf.spec.net[k] = lua_tonumber(L, -1);
       else if (t == LUA_TSTRING) tf.spec.net[k] = std::string(lua_tostring(L, -1));

@@ -17,10 +17,13 @@ namespace dd::chaos {
 using nlohmann::json;
 
 json to_json(const pending_revert& p) {
-  return {{"id", p.id},     {"kind", p.kind},
+  json j = {{"id", p.id},     {"kind", p.kind},
           {"node", p.node}, {"pid", p.pid},
           {"start_time", p.start_time}, {"reverter_pid", p.reverter_pid},
           {"reverter_start_time", p.reverter_start_time}, {"until", p.until}};
+  if (!p.path.empty()) j["path"] = p.path;
+  if (!p.origin.empty()) j["origin"] = p.origin;
+  return j;
 }
 
 pending_revert pending_from_json(const json& j) {
@@ -33,6 +36,8 @@ pending_revert pending_from_json(const json& j) {
   p.reverter_pid = j.value("reverter_pid", 0);
   p.reverter_start_time = j.value("reverter_start_time", uint64_t{0});
   p.until = j.value("until", 0.0);
+  p.path = j.value("path", "");
+  p.origin = j.value("origin", "");
   return p;
 }
 
@@ -52,9 +57,13 @@ void state_store::update(const std::function<void(std::vector<pending_revert>&)>
       const json j = json::parse(read_file(path_));
       for (const auto& e : j.value("pending", json::array())) entries.push_back(pending_from_json(e));
     }
-    const auto before = entries.size();
+    json before = json::array();
+    for (const auto& e : entries) before.push_back(to_json(e));
     fn(entries);
-    if (!(before == 0 && entries.empty())) {
+    json after = json::array();
+    for (const auto& e : entries) after.push_back(to_json(e));
+    // Written only when changed: a read (list) must work on a full disk (disk_full's heal).
+    if (before != after) {
       json arr = json::array();
       for (const auto& e : entries) arr.push_back(to_json(e));
       write_file_atomic(path_, json{{"pending", arr}}.dump(2) + "\n");

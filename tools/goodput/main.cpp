@@ -27,6 +27,7 @@
 #include "tools/goodput/sim.hpp"
 #include "tools/goodput/svg_plot.hpp"
 #include "util/files.hpp"
+#include "util/parse.hpp"
 
 namespace {
 
@@ -100,17 +101,12 @@ struct options {
 }
 
 double to_double(const std::string& flag, const std::string& v) {
-  try {
-    std::size_t pos = 0;
-    const double d = std::stod(v, &pos);
-    if (pos != v.size()) throw std::invalid_argument(v);
-    if (!std::isfinite(d)) die(flag + " expects a finite number, got '" + v + "'");
-    return d;
-  } catch (const std::out_of_range&) {
-    die(flag + " expects a finite number, got '" + v + "' (out of range)");
-  } catch (const std::exception&) {
-    die(flag + " expects a number, got '" + v + "'");
-  }
+  double d = 0;
+  if (dd::util::parse_number(v, d)) return d;
+  if (v.find_first_of("0123456789") != std::string::npos || v == "nan" || v == "inf" ||
+      v == "-inf")
+    die(flag + " expects a finite number, got '" + v + "'");
+  die(flag + " expects a number, got '" + v + "'");
 }
 
 std::uint64_t to_u64(const std::string& flag, const std::string& v) {

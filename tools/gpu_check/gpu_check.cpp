@@ -38,6 +38,7 @@
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/reference/reference_backend.hpp"
 #include "tools/gpu_check/gpt_workload.hpp"
+#include "util/parse.hpp"
 
 namespace dd::gpu_check {
 namespace {
@@ -699,14 +700,27 @@ int main_impl(int argc, char** argv) {
       opt.quick = true;
     } else if (a == "--no-bench") {
       opt.bench = false;
-    } else if (a == "--device" && i + 1 < argc) {
-      opt.device = std::atoi(argv[++i]);
-    } else if (a == "--threads" && i + 1 < argc) {
-      opt.threads = std::atoi(argv[++i]);
+    } else if (a == "--device" || a == "--threads") {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s: %s needs a value\n", argv[0], a.c_str());
+        return usage(argv[0]);
+      }
+      int& into = a == "--device" ? opt.device : opt.threads;
+      if (!util::parse_number_in(argv[i + 1], into, 0, 4096)) {
+        std::fprintf(stderr, "%s: %s expects a whole number in [0, 4096], got '%s'\n", argv[0],
+                     a.c_str(), argv[i + 1]);
+        return 2;
+      }
+      ++i;
     } else if (a == "--backend" && i + 1 < argc) {
       opt.backend = argv[++i];
-      if (opt.backend != "cuda" && opt.backend != "cpu") return usage(argv[0]);
+      if (opt.backend != "cuda" && opt.backend != "cpu") {
+        std::fprintf(stderr, "%s: --backend expects cuda or cpu, got '%s'\n", argv[0],
+                     opt.backend.c_str());
+        return usage(argv[0]);
+      }
     } else {
+      std::fprintf(stderr, "%s: unknown flag '%s'\n", argv[0], a.c_str());
       return usage(argv[0]);
     }
   }

@@ -15,7 +15,10 @@
 
 #include <lua.hpp>
 
+#include <fmt/format.h>
+
 #include "runtime/config/detail/suggest.hpp"
+#include "util/child.hpp"
 
 namespace dd::config::detail {
 
@@ -69,6 +72,7 @@ struct sandbox_state {
   std::uint64_t instruction_limit = 0;
   bool over_instructions = false;
   int last_line = 0;
+  volatile int* line_sink = nullptr;  // shared with the parent process (see run_script)
   std::size_t captured_bytes = 0;  // C++-side size of the snapshots, capped at memory_limit
   std::vector<raw_experiment> experiments;
 };
@@ -92,8 +96,10 @@ void* limited_alloc(void* ud, void* ptr, std::size_t osize, std::size_t nsize) {
 void limits_hook(lua_State* L, lua_Debug* ar) {
   sandbox_state* s = state_of(L);
   if (ar->event == LUA_HOOKLINE) {
-    if (lua_getinfo(L, "S", ar) != 0 && std::strcmp(ar->source, k_chunk_name) == 0)
+    if (lua_getinfo(L, "S", ar) != 0 && std::strcmp(ar->source, k_chunk_name) == 0) {
       s->last_line = ar->currentline;
+      if (s->line_sink != nullptr) *s->line_sink = ar->currentline;
+    }
     return;
   }
   if (ar->event != LUA_HOOKCOUNT) return;
@@ -402,11 +408,12 @@ std::string error_message(lua_State* L, int status, const sandbox_state& s) {
   return std::string("(error object is a ") + luaL_typename(L, -1) + " value)";
 }
 
-}  // namespace
-
-script_outcome run_script(std::string_view script, const sandbox_limits& limits) {
+/// run_script's work, in the current process.
+script_outcome run_script_here(std::string_view script, const sandbox_limits& limits,
+                               volatile int* line_sink) {
   script_outcome out;
   sandbox_state s;
+  s.line_sink = line_sink;
   s.memory_limit = std::max<std::size_t>(limits.memory, std::size_t{1} << 20);
   s.instruction_limit = limits.instructions;
   std::string setup_error;
@@ -435,8 +442,9 @@ script_outcome run_script(std::string_view script, const sandbox_limits& limits)
   return out;
 }
 
-std::optional<nlohmann::json> eval_expression(std::string_view expr, const sandbox_limits& limits,
-                                              std::string* problem) {
+/// eval_expression's work, in the current process.
+std::optional<nlohmann::json> eval_here(std::string_view expr, const sandbox_limits& limits,
+                                        std::string* problem) {
   sandbox_state s;
   s.memory_limit = std::max<std::size_t>(limits.memory, std::size_t{1} << 20);
   s.instruction_limit = limits.instructions;
@@ -465,6 +473,138 @@ std::optional<nlohmann::json> eval_expression(std::string_view expr, const sandb
     return std::nullopt;
   }
   return v;
+}
+
+// ---- the child-process boundary ----
+// The child hands its result back as CBOR (not JSON text: CBOR keeps NaN and infinities, which a
+// problem entry reports, and strings that are not UTF-8, exactly as the in-process run had them).
+
+/// Address space the child may add to what it inherited: the interpreter's cap, the snapshots
+/// (capped at the same size) and their CBOR copy, plus room for the C library.
+std::size_t child_address_space(const sandbox_limits& limits) {
+  return limits.memory * 4 + (std::size_t{256} << 20);
+}
+
+util::child_limits child_limits_for(const sandbox_limits& limits) {
+  util::child_limits c;
+  c.deadline = limits.deadline == std::chrono::steady_clock::time_point{}
+                   ? std::chrono::steady_clock::now() +
+                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                             std::chrono::duration<double>(limits.wall_seconds))
+                   : limits.deadline;
+  c.extra_address_space = child_address_space(limits);
+  c.cpu_seconds = static_cast<unsigned>(std::ceil(limits.wall_seconds)) + 1;
+  return c;
+}
+
+/// Why a child that handed back nothing ended, in the user's terms.
+std::string died_message(const util::child_outcome& r, const sandbox_limits& limits) {
+  if (r.detail.find("bad_alloc") != std::string::npos || r.detail.find("memory") != std::string::npos)
+    return "the script ran past its memory limit of " + std::to_string(limits.memory >> 20) + " MiB";
+  return "the script's evaluation process ended without a result (" + r.detail + ")";
+}
+
+}  // namespace
+
+std::string timeout_message(double seconds) {
+  return fmt::format("did not finish within {:g} s (--script-timeout)", seconds);
+}
+
+script_outcome run_script(std::string_view script, const sandbox_limits& limits) {
+  using nlohmann::json;
+  const util::child_outcome r = util::run_in_child(
+      [&](volatile int* line) {
+        script_outcome o = run_script_here(script, limits, line);
+        json j = json::object();
+        j["failed"] = o.failed;
+        j["line"] = o.line;
+        j["message"] = o.message;
+        json list = json::array();
+        for (auto& e : o.experiments) {
+          json problems = json::array();
+          for (auto& [path, why] : e.problems) problems.push_back(json::array({path, why}));
+          list.push_back(json{{"value", std::move(e.value)}, {"line", e.line},
+                              {"problems", std::move(problems)}});
+        }
+        j["experiments"] = std::move(list);
+        const std::vector<std::uint8_t> bytes = json::to_cbor(j);
+        return std::string(bytes.begin(), bytes.end());
+      },
+      child_limits_for(limits));
+  script_outcome out;
+  switch (r.state) {
+    case util::child_outcome::status::ok: break;
+    case util::child_outcome::status::timed_out:
+      out.failed = true;
+      out.line = r.progress;
+      out.message = "the script " + timeout_message(limits.wall_seconds);
+      return out;
+    case util::child_outcome::status::died:
+      out.failed = true;
+      out.line = r.progress;
+      out.message = died_message(r, limits);
+      return out;
+    case util::child_outcome::status::failed:
+      out.failed = true;
+      out.message = "cannot start the script's evaluation process: " + r.detail;
+      return out;
+  }
+  try {
+    const json j = json::from_cbor(r.payload);
+    out.failed = j.at("failed").get<bool>();
+    out.line = j.at("line").get<int>();
+    out.message = j.at("message").get<std::string>();
+    for (const auto& e : j.at("experiments")) {
+      raw_experiment raw;
+      raw.value = e.at("value");
+      raw.line = e.at("line").get<int>();
+      for (const auto& p : e.at("problems"))
+        raw.problems.emplace_back(p.at(0).get<std::string>(), p.at(1).get<std::string>());
+      out.experiments.push_back(std::move(raw));
+    }
+  } catch (const std::exception& e) {
+    out = script_outcome{};
+    out.failed = true;
+    out.message = std::string("the script's evaluation process handed back a damaged result: ") +
+                  e.what();
+  }
+  return out;
+}
+
+std::optional<nlohmann::json> eval_expression(std::string_view expr, const sandbox_limits& limits,
+                                              std::string* problem) {
+  using nlohmann::json;
+  const util::child_outcome r = util::run_in_child(
+      [&](volatile int*) {
+        std::string why;
+        const auto v = eval_here(expr, limits, &why);
+        json j = json::object();
+        j["ok"] = v.has_value();
+        if (v) j["value"] = *v;
+        j["problem"] = why;
+        const std::vector<std::uint8_t> bytes = json::to_cbor(j);
+        return std::string(bytes.begin(), bytes.end());
+      },
+      child_limits_for(limits));
+  auto fail = [&](std::string why) -> std::optional<json> {
+    if (problem != nullptr) *problem = std::move(why);
+    return std::nullopt;
+  };
+  switch (r.state) {
+    case util::child_outcome::status::ok: break;
+    case util::child_outcome::status::timed_out: return fail(timeout_message(limits.wall_seconds));
+    case util::child_outcome::status::died: return fail(died_message(r, limits));
+    case util::child_outcome::status::failed:
+      return fail("cannot start the evaluation process: " + r.detail);
+  }
+  try {
+    const json j = json::from_cbor(r.payload);
+    if (problem != nullptr) *problem = j.at("problem").get<std::string>();
+    if (!j.at("ok").get<bool>()) return std::nullopt;
+    return j.at("value");
+  } catch (const std::exception& e) {
+    return fail(std::string("the evaluation process handed back a damaged result: ") + e.what());
+  }
 }
 
 }  // namespace dd::config::detail

@@ -1,0 +1,114 @@
+// tests/chaos/chaos_report_cluster_test.cpp — `dd-chaos report` on a real run: a tiny experiment
+// under `dd-node launch` (3 learner processes, checkpoints every version), one learner process
+// killed by dd-chaos and held down 1 s by the launcher; the report must time the fault from the
+// real events and judge the run's merges valid.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "tests/actors/process_support.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::pair<int, std::string> run_cmd(const std::string& cmd) {
+  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int st = ::pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+
+size_t count_events(const fs::path& file, const std::string& kind) {
+  size_t n = 0;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find("\"event\":\"" + kind + "\"") != std::string::npos) ++n;
+  return n;
+}
+
+bool wait_events(const fs::path& file, const std::string& kind, size_t count, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (count_events(file, kind) >= count) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+}  // namespace
+
+TEST(chaos_report_cluster, a_killed_learner_process_is_timed_and_the_run_judged) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "dd_chaos_report_cluster";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "tiny.lua")
+      << "experiment {\n"
+         "  name = 'tiny',\n"
+         "  data = { file = '" << DD_DATA_DIR << "/tinyshakespeare/input.txt' },\n"
+         "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
+         "  learners = { count = 3, batch = 4, threads = 1 },\n"
+         "  sync = { fragments = 2, interval = 4 },\n"
+         "  inner = { lr = 3e-3, warmup = 5, decay_steps = 2000 },\n"
+         "  eval = { every_seconds = 0, batches = 2 },\n"
+         "  budget = { seconds = 12 },\n"
+         "  checkpoint = { every_versions = 1 },\n"
+         "}\n";
+  const fs::path run = dir / "run";
+  const pid_t launch = dd::test::spawn(dir, {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run",
+                                             "--progress", "0", "--heartbeat", "0.2",
+                                             "--connection-timeout", "1"},
+                                       (dir / "launch.out").string());
+  ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 5, 60)) << dd::test::text(dir / "launch.out");
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  const auto [krc, kout] =
+      run_cmd(std::string(DD_CHAOS_BIN) + " kill learner:2 --for 1s --run-dir " + run.string());
+  ASSERT_EQ(krc, 0) << kout;
+  ASSERT_EQ(dd::test::wait_for(launch, 90), 0) << dd::test::text(dir / "launch.out");
+
+  const auto [rc, out] = run_cmd(std::string(DD_CHAOS_BIN) + " report " + run.string() +
+                                 " --json " + (dir / "report.json").string());
+  std::printf("%s", out.c_str());
+  const json r = json::parse(dd::test::text(dir / "report.json"));
+  bool any_invalid = false;
+  std::map<std::string, std::string> v;
+  for (const auto& i : r["invariants"]) {
+    v[i["name"]] = i["verdict"];
+    any_invalid = any_invalid || i["verdict"] == "invalid";
+  }
+  EXPECT_EQ(rc, any_invalid ? 1 : 0);
+  for (const char* n : {"no_merge_below_quorum", "no_push_merged_twice", "no_version_repeated",
+                        "no_version_lost", "no_corrupt_chunk_merged",
+                        "no_nonfinite_in_global_fragment", "faulted_learners_back"})
+    EXPECT_EQ(v[n], "valid") << n << "\n" << out;
+  EXPECT_EQ(v["final_loss_vs_baseline"], "unknown");  // no --baseline
+  EXPECT_GT(r["run"]["merges"].get<int>(), 5);
+  EXPECT_TRUE(r["run"]["global_downtime_s"].is_number());
+  EXPECT_TRUE(r["run"]["goodput"].is_number());
+
+  ASSERT_EQ(r["faults"].size(), 1u);
+  const json& f = r["faults"][0];
+  EXPECT_EQ(f["kind"], "kill");
+  EXPECT_EQ(f["result"], "ok");
+  EXPECT_EQ(f["learners"], json::array({2}));
+  for (const char* k : {"noticed_after_s", "excluded_after_s", "restarted_after_s",
+                        "rejoined_after_s", "first_merge_after_s"})
+    ASSERT_TRUE(f[k].is_number()) << k << "\n" << f.dump(2);
+  EXPECT_GE(f["restarted_after_s"].get<double>(), 0.9);  // held down 1 s by the launcher
+  EXPECT_LE(f["noticed_after_s"].get<double>(), f["rejoined_after_s"].get<double>());
+  EXPECT_LE(f["restarted_after_s"].get<double>(), f["rejoined_after_s"].get<double>());
+  EXPECT_LE(f["rejoined_after_s"].get<double>(), f["first_merge_after_s"].get<double>());
+  fs::remove_all(dir);
+}

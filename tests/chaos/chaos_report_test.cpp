@@ -1,0 +1,389 @@
+// tests/chaos/chaos_report_test.cpp — `dd-chaos report`: small hand-written run directories (a
+// valid run, each invariant violated, missing data) judged by build_report, and the binary's
+// exit status and JSON file.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <sys/wait.h>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/chaos/common.hpp"
+#include "tools/chaos/report.hpp"
+
+using namespace dd::chaos;
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A run of two learner processes (learner-0: learner 0, learner-1: learner 1), one fragment.
+// learner-1 is paused at 1008 for 5 s, declared dead at 1010, rejoins at 1015 and is merged at
+// 1016. Times are Unix seconds. Tests edit the pieces, then write().
+struct run_builder {
+  std::vector<json> events, tape;
+  std::string csv;
+  json summary = {{"final_val_loss", 2.0}, {"goodput", 0.9}, {"effective_goodput", 0.8},
+                  {"uptime", 0.95}, {"tokens", 1000}, {"wall_seconds", 20.0}};
+  json experiment = {{"name", "tiny"}, {"checkpoint", {{"dir", ""}, {"every_versions", 1}}}};
+  bool with_csv = true, with_summary = true, with_experiment = true, with_events = true;
+
+  static json contributor(int learner, int inc, int transfer) {
+    return {{"learner", learner}, {"incarnation", inc}, {"base_version", 0},
+            {"transfer_id", transfer}, {"steps", 10}, {"tokens", 100}, {"weight", 0.5}};
+  }
+  static json push(double t, int learner, int inc, int transfer, bool accepted = true) {
+    return {{"event", "push"}, {"time", t}, {"fragment", 0}, {"learner", learner},
+            {"incarnation", inc}, {"transfer_id", transfer}, {"accepted", accepted}};
+  }
+  static json merge(double t, int version, std::vector<json> contributors, int needed = 2) {
+    return {{"event", "merge"}, {"time", t}, {"fragment", 0}, {"version", version},
+            {"contributors", contributors}, {"live", 2}, {"needed", needed}, {"delta_norm", 0.5}};
+  }
+
+  run_builder() {
+    events = {
+        {{"event", "start"}, {"time", 1000.0}},
+        {{"event", "owner_start"}, {"time", 1000.1}, {"fragment", 0}, {"version", 0}},
+        {{"event", "join"}, {"time", 1000.2}, {"learner", 0}, {"incarnation", 0}},
+        {{"event", "join"}, {"time", 1000.3}, {"learner", 1}, {"incarnation", 0}},
+        push(1001.0, 0, 0, 1),
+        push(1001.5, 1, 0, 1),
+        merge(1002.0, 1, {contributor(0, 0, 1), contributor(1, 0, 1)}),
+        {{"event", "failure"}, {"time", 1010.0}, {"learner", 1}, {"incarnation", 0},
+         {"reason", "lease expired"}},
+        {{"event", "rejoin"}, {"time", 1015.0}, {"learner", 1}, {"incarnation", 1}},
+        push(1015.2, 0, 0, 2),
+        push(1015.4, 1, 1, 2),
+        merge(1016.0, 2, {contributor(0, 0, 2), contributor(1, 1, 2)}),
+        {{"event", "finished"}, {"time", 1020.0}},
+    };
+    tape = {{{"t", 1007.5}, {"kind", "session"}, {"seed", 7}},
+            {{"t", 1008.0}, {"source", "cli"}, {"kind", "pause"}, {"target", "learner:1"},
+             {"targets", {"learner-1"}}, {"duration", 5.0}, {"params", json::object()},
+             {"result", "ok"}, {"hits", json::array()}}};
+    csv = "time,learner,incarnation,step,tokens,loss\n";
+    for (int i = 0; i <= 40; ++i) {
+      const double t = 1000.0 + 0.5 * i;
+      csv += fmt_row(t, 0, 0, i + 1);
+      if (t < 1008.0) csv += fmt_row(t + 0.1, 1, 0, i + 1);
+      if (t >= 1015.0) csv += fmt_row(t + 0.1, 1, 1, i + 1);
+    }
+  }
+  static std::string fmt_row(double t, int l, int inc, int step) {
+    char b[128];
+    std::snprintf(b, sizeof b, "%.3f,%d,%d,%d,%d,3.0\n", t, l, inc, step, step * 10);
+    return b;
+  }
+  // Replaces the event of `kind` at `time`.
+  void edit(const std::string& kind, double time, const std::function<void(json&)>& fn) {
+    for (auto& e : events)
+      if (e["event"] == kind && e["time"].get<double>() == time) return fn(e);
+    FAIL() << "no " << kind << " at " << time;
+  }
+  std::string write() const {
+    char tmpl[] = "/tmp/dd-chaos-report-XXXXXX";
+    const std::string dir = ::mkdtemp(tmpl);
+    auto lines = [](const std::vector<json>& v) {
+      std::string s;
+      for (const auto& j : v) s += j.dump() + "\n";
+      return s;
+    };
+    if (with_events) write_file_atomic(dir + "/events.jsonl", lines(events));
+    write_file_atomic(dir + "/chaos.jsonl", lines(tape));
+    if (with_csv) write_file_atomic(dir + "/learner_loss.csv", csv);
+    if (with_summary) write_file_atomic(dir + "/summary.json", summary.dump());
+    if (with_experiment) write_file_atomic(dir + "/experiment.json", experiment.dump());
+    const json nodes = {
+        {"run_id", "ab"},
+        {"nodes",
+         {{{"name", "syncer"}, {"role", "syncer"}, {"actors", {"monitor", "owner:0"}}, {"pid", 0}},
+          {{"name", "learner-0"}, {"role", "learner"}, {"actors", {"learner:0"}}, {"pid", 0}},
+          {{"name", "learner-1"}, {"role", "learner"}, {"actors", {"learner:1"}}, {"pid", 0}}}}};
+    write_file_atomic(dir + "/nodes.json", nodes.dump());
+    return dir;
+  }
+};
+
+std::string make_baseline(double loss) {
+  char tmpl[] = "/tmp/dd-chaos-baseline-XXXXXX";
+  const std::string dir = ::mkdtemp(tmpl);
+  write_file_atomic(dir + "/summary.json", json{{"final_val_loss", loss}}.dump());
+  return dir;
+}
+
+std::string verdict_of(const json& r, const std::string& name) {
+  for (const auto& i : r["invariants"])
+    if (i["name"] == name) return i["verdict"];
+  return "absent";
+}
+
+json judge(const run_builder& b, const std::string& baseline = "") {
+  report_options o;
+  o.run_dir = b.write();
+  o.baseline_dir = baseline;
+  json r = build_report(o);
+  fs::remove_all(o.run_dir);
+  return r;
+}
+
+const char* all_invariants[] = {"no_merge_below_quorum", "no_push_merged_twice",
+                                "no_version_repeated",   "no_corrupt_chunk_merged",
+                                "no_nonfinite_in_global_fragment", "no_version_lost",
+                                "zero_global_downtime",  "faulted_learners_back",
+                                "final_loss_vs_baseline"};
+
+}  // namespace
+
+TEST(chaos_report, valid_run_every_invariant_valid_and_fault_times) {
+  run_builder b;
+  const std::string base = make_baseline(1.98);
+  const json r = judge(b, base);
+  for (const char* n : all_invariants) EXPECT_EQ(verdict_of(r, n), "valid") << n << "\n" << r.dump(2);
+  EXPECT_EQ(r["verdict"], "valid");
+  EXPECT_EQ(report_exit_status(r), 0);
+  ASSERT_EQ(r["faults"].size(), 1u);
+  const json& f = r["faults"][0];
+  EXPECT_EQ(f["kind"], "pause");
+  EXPECT_EQ(f["learners"], json::array({1}));
+  EXPECT_DOUBLE_EQ(f["offset_s"].get<double>(), 8.0);
+  EXPECT_DOUBLE_EQ(f["noticed_after_s"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(f["excluded_after_s"].get<double>(), 2.0);
+  EXPECT_TRUE(f["restarted_after_s"].is_null());  // a pause restarts nothing
+  EXPECT_DOUBLE_EQ(f["rejoined_after_s"].get<double>(), 7.0);
+  EXPECT_DOUBLE_EQ(f["first_merge_after_s"].get<double>(), 8.0);
+  const json& run = r["run"];
+  EXPECT_DOUBLE_EQ(run["global_downtime_s"].get<double>(), 0.0);
+  EXPECT_EQ(run["merges"], 2);
+  EXPECT_DOUBLE_EQ(run["merge_pauses"]["global"]["longest_s"].get<double>(), 14.0);
+  EXPECT_DOUBLE_EQ(run["merge_pauses"]["fragments"]["0"]["longest_s"].get<double>(), 14.0);
+  EXPECT_EQ(run["versions_lost"], 0);
+  EXPECT_DOUBLE_EQ(run["goodput"].get<double>(), 0.9);
+  EXPECT_DOUBLE_EQ(run["uptime"].get<double>(), 0.95);
+  EXPECT_NEAR(run["loss_vs_baseline"].get<double>(), 2.0 / 1.98 - 1, 1e-12);
+  const std::string table = format_report(r);
+  EXPECT_NE(table.find("pause"), std::string::npos);
+  EXPECT_NE(table.find("verdict: valid"), std::string::npos);
+  fs::remove_all(base);
+}
+
+TEST(chaos_report, merge_below_quorum_is_invalid) {
+  run_builder b;
+  b.edit("merge", 1016.0, [](json& e) { e["needed"] = 3; });
+  const json r = judge(b);
+  EXPECT_EQ(verdict_of(r, "no_merge_below_quorum"), "invalid");
+  EXPECT_EQ(r["run"]["merges_below_quorum"], 1);
+  EXPECT_EQ(r["verdict"], "invalid");
+  EXPECT_EQ(report_exit_status(r), 1);
+}
+
+TEST(chaos_report, push_merged_twice_is_invalid) {
+  run_builder b;
+  b.edit("merge", 1016.0, [](json& e) {
+    e["contributors"].push_back(run_builder::contributor(0, 0, 1));  // merged in version 1 too
+  });
+  const json r = judge(b);
+  EXPECT_EQ(verdict_of(r, "no_push_merged_twice"), "invalid");
+  EXPECT_EQ(r["run"]["pushes_merged_twice"], 1);
+}
+
+TEST(chaos_report, repeated_version_is_invalid) {
+  run_builder b;
+  b.edit("merge", 1016.0, [](json& e) { e["version"] = 1; });
+  const json r = judge(b);
+  EXPECT_EQ(verdict_of(r, "no_version_repeated"), "invalid");
+  EXPECT_EQ(r["run"]["versions_repeated"], 1);
+}
+
+TEST(chaos_report, lost_versions_judged_only_at_every_version) {
+  run_builder b;
+  // The owner restarts from version 0 after version 1 was merged: one version lost.
+  b.events.insert(b.events.begin() + 7,
+                  json{{"event", "owner_restored"}, {"time", 1005.0}, {"fragment", 0}, {"version", 0}});
+  b.edit("merge", 1016.0, [](json& e) { e["version"] = 1; });
+  json r = judge(b);
+  EXPECT_EQ(verdict_of(r, "no_version_lost"), "invalid");
+  EXPECT_EQ(verdict_of(r, "no_version_repeated"), "valid");  // a new lineage, not a repeat
+  EXPECT_EQ(r["run"]["versions_lost"], 1);
+  b.experiment["checkpoint"]["every_versions"] = 5;
+  r = judge(b);
+  EXPECT_EQ(verdict_of(r, "no_version_lost"), "unknown");
+  EXPECT_EQ(r["run"]["versions_lost"], 1);  // the figure stays
+  b.with_experiment = false;
+  r = judge(b);
+  EXPECT_EQ(verdict_of(r, "no_version_lost"), "unknown");
+}
+
+TEST(chaos_report, corrupt_chunk_merged_is_invalid_and_a_resend_is_fine) {
+  run_builder b;
+  // learner 1's transfer 2 has a chunk refused after its (earlier) accepted push, and is merged.
+  b.events.insert(b.events.end() - 2, json{{"event", "chunk_refused"}, {"time", 1015.5}, {"fragment", 0},
+                                       {"learner", 1}, {"transfer_id", 2}, {"what", "push"}});
+  json r = judge(b);
+  EXPECT_EQ(verdict_of(r, "no_corrupt_chunk_merged"), "invalid");
+  EXPECT_EQ(r["run"]["corrupt_chunks_merged"], 1);
+  EXPECT_EQ(r["run"]["chunks_refused"], 1);
+  // The resent push is accepted after the refusal: valid, one chunk refused, none merged.
+  b.events.insert(b.events.end() - 2, run_builder::push(1015.7, 1, 1, 2));
+  r = judge(b);
+  EXPECT_EQ(verdict_of(r, "no_corrupt_chunk_merged"), "valid");
+  EXPECT_EQ(r["run"]["corrupt_chunks_merged"], 0);
+  EXPECT_EQ(r["run"]["chunks_refused"], 1);
+}
+
+TEST(chaos_report, nonfinite_delta_is_invalid) {
+  run_builder b;
+  b.edit("merge", 1016.0, [](json& e) { e["delta_norm"] = nullptr; });  // NaN is written as null
+  const json r = judge(b);
+  EXPECT_EQ(verdict_of(r, "no_nonfinite_in_global_fragment"), "invalid");
+  EXPECT_EQ(r["run"]["nonfinite_merges"], 1);
+}
+
+TEST(chaos_report, global_downtime_is_invalid) {
+  run_builder b;
+  b.csv = "time,learner,incarnation,step,tokens,loss\n";
+  for (int i = 0; i <= 40; ++i) {
+    const double t = 1000.0 + 0.5 * i;
+    if (t > 1005.0 && t < 1009.0) continue;  // nobody steps between 1005 and 1009
+    b.csv += run_builder::fmt_row(t, 0, 0, i + 1) + run_builder::fmt_row(t + 0.1, 1, 0, i + 1);
+  }
+  const json r = judge(b);
+  EXPECT_EQ(verdict_of(r, "zero_global_downtime"), "invalid");
+  EXPECT_NEAR(r["run"]["global_downtime_s"].get<double>(), 1009.0 - 1005.1, 1e-6);
+}
+
+TEST(chaos_report, learner_never_back_is_invalid) {
+  run_builder b;
+  b.edit("merge", 1016.0, [](json& e) { e["contributors"] = json::array({run_builder::contributor(0, 0, 2)}); e["needed"] = 1; });
+  const json r = judge(b);
+  EXPECT_EQ(verdict_of(r, "faulted_learners_back"), "invalid");
+  EXPECT_TRUE(r["faults"][0]["first_merge_after_s"].is_null());
+}
+
+TEST(chaos_report, loss_worse_than_baseline_is_invalid) {
+  run_builder b;
+  const std::string base = make_baseline(1.5);
+  const json r = judge(b, base);
+  EXPECT_EQ(verdict_of(r, "final_loss_vs_baseline"), "invalid");
+  EXPECT_NEAR(r["run"]["loss_vs_baseline"].get<double>(), 2.0 / 1.5 - 1, 1e-12);
+  fs::remove_all(base);
+}
+
+TEST(chaos_report, missing_data_is_unknown_not_valid) {
+  run_builder b;
+  b.with_events = b.with_csv = b.with_summary = b.with_experiment = false;
+  const json r = judge(b);
+  for (const char* n : all_invariants) EXPECT_EQ(verdict_of(r, n), "unknown") << n;
+  EXPECT_EQ(r["verdict"], "unknown");
+  EXPECT_EQ(report_exit_status(r), 0);
+  EXPECT_EQ(r["inputs"]["events.jsonl"], "missing");
+  // Merges without transfer ids or delta norms: those two cannot be judged.
+  run_builder c;
+  for (auto& e : c.events)
+    if (e["event"] == "merge") {
+      e.erase("delta_norm");
+      for (auto& k : e["contributors"]) k.erase("transfer_id");
+    }
+  const json r2 = judge(c);
+  EXPECT_EQ(verdict_of(r2, "no_push_merged_twice"), "unknown");
+  EXPECT_EQ(verdict_of(r2, "no_nonfinite_in_global_fragment"), "unknown");
+  EXPECT_EQ(verdict_of(r2, "no_merge_below_quorum"), "valid");
+}
+
+TEST(chaos_report, syncer_fault_times_from_forwarded_events) {
+  run_builder b;
+  b.tape.push_back({{"t", 1003.0}, {"kind", "kill"}, {"target", "node:syncer"}, {"targets", {"syncer"}},
+                    {"duration", nullptr}, {"result", "ok"}});
+  b.events.insert(b.events.begin() + 7, json{{"event", "resume"}, {"time", 1006.0}});
+  const std::string dir = b.write();
+  fs::create_directories(dir + "/nodes");
+  write_file_atomic(dir + "/nodes/learner-0.events.jsonl",
+                    json{{"event", "syncer_lost"}, {"time", 1003.5}, {"t", 3.5}}.dump() + "\n" +
+                        json{{"event", "syncer_back"}, {"time", 1007.0}, {"t", 7.0}}.dump() + "\n" +
+                        "{\"event\": \"cut by a ki\n");
+  report_options o;
+  o.run_dir = dir;
+  const json r = build_report(o);
+  fs::remove_all(dir);
+  ASSERT_EQ(r["faults"].size(), 2u);
+  const json& f = r["faults"][0];
+  EXPECT_EQ(f["kind"], "kill");
+  EXPECT_DOUBLE_EQ(f["noticed_after_s"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(f["restarted_after_s"].get<double>(), 3.0);
+  EXPECT_DOUBLE_EQ(f["rejoined_after_s"].get<double>(), 4.0);
+  EXPECT_DOUBLE_EQ(f["first_merge_after_s"].get<double>(), 13.0);
+  EXPECT_NE(r["inputs"]["nodes/learner-0.events.jsonl"].get<std::string>().find("1 malformed line"),
+            std::string::npos);
+}
+
+TEST(chaos_report, binary_exit_status_and_json_file) {
+  run_builder b;
+  const std::string dir = b.write();
+  auto run = [](const std::string& args) {
+    FILE* p = ::popen((std::string(DD_CHAOS_BIN) + " " + args + " 2>&1").c_str(), "r");
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    const int st = ::pclose(p);
+    return std::make_pair(WIFEXITED(st) ? WEXITSTATUS(st) : -1, out);
+  };
+  auto [rc, out] = run("report " + dir);
+  EXPECT_EQ(rc, 0) << out;
+  const json written = json::parse(read_file(dir + "/chaos_report.json"));
+  EXPECT_EQ(written["verdict"], "unknown");  // no baseline
+  EXPECT_EQ(written["faults"].size(), 1u);
+  std::tie(rc, out) = run("report " + dir + " --loss-tolerance x");
+  EXPECT_EQ(rc, 2) << out;
+  std::tie(rc, out) = run("report " + dir + " --bogus");
+  EXPECT_EQ(rc, 2) << out;
+  std::tie(rc, out) = run("report /nonexistent/run");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("not a run directory"), std::string::npos);
+  // An invalid run: exit 1, and --json puts the file elsewhere; --dry-run writes nothing.
+  b.edit("merge", 1016.0, [](json& e) { e["version"] = 1; });
+  const std::string bad = b.write();
+  std::tie(rc, out) = run("report " + bad + " --json " + bad + "/r.json");
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_TRUE(fs::exists(bad + "/r.json"));
+  EXPECT_NE(out.find("invalid  no_version_repeated"), std::string::npos) << out;
+  std::tie(rc, out) = run("report " + bad + " --dry-run");
+  EXPECT_EQ(rc, 1);
+  EXPECT_FALSE(fs::exists(bad + "/chaos_report.json"));
+  fs::remove_all(dir);
+  fs::remove_all(bad);
+}
+
+TEST(chaos_report, a_fault_nobody_noticed_has_no_detection_and_no_rejoin) {
+  run_builder b;
+  // Latency on learner-0's link for 1 s at 1003: no failure, no rejoin; its next merge counts.
+  b.tape.push_back({{"t", 1003.0}, {"kind", "latency"}, {"target", "learner:0"},
+                    {"targets", {"learner-0"}}, {"duration", 1.0}, {"result", "ok"}});
+  // learner 0 is dropped later (at 1012, after a fault on learner 1 only) and rejoins at 1014.
+  b.events.insert(b.events.end() - 2,
+                  json{{"event", "failure"}, {"time", 1012.0}, {"learner", 0}, {"reason", "x"}});
+  b.events.insert(b.events.end() - 2, json{{"event", "rejoin"}, {"time", 1014.0}, {"learner", 0}});
+  const json r = judge(b);
+  ASSERT_EQ(r["faults"].size(), 2u);
+  const json& f = r["faults"][0];
+  EXPECT_EQ(f["kind"], "latency");
+  EXPECT_EQ(f["learners"], json::array({0}));
+  // The 1012 failure is learner 0's, and no later fault touches learner 0, so it counts as noticed;
+  // a rejoin then follows.
+  EXPECT_DOUBLE_EQ(f["noticed_after_s"].get<double>(), 9.0);
+  EXPECT_DOUBLE_EQ(f["rejoined_after_s"].get<double>(), 11.0);
+  // Another fault on learner 0 at 1010 ends this one's detection window: nothing noticed then.
+  run_builder c = b;
+  c.tape.push_back({{"t", 1010.0}, {"kind", "pause"}, {"target", "learner:0"},
+                    {"targets", {"learner-0"}}, {"duration", 1.0}, {"result", "ok"}});
+  const json r2 = judge(c);
+  ASSERT_EQ(r2["faults"].size(), 3u);
+  const json& g = r2["faults"][0];
+  EXPECT_TRUE(g["noticed_after_s"].is_null()) << g.dump(2);
+  EXPECT_TRUE(g["rejoined_after_s"].is_null());
+  EXPECT_DOUBLE_EQ(g["first_merge_after_s"].get<double>(), 13.0);  // after its end (1004): 1016
+  EXPECT_DOUBLE_EQ(r2["faults"][2]["noticed_after_s"].get<double>(), 2.0);  // the 1010 pause
+}

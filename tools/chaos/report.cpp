@@ -1,0 +1,775 @@
+// tools/chaos/report.cpp — see report.hpp.
+//
+//   events.jsonl + nodes/*.events.jsonl ──> one stream ordered by "time" ──┐
+//   chaos.jsonl (tape) + in-process "fault" events ──> faults ─────────────┼──> per-fault times
+//   learner_loss.csv ──> stepping intervals ──> global downtime            ├──> run figures
+//   summary.json, experiment.json, baseline summary.json ──────────────────┴──> invariants
+#include "tools/chaos/report.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "tools/chaos/common.hpp"
+
+namespace dd::chaos {
+
+using nlohmann::json;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct event {
+  double time = 0;
+  std::string node;  ///< "syncer" for events.jsonl, else the forwarding node's name
+  json j;
+  std::string kind() const { return j.value("event", ""); }
+};
+
+struct fault {
+  std::string source, kind, target;
+  std::vector<std::string> nodes;  ///< processes or links hit (link learner-N = node learner-N)
+  std::set<int> learners;          ///< learner ids those nodes host
+  bool syncer = false;             ///< the syncer process (or one of its owners) was hit
+  int fragment = -1;               ///< in-process kill_owner
+  double at = 0, duration = 0;
+  std::string result = "ok";
+};
+
+// Reads JSON lines; a line that does not parse (e.g. cut by a kill) is counted, not fatal.
+std::vector<json> read_jsonl(const fs::path& p, size_t* bad) {
+  std::vector<json> out;
+  std::ifstream in(p);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    try {
+      auto j = json::parse(line);
+      if (j.is_object()) {
+        out.push_back(std::move(j));
+        continue;
+      }
+    } catch (const json::exception&) {
+    }
+    ++*bad;
+  }
+  return out;
+}
+
+std::string input_note(size_t n, size_t bad, const char* what) {
+  std::string s = fmt::format("read ({} {})", n, what);
+  if (bad) s += fmt::format(", {} malformed line{} skipped", bad, bad == 1 ? "" : "s");
+  return s;
+}
+
+std::optional<json> read_json_file(const fs::path& p) {
+  std::error_code ec;
+  if (!fs::exists(p, ec)) return std::nullopt;
+  try {
+    return json::parse(read_file(p.string()));
+  } catch (const json::exception& e) {
+    throw chaos_error(fmt::format("{}: not JSON: {}", p.string(), e.what()));
+  }
+}
+
+int learner_of_actor(const std::string& a) {
+  if (a.rfind("learner:", 0) != 0) return -1;
+  try {
+    return std::stoi(a.substr(8));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+std::optional<double> num(const json& j, const char* key) {
+  if (!j.contains(key) || !j[key].is_number()) return std::nullopt;
+  return j[key].get<double>();
+}
+
+json opt(std::optional<double> v) { return v ? json(*v) : json(nullptr); }
+
+json verdict(const std::string& name, const std::string& v, const std::string& detail) {
+  return {{"name", name}, {"verdict", v}, {"detail", detail}};
+}
+
+struct interval {
+  double from, to;
+};
+
+// Longest gap between consecutive times (sorted); {0,0,0} when fewer than two.
+json longest_gap(std::vector<double> t) {
+  std::sort(t.begin(), t.end());
+  double best = 0, from = 0, to = 0;
+  for (size_t i = 1; i < t.size(); ++i)
+    if (t[i] - t[i - 1] > best) {
+      best = t[i] - t[i - 1];
+      from = t[i - 1];
+      to = t[i];
+    }
+  if (t.size() < 2) return {{"longest_s", nullptr}, {"merges", t.size()}};
+  return {{"longest_s", best}, {"from", from}, {"to", to}, {"merges", t.size()}};
+}
+
+}  // namespace
+
+json build_report(const report_options& o) {
+  const fs::path dir(o.run_dir);
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    throw chaos_error(fmt::format("report: '{}' is not a run directory", o.run_dir));
+  json inputs = json::object();
+
+  // ---- events: the syncer's and every learner node's forwarded file, ordered by wall time.
+  std::vector<event> evs;
+  bool have_syncer_events = false;
+  {
+    size_t bad = 0;
+    const auto p = dir / "events.jsonl";
+    if (fs::exists(p, ec)) {
+      auto lines = read_jsonl(p, &bad);
+      have_syncer_events = true;
+      inputs["events.jsonl"] = input_note(lines.size(), bad, "events");
+      for (auto& j : lines) evs.push_back({j.value("time", 0.0), "syncer", std::move(j)});
+    } else {
+      inputs["events.jsonl"] = "missing";
+    }
+    const auto nodes_dir = dir / "nodes";
+    if (fs::is_directory(nodes_dir, ec)) {
+      std::vector<fs::path> files;
+      for (const auto& f : fs::directory_iterator(nodes_dir, ec)) {
+        const std::string name = f.path().filename().string();
+        const std::string suffix = ".events.jsonl";
+        if (name.size() > suffix.size() &&
+            name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+          files.push_back(f.path());
+      }
+      std::sort(files.begin(), files.end());
+      for (const auto& f : files) {
+        size_t fbad = 0;
+        std::string node = f.filename().string();
+        node = node.substr(0, node.size() - std::string(".events.jsonl").size());
+        auto lines = read_jsonl(f, &fbad);
+        inputs["nodes/" + f.filename().string()] = input_note(lines.size(), fbad, "events");
+        for (auto& j : lines) evs.push_back({j.value("time", 0.0), node, std::move(j)});
+      }
+    }
+  }
+  std::stable_sort(evs.begin(), evs.end(),
+                   [](const event& a, const event& b) { return a.time < b.time; });
+  const double run_start = evs.empty() ? 0.0 : evs.front().time;
+
+  // ---- which learners each node process hosts: nodes.json, else node_join / node_start events.
+  std::map<std::string, std::set<int>> hosted;
+  if (auto nf = read_json_file(dir / "nodes.json")) {
+    inputs["nodes.json"] = "read";
+    for (const auto& n : nf->value("nodes", json::array())) {
+      const std::string name = n.value("name", "");
+      for (const auto& a : n.value("actors", json::array()))
+        if (a.is_string() && learner_of_actor(a.get<std::string>()) >= 0)
+          hosted[name].insert(learner_of_actor(a.get<std::string>()));
+    }
+  } else {
+    inputs["nodes.json"] = "missing";
+  }
+  for (const auto& e : evs)
+    if ((e.kind() == "node_join" || e.kind() == "node_start") && e.j.contains("learners") &&
+        e.j["learners"].is_array()) {
+      const std::string name = e.j.value("node", e.node);
+      for (const auto& id : e.j["learners"])
+        if (id.is_number_integer()) hosted[name].insert(id.get<int>());
+    }
+
+  // ---- faults: the tape, plus faults the runtime injected itself ("fault" events).
+  std::vector<fault> faults;
+  const fs::path tape = o.tape.empty() ? dir / "chaos.jsonl" : fs::path(o.tape);
+  if (fs::exists(tape, ec)) {
+    size_t bad = 0;
+    auto lines = read_jsonl(tape, &bad);
+    inputs["chaos.jsonl"] = input_note(lines.size(), bad, "records");
+    for (const auto& r : lines) {
+      const std::string kind = r.value("kind", "");
+      if (kind.empty() || kind == "session" || kind == "heal") continue;
+      fault f;
+      f.source = r.value("source", "cli");
+      f.kind = kind;
+      f.target = r.value("target", "");
+      f.at = r.value("t", 0.0);
+      if (r.contains("duration") && r["duration"].is_number()) f.duration = r["duration"];
+      f.result = r.value("result", "ok");
+      for (const auto& n : r.value("targets", json::array()))
+        if (n.is_string()) f.nodes.push_back(n.get<std::string>());
+      for (const auto& n : f.nodes) {
+        if (n == "syncer") f.syncer = true;
+        if (hosted.count(n)) f.learners.insert(hosted[n].begin(), hosted[n].end());
+      }
+      faults.push_back(f);
+    }
+  } else {
+    inputs["chaos.jsonl"] = "missing";
+  }
+  for (const auto& e : evs) {
+    if (e.kind() != "fault" || e.node != "syncer") continue;
+    fault f;
+    f.source = "in-process";
+    f.kind = e.j.value("fault", "");
+    const int target = e.j.value("target", -1);
+    f.at = e.time;
+    if (f.kind == "kill_owner") {
+      f.fragment = target;
+      f.target = fmt::format("owner:{}", target);
+    } else {
+      f.learners.insert(target);
+      f.target = fmt::format("learner:{}", target);
+    }
+    faults.push_back(f);
+  }
+  std::stable_sort(faults.begin(), faults.end(),
+                   [](const fault& a, const fault& b) { return a.at < b.at; });
+
+  auto first = [&](double from, const std::function<bool(const event&)>& pred) {
+    std::optional<double> out;
+    for (const auto& e : evs)
+      if (e.time >= from && pred(e)) {
+        out = e.time;
+        break;
+      }
+    return out;
+  };
+  auto learner_in = [](const json& j, const std::set<int>& ids, const char* key = "learner") {
+    return j.contains(key) && j[key].is_number_integer() && ids.count(j[key].get<int>()) > 0;
+  };
+  auto merge_has = [](const event& e, const std::set<int>& ids) {
+    for (const auto& c : e.j.value("contributors", json::array()))
+      if (c.contains("learner") && c["learner"].is_number_integer() &&
+          ids.count(c["learner"].get<int>()))
+        return true;
+    return false;
+  };
+
+  // ---- per fault: injected, noticed, excluded, restarted, rejoined, first merged contribution.
+  json fault_rows = json::array();
+  std::vector<std::string> unrecovered;
+  size_t judged_faults = 0;
+  for (size_t fi = 0; fi < faults.size(); ++fi) {
+    const fault& f = faults[fi];
+    std::optional<double> noticed, excluded, restarted, rejoined, merged;
+    const double end = f.at + f.duration;
+    std::set<std::string> nodes(f.nodes.begin(), f.nodes.end());
+    // Detection belongs to this fault only until the next fault on any of the same learners.
+    double next_at = 1e300;
+    for (size_t k = fi + 1; k < faults.size() && next_at > 1e299; ++k)
+      for (int id : faults[k].learners)
+        if (f.learners.count(id)) next_at = faults[k].at;
+    auto before_next = [&](std::optional<double> t) {
+      return t && *t < next_at ? t : std::nullopt;
+    };
+    if (!f.learners.empty()) {
+      const auto failure = before_next(first(f.at, [&](const event& e) {
+        return e.node == "syncer" && e.kind() == "failure" && learner_in(e.j, f.learners);
+      }));
+      const auto lost = before_next(first(f.at, [&](const event& e) {
+        return nodes.count(e.node) && e.kind() == "syncer_lost";
+      }));
+      noticed = failure;
+      if (lost && (!noticed || *lost < *noticed)) noticed = lost;
+      excluded = failure;
+      restarted = first(f.at, [&](const event& e) {
+        return (nodes.count(e.node) && e.kind() == "node_start") ||
+               (e.kind() == "respawn" && e.j.value("kind", "") == "learner" &&
+                learner_in(e.j, f.learners, "id"));
+      });
+      restarted = before_next(restarted);
+      // Only a learner that was dropped (or restarted) rejoins.
+      if (noticed || restarted)
+        rejoined = first(f.at, [&](const event& e) {
+          return e.node == "syncer" && (e.kind() == "rejoin" || e.kind() == "join") &&
+                 learner_in(e.j, f.learners);
+        });
+      const double from = rejoined ? std::max(*rejoined, f.at) : end;
+      merged = first(from, [&](const event& e) {
+        return e.node == "syncer" && e.kind() == "merge" && merge_has(e, f.learners);
+      });
+      if (f.result == "ok") {
+        ++judged_faults;
+        for (int id : f.learners) {
+          const auto back = first(from, [&](const event& e) {
+            return e.node == "syncer" && e.kind() == "merge" && merge_has(e, {id});
+          });
+          if (!back)
+            unrecovered.push_back(fmt::format("learner:{} after {} {} at +{:.1f}s", id, f.kind,
+                                              f.target, f.at - run_start));
+        }
+      }
+    } else if (f.syncer) {
+      noticed = first(f.at, [&](const event& e) { return e.kind() == "syncer_lost"; });
+      restarted = first(f.at, [&](const event& e) {
+        return e.node == "syncer" && (e.kind() == "resume" || e.kind() == "start");
+      });
+      rejoined = first(restarted.value_or(f.at), [&](const event& e) {
+        return e.kind() == "syncer_back";
+      });
+      merged = first(std::max(end, restarted.value_or(f.at)), [&](const event& e) {
+        return e.node == "syncer" && e.kind() == "merge";
+      });
+    } else if (f.fragment >= 0) {
+      restarted = first(f.at, [&](const event& e) {
+        return e.node == "syncer" && (e.kind() == "owner_restored" || e.kind() == "owner_start") &&
+               e.j.value("fragment", -1) == f.fragment;
+      });
+      merged = first(restarted.value_or(f.at), [&](const event& e) {
+        return e.node == "syncer" && e.kind() == "merge" && e.j.value("fragment", -1) == f.fragment;
+      });
+    }
+    auto after = [&](const std::optional<double>& t) {
+      return t ? json(*t - f.at) : json(nullptr);
+    };
+    json learners = json::array();
+    for (int id : f.learners) learners.push_back(id);
+    fault_rows.push_back({{"source", f.source},
+                          {"kind", f.kind},
+                          {"target", f.target},
+                          {"nodes", f.nodes},
+                          {"learners", learners},
+                          {"result", f.result},
+                          {"injected_at", f.at},
+                          {"offset_s", f.at - run_start},
+                          {"duration_s", f.duration > 0 ? json(f.duration) : json(nullptr)},
+                          {"noticed_at", opt(noticed)},
+                          {"excluded_at", opt(excluded)},
+                          {"restarted_at", opt(restarted)},
+                          {"rejoined_at", opt(rejoined)},
+                          {"first_merge_at", opt(merged)},
+                          {"noticed_after_s", after(noticed)},
+                          {"excluded_after_s", after(excluded)},
+                          {"restarted_after_s", after(restarted)},
+                          {"rejoined_after_s", after(rejoined)},
+                          {"first_merge_after_s", after(merged)}});
+  }
+
+  // ---- merges: quorum, duplicates, versions, non-finite values, pauses.
+  size_t merges = 0, below_quorum = 0, twice = 0, repeated = 0, nonfinite = 0, no_norm = 0;
+  size_t contributions = 0, with_transfer = 0;
+  uint64_t lost_versions = 0;
+  std::vector<std::string> below_detail, twice_detail, repeated_detail, lost_detail;
+  std::map<std::tuple<int, int, uint64_t, uint64_t>, double> merged_keys;
+  std::map<int, uint64_t> life_max, last_merged;
+  std::map<int, bool> life_has;
+  std::vector<double> merge_times;
+  std::map<int, std::vector<double>> merge_times_by_frag;
+  // pushes: accepted (fragment, learner, transfer) -> times; refused chunks -> times
+  std::map<std::tuple<int, int, uint64_t>, std::vector<double>> accepted, refused;
+  size_t push_events = 0, chunks_refused_push = 0, chunks_refused_broadcast = 0, learner_nonfinite = 0;
+  size_t corrupt_merged = 0, unmatched = 0;
+  std::vector<std::string> corrupt_detail;
+  for (const auto& e : evs) {
+    const std::string k = e.kind();
+    if (k == "chunk_refused") {
+      if (e.j.value("what", "") == "broadcast") {
+        ++chunks_refused_broadcast;
+      } else {
+        ++chunks_refused_push;
+        refused[{e.j.value("fragment", -1), e.j.value("learner", -1),
+                 e.j.value("transfer_id", uint64_t{0})}]
+            .push_back(e.time);
+      }
+      continue;
+    }
+    if (k == "nonfinite") ++learner_nonfinite;
+    if (e.node != "syncer") continue;
+    if (k == "push") {
+      ++push_events;
+      if (e.j.value("accepted", false))
+        accepted[{e.j.value("fragment", -1), e.j.value("learner", -1),
+                  e.j.value("transfer_id", uint64_t{0})}]
+            .push_back(e.time);
+    } else if (k == "owner_start" || k == "owner_restored") {
+      const int frag = e.j.value("fragment", -1);
+      const uint64_t v = e.j.value("version", uint64_t{0});
+      if (last_merged.count(frag) && v < last_merged[frag]) {
+        lost_versions += last_merged[frag] - v;
+        lost_detail.push_back(fmt::format("fragment {}: merged up to version {}, restored at {}",
+                                          frag, last_merged[frag], v));
+      }
+      life_max[frag] = v;
+      life_has[frag] = true;
+    } else if (k == "merge") {
+      ++merges;
+      const int frag = e.j.value("fragment", -1);
+      const uint64_t v = e.j.value("version", uint64_t{0});
+      merge_times.push_back(e.time);
+      merge_times_by_frag[frag].push_back(e.time);
+      const auto contributors = e.j.value("contributors", json::array());
+      const size_t needed = e.j.value("needed", size_t{0});
+      if (contributors.size() < needed) {
+        ++below_quorum;
+        below_detail.push_back(fmt::format("fragment {} version {}: {} contributors, quorum {}",
+                                           frag, v, contributors.size(), needed));
+      }
+      if (life_has[frag] && v <= life_max[frag]) {
+        ++repeated;
+        repeated_detail.push_back(fmt::format("fragment {} version {} (already at {})", frag, v,
+                                              life_max[frag]));
+      }
+      life_max[frag] = std::max(life_max[frag], v);
+      life_has[frag] = true;
+      last_merged[frag] = std::max(last_merged[frag], v);
+      if (!e.j.contains("delta_norm")) {
+        ++no_norm;
+      } else if (!e.j["delta_norm"].is_number() || !std::isfinite(e.j["delta_norm"].get<double>())) {
+        ++nonfinite;
+      }
+      for (const auto& c : contributors) {
+        ++contributions;
+        if (!c.contains("transfer_id")) continue;
+        ++with_transfer;
+        const int l = c.value("learner", -1);
+        const uint64_t inc = c.value("incarnation", uint64_t{0});
+        const uint64_t tr = c.value("transfer_id", uint64_t{0});
+        const auto key = std::make_tuple(frag, l, inc, tr);
+        if (merged_keys.count(key)) {
+          ++twice;
+          twice_detail.push_back(fmt::format(
+              "fragment {} learner {} incarnation {} transfer {}: in version {} and an earlier merge",
+              frag, l, inc, tr, v));
+        }
+        merged_keys[key] = e.time;
+        // The contribution must come from an accepted push after any refusal of that transfer.
+        const auto pk = std::make_tuple(frag, l, tr);
+        std::optional<double> last_accept, last_refuse;
+        if (accepted.count(pk))
+          for (double t : accepted[pk])
+            if (t <= e.time) last_accept = t;
+        if (refused.count(pk))
+          for (double t : refused[pk])
+            if (t <= e.time) last_refuse = t;
+        if (last_refuse && (!last_accept || *last_accept < *last_refuse)) {
+          ++corrupt_merged;
+          corrupt_detail.push_back(fmt::format(
+              "fragment {} version {}: learner {} transfer {} merged after its chunk was refused "
+              "and never accepted again",
+              frag, v, l, tr));
+        } else if (!last_accept) {
+          ++unmatched;
+        }
+      }
+    }
+  }
+
+  // ---- global downtime from the heartbeat rows.
+  std::optional<double> downtime;
+  json downtime_gaps = json::array();
+  {
+    const auto p = dir / "learner_loss.csv";
+    std::ifstream in(p);
+    if (!in) {
+      inputs["learner_loss.csv"] = "missing";
+    } else {
+      struct row {
+        double t;
+        long long inc, step;
+      };
+      std::map<long long, std::vector<row>> by_learner;
+      std::string line;
+      size_t rows = 0, bad = 0;
+      std::getline(in, line);  // header
+      while (std::getline(in, line)) {
+        if (line.empty()) continue;
+        const auto f = split(line, ',');
+        try {
+          if (f.size() < 4) throw std::invalid_argument(line);
+          by_learner[std::stoll(f[1])].push_back({std::stod(f[0]), std::stoll(f[2]), std::stoll(f[3])});
+          ++rows;
+        } catch (const std::exception&) {
+          ++bad;
+        }
+      }
+      inputs["learner_loss.csv"] = input_note(rows, bad, "heartbeats");
+      std::vector<interval> stepping;
+      double lo = 1e300, hi = -1e300;
+      for (auto& [id, rs] : by_learner) {
+        std::sort(rs.begin(), rs.end(), [](const row& a, const row& b) { return a.t < b.t; });
+        std::vector<double> gaps;
+        for (size_t i = 1; i < rs.size(); ++i)
+          if (rs[i].inc == rs[i - 1].inc && rs[i].step > rs[i - 1].step)
+            gaps.push_back(rs[i].t - rs[i - 1].t);
+        std::vector<double> sorted = gaps;
+        std::sort(sorted.begin(), sorted.end());
+        const double median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
+        const double bound = std::max(4 * median, 1.0);
+        for (size_t i = 1; i < rs.size(); ++i)
+          if (rs[i].inc == rs[i - 1].inc && rs[i].step > rs[i - 1].step &&
+              rs[i].t - rs[i - 1].t <= bound)
+            stepping.push_back({rs[i - 1].t, rs[i].t});
+        if (!rs.empty()) {
+          lo = std::min(lo, rs.front().t);
+          hi = std::max(hi, rs.back().t);
+        }
+      }
+      if (rows >= 2) {
+        std::sort(stepping.begin(), stepping.end(),
+                  [](const interval& a, const interval& b) { return a.from < b.from; });
+        double covered_to = lo, down = 0;
+        for (const auto& s : stepping) {
+          if (s.from > covered_to) {
+            down += s.from - covered_to;
+            downtime_gaps.push_back({{"from", covered_to}, {"to", s.from}, {"seconds", s.from - covered_to}});
+          }
+          covered_to = std::max(covered_to, s.to);
+        }
+        if (hi > covered_to) {
+          down += hi - covered_to;
+          downtime_gaps.push_back({{"from", covered_to}, {"to", hi}, {"seconds", hi - covered_to}});
+        }
+        downtime = down;
+      }
+    }
+  }
+
+  // ---- summary, experiment, baseline.
+  const auto summary = read_json_file(dir / "summary.json");
+  inputs["summary.json"] = summary ? "read" : "missing";
+  const auto experiment = read_json_file(dir / "experiment.json");
+  inputs["experiment.json"] = experiment ? "read" : "missing";
+  std::optional<json> base_summary;
+  if (!o.baseline_dir.empty()) {
+    if (!fs::is_directory(o.baseline_dir, ec))
+      throw chaos_error(fmt::format("--baseline: '{}' is not a run directory", o.baseline_dir));
+    base_summary = read_json_file(fs::path(o.baseline_dir) / "summary.json");
+    inputs["baseline summary.json"] = base_summary ? "read" : "missing";
+  }
+  std::optional<int> every_versions;
+  if (experiment && experiment->contains("checkpoint") &&
+      (*experiment)["checkpoint"].contains("every_versions") &&
+      (*experiment)["checkpoint"]["every_versions"].is_number_integer())
+    every_versions = (*experiment)["checkpoint"]["every_versions"].get<int>();
+  std::optional<double> loss, base_loss;
+  if (summary) loss = num(*summary, "final_val_loss");
+  if (base_summary) base_loss = num(*base_summary, "final_val_loss");
+
+  json run = {{"start", evs.empty() ? json(nullptr) : json(run_start)},
+              {"events", evs.size()},
+              {"faults", faults.size()},
+              {"global_downtime_s", opt(downtime)},
+              {"downtime_intervals", downtime_gaps},
+              {"merges", merges},
+              {"merges_below_quorum", below_quorum},
+              {"versions_lost", lost_versions},
+              {"versions_repeated", repeated},
+              {"checkpoint_every_versions", every_versions ? json(*every_versions) : json(nullptr)},
+              {"pushes", push_events},
+              {"pushes_merged_twice", twice},
+              {"chunks_refused", chunks_refused_push + chunks_refused_broadcast},
+              {"chunks_refused_push", chunks_refused_push},
+              {"chunks_refused_broadcast", chunks_refused_broadcast},
+              {"corrupt_chunks_merged", corrupt_merged},
+              {"contributions_without_accepted_push", unmatched},
+              {"nonfinite_merges", nonfinite},
+              {"nonfinite_learner_steps", learner_nonfinite},
+              {"final_val_loss", opt(loss)},
+              {"baseline_val_loss", opt(base_loss)},
+              {"loss_vs_baseline",
+               loss && base_loss && *base_loss > 0 ? json(*loss / *base_loss - 1) : json(nullptr)}};
+  json pauses = {{"global", longest_gap(merge_times)}, {"fragments", json::object()}};
+  for (const auto& [frag, ts] : merge_times_by_frag) pauses["fragments"][std::to_string(frag)] = longest_gap(ts);
+  run["merge_pauses"] = pauses;
+  for (const char* k : {"goodput", "effective_goodput", "uptime", "tokens", "wall_seconds"})
+    run[k] = summary && summary->contains(k) ? (*summary)[k] : json(nullptr);
+
+  // ---- verdicts.
+  auto list = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (size_t i = 0; i < v.size() && i < 3; ++i) s += (i ? "; " : "") + v[i];
+    if (v.size() > 3) s += fmt::format("; … {} more", v.size() - 3);
+    return s;
+  };
+  const std::string no_merges = have_syncer_events
+                                    ? "no merge event in events.jsonl"
+                                    : "events.jsonl is missing";
+  json inv = json::array();
+  if (merges == 0) {
+    for (const char* n : {"no_merge_below_quorum", "no_push_merged_twice", "no_version_repeated",
+                          "no_corrupt_chunk_merged", "no_nonfinite_in_global_fragment"})
+      inv.push_back(verdict(n, "unknown", no_merges));
+  } else {
+    inv.push_back(below_quorum ? verdict("no_merge_below_quorum", "invalid",
+                                         fmt::format("{} of {} merges: {}", below_quorum, merges,
+                                                     list(below_detail)))
+                               : verdict("no_merge_below_quorum", "valid",
+                                         fmt::format("{} merges, each with at least its quorum "
+                                                     "(merge.needed)",
+                                                     merges)));
+    if (with_transfer == 0 && contributions > 0)
+      inv.push_back(verdict("no_push_merged_twice", "unknown",
+                            "merge contributors carry no transfer_id"));
+    else
+      inv.push_back(twice ? verdict("no_push_merged_twice", "invalid", list(twice_detail))
+                          : verdict("no_push_merged_twice", "valid",
+                                    fmt::format("{} merged contributions, each (fragment, learner, "
+                                                "incarnation, transfer_id) once",
+                                                contributions)));
+    inv.push_back(repeated ? verdict("no_version_repeated", "invalid", list(repeated_detail))
+                           : verdict("no_version_repeated", "valid",
+                                     "versions strictly increase between owner (re)starts"));
+    if (push_events == 0)
+      inv.push_back(verdict("no_corrupt_chunk_merged", "unknown",
+                            "no push event: merged contributions cannot be matched to accepted pushes"));
+    else
+      inv.push_back(corrupt_merged
+                        ? verdict("no_corrupt_chunk_merged", "invalid", list(corrupt_detail))
+                        : verdict("no_corrupt_chunk_merged", "valid",
+                                  fmt::format("{} chunks refused, none of their transfers merged "
+                                              "without a later accepted push",
+                                              chunks_refused_push + chunks_refused_broadcast)));
+    if (no_norm == merges)
+      inv.push_back(verdict("no_nonfinite_in_global_fragment", "unknown",
+                            "merge events carry no delta_norm"));
+    else
+      inv.push_back(nonfinite ? verdict("no_nonfinite_in_global_fragment", "invalid",
+                                        fmt::format("{} merges with a non-finite delta_norm", nonfinite))
+                              : verdict("no_nonfinite_in_global_fragment", "valid",
+                                        fmt::format("every merge's delta_norm is finite ({} learner "
+                                                    "steps discarded as non-finite)",
+                                                    learner_nonfinite)));
+  }
+  if (merges == 0)
+    inv.push_back(verdict("no_version_lost", "unknown", no_merges));
+  else if (!every_versions)
+    inv.push_back(verdict("no_version_lost", "unknown",
+                          fmt::format("{} versions lost; judged only with checkpoint.every_versions "
+                                      "= 1 (experiment.json {})",
+                                      lost_versions, experiment ? "has none" : "is missing")));
+  else if (*every_versions != 1)
+    inv.push_back(verdict("no_version_lost", "unknown",
+                          fmt::format("{} versions lost; checkpoint.every_versions = {}, so losing "
+                                      "up to that many per restart is allowed",
+                                      lost_versions, *every_versions)));
+  else
+    inv.push_back(lost_versions ? verdict("no_version_lost", "invalid",
+                                          fmt::format("{} versions lost: {}", lost_versions, list(lost_detail)))
+                                : verdict("no_version_lost", "valid",
+                                          "every owner restart resumed from its last merged version"));
+  if (!downtime)
+    inv.push_back(verdict("zero_global_downtime", "unknown",
+                          "learner_loss.csv is missing or has fewer than two heartbeats"));
+  else
+    inv.push_back(*downtime > 0
+                      ? verdict("zero_global_downtime", "invalid",
+                                fmt::format("{:.2f} s in which no learner stepped ({} interval{})",
+                                            *downtime, downtime_gaps.size(),
+                                            downtime_gaps.size() == 1 ? "" : "s"))
+                      : verdict("zero_global_downtime", "valid", "some learner stepped at all times"));
+  if (merges == 0)
+    inv.push_back(verdict("faulted_learners_back", "unknown", no_merges));
+  else
+    inv.push_back(!unrecovered.empty()
+                      ? verdict("faulted_learners_back", "invalid",
+                                "no merged contribution after the fault: " + list(unrecovered))
+                      : verdict("faulted_learners_back", "valid",
+                                fmt::format("{} fault{} on learners, every one back and merged after",
+                                            judged_faults, judged_faults == 1 ? "" : "s")));
+  if (o.baseline_dir.empty())
+    inv.push_back(verdict("final_loss_vs_baseline", "unknown", "no --baseline given"));
+  else if (!loss || !base_loss)
+    inv.push_back(verdict("final_loss_vs_baseline", "unknown",
+                          fmt::format("final_val_loss missing in {}",
+                                      !loss ? "this run's summary.json" : "the baseline's summary.json")));
+  else
+    inv.push_back(verdict("final_loss_vs_baseline",
+                          *loss <= *base_loss * (1 + o.loss_tolerance) ? "valid" : "invalid",
+                          fmt::format("{:.4f} vs {:.4f} ({:+.2f}%; tolerance {:.1f}%)", *loss,
+                                      *base_loss, (*loss / *base_loss - 1) * 100,
+                                      o.loss_tolerance * 100)));
+
+  std::string overall = "valid";
+  for (const auto& i : inv) {
+    if (i["verdict"] == "invalid") overall = "invalid";
+    if (i["verdict"] == "unknown" && overall == "valid") overall = "unknown";
+  }
+  return {{"run_dir", o.run_dir},
+          {"baseline", o.baseline_dir.empty() ? json(nullptr) : json(o.baseline_dir)},
+          {"inputs", inputs},
+          {"faults", fault_rows},
+          {"run", run},
+          {"invariants", inv},
+          {"verdict", overall}};
+}
+
+std::string format_report(const json& r) {
+  std::ostringstream out;
+  auto secs = [](const json& v) {
+    return v.is_number() ? fmt::format("{:+.1f}s", v.get<double>()) : std::string("-");
+  };
+  auto fig = [](const json& v, const char* fmtspec = "{:.3f}") {
+    if (v.is_null()) return std::string("-");
+    if (v.is_number_float()) return fmt::format(fmt::runtime(fmtspec), v.get<double>());
+    return v.dump();
+  };
+  out << "dd-chaos report " << r.value("run_dir", "") << "\n";
+  for (const auto& [file, what] : r["inputs"].items())
+    out << fmt::format("  {:<28} {}\n", file, what.get<std::string>());
+  const auto& faults = r["faults"];
+  out << fmt::format("\nfaults ({}); times after injection\n", faults.size());
+  if (!faults.empty()) {
+    out << fmt::format("  {:>3} {:>8} {:<12} {:<20} {:>7} {:>8} {:>9} {:>9} {:>10} {:>9} {:>11}\n",
+                       "#", "at", "kind", "target", "for", "noticed", "excluded", "restarted",
+                       "rejoined", "merged", "result");
+    int i = 0;
+    for (const auto& f : faults)
+      out << fmt::format("  {:>3} {:>7.1f}s {:<12} {:<20} {:>7} {:>8} {:>9} {:>9} {:>10} {:>9} {:>11}\n",
+                         ++i, f["offset_s"].get<double>(), f["kind"].get<std::string>(),
+                         f["target"].get<std::string>().substr(0, 20),
+                         f["duration_s"].is_number() ? format_duration(f["duration_s"].get<double>())
+                                                     : std::string("-"),
+                         secs(f["noticed_after_s"]), secs(f["excluded_after_s"]),
+                         secs(f["restarted_after_s"]), secs(f["rejoined_after_s"]),
+                         secs(f["first_merge_after_s"]), f["result"].get<std::string>());
+  }
+  const auto& run = r["run"];
+  out << "\nrun\n";
+  out << fmt::format("  global downtime      {} s\n", fig(run["global_downtime_s"], "{:.2f}"));
+  const auto& g = run["merge_pauses"]["global"];
+  out << fmt::format("  merges               {} (longest pause {} s", fig(run["merges"]),
+                     fig(g["longest_s"], "{:.2f}"));
+  for (const auto& [frag, p] : run["merge_pauses"]["fragments"].items())
+    out << fmt::format("; fragment {} {} s", frag, fig(p["longest_s"], "{:.2f}"));
+  out << ")\n";
+  out << fmt::format("  below quorum         {}\n", fig(run["merges_below_quorum"]));
+  out << fmt::format("  versions lost        {} (checkpoint.every_versions {})\n",
+                     fig(run["versions_lost"]), fig(run["checkpoint_every_versions"]));
+  out << fmt::format("  pushes merged twice  {} (of {} push events)\n", fig(run["pushes_merged_twice"]),
+                     fig(run["pushes"]));
+  out << fmt::format("  chunks refused       {} (merged {})\n", fig(run["chunks_refused"]),
+                     fig(run["corrupt_chunks_merged"]));
+  out << fmt::format("  non-finite           {} merges, {} learner steps discarded\n",
+                     fig(run["nonfinite_merges"]), fig(run["nonfinite_learner_steps"]));
+  out << fmt::format("  final val loss       {} (baseline {}, {})\n", fig(run["final_val_loss"], "{:.4f}"),
+                     fig(run["baseline_val_loss"], "{:.4f}"),
+                     run["loss_vs_baseline"].is_number()
+                         ? fmt::format("{:+.2f}%", run["loss_vs_baseline"].get<double>() * 100)
+                         : std::string("-"));
+  out << fmt::format("  goodput              {} (effective {}), uptime {}\n", fig(run["goodput"]),
+                     fig(run["effective_goodput"]), fig(run["uptime"]));
+  out << "\ninvariants\n";
+  for (const auto& i : r["invariants"])
+    out << fmt::format("  {:<8} {:<32} {}\n", i["verdict"].get<std::string>(),
+                       i["name"].get<std::string>(), i["detail"].get<std::string>());
+  out << fmt::format("\nverdict: {}\n", r.value("verdict", "unknown"));
+  return out.str();
+}
+
+int report_exit_status(const json& r) {
+  for (const auto& i : r.value("invariants", json::array()))
+    if (i.value("verdict", "") == "invalid") return 1;
+  return 0;
+}
+
+}  // namespace dd::chaos
