@@ -8,6 +8,8 @@
 //     --all learners done--> final evaluation --> finished (shut everything down, report)
 #include "actors/cluster.hpp"
 
+#include "actors/chaos_endpoint.hpp"
+
 #include <cmath>
 #include <csignal>
 #include <cstdio>
@@ -527,7 +529,12 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
   if (!options.simulated_time) {
     std::ofstream(fs::path(s->run_dir) / "run_id") << s->run_id << '\n';
   }
-  std::vector<fault_spec> faults = fault_specs_of(exp, s->steps_per_learner, s->plan.num_fragments());
+  std::vector<fault_spec> faults;
+  for (const auto& f : fault_specs_of(exp, s->steps_per_learner, s->plan.num_fragments()))
+    // A syncer node hosts no learner: push and step message faults act in the learner nodes.
+    if (options.role != node_role::syncer || f.what != fault_spec::kind::start_live ||
+        is_broadcast_kind(f.live.what))
+      faults.push_back(f);
   for (const auto& f : options.faults) faults.push_back(f);
   s->faults = std::make_unique<fault_hooks>(faults, s->log.get());
   write_or_throw((fs::path(s->run_dir) / "experiment.json").string(),
@@ -674,6 +681,27 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
   // A syncer node goes on through failing writes (retried with backoff, degraded) up to
   // checkpoint.max_failing_seconds; `dd-node run` stops at the first one.
   if (syncer) setup->log->set_retry_writes(true);
+  std::unique_ptr<chaos_endpoint> endpoint;  // destroyed before setup (it uses setup->faults)
+  if (!options.chaos_endpoint.first.empty()) {
+    chaos_endpoint_options eo;
+    eo.host = options.chaos_endpoint.first;
+    eo.port = options.chaos_endpoint.second;
+    eo.node_name = syncer ? "syncer" : "run";
+    eo.role = syncer ? "syncer" : "all";
+    for (int32_t i = 0; i < exp.learners.count && !syncer; ++i) eo.learners.push_back(i);
+    eo.fragments = setup->plan.num_fragments();
+    // A port taken since the launcher picked it must not stop the run: it goes on without one.
+    try {
+      endpoint = std::make_unique<chaos_endpoint>(eo, setup->faults.get());
+      std::printf("%s: chaos endpoint on %s:%u\n", exp.name.c_str(), eo.host.c_str(), endpoint->port());
+      std::fflush(stdout);
+      setup->log->emit("chaos_endpoint",
+                       {{"node", eo.node_name}, {"host", eo.host}, {"port", endpoint->port()}});
+    } catch (const std::exception& e) {
+      setup->log->warn(fmt::format("chaos endpoint off: {}", e.what()));
+      setup->log->emit("failure", {{"what", "chaos_endpoint"}, {"error", e.what()}});
+    }
+  }
   node_transport transport = options.transport;
   transport.middleman = syncer;
   node_config cfg(transport);

@@ -22,6 +22,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -67,6 +68,10 @@ struct run_options {
   /// budget counts the tokens of both parts; summary.json gets "resumed": true. Without it, what
   /// an earlier run left is removed (make_cluster_setup).
   bool resume = false;
+  /// The node's chaos endpoint (actors/chaos_endpoint.hpp) on this loopback address (port 0 =
+  /// any; printed and logged as a "chaos_endpoint" event); empty host = off. It serves the
+  /// broadcast kinds in a syncer node and every kind when role is `all`.
+  std::pair<std::string, uint16_t> chaos_endpoint;
   /// Middleman heartbeat and connection timeout of the syncer node.
   node_transport transport;
   /// Run directory; empty = the experiment's run_dir (default runs/<name>). This does not move

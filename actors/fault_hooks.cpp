@@ -21,8 +21,39 @@ const char* to_string(fault_spec::kind k) {
     case fault_spec::kind::drop_push: return "drop_push";
     case fault_spec::kind::delay_push: return "delay_push";
     case fault_spec::kind::corrupt_push: return "corrupt_push";
+    case fault_spec::kind::start_live: return "start_live";
   }
   return "?";
+}
+
+const char* to_string(live_fault::kind k) {
+  switch (k) {
+    case live_fault::kind::drop_push: return "drop_push";
+    case live_fault::kind::dup_push: return "dup_push";
+    case live_fault::kind::delay_push: return "delay_push";
+    case live_fault::kind::reorder_push: return "reorder_push";
+    case live_fault::kind::corrupt_push: return "corrupt_push";
+    case live_fault::kind::drop_broadcast: return "drop_broadcast";
+    case live_fault::kind::dup_broadcast: return "dup_broadcast";
+    case live_fault::kind::delay_broadcast: return "delay_broadcast";
+    case live_fault::kind::reorder_broadcast: return "reorder_broadcast";
+    case live_fault::kind::nan_step: return "nan_step";
+    case live_fault::kind::fail_step: return "fail_step";
+  }
+  return "?";
+}
+
+std::optional<live_fault::kind> live_kind_from(const std::string& name) {
+  for (int i = 0; i <= static_cast<int>(live_fault::kind::fail_step); ++i) {
+    const auto k = static_cast<live_fault::kind>(i);
+    if (name == to_string(k)) return k;
+  }
+  return std::nullopt;
+}
+
+bool is_broadcast_kind(live_fault::kind k) {
+  return k == live_fault::kind::drop_broadcast || k == live_fault::kind::dup_broadcast ||
+         k == live_fault::kind::delay_broadcast || k == live_fault::kind::reorder_broadcast;
 }
 
 fault_hooks::fault_hooks(std::vector<fault_spec> faults, run_log* log,
@@ -92,6 +123,9 @@ step_faults fault_hooks::on_learner_step(int32_t id, uint64_t inc, uint64_t step
         out.slow_factor *= f.factor;
     }
   }
+  promote_locked(now, id, step);
+  if (!take_live_locked(live_fault::kind::nan_step, id, -1, now).empty()) out.nan = true;
+  if (!take_live_locked(live_fault::kind::fail_step, id, -1, now).empty()) out.fail = true;
   return out;
 }
 
@@ -114,7 +148,139 @@ push_fault fault_hooks::on_push(int32_t id, uint64_t inc, int32_t fragment, uint
     else
       out.delay_s += f.delay_s;
   }
-  (void)fragment;
+  promote_locked(now, id, step);
+  if (!take_live_locked(live_fault::kind::drop_push, id, fragment, now).empty()) out.drop = true;
+  if (!take_live_locked(live_fault::kind::dup_push, id, fragment, now).empty()) out.duplicate = true;
+  if (!take_live_locked(live_fault::kind::reorder_push, id, fragment, now).empty()) out.reorder = true;
+  if (!take_live_locked(live_fault::kind::corrupt_push, id, fragment, now).empty()) out.corrupt = true;
+  for (const auto& f : take_live_locked(live_fault::kind::delay_push, id, fragment, now))
+    out.delay_s += f.delay_s;
+  return out;
+}
+
+broadcast_fault fault_hooks::on_broadcast(int32_t fragment, int32_t learner) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  const double now = clock_();
+  broadcast_fault out;
+  promote_locked(now, -1, 0);
+  if (live_.empty()) return out;
+  if (!take_live_locked(live_fault::kind::drop_broadcast, learner, fragment, now).empty())
+    out.drop = true;
+  if (!take_live_locked(live_fault::kind::dup_broadcast, learner, fragment, now).empty())
+    out.duplicate = true;
+  if (!take_live_locked(live_fault::kind::reorder_broadcast, learner, fragment, now).empty())
+    out.reorder = true;
+  for (const auto& f : take_live_locked(live_fault::kind::delay_broadcast, learner, fragment, now))
+    out.delay_s += f.delay_s;
+  return out;
+}
+
+namespace {
+
+nlohmann::json live_json(const live_fault& f, double now) {
+  nlohmann::json j = {{"id", f.id}, {"kind", to_string(f.what)}, {"learner", f.learner},
+                      {"fragment", f.fragment}, {"hits", f.hits}, {"source", f.origin}};
+  if (f.until_s >= 0) j["expires_in_s"] = std::max(0.0, f.until_s - now);
+  if (f.count >= 0) j["count_left"] = f.count;
+  if (f.delay_s > 0) j["delay_s"] = f.delay_s;
+  return j;
+}
+
+}  // namespace
+
+void fault_hooks::prune_live_locked(double now) {
+  for (auto it = live_.begin(); it != live_.end();) {
+    const bool expired = it->until_s >= 0 && now >= it->until_s;
+    if (expired || it->count == 0) {
+      if (log_ != nullptr) {
+        auto j = live_json(*it, now);
+        j["action"] = expired ? "expired" : "spent";
+        log_->emit("chaos_fault", j);
+      }
+      it = live_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::vector<live_fault> fault_hooks::take_live_locked(live_fault::kind k, int32_t learner,
+                                                      int32_t fragment, double now) {
+  std::vector<live_fault> out;
+  if (live_.empty()) return out;
+  prune_live_locked(now);
+  for (auto& f : live_) {
+    if (f.what != k) continue;
+    if (f.learner >= 0 && f.learner != learner) continue;
+    if (f.fragment >= 0 && fragment >= 0 && f.fragment != fragment) continue;
+    f.hits += 1;
+    if (f.count > 0) f.count -= 1;
+    out.push_back(f);
+    if (log_ != nullptr)
+      log_->emit("fault", {{"fault", to_string(k)}, {"source", f.origin}, {"id", f.id},
+                           {"learner", learner}, {"fragment", fragment}, {"hits", f.hits}});
+  }
+  prune_live_locked(now);
+  return out;
+}
+
+uint64_t fault_hooks::add_live(live_fault f) {
+  if (!(f.until_s >= 0) && f.count < 0)
+    throw std::invalid_argument(std::string(to_string(f.what)) +
+                                ": give a duration or a count (a live fault must end by itself)");
+  if (f.count == 0) throw std::invalid_argument(std::string(to_string(f.what)) + ": count must be > 0");
+  const bool delay = f.what == live_fault::kind::delay_push || f.what == live_fault::kind::delay_broadcast;
+  if (delay && !(f.delay_s > 0))
+    throw std::invalid_argument(std::string(to_string(f.what)) + ": needs a delay > 0");
+  if (!delay && f.delay_s != 0)
+    throw std::invalid_argument(std::string(to_string(f.what)) + ": takes no delay");
+  std::lock_guard<std::mutex> guard(mutex_);
+  add_live_locked(f, clock_());
+  return live_.back().id;
+}
+
+void fault_hooks::add_live_locked(live_fault f, double now) {
+  f.id = next_live_id_++;
+  f.hits = 0;
+  live_.push_back(f);
+  if (log_ != nullptr) {
+    auto j = live_json(f, now);
+    j["action"] = "start";
+    log_->emit("chaos_fault", j);
+  }
+}
+
+void fault_hooks::promote_locked(double now, int32_t learner, uint64_t step) {
+  for (size_t i = 0; i < faults_.size(); ++i) {
+    const auto& f = faults_[i];
+    if (f.what != fault_spec::kind::start_live || done_[i]) continue;
+    const bool due = f.at_seconds >= 0 ? now >= f.at_seconds
+                                       : learner >= 0 && f.target == learner && step >= f.at_step;
+    if (!due) continue;
+    fire_locked(i, f.at_seconds >= 0 ? 0 : step, 0, now);
+    live_fault l = f.live;
+    l.origin = "schedule";
+    if (f.duration_s > 0) l.until_s = now + f.duration_s;
+    if (l.until_s < 0 && l.count < 0) l.count = 1;
+    add_live_locked(l, now);
+  }
+}
+
+size_t fault_hooks::clear_live() {
+  std::lock_guard<std::mutex> guard(mutex_);
+  prune_live_locked(clock_());
+  const size_t n = live_.size();
+  live_.clear();
+  if (log_ != nullptr) log_->emit("chaos_fault", {{"action", "clear"}, {"cleared", n}});
+  return n;
+}
+
+std::vector<live_fault> fault_hooks::live() const {
+  std::lock_guard<std::mutex> guard(mutex_);
+  const double now = clock_();
+  std::vector<live_fault> out;
+  for (const auto& f : live_)
+    if (!(f.until_s >= 0 && now >= f.until_s) && f.count != 0) out.push_back(f);
   return out;
 }
 
@@ -184,6 +350,8 @@ std::vector<fault_spec> random_fault_schedule(fault_spec::kind kind, int targets
   if (!(horizon_s >= 0.0)) throw std::invalid_argument("random fault horizon must be >= 0");
   if (!(recovery.mean_s > 0.0))
     throw std::invalid_argument("chaos.random.recovery.mean must be > 0");
+  if (recovery.dist == random_recovery::distribution::weibull && !(recovery.shape > 0.0))
+    throw std::invalid_argument("chaos.random.recovery.shape must be > 0");
   std::vector<fault_spec> out;
   for (int t = 0; t < targets; ++t) {
     dd::rng r(dd::derive_seed(seed, static_cast<uint64_t>(t)));
@@ -202,6 +370,13 @@ std::vector<fault_spec> random_fault_schedule(fault_spec::kind kind, int targets
           down = std::exp(std::log(recovery.mean_s) - 0.5 * recovery.sigma * recovery.sigma +
                           recovery.sigma * r.normal());
           break;
+        case random_recovery::distribution::weibull: {
+          // Mean of Weibull(λ, k) is λ Γ(1 + 1/k): choose λ so the mean is mean_s.
+          const double shape = recovery.shape;
+          const double scale = recovery.mean_s / std::tgamma(1.0 + 1.0 / shape);
+          down = scale * std::pow(-std::log(r.uniform()), 1.0 / shape);
+          break;
+        }
       }
       fault_spec f;
       f.what = kind;

@@ -84,8 +84,27 @@ void apply_effects(owner_actor* self, const owner_context& ctx, owner_effects fx
   note_version(ctx, rec.version);
   uint64_t bytes = 0;
   for (const auto& chunk : fx.broadcast) bytes += chunk.size();
-  for (const auto& [id, handle] : st.learners)
-    for (const auto& chunk : fx.broadcast) self->send(handle, atoms::broadcast_atom_v, chunk);
+  auto held = std::move(st.held_broadcasts);
+  st.held_broadcasts.clear();
+  for (const auto& [id, handle] : st.learners) {
+    broadcast_fault fate;
+    if (ctx.faults != nullptr) fate = ctx.faults->on_broadcast(rec.fragment_id, id);
+    if (fate.drop) continue;
+    if (fate.reorder) {
+      st.held_broadcasts.emplace_back(handle, fx.broadcast);
+      continue;
+    }
+    for (int copy = 0; copy < (fate.duplicate ? 2 : 1); ++copy)
+      for (const auto& chunk : fx.broadcast) {
+        if (fate.delay_s > 0)
+          self->delayed_send(handle, to_timespan(fate.delay_s), atoms::broadcast_atom_v, chunk);
+        else
+          self->send(handle, atoms::broadcast_atom_v, chunk);
+      }
+  }
+  // Broadcasts held back by a reorder fault go out after this newer one.
+  for (const auto& [handle, chunks] : held)
+    for (const auto& chunk : chunks) self->send(handle, atoms::broadcast_atom_v, chunk);
   if (ctx.log != nullptr) {
     nlohmann::json contributors = nlohmann::json::array();
     uint64_t tokens = 0;

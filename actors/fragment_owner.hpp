@@ -64,6 +64,9 @@ struct owner_actor_state {
   std::unique_ptr<kernels::backend> backend;
   std::unique_ptr<fragment_owner_state> core;
   std::map<int32_t, caf::actor> learners;  ///< live learners' handles (broadcast targets)
+  /// Broadcasts held back by a live `reorder_broadcast` fault (learner, chunks): sent right
+  /// after the owner's next broadcast, so a newer version reaches the learner first.
+  std::vector<std::pair<caf::actor, std::vector<wire_bytes>>> held_broadcasts;
   bool restored = false;
   bool checkpoint_retry_armed = false;  ///< a failed checkpoint will be written again (retry)
   /// While the owner rebuilds its value (see fragment_owner): what it has heard so far.

@@ -191,7 +191,9 @@ void frame_guard::run() {
       }
       auto flush = [](pipe_dir& d, int fd) {
         while (d.buf.size() > d.off) {
-          const ssize_t w = ::write(fd, d.buf.data() + d.off, d.buf.size() - d.off);
+          // MSG_NOSIGNAL: a peer that died (a killed learner process) must not SIGPIPE the
+          // syncer; the write fails with EPIPE and the connection is closed.
+          const ssize_t w = ::send(fd, d.buf.data() + d.off, d.buf.size() - d.off, MSG_NOSIGNAL);
           if (w <= 0) return errno == EAGAIN || errno == EINTR;
           d.off += static_cast<size_t>(w);
         }

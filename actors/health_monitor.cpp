@@ -327,7 +327,12 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
       // second holder of a live learner id) is refused, and both sides log it.
       if (ctx->remote_learners) {
         auto rv = st.reserved.find(id);
-        if (rv == st.reserved.end() || rv->second.second < now_s(self)) {
+        const auto held = st.learners.find(id);
+        // A learner respawned inside the process that held its id (the learner node's own
+        // supervisor restarted it after a crash) needs no new reservation.
+        const bool same_process = held != st.learners.end() && learner &&
+                                  held->second.process && held->second.process == learner.node();
+        if (!same_process && (rv == st.reserved.end() || rv->second.second < now_s(self))) {
           auto known_it = st.learners.find(id);
           const bool live = known_it != st.learners.end() && known_it->second.alive;
           const std::string why =
@@ -369,6 +374,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
       r.finished = false;
       r.straggler = false;
       r.handle = learner;
+      if (learner) r.process = learner.node();
       r.last_heartbeat_s = now_s(self);
       self->monitor(learner);
       join_reply rep;

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include <caf/actor.hpp>
+#include <caf/node_id.hpp>
 #include <nlohmann/json.hpp>
 #include <caf/stateful_actor.hpp>
 
@@ -111,6 +112,9 @@ struct learner_record {
   double compute_this_incarnation_s = 0.0;
   double compute_before_s = 0.0;   ///< compute seconds of earlier incarnations
   std::string node;                ///< the node that holds it (remote learners)
+  /// The CAF node (process) of its last join: a learner respawned in that same process (its
+  /// node's supervisor, after a crash) rejoins without a new node handshake.
+  caf::node_id process;
 };
 
 /// CAF state of the monitor.

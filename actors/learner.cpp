@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 #include <thread>
 
@@ -218,8 +219,8 @@ void expire_unacked(learner_actor* self, const learner_context& ctx, uint64_t st
   }
 }
 
-void push_fragment(learner_actor* self, const learner_context& ctx, int32_t p,
-                   const std::vector<float>& params, uint64_t step) {
+void push_fragment_now(learner_actor* self, const learner_context& ctx, int32_t p,
+                       const std::vector<float>& params, uint64_t step) {
   auto& st = self->state;
   auto& f = st.frags.at(static_cast<size_t>(p));
   if (f.steps == 0 || !f.have) return;
@@ -280,16 +281,23 @@ void push_fragment(learner_actor* self, const learner_context& ctx, int32_t p,
     st.unacked[p] = std::move(push);
     return;
   }
-  if (fate.delay_s > 0) {
-    send_chunks(self, st.owners.at(static_cast<size_t>(p)), push.chunks, fate.delay_s);
-    st.last_pushed[p] = step;
-    st.unacked[p] = std::move(push);
-    return;
-  }
-  if (fate.corrupt) {
-    std::vector<wire_bytes> damaged = push.chunks;
-    damaged.front() = damaged_copy(damaged.front());
-    send_chunks(self, st.owners.at(static_cast<size_t>(p)), damaged, 0.0);
+  if (fate.delay_s > 0 || fate.reorder || fate.duplicate || fate.corrupt) {
+    // Faults compose: the bytes sent are damaged (corrupt: one bit of the first chunk flips on
+    // this first sending; a resend after the owner's refusal carries the intact chunks), sent
+    // twice (duplicate: the owner refuses the copy), late (delay), or held back and sent after
+    // the learner's next push (reorder). The push waits for its answer as any other.
+    std::vector<wire_bytes> bytes = push.chunks;
+    if (fate.corrupt) bytes.front() = damaged_copy(bytes.front());
+    if (fate.reorder) {
+      if (ctx.log != nullptr)
+        ctx.log->emit("push_held", {{"learner", st.id}, {"fragment", p}, {"step", step}});
+      if (fate.duplicate) bytes.insert(bytes.end(), bytes.begin(), bytes.end());
+      st.held_push.emplace(p, std::move(bytes));
+      st.unacked[p] = std::move(push);
+      return;
+    }
+    for (int copy = 0; copy < (fate.duplicate ? 2 : 1); ++copy)
+      send_chunks(self, st.owners.at(static_cast<size_t>(p)), bytes, fate.delay_s);
     st.last_pushed[p] = step;
     st.unacked[p] = std::move(push);
     return;
@@ -304,6 +312,22 @@ void push_fragment(learner_actor* self, const learner_context& ctx, int32_t p,
   while (st.queued.size() > static_cast<size_t>(std::max(1, ctx.max_inflight)))
     st.queued.pop_front();
   drain_queue(self, ctx);
+}
+
+/// Pushes fragment `p`; a push held back by a `reorder_push` fault before this one is sent
+/// right after it.
+void push_fragment(learner_actor* self, const learner_context& ctx, int32_t p,
+                   const std::vector<float>& params, uint64_t step) {
+  auto& st = self->state;
+  auto held = std::move(st.held_push);
+  st.held_push.reset();
+  push_fragment_now(self, ctx, p, params, step);
+  if (held) {
+    const auto q = static_cast<size_t>(held->first);
+    if (q < st.owners.size()) send_chunks(self, st.owners[q], held->second, 0.0);
+    auto it = st.unacked.find(held->first);
+    if (it != st.unacked.end()) st.last_pushed[held->first] = it->second.transfer_id;
+  }
 }
 
 /// Barrier mode: is the merge of a fragment pushed more than τ steps ago still missing?
@@ -542,6 +566,25 @@ void on_step(learner_actor* self, const learner_context& ctx) {
   hb.compute_s = st.compute_s;
   self->send(st.monitor, atoms::heartbeat_atom_v, encode(hb));
   st.heartbeat_dates.sent(step, actor_now(self));
+  if (sf.nan) {
+    // A live nan_step fault: one NaN in every fragment of the local model. A push due now
+    // carries it (its owner refuses it as non-finite); the next step's loss is NaN, so the
+    // learner discards that step and reloads the global model.
+    const float bad = std::numeric_limits<float>::quiet_NaN();
+    for (const auto& layout : ctx.plan.fragments)
+      if (!layout.tensors.empty()) st.tr->model().write_parameters(layout.tensors.front().flat_offset, 1, &bad);
+    if (ctx.log != nullptr)
+      ctx.log->emit("nan_injected", {{"learner", st.id}, {"incarnation", st.incarnation}, {"step", step}});
+  }
+  if (sf.fail) {
+    if (ctx.log != nullptr)
+      ctx.log->emit("crash", {{"learner", st.id}, {"incarnation", st.incarnation}, {"step", step},
+                              {"reason", "fail_step"}});
+    set_stepping(self, ctx, false);
+    if (ctx.gate != nullptr) ctx.gate->leave(st.id);
+    throw std::runtime_error("fault injected: learner " + std::to_string(st.id) +
+                             " fails at step " + std::to_string(step));
+  }
   if (sf.kill) {
     if (ctx.log != nullptr)
       ctx.log->emit("crash", {{"learner", st.id}, {"incarnation", st.incarnation}, {"step", step}});

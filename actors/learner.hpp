@@ -19,6 +19,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <optional>
 #include <functional>
 #include <map>
 #include <memory>
@@ -164,6 +165,9 @@ struct learner_state {
   chunk_assembler assembler;
   std::map<int32_t, inflight_push> unacked;
   std::deque<std::pair<int32_t, inflight_push>> queued;
+  /// A push held back by a live `reorder_push` fault (fragment, chunks): sent right after the
+  /// learner's next push, so the two arrive out of order.
+  std::optional<std::pair<int32_t, std::vector<wire_bytes>>> held_push;
   bool step_scheduled = false;
   bool stop_requested = false;
   bool joined = false;

@@ -28,6 +28,7 @@
 #include <fmt/format.h>
 
 #include "actors/atoms.hpp"
+#include "actors/chaos_endpoint.hpp"
 #include "actors/cluster.hpp"
 #include "actors/compute_gate.hpp"
 #include "actors/host_admission.hpp"
@@ -387,8 +388,32 @@ int run_learner_node(const learner_node_options& o) {
                                                          : steps_per_learner_of(exp);
   std::vector<fault_spec> faults;
   for (const auto& f : fault_specs_of(exp, steps, plan.num_fragments()))
-    if (f.what != fault_spec::kind::kill_owner) faults.push_back(f);
+    if (f.what != fault_spec::kind::kill_owner &&
+        !(f.what == fault_spec::kind::start_live && is_broadcast_kind(f.live.what)))
+      faults.push_back(f);  // owners' and broadcasts' faults act in the syncer node
   auto hooks = std::make_unique<fault_hooks>(faults, log.get());
+  std::unique_ptr<chaos_endpoint> endpoint;
+  if (!o.chaos_endpoint.first.empty()) {
+    chaos_endpoint_options eo;
+    eo.host = o.chaos_endpoint.first;
+    eo.port = o.chaos_endpoint.second;
+    eo.node_name = name;
+    eo.role = "learner";
+    eo.learners = ids;
+    eo.fragments = plan.num_fragments();
+    // A port taken since the launcher picked it must not stop the training: the node runs on
+    // without an endpoint (dd-chaos msg then reports it unreachable).
+    try {
+      endpoint = std::make_unique<chaos_endpoint>(eo, hooks.get());
+      std::printf("dd-node learner %s: chaos endpoint on %s:%u\n", name.c_str(), eo.host.c_str(),
+                  endpoint->port());
+      std::fflush(stdout);
+      log->emit("chaos_endpoint", {{"node", name}, {"host", eo.host}, {"port", endpoint->port()}});
+    } catch (const std::exception& e) {
+      log->warn(fmt::format("chaos endpoint off: {}", e.what()));
+      log->emit("failure", {{"what", "chaos_endpoint"}, {"error", e.what()}});
+    }
+  }
   const int here = static_cast<int>(ids.size());
   const int threads = o.threads > 0 ? o.threads : learner_threads_of(exp, here);
   std::unique_ptr<step_admission> gate;

@@ -74,6 +74,9 @@ struct learner_node_options {
   /// Host-wide step admission shared with the other learner processes of this host
   /// ("sysv:<semaphore id>", made by dd-node launch); empty = the node's own compute gate.
   std::string step_admission;
+  /// The chaos endpoint's loopback address (actors/chaos_endpoint.hpp); port 0 = any. Empty
+  /// host = off. Started once the node knows its learner ids; its port is printed.
+  std::pair<std::string, uint16_t> chaos_endpoint;
   /// Set to a signal number by a signal handler: the learners stop at their next step and leave.
   const std::atomic<int>* interrupt = nullptr;
 };

@@ -132,11 +132,12 @@ const char* to_string(node_state s) {
 /// One supervised process.
 struct node_proc {
   std::string name;
-  std::string role;  // "syncer", "learner", "proxy"
+  std::string role;  // "syncer", "learner", "proxy", "chaos" (the dd-chaos session of the chaos section)
   std::vector<std::string> actors;
   std::vector<std::string> argv;
   std::string log;
   std::string listen, advertise;
+  uint16_t chaos_port = 0;   ///< its chaos endpoint (--chaos-endpoint 127.0.0.1:PORT); 0 = none
   pid_t pid = 0;
   uint64_t start_time = 0;
   int starts = 0;
@@ -211,7 +212,7 @@ class launcher {
   void write_nodes_file() {
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& n : nodes) {
-      if (n.role == "proxy") continue;
+      if (n.role == "proxy" || n.role == "chaos") continue;
       arr.push_back({{"name", n.name},
                      {"role", n.role},
                      {"actors", n.actors},
@@ -220,7 +221,7 @@ class launcher {
                      {"argv", n.argv},
                      {"listen", n.listen},
                      {"advertise", n.advertise},
-                     {"endpoints", {{"chaos", 0}}},
+                     {"endpoints", {{"chaos", n.chaos_port}}},
                      {"incarnation", std::max(0, n.starts - 1)},
                      {"log", n.log},
                      {"state", to_string(n.state)},
@@ -294,6 +295,13 @@ class launcher {
     n.pid = 0;
     const std::string how = WIFEXITED(ws) ? fmt::format("exit {}", WEXITSTATUS(ws))
                                           : fmt::format("signal {}", WTERMSIG(ws));
+    if (n.role == "chaos") {
+      // A chaos session runs once: started again it would fire its schedule from the start.
+      n.state = node_state::exited;
+      std::printf("dd-node launch: the chaos session ended (%s; see %s)\n", how.c_str(), n.log.c_str());
+      std::fflush(stdout);
+      return;
+    }
     if (n.role == "syncer" && clean) {
       n.state = node_state::exited;
       syncer_exit = 0;
@@ -603,6 +611,9 @@ int launch_main(int argc, char** argv) {
     s.argv.insert(s.argv.end(), passthrough.begin(), passthrough.end());
     extra(s.argv);
     if (overwrite) s.argv.push_back("--overwrite");
+    // Every node serves message faults on a loopback port of its own (dd-chaos msg).
+    s.chaos_port = free_port();
+    s.argv.insert(s.argv.end(), {"--chaos-endpoint", fmt::format("127.0.0.1:{}", s.chaos_port)});
     s.listen = s.advertise = syncer_addr;
     s.log = (fs::path(logs) / "syncer.log").string();
     L.nodes.push_back(std::move(s));
@@ -639,9 +650,39 @@ int launch_main(int argc, char** argv) {
               (fs::path(dir) / "nodes" / n.name).string(), "--progress", fmt::format("{}", progress * 2),
               "--backoff-cap", fmt::format("{}", backoff_cap)};
     if (gate) n.argv.insert(n.argv.end(), {"--step-admission", gate->spec()});
+    n.chaos_port = free_port();
+    n.argv.insert(n.argv.end(), {"--chaos-endpoint", fmt::format("127.0.0.1:{}", n.chaos_port)});
     extra(n.argv);
     n.log = (fs::path(logs) / (n.name + ".log")).string();
     L.nodes.push_back(std::move(n));
+  }
+  // The chaos section's process and network faults (and whole-cluster random faults) are fired
+  // by a `dd-chaos run` session started after the nodes; the in-process kinds the nodes apply
+  // themselves from the experiment they run.
+  {
+    bool outside = exp.chaos.random.cluster_mtbf_seconds > 0;
+    for (size_t i = 0; i < exp.chaos.events.size(); ++i) {
+      const auto& ev = exp.chaos.events[i];
+      const auto layer = config::chaos_layer_of(ev.action);
+      if (layer == config::chaos_layer::in_process) continue;
+      outside = true;
+      if (layer == config::chaos_layer::network && !via_proxy) {
+        std::fprintf(stderr,
+                     "%s: chaos.events[%zu]: action '%s' faults a link through the fault proxy: "
+                     "add --via-proxy\n",
+                     ev.where.c_str(), i + 1, config::to_string(ev.action));
+        return 2;
+      }
+    }
+    if (outside) {
+      node_proc c;
+      c.name = "chaos";
+      c.role = "chaos";
+      c.argv = {(fs::path(exe).parent_path() / "dd-chaos").string(), "run", file, "--run-dir", dir};
+      c.argv.insert(c.argv.end(), passthrough.begin(), passthrough.end());
+      c.log = (fs::path(logs) / "chaos.log").string();
+      L.nodes.push_back(std::move(c));
+    }
   }
   struct sigaction sa {};
   sa.sa_handler = on_launch_signal;
@@ -658,6 +699,8 @@ int launch_main(int argc, char** argv) {
   L.start(L.nodes.front(), resume);
   for (auto& n : L.nodes)
     if (n.role == "learner") L.start(n, false);
+  if (auto* c = L.find("chaos")) L.start(*c, false);
+  bool chaos_stopped = false;
   // Follow the syncer's log on our stdout (progress lines), so the launcher shows the run.
   std::ifstream follow;
   std::streampos followed = 0;
@@ -693,6 +736,12 @@ int launch_main(int argc, char** argv) {
       if (t - L.syncer_done_at > 30.0) L.signal_all(SIGKILL);
     }
     if (L.stop_deadline > 0 && t > L.stop_deadline) L.signal_all(SIGKILL);
+    // The run is over or stopping: the chaos session ends now (with its final heal).
+    if (auto* c = L.find("chaos"); c != nullptr && !chaos_stopped && (L.stopping || L.syncer_done_at >= 0) &&
+                                   c->state == node_state::running) {
+      ::kill(c->pid, SIGTERM);
+      chaos_stopped = true;
+    }
     bool any_running = false;
     for (const auto& n : L.nodes)
       if (n.state == node_state::running) any_running = true;

@@ -20,6 +20,7 @@ void print_learner_help(FILE* f) {
       "                       [--run-id ID] [--join-deadline S] [--backoff-cap S]\n"
       "                       [--connect-timeout S] [--progress S] [--seed S]\n"
       "                       [--heartbeat S] [--connection-timeout S]\n"
+      "                       [--chaos-endpoint HOST:PORT]\n"
       "Runs learners of the syncer's run in this process. The syncer sends the experiment, the\n"
       "run id and this node's learner ids; the data file is read here (the experiment's\n"
       "data.file, or --data FILE) and must match the syncer's (size and training-split hash).\n"
@@ -43,6 +44,8 @@ void print_learner_help(FILE* f) {
       "  --heartbeat S, --connection-timeout S   middleman heartbeat (0.5) and timeout (3)\n"
       "  --step-admission sysv:ID   share step admission with the other learner processes of\n"
       "                        this host (a System V semaphore; dd-node launch passes it)\n"
+      "  --chaos-endpoint HOST:PORT   serve message faults (dd-chaos msg) on this loopback\n"
+      "                        address (port 0 = any; printed); off by default\n"
       "While the syncer is unreachable the learners keep stepping; when it is back (same run)\n"
       "they rejoin with a new incarnation and keep their step and data cursor.\n"
       "Exit status: 0 every learner finished (or the run was over); 1 runtime failure;\n"
@@ -116,6 +119,21 @@ int learner_main(int argc, char** argv) {
       const char* v = value("--step-admission");
       if (v == nullptr) return 2;
       o.step_admission = v;
+    } else if (a == "--chaos-endpoint") {
+      const char* v = value("--chaos-endpoint");
+      if (v == nullptr) return 2;
+      std::pair<std::string, uint16_t> ep;
+      if (!parse_endpoint(v, ep, error)) {
+        std::fprintf(stderr, "dd-node learner: --chaos-endpoint: %s\n", error.c_str());
+        return 2;
+      }
+      if (!is_loopback(ep.first)) {
+        std::fprintf(stderr,
+                     "dd-node learner: --chaos-endpoint %s is not a loopback address; the chaos "
+                     "endpoint listens on 127.0.0.1 only until nodes authenticate\n", v);
+        return 2;
+      }
+      o.chaos_endpoint = ep;
     } else if (a == "--seed") {
       double d = 0;
       const char* v = value("--seed");

@@ -207,6 +207,35 @@ int run_main(int argc, char** argv) {
     std::fprintf(stderr, "dd-node run: --run-dir needs a single experiment (use --name)\n");
     return 2;
   }
+  // Process and network faults act on node processes and links from outside: a single
+  // process cannot fire them at itself.
+  for (const auto& exp : loaded.experiments) {
+    bool refused = false;
+    for (size_t i = 0; i < exp.chaos.events.size(); ++i) {
+      const auto& ev = exp.chaos.events[i];
+      if (config::chaos_layer_of(ev.action) == config::chaos_layer::in_process) continue;
+      std::fprintf(stderr,
+                   "%s: chaos.events[%zu]: action '%s' is a %s fault fired from outside the "
+                   "nodes: run it with `dd-node launch %s` (which starts dd-chaos with the chaos "
+                   "section) or `dd-chaos run %s --run-dir DIR` against a running cluster; "
+                   "`dd-node run` runs only in-process actions (kill, slow, drop_push, "
+                   "delay_push, kill_owner and the message kinds)\n",
+                   ev.where.c_str(), i + 1, config::to_string(ev.action),
+                   config::chaos_layer_of(ev.action) == config::chaos_layer::process ? "process"
+                                                                                      : "network",
+                   file.c_str(), file.c_str());
+      refused = true;
+    }
+    if (exp.chaos.random.cluster_mtbf_seconds > 0) {
+      std::fprintf(stderr,
+                   "%s: chaos.random.cluster_mtbf_seconds: whole-cluster random faults are drawn "
+                   "and fired by dd-chaos: run it with `dd-node launch %s`, or use "
+                   "chaos.random.mtbf_seconds (per actor, in-process)\n",
+                   exp.chaos.random.where.c_str(), file.c_str());
+      refused = true;
+    }
+    if (refused) return 2;
+  }
   kernels::init_all_backends();
   // Refuse before anything starts when a requested backend cannot be created here (e.g. cuda
   // without a device): otherwise every learner would die at spawn and exhaust its restarts.

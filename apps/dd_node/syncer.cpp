@@ -31,6 +31,7 @@ void print_syncer_help(FILE* f) {
       "                      [--run-dir DIR] [--resume | --overwrite] [--insecure]\n"
       "                      [--name N] [--set key=value]... [--progress S]\n"
       "                      [--heartbeat S] [--connection-timeout S] [--script-timeout S]\n"
+      "                      [--chaos-endpoint HOST:PORT]\n"
       "Runs the syncer node of a cluster: the coordinator, the health monitor, one fragment owner\n"
       "per fragment and the evaluator. The monitor is published on --listen; learners join it\n"
       "with `dd-node learner --join ADVERTISED:PORT` (the exact command is printed).\n"
@@ -51,6 +52,8 @@ void print_syncer_help(FILE* f) {
       "  --connection-timeout S a peer silent this long is dropped (default 3)\n"
       "  --max-frame-bytes N    a connection announcing a larger CAF frame is closed before CAF\n"
       "                         allocates it (default 83886080 = 80 MiB; 0 = no guard)\n"
+      "  --chaos-endpoint HOST:PORT  serve message faults on broadcasts (dd-chaos msg) on this\n"
+      "                         loopback address (port 0 = any; printed); off by default\n"
       "A run directory holding an unfinished run is refused without --resume or --overwrite.\n"
       "The run directory is locked while the syncer runs, and so is checkpoint.dir when it lies\n"
       "outside it: a second run on either exits with status 2.\n"
@@ -63,7 +66,7 @@ void print_syncer_help(FILE* f) {
 
 /// Entry point of `dd-node syncer`; argv[0] is "syncer".
 int syncer_main(int argc, char** argv) {
-  std::string file, run_dir, listen_text, advertise_text;
+  std::string file, run_dir, listen_text, advertise_text, chaos_text;
   bool resume = false, overwrite = false, insecure = false;
   double progress = 5.0;
   uint64_t max_frame = uint64_t{80} << 20;
@@ -85,6 +88,10 @@ int syncer_main(int argc, char** argv) {
       const char* v = value("--advertise");
       if (v == nullptr) return 2;
       advertise_text = v;
+    } else if (a == "--chaos-endpoint") {
+      const char* v = value("--chaos-endpoint");
+      if (v == nullptr) return 2;
+      chaos_text = v;
     } else if (a == "--run-dir") {
       const char* v = value("--run-dir");
       if (v == nullptr) return 2;
@@ -153,6 +160,20 @@ int syncer_main(int argc, char** argv) {
       (!advertise_text.empty() && !parse_endpoint(advertise_text, advertise, error))) {
     std::fprintf(stderr, "dd-node syncer: %s\n", error.c_str());
     return 2;
+  }
+  std::pair<std::string, uint16_t> chaos_ep;
+  if (!chaos_text.empty()) {
+    if (!parse_endpoint(chaos_text, chaos_ep, error)) {
+      std::fprintf(stderr, "dd-node syncer: --chaos-endpoint: %s\n", error.c_str());
+      return 2;
+    }
+    if (!is_loopback(chaos_ep.first)) {
+      std::fprintf(stderr,
+                   "dd-node syncer: --chaos-endpoint %s is not a loopback address; the chaos "
+                   "endpoint listens on 127.0.0.1 only until nodes authenticate\n",
+                   chaos_text.c_str());
+      return 2;
+    }
   }
   if (!is_loopback(listen.first) && !insecure) {
     std::fprintf(stderr,
@@ -224,6 +245,7 @@ int syncer_main(int argc, char** argv) {
   ro.listen_port = listen.second;
   ro.resume = resume;
   ro.transport = transport;
+  ro.chaos_endpoint = chaos_ep;
   ro.max_frame_bytes = max_frame;
   const int M = exp.learners.count;
   ro.on_published = [&](uint16_t port) {

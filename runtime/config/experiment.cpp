@@ -36,6 +36,16 @@ const char* to_string(chaos_trigger v) { return spell(v); }
 const char* to_string(chaos_target_kind v) { return spell(v); }
 const char* to_string(recovery_dist v) { return spell(v); }
 
+chaos_layer chaos_layer_of(chaos_action a) {
+  if (a >= chaos_action::latency) return chaos_layer::network;
+  if (a >= chaos_action::kill_process) return chaos_layer::process;
+  return chaos_layer::in_process;
+}
+
+bool is_live_message_action(chaos_action a) {
+  return a >= chaos_action::dup_push && a <= chaos_action::fail;
+}
+
 int quorum::resolve(int live) const {
   if (live <= 0) return 1;
   if (!is_fraction) return std::clamp(count, 1, live);
@@ -124,7 +134,11 @@ nlohmann::json to_json(const experiment& e) {
                                    ? json(static_cast<std::int64_t>(ev.at))
                                    : json(ev.at);
     x["action"] = to_string(ev.action);
-    x["target"] = ev.target;
+    if (ev.target_spec.empty())
+      x["target"] = ev.target;
+    else
+      x["target"] = ev.target_spec;
+    for (const auto& [key, v] : ev.params.items()) x[key] = v;
     x["factor"] = ev.factor;
     x["delay"] = ev.delay;
     x["duration"] = ev.duration;
@@ -139,8 +153,17 @@ nlohmann::json to_json(const experiment& e) {
                   {"recovery",
                    {{"dist", to_string(r.recovery.dist)},
                     {"mean", r.recovery.mean},
-                    {"sigma", r.recovery.sigma}}},
-                  {"seed", r.seed}}}};
+                    {"sigma", r.recovery.sigma},
+                    {"shape", r.recovery.shape}}},
+                  {"seed", r.seed},
+                  {"cluster_mtbf_seconds", r.cluster_mtbf_seconds}}}};
+  if (r.cluster_mtbf_seconds > 0) {
+    auto& jr = j["chaos"]["random"];
+    jr["kinds"] = r.kinds;
+    jr["min_gap_seconds"] = r.min_gap_seconds;
+    jr["max_concurrent"] = r.max_concurrent;
+    jr["horizon_seconds"] = r.horizon_seconds;
+  }
   return j;
 }
 

@@ -50,13 +50,32 @@ enum class wire_format : std::uint8_t { fp32, bf16, int8, int4 };
 /// The unit a run's budget is counted in.
 enum class budget_kind : std::uint8_t { tokens, steps, seconds };
 /// A fault the chaos schedule injects.
-enum class chaos_action : std::uint8_t { kill, slow, drop_push, delay_push, kill_owner };
+/// In-process kinds (kill .. fail) run inside the node that hosts the target (fault_hooks);
+/// process and network kinds (kill_process .. close_after) act from outside through dd-chaos
+/// and need `dd-node launch` or `dd-chaos run` (chaos_layer_of).
+enum class chaos_action : std::uint8_t {
+  kill, slow, drop_push, delay_push, kill_owner,
+  dup_push, reorder_push, corrupt_push, drop_broadcast, dup_broadcast, delay_broadcast,
+  reorder_broadcast, nan, fail,
+  kill_process, term, pause, slow_process, restart,
+  latency, bandwidth, reset, blackhole, partition, corrupt, slice, close_after
+};
+/// Where a chaos action is applied.
+enum class chaos_layer : std::uint8_t {
+  in_process,  ///< inside the node (fault hooks; under launch also reachable by the endpoint)
+  process,     ///< signals to a node process (dd-chaos)
+  network      ///< the fault proxy (dd-chaos; needs `dd-node launch --via-proxy`)
+};
+/// The layer of `a`.
+chaos_layer chaos_layer_of(chaos_action a);
+/// True for the message kinds applied as live faults (dup_push .. fail, and the broadcast ones).
+bool is_live_message_action(chaos_action a);
 /// What fires a one-shot chaos event: an inner step, seconds since start, or a fraction of the budget.
 enum class chaos_trigger : std::uint8_t { at_step, at_time, at_fraction };
 /// Which actors random faults strike.
 enum class chaos_target_kind : std::uint8_t { learners, owners, any };
 /// Distribution of the time a randomly failed actor stays down.
-enum class recovery_dist : std::uint8_t { exponential, fixed, lognormal };
+enum class recovery_dist : std::uint8_t { exponential, fixed, lognormal, weibull };
 
 /// The DSL spelling of an enum value ("rda", "int4", ...).
 const char* to_string(model_kind v);
@@ -248,6 +267,14 @@ struct chaos_event {
   /// kill_owner: also damage the owner's checkpoint file as it dies (bytes in its body
   /// overwritten, so its CRC no longer matches): the respawned owner must rebuild.
   bool damage_checkpoint = false;
+  /// Process and network kinds: the dd-chaos target ("learner:1", "node:syncer", "learners",
+  /// a link name); empty = "learner:<target>".
+  std::string target_spec;
+  /// Knobs of the kinds that take them, by DSL key: count (message kinds), ms, jitter, rate, p,
+  /// size, delay_us, bytes, dir (network), duty, period (slow_process). Only keys given.
+  nlohmann::json params = nlohmann::json::object();
+  /// "file:line" of the event in its experiment file (messages; not part of to_json).
+  std::string where;
 };
 
 /// `chaos.random.recovery`: how long a randomly failed actor stays down.
@@ -255,6 +282,7 @@ struct recovery_config {
   recovery_dist dist = recovery_dist::exponential;  ///< distribution
   double mean = 5.0;                                ///< mean downtime in seconds
   double sigma = 0.5;                               ///< lognormal σ of log-downtime
+  double shape = 1.5;                               ///< weibull shape k (> 0)
 };
 
 /// `chaos.random`: faults drawn from a mean time between failures.
@@ -263,6 +291,18 @@ struct random_faults_config {
   chaos_target_kind target = chaos_target_kind::learners; ///< who fails
   recovery_config recovery;                               ///< downtime distribution
   std::uint64_t seed = 0;                                 ///< RNG seed (default: experiment seed)
+  /// Whole-cluster MTBF, seconds (0 = off): Poisson arrivals over every target together,
+  /// drawn and fired by dd-chaos (`dd-node launch` starts it; `dd-node run` refuses it).
+  double cluster_mtbf_seconds = 0.0;
+  /// cluster_mtbf_seconds: fault kinds drawn uniformly (DSL action names of the process and
+  /// network layers; default {"kill_process"}).
+  std::vector<std::string> kinds;
+  double min_gap_seconds = 0.0;  ///< cluster_mtbf_seconds: least seconds between two fault starts
+  int max_concurrent = 1;        ///< cluster_mtbf_seconds: faults active at once (arrivals above: skipped)
+  /// cluster_mtbf_seconds: seconds of schedule (0 = the budget's seconds, else 3600).
+  double horizon_seconds = 0.0;
+  /// "file:line" of the `chaos.random` table (messages; not part of to_json).
+  std::string where;
 };
 
 /// `chaos`: the failure schedule.

@@ -19,6 +19,7 @@
 #include <optional>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include <fmt/format.h>
 
@@ -97,6 +98,11 @@ struct read_context {
 
   void fail(const std::string& path, std::string message) const {
     errors->push_back(origin->make(path, std::move(message)));
+  }
+  /// "file:line" of the key path (as error messages place it); "--set ..." for an override.
+  std::string where(const std::string& path) const {
+    const config_error e = origin->make(path, "");
+    return e.line > 0 ? fmt::format("{}:{}", e.file, e.line) : e.file;
   }
 };
 
@@ -737,35 +743,143 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
         ev.action = s.choice("action", chaos_action::kill);
         if (!has_action)
           ctx.fail(p + ".action", "required key is missing: one of kill, slow, drop_push, "
-                                  "delay_push, kill_owner");
+                                  "delay_push, kill_owner, dup_push, reorder_push, corrupt_push, "
+                                  "drop_broadcast, dup_broadcast, delay_broadcast, "
+                                  "reorder_broadcast, nan, fail, kill_process, term, pause, "
+                                  "slow_process, restart, latency, bandwidth, reset, blackhole, "
+                                  "partition, corrupt, slice, close_after");
+        ev.where = ctx.where(p + ".action");  // the event's own line
+        const chaos_layer layer = chaos_layer_of(ev.action);
+        const bool outside = layer != chaos_layer::in_process;
+        const bool bcast = ev.action == chaos_action::drop_broadcast ||
+                           ev.action == chaos_action::dup_broadcast ||
+                           ev.action == chaos_action::delay_broadcast ||
+                           ev.action == chaos_action::reorder_broadcast;
+        const std::string act = to_string(ev.action);
         const bool has_target = s.has("target");
-        ev.target = s.integer32("target", 0, at_least(0));
-        if (!has_target) ctx.fail(p + ".target", "required key is missing: a learner id (or a "
-                                                 "fragment id for kill_owner), from 0");
+        if (const json* t = s.raw("target"); t != nullptr && t->is_string() && outside) {
+          // A dd-chaos target: learner:N, owner:N, node:NAME, learners, nodes, link names.
+          ev.target_spec = t->get<std::string>();
+          if (ev.target_spec.empty()) ctx.fail(p + ".target", "must not be empty");
+          std::size_t from = 0;
+          while (from <= ev.target_spec.size()) {
+            const std::size_t comma = std::min(ev.target_spec.find(',', from), ev.target_spec.size());
+            const std::string part = ev.target_spec.substr(from, comma - from);
+            from = comma + 1;
+            for (const auto& [prefix, limit, what] :
+                 {std::tuple<std::string, int, std::string>{"learner:", e.learners.count, "learners.count"},
+                  {"owner:", e.sync.fragments, "sync.fragments"}}) {
+              if (part.rfind(prefix, 0) != 0) continue;
+              const std::string n = part.substr(prefix.size());
+              const bool digits = !n.empty() && n.size() < 7 &&
+                                  std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; });
+              if (!digits || std::stoi(n) >= limit)
+                ctx.fail(p + ".target", fmt::format("'{}' does not exist ({} is {}; ids start at 0)",
+                                                    part, what, limit));
+            }
+            if (comma >= ev.target_spec.size()) break;
+          }
+        } else {
+          ev.target = s.integer32("target", 0, at_least(0));
+        }
+        if (!has_target)
+          ctx.fail(p + ".target", outside ? "required key is missing: a learner id, or a dd-chaos "
+                                            "target such as \"learner:1\", \"node:syncer\", \"learners\""
+                                          : "required key is missing: a learner id (or a "
+                                            "fragment id for kill_owner), from 0");
         const bool has_factor = s.has("factor");
         ev.factor = s.number("factor", ev.action == chaos_action::slow ? 2.0 : 1.0, at_least(1));
         const bool has_delay = s.has("delay");
-        ev.delay = s.number("delay", ev.action == chaos_action::delay_push ? 1.0 : 0.0, at_least(0));
+        const bool delays = ev.action == chaos_action::delay_push || ev.action == chaos_action::delay_broadcast;
+        ev.delay = s.number("delay", delays ? 1.0 : 0.0, at_least(0));
         ev.duration = s.number("duration", 0, at_least(0));
         const bool has_damage = s.has("damage_checkpoint");
         ev.damage_checkpoint = s.boolean("damage_checkpoint", false);
+        // Knobs, each for the kinds that take it.
+        struct knob {
+          const char* key;
+          bool integer;
+          range r;
+          std::vector<chaos_action> only;
+        };
+        const std::vector<chaos_action> message = {
+            chaos_action::dup_push, chaos_action::reorder_push, chaos_action::corrupt_push,
+            chaos_action::drop_broadcast, chaos_action::dup_broadcast, chaos_action::delay_broadcast,
+            chaos_action::reorder_broadcast, chaos_action::nan, chaos_action::fail};
+        const std::vector<chaos_action> network = {
+            chaos_action::latency, chaos_action::bandwidth, chaos_action::reset, chaos_action::blackhole,
+            chaos_action::partition, chaos_action::corrupt, chaos_action::slice, chaos_action::close_after};
+        const knob knobs[] = {
+            {"count", true, at_least(1), message},
+            {"ms", false, at_least(0), {chaos_action::latency}},
+            {"jitter", false, at_least(0), {chaos_action::latency}},
+            {"rate", false, positive(), {chaos_action::bandwidth}},
+            {"p", false, range{0, 1, true, false}, {chaos_action::corrupt}},
+            {"size", true, at_least(1), {chaos_action::slice}},
+            {"delay_us", true, at_least(0), {chaos_action::slice}},
+            {"bytes", true, at_least(0), {chaos_action::close_after}},
+            {"duty", false, range{0, 1, true, true}, {chaos_action::slow_process}},
+            {"period", false, positive(), {chaos_action::slow_process}},
+        };
+        for (const auto& k : knobs) {
+          if (!s.has(k.key)) continue;
+          const double v = k.integer ? static_cast<double>(s.integer(k.key, 0, k.r)) : s.number(k.key, 0, k.r);
+          if (std::find(k.only.begin(), k.only.end(), ev.action) == k.only.end()) {
+            std::string names;
+            for (auto a : k.only) names += (names.empty() ? "'" : ", '") + std::string(to_string(a)) + "'";
+            ctx.fail(p + "." + k.key, fmt::format("applies only to action {} (action is '{}')", names, act));
+            continue;
+          }
+          ev.params[k.key] = k.integer ? json(static_cast<std::int64_t>(v)) : json(v);
+        }
+        if (s.has("dir")) {
+          const std::string d = s.string("dir", "both");
+          if (std::find(network.begin(), network.end(), ev.action) == network.end())
+            ctx.fail(p + ".dir", fmt::format("applies only to network actions (action is '{}')", act));
+          else if (d != "up" && d != "down" && d != "both")
+            ctx.fail(p + ".dir", fmt::format("unknown value '{}'; expected one of up, down, both", d));
+          else
+            ev.params["dir"] = d;
+        }
         s.finish();
+        if (ev.action == chaos_action::latency && !ev.params.contains("ms"))
+          ctx.fail(p + ".action", "action 'latency' needs ms = the milliseconds added to each chunk");
+        if (ev.action == chaos_action::bandwidth && !ev.params.contains("rate"))
+          ctx.fail(p + ".action", "action 'bandwidth' needs rate = bytes per second");
+        if (ev.action == chaos_action::corrupt && !ev.params.contains("p"))
+          ctx.fail(p + ".action", "action 'corrupt' needs p = the probability each byte is altered");
+        if (ev.action == chaos_action::close_after && !ev.params.contains("bytes"))
+          ctx.fail(p + ".action", "action 'close_after' needs bytes = the bytes before the close");
         if (has_damage && ev.action != chaos_action::kill_owner && ev.damage_checkpoint)
           ctx.fail(p + ".damage_checkpoint",
                    fmt::format("applies only to action 'kill_owner' (action is '{}')",
                                to_string(ev.action)));
         if (has_factor && ev.action != chaos_action::slow && ev.factor != 1.0)
-          ctx.fail(p + ".factor", fmt::format("applies only to action 'slow' (action is '{}')",
-                                              to_string(ev.action)));
-        if (has_delay && ev.action != chaos_action::delay_push && ev.delay != 0.0)
-          ctx.fail(p + ".delay", fmt::format("applies only to action 'delay_push' (action is '{}')",
-                                             to_string(ev.action)));
-        if (ev.action == chaos_action::delay_push && !(ev.delay > 0))
-          ctx.fail(p + ".delay", "must be greater than 0 for action 'delay_push'");
-        if (has_target && ev.action == chaos_action::kill_owner && ev.target >= e.sync.fragments)
+          ctx.fail(p + ".factor", fmt::format("applies only to action 'slow' (action is '{}')", act));
+        if (has_delay && !delays && ev.delay != 0.0)
+          ctx.fail(p + ".delay", fmt::format("applies only to actions 'delay_push', 'delay_broadcast' "
+                                             "(action is '{}')", act));
+        if (delays && !(ev.delay > 0))
+          ctx.fail(p + ".delay", fmt::format("must be greater than 0 for action '{}'", act));
+        if (outside && st)
+          ctx.fail(p + ".at_step", fmt::format(
+                                       "action '{}' is fired by dd-chaos from outside the nodes, "
+                                       "which does not see learner steps: give at_time (or "
+                                       "at_fraction of a seconds budget)", act));
+        if ((outside || bcast) && fr && e.budget.kind != budget_kind::seconds)
+          ctx.fail(p + ".at_fraction", fmt::format(
+                                           "action '{}' is keyed on time: at_fraction needs a "
+                                           "seconds budget (this budget counts {}); give at_time",
+                                           act, to_string(e.budget.kind)));
+        if (bcast && st)
+          ctx.fail(p + ".at_step", fmt::format("action '{}' acts in the syncer node, which does not "
+                                               "see learner steps: give at_time", act));
+        if (has_target && ev.target_spec.empty() && ev.action == chaos_action::kill_owner &&
+            ev.target >= e.sync.fragments)
           ctx.fail(p + ".target", fmt::format("fragment {} does not exist (sync.fragments is {}; "
                                               "ids start at 0)", ev.target, e.sync.fragments));
-        if (has_target && ev.action != chaos_action::kill_owner && ev.target >= e.learners.count)
+        if (has_target && ev.target_spec.empty() && ev.action != chaos_action::kill_owner &&
+            ev.target >= e.learners.count)
           ctx.fail(p + ".target", fmt::format("learner {} does not exist (learners.count is {}; ids "
                                               "start at 0)", ev.target, e.learners.count));
         if (st && e.budget.kind == budget_kind::steps && at_step > static_cast<double>(e.budget.steps))
@@ -787,9 +901,40 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
     rf.recovery.dist = rec.choice("dist", rf.recovery.dist);
     rf.recovery.mean = rec.number("mean", rf.recovery.mean, positive());
     rf.recovery.sigma = rec.number("sigma", rf.recovery.sigma, positive());
+    rf.recovery.shape = rec.number("shape", rf.recovery.shape, positive());
     rec.finish();
   }
   rf.seed = static_cast<std::uint64_t>(r.integer("seed", static_cast<std::int64_t>(e.seed), at_least(0)));
+  rf.where = ctx.where("chaos.random");
+  rf.cluster_mtbf_seconds = r.number("cluster_mtbf_seconds", 0, at_least(0));
+  const bool cluster = rf.cluster_mtbf_seconds > 0;
+  for (const char* key : {"min_gap_seconds", "max_concurrent", "kinds", "horizon_seconds"})
+    if (r.has(key) && !cluster)
+      ctx.fail(r.path(key), "applies only with chaos.random.cluster_mtbf_seconds > 0");
+  rf.min_gap_seconds = r.number("min_gap_seconds", 0, at_least(0));
+  rf.max_concurrent = r.integer32("max_concurrent", 1, at_least(1));
+  rf.horizon_seconds = r.number("horizon_seconds", 0, at_least(0));
+  if (const json* v = r.raw("kinds")) {
+    if (!v->is_array()) {
+      ctx.fail(r.path("kinds"), "expected a list of actions such as {\"kill_process\", \"pause\"}, got " +
+                                    describe(*v));
+    } else {
+      for (std::size_t i = 0; i < v->size(); ++i) {
+        const std::string kp = fmt::format("{}[{}]", r.path("kinds"), i + 1);
+        const json& x = (*v)[i];
+        const auto a = x.is_string() ? detail::parse_enum<chaos_action>(x.get<std::string>()) : std::nullopt;
+        if (!a || chaos_layer_of(*a) == chaos_layer::in_process || *a == chaos_action::restart) {
+          ctx.fail(kp, fmt::format("{} is not a process or network action with a recovery time "
+                                   "(kill_process, term, pause, slow_process, latency, bandwidth, "
+                                   "reset, blackhole, partition, corrupt, slice, close_after)",
+                                   x.is_string() ? "'" + x.get<std::string>() + "'" : describe(x)));
+          continue;
+        }
+        rf.kinds.push_back(x.get<std::string>());
+      }
+    }
+  }
+  if (cluster && rf.kinds.empty()) rf.kinds = {"kill_process"};
   r.finish();
 }
 

@@ -467,6 +467,38 @@ TEST(dd_node_run, a_rerun_removes_the_earlier_summary_at_the_start) {
 }
 
 // Numeric flags take numbers: --progress abc / -1 is refused (it used to be read as 0: off).
+// Process and network faults act from outside (dd-chaos): `dd-node run` refuses them, naming
+// the event's file:line, before anything starts; whole-cluster random faults likewise.
+TEST(dd_node_run, a_process_chaos_kind_is_refused_with_file_and_line) {
+  const fs::path dir = make_workdir("outside_chaos");
+  std::ofstream(dir / "pause.lua") << tiny_experiment(
+      "'pause'", "",
+      "  budget = { steps = 40 },\n"
+      "  chaos = { events = {\n"
+      "    { at_time = 2, action = 'pause', target = 'learner:1', duration = 5 },\n"
+      "  } },\n");
+  pid_t pid = start(dir, "a", {"--run-dir", "run"}, "pause.lua");
+  EXPECT_EQ(wait_exit(pid, 30), 2);
+  std::string err = read_text(dir / "a.err");
+  EXPECT_NE(err.find("pause.lua:9: chaos.events[1]: action 'pause' is a process fault fired from "
+                     "outside the nodes: run it with `dd-node launch pause.lua`"),
+            std::string::npos)
+      << err;
+  std::ofstream(dir / "random.lua") << tiny_experiment(
+      "'random'", "",
+      "  budget = { steps = 40 },\n"
+      "  chaos = { random = { cluster_mtbf_seconds = 30 } },\n");
+  pid = start(dir, "b", {"--run-dir", "run"}, "random.lua");
+  EXPECT_EQ(wait_exit(pid, 30), 2);
+  err = read_text(dir / "b.err");
+  EXPECT_NE(err.find("random.lua:8: chaos.random.cluster_mtbf_seconds: whole-cluster random "
+                     "faults are drawn and fired by dd-chaos"),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(fs::exists(dir / "run"));
+  fs::remove_all(dir);
+}
+
 TEST(dd_node_run, a_non_numeric_progress_is_refused_with_exit_2) {
   const fs::path dir = make_workdir("flags");
   for (const std::string bad : {"abc", "-1", "5s", "", "nan"}) {

@@ -45,6 +45,23 @@ const bad_case k_bad[] = {
      "unknown value 'rdaa'; expected one of rda, average; did you mean 'rda'?"},
     {"chaos_target.lua", 8, "chaos.events[2].target",
      "learner 4 does not exist (learners.count is 4; ids start at 0)"},
+    {"chaos_process_at_step.lua", 6, "chaos.events[1].at_step",
+     "action 'pause' is fired by dd-chaos from outside the nodes, which does not see learner "
+     "steps: give at_time (or at_fraction of a seconds budget)"},
+    {"chaos_knob_wrong_action.lua", 6, "chaos.events[1].ms",
+     "applies only to action 'latency' (action is 'pause')"},
+    {"chaos_latency_no_ms.lua", 6, "chaos.events[1].action",
+     "action 'latency' needs ms = the milliseconds added to each chunk"},
+    {"chaos_target_spec.lua", 7, "chaos.events[1].target",
+     "'learner:7' does not exist (learners.count is 2; ids start at 0)"},
+    {"chaos_random_kinds.lua", 5, "chaos.random.kinds[2]",
+     "'kill' is not a process or network action with a recovery time (kill_process, term, pause, "
+     "slow_process, latency, bandwidth, reset, blackhole, partition, corrupt, slice, close_after)"},
+    {"chaos_random_gap_without_cluster.lua", 5, "chaos.random.min_gap_seconds",
+     "applies only with chaos.random.cluster_mtbf_seconds > 0"},
+    {"chaos_broadcast_at_step.lua", 6, "chaos.events[1].at_step",
+     "action 'drop_broadcast' acts in the syncer node, which does not see learner steps: give "
+     "at_time"},
     {"data_file_directory.lua", 3, "data.file", "'.' is a directory; name the training text file"},
     {"restart_backoff.lua", 4, "restart.backoff_cap_seconds",
      "2 is smaller than restart.backoff_seconds (5)"},

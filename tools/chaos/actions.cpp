@@ -24,6 +24,7 @@
 #include <fmt/ranges.h>
 
 #include "tools/chaos/common.hpp"
+#include "tools/chaos/msg.hpp"
 #include "tools/chaos/net.hpp"
 #include "tools/chaos/proc.hpp"
 #include "tools/chaos/state.hpp"
@@ -636,6 +637,8 @@ json fire(chaos_env& env, const fault_spec& f) {
                        f.target.find("nodes") != std::string::npos;
     if (f.picks.pick_given) params["pick"] = to_string(f.picks.pick);
     if (f.picks.pick_given || group) params["seed"] = f.picks.seed;
+  } else if (is_msg_kind(f.kind)) {
+    result = msg_fault(env, f);
   } else {
     throw usage_error(fmt::format("unknown fault kind '{}'", f.kind));
   }
@@ -737,6 +740,9 @@ json heal(chaos_env& env) {
       if (n.state == "held") held.push_back(n.name);
     }
   }
+  // Message faults: every node's chaos endpoint ends its live faults (after the SIGCONTs
+  // above, so a node that was paused can answer).
+  msg_clear_all(env, act);
   std::sort(held.begin(), held.end());
   held.erase(std::unique(held.begin(), held.end()), held.end());
   if (env.nodes && env.nodes->launcher) {

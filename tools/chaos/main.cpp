@@ -16,6 +16,8 @@
 
 #include "tools/chaos/actions.hpp"
 #include "tools/chaos/common.hpp"
+#include "tools/chaos/dsl.hpp"
+#include "tools/chaos/msg.hpp"
 #include "tools/chaos/net.hpp"
 #include "tools/chaos/proc.hpp"
 #include "tools/chaos/proxy.hpp"
@@ -53,6 +55,13 @@ Network faults (through the fault proxy of the nodes file, or --proxy HOST:PORT)
   proxy            run the fault proxy: --control HOST:PORT (127.0.0.1:0), --link
                    NAME=LHOST:LPORT->THOST:TPORT (repeatable; port 0 picks one), --ports-file F,
                    --seed S; prints {"control":...,"links":{...}} on one line once listening
+Message faults (through each node's chaos endpoint, nodes.json endpoints.chaos)
+  msg FAULT TARGET FAULT: drop-push | dup-push | delay-push --ms N | reorder-push | corrupt-push
+                   | drop-broadcast | dup-broadcast | delay-broadcast --ms N | reorder-broadcast
+                   (each --for D and/or --count N: the node reverts it after that)
+                   | nan | fail (one step; --count N for more)
+                   TARGET: learner:N, owner:N (a fragment), node:NAME, learners; comma lists
+  msg status       every endpoint's live faults
 Disk faults (the target's host)
   disk truncate owner:N  cut the owner's checkpoint file to --keep BYTES (default: half)
   disk corrupt owner:N   xor --count N (16) bytes of it at offsets drawn from --seed
@@ -65,6 +74,8 @@ Sessions
                    --targets SPEC (learners) --max-concurrent N (1) --min-gap D (0) [--no-heal]
   replay TAPE      fire every fault of a tape (chaos.jsonl) at the same offset [--no-heal]
   run SCENARIO.lua a Lua list of {at=S, kind=K, target=T, for_=S, knobs...} [--no-heal]
+  run EXPERIMENT.lua  an experiment file: its chaos section's process and network events and
+                   chaos.random.cluster_mtbf_seconds faults [--set k=v]... [--name N]
 Verdict
   report RUN_DIR   judge a run from its events and tape: per-fault times, run figures and
                    invariants; --baseline CLEAN_RUN_DIR, --json OUT (RUN_DIR/chaos_report.json),
@@ -94,7 +105,7 @@ const std::set<std::string> value_flags = {
     "--recovery", "--duration", "--kinds", "--targets", "--max-concurrent", "--min-gap",
     "--ms",      "--jitter", "--rate",     "--p",      "--size",  "--delay-us", "--bytes",
     "--dir",     "--baseline", "--json", "--loss-tolerance", "--keep", "--count", "--via",
-    "--max-fill", "--reserve"};
+    "--max-fill", "--reserve", "--set", "--name"};
 
 struct args {
   std::string command;
@@ -365,12 +376,36 @@ int run(int argc, char** argv) {
     return heal(env).value("ok", false) ? 0 : 1;
   }
   if (c == "replay" || c == "run") {
-    check_flags(a, {"--no-heal", "--proxy"});
+    check_flags(a, {"--no-heal", "--proxy", "--set", "--name"});
     const std::string file = one_positional(a, c == "replay" ? "TAPE" : "SCENARIO.lua");
     chaos_env env = make_env(a, true);
     env.source = c == "replay" ? "replay" : "scenario";
-    auto faults = c == "replay" ? read_tape(file) : read_scenario(file);
-    return run_session(env, faults, !a.has("--no-heal"), {{"file", file}});
+    if (c == "replay") return run_session(env, read_tape(file), !a.has("--no-heal"), {{"file", file}});
+    const std::vector<std::string> none;
+    const auto sets = a.has("--set") ? a.flags.at("--set") : none;
+    const auto names = a.has("--name") ? a.flags.at("--name") : none;
+    if (sets.empty() && names.empty()) {
+      std::vector<timed_fault> faults;
+      std::string scenario_error;
+      try {
+        faults = read_scenario(file);
+      } catch (const chaos_error& e) {
+        scenario_error = e.what();
+      }
+      if (scenario_error.empty()) return run_session(env, faults, !a.has("--no-heal"), {{"file", file}});
+      // Not a scenario list: an experiment file whose `chaos` section is the scenario.
+      dsl_session s;
+      try {
+        s = read_experiment_chaos(file, sets, names, *env.nodes);
+      } catch (const chaos_error& e) {
+        throw chaos_error(fmt::format("{} is neither a scenario ({}) nor an experiment file:\n{}",
+                                      file, scenario_error, e.what()));
+      }
+      return run_session(env, s.faults, !a.has("--no-heal"), s.info);
+    }
+    // --set / --name: an experiment file (only the config loader knows them).
+    const auto s = read_experiment_chaos(file, sets, names, *env.nodes);
+    return run_session(env, s.faults, !a.has("--no-heal"), s.info);
   }
   if (c == "report") {
     check_flags(a, {"--baseline", "--json", "--loss-tolerance"});
@@ -419,6 +454,24 @@ int run(int argc, char** argv) {
     if (f.picks.pick_given || target.find("learners") != std::string::npos ||
         target.find("nodes") != std::string::npos)
       std::printf("seed %llu\n", static_cast<unsigned long long>(f.picks.seed));
+    return fire(env, f).value("ok", false) ? 0 : 1;
+  }
+  if (c == "msg") {
+    check_flags(a, {"--for", "--ms", "--count"});
+    if (a.positional.size() == 1 && a.positional[0] == "status") {
+      chaos_env env = make_env(a, true);
+      std::printf("%s\n", msg_status(env).dump(2).c_str());
+      return 0;
+    }
+    if (a.positional.size() != 2)
+      throw usage_error("msg: expected FAULT TARGET, e.g. `msg drop-push learner:1 --for 10s`");
+    fault_spec f;
+    f.kind = msg_kind_from_cli(a.positional[0]);
+    f.target = a.positional[1];
+    if (a.has("--for")) f.duration = parse_duration(a.get("--for"), "--for");
+    if (a.has("--ms")) f.net["ms"] = parse_number(a.get("--ms"), "--ms");
+    if (a.has("--count")) f.net["count"] = parse_u64(a.get("--count"), "--count");
+    chaos_env env = make_env(a, true);
     return fire(env, f).value("ok", false) ? 0 : 1;
   }
   if (c == "net" || c == "partition") {

@@ -9,6 +9,7 @@
 #include <lua.hpp>
 
 #include "tools/chaos/common.hpp"
+#include "tools/chaos/msg.hpp"
 
 namespace dd::chaos {
 
@@ -18,7 +19,8 @@ namespace {
 volatile std::sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
 
-const char* net_knobs[] = {"ms", "jitter", "rate", "p", "seed", "size", "delay_us", "bytes", "dir"};
+const char* net_knobs[] = {"ms", "jitter", "rate", "p", "seed", "size", "delay_us", "bytes", "dir",
+                           "count"};
 }  // namespace
 
 std::vector<timed_fault> from_schedule(const std::vector<scheduled_fault>& s,
@@ -57,7 +59,8 @@ std::vector<timed_fault> read_tape(const std::string& path) {
     if (first_t < 0) first_t = t;
     const std::string kind = j.value("kind", "");
     if (kind == "session" || kind.empty()) continue;
-    if (kind != "heal" && !is_process_kind(kind) && !is_net_kind(kind) && !is_disk_kind(kind))
+    if (kind != "heal" && !is_process_kind(kind) && !is_net_kind(kind) && !is_disk_kind(kind) &&
+        !is_msg_kind(kind))
       throw chaos_error(fmt::format("{}:{}: unknown kind '{}'", path, lineno, kind));
     timed_fault tf;
     tf.at = j.contains("offset") ? j["offset"].get<double>() : t - first_t;
@@ -71,7 +74,8 @@ std::vector<timed_fault> read_tape(const std::string& path) {
         // links and disk targets (owner:N, node:NAME) are taped as given; processes by name
         targets += is_net_kind(kind) || is_disk_kind(kind) ? name : "node:" + name;
       }
-      if (targets.empty()) targets = j.value("target", "");
+      // Message faults name actors (learner:N, owner:N), stable across runs: keep the spec.
+      if (targets.empty() || is_msg_kind(kind)) targets = j.value("target", "");
       tf.spec.target = targets;
       if (j.contains("duration") && j["duration"].is_number()) tf.spec.duration = j["duration"];
       const json params = j.value("params", json::object());
@@ -82,7 +86,7 @@ std::vector<timed_fault> read_tape(const std::string& path) {
       tf.spec.count = params.value("count", 16);
       if (is_disk_kind(kind) && params.contains("seed")) tf.spec.picks.seed = params["seed"];
       for (const char* k : net_knobs)
-        if (params.contains(k) && is_net_kind(kind)) tf.spec.net[k] = params[k];
+        if (params.contains(k) && (is_net_kind(kind) || is_msg_kind(kind))) tf.spec.net[k] = params[k];
     }
     out.push_back(tf);
   }
@@ -146,7 +150,7 @@ std::vector<timed_fault> read_scenario(const std::string& path) {
     tf.at = number("at", true, 0);
     tf.spec.kind = string("kind", true);
     if (tf.spec.kind != "heal" && !is_process_kind(tf.spec.kind) && !is_net_kind(tf.spec.kind) &&
-        !is_disk_kind(tf.spec.kind))
+        !is_disk_kind(tf.spec.kind) && !is_msg_kind(tf.spec.kind))
       fail(fmt::format("{}: unknown kind '{}'", where, tf.spec.kind));
     tf.spec.target = string("target", tf.spec.kind != "heal");
     tf.spec.duration = number("for_", false, 0);
@@ -156,6 +160,8 @@ std::vector<timed_fault> read_scenario(const std::string& path) {
     tf.spec.keep = static_cast<int64_t>(number("keep", false, -1));
     tf.spec.count = static_cast<int>(number("count", false, 16));
     for (const char* k : net_knobs) {
+      // `count` is a message fault's knob here (disk faults read it above as spec.count).
+      if (std::string(k) == "count" && !is_msg_kind(tf.spec.kind)) continue;
       const int t = field(k);
       if (t == LUA_TNUMBER) tf.spec.net[k] = lua_tonumber(L, -1);
       else if (t == LUA_TSTRING) tf.spec.net[k] = std::string(lua_tostring(L, -1));

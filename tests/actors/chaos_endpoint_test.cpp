@@ -1,0 +1,255 @@
+// tests/actors/chaos_endpoint_test.cpp — live message faults in fault_hooks (bounded by time or
+// count, matched by learner and fragment, cleared at once; scheduled ones started at their step
+// or time) and the chaos endpoint's socket protocol (real loopback TCP: fault, status, clear,
+// refusals).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "actors/chaos_endpoint.hpp"
+#include "actors/fault_hooks.hpp"
+
+namespace dd::actors {
+namespace {
+
+using nlohmann::json;
+
+/// A hook whose clock the test moves.
+struct clocked {
+  double t = 0.0;
+  fault_hooks hooks{{}, nullptr, [this] { return t; }};
+};
+
+TEST(LiveFaults, DropPushForADurationThenReverts) {
+  clocked c;
+  live_fault f;
+  f.what = live_fault::kind::drop_push;
+  f.learner = 1;
+  f.until_s = 10.0;
+  EXPECT_EQ(c.hooks.add_live(f), 1u);
+  EXPECT_TRUE(c.hooks.on_push(1, 0, 0, 5).drop);
+  EXPECT_TRUE(c.hooks.on_push(1, 0, 3, 6).drop);
+  EXPECT_FALSE(c.hooks.on_push(0, 0, 0, 6).drop);  // another learner
+  c.t = 9.9;
+  EXPECT_TRUE(c.hooks.on_push(1, 0, 0, 7).drop);
+  c.t = 10.0;
+  EXPECT_FALSE(c.hooks.on_push(1, 0, 0, 8).drop);  // expired: reverted by itself
+  EXPECT_TRUE(c.hooks.live().empty());
+}
+
+TEST(LiveFaults, CountBoundsTheFaultAndFragmentsMatch) {
+  clocked c;
+  live_fault f;
+  f.what = live_fault::kind::corrupt_push;
+  f.fragment = 2;
+  f.count = 2;
+  c.hooks.add_live(f);
+  EXPECT_FALSE(c.hooks.on_push(0, 0, 1, 1).corrupt);
+  EXPECT_TRUE(c.hooks.on_push(0, 0, 2, 1).corrupt);
+  ASSERT_EQ(c.hooks.live().size(), 1u);
+  EXPECT_EQ(c.hooks.live()[0].count, 1);
+  EXPECT_EQ(c.hooks.live()[0].hits, 1u);
+  EXPECT_TRUE(c.hooks.on_push(3, 0, 2, 9).corrupt);
+  EXPECT_FALSE(c.hooks.on_push(3, 0, 2, 10).corrupt);  // spent
+  EXPECT_TRUE(c.hooks.live().empty());
+}
+
+TEST(LiveFaults, EveryKindReachesItsHook) {
+  clocked c;
+  auto add = [&](live_fault::kind k, double delay = 0.0) {
+    live_fault f;
+    f.what = k;
+    f.count = 1;
+    f.delay_s = delay;
+    c.hooks.add_live(f);
+  };
+  add(live_fault::kind::dup_push);
+  add(live_fault::kind::reorder_push);
+  add(live_fault::kind::delay_push, 0.5);
+  auto p = c.hooks.on_push(0, 0, 0, 1);
+  EXPECT_TRUE(p.duplicate);
+  EXPECT_TRUE(p.reorder);
+  EXPECT_DOUBLE_EQ(p.delay_s, 0.5);
+  EXPECT_FALSE(p.drop);
+  add(live_fault::kind::drop_broadcast);
+  add(live_fault::kind::dup_broadcast);
+  add(live_fault::kind::reorder_broadcast);
+  add(live_fault::kind::delay_broadcast, 0.25);
+  auto b = c.hooks.on_broadcast(1, 3);
+  EXPECT_TRUE(b.drop);
+  EXPECT_TRUE(b.duplicate);
+  EXPECT_TRUE(b.reorder);
+  EXPECT_DOUBLE_EQ(b.delay_s, 0.25);
+  EXPECT_FALSE(c.hooks.on_broadcast(1, 3).drop);
+  add(live_fault::kind::nan_step);
+  add(live_fault::kind::fail_step);
+  auto s = c.hooks.on_learner_step(4, 0, 10);
+  EXPECT_TRUE(s.nan);
+  EXPECT_TRUE(s.fail);
+  s = c.hooks.on_learner_step(4, 0, 11);
+  EXPECT_FALSE(s.nan);
+  EXPECT_FALSE(s.fail);
+}
+
+TEST(LiveFaults, RefusedWithoutABoundAndClearedAtOnce) {
+  clocked c;
+  live_fault f;
+  f.what = live_fault::kind::drop_broadcast;
+  EXPECT_THROW(c.hooks.add_live(f), std::invalid_argument);  // neither time nor count
+  f.what = live_fault::kind::delay_push;
+  f.count = 3;
+  EXPECT_THROW(c.hooks.add_live(f), std::invalid_argument);  // a delay kind without a delay
+  f.what = live_fault::kind::drop_push;
+  f.until_s = 100;
+  c.hooks.add_live(f);
+  c.hooks.add_live(f);
+  EXPECT_EQ(c.hooks.clear_live(), 2u);
+  EXPECT_FALSE(c.hooks.on_push(0, 0, 0, 1).drop);
+}
+
+TEST(LiveFaults, ScheduledStartAtStepAndTime) {
+  clocked c;
+  fault_spec at_step;
+  at_step.what = fault_spec::kind::start_live;
+  at_step.target = 2;
+  at_step.at_step = 40;
+  at_step.live.what = live_fault::kind::nan_step;
+  at_step.live.learner = 2;
+  c.hooks.add(at_step);
+  fault_spec at_time;
+  at_time.what = fault_spec::kind::start_live;
+  at_time.at_seconds = 5.0;
+  at_time.duration_s = 3.0;
+  at_time.live.what = live_fault::kind::drop_broadcast;
+  c.hooks.add(at_time);
+  EXPECT_FALSE(c.hooks.on_learner_step(2, 0, 39).nan);
+  EXPECT_FALSE(c.hooks.on_learner_step(1, 0, 40).nan);  // learner 1's step 40: not the target
+  EXPECT_TRUE(c.hooks.on_learner_step(2, 0, 40).nan);   // one step (count 1 by default)
+  EXPECT_FALSE(c.hooks.on_learner_step(2, 0, 41).nan);
+  EXPECT_FALSE(c.hooks.on_broadcast(0, 0).drop);
+  c.t = 5.0;
+  EXPECT_TRUE(c.hooks.on_broadcast(0, 0).drop);
+  c.t = 7.9;
+  EXPECT_TRUE(c.hooks.on_broadcast(1, 2).drop);
+  c.t = 8.0;
+  EXPECT_FALSE(c.hooks.on_broadcast(1, 2).drop);
+  EXPECT_EQ(c.hooks.fired().size(), 2u);
+}
+
+TEST(RandomFaults, WeibullRecoveryKeepsTheMean) {
+  random_recovery rec;
+  rec.dist = random_recovery::distribution::weibull;
+  rec.mean_s = 4.0;
+  rec.shape = 2.0;
+  const auto s = random_fault_schedule(fault_spec::kind::kill_learner, 200, 1.0, rec, 1e9, 12345, 20);
+  ASSERT_EQ(s.size(), 4000u);
+  double sum = 0;
+  for (const auto& f : s) sum += f.downtime_s;
+  EXPECT_NEAR(sum / static_cast<double>(s.size()), 4.0, 0.15);  // σ/√n ≈ 2.1/63 ≈ 0.03
+  rec.shape = 0;
+  EXPECT_THROW(random_fault_schedule(fault_spec::kind::kill_learner, 1, 1.0, rec, 10, 1), std::invalid_argument);
+}
+
+/// One request line over real TCP; the reply parsed.
+json ask(uint16_t port, const json& req) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const std::string line = req.dump() + "\n";
+  EXPECT_EQ(::send(fd, line.data(), line.size(), MSG_NOSIGNAL), static_cast<ssize_t>(line.size()));
+  std::string buf;
+  char c = 0;
+  pollfd p{fd, POLLIN, 0};
+  while (::poll(&p, 1, 5000) == 1 && ::recv(fd, &c, 1, 0) == 1 && c != '\n') buf += c;
+  ::close(fd);
+  return json::parse(buf);
+}
+
+TEST(ChaosEndpoint, FaultStatusClearOverTcp) {
+  clocked c;
+  chaos_endpoint_options o;
+  o.node_name = "learner-0";
+  o.role = "learner";
+  o.learners = {0, 2};
+  o.fragments = 4;
+  chaos_endpoint ep(o, &c.hooks);
+  ASSERT_GT(ep.port(), 0);
+  auto rep = ask(ep.port(), {{"op", "fault"}, {"kind", "drop_push"}, {"learner", 2}, {"for_s", 10}});
+  ASSERT_TRUE(rep.value("ok", false)) << rep.dump();
+  EXPECT_EQ(rep["id"], 1);
+  EXPECT_TRUE(c.hooks.on_push(2, 0, 1, 5).drop);
+  rep = ask(ep.port(), {{"op", "fault"}, {"kind", "nan_step"}, {"learner", 0}});
+  ASSERT_TRUE(rep.value("ok", false)) << rep.dump();
+  EXPECT_EQ(rep["count"], 1);  // one step by default
+  rep = ask(ep.port(), {{"op", "status"}});
+  ASSERT_TRUE(rep.value("ok", false));
+  EXPECT_EQ(rep["node"], "learner-0");
+  ASSERT_EQ(rep["faults"].size(), 2u);
+  EXPECT_EQ(rep["faults"][0]["kind"], "drop_push");
+  EXPECT_EQ(rep["faults"][0]["hits"], 1);
+  EXPECT_DOUBLE_EQ(rep["faults"][0]["expires_in_s"].get<double>(), 10.0);
+  rep = ask(ep.port(), {{"op", "clear"}});
+  EXPECT_EQ(rep["cleared"], 2);
+  EXPECT_FALSE(c.hooks.on_push(2, 0, 1, 6).drop);
+  EXPECT_TRUE(c.hooks.live().empty());
+}
+
+TEST(ChaosEndpoint, RefusesWhatThisNodeCannotDo) {
+  clocked c;
+  chaos_endpoint_options o;
+  o.node_name = "learner-1";
+  o.role = "learner";
+  o.learners = {1};
+  o.fragments = 4;
+  chaos_endpoint ep(o, &c.hooks);
+  auto error_of = [&](const json& req) {
+    const auto rep = ask(ep.port(), req);
+    EXPECT_FALSE(rep.value("ok", true)) << rep.dump();
+    return rep.value("error", std::string());
+  };
+  EXPECT_EQ(error_of({{"op", "fault"}, {"kind", "drop_push"}, {"learner", 0}, {"count", 1}}),
+            "learner 0 is not hosted by node 'learner-1' (it hosts [1])");
+  EXPECT_EQ(error_of({{"op", "fault"}, {"kind", "drop_broadcast"}, {"count", 1}}),
+            "drop_broadcast: broadcasts leave the syncer node; this is learner node 'learner-1'");
+  EXPECT_EQ(error_of({{"op", "fault"}, {"kind", "dup_push"}}),
+            "dup_push: give a duration or a count (a live fault must end by itself)");
+  EXPECT_EQ(error_of({{"op", "fault"}, {"kind", "drop_push"}, {"fragment", 4}, {"count", 1}}),
+            "fragment 4 does not exist (4 fragments)");
+  EXPECT_EQ(error_of({{"op", "reboot"}}), "unknown op 'reboot' (fault, clear, status)");
+  EXPECT_NE(error_of({{"op", "fault"}, {"kind", "explode"}}).find("unknown kind 'explode'"), std::string::npos);
+  // Garbage on the line is answered, not fatal.
+  EXPECT_NE(ep.handle("{not json").value("error", std::string()).find("not a JSON request line"),
+            std::string::npos);
+  EXPECT_TRUE(c.hooks.live().empty());
+}
+
+TEST(ChaosEndpoint, ListensOnLoopbackOnly) {
+  clocked c;
+  chaos_endpoint_options o;
+  o.host = "0.0.0.0";
+  try {
+    chaos_endpoint ep(o, &c.hooks);
+    FAIL() << "a non-loopback endpoint was started";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("not a loopback address"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(chaos_endpoint_loopback("127.0.0.1"));
+  EXPECT_TRUE(chaos_endpoint_loopback("127.3.0.9"));
+  EXPECT_TRUE(chaos_endpoint_loopback("localhost"));
+  EXPECT_FALSE(chaos_endpoint_loopback("10.0.0.1"));
+  EXPECT_FALSE(chaos_endpoint_loopback("128.0.0.1"));
+}
+
+}  // namespace
+}  // namespace dd::actors

@@ -1,0 +1,147 @@
+// tests/chaos/chaos_dsl_test.cpp — an experiment's chaos section as a dd-chaos session
+// (tools/chaos/dsl.hpp): process and network events at their times with their knobs, in-process
+// kinds left to the nodes, whole-cluster random faults drawn by make_schedule (same seed, same
+// faults), loader errors passed on with file:line; and the message kinds' CLI spellings.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include "tools/chaos/common.hpp"
+#include "tools/chaos/dsl.hpp"
+#include "tools/chaos/msg.hpp"
+
+using namespace dd::chaos;
+
+namespace {
+
+namespace fs = std::filesystem;
+
+const char* nodes_json = R"({
+  "run_id": "5f3a", "launcher": {"pid": 10, "control": "127.0.0.1:7100"},
+  "nodes": [
+    {"name": "syncer", "role": "syncer", "actors": ["monitor", "evaluator", "owner:0", "owner:1"],
+     "pid": 11, "start_time": 100, "endpoints": {"chaos": 7200}, "state": "running"},
+    {"name": "learner-0", "role": "learner", "actors": ["learner:0", "learner:2"], "pid": 12,
+     "start_time": 101, "endpoints": {"chaos": 7201}, "state": "running"},
+    {"name": "learner-1", "role": "learner", "actors": ["learner:1"], "pid": 13, "start_time": 102,
+     "endpoints": {"chaos": 7202}, "state": "running"}
+  ]})";
+
+std::string write(const std::string& name, const std::string& chaos) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "dd_chaos_dsl";
+  fs::create_directories(dir);
+  const fs::path f = dir / name;
+  std::ofstream(f) << "experiment {\n"
+                      "  name = 'x',\n"
+                      "  data = { file = '" DD_DATA_DIR "/tinyshakespeare/input.txt' },\n"
+                      "  learners = { count = 3 },\n"
+                      "  budget = { seconds = 100 },\n"
+                      "  inner = { decay_steps = 1000 },\n"
+                      "  chaos = " + chaos + ",\n"
+                      "}\n";
+  return f.string();
+}
+
+}  // namespace
+
+TEST(chaos_dsl, process_and_network_events_become_timed_faults) {
+  const auto nodes = parse_nodes_file(nodes_json, "/run/x/nodes.json");
+  const std::string file = write("events.lua", R"({ events = {
+      { at_time = 5, action = "pause", target = "learner:1", duration = 10 },
+      { at_fraction = 0.5, action = "slow_process", target = 2, duration = 20, duty = 0.25, period = 0.4 },
+      { at_time = 7, action = "nan", target = 1 },
+      { at_time = 8, action = "partition", target = "learner:0", duration = 20 },
+      { at_time = 9, action = "latency", target = "learners", ms = 200, jitter = 50, dir = "up", duration = 3 },
+      { at_time = 10, action = "kill_process", target = "node:syncer", duration = 5 },
+  } })");
+  const auto s = read_experiment_chaos(file, {}, {}, nodes);
+  ASSERT_EQ(s.faults.size(), 5u);  // the nan event is the nodes' own
+  EXPECT_DOUBLE_EQ(s.faults[0].at, 5);
+  EXPECT_EQ(s.faults[0].spec.kind, "pause");
+  EXPECT_EQ(s.faults[0].spec.target, "learner:1");
+  EXPECT_DOUBLE_EQ(s.faults[0].spec.duration, 10);
+  EXPECT_DOUBLE_EQ(s.faults[1].at, 50);  // half of the 100 s budget
+  EXPECT_EQ(s.faults[1].spec.kind, "slow");
+  EXPECT_EQ(s.faults[1].spec.target, "learner:2");
+  EXPECT_DOUBLE_EQ(s.faults[1].spec.duty, 0.25);
+  EXPECT_DOUBLE_EQ(s.faults[1].spec.period, 0.4);
+  EXPECT_EQ(s.faults[2].spec.kind, "blackhole");
+  EXPECT_EQ(s.faults[2].spec.net["dir"], "both");
+  EXPECT_EQ(s.faults[3].spec.kind, "latency");
+  EXPECT_EQ(s.faults[3].spec.net["ms"], 200.0);
+  EXPECT_EQ(s.faults[3].spec.net["jitter"], 50.0);
+  EXPECT_EQ(s.faults[3].spec.net["dir"], "up");
+  EXPECT_EQ(s.faults[4].spec.kind, "kill");
+  EXPECT_EQ(s.faults[4].spec.target, "node:syncer");
+  EXPECT_EQ(s.info["experiment"], "x");
+  EXPECT_EQ(s.info["events"], 5);
+}
+
+TEST(chaos_dsl, cluster_random_faults_are_drawn_from_the_seed) {
+  const auto nodes = parse_nodes_file(nodes_json, "/run/x/nodes.json");
+  const std::string file = write("random.lua", R"({ random = {
+      cluster_mtbf_seconds = 10, kinds = { "kill_process", "pause" }, min_gap_seconds = 2,
+      max_concurrent = 1, recovery = { dist = "weibull", mean = 3, shape = 2 }, seed = 99 } })");
+  const auto a = read_experiment_chaos(file, {}, {}, nodes);
+  const auto b = read_experiment_chaos(file, {}, {}, nodes);
+  ASSERT_GE(a.faults.size(), 3u);  // 100 s at one per 10 s (minus skips)
+  ASSERT_EQ(a.faults.size(), b.faults.size());
+  std::set<std::string> kinds, targets;
+  double prev = -1;
+  for (size_t i = 0; i < a.faults.size(); ++i) {
+    EXPECT_DOUBLE_EQ(a.faults[i].at, b.faults[i].at);
+    EXPECT_EQ(a.faults[i].spec.kind, b.faults[i].spec.kind);
+    EXPECT_EQ(a.faults[i].spec.target, b.faults[i].spec.target);
+    EXPECT_DOUBLE_EQ(a.faults[i].spec.duration, b.faults[i].spec.duration);
+    EXPECT_LT(a.faults[i].at, 100.0);
+    if (prev >= 0) {
+      EXPECT_GE(a.faults[i].at - prev, 2.0);
+    }
+    prev = a.faults[i].at;
+    kinds.insert(a.faults[i].spec.kind);
+    targets.insert(a.faults[i].spec.target);
+  }
+  for (const auto& k : kinds) EXPECT_TRUE(k == "kill" || k == "pause") << k;
+  for (const auto& t : targets) EXPECT_TRUE(t == "node:learner-0" || t == "node:learner-1") << t;
+  EXPECT_EQ(a.info["seed"], 99);
+  EXPECT_EQ(a.info["recovery"], "weibull:3s,2");
+  // --set changes the draw: another seed, another schedule.
+  const auto c = read_experiment_chaos(file, {"chaos.random.seed=100"}, {}, nodes);
+  EXPECT_EQ(c.info["seed"], 100);
+  bool differs = c.faults.size() != a.faults.size();
+  for (size_t i = 0; !differs && i < a.faults.size(); ++i) differs = c.faults[i].at != a.faults[i].at;
+  EXPECT_TRUE(differs);
+}
+
+TEST(chaos_dsl, loader_errors_name_the_file_and_line) {
+  const auto nodes = parse_nodes_file(nodes_json, "/run/x/nodes.json");
+  const std::string file = write("bad.lua", R"({ events = {
+      { at_step = 5, action = "pause", target = 1 },
+  } })");
+  try {
+    read_experiment_chaos(file, {}, {}, nodes);
+    FAIL() << "loaded";
+  } catch (const chaos_error& e) {
+    EXPECT_NE(std::string(e.what()).find("bad.lua:8: chaos.events[1].at_step: action 'pause' is "
+                                         "fired by dd-chaos from outside the nodes"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(chaos_msg, cli_names_map_to_the_tape_kinds) {
+  EXPECT_EQ(msg_kind_from_cli("drop-push"), "drop_push");
+  EXPECT_EQ(msg_kind_from_cli("reorder-broadcast"), "reorder_broadcast");
+  EXPECT_EQ(msg_kind_from_cli("nan"), "nan_step");
+  EXPECT_EQ(msg_kind_from_cli("fail"), "fail_step");
+  EXPECT_EQ(msg_kind_from_cli("corrupt_push"), "corrupt_push");
+  EXPECT_THROW(msg_kind_from_cli("explode"), usage_error);
+  EXPECT_TRUE(is_msg_kind("dup_broadcast"));
+  EXPECT_FALSE(is_msg_kind("pause"));
+  EXPECT_EQ(chaos_kind_of_action("kill_process"), "kill");
+  EXPECT_EQ(chaos_kind_of_action("partition"), "blackhole");
+  EXPECT_EQ(chaos_kind_of_action("close_after"), "close_after");
+  EXPECT_EQ(chaos_kind_of_action("nan"), "");
+}

@@ -1,0 +1,107 @@
+// tools/chaos/dsl.cpp — see dsl.hpp.
+#include "tools/chaos/dsl.hpp"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "runtime/config/loader.hpp"
+#include "tools/chaos/actions.hpp"
+#include "tools/chaos/common.hpp"
+#include "tools/chaos/schedule.hpp"
+#include "tools/chaos/targets.hpp"
+
+namespace dd::chaos {
+
+using nlohmann::json;
+
+std::string chaos_kind_of_action(const std::string& action) {
+  if (action == "kill_process") return "kill";
+  if (action == "slow_process") return "slow";
+  if (action == "partition") return "blackhole";
+  if (is_process_kind(action) || is_net_kind(action)) return action;
+  return "";
+}
+
+dsl_session read_experiment_chaos(const std::string& path, const std::vector<std::string>& overrides,
+                                  const std::vector<std::string>& names, const nodes_file& nodes) {
+  config::load_options lo;
+  lo.overrides = overrides;
+  lo.names = names;
+  lo.check_files = false;  // the nodes read the data; dd-chaos only needs the chaos section
+  const auto loaded = config::load_file(path, lo);
+  if (!loaded.ok()) throw chaos_error(loaded.error_text());
+  if (loaded.experiments.size() != 1)
+    throw chaos_error(fmt::format("{}: defines {} experiments; select one with --name", path,
+                                  loaded.experiments.size()));
+  const auto& exp = loaded.experiments.front();
+  dsl_session out;
+  for (const auto& ev : exp.chaos.events) {
+    const std::string kind = chaos_kind_of_action(config::to_string(ev.action));
+    if (kind.empty()) continue;  // in-process: the nodes apply it
+    timed_fault tf;
+    tf.at = ev.trigger == config::chaos_trigger::at_fraction ? ev.at * exp.budget.seconds : ev.at;
+    tf.spec.kind = kind;
+    tf.spec.target = ev.target_spec.empty() ? fmt::format("learner:{}", ev.target) : ev.target_spec;
+    tf.spec.duration = ev.duration;
+    for (const auto& [k, v] : ev.params.items()) {
+      if (k == "duty") tf.spec.duty = v.get<double>();
+      else if (k == "period") tf.spec.period = v.get<double>();
+      else tf.spec.net[k] = v;
+    }
+    if (config::to_string(ev.action) == std::string("partition")) tf.spec.net["dir"] = "both";
+    out.faults.push_back(tf);
+  }
+  const auto& rf = exp.chaos.random;
+  out.info = {{"file", path}, {"experiment", exp.name}, {"events", out.faults.size()}};
+  if (rf.cluster_mtbf_seconds > 0) {
+    schedule_config cfg;
+    cfg.mtbf = rf.cluster_mtbf_seconds;
+    cfg.recovery.mean = rf.recovery.mean;
+    switch (rf.recovery.dist) {
+      case config::recovery_dist::fixed: cfg.recovery.k = recovery_dist::kind::fixed; break;
+      case config::recovery_dist::exponential: cfg.recovery.k = recovery_dist::kind::exponential; break;
+      case config::recovery_dist::lognormal:
+        cfg.recovery.k = recovery_dist::kind::lognormal;
+        cfg.recovery.shape = rf.recovery.sigma;
+        break;
+      case config::recovery_dist::weibull:
+        cfg.recovery.k = recovery_dist::kind::weibull;
+        cfg.recovery.shape = rf.recovery.shape;
+        break;
+    }
+    cfg.seed = rf.seed;
+    cfg.duration = rf.horizon_seconds > 0 ? rf.horizon_seconds
+                   : exp.budget.kind == config::budget_kind::seconds ? exp.budget.seconds
+                                                                       : 3600.0;
+    for (const auto& k : rf.kinds) cfg.kinds.push_back(chaos_kind_of_action(k));
+    cfg.max_concurrent = rf.max_concurrent;
+    cfg.min_gap = rf.min_gap_seconds;
+    const std::string spec = rf.target == config::chaos_target_kind::learners ? "learners"
+                             : rf.target == config::chaos_target_kind::owners ? "node:syncer"
+                                                                              : "learners,node:syncer";
+    target_options topt;
+    topt.pick = pick_mode::all;
+    topt.pick_given = true;
+    for (const auto& h : resolve_targets(nodes, parse_targets(spec), topt).hits)
+      cfg.targets.push_back(h.node);
+    fault_spec knobs;
+    knobs.kind = "kill";
+    const auto schedule = make_schedule(cfg);
+    for (auto& tf : from_schedule(schedule, knobs)) out.faults.push_back(tf);
+    out.info["seed"] = cfg.seed;
+    out.info["cluster_mtbf"] = cfg.mtbf;
+    out.info["recovery"] = cfg.recovery.str();
+    out.info["kinds"] = cfg.kinds;
+    out.info["targets"] = cfg.targets;
+    out.info["drawn"] = schedule.size();
+    std::printf("%s: chaos.random: seed %llu, cluster mtbf %s, recovery %s, %zu faults drawn over %s "
+                "(targets %s)\n",
+                path.c_str(), static_cast<unsigned long long>(cfg.seed),
+                format_duration(cfg.mtbf).c_str(), cfg.recovery.str().c_str(), schedule.size(),
+                format_duration(cfg.duration).c_str(),
+                fmt::format("{}", fmt::join(cfg.targets, ",")).c_str());
+  }
+  return out;
+}
+
+}  // namespace dd::chaos

@@ -1,0 +1,39 @@
+// tools/chaos/dsl.hpp — the `chaos` section of an experiment file (runtime/config, docs/config.md)
+// as a dd-chaos session: `dd-chaos run EXPERIMENT.lua` and the dd-chaos child of `dd-node launch`
+// fire its process and network events at their times, and draw its whole-cluster random faults
+// (chaos.random.cluster_mtbf_seconds) with make_schedule. In-process kinds (kill, slow, the
+// message kinds, ...) are not fired from here: the nodes apply them themselves from the
+// experiment they run. dd-chaos's single thread.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tools/chaos/nodes_file.hpp"
+#include "tools/chaos/runner.hpp"
+
+namespace dd::chaos {
+
+/// A session read from an experiment file.
+struct dsl_session {
+  std::vector<timed_fault> faults;  ///< events and drawn faults, at offsets from the start
+  nlohmann::json info;              ///< the tape's session line (file, experiment, seed, ...)
+};
+
+/// The dd-chaos fault kind of a DSL action of the process or network layer ("kill_process" →
+/// "kill", "slow_process" → "slow", "partition" → "blackhole", others as spelled); "" for an
+/// in-process action.
+std::string chaos_kind_of_action(const std::string& action);
+
+/// Loads `path` with the config loader (`overrides` as --set, `names` as --name; exactly one
+/// experiment must be selected) and turns its chaos section into a session against `nodes`:
+/// every process/network event at its at_time (or at_fraction × a seconds budget), and, when
+/// chaos.random.cluster_mtbf_seconds > 0, the schedule make_schedule draws from its seed over
+/// the processes of chaos.random.target (learners: every learner process; owners: the syncer;
+/// any: both). Throws chaos_error with the loader's errors (file:line: key: message).
+dsl_session read_experiment_chaos(const std::string& path, const std::vector<std::string>& overrides,
+                                  const std::vector<std::string>& names, const nodes_file& nodes);
+
+}  // namespace dd::chaos
