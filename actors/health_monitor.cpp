@@ -315,12 +315,18 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
                                "learner id " + std::to_string(id) + " out of range (M = " +
                                    std::to_string(ctx->learners) + ")");
       if (st.stopping) return caf::make_error(caf::sec::invalid_argument, "the run is stopping");
-      // Remote learners join only with an id their node's handshake reserved: a stranger (or a
+      // Remote learners join only with an id their node's handshake reserved, or with the id of
+      // a dead (not finished) learner from the CAF node it last joined from: a stranger (or a
       // second holder of a live learner id) is refused, and both sides log it.
       if (ctx->remote_learners) {
         auto rv = st.reserved.find(id);
-        if (rv == st.reserved.end() || rv->second.second < now_s(self)) {
-          auto known_it = st.learners.find(id);
+        auto known_it = st.learners.find(id);
+        // A learner actor respawned by its node's supervisor: its dead incarnation joined from
+        // the same CAF node (the same learner process), which the handle's address proves.
+        const bool respawned_here = known_it != st.learners.end() && !known_it->second.alive &&
+                                    !known_it->second.finished && known_it->second.caf_node &&
+                                    known_it->second.caf_node == learner.node();
+        if ((rv == st.reserved.end() || rv->second.second < now_s(self)) && !respawned_here) {
           const bool live = known_it != st.learners.end() && known_it->second.alive;
           const std::string why =
               "learner " + std::to_string(id) + " joined without a node handshake reserving it" +
@@ -361,6 +367,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
       r.finished = false;
       r.straggler = false;
       r.handle = learner;
+      r.caf_node = learner.node();
       r.last_heartbeat_s = now_s(self);
       self->monitor(learner);
       join_reply rep;
