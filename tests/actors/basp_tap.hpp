@@ -9,12 +9,15 @@
 // serialized message, whose first element is one of the project's atoms (atoms.hpp), written as
 // a big-endian u64. A reply carries no atom: it is named after the request it answers
 // ("dd_join reply"), matched by (requesting actor, request id). The other operations are counted
-// by name ("basp:server_handshake", "basp:down_message", ...).
+// by name ("basp:server_handshake", "basp:down_message", ...); a message without a project atom
+// is "other message" (CAF's own, e.g. its middlemen's "info" lookups at connection setup).
 //
 // Single-threaded: feed each direction from one thread (the loopback proxy uses a mutex).
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -107,6 +110,10 @@ class basp_tap {
     atoms_.push_back({std::string(be, be + 8), caf::to_string(Atom::get_value())});
   }
 
+  static std::string fmt_hex(unsigned char c) {
+    static const char* d = "0123456789abcdef";
+    return {d[c >> 4], d[c & 15]};
+  }
   static uint32_t be32(const unsigned char* p) {
     return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
   }
@@ -143,7 +150,16 @@ class basp_tap {
         kind = (it != requests_.end() ? it->second : std::string("?")) + " reply";
         if (it != requests_.end()) requests_.erase(it);
       } else {
-        if (kind.empty()) kind = "unknown message";
+        if (kind.empty()) {
+          // Without a project atom: CAF's own traffic (at connection setup each middleman asks
+          // the other's config and spawn servers for "info"). DD_TAP_DEBUG=1 prints them.
+          kind = "other message";
+          if (std::getenv("DD_TAP_DEBUG") != nullptr) {
+            std::string hex;
+            for (size_t i = 0; i < len && i < 160; ++i) hex += fmt_hex(payload[i]);
+            std::fprintf(stderr, "tap: %s unknown message (%zu bytes): %s\n", link.c_str(), len, hex.c_str());
+          }
+        }
         if (mid.is_request()) requests_[std::make_pair(src, mid.request_id().integer_value())] = kind;
       }
     } else {
