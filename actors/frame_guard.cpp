@@ -191,7 +191,8 @@ void frame_guard::run() {
       }
       auto flush = [](pipe_dir& d, int fd) {
         while (d.buf.size() > d.off) {
-          const ssize_t w = ::write(fd, d.buf.data() + d.off, d.buf.size() - d.off);
+          // MSG_NOSIGNAL: a peer that closed must not kill the process with SIGPIPE.
+          const ssize_t w = ::send(fd, d.buf.data() + d.off, d.buf.size() - d.off, MSG_NOSIGNAL);
           if (w <= 0) return errno == EAGAIN || errno == EINTR;
           d.off += static_cast<size_t>(w);
         }

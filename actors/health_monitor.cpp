@@ -139,8 +139,15 @@ node_join_reply on_node_join(monitor_actor* self, const monitor_context& ctx, co
   const double now = now_s(self);
   for (auto it = st.reserved.begin(); it != st.reserved.end();)
     it = it->second.second < now ? st.reserved.erase(it) : std::next(it);
+  // The CAF node asking: a learner process that reconnected after its link dropped (the
+  // monitor may not have noticed yet, or never does when CAF moved the node to the new
+  // connection) gets its own live ids back; its learners then rejoin as new incarnations.
+  const auto sender = self->current_sender();
+  const caf::node_id asking = sender ? sender->node() : caf::node_id{};
   auto free_for = [&](int32_t id) {
     auto it = st.learners.find(id);
+    if (it != st.learners.end() && it->second.alive && asking && it->second.caf_node == asking)
+      return true;
     if (it != st.learners.end() && (it->second.alive || it->second.finished)) return false;
     auto rv = st.reserved.find(id);
     return rv == st.reserved.end() || rv->second.first == req->node_name;

@@ -19,7 +19,8 @@
 // Node handshake (remote learners): a node_join asking for 0 learners only asks for the run's
 // description (run id, experiment, data identity); one asking for learners is checked (protocol
 // version, run id, data size and hash) and given free ids — ids asked for by number when they
-// are not live, else the lowest ids that are neither live, finished nor reserved — or refused
+// are not live (or live but held by the asking CAF node itself: a learner process reconnecting
+// after its link dropped), else the lowest ids that are neither live, finished nor reserved — or refused
 // with a reason that the monitor logs ("node_refused" event) and the node prints. A learner join
 // needs such a reservation, except the join of a dead, unfinished learner id from the CAF node
 // its last incarnation joined from (a learner actor its node's supervisor respawned).
