@@ -495,13 +495,10 @@ int run_learner_node(const learner_node_options& o) {
           std::fflush(stdout);
           self->send(sup, atoms::syncer_atom_v, monitor);
         } else if (!rep) {
-          // Reached but not answered (e.g. a proxy of the lost connection): say so and back off
-          // like a failed connect instead of retrying at once in silence.
-          const double wait =
-              join_backoff_s(conn.attempt++, o.backoff_base_s, o.backoff_cap_s, conn.jitter.uniform());
-          conn.next_try_s = connector::now_s() + wait;
-          std::fprintf(stderr, "dd-node learner %s: rejoin handshake failed (%s); next attempt in %.1f s\n",
-                       name.c_str(), why.c_str(), wait);
+          // Reached but not answered (e.g. a proxy of the lost connection): say so; the next
+          // attempt follows at once, as before.
+          std::fprintf(stderr, "dd-node learner %s: rejoin handshake failed (%s)\n", name.c_str(),
+                       why.c_str());
           std::fflush(stderr);
         } else {
           std::fprintf(stderr, "dd-node learner %s: refused by the syncer (%s): %s\n", name.c_str(),
