@@ -139,8 +139,15 @@ node_join_reply on_node_join(monitor_actor* self, const monitor_context& ctx, co
   const double now = now_s(self);
   for (auto it = st.reserved.begin(); it != st.reserved.end();)
     it = it->second.second < now ? st.reserved.erase(it) : std::next(it);
+  // The CAF node asking: a learner process that reconnected after its link dropped (the
+  // monitor may not have noticed yet, or never does when CAF moved the node to the new
+  // connection) gets its own live ids back; its learners then rejoin as new incarnations.
+  const auto sender = self->current_sender();
+  const caf::node_id asking = sender ? sender->node() : caf::node_id{};
   auto free_for = [&](int32_t id) {
     auto it = st.learners.find(id);
+    if (it != st.learners.end() && it->second.alive && asking && it->second.caf_node == asking)
+      return true;
     if (it != st.learners.end() && (it->second.alive || it->second.finished)) return false;
     auto rv = st.reserved.find(id);
     return rv == st.reserved.end() || rv->second.first == req->node_name;
@@ -323,17 +330,20 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
                                "learner id " + std::to_string(id) + " out of range (M = " +
                                    std::to_string(ctx->learners) + ")");
       if (st.stopping) return caf::make_error(caf::sec::invalid_argument, "the run is stopping");
-      // Remote learners join only with an id their node's handshake reserved: a stranger (or a
+      // Remote learners join only with an id their node's handshake reserved, or with the id of
+      // a dead (not finished) learner from the CAF node it last joined from: a stranger (or a
       // second holder of a live learner id) is refused, and both sides log it.
       if (ctx->remote_learners) {
         auto rv = st.reserved.find(id);
-        const auto held = st.learners.find(id);
-        // A learner respawned inside the process that held its id (the learner node's own
-        // supervisor restarted it after a crash) needs no new reservation.
-        const bool same_process = held != st.learners.end() && learner &&
-                                  held->second.process && held->second.process == learner.node();
-        if (!same_process && (rv == st.reserved.end() || rv->second.second < now_s(self))) {
-          auto known_it = st.learners.find(id);
+        auto known_it = st.learners.find(id);
+        // A learner actor respawned by its node's supervisor in the process that held its id:
+        // its earlier incarnation joined from the same CAF node (the same learner process),
+        // which the handle's address proves. It needs no new reservation, also when the
+        // monitor has not yet seen the earlier incarnation's down message.
+        const bool respawned_here = known_it != st.learners.end() && !known_it->second.finished &&
+                                    known_it->second.caf_node && learner &&
+                                    known_it->second.caf_node == learner.node();
+        if ((rv == st.reserved.end() || rv->second.second < now_s(self)) && !respawned_here) {
           const bool live = known_it != st.learners.end() && known_it->second.alive;
           const std::string why =
               "learner " + std::to_string(id) + " joined without a node handshake reserving it" +
@@ -374,7 +384,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
       r.finished = false;
       r.straggler = false;
       r.handle = learner;
-      if (learner) r.process = learner.node();
+      if (learner) r.caf_node = learner.node();
       r.last_heartbeat_s = now_s(self);
       self->monitor(learner);
       join_reply rep;

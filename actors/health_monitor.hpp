@@ -19,8 +19,11 @@
 // Node handshake (remote learners): a node_join asking for 0 learners only asks for the run's
 // description (run id, experiment, data identity); one asking for learners is checked (protocol
 // version, run id, data size and hash) and given free ids — ids asked for by number when they
-// are not live, else the lowest ids that are neither live, finished nor reserved — or refused
-// with a reason that the monitor logs ("node_refused" event) and the node prints.
+// are not live (or live but held by the asking CAF node itself: a learner process reconnecting
+// after its link dropped), else the lowest ids that are neither live, finished nor reserved — or refused
+// with a reason that the monitor logs ("node_refused" event) and the node prints. A learner join
+// needs such a reservation, except the join of a dead, unfinished learner id from the CAF node
+// its last incarnation joined from (a learner actor its node's supervisor respawned).
 #pragma once
 
 #include <cstdint>
@@ -112,9 +115,9 @@ struct learner_record {
   double compute_this_incarnation_s = 0.0;
   double compute_before_s = 0.0;   ///< compute seconds of earlier incarnations
   std::string node;                ///< the node that holds it (remote learners)
-  /// The CAF node (process) of its last join: a learner respawned in that same process (its
-  /// node's supervisor, after a crash) rejoins without a new node handshake.
-  caf::node_id process;
+  /// The CAF node its last incarnation joined from: a dead learner's id may be joined again
+  /// without a new node handshake only from there (a learner actor its node respawned).
+  caf::node_id caf_node;
 };
 
 /// CAF state of the monitor.

@@ -627,6 +627,54 @@ void on_step(learner_actor* self, const learner_context& ctx) {
   schedule_step(self, ctx.simulated_time ? step_s : 0.0);
 }
 
+/// The first join of an incarnation (to `monitor`): on its reply the learner starts, resuming the
+/// step and data cursor the monitor recorded. A newer attempt (the node reconnected to another
+/// monitor before this one was answered) supersedes it.
+void initial_join(learner_actor* self, std::shared_ptr<const learner_context> ctx,
+                  const caf::actor& monitor) {
+  const uint64_t attempt = ++self->state.join_attempt;
+  join_request req;
+  req.requested_learner_id = ctx->learner_id;
+  req.host = "local";
+  self->request(monitor, std::chrono::seconds(60), atoms::join_atom_v, encode(req),
+                caf::actor{self})
+      .then(
+          [=](const std::vector<uint8_t>& bytes) {
+            auto& s = self->state;
+            if (s.joined || s.join_attempt != attempt) return;  // answered by a newer join
+            auto rep = decode_join_reply(bytes.data(), bytes.size());
+            if (!rep) {
+              self->quit(caf::make_error(caf::sec::invalid_argument, rep.error().message));
+              return;
+            }
+            s.joined = true;
+            s.id = rep->learner_id;
+            s.incarnation = rep->incarnation;
+            s.resume_step = rep->resume_step;
+            s.tr->set_steps_done(static_cast<int64_t>(rep->resume_step));
+            if (!rep->data_cursor.empty()) {
+              try {
+                s.tr->data().restore(data_cursor::from_bytes(rep->data_cursor));
+              } catch (const std::exception& e) {
+                if (ctx->log != nullptr)
+                  ctx->log->emit("failure", {{"learner", s.id}, {"what", "cursor"},
+                                             {"error", e.what()}});
+              }
+            }
+            s.tr->reset_optimizer();
+            if (ctx->log != nullptr)
+              ctx->log->emit("learner_start", {{"learner", s.id},
+                                               {"incarnation", s.incarnation},
+                                               {"resume_step", s.resume_step}});
+            start_reload(self, *ctx);
+          },
+          [=](caf::error& err) {
+            // A join superseded by a newer one (sent to a monitor that went away) is moot.
+            if (self->state.joined || self->state.join_attempt != attempt) return;
+            self->quit(std::move(err));
+          });
+}
+
 }  // namespace
 
 uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector<float> value,
@@ -678,42 +726,8 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
   st.frags.resize(ctx->plan.fragments.size());
   st.owners.resize(ctx->plan.fragments.size());
   st.jitter_rng = std::make_unique<rng>(derive_seed(ctx->trainer.seed, 0x6a6974ULL + st.id));
-  join_request req;
-  req.requested_learner_id = ctx->learner_id;
-  req.host = "local";
   st.monitor = ctx->current_monitor ? ctx->current_monitor() : ctx->monitor;
-  self->request(st.monitor, std::chrono::seconds(60), atoms::join_atom_v, encode(req),
-                caf::actor{self})
-      .then(
-          [=](const std::vector<uint8_t>& bytes) {
-            auto& s = self->state;
-            auto rep = decode_join_reply(bytes.data(), bytes.size());
-            if (!rep) {
-              self->quit(caf::make_error(caf::sec::invalid_argument, rep.error().message));
-              return;
-            }
-            s.joined = true;
-            s.id = rep->learner_id;
-            s.incarnation = rep->incarnation;
-            s.resume_step = rep->resume_step;
-            s.tr->set_steps_done(static_cast<int64_t>(rep->resume_step));
-            if (!rep->data_cursor.empty()) {
-              try {
-                s.tr->data().restore(data_cursor::from_bytes(rep->data_cursor));
-              } catch (const std::exception& e) {
-                if (ctx->log != nullptr)
-                  ctx->log->emit("failure", {{"learner", s.id}, {"what", "cursor"},
-                                             {"error", e.what()}});
-              }
-            }
-            s.tr->reset_optimizer();
-            if (ctx->log != nullptr)
-              ctx->log->emit("learner_start", {{"learner", s.id},
-                                               {"incarnation", s.incarnation},
-                                               {"resume_step", s.resume_step}});
-            start_reload(self, *ctx);
-          },
-          [=](caf::error& err) { self->quit(std::move(err)); });
+  initial_join(self, ctx, st.monitor);
   return {
     [=](atoms::step_atom) { on_step(self, *ctx); },
     [=](atoms::progress_atom, const std::vector<uint8_t>& bytes) {
@@ -862,9 +876,12 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
     },
     [=](atoms::owners_atom, const std::vector<caf::actor>& owners) {
       auto& s = self->state;
+      // After a reconnect every handle is new even when it compares equal to the old one.
+      const bool rejoined = s.owners_stale;
+      s.owners_stale = false;
       for (size_t p = 0; p < owners.size() && p < s.owners.size(); ++p) {
-        if (same_handle(owners[p], s.owners[p])) continue;
-        const bool replaced = static_cast<bool>(s.owners[p]);
+        if (!rejoined && same_handle(owners[p], s.owners[p])) continue;
+        const bool replaced = rejoined || static_cast<bool>(s.owners[p]);
         s.owners[p] = owners[p];
         auto it = s.unacked.find(static_cast<int32_t>(p));
         if (it != s.unacked.end()) {
@@ -892,6 +909,11 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
       auto& s = self->state;
       if (s.now == phase::finished) return;
       s.monitor = monitor;
+      if (!s.joined) {
+        // Respawned while the syncer was away: its first join went to the lost monitor.
+        initial_join(self, ctx, monitor);
+        return;
+      }
       join_request again;
       again.requested_learner_id = s.id;
       again.host = "rejoin";
@@ -904,6 +926,10 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
       s.unacked.clear();
       s.queued.clear();
       s.last_pushed.clear();
+      // The same syncer reached again over a new connection (a dropped link that healed): its
+      // owners keep their addresses, so the directory that follows compares equal to the
+      // handles held now — proxies that died with the old connection. Take every entry.
+      s.owners_stale = true;
       s.last_settled.clear();
       for (auto& f : s.frags) {
         f.awaiting = false;

@@ -161,6 +161,9 @@ struct learner_state {
   uint64_t incarnation = 0;
   uint64_t resume_step = 0;
   std::vector<caf::actor> owners;
+  /// Rejoined over a new connection (syncer_atom): the next owner directory replaces every
+  /// handle, even one that compares equal (same address, a proxy that died with the old link).
+  bool owners_stale = false;
   std::vector<learner_fragment> frags;
   chunk_assembler assembler;
   std::map<int32_t, inflight_push> unacked;
@@ -171,6 +174,7 @@ struct learner_state {
   bool step_scheduled = false;
   bool stop_requested = false;
   bool joined = false;
+  uint64_t join_attempt = 0;  ///< the newest first-join request (older answers are ignored)
   bool gate_joined = false;
   double slow_factor = 1.0;      ///< current slowdown from a `slow` fault (>= 1)
   double wait_started_s = 0.0;

@@ -547,7 +547,13 @@ int run_learner_node(const learner_node_options& o) {
           std::printf("dd-node learner %s: syncer back; learners rejoin\n", name.c_str());
           std::fflush(stdout);
           self->send(sup, atoms::syncer_atom_v, monitor);
-        } else if (rep) {
+        } else if (!rep) {
+          // Reached but not answered (e.g. a proxy of the lost connection): say so; the next
+          // attempt follows at once, as before.
+          std::fprintf(stderr, "dd-node learner %s: rejoin handshake failed (%s)\n", name.c_str(),
+                       why.c_str());
+          std::fflush(stderr);
+        } else {
           std::fprintf(stderr, "dd-node learner %s: refused by the syncer (%s): %s\n", name.c_str(),
                        std::string(to_string(rep->refusal)).c_str(), rep->reason.c_str());
           if (rep->refusal != node_refusal::no_free_learner) {
