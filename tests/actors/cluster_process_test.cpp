@@ -252,7 +252,6 @@ TEST(cluster_process, a_learner_black_holed_for_20_s_rejoins_within_the_backoff_
   expect_versions_increase(evs);
 }
 
-<<<<<<< HEAD
 TEST(cluster_process, a_paused_learner_is_live_again_soon_after_sigcont_and_its_pushes_are_merged) {
   const auto dir = workdir("pause", "{ seconds = 20 }");
   const fs::path run = dir / "run";
@@ -304,7 +303,8 @@ TEST(cluster_process, a_paused_learner_is_live_again_soon_after_sigcont_and_its_
   EXPECT_TRUE(lost);
   EXPECT_TRUE(back);
   expect_versions_increase(evs);
-=======
+}
+
 // Issue 12 item 2 across processes: the syncer is killed, its checkpoint of fragment 1 is
 // damaged while it is down, and the launcher starts it again with --resume. The resumed owner
 // of fragment 1 rebuilds its value from the copy a rejoining learner holds (fragment_rebuilt,
@@ -358,5 +358,4 @@ TEST(cluster_process, a_resumed_syncer_rebuilds_a_damaged_fragment_from_a_learne
   const auto summary = json::parse(text(run / "summary.json"));
   EXPECT_FALSE(summary.contains("degraded")) << summary.dump();
   EXPECT_FALSE(summary.value("failed", false)) << summary.dump();
->>>>>>> rebuild
 }
