@@ -220,7 +220,11 @@ struct learner_push_clock_test : learner_actor_test {
   progress_relay_state& relay_state() {
     return dynamic_cast<progress_relay&>(*caf::actor_cast<caf::abstract_actor*>(relay)).state;
   }
-  int64_t steps() { return actor().state.tr->steps_done(); }
+  /// Steps done so far; 0 before the learner has built its trainer (it does so on its join).
+  int64_t steps() {
+    const auto& tr = actor().state.tr;
+    return tr ? tr->steps_done() : 0;
+  }
   /// Advances the manual clock 1 ms at a time until the learner has done `n` steps.
   void run_until_step(int64_t n) {
     for (int guard = 0; steps() < n && guard < 200000; ++guard) env.advance(0.001);
