@@ -175,8 +175,8 @@ void check_experiment_data(const config::experiment& exp);
 /// A run directory holds one run: once the checks pass, what an earlier run left there is
 /// removed or overwritten — summary.json and run_info.json (and their temp files) are deleted,
 /// the owner checkpoints of this run's fragments are deleted, events.jsonl and experiment.json
-/// are rewritten — and listed in `replaced`. (Owner checkpoints serve owners respawned within a
-/// run; there is no whole-job resume.)
+/// are rewritten — and listed in `replaced`. With `options.resume` nothing is removed: the run
+/// continues (run id, owner checkpoints, the monitor's record).
 std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
                                                   const run_options& options);
 

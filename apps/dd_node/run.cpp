@@ -29,6 +29,7 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -75,7 +76,7 @@ void print_run_help(FILE* f) {
   std::fprintf(f,
                "usage: dd-node run <experiment.lua> [--name N]... [--set key=value]...\n"
                "                   [--run-dir DIR] [--progress SECONDS] [--table FILE]\n"
-               "                   [--script-timeout SECONDS]\n"
+               "                   [--script-timeout SECONDS] [--resume]\n"
                "Runs every selected experiment of the file as one in-process cluster (learners,\n"
                "fragment owners, health monitor, evaluator) and writes its run directory:\n"
                "events.jsonl, summary.json, experiment.json, run_info.json.\n"
@@ -94,9 +95,14 @@ void print_run_help(FILE* f) {
                "  --script-timeout S  wall-clock limit of evaluating the experiment file (and\n"
                "                   --set values), seconds > 0 (default 10); the script runs in\n"
                "                   a child process that is killed at the limit\n"
-               "A run directory holds one run: a new run replaces what an earlier one left there\n"
-               "(summary.json, run_info.json, events.jsonl, owner checkpoints); owner checkpoints\n"
-               "serve owners respawned within a run (there is no whole-job resume).\n"
+               "  --resume         continue the run in the run directory (one experiment) that\n"
+               "                   crashed or was interrupted: same run id, owners restored from\n"
+               "                   their checkpoints (or rebuilt), learners from the monitor's\n"
+               "                   record (monitor.json); the budget counts both parts and\n"
+               "                   summary.json says \"resumed\": true\n"
+               "A run directory holds one run: without --resume a new run replaces what an\n"
+               "earlier one left there (summary.json, run_info.json, events.jsonl, owner\n"
+               "checkpoints).\n"
                "A run directory is locked (DIR/LOCK) while a run uses it: a second run on it\n"
                "exits with status 2. SIGINT/SIGTERM stops gracefully (summary.json gets\n"
                "\"interrupted\": true; exit status 130/143); a second signal exits at once.\n"
@@ -142,6 +148,7 @@ bool parse_seconds(const char* flag, const char* text, double& out) {
 int run_main(int argc, char** argv) {
   std::string file, run_dir, table_path = "runs/comparison.json";
   double progress = 5.0;
+  bool resume = false;
   config::load_options lo;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -163,6 +170,8 @@ int run_main(int argc, char** argv) {
       const char* v = need("--set");
       if (v == nullptr) return 2;
       lo.overrides.emplace_back(v);
+    } else if (a == "--resume") {
+      resume = true;
     } else if (a == "--run-dir") {
       const char* v = need("--run-dir");
       if (v == nullptr) return 2;
@@ -201,6 +210,10 @@ int run_main(int argc, char** argv) {
   auto loaded = config::load_file(file, lo);
   if (!loaded.ok()) {
     std::fprintf(stderr, "%s", loaded.error_text().c_str());
+    return 2;
+  }
+  if (resume && loaded.experiments.size() > 1) {
+    std::fprintf(stderr, "dd-node run: --resume needs a single experiment (use --name)\n");
     return 2;
   }
   if (!run_dir.empty() && loaded.experiments.size() > 1) {
@@ -308,6 +321,31 @@ int run_main(int argc, char** argv) {
         !lock_dir(exp.checkpoint.dir, exp.name + ": checkpoint.dir", true))
       return 2;
   }
+  if (resume) {
+    // What can be continued: a run that crashed (events but no summary.json) or one that was
+    // interrupted (summary.json says so). A finished run or an empty directory cannot.
+    const auto& exp = loaded.experiments.front();
+    const std::string dir = !run_dir.empty()       ? run_dir
+                            : !exp.run_dir.empty() ? exp.run_dir
+                                                   : "runs/" + exp.name;
+    auto state = actors::inspect_run_dir(dir);
+    bool interrupted = false;
+    if (state == actors::run_dir_state::finished) {
+      std::ifstream in(std::filesystem::path(dir) / "summary.json");
+      try {
+        interrupted = nlohmann::json::parse(in).value("interrupted", false);
+      } catch (const std::exception&) {
+      }
+    }
+    if (state == actors::run_dir_state::empty ||
+        (state == actors::run_dir_state::finished && !interrupted)) {
+      std::fprintf(stderr, "dd-node run: --resume: run directory '%s' holds %s\n", dir.c_str(),
+                   state == actors::run_dir_state::empty
+                       ? "no run to resume"
+                       : "a finished run (summary.json without \"interrupted\")");
+      return 2;
+    }
+  }
   install_stop_handlers();
   nlohmann::json table = nlohmann::json::array();
   std::vector<std::string> rows;
@@ -318,6 +356,7 @@ int run_main(int argc, char** argv) {
     ro.run_dir = run_dir;
     ro.progress_every_s = progress;
     ro.interrupt = &g_interrupt;
+    ro.resume = resume;
     std::printf("== %s: M = %d learners, P = %d fragments, H = %d, K = %s, budget %s\n",
                 exp.name.c_str(), exp.learners.count, exp.sync.fragments, exp.sync.interval,
                 exp.sync.min_quorum.is_fraction

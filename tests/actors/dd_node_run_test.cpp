@@ -164,6 +164,85 @@ TEST(dd_node_run, sigint_stops_gracefully_and_writes_an_interrupted_summary) {
   fs::remove_all(dir);
 }
 
+/// The lines of `text`, without empty ones.
+std::vector<std::string> split_lines(const std::string& text) {
+  std::vector<std::string> out;
+  std::string::size_type at = 0;
+  while (at < text.size()) {
+    auto end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    if (end > at) out.push_back(text.substr(at, end - at));
+    at = end + 1;
+  }
+  return out;
+}
+
+// Issue 10 item 5: `dd-node run --resume` continues an interrupted run in its run directory —
+// same run id, owners restored from their checkpoints, versions above every earlier one, the
+// tokens of both parts counted, summary.json "resumed": true. A finished run or an empty
+// directory is refused (exit 2).
+TEST(dd_node_run, resume_continues_an_interrupted_run) {
+  const fs::path dir = make_workdir("resume");
+  const fs::path run = dir / "run";
+  const pid_t pid = start(dir, "a", {"--run-dir", "run"});
+  ASSERT_GT(pid, 0);
+  const bool started = wait_for([&] { return has_event(run / "events.jsonl", "checkpoint"); }, 60);
+  if (!started) ::kill(pid, SIGKILL);
+  ASSERT_TRUE(started) << read_text(dir / "a.err");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::kill(pid, SIGINT);
+  ASSERT_EQ(wait_exit(pid, 40), 130) << read_text(dir / "a.err");
+  const auto first = nlohmann::json::parse(read_text(run / "summary.json"));
+  ASSERT_TRUE(first.value("interrupted", false));
+  const uint64_t first_tokens = first["tokens"].get<uint64_t>();
+  const std::string first_run_id = read_text(run / "run_id");
+  ASSERT_FALSE(first_run_id.empty());
+  uint64_t first_version = 0;
+  for (const auto& line : split_lines(read_text(run / "events.jsonl"))) {
+    const auto ev = nlohmann::json::parse(line);
+    if (ev["event"] == "merge") first_version = std::max(first_version, ev["version"].get<uint64_t>());
+  }
+  ASSERT_GT(first_version, 0u);
+
+  // A budget a little beyond what the first part trained: the resumed part trains the rest.
+  const uint64_t budget = first_tokens + 4000;
+  const pid_t second = start(dir, "b", {"--run-dir", "run", "--resume", "--set",
+                                        "budget={tokens=" + std::to_string(budget) + "}"});
+  ASSERT_EQ(wait_exit(second, 120), 0) << read_text(dir / "b.err");
+  const auto summary = nlohmann::json::parse(read_text(run / "summary.json"));
+  EXPECT_TRUE(summary.value("resumed", false)) << summary.dump();
+  EXPECT_FALSE(summary.value("interrupted", false));
+  EXPECT_GE(summary["tokens"].get<uint64_t>(), budget) << "the tokens of both parts count";
+  EXPECT_LT(summary["tokens"].get<uint64_t>(), budget + first_tokens)
+      << "the resumed part did not start the budget from zero";
+  EXPECT_EQ(read_text(run / "run_id"), first_run_id) << "a resumed run keeps its run id";
+  bool resumed = false, later_merge = false;
+  for (const auto& line : split_lines(read_text(run / "events.jsonl"))) {
+    const auto ev = nlohmann::json::parse(line);
+    if (ev["event"] == "resume") resumed = true;
+    if (resumed && ev["event"] == "merge") {
+      later_merge = true;
+      EXPECT_GT(ev["version"].get<uint64_t>(), 0u);
+    }
+    if (resumed && ev["event"] == "owner_start") {
+      EXPECT_FALSE(ev.contains("reset")) << "an owner restarted from the initial weights";
+    }
+  }
+  EXPECT_TRUE(resumed);
+  EXPECT_TRUE(later_merge);
+
+  // A finished run, and a directory holding no run, are refused.
+  const pid_t third = start(dir, "c", {"--run-dir", "run", "--resume"});
+  EXPECT_EQ(wait_exit(third, 60), 2);
+  EXPECT_NE(read_text(dir / "c.err").find("a finished run"), std::string::npos)
+      << read_text(dir / "c.err");
+  const pid_t fourth = start(dir, "d", {"--run-dir", "empty", "--resume"});
+  EXPECT_EQ(wait_exit(fourth, 60), 2);
+  EXPECT_NE(read_text(dir / "d.err").find("no run to resume"), std::string::npos)
+      << read_text(dir / "d.err");
+  fs::remove_all(dir);
+}
+
 TEST(dd_node_run, a_second_signal_exits_at_once) {
   const fs::path dir = make_workdir("twice");
   const pid_t pid = start(dir, "a", {"--run-dir", "run"});
