@@ -6,9 +6,9 @@
 // so a multi-node transport only changes how the bytes travel). Every learner <-> syncer message
 // (owner, monitor) that carries data is a codec encoding; an undecodable one is dropped (with a
 // `failure` event where the receiver has a run log):
-//   learner  -> monitor : (join_atom, wire_bytes join_request, actor learner) -> (wire_bytes join_reply)
-//   learner  -> monitor : (heartbeat_atom, wire_bytes heartbeat_msg)
-//   monitor  -> learner : (progress_atom, wire_bytes progress_msg) reply to each heartbeat: tokens
+//   learner  -> monitor : (join_atom, wire_bytes join_request, actor learner) -> (wire_bytes
+//   join_reply) learner  -> monitor : (heartbeat_atom, wire_bytes heartbeat_msg) monitor  ->
+//   learner : (progress_atom, wire_bytes progress_msg) reply to each heartbeat: tokens
 //                                                                 all learners have trained on
 //   node     -> monitor : (node_join_atom, wire_bytes node_join) -> (wire_bytes node_join_reply)
 //                         the handshake of a learner process (messages/control.hpp)
@@ -31,7 +31,8 @@
 //   job      -> main    : (publish_atom, actor monitor)          syncer node: publish it
 //   node     -> monitor : (events_atom, string node, string lines) a learner node's event lines
 //                                                                 (JSONL, at most 1 MiB), written
-//                                                                 to <run_dir>/nodes/<node>.events.jsonl
+//                                                                 to
+//                                                                 <run_dir>/nodes/<node>.events.jsonl
 //   owner    -> learner : (query_atom, wire_bytes fragment_query)  rebuild: which version of
 //                                                                 this fragment do you hold?
 //   learner  -> owner   : (held_atom, wire_bytes fragment_held)    the answer
@@ -83,43 +84,43 @@ typename Inspector::result_type inspect(Inspector& f, live_view& x) {
 
 CAF_BEGIN_TYPE_ID_BLOCK(dd_actors, caf::first_custom_type_id)
 
-  CAF_ADD_TYPE_ID(dd_actors, (dd::actors::live_learner))
-  CAF_ADD_TYPE_ID(dd_actors, (dd::actors::live_view))
-  CAF_ADD_TYPE_ID(dd_actors, (std::vector<uint8_t>))
-  CAF_ADD_TYPE_ID(dd_actors, (std::vector<dd::actors::live_learner>))
+CAF_ADD_TYPE_ID(dd_actors, (dd::actors::live_learner))
+CAF_ADD_TYPE_ID(dd_actors, (dd::actors::live_view))
+CAF_ADD_TYPE_ID(dd_actors, (std::vector<uint8_t>))
+CAF_ADD_TYPE_ID(dd_actors, (std::vector<dd::actors::live_learner>))
 
-  CAF_ADD_ATOM(dd_actors, dd::atoms, join_atom, "dd_join")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, heartbeat_atom, "dd_hbeat")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, leave_atom, "dd_leave")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, push_atom, "dd_push")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, ack_atom, "dd_ack")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, pull_atom, "dd_pull")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, broadcast_atom, "dd_bcast")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, reject_atom, "dd_reject")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, subscribe_atom, "dd_sub")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, live_atom, "dd_live")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, owners_atom, "dd_owners")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, stop_atom, "dd_stop")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, step_atom, "dd_step")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, grace_atom, "dd_grace")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, lease_atom, "dd_lease")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, respawn_atom, "dd_respawn")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, eval_atom, "dd_eval")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, status_atom, "dd_status")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, done_atom, "dd_done")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, kill_atom, "dd_kill")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, snapshot_atom, "dd_snap")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, spawn_atom, "dd_spawn")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, barrier_atom, "dd_barrier")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, progress_atom, "dd_prog")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, node_join_atom, "dd_njoin")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, publish_atom, "dd_pub")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, syncer_atom, "dd_syncer")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, drain_atom, "dd_drain")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, events_atom, "dd_events")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, query_atom, "dd_query")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, held_atom, "dd_held")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, copy_atom, "dd_copy")
-  CAF_ADD_ATOM(dd_actors, dd::atoms, rebuild_atom, "dd_rebuild")
+CAF_ADD_ATOM(dd_actors, dd::atoms, join_atom, "dd_join")
+CAF_ADD_ATOM(dd_actors, dd::atoms, heartbeat_atom, "dd_hbeat")
+CAF_ADD_ATOM(dd_actors, dd::atoms, leave_atom, "dd_leave")
+CAF_ADD_ATOM(dd_actors, dd::atoms, push_atom, "dd_push")
+CAF_ADD_ATOM(dd_actors, dd::atoms, ack_atom, "dd_ack")
+CAF_ADD_ATOM(dd_actors, dd::atoms, pull_atom, "dd_pull")
+CAF_ADD_ATOM(dd_actors, dd::atoms, broadcast_atom, "dd_bcast")
+CAF_ADD_ATOM(dd_actors, dd::atoms, reject_atom, "dd_reject")
+CAF_ADD_ATOM(dd_actors, dd::atoms, subscribe_atom, "dd_sub")
+CAF_ADD_ATOM(dd_actors, dd::atoms, live_atom, "dd_live")
+CAF_ADD_ATOM(dd_actors, dd::atoms, owners_atom, "dd_owners")
+CAF_ADD_ATOM(dd_actors, dd::atoms, stop_atom, "dd_stop")
+CAF_ADD_ATOM(dd_actors, dd::atoms, step_atom, "dd_step")
+CAF_ADD_ATOM(dd_actors, dd::atoms, grace_atom, "dd_grace")
+CAF_ADD_ATOM(dd_actors, dd::atoms, lease_atom, "dd_lease")
+CAF_ADD_ATOM(dd_actors, dd::atoms, respawn_atom, "dd_respawn")
+CAF_ADD_ATOM(dd_actors, dd::atoms, eval_atom, "dd_eval")
+CAF_ADD_ATOM(dd_actors, dd::atoms, status_atom, "dd_status")
+CAF_ADD_ATOM(dd_actors, dd::atoms, done_atom, "dd_done")
+CAF_ADD_ATOM(dd_actors, dd::atoms, kill_atom, "dd_kill")
+CAF_ADD_ATOM(dd_actors, dd::atoms, snapshot_atom, "dd_snap")
+CAF_ADD_ATOM(dd_actors, dd::atoms, spawn_atom, "dd_spawn")
+CAF_ADD_ATOM(dd_actors, dd::atoms, barrier_atom, "dd_barrier")
+CAF_ADD_ATOM(dd_actors, dd::atoms, progress_atom, "dd_prog")
+CAF_ADD_ATOM(dd_actors, dd::atoms, node_join_atom, "dd_njoin")
+CAF_ADD_ATOM(dd_actors, dd::atoms, publish_atom, "dd_pub")
+CAF_ADD_ATOM(dd_actors, dd::atoms, syncer_atom, "dd_syncer")
+CAF_ADD_ATOM(dd_actors, dd::atoms, drain_atom, "dd_drain")
+CAF_ADD_ATOM(dd_actors, dd::atoms, events_atom, "dd_events")
+CAF_ADD_ATOM(dd_actors, dd::atoms, query_atom, "dd_query")
+CAF_ADD_ATOM(dd_actors, dd::atoms, held_atom, "dd_held")
+CAF_ADD_ATOM(dd_actors, dd::atoms, copy_atom, "dd_copy")
+CAF_ADD_ATOM(dd_actors, dd::atoms, rebuild_atom, "dd_rebuild")
 
 CAF_END_TYPE_ID_BLOCK(dd_actors)

@@ -32,10 +32,10 @@ chaos_endpoint::chaos_endpoint(chaos_endpoint_options options, fault_hooks* hook
     : o_(std::move(options)), hooks_(hooks) {
   if (hooks_ == nullptr) throw std::invalid_argument("chaos endpoint: no fault hooks");
   if (!chaos_endpoint_loopback(o_.host))
-    throw std::invalid_argument(fmt::format(
-        "--chaos-endpoint {}:{}: not a loopback address; the chaos endpoint listens on "
-        "127.0.0.1 only until nodes authenticate",
-        o_.host, o_.port));
+    throw std::invalid_argument(
+        fmt::format("--chaos-endpoint {}:{}: not a loopback address; the chaos endpoint listens on "
+                    "127.0.0.1 only until nodes authenticate",
+                    o_.host, o_.port));
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -43,7 +43,8 @@ chaos_endpoint::chaos_endpoint(chaos_endpoint_options options, fault_hooks* hook
   addrinfo* res = nullptr;
   const std::string service = std::to_string(o_.port);
   if (int rc = ::getaddrinfo(o_.host.c_str(), service.c_str(), &hints, &res); rc != 0)
-    throw std::runtime_error(fmt::format("chaos endpoint {}:{}: {}", o_.host, o_.port, gai_strerror(rc)));
+    throw std::runtime_error(
+        fmt::format("chaos endpoint {}:{}: {}", o_.host, o_.port, gai_strerror(rc)));
   std::string why = "no address";
   for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
     int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
@@ -64,7 +65,8 @@ chaos_endpoint::chaos_endpoint(chaos_endpoint_options options, fault_hooks* hook
   }
   ::freeaddrinfo(res);
   if (listen_fd_ < 0)
-    throw std::runtime_error(fmt::format("chaos endpoint: cannot listen on {}:{}: {}", o_.host, o_.port, why));
+    throw std::runtime_error(
+        fmt::format("chaos endpoint: cannot listen on {}:{}: {}", o_.host, o_.port, why));
   if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) {
     ::close(listen_fd_);
     throw std::runtime_error(fmt::format("chaos endpoint: pipe: {}", std::strerror(errno)));
@@ -143,15 +145,22 @@ json chaos_endpoint::handle(const std::string& line) {
       json faults = json::array();
       const double now = hooks_->now();
       for (const auto& f : hooks_->live()) {
-        json j = {{"id", f.id}, {"kind", to_string(f.what)}, {"learner", f.learner},
-                  {"fragment", f.fragment}, {"hits", f.hits}};
+        json j = {{"id", f.id},
+                  {"kind", to_string(f.what)},
+                  {"learner", f.learner},
+                  {"fragment", f.fragment},
+                  {"hits", f.hits}};
         if (f.until_s >= 0) j["expires_in_s"] = std::max(0.0, f.until_s - now);
         if (f.count >= 0) j["count_left"] = f.count;
         if (f.delay_s > 0) j["delay_s"] = f.delay_s;
         faults.push_back(j);
       }
-      return {{"ok", true}, {"node", o_.node_name}, {"role", o_.role}, {"learners", o_.learners},
-              {"fragments", o_.fragments}, {"faults", faults}};
+      return {{"ok", true},
+              {"node", o_.node_name},
+              {"role", o_.role},
+              {"learners", o_.learners},
+              {"fragments", o_.fragments},
+              {"faults", faults}};
     }
     if (op == "clear") return {{"ok", true}, {"cleared", hooks_->clear_live()}};
     if (op != "fault") return err(fmt::format("unknown op '{}' (fault, clear, status)", op));
@@ -183,12 +192,14 @@ json chaos_endpoint::handle(const std::string& line) {
       return err(fmt::format("learner {} is not hosted by node '{}' (it hosts {})", f.learner,
                              o_.node_name, json(o_.learners).dump()));
     if (f.fragment >= 0 && o_.fragments > 0 && f.fragment >= o_.fragments)
-      return err(fmt::format("fragment {} does not exist ({} fragments)", f.fragment, o_.fragments));
+      return err(
+          fmt::format("fragment {} does not exist ({} fragments)", f.fragment, o_.fragments));
     if ((*kind == live_fault::kind::nan_step || *kind == live_fault::kind::fail_step) &&
         f.count < 0 && f.until_s < 0)
       f.count = 1;  // one step by default
     const uint64_t id = hooks_->add_live(f);
-    json out = {{"ok", true}, {"id", id}, {"kind", kind_name}, {"node", o_.node_name},
+    json out = {{"ok", true},           {"id", id},
+                {"kind", kind_name},    {"node", o_.node_name},
                 {"learner", f.learner}, {"fragment", f.fragment}};
     if (f.until_s >= 0) out["for_s"] = for_s;
     if (f.count >= 0) out["count"] = f.count;

@@ -20,21 +20,21 @@
 #include <stdexcept>
 #include <thread>
 
+#include <fmt/format.h>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-#include <fmt/format.h>
 
 #include "actors/atoms.hpp"
 #include "actors/evaluator.hpp"
-#include "actors/frame_guard.hpp"
 #include "actors/fragment_owner.hpp"
+#include "actors/frame_guard.hpp"
 #include "actors/health_monitor.hpp"
 #include "actors/job_config.hpp"
 #include "actors/learner.hpp"
 #include "actors/supervisor.hpp"
 #include "kernels/backend.hpp"
-#include "runtime/rng.hpp"
 #include "runtime/gpt.hpp"
+#include "runtime/rng.hpp"
 #include "util/files.hpp"
 
 namespace dd::actors {
@@ -114,8 +114,7 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
     }
     // A run that trained nothing, or lost a learner for good, is a failure (dd-node run: exit 1).
     std::string why;
-    if (r.summary.value("tokens", uint64_t{0}) == 0)
-      why = "no learner trained a single token";
+    if (r.summary.value("tokens", uint64_t{0}) == 0) why = "no learner trained a single token";
     // "learner 1 of 4 exhausted its restart budget and stayed down<consequence> (last crash: …)"
     auto given_up = [&why](const std::map<int32_t, std::string>& lost, const char* one,
                            const char* many, int of, const char* consequence) {
@@ -125,10 +124,11 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
         ids += (ids.empty() ? "" : ", ") + std::to_string(id);
         last = crash;
       }
-      why += fmt::format("{}{} {} of {} exhausted {} restart budget and stayed down{} (last "
-                         "crash: {}; see events.jsonl)",
-                         why.empty() ? "" : "; ", lost.size() == 1 ? one : many, ids, of,
-                         lost.size() == 1 ? "its" : "their", consequence, last);
+      why += fmt::format(
+          "{}{} {} of {} exhausted {} restart budget and stayed down{} (last "
+          "crash: {}; see events.jsonl)",
+          why.empty() ? "" : "; ", lost.size() == 1 ? one : many, ids, of,
+          lost.size() == 1 ? "its" : "their", consequence, last);
     };
     given_up(counters.learners_given_up, "learner", "learners", setup->exp.learners.count, "");
     given_up(counters.owners_given_up, "fragment owner", "fragment owners",
@@ -188,13 +188,14 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   const int M = e.learners.count;
   const int P = setup->plan.num_fragments();
   st.start_s = setup->log->now();
-  setup->log->emit(setup->options.resume ? "resume" : "start", {{"experiment", e.name},
-                             {"run_id", setup->run_id},
-                             {"learners", M},
-                             {"fragments", P},
-                             {"sync_interval", e.sync.interval},
-                             {"synchronous", synchronous(e)},
-                             {"steps_per_learner", setup->steps_per_learner}});
+  setup->log->emit(setup->options.resume ? "resume" : "start",
+                   {{"experiment", e.name},
+                    {"run_id", setup->run_id},
+                    {"learners", M},
+                    {"fragments", P},
+                    {"sync_interval", e.sync.interval},
+                    {"synchronous", synchronous(e)},
+                    {"steps_per_learner", setup->steps_per_learner}});
 
   // Health monitor.
   auto mctx = std::make_shared<monitor_context>();
@@ -230,9 +231,9 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   octx->log = setup->log.get();
   octx->faults = setup->faults.get();
   octx->job = self;
-  const std::string ckpt_dir =
-      e.checkpoint.dir.empty() ? (fs::path(setup->run_dir) / "checkpoints").string()
-                               : e.checkpoint.dir;
+  const std::string ckpt_dir = e.checkpoint.dir.empty()
+                                   ? (fs::path(setup->run_dir) / "checkpoints").string()
+                                   : e.checkpoint.dir;
   for (int p = 0; p < P; ++p) {
     auto c = std::make_shared<owner_context>();
     auto& o = c->options;
@@ -242,10 +243,10 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
     o.tau_steps = e.sync.overlap;
     o.ema_smoothing = e.sync.ema;
     o.max_staleness = static_cast<uint64_t>(std::max(0, e.outer.max_staleness));
-    o.merge.rule = e.outer.merge == config::merge_kind::rda ? merge_rule::rda
-                                                            : merge_rule::weighted_average;
-    o.merge.anchor = e.outer.anchor == config::anchor_kind::base ? merge_anchor::base
-                                                                 : merge_anchor::current;
+    o.merge.rule =
+        e.outer.merge == config::merge_kind::rda ? merge_rule::rda : merge_rule::weighted_average;
+    o.merge.anchor =
+        e.outer.anchor == config::anchor_kind::base ? merge_anchor::base : merge_anchor::current;
     o.merge.outer_lr = static_cast<float>(e.outer.lr);
     o.merge.outer_momentum =
         e.outer.kind == config::outer_kind::sgd ? 0.0f : static_cast<float>(e.outer.momentum);
@@ -311,9 +312,9 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   services.faults = setup->faults.get();
   services.gate = setup->gate.get();
   for (int i = 0; i < M; ++i) {
-    auto cc = make_learner_context(e, i, setup->steps_per_learner, setup->plan,
-                                   setup->learner_threads, st.monitor, services, sim,
-                                   setup->options.sim_step_s);
+    auto cc =
+        make_learner_context(e, i, setup->steps_per_learner, setup->plan, setup->learner_threads,
+                             st.monitor, services, sim, setup->options.sim_step_s);
     lctx->children.push_back({"learner", i, [cc, sim](caf::actor_system& sys) {
                                 return sim ? sys.spawn(learner, cc)
                                            : sys.spawn<caf::detached>(learner, cc);
@@ -322,64 +323,64 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   if (!remote)
     st.learner_sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(lctx));
   setup->log->set_expected_learners(static_cast<size_t>(M));
-  setup->log->set_quorum_needed(
-      static_cast<size_t>(std::max(1, e.sync.min_quorum.resolve(M))));
+  setup->log->set_quorum_needed(static_cast<size_t>(std::max(1, e.sync.min_quorum.resolve(M))));
   // A resumed run counts the seconds its earlier parts trained.
   if (e.budget.kind == config::budget_kind::seconds && e.budget.seconds > 0)
     self->delayed_send(self, span(std::max(0.0, e.budget.seconds - setup->seconds_before)),
                        atoms::done_atom_v);
 
   return {
-    [=](atoms::done_atom) { begin_stop(self, *setup, "budget spent"); },
-    // Interrupted (SIGINT/SIGTERM in dd-node run): stop like a spent budget, but give the
-    // learners and the final evaluation at most interrupt_timeout_s.
-    [=](atoms::stop_atom, const std::string& reason) {
-      auto& s = self->state;
-      if (!s.interrupted.empty() || s.finalizing) return;
-      s.interrupted = reason;
-      s.interrupted_at_s = setup->log->now();
-      begin_stop(self, *setup, "interrupted (" + reason + ")");
-      self->delayed_send(self, span(setup->options.interrupt_timeout_s), atoms::done_atom_v,
-                         std::string("interrupt_timeout"));
-    },
-    [=](atoms::done_atom, const std::string& who) {
-      auto& s = self->state;
-      if (who == "owner_lost") {
-        // Without that owner the global model cannot be assembled again: stop the learners; the
-        // run fails (finalize) and reports the last periodic validation loss.
-        s.owner_lost = true;
-        begin_stop(self, *setup, "a fragment owner exhausted its restart budget");
-        return;
-      }
-      const bool timed_out = who == "interrupt_timeout" && !s.interrupted.empty();
-      if ((who != "learners" && !timed_out) || s.finalizing) return;
-      if (!s.stopping) {
-        s.stopping = true;
-        s.training_end_s = setup->log->now();
-        setup->log->freeze_uptime();
-        setup->log->emit("stop", {{"reason", "every learner finished"}});
-      }
-      s.finalizing = true;
-      // Interrupted: the final evaluation gets what is left of interrupt_timeout_s (at least 1 s),
-      // else the last periodic validation loss stands in.
-      const double limit_s =
-          s.interrupted.empty()
-              ? 600.0
-              : std::max(1.0, s.interrupted_at_s + setup->options.interrupt_timeout_s -
-                                  setup->log->now());
-      if (timed_out || s.owner_lost) {
-        finalize(self, setup, reply_to, setup->log->snapshot().last_val_loss, 0);
-        return;
-      }
-      self->request(s.eval, span(limit_s), atoms::eval_atom_v, true)
-          .then([=](double loss, uint64_t digest) { finalize(self, setup, reply_to, loss, digest); },
-                [=](caf::error&) {
-                  finalize(self, setup, reply_to,
-                           self->state.interrupted.empty() ? -1.0
-                                                           : setup->log->snapshot().last_val_loss,
-                           0);
-                });
-    },
+      [=](atoms::done_atom) { begin_stop(self, *setup, "budget spent"); },
+      // Interrupted (SIGINT/SIGTERM in dd-node run): stop like a spent budget, but give the
+      // learners and the final evaluation at most interrupt_timeout_s.
+      [=](atoms::stop_atom, const std::string& reason) {
+        auto& s = self->state;
+        if (!s.interrupted.empty() || s.finalizing) return;
+        s.interrupted = reason;
+        s.interrupted_at_s = setup->log->now();
+        begin_stop(self, *setup, "interrupted (" + reason + ")");
+        self->delayed_send(self, span(setup->options.interrupt_timeout_s), atoms::done_atom_v,
+                           std::string("interrupt_timeout"));
+      },
+      [=](atoms::done_atom, const std::string& who) {
+        auto& s = self->state;
+        if (who == "owner_lost") {
+          // Without that owner the global model cannot be assembled again: stop the learners; the
+          // run fails (finalize) and reports the last periodic validation loss.
+          s.owner_lost = true;
+          begin_stop(self, *setup, "a fragment owner exhausted its restart budget");
+          return;
+        }
+        const bool timed_out = who == "interrupt_timeout" && !s.interrupted.empty();
+        if ((who != "learners" && !timed_out) || s.finalizing) return;
+        if (!s.stopping) {
+          s.stopping = true;
+          s.training_end_s = setup->log->now();
+          setup->log->freeze_uptime();
+          setup->log->emit("stop", {{"reason", "every learner finished"}});
+        }
+        s.finalizing = true;
+        // Interrupted: the final evaluation gets what is left of interrupt_timeout_s (at least 1
+        // s), else the last periodic validation loss stands in.
+        const double limit_s =
+            s.interrupted.empty()
+                ? 600.0
+                : std::max(1.0, s.interrupted_at_s + setup->options.interrupt_timeout_s -
+                                    setup->log->now());
+        if (timed_out || s.owner_lost) {
+          finalize(self, setup, reply_to, setup->log->snapshot().last_val_loss, 0);
+          return;
+        }
+        self->request(s.eval, span(limit_s), atoms::eval_atom_v, true)
+            .then([=](double loss,
+                      uint64_t digest) { finalize(self, setup, reply_to, loss, digest); },
+                  [=](caf::error&) {
+                    finalize(self, setup, reply_to,
+                             self->state.interrupted.empty() ? -1.0
+                                                             : setup->log->snapshot().last_val_loss,
+                             0);
+                  });
+      },
   };
 }
 
@@ -411,9 +412,10 @@ void check_learner_data(const config::experiment& exp, const text_dataset& data)
     }
   }
   if (n_val < static_cast<size_t>(T) + 1)
-    fail(fmt::format("the validation split has {} tokens, fewer than T+1 = {} (data.train_fraction "
-                     "= {})",
-                     n_val, T + 1, exp.data.train_fraction));
+    fail(
+        fmt::format("the validation split has {} tokens, fewer than T+1 = {} (data.train_fraction "
+                    "= {})",
+                    n_val, T + 1, exp.data.train_fraction));
 }
 
 void check_experiment_data(const config::experiment& exp) {
@@ -497,7 +499,8 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
                            ? exp.learners.threads
                            : std::max(1, static_cast<int>(hw) / std::max(1, M));
   if (!options.simulated_time && M > 1) {
-    const unsigned slots = std::max(1u, hw / static_cast<unsigned>(std::max(1, s->learner_threads)));
+    const unsigned slots =
+        std::max(1u, hw / static_cast<unsigned>(std::max(1, s->learner_threads)));
     if (slots < static_cast<unsigned>(M)) s->gate = std::make_unique<compute_gate>(slots);
   }
   fs::create_directories(s->run_dir);
@@ -514,8 +517,8 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
     for (const char* name : {"summary.json", "run_info.json", "events.jsonl", "experiment.json"})
       if (fs::exists(fs::path(s->run_dir) / name, ec)) s->replaced.emplace_back(name);
     fs::remove(fs::path(s->run_dir) / "learner_loss.csv", ec);
-    for (const char* name : {"summary.json", "run_info.json", "summary.json.tmp",
-                             "run_info.json.tmp"})
+    for (const char* name :
+         {"summary.json", "run_info.json", "summary.json.tmp", "run_info.json.tmp"})
       fs::remove(fs::path(s->run_dir) / name, ec);
     int removed = 0;
     for (int p = 0; p < s->plan.num_fragments(); ++p)
@@ -578,21 +581,21 @@ nlohmann::json make_summary(const cluster_setup& setup, const run_counters& c,
                  : 0.0;
   const double uptime = c.observed_s > 0 ? c.uptime_s / c.observed_s : 0.0;
   // No evaluation at all (a run stopped before one could run): null, not a sentinel number.
-  return {{"final_val_loss",
-           final_val_loss >= 0 ? nlohmann::json(final_val_loss) : nlohmann::json(nullptr)},
-          {"tokens", tokens},
-          {"wall_seconds", wall_s},
-          {"goodput", goodput},
-          {"effective_goodput", effective},
-          {"uptime", uptime},
-          {"merges", c.merges},
-          {"mean_contributors_per_merge",
-           c.merges > 0 ? static_cast<double>(c.contributors) / static_cast<double>(c.merges)
-                        : 0.0},
-          {"learner_restarts", c.learner_restarts},
-          {"bytes_pushed", c.bytes_pushed},
-          {"bytes_broadcast", c.bytes_broadcast},
-          {"chunks_refused", c.chunks_refused}};
+  return {
+      {"final_val_loss",
+       final_val_loss >= 0 ? nlohmann::json(final_val_loss) : nlohmann::json(nullptr)},
+      {"tokens", tokens},
+      {"wall_seconds", wall_s},
+      {"goodput", goodput},
+      {"effective_goodput", effective},
+      {"uptime", uptime},
+      {"merges", c.merges},
+      {"mean_contributors_per_merge",
+       c.merges > 0 ? static_cast<double>(c.contributors) / static_cast<double>(c.merges) : 0.0},
+      {"learner_restarts", c.learner_restarts},
+      {"bytes_pushed", c.bytes_pushed},
+      {"bytes_broadcast", c.bytes_broadcast},
+      {"chunks_refused", c.chunks_refused}};
 }
 
 double budget_done(const config::experiment& exp, uint64_t steps_per_learner,
@@ -630,11 +633,10 @@ std::string progress_line(const run_counters& now, const run_counters& prev, dou
     line += fmt::format(" | val {:.4f}", now.last_val_loss);
   else
     line += " | val -";
-  const double rate =
-      dt_s > 0 ? static_cast<double>(now.merges - prev.merges) / dt_s : 0.0;
-  const double contrib = now.merges > 0 ? static_cast<double>(now.contributors) /
-                                              static_cast<double>(now.merges)
-                                        : 0.0;
+  const double rate = dt_s > 0 ? static_cast<double>(now.merges - prev.merges) / dt_s : 0.0;
+  const double contrib =
+      now.merges > 0 ? static_cast<double>(now.contributors) / static_cast<double>(now.merges)
+                     : 0.0;
   double grace = 0;
   for (const auto& [p, g] : now.grace_s) grace = std::max(grace, g);
   line += fmt::format(" | merges {:.2f}/s | contrib {:.2f} | grace {:.3f}s | restarts {}", rate,
@@ -693,7 +695,8 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
     // A port taken since the launcher picked it must not stop the run: it goes on without one.
     try {
       endpoint = std::make_unique<chaos_endpoint>(eo, setup->faults.get());
-      std::printf("%s: chaos endpoint on %s:%u\n", exp.name.c_str(), eo.host.c_str(), endpoint->port());
+      std::printf("%s: chaos endpoint on %s:%u\n", exp.name.c_str(), eo.host.c_str(),
+                  endpoint->port());
       std::fflush(stdout);
       setup->log->emit("chaos_endpoint",
                        {{"node", eo.node_name}, {"host", eo.host}, {"port", endpoint->port()}});
@@ -721,10 +724,11 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
           [&](atoms::publish_atom, const caf::actor& monitor) {
             // reuse_addr: a restarted syncer binds its port at once (CAF_NOTES: TIME_WAIT).
             const bool guarded = options.max_frame_bytes > 0;
-            const char* in = guarded                      ? "127.0.0.1"
+            const char* in = guarded                       ? "127.0.0.1"
                              : options.listen_host.empty() ? nullptr
                                                            : options.listen_host.c_str();
-            auto port = sys.middleman().publish(monitor, guarded ? 0 : options.listen_port, in, true);
+            auto port =
+                sys.middleman().publish(monitor, guarded ? 0 : options.listen_port, in, true);
             if (!port) {
               std::fprintf(stderr, "dd-node syncer: cannot listen on %s:%u: %s\n",
                            options.listen_host.c_str(), options.listen_port,
@@ -748,7 +752,8 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
               }
               bound = frame_check->port();
             }
-            setup->log->emit("listening", {{"host", options.listen_host}, {"port", bound},
+            setup->log->emit("listening", {{"host", options.listen_host},
+                                           {"port", bound},
                                            {"middleman_port", *port},
                                            {"max_frame_bytes", options.max_frame_bytes},
                                            {"run_id", setup->run_id}});

@@ -16,8 +16,8 @@
 #pragma once
 
 #include <atomic>
-#include <functional>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -107,17 +107,17 @@ struct run_options {
 /// The outcome of a run (what summary.json holds, plus a few extras).
 struct run_result {
   bool finished = false;
-  bool interrupted = false;       ///< stopped by run_options::interrupt
-  std::string interrupt_reason;   ///< "SIGINT", "SIGTERM", ... when interrupted
+  bool interrupted = false;      ///< stopped by run_options::interrupt
+  std::string interrupt_reason;  ///< "SIGINT", "SIGTERM", ... when interrupted
   /// The run produced nothing trustworthy: no token was trained, or a learner's or a fragment
-  /// owner's supervisor gave up on it (restart budget spent; the experiment's `restart`). summary.json then also carries "failed": true and
-  /// "failure_reason"; `dd-node run` exits 1.
+  /// owner's supervisor gave up on it (restart budget spent; the experiment's `restart`).
+  /// summary.json then also carries "failed": true and "failure_reason"; `dd-node run` exits 1.
   bool failed = false;
   std::string failure_reason;
   double final_val_loss = -1.0;
-  uint64_t digest = 0;            ///< FNV-1a of the final global model
-  nlohmann::json summary;         ///< exactly the summary.json keys
-  nlohmann::json info;            ///< extras (experiment name, M, P, H, K, restarts, digest...)
+  uint64_t digest = 0;     ///< FNV-1a of the final global model
+  nlohmann::json summary;  ///< exactly the summary.json keys
+  nlohmann::json info;     ///< extras (experiment name, M, P, H, K, restarts, digest...)
 };
 
 /// Everything the actors of one run share; built once, read-only afterwards except `log`,
@@ -128,7 +128,7 @@ struct cluster_setup {
   std::string run_dir;
   std::shared_ptr<text_dataset> data;
   fragment_plan plan;
-  std::vector<float> initial;      ///< the initial global model (flat)
+  std::vector<float> initial;  ///< the initial global model (flat)
   std::unique_ptr<run_log> log;
   std::unique_ptr<fault_hooks> faults;
   /// Fair core sharing between learners (null in logical-time runs or with one learner).

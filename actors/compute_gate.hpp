@@ -96,8 +96,8 @@ class compute_gate final : public step_admission {
   const unsigned slots_;
   unsigned active_ = 0;
   uint64_t next_ = 0;
-  std::map<int32_t, double> live_;                          // virtual time per live learner
-  std::set<std::tuple<double, uint64_t, int32_t>> waiting_; // (virtual time, ticket, key)
+  std::map<int32_t, double> live_;                           // virtual time per live learner
+  std::set<std::tuple<double, uint64_t, int32_t>> waiting_;  // (virtual time, ticket, key)
 };
 
 /// RAII admission through a gate (a null gate admits at once).

@@ -1,8 +1,9 @@
 // actors/evaluator.cpp — see evaluator.hpp.
 //
-//   idle --tick / global step crossed a multiple of every_steps / request--> collecting (owners from the monitor, pull every fragment)
-//   collecting --all fragments--> evaluate (blocking) --> idle (reply to requests, next tick)
-//   collecting --round timeout--> collecting (re-ask owners, re-pull the missing fragments)
+//   idle --tick / global step crossed a multiple of every_steps / request--> collecting (owners
+//   from the monitor, pull every fragment) collecting --all fragments--> evaluate (blocking) -->
+//   idle (reply to requests, next tick) collecting --round timeout--> collecting (re-ask owners,
+//   re-pull the missing fragments)
 #include "actors/evaluator.hpp"
 
 #include <algorithm>
@@ -90,8 +91,8 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
   }
   st.model->set_parameters(flat);
   auto t0 = std::chrono::steady_clock::now();
-  double loss = evaluate_loss(*st.model, ctx.data->validation(), ctx.batch, ctx.seq_len,
-                              ctx.batches);
+  double loss =
+      evaluate_loss(*st.model, ctx.data->validation(), ctx.batch, ctx.seq_len, ctx.batches);
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.last_loss = loss;
   st.last_eval_s = secs;
@@ -127,75 +128,76 @@ caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_c
   bo.threads = ctx->threads;
   st.backend = kernels::make_backend(ctx->backend, bo);
   st.model = std::make_unique<gpt>(*st.backend, ctx->model);
-  if (ctx->every_seconds > 0) self->delayed_send(self, span(ctx->every_seconds), atoms::eval_atom_v);
+  if (ctx->every_seconds > 0)
+    self->delayed_send(self, span(ctx->every_seconds), atoms::eval_atom_v);
   const bool by_steps = ctx->every_steps > 0 && ctx->log != nullptr;
   if (by_steps) self->delayed_send(self, span(ctx->step_poll_s), atoms::step_atom_v);
   return {
-    // The every_steps clock: poll the global step; one evaluation per crossing of a multiple.
-    [=](atoms::step_atom) {
-      auto& s = self->state;
-      if (!by_steps) return;
-      const double g = global_step(ctx->log->snapshot(), ctx->learners);
-      const auto k = static_cast<uint64_t>(std::floor(g / ctx->every_steps));
-      if (k > s.steps_fired) {
-        s.steps_fired = k;
-        const bool cooled = !ctx->adaptive_cadence || s.last_eval_end_s < 0 ||
-                            steady_seconds() - s.last_eval_end_s >= 9.0 * s.last_eval_s;
-        if (cooled) start_round(self, *ctx);
-      }
-      self->delayed_send(self, span(ctx->step_poll_s), atoms::step_atom_v);
-    },
-    [=](atoms::eval_atom) {
-      start_round(self, *ctx);
-      // Never spend more than about a tenth of the machine on periodic evaluation: the cadence
-      // stretches to 9 × the last evaluation's duration when that is longer.
-      if (ctx->every_seconds > 0)
-        self->delayed_send(self,
-                           span(ctx->adaptive_cadence
-                                    ? std::max(ctx->every_seconds, 9.0 * self->state.last_eval_s)
-                                    : ctx->every_seconds),
-                           atoms::eval_atom_v);
-    },
-    [=](atoms::eval_atom, bool) -> caf::result<double, uint64_t> {
-      auto rp = self->make_response_promise<double, uint64_t>();
-      auto& s = self->state;
-      // A round already in flight may hold older values: the next round answers.
-      if (s.in_round) {
-        s.deferred.push_back(rp);
-      } else {
-        s.waiting.push_back(rp);
+      // The every_steps clock: poll the global step; one evaluation per crossing of a multiple.
+      [=](atoms::step_atom) {
+        auto& s = self->state;
+        if (!by_steps) return;
+        const double g = global_step(ctx->log->snapshot(), ctx->learners);
+        const auto k = static_cast<uint64_t>(std::floor(g / ctx->every_steps));
+        if (k > s.steps_fired) {
+          s.steps_fired = k;
+          const bool cooled = !ctx->adaptive_cadence || s.last_eval_end_s < 0 ||
+                              steady_seconds() - s.last_eval_end_s >= 9.0 * s.last_eval_s;
+          if (cooled) start_round(self, *ctx);
+        }
+        self->delayed_send(self, span(ctx->step_poll_s), atoms::step_atom_v);
+      },
+      [=](atoms::eval_atom) {
         start_round(self, *ctx);
-      }
-      return rp;
-    },
-    [=](atoms::barrier_atom, uint64_t round) {
-      auto& s = self->state;
-      if (!s.in_round || s.round != round) return;
-      ask_owners(self, *ctx);
-    },
-    [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes) {
-      auto& s = self->state;
-      if (!s.in_round) return;
-      auto chunk = decode_broadcast(bytes);
-      if (!chunk) return;
-      auto whole = s.assembler.add(std::move(*chunk));
-      if (!whole || !whole->has_value()) return;
-      const auto& b = **whole;
-      if (b.fragment_id < 0 || static_cast<size_t>(b.fragment_id) >= ctx->plan.fragments.size())
-        return;
-      const auto& layout = ctx->plan.fragments[static_cast<size_t>(b.fragment_id)];
-      auto values = decode_payload(b.encoding, b.payload.data(), b.payload.size(), layout.numel);
-      if (!values) return;
-      s.got[b.fragment_id] = {b.version, std::move(*values)};
-      if (s.got.size() == ctx->plan.fragments.size()) {
-        finish_round(self, *ctx);
-        if (!s.deferred.empty()) {
-          s.waiting = std::move(s.deferred);
-          s.deferred.clear();
+        // Never spend more than about a tenth of the machine on periodic evaluation: the cadence
+        // stretches to 9 × the last evaluation's duration when that is longer.
+        if (ctx->every_seconds > 0)
+          self->delayed_send(self,
+                             span(ctx->adaptive_cadence
+                                      ? std::max(ctx->every_seconds, 9.0 * self->state.last_eval_s)
+                                      : ctx->every_seconds),
+                             atoms::eval_atom_v);
+      },
+      [=](atoms::eval_atom, bool) -> caf::result<double, uint64_t> {
+        auto rp = self->make_response_promise<double, uint64_t>();
+        auto& s = self->state;
+        // A round already in flight may hold older values: the next round answers.
+        if (s.in_round) {
+          s.deferred.push_back(rp);
+        } else {
+          s.waiting.push_back(rp);
           start_round(self, *ctx);
         }
-      }
-    },
+        return rp;
+      },
+      [=](atoms::barrier_atom, uint64_t round) {
+        auto& s = self->state;
+        if (!s.in_round || s.round != round) return;
+        ask_owners(self, *ctx);
+      },
+      [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes) {
+        auto& s = self->state;
+        if (!s.in_round) return;
+        auto chunk = decode_broadcast(bytes);
+        if (!chunk) return;
+        auto whole = s.assembler.add(std::move(*chunk));
+        if (!whole || !whole->has_value()) return;
+        const auto& b = **whole;
+        if (b.fragment_id < 0 || static_cast<size_t>(b.fragment_id) >= ctx->plan.fragments.size())
+          return;
+        const auto& layout = ctx->plan.fragments[static_cast<size_t>(b.fragment_id)];
+        auto values = decode_payload(b.encoding, b.payload.data(), b.payload.size(), layout.numel);
+        if (!values) return;
+        s.got[b.fragment_id] = {b.version, std::move(*values)};
+        if (s.got.size() == ctx->plan.fragments.size()) {
+          finish_round(self, *ctx);
+          if (!s.deferred.empty()) {
+            s.waiting = std::move(s.deferred);
+            s.deferred.clear();
+            start_round(self, *ctx);
+          }
+        }
+      },
   };
 }
 

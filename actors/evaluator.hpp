@@ -46,14 +46,14 @@ struct evaluator_context {
   gpt_config model;
   fragment_plan plan;
   const text_dataset* data = nullptr;
-  int batch = 16;                ///< B of a validation batch
-  int seq_len = 128;             ///< T
-  int batches = 8;               ///< validation batches per evaluation
-  double every_seconds = 10.0;   ///< cadence in seconds (0 = not by time)
-  int every_steps = 0;           ///< cadence in global steps (0 = not by steps; needs `log`)
-  int learners = 1;              ///< M, the divisor of the global step
-  double step_poll_s = 0.25;     ///< how often the global step is read from the run log
-  double round_timeout_s = 10.0; ///< retry pulls after this long
+  int batch = 16;                 ///< B of a validation batch
+  int seq_len = 128;              ///< T
+  int batches = 8;                ///< validation batches per evaluation
+  double every_seconds = 10.0;    ///< cadence in seconds (0 = not by time)
+  int every_steps = 0;            ///< cadence in global steps (0 = not by steps; needs `log`)
+  int learners = 1;               ///< M, the divisor of the global step
+  double step_poll_s = 0.25;      ///< how often the global step is read from the run log
+  double round_timeout_s = 10.0;  ///< retry pulls after this long
   /// Stretch the cadence to 9 × the last evaluation's wall time (off in logical-time runs, where
   /// wall time must not influence the schedule).
   bool adaptive_cadence = true;
@@ -75,9 +75,9 @@ struct evaluator_state {
   std::vector<caf::response_promise> waiting;   ///< answered by the round in flight
   std::vector<caf::response_promise> deferred;  ///< asked mid-round: answered by the next one
   double last_loss = -1.0;
-  double last_eval_s = 0.0;  ///< wall seconds of the last evaluation (stretches the cadence)
+  double last_eval_s = 0.0;       ///< wall seconds of the last evaluation (stretches the cadence)
   double last_eval_end_s = -1.0;  ///< steady-clock seconds when the last evaluation ended
-  uint64_t steps_fired = 0;  ///< multiples of every_steps the global step has crossed so far
+  uint64_t steps_fired = 0;       ///< multiples of every_steps the global step has crossed so far
   uint64_t last_digest = 0;
   static inline const char* name = "evaluator";
 };

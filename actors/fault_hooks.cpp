@@ -94,10 +94,11 @@ void fault_hooks::fire_locked(size_t i, uint64_t logical, uint64_t inc, double n
   if (f.what == fault_spec::kind::kill_owner && f.damage_checkpoint) damage_.push_back(f.target);
   if (log_ != nullptr) {
     // What the fault was keyed on when it fired: the learner's step, or the owner's version.
-    nlohmann::json j = {{"fault", to_string(f.what)},
-                        {"target", f.target},
-                        {f.what == fault_spec::kind::kill_owner ? "at_version" : "at_step", logical},
-                        {"incarnation", inc}};
+    nlohmann::json j = {
+        {"fault", to_string(f.what)},
+        {"target", f.target},
+        {f.what == fault_spec::kind::kill_owner ? "at_version" : "at_step", logical},
+        {"incarnation", inc}};
     if (f.what == fault_spec::kind::slow_learner) j["factor"] = f.factor;
     if (f.what == fault_spec::kind::delay_push) j["delay_s"] = f.delay_s;
     if (f.damage_checkpoint) j["damage_checkpoint"] = true;
@@ -150,9 +151,12 @@ push_fault fault_hooks::on_push(int32_t id, uint64_t inc, int32_t fragment, uint
   }
   promote_locked(now, id, step);
   if (!take_live_locked(live_fault::kind::drop_push, id, fragment, now).empty()) out.drop = true;
-  if (!take_live_locked(live_fault::kind::dup_push, id, fragment, now).empty()) out.duplicate = true;
-  if (!take_live_locked(live_fault::kind::reorder_push, id, fragment, now).empty()) out.reorder = true;
-  if (!take_live_locked(live_fault::kind::corrupt_push, id, fragment, now).empty()) out.corrupt = true;
+  if (!take_live_locked(live_fault::kind::dup_push, id, fragment, now).empty())
+    out.duplicate = true;
+  if (!take_live_locked(live_fault::kind::reorder_push, id, fragment, now).empty())
+    out.reorder = true;
+  if (!take_live_locked(live_fault::kind::corrupt_push, id, fragment, now).empty())
+    out.corrupt = true;
   for (const auto& f : take_live_locked(live_fault::kind::delay_push, id, fragment, now))
     out.delay_s += f.delay_s;
   return out;
@@ -178,8 +182,9 @@ broadcast_fault fault_hooks::on_broadcast(int32_t fragment, int32_t learner) {
 namespace {
 
 nlohmann::json live_json(const live_fault& f, double now) {
-  nlohmann::json j = {{"id", f.id}, {"kind", to_string(f.what)}, {"learner", f.learner},
-                      {"fragment", f.fragment}, {"hits", f.hits}, {"source", f.origin}};
+  nlohmann::json j = {{"id", f.id},           {"kind", to_string(f.what)},
+                      {"learner", f.learner}, {"fragment", f.fragment},
+                      {"hits", f.hits},       {"source", f.origin}};
   if (f.until_s >= 0) j["expires_in_s"] = std::max(0.0, f.until_s - now);
   if (f.count >= 0) j["count_left"] = f.count;
   if (f.delay_s > 0) j["delay_s"] = f.delay_s;
@@ -217,8 +222,12 @@ std::vector<live_fault> fault_hooks::take_live_locked(live_fault::kind k, int32_
     if (f.count > 0) f.count -= 1;
     out.push_back(f);
     if (log_ != nullptr)
-      log_->emit("fault", {{"fault", to_string(k)}, {"source", f.origin}, {"id", f.id},
-                           {"learner", learner}, {"fragment", fragment}, {"hits", f.hits}});
+      log_->emit("fault", {{"fault", to_string(k)},
+                           {"source", f.origin},
+                           {"id", f.id},
+                           {"learner", learner},
+                           {"fragment", fragment},
+                           {"hits", f.hits}});
   }
   prune_live_locked(now);
   return out;
@@ -228,8 +237,10 @@ uint64_t fault_hooks::add_live(live_fault f) {
   if (!(f.until_s >= 0) && f.count < 0)
     throw std::invalid_argument(std::string(to_string(f.what)) +
                                 ": give a duration or a count (a live fault must end by itself)");
-  if (f.count == 0) throw std::invalid_argument(std::string(to_string(f.what)) + ": count must be > 0");
-  const bool delay = f.what == live_fault::kind::delay_push || f.what == live_fault::kind::delay_broadcast;
+  if (f.count == 0)
+    throw std::invalid_argument(std::string(to_string(f.what)) + ": count must be > 0");
+  const bool delay =
+      f.what == live_fault::kind::delay_push || f.what == live_fault::kind::delay_broadcast;
   if (delay && !(f.delay_s > 0))
     throw std::invalid_argument(std::string(to_string(f.what)) + ": needs a delay > 0");
   if (!delay && f.delay_s != 0)

@@ -25,9 +25,17 @@ class run_log;
 /// undo: it simply stops matching).
 struct live_fault {
   enum class kind {
-    drop_push, dup_push, delay_push, reorder_push, corrupt_push,
-    drop_broadcast, dup_broadcast, delay_broadcast, reorder_broadcast,
-    nan_step, fail_step
+    drop_push,
+    dup_push,
+    delay_push,
+    reorder_push,
+    corrupt_push,
+    drop_broadcast,
+    dup_broadcast,
+    delay_broadcast,
+    reorder_broadcast,
+    nan_step,
+    fail_step
   };
   kind what = kind::drop_push;
   /// Push and step kinds: the learner that pushes / steps; broadcast kinds: the learner that
@@ -51,7 +59,12 @@ struct live_fault {
 /// One scripted fault.
 struct fault_spec {
   enum class kind {
-    kill_learner, kill_owner, slow_learner, drop_push, delay_push, corrupt_push,
+    kill_learner,
+    kill_owner,
+    slow_learner,
+    drop_push,
+    delay_push,
+    corrupt_push,
     /// Starts `live` when due (for duration_s seconds, or live.count matches): the DSL's
     /// message kinds (dup_push, ..., nan, fail) scheduled in the experiment.
     start_live
@@ -86,15 +99,15 @@ const char* to_string(fault_spec::kind k);
 /// A record of one fault that fired.
 struct fired_fault {
   fault_spec spec;
-  uint64_t step = 0;       ///< learner step / owner version at which it fired
+  uint64_t step = 0;  ///< learner step / owner version at which it fired
   uint64_t incarnation = 0;
-  double at_s = 0.0;       ///< seconds since the run started
+  double at_s = 0.0;  ///< seconds since the run started
 };
 
 /// What a learner must do after an inner step.
 struct step_faults {
-  bool kill = false;       ///< crash now (exit with an error)
-  double slow_factor = 1.0;///< current step-time multiplier (>= 1)
+  bool kill = false;         ///< crash now (exit with an error)
+  double slow_factor = 1.0;  ///< current step-time multiplier (>= 1)
   /// A live `nan_step` fault: the learner writes a NaN into one value of every fragment of its
   /// model (the next push is refused by its owner as non-finite; the next step's loss is
   /// non-finite and the learner reloads the global model).

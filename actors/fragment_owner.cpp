@@ -16,8 +16,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include <caf/all.hpp>
 #include <fmt/format.h>
+#include <caf/all.hpp>
 
 #include "actors/atoms.hpp"
 #include "actors/fault_hooks.hpp"
@@ -61,9 +61,9 @@ void die_by_fault(owner_actor* self, const owner_context& ctx) {
       std::fclose(f);
     }
     if (ctx.log != nullptr)
-      ctx.log->emit("checkpoint_damaged", {{"fragment", ctx.options.layout.fragment_id},
-                                           {"path", path},
-                                           {"ok", f != nullptr}});
+      ctx.log->emit(
+          "checkpoint_damaged",
+          {{"fragment", ctx.options.layout.fragment_id}, {"path", path}, {"ok", f != nullptr}});
   }
   self->quit(caf::exit_reason::kill);
 }
@@ -71,8 +71,7 @@ void die_by_fault(owner_actor* self, const owner_context& ctx) {
 /// Records the version this incarnation started at or published (floor for later numbering).
 void note_version(const owner_context& ctx, uint64_t v) {
   uint64_t cur = ctx.highest_version.load();
-  while (v > cur && !ctx.highest_version.compare_exchange_weak(cur, v)) {
-  }
+  while (v > cur && !ctx.highest_version.compare_exchange_weak(cur, v)) {}
 }
 
 void apply_effects(owner_actor* self, const owner_context& ctx, owner_effects fx) {
@@ -136,10 +135,9 @@ void apply_effects(owner_actor* self, const owner_context& ctx, owner_effects fx
                                 {"learners", st.learners.size()},
                                 {"bytes", bytes * st.learners.size()}});
     if (rec.checkpointed || !rec.checkpoint_error.empty())
-      ctx.log->emit(rec.checkpointed ? "checkpoint" : "failure",
-                    {{"fragment", rec.fragment_id},
-                     {"version", rec.version},
-                     {"error", rec.checkpoint_error}});
+      ctx.log->emit(rec.checkpointed ? "checkpoint" : "failure", {{"fragment", rec.fragment_id},
+                                                                  {"version", rec.version},
+                                                                  {"error", rec.checkpoint_error}});
     const std::string msg = "fragment owner " + std::to_string(rec.fragment_id) +
                             ": checkpoint of version " + std::to_string(rec.version) + ": " +
                             rec.checkpoint_error;
@@ -206,8 +204,8 @@ void start_from_initial(owner_actor* self, const std::shared_ptr<const owner_con
   auto now_fn = [self] { return clock_seconds(self->clock().now()); };
   const uint64_t floor = ctx->highest_version.load();
   if (floor == 0) {
-    st.core = std::make_unique<fragment_owner_state>(ctx->options, *st.backend, ctx->initial,
-                                                     now_fn);
+    st.core =
+        std::make_unique<fragment_owner_state>(ctx->options, *st.backend, ctx->initial, now_fn);
   } else {
     owner_checkpoint c;
     c.fragment_id = frag;
@@ -270,21 +268,19 @@ void start_from_copy(owner_actor* self, const std::shared_ptr<const owner_contex
     if (auto w = save_checkpoint(o.checkpoint_path, st.core->make_checkpoint()); !w)
       ck_error = w.error().message;
   if (ctx->log != nullptr) {
-    ctx->log->emit("fragment_rebuilt", {{"fragment", frag},
-                                        {"learner", learner},
-                                        {"incarnation", incarnation},
-                                        {"learner_version", whole.version},
-                                        {"version", st.core->version()},
-                                        {"checkpoint_version",
-                                         rb.ckpt ? nlohmann::json(rb.ckpt->version)
-                                                 : nlohmann::json(nullptr)},
-                                        {"reason", why},
-                                        {"waited_s", clock_seconds(self->clock().now()) -
-                                                         rb.started_s}});
+    ctx->log->emit("fragment_rebuilt",
+                   {{"fragment", frag},
+                    {"learner", learner},
+                    {"incarnation", incarnation},
+                    {"learner_version", whole.version},
+                    {"version", st.core->version()},
+                    {"checkpoint_version",
+                     rb.ckpt ? nlohmann::json(rb.ckpt->version) : nlohmann::json(nullptr)},
+                    {"reason", why},
+                    {"waited_s", clock_seconds(self->clock().now()) - rb.started_s}});
     if (!ck_error.empty()) {
-      ctx->log->emit("failure", {{"fragment", frag},
-                                 {"version", st.core->version()},
-                                 {"error", ck_error}});
+      ctx->log->emit("failure",
+                     {{"fragment", frag}, {"version", st.core->version()}, {"error", ck_error}});
       ctx->log->write_failed("fragment owner " + std::to_string(frag) + ": checkpoint of version " +
                              std::to_string(st.core->version()) + ": " + ck_error);
     }
@@ -327,8 +323,7 @@ void decide_rebuild(owner_actor* self, const std::shared_ptr<const owner_context
   int32_t best = -1;
   uint64_t best_version = 0;
   for (const auto& [id, a] : rb.answers)
-    if (a.have && a.handle && rb.failed.count(id) == 0 &&
-        (best < 0 || a.version > best_version)) {
+    if (a.have && a.handle && rb.failed.count(id) == 0 && (best < 0 || a.version > best_version)) {
       best = id;
       best_version = a.version;
     }
@@ -350,15 +345,14 @@ void decide_rebuild(owner_actor* self, const std::shared_ptr<const owner_context
   }
   std::string lost;  // learners that had a copy that never arrived
   for (int32_t id : rb.failed) lost += (lost.empty() ? "" : ", ") + std::to_string(id);
-  start_from_initial(self, ctx,
-                     rb.unusable +
-                         (rb.answers.empty()
-                              ? "; no learner answered within " +
-                                    fmt::format("{:g}", ctx->rebuild_wait_s) + " s"
-                          : lost.empty() ? "; no live learner holds a copy"
-                                         : "; the copies of learner(s) " + lost +
-                                               " did not arrive (gone or too slow)"),
-                     true);
+  start_from_initial(
+      self, ctx,
+      rb.unusable + (rb.answers.empty() ? "; no learner answered within " +
+                                              fmt::format("{:g}", ctx->rebuild_wait_s) + " s"
+                     : lost.empty() ? "; no live learner holds a copy"
+                                    : "; the copies of learner(s) " + lost +
+                                          " did not arrive (gone or too slow)"),
+      true);
 }
 
 /// Every learner the owner is waiting for has answered?
@@ -381,105 +375,100 @@ caf::behavior rebuilding(owner_actor* self, std::shared_ptr<const owner_context>
   self->set_default_handler(caf::skip);  // pushes, pulls: handled once serving
   self->delayed_send(self, to_timespan(ctx->rebuild_wait_s), atoms::rebuild_atom_v, rb.query_id);
   if (ctx->log != nullptr)
-    ctx->log->emit("rebuild_start", {{"fragment", frag},
-                                     {"checkpoint_version",
-                                      rb.ckpt ? nlohmann::json(rb.ckpt->version)
-                                              : nlohmann::json(nullptr)},
-                                     {"reason", rb.ckpt ? "looking for a newer copy"
-                                                        : rb.unusable},
-                                     {"wait_s", ctx->rebuild_wait_s}});
+    ctx->log->emit("rebuild_start",
+                   {{"fragment", frag},
+                    {"checkpoint_version",
+                     rb.ckpt ? nlohmann::json(rb.ckpt->version) : nlohmann::json(nullptr)},
+                    {"reason", rb.ckpt ? "looking for a newer copy" : rb.unusable},
+                    {"wait_s", ctx->rebuild_wait_s}});
   return {
-    [=](atoms::live_atom, const live_view& view) {
-      auto& r = *self->state.rebuild;
-      r.view = view;
-      if (r.fetching >= 0) {
-        // The learner whose copy is on its way left: do not wait for it, ask the next newest.
-        bool there = false;
-        for (const auto& l : view.learners) there = there || l.learner_id == r.fetching;
-        if (there) return;
-        r.failed.insert(r.fetching);
-        r.fetching = -1;
-        r.query_id += 1;  // its timer is void
+      [=](atoms::live_atom, const live_view& view) {
+        auto& r = *self->state.rebuild;
+        r.view = view;
+        if (r.fetching >= 0) {
+          // The learner whose copy is on its way left: do not wait for it, ask the next newest.
+          bool there = false;
+          for (const auto& l : view.learners) there = there || l.learner_id == r.fetching;
+          if (there) return;
+          r.failed.insert(r.fetching);
+          r.fetching = -1;
+          r.query_id += 1;  // its timer is void
+          decide_rebuild(self, ctx);
+          return;
+        }
+        for (const auto& l : view.learners) {
+          auto it = r.asked.find(l.learner_id);
+          if (!l.handle || (it != r.asked.end() && it->second == l.incarnation)) continue;
+          r.asked[l.learner_id] = l.incarnation;
+          r.answers.erase(l.learner_id);
+          self->send(l.handle, atoms::query_atom_v, encode(fragment_query{frag, 1, false}));
+        }
+        if (all_answered(self, *ctx)) decide_rebuild(self, ctx);
+      },
+      [=](atoms::held_atom, const std::vector<uint8_t>& bytes) {
+        auto& r = *self->state.rebuild;
+        auto h = decode_fragment_held(bytes);
+        if (!h || h->fragment_id != frag) {
+          if (ctx->log != nullptr)
+            ctx->log->emit("failure",
+                           {{"fragment", frag},
+                            {"what", "undecodable_held"},
+                            {"error", h ? "names fragment " + std::to_string(h->fragment_id)
+                                        : h.error().message}});
+          return;
+        }
+        if (h->query_id != 1) return;  // the answer to a fetch: the copy's chunks follow
+        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        r.answers[h->learner_id] = {sender, h->incarnation, h->have, h->version};
+        if (r.fetching < 0 && all_answered(self, *ctx)) decide_rebuild(self, ctx);
+      },
+      [=](atoms::copy_atom, const std::vector<uint8_t>& bytes) {
+        auto& r = *self->state.rebuild;
+        if (r.fetching < 0) return;
+        auto chunk = decode_broadcast(bytes);
+        if (!chunk || chunk->fragment_id != frag) return;
+        auto whole = r.assembler.add(std::move(*chunk));
+        if (!whole) {
+          if (ctx->log != nullptr)
+            ctx->log->emit("failure", {{"fragment", frag},
+                                       {"what", "undecodable_copy"},
+                                       {"learner", r.fetching},
+                                       {"error", whole.error().message}});
+          r.failed.insert(r.fetching);
+          r.fetching = -1;
+          decide_rebuild(self, ctx);
+          return;
+        }
+        if (!whole->has_value()) return;
+        const broadcast_msg& b = **whole;
+        auto values = decode_payload(b.encoding, b.payload.data(), b.payload.size(),
+                                     ctx->options.layout.numel);
+        if (!values || b.version != r.fetch_version) {
+          r.failed.insert(r.fetching);
+          r.fetching = -1;
+          decide_rebuild(self, ctx);
+          return;
+        }
+        const int32_t learner = r.fetching;
+        const uint64_t inc = r.answers[learner].incarnation;
+        start_from_copy(self, ctx, b, std::move(*values), learner, inc);
+      },
+      [=](atoms::rebuild_atom, uint64_t id) {
+        auto& r = *self->state.rebuild;
+        if (id != r.query_id) return;
+        if (r.fetching >= 0) {  // the copy did not arrive in time: next best
+          if (ctx->log != nullptr)
+            ctx->log->emit("failure",
+                           {{"fragment", frag}, {"what", "copy_timeout"}, {"learner", r.fetching}});
+          r.failed.insert(r.fetching);
+          r.fetching = -1;
+        }
         decide_rebuild(self, ctx);
-        return;
-      }
-      for (const auto& l : view.learners) {
-        auto it = r.asked.find(l.learner_id);
-        if (!l.handle || (it != r.asked.end() && it->second == l.incarnation)) continue;
-        r.asked[l.learner_id] = l.incarnation;
-        r.answers.erase(l.learner_id);
-        self->send(l.handle, atoms::query_atom_v, encode(fragment_query{frag, 1, false}));
-      }
-      if (all_answered(self, *ctx)) decide_rebuild(self, ctx);
-    },
-    [=](atoms::held_atom, const std::vector<uint8_t>& bytes) {
-      auto& r = *self->state.rebuild;
-      auto h = decode_fragment_held(bytes);
-      if (!h || h->fragment_id != frag) {
-        if (ctx->log != nullptr)
-          ctx->log->emit("failure", {{"fragment", frag},
-                                     {"what", "undecodable_held"},
-                                     {"error", h ? "names fragment " +
-                                                       std::to_string(h->fragment_id)
-                                                 : h.error().message}});
-        return;
-      }
-      if (h->query_id != 1) return;  // the answer to a fetch: the copy's chunks follow
-      auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-      r.answers[h->learner_id] = {sender, h->incarnation, h->have, h->version};
-      if (r.fetching < 0 && all_answered(self, *ctx)) decide_rebuild(self, ctx);
-    },
-    [=](atoms::copy_atom, const std::vector<uint8_t>& bytes) {
-      auto& r = *self->state.rebuild;
-      if (r.fetching < 0) return;
-      auto chunk = decode_broadcast(bytes);
-      if (!chunk || chunk->fragment_id != frag) return;
-      auto whole = r.assembler.add(std::move(*chunk));
-      if (!whole) {
-        if (ctx->log != nullptr)
-          ctx->log->emit("failure", {{"fragment", frag},
-                                     {"what", "undecodable_copy"},
-                                     {"learner", r.fetching},
-                                     {"error", whole.error().message}});
-        r.failed.insert(r.fetching);
-        r.fetching = -1;
-        decide_rebuild(self, ctx);
-        return;
-      }
-      if (!whole->has_value()) return;
-      const broadcast_msg& b = **whole;
-      auto values = decode_payload(b.encoding, b.payload.data(), b.payload.size(),
-                                   ctx->options.layout.numel);
-      if (!values || b.version != r.fetch_version) {
-        r.failed.insert(r.fetching);
-        r.fetching = -1;
-        decide_rebuild(self, ctx);
-        return;
-      }
-      const int32_t learner = r.fetching;
-      const uint64_t inc = r.answers[learner].incarnation;
-      start_from_copy(self, ctx, b, std::move(*values), learner, inc);
-    },
-    [=](atoms::rebuild_atom, uint64_t id) {
-      auto& r = *self->state.rebuild;
-      if (id != r.query_id) return;
-      if (r.fetching >= 0) {  // the copy did not arrive in time: next best
-        if (ctx->log != nullptr)
-          ctx->log->emit("failure", {{"fragment", frag},
-                                     {"what", "copy_timeout"},
-                                     {"learner", r.fetching}});
-        r.failed.insert(r.fetching);
-        r.fetching = -1;
-      }
-      decide_rebuild(self, ctx);
-    },
-    [=](atoms::kill_atom) {
-      if (ctx->faults != nullptr && ctx->faults->on_owner(frag, 0))
-        die_by_fault(self, *ctx);
-    },
-    [=](atoms::status_atom) {
-      return caf::make_message(uint64_t{0}, size_t{0}, 0.0);
-    },
+      },
+      [=](atoms::kill_atom) {
+        if (ctx->faults != nullptr && ctx->faults->on_owner(frag, 0)) die_by_fault(self, *ctx);
+      },
+      [=](atoms::status_atom) { return caf::make_message(uint64_t{0}, size_t{0}, 0.0); },
   };
 }
 
@@ -505,18 +494,17 @@ caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_cont
               " values, not fragment " + std::to_string(frag) + " of " +
               std::to_string(opts.layout.numel) + " (another run's?)";
       if (ctx->log != nullptr)
-        ctx->log->emit("failure", {{"fragment", frag},
-                                   {"what", "checkpoint_unreadable"},
-                                   {"error", reset}});
+        ctx->log->emit("failure",
+                       {{"fragment", frag}, {"what", "checkpoint_unreadable"}, {"error", reset}});
     } else if (ck) {
       ckpt = std::move(*ck);
     } else {
-      reset = "its checkpoint '" + opts.checkpoint_path + "' is unreadable (" +
-              ck.error().message + ")";
+      reset = "its checkpoint '" + opts.checkpoint_path + "' is unreadable (" + ck.error().message +
+              ")";
       if (ctx->log != nullptr)
-        ctx->log->emit("failure", {{"fragment", frag},
-                                   {"what", "checkpoint_unreadable"},
-                                   {"error", ck.error().message}});
+        ctx->log->emit(
+            "failure",
+            {{"fragment", frag}, {"what", "checkpoint_unreadable"}, {"error", ck.error().message}});
     }
   } else if (respawn || ctx->resumed) {
     reset = opts.checkpoint_every == 0 || opts.checkpoint_path.empty()
@@ -561,126 +549,126 @@ namespace {
 caf::behavior serving(owner_actor* self, std::shared_ptr<const owner_context> ctx) {
   const int32_t frag = ctx->options.layout.fragment_id;
   return {
-    [=](atoms::kill_atom) {
-      if (ctx->faults != nullptr && ctx->faults->on_owner(frag, self->state.core->version()))
-        die_by_fault(self, *ctx);
-    },
-    [=](atoms::push_atom, const std::vector<uint8_t>& bytes) {
-      auto& s = self->state;
-      auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-      auto out = s.core->on_push(bytes, clock_seconds(self->clock().now()));
-      using status = push_outcome::status;
-      if (out.what == status::accepted) {
-        if (sender) {
-          push_ack ack;
-          ack.learner_id = out.learner_id;
-          ack.incarnation = out.incarnation;
-          ack.fragment_id = frag;
-          ack.transfer_id = out.transfer_id;
-          ack.version = s.core->version();
-          self->send(sender, atoms::ack_atom_v, encode(ack));
+      [=](atoms::kill_atom) {
+        if (ctx->faults != nullptr && ctx->faults->on_owner(frag, self->state.core->version()))
+          die_by_fault(self, *ctx);
+      },
+      [=](atoms::push_atom, const std::vector<uint8_t>& bytes) {
+        auto& s = self->state;
+        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        auto out = s.core->on_push(bytes, clock_seconds(self->clock().now()));
+        using status = push_outcome::status;
+        if (out.what == status::accepted) {
+          if (sender) {
+            push_ack ack;
+            ack.learner_id = out.learner_id;
+            ack.incarnation = out.incarnation;
+            ack.fragment_id = frag;
+            ack.transfer_id = out.transfer_id;
+            ack.version = s.core->version();
+            self->send(sender, atoms::ack_atom_v, encode(ack));
+          }
+        } else if (out.what == status::rejected && sender) {
+          self->send(sender, atoms::reject_atom_v, encode(*out.reject));
+          if (out.send_current)
+            for (auto& chunk : s.core->current_value())
+              self->send(sender, atoms::broadcast_atom_v, std::move(chunk));
         }
-      } else if (out.what == status::rejected && sender) {
-        self->send(sender, atoms::reject_atom_v, encode(*out.reject));
-        if (out.send_current)
-          for (auto& chunk : s.core->current_value())
-            self->send(sender, atoms::broadcast_atom_v, std::move(chunk));
-      }
-      if (ctx->log != nullptr &&
-          (out.what == status::accepted || out.what == status::rejected)) {
-        nlohmann::json j = {{"fragment", frag},
-                            {"learner", out.learner_id},
-                            {"incarnation", out.incarnation},
-                            {"transfer_id", out.transfer_id},
-                            {"base_version", out.base_version},
-                            {"version", s.core->version()},
-                            {"bytes", out.payload_bytes},
-                            {"accepted", out.what == status::accepted}};
-        if (out.reject) j["reason"] = std::string(to_string(out.reject->reason));
-        if (!out.detail.empty()) j["detail"] = out.detail;
-        ctx->log->emit("push", j);
-        ctx->log->update([&](run_counters& c) {
-          c.pushes += 1;
-          c.bytes_pushed += bytes.size();
-          if (out.what == status::rejected) c.pushes_rejected += 1;
-          if (out.chunk_refused) c.chunks_refused += 1;
-        });
-        if (out.chunk_refused)
-          ctx->log->emit("chunk_refused", {{"fragment", frag},
-                                           {"learner", out.learner_id},
-                                           {"transfer_id", out.transfer_id},
-                                           {"what", "push"},
-                                           {"detail", out.detail}});
-      }
-      if (ctx->log != nullptr && out.what == status::ignored)
-        ctx->log->emit("push_ignored", {{"fragment", frag}, {"detail", out.detail}});
-      apply_effects(self, *ctx, std::move(out.effects));
-    },
-    [=](atoms::pull_atom, const std::vector<uint8_t>& bytes) {
-      auto req = decode_pull_request(bytes);
-      std::string bad;
-      if (!req)
-        bad = req.error().message;
-      else if (req->fragment_id != frag)
-        bad = "pull.fragmentId " + std::to_string(req->fragment_id) + " is not this owner's " +
-              std::to_string(frag);
-      if (!bad.empty()) {
-        if (ctx->log != nullptr)
-          ctx->log->emit("failure",
-                         {{"fragment", frag}, {"what", "undecodable_pull"}, {"error", bad}});
-        return;
-      }
-      auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-      if (!sender) return;
-      for (auto& chunk : self->state.core->current_value())
-        self->send(sender, atoms::broadcast_atom_v, std::move(chunk));
-    },
-    [=](atoms::live_atom, const live_view& view) {
-      auto& s = self->state;
-      s.learners.clear();
-      std::vector<owner_member> members;
-      for (const auto& l : view.learners) {
-        members.push_back({l.learner_id, l.incarnation, l.step_time_ema_s});
-        s.learners[l.learner_id] = l.handle;
-      }
-      apply_effects(self, *ctx,
-                    s.core->on_membership(members, clock_seconds(self->clock().now())));
-    },
-    [=](atoms::grace_atom, uint64_t timer_id) {
-      apply_effects(self, *ctx,
-                    self->state.core->on_grace_timer(timer_id, clock_seconds(self->clock().now())));
-    },
-    // Late answers of a rebuild that is over (a learner answered after the decision, or a
-    // wait timer of the rebuild): nothing to do.
-    [=](atoms::rebuild_atom, uint64_t) {},
-    [=](atoms::held_atom, const std::vector<uint8_t>&) {},
-    [=](atoms::copy_atom, const std::vector<uint8_t>&) {},
-    // Retry of a checkpoint that failed (cluster nodes): the current state, with backoff.
-    [=](atoms::snapshot_atom, double backoff_s) {
-      auto& s = self->state;
-      s.checkpoint_retry_armed = false;
-      const auto& o = ctx->options;
-      if (o.checkpoint_path.empty() || ctx->log == nullptr) return;
-      if (auto w = save_checkpoint(o.checkpoint_path, s.core->make_checkpoint()); w) {
-        ctx->log->emit("checkpoint", {{"fragment", frag},
-                                      {"version", s.core->version()},
-                                      {"error", ""},
-                                      {"retried", true}});
-        ctx->log->write_recovered(o.checkpoint_path);
-      } else {
-        ctx->log->write_trouble(o.checkpoint_path,
-                                "fragment owner " + std::to_string(frag) +
-                                    ": checkpoint of version " +
-                                    std::to_string(s.core->version()) + ": " + w.error().message);
-        s.checkpoint_retry_armed = true;
-        const double next = std::min(10.0, backoff_s * 2);
-        self->delayed_send(self, to_timespan(backoff_s), atoms::snapshot_atom_v, next);
-      }
-    },
-    [=](atoms::status_atom) {
-      auto& c = *self->state.core;
-      return caf::make_message(c.version(), c.pending_count(), c.last_grace_s());
-    },
+        if (ctx->log != nullptr && (out.what == status::accepted || out.what == status::rejected)) {
+          nlohmann::json j = {{"fragment", frag},
+                              {"learner", out.learner_id},
+                              {"incarnation", out.incarnation},
+                              {"transfer_id", out.transfer_id},
+                              {"base_version", out.base_version},
+                              {"version", s.core->version()},
+                              {"bytes", out.payload_bytes},
+                              {"accepted", out.what == status::accepted}};
+          if (out.reject) j["reason"] = std::string(to_string(out.reject->reason));
+          if (!out.detail.empty()) j["detail"] = out.detail;
+          ctx->log->emit("push", j);
+          ctx->log->update([&](run_counters& c) {
+            c.pushes += 1;
+            c.bytes_pushed += bytes.size();
+            if (out.what == status::rejected) c.pushes_rejected += 1;
+            if (out.chunk_refused) c.chunks_refused += 1;
+          });
+          if (out.chunk_refused)
+            ctx->log->emit("chunk_refused", {{"fragment", frag},
+                                             {"learner", out.learner_id},
+                                             {"transfer_id", out.transfer_id},
+                                             {"what", "push"},
+                                             {"detail", out.detail}});
+        }
+        if (ctx->log != nullptr && out.what == status::ignored)
+          ctx->log->emit("push_ignored", {{"fragment", frag}, {"detail", out.detail}});
+        apply_effects(self, *ctx, std::move(out.effects));
+      },
+      [=](atoms::pull_atom, const std::vector<uint8_t>& bytes) {
+        auto req = decode_pull_request(bytes);
+        std::string bad;
+        if (!req)
+          bad = req.error().message;
+        else if (req->fragment_id != frag)
+          bad = "pull.fragmentId " + std::to_string(req->fragment_id) + " is not this owner's " +
+                std::to_string(frag);
+        if (!bad.empty()) {
+          if (ctx->log != nullptr)
+            ctx->log->emit("failure",
+                           {{"fragment", frag}, {"what", "undecodable_pull"}, {"error", bad}});
+          return;
+        }
+        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        if (!sender) return;
+        for (auto& chunk : self->state.core->current_value())
+          self->send(sender, atoms::broadcast_atom_v, std::move(chunk));
+      },
+      [=](atoms::live_atom, const live_view& view) {
+        auto& s = self->state;
+        s.learners.clear();
+        std::vector<owner_member> members;
+        for (const auto& l : view.learners) {
+          members.push_back({l.learner_id, l.incarnation, l.step_time_ema_s});
+          s.learners[l.learner_id] = l.handle;
+        }
+        apply_effects(self, *ctx,
+                      s.core->on_membership(members, clock_seconds(self->clock().now())));
+      },
+      [=](atoms::grace_atom, uint64_t timer_id) {
+        apply_effects(
+            self, *ctx,
+            self->state.core->on_grace_timer(timer_id, clock_seconds(self->clock().now())));
+      },
+      // Late answers of a rebuild that is over (a learner answered after the decision, or a
+      // wait timer of the rebuild): nothing to do.
+      [=](atoms::rebuild_atom, uint64_t) {},
+      [=](atoms::held_atom, const std::vector<uint8_t>&) {},
+      [=](atoms::copy_atom, const std::vector<uint8_t>&) {},
+      // Retry of a checkpoint that failed (cluster nodes): the current state, with backoff.
+      [=](atoms::snapshot_atom, double backoff_s) {
+        auto& s = self->state;
+        s.checkpoint_retry_armed = false;
+        const auto& o = ctx->options;
+        if (o.checkpoint_path.empty() || ctx->log == nullptr) return;
+        if (auto w = save_checkpoint(o.checkpoint_path, s.core->make_checkpoint()); w) {
+          ctx->log->emit("checkpoint", {{"fragment", frag},
+                                        {"version", s.core->version()},
+                                        {"error", ""},
+                                        {"retried", true}});
+          ctx->log->write_recovered(o.checkpoint_path);
+        } else {
+          ctx->log->write_trouble(o.checkpoint_path, "fragment owner " + std::to_string(frag) +
+                                                         ": checkpoint of version " +
+                                                         std::to_string(s.core->version()) + ": " +
+                                                         w.error().message);
+          s.checkpoint_retry_armed = true;
+          const double next = std::min(10.0, backoff_s * 2);
+          self->delayed_send(self, to_timespan(backoff_s), atoms::snapshot_atom_v, next);
+        }
+      },
+      [=](atoms::status_atom) {
+        auto& c = *self->state.core;
+        return caf::make_message(c.version(), c.pending_count(), c.last_grace_s());
+      },
   };
 }
 

@@ -41,8 +41,8 @@ struct owner_context {
   int threads = 1;
   /// The health monitor (subscription, live view).
   caf::actor monitor;
-  run_log* log = nullptr;        ///< may be null
-  fault_hooks* faults = nullptr; ///< may be null
+  run_log* log = nullptr;         ///< may be null
+  fault_hooks* faults = nullptr;  ///< may be null
   /// Incarnations started with this context (the first is 0; later ones are respawns).
   mutable std::atomic<uint64_t> starts{0};
   /// The first start continues a run (`--resume`): it asks the learners for newer copies of its
@@ -77,15 +77,15 @@ struct owner_actor_state {
       bool have = false;
       uint64_t version = 0;
     };
-    uint64_t query_id = 0;                  ///< the current question (answers must echo it)
-    std::optional<owner_checkpoint> ckpt;   ///< a readable checkpoint, if any
-    std::string unusable;                   ///< why the checkpoint cannot be used (else empty)
-    std::map<int32_t, answer> answers;      ///< per learner id (this incarnation's answers)
-    std::map<int32_t, uint64_t> asked;      ///< learner id -> incarnation asked
-    std::optional<live_view> view;          ///< the newest live view
-    int32_t fetching = -1;                  ///< learner whose value is being fetched (-1: none)
+    uint64_t query_id = 0;                 ///< the current question (answers must echo it)
+    std::optional<owner_checkpoint> ckpt;  ///< a readable checkpoint, if any
+    std::string unusable;                  ///< why the checkpoint cannot be used (else empty)
+    std::map<int32_t, answer> answers;     ///< per learner id (this incarnation's answers)
+    std::map<int32_t, uint64_t> asked;     ///< learner id -> incarnation asked
+    std::optional<live_view> view;         ///< the newest live view
+    int32_t fetching = -1;                 ///< learner whose value is being fetched (-1: none)
     uint64_t fetch_version = 0;
-    std::set<int32_t> failed;               ///< learners whose value did not arrive
+    std::set<int32_t> failed;  ///< learners whose value did not arrive
     chunk_assembler assembler;
     double started_s = 0.0;
   };

@@ -22,8 +22,7 @@ namespace dd::actors {
 namespace {
 
 double steady_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 bool all_finite(const std::vector<float>& v) {
@@ -66,10 +65,9 @@ fragment_owner_state::fragment_owner_state(owner_options opts, kernels::backend&
                                 std::to_string(ckpt.fragment_id) + ", expected " +
                                 std::to_string(opts_.layout.fragment_id));
   if (ckpt.value.size() != n || ckpt.momentum.size() != n)
-    throw std::invalid_argument("owner checkpoint of fragment " +
-                                std::to_string(ckpt.fragment_id) + " holds " +
-                                std::to_string(ckpt.value.size()) + " elements, expected " +
-                                std::to_string(n));
+    throw std::invalid_argument("owner checkpoint of fragment " + std::to_string(ckpt.fragment_id) +
+                                " holds " + std::to_string(ckpt.value.size()) +
+                                " elements, expected " + std::to_string(n));
   init_common();
   be_->upload(theta_.data(), ckpt.value.data(), n);
   be_->upload(momentum_.data(), ckpt.momentum.data(), n);
@@ -151,10 +149,10 @@ push_outcome fragment_owner_state::on_push(push_msg chunk, double now_s) {
       out.detail = assembled.error().message;
       return out;
     }
-    auto out = reject(header_copy,
-                      code == errc::size_mismatch ? reject_reason::shape_mismatch
-                                                  : reject_reason::malformed,
-                      who + ": " + assembled.error().message, false);
+    auto out = reject(
+        header_copy,
+        code == errc::size_mismatch ? reject_reason::shape_mismatch : reject_reason::malformed,
+        who + ": " + assembled.error().message, false);
     out.chunk_refused = code == errc::checksum_mismatch;
     return out;
   }
@@ -170,10 +168,10 @@ push_outcome fragment_owner_state::on_push(push_msg chunk, double now_s) {
   if (live == live_.end())
     return reject(m, reject_reason::unknown_learner, who + " is not a live learner", false);
   if (m.incarnation < live->second.incarnation)
-    return reject(m, reject_reason::stale_incarnation,
-                  who + " is an old incarnation; current is " +
-                      std::to_string(live->second.incarnation),
-                  false);
+    return reject(
+        m, reject_reason::stale_incarnation,
+        who + " is an old incarnation; current is " + std::to_string(live->second.incarnation),
+        false);
   if (m.incarnation > live->second.incarnation)
     return reject(m, reject_reason::unknown_learner,
                   who + ": incarnation not registered yet (have " +
@@ -196,17 +194,16 @@ push_outcome fragment_owner_state::on_push(push_msg chunk, double now_s) {
       mp->second.transfer_id >= m.contains_from && mp->second.transfer_id < m.transfer_id)
     return reject(m, reject_reason::superseded,
                   who + ": transfer " + std::to_string(m.transfer_id) +
-                      " holds the progress of transfer " +
-                      std::to_string(mp->second.transfer_id) + ", already merged in version " +
-                      std::to_string(mp->second.version) + " (its base is " +
-                      std::to_string(m.base_version) + "); dropped so it is not counted twice",
+                      " holds the progress of transfer " + std::to_string(mp->second.transfer_id) +
+                      ", already merged in version " + std::to_string(mp->second.version) +
+                      " (its base is " + std::to_string(m.base_version) +
+                      "); dropped so it is not counted twice",
                   false);
   // Shape and counters.
   if (m.total_elements != opts_.layout.numel)
     return reject(m, reject_reason::shape_mismatch,
-                  who + ": push has " + std::to_string(m.total_elements) +
-                      " elements, fragment " + std::to_string(frag) + " has " +
-                      std::to_string(opts_.layout.numel),
+                  who + ": push has " + std::to_string(m.total_elements) + " elements, fragment " +
+                      std::to_string(frag) + " has " + std::to_string(opts_.layout.numel),
                   false);
   if (m.steps == 0 || m.tokens == 0)
     return reject(m, reject_reason::malformed,
@@ -296,8 +293,8 @@ owner_effects fragment_owner_state::on_membership(const std::vector<owner_member
   for (const auto& [id, m] : next) {
     auto prev = live_.find(id);
     auto at = joined_at_.find(id);
-    const bool same = prev != live_.end() && prev->second.incarnation == m.incarnation &&
-                      at != joined_at_.end();
+    const bool same =
+        prev != live_.end() && prev->second.incarnation == m.incarnation && at != joined_at_.end();
     joined[id] = same ? at->second : now_s;
   }
   joined_at_ = std::move(joined);
@@ -349,8 +346,7 @@ owner_effects fragment_owner_state::decide(double now_s) {
   double grace_s = compute_grace_s();
   auto d = policy::decide_merge(opts_.quorum, rs, now_s, grace_s);
   switch (d.action) {
-    case policy::merge_action::wait:
-      break;
+    case policy::merge_action::wait: break;
     case policy::merge_action::start_grace_timer:
       grace_running_ = true;
       grace_deadline_s_ = d.grace_deadline_s;
@@ -359,8 +355,7 @@ owner_effects fragment_owner_state::decide(double now_s) {
       fx.arm_grace_s = std::max(0.0, d.grace_deadline_s - now_s);
       fx.timer_id = timer_id_;
       break;
-    case policy::merge_action::merge_now:
-      return merge(now_s, policy::to_string(d.reason));
+    case policy::merge_action::merge_now: return merge(now_s, policy::to_string(d.reason));
     case policy::merge_action::cancel_grace_timer:
       grace_running_ = false;
       round_grace_s_ = 0;

@@ -82,16 +82,16 @@ struct merge_contributor {
 /// The record of one outer step.
 struct merge_record {
   int32_t fragment_id = 0;
-  uint64_t version = 0;      ///< version after the outer step
+  uint64_t version = 0;                         ///< version after the outer step
   std::vector<merge_contributor> contributors;  ///< ascending learner id
-  size_t live = 0;           ///< live learners at merge time
-  size_t needed = 0;         ///< quorum K resolved against `live`
-  double grace_s = 0.0;      ///< grace window armed in this round (0 when none)
-  std::string reason;        ///< policy::merge_reason that triggered it
-  double round_s = 0.0;      ///< first pending push → merge, seconds
-  double sync_s = 0.0;       ///< merge + outer step + broadcast encoding, seconds
-  double delta_norm = 0.0;   ///< ‖Δ‖ over the fragment
-  bool checkpointed = false; ///< a checkpoint was written after this merge
+  size_t live = 0;                              ///< live learners at merge time
+  size_t needed = 0;                            ///< quorum K resolved against `live`
+  double grace_s = 0.0;                         ///< grace window armed in this round (0 when none)
+  std::string reason;                           ///< policy::merge_reason that triggered it
+  double round_s = 0.0;                         ///< first pending push → merge, seconds
+  double sync_s = 0.0;           ///< merge + outer step + broadcast encoding, seconds
+  double delta_norm = 0.0;       ///< ‖Δ‖ over the fragment
+  bool checkpointed = false;     ///< a checkpoint was written after this merge
   std::string checkpoint_error;  ///< non-empty when writing it failed
 };
 
@@ -119,7 +119,7 @@ struct push_outcome {
   uint64_t transfer_id = 0;
   uint64_t base_version = 0;
   uint64_t payload_bytes = 0;
-  std::string detail;        ///< human-readable reason
+  std::string detail;  ///< human-readable reason
   /// A chunk was refused because its payload did not match its CRC-32C (rejected as malformed;
   /// the learner sends the push again). Counted as chunks_refused.
   bool chunk_refused = false;

@@ -56,7 +56,8 @@ frame_guard::frame_guard(const std::string& host, uint16_t port, uint16_t target
   hints.ai_flags = AI_PASSIVE;
   addrinfo* res = nullptr;
   const std::string service = std::to_string(port);
-  if (int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res); rc != 0)
+  if (int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
+      rc != 0)
     throw std::runtime_error(fmt::format("cannot resolve '{}': {}", host, gai_strerror(rc)));
   listen_fd_ = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
@@ -113,7 +114,8 @@ void frame_guard::run() {
     if (fds[1].revents & POLLIN) {
       sockaddr_in peer{};
       socklen_t plen = sizeof peer;
-      int cfd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &plen, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      int cfd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &plen,
+                          SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (cfd >= 0) {
         int ufd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         sockaddr_in t{};
@@ -159,7 +161,8 @@ void frame_guard::run() {
               pos += take;
               continue;
             }
-            const size_t take = std::min(header_bytes - c.header_have, static_cast<size_t>(n) - pos);
+            const size_t take =
+                std::min(header_bytes - c.header_have, static_cast<size_t>(n) - pos);
             std::memcpy(c.header + c.header_have, tmp + pos, take);
             c.header_have += take;
             pos += take;
@@ -170,8 +173,9 @@ void frame_guard::run() {
             if (len > max_frame_bytes_) {
               refused_.fetch_add(1);
               if (report_)
-                report_(fmt::format("connection from {} closed: a frame announced {} bytes (cap {})",
-                                    c.peer, len, max_frame_bytes_));
+                report_(
+                    fmt::format("connection from {} closed: a frame announced {} bytes (cap {})",
+                                c.peer, len, max_frame_bytes_));
               close_conn(c);
               break;
             }

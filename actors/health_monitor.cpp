@@ -67,8 +67,9 @@ void declare_dead(monitor_actor* self, const monitor_context& ctx, int32_t id,
   if (!r.alive) return;
   r.alive = false;
   if (ctx.log != nullptr) {
-    ctx.log->emit("failure", {{"learner", id}, {"incarnation", r.incarnation}, {"reason", why},
-                              {"step", r.step}});
+    ctx.log->emit(
+        "failure",
+        {{"learner", id}, {"incarnation", r.incarnation}, {"reason", why}, {"step", r.step}});
     ctx.log->update([&](run_counters& c) {
       c.learners[id].alive = false;
       c.learners[id].stepping = false;
@@ -109,10 +110,12 @@ node_join_reply refuse(const monitor_context& ctx, node_refusal why, std::string
 }
 
 /// The node handshake (see health_monitor.hpp).
-node_join_reply on_node_join(monitor_actor* self, const monitor_context& ctx, const wire_bytes& bytes) {
+node_join_reply on_node_join(monitor_actor* self, const monitor_context& ctx,
+                             const wire_bytes& bytes) {
   auto& st = self->state;
   auto req = decode_node_join(bytes);
-  if (!req) return refuse(ctx, node_refusal::bad_request, "undecodable node_join: " + req.error().message);
+  if (!req)
+    return refuse(ctx, node_refusal::bad_request, "undecodable node_join: " + req.error().message);
   if (req->protocol_version != dd::protocol_version)
     return refuse(ctx, node_refusal::protocol_version,
                   "node speaks protocol version " + std::to_string(req->protocol_version) +
@@ -133,9 +136,9 @@ node_join_reply on_node_join(monitor_actor* self, const monitor_context& ctx, co
   if (st.stopping) return refuse(ctx, node_refusal::run_finished, "the run is stopping");
   if (req->data_bytes != ctx.data_bytes || req->data_hash != ctx.data_hash)
     return refuse(ctx, node_refusal::data_mismatch,
-                  "node's data has " + std::to_string(req->data_bytes) + " bytes, training-split hash " +
-                      req->data_hash + "; the syncer's " + std::to_string(ctx.data_bytes) +
-                      " bytes, hash " + ctx.data_hash);
+                  "node's data has " + std::to_string(req->data_bytes) +
+                      " bytes, training-split hash " + req->data_hash + "; the syncer's " +
+                      std::to_string(ctx.data_bytes) + " bytes, hash " + ctx.data_hash);
   const double now = now_s(self);
   for (auto it = st.reserved.begin(); it != st.reserved.end();)
     it = it->second.second < now ? st.reserved.erase(it) : std::next(it);
@@ -315,349 +318,356 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
   self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(ctx->tick_s * 1000)),
                      atoms::lease_atom_v);
   return {
-    [=](atoms::join_atom, const std::vector<uint8_t>& bytes,
-        const caf::actor& learner) -> caf::result<std::vector<uint8_t>> {
-      auto req = decode_join_request(bytes.data(), bytes.size());
-      if (!req) return caf::make_error(caf::sec::invalid_argument, req.error().message);
-      auto& st = self->state;
-      int32_t id = req->requested_learner_id;
-      if (id < 0) {
-        id = 0;
-        while (st.learners.count(id) != 0) ++id;
-      }
-      if (id >= ctx->learners)
-        return caf::make_error(caf::sec::invalid_argument,
-                               "learner id " + std::to_string(id) + " out of range (M = " +
-                                   std::to_string(ctx->learners) + ")");
-      if (st.stopping) return caf::make_error(caf::sec::invalid_argument, "the run is stopping");
-      // Remote learners join only with an id their node's handshake reserved, or with the id of
-      // a dead (not finished) learner from the CAF node it last joined from: a stranger (or a
-      // second holder of a live learner id) is refused, and both sides log it.
-      if (ctx->remote_learners) {
-        auto rv = st.reserved.find(id);
-        auto known_it = st.learners.find(id);
-        // A learner actor respawned by its node's supervisor in the process that held its id:
-        // its earlier incarnation joined from the same CAF node (the same learner process),
-        // which the handle's address proves. It needs no new reservation, also when the
-        // monitor has not yet seen the earlier incarnation's down message.
-        const bool respawned_here = known_it != st.learners.end() && !known_it->second.finished &&
-                                    known_it->second.caf_node && learner &&
-                                    known_it->second.caf_node == learner.node();
-        if ((rv == st.reserved.end() || rv->second.second < now_s(self)) && !respawned_here) {
-          const bool live = known_it != st.learners.end() && known_it->second.alive;
-          const std::string why =
-              "learner " + std::to_string(id) + " joined without a node handshake reserving it" +
-              (live ? " (it is live on node '" + known_it->second.node + "')" : "");
-          if (ctx->log != nullptr) {
-            ctx->log->emit("join_refused", {{"learner", id}, {"reason", why}});
-            ctx->log->warn("refused a learner join: " + why);
+      [=](atoms::join_atom, const std::vector<uint8_t>& bytes,
+          const caf::actor& learner) -> caf::result<std::vector<uint8_t>> {
+        auto req = decode_join_request(bytes.data(), bytes.size());
+        if (!req) return caf::make_error(caf::sec::invalid_argument, req.error().message);
+        auto& st = self->state;
+        int32_t id = req->requested_learner_id;
+        if (id < 0) {
+          id = 0;
+          while (st.learners.count(id) != 0) ++id;
+        }
+        if (id >= ctx->learners)
+          return caf::make_error(caf::sec::invalid_argument,
+                                 "learner id " + std::to_string(id) +
+                                     " out of range (M = " + std::to_string(ctx->learners) + ")");
+        if (st.stopping) return caf::make_error(caf::sec::invalid_argument, "the run is stopping");
+        // Remote learners join only with an id their node's handshake reserved, or with the id of
+        // a dead (not finished) learner from the CAF node it last joined from: a stranger (or a
+        // second holder of a live learner id) is refused, and both sides log it.
+        if (ctx->remote_learners) {
+          auto rv = st.reserved.find(id);
+          auto known_it = st.learners.find(id);
+          // A learner actor respawned by its node's supervisor in the process that held its id:
+          // its earlier incarnation joined from the same CAF node (the same learner process),
+          // which the handle's address proves. It needs no new reservation, also when the
+          // monitor has not yet seen the earlier incarnation's down message.
+          const bool respawned_here = known_it != st.learners.end() && !known_it->second.finished &&
+                                      known_it->second.caf_node && learner &&
+                                      known_it->second.caf_node == learner.node();
+          if ((rv == st.reserved.end() || rv->second.second < now_s(self)) && !respawned_here) {
+            const bool live = known_it != st.learners.end() && known_it->second.alive;
+            const std::string why =
+                "learner " + std::to_string(id) + " joined without a node handshake reserving it" +
+                (live ? " (it is live on node '" + known_it->second.node + "')" : "");
+            if (ctx->log != nullptr) {
+              ctx->log->emit("join_refused", {{"learner", id}, {"reason", why}});
+              ctx->log->warn("refused a learner join: " + why);
+            }
+            return caf::make_error(caf::sec::invalid_argument, why);
           }
-          return caf::make_error(caf::sec::invalid_argument, why);
         }
-      }
-      bool known = st.learners.count(id) != 0;
-      auto& r = st.learners[id];
-      if (known) {
-        if (r.alive) declare_dead(self, *ctx, id, "replaced by a new incarnation");
-        r.incarnation = std::max(r.incarnation, req->incarnation) + 1;
-        // A live learner rejoining knows its tokens better than the last heartbeat we have.
-        r.tokens_before += req->live ? std::max(req->tokens, r.tokens_this_incarnation)
-                                     : r.tokens_this_incarnation;
-        if (req->live) r.step = std::max(r.step, req->step);
-        r.tokens_this_incarnation = 0;
-        r.compute_before_s += r.compute_this_incarnation_s;  // (live: the heartbeat's figure)
-        r.compute_this_incarnation_s = 0;
-      }
-      if (!known && req->live) {  // a syncer restarted without this learner's record
-        r.incarnation = req->incarnation + 1;
-        r.step = req->step;
-        r.tokens_before = req->tokens;
-      }
-      {
-        auto rv = st.reserved.find(id);
-        if (rv != st.reserved.end()) {
-          r.node = rv->second.first;
-          st.reserved.erase(rv);
+        bool known = st.learners.count(id) != 0;
+        auto& r = st.learners[id];
+        if (known) {
+          if (r.alive) declare_dead(self, *ctx, id, "replaced by a new incarnation");
+          r.incarnation = std::max(r.incarnation, req->incarnation) + 1;
+          // A live learner rejoining knows its tokens better than the last heartbeat we have.
+          r.tokens_before += req->live ? std::max(req->tokens, r.tokens_this_incarnation)
+                                       : r.tokens_this_incarnation;
+          if (req->live) r.step = std::max(r.step, req->step);
+          r.tokens_this_incarnation = 0;
+          r.compute_before_s += r.compute_this_incarnation_s;  // (live: the heartbeat's figure)
+          r.compute_this_incarnation_s = 0;
         }
-      }
-      r.alive = true;
-      r.finished = false;
-      r.straggler = false;
-      r.handle = learner;
-      if (learner) r.caf_node = learner.node();
-      r.last_heartbeat_s = now_s(self);
-      self->monitor(learner);
-      join_reply rep;
-      rep.learner_id = id;
-      rep.incarnation = r.incarnation;
-      rep.experiment_config_json = ctx->experiment_json;
-      rep.shard_index = static_cast<uint32_t>(id);
-      rep.shard_count = static_cast<uint32_t>(ctx->learners);
-      rep.resume_step = r.step;
-      if (known && ctx->align_resume_to_group) {
-        for (const auto& [other, o] : st.learners)
-          if (other != id && o.alive) rep.resume_step = std::max(rep.resume_step, o.step);
-        r.step = rep.resume_step;
-      }
-      rep.data_cursor = r.data_cursor;
-      if (ctx->log != nullptr) {
-        ctx->log->emit(known || req->live ? "rejoin" : "join", {{"learner", id},
-                                                   {"incarnation", r.incarnation},
-                                                   {"resume_step", r.step},
-                                                   {"live", req->live}});
-        ctx->log->update([&](run_counters& c) {
-          auto& ls = c.learners[id];
-          ls.alive = true;
-          ls.incarnation = r.incarnation;
-          if (ctx->remote_learners && known && !req->live) {
-            ls.restarts += 1;
-            c.learner_restarts += 1;
+        if (!known && req->live) {  // a syncer restarted without this learner's record
+          r.incarnation = req->incarnation + 1;
+          r.step = req->step;
+          r.tokens_before = req->tokens;
+        }
+        {
+          auto rv = st.reserved.find(id);
+          if (rv != st.reserved.end()) {
+            r.node = rv->second.first;
+            st.reserved.erase(rv);
           }
-          // A live learner rejoining reports the tokens it trained while the syncer was away:
-          // summary.json counts them as the budget does (before its next heartbeat, which may
-          // never come when those tokens spent the budget).
-          if (ctx->remote_learners && req->live) {
-            ls.tokens = std::max(ls.tokens, r.tokens_before + r.tokens_this_incarnation);
-            ls.step = std::max(ls.step, r.step);
-            ls.compute_s = std::max(ls.compute_s, r.compute_before_s);
-          }
-        });
-      }
-      // The view goes to the owners before the reply reaches the learner, so a push can never
-      // arrive at an owner ahead of the incarnation it carries.
-      publish(self, true);
-      send_owners(self, learner);
-      return encode(rep);
-    },
-    [=](atoms::heartbeat_atom, const std::vector<uint8_t>& bytes) {
-      auto hb = decode_heartbeat(bytes.data(), bytes.size());
-      if (!hb) {
-        if (ctx->log != nullptr)
-          ctx->log->emit("failure", {{"what", "undecodable_heartbeat"}, {"error", hb.error().message}});
-        return;
-      }
-      auto& st = self->state;
-      auto it = st.learners.find(hb->learner_id);
-      if (it == st.learners.end() || it->second.incarnation != hb->incarnation ||
-          !it->second.alive)
-        return;
-      auto& r = it->second;
-      // Learners alive now (a finished or dead learner is not alive).
-      size_t live = 0;
-      for (const auto& [id, l] : st.learners)
-        if (l.alive) ++live;
-      // The push clock moves by this learner's new steps over the live learners.
-      const uint64_t advanced = hb->step > r.step ? std::min<uint64_t>(hb->step - r.step, 1000) : 0;
-      st.mean_step += static_cast<double>(advanced) / static_cast<double>(std::max<size_t>(1, live));
-      r.step = hb->step;
-      r.tokens_this_incarnation = hb->tokens;
-      r.step_time_ema_s = hb->step_time_ema_s;
-      r.data_cursor = hb->data_cursor;
-      r.last_heartbeat_s = now_s(self);
-      r.compute_this_incarnation_s = hb->compute_s;
-      if (st.loss_csv) {
-        const std::string row = fmt::format("{:.3f},{},{},{},{},{:.6f}\n", unix_now(),
-                                            hb->learner_id, r.incarnation, hb->step,
-                                            r.tokens_before + r.tokens_this_incarnation, hb->loss);
-        if (auto w = st.loss_csv->append(row); !w && ctx->log != nullptr) {
-          ctx->log->emit("failure", {{"what", "loss_csv"}, {"error", w.message}});
-          st.loss_csv.reset();
         }
-      }
-      if (ctx->remote_learners && ctx->log != nullptr) {
-        const uint64_t toks = r.tokens_before + r.tokens_this_incarnation;
-        const double compute = r.compute_before_s + r.compute_this_incarnation_s;
-        const int32_t id = hb->learner_id;
-        ctx->log->update([&](run_counters& c) {
-          auto& ls = c.learners[id];
-          ls.step = hb->step;
-          ls.tokens = toks;
-          ls.loss = hb->loss;
-          ls.compute_s = compute;
-          ls.steps_per_s = hb->step_time_ema_s > 0 ? 1.0 / hb->step_time_ema_s : 0.0;
-          ls.incarnation = r.incarnation;
-          ls.alive = true;
-        });
-        ctx->log->set_stepping(id, true);
-      }
-      const uint64_t tokens = total_tokens(st);
-      // Global progress: the push clock (sync.push_clock = global) and the lr schedule's clock
-      // (inner.schedule_clock = global) follow it.
-      if (auto sender = caf::actor_cast<caf::actor>(self->current_sender())) {
-        progress_msg pm;
-        pm.total_tokens = tokens;
-        pm.step = hb->step;
-        pm.mean_step = st.mean_step;
-        pm.live_learners = static_cast<uint32_t>(live);
-        self->send(sender, atoms::progress_atom_v, encode(pm));
-      }
-      if (ctx->token_budget > 0 && !st.budget_reported && tokens >= ctx->token_budget) {
-        st.budget_reported = true;
-        if (ctx->log != nullptr)
-          ctx->log->emit("budget_spent", {{"tokens", tokens}});
-        if (ctx->job) self->send(ctx->job, atoms::done_atom_v);
-      }
-    },
-    [=](atoms::node_join_atom, const std::vector<uint8_t>& bytes) -> std::vector<uint8_t> {
-      auto rep = on_node_join(self, *ctx, bytes);
-      if (ctx->log != nullptr) {
-        auto req = decode_node_join(bytes);
-        const std::string node = req ? req->node_name : std::string("?");
-        if (rep.accepted) {
-          if (!rep.learner_ids.empty())
-            ctx->log->emit("node_join", {{"node", node}, {"host", req ? req->host : ""},
-                                         {"learners", rep.learner_ids}});
-        } else {
-          ctx->log->emit("node_refused", {{"node", node}, {"refusal", std::string(to_string(rep.refusal))},
-                                          {"reason", rep.reason}});
-          ctx->log->warn("refused learner node '" + node + "': " + rep.reason);
+        r.alive = true;
+        r.finished = false;
+        r.straggler = false;
+        r.handle = learner;
+        if (learner) r.caf_node = learner.node();
+        r.last_heartbeat_s = now_s(self);
+        self->monitor(learner);
+        join_reply rep;
+        rep.learner_id = id;
+        rep.incarnation = r.incarnation;
+        rep.experiment_config_json = ctx->experiment_json;
+        rep.shard_index = static_cast<uint32_t>(id);
+        rep.shard_count = static_cast<uint32_t>(ctx->learners);
+        rep.resume_step = r.step;
+        if (known && ctx->align_resume_to_group) {
+          for (const auto& [other, o] : st.learners)
+            if (other != id && o.alive) rep.resume_step = std::max(rep.resume_step, o.step);
+          r.step = rep.resume_step;
         }
-      }
-      return encode(rep);
-    },
-    [=](atoms::stop_atom) {
-      auto& st = self->state;
-      st.stopping = true;
-      for (const auto& [id, r] : st.learners)
-        if (r.alive && r.handle) self->send(r.handle, atoms::stop_atom_v);
-      check_done(self, *ctx);
-    },
-    [=](atoms::events_atom, const std::string& node, const std::string& lines) -> bool {
-      if (ctx->forward_dir.empty() || lines.size() > (size_t{1} << 20) || node.empty() ||
-          node.size() > 64)
-        return false;
-      for (char c : node)
-        if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
-          return false;  // not a node name we write a file for
-      auto& f = self->state.forwarded[node];
-      if (!f) {
-        f = std::make_shared<util::append_file>();
-        util::make_dirs(ctx->forward_dir);
-        if (auto st = f->open(ctx->forward_dir + "/" + node + ".events.jsonl", false); !st) {
-          if (ctx->log != nullptr) ctx->log->emit("failure", {{"what", "forwarded_events"}, {"error", st.message}});
-          return false;
+        rep.data_cursor = r.data_cursor;
+        if (ctx->log != nullptr) {
+          ctx->log->emit(known || req->live ? "rejoin" : "join", {{"learner", id},
+                                                                  {"incarnation", r.incarnation},
+                                                                  {"resume_step", r.step},
+                                                                  {"live", req->live}});
+          ctx->log->update([&](run_counters& c) {
+            auto& ls = c.learners[id];
+            ls.alive = true;
+            ls.incarnation = r.incarnation;
+            if (ctx->remote_learners && known && !req->live) {
+              ls.restarts += 1;
+              c.learner_restarts += 1;
+            }
+            // A live learner rejoining reports the tokens it trained while the syncer was away:
+            // summary.json counts them as the budget does (before its next heartbeat, which may
+            // never come when those tokens spent the budget).
+            if (ctx->remote_learners && req->live) {
+              ls.tokens = std::max(ls.tokens, r.tokens_before + r.tokens_this_incarnation);
+              ls.step = std::max(ls.step, r.step);
+              ls.compute_s = std::max(ls.compute_s, r.compute_before_s);
+            }
+          });
         }
-      }
-      // Whole lines only: a line cut by the sender's cap is dropped with its tail.
-      size_t start = 0;
-      while (start < lines.size()) {
-        const auto nl = lines.find('\n', start);
-        if (nl == std::string::npos) break;
-        f->append(std::string_view(lines).substr(start, nl - start + 1));
-        start = nl + 1;
-      }
-      return true;
-    },
-    [=](atoms::drain_atom, int32_t id) -> std::string {
-      auto& st = self->state;
-      auto it = st.learners.find(id);
-      if (it == st.learners.end() || !it->second.alive || !it->second.handle)
-        return "learner " + std::to_string(id) + " is not live";
-      self->send(it->second.handle, atoms::stop_atom_v);
-      if (ctx->log != nullptr) ctx->log->emit("drain", {{"learner", id}});
-      return "learner " + std::to_string(id) + " (incarnation " +
-             std::to_string(it->second.incarnation) + ", node " + it->second.node +
-             ") stops at its next step and leaves";
-    },
-    [=](atoms::status_atom) -> std::string {
-      const auto& st = self->state;
-      const double now = now_s(self);
-      nlohmann::json learners = nlohmann::json::array();
-      for (const auto& [id, r] : st.learners)
-        learners.push_back({{"learner", id},
-                            {"incarnation", r.incarnation},
-                            {"alive", r.alive},
-                            {"finished", r.finished},
-                            {"straggler", r.straggler},
-                            {"node", r.node},
-                            {"step", r.step},
-                            {"tokens", r.tokens_before + r.tokens_this_incarnation},
-                            {"lease_age_s", r.alive ? now - r.last_heartbeat_s : 0.0}});
-      nlohmann::json out = {{"run_id", ctx->run_id},
-                            {"epoch", st.epoch},
-                            {"learners_expected", ctx->learners},
-                            {"learners", learners},
-                            {"stopping", st.stopping},
-                            {"total_tokens", total_tokens(st)},
-                            {"mean_step", st.mean_step}};
-      if (ctx->log != nullptr) {
-        nlohmann::json versions = nlohmann::json::object();
-        for (const auto& [p, v] : ctx->log->snapshot().versions) versions[std::to_string(p)] = v;
-        out["fragment_versions"] = versions;
-      }
-      return out.dump();
-    },
-    [=](atoms::leave_atom, const std::vector<uint8_t>& bytes) {
-      auto lm = decode_leave(bytes);
-      if (!lm) {
-        if (ctx->log != nullptr)
-          ctx->log->emit("failure", {{"what", "undecodable_leave"}, {"error", lm.error().message}});
-        return;
-      }
-      const int32_t id = lm->learner_id;
-      const uint64_t incarnation = lm->incarnation;
-      auto& st = self->state;
-      auto it = st.learners.find(id);
-      if (it == st.learners.end() || it->second.incarnation != incarnation) return;
-      if (it->second.alive) {
-        it->second.alive = false;
-        it->second.finished = true;
-        if (ctx->log != nullptr)
-          ctx->log->emit("leave", {{"learner", id}, {"incarnation", incarnation},
-                                   {"step", it->second.step}});
-        if (ctx->remote_learners && ctx->log != nullptr) ctx->log->learner_finished(id);
+        // The view goes to the owners before the reply reaches the learner, so a push can never
+        // arrive at an owner ahead of the incarnation it carries.
         publish(self, true);
-        save_record(self, *ctx);
-      }
-      check_done(self, *ctx);
-    },
-    [=](atoms::subscribe_atom, int32_t fragment, const caf::actor& owner) {
-      auto& st = self->state;
-      if (fragment < 0 || static_cast<size_t>(fragment) >= st.owners.size()) return;
-      st.owners[static_cast<size_t>(fragment)] = owner;
-      self->send(owner, atoms::live_atom_v, make_view(self));
-      for (const auto& [id, r] : st.learners)
-        if (r.alive && r.handle) send_owners(self, r.handle);
-    },
-    [=](caf::get_atom, atoms::owners_atom) { return self->state.owners; },
-    [=](caf::get_atom, atoms::status_atom) {
-      return static_cast<uint64_t>(total_tokens(self->state));
-    },
-    [=](atoms::lease_atom) {
-      auto& st = self->state;
-      double now = now_s(self);
-      std::vector<double> times;
-      for (const auto& [id, r] : st.learners)
-        if (r.alive && r.step_time_ema_s > 0) times.push_back(r.step_time_ema_s);
-      double median = 0;
-      if (!times.empty()) {
-        std::sort(times.begin(), times.end());
-        median = times[times.size() / 2];
-      }
-      std::vector<int32_t> expired;
-      for (auto& [id, r] : st.learners) {
-        if (!r.alive) continue;
-        double lease = std::max(ctx->lease_min_s, ctx->lease_steps * r.step_time_ema_s);
-        if (now - r.last_heartbeat_s > lease) expired.push_back(id);
-        bool slow = median > 0 && r.step_time_ema_s > ctx->straggler_factor * median;
-        if (slow && !r.straggler && ctx->log != nullptr)
-          ctx->log->emit("straggler", {{"learner", id},
-                                       {"step_time_s", r.step_time_ema_s},
-                                       {"median_s", median}});
-        r.straggler = slow;
-      }
-      for (auto id : expired) {
-        auto handle = st.learners[id].handle;
-        declare_dead(self, *ctx, id, "lease expired");
-        if (handle) self->send_exit(handle, caf::exit_reason::kill);
-      }
-      publish(self, false);
-      if (!ctx->record_path.empty() && now - st.last_record_s >= ctx->record_every_s)
-        save_record(self, *ctx);
-      self->delayed_send(self,
-                         std::chrono::milliseconds(static_cast<int64_t>(ctx->tick_s * 1000)),
-                         atoms::lease_atom_v);
-    },
+        send_owners(self, learner);
+        return encode(rep);
+      },
+      [=](atoms::heartbeat_atom, const std::vector<uint8_t>& bytes) {
+        auto hb = decode_heartbeat(bytes.data(), bytes.size());
+        if (!hb) {
+          if (ctx->log != nullptr)
+            ctx->log->emit("failure",
+                           {{"what", "undecodable_heartbeat"}, {"error", hb.error().message}});
+          return;
+        }
+        auto& st = self->state;
+        auto it = st.learners.find(hb->learner_id);
+        if (it == st.learners.end() || it->second.incarnation != hb->incarnation ||
+            !it->second.alive)
+          return;
+        auto& r = it->second;
+        // Learners alive now (a finished or dead learner is not alive).
+        size_t live = 0;
+        for (const auto& [id, l] : st.learners)
+          if (l.alive) ++live;
+        // The push clock moves by this learner's new steps over the live learners.
+        const uint64_t advanced =
+            hb->step > r.step ? std::min<uint64_t>(hb->step - r.step, 1000) : 0;
+        st.mean_step +=
+            static_cast<double>(advanced) / static_cast<double>(std::max<size_t>(1, live));
+        r.step = hb->step;
+        r.tokens_this_incarnation = hb->tokens;
+        r.step_time_ema_s = hb->step_time_ema_s;
+        r.data_cursor = hb->data_cursor;
+        r.last_heartbeat_s = now_s(self);
+        r.compute_this_incarnation_s = hb->compute_s;
+        if (st.loss_csv) {
+          const std::string row =
+              fmt::format("{:.3f},{},{},{},{},{:.6f}\n", unix_now(), hb->learner_id, r.incarnation,
+                          hb->step, r.tokens_before + r.tokens_this_incarnation, hb->loss);
+          if (auto w = st.loss_csv->append(row); !w && ctx->log != nullptr) {
+            ctx->log->emit("failure", {{"what", "loss_csv"}, {"error", w.message}});
+            st.loss_csv.reset();
+          }
+        }
+        if (ctx->remote_learners && ctx->log != nullptr) {
+          const uint64_t toks = r.tokens_before + r.tokens_this_incarnation;
+          const double compute = r.compute_before_s + r.compute_this_incarnation_s;
+          const int32_t id = hb->learner_id;
+          ctx->log->update([&](run_counters& c) {
+            auto& ls = c.learners[id];
+            ls.step = hb->step;
+            ls.tokens = toks;
+            ls.loss = hb->loss;
+            ls.compute_s = compute;
+            ls.steps_per_s = hb->step_time_ema_s > 0 ? 1.0 / hb->step_time_ema_s : 0.0;
+            ls.incarnation = r.incarnation;
+            ls.alive = true;
+          });
+          ctx->log->set_stepping(id, true);
+        }
+        const uint64_t tokens = total_tokens(st);
+        // Global progress: the push clock (sync.push_clock = global) and the lr schedule's clock
+        // (inner.schedule_clock = global) follow it.
+        if (auto sender = caf::actor_cast<caf::actor>(self->current_sender())) {
+          progress_msg pm;
+          pm.total_tokens = tokens;
+          pm.step = hb->step;
+          pm.mean_step = st.mean_step;
+          pm.live_learners = static_cast<uint32_t>(live);
+          self->send(sender, atoms::progress_atom_v, encode(pm));
+        }
+        if (ctx->token_budget > 0 && !st.budget_reported && tokens >= ctx->token_budget) {
+          st.budget_reported = true;
+          if (ctx->log != nullptr) ctx->log->emit("budget_spent", {{"tokens", tokens}});
+          if (ctx->job) self->send(ctx->job, atoms::done_atom_v);
+        }
+      },
+      [=](atoms::node_join_atom, const std::vector<uint8_t>& bytes) -> std::vector<uint8_t> {
+        auto rep = on_node_join(self, *ctx, bytes);
+        if (ctx->log != nullptr) {
+          auto req = decode_node_join(bytes);
+          const std::string node = req ? req->node_name : std::string("?");
+          if (rep.accepted) {
+            if (!rep.learner_ids.empty())
+              ctx->log->emit(
+                  "node_join",
+                  {{"node", node}, {"host", req ? req->host : ""}, {"learners", rep.learner_ids}});
+          } else {
+            ctx->log->emit("node_refused", {{"node", node},
+                                            {"refusal", std::string(to_string(rep.refusal))},
+                                            {"reason", rep.reason}});
+            ctx->log->warn("refused learner node '" + node + "': " + rep.reason);
+          }
+        }
+        return encode(rep);
+      },
+      [=](atoms::stop_atom) {
+        auto& st = self->state;
+        st.stopping = true;
+        for (const auto& [id, r] : st.learners)
+          if (r.alive && r.handle) self->send(r.handle, atoms::stop_atom_v);
+        check_done(self, *ctx);
+      },
+      [=](atoms::events_atom, const std::string& node, const std::string& lines) -> bool {
+        if (ctx->forward_dir.empty() || lines.size() > (size_t{1} << 20) || node.empty() ||
+            node.size() > 64)
+          return false;
+        for (char c : node)
+          if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
+            return false;  // not a node name we write a file for
+        auto& f = self->state.forwarded[node];
+        if (!f) {
+          f = std::make_shared<util::append_file>();
+          util::make_dirs(ctx->forward_dir);
+          if (auto st = f->open(ctx->forward_dir + "/" + node + ".events.jsonl", false); !st) {
+            if (ctx->log != nullptr)
+              ctx->log->emit("failure", {{"what", "forwarded_events"}, {"error", st.message}});
+            return false;
+          }
+        }
+        // Whole lines only: a line cut by the sender's cap is dropped with its tail.
+        size_t start = 0;
+        while (start < lines.size()) {
+          const auto nl = lines.find('\n', start);
+          if (nl == std::string::npos) break;
+          f->append(std::string_view(lines).substr(start, nl - start + 1));
+          start = nl + 1;
+        }
+        return true;
+      },
+      [=](atoms::drain_atom, int32_t id) -> std::string {
+        auto& st = self->state;
+        auto it = st.learners.find(id);
+        if (it == st.learners.end() || !it->second.alive || !it->second.handle)
+          return "learner " + std::to_string(id) + " is not live";
+        self->send(it->second.handle, atoms::stop_atom_v);
+        if (ctx->log != nullptr) ctx->log->emit("drain", {{"learner", id}});
+        return "learner " + std::to_string(id) + " (incarnation " +
+               std::to_string(it->second.incarnation) + ", node " + it->second.node +
+               ") stops at its next step and leaves";
+      },
+      [=](atoms::status_atom) -> std::string {
+        const auto& st = self->state;
+        const double now = now_s(self);
+        nlohmann::json learners = nlohmann::json::array();
+        for (const auto& [id, r] : st.learners)
+          learners.push_back({{"learner", id},
+                              {"incarnation", r.incarnation},
+                              {"alive", r.alive},
+                              {"finished", r.finished},
+                              {"straggler", r.straggler},
+                              {"node", r.node},
+                              {"step", r.step},
+                              {"tokens", r.tokens_before + r.tokens_this_incarnation},
+                              {"lease_age_s", r.alive ? now - r.last_heartbeat_s : 0.0}});
+        nlohmann::json out = {{"run_id", ctx->run_id},
+                              {"epoch", st.epoch},
+                              {"learners_expected", ctx->learners},
+                              {"learners", learners},
+                              {"stopping", st.stopping},
+                              {"total_tokens", total_tokens(st)},
+                              {"mean_step", st.mean_step}};
+        if (ctx->log != nullptr) {
+          nlohmann::json versions = nlohmann::json::object();
+          for (const auto& [p, v] : ctx->log->snapshot().versions) versions[std::to_string(p)] = v;
+          out["fragment_versions"] = versions;
+        }
+        return out.dump();
+      },
+      [=](atoms::leave_atom, const std::vector<uint8_t>& bytes) {
+        auto lm = decode_leave(bytes);
+        if (!lm) {
+          if (ctx->log != nullptr)
+            ctx->log->emit("failure",
+                           {{"what", "undecodable_leave"}, {"error", lm.error().message}});
+          return;
+        }
+        const int32_t id = lm->learner_id;
+        const uint64_t incarnation = lm->incarnation;
+        auto& st = self->state;
+        auto it = st.learners.find(id);
+        if (it == st.learners.end() || it->second.incarnation != incarnation) return;
+        if (it->second.alive) {
+          it->second.alive = false;
+          it->second.finished = true;
+          if (ctx->log != nullptr)
+            ctx->log->emit(
+                "leave",
+                {{"learner", id}, {"incarnation", incarnation}, {"step", it->second.step}});
+          if (ctx->remote_learners && ctx->log != nullptr) ctx->log->learner_finished(id);
+          publish(self, true);
+          save_record(self, *ctx);
+        }
+        check_done(self, *ctx);
+      },
+      [=](atoms::subscribe_atom, int32_t fragment, const caf::actor& owner) {
+        auto& st = self->state;
+        if (fragment < 0 || static_cast<size_t>(fragment) >= st.owners.size()) return;
+        st.owners[static_cast<size_t>(fragment)] = owner;
+        self->send(owner, atoms::live_atom_v, make_view(self));
+        for (const auto& [id, r] : st.learners)
+          if (r.alive && r.handle) send_owners(self, r.handle);
+      },
+      [=](caf::get_atom, atoms::owners_atom) { return self->state.owners; },
+      [=](caf::get_atom, atoms::status_atom) {
+        return static_cast<uint64_t>(total_tokens(self->state));
+      },
+      [=](atoms::lease_atom) {
+        auto& st = self->state;
+        double now = now_s(self);
+        std::vector<double> times;
+        for (const auto& [id, r] : st.learners)
+          if (r.alive && r.step_time_ema_s > 0) times.push_back(r.step_time_ema_s);
+        double median = 0;
+        if (!times.empty()) {
+          std::sort(times.begin(), times.end());
+          median = times[times.size() / 2];
+        }
+        std::vector<int32_t> expired;
+        for (auto& [id, r] : st.learners) {
+          if (!r.alive) continue;
+          double lease = std::max(ctx->lease_min_s, ctx->lease_steps * r.step_time_ema_s);
+          if (now - r.last_heartbeat_s > lease) expired.push_back(id);
+          bool slow = median > 0 && r.step_time_ema_s > ctx->straggler_factor * median;
+          if (slow && !r.straggler && ctx->log != nullptr)
+            ctx->log->emit(
+                "straggler",
+                {{"learner", id}, {"step_time_s", r.step_time_ema_s}, {"median_s", median}});
+          r.straggler = slow;
+        }
+        for (auto id : expired) {
+          auto handle = st.learners[id].handle;
+          declare_dead(self, *ctx, id, "lease expired");
+          if (handle) self->send_exit(handle, caf::exit_reason::kill);
+        }
+        publish(self, false);
+        if (!ctx->record_path.empty() && now - st.last_record_s >= ctx->record_every_s)
+          save_record(self, *ctx);
+        self->delayed_send(self,
+                           std::chrono::milliseconds(static_cast<int64_t>(ctx->tick_s * 1000)),
+                           atoms::lease_atom_v);
+      },
   };
 }
 

@@ -20,9 +20,9 @@
 // description (run id, experiment, data identity); one asking for learners is checked (protocol
 // version, run id, data size and hash) and given free ids — ids asked for by number when they
 // are not live (or live but held by the asking CAF node itself: a learner process reconnecting
-// after its link dropped), else the lowest ids that are neither live, finished nor reserved — or refused
-// with a reason that the monitor logs ("node_refused" event) and the node prints. A learner join
-// needs such a reservation, except the join of a dead, unfinished learner id from the CAF node
+// after its link dropped), else the lowest ids that are neither live, finished nor reserved — or
+// refused with a reason that the monitor logs ("node_refused" event) and the node prints. A learner
+// join needs such a reservation, except the join of a dead, unfinished learner id from the CAF node
 // its last incarnation joined from (a learner actor its node's supervisor respawned).
 #pragma once
 
@@ -34,8 +34,8 @@
 
 #include <caf/actor.hpp>
 #include <caf/node_id.hpp>
-#include <nlohmann/json.hpp>
 #include <caf/stateful_actor.hpp>
+#include <nlohmann/json.hpp>
 
 #include "actors/atoms.hpp"
 #include "util/files.hpp"
@@ -46,8 +46,8 @@ class run_log;
 
 /// Configuration of the health monitor.
 struct monitor_context {
-  int learners = 4;             ///< M: shard count and learner ids 0..M-1
-  int fragments = 1;            ///< P: owners in the directory
+  int learners = 4;   ///< M: shard count and learner ids 0..M-1
+  int fragments = 1;  ///< P: owners in the directory
   /// A learner without a heartbeat for max(lease_min_s, lease_steps × its step-time EMA)
   /// seconds is declared dead.
   double lease_min_s = 30.0;
@@ -83,11 +83,11 @@ struct monitor_context {
   double reserve_s = 30.0;
   /// The monitor's record of every learner (incarnation, step, tokens, compute time, data
   /// cursor, finished), the push clock and the run's training seconds so far (all parts:
-  /// `training_seconds`, what a resumed `budget.seconds` run subtracts), written atomically (temp file, fsync, rename) to this
-  /// path every `record_every_s` seconds and when a learner leaves; empty = not persisted. A
-  /// resumed syncer (dd-node syncer --resume) starts from `restored_record`, the file's JSON
-  /// (null = none): a respawned learner then resumes from its recorded step and cursor, and the
-  /// tokens budget counts the tokens of the earlier part.
+  /// `training_seconds`, what a resumed `budget.seconds` run subtracts), written atomically (temp
+  /// file, fsync, rename) to this path every `record_every_s` seconds and when a learner leaves;
+  /// empty = not persisted. A resumed syncer (dd-node syncer --resume) starts from
+  /// `restored_record`, the file's JSON (null = none): a respawned learner then resumes from its
+  /// recorded step and cursor, and the tokens budget counts the tokens of the earlier part.
   std::string record_path;
   /// Where learner nodes' forwarded event lines go (<dir>/<node>.events.jsonl); empty = dropped.
   std::string forward_dir;
@@ -108,13 +108,13 @@ struct learner_record {
   caf::actor handle;
   uint64_t step = 0;
   uint64_t tokens_this_incarnation = 0;
-  uint64_t tokens_before = 0;      ///< tokens of earlier incarnations
+  uint64_t tokens_before = 0;  ///< tokens of earlier incarnations
   double step_time_ema_s = 0.0;
   std::vector<uint8_t> data_cursor;
   double last_heartbeat_s = 0.0;
   double compute_this_incarnation_s = 0.0;
-  double compute_before_s = 0.0;   ///< compute seconds of earlier incarnations
-  std::string node;                ///< the node that holds it (remote learners)
+  double compute_before_s = 0.0;  ///< compute seconds of earlier incarnations
+  std::string node;               ///< the node that holds it (remote learners)
   /// The CAF node its last incarnation joined from: a dead learner's id may be joined again
   /// without a new node handshake only from there (a learner actor its node respawned).
   caf::node_id caf_node;

@@ -100,7 +100,8 @@ uint64_t steps_per_learner_of(const config::experiment& e) {
     case config::budget_kind::steps:
       return static_cast<uint64_t>(std::max<int64_t>(1, e.budget.steps));
     case config::budget_kind::tokens:
-      return static_cast<uint64_t>(std::max<int64_t>(1, (e.budget.tokens + M * tps - 1) / (M * tps)));
+      return static_cast<uint64_t>(
+          std::max<int64_t>(1, (e.budget.tokens + M * tps - 1) / (M * tps)));
     case config::budget_kind::seconds:
       return static_cast<uint64_t>(e.inner.decay_steps > 0 ? e.inner.decay_steps : 1000);
   }
@@ -121,11 +122,11 @@ std::shared_ptr<const learner_context> make_learner_context(
   lr_schedule sched;
   sched.lr = e.inner.lr;
   sched.warmup = e.inner.warmup;
-  sched.total = e.inner.decay_steps > 0 ? e.inner.decay_steps
-                                        : static_cast<int64_t>(steps_per_learner);
+  sched.total =
+      e.inner.decay_steps > 0 ? e.inner.decay_steps : static_cast<int64_t>(steps_per_learner);
   sched.total = std::max<int64_t>(sched.total, sched.warmup + 1);
-  sched.min_lr_ratio = e.inner.schedule == config::schedule_kind::constant ? 1.0
-                                                                           : e.inner.min_lr_ratio;
+  sched.min_lr_ratio =
+      e.inner.schedule == config::schedule_kind::constant ? 1.0 : e.inner.min_lr_ratio;
   auto c = std::make_shared<learner_context>();
   c->learner_id = i;
   auto& t = c->trainer;
@@ -221,9 +222,10 @@ std::vector<fault_spec> fault_specs_of(const config::experiment& exp, uint64_t s
     f.target = ev.target;
     f.factor = ev.factor;
     f.delay_s = ev.delay;
-    f.downtime_s = f.what == fault_spec::kind::kill_learner || f.what == fault_spec::kind::kill_owner
-                       ? ev.duration
-                       : 0.0;
+    f.downtime_s =
+        f.what == fault_spec::kind::kill_learner || f.what == fault_spec::kind::kill_owner
+            ? ev.duration
+            : 0.0;
     if (f.what == fault_spec::kind::slow_learner) f.duration_s = ev.duration;
     f.damage_checkpoint = ev.damage_checkpoint;
     double step = 0;
@@ -250,22 +252,25 @@ std::vector<fault_spec> fault_specs_of(const config::experiment& exp, uint64_t s
     rec.shape = rc.recovery.shape;
     switch (rc.recovery.dist) {
       case config::recovery_dist::fixed: rec.dist = random_recovery::distribution::fixed; break;
-      case config::recovery_dist::lognormal: rec.dist = random_recovery::distribution::lognormal; break;
+      case config::recovery_dist::lognormal:
+        rec.dist = random_recovery::distribution::lognormal;
+        break;
       case config::recovery_dist::weibull: rec.dist = random_recovery::distribution::weibull; break;
-      case config::recovery_dist::exponential: rec.dist = random_recovery::distribution::exponential; break;
+      case config::recovery_dist::exponential:
+        rec.dist = random_recovery::distribution::exponential;
+        break;
     }
     const double horizon =
         exp.budget.kind == config::budget_kind::seconds ? exp.budget.seconds : 86400.0;
     const uint64_t seed = rc.seed != 0 ? rc.seed : exp.seed;
     if (rc.target != config::chaos_target_kind::owners)
-      for (const auto& f : random_fault_schedule(fault_spec::kind::kill_learner,
-                                                 exp.learners.count, rc.mtbf_seconds, rec,
-                                                 horizon, seed))
+      for (const auto& f : random_fault_schedule(fault_spec::kind::kill_learner, exp.learners.count,
+                                                 rc.mtbf_seconds, rec, horizon, seed))
         faults.push_back(f);
     if (rc.target != config::chaos_target_kind::learners)
-      for (const auto& f : random_fault_schedule(fault_spec::kind::kill_owner, fragments,
-                                                 rc.mtbf_seconds, rec, horizon,
-                                                 derive_seed(seed, 1000)))
+      for (const auto& f :
+           random_fault_schedule(fault_spec::kind::kill_owner, fragments, rc.mtbf_seconds, rec,
+                                 horizon, derive_seed(seed, 1000)))
         faults.push_back(f);
   }
   return faults;

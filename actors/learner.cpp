@@ -138,9 +138,7 @@ void send_pull(learner_actor* self, const caf::actor& owner, size_t p) {
 void log_undecodable(learner_actor* self, const learner_context& ctx, const char* what,
                      const wire_error& err) {
   if (ctx.log != nullptr)
-    ctx.log->emit("failure", {{"learner", self->state.id},
-                              {"what", what},
-                              {"error", err.message}});
+    ctx.log->emit("failure", {{"learner", self->state.id}, {"what", what}, {"error", err.message}});
 }
 
 /// The model's values of one fragment, in fragment order (layout.numel floats).
@@ -161,8 +159,7 @@ void write_fragment(gpt& model, const fragment_layout& layout, const std::vector
 void pull_missing(learner_actor* self) {
   auto& st = self->state;
   for (size_t p = 0; p < st.frags.size(); ++p)
-    if (!st.frags[p].have && p < st.owners.size() && st.owners[p])
-      send_pull(self, st.owners[p], p);
+    if (!st.frags[p].have && p < st.owners.size() && st.owners[p]) send_pull(self, st.owners[p], p);
 }
 
 void start_reload(learner_actor* self, const learner_context& ctx) {
@@ -345,10 +342,10 @@ bool barrier_blocked(learner_actor* self, const learner_context& ctx) {
 bool apply_global(learner_actor* self, const learner_context& ctx, const broadcast_msg& b) {
   auto& st = self->state;
   if (b.fragment_id < 0 || static_cast<size_t>(b.fragment_id) >= st.frags.size()) {
-    log_undecodable(self, ctx, "undecodable_broadcast",
-                    wire_error{errc::malformed, "broadcast names fragment " +
-                                                    std::to_string(b.fragment_id) + " of " +
-                                                    std::to_string(st.frags.size())});
+    log_undecodable(
+        self, ctx, "undecodable_broadcast",
+        wire_error{errc::malformed, "broadcast names fragment " + std::to_string(b.fragment_id) +
+                                        " of " + std::to_string(st.frags.size())});
     return false;
   }
   const auto& layout = ctx.plan.fragments[static_cast<size_t>(b.fragment_id)];
@@ -437,9 +434,9 @@ void on_broadcast(learner_actor* self, const learner_context& ctx, const wire_by
       st.gate_joined = true;
     }
     if (ctx.log != nullptr)
-      ctx.log->emit("learner_synced", {{"learner", st.id},
-                                       {"incarnation", st.incarnation},
-                                       {"step", st.tr->steps_done()}});
+      ctx.log->emit(
+          "learner_synced",
+          {{"learner", st.id}, {"incarnation", st.incarnation}, {"step", st.tr->steps_done()}});
     schedule_step(self);
   } else if (st.now == phase::waiting && !barrier_blocked(self, ctx)) {
     st.now = phase::stepping;
@@ -572,13 +569,17 @@ void on_step(learner_actor* self, const learner_context& ctx) {
     // learner discards that step and reloads the global model.
     const float bad = std::numeric_limits<float>::quiet_NaN();
     for (const auto& layout : ctx.plan.fragments)
-      if (!layout.tensors.empty()) st.tr->model().write_parameters(layout.tensors.front().flat_offset, 1, &bad);
+      if (!layout.tensors.empty())
+        st.tr->model().write_parameters(layout.tensors.front().flat_offset, 1, &bad);
     if (ctx.log != nullptr)
-      ctx.log->emit("nan_injected", {{"learner", st.id}, {"incarnation", st.incarnation}, {"step", step}});
+      ctx.log->emit("nan_injected",
+                    {{"learner", st.id}, {"incarnation", st.incarnation}, {"step", step}});
   }
   if (sf.fail) {
     if (ctx.log != nullptr)
-      ctx.log->emit("crash", {{"learner", st.id}, {"incarnation", st.incarnation}, {"step", step},
+      ctx.log->emit("crash", {{"learner", st.id},
+                              {"incarnation", st.incarnation},
+                              {"step", step},
                               {"reason", "fail_step"}});
     set_stepping(self, ctx, false);
     if (ctx.gate != nullptr) ctx.gate->leave(st.id);
@@ -657,8 +658,8 @@ void initial_join(learner_actor* self, std::shared_ptr<const learner_context> ct
                 s.tr->data().restore(data_cursor::from_bytes(rep->data_cursor));
               } catch (const std::exception& e) {
                 if (ctx->log != nullptr)
-                  ctx->log->emit("failure", {{"learner", s.id}, {"what", "cursor"},
-                                             {"error", e.what()}});
+                  ctx->log->emit("failure",
+                                 {{"learner", s.id}, {"what", "cursor"}, {"error", e.what()}});
               }
             }
             s.tr->reset_optimizer();
@@ -678,8 +679,8 @@ void initial_join(learner_actor* self, std::shared_ptr<const learner_context> ct
 }  // namespace
 
 uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector<float> value,
-                     uint64_t version, const std::vector<merged_push>& merged,
-                     int32_t learner_id, uint64_t incarnation) {
+                     uint64_t version, const std::vector<merged_push>& merged, int32_t learner_id,
+                     uint64_t incarnation) {
   if (theta.size() != value.size() || f.base.size() != value.size())
     throw std::invalid_argument("rebase_onto: theta has " + std::to_string(theta.size()) +
                                 " elements, base " + std::to_string(f.base.size()) +
@@ -729,244 +730,244 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
   st.monitor = ctx->current_monitor ? ctx->current_monitor() : ctx->monitor;
   initial_join(self, ctx, st.monitor);
   return {
-    [=](atoms::step_atom) { on_step(self, *ctx); },
-    [=](atoms::progress_atom, const std::vector<uint8_t>& bytes) {
-      auto& s = self->state;
-      auto pm = decode_progress(bytes);
-      if (!pm) {
-        log_undecodable(self, *ctx, "undecodable_progress", pm.error());
-        return;
-      }
-      const uint64_t total_tokens = pm->total_tokens;
-      const auto& cfg = s.tr->config();
-      const uint64_t per_round = static_cast<uint64_t>(std::max(1, cfg.batch)) *
-                                 static_cast<uint64_t>(std::max(1, cfg.seq_len)) *
-                                 static_cast<uint64_t>(std::max(1, cfg.learners));
-      s.global_step = static_cast<int64_t>(total_tokens / per_round);
-      // Dated by when the answered heartbeat left (this actor's clock). A reply that cannot be
-      // dated so is not used: dated by its arrival, a burst of replies held up by a busy syncer
-      // gave the clock a rate of thousands of steps per second (policy::global_clock).
-      if (auto sent = s.heartbeat_dates.answer(pm->step)) {
-        const uint64_t restarts = s.mean_step_clock.restarts();
-        s.mean_step_clock.observe(*sent, pm->mean_step);
-        // The clock went backwards (a restarted syncer's monitor): the value latched from the
-        // old one would hold back every push until the new one caught up. Start over from it.
-        if (s.mean_step_clock.restarts() != restarts) s.push_clock = -1;
-      }
-    },
-    [=](atoms::barrier_atom) {
-      auto& s = self->state;
-      if (s.now != phase::waiting) return;
-      if (actor_now(self) - s.wait_started_s + 1e-9 < ctx->barrier_timeout_s) return;
-      for (auto& f : s.frags) f.awaiting = false;
-      if (ctx->log != nullptr)
-        ctx->log->emit("barrier_timeout", {{"learner", s.id}, {"step", s.tr->steps_done()}});
-      s.now = phase::stepping;
-      set_stepping(self, *ctx, true);
-      schedule_step(self);
-    },
-    [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes) {
-      on_broadcast(self, *ctx, bytes);
-    },
-    // An owner rebuilding its fragment asks which version we hold (and, with send_value, for
-    // the value itself): the last broadcast applied, exactly as received.
-    [=](atoms::query_atom, const std::vector<uint8_t>& bytes) {
-      auto& s = self->state;
-      auto q = decode_fragment_query(bytes);
-      if (!q) {
-        log_undecodable(self, *ctx, "undecodable_query", q.error());
-        return;
-      }
-      auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-      if (!sender) return;
-      fragment_held h;
-      h.learner_id = s.id;
-      h.incarnation = s.incarnation;
-      h.fragment_id = q->fragment_id;
-      h.query_id = q->query_id;
-      const size_t p = static_cast<size_t>(q->fragment_id);
-      if (s.joined && p < s.frags.size() && s.frags[p].have &&
-          s.frags[p].base.size() == ctx->plan.fragments[p].numel) {
-        h.have = true;
-        h.version = s.frags[p].base_version;
-      }
-      self->send(sender, atoms::held_atom_v, encode(h));
-      if (!h.have || !q->send_value) return;
-      const auto& f = s.frags[p];
-      broadcast_msg b;
-      b.fragment_id = q->fragment_id;
-      b.version = f.base_version;
-      b.encoding = payload_encoding::fp32;
-      b.total_elements = f.base.size();
-      b.payload = encode_payload(payload_encoding::fp32, f.base.data(), f.base.size());
-      b.payload_bytes = b.payload.size();
-      b.merged = f.base_merged;
-      if (b.payload.size() <= ctx->chunk_bytes) {
-        self->send(sender, atoms::copy_atom_v, encode(b));
-      } else if (auto chunks = split_broadcast(b, ctx->chunk_bytes); chunks) {
-        for (const auto& c : *chunks) self->send(sender, atoms::copy_atom_v, encode(c));
-      }
-      if (ctx->log != nullptr)
-        ctx->log->emit("fragment_copy_sent", {{"learner", s.id},
-                                              {"fragment", q->fragment_id},
-                                              {"version", f.base_version}});
-    },
-    [=](atoms::ack_atom, const std::vector<uint8_t>& bytes) {
-      auto& s = self->state;
-      auto ack = decode_push_ack(bytes);
-      if (!ack) {
-        log_undecodable(self, *ctx, "undecodable_ack", ack.error());
-        return;
-      }
-      if (ack->learner_id != s.id || ack->incarnation != s.incarnation) return;  // not ours
-      auto it = s.unacked.find(ack->fragment_id);
-      if (it != s.unacked.end() && it->second.transfer_id == ack->transfer_id) s.unacked.erase(it);
-      drain_queue(self, *ctx);
-    },
-    [=](atoms::reject_atom, const std::vector<uint8_t>& bytes) {
-      auto& s = self->state;
-      auto rj = decode_reject(bytes.data(), bytes.size());
-      if (!rj) {
-        log_undecodable(self, *ctx, "undecodable_reject", rj.error());
-        return;
-      }
-      // Refused as malformed (e.g. a chunk damaged in transit, caught by its CRC-32C): send the
-      // same push again; it stays unanswered and unsettled meanwhile.
-      if (rj->reason == reject_reason::malformed && rj->fragment_id >= 0 &&
-          static_cast<size_t>(rj->fragment_id) < s.owners.size()) {
-        auto it = s.unacked.find(rj->fragment_id);
-        const auto& owner = s.owners[static_cast<size_t>(rj->fragment_id)];
-        if (it != s.unacked.end() && it->second.transfer_id == rj->transfer_id && owner &&
-            it->second.resends < max_resends) {
-          it->second.resends += 1;
-          send_chunks(self, owner, it->second.chunks, 0.0);
-          if (ctx->log != nullptr)
-            ctx->log->emit("push_resent", {{"learner", s.id},
-                                           {"fragment", rj->fragment_id},
-                                           {"transfer_id", rj->transfer_id},
-                                           {"detail", rj->detail}});
+      [=](atoms::step_atom) { on_step(self, *ctx); },
+      [=](atoms::progress_atom, const std::vector<uint8_t>& bytes) {
+        auto& s = self->state;
+        auto pm = decode_progress(bytes);
+        if (!pm) {
+          log_undecodable(self, *ctx, "undecodable_progress", pm.error());
           return;
         }
-      }
-      {
-        auto& settled = s.last_settled[rj->fragment_id];
-        settled = std::max(settled, rj->transfer_id);
-      }
-      if (s.now == phase::draining) {
-        if (!has_unsettled_push(s)) finish(self, *ctx);
-        return;
-      }
-      s.unacked.erase(rj->fragment_id);
-      if (rj->fragment_id >= 0 && static_cast<size_t>(rj->fragment_id) < s.frags.size()) {
-        auto& f = s.frags[static_cast<size_t>(rj->fragment_id)];
-        if (rj->reason != reject_reason::stale) f.awaiting = false;
-        // A refused push is never merged: its progress stays in θ and rides on the next push.
-        for (auto it = f.outstanding.begin(); it != f.outstanding.end(); ++it)
-          if (it->transfer_id == rj->transfer_id) {
-            f.outstanding.erase(it);
-            break;
-          }
-      }
-      drain_queue(self, *ctx);
-      if (s.now == phase::waiting && !barrier_blocked(self, *ctx)) {
+        const uint64_t total_tokens = pm->total_tokens;
+        const auto& cfg = s.tr->config();
+        const uint64_t per_round = static_cast<uint64_t>(std::max(1, cfg.batch)) *
+                                   static_cast<uint64_t>(std::max(1, cfg.seq_len)) *
+                                   static_cast<uint64_t>(std::max(1, cfg.learners));
+        s.global_step = static_cast<int64_t>(total_tokens / per_round);
+        // Dated by when the answered heartbeat left (this actor's clock). A reply that cannot be
+        // dated so is not used: dated by its arrival, a burst of replies held up by a busy syncer
+        // gave the clock a rate of thousands of steps per second (policy::global_clock).
+        if (auto sent = s.heartbeat_dates.answer(pm->step)) {
+          const uint64_t restarts = s.mean_step_clock.restarts();
+          s.mean_step_clock.observe(*sent, pm->mean_step);
+          // The clock went backwards (a restarted syncer's monitor): the value latched from the
+          // old one would hold back every push until the new one caught up. Start over from it.
+          if (s.mean_step_clock.restarts() != restarts) s.push_clock = -1;
+        }
+      },
+      [=](atoms::barrier_atom) {
+        auto& s = self->state;
+        if (s.now != phase::waiting) return;
+        if (actor_now(self) - s.wait_started_s + 1e-9 < ctx->barrier_timeout_s) return;
+        for (auto& f : s.frags) f.awaiting = false;
+        if (ctx->log != nullptr)
+          ctx->log->emit("barrier_timeout", {{"learner", s.id}, {"step", s.tr->steps_done()}});
         s.now = phase::stepping;
         set_stepping(self, *ctx, true);
         schedule_step(self);
-      }
-    },
-    [=](atoms::owners_atom, const std::vector<caf::actor>& owners) {
-      auto& s = self->state;
-      // After a reconnect every handle is new even when it compares equal to the old one.
-      const bool rejoined = s.owners_stale;
-      s.owners_stale = false;
-      for (size_t p = 0; p < owners.size() && p < s.owners.size(); ++p) {
-        if (!rejoined && same_handle(owners[p], s.owners[p])) continue;
-        const bool replaced = rejoined || static_cast<bool>(s.owners[p]);
-        s.owners[p] = owners[p];
-        auto it = s.unacked.find(static_cast<int32_t>(p));
-        if (it != s.unacked.end()) {
-          send_chunks(self, owners[p], it->second.chunks, 0.0);
-        } else if (replaced && owners[p] && s.now != phase::syncing &&
-                   s.now != phase::joining) {
-          // A respawned owner lost its pending pushes: resynchronize this fragment with it
-          // (barrier mode would otherwise wait for a merge that cannot come).
-          s.frags[p].awaiting = false;
-          send_pull(self, owners[p], p);
+      },
+      [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes) {
+        on_broadcast(self, *ctx, bytes);
+      },
+      // An owner rebuilding its fragment asks which version we hold (and, with send_value, for
+      // the value itself): the last broadcast applied, exactly as received.
+      [=](atoms::query_atom, const std::vector<uint8_t>& bytes) {
+        auto& s = self->state;
+        auto q = decode_fragment_query(bytes);
+        if (!q) {
+          log_undecodable(self, *ctx, "undecodable_query", q.error());
+          return;
         }
-      }
-      if (s.now == phase::syncing) pull_missing(self);
-    },
-    [=](atoms::stop_atom) {
-      auto& s = self->state;
-      s.stop_requested = true;
-      if (s.now != phase::stepping && s.now != phase::draining) finish(self, *ctx);
-    },
-    // The learner node reconnected to a (restarted) syncer: rejoin its monitor as a live
-    // learner with a new incarnation, keeping step and data cursor. Pushes in flight went to
-    // owners that are gone: forgotten; the owner directory that follows the join makes every
-    // fragment resynchronize with its new owner.
-    [=](atoms::syncer_atom, const caf::actor& monitor) {
-      auto& s = self->state;
-      if (s.now == phase::finished) return;
-      s.monitor = monitor;
-      if (!s.joined) {
-        // Respawned while the syncer was away: its first join went to the lost monitor.
-        initial_join(self, ctx, monitor);
-        return;
-      }
-      join_request again;
-      again.requested_learner_id = s.id;
-      again.host = "rejoin";
-      again.live = true;
-      again.step = static_cast<uint64_t>(s.tr->steps_done());
-      again.tokens = s.tokens;
-      again.incarnation = s.incarnation;
-      // The owner directory arrives before the reply: with nothing in flight, every fragment
-      // whose owner changed is pulled from its new owner (the owners_atom handler).
-      s.unacked.clear();
-      s.queued.clear();
-      s.last_pushed.clear();
-      // The same syncer reached again over a new connection (a dropped link that healed): its
-      // owners keep their addresses, so the directory that follows compares equal to the
-      // handles held now — proxies that died with the old connection. Take every entry.
-      s.owners_stale = true;
-      s.last_settled.clear();
-      for (auto& f : s.frags) {
-        f.awaiting = false;
-        f.first_since_receive = 0;
-        f.outstanding.clear();
-      }
-      self->request(monitor, std::chrono::seconds(30), atoms::join_atom_v, encode(again),
-                    caf::actor{self})
-          .then(
-              [=](const std::vector<uint8_t>& bytes) {
-                auto& s2 = self->state;
-                auto rep = decode_join_reply(bytes.data(), bytes.size());
-                if (!rep) {
-                  log_undecodable(self, *ctx, "undecodable_join_reply", rep.error());
-                  return;
-                }
-                const uint64_t before = s2.incarnation;
-                s2.incarnation = rep->incarnation;
-                s2.tokens = 0;
-                s2.compute_s = 0;
-                if (ctx->log != nullptr)
-                  ctx->log->emit("learner_rejoined", {{"learner", s2.id},
-                                                      {"incarnation_before", before},
-                                                      {"incarnation", s2.incarnation},
-                                                      {"step", s2.tr->steps_done()}});
-              },
-              [=](caf::error& err) {
-                if (ctx->log != nullptr)
-                  ctx->log->emit("failure", {{"learner", self->state.id},
-                                             {"what", "rejoin"},
-                                             {"error", self->system().render(err)}});
-              });
-    },
-    // The drain timeout: leave even though a final push was not seen merged.
-    [=](atoms::done_atom) {
-      if (self->state.now == phase::draining) finish(self, *ctx);
-    },
+        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        if (!sender) return;
+        fragment_held h;
+        h.learner_id = s.id;
+        h.incarnation = s.incarnation;
+        h.fragment_id = q->fragment_id;
+        h.query_id = q->query_id;
+        const size_t p = static_cast<size_t>(q->fragment_id);
+        if (s.joined && p < s.frags.size() && s.frags[p].have &&
+            s.frags[p].base.size() == ctx->plan.fragments[p].numel) {
+          h.have = true;
+          h.version = s.frags[p].base_version;
+        }
+        self->send(sender, atoms::held_atom_v, encode(h));
+        if (!h.have || !q->send_value) return;
+        const auto& f = s.frags[p];
+        broadcast_msg b;
+        b.fragment_id = q->fragment_id;
+        b.version = f.base_version;
+        b.encoding = payload_encoding::fp32;
+        b.total_elements = f.base.size();
+        b.payload = encode_payload(payload_encoding::fp32, f.base.data(), f.base.size());
+        b.payload_bytes = b.payload.size();
+        b.merged = f.base_merged;
+        if (b.payload.size() <= ctx->chunk_bytes) {
+          self->send(sender, atoms::copy_atom_v, encode(b));
+        } else if (auto chunks = split_broadcast(b, ctx->chunk_bytes); chunks) {
+          for (const auto& c : *chunks) self->send(sender, atoms::copy_atom_v, encode(c));
+        }
+        if (ctx->log != nullptr)
+          ctx->log->emit(
+              "fragment_copy_sent",
+              {{"learner", s.id}, {"fragment", q->fragment_id}, {"version", f.base_version}});
+      },
+      [=](atoms::ack_atom, const std::vector<uint8_t>& bytes) {
+        auto& s = self->state;
+        auto ack = decode_push_ack(bytes);
+        if (!ack) {
+          log_undecodable(self, *ctx, "undecodable_ack", ack.error());
+          return;
+        }
+        if (ack->learner_id != s.id || ack->incarnation != s.incarnation) return;  // not ours
+        auto it = s.unacked.find(ack->fragment_id);
+        if (it != s.unacked.end() && it->second.transfer_id == ack->transfer_id)
+          s.unacked.erase(it);
+        drain_queue(self, *ctx);
+      },
+      [=](atoms::reject_atom, const std::vector<uint8_t>& bytes) {
+        auto& s = self->state;
+        auto rj = decode_reject(bytes.data(), bytes.size());
+        if (!rj) {
+          log_undecodable(self, *ctx, "undecodable_reject", rj.error());
+          return;
+        }
+        // Refused as malformed (e.g. a chunk damaged in transit, caught by its CRC-32C): send the
+        // same push again; it stays unanswered and unsettled meanwhile.
+        if (rj->reason == reject_reason::malformed && rj->fragment_id >= 0 &&
+            static_cast<size_t>(rj->fragment_id) < s.owners.size()) {
+          auto it = s.unacked.find(rj->fragment_id);
+          const auto& owner = s.owners[static_cast<size_t>(rj->fragment_id)];
+          if (it != s.unacked.end() && it->second.transfer_id == rj->transfer_id && owner &&
+              it->second.resends < max_resends) {
+            it->second.resends += 1;
+            send_chunks(self, owner, it->second.chunks, 0.0);
+            if (ctx->log != nullptr)
+              ctx->log->emit("push_resent", {{"learner", s.id},
+                                             {"fragment", rj->fragment_id},
+                                             {"transfer_id", rj->transfer_id},
+                                             {"detail", rj->detail}});
+            return;
+          }
+        }
+        {
+          auto& settled = s.last_settled[rj->fragment_id];
+          settled = std::max(settled, rj->transfer_id);
+        }
+        if (s.now == phase::draining) {
+          if (!has_unsettled_push(s)) finish(self, *ctx);
+          return;
+        }
+        s.unacked.erase(rj->fragment_id);
+        if (rj->fragment_id >= 0 && static_cast<size_t>(rj->fragment_id) < s.frags.size()) {
+          auto& f = s.frags[static_cast<size_t>(rj->fragment_id)];
+          if (rj->reason != reject_reason::stale) f.awaiting = false;
+          // A refused push is never merged: its progress stays in θ and rides on the next push.
+          for (auto it = f.outstanding.begin(); it != f.outstanding.end(); ++it)
+            if (it->transfer_id == rj->transfer_id) {
+              f.outstanding.erase(it);
+              break;
+            }
+        }
+        drain_queue(self, *ctx);
+        if (s.now == phase::waiting && !barrier_blocked(self, *ctx)) {
+          s.now = phase::stepping;
+          set_stepping(self, *ctx, true);
+          schedule_step(self);
+        }
+      },
+      [=](atoms::owners_atom, const std::vector<caf::actor>& owners) {
+        auto& s = self->state;
+        // After a reconnect every handle is new even when it compares equal to the old one.
+        const bool rejoined = s.owners_stale;
+        s.owners_stale = false;
+        for (size_t p = 0; p < owners.size() && p < s.owners.size(); ++p) {
+          if (!rejoined && same_handle(owners[p], s.owners[p])) continue;
+          const bool replaced = rejoined || static_cast<bool>(s.owners[p]);
+          s.owners[p] = owners[p];
+          auto it = s.unacked.find(static_cast<int32_t>(p));
+          if (it != s.unacked.end()) {
+            send_chunks(self, owners[p], it->second.chunks, 0.0);
+          } else if (replaced && owners[p] && s.now != phase::syncing && s.now != phase::joining) {
+            // A respawned owner lost its pending pushes: resynchronize this fragment with it
+            // (barrier mode would otherwise wait for a merge that cannot come).
+            s.frags[p].awaiting = false;
+            send_pull(self, owners[p], p);
+          }
+        }
+        if (s.now == phase::syncing) pull_missing(self);
+      },
+      [=](atoms::stop_atom) {
+        auto& s = self->state;
+        s.stop_requested = true;
+        if (s.now != phase::stepping && s.now != phase::draining) finish(self, *ctx);
+      },
+      // The learner node reconnected to a (restarted) syncer: rejoin its monitor as a live
+      // learner with a new incarnation, keeping step and data cursor. Pushes in flight went to
+      // owners that are gone: forgotten; the owner directory that follows the join makes every
+      // fragment resynchronize with its new owner.
+      [=](atoms::syncer_atom, const caf::actor& monitor) {
+        auto& s = self->state;
+        if (s.now == phase::finished) return;
+        s.monitor = monitor;
+        if (!s.joined) {
+          // Respawned while the syncer was away: its first join went to the lost monitor.
+          initial_join(self, ctx, monitor);
+          return;
+        }
+        join_request again;
+        again.requested_learner_id = s.id;
+        again.host = "rejoin";
+        again.live = true;
+        again.step = static_cast<uint64_t>(s.tr->steps_done());
+        again.tokens = s.tokens;
+        again.incarnation = s.incarnation;
+        // The owner directory arrives before the reply: with nothing in flight, every fragment
+        // whose owner changed is pulled from its new owner (the owners_atom handler).
+        s.unacked.clear();
+        s.queued.clear();
+        s.last_pushed.clear();
+        // The same syncer reached again over a new connection (a dropped link that healed): its
+        // owners keep their addresses, so the directory that follows compares equal to the
+        // handles held now — proxies that died with the old connection. Take every entry.
+        s.owners_stale = true;
+        s.last_settled.clear();
+        for (auto& f : s.frags) {
+          f.awaiting = false;
+          f.first_since_receive = 0;
+          f.outstanding.clear();
+        }
+        self->request(monitor, std::chrono::seconds(30), atoms::join_atom_v, encode(again),
+                      caf::actor{self})
+            .then(
+                [=](const std::vector<uint8_t>& bytes) {
+                  auto& s2 = self->state;
+                  auto rep = decode_join_reply(bytes.data(), bytes.size());
+                  if (!rep) {
+                    log_undecodable(self, *ctx, "undecodable_join_reply", rep.error());
+                    return;
+                  }
+                  const uint64_t before = s2.incarnation;
+                  s2.incarnation = rep->incarnation;
+                  s2.tokens = 0;
+                  s2.compute_s = 0;
+                  if (ctx->log != nullptr)
+                    ctx->log->emit("learner_rejoined", {{"learner", s2.id},
+                                                        {"incarnation_before", before},
+                                                        {"incarnation", s2.incarnation},
+                                                        {"step", s2.tr->steps_done()}});
+                },
+                [=](caf::error& err) {
+                  if (ctx->log != nullptr)
+                    ctx->log->emit("failure", {{"learner", self->state.id},
+                                               {"what", "rejoin"},
+                                               {"error", self->system().render(err)}});
+                });
+      },
+      // The drain timeout: leave even though a final push was not seen merged.
+      [=](atoms::done_atom) {
+        if (self->state.now == phase::draining) finish(self, *ctx);
+      },
   };
 }
 

@@ -19,10 +19,10 @@
 
 #include <cstdint>
 #include <deque>
-#include <optional>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,10 +70,10 @@ struct learner_context {
   /// the previous check is pushed at this step (policy::fragments_due_between). No pushes until
   /// the first progress reply.
   bool global_push_clock = false;
-  int sync_interval = 24;         ///< H
-  int overlap = 2;                ///< τ
-  int max_inflight = 2;           ///< queued/unanswered pushes at most
-  double mixing_alpha = 0.0;      ///< α: θ ← α θ + (1 − α) global (overwrite only)
+  int sync_interval = 24;     ///< H
+  int overlap = 2;            ///< τ
+  int max_inflight = 2;       ///< queued/unanswered pushes at most
+  double mixing_alpha = 0.0;  ///< α: θ ← α θ + (1 − α) global (overwrite only)
   /// How an arriving global fragment is applied. false (overwrite): θ_p ← α θ_p + (1 − α) v and
   /// the fragment's counters restart — progress made since the last push is lost when another
   /// learner's merge arrives. true (rebase): θ_p ← θ_p + (v − base_p) + Δ_included, where
@@ -119,22 +119,22 @@ struct learner_context {
 /// A push of one fragment that the learner has not yet seen merged or refused (rebase mode).
 struct outstanding_push {
   uint64_t transfer_id = 0;
-  uint64_t steps = 0;           ///< the push's steps[p] counter
-  uint64_t tokens = 0;          ///< the push's tokens[p] counter
-  std::vector<float> delta;     ///< the pseudo-gradient as the owner decodes it, base_p − θ_p
+  uint64_t steps = 0;        ///< the push's steps[p] counter
+  uint64_t tokens = 0;       ///< the push's tokens[p] counter
+  std::vector<float> delta;  ///< the pseudo-gradient as the owner decodes it, base_p − θ_p
 };
 
 /// Per-fragment bookkeeping of a learner.
 struct learner_fragment {
-  std::vector<float> base;      ///< the global value last received (base_p)
+  std::vector<float> base;  ///< the global value last received (base_p)
   uint64_t base_version = 0;
   /// The merged list of the broadcast that brought `base` (handed to an owner that rebuilds
   /// the fragment from this copy: fragment_query).
   std::vector<merged_push> base_merged;
-  uint64_t steps = 0;           ///< steps[p] since base_p was received
-  uint64_t tokens = 0;          ///< tokens[p] since base_p was received
-  bool have = false;            ///< received since the last (re)load started
-  bool awaiting = false;        ///< barrier mode: pushed, merge not yet received
+  uint64_t steps = 0;     ///< steps[p] since base_p was received
+  uint64_t tokens = 0;    ///< tokens[p] since base_p was received
+  bool have = false;      ///< received since the last (re)load started
+  bool awaiting = false;  ///< barrier mode: pushed, merge not yet received
   uint64_t pushed_at_step = 0;
   /// Overwrite mode: the first transfer since base_p was received (0 = none); every later push
   /// until the next arrival holds its progress too (push_msg::contains_from).
@@ -176,20 +176,20 @@ struct learner_state {
   bool joined = false;
   uint64_t join_attempt = 0;  ///< the newest first-join request (older answers are ignored)
   bool gate_joined = false;
-  double slow_factor = 1.0;      ///< current slowdown from a `slow` fault (>= 1)
+  double slow_factor = 1.0;  ///< current slowdown from a `slow` fault (>= 1)
   double wait_started_s = 0.0;
   policy::ema step_time{0.2};
-  uint64_t tokens = 0;           ///< tokens computed by this incarnation
-  double compute_s = 0.0;        ///< seconds this incarnation spent in inner steps
-  caf::actor monitor;            ///< the health monitor (context's; replaced when the syncer returns)
-  int64_t global_step = -1;      ///< mean learner step from the monitor's progress (-1: none)
-  int64_t push_clock = -1;       ///< global push clock: value at the previous schedule check
+  uint64_t tokens = 0;       ///< tokens computed by this incarnation
+  double compute_s = 0.0;    ///< seconds this incarnation spent in inner steps
+  caf::actor monitor;        ///< the health monitor (context's; replaced when the syncer returns)
+  int64_t global_step = -1;  ///< mean learner step from the monitor's progress (-1: none)
+  int64_t push_clock = -1;   ///< global push clock: value at the previous schedule check
   /// Newest transfer id actually sent, per fragment (a queued push replaced or dropped before
   /// it was sent is not waited for by the drain).
   std::map<int32_t, uint64_t> last_pushed;
-  std::map<int32_t, uint64_t> last_settled; ///< newest own transfer seen merged or refused
-  policy::global_clock mean_step_clock;  ///< the global mean step, dated by own heartbeats
-  policy::heartbeat_dates heartbeat_dates;  ///< send times of unanswered heartbeats
+  std::map<int32_t, uint64_t> last_settled;  ///< newest own transfer seen merged or refused
+  policy::global_clock mean_step_clock;      ///< the global mean step, dated by own heartbeats
+  policy::heartbeat_dates heartbeat_dates;   ///< send times of unanswered heartbeats
   std::vector<int32_t> inputs, targets;
   std::unique_ptr<rng> jitter_rng;
   static inline const char* name = "learner";
@@ -212,8 +212,8 @@ using learner_actor = caf::stateful_actor<learner_state>;
 /// Source: ours (docs/ALGORITHM.md "Measured changes to the defaults"); overwrite (α = 0) is
 /// the learner loop of ALGORITHM.md.
 uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector<float> value,
-                     uint64_t version, const std::vector<merged_push>& merged,
-                     int32_t learner_id, uint64_t incarnation);
+                     uint64_t version, const std::vector<merged_push>& merged, int32_t learner_id,
+                     uint64_t incarnation);
 
 /// The learner's behavior. Joins the health monitor, pulls every fragment, then steps.
 /// It also answers an owner's fragment_query (query_atom, between steps: it never blocks

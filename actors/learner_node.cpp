@@ -23,9 +23,9 @@
 #include <optional>
 #include <thread>
 
+#include <fmt/format.h>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-#include <fmt/format.h>
 
 #include "actors/atoms.hpp"
 #include "actors/chaos_endpoint.hpp"
@@ -121,7 +121,8 @@ std::optional<caf::actor> lookup(caf::actor_system& sys, const std::string& host
     done->set_value();
   }).detach();
   if (fut.wait_for(std::chrono::duration<double>(timeout_s)) != std::future_status::ready) {
-    if (why != nullptr) *why = fmt::format("{}:{}: no CAF handshake within {:.1f} s", host, port, timeout_s);
+    if (why != nullptr)
+      *why = fmt::format("{}:{}: no CAF handshake within {:.1f} s", host, port, timeout_s);
     return std::nullopt;
   }
   std::lock_guard<std::mutex> g(s->m);
@@ -202,7 +203,8 @@ struct connector {
   /// backoff step.
   void failed(const std::string& why) {
     last_error = why;
-    const double wait = join_backoff_s(attempt++, o.backoff_base_s, o.backoff_cap_s, jitter.uniform());
+    const double wait =
+        join_backoff_s(attempt++, o.backoff_base_s, o.backoff_cap_s, jitter.uniform());
     next_try_s = now_s() + wait;
     std::fprintf(stderr, "dd-node learner: syncer not reachable (%s); next attempt in %.1f s\n",
                  last_error.c_str(), wait);
@@ -218,8 +220,10 @@ int run_learner_node(const learner_node_options& o) {
     return node_exit_usage;
   }
   const std::string host = host_name();
-  const std::string name = o.node_name.empty() ? fmt::format("{}-{}", host, ::getpid()) : o.node_name;
-  const uint64_t seed = o.seed != 0 ? o.seed : derive_seed(0x6a6f696eULL, std::hash<std::string>{}(name));
+  const std::string name =
+      o.node_name.empty() ? fmt::format("{}-{}", host, ::getpid()) : o.node_name;
+  const uint64_t seed =
+      o.seed != 0 ? o.seed : derive_seed(0x6a6f696eULL, std::hash<std::string>{}(name));
   std::printf("dd-node learner %s: joining %s:%u (backoff jitter seed %llu)\n", name.c_str(),
               o.join.front().first.c_str(), o.join.front().second,
               static_cast<unsigned long long>(seed));
@@ -231,7 +235,9 @@ int run_learner_node(const learner_node_options& o) {
   const double t0 = connector::now_s();
   if (o.join_deadline_s > 0) conn.deadline_at = t0 + o.join_deadline_s;
   auto interrupted = [&] { return o.interrupt != nullptr && o.interrupt->load() != 0; };
-  auto past_deadline = [&] { return o.join_deadline_s > 0 && connector::now_s() - t0 > o.join_deadline_s; };
+  auto past_deadline = [&] {
+    return o.join_deadline_s > 0 && connector::now_s() - t0 > o.join_deadline_s;
+  };
 
   // 1. Reach the monitor and learn the run.
   std::string run_id = o.run_id;
@@ -240,7 +246,8 @@ int run_learner_node(const learner_node_options& o) {
   while (true) {
     if (interrupted()) return node_exit_interrupted;
     if (past_deadline()) {
-      std::fprintf(stderr, "dd-node learner: no syncer reached within --join-deadline %.0f s (last: %s)\n",
+      std::fprintf(stderr,
+                   "dd-node learner: no syncer reached within --join-deadline %.0f s (last: %s)\n",
                    o.join_deadline_s, conn.last_error.c_str());
       return node_exit_deadline;
     }
@@ -287,7 +294,8 @@ int run_learner_node(const learner_node_options& o) {
   std::shared_ptr<text_dataset> data;
   node_join req;
   try {
-    data = std::make_shared<text_dataset>(text_dataset::from_file(exp.data.file, exp.data.train_fraction));
+    data = std::make_shared<text_dataset>(
+        text_dataset::from_file(exp.data.file, exp.data.train_fraction));
     const auto& train = data->train();
     req.data_hash = fnv1a_hex(train.data(), train.size() * sizeof(train[0]));
     std::error_code ec;
@@ -299,12 +307,13 @@ int run_learner_node(const learner_node_options& o) {
     return node_exit_failure;
   }
   if (req.data_bytes != described.data_bytes || req.data_hash != described.data_hash) {
-    std::fprintf(stderr,
-                 "dd-node learner: data file '%s' differs from the syncer's (%llu bytes, hash %s here; "
-                 "%llu bytes, hash %s there)\n",
-                 exp.data.file.c_str(), static_cast<unsigned long long>(req.data_bytes),
-                 req.data_hash.c_str(), static_cast<unsigned long long>(described.data_bytes),
-                 described.data_hash.c_str());
+    std::fprintf(
+        stderr,
+        "dd-node learner: data file '%s' differs from the syncer's (%llu bytes, hash %s here; "
+        "%llu bytes, hash %s there)\n",
+        exp.data.file.c_str(), static_cast<unsigned long long>(req.data_bytes),
+        req.data_hash.c_str(), static_cast<unsigned long long>(described.data_bytes),
+        described.data_hash.c_str());
     // Tell the syncer too, so both sides log the refusal.
   }
 
@@ -384,8 +393,8 @@ int run_learner_node(const learner_node_options& o) {
     std::fflush(stderr);
   });
   const fragment_plan plan = plan_of(exp);
-  const uint64_t steps = described.steps_per_learner > 0 ? described.steps_per_learner
-                                                         : steps_per_learner_of(exp);
+  const uint64_t steps =
+      described.steps_per_learner > 0 ? described.steps_per_learner : steps_per_learner_of(exp);
   std::vector<fault_spec> faults;
   for (const auto& f : fault_specs_of(exp, steps, plan.num_fragments()))
     if (f.what != fault_spec::kind::kill_owner &&
@@ -428,7 +437,8 @@ int run_learner_node(const learner_node_options& o) {
   } else {
     const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
     const unsigned slots = std::max(1u, hw / static_cast<unsigned>(std::max(1, threads)));
-    if (here > 1 && slots < static_cast<unsigned>(here)) gate = std::make_unique<compute_gate>(slots);
+    if (here > 1 && slots < static_cast<unsigned>(here))
+      gate = std::make_unique<compute_gate>(slots);
   }
   auto current = std::make_shared<std::pair<std::mutex, caf::actor>>();
   current->second = monitor;
@@ -456,13 +466,17 @@ int run_learner_node(const learner_node_options& o) {
                               }});
   }
   log->set_expected_learners(ids.size());
-  log->emit("node_start", {{"node", name}, {"run_id", run_id}, {"learners", ids},
-                           {"threads", threads}, {"data_file", exp.data.file}});
+  log->emit("node_start", {{"node", name},
+                           {"run_id", run_id},
+                           {"learners", ids},
+                           {"threads", threads},
+                           {"data_file", exp.data.file}});
   std::string id_list;
   for (auto id : ids) id_list += (id_list.empty() ? "" : ",") + std::to_string(id);
-  std::printf("dd-node learner %s: run %s, experiment %s, learners %s, %d thread%s each; events in %s\n",
-              name.c_str(), run_id.c_str(), exp.name.c_str(), id_list.c_str(), threads,
-              threads == 1 ? "" : "s", run_dir.c_str());
+  std::printf(
+      "dd-node learner %s: run %s, experiment %s, learners %s, %d thread%s each; events in %s\n",
+      name.c_str(), run_id.c_str(), exp.name.c_str(), id_list.c_str(), threads,
+      threads == 1 ? "" : "s", run_dir.c_str());
   std::fflush(stdout);
   auto sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
   self->monitor(monitor);
@@ -476,25 +490,28 @@ int run_learner_node(const learner_node_options& o) {
   double last_flush = last_progress;
   auto prev = log->snapshot();
   while (!done) {
-    self->receive(
-        [&](atoms::done_atom, const std::string&) { done = true; },
-        [&](caf::down_msg& dm) {
-          if (dm.source != monitor.address()) return;
-          lost = true;
-          if (o.join_deadline_s > 0) conn.deadline_at = connector::now_s() + o.join_deadline_s;
-          log->emit("syncer_lost", {{"reason", sys.render(dm.reason)}, {"steps", learner_steps(*log)}});
-          std::fprintf(stderr,
-                       "dd-node learner %s: lost the syncer (%s); learners keep stepping, "
-                       "reconnecting\n",
-                       name.c_str(), sys.render(dm.reason).c_str());
-          std::fflush(stderr);
-        },
-        caf::after(std::chrono::milliseconds(250)) >> [&] {});
+    self->receive([&](atoms::done_atom, const std::string&) { done = true; },
+                  [&](caf::down_msg& dm) {
+                    if (dm.source != monitor.address()) return;
+                    lost = true;
+                    if (o.join_deadline_s > 0)
+                      conn.deadline_at = connector::now_s() + o.join_deadline_s;
+                    log->emit("syncer_lost",
+                              {{"reason", sys.render(dm.reason)}, {"steps", learner_steps(*log)}});
+                    std::fprintf(
+                        stderr,
+                        "dd-node learner %s: lost the syncer (%s); learners keep stepping, "
+                        "reconnecting\n",
+                        name.c_str(), sys.render(dm.reason).c_str());
+                    std::fflush(stderr);
+                  },
+                  caf::after(std::chrono::milliseconds(250)) >> [&] {});
     if (done) break;
     if (interrupted() && !stop_sent) {
       stop_sent = true;
       status = 128 + o.interrupt->load();
-      std::fprintf(stderr, "dd-node learner %s: signal received, learners stop at their next step\n",
+      std::fprintf(stderr,
+                   "dd-node learner %s: signal received, learners stop at their next step\n",
                    name.c_str());
       self->send(sup, atoms::stop_atom_v);
     }
@@ -512,7 +529,8 @@ int run_learner_node(const learner_node_options& o) {
       const double tried_at = connector::now_s();
       auto m = conn.try_once();
       if (!m && conn.attempt != attempts_before)
-        log->emit("rejoin_attempt", {{"stage", "connect"}, {"error", conn.last_error},
+        log->emit("rejoin_attempt", {{"stage", "connect"},
+                                     {"error", conn.last_error},
                                      {"took_s", connector::now_s() - tried_at}});
       if (m) {
         node_join again = req;
@@ -530,8 +548,9 @@ int run_learner_node(const learner_node_options& o) {
           rep = handshake(self, *m, again, std::max(1.0, o.connect_timeout_s), &why);
         if (!rep) {
           conn.failed(why);
-          log->emit("rejoin_attempt", {{"stage", "handshake"}, {"error", why},
-                                       {"took_s", connector::now_s() - tried_at}});
+          log->emit(
+              "rejoin_attempt",
+              {{"stage", "handshake"}, {"error", why}, {"took_s", connector::now_s() - tried_at}});
         }
         if (rep && rep->accepted) {
           monitor = *m;

@@ -32,14 +32,14 @@ namespace dd::actors {
 
 /// Exit statuses of a learner node (documented in `dd-node learner --help` and docs/runtime.md).
 enum learner_node_exit : int {
-  node_exit_ok = 0,              ///< every learner finished, or the run was already over
-  node_exit_failure = 1,         ///< a runtime failure (a learner given up, bad experiment)
-  node_exit_usage = 2,           ///< bad flags
-  node_exit_other_run = 3,       ///< the syncer runs another run (run id differs)
-  node_exit_protocol = 4,        ///< the syncer speaks another protocol version
-  node_exit_data_mismatch = 5,   ///< this node's data differs from the syncer's
-  node_exit_deadline = 6,        ///< no syncer reached before --join-deadline
-  node_exit_interrupted = 130,   ///< SIGINT (143 SIGTERM): learners stopped and left
+  node_exit_ok = 0,             ///< every learner finished, or the run was already over
+  node_exit_failure = 1,        ///< a runtime failure (a learner given up, bad experiment)
+  node_exit_usage = 2,          ///< bad flags
+  node_exit_other_run = 3,      ///< the syncer runs another run (run id differs)
+  node_exit_protocol = 4,       ///< the syncer speaks another protocol version
+  node_exit_data_mismatch = 5,  ///< this node's data differs from the syncer's
+  node_exit_deadline = 6,       ///< no syncer reached before --join-deadline
+  node_exit_interrupted = 130,  ///< SIGINT (143 SIGTERM): learners stopped and left
 };
 
 /// Flags of `dd-node learner`.

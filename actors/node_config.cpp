@@ -11,9 +11,7 @@
 
 namespace dd::actors {
 
-std::string app_identifier() {
-  return "decoupled-diloco/" + std::to_string(dd::protocol_version);
-}
+std::string app_identifier() { return "decoupled-diloco/" + std::to_string(dd::protocol_version); }
 
 node_config::node_config(const node_transport& t) {
   add_message_types<caf::id_block::dd_actors>();
@@ -21,7 +19,9 @@ node_config::node_config(const node_transport& t) {
   set("logger.console-verbosity", caf::atom("quiet"));
   if (!t.middleman) return;
   load<caf::io::middleman>();
-  auto ms = [](double s) { return caf::timespan{std::chrono::milliseconds(static_cast<int64_t>(s * 1000))}; };
+  auto ms = [](double s) {
+    return caf::timespan{std::chrono::milliseconds(static_cast<int64_t>(s * 1000))};
+  };
   set("middleman.heartbeat-interval", ms(t.heartbeat_s));
   set("middleman.connection-timeout", ms(t.connection_timeout_s));
   set("middleman.app-identifiers", std::vector<std::string>{app_identifier()});

@@ -79,8 +79,10 @@ void run_log::emit(const std::string& kind, nlohmann::json fields) {
   }
   if (retry_) {
     if (!failed.empty()) warn_error(failed + "; retrying with backoff (the run goes on, degraded)");
-    if (recovered) warn("events.jsonl: writing again after a failure (lines kept meanwhile "
-                        "were written in order)");
+    if (recovered)
+      warn(
+          "events.jsonl: writing again after a failure (lines kept meanwhile "
+          "were written in order)");
     return;
   }
   if (!failed.empty()) write_failed(failed);
@@ -168,8 +170,10 @@ void run_log::retry_pending() {
     if (now < next_retry_s_) return;
     recovered = flush_pending_locked(now);
   }
-  if (recovered) warn("events.jsonl: writing again after a failure (lines kept meanwhile were "
-                      "written in order)");
+  if (recovered)
+    warn(
+        "events.jsonl: writing again after a failure (lines kept meanwhile were "
+        "written in order)");
 }
 
 void run_log::warn_error(const std::string& text) const {

@@ -25,14 +25,14 @@ namespace dd::actors {
 /// Per-learner counters (one entry per learner id, across incarnations).
 struct learner_stats {
   uint64_t incarnation = 0;
-  uint64_t step = 0;              ///< inner steps completed (the learner's own counter)
-  uint64_t tokens = 0;            ///< tokens computed, all incarnations together
-  double loss = 0.0;              ///< last training loss, nats/token
-  double compute_s = 0.0;         ///< seconds spent in inner steps (goodput numerator)
-  double steps_per_s = 0.0;       ///< EMA of the learner's step rate
-  uint64_t restarts = 0;          ///< respawns of this id
-  uint64_t discarded_steps = 0;   ///< non-finite steps thrown away
-  bool stepping = false;          ///< inside its step loop right now (uptime)
+  uint64_t step = 0;             ///< inner steps completed (the learner's own counter)
+  uint64_t tokens = 0;           ///< tokens computed, all incarnations together
+  double loss = 0.0;             ///< last training loss, nats/token
+  double compute_s = 0.0;        ///< seconds spent in inner steps (goodput numerator)
+  double steps_per_s = 0.0;      ///< EMA of the learner's step rate
+  uint64_t restarts = 0;         ///< respawns of this id
+  uint64_t discarded_steps = 0;  ///< non-finite steps thrown away
+  bool stepping = false;         ///< inside its step loop right now (uptime)
   bool alive = false;
 };
 
@@ -40,13 +40,13 @@ struct learner_stats {
 struct run_counters {
   std::map<int32_t, learner_stats> learners;
   uint64_t merges = 0;
-  uint64_t contributors = 0;       ///< Σ contributors over merges
+  uint64_t contributors = 0;  ///< Σ contributors over merges
   uint64_t pushes = 0;
   uint64_t pushes_rejected = 0;
-  uint64_t pushes_dropped = 0;     ///< lost by fault injection
+  uint64_t pushes_dropped = 0;  ///< lost by fault injection
   uint64_t bytes_pushed = 0;
   uint64_t bytes_broadcast = 0;
-  uint64_t tokens_merged = 0;      ///< Σ over merges of the contributors' token counters
+  uint64_t tokens_merged = 0;  ///< Σ over merges of the contributors' token counters
   uint64_t learner_restarts = 0;
   uint64_t owner_restarts = 0;
   /// Push and broadcast chunks refused because their payload did not match its CRC-32C.
@@ -55,8 +55,8 @@ struct run_counters {
   std::map<int32_t, uint64_t> versions;  ///< current version per fragment
   double last_val_loss = -1.0;           ///< < 0 until the first evaluation
   double last_val_at_s = 0.0;
-  double uptime_s = 0.0;                 ///< time with >= quorum_needed learners stepping
-  double observed_s = 0.0;               ///< time over which uptime was integrated
+  double uptime_s = 0.0;    ///< time with >= quorum_needed learners stepping
+  double observed_s = 0.0;  ///< time over which uptime was integrated
   /// Learners whose supervisor gave up (restart budget spent) → their last crash reason.
   std::map<int32_t, std::string> learners_given_up;
   /// Fragment owners whose supervisor gave up → their last crash reason.
@@ -167,8 +167,8 @@ class run_log {
   std::string write_failure_;
   bool retry_ = false;
   std::string events_path_;
-  std::string pending_;          // events.jsonl lines not yet written (retry mode)
-  uint64_t pending_dropped_ = 0; // lines dropped because pending_ was full
+  std::string pending_;           // events.jsonl lines not yet written (retry mode)
+  uint64_t pending_dropped_ = 0;  // lines dropped because pending_ was full
   double next_retry_s_ = 0.0;
   double backoff_s_ = 0.5;
   std::map<std::string, std::pair<double, std::string>> failing_;  // file -> (since, error)

@@ -62,10 +62,9 @@ caf::behavior supervisor(supervisor_actor* self, std::shared_ptr<const superviso
       if (d.action == policy::restart_action::give_up) {
         const std::string crash = self->system().render(dm.reason);
         if (ctx->log != nullptr)
-          ctx->log->emit("give_up", {{"kind", spec.kind},
-                                     {"id", spec.id},
-                                     {"reason", d.message},
-                                     {"error", crash}});
+          ctx->log->emit(
+              "give_up",
+              {{"kind", spec.kind}, {"id", spec.id}, {"reason", d.message}, {"error", crash}});
         if (ctx->log != nullptr && spec.kind == "learner") {
           ctx->log->learner_finished(spec.id);
           ctx->log->update([&](run_counters& c) { c.learners_given_up[spec.id] = crash; });
@@ -89,8 +88,7 @@ caf::behavior supervisor(supervisor_actor* self, std::shared_ptr<const superviso
                                              {"delay_s", delay},
                                              {"reason", self->system().render(dm.reason)}});
       policy::record_restart(s.history[i], now);
-      self->delayed_send(self,
-                         caf::timespan{static_cast<int64_t>(std::ceil(delay * 1e9))},
+      self->delayed_send(self, caf::timespan{static_cast<int64_t>(std::ceil(delay * 1e9))},
                          atoms::respawn_atom_v, static_cast<uint64_t>(i));
       return;
     }
@@ -105,52 +103,53 @@ caf::behavior supervisor(supervisor_actor* self, std::shared_ptr<const superviso
     self->quit(em.reason);
   });
   return {
-    [=](atoms::respawn_atom, uint64_t index) {
-      auto& s = self->state;
-      const size_t i = static_cast<size_t>(index);
-      if (i >= s.current.size() || s.current[i]) return;
-      const auto& spec = ctx->children[i];
-      if (s.stopping) {
-        s.done[i] = true;
-        maybe_report(self, *ctx);
-        return;
-      }
-      start_child(self, *ctx, i);
-      if (ctx->log != nullptr) {
-        ctx->log->emit("respawn", {{"kind", spec.kind}, {"id", spec.id},
-                                   {"restarts", s.history[i].restart_times_s.size()}});
-        ctx->log->update([&](run_counters& c) {
-          if (spec.kind == "learner") {
-            c.learner_restarts += 1;
-            c.learners[spec.id].restarts += 1;
-          } else {
-            c.owner_restarts += 1;
-          }
-        });
-      }
-    },
-    [=](atoms::stop_atom) {
-      auto& s = self->state;
-      s.stopping = true;
-      for (size_t i = 0; i < s.current.size(); ++i) {
-        if (s.current[i])
-          self->send(s.current[i], atoms::stop_atom_v);
-        else
+      [=](atoms::respawn_atom, uint64_t index) {
+        auto& s = self->state;
+        const size_t i = static_cast<size_t>(index);
+        if (i >= s.current.size() || s.current[i]) return;
+        const auto& spec = ctx->children[i];
+        if (s.stopping) {
           s.done[i] = true;
-      }
-      maybe_report(self, *ctx);
-    },
-    // Learner node: the syncer came back at a new address; every live child rejoins it.
-    [=](atoms::syncer_atom, const caf::actor& monitor) {
-      for (const auto& c : self->state.current)
-        if (c) self->send(c, atoms::syncer_atom_v, monitor);
-    },
-    [=](atoms::kill_atom, int32_t id) {
-      auto& s = self->state;
-      for (size_t i = 0; i < s.current.size(); ++i)
-        if (ctx->children[i].id == id && s.current[i])
-          self->send_exit(s.current[i], caf::exit_reason::kill);
-    },
+          maybe_report(self, *ctx);
+          return;
+        }
+        start_child(self, *ctx, i);
+        if (ctx->log != nullptr) {
+          ctx->log->emit("respawn", {{"kind", spec.kind},
+                                     {"id", spec.id},
+                                     {"restarts", s.history[i].restart_times_s.size()}});
+          ctx->log->update([&](run_counters& c) {
+            if (spec.kind == "learner") {
+              c.learner_restarts += 1;
+              c.learners[spec.id].restarts += 1;
+            } else {
+              c.owner_restarts += 1;
+            }
+          });
+        }
+      },
+      [=](atoms::stop_atom) {
+        auto& s = self->state;
+        s.stopping = true;
+        for (size_t i = 0; i < s.current.size(); ++i) {
+          if (s.current[i])
+            self->send(s.current[i], atoms::stop_atom_v);
+          else
+            s.done[i] = true;
+        }
+        maybe_report(self, *ctx);
+      },
+      // Learner node: the syncer came back at a new address; every live child rejoins it.
+      [=](atoms::syncer_atom, const caf::actor& monitor) {
+        for (const auto& c : self->state.current)
+          if (c) self->send(c, atoms::syncer_atom_v, monitor);
+      },
+      [=](atoms::kill_atom, int32_t id) {
+        auto& s = self->state;
+        for (size_t i = 0; i < s.current.size(); ++i)
+          if (ctx->children[i].id == id && s.current[i])
+            self->send_exit(s.current[i], caf::exit_reason::kill);
+      },
   };
 }
 

@@ -49,8 +49,8 @@ struct supervisor_context {
 
 /// CAF state of a supervisor.
 struct supervisor_state {
-  std::vector<caf::actor> current;            ///< live incarnation per child (null when down)
-  std::vector<bool> done;                     ///< exited normally or given up
+  std::vector<caf::actor> current;  ///< live incarnation per child (null when down)
+  std::vector<bool> done;           ///< exited normally or given up
   std::vector<policy::restart_history> history;
   bool stopping = false;
   bool reported = false;

@@ -111,13 +111,21 @@ class backend {
     return buffer<T>(this, static_cast<T*>(allocate_bytes(n * sizeof(T) + (n == 0))), n);
   }
   template <class T>
-  void upload(T* dst, const T* src_host, size_t n) { upload_bytes(dst, src_host, n * sizeof(T)); }
+  void upload(T* dst, const T* src_host, size_t n) {
+    upload_bytes(dst, src_host, n * sizeof(T));
+  }
   template <class T>
-  void download(T* dst_host, const T* src, size_t n) { download_bytes(dst_host, src, n * sizeof(T)); }
+  void download(T* dst_host, const T* src, size_t n) {
+    download_bytes(dst_host, src, n * sizeof(T));
+  }
   template <class T>
-  void copy(T* dst, const T* src, size_t n) { copy_bytes(dst, src, n * sizeof(T)); }
+  void copy(T* dst, const T* src, size_t n) {
+    copy_bytes(dst, src, n * sizeof(T));
+  }
   template <class T>
-  void zero(T* dst, size_t n) { zero_bytes(dst, n * sizeof(T)); }
+  void zero(T* dst, size_t n) {
+    zero_bytes(dst, n * sizeof(T));
+  }
 
   // ---- transformer forward / backward ------------------------------------------------------
   /// out[b,t,:] = wte[tokens[b,t],:] + wpe[t,:].  out (B,T,C), tokens (B,T) in [0,V),
@@ -125,8 +133,8 @@ class backend {
   virtual void encoder_forward(float* out, const int32_t* tokens, const float* wte,
                                const float* wpe, int B, int T, int C) = 0;
   /// dwte[tokens[b,t],:] += dout[b,t,:]; dwpe[t,:] += dout[b,t,:].  Accumulates.
-  virtual void encoder_backward(float* dwte, float* dwpe, const float* dout,
-                                const int32_t* tokens, int B, int T, int C) = 0;
+  virtual void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                                int B, int T, int C) = 0;
 
   /// Layer norm over the last axis (Ba et al. 2016), eps = 1e-5.
   /// out (N,C) = (inp - mean) * rstd * weight + bias; writes mean (N) and rstd (N) for backward.
@@ -138,8 +146,8 @@ class backend {
                                   const float* rstd, int N, int C) = 0;
 
   /// out (N,OC) = inp (N,IC) · weight(OC,IC)ᵀ + bias (OC); bias may be null. Writes out.
-  virtual void matmul_forward(float* out, const float* inp, const float* weight,
-                              const float* bias, int N, int IC, int OC) = 0;
+  virtual void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
+                              int N, int IC, int OC) = 0;
   /// dinp (N,IC) += dout · weight; dweight (OC,IC) += doutᵀ · inp; dbias (OC) += Σ_n dout
   /// (dbias may be null). Accumulates.
   virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
@@ -152,9 +160,8 @@ class backend {
   virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                                  int NH) = 0;
   /// Accumulates dqkv (B,T,3C). `scratch` holds at least B*NH*T*T floats of workspace.
-  virtual void attention_backward(float* dqkv, float* scratch, const float* dout,
-                                  const float* qkv, const float* att, int B, int T, int C,
-                                  int NH) = 0;
+  virtual void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                                  const float* att, int B, int T, int C, int NH) = 0;
 
   /// GELU, tanh approximation (Hendrycks & Gimpel 2016): writes out (N).
   virtual void gelu_forward(float* out, const float* inp, size_t N) = 0;
@@ -170,8 +177,7 @@ class backend {
                                             const int32_t* targets, int N, int V) = 0;
   /// WRITES dlogits (N,V) = dloss * (probs - onehot(targets)), e.g. dloss = 1/N for a mean loss.
   virtual void softmax_crossentropy_backward(float* dlogits, const float* probs,
-                                             const int32_t* targets, float dloss, int N,
-                                             int V) = 0;
+                                             const int32_t* targets, float dloss, int N, int V) = 0;
 
   // ---- optimizer ----------------------------------------------------------------------------
   /// One AdamW step over n parameters: m = β1 m + (1-β1) g; v = β2 v + (1-β2) g²;

@@ -106,8 +106,8 @@ std::string lazy_cuda_reason() {
     const cuda_module_handle& m = loaded_cuda_module();
     if (m.entry == nullptr) return "CUDA backend not available: " + m.error;
     const std::string status = m.entry->device_status();
-    return "no usable CUDA device (" + (status.empty() ? std::string("no GPU or driver present")
-                                                       : status) + ")";
+    return "no usable CUDA device (" +
+           (status.empty() ? std::string("no GPU or driver present") : status) + ")";
   } catch (...) {
     return "";
   }

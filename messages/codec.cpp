@@ -60,29 +60,27 @@ status check_chunk_fields(const char* what, payload_encoding enc, uint64_t total
             w + ".chunkIndex " + num(index) + " is not below chunkCount " + num(count)};
   }
   if (offset > payload_bytes || chunk_size > payload_bytes - offset) {
-    return {errc::malformed, w + ".chunkOffset " + num(offset) + " + chunk of " +
-                                 num(chunk_size) + " bytes runs past payloadBytes " +
-                                 num(payload_bytes)};
+    return {errc::malformed, w + ".chunkOffset " + num(offset) + " + chunk of " + num(chunk_size) +
+                                 " bytes runs past payloadBytes " + num(payload_bytes)};
   }
   auto expect = total_elements <= std::numeric_limits<size_t>::max()
                     ? encoded_size(enc, static_cast<size_t>(total_elements))
                     : std::nullopt;
   if (!expect || *expect != payload_bytes) {
-    return {errc::size_mismatch,
-            w + ".payloadBytes " + num(payload_bytes) + " does not match " +
-                num(total_elements) + " elements in " + std::string(to_string(enc)) + " (" +
-                (expect ? num(*expect) : std::string("overflow")) + " bytes)"};
+    return {errc::size_mismatch, w + ".payloadBytes " + num(payload_bytes) + " does not match " +
+                                     num(total_elements) + " elements in " +
+                                     std::string(to_string(enc)) + " (" +
+                                     (expect ? num(*expect) : std::string("overflow")) + " bytes)"};
   }
   return {};
 }
 
-
 /// errc::malformed naming `field` when the id `v` is below `min`.
 status id_at_least(const char* field, int32_t v, int32_t min) {
   if (v >= min) return {};
-  return {errc::malformed, std::string(field) + " " + std::to_string(v) +
-                               (min == 0 ? std::string(" is negative")
-                                         : " is below " + std::to_string(min))};
+  return {errc::malformed,
+          std::string(field) + " " + std::to_string(v) +
+              (min == 0 ? std::string(" is negative") : " is below " + std::to_string(min))};
 }
 
 /// Writes a merged-push list (broadcast or checkpoint).
@@ -123,8 +121,8 @@ wire_bytes encode(const join_request& m) {
 }
 
 wire_bytes encode(const join_reply& m) {
-  capnp::MallocMessageBuilder b(first_segment_words(m.experiment_config_json.size() +
-                                                    m.data_cursor.size()));
+  capnp::MallocMessageBuilder b(
+      first_segment_words(m.experiment_config_json.size() + m.data_cursor.size()));
   auto r = b.initRoot<cw::Envelope>().getBody().initJoinReply();
   r.setLearnerId(m.learner_id);
   r.setIncarnation(m.incarnation);
@@ -270,28 +268,26 @@ result<join_request> decode_join_request(const uint8_t* data, size_t size,
 result<join_reply> decode_join_reply(const uint8_t* data, size_t size,
                                      const decode_limits& limits) {
   using R = result<join_reply>;
-  return decode_envelope(data, size, limits, cw::Envelope::Body::JOIN_REPLY,
-                         [](cw::Envelope::Body::Reader body) -> R {
-                           auto r = body.getJoinReply();
-                           join_reply m;
-                           m.learner_id = r.getLearnerId();
-                           m.incarnation = r.getIncarnation();
-                           m.experiment_config_json = r.getExperimentConfigJson();
-                           m.shard_index = r.getShardIndex();
-                           m.shard_count = r.getShardCount();
-                           m.resume_step = r.getResumeStep();
-                           m.data_cursor = to_vector(r.getDataCursor());
-                           if (m.shard_count == 0) {
-                             return R(errc::malformed, "joinReply.shardCount is 0");
-                           }
-                           if (m.shard_index >= m.shard_count) {
-                             return R(errc::malformed, "joinReply.shardIndex " +
-                                                           num(m.shard_index) +
-                                                           " is not below shardCount " +
-                                                           num(m.shard_count));
-                           }
-                           return m;
-                         });
+  return decode_envelope(
+      data, size, limits, cw::Envelope::Body::JOIN_REPLY, [](cw::Envelope::Body::Reader body) -> R {
+        auto r = body.getJoinReply();
+        join_reply m;
+        m.learner_id = r.getLearnerId();
+        m.incarnation = r.getIncarnation();
+        m.experiment_config_json = r.getExperimentConfigJson();
+        m.shard_index = r.getShardIndex();
+        m.shard_count = r.getShardCount();
+        m.resume_step = r.getResumeStep();
+        m.data_cursor = to_vector(r.getDataCursor());
+        if (m.shard_count == 0) {
+          return R(errc::malformed, "joinReply.shardCount is 0");
+        }
+        if (m.shard_index >= m.shard_count) {
+          return R(errc::malformed, "joinReply.shardIndex " + num(m.shard_index) +
+                                        " is not below shardCount " + num(m.shard_count));
+        }
+        return m;
+      });
 }
 
 result<heartbeat_msg> decode_heartbeat(const uint8_t* data, size_t size,
@@ -335,9 +331,9 @@ result<push_msg> decode_push(const uint8_t* data, size_t size, const decode_limi
         m.contains_from = r.getContainsFrom();
         m.payload_crc32c = r.getPayloadCrc32c();
         auto payload = r.getPayload();
-        if (auto st = check_chunk_fields("push", m.encoding, m.total_elements, m.payload_bytes,
-                                         m.chunk_index, m.chunk_count, m.chunk_offset,
-                                         payload.size());
+        if (auto st =
+                check_chunk_fields("push", m.encoding, m.total_elements, m.payload_bytes,
+                                   m.chunk_index, m.chunk_count, m.chunk_offset, payload.size());
             !st) {
           return st.error();
         }
@@ -350,8 +346,7 @@ result<broadcast_msg> decode_broadcast(const uint8_t* data, size_t size,
                                        const decode_limits& limits) {
   using R = result<broadcast_msg>;
   return decode_envelope(
-      data, size, limits, cw::Envelope::Body::BROADCAST,
-      [](cw::Envelope::Body::Reader body) -> R {
+      data, size, limits, cw::Envelope::Body::BROADCAST, [](cw::Envelope::Body::Reader body) -> R {
         auto r = body.getBroadcast();
         broadcast_msg m;
         m.fragment_id = r.getFragmentId();
@@ -365,9 +360,9 @@ result<broadcast_msg> decode_broadcast(const uint8_t* data, size_t size,
         m.merged = get_merged(r.getMerged());
         m.payload_crc32c = r.getPayloadCrc32c();
         auto payload = r.getPayload();
-        if (auto st = check_chunk_fields("broadcast", m.encoding, m.total_elements,
-                                         m.payload_bytes, m.chunk_index, m.chunk_count,
-                                         m.chunk_offset, payload.size());
+        if (auto st =
+                check_chunk_fields("broadcast", m.encoding, m.total_elements, m.payload_bytes,
+                                   m.chunk_index, m.chunk_count, m.chunk_offset, payload.size());
             !st) {
           return st.error();
         }
@@ -378,24 +373,23 @@ result<broadcast_msg> decode_broadcast(const uint8_t* data, size_t size,
 
 result<reject_msg> decode_reject(const uint8_t* data, size_t size, const decode_limits& limits) {
   using R = result<reject_msg>;
-  return decode_envelope(data, size, limits, cw::Envelope::Body::REJECT,
-                         [](cw::Envelope::Body::Reader body) -> R {
-                           auto r = body.getReject();
-                           reject_msg m;
-                           m.learner_id = r.getLearnerId();
-                           m.fragment_id = r.getFragmentId();
-                           auto reason = r.getReason();
-                           if (!enum_in_range(reason, cw::RejectReason::SUPERSEDED)) {
-                             return R(errc::malformed,
-                                      "reject.reason: unknown value " +
-                                          num(static_cast<uint16_t>(reason)));
-                           }
-                           m.reason = static_cast<reject_reason>(reason);
-                           m.detail = r.getDetail();
-                           m.current_version = r.getCurrentVersion();
-                           m.transfer_id = r.getTransferId();
-                           return m;
-                         });
+  return decode_envelope(
+      data, size, limits, cw::Envelope::Body::REJECT, [](cw::Envelope::Body::Reader body) -> R {
+        auto r = body.getReject();
+        reject_msg m;
+        m.learner_id = r.getLearnerId();
+        m.fragment_id = r.getFragmentId();
+        auto reason = r.getReason();
+        if (!enum_in_range(reason, cw::RejectReason::SUPERSEDED)) {
+          return R(errc::malformed,
+                   "reject.reason: unknown value " + num(static_cast<uint16_t>(reason)));
+        }
+        m.reason = static_cast<reject_reason>(reason);
+        m.detail = r.getDetail();
+        m.current_version = r.getCurrentVersion();
+        m.transfer_id = r.getTransferId();
+        return m;
+      });
 }
 
 result<push_ack> decode_push_ack(const uint8_t* data, size_t size, const decode_limits& limits) {
@@ -489,11 +483,10 @@ result<std::vector<Msg>> split_impl(const Msg& whole, size_t chunk_bytes, const 
 
 bool same_transfer_header(const push_msg& a, const push_msg& b) {
   return a.learner_id == b.learner_id && a.incarnation == b.incarnation &&
-         a.fragment_id == b.fragment_id && a.base_version == b.base_version &&
-         a.steps == b.steps && a.tokens == b.tokens && a.transfer_id == b.transfer_id &&
-         a.encoding == b.encoding && a.total_elements == b.total_elements &&
-         a.payload_bytes == b.payload_bytes && a.chunk_count == b.chunk_count &&
-         a.contains_from == b.contains_from;
+         a.fragment_id == b.fragment_id && a.base_version == b.base_version && a.steps == b.steps &&
+         a.tokens == b.tokens && a.transfer_id == b.transfer_id && a.encoding == b.encoding &&
+         a.total_elements == b.total_elements && a.payload_bytes == b.payload_bytes &&
+         a.chunk_count == b.chunk_count && a.contains_from == b.contains_from;
 }
 
 bool same_transfer_header(const broadcast_msg& a, const broadcast_msg& b) {
@@ -525,8 +518,7 @@ result<std::vector<push_msg>> split_push(const push_msg& whole, size_t chunk_byt
   return split_impl(whole, chunk_bytes, "push");
 }
 
-result<std::vector<broadcast_msg>> split_broadcast(const broadcast_msg& whole,
-                                                   size_t chunk_bytes) {
+result<std::vector<broadcast_msg>> split_broadcast(const broadcast_msg& whole, size_t chunk_bytes) {
   return split_impl(whole, chunk_bytes, "broadcast");
 }
 
@@ -596,8 +588,8 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
                                      num(limits_.max_assembly_bytes));
   }
   if (chunk.payload.empty() && chunk.payload_bytes != 0) {
-    return fail(errc::chunk_inconsistent, "empty chunk " + num(chunk.chunk_index) +
-                                              " of a non-empty payload");
+    return fail(errc::chunk_inconsistent,
+                "empty chunk " + num(chunk.chunk_index) + " of a non-empty payload");
   }
   if (chunk.payload_bytes == 0 && chunk.chunk_count != 1) {
     return fail(errc::chunk_inconsistent,
@@ -613,11 +605,13 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
       return R(errc::too_large, what + ": " + num(in_progress()) +
                                     " transfers already in progress (max_in_progress)");
     }
-    if (chunk.payload_bytes > limits_.max_buffered_bytes - std::min(buffered_,
-                                                                     limits_.max_buffered_bytes)) {
-      return R(errc::too_large, what + ": " + num(chunk.payload_bytes) + " more bytes would exceed "
-                                    "max_buffered_bytes " + num(limits_.max_buffered_bytes) +
-                                    " (" + num(buffered_) + " buffered)");
+    if (chunk.payload_bytes >
+        limits_.max_buffered_bytes - std::min(buffered_, limits_.max_buffered_bytes)) {
+      return R(errc::too_large, what + ": " + num(chunk.payload_bytes) +
+                                    " more bytes would exceed "
+                                    "max_buffered_bytes " +
+                                    num(limits_.max_buffered_bytes) + " (" + num(buffered_) +
+                                    " buffered)");
     }
     assembly<Msg> a;
     a.order = order;
@@ -638,8 +632,8 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
 
   assembly<Msg>& a = it->second;
   if (a.offsets[chunk.chunk_index] != not_received) {
-    return R(errc::chunk_duplicate, what + ": chunk " + num(chunk.chunk_index) +
-                                        " arrived twice; the copy is ignored");
+    return R(errc::chunk_duplicate,
+             what + ": chunk " + num(chunk.chunk_index) + " arrived twice; the copy is ignored");
   }
   if (!chunk.payload.empty()) {
     std::memcpy(a.bytes.data() + chunk.chunk_offset, chunk.payload.data(), chunk.payload.size());
@@ -828,9 +822,8 @@ result<owner_checkpoint> decode_checkpoint(const uint8_t* data, size_t size) {
         for (unsigned i = 0; i < anchors.size(); ++i) {
           auto v = to_floats(anchors[i].getValue());
           if (!v || v->size() != c.value.size()) {
-            return R(errc::malformed, "checkpoint.anchors[" + num(i) +
-                                          "].value does not hold " + num(c.value.size()) +
-                                          " float32 elements");
+            return R(errc::malformed, "checkpoint.anchors[" + num(i) + "].value does not hold " +
+                                          num(c.value.size()) + " float32 elements");
           }
           c.anchors.push_back(anchor_entry{anchors[i].getVersion(), std::move(*v)});
         }
@@ -840,8 +833,8 @@ result<owner_checkpoint> decode_checkpoint(const uint8_t* data, size_t size) {
 }
 
 status write_file_atomic(const std::string& path, const uint8_t* data, size_t size) {
-  auto st = util::write_file_atomic(
-      path, std::string_view(reinterpret_cast<const char*>(data), size));
+  auto st =
+      util::write_file_atomic(path, std::string_view(reinterpret_cast<const char*>(data), size));
   if (!st) return {errc::io, st.message};
   return {};
 }

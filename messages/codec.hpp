@@ -46,9 +46,9 @@ enum class message_kind : uint8_t {
   push,
   broadcast,
   reject,
-  ack,        ///< push_ack
-  pull,       ///< pull_request
-  progress,   ///< progress_msg
+  ack,              ///< push_ack
+  pull,             ///< pull_request
+  progress,         ///< progress_msg
   node_join,        ///< node_join (messages/control.hpp)
   node_join_reply,  ///< node_join_reply
   leave,            ///< leave_msg
@@ -182,14 +182,14 @@ struct broadcast_msg {
 
 /// Why an owner refused a push (wire.capnp RejectReason).
 enum class reject_reason : uint8_t {
-  stale = 0,           ///< version - base_version > max_staleness, or anchor gone
-  duplicate,           ///< same transfer already merged or pending
-  malformed,           ///< bytes or chunks did not decode
-  shape_mismatch,      ///< total_elements / payload size does not match the fragment
-  non_finite,          ///< payload holds NaN or Inf
-  unknown_learner,     ///< learner id not known to the health monitor (or declared dead)
-  stale_incarnation,   ///< an older incarnation of a respawned learner
-  superseded,          ///< base predates a merged push of the same learner (the delta holds it)
+  stale = 0,          ///< version - base_version > max_staleness, or anchor gone
+  duplicate,          ///< same transfer already merged or pending
+  malformed,          ///< bytes or chunks did not decode
+  shape_mismatch,     ///< total_elements / payload size does not match the fragment
+  non_finite,         ///< payload holds NaN or Inf
+  unknown_learner,    ///< learner id not known to the health monitor (or declared dead)
+  stale_incarnation,  ///< an older incarnation of a respawned learner
+  superseded,         ///< base predates a merged push of the same learner (the delta holds it)
 };
 
 /// "stale", "duplicate", "malformed", "shapeMismatch", "nonFinite", "unknownLearner",
@@ -312,7 +312,8 @@ result<message_kind> peek_kind(const uint8_t* data, size_t size, const decode_li
 /// out of range, chunk_index >= chunk_count, chunk_count == 0, a chunk that runs past
 /// payload_bytes, a negative fragment id in an ack or pull, a pull's learner id below -1, an
 /// ack's negative learner id); errc::size_mismatch when a push/broadcast's payload_bytes is not
-/// encoded_size(encoding, total_elements). Never throws. `data` need not be aligned (it is copied when it is not).
+/// encoded_size(encoding, total_elements). Never throws. `data` need not be aligned (it is copied
+/// when it is not).
 result<join_request> decode_join_request(const uint8_t* data, size_t size,
                                          const decode_limits& limits = {});
 result<join_reply> decode_join_reply(const uint8_t* data, size_t size,
@@ -355,8 +356,9 @@ inline result<progress_msg> decode_progress(const wire_bytes& b, const decode_li
 
 /// Split a whole push (payload = all payload_bytes) into chunks of at most `chunk_bytes` payload
 /// bytes each (the last may be shorter; a zero-byte payload gives one empty chunk). Every chunk
-/// copies the header fields and sets chunk_index/count/offset and its payload_crc32c. chunk_bytes must be > 0 (errc::
-/// invalid_argument); payload.size() must equal payload_bytes (errc::size_mismatch).
+/// copies the header fields and sets chunk_index/count/offset and its payload_crc32c. chunk_bytes
+/// must be > 0 (errc:: invalid_argument); payload.size() must equal payload_bytes
+/// (errc::size_mismatch).
 result<std::vector<push_msg>> split_push(const push_msg& whole,
                                          size_t chunk_bytes = default_chunk_bytes);
 /// Same for a broadcast.
@@ -417,12 +419,12 @@ class chunk_assembler {
  private:
   template <class Msg>
   struct assembly {
-    std::tuple<uint64_t, uint64_t> order;   // (incarnation, transfer_id) or (version, 0)
+    std::tuple<uint64_t, uint64_t> order;  // (incarnation, transfer_id) or (version, 0)
     uint32_t received = 0;
-    std::vector<uint8_t> bytes;             // payload_bytes, filled at chunk offsets
-    std::vector<uint64_t> offsets;          // per chunk index; UINT64_MAX = not yet received
-    std::vector<uint64_t> lengths;          // per chunk index
-    Msg header;                             // the first chunk's header (payload empty)
+    std::vector<uint8_t> bytes;     // payload_bytes, filled at chunk offsets
+    std::vector<uint64_t> offsets;  // per chunk index; UINT64_MAX = not yet received
+    std::vector<uint64_t> lengths;  // per chunk index
+    Msg header;                     // the first chunk's header (payload empty)
   };
   template <class Msg, class Key>
   result<std::optional<Msg>> add_impl(std::map<Key, assembly<Msg>>& table, const Key& key,

@@ -1,8 +1,8 @@
 // messages/control.hpp — the cluster's control messages as plain C++ values, and their Cap'n
 // Proto bytes (wire.capnp NodeJoin, NodeJoinReply, Leave, FragmentQuery, FragmentHeld): the
 // handshake of a learner process with the health monitor, a learner's leave, and an owner's
-// question for the learners' copies of its fragment (rebuild). Same rules as messages/codec.hpp: decoding
-// never trusts its input and returns a dd::wire_error naming the field at fault. Pure and
+// question for the learners' copies of its fragment (rebuild). Same rules as messages/codec.hpp:
+// decoding never trusts its input and returns a dd::wire_error naming the field at fault. Pure and
 // thread-safe. docs/wire.md "Nodes" describes the handshake.
 #pragma once
 
@@ -87,12 +87,12 @@ struct fragment_query {
 /// Learner → fragment owner: the answer to a fragment_query. `have` false: the learner holds no
 /// copy yet (it is still loading its fragments after a join or respawn).
 struct fragment_held {
-  int32_t learner_id = 0;   ///< never negative (decode: malformed)
+  int32_t learner_id = 0;  ///< never negative (decode: malformed)
   uint64_t incarnation = 0;
   int32_t fragment_id = 0;  ///< never negative (decode: malformed)
   uint64_t query_id = 0;
   bool have = false;
-  uint64_t version = 0;     ///< the held value's version (0 when !have)
+  uint64_t version = 0;  ///< the held value's version (0 when !have)
 };
 
 wire_bytes encode(const node_join& m);

@@ -29,8 +29,8 @@ template <class List>
 result<std::vector<int32_t>> read_ids(const char* what, List list) {
   using R = result<std::vector<int32_t>>;
   if (list.size() > max_ids)
-    return R(errc::malformed, std::string(what) + " holds " + num(list.size()) +
-                                  " ids (at most " + num(max_ids) + ")");
+    return R(errc::malformed, std::string(what) + " holds " + num(list.size()) + " ids (at most " +
+                                  num(max_ids) + ")");
   std::vector<int32_t> out;
   out.reserve(list.size());
   for (auto id : list) {
@@ -106,8 +106,8 @@ result<node_join> decode_node_join(const wire_bytes& bytes, const decode_limits&
         m.learner_ids = std::move(*ids);
         m.learner_count = r.getLearnerCount();
         if (m.learner_count > max_ids)
-          return R(errc::malformed, "nodeJoin.learnerCount " + num(m.learner_count) +
-                                        " is above " + num(max_ids));
+          return R(errc::malformed,
+                   "nodeJoin.learnerCount " + num(m.learner_count) + " is above " + num(max_ids));
         m.data_bytes = r.getDataBytes();
         m.data_hash = r.getDataHash();
         for (const auto* t : {&m.run_id, &m.node_name, &m.host, &m.data_hash})
@@ -127,8 +127,8 @@ result<node_join_reply> decode_node_join_reply(const wire_bytes& bytes,
         m.accepted = r.getAccepted();
         const auto refusal = r.getRefusal();
         if (!enum_in_range(refusal, cw::NodeRefusal::BAD_REQUEST))
-          return R(errc::malformed, "nodeJoinReply.refusal: unknown value " +
-                                        num(static_cast<uint16_t>(refusal)));
+          return R(errc::malformed,
+                   "nodeJoinReply.refusal: unknown value " + num(static_cast<uint16_t>(refusal)));
         m.refusal = static_cast<node_refusal>(static_cast<uint16_t>(refusal));
         m.reason = r.getReason();
         m.run_id = r.getRunId();
@@ -181,8 +181,7 @@ wire_bytes encode(const fragment_held& m) {
   return flatten(b);
 }
 
-result<fragment_query> decode_fragment_query(const wire_bytes& bytes,
-                                             const decode_limits& limits) {
+result<fragment_query> decode_fragment_query(const wire_bytes& bytes, const decode_limits& limits) {
   using R = result<fragment_query>;
   return decode_envelope(bytes.data(), bytes.size(), limits, cw::Envelope::Body::FRAGMENT_QUERY,
                          [](cw::Envelope::Body::Reader body) -> R {
@@ -197,8 +196,7 @@ result<fragment_query> decode_fragment_query(const wire_bytes& bytes,
                          });
 }
 
-result<fragment_held> decode_fragment_held(const wire_bytes& bytes,
-                                           const decode_limits& limits) {
+result<fragment_held> decode_fragment_held(const wire_bytes& bytes, const decode_limits& limits) {
   using R = result<fragment_held>;
   return decode_envelope(bytes.data(), bytes.size(), limits, cw::Envelope::Body::FRAGMENT_HELD,
                          [](cw::Envelope::Body::Reader body) -> R {
@@ -215,9 +213,8 @@ result<fragment_held> decode_fragment_held(const wire_bytes& bytes,
                            if (m.fragment_id < 0)
                              return R(errc::malformed, "fragmentHeld.fragmentId is negative");
                            if (!m.have && m.version != 0)
-                             return R(errc::malformed,
-                                      "fragmentHeld.version " + num(m.version) +
-                                          " is set but have is false");
+                             return R(errc::malformed, "fragmentHeld.version " + num(m.version) +
+                                                           " is set but have is false");
                            return m;
                          });
 }

@@ -58,26 +58,39 @@ struct wire_error {
   std::string message;
 };
 
-/// Either a T or a wire_error. Accessing the wrong alternative is a bug (DD_ASSERT: aborts, in every build).
+/// Either a T or a wire_error. Accessing the wrong alternative is a bug (DD_ASSERT: aborts, in
+/// every build).
 template <class T>
 class result {
  public:
-  result(T value) : v_(std::move(value)) {}                // NOLINT: implicit by design
-  result(wire_error err) : v_(std::move(err)) {}           // NOLINT: implicit by design
+  result(T value) : v_(std::move(value)) {}       // NOLINT: implicit by design
+  result(wire_error err) : v_(std::move(err)) {}  // NOLINT: implicit by design
   result(errc code, std::string message) : v_(wire_error{code, std::move(message)}) {}
 
   bool ok() const noexcept { return v_.index() == 0; }
   explicit operator bool() const noexcept { return ok(); }
 
-  T& value() & { DD_ASSERT(ok(), "value() of a failed result"); return std::get<0>(v_); }
-  const T& value() const& { DD_ASSERT(ok(), "value() of a failed result"); return std::get<0>(v_); }
-  T&& value() && { DD_ASSERT(ok(), "value() of a failed result"); return std::get<0>(std::move(v_)); }
+  T& value() & {
+    DD_ASSERT(ok(), "value() of a failed result");
+    return std::get<0>(v_);
+  }
+  const T& value() const& {
+    DD_ASSERT(ok(), "value() of a failed result");
+    return std::get<0>(v_);
+  }
+  T&& value() && {
+    DD_ASSERT(ok(), "value() of a failed result");
+    return std::get<0>(std::move(v_));
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
-  const wire_error& error() const { DD_ASSERT(!ok(), "error() of a successful result"); return std::get<1>(v_); }
+  const wire_error& error() const {
+    DD_ASSERT(!ok(), "error() of a successful result");
+    return std::get<1>(v_);
+  }
   errc code() const { return error().code; }
 
  private:
@@ -94,7 +107,10 @@ class result<void> {
 
   bool ok() const noexcept { return ok_; }
   explicit operator bool() const noexcept { return ok_; }
-  const wire_error& error() const { DD_ASSERT(!ok_, "error() of a successful result"); return err_; }
+  const wire_error& error() const {
+    DD_ASSERT(!ok_, "error() of a successful result");
+    return err_;
+  }
   errc code() const { return error().code; }
 
  private:

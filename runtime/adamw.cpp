@@ -19,7 +19,8 @@ adamw::adamw(kernels::backend& be, std::vector<tensor_info> tensors, size_t n, a
     expect += t.numel;
   }
   if (expect != n)
-    throw std::invalid_argument(fmt::format("adamw: tensors cover {} floats, buffer has {}", expect, n));
+    throw std::invalid_argument(
+        fmt::format("adamw: tensors cover {} floats, buffer has {}", expect, n));
   m_ = be.alloc<float>(n);
   v_ = be.alloc<float>(n);
 }
@@ -37,7 +38,8 @@ void adamw::step(float* params, const float* grads, float lr) {
   while (i < tensors_.size()) {
     size_t j = i;
     size_t len = 0;
-    while (j < tensors_.size() && tensors_[j].decay == tensors_[i].decay) len += tensors_[j++].numel;
+    while (j < tensors_.size() && tensors_[j].decay == tensors_[i].decay)
+      len += tensors_[j++].numel;
     p.weight_decay = tensors_[i].decay ? cfg_.weight_decay : 0.0f;
     const size_t off = tensors_[i].offset;
     be_->adamw_update(params + off, grads + off, m_.data() + off, v_.data() + off, len, p);

@@ -50,30 +50,36 @@ void write_safetensors(const std::string& path, const st_file& file) {
   uint64_t offset = 0;
   for (const auto& t : file.tensors) {
     if (!names.insert(t.name).second || t.name == "__metadata__")
-      throw std::invalid_argument(fmt::format("checkpoint '{}': duplicate or reserved tensor name '{}'", path, t.name));
+      throw std::invalid_argument(
+          fmt::format("checkpoint '{}': duplicate or reserved tensor name '{}'", path, t.name));
     if (numel_of(t.shape) != t.data.size())
-      throw std::invalid_argument(fmt::format("checkpoint '{}': tensor '{}' has {} values but shape {}",
-                                              path, t.name, t.data.size(), shape_str(t.shape)));
+      throw std::invalid_argument(
+          fmt::format("checkpoint '{}': tensor '{}' has {} values but shape {}", path, t.name,
+                      t.data.size(), shape_str(t.shape)));
     const uint64_t bytes = t.data.size() * sizeof(float);
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    header[t.name] = {
+        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   // The data section's checksum, checked on load (a file of another tool has none).
   uint32_t crc = 0;
-  for (const auto& t : file.tensors) crc = util::crc32c(t.data.data(), t.data.size() * sizeof(float), crc);
+  for (const auto& t : file.tensors)
+    crc = util::crc32c(t.data.data(), t.data.size() * sizeof(float), crc);
   auto metadata = file.metadata;
   metadata[st_checksum_key] = crc_hex(crc);
   header["__metadata__"] = metadata;
   std::string h = header.dump();
   while (h.size() % 8 != 0) h.push_back(' ');
   uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
+  for (int i = 0; i < 8; ++i)
+    len[i] = static_cast<uint8_t>(static_cast<uint64_t>(h.size()) >> (8 * i));
 
   std::vector<std::string_view> pieces;
   pieces.emplace_back(reinterpret_cast<const char*>(len), sizeof len);
   pieces.emplace_back(h);
   for (const auto& t : file.tensors)
-    pieces.emplace_back(reinterpret_cast<const char*>(t.data.data()), t.data.size() * sizeof(float));
+    pieces.emplace_back(reinterpret_cast<const char*>(t.data.data()),
+                        t.data.size() * sizeof(float));
   if (auto st = util::write_file_atomic(path, pieces); !st)
     throw std::runtime_error(fmt::format("checkpoint '{}': {}", path, st.message));
 }
@@ -90,14 +96,19 @@ st_file parse_safetensors(std::string_view bytes, const std::string& path,
   auto fail = [&](const std::string& what) -> std::runtime_error {
     return std::runtime_error(fmt::format("checkpoint '{}': {}", path, what));
   };
-  if (bytes.size() < 8) throw fail(fmt::format("file is {} bytes, shorter than the 8-byte header length", bytes.size()));
+  if (bytes.size() < 8)
+    throw fail(
+        fmt::format("file is {} bytes, shorter than the 8-byte header length", bytes.size()));
   uint64_t hlen = 0;
-  for (int i = 0; i < 8; ++i) hlen |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
+  for (int i = 0; i < 8; ++i)
+    hlen |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
   if (hlen > bytes.size() - 8)
-    throw fail(fmt::format("header length {} exceeds the file size {} (truncated file?)", hlen, bytes.size()));
+    throw fail(fmt::format("header length {} exceeds the file size {} (truncated file?)", hlen,
+                           bytes.size()));
   nlohmann::json header;
   try {
-    header = nlohmann::json::parse(bytes.begin() + 8, bytes.begin() + 8 + static_cast<std::ptrdiff_t>(hlen));
+    header = nlohmann::json::parse(bytes.begin() + 8,
+                                   bytes.begin() + 8 + static_cast<std::ptrdiff_t>(hlen));
   } catch (const nlohmann::json::exception& e) {
     throw fail(fmt::format("header is not valid JSON: {}", e.what()));
   }
@@ -105,7 +116,10 @@ st_file parse_safetensors(std::string_view bytes, const std::string& path,
   const uint64_t data_size = bytes.size() - 8 - hlen;
   const char* data = bytes.data() + 8 + hlen;
   st_file out;
-  struct span { uint64_t begin, end; std::string name; };
+  struct span {
+    uint64_t begin, end;
+    std::string name;
+  };
   std::vector<span> spans;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
@@ -113,23 +127,28 @@ st_file parse_safetensors(std::string_view bytes, const std::string& path,
     if (name == "__metadata__") {
       if (!v.is_object()) throw fail("field '__metadata__' is not an object");
       for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) throw fail(fmt::format("metadata '{}' is not a string", m.key()));
+        if (!m.value().is_string())
+          throw fail(fmt::format("metadata '{}' is not a string", m.key()));
         out.metadata[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
     if (!v.is_object()) throw fail(fmt::format("tensor '{}': entry is not an object", name));
     auto dt = v.find("dtype");
-    if (dt == v.end() || !dt->is_string()) throw fail(fmt::format("tensor '{}': missing field 'dtype'", name));
+    if (dt == v.end() || !dt->is_string())
+      throw fail(fmt::format("tensor '{}': missing field 'dtype'", name));
     if (dt->get<std::string>() != "F32")
-      throw fail(fmt::format("tensor '{}': dtype '{}' is not supported (only F32)", name, dt->get<std::string>()));
+      throw fail(fmt::format("tensor '{}': dtype '{}' is not supported (only F32)", name,
+                             dt->get<std::string>()));
     auto sh = v.find("shape");
-    if (sh == v.end() || !sh->is_array()) throw fail(fmt::format("tensor '{}': missing or malformed field 'shape'", name));
+    if (sh == v.end() || !sh->is_array())
+      throw fail(fmt::format("tensor '{}': missing or malformed field 'shape'", name));
     st_tensor t;
     t.name = name;
     for (const auto& d : *sh) {
       if (!d.is_number_integer() || d.get<int64_t>() < 0)
-        throw fail(fmt::format("tensor '{}': field 'shape' holds a non-integer or negative dimension", name));
+        throw fail(fmt::format(
+            "tensor '{}': field 'shape' holds a non-integer or negative dimension", name));
       t.shape.push_back(d.get<int64_t>());
     }
     // numel * sizeof(float) must fit the data section (so it never overflows); the old bound
@@ -151,14 +170,16 @@ st_file parse_safetensors(std::string_view bytes, const std::string& path,
     auto off = v.find("data_offsets");
     if (off == v.end() || !off->is_array() || off->size() != 2 || !(*off)[0].is_number_unsigned() ||
         !(*off)[1].is_number_unsigned())
-      throw fail(fmt::format("tensor '{}': field 'data_offsets' must be two non-negative integers", name));
+      throw fail(
+          fmt::format("tensor '{}': field 'data_offsets' must be two non-negative integers", name));
     const auto b = (*off)[0].get<uint64_t>(), e = (*off)[1].get<uint64_t>();
     if (b > e || e > data_size)
-      throw fail(fmt::format("tensor '{}': data_offsets [{}, {}] out of range (data section is {} bytes)",
-                             name, b, e, data_size));
+      throw fail(
+          fmt::format("tensor '{}': data_offsets [{}, {}] out of range (data section is {} bytes)",
+                      name, b, e, data_size));
     if (e - b != numel * sizeof(float))
-      throw fail(fmt::format("tensor '{}': data_offsets span {} bytes but shape {} needs {}", name, e - b,
-                             shape_str(t.shape), numel * sizeof(float)));
+      throw fail(fmt::format("tensor '{}': data_offsets span {} bytes but shape {} needs {}", name,
+                             e - b, shape_str(t.shape), numel * sizeof(float)));
     t.data.resize(numel);
     if (numel > 0) std::memcpy(t.data.data(), data + b, numel * sizeof(float));
     spans.push_back({b, e, name});
@@ -166,12 +187,14 @@ st_file parse_safetensors(std::string_view bytes, const std::string& path,
   }
   std::vector<size_t> order(spans.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t c) { return spans[a].begin < spans[c].begin; });
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t c) { return spans[a].begin < spans[c].begin; });
   uint64_t pos = 0;
   for (size_t i : order) {
     if (spans[i].begin < pos)
       throw fail(fmt::format("tensor '{}': data_offsets overlap another tensor", spans[i].name));
-    if (spans[i].begin > pos) throw fail(fmt::format("tensor '{}': gap before its data_offsets", spans[i].name));
+    if (spans[i].begin > pos)
+      throw fail(fmt::format("tensor '{}': gap before its data_offsets", spans[i].name));
     pos = spans[i].end;
   }
   if (pos != data_size)
@@ -187,13 +210,15 @@ st_file parse_safetensors(std::string_view bytes, const std::string& path,
     const std::string want = sum->is_string() ? sum->get<std::string>() : sum->dump();
     const std::string got = crc_hex(util::crc32c(data, data_size));
     if (want != got)
-      throw fail(fmt::format("data section CRC32C {} does not match {} = {} in its metadata: the "
-                             "file is damaged",
-                             got, st_checksum_key, want));
+      throw fail(
+          fmt::format("data section CRC32C {} does not match {} = {} in its metadata: the "
+                      "file is damaged",
+                      got, st_checksum_key, want));
   } else if (options.require_checksum) {
-    throw fail(fmt::format("carries no '{}' checksum in its metadata (a file written by another "
-                           "tool?) and a checksum is required",
-                           st_checksum_key));
+    throw fail(
+        fmt::format("carries no '{}' checksum in its metadata (a file written by another "
+                    "tool?) and a checksum is required",
+                    st_checksum_key));
   }
 
   std::vector<st_tensor> sorted;
@@ -220,9 +245,10 @@ void save_checkpoint(const std::string& path, const gpt& model, const adamw* opt
   }
   auto add = [&](const std::string& prefix, const std::vector<float>& src) {
     for (const auto& t : model.tensors())
-      f.tensors.push_back({prefix + t.name, t.shape,
-                           std::vector<float>(src.begin() + static_cast<std::ptrdiff_t>(t.offset),
-                                              src.begin() + static_cast<std::ptrdiff_t>(t.offset + t.numel))});
+      f.tensors.push_back(
+          {prefix + t.name, t.shape,
+           std::vector<float>(src.begin() + static_cast<std::ptrdiff_t>(t.offset),
+                              src.begin() + static_cast<std::ptrdiff_t>(t.offset + t.numel))});
   };
   add("", params);
   if (opt != nullptr) {
@@ -247,7 +273,8 @@ std::map<std::string, std::string> load_checkpoint(const std::string& path, gpt&
       if (s->shape != t.shape)
         throw fail(fmt::format("tensor '{}' has shape {} but the model expects {}", prefix + t.name,
                                shape_str(s->shape), shape_str(t.shape)));
-      std::copy(s->data.begin(), s->data.end(), host.begin() + static_cast<std::ptrdiff_t>(t.offset));
+      std::copy(s->data.begin(), s->data.end(),
+                host.begin() + static_cast<std::ptrdiff_t>(t.offset));
     }
     return host;
   };

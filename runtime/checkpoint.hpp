@@ -8,9 +8,10 @@
 // old or the new file, never a torn one (ALGORITHM.md, Recovery). Every file we write carries
 // the CRC-32C of its data section in its metadata ("dd_crc32c", 8 lowercase hex digits); a load
 // refuses a file whose checksum is present and wrong, and accepts one without it (a file from
-// another tool) unless st_read_options::require_checksum. Loading trusts nothing: file size vs header, header JSON, dtype,
-// offsets in range and non-overlapping, sizes vs shapes; every error names the file and the tensor
-// or field. Only F32 tensors are written or accepted. Any thread; no shared state.
+// another tool) unless st_read_options::require_checksum. Loading trusts nothing: file size vs
+// header, header JSON, dtype, offsets in range and non-overlapping, sizes vs shapes; every error
+// names the file and the tensor or field. Only F32 tensors are written or accepted. Any thread; no
+// shared state.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +34,7 @@ struct st_tensor {
 
 /// A whole safetensors file in host memory.
 struct st_file {
-  std::vector<st_tensor> tensors;              ///< in file order of data offsets
+  std::vector<st_tensor> tensors;               ///< in file order of data offsets
   std::map<std::string, std::string> metadata;  ///< the "__metadata__" object
 
   /// The tensor called `name`, or nullptr.

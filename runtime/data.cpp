@@ -17,7 +17,8 @@ namespace dd {
 text_dataset text_dataset::from_file(const std::string& path, double train_fraction) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
-    throw std::runtime_error(fmt::format("data file '{}': cannot open ({})", path, std::strerror(errno)));
+    throw std::runtime_error(
+        fmt::format("data file '{}': cannot open ({})", path, std::strerror(errno)));
   std::ostringstream ss;
   ss << in.rdbuf();
   if (in.bad()) throw std::runtime_error(fmt::format("data file '{}': read error", path));
@@ -29,7 +30,8 @@ text_dataset text_dataset::from_file(const std::string& path, double train_fract
 text_dataset text_dataset::from_text(const std::string& text, double train_fraction,
                                      const std::string& origin) {
   if (!(train_fraction > 0.0 && train_fraction < 1.0))
-    throw std::invalid_argument(fmt::format("data '{}': train fraction {} must be in (0, 1)", origin, train_fraction));
+    throw std::invalid_argument(
+        fmt::format("data '{}': train fraction {} must be in (0, 1)", origin, train_fraction));
   if (text.empty()) throw std::runtime_error(fmt::format("data file '{}': file is empty", origin));
   text_dataset d;
   d.origin_ = origin;
@@ -45,7 +47,8 @@ text_dataset text_dataset::from_text(const std::string& text, double train_fract
 
 shard_range shard_of(size_t n_train, int learner, int learners) {
   if (learners < 1 || learner < 0 || learner >= learners)
-    throw std::invalid_argument(fmt::format("shard_of: learner {} of {} is out of range", learner, learners));
+    throw std::invalid_argument(
+        fmt::format("shard_of: learner {} of {} is out of range", learner, learners));
   // 128-bit-safe for any realistic n: n < 2^40 and M < 2^20.
   const auto m = static_cast<unsigned long long>(learners);
   const auto n = static_cast<unsigned long long>(n_train);
@@ -57,14 +60,15 @@ shard_range shard_of(size_t n_train, int learner, int learners) {
 
 nlohmann::json data_cursor::to_json() const {
   return {{"seed", std::to_string(seed)}, {"learner", learner}, {"learners", learners},
-          {"seq_len", seq_len},          {"epoch", epoch},     {"position", position}};
+          {"seq_len", seq_len},           {"epoch", epoch},     {"position", position}};
 }
 
 data_cursor data_cursor::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw std::invalid_argument("data cursor: expected a JSON object");
   auto field = [&](const char* name) -> const nlohmann::json& {
     auto it = j.find(name);
-    if (it == j.end()) throw std::invalid_argument(fmt::format("data cursor: missing field '{}'", name));
+    if (it == j.end())
+      throw std::invalid_argument(fmt::format("data cursor: missing field '{}'", name));
     return *it;
   };
   auto integer = [&](const char* name) -> int64_t {
@@ -75,14 +79,15 @@ data_cursor data_cursor::from_json(const nlohmann::json& j) {
   };
   data_cursor c;
   const auto& s = field("seed");
-  if (!s.is_string()) throw std::invalid_argument("data cursor: field 'seed' must be a decimal string");
+  if (!s.is_string())
+    throw std::invalid_argument("data cursor: field 'seed' must be a decimal string");
   try {
     size_t used = 0;
     c.seed = std::stoull(s.get<std::string>(), &used);
     if (used != s.get<std::string>().size()) throw std::invalid_argument("trailing characters");
   } catch (const std::exception&) {
-    throw std::invalid_argument(fmt::format("data cursor: field 'seed' is not a decimal integer: '{}'",
-                                            s.get<std::string>()));
+    throw std::invalid_argument(fmt::format(
+        "data cursor: field 'seed' is not a decimal integer: '{}'", s.get<std::string>()));
   }
   c.learner = static_cast<int>(integer("learner"));
   c.learners = static_cast<int>(integer("learners"));
@@ -124,7 +129,8 @@ std::vector<uint8_t> data_cursor::to_bytes() const {
 
 data_cursor data_cursor::from_bytes(const std::vector<uint8_t>& bytes) {
   if (bytes.size() != k_cursor_bytes)
-    throw std::invalid_argument(fmt::format("data cursor: {} bytes, expected {}", bytes.size(), k_cursor_bytes));
+    throw std::invalid_argument(
+        fmt::format("data cursor: {} bytes, expected {}", bytes.size(), k_cursor_bytes));
   if (std::memcmp(bytes.data(), k_cursor_magic, 4) != 0)
     throw std::invalid_argument("data cursor: bad magic (expected \"DDC1\")");
   const uint8_t* p = bytes.data() + 4;
@@ -140,11 +146,12 @@ data_cursor data_cursor::from_bytes(const std::vector<uint8_t>& bytes) {
 
 // ---- batch_stream -----------------------------------------------------------------------------
 
-batch_stream::batch_stream(const text_dataset& data, int learner, int learners, int T, uint64_t seed,
-                           shard_layout layout)
+batch_stream::batch_stream(const text_dataset& data, int learner, int learners, int T,
+                           uint64_t seed, shard_layout layout)
     : data_(&data), learner_(learner), learners_(learners), T_(T), layout_(layout), seed_(seed) {
   shard_ = shard_of(data.train().size(), learner, learners);
-  if (T < 1) throw std::invalid_argument(fmt::format("batch_stream: sequence length {} must be >= 1", T));
+  if (T < 1)
+    throw std::invalid_argument(fmt::format("batch_stream: sequence length {} must be >= 1", T));
   if (layout_ == shard_layout::interleaved) {
     shard_ = shard_range{0, data.train().size()};
     const size_t need = (2 * static_cast<size_t>(learners) + 1) * static_cast<size_t>(T) + 1;
@@ -161,7 +168,8 @@ batch_stream::batch_stream(const text_dataset& data, int learner, int learners, 
 }
 
 void batch_stream::start_epoch(int64_t epoch) {
-  rng r(derive_seed(derive_seed(seed_, static_cast<uint64_t>(learner_)), static_cast<uint64_t>(epoch)));
+  rng r(derive_seed(derive_seed(seed_, static_cast<uint64_t>(learner_)),
+                    static_cast<uint64_t>(epoch)));
   offset_ = static_cast<size_t>(r.below(static_cast<uint64_t>(T_)));
   size_t n_windows = (shard_.size() - 1 - offset_) / static_cast<size_t>(T_);
   if (layout_ == shard_layout::interleaved) {
@@ -183,7 +191,8 @@ void batch_stream::start_epoch(int64_t epoch) {
 }
 
 void batch_stream::next(int B, std::vector<int32_t>& inputs, std::vector<int32_t>& targets) {
-  if (B < 1) throw std::invalid_argument(fmt::format("batch_stream::next: batch {} must be >= 1", B));
+  if (B < 1)
+    throw std::invalid_argument(fmt::format("batch_stream::next: batch {} must be >= 1", B));
   const size_t T = static_cast<size_t>(T_);
   inputs.resize(static_cast<size_t>(B) * T);
   targets.resize(static_cast<size_t>(B) * T);
@@ -215,8 +224,8 @@ data_cursor batch_stream::cursor() const {
 
 void batch_stream::restore(const data_cursor& c) {
   auto mismatch = [&](const char* field, auto got, auto want) {
-    throw std::invalid_argument(fmt::format(
-        "data cursor: field '{}' is {} but this stream has {}", field, got, want));
+    throw std::invalid_argument(
+        fmt::format("data cursor: field '{}' is {} but this stream has {}", field, got, want));
   };
   if (c.seed != seed_) mismatch("seed", c.seed, seed_);
   if (c.learner != learner_) mismatch("learner", c.learner, learner_);
@@ -225,8 +234,9 @@ void batch_stream::restore(const data_cursor& c) {
   if (c.epoch < 0) mismatch("epoch", c.epoch, ">= 0");
   start_epoch(c.epoch);
   if (c.position < 0 || static_cast<size_t>(c.position) > order_.size())
-    throw std::invalid_argument(fmt::format("data cursor: field 'position' is {} but epoch {} has {} windows",
-                                            c.position, c.epoch, order_.size()));
+    throw std::invalid_argument(
+        fmt::format("data cursor: field 'position' is {} but epoch {} has {} windows", c.position,
+                    c.epoch, order_.size()));
   position_ = c.position;
 }
 

@@ -11,10 +11,11 @@ namespace dd {
 
 double evaluate_loss(gpt& model, const std::vector<int32_t>& split, int B, int T, int batches) {
   if (batches < 1 || B < 1 || T < 1)
-    throw std::invalid_argument(fmt::format("evaluate_loss: batches {}, B {}, T {} must all be >= 1", batches, B, T));
+    throw std::invalid_argument(
+        fmt::format("evaluate_loss: batches {}, B {}, T {} must all be >= 1", batches, B, T));
   if (split.size() < static_cast<size_t>(T) + 1)
-    throw std::invalid_argument(fmt::format("evaluate_loss: split has {} tokens, needs at least T+1 = {}",
-                                            split.size(), T + 1));
+    throw std::invalid_argument(fmt::format(
+        "evaluate_loss: split has {} tokens, needs at least T+1 = {}", split.size(), T + 1));
   const size_t W = (split.size() - 1) / static_cast<size_t>(T);
   const size_t BT = static_cast<size_t>(B) * T;
   std::vector<int32_t> in(BT), tg(BT);

@@ -59,7 +59,8 @@ std::vector<int> assign_balanced(const std::vector<tensor_info>& t, int p) {
 
 std::vector<int> assign_strided(const std::vector<tensor_info>& t, int p) {
   std::vector<int> assignment(t.size());
-  for (size_t i = 0; i < t.size(); ++i) assignment[i] = static_cast<int>(i % static_cast<size_t>(p));
+  for (size_t i = 0; i < t.size(); ++i)
+    assignment[i] = static_cast<int>(i % static_cast<size_t>(p));
   return assignment;
 }
 
@@ -76,14 +77,14 @@ result<std::vector<int>> assign_layer(const std::vector<tensor_info>& t, int p) 
   layers.erase(std::unique(layers.begin(), layers.end()), layers.end());
   const size_t nl = layers.size();
   if (nl == 0 && p > 1) {
-    return wire_error{errc::invalid_argument,
-                      "fragments: strategy 'layer' needs tensors with layer >= 0 for P = " +
-                          std::to_string(p)};
+    return wire_error{
+        errc::invalid_argument,
+        "fragments: strategy 'layer' needs tensors with layer >= 0 for P = " + std::to_string(p)};
   }
   if (nl > 0 && static_cast<size_t>(p) > nl) {
-    return wire_error{errc::invalid_argument,
-                      "fragments: P = " + std::to_string(p) + " exceeds the " +
-                          std::to_string(nl) + " transformer blocks (strategy 'layer')"};
+    return wire_error{errc::invalid_argument, "fragments: P = " + std::to_string(p) +
+                                                  " exceeds the " + std::to_string(nl) +
+                                                  " transformer blocks (strategy 'layer')"};
   }
   // Block rank r (0..nl-1) -> fragment: P contiguous ranges, the first nl mod P one larger.
   std::vector<int> block_fragment(nl, 0);
@@ -111,16 +112,16 @@ result<std::vector<int>> assign_layer(const std::vector<tensor_info>& t, int p) 
 
 }  // namespace
 
-result<fragment_plan> make_fragment_plan(const std::vector<tensor_info>& tensors,
-                                         int num_fragments, fragment_strategy strategy) {
+result<fragment_plan> make_fragment_plan(const std::vector<tensor_info>& tensors, int num_fragments,
+                                         fragment_strategy strategy) {
   if (num_fragments < 1) {
     return wire_error{errc::invalid_argument, "fragments: P (number of fragments) = " +
                                                   std::to_string(num_fragments) + " must be >= 1"};
   }
   if (static_cast<size_t>(num_fragments) > tensors.size()) {
-    return wire_error{errc::invalid_argument,
-                      "fragments: P = " + std::to_string(num_fragments) + " exceeds the " +
-                          std::to_string(tensors.size()) + " tensors of the model"};
+    return wire_error{errc::invalid_argument, "fragments: P = " + std::to_string(num_fragments) +
+                                                  " exceeds the " + std::to_string(tensors.size()) +
+                                                  " tensors of the model"};
   }
   for (size_t i = 0; i < tensors.size(); ++i) {
     if (tensors[i].numel == 0) {
@@ -180,8 +181,8 @@ result<fragment_plan> make_fragment_plan(const std::vector<tensor_info>& tensors
   return plan;
 }
 
-result<fragment_plan> make_fragment_plan(const std::vector<tensor_info>& tensors,
-                                         int num_fragments, std::string_view strategy) {
+result<fragment_plan> make_fragment_plan(const std::vector<tensor_info>& tensors, int num_fragments,
+                                         std::string_view strategy) {
   auto s = parse_fragment_strategy(strategy);
   if (!s) return s.error();
   return make_fragment_plan(tensors, num_fragments, *s);
@@ -201,12 +202,14 @@ void scatter_fragment(const fragment_layout& layout, const float* frag, float* f
 
 void gather_fragment(kernels::backend& be, const fragment_layout& layout, const float* flat,
                      float* frag) {
-  for (const auto& t : layout.tensors) be.copy(frag + t.fragment_offset, flat + t.flat_offset, t.numel);
+  for (const auto& t : layout.tensors)
+    be.copy(frag + t.fragment_offset, flat + t.flat_offset, t.numel);
 }
 
 void scatter_fragment(kernels::backend& be, const fragment_layout& layout, const float* frag,
                       float* flat) {
-  for (const auto& t : layout.tensors) be.copy(flat + t.flat_offset, frag + t.fragment_offset, t.numel);
+  for (const auto& t : layout.tensors)
+    be.copy(flat + t.flat_offset, frag + t.fragment_offset, t.numel);
 }
 
 }  // namespace dd

@@ -69,7 +69,7 @@ struct fragment_layout {
 /// The whole assignment.
 struct fragment_plan {
   fragment_strategy strategy = fragment_strategy::balanced;
-  std::vector<fragment_layout> fragments;   // (P)
+  std::vector<fragment_layout> fragments;  // (P)
   /// fragment_of_tensor[i] = the fragment holding tensor i.
   std::vector<int> fragment_of_tensor;
   /// Σ numel over all tensors.

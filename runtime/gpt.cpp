@@ -15,8 +15,19 @@ namespace {
 
 // Per-block tensor order inside gpt_tensors(); index = 2 + 12·layer + k.
 enum block_tensor : size_t {
-  k_ln1w, k_ln1b, k_qkvw, k_qkvb, k_attprojw, k_attprojb,
-  k_ln2w, k_ln2b, k_fcw, k_fcb, k_fcprojw, k_fcprojb, k_per_block
+  k_ln1w,
+  k_ln1b,
+  k_qkvw,
+  k_qkvb,
+  k_attprojw,
+  k_attprojb,
+  k_ln2w,
+  k_ln2b,
+  k_fcw,
+  k_fcb,
+  k_fcprojw,
+  k_fcprojb,
+  k_per_block
 };
 constexpr size_t k_wte = 0, k_wpe = 1;
 size_t bt(int layer, block_tensor k) { return 2 + k_per_block * static_cast<size_t>(layer) + k; }
@@ -25,7 +36,8 @@ size_t bt(int layer, block_tensor k) { return 2 + k_per_block * static_cast<size
 
 void gpt_config::validate() const {
   auto need = [](int v, const char* field) {
-    if (v < 1) throw std::invalid_argument(fmt::format("gpt config: {} must be >= 1, got {}", field, v));
+    if (v < 1)
+      throw std::invalid_argument(fmt::format("gpt config: {} must be >= 1, got {}", field, v));
   };
   need(vocab, "vocab");
   need(context, "context");
@@ -38,7 +50,11 @@ void gpt_config::validate() const {
 }
 
 nlohmann::json gpt_config::to_json() const {
-  return {{"vocab", vocab}, {"context", context}, {"layers", layers}, {"heads", heads}, {"width", width}};
+  return {{"vocab", vocab},
+          {"context", context},
+          {"layers", layers},
+          {"heads", heads},
+          {"width", width}};
 }
 
 gpt_config gpt_config::from_json(const nlohmann::json& j) {
@@ -46,7 +62,8 @@ gpt_config gpt_config::from_json(const nlohmann::json& j) {
   gpt_config c;
   auto get = [&](const char* field, int& out) {
     auto it = j.find(field);
-    if (it == j.end()) throw std::invalid_argument(fmt::format("gpt config: missing field '{}'", field));
+    if (it == j.end())
+      throw std::invalid_argument(fmt::format("gpt config: missing field '{}'", field));
     if (!it->is_number_integer())
       throw std::invalid_argument(fmt::format("gpt config: field '{}' must be an integer", field));
     out = it->get<int>();
@@ -132,8 +149,8 @@ void gpt::init(uint64_t seed) {
   const double std_resid = 0.02 / std::sqrt(2.0 * cfg_.layers);
   for (const auto& t : tensors_) {
     float* dst = host.data() + t.offset;
-    const bool is_norm_weight = t.name.find("ln_") != std::string::npos &&
-                                t.name.size() > 7 && t.name.compare(t.name.size() - 7, 7, ".weight") == 0;
+    const bool is_norm_weight = t.name.find("ln_") != std::string::npos && t.name.size() > 7 &&
+                                t.name.compare(t.name.size() - 7, 7, ".weight") == 0;
     if (t.shape.size() == 2) {
       const bool resid = t.name.find("attn.proj.weight") != std::string::npos ||
                          t.name.find("mlp.proj.weight") != std::string::npos;
@@ -154,22 +171,24 @@ std::vector<float> gpt::get_parameters() const {
 
 void gpt::set_parameters(const std::vector<float>& host) {
   if (host.size() != num_params())
-    throw std::invalid_argument(fmt::format("gpt::set_parameters: got {} floats, model has {}",
-                                            host.size(), num_params()));
+    throw std::invalid_argument(
+        fmt::format("gpt::set_parameters: got {} floats, model has {}", host.size(), num_params()));
   be_->upload(params_.data(), host.data(), host.size());
 }
 
 void gpt::read_parameters(size_t offset, size_t n, float* host) const {
   if (offset > num_params() || n > num_params() - offset)
-    throw std::out_of_range(fmt::format("gpt::read_parameters: range [{}, {}) exceeds {} parameters",
-                                        offset, offset + n, num_params()));
+    throw std::out_of_range(
+        fmt::format("gpt::read_parameters: range [{}, {}) exceeds {} parameters", offset,
+                    offset + n, num_params()));
   be_->download(host, params_.data() + offset, n);
 }
 
 void gpt::write_parameters(size_t offset, size_t n, const float* host) {
   if (offset > num_params() || n > num_params() - offset)
-    throw std::out_of_range(fmt::format("gpt::write_parameters: range [{}, {}) exceeds {} parameters",
-                                        offset, offset + n, num_params()));
+    throw std::out_of_range(
+        fmt::format("gpt::write_parameters: range [{}, {}) exceeds {} parameters", offset,
+                    offset + n, num_params()));
   be_->upload(params_.data() + offset, host, n);
 }
 
@@ -224,26 +243,27 @@ void gpt::ensure_activations(int B, int T) {
   act_T_ = T;
 }
 
-double gpt::forward(const std::vector<int32_t>& tokens, const std::vector<int32_t>& targets,
-                    int B, int T) {
+double gpt::forward(const std::vector<int32_t>& tokens, const std::vector<int32_t>& targets, int B,
+                    int T) {
   have_forward_ = false;
   if (B < 1 || T < 1)
-    throw std::invalid_argument(fmt::format("gpt::forward: batch {} and sequence length {} must be >= 1", B, T));
+    throw std::invalid_argument(
+        fmt::format("gpt::forward: batch {} and sequence length {} must be >= 1", B, T));
   if (T > cfg_.context)
     throw std::invalid_argument(fmt::format(
         "gpt::forward: sequence length {} exceeds the model's context {}", T, cfg_.context));
   const size_t BT = static_cast<size_t>(B) * T;
   if (tokens.size() != BT || targets.size() != BT)
-    throw std::invalid_argument(fmt::format(
-        "gpt::forward: tokens has {} and targets {} values, expected B*T = {}*{} = {}",
-        tokens.size(), targets.size(), B, T, BT));
+    throw std::invalid_argument(
+        fmt::format("gpt::forward: tokens has {} and targets {} values, expected B*T = {}*{} = {}",
+                    tokens.size(), targets.size(), B, T, BT));
   for (size_t i = 0; i < BT; ++i) {
     if (tokens[i] < 0 || tokens[i] >= cfg_.vocab)
-      throw std::invalid_argument(fmt::format("gpt::forward: token {} at position {} is outside [0, {})",
-                                              tokens[i], i, cfg_.vocab));
+      throw std::invalid_argument(fmt::format(
+          "gpt::forward: token {} at position {} is outside [0, {})", tokens[i], i, cfg_.vocab));
     if (targets[i] < 0 || targets[i] >= cfg_.vocab)
-      throw std::invalid_argument(fmt::format("gpt::forward: target {} at position {} is outside [0, {})",
-                                              targets[i], i, cfg_.vocab));
+      throw std::invalid_argument(fmt::format(
+          "gpt::forward: target {} at position {} is outside [0, {})", targets[i], i, cfg_.vocab));
   }
   ensure_activations(B, T);
   auto& be = *be_;
@@ -260,20 +280,24 @@ double gpt::forward(const std::vector<int32_t>& tokens, const std::vector<int32_
                          p(bt(l, k_ln1w)), p(bt(l, k_ln1b)), N, C);
     be.matmul_forward(a.qkv.data(), a.ln1.data(), p(bt(l, k_qkvw)), p(bt(l, k_qkvb)), N, C, 3 * C);
     be.attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, C, NH);
-    be.matmul_forward(tmp_.data(), a.atty.data(), p(bt(l, k_attprojw)), p(bt(l, k_attprojb)), N, C, C);
+    be.matmul_forward(tmp_.data(), a.atty.data(), p(bt(l, k_attprojw)), p(bt(l, k_attprojb)), N, C,
+                      C);
     be.residual_forward(a.res2.data(), residual, tmp_.data(), BT * C);
     be.layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(),
                          p(bt(l, k_ln2w)), p(bt(l, k_ln2b)), N, C);
     be.matmul_forward(a.fch.data(), a.ln2.data(), p(bt(l, k_fcw)), p(bt(l, k_fcb)), N, C, 4 * C);
     be.gelu_forward(a.fch_gelu.data(), a.fch.data(), BT * 4 * C);
-    be.matmul_forward(tmp_.data(), a.fch_gelu.data(), p(bt(l, k_fcprojw)), p(bt(l, k_fcprojb)), N, 4 * C, C);
+    be.matmul_forward(tmp_.data(), a.fch_gelu.data(), p(bt(l, k_fcprojw)), p(bt(l, k_fcprojb)), N,
+                      4 * C, C);
     be.residual_forward(a.res3.data(), a.res2.data(), tmp_.data(), BT * C);
     residual = a.res3.data();
   }
   const size_t lnf = tensors_.size() - 2;
-  be.layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), residual, p(lnf), p(lnf + 1), N, C);
+  be.layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), residual, p(lnf),
+                       p(lnf + 1), N, C);
   be.matmul_forward(logits_.data(), lnf_.data(), p(k_wte), nullptr, N, C, V);  // tied LM head
-  be.softmax_crossentropy_forward(losses_.data(), probs_.data(), logits_.data(), targets_.data(), N, V);
+  be.softmax_crossentropy_forward(losses_.data(), probs_.data(), logits_.data(), targets_.data(), N,
+                                  V);
   std::vector<float> losses(BT);
   be.download(losses.data(), losses_.data(), BT);
   double sum = 0.0;
@@ -283,7 +307,8 @@ double gpt::forward(const std::vector<int32_t>& tokens, const std::vector<int32_
 }
 
 void gpt::backward() {
-  if (!have_forward_) throw std::logic_error("gpt::backward: no forward() with targets to differentiate");
+  if (!have_forward_)
+    throw std::logic_error("gpt::backward: no forward() with targets to differentiate");
   auto& be = *be_;
   const int B = act_B_, T = act_T_, C = cfg_.width, NH = cfg_.heads, V = cfg_.vocab;
   const size_t BT = static_cast<size_t>(B) * T;
@@ -293,11 +318,12 @@ void gpt::backward() {
   be.softmax_crossentropy_backward(dlogits_.data(), probs_.data(), targets_.data(),
                                    1.0f / static_cast<float>(BT), N, V);
   be.zero(dln_.data(), BT * C);
-  be.matmul_backward(dln_.data(), g(k_wte), nullptr, dlogits_.data(), lnf_.data(), p(k_wte), N, C, V);
+  be.matmul_backward(dln_.data(), g(k_wte), nullptr, dlogits_.data(), lnf_.data(), p(k_wte), N, C,
+                     V);
   const float* top = acts_.empty() ? encoded_.data() : acts_.back().res3.data();
   be.zero(dres_.data(), BT * C);
-  be.layernorm_backward(dres_.data(), g(lnf), g(lnf + 1), dln_.data(), top, p(lnf), lnf_mean_.data(),
-                        lnf_rstd_.data(), N, C);
+  be.layernorm_backward(dres_.data(), g(lnf), g(lnf + 1), dln_.data(), top, p(lnf),
+                        lnf_mean_.data(), lnf_rstd_.data(), N, C);
   // dres_ now holds d loss / d (output of block l); it is updated in place down the blocks.
   for (int l = cfg_.layers - 1; l >= 0; --l) {
     auto& a = acts_[l];
@@ -311,15 +337,16 @@ void gpt::backward() {
     be.zero(dln_.data(), BT * C);
     be.matmul_backward(dln_.data(), g(bt(l, k_fcw)), g(bt(l, k_fcb)), dfch_.data(), a.ln2.data(),
                        p(bt(l, k_fcw)), N, C, 4 * C);
-    be.layernorm_backward(dres_.data(), g(bt(l, k_ln2w)), g(bt(l, k_ln2b)), dln_.data(), a.res2.data(),
-                          p(bt(l, k_ln2w)), a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
+    be.layernorm_backward(dres_.data(), g(bt(l, k_ln2w)), g(bt(l, k_ln2b)), dln_.data(),
+                          a.res2.data(), p(bt(l, k_ln2w)), a.ln2_mean.data(), a.ln2_rstd.data(), N,
+                          C);
     // Attention half: res2 = residual + attproj(attn(qkv(ln1(residual)))).
     be.zero(datty_.data(), BT * C);
     be.matmul_backward(datty_.data(), g(bt(l, k_attprojw)), g(bt(l, k_attprojb)), dres_.data(),
                        a.atty.data(), p(bt(l, k_attprojw)), N, C, C);
     be.zero(dqkv_.data(), BT * 3 * C);
-    be.attention_backward(dqkv_.data(), datt_scratch_.data(), datty_.data(), a.qkv.data(), a.att.data(),
-                          B, T, C, NH);
+    be.attention_backward(dqkv_.data(), datt_scratch_.data(), datty_.data(), a.qkv.data(),
+                          a.att.data(), B, T, C, NH);
     be.zero(dln_.data(), BT * C);
     be.matmul_backward(dln_.data(), g(bt(l, k_qkvw)), g(bt(l, k_qkvb)), dqkv_.data(), a.ln1.data(),
                        p(bt(l, k_qkvw)), N, C, 3 * C);

@@ -125,8 +125,8 @@ class gpt {
 
  private:
   struct layer_acts {
-    kernels::buffer<float> ln1, ln1_mean, ln1_rstd, qkv, atty, att, res2, ln2, ln2_mean,
-        ln2_rstd, fch, fch_gelu, res3;
+    kernels::buffer<float> ln1, ln1_mean, ln1_rstd, qkv, atty, att, res2, ln2, ln2_mean, ln2_rstd,
+        fch, fch_gelu, res3;
   };
   void ensure_activations(int B, int T);
   float* p(size_t tensor_index) { return params_.data() + tensors_[tensor_index].offset; }

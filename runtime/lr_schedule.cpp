@@ -19,11 +19,16 @@ double lr_schedule::at(int64_t step) const {
 }
 
 void lr_schedule::validate() const {
-  if (!(lr > 0.0)) throw std::invalid_argument(fmt::format("lr schedule: lr must be > 0, got {}", lr));
-  if (warmup < 0) throw std::invalid_argument(fmt::format("lr schedule: warmup must be >= 0, got {}", warmup));
-  if (total < 1) throw std::invalid_argument(fmt::format("lr schedule: total steps must be >= 1, got {}", total));
+  if (!(lr > 0.0))
+    throw std::invalid_argument(fmt::format("lr schedule: lr must be > 0, got {}", lr));
+  if (warmup < 0)
+    throw std::invalid_argument(fmt::format("lr schedule: warmup must be >= 0, got {}", warmup));
+  if (total < 1)
+    throw std::invalid_argument(
+        fmt::format("lr schedule: total steps must be >= 1, got {}", total));
   if (!(min_lr_ratio >= 0.0 && min_lr_ratio <= 1.0))
-    throw std::invalid_argument(fmt::format("lr schedule: min_lr_ratio must be in [0, 1], got {}", min_lr_ratio));
+    throw std::invalid_argument(
+        fmt::format("lr schedule: min_lr_ratio must be in [0, 1], got {}", min_lr_ratio));
 }
 
 }  // namespace dd

@@ -9,10 +9,10 @@ namespace dd {
 
 /// Warmup + cosine schedule. Steps are 0-based inner steps.
 struct lr_schedule {
-  double lr = 2e-3;            ///< peak learning rate
-  int64_t warmup = 0;          ///< warmup steps (0 = none)
-  int64_t total = 1;           ///< step at which the cosine reaches its floor
-  double min_lr_ratio = 0.1;   ///< floor = min_lr_ratio · lr
+  double lr = 2e-3;           ///< peak learning rate
+  int64_t warmup = 0;         ///< warmup steps (0 = none)
+  int64_t total = 1;          ///< step at which the cosine reaches its floor
+  double min_lr_ratio = 0.1;  ///< floor = min_lr_ratio · lr
 
   /// lr(step): for step < warmup, lr·(step+1)/warmup; for warmup <= step < total,
   /// floor + ½(lr − floor)(1 + cos(π·(step − warmup)/(total − warmup))); afterwards the floor.

@@ -69,10 +69,9 @@ result<const float*> anchor_ring::find(uint64_t version) const {
   for (const auto& e : entries_) {
     if (e.version == version) return static_cast<const float*>(e.value.data());
   }
-  std::string held = entries_.empty()
-                         ? std::string("none")
-                         : std::to_string(entries_.front().version) + ".." +
-                               std::to_string(entries_.back().version);
+  std::string held = entries_.empty() ? std::string("none")
+                                      : std::to_string(entries_.front().version) + ".." +
+                                            std::to_string(entries_.back().version);
   return wire_error{errc::version_gone, "anchor ring: base version " + std::to_string(version) +
                                             " is gone (held: " + held + ")"};
 }
@@ -126,20 +125,19 @@ result<merge_report> compute_delta(kernels::backend& be, const fragment_layout& 
   for (size_t m = 0; m < contributions.size(); ++m) {
     const auto& c = contributions[m];
     if (c.delta == nullptr) {
-      return R(errc::invalid_argument, "merge: contribution " + std::to_string(m) +
-                                           " (learner " + std::to_string(c.learner_id) +
-                                           ") has a null delta");
+      return R(errc::invalid_argument, "merge: contribution " + std::to_string(m) + " (learner " +
+                                           std::to_string(c.learner_id) + ") has a null delta");
     }
     if (!std::isfinite(c.weight) || c.weight < 0.0) {
-      return R(errc::invalid_argument, "merge: contribution " + std::to_string(m) +
-                                           " (learner " + std::to_string(c.learner_id) +
-                                           ") has weight " + std::to_string(c.weight));
+      return R(errc::invalid_argument, "merge: contribution " + std::to_string(m) + " (learner " +
+                                           std::to_string(c.learner_id) + ") has weight " +
+                                           std::to_string(c.weight));
     }
     wsum += c.weight;
   }
   if (!(wsum > 0.0) || !std::isfinite(wsum)) {
-    return R(errc::invalid_argument, "merge: the contributions' weights sum to " +
-                                         std::to_string(wsum) + " (need > 0)");
+    return R(errc::invalid_argument,
+             "merge: the contributions' weights sum to " + std::to_string(wsum) + " (need > 0)");
   }
 
   // v_m: the pseudo-gradients in the chosen anchor (see merge.hpp).
@@ -152,8 +150,7 @@ result<merge_report> compute_delta(kernels::backend& be, const fragment_layout& 
       return R(errc::invalid_argument, "merge: anchor = current needs theta and an anchor ring");
     }
     if (ring->numel() != numel) {
-      return R(errc::invalid_argument, "merge: anchor ring holds " +
-                                           std::to_string(ring->numel()) +
+      return R(errc::invalid_argument, "merge: anchor ring holds " + std::to_string(ring->numel()) +
                                            " elements, fragment has " + std::to_string(numel));
     }
     std::vector<const float*> anchors(contributions.size());
@@ -244,9 +241,9 @@ result<merge_report> outer_step(kernels::backend& be, const fragment_layout& lay
                                 const merge_options& opts, float* theta, float* momentum,
                                 const anchor_ring* ring, float delta_scale) {
   if (!std::isfinite(delta_scale) || delta_scale <= 0.0f || delta_scale > 1.0f) {
-    return wire_error{errc::invalid_argument,
-                      "outer_step: delta_scale " + std::to_string(delta_scale) +
-                          " is outside (0, 1]"};
+    return wire_error{
+        errc::invalid_argument,
+        "outer_step: delta_scale " + std::to_string(delta_scale) + " is outside (0, 1]"};
   }
   if (theta == nullptr || momentum == nullptr) {
     return wire_error{errc::invalid_argument, "outer_step: theta or momentum is null"};

@@ -45,8 +45,7 @@ void quantize_blocks(const float* x, size_t n, uint8_t* out, size_t code_bytes_p
       int qi = std::isfinite(q) ? static_cast<int>(q) : 0;
       store(out + pos, i, qi);
     }
-    pos += len == quant_block ? code_bytes_per_full_block
-                              : (QMax == 127 ? len : (len + 1) / 2);
+    pos += len == quant_block ? code_bytes_per_full_block : (QMax == 127 ? len : (len + 1) / 2);
   }
 }
 
@@ -108,8 +107,7 @@ std::vector<uint8_t> encode_payload(payload_encoding e, const float* x, size_t n
   return out;
 }
 
-status decode_payload(payload_encoding e, const uint8_t* bytes, size_t size, float* out,
-                      size_t n) {
+status decode_payload(payload_encoding e, const uint8_t* bytes, size_t size, float* out, size_t n) {
   if (static_cast<uint8_t>(e) > static_cast<uint8_t>(payload_encoding::int4)) {
     return {errc::invalid_argument,
             "payload encoding: unknown value " + std::to_string(static_cast<int>(e))};

@@ -40,8 +40,7 @@ void encode_payload(payload_encoding e, const float* x, size_t n, std::vector<ui
 
 /// Decodes `size` bytes holding n elements into out (n). errc::size_mismatch when size !=
 /// encoded_size(e, n), naming both; errc::invalid_argument for an unknown encoding value.
-status decode_payload(payload_encoding e, const uint8_t* bytes, size_t size, float* out,
-                      size_t n);
+status decode_payload(payload_encoding e, const uint8_t* bytes, size_t size, float* out, size_t n);
 /// Same, returning a new vector of n floats.
 result<std::vector<float>> decode_payload(payload_encoding e, const uint8_t* bytes, size_t size,
                                           size_t n);

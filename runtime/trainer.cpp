@@ -20,12 +20,15 @@ constexpr uint64_t k_data_stream = 0x64617461;  // "data"
 
 void trainer_config::validate() const {
   model.validate();
-  if (batch < 1) throw std::invalid_argument(fmt::format("trainer: batch must be >= 1, got {}", batch));
+  if (batch < 1)
+    throw std::invalid_argument(fmt::format("trainer: batch must be >= 1, got {}", batch));
   if (seq_len < 1 || seq_len > model.context)
-    throw std::invalid_argument(fmt::format("trainer: seq_len {} must be in [1, context = {}]", seq_len, model.context));
+    throw std::invalid_argument(
+        fmt::format("trainer: seq_len {} must be in [1, context = {}]", seq_len, model.context));
   schedule.validate();
   if (learners < 1 || learner < 0 || learner >= learners)
-    throw std::invalid_argument(fmt::format("trainer: learner {} of {} is out of range", learner, learners));
+    throw std::invalid_argument(
+        fmt::format("trainer: learner {} of {} is out of range", learner, learners));
 }
 
 trainer::trainer(kernels::backend& be, const text_dataset& data, const trainer_config& cfg)
@@ -49,7 +52,8 @@ step_result trainer::step() {
   tokens_ += r.tokens;
   if (std::isfinite(r.loss)) {
     model_.backward();
-    r.grad_norm = clip_grad_norm(model_.backend(), model_.grads(), model_.num_params(), cfg_.grad_clip);
+    r.grad_norm =
+        clip_grad_norm(model_.backend(), model_.grads(), model_.num_params(), cfg_.grad_clip);
   }
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
     r.applied = false;
@@ -102,8 +106,8 @@ std::map<std::string, std::string> trainer::load(const std::string& path,
     throw fail(fmt::format("bad metadata: {}", e.what()));
   }
   if (file_cfg != cfg_.model)
-    throw fail(fmt::format("model config {} differs from this trainer's {}", file_cfg.to_json().dump(),
-                           cfg_.model.to_json().dump()));
+    throw fail(fmt::format("model config {} differs from this trainer's {}",
+                           file_cfg.to_json().dump(), cfg_.model.to_json().dump()));
   // Check the cursor against a scratch stream first so a mismatch leaves this trainer untouched.
   try {
     batch_stream probe_stream = stream_;

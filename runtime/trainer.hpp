@@ -22,14 +22,15 @@ namespace dd {
 /// Everything a trainer needs besides the backend and the data.
 struct trainer_config {
   gpt_config model;
-  int batch = 16;              ///< B: sequences per inner step
-  int seq_len = 128;           ///< T: tokens per sequence (<= model.context)
-  lr_schedule schedule;        ///< on this learner's own step counter
+  int batch = 16;        ///< B: sequences per inner step
+  int seq_len = 128;     ///< T: tokens per sequence (<= model.context)
+  lr_schedule schedule;  ///< on this learner's own step counter
   adamw_config optimizer;
-  double grad_clip = 1.0;      ///< global grad-norm limit; <= 0 disables clipping
-  uint64_t seed = 1337;        ///< model init = gpt::init(seed); data stream seed = derive_seed(seed, 0x64617461)
-  int learner = 0;             ///< this learner's index i (data shard i of M)
-  int learners = 1;            ///< M
+  double grad_clip = 1.0;  ///< global grad-norm limit; <= 0 disables clipping
+  uint64_t seed =
+      1337;  ///< model init = gpt::init(seed); data stream seed = derive_seed(seed, 0x64617461)
+  int learner = 0;   ///< this learner's index i (data shard i of M)
+  int learners = 1;  ///< M
   /// Contiguous shards (ALGORITHM.md) or interleaved windows of the whole train split.
   shard_layout sharding = shard_layout::contiguous;
 
@@ -39,13 +40,13 @@ struct trainer_config {
 
 /// What one inner step did.
 struct step_result {
-  int64_t step = 0;       ///< the step's 0-based index (before the increment)
-  double loss = 0.0;      ///< mean train loss of the batch, nats/token
-  double grad_norm = 0.0; ///< global gradient norm before clipping
-  double lr = 0.0;        ///< learning rate applied
-  int64_t tokens = 0;     ///< tokens in the batch (B·T)
-  double seconds = 0.0;   ///< wall time of the step
-  bool applied = true;    ///< false when the loss or gradient was non-finite: no update was made
+  int64_t step = 0;        ///< the step's 0-based index (before the increment)
+  double loss = 0.0;       ///< mean train loss of the batch, nats/token
+  double grad_norm = 0.0;  ///< global gradient norm before clipping
+  double lr = 0.0;         ///< learning rate applied
+  int64_t tokens = 0;      ///< tokens in the batch (B·T)
+  double seconds = 0.0;    ///< wall time of the step
+  bool applied = true;     ///< false when the loss or gradient was non-finite: no update was made
 };
 
 /// One learner's model, optimizer and data stream.

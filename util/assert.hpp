@@ -26,6 +26,6 @@ namespace dd::util {
 /// false, in every build. `cond` is evaluated exactly once; the message must be a string literal.
 #define DD_ASSERT(...) DD_ASSERT_IMPL_(__VA_ARGS__, "", "")
 /// Not for direct use (the padding keeps DD_ASSERT(cond) valid ISO C++ without a message).
-#define DD_ASSERT_IMPL_(cond, message, ...)                                                    \
-  (static_cast<bool>(cond) ? static_cast<void>(0)                                             \
+#define DD_ASSERT_IMPL_(cond, message, ...)       \
+  (static_cast<bool>(cond) ? static_cast<void>(0) \
                            : ::dd::util::assert_fail(#cond, __FILE__, __LINE__, "" message))

@@ -86,8 +86,7 @@ std::size_t address_space_now() {
     tag = 'E';
     try {
       bytes = e.what();
-    } catch (...) {
-    }
+    } catch (...) {}
   } catch (...) {
     tag = 'E';
   }
@@ -95,7 +94,8 @@ std::size_t address_space_now() {
   char header[9];
   header[0] = tag;
   std::memcpy(header + 1, &size, sizeof size);
-  const bool ok = write_all(out, header, sizeof header) && write_all(out, bytes.data(), bytes.size());
+  const bool ok =
+      write_all(out, header, sizeof header) && write_all(out, bytes.data(), bytes.size());
   ::_exit(ok ? 0 : 1);
 }
 

@@ -32,7 +32,8 @@ const tables& table() {
 }  // namespace
 
 uint32_t crc32c(const void* data, size_t size, uint32_t crc) noexcept {
-  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "slicing-by-8 reads little-endian words");
+  static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
+                "slicing-by-8 reads little-endian words");
   const auto& t = table();
   const auto* p = static_cast<const uint8_t*>(data);
   uint32_t c = ~crc;

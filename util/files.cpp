@@ -136,7 +136,8 @@ io_status make_dirs(const std::string& dir) {
   std::string cur;
   for (size_t i = 0; i <= dir.size(); ++i) {
     if ((i == dir.size() || dir[i] == '/') && !cur.empty() && cur != "/") {
-      if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST) return fail(errno, "create directory", cur);
+      if (::mkdir(cur.c_str(), 0755) != 0 && errno != EEXIST)
+        return fail(errno, "create directory", cur);
       struct stat st {};
       if (::stat(cur.c_str(), &st) == 0 && !S_ISDIR(st.st_mode))
         return {ENOTDIR, "cannot create directory '" + cur + "': " + errno_text(EEXIST) +

@@ -43,8 +43,7 @@ io_status write_file_atomic(const std::string& path, const std::vector<std::stri
 
 /// Reads the whole regular file `path` into `out`. Refuses a file that is not a regular file (a
 /// FIFO is not opened for a blocking read) and one larger than `max_bytes` (error EFBIG).
-io_status read_file(const std::string& path, std::string& out,
-                    size_t max_bytes = size_t{16} << 30);
+io_status read_file(const std::string& path, std::string& out, size_t max_bytes = size_t{16} << 30);
 
 /// Creates `dir` and its missing parents (like mkdir -p); the message names the component that
 /// could not be created.

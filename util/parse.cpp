@@ -24,7 +24,9 @@ bool parse_integer(std::string_view text, T& out) {
 }  // namespace
 
 bool parse_number(std::string_view text, long long& out) { return parse_integer(text, out); }
-bool parse_number(std::string_view text, unsigned long long& out) { return parse_integer(text, out); }
+bool parse_number(std::string_view text, unsigned long long& out) {
+  return parse_integer(text, out);
+}
 bool parse_number(std::string_view text, int& out) { return parse_integer(text, out); }
 bool parse_number(std::string_view text, unsigned& out) { return parse_integer(text, out); }
 bool parse_number(std::string_view text, long& out) { return parse_integer(text, out); }

@@ -10,8 +10,9 @@
 
 namespace dd::util {
 
-/// A whole decimal integer (std::int64_t and std::uint64_t are among these types) ("-12", "+3" and "0x10" are refused except the leading '-' of a
-/// signed type) that fits `out`'s type. False (leaving `out` unchanged) otherwise.
+/// A whole decimal integer (std::int64_t and std::uint64_t are among these types) ("-12", "+3" and
+/// "0x10" are refused except the leading '-' of a signed type) that fits `out`'s type. False
+/// (leaving `out` unchanged) otherwise.
 bool parse_number(std::string_view text, long long& out);
 bool parse_number(std::string_view text, unsigned long long& out);
 bool parse_number(std::string_view text, int& out);

@@ -81,20 +81,18 @@ admission_decision check_push(const push_ledger& ledger, const push_key& key) {
   }
   if (key.incarnation < e->incarnation) {
     d.reason = admission_reason::stale_incarnation;
-    d.message = "rejected: " + who + " is older than the current incarnation " +
-                u(e->incarnation);
+    d.message = "rejected: " + who + " is older than the current incarnation " + u(e->incarnation);
     return d;
   }
   if (key.incarnation > e->incarnation) {
     d.reason = admission_reason::unknown_incarnation;
-    d.message = "rejected: " + who + " is newer than the registered incarnation " +
-                u(e->incarnation);
+    d.message =
+        "rejected: " + who + " is newer than the registered incarnation " + u(e->incarnation);
     return d;
   }
   if (e->has_last) {
-    const bool advances =
-        key.base_version > e->last_base_version ||
-        (key.base_version == e->last_base_version && key.step > e->last_step);
+    const bool advances = key.base_version > e->last_base_version ||
+                          (key.base_version == e->last_base_version && key.step > e->last_step);
     if (!advances) {
       d.reason = admission_reason::duplicate;
       d.message = "duplicate: " + who + " push (base " + u(key.base_version) + ", step " +

@@ -17,13 +17,13 @@ namespace dd::policy {
 
 /// Why a push was admitted or rejected.
 enum class admission_reason {
-  accepted,            ///< fresh, in-bounds, advancing push.
-  stale,               ///< version − base_version > max_staleness.
-  from_the_future,     ///< base_version > version: malformed.
-  unknown_learner,     ///< learner id never registered with this ledger.
-  stale_incarnation,   ///< incarnation older than the learner's current one.
-  unknown_incarnation, ///< incarnation newer than the registered one (not yet registered).
-  duplicate,           ///< (base_version, step) does not advance past the last accepted push.
+  accepted,             ///< fresh, in-bounds, advancing push.
+  stale,                ///< version − base_version > max_staleness.
+  from_the_future,      ///< base_version > version: malformed.
+  unknown_learner,      ///< learner id never registered with this ledger.
+  stale_incarnation,    ///< incarnation older than the learner's current one.
+  unknown_incarnation,  ///< incarnation newer than the registered one (not yet registered).
+  duplicate,            ///< (base_version, step) does not advance past the last accepted push.
 };
 
 /// Stable machine name of a reason.
@@ -45,10 +45,11 @@ admission_decision check_staleness(std::uint64_t version, std::uint64_t base_ver
 
 /// Identity and ordering fields of one push for one fragment.
 struct push_key {
-  std::uint64_t learner = 0;      ///< learner id (m).
-  std::uint64_t incarnation = 0;  ///< restarts of that learner id.
-  std::uint64_t base_version = 0; ///< version of the fragment the delta is relative to.
-  std::uint64_t step = 0;         ///< learner's inner-step counter at push time (monotonic per incarnation).
+  std::uint64_t learner = 0;       ///< learner id (m).
+  std::uint64_t incarnation = 0;   ///< restarts of that learner id.
+  std::uint64_t base_version = 0;  ///< version of the fragment the delta is relative to.
+  std::uint64_t step =
+      0;  ///< learner's inner-step counter at push time (monotonic per incarnation).
 };
 
 /// Per-fragment record of the learners an owner knows and their last accepted push.

@@ -53,13 +53,12 @@ grace_decision compute_grace(const grace_config& config, double tau_steps, doubl
       d.reason = grace_reason::fixed;
       d.message = "fixed grace window " + std::to_string(d.grace_s) + " s";
       return d;
-    case grace_mode::adaptive:
-      break;
+    case grace_mode::adaptive: break;
   }
   if (!std::isfinite(config.gamma) || config.gamma < 0.0 || config.gamma > 1.0 ||
       !std::isfinite(tau_steps) || tau_steps < 0.0 || !std::isfinite(xi_quorum_s) ||
-      !std::isfinite(xi_sync_s) || !std::isfinite(config.grace_max_s) || !std::isfinite(config.max_factor) ||
-      config.max_factor < 0.0) {
+      !std::isfinite(xi_sync_s) || !std::isfinite(config.grace_max_s) ||
+      !std::isfinite(config.max_factor) || config.max_factor < 0.0) {
     d.reason = grace_reason::invalid_config;
     d.message = "invalid grace input: need gamma in [0,1], tau >= 0 and finite EMAs";
     return d;
@@ -72,12 +71,10 @@ grace_decision compute_grace(const grace_config& config, double tau_steps, doubl
   const double grace_max =
       config.grace_max_s < 0.0 ? config.max_factor * xi_step_s : config.grace_max_s;
   const double raw = config.gamma * (tau_steps * xi_step_s - xi_quorum_s - xi_sync_s);
-  const std::string numbers = " (gamma=" + std::to_string(config.gamma) +
-                              ", tau=" + std::to_string(tau_steps) +
-                              ", xi_step=" + std::to_string(xi_step_s) +
-                              " s, xi_quorum=" + std::to_string(xi_quorum_s) +
-                              " s, xi_sync=" + std::to_string(xi_sync_s) +
-                              " s, max=" + std::to_string(grace_max) + " s)";
+  const std::string numbers =
+      " (gamma=" + std::to_string(config.gamma) + ", tau=" + std::to_string(tau_steps) +
+      ", xi_step=" + std::to_string(xi_step_s) + " s, xi_quorum=" + std::to_string(xi_quorum_s) +
+      " s, xi_sync=" + std::to_string(xi_sync_s) + " s, max=" + std::to_string(grace_max) + " s)";
   if (raw <= 0.0) {
     d.reason = grace_reason::clamped_to_zero;
     d.message = "no slack left in the overlap: grace 0 s" + numbers;

@@ -49,21 +49,21 @@ enum class grace_mode {
 /// Grace-window configuration.
 struct grace_config {
   grace_mode mode = grace_mode::adaptive;
-  double gamma = 0.8;        ///< γ, safety margin in [0, 1] (ours; default 0.8).
-  double fixed_s = 0.0;      ///< window for mode == fixed (seconds, >= 0).
-  double grace_max_s = -1.0; ///< upper bound (seconds); < 0 means max_factor × ξ_step.
-  double max_factor = 2.0;   ///< cap relative to ξ_step when grace_max_s < 0 (default 2).
+  double gamma = 0.8;         ///< γ, safety margin in [0, 1] (ours; default 0.8).
+  double fixed_s = 0.0;       ///< window for mode == fixed (seconds, >= 0).
+  double grace_max_s = -1.0;  ///< upper bound (seconds); < 0 means max_factor × ξ_step.
+  double max_factor = 2.0;    ///< cap relative to ξ_step when grace_max_s < 0 (default 2).
 };
 
 /// Why `compute_grace` returned its window.
 enum class grace_reason {
-  off,              ///< mode off: 0 s.
-  fixed,            ///< mode fixed: fixed_s.
-  adaptive,         ///< adaptive, inside [0, grace_max].
-  clamped_to_zero,  ///< adaptive, τ · ξ_step − ξ_quorum − ξ_sync <= 0: no slack left.
-  clamped_to_max,   ///< adaptive, capped at grace_max.
-  no_step_estimate, ///< adaptive but ξ_step is unknown (<= 0 or not finite): 0 s.
-  invalid_config,   ///< negative fixed_s, γ outside [0, 1], τ < 0 or non-finite input: 0 s.
+  off,               ///< mode off: 0 s.
+  fixed,             ///< mode fixed: fixed_s.
+  adaptive,          ///< adaptive, inside [0, grace_max].
+  clamped_to_zero,   ///< adaptive, τ · ξ_step − ξ_quorum − ξ_sync <= 0: no slack left.
+  clamped_to_max,    ///< adaptive, capped at grace_max.
+  no_step_estimate,  ///< adaptive but ξ_step is unknown (<= 0 or not finite): 0 s.
+  invalid_config,    ///< negative fixed_s, γ outside [0, 1], τ < 0 or non-finite input: 0 s.
 };
 
 /// Stable machine name of a reason.
@@ -73,7 +73,7 @@ const char* to_string(grace_reason r);
 struct grace_decision {
   double grace_s = 0.0;  ///< the window in seconds (>= 0).
   grace_reason reason = grace_reason::off;
-  std::string message;   ///< human-readable, with the numbers used.
+  std::string message;  ///< human-readable, with the numbers used.
 };
 
 /// The grace window (ALGORITHM.md, "Fragment owner"):

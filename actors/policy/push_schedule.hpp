@@ -20,11 +20,11 @@ namespace dd::policy {
 
 /// Why a schedule decision came out the way it did.
 enum class schedule_reason {
-  due,              ///< (s − offset_p) mod H == 0.
-  not_due,          ///< not this fragment's turn.
-  step_zero,        ///< s == 0: nothing computed yet, nothing to push.
-  before_offset,    ///< s < offset_p: the fragment's first turn is still ahead.
-  invalid_config,   ///< H == 0, P == 0, P > H, or p >= P.
+  due,             ///< (s − offset_p) mod H == 0.
+  not_due,         ///< not this fragment's turn.
+  step_zero,       ///< s == 0: nothing computed yet, nothing to push.
+  before_offset,   ///< s < offset_p: the fragment's first turn is still ahead.
+  invalid_config,  ///< H == 0, P == 0, P > H, or p >= P.
 };
 
 /// Stable machine name of a reason.

@@ -46,16 +46,16 @@ const char* to_string(merge_reason r) {
 quorum_decision compute_quorum(const quorum_spec& spec, std::size_t live, std::size_t have) {
   quorum_decision d;
   d.have = std::min(have, live);
-  const bool valid = spec.mode == quorum_spec::kind::count
-                         ? spec.count >= 1
-                         : (std::isfinite(spec.fraction) && spec.fraction > 0.0 &&
-                            spec.fraction <= 1.0);
+  const bool valid =
+      spec.mode == quorum_spec::kind::count
+          ? spec.count >= 1
+          : (std::isfinite(spec.fraction) && spec.fraction > 0.0 && spec.fraction <= 1.0);
   if (!valid) {
     d.reason = quorum_reason::invalid_spec;
-    d.message = spec.mode == quorum_spec::kind::count
-                    ? "invalid quorum: count K must be >= 1"
-                    : "invalid quorum: fraction must be in (0, 1], got " +
-                          std::to_string(spec.fraction);
+    d.message =
+        spec.mode == quorum_spec::kind::count
+            ? "invalid quorum: count K must be >= 1"
+            : "invalid quorum: fraction must be in (0, 1], got " + std::to_string(spec.fraction);
     return d;
   }
   if (live == 0) {

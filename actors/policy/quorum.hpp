@@ -18,8 +18,8 @@ namespace dd::policy {
 struct quorum_spec {
   enum class kind { count, fraction };
   kind mode = kind::count;
-  std::size_t count = 1;   ///< K as a count (mode == count); must be >= 1.
-  double fraction = 1.0;   ///< K as a fraction of live learners (mode == fraction), in (0, 1].
+  std::size_t count = 1;  ///< K as a count (mode == count); must be >= 1.
+  double fraction = 1.0;  ///< K as a fraction of live learners (mode == fraction), in (0, 1].
 
   /// K as a count of contributions.
   static quorum_spec of_count(std::size_t k) { return {kind::count, k, 1.0}; }
@@ -44,7 +44,7 @@ struct quorum_decision {
   std::size_t needed = 0;  ///< contributions required now (0 only when live == 0 or invalid).
   std::size_t have = 0;    ///< validated pending contributions from live learners.
   quorum_reason reason = quorum_reason::not_reached;
-  std::string message;     ///< human-readable, e.g. "quorum 2/3 of 4 live learners: not reached".
+  std::string message;  ///< human-readable, e.g. "quorum 2/3 of 4 live learners: not reached".
 };
 
 /// Is the min quorum reached?
@@ -68,16 +68,16 @@ const char* to_string(merge_action a);
 
 /// Why `decide_merge` chose its action.
 enum class merge_reason {
-  no_pending,             ///< no pending push.
-  no_live_learners,       ///< live == 0.
-  invalid_spec,           ///< the quorum spec is invalid (see quorum_reason::invalid_spec).
-  quorum_not_reached,     ///< fewer than K pending and no timer running.
-  all_live_pending,       ///< every live learner is pending: merge without waiting.
-  quorum_reached_no_grace,///< quorum reached and the grace window is 0 s: merge at once.
-  grace_started,          ///< quorum newly reached: grace timer armed.
-  grace_running,          ///< timer armed and not expired: keep waiting.
-  grace_expired,          ///< timer expired with quorum: merge.
-  quorum_lost,            ///< timer armed (or expired) but quorum no longer holds.
+  no_pending,               ///< no pending push.
+  no_live_learners,         ///< live == 0.
+  invalid_spec,             ///< the quorum spec is invalid (see quorum_reason::invalid_spec).
+  quorum_not_reached,       ///< fewer than K pending and no timer running.
+  all_live_pending,         ///< every live learner is pending: merge without waiting.
+  quorum_reached_no_grace,  ///< quorum reached and the grace window is 0 s: merge at once.
+  grace_started,            ///< quorum newly reached: grace timer armed.
+  grace_running,            ///< timer armed and not expired: keep waiting.
+  grace_expired,            ///< timer expired with quorum: merge.
+  quorum_lost,              ///< timer armed (or expired) but quorum no longer holds.
 };
 
 /// Stable machine name of a reason.
@@ -85,19 +85,19 @@ const char* to_string(merge_reason r);
 
 /// The owner's view of its current round, as the caller sees it at `now_s`.
 struct round_state {
-  std::size_t live = 0;          ///< live learners (health monitor's view).
-  std::size_t pending = 0;       ///< validated pending pushes from live learners.
-  bool grace_running = false;    ///< a grace timer is armed for this round.
-  double grace_deadline_s = 0;   ///< when the armed timer fires (seconds, caller's clock).
+  std::size_t live = 0;         ///< live learners (health monitor's view).
+  std::size_t pending = 0;      ///< validated pending pushes from live learners.
+  bool grace_running = false;   ///< a grace timer is armed for this round.
+  double grace_deadline_s = 0;  ///< when the armed timer fires (seconds, caller's clock).
 };
 
 /// Result of `decide_merge`.
 struct merge_decision {
   merge_action action = merge_action::wait;
   merge_reason reason = merge_reason::no_pending;
-  double grace_deadline_s = 0;   ///< set with start_grace_timer: now_s + grace_s (seconds).
-  quorum_decision quorum;        ///< the quorum evaluation behind the decision.
-  std::string message;           ///< human-readable.
+  double grace_deadline_s = 0;  ///< set with start_grace_timer: now_s + grace_s (seconds).
+  quorum_decision quorum;       ///< the quorum evaluation behind the decision.
+  std::string message;          ///< human-readable.
 };
 
 /// The merge rule of a fragment owner (ALGORITHM.md, "Fragment owner"): merge now when every live

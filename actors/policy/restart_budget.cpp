@@ -44,8 +44,8 @@ restart_decision decide_restart(const restart_config& config, const restart_hist
   if (d.in_window >= config.max_restarts) {
     d.reason = restart_reason::budget_exhausted;
     d.message = "give up: " + std::to_string(d.in_window) + " restarts in the last " +
-                std::to_string(config.window_s) + " s (max " +
-                std::to_string(config.max_restarts) + ")";
+                std::to_string(config.window_s) + " s (max " + std::to_string(config.max_restarts) +
+                ")";
     return d;
   }
   // k: chain of consecutive restarts ending now, scanning back from the newest.
@@ -60,8 +60,8 @@ restart_decision decide_restart(const restart_config& config, const restart_hist
   d.action = restart_action::restart;
   d.reason = d.consecutive == 0 ? restart_reason::first_restart : restart_reason::backoff;
   d.message = "restart after " + std::to_string(d.delay_s) + " s (" +
-              std::to_string(d.consecutive) + " consecutive, " + std::to_string(d.in_window) +
-              "/" + std::to_string(config.max_restarts) + " in window)";
+              std::to_string(d.consecutive) + " consecutive, " + std::to_string(d.in_window) + "/" +
+              std::to_string(config.max_restarts) + " in window)";
   return d;
 }
 

@@ -19,9 +19,9 @@ struct restart_config {
   /// N: at most N restarts in any sliding window of `window_s`; 0 = never restart (the first
   /// crash gives up with reason budget_exhausted).
   std::size_t max_restarts = 5;
-  double window_s = 60.0;        ///< W: sliding window length (s), > 0.
-  double backoff_base_s = 0.5;   ///< first delay (s), >= 0.
-  double backoff_cap_s = 30.0;   ///< largest delay (s), >= backoff_base_s.
+  double window_s = 60.0;       ///< W: sliding window length (s), > 0.
+  double backoff_base_s = 0.5;  ///< first delay (s), >= 0.
+  double backoff_cap_s = 30.0;  ///< largest delay (s), >= backoff_base_s.
   /// Two restarts are "consecutive" when the later one is less than this after the earlier one;
   /// < 0 means "use window_s".
   double stable_after_s = -1.0;
@@ -40,10 +40,10 @@ const char* to_string(restart_action a);
 
 /// Why.
 enum class restart_reason {
-  first_restart,      ///< no recent restart: restart after backoff_base_s.
-  backoff,            ///< k consecutive restarts before this one: restart after min(base·2^k, cap).
-  budget_exhausted,   ///< N restarts already inside the window ending now: give up.
-  invalid_config,     ///< W <= 0, negative or non-finite delays: give up.
+  first_restart,     ///< no recent restart: restart after backoff_base_s.
+  backoff,           ///< k consecutive restarts before this one: restart after min(base·2^k, cap).
+  budget_exhausted,  ///< N restarts already inside the window ending now: give up.
+  invalid_config,    ///< W <= 0, negative or non-finite delays: give up.
 };
 
 /// Stable machine name of a reason.
@@ -52,9 +52,9 @@ const char* to_string(restart_reason r);
 /// Result of `decide_restart`.
 struct restart_decision {
   restart_action action = restart_action::give_up;
-  double delay_s = 0.0;          ///< restart after this many seconds (action == restart).
-  std::size_t in_window = 0;     ///< restarts inside (now − W, now].
-  std::size_t consecutive = 0;   ///< k: length of the chain of consecutive restarts ending now.
+  double delay_s = 0.0;         ///< restart after this many seconds (action == restart).
+  std::size_t in_window = 0;    ///< restarts inside (now − W, now].
+  std::size_t consecutive = 0;  ///< k: length of the chain of consecutive restarts ending now.
   restart_reason reason = restart_reason::invalid_config;
   std::string message;
 };

@@ -14,12 +14,12 @@ namespace dd::policy {
 
 /// Why a weight was or was not produced.
 enum class weight_reason {
-  ok,             ///< weight computed / weights normalized.
-  zero_steps,     ///< steps == 0: a push with no inner step is malformed.
-  zero_tokens,    ///< tokens == 0 with steps > 0: malformed (a step consumes tokens).
-  empty,          ///< normalize: no weights.
-  negative,       ///< normalize: a weight is negative or not finite.
-  zero_sum,       ///< normalize: every weight is 0.
+  ok,           ///< weight computed / weights normalized.
+  zero_steps,   ///< steps == 0: a push with no inner step is malformed.
+  zero_tokens,  ///< tokens == 0 with steps > 0: malformed (a step consumes tokens).
+  empty,        ///< normalize: no weights.
+  negative,     ///< normalize: a weight is negative or not finite.
+  zero_sum,     ///< normalize: every weight is 0.
 };
 
 /// Stable machine name of a reason.

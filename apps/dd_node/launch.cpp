@@ -132,12 +132,13 @@ const char* to_string(node_state s) {
 /// One supervised process.
 struct node_proc {
   std::string name;
-  std::string role;  // "syncer", "learner", "proxy", "chaos" (the dd-chaos session of the chaos section)
+  std::string
+      role;  // "syncer", "learner", "proxy", "chaos" (the dd-chaos session of the chaos section)
   std::vector<std::string> actors;
   std::vector<std::string> argv;
   std::string log;
   std::string listen, advertise;
-  uint16_t chaos_port = 0;   ///< its chaos endpoint (--chaos-endpoint 127.0.0.1:PORT); 0 = none
+  uint16_t chaos_port = 0;  ///< its chaos endpoint (--chaos-endpoint 127.0.0.1:PORT); 0 = none
   pid_t pid = 0;
   uint64_t start_time = 0;
   int starts = 0;
@@ -145,7 +146,7 @@ struct node_proc {
   double restart_at = -1.0;  ///< steady seconds; < 0 = no restart scheduled
   double held_until = 0.0;
   bool force_restart = false;
-  int last_exit = 0;         ///< exit status, or 128 + signal
+  int last_exit = 0;  ///< exit status, or 128 + signal
   policy::restart_history history;
 };
 
@@ -183,7 +184,8 @@ void print_launch_help(FILE* f) {
       "  --script-timeout S (wall-clock limit of evaluating the experiment file): passed on\n"
       "The launcher locks the run directory, and checkpoint.dir when it lies outside it, for\n"
       "its children: a second run on either exits with status 2.\n"
-      "Files: <run_dir>/nodes.json (every process: role, actors, pid, start time, argv, addresses,\n"
+      "Files: <run_dir>/nodes.json (every process: role, actors, pid, start time, argv, "
+      "addresses,\n"
       "incarnation, log), <run_dir>/logs/<node>.log; the control socket's address is in the nodes\n"
       "file: `hold NODE SECONDS`, `release NODE`, `restart NODE`, `status` (one line each).\n"
       "Ctrl-C stops the whole tree gracefully (a second one kills it). Exit status: the syncer's\n"
@@ -229,10 +231,10 @@ class launcher {
     }
     std::string id;
     std::ifstream(fs::path(run_dir) / "run_id") >> id;
-    nlohmann::json doc = {{"run_id", id},
-                          {"launcher", {{"pid", ::getpid()},
-                                        {"control", fmt::format("127.0.0.1:{}", control_port)}}},
-                          {"nodes", arr}};
+    nlohmann::json doc = {
+        {"run_id", id},
+        {"launcher", {{"pid", ::getpid()}, {"control", fmt::format("127.0.0.1:{}", control_port)}}},
+        {"nodes", arr}};
     if (auto* p = find("proxy"); p != nullptr && proxy_ports)
       doc["proxy"] = {{"pid", p->state == node_state::running ? p->pid : 0},
                       {"control", (*proxy_ports).value("control", "")}};
@@ -298,7 +300,8 @@ class launcher {
     if (n.role == "chaos") {
       // A chaos session runs once: started again it would fire its schedule from the start.
       n.state = node_state::exited;
-      std::printf("dd-node launch: the chaos session ended (%s; see %s)\n", how.c_str(), n.log.c_str());
+      std::printf("dd-node launch: the chaos session ended (%s; see %s)\n", how.c_str(),
+                  n.log.c_str());
       std::fflush(stdout);
       return;
     }
@@ -310,8 +313,8 @@ class launcher {
       write_nodes_file();
       return;
     }
-    const bool final_learner = n.role == "learner" && WIFEXITED(ws) && WEXITSTATUS(ws) >= 2 &&
-                               WEXITSTATUS(ws) <= 6;
+    const bool final_learner =
+        n.role == "learner" && WIFEXITED(ws) && WEXITSTATUS(ws) >= 2 && WEXITSTATUS(ws) <= 6;
     const bool final_syncer = n.role == "syncer" && WIFEXITED(ws) && WEXITSTATUS(ws) == 2;
     if (stopping || (clean && !n.force_restart) || final_learner || final_syncer) {
       n.state = node_state::exited;
@@ -356,7 +359,8 @@ class launcher {
   void restart_due() {
     const double t = now_s();
     for (auto& n : nodes) {
-      if (n.state == node_state::running || n.state == node_state::exited || n.restart_at < 0) continue;
+      if (n.state == node_state::running || n.state == node_state::exited || n.restart_at < 0)
+        continue;
       if (t < n.restart_at || t < n.held_until) continue;
       n.history.restart_times_s.push_back(t);
       start(n, n.role == "syncer");
@@ -367,12 +371,18 @@ class launcher {
     std::istringstream in(line);
     std::string cmd, name;
     in >> cmd >> name;
-    auto err = [](const std::string& e) { return nlohmann::json{{"ok", false}, {"error", e}}.dump(); };
+    auto err = [](const std::string& e) {
+      return nlohmann::json{{"ok", false}, {"error", e}}.dump();
+    };
     if (cmd == "status") {
       nlohmann::json arr = nlohmann::json::array();
       for (const auto& n : nodes)
-        arr.push_back({{"name", n.name}, {"role", n.role}, {"state", to_string(n.state)},
-                       {"pid", n.pid}, {"starts", n.starts}, {"last_exit", n.last_exit}});
+        arr.push_back({{"name", n.name},
+                       {"role", n.role},
+                       {"state", to_string(n.state)},
+                       {"pid", n.pid},
+                       {"starts", n.starts},
+                       {"last_exit", n.last_exit}});
       return nlohmann::json{{"ok", true}, {"nodes", arr}}.dump();
     }
     node_proc* n = find(name);
@@ -538,7 +548,9 @@ int launch_main(int argc, char** argv) {
                  processes, M);
     return 2;
   }
-  const std::string dir = !run_dir.empty() ? run_dir : !exp.run_dir.empty() ? exp.run_dir : "runs/" + exp.name;
+  const std::string dir = !run_dir.empty()       ? run_dir
+                          : !exp.run_dir.empty() ? exp.run_dir
+                                                 : "runs/" + exp.name;
   std::string error;
   auto lock = run_dir_lock::acquire(dir, error);
   if (!lock.held()) {
@@ -573,7 +585,8 @@ int launch_main(int argc, char** argv) {
   L.syncer_delay_s = delay;
   L.control_fd = listen_on(0, &L.control_port);
   if (L.control_fd < 0) {
-    std::fprintf(stderr, "dd-node launch: cannot open the control socket: %s\n", std::strerror(errno));
+    std::fprintf(stderr, "dd-node launch: cannot open the control socket: %s\n",
+                 std::strerror(errno));
     return 1;
   }
   if (port == 0) port = free_port();
@@ -581,8 +594,8 @@ int launch_main(int argc, char** argv) {
   const std::string syncer_addr = fmt::format("127.0.0.1:{}", port);
   // Host-wide step admission: cores / threads per learner slots for all learner processes.
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-  const int threads = exp.learners.threads > 0 ? exp.learners.threads
-                                               : std::max(1, static_cast<int>(hw) / M);
+  const int threads =
+      exp.learners.threads > 0 ? exp.learners.threads : std::max(1, static_cast<int>(hw) / M);
   std::optional<actors::host_admission> gate;
   if (admission && M > 1) {
     const unsigned slots = std::max(1u, hw / static_cast<unsigned>(threads));
@@ -590,13 +603,15 @@ int launch_main(int argc, char** argv) {
       try {
         gate.emplace(actors::host_admission::create(slots));
       } catch (const std::exception& e) {
-        std::fprintf(stderr, "dd-node launch: %s (continuing without host step admission)\n", e.what());
+        std::fprintf(stderr, "dd-node launch: %s (continuing without host step admission)\n",
+                     e.what());
       }
     }
   }
   auto extra = [&](std::vector<std::string>& v) {
     if (heartbeat >= 0) v.insert(v.end(), {"--heartbeat", fmt::format("{}", heartbeat)});
-    if (conn_timeout >= 0) v.insert(v.end(), {"--connection-timeout", fmt::format("{}", conn_timeout)});
+    if (conn_timeout >= 0)
+      v.insert(v.end(), {"--connection-timeout", fmt::format("{}", conn_timeout)});
   };
   const std::string logs = (fs::path(dir) / "logs").string();
   // The syncer.
@@ -606,8 +621,9 @@ int launch_main(int argc, char** argv) {
     s.role = "syncer";
     s.actors = {"monitor", "evaluator"};
     for (int p = 0; p < exp.sync.fragments; ++p) s.actors.push_back(fmt::format("owner:{}", p));
-    s.argv = {exe, "syncer", file, "--listen", syncer_addr, "--run-dir", dir, "--progress",
-              fmt::format("{}", progress)};
+    s.argv = {exe,        "syncer",     file,
+              "--listen", syncer_addr,  "--run-dir",
+              dir,        "--progress", fmt::format("{}", progress)};
     s.argv.insert(s.argv.end(), passthrough.begin(), passthrough.end());
     extra(s.argv);
     if (overwrite) s.argv.push_back("--overwrite");
@@ -621,17 +637,20 @@ int launch_main(int argc, char** argv) {
   // Learner processes; ids dealt round-robin.
   std::vector<std::string> link_ports(static_cast<size_t>(processes));
   for (int k = 0; k < processes; ++k)
-    link_ports[static_cast<size_t>(k)] = via_proxy ? fmt::format("127.0.0.1:{}", free_port()) : syncer_addr;
+    link_ports[static_cast<size_t>(k)] =
+        via_proxy ? fmt::format("127.0.0.1:{}", free_port()) : syncer_addr;
   if (via_proxy) {
     node_proc p;
     p.name = "proxy";
     p.role = "proxy";
     const std::string chaos = (fs::path(exe).parent_path() / "dd-chaos").string();
-    p.argv = {chaos, "proxy", "--control", fmt::format("127.0.0.1:{}", free_port()), "--ports-file",
-              (fs::path(dir) / "proxy-ports.json").string()};
+    p.argv = {chaos,          "proxy",
+              "--control",    fmt::format("127.0.0.1:{}", free_port()),
+              "--ports-file", (fs::path(dir) / "proxy-ports.json").string()};
     for (int k = 0; k < processes; ++k)
-      p.argv.insert(p.argv.end(), {"--link", fmt::format("learner-{}={}->{}", k,
-                                                         link_ports[static_cast<size_t>(k)], syncer_addr)});
+      p.argv.insert(p.argv.end(),
+                    {"--link", fmt::format("learner-{}={}->{}", k,
+                                           link_ports[static_cast<size_t>(k)], syncer_addr)});
     p.log = (fs::path(logs) / "proxy.log").string();
     L.proxy_ports = nlohmann::json{{"control", p.argv[3]}};
     L.nodes.push_back(std::move(p));
@@ -645,10 +664,22 @@ int launch_main(int argc, char** argv) {
       ids += (ids.empty() ? "" : ",") + std::to_string(i);
       n.actors.push_back(fmt::format("learner:{}", i));
     }
-    n.argv = {exe, "learner", "--join", link_ports[static_cast<size_t>(k)], "--learner-ids", ids,
-              "--node-name", n.name, "--threads", std::to_string(threads), "--run-dir",
-              (fs::path(dir) / "nodes" / n.name).string(), "--progress", fmt::format("{}", progress * 2),
-              "--backoff-cap", fmt::format("{}", backoff_cap)};
+    n.argv = {exe,
+              "learner",
+              "--join",
+              link_ports[static_cast<size_t>(k)],
+              "--learner-ids",
+              ids,
+              "--node-name",
+              n.name,
+              "--threads",
+              std::to_string(threads),
+              "--run-dir",
+              (fs::path(dir) / "nodes" / n.name).string(),
+              "--progress",
+              fmt::format("{}", progress * 2),
+              "--backoff-cap",
+              fmt::format("{}", backoff_cap)};
     if (gate) n.argv.insert(n.argv.end(), {"--step-admission", gate->spec()});
     n.chaos_port = free_port();
     n.argv.insert(n.argv.end(), {"--chaos-endpoint", fmt::format("127.0.0.1:{}", n.chaos_port)});
@@ -689,11 +720,12 @@ int launch_main(int argc, char** argv) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  std::printf("dd-node launch: %s: syncer on %s, %d learner process%s (%d learner%s, %d thread%s "
-              "each%s), control 127.0.0.1:%u, nodes file %s/nodes.json\n",
-              exp.name.c_str(), syncer_addr.c_str(), processes, processes == 1 ? "" : "es", M,
-              M == 1 ? "" : "s", threads, threads == 1 ? "" : "s",
-              gate ? ", host step admission on" : "", L.control_port, dir.c_str());
+  std::printf(
+      "dd-node launch: %s: syncer on %s, %d learner process%s (%d learner%s, %d thread%s "
+      "each%s), control 127.0.0.1:%u, nodes file %s/nodes.json\n",
+      exp.name.c_str(), syncer_addr.c_str(), processes, processes == 1 ? "" : "es", M,
+      M == 1 ? "" : "s", threads, threads == 1 ? "" : "s", gate ? ", host step admission on" : "",
+      L.control_port, dir.c_str());
   std::fflush(stdout);
   if (auto* p = L.find("proxy")) L.start(*p, false);
   L.start(L.nodes.front(), resume);
@@ -737,7 +769,8 @@ int launch_main(int argc, char** argv) {
     }
     if (L.stop_deadline > 0 && t > L.stop_deadline) L.signal_all(SIGKILL);
     // The run is over or stopping: the chaos session ends now (with its final heal).
-    if (auto* c = L.find("chaos"); c != nullptr && !chaos_stopped && (L.stopping || L.syncer_done_at >= 0) &&
+    if (auto* c = L.find("chaos"); c != nullptr && !chaos_stopped &&
+                                   (L.stopping || L.syncer_done_at >= 0) &&
                                    c->state == node_state::running) {
       ::kill(c->pid, SIGTERM);
       chaos_stopped = true;
@@ -760,10 +793,12 @@ int launch_main(int argc, char** argv) {
     }
     if (!any_running && (L.syncer_done_at >= 0 || L.stopping)) {
       // The proxy (if any) is the last one standing.
-      if (auto* p = L.find("proxy"); p != nullptr && p->state == node_state::running) ::kill(p->pid, SIGTERM);
+      if (auto* p = L.find("proxy"); p != nullptr && p->state == node_state::running)
+        ::kill(p->pid, SIGTERM);
       break;
     }
-    if (auto* p = L.find("proxy"); L.syncer_done_at >= 0 && p != nullptr && p->state == node_state::running) {
+    if (auto* p = L.find("proxy");
+        L.syncer_done_at >= 0 && p != nullptr && p->state == node_state::running) {
       bool others = false;
       for (const auto& n : L.nodes)
         if (n.role != "proxy" && n.state == node_state::running) others = true;

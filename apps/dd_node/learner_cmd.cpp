@@ -82,7 +82,8 @@ int learner_main(int argc, char** argv) {
       const char* v = value("--learner-ids");
       if (v == nullptr) return 2;
       if (!parse_ids(v, o.learner_ids)) {
-        std::fprintf(stderr, "dd-node learner: --learner-ids needs ids >= 0 like 0,2, got '%s'\n", v);
+        std::fprintf(stderr, "dd-node learner: --learner-ids needs ids >= 0 like 0,2, got '%s'\n",
+                     v);
         return 2;
       }
     } else if (a == "--threads") {
@@ -130,7 +131,8 @@ int learner_main(int argc, char** argv) {
       if (!is_loopback(ep.first)) {
         std::fprintf(stderr,
                      "dd-node learner: --chaos-endpoint %s is not a loopback address; the chaos "
-                     "endpoint listens on 127.0.0.1 only until nodes authenticate\n", v);
+                     "endpoint listens on 127.0.0.1 only until nodes authenticate\n",
+                     v);
         return 2;
       }
       o.chaos_endpoint = ep;

@@ -15,8 +15,7 @@ void usage(FILE* out) {
   std::fprintf(out,
                "usage: dd-node <command> [args]\n"
                "commands:\n");
-  for (const auto& c : dd::app::commands())
-    std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
+  for (const auto& c : dd::app::commands()) std::fprintf(out, "  %-10s %s\n", c.name, c.summary);
   std::fprintf(out, "run 'dd-node <command> --help' for a command's flags\n");
 }
 

@@ -48,7 +48,8 @@ bool parse_endpoints(const std::string& text, std::vector<std::pair<std::string,
   size_t start = 0;
   while (start <= text.size()) {
     const auto comma = text.find(',', start);
-    const std::string one = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string one =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     std::pair<std::string, uint16_t> e;
     if (!parse_endpoint(one, e, error)) return false;
     out.push_back(e);
@@ -75,7 +76,8 @@ bool parse_ids(const std::string& text, std::vector<int32_t>& out) {
   size_t start = 0;
   while (true) {
     const auto comma = text.find(',', start);
-    const std::string one = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const std::string one =
+        text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
     char* end = nullptr;
     errno = 0;
     const long v = std::strtol(one.c_str(), &end, 10);
@@ -98,7 +100,8 @@ bool flag_cursor::seconds(const std::string& flag, double& out) {
   const char* v = value(flag);
   if (v == nullptr) return false;
   if (!parse_nonneg(v, out)) {
-    std::fprintf(stderr, "%s: %s needs a number of seconds >= 0, got '%s'\n", who_, flag.c_str(), v);
+    std::fprintf(stderr, "%s: %s needs a number of seconds >= 0, got '%s'\n", who_, flag.c_str(),
+                 v);
     return false;
   }
   return true;
@@ -109,8 +112,8 @@ bool flag_cursor::count(const std::string& flag, int& out, int lo, int hi) {
   if (v == nullptr) return false;
   double d = 0;
   if (!parse_nonneg(v, d) || d < lo || d > hi || d != static_cast<double>(static_cast<int>(d))) {
-    std::fprintf(stderr, "%s: %s needs a whole number in %d..%d, got '%s'\n", who_, flag.c_str(), lo,
-                 hi, v);
+    std::fprintf(stderr, "%s: %s needs a whole number in %d..%d, got '%s'\n", who_, flag.c_str(),
+                 lo, hi, v);
     return false;
   }
   out = static_cast<int>(d);

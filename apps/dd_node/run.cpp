@@ -117,14 +117,15 @@ std::string table_row(const std::string& name, const nlohmann::json& s, const nl
     auto it = s.find(k);
     return it != s.end() && it->is_number() ? it->get<double>() : std::nan("");
   };
-  return fmt::format("{:<22} {:>2} {:>2} {:>6} {:>9.4f} {:>10} {:>8.1f} {:>7.3f} {:>7.3f} {:>6.3f} "
-                     "{:>7} {:>7.2f} {:>4} {:>9.1f}",
-                     name, i.value("learners", 0), i.value("fragments", 0),
-                     i.value("synchronous", false) ? "K=M" : "K<M", num("final_val_loss"),
-                     s.value("tokens", uint64_t{0}), num("wall_seconds"), num("goodput"),
-                     num("effective_goodput"), num("uptime"), s.value("merges", uint64_t{0}),
-                     num("mean_contributors_per_merge"), s.value("learner_restarts", uint64_t{0}),
-                     static_cast<double>(s.value("bytes_pushed", uint64_t{0})) / 1e6);
+  return fmt::format(
+      "{:<22} {:>2} {:>2} {:>6} {:>9.4f} {:>10} {:>8.1f} {:>7.3f} {:>7.3f} {:>6.3f} "
+      "{:>7} {:>7.2f} {:>4} {:>9.1f}",
+      name, i.value("learners", 0), i.value("fragments", 0),
+      i.value("synchronous", false) ? "K=M" : "K<M", num("final_val_loss"),
+      s.value("tokens", uint64_t{0}), num("wall_seconds"), num("goodput"), num("effective_goodput"),
+      num("uptime"), s.value("merges", uint64_t{0}), num("mean_contributors_per_merge"),
+      s.value("learner_restarts", uint64_t{0}),
+      static_cast<double>(s.value("bytes_pushed", uint64_t{0})) / 1e6);
 }
 
 /// Parses the value of a numeric flag: a finite number >= 0, the whole string. False (with a
@@ -227,16 +228,16 @@ int run_main(int argc, char** argv) {
     for (size_t i = 0; i < exp.chaos.events.size(); ++i) {
       const auto& ev = exp.chaos.events[i];
       if (config::chaos_layer_of(ev.action) == config::chaos_layer::in_process) continue;
-      std::fprintf(stderr,
-                   "%s: chaos.events[%zu]: action '%s' is a %s fault fired from outside the "
-                   "nodes: run it with `dd-node launch %s` (which starts dd-chaos with the chaos "
-                   "section) or `dd-chaos run %s --run-dir DIR` against a running cluster; "
-                   "`dd-node run` runs only in-process actions (kill, slow, drop_push, "
-                   "delay_push, kill_owner and the message kinds)\n",
-                   ev.where.c_str(), i + 1, config::to_string(ev.action),
-                   config::chaos_layer_of(ev.action) == config::chaos_layer::process ? "process"
-                                                                                      : "network",
-                   file.c_str(), file.c_str());
+      std::fprintf(
+          stderr,
+          "%s: chaos.events[%zu]: action '%s' is a %s fault fired from outside the "
+          "nodes: run it with `dd-node launch %s` (which starts dd-chaos with the chaos "
+          "section) or `dd-chaos run %s --run-dir DIR` against a running cluster; "
+          "`dd-node run` runs only in-process actions (kill, slow, drop_push, "
+          "delay_push, kill_owner and the message kinds)\n",
+          ev.where.c_str(), i + 1, config::to_string(ev.action),
+          config::chaos_layer_of(ev.action) == config::chaos_layer::process ? "process" : "network",
+          file.c_str(), file.c_str());
       refused = true;
     }
     if (exp.chaos.random.cluster_mtbf_seconds > 0) {
@@ -297,7 +298,8 @@ int run_main(int argc, char** argv) {
   auto lock_dir = [&](const std::string& dir, const std::string& name, bool checkpoints) {
     std::error_code ec;
     std::filesystem::create_directories(dir, ec);
-    std::string key = std::filesystem::weakly_canonical(std::filesystem::absolute(dir), ec).string();
+    std::string key =
+        std::filesystem::weakly_canonical(std::filesystem::absolute(dir), ec).string();
     if (ec) key = dir;
     if (std::find(locked.begin(), locked.end(), key) != locked.end()) return true;
     std::string error;
@@ -334,8 +336,7 @@ int run_main(int argc, char** argv) {
       std::ifstream in(std::filesystem::path(dir) / "summary.json");
       try {
         interrupted = nlohmann::json::parse(in).value("interrupted", false);
-      } catch (const std::exception&) {
-      }
+      } catch (const std::exception&) {}
     }
     if (state == actors::run_dir_state::empty ||
         (state == actors::run_dir_state::finished && !interrupted)) {
@@ -391,9 +392,9 @@ int run_main(int argc, char** argv) {
     table.push_back({{"experiment", exp.name}, {"summary", r.summary}, {"info", r.info}});
   }
   if (loaded.experiments.size() > 1) {
-    std::printf("\n%-22s %2s %2s %6s %9s %10s %8s %7s %7s %6s %7s %7s %4s %9s\n", "experiment",
-                "M", "P", "K", "val_loss", "tokens", "wall_s", "goodput", "eff_gp", "uptime",
-                "merges", "contrib", "rst", "MB_pushed");
+    std::printf("\n%-22s %2s %2s %6s %9s %10s %8s %7s %7s %6s %7s %7s %4s %9s\n", "experiment", "M",
+                "P", "K", "val_loss", "tokens", "wall_s", "goodput", "eff_gp", "uptime", "merges",
+                "contrib", "rst", "MB_pushed");
     for (const auto& row : rows) std::printf("%s\n", row.c_str());
     if (auto st = util::write_file_atomic(table_path, table.dump(2) + "\n"); !st) {
       std::fprintf(stderr, "dd-node run: --table %s: writing the comparison failed: %s\n",

@@ -9,9 +9,9 @@
 #include <fstream>
 #include <string>
 
+#include <fmt/format.h>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "actors/atoms.hpp"
@@ -32,14 +32,16 @@ bool syncer_address(const std::string& where, std::pair<std::string, uint16_t>& 
   if (fs::is_directory(where, ec)) {
     std::ifstream in(fs::path(where) / "nodes.json");
     if (!in) {
-      error = "'" + where + "' holds no nodes.json (not started by dd-node launch?); give the "
+      error = "'" + where +
+              "' holds no nodes.json (not started by dd-node launch?); give the "
               "syncer's HOST:PORT instead";
       return false;
     }
     try {
       *nodes = nlohmann::json::parse(in);
       for (const auto& n : (*nodes)["nodes"])
-        if (n["role"] == "syncer") return parse_endpoint(n["listen"].get<std::string>(), out, error);
+        if (n["role"] == "syncer")
+          return parse_endpoint(n["listen"].get<std::string>(), out, error);
     } catch (const std::exception& e) {
       error = std::string("nodes.json: ") + e.what();
       return false;
@@ -108,7 +110,8 @@ int status_main(int argc, char** argv) {
   }
   std::printf("run %s: %zu of %d learners known, %s, %llu tokens, mean step %.1f\n",
               s["run_id"].get<std::string>().c_str(), s["learners"].size(),
-              s["learners_expected"].get<int>(), s["stopping"].get<bool>() ? "stopping" : "training",
+              s["learners_expected"].get<int>(),
+              s["stopping"].get<bool>() ? "stopping" : "training",
               static_cast<unsigned long long>(s["total_tokens"].get<uint64_t>()),
               s["mean_step"].get<double>());
   std::printf("%-8s %-5s %-9s %-14s %8s %10s %9s\n", "learner", "inc", "state", "node", "step",
@@ -116,7 +119,7 @@ int status_main(int argc, char** argv) {
   for (const auto& l : s["learners"])
     std::printf("%-8d %-5llu %-9s %-14s %8llu %10llu %8.2fs\n", l["learner"].get<int>(),
                 static_cast<unsigned long long>(l["incarnation"].get<uint64_t>()),
-                l["alive"].get<bool>() ? (l["straggler"].get<bool>() ? "straggler" : "live")
+                l["alive"].get<bool>()      ? (l["straggler"].get<bool>() ? "straggler" : "live")
                 : l["finished"].get<bool>() ? "finished"
                                             : "down",
                 l["node"].get<std::string>().c_str(),
@@ -125,14 +128,16 @@ int status_main(int argc, char** argv) {
                 l["lease_age_s"].get<double>());
   if (s.contains("fragment_versions")) {
     std::string v;
-    for (auto& [p, ver] : s["fragment_versions"].items()) v += fmt::format(" {}:v{}", p, ver.get<uint64_t>());
+    for (auto& [p, ver] : s["fragment_versions"].items())
+      v += fmt::format(" {}:v{}", p, ver.get<uint64_t>());
     std::printf("fragments:%s\n", v.c_str());
   }
   if (nodes.is_object())
     for (const auto& n : nodes["nodes"])
       std::printf("process %-12s %-8s pid %-7d incarnation %d  %s\n",
                   n["name"].get<std::string>().c_str(), n["state"].get<std::string>().c_str(),
-                  n["pid"].get<int>(), n["incarnation"].get<int>(), n["log"].get<std::string>().c_str());
+                  n["pid"].get<int>(), n["incarnation"].get<int>(),
+                  n["log"].get<std::string>().c_str());
   return 0;
 }
 
@@ -155,7 +160,8 @@ int drain_main(int argc, char** argv) {
   }
   nlohmann::json nodes;
   std::string reply;
-  if (int rc = ask_monitor("drain", argv[2], &nodes, &reply, atoms::drain_atom_v, ids.front()); rc != 0)
+  if (int rc = ask_monitor("drain", argv[2], &nodes, &reply, atoms::drain_atom_v, ids.front());
+      rc != 0)
     return rc;
   std::printf("dd-node drain: %s\n", reply.c_str());
   return reply.find("not live") != std::string::npos ? 1 : 0;

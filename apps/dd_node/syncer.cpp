@@ -39,7 +39,8 @@ void print_syncer_help(FILE* f) {
       "                         A non-loopback address needs --insecure (no TLS yet: anyone who\n"
       "                         reaches the port can join).\n"
       "  --advertise HOST:PORT  the address learners are told to join (default: --listen, or\n"
-      "                         this host's name when listening on 0.0.0.0); port 0 = the bound one\n"
+      "                         this host's name when listening on 0.0.0.0); port 0 = the bound "
+      "one\n"
       "  --run-dir DIR          run directory (default runs/<experiment>)\n"
       "  --resume               continue the unfinished run in the run directory: same run id,\n"
       "                         owners restored from their checkpoints, the monitor's record of\n"
@@ -123,7 +124,9 @@ int syncer_main(int argc, char** argv) {
       const char* v = value("--max-frame-bytes");
       if (v == nullptr) return 2;
       if (!parse_nonneg(v, d) || d > 4294967295.0) {
-        std::fprintf(stderr, "dd-node syncer: --max-frame-bytes needs bytes in 0..4294967295, got '%s'\n", v);
+        std::fprintf(stderr,
+                     "dd-node syncer: --max-frame-bytes needs bytes in 0..4294967295, got '%s'\n",
+                     v);
         return 2;
       }
       max_frame = static_cast<uint64_t>(d);
@@ -145,8 +148,9 @@ int syncer_main(int argc, char** argv) {
     }
   }
   if (file.empty() || listen_text.empty()) {
-    std::fprintf(stderr, "dd-node syncer: %s\n",
-                 file.empty() ? "an experiment file is required" : "--listen HOST:PORT is required");
+    std::fprintf(
+        stderr, "dd-node syncer: %s\n",
+        file.empty() ? "an experiment file is required" : "--listen HOST:PORT is required");
     print_syncer_help(stderr);
     return 2;
   }
@@ -201,7 +205,9 @@ int syncer_main(int argc, char** argv) {
     std::fprintf(stderr, "dd-node syncer: %s: %s\n", exp.name.c_str(), e.what());
     return 2;
   }
-  const std::string dir = !run_dir.empty() ? run_dir : !exp.run_dir.empty() ? exp.run_dir : "runs/" + exp.name;
+  const std::string dir = !run_dir.empty()       ? run_dir
+                          : !exp.run_dir.empty() ? exp.run_dir
+                                                 : "runs/" + exp.name;
   // The launcher holds the run directory's lock for its children (dd-node launch).
   // Its checkpoint directory too, when it lies outside the run directory (the owners delete
   // their fragments' old checkpoints as they start): the same rule as dd-node run.
@@ -254,12 +260,14 @@ int syncer_main(int argc, char** argv) {
       char buf[256] = {0};
       host = ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "localhost";
     }
-    const uint16_t adv_port = advertise_text.empty() || advertise.second == 0 ? port : advertise.second;
-    std::printf("dd-node syncer: %s: listening on %s:%u; %d learner%s expected\n"
-                "  on each learner host run:  dd-node learner --join %s:%u --learners N   "
-                "(N learners in that process; %d in all)\n",
-                exp.name.c_str(), listen.first.c_str(), port, M, M == 1 ? "" : "s", host.c_str(),
-                adv_port, M);
+    const uint16_t adv_port =
+        advertise_text.empty() || advertise.second == 0 ? port : advertise.second;
+    std::printf(
+        "dd-node syncer: %s: listening on %s:%u; %d learner%s expected\n"
+        "  on each learner host run:  dd-node learner --join %s:%u --learners N   "
+        "(N learners in that process; %d in all)\n",
+        exp.name.c_str(), listen.first.c_str(), port, M, M == 1 ? "" : "s", host.c_str(), adv_port,
+        M);
     std::fflush(stdout);
   };
   actors::run_result r;
@@ -277,7 +285,8 @@ int syncer_main(int argc, char** argv) {
   std::fflush(stdout);
   if (const int sig = g_node_interrupt.load(); sig != 0) return 128 + sig;
   if (r.failed) {
-    std::fprintf(stderr, "dd-node syncer: %s failed: %s\n", exp.name.c_str(), r.failure_reason.c_str());
+    std::fprintf(stderr, "dd-node syncer: %s failed: %s\n", exp.name.c_str(),
+                 r.failure_reason.c_str());
     return 1;
   }
   return 0;

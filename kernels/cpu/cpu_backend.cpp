@@ -89,8 +89,8 @@ class cpu_backend final : public detail::host_backend {
   }
 
   // ---- encoder -------------------------------------------------------------------------------
-  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
-                       int B, int T, int C) override {
+  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B,
+                       int T, int C) override {
     const size_t BT = static_cast<size_t>(B) * T;
     parallel_range(BT, C, [&](size_t b, size_t e) {
       for (size_t i = b; i < e; ++i) {
@@ -102,8 +102,8 @@ class cpu_backend final : public detail::host_backend {
     });
   }
 
-  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
-                        int B, int T, int C) override {
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
+                        int T, int C) override {
     // Partition the C columns: every thread walks all positions in order, so each gradient
     // element receives its contributions in (b, t) order whatever the thread count.
     const size_t BT = static_cast<size_t>(B) * T;
@@ -190,17 +190,18 @@ class cpu_backend final : public detail::host_backend {
   }
 
   // ---- linear layers -------------------------------------------------------------------------
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
-                      int N, int IC, int OC) override {
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
+                      int IC, int OC) override {
     ensure_openblas_single_threaded();
-    const int nc = std::min(chunks_for(static_cast<size_t>(N) * IC * OC, 1 << 20),
-                            std::max(1, N / 16));
+    const int nc =
+        std::min(chunks_for(static_cast<size_t>(N) * IC * OC, 1 << 20), std::max(1, N / 16));
     for_chunks(static_cast<size_t>(N), nc, [&](int, size_t b, size_t e) {
       const int rows = static_cast<int>(e - b);
       if (rows == 0) return;
       float* o = out + b * OC;
       if (bias != nullptr) {
-        for (int n = 0; n < rows; ++n) std::memcpy(o + static_cast<size_t>(n) * OC, bias, OC * sizeof(float));
+        for (int n = 0; n < rows; ++n)
+          std::memcpy(o + static_cast<size_t>(n) * OC, bias, OC * sizeof(float));
       }
       // out = inp · weightᵀ (+ the bias already in out, through beta = 1).
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, OC, IC, 1.0f, inp + b * IC, IC,
@@ -216,21 +217,21 @@ class cpu_backend final : public detail::host_backend {
     // One parallel region: chunk k computes rows [b,e) of dinp and rows [ob,oe) of dweight and
     // dbias; the outputs are disjoint, so no barrier is needed between the two products.
     pool_.run(nc, [&](int k) {
-        size_t b = 0, e = 0;
-        chunk_range(static_cast<size_t>(N), nc, k, b, e);
-        if (e > b) {
-          // dinp (N,IC) += dout (N,OC) · weight (OC,IC)
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(e - b), IC, OC,
-                      1.0f, dout + b * OC, OC, weight, IC, 1.0f, dinp + b * IC, IC);
-        }
-        size_t ob = 0, oe = 0;
-        chunk_range(static_cast<size_t>(OC), nc, k, ob, oe);
-        if (oe > ob) {
-          // dweight (OC,IC) += dout (N,OC)ᵀ · inp (N,IC), rows [ob,oe)
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(oe - ob), IC, N,
-                      1.0f, dout + ob, OC, inp, IC, 1.0f, dweight + ob * IC, IC);
-          if (dbias != nullptr) column_sums_add(dbias, dout, N, OC, ob, oe);
-        }
+      size_t b = 0, e = 0;
+      chunk_range(static_cast<size_t>(N), nc, k, b, e);
+      if (e > b) {
+        // dinp (N,IC) += dout (N,OC) · weight (OC,IC)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(e - b), IC, OC,
+                    1.0f, dout + b * OC, OC, weight, IC, 1.0f, dinp + b * IC, IC);
+      }
+      size_t ob = 0, oe = 0;
+      chunk_range(static_cast<size_t>(OC), nc, k, ob, oe);
+      if (oe > ob) {
+        // dweight (OC,IC) += dout (N,OC)ᵀ · inp (N,IC), rows [ob,oe)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(oe - ob), IC, N, 1.0f,
+                    dout + ob, OC, inp, IC, 1.0f, dweight + ob * IC, IC);
+        if (dbias != nullptr) column_sums_add(dbias, dout, N, OC, ob, oe);
+      }
     });
   }
 
@@ -365,7 +366,7 @@ class cpu_backend final : public detail::host_backend {
   // ---- GELU, residual ------------------------------------------------------------------------
   void gelu_forward(float* out, const float* inp, size_t N) override {
     parallel_range(N, 8, [&](size_t b, size_t e) {
-      // 0.5 x (1 + tanh u) = x · sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x³).
+    // 0.5 x (1 + tanh u) = x · sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x³).
 #pragma omp simd
       for (size_t i = b; i < e; ++i) {
         const float x = inp[i];
@@ -377,8 +378,8 @@ class cpu_backend final : public detail::host_backend {
 
   void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) override {
     parallel_range(N, 8, [&](size_t b, size_t e) {
-      // With s = sigmoid(2u): tanh u = 2s - 1, 1 - tanh²u = 4 s (1 - s), so
-      // gelu'(x) = s + 2 x s (1 - s) sqrt(2/pi) (1 + 3·0.044715 x²).
+    // With s = sigmoid(2u): tanh u = 2s - 1, 1 - tanh²u = 4 s (1 - s), so
+    // gelu'(x) = s + 2 x s (1 - s) sqrt(2/pi) (1 + 3·0.044715 x²).
 #pragma omp simd
       for (size_t i = b; i < e; ++i) {
         const float x = inp[i];
@@ -437,8 +438,10 @@ class cpu_backend final : public detail::host_backend {
   void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
                     const adamw_params& p) override {
     const float b1 = p.beta1, b2 = p.beta2;
-    const float inv_bc1 = static_cast<float>(1.0 / (1.0 - std::pow(double(p.beta1), double(p.step))));
-    const float inv_bc2 = static_cast<float>(1.0 / (1.0 - std::pow(double(p.beta2), double(p.step))));
+    const float inv_bc1 =
+        static_cast<float>(1.0 / (1.0 - std::pow(double(p.beta1), double(p.step))));
+    const float inv_bc2 =
+        static_cast<float>(1.0 / (1.0 - std::pow(double(p.beta2), double(p.step))));
     const float lr = p.lr, eps = p.eps, wd = p.weight_decay;
     parallel_range(n, 8, [&](size_t lo, size_t hi) {
       for (size_t i = lo; i < hi; ++i) {
@@ -537,8 +540,10 @@ class cpu_backend final : public detail::host_backend {
 
 std::unique_ptr<backend> make_cpu_backend(const backend_options& opts) {
   if (opts.threads < 0) {
-    throw backend_error("make_cpu_backend: backend_options.threads must be >= 0 (0 = hardware "
-                        "threads), got " + std::to_string(opts.threads));
+    throw backend_error(
+        "make_cpu_backend: backend_options.threads must be >= 0 (0 = hardware "
+        "threads), got " +
+        std::to_string(opts.threads));
   }
   int threads = opts.threads;
   if (threads == 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -114,15 +114,15 @@ class cuda_backend final : public backend {
   }
 
   // ---- transformer forward / backward --------------------------------------------------------
-  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
-                       int B, int T, int C) override {
+  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B,
+                       int T, int C) override {
     const char* op = "encoder_forward";
     ctx_.make_current(op);
     cuda_detail::launch_encoder_forward(ctx_.stream(), op, out, tokens, wte, wpe, B, T, C);
   }
 
-  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
-                        int B, int T, int C) override {
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
+                        int T, int C) override {
     const char* op = "encoder_backward";
     ctx_.make_current(op);
     const int bt = B * T;
@@ -157,13 +157,13 @@ class cuda_backend final : public backend {
     bucket_host_.insert(bucket_host_.end(), toks.begin(), toks.end());
     bucket_host_.insert(bucket_host_.end(), starts.begin(), starts.end());
     bucket_host_.insert(bucket_host_.end(), order_.begin(), order_.end());
-    auto* dev = static_cast<int32_t*>(
-        encoder_ws_.reserve(bucket_host_.size() * sizeof(int32_t), op));
+    auto* dev =
+        static_cast<int32_t*>(encoder_ws_.reserve(bucket_host_.size() * sizeof(int32_t), op));
     // bucket_host_ stays untouched until the next encoder_backward, which synchronizes the
     // stream (token download above) before rewriting it, so the async copy is safe.
-    DD_CUDA_CHECK(op, cudaMemcpyAsync(dev, bucket_host_.data(),
-                                      bucket_host_.size() * sizeof(int32_t),
-                                      cudaMemcpyHostToDevice, ctx_.stream()));
+    DD_CUDA_CHECK(op,
+                  cudaMemcpyAsync(dev, bucket_host_.data(), bucket_host_.size() * sizeof(int32_t),
+                                  cudaMemcpyHostToDevice, ctx_.stream()));
     cuda_detail::launch_encoder_backward_wte(ctx_.stream(), op, dwte, dout, dev, dev + nb,
                                              dev + 2 * nb + 1, nb, C);
   }
@@ -172,8 +172,8 @@ class cuda_backend final : public backend {
                          const float* weight, const float* bias, int N, int C) override {
     const char* op = "layernorm_forward";
     ctx_.make_current(op);
-    cuda_detail::launch_layernorm_forward(ctx_.stream(), op, out, mean, rstd, inp, weight, bias,
-                                          N, C);
+    cuda_detail::launch_layernorm_forward(ctx_.stream(), op, out, mean, rstd, inp, weight, bias, N,
+                                          C);
   }
 
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
@@ -181,14 +181,14 @@ class cuda_backend final : public backend {
                           const float* rstd, int N, int C) override {
     const char* op = "layernorm_backward";
     ctx_.make_current(op);
-    cuda_detail::launch_layernorm_backward_dinp(ctx_.stream(), op, dinp, dout, inp, weight,
-                                                mean, rstd, N, C);
+    cuda_detail::launch_layernorm_backward_dinp(ctx_.stream(), op, dinp, dout, inp, weight, mean,
+                                                rstd, N, C);
     cuda_detail::launch_layernorm_backward_params(ctx_.stream(), op, dweight, dbias, dout, inp,
                                                   mean, rstd, N, C);
   }
 
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
-                      int N, int IC, int OC) override {
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
+                      int IC, int OC) override {
     const char* op = "matmul_forward";
     ctx_.make_current(op);
     if (N == 0 || OC == 0) return;
@@ -238,8 +238,8 @@ class cuda_backend final : public backend {
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     // preatt (T x T, row-major) = scale · Q Kᵀ; column-major: att_cm = Kᵀ_cm-op · Q_cm.
     run_bh(op, B, NH,
-           {CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, scale, qkv + C, C3, qkv_sb, hs, qkv, C3, qkv_sb,
-            hs, 0.0f, att, T, att_sb, att_sh});
+           {CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, scale, qkv + C, C3, qkv_sb, hs, qkv, C3, qkv_sb, hs,
+            0.0f, att, T, att_sb, att_sh});
     cuda_detail::launch_causal_softmax(ctx_.stream(), op, att, B * NH * T, T);
     // out_h (T x hs, ld C) = att · V_h; column-major: out_cm = V_cm · att_cm.
     run_bh(op, B, NH,
@@ -278,12 +278,12 @@ class cuda_backend final : public backend {
                                                 scale);
     // dQ_h += dpreatt · K_h.
     run_bh(op, B, NH,
-           {CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, k, C3, qkv_sb, hs, scratch, T, att_sb,
-            att_sh, 1.0f, dq, C3, qkv_sb, hs});
+           {CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, k, C3, qkv_sb, hs, scratch, T, att_sb, att_sh,
+            1.0f, dq, C3, qkv_sb, hs});
     // dK_h += dpreattᵀ · Q_h.
     run_bh(op, B, NH,
-           {CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, q, C3, qkv_sb, hs, scratch, T, att_sb,
-            att_sh, 1.0f, dk, C3, qkv_sb, hs});
+           {CUBLAS_OP_N, CUBLAS_OP_T, hs, T, T, 1.0f, q, C3, qkv_sb, hs, scratch, T, att_sb, att_sh,
+            1.0f, dk, C3, qkv_sb, hs});
   }
 
   void gelu_forward(float* out, const float* inp, size_t N) override {
@@ -361,8 +361,8 @@ class cuda_backend final : public backend {
     DD_CUDA_CHECK(op, cudaMemsetAsync(flag, 1, sizeof(int), ctx_.stream()));
     cuda_detail::launch_all_finite(ctx_.stream(), op, flag, x, n);
     int result = 0;
-    DD_CUDA_CHECK(op, cudaMemcpyAsync(&result, flag, sizeof(int), cudaMemcpyDeviceToHost,
-                                      ctx_.stream()));
+    DD_CUDA_CHECK(
+        op, cudaMemcpyAsync(&result, flag, sizeof(int), cudaMemcpyDeviceToHost, ctx_.stream()));
     ctx_.synchronize(op);
     return result != 0;
   }
@@ -414,8 +414,8 @@ class cuda_backend final : public backend {
     for (int i = 0; i < loops; ++i) {
       DD_CUBLAS_CHECK(op, cublasSgemmStridedBatched(
                               ctx_.cublas(), g.transa, g.transb, g.m, g.n, g.k, &g.alpha,
-                              g.a + i * a_step, g.lda, a_stride, g.b + i * b_step, g.ldb,
-                              b_stride, &g.beta, g.c + i * c_step, g.ldc, c_stride, batch));
+                              g.a + i * a_step, g.lda, a_stride, g.b + i * b_step, g.ldb, b_stride,
+                              &g.beta, g.c + i * c_step, g.ldc, c_stride, batch));
     }
   }
 

@@ -36,12 +36,11 @@ namespace dd::kernels::cuda_detail {
 }  // namespace dd::kernels::cuda_detail
 
 /// Checks a cudaError_t-returning expression; throws backend_error naming `op` on failure.
-#define DD_CUDA_CHECK(op, expr)                                                          \
-  do {                                                                                   \
-    const cudaError_t dd_cuda_err_ = (expr);                                             \
-    if (dd_cuda_err_ != cudaSuccess)                                                     \
-      ::dd::kernels::cuda_detail::throw_cuda_error(dd_cuda_err_, (op), #expr, __FILE__,  \
-                                                   __LINE__);                            \
+#define DD_CUDA_CHECK(op, expr)                                                                    \
+  do {                                                                                             \
+    const cudaError_t dd_cuda_err_ = (expr);                                                       \
+    if (dd_cuda_err_ != cudaSuccess)                                                               \
+      ::dd::kernels::cuda_detail::throw_cuda_error(dd_cuda_err_, (op), #expr, __FILE__, __LINE__); \
   } while (0)
 
 /// Checks the launch of the kernel just queued (configuration errors, not async faults).

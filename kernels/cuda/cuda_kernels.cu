@@ -76,8 +76,7 @@ __global__ void encoder_forward_kernel(float* out, const int32_t* tokens, const 
   }
 }
 
-__global__ void encoder_backward_wpe_kernel(float* dwpe, const float* dout, int B, int T,
-                                            int C) {
+__global__ void encoder_backward_wpe_kernel(float* dwpe, const float* dout, int B, int T, int C) {
   const size_t tc_total = static_cast<size_t>(T) * C;
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < tc_total;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
@@ -89,8 +88,8 @@ __global__ void encoder_backward_wpe_kernel(float* dwpe, const float* dout, int 
 
 __global__ void encoder_backward_wte_kernel(float* dwte, const float* dout,
                                             const int32_t* bucket_tokens,
-                                            const int32_t* bucket_start,
-                                            const int32_t* positions, int C) {
+                                            const int32_t* bucket_start, const int32_t* positions,
+                                            int C) {
   const int bucket = blockIdx.x;
   const size_t tok = static_cast<size_t>(bucket_tokens[bucket]);
   const int begin = bucket_start[bucket];
@@ -262,8 +261,7 @@ __global__ void gelu_forward_kernel(float* out, const float* inp, size_t N) {
   }
 }
 
-__global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout,
-                                     size_t N) {
+__global__ void gelu_backward_kernel(float* dinp, const float* inp, const float* dout, size_t N) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < N;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     const float x = inp[i];
@@ -336,8 +334,8 @@ __global__ void adamw_kernel(float* params, const float* grads, float* m, float*
     const double mhat = mi / bc1;
     const double vhat = vi / bc2;
     const double theta = params[i];
-    params[i] = static_cast<float>(theta - double(lr) * (mhat / (sqrt(vhat) + double(eps)) +
-                                                         double(wd) * theta));
+    params[i] = static_cast<float>(
+        theta - double(lr) * (mhat / (sqrt(vhat) + double(eps)) + double(wd) * theta));
   }
 }
 
@@ -402,8 +400,7 @@ struct weighted_sum_args {
   int k;
 };
 
-__global__ void weighted_sum_kernel(float* out, weighted_sum_args args, size_t n,
-                                    bool accumulate) {
+__global__ void weighted_sum_kernel(float* out, weighted_sum_args args, size_t n, bool accumulate) {
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     double acc = accumulate ? double(out[i]) : 0.0;
@@ -418,9 +415,8 @@ constexpr int ew_threads = 256;
 
 // ---- launchers ------------------------------------------------------------------------------
 
-void launch_encoder_forward(cudaStream_t stream, const char* op, float* out,
-                            const int32_t* tokens, const float* wte, const float* wpe, int B,
-                            int T, int C) {
+void launch_encoder_forward(cudaStream_t stream, const char* op, float* out, const int32_t* tokens,
+                            const float* wte, const float* wpe, int B, int T, int C) {
   const size_t total = static_cast<size_t>(B) * T * C;
   if (total == 0) return;
   encoder_forward_kernel<<<elementwise_blocks(total, ew_threads), ew_threads, 0, stream>>>(
@@ -450,8 +446,8 @@ void launch_encoder_backward_wte(cudaStream_t stream, const char* op, float* dwt
 }
 
 void launch_layernorm_forward(cudaStream_t stream, const char* op, float* out, float* mean,
-                              float* rstd, const float* inp, const float* weight,
-                              const float* bias, int N, int C) {
+                              float* rstd, const float* inp, const float* weight, const float* bias,
+                              int N, int C) {
   if (N == 0) return;
   const unsigned blocks = static_cast<unsigned>((N + ln_warps_per_block - 1) / ln_warps_per_block);
   layernorm_forward_kernel<<<blocks, ln_warps_per_block * warp_size, 0, stream>>>(
@@ -498,7 +494,8 @@ void launch_bias_backward(cudaStream_t stream, const char* op, float* dbias, con
 
 void launch_causal_softmax(cudaStream_t stream, const char* op, float* att, int rows, int T) {
   if (rows == 0) return;
-  const unsigned blocks = static_cast<unsigned>((rows + sm_warps_per_block - 1) / sm_warps_per_block);
+  const unsigned blocks =
+      static_cast<unsigned>((rows + sm_warps_per_block - 1) / sm_warps_per_block);
   causal_softmax_kernel<<<blocks, sm_warps_per_block * warp_size, 0, stream>>>(att, rows, T);
   DD_CUDA_CHECK_LAUNCH(op);
 }
@@ -506,7 +503,8 @@ void launch_causal_softmax(cudaStream_t stream, const char* op, float* att, int 
 void launch_causal_softmax_backward(cudaStream_t stream, const char* op, float* datt,
                                     const float* att, int rows, int T, float scale) {
   if (rows == 0) return;
-  const unsigned blocks = static_cast<unsigned>((rows + sm_warps_per_block - 1) / sm_warps_per_block);
+  const unsigned blocks =
+      static_cast<unsigned>((rows + sm_warps_per_block - 1) / sm_warps_per_block);
   causal_softmax_backward_kernel<<<blocks, sm_warps_per_block * warp_size, 0, stream>>>(
       datt, att, rows, T, scale);
   DD_CUDA_CHECK_LAUNCH(op);
@@ -530,14 +528,14 @@ void launch_gelu_backward(cudaStream_t stream, const char* op, float* dinp, cons
 void launch_residual_forward(cudaStream_t stream, const char* op, float* out, const float* a,
                              const float* b, size_t N) {
   if (N == 0) return;
-  residual_forward_kernel<<<elementwise_blocks(N, ew_threads), ew_threads, 0, stream>>>(out, a,
-                                                                                        b, N);
+  residual_forward_kernel<<<elementwise_blocks(N, ew_threads), ew_threads, 0, stream>>>(out, a, b,
+                                                                                        N);
   DD_CUDA_CHECK_LAUNCH(op);
 }
 
 void launch_softmax_crossentropy_forward(cudaStream_t stream, const char* op, float* losses,
-                                         float* probs, const float* logits,
-                                         const int32_t* targets, int N, int V) {
+                                         float* probs, const float* logits, const int32_t* targets,
+                                         int N, int V) {
   if (N == 0) return;
   softmax_crossentropy_forward_kernel<<<static_cast<unsigned>(N), ce_threads, 0, stream>>>(
       losses, probs, logits, targets, V);
@@ -545,8 +543,8 @@ void launch_softmax_crossentropy_forward(cudaStream_t stream, const char* op, fl
 }
 
 void launch_softmax_crossentropy_backward(cudaStream_t stream, const char* op, float* dlogits,
-                                          const float* probs, const int32_t* targets,
-                                          float dloss, int N, int V) {
+                                          const float* probs, const int32_t* targets, float dloss,
+                                          int N, int V) {
   const size_t total = static_cast<size_t>(N) * V;
   if (total == 0) return;
   softmax_crossentropy_backward_kernel<<<elementwise_blocks(total, ew_threads), ew_threads, 0,
@@ -554,8 +552,8 @@ void launch_softmax_crossentropy_backward(cudaStream_t stream, const char* op, f
   DD_CUDA_CHECK_LAUNCH(op);
 }
 
-void launch_adamw(cudaStream_t stream, const char* op, float* params, const float* grads,
-                  float* m, float* v, size_t n, float lr, float beta1, float beta2, float eps,
+void launch_adamw(cudaStream_t stream, const char* op, float* params, const float* grads, float* m,
+                  float* v, size_t n, float lr, float beta1, float beta2, float eps,
                   float weight_decay, double bc1, double bc2) {
   if (n == 0) return;
   adamw_kernel<<<elementwise_blocks(n, ew_threads), ew_threads, 0, stream>>>(
@@ -575,8 +573,7 @@ void launch_sum_squares(cudaStream_t stream, const char* op, double* scratch, co
   DD_CUDA_CHECK_LAUNCH(op);
 }
 
-void launch_all_finite(cudaStream_t stream, const char* op, int* flag, const float* x,
-                       size_t n) {
+void launch_all_finite(cudaStream_t stream, const char* op, int* flag, const float* x, size_t n) {
   if (n == 0) return;
   all_finite_kernel<<<elementwise_blocks(n, ew_threads), ew_threads, 0, stream>>>(flag, x, n);
   DD_CUDA_CHECK_LAUNCH(op);
@@ -588,8 +585,7 @@ void launch_scale(cudaStream_t stream, const char* op, float* x, float s, size_t
   DD_CUDA_CHECK_LAUNCH(op);
 }
 
-void launch_axpy(cudaStream_t stream, const char* op, float* y, float a, const float* x,
-                 size_t n) {
+void launch_axpy(cudaStream_t stream, const char* op, float* y, float a, const float* x, size_t n) {
   if (n == 0) return;
   axpy_kernel<<<elementwise_blocks(n, ew_threads), ew_threads, 0, stream>>>(y, a, x, n);
   DD_CUDA_CHECK_LAUNCH(op);
@@ -598,8 +594,8 @@ void launch_axpy(cudaStream_t stream, const char* op, float* y, float a, const f
 void launch_nesterov(cudaStream_t stream, const char* op, float* theta, float* momentum,
                      const float* delta, float lr, float mu, size_t n) {
   if (n == 0) return;
-  nesterov_kernel<<<elementwise_blocks(n, ew_threads), ew_threads, 0, stream>>>(
-      theta, momentum, delta, lr, mu, n);
+  nesterov_kernel<<<elementwise_blocks(n, ew_threads), ew_threads, 0, stream>>>(theta, momentum,
+                                                                                delta, lr, mu, n);
   DD_CUDA_CHECK_LAUNCH(op);
 }
 
@@ -613,8 +609,8 @@ void launch_weighted_sum(cudaStream_t stream, const char* op, float* out,
     args.inputs[j] = inputs[j];
     args.weights[j] = weights[j];
   }
-  weighted_sum_kernel<<<elementwise_blocks(n, ew_threads), ew_threads, 0, stream>>>(
-      out, args, n, accumulate);
+  weighted_sum_kernel<<<elementwise_blocks(n, ew_threads), ew_threads, 0, stream>>>(out, args, n,
+                                                                                    accumulate);
   DD_CUDA_CHECK_LAUNCH(op);
 }
 

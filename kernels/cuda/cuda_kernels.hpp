@@ -15,15 +15,15 @@
 namespace dd::kernels::cuda_detail {
 
 /// out (B,T,C) = wte[tokens] + wpe[t].
-void launch_encoder_forward(cudaStream_t stream, const char* op, float* out,
-                            const int32_t* tokens, const float* wte, const float* wpe, int B,
-                            int T, int C);
+void launch_encoder_forward(cudaStream_t stream, const char* op, float* out, const int32_t* tokens,
+                            const float* wte, const float* wpe, int B, int T, int C);
 /// dwpe (T,C) += Σ_b dout[b,t,:], summed in double in ascending b, added once (as the reference).
 void launch_encoder_backward_wpe(cudaStream_t stream, const char* op, float* dwpe,
                                  const float* dout, int B, int T, int C);
 /// dwte[token,:] += Σ dout[pos,:] over the positions of each distinct token, summed in double
-/// in ascending position order and added once (the reference backend's order). `bucket_tokens` (num_buckets) lists the distinct tokens; positions of bucket
-/// i are `positions[bucket_start[i] .. bucket_start[i+1])` (flat indices b*T+t).
+/// in ascending position order and added once (the reference backend's order). `bucket_tokens`
+/// (num_buckets) lists the distinct tokens; positions of bucket i are `positions[bucket_start[i] ..
+/// bucket_start[i+1])` (flat indices b*T+t).
 void launch_encoder_backward_wte(cudaStream_t stream, const char* op, float* dwte,
                                  const float* dout, const int32_t* bucket_tokens,
                                  const int32_t* bucket_start, const int32_t* positions,
@@ -31,8 +31,8 @@ void launch_encoder_backward_wte(cudaStream_t stream, const char* op, float* dwt
 
 /// Layer norm forward, one warp per row; writes out (N,C), mean (N), rstd (N). eps = 1e-5.
 void launch_layernorm_forward(cudaStream_t stream, const char* op, float* out, float* mean,
-                              float* rstd, const float* inp, const float* weight,
-                              const float* bias, int N, int C);
+                              float* rstd, const float* inp, const float* weight, const float* bias,
+                              int N, int C);
 /// dinp (N,C) += ..., one warp per row.
 void launch_layernorm_backward_dinp(cudaStream_t stream, const char* op, float* dinp,
                                     const float* dout, const float* inp, const float* weight,
@@ -69,16 +69,16 @@ void launch_residual_forward(cudaStream_t stream, const char* op, float* out, co
 
 /// probs (N,V) = softmax(logits); losses (N) = -log probs[targets]. One block per row.
 void launch_softmax_crossentropy_forward(cudaStream_t stream, const char* op, float* losses,
-                                         float* probs, const float* logits,
-                                         const int32_t* targets, int N, int V);
+                                         float* probs, const float* logits, const int32_t* targets,
+                                         int N, int V);
 /// dlogits (N,V) = dloss · (probs − onehot(targets)). Writes.
 void launch_softmax_crossentropy_backward(cudaStream_t stream, const char* op, float* dlogits,
-                                          const float* probs, const int32_t* targets,
-                                          float dloss, int N, int V);
+                                          const float* probs, const int32_t* targets, float dloss,
+                                          int N, int V);
 
 /// AdamW over n parameters; `bc1`, `bc2` are the bias corrections 1−β1^t, 1−β2^t.
-void launch_adamw(cudaStream_t stream, const char* op, float* params, const float* grads,
-                  float* m, float* v, size_t n, float lr, float beta1, float beta2, float eps,
+void launch_adamw(cudaStream_t stream, const char* op, float* params, const float* grads, float* m,
+                  float* v, size_t n, float lr, float beta1, float beta2, float eps,
                   float weight_decay, double bc1, double bc2);
 /// Number of doubles of scratch launch_sum_squares needs (partials + result).
 size_t sum_squares_scratch_doubles();
@@ -87,13 +87,11 @@ size_t sum_squares_scratch_doubles();
 void launch_sum_squares(cudaStream_t stream, const char* op, double* scratch, const float* x,
                         size_t n);
 /// *flag = 0 when some x is not finite (the caller sets *flag = 1 first).
-void launch_all_finite(cudaStream_t stream, const char* op, int* flag, const float* x,
-                       size_t n);
+void launch_all_finite(cudaStream_t stream, const char* op, int* flag, const float* x, size_t n);
 /// x (n) *= s.
 void launch_scale(cudaStream_t stream, const char* op, float* x, float s, size_t n);
 /// y (n) += a · x.
-void launch_axpy(cudaStream_t stream, const char* op, float* y, float a, const float* x,
-                 size_t n);
+void launch_axpy(cudaStream_t stream, const char* op, float* y, float a, const float* x, size_t n);
 /// b = mu·b + delta; theta −= lr·(delta + mu·b). All (n).
 void launch_nesterov(cudaStream_t stream, const char* op, float* theta, float* momentum,
                      const float* delta, float lr, float mu, size_t n);

@@ -20,8 +20,8 @@ class reference_backend final : public detail::host_backend {
  public:
   std::string name() const override { return "reference"; }
 
-  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
-                       int B, int T, int C) override {
+  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B,
+                       int T, int C) override {
     for (int b = 0; b < B; ++b) {
       for (int t = 0; t < T; ++t) {
         const float* te = wte + static_cast<size_t>(tokens[b * T + t]) * C;
@@ -32,8 +32,8 @@ class reference_backend final : public detail::host_backend {
     }
   }
 
-  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
-                        int B, int T, int C) override {
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
+                        int T, int C) override {
     // Accumulate each destination row's total in double, in (b,t) order, then add it once.
     const int V_seen = [&] {
       int v = 0;
@@ -120,8 +120,8 @@ class reference_backend final : public detail::host_backend {
     }
   }
 
-  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias,
-                      int N, int IC, int OC) override {
+  void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
+                      int IC, int OC) override {
     for (int n = 0; n < N; ++n) {
       for (int o = 0; o < OC; ++o) {
         double acc = bias != nullptr ? double(bias[o]) : 0.0;
@@ -153,8 +153,8 @@ class reference_backend final : public detail::host_backend {
       for (int i = 0; i < IC; ++i) {
         double acc = 0;
         for (int n = 0; n < N; ++n) {
-          acc += double(dout[static_cast<size_t>(n) * OC + o]) *
-                 inp[static_cast<size_t>(n) * IC + i];
+          acc +=
+              double(dout[static_cast<size_t>(n) * OC + o]) * inp[static_cast<size_t>(n) * IC + i];
         }
         float& d = dweight[static_cast<size_t>(o) * IC + i];
         d = static_cast<float>(d + acc);
@@ -256,7 +256,8 @@ class reference_backend final : public detail::host_backend {
   void gelu_forward(float* out, const float* inp, size_t N) override {
     for (size_t i = 0; i < N; ++i) {
       const double x = inp[i];
-      out[i] = static_cast<float>(0.5 * x * (1.0 + std::tanh(gelu_scale * (x + 0.044715 * x * x * x))));
+      out[i] =
+          static_cast<float>(0.5 * x * (1.0 + std::tanh(gelu_scale * (x + 0.044715 * x * x * x))));
     }
   }
 
@@ -266,7 +267,8 @@ class reference_backend final : public detail::host_backend {
       const double u = gelu_scale * (x + 0.044715 * x * x * x);
       const double th = std::tanh(u);
       const double sech2 = 1.0 - th * th;
-      const double grad = 0.5 * (1.0 + th) + 0.5 * x * sech2 * gelu_scale * (1.0 + 3.0 * 0.044715 * x * x);
+      const double grad =
+          0.5 * (1.0 + th) + 0.5 * x * sech2 * gelu_scale * (1.0 + 3.0 * 0.044715 * x * x);
       dinp[i] = static_cast<float>(dinp[i] + grad * dout[i]);
     }
   }
@@ -314,9 +316,9 @@ class reference_backend final : public detail::host_backend {
       const double mhat = mi / bc1;
       const double vhat = vi / bc2;
       const double theta = params[i];
-      params[i] = static_cast<float>(
-          theta - double(p.lr) * (mhat / (std::sqrt(vhat) + double(p.eps)) +
-                                  double(p.weight_decay) * theta));
+      params[i] =
+          static_cast<float>(theta - double(p.lr) * (mhat / (std::sqrt(vhat) + double(p.eps)) +
+                                                     double(p.weight_decay) * theta));
     }
   }
 

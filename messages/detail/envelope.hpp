@@ -22,7 +22,6 @@ namespace dd::detail {
 
 namespace cw = capnp_wire;
 
-
 inline std::string num(uint64_t v) { return std::to_string(v); }
 
 inline kj::ArrayPtr<const kj::byte> as_bytes(const std::vector<uint8_t>& v) {
@@ -94,8 +93,8 @@ auto with_reader(const uint8_t* data, size_t size, int nesting_limit, Fn&& fn)
     capnp::FlatArrayMessageReader reader(words, options);
     return fn(reader);
   } catch (const kj::Exception& e) {
-    return R(errc::malformed, std::string("Cap'n Proto refused the message: ") +
-                                  e.getDescription().cStr());
+    return R(errc::malformed,
+             std::string("Cap'n Proto refused the message: ") + e.getDescription().cStr());
   } catch (const std::exception& e) {
     return R(errc::malformed, std::string("message could not be decoded: ") + e.what());
   } catch (...) {
@@ -137,8 +136,7 @@ auto decode_envelope(const uint8_t* data, size_t size, const decode_limits& limi
     auto envelope = reader.getRoot<cw::Envelope>();
     if (envelope.getSchemaVersion() != wire_schema_version) {
       return R(errc::malformed, "envelope.schemaVersion " + num(envelope.getSchemaVersion()) +
-                                    " (this build reads version " + num(wire_schema_version) +
-                                    ")");
+                                    " (this build reads version " + num(wire_schema_version) + ")");
     }
     auto body = envelope.getBody();
     auto which = body.which();
@@ -149,6 +147,5 @@ auto decode_envelope(const uint8_t* data, size_t size, const decode_limits& limi
     return fn(body);
   });
 }
-
 
 }  // namespace dd::detail

@@ -67,10 +67,13 @@ nlohmann::json to_json(const experiment& e) {
                {"train_fraction", e.data.train_fraction},
                {"sharding", to_string(e.data.sharding)},
                {"tokenizer", to_string(e.data.tokenizer)}};
-  j["learners"] = {{"count", e.learners.count},     {"batch", e.learners.batch},
+  j["learners"] = {{"count", e.learners.count},
+                   {"batch", e.learners.batch},
                    {"backend", to_string(e.learners.backend)},
-                   {"devices", e.learners.devices}, {"threads", e.learners.threads},
-                   {"speed", e.learners.speed},     {"jitter", e.learners.jitter}};
+                   {"devices", e.learners.devices},
+                   {"threads", e.learners.threads},
+                   {"speed", e.learners.speed},
+                   {"jitter", e.learners.jitter}};
   j["inner"] = {{"lr", e.inner.lr},
                 {"warmup", e.inner.warmup},
                 {"schedule", to_string(e.inner.schedule)},
@@ -130,9 +133,8 @@ nlohmann::json to_json(const experiment& e) {
   json events = json::array();
   for (const auto& ev : e.chaos.events) {
     json x;
-    x[to_string(ev.trigger)] = ev.trigger == chaos_trigger::at_step
-                                   ? json(static_cast<std::int64_t>(ev.at))
-                                   : json(ev.at);
+    x[to_string(ev.trigger)] =
+        ev.trigger == chaos_trigger::at_step ? json(static_cast<std::int64_t>(ev.at)) : json(ev.at);
     x["action"] = to_string(ev.action);
     if (ev.target_spec.empty())
       x["target"] = ev.target;

@@ -43,7 +43,8 @@ enum class schedule_clock : std::uint8_t { learner, global };
 enum class sharding_kind : std::uint8_t { contiguous, interleaved };
 /// How tensors are split into P fragments.
 enum class fragment_strategy_kind : std::uint8_t { balanced, layer, strided };
-/// Grace window after quorum: adaptive (γ-scaled slack, capped), a fixed number of seconds, or none.
+/// Grace window after quorum: adaptive (γ-scaled slack, capped), a fixed number of seconds, or
+/// none.
 enum class grace_mode : std::uint8_t { adaptive, fixed, off };
 /// Encoding of pushed pseudo-gradients (bf16/int8/int4: blockwise absmax, block 64).
 enum class wire_format : std::uint8_t { fp32, bf16, int8, int4 };
@@ -54,11 +55,33 @@ enum class budget_kind : std::uint8_t { tokens, steps, seconds };
 /// process and network kinds (kill_process .. close_after) act from outside through dd-chaos
 /// and need `dd-node launch` or `dd-chaos run` (chaos_layer_of).
 enum class chaos_action : std::uint8_t {
-  kill, slow, drop_push, delay_push, kill_owner,
-  dup_push, reorder_push, corrupt_push, drop_broadcast, dup_broadcast, delay_broadcast,
-  reorder_broadcast, nan, fail,
-  kill_process, term, pause, slow_process, restart,
-  latency, bandwidth, reset, blackhole, partition, corrupt, slice, close_after
+  kill,
+  slow,
+  drop_push,
+  delay_push,
+  kill_owner,
+  dup_push,
+  reorder_push,
+  corrupt_push,
+  drop_broadcast,
+  dup_broadcast,
+  delay_broadcast,
+  reorder_broadcast,
+  nan,
+  fail,
+  kill_process,
+  term,
+  pause,
+  slow_process,
+  restart,
+  latency,
+  bandwidth,
+  reset,
+  blackhole,
+  partition,
+  corrupt,
+  slice,
+  close_after
 };
 /// Where a chaos action is applied.
 enum class chaos_layer : std::uint8_t {
@@ -70,7 +93,8 @@ enum class chaos_layer : std::uint8_t {
 chaos_layer chaos_layer_of(chaos_action a);
 /// True for the message kinds applied as live faults (dup_push .. fail, and the broadcast ones).
 bool is_live_message_action(chaos_action a);
-/// What fires a one-shot chaos event: an inner step, seconds since start, or a fraction of the budget.
+/// What fires a one-shot chaos event: an inner step, seconds since start, or a fraction of the
+/// budget.
 enum class chaos_trigger : std::uint8_t { at_step, at_time, at_fraction };
 /// Which actors random faults strike.
 enum class chaos_target_kind : std::uint8_t { learners, owners, any };
@@ -126,52 +150,53 @@ struct model_config {
 
 /// `data`: the training text and how it is split and tokenized.
 struct data_config {
-  std::string file;              ///< resolved path of the text file (required in the DSL)
-  double train_fraction = 0.9;   ///< leading share used for training; the rest is validation
+  std::string file;             ///< resolved path of the text file (required in the DSL)
+  double train_fraction = 0.9;  ///< leading share used for training; the rest is validation
   sharding_kind sharding = sharding_kind::interleaved;  ///< learners' shards (runtime/data.hpp)
-  tokenizer_kind tokenizer = tokenizer_kind::byte;  ///< tokenization
+  tokenizer_kind tokenizer = tokenizer_kind::byte;      ///< tokenization
 };
 
 /// `learners`: how many learners (M), where they run and how fast each is.
 struct learners_config {
-  int count = 4;                                ///< M, the number of learners
-  int batch = 16;                               ///< sequences per inner step, per learner
-  backend_kind backend = backend_kind::cpu;     ///< kernel backend
-  std::vector<std::vector<int>> devices;        ///< per learner: device ordinals; empty = automatic
-  int threads = 0;                              ///< BLAS/OpenMP threads per learner; 0 = automatic
-  std::vector<double> speed;                    ///< per learner slowdown factor >= 1 (size == count)
-  double jitter = 0.0;                          ///< random step-time spread, fraction in [0, 1)
+  int count = 4;                             ///< M, the number of learners
+  int batch = 16;                            ///< sequences per inner step, per learner
+  backend_kind backend = backend_kind::cpu;  ///< kernel backend
+  std::vector<std::vector<int>> devices;     ///< per learner: device ordinals; empty = automatic
+  int threads = 0;                           ///< BLAS/OpenMP threads per learner; 0 = automatic
+  std::vector<double> speed;                 ///< per learner slowdown factor >= 1 (size == count)
+  double jitter = 0.0;                       ///< random step-time spread, fraction in [0, 1)
 };
 
 /// `inner`: the learners' AdamW (InnerOpt) and its learning-rate schedule.
 struct inner_config {
-  double lr = 2e-3;                               ///< peak learning rate
-  int warmup = 100;                               ///< warmup steps
-  schedule_kind schedule = schedule_kind::cosine; ///< schedule after warmup
-  double min_lr_ratio = 0.1;                      ///< final lr / peak lr (cosine)
-  std::int64_t decay_steps = 0;                   ///< cosine length in steps (resolved from budget)
-  double beta1 = 0.9;                             ///< AdamW β1
-  double beta2 = 0.95;                            ///< AdamW β2
-  double eps = 1e-8;                              ///< AdamW ε
-  double weight_decay = 0.1;                      ///< decoupled weight decay
-  double grad_clip = 1.0;                         ///< global gradient-norm clip; 0 = off
-  int rewarmup = 20;                              ///< warmup steps after a respawn
-  schedule_clock clock = schedule_clock::learner; ///< what the lr schedule counts
+  double lr = 2e-3;                                ///< peak learning rate
+  int warmup = 100;                                ///< warmup steps
+  schedule_kind schedule = schedule_kind::cosine;  ///< schedule after warmup
+  double min_lr_ratio = 0.1;                       ///< final lr / peak lr (cosine)
+  std::int64_t decay_steps = 0;  ///< cosine length in steps (resolved from budget)
+  double beta1 = 0.9;            ///< AdamW β1
+  double beta2 = 0.95;           ///< AdamW β2
+  double eps = 1e-8;             ///< AdamW ε
+  double weight_decay = 0.1;     ///< decoupled weight decay
+  double grad_clip = 1.0;        ///< global gradient-norm clip; 0 = off
+  int rewarmup = 20;             ///< warmup steps after a respawn
+  schedule_clock clock = schedule_clock::learner;  ///< what the lr schedule counts
 };
 
 /// `outer`: the fragment owners' merge and outer optimizer (OuterOpt).
 struct outer_config {
-  outer_kind kind = outer_kind::nesterov;          ///< outer optimizer
-  double lr = 0.7;                                 ///< outer learning rate
-  double momentum = 0.9;                           ///< Nesterov momentum μ
-  merge_kind merge = merge_kind::rda;              ///< merge rule for ordinary tensors
-  merge_kind embedding_merge = merge_kind::average;///< merge rule for embedding tensors
-  anchor_kind anchor = anchor_kind::current;       ///< pseudo-gradient anchor (measured: docs/ALGORITHM.md)
-  apply_kind apply = apply_kind::overwrite;        ///< how learners apply arriving fragments
-  double mixing_alpha = 0.0;                       ///< α: θ ← αθ + (1-α)·global (overwrite only)
-  int max_staleness = 4;                           ///< versions a push may lag before rejection
-  bool token_weighting = true;                     ///< w = tokens²/steps (false: w = 1)
-  bool scale_partial_merges = false;               ///< Δ × contributors / live learners
+  outer_kind kind = outer_kind::nesterov;            ///< outer optimizer
+  double lr = 0.7;                                   ///< outer learning rate
+  double momentum = 0.9;                             ///< Nesterov momentum μ
+  merge_kind merge = merge_kind::rda;                ///< merge rule for ordinary tensors
+  merge_kind embedding_merge = merge_kind::average;  ///< merge rule for embedding tensors
+  anchor_kind anchor =
+      anchor_kind::current;  ///< pseudo-gradient anchor (measured: docs/ALGORITHM.md)
+  apply_kind apply = apply_kind::overwrite;  ///< how learners apply arriving fragments
+  double mixing_alpha = 0.0;                 ///< α: θ ← αθ + (1-α)·global (overwrite only)
+  int max_staleness = 4;                     ///< versions a push may lag before rejection
+  bool token_weighting = true;               ///< w = tokens²/steps (false: w = 1)
+  bool scale_partial_merges = false;         ///< Δ × contributors / live learners
 };
 
 /// Min quorum K: an absolute count of learners or a fraction of the live learners.
@@ -184,9 +209,7 @@ struct quorum {
   int resolve(int live) const;
 
   /// Synchronous (K = M): the fraction is 1, or the count reaches `learners`.
-  bool synchronous(int learners) const {
-    return is_fraction ? fraction >= 1.0 : count >= learners;
-  }
+  bool synchronous(int learners) const { return is_fraction ? fraction >= 1.0 : count >= learners; }
 };
 
 /// `sync.grace`: the grace window ξ_grace after quorum.
@@ -199,17 +222,17 @@ struct grace_config {
 
 /// `sync`: fragments and the synchronization knobs.
 struct sync_config {
-  int fragments = 4;                                                 ///< P
-  fragment_strategy_kind strategy = fragment_strategy_kind::balanced;///< fragmentation
-  int interval = 24;                                                 ///< H, inner steps
-  int overlap = 2;                                                   ///< τ, inner steps
-  int max_inflight = 2;                                              ///< queued pushes per learner
+  int fragments = 4;                                                   ///< P
+  fragment_strategy_kind strategy = fragment_strategy_kind::balanced;  ///< fragmentation
+  int interval = 24;                                                   ///< H, inner steps
+  int overlap = 2;                                                     ///< τ, inner steps
+  int max_inflight = 2;  ///< queued pushes per learner
   /// What the push schedule counts; unset: experiment::push_clock() decides by K.
   std::optional<schedule_clock> push_clock;
-  quorum min_quorum;                                                 ///< K
-  grace_config grace;                                                ///< ξ_grace
-  double ema = 0.2;                                                  ///< EMA smoothing of ξ timings
-  wire_format wire = wire_format::fp32;                              ///< push encoding
+  quorum min_quorum;                     ///< K
+  grace_config grace;                    ///< ξ_grace
+  double ema = 0.2;                      ///< EMA smoothing of ξ timings
+  wire_format wire = wire_format::fp32;  ///< push encoding
 };
 
 /// `eval`: how often the evaluator measures validation loss of the global model.
@@ -229,8 +252,8 @@ struct budget_config {
 
 /// `checkpoint`: where and how often fragment owners checkpoint.
 struct checkpoint_config {
-  std::string dir;             ///< checkpoint directory (default <run_dir>/checkpoints)
-  int every_versions = 5;      ///< checkpoint every this many fragment versions; 0 = off
+  std::string dir;         ///< checkpoint directory (default <run_dir>/checkpoints)
+  int every_versions = 5;  ///< checkpoint every this many fragment versions; 0 = off
   /// A fragment owner that found neither a usable checkpoint nor a learner's copy restarts that
   /// fragment from the initial weights; the run is then `degraded` (summary.json) and fails
   /// (exit 1) unless this is true.
@@ -249,21 +272,21 @@ struct checkpoint_config {
 /// style: at most `max_restarts` in any sliding window; actors/policy/restart_budget.hpp). A
 /// child that would exceed it stays down: a learner's loss or an owner's loss fails the run.
 struct restart_config {
-  int max_restarts = 5;            ///< N restarts at most in any window of `window_seconds`
-  double window_seconds = 60.0;    ///< W, seconds
-  double backoff_seconds = 0.5;    ///< first respawn delay; doubles per consecutive restart
+  int max_restarts = 5;               ///< N restarts at most in any window of `window_seconds`
+  double window_seconds = 60.0;       ///< W, seconds
+  double backoff_seconds = 0.5;       ///< first respawn delay; doubles per consecutive restart
   double backoff_cap_seconds = 30.0;  ///< largest respawn delay
 };
 
 /// One scripted fault in `chaos.events`.
 struct chaos_event {
   chaos_trigger trigger = chaos_trigger::at_step;  ///< what `at` counts
-  double at = 0.0;               ///< step, seconds since start, or fraction of the budget
+  double at = 0.0;  ///< step, seconds since start, or fraction of the budget
   chaos_action action = chaos_action::kill;  ///< the fault
-  int target = 0;                ///< learner id (0-based) or, for kill_owner, fragment id
-  double factor = 1.0;           ///< slow: step-time multiplier (>= 1)
-  double delay = 0.0;            ///< delay_push: seconds each push is held
-  double duration = 0.0;         ///< seconds the fault lasts (kill: downtime); 0 = see docs
+  int target = 0;         ///< learner id (0-based) or, for kill_owner, fragment id
+  double factor = 1.0;    ///< slow: step-time multiplier (>= 1)
+  double delay = 0.0;     ///< delay_push: seconds each push is held
+  double duration = 0.0;  ///< seconds the fault lasts (kill: downtime); 0 = see docs
   /// kill_owner: also damage the owner's checkpoint file as it dies (bytes in its body
   /// overwritten, so its CRC no longer matches): the respawned owner must rebuild.
   bool damage_checkpoint = false;
@@ -287,10 +310,10 @@ struct recovery_config {
 
 /// `chaos.random`: faults drawn from a mean time between failures.
 struct random_faults_config {
-  double mtbf_seconds = 0.0;                              ///< per-actor MTBF; 0 = off
-  chaos_target_kind target = chaos_target_kind::learners; ///< who fails
-  recovery_config recovery;                               ///< downtime distribution
-  std::uint64_t seed = 0;                                 ///< RNG seed (default: experiment seed)
+  double mtbf_seconds = 0.0;                               ///< per-actor MTBF; 0 = off
+  chaos_target_kind target = chaos_target_kind::learners;  ///< who fails
+  recovery_config recovery;                                ///< downtime distribution
+  std::uint64_t seed = 0;                                  ///< RNG seed (default: experiment seed)
   /// Whole-cluster MTBF, seconds (0 = off): Poisson arrivals over every target together,
   /// drawn and fired by dd-chaos (`dd-node launch` starts it; `dd-node run` refuses it).
   double cluster_mtbf_seconds = 0.0;
@@ -298,7 +321,8 @@ struct random_faults_config {
   /// network layers; default {"kill_process"}).
   std::vector<std::string> kinds;
   double min_gap_seconds = 0.0;  ///< cluster_mtbf_seconds: least seconds between two fault starts
-  int max_concurrent = 1;        ///< cluster_mtbf_seconds: faults active at once (arrivals above: skipped)
+  int max_concurrent =
+      1;  ///< cluster_mtbf_seconds: faults active at once (arrivals above: skipped)
   /// cluster_mtbf_seconds: seconds of schedule (0 = the budget's seconds, else 3600).
   double horizon_seconds = 0.0;
   /// "file:line" of the `chaos.random` table (messages; not part of to_json).
@@ -313,22 +337,22 @@ struct chaos_config {
 
 /// One fully resolved experiment.
 struct experiment {
-  std::string name;          ///< unique within its file; used in run_dir
-  std::string description;   ///< free text
-  std::string source;        ///< "file:line" of the experiment{} call (informational)
-  std::uint64_t seed = 1234; ///< the one seed everything random derives from
-  std::string run_dir;       ///< default runs/<name>
-  model_config model;        ///< model
-  data_config data;          ///< data
-  learners_config learners;  ///< learners
-  inner_config inner;        ///< inner optimizer
-  outer_config outer;        ///< outer optimizer and merge
-  sync_config sync;          ///< synchronization
-  eval_config eval;          ///< evaluation
-  budget_config budget;      ///< budget
+  std::string name;              ///< unique within its file; used in run_dir
+  std::string description;       ///< free text
+  std::string source;            ///< "file:line" of the experiment{} call (informational)
+  std::uint64_t seed = 1234;     ///< the one seed everything random derives from
+  std::string run_dir;           ///< default runs/<name>
+  model_config model;            ///< model
+  data_config data;              ///< data
+  learners_config learners;      ///< learners
+  inner_config inner;            ///< inner optimizer
+  outer_config outer;            ///< outer optimizer and merge
+  sync_config sync;              ///< synchronization
+  eval_config eval;              ///< evaluation
+  budget_config budget;          ///< budget
   checkpoint_config checkpoint;  ///< checkpoints
   restart_config restart;        ///< supervisors' restart budget
-  chaos_config chaos;        ///< failure schedule
+  chaos_config chaos;            ///< failure schedule
 
   /// The push schedule's clock: sync.push_clock when set, otherwise the global mean step when
   /// learners run asynchronously (K < M) and the learner's own step when synchronous (K = M),

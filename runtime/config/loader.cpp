@@ -118,16 +118,32 @@ bool valid_utf8(std::string_view s) {
     const auto c = static_cast<unsigned char>(s[i]);
     size_t n = 0;
     unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte
-    if (c < 0x80) { ++i; continue; }
-    if (c >= 0xC2 && c <= 0xDF) n = 1;
-    else if (c == 0xE0) { n = 2; lo = 0xA0; }
-    else if (c >= 0xE1 && c <= 0xEC) n = 2;
-    else if (c == 0xED) { n = 2; hi = 0x9F; }
-    else if (c >= 0xEE && c <= 0xEF) n = 2;
-    else if (c == 0xF0) { n = 3; lo = 0x90; }
-    else if (c >= 0xF1 && c <= 0xF3) n = 3;
-    else if (c == 0xF4) { n = 3; hi = 0x8F; }
-    else return false;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    if (c >= 0xC2 && c <= 0xDF)
+      n = 1;
+    else if (c == 0xE0) {
+      n = 2;
+      lo = 0xA0;
+    } else if (c >= 0xE1 && c <= 0xEC)
+      n = 2;
+    else if (c == 0xED) {
+      n = 2;
+      hi = 0x9F;
+    } else if (c >= 0xEE && c <= 0xEF)
+      n = 2;
+    else if (c == 0xF0) {
+      n = 3;
+      lo = 0x90;
+    } else if (c >= 0xF1 && c <= 0xF3)
+      n = 3;
+    else if (c == 0xF4) {
+      n = 3;
+      hi = 0x8F;
+    } else
+      return false;
     if (n > s.size() - i - 1) return false;  // truncated sequence
     for (size_t k = 1; k <= n; ++k) {
       const auto b = static_cast<unsigned char>(s[i + k]);
@@ -333,7 +349,8 @@ void section::finish() const {
       // The key may belong to another section: suggest its full path.
       for (const auto& p : known_key_paths()) {
         const std::size_t dot = p.rfind('.');
-        if (p.substr(dot == std::string::npos ? 0 : dot + 1) == key && p.find("[]") == std::string::npos) {
+        if (p.substr(dot == std::string::npos ? 0 : dot + 1) == key &&
+            p.find("[]") == std::string::npos) {
           hint = "; did you mean '" + p + "'?";
           break;
         }
@@ -389,7 +406,8 @@ std::vector<std::vector<int>> device_list(section& s, const std::string& key) {
     const std::string p = fmt::format("{}[{}]", s.path(key), i + 1);
     std::vector<int> devs;
     if (x.is_array() && !x.empty()) {
-      for (std::size_t j = 0; j < x.size(); ++j) ordinal(x[j], fmt::format("{}[{}]", p, j + 1), devs);
+      for (std::size_t j = 0; j < x.size(); ++j)
+        ordinal(x[j], fmt::format("{}[{}]", p, j + 1), devs);
     } else {
       ordinal(x, p, devs);
     }
@@ -440,15 +458,16 @@ bool data_path_is_directory(const std::string& file, const file_policy& policy) 
 void read_chaos(section& chaos, experiment& e, const read_context& ctx);
 
 /// Reads and resolves one experiment from its JSON snapshot.
-experiment read_experiment(const json& root, const read_context& ctx, const std::string& default_name,
-                           const file_policy& files) {
+experiment read_experiment(const json& root, const read_context& ctx,
+                           const std::string& default_name, const file_policy& files) {
   experiment e;
   section top(ctx, &root, "");
 
   e.name = top.string("name", default_name);
   if (!valid_name(e.name)) {
     ctx.fail("name", fmt::format("'{}' is not a valid experiment name: use 1-100 letters, digits, "
-                                 "'_', '-' or '.', not starting with '.'", e.name));
+                                 "'_', '-' or '.', not starting with '.'",
+                                 e.name));
   }
   e.description = top.string("description", "");
   e.seed = static_cast<std::uint64_t>(top.integer("seed", 1234, at_least(0)));
@@ -475,12 +494,13 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
         if (auto found = find_data_file(e.data.file, files)) {
           e.data.file = *found;
         } else if (data_path_is_directory(e.data.file, files)) {
-          ctx.fail("data.file", fmt::format("'{}' is a directory; name the training text file",
-                                            e.data.file));
+          ctx.fail("data.file",
+                   fmt::format("'{}' is a directory; name the training text file", e.data.file));
         } else {
           ctx.fail("data.file", fmt::format("file '{}' not found (a relative path is tried against "
                                             "the experiment file's directory, then the current "
-                                            "directory)", e.data.file));
+                                            "directory)",
+                                            e.data.file));
         }
       } else if (e.data.file.empty() && file->is_string()) {
         ctx.fail("data.file", "must not be empty");
@@ -492,8 +512,8 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
     s.finish();
   }
   if (e.data.tokenizer == tokenizer_kind::byte && e.model.vocab < 256)
-    ctx.fail("model.vocab", fmt::format("{} is smaller than the byte tokenizer's 256 symbols",
-                                        e.model.vocab));
+    ctx.fail("model.vocab",
+             fmt::format("{} is smaller than the byte tokenizer's 256 symbols", e.model.vocab));
   if (e.model.width % e.model.heads != 0)
     ctx.fail("model.heads", fmt::format("model.width ({}) is not divisible by model.heads ({})",
                                         e.model.width, e.model.heads));
@@ -504,7 +524,8 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
     l.batch = s.integer32("batch", l.batch, closed(1, 1 << 20));
     l.backend = s.choice("backend", l.backend);
     const json* devices_raw = s.raw("devices");
-    const bool has_devices = devices_raw != nullptr && !(devices_raw->is_array() && devices_raw->empty());
+    const bool has_devices =
+        devices_raw != nullptr && !(devices_raw->is_array() && devices_raw->empty());
     l.devices = device_list(s, "devices");
     l.threads = s.integer32("threads", l.threads, closed(0, 1024));
     const json* speed_raw = s.raw("speed");
@@ -513,14 +534,15 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
     s.finish();
     const auto count = static_cast<std::size_t>(l.count);
     if (speed_raw != nullptr && speed_raw->is_array() && speed_raw->size() != count)
-      ctx.fail("learners.speed", fmt::format("has {} entries but learners.count is {}",
-                                             speed_raw->size(), l.count));
+      ctx.fail("learners.speed",
+               fmt::format("has {} entries but learners.count is {}", speed_raw->size(), l.count));
     if (l.speed.size() != count) l.speed.assign(count, 1.0);
     // Read (so a malformed list still gets its own message) but refused: no learner is placed
     // on a chosen device yet, and a key that is accepted must take effect.
     if (has_devices)
-      ctx.fail("learners.devices", "is not implemented: every learner runs on its backend's "
-                                   "default device; remove the key (leave it {})");
+      ctx.fail("learners.devices",
+               "is not implemented: every learner runs on its backend's "
+               "default device; remove the key (leave it {})");
     if (!has_devices) l.devices.clear();
   }
   {
@@ -537,9 +559,12 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
         if (on) which += (which.empty() ? "" : " and ") + std::string(n);
       ctx.fail("budget", "give exactly one of tokens, steps or seconds (got " + which + ")");
     }
-    if (given == 1 && t) e.budget.kind = budget_kind::tokens;
-    else if (given == 1 && se) e.budget.kind = budget_kind::seconds;
-    else e.budget.kind = budget_kind::steps;
+    if (given == 1 && t)
+      e.budget.kind = budget_kind::tokens;
+    else if (given == 1 && se)
+      e.budget.kind = budget_kind::seconds;
+    else
+      e.budget.kind = budget_kind::steps;
     if (given > 1) e.budget.steps = 600;  // keep checking the rest against the default
     if (e.budget.kind != budget_kind::steps) e.budget.steps = 0;
   }
@@ -596,7 +621,8 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
     o.apply = s.choice("apply", o.apply);
     o.mixing_alpha = s.number("mixing_alpha", o.mixing_alpha, half_open(0, 1));
     if (o.apply == apply_kind::rebase && o.mixing_alpha != 0.0)
-      ctx.fail(s.path("mixing_alpha"), "must be 0 with apply = 'rebase' (α mixes only on overwrite)");
+      ctx.fail(s.path("mixing_alpha"),
+               "must be 0 with apply = 'rebase' (α mixes only on overwrite)");
     o.max_staleness = s.integer32("max_staleness", o.max_staleness, closed(0, 1000000));
     o.token_weighting = s.boolean("token_weighting", o.token_weighting);
     o.scale_partial_merges = s.boolean("scale_partial_merges", o.scale_partial_merges);
@@ -637,8 +663,7 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
       }
     }
     // Unset: experiment::push_clock() picks by K (global when K < M, learner when K = M).
-    if (s.has("push_clock"))
-      y.push_clock = s.choice("push_clock", schedule_clock::global);
+    if (s.has("push_clock")) y.push_clock = s.choice("push_clock", schedule_clock::global);
     {
       // grace = "off" is shorthand for grace = { mode = "off" }.
       const json* g = s.raw("grace");
@@ -652,7 +677,8 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
         y.grace.fixed_seconds = gs.number("fixed_seconds", 0, at_least(0));
         gs.finish();
         if (y.grace.mode == grace_mode::fixed && y.grace.fixed_seconds <= 0)
-          ctx.fail("sync.grace.fixed_seconds", "must be greater than 0 when sync.grace.mode is 'fixed'");
+          ctx.fail("sync.grace.fixed_seconds",
+                   "must be greater than 0 when sync.grace.mode is 'fixed'");
         if (y.grace.mode != grace_mode::fixed && y.grace.fixed_seconds > 0)
           ctx.fail("sync.grace.fixed_seconds", fmt::format("applies only when sync.grace.mode is "
                                                            "'fixed' (mode is '{}')",
@@ -664,7 +690,8 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
     s.finish();
     if (y.fragments > y.interval)
       ctx.fail("sync.fragments", fmt::format("{} fragments exceed sync.interval ({}); P <= H is "
-                                             "required", y.fragments, y.interval));
+                                             "required",
+                                             y.fragments, y.interval));
   }
   {
     section s = top.child("eval");
@@ -678,7 +705,8 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
   {
     section s = top.child("checkpoint");
     e.checkpoint.dir = s.string("dir", e.run_dir + "/checkpoints");
-    e.checkpoint.every_versions = s.integer32("every_versions", e.checkpoint.every_versions, at_least(0));
+    e.checkpoint.every_versions =
+        s.integer32("every_versions", e.checkpoint.every_versions, at_least(0));
     e.checkpoint.allow_degraded = s.boolean("allow_degraded", e.checkpoint.allow_degraded);
     e.checkpoint.rebuild_wait_seconds =
         s.number("rebuild_wait_seconds", e.checkpoint.rebuild_wait_seconds, closed(0, 3600));
@@ -696,8 +724,8 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
     s.finish();
     if (r.backoff_cap_seconds < r.backoff_seconds)
       ctx.fail("restart.backoff_cap_seconds",
-               fmt::format("{} is smaller than restart.backoff_seconds ({})",
-                           r.backoff_cap_seconds, r.backoff_seconds));
+               fmt::format("{} is smaller than restart.backoff_seconds ({})", r.backoff_cap_seconds,
+                           r.backoff_seconds));
   }
   {
     section s = top.child("chaos");
@@ -711,14 +739,16 @@ experiment read_experiment(const json& root, const read_context& ctx, const std:
 void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
   if (const json* list = chaos.raw("events")) {
     if (!list->is_array()) {
-      ctx.fail("chaos.events", "expected a list of events { at_step = ..., action = ..., target = ... }, got " +
-                                   describe(*list));
+      ctx.fail("chaos.events",
+               "expected a list of events { at_step = ..., action = ..., target = ... }, got " +
+                   describe(*list));
     } else {
       for (std::size_t i = 0; i < list->size(); ++i) {
         const json& item = (*list)[i];
         const std::string p = fmt::format("chaos.events[{}]", i + 1);
         if (!item.is_object()) {
-          ctx.fail(p, "expected an event { at_step = ..., action = ..., target = ... }, got " + describe(item));
+          ctx.fail(p, "expected an event { at_step = ..., action = ..., target = ... }, got " +
+                          describe(item));
           continue;
         }
         section s(ctx, &item, p);
@@ -742,12 +772,13 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
         const bool has_action = s.has("action");
         ev.action = s.choice("action", chaos_action::kill);
         if (!has_action)
-          ctx.fail(p + ".action", "required key is missing: one of kill, slow, drop_push, "
-                                  "delay_push, kill_owner, dup_push, reorder_push, corrupt_push, "
-                                  "drop_broadcast, dup_broadcast, delay_broadcast, "
-                                  "reorder_broadcast, nan, fail, kill_process, term, pause, "
-                                  "slow_process, restart, latency, bandwidth, reset, blackhole, "
-                                  "partition, corrupt, slice, close_after");
+          ctx.fail(p + ".action",
+                   "required key is missing: one of kill, slow, drop_push, "
+                   "delay_push, kill_owner, dup_push, reorder_push, corrupt_push, "
+                   "drop_broadcast, dup_broadcast, delay_broadcast, "
+                   "reorder_broadcast, nan, fail, kill_process, term, pause, "
+                   "slow_process, restart, latency, bandwidth, reset, blackhole, "
+                   "partition, corrupt, slice, close_after");
         ev.where = ctx.where(p + ".action");  // the event's own line
         const chaos_layer layer = chaos_layer_of(ev.action);
         const bool outside = layer != chaos_layer::in_process;
@@ -763,19 +794,23 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
           if (ev.target_spec.empty()) ctx.fail(p + ".target", "must not be empty");
           std::size_t from = 0;
           while (from <= ev.target_spec.size()) {
-            const std::size_t comma = std::min(ev.target_spec.find(',', from), ev.target_spec.size());
+            const std::size_t comma =
+                std::min(ev.target_spec.find(',', from), ev.target_spec.size());
             const std::string part = ev.target_spec.substr(from, comma - from);
             from = comma + 1;
             for (const auto& [prefix, limit, what] :
-                 {std::tuple<std::string, int, std::string>{"learner:", e.learners.count, "learners.count"},
+                 {std::tuple<std::string, int, std::string>{"learner:", e.learners.count,
+                                                            "learners.count"},
                   {"owner:", e.sync.fragments, "sync.fragments"}}) {
               if (part.rfind(prefix, 0) != 0) continue;
               const std::string n = part.substr(prefix.size());
-              const bool digits = !n.empty() && n.size() < 7 &&
-                                  std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; });
+              const bool digits =
+                  !n.empty() && n.size() < 7 &&
+                  std::all_of(n.begin(), n.end(), [](char c) { return c >= '0' && c <= '9'; });
               if (!digits || std::stoi(n) >= limit)
-                ctx.fail(p + ".target", fmt::format("'{}' does not exist ({} is {}; ids start at 0)",
-                                                    part, what, limit));
+                ctx.fail(p + ".target",
+                         fmt::format("'{}' does not exist ({} is {}; ids start at 0)", part, what,
+                                     limit));
             }
             if (comma >= ev.target_spec.size()) break;
           }
@@ -783,14 +818,16 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
           ev.target = s.integer32("target", 0, at_least(0));
         }
         if (!has_target)
-          ctx.fail(p + ".target", outside ? "required key is missing: a learner id, or a dd-chaos "
-                                            "target such as \"learner:1\", \"node:syncer\", \"learners\""
-                                          : "required key is missing: a learner id (or a "
-                                            "fragment id for kill_owner), from 0");
+          ctx.fail(p + ".target",
+                   outside ? "required key is missing: a learner id, or a dd-chaos "
+                             "target such as \"learner:1\", \"node:syncer\", \"learners\""
+                           : "required key is missing: a learner id (or a "
+                             "fragment id for kill_owner), from 0");
         const bool has_factor = s.has("factor");
         ev.factor = s.number("factor", ev.action == chaos_action::slow ? 2.0 : 1.0, at_least(1));
         const bool has_delay = s.has("delay");
-        const bool delays = ev.action == chaos_action::delay_push || ev.action == chaos_action::delay_broadcast;
+        const bool delays =
+            ev.action == chaos_action::delay_push || ev.action == chaos_action::delay_broadcast;
         ev.delay = s.number("delay", delays ? 1.0 : 0.0, at_least(0));
         ev.duration = s.number("duration", 0, at_least(0));
         const bool has_damage = s.has("damage_checkpoint");
@@ -802,13 +839,19 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
           range r;
           std::vector<chaos_action> only;
         };
-        const std::vector<chaos_action> message = {
-            chaos_action::dup_push, chaos_action::reorder_push, chaos_action::corrupt_push,
-            chaos_action::drop_broadcast, chaos_action::dup_broadcast, chaos_action::delay_broadcast,
-            chaos_action::reorder_broadcast, chaos_action::nan, chaos_action::fail};
+        const std::vector<chaos_action> message = {chaos_action::dup_push,
+                                                   chaos_action::reorder_push,
+                                                   chaos_action::corrupt_push,
+                                                   chaos_action::drop_broadcast,
+                                                   chaos_action::dup_broadcast,
+                                                   chaos_action::delay_broadcast,
+                                                   chaos_action::reorder_broadcast,
+                                                   chaos_action::nan,
+                                                   chaos_action::fail};
         const std::vector<chaos_action> network = {
-            chaos_action::latency, chaos_action::bandwidth, chaos_action::reset, chaos_action::blackhole,
-            chaos_action::partition, chaos_action::corrupt, chaos_action::slice, chaos_action::close_after};
+            chaos_action::latency,   chaos_action::bandwidth,  chaos_action::reset,
+            chaos_action::blackhole, chaos_action::partition,  chaos_action::corrupt,
+            chaos_action::slice,     chaos_action::close_after};
         const knob knobs[] = {
             {"count", true, at_least(1), message},
             {"ms", false, at_least(0), {chaos_action::latency}},
@@ -823,11 +866,14 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
         };
         for (const auto& k : knobs) {
           if (!s.has(k.key)) continue;
-          const double v = k.integer ? static_cast<double>(s.integer(k.key, 0, k.r)) : s.number(k.key, 0, k.r);
+          const double v =
+              k.integer ? static_cast<double>(s.integer(k.key, 0, k.r)) : s.number(k.key, 0, k.r);
           if (std::find(k.only.begin(), k.only.end(), ev.action) == k.only.end()) {
             std::string names;
-            for (auto a : k.only) names += (names.empty() ? "'" : ", '") + std::string(to_string(a)) + "'";
-            ctx.fail(p + "." + k.key, fmt::format("applies only to action {} (action is '{}')", names, act));
+            for (auto a : k.only)
+              names += (names.empty() ? "'" : ", '") + std::string(to_string(a)) + "'";
+            ctx.fail(p + "." + k.key,
+                     fmt::format("applies only to action {} (action is '{}')", names, act));
             continue;
           }
           ev.params[k.key] = k.integer ? json(static_cast<std::int64_t>(v)) : json(v);
@@ -835,19 +881,23 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
         if (s.has("dir")) {
           const std::string d = s.string("dir", "both");
           if (std::find(network.begin(), network.end(), ev.action) == network.end())
-            ctx.fail(p + ".dir", fmt::format("applies only to network actions (action is '{}')", act));
+            ctx.fail(p + ".dir",
+                     fmt::format("applies only to network actions (action is '{}')", act));
           else if (d != "up" && d != "down" && d != "both")
-            ctx.fail(p + ".dir", fmt::format("unknown value '{}'; expected one of up, down, both", d));
+            ctx.fail(p + ".dir",
+                     fmt::format("unknown value '{}'; expected one of up, down, both", d));
           else
             ev.params["dir"] = d;
         }
         s.finish();
         if (ev.action == chaos_action::latency && !ev.params.contains("ms"))
-          ctx.fail(p + ".action", "action 'latency' needs ms = the milliseconds added to each chunk");
+          ctx.fail(p + ".action",
+                   "action 'latency' needs ms = the milliseconds added to each chunk");
         if (ev.action == chaos_action::bandwidth && !ev.params.contains("rate"))
           ctx.fail(p + ".action", "action 'bandwidth' needs rate = bytes per second");
         if (ev.action == chaos_action::corrupt && !ev.params.contains("p"))
-          ctx.fail(p + ".action", "action 'corrupt' needs p = the probability each byte is altered");
+          ctx.fail(p + ".action",
+                   "action 'corrupt' needs p = the probability each byte is altered");
         if (ev.action == chaos_action::close_after && !ev.params.contains("bytes"))
           ctx.fail(p + ".action", "action 'close_after' needs bytes = the bytes before the close");
         if (has_damage && ev.action != chaos_action::kill_owner && ev.damage_checkpoint)
@@ -855,34 +905,44 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
                    fmt::format("applies only to action 'kill_owner' (action is '{}')",
                                to_string(ev.action)));
         if (has_factor && ev.action != chaos_action::slow && ev.factor != 1.0)
-          ctx.fail(p + ".factor", fmt::format("applies only to action 'slow' (action is '{}')", act));
+          ctx.fail(p + ".factor",
+                   fmt::format("applies only to action 'slow' (action is '{}')", act));
         if (has_delay && !delays && ev.delay != 0.0)
-          ctx.fail(p + ".delay", fmt::format("applies only to actions 'delay_push', 'delay_broadcast' "
-                                             "(action is '{}')", act));
+          ctx.fail(p + ".delay",
+                   fmt::format("applies only to actions 'delay_push', 'delay_broadcast' "
+                               "(action is '{}')",
+                               act));
         if (delays && !(ev.delay > 0))
           ctx.fail(p + ".delay", fmt::format("must be greater than 0 for action '{}'", act));
         if (outside && st)
-          ctx.fail(p + ".at_step", fmt::format(
-                                       "action '{}' is fired by dd-chaos from outside the nodes, "
-                                       "which does not see learner steps: give at_time (or "
-                                       "at_fraction of a seconds budget)", act));
+          ctx.fail(p + ".at_step",
+                   fmt::format("action '{}' is fired by dd-chaos from outside the nodes, "
+                               "which does not see learner steps: give at_time (or "
+                               "at_fraction of a seconds budget)",
+                               act));
         if ((outside || bcast) && fr && e.budget.kind != budget_kind::seconds)
-          ctx.fail(p + ".at_fraction", fmt::format(
-                                           "action '{}' is keyed on time: at_fraction needs a "
-                                           "seconds budget (this budget counts {}); give at_time",
-                                           act, to_string(e.budget.kind)));
+          ctx.fail(p + ".at_fraction",
+                   fmt::format("action '{}' is keyed on time: at_fraction needs a "
+                               "seconds budget (this budget counts {}); give at_time",
+                               act, to_string(e.budget.kind)));
         if (bcast && st)
-          ctx.fail(p + ".at_step", fmt::format("action '{}' acts in the syncer node, which does not "
-                                               "see learner steps: give at_time", act));
+          ctx.fail(p + ".at_step",
+                   fmt::format("action '{}' acts in the syncer node, which does not "
+                               "see learner steps: give at_time",
+                               act));
         if (has_target && ev.target_spec.empty() && ev.action == chaos_action::kill_owner &&
             ev.target >= e.sync.fragments)
           ctx.fail(p + ".target", fmt::format("fragment {} does not exist (sync.fragments is {}; "
-                                              "ids start at 0)", ev.target, e.sync.fragments));
+                                              "ids start at 0)",
+                                              ev.target, e.sync.fragments));
         if (has_target && ev.target_spec.empty() && ev.action != chaos_action::kill_owner &&
             ev.target >= e.learners.count)
-          ctx.fail(p + ".target", fmt::format("learner {} does not exist (learners.count is {}; ids "
-                                              "start at 0)", ev.target, e.learners.count));
-        if (st && e.budget.kind == budget_kind::steps && at_step > static_cast<double>(e.budget.steps))
+          ctx.fail(p + ".target",
+                   fmt::format("learner {} does not exist (learners.count is {}; ids "
+                               "start at 0)",
+                               ev.target, e.learners.count));
+        if (st && e.budget.kind == budget_kind::steps &&
+            at_step > static_cast<double>(e.budget.steps))
           ctx.fail(p + ".at_step", fmt::format("step {} is after the end of the budget ({} steps)",
                                                static_cast<std::int64_t>(at_step), e.budget.steps));
         if (ti && e.budget.kind == budget_kind::seconds && at_time > e.budget.seconds)
@@ -904,7 +964,8 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
     rf.recovery.shape = rec.number("shape", rf.recovery.shape, positive());
     rec.finish();
   }
-  rf.seed = static_cast<std::uint64_t>(r.integer("seed", static_cast<std::int64_t>(e.seed), at_least(0)));
+  rf.seed =
+      static_cast<std::uint64_t>(r.integer("seed", static_cast<std::int64_t>(e.seed), at_least(0)));
   rf.where = ctx.where("chaos.random");
   rf.cluster_mtbf_seconds = r.number("cluster_mtbf_seconds", 0, at_least(0));
   const bool cluster = rf.cluster_mtbf_seconds > 0;
@@ -916,13 +977,15 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
   rf.horizon_seconds = r.number("horizon_seconds", 0, at_least(0));
   if (const json* v = r.raw("kinds")) {
     if (!v->is_array()) {
-      ctx.fail(r.path("kinds"), "expected a list of actions such as {\"kill_process\", \"pause\"}, got " +
-                                    describe(*v));
+      ctx.fail(
+          r.path("kinds"),
+          "expected a list of actions such as {\"kill_process\", \"pause\"}, got " + describe(*v));
     } else {
       for (std::size_t i = 0; i < v->size(); ++i) {
         const std::string kp = fmt::format("{}[{}]", r.path("kinds"), i + 1);
         const json& x = (*v)[i];
-        const auto a = x.is_string() ? detail::parse_enum<chaos_action>(x.get<std::string>()) : std::nullopt;
+        const auto a =
+            x.is_string() ? detail::parse_enum<chaos_action>(x.get<std::string>()) : std::nullopt;
         if (!a || chaos_layer_of(*a) == chaos_layer::in_process || *a == chaos_action::restart) {
           ctx.fail(kp, fmt::format("{} is not a process or network action with a recovery time "
                                    "(kill_process, term, pause, slow_process, latency, bandwidth, "
@@ -966,12 +1029,12 @@ std::optional<parsed_override> parse_override(const std::string& text, const loa
   o.path = text.substr(0, eq);
   o.label = label;
   for (const auto& part : detail::split_path(o.path)) {
-    const bool ok = !part.key.empty() &&
-                    std::all_of(part.key.begin(), part.key.end(), [](char c) {
-                      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
-                    });
+    const bool ok = !part.key.empty() && std::all_of(part.key.begin(), part.key.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+    });
     if (!ok) {
-      errors.push_back({label, 0, o.path, "a key path is names joined by '.', e.g. sync.grace.mode"});
+      errors.push_back(
+          {label, 0, o.path, "a key path is names joined by '.', e.g. sync.grace.mode"});
       return std::nullopt;
     }
   }
@@ -1011,8 +1074,8 @@ bool apply_override(json& root, const parsed_override& o, std::vector<config_err
   for (std::size_t i = 0; i < parts.size(); ++i) {
     if (cur->is_null() || (cur->is_array() && cur->empty())) *cur = json::object();
     if (!cur->is_object()) {
-      errors.push_back({o.label, 0, o.path, fmt::format("cannot set it: '{}' is {}, not a table", at,
-                                                        describe(*cur))});
+      errors.push_back({o.label, 0, o.path,
+                        fmt::format("cannot set it: '{}' is {}, not a table", at, describe(*cur))});
       return false;
     }
     at = join(at, parts[i].key);
@@ -1049,7 +1112,8 @@ load_result resolve_all(std::chrono::steady_clock::time_point deadline, std::vec
   load_result result;
   std::vector<parsed_override> overrides;
   for (const auto& text : options.overrides)
-    if (auto o = parse_override(text, options, deadline, result.errors)) overrides.push_back(std::move(*o));
+    if (auto o = parse_override(text, options, deadline, result.errors))
+      overrides.push_back(std::move(*o));
   if (!options.run_dir.empty())
     overrides.push_back({"run_dir", json(options.run_dir), "--run-dir " + options.run_dir});
   if (!result.errors.empty()) return result;
@@ -1078,9 +1142,10 @@ load_result resolve_all(std::chrono::steady_clock::time_point deadline, std::vec
       if (!found) {
         std::string list;
         for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
-        result.errors.push_back({file, 0, "", fmt::format("no experiment named '{}'{}; the file "
-                                                          "defines: {}", want,
-                                                          detail::did_you_mean(want, names), list)});
+        result.errors.push_back({file, 0, "",
+                                 fmt::format("no experiment named '{}'{}; the file "
+                                             "defines: {}",
+                                             want, detail::did_you_mean(want, names), list)});
       }
     }
     if (!result.errors.empty()) return result;
@@ -1091,7 +1156,7 @@ load_result resolve_all(std::chrono::steady_clock::time_point deadline, std::vec
   for (const auto& s : snaps) call_lines.push_back(s.line);
   std::sort(call_lines.begin(), call_lines.end());
 
-  std::map<std::size_t, experiment> read;  // snapshot index -> experiment
+  std::map<std::size_t, experiment> read;   // snapshot index -> experiment
   std::map<std::string, std::string> seen;  // name -> where
   for (std::size_t i = 0; i < snaps.size(); ++i) {
     if (!selected[i]) continue;
@@ -1106,8 +1171,9 @@ load_result resolve_all(std::chrono::steady_clock::time_point deadline, std::vec
     read_context ctx{&origin, &errors};
     for (const auto& [path, why] : snap.problems) ctx.fail(path, why);
     if (!snap.value.is_object()) {
-      errors.push_back({file, snap.line, "", "an experiment is a table of named keys: experiment { "
-                                             "data = { file = \"...\" }, ... }"});
+      errors.push_back({file, snap.line, "",
+                        "an experiment is a table of named keys: experiment { "
+                        "data = { file = \"...\" }, ... }"});
       result.errors.insert(result.errors.end(), errors.begin(), errors.end());
       continue;
     }
@@ -1119,15 +1185,17 @@ load_result resolve_all(std::chrono::steady_clock::time_point deadline, std::vec
       const auto [it, fresh] = seen.emplace(e.name, e.source);
       if (!fresh)
         errors.push_back(origin.make("name", fmt::format("duplicate experiment name '{}' (first "
-                                                         "defined at {})", e.name, it->second)));
+                                                         "defined at {})",
+                                                         e.name, it->second)));
     }
     // One problem is reported once (a non-finite number is seen both when the table is
     // snapshotted and when its key is read).
     for (auto& err : errors) {
-      const bool dup = std::any_of(result.errors.begin(), result.errors.end(), [&](const config_error& x) {
-        return x.file == err.file && x.line == err.line && x.key_path == err.key_path &&
-               x.message == err.message;
-      });
+      const bool dup =
+          std::any_of(result.errors.begin(), result.errors.end(), [&](const config_error& x) {
+            return x.file == err.file && x.line == err.line && x.key_path == err.key_path &&
+                   x.message == err.message;
+          });
       if (!dup) result.errors.push_back(std::move(err));
     }
     read.emplace(i, std::move(e));
@@ -1156,9 +1224,9 @@ load_result load_string(std::string_view script, const std::string& display_name
                         const load_options& options) {
   load_result result;
   if (!(options.script_timeout > 0.0) || !std::isfinite(options.script_timeout)) {
-    result.errors.push_back({"--script-timeout", 0, "",
-                             fmt::format("{:g} is not a positive number of seconds",
-                                         options.script_timeout)});
+    result.errors.push_back(
+        {"--script-timeout", 0, "",
+         fmt::format("{:g} is not a positive number of seconds", options.script_timeout)});
     return result;
   }
   const auto deadline = deadline_for(options);
@@ -1182,8 +1250,8 @@ load_result load_string(std::string_view script, const std::string& display_name
   const detail::source_index source(script);
   std::string stem = std::filesystem::path(display_name).stem().string();
   if (!valid_name(stem)) stem = "experiment";
-  return resolve_all(deadline, std::move(snaps), display_name, stem, &source, policy_for(display_name, options),
-                     options);
+  return resolve_all(deadline, std::move(snaps), display_name, stem, &source,
+                     policy_for(display_name, options), options);
 }
 
 load_result load_file(const std::string& path, const load_options& options) {
@@ -1205,10 +1273,10 @@ load_result load_file(const std::string& path, const load_options& options) {
   std::string text;
   if (auto st = util::read_file(path, text, size_t{64} << 20); !st) {
     load_result r;
-    r.errors.push_back({path, 0, "", st.error == EFBIG
-                                         ? "is larger than 64 MiB, too large for an experiment file"
-                                         : "cannot open the experiment file: " +
-                                               util::errno_text(st.error)});
+    r.errors.push_back({path, 0, "",
+                        st.error == EFBIG
+                            ? "is larger than 64 MiB, too large for an experiment file"
+                            : "cannot open the experiment file: " + util::errno_text(st.error)});
     return r;
   }
   return load_string(text, path, options);
@@ -1226,7 +1294,8 @@ load_result load_json(const json& value, const load_options& options) {
   std::error_code ec;
   files.dirs.push_back(std::filesystem::current_path(ec));
   for (const auto& d : options.search_dirs) files.dirs.emplace_back(d);
-  return resolve_all(deadline_for(options), std::move(snaps), "<json>", "experiment", nullptr, files, options);
+  return resolve_all(deadline_for(options), std::move(snaps), "<json>", "experiment", nullptr,
+                     files, options);
 }
 
 const std::vector<std::string>& known_key_paths() {
@@ -1234,7 +1303,8 @@ const std::vector<std::string>& known_key_paths() {
     // Run the reader once over a minimal experiment and record every key it asks about.
     const json sample = {
         {"data", {{"file", "x"}}},
-        {"chaos", {{"events", json::array({{{"at_step", 1}, {"action", "kill"}, {"target", 0}}})}}}};
+        {"chaos",
+         {{"events", json::array({{{"at_step", 1}, {"action", "kill"}, {"target", 0}}})}}}};
     origin_finder origin;
     std::vector<config_error> errors;
     std::vector<std::string> asked;
@@ -1260,7 +1330,8 @@ namespace dd::config {
 bool parse_script_timeout(const std::string& text, double& seconds, std::string& error) {
   double v = 0.0;
   if (!util::parse_number(text, v) || !(v > 0.0) || v > 86400.0) {
-    error = "--script-timeout: expected seconds, a number > 0 and at most 86400, got '" + text + "'";
+    error =
+        "--script-timeout: expected seconds, a number > 0 and at most 86400, got '" + text + "'";
     return false;
   }
   seconds = v;

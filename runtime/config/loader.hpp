@@ -5,12 +5,12 @@
 // loadfile, require, collectgarbage; `load` takes text only), string (without dump), table, math
 // and utf8 libraries, undefined globals are errors, and memory and instruction limits stop bombs
 // and endless loops; the script runs in a forked child process that is killed at a wall-clock
-// limit (load_options::script_timeout), so no script can hang its caller. Each experiment table is then snapshotted, the experiments named by `--name`
-// are selected, `--set` overrides are applied to them, and each is validated and resolved
-// against docs/ALGORITHM.md's defaults into dd::config::experiment.
-// Nothing is started here: a caller gets either every selected experiment or every error found.
-// Pure library code (no globals); callable from any thread, one load per call.
-// docs/config.md is the reference for every key.
+// limit (load_options::script_timeout), so no script can hang its caller. Each experiment table is
+// then snapshotted, the experiments named by `--name` are selected, `--set` overrides are applied
+// to them, and each is validated and resolved against docs/ALGORITHM.md's defaults into
+// dd::config::experiment. Nothing is started here: a caller gets either every selected experiment
+// or every error found. Pure library code (no globals); callable from any thread, one load per
+// call. docs/config.md is the reference for every key.
 #pragma once
 
 #include <cstddef>
@@ -103,7 +103,8 @@ load_result load_string(std::string_view script, const std::string& display_name
 /// DSL's keys, e.g. the output of to_json(); errors name the file "<json>".
 load_result load_json(const nlohmann::json& value, const load_options& options = {});
 
-/// Every key path the DSL accepts, dotted ("sync.grace.gamma"; list items as "chaos.events[].at_step").
+/// Every key path the DSL accepts, dotted ("sync.grace.gamma"; list items as
+/// "chaos.events[].at_step").
 const std::vector<std::string>& known_key_paths();
 
 }  // namespace dd::config

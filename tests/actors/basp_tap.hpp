@@ -117,14 +117,10 @@ class basp_tap {
   static uint32_t be32(const unsigned char* p) {
     return (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3];
   }
-  static uint64_t be64(const unsigned char* p) {
-    return (uint64_t{be32(p)} << 32) | be32(p + 4);
-  }
+  static uint64_t be64(const unsigned char* p) { return (uint64_t{be32(p)} << 32) | be32(p + 4); }
 
   /// The link's direction without its connection number ("learner>syncer").
-  static std::string direction(const std::string& link) {
-    return link.substr(0, link.find('#'));
-  }
+  static std::string direction(const std::string& link) { return link.substr(0, link.find('#')); }
 
   void frame(const std::string& link, unsigned op, uint64_t op_data, uint64_t src, uint64_t dst,
              const unsigned char* payload, size_t len) {
@@ -157,10 +153,12 @@ class basp_tap {
           if (std::getenv("DD_TAP_DEBUG") != nullptr) {
             std::string hex;
             for (size_t i = 0; i < len && i < 160; ++i) hex += fmt_hex(payload[i]);
-            std::fprintf(stderr, "tap: %s unknown message (%zu bytes): %s\n", link.c_str(), len, hex.c_str());
+            std::fprintf(stderr, "tap: %s unknown message (%zu bytes): %s\n", link.c_str(), len,
+                         hex.c_str());
           }
         }
-        if (mid.is_request()) requests_[std::make_pair(src, mid.request_id().integer_value())] = kind;
+        if (mid.is_request())
+          requests_[std::make_pair(src, mid.request_id().integer_value())] = kind;
       }
     } else {
       kind = std::string("basp:") + (op < 7 ? names[op] : "invalid");
@@ -170,8 +168,8 @@ class basp_tap {
   }
 
   mutable std::mutex m_;
-  std::vector<std::pair<std::string, std::string>> atoms_;  ///< (big-endian bytes, name)
-  std::map<std::string, std::vector<char>> pending_;         ///< partial frame per link
+  std::vector<std::pair<std::string, std::string>> atoms_;         ///< (big-endian bytes, name)
+  std::map<std::string, std::vector<char>> pending_;               ///< partial frame per link
   std::map<std::pair<uint64_t, uint64_t>, std::string> requests_;  ///< (requester, id) → kind
   std::map<std::string, uint64_t> kinds_, directed_;
   uint64_t bytes_ = 0;
@@ -181,15 +179,12 @@ class basp_tap {
 /// must carry at least once in each listed direction.
 inline std::vector<std::string> protocol_kinds() {
   return {
-      "learner>syncer dd_njoin",      "syncer>learner dd_njoin reply",
-      "learner>syncer dd_join",       "syncer>learner dd_join reply",
-      "learner>syncer dd_hbeat",      "syncer>learner dd_prog",
-      "learner>syncer dd_leave",      "learner>syncer dd_push",
-      "syncer>learner dd_ack",        "learner>syncer dd_pull",
-      "syncer>learner dd_bcast",      "syncer>learner dd_reject",
-      "syncer>learner dd_owners",     "syncer>learner dd_stop",
-      "learner>syncer dd_events",     "learner>syncer dd_status",
-      "syncer>learner dd_status reply", "learner>syncer dd_drain",
+      "learner>syncer dd_njoin",       "syncer>learner dd_njoin reply",  "learner>syncer dd_join",
+      "syncer>learner dd_join reply",  "learner>syncer dd_hbeat",        "syncer>learner dd_prog",
+      "learner>syncer dd_leave",       "learner>syncer dd_push",         "syncer>learner dd_ack",
+      "learner>syncer dd_pull",        "syncer>learner dd_bcast",        "syncer>learner dd_reject",
+      "syncer>learner dd_owners",      "syncer>learner dd_stop",         "learner>syncer dd_events",
+      "learner>syncer dd_status",      "syncer>learner dd_status reply", "learner>syncer dd_drain",
       "syncer>learner dd_drain reply",
   };
 }

@@ -149,13 +149,15 @@ TEST(RandomFaults, WeibullRecoveryKeepsTheMean) {
   rec.dist = random_recovery::distribution::weibull;
   rec.mean_s = 4.0;
   rec.shape = 2.0;
-  const auto s = random_fault_schedule(fault_spec::kind::kill_learner, 200, 1.0, rec, 1e9, 12345, 20);
+  const auto s =
+      random_fault_schedule(fault_spec::kind::kill_learner, 200, 1.0, rec, 1e9, 12345, 20);
   ASSERT_EQ(s.size(), 4000u);
   double sum = 0;
   for (const auto& f : s) sum += f.downtime_s;
   EXPECT_NEAR(sum / static_cast<double>(s.size()), 4.0, 0.15);  // σ/√n ≈ 2.1/63 ≈ 0.03
   rec.shape = 0;
-  EXPECT_THROW(random_fault_schedule(fault_spec::kind::kill_learner, 1, 1.0, rec, 10, 1), std::invalid_argument);
+  EXPECT_THROW(random_fault_schedule(fault_spec::kind::kill_learner, 1, 1.0, rec, 10, 1),
+               std::invalid_argument);
 }
 
 /// One request line over real TCP; the reply parsed.
@@ -185,7 +187,8 @@ TEST(ChaosEndpoint, FaultStatusClearOverTcp) {
   o.fragments = 4;
   chaos_endpoint ep(o, &c.hooks);
   ASSERT_GT(ep.port(), 0);
-  auto rep = ask(ep.port(), {{"op", "fault"}, {"kind", "drop_push"}, {"learner", 2}, {"for_s", 10}});
+  auto rep =
+      ask(ep.port(), {{"op", "fault"}, {"kind", "drop_push"}, {"learner", 2}, {"for_s", 10}});
   ASSERT_TRUE(rep.value("ok", false)) << rep.dump();
   EXPECT_EQ(rep["id"], 1);
   EXPECT_TRUE(c.hooks.on_push(2, 0, 1, 5).drop);
@@ -227,7 +230,8 @@ TEST(ChaosEndpoint, RefusesWhatThisNodeCannotDo) {
   EXPECT_EQ(error_of({{"op", "fault"}, {"kind", "drop_push"}, {"fragment", 4}, {"count", 1}}),
             "fragment 4 does not exist (4 fragments)");
   EXPECT_EQ(error_of({{"op", "reboot"}}), "unknown op 'reboot' (fault, clear, status)");
-  EXPECT_NE(error_of({{"op", "fault"}, {"kind", "explode"}}).find("unknown kind 'explode'"), std::string::npos);
+  EXPECT_NE(error_of({{"op", "fault"}, {"kind", "explode"}}).find("unknown kind 'explode'"),
+            std::string::npos);
   // Garbage on the line is answered, not fatal.
   EXPECT_NE(ep.handle("{not json").value("error", std::string()).find("not a JSON request line"),
             std::string::npos);

@@ -20,9 +20,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <csignal>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <functional>
@@ -34,9 +34,9 @@
 #include <tuple>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "actors/atoms.hpp"
@@ -155,9 +155,9 @@ class tap_relay {
         cut_done_ = true;
         for (auto& p : pairs_) close_pair(p);
       }
-      pairs_.erase(std::remove_if(pairs_.begin(), pairs_.end(),
-                                  [](const pair& p) { return p.down < 0; }),
-                   pairs_.end());
+      pairs_.erase(
+          std::remove_if(pairs_.begin(), pairs_.end(), [](const pair& p) { return p.down < 0; }),
+          pairs_.end());
     }
   }
 
@@ -185,8 +185,8 @@ bool wait_until(const std::function<bool()>& pred, double seconds) {
 /// The experiment, loaded from DSL text as dd-node loads a file (so it is fully resolved and
 /// crosses to the learner node intact): a small GPT, 3 learners, 2 fragments, H = 8, 300 steps;
 /// a seeded learner kill and a delayed push (chaos.events, applied in the learner node).
-config::experiment loopback_experiment(const std::string& run_dir, uint64_t seed,
-                                       int* kill_target, int* kill_step) {
+config::experiment loopback_experiment(const std::string& run_dir, uint64_t seed, int* kill_target,
+                                       int* kill_step) {
   rng r(seed);
   *kill_target = static_cast<int>(r.below(3));
   *kill_step = static_cast<int>(40 + r.below(60));
@@ -194,7 +194,9 @@ config::experiment loopback_experiment(const std::string& run_dir, uint64_t seed
   const int delay_step = static_cast<int>(20 + r.below(40));
   const std::string script =
       "experiment { name = 'loopback', seed = 11,\n"
-      "  data = { file = '" + std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt' },\n"
+      "  data = { file = '" +
+      std::string(DD_DATA_DIR) +
+      "/tinyshakespeare/input.txt' },\n"
       "  model = { layers = 2, width = 64, heads = 4, context = 64 },\n"
       "  learners = { count = 3, batch = 8, threads = 1 },\n"
       "  inner = { lr = 3e-3, warmup = 10 },\n"
@@ -204,10 +206,13 @@ config::experiment loopback_experiment(const std::string& run_dir, uint64_t seed
       "  checkpoint = { every_versions = 1 },\n"
       "  budget = { steps = 300 },\n"
       "  chaos = { events = {\n"
-      "    { at_step = " + std::to_string(*kill_step) + ", action = 'kill', target = " +
-      std::to_string(*kill_target) + ", duration = 0.2 },\n"
-      "    { at_step = " + std::to_string(delay_step) + ", action = 'delay_push', target = " +
-      std::to_string(delay_target) + ", delay = 0.2 } } } }\n";
+      "    { at_step = " +
+      std::to_string(*kill_step) + ", action = 'kill', target = " + std::to_string(*kill_target) +
+      ", duration = 0.2 },\n"
+      "    { at_step = " +
+      std::to_string(delay_step) +
+      ", action = 'delay_push', target = " + std::to_string(delay_target) +
+      ", delay = 0.2 } } } }\n";
   config::load_options lo;
   lo.run_dir = run_dir;
   auto loaded = config::load_string(script, "loopback.lua", lo);
@@ -317,8 +322,8 @@ TEST(cluster_loopback, two_nodes_over_real_tcp_carry_every_message_kind_and_keep
     auto m = osys.middleman().remote_actor("127.0.0.1", relay.port());
     return m ? *m : caf::actor{};
   };
-  const bool joined = wait_until([&] { return tap.count("dd_join reply") >= 3 || node_done; }, 60.0) &&
-                      !node_done;
+  const bool joined =
+      wait_until([&] { return tap.count("dd_join reply") >= 3 || node_done; }, 60.0) && !node_done;
   EXPECT_TRUE(joined) << "the learners never joined";
   std::string status_json, drain_reply;
   bool refused = false;
@@ -351,8 +356,9 @@ TEST(cluster_loopback, two_nodes_over_real_tcp_carry_every_message_kind_and_keep
   }
   // After the cut, the node reconnects and hands in its learners again.
   const bool rejoined =
-      wait_until([&] { return (relay.cut_done() && tap.count("dd_njoin reply") >= 3) || node_done; },
-                 60.0) &&
+      wait_until(
+          [&] { return (relay.cut_done() && tap.count("dd_njoin reply") >= 3) || node_done; },
+          60.0) &&
       !node_done;
   EXPECT_TRUE(rejoined) << "the learner node never reconnected after the cut";
   // Bounded: interrupt both nodes after 120 s.

@@ -20,8 +20,8 @@
 // the test coordinator: it is a blocking main loop (scoped_actor receive with wall-clock
 // timeouts, a connector thread running the blocking remote_actor, steady_clock backoff).
 #include <algorithm>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <set>
@@ -29,12 +29,12 @@
 #include <tuple>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <caf/all.hpp>
 #include <caf/detail/test_actor_clock.hpp>
 #include <caf/io/all.hpp>
 #include <caf/io/network/test_multiplexer.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
-#include <gtest/gtest.h>
 
 #include "actors/atoms.hpp"
 #include "actors/cluster.hpp"
@@ -130,8 +130,7 @@ struct mux_net {
   /// advances both manual clocks together to the earliest pending timeout (firing it).
   bool run_once() {
     size_t guard = 0;
-    while ((step(syncer) || step(learner)) && guard++ < 10'000'000) {
-    }
+    while ((step(syncer) || step(learner)) && guard++ < 10'000'000) {}
     auto next = [](mux_node& n) {
       const auto& s = n.clock().schedule();
       return s.empty() ? caf::actor_clock::time_point::max() : s.begin()->first;
@@ -336,47 +335,47 @@ caf::behavior mux_learner_node(node_actor* self, std::shared_ptr<learner_node_ct
     retry(self);
   });
   return {
-    [=](atoms::join_atom) {
-      if (!ctx->done) connect(self, ctx);
-    },
-    // Forward the node's event lines to the syncer, about once a second (as learner_node.cpp).
-    [=](atoms::events_atom) {
-      auto& s = self->state;
-      if (!s.lost && s.monitor && !ctx->pending_lines.empty()) {
-        caf::anon_send(s.monitor, atoms::events_atom_v, s.req.node_name, ctx->pending_lines);
-        ctx->pending_lines.clear();
-      }
-      if (!ctx->done) self->delayed_send(self, std::chrono::seconds(1), atoms::events_atom_v);
-    },
-    // An operator on this host asks for the live view (dd-node status) ...
-    [=](atoms::status_atom) {
-      if (self->state.lost || !self->state.monitor) {  // ask again once the syncer is back
-        self->delayed_send(self, std::chrono::milliseconds(500), atoms::status_atom_v);
-        return;
-      }
-      self->request(self->state.monitor, std::chrono::seconds(5), atoms::status_atom_v)
-          .then([=](const std::string& json) { ctx->status_json = json; },
-                [=](caf::error&) { self->delayed_send(self, std::chrono::seconds(1),
-                                                      atoms::status_atom_v); });
-    },
-    // ... and drains a learner (dd-node drain learner:N).
-    [=](atoms::drain_atom) {
-      if (self->state.lost || !self->state.monitor) {
-        self->delayed_send(self, std::chrono::milliseconds(500), atoms::drain_atom_v);
-        return;
-      }
-      self->request(self->state.monitor, std::chrono::seconds(5), atoms::drain_atom_v,
-                    ctx->drain_learner)
-          .then([=](const std::string& reply) { ctx->drain_reply = reply; },
-                [=](caf::error&) {});
-    },
-    [=](atoms::done_atom, const std::string&) {
-      ctx->done = true;
-      auto& s = self->state;
-      if (s.monitor && !ctx->pending_lines.empty())
-        caf::anon_send(s.monitor, atoms::events_atom_v, s.req.node_name, ctx->pending_lines);
-      self->quit();
-    },
+      [=](atoms::join_atom) {
+        if (!ctx->done) connect(self, ctx);
+      },
+      // Forward the node's event lines to the syncer, about once a second (as learner_node.cpp).
+      [=](atoms::events_atom) {
+        auto& s = self->state;
+        if (!s.lost && s.monitor && !ctx->pending_lines.empty()) {
+          caf::anon_send(s.monitor, atoms::events_atom_v, s.req.node_name, ctx->pending_lines);
+          ctx->pending_lines.clear();
+        }
+        if (!ctx->done) self->delayed_send(self, std::chrono::seconds(1), atoms::events_atom_v);
+      },
+      // An operator on this host asks for the live view (dd-node status) ...
+      [=](atoms::status_atom) {
+        if (self->state.lost || !self->state.monitor) {  // ask again once the syncer is back
+          self->delayed_send(self, std::chrono::milliseconds(500), atoms::status_atom_v);
+          return;
+        }
+        self->request(self->state.monitor, std::chrono::seconds(5), atoms::status_atom_v)
+            .then([=](const std::string& json) { ctx->status_json = json; },
+                  [=](caf::error&) {
+                    self->delayed_send(self, std::chrono::seconds(1), atoms::status_atom_v);
+                  });
+      },
+      // ... and drains a learner (dd-node drain learner:N).
+      [=](atoms::drain_atom) {
+        if (self->state.lost || !self->state.monitor) {
+          self->delayed_send(self, std::chrono::milliseconds(500), atoms::drain_atom_v);
+          return;
+        }
+        self->request(self->state.monitor, std::chrono::seconds(5), atoms::drain_atom_v,
+                      ctx->drain_learner)
+            .then([=](const std::string& reply) { ctx->drain_reply = reply; }, [=](caf::error&) {});
+      },
+      [=](atoms::done_atom, const std::string&) {
+        ctx->done = true;
+        auto& s = self->state;
+        if (s.monitor && !ctx->pending_lines.empty())
+          caf::anon_send(s.monitor, atoms::events_atom_v, s.req.node_name, ctx->pending_lines);
+        self->quit();
+      },
   };
 }
 
@@ -439,18 +438,19 @@ mux_outcome run_two_nodes(const config::experiment& e, const fault_plan& faults,
   ro.progress_every_s = 0;
   auto setup = make_cluster_setup(e, ro);
   auto published = std::make_shared<uint16_t>(0);
-  auto syncer_main = net.syncer.sys->spawn([published](caf::event_based_actor* self) -> caf::behavior {
-    return {
-      [=](atoms::publish_atom, const caf::actor& monitor) {
-        auto mm = self->system().middleman().actor_handle();
-        self->request(mm, caf::infinite, caf::publish_atom::value, k_port,
-                      caf::actor_cast<caf::strong_actor_ptr>(monitor), std::set<std::string>{},
-                      std::string{}, true)
-            .then([=](uint16_t port) { *published = port; });
-      },
-      [=](atoms::done_atom) {},
-    };
-  });
+  auto syncer_main =
+      net.syncer.sys->spawn([published](caf::event_based_actor* self) -> caf::behavior {
+        return {
+            [=](atoms::publish_atom, const caf::actor& monitor) {
+              auto mm = self->system().middleman().actor_handle();
+              self->request(mm, caf::infinite, caf::publish_atom::value, k_port,
+                            caf::actor_cast<caf::strong_actor_ptr>(monitor),
+                            std::set<std::string>{}, std::string{}, true)
+                  .then([=](uint16_t port) { *published = port; });
+            },
+            [=](atoms::done_atom) {},
+        };
+      });
   net.prepare();
   spawn_job(*net.syncer.sys, setup, syncer_main);
   for (int i = 0; i < 100 && *published == 0; ++i) net.run_once();
@@ -464,8 +464,8 @@ mux_outcome run_two_nodes(const config::experiment& e, const fault_plan& faults,
   node->data_bytes = setup->data_bytes;
   caf::actor_system* lsys = net.learner.sys.get();
   const double t0 = clock_seconds(lsys->clock().now());
-  node->log = std::make_unique<run_log>(std::string{}, true,
-                                        [lsys, t0] { return clock_seconds(lsys->clock().now()) - t0; });
+  node->log = std::make_unique<run_log>(
+      std::string{}, true, [lsys, t0] { return clock_seconds(lsys->clock().now()) - t0; });
   node->log->set_tap([node_raw = node.get()](const std::string& line) {
     if (node_raw->pending_lines.size() < (size_t{1} << 20)) node_raw->pending_lines += line;
   });
@@ -495,8 +495,7 @@ mux_outcome run_two_nodes(const config::experiment& e, const fault_plan& faults,
   }
   // Shut both nodes down; let the exits reach every actor before the systems go away.
   caf::anon_send_exit(syncer_main, caf::exit_reason::user_shutdown);
-  for (int i = 0; i < 50 && net.run_once(); ++i) {
-  }
+  for (int i = 0; i < 50 && net.run_once(); ++i) {}
   out.result = setup->result;
   out.syncer_events = setup->log->events();
   out.learner_events = node->log->events();
@@ -590,9 +589,9 @@ TEST(cluster_mux, every_message_kind_crosses_the_simulated_network_and_faults_ke
   // Every kind of the protocol crossed the wire, serialized, in its direction.
   for (const auto& k : dd::test::protocol_kinds())
     EXPECT_GT(o.directed.count(k) ? o.directed.at(k) : 0u, 0u) << k << " never crossed";
-  EXPECT_GT(o.kinds["basp:server_handshake"], 1u);   // the first connection and the reconnect
-  EXPECT_GT(o.kinds["basp:down_message"], 0u);       // the killed learner's down reached the monitor
-  EXPECT_GT(o.kinds["basp:heartbeat"], 0u);          // the middleman heartbeat is on
+  EXPECT_GT(o.kinds["basp:server_handshake"], 1u);  // the first connection and the reconnect
+  EXPECT_GT(o.kinds["basp:down_message"], 0u);      // the killed learner's down reached the monitor
+  EXPECT_GT(o.kinds["basp:heartbeat"], 0u);         // the middleman heartbeat is on
   EXPECT_EQ(o.connections, 2);
   // The faults fired where they were scheduled.
   ASSERT_EQ(o.fired_learner.size(), faults.learner_side.size());

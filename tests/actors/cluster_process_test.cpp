@@ -7,7 +7,8 @@
 //   - a killed syncer is started again on the same port with --resume; the learners keep
 //     stepping during the outage; no version of a fragment repeats; the restored owners start
 //     from the newest merged version (checkpoint.every_versions = 1); the run completes;
-//   - a learner whose link is black-holed for 20 s rejoins within the backoff cap + 2 s of the heal;
+//   - a learner whose link is black-holed for 20 s rejoins within the backoff cap + 2 s of the
+//   heal;
 //   - a learner process paused 4 s (SIGSTOP/SIGCONT) is live again within a few seconds of the
 //     SIGCONT and its pushes are merged again (they once went to dead proxies of the owners).
 // Each takes 20-45 s (RUN_SERIAL: they use every core). Timing bounds are sanity bounds; the
@@ -35,11 +36,11 @@
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using dd::test::events;
 using dd::test::spawn;
 using dd::test::text;
 using dd::test::wait_for;
+using nlohmann::json;
 
 double wall_now() {
   using namespace std::chrono;
@@ -50,13 +51,17 @@ double wall_now() {
 std::string tiny(const std::string& budget) {
   return "experiment {\n"
          "  name = 'tiny',\n"
-         "  data = { file = '" + std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt' },\n"
+         "  data = { file = '" +
+         std::string(DD_DATA_DIR) +
+         "/tinyshakespeare/input.txt' },\n"
          "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
          "  learners = { count = 3, batch = 4, threads = 1 },\n"
          "  sync = { fragments = 2, interval = 4 },\n"
          "  inner = { lr = 3e-3, warmup = 5, decay_steps = 2000 },\n"
          "  eval = { every_seconds = 0, batches = 2 },\n"
-         "  budget = " + budget + ",\n"
+         "  budget = " +
+         budget +
+         ",\n"
          "  checkpoint = { every_versions = 1 },\n"
          "}\n";
 }
@@ -68,10 +73,6 @@ fs::path workdir(const std::string& name, const std::string& budget) {
   std::ofstream(dir / "tiny.lua") << tiny(budget);
   return dir;
 }
-
-
-
-
 
 json nodes_file(const fs::path& run) {
   try {
@@ -123,9 +124,9 @@ void expect_versions_increase(const std::vector<json>& evs) {
 TEST(cluster_process, a_killed_learner_process_is_started_again_and_contributes_again) {
   const auto dir = workdir("kill_learner", "{ seconds = 14 }");
   const fs::path run = dir / "run";
-  const pid_t launch = spawn(dir, {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run",
-                                   "--progress", "0", "--heartbeat", "0.2",
-                                   "--connection-timeout", "1"},
+  const pid_t launch = spawn(dir,
+                             {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress",
+                              "0", "--heartbeat", "0.2", "--connection-timeout", "1"},
                              (dir / "launch.out").string());
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   std::this_thread::sleep_for(std::chrono::seconds(2));
@@ -137,7 +138,8 @@ TEST(cluster_process, a_killed_learner_process_is_started_again_and_contributes_
   const auto evs = events(run / "events.jsonl");
   double rejoined_at = -1;
   for (const auto& e : evs)
-    if (e["event"] == "rejoin" && e["learner"] == 1 && e["incarnation"] == 1 && !e["live"].get<bool>())
+    if (e["event"] == "rejoin" && e["learner"] == 1 && e["incarnation"] == 1 &&
+        !e["live"].get<bool>())
       rejoined_at = e["time"].get<double>();
   ASSERT_GT(rejoined_at, 0) << "learner 1 never rejoined";
   std::printf("learner process killed -> rejoined in %.2f s\n", rejoined_at - killed_at);
@@ -162,10 +164,11 @@ TEST(cluster_process, a_killed_learner_process_is_started_again_and_contributes_
 TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never_stop) {
   const auto dir = workdir("kill_syncer", "{ tokens = 1500000 }");
   const fs::path run = dir / "run";
-  const pid_t launch = spawn(dir, {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run",
-                                   "--progress", "0", "--syncer-restart-delay", "2",
-                                   "--heartbeat", "0.2", "--connection-timeout", "1"},
-                             (dir / "launch.out").string());
+  const pid_t launch =
+      spawn(dir,
+            {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress", "0",
+             "--syncer-restart-delay", "2", "--heartbeat", "0.2", "--connection-timeout", "1"},
+            (dir / "launch.out").string());
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 20, 30));
   const int victim = pid_of(run, "syncer");
@@ -184,7 +187,8 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
   bool resumed = false;
   for (const auto& e : evs) {
     if (e["event"] == "resume") resumed = true;
-    if (!resumed && e["event"] == "merge") before[e["fragment"].get<int>()] = e["version"].get<uint64_t>();
+    if (!resumed && e["event"] == "merge")
+      before[e["fragment"].get<int>()] = e["version"].get<uint64_t>();
     if (resumed && e["event"] == "owner_restored") {
       // At least the newest version whose merge was logged (a version checkpointed just before
       // the kill may not have reached events.jsonl yet: then the restored one is newer).
@@ -205,8 +209,8 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
     ASSERT_FALSE(lost.is_null()) << "learner-" << k;
     ASSERT_FALSE(back.is_null()) << "learner-" << k;
     std::printf("learner-%d: syncer out for %.2f s; steps %s -> %s\n", k,
-                back["time"].get<double>() - lost["time"].get<double>(), lost["steps"].dump().c_str(),
-                back["steps"].dump().c_str());
+                back["time"].get<double>() - lost["time"].get<double>(),
+                lost["steps"].dump().c_str(), back["steps"].dump().c_str());
     for (auto& [id, step] : lost["steps"].items())
       EXPECT_GT(back["steps"][id].get<uint64_t>(), step.get<uint64_t>()) << "learner " << id;
   }
@@ -219,16 +223,17 @@ TEST(cluster_process, a_learner_black_holed_for_20_s_rejoins_within_the_backoff_
   const auto dir = workdir("blackhole", "{ seconds = 40 }");
   const fs::path run = dir / "run";
   const double cap = 4.0;
-  const pid_t launch = spawn(dir, {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run",
-                                   "--progress", "0", "--via-proxy", "--learner-backoff-cap",
-                                   "4", "--heartbeat", "0.2", "--connection-timeout", "1"},
-                             (dir / "launch.out").string());
+  const pid_t launch = spawn(
+      dir,
+      {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress", "0", "--via-proxy",
+       "--learner-backoff-cap", "4", "--heartbeat", "0.2", "--connection-timeout", "1"},
+      (dir / "launch.out").string());
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   std::this_thread::sleep_for(std::chrono::seconds(1));
   const double start = wall_now();
-  const pid_t chaos = spawn(dir, {DD_CHAOS_BIN, "net", "blackhole", "learner:1", "--for", "20s",
-                                  "--run-dir", "run"},
-                            (dir / "chaos.out").string());
+  const pid_t chaos = spawn(
+      dir, {DD_CHAOS_BIN, "net", "blackhole", "learner:1", "--for", "20s", "--run-dir", "run"},
+      (dir / "chaos.out").string());
   EXPECT_EQ(wait_for(chaos, 20), 0) << text(dir / "chaos.out");
   const double healed = start + 20.0;
   EXPECT_EQ(wait_for(launch, 90), 0) << text(dir / "launch.out");
@@ -255,9 +260,9 @@ TEST(cluster_process, a_learner_black_holed_for_20_s_rejoins_within_the_backoff_
 TEST(cluster_process, a_paused_learner_is_live_again_soon_after_sigcont_and_its_pushes_are_merged) {
   const auto dir = workdir("pause", "{ seconds = 20 }");
   const fs::path run = dir / "run";
-  const pid_t launch = spawn(dir, {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run",
-                                   "--progress", "0", "--heartbeat", "0.2",
-                                   "--connection-timeout", "1"},
+  const pid_t launch = spawn(dir,
+                             {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress",
+                              "0", "--heartbeat", "0.2", "--connection-timeout", "1"},
                              (dir / "launch.out").string());
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 5, 30));
@@ -281,14 +286,16 @@ TEST(cluster_process, a_paused_learner_is_live_again_soon_after_sigcont_and_its_
       rejoined_at = e["time"].get<double>();
     if (e["event"] == "merge" && rejoined_at > 0 && merged_at < 0)
       for (const auto& c : e["contributors"])
-        if (c["learner"] == 1 && c["incarnation"].get<int>() >= 1) merged_at = e["time"].get<double>();
+        if (c["learner"] == 1 && c["incarnation"].get<int>() >= 1)
+          merged_at = e["time"].get<double>();
   }
   ASSERT_GT(failed_at, 0) << "the pause was never noticed";
   ASSERT_GT(rejoined_at, 0) << "learner 1 never rejoined";
-  std::printf("paused learner: noticed after %.2f s; live again %.2f s after SIGCONT; first merge "
-              "with it %.2f s after SIGCONT\n",
-              failed_at - stopped_at, rejoined_at - continued_at,
-              merged_at > 0 ? merged_at - continued_at : -1.0);
+  std::printf(
+      "paused learner: noticed after %.2f s; live again %.2f s after SIGCONT; first merge "
+      "with it %.2f s after SIGCONT\n",
+      failed_at - stopped_at, rejoined_at - continued_at,
+      merged_at > 0 ? merged_at - continued_at : -1.0);
   // One connection timeout (1 s) + one backoff step (0.5 s) + slack for a loaded machine; before
   // the fix a handshake sent to the dead proxy of the syncer waited 10 s.
   EXPECT_LT(rejoined_at - continued_at, 3.0);
@@ -315,10 +322,11 @@ TEST(cluster_process, a_resumed_syncer_rebuilds_a_damaged_fragment_from_a_learne
   // this model): they must still be there to hand over their copies.
   const auto dir = workdir("rebuild", "{ tokens = 8000000 }");
   const fs::path run = dir / "run";
-  const pid_t launch = spawn(dir, {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run",
-                                   "--progress", "0", "--syncer-restart-delay", "2",
-                                   "--heartbeat", "0.2", "--connection-timeout", "1"},
-                             (dir / "launch.out").string());
+  const pid_t launch =
+      spawn(dir,
+            {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress", "0",
+             "--syncer-restart-delay", "2", "--heartbeat", "0.2", "--connection-timeout", "1"},
+            (dir / "launch.out").string());
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 20, 30));
   const int victim = pid_of(run, "syncer");

@@ -133,7 +133,7 @@ void check_invariants(const sim_outcome& o, const config::experiment& e) {
         if (s["event"] == "rejoin" && s["learner"] == id && s["incarnation"] > inc)
           killed_again = true;
       if (!killed_again && resumed + 2 * static_cast<uint64_t>(e.sync.interval) <
-          static_cast<uint64_t>(e.budget.steps)) {
+                               static_cast<uint64_t>(e.budget.steps)) {
         EXPECT_GT((contributions[{id, inc}]), 0)
             << "learner " << id << " incarnation " << inc << " never contributed again";
       }
@@ -446,7 +446,8 @@ TEST(cluster_sim, a_push_replaced_or_dropped_in_the_queue_is_not_waited_for_by_t
     EXPECT_LT(t - last_push_t[id], 1.0) << "learner " << id << " waited out its drain";
   }
   EXPECT_GT(o.result.summary["goodput"].get<double>(), 0.9) << o.result.summary.dump();
-  ::testing::Test::RecordProperty("goodput", std::to_string(o.result.summary["goodput"].get<double>()));
+  ::testing::Test::RecordProperty("goodput",
+                                  std::to_string(o.result.summary["goodput"].get<double>()));
   check_invariants(o, e);
 }
 
@@ -481,8 +482,8 @@ TEST(cluster_sim, a_push_damaged_in_transit_is_refused_and_sent_again) {
           if (c["learner"] == learner && c["transfer_id"] == transfer) merged = true;
     }
     EXPECT_TRUE(refused) << "learner " << learner << " transfer " << transfer;
-    EXPECT_TRUE(accepted) << "the re-sent copy of learner " << learner << "'s transfer "
-                          << transfer << " was not accepted";
+    EXPECT_TRUE(accepted) << "the re-sent copy of learner " << learner << "'s transfer " << transfer
+                          << " was not accepted";
     EXPECT_TRUE(merged) << "learner " << learner << " transfer " << transfer << " never merged";
   }
   check_invariants(o, e);

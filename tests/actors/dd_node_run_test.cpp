@@ -47,11 +47,16 @@ std::string read_text(const fs::path& p) {
 std::string tiny_experiment(const std::string& name, const std::string& sync_extra,
                             const std::string& rest) {
   return "experiment {\n"
-         "  name = " + name + ",\n"
-         "  data = { file = '" + std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt' },\n"
+         "  name = " +
+         name +
+         ",\n"
+         "  data = { file = '" +
+         std::string(DD_DATA_DIR) +
+         "/tinyshakespeare/input.txt' },\n"
          "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
          "  learners = { count = 2, batch = 4, threads = 1 },\n"
-         "  sync = { fragments = 2, interval = 4" + sync_extra + " },\n" + rest + "}\n";
+         "  sync = { fragments = 2, interval = 4" +
+         sync_extra + " },\n" + rest + "}\n";
 }
 
 /// A fresh temporary directory holding the tiny experiment file.
@@ -200,14 +205,16 @@ TEST(dd_node_run, resume_continues_an_interrupted_run) {
   uint64_t first_version = 0;
   for (const auto& line : split_lines(read_text(run / "events.jsonl"))) {
     const auto ev = nlohmann::json::parse(line);
-    if (ev["event"] == "merge") first_version = std::max(first_version, ev["version"].get<uint64_t>());
+    if (ev["event"] == "merge")
+      first_version = std::max(first_version, ev["version"].get<uint64_t>());
   }
   ASSERT_GT(first_version, 0u);
 
   // A budget a little beyond what the first part trained: the resumed part trains the rest.
   const uint64_t budget = first_tokens + 4000;
-  const pid_t second = start(dir, "b", {"--run-dir", "run", "--resume", "--set",
-                                        "budget={tokens=" + std::to_string(budget) + "}"});
+  const pid_t second = start(
+      dir, "b",
+      {"--run-dir", "run", "--resume", "--set", "budget={tokens=" + std::to_string(budget) + "}"});
   ASSERT_EQ(wait_exit(second, 120), 0) << read_text(dir / "b.err");
   const auto summary = nlohmann::json::parse(read_text(run / "summary.json"));
   EXPECT_TRUE(summary.value("resumed", false)) << summary.dump();
@@ -302,9 +309,9 @@ TEST(dd_node_run, a_second_run_on_the_same_checkpoint_dir_is_refused) {
   ASSERT_TRUE(wait_for([&] { return fs::exists(dir / "shared_ck" / "owner_0.ddck"); }, 60))
       << read_text(dir / "a.err");
 
-  const pid_t second = start(dir, "b",
-                             {"--run-dir", "run_b", "--set", "checkpoint.dir=\"shared_ck\"",
-                              "--set", "budget.steps=4"});
+  const pid_t second = start(
+      dir, "b",
+      {"--run-dir", "run_b", "--set", "checkpoint.dir=\"shared_ck\"", "--set", "budget.steps=4"});
   EXPECT_EQ(wait_exit(second, 30), 2);
   const std::string err = read_text(dir / "b.err");
   EXPECT_NE(err.find("checkpoint.dir: checkpoint directory 'shared_ck' is in use"),
@@ -319,7 +326,8 @@ TEST(dd_node_run, a_second_run_on_the_same_checkpoint_dir_is_refused) {
 }
 
 /// Starts `dd-node <args>` in `cwd`, stdout/stderr to cwd/<tag>.out / .err.
-pid_t start_node(const fs::path& cwd, const std::string& tag, const std::vector<std::string>& args) {
+pid_t start_node(const fs::path& cwd, const std::string& tag,
+                 const std::vector<std::string>& args) {
   std::vector<std::string> argv = {DD_NODE_BIN};
   argv.insert(argv.end(), args.begin(), args.end());
   const std::string out = (cwd / (tag + ".out")).string();
@@ -367,8 +375,9 @@ TEST(dd_node_run, a_live_syncers_checkpoint_dir_is_refused_for_syncer_launch_and
   // What a live run keeps there (a second run would delete its fragments' checkpoints).
   std::ofstream(dir / "shared_ck" / "owner_0.ddck") << "live";
 
-  const std::string in_use = "checkpoint directory 'shared_ck' is in use by another dd-node run (pid " +
-                             pid_text + ", lock shared_ck/LOCK)";
+  const std::string in_use =
+      "checkpoint directory 'shared_ck' is in use by another dd-node run (pid " + pid_text +
+      ", lock shared_ck/LOCK)";
   const pid_t syncer = start_node(
       dir, "b", with({"syncer", "tiny.lua", "--listen", "127.0.0.1:0", "--run-dir", "run_b"}));
   EXPECT_EQ(wait_exit(syncer, 30), 2);
@@ -400,8 +409,8 @@ TEST(dd_node_run, a_live_syncers_checkpoint_dir_is_refused_for_syncer_launch_and
 // (it is the launcher's child), while another run on that checkpoint directory is refused.
 TEST(dd_node_run, a_launch_holds_its_checkpoint_dir_for_its_children) {
   const fs::path dir = make_workdir("ckpt_lock_launch");
-  const pid_t launcher = start_node(dir, "a", {"launch", "tiny.lua", "--run-dir", "run_l", "--set",
-                                               "checkpoint.dir=\"ck_l\""});
+  const pid_t launcher = start_node(
+      dir, "a", {"launch", "tiny.lua", "--run-dir", "run_l", "--set", "checkpoint.dir=\"ck_l\""});
   ASSERT_GT(launcher, 0);
   const std::string pid_text = std::to_string(launcher);
   const bool up = wait_for(
@@ -414,11 +423,14 @@ TEST(dd_node_run, a_launch_holds_its_checkpoint_dir_for_its_children) {
   if (!up) ::kill(launcher, SIGKILL);
   ASSERT_TRUE(up) << read_text(dir / "a.err") << read_text(dir / "run_l" / "logs" / "syncer.log");
   EXPECT_EQ(read_text(dir / "run_l" / "logs" / "syncer.log").find("in use"), std::string::npos);
-  const pid_t run = start(dir, "b", {"--run-dir", "run_b", "--set", "checkpoint.dir=\"ck_l\"",
-                                     "--set", "budget.steps=4"});
+  const pid_t run =
+      start(dir, "b",
+            {"--run-dir", "run_b", "--set", "checkpoint.dir=\"ck_l\"", "--set", "budget.steps=4"});
   EXPECT_EQ(wait_exit(run, 30), 2);
-  EXPECT_NE(read_text(dir / "b.err").find("checkpoint directory 'ck_l' is in use by another dd-node "
-                                          "run (pid " + pid_text + ", lock ck_l/LOCK)"),
+  EXPECT_NE(read_text(dir / "b.err")
+                .find("checkpoint directory 'ck_l' is in use by another dd-node "
+                      "run (pid " +
+                      pid_text + ", lock ck_l/LOCK)"),
             std::string::npos)
       << read_text(dir / "b.err");
   EXPECT_FALSE(fs::exists(dir / "run_b" / "events.jsonl"));
@@ -431,10 +443,10 @@ TEST(dd_node_run, a_launch_holds_its_checkpoint_dir_for_its_children) {
 // written after the runs.
 TEST(dd_node_run, an_unwritable_table_file_is_refused_before_training) {
   const fs::path dir = make_workdir("table");
-  std::ofstream(dir / "two.lua")
-      << "for _, k in ipairs { 1, 2 } do\n"
-      << tiny_experiment("'two' .. k", ", min_quorum = k", "  budget = { steps = 4 },\n")
-      << "end\n";
+  std::ofstream(dir / "two.lua") << "for _, k in ipairs { 1, 2 } do\n"
+                                 << tiny_experiment("'two' .. k", ", min_quorum = k",
+                                                    "  budget = { steps = 4 },\n")
+                                 << "end\n";
   std::ofstream(dir / "a_file") << "x";
   const pid_t pid = start(dir, "a", {"--table", "a_file/t.json"}, "two.lua");
   EXPECT_EQ(wait_exit(pid, 30), 2);
@@ -456,10 +468,10 @@ TEST(dd_node_run, data_too_small_for_the_learners_is_refused_with_exit_2) {
     in.read(text.data(), 300);
     std::ofstream(dir / "small.txt", std::ios::binary) << text;
   }
-  const pid_t pid = start(dir, "a",
-                          {"--run-dir", "run", "--set", "data.file=\"small.txt\"", "--set",
-                           "learners.count=4", "--set", "model.context=128", "--set",
-                           "data.sharding=\"contiguous\"", "--set", "budget.steps=2"});
+  const pid_t pid = start(
+      dir, "a",
+      {"--run-dir", "run", "--set", "data.file=\"small.txt\"", "--set", "learners.count=4", "--set",
+       "model.context=128", "--set", "data.sharding=\"contiguous\"", "--set", "budget.steps=2"});
   EXPECT_EQ(wait_exit(pid, 30), 2) << read_text(dir / "a.err");
   const std::string err = read_text(dir / "a.err");
   EXPECT_NE(err.find("small.txt' (300 tokens: 270 train, 30 validation) is too small for 4 "
@@ -485,9 +497,12 @@ TEST(dd_node_run, a_run_that_loses_a_learner_for_good_exits_1) {
       "  checkpoint = { every_versions = 1000 },\n"
       "  chaos = { events = {\n"
       "    { at_step = 4, action = 'kill_owner', target = 0 },\n"
-      "    { at_step = 2, action = 'kill', target = 1 }, { at_step = 4, action = 'kill', target = 1 },\n"
-      "    { at_step = 6, action = 'kill', target = 1 }, { at_step = 8, action = 'kill', target = 1 },\n"
-      "    { at_step = 10, action = 'kill', target = 1 }, { at_step = 12, action = 'kill', target = 1 },\n"
+      "    { at_step = 2, action = 'kill', target = 1 }, { at_step = 4, action = 'kill', target = "
+      "1 },\n"
+      "    { at_step = 6, action = 'kill', target = 1 }, { at_step = 8, action = 'kill', target = "
+      "1 },\n"
+      "    { at_step = 10, action = 'kill', target = 1 }, { at_step = 12, action = 'kill', target "
+      "= 1 },\n"
       "  } },\n");
   // Restart backoff 0.5 + 1 + 2 + 4 + 8 s before the sixth kill gives up: about 16 s.
   const pid_t pid = start(dir, "a", {"--run-dir", "run"}, "fail.lua");
@@ -563,10 +578,10 @@ TEST(dd_node_run, a_process_chaos_kind_is_refused_with_file_and_line) {
                      "outside the nodes: run it with `dd-node launch pause.lua`"),
             std::string::npos)
       << err;
-  std::ofstream(dir / "random.lua") << tiny_experiment(
-      "'random'", "",
-      "  budget = { steps = 40 },\n"
-      "  chaos = { random = { cluster_mtbf_seconds = 30 } },\n");
+  std::ofstream(dir / "random.lua")
+      << tiny_experiment("'random'", "",
+                         "  budget = { steps = 40 },\n"
+                         "  chaos = { random = { cluster_mtbf_seconds = 30 } },\n");
   pid = start(dir, "b", {"--run-dir", "run"}, "random.lua");
   EXPECT_EQ(wait_exit(pid, 30), 2);
   err = read_text(dir / "b.err");

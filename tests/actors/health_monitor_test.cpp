@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include <caf/all.hpp>
 #include <gtest/gtest.h>
+#include <caf/all.hpp>
 
 #include "actors/atoms.hpp"
 #include "actors/health_monitor.hpp"
@@ -57,8 +57,7 @@ struct monitor_fixture : ::testing::Test {
   double last_mean_step = -1.0;
 
   /// Sends a heartbeat from `self`; returns the progress reply, if one came within 2 s.
-  std::optional<uint64_t> beat(caf::scoped_actor& self, int32_t id, uint64_t inc,
-                               uint64_t tokens) {
+  std::optional<uint64_t> beat(caf::scoped_actor& self, int32_t id, uint64_t inc, uint64_t tokens) {
     heartbeat_msg hb;
     hb.learner_id = id;
     hb.incarnation = inc;
@@ -70,20 +69,20 @@ struct monitor_fixture : ::testing::Test {
     bool done = false;
     while (!done) {
       self->receive(
-                    [&](atoms::progress_atom, const std::vector<uint8_t>& bytes) {
-                      // The reply travels as codec bytes (a progress_msg).
-                      auto pm = decode_progress(bytes);
-                      EXPECT_TRUE(pm.ok()) << pm.error().message;
-                      if (pm) {
-                        out = pm->total_tokens;
-                        last_live = pm->live_learners;
-                        last_step = pm->step;
-                        last_mean_step = pm->mean_step;
-                      }
-                      done = true;
-                    },
-                    [&](atoms::owners_atom, const std::vector<caf::actor>&) {},
-                    caf::after(std::chrono::seconds(2)) >> [&] { done = true; });
+          [&](atoms::progress_atom, const std::vector<uint8_t>& bytes) {
+            // The reply travels as codec bytes (a progress_msg).
+            auto pm = decode_progress(bytes);
+            EXPECT_TRUE(pm.ok()) << pm.error().message;
+            if (pm) {
+              out = pm->total_tokens;
+              last_live = pm->live_learners;
+              last_step = pm->step;
+              last_mean_step = pm->mean_step;
+            }
+            done = true;
+          },
+          [&](atoms::owners_atom, const std::vector<caf::actor>&) {},
+          caf::after(std::chrono::seconds(2)) >> [&] { done = true; });
     }
     return out;
   }

@@ -22,9 +22,9 @@
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/actors/process_support.hpp"
@@ -37,11 +37,11 @@
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using dd::test::events;
 using dd::test::spawn;
 using dd::test::text;
 using dd::test::wait_for;
+using nlohmann::json;
 
 uint16_t free_port() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -54,9 +54,6 @@ uint16_t free_port() {
   ::close(fd);
   return ntohs(a.sin_port);
 }
-
-
-
 
 long status_kib(pid_t pid, const char* field) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -86,7 +83,9 @@ std::string handshake(caf::scoped_actor& self, const caf::actor& monitor, const 
       .receive(
           [&](const std::vector<uint8_t>& bytes) {
             auto r = dd::decode_node_join_reply(bytes);
-            out = !r ? "undecodable" : r->accepted ? "accepted" : std::string(to_string(r->refusal));
+            out = !r            ? "undecodable"
+                  : r->accepted ? "accepted"
+                                : std::string(to_string(r->refusal));
           },
           [&](caf::error&) { out = "error"; });
   return out;
@@ -108,12 +107,14 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
          "  eval = { every_seconds = 0, batches = 2 }, budget = { seconds = 16 } }\n";
   const uint16_t port = free_port();
   const std::string addr = "127.0.0.1:" + std::to_string(port);
-  const pid_t syncer = spawn(dir, {DD_NODE_BIN, "syncer", "tiny.lua", "--listen", addr,
-                                   "--run-dir", "run", "--progress", "0"},
-                             (dir / "syncer.out").string());
+  const pid_t syncer = spawn(
+      dir,
+      {DD_NODE_BIN, "syncer", "tiny.lua", "--listen", addr, "--run-dir", "run", "--progress", "0"},
+      (dir / "syncer.out").string());
   std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-  const pid_t learner = spawn(dir, {DD_NODE_BIN, "learner", "--join", addr, "--learner-ids", "1",
-                                    "--node-name", "honest", "--progress", "0"},
+  const pid_t learner = spawn(dir,
+                              {DD_NODE_BIN, "learner", "--join", addr, "--learner-ids", "1",
+                               "--node-name", "honest", "--progress", "0"},
                               (dir / "learner.out").string());
   // Wait until the honest learner trains.
   for (int i = 0; i < 100; ++i) {

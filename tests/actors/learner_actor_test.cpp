@@ -183,23 +183,23 @@ using progress_relay = caf::stateful_actor<progress_relay_state>;
 caf::behavior progress_relay_fn(progress_relay* self, caf::actor monitor) {
   self->state.monitor = monitor;
   return {
-    [=](atoms::join_atom a, const std::vector<uint8_t>& bytes, const caf::actor& learner) {
-      self->state.learner = learner;
-      return self->delegate(self->state.monitor, a, bytes, learner);
-    },
-    [=](atoms::heartbeat_atom a, const std::vector<uint8_t>& bytes) {
-      self->send(self->state.monitor, a, bytes);  // the reply comes back here
-    },
-    [=](atoms::leave_atom a, const std::vector<uint8_t>& bytes) {
-      self->send(self->state.monitor, a, bytes);
-    },
-    [=](atoms::progress_atom a, const std::vector<uint8_t>& bytes) {
-      auto& st = self->state;
-      if (st.hold)
-        st.held.push_back(bytes);
-      else
-        self->send(st.learner, a, bytes);
-    },
+      [=](atoms::join_atom a, const std::vector<uint8_t>& bytes, const caf::actor& learner) {
+        self->state.learner = learner;
+        return self->delegate(self->state.monitor, a, bytes, learner);
+      },
+      [=](atoms::heartbeat_atom a, const std::vector<uint8_t>& bytes) {
+        self->send(self->state.monitor, a, bytes);  // the reply comes back here
+      },
+      [=](atoms::leave_atom a, const std::vector<uint8_t>& bytes) {
+        self->send(self->state.monitor, a, bytes);
+      },
+      [=](atoms::progress_atom a, const std::vector<uint8_t>& bytes) {
+        auto& st = self->state;
+        if (st.hold)
+          st.held.push_back(bytes);
+        else
+          self->send(st.learner, a, bytes);
+      },
   };
 }
 

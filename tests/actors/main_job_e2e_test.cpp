@@ -94,10 +94,10 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
   auto clean = run_cluster(small_experiment("clean"), ro);
   ASSERT_TRUE(clean.finished);
   auto summary = read_json(dir / "clean" / "summary.json");
-  const std::set<std::string> keys = {"final_val_loss", "tokens", "wall_seconds", "goodput",
-                                      "effective_goodput", "uptime", "merges",
-                                      "mean_contributors_per_merge", "learner_restarts",
-                                      "bytes_pushed", "bytes_broadcast", "chunks_refused"};
+  const std::set<std::string> keys = {
+      "final_val_loss",    "tokens",       "wall_seconds",    "goodput",
+      "effective_goodput", "uptime",       "merges",          "mean_contributors_per_merge",
+      "learner_restarts",  "bytes_pushed", "bytes_broadcast", "chunks_refused"};
   std::set<std::string> got;
   for (auto& [k, v] : summary.items()) got.insert(k);
   EXPECT_EQ(got, keys);
@@ -218,7 +218,7 @@ TEST(main_job, progress_line_shows_the_budget_spent_and_the_time_left) {
   e.budget.kind = config::budget_kind::seconds;
   e.budget.seconds = 40;
   EXPECT_DOUBLE_EQ(budget_done(e, 80, now, 10.0), 0.25);
-  EXPECT_DOUBLE_EQ(budget_done(e, 80, now, 100.0), 1.0);  // clamped
+  EXPECT_DOUBLE_EQ(budget_done(e, 80, now, 100.0), 1.0);                        // clamped
   EXPECT_EQ(progress_line(now, prev, 5.0, 70.0).find('%'), std::string::npos);  // unknown
 }
 
@@ -322,7 +322,8 @@ TEST(main_job, an_owner_killed_with_a_damaged_checkpoint_is_rebuilt_from_a_learn
   bool repeated = false;
   for (const auto& ev : read_events(dir / "events.jsonl")) {
     if (ev["event"] == "checkpoint_damaged" && ev["fragment"] == 1) damaged = ev["ok"] == true;
-    if (ev["event"] == "failure" && ev.value("what", "") == "checkpoint_unreadable") unreadable = true;
+    if (ev["event"] == "failure" && ev.value("what", "") == "checkpoint_unreadable")
+      unreadable = true;
     if (ev["event"] == "owner_start" && ev.contains("reset")) reset = true;
     if (ev["event"] == "fragment_rebuilt") {
       rebuilt = true;

@@ -33,16 +33,18 @@
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
 using dd::test::events;
 using dd::test::spawn;
 using dd::test::text;
 using dd::test::wait_for;
+using nlohmann::json;
 
 std::string tiny() {
   return "experiment {\n"
          "  name = 'tiny',\n"
-         "  data = { file = '" + std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt' },\n"
+         "  data = { file = '" +
+         std::string(DD_DATA_DIR) +
+         "/tinyshakespeare/input.txt' },\n"
          "  model = { layers = 1, width = 64, heads = 2, context = 64 },\n"
          "  learners = { count = 3, batch = 4, threads = 1 },\n"
          // Pushes on each learner's own steps: the global push clock extrapolates the mean step
@@ -103,10 +105,11 @@ TEST(msg_fault_cluster, endpoint_faults_are_applied_inside_the_nodes_and_revert)
   fs::create_directories(dir);
   std::ofstream(dir / "tiny.lua") << tiny();
   const fs::path run = dir / "run";
-  const pid_t launch = spawn(dir, {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run",
-                                   "--progress", "0", "--heartbeat", "0.2",
-                                   "--connection-timeout", "1", "--no-step-admission"},
-                             (dir / "launch.out").string());
+  const pid_t launch =
+      spawn(dir,
+            {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress", "0",
+             "--heartbeat", "0.2", "--connection-timeout", "1", "--no-step-admission"},
+            (dir / "launch.out").string());
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   // Every node's endpoint is in the nodes file.
   const json nodes = json::parse(text(run / "nodes.json"));
@@ -117,7 +120,8 @@ TEST(msg_fault_cluster, endpoint_faults_are_applied_inside_the_nodes_and_revert)
   // Dry run: the request is printed, nothing is sent or taped.
   auto r = chaos(dir, {"msg", "drop-push", "learner:2", "--for", "4s", "--dry-run"});
   EXPECT_EQ(r.status, 0);
-  EXPECT_NE(r.out.find("[dry-run] drop_push node learner-2: endpoint 127.0.0.1:"), std::string::npos);
+  EXPECT_NE(r.out.find("[dry-run] drop_push node learner-2: endpoint 127.0.0.1:"),
+            std::string::npos);
   EXPECT_FALSE(fs::exists(run / "chaos.jsonl"));
   // Refusals.
   EXPECT_EQ(chaos(dir, {"msg", "drop-push", "learner:7", "--for", "1s"}).status, 1);
@@ -176,20 +180,25 @@ TEST(msg_fault_cluster, endpoint_faults_are_applied_inside_the_nodes_and_revert)
   EXPECT_EQ(chaos(dir, {"msg", "fail", "learner:1"}).status, 0);
   EXPECT_TRUE(await_fault("learner-1", "fail_step", 1));
   // A long fault, cleared by heal.
-  EXPECT_EQ(chaos(dir, {"msg", "delay-broadcast", "owner:1", "--ms", "300", "--for", "60s"}).status, 0);
+  EXPECT_EQ(chaos(dir, {"msg", "delay-broadcast", "owner:1", "--ms", "300", "--for", "60s"}).status,
+            0);
   r = chaos(dir, {"heal"});
   EXPECT_EQ(r.status, 0);
-  EXPECT_NE(r.out.find("of node syncer: clear: {\"cleared\":1,\"ok\":true}"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("of node syncer: clear: {\"cleared\":1,\"ok\":true}"), std::string::npos)
+      << r.out;
 
   EXPECT_EQ(wait_for(launch, 90), 0) << text(dir / "launch.out");
   const auto evs = events(run / "events.jsonl");
-  auto learner_events = [&](int k) { return events(run / "nodes" / ("learner-" + std::to_string(k)) / "events.jsonl"); };
+  auto learner_events = [&](int k) {
+    return events(run / "nodes" / ("learner-" + std::to_string(k)) / "events.jsonl");
+  };
   const auto l0 = learner_events(0), l1 = learner_events(1), l2 = learner_events(2);
 
   const std::vector<std::vector<json>> ls = {l0, l1, l2};
   auto hits_of = [&](const std::string& kind) {
     size_t n = 0;
-    for (const auto& l : ls) n += count_events(l, "fault", [&](const json& e) { return e["fault"] == kind; });
+    for (const auto& l : ls)
+      n += count_events(l, "fault", [&](const json& e) { return e["fault"] == kind; });
     return n;
   };
   // corrupt-push: every damaged chunk is refused by its CRC. The learner sends such a push again
@@ -202,7 +211,8 @@ TEST(msg_fault_cluster, endpoint_faults_are_applied_inside_the_nodes_and_revert)
   for (size_t k = 0; k < ls.size(); ++k)
     for (const auto& e : ls[k])
       if (e["event"] == "push_resent")
-        resent.insert({static_cast<int>(k), e["fragment"].get<int>(), e["transfer_id"].get<uint64_t>()});
+        resent.insert(
+            {static_cast<int>(k), e["fragment"].get<int>(), e["transfer_id"].get<uint64_t>()});
   size_t refused = 0;
   for (const auto& x : evs) {
     if (x["event"] != "chunk_refused" || x.value("what", "") != "push") continue;
@@ -241,8 +251,8 @@ TEST(msg_fault_cluster, endpoint_faults_are_applied_inside_the_nodes_and_revert)
   std::map<std::tuple<int, int, int, uint64_t>, std::pair<int, int>> copies;  // → (seen, accepted)
   for (const auto& e : evs)
     if (e["event"] == "push") {
-      auto& c = copies[{e["learner"].get<int>(), e["incarnation"].get<int>(), e["fragment"].get<int>(),
-                        e["transfer_id"].get<uint64_t>()}];
+      auto& c = copies[{e["learner"].get<int>(), e["incarnation"].get<int>(),
+                        e["fragment"].get<int>(), e["transfer_id"].get<uint64_t>()}];
       c.first += 1;
       c.second += e["accepted"].get<bool>() ? 1 : 0;
     }
@@ -256,22 +266,28 @@ TEST(msg_fault_cluster, endpoint_faults_are_applied_inside_the_nodes_and_revert)
   for (const auto& e : evs)
     if (e["event"] == "merge")
       for (const auto& c : e["contributors"]) {
-        const auto key = std::make_tuple(c["learner"].get<int>(), c["incarnation"].get<int>(),
-                                         c["transfer_id"].get<uint64_t>(), e["fragment"].get<int>());
+        const auto key =
+            std::make_tuple(c["learner"].get<int>(), c["incarnation"].get<int>(),
+                            c["transfer_id"].get<uint64_t>(), e["fragment"].get<int>());
         EXPECT_TRUE(merged.insert(key).second) << "a push merged twice: " << e.dump();
       }
   // drop-broadcast: the owner skipped learner 0.
-  EXPECT_GE(count_events(evs, "fault", [](const json& e) { return e["fault"] == "drop_broadcast"; }), 1u);
+  EXPECT_GE(
+      count_events(evs, "fault", [](const json& e) { return e["fault"] == "drop_broadcast"; }), 1u);
   // nan: injected once; the learner discarded a non-finite step (and reloaded).
   EXPECT_EQ(count_events(l2, "nan_injected"), 1u);
   EXPECT_GE(count_events(l2, "nonfinite"), 1u);
   // fail: learner 1 threw at a step and was respawned in its node.
-  EXPECT_EQ(count_events(l1, "crash", [](const json& e) { return e.value("reason", "") == "fail_step"; }), 1u);
+  EXPECT_EQ(
+      count_events(l1, "crash", [](const json& e) { return e.value("reason", "") == "fail_step"; }),
+      1u);
   // ... and rejoined without a new node handshake (same process): before the monitor knew the
   // learner's process, this join was refused once the node's 30 s reservation had lapsed.
-  EXPECT_EQ(count_events(evs, "rejoin", [](const json& e) {
-              return e["learner"] == 1 && e["incarnation"] == 1 && !e["live"].get<bool>();
-            }),
+  EXPECT_EQ(count_events(evs, "rejoin",
+                         [](const json& e) {
+                           return e["learner"] == 1 && e["incarnation"] == 1 &&
+                                  !e["live"].get<bool>();
+                         }),
             1u);
   EXPECT_EQ(count_events(evs, "join_refused"), 0u);
   const auto summary = json::parse(text(run / "summary.json"));

@@ -29,7 +29,7 @@ using dd::test::tiny_layout;
 /// What a probe (a stand-in learner or monitor) saw.
 struct probe_log {
   std::vector<uint64_t> acked;
-  std::vector<push_ack> acks;        ///< the decoded acks (acked holds their transfer ids)
+  std::vector<push_ack> acks;  ///< the decoded acks (acked holds their transfer ids)
   int undecodable_acks = 0;
   std::vector<broadcast_msg> broadcasts;
   std::vector<reject_msg> rejects;
@@ -45,52 +45,56 @@ struct probe_log {
 /// A stand-in learner: forwards pushes to an owner as itself and records what comes back.
 caf::behavior probe(caf::event_based_actor* self, std::shared_ptr<probe_log> log) {
   return {
-    [=](caf::forward_atom, const caf::actor& owner, const std::vector<uint8_t>& bytes) {
-      self->send(owner, atoms::push_atom_v, bytes);
-    },
-    [=](caf::forward_atom, const caf::actor& owner, atoms::pull_atom,
-        const std::vector<uint8_t>& bytes) { self->send(owner, atoms::pull_atom_v, bytes); },
-    [=](atoms::ack_atom, const std::vector<uint8_t>& bytes) {
-      auto a = decode_push_ack(bytes);
-      if (!a) {
-        log->undecodable_acks += 1;
-        return;
-      }
-      log->acked.push_back(a->transfer_id);
-      log->acks.push_back(*a);
-    },
-    [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes) {
-      auto b = decode_broadcast(bytes);
-      if (b) log->broadcasts.push_back(*b);
-    },
-    [=](atoms::reject_atom, const std::vector<uint8_t>& bytes) {
-      auto r = decode_reject(bytes.data(), bytes.size());
-      if (r) log->rejects.push_back(*r);
-    },
-    [=](atoms::subscribe_atom, int32_t, const caf::actor& owner) {
-      log->subscribed.push_back(owner);
-    },
-    // A learner's side of a rebuild (actors/learner.cpp answers the same way).
-    [=](atoms::query_atom, const std::vector<uint8_t>& bytes) {
-      auto q = decode_fragment_query(bytes);
-      if (!q) return;
-      log->queries += 1;
-      auto sender = caf::actor_cast<caf::actor>(self->current_sender());
-      fragment_held h{log->id, 0, q->fragment_id, q->query_id, log->copy.has_value(),
-                      log->copy ? log->copy->first : 0};
-      self->send(sender, atoms::held_atom_v, encode(h));
-      if (!log->copy || !q->send_value) return;
-      broadcast_msg b;
-      b.fragment_id = q->fragment_id;
-      b.version = log->copy->first;
-      b.total_elements = log->copy->second.size();
-      b.payload = encode_payload(payload_encoding::fp32, log->copy->second.data(),
-                                 log->copy->second.size());
-      b.payload_bytes = b.payload.size();
-      b.merged = log->copy_merged;
-      self->send(sender, atoms::copy_atom_v, encode(b));
-      log->copies_sent += 1;
-    },
+      [=](caf::forward_atom, const caf::actor& owner, const std::vector<uint8_t>& bytes) {
+        self->send(owner, atoms::push_atom_v, bytes);
+      },
+      [=](caf::forward_atom, const caf::actor& owner, atoms::pull_atom,
+          const std::vector<uint8_t>& bytes) { self->send(owner, atoms::pull_atom_v, bytes); },
+      [=](atoms::ack_atom, const std::vector<uint8_t>& bytes) {
+        auto a = decode_push_ack(bytes);
+        if (!a) {
+          log->undecodable_acks += 1;
+          return;
+        }
+        log->acked.push_back(a->transfer_id);
+        log->acks.push_back(*a);
+      },
+      [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes) {
+        auto b = decode_broadcast(bytes);
+        if (b) log->broadcasts.push_back(*b);
+      },
+      [=](atoms::reject_atom, const std::vector<uint8_t>& bytes) {
+        auto r = decode_reject(bytes.data(), bytes.size());
+        if (r) log->rejects.push_back(*r);
+      },
+      [=](atoms::subscribe_atom, int32_t, const caf::actor& owner) {
+        log->subscribed.push_back(owner);
+      },
+      // A learner's side of a rebuild (actors/learner.cpp answers the same way).
+      [=](atoms::query_atom, const std::vector<uint8_t>& bytes) {
+        auto q = decode_fragment_query(bytes);
+        if (!q) return;
+        log->queries += 1;
+        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        fragment_held h{log->id,
+                        0,
+                        q->fragment_id,
+                        q->query_id,
+                        log->copy.has_value(),
+                        log->copy ? log->copy->first : 0};
+        self->send(sender, atoms::held_atom_v, encode(h));
+        if (!log->copy || !q->send_value) return;
+        broadcast_msg b;
+        b.fragment_id = q->fragment_id;
+        b.version = log->copy->first;
+        b.total_elements = log->copy->second.size();
+        b.payload = encode_payload(payload_encoding::fp32, log->copy->second.data(),
+                                   log->copy->second.size());
+        b.payload_bytes = b.payload.size();
+        b.merged = log->copy_merged;
+        self->send(sender, atoms::copy_atom_v, encode(b));
+        log->copies_sent += 1;
+      },
   };
 }
 
@@ -178,7 +182,7 @@ TEST_F(owner_actor_test, grace_timer_then_broadcast_to_every_live_learner) {
   EXPECT_TRUE(a_log->broadcasts.empty());  // K = 1 reached, 2 s grace window running
   env.advance(1.0);
   EXPECT_TRUE(a_log->broadcasts.empty());
-  env.advance(1.0);                        // window over: merge and broadcast
+  env.advance(1.0);  // window over: merge and broadcast
   ASSERT_EQ(a_log->broadcasts.size(), 1u);
   ASSERT_EQ(b_log->broadcasts.size(), 1u);
   EXPECT_EQ(a_log->broadcasts[0].version, 1u);
@@ -314,8 +318,7 @@ TEST_F(owner_actor_test, owner_respawned_before_its_first_checkpoint_warns) {
                             "checkpoint"),
             std::string::npos)
       << console[0];
-  EXPECT_NE(console[0].find("restarts from the initial weights"), std::string::npos)
-      << console[0];
+  EXPECT_NE(console[0].find("restarts from the initial weights"), std::string::npos) << console[0];
   EXPECT_NE(console[0].find("no live learner holds a copy"), std::string::npos) << console[0];
   // The run is degraded, naming the fragment.
   const auto c = log.snapshot();
@@ -352,8 +355,7 @@ TEST_F(owner_actor_test, owner_with_an_unreadable_checkpoint_warns) {
                             ctx->options.checkpoint_path + "' is unreadable"),
             std::string::npos)
       << console[0];
-  EXPECT_NE(console[0].find("restarts from the initial weights"), std::string::npos)
-      << console[0];
+  EXPECT_NE(console[0].find("restarts from the initial weights"), std::string::npos) << console[0];
   std::filesystem::remove_all(dir);
 }
 
@@ -393,7 +395,8 @@ TEST_F(owner_actor_test, killed_with_a_damaged_checkpoint_it_is_rebuilt_from_the
   // Damage the checkpoint (its CRC no longer matches), then kill the owner.
   {
     std::fstream f(ctx->options.checkpoint_path, std::ios::in | std::ios::out | std::ios::binary);
-    f.seekp(static_cast<std::streamoff>(std::filesystem::file_size(ctx->options.checkpoint_path) / 2));
+    f.seekp(
+        static_cast<std::streamoff>(std::filesystem::file_size(ctx->options.checkpoint_path) / 2));
     f.write("garbage!", 8);
   }
   caf::anon_send_exit(owner, caf::exit_reason::kill);
@@ -564,16 +567,14 @@ TEST_F(owner_actor_test, pull_is_a_codec_message_and_bad_pulls_are_dropped) {
   auto owner = env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx));
   to_stop.push_back(owner);
   env.run();
-  caf::anon_send(a, caf::forward_atom_v, owner, atoms::pull_atom_v,
-                 encode(pull_request{0, 0, 0}));
+  caf::anon_send(a, caf::forward_atom_v, owner, atoms::pull_atom_v, encode(pull_request{0, 0, 0}));
   env.run();
   ASSERT_EQ(a_log->broadcasts.size(), 1u);
   EXPECT_EQ(a_log->broadcasts[0].version, 0u);
   for (float v : values_of(a_log->broadcasts[0])) EXPECT_EQ(v, 1.0f);
   EXPECT_TRUE(b_log->broadcasts.empty());
   // The evaluator's pull (learner id -1) is valid too.
-  caf::anon_send(b, caf::forward_atom_v, owner, atoms::pull_atom_v,
-                 encode(pull_request{-1, 0, 0}));
+  caf::anon_send(b, caf::forward_atom_v, owner, atoms::pull_atom_v, encode(pull_request{-1, 0, 0}));
   env.run();
   EXPECT_EQ(b_log->broadcasts.size(), 1u);
 
@@ -597,7 +598,8 @@ TEST_F(owner_actor_test, pull_is_a_codec_message_and_bad_pulls_are_dropped) {
 /// null shared_ptr<tuple<>> dereference, which UBSan rightly reports.)
 caf::behavior throwing_child(caf::event_based_actor* self, int /*unused*/) {
   name_crashes(self);
-  throw std::runtime_error("cpu: allocate_bytes: out of host memory allocating 1099511627776 bytes");
+  throw std::runtime_error(
+      "cpu: allocate_bytes: out of host memory allocating 1099511627776 bytes");
   return {[](int) {}};
 }
 

@@ -121,7 +121,7 @@ TEST_F(owner_state_test, every_live_learner_pending_merges_at_once) {
   ASSERT_TRUE(a.effects.arm_grace_s.has_value());  // K = 1 reached: 5 s window armed
   EXPECT_NEAR(*a.effects.arm_grace_s, 5.0, 1e-12);
   auto b = owner.on_push(make_push(1, 0, 0, 1, 10, 1, filled(0.25f)), 1.5);
-  ASSERT_TRUE(b.effects.merged.has_value());       // both live learners pending: no waiting
+  ASSERT_TRUE(b.effects.merged.has_value());  // both live learners pending: no waiting
   EXPECT_EQ(b.effects.merged->reason, "all_live_pending");
   EXPECT_EQ(b.effects.merged->contributors.size(), 2u);
   EXPECT_NEAR(b.effects.merged->round_s, 0.5, 1e-12);
@@ -157,15 +157,13 @@ TEST_F(owner_state_test, stale_push_is_rejected_and_the_learner_resynced) {
   ASSERT_TRUE(values.ok());
   for (float v : *values) EXPECT_NEAR(v, 0.8f, 1e-6);
   // Within the staleness bound it is accepted.
-  EXPECT_EQ(owner.on_push(make_push(1, 0, 1, 5, 50, 6, filled(0.3f)), 4.0).what,
-            status::accepted);
+  EXPECT_EQ(owner.on_push(make_push(1, 0, 1, 5, 50, 6, filled(0.3f)), 4.0).what, status::accepted);
 }
 
 TEST_F(owner_state_test, duplicate_push_is_rejected) {
   fragment_owner_state owner(base_options(), *be, filled(1.0f), frozen);
   owner.on_membership(members(4), 0.0);
-  EXPECT_EQ(owner.on_push(make_push(0, 0, 0, 5, 50, 5, filled(0.1f)), 1.0).what,
-            status::accepted);
+  EXPECT_EQ(owner.on_push(make_push(0, 0, 0, 5, 50, 5, filled(0.1f)), 1.0).what, status::accepted);
   auto dup = owner.on_push(make_push(0, 0, 0, 5, 50, 5, filled(0.1f)), 1.1);
   ASSERT_EQ(dup.what, status::rejected);
   EXPECT_EQ(dup.reject->reason, reject_reason::duplicate);
@@ -173,16 +171,14 @@ TEST_F(owner_state_test, duplicate_push_is_rejected) {
   ASSERT_EQ(older.what, status::rejected);
   EXPECT_EQ(older.reject->reason, reject_reason::duplicate);
   // A newer push replaces the pending one: still one contribution from learner 0.
-  EXPECT_EQ(owner.on_push(make_push(0, 0, 0, 6, 60, 6, filled(0.2f)), 1.3).what,
-            status::accepted);
+  EXPECT_EQ(owner.on_push(make_push(0, 0, 0, 6, 60, 6, filled(0.2f)), 1.3).what, status::accepted);
   EXPECT_EQ(owner.pending_count(), 1u);
 }
 
 TEST_F(owner_state_test, respawned_learner_counts_only_with_its_new_incarnation) {
   fragment_owner_state owner(base_options(), *be, filled(1.0f), frozen);
   owner.on_membership(members(2), 0.0);
-  EXPECT_EQ(owner.on_push(make_push(1, 0, 0, 3, 30, 3, filled(0.1f)), 1.0).what,
-            status::accepted);
+  EXPECT_EQ(owner.on_push(make_push(1, 0, 0, 3, 30, 3, filled(0.1f)), 1.0).what, status::accepted);
   // Learner 1 died and came back as incarnation 1: its old pending push is dropped.
   owner.on_membership({{0, 0, 1.0}, {1, 1, 1.0}}, 2.0);
   EXPECT_EQ(owner.pending_count(), 0u);
@@ -193,8 +189,7 @@ TEST_F(owner_state_test, respawned_learner_counts_only_with_its_new_incarnation)
   ASSERT_EQ(future.what, status::rejected);
   EXPECT_EQ(future.reject->reason, reject_reason::unknown_learner);
   // The new incarnation's counters restart (lower transfer id than the old one's) and count.
-  EXPECT_EQ(owner.on_push(make_push(1, 1, 0, 1, 10, 1, filled(0.1f)), 3.0).what,
-            status::accepted);
+  EXPECT_EQ(owner.on_push(make_push(1, 1, 0, 1, 10, 1, filled(0.1f)), 3.0).what, status::accepted);
   auto unknown = owner.on_push(make_push(7, 0, 0, 1, 10, 1, filled(0.1f)), 3.1);
   ASSERT_EQ(unknown.what, status::rejected);
   EXPECT_EQ(unknown.reject->reason, reject_reason::unknown_learner);
@@ -277,10 +272,12 @@ TEST_F(owner_state_test, respawn_restores_value_momentum_and_version_from_the_ch
   std::filesystem::remove(opts.checkpoint_path);
   fragment_owner_state owner(opts, *be, filled(1.0f), frozen);
   owner.on_membership(members(1, 0, 0.5), 0.0);
-  auto fx1 = owner.on_push(make_push(0, 0, 0, 2, 20, 2, {0.1f, -0.2f, 0.3f, 0.0f, 0.5f, 0.1f}), 1.0);
+  auto fx1 =
+      owner.on_push(make_push(0, 0, 0, 2, 20, 2, {0.1f, -0.2f, 0.3f, 0.0f, 0.5f, 0.1f}), 1.0);
   ASSERT_TRUE(fx1.effects.merged.has_value());
   EXPECT_FALSE(fx1.effects.merged->checkpointed);
-  auto fx2 = owner.on_push(make_push(0, 0, 1, 2, 20, 4, {0.2f, 0.1f, -0.1f, 0.3f, 0.2f, 0.0f}), 2.0);
+  auto fx2 =
+      owner.on_push(make_push(0, 0, 1, 2, 20, 4, {0.2f, 0.1f, -0.1f, 0.3f, 0.2f, 0.0f}), 2.0);
   ASSERT_TRUE(fx2.effects.merged.has_value());
   EXPECT_TRUE(fx2.effects.merged->checkpointed);  // every 2 versions
   ASSERT_TRUE(std::filesystem::exists(opts.checkpoint_path));
@@ -320,14 +317,13 @@ TEST_F(owner_state_test, anchor_current_rebases_a_lagging_push) {
   for (float v : owner.value()) EXPECT_NEAR(v, 0.5f, 1e-6);
 }
 
-
 TEST_F(owner_state_test, broadcasts_carry_each_learners_newest_merged_push) {
   auto opts = base_options();
   opts.quorum = policy::quorum_spec::of_count(1);
   opts.grace.mode = policy::grace_mode::off;
   fragment_owner_state owner(opts, *be, filled(1.0f), frozen);
   owner.on_membership(members(2), 0.0);
-  owner.on_push(make_push(0, 0, 0, 1, 10, 7, filled(0.1f)), 1.0);   // version 1: learner 0, t7
+  owner.on_push(make_push(0, 0, 0, 1, 10, 7, filled(0.1f)), 1.0);  // version 1: learner 0, t7
   auto fx = owner.on_push(make_push(1, 0, 1, 1, 10, 3, filled(0.1f)), 2.0);  // version 2: l1, t3
   ASSERT_TRUE(fx.effects.merged.has_value());
   ASSERT_EQ(fx.effects.broadcast.size(), 1u);
@@ -402,8 +398,8 @@ TEST_F(owner_state_test, a_restored_owner_resyncs_bases_it_lost_and_never_reuses
   fragment_owner_state owner(opts, *be, filled(1.0f), frozen);
   owner.on_membership(members(1), 0.0);
   for (uint64_t v = 0; v < 4; ++v)  // versions 1..4; checkpoint at 3
-    ASSERT_TRUE(owner.on_push(make_push(0, 0, v, 1, 10, v + 1, filled(0.1f)), 1.0 + v)
-                    .effects.merged);
+    ASSERT_TRUE(
+        owner.on_push(make_push(0, 0, v, 1, 10, v + 1, filled(0.1f)), 1.0 + v).effects.merged);
   ASSERT_EQ(owner.version(), 4u);
   auto ck = load_checkpoint(opts.checkpoint_path);
   ASSERT_TRUE(ck.ok());

@@ -31,15 +31,16 @@ TEST(Quorum, Table) {
       {qs::of_count(1), 4, 1, true, 1, quorum_reason::reached},
       {qs::of_count(3), 4, 2, false, 3, quorum_reason::not_reached},
       {qs::of_count(3), 4, 3, true, 3, quorum_reason::reached},
-      {qs::of_count(8), 4, 4, true, 4, quorum_reason::reached},      // K > live → all live
+      {qs::of_count(8), 4, 4, true, 4, quorum_reason::reached},  // K > live → all live
       {qs::of_count(8), 4, 3, false, 4, quorum_reason::not_reached},
       {qs::of_count(1), 0, 0, false, 0, quorum_reason::no_live_learners},
       {qs::of_count(0), 4, 4, false, 0, quorum_reason::invalid_spec},
-      {qs::of_fraction(0.5), 4, 2, true, 2, quorum_reason::reached},  // ceil(2) = 2 exactly
+      {qs::of_fraction(0.5), 4, 2, true, 2, quorum_reason::reached},       // ceil(2) = 2 exactly
       {qs::of_fraction(0.5), 5, 2, false, 3, quorum_reason::not_reached},  // ceil(2.5) = 3
-      {qs::of_fraction(0.01), 8, 1, true, 1, quorum_reason::reached},  // ceil(0.08) = 1
+      {qs::of_fraction(0.01), 8, 1, true, 1, quorum_reason::reached},      // ceil(0.08) = 1
       {qs::of_fraction(1.0), 8, 7, false, 8, quorum_reason::not_reached},
-      {qs::of_fraction(0.3), 10, 3, true, 3, quorum_reason::reached},  // 0.3·10 = 3.0000000000000004
+      {qs::of_fraction(0.3), 10, 3, true, 3,
+       quorum_reason::reached},  // 0.3·10 = 3.0000000000000004
       {qs::of_fraction(0.0), 4, 4, false, 0, quorum_reason::invalid_spec},
       {qs::of_fraction(1.5), 4, 4, false, 0, quorum_reason::invalid_spec},
       {qs::of_fraction(NAN), 4, 4, false, 0, quorum_reason::invalid_spec},
@@ -70,29 +71,84 @@ TEST(Merge, Table) {
   const std::vector<merge_case> cases = {
       // live, pending, timer, deadline
       {qs::of_count(1), {4, 0, false, 0}, 10, 1.0, merge_action::wait, merge_reason::no_pending, 0},
-      {qs::of_count(2), {4, 1, false, 0}, 10, 1.0, merge_action::wait,
-       merge_reason::quorum_not_reached, 0},
-      {qs::of_count(1), {4, 1, false, 0}, 10, 1.5, merge_action::start_grace_timer,
-       merge_reason::grace_started, 11.5},
-      {qs::of_count(1), {4, 1, false, 0}, 10, 0.0, merge_action::merge_now,
-       merge_reason::quorum_reached_no_grace, 0},
-      {qs::of_count(1), {4, 2, true, 11.5}, 11.0, 1.5, merge_action::wait,
-       merge_reason::grace_running, 11.5},
-      {qs::of_count(1), {4, 2, true, 11.5}, 11.5, 1.5, merge_action::merge_now,
-       merge_reason::grace_expired, 0},
-      {qs::of_count(1), {4, 4, true, 11.5}, 10.5, 1.5, merge_action::merge_now,
-       merge_reason::all_live_pending, 0},
-      {qs::of_count(1), {4, 4, false, 0}, 10, 1.5, merge_action::merge_now,
-       merge_reason::all_live_pending, 0},
-      {qs::of_count(3), {4, 2, true, 11.5}, 12, 1.5, merge_action::cancel_grace_timer,
-       merge_reason::quorum_lost, 0},
+      {qs::of_count(2),
+       {4, 1, false, 0},
+       10,
+       1.0,
+       merge_action::wait,
+       merge_reason::quorum_not_reached,
+       0},
+      {qs::of_count(1),
+       {4, 1, false, 0},
+       10,
+       1.5,
+       merge_action::start_grace_timer,
+       merge_reason::grace_started,
+       11.5},
+      {qs::of_count(1),
+       {4, 1, false, 0},
+       10,
+       0.0,
+       merge_action::merge_now,
+       merge_reason::quorum_reached_no_grace,
+       0},
+      {qs::of_count(1),
+       {4, 2, true, 11.5},
+       11.0,
+       1.5,
+       merge_action::wait,
+       merge_reason::grace_running,
+       11.5},
+      {qs::of_count(1),
+       {4, 2, true, 11.5},
+       11.5,
+       1.5,
+       merge_action::merge_now,
+       merge_reason::grace_expired,
+       0},
+      {qs::of_count(1),
+       {4, 4, true, 11.5},
+       10.5,
+       1.5,
+       merge_action::merge_now,
+       merge_reason::all_live_pending,
+       0},
+      {qs::of_count(1),
+       {4, 4, false, 0},
+       10,
+       1.5,
+       merge_action::merge_now,
+       merge_reason::all_live_pending,
+       0},
+      {qs::of_count(3),
+       {4, 2, true, 11.5},
+       12,
+       1.5,
+       merge_action::cancel_grace_timer,
+       merge_reason::quorum_lost,
+       0},
       // the last missing learner died: now every live learner is pending.
-      {qs::of_count(4), {3, 3, false, 0}, 10, 1.5, merge_action::merge_now,
-       merge_reason::all_live_pending, 0},
-      {qs::of_count(1), {0, 0, true, 11}, 10, 1.5, merge_action::cancel_grace_timer,
-       merge_reason::no_live_learners, 0},
-      {qs::of_fraction(2.0), {4, 4, false, 0}, 10, 1.5, merge_action::wait,
-       merge_reason::invalid_spec, 0},
+      {qs::of_count(4),
+       {3, 3, false, 0},
+       10,
+       1.5,
+       merge_action::merge_now,
+       merge_reason::all_live_pending,
+       0},
+      {qs::of_count(1),
+       {0, 0, true, 11},
+       10,
+       1.5,
+       merge_action::cancel_grace_timer,
+       merge_reason::no_live_learners,
+       0},
+      {qs::of_fraction(2.0),
+       {4, 4, false, 0},
+       10,
+       1.5,
+       merge_action::wait,
+       merge_reason::invalid_spec,
+       0},
   };
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const auto& c = cases[i];
@@ -248,11 +304,11 @@ TEST(Duplicates, SequenceOfPushes) {
   const std::vector<row> rows = {
       {{7, 0, 0, 24}, admission_reason::unknown_learner},
       {{1, 0, 0, 24}, admission_reason::accepted},
-      {{1, 0, 0, 24}, admission_reason::duplicate},   // exact resend
-      {{1, 0, 0, 20}, admission_reason::duplicate},   // older step, same base
-      {{1, 0, 0, 48}, admission_reason::accepted},    // same base, later step
-      {{1, 0, 1, 30}, admission_reason::accepted},    // newer base (step order within base only)
-      {{1, 0, 0, 72}, admission_reason::duplicate},   // older base: does not advance
+      {{1, 0, 0, 24}, admission_reason::duplicate},  // exact resend
+      {{1, 0, 0, 20}, admission_reason::duplicate},  // older step, same base
+      {{1, 0, 0, 48}, admission_reason::accepted},   // same base, later step
+      {{1, 0, 1, 30}, admission_reason::accepted},   // newer base (step order within base only)
+      {{1, 0, 0, 72}, admission_reason::duplicate},  // older base: does not advance
       {{1, 1, 1, 72}, admission_reason::unknown_incarnation},
   };
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -426,17 +482,17 @@ TEST(GlobalClock, ExtrapolatesTheNewestReadingWithTheWindowRate) {
   global_clock c(3);
   EXPECT_FALSE(c.at(0.0, 1.0).has_value());  // no reading yet
   c.observe(10.0, 100.0);
-  EXPECT_DOUBLE_EQ(c.rate(), 0.0);           // one reading: no rate, no extrapolation
+  EXPECT_DOUBLE_EQ(c.rate(), 0.0);  // one reading: no rate, no extrapolation
   EXPECT_DOUBLE_EQ(*c.at(11.0, 5.0), 100.0);
-  c.observe(12.0, 104.0);                    // 2 steps/s
+  c.observe(12.0, 104.0);  // 2 steps/s
   EXPECT_DOUBLE_EQ(c.rate(), 2.0);
-  EXPECT_DOUBLE_EQ(*c.at(13.5, 5.0), 107.0);  // 104 + 2 × 1.5
-  EXPECT_DOUBLE_EQ(*c.at(100.0, 3.0), 110.0); // at most 3 s ahead
-  EXPECT_DOUBLE_EQ(*c.at(11.0, 3.0), 104.0);  // never behind the newest reading
-  c.observe(11.5, 999.0);                     // older than the newest: ignored
+  EXPECT_DOUBLE_EQ(*c.at(13.5, 5.0), 107.0);   // 104 + 2 × 1.5
+  EXPECT_DOUBLE_EQ(*c.at(100.0, 3.0), 110.0);  // at most 3 s ahead
+  EXPECT_DOUBLE_EQ(*c.at(11.0, 3.0), 104.0);   // never behind the newest reading
+  c.observe(11.5, 999.0);                      // older than the newest: ignored
   EXPECT_DOUBLE_EQ(*c.at(12.0, 3.0), 104.0);
   c.observe(14.0, 105.0);
-  c.observe(16.0, 106.0);                     // window 3: (12, 104) … (16, 106) → 0.5 steps/s
+  c.observe(16.0, 106.0);  // window 3: (12, 104) … (16, 106) → 0.5 steps/s
   EXPECT_DOUBLE_EQ(c.rate(), 0.5);
   c.reset();
   EXPECT_FALSE(c.at(20.0, 1.0).has_value());
@@ -451,10 +507,10 @@ TEST(GlobalClock, ABurstOfReadingsDoesNotRunTheEstimateMoreThanItsCapAhead) {
   for (int k = 0; k <= 10; ++k) c.observe(0.1 * k, 10.0 + k);
   for (int k = 1; k <= 9; ++k) c.observe(1.0 + 0.001 * k, 20.0 + k);
   EXPECT_NEAR(c.rate(), 1000.0, 1e-6);
-  EXPECT_GT(*c.at(1.139, 0.3), 29.0 + 100.0);        // no cap: the overestimate
-  EXPECT_DOUBLE_EQ(*c.at(1.139, 0.3, 4.0), 33.0);    // at most 4 steps ahead of (1.009, 29)
-  EXPECT_DOUBLE_EQ(*c.at(1.009, 0.3, 4.0), 29.0);    // never behind the newest reading
-  EXPECT_DOUBLE_EQ(*c.at(1.139, 0.3, -1.0), 29.0);   // a negative cap is 0
+  EXPECT_GT(*c.at(1.139, 0.3), 29.0 + 100.0);       // no cap: the overestimate
+  EXPECT_DOUBLE_EQ(*c.at(1.139, 0.3, 4.0), 33.0);   // at most 4 steps ahead of (1.009, 29)
+  EXPECT_DOUBLE_EQ(*c.at(1.009, 0.3, 4.0), 29.0);   // never behind the newest reading
+  EXPECT_DOUBLE_EQ(*c.at(1.139, 0.3, -1.0), 29.0);  // a negative cap is 0
 }
 
 TEST(GlobalClock, AValueBelowTheNewestStartsTheClockOver) {
@@ -467,12 +523,12 @@ TEST(GlobalClock, AValueBelowTheNewestStartsTheClockOver) {
   EXPECT_EQ(c.restarts(), 0u);
   c.observe(3.0, 450.0);
   EXPECT_EQ(c.restarts(), 1u);
-  EXPECT_DOUBLE_EQ(c.rate(), 0.0);            // one reading since the restart
+  EXPECT_DOUBLE_EQ(c.rate(), 0.0);  // one reading since the restart
   EXPECT_DOUBLE_EQ(*c.at(4.0, 5.0), 450.0);
   c.observe(4.0, 460.0);
   EXPECT_DOUBLE_EQ(c.rate(), 10.0);
   EXPECT_DOUBLE_EQ(*c.at(4.5, 5.0), 465.0);
-  c.observe(5.0, 460.0);                      // equal is not backwards
+  c.observe(5.0, 460.0);  // equal is not backwards
   EXPECT_EQ(c.restarts(), 1u);
 }
 
@@ -484,9 +540,9 @@ TEST(HeartbeatDates, RepliesAreDatedByTheirHeartbeatsSendTimeHoweverLate) {
   EXPECT_DOUBLE_EQ(d.answer(10).value_or(-1.0), 1.0);
   EXPECT_DOUBLE_EQ(*d.answer(11), 1.1);
   // The entries before an answered one were never answered (lost): dropped with it.
-  EXPECT_EQ(d.size(), 29u);            // 12 … 40
+  EXPECT_EQ(d.size(), 29u);  // 12 … 40
   EXPECT_DOUBLE_EQ(*d.answer(20), 2.0);
-  EXPECT_EQ(d.size(), 20u);            // 21 … 40
+  EXPECT_EQ(d.size(), 20u);                // 21 … 40
   EXPECT_FALSE(d.answer(20).has_value());  // a duplicate or stray reply: nothing changes
   EXPECT_FALSE(d.answer(3).has_value());
   EXPECT_EQ(d.size(), 20u);

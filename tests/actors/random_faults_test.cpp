@@ -19,8 +19,8 @@ TEST(RandomFaults, RateMatchesMtbfAndDowntimeMean) {
   random_recovery rec;
   rec.dist = random_recovery::distribution::exponential;
   rec.mean_s = 5.0;
-  const auto s = random_fault_schedule(fault_spec::kind::kill_learner, 4, 100.0, rec, 1e6, 42,
-                                       100000);
+  const auto s =
+      random_fault_schedule(fault_spec::kind::kill_learner, 4, 100.0, rec, 1e6, 42, 100000);
   const double expected = 4 * 1e6 / 105.0;
   EXPECT_NEAR(static_cast<double>(s.size()), expected, 0.03 * expected);
   double down = 0;
@@ -40,8 +40,7 @@ TEST(RandomFaults, LognormalKeepsTheMeanAndFixedIsExact) {
   rec.dist = random_recovery::distribution::lognormal;
   rec.mean_s = 8.0;
   rec.sigma = 0.5;
-  const auto s = random_fault_schedule(fault_spec::kind::kill_owner, 2, 10.0, rec, 5e5, 7,
-                                       100000);
+  const auto s = random_fault_schedule(fault_spec::kind::kill_owner, 2, 10.0, rec, 5e5, 7, 100000);
   double down = 0;
   for (const auto& f : s) down += f.downtime_s;
   EXPECT_NEAR(down / static_cast<double>(s.size()), 8.0, 0.2);

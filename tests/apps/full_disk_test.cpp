@@ -115,7 +115,9 @@ struct full_disk : ::testing::Test {
 std::string tiny_experiment() {
   return "experiment {\n"
          "  name = 'tiny',\n"
-         "  data = { file = '" + std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt' },\n"
+         "  data = { file = '" +
+         std::string(DD_DATA_DIR) +
+         "/tinyshakespeare/input.txt' },\n"
          "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
          "  learners = { count = 2, batch = 4, threads = 1 },\n"
          "  sync = { fragments = 2, interval = 4 },\n"
@@ -145,8 +147,8 @@ TEST_F(full_disk, dd_node_run_ends_loudly_at_every_point_the_disk_fills) {
     const fs::path run_dir = disk->dir() / "run";
     fs::create_directories(run_dir);
     ASSERT_TRUE(disk->fill(pt.leave));
-    std::vector<std::string> argv = {DD_NODE_BIN, "run", "tiny.lua", "--progress", "0",
-                                     "--run-dir", run_dir.string()};
+    std::vector<std::string> argv = {DD_NODE_BIN, "run",       "tiny.lua",      "--progress",
+                                     "0",         "--run-dir", run_dir.string()};
     if (!pt.checkpoints) {
       argv.push_back("--set");
       argv.push_back("checkpoint.every_versions=0");
@@ -249,9 +251,9 @@ TEST_F(full_disk, dd_node_syncer_retries_marks_degraded_and_gives_up_after_the_l
               {DD_NODE_BIN, "syncer", "tiny.lua", "--listen", addr, "--run-dir", run_dir.string(),
                "--progress", "0", "--set", "checkpoint.max_failing_seconds=4"});
     const pid_t learner =
-        start(work, "learner", {DD_NODE_BIN, "learner", "--join", addr, "--learners", "2",
-                                "--threads", "1", "--run-dir", (work / "ln").string(),
-                                "--join-deadline", "30"});
+        start(work, "learner",
+              {DD_NODE_BIN, "learner", "--join", addr, "--learners", "2", "--threads", "1",
+               "--run-dir", (work / "ln").string(), "--join-deadline", "30"});
     // Wait for the first failure on the syncer's stderr.
     bool retrying = false;
     for (int i = 0; i < 300 && !retrying; ++i) {
@@ -308,11 +310,17 @@ TEST_F(full_disk, dd_node_train_fails_naming_the_file) {
     fs::create_directories(out_dir);
     ASSERT_TRUE(disk->fill(leave));
     const int rc = run(work, "train",
-                       {DD_NODE_BIN, "train", "--data",
-                        std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt", "--steps", "4",
-                        "--layers", "1", "--width", "32", "--heads", "2", "--context", "32",
-                        "--batch", "2", "--eval-batches", "1", "--log-every", "1", "--out",
-                        out_dir.string()});
+                       {DD_NODE_BIN,      "train",
+                        "--data",         std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt",
+                        "--steps",        "4",
+                        "--layers",       "1",
+                        "--width",        "32",
+                        "--heads",        "2",
+                        "--context",      "32",
+                        "--batch",        "2",
+                        "--eval-batches", "1",
+                        "--log-every",    "1",
+                        "--out",          out_dir.string()});
     const std::string err = read_text(work / "train.err");
     EXPECT_EQ(rc, 1) << err;
     EXPECT_NE(err.find("No space left on device"), std::string::npos) << err;
@@ -402,11 +410,13 @@ TEST(bad_flags, every_binary_refuses_a_bad_number_and_an_unknown_flag_with_exit_
       {{DD_CHAOS_BIN, "--bogus"}, "unknown flag --bogus"},
   };
 #ifdef DD_BENCH_TRAIN_BIN
-  cases.push_back({{DD_BENCH_TRAIN_BIN, "--steps", "3x"}, "--steps expects a whole number, got '3x'"});
+  cases.push_back(
+      {{DD_BENCH_TRAIN_BIN, "--steps", "3x"}, "--steps expects a whole number, got '3x'"});
   cases.push_back({{DD_BENCH_TRAIN_BIN, "--bogus"}, "unknown flag '--bogus'"});
 #endif
 #ifdef DD_BENCH_SYNC_BIN
-  cases.push_back({{DD_BENCH_SYNC_BIN, "--rounds", "abc"}, "--rounds expects a whole number, got 'abc'"});
+  cases.push_back(
+      {{DD_BENCH_SYNC_BIN, "--rounds", "abc"}, "--rounds expects a whole number, got 'abc'"});
   cases.push_back({{DD_BENCH_SYNC_BIN, "--bogus", "1"}, "unknown flag '--bogus'"});
 #endif
 #ifdef DD_BENCH_TRANSPORT_BIN
@@ -414,7 +424,8 @@ TEST(bad_flags, every_binary_refuses_a_bad_number_and_an_unknown_flag_with_exit_
   cases.push_back({{DD_BENCH_TRANSPORT_BIN, "--bogus"}, "unknown flag '--bogus'"});
 #endif
 #ifdef DD_GPU_CHECK_BIN
-  cases.push_back({{DD_GPU_CHECK_BIN, "--threads", "x"}, "--threads expects a whole number in [0, 4096], got 'x'"});
+  cases.push_back({{DD_GPU_CHECK_BIN, "--threads", "x"},
+                   "--threads expects a whole number in [0, 4096], got 'x'"});
   cases.push_back({{DD_GPU_CHECK_BIN, "--bogus"}, "unknown flag '--bogus'"});
 #endif
   int n = 0;

@@ -5,12 +5,12 @@
 // cpu group with a quota, then back.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "tests/support/scoped_tmpfs.hpp"
 #include "tools/chaos/common.hpp"
@@ -254,12 +254,14 @@ TEST_F(disk_cluster, slow_through_cgroup_v1_cpu_then_back) {
   if (root.empty()) GTEST_SKIP() << why;
   start_child({"/bin/sh", "-c", "while :; do :; done"});  // a busy process
   const std::string before = cpu_cgroup_of(child);
-  auto [rc, out] = dd_chaos("slow learner:0 --via cgroup --duty 0.75 --period 100ms --for 2s --dry-run" + rd());
+  auto [rc, out] =
+      dd_chaos("slow learner:0 --via cgroup --duty 0.75 --period 100ms --for 2s --dry-run" + rd());
   EXPECT_EQ(rc, 0) << out;
   EXPECT_EQ(cpu_cgroup_of(child), before);
   EXPECT_TRUE(pending().empty());
 
-  std::tie(rc, out) = dd_chaos("slow learner:0 --via cgroup --duty 0.75 --period 100ms --for 2s" + rd());
+  std::tie(rc, out) =
+      dd_chaos("slow learner:0 --via cgroup --duty 0.75 --period 100ms --for 2s" + rd());
   ASSERT_EQ(rc, 0) << out;
   const std::string inside = cpu_cgroup_of(child);
   EXPECT_NE(inside.find("/dd-chaos/slow_cgroup-learner-0-"), std::string::npos) << inside;

@@ -35,12 +35,15 @@ std::string write(const std::string& name, const std::string& chaos) {
   const fs::path f = dir / name;
   std::ofstream(f) << "experiment {\n"
                       "  name = 'x',\n"
-                      "  data = { file = '" DD_DATA_DIR "/tinyshakespeare/input.txt' },\n"
+                      "  data = { file = '" DD_DATA_DIR
+                      "/tinyshakespeare/input.txt' },\n"
                       "  learners = { count = 3 },\n"
                       "  budget = { seconds = 100 },\n"
                       "  inner = { decay_steps = 1000 },\n"
-                      "  chaos = " + chaos + ",\n"
-                      "}\n";
+                      "  chaos = " +
+                          chaos +
+                          ",\n"
+                          "}\n";
   return f.string();
 }
 
@@ -111,7 +114,8 @@ TEST(chaos_dsl, cluster_random_faults_are_drawn_from_the_seed) {
   const auto c = read_experiment_chaos(file, {"chaos.random.seed=100"}, {}, nodes);
   EXPECT_EQ(c.info["seed"], 100);
   bool differs = c.faults.size() != a.faults.size();
-  for (size_t i = 0; !differs && i < a.faults.size(); ++i) differs = c.faults[i].at != a.faults[i].at;
+  for (size_t i = 0; !differs && i < a.faults.size(); ++i)
+    differs = c.faults[i].at != a.faults[i].at;
   EXPECT_TRUE(differs);
 }
 

@@ -88,7 +88,8 @@ TEST(chaos_nodes_file, bad_files_name_the_field) {
   EXPECT_NE(msg(R"({"nodes": [{"name": "a", "role": "learner", "pid": 5}]})")
                 .find("nodes[0].start_time: missing"),
             std::string::npos);
-  EXPECT_NE(msg(R"({"launcher": {"pid": 1, "control": "nowhere"}, "nodes": []})").find("launcher.control"),
+  EXPECT_NE(msg(R"({"launcher": {"pid": 1, "control": "nowhere"}, "nodes": []})")
+                .find("launcher.control"),
             std::string::npos);
 }
 
@@ -120,11 +121,13 @@ TEST(chaos_targets, syncer_protected_unless_named) {
   all.pick = pick_mode::all;
   all.pick_given = true;
   const auto s = resolve_targets(cluster(), parse_targets("nodes"), all);
-  EXPECT_EQ(hit_names(s), (std::vector<std::string>{"learner-0", "learner-2", "learner-3", "learner-4"}));
+  EXPECT_EQ(hit_names(s),
+            (std::vector<std::string>{"learner-0", "learner-2", "learner-3", "learner-4"}));
   EXPECT_FALSE(s.notes.empty());
   EXPECT_EQ(hit_names(resolve_targets(cluster(), parse_targets("owner:1"), {})),
             std::vector<std::string>{"syncer"});
-  EXPECT_EQ(hit_names(resolve_targets(cluster(), parse_targets("nodes,node:syncer"), all)).size(), 5u);
+  EXPECT_EQ(hit_names(resolve_targets(cluster(), parse_targets("nodes,node:syncer"), all)).size(),
+            5u);
   target_options prot = all;
   prot.protect = {"learner:2"};
   EXPECT_EQ(hit_names(resolve_targets(cluster(), parse_targets("learners"), prot)),

@@ -3,13 +3,13 @@
 // what happened. Also the real proxy as a subprocess, healed from the nodes file.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
+#include <unistd.h>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include "tools/chaos/common.hpp"
 #include "tools/chaos/net.hpp"
@@ -109,7 +109,8 @@ struct cluster : ::testing::Test {
   std::string rd() const { return " --run-dir " + dir; }
   json state_file() const {
     const auto p = dir + "/chaos-state.json";
-    return std::filesystem::exists(p) ? json::parse(read_file(p)) : json{{"pending", json::array()}};
+    return std::filesystem::exists(p) ? json::parse(read_file(p))
+                                      : json{{"pending", json::array()}};
   }
 };
 
@@ -187,13 +188,14 @@ TEST_F(cluster, a_session_killed_mid_fault_still_reverts) {
   EXPECT_EQ(state_of(sleeper), 'T');
   EXPECT_TRUE(wait_state(sleeper, 'S', 3.0));  // the detached reverter did it
   EXPECT_NE(state_of(sleeper), '-');           // and the kill at 30 s never came
-  const double end = mono_now() + 2;  // the reverter clears its state entry as it exits
+  const double end = mono_now() + 2;           // the reverter clears its state entry as it exits
   while (!state_file()["pending"].empty() && mono_now() < end) sleep_for(0.02);
   EXPECT_TRUE(state_file()["pending"].empty());
 }
 
 TEST_F(cluster, slow_cycles_stop_and_continue_then_ends_running) {
-  ASSERT_EQ(dd_chaos("slow learner:0 --via signals --for 800ms --duty 0.5 --period 100ms" + rd()).rc, 0);
+  ASSERT_EQ(
+      dd_chaos("slow learner:0 --via signals --for 800ms --duty 0.5 --period 100ms" + rd()).rc, 0);
   int stopped = 0, running = 0;
   const double end = mono_now() + 0.6;
   while (mono_now() < end) {

@@ -3,13 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
-#include <atomic>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
-#include <thread>
 #include <unistd.h>
+#include <atomic>
+#include <thread>
 
 #include "tools/chaos/common.hpp"
 #include "tools/chaos/net.hpp"

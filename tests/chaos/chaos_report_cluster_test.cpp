@@ -57,7 +57,9 @@ TEST(chaos_report_cluster, a_killed_learner_process_is_timed_and_the_run_judged)
   std::ofstream(dir / "tiny.lua")
       << "experiment {\n"
          "  name = 'tiny',\n"
-         "  data = { file = '" << DD_DATA_DIR << "/tinyshakespeare/input.txt' },\n"
+         "  data = { file = '"
+      << DD_DATA_DIR
+      << "/tinyshakespeare/input.txt' },\n"
          "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
          "  learners = { count = 3, batch = 4, threads = 1 },\n"
          "  sync = { fragments = 2, interval = 4 },\n"
@@ -67,11 +69,13 @@ TEST(chaos_report_cluster, a_killed_learner_process_is_timed_and_the_run_judged)
          "  checkpoint = { every_versions = 1 },\n"
          "}\n";
   const fs::path run = dir / "run";
-  const pid_t launch = dd::test::spawn(dir, {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run",
-                                             "--progress", "0", "--heartbeat", "0.2",
-                                             "--connection-timeout", "1"},
-                                       (dir / "launch.out").string());
-  ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 5, 60)) << dd::test::text(dir / "launch.out");
+  const pid_t launch =
+      dd::test::spawn(dir,
+                      {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress", "0",
+                       "--heartbeat", "0.2", "--connection-timeout", "1"},
+                      (dir / "launch.out").string());
+  ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 5, 60))
+      << dd::test::text(dir / "launch.out");
   std::this_thread::sleep_for(std::chrono::seconds(1));
   const auto [krc, kout] =
       run_cmd(std::string(DD_CHAOS_BIN) + " kill learner:2 --for 1s --run-dir " + run.string());
@@ -89,9 +93,9 @@ TEST(chaos_report_cluster, a_killed_learner_process_is_timed_and_the_run_judged)
     any_invalid = any_invalid || i["verdict"] == "invalid";
   }
   EXPECT_EQ(rc, any_invalid ? 1 : 0);
-  for (const char* n : {"no_merge_below_quorum", "no_push_merged_twice", "no_version_repeated",
-                        "no_version_lost", "no_corrupt_chunk_merged",
-                        "no_nonfinite_in_global_fragment", "faulted_learners_back"})
+  for (const char* n :
+       {"no_merge_below_quorum", "no_push_merged_twice", "no_version_repeated", "no_version_lost",
+        "no_corrupt_chunk_merged", "no_nonfinite_in_global_fragment", "faulted_learners_back"})
     EXPECT_EQ(v[n], "valid") << n << "\n" << out;
   EXPECT_EQ(v["final_loss_vs_baseline"], "unknown");  // no --baseline
   EXPECT_GT(r["run"]["merges"].get<int>(), 5);

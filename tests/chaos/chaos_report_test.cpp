@@ -3,11 +3,11 @@
 // exit status and JSON file.
 #include <gtest/gtest.h>
 
+#include <sys/wait.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <sys/wait.h>
 
 #include <nlohmann/json.hpp>
 
@@ -27,21 +27,29 @@ struct run_builder {
   std::vector<json> events, tape;
   std::string csv;
   json summary = {{"final_val_loss", 2.0}, {"goodput", 0.9}, {"effective_goodput", 0.8},
-                  {"uptime", 0.95}, {"tokens", 1000}, {"wall_seconds", 20.0}};
+                  {"uptime", 0.95},        {"tokens", 1000}, {"wall_seconds", 20.0}};
   json experiment = {{"name", "tiny"}, {"checkpoint", {{"dir", ""}, {"every_versions", 1}}}};
   bool with_csv = true, with_summary = true, with_experiment = true, with_events = true;
 
   static json contributor(int learner, int inc, int transfer) {
-    return {{"learner", learner}, {"incarnation", inc}, {"base_version", 0},
-            {"transfer_id", transfer}, {"steps", 10}, {"tokens", 100}, {"weight", 0.5}};
+    return {
+        {"learner", learner}, {"incarnation", inc}, {"base_version", 0}, {"transfer_id", transfer},
+        {"steps", 10},        {"tokens", 100},      {"weight", 0.5}};
   }
   static json push(double t, int learner, int inc, int transfer, bool accepted = true) {
-    return {{"event", "push"}, {"time", t}, {"fragment", 0}, {"learner", learner},
-            {"incarnation", inc}, {"transfer_id", transfer}, {"accepted", accepted}};
+    return {{"event", "push"},     {"time", t},          {"fragment", 0},
+            {"learner", learner},  {"incarnation", inc}, {"transfer_id", transfer},
+            {"accepted", accepted}};
   }
   static json merge(double t, int version, std::vector<json> contributors, int needed = 2) {
-    return {{"event", "merge"}, {"time", t}, {"fragment", 0}, {"version", version},
-            {"contributors", contributors}, {"live", 2}, {"needed", needed}, {"delta_norm", 0.5}};
+    return {{"event", "merge"},
+            {"time", t},
+            {"fragment", 0},
+            {"version", version},
+            {"contributors", contributors},
+            {"live", 2},
+            {"needed", needed},
+            {"delta_norm", 0.5}};
   }
 
   run_builder() {
@@ -53,7 +61,10 @@ struct run_builder {
         push(1001.0, 0, 0, 1),
         push(1001.5, 1, 0, 1),
         merge(1002.0, 1, {contributor(0, 0, 1), contributor(1, 0, 1)}),
-        {{"event", "failure"}, {"time", 1010.0}, {"learner", 1}, {"incarnation", 0},
+        {{"event", "failure"},
+         {"time", 1010.0},
+         {"learner", 1},
+         {"incarnation", 0},
          {"reason", "lease expired"}},
         {{"event", "rejoin"}, {"time", 1015.0}, {"learner", 1}, {"incarnation", 1}},
         push(1015.2, 0, 0, 2),
@@ -62,9 +73,15 @@ struct run_builder {
         {{"event", "finished"}, {"time", 1020.0}},
     };
     tape = {{{"t", 1007.5}, {"kind", "session"}, {"seed", 7}},
-            {{"t", 1008.0}, {"source", "cli"}, {"kind", "pause"}, {"target", "learner:1"},
-             {"targets", {"learner-1"}}, {"duration", 5.0}, {"params", json::object()},
-             {"result", "ok"}, {"hits", json::array()}}};
+            {{"t", 1008.0},
+             {"source", "cli"},
+             {"kind", "pause"},
+             {"target", "learner:1"},
+             {"targets", {"learner-1"}},
+             {"duration", 5.0},
+             {"params", json::object()},
+             {"result", "ok"},
+             {"hits", json::array()}}};
     csv = "time,learner,incarnation,step,tokens,loss\n";
     for (int i = 0; i <= 40; ++i) {
       const double t = 1000.0 + 0.5 * i;
@@ -130,10 +147,14 @@ json judge(const run_builder& b, const std::string& baseline = "") {
   return r;
 }
 
-const char* all_invariants[] = {"no_merge_below_quorum", "no_push_merged_twice",
-                                "no_version_repeated",   "no_corrupt_chunk_merged",
-                                "no_nonfinite_in_global_fragment", "no_version_lost",
-                                "zero_global_downtime",  "faulted_learners_back",
+const char* all_invariants[] = {"no_merge_below_quorum",
+                                "no_push_merged_twice",
+                                "no_version_repeated",
+                                "no_corrupt_chunk_merged",
+                                "no_nonfinite_in_global_fragment",
+                                "no_version_lost",
+                                "zero_global_downtime",
+                                "faulted_learners_back",
                                 "final_loss_vs_baseline"};
 
 }  // namespace
@@ -142,7 +163,8 @@ TEST(chaos_report, valid_run_every_invariant_valid_and_fault_times) {
   run_builder b;
   const std::string base = make_baseline(1.98);
   const json r = judge(b, base);
-  for (const char* n : all_invariants) EXPECT_EQ(verdict_of(r, n), "valid") << n << "\n" << r.dump(2);
+  for (const char* n : all_invariants)
+    EXPECT_EQ(verdict_of(r, n), "valid") << n << "\n" << r.dump(2);
   EXPECT_EQ(r["verdict"], "valid");
   EXPECT_EQ(report_exit_status(r), 0);
   ASSERT_EQ(r["faults"].size(), 1u);
@@ -201,8 +223,9 @@ TEST(chaos_report, repeated_version_is_invalid) {
 TEST(chaos_report, lost_versions_judged_only_at_every_version) {
   run_builder b;
   // The owner restarts from version 0 after version 1 was merged: one version lost.
-  b.events.insert(b.events.begin() + 7,
-                  json{{"event", "owner_restored"}, {"time", 1005.0}, {"fragment", 0}, {"version", 0}});
+  b.events.insert(
+      b.events.begin() + 7,
+      json{{"event", "owner_restored"}, {"time", 1005.0}, {"fragment", 0}, {"version", 0}});
   b.edit("merge", 1016.0, [](json& e) { e["version"] = 1; });
   json r = judge(b);
   EXPECT_EQ(verdict_of(r, "no_version_lost"), "invalid");
@@ -220,8 +243,12 @@ TEST(chaos_report, lost_versions_judged_only_at_every_version) {
 TEST(chaos_report, corrupt_chunk_merged_is_invalid_and_a_resend_is_fine) {
   run_builder b;
   // learner 1's transfer 2 has a chunk refused after its (earlier) accepted push, and is merged.
-  b.events.insert(b.events.end() - 2, json{{"event", "chunk_refused"}, {"time", 1015.5}, {"fragment", 0},
-                                       {"learner", 1}, {"transfer_id", 2}, {"what", "push"}});
+  b.events.insert(b.events.end() - 2, json{{"event", "chunk_refused"},
+                                           {"time", 1015.5},
+                                           {"fragment", 0},
+                                           {"learner", 1},
+                                           {"transfer_id", 2},
+                                           {"what", "push"}});
   json r = judge(b);
   EXPECT_EQ(verdict_of(r, "no_corrupt_chunk_merged"), "invalid");
   EXPECT_EQ(r["run"]["corrupt_chunks_merged"], 1);
@@ -257,7 +284,10 @@ TEST(chaos_report, global_downtime_is_invalid) {
 
 TEST(chaos_report, learner_never_back_is_invalid) {
   run_builder b;
-  b.edit("merge", 1016.0, [](json& e) { e["contributors"] = json::array({run_builder::contributor(0, 0, 2)}); e["needed"] = 1; });
+  b.edit("merge", 1016.0, [](json& e) {
+    e["contributors"] = json::array({run_builder::contributor(0, 0, 2)});
+    e["needed"] = 1;
+  });
   const json r = judge(b);
   EXPECT_EQ(verdict_of(r, "faulted_learners_back"), "invalid");
   EXPECT_TRUE(r["faults"][0]["first_merge_after_s"].is_null());
@@ -295,8 +325,12 @@ TEST(chaos_report, missing_data_is_unknown_not_valid) {
 
 TEST(chaos_report, syncer_fault_times_from_forwarded_events) {
   run_builder b;
-  b.tape.push_back({{"t", 1003.0}, {"kind", "kill"}, {"target", "node:syncer"}, {"targets", {"syncer"}},
-                    {"duration", nullptr}, {"result", "ok"}});
+  b.tape.push_back({{"t", 1003.0},
+                    {"kind", "kill"},
+                    {"target", "node:syncer"},
+                    {"targets", {"syncer"}},
+                    {"duration", nullptr},
+                    {"result", "ok"}});
   b.events.insert(b.events.begin() + 7, json{{"event", "resume"}, {"time", 1006.0}});
   const std::string dir = b.write();
   fs::create_directories(dir + "/nodes");
@@ -360,8 +394,12 @@ TEST(chaos_report, binary_exit_status_and_json_file) {
 TEST(chaos_report, a_fault_nobody_noticed_has_no_detection_and_no_rejoin) {
   run_builder b;
   // Latency on learner-0's link for 1 s at 1003: no failure, no rejoin; its next merge counts.
-  b.tape.push_back({{"t", 1003.0}, {"kind", "latency"}, {"target", "learner:0"},
-                    {"targets", {"learner-0"}}, {"duration", 1.0}, {"result", "ok"}});
+  b.tape.push_back({{"t", 1003.0},
+                    {"kind", "latency"},
+                    {"target", "learner:0"},
+                    {"targets", {"learner-0"}},
+                    {"duration", 1.0},
+                    {"result", "ok"}});
   // learner 0 is dropped later (at 1012, after a fault on learner 1 only) and rejoins at 1014.
   b.events.insert(b.events.end() - 2,
                   json{{"event", "failure"}, {"time", 1012.0}, {"learner", 0}, {"reason", "x"}});
@@ -377,8 +415,12 @@ TEST(chaos_report, a_fault_nobody_noticed_has_no_detection_and_no_rejoin) {
   EXPECT_DOUBLE_EQ(f["rejoined_after_s"].get<double>(), 11.0);
   // Another fault on learner 0 at 1010 ends this one's detection window: nothing noticed then.
   run_builder c = b;
-  c.tape.push_back({{"t", 1010.0}, {"kind", "pause"}, {"target", "learner:0"},
-                    {"targets", {"learner-0"}}, {"duration", 1.0}, {"result", "ok"}});
+  c.tape.push_back({{"t", 1010.0},
+                    {"kind", "pause"},
+                    {"target", "learner:0"},
+                    {"targets", {"learner-0"}},
+                    {"duration", 1.0},
+                    {"result", "ok"}});
   const json r2 = judge(c);
   ASSERT_EQ(r2["faults"].size(), 3u);
   const json& g = r2["faults"][0];

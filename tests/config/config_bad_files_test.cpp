@@ -67,8 +67,9 @@ const bad_case k_bad[] = {
      "2 is smaller than restart.backoff_seconds (5)"},
     {"grace_fixed.lua", 4, "sync.grace.fixed_seconds",
      "must be greater than 0 when sync.grace.mode is 'fixed'"},
-    {"duplicate_name.lua", 4, "name", "duplicate experiment name 'same' (first defined at "
-                                      "@FILE@:3)"},
+    {"duplicate_name.lua", 4, "name",
+     "duplicate experiment name 'same' (first defined at "
+     "@FILE@:3)"},
     {"syntax_error.lua", 5, "", "'}' expected (to close '{' at line 2) near 'sync'"},
     {"sandbox_io.lua", 2, "",
      "'io' is not available in experiment files: the sandbox allows no file, process or network "
@@ -162,8 +163,9 @@ TEST(ConfigBadFiles, FileWithoutExperimentIsRefused) {
 TEST(ConfigBadFiles, MissingFileIsRefused) {
   std::ostringstream out, err;
   EXPECT_EQ(resolve_command({"/nonexistent/exp.lua"}, out, err), 2);
-  EXPECT_EQ(err.str(), "/nonexistent/exp.lua: cannot open the experiment file: No such file or "
-                       "directory\n");
+  EXPECT_EQ(err.str(),
+            "/nonexistent/exp.lua: cannot open the experiment file: No such file or "
+            "directory\n");
 }
 
 TEST(ConfigBadFiles, ADirectoryIsNoExperimentFile) {
@@ -183,8 +185,9 @@ TEST(ConfigBadFiles, AFifoOrADeviceGetsItsOwnMessageAndIsNeverOpened) {
   ::unlink(fifo.c_str());
   std::ostringstream out2, err2;
   EXPECT_EQ(resolve_command({"/dev/null"}, out2, err2), 2);
-  EXPECT_EQ(err2.str(), "/dev/null: is a character device, not an experiment file (a regular "
-                        "file)\n");
+  EXPECT_EQ(err2.str(),
+            "/dev/null: is a character device, not an experiment file (a regular "
+            "file)\n");
 }
 
 TEST(ConfigBadFiles, NonFiniteNumbersGivenWithSetAreNamedAsSuch) {
@@ -214,10 +217,10 @@ TEST(ConfigBadFiles, OverridesThatAreNotUtf8AreRefusedNotThrown) {
             "--set outer.lr=fractio\xe9(1/2): outer.lr: expected a number, got string "
             "\"fractio\xEF\xBF\xBD(1/2)\"");
   std::ostringstream out, err;
-  EXPECT_EQ(resolve_command({test::repo_path("examples/shakespeare.lua"), "--set",
-                             "outer.lr=fractio\xe9"},
-                            out, err),
-            2);
+  EXPECT_EQ(
+      resolve_command(
+          {test::repo_path("examples/shakespeare.lua"), "--set", "outer.lr=fractio\xe9"}, out, err),
+      2);
 }
 
 TEST(ConfigBadFiles, UsageErrorsExitWithTwo) {

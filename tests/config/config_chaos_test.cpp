@@ -93,8 +93,9 @@ TEST(ConfigChaos, ResolvedJsonRoundTrips) {
 }
 
 TEST(ConfigChaos, WithoutClusterMtbfTheScheduleKeysStayOut) {
-  auto r = load_string(std::string("experiment { ") + test::k_data + ", chaos = { random = { mtbf_seconds = 9 } } }",
-                       "x.lua", test::repo_options());
+  auto r = load_string(
+      std::string("experiment { ") + test::k_data + ", chaos = { random = { mtbf_seconds = 9 } } }",
+      "x.lua", test::repo_options());
   ASSERT_TRUE(r.ok()) << r.error_text();
   const auto j = to_json(r.experiments[0]);
   EXPECT_FALSE(j["chaos"]["random"].contains("kinds"));

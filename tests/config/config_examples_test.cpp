@@ -157,8 +157,8 @@ TEST(ConfigExamples, RestartSectionIsRead) {
 
 TEST(ConfigExamples, TokenBudgetSetsTheScheduleLength) {
   // 4 learners x 16 sequences x 128 tokens = 8192 tokens per step of the whole run.
-  const std::string script = std::string("experiment { ") + test::k_data +
-                             ", budget = { tokens = 8192 * 300 + 1 } }";
+  const std::string script =
+      std::string("experiment { ") + test::k_data + ", budget = { tokens = 8192 * 300 + 1 } }";
   const load_result r = load_string(script, "t.lua", test::repo_options());
   ASSERT_TRUE(r.ok()) << r.error_text();
   EXPECT_EQ(r.experiments[0].budget.kind, budget_kind::tokens);

@@ -61,8 +61,8 @@ TEST(ConfigSandbox, NoBytecode) {
 }
 
 TEST(ConfigSandbox, TextLoadStillWorksInsideTheSandbox) {
-  const std::string script = std::string("local n = load('return 2 + 1')()\n") +
-                             "experiment { " + test::k_data + ", learners = { count = n } }\n";
+  const std::string script = std::string("local n = load('return 2 + 1')()\n") + "experiment { " +
+                             test::k_data + ", learners = { count = n } }\n";
   const load_result r = load_string(script, "load.lua", test::repo_options());
   ASSERT_TRUE(r.ok()) << r.error_text();
   EXPECT_EQ(r.experiments[0].learners.count, 3);
@@ -86,8 +86,7 @@ TEST(ConfigSandbox, EndlessLoopIsStopped) {
 TEST(ConfigSandbox, PcallCannotSwallowTheInstructionLimit) {
   load_options o = test::repo_options();
   o.instruction_limit = 1'000'000;
-  const config_error e =
-      refusal("while true do pcall(function() while true do end end) end", o);
+  const config_error e = refusal("while true do pcall(function() while true do end end) end", o);
   EXPECT_EQ(e.message,
             "the script ran past its limit of 1000000 Lua instructions (an endless loop?)");
 }
@@ -95,7 +94,8 @@ TEST(ConfigSandbox, PcallCannotSwallowTheInstructionLimit) {
 TEST(ConfigSandbox, MemoryBombIsStopped) {
   load_options o = test::repo_options();
   o.memory_limit = std::size_t{8} << 20;
-  const config_error e = refusal("local t = {}\nfor i = 1, 1e9 do t[i] = string.rep('x', 64) .. i end", o);
+  const config_error e =
+      refusal("local t = {}\nfor i = 1, 1e9 do t[i] = string.rep('x', 64) .. i end", o);
   EXPECT_EQ(e.line, 2);
   EXPECT_EQ(e.message, "the script ran past its memory limit of 8 MiB");
   const config_error big = refusal("local s = string.rep('x', 1 << 30)", o);
@@ -151,7 +151,8 @@ using wall_clock = std::chrono::steady_clock;
 
 /// Loads `script` with a 1-second wall-clock limit; returns its errors and checks that the load
 /// ended well within twice the limit (it is the parent that stops the child).
-std::vector<config_error> timed_refusal(const std::string& script, std::vector<std::string> sets = {}) {
+std::vector<config_error> timed_refusal(const std::string& script,
+                                        std::vector<std::string> sets = {}) {
   load_options o = test::repo_options();
   o.script_timeout = 1.0;
   o.overrides = std::move(sets);
@@ -175,31 +176,32 @@ TEST(ConfigSandboxWallClock, TimeInsideALibraryFunctionIsStopped) {
 }
 
 TEST(ConfigSandboxWallClock, AFinalizerThatNeverReturnsIsStopped) {
-  const auto errors = timed_refusal(
-      "setmetatable({}, { __gc = function() while true do end end })\nexperiment { " +
-      std::string(test::k_data) + " }\n");
+  const auto errors =
+      timed_refusal("setmetatable({}, { __gc = function() while true do end end })\nexperiment { " +
+                    std::string(test::k_data) + " }\n");
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].to_string(),
             "slow.lua:2: the script did not finish within 1 s (--script-timeout)");
 }
 
 TEST(ConfigSandboxWallClock, AnErrorHandlerAndLongLibraryCallsAreStopped) {
-  auto errors = timed_refusal("local s = string.rep('a', 5000)\n"
-                              "xpcall(error, function() return s:find(string.rep('a-', 12) .. 'b') end)\n");
+  auto errors = timed_refusal(
+      "local s = string.rep('a', 5000)\n"
+      "xpcall(error, function() return s:find(string.rep('a-', 12) .. 'b') end)\n");
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].message, "the script did not finish within 1 s (--script-timeout)");
   // A loop of few Lua instructions, each a long library call.
-  errors = timed_refusal("local s = string.rep('y', 1 << 20)\n"
-                         "while true do s = s:gsub('y', 'y') end\n");
+  errors = timed_refusal(
+      "local s = string.rep('y', 1 << 20)\n"
+      "while true do s = s:gsub('y', 'y') end\n");
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].to_string(),
             "slow.lua:2: the script did not finish within 1 s (--script-timeout)");
 }
 
 TEST(ConfigSandboxWallClock, ASlowSetValueIsStopped) {
-  const auto errors =
-      timed_refusal("experiment { " + std::string(test::k_data) + " }\n",
-                    {"name=('a'):rep(5000):find(('a-'):rep(12) .. 'b')"});
+  const auto errors = timed_refusal("experiment { " + std::string(test::k_data) + " }\n",
+                                    {"name=('a'):rep(5000):find(('a-'):rep(12) .. 'b')"});
   ASSERT_EQ(errors.size(), 1u);
   EXPECT_EQ(errors[0].to_string(),
             "--set name=('a'):rep(5000):find(('a-'):rep(12) .. 'b'): name: "
@@ -217,8 +219,9 @@ TEST(ConfigSandboxWallClock, ResultsCrossTheProcessBoundaryIntact) {
   const load_result r = load_string(script, "cross.lua", test::repo_options());
   ASSERT_EQ(r.errors.size(), 2u) << r.error_text();
   EXPECT_EQ(r.errors[0].to_string(), "cross.lua:4: inner.lr: is not a finite number");
-  EXPECT_EQ(r.errors[1].to_string(), "cross.lua:3: description: is not valid UTF-8 text: string "
-                                     "\"\xEF\xBF\xBD\xEF\xBF\xBD\"");
+  EXPECT_EQ(r.errors[1].to_string(),
+            "cross.lua:3: description: is not valid UTF-8 text: string "
+            "\"\xEF\xBF\xBD\xEF\xBF\xBD\"");
   const load_result ok = load_string(std::string("experiment {\n  ") + test::k_data +
                                          ",\n  description = 'caf\\xc3\\xa9 \\u{1F600}',\n}\n",
                                      "cross.lua", test::repo_options());
@@ -239,7 +242,8 @@ TEST(ConfigSandboxWallClock, TheLimitIsCheckedAndParsed) {
   for (const char* bad : {"", "0", "-1", "x", "1s", "nan", "inf", "1e999", "86401"}) {
     EXPECT_FALSE(parse_script_timeout(bad, s, why)) << bad;
     EXPECT_EQ(why, std::string("--script-timeout: expected seconds, a number > 0 and at most "
-                               "86400, got '") + bad + "'");
+                               "86400, got '") +
+                       bad + "'");
   }
 }
 

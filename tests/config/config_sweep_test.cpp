@@ -74,15 +74,21 @@ TEST(ConfigSweep, UnknownNameSuggestsTheClosest) {
   ASSERT_EQ(r.errors.size(), 1u);
   EXPECT_TRUE(r.experiments.empty());
   EXPECT_EQ(r.errors[0].to_string(),
-            path + ": no experiment named 'k_sweep-k3'; did you mean 'k_sweep-k1'?; the file "
-                   "defines: k_sweep-k1, k_sweep-k2, k_sweep-k4, k_sweep-half");
+            path +
+                ": no experiment named 'k_sweep-k3'; did you mean 'k_sweep-k1'?; the file "
+                "defines: k_sweep-k1, k_sweep-k2, k_sweep-k4, k_sweep-half");
 }
 
 TEST(ConfigSweep, OverridesApplyToEveryExperiment) {
   load_options o = test::repo_options();
-  o.overrides = {"sync.fragments=2", "learners.backend=cuda", "outer.anchor=\"current\"",
-                 "sync.grace.mode=off", "inner.lr=1e-3", "outer.token_weighting=false",
-                 "learners.speed={1, 1, 1.25, 2}", "seed=7"};
+  o.overrides = {"sync.fragments=2",
+                 "learners.backend=cuda",
+                 "outer.anchor=\"current\"",
+                 "sync.grace.mode=off",
+                 "inner.lr=1e-3",
+                 "outer.token_weighting=false",
+                 "learners.speed={1, 1, 1.25, 2}",
+                 "seed=7"};
   const load_result r = load_file(test::repo_path("examples/k_sweep.lua"), o);
   ASSERT_TRUE(r.ok()) << r.error_text();
   ASSERT_EQ(r.experiments.size(), 4u);
@@ -122,14 +128,16 @@ TEST(ConfigSweep, BadOverridesNameTheSetFlag) {
   o.overrides = {"sync.min_quorum=9"};
   r = load_file(test::repo_path("examples/shakespeare.lua"), o);
   ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
-  EXPECT_EQ(r.errors[0].to_string(), "--set sync.min_quorum=9: sync.min_quorum: 9 exceeds "
-                                     "learners.count (4)");
+  EXPECT_EQ(r.errors[0].to_string(),
+            "--set sync.min_quorum=9: sync.min_quorum: 9 exceeds "
+            "learners.count (4)");
 
   o.overrides = {"sync.fragments=48"};
   r = load_file(test::repo_path("examples/shakespeare.lua"), o);
   ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
-  EXPECT_EQ(r.errors[0].to_string(), "--set sync.fragments=48: sync.fragments: 48 fragments exceed "
-                                     "sync.interval (24); P <= H is required");
+  EXPECT_EQ(r.errors[0].to_string(),
+            "--set sync.fragments=48: sync.fragments: 48 fragments exceed "
+            "sync.interval (24); P <= H is required");
 
   o.overrides = {"nonsense"};
   r = load_file(test::repo_path("examples/shakespeare.lua"), o);
@@ -140,8 +148,9 @@ TEST(ConfigSweep, BadOverridesNameTheSetFlag) {
   o.overrides = {"learners.count.x=1"};
   r = load_file(test::repo_path("examples/shakespeare.lua"), o);
   ASSERT_EQ(r.errors.size(), 1u);
-  EXPECT_EQ(r.errors[0].to_string(), "--set learners.count.x=1: learners.count.x: cannot set it: "
-                                     "'learners.count' is number 4, not a table");
+  EXPECT_EQ(r.errors[0].to_string(),
+            "--set learners.count.x=1: learners.count.x: cannot set it: "
+            "'learners.count' is number 4, not a table");
 }
 
 // --name selects before --set applies: an override that does not fit an unselected experiment
@@ -149,8 +158,8 @@ TEST(ConfigSweep, BadOverridesNameTheSetFlag) {
 TEST(ConfigSweep, NameSelectsBeforeOverridesAreValidated) {
   const std::string script = std::string("experiment { name = 'a', ") + test::k_data +
                              ", learners = { count = 8 } }\n"
-                             "experiment { name = 'b', " + test::k_data +
-                             ", learners = { count = 2 } }\n";
+                             "experiment { name = 'b', " +
+                             test::k_data + ", learners = { count = 2 } }\n";
   load_options o = test::repo_options();
   o.overrides = {"sync.min_quorum=4"};
   o.names = {"a"};
@@ -245,8 +254,9 @@ TEST(ConfigSweep, KeyLineIsFoundWhenTheTableIsBuiltAboveTheCall) {
                              "experiment(base)\n";
   const load_result r = load_string(script, "above.lua", test::repo_options());
   ASSERT_EQ(r.errors.size(), 1u);
-  EXPECT_EQ(r.errors[0].to_string(), "above.lua:4: learners.jitter: 2 is out of range: must be in "
-                                     "[0, 1)");
+  EXPECT_EQ(r.errors[0].to_string(),
+            "above.lua:4: learners.jitter: 2 is out of range: must be in "
+            "[0, 1)");
 }
 
 }  // namespace

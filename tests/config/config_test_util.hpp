@@ -16,7 +16,9 @@ inline load_options repo_options() {
 }
 
 /// A path inside the repository.
-inline std::string repo_path(const std::string& rel) { return std::string(DD_SOURCE_DIR) + "/" + rel; }
+inline std::string repo_path(const std::string& rel) {
+  return std::string(DD_SOURCE_DIR) + "/" + rel;
+}
 
 /// The data line every inline test script uses.
 inline const char* const k_data = "data = { file = \"../shared/data/tinyshakespeare/input.txt\" }";

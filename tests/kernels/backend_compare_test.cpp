@@ -94,8 +94,8 @@ TEST_P(DD_SUITE(matmul), forward_and_backward_match_reference) {
   const auto [out, gi, gw, gb] = run(*be_, inp, w, bias, dout, g_inp, g_w, g_b);
   const auto [rout, rgi, rgw, rgb] = run(*ref_, inp, w, bias, dout, g_inp, g_w, g_b);
   // Magnitudes Σ|a·b| (+ |initial gradient|): the same products on absolute values.
-  const auto [mout, mgi, mgw, mgb] = run(*ref_, abs_of(inp), abs_of(w), abs_of(bias),
-                                         abs_of(dout), abs_of(g_inp), abs_of(g_w), abs_of(g_b));
+  const auto [mout, mgi, mgw, mgb] = run(*ref_, abs_of(inp), abs_of(w), abs_of(bias), abs_of(dout),
+                                         abs_of(g_inp), abs_of(g_w), abs_of(g_b));
   expect_within(out, rout, dot_tolerance(mout, IC), "matmul_forward out (K = IC)");
   expect_within(gi, rgi, dot_tolerance(mgi, OC), "matmul_backward dinp (K = OC)");
   expect_within(gw, rgw, dot_tolerance(mgw, N), "matmul_backward dweight (K = N)");
@@ -144,8 +144,7 @@ TEST_P(DD_SUITE(attention), forward_and_backward_match_reference) {
     dvec<float> dq(b, qkv), ddy(b, dout), dg(b, g0);
     dvec<float> out(b, n_out), att(b, n_att), scratch(b, n_att);
     b.attention_forward(out.data(), att.data(), dq.data(), B, T, C, NH);
-    b.attention_backward(dg.data(), scratch.data(), ddy.data(), dq.data(), att.data(), B, T, C,
-                         NH);
+    b.attention_backward(dg.data(), scratch.data(), ddy.data(), dq.data(), att.data(), B, T, C, NH);
     return std::make_tuple(out.host(), att.host(), dg.host());
   };
   const auto [out, att, g] = run(*be_);
@@ -177,22 +176,22 @@ TEST_P(DD_SUITE(attention), forward_and_backward_match_reference) {
   expect_close(g, rg, g_tol, 0.0, "attention_backward dqkv");
 }
 
-DD_INSTANTIATE(
-    shapes, DD_SUITE(attention),
-    ::testing::Values(attn_shape{1, 1, 4, 1}, attn_shape{2, 3, 6, 2}, attn_shape{1, 5, 8, 4},
-                      attn_shape{2, 17, 24, 3}, attn_shape{3, 31, 40, 5},
-                      attn_shape{2, 64, 64, 8}, attn_shape{1, 100, 72, 6},
-                      attn_shape{1, 128, 96, 1}, attn_shape{2, 128, 128, 4},  // default model
-                      attn_shape{1, 127, 120, 8}),
-    [](const auto& param_info) {
-      const auto& s = param_info.param;
-      return "B" + std::to_string(s.B) + "_T" + std::to_string(s.T) + "_C" +
-             std::to_string(s.C) + "_NH" + std::to_string(s.NH);
-    });
+DD_INSTANTIATE(shapes, DD_SUITE(attention),
+               ::testing::Values(attn_shape{1, 1, 4, 1}, attn_shape{2, 3, 6, 2},
+                                 attn_shape{1, 5, 8, 4}, attn_shape{2, 17, 24, 3},
+                                 attn_shape{3, 31, 40, 5}, attn_shape{2, 64, 64, 8},
+                                 attn_shape{1, 100, 72, 6}, attn_shape{1, 128, 96, 1},
+                                 attn_shape{2, 128, 128, 4},  // default model
+                                 attn_shape{1, 127, 120, 8}),
+               [](const auto& param_info) {
+                 const auto& s = param_info.param;
+                 return "B" + std::to_string(s.B) + "_T" + std::to_string(s.T) + "_C" +
+                        std::to_string(s.C) + "_NH" + std::to_string(s.NH);
+               });
 
 // ---- layer norm ---------------------------------------------------------------------------
-class DD_SUITE(layernorm) : public compare,
-                            public ::testing::WithParamInterface<std::pair<int, int>> {};
+class DD_SUITE(layernorm)
+    : public compare, public ::testing::WithParamInterface<std::pair<int, int>> {};
 
 TEST_P(DD_SUITE(layernorm), forward_and_backward_match_reference) {
   // Bindings copied to variables: a C++17 lambda cannot capture a binding (clang refuses).
@@ -207,11 +206,9 @@ TEST_P(DD_SUITE(layernorm), forward_and_backward_match_reference) {
   const auto g_w = random_floats(C, 26);
   const auto g_b = random_floats(C, 27);
   auto run = [&](backend& b) {
-    dvec<float> x(b, inp), dw(b, w), db(b, bias), dy(b, dout), gi(b, g_inp), gw(b, g_w),
-        gb(b, g_b);
+    dvec<float> x(b, inp), dw(b, w), db(b, bias), dy(b, dout), gi(b, g_inp), gw(b, g_w), gb(b, g_b);
     dvec<float> out(b, size_t(N) * C), mean(b, N), rstd(b, N);
-    b.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), dw.data(), db.data(), N,
-                        C);
+    b.layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), dw.data(), db.data(), N, C);
     b.layernorm_backward(gi.data(), gw.data(), gb.data(), dy.data(), x.data(), dw.data(),
                          mean.data(), rstd.data(), N, C);
     return std::make_tuple(out.host(), mean.host(), rstd.host(), gi.host(), gw.host(), gb.host());
@@ -231,8 +228,8 @@ TEST_P(DD_SUITE(layernorm), forward_and_backward_match_reference) {
   // of 1.5, all scaled by rstd; then the add to |g0| <= 1 (4 ulp). Measured: <= 2 ulp at C >= 7;
   // a 1e-4 relative error in the xhat·mean term already exceeds this.
   const double xhat_max = 6.0 * r_max;
-  expect_close(gi, rgi, 2.0 * (std::sqrt(double(C)) + 1.0) * eps32 * 1.5 * r_max + 4 * eps32,
-               0.0, "layernorm dinp");
+  expect_close(gi, rgi, 2.0 * (std::sqrt(double(C)) + 1.0) * eps32 * 1.5 * r_max + 4 * eps32, 0.0,
+               "layernorm dinp");
   // dweight, dbias: sums over N rows of |xhat·dy| <= xhat_max, |dy| <= 1.
   const double kn = (4.0 * std::sqrt(double(N)) + 1.0) * eps32;
   expect_close(gw, rgw, kn * N * xhat_max + 4 * eps32, 0.0, "layernorm dweight");
@@ -240,13 +237,13 @@ TEST_P(DD_SUITE(layernorm), forward_and_backward_match_reference) {
 }
 
 DD_INSTANTIATE(shapes, DD_SUITE(layernorm),
-                         ::testing::Values(std::pair{1, 1}, std::pair{3, 7}, std::pair{5, 33},
-                                           std::pair{64, 128}, std::pair{7, 1000},
-                                           std::pair{1024, 384}, std::pair{2048, 128}));
+               ::testing::Values(std::pair{1, 1}, std::pair{3, 7}, std::pair{5, 33},
+                                 std::pair{64, 128}, std::pair{7, 1000}, std::pair{1024, 384},
+                                 std::pair{2048, 128}));
 
 // ---- encoder ------------------------------------------------------------------------------
-class DD_SUITE(encoder) : public compare,
-                public ::testing::WithParamInterface<std::tuple<int, int, int, int>> {};
+class DD_SUITE(encoder)
+    : public compare, public ::testing::WithParamInterface<std::tuple<int, int, int, int>> {};
 
 TEST_P(DD_SUITE(encoder), forward_and_backward_match_reference) {
   // Bindings copied to variables: a C++17 lambda cannot capture a binding (clang refuses).
@@ -281,9 +278,9 @@ TEST_P(DD_SUITE(encoder), forward_and_backward_match_reference) {
 }
 
 DD_INSTANTIATE(shapes, DD_SUITE(encoder),
-                         ::testing::Values(std::tuple{1, 1, 1, 1}, std::tuple{2, 3, 5, 7},
-                                           std::tuple{4, 17, 33, 3}, std::tuple{16, 128, 128, 256},
-                                           std::tuple{3, 64, 384, 65}));
+               ::testing::Values(std::tuple{1, 1, 1, 1}, std::tuple{2, 3, 5, 7},
+                                 std::tuple{4, 17, 33, 3}, std::tuple{16, 128, 128, 256},
+                                 std::tuple{3, 64, 384, 65}));
 
 // ---- elementwise, loss, optimizer, syncer math ---------------------------------------------
 TEST_F(DD_SUITE(compare), gelu_matches_reference) {
@@ -328,8 +325,8 @@ TEST_F(DD_SUITE(compare), residual_scale_axpy_match_reference) {
 }
 
 TEST_F(DD_SUITE(compare), softmax_crossentropy_matches_reference) {
-  for (auto [N_, V_] : {std::pair{1, 1}, std::pair{3, 7}, std::pair{2048, 256},
-                        std::pair{5, 1000}}) {
+  for (auto [N_, V_] :
+       {std::pair{1, 1}, std::pair{3, 7}, std::pair{2048, 256}, std::pair{5, 1000}}) {
     const int N = N_, V = V_;  // a C++17 lambda cannot capture a binding (clang refuses)
     const auto logits = random_floats(size_t(N) * V, 61, -5.0f, 5.0f);
     const auto targets = random_ints(N, V, 62);
@@ -387,8 +384,8 @@ TEST_F(DD_SUITE(compare), reductions_match_reference) {
     const double s = be_->sum_squares(a.data(), n), rs = ref_->sum_squares(r.data(), n);
     // Host backends accumulate the (exact) squares in double: relative error <= n·eps64. A
     // device backend may accumulate in float: the sqrt(n)·eps32 bound of dot_tolerance.
-    const double rel = be_->name() == "cuda" ? (4.0 * std::sqrt(double(n)) + 1.0) * eps32
-                                             : 1e-15 * double(n);
+    const double rel =
+        be_->name() == "cuda" ? (4.0 * std::sqrt(double(n)) + 1.0) * eps32 : 1e-15 * double(n);
     EXPECT_NEAR(s, rs, rel * std::max(rs, 1.0)) << "sum_squares n=" << n;
     EXPECT_TRUE(be_->all_finite(a.data(), n)) << n;
   }

@@ -40,18 +40,18 @@ std::vector<float> run_chain(backend& b) {
   dvec<float> dln(b, size_t(N) * C), dwq_g(b, wqkv.size()), dbq_g(b, bqkv.size());
   dvec<float> dx(b, size_t(N) * C), dlw_g(b, C), dlb_g(b, C);
   b.softmax_crossentropy_backward(dlogits.data(), probs.data(), y.data(), 1.0f / N, N, V);
-  b.matmul_backward(dge.data(), dwo_g.data(), nullptr, dlogits.data(), ge.data(), dwo.data(), N,
-                    C, V);
+  b.matmul_backward(dge.data(), dwo_g.data(), nullptr, dlogits.data(), ge.data(), dwo.data(), N, C,
+                    V);
   b.gelu_backward(dao.data(), ao.data(), dge.data(), size_t(N) * C);
   b.attention_backward(dqkv.data(), scratch.data(), dao.data(), qkv.data(), att.data(), B, T, C,
                        NH);
-  b.matmul_backward(dln.data(), dwq_g.data(), dbq_g.data(), dqkv.data(), ln.data(), dwq.data(),
-                    N, C, 3 * C);
+  b.matmul_backward(dln.data(), dwq_g.data(), dbq_g.data(), dqkv.data(), ln.data(), dwq.data(), N,
+                    C, 3 * C);
   b.layernorm_backward(dx.data(), dlw_g.data(), dlb_g.data(), dln.data(), x.data(), dlw.data(),
                        mean.data(), rstd.data(), N, C);
   std::vector<float> all;
-  for (const dvec<float>* v : {&losses, &probs, &att, &qkv, &dx, &dlw_g, &dlb_g, &dwq_g, &dbq_g,
-                               &dwo_g, &dqkv}) {
+  for (const dvec<float>* v :
+       {&losses, &probs, &att, &qkv, &dx, &dlw_g, &dlb_g, &dwq_g, &dbq_g, &dwo_g, &dqkv}) {
     const auto h = v->host();
     all.insert(all.end(), h.begin(), h.end());
   }

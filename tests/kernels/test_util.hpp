@@ -61,8 +61,8 @@ class dvec {
 };
 
 /// Expects |got[i] - want[i]| <= atol + rtol * |want[i]| for every i; reports the worst element.
-inline void expect_close(const std::vector<float>& got, const std::vector<float>& want,
-                         double atol, double rtol, const std::string& what) {
+inline void expect_close(const std::vector<float>& got, const std::vector<float>& want, double atol,
+                         double rtol, const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   size_t worst = 0, bad = 0;
   double worst_excess = -1;
@@ -77,9 +77,8 @@ inline void expect_close(const std::vector<float>& got, const std::vector<float>
     }
   }
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size()
-                     << " elements out of tolerance; worst at " << worst << ": got "
-                     << got[worst] << " want " << want[worst] << " (atol " << atol << ", rtol "
-                     << rtol << ")";
+                     << " elements out of tolerance; worst at " << worst << ": got " << got[worst]
+                     << " want " << want[worst] << " (atol " << atol << ", rtol " << rtol << ")";
 }
 
 /// Per-element bound for a float32 dot product of length K against its double-accumulated
@@ -108,8 +107,8 @@ inline void expect_within(const std::vector<float>& got, const std::vector<float
     }
   }
   EXPECT_EQ(bad, 0u) << what << ": " << bad << " of " << got.size()
-                     << " elements out of tolerance; first at " << first << ": got "
-                     << got[first] << " want " << want[first] << " tol " << tol[first];
+                     << " elements out of tolerance; first at " << first << ": got " << got[first]
+                     << " want " << want[first] << " tol " << tol[first];
 }
 
 /// Element-wise absolute values.

@@ -22,7 +22,8 @@ push_msg whole_push(size_t elements, uint64_t transfer = 1, int32_t learner = 1)
   m.total_elements = elements;
   m.payload_bytes = elements * 4;
   m.payload.resize(elements * 4);
-  for (size_t i = 0; i < m.payload.size(); ++i) m.payload[i] = static_cast<uint8_t>(i * 31 + transfer);
+  for (size_t i = 0; i < m.payload.size(); ++i)
+    m.payload[i] = static_cast<uint8_t>(i * 31 + transfer);
   return m;
 }
 
@@ -184,7 +185,7 @@ TEST(Chunks, CapsAreEnforced) {
   auto rb = a.add(big);
   EXPECT_EQ(rb.code(), errc::too_large);
   EXPECT_NE(rb.error().message.find("max_assembly_bytes"), std::string::npos);
-  EXPECT_EQ(a.add((*split_push(whole_push(200), 64))[0]).code(), errc::too_large);   // 13 chunks
+  EXPECT_EQ(a.add((*split_push(whole_push(200), 64))[0]).code(), errc::too_large);  // 13 chunks
   // Buffered bytes: two 400-byte transfers exceed 700.
   push_msg p1 = whole_push(100, 1, 1);
   push_msg p2 = whole_push(100, 1, 2);

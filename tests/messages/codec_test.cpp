@@ -402,7 +402,8 @@ TEST(Codec, AnEnvelopeOfAnotherSchemaVersionIsRefusedNamingBothVersions) {
   auto r = decode_heartbeat(bytes.data(), bytes.size());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.code(), errc::malformed);
-  EXPECT_NE(r.error().message.find("schemaVersion 2 (this build reads version 1)"), std::string::npos)
+  EXPECT_NE(r.error().message.find("schemaVersion 2 (this build reads version 1)"),
+            std::string::npos)
       << r.error().message;
   bytes[16] = 1 ^ 0;  // schemaVersion 0
   EXPECT_FALSE(decode_heartbeat(bytes.data(), bytes.size()).ok());

@@ -125,22 +125,23 @@ std::vector<std::vector<uint8_t>> valid_messages() {
   c.value = {1, 2, 3};
   c.momentum = {0, 0, 1};
   c.anchors.push_back({2, {1, 1, 1}});
-  return {encode(join_request{3, "host", {0, 1}}),
-          encode(join_reply{1, 2, "{}", 0, 2, 10, {9, 9}}),
-          encode(heartbeat_msg{1, 2, 3, 4, 0.5, {7}}),
-          encode(p),
-          encode(b),
-          encode(reject_msg{1, 2, reject_reason::stale, "old", 5}),
-          encode(push_ack{1, 2, 3, 4, 5}),
-          encode(pull_request{1, 2, 3}),
-          encode(progress_msg{123456789, 4}),
-          encode(node_join{"run", protocol_version, "node-a", "host", {0, 2}, 2, 1024, "abc"}),
-          encode(node_join_reply{true, node_refusal::none, "", "run", "{}", "e", {1}, 10, "d", 5}),
-          encode(node_join_reply{false, node_refusal::other_run, "other", "run", "", "", {}, 0, "", 0}),
-          encode(leave_msg{3, 1}),
-          encode(fragment_query{2, 17, true}),
-          encode(fragment_held{1, 4, 2, 17, true, 12}),
-          encode_checkpoint(c)};
+  return {
+      encode(join_request{3, "host", {0, 1}}),
+      encode(join_reply{1, 2, "{}", 0, 2, 10, {9, 9}}),
+      encode(heartbeat_msg{1, 2, 3, 4, 0.5, {7}}),
+      encode(p),
+      encode(b),
+      encode(reject_msg{1, 2, reject_reason::stale, "old", 5}),
+      encode(push_ack{1, 2, 3, 4, 5}),
+      encode(pull_request{1, 2, 3}),
+      encode(progress_msg{123456789, 4}),
+      encode(node_join{"run", protocol_version, "node-a", "host", {0, 2}, 2, 1024, "abc"}),
+      encode(node_join_reply{true, node_refusal::none, "", "run", "{}", "e", {1}, 10, "d", 5}),
+      encode(node_join_reply{false, node_refusal::other_run, "other", "run", "", "", {}, 0, "", 0}),
+      encode(leave_msg{3, 1}),
+      encode(fragment_query{2, 17, true}),
+      encode(fragment_held{1, 4, 2, 17, true, 12}),
+      encode_checkpoint(c)};
 }
 
 TEST(Fuzz, RandomBytesNeverCrash) {

@@ -215,11 +215,9 @@ TEST_P(Merge, InvalidInputsAreErrors) {
   float* d = dev_mut(std::vector<float>(5, 0.0f));
   EXPECT_EQ(compute_delta(*be_, layout(), {}, merge_options{}, d).code(), errc::invalid_argument);
   std::vector<contribution> neg = {{dev(std::vector<float>(5, 1.0f)), -1.0, 0, 0}};
-  EXPECT_EQ(compute_delta(*be_, layout(), neg, merge_options{}, d).code(),
-            errc::invalid_argument);
+  EXPECT_EQ(compute_delta(*be_, layout(), neg, merge_options{}, d).code(), errc::invalid_argument);
   std::vector<contribution> zero = {{dev(std::vector<float>(5, 1.0f)), 0.0, 0, 0}};
-  EXPECT_EQ(compute_delta(*be_, layout(), zero, merge_options{}, d).code(),
-            errc::invalid_argument);
+  EXPECT_EQ(compute_delta(*be_, layout(), zero, merge_options{}, d).code(), errc::invalid_argument);
   merge_options cur;
   cur.anchor = merge_anchor::current;
   std::vector<contribution> one = {{dev(std::vector<float>(5, 1.0f)), 1.0, 0, 0}};

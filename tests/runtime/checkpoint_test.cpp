@@ -32,7 +32,8 @@ void write_all(const std::string& path, const std::string& bytes) {
 // Rebuilds a file from a (possibly edited) header JSON and the original data bytes.
 std::string with_header(const std::string& header, const std::string& data) {
   std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[i] = static_cast<char>((static_cast<uint64_t>(header.size()) >> (8 * i)) & 0xff);
+  for (int i = 0; i < 8; ++i)
+    out[i] = static_cast<char>((static_cast<uint64_t>(header.size()) >> (8 * i)) & 0xff);
   return out + header + data;
 }
 
@@ -50,7 +51,8 @@ class Checkpoint : public ::testing::Test {
     dd::save_checkpoint(path_, *model_, nullptr, {{"step", "7"}});
     bytes_ = read_all(path_);
     uint64_t hlen = 0;
-    for (int i = 0; i < 8; ++i) hlen |= static_cast<uint64_t>(static_cast<uint8_t>(bytes_[i])) << (8 * i);
+    for (int i = 0; i < 8; ++i)
+      hlen |= static_cast<uint64_t>(static_cast<uint8_t>(bytes_[i])) << (8 * i);
     header_ = nlohmann::json::parse(bytes_.substr(8, hlen));
     data_ = bytes_.substr(8 + hlen);
   }

@@ -56,8 +56,8 @@ TEST_P(Golden, FiveAdamWStepsMatchPyTorch) {
   EXPECT_NEAR(s0.sum, g["init"]["sum"].get<double>(), 1e-9);
 
   const auto& hp = g["hyper"];
-  dd::lr_schedule sched{hp["lr"].get<double>(), hp["warmup"].get<int64_t>(), hp["total"].get<int64_t>(),
-                        hp["min_lr_ratio"].get<double>()};
+  dd::lr_schedule sched{hp["lr"].get<double>(), hp["warmup"].get<int64_t>(),
+                        hp["total"].get<int64_t>(), hp["min_lr_ratio"].get<double>()};
   dd::adamw_config oc;
   oc.weight_decay = hp["weight_decay"].get<float>();
   dd::adamw opt(*be, m.tensors(), m.num_params(), oc);
@@ -71,18 +71,22 @@ TEST_P(Golden, FiveAdamWStepsMatchPyTorch) {
     m.zero_grad();
     const double loss = m.forward(tok, tgt, B, T);
     m.backward();
-    const double gn = dd::clip_grad_norm(*be, m.grads(), m.num_params(), hp["grad_clip"].get<double>());
+    const double gn =
+        dd::clip_grad_norm(*be, m.grads(), m.num_params(), hp["grad_clip"].get<double>());
     opt.step(m.params(), m.grads(), static_cast<float>(sched.at(static_cast<int64_t>(s))));
     // Float32 on both sides with different summation orders. Measured worst case over the 5
     // steps on both backends: loss 4.2e-7 nats, grad norm 3e-7 relative, sum|θ| 3e-7 relative,
     // Σθ² 6e-8 relative. Tolerances are ~30-50x those, and orders of magnitude below what any
     // real error causes (one step changes the loss by ~0.2 and sum|θ| by ~10%).
     EXPECT_NEAR(loss, g["losses"][s].get<double>(), 2e-5) << "step " << s;
-    EXPECT_NEAR(gn, g["grad_norms"][s].get<double>(), 1e-5 * g["grad_norms"][s].get<double>()) << "step " << s;
+    EXPECT_NEAR(gn, g["grad_norms"][s].get<double>(), 1e-5 * g["grad_norms"][s].get<double>())
+        << "step " << s;
     const auto ss = checksums(m.get_parameters());
     const auto& want = g["after_step"][s];
-    EXPECT_NEAR(ss.sum_abs, want["sum_abs"].get<double>(), 1e-5 * want["sum_abs"].get<double>()) << "step " << s;
-    EXPECT_NEAR(ss.sum_sq, want["sum_sq"].get<double>(), 1e-5 * want["sum_sq"].get<double>()) << "step " << s;
+    EXPECT_NEAR(ss.sum_abs, want["sum_abs"].get<double>(), 1e-5 * want["sum_abs"].get<double>())
+        << "step " << s;
+    EXPECT_NEAR(ss.sum_sq, want["sum_sq"].get<double>(), 1e-5 * want["sum_sq"].get<double>())
+        << "step " << s;
   }
 }
 

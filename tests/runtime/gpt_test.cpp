@@ -191,7 +191,8 @@ TEST(Gpt, FiniteDifferenceGradientCheck) {
     nf += fd * fd;
     ng += static_cast<double>(g[i]) * g[i];
     if (std::fabs(fd - g[i]) > 2e-4 + 2e-2 * std::fabs(g[i])) {
-      if (++bad <= 10) ADD_FAILURE() << "param " << i << ": finite difference " << fd << " vs backward " << g[i];
+      if (++bad <= 10)
+        ADD_FAILURE() << "param " << i << ": finite difference " << fd << " vs backward " << g[i];
     }
   }
   EXPECT_EQ(bad, 0);

@@ -100,8 +100,8 @@ TEST(Trainer, LearnsAndEvaluates) {
   // Untrained model: close to uniform over 256 bytes, ln 256 = 5.545 nats (init noise ±0.1).
   EXPECT_NEAR(v0, 5.545, 0.1);
   const auto grads_before = t.model().get_gradients();
-  EXPECT_EQ(t.evaluate(4), v0);                          // deterministic slice
-  EXPECT_EQ(t.model().get_gradients(), grads_before);    // evaluation touches no gradient
+  EXPECT_EQ(t.evaluate(4), v0);                        // deterministic slice
+  EXPECT_EQ(t.model().get_gradients(), grads_before);  // evaluation touches no gradient
   for (int s = 0; s < 60; ++s) t.step();
   const double v1 = t.evaluate(4);
   // 60 steps of 128 tokens learn the byte unigram statistics: measured 3.61 nats; a broken

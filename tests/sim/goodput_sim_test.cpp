@@ -27,7 +27,7 @@ sim_config small() {
   c.recovery = recovery_dist::fixed;
   c.recovery_mean_s = 100.0;
   c.restart_s = 12.0;
-  c.restart_cold_s = 12.0;       // one relaunch cost (the warm/cold tests set their own)
+  c.restart_cold_s = 12.0;  // one relaunch cost (the warm/cold tests set their own)
   c.restart_warm_window_s = 0.0;
   c.checkpoint_interval_s = 0.0;
   c.downscale_pause_s = 18.0;
@@ -84,11 +84,10 @@ TEST(GoodputSim, SecondRelaunchIsWarmWithinTheWindowAndColdAfter) {
     std::uint64_t warm;
   };
   const expect cases[] = {
-      {20.0, 100.0, 5.0, 1},   // within W: exactly the warm cost
-      {44.0, 100.0, 5.0, 1},
-      {45.0, 100.0, 35.0, 0},  // W is exclusive: exactly W after is cold
-      {60.0, 100.0, 35.0, 0},  // after W: exactly the cold cost
-      {20.0, 300.0, 5.0, 1},   // decided at the failure: a long wait for the slice stays warm
+      {20.0, 100.0, 5.0, 1},                           // within W: exactly the warm cost
+      {44.0, 100.0, 5.0, 1},  {45.0, 100.0, 35.0, 0},  // W is exclusive: exactly W after is cold
+      {60.0, 100.0, 35.0, 0},                          // after W: exactly the cold cost
+      {20.0, 300.0, 5.0, 1},  // decided at the failure: a long wait for the slice stays warm
   };
   for (const auto& e : cases) {
     const auto r = run(e.gap, e.rec2);
@@ -226,7 +225,7 @@ TEST(GoodputSim, IdleFailuresStrikeStalledChipsAtTheSameRate) {
   const double from_exposure = exposed / (10.0 * day);
   EXPECT_NEAR(failures, from_exposure, 4 * std::sqrt(from_exposure));
   const double all_chip_s = seeds * 2560.0 * 10.0 * day;
-  EXPECT_GT(exposed, 0.95 * all_chip_s);  // a down slice is 1 of 10, down ~100 s per failure
+  EXPECT_GT(exposed, 0.95 * all_chip_s);     // a down slice is 1 of 10, down ~100 s per failure
   EXPECT_LT(loaded_only, 0.5 * all_chip_s);  // stalled ~500 s per ~340 s of stepping
 }
 
@@ -285,7 +284,8 @@ TEST(GoodputSim, BadParametersAreRefusedClearly) {
   const row rows[] = {
       {neg, strategy::data_parallel, "--mtbi-days must be > 0, got -1"},
       {zero, strategy::elastic_dp, "--chips must be > 0"},
-      {many, strategy::decoupled_diloco, "--learners (11) must not exceed the number of slices (10"},
+      {many, strategy::decoupled_diloco,
+       "--learners (11) must not exceed the number of slices (10"},
       {slice0, strategy::diloco, "--slice-chips must be > 0"},
       {restart_neg, strategy::data_parallel, "--restart must be >= 0 s, got -1"},
       {cold_neg, strategy::data_parallel, "--restart-cold must be >= 0 s, got -2"},

@@ -27,7 +27,8 @@ class scoped_tmpfs {
     if (::mount("tmpfs", dir_.c_str(), "tmpfs", 0, opts.c_str()) == 0)
       mounted_ = true;
     else
-      error_ = "mount -t tmpfs -o " + opts + " tmpfs " + dir_.string() + ": " + std::strerror(errno);
+      error_ =
+          "mount -t tmpfs -o " + opts + " tmpfs " + dir_.string() + ": " + std::strerror(errno);
   }
   ~scoped_tmpfs() {
     if (mounted_) ::umount2(dir_.c_str(), MNT_DETACH);

@@ -22,7 +22,8 @@ struct flag_spec {
 
 /// Checks argv[1..] against `specs`; on the first unknown flag, missing value or value that is
 /// not a whole number prints "`who`: ..." on stderr and exits 2.
-inline void check_flags(const char* who, int argc, char** argv, std::initializer_list<flag_spec> specs) {
+inline void check_flags(const char* who, int argc, char** argv,
+                        std::initializer_list<flag_spec> specs) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const flag_spec* spec = nullptr;
@@ -39,7 +40,8 @@ inline void check_flags(const char* who, int argc, char** argv, std::initializer
     }
     long long v = 0;
     if (spec->kind == flag_spec::number && !util::parse_number(argv[i + 1], v)) {
-      std::fprintf(stderr, "%s: %s expects a whole number, got '%s'\n", who, a.c_str(), argv[i + 1]);
+      std::fprintf(stderr, "%s: %s expects a whole number, got '%s'\n", who, a.c_str(),
+                   argv[i + 1]);
       std::exit(2);
     }
     if (spec->kind == flag_spec::number && (v < -1000000000LL || v > 1000000000LL)) {

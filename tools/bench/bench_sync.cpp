@@ -119,11 +119,13 @@ int bench_merge(int contributors, int size_mb, int tensors, int repeats, int thr
 
   std::printf("== 1. owner merge throughput (backend %s, %d thread%s) ==\n", be->name().c_str(),
               threads, threads == 1 ? "" : "s");
-  std::printf("%d contributors x %d MB (%zu floats each, %.0f MB in all); fragment of %d tensors "
-              "(tensor 0 embedding), %d repeats\n",
-              contributors, size_mb, numel, total_bytes / (1 << 20), tensors, repeats);
+  std::printf(
+      "%d contributors x %d MB (%zu floats each, %.0f MB in all); fragment of %d tensors "
+      "(tensor 0 embedding), %d repeats\n",
+      contributors, size_mb, numel, total_bytes / (1 << 20), tensors, repeats);
 
-  // Contributions: backend memory, token weights from unequal work (steps 20..27, 2048 tokens/step).
+  // Contributions: backend memory, token weights from unequal work (steps 20..27, 2048
+  // tokens/step).
   std::vector<dd::kernels::buffer<float>> src, dst;
   std::vector<dd::contribution> contribs;
   {
@@ -168,9 +170,9 @@ int bench_merge(int contributors, int size_mb, int tensors, int repeats, int thr
     if (k.op == 0) {
       for (int m = 0; m < contributors; ++m) std::memcpy(dst[m].data(), src[m].data(), bytes);
     } else {
-      auto r = k.op == 1 ? dd::compute_delta(*be, layout, contribs, *k.opts, delta.data())
-                         : dd::outer_step(*be, layout, contribs, *k.opts, theta.data(),
-                                          momentum.data());
+      auto r = k.op == 1
+                   ? dd::compute_delta(*be, layout, contribs, *k.opts, delta.data())
+                   : dd::outer_step(*be, layout, contribs, *k.opts, theta.data(), momentum.data());
       if (!r) throw std::runtime_error("merge failed: " + r.error().message);
       for (const auto& t : r->tensors) rda_fallbacks += t.fallback ? 1 : 0;
     }
@@ -190,9 +192,10 @@ int bench_merge(int contributors, int size_mb, int tensors, int repeats, int thr
   std::printf("  %-32s %10s %16s\n", "kind", "GB/s", "ratio vs memcpy");
   for (const auto& k : kinds)
     std::printf("  %-32s %10.2f %16.3f\n", k.name, median(k.gbps), median(k.ratio));
-  std::printf("  (GB/s = %d x %d MB of contributions / seconds, median of %d; ratio = median of "
-              "per-round ratios)\n",
-              contributors, size_mb, repeats);
+  std::printf(
+      "  (GB/s = %d x %d MB of contributions / seconds, median of %d; ratio = median of "
+      "per-round ratios)\n",
+      contributors, size_mb, repeats);
   if (rda_fallbacks > 0) std::printf("  note: %d RDA tensor fallbacks occurred\n", rda_fallbacks);
   return 0;
 }
@@ -266,20 +269,22 @@ int bench_cluster(const std::string& experiment_file, const std::vector<std::str
   lo.overrides.push_back("sync.interval=" + std::to_string(off_interval));
   auto off = dd::config::load_file(experiment_file, lo);
   if (!off.ok() || off.experiments.empty())
-    throw std::runtime_error("cannot load " + experiment_file + " (sync off):\n" + off.error_text());
+    throw std::runtime_error("cannot load " + experiment_file + " (sync off):\n" +
+                             off.error_text());
   const auto& e_off = off.experiments.front();
 
   std::printf("\n== 2. learner tokens/s, synchronization on vs off (actors::run_cluster) ==\n");
-  std::printf("experiment %s (%s): M=%d learners, batch %d x %d tokens, GPT L=%d C=%d, %lld steps "
-              "per learner; P=%d, on: H=%d K=%s, off: H=%lld (no pushes); periodic eval off; %d "
-              "rounds\n",
-              e_on.name.c_str(), experiment_file.c_str(), e_on.learners.count,
-              e_on.learners.batch, e_on.model.context, e_on.model.layers, e_on.model.width,
-              static_cast<long long>(e_on.budget.steps), e_on.sync.fragments, e_on.sync.interval,
-              e_on.sync.min_quorum.is_fraction
-                  ? (std::to_string(e_on.sync.min_quorum.fraction) + " of live").c_str()
-                  : std::to_string(e_on.sync.min_quorum.count).c_str(),
-              static_cast<long long>(off_interval), rounds);
+  std::printf(
+      "experiment %s (%s): M=%d learners, batch %d x %d tokens, GPT L=%d C=%d, %lld steps "
+      "per learner; P=%d, on: H=%d K=%s, off: H=%lld (no pushes); periodic eval off; %d "
+      "rounds\n",
+      e_on.name.c_str(), experiment_file.c_str(), e_on.learners.count, e_on.learners.batch,
+      e_on.model.context, e_on.model.layers, e_on.model.width,
+      static_cast<long long>(e_on.budget.steps), e_on.sync.fragments, e_on.sync.interval,
+      e_on.sync.min_quorum.is_fraction
+          ? (std::to_string(e_on.sync.min_quorum.fraction) + " of live").c_str()
+          : std::to_string(e_on.sync.min_quorum.count).c_str(),
+      static_cast<long long>(off_interval), rounds);
   const auto base_dir = std::filesystem::temp_directory_path() / "dd-bench-sync";
   // [0] wall tokens/s, [1] tokens per process CPU second; per mode, and the paired overheads.
   std::vector<double> all_on[2], all_off[2], pair[2], goodput_on, goodput_off;
@@ -287,19 +292,19 @@ int bench_cluster(const std::string& experiment_file, const std::vector<std::str
     cluster_sample s_on, s_off;
     for (int half = 0; half < 2; ++half) {
       const bool is_on = (half == 0) == (r % 2 == 1);  // off first in even rounds
-      const auto dir = (base_dir / (std::string(is_on ? "on" : "off") + "_" + std::to_string(r)))
-                           .string();
+      const auto dir =
+          (base_dir / (std::string(is_on ? "on" : "off") + "_" + std::to_string(r))).string();
       auto s = run_once_cluster(is_on ? e_on : e_off, dir);
       if (!is_on && s.pushes > 0)
         throw std::runtime_error("sync off still pushed " + std::to_string(s.pushes) +
                                  " fragments; lower --steps below H/P = " +
                                  std::to_string(off_interval / e_on.sync.fragments));
-      std::printf("  round %d sync %-3s: %8.0f tokens/s, %8.0f tokens/CPU-s  (%llu tokens in "
-                  "%.2f s, goodput %.3f, %llu pushes, %llu merges)\n",
-                  r + 1, is_on ? "on" : "off", s.tokens_per_s, s.tokens_per_cpu_s,
-                  static_cast<unsigned long long>(s.tokens), s.training_s, s.goodput,
-                  static_cast<unsigned long long>(s.pushes),
-                  static_cast<unsigned long long>(s.merges));
+      std::printf(
+          "  round %d sync %-3s: %8.0f tokens/s, %8.0f tokens/CPU-s  (%llu tokens in "
+          "%.2f s, goodput %.3f, %llu pushes, %llu merges)\n",
+          r + 1, is_on ? "on" : "off", s.tokens_per_s, s.tokens_per_cpu_s,
+          static_cast<unsigned long long>(s.tokens), s.training_s, s.goodput,
+          static_cast<unsigned long long>(s.pushes), static_cast<unsigned long long>(s.merges));
       std::fflush(stdout);
       (is_on ? s_on : s_off) = s;
       std::error_code ec;
@@ -318,16 +323,17 @@ int bench_cluster(const std::string& experiment_file, const std::vector<std::str
   const char* what[2] = {"tokens/s (wall)      ", "tokens per CPU second"};
   for (int i = 0; i < 2; ++i) {
     const double m_on = median(all_on[i]), m_off = median(all_off[i]);
-    std::printf("  %s: median sync off %8.0f | sync on %8.0f | overhead %5.1f%% | median of "
-                "per-round overheads %5.1f%% (",
-                what[i], m_off, m_on, 100.0 * (1.0 - m_on / m_off), median(pair[i]));
-    for (size_t k = 0; k < pair[i].size(); ++k)
-      std::printf("%s%.1f%%", k ? ", " : "", pair[i][k]);
+    std::printf(
+        "  %s: median sync off %8.0f | sync on %8.0f | overhead %5.1f%% | median of "
+        "per-round overheads %5.1f%% (",
+        what[i], m_off, m_on, 100.0 * (1.0 - m_on / m_off), median(pair[i]));
+    for (size_t k = 0; k < pair[i].size(); ++k) std::printf("%s%.1f%%", k ? ", " : "", pair[i][k]);
     std::printf(")\n");
   }
-  std::printf("  learner goodput (time in inner steps / (M x training time)): median sync off "
-              "%.3f | sync on %.3f\n",
-              median(goodput_off), median(goodput_on));
+  std::printf(
+      "  learner goodput (time in inner steps / (M x training time)): median sync off "
+      "%.3f | sync on %.3f\n",
+      median(goodput_off), median(goodput_on));
   std::printf("  (overhead = 1 - on/off; target <= 5%% for learner tokens/s)\n");
   return 0;
 }
@@ -349,16 +355,23 @@ int main(int argc, char** argv) {
   }
   {
     using dd::bench::flag_spec;
-    dd::bench::check_flags(
-        "dd-bench-sync", argc, argv,
-        {{"--part", flag_spec::text},          {"--contributors", flag_spec::number},
-         {"--size-mb", flag_spec::number},     {"--tensors", flag_spec::number},
-         {"--repeats", flag_spec::number},     {"--threads", flag_spec::number},
-         {"--experiment", flag_spec::text},    {"--steps", flag_spec::number},
-         {"--rounds", flag_spec::number},      {"--set", flag_spec::text},
-         {"--learners", flag_spec::number},    {"--batch", flag_spec::number},
-         {"--width", flag_spec::number},       {"--layers", flag_spec::number},
-         {"--heads", flag_spec::number},       {"--context", flag_spec::number}});
+    dd::bench::check_flags("dd-bench-sync", argc, argv,
+                           {{"--part", flag_spec::text},
+                            {"--contributors", flag_spec::number},
+                            {"--size-mb", flag_spec::number},
+                            {"--tensors", flag_spec::number},
+                            {"--repeats", flag_spec::number},
+                            {"--threads", flag_spec::number},
+                            {"--experiment", flag_spec::text},
+                            {"--steps", flag_spec::number},
+                            {"--rounds", flag_spec::number},
+                            {"--set", flag_spec::text},
+                            {"--learners", flag_spec::number},
+                            {"--batch", flag_spec::number},
+                            {"--width", flag_spec::number},
+                            {"--layers", flag_spec::number},
+                            {"--heads", flag_spec::number},
+                            {"--context", flag_spec::number}});
   }
   const std::string part = arg_str(argc, argv, "--part", "all");
   if (part != "all" && part != "merge" && part != "cluster") {
@@ -372,8 +385,9 @@ int main(int argc, char** argv) {
   const int repeats = arg_int(argc, argv, "--repeats", 5);
   const int threads = arg_int(argc, argv, "--threads", 1);
   if (contributors < 1 || size_mb < 1 || tensors < 1 || repeats < 1 || threads < 0) {
-    std::fprintf(stderr, "dd-bench-sync: --contributors, --size-mb, --tensors, --repeats must be "
-                         ">= 1 and --threads >= 0\n");
+    std::fprintf(stderr,
+                 "dd-bench-sync: --contributors, --size-mb, --tensors, --repeats must be "
+                 ">= 1 and --threads >= 0\n");
     return 2;
   }
   try {
@@ -387,11 +401,12 @@ int main(int argc, char** argv) {
       std::vector<std::string> sets = {
           "budget.steps=" + std::to_string(arg_int(argc, argv, "--steps", 24)),
           "eval.every_seconds=0"};
-      const struct { const char* flag; const char* key; } model_flags[] = {
-          {"--learners", "learners.count"}, {"--batch", "learners.batch"},
-          {"--width", "model.width"},
-          {"--layers", "model.layers"},     {"--heads", "model.heads"},
-          {"--context", "model.context"}};
+      const struct {
+        const char* flag;
+        const char* key;
+      } model_flags[] = {{"--learners", "learners.count"}, {"--batch", "learners.batch"},
+                         {"--width", "model.width"},       {"--layers", "model.layers"},
+                         {"--heads", "model.heads"},       {"--context", "model.context"}};
       for (const auto& f : model_flags)
         if (!arg_str(argc, argv, f.flag, "").empty())
           sets.push_back(std::string(f.key) + "=" + arg_str(argc, argv, f.flag, ""));

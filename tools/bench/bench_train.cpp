@@ -40,8 +40,8 @@ double time_sgemm(int N, int IC, int OC, int repeats) {
   double best = 1e30;
   for (int r = 0; r < repeats; ++r) {
     const double t0 = now();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, a.data(), IC, w.data(), IC, 0.0f,
-                out.data(), OC);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, OC, IC, 1.0f, a.data(), IC, w.data(),
+                IC, 0.0f, out.data(), OC);
     best = std::min(best, now() - t0);
   }
   return best;
@@ -54,16 +54,22 @@ using dd::bench::arg_int;
 int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i)
     if (std::string(argv[i]) == "--help") {
-      std::printf("usage: dd-bench-train [--threads N (default 2)] [--steps N (default 30)] [--batch B (16)]\n"
-                  "                      [--context T (128)] [--layers L (4)] [--heads H (4)] [--width C (128)]\n");
+      std::printf(
+          "usage: dd-bench-train [--threads N (default 2)] [--steps N (default 30)] [--batch B "
+          "(16)]\n"
+          "                      [--context T (128)] [--layers L (4)] [--heads H (4)] [--width C "
+          "(128)]\n");
       return 0;
     }
   {
     using dd::bench::flag_spec;
     dd::bench::check_flags("dd-bench-train", argc, argv,
-                           {{"--threads", flag_spec::number}, {"--steps", flag_spec::number},
-                            {"--batch", flag_spec::number}, {"--context", flag_spec::number},
-                            {"--layers", flag_spec::number}, {"--heads", flag_spec::number},
+                           {{"--threads", flag_spec::number},
+                            {"--steps", flag_spec::number},
+                            {"--batch", flag_spec::number},
+                            {"--context", flag_spec::number},
+                            {"--layers", flag_spec::number},
+                            {"--heads", flag_spec::number},
                             {"--width", flag_spec::number}});
   }
   const int threads = arg_int(argc, argv, "--threads", 2);
@@ -78,15 +84,23 @@ int main(int argc, char** argv) {
   try {
     dd::kernels::init_all_backends();
     auto be = dd::kernels::make_backend("cpu", {threads, 0});  // sets OpenBLAS to 1 thread
-    const int N = cfg.batch * cfg.seq_len, C = cfg.model.width, V = cfg.model.vocab, L = cfg.model.layers;
+    const int N = cfg.batch * cfg.seq_len, C = cfg.model.width, V = cfg.model.vocab,
+              L = cfg.model.layers;
 
     // ---- 1. sgemm at the model's shapes, OpenBLAS with `threads` threads ----
     openblas_set_num_threads(threads);
-    struct shape { const char* what; int IC, OC, per_pass; };
-    const shape shapes[] = {{"attn.qkv", C, 3 * C, L}, {"attn.proj", C, C, L}, {"mlp.fc", C, 4 * C, L},
-                            {"mlp.proj", 4 * C, C, L}, {"lm_head", C, V, 1}};
-    std::printf("dd-bench-train: threads %d | model L=%d C=%d V=%d T=%d | batch %d (N = B*T = %d rows)\n", threads,
-                L, C, V, cfg.seq_len, cfg.batch, N);
+    struct shape {
+      const char* what;
+      int IC, OC, per_pass;
+    };
+    const shape shapes[] = {{"attn.qkv", C, 3 * C, L},
+                            {"attn.proj", C, C, L},
+                            {"mlp.fc", C, 4 * C, L},
+                            {"mlp.proj", 4 * C, C, L},
+                            {"lm_head", C, V, 1}};
+    std::printf(
+        "dd-bench-train: threads %d | model L=%d C=%d V=%d T=%d | batch %d (N = B*T = %d rows)\n",
+        threads, L, C, V, cfg.seq_len, cfg.batch, N);
     std::printf("cblas_sgemm (OpenBLAS, %d threads), out(N,OC) = in(N,IC) * W^T:\n", threads);
     double mix_flops = 0, mix_seconds = 0;
     for (const auto& s : shapes) {
@@ -115,11 +129,12 @@ int main(int argc, char** argv) {
     const double tps = static_cast<double>(tokens) / secs;
     const double fpt = dd::gpt_flops_per_token(cfg.model, cfg.seq_len);
     const double step_gflops = fpt * tps * 1e-9;
-    std::printf("training step (cpu backend, %d threads, %d steps): %.0f tokens/s, %.0f ms/step\n", threads, steps,
-                tps, secs / steps * 1e3);
-    std::printf("model FLOPs/token = 6*(L*12*C^2 + V*C) + 6*L*T*C (causal attention) = %.3g\n", fpt);
-    std::printf("achieved: %.1f GFLOP/s | sgemm mix: %.1f GFLOP/s | ratio %.2f (target >= 0.4)\n", step_gflops,
-                sgemm_gflops, step_gflops / sgemm_gflops);
+    std::printf("training step (cpu backend, %d threads, %d steps): %.0f tokens/s, %.0f ms/step\n",
+                threads, steps, tps, secs / steps * 1e3);
+    std::printf("model FLOPs/token = 6*(L*12*C^2 + V*C) + 6*L*T*C (causal attention) = %.3g\n",
+                fpt);
+    std::printf("achieved: %.1f GFLOP/s | sgemm mix: %.1f GFLOP/s | ratio %.2f (target >= 0.4)\n",
+                step_gflops, sgemm_gflops, step_gflops / sgemm_gflops);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dd-bench-train: error: %s\n", e.what());

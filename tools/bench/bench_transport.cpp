@@ -169,14 +169,17 @@ void usage(FILE* to) {
       "  --warmup N          unmeasured rounds first (default 1)\n"
       "  --learners N        broadcast receivers, one process each (default 4; 1..16)\n"
       "both modes:\n"
-      "  --heartbeat-s S     middleman heartbeat of every actor system (default node_config's 0.5;\n"
+      "  --heartbeat-s S     middleman heartbeat of every actor system (default node_config's "
+      "0.5;\n"
       "                      0 = off)\n"
-      "  --connection-timeout-s S  middleman connection timeout (default node_config's 3; 0 = off)\n"
+      "  --connection-timeout-s S  middleman connection timeout (default node_config's 3; 0 = "
+      "off)\n"
       "  --json FILE         also write the JSON line to FILE\n"
       "oversized-header mode:\n"
       "  --announce-bytes L  comma-separated BASP payload_len values, 1..4294967295 (default\n"
       "                      1073741824,4187593113 = 1 GiB, 3.9 GiB)\n"
-      "  --oversized-connections K  raw connections per size, each sending the header (default 1)\n",
+      "  --oversized-connections K  raw connections per size, each sending the header (default "
+      "1)\n",
       prog, prog);
 }
 
@@ -192,8 +195,7 @@ uint64_t parse_u64(const std::string& flag, const std::string& s, uint64_t lo, u
   const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
   if (errno != 0 || end == s.c_str() || *end != '\0')
     refuse(flag + ": '" + s + "' is not a non-negative integer");
-  if (v < lo || v > hi)
-    refuse(fmt::format("{}: {} is out of range [{}, {}]", flag, v, lo, hi));
+  if (v < lo || v > hi) refuse(fmt::format("{}: {} is out of range [{}, {}]", flag, v, lo, hi));
   return v;
 }
 
@@ -221,23 +223,38 @@ options parse_options(int argc, char** argv) {
       continue;
     }
     if (a.rfind("--", 0) != 0) refuse("unexpected argument '" + a + "'");
-    static const char* known[] = {"--size-mb", "--chunk-bytes", "--window", "--repeats",
-                                  "--warmup", "--learners", "--heartbeat-s",
-                                  "--connection-timeout-s", "--json", "--announce-bytes",
+    static const char* known[] = {"--size-mb",
+                                  "--chunk-bytes",
+                                  "--window",
+                                  "--repeats",
+                                  "--warmup",
+                                  "--learners",
+                                  "--heartbeat-s",
+                                  "--connection-timeout-s",
+                                  "--json",
+                                  "--announce-bytes",
                                   "--oversized-connections"};
     if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return a == k; }) ==
         std::end(known))
       refuse("unknown flag '" + a + "'");
     if (i + 1 >= argc) refuse(a + " needs a value");
     const std::string v = argv[++i];
-    if (a == "--size-mb") o.size_mib = parse_u64(a, v, 1, 1024), transfer_flag = true;
-    else if (a == "--chunk-bytes") o.chunk_bytes = parse_u64(a, v, 4096, size_t{256} << 20), transfer_flag = true;
-    else if (a == "--window") o.window = static_cast<int>(parse_u64(a, v, 1, 1024)), transfer_flag = true;
-    else if (a == "--repeats") o.repeats = static_cast<int>(parse_u64(a, v, 1, 1000)), transfer_flag = true;
-    else if (a == "--warmup") o.warmup = static_cast<int>(parse_u64(a, v, 0, 100)), transfer_flag = true;
-    else if (a == "--learners") o.learners = static_cast<int>(parse_u64(a, v, 1, 16)), transfer_flag = true;
-    else if (a == "--heartbeat-s") o.heartbeat_s = parse_double(a, v, 0.0, 3600.0);
-    else if (a == "--connection-timeout-s") o.connection_timeout_s = parse_double(a, v, 0.0, 3600.0);
+    if (a == "--size-mb")
+      o.size_mib = parse_u64(a, v, 1, 1024), transfer_flag = true;
+    else if (a == "--chunk-bytes")
+      o.chunk_bytes = parse_u64(a, v, 4096, size_t{256} << 20), transfer_flag = true;
+    else if (a == "--window")
+      o.window = static_cast<int>(parse_u64(a, v, 1, 1024)), transfer_flag = true;
+    else if (a == "--repeats")
+      o.repeats = static_cast<int>(parse_u64(a, v, 1, 1000)), transfer_flag = true;
+    else if (a == "--warmup")
+      o.warmup = static_cast<int>(parse_u64(a, v, 0, 100)), transfer_flag = true;
+    else if (a == "--learners")
+      o.learners = static_cast<int>(parse_u64(a, v, 1, 16)), transfer_flag = true;
+    else if (a == "--heartbeat-s")
+      o.heartbeat_s = parse_double(a, v, 0.0, 3600.0);
+    else if (a == "--connection-timeout-s")
+      o.connection_timeout_s = parse_double(a, v, 0.0, 3600.0);
     else if (a == "--json") {
       if (v.empty()) refuse("--json needs a file name");
       o.json_path = v;
@@ -257,8 +274,9 @@ options parse_options(int argc, char** argv) {
     }
   }
   if (o.oversized && transfer_flag)
-    refuse("--size-mb/--chunk-bytes/--window/--repeats/--warmup/--learners do not apply to "
-           "--oversized-header");
+    refuse(
+        "--size-mb/--chunk-bytes/--window/--repeats/--warmup/--learners do not apply to "
+        "--oversized-header");
   if (!o.oversized && oversized_flag)
     refuse("--announce-bytes/--oversized-connections need --oversized-header");
   if (o.heartbeat_s > 0 && o.connection_timeout_s > 0 && o.connection_timeout_s < o.heartbeat_s)
@@ -445,8 +463,9 @@ std::optional<std::string> child_ask(child_proc& c, const std::string& cmd, doub
 
 std::string child_must(child_proc& c, const std::string& cmd) {
   auto r = child_ask(c, cmd);
-  if (!r) throw std::runtime_error(c.name + " (pid " + std::to_string(c.pid) + ") did not answer '" +
-                                   cmd + "'");
+  if (!r)
+    throw std::runtime_error(c.name + " (pid " + std::to_string(c.pid) + ") did not answer '" +
+                             cmd + "'");
   return *r;
 }
 
@@ -512,7 +531,8 @@ std::optional<mem_kb> child_mem(child_proc& c) {
 }
 
 /// The child side of the command protocol: answers "mem" until "quit" or EOF.
-void child_command_loop(const std::atomic<uint64_t>* completed, const std::atomic<uint64_t>* errors) {
+void child_command_loop(const std::atomic<uint64_t>* completed,
+                        const std::atomic<uint64_t>* errors) {
   char line[256];
   while (std::fgets(line, sizeof line, stdin) != nullptr) {
     if (std::strncmp(line, "quit", 4) == 0) break;
@@ -686,8 +706,10 @@ int child_raw(bool framed, bool assemble, size_t chunk_bytes) {
     if (fd < 0) return;
     set_nodelay(fd);
     try {
-      if (framed) serve_raw_a(fd, chunk_bytes, assemble, &counters);
-      else serve_raw_b(fd, &counters);
+      if (framed)
+        serve_raw_a(fd, chunk_bytes, assemble, &counters);
+      else
+        serve_raw_b(fd, &counters);
     } catch (const std::exception& e) {
       counters.errors++;
       std::fprintf(stderr, "raw receiver: %s\n", e.what());
@@ -718,7 +740,8 @@ int child_main(int argc, char** argv) {
   if (role == "raw-a0" && argc == 4 && dd::util::parse_number(argv[3], chunk))
     return child_raw(true, false, chunk);
   if (role == "raw-b" && argc == 3) return child_raw(false, false, 0);
-  std::fprintf(stderr, "%s: --child is internal (bad role or arguments '%s')\n", prog, role.c_str());
+  std::fprintf(stderr, "%s: --child is internal (bad role or arguments '%s')\n", prog,
+               role.c_str());
   return 2;
 }
 
@@ -808,7 +831,8 @@ double run_raw_a(int fd, const std::vector<wire_bytes>& frames, size_t window,
     complete = complete || ack[4] != 0;
   }
   const double t = now() - t0;
-  if (expect_complete && !complete) throw std::runtime_error("raw A: the receiver never completed the transfer");
+  if (expect_complete && !complete)
+    throw std::runtime_error("raw A: the receiver never completed the transfer");
   return t;
 }
 
@@ -889,8 +913,9 @@ std::shared_ptr<const std::vector<caf::message>> as_messages(Atom atom, std::vec
 
 caf::actor connect_mm(caf::actor_system& sys, uint16_t port) {
   auto h = sys.middleman().remote_actor("127.0.0.1", port);
-  if (!h) throw std::runtime_error(fmt::format("remote_actor 127.0.0.1:{}: {}", port,
-                                               sys.render(h.error())));
+  if (!h)
+    throw std::runtime_error(
+        fmt::format("remote_actor 127.0.0.1:{}: {}", port, sys.render(h.error())));
   return *h;
 }
 
@@ -922,24 +947,26 @@ int run_transfers(const options& o) {
   const size_t frag_bytes = numel * sizeof(float);
   const size_t n_chunks = (frag_bytes + o.chunk_bytes - 1) / o.chunk_bytes;
   const size_t window = static_cast<size_t>(o.window);
-  std::printf("%s: fragment %zu MiB (%zu float32, fp32), %zu chunks of %zu bytes, window %zu, "
-              "%d learners for the broadcast (one process each), %d warm-up + %d measured rounds, "
-              "middleman heartbeat %.3g s / connection timeout %.3g s (node_config), loopback, "
-              "load %s\n",
-              prog, o.size_mib, numel, n_chunks, o.chunk_bytes, window, o.learners, o.warmup,
-              o.repeats, o.heartbeat_s, o.connection_timeout_s, load_text().c_str());
+  std::printf(
+      "%s: fragment %zu MiB (%zu float32, fp32), %zu chunks of %zu bytes, window %zu, "
+      "%d learners for the broadcast (one process each), %d warm-up + %d measured rounds, "
+      "middleman heartbeat %.3g s / connection timeout %.3g s (node_config), loopback, "
+      "load %s\n",
+      prog, o.size_mib, numel, n_chunks, o.chunk_bytes, window, o.learners, o.warmup, o.repeats,
+      o.heartbeat_s, o.connection_timeout_s, load_text().c_str());
   std::fflush(stdout);
   const auto frag = make_fragment(numel);
   const auto frag_raw = as_bytes(frag);
 
   // Receivers first, before this process has any threads.
   const std::string cb = std::to_string(o.chunk_bytes);
-  const std::string hb = fmt::format("{}", o.heartbeat_s), to = fmt::format("{}", o.connection_timeout_s);
+  const std::string hb = fmt::format("{}", o.heartbeat_s),
+                    to = fmt::format("{}", o.connection_timeout_s);
   auto syncer = spawn_child("syncer", {"mm-recv", "0", cb, hb, to});
   std::vector<std::unique_ptr<child_proc>> learners;
   for (int i = 0; i < o.learners; ++i)
-    learners.push_back(spawn_child("learner " + std::to_string(i),
-                                   {"mm-recv", std::to_string(i), cb, hb, to}));
+    learners.push_back(
+        spawn_child("learner " + std::to_string(i), {"mm-recv", std::to_string(i), cb, hb, to}));
   auto raw_a = spawn_child("raw A receiver", {"raw-a", cb});
   auto raw_a0 = spawn_child("raw A0 receiver", {"raw-a0", cb});
   auto raw_b = spawn_child("raw B receiver", {"raw-b"});
@@ -972,12 +999,14 @@ int run_transfers(const options& o) {
       ++transfer;
       double s = 0;
       if (k == push) {
-        s = run_mm(sys, push_peer, as_messages(atoms::push_atom_v, encode_push(frag, transfer, o.chunk_bytes)),
+        s = run_mm(sys, push_peer,
+                   as_messages(atoms::push_atom_v, encode_push(frag, transfer, o.chunk_bytes)),
                    window);
       } else if (k == bcast) {
-        s = run_mm(sys, bcast_peers,
-                   as_messages(atoms::broadcast_atom_v, encode_broadcast(frag, transfer, o.chunk_bytes)),
-                   window);
+        s = run_mm(
+            sys, bcast_peers,
+            as_messages(atoms::broadcast_atom_v, encode_broadcast(frag, transfer, o.chunk_bytes)),
+            window);
       } else if (k == raw_a_k) {
         s = run_raw_a(fd_a, encode_push(frag, transfer, o.chunk_bytes), window, true);
       } else if (k == raw_a0_k) {
@@ -989,10 +1018,11 @@ int run_transfers(const options& o) {
       v[k] = bytes / s / mib;
     }
     const bool measured = r >= o.warmup;
-    std::printf("  round %d%s: push %.0f | broadcast %.0f (aggregate) | raw A %.0f | raw A0 %.0f "
-                "| raw B %.0f MiB/s\n",
-                measured ? r - o.warmup + 1 : r + 1, measured ? "" : " (warm-up)", v[push],
-                v[bcast], v[raw_a_k], v[raw_a0_k], v[raw_b_k]);
+    std::printf(
+        "  round %d%s: push %.0f | broadcast %.0f (aggregate) | raw A %.0f | raw A0 %.0f "
+        "| raw B %.0f MiB/s\n",
+        measured ? r - o.warmup + 1 : r + 1, measured ? "" : " (warm-up)", v[push], v[bcast],
+        v[raw_a_k], v[raw_a0_k], v[raw_b_k]);
     std::fflush(stdout);
     if (!measured) continue;
     for (int k = 0; k < kinds; ++k) mibps[k].push_back(v[k]);
@@ -1048,23 +1078,27 @@ int run_transfers(const options& o) {
               med[raw_b_k], per_round(mibps[raw_b_k], "{:.0f}").c_str());
   std::printf("  ratio push / raw A: %.3f (target >= 0.8: %s)   per round %s\n", ra,
               ra >= 0.8 ? "met" : "NOT met", per_round(ratio_a, "{:.3f}").c_str());
-  std::printf("  ratio push / raw A0: %.3f (no target; transport without decode + assembly)   "
-              "per round %s\n",
-              ra0, per_round(ratio_a0, "{:.3f}").c_str());
+  std::printf(
+      "  ratio push / raw A0: %.3f (no target; transport without decode + assembly)   "
+      "per round %s\n",
+      ra0, per_round(ratio_a0, "{:.3f}").c_str());
   std::printf("  ratio push / raw B: %.3f (target >= 0.5: %s)   per round %s\n", rb,
               rb >= 0.5 ? "met" : "NOT met", per_round(ratio_b, "{:.3f}").c_str());
-  std::printf("  5. syncer memory: idle VmRSS %.1f MiB, peak VmHWM %.1f MiB (+%.1f MiB) over %d "
-              "pushes\n",
-              idle_mib, peak_mib, peak_mib - idle_mib, o.warmup + o.repeats);
+  std::printf(
+      "  5. syncer memory: idle VmRSS %.1f MiB, peak VmHWM %.1f MiB (+%.1f MiB) over %d "
+      "pushes\n",
+      idle_mib, peak_mib, peak_mib - idle_mib, o.warmup + o.repeats);
   std::printf("     target idle + 4 x chunk x window = %.1f + %.1f = %.1f MiB: %s\n", idle_mib,
               inflight_mib, target_mib, peak_mib <= target_mib ? "holds" : "does NOT hold");
-  std::printf("     with the assembled fragment, idle + fragment + 4 x chunk x window = %.1f MiB: "
-              "%s\n",
-              target_frag_mib, peak_mib <= target_frag_mib ? "holds" : "does NOT hold");
-  std::printf("     (broadcast learners: idle VmRSS up to %.1f MiB, peak VmHWM up to %.1f MiB; raw "
-              "A receiver: idle %.1f MiB, peak %.1f MiB)\n",
-              kb_to_mib(learner_idle_kb), kb_to_mib(learner_peak_kb),
-              kb_to_mib(raw_a_ready.idle.rss), kb_to_mib(raw_a_mem->hwm));
+  std::printf(
+      "     with the assembled fragment, idle + fragment + 4 x chunk x window = %.1f MiB: "
+      "%s\n",
+      target_frag_mib, peak_mib <= target_frag_mib ? "holds" : "does NOT hold");
+  std::printf(
+      "     (broadcast learners: idle VmRSS up to %.1f MiB, peak VmHWM up to %.1f MiB; raw "
+      "A receiver: idle %.1f MiB, peak %.1f MiB)\n",
+      kb_to_mib(learner_idle_kb), kb_to_mib(learner_peak_kb), kb_to_mib(raw_a_ready.idle.rss),
+      kb_to_mib(raw_a_mem->hwm));
 
   const std::string json = fmt::format(
       "{{\"bench\":\"dd-bench-transport\",\"mode\":\"transfers\",\"fragment_bytes\":{},"
@@ -1078,8 +1112,9 @@ int run_transfers(const options& o) {
       "\"learner_peak_hwm_kb\":{},\"raw_a_peak_hwm_kb\":{}}}",
       frag_bytes, o.chunk_bytes, n_chunks, window, o.learners, o.learners, o.repeats, o.warmup,
       o.heartbeat_s, o.connection_timeout_s, med[push], med[bcast], med[raw_a_k], med[raw_a0_k],
-      med[raw_b_k], ra, ra0, rb, syncer_ready.idle.rss, syncer_mem->hwm, target_mib * 1024, peak_mib <= target_mib,
-      target_frag_mib * 1024, peak_mib <= target_frag_mib, learner_peak_kb, raw_a_mem->hwm);
+      med[raw_b_k], ra, ra0, rb, syncer_ready.idle.rss, syncer_mem->hwm, target_mib * 1024,
+      peak_mib <= target_mib, target_frag_mib * 1024, peak_mib <= target_frag_mib, learner_peak_kb,
+      raw_a_mem->hwm);
   std::printf("%s\n", json.c_str());
   write_json(o.json_path, json);
 
@@ -1123,8 +1158,12 @@ static_assert(caf::io::basp::header_size == 32, "CAF's BASP header is not 32 byt
 
 /// Serializes a header with CAF's own serializer and compares it with basp_header_bytes.
 bool check_header_layout(caf::actor_system& sys) {
-  caf::io::basp::header h{caf::io::basp::message_type::client_handshake, 0x02, 0x01020304u,
-                          0x1112131415161718ull, 0x2122232425262728ull, 0x3132333435363738ull};
+  caf::io::basp::header h{caf::io::basp::message_type::client_handshake,
+                          0x02,
+                          0x01020304u,
+                          0x1112131415161718ull,
+                          0x2122232425262728ull,
+                          0x3132333435363738ull};
   std::vector<char> buf;
   caf::binary_serializer sink{sys, buf};
   if (auto err = sink(h)) return false;
@@ -1171,34 +1210,37 @@ struct oversized_result {
   mem_kb idle;
   bool ping_before = false;
   size_t handshake_bytes = 0;
-  mem_kb after;        // ~2 s after the header
+  mem_kb after;             // ~2 s after the header
   uint64_t max_rss_kb = 0;  // sampled every 100 ms in those 2 s
   bool ping_after = false;
   double ping_after_ms = 0;
-  mem_kb late;         // after the connection timeout
+  mem_kb late;  // after the connection timeout
   bool closed_late = false;
-  bool ping_late = false;        // over the connection made before the header
-  bool ping_fresh = false;       // over a new connection made after the late check
+  bool ping_late = false;   // over the connection made before the header
+  bool ping_fresh = false;  // over a new connection made after the late check
   bool running_late = false;
   double late_at_s = 0;
 };
 
 int run_oversized(const options& o) {
   const int conns = o.oversized_connections;
-  std::printf("%s --oversized-header: receiver = a child process publishing an actor with "
-              "node_config (heartbeat %.3g s, connection timeout %.3g s) on 127.0.0.1; %d raw "
-              "connection%s per size, each sending one BASP client_handshake header (32 bytes, "
-              "source/dest actor 0) announcing payload_len bytes and no payload; load %s\n",
-              prog, o.heartbeat_s, o.connection_timeout_s, conns, conns == 1 ? "" : "s",
-              load_text().c_str());
+  std::printf(
+      "%s --oversized-header: receiver = a child process publishing an actor with "
+      "node_config (heartbeat %.3g s, connection timeout %.3g s) on 127.0.0.1; %d raw "
+      "connection%s per size, each sending one BASP client_handshake header (32 bytes, "
+      "source/dest actor 0) announcing payload_len bytes and no payload; load %s\n",
+      prog, o.heartbeat_s, o.connection_timeout_s, conns, conns == 1 ? "" : "s",
+      load_text().c_str());
   const uint64_t biggest = *std::max_element(o.announce.begin(), o.announce.end());
   const uint64_t avail = mem_available_kb() * 1024;
   if (avail > 0 && static_cast<double>(biggest) * conns > 0.7 * static_cast<double>(avail))
-    refuse(fmt::format("--oversized-connections {} x {} bytes exceeds 70% of MemAvailable ({} "
-                       "MiB): refused so the receiver cannot take this machine down",
-                       conns, biggest, avail >> 20));
+    refuse(
+        fmt::format("--oversized-connections {} x {} bytes exceeds 70% of MemAvailable ({} "
+                    "MiB): refused so the receiver cannot take this machine down",
+                    conns, biggest, avail >> 20));
   std::fflush(stdout);
-  const std::string hb = fmt::format("{}", o.heartbeat_s), to = fmt::format("{}", o.connection_timeout_s);
+  const std::string hb = fmt::format("{}", o.heartbeat_s),
+                    to = fmt::format("{}", o.connection_timeout_s);
   // One receiver per size, all started before this process has threads; each is used once.
   std::vector<std::unique_ptr<child_proc>> rx;
   for (size_t i = 0; i < o.announce.size(); ++i)
@@ -1215,10 +1257,9 @@ int run_oversized(const options& o) {
   std::printf("  header layout check against caf::binary_serializer: %s\n",
               layout_ok ? "bytes identical" : "MISMATCH");
   if (!layout_ok) throw std::runtime_error("BASP header layout does not match CAF's serializer");
-  const double timeout_wait =
-      (o.heartbeat_s > 0 && o.connection_timeout_s > 0)
-          ? o.connection_timeout_s + 2 * o.heartbeat_s + 1.0
-          : 5.0;
+  const double timeout_wait = (o.heartbeat_s > 0 && o.connection_timeout_s > 0)
+                                  ? o.connection_timeout_s + 2 * o.heartbeat_s + 1.0
+                                  : 5.0;
   std::vector<oversized_result> results;
   for (size_t i = 0; i < o.announce.size(); ++i) {
     auto& c = *rx[i];
@@ -1256,26 +1297,26 @@ int run_oversized(const options& o) {
       r.ping_fresh = fresh && ping(sys, *fresh, &ms);
     }
     for (int fd : fds) ::close(fd);
-    std::printf("  announced %llu bytes (%.2f GiB): idle VmRSS %.1f MiB; 2 s after the header "
-                "VmRSS %.1f MiB (max sampled %.1f), VmHWM %.1f MiB, answers a request: %s "
-                "(%.1f ms); after %.1f s VmRSS %.1f MiB, VmHWM %.1f MiB, raw connection closed "
-                "by the receiver: %s, process running: %s, answers over the old connection: %s, over a new "
-                "one: %s\n",
-                static_cast<unsigned long long>(r.announced),
-                static_cast<double>(r.announced) / (mib * 1024), kb_to_mib(r.idle.rss),
-                kb_to_mib(r.after.rss), kb_to_mib(r.max_rss_kb), kb_to_mib(r.after.hwm),
-                r.ping_after ? "yes" : "NO", r.ping_after_ms, r.late_at_s, kb_to_mib(r.late.rss),
-                kb_to_mib(r.late.hwm), r.closed_late ? "yes" : "no",
-                r.running_late ? "yes" : "NO", r.ping_late ? "yes" : "NO",
-                r.ping_fresh ? "yes" : "NO");
+    std::printf(
+        "  announced %llu bytes (%.2f GiB): idle VmRSS %.1f MiB; 2 s after the header "
+        "VmRSS %.1f MiB (max sampled %.1f), VmHWM %.1f MiB, answers a request: %s "
+        "(%.1f ms); after %.1f s VmRSS %.1f MiB, VmHWM %.1f MiB, raw connection closed "
+        "by the receiver: %s, process running: %s, answers over the old connection: %s, over a new "
+        "one: %s\n",
+        static_cast<unsigned long long>(r.announced),
+        static_cast<double>(r.announced) / (mib * 1024), kb_to_mib(r.idle.rss),
+        kb_to_mib(r.after.rss), kb_to_mib(r.max_rss_kb), kb_to_mib(r.after.hwm),
+        r.ping_after ? "yes" : "NO", r.ping_after_ms, r.late_at_s, kb_to_mib(r.late.rss),
+        kb_to_mib(r.late.hwm), r.closed_late ? "yes" : "no", r.running_late ? "yes" : "NO",
+        r.ping_late ? "yes" : "NO", r.ping_fresh ? "yes" : "NO");
     std::fflush(stdout);
     results.push_back(r);
     child_quit(c);
   }
 
-  std::printf("\n  %-10s %9s %10s %10s %8s %10s %10s %7s %8s %8s %8s\n", "announced",
-              "idle RSS", "RSS +2 s", "HWM +2 s", "answers", "RSS late", "HWM late", "closed",
-              "running", "old conn", "new conn");
+  std::printf("\n  %-10s %9s %10s %10s %8s %10s %10s %7s %8s %8s %8s\n", "announced", "idle RSS",
+              "RSS +2 s", "HWM +2 s", "answers", "RSS late", "HWM late", "closed", "running",
+              "old conn", "new conn");
   for (const auto& r : results)
     std::printf("  %-10s %7.1f M %8.1f M %8.1f M %8s %8.1f M %8.1f M %7s %8s %8s %8s\n",
                 fmt::format("{:.2f} GiB", static_cast<double>(r.announced) / (mib * 1024)).c_str(),
@@ -1288,7 +1329,8 @@ int run_oversized(const options& o) {
     items += fmt::format(
         "{}{{\"announced_bytes\":{},\"idle_rss_kb\":{},\"rss_after_kb\":{},\"max_rss_kb\":{},"
         "\"hwm_after_kb\":{},\"answers_after\":{},\"late_at_s\":{:.2f},\"rss_late_kb\":{},"
-        "\"hwm_late_kb\":{},\"closed_late\":{},\"running_late\":{},\"answers_late_old_connection\":{},"
+        "\"hwm_late_kb\":{},\"closed_late\":{},\"running_late\":{},\"answers_late_old_connection\":"
+        "{},"
         "\"answers_late_new_connection\":{}}}",
         items.empty() ? "" : ",", r.announced, r.idle.rss, r.after.rss, r.max_rss_kb, r.after.hwm,
         r.ping_after, r.late_at_s, r.late.rss, r.late.hwm, r.closed_late, r.running_late,

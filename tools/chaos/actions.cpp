@@ -5,20 +5,21 @@
 //   resolve target ──> verify pid + start time ──refused──> report, nothing signalled
 //                              │ ok
 //                              ├─ kill/term --for D, launcher:  hold NODE D ──> signal
-//                              ├─ kill/term --for D, no launcher: signal ──> reverter: sleep D, re-exec argv
-//                              ├─ pause --for D: SIGSTOP ──> reverter: sleep D, SIGCONT
-//                              ├─ slow --for D: reverter: STOP/CONT duty cycle for D, then CONT
-//                              └─ restart: launcher `restart NODE`, else TERM (KILL after 10 s), re-exec argv
+//                              ├─ kill/term --for D, no launcher: signal ──> reverter: sleep D,
+//                              re-exec argv ├─ pause --for D: SIGSTOP ──> reverter: sleep D,
+//                              SIGCONT ├─ slow --for D: reverter: STOP/CONT duty cycle for D, then
+//                              CONT └─ restart: launcher `restart NODE`, else TERM (KILL after 10
+//                              s), re-exec argv
 //
 // Every pending revert is recorded in the state file before its reverter starts, and removed by
 // the reverter when done; `heal` applies whatever is still recorded.
 #include "tools/chaos/actions.hpp"
 
+#include <unistd.h>
 #include <algorithm>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -56,8 +57,8 @@ bool is_disk_kind(const std::string& k) {
 }
 
 bool is_net_kind(const std::string& k) {
-  return k == "latency" || k == "bandwidth" || k == "reset" || k == "blackhole" ||
-         k == "corrupt" || k == "slice" || k == "close_after";
+  return k == "latency" || k == "bandwidth" || k == "reset" || k == "blackhole" || k == "corrupt" ||
+         k == "slice" || k == "close_after";
 }
 
 void tape_append(const chaos_env& env, json record) {
@@ -79,7 +80,8 @@ void say(const chaos_env& env, const std::string& text) {
 }
 
 std::string unique_id(const std::string& kind, const std::string& node) {
-  return fmt::format("{}-{}-{}-{}", kind, node, static_cast<long long>(wall_now() * 1000), getpid());
+  return fmt::format("{}-{}-{}-{}", kind, node, static_cast<long long>(wall_now() * 1000),
+                     getpid());
 }
 
 const nodes_file& need_nodes(const chaos_env& env) {
@@ -133,8 +135,7 @@ void start_reverter(const chaos_env& env, pending_revert p, int keep_fd,
         body();
         try {
           store.remove(id);
-        } catch (...) {
-        }
+        } catch (...) {}
       },
       keep_fd);
   const auto st = read_proc_stat(rpid);
@@ -189,8 +190,8 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
     std::string why;
     auto vp = verified_process::open(n.pid, n.start_time, &why);
     say(env, fmt::format("{}: {}re-exec {} (log {})", what,
-                         vp ? "SIGTERM (SIGKILL after 10s), then " : "",
-                         fmt::join(n.argv, " "), n.log.empty() ? "/dev/null" : n.log));
+                         vp ? "SIGTERM (SIGKILL after 10s), then " : "", fmt::join(n.argv, " "),
+                         n.log.empty() ? "/dev/null" : n.log));
     if (env.dry_run) return dry();
     if (vp) {
       vp->signal(SIGCONT);  // a paused process cannot act on SIGTERM
@@ -219,9 +220,11 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
     if (f.duration > 0 && nf.launcher)
       plan = fmt::format("launcher `hold {} {:g}`, then {}", n.name, f.duration, name);
     else if (f.duration > 0)
-      plan = fmt::format("{}, then re-exec after {} (no launcher)", name, format_duration(f.duration));
+      plan =
+          fmt::format("{}, then re-exec after {} (no launcher)", name, format_duration(f.duration));
     else if (!nf.launcher)
-      plan = fmt::format("{} (no launcher: it stays down; `dd-chaos restart` brings it back)", name);
+      plan =
+          fmt::format("{} (no launcher: it stays down; `dd-chaos restart` brings it back)", name);
     say(env, fmt::format("{}: {}", what, plan));
     if (env.dry_run) return dry();
     if (f.duration > 0 && nf.launcher) {
@@ -254,8 +257,7 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
           try {
             wait_gone(copy.pid, copy.start_time, 10.0);
             respawn(env, copy);
-          } catch (...) {
-          }
+          } catch (...) {}
         });
       } else if (f.duration > 0) {
         say(env, "  no argv recorded: it stays down");
@@ -266,9 +268,10 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
   }
 
   if (f.kind == "pause") {
-    say(env, fmt::format("{}: SIGSTOP{}", what,
-                         f.duration > 0 ? fmt::format(", SIGCONT after {}", format_duration(f.duration))
-                                        : std::string(" (until resume or heal)")));
+    say(env,
+        fmt::format("{}: SIGSTOP{}", what,
+                    f.duration > 0 ? fmt::format(", SIGCONT after {}", format_duration(f.duration))
+                                   : std::string(" (until resume or heal)")));
     if (env.dry_run) return dry();
     pending_revert p;
     p.id = unique_id("pause", n.name);
@@ -313,7 +316,8 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
     if (!root.empty()) {
       // cfs_period_us must lie in [1 ms, 1 s]; the quota is the running share of one CPU.
       const auto period_us = static_cast<uint64_t>(std::clamp(f.period, 0.001, 1.0) * 1e6);
-      const auto quota_us = std::max<uint64_t>(1000, static_cast<uint64_t>((1 - f.duty) * period_us));
+      const auto quota_us =
+          std::max<uint64_t>(1000, static_cast<uint64_t>((1 - f.duty) * period_us));
       std::string origin;
       try {
         origin = cgroup_cpu_of(n.pid, root);
@@ -322,12 +326,13 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
       }
       const std::string id = unique_id("slow_cgroup", n.name);
       const std::string dir = fmt::format("{}/dd-chaos/{}", root, id);
-      say(env, fmt::format("{}: cgroup v1 cpu {}: cfs_quota_us {} per cfs_period_us {} ({:g}% of one "
-                           "CPU), {}; then back to {}",
-                           what, dir, quota_us, period_us, 100.0 * quota_us / period_us,
-                           f.duration > 0 ? "for " + format_duration(f.duration)
-                                          : std::string("until resume or heal"),
-                           origin));
+      say(env,
+          fmt::format("{}: cgroup v1 cpu {}: cfs_quota_us {} per cfs_period_us {} ({:g}% of one "
+                      "CPU), {}; then back to {}",
+                      what, dir, quota_us, period_us, 100.0 * quota_us / period_us,
+                      f.duration > 0 ? "for " + format_duration(f.duration)
+                                     : std::string("until resume or heal"),
+                      origin));
       if (env.dry_run) return dry();
       pending_revert p;
       p.id = id;
@@ -351,16 +356,20 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
       }
       if (f.duration > 0) {
         const double d = f.duration;
-        start_reverter(env, p, vp->fd(), [d, dir, origin] {
-          if (sleep_or_sigterm(d)) return;  // heal or resume took over
-          cgroup_release(dir, origin);
-        }, true);
+        start_reverter(
+            env, p, vp->fd(),
+            [d, dir, origin] {
+              if (sleep_or_sigterm(d)) return;  // heal or resume took over
+              cgroup_release(dir, origin);
+            },
+            true);
       }
       r["result"] = "ok";
       r["cgroup"] = dir;
       return r;
     }
-    if (f.via == "auto") say(env, fmt::format("note: {}; slow uses the SIGSTOP/SIGCONT duty cycle", no_cgroup));
+    if (f.via == "auto")
+      say(env, fmt::format("note: {}; slow uses the SIGSTOP/SIGCONT duty cycle", no_cgroup));
     say(env, fmt::format("{}: SIGSTOP/SIGCONT duty cycle, stopped {:g}% of every {}, {}", what,
                          f.duty * 100, format_duration(f.period),
                          f.duration > 0 ? "for " + format_duration(f.duration)
@@ -382,7 +391,8 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
         const bool stop_now =
             sleep_or_sigterm(std::min(duty * period, std::max(0.0, end - mono_now())));
         target->signal(SIGCONT);
-        if (stop_now || sleep_or_sigterm(std::min((1 - duty) * period, std::max(0.0, end - mono_now()))))
+        if (stop_now ||
+            sleep_or_sigterm(std::min((1 - duty) * period, std::max(0.0, end - mono_now()))))
           return;
       }
       target->signal(SIGCONT);
@@ -429,9 +439,8 @@ std::string proxy_address(const chaos_env& env) {
 std::vector<std::string> links_of(const chaos_env& env, const fault_spec& f) {
   std::vector<std::string> out;
   for (const auto& item : split(f.target, ',')) {
-    const bool target_like = item == "learners" || item == "nodes" ||
-                             item.rfind("node:", 0) == 0 || item.rfind("learner:", 0) == 0 ||
-                             item.rfind("owner:", 0) == 0;
+    const bool target_like = item == "learners" || item == "nodes" || item.rfind("node:", 0) == 0 ||
+                             item.rfind("learner:", 0) == 0 || item.rfind("owner:", 0) == 0;
     if (!target_like) {
       out.push_back(item);
       continue;
@@ -505,21 +514,25 @@ json disk_fault(chaos_env& env, const fault_spec& f) {
         frag = -1;
       }
       if (frag < 0)
-        throw usage_error(fmt::format("{}: target '{}' must be owner:N (a fragment owner's checkpoint)",
-                                      f.kind == "disk_truncate" ? "disk truncate" : "disk corrupt", item));
+        throw usage_error(
+            fmt::format("{}: target '{}' must be owner:N (a fragment owner's checkpoint)",
+                        f.kind == "disk_truncate" ? "disk truncate" : "disk corrupt", item));
       const std::string path = owner_checkpoint_path(nf, frag);
       const std::string what = fmt::format("{} {} ({})", f.kind, item, path);
       json h = {{"target", item}, {"file", path}};
       std::error_code ec;
       if (!std::filesystem::is_regular_file(path, ec)) {
-        refuse(h, what, "no checkpoint file yet (checkpoint.every_versions = 0, or no merge so far)");
+        refuse(h, what,
+               "no checkpoint file yet (checkpoint.every_versions = 0, or no merge so far)");
         continue;
       }
       const auto size = static_cast<uint64_t>(std::filesystem::file_size(path, ec));
       if (f.kind == "disk_truncate") {
-        const uint64_t keep = f.keep >= 0 ? std::min<uint64_t>(static_cast<uint64_t>(f.keep), size) : size / 2;
+        const uint64_t keep =
+            f.keep >= 0 ? std::min<uint64_t>(static_cast<uint64_t>(f.keep), size) : size / 2;
         say(env, fmt::format("{}: truncate {} → {} bytes (in place; the owner's next checkpoint "
-                             "replaces it)", what, size, keep));
+                             "replaces it)",
+                             what, size, keep));
         h["bytes_before"] = size;
         h["bytes_after"] = keep;
         if (!env.dry_run) truncate_file(path, keep);
@@ -549,11 +562,12 @@ json disk_fault(chaos_env& env, const fault_spec& f) {
       continue;
     }
     if (!fi.tmpfs) {
-      refuse(h, what,
-             fmt::format("skipped: {} is on {}, not a tmpfs; dd-chaos fills only a tmpfs (mount one "
-                         "for the run directory before the run, e.g. `mount -t tmpfs -o size=256m "
-                         "tmpfs DIR`; needs root)",
-                         dir, fi.type));
+      refuse(
+          h, what,
+          fmt::format("skipped: {} is on {}, not a tmpfs; dd-chaos fills only a tmpfs (mount one "
+                      "for the run directory before the run, e.g. `mount -t tmpfs -o size=256m "
+                      "tmpfs DIR`; needs root)",
+                      dir, fi.type));
       continue;
     }
     if (fi.size > f.max_fill) {
@@ -584,7 +598,8 @@ json disk_fault(chaos_env& env, const fault_spec& f) {
     uint64_t written = 0;
     try {
       written = fill_with_ballast(ballast);
-      if (written > f.reserve && ::truncate(ballast.c_str(), static_cast<off_t>(written - f.reserve)) == 0)
+      if (written > f.reserve &&
+          ::truncate(ballast.c_str(), static_cast<off_t>(written - f.reserve)) == 0)
         written -= f.reserve;
     } catch (const chaos_error& e) {
       ::unlink(ballast.c_str());
@@ -594,10 +609,13 @@ json disk_fault(chaos_env& env, const fault_spec& f) {
     }
     if (f.duration > 0) {
       const double d = f.duration;
-      start_reverter(env, p, -1, [d, ballast] {
-        if (sleep_or_sigterm(d)) return;
-        ::unlink(ballast.c_str());
-      }, true);
+      start_reverter(
+          env, p, -1,
+          [d, ballast] {
+            if (sleep_or_sigterm(d)) return;
+            ::unlink(ballast.c_str());
+          },
+          true);
     }
     h["result"] = "ok";
     h["ballast"] = ballast;
@@ -644,7 +662,9 @@ json fire(chaos_env& env, const fault_spec& f) {
   }
   json targets = json::array();
   for (const auto& h : result["hits"])
-    targets.push_back(h.contains("target") ? h["target"] : h.contains("node") ? h["node"] : h["link"]);
+    targets.push_back(h.contains("target") ? h["target"]
+                      : h.contains("node") ? h["node"]
+                                           : h["link"]);
   tape_append(env, {{"kind", f.kind},
                     {"target", f.target},
                     {"targets", targets},
@@ -687,7 +707,8 @@ json heal(chaos_env& env) {
         auto vp = verified_process::open(p.pid, p.start_time, &why);
         if (vp) {
           if (!env.dry_run) vp->signal(SIGCONT);
-          act(fmt::format("SIGCONT node {} pid {} ({} recorded in the state file)", p.node, p.pid, p.kind));
+          act(fmt::format("SIGCONT node {} pid {} ({} recorded in the state file)", p.node, p.pid,
+                          p.kind));
         } else {
           act(fmt::format("skip node {} pid {}: {}", p.node, p.pid, why));
         }
@@ -762,8 +783,7 @@ json heal(chaos_env& env) {
   std::string addr;
   try {
     addr = proxy_address(env);
-  } catch (const chaos_error&) {
-  }
+  } catch (const chaos_error&) {}
   if (!addr.empty()) {
     if (env.dry_run) {
       act(fmt::format("proxy {} `heal`", addr));

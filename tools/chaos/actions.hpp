@@ -23,8 +23,8 @@ struct chaos_env {
   std::string tape;                 ///< the tape path ("" = run_dir/chaos.jsonl)
   std::string proxy;                ///< --proxy override of nodes.proxy.control
   bool dry_run = false;
-  std::string source = "cli";       ///< tape field: cli, random, replay, scenario
-  double session_start = 0;         ///< wall seconds; tape offsets are from here (0 = none)
+  std::string source = "cli";  ///< tape field: cli, random, replay, scenario
+  double session_start = 0;    ///< wall seconds; tape offsets are from here (0 = none)
   std::FILE* out = stdout;
 
   std::string tape_path() const;
@@ -34,13 +34,13 @@ struct chaos_env {
 
 /// One fault to fire.
 struct fault_spec {
-  std::string kind;        ///< kill term pause resume slow restart | latency bandwidth reset
-                           ///< blackhole corrupt slice close_after | disk_truncate disk_corrupt
-                           ///< disk_full
-  std::string target;      ///< as given: "learner:2", "node:syncer,learner:1", "learners", a link
-  double duration = 0;     ///< --for, seconds; 0 = until healed (or none)
-  double duty = 0.5;       ///< slow: fraction of each period the process is stopped
-  double period = 0.2;     ///< slow: seconds
+  std::string kind;     ///< kill term pause resume slow restart | latency bandwidth reset
+                        ///< blackhole corrupt slice close_after | disk_truncate disk_corrupt
+                        ///< disk_full
+  std::string target;   ///< as given: "learner:2", "node:syncer,learner:1", "learners", a link
+  double duration = 0;  ///< --for, seconds; 0 = until healed (or none)
+  double duty = 0.5;    ///< slow: fraction of each period the process is stopped
+  double period = 0.2;  ///< slow: seconds
   nlohmann::json net = nlohmann::json::object();  ///< network knobs: ms jitter rate p seed size
                                                   ///< delay_us bytes dir
   std::string via = "auto";  ///< slow: "cgroup" (v1 cpu quota), "signals" (STOP/CONT duty cycle),

@@ -1,13 +1,13 @@
 // tools/chaos/common.cpp — see common.hpp.
 #include "tools/chaos/common.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -24,11 +24,16 @@ double parse_duration(const std::string& text, const std::string& what) {
   }
   const std::string unit = text.substr(used);
   double scale = 0;
-  if (unit.empty() || unit == "s") scale = 1;
-  else if (unit == "ms") scale = 1e-3;
-  else if (unit == "us") scale = 1e-6;
-  else if (unit == "m" || unit == "min") scale = 60;
-  else if (unit == "h") scale = 3600;
+  if (unit.empty() || unit == "s")
+    scale = 1;
+  else if (unit == "ms")
+    scale = 1e-3;
+  else if (unit == "us")
+    scale = 1e-6;
+  else if (unit == "m" || unit == "min")
+    scale = 60;
+  else if (unit == "h")
+    scale = 3600;
   else
     throw usage_error(
         fmt::format("{}: '{}' has unknown unit '{}' (use us, ms, s, m, h)", what, text, unit));
@@ -93,8 +98,7 @@ void sleep_for(double seconds) {
   timespec req{};
   req.tv_sec = static_cast<time_t>(seconds);
   req.tv_nsec = static_cast<long>((seconds - req.tv_sec) * 1e9);
-  while (nanosleep(&req, &req) != 0 && errno == EINTR) {
-  }
+  while (nanosleep(&req, &req) != 0 && errno == EINTR) {}
 }
 
 void write_file_atomic(const std::string& path, const std::string& text) {

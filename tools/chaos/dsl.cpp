@@ -22,7 +22,8 @@ std::string chaos_kind_of_action(const std::string& action) {
   return "";
 }
 
-dsl_session read_experiment_chaos(const std::string& path, const std::vector<std::string>& overrides,
+dsl_session read_experiment_chaos(const std::string& path,
+                                  const std::vector<std::string>& overrides,
                                   const std::vector<std::string>& names, const nodes_file& nodes) {
   config::load_options lo;
   lo.overrides = overrides;
@@ -44,9 +45,12 @@ dsl_session read_experiment_chaos(const std::string& path, const std::vector<std
     tf.spec.target = ev.target_spec.empty() ? fmt::format("learner:{}", ev.target) : ev.target_spec;
     tf.spec.duration = ev.duration;
     for (const auto& [k, v] : ev.params.items()) {
-      if (k == "duty") tf.spec.duty = v.get<double>();
-      else if (k == "period") tf.spec.period = v.get<double>();
-      else tf.spec.net[k] = v;
+      if (k == "duty")
+        tf.spec.duty = v.get<double>();
+      else if (k == "period")
+        tf.spec.period = v.get<double>();
+      else
+        tf.spec.net[k] = v;
     }
     if (config::to_string(ev.action) == std::string("partition")) tf.spec.net["dir"] = "both";
     out.faults.push_back(tf);
@@ -59,7 +63,9 @@ dsl_session read_experiment_chaos(const std::string& path, const std::vector<std
     cfg.recovery.mean = rf.recovery.mean;
     switch (rf.recovery.dist) {
       case config::recovery_dist::fixed: cfg.recovery.k = recovery_dist::kind::fixed; break;
-      case config::recovery_dist::exponential: cfg.recovery.k = recovery_dist::kind::exponential; break;
+      case config::recovery_dist::exponential:
+        cfg.recovery.k = recovery_dist::kind::exponential;
+        break;
       case config::recovery_dist::lognormal:
         cfg.recovery.k = recovery_dist::kind::lognormal;
         cfg.recovery.shape = rf.recovery.sigma;
@@ -70,15 +76,16 @@ dsl_session read_experiment_chaos(const std::string& path, const std::vector<std
         break;
     }
     cfg.seed = rf.seed;
-    cfg.duration = rf.horizon_seconds > 0 ? rf.horizon_seconds
+    cfg.duration = rf.horizon_seconds > 0                            ? rf.horizon_seconds
                    : exp.budget.kind == config::budget_kind::seconds ? exp.budget.seconds
-                                                                       : 3600.0;
+                                                                     : 3600.0;
     for (const auto& k : rf.kinds) cfg.kinds.push_back(chaos_kind_of_action(k));
     cfg.max_concurrent = rf.max_concurrent;
     cfg.min_gap = rf.min_gap_seconds;
     const std::string spec = rf.target == config::chaos_target_kind::learners ? "learners"
-                             : rf.target == config::chaos_target_kind::owners ? "node:syncer"
-                                                                              : "learners,node:syncer";
+                             : rf.target == config::chaos_target_kind::owners
+                                 ? "node:syncer"
+                                 : "learners,node:syncer";
     target_options topt;
     topt.pick = pick_mode::all;
     topt.pick_given = true;
@@ -94,12 +101,12 @@ dsl_session read_experiment_chaos(const std::string& path, const std::vector<std
     out.info["kinds"] = cfg.kinds;
     out.info["targets"] = cfg.targets;
     out.info["drawn"] = schedule.size();
-    std::printf("%s: chaos.random: seed %llu, cluster mtbf %s, recovery %s, %zu faults drawn over %s "
-                "(targets %s)\n",
-                path.c_str(), static_cast<unsigned long long>(cfg.seed),
-                format_duration(cfg.mtbf).c_str(), cfg.recovery.str().c_str(), schedule.size(),
-                format_duration(cfg.duration).c_str(),
-                fmt::format("{}", fmt::join(cfg.targets, ",")).c_str());
+    std::printf(
+        "%s: chaos.random: seed %llu, cluster mtbf %s, recovery %s, %zu faults drawn over %s "
+        "(targets %s)\n",
+        path.c_str(), static_cast<unsigned long long>(cfg.seed), format_duration(cfg.mtbf).c_str(),
+        cfg.recovery.str().c_str(), schedule.size(), format_duration(cfg.duration).c_str(),
+        fmt::format("{}", fmt::join(cfg.targets, ",")).c_str());
   }
   return out;
 }

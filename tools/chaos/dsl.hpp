@@ -33,7 +33,8 @@ std::string chaos_kind_of_action(const std::string& action);
 /// chaos.random.cluster_mtbf_seconds > 0, the schedule make_schedule draws from its seed over
 /// the processes of chaos.random.target (learners: every learner process; owners: the syncer;
 /// any: both). Throws chaos_error with the loader's errors (file:line: key: message).
-dsl_session read_experiment_chaos(const std::string& path, const std::vector<std::string>& overrides,
+dsl_session read_experiment_chaos(const std::string& path,
+                                  const std::vector<std::string>& overrides,
                                   const std::vector<std::string>& names, const nodes_file& nodes);
 
 }  // namespace dd::chaos

@@ -31,7 +31,8 @@ namespace {
 using namespace dd::chaos;
 using nlohmann::json;
 
-const char* usage = R"(dd-chaos — inject real faults into a running Decoupled DiLoCo cluster (docs/chaos.md).
+const char* usage =
+    R"(dd-chaos — inject real faults into a running Decoupled DiLoCo cluster (docs/chaos.md).
 
 Usage: dd-chaos COMMAND [ARGS] [FLAGS]
 
@@ -99,13 +100,44 @@ Exit status: 0 done; 1 a fault was refused or failed (e.g. a reused pid); 2 bad 
 )";
 
 const std::set<std::string> bool_flags = {"--dry-run", "--exact", "--no-heal", "--help", "-h"};
-const std::set<std::string> value_flags = {
-    "--run-dir", "--nodes",  "--for",      "--pick",   "--seed",  "--protect",  "--duty",
-    "--period",  "--proxy",  "--tape",     "--control", "--link", "--ports-file", "--mtbf",
-    "--recovery", "--duration", "--kinds", "--targets", "--max-concurrent", "--min-gap",
-    "--ms",      "--jitter", "--rate",     "--p",      "--size",  "--delay-us", "--bytes",
-    "--dir",     "--baseline", "--json", "--loss-tolerance", "--keep", "--count", "--via",
-    "--max-fill", "--reserve", "--set", "--name"};
+const std::set<std::string> value_flags = {"--run-dir",
+                                           "--nodes",
+                                           "--for",
+                                           "--pick",
+                                           "--seed",
+                                           "--protect",
+                                           "--duty",
+                                           "--period",
+                                           "--proxy",
+                                           "--tape",
+                                           "--control",
+                                           "--link",
+                                           "--ports-file",
+                                           "--mtbf",
+                                           "--recovery",
+                                           "--duration",
+                                           "--kinds",
+                                           "--targets",
+                                           "--max-concurrent",
+                                           "--min-gap",
+                                           "--ms",
+                                           "--jitter",
+                                           "--rate",
+                                           "--p",
+                                           "--size",
+                                           "--delay-us",
+                                           "--bytes",
+                                           "--dir",
+                                           "--baseline",
+                                           "--json",
+                                           "--loss-tolerance",
+                                           "--keep",
+                                           "--count",
+                                           "--via",
+                                           "--max-fill",
+                                           "--reserve",
+                                           "--set",
+                                           "--name"};
 
 struct args {
   std::string command;
@@ -154,11 +186,12 @@ args parse_args(int argc, char** argv) {
 
 // Flags each command accepts beyond the common ones.
 void check_flags(const args& a, const std::set<std::string>& allowed) {
-  static const std::set<std::string> common = {"--run-dir", "--nodes", "--dry-run", "--tape",
-                                               "--help", "-h"};
+  static const std::set<std::string> common = {"--run-dir", "--nodes", "--dry-run",
+                                               "--tape",    "--help",  "-h"};
   for (const auto& [f, v] : a.flags)
     if (!common.count(f) && !allowed.count(f))
-      throw usage_error(fmt::format("{}: flag {} does not apply (see dd-chaos --help)", a.command, f));
+      throw usage_error(
+          fmt::format("{}: flag {} does not apply (see dd-chaos --help)", a.command, f));
 }
 
 uint64_t parse_u64(const std::string& s, const std::string& what) {
@@ -187,7 +220,8 @@ chaos_env make_env(const args& a, bool need_nodes) {
   if (a.has("--run-dir")) path = a.get("--run-dir") + "/nodes.json";
   if (a.has("--nodes")) path = a.get("--nodes");
   if (path.empty()) {
-    if (need_nodes) throw usage_error(fmt::format("{}: needs --run-dir DIR or --nodes FILE", a.command));
+    if (need_nodes)
+      throw usage_error(fmt::format("{}: needs --run-dir DIR or --nodes FILE", a.command));
     return env;
   }
   env.nodes = read_nodes_file(path);
@@ -245,8 +279,8 @@ fault_spec make_spec(const args& a, const std::string& kind, const std::string& 
 
 std::string one_positional(const args& a, const std::string& what) {
   if (a.positional.size() != 1)
-    throw usage_error(fmt::format("{}: expected exactly one {} (got {})", a.command, what,
-                                  a.positional.size()));
+    throw usage_error(
+        fmt::format("{}: expected exactly one {} (got {})", a.command, what, a.positional.size()));
   return a.positional[0];
 }
 
@@ -261,7 +295,8 @@ int cmd_proxy(const args& a) {
   proxy_config cfg;
   cfg.control = parse_host_port(a.get("--control", "127.0.0.1:0"), "--control");
   if (cfg.control.host != "127.0.0.1" && cfg.control.host != "localhost")
-    throw usage_error("--control: must be a loopback address (127.0.0.1:PORT); nodes do not authenticate");
+    throw usage_error(
+        "--control: must be a loopback address (127.0.0.1:PORT); nodes do not authenticate");
   if (a.has("--link"))
     for (const auto& l : a.flags.at("--link")) cfg.links.push_back(parse_link_spec(l));
   if (cfg.links.empty()) throw usage_error("proxy: give at least one --link NAME=LISTEN->TARGET");
@@ -291,7 +326,8 @@ int cmd_status(const args& a) {
   chaos_env env = make_env(a, true);
   const nodes_file& nf = *env.nodes;
   std::printf("nodes file %s (run %s)\n", nf.path.c_str(), nf.run_id.c_str());
-  if (nf.launcher) std::printf("launcher pid %d control %s\n", nf.launcher->pid, nf.launcher->control.c_str());
+  if (nf.launcher)
+    std::printf("launcher pid %d control %s\n", nf.launcher->pid, nf.launcher->control.c_str());
   for (const auto& n : nf.nodes) {
     std::string why = "down";
     const char* live = "-";
@@ -319,9 +355,26 @@ int cmd_status(const args& a) {
 }
 
 int cmd_random(const args& a) {
-  check_flags(a, {"--mtbf", "--recovery", "--seed", "--duration", "--kinds", "--targets",
-                  "--max-concurrent", "--min-gap", "--no-heal", "--protect", "--proxy", "--ms",
-                  "--jitter", "--rate", "--p", "--size", "--delay-us", "--bytes", "--dir", "--duty",
+  check_flags(a, {"--mtbf",
+                  "--recovery",
+                  "--seed",
+                  "--duration",
+                  "--kinds",
+                  "--targets",
+                  "--max-concurrent",
+                  "--min-gap",
+                  "--no-heal",
+                  "--protect",
+                  "--proxy",
+                  "--ms",
+                  "--jitter",
+                  "--rate",
+                  "--p",
+                  "--size",
+                  "--delay-us",
+                  "--bytes",
+                  "--dir",
+                  "--duty",
                   "--period"});
   if (!a.positional.empty()) throw usage_error("random: takes no positional arguments");
   chaos_env env = make_env(a, true);
@@ -339,7 +392,8 @@ int cmd_random(const args& a) {
         throw usage_error(fmt::format("--kinds: '{}' is not a fault with a recovery time", k));
       cfg.kinds.push_back(k);
     }
-  cfg.max_concurrent = static_cast<int>(parse_u64(a.get("--max-concurrent", "1"), "--max-concurrent"));
+  cfg.max_concurrent =
+      static_cast<int>(parse_u64(a.get("--max-concurrent", "1"), "--max-concurrent"));
   cfg.min_gap = parse_duration(a.get("--min-gap", "0"), "--min-gap");
   target_options topt;
   topt.pick = pick_mode::all;
@@ -354,7 +408,7 @@ int cmd_random(const args& a) {
               fmt::format("{}", fmt::join(cfg.targets, ",")).c_str());
   const auto schedule = make_schedule(cfg);
   fault_spec knobs = make_spec(a, "kill", "");
-  json info = {{"seed", cfg.seed}, {"mtbf", cfg.mtbf}, {"recovery", cfg.recovery.str()},
+  json info = {{"seed", cfg.seed},         {"mtbf", cfg.mtbf},   {"recovery", cfg.recovery.str()},
                {"duration", cfg.duration}, {"kinds", cfg.kinds}, {"targets", cfg.targets}};
   return run_session(env, from_schedule(schedule, knobs), !a.has("--no-heal"), info);
 }
@@ -380,7 +434,8 @@ int run(int argc, char** argv) {
     const std::string file = one_positional(a, c == "replay" ? "TAPE" : "SCENARIO.lua");
     chaos_env env = make_env(a, true);
     env.source = c == "replay" ? "replay" : "scenario";
-    if (c == "replay") return run_session(env, read_tape(file), !a.has("--no-heal"), {{"file", file}});
+    if (c == "replay")
+      return run_session(env, read_tape(file), !a.has("--no-heal"), {{"file", file}});
     const std::vector<std::string> none;
     const auto sets = a.has("--set") ? a.flags.at("--set") : none;
     const auto names = a.has("--name") ? a.flags.at("--name") : none;
@@ -392,7 +447,8 @@ int run(int argc, char** argv) {
       } catch (const chaos_error& e) {
         scenario_error = e.what();
       }
-      if (scenario_error.empty()) return run_session(env, faults, !a.has("--no-heal"), {{"file", file}});
+      if (scenario_error.empty())
+        return run_session(env, faults, !a.has("--no-heal"), {{"file", file}});
       // Not a scenario list: an experiment file whose `chaos` section is the scenario.
       dsl_session s;
       try {
@@ -431,21 +487,27 @@ int run(int argc, char** argv) {
     check_flags(a, {"--for", "--pick", "--seed", "--protect", "--keep", "--count", "--max-fill",
                     "--reserve"});
     if (a.positional.size() != 2)
-      throw usage_error("disk: expected FAULT TARGET: `disk truncate owner:N`, `disk corrupt "
-                        "owner:N`, `disk full node:NAME --for 30s`");
+      throw usage_error(
+          "disk: expected FAULT TARGET: `disk truncate owner:N`, `disk corrupt "
+          "owner:N`, `disk full node:NAME --for 30s`");
     const std::string kind = "disk_" + a.positional[0];
     if (!is_disk_kind(kind))
-      throw usage_error(fmt::format("disk: unknown fault '{}' (truncate, corrupt, full)", a.positional[0]));
+      throw usage_error(
+          fmt::format("disk: unknown fault '{}' (truncate, corrupt, full)", a.positional[0]));
     chaos_env env = make_env(a, true);
     fault_spec f = make_spec(a, kind, a.positional[1]);
     if (kind != "disk_full" && f.duration > 0)
-      throw usage_error(fmt::format("disk {}: --for does not apply (a checkpoint is not restored; "
-                                    "the owner's next checkpoint replaces it)", a.positional[0]));
-    if (kind == "disk_corrupt") std::printf("seed %llu\n", static_cast<unsigned long long>(f.picks.seed));
+      throw usage_error(
+          fmt::format("disk {}: --for does not apply (a checkpoint is not restored; "
+                      "the owner's next checkpoint replaces it)",
+                      a.positional[0]));
+    if (kind == "disk_corrupt")
+      std::printf("seed %llu\n", static_cast<unsigned long long>(f.picks.seed));
     return fire(env, f).value("ok", false) ? 0 : 1;
   }
   if (is_process_kind(c)) {
-    check_flags(a, {"--for", "--pick", "--seed", "--protect", "--exact", "--duty", "--period", "--via"});
+    check_flags(
+        a, {"--for", "--pick", "--seed", "--protect", "--exact", "--duty", "--period", "--via"});
     const std::string target = one_positional(a, "TARGET");
     chaos_env env = make_env(a, true);
     fault_spec f = make_spec(a, c, target);
@@ -483,13 +545,15 @@ int run(int argc, char** argv) {
       target = one_positional(a, "TARGET");
     } else {
       if (a.positional.size() != 2)
-        throw usage_error("net: expected FAULT TARGET, e.g. `net latency learner:0 --ms 200 --for 10s`");
+        throw usage_error(
+            "net: expected FAULT TARGET, e.g. `net latency learner:0 --ms 200 --for 10s`");
       kind = a.positional[0];
       target = a.positional[1];
       if (!is_net_kind(kind))
-        throw usage_error(fmt::format(
-            "net: unknown fault '{}' (latency, bandwidth, reset, blackhole, corrupt, slice, close_after)",
-            kind));
+        throw usage_error(
+            fmt::format("net: unknown fault '{}' (latency, bandwidth, reset, blackhole, corrupt, "
+                        "slice, close_after)",
+                        kind));
     }
     chaos_env env = make_env(a, a.get("--proxy").empty());
     fault_spec f = make_spec(a, kind, target);

@@ -4,8 +4,8 @@
 #include <signal.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cctype>
+#include <cerrno>
 #include <map>
 #include <set>
 
@@ -20,10 +20,10 @@ using nlohmann::json;
 
 namespace {
 
-const char* const msg_kinds[] = {"drop_push",      "dup_push",        "delay_push",
-                                 "reorder_push",   "corrupt_push",    "drop_broadcast",
-                                 "dup_broadcast",  "delay_broadcast", "reorder_broadcast",
-                                 "nan_step",       "fail_step"};
+const char* const msg_kinds[] = {"drop_push",     "dup_push",        "delay_push",
+                                 "reorder_push",  "corrupt_push",    "drop_broadcast",
+                                 "dup_broadcast", "delay_broadcast", "reorder_broadcast",
+                                 "nan_step",      "fail_step"};
 
 bool is_broadcast(const std::string& k) { return k.find("broadcast") != std::string::npos; }
 bool is_step(const std::string& k) { return k == "nan_step" || k == "fail_step"; }
@@ -35,7 +35,9 @@ void say(const chaos_env& env, const std::string& text) {
 
 int parse_index(const std::string& item, const std::string& prefix) {
   const std::string n = item.substr(prefix.size());
-  if (n.empty() || n.size() > 6 || !std::all_of(n.begin(), n.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; }))
+  if (n.empty() || n.size() > 6 || !std::all_of(n.begin(), n.end(), [](char c) {
+        return std::isdigit(static_cast<unsigned char>(c)) != 0;
+      }))
     throw usage_error(fmt::format("target '{}': expected {}N with N >= 0", item, prefix));
   return std::stoi(n);
 }
@@ -47,7 +49,8 @@ struct msg_hit {
   int fragment = -1;
 };
 
-std::vector<msg_hit> resolve(const nodes_file& nf, const std::string& kind, const std::string& target) {
+std::vector<msg_hit> resolve(const nodes_file& nf, const std::string& kind,
+                             const std::string& target) {
   std::vector<msg_hit> out;
   const bool bcast = is_broadcast(kind);
   auto syncer = [&]() -> const node_entry& {
@@ -88,7 +91,8 @@ std::vector<msg_hit> resolve(const nodes_file& nf, const std::string& kind, cons
       if (bcast)
         out.push_back({syncer().name, -1, frag});
       else if (is_step(kind))
-        throw usage_error(fmt::format("{}: acts on a learner's step; name learner:N, not {}", kind, item));
+        throw usage_error(
+            fmt::format("{}: acts on a learner's step; name learner:N, not {}", kind, item));
       else
         for (const auto* n : learner_nodes()) out.push_back({n->name, -1, frag});
     } else if (item.rfind("node:", 0) == 0) {
@@ -96,8 +100,9 @@ std::vector<msg_hit> resolve(const nodes_file& nf, const std::string& kind, cons
       const node_entry* n = nf.find(name);
       if (n == nullptr) throw chaos_error(fmt::format("target {}: no node named '{}'", item, name));
       if (bcast != (n->role == "syncer"))
-        throw usage_error(fmt::format("{}: {} node '{}' does not {}", kind, n->role, name,
-                                      bcast ? "broadcast (name the syncer)" : "push or step (name a learner node)"));
+        throw usage_error(fmt::format(
+            "{}: {} node '{}' does not {}", kind, n->role, name,
+            bcast ? "broadcast (name the syncer)" : "push or step (name a learner node)"));
       out.push_back({name, -1, -1});
     } else if (item == "learners") {
       if (bcast)
@@ -105,8 +110,8 @@ std::vector<msg_hit> resolve(const nodes_file& nf, const std::string& kind, cons
       else
         for (const auto* n : learner_nodes()) out.push_back({n->name, -1, -1});
     } else {
-      throw usage_error(fmt::format(
-          "target '{}': expected learner:N, owner:N, node:NAME or learners", item));
+      throw usage_error(
+          fmt::format("target '{}': expected learner:N, owner:N, node:NAME or learners", item));
     }
   }
   if (out.empty()) throw usage_error("no target given");
@@ -149,11 +154,13 @@ json msg_fault(chaos_env& env, const fault_spec& f) {
   const double ms = f.net.value("ms", 0.0);
   const int64_t count = f.net.contains("count") ? f.net["count"].get<int64_t>() : -1;
   if (delay && !(ms > 0)) throw usage_error(fmt::format("{}: give --ms N (> 0), the delay", kind));
-  if (!delay && f.net.contains("ms")) throw usage_error(fmt::format("{}: --ms applies to delay faults only", kind));
-  if (f.net.contains("count") && count <= 0) throw usage_error(fmt::format("{}: --count must be >= 1", kind));
+  if (!delay && f.net.contains("ms"))
+    throw usage_error(fmt::format("{}: --ms applies to delay faults only", kind));
+  if (f.net.contains("count") && count <= 0)
+    throw usage_error(fmt::format("{}: --count must be >= 1", kind));
   if (!is_step(kind) && f.duration <= 0 && count < 0)
-    throw usage_error(fmt::format(
-        "{}: give --for D or --count N (the node reverts the fault after it)", kind));
+    throw usage_error(
+        fmt::format("{}: give --for D or --count N (the node reverts the fault after it)", kind));
   json hits = json::array();
   bool ok = true;
   for (const auto& h : resolve(*env.nodes, kind, f.target)) {
@@ -225,7 +232,9 @@ void msg_clear_all(chaos_env& env, const std::function<void(const std::string&, 
     } catch (const chaos_error& e) {
       // A node that died since the nodes file was written has no live fault left to clear.
       if (::kill(n.pid, 0) != 0 && errno == ESRCH)
-        act(fmt::format("endpoint {} of node {}: the process is gone (nothing to clear)", addr, n.name), true);
+        act(fmt::format("endpoint {} of node {}: the process is gone (nothing to clear)", addr,
+                        n.name),
+            true);
       else
         act(fmt::format("endpoint {} of node {}: clear failed: {}", addr, n.name, e.what()), false);
     }

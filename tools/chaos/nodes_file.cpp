@@ -115,7 +115,8 @@ nodes_file parse_nodes_file(const std::string& text, const std::string& origin) 
     e.name = r.str("name");
     if (e.name.empty()) r.fail("name", "must not be empty");
     e.role = r.str("role");
-    if (e.role != "syncer" && e.role != "learner") r.fail("role", "must be \"syncer\" or \"learner\"");
+    if (e.role != "syncer" && e.role != "learner")
+      r.fail("role", "must be \"syncer\" or \"learner\"");
     e.actors = r.strings("actors", false);
     e.pid = static_cast<int>(r.integer("pid"));
     e.start_time = static_cast<uint64_t>(r.integer("start_time", e.pid != 0));

@@ -42,8 +42,8 @@ struct nodes_file {
   std::optional<control_process> launcher;  ///< absent for nodes started by hand
   std::optional<control_process> proxy;     ///< absent unless `launch --via-proxy`
   std::vector<node_entry> nodes;
-  std::string path;      ///< where it was read from
-  std::string run_dir;   ///< the folder holding it: the tape and the state file go here
+  std::string path;     ///< where it was read from
+  std::string run_dir;  ///< the folder holding it: the tape and the state file go here
 
   const node_entry* find(const std::string& name) const;
   node_entry* find(const std::string& name);
@@ -53,7 +53,8 @@ struct nodes_file {
 /// Throws chaos_error naming the origin and the bad field.
 nodes_file parse_nodes_file(const std::string& text, const std::string& origin);
 
-/// Reads and parses `path`. Throws chaos_error ("PATH: cannot read: ...", "PATH: nodes[2].pid: ...").
+/// Reads and parses `path`. Throws chaos_error ("PATH: cannot read: ...", "PATH: nodes[2].pid:
+/// ...").
 nodes_file read_nodes_file(const std::string& path);
 
 /// The JSON form (the exact format the launcher writes).

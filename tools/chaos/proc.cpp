@@ -1,13 +1,13 @@
 // tools/chaos/proc.cpp — see proc.hpp.
 #include "tools/chaos/proc.hpp"
 
-#include <cerrno>
-#include <csignal>
-#include <cstring>
 #include <fcntl.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -171,8 +171,7 @@ int double_fork(const std::function<void(int report_fd)>& body, int* report_read
   }
   ::close(p[1]);
   int status = 0;
-  while (::waitpid(middle, &status, 0) < 0 && errno == EINTR) {
-  }
+  while (::waitpid(middle, &status, 0) < 0 && errno == EINTR) {}
   int32_t g = 0;
   if (read_all(p[0], &g, sizeof g) != sizeof g) {
     ::close(p[0]);

@@ -14,8 +14,8 @@ namespace dd::chaos {
 
 /// What /proc says about a pid.
 struct proc_stat {
-  char state = 0;            ///< field 3: R, S, D, T (stopped), t, Z, X ...
-  uint64_t start_time = 0;   ///< field 22: clock ticks after boot
+  char state = 0;           ///< field 3: R, S, D, T (stopped), t, Z, X ...
+  uint64_t start_time = 0;  ///< field 22: clock ticks after boot
 };
 
 /// Reads /proc/PID/stat; nullopt when the pid does not exist.

@@ -14,19 +14,19 @@
 // once its queue is empty, so the order of bytes and FIN is kept.
 #include "tools/chaos/proxy.hpp"
 
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
 #include <deque>
-#include <fcntl.h>
 #include <map>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -55,7 +55,14 @@ namespace {
 
 constexpr unsigned dir_up = 1, dir_down = 2;
 
-enum tag_type : uint64_t { t_listener = 1, t_control = 2, t_ctl_client = 3, t_cfd = 4, t_ufd = 5, t_wake = 6 };
+enum tag_type : uint64_t {
+  t_listener = 1,
+  t_control = 2,
+  t_ctl_client = 3,
+  t_cfd = 4,
+  t_ufd = 5,
+  t_wake = 6
+};
 uint64_t tag(tag_type t, uint64_t id) { return (static_cast<uint64_t>(t) << 56) | id; }
 
 /// One active fault on a link. `expires` is monotonic seconds; 0 = until healed.
@@ -63,13 +70,13 @@ struct fault {
   std::string kind;
   unsigned dirs = dir_up | dir_down;
   double expires = 0;
-  double ms = 0, jitter = 0;        // latency
-  double rate = 0;                  // bandwidth, bytes/s
-  double p = 0;                     // corrupt probability per byte
-  uint64_t size = 16;               // slice segment bytes
-  double delay = 0.001;             // slice delay between segments, seconds
-  uint64_t bytes = 0;               // close_after
-  json params;                      // as given, for status
+  double ms = 0, jitter = 0;  // latency
+  double rate = 0;            // bandwidth, bytes/s
+  double p = 0;               // corrupt probability per byte
+  uint64_t size = 16;         // slice segment bytes
+  double delay = 0.001;       // slice delay between segments, seconds
+  uint64_t bytes = 0;         // close_after
+  json params;                // as given, for status
 };
 
 struct chunk {
@@ -122,7 +129,9 @@ struct ctl_client {
   bool closing = false;
 };
 
-double num(const json& v) { return v.is_number() ? v.get<double>() : std::stod(v.get<std::string>()); }
+double num(const json& v) {
+  return v.is_number() ? v.get<double>() : std::stod(v.get<std::string>());
+}
 
 }  // namespace
 
@@ -285,7 +294,8 @@ struct fault_proxy::impl {
       if (const fault* f = active(l, "corrupt", s.dir)) {
         auto& rng = c.link->rng;
         for (auto& b : ch.data)
-          if (rng.uniform() < f->p) b = static_cast<char>(b ^ static_cast<char>(1 + rng.below(255)));
+          if (rng.uniform() < f->p)
+            b = static_cast<char>(b ^ static_cast<char>(1 + rng.below(255)));
       }
       double release = now;
       if (const fault* f = active(l, "latency", s.dir)) {
@@ -403,8 +413,8 @@ struct fault_proxy::impl {
 
   void on_conn_event(conn& c, bool upstream_fd, uint32_t ev, double now) {
     if (c.dead) return;
-    stream& reading = upstream_fd ? c.down : c.up;   // the stream whose source is this fd
-    stream& writing = upstream_fd ? c.up : c.down;   // the stream whose destination is this fd
+    stream& reading = upstream_fd ? c.down : c.up;  // the stream whose source is this fd
+    stream& writing = upstream_fd ? c.up : c.down;  // the stream whose destination is this fd
     const int fd = upstream_fd ? c.ufd : c.cfd;
     if (upstream_fd && c.connecting) {
       if (ev & (EPOLLOUT | EPOLLERR | EPOLLHUP)) {
@@ -452,9 +462,13 @@ struct fault_proxy::impl {
         held_up += c->up.queued;
         held_down += c->down.queued;
       }
-    return {{"name", l.spec.name}, {"listen", l.bound.str()}, {"target", l.spec.target.str()},
-            {"connections", n}, {"accepted", l.accepted},
-            {"queued", {{"up", held_up}, {"down", held_down}}}, {"faults", faults}};
+    return {{"name", l.spec.name},
+            {"listen", l.bound.str()},
+            {"target", l.spec.target.str()},
+            {"connections", n},
+            {"accepted", l.accepted},
+            {"queued", {{"up", held_up}, {"down", held_down}}},
+            {"faults", faults}};
   }
 
   json handle(const std::string& line, double now) {
@@ -479,7 +493,7 @@ struct fault_proxy::impl {
         return {{"ok", false}, {"error", fmt::format("no link named '{}'", words[1])}};
       return {{"ok", true}, {"healed", healed}};
     }
-    static const char* kinds[] = {"latency", "bandwidth", "reset", "blackhole",
+    static const char* kinds[] = {"latency", "bandwidth", "reset",      "blackhole",
                                   "corrupt", "slice",     "close_after"};
     if (std::find(std::begin(kinds), std::end(kinds), cmd) == std::end(kinds))
       return {{"ok", false},
@@ -504,10 +518,14 @@ struct fault_proxy::impl {
         return it == kv.end() ? nullptr : &it->second;
       };
       if (auto v = take("dir")) {
-        if (*v == "up") f.dirs = dir_up;
-        else if (*v == "down") f.dirs = dir_down;
-        else if (*v == "both") f.dirs = dir_up | dir_down;
-        else throw usage_error("dir must be up, down or both");
+        if (*v == "up")
+          f.dirs = dir_up;
+        else if (*v == "down")
+          f.dirs = dir_down;
+        else if (*v == "both")
+          f.dirs = dir_up | dir_down;
+        else
+          throw usage_error("dir must be up, down or both");
       }
       if (auto v = take("for")) {
         const double d = parse_duration(*v, "for");
@@ -580,7 +598,9 @@ struct fault_proxy::impl {
         }
     const double expires = f.expires;
     l->faults[cmd] = std::move(f);
-    json reply = {{"ok", true}, {"link", l->spec.name}, {"fault", cmd},
+    json reply = {{"ok", true},
+                  {"link", l->spec.name},
+                  {"fault", cmd},
                   {"expires_in", expires > 0 ? json(expires - now) : json(nullptr)}};
     if (cmd == "reset") reply["reset"] = reset_count;
     return reply;
@@ -633,11 +653,14 @@ struct fault_proxy::impl {
     double next = 0;
     while (!stopping) {
       int timeout_ms = 1000;
-      if (next > 0) timeout_ms = std::max(0, static_cast<int>(std::ceil((next - mono_now()) * 1000)));
+      if (next > 0)
+        timeout_ms = std::max(0, static_cast<int>(std::ceil((next - mono_now()) * 1000)));
       for (const auto& l : links)
         for (const auto& [k, f] : l->faults)
           if (f.expires > 0)
-            timeout_ms = std::min(timeout_ms, std::max(0, static_cast<int>(std::ceil((f.expires - mono_now()) * 1000))));
+            timeout_ms =
+                std::min(timeout_ms,
+                         std::max(0, static_cast<int>(std::ceil((f.expires - mono_now()) * 1000))));
       const int n = ::epoll_wait(ep, events.data(), static_cast<int>(events.size()), timeout_ms);
       const double now = mono_now();
       for (int i = 0; i < n; ++i) {
@@ -648,8 +671,7 @@ struct fault_proxy::impl {
         switch (type) {
           case t_wake: {
             char b[64];
-            while (::read(wake[0], b, sizeof b) > 0) {
-            }
+            while (::read(wake[0], b, sizeof b) > 0) {}
             break;
           }
           case t_listener: accept_on(*links[id], now); break;

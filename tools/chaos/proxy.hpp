@@ -34,9 +34,9 @@ link_spec parse_link_spec(const std::string& text);
 struct proxy_config {
   host_port control{"127.0.0.1", 0};
   std::vector<link_spec> links;
-  uint64_t seed = 1;                 ///< corrupt and jitter draws (a fault's own seed= wins)
-  size_t queue_cap = 1 << 20;        ///< bytes queued per direction normally
-  size_t hold_cap = 64u << 20;       ///< bytes held per direction under a black hole
+  uint64_t seed = 1;            ///< corrupt and jitter draws (a fault's own seed= wins)
+  size_t queue_cap = 1 << 20;   ///< bytes queued per direction normally
+  size_t hold_cap = 64u << 20;  ///< bytes held per direction under a black hole
 };
 
 /// The proxy. Construction binds every socket (throws chaos_error naming the address).

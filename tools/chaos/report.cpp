@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
@@ -58,8 +58,7 @@ std::vector<json> read_jsonl(const fs::path& p, size_t* bad) {
         out.push_back(std::move(j));
         continue;
       }
-    } catch (const json::exception&) {
-    }
+    } catch (const json::exception&) {}
     ++*bad;
   }
   return out;
@@ -276,9 +275,8 @@ json build_report(const report_options& o) {
       const auto failure = before_next(first(f.at, [&](const event& e) {
         return e.node == "syncer" && e.kind() == "failure" && learner_in(e.j, f.learners);
       }));
-      const auto lost = before_next(first(f.at, [&](const event& e) {
-        return nodes.count(e.node) && e.kind() == "syncer_lost";
-      }));
+      const auto lost = before_next(first(
+          f.at, [&](const event& e) { return nodes.count(e.node) && e.kind() == "syncer_lost"; }));
       noticed = failure;
       if (lost && (!noticed || *lost < *noticed)) noticed = lost;
       excluded = failure;
@@ -314,12 +312,10 @@ json build_report(const report_options& o) {
       restarted = first(f.at, [&](const event& e) {
         return e.node == "syncer" && (e.kind() == "resume" || e.kind() == "start");
       });
-      rejoined = first(restarted.value_or(f.at), [&](const event& e) {
-        return e.kind() == "syncer_back";
-      });
-      merged = first(std::max(end, restarted.value_or(f.at)), [&](const event& e) {
-        return e.node == "syncer" && e.kind() == "merge";
-      });
+      rejoined = first(restarted.value_or(f.at),
+                       [&](const event& e) { return e.kind() == "syncer_back"; });
+      merged = first(std::max(end, restarted.value_or(f.at)),
+                     [&](const event& e) { return e.node == "syncer" && e.kind() == "merge"; });
     } else if (f.fragment >= 0) {
       restarted = first(f.at, [&](const event& e) {
         return e.node == "syncer" && (e.kind() == "owner_restored" || e.kind() == "owner_start") &&
@@ -367,7 +363,8 @@ json build_report(const report_options& o) {
   std::map<int, std::vector<double>> merge_times_by_frag;
   // pushes: accepted (fragment, learner, transfer) -> times; refused chunks -> times
   std::map<std::tuple<int, int, uint64_t>, std::vector<double>> accepted, refused;
-  size_t push_events = 0, chunks_refused_push = 0, chunks_refused_broadcast = 0, learner_nonfinite = 0;
+  size_t push_events = 0, chunks_refused_push = 0, chunks_refused_broadcast = 0,
+         learner_nonfinite = 0;
   size_t corrupt_merged = 0, unmatched = 0;
   std::vector<std::string> corrupt_detail;
   for (const auto& e : evs) {
@@ -416,15 +413,16 @@ json build_report(const report_options& o) {
       }
       if (life_has[frag] && v <= life_max[frag]) {
         ++repeated;
-        repeated_detail.push_back(fmt::format("fragment {} version {} (already at {})", frag, v,
-                                              life_max[frag]));
+        repeated_detail.push_back(
+            fmt::format("fragment {} version {} (already at {})", frag, v, life_max[frag]));
       }
       life_max[frag] = std::max(life_max[frag], v);
       life_has[frag] = true;
       last_merged[frag] = std::max(last_merged[frag], v);
       if (!e.j.contains("delta_norm")) {
         ++no_norm;
-      } else if (!e.j["delta_norm"].is_number() || !std::isfinite(e.j["delta_norm"].get<double>())) {
+      } else if (!e.j["delta_norm"].is_number() ||
+                 !std::isfinite(e.j["delta_norm"].get<double>())) {
         ++nonfinite;
       }
       for (const auto& c : contributors) {
@@ -437,9 +435,10 @@ json build_report(const report_options& o) {
         const auto key = std::make_tuple(frag, l, inc, tr);
         if (merged_keys.count(key)) {
           ++twice;
-          twice_detail.push_back(fmt::format(
-              "fragment {} learner {} incarnation {} transfer {}: in version {} and an earlier merge",
-              frag, l, inc, tr, v));
+          twice_detail.push_back(
+              fmt::format("fragment {} learner {} incarnation {} transfer {}: in version {} and an "
+                          "earlier merge",
+                          frag, l, inc, tr, v));
         }
         merged_keys[key] = e.time;
         // The contribution must come from an accepted push after any refusal of that transfer.
@@ -486,7 +485,8 @@ json build_report(const report_options& o) {
         const auto f = split(line, ',');
         try {
           if (f.size() < 4) throw std::invalid_argument(line);
-          by_learner[std::stoll(f[1])].push_back({std::stod(f[0]), std::stoll(f[2]), std::stoll(f[3])});
+          by_learner[std::stoll(f[1])].push_back(
+              {std::stod(f[0]), std::stoll(f[2]), std::stoll(f[3])});
           ++rows;
         } catch (const std::exception&) {
           ++bad;
@@ -521,7 +521,8 @@ json build_report(const report_options& o) {
         for (const auto& s : stepping) {
           if (s.from > covered_to) {
             down += s.from - covered_to;
-            downtime_gaps.push_back({{"from", covered_to}, {"to", s.from}, {"seconds", s.from - covered_to}});
+            downtime_gaps.push_back(
+                {{"from", covered_to}, {"to", s.from}, {"seconds", s.from - covered_to}});
           }
           covered_to = std::max(covered_to, s.to);
         }
@@ -579,7 +580,8 @@ json build_report(const report_options& o) {
               {"loss_vs_baseline",
                loss && base_loss && *base_loss > 0 ? json(*loss / *base_loss - 1) : json(nullptr)}};
   json pauses = {{"global", longest_gap(merge_times)}, {"fragments", json::object()}};
-  for (const auto& [frag, ts] : merge_times_by_frag) pauses["fragments"][std::to_string(frag)] = longest_gap(ts);
+  for (const auto& [frag, ts] : merge_times_by_frag)
+    pauses["fragments"][std::to_string(frag)] = longest_gap(ts);
   run["merge_pauses"] = pauses;
   for (const char* k : {"goodput", "effective_goodput", "uptime", "tokens", "wall_seconds"})
     run[k] = summary && summary->contains(k) ? (*summary)[k] : json(nullptr);
@@ -591,9 +593,8 @@ json build_report(const report_options& o) {
     if (v.size() > 3) s += fmt::format("; … {} more", v.size() - 3);
     return s;
   };
-  const std::string no_merges = have_syncer_events
-                                    ? "no merge event in events.jsonl"
-                                    : "events.jsonl is missing";
+  const std::string no_merges =
+      have_syncer_events ? "no merge event in events.jsonl" : "events.jsonl is missing";
   json inv = json::array();
   if (merges == 0) {
     for (const char* n : {"no_merge_below_quorum", "no_push_merged_twice", "no_version_repeated",
@@ -608,8 +609,8 @@ json build_report(const report_options& o) {
                                                      "(merge.needed)",
                                                      merges)));
     if (with_transfer == 0 && contributions > 0)
-      inv.push_back(verdict("no_push_merged_twice", "unknown",
-                            "merge contributors carry no transfer_id"));
+      inv.push_back(
+          verdict("no_push_merged_twice", "unknown", "merge contributors carry no transfer_id"));
     else
       inv.push_back(twice ? verdict("no_push_merged_twice", "invalid", list(twice_detail))
                           : verdict("no_push_merged_twice", "valid",
@@ -620,8 +621,9 @@ json build_report(const report_options& o) {
                            : verdict("no_version_repeated", "valid",
                                      "versions strictly increase between owner (re)starts"));
     if (push_events == 0)
-      inv.push_back(verdict("no_corrupt_chunk_merged", "unknown",
-                            "no push event: merged contributions cannot be matched to accepted pushes"));
+      inv.push_back(
+          verdict("no_corrupt_chunk_merged", "unknown",
+                  "no push event: merged contributions cannot be matched to accepted pushes"));
     else
       inv.push_back(corrupt_merged
                         ? verdict("no_corrupt_chunk_merged", "invalid", list(corrupt_detail))
@@ -633,61 +635,67 @@ json build_report(const report_options& o) {
       inv.push_back(verdict("no_nonfinite_in_global_fragment", "unknown",
                             "merge events carry no delta_norm"));
     else
-      inv.push_back(nonfinite ? verdict("no_nonfinite_in_global_fragment", "invalid",
-                                        fmt::format("{} merges with a non-finite delta_norm", nonfinite))
-                              : verdict("no_nonfinite_in_global_fragment", "valid",
-                                        fmt::format("every merge's delta_norm is finite ({} learner "
-                                                    "steps discarded as non-finite)",
-                                                    learner_nonfinite)));
+      inv.push_back(nonfinite
+                        ? verdict("no_nonfinite_in_global_fragment", "invalid",
+                                  fmt::format("{} merges with a non-finite delta_norm", nonfinite))
+                        : verdict("no_nonfinite_in_global_fragment", "valid",
+                                  fmt::format("every merge's delta_norm is finite ({} learner "
+                                              "steps discarded as non-finite)",
+                                              learner_nonfinite)));
   }
   if (merges == 0)
     inv.push_back(verdict("no_version_lost", "unknown", no_merges));
   else if (!every_versions)
-    inv.push_back(verdict("no_version_lost", "unknown",
-                          fmt::format("{} versions lost; judged only with checkpoint.every_versions "
-                                      "= 1 (experiment.json {})",
-                                      lost_versions, experiment ? "has none" : "is missing")));
+    inv.push_back(
+        verdict("no_version_lost", "unknown",
+                fmt::format("{} versions lost; judged only with checkpoint.every_versions "
+                            "= 1 (experiment.json {})",
+                            lost_versions, experiment ? "has none" : "is missing")));
   else if (*every_versions != 1)
     inv.push_back(verdict("no_version_lost", "unknown",
                           fmt::format("{} versions lost; checkpoint.every_versions = {}, so losing "
                                       "up to that many per restart is allowed",
                                       lost_versions, *every_versions)));
   else
-    inv.push_back(lost_versions ? verdict("no_version_lost", "invalid",
-                                          fmt::format("{} versions lost: {}", lost_versions, list(lost_detail)))
-                                : verdict("no_version_lost", "valid",
-                                          "every owner restart resumed from its last merged version"));
+    inv.push_back(
+        lost_versions
+            ? verdict("no_version_lost", "invalid",
+                      fmt::format("{} versions lost: {}", lost_versions, list(lost_detail)))
+            : verdict("no_version_lost", "valid",
+                      "every owner restart resumed from its last merged version"));
   if (!downtime)
     inv.push_back(verdict("zero_global_downtime", "unknown",
                           "learner_loss.csv is missing or has fewer than two heartbeats"));
   else
-    inv.push_back(*downtime > 0
-                      ? verdict("zero_global_downtime", "invalid",
-                                fmt::format("{:.2f} s in which no learner stepped ({} interval{})",
-                                            *downtime, downtime_gaps.size(),
-                                            downtime_gaps.size() == 1 ? "" : "s"))
-                      : verdict("zero_global_downtime", "valid", "some learner stepped at all times"));
+    inv.push_back(
+        *downtime > 0
+            ? verdict("zero_global_downtime", "invalid",
+                      fmt::format("{:.2f} s in which no learner stepped ({} interval{})", *downtime,
+                                  downtime_gaps.size(), downtime_gaps.size() == 1 ? "" : "s"))
+            : verdict("zero_global_downtime", "valid", "some learner stepped at all times"));
   if (merges == 0)
     inv.push_back(verdict("faulted_learners_back", "unknown", no_merges));
   else
-    inv.push_back(!unrecovered.empty()
-                      ? verdict("faulted_learners_back", "invalid",
-                                "no merged contribution after the fault: " + list(unrecovered))
-                      : verdict("faulted_learners_back", "valid",
-                                fmt::format("{} fault{} on learners, every one back and merged after",
-                                            judged_faults, judged_faults == 1 ? "" : "s")));
+    inv.push_back(
+        !unrecovered.empty()
+            ? verdict("faulted_learners_back", "invalid",
+                      "no merged contribution after the fault: " + list(unrecovered))
+            : verdict("faulted_learners_back", "valid",
+                      fmt::format("{} fault{} on learners, every one back and merged after",
+                                  judged_faults, judged_faults == 1 ? "" : "s")));
   if (o.baseline_dir.empty())
     inv.push_back(verdict("final_loss_vs_baseline", "unknown", "no --baseline given"));
   else if (!loss || !base_loss)
-    inv.push_back(verdict("final_loss_vs_baseline", "unknown",
-                          fmt::format("final_val_loss missing in {}",
-                                      !loss ? "this run's summary.json" : "the baseline's summary.json")));
+    inv.push_back(
+        verdict("final_loss_vs_baseline", "unknown",
+                fmt::format("final_val_loss missing in {}",
+                            !loss ? "this run's summary.json" : "the baseline's summary.json")));
   else
-    inv.push_back(verdict("final_loss_vs_baseline",
-                          *loss <= *base_loss * (1 + o.loss_tolerance) ? "valid" : "invalid",
-                          fmt::format("{:.4f} vs {:.4f} ({:+.2f}%; tolerance {:.1f}%)", *loss,
-                                      *base_loss, (*loss / *base_loss - 1) * 100,
-                                      o.loss_tolerance * 100)));
+    inv.push_back(
+        verdict("final_loss_vs_baseline",
+                *loss <= *base_loss * (1 + o.loss_tolerance) ? "valid" : "invalid",
+                fmt::format("{:.4f} vs {:.4f} ({:+.2f}%; tolerance {:.1f}%)", *loss, *base_loss,
+                            (*loss / *base_loss - 1) * 100, o.loss_tolerance * 100)));
 
   std::string overall = "valid";
   for (const auto& i : inv) {
@@ -724,14 +732,15 @@ std::string format_report(const json& r) {
                        "rejoined", "merged", "result");
     int i = 0;
     for (const auto& f : faults)
-      out << fmt::format("  {:>3} {:>7.1f}s {:<12} {:<20} {:>7} {:>8} {:>9} {:>9} {:>10} {:>9} {:>11}\n",
-                         ++i, f["offset_s"].get<double>(), f["kind"].get<std::string>(),
-                         f["target"].get<std::string>().substr(0, 20),
-                         f["duration_s"].is_number() ? format_duration(f["duration_s"].get<double>())
-                                                     : std::string("-"),
-                         secs(f["noticed_after_s"]), secs(f["excluded_after_s"]),
-                         secs(f["restarted_after_s"]), secs(f["rejoined_after_s"]),
-                         secs(f["first_merge_after_s"]), f["result"].get<std::string>());
+      out << fmt::format(
+          "  {:>3} {:>7.1f}s {:<12} {:<20} {:>7} {:>8} {:>9} {:>9} {:>10} {:>9} {:>11}\n", ++i,
+          f["offset_s"].get<double>(), f["kind"].get<std::string>(),
+          f["target"].get<std::string>().substr(0, 20),
+          f["duration_s"].is_number() ? format_duration(f["duration_s"].get<double>())
+                                      : std::string("-"),
+          secs(f["noticed_after_s"]), secs(f["excluded_after_s"]), secs(f["restarted_after_s"]),
+          secs(f["rejoined_after_s"]), secs(f["first_merge_after_s"]),
+          f["result"].get<std::string>());
   }
   const auto& run = r["run"];
   out << "\nrun\n";
@@ -745,14 +754,14 @@ std::string format_report(const json& r) {
   out << fmt::format("  below quorum         {}\n", fig(run["merges_below_quorum"]));
   out << fmt::format("  versions lost        {} (checkpoint.every_versions {})\n",
                      fig(run["versions_lost"]), fig(run["checkpoint_every_versions"]));
-  out << fmt::format("  pushes merged twice  {} (of {} push events)\n", fig(run["pushes_merged_twice"]),
-                     fig(run["pushes"]));
+  out << fmt::format("  pushes merged twice  {} (of {} push events)\n",
+                     fig(run["pushes_merged_twice"]), fig(run["pushes"]));
   out << fmt::format("  chunks refused       {} (merged {})\n", fig(run["chunks_refused"]),
                      fig(run["corrupt_chunks_merged"]));
   out << fmt::format("  non-finite           {} merges, {} learner steps discarded\n",
                      fig(run["nonfinite_merges"]), fig(run["nonfinite_learner_steps"]));
-  out << fmt::format("  final val loss       {} (baseline {}, {})\n", fig(run["final_val_loss"], "{:.4f}"),
-                     fig(run["baseline_val_loss"], "{:.4f}"),
+  out << fmt::format("  final val loss       {} (baseline {}, {})\n",
+                     fig(run["final_val_loss"], "{:.4f}"), fig(run["baseline_val_loss"], "{:.4f}"),
                      run["loss_vs_baseline"].is_number()
                          ? fmt::format("{:+.2f}%", run["loss_vs_baseline"].get<double>() * 100)
                          : std::string("-"));

@@ -19,8 +19,8 @@ namespace {
 volatile std::sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
 
-const char* net_knobs[] = {"ms", "jitter", "rate", "p", "seed", "size", "delay_us", "bytes", "dir",
-                           "count"};
+const char* net_knobs[] = {"ms",   "jitter",   "rate",  "p",   "seed",
+                           "size", "delay_us", "bytes", "dir", "count"};
 }  // namespace
 
 std::vector<timed_fault> from_schedule(const std::vector<scheduled_fault>& s,
@@ -86,7 +86,8 @@ std::vector<timed_fault> read_tape(const std::string& path) {
       tf.spec.count = params.value("count", 16);
       if (is_disk_kind(kind) && params.contains("seed")) tf.spec.picks.seed = params["seed"];
       for (const char* k : net_knobs)
-        if (params.contains(k) && (is_net_kind(kind) || is_msg_kind(kind))) tf.spec.net[k] = params[k];
+        if (params.contains(k) && (is_net_kind(kind) || is_msg_kind(kind)))
+          tf.spec.net[k] = params[k];
     }
     out.push_back(tf);
   }
@@ -120,7 +121,8 @@ std::vector<timed_fault> read_scenario(const std::string& path) {
     auto number = [&](const char* key, bool required, double dflt) {
       const int t = field(key);
       double v = dflt;
-      if (t == LUA_TNUMBER) v = lua_tonumber(L, -1);
+      if (t == LUA_TNUMBER)
+        v = lua_tonumber(L, -1);
       else if (t == LUA_TSTRING) {
         try {
           v = parse_duration(lua_tostring(L, -1), key);
@@ -138,7 +140,8 @@ std::vector<timed_fault> read_scenario(const std::string& path) {
     auto string = [&](const char* key, bool required) {
       const int t = field(key);
       std::string v;
-      if (t == LUA_TSTRING) v = lua_tostring(L, -1);
+      if (t == LUA_TSTRING)
+        v = lua_tostring(L, -1);
       else if (t != LUA_TNIL || required) {
         lua_pop(L, 1);
         fail(fmt::format("{}: {} must be a string", where, key));
@@ -163,8 +166,10 @@ std::vector<timed_fault> read_scenario(const std::string& path) {
       // `count` is a message fault's knob here (disk faults read it above as spec.count).
       if (std::string(k) == "count" && !is_msg_kind(tf.spec.kind)) continue;
       const int t = field(k);
-      if (t == LUA_TNUMBER) tf.spec.net[k] = lua_tonumber(L, -1);
-      else if (t == LUA_TSTRING) tf.spec.net[k] = std::string(lua_tostring(L, -1));
+      if (t == LUA_TNUMBER)
+        tf.spec.net[k] = lua_tonumber(L, -1);
+      else if (t == LUA_TSTRING)
+        tf.spec.net[k] = std::string(lua_tostring(L, -1));
       lua_pop(L, 1);
     }
     lua_pop(L, 1);
@@ -206,7 +211,9 @@ int run_session(chaos_env& env, std::vector<timed_fault> faults, bool final_heal
     } catch (const std::exception& e) {
       std::fprintf(env.out, "+%s %s %s failed: %s\n", format_duration(f.at).c_str(),
                    f.spec.kind.c_str(), f.spec.target.c_str(), e.what());
-      tape_append(env, {{"kind", f.spec.kind}, {"target", f.spec.target}, {"result", "error"},
+      tape_append(env, {{"kind", f.spec.kind},
+                        {"target", f.spec.target},
+                        {"result", "error"},
                         {"error", e.what()}});
       rc = 1;
     }

@@ -34,7 +34,8 @@ recovery_dist recovery_dist::parse(const std::string& text) {
   const std::string name = text.substr(0, colon);
   if (colon == std::string::npos)
     throw usage_error(fmt::format(
-        "--recovery: '{}' must be KIND:MEAN[,SHAPE] (fixed, exponential, lognormal, weibull)", text));
+        "--recovery: '{}' must be KIND:MEAN[,SHAPE] (fixed, exponential, lognormal, weibull)",
+        text));
   const auto args = split(text.substr(colon + 1), ',');
   recovery_dist d;
   d.mean = parse_duration(args[0], "--recovery mean");
@@ -50,8 +51,10 @@ recovery_dist recovery_dist::parse(const std::string& text) {
       throw usage_error(fmt::format("--recovery: shape '{}' must be a number > 0", args[1]));
     }
   };
-  if (name == "fixed") d.k = kind::fixed;
-  else if (name == "exponential") d.k = kind::exponential;
+  if (name == "fixed")
+    d.k = kind::fixed;
+  else if (name == "exponential")
+    d.k = kind::exponential;
   else if (name == "lognormal") {
     d.k = kind::lognormal;
     d.shape = shape(0.5);

@@ -42,8 +42,8 @@ struct recovery_dist {
 
 /// What `dd-chaos random` draws from.
 struct schedule_config {
-  double mtbf = 30;                  ///< mean time between faults, whole cluster, seconds
-  recovery_dist recovery;            ///< each fault's duration
+  double mtbf = 30;        ///< mean time between faults, whole cluster, seconds
+  recovery_dist recovery;  ///< each fault's duration
   uint64_t seed = 1;
   double duration = 300;             ///< schedule horizon, seconds from the start
   std::vector<std::string> kinds;    ///< fault kinds, picked uniformly ("kill", "pause", ...)
@@ -54,7 +54,7 @@ struct schedule_config {
 
 /// One fault of a schedule.
 struct scheduled_fault {
-  double at = 0;        ///< seconds from the start
+  double at = 0;  ///< seconds from the start
   std::string kind;
   std::string target;   ///< a node name from schedule_config::targets
   double duration = 0;  ///< seconds until it is reverted

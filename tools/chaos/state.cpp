@@ -1,12 +1,12 @@
 // tools/chaos/state.cpp — see state.hpp.
 #include "tools/chaos/state.hpp"
 
-#include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <unistd.h>
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -17,10 +17,14 @@ namespace dd::chaos {
 using nlohmann::json;
 
 json to_json(const pending_revert& p) {
-  json j = {{"id", p.id},     {"kind", p.kind},
-          {"node", p.node}, {"pid", p.pid},
-          {"start_time", p.start_time}, {"reverter_pid", p.reverter_pid},
-          {"reverter_start_time", p.reverter_start_time}, {"until", p.until}};
+  json j = {{"id", p.id},
+            {"kind", p.kind},
+            {"node", p.node},
+            {"pid", p.pid},
+            {"start_time", p.start_time},
+            {"reverter_pid", p.reverter_pid},
+            {"reverter_start_time", p.reverter_start_time},
+            {"until", p.until}};
   if (!p.path.empty()) j["path"] = p.path;
   if (!p.origin.empty()) j["origin"] = p.origin;
   return j;
@@ -49,13 +53,13 @@ state_store::state_store(std::string run_dir)
 void state_store::update(const std::function<void(std::vector<pending_revert>&)>& fn) const {
   const int fd = ::open(lock_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
   if (fd < 0) throw chaos_error(fmt::format("{}: cannot open: {}", lock_, std::strerror(errno)));
-  while (::flock(fd, LOCK_EX) != 0 && errno == EINTR) {
-  }
+  while (::flock(fd, LOCK_EX) != 0 && errno == EINTR) {}
   std::vector<pending_revert> entries;
   try {
     if (::access(path_.c_str(), F_OK) == 0) {
       const json j = json::parse(read_file(path_));
-      for (const auto& e : j.value("pending", json::array())) entries.push_back(pending_from_json(e));
+      for (const auto& e : j.value("pending", json::array()))
+        entries.push_back(pending_from_json(e));
     }
     json before = json::array();
     for (const auto& e : entries) before.push_back(to_json(e));

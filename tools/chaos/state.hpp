@@ -14,17 +14,17 @@ namespace dd::chaos {
 
 /// One fault still applied, and the detached process that will revert it.
 struct pending_revert {
-  std::string id;            ///< unique: "<kind>-<node>-<wall ms>-<pid>"
-  std::string kind;          ///< "pause", "slow", "restart" (a kill --for D without launcher), "hold",
-                             ///< "slow_cgroup" (a cgroup v1 cpu quota), "disk_full" (a ballast file)
+  std::string id;    ///< unique: "<kind>-<node>-<wall ms>-<pid>"
+  std::string kind;  ///< "pause", "slow", "restart" (a kill --for D without launcher), "hold",
+                     ///< "slow_cgroup" (a cgroup v1 cpu quota), "disk_full" (a ballast file)
   std::string node;
-  int pid = 0;               ///< the faulted process (0 for hold / restart)
+  int pid = 0;  ///< the faulted process (0 for hold / restart)
   uint64_t start_time = 0;
-  int reverter_pid = 0;      ///< the detached reverter (0 when none)
+  int reverter_pid = 0;  ///< the detached reverter (0 when none)
   uint64_t reverter_start_time = 0;
-  double until = 0;          ///< wall seconds when the revert is due
-  std::string path;          ///< slow_cgroup: the cgroup directory; disk_full: the ballast file
-  std::string origin;        ///< slow_cgroup: the cgroup the process came from (moved back there)
+  double until = 0;    ///< wall seconds when the revert is due
+  std::string path;    ///< slow_cgroup: the cgroup directory; disk_full: the ballast file
+  std::string origin;  ///< slow_cgroup: the cgroup the process came from (moved back there)
 };
 
 nlohmann::json to_json(const pending_revert& p);

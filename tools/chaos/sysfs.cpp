@@ -1,15 +1,15 @@
 // tools/chaos/sysfs.cpp — see sysfs.hpp.
 #include "tools/chaos/sysfs.hpp"
 
-#include <cerrno>
-#include <cstring>
 #include <fcntl.h>
-#include <filesystem>
-#include <fstream>
-#include <random>
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <unistd.h>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -62,15 +62,17 @@ std::string owner_checkpoint_path(const nodes_file& nf, int fragment) {
       if (a.rfind("owner:", 0) == 0) owners.push_back(a);
   }
   if (!host)
-    throw chaos_error(fmt::format("{}: no node hosts {} (owners: {})", nf.path, actor,
-                                  owners.empty() ? std::string("none") : fmt::format("{}", fmt::join(owners, ", "))));
+    throw chaos_error(fmt::format(
+        "{}: no node hosts {} (owners: {})", nf.path, actor,
+        owners.empty() ? std::string("none") : fmt::format("{}", fmt::join(owners, ", "))));
   std::string dir;
   const fs::path exp = fs::path(nf.run_dir) / "experiment.json";
   std::error_code ec;
   if (fs::exists(exp, ec)) {
     try {
       const auto j = nlohmann::json::parse(read_file(exp.string()));
-      if (j.contains("checkpoint") && j["checkpoint"].contains("dir") && j["checkpoint"]["dir"].is_string())
+      if (j.contains("checkpoint") && j["checkpoint"].contains("dir") &&
+          j["checkpoint"]["dir"].is_string())
         dir = j["checkpoint"]["dir"].get<std::string>();
     } catch (const nlohmann::json::exception& e) {
       throw chaos_error(fmt::format("{}: not JSON: {}", exp.string(), e.what()));
@@ -132,7 +134,10 @@ fs_info filesystem_of(const std::string& dir) {
   fs_info out;
   constexpr long tmpfs_magic = 0x01021994;
   switch (static_cast<long>(s.f_type)) {
-    case tmpfs_magic: out.type = "tmpfs"; out.tmpfs = true; break;
+    case tmpfs_magic:
+      out.type = "tmpfs";
+      out.tmpfs = true;
+      break;
     case 0xEF53: out.type = "ext4"; break;
     case 0x58465342: out.type = "xfs"; break;
     case 0x794c7630: out.type = "overlay"; break;
@@ -172,7 +177,8 @@ std::string cgroup_cpu_root(std::string* why) {
     std::error_code ec;
     if (!fs::exists(fs::path(root) / "cpu.cfs_quota_us", ec)) continue;
     if (::access(root, W_OK) != 0) {
-      *why = fmt::format("{} is not writable ({}): cgroup v1 cpu cannot be used", root, errno_text());
+      *why =
+          fmt::format("{} is not writable ({}): cgroup v1 cpu cannot be used", root, errno_text());
       return "";
     }
     return root;
@@ -190,7 +196,10 @@ std::string cgroup_cpu_of(int pid, const std::string& root) {
     const auto b = line.find(':', a + 1);
     if (a == std::string::npos || b == std::string::npos) continue;
     for (const auto& c : split(line.substr(a + 1, b - a - 1), ','))
-      if (c == "cpu") return (fs::path(root) / fs::path(line.substr(b + 1)).relative_path()).lexically_normal().string();
+      if (c == "cpu")
+        return (fs::path(root) / fs::path(line.substr(b + 1)).relative_path())
+            .lexically_normal()
+            .string();
   }
   throw chaos_error(fmt::format("pid {}: no cpu controller line in /proc/{}/cgroup", pid, pid));
 }
@@ -231,7 +240,8 @@ std::string cgroup_release(const std::string& dir, const std::string& back) {
     if (errno != EBUSY) break;
     sleep_for(0.02);
   }
-  return fmt::format("{}: cannot remove the cgroup: {}{}", dir, errno_text(), err.empty() ? "" : "; " + err);
+  return fmt::format("{}: cannot remove the cgroup: {}{}", dir, errno_text(),
+                     err.empty() ? "" : "; " + err);
 }
 
 }  // namespace dd::chaos

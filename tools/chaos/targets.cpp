@@ -28,7 +28,8 @@ std::vector<target_item> parse_targets(const std::string& spec) {
     } else if (text.rfind("learner:", 0) == 0 || text.rfind("owner:", 0) == 0) {
       const auto num = text.substr(text.find(':') + 1);
       if (num.empty() || !std::all_of(num.begin(), num.end(), ::isdigit))
-        throw usage_error(fmt::format("target '{}': the id must be a number, e.g. learner:2", text));
+        throw usage_error(
+            fmt::format("target '{}': the id must be a number, e.g. learner:2", text));
       it.k = target_item::kind::actor;
       it.name = text.substr(0, text.find(':') + 1) + std::to_string(std::stoi(num));
     } else {
@@ -142,8 +143,8 @@ selection resolve_targets(const nodes_file& f, const std::vector<target_item>& i
     if (!it.is_group()) {
       for (const auto& n : hit_nodes) {
         if (protected_nodes.count(n))
-          throw chaos_error(fmt::format(
-              "target {}: node {} is protected (--protect); refusing", it.text, n));
+          throw chaos_error(
+              fmt::format("target {}: node {} is protected (--protect); refusing", it.text, n));
         named_explicitly.insert(n);
         add(n, it.text);
       }
@@ -184,8 +185,8 @@ selection resolve_targets(const nodes_file& f, const std::vector<target_item>& i
   if (candidates.empty())
     throw chaos_error("no target left to fault (every candidate is protected or none exists)");
   if (k == 0)
-    throw chaos_error(fmt::format("pick {} of {} candidates is empty", to_string(mode),
-                                  candidates.size()));
+    throw chaos_error(
+        fmt::format("pick {} of {} candidates is empty", to_string(mode), candidates.size()));
   std::vector<size_t> order(candidates.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   if (k < candidates.size()) {

@@ -37,10 +37,10 @@ size_t pick_count(pick_mode m, size_t n);
 /// Options of target resolution.
 struct target_options {
   pick_mode pick = pick_mode::all;
-  bool pick_given = false;          ///< false: `all` for named targets, `one` for groups
-  uint64_t seed = 1;                ///< drives the pick
-  std::vector<std::string> protect; ///< target specs never touched (--protect)
-  bool exact = false;               ///< refuse when a hit process hosts several actors
+  bool pick_given = false;           ///< false: `all` for named targets, `one` for groups
+  uint64_t seed = 1;                 ///< drives the pick
+  std::vector<std::string> protect;  ///< target specs never touched (--protect)
+  bool exact = false;                ///< refuse when a hit process hosts several actors
 };
 
 /// A process a fault will hit.

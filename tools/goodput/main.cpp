@@ -35,7 +35,8 @@ using dd::goodput::sim_config;
 using dd::goodput::sim_result;
 using dd::goodput::strategy;
 
-const char* usage = R"(dd-goodput — goodput simulator: data-parallel vs Decoupled DiLoCo on a failing cluster.
+const char* usage =
+    R"(dd-goodput — goodput simulator: data-parallel vs Decoupled DiLoCo on a failing cluster.
 
 Modes
   (default)              simulate --chips with every strategy (DiLoCo variants with --learners)
@@ -103,8 +104,7 @@ struct options {
 double to_double(const std::string& flag, const std::string& v) {
   double d = 0;
   if (dd::util::parse_number(v, d)) return d;
-  if (v.find_first_of("0123456789") != std::string::npos || v == "nan" || v == "inf" ||
-      v == "-inf")
+  if (v.find_first_of("0123456789") != std::string::npos || v == "nan" || v == "inf" || v == "-inf")
     die(flag + " expects a finite number, got '" + v + "'");
   die(flag + " expects a number, got '" + v + "'");
 }
@@ -129,11 +129,16 @@ options parse(int argc, char** argv) {
     if (a == "--help" || a == "-h") {
       std::cout << usage;
       std::exit(0);
-    } else if (a == "--table") o.table = true;
-    else if (a == "--scaling") o.scaling = true;
-    else if (a == "--seed") o.seed = to_u64(a, val());
-    else if (a == "--seeds") o.seeds = to_u64(a, val());
-    else if (a == "--out") o.out = val();
+    } else if (a == "--table")
+      o.table = true;
+    else if (a == "--scaling")
+      o.scaling = true;
+    else if (a == "--seed")
+      o.seed = to_u64(a, val());
+    else if (a == "--seeds")
+      o.seeds = to_u64(a, val());
+    else if (a == "--out")
+      o.out = val();
     else if (a == "--strategies") {
       o.strategies.clear();
       std::string list = val(), item;
@@ -147,48 +152,82 @@ options parse(int argc, char** argv) {
           item += list[p];
         }
       }
-    } else if (a == "--chips") c.chips = to_u64(a, val());
-    else if (a == "--slice-chips") c.slice_chips = to_u64(a, val());
-    else if (a == "--learners") c.learners = to_u64(a, val());
-    else if (a == "--mtbi-days") c.mtbi_days = to_double(a, val());
-    else if (a == "--days") c.days = to_double(a, val());
+    } else if (a == "--chips")
+      c.chips = to_u64(a, val());
+    else if (a == "--slice-chips")
+      c.slice_chips = to_u64(a, val());
+    else if (a == "--learners")
+      c.learners = to_u64(a, val());
+    else if (a == "--mtbi-days")
+      c.mtbi_days = to_double(a, val());
+    else if (a == "--days")
+      c.days = to_double(a, val());
     else if (a == "--recovery-dist") {
       const std::string v = val();
-      if (v == "fixed") c.recovery = dd::goodput::recovery_dist::fixed;
-      else if (v == "exponential") c.recovery = dd::goodput::recovery_dist::exponential;
-      else if (v == "lognormal") c.recovery = dd::goodput::recovery_dist::lognormal;
-      else die("--recovery-dist expects fixed, exponential or lognormal, got '" + v + "'");
-    } else if (a == "--recovery-mean") c.recovery_mean_s = to_double(a, val());
-    else if (a == "--recovery-cv") c.recovery_cv = to_double(a, val());
-    else if (a == "--speed-cv") c.chip_speed_cv = to_double(a, val());
+      if (v == "fixed")
+        c.recovery = dd::goodput::recovery_dist::fixed;
+      else if (v == "exponential")
+        c.recovery = dd::goodput::recovery_dist::exponential;
+      else if (v == "lognormal")
+        c.recovery = dd::goodput::recovery_dist::lognormal;
+      else
+        die("--recovery-dist expects fixed, exponential or lognormal, got '" + v + "'");
+    } else if (a == "--recovery-mean")
+      c.recovery_mean_s = to_double(a, val());
+    else if (a == "--recovery-cv")
+      c.recovery_cv = to_double(a, val());
+    else if (a == "--speed-cv")
+      c.chip_speed_cv = to_double(a, val());
     else if (a == "--idle-failures") {
       const std::string v = val();
-      if (v == "yes") c.idle_failures = true;
-      else if (v == "no") c.idle_failures = false;
-      else die("--idle-failures expects yes or no, got '" + v + "'");
-    }
-    else if (a == "--restart") c.restart_s = to_double(a, val());
-    else if (a == "--restart-cold") c.restart_cold_s = to_double(a, val());
-    else if (a == "--restart-warm-window") c.restart_warm_window_s = to_double(a, val());
-    else if (a == "--checkpoint-interval") c.checkpoint_interval_s = to_double(a, val());
-    else if (a == "--checkpoint-write") c.checkpoint_write_s = to_double(a, val());
-    else if (a == "--downscale-pause") c.downscale_pause_s = to_double(a, val());
-    else if (a == "--upscale-pause") c.upscale_pause_s = to_double(a, val());
-    else if (a == "--upscale-batch") c.upscale_batch_s = to_double(a, val());
+      if (v == "yes")
+        c.idle_failures = true;
+      else if (v == "no")
+        c.idle_failures = false;
+      else
+        die("--idle-failures expects yes or no, got '" + v + "'");
+    } else if (a == "--restart")
+      c.restart_s = to_double(a, val());
+    else if (a == "--restart-cold")
+      c.restart_cold_s = to_double(a, val());
+    else if (a == "--restart-warm-window")
+      c.restart_warm_window_s = to_double(a, val());
+    else if (a == "--checkpoint-interval")
+      c.checkpoint_interval_s = to_double(a, val());
+    else if (a == "--checkpoint-write")
+      c.checkpoint_write_s = to_double(a, val());
+    else if (a == "--downscale-pause")
+      c.downscale_pause_s = to_double(a, val());
+    else if (a == "--upscale-pause")
+      c.upscale_pause_s = to_double(a, val());
+    else if (a == "--upscale-batch")
+      c.upscale_batch_s = to_double(a, val());
     else if (a == "--pause-overlap") {
       const std::string v = val();
-      if (v == "serial") c.overlap = dd::goodput::pause_overlap::serial;
-      else if (v == "coalesce") c.overlap = dd::goodput::pause_overlap::coalesce;
-      else die("--pause-overlap expects serial or coalesce, got '" + v + "'");
-    } else if (a == "--step") c.step_s = to_double(a, val());
-    else if (a == "--sync-interval") c.sync_interval = to_u64(a, val());
-    else if (a == "--outer-sync") c.outer_sync_s = to_double(a, val());
-    else if (a == "--quorum") c.quorum_count = to_u64(a, val());
-    else if (a == "--quorum-fraction") c.quorum_fraction = to_double(a, val());
-    else if (a == "--max-staleness") c.max_staleness = to_u64(a, val());
-    else if (a == "--tau") c.overlap_tau = to_double(a, val());
-    else if (a == "--grace-gamma") c.grace_gamma = to_double(a, val());
-    else die("unknown flag '" + a + "'");
+      if (v == "serial")
+        c.overlap = dd::goodput::pause_overlap::serial;
+      else if (v == "coalesce")
+        c.overlap = dd::goodput::pause_overlap::coalesce;
+      else
+        die("--pause-overlap expects serial or coalesce, got '" + v + "'");
+    } else if (a == "--step")
+      c.step_s = to_double(a, val());
+    else if (a == "--sync-interval")
+      c.sync_interval = to_u64(a, val());
+    else if (a == "--outer-sync")
+      c.outer_sync_s = to_double(a, val());
+    else if (a == "--quorum")
+      c.quorum_count = to_u64(a, val());
+    else if (a == "--quorum-fraction")
+      c.quorum_fraction = to_double(a, val());
+    else if (a == "--max-staleness")
+      c.max_staleness = to_u64(a, val());
+    else if (a == "--tau")
+      c.overlap_tau = to_double(a, val());
+    else if (a == "--grace-gamma")
+      c.grace_gamma = to_double(a, val());
+    else
+      die("unknown flag '" + a + "'");
   }
   if (o.seeds == 0) die("--seeds must be >= 1, got 0");
   return o;
@@ -236,8 +275,10 @@ std::string label(const cell& c) {
 
 std::string chips_label(std::uint64_t n) {
   char b[32];
-  if (n >= 1'000'000) std::snprintf(b, sizeof b, "%.1fM", static_cast<double>(n) / 1e6);
-  else std::snprintf(b, sizeof b, "%.0fk", static_cast<double>(n) / 1e3);
+  if (n >= 1'000'000)
+    std::snprintf(b, sizeof b, "%.1fM", static_cast<double>(n) / 1e6);
+  else
+    std::snprintf(b, sizeof b, "%.0fk", static_cast<double>(n) / 1e3);
   return b;
 }
 
@@ -266,33 +307,33 @@ void write_outputs(const options& o, const std::vector<cell>& cells,
   j["seed"] = o.seed;
   j["seeds"] = o.seeds;
   const auto& c = o.cfg;
-  j["config"] = {{"slice_chips", c.slice_chips},
-                 {"mtbi_days", c.mtbi_days},
-                 {"days", c.days},
-                 {"recovery_dist", to_string(c.recovery)},
-                 {"recovery_mean_s", c.recovery_mean_s},
-                 {"recovery_cv", c.recovery_cv},
-                 {"idle_failures", c.idle_failures},
-                 {"restart_s", c.restart_s},
-                 {"restart_cold_s", c.restart_cold_s},
-                 {"restart_warm_window_s", c.restart_warm_window_s},
-                 {"checkpoint_interval_s", c.checkpoint_interval_s},
-                 {"checkpoint_write_s", c.checkpoint_write_s},
-                 {"downscale_pause_s", c.downscale_pause_s},
-                 {"upscale_pause_s", c.upscale_pause_s},
-                 {"upscale_batch_s", c.upscale_batch_s},
-                 {"pause_overlap",
-                  c.overlap == dd::goodput::pause_overlap::serial ? "serial" : "coalesce"},
-                 {"step_s", c.step_s},
-                 {"chip_speed_cv", c.chip_speed_cv},
-                 {"sync_interval", c.sync_interval},
-                 {"outer_sync_s", c.outer_sync_s},
-                 {"quorum_count", c.quorum_count},
-                 {"quorum_fraction", c.quorum_fraction},
-                 {"max_staleness", c.max_staleness}};
+  j["config"] = {
+      {"slice_chips", c.slice_chips},
+      {"mtbi_days", c.mtbi_days},
+      {"days", c.days},
+      {"recovery_dist", to_string(c.recovery)},
+      {"recovery_mean_s", c.recovery_mean_s},
+      {"recovery_cv", c.recovery_cv},
+      {"idle_failures", c.idle_failures},
+      {"restart_s", c.restart_s},
+      {"restart_cold_s", c.restart_cold_s},
+      {"restart_warm_window_s", c.restart_warm_window_s},
+      {"checkpoint_interval_s", c.checkpoint_interval_s},
+      {"checkpoint_write_s", c.checkpoint_write_s},
+      {"downscale_pause_s", c.downscale_pause_s},
+      {"upscale_pause_s", c.upscale_pause_s},
+      {"upscale_batch_s", c.upscale_batch_s},
+      {"pause_overlap", c.overlap == dd::goodput::pause_overlap::serial ? "serial" : "coalesce"},
+      {"step_s", c.step_s},
+      {"chip_speed_cv", c.chip_speed_cv},
+      {"sync_interval", c.sync_interval},
+      {"outer_sync_s", c.outer_sync_s},
+      {"quorum_count", c.quorum_count},
+      {"quorum_fraction", c.quorum_fraction},
+      {"max_staleness", c.max_staleness}};
   std::string csv =
       "strategy,chips,learners,seed,goodput,uptime,failures,recoveries,events,"
-         "stale_rejections,grace_s,wall_s\n";
+      "stale_rejections,grace_s,wall_s\n";
   for (const auto& cl : cells) {
     nlohmann::json jc = {{"strategy", to_string(cl.which)},
                          {"chips", cl.chips},
@@ -315,14 +356,13 @@ void write_outputs(const options& o, const std::vector<cell>& cells,
                             {"grace_s", r.grace_s},
                             {"wall_s", cl.wall_s[k]}});
       char line[512];
-      std::snprintf(line, sizeof line, "%s,%llu,%llu,%llu,%.6f,%.6f,%llu,%llu,%llu,%llu,%.4f,%.4f\n",
-                    to_string(cl.which), static_cast<unsigned long long>(cl.chips),
-                    static_cast<unsigned long long>(cl.learners),
-                    static_cast<unsigned long long>(r.seed), r.goodput, r.uptime,
-                    static_cast<unsigned long long>(r.failures),
-                    static_cast<unsigned long long>(r.recoveries),
-                    static_cast<unsigned long long>(r.events),
-                    static_cast<unsigned long long>(r.stale_rejections), r.grace_s, cl.wall_s[k]);
+      std::snprintf(
+          line, sizeof line, "%s,%llu,%llu,%llu,%.6f,%.6f,%llu,%llu,%llu,%llu,%.4f,%.4f\n",
+          to_string(cl.which), static_cast<unsigned long long>(cl.chips),
+          static_cast<unsigned long long>(cl.learners), static_cast<unsigned long long>(r.seed),
+          r.goodput, r.uptime, static_cast<unsigned long long>(r.failures),
+          static_cast<unsigned long long>(r.recoveries), static_cast<unsigned long long>(r.events),
+          static_cast<unsigned long long>(r.stale_rejections), r.grace_s, cl.wall_s[k]);
       csv += line;
     }
     j["cells"].push_back(jc);
@@ -332,8 +372,8 @@ void write_outputs(const options& o, const std::vector<cell>& cells,
 
   // Plot: goodput and uptime against N; one line per strategy (and M).
   std::vector<dd::goodput::plot_panel> panels(2);
-  const char* palette[] = {"#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b",
-                           "#17becf", "#7f7f7f", "#bcbd22", "#e377c2"};
+  const char* palette[] = {"#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd",
+                           "#8c564b", "#17becf", "#7f7f7f", "#bcbd22", "#e377c2"};
   std::map<std::string, std::size_t> index;
   for (int pi = 0; pi < 2; ++pi) {
     auto& p = panels[pi];
@@ -416,8 +456,10 @@ void print_table(const std::vector<cell>& cells, const std::vector<std::uint64_t
       const cell* hit = nullptr;
       for (const auto& c : cells)
         if (label(c) == l && c.chips == n) hit = &c;
-      if (hit) std::printf("   %5.1f ± %4.1f", 100 * hit->mean(f), 100 * hit->sd(f));
-      else std::printf(" %13s", "-");
+      if (hit)
+        std::printf("   %5.1f ± %4.1f", 100 * hit->mean(f), 100 * hit->sd(f));
+      else
+        std::printf(" %13s", "-");
     }
     std::printf("\n");
   }
@@ -425,10 +467,11 @@ void print_table(const std::vector<cell>& cells, const std::vector<std::uint64_t
 
 int run_grid(const options& o, const std::vector<std::uint64_t>& ns,
              const std::vector<std::uint64_t>& ms) {
-  std::printf("dd-goodput: seeds %llu..%llu, %g days simulated, MTBI %g days/chip, %llu chips/slice\n",
-              static_cast<unsigned long long>(o.seed),
-              static_cast<unsigned long long>(o.seed + o.seeds - 1), o.cfg.days, o.cfg.mtbi_days,
-              static_cast<unsigned long long>(o.cfg.slice_chips));
+  std::printf(
+      "dd-goodput: seeds %llu..%llu, %g days simulated, MTBI %g days/chip, %llu chips/slice\n",
+      static_cast<unsigned long long>(o.seed),
+      static_cast<unsigned long long>(o.seed + o.seeds - 1), o.cfg.days, o.cfg.mtbi_days,
+      static_cast<unsigned long long>(o.cfg.slice_chips));
   std::vector<cell> cells;
   double total_wall = 0;
   for (auto s : o.strategies) {
@@ -440,8 +483,7 @@ int run_grid(const options& o, const std::vector<std::uint64_t>& ns,
         for (double w : cells.back().wall_s) total_wall += w;
         std::fprintf(stderr, "  %-26s N=%-7s goodput %.3f  (%.2f s/run)\n",
                      label(cells.back()).c_str(), chips_label(n).c_str(),
-                     cells.back().mean(&sim_result::goodput),
-                     cells.back().wall_s.front());
+                     cells.back().mean(&sim_result::goodput), cells.back().wall_s.front());
       }
     }
   }
@@ -458,8 +500,8 @@ int run_grid(const options& o, const std::vector<std::uint64_t>& ns,
           const bool ok = std::fabs(d) <= 3.0;
           all = all && ok;
           std::printf("  %-14s N=%-6s sim %5.1f  paper %4.0f  diff %+5.1f  %s\n", to_string(s),
-                      chips_label(ns[i]).c_str(), 100 * c.mean(&sim_result::goodput),
-                      100 * ref[i], d, ok ? "ok" : "OUT");
+                      chips_label(ns[i]).c_str(), 100 * c.mean(&sim_result::goodput), 100 * ref[i],
+                      d, ok ? "ok" : "OUT");
         }
       }
     }

@@ -68,9 +68,7 @@ std::string num(double v) {
   return buf;
 }
 
-bool uses_learners(strategy s) {
-  return s == strategy::diloco || s == strategy::decoupled_diloco;
-}
+bool uses_learners(strategy s) { return s == strategy::diloco || s == strategy::decoupled_diloco; }
 
 }  // namespace
 
@@ -126,9 +124,10 @@ std::string validate(const sim_config& c, strategy s) {
   if (uses_learners(s)) {
     if (c.learners == 0) return "--learners must be >= 1, got 0";
     if (c.learners > slices) {
-      return "--learners (" + std::to_string(c.learners) + ") must not exceed the number of slices (" +
-             std::to_string(slices) + " = " + std::to_string(c.chips) + " chips / " +
-             std::to_string(c.slice_chips) + " per slice, rounded up)";
+      return "--learners (" + std::to_string(c.learners) +
+             ") must not exceed the number of slices (" + std::to_string(slices) + " = " +
+             std::to_string(c.chips) + " chips / " + std::to_string(c.slice_chips) +
+             " per slice, rounded up)";
     }
   }
   return {};
@@ -140,20 +139,20 @@ constexpr double seconds_per_day = 86400.0;
 
 /// One synchronous job: the whole cluster (DP) or one learner (DiLoCo variants).
 struct group {
-  std::uint32_t n = 0;          // slices assigned
-  std::uint32_t up = 0;         // slices currently up
-  double paused_until = 0;      // end of the current pause / restart (s)
-  bool waiting = false;         // non-elastic: stalled until every slice is back
-  double resume_t = 0;          // non-elastic: when training last (re)started
+  std::uint32_t n = 0;              // slices assigned
+  std::uint32_t up = 0;             // slices currently up
+  double paused_until = 0;          // end of the current pause / restart (s)
+  bool waiting = false;             // non-elastic: stalled until every slice is back
+  double resume_t = 0;              // non-elastic: when training last (re)started
   double relaunch_end = -INFINITY;  // non-elastic: end of the last relaunch (none yet: -inf)
-  bool warm = false;            // non-elastic: the pending relaunch is warm
-  double last_t = 0;            // lazy integration point
-  double remaining = 0;         // DiLoCo: work (s at speed 1) left in this round
-  bool pending = false;         // DiLoCo: finished the round, waiting at the barrier
-  std::uint64_t gen = 0;        // invalidates timers scheduled before a state change
+  bool warm = false;                // non-elastic: the pending relaunch is warm
+  double last_t = 0;                // lazy integration point
+  double remaining = 0;             // DiLoCo: work (s at speed 1) left in this round
+  bool pending = false;             // DiLoCo: finished the round, waiting at the barrier
+  std::uint64_t gen = 0;            // invalidates timers scheduled before a state change
   bool was_stepping = false;
-  double stopped_at_progress = 0;  // DD: global progress (s) when it stopped stepping
-  std::multiset<double> speeds; // slice speeds (only with chip_speed_cv > 0)
+  double stopped_at_progress = 0;     // DD: global progress (s) when it stopped stepping
+  std::multiset<double> speeds;       // slice speeds (only with chip_speed_cv > 0)
   std::vector<std::uint32_t> slices;  // its slices; the first `up` entries are the up ones
   std::vector<std::uint32_t> held;    // returned slices waiting to join (upscale batching)
   std::uint64_t upscale_gen = 0;      // invalidates a scheduled batched upscale
@@ -201,7 +200,8 @@ class engine {
       // C < 0: Young's optimum C = sqrt(2 δ · MTBF) (Young 1974), MTBF = MTBI / N under load.
       checkpoint_s_ = c.checkpoint_interval_s;
       if (checkpoint_s_ < 0) {
-        const double mtbf = c.mtbi_days * seconds_per_day / static_cast<double>(slices * c.slice_chips);
+        const double mtbf =
+            c.mtbi_days * seconds_per_day / static_cast<double>(slices * c.slice_chips);
         checkpoint_s_ = std::sqrt(2.0 * c.checkpoint_write_s * mtbf);
       }
       write_s_ = checkpoint_s_ > 0 ? c.checkpoint_write_s : 0.0;
@@ -290,7 +290,8 @@ class engine {
   /// A slice steps at the pace of its slowest chip.
   double draw_slice_speed() {
     double v = INFINITY;
-    for (std::uint64_t k = 0; k < c_.slice_chips; ++k) v = std::min(v, lognormal(1.0, c_.chip_speed_cv));
+    for (std::uint64_t k = 0; k < c_.slice_chips; ++k)
+      v = std::min(v, lognormal(1.0, c_.chip_speed_cv));
     return v;
   }
 

@@ -52,58 +52,58 @@ enum class pause_overlap {
 /// Every parameter of one simulation. Times are seconds unless the name says otherwise.
 /// Defaults and their sources: docs/goodput.md, "Parameters".
 struct sim_config {
-  std::uint64_t chips = 1'200'000;         ///< N: allocated chips (spares not counted); rounded
-                                           ///< up to whole slices (see slice_count).
-  std::uint64_t slice_chips = 256;         ///< chips per slice (failure domain).
-  std::uint64_t learners = 8;              ///< M (DiLoCo, Decoupled DiLoCo); ignored by DP.
-  double mtbi_days = 365.0;                ///< mean time between interruptions of one chip (days).
-  double days = 30.0;                      ///< simulated wall time (days).
+  std::uint64_t chips = 1'200'000;  ///< N: allocated chips (spares not counted); rounded
+                                    ///< up to whole slices (see slice_count).
+  std::uint64_t slice_chips = 256;  ///< chips per slice (failure domain).
+  std::uint64_t learners = 8;       ///< M (DiLoCo, Decoupled DiLoCo); ignored by DP.
+  double mtbi_days = 365.0;         ///< mean time between interruptions of one chip (days).
+  double days = 30.0;               ///< simulated wall time (days).
   recovery_dist recovery = recovery_dist::lognormal;
-  double recovery_mean_s = 60.0;           ///< mean time until a failed slice (or its hot spare)
-                                           ///< is ready to train again (s).
-  double recovery_cv = 0.5;                ///< coefficient of variation (lognormal only).
-  bool idle_failures = false;              ///< false: only chips under load (up slices of a
-                                           ///< stepping job) are interrupted; true: every up
-                                           ///< slice is, also while its job is stalled or
-                                           ///< paused (failures then pile up in the stall: the
-                                           ///< non-elastic restart waits for all of them).
-  double restart_s = 5.0;                  ///< non-elastic DP: WARM relaunch (s): the failure
-                                           ///< came within restart_warm_window_s of the end of
-                                           ///< the previous relaunch; the surviving hosts kept
-                                           ///< their processes, compiled program and the
-                                           ///< checkpoint staged in host memory.
-  double restart_cold_s = 35.0;            ///< COLD relaunch (s): reschedule, start processes,
-                                           ///< compile / load the program, read the checkpoint
-                                           ///< from storage. Also every learner respawn of the
-                                           ///< DiLoCo variants (it lost every slice). >= restart_s.
-  double restart_warm_window_s = 45.0;     ///< W (s): a non-elastic failure less than W after the
-                                           ///< previous relaunch ended gets a warm relaunch;
-                                           ///< 0 = always cold (with restart_cold_s = restart_s:
-                                           ///< the single-restart model of earlier versions).
-  double checkpoint_interval_s = 0.0;      ///< non-elastic DP: training time between checkpoints
-                                           ///< (s); < 0 = Young's optimum sqrt(2 δ MTBF);
-                                           ///< 0 = every step, free (lose only the step).
-  double checkpoint_write_s = 0.0;         ///< δ: training blocked per checkpoint write (s).
-  double downscale_pause_s = 18.0;         ///< elastic: global pause to drop a failed slice (s).
-  double upscale_pause_s = 14.0;           ///< elastic: global pause to add a returned slice (s).
-  double upscale_batch_s = 60.0;           ///< elastic: a returned slice waits up to this long to
-                                           ///< join during the next downscale (free) before a
-                                           ///< dedicated upscale pause adds it; 0 = at once.
+  double recovery_mean_s = 60.0;        ///< mean time until a failed slice (or its hot spare)
+                                        ///< is ready to train again (s).
+  double recovery_cv = 0.5;             ///< coefficient of variation (lognormal only).
+  bool idle_failures = false;           ///< false: only chips under load (up slices of a
+                                        ///< stepping job) are interrupted; true: every up
+                                        ///< slice is, also while its job is stalled or
+                                        ///< paused (failures then pile up in the stall: the
+                                        ///< non-elastic restart waits for all of them).
+  double restart_s = 5.0;               ///< non-elastic DP: WARM relaunch (s): the failure
+                                        ///< came within restart_warm_window_s of the end of
+                                        ///< the previous relaunch; the surviving hosts kept
+                                        ///< their processes, compiled program and the
+                                        ///< checkpoint staged in host memory.
+  double restart_cold_s = 35.0;         ///< COLD relaunch (s): reschedule, start processes,
+                                        ///< compile / load the program, read the checkpoint
+                                        ///< from storage. Also every learner respawn of the
+                                        ///< DiLoCo variants (it lost every slice). >= restart_s.
+  double restart_warm_window_s = 45.0;  ///< W (s): a non-elastic failure less than W after the
+                                        ///< previous relaunch ended gets a warm relaunch;
+                                        ///< 0 = always cold (with restart_cold_s = restart_s:
+                                        ///< the single-restart model of earlier versions).
+  double checkpoint_interval_s = 0.0;   ///< non-elastic DP: training time between checkpoints
+                                        ///< (s); < 0 = Young's optimum sqrt(2 δ MTBF);
+                                        ///< 0 = every step, free (lose only the step).
+  double checkpoint_write_s = 0.0;      ///< δ: training blocked per checkpoint write (s).
+  double downscale_pause_s = 18.0;      ///< elastic: global pause to drop a failed slice (s).
+  double upscale_pause_s = 14.0;        ///< elastic: global pause to add a returned slice (s).
+  double upscale_batch_s = 60.0;        ///< elastic: a returned slice waits up to this long to
+                                        ///< join during the next downscale (free) before a
+                                        ///< dedicated upscale pause adds it; 0 = at once.
   pause_overlap overlap = pause_overlap::serial;
-  double step_s = 1.0;                     ///< inner (training) step time (s); a failure loses
-                                           ///< the step in flight (half a step on average).
-  double chip_speed_cv = 0.0;              ///< per-chip speed variation (CV of a lognormal with
-                                           ///< mean 1); a synchronous group runs at its slowest
-                                           ///< chip's speed. 0 = identical chips.
-  std::uint64_t sync_interval = 24;        ///< H: inner steps between two pushes of a fragment
-                                           ///< (Decoupled DiLoCo) / between outer steps (DiLoCo).
-  double outer_sync_s = 2.0;               ///< DiLoCo: blocking outer all-reduce per round (s).
-  double quorum_fraction = 0.0;            ///< Decoupled DiLoCo K as a fraction of live learners;
-                                           ///< 0 = use quorum_count.
-  std::uint64_t quorum_count = 1;          ///< Decoupled DiLoCo K as a count (paper default 1).
-  std::uint64_t max_staleness = 4;         ///< versions (ALGORITHM.md default).
-  double overlap_tau = 2.0;                ///< τ: steps of overlap (grace window input).
-  double grace_gamma = 0.8;                ///< γ: grace safety margin.
+  double step_s = 1.0;               ///< inner (training) step time (s); a failure loses
+                                     ///< the step in flight (half a step on average).
+  double chip_speed_cv = 0.0;        ///< per-chip speed variation (CV of a lognormal with
+                                     ///< mean 1); a synchronous group runs at its slowest
+                                     ///< chip's speed. 0 = identical chips.
+  std::uint64_t sync_interval = 24;  ///< H: inner steps between two pushes of a fragment
+                                     ///< (Decoupled DiLoCo) / between outer steps (DiLoCo).
+  double outer_sync_s = 2.0;         ///< DiLoCo: blocking outer all-reduce per round (s).
+  double quorum_fraction = 0.0;      ///< Decoupled DiLoCo K as a fraction of live learners;
+                                     ///< 0 = use quorum_count.
+  std::uint64_t quorum_count = 1;    ///< Decoupled DiLoCo K as a count (paper default 1).
+  std::uint64_t max_staleness = 4;   ///< versions (ALGORITHM.md default).
+  double overlap_tau = 2.0;          ///< τ: steps of overlap (grace window input).
+  double grace_gamma = 0.8;          ///< γ: grace safety margin.
 };
 
 /// Slices simulated: ceil(chips / slice_chips) (the cluster is rounded up to whole slices;
@@ -119,19 +119,19 @@ std::string validate(const sim_config& config, strategy s);
 struct sim_result {
   strategy which = strategy::data_parallel;
   std::uint64_t seed = 0;
-  double goodput = 0;            ///< useful chip-time / (N × wall time), in [0, 1].
-  double uptime = 0;             ///< fraction of wall time with global training progress.
-  double sim_seconds = 0;        ///< simulated wall time (s).
-  std::uint64_t chips_simulated = 0;  ///< slice_count × slice_chips (goodput's denominator).
-  std::uint64_t failures = 0;    ///< slice failures simulated.
-  std::uint64_t recoveries = 0;  ///< slices that came back.
-  std::uint64_t events = 0;      ///< events processed (failures, recoveries, timers, rounds).
+  double goodput = 0;                  ///< useful chip-time / (N × wall time), in [0, 1].
+  double uptime = 0;                   ///< fraction of wall time with global training progress.
+  double sim_seconds = 0;              ///< simulated wall time (s).
+  std::uint64_t chips_simulated = 0;   ///< slice_count × slice_chips (goodput's denominator).
+  std::uint64_t failures = 0;          ///< slice failures simulated.
+  std::uint64_t recoveries = 0;        ///< slices that came back.
+  std::uint64_t events = 0;            ///< events processed (failures, recoveries, timers, rounds).
   std::uint64_t stale_rejections = 0;  ///< Decoupled DiLoCo pushes rejected by check_staleness.
-  double useful_chip_s = 0;      ///< chip-seconds of useful training.
-  double lost_work_chip_s = 0;   ///< chip-seconds computed then thrown away (checkpoint
-                                 ///< restarts, steps in flight, stale pushes).
-  double grace_s = 0;            ///< Decoupled DiLoCo grace window from compute_grace (s).
-  double loaded_chip_s = 0;      ///< chip-seconds under load (stepping); failures ≈ this / MTBI.
+  double useful_chip_s = 0;            ///< chip-seconds of useful training.
+  double lost_work_chip_s = 0;         ///< chip-seconds computed then thrown away (checkpoint
+                                       ///< restarts, steps in flight, stale pushes).
+  double grace_s = 0;                  ///< Decoupled DiLoCo grace window from compute_grace (s).
+  double loaded_chip_s = 0;  ///< chip-seconds under load (stepping); failures ≈ this / MTBI.
   double checkpoint_interval_s = 0;  ///< DP: checkpoint interval used (s).
   std::uint64_t warm_restarts = 0;   ///< DP: relaunches that were warm (restart_s).
   std::uint64_t cold_restarts = 0;   ///< DP relaunches and learner respawns that were cold.

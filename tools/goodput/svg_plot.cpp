@@ -87,8 +87,8 @@ std::string render_svg(const std::vector<plot_panel>& panels, const std::string&
       const double yv = p.y_min + (p.y_max - p.y_min) * k / 5.0;
       o << "<line x1=\"" << f(x0) << "\" y1=\"" << f(py(yv)) << "\" x2=\"" << f(x1) << "\" y2=\""
         << f(py(yv)) << "\" stroke=\"#ddd\"/>\n"
-        << "<text x=\"" << f(x0 - 6) << "\" y=\"" << f(py(yv) + 4)
-        << "\" text-anchor=\"end\">" << std::lround(yv * 100) << "%</text>\n";
+        << "<text x=\"" << f(x0 - 6) << "\" y=\"" << f(py(yv) + 4) << "\" text-anchor=\"end\">"
+        << std::lround(yv * 100) << "%</text>\n";
     }
     for (std::size_t k = 0; k < p.x_ticks.size(); ++k) {
       const double xv = px(p.x_ticks[k]);
@@ -100,8 +100,8 @@ std::string render_svg(const std::vector<plot_panel>& panels, const std::string&
     }
     o << "<rect x=\"" << f(x0) << "\" y=\"" << f(y0) << "\" width=\"" << f(x1 - x0)
       << "\" height=\"" << f(y1 - y0) << "\" fill=\"none\" stroke=\"#333\"/>\n"
-      << "<text x=\"" << f((x0 + x1) / 2) << "\" y=\"" << f(y1 + 38)
-      << "\" text-anchor=\"middle\">" << esc(p.x_label) << "</text>\n"
+      << "<text x=\"" << f((x0 + x1) / 2) << "\" y=\"" << f(y1 + 38) << "\" text-anchor=\"middle\">"
+      << esc(p.x_label) << "</text>\n"
       << "<text transform=\"translate(" << f(ox + 16) << "," << f((y0 + y1) / 2)
       << ") rotate(-90)\" text-anchor=\"middle\">" << esc(p.y_label) << "</text>\n";
     for (const auto& s : p.series) {
@@ -126,8 +126,7 @@ std::string render_svg(const std::vector<plot_panel>& panels, const std::string&
       }
       if (!path.empty()) {
         o << "<path d=\"" << path << "\" fill=\"none\" stroke=\"" << s.color
-          << "\" stroke-width=\"1.8\"" << (s.dashed ? " stroke-dasharray=\"5,4\"" : "")
-          << "/>\n";
+          << "\" stroke-width=\"1.8\"" << (s.dashed ? " stroke-dasharray=\"5,4\"" : "") << "/>\n";
       }
     }
     o << "</g>\n";

@@ -162,8 +162,8 @@ void gpt_workload::forward_backward() {
   be_.zero(grads_buf_.data(), num_params_);
   be_.zero(dacts_buf_.data(), num_acts_);
   be_.softmax_crossentropy_backward(dacts_.logits, acts_.probs, targets, 1.0f / N, N, V);
-  be_.matmul_backward(dacts_.lnf, grads_.wte, nullptr, dacts_.logits, acts_.lnf, params_.wte, N,
-                      C, V);
+  be_.matmul_backward(dacts_.lnf, grads_.wte, nullptr, dacts_.logits, acts_.lnf, params_.wte, N, C,
+                      V);
   float* dresidual = dacts_.layers.back().res3;
   be_.layernorm_backward(dresidual, grads_.lnfw, grads_.lnfb, dacts_.lnf, residual, params_.lnfw,
                          acts_.lnf_mean, acts_.lnf_rstd, N, C);
@@ -177,20 +177,20 @@ void gpt_workload::forward_backward() {
     // res3 = res2 + fcproj
     be_.axpy(d.res2, 1.0f, d.res3, NC);
     be_.axpy(d.fcproj, 1.0f, d.res3, NC);
-    be_.matmul_backward(d.fch_gelu, g.fcprojw, g.fcprojb, d.fcproj, a.fch_gelu, p.fcprojw, N,
-                        4 * C, C);
+    be_.matmul_backward(d.fch_gelu, g.fcprojw, g.fcprojb, d.fcproj, a.fch_gelu, p.fcprojw, N, 4 * C,
+                        C);
     be_.gelu_backward(d.fch, a.fch, d.fch_gelu, 4 * NC);
     be_.matmul_backward(d.ln2, g.fcw, g.fcb, d.fch, a.ln2, p.fcw, N, C, 4 * C);
-    be_.layernorm_backward(d.res2, g.ln2w, g.ln2b, d.ln2, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd,
-                           N, C);
+    be_.layernorm_backward(d.res2, g.ln2w, g.ln2b, d.ln2, a.res2, p.ln2w, a.ln2_mean, a.ln2_rstd, N,
+                           C);
     // res2 = res_in + attproj
     be_.axpy(dres_in, 1.0f, d.res2, NC);
     be_.axpy(d.attproj, 1.0f, d.res2, NC);
     be_.matmul_backward(d.atty, g.attprojw, g.attprojb, d.attproj, a.atty, p.attprojw, N, C, C);
     be_.attention_backward(d.qkv, scratch_buf_.data(), d.atty, a.qkv, a.att, B, T, C, NH);
     be_.matmul_backward(d.ln1, g.qkvw, g.qkvb, d.qkv, a.ln1, p.qkvw, N, C, 3 * C);
-    be_.layernorm_backward(dres_in, g.ln1w, g.ln1b, d.ln1, res_in, p.ln1w, a.ln1_mean,
-                           a.ln1_rstd, N, C);
+    be_.layernorm_backward(dres_in, g.ln1w, g.ln1b, d.ln1, res_in, p.ln1w, a.ln1_mean, a.ln1_rstd,
+                           N, C);
   }
   be_.encoder_backward(grads_.wte, grads_.wpe, dacts_.encoded, tokens, B, T, C);
 }
@@ -200,8 +200,8 @@ void gpt_workload::optimizer_step() {
   p.lr = 1e-4f;
   p.weight_decay = 0.1f;
   p.step = ++step_;
-  be_.adamw_update(params_buf_.data(), grads_buf_.data(), m_buf_.data(), v_buf_.data(),
-                   num_params_, p);
+  be_.adamw_update(params_buf_.data(), grads_buf_.data(), m_buf_.data(), v_buf_.data(), num_params_,
+                   p);
 }
 
 double gpt_workload::mean_loss() {

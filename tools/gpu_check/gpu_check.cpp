@@ -169,33 +169,35 @@ constexpr double tol_double = 1e-9;
 // ---- the cases ------------------------------------------------------------------------------
 
 void add_encoder_cases(std::vector<check_case>& cases, bool quick) {
-  struct s { int B, T, C, V; };
+  struct s {
+    int B, T, C, V;
+  };
   std::vector<s> shapes = {{1, 1, 8, 16}, {2, 127, 24, 50}, {4, 128, 128, 256}, {3, 5, 33, 3}};
   if (!quick) shapes.push_back({8, 1024, 768, 8192});
   uint64_t seed = 100;
   for (const auto& sh : shapes) {
     const std::string shape = dims({{"B", sh.B}, {"T", sh.T}, {"C", sh.C}, {"V", sh.V}});
     const uint64_t sd = seed++;
-    cases.push_back({"encoder_forward", shape, tol_exact, [sh, sd](backend& be) {
-                       const size_t N = static_cast<size_t>(sh.B) * sh.T;
-                       auto tok = to_dev(be, random_ints(N, sd, sh.V));
-                       auto wte = to_dev(be, random_floats(static_cast<size_t>(sh.V) * sh.C, sd + 1));
-                       auto wpe = to_dev(be, random_floats(static_cast<size_t>(sh.T) * sh.C, sd + 2));
-                       auto out = be.alloc<float>(N * sh.C);
-                       be.encoder_forward(out.data(), tok.data(), wte.data(), wpe.data(), sh.B, sh.T,
-                                          sh.C);
-                       return outputs{from_dev(be, out)};
-                     }});
-    cases.push_back({"encoder_backward", shape, tol_exact, [sh, sd](backend& be) {
-                       const size_t N = static_cast<size_t>(sh.B) * sh.T;
-                       auto tok = to_dev(be, random_ints(N, sd, sh.V));
-                       auto dwte = to_dev(be, random_floats(static_cast<size_t>(sh.V) * sh.C, sd + 3));
-                       auto dwpe = to_dev(be, random_floats(static_cast<size_t>(sh.T) * sh.C, sd + 4));
-                       auto dout = to_dev(be, random_floats(N * sh.C, sd + 5));
-                       be.encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), sh.B,
-                                           sh.T, sh.C);
-                       return outputs{from_dev(be, dwte), from_dev(be, dwpe)};
-                     }});
+    cases.push_back(
+        {"encoder_forward", shape, tol_exact, [sh, sd](backend& be) {
+           const size_t N = static_cast<size_t>(sh.B) * sh.T;
+           auto tok = to_dev(be, random_ints(N, sd, sh.V));
+           auto wte = to_dev(be, random_floats(static_cast<size_t>(sh.V) * sh.C, sd + 1));
+           auto wpe = to_dev(be, random_floats(static_cast<size_t>(sh.T) * sh.C, sd + 2));
+           auto out = be.alloc<float>(N * sh.C);
+           be.encoder_forward(out.data(), tok.data(), wte.data(), wpe.data(), sh.B, sh.T, sh.C);
+           return outputs{from_dev(be, out)};
+         }});
+    cases.push_back(
+        {"encoder_backward", shape, tol_exact, [sh, sd](backend& be) {
+           const size_t N = static_cast<size_t>(sh.B) * sh.T;
+           auto tok = to_dev(be, random_ints(N, sd, sh.V));
+           auto dwte = to_dev(be, random_floats(static_cast<size_t>(sh.V) * sh.C, sd + 3));
+           auto dwpe = to_dev(be, random_floats(static_cast<size_t>(sh.T) * sh.C, sd + 4));
+           auto dout = to_dev(be, random_floats(N * sh.C, sd + 5));
+           be.encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), sh.B, sh.T, sh.C);
+           return outputs{from_dev(be, dwte), from_dev(be, dwpe)};
+         }});
   }
 }
 
@@ -231,7 +233,8 @@ void add_layernorm_cases(std::vector<check_case>& cases, bool quick) {
                          double m = 0, v = 0;
                          for (size_t j = 0; j < c; ++j) m += x[r * c + j];
                          m /= static_cast<double>(c);
-                         for (size_t j = 0; j < c; ++j) v += (x[r * c + j] - m) * (x[r * c + j] - m);
+                         for (size_t j = 0; j < c; ++j)
+                           v += (x[r * c + j] - m) * (x[r * c + j] - m);
                          v /= static_cast<double>(c);
                          mean[r] = static_cast<float>(m);
                          rstd[r] = static_cast<float>(1.0 / std::sqrt(v + 1e-5));
@@ -253,8 +256,10 @@ void add_layernorm_cases(std::vector<check_case>& cases, bool quick) {
 }
 
 void add_matmul_cases(std::vector<check_case>& cases, bool quick) {
-  struct s { int N, IC, OC; };
-  std::vector<s> shapes = {{1, 8, 8},       {7, 13, 5},      {127, 33, 65},
+  struct s {
+    int N, IC, OC;
+  };
+  std::vector<s> shapes = {{1, 8, 8},        {7, 13, 5},       {127, 33, 65},
                            {2048, 128, 384}, {2048, 128, 256}, {2048, 512, 128}};
   if (!quick) {
     shapes.push_back({1024, 768, 3072});
@@ -263,8 +268,8 @@ void add_matmul_cases(std::vector<check_case>& cases, bool quick) {
   uint64_t seed = 300;
   for (const auto& sh : shapes) {
     for (bool with_bias : {true, false}) {
-      const std::string shape = dims({{"N", sh.N}, {"IC", sh.IC}, {"OC", sh.OC}}) +
-                                (with_bias ? " bias" : " nobias");
+      const std::string shape =
+          dims({{"N", sh.N}, {"IC", sh.IC}, {"OC", sh.OC}}) + (with_bias ? " bias" : " nobias");
       const uint64_t sd = seed++;
       const size_t N = sh.N, IC = sh.IC, OC = sh.OC;
       cases.push_back({"matmul_forward", shape, tol_gemm, [=](backend& be) {
@@ -306,8 +311,10 @@ std::vector<float> random_att(int B, int NH, int T, uint64_t seed) {
 }
 
 void add_attention_cases(std::vector<check_case>& cases, bool quick) {
-  struct s { int B, T, C, NH; };
-  std::vector<s> shapes = {{1, 1, 8, 1},    {2, 5, 12, 3},    {2, 127, 64, 4},
+  struct s {
+    int B, T, C, NH;
+  };
+  std::vector<s> shapes = {{1, 1, 8, 1},      {2, 5, 12, 3},   {2, 127, 64, 4},
                            {16, 128, 128, 4}, {3, 33, 96, 12}, {1, 128, 32, 8}};
   if (!quick) {
     shapes.push_back({2, 1024, 256, 4});
@@ -342,14 +349,17 @@ void add_attention_cases(std::vector<check_case>& cases, bool quick) {
 }
 
 void add_softmax_cases(std::vector<check_case>& cases, bool quick) {
-  struct s { int N, V; float range; };
-  std::vector<s> shapes = {{1, 2, 1.0f}, {3, 7, 4.0f}, {127, 256, 4.0f}, {2048, 256, 4.0f},
-                           {5, 1000, 60.0f}};
+  struct s {
+    int N, V;
+    float range;
+  };
+  std::vector<s> shapes = {
+      {1, 2, 1.0f}, {3, 7, 4.0f}, {127, 256, 4.0f}, {2048, 256, 4.0f}, {5, 1000, 60.0f}};
   if (!quick) shapes.push_back({64, 50257, 8.0f});
   uint64_t seed = 500;
   for (const auto& sh : shapes) {
-    const std::string shape = dims({{"N", sh.N}, {"V", sh.V}}) +
-                              " |z|<=" + std::to_string(static_cast<int>(sh.range));
+    const std::string shape =
+        dims({{"N", sh.N}, {"V", sh.V}}) + " |z|<=" + std::to_string(static_cast<int>(sh.range));
     const uint64_t sd = seed++;
     const size_t n = static_cast<size_t>(sh.N) * sh.V;
     cases.push_back({"softmax_crossentropy_forward", shape, tol_softmax, [=](backend& be) {
@@ -420,19 +430,19 @@ void add_elementwise_cases(std::vector<check_case>& cases, bool quick) {
                        return outputs{from_dev(be, th), from_dev(be, mom)};
                      }});
     for (int64_t step : {int64_t{1}, int64_t{100}}) {
-      cases.push_back({"adamw_update", shape + " t=" + std::to_string(step), tol_exact,
-                       [=](backend& be) {
-                         auto p = to_dev(be, random_floats(n, sd));
-                         auto g = to_dev(be, random_floats(n, sd + 1, -0.1f, 0.1f));
-                         auto m = to_dev(be, random_floats(n, sd + 2, -0.01f, 0.01f));
-                         auto v = to_dev(be, random_floats(n, sd + 3, 0.0f, 1e-4f));
-                         kernels::adamw_params ap;
-                         ap.lr = 3e-4f;
-                         ap.weight_decay = 0.1f;
-                         ap.step = step;
-                         be.adamw_update(p.data(), g.data(), m.data(), v.data(), n, ap);
-                         return outputs{from_dev(be, p), from_dev(be, m), from_dev(be, v)};
-                       }});
+      cases.push_back(
+          {"adamw_update", shape + " t=" + std::to_string(step), tol_exact, [=](backend& be) {
+             auto p = to_dev(be, random_floats(n, sd));
+             auto g = to_dev(be, random_floats(n, sd + 1, -0.1f, 0.1f));
+             auto m = to_dev(be, random_floats(n, sd + 2, -0.01f, 0.01f));
+             auto v = to_dev(be, random_floats(n, sd + 3, 0.0f, 1e-4f));
+             kernels::adamw_params ap;
+             ap.lr = 3e-4f;
+             ap.weight_decay = 0.1f;
+             ap.step = step;
+             be.adamw_update(p.data(), g.data(), m.data(), v.data(), n, ap);
+             return outputs{from_dev(be, p), from_dev(be, m), from_dev(be, v)};
+           }});
     }
     cases.push_back({"sum_squares", shape, tol_double, [=](backend& be) {
                        auto x = to_dev(be, random_floats(n, sd, -3.0f, 3.0f));
@@ -455,19 +465,19 @@ void add_elementwise_cases(std::vector<check_case>& cases, bool quick) {
                      }});
     for (int k : {1, 3, 16, 17, 40}) {
       if (n > (size_t{1} << 21) && k > 3) continue;
-      cases.push_back({"weighted_sum", shape + " k=" + std::to_string(k), tol_exact,
-                       [=](backend& be) {
-                         std::vector<buffer<float>> ins;
-                         std::vector<const float*> ptrs;
-                         for (int j = 0; j < k; ++j) {
-                           ins.push_back(to_dev(be, random_floats(n, sd + 10 + j)));
-                           ptrs.push_back(ins.back().data());
-                         }
-                         auto w = random_floats(static_cast<size_t>(k), sd + 5, 0.0f, 2.0f);
-                         auto out = to_dev(be, random_floats(n, sd + 6));  // must be overwritten
-                         be.weighted_sum(out.data(), ptrs.data(), w.data(), k, n);
-                         return outputs{from_dev(be, out)};
-                       }});
+      cases.push_back(
+          {"weighted_sum", shape + " k=" + std::to_string(k), tol_exact, [=](backend& be) {
+             std::vector<buffer<float>> ins;
+             std::vector<const float*> ptrs;
+             for (int j = 0; j < k; ++j) {
+               ins.push_back(to_dev(be, random_floats(n, sd + 10 + j)));
+               ptrs.push_back(ins.back().data());
+             }
+             auto w = random_floats(static_cast<size_t>(k), sd + 5, 0.0f, 2.0f);
+             auto out = to_dev(be, random_floats(n, sd + 6));  // must be overwritten
+             be.weighted_sum(out.data(), ptrs.data(), w.data(), k, n);
+             return outputs{from_dev(be, out)};
+           }});
     }
   }
 }
@@ -475,12 +485,12 @@ void add_elementwise_cases(std::vector<check_case>& cases, bool quick) {
 /// The GPT step at the default shape: loss and gradient Σx² after forward + backward.
 void add_gpt_case(std::vector<check_case>& cases) {
   const gpt_shape shape{};
-  cases.push_back({"gpt forward+backward", shape.str() + " (loss, |g|^2)", tol_gemm,
-                   [shape](backend& be) {
-                     gpt_workload w(be, shape, 7);
-                     w.forward_backward();
-                     return outputs{{w.mean_loss(), w.grad_sum_squares()}};
-                   }});
+  cases.push_back(
+      {"gpt forward+backward", shape.str() + " (loss, |g|^2)", tol_gemm, [shape](backend& be) {
+         gpt_workload w(be, shape, 7);
+         w.forward_backward();
+         return outputs{{w.mean_loss(), w.grad_sum_squares()}};
+       }});
 }
 
 // ---- determinism ----------------------------------------------------------------------------
@@ -488,15 +498,16 @@ void add_gpt_case(std::vector<check_case>& cases) {
 /// Cases whose CUDA result must be bit-equal between two runs (reductions, scatter-adds).
 std::vector<check_case> determinism_cases(const std::vector<check_case>& all) {
   std::vector<check_case> out;
-  const char* ops[] = {"encoder_backward",  "layernorm_backward",           "matmul_backward",
-                       "attention_backward", "softmax_crossentropy_forward", "sum_squares",
+  const char* ops[] = {"encoder_backward",    "layernorm_backward",           "matmul_backward",
+                       "attention_backward",  "softmax_crossentropy_forward", "sum_squares",
                        "gpt forward+backward"};
   for (const char* op : ops) {
     const check_case* last = nullptr;
     for (const auto& c : all) {
       if (c.op == op) last = &c;  // the last shape listed (the largest in full mode)
     }
-    if (last != nullptr) out.push_back({std::string("determinism ") + op, last->shape, 0.0, last->run});
+    if (last != nullptr)
+      out.push_back({std::string("determinism ") + op, last->shape, 0.0, last->run});
   }
   return out;
 }
@@ -504,15 +515,14 @@ std::vector<check_case> determinism_cases(const std::vector<check_case>& all) {
 // ---- table ----------------------------------------------------------------------------------
 
 void print_header() {
-  std::printf("%-40s %-46s %12s %12s %9s  %s\n", "op", "shape", "max abs err", "max rel err",
-              "tol", "result");
+  std::printf("%-40s %-46s %12s %12s %9s  %s\n", "op", "shape", "max abs err", "max rel err", "tol",
+              "result");
   std::printf("%s\n", std::string(132, '-').c_str());
 }
 
 void print_row(const std::string& op, const std::string& shape, const comparison& c, double tol) {
   std::printf("%-40s %-46s %12.3e %12.3e %9.1e  %s%s%s\n", op.c_str(), shape.c_str(), c.max_abs,
-              c.max_rel, tol, c.pass ? "PASS" : "FAIL", c.note.empty() ? "" : "  ",
-              c.note.c_str());
+              c.max_rel, tol, c.pass ? "PASS" : "FAIL", c.note.empty() ? "" : "  ", c.note.c_str());
   std::fflush(stdout);
 }
 
@@ -614,16 +624,23 @@ std::pair<double, double> sgemm_gflops(backend& be, int N, int IC, int OC, int i
 
 void bench_sgemm(backend& cuda, backend& cpu, const gpt_shape& s, int cpu_iters) {
   const int N = s.B * s.T, C = s.C;
-  struct g { const char* name; int IC, OC; };
-  const g shapes[] = {{"qkv", C, 3 * C}, {"attproj", C, C}, {"fc", C, 4 * C},
-                      {"fcproj", 4 * C, C}, {"lm_head", C, s.V}};
+  struct g {
+    const char* name;
+    int IC, OC;
+  };
+  const g shapes[] = {{"qkv", C, 3 * C},
+                      {"attproj", C, C},
+                      {"fc", C, 4 * C},
+                      {"fcproj", 4 * C, C},
+                      {"lm_head", C, s.V}};
   std::printf("\nsgemm at %s (N = B*T = %d)\n", s.str().c_str(), N);
   std::printf("%-10s %-22s %14s %14s %14s %14s %9s\n", "layer", "N x IC -> OC", "cuda fwd GF/s",
               "cuda bwd GF/s", "cpu fwd GF/s", "cpu bwd GF/s", "fwd ratio");
   for (const auto& x : shapes) {
     const auto [cf, cb] = sgemm_gflops(cuda, N, x.IC, x.OC, 50);
     const auto [pf, pb] = sgemm_gflops(cpu, N, x.IC, x.OC, cpu_iters);
-    const std::string sh = std::to_string(N) + "x" + std::to_string(x.IC) + "->" + std::to_string(x.OC);
+    const std::string sh =
+        std::to_string(N) + "x" + std::to_string(x.IC) + "->" + std::to_string(x.OC);
     std::printf("%-10s %-22s %14.1f %14.1f %14.1f %14.1f %8.1fx\n", x.name, sh.c_str(), cf, cb, pf,
                 pb, cf / pf);
     std::fflush(stdout);

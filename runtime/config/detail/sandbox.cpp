@@ -35,8 +35,8 @@ constexpr int k_max_depth = 16;
 constexpr std::size_t k_max_values = 100000;
 
 /// Names the sandbox removes, with the reason given when a script reaches for them.
-constexpr const char* k_forbidden[] = {"io",      "os",       "package",        "debug",
-                                       "require", "dofile",   "loadfile",       "collectgarbage",
+constexpr const char* k_forbidden[] = {"io",         "os",     "package",  "debug",
+                                       "require",    "dofile", "loadfile", "collectgarbage",
                                        "loadstring", "module", "setfenv"};
 
 /// Trusted helpers defined in Lua before the script runs.
@@ -73,11 +73,13 @@ struct sandbox_state {
   bool over_instructions = false;
   int last_line = 0;
   volatile int* line_sink = nullptr;  // shared with the parent process (see run_script)
-  std::size_t captured_bytes = 0;  // C++-side size of the snapshots, capped at memory_limit
+  std::size_t captured_bytes = 0;     // C++-side size of the snapshots, capped at memory_limit
   std::vector<raw_experiment> experiments;
 };
 
-sandbox_state* state_of(lua_State* L) { return *static_cast<sandbox_state**>(lua_getextraspace(L)); }
+sandbox_state* state_of(lua_State* L) {
+  return *static_cast<sandbox_state**>(lua_getextraspace(L));
+}
 
 void* limited_alloc(void* ud, void* ptr, std::size_t osize, std::size_t nsize) {
   auto* s = static_cast<sandbox_state*>(ud);
@@ -110,7 +112,8 @@ void limits_hook(lua_State* L, lua_Debug* ar) {
     s->over_instructions = true;
     lua_sethook(L, limits_hook, LUA_MASKCOUNT | LUA_MASKLINE, 1);
   }
-  lua_pushfstring(L, "%s%d: the script ran past its limit of %I Lua instructions (an endless loop?)",
+  lua_pushfstring(L,
+                  "%s%d: the script ran past its limit of %I Lua instructions (an endless loop?)",
                   k_chunk_prefix, s->last_line, static_cast<lua_Integer>(s->instruction_limit));
   lua_error(L);
 }
@@ -149,7 +152,8 @@ struct converter {
     switch (lua_type(L, idx)) {
       case LUA_TBOOLEAN: return json(lua_toboolean(L, idx) != 0);
       case LUA_TNUMBER: {
-        if (lua_isinteger(L, idx) != 0) return json(static_cast<std::int64_t>(lua_tointeger(L, idx)));
+        if (lua_isinteger(L, idx) != 0)
+          return json(static_cast<std::int64_t>(lua_tointeger(L, idx)));
         const double v = lua_tonumber(L, idx);
         if (!std::isfinite(v)) problems->emplace_back(path, "is not a finite number");
         return json(v);
@@ -244,7 +248,8 @@ int caller_line(lua_State* L) {
 
 int l_experiment(lua_State* L) {
   if (lua_gettop(L) != 1 || lua_type(L, 1) != LUA_TTABLE)
-    return luaL_error(L, "experiment expects one table: experiment { data = { file = \"...\" }, ... }");
+    return luaL_error(
+        L, "experiment expects one table: experiment { data = { file = \"...\" }, ... }");
   if (!capture(L, caller_line(L))) return luaL_error(L, "out of memory recording the experiment");
   return 0;
 }
@@ -260,7 +265,8 @@ int l_fraction(lua_State* L) {
 int l_load(lua_State* L) {
   std::size_t n = 0;
   const char* s = lua_type(L, 1) == LUA_TSTRING ? lua_tolstring(L, 1, &n) : nullptr;
-  if (s == nullptr) return luaL_error(L, "load: experiment files may only load source text (a string)");
+  if (s == nullptr)
+    return luaL_error(L, "load: experiment files may only load source text (a string)");
   if (n > 0 && s[0] == LUA_SIGNATURE[0])
     return luaL_error(L, "load: binary (precompiled) chunks are refused in experiment files");
   const bool has_env = lua_gettop(L) >= 4;
@@ -320,8 +326,10 @@ int l_strict_index(lua_State* L) {
                         "process or network access (name data files with data.file)",
                         key);
   char hint[128];
-  if (lua_checkstack(L, 3) != 0) global_suggestion(L, key, hint, sizeof hint);
-  else hint[0] = '\0';
+  if (lua_checkstack(L, 3) != 0)
+    global_suggestion(L, key, hint, sizeof hint);
+  else
+    hint[0] = '\0';
   return luaL_error(L, "undefined variable '%s'%s", key, hint);
 }
 
@@ -401,8 +409,8 @@ std::pair<int, std::string> split_location(const std::string& msg, int fallback_
 std::string error_message(lua_State* L, int status, const sandbox_state& s) {
   if (status == LUA_ERRMEM)
     return std::string(k_chunk_prefix) + std::to_string(s.last_line) +
-           ": the script ran past its memory limit of " +
-           std::to_string(s.memory_limit >> 20) + " MiB";
+           ": the script ran past its memory limit of " + std::to_string(s.memory_limit >> 20) +
+           " MiB";
   const char* m = lua_tostring(L, -1);
   if (m != nullptr) return m;
   return std::string("(error object is a ") + luaL_typename(L, -1) + " value)";
@@ -499,8 +507,10 @@ util::child_limits child_limits_for(const sandbox_limits& limits) {
 
 /// Why a child that handed back nothing ended, in the user's terms.
 std::string died_message(const util::child_outcome& r, const sandbox_limits& limits) {
-  if (r.detail.find("bad_alloc") != std::string::npos || r.detail.find("memory") != std::string::npos)
-    return "the script ran past its memory limit of " + std::to_string(limits.memory >> 20) + " MiB";
+  if (r.detail.find("bad_alloc") != std::string::npos ||
+      r.detail.find("memory") != std::string::npos)
+    return "the script ran past its memory limit of " + std::to_string(limits.memory >> 20) +
+           " MiB";
   return "the script's evaluation process ended without a result (" + r.detail + ")";
 }
 
@@ -524,8 +534,8 @@ script_outcome run_script(std::string_view script, const sandbox_limits& limits)
         for (auto& e : o.experiments) {
           json problems = json::array();
           for (auto& [path, why] : e.problems) problems.push_back(json::array({path, why}));
-          list.push_back(json{{"value", std::move(e.value)}, {"line", e.line},
-                              {"problems", std::move(problems)}});
+          list.push_back(json{
+              {"value", std::move(e.value)}, {"line", e.line}, {"problems", std::move(problems)}});
         }
         j["experiments"] = std::move(list);
         const std::vector<std::uint8_t> bytes = json::to_cbor(j);
@@ -566,8 +576,8 @@ script_outcome run_script(std::string_view script, const sandbox_limits& limits)
   } catch (const std::exception& e) {
     out = script_outcome{};
     out.failed = true;
-    out.message = std::string("the script's evaluation process handed back a damaged result: ") +
-                  e.what();
+    out.message =
+        std::string("the script's evaluation process handed back a damaged result: ") + e.what();
   }
   return out;
 }
