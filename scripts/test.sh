@@ -2,18 +2,19 @@
 # scripts/test.sh — run the whole test suite (builds first if needed), then the sanitizer stage.
 # GPU tests skip without a device.
 # Usage: scripts/test.sh [--quick] [build-dir] [extra ctest args...]
+#   Stage 0: scripts/lint.sh format-check (the tree as .clang-format says).
 #   Stage 1: build `build-dir` (default build; scripts/setup.sh configures it when missing) and
 #            run every ctest test in it.
 #   Stage 2: scripts/sanitize.sh — the clang ASan+UBSan tree build-clang: its build, the unit and
 #            actor tests under the sanitizers, and every fuzz target for DD_FUZZ_SECONDS (25) s
-#            from seed DD_FUZZ_SEED (default 20261202, printed).
+#            from seed DD_FUZZ_SEED (default 20261202, printed); then scripts/lint.sh tidy.
 #   --quick (or DD_QUICK=1) skips stage 2 for local runs; CI (.ci/run) always runs it.
 # Prints each stage's wall time at the end.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 quick="${DD_QUICK:-0}"
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
-  sed -n '2,11p' "${BASH_SOURCE[0]}"
+  sed -n '2,13p' "${BASH_SOURCE[0]}"
   exit 0
 fi
 if [[ "${1:-}" == "--quick" ]]; then
@@ -23,6 +24,8 @@ fi
 build="${1:-$here/build}"
 shift || true
 t0=$(date +%s)
+# Stage 0: the tree is formatted as .clang-format says (no build needed).
+"$here/scripts/lint.sh" format-check
 [[ -f "$build/CMakeCache.txt" ]] || "$here/scripts/setup.sh" "$build"
 cmake --build "$build" -j"$(nproc)"
 t1=$(date +%s)
@@ -33,6 +36,8 @@ if [[ "$quick" != 1 ]]; then
   # A fixed libFuzzer seed by default: a slower machine then explores a prefix of the same
   # mutation sequence as a faster one, so CI fuzzing is reproducible (DD_FUZZ_SEED overrides).
   DD_FUZZ_SEED="${DD_FUZZ_SEED:-20261202}" "$here/scripts/sanitize.sh"
+  # clang-tidy over the code that parses untrusted bytes (reads build-clang's compile commands).
+  "$here/scripts/lint.sh" tidy
   t3=$(date +%s)
   times+=", sanitizer stage $((t3 - t2)) s"
 else
