@@ -246,10 +246,12 @@ TEST(chaos_report, nonfinite_delta_is_invalid) {
 TEST(chaos_report, global_downtime_is_invalid) {
   run_builder b;
   b.csv = "time,learner,incarnation,step,tokens,loss\n";
+  int step = 0;  // one step per row: the steps do not advance in the gap either
   for (int i = 0; i <= 40; ++i) {
     const double t = 1000.0 + 0.5 * i;
     if (t > 1005.0 && t < 1009.0) continue;  // nobody steps between 1005 and 1009
-    b.csv += run_builder::fmt_row(t, 0, 0, i + 1) + run_builder::fmt_row(t + 0.1, 1, 0, i + 1);
+    ++step;
+    b.csv += run_builder::fmt_row(t, 0, 0, step) + run_builder::fmt_row(t + 0.1, 1, 0, step);
   }
   const json r = judge(b);
   EXPECT_EQ(verdict_of(r, "zero_global_downtime"), "invalid");
