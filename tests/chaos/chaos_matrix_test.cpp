@@ -140,6 +140,8 @@ json run_matrix(const matrix_run& m) {
   args.insert(args.end(), m.launch_flags.begin(), m.launch_flags.end());
   const auto t_launch = std::chrono::steady_clock::now();
   const pid_t launch = spawn(dir, args, (dir / "launch.out").string());
+  // Every learner joined (its node's chaos endpoint is up only then), and merging.
+  EXPECT_TRUE(wait_events(run / "events.jsonl", "join", 3, 60)) << text(dir / "launch.out");
   EXPECT_TRUE(wait_events(run / "events.jsonl", "merge", 5, 60)) << text(dir / "launch.out");
   const auto t0 = std::chrono::steady_clock::now();
   std::printf("[%s] cluster merging %.1f s after launch\n", m.name.c_str(),
