@@ -147,9 +147,20 @@ node_join_reply on_node_join(monitor_actor* self, const monitor_context& ctx,
   // connection) gets its own live ids back; its learners then rejoin as new incarnations.
   const auto sender = self->current_sender();
   const caf::node_id asking = sender ? sender->node() : caf::node_id{};
+  size_t finished_ids = 0;
+  for (const auto& [id, r] : st.learners)
+    if (r.finished) ++finished_ids;
   auto free_for = [&](int32_t id) {
     auto it = st.learners.find(id);
     if (it != st.learners.end() && it->second.alive && asking && it->second.caf_node == asking)
+      return true;
+    // A learner that left (a stop signal to its process: `dd-chaos term`, an operator's
+    // SIGTERM) is taken back by its own node started again (the launcher restarts a learner
+    // process that exited non-zero) while the run goes on: it rejoins from the monitor's record
+    // like a killed one. Its learners finish again at once if their budget was spent.
+    if (it != st.learners.end() && it->second.finished && !it->second.alive &&
+        !it->second.node.empty() && it->second.node == req->node_name &&
+        finished_ids < static_cast<size_t>(ctx.learners))
       return true;
     if (it != st.learners.end() && (it->second.alive || it->second.finished)) return false;
     auto rv = st.reserved.find(id);

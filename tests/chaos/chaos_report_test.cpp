@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -272,14 +273,78 @@ TEST(chaos_report, nonfinite_delta_is_invalid) {
 TEST(chaos_report, global_downtime_is_invalid) {
   run_builder b;
   b.csv = "time,learner,incarnation,step,tokens,loss\n";
+  int step = 0;  // one step per row: the steps do not advance in the gap either
   for (int i = 0; i <= 40; ++i) {
     const double t = 1000.0 + 0.5 * i;
     if (t > 1005.0 && t < 1009.0) continue;  // nobody steps between 1005 and 1009
-    b.csv += run_builder::fmt_row(t, 0, 0, i + 1) + run_builder::fmt_row(t + 0.1, 1, 0, i + 1);
+    ++step;
+    b.csv += run_builder::fmt_row(t, 0, 0, step) + run_builder::fmt_row(t + 0.1, 1, 0, step);
   }
   const json r = judge(b);
   EXPECT_EQ(verdict_of(r, "zero_global_downtime"), "invalid");
   EXPECT_NEAR(r["run"]["global_downtime_s"].get<double>(), 1009.0 - 1005.1, 1e-6);
+}
+
+// Found by chaos_matrix_test: every message a live broadcast fault hits is a `fault` event
+// {"source":"endpoint","learner":L,...} in the syncer's log (hundreds for `drop-broadcast --for
+// 1s`); they are hits of the tape's one fault, not faults of learner -1 that never came back.
+TEST(chaos_report, hits_of_a_live_message_fault_are_not_faults) {
+  run_builder b;
+  for (int i = 0; i < 5; ++i)
+    b.events.push_back({{"event", "fault"},
+                        {"time", 1003.0 + 0.1 * i},
+                        {"fault", "drop_broadcast"},
+                        {"source", "endpoint"},
+                        {"id", 1},
+                        {"learner", i % 2 == 0 ? -1 : 0},
+                        {"fragment", 0},
+                        {"hits", i + 1}});
+  b.tape.push_back({{"t", 1003.0},
+                    {"source", "cli"},
+                    {"kind", "drop_broadcast"},
+                    {"target", "learner:0"},
+                    {"targets", {"syncer"}},
+                    {"duration", 1.0},
+                    {"params", json::object()},
+                    {"result", "ok"},
+                    {"hits", json::array()}});
+  std::stable_sort(b.events.begin(), b.events.end(), [](const json& x, const json& y) {
+    return x["time"].get<double>() < y["time"].get<double>();
+  });
+  const json r = judge(b);
+  EXPECT_EQ(verdict_of(r, "faulted_learners_back"), "valid") << r.dump(2);
+  ASSERT_EQ(r["faults"].size(), 2u) << r["faults"].dump(2);  // the tape's two records only
+  EXPECT_EQ(r["faults"][0]["kind"], "drop_broadcast");
+  EXPECT_EQ(r["faults"][1]["kind"], "pause");
+}
+
+// Found by chaos_matrix_test: while the syncer is stopped or restarting, nobody writes
+// learner_loss.csv rows (the syncer records the heartbeats) though the learners step on; after
+// it they rejoin live (new incarnation, own step kept). A row gap whose step advanced at least
+// one step per bound (max(4 x median gap, 1 s) = 2 s here) on average is stepping; one whose step
+// barely advanced (a learner stopped too) is still downtime.
+TEST(chaos_report, rows_missing_while_the_syncer_was_down_are_not_downtime_when_steps_advanced) {
+  for (const int advance : {8, 1}) {
+    run_builder b;
+    b.csv = "time,learner,incarnation,step,tokens,loss\n";
+    int step0 = 0;
+    for (int i = 0; i <= 40; ++i) {
+      const double t = 1000.0 + 0.5 * i;
+      if (t >= 1005.0 && t < 1009.0) continue;  // the syncer is down: no rows
+      step0 = t < 1005.0 ? i + 1 : (i == 18 ? step0 + advance : step0 + 1);
+      b.csv += run_builder::fmt_row(t, 0, t < 1005.0 ? 0 : 1, step0);
+      if (t < 1005.0) b.csv += run_builder::fmt_row(t + 0.1, 1, 0, i + 1);
+      if (t >= 1015.0) b.csv += run_builder::fmt_row(t + 0.1, 1, 1, 11 + (i - 30));  // paused
+    }
+    const json r = judge(b);
+    if (advance == 8) {
+      EXPECT_EQ(verdict_of(r, "zero_global_downtime"), "valid") << r["run"].dump(2);
+      EXPECT_DOUBLE_EQ(r["run"]["global_downtime_s"].get<double>(), 0.0);
+    } else {
+      EXPECT_EQ(verdict_of(r, "zero_global_downtime"), "invalid") << r["run"].dump(2);
+      EXPECT_NEAR(r["run"]["global_downtime_s"].get<double>(), 1009.0 - 1004.6, 1e-6);
+    }
+  }
 }
 
 TEST(chaos_report, learner_never_back_is_invalid) {

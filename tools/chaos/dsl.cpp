@@ -24,8 +24,10 @@ std::string chaos_kind_of_action(const std::string& action) {
 
 dsl_session read_experiment_chaos(const std::string& path,
                                   const std::vector<std::string>& overrides,
-                                  const std::vector<std::string>& names, const nodes_file& nodes) {
+                                  const std::vector<std::string>& names, const nodes_file& nodes,
+                                  double script_timeout_s) {
   config::load_options lo;
+  lo.script_timeout = script_timeout_s;
   lo.overrides = overrides;
   lo.names = names;
   lo.check_files = false;  // the nodes read the data; dd-chaos only needs the chaos section

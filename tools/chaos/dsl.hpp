@@ -32,9 +32,11 @@ std::string chaos_kind_of_action(const std::string& action);
 /// every process/network event at its at_time (or at_fraction × a seconds budget), and, when
 /// chaos.random.cluster_mtbf_seconds > 0, the schedule make_schedule draws from its seed over
 /// the processes of chaos.random.target (learners: every learner process; owners: the syncer;
-/// any: both). Throws chaos_error with the loader's errors (file:line: key: message).
+/// any: both). The file is evaluated like every experiment (a child process killed after
+/// `script_timeout_s`). Throws chaos_error with the loader's errors (file:line: key: message).
 dsl_session read_experiment_chaos(const std::string& path,
                                   const std::vector<std::string>& overrides,
-                                  const std::vector<std::string>& names, const nodes_file& nodes);
+                                  const std::vector<std::string>& names, const nodes_file& nodes,
+                                  double script_timeout_s = 10.0);
 
 }  // namespace dd::chaos

@@ -77,6 +77,8 @@ Sessions
   run SCENARIO.lua a Lua list of {at=S, kind=K, target=T, for_=S, knobs...} [--no-heal]
   run EXPERIMENT.lua  an experiment file: its chaos section's process and network events and
                    chaos.random.cluster_mtbf_seconds faults [--set k=v]... [--name N]
+                   run evaluates the file in a child process killed after --script-timeout S
+                   (10); a scenario sees only Lua's base, string, table and math libraries
 Verdict
   report RUN_DIR   judge a run from its events and tape: per-fault times, run figures and
                    invariants; --baseline CLEAN_RUN_DIR, --json OUT (RUN_DIR/chaos_report.json),
@@ -430,7 +432,13 @@ int run(int argc, char** argv) {
     return heal(env).value("ok", false) ? 0 : 1;
   }
   if (c == "replay" || c == "run") {
-    check_flags(a, {"--no-heal", "--proxy", "--set", "--name"});
+    check_flags(a, {"--no-heal", "--proxy", "--set", "--name", "--script-timeout"});
+    double script_timeout = 10.0;
+    if (a.has("--script-timeout")) {
+      script_timeout = parse_number(a.get("--script-timeout"), "--script-timeout");
+      if (!(script_timeout > 0 && script_timeout <= 86400))
+        throw usage_error("--script-timeout: needs seconds in (0, 86400]");
+    }
     const std::string file = one_positional(a, c == "replay" ? "TAPE" : "SCENARIO.lua");
     chaos_env env = make_env(a, true);
     env.source = c == "replay" ? "replay" : "scenario";
@@ -443,7 +451,7 @@ int run(int argc, char** argv) {
       std::vector<timed_fault> faults;
       std::string scenario_error;
       try {
-        faults = read_scenario(file);
+        faults = read_scenario(file, script_timeout);
       } catch (const chaos_error& e) {
         scenario_error = e.what();
       }
@@ -452,7 +460,7 @@ int run(int argc, char** argv) {
       // Not a scenario list: an experiment file whose `chaos` section is the scenario.
       dsl_session s;
       try {
-        s = read_experiment_chaos(file, sets, names, *env.nodes);
+        s = read_experiment_chaos(file, sets, names, *env.nodes, script_timeout);
       } catch (const chaos_error& e) {
         throw chaos_error(fmt::format("{} is neither a scenario ({}) nor an experiment file:\n{}",
                                       file, scenario_error, e.what()));
@@ -460,7 +468,7 @@ int run(int argc, char** argv) {
       return run_session(env, s.faults, !a.has("--no-heal"), s.info);
     }
     // --set / --name: an experiment file (only the config loader knows them).
-    const auto s = read_experiment_chaos(file, sets, names, *env.nodes);
+    const auto s = read_experiment_chaos(file, sets, names, *env.nodes, script_timeout);
     return run_session(env, s.faults, !a.has("--no-heal"), s.info);
   }
   if (c == "report") {

@@ -217,6 +217,10 @@ json build_report(const report_options& o) {
   }
   for (const auto& e : evs) {
     if (e.kind() != "fault" || e.node != "syncer") continue;
+    // A `fault` event with a `source` is one hit of a live message fault (a broadcast dropped,
+    // delayed, ...; one event per message), not a fault: the fault itself is the tape's record
+    // (source "endpoint") or the schedule's own `fault` event with its `target`.
+    if (e.j.contains("source")) continue;
     fault f;
     f.source = "in-process";
     f.kind = e.j.value("fault", "");
@@ -505,10 +509,18 @@ json build_report(const report_options& o) {
         std::sort(sorted.begin(), sorted.end());
         const double median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
         const double bound = std::max(4 * median, 1.0);
-        for (size_t i = 1; i < rs.size(); ++i)
-          if (rs[i].inc == rs[i - 1].inc && rs[i].step > rs[i - 1].step &&
-              rs[i].t - rs[i - 1].t <= bound)
+        for (size_t i = 1; i < rs.size(); ++i) {
+          // Two rows a short gap apart of one incarnation whose step advanced; or any two rows
+          // whose step advanced at least one step per `bound` seconds on average: the rows the
+          // syncer could not record while it was down (paused, killed, restarting) while the
+          // learner stepped on (across its live rejoin, which gives a new incarnation and keeps
+          // the step).
+          const long long ds = rs[i].step - rs[i - 1].step;
+          const double dt = rs[i].t - rs[i - 1].t;
+          if (ds > 0 && ((rs[i].inc == rs[i - 1].inc && dt <= bound) ||
+                         static_cast<double>(ds) * bound >= dt))
             stepping.push_back({rs[i - 1].t, rs[i].t});
+        }
         if (!rs.empty()) {
           lo = std::min(lo, rs.front().t);
           hi = std::max(hi, rs.back().t);

@@ -2,6 +2,7 @@
 #include "tools/chaos/runner.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <csignal>
 #include <fstream>
 
@@ -10,6 +11,7 @@
 
 #include "tools/chaos/common.hpp"
 #include "tools/chaos/msg.hpp"
+#include "util/child.hpp"
 
 namespace dd::chaos {
 
@@ -94,9 +96,62 @@ std::vector<timed_fault> read_tape(const std::string& path) {
   return out;
 }
 
-std::vector<timed_fault> read_scenario(const std::string& path) {
+namespace {
+
+/// A Lua state with only the libraries a scenario needs: base, string, table, math (no io, os,
+/// package, debug: a scenario describes faults, it does not touch files or the clock).
+lua_State* scenario_state() {
   lua_State* L = luaL_newstate();
-  luaL_openlibs(L);
+  if (L == nullptr) throw chaos_error("out of memory creating a Lua state");
+  const luaL_Reg libs[] = {{LUA_GNAME, luaopen_base},
+                           {LUA_STRLIBNAME, luaopen_string},
+                           {LUA_TABLIBNAME, luaopen_table},
+                           {LUA_MATHLIBNAME, luaopen_math}};
+  for (const auto& lib : libs) {
+    luaL_requiref(L, lib.name, lib.func, 1);
+    lua_pop(L, 1);
+  }
+  for (const char* unsafe : {"dofile", "loadfile", "load", "require", "collectgarbage"}) {
+    lua_pushnil(L);
+    lua_setglobal(L, unsafe);
+  }
+  return L;
+}
+
+/// Evaluates the scenario file once in a child process under a wall-clock limit, so a script
+/// that never finishes (a loop, a pattern that backtracks for ever, a finalizer) is killed
+/// instead of hanging dd-chaos. The script cannot read the clock or files, so one that finished
+/// in the child finishes the same way in the parent. Throws chaos_error naming the file.
+void check_scenario_finishes(const std::string& path, double timeout_s) {
+  util::child_limits limits;
+  limits.deadline = std::chrono::steady_clock::now() +
+                    std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                        std::chrono::duration<double>(timeout_s));
+  limits.extra_address_space = std::size_t{1} << 30;
+  limits.cpu_seconds = static_cast<unsigned>(timeout_s) + 1;
+  const auto r = util::run_in_child(
+      [&](volatile int*) -> std::string {
+        lua_State* L = scenario_state();
+        const bool ok = luaL_loadfile(L, path.c_str()) == LUA_OK && lua_pcall(L, 0, 1, 0) == LUA_OK;
+        lua_close(L);
+        return ok ? "ok" : "error";
+      },
+      limits);
+  using st = util::child_outcome::status;
+  if (r.state == st::timed_out)
+    throw chaos_error(fmt::format("{}: the scenario did not finish within {} s (--script-timeout)",
+                                  path, timeout_s));
+  if (r.state == st::died)
+    throw chaos_error(fmt::format("{}: evaluating the scenario failed: {}", path, r.detail));
+  if (r.state == st::failed)
+    throw chaos_error(fmt::format("{}: cannot evaluate the scenario: {}", path, r.detail));
+}
+
+}  // namespace
+
+std::vector<timed_fault> read_scenario(const std::string& path, double timeout_s) {
+  check_scenario_finishes(path, timeout_s);
+  lua_State* L = scenario_state();
   std::vector<timed_fault> out;
   auto fail = [&](const std::string& why) {
     lua_close(L);

@@ -29,7 +29,9 @@ std::vector<timed_fault> read_tape(const std::string& path);
 /// Reads a Lua scenario: the file returns (or sets the global `scenario` to) a list of
 /// {at = seconds, kind = "...", target = "...", for_ = seconds, ...knobs}. Throws chaos_error
 /// naming FILE and the entry.
-std::vector<timed_fault> read_scenario(const std::string& path);
+/// The script runs with base, string, table and math only, and is first evaluated in a child
+/// process killed after `timeout_s` wall-clock seconds (chaos_error "did not finish within").
+std::vector<timed_fault> read_scenario(const std::string& path, double timeout_s = 10.0);
 
 /// Fires each fault at its offset (sorted), re-reading the nodes file before each; a fault
 /// that fails is printed and taped and the session goes on. Ends with a heal unless `final_heal`
