@@ -212,7 +212,7 @@ TEST_F(disk_cluster, full_fills_a_tmpfs_and_reverts_after_the_duration_and_on_he
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("--max-fill"), std::string::npos) << out;
 
-  std::tie(rc, out) = dd_chaos("disk full learner:0 --for 2s" + rd());
+  std::tie(rc, out) = dd_chaos("disk full learner:0 --reserve 65536 --for 2s" + rd());
   ASSERT_EQ(rc, 0) << out;
   EXPECT_LE(tmp.free_bytes(), 64u * 1024 + 4096);  // only the reserve is left
   {

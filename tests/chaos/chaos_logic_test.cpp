@@ -2,12 +2,15 @@
 // resolution and picks, the seeded schedule and recovery distributions.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
+#include <fstream>
 #include <set>
 
 #include "tools/chaos/common.hpp"
 #include "tools/chaos/nodes_file.hpp"
 #include "tools/chaos/proxy.hpp"
+#include "tools/chaos/runner.hpp"
 #include "tools/chaos/schedule.hpp"
 #include "tools/chaos/targets.hpp"
 
@@ -230,4 +233,47 @@ TEST(chaos_proxy_spec, link_specs) {
   EXPECT_THROW(parse_link_spec("learner-0=127.0.0.1:0"), usage_error);
   EXPECT_THROW(parse_link_spec("x=127.0.0.1:1->127.0.0.1:0"), usage_error);
   EXPECT_THROW(parse_link_spec("x=127.0.0.1:99999->127.0.0.1:5"), usage_error);
+}
+
+namespace {
+std::string write_scenario(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "dd_chaos_scenario_" + name + ".lua";
+  std::ofstream(path) << text;
+  return path;
+}
+}  // namespace
+
+// A scenario that never finishes (here a pattern that backtracks for ever inside Lua's C
+// matcher, where no instruction hook fires) is killed at --script-timeout instead of hanging
+// dd-chaos; a scenario cannot reach os/io (it describes faults, it does not run commands).
+TEST(chaos_scenario, a_hanging_scenario_is_stopped_at_the_script_timeout) {
+  const auto path = write_scenario(
+      "hang",
+      "local s = string.rep('a', 40) .. 'b'\ns:find(string.rep('a*', 30) .. 'c')\nreturn {}\n");
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    dd::chaos::read_scenario(path, 1.0);
+    FAIL() << "a hanging scenario was read";
+  } catch (const dd::chaos::chaos_error& e) {
+    EXPECT_NE(std::string(e.what()).find("did not finish within 1 s"), std::string::npos)
+        << e.what();
+  }
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LT(took, 5.0);
+}
+
+TEST(chaos_scenario, a_scenario_has_no_os_or_io) {
+  const auto path = write_scenario("os", "os.execute('true')\nreturn {}\n");
+  try {
+    dd::chaos::read_scenario(path, 5.0);
+    FAIL() << "os.execute was reachable";
+  } catch (const dd::chaos::chaos_error& e) {
+    EXPECT_NE(std::string(e.what()).find("'os'"), std::string::npos) << e.what();
+  }
+  const auto ok =
+      write_scenario("ok", "return {{at = 1, kind = 'pause', target = 'learner:1', for_ = 2}}\n");
+  const auto faults = dd::chaos::read_scenario(ok, 5.0);
+  ASSERT_EQ(faults.size(), 1u);
+  EXPECT_DOUBLE_EQ(faults[0].at, 1.0);
+  EXPECT_EQ(faults[0].spec.kind, "pause");
 }

@@ -609,13 +609,27 @@ json disk_fault(chaos_env& env, const fault_spec& f) {
     }
     if (f.duration > 0) {
       const double d = f.duration;
-      start_reverter(
-          env, p, -1,
-          [d, ballast] {
-            if (sleep_or_sigterm(d)) return;
-            ::unlink(ballast.c_str());
-          },
-          true);
+      // The nodes write to the same file system and may have used up the reserve already: on
+      // a failed write of our own state, give 1 MiB of the ballast back and try again.
+      for (int attempt = 0;; ++attempt) {
+        try {
+          start_reverter(
+              env, p, -1,
+              [d, ballast] {
+                if (sleep_or_sigterm(d)) return;
+                ::unlink(ballast.c_str());
+              },
+              true);
+          break;
+        } catch (const chaos_error& e) {
+          const uint64_t back = uint64_t{1} << 20;
+          if (attempt >= 8 || written <= back ||
+              ::truncate(ballast.c_str(), static_cast<off_t>(written - back)) != 0)
+            throw;
+          written -= back;
+          say(env, fmt::format("  {}: gave 1 MiB of the ballast back and tried again", e.what()));
+        }
+      }
     }
     h["result"] = "ok";
     h["ballast"] = ballast;

@@ -48,7 +48,7 @@ struct fault_spec {
   int64_t keep = -1;         ///< disk_truncate: bytes kept (< 0: half the file)
   int count = 16;            ///< disk_corrupt: bytes flipped
   uint64_t max_fill = uint64_t{1} << 30;  ///< disk_full: refuse a tmpfs larger than this (RAM)
-  uint64_t reserve = 64 * 1024;  ///< disk_full: bytes left free for dd-chaos's own tape/state
+  uint64_t reserve = 1024 * 1024;  ///< disk_full: bytes left free for dd-chaos's own tape/state
   target_options picks;
 };
 

@@ -67,7 +67,7 @@ Disk faults (the target's host)
   disk truncate owner:N  cut the owner's checkpoint file to --keep BYTES (default: half)
   disk corrupt owner:N   xor --count N (16) bytes of it at offsets drawn from --seed
   disk full TARGET       fill the tmpfs holding the node's run directory with a ballast file
-                   (leaving --reserve BYTES, 65536) for --for D, or until heal; skipped unless
+                   (leaving --reserve BYTES, 1 MiB) for --for D, or until heal; skipped unless
                    that directory is on a tmpfs of at most --max-fill BYTES (1 GiB)
 Sessions
   random           --mtbf D (30s) --recovery DIST (lognormal:5s,0.5; also fixed:D, exponential:D,
@@ -139,7 +139,8 @@ const std::set<std::string> value_flags = {"--run-dir",
                                            "--max-fill",
                                            "--reserve",
                                            "--set",
-                                           "--name"};
+                                           "--name",
+                                           "--script-timeout"};
 
 struct args {
   std::string command;
