@@ -110,6 +110,9 @@ void frame_guard::run() {
       fds.push_back({c.upstream, ui, 0});
     }
     if (::poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR) return;
+    // Only the connections that were polled have entries in fds: one accepted below waits for
+    // the next round (reading fds for it overflowed the vector; found by ASan).
+    const size_t polled = conns.size();
     if (fds[0].revents != 0) return;
     if (fds[1].revents & POLLIN) {
       sockaddr_in peer{};
@@ -141,7 +144,9 @@ void frame_guard::run() {
       }
     }
     size_t i = 2;
-    for (auto& c : conns) {
+    auto it = conns.begin();  // (a list: an accepted connection is appended after these)
+    for (size_t k = 0; k < polled; ++k, ++it) {
+      auto& c = *it;
       const short cr = fds[i].revents, ur = fds[i + 1].revents;
       i += 2;
       if (c.dead) continue;

@@ -439,18 +439,23 @@ mux_outcome run_two_nodes(const config::experiment& e, const fault_plan& faults,
   auto setup = make_cluster_setup(e, ro);
   auto published = std::make_shared<uint16_t>(0);
   auto syncer_main =
-      net.syncer.sys->spawn([published](caf::event_based_actor* self) -> caf::behavior {
-        return {
-            [=](atoms::publish_atom, const caf::actor& monitor) {
-              auto mm = self->system().middleman().actor_handle();
-              self->request(mm, caf::infinite, caf::publish_atom::value, k_port,
-                            caf::actor_cast<caf::strong_actor_ptr>(monitor),
-                            std::set<std::string>{}, std::string{}, true)
-                  .then([=](uint16_t port) { *published = port; });
-            },
-            [=](atoms::done_atom) {},
-        };
-      });
+      // (The published-port cell is passed as an argument, not captured: CAF 0.17 spawns a
+      // function actor without arguments through a null shared_ptr<tuple<>>, which UBSan
+      // reports.)
+      net.syncer.sys->spawn(
+          [](caf::event_based_actor* self, std::shared_ptr<uint16_t> port_cell) -> caf::behavior {
+            return {
+                [=](atoms::publish_atom, const caf::actor& monitor) {
+                  auto mm = self->system().middleman().actor_handle();
+                  self->request(mm, caf::infinite, caf::publish_atom::value, k_port,
+                                caf::actor_cast<caf::strong_actor_ptr>(monitor),
+                                std::set<std::string>{}, std::string{}, true)
+                      .then([=](uint16_t port) { *port_cell = port; });
+                },
+                [=](atoms::done_atom) {},
+            };
+          },
+          published);
   net.prepare();
   spawn_job(*net.syncer.sys, setup, syncer_main);
   for (int i = 0; i < 100 && *published == 0; ++i) net.run_once();
