@@ -162,7 +162,10 @@ TEST(cluster_process, a_killed_learner_process_is_started_again_and_contributes_
 }
 
 TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never_stop) {
-  const auto dir = workdir("kill_syncer", "{ tokens = 1500000 }");
+  // A budget the learners cannot spend during the outage even on a loaded machine (with 1.5M
+  // tokens a learner once reached its last step while the syncer was away and left without a
+  // syncer_back).
+  const auto dir = workdir("kill_syncer", "{ tokens = 4000000 }");
   const fs::path run = dir / "run";
   const pid_t launch =
       spawn(dir,
