@@ -102,6 +102,12 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
     r.final_val_loss = loss;
     r.digest = digest;
     r.summary = make_summary(*setup, counters, loss, end - st.start_s, training_s);
+    // Every evaluation scores the same windows; the model file holds their starts too.
+    r.summary["final_eval"] = eval_spec_of(setup->exp, *setup->data).to_json();
+    r.summary["final_eval"].erase("window_starts");
+    std::error_code ec;
+    if (digest != 0 && fs::exists(fs::path(setup->run_dir) / model_file_name, ec))
+      r.summary["model_file"] = model_file_name;
     if (setup->options.resume) {
       r.summary["resumed"] = true;
       r.summary["seconds_before_resume"] = setup->seconds_before;
@@ -296,6 +302,12 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   ectx->threads = 1;
   ectx->monitor = st.monitor;
   ectx->log = setup->log.get();
+  if (!sim) {  // the final evaluation's model, with the windows it scored (model_file.hpp)
+    ectx->model_path = (fs::path(setup->run_dir) / model_file_name).string();
+    ectx->model_metadata = {{"run_id", setup->run_id},
+                            {"experiment", e.name},
+                            {"eval", eval_spec_of(e, *setup->data).to_json().dump()}};
+  }
   std::shared_ptr<const evaluator_context> ec = ectx;
   st.eval = sim ? self->spawn(evaluator, ec) : self->spawn<caf::detached>(evaluator, ec);
 
@@ -514,9 +526,11 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
   if (!options.resume) {
     std::error_code ec;
     fs::remove(fs::path(s->run_dir) / "monitor.json", ec);
-    for (const char* name : {"summary.json", "run_info.json", "events.jsonl", "experiment.json"})
+    for (const char* name :
+         {"summary.json", "run_info.json", "events.jsonl", "experiment.json", model_file_name})
       if (fs::exists(fs::path(s->run_dir) / name, ec)) s->replaced.emplace_back(name);
     fs::remove(fs::path(s->run_dir) / "learner_loss.csv", ec);
+    fs::remove(fs::path(s->run_dir) / model_file_name, ec);
     for (const char* name :
          {"summary.json", "run_info.json", "summary.json.tmp", "run_info.json.tmp"})
       fs::remove(fs::path(s->run_dir) / name, ec);
