@@ -30,12 +30,15 @@ run=$tmp/run
 seed=7
 steps=12
 echo "seed $seed"
+# The data next to the repository, as DD_DATA_DIR of the C++ tests (ctest runs in the build tree).
+data=$src/../shared/data/tinyshakespeare/input.txt
+rc=0
 "$dd_node" run "$src/examples/shakespeare.lua" --run-dir "$run" --progress 0 \
-  --set seed=$seed --set model.layers=1 --set model.width=32 --set model.heads=2 \
-  --set model.context=32 --set learners.count=2 --set learners.batch=4 \
+  --set "data.file=\"$data\"" --set seed=$seed --set model.layers=1 --set model.width=32 \
+  --set model.heads=2 --set model.context=32 --set learners.count=2 --set learners.batch=4 \
   --set sync.fragments=2 --set sync.interval=4 --set budget.steps=$steps \
-  --set eval.every_seconds=0 --set eval.batches=3 > "$tmp/run.log" 2>&1 ||
-  { cat "$tmp/run.log"; echo "FAIL: dd-node run exited $?"; exit 1; }
+  --set eval.every_seconds=0 --set eval.batches=3 > "$tmp/run.log" 2>&1 || rc=$?
+[ $rc -eq 0 ] || { cat "$tmp/run.log"; echo "FAIL: dd-node run exited $rc"; exit 1; }
 ls "$run"
 
 "$py" "$src/tests/apps/model_file_check.py" "$run" --tol 1e-4
