@@ -11,12 +11,14 @@
 #include <cmath>
 #include <cstring>
 
+#include <fmt/format.h>
 #include <caf/all.hpp>
 
 #include "actors/atoms.hpp"
 #include "actors/run_log.hpp"
 #include "actors/supervisor.hpp"
 #include "runtime/eval.hpp"
+#include "runtime/model_file.hpp"
 #include "runtime/quantize.hpp"
 
 namespace dd::actors {
@@ -80,6 +82,27 @@ void start_round(evaluator_actor* self, const evaluator_context& ctx) {
   ask_owners(self, ctx);
 }
 
+/// The final evaluation's model: <run_dir>/model.safetensors (atomic) with the loss it scored.
+void write_final_model(evaluator_actor* self, const evaluator_context& ctx, double loss,
+                       const nlohmann::json& versions) {
+  auto& st = self->state;
+  auto md = ctx.model_metadata;
+  md["val_loss"] = fmt::format("{:.17g}", loss);
+  md["digest"] = fmt::format("{:016x}", st.last_digest);
+  md["versions"] = versions.dump();
+  try {
+    write_model_file(ctx.model_path, *st.model, md);
+    if (ctx.log != nullptr)
+      ctx.log->emit("model_written",
+                    {{"path", ctx.model_path}, {"val_loss", loss}, {"digest", st.last_digest}});
+  } catch (const std::exception& e) {
+    if (ctx.log != nullptr) {
+      ctx.log->emit("failure", {{"what", "model_file"}, {"error", e.what()}});
+      ctx.log->write_failed(e.what());
+    }
+  }
+}
+
 void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
   auto& st = self->state;
   std::vector<float> flat(st.model->num_params());
@@ -115,6 +138,8 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
       c.last_val_at_s = at;
     });
   }
+  if (st.waiting_final && !ctx.model_path.empty()) write_final_model(self, ctx, loss, versions);
+  st.waiting_final = false;
   for (auto& rp : st.waiting) rp.deliver(loss, st.last_digest);
   st.waiting.clear();
 }
@@ -164,8 +189,10 @@ caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_c
         // A round already in flight may hold older values: the next round answers.
         if (s.in_round) {
           s.deferred.push_back(rp);
+          s.deferred_final = true;
         } else {
           s.waiting.push_back(rp);
+          s.waiting_final = true;
           start_round(self, *ctx);
         }
         return rp;
@@ -194,6 +221,8 @@ caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_c
           if (!s.deferred.empty()) {
             s.waiting = std::move(s.deferred);
             s.deferred.clear();
+            s.waiting_final = s.deferred_final;
+            s.deferred_final = false;
             start_round(self, *ctx);
           }
         }

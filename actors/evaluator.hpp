@@ -9,7 +9,10 @@
 // (runtime/eval.hpp); each result is an "eval" event (val_loss in nats/token, the fragment
 // versions, a digest of the global model, the global step). A pull
 // that is not answered within `round_timeout_s` (an owner died) is retried. A request
-// (eval_atom, true) is answered with (double val_loss, uint64 digest) after a fresh round.
+// (eval_atom, true) is answered with (double val_loss, uint64 digest) after a fresh round; the
+// round that answers it (the job's final evaluation) also writes the assembled global model to
+// `model_path` (runtime/model_file.hpp; a "model_written" event, or a "failure" event and
+// run_log::write_failed when the write fails — the run then fails).
 //
 // Global step (the `every_steps` clock, docs/config.md): the mean of the learners' own inner-step
 // counters, Σ_m step_m / M over the M learners of the run (run_log's learner_stats.step; a
@@ -61,6 +64,11 @@ struct evaluator_context {
   int threads = 1;
   caf::actor monitor;
   run_log* log = nullptr;
+  /// Where the final evaluation's model goes (<run_dir>/model.safetensors); empty = nowhere.
+  std::string model_path;
+  /// Added to the model file's metadata (run id, experiment, the evaluation's windows as JSON
+  /// under "eval"); val_loss, digest and fragment versions are added by the evaluator.
+  std::map<std::string, std::string> model_metadata;
 };
 
 /// CAF state of the evaluator.
@@ -74,6 +82,8 @@ struct evaluator_state {
   std::map<int32_t, std::pair<uint64_t, std::vector<float>>> got;
   std::vector<caf::response_promise> waiting;   ///< answered by the round in flight
   std::vector<caf::response_promise> deferred;  ///< asked mid-round: answered by the next one
+  bool waiting_final = false;   ///< `waiting` holds a (eval_atom, true) request: write the model
+  bool deferred_final = false;  ///< likewise for `deferred`
   double last_loss = -1.0;
   double last_eval_s = 0.0;       ///< wall seconds of the last evaluation (stretches the cadence)
   double last_eval_end_s = -1.0;  ///< steady-clock seconds when the last evaluation ended

@@ -278,7 +278,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
     auto f = std::make_shared<util::append_file>();
     const bool fresh = !std::ifstream(ctx->loss_path).good();
     if (auto st = f->open(ctx->loss_path, false); st) {
-      if (fresh) f->append("time,learner,incarnation,step,tokens,loss\n");
+      if (fresh) f->append("wall_time,learner,incarnation,step,tokens,loss,lr\n");
       self->state.loss_csv = f;
     } else if (ctx->log != nullptr) {
       ctx->log->emit("failure", {{"what", "loss_csv"}, {"error", st.message}});
@@ -473,9 +473,9 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         r.last_heartbeat_s = now_s(self);
         r.compute_this_incarnation_s = hb->compute_s;
         if (st.loss_csv) {
-          const std::string row =
-              fmt::format("{:.3f},{},{},{},{},{:.6f}\n", unix_now(), hb->learner_id, r.incarnation,
-                          hb->step, r.tokens_before + r.tokens_this_incarnation, hb->loss);
+          const std::string row = fmt::format(
+              "{:.3f},{},{},{},{},{:.6f},{:.6g}\n", unix_now(), hb->learner_id, r.incarnation,
+              hb->step, r.tokens_before + r.tokens_this_incarnation, hb->loss, hb->lr);
           if (auto w = st.loss_csv->append(row); !w && ctx->log != nullptr) {
             ctx->log->emit("failure", {{"what", "loss_csv"}, {"error", w.message}});
             st.loss_csv.reset();

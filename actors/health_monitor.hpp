@@ -91,8 +91,11 @@ struct monitor_context {
   std::string record_path;
   /// Where learner nodes' forwarded event lines go (<dir>/<node>.events.jsonl); empty = dropped.
   std::string forward_dir;
-  /// Every heartbeat's training loss as a CSV row (time,learner,incarnation,step,tokens,loss);
-  /// empty = not written.
+  /// Every heartbeat's training loss as a CSV row — a learner sends one after every applied
+  /// inner step, so one row per learner step while the monitor hears it:
+  /// wall_time,learner,incarnation,step,tokens,loss,lr (wall_time: Unix seconds when the
+  /// monitor recorded it; tokens: the learner's total over its incarnations; loss: that step's
+  /// training loss, nats/token; lr: the learning rate it applied). Empty = not written.
   std::string loss_path;
   double record_every_s = 2.0;
   nlohmann::json restored_record;

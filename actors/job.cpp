@@ -9,6 +9,7 @@
 #include "actors/job.hpp"
 
 #include <algorithm>
+#include <filesystem>
 #include <mutex>
 #include <string>
 
@@ -20,8 +21,11 @@
 #include "actors/learner_node.hpp"
 #include "actors/run_report.hpp"
 #include "actors/syncer_node.hpp"
+#include "runtime/model_file.hpp"
 
 namespace dd::actors {
+
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -74,6 +78,12 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
     f.write_failure = setup->log->write_failure();
     f.faults_fired = setup->faults->fired().size();
     setup->result = make_run_result(f, counters, loss, digest, end - st.start_s, training_s);
+    // Every evaluation scores the same windows; the model file holds their starts too.
+    setup->result.summary["final_eval"] = eval_spec_of(setup->exp, *setup->data).to_json();
+    setup->result.summary["final_eval"].erase("window_starts");
+    std::error_code ec;
+    if (digest != 0 && fs::exists(fs::path(setup->run_dir) / model_file_name, ec))
+      setup->result.summary["model_file"] = model_file_name;
   }
   setup->log->emit("finished",
                    {{"final_val_loss", loss >= 0 ? nlohmann::json(loss) : nlohmann::json(nullptr)},

@@ -48,6 +48,19 @@ gpt_config model_of(const config::experiment& e) {
   return g;
 }
 
+eval_spec eval_spec_of(const config::experiment& e, const text_dataset& data) {
+  eval_spec s;
+  s.data_file = e.data.file;
+  s.train_fraction = e.data.train_fraction;
+  s.validation_offset = data.train().size();
+  s.validation_tokens = data.validation().size();
+  s.batch = e.learners.batch;
+  s.seq_len = e.model.context;
+  s.batches = std::max(1, e.eval.batches);
+  s.backend = e.learners.backend == config::backend_kind::reference ? "reference" : "cpu";
+  return s;
+}
+
 bool synchronous(const config::experiment& e) {
   return e.sync.min_quorum.synchronous(e.learners.count);
 }

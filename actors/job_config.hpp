@@ -21,6 +21,7 @@
 #include "runtime/config/experiment.hpp"
 #include "runtime/fragments.hpp"
 #include "runtime/gpt.hpp"
+#include "runtime/model_file.hpp"
 
 namespace dd::actors {
 
@@ -28,6 +29,10 @@ payload_encoding to_encoding(config::wire_format w);
 fragment_strategy to_strategy(config::fragment_strategy_kind k);
 std::string backend_name(config::backend_kind k);
 gpt_config model_of(const config::experiment& e);
+/// The windows every evaluation of the run scores (the evaluator's: B = learners.batch,
+/// T = model.context, eval.batches batches of the validation split of `data`, loaded from
+/// data.file with data.train_fraction; backend "reference" when the learners' is, else "cpu").
+eval_spec eval_spec_of(const config::experiment& e, const text_dataset& data);
 /// K = M (count >= M, or fraction 1): the synchronous baselines.
 bool synchronous(const config::experiment& e);
 policy::quorum_spec quorum_of(const config::experiment& e);

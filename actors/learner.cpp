@@ -448,6 +448,7 @@ void on_broadcast(learner_actor* self, const learner_context& ctx, const wire_by
 struct inner_result {
   bool applied = false;
   double loss = 0.0;
+  double lr = 0.0;  ///< the learning rate applied
 };
 
 /// One inner AdamW step (trainer's components, with the re-warmup factor on the lr).
@@ -474,6 +475,7 @@ inner_result inner_step(learner_actor* self, const learner_context& ctx) {
   tr.optimizer().step(model.params(), model.grads(), static_cast<float>(lr));
   tr.set_steps_done(step + 1);
   r.applied = true;
+  r.lr = lr;
   return r;
 }
 
@@ -561,6 +563,7 @@ void on_step(learner_actor* self, const learner_context& ctx) {
   hb.data_cursor = st.tr->data().cursor().to_bytes();
   hb.loss = r.loss;
   hb.compute_s = st.compute_s;
+  hb.lr = r.lr;
   self->send(st.monitor, atoms::heartbeat_atom_v, encode(hb));
   st.heartbeat_dates.sent(step, actor_now(self));
   if (sf.nan) {

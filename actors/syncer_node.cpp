@@ -91,6 +91,12 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const caf::actor& job, clu
   ectx->adaptive_cadence = !sim;
   ectx->monitor = node.monitor;
   ectx->log = setup.log.get();
+  if (!sim) {  // the final evaluation's model, with the windows it scored (model_file.hpp)
+    ectx->model_path = (fs::path(setup.run_dir) / model_file_name).string();
+    ectx->model_metadata = {{"run_id", setup.run_id},
+                            {"experiment", e.name},
+                            {"eval", eval_spec_of(e, *setup.data).to_json().dump()}};
+  }
   std::shared_ptr<const evaluator_context> ec = ectx;
   node.eval = sim ? self->spawn(evaluator, ec) : self->spawn<caf::detached>(evaluator, ec);
   return node;

@@ -145,6 +145,7 @@ wire_bytes encode(const heartbeat_msg& m) {
   r.setDataCursor(as_bytes(m.data_cursor));
   r.setLoss(m.loss);
   r.setComputeSeconds(m.compute_s);
+  r.setLr(m.lr);
   return flatten(b);
 }
 
@@ -305,6 +306,7 @@ result<heartbeat_msg> decode_heartbeat(const uint8_t* data, size_t size,
                            m.data_cursor = to_vector(r.getDataCursor());
                            m.loss = r.getLoss();
                            m.compute_s = r.getComputeSeconds();
+                           m.lr = r.getLr();
                            return m;
                          });
 }

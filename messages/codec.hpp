@@ -105,6 +105,8 @@ struct heartbeat_msg {
   double loss = 0.0;
   /// Seconds this incarnation has spent in inner steps (goodput numerator; 0 from older writers).
   double compute_s = 0.0;
+  /// Learning rate the last step applied (schedule × re-warmup; 0 from older writers).
+  double lr = 0.0;
 };
 
 /// Learner → fragment owner: one chunk of a pseudo-gradient push (ALGORITHM.md, learner loop).

@@ -53,6 +53,7 @@ struct Heartbeat {
   dataCursor @5 :Data;
   loss @6 :Float64;                    # training loss of the last step, nats/token
   computeSeconds @7 :Float64;          # seconds this incarnation spent in inner steps
+  lr @8 :Float64;                      # learning rate the last step applied
 }
 
 # Learner -> fragment owner: one chunk of a pseudo-gradient push.

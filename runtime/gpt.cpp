@@ -246,6 +246,7 @@ void gpt::ensure_activations(int B, int T) {
 double gpt::forward(const std::vector<int32_t>& tokens, const std::vector<int32_t>& targets, int B,
                     int T) {
   have_forward_ = false;
+  have_logits_ = false;
   if (B < 1 || T < 1)
     throw std::invalid_argument(
         fmt::format("gpt::forward: batch {} and sequence length {} must be >= 1", B, T));
@@ -303,7 +304,19 @@ double gpt::forward(const std::vector<int32_t>& tokens, const std::vector<int32_
   double sum = 0.0;
   for (float x : losses) sum += x;
   have_forward_ = true;
+  have_logits_ = true;
   return sum / static_cast<double>(BT);
+}
+
+std::vector<float> gpt::logits(size_t row) const {
+  if (!have_logits_) throw std::logic_error("gpt::logits: no completed forward()");
+  const size_t rows = static_cast<size_t>(act_B_) * act_T_;
+  if (row >= rows)
+    throw std::out_of_range(
+        fmt::format("gpt::logits: row {} is outside the last forward's {} rows", row, rows));
+  std::vector<float> out(static_cast<size_t>(cfg_.vocab));
+  be_->download(out.data(), logits_.data() + row * out.size(), out.size());
+  return out;
 }
 
 void gpt::backward() {

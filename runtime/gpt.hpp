@@ -116,6 +116,11 @@ class gpt {
   double forward(const std::vector<int32_t>& tokens, const std::vector<int32_t>& targets, int B,
                  int T);
 
+  /// Logits (vocab) of row `row` = b·T + t of the last completed forward(): the unnormalized
+  /// next-token scores after position t of sequence b (the sampler reads them). Throws
+  /// std::logic_error when no forward() has completed, std::out_of_range when row >= B·T.
+  std::vector<float> logits(size_t row) const;
+
   /// Backward pass of the last forward(). ACCUMULATES into grads() (call zero_grad() first for a
   /// fresh gradient). Throws std::logic_error when no forward() with targets preceded it.
   void backward();
@@ -141,6 +146,7 @@ class gpt {
   // Activations for the current (B, T); allocated by ensure_activations().
   int act_B_ = 0, act_T_ = 0;
   bool have_forward_ = false;
+  bool have_logits_ = false;  // logits_ holds the last completed forward's scores
   kernels::buffer<int32_t> tokens_, targets_;
   kernels::buffer<float> encoded_;
   std::vector<layer_acts> acts_;

@@ -39,9 +39,11 @@ std::vector<std::string> clear_earlier_run(const std::string& run_dir,
   std::vector<std::string> replaced;
   std::error_code ec;
   fs::remove(fs::path(run_dir) / "monitor.json", ec);
-  for (const char* name : {"summary.json", "run_info.json", "events.jsonl", "experiment.json"})
+  for (const char* name :
+       {"summary.json", "run_info.json", "events.jsonl", "experiment.json", "model.safetensors"})
     if (fs::exists(fs::path(run_dir) / name, ec)) replaced.emplace_back(name);
   fs::remove(fs::path(run_dir) / "learner_loss.csv", ec);
+  fs::remove(fs::path(run_dir) / "model.safetensors", ec);  // runtime/model_file.hpp
   for (const char* name :
        {"summary.json", "run_info.json", "summary.json.tmp", "run_info.json.tmp"})
     fs::remove(fs::path(run_dir) / name, ec);

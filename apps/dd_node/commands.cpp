@@ -12,6 +12,8 @@ int learner_main(int argc, char** argv);
 int launch_main(int argc, char** argv);
 int status_main(int argc, char** argv);
 int drain_main(int argc, char** argv);
+int sample_main(int argc, char** argv);
+int eval_main(int argc, char** argv);
 
 const std::vector<command>& commands() {
   static const std::vector<command> table = {
@@ -24,6 +26,10 @@ const std::vector<command>& commands() {
       {"status", "print the live view of a running cluster (learners, leases, versions)",
        &status_main},
       {"drain", "remove a learner of a running cluster gracefully", &drain_main},
+      {"sample", "print text sampled from a run's model.safetensors (or a checkpoint)",
+       &sample_main},
+      {"eval", "report a trained model's validation loss on its run's evaluation windows",
+       &eval_main},
       {"resolve", "print the fully resolved configuration of an experiment file", &resolve_main},
   };
   return table;

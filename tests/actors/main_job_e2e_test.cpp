@@ -5,17 +5,27 @@
 // stop (uptime 100% with K = 1), the learner is respawned and contributes again. A learner that
 // exhausts its restart budget fails the run ("failed" in summary.json); data too small for the
 // learners is refused before anything starts; a new run removes an earlier run's summary.
+// What the clean run leaves behind: model.safetensors (the very model its final evaluation
+// scored: same loss on the windows summary.json states, same digest) and learner_loss.csv (one
+// row per learner step, with the lr).
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "actors/cluster.hpp"
+#include "kernels/backend.hpp"
+#include "runtime/data.hpp"
+#include "runtime/eval.hpp"
+#include "runtime/model_file.hpp"
 
 namespace dd::actors {
 namespace {
@@ -97,10 +107,60 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
   const std::set<std::string> keys = {
       "final_val_loss",    "tokens",       "wall_seconds",    "goodput",
       "effective_goodput", "uptime",       "merges",          "mean_contributors_per_merge",
-      "learner_restarts",  "bytes_pushed", "bytes_broadcast", "chunks_refused"};
+      "learner_restarts",  "bytes_pushed", "bytes_broadcast", "chunks_refused",
+      "final_eval",        "model_file"};
   std::set<std::string> got;
   for (auto& [k, v] : summary.items()) got.insert(k);
   EXPECT_EQ(got, keys);
+  {
+    // The windows: the evaluator's B, T and batches on the validation split of the data file.
+    const auto fe = summary["final_eval"];
+    EXPECT_EQ(fe["batch"], 4);
+    EXPECT_EQ(fe["seq_len"], 32);
+    EXPECT_EQ(fe["batches"], 4);
+    EXPECT_EQ(fe["windows"], 16);
+    EXPECT_EQ(fe["split"], "validation");
+    EXPECT_EQ(fe["backend"], "cpu");
+    const auto data = text_dataset::from_file(fe["data_file"].get<std::string>(),
+                                              fe["train_fraction"].get<double>());
+    EXPECT_EQ(fe["validation_offset"].get<size_t>(), data.train().size());
+    EXPECT_EQ(fe["validation_tokens"].get<size_t>(), data.validation().size());
+    // The model file holds the model the final evaluation scored: evaluated again on the same
+    // backend (cpu, 1 thread, as the evaluator) it gives the same loss to the last bit.
+    EXPECT_EQ(summary["model_file"], "model.safetensors");
+    auto be = kernels::make_backend("cpu", {1, 0});
+    auto m = read_model_file((dir / "clean").string(), *be);
+    EXPECT_EQ(m.metadata.at("model_kind"), "gpt");
+    EXPECT_EQ(m.model->config().layers, 2);
+    EXPECT_EQ(m.metadata.at("digest"), fmt::format("{:016x}", clean.digest));
+    EXPECT_EQ(std::stod(m.metadata.at("val_loss")), summary["final_val_loss"].get<double>());
+    EXPECT_EQ(evaluate_loss(*m.model, data.validation(), 4, 32, 4),
+              summary["final_val_loss"].get<double>());
+    const auto spec = eval_spec::from_json(nlohmann::json::parse(m.metadata.at("eval")));
+    EXPECT_EQ(spec.batch, 4);
+    EXPECT_EQ(spec.validation_tokens, data.validation().size());
+  }
+  {
+    // One row per learner step: 4 learners × 80 steps, steps 1..80 in order, lr > 0.
+    std::ifstream in(dir / "clean" / "learner_loss.csv");
+    std::string line;
+    std::getline(in, line);
+    EXPECT_EQ(line, "wall_time,learner,incarnation,step,tokens,loss,lr");
+    std::map<int, std::vector<int>> steps;
+    while (std::getline(in, line)) {
+      std::vector<std::string> f;
+      std::stringstream ss(line);
+      for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+      ASSERT_EQ(f.size(), 7u) << line;
+      steps[std::stoi(f[1])].push_back(std::stoi(f[3]));
+      EXPECT_EQ(std::stoull(f[4]), std::stoull(f[3]) * 4u * 32u) << line;
+      EXPECT_GT(std::stod(f[6]), 0.0) << line;
+    }
+    ASSERT_EQ(steps.size(), 4u);
+    std::vector<int> want(80);
+    for (int i = 0; i < 80; ++i) want[static_cast<size_t>(i)] = i + 1;
+    for (const auto& [id, got_steps] : steps) EXPECT_EQ(got_steps, want) << "learner " << id;
+  }
   EXPECT_EQ(summary["tokens"].get<uint64_t>(), 4u * 80u * 4u * 32u);
   EXPECT_LT(summary["final_val_loss"].get<double>(), 4.5);  // ln 256 ≈ 5.55 untrained
   EXPECT_GT(summary["merges"].get<uint64_t>(), 10u);
@@ -519,6 +579,7 @@ TEST(main_job, a_new_run_removes_the_earlier_runs_summary) {
   std::ofstream(dir / "summary.json") << "{\"final_val_loss\": 1.5}\n";
   std::ofstream(dir / "run_info.json") << "{}\n";
   std::ofstream(dir / "checkpoints" / "owner_1.ddck") << "old";
+  std::ofstream(dir / "model.safetensors") << "old";
   auto e = small_experiment("rerun");
   e.checkpoint.dir = (dir / "checkpoints").string();
   run_options ro;
@@ -527,8 +588,10 @@ TEST(main_job, a_new_run_removes_the_earlier_runs_summary) {
   EXPECT_FALSE(std::filesystem::exists(dir / "summary.json"));
   EXPECT_FALSE(std::filesystem::exists(dir / "run_info.json"));
   EXPECT_FALSE(std::filesystem::exists(dir / "checkpoints" / "owner_1.ddck"));
+  EXPECT_FALSE(std::filesystem::exists(dir / "model.safetensors"));
   EXPECT_TRUE(std::filesystem::exists(dir / "experiment.json"));
-  const std::vector<std::string> want = {"summary.json", "run_info.json", "1 owner checkpoint"};
+  const std::vector<std::string> want = {"summary.json", "run_info.json", "model.safetensors",
+                                         "1 owner checkpoint"};
   EXPECT_EQ(setup->replaced, want);
   setup.reset();
   // Nothing there: nothing replaced.

@@ -94,6 +94,16 @@ TEST(Codec, HeartbeatRoundTrip) {
   EXPECT_EQ(d->tokens, 500u * 2048u);
   EXPECT_EQ(d->step_time_ema_s, 0.125);
   EXPECT_EQ(d->data_cursor, (std::vector<uint8_t>{42, 43}));
+  EXPECT_EQ(d->lr, 0.0);
+  m.loss = 2.5;
+  m.compute_s = 1.25;
+  m.lr = 3e-3;
+  const auto bytes2 = encode(m);
+  auto again = decode_heartbeat(bytes2.data(), bytes2.size());
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(again->loss, 2.5);
+  EXPECT_EQ(again->compute_s, 1.25);
+  EXPECT_EQ(again->lr, 3e-3);
 }
 
 TEST(Codec, PushRoundTrip) {

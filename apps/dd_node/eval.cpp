@@ -1,0 +1,202 @@
+// apps/dd_node/eval.cpp — `dd-node eval RUN_DIR|FILE [--data FILE] [...]`: the validation loss
+// of a trained model on the windows its run scored (runtime/model_file.hpp, eval_spec). The
+// windows come from the model file's metadata "eval" (written by every run's final
+// evaluation), else from RUN_DIR/summary.json's "final_eval", else from the flags' defaults;
+// --data evaluates on another file's validation split with the same batch shape. Prints one
+// line with the loss, the windows and, when the run recorded one, the run's own loss and the
+// difference. Exit codes: 0 ok, 1 runtime failure (model, data, backend), 2 bad flags.
+#include <cmath>
+#include <cstdio>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "apps/dd_node/node_flags.hpp"
+#include "kernels/all_backends.hpp"
+#include "kernels/backend.hpp"
+#include "runtime/checkpoint.hpp"
+#include "runtime/data.hpp"
+#include "runtime/eval.hpp"
+#include "runtime/model_file.hpp"
+#include "util/parse.hpp"
+
+namespace dd::app {
+
+namespace {
+
+void print_eval_help(FILE* f) {
+  std::fprintf(
+      f,
+      "usage: dd-node eval RUN_DIR|FILE [--data FILE] [--train-fraction X] [--batch B]\n"
+      "                    [--batches N] [--backend NAME] [--threads N]\n"
+      "Reports the validation loss (nats/token) of a trained GPT — RUN_DIR's\n"
+      "model.safetensors (dd-node run / syncer / launch) or checkpoint.safetensors\n"
+      "(dd-node train), or the safetensors FILE given — on the windows its run's final\n"
+      "evaluation scored: the file's metadata \"eval\" (else RUN_DIR/summary.json\n"
+      "\"final_eval\"): data file, train fraction, batch B, sequence length T, batches.\n"
+      "  --data FILE          evaluate on this text file's validation split instead\n"
+      "  --train-fraction X   split point of the data, in (0, 1) (default: the run's, else 0.9)\n"
+      "  --batch B            sequences per batch (default: the run's, else 16)\n"
+      "  --batches N          batches (default: the run's, else 8)\n"
+      "  --backend NAME       cpu | reference | cuda (default: the backend the run evaluated\n"
+      "                       on, else cpu)\n"
+      "  --threads N          CPU threads for the backend, 0 = all (default 1)\n"
+      "T is the model's context unless the run recorded another. Output: one line,\n"
+      "\"val_loss X nats/token on N windows ...\", and the run's recorded loss when known.\n"
+      "Exit status: 0 ok; 1 unreadable model or data, backend failure; 2 bad flags.\n");
+}
+
+/// The run's windows: the model file's "eval" metadata, else summary.json's "final_eval" next
+/// to it; nullopt when neither is there. Throws std::runtime_error for one that is malformed.
+std::optional<eval_spec> recorded_spec(const std::string& path,
+                                       const std::map<std::string, std::string>& metadata) {
+  if (auto it = metadata.find("eval"); it != metadata.end()) {
+    try {
+      return eval_spec::from_json(nlohmann::json::parse(it->second));
+    } catch (const std::exception& e) {
+      throw std::runtime_error(fmt::format("model '{}': metadata 'eval': {}", path, e.what()));
+    }
+  }
+  const auto summary = std::filesystem::path(path).parent_path() / "summary.json";
+  std::ifstream in(summary);
+  if (!in) return std::nullopt;
+  auto j = nlohmann::json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("final_eval")) return std::nullopt;
+  try {
+    return eval_spec::from_json(j["final_eval"]);
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format("'{}': final_eval: {}", summary.string(), e.what()));
+  }
+}
+
+}  // namespace
+
+/// Entry point of `dd-node eval`; argv[0] is "eval".
+int eval_main(int argc, char** argv) {
+  std::string where, data, backend;
+  std::optional<double> train_fraction;
+  std::optional<int> batch, batches;
+  int threads = 1;
+  flag_cursor f("dd-node eval", argc, argv);
+  auto bad = [](const char* flag, const char* what, const char* v) {
+    std::fprintf(stderr, "dd-node eval: %s needs %s, got '%s'\n", flag, what, v);
+    return 2;
+  };
+  while (f.next()) {
+    const std::string a = f.arg();
+    if (a == "--help" || a == "-h") {
+      print_eval_help(stdout);
+      return 0;
+    } else if (a == "--data") {
+      const char* v = f.value("--data");
+      if (v == nullptr) return 2;
+      data = v;
+    } else if (a == "--train-fraction") {
+      const char* v = f.value("--train-fraction");
+      double x = 0;
+      if (v == nullptr) return 2;
+      if (!util::parse_number(v, x) || !(x > 0.0 && x < 1.0))
+        return bad("--train-fraction", "a number in (0, 1)", v);
+      train_fraction = x;
+    } else if (a == "--batch" || a == "--batches") {
+      int n = 0;
+      if (!f.count(a, n, 1, 1 << 20)) return 2;
+      (a == "--batch" ? batch : batches) = n;
+    } else if (a == "--backend") {
+      const char* v = f.value("--backend");
+      if (v == nullptr) return 2;
+      backend = v;
+    } else if (a == "--threads") {
+      if (!f.count("--threads", threads, 0, 4096)) return 2;
+    } else if (!a.empty() && a[0] == '-') {
+      std::fprintf(stderr, "dd-node eval: unknown flag '%s'\n", a.c_str());
+      print_eval_help(stderr);
+      return 2;
+    } else if (where.empty()) {
+      where = a;
+    } else {
+      std::fprintf(stderr, "dd-node eval: more than one model given ('%s', '%s')\n", where.c_str(),
+                   a.c_str());
+      return 2;
+    }
+  }
+  if (where.empty()) {
+    std::fprintf(stderr, "dd-node eval: no RUN_DIR or FILE given\n");
+    print_eval_help(stderr);
+    return 2;
+  }
+  try {
+    kernels::init_all_backends();
+    // The metadata first: it names the windows and the backend the run evaluated on.
+    const std::string path = resolve_model_path(where);
+    const std::optional<eval_spec> rec = recorded_spec(path, read_safetensors(path).metadata);
+    kernels::backend_options bo;
+    bo.threads = threads;
+    auto be = kernels::make_backend(!backend.empty() ? backend
+                                    : rec            ? rec->backend
+                                                     : std::string("cpu"),
+                                    bo);
+    auto m = read_model_file(path, *be);
+    eval_spec spec;
+    if (rec) spec = *rec;
+    spec.seq_len = rec ? rec->seq_len : m.model->config().context;
+    if (!data.empty()) spec.data_file = data;
+    if (train_fraction) spec.train_fraction = *train_fraction;
+    if (batch) spec.batch = *batch;
+    if (batches) spec.batches = *batches;
+    if (spec.data_file.empty())
+      throw std::invalid_argument(fmt::format(
+          "model '{}' records no evaluation (no metadata 'eval', no summary.json final_eval): "
+          "pass --data FILE",
+          m.path));
+    const text_dataset ds = [&] {
+      try {
+        return text_dataset::from_file(spec.data_file, spec.train_fraction);
+      } catch (const std::exception& e) {
+        throw std::runtime_error(fmt::format(
+            "{}{}", e.what(),
+            data.empty() ? " (the file the run evaluated on; pass --data FILE to name it here)"
+                         : ""));
+      }
+    }();
+    const bool same_split = rec && ds.train().size() == rec->validation_offset &&
+                            ds.validation().size() == rec->validation_tokens;
+    spec.validation_offset = ds.train().size();
+    spec.validation_tokens = ds.validation().size();
+    const double loss =
+        evaluate_loss(*m.model, ds.validation(), spec.batch, spec.seq_len, spec.batches);
+    std::string line = fmt::format(
+        "val_loss {:.6f} nats/token on {} windows of {} tokens ({} batches of {}) of the "
+        "validation split of {} (tokens [{}, {}), train_fraction {}), backend {}",
+        loss, static_cast<size_t>(spec.batch) * spec.batches, spec.seq_len, spec.batches,
+        spec.batch, spec.data_file, spec.validation_offset,
+        spec.validation_offset + spec.validation_tokens, spec.train_fraction, be->name());
+    if (auto it = m.metadata.find("val_loss"); it != m.metadata.end() && rec) {
+      double run_loss = 0;
+      if (util::parse_number(it->second, run_loss) && same_split && spec.batch == rec->batch &&
+          spec.batches == rec->batches)
+        line += fmt::format("; the run recorded {:.6f} on these windows (difference {:.2e})",
+                            run_loss, loss - run_loss);
+      else if (!same_split)
+        line +=
+            fmt::format("; not the run's windows (the run's split: tokens [{}, {}))",
+                        rec->validation_offset, rec->validation_offset + rec->validation_tokens);
+    }
+    std::printf("%s\n", line.c_str());
+    return 0;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "dd-node eval: %s\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dd-node eval: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace dd::app

@@ -1,0 +1,148 @@
+// runtime/model_file.cpp — see model_file.hpp.
+#include "runtime/model_file.hpp"
+
+#include <filesystem>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "runtime/checkpoint.hpp"
+
+namespace dd {
+
+namespace fs = std::filesystem;
+
+std::vector<size_t> eval_spec::window_starts() const {
+  if (batches < 1 || batch < 1 || seq_len < 1)
+    throw std::invalid_argument(
+        fmt::format("eval windows: batches {}, batch {}, seq_len {} must all be >= 1", batches,
+                    batch, seq_len));
+  if (validation_tokens < static_cast<size_t>(seq_len) + 1)
+    throw std::invalid_argument(
+        fmt::format("eval windows: the validation split has {} tokens, needs at least T+1 = {}",
+                    validation_tokens, seq_len + 1));
+  // The same slice as evaluate_loss (runtime/eval.cpp).
+  const size_t W = (validation_tokens - 1) / static_cast<size_t>(seq_len);
+  std::vector<size_t> out;
+  out.reserve(static_cast<size_t>(batch) * static_cast<size_t>(batches));
+  for (int b = 0; b < batches; ++b)
+    for (int r = 0; r < batch; ++r)
+      out.push_back(((static_cast<size_t>(b) * batch + r) % W) * static_cast<size_t>(seq_len));
+  return out;
+}
+
+bool eval_spec::covers_split() const {
+  const size_t W = (validation_tokens - 1) / static_cast<size_t>(seq_len);
+  return static_cast<size_t>(batch) * static_cast<size_t>(batches) >= W;
+}
+
+nlohmann::json eval_spec::to_json() const {
+  const auto starts = window_starts();
+  return {{"data_file", data_file},
+          {"train_fraction", train_fraction},
+          {"split", "validation"},
+          {"validation_offset", validation_offset},
+          {"validation_tokens", validation_tokens},
+          {"batch", batch},
+          {"seq_len", seq_len},
+          {"batches", batches},
+          {"windows", starts.size()},
+          {"covers_split", covers_split()},
+          {"backend", backend},
+          {"window_rule",
+           "row r of batch b is the window of seq_len+1 tokens starting at token "
+           "((b*batch + r) mod W)*seq_len of the validation split, W = (validation_tokens - 1) "
+           "div seq_len; loss = mean over batches of the mean next-token cross-entropy"},
+          {"window_starts", starts}};
+}
+
+eval_spec eval_spec::from_json(const nlohmann::json& j) {
+  if (!j.is_object()) throw std::invalid_argument("eval spec: expected a JSON object");
+  auto field = [&](const char* name) -> const nlohmann::json& {
+    auto it = j.find(name);
+    if (it == j.end()) throw std::invalid_argument(fmt::format("eval spec: missing '{}'", name));
+    return *it;
+  };
+  auto integer = [&](const char* name) {
+    const auto& v = field(name);
+    if (!v.is_number_integer() || v.get<int64_t>() < 0)
+      throw std::invalid_argument(
+          fmt::format("eval spec: '{}' must be a non-negative integer", name));
+    return v.get<uint64_t>();
+  };
+  eval_spec s;
+  const auto& file = field("data_file");
+  if (!file.is_string()) throw std::invalid_argument("eval spec: 'data_file' must be a string");
+  s.data_file = file.get<std::string>();
+  const auto& tf = field("train_fraction");
+  if (!tf.is_number()) throw std::invalid_argument("eval spec: 'train_fraction' must be a number");
+  s.train_fraction = tf.get<double>();
+  s.validation_offset = integer("validation_offset");
+  s.validation_tokens = integer("validation_tokens");
+  s.batch = static_cast<int>(integer("batch"));
+  s.seq_len = static_cast<int>(integer("seq_len"));
+  s.batches = static_cast<int>(integer("batches"));
+  for (const auto& [name, v] : {std::pair<const char*, int>{"batch", s.batch},
+                                {"seq_len", s.seq_len},
+                                {"batches", s.batches}})
+    if (v < 1)
+      throw std::invalid_argument(fmt::format("eval spec: '{}' must be >= 1, got {}", name, v));
+  if (auto it = j.find("backend"); it != j.end() && it->is_string())
+    s.backend = it->get<std::string>();
+  return s;
+}
+
+void write_model_file(const std::string& path, const gpt& model,
+                      const std::map<std::string, std::string>& metadata) {
+  auto md = metadata;
+  md["model_kind"] = "gpt";
+  // save_checkpoint adds format and config; no optimizer state.
+  save_checkpoint(path, model, nullptr, md);
+}
+
+std::string resolve_model_path(const std::string& where) {
+  std::error_code ec;
+  if (!fs::is_directory(where, ec)) {
+    if (!fs::exists(where, ec))
+      throw std::runtime_error(
+          fmt::format("model '{}': no such file or directory (give a run directory or a "
+                      "model.safetensors / checkpoint.safetensors file)",
+                      where));
+    return where;
+  }
+  for (const char* name : {model_file_name, "checkpoint.safetensors"}) {
+    const auto p = fs::path(where) / name;
+    if (fs::is_regular_file(p, ec)) return p.string();
+  }
+  throw std::runtime_error(fmt::format(
+      "model '{}': the directory holds neither {} (written at the end of `dd-node run`, "
+      "`syncer` and `launch` runs whose final evaluation ran) nor checkpoint.safetensors (of "
+      "`dd-node train`)",
+      where, model_file_name));
+}
+
+loaded_model read_model_file(const std::string& where, kernels::backend& be) {
+  loaded_model out;
+  out.path = resolve_model_path(where);
+  // The header first, for the config; load_checkpoint validates the tensors again.
+  const st_file f = read_safetensors(out.path);
+  auto fail = [&](const std::string& what) {
+    return std::runtime_error(fmt::format("model '{}': {}", out.path, what));
+  };
+  if (auto it = f.metadata.find("model_kind"); it != f.metadata.end() && it->second != "gpt")
+    throw fail(fmt::format("metadata model_kind is '{}'; this build reads only 'gpt'", it->second));
+  auto cfg_it = f.metadata.find("config");
+  if (cfg_it == f.metadata.end())
+    throw fail("metadata 'config' (the model config as JSON) is missing");
+  gpt_config cfg;
+  try {
+    cfg = gpt_config::from_json(nlohmann::json::parse(cfg_it->second));
+  } catch (const std::exception& e) {
+    throw fail(fmt::format("metadata 'config': {}", e.what()));
+  }
+  out.model = std::make_unique<gpt>(be, cfg);
+  out.metadata = load_checkpoint(out.path, *out.model, nullptr);
+  return out;
+}
+
+}  // namespace dd

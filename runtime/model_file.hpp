@@ -1,0 +1,92 @@
+// runtime/model_file.hpp — the trained model a run leaves behind: `model.safetensors`.
+//
+// The file is a checkpoint (runtime/checkpoint.hpp: safetensors, atomic write, CRC-32C in
+// dd_crc32c) holding only the model's tensors, under the names of gpt_tensors() (wte, wpe,
+// h.<i>.…, ln_f.…), all F32, row-major, no optimizer state. Its "__metadata__" holds:
+//   format      "dd-gpt-1" (the checkpoint format)
+//   model_kind  "gpt"
+//   config      the model config as JSON, e.g. {"vocab":256,"context":128,"layers":4,...}
+//   eval        the evaluation it was scored with, as JSON (eval_spec::to_json: data file,
+//               split, batch, seq_len, batches and every window's start)
+//   val_loss    that evaluation's loss, nats/token ("%.17g"), and whatever the writer adds (run
+//               id, experiment, digest, fragment versions).
+// Readers: `dd-node sample` / `dd-node eval`, and any safetensors reader (Python `safetensors`,
+// PyTorch: tests/apps/model_file_check.py runs an independent NumPy forward on it).
+//
+// These functions are the seam between a model file and the model: they take and return a
+// `gpt` today and are the only place to change when other model kinds arrive. Any thread; no
+// shared state.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "kernels/backend.hpp"
+#include "runtime/gpt.hpp"
+
+namespace dd {
+
+/// The fixed validation windows of an evaluation (runtime/eval.hpp, evaluate_loss): row r of
+/// batch b is the window of `seq_len` + 1 tokens starting at token ((b·batch + r) mod W)·seq_len
+/// of the validation split, W = (validation_tokens − 1) / seq_len. The validation split is the
+/// byte tokens [validation_offset, validation_offset + validation_tokens) of `data_file`
+/// (validation_offset = floor(file bytes · train_fraction), runtime/data.hpp).
+struct eval_spec {
+  std::string data_file;  ///< the text file, as the run named it
+  double train_fraction = 0.9;
+  size_t validation_offset = 0;  ///< first validation token = byte offset in the file
+  size_t validation_tokens = 0;  ///< tokens in the validation split
+  int batch = 16;                ///< B
+  int seq_len = 128;             ///< T
+  int batches = 8;               ///< batches of (B, T)
+  std::string backend = "cpu";   ///< the backend the run evaluated on
+
+  /// Start of every window (token offset inside the validation split), batch-major, B·batches
+  /// values. Throws std::invalid_argument as evaluate_loss does (batch, seq_len, batches < 1,
+  /// or fewer than seq_len + 1 validation tokens).
+  std::vector<size_t> window_starts() const;
+  /// True when the windows cover every one of the W windows of the split at least once.
+  bool covers_split() const;
+  /// {"data_file", "train_fraction", "split": "validation", "validation_offset",
+  ///  "validation_tokens", "batch", "seq_len", "batches", "windows": B·batches,
+  ///  "covers_split", "backend", "window_rule" (the sentence above), "window_starts": [...]}.
+  nlohmann::json to_json() const;
+  /// Reads to_json()'s fields (window_starts and covers_split are derived, not read). Throws
+  /// std::invalid_argument naming a missing or mistyped field.
+  static eval_spec from_json(const nlohmann::json& j);
+};
+
+/// The file name a run writes its final model to, inside the run directory.
+inline constexpr const char* model_file_name = "model.safetensors";
+
+/// Writes `model` to `path` as a model file (see the file comment), atomically; `metadata` is
+/// added to the header (format, model_kind and config are set here). Throws std::runtime_error
+/// naming the path and errno's text when the write fails (the old file, if any, stays).
+void write_model_file(const std::string& path, const gpt& model,
+                      const std::map<std::string, std::string>& metadata);
+
+/// A model read back from a file, with the file's metadata.
+struct loaded_model {
+  std::string path;  ///< the file actually read
+  std::map<std::string, std::string> metadata;
+  std::unique_ptr<gpt> model;
+};
+
+/// `where` is a model file, or a directory holding model.safetensors (a run directory of
+/// `dd-node run`/`syncer`/`launch`) or checkpoint.safetensors (of `dd-node train`). Returns
+/// the file path; throws std::runtime_error naming `where` and the names looked for.
+std::string resolve_model_path(const std::string& where);
+
+/// Reads the model at resolve_model_path(`where`) onto `be`: the config comes from the
+/// metadata "config" (its model_kind, when present, must be "gpt"); optimizer tensors of a
+/// training checkpoint are ignored. Throws std::runtime_error naming the file and the field or
+/// tensor at fault (no config, unknown kind, missing tensor, wrong shape, damaged file).
+loaded_model read_model_file(const std::string& where, kernels::backend& be);
+
+}  // namespace dd

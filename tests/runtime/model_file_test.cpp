@@ -1,0 +1,231 @@
+// tests/runtime/model_file_test.cpp — the model file a run leaves behind (runtime/model_file.hpp),
+// the evaluation windows it records, gpt::logits and the sampler (runtime/sample.hpp).
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include <unistd.h>
+
+#include "kernels/backend.hpp"
+#include "runtime/checkpoint.hpp"
+#include "runtime/eval.hpp"
+#include "runtime/gpt.hpp"
+#include "runtime/model_file.hpp"
+#include "runtime/rng.hpp"
+#include "runtime/sample.hpp"
+
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+
+class ModelFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    be_ = dd::kernels::make_backend("reference", {1, 0});
+    model_ = std::make_unique<dd::gpt>(*be_, cfg_);
+    model_->init(5);
+    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
+    dir_ = fs::path(::testing::TempDir()) /
+           ("dd_model_file_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  dd::gpt_config cfg_{256, 16, 2, 2, 16};
+  std::unique_ptr<dd::kernels::backend> be_;
+  std::unique_ptr<dd::gpt> model_;
+  fs::path dir_;
+};
+
+TEST_F(ModelFile, RoundTripKeepsEveryParameterAndTheMetadata) {
+  const auto path = (dir_ / dd::model_file_name).string();
+  dd::write_model_file(path, *model_, {{"val_loss", "2.5"}, {"run_id", "abc"}});
+  // Found through the directory (a run directory) and through the file itself.
+  EXPECT_EQ(dd::resolve_model_path(dir_.string()), path);
+  auto m = dd::read_model_file(dir_.string(), *be_);
+  EXPECT_EQ(m.path, path);
+  EXPECT_EQ(m.model->config(), cfg_);
+  EXPECT_EQ(m.model->get_parameters(), model_->get_parameters());
+  EXPECT_EQ(m.metadata.at("model_kind"), "gpt");
+  EXPECT_EQ(m.metadata.at("format"), "dd-gpt-1");
+  EXPECT_EQ(nlohmann::json::parse(m.metadata.at("config")), cfg_.to_json());
+  EXPECT_EQ(m.metadata.at("val_loss"), "2.5");
+  EXPECT_EQ(m.metadata.at("run_id"), "abc");
+  EXPECT_EQ(m.metadata.count(dd::st_checksum_key), 1u);
+  // Only the model's tensors: no optimizer state, names as gpt_tensors().
+  const auto f = dd::read_safetensors(path);
+  ASSERT_EQ(f.tensors.size(), model_->tensors().size());
+  for (size_t i = 0; i < f.tensors.size(); ++i) {
+    EXPECT_EQ(f.tensors[i].name, model_->tensors()[i].name);
+    EXPECT_EQ(f.tensors[i].shape, model_->tensors()[i].shape);
+  }
+}
+
+TEST_F(ModelFile, ATrainingCheckpointIsReadWithoutItsOptimizerState) {
+  dd::save_checkpoint((dir_ / "checkpoint.safetensors").string(), *model_, nullptr, {});
+  auto m = dd::read_model_file(dir_.string(), *be_);
+  EXPECT_EQ(m.path, (dir_ / "checkpoint.safetensors").string());
+  EXPECT_EQ(m.model->get_parameters(), model_->get_parameters());
+}
+
+TEST_F(ModelFile, RefusalsNameTheFileAndWhatIsWrong) {
+  try {
+    dd::resolve_model_path(dir_.string());
+    ADD_FAILURE() << "an empty directory was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(dir_.string()));
+    EXPECT_THAT(e.what(), HasSubstr("model.safetensors"));
+    EXPECT_THAT(e.what(), HasSubstr("checkpoint.safetensors"));
+  }
+  EXPECT_THROW(dd::resolve_model_path((dir_ / "nope").string()), std::runtime_error);
+  // Another model kind, and a file without a config.
+  const auto path = (dir_ / "other.safetensors").string();
+  dd::write_safetensors(path, {{{"x", {1}, {1.0f}}}, {{"model_kind", "moe_gpt"}}});
+  try {
+    dd::read_model_file(path, *be_);
+    ADD_FAILURE() << "model_kind moe_gpt was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(path));
+    EXPECT_THAT(e.what(), HasSubstr("model_kind is 'moe_gpt'"));
+  }
+  dd::write_safetensors(path, {{{"x", {1}, {1.0f}}}, {}});
+  try {
+    dd::read_model_file(path, *be_);
+    ADD_FAILURE() << "a file without config was accepted";
+  } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr("metadata 'config'"));
+  }
+}
+
+TEST(EvalSpec, WindowsAreTheOnesEvaluateLossScores) {
+  dd::eval_spec s;
+  s.validation_tokens = 100;  // W = 99 / 8 = 12 windows
+  s.batch = 5;
+  s.seq_len = 8;
+  s.batches = 3;
+  const auto starts = s.window_starts();
+  ASSERT_EQ(starts.size(), 15u);
+  EXPECT_EQ(starts[0], 0u);
+  EXPECT_EQ(starts[4], 32u);
+  EXPECT_EQ(starts[11], 88u);  // window 11
+  EXPECT_EQ(starts[12], 0u);   // wraps: (12 mod 12)·8
+  EXPECT_EQ(starts[14], 16u);
+  EXPECT_TRUE(s.covers_split());
+  s.batches = 2;
+  EXPECT_FALSE(s.covers_split());
+
+  // evaluate_loss on a model equals the mean over batches of forward() on exactly these windows.
+  auto be = dd::kernels::make_backend("reference", {1, 0});
+  dd::gpt model(*be, {256, 8, 1, 2, 8});
+  model.init(3);
+  std::vector<int32_t> split(100);
+  for (size_t i = 0; i < split.size(); ++i) split[i] = static_cast<int32_t>((i * 37 + 11) % 256);
+  s.batches = 3;
+  double want = 0;
+  for (int b = 0; b < s.batches; ++b) {
+    std::vector<int32_t> in, tg;
+    for (int r = 0; r < s.batch; ++r)
+      for (int t = 0; t < s.seq_len; ++t) {
+        in.push_back(split[starts[static_cast<size_t>(b * s.batch + r)] + t]);
+        tg.push_back(split[starts[static_cast<size_t>(b * s.batch + r)] + t + 1]);
+      }
+    want += model.forward(in, tg, s.batch, s.seq_len);
+  }
+  EXPECT_EQ(dd::evaluate_loss(model, split, s.batch, s.seq_len, s.batches), want / s.batches);
+
+  const auto j = s.to_json();
+  EXPECT_EQ(j.at("window_starts").get<std::vector<size_t>>(), starts);
+  EXPECT_EQ(j.at("split"), "validation");
+  const auto back = dd::eval_spec::from_json(j);
+  EXPECT_EQ(back.batch, 5);
+  EXPECT_EQ(back.seq_len, 8);
+  EXPECT_EQ(back.batches, 3);
+  EXPECT_EQ(back.validation_tokens, 100u);
+  auto broken = j;
+  broken.erase("seq_len");
+  EXPECT_THAT([&] { dd::eval_spec::from_json(broken); },
+              ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("'seq_len'")));
+}
+
+TEST(GptLogits, CrossEntropyOfTheLogitsIsTheForwardLoss) {
+  auto be = dd::kernels::make_backend("reference", {1, 0});
+  dd::gpt model(*be, {256, 8, 1, 2, 8});
+  model.init(9);
+  EXPECT_THROW(model.logits(0), std::logic_error);
+  const std::vector<int32_t> in = {1, 2, 3, 4, 5, 6}, tg = {2, 3, 4, 5, 6, 7};
+  const double loss = model.forward(in, tg, 2, 3);
+  double sum = 0;
+  for (size_t row = 0; row < 6; ++row) {
+    const auto z = model.logits(row);
+    ASSERT_EQ(z.size(), 256u);
+    double m = -INFINITY, s = 0;
+    for (float v : z) m = std::max(m, double(v));
+    for (float v : z) s += std::exp(double(v) - m);
+    sum += std::log(s) + m - z[static_cast<size_t>(tg[row])];
+  }
+  EXPECT_NEAR(sum / 6, loss, 1e-6);
+  EXPECT_THROW(model.logits(6), std::out_of_range);
+}
+
+TEST(Sample, GreedyTopKAndTemperature) {
+  dd::rng r(1);
+  const std::vector<float> z = {0.0f, 3.0f, 3.0f, 1.0f};
+  dd::sample_options greedy;
+  greedy.temperature = 0.0;
+  EXPECT_EQ(dd::sample_next(z, greedy, r), 1);  // tie between 1 and 2: the lower id
+  dd::sample_options top1;
+  top1.top_k = 1;
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(dd::sample_next(z, top1, r), 1);
+  // top-2 keeps ids 1 and 2 only, each drawn about half the time.
+  dd::sample_options top2;
+  top2.top_k = 2;
+  std::map<int32_t, int> counts;
+  for (int i = 0; i < 2000; ++i) counts[dd::sample_next(z, top2, r)]++;
+  EXPECT_EQ(counts.size(), 2u);
+  EXPECT_NEAR(counts[1], 1000, 100);
+  // Temperature 1 over all four: p ∝ e^z, so id 0 about 1/(2e^3 + e + 1) ≈ 2.3% of the time.
+  dd::sample_options all;
+  counts.clear();
+  for (int i = 0; i < 20000; ++i) counts[dd::sample_next(z, all, r)]++;
+  const double p0 = 1.0 / (2 * std::exp(3.0) + std::exp(1.0) + 1.0);
+  EXPECT_NEAR(counts[0] / 20000.0, p0, 0.006);
+  dd::sample_options bad;
+  bad.temperature = -1;
+  EXPECT_THROW(dd::sample_next(z, bad, r), std::invalid_argument);
+  bad = {};
+  bad.top_k = -2;
+  EXPECT_THROW(dd::sample_next(z, bad, r), std::invalid_argument);
+  EXPECT_THROW(dd::sample_next({}, all, r), std::invalid_argument);
+}
+
+TEST(Sample, SameSeedSameTextPromptsLongerThanTheContextAreCropped) {
+  auto be = dd::kernels::make_backend("reference", {1, 0});
+  dd::gpt model(*be, {256, 8, 1, 2, 8});
+  model.init(4);
+  std::vector<int32_t> prompt(20);  // longer than the context (8)
+  for (size_t i = 0; i < prompt.size(); ++i) prompt[i] = static_cast<int32_t>(65 + i);
+  dd::sample_options o;
+  o.tokens = 12;
+  o.seed = 42;
+  const auto a = dd::sample_tokens(model, prompt, o);
+  const auto b = dd::sample_tokens(model, prompt, o);
+  ASSERT_EQ(a.size(), 12u);
+  EXPECT_EQ(a, b);
+  o.seed = 43;
+  EXPECT_NE(dd::sample_tokens(model, prompt, o), a);
+  for (auto t : a) EXPECT_TRUE(t >= 0 && t < 256);
+  EXPECT_THROW(dd::sample_tokens(model, {}, o), std::invalid_argument);
+  EXPECT_THAT(
+      [&] {
+        dd::sample_tokens(model, {1, 300}, o);
+      },
+      ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("position 1")));
+}
+
+}  // namespace
