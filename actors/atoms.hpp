@@ -29,6 +29,18 @@
 //   node     -> learner : (syncer_atom, actor monitor)           the syncer came back: join
 //                                                                 the new monitor
 //   job      -> main    : (publish_atom, actor monitor)          syncer node: publish it
+//   job      -> main    : (finished_atom)                        the run is over (result stored)
+//   monitor  -> job     : (budget_spent_atom)                    the token budget is spent
+//                         (the job's own budget.seconds timer sends it too)
+//   monitor  -> job     : (children_done_atom, child_kind::learner)  every remote learner left
+//   supervisor -> job   : (children_done_atom, child_kind)       every child is down for good
+//   supervisor -> job   : (child_given_up_atom, child_kind, int32 id, string last crash)
+//   job      -> evaluator : (final_eval_atom) -> (double val_loss, uint64 digest)
+//   timers (to self): learner (step_atom), (barrier_timeout_atom), (drain_timeout_atom);
+//                     evaluator (eval_atom), (step_poll_atom), (round_timeout_atom, round);
+//                     owner (grace_atom, id), (snapshot_atom, backoff), (rebuild_atom, id),
+//                     (kill_atom); monitor (lease_atom); supervisor (respawn_atom, index);
+//                     job (budget_spent_atom), (interrupt_timeout_atom)
 //   node     -> monitor : (events_atom, string node, string lines) a learner node's event lines
 //                                                                 (JSONL, at most 1 MiB), written
 //                                                                 to
@@ -40,11 +52,13 @@
 //                                                                 (a query with send_value)
 //   owner    -> owner   : (rebuild_atom, uint64 query_id)         the rebuild's bounded wait
 //   operator -> monitor : (status_atom) -> std::string JSON       dd-node status
+//   anyone   -> owner   : (owner_status_atom) -> (uint64 version, size_t pending, double grace)
 //   operator -> monitor : (drain_atom, int32 learner) -> string   dd-node drain: stop that
 //                                                                 learner gracefully (it leaves)
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -69,6 +83,13 @@ struct live_view {
   std::vector<live_learner> learners;
 };
 
+/// What a supervisor supervises (events name it "learner" or "owner"; it decides which
+/// counters a restart or a give-up updates, and whether a scripted fault's downtime applies).
+enum class child_kind : uint8_t { learner, owner };
+
+/// "learner" or "owner".
+std::string to_string(child_kind k);
+
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, live_learner& x) {
   return f(caf::meta::type_name("live_learner"), x.learner_id, x.incarnation, x.step_time_ema_s,
@@ -88,6 +109,7 @@ CAF_ADD_TYPE_ID(dd_actors, (dd::actors::live_learner))
 CAF_ADD_TYPE_ID(dd_actors, (dd::actors::live_view))
 CAF_ADD_TYPE_ID(dd_actors, (std::vector<uint8_t>))
 CAF_ADD_TYPE_ID(dd_actors, (std::vector<dd::actors::live_learner>))
+CAF_ADD_TYPE_ID(dd_actors, (dd::actors::child_kind))
 
 CAF_ADD_ATOM(dd_actors, dd::atoms, join_atom, "dd_join")
 CAF_ADD_ATOM(dd_actors, dd::atoms, heartbeat_atom, "dd_hbeat")
@@ -107,11 +129,19 @@ CAF_ADD_ATOM(dd_actors, dd::atoms, lease_atom, "dd_lease")
 CAF_ADD_ATOM(dd_actors, dd::atoms, respawn_atom, "dd_respawn")
 CAF_ADD_ATOM(dd_actors, dd::atoms, eval_atom, "dd_eval")
 CAF_ADD_ATOM(dd_actors, dd::atoms, status_atom, "dd_status")
-CAF_ADD_ATOM(dd_actors, dd::atoms, done_atom, "dd_done")
+CAF_ADD_ATOM(dd_actors, dd::atoms, budget_spent_atom, "dd_budget")
+CAF_ADD_ATOM(dd_actors, dd::atoms, children_done_atom, "dd_chdone")
+CAF_ADD_ATOM(dd_actors, dd::atoms, child_given_up_atom, "dd_giveup")
+CAF_ADD_ATOM(dd_actors, dd::atoms, interrupt_timeout_atom, "dd_itmout")
+CAF_ADD_ATOM(dd_actors, dd::atoms, finished_atom, "dd_fin")
+CAF_ADD_ATOM(dd_actors, dd::atoms, drain_timeout_atom, "dd_dtmout")
+CAF_ADD_ATOM(dd_actors, dd::atoms, barrier_timeout_atom, "dd_btmout")
+CAF_ADD_ATOM(dd_actors, dd::atoms, round_timeout_atom, "dd_rtmout")
+CAF_ADD_ATOM(dd_actors, dd::atoms, final_eval_atom, "dd_feval")
+CAF_ADD_ATOM(dd_actors, dd::atoms, step_poll_atom, "dd_spoll")
+CAF_ADD_ATOM(dd_actors, dd::atoms, owner_status_atom, "dd_ostatus")
 CAF_ADD_ATOM(dd_actors, dd::atoms, kill_atom, "dd_kill")
 CAF_ADD_ATOM(dd_actors, dd::atoms, snapshot_atom, "dd_snap")
-CAF_ADD_ATOM(dd_actors, dd::atoms, spawn_atom, "dd_spawn")
-CAF_ADD_ATOM(dd_actors, dd::atoms, barrier_atom, "dd_barrier")
 CAF_ADD_ATOM(dd_actors, dd::atoms, progress_atom, "dd_prog")
 CAF_ADD_ATOM(dd_actors, dd::atoms, node_join_atom, "dd_njoin")
 CAF_ADD_ATOM(dd_actors, dd::atoms, publish_atom, "dd_pub")

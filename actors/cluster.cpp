@@ -211,7 +211,7 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
     auto prev = setup->log->snapshot();
     double prev_t = setup->log->now();
     while (!done) {
-      self->receive([&](atoms::done_atom) { done = true; },
+      self->receive([&](atoms::finished_atom) { done = true; },
                     [&](atoms::publish_atom, const caf::actor& monitor) {
                       publish_monitor(sys, monitor, *setup, frame_check);
                     },

@@ -54,8 +54,8 @@ void pull_missing(evaluator_actor* self) {
   auto& st = self->state;
   for (size_t p = 0; p < st.owners.size(); ++p)
     if (st.got.count(static_cast<int32_t>(p)) == 0 && st.owners[p])
-      self->send(st.owners[p], atoms::pull_atom_v,
-                 encode(pull_request{-1, 0, static_cast<int32_t>(p)}));
+      send_untyped(self, st.owners[p], atoms::pull_atom_v,
+                   encode(pull_request{-1, 0, static_cast<int32_t>(p)}));
 }
 
 void ask_owners(evaluator_actor* self, const evaluator_context& ctx) {
@@ -69,7 +69,7 @@ void ask_owners(evaluator_actor* self, const evaluator_context& ctx) {
             pull_missing(self);
           },
           [](caf::error&) {});
-  self->delayed_send(self, span(ctx.round_timeout_s), atoms::barrier_atom_v, round);
+  self->delayed_send(self, span(ctx.round_timeout_s), atoms::round_timeout_atom_v, round);
 }
 
 void start_round(evaluator_actor* self, const evaluator_context& ctx) {
@@ -146,7 +146,8 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
 
 }  // namespace
 
-caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_context> ctx) {
+evaluator_hdl::behavior_type evaluator(evaluator_actor* self,
+                                       std::shared_ptr<const evaluator_context> ctx) {
   name_crashes(self);
   auto& st = self->state;
   kernels::backend_options bo;
@@ -156,10 +157,10 @@ caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_c
   if (ctx->every_seconds > 0)
     self->delayed_send(self, span(ctx->every_seconds), atoms::eval_atom_v);
   const bool by_steps = ctx->every_steps > 0 && ctx->log != nullptr;
-  if (by_steps) self->delayed_send(self, span(ctx->step_poll_s), atoms::step_atom_v);
+  if (by_steps) self->delayed_send(self, span(ctx->step_poll_s), atoms::step_poll_atom_v);
   return {
       // The every_steps clock: poll the global step; one evaluation per crossing of a multiple.
-      [=](atoms::step_atom) {
+      [=](atoms::step_poll_atom) {
         auto& s = self->state;
         if (!by_steps) return;
         const double g = global_step(ctx->log->snapshot(), ctx->learners);
@@ -170,7 +171,7 @@ caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_c
                               steady_seconds() - s.last_eval_end_s >= 9.0 * s.last_eval_s;
           if (cooled) start_round(self, *ctx);
         }
-        self->delayed_send(self, span(ctx->step_poll_s), atoms::step_atom_v);
+        self->delayed_send(self, span(ctx->step_poll_s), atoms::step_poll_atom_v);
       },
       [=](atoms::eval_atom) {
         start_round(self, *ctx);
@@ -183,7 +184,7 @@ caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_c
                                       : ctx->every_seconds),
                              atoms::eval_atom_v);
       },
-      [=](atoms::eval_atom, bool) -> caf::result<double, uint64_t> {
+      [=](atoms::final_eval_atom) -> caf::result<double, uint64_t> {
         auto rp = self->make_response_promise<double, uint64_t>();
         auto& s = self->state;
         // A round already in flight may hold older values: the next round answers.
@@ -197,7 +198,7 @@ caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_c
         }
         return rp;
       },
-      [=](atoms::barrier_atom, uint64_t round) {
+      [=](atoms::round_timeout_atom, uint64_t round) {
         auto& s = self->state;
         if (!s.in_round || s.round != round) return;
         ask_owners(self, *ctx);

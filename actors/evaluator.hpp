@@ -9,10 +9,11 @@
 // (runtime/eval.hpp); each result is an "eval" event (val_loss in nats/token, the fragment
 // versions, a digest of the global model, the global step). A pull
 // that is not answered within `round_timeout_s` (an owner died) is retried. A request
-// (eval_atom, true) is answered with (double val_loss, uint64 digest) after a fresh round; the
+// (final_eval_atom) is answered with (double val_loss, uint64 digest) after a fresh round; the
 // round that answers it (the job's final evaluation) also writes the assembled global model to
 // `model_path` (runtime/model_file.hpp; a "model_written" event, or a "failure" event and
 // run_log::write_failed when the write fails — the run then fails).
+// Interface: evaluator_hdl (actors/protocol.hpp).
 //
 // Global step (the `every_steps` clock, docs/config.md): the mean of the learners' own inner-step
 // counters, Σ_m step_m / M over the M learners of the run (run_log's learner_stats.step; a
@@ -34,6 +35,7 @@
 #include <caf/response_promise.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/protocol.hpp"
 #include "messages/codec.hpp"
 #include "runtime/data.hpp"
 #include "runtime/fragments.hpp"
@@ -92,10 +94,11 @@ struct evaluator_state {
   static inline const char* name = "evaluator";
 };
 
-using evaluator_actor = caf::stateful_actor<evaluator_state>;
+using evaluator_actor = evaluator_hdl::stateful_base<evaluator_state>;
 
 /// The evaluator's behavior.
-caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_context> ctx);
+evaluator_hdl::behavior_type evaluator(evaluator_actor* self,
+                                       std::shared_ptr<const evaluator_context> ctx);
 
 /// The global step: Σ learner steps / `learners` (see above); 0 when `learners` < 1.
 double global_step(const run_counters& c, int learners);

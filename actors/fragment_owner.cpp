@@ -468,7 +468,7 @@ caf::behavior rebuilding(owner_actor* self, std::shared_ptr<const owner_context>
       [=](atoms::kill_atom) {
         if (ctx->faults != nullptr && ctx->faults->on_owner(frag, 0)) die_by_fault(self, *ctx);
       },
-      [=](atoms::status_atom) { return caf::make_message(uint64_t{0}, size_t{0}, 0.0); },
+      [=](atoms::owner_status_atom) { return caf::make_message(uint64_t{0}, size_t{0}, 0.0); },
   };
 }
 
@@ -665,7 +665,7 @@ caf::behavior serving(owner_actor* self, std::shared_ptr<const owner_context> ct
           self->delayed_send(self, to_timespan(backoff_s), atoms::snapshot_atom_v, next);
         }
       },
-      [=](atoms::status_atom) {
+      [=](atoms::owner_status_atom) {
         auto& c = *self->state.core;
         return caf::make_message(c.version(), c.pending_count(), c.last_grace_s());
       },

@@ -96,7 +96,7 @@ void check_done(monitor_actor* self, const monitor_context& ctx) {
   const bool all_left = finished >= static_cast<size_t>(ctx.learners);
   if (all_left || (st.stopping && live_count(st) == 0)) {
     st.done_reported = true;
-    self->send(ctx.job, atoms::done_atom_v, std::string("learners"));
+    self->send(ctx.job, atoms::children_done_atom_v, child_kind::learner);
   }
 }
 
@@ -511,7 +511,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         if (ctx->token_budget > 0 && !st.budget_reported && tokens >= ctx->token_budget) {
           st.budget_reported = true;
           if (ctx->log != nullptr) ctx->log->emit("budget_spent", {{"tokens", tokens}});
-          if (ctx->job) self->send(ctx->job, atoms::done_atom_v);
+          if (ctx->job) self->send(ctx->job, atoms::budget_spent_atom_v);
         }
       },
       [=](atoms::node_join_atom, const std::vector<uint8_t>& bytes) -> std::vector<uint8_t> {
@@ -641,9 +641,6 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           if (r.alive && r.handle) send_owners(self, r.handle);
       },
       [=](caf::get_atom, atoms::owners_atom) { return self->state.owners; },
-      [=](caf::get_atom, atoms::status_atom) {
-        return static_cast<uint64_t>(total_tokens(self->state));
-      },
       [=](atoms::lease_atom) {
         auto& st = self->state;
         double now = now_s(self);

@@ -13,8 +13,9 @@
 // leave_msg); (subscribe_atom, fragment, actor); (stop_atom) from the job (remote learners);
 // (get_atom, owners_atom) -> std::vector<actor>; (status_atom) -> JSON text of the live view;
 // sends (live_atom, live_view) to owners, (owners_atom, std::vector<actor>) to learners,
-// (done_atom) to the job when the budget is spent, (done_atom, "learners") when every remote
-// learner has left. Event-based.
+// (budget_spent_atom) to the job when the budget is spent, (children_done_atom,
+// child_kind::learner) when every remote learner has left. Dynamically typed: see
+// actors/protocol.hpp for why. Event-based.
 //
 // Node handshake (remote learners): a node_join asking for 0 learners only asks for the run's
 // description (run id, experiment, data identity); one asking for learners is checked (protocol
@@ -38,6 +39,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/atoms.hpp"
+#include "actors/protocol.hpp"
 #include "util/files.hpp"
 
 namespace dd::actors {
@@ -64,13 +66,14 @@ struct monitor_context {
   bool align_resume_to_group = false;
   /// The experiment as JSON text (sent in join replies).
   std::string experiment_json;
-  /// Receives (done_atom) when the token budget is spent; may be invalid.
-  caf::actor job;
+  /// Receives (budget_spent_atom) when the token budget is spent; may be invalid.
+  job_hdl job;
   /// The learners run in other processes (dd-node syncer; their nodes join with node_join_atom):
   /// the monitor then mirrors every heartbeat into this process's run log (step, tokens, loss,
   /// compute time, stepping — the learner's own log is in its process), counts rejoins as
   /// restarts, forwards (stop_atom) from the job to every live learner, and sends the job
-  /// (done_atom, "learners") once every learner has left — or, after a stop, once none is live.
+  /// (children_done_atom, child_kind::learner) once every learner has left — or, after a stop,
+  /// once none is live.
   bool remote_learners = false;
   /// The run's identity, checked at every node handshake (messages/control.hpp).
   std::string run_id;

@@ -30,7 +30,9 @@ namespace fs = std::filesystem;
 namespace {
 
 struct job_state {
-  caf::actor monitor, owner_sup, learner_sup, eval;
+  caf::actor monitor;
+  supervisor_hdl owner_sup, learner_sup;
+  evaluator_hdl eval;
   bool stopping = false;
   bool finalizing = false;
   double start_s = 0.0;
@@ -41,7 +43,7 @@ struct job_state {
   static inline const char* name = "job";
 };
 
-using job_actor = caf::stateful_actor<job_state>;
+using job_actor = job_hdl::stateful_base<job_state>;
 
 void begin_stop(job_actor* self, cluster_setup& setup, const std::string& why) {
   auto& st = self->state;
@@ -54,7 +56,7 @@ void begin_stop(job_actor* self, cluster_setup& setup, const std::string& why) {
   if (st.learner_sup)
     self->send(st.learner_sup, atoms::stop_atom_v);
   else
-    self->send(st.monitor, atoms::stop_atom_v);
+    send_untyped(self, st.monitor, atoms::stop_atom_v);
 }
 
 void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor reply_to,
@@ -88,13 +90,49 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
   setup->log->emit("finished",
                    {{"final_val_loss", loss >= 0 ? nlohmann::json(loss) : nlohmann::json(nullptr)},
                     {"digest", digest}});
-  for (auto& a : {st.learner_sup, st.owner_sup, st.eval, st.monitor})
-    if (a) self->send_exit(a, caf::exit_reason::user_shutdown);
-  if (reply_to) self->send(reply_to, atoms::done_atom_v);
+  if (st.learner_sup) self->send_exit(st.learner_sup, caf::exit_reason::user_shutdown);
+  if (st.owner_sup) self->send_exit(st.owner_sup, caf::exit_reason::user_shutdown);
+  if (st.eval) self->send_exit(st.eval, caf::exit_reason::user_shutdown);
+  if (st.monitor) self->send_exit(st.monitor, caf::exit_reason::user_shutdown);
+  if (reply_to) send_untyped(self, reply_to, atoms::finished_atom_v);
   self->quit();
 }
 
-caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor reply_to) {
+/// Every learner is done (or, interrupted, `timed_out`: the interrupt deadline passed): the
+/// final evaluation, then finalize.
+void final_evaluation(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor reply_to,
+                      bool timed_out) {
+  auto& s = self->state;
+  if (s.finalizing) return;
+  if (!s.stopping) {
+    s.stopping = true;
+    s.training_end_s = setup->log->now();
+    setup->log->freeze_uptime();
+    setup->log->emit("stop", {{"reason", "every learner finished"}});
+  }
+  s.finalizing = true;
+  // Interrupted: the final evaluation gets what is left of interrupt_timeout_s (at least 1
+  // s), else the last periodic validation loss stands in.
+  const double limit_s =
+      s.interrupted.empty()
+          ? 600.0
+          : std::max(1.0,
+                     s.interrupted_at_s + setup->options.interrupt_timeout_s - setup->log->now());
+  if (timed_out || s.owner_lost) {
+    finalize(self, setup, reply_to, setup->log->snapshot().last_val_loss, 0);
+    return;
+  }
+  self->request(s.eval, span(limit_s), atoms::final_eval_atom_v)
+      .then([=](double loss, uint64_t digest) { finalize(self, setup, reply_to, loss, digest); },
+            [=](caf::error&) {
+              finalize(
+                  self, setup, reply_to,
+                  self->state.interrupted.empty() ? -1.0 : setup->log->snapshot().last_val_loss, 0);
+            });
+}
+
+job_hdl::behavior_type job(job_actor* self, std::shared_ptr<cluster_setup> setup,
+                           caf::actor reply_to) {
   auto& st = self->state;
   const auto& e = setup->exp;
   const int M = e.learners.count;
@@ -109,13 +147,13 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
                     {"synchronous", synchronous(e)},
                     {"steps_per_learner", setup->steps_per_learner}});
 
-  const caf::actor coordinator = self;
+  const job_hdl coordinator = caf::actor_cast<job_hdl>(self);
   auto syncer = spawn_syncer_node(self, coordinator, *setup);
   st.monitor = syncer.monitor;
   st.owner_sup = syncer.owner_sup;
   st.eval = syncer.eval;
   const bool remote = setup->options.role == node_role::syncer;
-  if (remote && reply_to) self->send(reply_to, atoms::publish_atom_v, st.monitor);
+  if (remote && reply_to) send_untyped(self, reply_to, atoms::publish_atom_v, st.monitor);
   // Learners (a syncer node has none: they join from their own processes).
   if (!remote) st.learner_sup = spawn_local_learners(self, coordinator, *setup, st.monitor);
   setup->log->set_expected_learners(static_cast<size_t>(M));
@@ -123,10 +161,10 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   // A resumed run counts the seconds its earlier parts trained.
   if (e.budget.kind == config::budget_kind::seconds && e.budget.seconds > 0)
     self->delayed_send(self, span(std::max(0.0, e.budget.seconds - setup->seconds_before)),
-                       atoms::done_atom_v);
+                       atoms::budget_spent_atom_v);
 
   return {
-      [=](atoms::done_atom) { begin_stop(self, *setup, "budget spent"); },
+      [=](atoms::budget_spent_atom) { begin_stop(self, *setup, "budget spent"); },
       // Interrupted (SIGINT/SIGTERM in dd-node run): stop like a spent budget, but give the
       // learners and the final evaluation at most interrupt_timeout_s.
       [=](atoms::stop_atom, const std::string& reason) {
@@ -135,55 +173,30 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
         s.interrupted = reason;
         s.interrupted_at_s = setup->log->now();
         begin_stop(self, *setup, "interrupted (" + reason + ")");
-        self->delayed_send(self, span(setup->options.interrupt_timeout_s), atoms::done_atom_v,
-                           std::string("interrupt_timeout"));
+        self->delayed_send(self, span(setup->options.interrupt_timeout_s),
+                           atoms::interrupt_timeout_atom_v);
       },
-      [=](atoms::done_atom, const std::string& who) {
-        auto& s = self->state;
-        if (who == "owner_lost") {
-          // Without that owner the global model cannot be assembled again: stop the learners; the
-          // run fails (finalize) and reports the last periodic validation loss.
-          s.owner_lost = true;
-          begin_stop(self, *setup, "a fragment owner exhausted its restart budget");
-          return;
-        }
-        const bool timed_out = who == "interrupt_timeout" && !s.interrupted.empty();
-        if ((who != "learners" && !timed_out) || s.finalizing) return;
-        if (!s.stopping) {
-          s.stopping = true;
-          s.training_end_s = setup->log->now();
-          setup->log->freeze_uptime();
-          setup->log->emit("stop", {{"reason", "every learner finished"}});
-        }
-        s.finalizing = true;
-        // Interrupted: the final evaluation gets what is left of interrupt_timeout_s (at least 1
-        // s), else the last periodic validation loss stands in.
-        const double limit_s =
-            s.interrupted.empty()
-                ? 600.0
-                : std::max(1.0, s.interrupted_at_s + setup->options.interrupt_timeout_s -
-                                    setup->log->now());
-        if (timed_out || s.owner_lost) {
-          finalize(self, setup, reply_to, setup->log->snapshot().last_val_loss, 0);
-          return;
-        }
-        self->request(s.eval, span(limit_s), atoms::eval_atom_v, true)
-            .then([=](double loss,
-                      uint64_t digest) { finalize(self, setup, reply_to, loss, digest); },
-                  [=](caf::error&) {
-                    finalize(self, setup, reply_to,
-                             self->state.interrupted.empty() ? -1.0
-                                                             : setup->log->snapshot().last_val_loss,
-                             0);
-                  });
+      [=](atoms::child_given_up_atom, child_kind kind, int32_t, const std::string&) {
+        // A lost learner: the quorum absorbs it (the run is marked failed at the end). A lost
+        // owner: without it the global model cannot be assembled again: stop the learners; the
+        // run fails (finalize) and reports the last periodic validation loss.
+        if (kind != child_kind::owner) return;
+        self->state.owner_lost = true;
+        begin_stop(self, *setup, "a fragment owner exhausted its restart budget");
+      },
+      [=](atoms::children_done_atom, child_kind kind) {
+        if (kind == child_kind::learner) final_evaluation(self, setup, reply_to, false);
+      },
+      [=](atoms::interrupt_timeout_atom) {
+        if (!self->state.interrupted.empty()) final_evaluation(self, setup, reply_to, true);
       },
   };
 }
 
 }  // namespace
 
-caf::actor spawn_job(caf::actor_system& sys, std::shared_ptr<cluster_setup> setup,
-                     caf::actor reply_to) {
+job_hdl spawn_job(caf::actor_system& sys, std::shared_ptr<cluster_setup> setup,
+                  caf::actor reply_to) {
   if (setup->options.simulated_time) {
     const double t0 = clock_seconds(sys.clock().now());
     setup->log->set_clock([&sys, t0] { return clock_seconds(sys.clock().now()) - t0; });

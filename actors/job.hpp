@@ -10,7 +10,7 @@
 // most 600 s; interrupted: what is left of interrupt_timeout_s, else the last periodic
 // validation loss stands in); then the result (actors/run_report.hpp) is stored in
 // setup->result under result_mutex, every actor of the job is shut down, and `reply_to` gets
-// (done_atom).
+// (finished_atom).
 #pragma once
 
 #include <memory>
@@ -19,14 +19,16 @@
 #include <caf/actor_system.hpp>
 
 #include "actors/cluster.hpp"
+#include "actors/protocol.hpp"
 
 namespace dd::actors {
 
-/// Spawns the job actor. When the run ends it fills setup->result, sends (done_atom) to
+/// Spawns the job actor (interface: job_hdl, actors/protocol.hpp). When the run ends it fills
+/// setup->result, sends (finished_atom) to
 /// `reply_to` (if valid) and quits. A syncer node's job sends (publish_atom, monitor) to
 /// `reply_to` first, for the main loop to publish the monitor. In logical time
 /// (options.simulated_time) the run log reads the actor system's clock from now on.
-caf::actor spawn_job(caf::actor_system& sys, std::shared_ptr<cluster_setup> setup,
-                     caf::actor reply_to = {});
+job_hdl spawn_job(caf::actor_system& sys, std::shared_ptr<cluster_setup> setup,
+                  caf::actor reply_to = {});
 
 }  // namespace dd::actors

@@ -81,7 +81,7 @@ void finish(learner_actor* self, const learner_context& ctx) {
     // Its training is over: the uptime window closes with the last learner's last step, not
     // with the end of its drain.
     if (ctx.log != nullptr) ctx.log->learner_finished(st.id);
-    self->delayed_send(self, seconds_span(ctx.drain_timeout_s), atoms::done_atom_v);
+    self->delayed_send(self, seconds_span(ctx.drain_timeout_s), atoms::drain_timeout_atom_v);
     return;
   }
   const bool drained = st.now == phase::draining;  // gate left, finish logged at drain start
@@ -493,7 +493,7 @@ void on_step(learner_actor* self, const learner_context& ctx) {
       st.now = phase::waiting;
       st.wait_started_s = actor_now(self);
       set_stepping(self, ctx, false);
-      self->delayed_send(self, seconds_span(ctx.barrier_timeout_s), atoms::barrier_atom_v);
+      self->delayed_send(self, seconds_span(ctx.barrier_timeout_s), atoms::barrier_timeout_atom_v);
     }
     return;
   }
@@ -758,7 +758,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
           if (s.mean_step_clock.restarts() != restarts) s.push_clock = -1;
         }
       },
-      [=](atoms::barrier_atom) {
+      [=](atoms::barrier_timeout_atom) {
         auto& s = self->state;
         if (s.now != phase::waiting) return;
         if (actor_now(self) - s.wait_started_s + 1e-9 < ctx->barrier_timeout_s) return;
@@ -968,7 +968,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
                 });
       },
       // The drain timeout: leave even though a final push was not seen merged.
-      [=](atoms::done_atom) {
+      [=](atoms::drain_timeout_atom) {
         if (self->state.now == phase::draining) finish(self, *ctx);
       },
   };

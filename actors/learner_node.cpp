@@ -448,11 +448,13 @@ int run_learner_node(const learner_node_options& o) {
   services.faults = hooks.get();
   services.gate = gate.get();
   auto sctx = std::make_shared<supervisor_context>();
-  sctx->name = "learners";
+  sctx->kind = child_kind::learner;
   sctx->restart = restart_of(exp);
   sctx->log = log.get();
   sctx->faults = hooks.get();
-  sctx->job = caf::actor_cast<caf::actor>(self);
+  // The node's main loop stands for the job (a blocking actor: typed by cast, it handles both
+  // reports below).
+  sctx->job = caf::actor_cast<supervisor_report_hdl>(self);
   for (auto id : ids) {
     auto base = make_learner_context(exp, id, steps, plan, threads, monitor, services);
     auto c = std::make_shared<learner_context>(*base);
@@ -461,9 +463,8 @@ int run_learner_node(const learner_node_options& o) {
       return current->second;
     };
     std::shared_ptr<const learner_context> cc = c;
-    sctx->children.push_back({"learner", id, [cc](caf::actor_system& s) {
-                                return s.spawn<caf::detached>(learner, cc);
-                              }});
+    sctx->children.push_back(
+        {id, [cc](caf::actor_system& s) { return s.spawn<caf::detached>(learner, cc); }});
   }
   log->set_expected_learners(ids.size());
   log->emit("node_start", {{"node", name},
@@ -490,7 +491,8 @@ int run_learner_node(const learner_node_options& o) {
   double last_flush = last_progress;
   auto prev = log->snapshot();
   while (!done) {
-    self->receive([&](atoms::done_atom, const std::string&) { done = true; },
+    self->receive([&](atoms::children_done_atom, child_kind) { done = true; },
+                  [&](atoms::child_given_up_atom, child_kind, int32_t, const std::string&) {},
                   [&](caf::down_msg& dm) {
                     if (dm.source != monitor.address()) return;
                     lost = true;
@@ -619,13 +621,13 @@ int run_learner_node(const learner_node_options& o) {
   return status;
 }
 
-caf::actor spawn_local_learners(caf::local_actor* self, const caf::actor& job, cluster_setup& setup,
-                                const caf::actor& monitor) {
+supervisor_hdl spawn_local_learners(caf::local_actor* self, const supervisor_report_hdl& job,
+                                    cluster_setup& setup, const caf::actor& monitor) {
   const auto& e = setup.exp;
   const bool sim = setup.options.simulated_time;
   const int M = e.learners.count;
   auto lctx = std::make_shared<supervisor_context>();
-  lctx->name = "learners";
+  lctx->kind = child_kind::learner;
   lctx->restart = restart_of(e);
   lctx->log = setup.log.get();
   lctx->faults = setup.faults.get();
@@ -638,7 +640,7 @@ caf::actor spawn_local_learners(caf::local_actor* self, const caf::actor& job, c
   for (int i = 0; i < M; ++i) {
     auto cc = make_learner_context(e, i, setup.steps_per_learner, setup.plan, setup.learner_threads,
                                    monitor, services, sim, setup.options.sim_step_s);
-    lctx->children.push_back({"learner", i, [cc, sim](caf::actor_system& sys) {
+    lctx->children.push_back({i, [cc, sim](caf::actor_system& sys) {
                                 return sim ? sys.spawn(learner, cc)
                                            : sys.spawn<caf::detached>(learner, cc);
                               }});

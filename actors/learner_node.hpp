@@ -30,6 +30,7 @@
 #include <caf/local_actor.hpp>
 
 #include "actors/node_config.hpp"
+#include "actors/protocol.hpp"
 
 namespace dd::actors {
 
@@ -103,7 +104,7 @@ struct cluster_setup;
 /// with the node's services (the run's dataset, event log, fault hooks and step admission),
 /// joining `monitor`; the supervisor reports to `job`. Learners are detached in real time and
 /// event-based in logical time (options.simulated_time).
-caf::actor spawn_local_learners(caf::local_actor* self, const caf::actor& job, cluster_setup& setup,
-                                const caf::actor& monitor);
+supervisor_hdl spawn_local_learners(caf::local_actor* self, const supervisor_report_hdl& job,
+                                    cluster_setup& setup, const caf::actor& monitor);
 
 }  // namespace dd::actors

@@ -33,12 +33,15 @@ void maybe_report(supervisor_actor* self, const supervisor_context& ctx) {
   for (bool d : st.done)
     if (!d) return;
   st.reported = true;
-  if (ctx.job) self->send(ctx.job, atoms::done_atom_v, ctx.name);
+  if (ctx.job) self->send(ctx.job, atoms::children_done_atom_v, ctx.kind);
 }
 
 }  // namespace
 
-caf::behavior supervisor(supervisor_actor* self, std::shared_ptr<const supervisor_context> ctx) {
+std::string to_string(child_kind k) { return k == child_kind::owner ? "owner" : "learner"; }
+
+supervisor_hdl::behavior_type supervisor(supervisor_actor* self,
+                                         std::shared_ptr<const supervisor_context> ctx) {
   auto& st = self->state;
   const size_t n = ctx->children.size();
   st.current.resize(n);
@@ -62,28 +65,29 @@ caf::behavior supervisor(supervisor_actor* self, std::shared_ptr<const superviso
       if (d.action == policy::restart_action::give_up) {
         const std::string crash = self->system().render(dm.reason);
         if (ctx->log != nullptr)
-          ctx->log->emit(
-              "give_up",
-              {{"kind", spec.kind}, {"id", spec.id}, {"reason", d.message}, {"error", crash}});
-        if (ctx->log != nullptr && spec.kind == "learner") {
+          ctx->log->emit("give_up", {{"kind", to_string(ctx->kind)},
+                                     {"id", spec.id},
+                                     {"reason", d.message},
+                                     {"error", crash}});
+        if (ctx->log != nullptr && ctx->kind == child_kind::learner) {
           ctx->log->learner_finished(spec.id);
           ctx->log->update([&](run_counters& c) { c.learners_given_up[spec.id] = crash; });
         }
-        if (spec.kind == "owner") {
-          // The fragment's global copy and outer state are gone for good: the job must stop.
-          if (ctx->log != nullptr)
-            ctx->log->update([&](run_counters& c) { c.owners_given_up[spec.id] = crash; });
-          if (ctx->job) self->send(ctx->job, atoms::done_atom_v, std::string("owner_lost"));
-        }
+        if (ctx->kind == child_kind::owner && ctx->log != nullptr)
+          ctx->log->update([&](run_counters& c) { c.owners_given_up[spec.id] = crash; });
+        // A lost owner: the fragment's global copy and outer state are gone for good, so the
+        // job must stop; a lost learner: the quorum absorbs it.
+        if (ctx->job) self->send(ctx->job, atoms::child_given_up_atom_v, ctx->kind, spec.id, crash);
         s.done[i] = true;
         maybe_report(self, *ctx);
         return;
       }
       double delay = d.delay_s;
       if (ctx->faults != nullptr)
-        delay = std::max(delay, ctx->faults->take_downtime(spec.id, spec.kind == "owner"));
+        delay =
+            std::max(delay, ctx->faults->take_downtime(spec.id, ctx->kind == child_kind::owner));
       if (ctx->log != nullptr)
-        ctx->log->emit("respawn_scheduled", {{"kind", spec.kind},
+        ctx->log->emit("respawn_scheduled", {{"kind", to_string(ctx->kind)},
                                              {"id", spec.id},
                                              {"delay_s", delay},
                                              {"reason", self->system().render(dm.reason)}});
@@ -115,11 +119,11 @@ caf::behavior supervisor(supervisor_actor* self, std::shared_ptr<const superviso
         }
         start_child(self, *ctx, i);
         if (ctx->log != nullptr) {
-          ctx->log->emit("respawn", {{"kind", spec.kind},
+          ctx->log->emit("respawn", {{"kind", to_string(ctx->kind)},
                                      {"id", spec.id},
                                      {"restarts", s.history[i].restart_times_s.size()}});
           ctx->log->update([&](run_counters& c) {
-            if (spec.kind == "learner") {
+            if (ctx->kind == child_kind::learner) {
               c.learner_restarts += 1;
               c.learners[spec.id].restarts += 1;
             } else {
@@ -133,7 +137,7 @@ caf::behavior supervisor(supervisor_actor* self, std::shared_ptr<const superviso
         s.stopping = true;
         for (size_t i = 0; i < s.current.size(); ++i) {
           if (s.current[i])
-            self->send(s.current[i], atoms::stop_atom_v);
+            send_untyped(self, s.current[i], atoms::stop_atom_v);
           else
             s.done[i] = true;
         }
@@ -142,7 +146,7 @@ caf::behavior supervisor(supervisor_actor* self, std::shared_ptr<const superviso
       // Learner node: the syncer came back at a new address; every live child rejoins it.
       [=](atoms::syncer_atom, const caf::actor& monitor) {
         for (const auto& c : self->state.current)
-          if (c) self->send(c, atoms::syncer_atom_v, monitor);
+          if (c) send_untyped(self, c, atoms::syncer_atom_v, monitor);
       },
       [=](atoms::kill_atom, int32_t id) {
         auto& s = self->state;

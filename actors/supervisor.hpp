@@ -5,9 +5,11 @@
 // Promises: a child that exits normally is not respawned; a child that crashes is respawned
 // after max(backoff, the fault's scripted downtime) unless the budget is spent, in which case a
 // "give_up" event is recorded and the child stays down (the quorum absorbs a lost learner);
-// (stop_atom) forwards stop to every live child and disables respawns; when every child has
-// exited normally (or was given up) the supervisor sends (done_atom, name) to the job. An exit
-// message from anyone but a child (the job shutting down) is forwarded to every child.
+// (stop_atom) forwards stop to every live child and disables respawns; each child given up is
+// reported to the job as (child_given_up_atom, kind, id, last crash); when every child has
+// exited normally (or was given up) the supervisor sends (children_done_atom, kind) to the job.
+// An exit message from anyone but a child (the job shutting down) is forwarded to every child.
+// Interface: supervisor_hdl (actors/protocol.hpp).
 // Event-based; CAF has monitors and links but no supervisor trees, so this is ours.
 #pragma once
 
@@ -21,30 +23,32 @@
 #include <caf/actor_system.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/atoms.hpp"
 #include "actors/policy/restart_budget.hpp"
+#include "actors/protocol.hpp"
 
 namespace dd::actors {
 
 class run_log;
 class fault_hooks;
 
-/// One child: what it is and how to start an incarnation of it.
+/// One child: which one it is and how to start an incarnation of it.
 struct child_spec {
-  std::string kind;  ///< "learner" or "owner" (events, counters, fault downtimes)
-  int32_t id = 0;    ///< learner id or fragment id
+  int32_t id = 0;  ///< learner id or fragment id
   /// Spawns one incarnation (the supervisor monitors it).
   std::function<caf::actor(caf::actor_system&)> spawn;
 };
 
 /// Configuration of one supervisor.
 struct supervisor_context {
-  std::string name;
+  /// What its children are (events, counters, fault downtimes, its reports).
+  child_kind kind = child_kind::learner;
   std::vector<child_spec> children;
   policy::restart_config restart;
   run_log* log = nullptr;
   fault_hooks* faults = nullptr;
-  /// Receives (done_atom, name) once every child is down for good.
-  caf::actor job;
+  /// Receives its reports (supervisor_report_hdl); may be invalid.
+  supervisor_report_hdl job;
 };
 
 /// CAF state of a supervisor.
@@ -57,10 +61,11 @@ struct supervisor_state {
   static inline const char* name = "supervisor";
 };
 
-using supervisor_actor = caf::stateful_actor<supervisor_state>;
+using supervisor_actor = supervisor_hdl::stateful_base<supervisor_state>;
 
 /// The supervisor's behavior: spawns every child at start.
-caf::behavior supervisor(supervisor_actor* self, std::shared_ptr<const supervisor_context> ctx);
+supervisor_hdl::behavior_type supervisor(supervisor_actor* self,
+                                         std::shared_ptr<const supervisor_context> ctx);
 
 /// Makes an exception thrown by `self` (in its behavior's setup or any handler) end it with
 /// error(runtime_error, "<what()>") instead of CAF's bare runtime_error, so the supervisor's

@@ -22,7 +22,7 @@ namespace dd::actors {
 
 namespace fs = std::filesystem;
 
-syncer_node spawn_syncer_node(caf::local_actor* self, const caf::actor& job, cluster_setup& setup) {
+syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, cluster_setup& setup) {
   syncer_node node;
   const auto& e = setup.exp;
   const bool sim = setup.options.simulated_time;
@@ -51,7 +51,7 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const caf::actor& job, clu
 
   // Fragment owners.
   auto octx = std::make_shared<supervisor_context>();
-  octx->name = "owners";
+  octx->kind = child_kind::owner;
   octx->restart = restart_of(e);
   octx->log = setup.log.get();
   octx->faults = setup.faults.get();
@@ -80,7 +80,7 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const caf::actor& job, clu
       c->highest_version = it->second;
     std::shared_ptr<const owner_context> cc = c;
     octx->children.push_back(
-        {"owner", p, [cc](caf::actor_system& sys) { return sys.spawn(fragment_owner, cc); }});
+        {p, [cc](caf::actor_system& sys) { return sys.spawn(fragment_owner, cc); }});
   }
   node.owner_sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(octx));
 

@@ -19,19 +19,20 @@
 
 #include "actors/cluster.hpp"
 #include "actors/frame_guard.hpp"
+#include "actors/protocol.hpp"
 
 namespace dd::actors {
 
 /// The actors of a syncer node.
 struct syncer_node {
-  caf::actor monitor;    ///< the health monitor (published by dd-node syncer)
-  caf::actor owner_sup;  ///< supervisor of the fragment owners
-  caf::actor eval;       ///< the evaluator (detached in real time: blocking compute)
+  caf::actor monitor;        ///< the health monitor (published by dd-node syncer)
+  supervisor_hdl owner_sup;  ///< supervisor of the fragment owners
+  evaluator_hdl eval;        ///< the evaluator (detached in real time: blocking compute)
 };
 
 /// Spawns the syncer node of `setup` from `self` (the coordinator); `job` receives the monitor's
 /// and the owner supervisor's reports. Spawned in this order: monitor, owners, evaluator.
-syncer_node spawn_syncer_node(caf::local_actor* self, const caf::actor& job, cluster_setup& setup);
+syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, cluster_setup& setup);
 
 /// Publishes `monitor` with reuse_addr on options.listen_host:listen_port — behind a frame guard
 /// on that address when options.max_frame_bytes > 0 (the middleman then listens on an ephemeral

@@ -55,7 +55,9 @@ class basp_tap {
     add<atoms::drain_atom>();
     add<atoms::events_atom>();
     add<atoms::status_atom>();
-    add<atoms::done_atom>();
+    add<atoms::finished_atom>();
+    add<atoms::budget_spent_atom>();
+    add<atoms::children_done_atom>();
     add<atoms::kill_atom>();
     add<atoms::step_atom>();
   }

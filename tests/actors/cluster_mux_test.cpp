@@ -205,7 +205,8 @@ struct learner_node_ctx {
 };
 
 struct node_state {
-  caf::actor monitor, sup;
+  caf::actor monitor;
+  supervisor_hdl sup;
   std::shared_ptr<std::pair<std::mutex, caf::actor>> current =
       std::make_shared<std::pair<std::mutex, caf::actor>>();
   node_join req;
@@ -231,11 +232,11 @@ void start_learners(node_actor* self, std::shared_ptr<learner_node_ctx> ctx) {
   services.log = ctx->log.get();
   services.faults = ctx->faults.get();
   auto sctx = std::make_shared<supervisor_context>();
-  sctx->name = "learners";
+  sctx->kind = child_kind::learner;
   sctx->restart = restart_of(e);
   sctx->log = ctx->log.get();
   sctx->faults = ctx->faults.get();
-  sctx->job = caf::actor_cast<caf::actor>(self);
+  sctx->job = caf::actor_cast<supervisor_report_hdl>(self);
   for (auto id : ctx->ids) {
     auto base = make_learner_context(e, id, steps, plan, 1, st.monitor, services, true, 0.1);
     auto c = std::make_shared<learner_context>(*base);
@@ -244,8 +245,7 @@ void start_learners(node_actor* self, std::shared_ptr<learner_node_ctx> ctx) {
       return cur->second;
     };
     std::shared_ptr<const learner_context> cc = c;
-    sctx->children.push_back(
-        {"learner", id, [cc](caf::actor_system& s) { return s.spawn(learner, cc); }});
+    sctx->children.push_back({id, [cc](caf::actor_system& s) { return s.spawn(learner, cc); }});
   }
   ctx->log->set_expected_learners(ctx->ids.size());
   st.sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
@@ -370,7 +370,8 @@ caf::behavior mux_learner_node(node_actor* self, std::shared_ptr<learner_node_ct
                       ctx->drain_learner)
             .then([=](const std::string& reply) { ctx->drain_reply = reply; }, [=](caf::error&) {});
       },
-      [=](atoms::done_atom, const std::string&) {
+      [=](atoms::child_given_up_atom, child_kind, int32_t, const std::string&) {},
+      [=](atoms::children_done_atom, child_kind) {
         ctx->done = true;
         auto& s = self->state;
         if (s.monitor && !ctx->pending_lines.empty())
@@ -453,7 +454,7 @@ mux_outcome run_two_nodes(const config::experiment& e, const fault_plan& faults,
                                 std::set<std::string>{}, std::string{}, true)
                       .then([=](uint16_t port) { *port_cell = port; });
                 },
-                [=](atoms::done_atom) {},
+                [=](atoms::finished_atom) {},
             };
           },
           published);

@@ -9,11 +9,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "actors/fragment_owner.hpp"
+#include "actors/protocol.hpp"
 #include "actors/run_log.hpp"
 #include "actors/supervisor.hpp"
 #include "messages/control.hpp"
@@ -140,14 +143,14 @@ struct owner_actor_test : ::testing::Test {
   /// until it has subscribed to the monitor probe.
   void spawn_supervised_owner(const std::shared_ptr<owner_context>& ctx, run_log& log) {
     auto sctx = std::make_shared<supervisor_context>();
-    sctx->name = "owners";
+    sctx->kind = child_kind::owner;
     sctx->restart.backoff_base_s = 0.5;
     sctx->log = &log;
     std::shared_ptr<const owner_context> cc = ctx;
     sctx->children.push_back(
-        {"owner", 0, [cc](caf::actor_system& sys) { return sys.spawn(fragment_owner, cc); }});
+        {0, [cc](caf::actor_system& sys) { return sys.spawn(fragment_owner, cc); }});
     auto sup = env.sys->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
-    to_stop.push_back(sup);
+    to_stop.push_back(caf::actor_cast<caf::actor>(sup));
     env.run();
   }
 
@@ -603,15 +606,62 @@ caf::behavior throwing_child(caf::event_based_actor* self, int /*unused*/) {
   return {[](int) {}};
 }
 
+/// What a supervisor reported to its job (supervisor_report_hdl).
+struct report_probe_state {
+  std::vector<std::tuple<child_kind, int32_t, std::string>> given_up;
+  std::vector<child_kind> done;
+  static inline const char* name = "report_probe";
+};
+
+supervisor_report_hdl::behavior_type report_probe(
+    supervisor_report_hdl::stateful_pointer<report_probe_state> self) {
+  return {
+      [=](atoms::children_done_atom, child_kind kind) { self->state.done.push_back(kind); },
+      [=](atoms::child_given_up_atom, child_kind kind, int32_t id, const std::string& crash) {
+        self->state.given_up.emplace_back(kind, id, crash);
+      },
+  };
+}
+
+// The typed reports: a fragment owner given up is named to the job with its kind, id and last
+// crash, then the supervisor reports its children done (one meaning per atom; the job stops the
+// run on an owner, not on a learner).
+TEST(supervisor, reports_a_given_up_owner_and_then_its_children_done_to_the_job) {
+  static_assert(std::is_convertible<job_hdl, supervisor_report_hdl>::value,
+                "the job takes a supervisor's reports");
+  dd::test::coordinator env;
+  auto probe = env.sys->spawn(report_probe);
+  auto sctx = std::make_shared<supervisor_context>();
+  sctx->kind = child_kind::owner;
+  sctx->restart.max_restarts = 0;
+  sctx->job = probe;
+  sctx->children.push_back(
+      {2, [](caf::actor_system& sys) { return sys.spawn(throwing_child, 0); }});
+  supervisor_hdl sup = env.sys->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
+  env.run();
+  auto& st = dynamic_cast<caf::stateful_actor<report_probe_state, supervisor_report_hdl::base>&>(
+                 *caf::actor_cast<caf::abstract_actor*>(probe))
+                 .state;
+  ASSERT_EQ(st.given_up.size(), 1u);
+  EXPECT_EQ(std::get<0>(st.given_up[0]), child_kind::owner);
+  EXPECT_EQ(std::get<1>(st.given_up[0]), 2);
+  EXPECT_NE(std::get<2>(st.given_up[0]).find("out of host memory"), std::string::npos);
+  ASSERT_EQ(st.done.size(), 1u);
+  EXPECT_EQ(st.done[0], child_kind::owner);
+  EXPECT_EQ(to_string(child_kind::owner), "owner");
+  EXPECT_EQ(to_string(child_kind::learner), "learner");
+  env.shutdown({caf::actor_cast<caf::actor>(sup), caf::actor_cast<caf::actor>(probe)});
+}
+
 TEST(supervisor, a_crash_names_its_exception_in_the_give_up_event) {
   dd::test::coordinator env;
   run_log log({}, true, [&env] { return env.now(); });
   auto sctx = std::make_shared<supervisor_context>();
-  sctx->name = "learners";
+  sctx->kind = child_kind::learner;
   sctx->restart.max_restarts = 0;  // give up at the first crash
   sctx->log = &log;
   sctx->children.push_back(
-      {"learner", 3, [](caf::actor_system& sys) { return sys.spawn(throwing_child, 0); }});
+      {3, [](caf::actor_system& sys) { return sys.spawn(throwing_child, 0); }});
   auto sup = env.sys->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
   env.run();
   bool gave_up = false;
@@ -626,7 +676,7 @@ TEST(supervisor, a_crash_names_its_exception_in_the_give_up_event) {
   const auto snap = log.snapshot();
   ASSERT_EQ(snap.learners_given_up.count(3), 1u);
   EXPECT_NE(snap.learners_given_up.at(3).find("out of host memory"), std::string::npos);
-  env.shutdown({sup});
+  env.shutdown({caf::actor_cast<caf::actor>(sup)});
 }
 
 }  // namespace

@@ -12,7 +12,7 @@
 //     project's dd::actors::node_config (middleman, heartbeat and connection timeout on, app
 //     identifier, type-ID block). Credit-based flow control: at most --window chunks (default 4)
 //     unacknowledged; the syncer decodes each chunk, feeds it to a dd::chunk_assembler and
-//     answers (ack_atom, learner, chunk index), then (done_atom, learner) once the transfer is
+//     answers (ack_atom, learner, chunk index), then (finished_atom, learner) once the transfer is
 //     whole.
 //  2. Broadcast: the same fragment as broadcast_msg chunks (dd::split_broadcast) from this process
 //     to --learners receiver processes (default 4, one actor system each), the same window per
@@ -579,8 +579,9 @@ struct recv_state {
   dd::chunk_assembler assembler;
 };
 
-/// Decodes each chunk, feeds it to the assembler, acks it to the sender, and says done_atom when
-/// a transfer is whole. A chunk that does not decode or assemble gets (reject_atom, learner, idx).
+/// Decodes each chunk, feeds it to the assembler, acks it to the sender, and says finished_atom
+/// when a transfer is whole. A chunk that does not decode or assemble gets (reject_atom, learner,
+/// chunk index).
 caf::behavior mm_receiver(caf::stateful_actor<recv_state>* self, recv_counters* counters,
                           int32_t learner, dd::chunk_limits cl, dd::decode_limits dl) {
   self->state.assembler = dd::chunk_assembler{cl};
@@ -605,7 +606,7 @@ caf::behavior mm_receiver(caf::stateful_actor<recv_state>* self, recv_counters* 
     self->send(to, atoms::ack_atom_v, learner, idx);
     if (r->has_value()) {  // the whole fragment; dropped here (a syncer would merge it)
       counters->completed++;
-      self->send(to, atoms::done_atom_v, learner);
+      self->send(to, atoms::finished_atom_v, learner);
     }
   };
   return {
@@ -758,7 +759,7 @@ struct sender_state {
 
 /// Sends `msgs` (each a complete (atom, wire_bytes) message) to every peer, at most `window`
 /// unacknowledged per peer; answers the (step_atom) request with the seconds from the first send
-/// to the last peer's done_atom.
+/// to the last peer's finished_atom.
 caf::behavior mm_sender(caf::stateful_actor<sender_state>* self, std::vector<caf::actor> peers,
                         std::shared_ptr<const std::vector<caf::message>> msgs, size_t window) {
   return {
@@ -779,7 +780,7 @@ caf::behavior mm_sender(caf::stateful_actor<sender_state>* self, std::vector<caf
         ++s.acked[p];
         if (s.next[p] < msgs->size()) self->send(peers[p], (*msgs)[s.next[p]++]);
       },
-      [=](atoms::done_atom, int32_t learner) {
+      [=](atoms::finished_atom, int32_t learner) {
         auto& s = self->state;
         const auto p = static_cast<size_t>(learner);
         if (p >= peers.size() || s.finished) return;
