@@ -182,6 +182,7 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
 }
 
 caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor reply_to) {
+  drop_unexpected(self, setup->log.get(), "job");
   auto& st = self->state;
   const auto& e = setup->exp;
   const bool sim = setup->options.simulated_time;

@@ -22,6 +22,7 @@
 
 #include "actors/fragment_owner.hpp"
 #include "actors/run_log.hpp"
+#include "actors/supervisor.hpp"
 #include "messages/codec.hpp"
 #include "messages/control.hpp"
 
@@ -273,6 +274,7 @@ void restore_monitor_record(monitor_state& st, const nlohmann::json& rec) {
 }
 
 caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_context> ctx) {
+  drop_unexpected(self, ctx->log, "health monitor");
   self->state.owners.resize(static_cast<size_t>(std::max(ctx->fragments, 0)));
   if (!ctx->loss_path.empty()) {
     auto f = std::make_shared<util::append_file>();
