@@ -606,7 +606,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           for (const auto& [p, v] : ctx->log->snapshot().versions) versions[std::to_string(p)] = v;
           out["fragment_versions"] = versions;
         }
-        return out.dump();
+        return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       },
       [=](atoms::leave_atom, const std::vector<uint8_t>& bytes) {
         auto lm = decode_leave(bytes);
