@@ -101,7 +101,10 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
     r.finished = true;
     r.final_val_loss = loss;
     r.digest = digest;
-    r.summary = make_summary(*setup, counters, loss, end - st.start_s, training_s);
+    // The learners' compute seconds carry over a resume (the monitor's record): so do the
+    // training seconds goodput divides them by.
+    r.summary = make_summary(*setup, counters, loss, end - st.start_s,
+                             training_s + (setup->options.resume ? setup->seconds_before : 0.0));
     if (setup->options.resume) {
       r.summary["resumed"] = true;
       r.summary["seconds_before_resume"] = setup->seconds_before;
