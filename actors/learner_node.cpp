@@ -559,6 +559,7 @@ int run_learner_node(const learner_node_options& o) {
                   [&](caf::down_msg& dm) {
                     if (dm.source != monitor.address()) return;
                     lost = true;
+                    last_outage_sample = connector::now_s();  // syncer_lost is the first sample
                     if (dm.reason != caf::exit_reason::remote_link_unreachable)
                       drop_connections(sys.render(dm.reason));
                     if (o.join_deadline_s > 0)

@@ -563,6 +563,11 @@ json build_report(const report_options& o) {
           const long long ds = rs[i].step - rs[i - 1].step;
           const double dt = rs[i].t - rs[i - 1].t;
           const bool sample = rs[i].inc < 0 || rs[i - 1].inc < 0;
+          // A sample taken within 50 ms of a row or another sample tells nothing of a stall.
+          if (sample && dt <= 0.05 && ds >= 0) {
+            stepping.push_back({rs[i - 1].t, rs[i].t});
+            continue;
+          }
           if (ds > 0 &&
               ((!sample && rs[i].inc == rs[i - 1].inc && dt <= bound) ||
                (sample && dt <= std::max(bound, 2.0)) || static_cast<double>(ds) * bound >= dt))
