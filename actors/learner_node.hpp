@@ -32,6 +32,9 @@
 #include <utility>
 #include <vector>
 
+#include <caf/actor.hpp>
+#include <caf/local_actor.hpp>
+
 #include "actors/node_config.hpp"
 
 namespace dd::actors {
@@ -108,5 +111,15 @@ bool tcp_reachable(const std::string& host, uint16_t port, double timeout_s, std
 /// (disconnect_during_handshake). Returns the number of sockets shut down (0 when /proc/self/fd
 /// cannot be read).
 int shutdown_connections_to(const std::vector<std::pair<std::string, uint16_t>>& peers);
+
+struct cluster_setup;
+
+/// The learner node of `dd-node run`, in the coordinator's process: spawns from `self` the
+/// learner supervisor with the run's M learners, configured from `setup` (role_configs.hpp)
+/// with the node's services (the run's dataset, event log, fault hooks and step admission),
+/// joining `monitor`; the supervisor reports to `job`. Learners are detached in real time and
+/// event-based in logical time (options.simulated_time).
+caf::actor spawn_local_learners(caf::local_actor* self, const caf::actor& job, cluster_setup& setup,
+                                const caf::actor& monitor);
 
 }  // namespace dd::actors
