@@ -149,6 +149,7 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
 evaluator_hdl::behavior_type evaluator(evaluator_actor* self,
                                        std::shared_ptr<const evaluator_context> ctx) {
   name_crashes(self);
+  drop_unexpected(self, ctx->log, "evaluator");
   auto& st = self->state;
   kernels::backend_options bo;
   bo.threads = ctx->threads;

@@ -189,7 +189,7 @@ void start_serving(owner_actor* self, const std::shared_ptr<const owner_context>
   if (st.rebuild) {
     auto view = std::move(st.rebuild->view);
     st.rebuild.reset();
-    self->set_default_handler(caf::print_and_drop);
+    self->set_default_handler(unexpected_handler(ctx->log, "owner " + std::to_string(frag)));
     self->become(serving(self, ctx));
     if (view) self->send(self, atoms::live_atom_v, *view);
   }
@@ -476,6 +476,7 @@ caf::behavior rebuilding(owner_actor* self, std::shared_ptr<const owner_context>
 
 caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_context> ctx) {
   name_crashes(self);
+  drop_unexpected(self, ctx->log, "owner " + std::to_string(ctx->options.layout.fragment_id));
   auto& st = self->state;
   kernels::backend_options bo;
   bo.threads = ctx->threads;

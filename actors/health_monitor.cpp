@@ -22,6 +22,7 @@
 
 #include "actors/fragment_owner.hpp"
 #include "actors/run_log.hpp"
+#include "actors/supervisor.hpp"
 #include "messages/codec.hpp"
 #include "messages/control.hpp"
 
@@ -273,6 +274,7 @@ void restore_monitor_record(monitor_state& st, const nlohmann::json& rec) {
 }
 
 caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_context> ctx) {
+  drop_unexpected(self, ctx->log, "health monitor");
   self->state.owners.resize(static_cast<size_t>(std::max(ctx->fragments, 0)));
   if (!ctx->loss_path.empty()) {
     auto f = std::make_shared<util::append_file>();
@@ -604,7 +606,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           for (const auto& [p, v] : ctx->log->snapshot().versions) versions[std::to_string(p)] = v;
           out["fragment_versions"] = versions;
         }
-        return out.dump();
+        return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
       },
       [=](atoms::leave_atom, const std::vector<uint8_t>& bytes) {
         auto lm = decode_leave(bytes);

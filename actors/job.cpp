@@ -20,6 +20,7 @@
 #include "actors/job_config.hpp"
 #include "actors/learner_node.hpp"
 #include "actors/run_report.hpp"
+#include "actors/supervisor.hpp"
 #include "actors/syncer_node.hpp"
 #include "runtime/model_file.hpp"
 
@@ -133,6 +134,7 @@ void final_evaluation(job_actor* self, std::shared_ptr<cluster_setup> setup, caf
 
 job_hdl::behavior_type job(job_actor* self, std::shared_ptr<cluster_setup> setup,
                            caf::actor reply_to) {
+  drop_unexpected(self, setup->log.get(), "job");
   auto& st = self->state;
   const auto& e = setup->exp;
   const int M = e.learners.count;

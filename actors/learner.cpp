@@ -721,6 +721,7 @@ uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector
 
 caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context> ctx) {
   name_crashes(self);
+  drop_unexpected(self, ctx->log, "learner " + std::to_string(ctx->learner_id));
   auto& st = self->state;
   st.id = ctx->learner_id;
   kernels::backend_options bo;

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <future>
 #include <memory>
@@ -90,6 +91,60 @@ bool tcp_reachable(const std::string& host, uint16_t port, double timeout_s, std
   ::freeaddrinfo(res);
   if (!ok) return fail(fmt::format("{}:{}: {}", host, port, last));
   return true;
+}
+
+int shutdown_connections_to(const std::vector<std::pair<std::string, uint16_t>>& peers) {
+  std::vector<sockaddr_storage> want;
+  for (const auto& [host, port] : peers) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* res = nullptr;
+    if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) continue;
+    for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+      sockaddr_storage s{};
+      std::memcpy(&s, a->ai_addr, std::min<size_t>(a->ai_addrlen, sizeof s));
+      want.push_back(s);
+    }
+    ::freeaddrinfo(res);
+  }
+  auto same = [](const sockaddr_storage& a, const sockaddr_storage& b) {
+    if (a.ss_family != b.ss_family) return false;
+    if (a.ss_family == AF_INET) {
+      const auto& x = reinterpret_cast<const sockaddr_in&>(a);
+      const auto& y = reinterpret_cast<const sockaddr_in&>(b);
+      return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
+    }
+    if (a.ss_family == AF_INET6) {
+      const auto& x = reinterpret_cast<const sockaddr_in6&>(a);
+      const auto& y = reinterpret_cast<const sockaddr_in6&>(b);
+      return x.sin6_port == y.sin6_port &&
+             std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
+    }
+    return false;
+  };
+  int n = 0;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator("/proc/self/fd", ec)) {
+    int fd = -1;
+    try {
+      fd = std::stoi(entry.path().filename().string());
+    } catch (const std::exception&) {
+      continue;
+    }
+    int type = 0;
+    socklen_t tlen = sizeof type;
+    if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM) continue;
+    sockaddr_storage peer{};
+    socklen_t plen = sizeof peer;
+    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) continue;
+    for (const auto& w : want)
+      if (same(peer, w)) {
+        if (::shutdown(fd, SHUT_RDWR) == 0) ++n;
+        break;
+      }
+  }
+  return n;
 }
 
 namespace {
@@ -483,12 +538,22 @@ int run_learner_node(const learner_node_options& o) {
   self->monitor(monitor);
 
   // 5. Run until every learner is done; reconnect when the syncer is lost.
+  // A connection whose proxies are dead but which CAF keeps is shut down, so the next lookup
+  // connects afresh (shutdown_connections_to).
+  auto drop_connections = [&](const std::string& why) {
+    const int n = shutdown_connections_to(o.join);
+    log->emit("syncer_connection_dropped", {{"sockets", n}, {"why", why}});
+    std::fprintf(stderr, "dd-node learner %s: %d connection%s to the syncer shut down (%s)\n",
+                 name.c_str(), n, n == 1 ? "" : "s", why.c_str());
+    std::fflush(stderr);
+  };
   bool lost = false;
   bool stop_sent = false;
   int status = node_exit_ok;
   bool done = false;
   double last_progress = connector::now_s();
   double last_flush = last_progress;
+  double last_outage_sample = 0.0;
   auto prev = log->snapshot();
   while (!done) {
     self->receive([&](atoms::children_done_atom, child_kind) { done = true; },
@@ -496,6 +561,9 @@ int run_learner_node(const learner_node_options& o) {
                   [&](caf::down_msg& dm) {
                     if (dm.source != monitor.address()) return;
                     lost = true;
+                    last_outage_sample = connector::now_s();  // syncer_lost is the first sample
+                    if (dm.reason != caf::exit_reason::remote_link_unreachable)
+                      drop_connections(sys.render(dm.reason));
                     if (o.join_deadline_s > 0)
                       conn.deadline_at = connector::now_s() + o.join_deadline_s;
                     log->emit("syncer_lost",
@@ -530,10 +598,13 @@ int run_learner_node(const learner_node_options& o) {
       const int attempts_before = conn.attempt;
       const double tried_at = connector::now_s();
       auto m = conn.try_once();
-      if (!m && conn.attempt != attempts_before)
+      if (!m && conn.attempt != attempts_before) {
         log->emit("rejoin_attempt", {{"stage", "connect"},
                                      {"error", conn.last_error},
                                      {"took_s", connector::now_s() - tried_at}});
+        if (conn.last_error.find("disconnect_during_handshake") != std::string::npos)
+          drop_connections(conn.last_error);
+      }
       if (m) {
         node_join again = req;
         again.learner_ids = ids;
@@ -544,9 +615,10 @@ int run_learner_node(const learner_node_options& o) {
         // counts as a failed attempt (backoff), not a 10 s wait.
         std::optional<node_join_reply> rep;
         auto* target = caf::actor_cast<caf::abstract_actor*>(*m);
-        if (target != nullptr && target->getf(caf::abstract_actor::is_terminated_flag))
+        if (target != nullptr && target->getf(caf::abstract_actor::is_terminated_flag)) {
           why = "the syncer's handle is already down";
-        else
+          drop_connections(why);
+        } else
           rep = handshake(self, *m, again, std::max(1.0, o.connect_timeout_s), &why);
         if (!rep) {
           conn.failed(why);
@@ -601,6 +673,13 @@ int run_learner_node(const learner_node_options& o) {
     if (!lost && t - last_flush >= 1.0) {
       flush_events(false);
       last_flush = t;
+    }
+    // While the syncer is away it records no heartbeat rows: the node samples its learners'
+    // steps once a second (forwarded with the other buffered events after the rejoin), so
+    // `dd-chaos report` sees who stepped during the outage.
+    if (lost && !stop_sent && t - last_outage_sample >= 1.0) {
+      log->emit("outage_steps", {{"steps", learner_steps(*log)}});
+      last_outage_sample = t;
     }
     if (o.progress_every_s > 0 && t - last_progress >= o.progress_every_s) {
       auto snap = log->snapshot();

@@ -14,7 +14,13 @@
 //   most one per fragment stays queued — and the node reconnects with the same backoff (after
 //   `join_deadline_s` of it the learners are stopped and the node exits exit_deadline); once the
 //   syncer is back (same run id) every live learner rejoins it with a new incarnation and keeps
-//   its own step and data cursor; a syncer of another run is refused (exit_other_run);
+//   its own step and data cursor; a syncer of another run is refused (exit_other_run). A syncer
+//   lost for any other reason than a lost link (a garbled frame killed the monitor's proxy),
+//   a lookup that returns a dead handle, or one refused as a second connection to the same node
+//   shuts the node's connections to the syncer down first (shutdown_connections_to,
+//   `syncer_connection_dropped` event), so the rejoin gets fresh proxies. While
+//   the syncer is away the node logs an `outage_steps` event (every learner's step) once a
+//   second, forwarded with its other buffered events after the rejoin (dd-chaos report);
 // - refused at the handshake: exits with the status of the refusal (below), after printing the
 //   monitor's reason; `run_finished` is a clean exit (0).
 // Thread: call from main(); returns the process exit status.
@@ -96,6 +102,16 @@ double join_backoff_s(int attempt, double base_s, double cap_s, double u01);
 /// True when a TCP connection to host:port is accepted within `timeout_s` (a non-blocking
 /// connect and poll; never blocks longer). `why` gets the reason when it is not.
 bool tcp_reachable(const std::string& host, uint16_t port, double timeout_s, std::string* why);
+
+/// Shuts down (shutdown(2), SHUT_RDWR; the descriptor stays open for its owner) every TCP socket
+/// of this process whose peer is one of `peers` (host, port; resolved, IPv4 and IPv6). CAF's
+/// multiplexer then reads end-of-file and drops that connection with every proxy it made, so the
+/// next remote lookup connects afresh: CAF 0.17 has no call that closes a client connection,
+/// keeps a connection whose proxies a garbled frame killed (the syncer's monitor then looks down
+/// though the syncer runs), and refuses a second connection to a node it is still connected to
+/// (disconnect_during_handshake). Returns the number of sockets shut down (0 when /proc/self/fd
+/// cannot be read).
+int shutdown_connections_to(const std::vector<std::pair<std::string, uint16_t>>& peers);
 
 struct cluster_setup;
 

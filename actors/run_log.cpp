@@ -50,7 +50,9 @@ void run_log::emit(const std::string& kind, nlohmann::json fields) {
   line["t"] = clock_();
   line["time"] = unix_seconds();
   for (auto& [k, v] : fields.items()) line[k] = v;
-  std::string text = line.dump() + '\n';
+  // A string garbled on a link (invalid UTF-8) is written with U+FFFD, not thrown on: an
+  // exception here would end the actor that logs (the health monitor once, issue 11).
+  std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n';
   std::string failed;
   bool recovered = false;
   {

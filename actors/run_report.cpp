@@ -50,7 +50,10 @@ run_result make_run_result(const run_facts& f, const run_counters& counters, dou
   r.finished = true;
   r.final_val_loss = loss;
   r.digest = digest;
-  r.summary = make_summary(f.learners, f.fragments, counters, loss, wall_s, training_s);
+  // The learners' compute seconds carry over a resume (the monitor's record): so do the
+  // training seconds goodput divides them by.
+  r.summary = make_summary(f.learners, f.fragments, counters, loss, wall_s,
+                           training_s + (f.resumed ? f.seconds_before : 0.0));
   if (f.resumed) {
     r.summary["resumed"] = true;
     r.summary["seconds_before_resume"] = f.seconds_before;

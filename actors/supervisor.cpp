@@ -8,7 +8,9 @@
 #include "actors/supervisor.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
+#include <memory>
 
 #include <caf/all.hpp>
 
@@ -42,6 +44,7 @@ std::string to_string(child_kind k) { return k == child_kind::owner ? "owner" : 
 
 supervisor_hdl::behavior_type supervisor(supervisor_actor* self,
                                          std::shared_ptr<const supervisor_context> ctx) {
+  drop_unexpected(self, ctx->log, "supervisor of " + to_string(ctx->kind) + "s");
   auto& st = self->state;
   const size_t n = ctx->children.size();
   st.current.resize(n);
@@ -166,6 +169,42 @@ void name_crashes(caf::scheduled_actor* self) {
     } catch (...) {
       return caf::make_error(caf::sec::runtime_error, std::string("unknown exception"));
     }
+  });
+}
+
+namespace {
+
+/// Logs the first few garbled messages or stray errors of one actor (see drop_unexpected).
+void log_unexpected(run_log* log, const std::string& who, const char* what,
+                    const std::string& content, std::atomic<uint64_t>& count) {
+  const uint64_t n = count.fetch_add(1) + 1;
+  if (log == nullptr || n > 5) return;
+  const std::string shown = content.size() > 200 ? content.substr(0, 200) + "..." : content;
+  log->emit("unexpected_message", {{"who", who}, {"what", what}, {"content", shown}, {"count", n}});
+  log->warn(who + ": dropped an unexpected " + what + " (" + shown + ")" +
+            (n == 5 ? "; further ones are not logged" : ""));
+}
+
+}  // namespace
+
+caf::scheduled_actor::default_handler unexpected_handler(run_log* log, const std::string& who) {
+  auto count = std::make_shared<std::atomic<uint64_t>>(0);
+  return [log, who, count](caf::scheduled_actor* self,
+                           caf::message_view& x) -> caf::result<caf::message> {
+    log_unexpected(log, who, "message", x.content().stringify(), *count);
+    // A request gets its error as a response (its requester's handler takes it); anything else
+    // gets no answer: an asynchronous error would end a sender on CAF's default error handler.
+    const auto* e = self->current_mailbox_element();
+    if (e != nullptr && e->mid.is_request()) return caf::sec::unexpected_message;
+    return caf::delegated<caf::message>{};
+  };
+}
+
+void drop_unexpected(caf::scheduled_actor* self, run_log* log, const std::string& who) {
+  self->set_default_handler(unexpected_handler(log, who));
+  auto count = std::make_shared<std::atomic<uint64_t>>(0);
+  self->set_error_handler([log, who, count](caf::scheduled_actor* s, caf::error& err) {
+    log_unexpected(log, who, "error", s->system().render(err), *count);
   });
 }
 

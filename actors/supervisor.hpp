@@ -21,6 +21,7 @@
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/scheduled_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include "actors/atoms.hpp"
@@ -72,5 +73,26 @@ supervisor_hdl::behavior_type supervisor(supervisor_actor* self,
 /// respawn/give_up events and a failed run's failure_reason name the cause (e.g. "cpu:
 /// allocate_bytes: out of host memory ..."). Call first thing in a supervised actor's behavior.
 void name_crashes(caf::scheduled_actor* self);
+
+/// The default handler `drop_unexpected` installs, for an actor that swaps handlers (a fragment
+/// owner waits with caf::skip while it rebuilds): logs a message that matches no handler and
+/// drops it, answering only a request (see drop_unexpected). `who` names the actor in the log
+/// ("owner 1", "health monitor").
+caf::scheduled_actor::default_handler unexpected_handler(run_log* log, const std::string& who);
+
+/// Makes `self` survive messages it cannot use — garbled by a corrupted link (a flipped byte in
+/// CAF's BASP framing can retarget or retype a message; CAF has no checksum of its own) or sent
+/// by a peer of another version — instead of dying of them:
+/// - a message that matches no handler is logged and dropped; only a request is answered (with
+///   error(unexpected_message), which its requester's response handler takes): CAF's default,
+///   print_and_drop, answers every sender so, and that asynchronous error ended the sender;
+/// - an asynchronous error message (one not answering a request of `self`, e.g. that answer from
+///   a peer still on CAF's default) is logged and dropped (CAF's default error handler ends the
+///   actor with it). Requests keep their own error handlers; `.then` without one is logged too.
+/// The first 5 of each are logged (an `unexpected_message` event with `who`, `what` = "message"
+/// or "error", the message rendered and cut to 200 characters, and the count so far; a warning
+/// line); later ones are dropped silently. `log` may be null (nothing logged).
+/// Call first thing in an actor's behavior (after name_crashes).
+void drop_unexpected(caf::scheduled_actor* self, run_log* log, const std::string& who);
 
 }  // namespace dd::actors

@@ -227,17 +227,19 @@ int run_main(int argc, char** argv) {
     bool refused = false;
     for (size_t i = 0; i < exp.chaos.events.size(); ++i) {
       const auto& ev = exp.chaos.events[i];
-      if (config::chaos_layer_of(ev.action) == config::chaos_layer::in_process) continue;
-      std::fprintf(
-          stderr,
-          "%s: chaos.events[%zu]: action '%s' is a %s fault fired from outside the "
-          "nodes: run it with `dd-node launch %s` (which starts dd-chaos with the chaos "
-          "section) or `dd-chaos run %s --run-dir DIR` against a running cluster; "
-          "`dd-node run` runs only in-process actions (kill, slow, drop_push, "
-          "delay_push, kill_owner and the message kinds)\n",
-          ev.where.c_str(), i + 1, config::to_string(ev.action),
-          config::chaos_layer_of(ev.action) == config::chaos_layer::process ? "process" : "network",
-          file.c_str(), file.c_str());
+      const auto layer = config::chaos_layer_of(ev.action);
+      if (layer == config::chaos_layer::in_process) continue;
+      std::fprintf(stderr,
+                   "%s: chaos.events[%zu]: action '%s' is a %s fault fired from outside the "
+                   "nodes: run it with `dd-node launch %s` (which starts dd-chaos with the chaos "
+                   "section) or `dd-chaos run %s --run-dir DIR` against a running cluster; "
+                   "`dd-node run` runs only in-process actions (kill, slow, drop_push, "
+                   "delay_push, kill_owner and the message kinds)\n",
+                   ev.where.c_str(), i + 1, config::to_string(ev.action),
+                   layer == config::chaos_layer::process   ? "process"
+                   : layer == config::chaos_layer::network ? "network"
+                                                           : "disk",
+                   file.c_str(), file.c_str());
       refused = true;
     }
     if (exp.chaos.random.cluster_mtbf_seconds > 0) {

@@ -37,6 +37,7 @@ const char* to_string(chaos_target_kind v) { return spell(v); }
 const char* to_string(recovery_dist v) { return spell(v); }
 
 chaos_layer chaos_layer_of(chaos_action a) {
+  if (a >= chaos_action::disk_truncate) return chaos_layer::disk;
   if (a >= chaos_action::latency) return chaos_layer::network;
   if (a >= chaos_action::kill_process) return chaos_layer::process;
   return chaos_layer::in_process;

@@ -52,7 +52,7 @@ enum class wire_format : std::uint8_t { fp32, bf16, int8, int4 };
 enum class budget_kind : std::uint8_t { tokens, steps, seconds };
 /// A fault the chaos schedule injects.
 /// In-process kinds (kill .. fail) run inside the node that hosts the target (fault_hooks);
-/// process and network kinds (kill_process .. close_after) act from outside through dd-chaos
+/// process, network and disk kinds (kill_process .. disk_full) act from outside through dd-chaos
 /// and need `dd-node launch` or `dd-chaos run` (chaos_layer_of).
 enum class chaos_action : std::uint8_t {
   kill,
@@ -81,13 +81,17 @@ enum class chaos_action : std::uint8_t {
   partition,
   corrupt,
   slice,
-  close_after
+  close_after,
+  disk_truncate,
+  disk_corrupt,
+  disk_full
 };
 /// Where a chaos action is applied.
 enum class chaos_layer : std::uint8_t {
   in_process,  ///< inside the node (fault hooks; under launch also reachable by the endpoint)
   process,     ///< signals to a node process (dd-chaos)
-  network      ///< the fault proxy (dd-chaos; needs `dd-node launch --via-proxy`)
+  network,     ///< the fault proxy (dd-chaos; needs `dd-node launch --via-proxy`)
+  disk         ///< files of the run directory: an owner checkpoint, a full disk (dd-chaos)
 };
 /// The layer of `a`.
 chaos_layer chaos_layer_of(chaos_action a);

@@ -778,7 +778,8 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
                    "drop_broadcast, dup_broadcast, delay_broadcast, "
                    "reorder_broadcast, nan, fail, kill_process, term, pause, "
                    "slow_process, restart, latency, bandwidth, reset, blackhole, "
-                   "partition, corrupt, slice, close_after");
+                   "partition, corrupt, slice, close_after, disk_truncate, "
+                   "disk_corrupt, disk_full");
         ev.where = ctx.where(p + ".action");  // the event's own line
         const chaos_layer layer = chaos_layer_of(ev.action);
         const bool outside = layer != chaos_layer::in_process;
@@ -852,8 +853,11 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
             chaos_action::latency,   chaos_action::bandwidth,  chaos_action::reset,
             chaos_action::blackhole, chaos_action::partition,  chaos_action::corrupt,
             chaos_action::slice,     chaos_action::close_after};
+        std::vector<chaos_action> counted = message;
+        counted.push_back(chaos_action::disk_corrupt);
         const knob knobs[] = {
-            {"count", true, at_least(1), message},
+            {"count", true, at_least(1), counted},
+            {"seed", true, at_least(0), {chaos_action::disk_corrupt}},
             {"ms", false, at_least(0), {chaos_action::latency}},
             {"jitter", false, at_least(0), {chaos_action::latency}},
             {"rate", false, positive(), {chaos_action::bandwidth}},
@@ -900,6 +904,24 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
                    "action 'corrupt' needs p = the probability each byte is altered");
         if (ev.action == chaos_action::close_after && !ev.params.contains("bytes"))
           ctx.fail(p + ".action", "action 'close_after' needs bytes = the bytes before the close");
+        if (layer == chaos_layer::disk) {
+          // dd-chaos disk: a checkpoint is an owner's (owner:N); a full disk is a node's run
+          // directory (node:NAME).
+          const bool full = ev.action == chaos_action::disk_full;
+          const std::string want = full ? "node:" : "owner:";
+          if (has_target &&
+              (ev.target_spec.rfind(want, 0) != 0 || ev.target_spec.find(',') != std::string::npos))
+            ctx.fail(p + ".target",
+                     fmt::format("action '{}' needs one target \"{}\" (got {})", act,
+                                 full ? "node:NAME" : "owner:N",
+                                 ev.target_spec.empty() ? describe(*s.raw("target"))
+                                                        : "'" + ev.target_spec + "'"));
+          if (!full && ev.duration > 0)
+            ctx.fail(p + ".duration",
+                     fmt::format("does not apply to action '{}' (a damaged checkpoint is not "
+                                 "restored; the owner's next checkpoint replaces it)",
+                                 act));
+        }
         if (has_damage && ev.action != chaos_action::kill_owner && ev.damage_checkpoint)
           ctx.fail(p + ".damage_checkpoint",
                    fmt::format("applies only to action 'kill_owner' (action is '{}')",
@@ -986,7 +1008,8 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
         const json& x = (*v)[i];
         const auto a =
             x.is_string() ? detail::parse_enum<chaos_action>(x.get<std::string>()) : std::nullopt;
-        if (!a || chaos_layer_of(*a) == chaos_layer::in_process || *a == chaos_action::restart) {
+        if (!a || chaos_layer_of(*a) == chaos_layer::in_process ||
+            chaos_layer_of(*a) == chaos_layer::disk || *a == chaos_action::restart) {
           ctx.fail(kp, fmt::format("{} is not a process or network action with a recovery time "
                                    "(kill_process, term, pause, slow_process, latency, bandwidth, "
                                    "reset, blackhole, partition, corrupt, slice, close_after)",

@@ -1,7 +1,7 @@
 // tests/actors/chaos_endpoint_test.cpp — live message faults in fault_hooks (bounded by time or
 // count, matched by learner and fragment, cleared at once; scheduled ones started at their step
 // or time) and the chaos endpoint's socket protocol (real loopback TCP: fault, status, clear,
-// refusals).
+// refusals); and the learner node's shutdown of its sockets to one peer.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -16,6 +16,7 @@
 
 #include "actors/chaos_endpoint.hpp"
 #include "actors/fault_hooks.hpp"
+#include "actors/learner_node.hpp"
 
 namespace dd::actors {
 namespace {
@@ -253,6 +254,49 @@ TEST(ChaosEndpoint, ListensOnLoopbackOnly) {
   EXPECT_TRUE(chaos_endpoint_loopback("localhost"));
   EXPECT_FALSE(chaos_endpoint_loopback("10.0.0.1"));
   EXPECT_FALSE(chaos_endpoint_loopback("128.0.0.1"));
+}
+
+// Issue 11: a learner node whose connection CAF keeps with dead proxies (a garbled frame) shuts
+// its sockets to the syncer down; only those: the other peer's connection stays.
+TEST(learner_node_connections, shutdown_ends_only_the_sockets_to_that_peer) {
+  auto listen_any = [](uint16_t* port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    EXPECT_EQ(::listen(fd, 4), 0);
+    socklen_t len = sizeof a;
+    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+    *port = ntohs(a.sin_port);
+    return fd;
+  };
+  auto connect_to = [](uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    a.sin_port = htons(port);
+    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    return fd;
+  };
+  uint16_t syncer_port = 0, other_port = 0;
+  const int syncer = listen_any(&syncer_port), other = listen_any(&other_port);
+  const int to_syncer = connect_to(syncer_port), to_other = connect_to(other_port);
+  const int at_syncer = ::accept(syncer, nullptr, nullptr);
+  const int at_other = ::accept(other, nullptr, nullptr);
+  EXPECT_EQ(shutdown_connections_to({{"127.0.0.1", syncer_port}}), 1);
+  auto readable_eof = [](int fd) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 500) != 1) return false;
+    char c;
+    return ::recv(fd, &c, 1, 0) == 0;
+  };
+  EXPECT_TRUE(readable_eof(at_syncer));  // the syncer's side sees the connection end
+  pollfd p{at_other, POLLIN, 0};
+  EXPECT_EQ(::poll(&p, 1, 200), 0);  // the other connection is untouched
+  EXPECT_EQ(::send(to_other, "x", 1, MSG_NOSIGNAL), 1);
+  for (int fd : {syncer, other, to_syncer, to_other, at_syncer, at_other}) ::close(fd);
 }
 
 }  // namespace

@@ -309,7 +309,9 @@ TEST(run_report, outcome_names_every_cause_of_failure) {
   const auto r = make_run_result(f, c, 2.5, 0xabcdef, 20.0, 8.0);
   EXPECT_TRUE(r.finished);
   EXPECT_EQ(r.summary["tokens"], 4000);
-  EXPECT_DOUBLE_EQ(r.summary["goodput"].get<double>(), 8.0 / (2 * 8.0));
+  // Resumed: the compute seconds carry over the resume, so goodput divides them by the training
+  // seconds of both parts (8 + 12.5), not of the last one only.
+  EXPECT_DOUBLE_EQ(r.summary["goodput"].get<double>(), 8.0 / (2 * (8.0 + 12.5)));
   EXPECT_DOUBLE_EQ(r.summary["effective_goodput"].get<double>(), 6000.0 / 8000.0);
   EXPECT_DOUBLE_EQ(r.summary["uptime"].get<double>(), 0.75);
   EXPECT_DOUBLE_EQ(r.summary["mean_contributors_per_merge"].get<double>(), 1.5);

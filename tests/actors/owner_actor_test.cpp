@@ -596,6 +596,57 @@ TEST_F(owner_actor_test, pull_is_a_codec_message_and_bad_pulls_are_dropped) {
   EXPECT_EQ(failures, 3);
 }
 
+/// Adds one; drops what it cannot use (issue 11, `net corrupt`).
+caf::behavior plus_one(caf::event_based_actor* self, run_log* log) {
+  drop_unexpected(self, log, "plus_one");
+  return {[](int x) { return x + 1; }};
+}
+
+struct plus_one_seen {
+  int answer = 0;
+  std::string request_error;
+};
+
+/// On CAF's defaults (an asynchronous error would end it): sends plus_one garbage, a stray
+/// error, a request that matches nothing, and 41.
+caf::behavior plus_one_client(caf::event_based_actor* self, caf::actor target,
+                              std::shared_ptr<plus_one_seen> seen) {
+  self->send(target, std::string("ddaebeat"));  // a garbled "heartbeat", asynchronous
+  self->send(target, caf::make_error(caf::sec::unexpected_message));
+  self->request(target, caf::infinite, std::string("garbled request"))
+      .then([](int) {}, [=](caf::error& e) { seen->request_error = self->system().render(e); });
+  self->request(target, caf::infinite, 41).then([=](int y) { seen->answer = y; });
+  return {[](int) {}};
+}
+
+// Issue 11: a byte flipped on a link made CAF deliver messages no handler matched; CAF's
+// print_and_drop answered each with an asynchronous error(unexpected_message), which ended its
+// sender (owners, then the health monitor). Now neither the receiver nor the sender dies.
+TEST(drop_unexpected, garbage_and_stray_errors_are_logged_and_dropped_and_nobody_dies) {
+  dd::test::coordinator env;
+  run_log log({}, true, [&env] { return env.now(); });
+  auto target = env.sys->spawn(plus_one, &log);
+  auto seen = std::make_shared<plus_one_seen>();
+  auto client = env.sys->spawn(plus_one_client, target, seen);
+  env.run();
+  EXPECT_EQ(seen->answer, 42);
+  EXPECT_NE(seen->request_error.find("unexpected_message"), std::string::npos)
+      << seen->request_error;
+  for (const auto& a : {target, client})
+    EXPECT_FALSE(
+        caf::actor_cast<caf::abstract_actor*>(a)->getf(caf::abstract_actor::is_terminated_flag));
+  std::vector<std::string> what;
+  for (const auto& e : log.events())
+    if (e["event"] == "unexpected_message") {
+      EXPECT_EQ(e["who"], "plus_one");
+      what.push_back(e["what"]);
+    }
+  EXPECT_EQ(what, (std::vector<std::string>{"message", "error", "message"}));
+  anon_send_exit(target, caf::exit_reason::user_shutdown);
+  anon_send_exit(client, caf::exit_reason::user_shutdown);
+  env.run();
+}
+
 /// A supervised child that throws while it sets up, as a learner whose backend cannot allocate.
 /// (It takes an unused argument: CAF 0.17 spawns a function actor without arguments through a
 /// null shared_ptr<tuple<>> dereference, which UBSan rightly reports.)

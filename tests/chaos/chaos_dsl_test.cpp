@@ -135,6 +135,50 @@ TEST(chaos_dsl, loader_errors_name_the_file_and_line) {
   }
 }
 
+// Issue 11: the disk kinds in the chaos section, with their knobs and target checks.
+TEST(chaos_dsl, disk_events_become_timed_faults) {
+  const auto nodes = parse_nodes_file(nodes_json, "/run/x/nodes.json");
+  const std::string file = write("disk.lua", R"({ events = {
+      { at_time = 3, action = "disk_truncate", target = "owner:0" },
+      { at_time = 4, action = "disk_corrupt", target = "owner:1", count = 8, seed = 5 },
+      { at_time = 6, action = "disk_full", target = "node:learner-0", duration = 2 },
+  } })");
+  const auto s = read_experiment_chaos(file, {}, {}, nodes);
+  ASSERT_EQ(s.faults.size(), 3u);
+  EXPECT_EQ(s.faults[0].spec.kind, "disk_truncate");
+  EXPECT_EQ(s.faults[0].spec.target, "owner:0");
+  EXPECT_DOUBLE_EQ(s.faults[0].at, 3);
+  EXPECT_EQ(s.faults[1].spec.kind, "disk_corrupt");
+  EXPECT_EQ(s.faults[1].spec.count, 8);
+  EXPECT_EQ(s.faults[1].spec.picks.seed, 5u);
+  EXPECT_TRUE(s.faults[1].spec.net.empty());
+  EXPECT_EQ(s.faults[2].spec.kind, "disk_full");
+  EXPECT_EQ(s.faults[2].spec.target, "node:learner-0");
+  EXPECT_DOUBLE_EQ(s.faults[2].spec.duration, 2);
+  // Wrong targets and knobs are the loader's errors, with the file's line.
+  for (const auto& [events, want] : std::vector<std::pair<std::string, std::string>>{
+           {R"({ at_time = 3, action = "disk_truncate", target = "learner:1" })",
+            "action 'disk_truncate' needs one target \"owner:N\" (got 'learner:1')"},
+           {R"({ at_time = 3, action = "disk_full", target = "owner:0", duration = 2 })",
+            "action 'disk_full' needs one target \"node:NAME\""},
+           {R"({ at_time = 3, action = "disk_corrupt", target = "owner:0", duration = 2 })",
+            "does not apply to action 'disk_corrupt'"},
+           {R"({ at_time = 3, action = "disk_truncate", target = "owner:0", seed = 2 })",
+            "applies only to action 'disk_corrupt'"},
+           {R"({ at_step = 3, action = "disk_truncate", target = "owner:0" })",
+            "fired by dd-chaos from outside the nodes"}}) {
+    const std::string bad = write("disk_bad.lua", "{ events = {\n" + events + ",\n} }");
+    try {
+      read_experiment_chaos(bad, {}, {}, nodes);
+      ADD_FAILURE() << "loaded: " << events;
+    } catch (const chaos_error& e) {
+      EXPECT_NE(std::string(e.what()).find("disk_bad.lua:8: chaos.events[1]."), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find(want), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(chaos_msg, cli_names_map_to_the_tape_kinds) {
   EXPECT_EQ(msg_kind_from_cli("drop-push"), "drop_push");
   EXPECT_EQ(msg_kind_from_cli("reorder-broadcast"), "reorder_broadcast");
@@ -147,5 +191,6 @@ TEST(chaos_msg, cli_names_map_to_the_tape_kinds) {
   EXPECT_EQ(chaos_kind_of_action("kill_process"), "kill");
   EXPECT_EQ(chaos_kind_of_action("partition"), "blackhole");
   EXPECT_EQ(chaos_kind_of_action("close_after"), "close_after");
+  EXPECT_EQ(chaos_kind_of_action("disk_full"), "disk_full");
   EXPECT_EQ(chaos_kind_of_action("nan"), "");
 }

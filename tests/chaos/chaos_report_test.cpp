@@ -347,6 +347,50 @@ TEST(chaos_report, rows_missing_while_the_syncer_was_down_are_not_downtime_when_
   }
 }
 
+// Issue 11: the learner nodes' own samples of their learners' steps (`syncer_lost`, one
+// `outage_steps` a second, `syncer_back`; forwarded after the rejoin) replace the average-rate
+// guess across the row gap: a stall inside the outage is downtime even though the step advanced
+// enough on average, and steady stepping is not (nor two samples 20 ms apart with one step).
+TEST(chaos_report, learner_node_samples_show_who_stepped_while_the_syncer_was_down) {
+  for (const bool stalled : {false, true}) {
+    run_builder b;
+    b.csv = "time,learner,incarnation,step,tokens,loss\n";
+    for (int i = 0; i <= 40; ++i) {
+      const double t = 1000.0 + 0.5 * i;
+      if (t >= 1005.0 && t < 1009.0) continue;  // the syncer is down: no rows
+      b.csv += run_builder::fmt_row(t, 0, t < 1005.0 ? 0 : 1, t < 1005.0 ? i + 1 : i);
+      if (t < 1005.0) b.csv += run_builder::fmt_row(t + 0.1, 1, 0, i + 1);
+      if (t >= 1015.0) b.csv += run_builder::fmt_row(t + 0.1, 1, 1, 11 + (i - 30));  // paused
+    }
+    // Learner 0's step at 1004.5 is 10 and at 1009.0 is 18 (the guess alone: stepping).
+    const std::vector<std::pair<double, int>> samples =
+        stalled ? std::vector<std::pair<double, int>>{{1005.2, 11},
+                                                      {1006.2, 12},
+                                                      {1007.2, 12},
+                                                      {1008.2, 12},
+                                                      {1009.0, 17}}
+                : std::vector<std::pair<double, int>>{{1005.2, 11}, {1005.22, 11}, {1006.2, 12},
+                                                      {1007.2, 14}, {1008.2, 16},  {1009.0, 17}};
+    for (size_t k = 0; k < samples.size(); ++k) {
+      const char* kind = k == 0                    ? "syncer_lost"
+                         : k + 1 == samples.size() ? "syncer_back"
+                                                   : "outage_steps";
+      b.events.push_back(
+          {{"event", kind}, {"time", samples[k].first}, {"steps", {{"0", samples[k].second}}}});
+    }
+    const json r = judge(b);
+    if (!stalled) {
+      EXPECT_EQ(verdict_of(r, "zero_global_downtime"), "valid") << r["run"].dump(2);
+      EXPECT_DOUBLE_EQ(r["run"]["global_downtime_s"].get<double>(), 0.0);
+    } else {
+      EXPECT_EQ(verdict_of(r, "zero_global_downtime"), "invalid") << r["run"].dump(2);
+      EXPECT_NEAR(r["run"]["global_downtime_s"].get<double>(), 1008.2 - 1006.2, 1e-6);
+      ASSERT_EQ(r["run"]["downtime_intervals"].size(), 1u);
+      EXPECT_NEAR(r["run"]["downtime_intervals"][0]["from"].get<double>(), 1006.2, 1e-6);
+    }
+  }
+}
+
 TEST(chaos_report, learner_never_back_is_invalid) {
   run_builder b;
   b.edit("merge", 1016.0, [](json& e) {
@@ -416,6 +460,72 @@ TEST(chaos_report, syncer_fault_times_from_forwarded_events) {
   EXPECT_DOUBLE_EQ(f["first_merge_after_s"].get<double>(), 13.0);
   EXPECT_NE(r["inputs"]["nodes/learner-0.events.jsonl"].get<std::string>().find("1 malformed line"),
             std::string::npos);
+}
+
+// Issue 11: a message fault on learner:0 just before a syncer kill is not charged with what the
+// syncer's outage did to learner 0 (its node's syncer_lost, its rejoin): the syncer fault is.
+TEST(chaos_report, a_syncer_kill_owns_the_outage_of_an_overlapping_message_fault) {
+  run_builder b;
+  b.tape.push_back({{"t", 1002.8},
+                    {"source", "endpoint"},
+                    {"kind", "dup_push"},
+                    {"target", "learner:0"},
+                    {"targets", {"learner-0"}},
+                    {"duration", nullptr},
+                    {"result", "ok"}});
+  b.tape.push_back({{"t", 1003.0},
+                    {"kind", "kill"},
+                    {"target", "node:syncer"},
+                    {"targets", {"syncer"}},
+                    {"duration", nullptr},
+                    {"result", "ok"}});
+  b.events.insert(b.events.begin() + 7, json{{"event", "resume"}, {"time", 1006.0}});
+  b.events.insert(b.events.begin() + 8,
+                  json{{"event", "rejoin"}, {"time", 1007.2}, {"learner", 0}, {"incarnation", 1}});
+  const std::string dir = b.write();
+  fs::create_directories(dir + "/nodes");
+  write_file_atomic(dir + "/nodes/learner-0.events.jsonl",
+                    json{{"event", "syncer_lost"}, {"time", 1003.5}}.dump() + "\n" +
+                        json{{"event", "syncer_back"}, {"time", 1007.0}}.dump() + "\n");
+  report_options o;
+  o.run_dir = dir;
+  const json r = build_report(o);
+  fs::remove_all(dir);
+  ASSERT_EQ(r["faults"].size(), 3u);
+  const json& m = r["faults"][0];
+  EXPECT_EQ(m["kind"], "dup_push");
+  EXPECT_TRUE(m["noticed_at"].is_null()) << m.dump();
+  EXPECT_TRUE(m["rejoined_at"].is_null()) << m.dump();
+  const json& k = r["faults"][1];
+  EXPECT_EQ(k["kind"], "kill");
+  EXPECT_DOUBLE_EQ(k["noticed_after_s"].get<double>(), 0.5);
+  EXPECT_DOUBLE_EQ(k["rejoined_after_s"].get<double>(), 4.0);
+}
+
+// Issue 11: a resumed run's summary.json is its last part's (wall seconds, merges); the report
+// counts both parts from the events and keeps the summary's figures in last_part.
+TEST(chaos_report, a_resumed_run_counts_both_parts) {
+  run_builder b;
+  b.events.insert(b.events.begin() + 7, json{{"event", "resume"}, {"time", 1006.0}});
+  b.summary["resumed"] = true;
+  b.summary["seconds_before_resume"] = 5.5;
+  b.summary["wall_seconds"] = 14.0;
+  b.summary["merges"] = 1;
+  b.summary["effective_goodput"] = 0.1;
+  const json r = judge(b);
+  EXPECT_EQ(r["run"]["parts"], 2);
+  EXPECT_DOUBLE_EQ(r["run"]["wall_seconds"].get<double>(), 1020.0 - 1000.0);
+  EXPECT_DOUBLE_EQ(r["run"]["last_part"]["wall_seconds"].get<double>(), 14.0);
+  EXPECT_DOUBLE_EQ(r["run"]["last_part"]["seconds_before_resume"].get<double>(), 5.5);
+  EXPECT_EQ(r["run"]["merges"], 2);
+  // Σ merged contributors' tokens (2 merges x 2 x 100) / (1 fragment x 1000 tokens).
+  EXPECT_DOUBLE_EQ(r["run"]["effective_goodput"].get<double>(), 0.4);
+  // A run that was not resumed keeps its summary's figures.
+  const json plain = judge(run_builder{});
+  EXPECT_EQ(plain["run"]["parts"], 1);
+  EXPECT_DOUBLE_EQ(plain["run"]["wall_seconds"].get<double>(), 20.0);
+  EXPECT_DOUBLE_EQ(plain["run"]["effective_goodput"].get<double>(), 0.8);
+  EXPECT_FALSE(plain["run"].contains("last_part"));
 }
 
 TEST(chaos_report, binary_exit_status_and_json_file) {

@@ -18,7 +18,7 @@ std::string chaos_kind_of_action(const std::string& action) {
   if (action == "kill_process") return "kill";
   if (action == "slow_process") return "slow";
   if (action == "partition") return "blackhole";
-  if (is_process_kind(action) || is_net_kind(action)) return action;
+  if (is_process_kind(action) || is_net_kind(action) || is_disk_kind(action)) return action;
   return "";
 }
 
@@ -51,6 +51,10 @@ dsl_session read_experiment_chaos(const std::string& path,
         tf.spec.duty = v.get<double>();
       else if (k == "period")
         tf.spec.period = v.get<double>();
+      else if (k == "count" && is_disk_kind(kind))
+        tf.spec.count = v.get<int>();
+      else if (k == "seed" && is_disk_kind(kind))
+        tf.spec.picks.seed = v.get<uint64_t>();
       else
         tf.spec.net[k] = v;
     }

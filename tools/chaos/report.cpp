@@ -2,7 +2,7 @@
 //
 //   events.jsonl + nodes/*.events.jsonl ──> one stream ordered by "time" ──┐
 //   chaos.jsonl (tape) + in-process "fault" events ──> faults ─────────────┼──> per-fault times
-//   learner_loss.csv ──> stepping intervals ──> global downtime            ├──> run figures
+//   learner_loss.csv + nodes' outage_steps ──> stepping ──> global downtime   ├──> run figures
 //   summary.json, experiment.json, baseline summary.json ──────────────────┴──> invariants
 #include "tools/chaos/report.hpp"
 
@@ -275,12 +275,24 @@ json build_report(const report_options& o) {
     auto before_next = [&](std::optional<double> t) {
       return t && *t < next_at ? t : std::nullopt;
     };
+    // A syncer fault injected after this one owns what its outage causes on these learners
+    // (their nodes' syncer_lost, the rejoin after it) unless this fault was noticed before it.
+    double syncer_cut = 1e300;
+    for (size_t k = fi + 1; k < faults.size(); ++k)
+      if (faults[k].syncer && faults[k].at > f.at) {
+        syncer_cut = faults[k].at;
+        break;
+      }
     if (!f.learners.empty()) {
       const auto failure = before_next(first(f.at, [&](const event& e) {
         return e.node == "syncer" && e.kind() == "failure" && learner_in(e.j, f.learners);
       }));
-      const auto lost = before_next(first(
-          f.at, [&](const event& e) { return nodes.count(e.node) && e.kind() == "syncer_lost"; }));
+      auto before_cut = [&](std::optional<double> t) {
+        return t && *t < syncer_cut ? t : std::nullopt;
+      };
+      // A syncer_lost after a syncer fault is the syncer's outage, not this fault.
+      const auto lost = before_cut(before_next(first(
+          f.at, [&](const event& e) { return nodes.count(e.node) && e.kind() == "syncer_lost"; })));
       noticed = failure;
       if (lost && (!noticed || *lost < *noticed)) noticed = lost;
       excluded = failure;
@@ -290,6 +302,10 @@ json build_report(const report_options& o) {
                 learner_in(e.j, f.learners, "id"));
       });
       restarted = before_next(restarted);
+      if (!before_cut(noticed)) {
+        noticed = excluded = std::nullopt;
+        restarted = before_cut(restarted);
+      }
       // Only a learner that was dropped (or restarted) rejoins.
       if (noticed || restarted)
         rejoined = first(f.at, [&](const event& e) {
@@ -364,6 +380,7 @@ json build_report(const report_options& o) {
   std::map<int, uint64_t> life_max, last_merged;
   std::map<int, bool> life_has;
   std::vector<double> merge_times;
+  double tokens_merged = 0;  // Σ contributors' tokens over every merge (all parts of the run)
   std::map<int, std::vector<double>> merge_times_by_frag;
   // pushes: accepted (fragment, learner, transfer) -> times; refused chunks -> times
   std::map<std::tuple<int, int, uint64_t>, std::vector<double>> accepted, refused;
@@ -406,6 +423,9 @@ json build_report(const report_options& o) {
       ++merges;
       const int frag = e.j.value("fragment", -1);
       const uint64_t v = e.j.value("version", uint64_t{0});
+      for (const auto& c : e.j.value("contributors", json::array()))
+        if (c.contains("tokens") && c["tokens"].is_number())
+          tokens_merged += c["tokens"].get<double>();
       merge_times.push_back(e.time);
       merge_times_by_frag[frag].push_back(e.time);
       const auto contributors = e.j.value("contributors", json::array());
@@ -476,11 +496,24 @@ json build_report(const report_options& o) {
     if (!in) {
       inputs["learner_loss.csv"] = "missing";
     } else {
+      // inc < 0: a learner node's own sample (`syncer_lost`, `outage_steps`, `syncer_back`),
+      // taken while the syncer could record no rows.
       struct row {
         double t;
         long long inc, step;
       };
       std::map<long long, std::vector<row>> by_learner;
+      std::map<long long, std::vector<row>> sampled;
+      for (const auto& e : evs) {
+        const std::string k = e.kind();
+        if (k != "syncer_lost" && k != "outage_steps" && k != "syncer_back") continue;
+        const json steps = e.j.value("steps", json::object());
+        if (!steps.is_object()) continue;
+        for (const auto& [id, step] : steps.items()) try {
+            if (step.is_number())
+              sampled[std::stoll(id)].push_back({e.time, -1, step.get<long long>()});
+          } catch (const std::exception&) {}
+      }
       std::string line;
       size_t rows = 0, bad = 0;
       std::getline(in, line);  // header
@@ -509,6 +542,18 @@ json build_report(const report_options& o) {
         std::sort(sorted.begin(), sorted.end());
         const double median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
         const double bound = std::max(4 * median, 1.0);
+        if (!rs.empty()) {
+          lo = std::min(lo, rs.front().t);
+          hi = std::max(hi, rs.back().t);
+        }
+        // The node's samples (about 1 s apart) join the rows: between two points of which one is
+        // a sample, the learner stepped when its step advanced within max(bound, 2 s), or at
+        // least one step per `bound` on average.
+        if (auto it = sampled.find(id); it != sampled.end()) {
+          rs.insert(rs.end(), it->second.begin(), it->second.end());
+          std::stable_sort(rs.begin(), rs.end(),
+                           [](const row& a, const row& b) { return a.t < b.t; });
+        }
         for (size_t i = 1; i < rs.size(); ++i) {
           // Two rows a short gap apart of one incarnation whose step advanced; or any two rows
           // whose step advanced at least one step per `bound` seconds on average: the rows the
@@ -517,13 +562,16 @@ json build_report(const report_options& o) {
           // the step).
           const long long ds = rs[i].step - rs[i - 1].step;
           const double dt = rs[i].t - rs[i - 1].t;
-          if (ds > 0 && ((rs[i].inc == rs[i - 1].inc && dt <= bound) ||
-                         static_cast<double>(ds) * bound >= dt))
+          const bool sample = rs[i].inc < 0 || rs[i - 1].inc < 0;
+          // A sample taken within 50 ms of a row or another sample tells nothing of a stall.
+          if (sample && dt <= 0.05 && ds >= 0) {
             stepping.push_back({rs[i - 1].t, rs[i].t});
-        }
-        if (!rs.empty()) {
-          lo = std::min(lo, rs.front().t);
-          hi = std::max(hi, rs.back().t);
+            continue;
+          }
+          if (ds > 0 &&
+              ((!sample && rs[i].inc == rs[i - 1].inc && dt <= bound) ||
+               (sample && dt <= std::max(bound, 2.0)) || static_cast<double>(ds) * bound >= dt))
+            stepping.push_back({rs[i - 1].t, rs[i].t});
         }
       }
       if (rows >= 2) {
@@ -597,6 +645,34 @@ json build_report(const report_options& o) {
   run["merge_pauses"] = pauses;
   for (const char* k : {"goodput", "effective_goodput", "uptime", "tokens", "wall_seconds"})
     run[k] = summary && summary->contains(k) ? (*summary)[k] : json(nullptr);
+  // A resumed run's summary.json is written by its last part: wall seconds, merges and uptime
+  // of that part only (tokens and compute seconds carry over in the monitor's record). The
+  // whole run's figures come from the events of every part; the summary's stay in last_part.
+  size_t parts = 0;
+  double syncer_first = 0, syncer_last = 0;
+  for (const auto& e : evs) {
+    if (e.node != "syncer") continue;
+    if (syncer_first == 0) syncer_first = e.time;
+    syncer_last = e.time;
+    if (e.kind() == "start" || e.kind() == "resume") ++parts;
+  }
+  run["parts"] = parts;
+  if (summary && summary->value("resumed", false)) {
+    json last = json::object();
+    for (const char* k : {"goodput", "effective_goodput", "uptime", "wall_seconds", "merges"})
+      last[k] = summary->contains(k) ? (*summary)[k] : json(nullptr);
+    last["seconds_before_resume"] = summary->value("seconds_before_resume", json(nullptr));
+    run["last_part"] = last;
+    run["wall_seconds"] = syncer_last - syncer_first;
+    const double tokens = summary->value("tokens", 0.0);
+    int fragments = 0;
+    if (experiment && experiment->contains("sync") && (*experiment)["sync"].is_object())
+      fragments = (*experiment)["sync"].value("fragments", 0);
+    if (fragments <= 0) fragments = static_cast<int>(merge_times_by_frag.size());
+    run["effective_goodput"] = tokens > 0 && fragments > 0
+                                   ? json(std::min(1.0, tokens_merged / (fragments * tokens)))
+                                   : json(nullptr);
+  }
 
   // ---- verdicts.
   auto list = [](const std::vector<std::string>& v) {
