@@ -39,6 +39,8 @@
 //   learner  -> owner   : (copy_atom, wire_bytes broadcast_msg)    the value it holds, chunked
 //                                                                 (a query with send_value)
 //   owner    -> owner   : (rebuild_atom, uint64 query_id)         the rebuild's bounded wait
+//   chunks under credit (actors/chunk_flow.hpp): push, copy and broadcast chunks also travel as
+//   (atom, wire_bytes, uint64 seq); the receiver answers each with (credit_atom, uint64 seq)
 //   operator -> monitor : (status_atom) -> std::string JSON       dd-node status
 //   operator -> monitor : (drain_atom, int32 learner) -> string   dd-node drain: stop that
 //                                                                 learner gracefully (it leaves)
@@ -122,5 +124,6 @@ CAF_ADD_ATOM(dd_actors, dd::atoms, query_atom, "dd_query")
 CAF_ADD_ATOM(dd_actors, dd::atoms, held_atom, "dd_held")
 CAF_ADD_ATOM(dd_actors, dd::atoms, copy_atom, "dd_copy")
 CAF_ADD_ATOM(dd_actors, dd::atoms, rebuild_atom, "dd_rebuild")
+CAF_ADD_ATOM(dd_actors, dd::atoms, credit_atom, "dd_credit")
 
 CAF_END_TYPE_ID_BLOCK(dd_actors)

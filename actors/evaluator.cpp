@@ -14,6 +14,7 @@
 #include <caf/all.hpp>
 
 #include "actors/atoms.hpp"
+#include "actors/chunk_flow.hpp"
 #include "actors/run_log.hpp"
 #include "actors/supervisor.hpp"
 #include "runtime/eval.hpp"
@@ -175,7 +176,8 @@ caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_c
         if (!s.in_round || s.round != round) return;
         ask_owners(self, *ctx);
       },
-      [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes) {
+      [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes, uint64_t seq) {
+        grant_credit(self, seq);  // taken: the owner may send the next chunk
         auto& s = self->state;
         if (!s.in_round) return;
         auto chunk = decode_broadcast(bytes);
