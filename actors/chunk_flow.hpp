@@ -65,7 +65,9 @@ using flow_peer = const caf::actor_control_block*;
 
 /// Per-actor flow-control state (a member of the actor's state).
 struct chunk_flow {
-  explicit chunk_flow(size_t window = policy::default_window_chunks) : win(window) {}
+  /// `first_seq`: see policy::credit_window (a second flow of the same actor starts elsewhere).
+  explicit chunk_flow(size_t window = policy::default_window_chunks, uint64_t first_seq = 1)
+      : win(window, first_seq) {}
   policy::credit_window<flow_peer, queued_chunk> win;
   /// Peers this actor monitors for the flow (their handles keep the keys unique until down).
   std::map<flow_peer, caf::actor> watched;

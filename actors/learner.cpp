@@ -727,13 +727,20 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
   st.jitter_rng = std::make_unique<rng>(derive_seed(ctx->trainer.seed, 0x6a6974ULL + st.id));
   st.monitor = ctx->current_monitor ? ctx->current_monitor() : ctx->monitor;
   st.flow = chunk_flow(static_cast<size_t>(std::max(1, ctx->window_chunks)));
+  st.copies = chunk_flow(static_cast<size_t>(std::max(1, ctx->window_chunks)), uint64_t{1} << 62);
   // The learner monitors only the peers it sends chunks to (an owner that goes away frees its
   // link; unanswered pushes go to its successor from the owners_atom handler).
-  self->set_down_handler([=](caf::down_msg& dm) { flow_down(self->state.flow, dm); });
+  self->set_down_handler([=](caf::down_msg& dm) {
+    flow_down(self->state.flow, dm);
+    flow_down(self->state.copies, dm);
+  });
   initial_join(self, ctx, st.monitor);
   return {
       [=](atoms::step_atom) { on_step(self, *ctx); },
-      [=](atoms::credit_atom, uint64_t seq) { flow_credit(self, self->state.flow, seq); },
+      [=](atoms::credit_atom, uint64_t seq) {
+        flow_credit(self, self->state.flow, seq);  // an unknown number changes nothing
+        flow_credit(self, self->state.copies, seq);
+      },
       [=](atoms::progress_atom, const std::vector<uint8_t>& bytes) {
         auto& s = self->state;
         auto pm = decode_progress(bytes);
@@ -813,7 +820,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
           for (const auto& c : *chunks) copy.push_back(encode(c));
         }
         for (auto& c : copy)
-          flow_send(self, s.flow, make_chunk(sender, atoms::copy_atom_v, std::move(c)));
+          flow_send(self, s.copies, make_chunk(sender, atoms::copy_atom_v, std::move(c)));
         if (ctx->log != nullptr)
           ctx->log->emit(
               "fragment_copy_sent",

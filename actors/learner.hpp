@@ -169,7 +169,10 @@ struct learner_state {
   bool owners_stale = false;
   std::vector<learner_fragment> frags;
   chunk_assembler assembler;
-  chunk_flow flow;  ///< push and copy chunks under credit, per owner (actors/chunk_flow.hpp)
+  chunk_flow flow;  ///< push chunks under credit, per owner (actors/chunk_flow.hpp)
+  /// Copy chunks (an owner's rebuild) under their own credit: a rebuilding owner leaves pushes
+  /// in its mailbox uncredited until it serves, so copies must not wait behind them.
+  chunk_flow copies;
   std::map<int32_t, inflight_push> unacked;
   std::deque<std::pair<int32_t, inflight_push>> queued;
   /// A push held back by a live `reorder_push` fault (fragment, chunks): sent right after the

@@ -4,6 +4,8 @@
 #include <malloc.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <vector>
 
 #include <caf/io/middleman.hpp>
@@ -33,8 +35,11 @@ node_config::node_config(const node_transport& t) {
   set("logger.file-verbosity", caf::atom("quiet"));
   set("logger.console-verbosity", caf::atom("quiet"));
   if (!t.middleman) return;
-  // Chunk-sized buffers leave the process when freed (see k_mmap_threshold_bytes).
-  mallopt(M_MMAP_THRESHOLD, k_mmap_threshold_bytes);
+  // Chunk-sized buffers leave the process when freed (see k_mmap_threshold_bytes);
+  // DD_MMAP_THRESHOLD=0 in the environment keeps glibc's dynamic threshold (for comparisons).
+  const char* keep = std::getenv("DD_MMAP_THRESHOLD");
+  if (keep == nullptr || std::string(keep) != "0")
+    mallopt(M_MMAP_THRESHOLD, k_mmap_threshold_bytes);
   load<caf::io::middleman>();
   auto ms = [](double s) {
     return caf::timespan{std::chrono::milliseconds(static_cast<int64_t>(s * 1000))};

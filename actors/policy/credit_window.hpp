@@ -56,8 +56,11 @@ class credit_window {
     Item item;
   };
 
-  /// `window`: chunks in flight per link, >= 1 (std::invalid_argument otherwise).
-  explicit credit_window(size_t window = default_window_chunks) : window_(window) {
+  /// `window`: chunks in flight per link, >= 1 (std::invalid_argument otherwise). `first_seq`:
+  /// the first sequence number (>= 1); two windows of one sender that share a credit message
+  /// start far apart so their numbers never meet.
+  explicit credit_window(size_t window = default_window_chunks, uint64_t first_seq = 1)
+      : window_(window), next_seq_(first_seq == 0 ? 1 : first_seq) {
     if (window == 0) throw std::invalid_argument("credit_window: window must be at least 1");
   }
 
@@ -165,7 +168,7 @@ class credit_window {
   }
 
   size_t window_;
-  uint64_t next_seq_ = 1;
+  uint64_t next_seq_;
   std::map<Peer, link> links_;
   std::map<uint64_t, Peer> seq_peer_;  ///< in-flight number → its link
 };

@@ -138,6 +138,24 @@ TEST(CreditWindow, DiscardQueuedLeavesChunksInFlight) {
   EXPECT_EQ(w.discard_queued(9, [](uint64_t) { return true; }), 0u);  // unknown peer
 }
 
+TEST(CreditWindow, TwoWindowsWithDisjointNumbersIgnoreEachOthersCredit) {
+  window pushes(1), copies(1, uint64_t{1} << 62);
+  auto p = pushes.enqueue(1, 10);
+  auto c = copies.enqueue(1, 20);
+  ASSERT_EQ(p.size(), 1u);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(p[0].seq, 1u);
+  EXPECT_EQ(c[0].seq, uint64_t{1} << 62);
+  pushes.enqueue(1, 11);
+  copies.enqueue(1, 21);
+  // The actor offers each credit to both windows: only the owner of the number moves.
+  EXPECT_TRUE(pushes.credit(c[0].seq).empty());
+  EXPECT_EQ(items(copies.credit(c[0].seq)), (std::vector<int>{21}));
+  EXPECT_TRUE(copies.credit(p[0].seq).empty());
+  EXPECT_EQ(items(pushes.credit(p[0].seq)), (std::vector<int>{11}));
+  EXPECT_EQ(window(1, 0).next_seq(), 1u);  // 0 is never used: it means "no credit"
+}
+
 TEST(CreditWindow, RefusesAnEmptyWindow) {
   EXPECT_THROW(window(0), std::invalid_argument);
   EXPECT_EQ(check_window(8, "sync.window_chunks"), "");
