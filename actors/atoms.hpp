@@ -13,12 +13,12 @@
 //   node     -> monitor : (node_join_atom, wire_bytes node_join) -> (wire_bytes node_join_reply)
 //                         the handshake of a learner process (messages/control.hpp)
 //   learner  -> monitor : (leave_atom, wire_bytes leave_msg)
-//   learner  -> owner   : (push_atom, wire_bytes push_msg)
+//   learner  -> owner   : (push_atom, wire_bytes push_msg, uint64 seq)
 //   owner    -> learner : (ack_atom, wire_bytes push_ack)        a whole push was accepted
 //   learner  -> owner   : (pull_atom, wire_bytes pull_request)   the owner answers the sender
 //                                                                 with broadcast chunks (the
 //                                                                 evaluator pulls as learner -1)
-//   owner    -> learner : (broadcast_atom, wire_bytes broadcast_msg)
+//   owner    -> learner : (broadcast_atom, wire_bytes broadcast_msg, uint64 seq)
 //   owner    -> learner : (reject_atom, wire_bytes reject_msg)
 //   owner    -> monitor : (subscribe_atom, int32 fragment_id, actor owner)
 //   monitor  -> owner   : (live_atom, live_view)
@@ -36,7 +36,7 @@
 //   owner    -> learner : (query_atom, wire_bytes fragment_query)  rebuild: which version of
 //                                                                 this fragment do you hold?
 //   learner  -> owner   : (held_atom, wire_bytes fragment_held)    the answer
-//   learner  -> owner   : (copy_atom, wire_bytes broadcast_msg)    the value it holds, chunked
+//   learner  -> owner   : (copy_atom, wire_bytes broadcast_msg, seq)  the value it holds, chunked
 //                                                                 (a query with send_value)
 //   owner    -> owner   : (rebuild_atom, uint64 query_id)         the rebuild's bounded wait
 //   chunks under credit (actors/chunk_flow.hpp): push, copy and broadcast chunks also travel as

@@ -4,9 +4,9 @@
 // acks and rejections to learners, broadcasts to every live learner, the grace timer, the
 // "push"/"merge"/"broadcast" events, and restore from its checkpoint when respawned.
 //
-// Protocol (actors/atoms.hpp): receives (push_atom, bytes), (pull_atom, bytes pull_request),
+// Protocol (actors/atoms.hpp): receives (push_atom, bytes, seq), (pull_atom, bytes pull_request),
 // (live_atom, live_view), (grace_atom, timer_id); sends (ack_atom, bytes push_ack),
-// (reject_atom, bytes), (broadcast_atom, bytes); on start it sends (subscribe_atom, fragment,
+// (reject_atom, bytes), (broadcast_atom, bytes, seq); on start it sends (subscribe_atom, fragment,
 // self) to the health monitor. Event-based: it must stay responsive while learners compute.
 // Chunks travel under credit (actors/chunk_flow.hpp): pushes and copies arrive as (atom, bytes,
 // seq) and are credited with (credit_atom, seq) when taken; broadcasts leave as
