@@ -13,12 +13,12 @@
 //   node     -> monitor : (node_join_atom, wire_bytes node_join) -> (wire_bytes node_join_reply)
 //                         the handshake of a learner process (messages/control.hpp)
 //   learner  -> monitor : (leave_atom, wire_bytes leave_msg)
-//   learner  -> owner   : (push_atom, wire_bytes push_msg)
+//   learner  -> owner   : (push_atom, wire_bytes push_msg, uint64 seq)
 //   owner    -> learner : (ack_atom, wire_bytes push_ack)        a whole push was accepted
 //   learner  -> owner   : (pull_atom, wire_bytes pull_request)   the owner answers the sender
 //                                                                 with broadcast chunks (the
 //                                                                 evaluator pulls as learner -1)
-//   owner    -> learner : (broadcast_atom, wire_bytes broadcast_msg)
+//   owner    -> learner : (broadcast_atom, wire_bytes broadcast_msg, uint64 seq)
 //   owner    -> learner : (reject_atom, wire_bytes reject_msg)
 //   owner    -> monitor : (subscribe_atom, int32 fragment_id, actor owner)
 //   monitor  -> owner   : (live_atom, live_view)
@@ -48,9 +48,11 @@
 //   owner    -> learner : (query_atom, wire_bytes fragment_query)  rebuild: which version of
 //                                                                 this fragment do you hold?
 //   learner  -> owner   : (held_atom, wire_bytes fragment_held)    the answer
-//   learner  -> owner   : (copy_atom, wire_bytes broadcast_msg)    the value it holds, chunked
+//   learner  -> owner   : (copy_atom, wire_bytes broadcast_msg, seq)  the value it holds, chunked
 //                                                                 (a query with send_value)
 //   owner    -> owner   : (rebuild_atom, uint64 query_id)         the rebuild's bounded wait
+//   chunks under credit (actors/chunk_flow.hpp): push, copy and broadcast chunks also travel as
+//   (atom, wire_bytes, uint64 seq); the receiver answers each with (credit_atom, uint64 seq)
 //   operator -> monitor : (status_atom) -> std::string JSON       dd-node status
 //   anyone   -> owner   : (owner_status_atom) -> (uint64 version, size_t pending, double grace)
 //   operator -> monitor : (drain_atom, int32 learner) -> string   dd-node drain: stop that
@@ -152,5 +154,6 @@ CAF_ADD_ATOM(dd_actors, dd::atoms, query_atom, "dd_query")
 CAF_ADD_ATOM(dd_actors, dd::atoms, held_atom, "dd_held")
 CAF_ADD_ATOM(dd_actors, dd::atoms, copy_atom, "dd_copy")
 CAF_ADD_ATOM(dd_actors, dd::atoms, rebuild_atom, "dd_rebuild")
+CAF_ADD_ATOM(dd_actors, dd::atoms, credit_atom, "dd_credit")
 
 CAF_END_TYPE_ID_BLOCK(dd_actors)

@@ -15,6 +15,7 @@
 #include <caf/all.hpp>
 
 #include "actors/atoms.hpp"
+#include "actors/chunk_flow.hpp"
 #include "actors/run_log.hpp"
 #include "actors/supervisor.hpp"
 #include "runtime/eval.hpp"
@@ -204,7 +205,8 @@ evaluator_hdl::behavior_type evaluator(evaluator_actor* self,
         if (!s.in_round || s.round != round) return;
         ask_owners(self, *ctx);
       },
-      [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes) {
+      [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes, uint64_t seq) {
+        grant_credit(self, seq);  // taken: the owner may send the next chunk
         auto& s = self->state;
         if (!s.in_round) return;
         auto chunk = decode_broadcast(bytes);

@@ -85,25 +85,22 @@ void apply_effects(owner_actor* self, const owner_context& ctx, owner_effects fx
   for (const auto& chunk : fx.broadcast) bytes += chunk.size();
   auto held = std::move(st.held_broadcasts);
   st.held_broadcasts.clear();
+  // One shared message per chunk for every learner; each link sends under its own credit.
+  const auto shared = share_chunks(std::move(fx.broadcast));
   for (const auto& [id, handle] : st.learners) {
     broadcast_fault fate;
     if (ctx.faults != nullptr) fate = ctx.faults->on_broadcast(rec.fragment_id, id);
     if (fate.drop) continue;
     if (fate.reorder) {
-      st.held_broadcasts.emplace_back(handle, fx.broadcast);
+      st.held_broadcasts.emplace_back(handle, rec.version, shared);
       continue;
     }
     for (int copy = 0; copy < (fate.duplicate ? 2 : 1); ++copy)
-      for (const auto& chunk : fx.broadcast) {
-        if (fate.delay_s > 0)
-          self->delayed_send(handle, to_timespan(fate.delay_s), atoms::broadcast_atom_v, chunk);
-        else
-          self->send(handle, atoms::broadcast_atom_v, chunk);
-      }
+      flow_broadcast(self, st.flow, handle, shared, rec.version, fate.delay_s);
   }
   // Broadcasts held back by a reorder fault go out after this newer one.
-  for (const auto& [handle, chunks] : held)
-    for (const auto& chunk : chunks) self->send(handle, atoms::broadcast_atom_v, chunk);
+  for (const auto& [handle, version, chunks] : held)
+    flow_broadcast(self, st.flow, handle, chunks, version);
   if (ctx.log != nullptr) {
     nlohmann::json contributors = nlohmann::json::array();
     uint64_t tokens = 0;
@@ -291,11 +288,10 @@ void start_from_copy(owner_actor* self, const std::shared_ptr<const owner_contex
                      std::to_string(st.core->version()) + " (momentum reset)");
   }
   // Every live learner gets the rebuilt value (a learner holding it already applies nothing).
-  const auto chunks = st.core->current_value();
+  const auto chunks = share_chunks(st.core->current_value());
   if (rb.view)
     for (const auto& l : rb.view->learners)
-      if (l.handle)
-        for (const auto& chunk : chunks) self->send(l.handle, atoms::broadcast_atom_v, chunk);
+      flow_broadcast(self, st.flow, l.handle, chunks, st.core->version());
   start_serving(self, ctx, "");
 }
 
@@ -422,7 +418,9 @@ caf::behavior rebuilding(owner_actor* self, std::shared_ptr<const owner_context>
         r.answers[h->learner_id] = {sender, h->incarnation, h->have, h->version};
         if (r.fetching < 0 && all_answered(self, *ctx)) decide_rebuild(self, ctx);
       },
-      [=](atoms::copy_atom, const std::vector<uint8_t>& bytes) {
+      [=](atoms::credit_atom, uint64_t seq) { flow_credit(self, self->state.flow, seq); },
+      [=](atoms::copy_atom, const std::vector<uint8_t>& bytes, uint64_t seq) {
+        grant_credit(self, seq);
         auto& r = *self->state.rebuild;
         if (r.fetching < 0) return;
         auto chunk = decode_broadcast(bytes);
@@ -481,6 +479,10 @@ caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_cont
   kernels::backend_options bo;
   bo.threads = ctx->threads;
   st.backend = kernels::make_backend(ctx->backend, bo);
+  st.flow = chunk_flow(static_cast<size_t>(std::max(1, ctx->window_chunks)));
+  // The owner monitors only the peers it sends chunks to: a learner (or evaluator) that goes
+  // away frees its link.
+  self->set_down_handler([=](caf::down_msg& dm) { flow_down(self->state.flow, dm); });
   auto now_fn = [self] { return clock_seconds(self->clock().now()); };
   const auto& opts = ctx->options;
   const int32_t frag = opts.layout.fragment_id;
@@ -554,7 +556,9 @@ caf::behavior serving(owner_actor* self, std::shared_ptr<const owner_context> ct
         if (ctx->faults != nullptr && ctx->faults->on_owner(frag, self->state.core->version()))
           die_by_fault(self, *ctx);
       },
-      [=](atoms::push_atom, const std::vector<uint8_t>& bytes) {
+      [=](atoms::credit_atom, uint64_t seq) { flow_credit(self, self->state.flow, seq); },
+      [=](atoms::push_atom, const std::vector<uint8_t>& bytes, uint64_t seq) {
+        grant_credit(self, seq);  // taken: the learner may send its next chunk
         auto& s = self->state;
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
         auto out = s.core->on_push(bytes, clock_seconds(self->clock().now()));
@@ -572,8 +576,8 @@ caf::behavior serving(owner_actor* self, std::shared_ptr<const owner_context> ct
         } else if (out.what == status::rejected && sender) {
           self->send(sender, atoms::reject_atom_v, encode(*out.reject));
           if (out.send_current)
-            for (auto& chunk : s.core->current_value())
-              self->send(sender, atoms::broadcast_atom_v, std::move(chunk));
+            flow_broadcast(self, s.flow, sender, share_chunks(s.core->current_value()),
+                           s.core->version());
         }
         if (ctx->log != nullptr && (out.what == status::accepted || out.what == status::rejected)) {
           nlohmann::json j = {{"fragment", frag},
@@ -620,8 +624,9 @@ caf::behavior serving(owner_actor* self, std::shared_ptr<const owner_context> ct
         }
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
         if (!sender) return;
-        for (auto& chunk : self->state.core->current_value())
-          self->send(sender, atoms::broadcast_atom_v, std::move(chunk));
+        auto& s = self->state;
+        flow_broadcast(self, s.flow, sender, share_chunks(s.core->current_value()),
+                       s.core->version());
       },
       [=](atoms::live_atom, const live_view& view) {
         auto& s = self->state;
@@ -643,7 +648,7 @@ caf::behavior serving(owner_actor* self, std::shared_ptr<const owner_context> ct
       // wait timer of the rebuild): nothing to do.
       [=](atoms::rebuild_atom, uint64_t) {},
       [=](atoms::held_atom, const std::vector<uint8_t>&) {},
-      [=](atoms::copy_atom, const std::vector<uint8_t>&) {},
+      [=](atoms::copy_atom, const std::vector<uint8_t>&, uint64_t seq) { grant_credit(self, seq); },
       // Retry of a checkpoint that failed (cluster nodes): the current state, with backoff.
       [=](atoms::snapshot_atom, double backoff_s) {
         auto& s = self->state;

@@ -4,10 +4,13 @@
 // acks and rejections to learners, broadcasts to every live learner, the grace timer, the
 // "push"/"merge"/"broadcast" events, and restore from its checkpoint when respawned.
 //
-// Protocol (actors/atoms.hpp): receives (push_atom, bytes), (pull_atom, bytes pull_request),
+// Protocol (actors/atoms.hpp): receives (push_atom, bytes, seq), (pull_atom, bytes pull_request),
 // (live_atom, live_view), (grace_atom, timer_id); sends (ack_atom, bytes push_ack),
-// (reject_atom, bytes), (broadcast_atom, bytes); on start it sends (subscribe_atom, fragment,
+// (reject_atom, bytes), (broadcast_atom, bytes, seq); on start it sends (subscribe_atom, fragment,
 // self) to the health monitor. Event-based: it must stay responsive while learners compute.
+// Chunks travel under credit (actors/chunk_flow.hpp): pushes and copies arrive as (atom, bytes,
+// seq) and are credited with (credit_atom, seq) when taken; broadcasts leave as
+// (broadcast_atom, bytes, seq), at most `window_chunks` uncredited per learner.
 #pragma once
 
 #include <atomic>
@@ -17,6 +20,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <caf/actor.hpp>
@@ -24,6 +28,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/atoms.hpp"
+#include "actors/chunk_flow.hpp"
 #include "actors/fragment_owner_state.hpp"
 
 namespace dd::actors {
@@ -51,6 +56,8 @@ struct owner_context {
   /// Seconds a starting owner waits for the learners' answers (rebuild), on the actor clock.
   /// 0: never ask (restore from the checkpoint or start from `initial`, as before).
   double rebuild_wait_s = 5.0;
+  /// Chunks in flight per link (broadcast chunks to each learner), `sync.window_chunks`.
+  int window_chunks = policy::default_window_chunks;
   /// How many learners the run has; a resumed owner stops waiting once this many answered.
   size_t learners = 0;
   /// The highest version any incarnation of this owner published or started at (resume: the
@@ -64,9 +71,10 @@ struct owner_actor_state {
   std::unique_ptr<kernels::backend> backend;
   std::unique_ptr<fragment_owner_state> core;
   std::map<int32_t, caf::actor> learners;  ///< live learners' handles (broadcast targets)
-  /// Broadcasts held back by a live `reorder_broadcast` fault (learner, chunks): sent right
-  /// after the owner's next broadcast, so a newer version reaches the learner first.
-  std::vector<std::pair<caf::actor, std::vector<wire_bytes>>> held_broadcasts;
+  /// Broadcasts held back by a live `reorder_broadcast` fault (learner, version, chunks): sent
+  /// right after the owner's next broadcast, so a newer version reaches the learner first.
+  std::vector<std::tuple<caf::actor, uint64_t, std::vector<queued_chunk>>> held_broadcasts;
+  chunk_flow flow;  ///< broadcast chunks under credit, per learner (actors/chunk_flow.hpp)
   bool restored = false;
   bool checkpoint_retry_armed = false;  ///< a failed checkpoint will be written again (retry)
   /// While the owner rebuilds its value (see fragment_owner): what it has heard so far.

@@ -103,15 +103,13 @@ void finish(learner_actor* self, const learner_context& ctx) {
   self->quit(caf::exit_reason::normal);
 }
 
+/// Sends push chunks to `owner` under credit (actors/chunk_flow.hpp); `delay_s` > 0: late
+/// (fault injection).
 void send_chunks(learner_actor* self, const caf::actor& owner,
                  const std::vector<wire_bytes>& chunks, double delay_s) {
   if (!owner) return;
-  for (const auto& c : chunks) {
-    if (delay_s > 0)
-      self->delayed_send(owner, seconds_span(delay_s), atoms::push_atom_v, c);
-    else
-      self->send(owner, atoms::push_atom_v, c);
-  }
+  for (const auto& c : chunks)
+    flow_send(self, self->state.flow, make_chunk(owner, atoms::push_atom_v, c, delay_s));
 }
 
 /// True when `a` and `b` are the same actor object (a local actor, or one proxy). CAF's `==`
@@ -732,9 +730,21 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
   st.owners.resize(ctx->plan.fragments.size());
   st.jitter_rng = std::make_unique<rng>(derive_seed(ctx->trainer.seed, 0x6a6974ULL + st.id));
   st.monitor = ctx->current_monitor ? ctx->current_monitor() : ctx->monitor;
+  st.flow = chunk_flow(static_cast<size_t>(std::max(1, ctx->window_chunks)));
+  st.copies = chunk_flow(static_cast<size_t>(std::max(1, ctx->window_chunks)), uint64_t{1} << 62);
+  // The learner monitors only the peers it sends chunks to (an owner that goes away frees its
+  // link; unanswered pushes go to its successor from the owners_atom handler).
+  self->set_down_handler([=](caf::down_msg& dm) {
+    flow_down(self->state.flow, dm);
+    flow_down(self->state.copies, dm);
+  });
   initial_join(self, ctx, st.monitor);
   return {
       [=](atoms::step_atom) { on_step(self, *ctx); },
+      [=](atoms::credit_atom, uint64_t seq) {
+        flow_credit(self, self->state.flow, seq);  // an unknown number changes nothing
+        flow_credit(self, self->state.copies, seq);
+      },
       [=](atoms::progress_atom, const std::vector<uint8_t>& bytes) {
         auto& s = self->state;
         auto pm = decode_progress(bytes);
@@ -770,7 +780,8 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
         set_stepping(self, *ctx, true);
         schedule_step(self);
       },
-      [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes) {
+      [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes, uint64_t seq) {
+        grant_credit(self, seq);  // taken: the owner may send the next chunk
         on_broadcast(self, *ctx, bytes);
       },
       // An owner rebuilding its fragment asks which version we hold (and, with send_value, for
@@ -806,11 +817,14 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
         b.payload = encode_payload(payload_encoding::fp32, f.base.data(), f.base.size());
         b.payload_bytes = b.payload.size();
         b.merged = f.base_merged;
+        std::vector<wire_bytes> copy;
         if (b.payload.size() <= ctx->chunk_bytes) {
-          self->send(sender, atoms::copy_atom_v, encode(b));
+          copy.push_back(encode(b));
         } else if (auto chunks = split_broadcast(b, ctx->chunk_bytes); chunks) {
-          for (const auto& c : *chunks) self->send(sender, atoms::copy_atom_v, encode(c));
+          for (const auto& c : *chunks) copy.push_back(encode(c));
         }
+        for (auto& c : copy)
+          flow_send(self, s.copies, make_chunk(sender, atoms::copy_atom_v, std::move(c)));
         if (ctx->log != nullptr)
           ctx->log->emit(
               "fragment_copy_sent",

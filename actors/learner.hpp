@@ -29,6 +29,7 @@
 #include <caf/actor.hpp>
 #include <caf/stateful_actor.hpp>
 
+#include "actors/chunk_flow.hpp"
 #include "actors/policy/grace.hpp"
 #include "actors/policy/push_schedule.hpp"
 #include "messages/codec.hpp"
@@ -83,6 +84,8 @@ struct learner_context {
   bool rebase = false;
   payload_encoding wire = payload_encoding::fp32;
   size_t chunk_bytes = default_chunk_bytes;
+  /// Chunks in flight per link (push and copy chunks to each owner), `sync.window_chunks`.
+  int window_chunks = policy::default_window_chunks;
   /// Synchronous mode (K = M baselines): before step s + τ + 1 wait for the merge of a fragment
   /// pushed at step s; give up waiting after barrier_timeout_s.
   bool barrier = false;
@@ -166,6 +169,10 @@ struct learner_state {
   bool owners_stale = false;
   std::vector<learner_fragment> frags;
   chunk_assembler assembler;
+  chunk_flow flow;  ///< push chunks under credit, per owner (actors/chunk_flow.hpp)
+  /// Copy chunks (an owner's rebuild) under their own credit: a rebuilding owner leaves pushes
+  /// in its mailbox uncredited until it serves, so copies must not wait behind them.
+  chunk_flow copies;
   std::map<int32_t, inflight_push> unacked;
   std::deque<std::pair<int32_t, inflight_push>> queued;
   /// A push held back by a live `reorder_push` fault (fragment, chunks): sent right after the

@@ -6,7 +6,10 @@
 // middleman heartbeat and connection timeout (a SIGSTOPped or partitioned peer is otherwise never
 // noticed: CAF's defaults are 0 = off), sets the app identifier "decoupled-diloco/<protocol
 // version>" (a peer of another version is refused at CAF's handshake), and silences CAF's
-// console logger. Build it before the actor_system; not thread-safe (a config is a value).
+// console logger. With the middleman it also fixes glibc's mmap threshold at 1 MiB, process-wide,
+// so freed chunk buffers leave the process (node_config.cpp; DD_MMAP_THRESHOLD=0 in the
+// environment keeps glibc's default). Build it before the actor_system; not thread-safe (a
+// config is a value).
 #pragma once
 
 #include <cstdint>

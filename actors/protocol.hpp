@@ -64,7 +64,7 @@ using supervisor_hdl = caf::typed_actor<
 /// periodic evaluation, the global-step poll, and a round's pull timeout.
 using evaluator_hdl =
     caf::typed_actor<caf::replies_to<atoms::final_eval_atom>::with<double, uint64_t>,
-                     caf::reacts_to<atoms::broadcast_atom, std::vector<uint8_t>>,
+                     caf::reacts_to<atoms::broadcast_atom, std::vector<uint8_t>, uint64_t>,
                      caf::reacts_to<atoms::eval_atom>, caf::reacts_to<atoms::step_poll_atom>,
                      caf::reacts_to<atoms::round_timeout_atom, uint64_t>>;
 

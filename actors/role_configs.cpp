@@ -44,6 +44,7 @@ std::shared_ptr<const learner_context> make_learner_context(
   c->sync_interval = e.sync.interval;
   c->overlap = e.sync.overlap;
   c->max_inflight = e.sync.max_inflight;
+  c->window_chunks = e.sync.window_chunks;
   c->mixing_alpha = e.outer.mixing_alpha;
   c->rebase = e.outer.apply == config::apply_kind::rebase;
   c->wire = to_encoding(e.sync.wire);

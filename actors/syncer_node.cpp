@@ -76,6 +76,7 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, cluste
     // resumed one also for the learners to rejoin (their nodes retry with backoff, ≤ 5 s under
     // dd-node launch, ≤ 15 s by hand).
     c->rebuild_wait_s = e.checkpoint.rebuild_wait_seconds;
+    c->window_chunks = e.sync.window_chunks;
     if (auto it = setup.resume_versions.find(p); it != setup.resume_versions.end())
       c->highest_version = it->second;
     std::shared_ptr<const owner_context> cc = c;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "actors/policy/admission.hpp"
+#include "actors/policy/credit_window.hpp"
 #include "actors/policy/grace.hpp"
 #include "actors/policy/push_schedule.hpp"
 #include "actors/policy/quorum.hpp"

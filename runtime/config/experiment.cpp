@@ -105,6 +105,7 @@ nlohmann::json to_json(const experiment& e) {
                {"interval", e.sync.interval},
                {"overlap", e.sync.overlap},
                {"max_inflight", e.sync.max_inflight},
+               {"window_chunks", e.sync.window_chunks},
                {"push_clock", to_string(e.push_clock())},
                {"min_quorum", k},
                {"grace",

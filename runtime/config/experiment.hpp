@@ -231,6 +231,9 @@ struct sync_config {
   int interval = 24;                                                   ///< H, inner steps
   int overlap = 2;                                                     ///< τ, inner steps
   int max_inflight = 2;  ///< queued pushes per learner
+  /// Credit window: chunks in flight per link (learner -> owner pushes, owner -> learner
+  /// broadcasts), 1..1024; the same as dd::policy::default_window_chunks.
+  int window_chunks = 8;
   /// What the push schedule counts; unset: experiment::push_clock() decides by K.
   std::optional<schedule_clock> push_clock;
   quorum min_quorum;                     ///< K

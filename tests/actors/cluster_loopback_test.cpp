@@ -347,7 +347,7 @@ TEST(cluster_loopback, two_nodes_over_real_tcp_carry_every_message_kind_and_keep
     const std::vector<float> three{1.0f, 2.0f, 3.0f};
     bogus.payload = encode_payload(payload_encoding::fp32, three.data(), three.size());
     bogus.payload_bytes = bogus.payload.size();
-    self->send(owners[0], atoms::push_atom_v, encode(bogus));
+    self->send(owners[0], atoms::push_atom_v, encode(bogus), uint64_t{0});
     self->receive([&](atoms::reject_atom, const std::vector<uint8_t>&) { refused = true; },
                   caf::after(std::chrono::seconds(5)) >> [] {});
     // Drain learner 1 (dd-node drain learner:1): it stops at its next step and leaves.

@@ -190,15 +190,15 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
     p.total_elements = 3;  // wrong shape
     p.payload_bytes = 12;
     p.payload.assign(12, 0);
-    self->send(owners[0], dd::atoms::push_atom_v, dd::encode(p));
+    self->send(owners[0], dd::atoms::push_atom_v, dd::encode(p), uint64_t{0});
     self->request(*monitor, std::chrono::seconds(5), dd::atoms::status_atom_v)
         .receive([&](const std::string&) {}, [&](caf::error&) {});
     p.learner_id = 7;  // unknown learner
     p.transfer_id = 900002;
-    self->send(owners[0], dd::atoms::push_atom_v, dd::encode(p));
+    self->send(owners[0], dd::atoms::push_atom_v, dd::encode(p), uint64_t{0});
     auto bytes = dd::encode(p);
     bytes[16] = 1 ^ 9;  // schemaVersion 9
-    self->send(owners[0], dd::atoms::push_atom_v, bytes);
+    self->send(owners[0], dd::atoms::push_atom_v, bytes, uint64_t{0});
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   EXPECT_EQ(::kill(syncer, 0), 0) << "the syncer died";

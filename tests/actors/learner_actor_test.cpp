@@ -136,7 +136,8 @@ TEST_F(learner_actor_test, bad_broadcasts_and_rejects_are_logged_and_change_noth
   const uint64_t version_before = actor().state.frags.at(0).base_version;
 
   // 1. Bytes that are no Envelope at all.
-  caf::anon_send(learner_handle, atoms::broadcast_atom_v, std::vector<uint8_t>{1, 2, 3, 4});
+  caf::anon_send(learner_handle, atoms::broadcast_atom_v, std::vector<uint8_t>{1, 2, 3, 4},
+                 uint64_t{0});
   // 2. A well-formed broadcast of fragment 7 (the plan has one fragment).
   const size_t n = plan.fragments.at(0).numel;
   broadcast_msg b;
@@ -146,13 +147,13 @@ TEST_F(learner_actor_test, bad_broadcasts_and_rejects_are_logged_and_change_noth
   b.total_elements = n;
   b.payload = encode_payload(payload_encoding::fp32, before.data(), n);
   b.payload_bytes = b.payload.size();
-  caf::anon_send(learner_handle, atoms::broadcast_atom_v, encode(b));
+  caf::anon_send(learner_handle, atoms::broadcast_atom_v, encode(b), uint64_t{0});
   // 3. Fragment 0 with a payload of the wrong size (one element short).
   b.fragment_id = 0;
   b.total_elements = n - 1;
   b.payload = encode_payload(payload_encoding::fp32, before.data(), n - 1);
   b.payload_bytes = b.payload.size();
-  caf::anon_send(learner_handle, atoms::broadcast_atom_v, encode(b));
+  caf::anon_send(learner_handle, atoms::broadcast_atom_v, encode(b), uint64_t{0});
   // 4. A rejection that does not decode.
   caf::anon_send(learner_handle, atoms::reject_atom_v, std::vector<uint8_t>{9, 9, 9});
   env.run();  // handled now, before the next step (no time passes)

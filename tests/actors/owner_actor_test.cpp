@@ -42,14 +42,15 @@ struct probe_log {
   std::vector<merged_push> copy_merged;
   int queries = 0;
   int copies_sent = 0;
-  int32_t id = 0;  ///< the learner id it answers as
+  int credits_granted = 0;  ///< broadcast chunks received under credit (and credited)
+  int32_t id = 0;           ///< the learner id it answers as
 };
 
 /// A stand-in learner: forwards pushes to an owner as itself and records what comes back.
 caf::behavior probe(caf::event_based_actor* self, std::shared_ptr<probe_log> log) {
   return {
       [=](caf::forward_atom, const caf::actor& owner, const std::vector<uint8_t>& bytes) {
-        self->send(owner, atoms::push_atom_v, bytes);
+        self->send(owner, atoms::push_atom_v, bytes, uint64_t{0});  // seq 0: no credit
       },
       [=](caf::forward_atom, const caf::actor& owner, atoms::pull_atom,
           const std::vector<uint8_t>& bytes) { self->send(owner, atoms::pull_atom_v, bytes); },
@@ -63,6 +64,14 @@ caf::behavior probe(caf::event_based_actor* self, std::shared_ptr<probe_log> log
         log->acks.push_back(*a);
       },
       [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes) {
+        auto b = decode_broadcast(bytes);
+        if (b) log->broadcasts.push_back(*b);
+      },
+      // Under credit (actors/chunk_flow.hpp): take the chunk, grant the credit back.
+      [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes, uint64_t seq) {
+        log->credits_granted += 1;
+        if (auto to = caf::actor_cast<caf::actor>(self->current_sender()))
+          self->send(to, atoms::credit_atom_v, seq);
         auto b = decode_broadcast(bytes);
         if (b) log->broadcasts.push_back(*b);
       },
@@ -95,7 +104,7 @@ caf::behavior probe(caf::event_based_actor* self, std::shared_ptr<probe_log> log
                                    log->copy->second.size());
         b.payload_bytes = b.payload.size();
         b.merged = log->copy_merged;
-        self->send(sender, atoms::copy_atom_v, encode(b));
+        self->send(sender, atoms::copy_atom_v, encode(b), uint64_t{0});
         log->copies_sent += 1;
       },
   };

@@ -37,6 +37,7 @@ const bad_case k_bad[] = {
      "directory, then the current directory)"},
     {"missing_data.lua", 2, "data.file", "required key is missing: name the training text file"},
     {"zero_learners.lua", 4, "learners.count", "0 is out of range: must be in [1, 4096]"},
+    {"zero_window.lua", 4, "sync.window_chunks", "0 is out of range: must be in [1, 1024]"},
     {"two_budgets.lua", 4, "budget",
      "give exactly one of tokens, steps or seconds (got steps and seconds)"},
     {"speed_count.lua", 6, "learners.speed", "has 3 entries but learners.count is 4"},

@@ -83,6 +83,7 @@ TEST(ConfigExamples, DataOnlyFileGetsAlgorithmDefaults) {
   EXPECT_EQ(e.sync.interval, 24);
   EXPECT_EQ(e.sync.overlap, 2);
   EXPECT_EQ(e.sync.max_inflight, 2);
+  EXPECT_EQ(e.sync.window_chunks, 8);  // dd::policy::default_window_chunks
   EXPECT_FALSE(e.sync.push_clock.has_value());
   EXPECT_EQ(e.push_clock(), schedule_clock::global);  // K = 1 < M
   EXPECT_EQ(e.restart.max_restarts, 5);

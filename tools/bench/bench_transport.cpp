@@ -6,14 +6,16 @@
 // acknowledgement received; MiB/s = 2^20 bytes of fragment payload per second):
 //  1. Push: one fragment (--size-mb, default 64 MiB = 16 Mi float32, encoded fp32) split by
 //     dd::split_push into push_msg chunks (--chunk-bytes, default 4 MiB), each encoded with
-//     dd::encode and sent as (push_atom, wire_bytes) from a "learner" actor system (this process)
+//     dd::encode and sent as (push_atom, wire_bytes, seq) from a "learner" actor system (this
+//     process)
 //     to a "syncer" actor system in a child process (fork + exec of this binary, so the two do not
 //     share a scheduler or a heap) over CAF's middleman on 127.0.0.1. Both systems use the
 //     project's dd::actors::node_config (middleman, heartbeat and connection timeout on, app
-//     identifier, type-ID block). Credit-based flow control: at most --window chunks (default 4)
-//     unacknowledged; the syncer decodes each chunk, feeds it to a dd::chunk_assembler and
-//     answers (ack_atom, learner, chunk index), then (finished_atom, learner) once the transfer is
-//     whole.
+//     identifier, type-ID block). Credit-based flow control is the runtime's own
+//     (actors/chunk_flow.hpp, policy::credit_window): at most --window chunks (default 8, the
+//     runtime's default sync.window_chunks) uncredited per link; the syncer grants
+//     (credit_atom, seq) as it takes each chunk, decodes it, feeds it to a dd::chunk_assembler,
+//     and sends (finished_atom, learner) once the transfer is whole.
 //  2. Broadcast: the same fragment as broadcast_msg chunks (dd::split_broadcast) from this process
 //     to --learners receiver processes (default 4, one actor system each), the same window per
 //     learner, all learners served at once. Aggregate MiB/s = learners × fragment / time.
@@ -84,6 +86,7 @@
 #include <fmt/format.h>
 
 #include "actors/atoms.hpp"
+#include "actors/chunk_flow.hpp"
 #include "actors/node_config.hpp"
 #include "messages/codec.hpp"
 #include "util/parse.hpp"
@@ -144,7 +147,7 @@ uint64_t mem_available_kb() {
 struct options {
   size_t size_mib = 64;
   size_t chunk_bytes = dd::default_chunk_bytes;
-  int window = 4;
+  int window = dd::policy::default_window_chunks;
   int repeats = 5;
   int warmup = 1;
   int learners = 4;
@@ -164,7 +167,7 @@ void usage(FILE* to) {
       "transfer options:\n"
       "  --size-mb N         fragment size in MiB of fp32 (default 64 = 16 Mi floats)\n"
       "  --chunk-bytes B     payload bytes per chunk (default 4194304; 4096..268435456)\n"
-      "  --window W          chunks unacknowledged per receiver (default 4; 1..1024)\n"
+      "  --window W          chunks uncredited per link (default 8 = sync.window_chunks; 1..1024)\n"
       "  --repeats R         measured rounds (default 5)\n"
       "  --warmup N          unmeasured rounds first (default 1)\n"
       "  --learners N        broadcast receivers, one process each (default 4; 1..16)\n"
@@ -579,9 +582,9 @@ struct recv_state {
   dd::chunk_assembler assembler;
 };
 
-/// Decodes each chunk, feeds it to the assembler, acks it to the sender, and says finished_atom
-/// when a transfer is whole. A chunk that does not decode or assemble gets (reject_atom, learner,
-/// chunk index).
+/// Grants credit for each chunk as it takes it (as the runtime's owner and learner do), decodes
+/// it, feeds it to the assembler, and says finished_atom when a transfer is whole. A chunk that does
+/// not decode or assemble gets (reject_atom, learner, idx).
 caf::behavior mm_receiver(caf::stateful_actor<recv_state>* self, recv_counters* counters,
                           int32_t learner, dd::chunk_limits cl, dd::decode_limits dl) {
   self->state.assembler = dd::chunk_assembler{cl};
@@ -603,17 +606,18 @@ caf::behavior mm_receiver(caf::stateful_actor<recv_state>* self, recv_counters* 
       self->send(to, atoms::reject_atom_v, learner, idx);
       return;
     }
-    self->send(to, atoms::ack_atom_v, learner, idx);
     if (r->has_value()) {  // the whole fragment; dropped here (a syncer would merge it)
       counters->completed++;
       self->send(to, atoms::finished_atom_v, learner);
     }
   };
   return {
-      [=](atoms::push_atom, const wire_bytes& b) {
+      [=](atoms::push_atom, const wire_bytes& b, uint64_t seq) {
+        dd::actors::grant_credit(self, seq);
         on_chunk(dd::decode_push(b.data(), b.size(), dl));
       },
-      [=](atoms::broadcast_atom, const wire_bytes& b) {
+      [=](atoms::broadcast_atom, const wire_bytes& b, uint64_t seq) {
+        dd::actors::grant_credit(self, seq);
         on_chunk(dd::decode_broadcast(b.data(), b.size(), dl));
       },
       [=](atoms::status_atom) { return int32_t{1}; },  // liveness probe
@@ -749,36 +753,37 @@ int child_main(int argc, char** argv) {
 // ---- the middleman sender ----------------------------------------------------------------------
 
 struct sender_state {
-  std::vector<size_t> next;  // per peer: the next chunk to send
-  std::vector<size_t> acked;
+  dd::actors::chunk_flow flow;
   size_t done = 0;
   bool finished = false;
   double t0 = 0.0;
   caf::response_promise rp;
 };
 
-/// Sends `msgs` (each a complete (atom, wire_bytes) message) to every peer, at most `window`
-/// unacknowledged per peer; answers the (step_atom) request with the seconds from the first send
-/// to the last peer's finished_atom.
+using chunk_list = std::vector<dd::actors::queued_chunk>;
+
+/// Queues `msgs` (each a complete (atom, wire_bytes) message, shared by all peers) for every
+/// peer under the runtime's credit-based flow control (dd::actors::flow_send / flow_credit, at
+/// most `window` uncredited chunks per peer); answers the (step_atom) request with the seconds
+/// from the first send to the last peer's finished_atom.
 caf::behavior mm_sender(caf::stateful_actor<sender_state>* self, std::vector<caf::actor> peers,
-                        std::shared_ptr<const std::vector<caf::message>> msgs, size_t window) {
+                        std::shared_ptr<const chunk_list> msgs, size_t window) {
+  self->state.flow = dd::actors::chunk_flow(window);
+  self->set_down_handler([=](caf::down_msg& dm) { dd::actors::flow_down(self->state.flow, dm); });
   return {
       [=](atoms::step_atom) {
         auto& s = self->state;
         s.rp = self->make_response_promise();
-        s.next.assign(peers.size(), 0);
-        s.acked.assign(peers.size(), 0);
         s.t0 = now();
-        for (size_t p = 0; p < peers.size(); ++p)
-          while (s.next[p] < msgs->size() && s.next[p] < window)
-            self->send(peers[p], (*msgs)[s.next[p]++]);
+        for (const auto& peer : peers)
+          for (const auto& m : *msgs) {
+            auto c = m;
+            c.dest = peer;
+            dd::actors::flow_send(self, s.flow, std::move(c));
+          }
       },
-      [=](atoms::ack_atom, int32_t learner, uint32_t) {
-        auto& s = self->state;
-        const auto p = static_cast<size_t>(learner);
-        if (p >= peers.size() || s.finished) return;
-        ++s.acked[p];
-        if (s.next[p] < msgs->size()) self->send(peers[p], (*msgs)[s.next[p]++]);
+      [=](atoms::credit_atom, uint64_t seq) {
+        dd::actors::flow_credit(self, self->state.flow, seq);
       },
       [=](atoms::finished_atom, int32_t learner) {
         auto& s = self->state;
@@ -802,7 +807,7 @@ caf::behavior mm_sender(caf::stateful_actor<sender_state>* self, std::vector<caf
 }
 
 double run_mm(caf::actor_system& sys, const std::vector<caf::actor>& peers,
-              std::shared_ptr<const std::vector<caf::message>> msgs, size_t window) {
+              std::shared_ptr<const chunk_list> msgs, size_t window) {
   caf::scoped_actor self{sys};
   auto snd = sys.spawn(mm_sender, peers, std::move(msgs), window);
   double seconds = -1;
@@ -906,9 +911,9 @@ std::vector<wire_bytes> encode_broadcast(const std::vector<float>& frag, uint64_
 }
 
 template <class Atom>
-std::shared_ptr<const std::vector<caf::message>> as_messages(Atom atom, std::vector<wire_bytes> w) {
-  auto out = std::make_shared<std::vector<caf::message>>();
-  for (auto& b : w) out->push_back(caf::make_message(atom, std::move(b)));
+std::shared_ptr<const chunk_list> as_messages(Atom atom, std::vector<wire_bytes> w) {
+  auto out = std::make_shared<chunk_list>();
+  for (auto& b : w) out->push_back(dd::actors::make_chunk(caf::actor{}, atom, std::move(b)));
   return out;
 }
 
