@@ -219,14 +219,29 @@ std::vector<uint8_t> from_hex(const std::string& s) {
 
 void save_record(monitor_actor* self, const monitor_context& ctx) {
   if (ctx.record_path.empty()) return;
-  self->state.last_record_s = now_s(self);
-  const std::string text = monitor_record(self->state, now_s(self)).dump() + "\n";
+  auto& s = self->state;
+  const double now = now_s(self);
+  s.last_record_s = now;
+  const std::string text = monitor_record(s, now).dump() + "\n";
   auto st = write_file_atomic(ctx.record_path, reinterpret_cast<const uint8_t*>(text.data()),
                               text.size());
-  if (!st && ctx.log != nullptr) {
-    ctx.log->emit("failure", {{"what", "monitor_record"}, {"error", st.error().message}});
-    ctx.log->warn("health monitor: cannot write its record: " + st.error().message);
+  if (ctx.log == nullptr) return;
+  if (st) {
+    if (s.record_failing) ctx.log->write_recovered(ctx.record_path);
+    s.record_failing = false;
+    return;
   }
+  const std::string msg = "health monitor: cannot write its record: " + st.error().message;
+  ctx.log->emit("failure", {{"what", "monitor_record"}, {"error", st.error().message}});
+  if (!ctx.log->retry_writes()) {  // dd-node run: the run ends, naming the file
+    ctx.log->write_failed(msg);
+    return;
+  }
+  // A cluster node goes on, degraded, and tries again with backoff (0.5 s doubling to 10 s).
+  s.record_backoff_s = s.record_failing ? std::min(10.0, s.record_backoff_s * 2) : 0.5;
+  s.record_failing = true;
+  s.record_retry_s = now + s.record_backoff_s;
+  ctx.log->write_trouble(ctx.record_path, msg);
 }
 
 }  // namespace
@@ -277,14 +292,9 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
   drop_unexpected(self, ctx->log, "health monitor");
   self->state.owners.resize(static_cast<size_t>(std::max(ctx->fragments, 0)));
   if (!ctx->loss_path.empty()) {
-    auto f = std::make_shared<util::append_file>();
-    const bool fresh = !std::ifstream(ctx->loss_path).good();
-    if (auto st = f->open(ctx->loss_path, false); st) {
-      if (fresh) f->append("wall_time,learner,incarnation,step,tokens,loss,lr\n");
-      self->state.loss_csv = f;
-    } else if (ctx->log != nullptr) {
-      ctx->log->emit("failure", {{"what", "loss_csv"}, {"error", st.message}});
-    }
+    self->state.loss_csv = std::make_shared<retried_lines>(
+        ctx->log, ctx->loss_path, "wall_time,learner,incarnation,step,tokens,loss,lr\n");
+    self->state.loss_csv->append("");  // the header now (or its failure reported)
   }
   self->state.started_s = now_s(self);
   if (!ctx->restored_record.is_null()) {
@@ -478,10 +488,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           const std::string row = fmt::format(
               "{:.3f},{},{},{},{},{:.6f},{:.6g}\n", unix_now(), hb->learner_id, r.incarnation,
               hb->step, r.tokens_before + r.tokens_this_incarnation, hb->loss, hb->lr);
-          if (auto w = st.loss_csv->append(row); !w && ctx->log != nullptr) {
-            ctx->log->emit("failure", {{"what", "loss_csv"}, {"error", w.message}});
-            st.loss_csv.reset();
-          }
+          st.loss_csv->append(row);
         }
         if (ctx->remote_learners && ctx->log != nullptr) {
           const uint64_t toks = r.tokens_before + r.tokens_this_incarnation;
@@ -550,23 +557,11 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
             return false;  // not a node name we write a file for
         auto& f = self->state.forwarded[node];
-        if (!f) {
-          f = std::make_shared<util::append_file>();
-          util::make_dirs(ctx->forward_dir);
-          if (auto st = f->open(ctx->forward_dir + "/" + node + ".events.jsonl", false); !st) {
-            if (ctx->log != nullptr)
-              ctx->log->emit("failure", {{"what", "forwarded_events"}, {"error", st.message}});
-            return false;
-          }
-        }
+        if (!f)  // (it makes forward_dir when it first writes)
+          f = std::make_shared<retried_lines>(ctx->log,
+                                              ctx->forward_dir + "/" + node + ".events.jsonl");
         // Whole lines only: a line cut by the sender's cap is dropped with its tail.
-        size_t start = 0;
-        while (start < lines.size()) {
-          const auto nl = lines.find('\n', start);
-          if (nl == std::string::npos) break;
-          f->append(std::string_view(lines).substr(start, nl - start + 1));
-          start = nl + 1;
-        }
+        f->append(lines);
         return true;
       },
       [=](atoms::drain_atom, int32_t id) -> std::string {
@@ -672,8 +667,13 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           if (handle) self->send_exit(handle, caf::exit_reason::kill);
         }
         publish(self, false);
-        if (!ctx->record_path.empty() && now - st.last_record_s >= ctx->record_every_s)
+        if (!ctx->record_path.empty() &&
+            (st.record_failing ? now >= st.record_retry_s
+                               : now - st.last_record_s >= ctx->record_every_s))
           save_record(self, *ctx);
+        // Lines of a file whose write failed: again once their backoff expired.
+        if (st.loss_csv) st.loss_csv->retry();
+        for (auto& [node, f] : st.forwarded) f->retry();
         self->delayed_send(self,
                            std::chrono::milliseconds(static_cast<int64_t>(ctx->tick_s * 1000)),
                            atoms::lease_atom_v);

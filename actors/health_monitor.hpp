@@ -40,6 +40,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/protocol.hpp"
+#include "actors/run_log.hpp"
 #include "util/files.hpp"
 
 namespace dd::actors {
@@ -99,6 +100,9 @@ struct monitor_context {
   /// wall_time,learner,incarnation,step,tokens,loss,lr (wall_time: Unix seconds when the
   /// monitor recorded it; tokens: the learner's total over its incarnations; loss: that step's
   /// training loss, nats/token; lr: the learning rate it applied). Empty = not written.
+  /// A failed write of any of these three files (record_path, forward_dir's files, loss_path)
+  /// is handled as `log` says for the node: retried with backoff and reported `degraded`
+  /// (cluster nodes, run_log::set_retry_writes), or the end of the run (`dd-node run`).
   std::string loss_path;
   double record_every_s = 2.0;
   nlohmann::json restored_record;
@@ -146,8 +150,12 @@ struct monitor_state {
   /// `training_seconds`), and when this part's monitor started (its clock, seconds).
   double seconds_before = 0.0;
   double started_s = 0.0;
-  std::map<std::string, std::shared_ptr<util::append_file>> forwarded;  ///< per node
-  std::shared_ptr<util::append_file> loss_csv;
+  /// Per node: its forwarded event lines (retried on a failed write, see run_log.hpp).
+  std::map<std::string, std::shared_ptr<retried_lines>> forwarded;
+  std::shared_ptr<retried_lines> loss_csv;
+  /// monitor.json failed to be written: the next try (monitor clock, seconds) and its backoff.
+  bool record_failing = false;
+  double record_retry_s = 0.0, record_backoff_s = 0.5;
   static inline const char* name = "health_monitor";
 };
 

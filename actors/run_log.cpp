@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <stdexcept>
 
 namespace dd::actors {
@@ -288,6 +289,68 @@ void run_log::integrate_locked(double now) {
     if (s.stepping) ++stepping;
   counters_.observed_s += dt;
   if (stepping >= needed_) counters_.uptime_s += dt;
+}
+
+retried_lines::retried_lines(run_log* log, std::string path, std::string header)
+    : log_(log), path_(std::move(path)) {
+  std::error_code ec;
+  if (!header.empty() && !std::filesystem::exists(path_, ec)) pending_ = std::move(header);
+}
+
+void retried_lines::append(std::string_view lines) {
+  if (dead_) return;
+  const size_t end = lines.rfind('\n');
+  if (end != std::string_view::npos) {
+    if (pending_.size() + end + 1 <= (size_t{8} << 20))
+      pending_.append(lines.substr(0, end + 1));
+    else
+      ++dropped_;
+  }
+  if (!pending_.empty()) flush();
+}
+
+void retried_lines::retry() {
+  if (!dead_ && failing_) flush();
+}
+
+void retried_lines::flush() {
+  const double now = log_ != nullptr ? log_->now() : 0.0;
+  if (failing_ && now < next_retry_s_) return;
+  util::io_status st;
+  if (!out_.is_open()) {
+    // Its directory too (a learner node's forwarded file lives in nodes/, made at first use).
+    const std::string dir = std::filesystem::path(path_).parent_path().string();
+    if (!dir.empty()) st = util::make_dirs(dir);
+    if (st) st = out_.open(path_, false);
+  }
+  while (st && !pending_.empty()) {
+    const size_t nl = pending_.find('\n');
+    st = out_.append(std::string_view(pending_).substr(0, nl + 1));
+    if (st) pending_.erase(0, nl + 1);
+  }
+  if (!st) {
+    if (log_ == nullptr) return;
+    if (!log_->retry_writes()) {  // dd-node run: the run ends, naming the file
+      dead_ = true;
+      pending_.clear();
+      log_->write_failed(st.message);
+      return;
+    }
+    backoff_s_ = failing_ ? std::min(10.0, backoff_s_ * 2) : 0.5;
+    failing_ = true;
+    next_retry_s_ = now + backoff_s_;
+    log_->write_trouble(path_, st.message);
+    return;
+  }
+  if (failing_ && log_ != nullptr) {
+    failing_ = false;
+    if (dropped_ > 0) {
+      const std::string what =
+          std::to_string(dropped_) + " appends of lines dropped while writes failed";
+      log_->update([&](run_counters& c) { c.degraded[path_] = what; });
+    }
+    log_->write_recovered(path_);
+  }
 }
 
 }  // namespace dd::actors

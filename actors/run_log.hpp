@@ -14,6 +14,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -183,6 +184,38 @@ class run_log {
   bool started_ = false;
   size_t expected_learners_ = 0;
   std::map<int32_t, bool> finished_;  // integration starts when the first learner starts stepping
+};
+
+/// A file of whole lines that a node appends to besides events.jsonl (the syncer's
+/// learner_loss.csv and its learner nodes' forwarded <node>.events.jsonl), with `log`'s rule for
+/// a failed write. In retry mode (run_log::set_retry_writes: cluster nodes) lines that cannot be
+/// written are kept (at most 8 MiB; beyond that dropped and counted in `degraded`) and written
+/// again in order with backoff (0.5 s doubling to 10 s, on the next append() or retry()); the
+/// file is reported through run_log::write_trouble (stderr, `degraded` naming it, counted by
+/// failing_for_s() toward checkpoint.max_failing_seconds) and write_recovered. Otherwise
+/// (`dd-node run`) the first failure is run_log::write_failed (the run ends, naming the file)
+/// and nothing more is written. Not thread-safe: one owner (an actor) calls it.
+class retried_lines {
+ public:
+  /// `header`: a first line written when the file does not exist yet (empty: none).
+  retried_lines(run_log* log, std::string path, std::string header = {});
+  /// Appends `lines` (each ending in '\n'; a cut-off last line is dropped).
+  void append(std::string_view lines);
+  /// Writes kept lines when their backoff has expired (call it now and then).
+  void retry();
+  const std::string& path() const { return path_; }
+  /// Lines kept because their write failed, bytes.
+  size_t pending_bytes() const { return pending_.size(); }
+
+ private:
+  void flush();
+  run_log* log_;
+  std::string path_;
+  util::append_file out_;
+  std::string pending_;
+  uint64_t dropped_ = 0;
+  bool failing_ = false, dead_ = false;
+  double next_retry_s_ = 0.0, backoff_s_ = 0.5;
 };
 
 }  // namespace dd::actors

@@ -41,6 +41,7 @@ bool write_all(int fd, const char* p, std::size_t n) {
   return true;
 }
 
+#ifndef DD_CHILD_SANITIZED  // (a sanitized child sets no RLIMIT_AS: see run_in_child)
 /// Address space in use now, bytes (first field of /proc/self/statm, in pages); 0 if unknown.
 std::size_t address_space_now() {
   const int fd = ::open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
@@ -54,6 +55,7 @@ std::size_t address_space_now() {
     pages = pages * 10 + static_cast<std::size_t>(buf[i] - '0');
   return pages * static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 }
+#endif
 
 /// The child's side: limits, work, hand back, _exit. Never returns.
 [[noreturn]] void child_main(int out, volatile int* progress,

@@ -69,8 +69,10 @@ struct load_options {
   /// the error names the file, the line it had reached and the limit. `--script-timeout S`.
   double script_timeout = 10.0;
   /// Evaluate the script and the --set expressions in the calling process instead of the
-  /// child (no wall-clock guard; the memory and instruction caps still apply). Only for the
-  /// fuzz target tests/fuzz/config_fuzz.cpp; dd-node never sets it.
+  /// child (the memory and instruction caps still apply; script_timeout is checked only
+  /// between Lua instructions, so one long library call or a __gc finalizer is not stopped:
+  /// see detail::sandbox_limits::in_process). Only for the fuzz target
+  /// tests/fuzz/config_fuzz.cpp; dd-node never sets it.
   bool evaluate_in_process = false;
 };
 

@@ -13,6 +13,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -246,10 +247,12 @@ TEST_F(full_disk, dd_node_syncer_retries_marks_degraded_and_gives_up_after_the_l
     const int port = free_port();
     ASSERT_GT(port, 0);
     const std::string addr = "127.0.0.1:" + std::to_string(port);
-    const pid_t syncer =
-        start(work, "syncer",
-              {DD_NODE_BIN, "syncer", "tiny.lua", "--listen", addr, "--run-dir", run_dir.string(),
-               "--progress", "0", "--set", "checkpoint.max_failing_seconds=4"});
+    const pid_t syncer = start(
+        work, "syncer",
+        {DD_NODE_BIN, "syncer", "tiny.lua", "--listen", addr, "--run-dir", run_dir.string(),
+         "--progress", "0", "--set",
+         // Space comes back only once every file below has failed: not before the limit.
+         recovers ? "checkpoint.max_failing_seconds=60" : "checkpoint.max_failing_seconds=4"});
     const pid_t learner =
         start(work, "learner",
               {DD_NODE_BIN, "learner", "--join", addr, "--learners", "2", "--threads", "1",
@@ -261,6 +264,20 @@ TEST_F(full_disk, dd_node_syncer_retries_marks_degraded_and_gives_up_after_the_l
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }
     EXPECT_TRUE(retrying) << read_text(work / "syncer.err");
+    // Not only events.jsonl and the checkpoints: the monitor's record, the loss CSV and the
+    // learner node's forwarded events fail too, each reported naming its file (issue 12 item 1).
+    const std::vector<std::string> files = {(run_dir / "monitor.json").string(),
+                                            (run_dir / "learner_loss.csv").string(),
+                                            (run_dir / "nodes").string() + "/"};
+    auto all_named = [&] {
+      const std::string err = read_text(work / "syncer.err");
+      for (const auto& f : files)
+        if (err.find(f) == std::string::npos) return false;
+      return true;
+    };
+    for (int i = 0; i < 200 && !all_named(); ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    EXPECT_TRUE(all_named()) << read_text(work / "syncer.err");
     if (recovers) fs::remove(disk->dir() / "ballast");
     const int rc = wait_exit(syncer, 60);
     const std::string err = read_text(work / "syncer.err");
@@ -276,6 +293,18 @@ TEST_F(full_disk, dd_node_syncer_retries_marks_degraded_and_gives_up_after_the_l
       for (const auto& d : summary["degraded"])
         if (d["what"].get<std::string>().find(run_dir.string()) == 0) names_file = true;
       EXPECT_TRUE(names_file) << summary.dump();
+      for (const auto& f : files) {
+        bool listed = false;
+        for (const auto& d : summary["degraded"])
+          if (d["what"].get<std::string>().rfind(f, 0) == 0) listed = true;
+        EXPECT_TRUE(listed) << f << " not in degraded: " << summary.dump();
+      }
+      // Their kept lines were written once space came back: the CSV has rows after its header,
+      // and the forwarded events file exists with whole lines.
+      const std::string csv = read_text(run_dir / "learner_loss.csv");
+      EXPECT_EQ(csv.rfind("wall_time,learner,incarnation,step,tokens,loss,lr\n", 0), 0u) << csv;
+      EXPECT_GT(std::count(csv.begin(), csv.end(), '\n'), 2) << csv;
+      EXPECT_TRUE(nlohmann::json::accept(read_text(run_dir / "monitor.json")));
       EXPECT_FALSE(summary.value("failed", false)) << summary.dump();
       // The kept lines were written in order: t never goes back (beyond the jitter of events
       // stamped on different threads just before they take the log's lock).

@@ -199,6 +199,31 @@ TEST(ConfigSandboxWallClock, AnErrorHandlerAndLongLibraryCallsAreStopped) {
             "slow.lua:2: the script did not finish within 1 s (--script-timeout)");
 }
 
+// In-process evaluation (only the fuzz target uses it): the Lua hook checks the wall clock
+// between instructions, so a loop of long library calls stops at the limit with the same
+// error as the child's; the other hang cases need the child (see config_fuzz.cpp).
+TEST(ConfigSandboxWallClock, InProcessTheHookStopsLuaLoopsAtTheLimit) {
+  load_options o = test::repo_options();
+  o.evaluate_in_process = true;
+  o.script_timeout = 1.0;
+  o.instruction_limit = 1'000'000'000;  // only the wall clock can stop it
+  const auto t0 = wall_clock::now();
+  const load_result r =
+      load_string("local s = string.rep('y', 1 << 20)\nwhile true do s = s:gsub('y', 'y') end\n",
+                  "slow.lua", o);
+  const double took = std::chrono::duration<double>(wall_clock::now() - t0).count();
+  EXPECT_GE(took, 0.9) << "the load took " << took << " s";
+  EXPECT_LT(took, 5.0) << "the load took " << took << " s (one gsub over 1 MiB past the limit)";
+  ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
+  EXPECT_TRUE(r.experiments.empty());
+  EXPECT_EQ(r.errors[0].to_string(),
+            "slow.lua:2: the script did not finish within 1 s (--script-timeout)");
+  // A script that ends in time is not affected.
+  const load_result ok =
+      load_string("experiment { " + std::string(test::k_data) + " }\n", "ok.lua", o);
+  EXPECT_TRUE(ok.ok()) << ok.error_text();
+}
+
 TEST(ConfigSandboxWallClock, ASlowSetValueIsStopped) {
   const auto errors = timed_refusal("experiment { " + std::string(test::k_data) + " }\n",
                                     {"name=('a'):rep(5000):find(('a-'):rep(12) .. 'b')"});

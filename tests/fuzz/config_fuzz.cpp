@@ -5,8 +5,15 @@
 // still runs) are also passed as load_options::overrides, so the `--set` parser is fuzzed too.
 // The script runs in this process (load_options::evaluate_in_process, so libFuzzer sees the
 // coverage of the evaluation; dd-node evaluates in a child killed at --script-timeout) with
-// small limits (8 MiB, 200k VM instructions) and without file checks (data.file need not exist).
-// A script that spends long inside one Lua library call is reported by libFuzzer's -timeout.
+// small limits (8 MiB, 200k VM instructions, 1 s of wall clock) and without file checks
+// (data.file need not exist). In-process, the wall-clock limit is checked by the Lua hook,
+// between instructions: it stops Lua loops, also loops of library calls (the corpus holds
+// tests/config/bad/hang_gsub.lua). It cannot stop one long library call (a backtracking
+// string.find, also inside an xpcall handler or a table.sort comparator) nor a __gc finalizer
+// (Lua runs finalizers with hooks off); stopping those needs the child process, whose coverage
+// libFuzzer would not see, so hang_pattern/hang_error_handler/hang_sort/hang_finalizer are not
+// in this corpus (tests/config covers them through the child) and such an input found by
+// mutation is reported by libFuzzer's -timeout.
 // Properties: load_string never throws; a load either yields experiments or errors, not both;
 // every resolved experiment's to_json() prints as JSON text and reads back through load_json()
 // to the same JSON.
@@ -35,6 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   options.check_files = false;
   options.memory_limit = std::size_t{8} << 20;
   options.instruction_limit = 200'000;
+  options.script_timeout = 1.0;        // per input; checked between Lua instructions (see above)
   options.evaluate_in_process = true;  // coverage of the evaluation, in this process
   constexpr std::string_view tag = "--@set ";
   size_t at = 0;

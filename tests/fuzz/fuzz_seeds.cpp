@@ -184,9 +184,11 @@ void config_seeds(const fs::path& dir) {
   for (const auto* sub : {"examples", "tests/config/bad"}) {
     for (const auto& e : fs::directory_iterator(src / sub)) {
       if (e.path().extension() != ".lua") continue;
-      // hang_*.lua spend seconds inside one Lua library call: only dd-node's child-process
-      // wall-clock guard stops them, and the fuzz target evaluates in-process.
-      if (e.path().filename().string().rfind("hang_", 0) == 0) continue;
+      // The other hang_*.lua spend their time inside one Lua library call or a __gc
+      // finalizer, where the in-process hook never runs: only dd-node's child-process
+      // wall-clock guard stops them (config_fuzz.cpp). hang_gsub loops in Lua: the hook stops it.
+      const std::string name = e.path().filename().string();
+      if (name.rfind("hang_", 0) == 0 && name != "hang_gsub.lua") continue;
       fs::create_directories(dir);
       fs::copy_file(e.path(),
                     dir / ("seed_" + std::string(sub == std::string("examples") ? "ex_" : "bad_") +

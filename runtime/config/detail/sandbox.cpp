@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include <lua.hpp>
 
@@ -73,7 +74,12 @@ struct sandbox_state {
   bool over_instructions = false;
   int last_line = 0;
   volatile int* line_sink = nullptr;  // shared with the parent process (see run_script)
-  std::size_t captured_bytes = 0;     // C++-side size of the snapshots, capped at memory_limit
+  /// In-process runs only (sandbox_limits::in_process): the hook stops Lua code past this
+  /// wall-clock deadline; `wall_seconds` is named in the error. Unset in the child (its parent
+  /// kills it at the deadline, whatever it is doing).
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  double wall_seconds = 0.0;
+  std::size_t captured_bytes = 0;  // C++-side size of the snapshots, capped at memory_limit
   std::vector<raw_experiment> experiments;
 };
 
@@ -97,6 +103,14 @@ void* limited_alloc(void* ud, void* ptr, std::size_t osize, std::size_t nsize) {
 
 void limits_hook(lua_State* L, lua_Debug* ar) {
   sandbox_state* s = state_of(L);
+  if (s->deadline && std::chrono::steady_clock::now() > *s->deadline) {
+    // In-process only: seen between Lua instructions and lines, never inside a library call
+    // or a finalizer (Lua runs those without hooks). Stop at every instruction from now on.
+    lua_sethook(L, limits_hook, LUA_MASKCOUNT | LUA_MASKLINE, 1);
+    lua_pushfstring(L, "%s%d: the script %s", k_chunk_prefix, s->last_line,
+                    timeout_message(s->wall_seconds).c_str());
+    lua_error(L);
+  }
   if (ar->event == LUA_HOOKLINE) {
     if (lua_getinfo(L, "S", ar) != 0 && std::strcmp(ar->source, k_chunk_name) == 0) {
       s->last_line = ar->currentline;
@@ -416,6 +430,16 @@ std::string error_message(lua_State* L, int status, const sandbox_state& s) {
   return std::string("(error object is a ") + luaL_typename(L, -1) + " value)";
 }
 
+/// The wall-clock deadline of an in-process run (sandbox_limits::deadline, or now + wall_seconds).
+void set_deadline(sandbox_state& s, const sandbox_limits& limits) {
+  s.wall_seconds = limits.wall_seconds;
+  s.deadline = limits.deadline != std::chrono::steady_clock::time_point{}
+                   ? limits.deadline
+                   : std::chrono::steady_clock::now() +
+                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                             std::chrono::duration<double>(limits.wall_seconds));
+}
+
 /// run_script's work, in the current process.
 script_outcome run_script_here(std::string_view script, const sandbox_limits& limits,
                                volatile int* line_sink) {
@@ -424,6 +448,7 @@ script_outcome run_script_here(std::string_view script, const sandbox_limits& li
   s.line_sink = line_sink;
   s.memory_limit = std::max<std::size_t>(limits.memory, std::size_t{1} << 20);
   s.instruction_limit = limits.instructions;
+  if (limits.in_process) set_deadline(s, limits);
   std::string setup_error;
   lua_ptr L = open_sandbox(s, true, setup_error);
   if (!L) {
@@ -456,6 +481,7 @@ std::optional<nlohmann::json> eval_here(std::string_view expr, const sandbox_lim
   sandbox_state s;
   s.memory_limit = std::max<std::size_t>(limits.memory, std::size_t{1} << 20);
   s.instruction_limit = limits.instructions;
+  if (limits.in_process) set_deadline(s, limits);
   std::string setup_error;
   lua_ptr L = open_sandbox(s, false, setup_error);
   if (!L) return std::nullopt;

@@ -26,9 +26,13 @@ struct sandbox_limits {
   double wall_seconds = 10.0;
   /// When the child is killed; a default-constructed value means now + wall_seconds.
   std::chrono::steady_clock::time_point deadline{};
-  /// Evaluate in the calling process, without the child and its wall-clock guard (the memory and
-  /// instruction caps still apply). Only for the fuzz target (tests/fuzz/config_fuzz.cpp), which
-  /// needs the coverage of the evaluation in its own process; never set by dd-node.
+  /// Evaluate in the calling process, without the child (the memory and instruction caps still
+  /// apply). The wall-clock deadline is then checked by the Lua hook only: it stops Lua code
+  /// (loops, calls of many short library functions) but not one long library call
+  /// (string.find with a backtracking pattern, table.sort inside such a comparator call) nor a
+  /// __gc finalizer (Lua runs finalizers with hooks off). Only for the fuzz target
+  /// (tests/fuzz/config_fuzz.cpp), which needs the coverage of the evaluation in its own
+  /// process; never set by dd-node.
   bool in_process = false;
 };
 
