@@ -18,7 +18,7 @@
 #include "actors/job_config.hpp"
 #include "actors/syncer_node.hpp"
 #include "kernels/backend.hpp"
-#include "runtime/gpt.hpp"
+#include "runtime/model.hpp"
 #include "runtime/rng.hpp"
 
 namespace dd::actors {
@@ -107,9 +107,9 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
   s->plan = plan_of(exp);
   {
     auto be = kernels::make_backend("cpu", {});
-    gpt model(*be, cfg);
-    model.init(exp.seed);
-    s->initial = model.get_parameters();
+    auto model = make_model(*be, cfg);
+    model->init(exp.seed);
+    s->initial = model->get_parameters();
   }
   s->steps_per_learner = steps_per_learner_of(exp);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());

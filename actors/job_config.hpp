@@ -20,7 +20,7 @@
 #include "messages/encoding.hpp"
 #include "runtime/config/experiment.hpp"
 #include "runtime/fragments.hpp"
-#include "runtime/gpt.hpp"
+#include "runtime/model.hpp"
 #include "runtime/model_file.hpp"
 
 namespace dd::actors {
@@ -28,7 +28,8 @@ namespace dd::actors {
 payload_encoding to_encoding(config::wire_format w);
 fragment_strategy to_strategy(config::fragment_strategy_kind k);
 std::string backend_name(config::backend_kind k);
-gpt_config model_of(const config::experiment& e);
+/// The experiment's model kind and shape (model.*).
+model_config model_of(const config::experiment& e);
 /// The windows every evaluation of the run scores (the evaluator's: B = learners.batch,
 /// T = model.context, eval.batches batches of the validation split of `data`, loaded from
 /// data.file with data.train_fraction; backend "reference" when the learners' is, else "cpu").

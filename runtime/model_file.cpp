@@ -92,10 +92,10 @@ eval_spec eval_spec::from_json(const nlohmann::json& j) {
   return s;
 }
 
-void write_model_file(const std::string& path, const gpt& model,
+void write_model_file(const std::string& path, const model& model,
                       const std::map<std::string, std::string>& metadata) {
   auto md = metadata;
-  md["model_kind"] = "gpt";
+  md["model_kind"] = model.config().kind;
   // save_checkpoint adds format and config; no optimizer state.
   save_checkpoint(path, model, nullptr, md);
 }

@@ -64,6 +64,12 @@ nlohmann::json to_json(const experiment& e) {
   j["model"] = {{"kind", to_string(e.model.kind)}, {"vocab", e.model.vocab},
                 {"context", e.model.context},      {"layers", e.model.layers},
                 {"heads", e.model.heads},          {"width", e.model.width}};
+  if (e.model.kind == model_kind::moe_gpt) {
+    j["model"]["experts"] = e.model.experts;
+    j["model"]["top_k"] = e.model.top_k;
+    j["model"]["capacity_factor"] = e.model.capacity_factor;
+    j["model"]["aux_loss"] = e.model.aux_loss;
+  }
   j["data"] = {{"file", e.data.file},
                {"train_fraction", e.data.train_fraction},
                {"sharding", to_string(e.data.sharding)},

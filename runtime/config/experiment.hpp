@@ -19,8 +19,9 @@
 
 namespace dd::config {
 
-/// Model family. Only the decoder-only transformer exists so far.
-enum class model_kind : std::uint8_t { gpt };
+/// Model family: the dense decoder-only transformer, or its mixture-of-experts variant
+/// (runtime/moe_gpt.hpp).
+enum class model_kind : std::uint8_t { gpt, moe_gpt };
 /// Text tokenization. `byte`: one token per byte, vocabulary 256.
 enum class tokenizer_kind : std::uint8_t { byte };
 /// Where a learner runs its math: BLAS on the CPU, CUDA/cuBLAS, or the naive reference kernels.
@@ -150,6 +151,10 @@ struct model_config {
   int layers = 4;                     ///< transformer blocks
   int heads = 4;                      ///< attention heads; divides width
   int width = 128;                    ///< d_model
+  int experts = 4;                    ///< moe_gpt: experts per block E (>= 2)
+  int top_k = 1;                      ///< moe_gpt: experts per token k, 1 or 2
+  double capacity_factor = 1.25;      ///< moe_gpt: capacity = ceil(factor·k·N/E) tokens
+  double aux_loss = 0.01;             ///< moe_gpt: load-balancing loss coefficient
 };
 
 /// `data`: the training text and how it is split and tokenized.

@@ -481,7 +481,21 @@ experiment read_experiment(const json& root, const read_context& ctx,
     e.model.layers = s.integer32("layers", e.model.layers, closed(1, 1024));
     e.model.heads = s.integer32("heads", e.model.heads, closed(1, 1024));
     e.model.width = s.integer32("width", e.model.width, closed(1, 1 << 16));
+    const bool moe = e.model.kind == model_kind::moe_gpt;
+    for (const char* key : {"experts", "top_k", "capacity_factor", "aux_loss"})
+      if (!moe && s.has(key))
+        ctx.fail(std::string("model.") + key,
+                 fmt::format("applies to model.kind = \"moe_gpt\" only (kind is \"{}\")",
+                             to_string(e.model.kind)));
+    e.model.experts = s.integer32("experts", e.model.experts, closed(2, 1024));
+    e.model.top_k = s.integer32("top_k", e.model.top_k, closed(1, 2));
+    e.model.capacity_factor =
+        s.number("capacity_factor", e.model.capacity_factor, open_closed(0, 64));
+    e.model.aux_loss = s.number("aux_loss", e.model.aux_loss, closed(0, 100));
     s.finish();
+    if (moe && e.model.top_k > e.model.experts)
+      ctx.fail("model.top_k",
+               fmt::format("{} exceeds model.experts ({})", e.model.top_k, e.model.experts));
   }
   {
     section s = top.child("data");
@@ -544,6 +558,12 @@ experiment read_experiment(const json& root, const read_context& ctx,
                "is not implemented: every learner runs on its backend's "
                "default device; remove the key (leave it {})");
     if (!has_devices) l.devices.clear();
+    if (l.backend == backend_kind::cuda && e.model.kind != model_kind::gpt)
+      ctx.fail("learners.backend",
+               fmt::format("\"cuda\" has no kernels for model.kind = \"{}\" yet (its routing "
+                           "and expert gather/scatter ops exist on \"cpu\" and \"reference\" "
+                           "only); use learners.backend = \"cpu\"",
+                           to_string(e.model.kind)));
   }
   {
     section s = top.child("budget");

@@ -18,6 +18,7 @@
 #include "actors/run_log.hpp"
 #include "kernels/backend.hpp"
 #include "runtime/gpt.hpp"
+#include "runtime/moe_gpt.hpp"
 #include "tests/actors/test_support.hpp"
 
 namespace dd::actors {
@@ -37,7 +38,7 @@ struct learner_actor_test : ::testing::Test {
   dd::test::coordinator env;
   run_log log{"", /*keep_in_memory=*/true};
   text_dataset data = text_dataset::from_text(synthetic_text(20000), 0.9, "synthetic.txt");
-  gpt_config model_cfg;
+  model_config model_cfg;
   fragment_plan plan;
   std::vector<float> initial;
   caf::actor monitor, owner, learner_handle;
@@ -48,13 +49,14 @@ struct learner_actor_test : ::testing::Test {
     model_cfg.layers = 1;
     model_cfg.heads = 2;
     model_cfg.width = 16;
-    auto p = make_fragment_plan(gpt_tensors(model_cfg), 1, fragment_strategy::balanced);
+    configure_model(model_cfg);
+    auto p = make_fragment_plan(model_tensors(model_cfg), 1, fragment_strategy::balanced);
     ASSERT_TRUE(p.ok()) << p.error().message;
     plan = std::move(*p);
     auto be = kernels::make_backend("cpu", {});
-    gpt model(*be, model_cfg);
-    model.init(5);
-    initial = model.get_parameters();
+    auto model = make_model(*be, model_cfg);
+    model->init(5);
+    initial = model->get_parameters();
 
     auto mctx = std::make_shared<monitor_context>();
     mctx->learners = 1;
@@ -104,6 +106,8 @@ struct learner_actor_test : ::testing::Test {
   virtual caf::actor learner_monitor() { return monitor; }
   /// Changes to the learner's context before it is spawned.
   virtual void adjust(learner_context&) {}
+  /// Changes to the model (a dense GPT by default) before anything is built.
+  virtual void configure_model(model_config&) {}
 
   learner_actor& actor() {
     auto* ptr = caf::actor_cast<caf::abstract_actor*>(learner_handle);
@@ -281,6 +285,56 @@ TEST_F(learner_push_clock_test, progress_replies_delivered_in_a_burst_keep_the_p
   max_gap = std::max<uint64_t>(max_gap, 120 - after.back());  // to the end of the run
   EXPECT_LE(max_gap, H) << "pushes after the burst at steps " << ::testing::PrintToString(after);
   EXPECT_GE(after.size(), (120 - at_release) / H - 1);
+}
+
+}  // namespace
+}  // namespace dd::actors
+
+namespace dd::actors {
+namespace {
+
+// model.kind = "moe_gpt": the learner trains through the model interface and emits the router's
+// per-expert load once per sync interval (H = 4 over 40 steps: steps 4, 8, ..., 40).
+struct moe_learner_test : learner_actor_test {
+  void configure_model(model_config& c) override {
+    c.kind = "moe_gpt";
+    c.moe.experts = 3;
+    c.moe.top_k = 2;
+    c.moe.capacity_factor = 1.0;
+  }
+};
+
+TEST_F(moe_learner_test, learner_emits_expert_load_every_sync_interval) {
+  for (int i = 0; i < 10; ++i) env.advance(0.1);
+  ASSERT_EQ(actor().state.now, learner_state::phase::stepping);
+  EXPECT_EQ(actor().state.tr->model().config().kind, "moe_gpt");
+  // 40 steps of 0.1 s of simulated time, plus the syncs: run until the learner is done.
+  auto done = [&] {
+    for (const auto& ev : log.events())
+      if (ev["event"] == "learner_done") return true;
+    return false;
+  };
+  for (int i = 0; i < 400 && !done(); ++i) env.advance(0.1);
+  ASSERT_TRUE(done());
+  std::vector<nlohmann::json> loads;
+  for (const auto& ev : log.events())
+    if (ev["event"] == "expert_load") loads.push_back(ev);
+  ASSERT_EQ(loads.size(), 10u);
+  for (size_t i = 0; i < loads.size(); ++i) {
+    const auto& ev = loads[i];
+    EXPECT_EQ(ev["learner"], 0);
+    EXPECT_EQ(ev["step"], 4 * (i + 1));
+    EXPECT_EQ(ev["k"], 2);
+    EXPECT_EQ(ev["tokens"], 4 * 2 * 16);   // 4 steps of B·T = 2·16 tokens since the last event
+    ASSERT_EQ(ev["share"].size(), 1u);     // one block
+    ASSERT_EQ(ev["share"][0].size(), 3u);  // three experts
+    double sum = 0;
+    for (const auto& x : ev["share"][0]) sum += x.get<double>();
+    EXPECT_NEAR(sum, 1.0, 1e-12);
+    EXPECT_NEAR(ev["mean_share"].get<double>(), 1.0 / 3.0, 1e-12);
+    EXPECT_GE(ev["dropped"][0].get<int64_t>(), 0);
+  }
+  EXPECT_GT(accepted_pushes(), 0u);
 }
 
 }  // namespace
