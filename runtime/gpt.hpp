@@ -21,6 +21,7 @@
 
 #include "kernels/backend.hpp"
 #include "runtime/tensor_info.hpp"
+#include "runtime/transformer_block.hpp"
 
 namespace dd {
 
@@ -124,10 +125,6 @@ class gpt {
   void zero_grad();
 
  private:
-  struct layer_acts {
-    kernels::buffer<float> ln1, ln1_mean, ln1_rstd, qkv, atty, att, res2, ln2, ln2_mean, ln2_rstd,
-        fch, fch_gelu, res3;
-  };
   void ensure_activations(int B, int T);
   float* p(size_t tensor_index) { return params_.data() + tensors_[tensor_index].offset; }
   float* g(size_t tensor_index) { return grads_.data() + tensors_[tensor_index].offset; }
@@ -143,11 +140,10 @@ class gpt {
   bool have_forward_ = false;
   kernels::buffer<int32_t> tokens_, targets_;
   kernels::buffer<float> encoded_;
-  std::vector<layer_acts> acts_;
-  kernels::buffer<float> tmp_;  // (B,T,C) matmul output before the residual add
+  std::vector<block_activations> acts_;
+  block_scratch scratch_;  // forward tmp and backward scratch, reused by every block
   kernels::buffer<float> lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_;
-  // Backward scratch (reused by every block).
-  kernels::buffer<float> dres_, dln_, datty_, dqkv_, dfch_, dfch_gelu_, datt_scratch_, dlogits_;
+  kernels::buffer<float> dres_, dlogits_;
 };
 
 }  // namespace dd
