@@ -258,12 +258,11 @@ void gpt::backward() {
                                    1.0f / static_cast<float>(BT), N, V);
   float* dln = scratch_.dln.data();
   be.zero(dln, BT * C);
-  be.matmul_backward(dln, g(k_wte), nullptr, dlogits_.data(), lnf_.data(), p(k_wte), N, C,
-                     V);
+  be.matmul_backward(dln, g(k_wte), nullptr, dlogits_.data(), lnf_.data(), p(k_wte), N, C, V);
   const float* top = acts_.empty() ? encoded_.data() : acts_.back().res3.data();
   be.zero(dres_.data(), BT * C);
-  be.layernorm_backward(dres_.data(), g(lnf), g(lnf + 1), dln, top, p(lnf),
-                        lnf_mean_.data(), lnf_rstd_.data(), N, C);
+  be.layernorm_backward(dres_.data(), g(lnf), g(lnf + 1), dln, top, p(lnf), lnf_mean_.data(),
+                        lnf_rstd_.data(), N, C);
   // dres_ now holds d loss / d (output of block l); it is updated in place down the blocks.
   for (int l = cfg_.layers - 1; l >= 0; --l) {
     const float* residual = l == 0 ? encoded_.data() : acts_[l - 1].res3.data();

@@ -32,8 +32,9 @@ std::vector<uint8_t> read_maybe_gzip(const std::string& path) {
     if (n < 0) {
       int err = 0;
       const char* msg = gzerror(f, &err);
-      throw std::runtime_error(fmt::format("IDX file '{}': read error ({}): corrupt or truncated gzip?",
-                                           path, msg != nullptr ? msg : "zlib"));
+      throw std::runtime_error(
+          fmt::format("IDX file '{}': read error ({}): corrupt or truncated gzip?", path,
+                      msg != nullptr ? msg : "zlib"));
     }
     if (n == 0) break;
     out.insert(out.end(), chunk.begin(), chunk.begin() + n);
@@ -42,8 +43,8 @@ std::vector<uint8_t> read_maybe_gzip(const std::string& path) {
   int err = 0;
   const char* msg = gzerror(f, &err);
   if (err != Z_OK && err != Z_STREAM_END)
-    throw std::runtime_error(fmt::format("IDX file '{}': gzip error ({})", path,
-                                         msg != nullptr ? msg : "zlib"));
+    throw std::runtime_error(
+        fmt::format("IDX file '{}': gzip error ({})", path, msg != nullptr ? msg : "zlib"));
   return out;
 }
 
@@ -72,8 +73,8 @@ idx_array parse_idx(const std::vector<uint8_t>& b, const std::string& origin) {
   size_t total = 1;
   for (size_t d = 0; d < nd; ++d) {
     const uint8_t* p = b.data() + 4 + 4 * d;
-    const uint32_t v = (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) |
-                       uint32_t{p[3]};
+    const uint32_t v =
+        (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | uint32_t{p[3]};
     if (v == 0)
       throw std::runtime_error(fmt::format("IDX file '{}': dimension {} has size 0", origin, d));
     if (total > (size_t{1} << 40) / v)
@@ -88,9 +89,9 @@ idx_array parse_idx(const std::vector<uint8_t>& b, const std::string& origin) {
         fmt::format("IDX file '{}': truncated: the header announces {} values, the file holds {}",
                     origin, total, have));
   if (have > total)
-    throw std::runtime_error(fmt::format(
-        "IDX file '{}': {} trailing bytes after the {} values the header announces", origin,
-        have - total, total));
+    throw std::runtime_error(
+        fmt::format("IDX file '{}': {} trailing bytes after the {} values the header announces",
+                    origin, have - total, total));
   a.data.assign(b.begin() + static_cast<std::ptrdiff_t>(header), b.end());
   return a;
 }
@@ -104,9 +105,8 @@ image_dataset image_dataset::from_files(const std::string& images, const std::st
   return from_arrays(read_idx(images), read_idx(labels), train_fraction, classes, images, labels);
 }
 
-image_dataset image_dataset::from_arrays(idx_array images, idx_array labels,
-                                         double train_fraction, int classes,
-                                         const std::string& images_name,
+image_dataset image_dataset::from_arrays(idx_array images, idx_array labels, double train_fraction,
+                                         int classes, const std::string& images_name,
                                          const std::string& labels_name) {
   if (!(train_fraction > 0.0 && train_fraction < 1.0))
     throw std::invalid_argument(fmt::format("images '{}': train fraction {} must be in (0, 1)",
@@ -123,9 +123,8 @@ image_dataset image_dataset::from_arrays(idx_array images, idx_array labels,
         fmt::format("IDX file '{}': labels must have 1 dimension (n), it has {}", labels_name,
                     labels.dims.size()));
   if (images.dims[0] != labels.dims[0])
-    throw std::runtime_error(fmt::format(
-        "IDX files '{}' and '{}': {} images but {} labels", images_name, labels_name,
-        images.dims[0], labels.dims[0]));
+    throw std::runtime_error(fmt::format("IDX files '{}' and '{}': {} images but {} labels",
+                                         images_name, labels_name, images.dims[0], labels.dims[0]));
   for (size_t i = 0; i < labels.data.size(); ++i)
     if (labels.data[i] >= classes)
       throw std::runtime_error(fmt::format("IDX file '{}': label {} of sample {} is not below {}",
@@ -147,18 +146,19 @@ image_dataset image_dataset::from_arrays(idx_array images, idx_array labels,
   return d;
 }
 
-void image_dataset::validation_batch(size_t first, size_t count, std::vector<int32_t>& pixels,
-                                     std::vector<int32_t>& labels) const {
+void image_dataset::validation_batch(size_t first, size_t count, std::vector<int32_t>& px,
+                                     std::vector<int32_t>& lab) const {
   if (first > validation_size() || count > validation_size() - first)
-    throw std::out_of_range(fmt::format("images '{}': validation samples [{}, {}) exceed the {} "
-                                        "of the validation split",
-                                        origin_, first, first + count, validation_size()));
+    throw std::out_of_range(
+        fmt::format("images '{}': validation samples [{}, {}) exceed the {} "
+                    "of the validation split",
+                    origin_, first, first + count, validation_size()));
   const size_t P = pixels();
   for (size_t s = 0; s < count; ++s) {
     const size_t i = n_train_ + first + s;
     const uint8_t* img = image(i);
-    for (size_t k = 0; k < P; ++k) pixels.push_back(img[k]);
-    labels.push_back(labels_[i]);
+    for (size_t k = 0; k < P; ++k) px.push_back(img[k]);
+    lab.push_back(labels_[i]);
   }
 }
 
@@ -239,8 +239,8 @@ void image_stream::restore(const data_cursor& c) {
   if (c.epoch < 0) mismatch("epoch", c.epoch, ">= 0");
   if (c.position < 0 || static_cast<size_t>(c.position) > samples_.size())
     throw std::invalid_argument(
-        fmt::format("data cursor: field 'position' is {} but the shard has {} samples",
-                    c.position, samples_.size()));
+        fmt::format("data cursor: field 'position' is {} but the shard has {} samples", c.position,
+                    samples_.size()));
   start_epoch(c.epoch);
   position_ = c.position;
 }

@@ -100,8 +100,8 @@ void block_forward(kernels::backend& be, const block_weights& w, block_activatio
     be.attention_forward_bidirectional(a.atty.data(), a.att.data(), a.qkv.data(), B, T, C, NH);
   be.matmul_forward(s.tmp.data(), a.atty.data(), p[k_attprojw], p[k_attprojb], N, C, C);
   be.residual_forward(a.res2.data(), residual, s.tmp.data(), BT * C);
-  be.layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(),
-                       p[k_ln2w], p[k_ln2b], N, C);
+  be.layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p[k_ln2w],
+                       p[k_ln2b], N, C);
   be.matmul_forward(a.fch.data(), a.ln2.data(), p[k_fcw], p[k_fcb], N, C, 4 * C);
   be.gelu_forward(a.fch_gelu.data(), a.fch.data(), BT * 4 * C);
   be.matmul_forward(s.tmp.data(), a.fch_gelu.data(), p[k_fcprojw], p[k_fcprojb], N, 4 * C, C);
@@ -122,8 +122,8 @@ void block_backward(kernels::backend& be, const block_weights& w, const block_we
   be.zero(s.dfch.data(), BT * 4 * C);
   be.gelu_backward(s.dfch.data(), a.fch.data(), s.dfch_gelu.data(), BT * 4 * C);
   be.zero(s.dln.data(), BT * C);
-  be.matmul_backward(s.dln.data(), d[k_fcw], d[k_fcb], s.dfch.data(), a.ln2.data(), p[k_fcw], N,
-                     C, 4 * C);
+  be.matmul_backward(s.dln.data(), d[k_fcw], d[k_fcb], s.dfch.data(), a.ln2.data(), p[k_fcw], N, C,
+                     4 * C);
   be.layernorm_backward(dres, d[k_ln2w], d[k_ln2b], s.dln.data(), a.res2.data(), p[k_ln2w],
                         a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
   // Attention half: res2 = residual + attproj(attn(qkv(ln1(residual)))).
@@ -132,14 +132,14 @@ void block_backward(kernels::backend& be, const block_weights& w, const block_we
                      p[k_attprojw], N, C, C);
   be.zero(s.dqkv.data(), BT * 3 * C);
   if (mask == attention_mask::causal)
-    be.attention_backward(s.dqkv.data(), s.datt.data(), s.datty.data(), a.qkv.data(),
-                          a.att.data(), B, T, C, NH);
+    be.attention_backward(s.dqkv.data(), s.datt.data(), s.datty.data(), a.qkv.data(), a.att.data(),
+                          B, T, C, NH);
   else
-    be.attention_backward_bidirectional(s.dqkv.data(), s.datt.data(), s.datty.data(),
-                                        a.qkv.data(), a.att.data(), B, T, C, NH);
+    be.attention_backward_bidirectional(s.dqkv.data(), s.datt.data(), s.datty.data(), a.qkv.data(),
+                                        a.att.data(), B, T, C, NH);
   be.zero(s.dln.data(), BT * C);
-  be.matmul_backward(s.dln.data(), d[k_qkvw], d[k_qkvb], s.dqkv.data(), a.ln1.data(), p[k_qkvw],
-                     N, C, 3 * C);
+  be.matmul_backward(s.dln.data(), d[k_qkvw], d[k_qkvb], s.dqkv.data(), a.ln1.data(), p[k_qkvw], N,
+                     C, 3 * C);
   be.layernorm_backward(dres, d[k_ln1w], d[k_ln1b], s.dln.data(), residual, p[k_ln1w],
                         a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
 }

@@ -42,9 +42,8 @@ void vit_config::validate() const {
 }
 
 nlohmann::json vit_config::to_json() const {
-  return {{"rows", rows},     {"cols", cols},     {"patch", patch},
-          {"classes", classes}, {"layers", layers}, {"heads", heads},
-          {"width", width},   {"pooling", to_string(pooling)}};
+  return {{"rows", rows},     {"cols", cols},   {"patch", patch}, {"classes", classes},
+          {"layers", layers}, {"heads", heads}, {"width", width}, {"pooling", to_string(pooling)}};
 }
 
 vit_config vit_config::from_json(const nlohmann::json& j) {
@@ -67,8 +66,7 @@ vit_config vit_config::from_json(const nlohmann::json& j) {
   get("width", c.width);
   auto it = j.find("pooling");
   if (it == j.end()) throw std::invalid_argument("vit config: missing field 'pooling'");
-  if (!it->is_string())
-    throw std::invalid_argument("vit config: field 'pooling' must be a string");
+  if (!it->is_string()) throw std::invalid_argument("vit config: field 'pooling' must be a string");
   c.pooling = vit_pooling_from_string(it->get<std::string>());
   c.validate();
   return c;
@@ -113,8 +111,8 @@ size_t vit_num_params(const vit_config& cfg) {
 }
 
 double vit_flops_per_sample(const vit_config& cfg) {
-  const double L = cfg.layers, C = cfg.width, K = cfg.classes, T = cfg.tokens(),
-               P = cfg.patches(), pp = static_cast<double>(cfg.patch) * cfg.patch;
+  const double L = cfg.layers, C = cfg.width, K = cfg.classes, T = cfg.tokens(), P = cfg.patches(),
+               pp = static_cast<double>(cfg.patch) * cfg.patch;
   return 6.0 * (T * 12.0 * L * C * C + P * pp * C + C * K) + 12.0 * L * T * T * C;
 }
 
@@ -151,7 +149,8 @@ void vit::init(uint64_t seed) {
   for (const auto& t : tensors_) {
     float* dst = host.data() + t.offset;
     if (t.shape.size() == 2) {
-      const bool resid = ends_with(t.name, "attn.proj.weight") || ends_with(t.name, "mlp.proj.weight");
+      const bool resid =
+          ends_with(t.name, "attn.proj.weight") || ends_with(t.name, "mlp.proj.weight");
       const double s = resid ? std_resid : std_base;
       for (size_t i = 0; i < t.numel; ++i) dst[i] = static_cast<float>(r.normal() * s);
     } else if (t.name.find("ln_") != std::string::npos && ends_with(t.name, ".weight")) {
@@ -212,8 +211,7 @@ void vit::ensure_activations(int B) {
   act_B_ = B;
 }
 
-double vit::forward(const std::vector<int32_t>& pixels, const std::vector<int32_t>& labels,
-                    int B) {
+double vit::forward(const std::vector<int32_t>& pixels, const std::vector<int32_t>& labels, int B) {
   have_forward_ = false;
   if (B < 1) throw std::invalid_argument(fmt::format("vit::forward: batch {} must be >= 1", B));
   const size_t HW = static_cast<size_t>(cfg_.rows) * cfg_.cols;
@@ -255,8 +253,8 @@ double vit::forward(const std::vector<int32_t>& pixels, const std::vector<int32_
 
   const int NP = B * P, N = B * T;
   be.matmul_forward(patch_emb_.data(), patches_in_.data(), p(0), p(1), NP, pp, C);
-  be.vit_embed_forward(encoded_.data(), patch_emb_.data(), ncls ? p(i_cls_) : nullptr, p(i_pos_),
-                       B, P, C, ncls);
+  be.vit_embed_forward(encoded_.data(), patch_emb_.data(), ncls ? p(i_cls_) : nullptr, p(i_pos_), B,
+                       P, C, ncls);
   const float* residual = encoded_.data();
   for (int l = 0; l < cfg_.layers; ++l) {
     block_forward(be, block_weights::at(params_.data(), tensors_, i_blocks_ + k_block_tensors * l),

@@ -53,8 +53,8 @@ void host_backend::vit_embed_forward(float* out, const float* patches, const flo
   }
 }
 
-void host_backend::vit_embed_backward(float* dpatches, float* dcls, float* dpos,
-                                      const float* dout, int B, int P, int C, int ncls) {
+void host_backend::vit_embed_backward(float* dpatches, float* dcls, float* dpos, const float* dout,
+                                      int B, int P, int C, int ncls) {
   const int T = ncls + P;
   std::vector<double> acc(static_cast<size_t>(C));
   for (int t = 0; t < T; ++t) {
@@ -91,8 +91,8 @@ void host_backend::token_mean_forward(float* out, const float* inp, int B, int T
   }
 }
 
-void host_backend::token_mean_backward(float* dinp, const float* dout, int B, int T, int C,
-                                       int t0, int t1) {
+void host_backend::token_mean_backward(float* dinp, const float* dout, int B, int T, int C, int t0,
+                                       int t1) {
   const float inv = 1.0f / static_cast<float>(t1 - t0);
   for (int b = 0; b < B; ++b) {
     const float* d = dout + static_cast<size_t>(b) * C;

@@ -1,6 +1,6 @@
 // kernels/detail/host_backend.hpp — memory management shared by the host backends (reference
-// and cpu), and their ViT glue ops: 64-byte aligned, zero-filled host allocations and plain memcpy/memset transfers.
-// Internal to kernels/; callers use backend.hpp.
+// and cpu), and their ViT glue ops: 64-byte aligned, zero-filled host allocations and plain
+// memcpy/memset transfers. Internal to kernels/; callers use backend.hpp.
 #pragma once
 
 #include <cstddef>

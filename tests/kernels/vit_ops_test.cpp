@@ -44,8 +44,8 @@ TEST_P(vit_attention, bidirectional_cpu_matches_reference) {
     dvec<float> dq(b, qkv), ddy(b, dout), dg(b, g0);
     dvec<float> out(b, n_out), att(b, n_att), scratch(b, n_att);
     b.attention_forward_bidirectional(out.data(), att.data(), dq.data(), B, T, C, NH);
-    b.attention_backward_bidirectional(dg.data(), scratch.data(), ddy.data(), dq.data(),
-                                       att.data(), B, T, C, NH);
+    b.attention_backward_bidirectional(dg.data(), scratch.data(), ddy.data(), dq.data(), att.data(),
+                                       B, T, C, NH);
     return std::make_tuple(out.host(), att.host(), dg.host());
   };
   const auto [out, att, g] = run(*cpu);
@@ -66,7 +66,9 @@ TEST_P(vit_attention, bidirectional_cpu_matches_reference) {
       if (size_t(t2) > t) above += ratt[row * T + t2];
     }
     ASSERT_NEAR(sum, 1.0, 1e-6) << "row " << row;
-    if (t + 1 < size_t(T)) ASSERT_GT(above, 0.0) << "row " << row;
+    if (t + 1 < size_t(T)) {
+      ASSERT_GT(above, 0.0) << "row " << row;
+    }
   }
 }
 
@@ -75,8 +77,8 @@ INSTANTIATE_TEST_SUITE_P(shapes, vit_attention,
                                            attn_shape{1, 5, 8, 4}, attn_shape{2, 17, 24, 3},
                                            attn_shape{3, 31, 40, 5}, attn_shape{2, 33, 64, 4},
                                            attn_shape{1, 50, 72, 6}, attn_shape{2, 65, 32, 1}),
-                         [](const auto& info) {
-                           const auto& s = info.param;
+                         [](const auto& param_info) {
+                           const auto& s = param_info.param;
                            return "B" + std::to_string(s.B) + "_T" + std::to_string(s.T) + "_C" +
                                   std::to_string(s.C) + "_NH" + std::to_string(s.NH);
                          });
@@ -106,8 +108,8 @@ TEST_P(vit_glue, embed_and_pool_hand_values) {
     for (int c = 0; c < C; ++c) pos.push_back(0.5f * t);
   dvec<float> dp(*be, patches), dc(*be, cls), dpos(*be, pos), out(*be, size_t(B) * 3 * C);
   be->vit_embed_forward(out.data(), dp.data(), dc.data(), dpos.data(), B, P, C, 1);
-  const std::vector<float> want = {-1,  -2,  -3,  0.5f,   1.5f,   2.5f,   11,  12,  13,
-                                   -1,  -2,  -3,  100.5f, 101.5f, 102.5f, 111, 112, 113};
+  const std::vector<float> want = {-1, -2, -3, 0.5f,   1.5f,   2.5f,   11,  12,  13,
+                                   -1, -2, -3, 100.5f, 101.5f, 102.5f, 111, 112, 113};
   EXPECT_EQ(out.host(), want);
   // Without a cls token: T = P.
   dvec<float> out0(*be, size_t(B) * P * C);
@@ -150,7 +152,8 @@ class bare_backend final : public backend {
   void download_bytes(void*, const void*, size_t) override {}
   void copy_bytes(void*, const void*, size_t) override {}
   void zero_bytes(void*, size_t) override {}
-  void encoder_forward(float*, const int32_t*, const float*, const float*, int, int, int) override {}
+  void encoder_forward(float*, const int32_t*, const float*, const float*, int, int, int) override {
+  }
   void encoder_backward(float*, float*, const float*, const int32_t*, int, int, int) override {}
   void layernorm_forward(float*, float*, float*, const float*, const float*, const float*, int,
                          int) override {}

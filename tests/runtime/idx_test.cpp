@@ -42,8 +42,8 @@ class IdxFiles : public ::testing::Test {
   void TearDown() override { fs::remove_all(dir_); }
   std::string plain(const std::string& name, const std::vector<uint8_t>& b) {
     const auto p = (dir_ / name).string();
-    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()),
-                                             static_cast<std::streamsize>(b.size()));
+    std::ofstream(p, std::ios::binary)
+        .write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
     return p;
   }
   std::string gz(const std::string& name, const std::vector<uint8_t>& b) {
@@ -201,11 +201,11 @@ TEST(ImageStream, CursorResumesExactly) {
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
   dd::image_stream a(d, 1, 2, seed);
   std::vector<int32_t> px, lab, px2, lab2;
-  a.next(30, px, lab);  // crosses into epoch 1 (shard of 37)
+  a.next(30, px, lab);  // crosses into epoch 1 (learner 1 of 2: samples [37, 75), 38)
   a.next(20, px, lab);
   const auto c = a.cursor();
   EXPECT_EQ(c.epoch, 1);
-  EXPECT_EQ(c.position, 13);
+  EXPECT_EQ(c.position, 12);
   EXPECT_EQ(c.seq_len, 6);
   // Through both serialized forms.
   const auto c2 = dd::data_cursor::from_bytes(dd::data_cursor::from_json(c.to_json()).to_bytes());
@@ -237,9 +237,9 @@ TEST(ImageStream, CursorResumesExactly) {
   e = error_of([&] { b.restore(bad); });
   EXPECT_NE(e.find("field 'learner' is 0"), std::string::npos) << e;
   bad = c;
-  bad.position = 38;
+  bad.position = 39;
   e = error_of([&] { b.restore(bad); });
-  EXPECT_NE(e.find("'position' is 38 but the shard has 37"), std::string::npos) << e;
+  EXPECT_NE(e.find("'position' is 39 but the shard has 38"), std::string::npos) << e;
 }
 
 TEST(ImageStream, ValidationBatchIsTheTail) {
@@ -253,7 +253,7 @@ TEST(ImageStream, ValidationBatchIsTheTail) {
 }
 
 TEST(MnistT10k, RealFilesLoadAndSplit) {
-  const std::string dir = std::string(DD_SOURCE_DIR) + "/../shared/data/mnist-t10k/";
+  const std::string dir = std::string(DD_DATA_DIR) + "/mnist-t10k/";
   const auto d = dd::image_dataset::from_files(dir + "t10k-images-idx3-ubyte.gz",
                                                dir + "t10k-labels-idx1-ubyte.gz", 0.8);
   EXPECT_EQ(d.rows(), 28);
