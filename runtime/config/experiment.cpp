@@ -27,6 +27,7 @@ const char* to_string(anchor_kind v) { return spell(v); }
 const char* to_string(apply_kind v) { return spell(v); }
 const char* to_string(schedule_clock v) { return spell(v); }
 const char* to_string(sharding_kind v) { return spell(v); }
+const char* to_string(data_kind v) { return spell(v); }
 const char* to_string(fragment_strategy_kind v) { return spell(v); }
 const char* to_string(grace_mode v) { return spell(v); }
 const char* to_string(wire_format v) { return spell(v); }
@@ -63,10 +64,18 @@ nlohmann::json to_json(const experiment& e) {
   j["model"] = {{"kind", to_string(e.model.kind)}, {"vocab", e.model.vocab},
                 {"context", e.model.context},      {"layers", e.model.layers},
                 {"heads", e.model.heads},          {"width", e.model.width}};
-  j["data"] = {{"file", e.data.file},
-               {"train_fraction", e.data.train_fraction},
-               {"sharding", to_string(e.data.sharding)},
-               {"tokenizer", to_string(e.data.tokenizer)}};
+  if (e.data.kind == data_kind::idx) {  // text configs print as before kinds existed
+    j["data"] = {{"kind", to_string(e.data.kind)},
+                 {"images", e.data.images},
+                 {"labels", e.data.labels},
+                 {"train_fraction", e.data.train_fraction},
+                 {"sharding", to_string(e.data.sharding)}};
+  } else {
+    j["data"] = {{"file", e.data.file},
+                 {"train_fraction", e.data.train_fraction},
+                 {"sharding", to_string(e.data.sharding)},
+                 {"tokenizer", to_string(e.data.tokenizer)}};
+  }
   j["learners"] = {{"count", e.learners.count},
                    {"batch", e.learners.batch},
                    {"backend", to_string(e.learners.backend)},

@@ -39,6 +39,9 @@ enum class anchor_kind : std::uint8_t { base, current };
 enum class apply_kind : std::uint8_t { overwrite, rebase };
 /// What the inner lr schedule counts: the learner's own steps, or the global mean step.
 enum class schedule_clock : std::uint8_t { learner, global };
+/// What the data files are: a text (byte-tokenized, runtime/data.hpp) or an IDX image/label pair
+/// for classification (runtime/idx.hpp).
+enum class data_kind : std::uint8_t { text, idx };
 /// How the train split is divided among learners (runtime/data.hpp).
 enum class sharding_kind : std::uint8_t { contiguous, interleaved };
 /// How tensors are split into P fragments.
@@ -122,6 +125,8 @@ const char* to_string(schedule_clock v);
 /// \copydoc to_string(model_kind)
 const char* to_string(sharding_kind v);
 /// \copydoc to_string(model_kind)
+const char* to_string(data_kind v);
+/// \copydoc to_string(model_kind)
 const char* to_string(fragment_strategy_kind v);
 /// \copydoc to_string(model_kind)
 const char* to_string(grace_mode v);
@@ -148,10 +153,13 @@ struct model_config {
   int width = 128;                    ///< d_model
 };
 
-/// `data`: the training text and how it is split and tokenized.
+/// `data`: the training data (a text, or IDX images and labels) and how it is split.
 struct data_config {
-  std::string file;             ///< resolved path of the text file (required in the DSL)
-  double train_fraction = 0.9;  ///< leading share used for training; the rest is validation
+  data_kind kind = data_kind::text;  ///< text (`file`) or idx (`images` + `labels`)
+  std::string file;                  ///< kind text: resolved path of the text file (required)
+  std::string images;                ///< kind idx: resolved path of the IDX images (n, rows, cols)
+  std::string labels;                ///< kind idx: resolved path of the IDX labels (n)
+  double train_fraction = 0.9;       ///< leading share used for training; the rest is validation
   sharding_kind sharding = sharding_kind::interleaved;  ///< learners' shards (runtime/data.hpp)
   tokenizer_kind tokenizer = tokenizer_kind::byte;      ///< tokenization
 };

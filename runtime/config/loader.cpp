@@ -485,33 +485,52 @@ experiment read_experiment(const json& root, const read_context& ctx,
   }
   {
     section s = top.child("data");
-    const json* file = s.raw("file");
-    if (file == nullptr) {
-      ctx.fail("data.file", "required key is missing: name the training text file");
-    } else {
-      e.data.file = s.string("file", "");
-      if (!e.data.file.empty() && files.check) {
-        if (auto found = find_data_file(e.data.file, files)) {
-          e.data.file = *found;
-        } else if (data_path_is_directory(e.data.file, files)) {
-          ctx.fail("data.file",
-                   fmt::format("'{}' is a directory; name the training text file", e.data.file));
-        } else {
-          ctx.fail("data.file", fmt::format("file '{}' not found (a relative path is tried against "
-                                            "the experiment file's directory, then the current "
-                                            "directory)",
-                                            e.data.file));
-        }
-      } else if (e.data.file.empty() && file->is_string()) {
-        ctx.fail("data.file", "must not be empty");
+    e.data.kind = s.choice("kind", e.data.kind);
+    // A required data file: resolved like data.file (next to the experiment file, then the
+    // current directory).
+    auto data_file = [&](const char* key, std::string& out, const char* what) {
+      const std::string path = fmt::format("data.{}", key);
+      const json* raw = s.raw(key);
+      if (raw == nullptr) {
+        ctx.fail(path, fmt::format("required key is missing: name the {}", what));
+        return;
       }
+      out = s.string(key, "");
+      if (!out.empty() && files.check) {
+        if (auto found = find_data_file(out, files)) {
+          out = *found;
+        } else if (data_path_is_directory(out, files)) {
+          ctx.fail(path, fmt::format("'{}' is a directory; name the {}", out, what));
+        } else {
+          ctx.fail(path, fmt::format("file '{}' not found (a relative path is tried against the "
+                                     "experiment file's directory, then the current directory)",
+                                     out));
+        }
+      } else if (out.empty() && raw->is_string()) {
+        ctx.fail(path, "must not be empty");
+      }
+    };
+    if (e.data.kind == data_kind::idx) {
+      data_file("images", e.data.images, "IDX image file (n, rows, cols)");
+      data_file("labels", e.data.labels, "IDX label file (n)");
+      for (const char* key : {"file", "tokenizer"})
+        if (s.has(key))
+          ctx.fail(fmt::format("data.{}", key),
+                   "is for data.kind = \"text\"; data.kind = \"idx\" reads data.images and "
+                   "data.labels");
+    } else {
+      data_file("file", e.data.file, "training text file");
+      for (const char* key : {"images", "labels"})
+        if (s.has(key))
+          ctx.fail(fmt::format("data.{}", key), "is for data.kind = \"idx\" (IDX image files)");
     }
     e.data.train_fraction = s.number("train_fraction", e.data.train_fraction, open(0, 1));
     e.data.sharding = s.choice("sharding", e.data.sharding);
-    e.data.tokenizer = s.choice("tokenizer", e.data.tokenizer);
+    if (e.data.kind == data_kind::text) e.data.tokenizer = s.choice("tokenizer", e.data.tokenizer);
     s.finish();
   }
-  if (e.data.tokenizer == tokenizer_kind::byte && e.model.vocab < 256)
+  if (e.data.kind == data_kind::text && e.data.tokenizer == tokenizer_kind::byte &&
+      e.model.vocab < 256)
     ctx.fail("model.vocab",
              fmt::format("{} is smaller than the byte tokenizer's 256 symbols", e.model.vocab));
   if (e.model.width % e.model.heads != 0)

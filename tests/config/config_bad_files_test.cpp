@@ -36,6 +36,11 @@ const bad_case k_bad[] = {
      "file 'no_such_file.txt' not found (a relative path is tried against the experiment file's "
      "directory, then the current directory)"},
     {"missing_data.lua", 2, "data.file", "required key is missing: name the training text file"},
+    {"idx_missing_labels.lua", 4, "data.labels",
+     "required key is missing: name the IDX label file (n)"},
+    {"idx_with_text_file.lua", 6, "data.file",
+     "is for data.kind = \"text\"; data.kind = \"idx\" reads data.images and data.labels"},
+    {"text_with_images.lua", 5, "data.images", "is for data.kind = \"idx\" (IDX image files)"},
     {"zero_learners.lua", 4, "learners.count", "0 is out of range: must be in [1, 4096]"},
     {"two_budgets.lua", 4, "budget",
      "give exactly one of tokens, steps or seconds (got steps and seconds)"},

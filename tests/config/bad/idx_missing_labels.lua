@@ -1,0 +1,5 @@
+-- IDX data without its label file.
+experiment {
+  name = "idx_nolabels",
+  data = { kind = "idx", images = "../shared/data/mnist-t10k/t10k-images-idx3-ubyte.gz" },
+}
