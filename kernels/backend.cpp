@@ -98,34 +98,4 @@ std::unique_ptr<backend> make_backend(const std::string& name, const backend_opt
                       "\" (expected \"reference\", \"cpu\" or \"cuda\")");
 }
 
-// ---- vision transformer ops: the base versions refuse (see backend.hpp) -------------------------
-
-namespace {
-[[noreturn]] void no_op(const backend& be, const char* op) {
-  throw backend_error("backend \"" + be.name() + "\" has no " + op +
-                      " op yet (the vision transformer runs on \"reference\" and \"cpu\")");
-}
-}  // namespace
-
-void backend::attention_forward_bidirectional(float*, float*, const float*, int, int, int, int) {
-  no_op(*this, "attention_forward_bidirectional");
-}
-void backend::attention_backward_bidirectional(float*, float*, const float*, const float*,
-                                               const float*, int, int, int, int) {
-  no_op(*this, "attention_backward_bidirectional");
-}
-void backend::vit_embed_forward(float*, const float*, const float*, const float*, int, int, int,
-                                int) {
-  no_op(*this, "vit_embed_forward");
-}
-void backend::vit_embed_backward(float*, float*, float*, const float*, int, int, int, int) {
-  no_op(*this, "vit_embed_backward");
-}
-void backend::token_mean_forward(float*, const float*, int, int, int, int, int) {
-  no_op(*this, "token_mean_forward");
-}
-void backend::token_mean_backward(float*, const float*, int, int, int, int, int) {
-  no_op(*this, "token_mean_backward");
-}
-
 }  // namespace dd::kernels
