@@ -33,7 +33,7 @@
 #include "actors/learner.hpp"
 #include "actors/supervisor.hpp"
 #include "kernels/backend.hpp"
-#include "runtime/gpt.hpp"
+#include "runtime/model.hpp"
 #include "runtime/rng.hpp"
 #include "util/files.hpp"
 
@@ -419,13 +419,14 @@ void check_learner_data(const config::experiment& exp, const text_dataset& data)
 }
 
 namespace {
-// The cluster trains text models only: IDX image data (data.kind = "idx", runtime/idx.hpp) has no
-// model behind the learner yet (the vision transformer waits for the model interface).
+// The cluster trains text data only: IDX image data (data.kind = "idx", runtime/idx.hpp) has no
+// path into the learner's trainer and the evaluator yet.
 void require_text_data(const config::experiment& exp) {
   if (exp.data.kind != config::data_kind::text)
     throw std::invalid_argument(fmt::format(
-        "data.kind = \"{}\": the cluster trains text data only so far (data.kind = \"text\"); "
-        "IDX images need model.kind = \"vit\", which is not wired into the learner yet",
+        "data.kind = \"{}\": the cluster's learners and evaluator read text data only so far "
+        "(data.kind = \"text\"); model.kind = \"vit\" is a model of the model interface "
+        "(runtime/vit.hpp) but the learner's image data path is not built yet",
         config::to_string(exp.data.kind)));
 }
 }  // namespace
@@ -503,9 +504,9 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
   s->plan = plan_of(exp);
   {
     auto be = kernels::make_backend("cpu", {});
-    gpt model(*be, cfg);
-    model.init(exp.seed);
-    s->initial = model.get_parameters();
+    auto model = make_model(*be, cfg);
+    model->init(exp.seed);
+    s->initial = model->get_parameters();
   }
   s->steps_per_learner = steps_per_learner_of(exp);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());

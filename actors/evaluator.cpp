@@ -127,7 +127,7 @@ caf::behavior evaluator(evaluator_actor* self, std::shared_ptr<const evaluator_c
   kernels::backend_options bo;
   bo.threads = ctx->threads;
   st.backend = kernels::make_backend(ctx->backend, bo);
-  st.model = std::make_unique<gpt>(*st.backend, ctx->model);
+  st.model = make_model(*st.backend, ctx->model);
   if (ctx->every_seconds > 0)
     self->delayed_send(self, span(ctx->every_seconds), atoms::eval_atom_v);
   const bool by_steps = ctx->every_steps > 0 && ctx->log != nullptr;

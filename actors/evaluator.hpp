@@ -34,7 +34,7 @@
 #include "messages/codec.hpp"
 #include "runtime/data.hpp"
 #include "runtime/fragments.hpp"
-#include "runtime/gpt.hpp"
+#include "runtime/model.hpp"
 
 namespace dd::actors {
 
@@ -43,7 +43,7 @@ struct run_counters;
 
 /// Configuration of the evaluator.
 struct evaluator_context {
-  gpt_config model;
+  model_config model;
   fragment_plan plan;
   const text_dataset* data = nullptr;
   int batch = 16;                 ///< B of a validation batch
@@ -66,7 +66,7 @@ struct evaluator_context {
 /// CAF state of the evaluator.
 struct evaluator_state {
   std::unique_ptr<kernels::backend> backend;
-  std::unique_ptr<gpt> model;
+  std::unique_ptr<dd::model> model;
   chunk_assembler assembler;
   bool in_round = false;
   uint64_t round = 0;

@@ -38,13 +38,23 @@ std::string backend_name(config::backend_kind k) {
   return "cpu";
 }
 
-gpt_config model_of(const config::experiment& e) {
-  gpt_config g;
+model_config model_of(const config::experiment& e) {
+  model_config g;
+  g.kind = config::to_string(e.model.kind);
   g.vocab = e.model.vocab;
   g.context = e.model.context;
   g.layers = e.model.layers;
   g.heads = e.model.heads;
   g.width = e.model.width;
+  g.moe.experts = e.model.experts;
+  g.moe.top_k = e.model.top_k;
+  g.moe.capacity_factor = e.model.capacity_factor;
+  g.moe.aux_loss = e.model.aux_loss;
+  g.vit.rows = e.model.rows;
+  g.vit.cols = e.model.cols;
+  g.vit.patch = e.model.patch;
+  g.vit.classes = e.model.classes;
+  g.vit.pooling = e.model.pooling == "mean" ? vit_pooling::mean : vit_pooling::cls;
   return g;
 }
 
@@ -87,8 +97,8 @@ caf::timespan span(double s) {
 }
 
 fragment_plan plan_of(const config::experiment& e) {
-  auto plan =
-      make_fragment_plan(gpt_tensors(model_of(e)), e.sync.fragments, to_strategy(e.sync.strategy));
+  auto plan = make_fragment_plan(model_tensors(model_of(e)), e.sync.fragments,
+                                 to_strategy(e.sync.strategy));
   if (!plan) throw std::invalid_argument("sync.fragments: " + plan.error().message);
   return std::move(*plan);
 }

@@ -21,7 +21,7 @@
 #include "messages/encoding.hpp"
 #include "runtime/config/experiment.hpp"
 #include "runtime/fragments.hpp"
-#include "runtime/gpt.hpp"
+#include "runtime/model.hpp"
 
 namespace dd::actors {
 
@@ -36,7 +36,8 @@ struct learner_services {
 payload_encoding to_encoding(config::wire_format w);
 fragment_strategy to_strategy(config::fragment_strategy_kind k);
 std::string backend_name(config::backend_kind k);
-gpt_config model_of(const config::experiment& e);
+/// The experiment's model kind and shape (model.*).
+model_config model_of(const config::experiment& e);
 /// K = M (count >= M, or fraction 1): the synchronous baselines.
 bool synchronous(const config::experiment& e);
 policy::quorum_spec quorum_of(const config::experiment& e);

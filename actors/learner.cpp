@@ -142,7 +142,7 @@ void log_undecodable(learner_actor* self, const learner_context& ctx, const char
 }
 
 /// The model's values of one fragment, in fragment order (layout.numel floats).
-std::vector<float> read_fragment(const gpt& model, const fragment_layout& layout) {
+std::vector<float> read_fragment(const model& model, const fragment_layout& layout) {
   std::vector<float> theta(layout.numel);
   for (const auto& t : layout.tensors)
     model.read_parameters(t.flat_offset, t.numel, theta.data() + t.fragment_offset);
@@ -150,7 +150,7 @@ std::vector<float> read_fragment(const gpt& model, const fragment_layout& layout
 }
 
 /// Writes one fragment's values (fragment order) into the model.
-void write_fragment(gpt& model, const fragment_layout& layout, const std::vector<float>& theta) {
+void write_fragment(model& model, const fragment_layout& layout, const std::vector<float>& theta) {
   for (const auto& t : layout.tensors)
     model.write_parameters(t.flat_offset, t.numel, theta.data() + t.fragment_offset);
 }
@@ -455,11 +455,13 @@ inner_result inner_step(learner_actor* self, const learner_context& ctx) {
   auto& st = self->state;
   auto& tr = *st.tr;
   const auto& cfg = tr.config();
-  tr.data().next(cfg.batch, st.inputs, st.targets);
+  st.batch.B = cfg.batch;
+  st.batch.T = cfg.seq_len;
+  tr.data().next(cfg.batch, st.batch.inputs, st.batch.targets);
   auto& model = tr.model();
   model.zero_grad();
   inner_result r;
-  r.loss = model.forward(st.inputs, st.targets, cfg.batch, cfg.seq_len);
+  r.loss = model.forward(st.batch);
   if (!std::isfinite(r.loss)) return r;
   model.backward();
   double norm = clip_grad_norm(model.backend(), model.grads(), model.num_params(), cfg.grad_clip);
@@ -521,6 +523,19 @@ void on_step(learner_actor* self, const learner_context& ctx) {
     return;
   }
   const uint64_t step = static_cast<uint64_t>(st.tr->steps_done());
+  // Model statistics (moe_gpt: the router's per-expert load) once per sync interval H.
+  if (ctx.log != nullptr && ctx.sync_interval > 0 &&
+      step % static_cast<uint64_t>(ctx.sync_interval) == 0) {
+    auto stats = st.tr->model().take_stats();
+    if (stats.is_object() && stats.contains("event")) {
+      const std::string kind = stats["event"].get<std::string>();
+      stats.erase("event");
+      stats["learner"] = st.id;
+      stats["incarnation"] = st.incarnation;
+      stats["step"] = step;
+      ctx.log->emit(kind, std::move(stats));
+    }
+  }
   for (auto& f : st.frags) {
     f.steps += 1;
     f.tokens += static_cast<uint64_t>(tokens_per_step);

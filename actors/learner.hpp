@@ -190,7 +190,7 @@ struct learner_state {
   std::map<int32_t, uint64_t> last_settled;  ///< newest own transfer seen merged or refused
   policy::global_clock mean_step_clock;      ///< the global mean step, dated by own heartbeats
   policy::heartbeat_dates heartbeat_dates;   ///< send times of unanswered heartbeats
-  std::vector<int32_t> inputs, targets;
+  model_batch batch;                         ///< the inner step's batch (buffers reused)
   std::unique_ptr<rng> jitter_rng;
   static inline const char* name = "learner";
 };

@@ -226,6 +226,67 @@ class backend {
   virtual void softmax_crossentropy_backward(float* dlogits, const float* probs,
                                              const int32_t* targets, float dloss, int N, int V) = 0;
 
+  // ---- mixture of experts (runtime/moe_gpt.hpp) ---------------------------------------------
+  // Implemented by the reference and cpu backends; the defaults (inline, so that a backend
+  // module needs no symbol from dd_kernels) throw backend_error naming the op and the backend
+  // (CUDA has none yet: the config refuses moe_gpt with backend "cuda").
+  // Layout: N tokens, E experts, k choices per token (1 or 2), `capacity` slots per expert; the
+  // expert buffers hold E·capacity rows, expert e's rows are [e·capacity, (e+1)·capacity).
+
+  /// Router (Shazeer et al. 2017; Switch, Fedus et al. 2021; GShard, Lepikhin et al. 2020):
+  /// WRITES probs (N,E) = softmax(logits (N,E)) per row; idx (N,k) = the k most probable
+  /// experts in descending probability, ties to the lower expert index; gates (N,k): for k = 1
+  /// gates = probs[idx] (Switch), for k = 2 the two probabilities divided by their sum.
+  /// Requires 1 <= k <= min(2, E).
+  virtual void router_forward(float* /*probs*/, int32_t* /*idx*/, float* /*gates*/,
+                              const float* /*logits*/, int /*N*/, int /*E*/, int /*k*/) {
+    unsupported_op("router_forward");
+  }
+  /// Accumulates dlogits (N,E) += softmax-backward of dp, where dp (N,E) = dprobs (may be null:
+  /// 0) plus the gradient of the gates through router_forward's selection and renormalisation
+  /// given dgates (N,k) (k = 1: dp[idx] += dg; k = 2, s = p_a + p_b: dp_a += p_b (dg_a − dg_b)/s²,
+  /// dp_b += p_a (dg_b − dg_a)/s²). probs/idx as router_forward wrote them.
+  virtual void router_backward(float* /*dlogits*/, const float* /*dgates*/, const float* /*dprobs*/,
+                               const float* /*probs*/, const int32_t* /*idx*/, int /*N*/, int /*E*/,
+                               int /*k*/) {
+    unsupported_op("router_backward");
+  }
+  /// Capacity assignment in batch order: tokens n = 0..N-1, each token's choices j = 0..k-1 in
+  /// rank order; choice (n, j) to expert e = idx[n,j] takes expert e's next free slot s while
+  /// s < capacity, else it is dropped. WRITES slot_token (E·capacity) = the token in each slot or
+  /// −1 (free), assign (N,k) = the row e·capacity + s of each choice or −1 (dropped), routed (E)
+  /// = choices that picked e, kept or dropped.
+  virtual void moe_assign(int32_t* /*slot_token*/, int32_t* /*assign*/, int32_t* /*routed*/,
+                          const int32_t* /*idx*/, int /*N*/, int /*E*/, int /*k*/,
+                          int /*capacity*/) {
+    unsupported_op("moe_assign");
+  }
+  /// WRITES out (rows, C): row r = inp (·,C) row slot_token[r], or zeros when slot_token[r] < 0.
+  virtual void moe_gather(float* /*out*/, const float* /*inp*/, const int32_t* /*slot_token*/,
+                          int /*rows*/, int /*C*/) {
+    unsupported_op("moe_gather");
+  }
+  /// Accumulates dinp (N,C) row n += Σ_j dout row assign[n,j] over the j with assign[n,j] >= 0
+  /// (the adjoint of moe_gather, indexed by the inverse map moe_assign wrote).
+  virtual void moe_gather_backward(float* /*dinp*/, const float* /*dout*/,
+                                   const int32_t* /*assign*/, int /*N*/, int /*k*/, int /*C*/) {
+    unsupported_op("moe_gather_backward");
+  }
+  /// WRITES out (N,C) row n = Σ_j gates[n,j] · expert_out row assign[n,j] over j with
+  /// assign[n,j] >= 0 (a fully dropped token gets zeros).
+  virtual void moe_scatter(float* /*out*/, const float* /*expert_out*/, const int32_t* /*assign*/,
+                           const float* /*gates*/, int /*N*/, int /*k*/, int /*C*/) {
+    unsupported_op("moe_scatter");
+  }
+  /// Accumulates dexpert_out row assign[n,j] += gates[n,j] · dout row n and dgates[n,j] +=
+  /// dout row n · expert_out row assign[n,j] (dot product) for assign[n,j] >= 0.
+  virtual void moe_scatter_backward(float* /*dexpert_out*/, float* /*dgates*/,
+                                    const float* /*dout*/, const float* /*expert_out*/,
+                                    const int32_t* /*assign*/, const float* /*gates*/, int /*N*/,
+                                    int /*k*/, int /*C*/) {
+    unsupported_op("moe_scatter_backward");
+  }
+
   // ---- optimizer ----------------------------------------------------------------------------
   /// One AdamW step over n parameters: m = β1 m + (1-β1) g; v = β2 v + (1-β2) g²;
   /// m̂ = m/(1-β1^t); v̂ = v/(1-β2^t); θ -= lr (m̂/(sqrt(v̂)+eps) + wd θ).
@@ -258,6 +319,11 @@ class backend {
   [[noreturn]] void missing_op(const char* op) const {
     throw backend_error("backend \"" + name() + "\" has no " + op +
                         " op yet (the vision transformer runs on \"reference\" and \"cpu\")");
+  }
+  /// Throws backend_error "<op>: not implemented on the <name> backend ...".
+  [[noreturn]] void unsupported_op(const char* op) const {
+    throw backend_error(std::string(op) + ": not implemented on the " + name() +
+                        " backend (mixture-of-experts ops exist on reference and cpu)");
   }
 };
 

@@ -13,7 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/adamw.hpp"
-#include "runtime/gpt.hpp"
+#include "runtime/model.hpp"
 #include "util/crc32c.hpp"
 #include "util/files.hpp"
 
@@ -228,12 +228,13 @@ st_file parse_safetensors(std::string_view bytes, const std::string& path,
   return out;
 }
 
-void save_checkpoint(const std::string& path, const gpt& model, const adamw* opt,
+void save_checkpoint(const std::string& path, const model& model, const adamw* opt,
                      const std::map<std::string, std::string>& metadata) {
   st_file f;
   f.metadata = metadata;
-  f.metadata["format"] = "dd-gpt-1";
-  f.metadata["config"] = model.config().to_json().dump();
+  const model_config cfg = model.config();
+  f.metadata["format"] = fmt::format("dd-{}-1", cfg.kind);
+  f.metadata["config"] = cfg.to_json().dump();
   const auto params = model.get_parameters();
   std::vector<float> m, v;
   if (opt != nullptr) {
@@ -258,8 +259,8 @@ void save_checkpoint(const std::string& path, const gpt& model, const adamw* opt
   write_safetensors(path, f);
 }
 
-std::map<std::string, std::string> load_checkpoint(const std::string& path, gpt& model, adamw* opt,
-                                                   const st_read_options& options) {
+std::map<std::string, std::string> load_checkpoint(const std::string& path, model& model,
+                                                   adamw* opt, const st_read_options& options) {
   const st_file f = read_safetensors(path, options);
   auto fail = [&](const std::string& what) -> std::runtime_error {
     return std::runtime_error(fmt::format("checkpoint '{}': {}", path, what));

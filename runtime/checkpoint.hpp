@@ -22,7 +22,7 @@
 
 namespace dd {
 
-class gpt;
+class model;
 class adamw;
 
 /// One host tensor of a safetensors file.
@@ -74,16 +74,16 @@ st_file parse_safetensors(std::string_view bytes, const std::string& path,
 
 /// Writes a model checkpoint: every model tensor under its own name; when `opt` is given, its
 /// moments as "adamw.m.<name>" and "adamw.v.<name>" and metadata "adamw_steps". `metadata` is
-/// added to "__metadata__" together with "format" = "dd-gpt-1" and "config" = the model config
-/// as JSON.
-void save_checkpoint(const std::string& path, const gpt& model, const adamw* opt,
+/// added to "__metadata__" together with "format" = "dd-gpt-1" for kind "gpt" ("dd-<kind>-1"
+/// otherwise) and "config" = the model config as JSON (model_config::to_json, kind included).
+void save_checkpoint(const std::string& path, const model& m, const adamw* opt,
                      const std::map<std::string, std::string>& metadata);
 
 /// Loads a checkpoint written by save_checkpoint into `model` (and `opt`, which then requires the
 /// moments). Validates everything before touching the model: every expected tensor must be
 /// present with the model's exact shape, else std::runtime_error naming the file and the tensor.
 /// Returns the file's metadata (holding dd_crc32c unless the file came from another tool).
-std::map<std::string, std::string> load_checkpoint(const std::string& path, gpt& model, adamw* opt,
+std::map<std::string, std::string> load_checkpoint(const std::string& path, model& m, adamw* opt,
                                                    const st_read_options& options = {});
 
 }  // namespace dd

@@ -5,11 +5,11 @@
 
 #include <fmt/format.h>
 
-#include "runtime/gpt.hpp"
+#include "runtime/model.hpp"
 
 namespace dd {
 
-double evaluate_loss(gpt& model, const std::vector<int32_t>& split, int B, int T, int batches) {
+double evaluate_loss(model& m, const std::vector<int32_t>& split, int B, int T, int batches) {
   if (batches < 1 || B < 1 || T < 1)
     throw std::invalid_argument(
         fmt::format("evaluate_loss: batches {}, B {}, T {} must all be >= 1", batches, B, T));
@@ -18,7 +18,13 @@ double evaluate_loss(gpt& model, const std::vector<int32_t>& split, int B, int T
         "evaluate_loss: split has {} tokens, needs at least T+1 = {}", split.size(), T + 1));
   const size_t W = (split.size() - 1) / static_cast<size_t>(T);
   const size_t BT = static_cast<size_t>(B) * T;
-  std::vector<int32_t> in(BT), tg(BT);
+  model_batch batch;
+  batch.B = B;
+  batch.T = T;
+  batch.inputs.resize(BT);
+  batch.targets.resize(BT);
+  auto& in = batch.inputs;
+  auto& tg = batch.targets;
   double sum = 0.0;
   for (int b = 0; b < batches; ++b) {
     for (int r = 0; r < B; ++r) {
@@ -28,7 +34,7 @@ double evaluate_loss(gpt& model, const std::vector<int32_t>& split, int B, int T
         tg[static_cast<size_t>(r) * T + t] = split[start + t + 1];
       }
     }
-    sum += model.forward(in, tg, B, T);
+    sum += m.evaluate(batch).loss;
   }
   return sum / batches;
 }

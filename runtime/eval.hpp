@@ -8,14 +8,14 @@
 
 namespace dd {
 
-class gpt;
+class model;
 
-/// Mean next-token cross-entropy in nats per token (= nats/char for the byte tokenizer) over
-/// `batches` batches of (B, T). The slice is fixed: row r of batch b is the window starting at
-/// token ((b·B + r) mod W)·T of `split`, W = (split.size() − 1) / T windows (wrapping when the
-/// split is shorter than batches·B windows); targets are the inputs shifted by one. Every batch
-/// has equal weight. Throws std::invalid_argument when batches < 1, B < 1, T < 1 or the split has
-/// fewer than T + 1 tokens.
-double evaluate_loss(gpt& model, const std::vector<int32_t>& split, int B, int T, int batches);
+/// Mean next-token cross-entropy of a token model in nats per token (= nats/char for the byte
+/// tokenizer; model::evaluate's loss, so without moe_gpt's auxiliary loss) over `batches` batches
+/// of (B, T). The slice is fixed: row r of batch b is the window starting at token ((b·B + r) mod
+/// W)·T of `split`, W = (split.size() − 1) / T windows (wrapping when the split is shorter than
+/// batches·B windows); targets are the inputs shifted by one. Every batch has equal weight. Throws
+/// std::invalid_argument when batches < 1, B < 1, T < 1 or the split has fewer than T + 1 tokens.
+double evaluate_loss(model& m, const std::vector<int32_t>& split, int B, int T, int batches);
 
 }  // namespace dd

@@ -101,17 +101,12 @@ double gpt_flops_per_token(const gpt_config& cfg, int T) {
   return 6.0 * n_matmul + 6.0 * L * T * C;
 }
 
-gpt::gpt(kernels::backend& be, const gpt_config& cfg)
-    : be_(&be), cfg_(cfg), tensors_(gpt_tensors(cfg)) {
-  const size_t n = tensors_.back().offset + tensors_.back().numel;
-  params_ = be.alloc<float>(n);
-  grads_ = be.alloc<float>(n);
-}
+gpt::gpt(kernels::backend& be, const gpt_config& cfg) : model(be, gpt_tensors(cfg)), cfg_(cfg) {}
 
-const tensor_info& gpt::tensor(const std::string& name) const {
-  for (const auto& t : tensors_)
-    if (t.name == name) return t;
-  throw std::out_of_range(fmt::format("gpt: no tensor named '{}'", name));
+double gpt::flops_per_sample(int T) const { return gpt_flops_per_token(cfg_, T) * T; }
+
+double gpt::forward(const model_batch& batch) {
+  return forward(batch.inputs, batch.targets, batch.B, batch.T);
 }
 
 void gpt::init(uint64_t seed) {
@@ -134,43 +129,6 @@ void gpt::init(uint64_t seed) {
   }
   set_parameters(host);
 }
-
-std::vector<float> gpt::get_parameters() const {
-  std::vector<float> host(num_params());
-  be_->download(host.data(), params_.data(), host.size());
-  return host;
-}
-
-void gpt::set_parameters(const std::vector<float>& host) {
-  if (host.size() != num_params())
-    throw std::invalid_argument(
-        fmt::format("gpt::set_parameters: got {} floats, model has {}", host.size(), num_params()));
-  be_->upload(params_.data(), host.data(), host.size());
-}
-
-void gpt::read_parameters(size_t offset, size_t n, float* host) const {
-  if (offset > num_params() || n > num_params() - offset)
-    throw std::out_of_range(
-        fmt::format("gpt::read_parameters: range [{}, {}) exceeds {} parameters", offset,
-                    offset + n, num_params()));
-  be_->download(host, params_.data() + offset, n);
-}
-
-void gpt::write_parameters(size_t offset, size_t n, const float* host) {
-  if (offset > num_params() || n > num_params() - offset)
-    throw std::out_of_range(
-        fmt::format("gpt::write_parameters: range [{}, {}) exceeds {} parameters", offset,
-                    offset + n, num_params()));
-  be_->upload(params_.data() + offset, host, n);
-}
-
-std::vector<float> gpt::get_gradients() const {
-  std::vector<float> host(num_params());
-  be_->download(host.data(), grads_.data(), host.size());
-  return host;
-}
-
-void gpt::zero_grad() { be_->zero(grads_.data(), grads_.size()); }
 
 void gpt::ensure_activations(int B, int T) {
   if (B == act_B_ && T == act_T_) return;

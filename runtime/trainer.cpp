@@ -34,11 +34,13 @@ void trainer_config::validate() const {
 trainer::trainer(kernels::backend& be, const text_dataset& data, const trainer_config& cfg)
     : cfg_((cfg.validate(), cfg)),
       data_(&data),
-      model_(be, cfg.model),
-      opt_(be, model_.tensors(), model_.num_params(), cfg.optimizer),
+      model_(make_model(be, cfg.model)),
+      opt_(be, model_->tensors(), model_->num_params(), cfg.optimizer),
       stream_(data, cfg.learner, cfg.learners, cfg.seq_len, derive_seed(cfg.seed, k_data_stream),
               cfg.sharding) {
-  model_.init(cfg.seed);
+  model_->init(cfg.seed);
+  batch_.B = cfg.batch;
+  batch_.T = cfg.seq_len;
 }
 
 step_result trainer::step() {
@@ -46,29 +48,29 @@ step_result trainer::step() {
   step_result r;
   r.step = step_;
   r.tokens = static_cast<int64_t>(cfg_.batch) * cfg_.seq_len;
-  stream_.next(cfg_.batch, inputs_, targets_);
-  model_.zero_grad();
-  r.loss = model_.forward(inputs_, targets_, cfg_.batch, cfg_.seq_len);
+  stream_.next(cfg_.batch, batch_.inputs, batch_.targets);
+  model_->zero_grad();
+  r.loss = model_->forward(batch_);
   tokens_ += r.tokens;
   if (std::isfinite(r.loss)) {
-    model_.backward();
+    model_->backward();
     r.grad_norm =
-        clip_grad_norm(model_.backend(), model_.grads(), model_.num_params(), cfg_.grad_clip);
+        clip_grad_norm(model_->backend(), model_->grads(), model_->num_params(), cfg_.grad_clip);
   }
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
     r.applied = false;
   } else {
     r.lr = cfg_.schedule.at(step_);
-    opt_.step(model_.params(), model_.grads(), static_cast<float>(r.lr));
+    opt_.step(model_->params(), model_->grads(), static_cast<float>(r.lr));
     ++step_;
   }
-  model_.backend().synchronize();
+  model_->backend().synchronize();
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
 }
 
 double trainer::evaluate(int batches) {
-  return evaluate_loss(model_, data_->validation(), cfg_.batch, cfg_.seq_len, batches);
+  return evaluate_loss(*model_, data_->validation(), cfg_.batch, cfg_.seq_len, batches);
 }
 
 void trainer::save(const std::string& path, const std::map<std::string, std::string>& extra) const {
@@ -77,7 +79,7 @@ void trainer::save(const std::string& path, const std::map<std::string, std::str
   meta["tokens"] = std::to_string(tokens_);
   meta["seed"] = std::to_string(cfg_.seed);
   meta["data_cursor"] = stream_.cursor().to_json().dump();
-  save_checkpoint(path, model_, &opt_, meta);
+  save_checkpoint(path, *model_, &opt_, meta);
 }
 
 std::map<std::string, std::string> trainer::load(const std::string& path,
@@ -92,11 +94,11 @@ std::map<std::string, std::string> trainer::load(const std::string& path,
     if (it == probe.metadata.end()) throw fail(fmt::format("metadata '{}' is missing", key));
     return it->second;
   };
-  gpt_config file_cfg;
+  model_config file_cfg;
   data_cursor cur;
   int64_t step = 0, tokens = 0;
   try {
-    file_cfg = gpt_config::from_json(nlohmann::json::parse(meta_of("config")));
+    file_cfg = model_config::from_json(nlohmann::json::parse(meta_of("config")));
     cur = data_cursor::from_json(nlohmann::json::parse(meta_of("data_cursor")));
     step = std::stoll(meta_of("step"));
     tokens = std::stoll(meta_of("tokens"));
@@ -115,7 +117,7 @@ std::map<std::string, std::string> trainer::load(const std::string& path,
   } catch (const std::invalid_argument& e) {
     throw fail(e.what());
   }
-  auto meta = load_checkpoint(path, model_, &opt_, options);
+  auto meta = load_checkpoint(path, *model_, &opt_, options);
   stream_.restore(cur);
   step_ = step;
   tokens_ = tokens;

@@ -14,21 +14,21 @@
 #include "runtime/adamw.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/data.hpp"
-#include "runtime/gpt.hpp"
 #include "runtime/lr_schedule.hpp"
+#include "runtime/model.hpp"
 
 namespace dd {
 
 /// Everything a trainer needs besides the backend and the data.
 struct trainer_config {
-  gpt_config model;
+  model_config model;    ///< kind and shape (make_model)
   int batch = 16;        ///< B: sequences per inner step
   int seq_len = 128;     ///< T: tokens per sequence (<= model.context)
   lr_schedule schedule;  ///< on this learner's own step counter
   adamw_config optimizer;
   double grad_clip = 1.0;  ///< global grad-norm limit; <= 0 disables clipping
   uint64_t seed =
-      1337;  ///< model init = gpt::init(seed); data stream seed = derive_seed(seed, 0x64617461)
+      1337;  ///< model init = model::init(seed); data stream seed = derive_seed(seed, 0x64617461)
   int learner = 0;   ///< this learner's index i (data shard i of M)
   int learners = 1;  ///< M
   /// Contiguous shards (ALGORITHM.md) or interleaved windows of the whole train split.
@@ -85,8 +85,8 @@ class trainer {
   /// Tokens trained on so far (B·T per applied or skipped step).
   int64_t tokens_seen() const noexcept { return tokens_; }
 
-  gpt& model() noexcept { return model_; }
-  const gpt& model() const noexcept { return model_; }
+  dd::model& model() noexcept { return *model_; }
+  const dd::model& model() const noexcept { return *model_; }
   adamw& optimizer() noexcept { return opt_; }
   batch_stream& data() noexcept { return stream_; }
   const trainer_config& config() const noexcept { return cfg_; }
@@ -94,12 +94,12 @@ class trainer {
  private:
   trainer_config cfg_;
   const text_dataset* data_;
-  gpt model_;
+  std::unique_ptr<dd::model> model_;
   adamw opt_;
   batch_stream stream_;
   int64_t step_ = 0;
   int64_t tokens_ = 0;
-  std::vector<int32_t> inputs_, targets_;
+  model_batch batch_;
 };
 
 }  // namespace dd

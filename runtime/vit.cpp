@@ -116,8 +116,25 @@ double vit_flops_per_sample(const vit_config& cfg) {
   return 6.0 * (T * 12.0 * L * C * C + P * pp * C + C * K) + 12.0 * L * T * T * C;
 }
 
-vit::vit(kernels::backend& be, const vit_config& cfg)
-    : be_(&be), cfg_(cfg), tensors_(vit_tensors(cfg)) {
+namespace {
+model_config model_config_of(const vit_config& v) {
+  model_config m;
+  m.kind = "vit";
+  m.layers = v.layers;
+  m.heads = v.heads;
+  m.width = v.width;
+  m.vit = v;
+  return m;
+}
+}  // namespace
+
+vit::vit(kernels::backend& be, const vit_config& cfg) : vit(be, model_config_of(cfg)) {}
+
+vit::vit(kernels::backend& be, const model_config& cfg)
+    : model(be, vit_tensors(cfg.vit_shape())), cfg_(cfg.vit_shape()), model_cfg_(cfg) {
+  if (cfg.kind != "vit")
+    throw std::invalid_argument(
+        fmt::format("vit: model config of kind '{}', expected \"vit\"", cfg.kind));
   for (size_t i = 0; i < tensors_.size(); ++i) {
     const auto& n = tensors_[i].name;
     if (n == "cls_token") i_cls_ = i;
@@ -126,16 +143,9 @@ vit::vit(kernels::backend& be, const vit_config& cfg)
     if (n == "ln_f.weight") i_lnf_ = i;
     if (n == "head.weight") i_head_ = i;
   }
-  const size_t n = tensors_.back().offset + tensors_.back().numel;
-  params_ = be.alloc<float>(n);
-  grads_ = be.alloc<float>(n);
 }
 
-const tensor_info& vit::tensor(const std::string& name) const {
-  for (const auto& t : tensors_)
-    if (t.name == name) return t;
-  throw std::out_of_range(fmt::format("vit: no tensor named '{}'", name));
-}
+double vit::flops_per_sample(int /*T*/) const { return vit_flops_per_sample(cfg_); }
 
 void vit::init(uint64_t seed) {
   rng r(seed);
@@ -159,27 +169,6 @@ void vit::init(uint64_t seed) {
   }
   set_parameters(host);
 }
-
-std::vector<float> vit::get_parameters() const {
-  std::vector<float> host(num_params());
-  be_->download(host.data(), params_.data(), host.size());
-  return host;
-}
-
-void vit::set_parameters(const std::vector<float>& host) {
-  if (host.size() != num_params())
-    throw std::invalid_argument(
-        fmt::format("vit::set_parameters: got {} floats, model has {}", host.size(), num_params()));
-  be_->upload(params_.data(), host.data(), host.size());
-}
-
-std::vector<float> vit::get_gradients() const {
-  std::vector<float> host(num_params());
-  be_->download(host.data(), grads_.data(), host.size());
-  return host;
-}
-
-void vit::zero_grad() { be_->zero(grads_.data(), grads_.size()); }
 
 void vit::ensure_activations(int B) {
   if (B == act_B_) return;
@@ -215,15 +204,54 @@ double vit::forward(const std::vector<int32_t>& pixels, const std::vector<int32_
   have_forward_ = false;
   if (B < 1) throw std::invalid_argument(fmt::format("vit::forward: batch {} must be >= 1", B));
   const size_t HW = static_cast<size_t>(cfg_.rows) * cfg_.cols;
-  if (pixels.size() != static_cast<size_t>(B) * HW || labels.size() != static_cast<size_t>(B))
-    throw std::invalid_argument(fmt::format(
-        "vit::forward: pixels has {} and labels {} values, expected B·rows·cols = {}·{}·{} = {} "
-        "and B = {}",
-        pixels.size(), labels.size(), B, cfg_.rows, cfg_.cols, static_cast<size_t>(B) * HW, B));
-  for (size_t i = 0; i < pixels.size(); ++i)
+  if (pixels.size() != static_cast<size_t>(B) * HW)
+    throw std::invalid_argument(
+        fmt::format("vit::forward: pixels has {} values, expected B·rows·cols = {}·{}·{} = {}",
+                    pixels.size(), B, cfg_.rows, cfg_.cols, static_cast<size_t>(B) * HW));
+  std::vector<float> f(pixels.size());
+  for (size_t i = 0; i < pixels.size(); ++i) {
     if (pixels[i] < 0 || pixels[i] > 255)
       throw std::invalid_argument(fmt::format(
           "vit::forward: pixel {} of image {} is {}, outside [0, 255]", i % HW, i / HW, pixels[i]));
+    f[i] = static_cast<float>(pixels[i]);
+  }
+  return forward_pixels(f.data(), labels, B);
+}
+
+double vit::forward(const model_batch& batch) {
+  have_forward_ = false;
+  const int B = batch.B;
+  if (B < 1) throw std::invalid_argument(fmt::format("vit::forward: batch {} must be >= 1", B));
+  if (batch.T != 1)
+    throw std::invalid_argument(
+        fmt::format("vit::forward: batch.T is {}; an image batch has T = 1", batch.T));
+  const size_t HW = static_cast<size_t>(cfg_.rows) * cfg_.cols;
+  if (batch.features.size() != static_cast<size_t>(B) * HW)
+    throw std::invalid_argument(
+        fmt::format("vit::forward: features has {} values, expected B·rows·cols = {}·{}·{} = {}",
+                    batch.features.size(), B, cfg_.rows, cfg_.cols, static_cast<size_t>(B) * HW));
+  for (size_t i = 0; i < batch.features.size(); ++i) {
+    const float v = batch.features[i];
+    if (!(v >= 0.0f && v <= 255.0f))
+      throw std::invalid_argument(fmt::format(
+          "vit::forward: pixel {} of image {} is {}, outside [0, 255]", i % HW, i / HW, v));
+  }
+  return forward_pixels(batch.features.data(), batch.targets, B);
+}
+
+batch_metric vit::evaluate(const model_batch& batch) {
+  batch_metric m;
+  m.loss = forward(batch);
+  m.accuracy = static_cast<double>(last_correct()) / batch.B;
+  have_forward_ = false;
+  return m;
+}
+
+double vit::forward_pixels(const float* pixels, const std::vector<int32_t>& labels, int B) {
+  const size_t HW = static_cast<size_t>(cfg_.rows) * cfg_.cols;
+  if (labels.size() != static_cast<size_t>(B))
+    throw std::invalid_argument(
+        fmt::format("vit::forward: {} labels, expected B = {}", labels.size(), B));
   for (int b = 0; b < B; ++b)
     if (labels[b] < 0 || labels[b] >= cfg_.classes)
       throw std::invalid_argument(fmt::format(
@@ -244,7 +272,7 @@ double vit::forward(const std::vector<int32_t>& pixels, const std::vector<int32_
         for (int dx = 0; dx < p_; ++dx) {
           const size_t src = static_cast<size_t>(b) * HW +
                              static_cast<size_t>(py * p_ + dy) * cfg_.cols + (px * p_ + dx);
-          dst[dy * p_ + dx] = static_cast<float>(pixels[src]) / 255.0f;
+          dst[dy * p_ + dx] = pixels[src] / 255.0f;
         }
     }
   be.upload(patches_in_.data(), host.data(), host.size());

@@ -24,51 +24,14 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/backend.hpp"
+#include "runtime/model.hpp"
 #include "runtime/tensor_info.hpp"
 #include "runtime/transformer_block.hpp"
+#include "runtime/vit_config.hpp"
 
 namespace dd {
 
 class image_dataset;
-
-/// How the classification head reads the token sequence.
-enum class vit_pooling : uint8_t { cls, mean };
-
-/// "cls" / "mean".
-const char* to_string(vit_pooling p);
-/// Throws std::invalid_argument naming the value unless it is "cls" or "mean".
-vit_pooling vit_pooling_from_string(const std::string& s);
-
-/// Shape of a ViT. Defaults: the MNIST example's model (28×28, 7×7 patches: 16 patch tokens).
-struct vit_config {
-  int rows = 28;     ///< image height in pixels
-  int cols = 28;     ///< image width in pixels
-  int patch = 7;     ///< p: patch side; must divide rows and cols
-  int classes = 10;  ///< K: output classes
-  int layers = 2;    ///< L: transformer blocks
-  int heads = 4;     ///< NH: attention heads; width % heads == 0
-  int width = 64;    ///< C: token width
-  vit_pooling pooling = vit_pooling::cls;
-
-  /// Patch tokens P = (rows/p)·(cols/p).
-  int patches() const { return (rows / patch) * (cols / patch); }
-  /// Tokens per image T = P (+1 with cls pooling).
-  int tokens() const { return patches() + (pooling == vit_pooling::cls ? 1 : 0); }
-
-  /// Throws std::invalid_argument naming the field when a value is out of range (every integer
-  /// >= 1, classes >= 2, patch divides rows and cols, width % heads == 0).
-  void validate() const;
-  /// {"rows","cols","patch","classes","layers","heads","width","pooling":"cls"|"mean"}
-  nlohmann::json to_json() const;
-  /// Reads all eight fields (required); throws std::invalid_argument naming a missing or
-  /// mistyped field, then validate()s.
-  static vit_config from_json(const nlohmann::json& j);
-  bool operator==(const vit_config& o) const {
-    return rows == o.rows && cols == o.cols && patch == o.patch && classes == o.classes &&
-           layers == o.layers && heads == o.heads && width == o.width && pooling == o.pooling;
-  }
-  bool operator!=(const vit_config& o) const { return !(*this == o); }
-};
 
 /// Parameter layout, without allocating. Order: patch_embed.weight (C, p²), patch_embed.bias
 /// (C), cls_token (1, C) (cls pooling only), pos_embed (T, C), per block i the 12 tensors
@@ -94,12 +57,15 @@ struct classification_eval {
   size_t samples = 0;     ///< samples evaluated
 };
 
-/// The model. Move-only; bound to one backend that must outlive it.
-class vit {
+/// The model (kind "vit" of runtime/model.hpp). Move-only; bound to one backend that must
+/// outlive it.
+class vit : public model {
  public:
   /// Allocates parameters and gradients (zero). Throws std::invalid_argument for a bad config,
   /// kernels::backend_error on allocation failure.
   vit(kernels::backend& be, const vit_config& cfg);
+  /// From a model_config of kind "vit" (model_config::vit_shape()); config() returns `cfg`.
+  vit(kernels::backend& be, const model_config& cfg);
   vit(vit&&) noexcept = default;
   vit& operator=(vit&&) = delete;
   vit(const vit&) = delete;
@@ -109,24 +75,22 @@ class vit {
   /// N(0, 0.02²), the residual projections (attn.proj.weight, mlp.proj.weight) ~
   /// N(0, (0.02/sqrt(2·layers))²) (as gpt::init), biases 0, layer-norm weights 1. One dd::rng
   /// stream seeded with `seed`, consumed tensor by tensor in tensors() order, row-major.
-  void init(uint64_t seed);
+  void init(uint64_t seed) override;
 
-  const vit_config& config() const noexcept { return cfg_; }
-  const std::vector<tensor_info>& tensors() const noexcept { return tensors_; }
-  /// Throws std::out_of_range naming the tensor when absent.
-  const tensor_info& tensor(const std::string& name) const;
-  size_t num_params() const noexcept { return params_.size(); }
-  kernels::backend& backend() const noexcept { return *be_; }
+  /// Kind "vit", the shared layers/heads/width and the vit fields.
+  model_config config() const override { return model_cfg_; }
+  /// The shape.
+  const vit_config& shape() const noexcept { return cfg_; }
 
-  float* params() noexcept { return params_.data(); }
-  const float* params() const noexcept { return params_.data(); }
-  float* grads() noexcept { return grads_.data(); }
-  const float* grads() const noexcept { return grads_.data(); }
-  /// Whole vectors to / from host, (num_params()); set_ throws std::invalid_argument on a size
-  /// mismatch.
-  std::vector<float> get_parameters() const;
-  void set_parameters(const std::vector<float>& host);
-  std::vector<float> get_gradients() const;
+  /// vit_flops_per_sample(shape()); T is ignored (a sample is one image).
+  double flops_per_sample(int T) const override;
+
+  using model::forward;
+  /// forward() of the batch's features (B, rows·cols) = pixel values in [0, 255] (integers) and
+  /// targets (B) = labels; batch.T must be 1. Throws std::invalid_argument naming what is wrong.
+  double forward(const model_batch& batch) override;
+  /// Loss and accuracy of one batch (forward only).
+  batch_metric evaluate(const model_batch& batch) override;
 
   /// Forward pass on B images: `pixels` (B·rows·cols values in [0, 255], row-major per image),
   /// `labels` (B values in [0, classes)). Returns the mean cross-entropy in nats per image and
@@ -141,10 +105,7 @@ class vit {
 
   /// Backward pass of the last forward(); ACCUMULATES into grads(). Throws std::logic_error when
   /// no forward() preceded it.
-  void backward();
-
-  /// Sets every gradient to zero.
-  void zero_grad();
+  void backward() override;
 
   /// Loss and accuracy over the whole validation split of `data`, in batches of `batch`
   /// images (the last batch may be smaller). Throws std::invalid_argument when the dataset's
@@ -153,14 +114,11 @@ class vit {
 
  private:
   void ensure_activations(int B);
-  float* p(size_t i) { return params_.data() + tensors_[i].offset; }
-  float* g(size_t i) { return grads_.data() + tensors_[i].offset; }
+  double forward_pixels(const float* pixels, const std::vector<int32_t>& labels, int B);
 
-  kernels::backend* be_;
   vit_config cfg_;
-  std::vector<tensor_info> tensors_;
+  model_config model_cfg_;
   size_t i_cls_ = 0, i_pos_ = 0, i_blocks_ = 0, i_lnf_ = 0, i_head_ = 0;  // tensor indices
-  kernels::buffer<float> params_, grads_;
 
   int act_B_ = 0;
   bool have_forward_ = false;

@@ -460,6 +460,155 @@ class cpu_backend final : public detail::host_backend {
     });
   }
 
+  // ---- mixture of experts -------------------------------------------------------------------
+  void router_forward(float* probs, int32_t* idx, float* gates, const float* logits, int N, int E,
+                      int k) override {
+    parallel_range(static_cast<size_t>(N), static_cast<size_t>(E) * 8, [&](size_t b, size_t e) {
+      for (size_t n = b; n < e; ++n) {
+        const float* z = logits + n * E;
+        float* p = probs + n * E;
+        // Top-k on the logits (softmax is monotone); strictly greater wins: ties to the lower
+        // index, exactly as the reference (which selects on the same logits).
+        int first = 0;
+        for (int x = 1; x < E; ++x)
+          if (z[x] > z[first]) first = x;
+        const float maxv = z[first];
+        float sum = 0.0f;
+        for (int x = 0; x < E; ++x) {
+          p[x] = fast_expf(z[x] - maxv);
+          sum += p[x];
+        }
+        const float inv = 1.0f / sum;
+        for (int x = 0; x < E; ++x) p[x] *= inv;
+        idx[n * k] = first;
+        if (k == 1) {
+          gates[n] = p[first];
+          continue;
+        }
+        int second = first == 0 ? 1 : 0;
+        for (int x = 0; x < E; ++x)
+          if (x != first && z[x] > z[second]) second = x;
+        idx[n * 2 + 1] = second;
+        const float s = p[first] + p[second];
+        gates[n * 2] = p[first] / s;
+        gates[n * 2 + 1] = p[second] / s;
+      }
+    });
+  }
+
+  void router_backward(float* dlogits, const float* dgates, const float* dprobs, const float* probs,
+                       const int32_t* idx, int N, int E, int k) override {
+    parallel_range(static_cast<size_t>(N), static_cast<size_t>(E) * 4, [&](size_t b, size_t e) {
+      std::vector<float> dp(static_cast<size_t>(E));
+      for (size_t n = b; n < e; ++n) {
+        const float* p = probs + n * E;
+        for (int x = 0; x < E; ++x) dp[x] = dprobs != nullptr ? dprobs[n * E + x] : 0.0f;
+        if (k == 1) {
+          dp[idx[n]] += dgates[n];
+        } else {
+          const int a = idx[n * 2], c = idx[n * 2 + 1];
+          const float pa = p[a], pc = p[c], s2 = (pa + pc) * (pa + pc);
+          const float ga = dgates[n * 2], gc = dgates[n * 2 + 1];
+          dp[a] += pc * (ga - gc) / s2;
+          dp[c] += pa * (gc - ga) / s2;
+        }
+        float dot = 0.0f;
+        for (int x = 0; x < E; ++x) dot += p[x] * dp[x];
+        for (int x = 0; x < E; ++x) dlogits[n * E + x] += p[x] * (dp[x] - dot);
+      }
+    });
+  }
+
+  void moe_assign(int32_t* slot_token, int32_t* assign, int32_t* routed, const int32_t* idx, int N,
+                  int E, int k, int capacity) override {
+    // Sequential by definition (batch order decides who is dropped); N·k integer steps.
+    std::vector<int> used(static_cast<size_t>(E), 0);
+    std::fill(slot_token, slot_token + static_cast<size_t>(E) * capacity, -1);
+    std::fill(routed, routed + E, 0);
+    const size_t NK = static_cast<size_t>(N) * k;
+    for (size_t c = 0; c < NK; ++c) {
+      const int x = idx[c];
+      ++routed[x];
+      if (used[x] < capacity) {
+        const int row = x * capacity + used[x]++;
+        slot_token[row] = static_cast<int32_t>(c / static_cast<size_t>(k));
+        assign[c] = row;
+      } else {
+        assign[c] = -1;
+      }
+    }
+  }
+
+  void moe_gather(float* out, const float* inp, const int32_t* slot_token, int rows,
+                  int C) override {
+    parallel_range(static_cast<size_t>(rows), static_cast<size_t>(C), [&](size_t b, size_t e) {
+      for (size_t r = b; r < e; ++r) {
+        float* o = out + r * C;
+        const int n = slot_token[r];
+        if (n < 0)
+          std::fill(o, o + C, 0.0f);
+        else
+          std::copy(inp + static_cast<size_t>(n) * C, inp + static_cast<size_t>(n + 1) * C, o);
+      }
+    });
+  }
+
+  void moe_gather_backward(float* dinp, const float* dout, const int32_t* assign, int N, int k,
+                           int C) override {
+    parallel_range(static_cast<size_t>(N), static_cast<size_t>(C) * k, [&](size_t b, size_t e) {
+      for (size_t n = b; n < e; ++n) {
+        float* d = dinp + n * C;
+        for (int j = 0; j < k; ++j) {
+          const int r = assign[n * k + j];
+          if (r < 0) continue;
+          const float* src = dout + static_cast<size_t>(r) * C;
+          for (int c = 0; c < C; ++c) d[c] += src[c];
+        }
+      }
+    });
+  }
+
+  void moe_scatter(float* out, const float* expert_out, const int32_t* assign, const float* gates,
+                   int N, int k, int C) override {
+    parallel_range(static_cast<size_t>(N), static_cast<size_t>(C) * k, [&](size_t b, size_t e) {
+      for (size_t n = b; n < e; ++n) {
+        float* o = out + n * C;
+        std::fill(o, o + C, 0.0f);
+        for (int j = 0; j < k; ++j) {
+          const int r = assign[n * k + j];
+          if (r < 0) continue;
+          const float g = gates[n * k + j];
+          const float* y = expert_out + static_cast<size_t>(r) * C;
+          for (int c = 0; c < C; ++c) o[c] += g * y[c];
+        }
+      }
+    });
+  }
+
+  void moe_scatter_backward(float* dexpert_out, float* dgates, const float* dout,
+                            const float* expert_out, const int32_t* assign, const float* gates,
+                            int N, int k, int C) override {
+    // Every expert row belongs to at most one (n, j): chunks over n never write the same row.
+    parallel_range(static_cast<size_t>(N), static_cast<size_t>(C) * k, [&](size_t b, size_t e) {
+      for (size_t n = b; n < e; ++n) {
+        const float* d = dout + n * C;
+        for (int j = 0; j < k; ++j) {
+          const size_t i = n * k + j;
+          if (assign[i] < 0) continue;
+          float* de = dexpert_out + static_cast<size_t>(assign[i]) * C;
+          const float* y = expert_out + static_cast<size_t>(assign[i]) * C;
+          const float g = gates[i];
+          float dot = 0.0f;
+          for (int c = 0; c < C; ++c) {
+            de[c] += g * d[c];
+            dot += d[c] * y[c];
+          }
+          dgates[i] += dot;
+        }
+      }
+    });
+  }
+
   // ---- optimizer -----------------------------------------------------------------------------
   void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
                     const adamw_params& p) override {

@@ -373,6 +373,142 @@ class reference_backend final : public detail::host_backend {
     for (size_t i = 0; i < n; ++i) y[i] = static_cast<float>(y[i] + double(a) * x[i]);
   }
 
+  // ---- mixture of experts ----
+  void router_forward(float* probs, int32_t* idx, float* gates, const float* logits, int N, int E,
+                      int k) override {
+    for (int n = 0; n < N; ++n) {
+      const float* z = logits + static_cast<size_t>(n) * E;
+      float* p = probs + static_cast<size_t>(n) * E;
+      double maxv = -INFINITY;
+      for (int e = 0; e < E; ++e) maxv = std::max(maxv, double(z[e]));
+      double sum = 0;
+      for (int e = 0; e < E; ++e) sum += std::exp(z[e] - maxv);
+      for (int e = 0; e < E; ++e) p[e] = static_cast<float>(std::exp(z[e] - maxv) / sum);
+      // Top-k on the logits (softmax is monotone): strictly greater wins, so ties keep the lower
+      // index.
+      int first = 0;
+      for (int e = 1; e < E; ++e)
+        if (z[e] > z[first]) first = e;
+      idx[static_cast<size_t>(n) * k] = first;
+      if (k == 1) {
+        gates[n] = p[first];
+        continue;
+      }
+      int second = first == 0 ? 1 : 0;
+      for (int e = 0; e < E; ++e)
+        if (e != first && z[e] > z[second]) second = e;
+      idx[static_cast<size_t>(n) * 2 + 1] = second;
+      const double s = double(p[first]) + double(p[second]);
+      gates[static_cast<size_t>(n) * 2] = static_cast<float>(p[first] / s);
+      gates[static_cast<size_t>(n) * 2 + 1] = static_cast<float>(p[second] / s);
+    }
+  }
+
+  void router_backward(float* dlogits, const float* dgates, const float* dprobs, const float* probs,
+                       const int32_t* idx, int N, int E, int k) override {
+    std::vector<double> dp(static_cast<size_t>(E));
+    for (int n = 0; n < N; ++n) {
+      const float* p = probs + static_cast<size_t>(n) * E;
+      for (int e = 0; e < E; ++e)
+        dp[e] = dprobs != nullptr ? double(dprobs[static_cast<size_t>(n) * E + e]) : 0.0;
+      if (k == 1) {
+        dp[idx[n]] += dgates[n];
+      } else {
+        const int a = idx[static_cast<size_t>(n) * 2], b = idx[static_cast<size_t>(n) * 2 + 1];
+        const double pa = p[a], pb = p[b], s = pa + pb;
+        const double ga = dgates[static_cast<size_t>(n) * 2];
+        const double gb = dgates[static_cast<size_t>(n) * 2 + 1];
+        dp[a] += pb * (ga - gb) / (s * s);
+        dp[b] += pa * (gb - ga) / (s * s);
+      }
+      double dot = 0;
+      for (int e = 0; e < E; ++e) dot += double(p[e]) * dp[e];
+      for (int e = 0; e < E; ++e) {
+        float& d = dlogits[static_cast<size_t>(n) * E + e];
+        d = static_cast<float>(double(d) + double(p[e]) * (dp[e] - dot));
+      }
+    }
+  }
+
+  void moe_assign(int32_t* slot_token, int32_t* assign, int32_t* routed, const int32_t* idx, int N,
+                  int E, int k, int capacity) override {
+    std::vector<int> used(static_cast<size_t>(E), 0);
+    for (size_t r = 0; r < static_cast<size_t>(E) * capacity; ++r) slot_token[r] = -1;
+    for (int e = 0; e < E; ++e) routed[e] = 0;
+    for (int n = 0; n < N; ++n) {
+      for (int j = 0; j < k; ++j) {
+        const size_t c = static_cast<size_t>(n) * k + j;
+        const int e = idx[c];
+        ++routed[e];
+        if (used[e] < capacity) {
+          const int row = e * capacity + used[e]++;
+          slot_token[row] = n;
+          assign[c] = row;
+        } else {
+          assign[c] = -1;
+        }
+      }
+    }
+  }
+
+  void moe_gather(float* out, const float* inp, const int32_t* slot_token, int rows,
+                  int C) override {
+    for (int r = 0; r < rows; ++r) {
+      float* o = out + static_cast<size_t>(r) * C;
+      const int n = slot_token[r];
+      for (int c = 0; c < C; ++c) o[c] = n < 0 ? 0.0f : inp[static_cast<size_t>(n) * C + c];
+    }
+  }
+
+  void moe_gather_backward(float* dinp, const float* dout, const int32_t* assign, int N, int k,
+                           int C) override {
+    for (int n = 0; n < N; ++n) {
+      for (int c = 0; c < C; ++c) {
+        double acc = dinp[static_cast<size_t>(n) * C + c];
+        for (int j = 0; j < k; ++j) {
+          const int r = assign[static_cast<size_t>(n) * k + j];
+          if (r >= 0) acc += dout[static_cast<size_t>(r) * C + c];
+        }
+        dinp[static_cast<size_t>(n) * C + c] = static_cast<float>(acc);
+      }
+    }
+  }
+
+  void moe_scatter(float* out, const float* expert_out, const int32_t* assign, const float* gates,
+                   int N, int k, int C) override {
+    for (int n = 0; n < N; ++n) {
+      for (int c = 0; c < C; ++c) {
+        double acc = 0;
+        for (int j = 0; j < k; ++j) {
+          const size_t i = static_cast<size_t>(n) * k + j;
+          if (assign[i] >= 0)
+            acc += double(gates[i]) * expert_out[static_cast<size_t>(assign[i]) * C + c];
+        }
+        out[static_cast<size_t>(n) * C + c] = static_cast<float>(acc);
+      }
+    }
+  }
+
+  void moe_scatter_backward(float* dexpert_out, float* dgates, const float* dout,
+                            const float* expert_out, const int32_t* assign, const float* gates,
+                            int N, int k, int C) override {
+    for (int n = 0; n < N; ++n) {
+      const float* d = dout + static_cast<size_t>(n) * C;
+      for (int j = 0; j < k; ++j) {
+        const size_t i = static_cast<size_t>(n) * k + j;
+        if (assign[i] < 0) continue;
+        float* de = dexpert_out + static_cast<size_t>(assign[i]) * C;
+        const float* y = expert_out + static_cast<size_t>(assign[i]) * C;
+        double dot = 0;
+        for (int c = 0; c < C; ++c) {
+          de[c] = static_cast<float>(double(de[c]) + double(gates[i]) * d[c]);
+          dot += double(d[c]) * y[c];
+        }
+        dgates[i] = static_cast<float>(double(dgates[i]) + dot);
+      }
+    }
+  }
+
   void nesterov_update(float* theta, float* momentum, const float* delta, float lr, float mu,
                        size_t n) override {
     for (size_t i = 0; i < n; ++i) {

@@ -64,6 +64,19 @@ nlohmann::json to_json(const experiment& e) {
   j["model"] = {{"kind", to_string(e.model.kind)}, {"vocab", e.model.vocab},
                 {"context", e.model.context},      {"layers", e.model.layers},
                 {"heads", e.model.heads},          {"width", e.model.width}};
+  if (e.model.kind == model_kind::moe_gpt) {
+    j["model"]["experts"] = e.model.experts;
+    j["model"]["top_k"] = e.model.top_k;
+    j["model"]["capacity_factor"] = e.model.capacity_factor;
+    j["model"]["aux_loss"] = e.model.aux_loss;
+  }
+  if (e.model.kind == model_kind::vit) {
+    j["model"]["rows"] = e.model.rows;
+    j["model"]["cols"] = e.model.cols;
+    j["model"]["patch"] = e.model.patch;
+    j["model"]["classes"] = e.model.classes;
+    j["model"]["pooling"] = e.model.pooling;
+  }
   if (e.data.kind == data_kind::idx) {  // text configs print as before kinds existed
     j["data"] = {{"kind", to_string(e.data.kind)},
                  {"images", e.data.images},

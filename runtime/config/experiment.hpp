@@ -19,8 +19,10 @@
 
 namespace dd::config {
 
-/// Model family. Only the decoder-only transformer exists so far.
-enum class model_kind : std::uint8_t { gpt };
+/// Model family: the dense decoder-only transformer, its mixture-of-experts variant, or the
+/// vision transformer (runtime/vit.hpp) for IDX image data
+/// (runtime/moe_gpt.hpp).
+enum class model_kind : std::uint8_t { gpt, moe_gpt, vit };
 /// Text tokenization. `byte`: one token per byte, vocabulary 256.
 enum class tokenizer_kind : std::uint8_t { byte };
 /// Where a learner runs its math: BLAS on the CPU, CUDA/cuBLAS, or the naive reference kernels.
@@ -151,6 +153,15 @@ struct model_config {
   int layers = 4;                     ///< transformer blocks
   int heads = 4;                      ///< attention heads; divides width
   int width = 128;                    ///< d_model
+  int experts = 4;                    ///< moe_gpt: experts per block E (>= 2)
+  int top_k = 1;                      ///< moe_gpt: experts per token k, 1 or 2
+  double capacity_factor = 1.25;      ///< moe_gpt: capacity = ceil(factor·k·N/E) tokens
+  double aux_loss = 0.01;             ///< moe_gpt: load-balancing loss coefficient
+  int rows = 28;                      ///< vit: image height in pixels
+  int cols = 28;                      ///< vit: image width in pixels
+  int patch = 7;                      ///< vit: patch side; divides rows and cols
+  int classes = 10;                   ///< vit: output classes
+  std::string pooling = "cls";        ///< vit: "cls" or "mean"
 };
 
 /// `data`: the training data (a text, or IDX images and labels) and how it is split.

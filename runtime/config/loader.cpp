@@ -481,7 +481,38 @@ experiment read_experiment(const json& root, const read_context& ctx,
     e.model.layers = s.integer32("layers", e.model.layers, closed(1, 1024));
     e.model.heads = s.integer32("heads", e.model.heads, closed(1, 1024));
     e.model.width = s.integer32("width", e.model.width, closed(1, 1 << 16));
+    const bool moe = e.model.kind == model_kind::moe_gpt;
+    for (const char* key : {"experts", "top_k", "capacity_factor", "aux_loss"})
+      if (!moe && s.has(key))
+        ctx.fail(std::string("model.") + key,
+                 fmt::format("applies to model.kind = \"moe_gpt\" only (kind is \"{}\")",
+                             to_string(e.model.kind)));
+    e.model.experts = s.integer32("experts", e.model.experts, closed(2, 1024));
+    e.model.top_k = s.integer32("top_k", e.model.top_k, closed(1, 2));
+    e.model.capacity_factor =
+        s.number("capacity_factor", e.model.capacity_factor, open_closed(0, 64));
+    e.model.aux_loss = s.number("aux_loss", e.model.aux_loss, closed(0, 100));
+    const bool vit = e.model.kind == model_kind::vit;
+    for (const char* key : {"rows", "cols", "patch", "classes", "pooling"})
+      if (!vit && s.has(key))
+        ctx.fail(std::string("model.") + key,
+                 fmt::format("applies to model.kind = \"vit\" only (kind is \"{}\")",
+                             to_string(e.model.kind)));
+    e.model.rows = s.integer32("rows", e.model.rows, closed(1, 1 << 14));
+    e.model.cols = s.integer32("cols", e.model.cols, closed(1, 1 << 14));
+    e.model.patch = s.integer32("patch", e.model.patch, closed(1, 1 << 14));
+    e.model.classes = s.integer32("classes", e.model.classes, closed(2, 256));
+    e.model.pooling = s.string("pooling", e.model.pooling);
     s.finish();
+    if (vit && e.model.pooling != "cls" && e.model.pooling != "mean")
+      ctx.fail("model.pooling",
+               fmt::format("unknown value '{}'; expected one of cls, mean", e.model.pooling));
+    if (vit && (e.model.rows % e.model.patch != 0 || e.model.cols % e.model.patch != 0))
+      ctx.fail("model.patch", fmt::format("{} does not divide model.rows ({}) and model.cols ({})",
+                                          e.model.patch, e.model.rows, e.model.cols));
+    if (moe && e.model.top_k > e.model.experts)
+      ctx.fail("model.top_k",
+               fmt::format("{} exceeds model.experts ({})", e.model.top_k, e.model.experts));
   }
   {
     section s = top.child("data");
@@ -529,6 +560,11 @@ experiment read_experiment(const json& root, const read_context& ctx,
     if (e.data.kind == data_kind::text) e.data.tokenizer = s.choice("tokenizer", e.data.tokenizer);
     s.finish();
   }
+  if ((e.model.kind == model_kind::vit) != (e.data.kind == data_kind::idx))
+    ctx.fail("model.kind", fmt::format("\"{}\" does not read data.kind = \"{}\" (model.kind = "
+                                       "\"vit\" goes with data.kind = \"idx\", the others "
+                                       "with \"text\")",
+                                       to_string(e.model.kind), to_string(e.data.kind)));
   if (e.data.kind == data_kind::text && e.data.tokenizer == tokenizer_kind::byte &&
       e.model.vocab < 256)
     ctx.fail("model.vocab",
@@ -563,6 +599,12 @@ experiment read_experiment(const json& root, const read_context& ctx,
                "is not implemented: every learner runs on its backend's "
                "default device; remove the key (leave it {})");
     if (!has_devices) l.devices.clear();
+    if (l.backend == backend_kind::cuda && e.model.kind != model_kind::gpt)
+      ctx.fail("learners.backend",
+               fmt::format("\"cuda\" has no kernels for model.kind = \"{}\" yet (its routing "
+                           "and expert gather/scatter ops, or the vision transformer's ops, exist "
+                           "on \"cpu\" and \"reference\" only); use learners.backend = \"cpu\"",
+                           to_string(e.model.kind)));
   }
   {
     section s = top.child("budget");

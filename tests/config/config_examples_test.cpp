@@ -180,7 +180,9 @@ TEST(ConfigExamples, QuorumResolvesAgainstLiveLearners) {
 
 TEST(ConfigExamples, IdxDataResolvesAndRoundTrips) {
   const std::string script =
-      "experiment { name = 'mn', data = { kind = 'idx', train_fraction = 0.8,\n"
+      "experiment { name = 'mn', model = { kind = 'vit', layers = 2, width = 64, pooling = 'mean' "
+      "},\n"
+      "  data = { kind = 'idx', train_fraction = 0.8,\n"
       "  images = '../shared/data/mnist-t10k/t10k-images-idx3-ubyte.gz',\n"
       "  labels = '../shared/data/mnist-t10k/t10k-labels-idx1-ubyte.gz' } }\n";
   const load_result r = load_string(script, "mn.lua", test::repo_options());
@@ -191,7 +193,12 @@ TEST(ConfigExamples, IdxDataResolvesAndRoundTrips) {
   EXPECT_EQ(std::filesystem::path(e.data.images).filename(), "t10k-images-idx3-ubyte.gz");
   EXPECT_EQ(std::filesystem::path(e.data.labels).filename(), "t10k-labels-idx1-ubyte.gz");
   EXPECT_DOUBLE_EQ(e.data.train_fraction, 0.8);
+  EXPECT_EQ(e.model.kind, model_kind::vit);
+  EXPECT_EQ(e.model.pooling, "mean");
+  EXPECT_EQ(e.model.patch, 7);
   const nlohmann::json j = to_json(e);
+  EXPECT_EQ(j["model"]["pooling"], "mean");
+  EXPECT_EQ(j["model"]["classes"], 10);
   EXPECT_EQ(j["data"]["kind"], "idx");
   EXPECT_FALSE(j["data"].contains("file"));
   const load_result back = load_json(j);

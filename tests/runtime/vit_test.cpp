@@ -11,6 +11,7 @@
 #include "kernels/backend.hpp"
 #include "runtime/adamw.hpp"
 #include "runtime/idx.hpp"
+#include "runtime/model.hpp"
 #include "runtime/rng.hpp"
 #include "runtime/vit.hpp"
 
@@ -222,6 +223,70 @@ TEST(Vit, LearnsMnist) {
   EXPECT_NEAR(before.loss, std::log(10.0), 0.1);  // near-uniform at init
   EXPECT_LT(after.loss, 1.0);
   EXPECT_GT(after.accuracy, 0.7);
+}
+
+// kind "vit" behind the model interface: config round trip, layout, batches of features.
+TEST(Vit, ModelInterface) {
+  dd::model_config mc;
+  mc.kind = "vit";
+  mc.layers = 1;
+  mc.heads = 2;
+  mc.width = 16;
+  mc.vit.patch = 4;
+  mc.vit.pooling = dd::vit_pooling::mean;
+  const auto j = mc.to_json();
+  EXPECT_EQ(j["kind"], "vit");
+  EXPECT_EQ(j["patch"], 4);
+  EXPECT_EQ(j["pooling"], "mean");
+  EXPECT_EQ(dd::model_config::from_json(j), mc);
+  auto bad = j;
+  bad["patch"] = 5;
+  EXPECT_NE(error_of([&] { dd::model_config::from_json(bad); }).find("patch (5) must divide"),
+            std::string::npos);
+
+  auto be = dd::kernels::make_backend("cpu", {1, 0});
+  auto m = dd::make_model(*be, mc);
+  EXPECT_EQ(m->config(), mc);
+  const auto t = dd::model_tensors(mc);
+  ASSERT_EQ(t.size(), m->tensors().size());
+  EXPECT_EQ(t[2].name, "pos_embed");  // mean pooling: no cls_token
+  EXPECT_EQ(m->num_params(), dd::vit_num_params(mc.vit_shape()));
+  EXPECT_DOUBLE_EQ(m->flops_per_sample(1), dd::vit_flops_per_sample(mc.vit_shape()));
+  m->init(4);
+
+  dd::vit direct(*be, mc.vit_shape());
+  direct.init(4);
+  EXPECT_EQ(direct.get_parameters(), m->get_parameters());
+  const int B = 3;
+  dd::rng r(8);
+  std::vector<int32_t> px(static_cast<size_t>(B) * 784), lab(B);
+  for (auto& v : px) v = static_cast<int32_t>(r.below(256));
+  for (auto& v : lab) v = static_cast<int32_t>(r.below(10));
+  dd::model_batch batch;
+  batch.B = B;
+  batch.T = 1;
+  batch.features.assign(px.begin(), px.end());
+  batch.targets = lab;
+  const double l1 = m->forward(batch);
+  const double l2 = direct.forward(px, lab, B);
+  EXPECT_EQ(l1, l2);
+  const auto metric = m->evaluate(batch);
+  EXPECT_EQ(metric.loss, l1);
+  EXPECT_EQ(metric.accuracy, static_cast<double>(direct.last_correct()) / B);
+  m->zero_grad();
+  m->forward(batch);
+  m->backward();
+  direct.zero_grad();
+  direct.forward(px, lab, B);
+  direct.backward();
+  EXPECT_EQ(m->get_gradients(), direct.get_gradients());
+
+  batch.T = 2;
+  EXPECT_NE(error_of([&] { m->forward(batch); }).find("batch.T is 2"), std::string::npos);
+  batch.T = 1;
+  batch.features[5] = 300.0f;
+  EXPECT_NE(error_of([&] { m->forward(batch); }).find("pixel 5 of image 0 is 300"),
+            std::string::npos);
 }
 
 }  // namespace

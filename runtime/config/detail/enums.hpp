@@ -23,7 +23,7 @@ struct enum_names;
     static constexpr std::array values = {__VA_ARGS__}; \
   }
 
-DD_CONFIG_ENUM_NAMES(model_kind, "gpt");
+DD_CONFIG_ENUM_NAMES(model_kind, "gpt", "moe_gpt", "vit");
 DD_CONFIG_ENUM_NAMES(tokenizer_kind, "byte");
 DD_CONFIG_ENUM_NAMES(backend_kind, "cpu", "cuda", "reference");
 DD_CONFIG_ENUM_NAMES(schedule_kind, "cosine", "constant");

@@ -1,0 +1,80 @@
+// tests/config/config_model_test.cpp — the `model` section's kinds: moe_gpt's keys, defaults and
+// round trip; its keys refused for another kind; the CUDA backend refused for moe_gpt.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "runtime/config/experiment.hpp"
+#include "runtime/config/loader.hpp"
+#include "tests/config/config_test_util.hpp"
+
+namespace dd::config {
+namespace {
+
+using ::testing::HasSubstr;
+
+load_result load(const std::string& body) {
+  return load_string(std::string("experiment { ") + test::k_data + ", " + body + " }\n", "m.lua",
+                     test::repo_options());
+}
+
+TEST(ConfigModel, MoeGptKeysDefaultsAndRoundTrip) {
+  const auto d = load("model = { kind = \"moe_gpt\" }");
+  ASSERT_TRUE(d.ok()) << d.error_text();
+  const auto& m = d.experiments[0].model;
+  EXPECT_EQ(m.kind, model_kind::moe_gpt);
+  EXPECT_EQ(m.experts, 4);
+  EXPECT_EQ(m.top_k, 1);
+  EXPECT_DOUBLE_EQ(m.capacity_factor, 1.25);
+  EXPECT_DOUBLE_EQ(m.aux_loss, 0.01);
+  const auto r = load(
+      "model = { kind = \"moe_gpt\", experts = 6, top_k = 2, capacity_factor = 2.0, "
+      "aux_loss = 0.05 }");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  const auto j = to_json(r.experiments[0]);
+  EXPECT_EQ(j["model"]["kind"], "moe_gpt");
+  EXPECT_EQ(j["model"]["experts"], 6);
+  EXPECT_EQ(j["model"]["top_k"], 2);
+  EXPECT_EQ(j["model"]["capacity_factor"], 2.0);
+  EXPECT_EQ(j["model"]["aux_loss"], 0.05);
+  const auto back = load_json(j);
+  ASSERT_TRUE(back.ok()) << back.error_text();
+  EXPECT_EQ(to_json(back.experiments[0]), j);
+  // A dense GPT's resolved JSON carries no MoE keys.
+  const auto g = load("model = { kind = \"gpt\" }");
+  ASSERT_TRUE(g.ok());
+  EXPECT_FALSE(to_json(g.experiments[0])["model"].contains("experts"));
+}
+
+TEST(ConfigModel, MoeKeysRefusedForGpt) {
+  const auto r = load("model = { kind = \"gpt\", experts = 4 }");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error_text(), HasSubstr("model.experts"));
+  EXPECT_THAT(r.error_text(), HasSubstr("applies to model.kind = \"moe_gpt\" only"));
+}
+
+TEST(ConfigModel, OutOfRangeMoeValuesNamed) {
+  const auto k = load("model = { kind = \"moe_gpt\", experts = 2, top_k = 3 }");
+  ASSERT_FALSE(k.ok());
+  EXPECT_THAT(k.error_text(), HasSubstr("model.top_k"));
+  const auto e = load("model = { kind = \"moe_gpt\", experts = 1 }");
+  ASSERT_FALSE(e.ok());
+  EXPECT_THAT(e.error_text(), HasSubstr("model.experts"));
+  const auto c = load("model = { kind = \"moe_gpt\", capacity_factor = 0 }");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.error_text(), HasSubstr("model.capacity_factor"));
+}
+
+TEST(ConfigModel, CudaRefusedForMoeGpt) {
+  const auto r = load("model = { kind = \"moe_gpt\" }, learners = { backend = \"cuda\" }");
+  ASSERT_FALSE(r.ok());
+  EXPECT_THAT(r.error_text(), HasSubstr("learners.backend"));
+  EXPECT_THAT(r.error_text(), HasSubstr("no kernels for model.kind = \"moe_gpt\""));
+  // The dense GPT on CUDA is still accepted at config time.
+  const auto g = load("learners = { backend = \"cuda\" }");
+  EXPECT_TRUE(g.ok()) << g.error_text();
+}
+
+}  // namespace
+}  // namespace dd::config
