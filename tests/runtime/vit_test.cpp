@@ -5,11 +5,13 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <string>
 #include <vector>
 
 #include "kernels/backend.hpp"
 #include "runtime/adamw.hpp"
+#include "runtime/checkpoint.hpp"
 #include "runtime/idx.hpp"
 #include "runtime/model.hpp"
 #include "runtime/rng.hpp"
@@ -287,6 +289,31 @@ TEST(Vit, ModelInterface) {
   batch.features[5] = 300.0f;
   EXPECT_NE(error_of([&] { m->forward(batch); }).find("pixel 5 of image 0 is 300"),
             std::string::npos);
+}
+
+// A ViT checkpoint (safetensors + metadata, runtime/checkpoint.hpp) loads back bit for bit and
+// records the vit config; a ViT of another shape refuses it naming the tensor.
+TEST(Vit, CheckpointRoundTrip) {
+  auto be = dd::kernels::make_backend("cpu", {1, 0});
+  dd::vit_config cfg{28, 28, 7, 10, 1, 2, 16, dd::vit_pooling::cls};
+  dd::vit a(*be, cfg);
+  a.init(21);
+  const auto path =
+      (std::filesystem::temp_directory_path() /
+       ("dd_vit_ckpt_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+        ".safetensors"))
+          .string();
+  dd::save_checkpoint(path, a, nullptr, {});
+  dd::vit b(*be, cfg);
+  const auto meta = dd::load_checkpoint(path, b, nullptr);
+  EXPECT_EQ(b.get_parameters(), a.get_parameters());
+  ASSERT_TRUE(meta.count("config")) << "checkpoint metadata has no config";
+  EXPECT_EQ(dd::model_config::from_json(nlohmann::json::parse(meta.at("config"))), a.config());
+  cfg.pooling = dd::vit_pooling::mean;  // no cls_token, 16 positions
+  dd::vit c(*be, cfg);
+  EXPECT_NE(error_of([&] { dd::load_checkpoint(path, c, nullptr); }).find("pos_embed"),
+            std::string::npos);
+  std::filesystem::remove(path);
 }
 
 }  // namespace
