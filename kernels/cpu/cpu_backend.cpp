@@ -359,7 +359,10 @@ class cpu_backend final : public detail::host_backend {
           // dv[0:kl] (kl,hs) += a[r0:r1, 0:kl]ᵀ · dy[r0:r1] (rows,hs)
           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kl, hs, rows, 1.0f, ab, T,
                       dy + ro * C, C, 1.0f, dv, C3);
-          softmax_backward_rows(db, ab, r0, r1, kl, T, scale, causal);
+          if (causal)
+            softmax_backward_rows(db, ab, r0, r1, T, scale);
+          else
+            softmax_backward_rows_full(db, ab, r0, r1, T, scale);
           // dq[r0:r1] (rows,hs) += dpre[r0:r1, 0:kl] · k[0:kl] (kl,hs)
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, kl, 1.0f, db, T, k, C3,
                       1.0f, dq + ro * C3, C3);
@@ -373,19 +376,30 @@ class cpu_backend final : public detail::host_backend {
 
   /// Softmax backward for rows [r0, r1) of one (batch, head), in place on `d` (row t at
   /// d + (t - r0)·T), with the forward's 1/sqrt(hs) folded in:
-  /// dpre[t,j] = scale · a[t,j] (d[t,j] - Σ_i a[t,i] d[t,i]) for j < len, else 0, where
-  /// len = t + 1 when causal, else kl (= T); the block's products read columns [0, kl).
-  static void softmax_backward_rows(float* d, const float* a, int r0, int r1, int kl, int T,
-                                    float scale, bool causal) {
+  /// dpre[t,j] = scale · a[t,j] (d[t,j] - Σ_i a[t,i] d[t,i]) for j <= t, else 0.
+  static void softmax_backward_rows(float* d, const float* a, int r0, int r1, int T, float scale) {
     for (int t = r0; t < r1; ++t) {
       const float* ar = a + static_cast<size_t>(t - r0) * T;
       float* dr = d + static_cast<size_t>(t - r0) * T;
-      const int len = causal ? t + 1 : kl;
       float s = 0.0f;
 #pragma omp simd reduction(+ : s)
-      for (int j = 0; j < len; ++j) s += ar[j] * dr[j];
-      for (int j = 0; j < len; ++j) dr[j] = scale * ar[j] * (dr[j] - s);
-      for (int j = len; j < kl; ++j) dr[j] = 0.0f;
+      for (int j = 0; j <= t; ++j) s += ar[j] * dr[j];
+      for (int j = 0; j <= t; ++j) dr[j] = scale * ar[j] * (dr[j] - s);
+      for (int j = t + 1; j < r1; ++j) dr[j] = 0.0f;  // the block's products read [0, r1)
+    }
+  }
+
+  /// The bidirectional version: every row's j ∈ [0, T). (A separate loop, not a flag on the one
+  /// above, so the causal path compiles to exactly the code it always had: same bits.)
+  static void softmax_backward_rows_full(float* d, const float* a, int r0, int r1, int T,
+                                         float scale) {
+    for (int t = r0; t < r1; ++t) {
+      const float* ar = a + static_cast<size_t>(t - r0) * T;
+      float* dr = d + static_cast<size_t>(t - r0) * T;
+      float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+      for (int j = 0; j < T; ++j) s += ar[j] * dr[j];
+      for (int j = 0; j < T; ++j) dr[j] = scale * ar[j] * (dr[j] - s);
     }
   }
 
