@@ -67,7 +67,21 @@ void check_learner_data(const config::experiment& exp, const text_dataset& data)
                     n_val, T + 1, exp.data.train_fraction));
 }
 
+namespace {
+// The cluster trains text data only: IDX image data (data.kind = "idx", runtime/idx.hpp) has no
+// path into the learner's trainer and the evaluator yet.
+void require_text_data(const config::experiment& exp) {
+  if (exp.data.kind != config::data_kind::text)
+    throw std::invalid_argument(fmt::format(
+        "data.kind = \"{}\": the cluster's learners and evaluator read text data only so far "
+        "(data.kind = \"text\"); model.kind = \"vit\" is a model of the model interface "
+        "(runtime/vit.hpp) but the learner's image data path is not built yet",
+        config::to_string(exp.data.kind)));
+}
+}  // namespace
+
 void check_experiment_data(const config::experiment& exp) {
+  require_text_data(exp);
   check_learner_data(exp, text_dataset::from_file(exp.data.file, exp.data.train_fraction));
 }
 
@@ -83,6 +97,7 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
   if (M < 1) throw std::invalid_argument("learners.count must be >= 1");
   if (exp.learners.speed.size() > static_cast<size_t>(M))
     throw std::invalid_argument("learners.speed has more entries than learners.count");
+  require_text_data(exp);
   s->data = std::make_shared<text_dataset>(
       text_dataset::from_file(exp.data.file, exp.data.train_fraction));
   check_learner_data(exp, *s->data);

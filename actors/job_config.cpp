@@ -50,6 +50,11 @@ model_config model_of(const config::experiment& e) {
   g.moe.top_k = e.model.top_k;
   g.moe.capacity_factor = e.model.capacity_factor;
   g.moe.aux_loss = e.model.aux_loss;
+  g.vit.rows = e.model.rows;
+  g.vit.cols = e.model.cols;
+  g.vit.patch = e.model.patch;
+  g.vit.classes = e.model.classes;
+  g.vit.pooling = e.model.pooling == "mean" ? vit_pooling::mean : vit_pooling::cls;
   return g;
 }
 

@@ -163,6 +163,53 @@ class backend {
   virtual void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
                                   const float* att, int B, int T, int C, int NH) = 0;
 
+  // ---- vision transformer ops ----------------------------------------------------------------
+  // Implemented by `reference` and `cpu`. The base versions throw backend_error naming the
+  // backend and the op (the CUDA backend has none of them yet).
+
+  /// Bidirectional (unmasked) multi-head self-attention, the ViT encoder's (Dosovitskiy et al.
+  /// 2021, eq. 2; Vaswani et al. 2017, eq. 1): as attention_forward, but every position attends
+  /// to all T positions. Writes out (B,T,C) and att (B,NH,T,T) (full rows of probabilities).
+  virtual void attention_forward_bidirectional(float* /*out*/, float* /*att*/, const float* /*qkv*/,
+                                               int /*B*/, int /*T*/, int /*C*/, int /*NH*/) {
+    missing_op("attention_forward_bidirectional");
+  }
+  /// Accumulates dqkv (B,T,3C). `scratch` holds at least B*NH*T*T floats of workspace.
+  virtual void attention_backward_bidirectional(float* /*dqkv*/, float* /*scratch*/,
+                                                const float* /*dout*/, const float* /*qkv*/,
+                                                const float* /*att*/, int /*B*/, int /*T*/,
+                                                int /*C*/, int /*NH*/) {
+    missing_op("attention_backward_bidirectional");
+  }
+
+  /// ViT token assembly with T = ncls + P tokens per image, ncls ∈ {0, 1}:
+  /// out[b,t,:] = (t < ncls ? cls[t,:] : patches[b,t-ncls,:]) + pos[t,:]. Writes out (B,T,C);
+  /// patches (B,P,C) (the patch projections), cls (ncls,C) (unused when ncls = 0), pos (T,C).
+  virtual void vit_embed_forward(float* /*out*/, const float* /*patches*/, const float* /*cls*/,
+                                 const float* /*pos*/, int /*B*/, int /*P*/, int /*C*/,
+                                 int /*ncls*/) {
+    missing_op("vit_embed_forward");
+  }
+  /// Accumulates dpatches (B,P,C), dcls (ncls,C) (Σ over b), dpos (T,C) (Σ over b) from dout
+  /// (B,T,C).
+  virtual void vit_embed_backward(float* /*dpatches*/, float* /*dcls*/, float* /*dpos*/,
+                                  const float* /*dout*/, int /*B*/, int /*P*/, int /*C*/,
+                                  int /*ncls*/) {
+    missing_op("vit_embed_backward");
+  }
+
+  /// Token pooling: out[b,:] = mean over t ∈ [t0, t1) of inp[b,t,:], 0 <= t0 < t1 <= T.
+  /// Writes out (B,C). ("cls" pooling is [0, 1); "mean" pooling is [0, T).)
+  virtual void token_mean_forward(float* /*out*/, const float* /*inp*/, int /*B*/, int /*T*/,
+                                  int /*C*/, int /*t0*/, int /*t1*/) {
+    missing_op("token_mean_forward");
+  }
+  /// dinp[b,t,:] += dout[b,:] / (t1 - t0) for t ∈ [t0, t1). Accumulates dinp (B,T,C).
+  virtual void token_mean_backward(float* /*dinp*/, const float* /*dout*/, int /*B*/, int /*T*/,
+                                   int /*C*/, int /*t0*/, int /*t1*/) {
+    missing_op("token_mean_backward");
+  }
+
   /// GELU, tanh approximation (Hendrycks & Gimpel 2016): writes out (N).
   virtual void gelu_forward(float* out, const float* inp, size_t N) = 0;
   /// dinp (N) += dout * gelu'(inp). Accumulates.
@@ -265,6 +312,14 @@ class backend {
                                float mu, size_t n) = 0;
 
  protected:
+  /// Throws backend_error naming this backend and `op`: the base version of an op that only
+  /// some backends have. (Defined in the class, like the ops above, so that backend keeps no
+  /// out-of-line virtual function: its vtable and typeinfo are emitted wherever it is used,
+  /// which the CUDA module, linked without backend.cpp, relies on.)
+  [[noreturn]] void missing_op(const char* op) const {
+    throw backend_error("backend \"" + name() + "\" has no " + op +
+                        " op yet (the vision transformer runs on \"reference\" and \"cpu\")");
+  }
   /// Throws backend_error "<op>: not implemented on the <name> backend ...".
   [[noreturn]] void unsupported_op(const char* op) const {
     throw backend_error(std::string(op) + ": not implemented on the " + name() +

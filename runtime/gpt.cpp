@@ -13,24 +13,9 @@ namespace dd {
 
 namespace {
 
-// Per-block tensor order inside gpt_tensors(); index = 2 + 12·layer + k.
-enum block_tensor : size_t {
-  k_ln1w,
-  k_ln1b,
-  k_qkvw,
-  k_qkvb,
-  k_attprojw,
-  k_attprojb,
-  k_ln2w,
-  k_ln2b,
-  k_fcw,
-  k_fcb,
-  k_fcprojw,
-  k_fcprojb,
-  k_per_block
-};
+// Block l's tensors start at index 2 + k_block_tensors·l (transformer_block.hpp order).
 constexpr size_t k_wte = 0, k_wpe = 1;
-size_t bt(int layer, block_tensor k) { return 2 + k_per_block * static_cast<size_t>(layer) + k; }
+size_t block_first(int layer) { return 2 + k_block_tensors * static_cast<size_t>(layer); }
 
 }  // namespace
 
@@ -97,21 +82,8 @@ std::vector<tensor_info> gpt_tensors(const gpt_config& cfg) {
   };
   add("wte", {V, C}, -1, true);
   add("wpe", {T, C}, -1, true);
-  for (int l = 0; l < cfg.layers; ++l) {
-    const std::string h = fmt::format("h.{}.", l);
-    add(h + "ln_1.weight", {C}, l, false);
-    add(h + "ln_1.bias", {C}, l, false);
-    add(h + "attn.qkv.weight", {3 * C, C}, l, false);
-    add(h + "attn.qkv.bias", {3 * C}, l, false);
-    add(h + "attn.proj.weight", {C, C}, l, false);
-    add(h + "attn.proj.bias", {C}, l, false);
-    add(h + "ln_2.weight", {C}, l, false);
-    add(h + "ln_2.bias", {C}, l, false);
-    add(h + "mlp.fc.weight", {4 * C, C}, l, false);
-    add(h + "mlp.fc.bias", {4 * C}, l, false);
-    add(h + "mlp.proj.weight", {C, 4 * C}, l, false);
-    add(h + "mlp.proj.bias", {C}, l, false);
-  }
+  for (int l = 0; l < cfg.layers; ++l)
+    append_block_tensors(out, offset, fmt::format("h.{}.", l), l, C);
   add("ln_f.weight", {C}, -1, false);
   add("ln_f.bias", {C}, -1, false);
   return out;
@@ -167,22 +139,8 @@ void gpt::ensure_activations(int B, int T) {
   encoded_ = be.alloc<float>(BT * C);
   acts_.clear();
   acts_.resize(cfg_.layers);
-  for (auto& a : acts_) {
-    a.ln1 = be.alloc<float>(BT * C);
-    a.ln1_mean = be.alloc<float>(BT);
-    a.ln1_rstd = be.alloc<float>(BT);
-    a.qkv = be.alloc<float>(BT * 3 * C);
-    a.atty = be.alloc<float>(BT * C);
-    a.att = be.alloc<float>(static_cast<size_t>(B) * NH * T * T);
-    a.res2 = be.alloc<float>(BT * C);
-    a.ln2 = be.alloc<float>(BT * C);
-    a.ln2_mean = be.alloc<float>(BT);
-    a.ln2_rstd = be.alloc<float>(BT);
-    a.fch = be.alloc<float>(BT * 4 * C);
-    a.fch_gelu = be.alloc<float>(BT * 4 * C);
-    a.res3 = be.alloc<float>(BT * C);
-  }
-  tmp_ = be.alloc<float>(BT * C);
+  for (auto& a : acts_) a.allocate(be, B, T, C, NH);
+  scratch_.allocate(be, B, T, C, NH);
   lnf_ = be.alloc<float>(BT * C);
   lnf_mean_ = be.alloc<float>(BT);
   lnf_rstd_ = be.alloc<float>(BT);
@@ -190,12 +148,6 @@ void gpt::ensure_activations(int B, int T) {
   probs_ = be.alloc<float>(BT * V);
   losses_ = be.alloc<float>(BT);
   dres_ = be.alloc<float>(BT * C);
-  dln_ = be.alloc<float>(BT * C);
-  datty_ = be.alloc<float>(BT * C);
-  dqkv_ = be.alloc<float>(BT * 3 * C);
-  dfch_ = be.alloc<float>(BT * 4 * C);
-  dfch_gelu_ = be.alloc<float>(BT * 4 * C);
-  datt_scratch_ = be.alloc<float>(static_cast<size_t>(B) * NH * T * T);
   dlogits_ = be.alloc<float>(BT * V);
   act_B_ = B;
   act_T_ = T;
@@ -234,22 +186,9 @@ double gpt::forward(const std::vector<int32_t>& tokens, const std::vector<int32_
   be.encoder_forward(encoded_.data(), tokens_.data(), p(k_wte), p(k_wpe), B, T, C);
   const float* residual = encoded_.data();
   for (int l = 0; l < cfg_.layers; ++l) {
-    auto& a = acts_[l];
-    be.layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), residual,
-                         p(bt(l, k_ln1w)), p(bt(l, k_ln1b)), N, C);
-    be.matmul_forward(a.qkv.data(), a.ln1.data(), p(bt(l, k_qkvw)), p(bt(l, k_qkvb)), N, C, 3 * C);
-    be.attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, C, NH);
-    be.matmul_forward(tmp_.data(), a.atty.data(), p(bt(l, k_attprojw)), p(bt(l, k_attprojb)), N, C,
-                      C);
-    be.residual_forward(a.res2.data(), residual, tmp_.data(), BT * C);
-    be.layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(),
-                         p(bt(l, k_ln2w)), p(bt(l, k_ln2b)), N, C);
-    be.matmul_forward(a.fch.data(), a.ln2.data(), p(bt(l, k_fcw)), p(bt(l, k_fcb)), N, C, 4 * C);
-    be.gelu_forward(a.fch_gelu.data(), a.fch.data(), BT * 4 * C);
-    be.matmul_forward(tmp_.data(), a.fch_gelu.data(), p(bt(l, k_fcprojw)), p(bt(l, k_fcprojb)), N,
-                      4 * C, C);
-    be.residual_forward(a.res3.data(), a.res2.data(), tmp_.data(), BT * C);
-    residual = a.res3.data();
+    block_forward(be, block_weights::at(params_.data(), tensors_, block_first(l)), acts_[l],
+                  scratch_, residual, B, T, C, NH, attention_mask::causal);
+    residual = acts_[l].res3.data();
   }
   const size_t lnf = tensors_.size() - 2;
   be.layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), residual, p(lnf),
@@ -288,41 +227,19 @@ void gpt::backward() {
 
   be.softmax_crossentropy_backward(dlogits_.data(), probs_.data(), targets_.data(),
                                    1.0f / static_cast<float>(BT), N, V);
-  be.zero(dln_.data(), BT * C);
-  be.matmul_backward(dln_.data(), g(k_wte), nullptr, dlogits_.data(), lnf_.data(), p(k_wte), N, C,
-                     V);
+  float* dln = scratch_.dln.data();
+  be.zero(dln, BT * C);
+  be.matmul_backward(dln, g(k_wte), nullptr, dlogits_.data(), lnf_.data(), p(k_wte), N, C, V);
   const float* top = acts_.empty() ? encoded_.data() : acts_.back().res3.data();
   be.zero(dres_.data(), BT * C);
-  be.layernorm_backward(dres_.data(), g(lnf), g(lnf + 1), dln_.data(), top, p(lnf),
-                        lnf_mean_.data(), lnf_rstd_.data(), N, C);
+  be.layernorm_backward(dres_.data(), g(lnf), g(lnf + 1), dln, top, p(lnf), lnf_mean_.data(),
+                        lnf_rstd_.data(), N, C);
   // dres_ now holds d loss / d (output of block l); it is updated in place down the blocks.
   for (int l = cfg_.layers - 1; l >= 0; --l) {
-    auto& a = acts_[l];
     const float* residual = l == 0 ? encoded_.data() : acts_[l - 1].res3.data();
-    // MLP half: res3 = res2 + fcproj(gelu(fc(ln2(res2)))).
-    be.zero(dfch_gelu_.data(), BT * 4 * C);
-    be.matmul_backward(dfch_gelu_.data(), g(bt(l, k_fcprojw)), g(bt(l, k_fcprojb)), dres_.data(),
-                       a.fch_gelu.data(), p(bt(l, k_fcprojw)), N, 4 * C, C);
-    be.zero(dfch_.data(), BT * 4 * C);
-    be.gelu_backward(dfch_.data(), a.fch.data(), dfch_gelu_.data(), BT * 4 * C);
-    be.zero(dln_.data(), BT * C);
-    be.matmul_backward(dln_.data(), g(bt(l, k_fcw)), g(bt(l, k_fcb)), dfch_.data(), a.ln2.data(),
-                       p(bt(l, k_fcw)), N, C, 4 * C);
-    be.layernorm_backward(dres_.data(), g(bt(l, k_ln2w)), g(bt(l, k_ln2b)), dln_.data(),
-                          a.res2.data(), p(bt(l, k_ln2w)), a.ln2_mean.data(), a.ln2_rstd.data(), N,
-                          C);
-    // Attention half: res2 = residual + attproj(attn(qkv(ln1(residual)))).
-    be.zero(datty_.data(), BT * C);
-    be.matmul_backward(datty_.data(), g(bt(l, k_attprojw)), g(bt(l, k_attprojb)), dres_.data(),
-                       a.atty.data(), p(bt(l, k_attprojw)), N, C, C);
-    be.zero(dqkv_.data(), BT * 3 * C);
-    be.attention_backward(dqkv_.data(), datt_scratch_.data(), datty_.data(), a.qkv.data(),
-                          a.att.data(), B, T, C, NH);
-    be.zero(dln_.data(), BT * C);
-    be.matmul_backward(dln_.data(), g(bt(l, k_qkvw)), g(bt(l, k_qkvb)), dqkv_.data(), a.ln1.data(),
-                       p(bt(l, k_qkvw)), N, C, 3 * C);
-    be.layernorm_backward(dres_.data(), g(bt(l, k_ln1w)), g(bt(l, k_ln1b)), dln_.data(), residual,
-                          p(bt(l, k_ln1w)), a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+    block_backward(be, block_weights::at(params_.data(), tensors_, block_first(l)),
+                   block_weights::at(grads_.data(), tensors_, block_first(l)), acts_[l], scratch_,
+                   residual, dres_.data(), B, T, C, NH, attention_mask::causal);
   }
   be.encoder_backward(g(k_wte), g(k_wpe), dres_.data(), tokens_.data(), B, T, C);
   have_forward_ = false;

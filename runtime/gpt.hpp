@@ -23,6 +23,7 @@
 #include "runtime/gpt_config.hpp"
 #include "runtime/model.hpp"
 #include "runtime/tensor_info.hpp"
+#include "runtime/transformer_block.hpp"
 
 namespace dd {
 
@@ -90,10 +91,6 @@ class gpt : public model {
   void backward() override;
 
  private:
-  struct layer_acts {
-    kernels::buffer<float> ln1, ln1_mean, ln1_rstd, qkv, atty, att, res2, ln2, ln2_mean, ln2_rstd,
-        fch, fch_gelu, res3;
-  };
   void ensure_activations(int B, int T);
 
   gpt_config cfg_;
@@ -104,11 +101,10 @@ class gpt : public model {
   bool have_logits_ = false;  // logits_ holds the last completed forward's scores
   kernels::buffer<int32_t> tokens_, targets_;
   kernels::buffer<float> encoded_;
-  std::vector<layer_acts> acts_;
-  kernels::buffer<float> tmp_;  // (B,T,C) matmul output before the residual add
+  std::vector<block_activations> acts_;
+  block_scratch scratch_;  // forward tmp and backward scratch, reused by every block
   kernels::buffer<float> lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_;
-  // Backward scratch (reused by every block).
-  kernels::buffer<float> dres_, dln_, datty_, dqkv_, dfch_, dfch_gelu_, datt_scratch_, dlogits_;
+  kernels::buffer<float> dres_, dlogits_;
 };
 
 }  // namespace dd

@@ -8,14 +8,15 @@
 
 #include "runtime/gpt.hpp"
 #include "runtime/moe_gpt.hpp"
+#include "runtime/vit.hpp"
 
 namespace dd {
 
 namespace {
 
-constexpr const char* k_kinds = "\"gpt\", \"moe_gpt\"";
+constexpr const char* k_kinds = "\"gpt\", \"moe_gpt\", \"vit\"";
 
-bool known_kind(const std::string& k) { return k == "gpt" || k == "moe_gpt"; }
+bool known_kind(const std::string& k) { return k == "gpt" || k == "moe_gpt" || k == "vit"; }
 
 }  // namespace
 
@@ -40,6 +41,7 @@ void model_config::validate() const {
         fmt::format("model config: unknown kind '{}' (known: {})", kind, k_kinds));
   gpt_config::validate();
   if (kind == "moe_gpt") moe.validate();
+  if (kind == "vit") vit_shape().validate();
 }
 
 nlohmann::json model_config::to_json() const {
@@ -50,6 +52,9 @@ nlohmann::json model_config::to_json() const {
     j["top_k"] = moe.top_k;
     j["capacity_factor"] = moe.capacity_factor;
     j["aux_loss"] = moe.aux_loss;
+  }
+  if (kind == "vit") {
+    for (const char* f : {"rows", "cols", "patch", "classes", "pooling"}) j[f] = vit.to_json()[f];
   }
   return j;
 }
@@ -80,12 +85,25 @@ model_config model_config::from_json(const nlohmann::json& j) {
     c.moe.capacity_factor = field("capacity_factor").get<double>();
     c.moe.aux_loss = field("aux_loss").get<double>();
   }
+  if (c.kind == "vit") {
+    nlohmann::json v = j;  // vit_config::from_json reads layers/heads/width too: the shared ones
+    c.vit = vit_config::from_json(v);
+  }
   c.validate();
   return c;
 }
 
+vit_config model_config::vit_shape() const {
+  vit_config v = vit;
+  v.layers = layers;
+  v.heads = heads;
+  v.width = width;
+  return v;
+}
+
 bool model_config::operator==(const model_config& o) const {
-  return kind == o.kind && gpt_config::operator==(o) && (kind != "moe_gpt" || moe == o.moe);
+  return kind == o.kind && gpt_config::operator==(o) && (kind != "moe_gpt" || moe == o.moe) &&
+         (kind != "vit" || vit_shape() == o.vit_shape());
 }
 
 model::model(kernels::backend& be, std::vector<tensor_info> tensors)
@@ -141,6 +159,7 @@ void model::zero_grad() { be_->zero(grads_.data(), grads_.size()); }
 std::vector<tensor_info> model_tensors(const model_config& cfg) {
   cfg.validate();
   if (cfg.kind == "moe_gpt") return moe_gpt_tensors(cfg);
+  if (cfg.kind == "vit") return vit_tensors(cfg.vit_shape());
   return gpt_tensors(cfg);
 }
 
@@ -148,6 +167,7 @@ std::unique_ptr<model> make_model(kernels::backend& be, const model_config& cfg)
   cfg.validate();
   if (cfg.kind == "gpt") return std::make_unique<gpt>(be, cfg);
   if (cfg.kind == "moe_gpt") return std::make_unique<moe_gpt>(be, cfg);
+  if (cfg.kind == "vit") return std::make_unique<vit>(be, cfg);
   throw std::invalid_argument(
       fmt::format("model config: unknown kind '{}' (known: {})", cfg.kind, k_kinds));
 }

@@ -22,6 +22,7 @@
 #include "kernels/backend.hpp"
 #include "runtime/gpt_config.hpp"
 #include "runtime/tensor_info.hpp"
+#include "runtime/vit_config.hpp"
 
 namespace dd {
 
@@ -43,10 +44,14 @@ struct moe_config {
 /// as its "config" metadata. The transformer shape (gpt_config: vocab, context, layers, heads,
 /// width) is shared by every current kind; per-kind settings live in their own members.
 struct model_config : gpt_config {
-  /// "gpt" (runtime/gpt.hpp) or "moe_gpt" (runtime/moe_gpt.hpp). make_model() lists the kinds.
+  /// "gpt" (runtime/gpt.hpp), "moe_gpt" (runtime/moe_gpt.hpp) or "vit" (runtime/vit.hpp).
+  /// make_model() lists the kinds.
   std::string kind = "gpt";
   /// kind "moe_gpt" only (serialized only for it).
   moe_config moe;
+  /// kind "vit" only (serialized only for it): rows, cols, patch, classes, pooling. Its layers,
+  /// heads and width are NOT read: the shared fields above are; see vit_shape().
+  vit_config vit;
 
   model_config() = default;
   /// A dense GPT of shape `g` (implicit: code written for gpt_config keeps working).
@@ -56,11 +61,14 @@ struct model_config : gpt_config {
   /// range.
   void validate() const;
   /// {"kind": .., "vocab": .., "context": .., "layers": .., "heads": .., "width": .., <kind's
-  /// own fields>}; moe_gpt adds "experts", "top_k", "capacity_factor", "aux_loss".
+  /// own fields>}; moe_gpt adds "experts", "top_k", "capacity_factor", "aux_loss"; vit adds
+  /// "rows", "cols", "patch", "classes", "pooling".
   nlohmann::json to_json() const;
   /// Inverse of to_json(). A missing "kind" means "gpt" (checkpoints written before kinds
   /// existed). Throws std::invalid_argument naming a missing or ill-typed field, then validate()s.
   static model_config from_json(const nlohmann::json& j);
+  /// `vit` with layers, heads and width taken from the shared fields (kind "vit").
+  vit_config vit_shape() const;
   bool operator==(const model_config& o) const;
   bool operator!=(const model_config& o) const { return !(*this == o); }
 };

@@ -23,7 +23,7 @@ packages=(
   nlohmann-json3-dev               # JSON (summaries, safetensors headers)
   libgtest-dev libgmock-dev        # tests
   libssl-dev                       # CAF's OpenSSL module
-  zlib1g-dev                       # CRC32 for checkpoint files
+  zlib1g-dev                       # CRC32 for checkpoint files; gzip IDX images
   iproute2                         # `ip netns`, veth, bridge: tests/cluster (minimal images lack it)
   # The sanitizer/fuzz tree (scripts/sanitize.sh) and the linters (scripts/lint.sh), clang 14:
   clang libclang-rt-14-dev         # clang++, ASan/UBSan/libFuzzer runtimes

@@ -252,6 +252,25 @@ class cpu_backend final : public detail::host_backend {
   // ---- attention -----------------------------------------------------------------------------
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
+    attention_fwd(out, att, qkv, B, T, C, NH, true);
+  }
+  void attention_forward_bidirectional(float* out, float* att, const float* qkv, int B, int T,
+                                       int C, int NH) override {
+    attention_fwd(out, att, qkv, B, T, C, NH, false);
+  }
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                          const float* att, int B, int T, int C, int NH) override {
+    attention_bwd(dqkv, scratch, dout, qkv, att, B, T, C, NH, true);
+  }
+  void attention_backward_bidirectional(float* dqkv, float* scratch, const float* dout,
+                                        const float* qkv, const float* att, int B, int T, int C,
+                                        int NH) override {
+    attention_bwd(dqkv, scratch, dout, qkv, att, B, T, C, NH, false);
+  }
+
+  // causal: row t sees keys [0, t + 1); otherwise all T keys.
+  void attention_fwd(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
+                     bool causal) {
     ensure_openblas_single_threaded();
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -268,18 +287,21 @@ class cpu_backend final : public detail::host_backend {
         float* a = att + p * T * T;
         float* o = out + b * T * C + h * hs;
         // Causal blocking: rows [r0, r1) only see keys [0, r1), so each row block multiplies
-        // only that prefix (75% of the square at T = 2 blocks, less for more blocks).
+        // only that prefix (75% of the square at T = 2 blocks, less for more blocks); the
+        // bidirectional variant multiplies all T keys.
         for (int r0 = 0; r0 < T; r0 += attention_block) {
           const int r1 = std::min(T, r0 + attention_block), rows = r1 - r0;
+          const int kl = causal ? r1 : T;  // keys this row block sees
           float* ab = a + static_cast<size_t>(r0) * T;
-          // a[r0:r1, 0:r1] = scale · q[r0:r1] (rows,hs) · k[0:r1] (r1,hs)ᵀ
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, r1, hs, scale,
+          // a[r0:r1, 0:kl] = scale · q[r0:r1] (rows,hs) · k[0:kl] (kl,hs)ᵀ
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kl, hs, scale,
                       q + static_cast<size_t>(r0) * C3, C3, k, C3, 0.0f, ab, T);
           for (int t = r0; t < r1; ++t) {
-            softmax_causal_row(a + static_cast<size_t>(t) * T, t + 1, T);
+            softmax_causal_row(a + static_cast<size_t>(t) * T, causal ? t + 1 : T, T);
           }
-          // out[r0:r1] (rows,hs) = a[r0:r1, 0:r1] · v[0:r1] (r1,hs); a is 0 above the diagonal.
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, r1, 1.0f, ab, T, v, C3,
+          // out[r0:r1] (rows,hs) = a[r0:r1, 0:kl] · v[0:kl] (kl,hs); a is 0 above the diagonal
+          // when causal.
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, kl, 1.0f, ab, T, v, C3,
                       0.0f, o + static_cast<size_t>(r0) * C, C);
         }
       }
@@ -303,8 +325,8 @@ class cpu_backend final : public detail::host_backend {
     for (int i = len; i < T; ++i) row[i] = 0.0f;
   }
 
-  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                          const float* att, int B, int T, int C, int NH) override {
+  void attention_bwd(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                     const float* att, int B, int T, int C, int NH, bool causal) {
     ensure_openblas_single_threaded();
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
@@ -324,24 +346,28 @@ class cpu_backend final : public detail::host_backend {
         const float* dy = dout + b * T * C + h * hs;
         const float* a = att + p * T * T;
         float* da = scratch + p * T * T;
-        // Row blocks as in the forward: rows [r0, r1) involve keys/values [0, r1) only.
+        // Row blocks as in the forward: rows [r0, r1) involve keys/values [0, kl) only.
         for (int r0 = 0; r0 < T; r0 += attention_block) {
           const int r1 = std::min(T, r0 + attention_block), rows = r1 - r0;
+          const int kl = causal ? r1 : T;  // keys this row block sees
           const size_t ro = static_cast<size_t>(r0);
           const float* ab = a + ro * T;
           float* db = da + ro * T;
-          // da[r0:r1, 0:r1] = dy[r0:r1] (rows,hs) · v[0:r1] (r1,hs)ᵀ
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, r1, hs, 1.0f, dy + ro * C, C,
+          // da[r0:r1, 0:kl] = dy[r0:r1] (rows,hs) · v[0:kl] (kl,hs)ᵀ
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kl, hs, 1.0f, dy + ro * C, C,
                       v, C3, 0.0f, db, T);
-          // dv[0:r1] (r1,hs) += a[r0:r1, 0:r1]ᵀ · dy[r0:r1] (rows,hs)
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, rows, 1.0f, ab, T,
+          // dv[0:kl] (kl,hs) += a[r0:r1, 0:kl]ᵀ · dy[r0:r1] (rows,hs)
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kl, hs, rows, 1.0f, ab, T,
                       dy + ro * C, C, 1.0f, dv, C3);
-          softmax_backward_rows(db, ab, r0, r1, T, scale);
-          // dq[r0:r1] (rows,hs) += dpre[r0:r1, 0:r1] · k[0:r1] (r1,hs)
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, r1, 1.0f, db, T, k, C3,
+          if (causal)
+            softmax_backward_rows(db, ab, r0, r1, T, scale);
+          else
+            softmax_backward_rows_full(db, ab, r0, r1, T, scale);
+          // dq[r0:r1] (rows,hs) += dpre[r0:r1, 0:kl] · k[0:kl] (kl,hs)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, kl, 1.0f, db, T, k, C3,
                       1.0f, dq + ro * C3, C3);
-          // dk[0:r1] (r1,hs) += dpre[r0:r1, 0:r1]ᵀ · q[r0:r1] (rows,hs)
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, r1, hs, rows, 1.0f, db, T,
+          // dk[0:kl] (kl,hs) += dpre[r0:r1, 0:kl]ᵀ · q[r0:r1] (rows,hs)
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kl, hs, rows, 1.0f, db, T,
                       q + ro * C3, C3, 1.0f, dk, C3);
         }
       }
@@ -360,6 +386,20 @@ class cpu_backend final : public detail::host_backend {
       for (int j = 0; j <= t; ++j) s += ar[j] * dr[j];
       for (int j = 0; j <= t; ++j) dr[j] = scale * ar[j] * (dr[j] - s);
       for (int j = t + 1; j < r1; ++j) dr[j] = 0.0f;  // the block's products read [0, r1)
+    }
+  }
+
+  /// The bidirectional version: every row's j ∈ [0, T). (A separate loop, not a flag on the one
+  /// above, so the causal path compiles to exactly the code it always had: same bits.)
+  static void softmax_backward_rows_full(float* d, const float* a, int r0, int r1, int T,
+                                         float scale) {
+    for (int t = r0; t < r1; ++t) {
+      const float* ar = a + static_cast<size_t>(t - r0) * T;
+      float* dr = d + static_cast<size_t>(t - r0) * T;
+      float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+      for (int j = 0; j < T; ++j) s += ar[j] * dr[j];
+      for (int j = 0; j < T; ++j) dr[j] = scale * ar[j] * (dr[j] - s);
     }
   }
 

@@ -1,6 +1,6 @@
 // kernels/detail/host_backend.hpp — memory management shared by the host backends (reference
-// and cpu): 64-byte aligned, zero-filled host allocations and plain memcpy/memset transfers.
-// Internal to kernels/; callers use backend.hpp.
+// and cpu), and their ViT glue ops: 64-byte aligned, zero-filled host allocations and plain
+// memcpy/memset transfers. Internal to kernels/; callers use backend.hpp.
 #pragma once
 
 #include <cstddef>
@@ -23,6 +23,17 @@ class host_backend : public backend {
   void download_bytes(void* dst_host, const void* src, size_t n) override;
   void copy_bytes(void* dst, const void* src, size_t n) override;
   void zero_bytes(void* dst, size_t n) override;
+
+  // ViT token assembly and pooling (backend.hpp): plain loops shared by reference and cpu
+  // (memory-bound, O(B·T·C)); sums over the batch are accumulated in double.
+  void vit_embed_forward(float* out, const float* patches, const float* cls, const float* pos,
+                         int B, int P, int C, int ncls) override;
+  void vit_embed_backward(float* dpatches, float* dcls, float* dpos, const float* dout, int B,
+                          int P, int C, int ncls) override;
+  void token_mean_forward(float* out, const float* inp, int B, int T, int C, int t0,
+                          int t1) override;
+  void token_mean_backward(float* dinp, const float* dout, int B, int T, int C, int t0,
+                           int t1) override;
 };
 
 }  // namespace dd::kernels::detail

@@ -171,6 +171,25 @@ class reference_backend final : public detail::host_backend {
 
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
+    attention_fwd(out, att, qkv, B, T, C, NH, true);
+  }
+  void attention_forward_bidirectional(float* out, float* att, const float* qkv, int B, int T,
+                                       int C, int NH) override {
+    attention_fwd(out, att, qkv, B, T, C, NH, false);
+  }
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                          const float* att, int B, int T, int C, int NH) override {
+    attention_bwd(dqkv, scratch, dout, qkv, att, B, T, C, NH, true);
+  }
+  void attention_backward_bidirectional(float* dqkv, float* scratch, const float* dout,
+                                        const float* qkv, const float* att, int B, int T, int C,
+                                        int NH) override {
+    attention_bwd(dqkv, scratch, dout, qkv, att, B, T, C, NH, false);
+  }
+
+  // Position t attends to keys [0, causal ? t + 1 : T).
+  static void attention_fwd(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
+                            bool causal) {
     const int hs = C / NH;
     const double scale = 1.0 / std::sqrt(double(hs));
     const size_t C3 = static_cast<size_t>(3) * C;
@@ -178,9 +197,10 @@ class reference_backend final : public detail::host_backend {
     for (int b = 0; b < B; ++b) {
       for (int h = 0; h < NH; ++h) {
         for (int t = 0; t < T; ++t) {
+          const int kend = causal ? t + 1 : T;
           const float* q = qkv + (static_cast<size_t>(b) * T + t) * C3 + h * hs;
           double maxv = -INFINITY;
-          for (int t2 = 0; t2 <= t; ++t2) {
+          for (int t2 = 0; t2 < kend; ++t2) {
             const float* k = qkv + (static_cast<size_t>(b) * T + t2) * C3 + C + h * hs;
             double dot = 0;
             for (int i = 0; i < hs; ++i) dot += double(q[i]) * k[i];
@@ -188,18 +208,18 @@ class reference_backend final : public detail::host_backend {
             maxv = std::max(maxv, p[t2]);
           }
           double sum = 0;
-          for (int t2 = 0; t2 <= t; ++t2) {
+          for (int t2 = 0; t2 < kend; ++t2) {
             p[t2] = std::exp(p[t2] - maxv);
             sum += p[t2];
           }
           float* a = att + ((static_cast<size_t>(b) * NH + h) * T + t) * T;
           for (int t2 = 0; t2 < T; ++t2) {
-            a[t2] = t2 <= t ? static_cast<float>(p[t2] / sum) : 0.0f;
+            a[t2] = t2 < kend ? static_cast<float>(p[t2] / sum) : 0.0f;
           }
           float* o = out + (static_cast<size_t>(b) * T + t) * C + h * hs;
           for (int i = 0; i < hs; ++i) {
             double acc = 0;
-            for (int t2 = 0; t2 <= t; ++t2) {
+            for (int t2 = 0; t2 < kend; ++t2) {
               const float* v = qkv + (static_cast<size_t>(b) * T + t2) * C3 + 2 * C + h * hs;
               acc += (p[t2] / sum) * v[i];
             }
@@ -210,8 +230,8 @@ class reference_backend final : public detail::host_backend {
     }
   }
 
-  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                          const float* att, int B, int T, int C, int NH) override {
+  static void attention_bwd(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                            const float* att, int B, int T, int C, int NH, bool causal) {
     (void)scratch;  // the reference keeps its own double-precision workspace
     const int hs = C / NH;
     const double scale = 1.0 / std::sqrt(double(hs));
@@ -222,11 +242,12 @@ class reference_backend final : public detail::host_backend {
     for (int b = 0; b < B; ++b) {
       for (int h = 0; h < NH; ++h) {
         for (int t = 0; t < T; ++t) {
+          const int kend = causal ? t + 1 : T;
           const float* a = att + ((static_cast<size_t>(b) * NH + h) * T + t) * T;
           const float* dy = dout + (static_cast<size_t>(b) * T + t) * C + h * hs;
           const size_t qoff = (static_cast<size_t>(b) * T + t) * C3 + h * hs;
           // out[t] = Σ_t2 a[t2] v[t2]  →  datt[t2] = dy·v[t2];  dv[t2] += a[t2] dy.
-          for (int t2 = 0; t2 <= t; ++t2) {
+          for (int t2 = 0; t2 < kend; ++t2) {
             const size_t voff = (static_cast<size_t>(b) * T + t2) * C3 + 2 * C + h * hs;
             double dot = 0;
             for (int i = 0; i < hs; ++i) {
@@ -237,10 +258,10 @@ class reference_backend final : public detail::host_backend {
           }
           // softmax backward: dpre[t2] = a[t2] (datt[t2] - Σ_j a[j] datt[j]).
           double s = 0;
-          for (int t2 = 0; t2 <= t; ++t2) s += double(a[t2]) * datt[t2];
-          for (int t2 = 0; t2 <= t; ++t2) dpre[t2] = double(a[t2]) * (datt[t2] - s);
+          for (int t2 = 0; t2 < kend; ++t2) s += double(a[t2]) * datt[t2];
+          for (int t2 = 0; t2 < kend; ++t2) dpre[t2] = double(a[t2]) * (datt[t2] - s);
           // pre[t2] = scale q·k[t2]  →  dq += scale dpre[t2] k[t2]; dk[t2] += scale dpre[t2] q.
-          for (int t2 = 0; t2 <= t; ++t2) {
+          for (int t2 = 0; t2 < kend; ++t2) {
             const size_t koff = (static_cast<size_t>(b) * T + t2) * C3 + C + h * hs;
             for (int i = 0; i < hs; ++i) {
               d[qoff + i] += scale * dpre[t2] * qkv[koff + i];

@@ -27,6 +27,7 @@ const char* to_string(anchor_kind v) { return spell(v); }
 const char* to_string(apply_kind v) { return spell(v); }
 const char* to_string(schedule_clock v) { return spell(v); }
 const char* to_string(sharding_kind v) { return spell(v); }
+const char* to_string(data_kind v) { return spell(v); }
 const char* to_string(fragment_strategy_kind v) { return spell(v); }
 const char* to_string(grace_mode v) { return spell(v); }
 const char* to_string(wire_format v) { return spell(v); }
@@ -70,10 +71,25 @@ nlohmann::json to_json(const experiment& e) {
     j["model"]["capacity_factor"] = e.model.capacity_factor;
     j["model"]["aux_loss"] = e.model.aux_loss;
   }
-  j["data"] = {{"file", e.data.file},
-               {"train_fraction", e.data.train_fraction},
-               {"sharding", to_string(e.data.sharding)},
-               {"tokenizer", to_string(e.data.tokenizer)}};
+  if (e.model.kind == model_kind::vit) {
+    j["model"]["rows"] = e.model.rows;
+    j["model"]["cols"] = e.model.cols;
+    j["model"]["patch"] = e.model.patch;
+    j["model"]["classes"] = e.model.classes;
+    j["model"]["pooling"] = e.model.pooling;
+  }
+  if (e.data.kind == data_kind::idx) {  // text configs print as before kinds existed
+    j["data"] = {{"kind", to_string(e.data.kind)},
+                 {"images", e.data.images},
+                 {"labels", e.data.labels},
+                 {"train_fraction", e.data.train_fraction},
+                 {"sharding", to_string(e.data.sharding)}};
+  } else {
+    j["data"] = {{"file", e.data.file},
+                 {"train_fraction", e.data.train_fraction},
+                 {"sharding", to_string(e.data.sharding)},
+                 {"tokenizer", to_string(e.data.tokenizer)}};
+  }
   j["learners"] = {{"count", e.learners.count},
                    {"batch", e.learners.batch},
                    {"backend", to_string(e.learners.backend)},

@@ -19,9 +19,10 @@
 
 namespace dd::config {
 
-/// Model family: the dense decoder-only transformer, or its mixture-of-experts variant
+/// Model family: the dense decoder-only transformer, its mixture-of-experts variant, or the
+/// vision transformer (runtime/vit.hpp) for IDX image data
 /// (runtime/moe_gpt.hpp).
-enum class model_kind : std::uint8_t { gpt, moe_gpt };
+enum class model_kind : std::uint8_t { gpt, moe_gpt, vit };
 /// Text tokenization. `byte`: one token per byte, vocabulary 256.
 enum class tokenizer_kind : std::uint8_t { byte };
 /// Where a learner runs its math: BLAS on the CPU, CUDA/cuBLAS, or the naive reference kernels.
@@ -40,6 +41,9 @@ enum class anchor_kind : std::uint8_t { base, current };
 enum class apply_kind : std::uint8_t { overwrite, rebase };
 /// What the inner lr schedule counts: the learner's own steps, or the global mean step.
 enum class schedule_clock : std::uint8_t { learner, global };
+/// What the data files are: a text (byte-tokenized, runtime/data.hpp) or an IDX image/label pair
+/// for classification (runtime/idx.hpp).
+enum class data_kind : std::uint8_t { text, idx };
 /// How the train split is divided among learners (runtime/data.hpp).
 enum class sharding_kind : std::uint8_t { contiguous, interleaved };
 /// How tensors are split into P fragments.
@@ -127,6 +131,8 @@ const char* to_string(schedule_clock v);
 /// \copydoc to_string(model_kind)
 const char* to_string(sharding_kind v);
 /// \copydoc to_string(model_kind)
+const char* to_string(data_kind v);
+/// \copydoc to_string(model_kind)
 const char* to_string(fragment_strategy_kind v);
 /// \copydoc to_string(model_kind)
 const char* to_string(grace_mode v);
@@ -155,12 +161,20 @@ struct model_config {
   int top_k = 1;                      ///< moe_gpt: experts per token k, 1 or 2
   double capacity_factor = 1.25;      ///< moe_gpt: capacity = ceil(factor·k·N/E) tokens
   double aux_loss = 0.01;             ///< moe_gpt: load-balancing loss coefficient
+  int rows = 28;                      ///< vit: image height in pixels
+  int cols = 28;                      ///< vit: image width in pixels
+  int patch = 7;                      ///< vit: patch side; divides rows and cols
+  int classes = 10;                   ///< vit: output classes
+  std::string pooling = "cls";        ///< vit: "cls" or "mean"
 };
 
-/// `data`: the training text and how it is split and tokenized.
+/// `data`: the training data (a text, or IDX images and labels) and how it is split.
 struct data_config {
-  std::string file;             ///< resolved path of the text file (required in the DSL)
-  double train_fraction = 0.9;  ///< leading share used for training; the rest is validation
+  data_kind kind = data_kind::text;  ///< text (`file`) or idx (`images` + `labels`)
+  std::string file;                  ///< kind text: resolved path of the text file (required)
+  std::string images;                ///< kind idx: resolved path of the IDX images (n, rows, cols)
+  std::string labels;                ///< kind idx: resolved path of the IDX labels (n)
+  double train_fraction = 0.9;       ///< leading share used for training; the rest is validation
   sharding_kind sharding = sharding_kind::interleaved;  ///< learners' shards (runtime/data.hpp)
   tokenizer_kind tokenizer = tokenizer_kind::byte;      ///< tokenization
 };

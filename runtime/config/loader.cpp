@@ -492,40 +492,81 @@ experiment read_experiment(const json& root, const read_context& ctx,
     e.model.capacity_factor =
         s.number("capacity_factor", e.model.capacity_factor, open_closed(0, 64));
     e.model.aux_loss = s.number("aux_loss", e.model.aux_loss, closed(0, 100));
+    const bool vit = e.model.kind == model_kind::vit;
+    for (const char* key : {"rows", "cols", "patch", "classes", "pooling"})
+      if (!vit && s.has(key))
+        ctx.fail(std::string("model.") + key,
+                 fmt::format("applies to model.kind = \"vit\" only (kind is \"{}\")",
+                             to_string(e.model.kind)));
+    e.model.rows = s.integer32("rows", e.model.rows, closed(1, 1 << 14));
+    e.model.cols = s.integer32("cols", e.model.cols, closed(1, 1 << 14));
+    e.model.patch = s.integer32("patch", e.model.patch, closed(1, 1 << 14));
+    e.model.classes = s.integer32("classes", e.model.classes, closed(2, 256));
+    e.model.pooling = s.string("pooling", e.model.pooling);
     s.finish();
+    if (vit && e.model.pooling != "cls" && e.model.pooling != "mean")
+      ctx.fail("model.pooling",
+               fmt::format("unknown value '{}'; expected one of cls, mean", e.model.pooling));
+    if (vit && (e.model.rows % e.model.patch != 0 || e.model.cols % e.model.patch != 0))
+      ctx.fail("model.patch", fmt::format("{} does not divide model.rows ({}) and model.cols ({})",
+                                          e.model.patch, e.model.rows, e.model.cols));
     if (moe && e.model.top_k > e.model.experts)
       ctx.fail("model.top_k",
                fmt::format("{} exceeds model.experts ({})", e.model.top_k, e.model.experts));
   }
   {
     section s = top.child("data");
-    const json* file = s.raw("file");
-    if (file == nullptr) {
-      ctx.fail("data.file", "required key is missing: name the training text file");
-    } else {
-      e.data.file = s.string("file", "");
-      if (!e.data.file.empty() && files.check) {
-        if (auto found = find_data_file(e.data.file, files)) {
-          e.data.file = *found;
-        } else if (data_path_is_directory(e.data.file, files)) {
-          ctx.fail("data.file",
-                   fmt::format("'{}' is a directory; name the training text file", e.data.file));
-        } else {
-          ctx.fail("data.file", fmt::format("file '{}' not found (a relative path is tried against "
-                                            "the experiment file's directory, then the current "
-                                            "directory)",
-                                            e.data.file));
-        }
-      } else if (e.data.file.empty() && file->is_string()) {
-        ctx.fail("data.file", "must not be empty");
+    e.data.kind = s.choice("kind", e.data.kind);
+    // A required data file: resolved like data.file (next to the experiment file, then the
+    // current directory).
+    auto data_file = [&](const char* key, std::string& out, const char* what) {
+      const std::string path = fmt::format("data.{}", key);
+      const json* raw = s.raw(key);
+      if (raw == nullptr) {
+        ctx.fail(path, fmt::format("required key is missing: name the {}", what));
+        return;
       }
+      out = s.string(key, "");
+      if (!out.empty() && files.check) {
+        if (auto found = find_data_file(out, files)) {
+          out = *found;
+        } else if (data_path_is_directory(out, files)) {
+          ctx.fail(path, fmt::format("'{}' is a directory; name the {}", out, what));
+        } else {
+          ctx.fail(path, fmt::format("file '{}' not found (a relative path is tried against the "
+                                     "experiment file's directory, then the current directory)",
+                                     out));
+        }
+      } else if (out.empty() && raw->is_string()) {
+        ctx.fail(path, "must not be empty");
+      }
+    };
+    if (e.data.kind == data_kind::idx) {
+      data_file("images", e.data.images, "IDX image file (n, rows, cols)");
+      data_file("labels", e.data.labels, "IDX label file (n)");
+      for (const char* key : {"file", "tokenizer"})
+        if (s.has(key))
+          ctx.fail(fmt::format("data.{}", key),
+                   "is for data.kind = \"text\"; data.kind = \"idx\" reads data.images and "
+                   "data.labels");
+    } else {
+      data_file("file", e.data.file, "training text file");
+      for (const char* key : {"images", "labels"})
+        if (s.has(key))
+          ctx.fail(fmt::format("data.{}", key), "is for data.kind = \"idx\" (IDX image files)");
     }
     e.data.train_fraction = s.number("train_fraction", e.data.train_fraction, open(0, 1));
     e.data.sharding = s.choice("sharding", e.data.sharding);
-    e.data.tokenizer = s.choice("tokenizer", e.data.tokenizer);
+    if (e.data.kind == data_kind::text) e.data.tokenizer = s.choice("tokenizer", e.data.tokenizer);
     s.finish();
   }
-  if (e.data.tokenizer == tokenizer_kind::byte && e.model.vocab < 256)
+  if ((e.model.kind == model_kind::vit) != (e.data.kind == data_kind::idx))
+    ctx.fail("model.kind", fmt::format("\"{}\" does not read data.kind = \"{}\" (model.kind = "
+                                       "\"vit\" goes with data.kind = \"idx\", the others "
+                                       "with \"text\")",
+                                       to_string(e.model.kind), to_string(e.data.kind)));
+  if (e.data.kind == data_kind::text && e.data.tokenizer == tokenizer_kind::byte &&
+      e.model.vocab < 256)
     ctx.fail("model.vocab",
              fmt::format("{} is smaller than the byte tokenizer's 256 symbols", e.model.vocab));
   if (e.model.width % e.model.heads != 0)
@@ -561,8 +602,8 @@ experiment read_experiment(const json& root, const read_context& ctx,
     if (l.backend == backend_kind::cuda && e.model.kind != model_kind::gpt)
       ctx.fail("learners.backend",
                fmt::format("\"cuda\" has no kernels for model.kind = \"{}\" yet (its routing "
-                           "and expert gather/scatter ops exist on \"cpu\" and \"reference\" "
-                           "only); use learners.backend = \"cpu\"",
+                           "and expert gather/scatter ops, or the vision transformer's ops, exist "
+                           "on \"cpu\" and \"reference\" only); use learners.backend = \"cpu\"",
                            to_string(e.model.kind)));
   }
   {

@@ -36,6 +36,18 @@ const bad_case k_bad[] = {
      "file 'no_such_file.txt' not found (a relative path is tried against the experiment file's "
      "directory, then the current directory)"},
     {"missing_data.lua", 2, "data.file", "required key is missing: name the training text file"},
+    {"idx_missing_labels.lua", 5, "data.labels",
+     "required key is missing: name the IDX label file (n)"},
+    {"idx_with_text_file.lua", 7, "data.file",
+     "is for data.kind = \"text\"; data.kind = \"idx\" reads data.images and data.labels"},
+    {"text_with_images.lua", 5, "data.images", "is for data.kind = \"idx\" (IDX image files)"},
+    {"vit_on_text.lua", 4, "model.kind",
+     "\"vit\" does not read data.kind = \"text\" (model.kind = \"vit\" goes with data.kind = "
+     "\"idx\", the others with \"text\")"},
+    {"vit_bad_patch.lua", 4, "model.patch",
+     "5 does not divide model.rows (28) and model.cols (28)"},
+    {"vit_key_on_gpt.lua", 4, "model.pooling",
+     "applies to model.kind = \"vit\" only (kind is \"gpt\")"},
     {"zero_learners.lua", 4, "learners.count", "0 is out of range: must be in [1, 4096]"},
     {"zero_window.lua", 4, "sync.window_chunks", "0 is out of range: must be in [1, 1024]"},
     {"two_budgets.lua", 4, "budget",

@@ -179,11 +179,46 @@ TEST(ConfigExamples, QuorumResolvesAgainstLiveLearners) {
   EXPECT_EQ(k.resolve(2), 2);  // never more than the live learners
 }
 
+TEST(ConfigExamples, IdxDataResolvesAndRoundTrips) {
+  const std::string script =
+      "experiment { name = 'mn', model = { kind = 'vit', layers = 2, width = 64, pooling = 'mean' "
+      "},\n"
+      "  data = { kind = 'idx', train_fraction = 0.8,\n"
+      "  images = '../shared/data/mnist-t10k/t10k-images-idx3-ubyte.gz',\n"
+      "  labels = '../shared/data/mnist-t10k/t10k-labels-idx1-ubyte.gz' } }\n";
+  const load_result r = load_string(script, "mn.lua", test::repo_options());
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  const experiment& e = r.experiments[0];
+  EXPECT_EQ(e.data.kind, data_kind::idx);
+  EXPECT_TRUE(e.data.file.empty());
+  EXPECT_EQ(std::filesystem::path(e.data.images).filename(), "t10k-images-idx3-ubyte.gz");
+  EXPECT_EQ(std::filesystem::path(e.data.labels).filename(), "t10k-labels-idx1-ubyte.gz");
+  EXPECT_DOUBLE_EQ(e.data.train_fraction, 0.8);
+  EXPECT_EQ(e.model.kind, model_kind::vit);
+  EXPECT_EQ(e.model.pooling, "mean");
+  EXPECT_EQ(e.model.patch, 7);
+  const nlohmann::json j = to_json(e);
+  EXPECT_EQ(j["model"]["pooling"], "mean");
+  EXPECT_EQ(j["model"]["classes"], 10);
+  EXPECT_EQ(j["data"]["kind"], "idx");
+  EXPECT_FALSE(j["data"].contains("file"));
+  const load_result back = load_json(j);
+  ASSERT_TRUE(back.ok()) << back.error_text();
+  EXPECT_EQ(to_json(back.experiments[0]), j);
+  // A text experiment prints no kind (its JSON is what it was before kinds existed).
+  const load_result t = load_string(std::string("experiment { ") + test::k_data + " }\n", "t.lua",
+                                    test::repo_options());
+  ASSERT_TRUE(t.ok()) << t.error_text();
+  EXPECT_EQ(t.experiments[0].data.kind, data_kind::text);
+  EXPECT_FALSE(to_json(t.experiments[0])["data"].contains("kind"));
+}
+
 TEST(ConfigExamples, KnownKeyPathsCoverTheSections) {
   const auto& keys = known_key_paths();
-  for (const char* k : {"sync.min_quorum", "sync.grace.gamma", "outer.mixing_alpha",
-                        "chaos.events[].at_fraction", "chaos.random.recovery.dist", "budget.tokens",
-                        "learners.speed", "checkpoint.every_versions"})
+  for (const char* k :
+       {"sync.min_quorum", "sync.grace.gamma", "outer.mixing_alpha", "chaos.events[].at_fraction",
+        "chaos.random.recovery.dist", "budget.tokens", "learners.speed",
+        "checkpoint.every_versions", "data.kind", "data.images", "data.labels"})
     EXPECT_NE(std::find(keys.begin(), keys.end(), k), keys.end()) << k;
 }
 

@@ -23,7 +23,7 @@ struct enum_names;
     static constexpr std::array values = {__VA_ARGS__}; \
   }
 
-DD_CONFIG_ENUM_NAMES(model_kind, "gpt", "moe_gpt");
+DD_CONFIG_ENUM_NAMES(model_kind, "gpt", "moe_gpt", "vit");
 DD_CONFIG_ENUM_NAMES(tokenizer_kind, "byte");
 DD_CONFIG_ENUM_NAMES(backend_kind, "cpu", "cuda", "reference");
 DD_CONFIG_ENUM_NAMES(schedule_kind, "cosine", "constant");
@@ -33,6 +33,7 @@ DD_CONFIG_ENUM_NAMES(anchor_kind, "base", "current");
 DD_CONFIG_ENUM_NAMES(apply_kind, "overwrite", "rebase");
 DD_CONFIG_ENUM_NAMES(schedule_clock, "learner", "global");
 DD_CONFIG_ENUM_NAMES(sharding_kind, "contiguous", "interleaved");
+DD_CONFIG_ENUM_NAMES(data_kind, "text", "idx");
 DD_CONFIG_ENUM_NAMES(fragment_strategy_kind, "balanced", "layer", "strided");
 DD_CONFIG_ENUM_NAMES(grace_mode, "adaptive", "fixed", "off");
 DD_CONFIG_ENUM_NAMES(wire_format, "fp32", "bf16", "int8", "int4");

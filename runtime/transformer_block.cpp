@@ -1,0 +1,147 @@
+// runtime/transformer_block.cpp — see transformer_block.hpp. The op sequence is the one GPT
+// always ran (llm.c's train_gpt2.c, one residual gradient carried down the blocks).
+#include "runtime/transformer_block.hpp"
+
+namespace dd {
+
+namespace {
+enum : size_t {
+  k_ln1w,
+  k_ln1b,
+  k_qkvw,
+  k_qkvb,
+  k_attprojw,
+  k_attprojb,
+  k_ln2w,
+  k_ln2b,
+  k_fcw,
+  k_fcb,
+  k_fcprojw,
+  k_fcprojb
+};
+}  // namespace
+
+void append_block_tensors(std::vector<tensor_info>& out, size_t& offset, const std::string& prefix,
+                          int layer, int64_t C) {
+  auto add = [&](const char* name, std::vector<int64_t> shape) {
+    tensor_info t;
+    t.name = prefix + name;
+    t.offset = offset;
+    t.numel = 1;
+    for (auto d : shape) t.numel *= static_cast<size_t>(d);
+    t.shape = std::move(shape);
+    t.layer = layer;
+    t.is_embedding = false;
+    t.decay = t.shape.size() == 2;
+    offset += t.numel;
+    out.push_back(std::move(t));
+  };
+  add("ln_1.weight", {C});
+  add("ln_1.bias", {C});
+  add("attn.qkv.weight", {3 * C, C});
+  add("attn.qkv.bias", {3 * C});
+  add("attn.proj.weight", {C, C});
+  add("attn.proj.bias", {C});
+  add("ln_2.weight", {C});
+  add("ln_2.bias", {C});
+  add("mlp.fc.weight", {4 * C, C});
+  add("mlp.fc.bias", {4 * C});
+  add("mlp.proj.weight", {C, 4 * C});
+  add("mlp.proj.bias", {C});
+}
+
+block_weights block_weights::at(float* flat, const std::vector<tensor_info>& tensors,
+                                size_t first) {
+  block_weights w;
+  for (size_t k = 0; k < k_block_tensors; ++k) w.t[k] = flat + tensors[first + k].offset;
+  return w;
+}
+
+void block_activations::allocate(kernels::backend& be, int B, int T, int C, int NH) {
+  const size_t BT = static_cast<size_t>(B) * T, c = static_cast<size_t>(C);
+  ln1 = be.alloc<float>(BT * c);
+  ln1_mean = be.alloc<float>(BT);
+  ln1_rstd = be.alloc<float>(BT);
+  qkv = be.alloc<float>(BT * 3 * c);
+  atty = be.alloc<float>(BT * c);
+  att = be.alloc<float>(static_cast<size_t>(B) * NH * T * T);
+  res2 = be.alloc<float>(BT * c);
+  ln2 = be.alloc<float>(BT * c);
+  ln2_mean = be.alloc<float>(BT);
+  ln2_rstd = be.alloc<float>(BT);
+  fch = be.alloc<float>(BT * 4 * c);
+  fch_gelu = be.alloc<float>(BT * 4 * c);
+  res3 = be.alloc<float>(BT * c);
+}
+
+void block_scratch::allocate(kernels::backend& be, int B, int T, int C, int NH) {
+  const size_t BT = static_cast<size_t>(B) * T, c = static_cast<size_t>(C);
+  tmp = be.alloc<float>(BT * c);
+  dln = be.alloc<float>(BT * c);
+  datty = be.alloc<float>(BT * c);
+  dqkv = be.alloc<float>(BT * 3 * c);
+  dfch = be.alloc<float>(BT * 4 * c);
+  dfch_gelu = be.alloc<float>(BT * 4 * c);
+  datt = be.alloc<float>(static_cast<size_t>(B) * NH * T * T);
+}
+
+void block_forward(kernels::backend& be, const block_weights& w, block_activations& a,
+                   block_scratch& s, const float* residual, int B, int T, int C, int NH,
+                   attention_mask mask) {
+  const size_t BT = static_cast<size_t>(B) * T;
+  const int N = static_cast<int>(BT);
+  const auto* p = w.t;
+  be.layernorm_forward(a.ln1.data(), a.ln1_mean.data(), a.ln1_rstd.data(), residual, p[k_ln1w],
+                       p[k_ln1b], N, C);
+  be.matmul_forward(a.qkv.data(), a.ln1.data(), p[k_qkvw], p[k_qkvb], N, C, 3 * C);
+  if (mask == attention_mask::causal)
+    be.attention_forward(a.atty.data(), a.att.data(), a.qkv.data(), B, T, C, NH);
+  else
+    be.attention_forward_bidirectional(a.atty.data(), a.att.data(), a.qkv.data(), B, T, C, NH);
+  be.matmul_forward(s.tmp.data(), a.atty.data(), p[k_attprojw], p[k_attprojb], N, C, C);
+  be.residual_forward(a.res2.data(), residual, s.tmp.data(), BT * C);
+  be.layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p[k_ln2w],
+                       p[k_ln2b], N, C);
+  be.matmul_forward(a.fch.data(), a.ln2.data(), p[k_fcw], p[k_fcb], N, C, 4 * C);
+  be.gelu_forward(a.fch_gelu.data(), a.fch.data(), BT * 4 * C);
+  be.matmul_forward(s.tmp.data(), a.fch_gelu.data(), p[k_fcprojw], p[k_fcprojb], N, 4 * C, C);
+  be.residual_forward(a.res3.data(), a.res2.data(), s.tmp.data(), BT * C);
+}
+
+void block_backward(kernels::backend& be, const block_weights& w, const block_weights& g,
+                    block_activations& a, block_scratch& s, const float* residual, float* dres,
+                    int B, int T, int C, int NH, attention_mask mask) {
+  const size_t BT = static_cast<size_t>(B) * T;
+  const int N = static_cast<int>(BT);
+  const auto* p = w.t;
+  auto* d = g.t;
+  // MLP half: res3 = res2 + fcproj(gelu(fc(ln2(res2)))).
+  be.zero(s.dfch_gelu.data(), BT * 4 * C);
+  be.matmul_backward(s.dfch_gelu.data(), d[k_fcprojw], d[k_fcprojb], dres, a.fch_gelu.data(),
+                     p[k_fcprojw], N, 4 * C, C);
+  be.zero(s.dfch.data(), BT * 4 * C);
+  be.gelu_backward(s.dfch.data(), a.fch.data(), s.dfch_gelu.data(), BT * 4 * C);
+  be.zero(s.dln.data(), BT * C);
+  be.matmul_backward(s.dln.data(), d[k_fcw], d[k_fcb], s.dfch.data(), a.ln2.data(), p[k_fcw], N, C,
+                     4 * C);
+  be.layernorm_backward(dres, d[k_ln2w], d[k_ln2b], s.dln.data(), a.res2.data(), p[k_ln2w],
+                        a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
+  // Attention half: res2 = residual + attproj(attn(qkv(ln1(residual)))).
+  be.zero(s.datty.data(), BT * C);
+  be.matmul_backward(s.datty.data(), d[k_attprojw], d[k_attprojb], dres, a.atty.data(),
+                     p[k_attprojw], N, C, C);
+  be.zero(s.dqkv.data(), BT * 3 * C);
+  if (mask == attention_mask::causal)
+    be.attention_backward(s.dqkv.data(), s.datt.data(), s.datty.data(), a.qkv.data(), a.att.data(),
+                          B, T, C, NH);
+  else
+    be.attention_backward_bidirectional(s.dqkv.data(), s.datt.data(), s.datty.data(), a.qkv.data(),
+                                        a.att.data(), B, T, C, NH);
+  be.zero(s.dln.data(), BT * C);
+  be.matmul_backward(s.dln.data(), d[k_qkvw], d[k_qkvb], s.dqkv.data(), a.ln1.data(), p[k_qkvw], N,
+                     C, 3 * C);
+  be.layernorm_backward(dres, d[k_ln1w], d[k_ln1b], s.dln.data(), residual, p[k_ln1w],
+                        a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+}
+
+}  // namespace dd
