@@ -211,6 +211,7 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   const bool remote = setup->options.role == node_role::syncer;
   mctx->remote_learners = remote;
   mctx->run_id = setup->run_id;
+  mctx->syncer_incarnation = setup->syncer_incarnation;
   mctx->experiment_hash = setup->experiment_hash;
   mctx->data_bytes = setup->data_bytes;
   mctx->data_hash = setup->data_hash;
@@ -256,6 +257,8 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
                                                      : e.checkpoint.every_versions;
     o.checkpoint_every = static_cast<uint64_t>(std::max(0, every));
     o.checkpoint_path = (fs::path(ckpt_dir) / fmt::format("owner_{}.ddck", p)).string();
+    o.run_id = setup->run_id;
+    o.syncer_incarnation = setup->syncer_incarnation;
     c->initial.resize(o.layout.numel);
     gather_fragment(o.layout, setup->initial.data(), c->initial.data());
     c->backend = "cpu";
@@ -295,6 +298,8 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   ectx->backend = e.learners.backend == config::backend_kind::reference ? "reference" : "cpu";
   ectx->threads = 1;
   ectx->monitor = st.monitor;
+  ectx->run_id = setup->run_id;
+  ectx->syncer_incarnation = setup->syncer_incarnation;
   ectx->log = setup->log.get();
   std::shared_ptr<const evaluator_context> ec = ectx;
   st.eval = sim ? self->spawn(evaluator, ec) : self->spawn<caf::detached>(evaluator, ec);
@@ -312,9 +317,11 @@ caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::ac
   services.faults = setup->faults.get();
   services.gate = setup->gate.get();
   for (int i = 0; i < M; ++i) {
-    auto cc =
-        make_learner_context(e, i, setup->steps_per_learner, setup->plan, setup->learner_threads,
-                             st.monitor, services, sim, setup->options.sim_step_s);
+    auto lc = std::make_shared<learner_context>(
+        *make_learner_context(e, i, setup->steps_per_learner, setup->plan, setup->learner_threads,
+                              st.monitor, services, sim, setup->options.sim_step_s));
+    lc->run_id = setup->run_id;
+    std::shared_ptr<const learner_context> cc = lc;
     lctx->children.push_back({"learner", i, [cc, sim](caf::actor_system& sys) {
                                 return sim ? sys.spawn(learner, cc)
                                            : sys.spawn<caf::detached>(learner, cc);
@@ -455,6 +462,11 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
         throw std::runtime_error("--resume: run directory '" + s->run_dir + "' holds run " + id +
                                  ", not " + s->run_id);
       s->run_id = id;
+      {
+        std::ifstream inc(fs::path(s->run_dir) / "syncer_incarnation");
+        uint64_t before = 0;
+        s->syncer_incarnation = (inc >> before) ? before + 1 : 2;  // an older run dir: at least 2
+      }
       // The highest version of each fragment the earlier part logged.
       {
         std::ifstream ev(fs::path(s->run_dir) / "events.jsonl");
@@ -531,6 +543,7 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
       options.keep_events, run_log::clock_fn{}, options.resume);
   if (!options.simulated_time) {
     std::ofstream(fs::path(s->run_dir) / "run_id") << s->run_id << '\n';
+    std::ofstream(fs::path(s->run_dir) / "syncer_incarnation") << s->syncer_incarnation << '\n';
   }
   std::vector<fault_spec> faults;
   for (const auto& f : fault_specs_of(exp, s->steps_per_learner, s->plan.num_fragments()))
@@ -595,7 +608,8 @@ nlohmann::json make_summary(const cluster_setup& setup, const run_counters& c,
       {"learner_restarts", c.learner_restarts},
       {"bytes_pushed", c.bytes_pushed},
       {"bytes_broadcast", c.bytes_broadcast},
-      {"chunks_refused", c.chunks_refused}};
+      {"chunks_refused", c.chunks_refused},
+      {"envelopes_refused", c.envelopes_refused}};
 }
 
 double budget_done(const config::experiment& exp, uint64_t steps_per_learner,

@@ -137,11 +137,16 @@ std::optional<caf::actor> lookup(caf::actor_system& sys, const std::string& host
 std::optional<node_join_reply> handshake(caf::scoped_actor& self, const caf::actor& monitor,
                                          const node_join& req, double timeout_s, std::string* why) {
   std::optional<node_join_reply> out;
+  // A node's first handshake names no run (req.run_id empty): it takes the run the reply's
+  // envelope names. Later ones must be answered by the run they name.
   self->request(monitor, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)),
-                atoms::node_join_atom_v, encode(req))
+                atoms::node_join_atom_v, encode(req, {req.run_id, 0}))
       .receive(
           [&](const std::vector<uint8_t>& bytes) {
-            auto rep = decode_node_join_reply(bytes);
+            envelope_expect expect{req.run_id, 0};
+            if (req.run_id.empty())
+              if (auto h = peek_envelope(bytes)) expect.run_id = h->run_id;
+            auto rep = decode_node_join_reply(bytes, {}, expect);
             if (!rep) {
               *why = "undecodable node_join_reply: " + rep.error().message;
               return;
@@ -381,11 +386,13 @@ int run_learner_node(const learner_node_options& o) {
       fwd->lines.erase(0, cut);
     }
     if (!last) {
-      caf::anon_send(monitor, atoms::events_atom_v, name, std::move(batch));
+      caf::anon_send(monitor, atoms::events_atom_v,
+                     encode(node_events{name, std::move(batch)}, {run_id, 0}));
       return;
     }
     // The last batch is a request, so the process does not exit before it is written.
-    self->request(monitor, std::chrono::seconds(2), atoms::events_atom_v, name, std::move(batch))
+    self->request(monitor, std::chrono::seconds(2), atoms::events_atom_v,
+                  encode(node_events{name, std::move(batch)}, {run_id, 0}))
         .receive([](bool) {}, [](caf::error&) {});
   };
   log->set_console([](const std::string& line) {
@@ -456,6 +463,7 @@ int run_learner_node(const learner_node_options& o) {
   for (auto id : ids) {
     auto base = make_learner_context(exp, id, steps, plan, threads, monitor, services);
     auto c = std::make_shared<learner_context>(*base);
+    c->run_id = run_id;
     c->current_monitor = [current] {
       std::lock_guard<std::mutex> g(current->first);
       return current->second;
