@@ -79,9 +79,10 @@ struct monitor_context {
   /// The run's identity, checked at every node handshake (messages/control.hpp) and on every
   /// message's envelope.
   std::string run_id;
-  /// The syncer's incarnation (1 for a fresh run, one more per --resume), stamped on every
-  /// message the monitor sends: a learner refuses a message of an older syncer.
-  uint64_t syncer_incarnation = 1;
+  /// The syncer's incarnation (cluster_setup: 1 for a fresh run, one more per --resume),
+  /// stamped on every message the monitor sends: a learner refuses a message of an older
+  /// syncer. Every syncer role of a node must be given the same value (0 by default).
+  uint64_t syncer_incarnation = 0;
   std::string experiment_hash;
   uint64_t data_bytes = 0;
   std::string data_hash;
