@@ -97,27 +97,29 @@ void codec_seeds(const fs::path& dir) {
        dd::encode(sample_push(dd::payload_encoding::bf16, 20), learner(2)));
   seed(message_kind::broadcast, "broadcast", dd::encode(sample_broadcast(8), syncer));
   seed(message_kind::reject, "reject",
-       dd::encode(
-           dd::reject_msg{1, 2, dd::reject_reason::stale, "base version 3 is too old", 5, 7},
-           syncer));
+       dd::encode(dd::reject_msg{1, 2, dd::reject_reason::stale, "base version 3 is too old", 5, 7},
+                  syncer));
   seed(message_kind::ack, "ack", dd::encode(dd::push_ack{1, 2, 3, 4, 5}, syncer));
   seed(message_kind::pull, "pull", dd::encode(dd::pull_request{-1, 0, 3}, syncer));
   seed(message_kind::progress, "progress",
        dd::encode(dd::progress_msg{123456789, 4, 17, 16.5}, syncer));
   seed(message_kind::node_join, "node_join",
-       dd::encode(dd::node_join{run, dd::protocol_version, "node-a", "host", {0, 2}, 2, 1115394,
-                                "beef"},
-                  learner(0)));
+       dd::encode(
+           dd::node_join{run, dd::protocol_version, "node-a", "host", {0, 2}, 2, 1115394, "beef"},
+           learner(0)));
   seed(message_kind::node_join, "node_join_first",  // a first start names no run
-       dd::encode(dd::node_join{"", dd::protocol_version, "node-a", "host", {}, 0, 1115394, "beef"}));
+       dd::encode(
+           dd::node_join{"", dd::protocol_version, "node-a", "host", {}, 0, 1115394, "beef"}));
   seed(message_kind::node_join_reply, "node_join_reply",
-       dd::encode(dd::node_join_reply{true, dd::node_refusal::none, "", run, R"({"name":"x"})",
-                                      "e0", {1}, 10, "d", 600},
-                  syncer));
+       dd::encode(
+           dd::node_join_reply{
+               true, dd::node_refusal::none, "", run, R"({"name":"x"})", "e0", {1}, 10, "d", 600},
+           syncer));
   seed(message_kind::node_join_reply, "node_join_refused",
-       dd::encode(dd::node_join_reply{false, dd::node_refusal::other_run, "other run", run, "",
-                                      "", {}, 0, "", 0},
-                  syncer));
+       dd::encode(
+           dd::node_join_reply{
+               false, dd::node_refusal::other_run, "other run", run, "", "", {}, 0, "", 0},
+           syncer));
   seed(message_kind::leave, "leave", dd::encode(dd::leave_msg{3, 1}, learner(1)));
   seed(message_kind::fragment_query, "fragment_query",
        dd::encode(dd::fragment_query{2, 17, true}, syncer));
