@@ -347,8 +347,9 @@ caf::behavior mux_learner_node(node_actor* self, std::shared_ptr<learner_node_ct
       [=](atoms::events_atom) {
         auto& s = self->state;
         if (!s.lost && s.monitor && !ctx->pending_lines.empty()) {
-          caf::anon_send(s.monitor, atoms::events_atom_v,
-                         encode(node_events{s.req.node_name, ctx->pending_lines}, {s.req.run_id, 0}));
+          caf::anon_send(
+              s.monitor, atoms::events_atom_v,
+              encode(node_events{s.req.node_name, ctx->pending_lines}, {s.req.run_id, 0}));
           ctx->pending_lines.clear();
         }
         if (!ctx->done) self->delayed_send(self, std::chrono::seconds(1), atoms::events_atom_v);
@@ -368,9 +369,9 @@ caf::behavior mux_learner_node(node_actor* self, std::shared_ptr<learner_node_ct
                   EXPECT_TRUE(rep.ok()) << rep.error().message;
                   if (rep) ctx->status_json = rep->json;
                 },
-                  [=](caf::error&) {
-                    self->delayed_send(self, std::chrono::seconds(1), atoms::status_atom_v);
-                  });
+                [=](caf::error&) {
+                  self->delayed_send(self, std::chrono::seconds(1), atoms::status_atom_v);
+                });
       },
       // ... and drains a learner (dd-node drain learner:N).
       [=](atoms::drain_atom) {
@@ -393,8 +394,9 @@ caf::behavior mux_learner_node(node_actor* self, std::shared_ptr<learner_node_ct
         ctx->done = true;
         auto& s = self->state;
         if (s.monitor && !ctx->pending_lines.empty())
-          caf::anon_send(s.monitor, atoms::events_atom_v,
-                         encode(node_events{s.req.node_name, ctx->pending_lines}, {s.req.run_id, 0}));
+          caf::anon_send(
+              s.monitor, atoms::events_atom_v,
+              encode(node_events{s.req.node_name, ctx->pending_lines}, {s.req.run_id, 0}));
         self->quit();
       },
   };

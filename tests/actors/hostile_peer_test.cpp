@@ -187,8 +187,7 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
     jr.requested_learner_id = 1;
     bool refused = false;
     self->request(*monitor, std::chrono::seconds(5), dd::atoms::join_atom_v,
-                  dd::encode(jr, {run_id, 0}),
-                  caf::actor_cast<caf::actor>(self))
+                  dd::encode(jr, {run_id, 0}), caf::actor_cast<caf::actor>(self))
         .receive([&](const std::vector<uint8_t>&) {}, [&](caf::error&) { refused = true; });
     EXPECT_TRUE(refused);
     // Pushes to an owner: wrong shape, NaN, an unknown learner, another schema version.
