@@ -883,7 +883,8 @@ std::vector<wire_bytes> encode_push(const std::vector<float>& frag, uint64_t tra
   auto chunks = dd::split_push(whole, chunk_bytes);
   if (!chunks) throw std::runtime_error("split_push: " + chunks.error().message);
   std::vector<wire_bytes> out;
-  for (const auto& c : *chunks) out.push_back(dd::encode(c));
+  // A learner stamps its own incarnation (the codec checks it against the push's).
+  for (const auto& c : *chunks) out.push_back(dd::encode(c, {"", c.incarnation}));
   return out;
 }
 
