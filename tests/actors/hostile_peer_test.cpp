@@ -195,11 +195,11 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
     self->request(*monitor, std::chrono::seconds(5), caf::get_atom_v, dd::atoms::owners_atom_v)
         .receive(
             [&](const std::vector<uint8_t>& bytes, const std::vector<caf::actor>& handles) {
-              auto dir = dd::decode_owner_directory(bytes, {}, {run_id, 0});
-              ASSERT_TRUE(dir.ok()) << dir.error().message;
-              ASSERT_EQ(dir->fragment_ids.size(), handles.size());
+              auto directory = dd::decode_owner_directory(bytes, {}, {run_id, 0});
+              ASSERT_TRUE(directory.ok()) << directory.error().message;
+              ASSERT_EQ(directory->fragment_ids.size(), handles.size());
               for (size_t i = 0; i < handles.size(); ++i)
-                owners.at(static_cast<size_t>(dir->fragment_ids[i])) = handles[i];
+                owners.at(static_cast<size_t>(directory->fragment_ids[i])) = handles[i];
             },
             [&](caf::error&) {});
     ASSERT_TRUE(owners[0] && owners[1]);
