@@ -1,18 +1,17 @@
-// actors/cluster.hpp — the whole Decoupled DiLoCo job in one process: health monitor, one
-// fragment owner per fragment under an owner supervisor, M learners under a learner supervisor,
-// and the evaluator, built from a resolved experiment (runtime/config/experiment.hpp).
-//
-// `make_cluster_setup` turns an experiment into the actors' contexts (dataset, fragment plan,
-// initial global model, fault schedule). `spawn_job` starts the job actor on any actor system —
-// the real scheduler for `dd-node run`, or CAF's test coordinator with `simulated_time` for
-// deterministic whole-cluster simulations. `run_cluster` is the main job: it runs the cluster to
-// the end of its budget with a live progress line and writes the run directory (events.jsonl,
-// summary.json, experiment.json, run_info.json).
+// actors/cluster.hpp — one run of the Decoupled DiLoCo job: its options, the setup its actors
+// share, and the main loop. `make_cluster_setup` turns a resolved experiment
+// (runtime/config/experiment.hpp) into what the nodes need (dataset, fragment plan, initial
+// global model, fault schedule, run directory: runtime/run_dir.hpp). The job itself is the
+// coordinator (actors/job.hpp) over a syncer node (actors/syncer_node.hpp: health monitor,
+// fragment owners under an owner supervisor, evaluator) and a learner node
+// (actors/learner_node.hpp: M learners under a learner supervisor). `run_cluster` runs the job
+// in one actor system — the syncer node with an in-process learner node for `dd-node run`, the
+// syncer node alone with its monitor published for `dd-node syncer` — to the end of its budget
+// with a live progress line, and writes the result files (actors/run_report.hpp).
 //
 // Budget: `steps` — every learner stops after that many of its own inner steps; `tokens` — the
 // run stops when the learners together have computed that many tokens; `seconds` — wall clock.
 // A run can also be interrupted (run_options::interrupt): it then stops the same way, early.
-// Goodput = Σ learner time in inner steps / (M × training wall time) (ALGORITHM.md, Goodput).
 #pragma once
 
 #include <atomic>
@@ -34,9 +33,11 @@
 #include "actors/node_config.hpp"
 #include "actors/policy/restart_budget.hpp"
 #include "actors/run_log.hpp"
+#include "actors/run_report.hpp"
 #include "runtime/config/experiment.hpp"
 #include "runtime/data.hpp"
 #include "runtime/fragments.hpp"
+#include "runtime/run_dir.hpp"
 
 namespace dd::actors {
 
@@ -104,22 +105,6 @@ struct run_options {
   double interrupt_timeout_s = 30.0;
 };
 
-/// The outcome of a run (what summary.json holds, plus a few extras).
-struct run_result {
-  bool finished = false;
-  bool interrupted = false;      ///< stopped by run_options::interrupt
-  std::string interrupt_reason;  ///< "SIGINT", "SIGTERM", ... when interrupted
-  /// The run produced nothing trustworthy: no token was trained, or a learner's or a fragment
-  /// owner's supervisor gave up on it (restart budget spent; the experiment's `restart`).
-  /// summary.json then also carries "failed": true and "failure_reason"; `dd-node run` exits 1.
-  bool failed = false;
-  std::string failure_reason;
-  double final_val_loss = -1.0;
-  uint64_t digest = 0;     ///< FNV-1a of the final global model
-  nlohmann::json summary;  ///< exactly the summary.json keys
-  nlohmann::json info;     ///< extras (experiment name, M, P, H, K, restarts, digest...)
-};
-
 /// Everything the actors of one run share; built once, read-only afterwards except `log`,
 /// `faults` (thread-safe) and `result` (under `result_mutex`).
 struct cluster_setup {
@@ -184,38 +169,10 @@ void check_experiment_data(const config::experiment& exp);
 std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
                                                   const run_options& options);
 
-/// What a run directory holds: nothing of a run, a finished run (summary.json), or an unfinished
-/// one (events.jsonl or a monitor record, no summary.json) — a crashed or killed run that
-/// `--resume` continues.
-enum class run_dir_state { empty, finished, unfinished };
-run_dir_state inspect_run_dir(const std::string& run_dir);
-
-/// Spawns the job actor. When the run ends it fills setup->result, sends (done_atom) to
-/// `reply_to` (if valid) and quits.
-caf::actor spawn_job(caf::actor_system& sys, std::shared_ptr<cluster_setup> setup,
-                     caf::actor reply_to = {});
-
 /// The main job: runs `exp` to the end of its budget with a progress line on stdout, writes
 /// the run directory and returns the result. Throws on setup errors. On stderr: one line when
 /// an earlier run's files in the run directory are replaced, and the run log's warnings
 /// (run_log::warn, e.g. an owner restarting from the initial weights).
 run_result run_cluster(const config::experiment& exp, const run_options& options);
-
-/// The progress line: per-learner step rate and loss, global validation loss, merges per second
-/// (since `prev`, `dt_s` seconds earlier), mean contributors per merge, current grace window,
-/// restarts. `t_s` is the run time shown. `done` in [0, 1] is the share of the budget spent
-/// (< 0: unknown); when known the line ends with it and an estimate of the time left, t_s ×
-/// (1 − done) / done, e.g. "| 37% ETA 3m12s".
-std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
-                          double t_s, double done = -1.0);
-
-/// Share of the budget spent, in [0, 1]: mean learner step / steps per learner (steps budget),
-/// Σ tokens / budget tokens (tokens), elapsed / budget seconds (seconds).
-double budget_done(const config::experiment& exp, uint64_t steps_per_learner,
-                   const run_counters& now, double t_s);
-
-/// summary.json for a finished run.
-nlohmann::json make_summary(const cluster_setup& setup, const run_counters& c,
-                            double final_val_loss, double wall_s, double training_s);
 
 }  // namespace dd::actors

@@ -401,4 +401,106 @@ std::vector<fault_spec> random_fault_schedule(fault_spec::kind kind, int targets
   return out;
 }
 
+namespace {
+
+fault_spec::kind fault_kind(config::chaos_action a) {
+  switch (a) {
+    case config::chaos_action::kill: return fault_spec::kind::kill_learner;
+    case config::chaos_action::slow: return fault_spec::kind::slow_learner;
+    case config::chaos_action::drop_push: return fault_spec::kind::drop_push;
+    case config::chaos_action::delay_push: return fault_spec::kind::delay_push;
+    case config::chaos_action::kill_owner: return fault_spec::kind::kill_owner;
+    default: return fault_spec::kind::start_live;  // the message kinds (is_live_message_action)
+  }
+}
+
+/// The live fault a DSL message kind starts.
+live_fault::kind live_kind(config::chaos_action a) {
+  switch (a) {
+    case config::chaos_action::dup_push: return live_fault::kind::dup_push;
+    case config::chaos_action::reorder_push: return live_fault::kind::reorder_push;
+    case config::chaos_action::corrupt_push: return live_fault::kind::corrupt_push;
+    case config::chaos_action::drop_broadcast: return live_fault::kind::drop_broadcast;
+    case config::chaos_action::dup_broadcast: return live_fault::kind::dup_broadcast;
+    case config::chaos_action::delay_broadcast: return live_fault::kind::delay_broadcast;
+    case config::chaos_action::reorder_broadcast: return live_fault::kind::reorder_broadcast;
+    case config::chaos_action::nan: return live_fault::kind::nan_step;
+    default: return live_fault::kind::fail_step;
+  }
+}
+
+}  // namespace
+
+std::vector<fault_spec> fault_specs_of(const config::experiment& exp, uint64_t steps_per_learner,
+                                       int fragments) {
+  std::vector<fault_spec> faults;
+  for (const auto& ev : exp.chaos.events) {
+    // Process and network kinds are fired from outside by dd-chaos (dd-node launch starts it).
+    if (config::chaos_layer_of(ev.action) != config::chaos_layer::in_process) continue;
+    fault_spec f;
+    f.what = fault_kind(ev.action);
+    if (config::is_live_message_action(ev.action)) {
+      f.live.what = live_kind(ev.action);
+      f.live.learner = ev.target;
+      if (ev.params.contains("count")) f.live.count = ev.params["count"].get<int64_t>();
+      if (f.live.what == live_fault::kind::delay_broadcast) f.live.delay_s = ev.delay;
+      f.duration_s = ev.duration;
+    }
+    f.target = ev.target;
+    f.factor = ev.factor;
+    f.delay_s = ev.delay;
+    f.downtime_s =
+        f.what == fault_spec::kind::kill_learner || f.what == fault_spec::kind::kill_owner
+            ? ev.duration
+            : 0.0;
+    if (f.what == fault_spec::kind::slow_learner) f.duration_s = ev.duration;
+    f.damage_checkpoint = ev.damage_checkpoint;
+    double step = 0;
+    switch (ev.trigger) {
+      case config::chaos_trigger::at_step: step = ev.at; break;
+      case config::chaos_trigger::at_time: f.at_seconds = ev.at; break;
+      case config::chaos_trigger::at_fraction:
+        if (exp.budget.kind == config::budget_kind::seconds)
+          f.at_seconds = ev.at * exp.budget.seconds;
+        else
+          step = ev.at * static_cast<double>(steps_per_learner);
+        break;
+    }
+    if (f.what == fault_spec::kind::kill_owner)
+      step = std::max(1.0, step / std::max(1, exp.sync.interval));
+    f.at_step = static_cast<uint64_t>(std::llround(std::max(0.0, step)));
+    faults.push_back(f);
+  }
+  if (exp.chaos.random.mtbf_seconds > 0.0) {
+    const auto& rc = exp.chaos.random;
+    random_recovery rec;
+    rec.mean_s = rc.recovery.mean;
+    rec.sigma = rc.recovery.sigma;
+    rec.shape = rc.recovery.shape;
+    switch (rc.recovery.dist) {
+      case config::recovery_dist::fixed: rec.dist = random_recovery::distribution::fixed; break;
+      case config::recovery_dist::lognormal:
+        rec.dist = random_recovery::distribution::lognormal;
+        break;
+      case config::recovery_dist::weibull: rec.dist = random_recovery::distribution::weibull; break;
+      case config::recovery_dist::exponential:
+        rec.dist = random_recovery::distribution::exponential;
+        break;
+    }
+    const double horizon =
+        exp.budget.kind == config::budget_kind::seconds ? exp.budget.seconds : 86400.0;
+    const uint64_t seed = rc.seed != 0 ? rc.seed : exp.seed;
+    if (rc.target != config::chaos_target_kind::owners)
+      for (const auto& f : random_fault_schedule(fault_spec::kind::kill_learner, exp.learners.count,
+                                                 rc.mtbf_seconds, rec, horizon, seed))
+        faults.push_back(f);
+    if (rc.target != config::chaos_target_kind::learners)
+      for (const auto& f :
+           random_fault_schedule(fault_spec::kind::kill_owner, fragments, rc.mtbf_seconds, rec,
+                                 horizon, derive_seed(seed, 1000)))
+        faults.push_back(f);
+  }
+  return faults;
+}
+
 }  // namespace dd::actors

@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/config/experiment.hpp"
+
 namespace dd::actors {
 
 class run_log;
@@ -237,5 +239,12 @@ struct random_recovery {
 std::vector<fault_spec> random_fault_schedule(fault_spec::kind kind, int targets, double mtbf_s,
                                               const random_recovery& recovery, double horizon_s,
                                               uint64_t seed, int max_per_target = 1000);
+
+/// The experiment's chaos schedule (chaos.events, chaos.random) as fault specs. Fractions are
+/// of the per-learner step budget, or of the seconds budget; owner faults count the owner's
+/// versions ≈ steps / H; random faults are keyed on wall time with the seconds budget (24 h for
+/// tokens/steps budgets) as horizon.
+std::vector<fault_spec> fault_specs_of(const config::experiment& e, uint64_t steps_per_learner,
+                                       int fragments);
 
 }  // namespace dd::actors

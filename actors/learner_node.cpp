@@ -32,7 +32,7 @@
 #include "actors/cluster.hpp"
 #include "actors/compute_gate.hpp"
 #include "actors/host_admission.hpp"
-#include "actors/job_config.hpp"
+#include "actors/role_configs.hpp"
 #include "actors/run_log.hpp"
 #include "actors/supervisor.hpp"
 #include "messages/control.hpp"
@@ -625,6 +625,36 @@ int run_learner_node(const learner_node_options& o) {
   std::fflush(stdout);
   self->send_exit(sup, caf::exit_reason::user_shutdown);
   return status;
+}
+
+caf::actor spawn_local_learners(caf::local_actor* self, const caf::actor& job, cluster_setup& setup,
+                                const caf::actor& monitor) {
+  const auto& e = setup.exp;
+  const bool sim = setup.options.simulated_time;
+  const int M = e.learners.count;
+  auto lctx = std::make_shared<supervisor_context>();
+  lctx->name = "learners";
+  lctx->restart = restart_of(e);
+  lctx->log = setup.log.get();
+  lctx->faults = setup.faults.get();
+  lctx->job = job;
+  learner_services services;
+  services.data = setup.data.get();
+  services.log = setup.log.get();
+  services.faults = setup.faults.get();
+  services.gate = setup.gate.get();
+  for (int i = 0; i < M; ++i) {
+    auto lc = std::make_shared<learner_context>(
+        *make_learner_context(e, i, setup.steps_per_learner, setup.plan, setup.learner_threads,
+                              monitor, services, sim, setup.options.sim_step_s));
+    lc->run_id = setup.run_id;
+    std::shared_ptr<const learner_context> cc = lc;
+    lctx->children.push_back({"learner", i, [cc, sim](caf::actor_system& sys) {
+                                return sim ? sys.spawn(learner, cc)
+                                           : sys.spawn<caf::detached>(learner, cc);
+                              }});
+  }
+  return self->spawn(supervisor, std::shared_ptr<const supervisor_context>(lctx));
 }
 
 }  // namespace dd::actors

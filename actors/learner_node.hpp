@@ -26,6 +26,9 @@
 #include <utility>
 #include <vector>
 
+#include <caf/actor.hpp>
+#include <caf/local_actor.hpp>
+
 #include "actors/node_config.hpp"
 
 namespace dd::actors {
@@ -92,5 +95,15 @@ double join_backoff_s(int attempt, double base_s, double cap_s, double u01);
 /// True when a TCP connection to host:port is accepted within `timeout_s` (a non-blocking
 /// connect and poll; never blocks longer). `why` gets the reason when it is not.
 bool tcp_reachable(const std::string& host, uint16_t port, double timeout_s, std::string* why);
+
+struct cluster_setup;
+
+/// The learner node of `dd-node run`, in the coordinator's process: spawns from `self` the
+/// learner supervisor with the run's M learners, configured from `setup` (role_configs.hpp)
+/// with the node's services (the run's dataset, event log, fault hooks and step admission),
+/// joining `monitor`; the supervisor reports to `job`. Learners are detached in real time and
+/// event-based in logical time (options.simulated_time).
+caf::actor spawn_local_learners(caf::local_actor* self, const caf::actor& job, cluster_setup& setup,
+                                const caf::actor& monitor);
 
 }  // namespace dd::actors

@@ -565,15 +565,15 @@ int launch_main(int argc, char** argv) {
                  error.c_str());
     return 2;
   }
-  const auto state = actors::inspect_run_dir(dir);
-  if (state == actors::run_dir_state::unfinished && !resume && !overwrite) {
+  const auto state = inspect_run_dir(dir);
+  if (state == run_dir_state::unfinished && !resume && !overwrite) {
     std::fprintf(stderr,
                  "dd-node launch: run directory '%s' holds an unfinished run (no summary.json): "
                  "continue it with --resume, or replace it with --overwrite\n",
                  dir.c_str());
     return 2;
   }
-  if (resume && state != actors::run_dir_state::unfinished) {
+  if (resume && state != run_dir_state::unfinished) {
     std::fprintf(stderr, "dd-node launch: --resume: run directory '%s' holds no unfinished run\n",
                  dir.c_str());
     return 2;

@@ -330,18 +330,17 @@ int run_main(int argc, char** argv) {
     const std::string dir = !run_dir.empty()       ? run_dir
                             : !exp.run_dir.empty() ? exp.run_dir
                                                    : "runs/" + exp.name;
-    auto state = actors::inspect_run_dir(dir);
+    auto state = inspect_run_dir(dir);
     bool interrupted = false;
-    if (state == actors::run_dir_state::finished) {
+    if (state == run_dir_state::finished) {
       std::ifstream in(std::filesystem::path(dir) / "summary.json");
       try {
         interrupted = nlohmann::json::parse(in).value("interrupted", false);
       } catch (const std::exception&) {}
     }
-    if (state == actors::run_dir_state::empty ||
-        (state == actors::run_dir_state::finished && !interrupted)) {
+    if (state == run_dir_state::empty || (state == run_dir_state::finished && !interrupted)) {
       std::fprintf(stderr, "dd-node run: --resume: run directory '%s' holds %s\n", dir.c_str(),
-                   state == actors::run_dir_state::empty
+                   state == run_dir_state::empty
                        ? "no run to resume"
                        : "a finished run (summary.json without \"interrupted\")");
       return 2;

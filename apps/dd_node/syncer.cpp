@@ -227,18 +227,18 @@ int syncer_main(int argc, char** argv) {
       return 2;
     }
   }
-  const auto state = actors::inspect_run_dir(dir);
-  if (state == actors::run_dir_state::unfinished && !resume && !overwrite) {
+  const auto state = inspect_run_dir(dir);
+  if (state == run_dir_state::unfinished && !resume && !overwrite) {
     std::fprintf(stderr,
                  "dd-node syncer: run directory '%s' holds an unfinished run (no summary.json): "
                  "continue it with --resume, or replace it with --overwrite\n",
                  dir.c_str());
     return 2;
   }
-  if (resume && state != actors::run_dir_state::unfinished) {
-    std::fprintf(stderr, "dd-node syncer: --resume: run directory '%s' holds %s\n", dir.c_str(),
-                 state == actors::run_dir_state::finished ? "a finished run (summary.json)"
-                                                          : "no run to resume");
+  if (resume && state != run_dir_state::unfinished) {
+    std::fprintf(
+        stderr, "dd-node syncer: --resume: run directory '%s' holds %s\n", dir.c_str(),
+        state == run_dir_state::finished ? "a finished run (summary.json)" : "no run to resume");
     return 2;
   }
   install_node_stop_handlers("dd-node syncer");

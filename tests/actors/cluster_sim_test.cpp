@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "actors/cluster.hpp"
+#include "actors/job.hpp"
 #include "runtime/rng.hpp"
 #include "tests/actors/test_support.hpp"
 

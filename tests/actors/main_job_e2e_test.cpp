@@ -225,6 +225,95 @@ TEST(main_job, progress_line_shows_the_budget_spent_and_the_time_left) {
   EXPECT_EQ(progress_line(now, prev, 5.0, 70.0).find('%'), std::string::npos);  // unknown
 }
 
+// The run's outcome is a pure function of its counters (actors/run_report.hpp): summary keys
+// and values, and a failure reason that names every cause.
+TEST(run_report, outcome_names_every_cause_of_failure) {
+  run_counters c;
+  c.learners[0].tokens = 3000;
+  c.learners[0].compute_s = 6.0;
+  c.learners[1].tokens = 1000;
+  c.learners[1].compute_s = 2.0;
+  c.merges = 4;
+  c.contributors = 6;
+  c.tokens_merged = 6000;  // of P × tokens = 2 × 4000
+  c.uptime_s = 3.0;
+  c.observed_s = 4.0;
+  c.learners_given_up[1] = "boom";
+  c.degraded["fragment 1"] = "no checkpoint";
+  run_facts f;
+  f.experiment = "report";
+  f.learners = 2;
+  f.fragments = 2;
+  f.sync_interval = 10;
+  f.resumed = true;
+  f.seconds_before = 12.5;
+  f.interrupted = "SIGINT";
+  f.faults_fired = 3;
+  const auto r = make_run_result(f, c, 2.5, 0xabcdef, 20.0, 8.0);
+  EXPECT_TRUE(r.finished);
+  EXPECT_EQ(r.summary["tokens"], 4000);
+  EXPECT_DOUBLE_EQ(r.summary["goodput"].get<double>(), 8.0 / (2 * 8.0));
+  EXPECT_DOUBLE_EQ(r.summary["effective_goodput"].get<double>(), 6000.0 / 8000.0);
+  EXPECT_DOUBLE_EQ(r.summary["uptime"].get<double>(), 0.75);
+  EXPECT_DOUBLE_EQ(r.summary["mean_contributors_per_merge"].get<double>(), 1.5);
+  EXPECT_DOUBLE_EQ(r.summary["final_val_loss"].get<double>(), 2.5);
+  EXPECT_EQ(r.summary["resumed"], true);
+  EXPECT_DOUBLE_EQ(r.summary["seconds_before_resume"].get<double>(), 12.5);
+  EXPECT_EQ(r.summary["interrupt_reason"], "SIGINT");
+  EXPECT_TRUE(r.failed);
+  EXPECT_EQ(r.failure_reason,
+            "learner 1 of 2 exhausted its restart budget and stayed down (last crash: boom; see "
+            "events.jsonl); degraded (fragment 1: no checkpoint); set "
+            "checkpoint.allow_degraded = true to accept it");
+  EXPECT_EQ(r.info["digest"], "0000000000abcdef");
+  EXPECT_EQ(r.info["faults_fired"], 3);
+  // Allowed degradation and no lost learner: reported, not failed; no evaluation: null loss.
+  c.learners_given_up.clear();
+  f.allow_degraded = true;
+  const auto ok = make_run_result(f, c, -1.0, 0, 20.0, 8.0);
+  EXPECT_FALSE(ok.failed);
+  EXPECT_EQ(ok.summary["degraded"].size(), 1u);
+  EXPECT_TRUE(ok.summary["final_val_loss"].is_null());
+}
+
+// The run directory's lifecycle (runtime/run_dir.hpp): what it holds, clearing an earlier run,
+// the resume record.
+TEST(run_dir, lifecycle_of_a_run_directory) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "dd_run_dir_lifecycle_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir / "checkpoints");
+  EXPECT_EQ(inspect_run_dir(dir.string()), run_dir_state::empty);
+  EXPECT_THROW(read_resume_record(dir.string(), ""), std::runtime_error);
+  write_run_id(dir.string(), "00000000000000aa");
+  std::ofstream(dir / "events.jsonl") << R"({"event":"merge","fragment":1,"version":7})"
+                                      << "\n"
+                                      << R"({"event":"merge","fragment":1,"version":5})"
+                                      << "\n"
+                                      << R"({"event":"owner_start","fragment":0,"version":2})"
+                                      << "\n";
+  std::ofstream(dir / "monitor.json") << R"({"training_seconds": 4.5})";
+  EXPECT_EQ(inspect_run_dir(dir.string()), run_dir_state::unfinished);
+  const auto rec = read_resume_record(dir.string(), "");
+  EXPECT_EQ(rec.run_id, "00000000000000aa");
+  EXPECT_EQ(rec.versions.at(0), 2u);
+  EXPECT_EQ(rec.versions.at(1), 7u);
+  EXPECT_DOUBLE_EQ(rec.seconds_before, 4.5);
+  EXPECT_THROW(read_resume_record(dir.string(), "00000000000000bb"), std::runtime_error);
+  write_result_files(dir.string(), {{"tokens", 1}}, {{"digest", "x"}});
+  EXPECT_EQ(inspect_run_dir(dir.string()), run_dir_state::finished);
+  std::ofstream(dir / "checkpoints" / "owner_0.ddck") << "x";
+  std::ofstream(dir / "checkpoints" / "owner_1.ddck") << "x";
+  const auto replaced = clear_earlier_run(dir.string(), checkpoint_dir_of(dir.string(), ""), 2);
+  EXPECT_EQ(replaced, (std::vector<std::string>{"summary.json", "run_info.json", "events.jsonl",
+                                                "2 owner checkpoints"}));
+  EXPECT_FALSE(fs::exists(dir / "summary.json"));
+  EXPECT_FALSE(fs::exists(dir / "monitor.json"));
+  EXPECT_FALSE(fs::exists(dir / "checkpoints" / "owner_1.ddck"));
+  EXPECT_EQ(checkpoint_dir_of(dir.string(), "/elsewhere"), "/elsewhere");
+  fs::remove_all(dir);
+}
+
 // The data check run before anything starts: a shard shorter than 2·T+1 tokens, or a validation
 // split shorter than T+1, is refused with the file, the learner count and the sizes.
 TEST(main_job, data_too_small_for_the_learners_is_refused) {

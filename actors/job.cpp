@@ -1,0 +1,184 @@
+// actors/job.cpp — see job.hpp.
+//
+// Job actor (the coordinator):
+//
+//   start (spawn the syncer node: monitor, owners, evaluator; then the learner node)
+//     --budget spent (monitor: tokens; timer: seconds) or interrupted (stop_atom, reason)-->
+//       stopping (stop every learner)
+//     --all learners done--> final evaluation --> finished (shut everything down, report)
+#include "actors/job.hpp"
+
+#include <algorithm>
+#include <mutex>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "actors/atoms.hpp"
+#include "actors/fragment_owner.hpp"
+#include "actors/job_config.hpp"
+#include "actors/learner_node.hpp"
+#include "actors/run_report.hpp"
+#include "actors/syncer_node.hpp"
+
+namespace dd::actors {
+
+namespace {
+
+struct job_state {
+  caf::actor monitor, owner_sup, learner_sup, eval;
+  bool stopping = false;
+  bool finalizing = false;
+  double start_s = 0.0;
+  double training_end_s = -1.0;
+  std::string interrupted;  ///< the interrupt's reason; empty = not interrupted
+  bool owner_lost = false;  ///< a fragment owner stayed down: no final evaluation possible
+  double interrupted_at_s = 0.0;
+  static inline const char* name = "job";
+};
+
+using job_actor = caf::stateful_actor<job_state>;
+
+void begin_stop(job_actor* self, cluster_setup& setup, const std::string& why) {
+  auto& st = self->state;
+  if (st.stopping) return;
+  st.stopping = true;
+  st.training_end_s = setup.log->now();
+  setup.log->freeze_uptime();
+  setup.log->emit("stop", {{"reason", why}});
+  // In-process learners stop through their supervisor; remote ones through the monitor.
+  if (st.learner_sup)
+    self->send(st.learner_sup, atoms::stop_atom_v);
+  else
+    self->send(st.monitor, atoms::stop_atom_v);
+}
+
+void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor reply_to,
+              double loss, uint64_t digest) {
+  auto& st = self->state;
+  const double end = setup->log->now();
+  auto counters = setup->log->snapshot();
+  const double training_s = st.training_end_s - st.start_s;
+  {
+    std::lock_guard<std::mutex> guard(setup->result_mutex);
+    run_facts f;
+    f.experiment = setup->exp.name;
+    f.learners = setup->exp.learners.count;
+    f.fragments = setup->plan.num_fragments();
+    f.sync_interval = setup->exp.sync.interval;
+    f.synchronous = synchronous(setup->exp);
+    f.resumed = setup->options.resume;
+    f.seconds_before = setup->seconds_before;
+    f.interrupted = st.interrupted;
+    f.allow_degraded = setup->exp.checkpoint.allow_degraded;
+    f.write_failure = setup->log->write_failure();
+    f.faults_fired = setup->faults->fired().size();
+    setup->result = make_run_result(f, counters, loss, digest, end - st.start_s, training_s);
+  }
+  setup->log->emit("finished",
+                   {{"final_val_loss", loss >= 0 ? nlohmann::json(loss) : nlohmann::json(nullptr)},
+                    {"digest", digest}});
+  for (auto& a : {st.learner_sup, st.owner_sup, st.eval, st.monitor})
+    if (a) self->send_exit(a, caf::exit_reason::user_shutdown);
+  if (reply_to) self->send(reply_to, atoms::done_atom_v);
+  self->quit();
+}
+
+caf::behavior job(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor reply_to) {
+  auto& st = self->state;
+  const auto& e = setup->exp;
+  const int M = e.learners.count;
+  const int P = setup->plan.num_fragments();
+  st.start_s = setup->log->now();
+  setup->log->emit(setup->options.resume ? "resume" : "start",
+                   {{"experiment", e.name},
+                    {"run_id", setup->run_id},
+                    {"learners", M},
+                    {"fragments", P},
+                    {"sync_interval", e.sync.interval},
+                    {"synchronous", synchronous(e)},
+                    {"steps_per_learner", setup->steps_per_learner}});
+
+  const caf::actor coordinator = self;
+  auto syncer = spawn_syncer_node(self, coordinator, *setup);
+  st.monitor = syncer.monitor;
+  st.owner_sup = syncer.owner_sup;
+  st.eval = syncer.eval;
+  const bool remote = setup->options.role == node_role::syncer;
+  if (remote && reply_to) self->send(reply_to, atoms::publish_atom_v, st.monitor);
+  // Learners (a syncer node has none: they join from their own processes).
+  if (!remote) st.learner_sup = spawn_local_learners(self, coordinator, *setup, st.monitor);
+  setup->log->set_expected_learners(static_cast<size_t>(M));
+  setup->log->set_quorum_needed(static_cast<size_t>(std::max(1, e.sync.min_quorum.resolve(M))));
+  // A resumed run counts the seconds its earlier parts trained.
+  if (e.budget.kind == config::budget_kind::seconds && e.budget.seconds > 0)
+    self->delayed_send(self, span(std::max(0.0, e.budget.seconds - setup->seconds_before)),
+                       atoms::done_atom_v);
+
+  return {
+      [=](atoms::done_atom) { begin_stop(self, *setup, "budget spent"); },
+      // Interrupted (SIGINT/SIGTERM in dd-node run): stop like a spent budget, but give the
+      // learners and the final evaluation at most interrupt_timeout_s.
+      [=](atoms::stop_atom, const std::string& reason) {
+        auto& s = self->state;
+        if (!s.interrupted.empty() || s.finalizing) return;
+        s.interrupted = reason;
+        s.interrupted_at_s = setup->log->now();
+        begin_stop(self, *setup, "interrupted (" + reason + ")");
+        self->delayed_send(self, span(setup->options.interrupt_timeout_s), atoms::done_atom_v,
+                           std::string("interrupt_timeout"));
+      },
+      [=](atoms::done_atom, const std::string& who) {
+        auto& s = self->state;
+        if (who == "owner_lost") {
+          // Without that owner the global model cannot be assembled again: stop the learners; the
+          // run fails (finalize) and reports the last periodic validation loss.
+          s.owner_lost = true;
+          begin_stop(self, *setup, "a fragment owner exhausted its restart budget");
+          return;
+        }
+        const bool timed_out = who == "interrupt_timeout" && !s.interrupted.empty();
+        if ((who != "learners" && !timed_out) || s.finalizing) return;
+        if (!s.stopping) {
+          s.stopping = true;
+          s.training_end_s = setup->log->now();
+          setup->log->freeze_uptime();
+          setup->log->emit("stop", {{"reason", "every learner finished"}});
+        }
+        s.finalizing = true;
+        // Interrupted: the final evaluation gets what is left of interrupt_timeout_s (at least 1
+        // s), else the last periodic validation loss stands in.
+        const double limit_s =
+            s.interrupted.empty()
+                ? 600.0
+                : std::max(1.0, s.interrupted_at_s + setup->options.interrupt_timeout_s -
+                                    setup->log->now());
+        if (timed_out || s.owner_lost) {
+          finalize(self, setup, reply_to, setup->log->snapshot().last_val_loss, 0);
+          return;
+        }
+        self->request(s.eval, span(limit_s), atoms::eval_atom_v, true)
+            .then([=](double loss,
+                      uint64_t digest) { finalize(self, setup, reply_to, loss, digest); },
+                  [=](caf::error&) {
+                    finalize(self, setup, reply_to,
+                             self->state.interrupted.empty() ? -1.0
+                                                             : setup->log->snapshot().last_val_loss,
+                             0);
+                  });
+      },
+  };
+}
+
+}  // namespace
+
+caf::actor spawn_job(caf::actor_system& sys, std::shared_ptr<cluster_setup> setup,
+                     caf::actor reply_to) {
+  if (setup->options.simulated_time) {
+    const double t0 = clock_seconds(sys.clock().now());
+    setup->log->set_clock([&sys, t0] { return clock_seconds(sys.clock().now()) - t0; });
+  }
+  return sys.spawn(job, setup, reply_to);
+}
+
+}  // namespace dd::actors

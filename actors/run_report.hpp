@@ -1,0 +1,81 @@
+// actors/run_report.hpp — what a run reports, as pure functions of its counters
+// (actors/run_log.hpp): summary.json, the outcome (finished, interrupted, failed and why),
+// run_info.json, the share of the budget spent and the progress line. The job (actors/job.cpp)
+// calls them at the end of a run, the main loops (actors/cluster.cpp, actors/learner_node.cpp)
+// for the progress line. Any thread.
+//
+// Goodput = Σ learner time in inner steps / (M × training wall time) (ALGORITHM.md, Goodput);
+// effective goodput = tokens merged / (P × tokens trained); uptime = time with at least a quorum
+// of learners stepping / time observed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/run_log.hpp"
+#include "runtime/config/experiment.hpp"
+
+namespace dd::actors {
+
+/// The outcome of a run (what summary.json holds, plus a few extras).
+struct run_result {
+  bool finished = false;
+  bool interrupted = false;      ///< stopped by run_options::interrupt
+  std::string interrupt_reason;  ///< "SIGINT", "SIGTERM", ... when interrupted
+  /// The run produced nothing trustworthy: no token was trained, or a learner's or a fragment
+  /// owner's supervisor gave up on it (restart budget spent; the experiment's `restart`).
+  /// summary.json then also carries "failed": true and "failure_reason"; `dd-node run` exits 1.
+  bool failed = false;
+  std::string failure_reason;
+  double final_val_loss = -1.0;
+  uint64_t digest = 0;     ///< FNV-1a of the final global model
+  nlohmann::json summary;  ///< exactly the summary.json keys
+  nlohmann::json info;     ///< extras (experiment name, M, P, H, K, restarts, digest...)
+};
+
+/// What the report of a run needs besides its counters.
+struct run_facts {
+  std::string experiment;  ///< its name
+  int learners = 1;        ///< M
+  int fragments = 1;       ///< P
+  int sync_interval = 1;   ///< H
+  bool synchronous = false;
+  bool resumed = false;         ///< continued an earlier run (--resume)
+  double seconds_before = 0.0;  ///< training seconds of the earlier parts (resumed)
+  std::string interrupted;      ///< the interrupt's reason; empty = not interrupted
+  bool allow_degraded = false;  ///< checkpoint.allow_degraded
+  std::string write_failure;    ///< the write failure that stopped the run; empty = none
+  size_t faults_fired = 0;
+};
+
+/// summary.json for a finished run of `learners` learners over `fragments` fragments: final
+/// validation loss (null when < 0: no evaluation ran), tokens, wall seconds, goodput, effective
+/// goodput, uptime, merges, mean contributors per merge, learner restarts, bytes pushed and
+/// broadcast, chunks refused.
+nlohmann::json make_summary(int learners, int fragments, const run_counters& c,
+                            double final_val_loss, double wall_s, double training_s);
+
+/// The outcome of a finished run: make_summary, plus "resumed", "interrupted" and — when no
+/// token was trained, a learner or an owner was given up, a fragment's value was lost (unless
+/// allowed) or a write failed — "failed" with a "failure_reason" naming each cause; `info` holds
+/// run_info.json.
+run_result make_run_result(const run_facts& f, const run_counters& c, double final_val_loss,
+                           uint64_t digest, double wall_s, double training_s);
+
+/// The progress line: per-learner step rate and loss, global validation loss, merges per second
+/// (since `prev`, `dt_s` seconds earlier), mean contributors per merge, current grace window,
+/// restarts. `t_s` is the run time shown. `done` in [0, 1] is the share of the budget spent
+/// (< 0: unknown); when known the line ends with it and an estimate of the time left, t_s ×
+/// (1 − done) / done, e.g. "| 37% ETA 3m12s".
+std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
+                          double t_s, double done = -1.0);
+
+/// Share of the budget spent, in [0, 1]: mean learner step / steps per learner (steps budget),
+/// Σ tokens / budget tokens (tokens), elapsed / budget seconds (seconds).
+double budget_done(const config::experiment& exp, uint64_t steps_per_learner,
+                   const run_counters& now, double t_s);
+
+}  // namespace dd::actors

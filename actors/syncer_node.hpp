@@ -1,0 +1,44 @@
+// actors/syncer_node.hpp — the syncer node of a run: the health monitor, the owner supervisor
+// with one fragment owner per fragment, and the evaluator. `dd-node run` spawns it next to an
+// in-process learner node (actors/learner_node.hpp) under one coordinator (actors/job.hpp);
+// `dd-node syncer` spawns it alone and publishes the monitor (publish_monitor), the node's only
+// well-known address: learner nodes join it over CAF's middleman.
+//
+// Promises: the monitor reports to `job` (budget spent; every remote learner gone), the owner
+// supervisor reports a fragment owner it gave up on; an owner restores from its checkpoint
+// (checkpoint.dir, default <run_dir>/checkpoints) and, resumed, numbers its values above the
+// highest version the earlier part logged. Thread: call from the coordinator's handler.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include <caf/actor.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/local_actor.hpp>
+
+#include "actors/cluster.hpp"
+#include "actors/frame_guard.hpp"
+
+namespace dd::actors {
+
+/// The actors of a syncer node.
+struct syncer_node {
+  caf::actor monitor;    ///< the health monitor (published by dd-node syncer)
+  caf::actor owner_sup;  ///< supervisor of the fragment owners
+  caf::actor eval;       ///< the evaluator (detached in real time: blocking compute)
+};
+
+/// Spawns the syncer node of `setup` from `self` (the coordinator); `job` receives the monitor's
+/// and the owner supervisor's reports. Spawned in this order: monitor, owners, evaluator.
+syncer_node spawn_syncer_node(caf::local_actor* self, const caf::actor& job, cluster_setup& setup);
+
+/// Publishes `monitor` with reuse_addr on options.listen_host:listen_port — behind a frame guard
+/// on that address when options.max_frame_bytes > 0 (the middleman then listens on an ephemeral
+/// loopback port; `guard` receives it, and must outlive `sys`) — logs a "listening" event and
+/// calls options.on_published with the bound port. A port that cannot be bound ends the
+/// process: "dd-node syncer: cannot listen on HOST:PORT: <why>" on stderr, exit 2.
+void publish_monitor(caf::actor_system& sys, const caf::actor& monitor, cluster_setup& setup,
+                     std::unique_ptr<frame_guard>& guard);
+
+}  // namespace dd::actors

@@ -1,0 +1,73 @@
+// runtime/run_dir.hpp — the lifecycle of a run directory (runs/<experiment> by default): what it
+// holds, clearing what an earlier run left, the resume record a continued run starts from, the
+// run id, and the result files. Used by the run's setup (actors/cluster.cpp) and by dd-node's
+// run, syncer and launch commands. Errors: std::runtime_error naming the file and the cause.
+// Any thread; not safe against another process using the same directory (apps/dd_node/run_lock
+// is).
+//
+// Files: run_id (16 hex digits), events.jsonl, monitor.json (the monitor's record),
+// learner_loss.csv, experiment.json, summary.json and run_info.json (the result files, written
+// atomically), checkpoints/owner_<p>.ddck (or checkpoint.dir).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace dd {
+
+/// What a run directory holds: nothing of a run, a finished run (summary.json), or an unfinished
+/// one (events.jsonl or a monitor record, no summary.json) — a crashed or killed run that
+/// `--resume` continues.
+enum class run_dir_state { empty, finished, unfinished };
+run_dir_state inspect_run_dir(const std::string& run_dir);
+
+/// 16 random hex digits (std::random_device): a run's identity, not part of training.
+std::string new_run_id();
+
+/// The owners' checkpoint directory: `configured` (checkpoint.dir) when set, else
+/// <run_dir>/checkpoints.
+std::string checkpoint_dir_of(const std::string& run_dir, const std::string& configured);
+
+/// A run directory holds one run: removes what an earlier run left in `run_dir` — monitor.json,
+/// learner_loss.csv, summary.json and run_info.json (and their temp files), the owner
+/// checkpoints owner_<p>.ddck of fragments 0..fragments-1 in `checkpoint_dir` — so that a run
+/// killed before its end never leaves an older run's summary.json looking finished, and an
+/// earlier run's checkpoints are never restored into this one. Returns what it found and
+/// replaced (e.g. "summary.json", "events.jsonl", "2 owner checkpoints"); events.jsonl and
+/// experiment.json are listed but left for the new run to rewrite.
+std::vector<std::string> clear_earlier_run(const std::string& run_dir,
+                                           const std::string& checkpoint_dir, int fragments);
+
+/// What a resumed run starts from.
+struct resume_record {
+  std::string run_id;
+  /// Per fragment, the highest version events.jsonl names (merge, fragment_rebuilt,
+  /// owner_start/owner_restored): a resumed owner numbers its next value above it.
+  std::map<int32_t, uint64_t> versions;
+  /// The monitor's record (<run_dir>/monitor.json; null when none).
+  nlohmann::json monitor_record;
+  /// Training seconds of the earlier parts (the record's training_seconds).
+  double seconds_before = 0.0;
+};
+
+/// Reads what `run_dir` holds for `--resume`. Throws std::runtime_error "--resume: ..." when it
+/// holds no run_id file, holds another run than `run_id` (non-empty), or its monitor.json does
+/// not parse.
+resume_record read_resume_record(const std::string& run_dir, const std::string& run_id);
+
+/// Writes <run_dir>/run_id.
+void write_run_id(const std::string& run_dir, const std::string& run_id);
+
+/// util::write_file_atomic of `text` to `path`; throws std::runtime_error naming the file and
+/// errno's text.
+void write_file_or_throw(const std::string& path, const std::string& text);
+
+/// The result files: <run_dir>/summary.json and <run_dir>/run_info.json (pretty JSON, atomic).
+void write_result_files(const std::string& run_dir, const nlohmann::json& summary,
+                        const nlohmann::json& info);
+
+}  // namespace dd
