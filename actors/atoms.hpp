@@ -1,6 +1,7 @@
-// actors/atoms.hpp — the project's CAF type-ID block: every atom the actors exchange, and the few
-// in-process message types that are not wire messages (the live-learner view, the owner
-// directory). Included by every actor; any thread.
+// actors/atoms.hpp — the project's CAF type-ID block: every atom the actors exchange. Between
+// nodes only atoms, wire_bytes (messages/codec.hpp, messages/control.hpp: stamped with the run id
+// and the sender's incarnation, checked on decode) and actor handles travel. Also the owner's
+// decoded live view (a node-local value, not a message). Included by every actor; any thread.
 //
 // Protocol summary (who sends what; payloads named `wire_bytes` are messages/codec.hpp encodings,
 // so a multi-node transport only changes how the bytes travel). Every learner <-> syncer message
@@ -20,10 +21,14 @@
 //                                                                 evaluator pulls as learner -1)
 //   owner    -> learner : (broadcast_atom, wire_bytes broadcast_msg, uint64 seq)
 //   owner    -> learner : (reject_atom, wire_bytes reject_msg)
-//   owner    -> monitor : (subscribe_atom, int32 fragment_id, actor owner)
-//   monitor  -> owner   : (live_atom, live_view)
-//   monitor  -> learner : (owners_atom, std::vector<actor>)      current owner of each fragment
-//   anyone   -> learner : (stop_atom)                            finish after the current step
+//   owner    -> monitor : (subscribe_atom, wire_bytes subscribe_msg)  the sender is the owner
+//   monitor  -> owner   : (live_atom, wire_bytes live_view_msg, std::vector<actor>) one handle
+//                                                                 per learner, in list order
+//   monitor  -> learner : (owners_atom, wire_bytes owner_directory, std::vector<actor>) current
+//                                                                 owner of each fragment named
+//   monitor  -> learner : (stop_atom, wire_bytes stop_msg)       finish after the current step
+//   node     -> learner : (stop_atom)                            the same, node-local (its
+//                                                                 supervisor)
 //   job      -> monitor : (stop_atom)                            syncer node: forward stop to
 //                                                                 every live (remote) learner
 //   node     -> learner : (syncer_atom, actor monitor)           the syncer came back: join
@@ -41,9 +46,9 @@
 //                     owner (grace_atom, id), (snapshot_atom, backoff), (rebuild_atom, id),
 //                     (kill_atom); monitor (lease_atom); supervisor (respawn_atom, index);
 //                     job (budget_spent_atom), (interrupt_timeout_atom)
-//   node     -> monitor : (events_atom, string node, string lines) a learner node's event lines
-//                                                                 (JSONL, at most 1 MiB), written
-//                                                                 to
+//   node     -> monitor : (events_atom, wire_bytes node_events) -> bool  a learner node's event
+//                                                                 lines (JSONL, at most 1 MiB),
+//                                                                 written to
 //                                                                 <run_dir>/nodes/<node>.events.jsonl
 //   owner    -> learner : (query_atom, wire_bytes fragment_query)  rebuild: which version of
 //                                                                 this fragment do you hold?
@@ -53,9 +58,11 @@
 //   owner    -> owner   : (rebuild_atom, uint64 query_id)         the rebuild's bounded wait
 //   chunks under credit (actors/chunk_flow.hpp): push, copy and broadcast chunks also travel as
 //   (atom, wire_bytes, uint64 seq); the receiver answers each with (credit_atom, uint64 seq)
-//   operator -> monitor : (status_atom) -> std::string JSON       dd-node status
 //   anyone   -> owner   : (owner_status_atom) -> (uint64 version, size_t pending, double grace)
-//   operator -> monitor : (drain_atom, int32 learner) -> string   dd-node drain: stop that
+//   operator -> monitor : (status_atom, wire_bytes status_request) -> wire_bytes status_reply
+//                                                                 dd-node status (JSON text)
+//   operator -> monitor : (drain_atom, wire_bytes drain_msg) -> wire_bytes drain_reply
+//                                                                 dd-node drain: stop that
 //                                                                 learner gracefully (it leaves)
 #pragma once
 
@@ -69,7 +76,8 @@
 
 namespace dd::actors {
 
-/// One live learner as the health monitor sees it (the owners' quorum input).
+/// One live learner as a fragment owner holds it (decoded from the monitor's live_view_msg and
+/// the handle that travelled with it; the owners' quorum input). Node-local: never sent.
 struct live_learner {
   int32_t learner_id = 0;
   uint64_t incarnation = 0;
@@ -79,7 +87,8 @@ struct live_learner {
   caf::actor handle;
 };
 
-/// The health monitor's live-learner view; `epoch` increases with every change.
+/// The health monitor's live-learner view as an owner holds it; `epoch` increases with every
+/// change. Node-local: never sent (the wire form is live_view_msg, messages/control.hpp).
 struct live_view {
   uint64_t epoch = 0;
   std::vector<live_learner> learners;
@@ -92,25 +101,11 @@ enum class child_kind : uint8_t { learner, owner };
 /// "learner" or "owner".
 std::string to_string(child_kind k);
 
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, live_learner& x) {
-  return f(caf::meta::type_name("live_learner"), x.learner_id, x.incarnation, x.step_time_ema_s,
-           x.handle);
-}
-
-template <class Inspector>
-typename Inspector::result_type inspect(Inspector& f, live_view& x) {
-  return f(caf::meta::type_name("live_view"), x.epoch, x.learners);
-}
-
 }  // namespace dd::actors
 
 CAF_BEGIN_TYPE_ID_BLOCK(dd_actors, caf::first_custom_type_id)
 
-CAF_ADD_TYPE_ID(dd_actors, (dd::actors::live_learner))
-CAF_ADD_TYPE_ID(dd_actors, (dd::actors::live_view))
 CAF_ADD_TYPE_ID(dd_actors, (std::vector<uint8_t>))
-CAF_ADD_TYPE_ID(dd_actors, (std::vector<dd::actors::live_learner>))
 CAF_ADD_TYPE_ID(dd_actors, (dd::actors::child_kind))
 
 CAF_ADD_ATOM(dd_actors, dd::atoms, join_atom, "dd_join")

@@ -26,10 +26,10 @@
 #include <utility>
 
 #include <caf/actor.hpp>
-#include <caf/send.hpp>
 #include <caf/actor_cast.hpp>
 #include <caf/actor_control_block.hpp>
 #include <caf/message.hpp>
+#include <caf/send.hpp>
 #include <caf/system_messages.hpp>
 
 #include "actors/atoms.hpp"

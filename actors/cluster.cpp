@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <stdexcept>
 #include <thread>
 
@@ -115,6 +116,9 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
       s->resume_versions = std::move(rec.versions);
       s->monitor_record = std::move(rec.monitor_record);
       s->seconds_before = rec.seconds_before;
+      std::ifstream inc(fs::path(s->run_dir) / "syncer_incarnation");
+      uint64_t before = 0;
+      s->syncer_incarnation = (inc >> before) ? before + 1 : 2;  // an older run dir: at least 2
     }
     if (s->run_id.empty()) s->run_id = new_run_id();
   }
@@ -145,7 +149,10 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
   s->log = std::make_unique<run_log>(
       options.write_events ? (fs::path(s->run_dir) / "events.jsonl").string() : std::string{},
       options.keep_events, run_log::clock_fn{}, options.resume);
-  if (!options.simulated_time) write_run_id(s->run_dir, s->run_id);
+  if (!options.simulated_time) {
+    write_run_id(s->run_dir, s->run_id);
+    std::ofstream(fs::path(s->run_dir) / "syncer_incarnation") << s->syncer_incarnation << '\n';
+  }
   std::vector<fault_spec> faults;
   for (const auto& f : fault_specs_of(exp, s->steps_per_learner, s->plan.num_fragments()))
     // A syncer node hosts no learner: push and step message faults act in the learner nodes.

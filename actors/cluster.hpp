@@ -128,6 +128,10 @@ struct cluster_setup {
   std::string experiment_hash;
   uint64_t data_bytes = 0;
   std::string data_hash;
+  /// The syncer's incarnation: 1 for a fresh run, one more than <run_dir>/syncer_incarnation for
+  /// each --resume (rewritten at start). Every syncer role stamps it on its messages; a learner
+  /// refuses a message of an older one (messages/codec.hpp envelope_expect).
+  uint64_t syncer_incarnation = 1;
   /// Resumed: the monitor's record read from <run_dir>/monitor.json (null when none).
   nlohmann::json monitor_record;
   /// Resumed: per fragment, the highest version events.jsonl names (merge, fragment_rebuilt,

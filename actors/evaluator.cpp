@@ -18,6 +18,7 @@
 #include "actors/chunk_flow.hpp"
 #include "actors/run_log.hpp"
 #include "actors/supervisor.hpp"
+#include "messages/control.hpp"
 #include "runtime/eval.hpp"
 #include "runtime/model_file.hpp"
 #include "runtime/quantize.hpp"
@@ -51,23 +52,36 @@ caf::timespan span(double s) {
   return caf::timespan{static_cast<int64_t>(std::ceil(std::max(0.0, s) * 1e9))};
 }
 
-void pull_missing(evaluator_actor* self) {
+/// The evaluator is a syncer role: it stamps the run and the syncer's incarnation.
+envelope_stamp stamp_of(const evaluator_context& ctx) {
+  return {ctx.run_id, ctx.syncer_incarnation};
+}
+envelope_expect expect_of(const evaluator_context& ctx) { return {ctx.run_id, 0}; }
+
+void pull_missing(evaluator_actor* self, const evaluator_context& ctx) {
   auto& st = self->state;
   for (size_t p = 0; p < st.owners.size(); ++p)
     if (st.got.count(static_cast<int32_t>(p)) == 0 && st.owners[p])
       send_untyped(self, st.owners[p], atoms::pull_atom_v,
-                   encode(pull_request{-1, 0, static_cast<int32_t>(p)}));
+                   encode(pull_request{-1, 0, static_cast<int32_t>(p)}, stamp_of(ctx)));
 }
 
 void ask_owners(evaluator_actor* self, const evaluator_context& ctx) {
   const uint64_t round = self->state.round;
+  const evaluator_context* c = &ctx;  // the behavior's context outlives its requests
   self->request(ctx.monitor, std::chrono::seconds(30), caf::get_atom_v, atoms::owners_atom_v)
       .then(
-          [=](const std::vector<caf::actor>& owners) {
+          [=](const std::vector<uint8_t>& bytes, const std::vector<caf::actor>& handles) {
             auto& st = self->state;
             if (!st.in_round || st.round != round) return;
-            st.owners = owners;
-            pull_missing(self);
+            auto dir = decode_owner_directory(bytes, {}, expect_of(*c));
+            if (!dir || dir->fragment_ids.size() != handles.size()) return;
+            st.owners.assign(c->plan.fragments.size(), caf::actor{});
+            for (size_t i = 0; i < handles.size(); ++i) {
+              const auto p = static_cast<size_t>(dir->fragment_ids[i]);
+              if (p < st.owners.size()) st.owners[p] = handles[i];
+            }
+            pull_missing(self, *c);
           },
           [](caf::error&) {});
   self->delayed_send(self, span(ctx.round_timeout_s), atoms::round_timeout_atom_v, round);
@@ -209,7 +223,7 @@ evaluator_hdl::behavior_type evaluator(evaluator_actor* self,
         grant_credit(self, seq);  // taken: the owner may send the next chunk
         auto& s = self->state;
         if (!s.in_round) return;
-        auto chunk = decode_broadcast(bytes);
+        auto chunk = decode_broadcast(bytes, {}, expect_of(*ctx));
         if (!chunk) return;
         auto whole = s.assembler.add(std::move(*chunk));
         if (!whole || !whole->has_value()) return;

@@ -65,6 +65,10 @@ struct evaluator_context {
   std::string backend = "cpu";
   int threads = 1;
   caf::actor monitor;
+  /// The run (hex) and the syncer's incarnation: stamped on the evaluator's pulls; the owner
+  /// directory and broadcasts it receives must name the run.
+  std::string run_id;
+  uint64_t syncer_incarnation = 0;
   run_log* log = nullptr;
   /// Where the final evaluation's model goes (<run_dir>/model.safetensors); empty = nowhere.
   std::string model_path;

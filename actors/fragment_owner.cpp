@@ -23,6 +23,7 @@
 #include "actors/fault_hooks.hpp"
 #include "actors/run_log.hpp"
 #include "actors/supervisor.hpp"
+#include "actors/wire_refusal.hpp"
 #include "messages/control.hpp"
 #include "runtime/quantize.hpp"
 
@@ -33,6 +34,34 @@ double clock_seconds(caf::actor_clock::time_point t) {
 }
 
 namespace {
+
+/// What the owner writes into every envelope: the run and the syncer's incarnation.
+envelope_stamp stamp_of(const owner_context& ctx) {
+  return {ctx.options.run_id, ctx.options.syncer_incarnation};
+}
+
+/// What it accepts: its run (a learner's incarnation is checked by fragment_owner_state against
+/// the live view; the codec checks that a push's body names its envelope's incarnation).
+envelope_expect expect_of(const owner_context& ctx) { return {ctx.options.run_id, 0}; }
+
+/// The live view from its wire message and the handles that travel with it (one per learner, in
+/// list order).
+result<live_view> read_view(const owner_context& ctx, const wire_bytes& bytes,
+                            const std::vector<caf::actor>& handles) {
+  auto v = decode_live_view(bytes, {}, expect_of(ctx));
+  if (!v) return v.error();
+  if (v->learners.size() != handles.size())
+    return wire_error{errc::malformed, "liveView names " + std::to_string(v->learners.size()) +
+                                           " learners but travels with " +
+                                           std::to_string(handles.size()) + " handles"};
+  live_view out;
+  out.epoch = v->epoch;
+  for (size_t i = 0; i < handles.size(); ++i) {
+    const auto& l = v->learners[i];
+    out.learners.push_back({l.learner_id, l.incarnation, l.step_time_ema_s, handles[i]});
+  }
+  return out;
+}
 
 bool file_exists(const std::string& path) {
   struct stat st {};
@@ -185,10 +214,11 @@ void start_serving(owner_actor* self, const std::shared_ptr<const owner_context>
   }
   if (st.rebuild) {
     auto view = std::move(st.rebuild->view);
+    auto vm = std::move(st.rebuild->view_message);
     st.rebuild.reset();
     self->set_default_handler(unexpected_handler(ctx->log, "owner " + std::to_string(frag)));
     self->become(serving(self, ctx));
-    if (view) self->send(self, atoms::live_atom_v, *view);
+    if (view) self->send(self, atoms::live_atom_v, vm.first, vm.second);
   }
 }
 
@@ -307,7 +337,7 @@ void fetch_from(owner_actor* self, const std::shared_ptr<const owner_context>& c
   rb.query_id += 1;
   rb.assembler.clear();
   fragment_query q{ctx->options.layout.fragment_id, rb.query_id, true};
-  self->send(a.handle, atoms::query_atom_v, encode(q));
+  self->send(a.handle, atoms::query_atom_v, encode(q, stamp_of(*ctx)));
   self->delayed_send(self, to_timespan(std::max(1.0, ctx->rebuild_wait_s)), atoms::rebuild_atom_v,
                      rb.query_id);
 }
@@ -378,9 +408,18 @@ caf::behavior rebuilding(owner_actor* self, std::shared_ptr<const owner_context>
                     {"reason", rb.ckpt ? "looking for a newer copy" : rb.unusable},
                     {"wait_s", ctx->rebuild_wait_s}});
   return {
-      [=](atoms::live_atom, const live_view& view) {
+      [=](atoms::live_atom, const std::vector<uint8_t>& bytes,
+          const std::vector<caf::actor>& handles) {
+        auto read = read_view(*ctx, bytes, handles);
+        if (!read) {
+          log_refused_message(ctx->log, "undecodable_live_view", read.error(),
+                              {{"fragment", frag}});
+          return;
+        }
+        const live_view& view = *read;
         auto& r = *self->state.rebuild;
         r.view = view;
+        r.view_message = {bytes, handles};
         if (r.fetching >= 0) {
           // The learner whose copy is on its way left: do not wait for it, ask the next newest.
           bool there = false;
@@ -397,20 +436,18 @@ caf::behavior rebuilding(owner_actor* self, std::shared_ptr<const owner_context>
           if (!l.handle || (it != r.asked.end() && it->second == l.incarnation)) continue;
           r.asked[l.learner_id] = l.incarnation;
           r.answers.erase(l.learner_id);
-          self->send(l.handle, atoms::query_atom_v, encode(fragment_query{frag, 1, false}));
+          self->send(l.handle, atoms::query_atom_v,
+                     encode(fragment_query{frag, 1, false}, stamp_of(*ctx)));
         }
         if (all_answered(self, *ctx)) decide_rebuild(self, ctx);
       },
       [=](atoms::held_atom, const std::vector<uint8_t>& bytes) {
         auto& r = *self->state.rebuild;
-        auto h = decode_fragment_held(bytes);
-        if (!h || h->fragment_id != frag) {
-          if (ctx->log != nullptr)
-            ctx->log->emit("failure",
-                           {{"fragment", frag},
-                            {"what", "undecodable_held"},
-                            {"error", h ? "names fragment " + std::to_string(h->fragment_id)
-                                        : h.error().message}});
+        auto h = decode_fragment_held(bytes, {}, expect_of(*ctx));
+        if (h && h->fragment_id != frag)
+          h = wire_error{errc::malformed, "names fragment " + std::to_string(h->fragment_id)};
+        if (!h) {
+          log_refused_message(ctx->log, "undecodable_held", h.error(), {{"fragment", frag}});
           return;
         }
         if (h->query_id != 1) return;  // the answer to a fetch: the copy's chunks follow
@@ -423,7 +460,9 @@ caf::behavior rebuilding(owner_actor* self, std::shared_ptr<const owner_context>
         grant_credit(self, seq);
         auto& r = *self->state.rebuild;
         if (r.fetching < 0) return;
-        auto chunk = decode_broadcast(bytes);
+        auto chunk = decode_broadcast(bytes, {}, expect_of(*ctx));
+        if (!chunk)
+          log_refused_message(ctx->log, "undecodable_copy", chunk.error(), {{"fragment", frag}});
         if (!chunk || chunk->fragment_id != frag) return;
         auto whole = r.assembler.add(std::move(*chunk));
         if (!whole) {
@@ -516,7 +555,8 @@ caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_cont
                                             : "it was respawned before its first checkpoint ('") +
                       opts.checkpoint_path + "' does not exist)";
   }
-  if (ctx->monitor) self->send(ctx->monitor, atoms::subscribe_atom_v, frag, caf::actor{self});
+  if (ctx->monitor)
+    self->send(ctx->monitor, atoms::subscribe_atom_v, encode(subscribe_msg{frag}, stamp_of(*ctx)));
   // Time-keyed kill faults (tests, chaos): a timer each, so they fire on time.
   if (ctx->faults != nullptr)
     for (double d : ctx->faults->owner_kill_delays(frag))
@@ -571,10 +611,10 @@ caf::behavior serving(owner_actor* self, std::shared_ptr<const owner_context> ct
             ack.fragment_id = frag;
             ack.transfer_id = out.transfer_id;
             ack.version = s.core->version();
-            self->send(sender, atoms::ack_atom_v, encode(ack));
+            self->send(sender, atoms::ack_atom_v, encode(ack, stamp_of(*ctx)));
           }
         } else if (out.what == status::rejected && sender) {
-          self->send(sender, atoms::reject_atom_v, encode(*out.reject));
+          self->send(sender, atoms::reject_atom_v, encode(*out.reject, stamp_of(*ctx)));
           if (out.send_current)
             flow_broadcast(self, s.flow, sender, share_chunks(s.core->current_value()),
                            s.core->version());
@@ -604,22 +644,22 @@ caf::behavior serving(owner_actor* self, std::shared_ptr<const owner_context> ct
                                              {"what", "push"},
                                              {"detail", out.detail}});
         }
+        if (ctx->log != nullptr && out.envelope_refused) {
+          ctx->log->update([](run_counters& c) { c.envelopes_refused += 1; });
+          ctx->log->emit("envelope_refused",
+                         {{"fragment", frag}, {"what", "push"}, {"error", out.detail}});
+        }
         if (ctx->log != nullptr && out.what == status::ignored)
           ctx->log->emit("push_ignored", {{"fragment", frag}, {"detail", out.detail}});
         apply_effects(self, *ctx, std::move(out.effects));
       },
       [=](atoms::pull_atom, const std::vector<uint8_t>& bytes) {
-        auto req = decode_pull_request(bytes);
-        std::string bad;
-        if (!req)
-          bad = req.error().message;
-        else if (req->fragment_id != frag)
-          bad = "pull.fragmentId " + std::to_string(req->fragment_id) + " is not this owner's " +
-                std::to_string(frag);
-        if (!bad.empty()) {
-          if (ctx->log != nullptr)
-            ctx->log->emit("failure",
-                           {{"fragment", frag}, {"what", "undecodable_pull"}, {"error", bad}});
+        auto req = decode_pull_request(bytes, {}, expect_of(*ctx));
+        if (req && req->fragment_id != frag)
+          req = wire_error{errc::malformed, "pull.fragmentId " + std::to_string(req->fragment_id) +
+                                                " is not this owner's " + std::to_string(frag)};
+        if (!req) {
+          log_refused_message(ctx->log, "undecodable_pull", req.error(), {{"fragment", frag}});
           return;
         }
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
@@ -628,7 +668,15 @@ caf::behavior serving(owner_actor* self, std::shared_ptr<const owner_context> ct
         flow_broadcast(self, s.flow, sender, share_chunks(s.core->current_value()),
                        s.core->version());
       },
-      [=](atoms::live_atom, const live_view& view) {
+      [=](atoms::live_atom, const std::vector<uint8_t>& bytes,
+          const std::vector<caf::actor>& handles) {
+        auto read = read_view(*ctx, bytes, handles);
+        if (!read) {
+          log_refused_message(ctx->log, "undecodable_live_view", read.error(),
+                              {{"fragment", frag}});
+          return;
+        }
+        const live_view& view = *read;
         auto& s = self->state;
         s.learners.clear();
         std::vector<owner_member> members;

@@ -4,12 +4,14 @@
 // acks and rejections to learners, broadcasts to every live learner, the grace timer, the
 // "push"/"merge"/"broadcast" events, and restore from its checkpoint when respawned.
 //
-// Protocol (actors/atoms.hpp): receives (push_atom, bytes, seq), (pull_atom, bytes pull_request),
-// (live_atom, live_view), (grace_atom, timer_id); sends (ack_atom, bytes push_ack),
-// (reject_atom, bytes), (broadcast_atom, bytes, seq); on start it sends (subscribe_atom, fragment,
-// self) to the health monitor. Event-based: it must stay responsive while learners compute.
-// Chunks travel under credit (actors/chunk_flow.hpp): pushes and copies arrive as (atom, bytes,
-// seq) and are credited with (credit_atom, seq) when taken; broadcasts leave as
+// Protocol (actors/atoms.hpp; every `bytes` is a wire message stamped with the run id and the
+// syncer's incarnation, options.run_id / syncer_incarnation): receives (push_atom, bytes, seq),
+// (pull_atom, bytes pull_request), (live_atom, bytes live_view_msg, std::vector<actor> one
+// handle per learner), (grace_atom, timer_id); sends (ack_atom, bytes push_ack),
+// (reject_atom, bytes), (broadcast_atom, bytes, seq); on start it sends (subscribe_atom, bytes
+// subscribe_msg) to the health monitor. Event-based: it must stay responsive while learners
+// compute. Chunks travel under credit (actors/chunk_flow.hpp): pushes and copies arrive as
+// (atom, bytes, seq) and are credited with (credit_atom, seq) when taken; broadcasts leave as
 // (broadcast_atom, bytes, seq), at most `window_chunks` uncredited per learner.
 #pragma once
 
@@ -91,7 +93,9 @@ struct owner_actor_state {
     std::map<int32_t, answer> answers;     ///< per learner id (this incarnation's answers)
     std::map<int32_t, uint64_t> asked;     ///< learner id -> incarnation asked
     std::optional<live_view> view;         ///< the newest live view
-    int32_t fetching = -1;                 ///< learner whose value is being fetched (-1: none)
+    /// ...as it arrived (handed to the serving behavior when the rebuild is over).
+    std::pair<wire_bytes, std::vector<caf::actor>> view_message;
+    int32_t fetching = -1;  ///< learner whose value is being fetched (-1: none)
     uint64_t fetch_version = 0;
     std::set<int32_t> failed;  ///< learners whose value did not arrive
     chunk_assembler assembler;

@@ -117,14 +117,18 @@ push_outcome fragment_owner_state::reject(const push_msg& m, reject_reason r, st
 }
 
 push_outcome fragment_owner_state::on_push(const wire_bytes& bytes, double now_s) {
-  auto decoded = decode_push(bytes);
+  auto decoded = decode_push(bytes, {}, envelope_expect{opts_.run_id, 0});
   if (!decoded) {
     push_msg blank;
     blank.learner_id = -1;
-    return reject(blank, reject_reason::malformed,
-                  "fragment " + std::to_string(opts_.layout.fragment_id) +
-                      ": undecodable push: " + decoded.error().message,
-                  false);
+    auto out = reject(blank, reject_reason::malformed,
+                      "fragment " + std::to_string(opts_.layout.fragment_id) +
+                          ": undecodable push: " + decoded.error().message,
+                      false);
+    const auto code = decoded.code();
+    out.envelope_refused =
+        code == errc::other_run || code == errc::stale_incarnation || code == errc::schema_mismatch;
+    return out;
   }
   return on_push(std::move(*decoded), now_s);
 }
@@ -440,11 +444,11 @@ std::vector<wire_bytes> fragment_owner_state::encode_value() const {
   b.merged = merged_pushes();
   std::vector<wire_bytes> out;
   if (b.payload.size() <= opts_.chunk_bytes) {
-    out.push_back(encode(b));
+    out.push_back(encode(b, {opts_.run_id, opts_.syncer_incarnation}));
     return out;
   }
   auto chunks = split_broadcast(b, opts_.chunk_bytes);
-  for (const auto& c : *chunks) out.push_back(encode(c));
+  for (const auto& c : *chunks) out.push_back(encode(c, {opts_.run_id, opts_.syncer_incarnation}));
   return out;
 }
 

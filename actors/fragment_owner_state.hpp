@@ -59,6 +59,10 @@ struct owner_options {
   /// Write a checkpoint every this many versions (0 = never) to `checkpoint_path`.
   uint64_t checkpoint_every = 0;
   std::string checkpoint_path;
+  /// The run (hex) and the syncer's incarnation: stamped on every broadcast chunk; a push must
+  /// name the run (messages/codec.hpp envelope_expect).
+  std::string run_id;
+  uint64_t syncer_incarnation = 0;
 };
 
 /// One learner as the owner's membership sees it.
@@ -123,6 +127,9 @@ struct push_outcome {
   /// A chunk was refused because its payload did not match its CRC-32C (rejected as malformed;
   /// the learner sends the push again). Counted as chunks_refused.
   bool chunk_refused = false;
+  /// The push was refused at its envelope (another run, a stale incarnation, another schema
+  /// version; actors/wire_refusal.hpp): counted as envelopes_refused.
+  bool envelope_refused = false;
   owner_effects effects;
 };
 

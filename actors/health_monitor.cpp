@@ -23,6 +23,7 @@
 #include "actors/fragment_owner.hpp"
 #include "actors/run_log.hpp"
 #include "actors/supervisor.hpp"
+#include "actors/wire_refusal.hpp"
 #include "messages/codec.hpp"
 #include "messages/control.hpp"
 
@@ -37,23 +38,51 @@ double unix_now() {
   return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
-live_view make_view(monitor_actor* self) {
-  live_view v;
+/// What the monitor writes into every envelope: the run and the syncer's incarnation.
+envelope_stamp stamp_of(const monitor_context& ctx) { return {ctx.run_id, ctx.syncer_incarnation}; }
+
+/// What it accepts: its run. A learner's incarnation is checked against the monitor's record
+/// where the message names one (heartbeat, leave), and the codec checks that the body's
+/// incarnation is the envelope's.
+envelope_expect expect_of(const monitor_context& ctx) { return {ctx.run_id, 0}; }
+
+/// The live view as a wire message (wire.capnp LiveView) and the learners' handles, in order.
+std::pair<wire_bytes, std::vector<caf::actor>> make_view(monitor_actor* self,
+                                                         const monitor_context& ctx) {
+  live_view_msg v;
+  std::vector<caf::actor> handles;
   v.epoch = self->state.epoch;
   for (const auto& [id, r] : self->state.learners)
-    if (r.alive) v.learners.push_back({id, r.incarnation, r.step_time_ema_s, r.handle});
-  return v;
+    if (r.alive) {
+      v.learners.push_back({id, r.incarnation, r.step_time_ema_s});
+      handles.push_back(r.handle);
+    }
+  return {encode(v, stamp_of(ctx)), std::move(handles)};
 }
 
-void publish(monitor_actor* self, bool changed) {
+void publish(monitor_actor* self, const monitor_context& ctx, bool changed) {
   if (changed) ++self->state.epoch;
-  auto v = make_view(self);
+  auto [bytes, handles] = make_view(self, ctx);
   for (const auto& o : self->state.owners)
-    if (o) self->send(o, atoms::live_atom_v, v);
+    if (o) self->send(o, atoms::live_atom_v, bytes, handles);
 }
 
-void send_owners(monitor_actor* self, const caf::actor& learner) {
-  self->send(learner, atoms::owners_atom_v, self->state.owners);
+/// The owner directory as a wire message (wire.capnp OwnerDirectory) and the owners' handles.
+std::pair<wire_bytes, std::vector<caf::actor>> make_directory(const monitor_state& st,
+                                                              const monitor_context& ctx) {
+  owner_directory dir;
+  std::vector<caf::actor> handles;
+  for (size_t p = 0; p < st.owners.size(); ++p)
+    if (st.owners[p]) {
+      dir.fragment_ids.push_back(static_cast<int32_t>(p));
+      handles.push_back(st.owners[p]);
+    }
+  return {encode(dir, stamp_of(ctx)), std::move(handles)};
+}
+
+void send_owners(monitor_actor* self, const monitor_context& ctx, const caf::actor& learner) {
+  auto [bytes, handles] = make_directory(self->state, ctx);
+  self->send(learner, atoms::owners_atom_v, std::move(bytes), std::move(handles));
 }
 
 uint64_t total_tokens(const monitor_state& st) {
@@ -77,7 +106,7 @@ void declare_dead(monitor_actor* self, const monitor_context& ctx, int32_t id,
     });
     ctx.log->set_stepping(id, false);
   }
-  publish(self, true);
+  publish(self, ctx, true);
 }
 
 size_t live_count(const monitor_state& st) {
@@ -114,7 +143,13 @@ node_join_reply refuse(const monitor_context& ctx, node_refusal why, std::string
 node_join_reply on_node_join(monitor_actor* self, const monitor_context& ctx,
                              const wire_bytes& bytes) {
   auto& st = self->state;
-  auto req = decode_node_join(bytes);
+  // A node's first start does not know the run yet: its envelope (like its body) may name none.
+  auto header = peek_envelope(bytes);
+  envelope_expect expect = expect_of(ctx);
+  if (header && header->run_id.empty()) expect.run_id.clear();
+  auto req = decode_node_join(bytes, {}, expect);
+  if (!req && req.code() == errc::other_run)
+    return refuse(ctx, node_refusal::other_run, req.error().message);
   if (!req)
     return refuse(ctx, node_refusal::bad_request, "undecodable node_join: " + req.error().message);
   if (req->protocol_version != dd::protocol_version)
@@ -327,7 +362,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           if (r.alive) {
             r.alive = false;
             r.finished = true;
-            publish(self, true);
+            publish(self, *ctx, true);
           }
         } else {
           declare_dead(self, *ctx, id, self->system().render(dm.reason));
@@ -343,8 +378,11 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
   return {
       [=](atoms::join_atom, const std::vector<uint8_t>& bytes,
           const caf::actor& learner) -> caf::result<std::vector<uint8_t>> {
-        auto req = decode_join_request(bytes.data(), bytes.size());
-        if (!req) return caf::make_error(caf::sec::invalid_argument, req.error().message);
+        auto req = decode_join_request(bytes, {}, expect_of(*ctx));
+        if (!req) {
+          log_refused_message(ctx->log, "undecodable_join_request", req.error());
+          return caf::make_error(caf::sec::invalid_argument, req.error().message);
+        }
         auto& st = self->state;
         int32_t id = req->requested_learner_id;
         if (id < 0) {
@@ -451,16 +489,14 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         }
         // The view goes to the owners before the reply reaches the learner, so a push can never
         // arrive at an owner ahead of the incarnation it carries.
-        publish(self, true);
-        send_owners(self, learner);
-        return encode(rep);
+        publish(self, *ctx, true);
+        send_owners(self, *ctx, learner);
+        return encode(rep, stamp_of(*ctx));
       },
       [=](atoms::heartbeat_atom, const std::vector<uint8_t>& bytes) {
-        auto hb = decode_heartbeat(bytes.data(), bytes.size());
+        auto hb = decode_heartbeat(bytes, {}, expect_of(*ctx));
         if (!hb) {
-          if (ctx->log != nullptr)
-            ctx->log->emit("failure",
-                           {{"what", "undecodable_heartbeat"}, {"error", hb.error().message}});
+          log_refused_message(ctx->log, "undecodable_heartbeat", hb.error());
           return;
         }
         auto& st = self->state;
@@ -515,7 +551,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           pm.step = hb->step;
           pm.mean_step = st.mean_step;
           pm.live_learners = static_cast<uint32_t>(live);
-          self->send(sender, atoms::progress_atom_v, encode(pm));
+          self->send(sender, atoms::progress_atom_v, encode(pm, stamp_of(*ctx)));
         }
         if (ctx->token_budget > 0 && !st.budget_reported && tokens >= ctx->token_budget) {
           st.budget_reported = true;
@@ -526,7 +562,9 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
       [=](atoms::node_join_atom, const std::vector<uint8_t>& bytes) -> std::vector<uint8_t> {
         auto rep = on_node_join(self, *ctx, bytes);
         if (ctx->log != nullptr) {
-          auto req = decode_node_join(bytes);
+          // For the log only: the node's name, whatever run it named.
+          auto header = peek_envelope(bytes);
+          auto req = decode_node_join(bytes, {}, {header ? header->run_id : std::string(), 0});
           const std::string node = req ? req->node_name : std::string("?");
           if (rep.accepted) {
             if (!rep.learner_ids.empty())
@@ -540,22 +578,27 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
             ctx->log->warn("refused learner node '" + node + "': " + rep.reason);
           }
         }
-        return encode(rep);
+        return encode(rep, stamp_of(*ctx));
       },
+      // From the job (the coordinator, in this process): stop every live learner.
       [=](atoms::stop_atom) {
         auto& st = self->state;
         st.stopping = true;
+        const auto stop = encode(stop_msg{"the run is stopping"}, stamp_of(*ctx));
         for (const auto& [id, r] : st.learners)
-          if (r.alive && r.handle) self->send(r.handle, atoms::stop_atom_v);
+          if (r.alive && r.handle) self->send(r.handle, atoms::stop_atom_v, stop);
         check_done(self, *ctx);
       },
-      [=](atoms::events_atom, const std::string& node, const std::string& lines) -> bool {
-        if (ctx->forward_dir.empty() || lines.size() > (size_t{1} << 20) || node.empty() ||
-            node.size() > 64)
+      [=](atoms::events_atom, const std::vector<uint8_t>& bytes) -> bool {
+        // The codec checks the node name's alphabet (it names a file) and the 1 MiB cap.
+        auto ev = decode_node_events(bytes, {}, expect_of(*ctx));
+        if (!ev) {
+          log_refused_message(ctx->log, "undecodable_node_events", ev.error());
           return false;
-        for (char c : node)
-          if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.'))
-            return false;  // not a node name we write a file for
+        }
+        if (ctx->forward_dir.empty()) return false;
+        const std::string& node = ev->node;
+        const std::string& lines = ev->lines;
         auto& f = self->state.forwarded[node];
         if (!f)  // (it makes forward_dir when it first writes)
           f = std::make_shared<retried_lines>(ctx->log,
@@ -564,18 +607,43 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         f->append(lines);
         return true;
       },
-      [=](atoms::drain_atom, int32_t id) -> std::string {
+      // dd-node drain: the operator names the run (it read it from a status reply first).
+      [=](atoms::drain_atom,
+          const std::vector<uint8_t>& bytes) -> caf::result<std::vector<uint8_t>> {
+        auto req = decode_drain(bytes, {}, expect_of(*ctx));
+        if (!req) {
+          log_refused_message(ctx->log, "undecodable_drain", req.error());
+          return caf::make_error(caf::sec::invalid_argument, req.error().message);
+        }
+        const int32_t id = req->learner_id;
         auto& st = self->state;
         auto it = st.learners.find(id);
-        if (it == st.learners.end() || !it->second.alive || !it->second.handle)
-          return "learner " + std::to_string(id) + " is not live";
-        self->send(it->second.handle, atoms::stop_atom_v);
+        drain_reply rep;
+        if (it == st.learners.end() || !it->second.alive || !it->second.handle) {
+          rep.detail = "learner " + std::to_string(id) + " is not live";
+          return encode(rep, stamp_of(*ctx));
+        }
+        self->send(it->second.handle, atoms::stop_atom_v,
+                   encode(stop_msg{"drained by the operator"}, stamp_of(*ctx)));
         if (ctx->log != nullptr) ctx->log->emit("drain", {{"learner", id}});
-        return "learner " + std::to_string(id) + " (incarnation " +
-               std::to_string(it->second.incarnation) + ", node " + it->second.node +
-               ") stops at its next step and leaves";
+        rep.accepted = true;
+        rep.detail = "learner " + std::to_string(id) + " (incarnation " +
+                     std::to_string(it->second.incarnation) + ", node " + it->second.node +
+                     ") stops at its next step and leaves";
+        return encode(rep, stamp_of(*ctx));
       },
-      [=](atoms::status_atom) -> std::string {
+      // dd-node status: read-only, so an operator that does not know the run yet may ask
+      // without naming one (an empty run id); the reply's envelope tells it. A request that
+      // names another run is refused.
+      [=](atoms::status_atom,
+          const std::vector<uint8_t>& bytes) -> caf::result<std::vector<uint8_t>> {
+        auto header = peek_envelope(bytes);
+        envelope_expect expect = expect_of(*ctx);
+        if (header && header->run_id.empty()) expect.run_id.clear();
+        if (auto req = decode_status_request(bytes, {}, expect); !req) {
+          log_refused_message(ctx->log, "undecodable_status_request", req.error());
+          return caf::make_error(caf::sec::invalid_argument, req.error().message);
+        }
         const auto& st = self->state;
         const double now = now_s(self);
         nlohmann::json learners = nlohmann::json::array();
@@ -601,14 +669,14 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           for (const auto& [p, v] : ctx->log->snapshot().versions) versions[std::to_string(p)] = v;
           out["fragment_versions"] = versions;
         }
-        return out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+        return encode(
+            status_reply{out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)},
+            stamp_of(*ctx));
       },
       [=](atoms::leave_atom, const std::vector<uint8_t>& bytes) {
-        auto lm = decode_leave(bytes);
+        auto lm = decode_leave(bytes, {}, expect_of(*ctx));
         if (!lm) {
-          if (ctx->log != nullptr)
-            ctx->log->emit("failure",
-                           {{"what", "undecodable_leave"}, {"error", lm.error().message}});
+          log_refused_message(ctx->log, "undecodable_leave", lm.error());
           return;
         }
         const int32_t id = lm->learner_id;
@@ -624,20 +692,33 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
                 "leave",
                 {{"learner", id}, {"incarnation", incarnation}, {"step", it->second.step}});
           if (ctx->remote_learners && ctx->log != nullptr) ctx->log->learner_finished(id);
-          publish(self, true);
+          publish(self, *ctx, true);
           save_record(self, *ctx);
         }
         check_done(self, *ctx);
       },
-      [=](atoms::subscribe_atom, int32_t fragment, const caf::actor& owner) {
+      // An owner (the sender) holds this fragment now.
+      [=](atoms::subscribe_atom, const std::vector<uint8_t>& bytes) {
+        auto sub = decode_subscribe(bytes, {}, expect_of(*ctx));
+        if (!sub) {
+          log_refused_message(ctx->log, "undecodable_subscribe", sub.error());
+          return;
+        }
+        auto owner = caf::actor_cast<caf::actor>(self->current_sender());
         auto& st = self->state;
-        if (fragment < 0 || static_cast<size_t>(fragment) >= st.owners.size()) return;
+        const int32_t fragment = sub->fragment_id;
+        if (!owner || static_cast<size_t>(fragment) >= st.owners.size()) return;
         st.owners[static_cast<size_t>(fragment)] = owner;
-        self->send(owner, atoms::live_atom_v, make_view(self));
+        auto [view, handles] = make_view(self, *ctx);
+        self->send(owner, atoms::live_atom_v, std::move(view), std::move(handles));
         for (const auto& [id, r] : st.learners)
-          if (r.alive && r.handle) send_owners(self, r.handle);
+          if (r.alive && r.handle) send_owners(self, *ctx, r.handle);
       },
-      [=](caf::get_atom, atoms::owners_atom) { return self->state.owners; },
+      // The owner directory for the evaluator (bytes and the owners' handles, in order).
+      [=](caf::get_atom, atoms::owners_atom) {
+        auto [bytes, handles] = make_directory(self->state, *ctx);
+        return caf::make_message(std::move(bytes), std::move(handles));
+      },
       [=](atoms::lease_atom) {
         auto& st = self->state;
         double now = now_s(self);
@@ -666,7 +747,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           declare_dead(self, *ctx, id, "lease expired");
           if (handle) self->send_exit(handle, caf::exit_reason::kill);
         }
-        publish(self, false);
+        publish(self, *ctx, false);
         if (!ctx->record_path.empty() &&
             (st.record_failing ? now >= st.record_retry_s
                                : now - st.last_record_s >= ctx->record_every_s))

@@ -8,12 +8,16 @@
 // every fragment owner whenever it changes (and periodically, with fresh step-time EMAs); tells
 // learners the current owner of every fragment; reports when a token budget is spent.
 //
-// Protocol (actors/atoms.hpp): (node_join_atom, bytes node_join) -> bytes node_join_reply;
-// (join_atom, bytes, actor) -> bytes join_reply; (heartbeat_atom, bytes); (leave_atom, bytes
-// leave_msg); (subscribe_atom, fragment, actor); (stop_atom) from the job (remote learners);
-// (get_atom, owners_atom) -> std::vector<actor>; (status_atom) -> JSON text of the live view;
-// sends (live_atom, live_view) to owners, (owners_atom, std::vector<actor>) to learners,
-// (budget_spent_atom) to the job when the budget is spent, (children_done_atom,
+// Protocol (actors/atoms.hpp; every `bytes` is a wire message, messages/control.hpp, stamped
+// with the run id and the syncer's incarnation and checked on decode):
+// (node_join_atom, bytes node_join) -> bytes node_join_reply; (join_atom, bytes, actor) -> bytes
+// join_reply; (heartbeat_atom, bytes); (leave_atom, bytes leave_msg); (subscribe_atom, bytes
+// subscribe_msg) from an owner (the sender); (events_atom, bytes node_events) -> bool; (stop_atom)
+// from the job; (get_atom, owners_atom) -> (bytes owner_directory, std::vector<actor>);
+// (status_atom, bytes status_request) -> bytes status_reply; (drain_atom, bytes drain_msg) ->
+// bytes drain_reply; sends (live_atom, bytes live_view_msg, std::vector<actor>) to owners,
+// (owners_atom, bytes owner_directory, std::vector<actor>) and (stop_atom, bytes stop_msg) to
+// learners, (budget_spent_atom) to the job when the budget is spent, (children_done_atom,
 // child_kind::learner) when every remote learner has left. Dynamically typed: see
 // actors/protocol.hpp for why. Event-based.
 //
@@ -76,8 +80,13 @@ struct monitor_context {
   /// (children_done_atom, child_kind::learner) once every learner has left — or, after a stop,
   /// once none is live.
   bool remote_learners = false;
-  /// The run's identity, checked at every node handshake (messages/control.hpp).
+  /// The run's identity, checked at every node handshake (messages/control.hpp) and on every
+  /// message's envelope.
   std::string run_id;
+  /// The syncer's incarnation (cluster_setup: 1 for a fresh run, one more per --resume),
+  /// stamped on every message the monitor sends: a learner refuses a message of an older
+  /// syncer. Every syncer role of a node must be given the same value (0 by default).
+  uint64_t syncer_incarnation = 0;
   std::string experiment_hash;
   uint64_t data_bytes = 0;
   std::string data_hash;

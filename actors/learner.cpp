@@ -27,6 +27,7 @@
 #include "actors/policy/push_schedule.hpp"
 #include "actors/run_log.hpp"
 #include "actors/supervisor.hpp"
+#include "actors/wire_refusal.hpp"
 #include "messages/control.hpp"
 #include "runtime/adamw.hpp"
 #include "runtime/quantize.hpp"
@@ -34,6 +35,17 @@
 namespace dd::actors {
 
 namespace {
+
+/// What this learner writes into every envelope: its run and incarnation.
+envelope_stamp stamp_of(const learner_actor* self, const learner_context& ctx) {
+  return {ctx.run_id, self->state.incarnation};
+}
+
+/// What it accepts from the syncer: its run, and the syncer incarnation it last joined (an older
+/// syncer's message still in flight is refused).
+envelope_expect expect_of(const learner_actor* self, const learner_context& ctx) {
+  return {ctx.run_id, self->state.syncer_incarnation};
+}
 
 using phase = learner_state::phase;
 
@@ -94,7 +106,7 @@ void finish(learner_actor* self, const learner_context& ctx) {
     leave_msg lm;
     lm.learner_id = st.id;
     lm.incarnation = st.incarnation;
-    self->send(st.monitor, atoms::leave_atom_v, encode(lm));
+    self->send(st.monitor, atoms::leave_atom_v, encode(lm, stamp_of(self, ctx)));
   }
   if (ctx.log != nullptr)
     ctx.log->emit("learner_done", {{"learner", st.id},
@@ -122,21 +134,21 @@ bool same_handle(const caf::actor& a, const caf::actor& b) {
 }
 
 /// Asks the owner of fragment `p` for its current value (a pull_request through the codec).
-void send_pull(learner_actor* self, const caf::actor& owner, size_t p) {
+void send_pull(learner_actor* self, const learner_context& ctx, const caf::actor& owner, size_t p) {
   if (!owner) return;
   auto& st = self->state;
   pull_request req;
   req.learner_id = st.id;
   req.incarnation = st.incarnation;
   req.fragment_id = static_cast<int32_t>(p);
-  self->send(owner, atoms::pull_atom_v, encode(req));
+  self->send(owner, atoms::pull_atom_v, encode(req, {ctx.run_id, st.incarnation}));
 }
 
-/// Logs a message from a syncer that did not decode (it is dropped).
+/// Logs a message from a syncer that did not decode (it is dropped, never applied); one of
+/// another run or a stale syncer incarnation is also counted (log_refused_message).
 void log_undecodable(learner_actor* self, const learner_context& ctx, const char* what,
                      const wire_error& err) {
-  if (ctx.log != nullptr)
-    ctx.log->emit("failure", {{"learner", self->state.id}, {"what", what}, {"error", err.message}});
+  log_refused_message(ctx.log, what, err, {{"learner", self->state.id}});
 }
 
 /// The model's values of one fragment, in fragment order (layout.numel floats).
@@ -154,10 +166,11 @@ void write_fragment(model& model, const fragment_layout& layout, const std::vect
 }
 
 /// Pull every fragment not yet received in this (re)load.
-void pull_missing(learner_actor* self) {
+void pull_missing(learner_actor* self, const learner_context& ctx) {
   auto& st = self->state;
   for (size_t p = 0; p < st.frags.size(); ++p)
-    if (!st.frags[p].have && p < st.owners.size() && st.owners[p]) send_pull(self, st.owners[p], p);
+    if (!st.frags[p].have && p < st.owners.size() && st.owners[p])
+      send_pull(self, ctx, st.owners[p], p);
 }
 
 void start_reload(learner_actor* self, const learner_context& ctx) {
@@ -166,7 +179,7 @@ void start_reload(learner_actor* self, const learner_context& ctx) {
   set_stepping(self, ctx, false);
   for (auto& f : st.frags) f.have = false;
   st.assembler.clear();
-  pull_missing(self);
+  pull_missing(self, ctx);
 }
 
 /// Sends queued pushes while fewer than max_inflight are unanswered.
@@ -191,7 +204,9 @@ void drain_queue(learner_actor* self, const learner_context& ctx) {
 /// damage in transit that the owner's CRC-32C check must catch).
 wire_bytes damaged_copy(const wire_bytes& chunk) {
   wire_bytes out = chunk;
-  auto m = decode_push(chunk);
+  // Our own chunk: decoded against the run it was stamped with.
+  auto header = peek_envelope(chunk);
+  auto m = header ? decode_push(chunk, {}, envelope_expect{header->run_id, 0}) : decode_push(chunk);
   if (!m || m->payload.empty()) {
     if (!out.empty()) out.back() ^= 0x01;
     return out;
@@ -255,10 +270,10 @@ void push_fragment_now(learner_actor* self, const learner_context& ctx, int32_t 
   push.transfer_id = step;
   push.sent_step = step;
   if (m.payload.size() <= ctx.chunk_bytes) {
-    push.chunks.push_back(encode(m));
+    push.chunks.push_back(encode(m, stamp_of(self, ctx)));
   } else {
     auto parts = split_push(m, ctx.chunk_bytes);
-    for (const auto& c : *parts) push.chunks.push_back(encode(c));
+    for (const auto& c : *parts) push.chunks.push_back(encode(c, stamp_of(self, ctx)));
   }
   if (ctx.barrier) {
     f.awaiting = true;
@@ -388,7 +403,7 @@ bool apply_global(learner_actor* self, const learner_context& ctx, const broadca
 void on_broadcast(learner_actor* self, const learner_context& ctx, const wire_bytes& bytes) {
   auto& st = self->state;
   if (st.now == phase::joining || st.now == phase::finished) return;
-  auto chunk = decode_broadcast(bytes);
+  auto chunk = decode_broadcast(bytes, {}, expect_of(self, ctx));
   if (!chunk) {
     log_undecodable(self, ctx, "undecodable_broadcast", chunk.error());
     return;
@@ -407,7 +422,8 @@ void on_broadcast(learner_actor* self, const learner_context& ctx, const wire_by
         ctx.log->update([](run_counters& c) { c.chunks_refused += 1; });
       }
       if (fragment >= 0 && static_cast<size_t>(fragment) < st.owners.size())
-        send_pull(self, st.owners[static_cast<size_t>(fragment)], static_cast<size_t>(fragment));
+        send_pull(self, ctx, st.owners[static_cast<size_t>(fragment)],
+                  static_cast<size_t>(fragment));
     }
     return;
   }
@@ -577,7 +593,7 @@ void on_step(learner_actor* self, const learner_context& ctx) {
   hb.loss = r.loss;
   hb.compute_s = st.compute_s;
   hb.lr = r.lr;
-  self->send(st.monitor, atoms::heartbeat_atom_v, encode(hb));
+  self->send(st.monitor, atoms::heartbeat_atom_v, encode(hb, stamp_of(self, ctx)));
   st.heartbeat_dates.sent(step, actor_now(self));
   if (sf.nan) {
     // A live nan_step fault: one NaN in every fragment of the local model. A push due now
@@ -653,17 +669,20 @@ void initial_join(learner_actor* self, std::shared_ptr<const learner_context> ct
   join_request req;
   req.requested_learner_id = ctx->learner_id;
   req.host = "local";
-  self->request(monitor, std::chrono::seconds(60), atoms::join_atom_v, encode(req),
-                caf::actor{self})
+  self->request(monitor, std::chrono::seconds(60), atoms::join_atom_v,
+                encode(req, {ctx->run_id, 0}), caf::actor{self})
       .then(
           [=](const std::vector<uint8_t>& bytes) {
             auto& s = self->state;
             if (s.joined || s.join_attempt != attempt) return;  // answered by a newer join
-            auto rep = decode_join_reply(bytes.data(), bytes.size());
+            auto rep = decode_join_reply(bytes, {}, {ctx->run_id, 0});
             if (!rep) {
+              log_undecodable(self, *ctx, "undecodable_join_reply", rep.error());
               self->quit(caf::make_error(caf::sec::invalid_argument, rep.error().message));
               return;
             }
+            // From now on a message of an older syncer incarnation is refused.
+            if (auto h = peek_envelope(bytes)) s.syncer_incarnation = h->sender_incarnation;
             s.joined = true;
             s.id = rep->learner_id;
             s.incarnation = rep->incarnation;
@@ -762,7 +781,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
       },
       [=](atoms::progress_atom, const std::vector<uint8_t>& bytes) {
         auto& s = self->state;
-        auto pm = decode_progress(bytes);
+        auto pm = decode_progress(bytes, {}, expect_of(self, *ctx));
         if (!pm) {
           log_undecodable(self, *ctx, "undecodable_progress", pm.error());
           return;
@@ -803,7 +822,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
       // the value itself): the last broadcast applied, exactly as received.
       [=](atoms::query_atom, const std::vector<uint8_t>& bytes) {
         auto& s = self->state;
-        auto q = decode_fragment_query(bytes);
+        auto q = decode_fragment_query(bytes, {}, expect_of(self, *ctx));
         if (!q) {
           log_undecodable(self, *ctx, "undecodable_query", q.error());
           return;
@@ -821,7 +840,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
           h.have = true;
           h.version = s.frags[p].base_version;
         }
-        self->send(sender, atoms::held_atom_v, encode(h));
+        self->send(sender, atoms::held_atom_v, encode(h, stamp_of(self, *ctx)));
         if (!h.have || !q->send_value) return;
         const auto& f = s.frags[p];
         broadcast_msg b;
@@ -834,9 +853,9 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
         b.merged = f.base_merged;
         std::vector<wire_bytes> copy;
         if (b.payload.size() <= ctx->chunk_bytes) {
-          copy.push_back(encode(b));
+          copy.push_back(encode(b, stamp_of(self, *ctx)));
         } else if (auto chunks = split_broadcast(b, ctx->chunk_bytes); chunks) {
-          for (const auto& c : *chunks) copy.push_back(encode(c));
+          for (const auto& c : *chunks) copy.push_back(encode(c, stamp_of(self, *ctx)));
         }
         for (auto& c : copy)
           flow_send(self, s.copies, make_chunk(sender, atoms::copy_atom_v, std::move(c)));
@@ -847,7 +866,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
       },
       [=](atoms::ack_atom, const std::vector<uint8_t>& bytes) {
         auto& s = self->state;
-        auto ack = decode_push_ack(bytes);
+        auto ack = decode_push_ack(bytes, {}, expect_of(self, *ctx));
         if (!ack) {
           log_undecodable(self, *ctx, "undecodable_ack", ack.error());
           return;
@@ -860,7 +879,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
       },
       [=](atoms::reject_atom, const std::vector<uint8_t>& bytes) {
         auto& s = self->state;
-        auto rj = decode_reject(bytes.data(), bytes.size());
+        auto rj = decode_reject(bytes, {}, expect_of(self, *ctx));
         if (!rj) {
           log_undecodable(self, *ctx, "undecodable_reject", rj.error());
           return;
@@ -909,8 +928,25 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
           schedule_step(self);
         }
       },
-      [=](atoms::owners_atom, const std::vector<caf::actor>& owners) {
+      [=](atoms::owners_atom, const std::vector<uint8_t>& bytes,
+          const std::vector<caf::actor>& handles) {
         auto& s = self->state;
+        auto dir = decode_owner_directory(bytes, {}, expect_of(self, *ctx));
+        if (dir && dir->fragment_ids.size() != handles.size())
+          dir = wire_error{errc::malformed, "ownerDirectory names " +
+                                                std::to_string(dir->fragment_ids.size()) +
+                                                " fragments but travels with " +
+                                                std::to_string(handles.size()) + " handles"};
+        if (!dir) {
+          log_undecodable(self, *ctx, "undecodable_owner_directory", dir.error());
+          return;
+        }
+        // Indexed by fragment (a fragment outside the plan is ignored; one not named: no owner).
+        std::vector<caf::actor> owners(s.owners.size());
+        for (size_t i = 0; i < handles.size(); ++i) {
+          const auto p = static_cast<size_t>(dir->fragment_ids[i]);
+          if (p < owners.size()) owners[p] = handles[i];
+        }
         // After a reconnect every handle is new even when it compares equal to the old one.
         const bool rejoined = s.owners_stale;
         s.owners_stale = false;
@@ -925,11 +961,23 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
             // A respawned owner lost its pending pushes: resynchronize this fragment with it
             // (barrier mode would otherwise wait for a merge that cannot come).
             s.frags[p].awaiting = false;
-            send_pull(self, owners[p], p);
+            send_pull(self, *ctx, owners[p], p);
           }
         }
-        if (s.now == phase::syncing) pull_missing(self);
+        if (s.now == phase::syncing) pull_missing(self, *ctx);
       },
+      // From the health monitor (dd-node drain, the job's stop), as a wire message.
+      [=](atoms::stop_atom, const std::vector<uint8_t>& bytes) {
+        auto stop = decode_stop(bytes, {}, expect_of(self, *ctx));
+        if (!stop) {
+          log_undecodable(self, *ctx, "undecodable_stop", stop.error());
+          return;
+        }
+        auto& s = self->state;
+        s.stop_requested = true;
+        if (s.now != phase::stepping && s.now != phase::draining) finish(self, *ctx);
+      },
+      // From the learner's own node (its supervisor): node-local, not a wire message.
       [=](atoms::stop_atom) {
         auto& s = self->state;
         s.stop_requested = true;
@@ -970,16 +1018,19 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
           f.first_since_receive = 0;
           f.outstanding.clear();
         }
-        self->request(monitor, std::chrono::seconds(30), atoms::join_atom_v, encode(again),
-                      caf::actor{self})
+        self->request(monitor, std::chrono::seconds(30), atoms::join_atom_v,
+                      encode(again, stamp_of(self, *ctx)), caf::actor{self})
             .then(
                 [=](const std::vector<uint8_t>& bytes) {
                   auto& s2 = self->state;
-                  auto rep = decode_join_reply(bytes.data(), bytes.size());
+                  // The syncer may have restarted (a new incarnation): any incarnation at least
+                  // as new as the one joined before.
+                  auto rep = decode_join_reply(bytes, {}, expect_of(self, *ctx));
                   if (!rep) {
                     log_undecodable(self, *ctx, "undecodable_join_reply", rep.error());
                     return;
                   }
+                  if (auto h = peek_envelope(bytes)) s2.syncer_incarnation = h->sender_incarnation;
                   const uint64_t before = s2.incarnation;
                   s2.incarnation = rep->incarnation;
                   s2.tokens = 0;

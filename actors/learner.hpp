@@ -103,6 +103,9 @@ struct learner_context {
   /// Compute backend and its threads.
   std::string backend = "cpu";
   int threads = 1;
+  /// The run (hex): stamped on every message the learner sends, and every message it receives
+  /// must name it (messages/codec.hpp envelope_expect).
+  std::string run_id;
   /// The health monitor.
   caf::actor monitor;
   /// Node-local: the current health monitor when it can change under the learner (a learner
@@ -162,6 +165,8 @@ struct learner_state {
   std::unique_ptr<trainer> tr;
   int32_t id = 0;
   uint64_t incarnation = 0;
+  /// The syncer incarnation of the last join reply: a syncer message of an older one is refused.
+  uint64_t syncer_incarnation = 0;
   uint64_t resume_step = 0;
   std::vector<caf::actor> owners;
   /// Rejoined over a new connection (syncer_atom): the next owner directory replaces every

@@ -192,11 +192,16 @@ std::optional<caf::actor> lookup(caf::actor_system& sys, const std::string& host
 std::optional<node_join_reply> handshake(caf::scoped_actor& self, const caf::actor& monitor,
                                          const node_join& req, double timeout_s, std::string* why) {
   std::optional<node_join_reply> out;
+  // A node's first handshake names no run (req.run_id empty): it takes the run the reply's
+  // envelope names. Later ones must be answered by the run they name.
   self->request(monitor, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)),
-                atoms::node_join_atom_v, encode(req))
+                atoms::node_join_atom_v, encode(req, {req.run_id, 0}))
       .receive(
           [&](const std::vector<uint8_t>& bytes) {
-            auto rep = decode_node_join_reply(bytes);
+            envelope_expect expect{req.run_id, 0};
+            if (req.run_id.empty())
+              if (auto h = peek_envelope(bytes)) expect.run_id = h->run_id;
+            auto rep = decode_node_join_reply(bytes, {}, expect);
             if (!rep) {
               *why = "undecodable node_join_reply: " + rep.error().message;
               return;
@@ -436,11 +441,13 @@ int run_learner_node(const learner_node_options& o) {
       fwd->lines.erase(0, cut);
     }
     if (!last) {
-      caf::anon_send(monitor, atoms::events_atom_v, name, std::move(batch));
+      caf::anon_send(monitor, atoms::events_atom_v,
+                     encode(node_events{name, std::move(batch)}, {run_id, 0}));
       return;
     }
     // The last batch is a request, so the process does not exit before it is written.
-    self->request(monitor, std::chrono::seconds(2), atoms::events_atom_v, name, std::move(batch))
+    self->request(monitor, std::chrono::seconds(2), atoms::events_atom_v,
+                  encode(node_events{name, std::move(batch)}, {run_id, 0}))
         .receive([](bool) {}, [](caf::error&) {});
   };
   log->set_console([](const std::string& line) {
@@ -513,6 +520,7 @@ int run_learner_node(const learner_node_options& o) {
   for (auto id : ids) {
     auto base = make_learner_context(exp, id, steps, plan, threads, monitor, services);
     auto c = std::make_shared<learner_context>(*base);
+    c->run_id = run_id;
     c->current_monitor = [current] {
       std::lock_guard<std::mutex> g(current->first);
       return current->second;
@@ -717,8 +725,11 @@ supervisor_hdl spawn_local_learners(caf::local_actor* self, const supervisor_rep
   services.faults = setup.faults.get();
   services.gate = setup.gate.get();
   for (int i = 0; i < M; ++i) {
-    auto cc = make_learner_context(e, i, setup.steps_per_learner, setup.plan, setup.learner_threads,
-                                   monitor, services, sim, setup.options.sim_step_s);
+    auto lc = std::make_shared<learner_context>(
+        *make_learner_context(e, i, setup.steps_per_learner, setup.plan, setup.learner_threads,
+                              monitor, services, sim, setup.options.sim_step_s));
+    lc->run_id = setup.run_id;
+    std::shared_ptr<const learner_context> cc = lc;
     lctx->children.push_back({i, [cc, sim](caf::actor_system& sys) {
                                 return sim ? sys.spawn(learner, cc)
                                            : sys.spawn<caf::detached>(learner, cc);

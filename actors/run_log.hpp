@@ -52,6 +52,9 @@ struct run_counters {
   uint64_t owner_restarts = 0;
   /// Push and broadcast chunks refused because their payload did not match its CRC-32C.
   uint64_t chunks_refused = 0;
+  /// Messages refused at their envelope: another run, a stale sender incarnation or another
+  /// schema version (actors/wire_refusal.hpp). Never applied.
+  uint64_t envelopes_refused = 0;
   std::map<int32_t, double> grace_s;     ///< last grace window used per fragment, seconds
   std::map<int32_t, uint64_t> versions;  ///< current version per fragment
   double last_val_loss = -1.0;           ///< < 0 until the first evaluation

@@ -40,7 +40,8 @@ nlohmann::json make_summary(int learners, int fragments, const run_counters& c,
       {"learner_restarts", c.learner_restarts},
       {"bytes_pushed", c.bytes_pushed},
       {"bytes_broadcast", c.bytes_broadcast},
-      {"chunks_refused", c.chunks_refused}};
+      {"chunks_refused", c.chunks_refused},
+      {"envelopes_refused", c.envelopes_refused}};
 }
 
 run_result make_run_result(const run_facts& f, const run_counters& counters, double final_val_loss,

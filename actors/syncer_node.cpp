@@ -37,6 +37,7 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, cluste
   mctx->log = setup.log.get();
   mctx->remote_learners = remote;
   mctx->run_id = setup.run_id;
+  mctx->syncer_incarnation = setup.syncer_incarnation;
   mctx->experiment_hash = setup.experiment_hash;
   mctx->data_bytes = setup.data_bytes;
   mctx->data_hash = setup.data_hash;
@@ -62,6 +63,8 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, cluste
     c->options = owner_options_of(e, setup.plan.fragments[static_cast<size_t>(p)],
                                   (fs::path(ckpt_dir) / fmt::format("owner_{}.ddck", p)).string(),
                                   setup.options.checkpoint_every);
+    c->options.run_id = setup.run_id;
+    c->options.syncer_incarnation = setup.syncer_incarnation;
     const auto& o = c->options;
     c->initial.resize(o.layout.numel);
     gather_fragment(o.layout, setup.initial.data(), c->initial.data());
@@ -91,6 +94,8 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, cluste
   ectx->step_poll_s = sim ? setup.options.sim_step_s : 0.25;
   ectx->adaptive_cadence = !sim;
   ectx->monitor = node.monitor;
+  ectx->run_id = setup.run_id;
+  ectx->syncer_incarnation = setup.syncer_incarnation;
   ectx->log = setup.log.get();
   if (!sim) {  // the final evaluation's model, with the windows it scored (model_file.hpp)
     ectx->model_path = (fs::path(setup.run_dir) / model_file_name).string();

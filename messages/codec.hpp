@@ -3,7 +3,9 @@
 // Every message travels as one `std::vector<uint8_t>` holding a flat-array Cap'n Proto message
 // (8-byte words; an `Envelope` from messages/wire.capnp whose union says which message it is).
 // Fragment payloads travel in chunks (`split_push` / `split_broadcast`, default 4 MiB) and are
-// put back together by a `chunk_assembler`. Decoding never trusts its input: explicit reader
+// put back together by a `chunk_assembler` (messages/chunking.hpp); an owner's durable state is a
+// checkpoint file (messages/checkpoint_file.hpp). Both are included at the end of this header, so
+// one include serves every caller. Decoding never trusts its input: explicit reader
 // limits, every Cap'n Proto exception caught, every size checked; bad bytes give a
 // `dd::wire_error`, never an exception or a crash. See docs/wire.md.
 //
@@ -30,8 +32,36 @@ namespace dd {
 using wire_bytes = std::vector<uint8_t>;
 
 /// Envelope.schemaVersion this build writes and reads; an envelope of another version is
-/// refused as malformed, naming both versions.
-inline constexpr uint16_t wire_schema_version = 1;
+/// refused (errc::schema_mismatch), naming both versions. 2: the envelope carries the run id and
+/// the sender's incarnation.
+inline constexpr uint16_t wire_schema_version = 2;
+
+/// What a sender writes into every envelope beside the body: its run and its incarnation.
+struct envelope_stamp {
+  /// The run (hex, `<run_dir>/run_id`). Empty only where the sender does not know it yet.
+  std::string run_id;
+  /// A learner: its incarnation (join_reply::incarnation; 0 before its first join). A syncer
+  /// role (health monitor, fragment owner, evaluator, coordinator): the syncer's incarnation
+  /// (1 for a fresh run, one more for each `--resume`).
+  uint64_t incarnation = 0;
+};
+
+/// What a receiver accepts: every decoder refuses an envelope whose run id differs from
+/// `run_id` (errc::other_run) or whose sender incarnation is below `min_incarnation`
+/// (errc::stale_incarnation), before it reads the body. The default accepts only unstamped
+/// envelopes of incarnation >= 0, i.e. another run's stamped bytes are refused even by a
+/// receiver that forgot to say which run it belongs to.
+struct envelope_expect {
+  std::string run_id;
+  uint64_t min_incarnation = 0;
+};
+
+/// The envelope fields around a body (peek_envelope).
+struct envelope_header {
+  uint16_t schema_version = 0;
+  std::string run_id;
+  uint64_t sender_incarnation = 0;
+};
 
 /// Default chunk size for fragment payloads: 4 MiB of payload bytes per message.
 inline constexpr size_t default_chunk_bytes = size_t{4} << 20;
@@ -54,7 +84,19 @@ enum class message_kind : uint8_t {
   leave,            ///< leave_msg
   fragment_query,   ///< fragment_query (messages/control.hpp)
   fragment_held,    ///< fragment_held
+  live_view,        ///< live_view_msg (messages/control.hpp)
+  owner_directory,  ///< owner_directory
+  subscribe,        ///< subscribe_msg
+  stop,             ///< stop_msg
+  status_request,   ///< status_request
+  status_reply,     ///< status_reply
+  drain,            ///< drain_msg
+  drain_reply,      ///< drain_reply
+  node_events,      ///< node_events
 };
+
+/// The body's name in wire.capnp ("push", "liveView", ...).
+std::string_view to_string(message_kind k) noexcept;
 
 /// Learner → health monitor: ask to join (or re-join after a respawn).
 struct join_request {
@@ -291,181 +333,113 @@ struct decode_limits {
 
 // ---- encode ---------------------------------------------------------------------------------
 
-/// Encode a value as a flat Cap'n Proto Envelope. Infallible for values within Cap'n Proto's
+/// Encode a value as a flat Cap'n Proto Envelope stamped with the sender's run id and
+/// incarnation (`stamp`) and wire_schema_version. Infallible for values within Cap'n Proto's
 /// limits (a Data/Text field < 512 MiB); a larger field is a caller bug (asserts/aborts).
-wire_bytes encode(const join_request& m);
-wire_bytes encode(const join_reply& m);
-wire_bytes encode(const heartbeat_msg& m);
-wire_bytes encode(const push_msg& m);
-wire_bytes encode(const broadcast_msg& m);
-wire_bytes encode(const reject_msg& m);
-wire_bytes encode(const push_ack& m);
-wire_bytes encode(const pull_request& m);
-wire_bytes encode(const progress_msg& m);
+wire_bytes encode(const join_request& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const join_reply& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const heartbeat_msg& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const push_msg& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const broadcast_msg& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const reject_msg& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const push_ack& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const pull_request& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const progress_msg& m, const envelope_stamp& stamp = {});
 
 // ---- decode ---------------------------------------------------------------------------------
 
 /// Which message `bytes` holds. errc::malformed when it is not an Envelope; errc::too_large over
-/// limits.max_message_bytes.
+/// limits.max_message_bytes. Checks neither the schema version, the run nor the incarnation.
 result<message_kind> peek_kind(const uint8_t* data, size_t size, const decode_limits& limits = {});
+/// The envelope's schema version, run id and sender incarnation (unchecked: a receiver that
+/// learns the run or the sender's incarnation from a message, e.g. a learner from its join
+/// reply, reads them here). Errors as peek_kind; a run id above 256 bytes is malformed.
+result<envelope_header> peek_envelope(const uint8_t* data, size_t size,
+                                      const decode_limits& limits = {});
 
-/// Decode one message of the named kind. Errors: errc::too_large (over max_message_bytes),
-/// errc::malformed (not a valid Envelope, another kind, size not a multiple of 8, an enum value
-/// out of range, chunk_index >= chunk_count, chunk_count == 0, a chunk that runs past
+/// Decode one message of the named kind. Errors, in the order checked: errc::too_large (over
+/// max_message_bytes); errc::schema_mismatch for a schema version other than
+/// wire_schema_version;
+/// errc::other_run when the envelope's run id is not `expect.run_id`; errc::stale_incarnation
+/// when its sender incarnation is below `expect.min_incarnation`; errc::malformed (not a valid
+/// Envelope, another kind, a learner's message whose body names another incarnation than its
+/// envelope (heartbeat, push, a learner's pull, a live join request), size not a multiple of 8, an
+/// enum value out of range, chunk_index >= chunk_count, chunk_count == 0, a chunk that runs past
 /// payload_bytes, a negative fragment id in an ack or pull, a pull's learner id below -1, an
 /// ack's negative learner id); errc::size_mismatch when a push/broadcast's payload_bytes is not
 /// encoded_size(encoding, total_elements). Never throws. `data` need not be aligned (it is copied
 /// when it is not).
 result<join_request> decode_join_request(const uint8_t* data, size_t size,
-                                         const decode_limits& limits = {});
+                                         const decode_limits& limits = {},
+                                         const envelope_expect& expect = {});
 result<join_reply> decode_join_reply(const uint8_t* data, size_t size,
-                                     const decode_limits& limits = {});
+                                     const decode_limits& limits = {},
+                                     const envelope_expect& expect = {});
 result<heartbeat_msg> decode_heartbeat(const uint8_t* data, size_t size,
-                                       const decode_limits& limits = {});
-result<push_msg> decode_push(const uint8_t* data, size_t size, const decode_limits& limits = {});
+                                       const decode_limits& limits = {},
+                                       const envelope_expect& expect = {});
+result<push_msg> decode_push(const uint8_t* data, size_t size, const decode_limits& limits = {},
+                             const envelope_expect& expect = {});
 result<broadcast_msg> decode_broadcast(const uint8_t* data, size_t size,
-                                       const decode_limits& limits = {});
-result<reject_msg> decode_reject(const uint8_t* data, size_t size,
-                                 const decode_limits& limits = {});
-result<push_ack> decode_push_ack(const uint8_t* data, size_t size,
-                                 const decode_limits& limits = {});
+                                       const decode_limits& limits = {},
+                                       const envelope_expect& expect = {});
+result<reject_msg> decode_reject(const uint8_t* data, size_t size, const decode_limits& limits = {},
+                                 const envelope_expect& expect = {});
+result<push_ack> decode_push_ack(const uint8_t* data, size_t size, const decode_limits& limits = {},
+                                 const envelope_expect& expect = {});
 result<pull_request> decode_pull_request(const uint8_t* data, size_t size,
-                                         const decode_limits& limits = {});
+                                         const decode_limits& limits = {},
+                                         const envelope_expect& expect = {});
 result<progress_msg> decode_progress(const uint8_t* data, size_t size,
-                                     const decode_limits& limits = {});
+                                     const decode_limits& limits = {},
+                                     const envelope_expect& expect = {});
 
 /// Convenience overloads on a byte vector.
 inline result<message_kind> peek_kind(const wire_bytes& b, const decode_limits& l = {}) {
   return peek_kind(b.data(), b.size(), l);
 }
-inline result<push_msg> decode_push(const wire_bytes& b, const decode_limits& l = {}) {
-  return decode_push(b.data(), b.size(), l);
+inline result<envelope_header> peek_envelope(const wire_bytes& b, const decode_limits& l = {}) {
+  return peek_envelope(b.data(), b.size(), l);
 }
-inline result<broadcast_msg> decode_broadcast(const wire_bytes& b, const decode_limits& l = {}) {
-  return decode_broadcast(b.data(), b.size(), l);
+inline result<join_request> decode_join_request(const wire_bytes& b, const decode_limits& l = {},
+                                                const envelope_expect& e = {}) {
+  return decode_join_request(b.data(), b.size(), l, e);
 }
-inline result<push_ack> decode_push_ack(const wire_bytes& b, const decode_limits& l = {}) {
-  return decode_push_ack(b.data(), b.size(), l);
+inline result<join_reply> decode_join_reply(const wire_bytes& b, const decode_limits& l = {},
+                                            const envelope_expect& e = {}) {
+  return decode_join_reply(b.data(), b.size(), l, e);
 }
-inline result<pull_request> decode_pull_request(const wire_bytes& b, const decode_limits& l = {}) {
-  return decode_pull_request(b.data(), b.size(), l);
+inline result<heartbeat_msg> decode_heartbeat(const wire_bytes& b, const decode_limits& l = {},
+                                              const envelope_expect& e = {}) {
+  return decode_heartbeat(b.data(), b.size(), l, e);
 }
-inline result<progress_msg> decode_progress(const wire_bytes& b, const decode_limits& l = {}) {
-  return decode_progress(b.data(), b.size(), l);
+inline result<reject_msg> decode_reject(const wire_bytes& b, const decode_limits& l = {},
+                                        const envelope_expect& e = {}) {
+  return decode_reject(b.data(), b.size(), l, e);
 }
-
-// ---- chunking -------------------------------------------------------------------------------
-
-/// Split a whole push (payload = all payload_bytes) into chunks of at most `chunk_bytes` payload
-/// bytes each (the last may be shorter; a zero-byte payload gives one empty chunk). Every chunk
-/// copies the header fields and sets chunk_index/count/offset and its payload_crc32c. chunk_bytes
-/// must be > 0 (errc:: invalid_argument); payload.size() must equal payload_bytes
-/// (errc::size_mismatch).
-result<std::vector<push_msg>> split_push(const push_msg& whole,
-                                         size_t chunk_bytes = default_chunk_bytes);
-/// Same for a broadcast.
-result<std::vector<broadcast_msg>> split_broadcast(const broadcast_msg& whole,
-                                                   size_t chunk_bytes = default_chunk_bytes);
-
-/// Caps of a chunk_assembler (flow-control: a fast sender cannot exhaust the receiver).
-struct chunk_limits {
-  /// Largest payload of a single chunk, bytes.
-  size_t max_chunk_bytes = size_t{16} << 20;
-  /// Largest whole payload of one transfer, bytes (the fragment's encoded size in practice).
-  size_t max_assembly_bytes = size_t{1} << 30;
-  /// Largest chunk_count of one transfer.
-  uint32_t max_chunks = 1u << 16;
-  /// Bytes buffered across all in-progress transfers.
-  size_t max_buffered_bytes = size_t{2} << 30;
-  /// In-progress transfers at once.
-  size_t max_in_progress = 256;
-};
-
-/// Reassembles chunked pushes and broadcasts.
-///
-/// Transfers are keyed by (learner id, fragment id) for pushes and by fragment id for
-/// broadcasts. Within a key the newest transfer wins: a chunk of a newer transfer (higher
-/// (incarnation, transfer_id) for pushes, higher version for broadcasts) discards the partial
-/// older one; a chunk of an older transfer is refused with errc::chunk_stale. Each chunk is
-/// checked against the first chunk of its transfer (every header field equal, same chunk_count
-/// and payload_bytes), against payload_bytes == encoded_size(encoding, total_elements), against
-/// the caps, and for duplicates (errc::chunk_duplicate; the transfer is kept). Before any of
-/// that, a chunk whose payload does not match its payload_crc32c (when not 0) is refused with
-/// errc::checksum_mismatch and changes nothing (a re-sent copy completes the transfer). On
-/// errc::chunk_inconsistent / too_large / size_mismatch the partial transfer is discarded.
-/// Chunks may arrive in any order; the transfer completes when all chunk_count chunks are in
-/// and they tile [0, payload_bytes) exactly. Missing chunks keep a transfer pending: call
-/// `drop_*` or `clear` to give up on it (e.g. when a learner dies or a round times out).
-class chunk_assembler {
- public:
-  explicit chunk_assembler(chunk_limits limits = {});
-
-  /// Adds one push chunk. Returns the whole push (chunk_index 0, chunk_count 1, payload = all
-  /// bytes) when this chunk completes it, std::nullopt while it is incomplete, or an error.
-  result<std::optional<push_msg>> add(push_msg chunk);
-  /// Adds one broadcast chunk; as above.
-  result<std::optional<broadcast_msg>> add(broadcast_msg chunk);
-
-  /// Discards partial pushes from `learner_id` (all fragments). Returns how many were dropped.
-  size_t drop_learner(int32_t learner_id);
-  /// Discards the partial broadcast of `fragment_id`, if any.
-  size_t drop_broadcast(int32_t fragment_id);
-  /// Discards everything.
-  void clear();
-
-  /// Transfers in progress.
-  size_t in_progress() const noexcept { return pushes_.size() + broadcasts_.size(); }
-  /// Payload bytes reserved by transfers in progress.
-  size_t buffered_bytes() const noexcept { return buffered_; }
-
- private:
-  template <class Msg>
-  struct assembly {
-    std::tuple<uint64_t, uint64_t> order;  // (incarnation, transfer_id) or (version, 0)
-    uint32_t received = 0;
-    std::vector<uint8_t> bytes;     // payload_bytes, filled at chunk offsets
-    std::vector<uint64_t> offsets;  // per chunk index; UINT64_MAX = not yet received
-    std::vector<uint64_t> lengths;  // per chunk index
-    Msg header;                     // the first chunk's header (payload empty)
-  };
-  template <class Msg, class Key>
-  result<std::optional<Msg>> add_impl(std::map<Key, assembly<Msg>>& table, const Key& key,
-                                      Msg chunk);
-  template <class Msg>
-  void release(assembly<Msg>& a) noexcept;
-
-  chunk_limits limits_;
-  std::map<std::pair<int32_t, int32_t>, assembly<push_msg>> pushes_;
-  std::map<int32_t, assembly<broadcast_msg>> broadcasts_;
-  size_t buffered_ = 0;
-};
-
-// ---- checkpoints ----------------------------------------------------------------------------
-
-/// Checkpoint file format version written by this build.
-inline constexpr uint32_t checkpoint_format_version = 1;
-
-/// Encode a checkpoint as file bytes: a 24-byte header (magic "DDOWNCK1", u32 format version,
-/// u32 CRC32 (zlib) of the body, u64 body length, little-endian) followed by a flat Cap'n Proto
-/// OwnerCheckpoint. value.size() must equal momentum.size() and every anchor's size (asserts).
-std::vector<uint8_t> encode_checkpoint(const owner_checkpoint& c);
-/// Decode checkpoint file bytes. errc::corrupt for a wrong magic, unsupported format version,
-/// length or CRC mismatch; errc::malformed for a body Cap'n Proto refuses or inconsistent sizes
-/// (value/momentum/anchor lengths differ, a float array not a multiple of 4 bytes). Never throws.
-result<owner_checkpoint> decode_checkpoint(const uint8_t* data, size_t size);
-
-/// Write `bytes` to `path` atomically (util::write_file_atomic: `path`.tmp, fsync, rename over
-/// `path`, fsync the directory). A crash or a full disk leaves either the old or the new file,
-/// never a torn one. errc::io with errno's text and the path on failure.
-status write_file_atomic(const std::string& path, const uint8_t* data, size_t size);
-/// Read a whole regular file. errc::io when it cannot be read (or is a FIFO, a device, a
-/// directory); errc::too_large over `max_bytes`.
-result<std::vector<uint8_t>> read_file(const std::string& path,
-                                       size_t max_bytes = size_t{16} << 30);
-
-/// encode_checkpoint + write_file_atomic.
-status save_checkpoint(const std::string& path, const owner_checkpoint& c);
-/// read_file + decode_checkpoint; a corrupt file is refused with errc::corrupt naming the path.
-result<owner_checkpoint> load_checkpoint(const std::string& path);
+inline result<push_msg> decode_push(const wire_bytes& b, const decode_limits& l = {},
+                                    const envelope_expect& e = {}) {
+  return decode_push(b.data(), b.size(), l, e);
+}
+inline result<broadcast_msg> decode_broadcast(const wire_bytes& b, const decode_limits& l = {},
+                                              const envelope_expect& e = {}) {
+  return decode_broadcast(b.data(), b.size(), l, e);
+}
+inline result<push_ack> decode_push_ack(const wire_bytes& b, const decode_limits& l = {},
+                                        const envelope_expect& e = {}) {
+  return decode_push_ack(b.data(), b.size(), l, e);
+}
+inline result<pull_request> decode_pull_request(const wire_bytes& b, const decode_limits& l = {},
+                                                const envelope_expect& e = {}) {
+  return decode_pull_request(b.data(), b.size(), l, e);
+}
+inline result<progress_msg> decode_progress(const wire_bytes& b, const decode_limits& l = {},
+                                            const envelope_expect& e = {}) {
+  return decode_progress(b.data(), b.size(), l, e);
+}
 
 }  // namespace dd
+
+// The codec's other jobs, each in its own header (they include this one first).
+#include "messages/checkpoint_file.hpp"
+#include "messages/chunking.hpp"

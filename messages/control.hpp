@@ -1,11 +1,16 @@
 // messages/control.hpp — the cluster's control messages as plain C++ values, and their Cap'n
-// Proto bytes (wire.capnp NodeJoin, NodeJoinReply, Leave, FragmentQuery, FragmentHeld): the
-// handshake of a learner process with the health monitor, a learner's leave, and an owner's
-// question for the learners' copies of its fragment (rebuild). Same rules as messages/codec.hpp:
+// Proto bytes (wire.capnp NodeJoin, NodeJoinReply, Leave, FragmentQuery, FragmentHeld, LiveView,
+// OwnerDirectory, Subscribe, Stop, StatusRequest/Reply, Drain/DrainReply, NodeEvents): the
+// handshake of a learner process with the health monitor, a learner's leave, an owner's question
+// for the learners' copies of its fragment (rebuild), the membership the monitor hands out (live
+// view, owner directory), and the operator's and coordinator's commands (stop, status, drain).
+// Messages that name actors carry no handle in their bytes: the handles travel next to the bytes,
+// in list order (see each message). Same rules as messages/codec.hpp:
 // decoding never trusts its input and returns a dd::wire_error naming the field at fault. Pure and
 // thread-safe. docs/wire.md "Nodes" describes the handshake.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -14,11 +19,13 @@
 
 namespace dd {
 
-/// Version of the node protocol (the handshake and every message a node exchanges). A learner
-/// node of another version is refused at its handshake (`node_refusal::protocol_version`); CAF's
-/// middleman refuses a peer whose app identifier ("decoupled-diloco/<version>") differs before
-/// that. Bump it when a change needs both sides to be upgraded together.
-inline constexpr uint32_t protocol_version = 2;
+/// Version of the node protocol (the handshake and every message a node exchanges). 3: the live
+/// view, owner directory, subscribe, stop, status, drain and node events are wire messages, and
+/// every envelope carries the run id and the sender's incarnation (wire_schema_version 2). A
+/// learner node of another version is refused at its handshake (`node_refusal::protocol_version`);
+/// CAF's middleman refuses a peer whose app identifier ("decoupled-diloco/<version>") differs
+/// before that. Bump it when a change needs both sides to be upgraded together.
+inline constexpr uint32_t protocol_version = 3;
 
 /// Why a health monitor refused a learner node (wire.capnp NodeRefusal).
 enum class node_refusal : uint8_t {
@@ -95,23 +102,132 @@ struct fragment_held {
   uint64_t version = 0;  ///< the held value's version (0 when !have)
 };
 
-wire_bytes encode(const node_join& m);
-wire_bytes encode(const node_join_reply& m);
-wire_bytes encode(const leave_msg& m);
+wire_bytes encode(const node_join& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const node_join_reply& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const leave_msg& m, const envelope_stamp& stamp = {});
 
 /// Decoders: errc::malformed for bytes that are not such an envelope (or a negative learner
 /// id, more than 4096 learner ids, a Text field above 16 MiB); errc::too_large above
 /// limits.max_message_bytes.
-result<node_join> decode_node_join(const wire_bytes& b, const decode_limits& limits = {});
+result<node_join> decode_node_join(const wire_bytes& b, const decode_limits& limits = {},
+                                   const envelope_expect& expect = {});
 result<node_join_reply> decode_node_join_reply(const wire_bytes& b,
-                                               const decode_limits& limits = {});
-result<leave_msg> decode_leave(const wire_bytes& b, const decode_limits& limits = {});
+                                               const decode_limits& limits = {},
+                                               const envelope_expect& expect = {});
+result<leave_msg> decode_leave(const wire_bytes& b, const decode_limits& limits = {},
+                               const envelope_expect& expect = {});
 
-wire_bytes encode(const fragment_query& m);
-wire_bytes encode(const fragment_held& m);
+wire_bytes encode(const fragment_query& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const fragment_held& m, const envelope_stamp& stamp = {});
 /// errc::malformed for bytes that are not such an envelope or a negative id (and, for
 /// fragment_held, a version without `have`); errc::too_large above limits.max_message_bytes.
-result<fragment_query> decode_fragment_query(const wire_bytes& b, const decode_limits& limits = {});
-result<fragment_held> decode_fragment_held(const wire_bytes& b, const decode_limits& limits = {});
+result<fragment_query> decode_fragment_query(const wire_bytes& b, const decode_limits& limits = {},
+                                             const envelope_expect& expect = {});
+result<fragment_held> decode_fragment_held(const wire_bytes& b, const decode_limits& limits = {},
+                                           const envelope_expect& expect = {});
+
+// ---- membership and control (wire.capnp "membership and control") ------------------------------
+
+/// Caps every control decoder applies: learners in a live view, entries in an owner directory.
+inline constexpr size_t max_control_entries = 4096;
+
+/// One live learner as the health monitor sees it (wire.capnp LiveLearner).
+struct live_learner_entry {
+  int32_t learner_id = 0;  ///< never negative (decode: malformed)
+  uint64_t incarnation = 0;
+  /// EMA of the learner's inner-step wall time, seconds (ξ_step input); finite and >= 0.
+  double step_time_ema_s = 0.0;
+  friend bool operator==(const live_learner_entry& a, const live_learner_entry& b) {
+    return a.learner_id == b.learner_id && a.incarnation == b.incarnation &&
+           a.step_time_ema_s == b.step_time_ema_s;
+  }
+};
+
+/// Health monitor → fragment owners: the live learners, the owners' quorum input. Travels as
+/// (live_atom, bytes, std::vector<caf::actor>) with one handle per learner, in list order.
+struct live_view_msg {
+  uint64_t epoch = 0;  ///< increases with every change
+  /// Ascending learner id, each id at most once (decode: malformed otherwise).
+  std::vector<live_learner_entry> learners;
+};
+
+/// Health monitor → learners and the evaluator: the current owner of each fragment. Travels as
+/// (owners_atom, bytes, std::vector<caf::actor>) with one handle per entry, in list order.
+struct owner_directory {
+  /// Entry i: the fragment whose owner is handle i. Non-negative, each at most once.
+  std::vector<int32_t> fragment_ids;
+};
+
+/// Fragment owner → health monitor: it owns `fragment_id` (the sender is the owner's handle).
+struct subscribe_msg {
+  int32_t fragment_id = 0;  ///< never negative (decode: malformed)
+};
+
+/// Health monitor or a learner node's supervisor → learner, coordinator → health monitor:
+/// finish after the current step.
+struct stop_msg {
+  std::string reason;  ///< for the logs; may be empty; at most 4 KiB
+};
+
+/// Operator (dd-node status) → health monitor.
+struct status_request {};
+
+/// Health monitor → operator: the live view as JSON text (learners, incarnations, leases,
+/// fragment versions; docs/runtime.md).
+struct status_reply {
+  std::string json;  ///< at most 16 MiB
+};
+
+/// Operator (dd-node drain) → health monitor: remove this learner gracefully.
+struct drain_msg {
+  int32_t learner_id = 0;  ///< never negative (decode: malformed)
+};
+
+/// Health monitor → operator: whether the learner was live and is now draining.
+struct drain_reply {
+  bool accepted = false;
+  std::string detail;  ///< human-readable; at most 4 KiB
+};
+
+/// Learner node → health monitor: a batch of the node's event lines (JSONL).
+struct node_events {
+  std::string node;   ///< the node's name; 1..64 of [A-Za-z0-9._-] (decode: malformed)
+  std::string lines;  ///< whole lines, at most 1 MiB (decode: too_large)
+};
+
+wire_bytes encode(const live_view_msg& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const owner_directory& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const subscribe_msg& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const stop_msg& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const status_request& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const status_reply& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const drain_msg& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const drain_reply& m, const envelope_stamp& stamp = {});
+wire_bytes encode(const node_events& m, const envelope_stamp& stamp = {});
+
+/// Decoders: the envelope checks of messages/codec.hpp (schema version, run, incarnation, kind),
+/// then errc::malformed for a negative or repeated id, more than max_control_entries entries, a
+/// live view not in ascending learner id or with a negative or non-finite step time, a Text field
+/// above its cap, a node name outside its alphabet; errc::too_large for event lines above 1 MiB
+/// or a message above limits.max_message_bytes.
+result<live_view_msg> decode_live_view(const wire_bytes& b, const decode_limits& limits = {},
+                                       const envelope_expect& expect = {});
+result<owner_directory> decode_owner_directory(const wire_bytes& b,
+                                               const decode_limits& limits = {},
+                                               const envelope_expect& expect = {});
+result<subscribe_msg> decode_subscribe(const wire_bytes& b, const decode_limits& limits = {},
+                                       const envelope_expect& expect = {});
+result<stop_msg> decode_stop(const wire_bytes& b, const decode_limits& limits = {},
+                             const envelope_expect& expect = {});
+result<status_request> decode_status_request(const wire_bytes& b, const decode_limits& limits = {},
+                                             const envelope_expect& expect = {});
+result<status_reply> decode_status_reply(const wire_bytes& b, const decode_limits& limits = {},
+                                         const envelope_expect& expect = {});
+result<drain_msg> decode_drain(const wire_bytes& b, const decode_limits& limits = {},
+                               const envelope_expect& expect = {});
+result<drain_reply> decode_drain_reply(const wire_bytes& b, const decode_limits& limits = {},
+                                       const envelope_expect& expect = {});
+result<node_events> decode_node_events(const wire_bytes& b, const decode_limits& limits = {},
+                                       const envelope_expect& expect = {});
 
 }  // namespace dd

@@ -1,6 +1,10 @@
 // messages/control_codec.cpp — see control.hpp.
 #include "messages/control.hpp"
 
+#include <cctype>
+#include <cmath>
+#include <set>
+
 #include "messages/detail/envelope.hpp"
 
 namespace dd {
@@ -52,9 +56,9 @@ status text_fits(const char* what, size_t n) {
 
 }  // namespace
 
-wire_bytes encode(const node_join& m) {
+wire_bytes encode(const node_join& m, const envelope_stamp& stamp) {
   capnp::MallocMessageBuilder b;
-  auto r = b.initRoot<cw::Envelope>().getBody().initNodeJoin();
+  auto r = start_envelope(b, stamp).initNodeJoin();
   r.setRunId(m.run_id);
   r.setProtocolVersion(m.protocol_version);
   r.setNodeName(m.node_name);
@@ -66,9 +70,9 @@ wire_bytes encode(const node_join& m) {
   return flatten(b);
 }
 
-wire_bytes encode(const node_join_reply& m) {
+wire_bytes encode(const node_join_reply& m, const envelope_stamp& stamp) {
   capnp::MallocMessageBuilder b(first_segment_words(m.experiment_json.size() + 1024));
-  auto r = b.initRoot<cw::Envelope>().getBody().initNodeJoinReply();
+  auto r = start_envelope(b, stamp).initNodeJoinReply();
   r.setAccepted(m.accepted);
   r.setRefusal(static_cast<cw::NodeRefusal>(m.refusal));
   r.setReason(m.reason);
@@ -82,19 +86,20 @@ wire_bytes encode(const node_join_reply& m) {
   return flatten(b);
 }
 
-wire_bytes encode(const leave_msg& m) {
+wire_bytes encode(const leave_msg& m, const envelope_stamp& stamp) {
   capnp::MallocMessageBuilder b;
-  auto r = b.initRoot<cw::Envelope>().getBody().initLeave();
+  auto r = start_envelope(b, stamp).initLeave();
   r.setLearnerId(m.learner_id);
   r.setIncarnation(m.incarnation);
   return flatten(b);
 }
 
-result<node_join> decode_node_join(const wire_bytes& bytes, const decode_limits& limits) {
+result<node_join> decode_node_join(const wire_bytes& bytes, const decode_limits& limits,
+                                   const envelope_expect& expect) {
   using R = result<node_join>;
   return decode_envelope(
-      bytes.data(), bytes.size(), limits, cw::Envelope::Body::NODE_JOIN,
-      [](cw::Envelope::Body::Reader body) -> R {
+      bytes.data(), bytes.size(), limits, expect, cw::Envelope::Body::NODE_JOIN,
+      [](cw::Envelope::Body::Reader body, uint64_t) -> R {
         auto r = body.getNodeJoin();
         node_join m;
         m.run_id = r.getRunId();
@@ -116,12 +121,12 @@ result<node_join> decode_node_join(const wire_bytes& bytes, const decode_limits&
       });
 }
 
-result<node_join_reply> decode_node_join_reply(const wire_bytes& bytes,
-                                               const decode_limits& limits) {
+result<node_join_reply> decode_node_join_reply(const wire_bytes& bytes, const decode_limits& limits,
+                                               const envelope_expect& expect) {
   using R = result<node_join_reply>;
   return decode_envelope(
-      bytes.data(), bytes.size(), limits, cw::Envelope::Body::NODE_JOIN_REPLY,
-      [](cw::Envelope::Body::Reader body) -> R {
+      bytes.data(), bytes.size(), limits, expect, cw::Envelope::Body::NODE_JOIN_REPLY,
+      [](cw::Envelope::Body::Reader body, uint64_t) -> R {
         auto r = body.getNodeJoinReply();
         node_join_reply m;
         m.accepted = r.getAccepted();
@@ -146,32 +151,35 @@ result<node_join_reply> decode_node_join_reply(const wire_bytes& bytes,
       });
 }
 
-result<leave_msg> decode_leave(const wire_bytes& bytes, const decode_limits& limits) {
+result<leave_msg> decode_leave(const wire_bytes& bytes, const decode_limits& limits,
+                               const envelope_expect& expect) {
   using R = result<leave_msg>;
-  return decode_envelope(bytes.data(), bytes.size(), limits, cw::Envelope::Body::LEAVE,
-                         [](cw::Envelope::Body::Reader body) -> R {
+  return decode_envelope(bytes.data(), bytes.size(), limits, expect, cw::Envelope::Body::LEAVE,
+                         [](cw::Envelope::Body::Reader body, uint64_t sender_inc) -> R {
                            auto r = body.getLeave();
                            leave_msg m;
                            m.learner_id = r.getLearnerId();
                            m.incarnation = r.getIncarnation();
                            if (m.learner_id < 0)
                              return R(errc::malformed, "leave.learnerId is negative");
+                           if (auto st = same_incarnation("leave", sender_inc, m.incarnation); !st)
+                             return st.error();
                            return m;
                          });
 }
 
-wire_bytes encode(const fragment_query& m) {
+wire_bytes encode(const fragment_query& m, const envelope_stamp& stamp) {
   capnp::MallocMessageBuilder b;
-  auto r = b.initRoot<cw::Envelope>().getBody().initFragmentQuery();
+  auto r = start_envelope(b, stamp).initFragmentQuery();
   r.setFragmentId(m.fragment_id);
   r.setQueryId(m.query_id);
   r.setSendValue(m.send_value);
   return flatten(b);
 }
 
-wire_bytes encode(const fragment_held& m) {
+wire_bytes encode(const fragment_held& m, const envelope_stamp& stamp) {
   capnp::MallocMessageBuilder b;
-  auto r = b.initRoot<cw::Envelope>().getBody().initFragmentHeld();
+  auto r = start_envelope(b, stamp).initFragmentHeld();
   r.setLearnerId(m.learner_id);
   r.setIncarnation(m.incarnation);
   r.setFragmentId(m.fragment_id);
@@ -181,10 +189,12 @@ wire_bytes encode(const fragment_held& m) {
   return flatten(b);
 }
 
-result<fragment_query> decode_fragment_query(const wire_bytes& bytes, const decode_limits& limits) {
+result<fragment_query> decode_fragment_query(const wire_bytes& bytes, const decode_limits& limits,
+                                             const envelope_expect& expect) {
   using R = result<fragment_query>;
-  return decode_envelope(bytes.data(), bytes.size(), limits, cw::Envelope::Body::FRAGMENT_QUERY,
-                         [](cw::Envelope::Body::Reader body) -> R {
+  return decode_envelope(bytes.data(), bytes.size(), limits, expect,
+                         cw::Envelope::Body::FRAGMENT_QUERY,
+                         [](cw::Envelope::Body::Reader body, uint64_t) -> R {
                            auto r = body.getFragmentQuery();
                            fragment_query m;
                            m.fragment_id = r.getFragmentId();
@@ -196,27 +206,257 @@ result<fragment_query> decode_fragment_query(const wire_bytes& bytes, const deco
                          });
 }
 
-result<fragment_held> decode_fragment_held(const wire_bytes& bytes, const decode_limits& limits) {
+result<fragment_held> decode_fragment_held(const wire_bytes& bytes, const decode_limits& limits,
+                                           const envelope_expect& expect) {
   using R = result<fragment_held>;
-  return decode_envelope(bytes.data(), bytes.size(), limits, cw::Envelope::Body::FRAGMENT_HELD,
-                         [](cw::Envelope::Body::Reader body) -> R {
-                           auto r = body.getFragmentHeld();
-                           fragment_held m;
-                           m.learner_id = r.getLearnerId();
-                           m.incarnation = r.getIncarnation();
-                           m.fragment_id = r.getFragmentId();
-                           m.query_id = r.getQueryId();
-                           m.have = r.getHave();
-                           m.version = r.getVersion();
-                           if (m.learner_id < 0)
-                             return R(errc::malformed, "fragmentHeld.learnerId is negative");
+  return decode_envelope(
+      bytes.data(), bytes.size(), limits, expect, cw::Envelope::Body::FRAGMENT_HELD,
+      [](cw::Envelope::Body::Reader body, uint64_t sender_inc) -> R {
+        auto r = body.getFragmentHeld();
+        fragment_held m;
+        m.learner_id = r.getLearnerId();
+        m.incarnation = r.getIncarnation();
+        m.fragment_id = r.getFragmentId();
+        m.query_id = r.getQueryId();
+        m.have = r.getHave();
+        m.version = r.getVersion();
+        if (m.learner_id < 0) return R(errc::malformed, "fragmentHeld.learnerId is negative");
+        if (m.fragment_id < 0) return R(errc::malformed, "fragmentHeld.fragmentId is negative");
+        if (!m.have && m.version != 0)
+          return R(errc::malformed,
+                   "fragmentHeld.version " + num(m.version) + " is set but have is false");
+        if (auto st = same_incarnation("fragmentHeld", sender_inc, m.incarnation); !st)
+          return st.error();
+        return m;
+      });
+}
+
+// ---- membership and control -----------------------------------------------------------------
+
+namespace {
+
+constexpr size_t max_short_text = size_t{4} << 10;
+constexpr size_t max_event_lines = size_t{1} << 20;
+
+template <class List>
+status entries_fit(const char* what, List list) {
+  if (list.size() <= max_control_entries) return {};
+  return {errc::malformed, std::string(what) + " holds " + num(list.size()) + " entries (at most " +
+                               num(max_control_entries) + ")"};
+}
+
+status short_text(const char* what, size_t n) {
+  if (n <= max_short_text) return {};
+  return {errc::malformed, std::string(what) + " is " + num(n) + " bytes long (at most 4 KiB)"};
+}
+
+}  // namespace
+
+wire_bytes encode(const live_view_msg& m, const envelope_stamp& stamp) {
+  capnp::MallocMessageBuilder b;
+  auto r = start_envelope(b, stamp).initLiveView();
+  r.setEpoch(m.epoch);
+  auto list = r.initLearners(static_cast<unsigned>(m.learners.size()));
+  for (size_t i = 0; i < m.learners.size(); ++i) {
+    auto e = list[static_cast<unsigned>(i)];
+    e.setLearnerId(m.learners[i].learner_id);
+    e.setIncarnation(m.learners[i].incarnation);
+    e.setStepTimeEmaSeconds(m.learners[i].step_time_ema_s);
+  }
+  return flatten(b);
+}
+
+wire_bytes encode(const owner_directory& m, const envelope_stamp& stamp) {
+  capnp::MallocMessageBuilder b;
+  auto r = start_envelope(b, stamp).initOwnerDirectory();
+  write_ids(r.initFragmentIds(static_cast<unsigned>(m.fragment_ids.size())), m.fragment_ids);
+  return flatten(b);
+}
+
+wire_bytes encode(const subscribe_msg& m, const envelope_stamp& stamp) {
+  capnp::MallocMessageBuilder b;
+  start_envelope(b, stamp).initSubscribe().setFragmentId(m.fragment_id);
+  return flatten(b);
+}
+
+wire_bytes encode(const stop_msg& m, const envelope_stamp& stamp) {
+  capnp::MallocMessageBuilder b;
+  start_envelope(b, stamp).initStop().setReason(m.reason);
+  return flatten(b);
+}
+
+wire_bytes encode(const status_request&, const envelope_stamp& stamp) {
+  capnp::MallocMessageBuilder b;
+  start_envelope(b, stamp).initStatusRequest();
+  return flatten(b);
+}
+
+wire_bytes encode(const status_reply& m, const envelope_stamp& stamp) {
+  capnp::MallocMessageBuilder b(first_segment_words(m.json.size()));
+  start_envelope(b, stamp).initStatusReply().setJson(m.json);
+  return flatten(b);
+}
+
+wire_bytes encode(const drain_msg& m, const envelope_stamp& stamp) {
+  capnp::MallocMessageBuilder b;
+  start_envelope(b, stamp).initDrain().setLearnerId(m.learner_id);
+  return flatten(b);
+}
+
+wire_bytes encode(const drain_reply& m, const envelope_stamp& stamp) {
+  capnp::MallocMessageBuilder b;
+  auto r = start_envelope(b, stamp).initDrainReply();
+  r.setAccepted(m.accepted);
+  r.setDetail(m.detail);
+  return flatten(b);
+}
+
+wire_bytes encode(const node_events& m, const envelope_stamp& stamp) {
+  capnp::MallocMessageBuilder b(first_segment_words(m.lines.size()));
+  auto r = start_envelope(b, stamp).initNodeEvents();
+  r.setNode(m.node);
+  r.setLines(m.lines);
+  return flatten(b);
+}
+
+result<live_view_msg> decode_live_view(const wire_bytes& bytes, const decode_limits& limits,
+                                       const envelope_expect& expect) {
+  using R = result<live_view_msg>;
+  return decode_envelope(
+      bytes.data(), bytes.size(), limits, expect, cw::Envelope::Body::LIVE_VIEW,
+      [](cw::Envelope::Body::Reader body, uint64_t) -> R {
+        auto r = body.getLiveView();
+        live_view_msg m;
+        m.epoch = r.getEpoch();
+        auto list = r.getLearners();
+        if (auto st = entries_fit("liveView.learners", list); !st) return st.error();
+        m.learners.reserve(list.size());
+        for (auto e : list) {
+          live_learner_entry l{e.getLearnerId(), e.getIncarnation(), e.getStepTimeEmaSeconds()};
+          if (l.learner_id < 0) return R(errc::malformed, "liveView.learners holds a negative id");
+          if (!m.learners.empty() && l.learner_id <= m.learners.back().learner_id)
+            return R(errc::malformed, "liveView.learners is not in ascending learner id (" +
+                                          std::to_string(l.learner_id) + " after " +
+                                          std::to_string(m.learners.back().learner_id) + ")");
+          if (!std::isfinite(l.step_time_ema_s) || l.step_time_ema_s < 0)
+            return R(errc::malformed, "liveView: learner " + std::to_string(l.learner_id) +
+                                          " has a negative or non-finite step time");
+          m.learners.push_back(l);
+        }
+        return m;
+      });
+}
+
+result<owner_directory> decode_owner_directory(const wire_bytes& bytes, const decode_limits& limits,
+                                               const envelope_expect& expect) {
+  using R = result<owner_directory>;
+  return decode_envelope(
+      bytes.data(), bytes.size(), limits, expect, cw::Envelope::Body::OWNER_DIRECTORY,
+      [](cw::Envelope::Body::Reader body, uint64_t) -> R {
+        auto ids =
+            read_ids("ownerDirectory.fragmentIds", body.getOwnerDirectory().getFragmentIds());
+        if (!ids) return ids.error();
+        std::set<int32_t> seen;
+        for (int32_t id : *ids)
+          if (!seen.insert(id).second)
+            return R(errc::malformed,
+                     "ownerDirectory names fragment " + std::to_string(id) + " twice");
+        return owner_directory{std::move(*ids)};
+      });
+}
+
+result<subscribe_msg> decode_subscribe(const wire_bytes& bytes, const decode_limits& limits,
+                                       const envelope_expect& expect) {
+  using R = result<subscribe_msg>;
+  return decode_envelope(bytes.data(), bytes.size(), limits, expect, cw::Envelope::Body::SUBSCRIBE,
+                         [](cw::Envelope::Body::Reader body, uint64_t) -> R {
+                           subscribe_msg m{body.getSubscribe().getFragmentId()};
                            if (m.fragment_id < 0)
-                             return R(errc::malformed, "fragmentHeld.fragmentId is negative");
-                           if (!m.have && m.version != 0)
-                             return R(errc::malformed, "fragmentHeld.version " + num(m.version) +
-                                                           " is set but have is false");
+                             return R(errc::malformed, "subscribe.fragmentId is negative");
                            return m;
                          });
+}
+
+result<stop_msg> decode_stop(const wire_bytes& bytes, const decode_limits& limits,
+                             const envelope_expect& expect) {
+  using R = result<stop_msg>;
+  return decode_envelope(bytes.data(), bytes.size(), limits, expect, cw::Envelope::Body::STOP,
+                         [](cw::Envelope::Body::Reader body, uint64_t) -> R {
+                           stop_msg m{body.getStop().getReason()};
+                           if (auto st = short_text("stop.reason", m.reason.size()); !st)
+                             return st.error();
+                           return m;
+                         });
+}
+
+result<status_request> decode_status_request(const wire_bytes& bytes, const decode_limits& limits,
+                                             const envelope_expect& expect) {
+  using R = result<status_request>;
+  return decode_envelope(
+      bytes.data(), bytes.size(), limits, expect, cw::Envelope::Body::STATUS_REQUEST,
+      [](cw::Envelope::Body::Reader, uint64_t) -> R { return status_request{}; });
+}
+
+result<status_reply> decode_status_reply(const wire_bytes& bytes, const decode_limits& limits,
+                                         const envelope_expect& expect) {
+  using R = result<status_reply>;
+  return decode_envelope(bytes.data(), bytes.size(), limits, expect,
+                         cw::Envelope::Body::STATUS_REPLY,
+                         [](cw::Envelope::Body::Reader body, uint64_t) -> R {
+                           status_reply m{body.getStatusReply().getJson()};
+                           if (auto st = text_fits("statusReply.json", m.json.size()); !st)
+                             return st.error();
+                           return m;
+                         });
+}
+
+result<drain_msg> decode_drain(const wire_bytes& bytes, const decode_limits& limits,
+                               const envelope_expect& expect) {
+  using R = result<drain_msg>;
+  return decode_envelope(bytes.data(), bytes.size(), limits, expect, cw::Envelope::Body::DRAIN,
+                         [](cw::Envelope::Body::Reader body, uint64_t) -> R {
+                           drain_msg m{body.getDrain().getLearnerId()};
+                           if (m.learner_id < 0)
+                             return R(errc::malformed, "drain.learnerId is negative");
+                           return m;
+                         });
+}
+
+result<drain_reply> decode_drain_reply(const wire_bytes& bytes, const decode_limits& limits,
+                                       const envelope_expect& expect) {
+  using R = result<drain_reply>;
+  return decode_envelope(bytes.data(), bytes.size(), limits, expect,
+                         cw::Envelope::Body::DRAIN_REPLY,
+                         [](cw::Envelope::Body::Reader body, uint64_t) -> R {
+                           auto r = body.getDrainReply();
+                           drain_reply m{r.getAccepted(), r.getDetail()};
+                           if (auto st = short_text("drainReply.detail", m.detail.size()); !st)
+                             return st.error();
+                           return m;
+                         });
+}
+
+result<node_events> decode_node_events(const wire_bytes& bytes, const decode_limits& limits,
+                                       const envelope_expect& expect) {
+  using R = result<node_events>;
+  return decode_envelope(
+      bytes.data(), bytes.size(), limits, expect, cw::Envelope::Body::NODE_EVENTS,
+      [](cw::Envelope::Body::Reader body, uint64_t) -> R {
+        auto r = body.getNodeEvents();
+        node_events m{r.getNode(), r.getLines()};
+        if (m.node.empty() || m.node.size() > 64)
+          return R(errc::malformed,
+                   "nodeEvents.node must be 1 to 64 characters, not " + num(m.node.size()));
+        for (char ch : m.node)
+          if (!(std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' ||
+                ch == '.'))
+            return R(errc::malformed,
+                     "nodeEvents.node '" + m.node + "' holds a character outside [A-Za-z0-9._-]");
+        if (m.lines.size() > max_event_lines)
+          return R(errc::too_large,
+                   "nodeEvents.lines is " + num(m.lines.size()) + " bytes (at most 1 MiB)");
+        return m;
+      });
 }
 
 }  // namespace dd

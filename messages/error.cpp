@@ -16,6 +16,9 @@ std::string_view to_string(errc code) noexcept {
     case errc::corrupt: return "corrupt";
     case errc::io: return "io";
     case errc::checksum_mismatch: return "checksum_mismatch";
+    case errc::schema_mismatch: return "schema_mismatch";
+    case errc::other_run: return "other_run";
+    case errc::stale_incarnation: return "stale_incarnation";
   }
   return "unknown";
 }

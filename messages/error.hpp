@@ -47,6 +47,13 @@ enum class errc : uint8_t {
   /// refused before assembly and changes nothing; maps to reject reason `malformed`, so the
   /// learner sends the push again.
   checksum_mismatch,
+  /// An envelope of another schema version than this build's (Envelope.schemaVersion).
+  schema_mismatch,
+  /// An envelope names another run than the receiver's (Envelope.runId): never applied.
+  other_run,
+  /// An envelope's sender incarnation is older than the one the receiver knows for that sender
+  /// (a message of a dead learner or syncer still in flight): never applied.
+  stale_incarnation,
 };
 
 /// Short stable name of a code, e.g. "malformed".

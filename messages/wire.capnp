@@ -123,9 +123,14 @@ struct Rejection {
   transferId @5 :UInt64;               # the refused push's transfer id (0 when undecodable)
 }
 
-# Every message on the wire is one Envelope.
+# Every message on the wire is one Envelope. Besides the body it names the run and the sender's
+# incarnation; a receiver refuses an envelope of another schema version, another run, or an
+# incarnation older than the one it knows for that sender (docs/wire.md "Envelope").
 struct Envelope {
-  schemaVersion @0 :UInt16 = 1;
+  schemaVersion @0 :UInt16 = 1;        # 2 since the envelope carries runId and senderIncarnation
+  runId @15 :Text;                     # the sender's run (hex, <run_dir>/run_id)
+  senderIncarnation @16 :UInt64;       # a learner: its incarnation (0 before its first join);
+                                       # a syncer role: the syncer's incarnation (starts of the run)
   body :union {
     joinRequest @1 :JoinRequest;
     joinReply @2 :JoinReply;
@@ -141,6 +146,15 @@ struct Envelope {
     leave @12 :Leave;
     fragmentQuery @13 :FragmentQuery;
     fragmentHeld @14 :FragmentHeld;
+    liveView @17 :LiveView;
+    ownerDirectory @18 :OwnerDirectory;
+    subscribe @19 :Subscribe;
+    stop @20 :Stop;
+    statusRequest @21 :StatusRequest;
+    statusReply @22 :StatusReply;
+    drain @23 :Drain;
+    drainReply @24 :DrainReply;
+    nodeEvents @25 :NodeEvents;
   }
 }
 
@@ -253,4 +267,70 @@ struct FragmentHeld {
   queryId @3 :UInt64;
   have @4 :Bool;                       # false: no copy (a learner still loading its fragments)
   version @5 :UInt64;                  # the held value's version (valid when have)
+}
+
+# ---- membership and control (docs/wire.md "Control") ---------------------------------------------
+# Actor handles never travel inside these bodies: a message that names actors travels with a list
+# of handles next to its bytes (the same order as the list it describes), or the sender is the
+# handle.
+
+# One live learner as the health monitor sees it.
+struct LiveLearner {
+  learnerId @0 :Int32;
+  incarnation @1 :UInt64;
+  stepTimeEmaSeconds @2 :Float64;      # EMA of its inner-step wall time (xi_step input)
+}
+
+# Health monitor -> fragment owners: the live learners (the quorum input). Travels with one
+# handle per learner, in list order (where broadcasts go).
+struct LiveView {
+  epoch @0 :UInt64;                    # increases with every change
+  learners @1 :List(LiveLearner);
+}
+
+# Health monitor -> learners (and the evaluator): the current owner of each fragment. Travels with
+# one handle per entry, in list order.
+struct OwnerDirectory {
+  fragmentIds @0 :List(Int32);         # entry i: the fragment whose owner is handle i
+}
+
+# Fragment owner -> health monitor: I own this fragment (send me the live view). The sender is
+# the owner.
+struct Subscribe {
+  fragmentId @0 :Int32;
+}
+
+# Health monitor or a learner's supervisor -> learner, coordinator -> health monitor: finish
+# after the current step (a learner drains its pushes, then leaves).
+struct Stop {
+  reason @0 :Text;                     # why (logs); may be empty
+}
+
+# Operator (dd-node status) -> health monitor.
+struct StatusRequest {
+  unused @0 :Bool;                     # no fields yet
+}
+
+# Health monitor -> operator: the live view as JSON text (learners, incarnations, leases,
+# fragment versions; docs/runtime.md "dd-node status").
+struct StatusReply {
+  json @0 :Text;
+}
+
+# Operator (dd-node drain) -> health monitor: stop this learner gracefully.
+struct Drain {
+  learnerId @0 :Int32;
+}
+
+# Health monitor -> operator.
+struct DrainReply {
+  accepted @0 :Bool;                   # false: no live learner of that id
+  detail @1 :Text;                     # human-readable; printed by dd-node drain
+}
+
+# Learner node -> health monitor: a batch of the node's event lines (JSONL), written to
+# <run_dir>/nodes/<node>.events.jsonl.
+struct NodeEvents {
+  node @0 :Text;
+  lines @1 :Text;                      # at most 1 MiB
 }

@@ -66,8 +66,9 @@ struct eval_spec {
 inline constexpr const char* model_file_name = "model.safetensors";
 
 /// Writes `model` to `path` as a model file (see the file comment), atomically; `metadata` is
-/// added to the header (format, model_kind = model.config().kind and config are set here). Throws std::runtime_error
-/// naming the path and errno's text when the write fails (the old file, if any, stays).
+/// added to the header (format, model_kind = model.config().kind and config are set here). Throws
+/// std::runtime_error naming the path and errno's text when the write fails (the old file, if any,
+/// stays).
 void write_model_file(const std::string& path, const model& model,
                       const std::map<std::string, std::string>& metadata);
 

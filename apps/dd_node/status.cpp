@@ -18,6 +18,7 @@
 #include "actors/learner_node.hpp"
 #include "actors/node_config.hpp"
 #include "apps/dd_node/node_flags.hpp"
+#include "messages/control.hpp"
 
 namespace dd::app {
 
@@ -52,9 +53,10 @@ bool syncer_address(const std::string& where, std::pair<std::string, uint16_t>& 
   return parse_endpoint(where, out, error);
 }
 
-template <class... Ts>
-int ask_monitor(const char* who, const std::string& where, nlohmann::json* nodes,
-                std::string* reply, Ts... msg) {
+/// Asks the monitor one (atom, request bytes) and hands back the reply's bytes.
+template <class Atom>
+int ask_monitor(const char* who, const std::string& where, nlohmann::json* nodes, wire_bytes* reply,
+                Atom atom, const wire_bytes& request) {
   std::pair<std::string, uint16_t> addr;
   std::string error;
   if (!syncer_address(where, addr, nodes, error)) {
@@ -75,13 +77,34 @@ int ask_monitor(const char* who, const std::string& where, nlohmann::json* nodes
   }
   caf::scoped_actor self{sys};
   int rc = 0;
-  self->request(*monitor, std::chrono::seconds(10), msg...)
-      .receive([&](const std::string& s) { *reply = s; },
+  self->request(*monitor, std::chrono::seconds(10), atom, request)
+      .receive([&](const std::vector<uint8_t>& bytes) { *reply = bytes; },
                [&](caf::error& e) {
                  std::fprintf(stderr, "dd-node %s: %s\n", who, sys.render(e).c_str());
                  rc = 1;
                });
   return rc;
+}
+
+/// dd-node status's question: it names no run (the operator may not know it; the monitor
+/// answers a read-only status request of no run). The reply's envelope names the run.
+int ask_status(const char* who, const std::string& where, nlohmann::json* nodes, status_reply* out,
+               std::string* run_id) {
+  wire_bytes bytes;
+  if (int rc = ask_monitor(who, where, nodes, &bytes, atoms::status_atom_v,
+                           encode(status_request{}, {"", 0}));
+      rc != 0)
+    return rc;
+  auto header = peek_envelope(bytes);
+  auto rep = decode_status_reply(bytes, {}, {header ? header->run_id : std::string(), 0});
+  if (!rep) {
+    std::fprintf(stderr, "dd-node %s: the syncer's status reply does not decode: %s\n", who,
+                 rep.error().message.c_str());
+    return 1;
+  }
+  *run_id = header->run_id;
+  *out = std::move(*rep);
+  return 0;
 }
 
 }  // namespace
@@ -100,10 +123,10 @@ int status_main(int argc, char** argv) {
   }
   const bool as_json = argc > 2 && std::string(argv[2]) == "--json";
   nlohmann::json nodes;
-  std::string reply;
-  if (int rc = ask_monitor("status", argv[1], &nodes, &reply, atoms::status_atom_v); rc != 0)
-    return rc;
-  auto s = nlohmann::json::parse(reply);
+  status_reply reply;
+  std::string run_id;
+  if (int rc = ask_status("status", argv[1], &nodes, &reply, &run_id); rc != 0) return rc;
+  auto s = nlohmann::json::parse(reply.json);
   if (as_json) {
     std::printf("%s\n", s.dump(2).c_str());
     return 0;
@@ -158,13 +181,24 @@ int drain_main(int argc, char** argv) {
     std::fprintf(stderr, "dd-node drain: the target must be learner:N, got '%s'\n", target.c_str());
     return 2;
   }
+  // A drain changes the run: it names the run, learned from a status reply first.
   nlohmann::json nodes;
-  std::string reply;
-  if (int rc = ask_monitor("drain", argv[2], &nodes, &reply, atoms::drain_atom_v, ids.front());
+  status_reply status;
+  std::string run_id;
+  if (int rc = ask_status("drain", argv[2], &nodes, &status, &run_id); rc != 0) return rc;
+  wire_bytes bytes;
+  if (int rc = ask_monitor("drain", argv[2], &nodes, &bytes, atoms::drain_atom_v,
+                           encode(drain_msg{ids.front()}, {run_id, 0}));
       rc != 0)
     return rc;
-  std::printf("dd-node drain: %s\n", reply.c_str());
-  return reply.find("not live") != std::string::npos ? 1 : 0;
+  auto reply = decode_drain_reply(bytes, {}, {run_id, 0});
+  if (!reply) {
+    std::fprintf(stderr, "dd-node drain: the syncer's reply does not decode: %s\n",
+                 reply.error().message.c_str());
+    return 1;
+  }
+  std::printf("dd-node drain: %s\n", reply->detail.c_str());
+  return reply->accepted ? 0 : 1;
 }
 
 }  // namespace dd::app

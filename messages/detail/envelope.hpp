@@ -1,7 +1,7 @@
 // messages/detail/envelope.hpp — the codec's shared machinery: byte views, flattening, and the
 // one place that reads hostile bytes (reader limits sized to the input, every exception caught).
-// Used by messages/codec.cpp (data plane, checkpoints) and messages/control_codec.cpp (cluster
-// control messages); not included from outside messages/.
+// Used by messages/codec.cpp (data plane), chunking.cpp, checkpoint_file.cpp and
+// control_codec.cpp (cluster control messages); not included from outside messages/.
 #pragma once
 
 #include <capnp/message.h>
@@ -102,49 +102,66 @@ auto with_reader(const uint8_t* data, size_t size, int nesting_limit, Fn&& fn)
   }
 }
 
-inline const char* kind_name(cw::Envelope::Body::Which w) {
-  switch (w) {
-    case cw::Envelope::Body::JOIN_REQUEST: return "joinRequest";
-    case cw::Envelope::Body::JOIN_REPLY: return "joinReply";
-    case cw::Envelope::Body::HEARTBEAT: return "heartbeat";
-    case cw::Envelope::Body::PUSH: return "push";
-    case cw::Envelope::Body::BROADCAST: return "broadcast";
-    case cw::Envelope::Body::REJECT: return "reject";
-    case cw::Envelope::Body::ACK: return "ack";
-    case cw::Envelope::Body::PULL: return "pull";
-    case cw::Envelope::Body::PROGRESS: return "progress";
-    case cw::Envelope::Body::NODE_JOIN: return "nodeJoin";
-    case cw::Envelope::Body::NODE_JOIN_REPLY: return "nodeJoinReply";
-    case cw::Envelope::Body::LEAVE: return "leave";
-    case cw::Envelope::Body::FRAGMENT_QUERY: return "fragmentQuery";
-    case cw::Envelope::Body::FRAGMENT_HELD: return "fragmentHeld";
-  }
-  return "unknown";
+// The body's name in wire.capnp ("push"), "unknown" past the last kind (envelope.cpp).
+const char* kind_name(cw::Envelope::Body::Which w);
+
+// The last body kind this build knows.
+inline constexpr auto last_kind = cw::Envelope::Body::NODE_EVENTS;
+
+// Longest run id an envelope may carry (ours are 32 hex digits).
+inline constexpr size_t max_run_id_bytes = 256;
+
+// Starts an Envelope in `b` stamped with wire_schema_version, the sender's run id and
+// incarnation; returns its body for the caller to init.
+inline cw::Envelope::Body::Builder start_envelope(capnp::MessageBuilder& b,
+                                                  const envelope_stamp& stamp) {
+  auto env = b.initRoot<cw::Envelope>();
+  env.setSchemaVersion(wire_schema_version);
+  env.setRunId(stamp.run_id);
+  env.setSenderIncarnation(stamp.incarnation);
+  return env.getBody();
 }
 
-// Decodes an Envelope whose body must be `want`, then calls fn(body).
+// The envelope checks every decoder runs before it reads the body, in this order: schema
+// version (schema_mismatch), run id (other_run), sender incarnation (stale_incarnation).
+status check_envelope(cw::Envelope::Reader envelope, const envelope_expect& expect);
+
+// errc::malformed when a learner's body names incarnation `body` but its envelope `envelope`.
+status same_incarnation(const char* what, uint64_t envelope, uint64_t body);
+
+// Shared by the message decoders and the chunk assembler (messages/codec.cpp): checks of a
+// payload chunk's header fields — encoding in range, chunk_index < chunk_count, the chunk inside
+// payload_bytes, payload_bytes == encoded_size(encoding, total_elements). `what` names the
+// message ("push").
+status check_chunk_fields(const char* what, payload_encoding enc, uint64_t total_elements,
+                          uint64_t payload_bytes, uint32_t index, uint32_t count, uint64_t offset,
+                          size_t chunk_size);
+
+// A merged-push list (broadcast or checkpoint) to and from Cap'n Proto (messages/codec.cpp).
+void set_merged(capnp::List<cw::MergedPush>::Builder out, const std::vector<merged_push>& in);
+std::vector<merged_push> get_merged(capnp::List<cw::MergedPush>::Reader in);
+
+// Decodes an Envelope: the size cap, Cap'n Proto's reader limits, check_envelope against
+// `expect`, then the body must be `want`; calls fn(body, sender incarnation).
 template <class Fn>
 auto decode_envelope(const uint8_t* data, size_t size, const decode_limits& limits,
-                     cw::Envelope::Body::Which want, Fn&& fn)
-    -> decltype(fn(std::declval<cw::Envelope::Body::Reader>())) {
-  using R = decltype(fn(std::declval<cw::Envelope::Body::Reader>()));
+                     const envelope_expect& expect, cw::Envelope::Body::Which want, Fn&& fn)
+    -> decltype(fn(std::declval<cw::Envelope::Body::Reader>(), uint64_t{})) {
+  using R = decltype(fn(std::declval<cw::Envelope::Body::Reader>(), uint64_t{}));
   if (size > limits.max_message_bytes) {
     return R(errc::too_large, "message of " + num(size) + " bytes exceeds max_message_bytes " +
                                   num(limits.max_message_bytes));
   }
   return with_reader(data, size, limits.nesting_limit, [&](capnp::MessageReader& reader) -> R {
     auto envelope = reader.getRoot<cw::Envelope>();
-    if (envelope.getSchemaVersion() != wire_schema_version) {
-      return R(errc::malformed, "envelope.schemaVersion " + num(envelope.getSchemaVersion()) +
-                                    " (this build reads version " + num(wire_schema_version) + ")");
-    }
+    if (auto st = check_envelope(envelope, expect); !st) return st.error();
     auto body = envelope.getBody();
     auto which = body.which();
     if (which != want) {
       return R(errc::malformed, std::string("envelope holds '") + kind_name(which) +
                                     "', expected '" + kind_name(want) + "'");
     }
-    return fn(body);
+    return fn(body, envelope.getSenderIncarnation());
   });
 }
 

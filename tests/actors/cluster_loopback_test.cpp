@@ -44,6 +44,7 @@
 #include "actors/learner_node.hpp"
 #include "actors/node_config.hpp"
 #include "messages/codec.hpp"
+#include "messages/control.hpp"
 #include "runtime/config/loader.hpp"
 #include "runtime/quantize.hpp"
 #include "runtime/rng.hpp"
@@ -331,13 +332,33 @@ TEST(cluster_loopback, two_nodes_over_real_tcp_carry_every_message_kind_and_keep
     caf::scoped_actor self{osys};
     auto monitor = monitor_via_relay();
     ASSERT_TRUE(monitor);
-    self->request(monitor, std::chrono::seconds(5), atoms::status_atom_v)
-        .receive([&](const std::string& s) { status_json = s; }, [](caf::error&) {});
+    // dd-node status names no run; the reply's envelope names it.
+    std::string run_id;
+    self->request(monitor, std::chrono::seconds(5), atoms::status_atom_v, encode(status_request{}))
+        .receive(
+            [&](const std::vector<uint8_t>& bytes) {
+              auto header = peek_envelope(bytes);
+              ASSERT_TRUE(header.ok());
+              run_id = header->run_id;
+              auto rep = decode_status_reply(bytes, {}, {run_id, 0});
+              ASSERT_TRUE(rep.ok()) << rep.error().message;
+              status_json = rep->json;
+            },
+            [](caf::error&) {});
+    EXPECT_EQ(run_id.size(), 16u);
     // A push of the wrong shape from no learner: the owner refuses it to the sender.
-    std::vector<caf::actor> owners;
+    std::vector<caf::actor> owners(2);
     self->request(monitor, std::chrono::seconds(5), caf::get_atom::value, atoms::owners_atom_v)
-        .receive([&](const std::vector<caf::actor>& o) { owners = o; }, [](caf::error&) {});
-    ASSERT_EQ(owners.size(), 2u);
+        .receive(
+            [&](const std::vector<uint8_t>& bytes, const std::vector<caf::actor>& handles) {
+              auto directory = decode_owner_directory(bytes, {}, {run_id, 0});
+              ASSERT_TRUE(directory.ok()) << directory.error().message;
+              ASSERT_EQ(directory->fragment_ids.size(), handles.size());
+              for (size_t i = 0; i < handles.size(); ++i)
+                owners.at(static_cast<size_t>(directory->fragment_ids[i])) = handles[i];
+            },
+            [](caf::error&) {});
+    ASSERT_TRUE(owners[0] && owners[1]);
     push_msg bogus;
     bogus.learner_id = 2;
     bogus.fragment_id = 0;
@@ -347,12 +368,20 @@ TEST(cluster_loopback, two_nodes_over_real_tcp_carry_every_message_kind_and_keep
     const std::vector<float> three{1.0f, 2.0f, 3.0f};
     bogus.payload = encode_payload(payload_encoding::fp32, three.data(), three.size());
     bogus.payload_bytes = bogus.payload.size();
-    self->send(owners[0], atoms::push_atom_v, encode(bogus), uint64_t{0});
+    self->send(owners[0], atoms::push_atom_v, encode(bogus, {run_id, 0}), uint64_t{0});
     self->receive([&](atoms::reject_atom, const std::vector<uint8_t>&) { refused = true; },
                   caf::after(std::chrono::seconds(5)) >> [] {});
     // Drain learner 1 (dd-node drain learner:1): it stops at its next step and leaves.
-    self->request(monitor, std::chrono::seconds(5), atoms::drain_atom_v, int32_t{1})
-        .receive([&](const std::string& s) { drain_reply = s; }, [](caf::error&) {});
+    self->request(monitor, std::chrono::seconds(5), atoms::drain_atom_v,
+                  encode(drain_msg{1}, {run_id, 0}))
+        .receive(
+            [&](const std::vector<uint8_t>& bytes) {
+              auto rep = decode_drain_reply(bytes, {}, {run_id, 0});
+              ASSERT_TRUE(rep.ok()) << rep.error().message;
+              EXPECT_TRUE(rep->accepted);
+              drain_reply = rep->detail;
+            },
+            [](caf::error&) {});
   }
   // After the cut, the node reconnects and hands in its learners again.
   const bool rejoined =

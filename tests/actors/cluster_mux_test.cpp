@@ -240,6 +240,7 @@ void start_learners(node_actor* self, std::shared_ptr<learner_node_ctx> ctx) {
   for (auto id : ctx->ids) {
     auto base = make_learner_context(e, id, steps, plan, 1, st.monitor, services, true, 0.1);
     auto c = std::make_shared<learner_context>(*base);
+    c->run_id = st.req.run_id;
     c->current_monitor = [cur = st.current] {
       std::lock_guard<std::mutex> g(cur->first);
       return cur->second;
@@ -257,11 +258,15 @@ void handshake(node_actor* self, std::shared_ptr<learner_node_ctx> ctx, caf::act
   auto& st = self->state;
   node_join ask = st.req;
   if (describe) ask.learner_count = 0;
-  self->request(monitor, std::chrono::seconds(10), atoms::node_join_atom_v, encode(ask))
+  self->request(monitor, std::chrono::seconds(10), atoms::node_join_atom_v,
+                encode(ask, {ask.run_id, 0}))
       .then(
           [=](const std::vector<uint8_t>& bytes) {
             auto& s = self->state;
-            auto rep = decode_node_join_reply(bytes);
+            // The first handshake names no run: it takes the one the reply's envelope names.
+            auto header = peek_envelope(bytes);
+            auto rep = decode_node_join_reply(
+                bytes, {}, {ask.run_id.empty() && header ? header->run_id : ask.run_id, 0});
             if (!rep || !rep->accepted) {
               ADD_FAILURE() << "node handshake refused: "
                             << (rep ? rep->reason : rep.error().message);
@@ -343,7 +348,9 @@ caf::behavior mux_learner_node(node_actor* self, std::shared_ptr<learner_node_ct
       [=](atoms::events_atom) {
         auto& s = self->state;
         if (!s.lost && s.monitor && !ctx->pending_lines.empty()) {
-          caf::anon_send(s.monitor, atoms::events_atom_v, s.req.node_name, ctx->pending_lines);
+          caf::anon_send(
+              s.monitor, atoms::events_atom_v,
+              encode(node_events{s.req.node_name, ctx->pending_lines}, {s.req.run_id, 0}));
           ctx->pending_lines.clear();
         }
         if (!ctx->done) self->delayed_send(self, std::chrono::seconds(1), atoms::events_atom_v);
@@ -354,11 +361,18 @@ caf::behavior mux_learner_node(node_actor* self, std::shared_ptr<learner_node_ct
           self->delayed_send(self, std::chrono::milliseconds(500), atoms::status_atom_v);
           return;
         }
-        self->request(self->state.monitor, std::chrono::seconds(5), atoms::status_atom_v)
-            .then([=](const std::string& json) { ctx->status_json = json; },
-                  [=](caf::error&) {
-                    self->delayed_send(self, std::chrono::seconds(1), atoms::status_atom_v);
-                  });
+        const std::string run = self->state.req.run_id;
+        self->request(self->state.monitor, std::chrono::seconds(5), atoms::status_atom_v,
+                      encode(status_request{}, {run, 0}))
+            .then(
+                [=](const std::vector<uint8_t>& bytes) {
+                  auto rep = decode_status_reply(bytes, {}, {run, 0});
+                  EXPECT_TRUE(rep.ok()) << rep.error().message;
+                  if (rep) ctx->status_json = rep->json;
+                },
+                [=](caf::error&) {
+                  self->delayed_send(self, std::chrono::seconds(1), atoms::status_atom_v);
+                });
       },
       // ... and drains a learner (dd-node drain learner:N).
       [=](atoms::drain_atom) {
@@ -366,16 +380,25 @@ caf::behavior mux_learner_node(node_actor* self, std::shared_ptr<learner_node_ct
           self->delayed_send(self, std::chrono::milliseconds(500), atoms::drain_atom_v);
           return;
         }
+        const std::string run = self->state.req.run_id;
         self->request(self->state.monitor, std::chrono::seconds(5), atoms::drain_atom_v,
-                      ctx->drain_learner)
-            .then([=](const std::string& reply) { ctx->drain_reply = reply; }, [=](caf::error&) {});
+                      encode(drain_msg{ctx->drain_learner}, {run, 0}))
+            .then(
+                [=](const std::vector<uint8_t>& bytes) {
+                  auto rep = decode_drain_reply(bytes, {}, {run, 0});
+                  EXPECT_TRUE(rep.ok()) << rep.error().message;
+                  if (rep) ctx->drain_reply = rep->detail;
+                },
+                [=](caf::error&) {});
       },
       [=](atoms::child_given_up_atom, child_kind, int32_t, const std::string&) {},
       [=](atoms::children_done_atom, child_kind) {
         ctx->done = true;
         auto& s = self->state;
         if (s.monitor && !ctx->pending_lines.empty())
-          caf::anon_send(s.monitor, atoms::events_atom_v, s.req.node_name, ctx->pending_lines);
+          caf::anon_send(
+              s.monitor, atoms::events_atom_v,
+              encode(node_events{s.req.node_name, ctx->pending_lines}, {s.req.run_id, 0}));
         self->quit();
       },
   };

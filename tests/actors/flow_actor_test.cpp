@@ -22,6 +22,7 @@
 #include "actors/learner.hpp"
 #include "actors/run_log.hpp"
 #include "kernels/backend.hpp"
+#include "messages/control.hpp"
 #include "runtime/gpt.hpp"
 #include "tests/actors/test_support.hpp"
 
@@ -184,10 +185,8 @@ TEST_F(flow_actor_test, the_owner_credits_each_push_chunk_once_and_merges_it) {
   // Learner 0's push of Δ in 8 chunks, each under its own number.
   std::vector<float> delta(numel, 0.25f);
   auto m = dd::test::make_push(0, 0, 0, 4, 64, 1, delta);
-  live_view v;
-  v.epoch = 1;
-  v.learners = {{0, 0, 1.0, a}};
-  caf::anon_send(owner, atoms::live_atom_v, v);
+  live_view_msg v{1, {{0, 0, 1.0}}};
+  caf::anon_send(owner, atoms::live_atom_v, encode(v), std::vector<caf::actor>{a});
   env.run();
   auto parts = split_push(m, chunk_bytes);
   ASSERT_TRUE(parts.ok());

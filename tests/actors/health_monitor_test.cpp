@@ -64,7 +64,7 @@ struct monitor_fixture : ::testing::Test {
     hb.step = tokens / 2048;
     hb.tokens = tokens;
     hb.step_time_ema_s = 0.1;
-    self->send(monitor, atoms::heartbeat_atom_v, encode(hb));
+    self->send(monitor, atoms::heartbeat_atom_v, encode(hb, {"", inc}));
     std::optional<uint64_t> out;
     bool done = false;
     while (!done) {
@@ -81,7 +81,7 @@ struct monitor_fixture : ::testing::Test {
             }
             done = true;
           },
-          [&](atoms::owners_atom, const std::vector<caf::actor>&) {},
+          [&](atoms::owners_atom, const std::vector<uint8_t>&, const std::vector<caf::actor>&) {},
           caf::after(std::chrono::seconds(2)) >> [&] { done = true; });
     }
     return out;

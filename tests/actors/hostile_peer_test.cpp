@@ -79,10 +79,13 @@ int connect_raw(uint16_t port) {
 /// Refusal reason of a node handshake, or "accepted".
 std::string handshake(caf::scoped_actor& self, const caf::actor& monitor, const dd::node_join& j) {
   std::string out = "no answer";
-  self->request(monitor, std::chrono::seconds(5), dd::atoms::node_join_atom_v, dd::encode(j))
+  // The envelope names the run the body names (empty: any, a first start).
+  self->request(monitor, std::chrono::seconds(5), dd::atoms::node_join_atom_v,
+                dd::encode(j, {j.run_id, 0}))
       .receive(
           [&](const std::vector<uint8_t>& bytes) {
-            auto r = dd::decode_node_join_reply(bytes);
+            auto header = dd::peek_envelope(bytes);
+            auto r = dd::decode_node_join_reply(bytes, {}, {header ? header->run_id : "", 0});
             out = !r            ? "undecodable"
                   : r->accepted ? "accepted"
                                 : std::string(to_string(r->refusal));
@@ -168,19 +171,38 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
     j.data_bytes = 12;
     j.data_hash = "00";
     EXPECT_EQ(handshake(self, *monitor, j), "dataMismatch");
-    // A learner join without a handshake.
+    // The run, as dd-node status learns it (a status request may name no run).
+    std::string run_id;
+    self->request(*monitor, std::chrono::seconds(5), dd::atoms::status_atom_v,
+                  dd::encode(dd::status_request{}))
+        .receive(
+            [&](const std::vector<uint8_t>& bytes) {
+              auto header = dd::peek_envelope(bytes);
+              if (header) run_id = header->run_id;
+            },
+            [&](caf::error&) {});
+    ASSERT_FALSE(run_id.empty());
+    // A learner join without a handshake (of this run).
     dd::join_request jr;
     jr.requested_learner_id = 1;
     bool refused = false;
-    self->request(*monitor, std::chrono::seconds(5), dd::atoms::join_atom_v, dd::encode(jr),
-                  caf::actor_cast<caf::actor>(self))
+    self->request(*monitor, std::chrono::seconds(5), dd::atoms::join_atom_v,
+                  dd::encode(jr, {run_id, 0}), caf::actor_cast<caf::actor>(self))
         .receive([&](const std::vector<uint8_t>&) {}, [&](caf::error&) { refused = true; });
     EXPECT_TRUE(refused);
     // Pushes to an owner: wrong shape, NaN, an unknown learner, another schema version.
-    std::vector<caf::actor> owners;
+    std::vector<caf::actor> owners(2);
     self->request(*monitor, std::chrono::seconds(5), caf::get_atom_v, dd::atoms::owners_atom_v)
-        .receive([&](const std::vector<caf::actor>& o) { owners = o; }, [&](caf::error&) {});
-    ASSERT_EQ(owners.size(), 2u);
+        .receive(
+            [&](const std::vector<uint8_t>& bytes, const std::vector<caf::actor>& handles) {
+              auto directory = dd::decode_owner_directory(bytes, {}, {run_id, 0});
+              ASSERT_TRUE(directory.ok()) << directory.error().message;
+              ASSERT_EQ(directory->fragment_ids.size(), handles.size());
+              for (size_t i = 0; i < handles.size(); ++i)
+                owners.at(static_cast<size_t>(directory->fragment_ids[i])) = handles[i];
+            },
+            [&](caf::error&) {});
+    ASSERT_TRUE(owners[0] && owners[1]);
     dd::push_msg p;
     p.learner_id = 1;
     p.fragment_id = 0;
@@ -190,13 +212,30 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
     p.total_elements = 3;  // wrong shape
     p.payload_bytes = 12;
     p.payload.assign(12, 0);
-    self->send(owners[0], dd::atoms::push_atom_v, dd::encode(p), uint64_t{0});
-    self->request(*monitor, std::chrono::seconds(5), dd::atoms::status_atom_v)
-        .receive([&](const std::string&) {}, [&](caf::error&) {});
+    self->send(owners[0], dd::atoms::push_atom_v, dd::encode(p, {run_id, 0}), uint64_t{0});
+    self->request(*monitor, std::chrono::seconds(5), dd::atoms::status_atom_v,
+                  dd::encode(dd::status_request{}, {run_id, 0}))
+        .receive([&](const std::vector<uint8_t>&) {}, [&](caf::error&) {});
     p.learner_id = 7;  // unknown learner
     p.transfer_id = 900002;
-    self->send(owners[0], dd::atoms::push_atom_v, dd::encode(p), uint64_t{0});
-    auto bytes = dd::encode(p);
+    self->send(owners[0], dd::atoms::push_atom_v, dd::encode(p, {run_id, 0}), uint64_t{0});
+    // A push of another run: refused at its envelope, never applied.
+    p.learner_id = 1;
+    p.transfer_id = 900003;
+    p.total_elements = 0;
+    p.payload_bytes = 0;
+    p.payload.clear();
+    self->send(owners[0], dd::atoms::push_atom_v, dd::encode(p, {"feedfacefeedface", 0}),
+               uint64_t{0});
+    // A status request of another run is refused too (only one naming no run is answered).
+    bool status_refused = false;
+    self->request(*monitor, std::chrono::seconds(5), dd::atoms::status_atom_v,
+                  dd::encode(dd::status_request{}, {"feedfacefeedface", 0}))
+        .receive([&](const std::vector<uint8_t>&) {}, [&](caf::error&) { status_refused = true; });
+    EXPECT_TRUE(status_refused);
+    p.learner_id = 7;
+    p.transfer_id = 900002;
+    auto bytes = dd::encode(p, {run_id, 0});
     bytes[16] = 1 ^ 9;  // schemaVersion 9
     self->send(owners[0], dd::atoms::push_atom_v, bytes, uint64_t{0});
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -236,6 +275,16 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
   EXPECT_EQ(refused_joins, 1);
   EXPECT_GE(refused_pushes, 2) << "wrong-shape and unknown-learner pushes";
   EXPECT_GE(undecodable, 1) << "the push of another schema version";
+  int other_run = 0, envelope_refused = 0;
+  for (const auto& e : evs) {
+    if (e["event"] != "envelope_refused") continue;
+    ++envelope_refused;
+    if (e.value("error", "").find("envelope.runId 'feedfacefeedface' is another run") !=
+        std::string::npos)
+      ++other_run;
+  }
+  EXPECT_EQ(other_run, 2) << "the push and the status request of another run";
+  EXPECT_EQ(envelope_refused, 3) << "... and the push of another schema version";
   EXPECT_GT(last_merge, last_hostile) << "merges went on after the hostile peers";
   std::ifstream summary(dir / "run" / "summary.json");
   ASSERT_TRUE(summary.good());

@@ -105,10 +105,10 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
   ASSERT_TRUE(clean.finished);
   auto summary = read_json(dir / "clean" / "summary.json");
   const std::set<std::string> keys = {
-      "final_val_loss",    "tokens",       "wall_seconds",    "goodput",
-      "effective_goodput", "uptime",       "merges",          "mean_contributors_per_merge",
-      "learner_restarts",  "bytes_pushed", "bytes_broadcast", "chunks_refused",
-      "final_eval",        "model_file"};
+      "final_val_loss",    "tokens",       "wall_seconds",     "goodput",
+      "effective_goodput", "uptime",       "merges",           "mean_contributors_per_merge",
+      "learner_restarts",  "bytes_pushed", "bytes_broadcast",  "chunks_refused",
+      "final_eval",        "model_file",   "envelopes_refused"};
   std::set<std::string> got;
   for (auto& [k, v] : summary.items()) got.insert(k);
   EXPECT_EQ(got, keys);
@@ -161,6 +161,8 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
     for (int i = 0; i < 80; ++i) want[static_cast<size_t>(i)] = i + 1;
     for (const auto& [id, got_steps] : steps) EXPECT_EQ(got_steps, want) << "learner " << id;
   }
+  // Every message of the run named the run and a current incarnation: none was refused.
+  EXPECT_EQ(summary["envelopes_refused"].get<uint64_t>(), 0u);
   EXPECT_EQ(summary["tokens"].get<uint64_t>(), 4u * 80u * 4u * 32u);
   EXPECT_LT(summary["final_val_loss"].get<double>(), 4.5);  // ln 256 ≈ 5.55 untrained
   EXPECT_GT(summary["merges"].get<uint64_t>(), 10u);

@@ -79,8 +79,11 @@ caf::behavior probe(caf::event_based_actor* self, std::shared_ptr<probe_log> log
         auto r = decode_reject(bytes.data(), bytes.size());
         if (r) log->rejects.push_back(*r);
       },
-      [=](atoms::subscribe_atom, int32_t, const caf::actor& owner) {
-        log->subscribed.push_back(owner);
+      [=](atoms::subscribe_atom, const std::vector<uint8_t>& bytes) {
+        // A wire message; the owner is its sender.
+        auto sub = decode_subscribe(bytes);
+        EXPECT_TRUE(sub.ok()) << sub.error().message;
+        log->subscribed.push_back(caf::actor_cast<caf::actor>(self->current_sender()));
       },
       // A learner's side of a rebuild (actors/learner.cpp answers the same way).
       [=](atoms::query_atom, const std::vector<uint8_t>& bytes) {
@@ -164,15 +167,14 @@ struct owner_actor_test : ::testing::Test {
   }
 
   void set_live(const caf::actor& owner, uint64_t incarnation_b = 0) {
-    live_view v;
-    v.epoch = 1;
-    v.learners = {{0, 0, 1.0, a}, {1, incarnation_b, 1.0, b}};
-    caf::anon_send(owner, atoms::live_atom_v, v);
+    // The monitor's wire message, with one handle per learner next to it.
+    live_view_msg v{1, {{0, 0, 1.0}, {1, incarnation_b, 1.0}}};
+    caf::anon_send(owner, atoms::live_atom_v, encode(v), std::vector<caf::actor>{a, b});
     env.run();
   }
 
   void push_from(const caf::actor& learner, const caf::actor& owner, const push_msg& m) {
-    caf::anon_send(learner, caf::forward_atom_v, owner, encode(m));
+    caf::anon_send(learner, caf::forward_atom_v, owner, encode(m, {"", m.incarnation}));
     env.run();
   }
 };
@@ -551,8 +553,7 @@ TEST_F(owner_actor_test, no_learner_answers_within_the_wait_so_the_fragment_is_d
   auto owner = env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx));
   to_stop.push_back(owner);
   env.run();
-  live_view empty;
-  caf::anon_send(owner, atoms::live_atom_v, empty);
+  caf::anon_send(owner, atoms::live_atom_v, encode(live_view_msg{}), std::vector<caf::actor>{});
   env.run();
   for (const auto& e : log.events()) EXPECT_NE(e["event"], "owner_start") << "still waiting";
   env.advance(3.0);

@@ -1,22 +1,28 @@
 // tests/fuzz/codec_fuzz.cpp — libFuzzer target for the wire codec (messages/codec.hpp,
-// messages/control.hpp) and the chunk assembler.
+// messages/control.hpp), the envelope checks and the chunk assembler.
 //
 // Input layout: byte 0 picks a mode, the rest is the payload.
-//   mode % 14 in [0, 12): decode the payload as that message_kind (0 join_request ... 11 leave)
-//   mode % 14 == 12:      peek_kind, then the decoder of whatever kind it names
-//   mode % 14 == 13:      chunk reassembly — payload byte 0 picks pushes (bit 0 clear) or
+//   mode % 25 in [0, 23): decode the payload as that message_kind (0 join_request ... 22
+//                         node_events), against the run its envelope names
+//   mode % 25 == 23:      peek_kind, then the decoder of whatever kind it names
+//   mode % 25 == 24:      chunk reassembly — payload byte 0 picks pushes (bit 0 clear) or
 //                         broadcasts (set); the rest is a sequence of frames [u16 little-endian
 //                         length][length bytes], each decoded and fed to one chunk_assembler
 //                         with small caps.
 // Properties checked (a violation aborts, which libFuzzer reports as a crash): no decoder throws;
-// whatever decodes satisfies the documented invariants; encode(decode(x)) decodes again and
-// re-encodes to the same bytes; an assembled transfer tiles its payload exactly.
+// whatever decodes satisfies the documented invariants; the same bytes decoded by a receiver of
+// another run are refused as other_run, and by one that knows a newer sender incarnation as
+// stale_incarnation; encode(decode(x)) with the same stamp decodes again and re-encodes to the
+// same bytes; an assembled transfer tiles its payload exactly.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <limits>
+#include <string>
 #include <vector>
 
 #include "messages/codec.hpp"
@@ -33,13 +39,7 @@ namespace {
     if (!(cond)) violated(#cond); \
   } while (0)
 
-// decode → encode → decode → encode: both encodings must be identical.
-template <class Decode>
-void round_trip(const dd::wire_bytes& first, Decode decode) {
-  auto again = decode(first);
-  FUZZ_CHECK(again.ok());
-  FUZZ_CHECK(dd::encode(*again) == first);
-}
+constexpr int kinds = 23;  // members of Envelope.body
 
 void check_push(const dd::push_msg& p) {
   FUZZ_CHECK(p.chunk_count > 0 && p.chunk_index < p.chunk_count);
@@ -57,109 +57,105 @@ void check_broadcast(const dd::broadcast_msg& b) {
   FUZZ_CHECK(want && *want == b.payload_bytes);
 }
 
+// The invariants each decoded value must hold (docs/wire.md).
+void check(const dd::join_request&) {}
+void check(const dd::join_reply& m) { FUZZ_CHECK(m.shard_index < m.shard_count); }
+void check(const dd::heartbeat_msg&) {}
+void check(const dd::push_msg& m) { check_push(m); }
+void check(const dd::broadcast_msg& m) { check_broadcast(m); }
+void check(const dd::reject_msg& m) { FUZZ_CHECK(m.reason <= dd::reject_reason::superseded); }
+void check(const dd::push_ack& m) { FUZZ_CHECK(m.learner_id >= 0 && m.fragment_id >= 0); }
+void check(const dd::pull_request& m) { FUZZ_CHECK(m.learner_id >= -1 && m.fragment_id >= 0); }
+void check(const dd::progress_msg&) {}
+void check(const dd::node_join& m) {
+  for (auto id : m.learner_ids) FUZZ_CHECK(id >= 0);
+}
+void check(const dd::node_join_reply& m) {
+  FUZZ_CHECK(!m.accepted || m.refusal == dd::node_refusal::none);
+}
+void check(const dd::leave_msg& m) { FUZZ_CHECK(m.learner_id >= 0); }
+void check(const dd::fragment_query& m) { FUZZ_CHECK(m.fragment_id >= 0); }
+void check(const dd::fragment_held& m) {
+  FUZZ_CHECK(m.learner_id >= 0 && m.fragment_id >= 0 && (m.have || m.version == 0));
+}
+void check(const dd::live_view_msg& m) {
+  FUZZ_CHECK(m.learners.size() <= dd::max_control_entries);
+  for (size_t i = 0; i < m.learners.size(); ++i) {
+    FUZZ_CHECK(m.learners[i].learner_id >= 0);
+    FUZZ_CHECK(std::isfinite(m.learners[i].step_time_ema_s) && m.learners[i].step_time_ema_s >= 0);
+    if (i > 0) FUZZ_CHECK(m.learners[i - 1].learner_id < m.learners[i].learner_id);
+  }
+}
+void check(const dd::owner_directory& m) {
+  FUZZ_CHECK(m.fragment_ids.size() <= dd::max_control_entries);
+  for (auto id : m.fragment_ids) FUZZ_CHECK(id >= 0);
+}
+void check(const dd::subscribe_msg& m) { FUZZ_CHECK(m.fragment_id >= 0); }
+void check(const dd::stop_msg& m) { FUZZ_CHECK(m.reason.size() <= 4096); }
+void check(const dd::status_request&) {}
+void check(const dd::status_reply& m) { FUZZ_CHECK(m.json.size() <= (size_t{16} << 20)); }
+void check(const dd::drain_msg& m) { FUZZ_CHECK(m.learner_id >= 0); }
+void check(const dd::drain_reply& m) { FUZZ_CHECK(m.detail.size() <= 4096); }
+void check(const dd::node_events& m) {
+  FUZZ_CHECK(!m.node.empty() && m.node.size() <= 64);
+  FUZZ_CHECK(m.lines.size() <= (size_t{1} << 20));
+}
+
+// Decodes `bytes` against the run its envelope names; on success checks the value, that a
+// receiver of another run and one that knows a newer incarnation refuse the same bytes, and that
+// decode → encode (same stamp) → decode → encode gives identical bytes.
+template <class Decode>
+void decode_checked(const dd::wire_bytes& bytes, Decode decode) {
+  auto header = dd::peek_envelope(bytes);
+  const dd::envelope_expect expect{header ? header->run_id : std::string(), 0};
+  auto m = decode(bytes, expect);
+  if (!m.ok()) return;
+  FUZZ_CHECK(header.ok());
+  FUZZ_CHECK(header->schema_version == dd::wire_schema_version);
+  check(*m);
+  auto other = decode(bytes, dd::envelope_expect{header->run_id + "x", 0});
+  FUZZ_CHECK(!other.ok() && other.code() == dd::errc::other_run);
+  if (header->sender_incarnation < std::numeric_limits<uint64_t>::max()) {
+    auto stale = decode(bytes, dd::envelope_expect{header->run_id, header->sender_incarnation + 1});
+    FUZZ_CHECK(!stale.ok() && stale.code() == dd::errc::stale_incarnation);
+  }
+  const dd::envelope_stamp stamp{header->run_id, header->sender_incarnation};
+  const dd::wire_bytes first = dd::encode(*m, stamp);
+  auto again = decode(first, expect);
+  FUZZ_CHECK(again.ok());
+  FUZZ_CHECK(dd::encode(*again, stamp) == first);
+}
+
+#define DECODER(fn) \
+  [](const dd::wire_bytes& b, const dd::envelope_expect& e) { return dd::fn(b, {}, e); }
+
 void decode_as(int kind, const uint8_t* p, size_t n) {
   using dd::message_kind;
-  const dd::wire_bytes copy(p, p + n);
+  const dd::wire_bytes b(p, p + n);
   switch (static_cast<message_kind>(kind)) {
-    case message_kind::join_request: {
-      auto m = dd::decode_join_request(p, n);
-      if (m.ok())
-        round_trip(dd::encode(*m), [](const dd::wire_bytes& b) {
-          return dd::decode_join_request(b.data(), b.size());
-        });
-      break;
-    }
-    case message_kind::join_reply: {
-      auto m = dd::decode_join_reply(p, n);
-      if (m.ok()) {
-        FUZZ_CHECK(m->shard_index < m->shard_count);
-        round_trip(dd::encode(*m), [](const dd::wire_bytes& b) {
-          return dd::decode_join_reply(b.data(), b.size());
-        });
-      }
-      break;
-    }
-    case message_kind::heartbeat: {
-      auto m = dd::decode_heartbeat(p, n);
-      if (m.ok())
-        round_trip(dd::encode(*m), [](const dd::wire_bytes& b) {
-          return dd::decode_heartbeat(b.data(), b.size());
-        });
-      break;
-    }
-    case message_kind::push: {
-      auto m = dd::decode_push(p, n);
-      if (m.ok()) {
-        check_push(*m);
-        round_trip(dd::encode(*m), [](const dd::wire_bytes& b) { return dd::decode_push(b); });
-      }
-      break;
-    }
-    case message_kind::broadcast: {
-      auto m = dd::decode_broadcast(p, n);
-      if (m.ok()) {
-        check_broadcast(*m);
-        round_trip(dd::encode(*m), [](const dd::wire_bytes& b) { return dd::decode_broadcast(b); });
-      }
-      break;
-    }
-    case message_kind::reject: {
-      auto m = dd::decode_reject(p, n);
-      if (m.ok()) {
-        FUZZ_CHECK(m->reason <= dd::reject_reason::superseded);
-        round_trip(dd::encode(*m),
-                   [](const dd::wire_bytes& b) { return dd::decode_reject(b.data(), b.size()); });
-      }
-      break;
-    }
-    case message_kind::ack: {
-      auto m = dd::decode_push_ack(p, n);
-      if (m.ok()) {
-        FUZZ_CHECK(m->learner_id >= 0 && m->fragment_id >= 0);
-        round_trip(dd::encode(*m), [](const dd::wire_bytes& b) { return dd::decode_push_ack(b); });
-      }
-      break;
-    }
-    case message_kind::pull: {
-      auto m = dd::decode_pull_request(p, n);
-      if (m.ok()) {
-        FUZZ_CHECK(m->learner_id >= -1 && m->fragment_id >= 0);
-        round_trip(dd::encode(*m),
-                   [](const dd::wire_bytes& b) { return dd::decode_pull_request(b); });
-      }
-      break;
-    }
-    case message_kind::progress: {
-      auto m = dd::decode_progress(p, n);
-      if (m.ok())
-        round_trip(dd::encode(*m), [](const dd::wire_bytes& b) { return dd::decode_progress(b); });
-      break;
-    }
-    case message_kind::node_join: {
-      auto m = dd::decode_node_join(copy);
-      if (m.ok()) {
-        for (auto id : m->learner_ids) FUZZ_CHECK(id >= 0);
-        round_trip(dd::encode(*m), [](const dd::wire_bytes& b) { return dd::decode_node_join(b); });
-      }
-      break;
-    }
-    case message_kind::node_join_reply: {
-      auto m = dd::decode_node_join_reply(copy);
-      if (m.ok()) {
-        FUZZ_CHECK(!m->accepted || m->refusal == dd::node_refusal::none);
-        round_trip(dd::encode(*m),
-                   [](const dd::wire_bytes& b) { return dd::decode_node_join_reply(b); });
-      }
-      break;
-    }
-    case message_kind::leave: {
-      auto m = dd::decode_leave(copy);
-      if (m.ok()) {
-        FUZZ_CHECK(m->learner_id >= 0);
-        round_trip(dd::encode(*m), [](const dd::wire_bytes& b) { return dd::decode_leave(b); });
-      }
-      break;
-    }
+    case message_kind::join_request: decode_checked(b, DECODER(decode_join_request)); break;
+    case message_kind::join_reply: decode_checked(b, DECODER(decode_join_reply)); break;
+    case message_kind::heartbeat: decode_checked(b, DECODER(decode_heartbeat)); break;
+    case message_kind::push: decode_checked(b, DECODER(decode_push)); break;
+    case message_kind::broadcast: decode_checked(b, DECODER(decode_broadcast)); break;
+    case message_kind::reject: decode_checked(b, DECODER(decode_reject)); break;
+    case message_kind::ack: decode_checked(b, DECODER(decode_push_ack)); break;
+    case message_kind::pull: decode_checked(b, DECODER(decode_pull_request)); break;
+    case message_kind::progress: decode_checked(b, DECODER(decode_progress)); break;
+    case message_kind::node_join: decode_checked(b, DECODER(decode_node_join)); break;
+    case message_kind::node_join_reply: decode_checked(b, DECODER(decode_node_join_reply)); break;
+    case message_kind::leave: decode_checked(b, DECODER(decode_leave)); break;
+    case message_kind::fragment_query: decode_checked(b, DECODER(decode_fragment_query)); break;
+    case message_kind::fragment_held: decode_checked(b, DECODER(decode_fragment_held)); break;
+    case message_kind::live_view: decode_checked(b, DECODER(decode_live_view)); break;
+    case message_kind::owner_directory: decode_checked(b, DECODER(decode_owner_directory)); break;
+    case message_kind::subscribe: decode_checked(b, DECODER(decode_subscribe)); break;
+    case message_kind::stop: decode_checked(b, DECODER(decode_stop)); break;
+    case message_kind::status_request: decode_checked(b, DECODER(decode_status_request)); break;
+    case message_kind::status_reply: decode_checked(b, DECODER(decode_status_reply)); break;
+    case message_kind::drain: decode_checked(b, DECODER(decode_drain)); break;
+    case message_kind::drain_reply: decode_checked(b, DECODER(decode_drain_reply)); break;
+    case message_kind::node_events: decode_checked(b, DECODER(decode_node_events)); break;
   }
 }
 
@@ -175,10 +171,12 @@ void reassemble(bool broadcasts, const uint8_t* p, size_t n) {
   size_t at = 0;
   while (at + 2 <= n) {
     const size_t len = std::min<size_t>(p[at] | (size_t{p[at + 1]} << 8), n - at - 2);
-    const uint8_t* frame = p + at + 2;
+    const dd::wire_bytes frame(p + at + 2, p + at + 2 + len);
     at += 2 + len;
+    auto header = dd::peek_envelope(frame);
+    const dd::envelope_expect expect{header ? header->run_id : std::string(), 0};
     if (broadcasts) {
-      auto m = dd::decode_broadcast(frame, len);
+      auto m = dd::decode_broadcast(frame, {}, expect);
       if (!m.ok()) continue;
       auto r = assembler.add(std::move(*m));
       if (r.ok() && r->has_value()) {
@@ -188,7 +186,7 @@ void reassemble(bool broadcasts, const uint8_t* p, size_t n) {
         check_broadcast(whole);
       }
     } else {
-      auto m = dd::decode_push(frame, len);
+      auto m = dd::decode_push(frame, {}, expect);
       if (!m.ok()) continue;
       auto r = assembler.add(std::move(*m));
       if (r.ok() && r->has_value()) {
@@ -207,16 +205,16 @@ void reassemble(bool broadcasts, const uint8_t* p, size_t n) {
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;
-  const int mode = data[0] % 14;
+  const int mode = data[0] % (kinds + 2);
   const uint8_t* p = data + 1;
   const size_t n = size - 1;
   try {
-    if (mode < 12) {
+    if (mode < kinds) {
       decode_as(mode, p, n);
-    } else if (mode == 12) {
+    } else if (mode == kinds) {
       auto k = dd::peek_kind(p, n);
       if (k.ok()) {
-        FUZZ_CHECK(*k <= dd::message_kind::leave);
+        FUZZ_CHECK(static_cast<int>(*k) < kinds);
         decode_as(static_cast<int>(*k), p, n);
       }
     } else {

@@ -76,59 +76,88 @@ dd::broadcast_msg sample_broadcast(uint64_t elements) {
 
 void codec_seeds(const fs::path& dir) {
   using dd::message_kind;
+  // Every seed is stamped as the sender would stamp it: the run, and the sender's incarnation
+  // (a learner's own, which its body names too; the syncer's for a syncer role).
+  const std::string run = "0123abcd0123abcd";
+  const dd::envelope_stamp syncer{run, 3};
+  auto learner = [&](uint64_t inc) { return dd::envelope_stamp{run, inc}; };
   auto seed = [&](message_kind k, const std::string& name, const dd::wire_bytes& m) {
     write(dir / ("seed_" + std::to_string(static_cast<int>(k)) + "_" + name),
           prefixed({static_cast<uint8_t>(k)}, m));
   };
   seed(message_kind::join_request, "join_request",
-       dd::encode(dd::join_request{3, "host-a", {0, 1}, true, 10, 20, 1}));
+       dd::encode(dd::join_request{3, "host-a", {0, 1}, true, 10, 20, 1}, learner(1)));
   seed(message_kind::join_reply, "join_reply",
-       dd::encode(dd::join_reply{1, 2, R"({"name":"x"})", 0, 2, 10, {9, 9}}));
+       dd::encode(dd::join_reply{1, 2, R"({"name":"x"})", 0, 2, 10, {9, 9}}, syncer));
   seed(message_kind::heartbeat, "heartbeat",
-       dd::encode(dd::heartbeat_msg{1, 2, 3, 4, 0.5, {7, 8}, 2.5, 1.25}));
-  seed(message_kind::push, "push_int4", dd::encode(sample_push(dd::payload_encoding::int4, 130)));
-  seed(message_kind::push, "push_bf16", dd::encode(sample_push(dd::payload_encoding::bf16, 20)));
-  seed(message_kind::broadcast, "broadcast", dd::encode(sample_broadcast(8)));
+       dd::encode(dd::heartbeat_msg{1, 2, 3, 4, 0.5, {7, 8}, 2.5, 1.25}, learner(2)));
+  seed(message_kind::push, "push_int4",
+       dd::encode(sample_push(dd::payload_encoding::int4, 130), learner(2)));
+  seed(message_kind::push, "push_bf16",
+       dd::encode(sample_push(dd::payload_encoding::bf16, 20), learner(2)));
+  seed(message_kind::broadcast, "broadcast", dd::encode(sample_broadcast(8), syncer));
   seed(message_kind::reject, "reject",
-       dd::encode(
-           dd::reject_msg{1, 2, dd::reject_reason::stale, "base version 3 is too old", 5, 7}));
-  seed(message_kind::ack, "ack", dd::encode(dd::push_ack{1, 2, 3, 4, 5}));
-  seed(message_kind::pull, "pull", dd::encode(dd::pull_request{-1, 0, 3}));
-  seed(message_kind::progress, "progress", dd::encode(dd::progress_msg{123456789, 4, 17, 16.5}));
+       dd::encode(dd::reject_msg{1, 2, dd::reject_reason::stale, "base version 3 is too old", 5, 7},
+                  syncer));
+  seed(message_kind::ack, "ack", dd::encode(dd::push_ack{1, 2, 3, 4, 5}, syncer));
+  seed(message_kind::pull, "pull", dd::encode(dd::pull_request{-1, 0, 3}, syncer));
+  seed(message_kind::progress, "progress",
+       dd::encode(dd::progress_msg{123456789, 4, 17, 16.5}, syncer));
   seed(message_kind::node_join, "node_join",
-       dd::encode(dd::node_join{
-           "0123abcd", dd::protocol_version, "node-a", "host", {0, 2}, 2, 1115394, "beef"}));
+       dd::encode(
+           dd::node_join{run, dd::protocol_version, "node-a", "host", {0, 2}, 2, 1115394, "beef"},
+           learner(0)));
+  seed(message_kind::node_join, "node_join_first",  // a first start names no run
+       dd::encode(
+           dd::node_join{"", dd::protocol_version, "node-a", "host", {}, 0, 1115394, "beef"}));
   seed(message_kind::node_join_reply, "node_join_reply",
-       dd::encode(dd::node_join_reply{true,
-                                      dd::node_refusal::none,
-                                      "",
-                                      "0123abcd",
-                                      R"({"name":"x"})",
-                                      "e0",
-                                      {1},
-                                      10,
-                                      "d",
-                                      600}));
+       dd::encode(
+           dd::node_join_reply{
+               true, dd::node_refusal::none, "", run, R"({"name":"x"})", "e0", {1}, 10, "d", 600},
+           syncer));
   seed(message_kind::node_join_reply, "node_join_refused",
-       dd::encode(dd::node_join_reply{
-           false, dd::node_refusal::other_run, "other run", "run", "", "", {}, 0, "", 0}));
-  seed(message_kind::leave, "leave", dd::encode(dd::leave_msg{3, 1}));
-  // peek_kind mode (12).
-  write(dir / "seed_12_peek_push",
-        prefixed({12}, dd::encode(sample_push(dd::payload_encoding::fp32, 4))));
-  // Chunk reassembly mode (13): pushes (flag 0) and broadcasts (flag 1), in order and shuffled.
+       dd::encode(
+           dd::node_join_reply{
+               false, dd::node_refusal::other_run, "other run", run, "", "", {}, 0, "", 0},
+           syncer));
+  seed(message_kind::leave, "leave", dd::encode(dd::leave_msg{3, 1}, learner(1)));
+  seed(message_kind::fragment_query, "fragment_query",
+       dd::encode(dd::fragment_query{2, 17, true}, syncer));
+  seed(message_kind::fragment_held, "fragment_held",
+       dd::encode(dd::fragment_held{1, 4, 2, 17, true, 12}, learner(4)));
+  seed(message_kind::live_view, "live_view",
+       dd::encode(dd::live_view_msg{5, {{0, 1, 0.5}, {2, 3, 0.25}}}, syncer));
+  seed(message_kind::owner_directory, "owner_directory",
+       dd::encode(dd::owner_directory{{0, 2, 1}}, syncer));
+  seed(message_kind::subscribe, "subscribe", dd::encode(dd::subscribe_msg{1}, syncer));
+  seed(message_kind::stop, "stop", dd::encode(dd::stop_msg{"the run is stopping"}, syncer));
+  seed(message_kind::status_request, "status_request",  // an operator may name no run
+       dd::encode(dd::status_request{}));
+  seed(message_kind::status_reply, "status_reply",
+       dd::encode(dd::status_reply{R"({"run_id":"0123abcd0123abcd","learners":[]})"}, syncer));
+  seed(message_kind::drain, "drain", dd::encode(dd::drain_msg{2}, learner(0)));
+  seed(message_kind::drain_reply, "drain_reply",
+       dd::encode(dd::drain_reply{true, "learner 2 stops at its next step"}, syncer));
+  seed(message_kind::node_events, "node_events",
+       dd::encode(dd::node_events{"node-a", "{\"event\":\"join\"}\n"}, learner(0)));
+  // peek_kind mode (23).
+  write(dir / "seed_23_peek_push",
+        prefixed({23}, dd::encode(sample_push(dd::payload_encoding::fp32, 4), learner(2))));
+  write(dir / "seed_23_peek_live_view",
+        prefixed({23}, dd::encode(dd::live_view_msg{1, {{4, 1, 0.1}}}, syncer)));
+  // Chunk reassembly mode (24): pushes (flag 0) and broadcasts (flag 1), in order and shuffled.
   auto push_chunks = *dd::split_push(sample_push(dd::payload_encoding::int8, 200), 64);
-  std::vector<uint8_t> in_order{13, 0}, reversed{13, 0};
-  for (const auto& c : push_chunks) append_frame(in_order, dd::encode(c));
+  std::vector<uint8_t> in_order{24, 0}, reversed{24, 0};
+  for (const auto& c : push_chunks) append_frame(in_order, dd::encode(c, learner(2)));
   for (auto it = push_chunks.rbegin(); it != push_chunks.rend(); ++it)
-    append_frame(reversed, dd::encode(*it));
-  write(dir / "seed_13_push_chunks", in_order);
-  write(dir / "seed_13_push_chunks_reversed", reversed);
+    append_frame(reversed, dd::encode(*it, learner(2)));
+  write(dir / "seed_24_push_chunks", in_order);
+  write(dir / "seed_24_push_chunks_reversed", reversed);
   auto bc_chunks = *dd::split_broadcast(sample_broadcast(40), 48);
-  std::vector<uint8_t> bc{13, 1};
-  for (const auto& c : bc_chunks) append_frame(bc, dd::encode(c));
-  append_frame(bc, dd::encode(bc_chunks.front()));  // a duplicate chunk
-  write(dir / "seed_13_broadcast_chunks", bc);
+  std::vector<uint8_t> bc{24, 1};
+  for (const auto& c : bc_chunks) append_frame(bc, dd::encode(c, syncer));
+  append_frame(bc, dd::encode(bc_chunks.front(), syncer));  // a duplicate chunk
+  write(dir / "seed_24_broadcast_chunks", bc);
 }
 
 void owner_checkpoint_seeds(const fs::path& dir) {

@@ -50,7 +50,7 @@ TEST(Chunks, ReassembleInAnyOrderThroughTheWire) {
     chunk_assembler a;
     std::optional<push_msg> done;
     for (size_t i = 0; i < chunks.size(); ++i) {
-      auto bytes = encode(chunks[i]);
+      auto bytes = encode(chunks[i], {"", chunks[i].incarnation});
       auto d = decode_push(bytes);
       ASSERT_TRUE(d.ok()) << d.error().message;
       auto r = a.add(std::move(*d));
@@ -245,7 +245,7 @@ wire_bytes flip_payload_bit(wire_bytes bytes, const std::vector<uint8_t>& payloa
 TEST(Chunks, EveryChunkCarriesTheCrc32cOfItsPayload) {
   auto chunks = *split_push(whole_push(250), 300);
   for (const auto& c : chunks) {
-    auto d = decode_push(encode(c));
+    auto d = decode_push(encode(c, {"", c.incarnation}));
     ASSERT_TRUE(d.ok()) << d.error().message;
     EXPECT_NE(d->payload_crc32c, 0u);
     EXPECT_EQ(d->payload_crc32c, c.payload_crc32c);  // split_push computed the same value
@@ -263,9 +263,10 @@ TEST(Chunks, AChunkDamagedInTransitIsRefusedAndARecentCopyCompletesTheTransfer) 
   const push_msg whole = whole_push(250);
   auto chunks = *split_push(whole, 300);
   chunk_assembler a;
-  ASSERT_TRUE(a.add(*decode_push(encode(chunks[0]))).ok());
+  ASSERT_TRUE(a.add(*decode_push(encode(chunks[0], {"", chunks[0].incarnation}))).ok());
   // Chunk 1 damaged on the way: refused by its checksum before assembly.
-  auto bad = decode_push(flip_payload_bit(encode(chunks[1]), chunks[1].payload));
+  auto bad = decode_push(
+      flip_payload_bit(encode(chunks[1], {"", chunks[1].incarnation}), chunks[1].payload));
   ASSERT_TRUE(bad.ok()) << "the header still decodes: " << bad.error().message;
   auto r = a.add(std::move(*bad));
   ASSERT_FALSE(r.ok());
@@ -275,7 +276,7 @@ TEST(Chunks, AChunkDamagedInTransitIsRefusedAndARecentCopyCompletesTheTransfer) 
   // The sender sends it again, intact; the rest follows; the payload is exactly the original.
   std::optional<push_msg> done;
   for (size_t i = 1; i < chunks.size(); ++i) {
-    auto rr = a.add(*decode_push(encode(chunks[i])));
+    auto rr = a.add(*decode_push(encode(chunks[i], {"", chunks[i].incarnation})));
     ASSERT_TRUE(rr.ok()) << rr.error().message;
     if (rr->has_value()) done = std::move(**rr);
   }

@@ -85,7 +85,7 @@ TEST(Codec, JoinReplyRejectsShardOutOfRange) {
 
 TEST(Codec, HeartbeatRoundTrip) {
   heartbeat_msg m{9, 2, 500, 500 * 2048, 0.125, {42, 43}};
-  auto bytes = encode(m);
+  auto bytes = encode(m, {"", m.incarnation});  // a learner stamps its own incarnation
   auto d = decode_heartbeat(bytes.data(), bytes.size());
   ASSERT_TRUE(d.ok()) << d.error().message;
   EXPECT_EQ(d->learner_id, 9);
@@ -98,7 +98,7 @@ TEST(Codec, HeartbeatRoundTrip) {
   m.loss = 2.5;
   m.compute_s = 1.25;
   m.lr = 3e-3;
-  const auto bytes2 = encode(m);
+  const auto bytes2 = encode(m, {"", m.incarnation});
   auto again = decode_heartbeat(bytes2.data(), bytes2.size());
   ASSERT_TRUE(again.ok()) << again.error().message;
   EXPECT_EQ(again->loss, 2.5);
@@ -108,7 +108,7 @@ TEST(Codec, HeartbeatRoundTrip) {
 
 TEST(Codec, PushRoundTrip) {
   push_msg m = sample_push();
-  auto bytes = encode(m);
+  auto bytes = encode(m, {"", m.incarnation});
   EXPECT_EQ(*peek_kind(bytes), message_kind::push);
   auto d = decode_push(bytes);
   ASSERT_TRUE(d.ok()) << d.error().message;
@@ -128,7 +128,7 @@ TEST(Codec, PushRoundTrip) {
   EXPECT_EQ(d->payload, m.payload);
   EXPECT_EQ(d->contains_from, 0u);  // default: holds no earlier transfer
   m.contains_from = 75;
-  auto d2 = decode_push(encode(m));
+  auto d2 = decode_push(encode(m, {"", m.incarnation}));
   ASSERT_TRUE(d2.ok()) << d2.error().message;
   EXPECT_EQ(d2->contains_from, 75u);
 }
@@ -219,7 +219,7 @@ TEST(Codec, PushAckRoundTrip) {
 
 TEST(Codec, PullRequestRoundTrip) {
   pull_request m{2, 4, 6};
-  auto bytes = encode(m);
+  auto bytes = encode(m, {"", m.incarnation});
   EXPECT_EQ(*peek_kind(bytes), message_kind::pull);
   auto d = decode_pull_request(bytes);
   ASSERT_TRUE(d.ok()) << d.error().message;
@@ -297,7 +297,7 @@ TEST(Codec, WrongKindIsMalformedNamingBoth) {
 }
 
 TEST(Codec, UnalignedInputDecodes) {
-  auto bytes = encode(sample_push());
+  auto bytes = encode(sample_push(), {"", sample_push().incarnation});
   std::vector<uint8_t> shifted(bytes.size() + 1);
   std::memcpy(shifted.data() + 1, bytes.data(), bytes.size());
   auto d = decode_push(shifted.data() + 1, bytes.size());
@@ -373,7 +373,7 @@ TEST(Codec, LargePayloadStaysOneFlatMessage) {
   p.total_elements = 1 << 20;  // 4 MiB, the default chunk
   p.payload_bytes = 4u << 20;
   p.payload.assign(4u << 20, 0xAB);
-  auto bytes = encode(p);
+  auto bytes = encode(p, {"", p.incarnation});
   EXPECT_LT(bytes.size(), p.payload.size() + 512);
   auto d = decode_push(bytes);
   ASSERT_TRUE(d.ok()) << d.error().message;
@@ -408,15 +408,21 @@ TEST(Codec, AnEnvelopeOfAnotherSchemaVersionIsRefusedNamingBothVersions) {
   hb.learner_id = 1;
   auto bytes = encode(hb);
   ASSERT_TRUE(decode_heartbeat(bytes.data(), bytes.size()).ok());
-  bytes[16] = 1 ^ 2;  // schemaVersion 2
+  EXPECT_EQ(bytes[16], 1 ^ 2);  // this build writes schemaVersion 2
+  bytes[16] = 1 ^ 3;            // schemaVersion 3
   auto r = decode_heartbeat(bytes.data(), bytes.size());
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.code(), errc::malformed);
-  EXPECT_NE(r.error().message.find("schemaVersion 2 (this build reads version 1)"),
+  EXPECT_EQ(r.code(), errc::schema_mismatch);
+  EXPECT_NE(r.error().message.find("schemaVersion 3 (this build reads version 2)"),
             std::string::npos)
       << r.error().message;
-  bytes[16] = 1 ^ 0;  // schemaVersion 0
-  EXPECT_FALSE(decode_heartbeat(bytes.data(), bytes.size()).ok());
+  bytes[16] = 1 ^ 1;  // schemaVersion 1: a writer from before the envelope named its run
+  auto old = decode_heartbeat(bytes.data(), bytes.size());
+  ASSERT_FALSE(old.ok());
+  EXPECT_EQ(old.code(), errc::schema_mismatch);
+  EXPECT_NE(old.error().message.find("schemaVersion 1 (this build reads version 2)"),
+            std::string::npos)
+      << old.error().message;
 }
 
 TEST(Codec, ControlMessagesRoundTripAndRefuseNegativeIds) {
@@ -436,7 +442,7 @@ TEST(Codec, ControlMessagesRoundTripAndRefuseNegativeIds) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("negative"), std::string::npos);
   EXPECT_FALSE(decode_leave(encode(leave_msg{-2, 0})).ok());
-  EXPECT_TRUE(decode_leave(encode(leave_msg{2, 5})).ok());
+  EXPECT_TRUE(decode_leave(encode(leave_msg{2, 5}, {"", 5})).ok());
   // One kind is not another.
   EXPECT_FALSE(decode_leave(encode(j)).ok());
 }
@@ -462,7 +468,7 @@ TEST(Codec, FragmentQueryAndHeldRoundTripAndRefuseBadValues) {
   EXPECT_TRUE(qb->send_value);
 
   fragment_held h{3, 9, 7, 0x1234567890ULL, true, 41};
-  auto hbytes = encode(h);
+  auto hbytes = encode(h, {"", h.incarnation});
   ASSERT_TRUE(peek_kind(hbytes).ok());
   EXPECT_EQ(*peek_kind(hbytes), message_kind::fragment_held);
   auto hb = decode_fragment_held(hbytes);

@@ -2,6 +2,7 @@
 // values (or a valid decode), never an exception or a crash. Seeded, so failures reproduce.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <random>
 
@@ -33,6 +34,48 @@ void decode_all(const std::vector<uint8_t>& b, int* ok_count) {
     auto lv = decode_leave(copy);
     auto fq = decode_fragment_query(copy);
     auto fh = decode_fragment_held(copy);
+    auto vw = decode_live_view(copy);
+    auto od = decode_owner_directory(copy);
+    auto sb = decode_subscribe(copy);
+    auto st = decode_stop(copy);
+    auto sq = decode_status_request(copy);
+    auto sr = decode_status_reply(copy);
+    auto dr = decode_drain(copy);
+    auto dp = decode_drain_reply(copy);
+    auto ne = decode_node_events(copy);
+    auto eh = peek_envelope(copy);
+    if (eh.ok()) {
+      EXPECT_LE(eh->run_id.size(), 256u);
+    }
+    if (vw.ok()) {
+      for (size_t i = 0; i < vw->learners.size(); ++i) {
+        EXPECT_GE(vw->learners[i].learner_id, 0);
+        EXPECT_TRUE(std::isfinite(vw->learners[i].step_time_ema_s));
+        if (i > 0) {
+          EXPECT_LT(vw->learners[i - 1].learner_id, vw->learners[i].learner_id);
+        }
+      }
+    }
+    if (od.ok()) {
+      for (auto id : od->fragment_ids) EXPECT_GE(id, 0);
+    }
+    if (sb.ok()) {
+      EXPECT_GE(sb->fragment_id, 0);
+    }
+    if (st.ok()) {
+      EXPECT_LE(st->reason.size(), 4096u);
+    }
+    if (dr.ok()) {
+      EXPECT_GE(dr->learner_id, 0);
+    }
+    if (ne.ok()) {
+      EXPECT_FALSE(ne->node.empty());
+      EXPECT_LE(ne->lines.size(), size_t{1} << 20);
+    }
+    // At most one decoder accepts any input: the envelope names one kind.
+    const int control_kinds =
+        vw.ok() + od.ok() + sb.ok() + st.ok() + sq.ok() + sr.ok() + dr.ok() + dp.ok() + ne.ok();
+    EXPECT_LE(control_kinds, 1);
     if (fq.ok()) {
       EXPECT_GE(fq->fragment_id, 0);
     }
@@ -80,7 +123,7 @@ void decode_all(const std::vector<uint8_t>& b, int* ok_count) {
     }
     // At most one kind can decode.
     int kinds = jq.ok() + jr.ok() + hb.ok() + pu.ok() + br.ok() + rj.ok() + ac.ok() + pl.ok() +
-                pg.ok() + nj.ok() + nr.ok() + lv.ok() + fq.ok() + fh.ok();
+                pg.ok() + nj.ok() + nr.ok() + lv.ok() + fq.ok() + fh.ok() + control_kinds;
     EXPECT_LE(kinds, 1);
     if (kinds == 1) {
       EXPECT_TRUE(k.ok());
@@ -97,7 +140,7 @@ void decode_all(const std::vector<uint8_t>& b, int* ok_count) {
       if (pg.ok()) {
         EXPECT_EQ(kind, message_kind::progress);
       }
-      EXPECT_LE(static_cast<int>(kind), static_cast<int>(message_kind::fragment_held));
+      EXPECT_LE(static_cast<int>(kind), static_cast<int>(message_kind::node_events));
       if (fq.ok()) {
         EXPECT_EQ(kind, message_kind::fragment_query);
       }
@@ -126,21 +169,21 @@ std::vector<std::vector<uint8_t>> valid_messages() {
   c.momentum = {0, 0, 1};
   c.anchors.push_back({2, {1, 1, 1}});
   return {
-      encode(join_request{3, "host", {0, 1}}),
-      encode(join_reply{1, 2, "{}", 0, 2, 10, {9, 9}}),
-      encode(heartbeat_msg{1, 2, 3, 4, 0.5, {7}}),
-      encode(p),
-      encode(b),
-      encode(reject_msg{1, 2, reject_reason::stale, "old", 5}),
-      encode(push_ack{1, 2, 3, 4, 5}),
-      encode(pull_request{1, 2, 3}),
-      encode(progress_msg{123456789, 4}),
+      encode(join_request{3, "host", {0, 1}}), encode(join_reply{1, 2, "{}", 0, 2, 10, {9, 9}}),
+      encode(heartbeat_msg{1, 2, 3, 4, 0.5, {7}}, {"", 2}), encode(p), encode(b),
+      encode(reject_msg{1, 2, reject_reason::stale, "old", 5}), encode(push_ack{1, 2, 3, 4, 5}),
+      encode(pull_request{1, 2, 3}, {"", 2}), encode(progress_msg{123456789, 4}),
       encode(node_join{"run", protocol_version, "node-a", "host", {0, 2}, 2, 1024, "abc"}),
       encode(node_join_reply{true, node_refusal::none, "", "run", "{}", "e", {1}, 10, "d", 5}),
       encode(node_join_reply{false, node_refusal::other_run, "other", "run", "", "", {}, 0, "", 0}),
-      encode(leave_msg{3, 1}),
-      encode(fragment_query{2, 17, true}),
-      encode(fragment_held{1, 4, 2, 17, true, 12}),
+      encode(leave_msg{3, 1}, {"", 1}), encode(fragment_query{2, 17, true}),
+      encode(fragment_held{1, 4, 2, 17, true, 12}, {"", 4}),
+      encode(live_view_msg{5, {{0, 1, 0.5}, {2, 1, 0.25}}}), encode(owner_directory{{0, 1}}),
+      encode(subscribe_msg{1}), encode(stop_msg{"stop"}), encode(status_request{}),
+      encode(status_reply{"{}"}), encode(drain_msg{2}), encode(drain_reply{true, "ok"}),
+      encode(node_events{"node-a", "{}\n"}),
+      // Stamped: every decoder above (which names no run) refuses them as another run's.
+      encode(stop_msg{"stop"}, {"0123abcd", 3}), encode(push_ack{1, 2, 3, 4, 5}, {"0123abcd", 3}),
       encode_checkpoint(c)};
 }
 

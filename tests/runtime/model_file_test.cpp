@@ -54,7 +54,7 @@ TEST_F(ModelFile, RoundTripKeepsEveryParameterAndTheMetadata) {
   EXPECT_EQ(m.model->get_parameters(), model_->get_parameters());
   EXPECT_EQ(m.metadata.at("model_kind"), "gpt");
   EXPECT_EQ(m.metadata.at("format"), "dd-gpt-1");
-  EXPECT_EQ(nlohmann::json::parse(m.metadata.at("config")), cfg_.to_json());
+  EXPECT_EQ(nlohmann::json::parse(m.metadata.at("config")), dd::model_config(cfg_).to_json());
   EXPECT_EQ(m.metadata.at("val_loss"), "2.5");
   EXPECT_EQ(m.metadata.at("run_id"), "abc");
   EXPECT_EQ(m.metadata.count(dd::st_checksum_key), 1u);

@@ -583,8 +583,8 @@ struct recv_state {
 };
 
 /// Grants credit for each chunk as it takes it (as the runtime's owner and learner do), decodes
-/// it, feeds it to the assembler, and says finished_atom when a transfer is whole. A chunk that does
-/// not decode or assemble gets (reject_atom, learner, idx).
+/// it, feeds it to the assembler, and says finished_atom when a transfer is whole. A chunk that
+/// does not decode or assemble gets (reject_atom, learner, idx).
 caf::behavior mm_receiver(caf::stateful_actor<recv_state>* self, recv_counters* counters,
                           int32_t learner, dd::chunk_limits cl, dd::decode_limits dl) {
   self->state.assembler = dd::chunk_assembler{cl};
@@ -889,7 +889,8 @@ std::vector<wire_bytes> encode_push(const std::vector<float>& frag, uint64_t tra
   auto chunks = dd::split_push(whole, chunk_bytes);
   if (!chunks) throw std::runtime_error("split_push: " + chunks.error().message);
   std::vector<wire_bytes> out;
-  for (const auto& c : *chunks) out.push_back(dd::encode(c));
+  // A learner stamps its own incarnation (the codec checks it against the push's).
+  for (const auto& c : *chunks) out.push_back(dd::encode(c, {"", c.incarnation}));
   return out;
 }
 

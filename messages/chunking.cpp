@@ -1,0 +1,278 @@
+// messages/chunking.cpp — see chunking.hpp.
+#include "messages/chunking.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "messages/detail/envelope.hpp"
+#include "util/crc32c.hpp"
+
+namespace dd {
+
+using namespace detail;
+
+namespace {
+
+constexpr uint64_t not_received = std::numeric_limits<uint64_t>::max();
+
+template <class Msg>
+result<std::vector<Msg>> split_impl(const Msg& whole, size_t chunk_bytes, const char* what) {
+  using R = result<std::vector<Msg>>;
+  if (chunk_bytes == 0) return R(errc::invalid_argument, "chunk_bytes must be > 0");
+  if (whole.payload.size() != whole.payload_bytes) {
+    return R(errc::size_mismatch, std::string(what) + ".payload holds " +
+                                      num(whole.payload.size()) + " bytes, payload_bytes says " +
+                                      num(whole.payload_bytes));
+  }
+  const size_t total = whole.payload.size();
+  const size_t count = total == 0 ? 1 : (total + chunk_bytes - 1) / chunk_bytes;
+  if (count > std::numeric_limits<uint32_t>::max()) {
+    return R(errc::too_large, std::string(what) + ": " + num(count) + " chunks do not fit u32");
+  }
+  std::vector<Msg> out;
+  out.reserve(count);
+  for (size_t i = 0; i < count; ++i) {
+    Msg c;
+    c = whole;  // header fields; payload replaced below
+    c.payload.clear();
+    const size_t off = i * chunk_bytes;
+    const size_t len = std::min(chunk_bytes, total - off);
+    c.chunk_index = static_cast<uint32_t>(i);
+    c.chunk_count = static_cast<uint32_t>(count);
+    c.chunk_offset = off;
+    c.payload.assign(whole.payload.begin() + static_cast<std::ptrdiff_t>(off),
+                     whole.payload.begin() + static_cast<std::ptrdiff_t>(off + len));
+    c.payload_crc32c = util::crc32c(c.payload.data(), c.payload.size());
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+bool same_transfer_header(const push_msg& a, const push_msg& b) {
+  return a.learner_id == b.learner_id && a.incarnation == b.incarnation &&
+         a.fragment_id == b.fragment_id && a.base_version == b.base_version && a.steps == b.steps &&
+         a.tokens == b.tokens && a.transfer_id == b.transfer_id && a.encoding == b.encoding &&
+         a.total_elements == b.total_elements && a.payload_bytes == b.payload_bytes &&
+         a.chunk_count == b.chunk_count && a.contains_from == b.contains_from;
+}
+
+bool same_transfer_header(const broadcast_msg& a, const broadcast_msg& b) {
+  return a.fragment_id == b.fragment_id && a.version == b.version && a.encoding == b.encoding &&
+         a.total_elements == b.total_elements && a.payload_bytes == b.payload_bytes &&
+         a.chunk_count == b.chunk_count;
+}
+
+std::tuple<uint64_t, uint64_t> order_of(const push_msg& m) {
+  return {m.incarnation, m.transfer_id};
+}
+std::tuple<uint64_t, uint64_t> order_of(const broadcast_msg& m) { return {m.version, 0}; }
+
+const char* name_of(const push_msg&) { return "push"; }
+const char* name_of(const broadcast_msg&) { return "broadcast"; }
+
+std::string describe(const push_msg& m) {
+  return "push (learner " + std::to_string(m.learner_id) + ", fragment " +
+         std::to_string(m.fragment_id) + ", transfer " + num(m.transfer_id) + ")";
+}
+std::string describe(const broadcast_msg& m) {
+  return "broadcast (fragment " + std::to_string(m.fragment_id) + ", version " + num(m.version) +
+         ")";
+}
+
+}  // namespace
+
+result<std::vector<push_msg>> split_push(const push_msg& whole, size_t chunk_bytes) {
+  return split_impl(whole, chunk_bytes, "push");
+}
+
+result<std::vector<broadcast_msg>> split_broadcast(const broadcast_msg& whole, size_t chunk_bytes) {
+  return split_impl(whole, chunk_bytes, "broadcast");
+}
+
+chunk_assembler::chunk_assembler(chunk_limits limits) : limits_(limits) {}
+
+template <class Msg>
+void chunk_assembler::release(assembly<Msg>& a) noexcept {
+  buffered_ -= a.bytes.size();
+  a.bytes = {};
+}
+
+template <class Msg, class Key>
+result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>>& table,
+                                                     const Key& key, Msg chunk) {
+  using R = result<std::optional<Msg>>;
+  const std::string what = describe(chunk);
+  // A chunk damaged in transit is refused before it can touch any transfer.
+  if (chunk.payload_crc32c != 0) {
+    const uint32_t crc = util::crc32c(chunk.payload.data(), chunk.payload.size());
+    if (crc != chunk.payload_crc32c) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, ": chunk %u of %u: payload CRC32C %08x does not match %08x",
+                    chunk.chunk_index, chunk.chunk_count, crc, chunk.payload_crc32c);
+      return R(errc::checksum_mismatch, what + buf + " sent with it (damaged in transit)");
+    }
+  }
+  auto it = table.find(key);
+  const auto order = order_of(chunk);
+  if (it != table.end()) {
+    if (order < it->second.order) {
+      return R(errc::chunk_stale, what + ": chunk of an older transfer than the one in progress");
+    }
+    if (order > it->second.order) {  // newest transfer wins
+      release(it->second);
+      table.erase(it);
+      it = table.end();
+    }
+  }
+  // From here on an error for this transfer discards its partial assembly.
+  auto fail = [&](errc code, const std::string& msg) -> R {
+    if (it != table.end()) {
+      release(it->second);
+      table.erase(it);
+    }
+    return R(code, what + ": " + msg);
+  };
+
+  if (auto st = check_chunk_fields(name_of(chunk), chunk.encoding, chunk.total_elements,
+                                   chunk.payload_bytes, chunk.chunk_index, chunk.chunk_count,
+                                   chunk.chunk_offset, chunk.payload.size());
+      !st) {
+    errc code = st.code() == errc::malformed ? errc::chunk_inconsistent : st.code();
+    return fail(code, st.error().message);
+  }
+  if (chunk.chunk_count > limits_.max_chunks) {
+    return fail(errc::too_large, "chunkCount " + num(chunk.chunk_count) + " exceeds max_chunks " +
+                                     num(limits_.max_chunks));
+  }
+  if (chunk.payload.size() > limits_.max_chunk_bytes) {
+    return fail(errc::too_large, "chunk of " + num(chunk.payload.size()) +
+                                     " bytes exceeds max_chunk_bytes " +
+                                     num(limits_.max_chunk_bytes));
+  }
+  if (chunk.payload_bytes > limits_.max_assembly_bytes) {
+    return fail(errc::too_large, "payloadBytes " + num(chunk.payload_bytes) +
+                                     " exceeds max_assembly_bytes " +
+                                     num(limits_.max_assembly_bytes));
+  }
+  if (chunk.payload.empty() && chunk.payload_bytes != 0) {
+    return fail(errc::chunk_inconsistent,
+                "empty chunk " + num(chunk.chunk_index) + " of a non-empty payload");
+  }
+  if (chunk.payload_bytes == 0 && chunk.chunk_count != 1) {
+    return fail(errc::chunk_inconsistent,
+                "an empty payload must travel as 1 chunk, not " + num(chunk.chunk_count));
+  }
+  if (chunk.chunk_count > 1 && chunk.chunk_count > chunk.payload_bytes) {
+    return fail(errc::chunk_inconsistent, "chunkCount " + num(chunk.chunk_count) +
+                                              " exceeds payloadBytes " + num(chunk.payload_bytes));
+  }
+
+  if (it == table.end()) {
+    if (in_progress() >= limits_.max_in_progress) {
+      return R(errc::too_large, what + ": " + num(in_progress()) +
+                                    " transfers already in progress (max_in_progress)");
+    }
+    if (chunk.payload_bytes >
+        limits_.max_buffered_bytes - std::min(buffered_, limits_.max_buffered_bytes)) {
+      return R(errc::too_large, what + ": " + num(chunk.payload_bytes) +
+                                    " more bytes would exceed "
+                                    "max_buffered_bytes " +
+                                    num(limits_.max_buffered_bytes) + " (" + num(buffered_) +
+                                    " buffered)");
+    }
+    assembly<Msg> a;
+    a.order = order;
+    a.bytes.resize(static_cast<size_t>(chunk.payload_bytes));
+    a.offsets.assign(chunk.chunk_count, not_received);
+    a.lengths.assign(chunk.chunk_count, 0);
+    a.header = chunk;
+    a.header.payload.clear();
+    a.header.chunk_index = 0;
+    a.header.chunk_offset = 0;
+    buffered_ += a.bytes.size();
+    it = table.emplace(key, std::move(a)).first;
+  } else if (!same_transfer_header(it->second.header, chunk)) {
+    return fail(errc::chunk_inconsistent,
+                "chunk " + num(chunk.chunk_index) +
+                    " disagrees with the transfer's first chunk (header fields differ)");
+  }
+
+  assembly<Msg>& a = it->second;
+  if (a.offsets[chunk.chunk_index] != not_received) {
+    return R(errc::chunk_duplicate,
+             what + ": chunk " + num(chunk.chunk_index) + " arrived twice; the copy is ignored");
+  }
+  if (!chunk.payload.empty()) {
+    std::memcpy(a.bytes.data() + chunk.chunk_offset, chunk.payload.data(), chunk.payload.size());
+  }
+  a.offsets[chunk.chunk_index] = chunk.chunk_offset;
+  a.lengths[chunk.chunk_index] = chunk.payload.size();
+  a.received += 1;
+  if (a.received < a.header.chunk_count) return R(std::optional<Msg>{});
+
+  // All chunks in: they must tile [0, payload_bytes) in index order.
+  uint64_t expected = 0;
+  for (uint32_t i = 0; i < a.header.chunk_count; ++i) {
+    if (a.offsets[i] != expected) {
+      return fail(errc::chunk_inconsistent, "chunk " + num(i) + " starts at byte " +
+                                                num(a.offsets[i]) + ", expected " + num(expected));
+    }
+    expected += a.lengths[i];
+  }
+  if (expected != a.header.payload_bytes) {
+    return fail(errc::chunk_inconsistent, "chunks cover " + num(expected) + " of " +
+                                              num(a.header.payload_bytes) + " payload bytes");
+  }
+  Msg whole = std::move(a.header);
+  whole.chunk_index = 0;
+  whole.chunk_count = 1;
+  whole.chunk_offset = 0;
+  whole.payload_crc32c = 0;  // every chunk was checked; the whole payload's CRC is not computed
+  buffered_ -= a.bytes.size();
+  whole.payload = std::move(a.bytes);
+  table.erase(it);
+  return R(std::optional<Msg>(std::move(whole)));
+}
+
+result<std::optional<push_msg>> chunk_assembler::add(push_msg chunk) {
+  const auto key = std::make_pair(chunk.learner_id, chunk.fragment_id);
+  return add_impl(pushes_, key, std::move(chunk));
+}
+
+result<std::optional<broadcast_msg>> chunk_assembler::add(broadcast_msg chunk) {
+  const int32_t key = chunk.fragment_id;
+  return add_impl(broadcasts_, key, std::move(chunk));
+}
+
+size_t chunk_assembler::drop_learner(int32_t learner_id) {
+  size_t n = 0;
+  for (auto it = pushes_.begin(); it != pushes_.end();) {
+    if (it->first.first == learner_id) {
+      release(it->second);
+      it = pushes_.erase(it);
+      ++n;
+    } else {
+      ++it;
+    }
+  }
+  return n;
+}
+
+size_t chunk_assembler::drop_broadcast(int32_t fragment_id) {
+  auto it = broadcasts_.find(fragment_id);
+  if (it == broadcasts_.end()) return 0;
+  release(it->second);
+  broadcasts_.erase(it);
+  return 1;
+}
+
+void chunk_assembler::clear() {
+  pushes_.clear();
+  broadcasts_.clear();
+  buffered_ = 0;
+}
+
+}  // namespace dd

@@ -1,0 +1,103 @@
+// messages/chunking.hpp — fragment payloads in chunks: `split_push` / `split_broadcast` cut a
+// whole push or broadcast into chunk messages, a `chunk_assembler` puts them back together under
+// caps. The messages themselves: messages/codec.hpp (which includes this header). Pure functions
+// are thread-safe; a chunk_assembler is used by one actor at a time. docs/wire.md "Chunking".
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "messages/codec.hpp"
+
+namespace dd {
+
+/// Split a whole push (payload = all payload_bytes) into chunks of at most `chunk_bytes` payload
+/// bytes each (the last may be shorter; a zero-byte payload gives one empty chunk). Every chunk
+/// copies the header fields and sets chunk_index/count/offset and its payload_crc32c. chunk_bytes
+/// must be > 0 (errc:: invalid_argument); payload.size() must equal payload_bytes
+/// (errc::size_mismatch).
+result<std::vector<push_msg>> split_push(const push_msg& whole,
+                                         size_t chunk_bytes = default_chunk_bytes);
+/// Same for a broadcast.
+result<std::vector<broadcast_msg>> split_broadcast(const broadcast_msg& whole,
+                                                   size_t chunk_bytes = default_chunk_bytes);
+
+/// Caps of a chunk_assembler (flow-control: a fast sender cannot exhaust the receiver).
+struct chunk_limits {
+  /// Largest payload of a single chunk, bytes.
+  size_t max_chunk_bytes = size_t{16} << 20;
+  /// Largest whole payload of one transfer, bytes (the fragment's encoded size in practice).
+  size_t max_assembly_bytes = size_t{1} << 30;
+  /// Largest chunk_count of one transfer.
+  uint32_t max_chunks = 1u << 16;
+  /// Bytes buffered across all in-progress transfers.
+  size_t max_buffered_bytes = size_t{2} << 30;
+  /// In-progress transfers at once.
+  size_t max_in_progress = 256;
+};
+
+/// Reassembles chunked pushes and broadcasts.
+///
+/// Transfers are keyed by (learner id, fragment id) for pushes and by fragment id for
+/// broadcasts. Within a key the newest transfer wins: a chunk of a newer transfer (higher
+/// (incarnation, transfer_id) for pushes, higher version for broadcasts) discards the partial
+/// older one; a chunk of an older transfer is refused with errc::chunk_stale. Each chunk is
+/// checked against the first chunk of its transfer (every header field equal, same chunk_count
+/// and payload_bytes), against payload_bytes == encoded_size(encoding, total_elements), against
+/// the caps, and for duplicates (errc::chunk_duplicate; the transfer is kept). Before any of
+/// that, a chunk whose payload does not match its payload_crc32c (when not 0) is refused with
+/// errc::checksum_mismatch and changes nothing (a re-sent copy completes the transfer). On
+/// errc::chunk_inconsistent / too_large / size_mismatch the partial transfer is discarded.
+/// Chunks may arrive in any order; the transfer completes when all chunk_count chunks are in
+/// and they tile [0, payload_bytes) exactly. Missing chunks keep a transfer pending: call
+/// `drop_*` or `clear` to give up on it (e.g. when a learner dies or a round times out).
+class chunk_assembler {
+ public:
+  explicit chunk_assembler(chunk_limits limits = {});
+
+  /// Adds one push chunk. Returns the whole push (chunk_index 0, chunk_count 1, payload = all
+  /// bytes) when this chunk completes it, std::nullopt while it is incomplete, or an error.
+  result<std::optional<push_msg>> add(push_msg chunk);
+  /// Adds one broadcast chunk; as above.
+  result<std::optional<broadcast_msg>> add(broadcast_msg chunk);
+
+  /// Discards partial pushes from `learner_id` (all fragments). Returns how many were dropped.
+  size_t drop_learner(int32_t learner_id);
+  /// Discards the partial broadcast of `fragment_id`, if any.
+  size_t drop_broadcast(int32_t fragment_id);
+  /// Discards everything.
+  void clear();
+
+  /// Transfers in progress.
+  size_t in_progress() const noexcept { return pushes_.size() + broadcasts_.size(); }
+  /// Payload bytes reserved by transfers in progress.
+  size_t buffered_bytes() const noexcept { return buffered_; }
+
+ private:
+  template <class Msg>
+  struct assembly {
+    std::tuple<uint64_t, uint64_t> order;  // (incarnation, transfer_id) or (version, 0)
+    uint32_t received = 0;
+    std::vector<uint8_t> bytes;     // payload_bytes, filled at chunk offsets
+    std::vector<uint64_t> offsets;  // per chunk index; UINT64_MAX = not yet received
+    std::vector<uint64_t> lengths;  // per chunk index
+    Msg header;                     // the first chunk's header (payload empty)
+  };
+  template <class Msg, class Key>
+  result<std::optional<Msg>> add_impl(std::map<Key, assembly<Msg>>& table, const Key& key,
+                                      Msg chunk);
+  template <class Msg>
+  void release(assembly<Msg>& a) noexcept;
+
+  chunk_limits limits_;
+  std::map<std::pair<int32_t, int32_t>, assembly<push_msg>> pushes_;
+  std::map<int32_t, assembly<broadcast_msg>> broadcasts_;
+  size_t buffered_ = 0;
+};
+
+}  // namespace dd
