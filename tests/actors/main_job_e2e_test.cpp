@@ -509,6 +509,43 @@ TEST(main_job, an_owner_killed_with_a_damaged_checkpoint_is_rebuilt_from_a_learn
 // numbered above every version events.jsonl names; summary.json says `degraded` naming the
 // fragment and the run fails — unless checkpoint.allow_degraded = true. The other owner
 // restores its checkpoint. A budget.seconds run also counts the seconds of its first part.
+// Regression (QA, stop 17): a run stopped before its first merge left no owner checkpoint;
+// resuming it called every fragment "degraded" and failed the run, although the initial
+// weights were exactly every fragment's value (no merge existed to lose).
+TEST(main_job, a_run_resumed_before_any_merge_is_not_degraded) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_no_merge_resume";
+  std::filesystem::remove_all(dir);
+  auto e = small_experiment("no_merge_resume");
+  e.budget.steps = 4;  // fewer inner steps than sync.interval (8): no push, no merge
+  e.checkpoint.rebuild_wait_seconds = 0.5;
+  run_options ro;
+  ro.progress_every_s = 0;
+  ro.run_dir = dir.string();
+  auto first = run_cluster(e, ro);
+  ASSERT_TRUE(first.finished);
+  // As a run stopped before its first merge leaves it: no owner checkpoint and no fragment
+  // version in events.jsonl (the learners' final pushes of this tiny run may have merged: their
+  // traces are taken out).
+  std::filesystem::remove_all(dir / "checkpoints");
+  {
+    std::ifstream in(dir / "events.jsonl");
+    std::string kept, line;
+    while (std::getline(in, line))
+      if (line.find("\"fragment\"") == std::string::npos ||
+          line.find("\"version\"") == std::string::npos)
+        kept += line + "\n";
+    in.close();
+    std::ofstream(dir / "events.jsonl", std::ios::trunc) << kept;
+  }
+  e.budget.steps = 12;
+  ro.resume = true;
+  auto second = run_cluster(e, ro);
+  ASSERT_TRUE(second.finished);
+  EXPECT_FALSE(second.failed) << second.failure_reason;
+  EXPECT_FALSE(second.summary.contains("degraded")) << second.summary.dump();
+  EXPECT_EQ(second.summary.value("resumed", false), true);
+}
+
 TEST(main_job, a_resumed_owner_without_any_copy_is_degraded_and_fails_the_run) {
   const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_degraded";
   std::filesystem::remove_all(dir);
