@@ -13,7 +13,7 @@
 #   DD_SANITIZE_LABELS   ctest label regex (default below; label `cluster` is always excluded)
 # Which tests run: ctest labels util, kernels, runtime, messages, config, policy, actors and fuzz
 # (corpus replay), minus label `cluster` (multi-process clusters on loopback, hostile peers,
-# network namespaces, timing-sensitive: minutes of wall time, covered by the normal tree) and
+# network namespaces: minutes of wall time, covered by the normal tree) and
 # anything CUDA (label `cuda`; the tree is built with DD_CUDA=OFF, so the CUDA module tests do
 # not exist). Suppressions: tests/sanitizers/ (tests/sanitizers/README.md): lsan.supp and
 # ubsan.supp for every test; cluster_mux_test runs in its own ctest call with
