@@ -111,7 +111,7 @@ int eval_vit(const std::string& path, const std::map<std::string, std::string>& 
   kernels::backend_options bo;
   bo.threads = threads;
   auto be = kernels::make_backend(!backend.empty() ? backend : run_backend, bo);
-  auto m = read_model_file(path, *be);
+  auto m = read_any_model_file(path, *be);
   const auto cfg = m.model->config().vit;
   const auto ds = image_dataset::from_files(images, labels, fraction, cfg.classes);
   const auto r = dynamic_cast<vit&>(*m.model).evaluate(ds, B);
