@@ -1,7 +1,7 @@
 -- examples/mnist.lua — a vision transformer (model.kind = "vit", runtime/vit.hpp) on MNIST's
 -- t10k images (data.kind = "idx": images 0..7,999 train, 8,000..9,999 validation; docs/vision.md)
 -- with the baselines of examples/baselines.lua at equal samples
--- (4 learners x 32 images x 250 steps = 32,000 images, 4 epochs of the train split; for image
+-- (4 learners x 32 images x 1,500 steps = 192,000 images, 24 epochs of the train split; for image
 -- data a "token" of budget.tokens is one image):
 --
 --   mnist_data_parallel  one learner with 4x the batch: synchronous data-parallel's math
@@ -14,7 +14,7 @@
 --
 --   build/bin/dd-node run examples/mnist.lua
 
-local images = 4 * 32 * 250
+local images = 4 * 32 * 1500
 local data = {
   kind = "idx",
   images = "../shared/data/mnist-t10k/t10k-images-idx3-ubyte.gz",
