@@ -68,22 +68,73 @@ void check_learner_data(const config::experiment& exp, const text_dataset& data)
                     n_val, T + 1, exp.data.train_fraction));
 }
 
-namespace {
-// The cluster trains text data only: IDX image data (data.kind = "idx", runtime/idx.hpp) has no
-// path into the learner's trainer and the evaluator yet.
-void require_text_data(const config::experiment& exp) {
-  if (exp.data.kind != config::data_kind::text)
-    throw std::invalid_argument(fmt::format(
-        "data.kind = \"{}\": the cluster's learners and evaluator read text data only so far "
-        "(data.kind = \"text\"); model.kind = \"vit\" is a model of the model interface "
-        "(runtime/vit.hpp) but the learner's image data path is not built yet",
-        config::to_string(exp.data.kind)));
+void check_learner_data(const config::experiment& exp, const image_dataset& data) {
+  const int M = exp.learners.count;
+  const auto layout = exp.data.sharding == config::sharding_kind::interleaved
+                          ? shard_layout::interleaved
+                          : shard_layout::contiguous;
+  constexpr uint64_t k_data_stream = 0x64617461;  // as runtime/trainer.cpp
+  for (int i = 0; i < M; ++i) {
+    try {
+      image_stream probe(data, i, M, derive_seed(exp.seed, k_data_stream), layout);
+      (void)probe;
+    } catch (const std::invalid_argument& e) {
+      throw std::invalid_argument(fmt::format(
+          "data.images '{}' ({} train images) is too small for {} learner{}: {}; use fewer "
+          "learners (learners.count) or a larger train split (data.train_fraction)",
+          exp.data.images, data.train_size(), M, M == 1 ? "" : "s", e.what()));
+    }
+  }
+  if (data.validation_size() < 1)
+    throw std::invalid_argument(
+        fmt::format("data.images '{}': the validation split is empty (data.train_fraction = {})",
+                    exp.data.images, exp.data.train_fraction));
 }
-}  // namespace
+
+run_data load_run_data(const config::experiment& exp) {
+  run_data d;
+  std::error_code ec;
+  if (exp.data.kind == config::data_kind::idx) {
+    d.images = std::make_shared<image_dataset>(image_dataset::from_files(
+        exp.data.images, exp.data.labels, exp.data.train_fraction, exp.model.classes));
+    const auto& im = *d.images;
+    const size_t n = im.train_size();
+    std::vector<uint8_t> bytes(im.image(0), im.image(0) + n * im.pixels());
+    for (size_t i = 0; i < n; ++i) bytes.push_back(static_cast<uint8_t>(im.label(i)));
+    d.hash = fnv1a_hex(bytes.data(), bytes.size());
+    d.bytes = static_cast<uint64_t>(fs::file_size(exp.data.images, ec)) +
+              static_cast<uint64_t>(fs::file_size(exp.data.labels, ec));
+    return d;
+  }
+  d.text = std::make_shared<text_dataset>(
+      text_dataset::from_file(exp.data.file, exp.data.train_fraction));
+  const auto& train = d.text->train();
+  d.hash = fnv1a_hex(train.data(), train.size() * sizeof(train[0]));
+  d.bytes = static_cast<uint64_t>(fs::file_size(exp.data.file, ec));
+  return d;
+}
+
+nlohmann::json final_eval_json(const config::experiment& exp, const run_data& data) {
+  if (data.images == nullptr) return eval_spec_of(exp, *data.text).to_json();
+  return {
+      {"data_kind", "idx"},
+      {"images", exp.data.images},
+      {"labels", exp.data.labels},
+      {"train_fraction", exp.data.train_fraction},
+      {"split", "validation"},
+      {"validation_first", data.images->train_size()},
+      {"validation_samples", data.images->validation_size()},
+      {"batch", exp.learners.batch},
+      {"covers_split", true},
+      {"backend", exp.learners.backend == config::backend_kind::reference ? "reference" : "cpu"}};
+}
 
 void check_experiment_data(const config::experiment& exp) {
-  require_text_data(exp);
-  check_learner_data(exp, text_dataset::from_file(exp.data.file, exp.data.train_fraction));
+  const run_data d = load_run_data(exp);
+  if (d.images != nullptr)
+    check_learner_data(exp, *d.images);
+  else
+    check_learner_data(exp, *d.text);
 }
 
 std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
@@ -98,15 +149,19 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
   if (M < 1) throw std::invalid_argument("learners.count must be >= 1");
   if (exp.learners.speed.size() > static_cast<size_t>(M))
     throw std::invalid_argument("learners.speed has more entries than learners.count");
-  require_text_data(exp);
-  s->data = std::make_shared<text_dataset>(
-      text_dataset::from_file(exp.data.file, exp.data.train_fraction));
-  check_learner_data(exp, *s->data);
   {
-    const auto& train = s->data->train();
-    s->data_hash = fnv1a_hex(train.data(), train.size() * sizeof(train[0]));
-    std::error_code ec;
-    s->data_bytes = static_cast<uint64_t>(fs::file_size(exp.data.file, ec));
+    run_data d = load_run_data(exp);
+    if (d.images != nullptr)
+      check_learner_data(exp, *d.images);
+    else
+      check_learner_data(exp, *d.text);
+    s->final_eval = final_eval_json(exp, d);
+    s->data = std::move(d.text);
+    s->images = std::move(d.images);
+    s->data_hash = std::move(d.hash);
+    s->data_bytes = d.bytes;
+  }
+  {
     const std::string json = config::to_json(exp).dump();
     s->experiment_hash = fnv1a_hex(json.data(), json.size());
     s->run_id = options.run_id;

@@ -37,6 +37,7 @@
 #include "runtime/config/experiment.hpp"
 #include "runtime/data.hpp"
 #include "runtime/fragments.hpp"
+#include "runtime/idx.hpp"
 #include "runtime/run_dir.hpp"
 
 namespace dd::actors {
@@ -111,7 +112,8 @@ struct cluster_setup {
   config::experiment exp;
   run_options options;
   std::string run_dir;
-  std::shared_ptr<text_dataset> data;
+  std::shared_ptr<text_dataset> data;     ///< text data (data.kind = "text"), else null
+  std::shared_ptr<image_dataset> images;  ///< image data (data.kind = "idx"), else null
   fragment_plan plan;
   std::vector<float> initial;  ///< the initial global model (flat)
   std::unique_ptr<run_log> log;
@@ -132,6 +134,8 @@ struct cluster_setup {
   /// each --resume (rewritten at start). Every syncer role stamps it on its messages; a learner
   /// refuses a message of an older one (messages/codec.hpp envelope_expect).
   uint64_t syncer_incarnation = 1;
+  /// final_eval_json() of the run's data.
+  nlohmann::json final_eval;
   /// Resumed: the monitor's record read from <run_dir>/monitor.json (null when none).
   nlohmann::json monitor_record;
   /// Resumed: per fragment, the highest version events.jsonl names (merge, fragment_rebuilt,
@@ -152,8 +156,29 @@ struct cluster_setup {
 /// fewer than 2·T+1 = 257"). `dd-node run` calls it (through check_experiment_data) before it
 /// starts anything and refuses the run with exit 2; make_cluster_setup calls it too.
 void check_learner_data(const config::experiment& exp, const text_dataset& data);
-/// Loads exp.data.file (throws std::runtime_error naming it when unreadable) and runs
-/// check_learner_data on it.
+/// The same for image data (data.kind = "idx"): every learner's image_stream can be built and
+/// the validation split is not empty; throws std::invalid_argument naming data.images.
+void check_learner_data(const config::experiment& exp, const image_dataset& data);
+
+/// The run's data as every node loads it, with its identity for the node handshake.
+struct run_data {
+  std::shared_ptr<text_dataset> text;     ///< data.kind = "text"
+  std::shared_ptr<image_dataset> images;  ///< data.kind = "idx"
+  /// FNV-1a (hex) of the training split: text, its tokens; images, the train images' pixels
+  /// followed by their labels (one byte each).
+  std::string hash;
+  uint64_t bytes = 0;  ///< size of data.file; idx: data.images + data.labels (file bytes)
+};
+/// Loads exp.data (text file or IDX pair). Throws std::runtime_error naming the file when it
+/// cannot be read or is malformed (text_dataset::from_file, image_dataset::from_files).
+run_data load_run_data(const config::experiment& exp);
+/// What summary.json's "final_eval" and the model file's "eval" metadata state about the final
+/// evaluation: text, eval_spec_of(exp, *data).to_json(); images, {"data_kind": "idx", "images",
+/// "labels", "train_fraction", "split": "validation", "validation_first" (first validation sample
+/// of the file), "validation_samples", "batch", "covers_split": true, "backend"}.
+nlohmann::json final_eval_json(const config::experiment& exp, const run_data& data);
+/// Loads the experiment's data (load_run_data: data.file, or data.images and data.labels; throws
+/// std::runtime_error naming the file when unreadable) and runs check_learner_data on it.
 void check_experiment_data(const config::experiment& exp);
 
 /// Builds the setup: loads and checks the data (check_learner_data), plans the fragments,

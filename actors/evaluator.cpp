@@ -22,6 +22,7 @@
 #include "runtime/eval.hpp"
 #include "runtime/model_file.hpp"
 #include "runtime/quantize.hpp"
+#include "runtime/vit.hpp"
 
 namespace dd::actors {
 
@@ -99,10 +100,11 @@ void start_round(evaluator_actor* self, const evaluator_context& ctx) {
 
 /// The final evaluation's model: <run_dir>/model.safetensors (atomic) with the loss it scored.
 void write_final_model(evaluator_actor* self, const evaluator_context& ctx, double loss,
-                       const nlohmann::json& versions) {
+                       double accuracy, const nlohmann::json& versions) {
   auto& st = self->state;
   auto md = ctx.model_metadata;
   md["val_loss"] = fmt::format("{:.17g}", loss);
+  if (accuracy >= 0) md["val_accuracy"] = fmt::format("{:.17g}", accuracy);
   md["digest"] = fmt::format("{:016x}", st.last_digest);
   md["versions"] = versions.dump();
   try {
@@ -129,8 +131,15 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
   }
   st.model->set_parameters(flat);
   auto t0 = std::chrono::steady_clock::now();
-  double loss =
-      evaluate_loss(*st.model, ctx.data->validation(), ctx.batch, ctx.seq_len, ctx.batches);
+  double loss = 0.0;
+  double accuracy = -1.0;  // < 0: not a classifier
+  if (ctx.images != nullptr) {
+    const classification_eval ev = dynamic_cast<vit&>(*st.model).evaluate(*ctx.images, ctx.batch);
+    loss = ev.loss;
+    accuracy = ev.accuracy;
+  } else {
+    loss = evaluate_loss(*st.model, ctx.data->validation(), ctx.batch, ctx.seq_len, ctx.batches);
+  }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.last_loss = loss;
   st.last_eval_s = secs;
@@ -141,19 +150,23 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
     uint64_t tokens = 0;
     auto snap = ctx.log->snapshot();
     for (const auto& [id, l] : snap.learners) tokens += l.tokens;
-    ctx.log->emit("eval", {{"val_loss", loss},
-                           {"versions", versions},
-                           {"digest", st.last_digest},
-                           {"tokens", tokens},
-                           {"step", global_step(snap, ctx.learners)},
-                           {"eval_s", secs}});
+    nlohmann::json ev = {{"val_loss", loss},
+                         {"versions", versions},
+                         {"digest", st.last_digest},
+                         {"tokens", tokens},
+                         {"step", global_step(snap, ctx.learners)},
+                         {"eval_s", secs}};
+    if (accuracy >= 0) ev["val_accuracy"] = accuracy;
+    ctx.log->emit("eval", ev);
     const double at = ctx.log->now();
     ctx.log->update([&](run_counters& c) {
       c.last_val_loss = loss;
+      c.last_val_accuracy = accuracy;
       c.last_val_at_s = at;
     });
   }
-  if (st.waiting_final && !ctx.model_path.empty()) write_final_model(self, ctx, loss, versions);
+  if (st.waiting_final && !ctx.model_path.empty())
+    write_final_model(self, ctx, loss, accuracy, versions);
   st.waiting_final = false;
   for (auto& rp : st.waiting) rp.deliver(loss, st.last_digest);
   st.waiting.clear();

@@ -39,6 +39,7 @@
 #include "messages/codec.hpp"
 #include "runtime/data.hpp"
 #include "runtime/fragments.hpp"
+#include "runtime/idx.hpp"
 #include "runtime/model.hpp"
 
 namespace dd::actors {
@@ -51,6 +52,9 @@ struct evaluator_context {
   model_config model;
   fragment_plan plan;
   const text_dataset* data = nullptr;
+  /// Image data (data.kind = "idx"): when set, each evaluation scores the whole validation split
+  /// in batches of `batch` (vit::evaluate) and reports its accuracy too; `data` is unused.
+  const image_dataset* images = nullptr;
   int batch = 16;                 ///< B of a validation batch
   int seq_len = 128;              ///< T
   int batches = 8;                ///< validation batches per evaluation

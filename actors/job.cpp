@@ -82,7 +82,7 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
     f.faults_fired = setup->faults->fired().size();
     setup->result = make_run_result(f, counters, loss, digest, end - st.start_s, training_s);
     // Every evaluation scores the same windows; the model file holds their starts too.
-    setup->result.summary["final_eval"] = eval_spec_of(setup->exp, *setup->data).to_json();
+    setup->result.summary["final_eval"] = setup->final_eval;
     setup->result.summary["final_eval"].erase("window_starts");
     std::error_code ec;
     if (digest != 0 && fs::exists(fs::path(setup->run_dir) / model_file_name, ec))

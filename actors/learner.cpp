@@ -470,9 +470,7 @@ inner_result inner_step(learner_actor* self, const learner_context& ctx) {
   auto& st = self->state;
   auto& tr = *st.tr;
   const auto& cfg = tr.config();
-  st.batch.B = cfg.batch;
-  st.batch.T = cfg.seq_len;
-  tr.data().next(cfg.batch, st.batch.inputs, st.batch.targets);
+  tr.next_batch(st.batch);
   auto& model = tr.model();
   model.zero_grad();
   inner_result r;
@@ -589,7 +587,7 @@ void on_step(learner_actor* self, const learner_context& ctx) {
   hb.step = step;
   hb.tokens = st.tokens;
   hb.step_time_ema_s = st.step_time.value();
-  hb.data_cursor = st.tr->data().cursor().to_bytes();
+  hb.data_cursor = st.tr->cursor().to_bytes();
   hb.loss = r.loss;
   hb.compute_s = st.compute_s;
   hb.lr = r.lr;
@@ -690,7 +688,7 @@ void initial_join(learner_actor* self, std::shared_ptr<const learner_context> ct
             s.tr->set_steps_done(static_cast<int64_t>(rep->resume_step));
             if (!rep->data_cursor.empty()) {
               try {
-                s.tr->data().restore(data_cursor::from_bytes(rep->data_cursor));
+                s.tr->restore_cursor(data_cursor::from_bytes(rep->data_cursor));
               } catch (const std::exception& e) {
                 if (ctx->log != nullptr)
                   ctx->log->emit("failure",
@@ -759,7 +757,9 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
   kernels::backend_options bo;
   bo.threads = ctx->threads;
   st.backend = kernels::make_backend(ctx->backend, bo);
-  st.tr = std::make_unique<trainer>(*st.backend, *ctx->data, ctx->trainer);
+  st.tr = ctx->images != nullptr
+              ? std::make_unique<trainer>(*st.backend, *ctx->images, ctx->trainer)
+              : std::make_unique<trainer>(*st.backend, *ctx->data, ctx->trainer);
   st.frags.resize(ctx->plan.fragments.size());
   st.owners.resize(ctx->plan.fragments.size());
   st.jitter_rng = std::make_unique<rng>(derive_seed(ctx->trainer.seed, 0x6a6974ULL + st.id));

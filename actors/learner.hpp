@@ -59,6 +59,9 @@ struct learner_context {
   bool global_schedule = false;
   /// Shared dataset (read-only; outlives the learner).
   const text_dataset* data = nullptr;
+  /// Shared image dataset (data.kind = "idx"; read-only; outlives the learner); when set the
+  /// trainer reads it instead of `data`.
+  const image_dataset* images = nullptr;
   /// The fragment plan (same on every learner and owner).
   fragment_plan plan;
   /// The push schedule's clock. false: the learner's own inner step, (step − offset_p) mod H

@@ -351,17 +351,17 @@ int run_learner_node(const learner_node_options& o) {
   }
   config::experiment exp = loaded.experiments.front();
   if (!o.data_file.empty()) exp.data.file = o.data_file;
-  std::shared_ptr<text_dataset> data;
+  const std::string data_name = exp.data.kind == config::data_kind::idx
+                                    ? exp.data.images + "' + '" + exp.data.labels
+                                    : exp.data.file;
+  run_data rd;
   node_join req;
   try {
-    data = std::make_shared<text_dataset>(
-        text_dataset::from_file(exp.data.file, exp.data.train_fraction));
-    const auto& train = data->train();
-    req.data_hash = fnv1a_hex(train.data(), train.size() * sizeof(train[0]));
-    std::error_code ec;
-    req.data_bytes = static_cast<uint64_t>(fs::file_size(exp.data.file, ec));
+    rd = load_run_data(exp);
+    req.data_hash = rd.hash;
+    req.data_bytes = rd.bytes;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "dd-node learner: data file '%s' (from %s): %s\n", exp.data.file.c_str(),
+    std::fprintf(stderr, "dd-node learner: data file '%s' (from %s): %s\n", data_name.c_str(),
                  o.data_file.empty() ? "the syncer's experiment; give --data FILE" : "--data",
                  e.what());
     return node_exit_failure;
@@ -371,9 +371,8 @@ int run_learner_node(const learner_node_options& o) {
         stderr,
         "dd-node learner: data file '%s' differs from the syncer's (%llu bytes, hash %s here; "
         "%llu bytes, hash %s there)\n",
-        exp.data.file.c_str(), static_cast<unsigned long long>(req.data_bytes),
-        req.data_hash.c_str(), static_cast<unsigned long long>(described.data_bytes),
-        described.data_hash.c_str());
+        data_name.c_str(), static_cast<unsigned long long>(req.data_bytes), req.data_hash.c_str(),
+        static_cast<unsigned long long>(described.data_bytes), described.data_hash.c_str());
     // Tell the syncer too, so both sides log the refusal.
   }
 
@@ -505,7 +504,8 @@ int run_learner_node(const learner_node_options& o) {
   auto current = std::make_shared<std::pair<std::mutex, caf::actor>>();
   current->second = monitor;
   learner_services services;
-  services.data = data.get();
+  services.data = rd.text.get();
+  services.images = rd.images.get();
   services.log = log.get();
   services.faults = hooks.get();
   services.gate = gate.get();
@@ -721,6 +721,7 @@ supervisor_hdl spawn_local_learners(caf::local_actor* self, const supervisor_rep
   lctx->job = job;
   learner_services services;
   services.data = setup.data.get();
+  services.images = setup.images.get();
   services.log = setup.log.get();
   services.faults = setup.faults.get();
   services.gate = setup.gate.get();

@@ -40,6 +40,7 @@ std::shared_ptr<const learner_context> make_learner_context(
   c->global_schedule = e.inner.clock == config::schedule_clock::global;
   c->global_push_clock = e.push_clock() == config::schedule_clock::global;
   c->data = services.data;
+  c->images = services.images;
   c->plan = plan;
   c->sync_interval = e.sync.interval;
   c->overlap = e.sync.overlap;
@@ -104,11 +105,12 @@ owner_options owner_options_of(const config::experiment& e, const fragment_layou
 }
 
 evaluator_context evaluator_context_of(const config::experiment& e, const fragment_plan& plan,
-                                       const text_dataset* data) {
+                                       const text_dataset* data, const image_dataset* images) {
   evaluator_context c;
   c.model = model_of(e);
   c.plan = plan;
   c.data = data;
+  c.images = images;
   c.batch = e.learners.batch;
   c.seq_len = e.model.context;
   c.batches = std::max(1, e.eval.batches);

@@ -22,12 +22,14 @@
 #include "runtime/config/experiment.hpp"
 #include "runtime/data.hpp"
 #include "runtime/fragments.hpp"
+#include "runtime/idx.hpp"
 
 namespace dd::actors {
 
 /// Node-local services a learner uses; none of them crosses a process (all may be null).
 struct learner_services {
-  const text_dataset* data = nullptr;  ///< required; outlives the learner
+  const text_dataset* data = nullptr;     ///< required for text data; outlives the learner
+  const image_dataset* images = nullptr;  ///< required for data.kind = "idx"; outlives it
   run_log* log = nullptr;
   fault_hooks* faults = nullptr;
   step_admission* gate = nullptr;
@@ -60,6 +62,7 @@ owner_options owner_options_of(const config::experiment& e, const fragment_layou
 /// reference backend for an experiment on it (bit-reproducible losses), else "cpu". Peers, log,
 /// the step poll and the adaptive cadence are the caller's.
 evaluator_context evaluator_context_of(const config::experiment& e, const fragment_plan& plan,
-                                       const text_dataset* data);
+                                       const text_dataset* data,
+                                       const image_dataset* images = nullptr);
 
 }  // namespace dd::actors

@@ -58,6 +58,8 @@ struct run_counters {
   std::map<int32_t, double> grace_s;     ///< last grace window used per fragment, seconds
   std::map<int32_t, uint64_t> versions;  ///< current version per fragment
   double last_val_loss = -1.0;           ///< < 0 until the first evaluation
+  /// Validation accuracy of the last evaluation, in [0, 1]; < 0 when none or not a classifier.
+  double last_val_accuracy = -1.0;
   double last_val_at_s = 0.0;
   double uptime_s = 0.0;    ///< time with >= quorum_needed learners stepping
   double observed_s = 0.0;  ///< time over which uptime was integrated

@@ -55,6 +55,9 @@ run_result make_run_result(const run_facts& f, const run_counters& counters, dou
   // training seconds goodput divides them by.
   r.summary = make_summary(f.learners, f.fragments, counters, loss, wall_s,
                            training_s + (f.resumed ? f.seconds_before : 0.0));
+  // A classifier's (data.kind = "idx") last evaluation also scored accuracy.
+  if (loss >= 0 && counters.last_val_accuracy >= 0)
+    r.summary["final_val_accuracy"] = counters.last_val_accuracy;
   if (f.resumed) {
     r.summary["resumed"] = true;
     r.summary["seconds_before_resume"] = f.seconds_before;

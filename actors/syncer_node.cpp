@@ -89,8 +89,8 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, cluste
   node.owner_sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(octx));
 
   // Evaluator.
-  auto ectx =
-      std::make_shared<evaluator_context>(evaluator_context_of(e, setup.plan, setup.data.get()));
+  auto ectx = std::make_shared<evaluator_context>(
+      evaluator_context_of(e, setup.plan, setup.data.get(), setup.images.get()));
   ectx->step_poll_s = sim ? setup.options.sim_step_s : 0.25;
   ectx->adaptive_cadence = !sim;
   ectx->monitor = node.monitor;
@@ -99,9 +99,8 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, cluste
   ectx->log = setup.log.get();
   if (!sim) {  // the final evaluation's model, with the windows it scored (model_file.hpp)
     ectx->model_path = (fs::path(setup.run_dir) / model_file_name).string();
-    ectx->model_metadata = {{"run_id", setup.run_id},
-                            {"experiment", e.name},
-                            {"eval", eval_spec_of(e, *setup.data).to_json().dump()}};
+    ectx->model_metadata = {
+        {"run_id", setup.run_id}, {"experiment", e.name}, {"eval", setup.final_eval.dump()}};
   }
   std::shared_ptr<const evaluator_context> ec = ectx;
   node.eval = sim ? self->spawn(evaluator, ec) : self->spawn<caf::detached>(evaluator, ec);

@@ -145,4 +145,21 @@ loaded_model read_model_file(const std::string& where, kernels::backend& be) {
   return out;
 }
 
+loaded_any_model read_any_model_file(const std::string& where, kernels::backend& be) {
+  loaded_any_model out;
+  out.path = resolve_model_path(where);
+  const st_file f = read_safetensors(out.path);
+  auto cfg_it = f.metadata.find("config");
+  if (cfg_it == f.metadata.end())
+    throw std::runtime_error(fmt::format(
+        "model '{}': metadata 'config' (the model config as JSON) is missing", out.path));
+  try {
+    out.model = make_model(be, model_config::from_json(nlohmann::json::parse(cfg_it->second)));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format("model '{}': metadata 'config': {}", out.path, e.what()));
+  }
+  out.metadata = load_checkpoint(out.path, *out.model, nullptr);
+  return out;
+}
+
 }  // namespace dd

@@ -90,4 +90,17 @@ std::string resolve_model_path(const std::string& where);
 /// tensor at fault (no config, unknown kind, missing tensor, wrong shape, damaged file).
 loaded_model read_model_file(const std::string& where, kernels::backend& be);
 
+/// A model file of any kind (runtime/model.hpp make_model), e.g. a "vit" run's model.safetensors.
+struct loaded_any_model {
+  std::string path;  ///< the file actually read
+  std::map<std::string, std::string> metadata;
+  std::unique_ptr<dd::model> model;
+};
+
+/// Reads the model at resolve_model_path(`where`) onto `be` whatever its kind: the metadata
+/// "config" through model_config::from_json and make_model (the kind comes from the config).
+/// Throws std::runtime_error naming the file and the field or tensor at fault (no config, bad
+/// config, unknown kind, missing tensor, wrong shape, damaged file).
+loaded_any_model read_any_model_file(const std::string& where, kernels::backend& be);
+
 }  // namespace dd

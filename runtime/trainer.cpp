@@ -11,6 +11,7 @@
 #include "runtime/checkpoint.hpp"
 #include "runtime/eval.hpp"
 #include "runtime/rng.hpp"
+#include "runtime/vit.hpp"
 
 namespace dd {
 
@@ -36,11 +37,62 @@ trainer::trainer(kernels::backend& be, const text_dataset& data, const trainer_c
       data_(&data),
       model_(make_model(be, cfg.model)),
       opt_(be, model_->tensors(), model_->num_params(), cfg.optimizer),
-      stream_(data, cfg.learner, cfg.learners, cfg.seq_len, derive_seed(cfg.seed, k_data_stream),
-              cfg.sharding) {
+      stream_(std::in_place, data, cfg.learner, cfg.learners, cfg.seq_len,
+              derive_seed(cfg.seed, k_data_stream), cfg.sharding) {
   model_->init(cfg.seed);
   batch_.B = cfg.batch;
   batch_.T = cfg.seq_len;
+}
+
+trainer::trainer(kernels::backend& be, const image_dataset& data, const trainer_config& cfg)
+    : cfg_((cfg.validate(), cfg)),
+      image_data_(&data),
+      model_(make_model(be, cfg.model)),
+      opt_(be, model_->tensors(), model_->num_params(), cfg.optimizer) {
+  const auto& m = cfg.model;
+  if (m.kind != "vit" || m.vit.rows != data.rows() || m.vit.cols != data.cols() ||
+      m.vit.classes != data.classes())
+    throw std::invalid_argument(fmt::format(
+        "trainer: image data '{}' ({}x{} images, {} classes) does not fit model.kind \"{}\" "
+        "(rows {}, cols {}, classes {}; image data needs kind \"vit\")",
+        data.origin(), data.rows(), data.cols(), data.classes(), m.kind, m.vit.rows, m.vit.cols,
+        m.vit.classes));
+  image_stream_.emplace(data, cfg.learner, cfg.learners, derive_seed(cfg.seed, k_data_stream),
+                        cfg.sharding);
+  cfg_.seq_len = 1;
+  model_->init(cfg.seed);
+  batch_.B = cfg.batch;
+  batch_.T = 1;
+}
+
+batch_stream& trainer::data() {
+  if (!stream_)
+    throw std::logic_error("trainer::data(): this trainer reads image data, not a text stream");
+  return *stream_;
+}
+
+void trainer::next_batch(model_batch& b) {
+  b.B = cfg_.batch;
+  b.T = cfg_.seq_len;
+  if (stream_) {
+    stream_->next(cfg_.batch, b.inputs, b.targets);
+    return;
+  }
+  std::vector<int32_t> px;
+  image_stream_->next(cfg_.batch, px, b.targets);
+  b.inputs.clear();
+  b.features.assign(px.begin(), px.end());
+}
+
+data_cursor trainer::cursor() const {
+  return stream_ ? stream_->cursor() : image_stream_->cursor();
+}
+
+void trainer::restore_cursor(const data_cursor& c) {
+  if (stream_)
+    stream_->restore(c);
+  else
+    image_stream_->restore(c);
 }
 
 step_result trainer::step() {
@@ -48,7 +100,7 @@ step_result trainer::step() {
   step_result r;
   r.step = step_;
   r.tokens = static_cast<int64_t>(cfg_.batch) * cfg_.seq_len;
-  stream_.next(cfg_.batch, batch_.inputs, batch_.targets);
+  next_batch(batch_);
   model_->zero_grad();
   r.loss = model_->forward(batch_);
   tokens_ += r.tokens;
@@ -69,8 +121,16 @@ step_result trainer::step() {
   return r;
 }
 
-double trainer::evaluate(int batches) {
-  return evaluate_loss(*model_, data_->validation(), cfg_.batch, cfg_.seq_len, batches);
+double trainer::evaluate(int batches) { return evaluate_metric(batches).loss; }
+
+batch_metric trainer::evaluate_metric(int batches) {
+  if (image_data_ != nullptr) {
+    auto& v = dynamic_cast<vit&>(*model_);
+    const classification_eval ev = v.evaluate(*image_data_, cfg_.batch);
+    return {ev.loss, ev.accuracy};
+  }
+  return {evaluate_loss(*model_, data_->validation(), cfg_.batch, cfg_.seq_len, batches),
+          std::nan("")};
 }
 
 void trainer::save(const std::string& path, const std::map<std::string, std::string>& extra) const {
@@ -78,7 +138,7 @@ void trainer::save(const std::string& path, const std::map<std::string, std::str
   meta["step"] = std::to_string(step_);
   meta["tokens"] = std::to_string(tokens_);
   meta["seed"] = std::to_string(cfg_.seed);
-  meta["data_cursor"] = stream_.cursor().to_json().dump();
+  meta["data_cursor"] = cursor().to_json().dump();
   save_checkpoint(path, *model_, &opt_, meta);
 }
 
@@ -112,13 +172,18 @@ std::map<std::string, std::string> trainer::load(const std::string& path,
                            file_cfg.to_json().dump(), cfg_.model.to_json().dump()));
   // Check the cursor against a scratch stream first so a mismatch leaves this trainer untouched.
   try {
-    batch_stream probe_stream = stream_;
-    probe_stream.restore(cur);
+    if (stream_) {
+      batch_stream probe_stream = *stream_;
+      probe_stream.restore(cur);
+    } else {
+      image_stream probe_stream = *image_stream_;
+      probe_stream.restore(cur);
+    }
   } catch (const std::invalid_argument& e) {
     throw fail(e.what());
   }
   auto meta = load_checkpoint(path, *model_, &opt_, options);
-  stream_.restore(cur);
+  restore_cursor(cur);
   step_ = step;
   tokens_ = tokens;
   return meta;

@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kernels/backend.hpp"
 #include "runtime/adamw.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/data.hpp"
+#include "runtime/idx.hpp"
 #include "runtime/lr_schedule.hpp"
 #include "runtime/model.hpp"
 
@@ -56,14 +58,35 @@ class trainer {
   /// the data stream at the start of shard cfg.learner of cfg.learners. `be` and `data` must
   /// outlive the trainer. Throws std::invalid_argument for a bad config or too-small shard.
   trainer(kernels::backend& be, const text_dataset& data, const trainer_config& cfg);
+  /// The same over image data (runtime/idx.hpp; a model that reads features, e.g. kind "vit"):
+  /// batches are (B) images as features (B, rows·cols pixel values 0..255) with labels (B), T =
+  /// 1 (cfg.seq_len is ignored and reported as 1). The image stream's seed is derived from
+  /// cfg.seed as the text stream's. Throws std::invalid_argument for a bad config, a too-small
+  /// shard, or images whose size or class count differ from cfg.model's (naming both).
+  trainer(kernels::backend& be, const image_dataset& data, const trainer_config& cfg);
+
+  /// Fills `batch` with this learner's next training batch (text: inputs/targets (B, T); images:
+  /// features/targets, T = 1) and advances the data cursor. What step() trains on.
+  void next_batch(model_batch& batch);
+  /// The data stream's cursor (text or image stream), what checkpoints and heartbeats carry.
+  data_cursor cursor() const;
+  /// Jumps the data stream to `c`; throws std::invalid_argument as batch_stream::restore /
+  /// image_stream::restore do.
+  void restore_cursor(const data_cursor& c);
+  /// True when the trainer reads image data.
+  bool images() const noexcept { return image_data_ != nullptr; }
 
   /// One inner step. When the loss or the gradient norm is not finite the update is skipped,
   /// the step counter is not advanced (the batch is consumed) and applied = false.
   step_result step();
 
   /// Validation loss (nats/token) over `batches` fixed batches of (batch, seq_len); see
-  /// evaluate_loss. Leaves the gradients untouched.
+  /// evaluate_loss. Image data: loss (nats/image) over the whole validation split (`batches` is
+  /// ignored; evaluate_metric() also gives the accuracy). Leaves the gradients untouched.
   double evaluate(int batches);
+  /// Loss and accuracy: image data, the whole validation split in batches of cfg.batch
+  /// (vit::evaluate); text data, evaluate(batches) with accuracy NaN.
+  batch_metric evaluate_metric(int batches);
 
   /// Saves model, AdamW moments, step counter, data cursor, seed and config to `path`
   /// (safetensors, atomic). `extra` entries are added to the metadata.
@@ -88,15 +111,18 @@ class trainer {
   dd::model& model() noexcept { return *model_; }
   const dd::model& model() const noexcept { return *model_; }
   adamw& optimizer() noexcept { return opt_; }
-  batch_stream& data() noexcept { return stream_; }
+  /// The text stream. Throws std::logic_error for a trainer over image data.
+  batch_stream& data();
   const trainer_config& config() const noexcept { return cfg_; }
 
  private:
   trainer_config cfg_;
-  const text_dataset* data_;
+  const text_dataset* data_ = nullptr;
+  const image_dataset* image_data_ = nullptr;
   std::unique_ptr<dd::model> model_;
   adamw opt_;
-  batch_stream stream_;
+  std::optional<batch_stream> stream_;        // text data
+  std::optional<image_stream> image_stream_;  // image data
   int64_t step_ = 0;
   int64_t tokens_ = 0;
   model_batch batch_;

@@ -23,7 +23,9 @@
 #include "runtime/checkpoint.hpp"
 #include "runtime/data.hpp"
 #include "runtime/eval.hpp"
+#include "runtime/idx.hpp"
 #include "runtime/model_file.hpp"
+#include "runtime/vit.hpp"
 #include "util/parse.hpp"
 
 namespace dd::app {
@@ -49,6 +51,9 @@ void print_eval_help(FILE* f) {
       "  --threads N          CPU threads for the backend, 0 = all (default 1)\n"
       "T is the model's context unless the run recorded another. Output: one line,\n"
       "\"val_loss X nats/token on N windows ...\", and the run's recorded loss when known.\n"
+      "A vit model (data.kind = \"idx\") is evaluated on the whole validation split of the\n"
+      "IDX images and labels its run recorded: \"val_loss X nats/image, val_accuracy Y ...\"\n"
+      "(--train-fraction, --batch, --backend, --threads apply; --data, --batches do not).\n"
       "Exit status: 0 ok; 1 unreadable model or data, backend failure; 2 bad flags.\n");
 }
 
@@ -73,6 +78,56 @@ std::optional<eval_spec> recorded_spec(const std::string& path,
   } catch (const std::exception& e) {
     throw std::runtime_error(fmt::format("'{}': final_eval: {}", summary.string(), e.what()));
   }
+}
+
+/// A ViT model file (model_kind "vit"): loss and accuracy over the whole validation split of the
+/// IDX pair its run's "eval" metadata names (actors/cluster.hpp final_eval_json), in batches of
+/// the run's batch (or --batch). --data / --batches do not apply. Returns the exit status.
+int eval_vit(const std::string& path, const std::map<std::string, std::string>& metadata,
+             const std::string& backend, int threads, std::optional<double> train_fraction,
+             std::optional<int> batch) {
+  auto it = metadata.find("eval");
+  if (it == metadata.end())
+    throw std::invalid_argument(
+        fmt::format("model '{}' (kind vit) records no evaluation (no metadata 'eval')", path));
+  nlohmann::json ev;
+  std::string images, labels;
+  double fraction = 0.8;
+  int B = 32;
+  std::string run_backend = "cpu";
+  try {
+    ev = nlohmann::json::parse(it->second);
+    images = ev.at("images").get<std::string>();
+    labels = ev.at("labels").get<std::string>();
+    fraction = ev.at("train_fraction").get<double>();
+    B = ev.at("batch").get<int>();
+    run_backend = ev.value("backend", std::string("cpu"));
+  } catch (const std::exception& e) {
+    throw std::runtime_error(fmt::format("model '{}': metadata 'eval': {}", path, e.what()));
+  }
+  const bool same = !train_fraction && !batch;
+  if (train_fraction) fraction = *train_fraction;
+  if (batch) B = *batch;
+  kernels::backend_options bo;
+  bo.threads = threads;
+  auto be = kernels::make_backend(!backend.empty() ? backend : run_backend, bo);
+  auto m = read_any_model_file(path, *be);
+  const auto cfg = m.model->config().vit;
+  const auto ds = image_dataset::from_files(images, labels, fraction, cfg.classes);
+  const auto r = dynamic_cast<vit&>(*m.model).evaluate(ds, B);
+  std::string line = fmt::format(
+      "val_loss {:.6f} nats/image, val_accuracy {:.4f} on the {} validation images of {} "
+      "(samples [{}, {}), train_fraction {}), batch {}, backend {}",
+      r.loss, r.accuracy, r.samples, images, ds.train_size(), ds.train_size() + r.samples, fraction,
+      B, be->name());
+  double run_loss = 0, run_acc = 0;
+  auto l = m.metadata.find("val_loss"), a = m.metadata.find("val_accuracy");
+  if (same && l != m.metadata.end() && a != m.metadata.end() &&
+      util::parse_number(l->second, run_loss) && util::parse_number(a->second, run_acc))
+    line += fmt::format("; the run recorded {:.6f} / {:.4f} (differences {:.2e} / {:.2e})",
+                        run_loss, run_acc, r.loss - run_loss, r.accuracy - run_acc);
+  std::printf("%s\n", line.c_str());
+  return 0;
 }
 
 }  // namespace
@@ -135,7 +190,15 @@ int eval_main(int argc, char** argv) {
     kernels::init_all_backends();
     // The metadata first: it names the windows and the backend the run evaluated on.
     const std::string path = resolve_model_path(where);
-    const std::optional<eval_spec> rec = recorded_spec(path, read_safetensors(path).metadata);
+    const auto file_meta = read_safetensors(path).metadata;
+    if (auto k = file_meta.find("model_kind"); k != file_meta.end() && k->second == "vit") {
+      if (!data.empty() || batches)
+        throw std::invalid_argument(
+            "--data and --batches do not apply to a vit model: it is evaluated on the whole "
+            "validation split of the IDX pair its run recorded");
+      return eval_vit(path, file_meta, backend, threads, train_fraction, batch);
+    }
+    const std::optional<eval_spec> rec = recorded_spec(path, file_meta);
     kernels::backend_options bo;
     bo.threads = threads;
     auto be = kernels::make_backend(!backend.empty() ? backend

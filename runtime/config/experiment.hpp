@@ -389,9 +389,11 @@ struct experiment {
                                                        : schedule_clock::global;
   }
 
-  /// Tokens one learner consumes per inner step: batch × context.
+  /// Tokens one learner consumes per inner step: batch × context; for image data (data.kind =
+  /// "idx") a "token" is one image, so batch.
   std::int64_t tokens_per_step() const {
-    return static_cast<std::int64_t>(learners.batch) * model.context;
+    return static_cast<std::int64_t>(learners.batch) *
+           (data.kind == data_kind::idx ? 1 : model.context);
   }
 };
 
