@@ -23,6 +23,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -174,6 +175,26 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
             (dir / "launch.out").string());
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 20, 30));
+  // Every learner has stepped (a row of its own in learner_loss.csv) before the kill: a learner
+  // that (re)joined just before it has no model yet and could not step during the outage (seen
+  // under load, where a 1 s connection timeout can drop a link and a learner rejoins late).
+  {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    std::set<std::string> stepped;
+    while (stepped.size() < 3 && std::chrono::steady_clock::now() < deadline) {
+      std::istringstream rows(text(run / "learner_loss.csv"));
+      std::string row;
+      std::getline(rows, row);  // header: wall_time,learner,...
+      while (std::getline(rows, row)) {
+        const auto a = row.find(',');
+        const auto b = row.find(',', a + 1);
+        if (a != std::string::npos && b != std::string::npos)
+          stepped.insert(row.substr(a + 1, b - a - 1));
+      }
+      if (stepped.size() < 3) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
+    ASSERT_EQ(stepped.size(), 3u) << "not every learner stepped before the kill";
+  }
   const int victim = pid_of(run, "syncer");
   ASSERT_GT(victim, 0);
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
