@@ -246,9 +246,10 @@ void start_from_initial(owner_actor* self, const std::shared_ptr<const owner_con
   if (!why.empty() && ctx->log != nullptr && floor == 0) {
     // No merge of this fragment was ever recorded (events.jsonl of the earlier part, or this
     // run): its initial weights are its current value, so nothing is lost and nothing degraded.
-    ctx->log->warn("fragment owner " + std::to_string(frag) + ": " + why +
-                   "; no merge of this fragment is recorded, so it starts from the initial "
-                   "weights (version 0) and nothing is lost");
+    ctx->log->warn(
+        "fragment owner " + std::to_string(frag) + ": " + why +
+        "; no merge of this fragment is recorded, so its value restarts from the initial "
+        "weights (version 0) and nothing is lost");
   } else if (!why.empty() && ctx->log != nullptr) {
     ctx->log->warn("fragment owner " + std::to_string(frag) + ": " + why +
                    "; its value restarts from the initial weights (version " +

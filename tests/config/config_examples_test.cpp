@@ -31,7 +31,12 @@ TEST(ConfigExamples, EveryExampleResolves) {
     EXPECT_FALSE(r.experiments.empty()) << f;
     for (const auto& e : r.experiments) {
       EXPECT_EQ(e.learners.speed.size(), static_cast<std::size_t>(e.learners.count)) << e.name;
-      EXPECT_TRUE(std::filesystem::is_regular_file(e.data.file)) << e.data.file;
+      if (e.data.kind == data_kind::idx) {
+        EXPECT_TRUE(std::filesystem::is_regular_file(e.data.images)) << e.data.images;
+        EXPECT_TRUE(std::filesystem::is_regular_file(e.data.labels)) << e.data.labels;
+      } else {
+        EXPECT_TRUE(std::filesystem::is_regular_file(e.data.file)) << e.data.file;
+      }
     }
   }
 }
