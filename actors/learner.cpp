@@ -522,6 +522,11 @@ void on_step(learner_actor* self, const learner_context& ctx) {
     gate_pass pass(ctx.gate, st.id, std::max(1.0, ctx.speed) * st.slow_factor);
     r = inner_step(self, ctx);
   }
+  if (st.poison_next_step) {  // the nan fault's step: discarded even if a broadcast cleaned it
+    st.poison_next_step = false;
+    r.applied = false;
+    r.loss = std::numeric_limits<double>::quiet_NaN();
+  }
   double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (ctx.simulated_time) dt = ctx.sim_step_s;
   st.tokens += static_cast<uint64_t>(tokens_per_step);
@@ -601,6 +606,7 @@ void on_step(learner_actor* self, const learner_context& ctx) {
     for (const auto& layout : ctx.plan.fragments)
       if (!layout.tensors.empty())
         st.tr->model().write_parameters(layout.tensors.front().flat_offset, 1, &bad);
+    st.poison_next_step = true;
     if (ctx.log != nullptr)
       ctx.log->emit("nan_injected",
                     {{"learner", st.id}, {"incarnation", st.incarnation}, {"step", step}});

@@ -192,6 +192,9 @@ struct learner_state {
   uint64_t join_attempt = 0;  ///< the newest first-join request (older answers are ignored)
   bool gate_joined = false;
   double slow_factor = 1.0;  ///< current slowdown from a `slow` fault (>= 1)
+  /// A nan fault fired: the next inner step is discarded as non-finite whatever arrives before
+  /// it (a broadcast may replace the NaN'd tensors first).
+  bool poison_next_step = false;
   double wait_started_s = 0.0;
   policy::ema step_time{0.2};
   uint64_t tokens = 0;       ///< tokens computed by this incarnation
