@@ -180,7 +180,7 @@ void print_launch_help(FILE* f) {
       "  --no-step-admission     no host-wide step admission (learner processes then share the\n"
       "                          cores as the OS schedules them)\n"
       "  --learner-backoff-cap S longest wait between a learner's reconnection attempts (5)\n"
-      "  --compute-nice N        the learner processes' --compute-nice (default 5)\n"
+      "  --compute-nice N        the learner processes' --compute-nice (default 0)\n"
       "  --name N, --set k=v, --progress S, --heartbeat S, --connection-timeout S,\n"
       "  --script-timeout S (wall-clock limit of evaluating the experiment file): passed on\n"
       "The launcher locks the run directory, and checkpoint.dir when it lies outside it, for\n"

@@ -43,7 +43,7 @@ void print_learner_help(FILE* f) {
       "  --seed S              seed of the backoff jitter (default: from the node name; printed)\n"
       "  --heartbeat S, --connection-timeout S   middleman heartbeat (1) and timeout (10)\n"
       "  --compute-nice N      lower the learners' compute threads by N nice steps (0..19,\n"
-      "                        default 5) so the network threads keep their heartbeats\n"
+      "                        default 0) below this node's network threads\n"
       "  --step-admission sysv:ID   share step admission with the other learner processes of\n"
       "                        this host (a System V semaphore; dd-node launch passes it)\n"
       "  --chaos-endpoint HOST:PORT   serve message faults (dd-chaos msg) on this loopback\n"
