@@ -154,6 +154,8 @@ int bench_merge(int contributors, int size_mb, int tensors, int repeats, int thr
   // The fragment owners' merge options as the job builds them (actors/role_configs.hpp), from
   // the default experiment (ALGORITHM.md's outer lr and momentum).
   dd::merge_options rda = dd::actors::owner_options_of(dd::config::experiment{}, layout, "").merge;
+  // The bench keeps no ring of earlier versions: every Δ is taken against its push's own base.
+  rda.anchor = dd::merge_anchor::base;
 #else
   dd::merge_options rda;
 #endif
