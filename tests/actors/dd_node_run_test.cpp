@@ -599,6 +599,37 @@ TEST(dd_node_run, a_rerun_removes_an_earlier_cluster_runs_files) {
   fs::remove_all(dir);
 }
 
+// The same for dd-node launch: it clears the earlier cluster run's files before it starts a
+// child, and its own syncer (under the launcher's lock) leaves the launcher's fresh nodes.json
+// and logs/ alone.
+TEST(dd_node_run, a_launch_removes_an_earlier_cluster_runs_files) {
+  const fs::path dir = make_workdir("relaunch_cluster");
+  const fs::path run = dir / "run";
+  fs::create_directories(run / "nodes" / "old-node");
+  fs::create_directories(run / "logs");
+  std::ofstream(run / "summary.json") << "{\"final_val_loss\": 1.5}\n";
+  std::ofstream(run / "events.jsonl") << "{\"event\":\"finished\"}\n";
+  std::ofstream(run / "chaos.jsonl") << "{\"kind\":\"kill\"}\n";
+  std::ofstream(run / "nodes" / "old-node" / "events.jsonl") << "{}\n";
+  std::ofstream(run / "logs" / "old-node.log") << "old\n";
+  const pid_t launch = start_node(
+      dir, "a",
+      {"launch", "tiny.lua", "--run-dir", "run", "--progress", "0", "--set", "budget.steps=8"});
+  ASSERT_GT(launch, 0);
+  EXPECT_EQ(wait_exit(launch, 120), 0) << read_text(dir / "a.err");
+  EXPECT_FALSE(fs::exists(run / "chaos.jsonl"));
+  EXPECT_FALSE(fs::exists(run / "nodes" / "old-node"));
+  EXPECT_FALSE(fs::exists(run / "logs" / "old-node.log"));
+  EXPECT_TRUE(fs::exists(run / "nodes.json"));
+  EXPECT_TRUE(fs::exists(run / "logs" / "syncer.log"));
+  EXPECT_NE(read_text(dir / "a.err")
+                .find("dd-node launch: removed the earlier cluster run's chaos.jsonl, nodes/, "
+                      "logs/ from 'run'"),
+            std::string::npos)
+      << read_text(dir / "a.err");
+  fs::remove_all(dir);
+}
+
 // QA finding 14: dd-node status and drain on a directory without a run, or with a finished one,
 // say so (exit 2: no run there; exit 1: the run finished, nothing live to ask).
 TEST(dd_node_run, status_and_drain_name_a_missing_or_finished_run) {
