@@ -91,11 +91,40 @@ uint64_t total_tokens(const monitor_state& st) {
   return t;
 }
 
+/// Hands the monitor's uptime figures (integrated up to now) to the run log.
+void push_uptime(monitor_actor* self, const monitor_context& ctx) {
+  auto& u = self->state.uptime;
+  u.advance(now_s(self));
+  if (ctx.log != nullptr) ctx.log->set_uptime(u.uptime_s(), u.observed_s());
+}
+
+/// Why learner `id` cannot be drained (dd-node drain): an id outside the run, one that never
+/// joined, one that finished, or one whose link is down (since when and why).
+std::string drain_refusal(monitor_actor* self, const monitor_context& ctx, int32_t id) {
+  const std::string name = "learner:" + std::to_string(id);
+  if (id < 0 || id >= ctx.learners)
+    return fmt::format("no such learner: {} (the run has learners 0..{})", name, ctx.learners - 1);
+  auto it = self->state.learners.find(id);
+  if (it == self->state.learners.end()) return name + " has not joined yet";
+  const auto& r = it->second;
+  if (r.finished) return fmt::format("{} has finished (left at step {})", name, r.step);
+  if (r.down_reason.empty())  // restored from the record of a resumed run, not back yet
+    return name + " is not connected (not rejoined since this syncer started)";
+  return fmt::format(
+      "{} is not connected (link down since {:.1f} s ago: {}); drain it once it "
+      "rejoins",
+      name, now_s(self) - r.down_since_s, r.down_reason);
+}
+
 void declare_dead(monitor_actor* self, const monitor_context& ctx, int32_t id,
                   const std::string& why) {
   auto& r = self->state.learners[id];
   if (!r.alive) return;
   r.alive = false;
+  r.down_since_s = now_s(self);
+  r.down_reason = why;
+  self->state.uptime.stop(id, r.down_since_s);
+  push_uptime(self, ctx);
   if (ctx.log != nullptr) {
     ctx.log->emit(
         "failure",
@@ -332,6 +361,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
     self->state.loss_csv->append("");  // the header now (or its failure reported)
   }
   self->state.started_s = now_s(self);
+  self->state.uptime = policy::uptime_meter(ctx->uptime_quorum, static_cast<size_t>(ctx->learners));
   if (!ctx->restored_record.is_null()) {
     restore_monitor_record(self->state, ctx->restored_record);
     if (ctx->log != nullptr) {
@@ -352,7 +382,10 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         }
       });
       for (const auto& [id, r] : self->state.learners)
-        if (r.finished) ctx->log->learner_finished(id);
+        if (r.finished) {
+          ctx->log->learner_finished(id);
+          self->state.uptime.finished(id, now_s(self));
+        }
     }
   }
   self->set_down_handler([=](const caf::down_msg& dm) {
@@ -362,6 +395,8 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           if (r.alive) {
             r.alive = false;
             r.finished = true;
+            self->state.uptime.finished(id, now_s(self));
+            push_uptime(self, *ctx);
             publish(self, *ctx, true);
           }
         } else {
@@ -520,6 +555,14 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         r.data_cursor = hb->data_cursor;
         r.last_heartbeat_s = now_s(self);
         r.compute_this_incarnation_s = hb->compute_s;
+        // It stepped: it counts toward the uptime for a few of its steps from now.
+        if (ctx->uptime_last_step > 0 && hb->step >= ctx->uptime_last_step)
+          st.uptime.finished(hb->learner_id, r.last_heartbeat_s);  // its training is over
+        else
+          st.uptime.heartbeat(
+              hb->learner_id, r.last_heartbeat_s,
+              std::max(ctx->uptime_window_min_s, ctx->uptime_window_steps * hb->step_time_ema_s));
+        push_uptime(self, *ctx);
         if (st.loss_csv) {
           const std::string row = fmt::format(
               "{:.3f},{},{},{},{},{:.6f},{:.6g}\n", unix_now(), hb->learner_id, r.incarnation,
@@ -555,6 +598,8 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         }
         if (ctx->token_budget > 0 && !st.budget_reported && tokens >= ctx->token_budget) {
           st.budget_reported = true;
+          st.uptime.freeze(now_s(self));  // the end of training
+          push_uptime(self, *ctx);
           if (ctx->log != nullptr) ctx->log->emit("budget_spent", {{"tokens", tokens}});
           if (ctx->job) self->send(ctx->job, atoms::budget_spent_atom_v);
         }
@@ -584,6 +629,8 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
       [=](atoms::stop_atom) {
         auto& st = self->state;
         st.stopping = true;
+        st.uptime.freeze(now_s(self));
+        push_uptime(self, *ctx);
         const auto stop = encode(stop_msg{"the run is stopping"}, stamp_of(*ctx));
         for (const auto& [id, r] : st.learners)
           if (r.alive && r.handle) self->send(r.handle, atoms::stop_atom_v, stop);
@@ -620,7 +667,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         auto it = st.learners.find(id);
         drain_reply rep;
         if (it == st.learners.end() || !it->second.alive || !it->second.handle) {
-          rep.detail = "learner " + std::to_string(id) + " is not live";
+          rep.detail = drain_refusal(self, *ctx, id);
           return encode(rep, stamp_of(*ctx));
         }
         self->send(it->second.handle, atoms::stop_atom_v,
@@ -687,6 +734,8 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         if (it->second.alive) {
           it->second.alive = false;
           it->second.finished = true;
+          st.uptime.finished(id, now_s(self));
+          push_uptime(self, *ctx);
           if (ctx->log != nullptr)
             ctx->log->emit(
                 "leave",
@@ -748,6 +797,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           if (handle) self->send_exit(handle, caf::exit_reason::kill);
         }
         publish(self, *ctx, false);
+        push_uptime(self, *ctx);  // a window that ran out lowers it without a message
         if (!ctx->record_path.empty() &&
             (st.record_failing ? now >= st.record_retry_s
                                : now - st.last_record_s >= ctx->record_every_s))

@@ -43,6 +43,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/atoms.hpp"
+#include "actors/policy/uptime.hpp"
 #include "actors/protocol.hpp"
 #include "actors/run_log.hpp"
 #include "util/files.hpp"
@@ -114,6 +115,17 @@ struct monitor_context {
   /// (cluster nodes, run_log::set_retry_writes), or the end of the run (`dd-node run`).
   std::string loss_path;
   double record_every_s = 2.0;
+  /// K of the run's uptime (summary.json `uptime`: the share of the observed time with at least
+  /// K learners stepping), computed here from the heartbeats (actors/policy/uptime.hpp) and
+  /// handed to `log` (run_log::set_uptime) after every heartbeat, change and tick. A learner
+  /// counts as stepping for max(uptime_window_min_s, uptime_window_steps × its step-time EMA)
+  /// after each heartbeat.
+  size_t uptime_quorum = 1;
+  /// A steps budget's inner steps per learner (0 = another budget): the heartbeat of that step
+  /// is the learner's last stepping moment (its drain and leave come later).
+  uint64_t uptime_last_step = 0;
+  double uptime_window_min_s = 0.5;
+  double uptime_window_steps = 3.0;
   nlohmann::json restored_record;
   run_log* log = nullptr;
 };
@@ -131,6 +143,9 @@ struct learner_record {
   double step_time_ema_s = 0.0;
   std::vector<uint8_t> data_cursor;
   double last_heartbeat_s = 0.0;
+  /// When it was last declared dead (monitor clock, seconds) and why (dd-node drain says so).
+  double down_since_s = 0.0;
+  std::string down_reason;
   double compute_this_incarnation_s = 0.0;
   double compute_before_s = 0.0;  ///< compute seconds of earlier incarnations
   std::string node;               ///< the node that holds it (remote learners)
@@ -162,6 +177,8 @@ struct monitor_state {
   /// Per node: its forwarded event lines (retried on a failed write, see run_log.hpp).
   std::map<std::string, std::shared_ptr<retried_lines>> forwarded;
   std::shared_ptr<retried_lines> loss_csv;
+  /// The run's uptime (see monitor_context::uptime_quorum).
+  policy::uptime_meter uptime;
   /// monitor.json failed to be written: the next try (monitor clock, seconds) and its backoff.
   bool record_failing = false;
   double record_retry_s = 0.0, record_backoff_s = 0.5;

@@ -158,8 +158,6 @@ job_hdl::behavior_type job(job_actor* self, std::shared_ptr<cluster_setup> setup
   if (remote && reply_to) send_untyped(self, reply_to, atoms::publish_atom_v, st.monitor);
   // Learners (a syncer node has none: they join from their own processes).
   if (!remote) st.learner_sup = spawn_local_learners(self, coordinator, *setup, st.monitor);
-  setup->log->set_expected_learners(static_cast<size_t>(M));
-  setup->log->set_quorum_needed(static_cast<size_t>(std::max(1, e.sync.min_quorum.resolve(M))));
   // A resumed run counts the seconds its earlier parts trained.
   if (e.budget.kind == config::budget_kind::seconds && e.budget.seconds > 0)
     self->delayed_send(self, span(std::max(0.0, e.budget.seconds - setup->seconds_before)),

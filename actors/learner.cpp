@@ -31,6 +31,7 @@
 #include "messages/control.hpp"
 #include "runtime/adamw.hpp"
 #include "runtime/quantize.hpp"
+#include "util/thread_priority.hpp"
 
 namespace dd::actors {
 
@@ -760,6 +761,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
   drop_unexpected(self, ctx->log, "learner " + std::to_string(ctx->learner_id));
   auto& st = self->state;
   st.id = ctx->learner_id;
+  if (ctx->compute_nice > 0) util::lower_thread_priority(ctx->compute_nice);  // before the pool
   kernels::backend_options bo;
   bo.threads = ctx->threads;
   st.backend = kernels::make_backend(ctx->backend, bo);

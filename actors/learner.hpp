@@ -106,6 +106,11 @@ struct learner_context {
   /// Compute backend and its threads.
   std::string backend = "cpu";
   int threads = 1;
+  /// Added to the nice value of the learner's thread (and of its backend's worker pool, which
+  /// inherits it) before it computes: a learner node's compute yields the CPU to its I/O
+  /// threads (util/thread_priority.hpp). 0 = unchanged. Only for a learner on its own thread
+  /// (detached); the learner node sets it (`dd-node learner --compute-nice`, default 0).
+  int compute_nice = 0;
   /// The run (hex): stamped on every message the learner sends, and every message it receives
   /// must name it (messages/codec.hpp envelope_expect).
   std::string run_id;

@@ -521,6 +521,7 @@ int run_learner_node(const learner_node_options& o) {
     auto base = make_learner_context(exp, id, steps, plan, threads, monitor, services);
     auto c = std::make_shared<learner_context>(*base);
     c->run_id = run_id;
+    c->compute_nice = o.compute_nice;
     c->current_monitor = [current] {
       std::lock_guard<std::mutex> g(current->first);
       return current->second;
@@ -529,7 +530,6 @@ int run_learner_node(const learner_node_options& o) {
     sctx->children.push_back(
         {id, [cc](caf::actor_system& s) { return s.spawn<caf::detached>(learner, cc); }});
   }
-  log->set_expected_learners(ids.size());
   log->emit("node_start", {{"node", name},
                            {"run_id", run_id},
                            {"learners", ids},

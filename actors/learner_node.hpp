@@ -81,6 +81,11 @@ struct learner_node_options {
   /// Seed of the backoff jitter (printed); 0 = derived from the node name.
   uint64_t seed = 0;
   node_transport transport;
+  /// Nice steps added to every learner's compute thread and its backend's pool
+  /// (learner_context::compute_nice), so the middleman's threads, at the process's own nice, run
+  /// ahead of this node's compute. 0 = off (the default: against load from other processes it
+  /// did not reduce link drops; docs/runtime.md, "Under load").
+  int compute_nice = 0;
   /// Host-wide step admission shared with the other learner processes of this host
   /// ("sysv:<semaphore id>", made by dd-node launch); empty = the node's own compute gate.
   std::string step_admission;

@@ -44,8 +44,9 @@ std::shared_ptr<const learner_context> make_learner_context(
     double sim_step_s = 0.1);
 
 /// The health monitor's configuration from `e` with `fragments` owners: M learners, the token
-/// budget (0 unless budget.tokens), the experiment JSON of the join replies, and group-aligned
-/// resumes for the synchronous baselines (K = M, M > 1). The run's identity, record paths,
+/// budget (0 unless budget.tokens), the experiment JSON of the join replies, group-aligned
+/// resumes for the synchronous baselines (K = M, M > 1), and the uptime's K (sync.min_quorum
+/// of M, at least 1) and last step (budget.steps). The run's identity, record paths,
 /// peers and log are the caller's.
 monitor_context monitor_context_of(const config::experiment& e, int fragments);
 

@@ -31,7 +31,6 @@ run_log::run_log(const std::string& events_path, bool keep_in_memory, clock_fn c
     if (auto st = out_.open(events_path, /*truncate=*/!append); !st)
       throw std::runtime_error("run_log: " + st.message);
   }
-  last_integrated_ = clock_();
 }
 
 run_log::~run_log() = default;
@@ -41,7 +40,6 @@ double run_log::now() const { return clock_(); }
 void run_log::set_clock(clock_fn clock) {
   std::lock_guard<std::mutex> guard(mutex_);
   clock_ = std::move(clock);
-  last_integrated_ = clock_();
 }
 
 void run_log::emit(const std::string& kind, nlohmann::json fields) {
@@ -244,51 +242,32 @@ void run_log::update(const std::function<void(run_counters&)>& f) {
 
 run_counters run_log::snapshot() const {
   std::lock_guard<std::mutex> guard(mutex_);
-  const_cast<run_log*>(this)->integrate_locked(clock_());
   return counters_;
-}
-
-void run_log::set_quorum_needed(size_t needed) {
-  std::lock_guard<std::mutex> guard(mutex_);
-  integrate_locked(clock_());
-  needed_ = needed == 0 ? 1 : needed;
 }
 
 void run_log::set_stepping(int32_t learner_id, bool stepping) {
   std::lock_guard<std::mutex> guard(mutex_);
-  integrate_locked(clock_());
-  counters_.learners[learner_id].stepping = stepping;
-  if (stepping) started_ = true;
+  auto& l = counters_.learners[learner_id];
+  l.stepping = stepping;
+  if (stepping) l.finished = false;  // back (a node given its ids again)
+}
+
+void run_log::set_uptime(double uptime_s, double observed_s) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (uptime_frozen_) return;
+  counters_.uptime_s = uptime_s;
+  counters_.observed_s = observed_s;
 }
 
 void run_log::freeze_uptime() {
   std::lock_guard<std::mutex> guard(mutex_);
-  integrate_locked(clock_());
-  frozen_ = true;
-}
-
-void run_log::set_expected_learners(size_t m) {
-  std::lock_guard<std::mutex> guard(mutex_);
-  expected_learners_ = m;
+  uptime_frozen_ = true;
 }
 
 void run_log::learner_finished(int32_t learner_id) {
   std::lock_guard<std::mutex> guard(mutex_);
-  integrate_locked(clock_());
   counters_.learners[learner_id].stepping = false;
-  finished_[learner_id] = true;
-  if (expected_learners_ > 0 && finished_.size() >= expected_learners_) frozen_ = true;
-}
-
-void run_log::integrate_locked(double now) {
-  double dt = now - last_integrated_;
-  last_integrated_ = now;
-  if (frozen_ || !started_ || dt <= 0) return;
-  size_t stepping = 0;
-  for (const auto& [id, s] : counters_.learners)
-    if (s.stepping) ++stepping;
-  counters_.observed_s += dt;
-  if (stepping >= needed_) counters_.uptime_s += dt;
+  counters_.learners[learner_id].finished = true;
 }
 
 retried_lines::retried_lines(run_log* log, std::string path, std::string header)

@@ -35,6 +35,9 @@ struct learner_stats {
   uint64_t discarded_steps = 0;  ///< non-finite steps thrown away
   bool stepping = false;         ///< inside its step loop right now (uptime)
   bool alive = false;
+  /// Left the run (budget spent, drained, given up) and not stepping again since: the progress
+  /// line shows it as "left".
+  bool finished = false;
 };
 
 /// Run-wide counters. Plain value (a snapshot copy is handed out).
@@ -61,8 +64,10 @@ struct run_counters {
   /// Validation accuracy of the last evaluation, in [0, 1]; < 0 when none or not a classifier.
   double last_val_accuracy = -1.0;
   double last_val_at_s = 0.0;
-  double uptime_s = 0.0;    ///< time with >= quorum_needed learners stepping
-  double observed_s = 0.0;  ///< time over which uptime was integrated
+  /// Seconds with at least K learners stepping, and seconds observed: computed by the health
+  /// monitor (actors/policy/uptime.hpp) and handed over with run_log::set_uptime.
+  double uptime_s = 0.0;
+  double observed_s = 0.0;
   /// Learners whose supervisor gave up (restart budget spent) → their last crash reason.
   std::map<int32_t, std::string> learners_given_up;
   /// Fragment owners whose supervisor gave up → their last crash reason.
@@ -146,25 +151,22 @@ class run_log {
 
   /// Mutates the counters under the lock.
   void update(const std::function<void(run_counters&)>& f);
-  /// Snapshot of the counters (uptime integrated up to now).
+  /// Snapshot of the counters.
   run_counters snapshot() const;
 
-  /// Uptime bookkeeping: learners stepping right now must be >= `needed` (K) for the run to
-  /// count as making global progress. Set once at start.
-  void set_quorum_needed(size_t needed);
-  /// A learner enters (true) or leaves (false) its stepping state. Uptime is integrated from the
-  /// first time any learner starts stepping.
+  /// A learner enters (true) or leaves (false) its stepping state (learner_stats::stepping; a
+  /// learner stepping again is not `finished` any more).
   void set_stepping(int32_t learner_id, bool stepping);
-  /// Stops integrating uptime (end of training).
+  /// The uptime figures as the health monitor computed them up to now (run_counters::uptime_s,
+  /// observed_s); ignored once freeze_uptime() was called.
+  void set_uptime(double uptime_s, double observed_s);
+  /// The end of training: the uptime figures stay as they are (the monitor may still report).
   void freeze_uptime();
-  /// Number of learners of the run; uptime stops integrating once all of them have finished.
-  void set_expected_learners(size_t m);
-  /// Learner `learner_id` finished its budget (or was given up for good).
+  /// Learner `learner_id` finished its budget, was drained or given up for good: not stepping,
+  /// learner_stats::finished.
   void learner_finished(int32_t learner_id);
 
  private:
-  void integrate_locked(double now);
-
   mutable std::mutex mutex_;
   clock_fn clock_;
   console_fn console_;
@@ -183,12 +185,7 @@ class run_log {
   bool keep_;
   std::vector<nlohmann::json> events_;
   run_counters counters_;
-  size_t needed_ = 1;
-  double last_integrated_ = 0.0;
-  bool frozen_ = false;
-  bool started_ = false;
-  size_t expected_learners_ = 0;
-  std::map<int32_t, bool> finished_;  // integration starts when the first learner starts stepping
+  bool uptime_frozen_ = false;
 };
 
 /// A file of whole lines that a node appends to besides events.jsonl (the syncer's

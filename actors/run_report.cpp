@@ -159,7 +159,9 @@ std::string progress_line(const run_counters& now, const run_counters& prev, dou
                           double t_s, double done) {
   std::string line = fmt::format("[{:7.1f}s]", t_s);
   for (const auto& [id, l] : now.learners)
-    line += fmt::format(" L{} {}{:.2f}st/s {:.3f}", id, l.alive ? "" : "✗", l.steps_per_s, l.loss);
+    line += l.finished ? fmt::format(" L{} left", id)
+                       : fmt::format(" L{} {}{:.2f}st/s {:.3f}", id, l.alive ? "" : "✗",
+                                     l.steps_per_s, l.loss);
   if (now.last_val_loss >= 0)
     line += fmt::format(" | val {:.4f}", now.last_val_loss);
   else

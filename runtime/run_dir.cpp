@@ -39,6 +39,7 @@ std::vector<std::string> clear_earlier_run(const std::string& run_dir,
   std::vector<std::string> replaced;
   std::error_code ec;
   fs::remove(fs::path(run_dir) / "monitor.json", ec);
+  fs::remove(fs::path(run_dir) / "monitor.json.tmp", ec);
   for (const char* name :
        {"summary.json", "run_info.json", "events.jsonl", "experiment.json", "model.safetensors"})
     if (fs::exists(fs::path(run_dir) / name, ec)) replaced.emplace_back(name);
@@ -53,6 +54,19 @@ std::vector<std::string> clear_earlier_run(const std::string& run_dir,
   if (removed > 0)
     replaced.push_back(fmt::format("{} owner checkpoint{}", removed, removed == 1 ? "" : "s"));
   return replaced;
+}
+
+std::vector<std::string> clear_cluster_files(const std::string& run_dir) {
+  std::vector<std::string> removed;
+  std::error_code ec;
+  for (const char* name : {"nodes.json", "chaos.jsonl", "chaos_report.json", "proxy-ports.json"})
+    if (fs::remove(fs::path(run_dir) / name, ec)) removed.emplace_back(name);
+  fs::remove(fs::path(run_dir) / "nodes.json.tmp", ec);
+  for (const char* name : {"nodes", "logs"})
+    if (fs::is_directory(fs::path(run_dir) / name, ec) &&
+        fs::remove_all(fs::path(run_dir) / name, ec) > 0)
+      removed.push_back(std::string(name) + "/");
+  return removed;
 }
 
 resume_record read_resume_record(const std::string& run_dir, const std::string& run_id) {

@@ -32,7 +32,8 @@ std::string new_run_id();
 /// <run_dir>/checkpoints.
 std::string checkpoint_dir_of(const std::string& run_dir, const std::string& configured);
 
-/// A run directory holds one run: removes what an earlier run left in `run_dir` — monitor.json,
+/// A run directory holds one run: removes what an earlier run left in `run_dir` — monitor.json
+/// (and a monitor.json.tmp that a syncer killed while writing its record left),
 /// learner_loss.csv, summary.json and run_info.json (and their temp files), the owner
 /// checkpoints owner_<p>.ddck of fragments 0..fragments-1 in `checkpoint_dir` — so that a run
 /// killed before its end never leaves an older run's summary.json looking finished, and an
@@ -41,6 +42,18 @@ std::string checkpoint_dir_of(const std::string& run_dir, const std::string& con
 /// experiment.json are listed but left for the new run to rewrite.
 std::vector<std::string> clear_earlier_run(const std::string& run_dir,
                                            const std::string& checkpoint_dir, int fragments);
+
+/// A new run in `run_dir` (not a resumed one) starts without what an earlier cluster run left
+/// there besides clear_earlier_run's files: nodes.json (dd-node launch's processes), chaos.jsonl
+/// and chaos_report.json (dd-chaos), proxy-ports.json, and the folders nodes/ (learner nodes'
+/// forwarded events) and logs/ (per-process logs) — otherwise `dd-chaos report` reads two runs
+/// as one. Called by the command that starts the run before it writes anything of its own:
+/// `dd-node run`, `dd-node launch`, and `dd-node syncer` when no launcher started it (a
+/// launcher's syncer finds the launcher's fresh nodes.json and logs/). dd-chaos's
+/// chaos-state.json (faults to heal) is left alone. Returns the names it removed, in that
+/// order ("nodes/" and "logs/" for the folders); errors are ignored (a file that stays is
+/// named by the next run again).
+std::vector<std::string> clear_cluster_files(const std::string& run_dir);
 
 /// What a resumed run starts from.
 struct resume_record {

@@ -164,7 +164,7 @@ void print_launch_help(FILE* f) {
       "                      [--resume | --overwrite] [--run-dir DIR] [--port PORT]\n"
       "                      [--via-proxy] [--no-step-admission] [--name N] [--set key=value]...\n"
       "                      [--progress S] [--learner-backoff-cap S] [--heartbeat S]\n"
-      "                      [--connection-timeout S] [--script-timeout S]\n"
+      "                      [--connection-timeout S] [--compute-nice N] [--script-timeout S]\n"
       "Starts the experiment as a cluster of processes on this host: one `dd-node syncer` and P\n"
       "`dd-node learner` processes (default one per learner), over loopback TCP, and supervises\n"
       "them: a learner process that dies is started again at once, the syncer after\n"
@@ -180,6 +180,7 @@ void print_launch_help(FILE* f) {
       "  --no-step-admission     no host-wide step admission (learner processes then share the\n"
       "                          cores as the OS schedules them)\n"
       "  --learner-backoff-cap S longest wait between a learner's reconnection attempts (5)\n"
+      "  --compute-nice N        the learner processes' --compute-nice (default 0)\n"
       "  --name N, --set k=v, --progress S, --heartbeat S, --connection-timeout S,\n"
       "  --script-timeout S (wall-clock limit of evaluating the experiment file): passed on\n"
       "The launcher locks the run directory, and checkpoint.dir when it lies outside it, for\n"
@@ -456,6 +457,7 @@ int launch_main(int argc, char** argv) {
   int processes = 0;
   double delay = 2.0, progress = 5.0, backoff_cap = 5.0;
   double heartbeat = -1, conn_timeout = -1;
+  int compute_nice = -1;
   bool resume = false, overwrite = false, via_proxy = false, admission = true;
   uint16_t port = 0;
   std::vector<std::string> passthrough;
@@ -480,6 +482,8 @@ int launch_main(int argc, char** argv) {
       if (!seconds(a.c_str(), heartbeat)) return 2;
     } else if (a == "--connection-timeout") {
       if (!seconds(a.c_str(), conn_timeout)) return 2;
+    } else if (a == "--compute-nice") {
+      if (!f.count(a, compute_nice, 0, 19)) return 2;
     } else if (a == "--port") {
       if (!f.port(a, port)) return 2;
     } else if (a == "--run-dir") {
@@ -577,6 +581,13 @@ int launch_main(int argc, char** argv) {
     std::fprintf(stderr, "dd-node launch: --resume: run directory '%s' holds no unfinished run\n",
                  dir.c_str());
     return 2;
+  }
+  if (!resume) {  // a new run: nothing of an earlier cluster run's files stays (run_dir.hpp)
+    std::string names;
+    for (const auto& n : clear_cluster_files(dir)) names += (names.empty() ? "" : ", ") + n;
+    if (!names.empty())
+      std::fprintf(stderr, "dd-node launch: removed the earlier cluster run's %s from '%s'\n",
+                   names.c_str(), dir.c_str());
   }
   ::setenv("DD_LAUNCH_LOCK_PID", std::to_string(::getpid()).c_str(), 1);
 
@@ -684,6 +695,8 @@ int launch_main(int argc, char** argv) {
     n.chaos_port = free_port();
     n.argv.insert(n.argv.end(), {"--chaos-endpoint", fmt::format("127.0.0.1:{}", n.chaos_port)});
     extra(n.argv);
+    if (compute_nice >= 0)
+      n.argv.insert(n.argv.end(), {"--compute-nice", std::to_string(compute_nice)});
     n.log = (fs::path(logs) / (n.name + ".log")).string();
     L.nodes.push_back(std::move(n));
   }

@@ -19,7 +19,7 @@ void print_learner_help(FILE* f) {
       "                       [--threads N] [--data FILE] [--run-dir DIR] [--node-name NAME]\n"
       "                       [--run-id ID] [--join-deadline S] [--backoff-cap S]\n"
       "                       [--connect-timeout S] [--progress S] [--seed S]\n"
-      "                       [--heartbeat S] [--connection-timeout S]\n"
+      "                       [--heartbeat S] [--connection-timeout S] [--compute-nice N]\n"
       "                       [--chaos-endpoint HOST:PORT]\n"
       "Runs learners of the syncer's run in this process. The syncer sends the experiment, the\n"
       "run id and this node's learner ids; the data file is read here (the experiment's\n"
@@ -41,7 +41,9 @@ void print_learner_help(FILE* f) {
       "  --connect-timeout S   deadline of one connection attempt (default 3)\n"
       "  --progress S          progress line every S seconds (default 5; 0 = off)\n"
       "  --seed S              seed of the backoff jitter (default: from the node name; printed)\n"
-      "  --heartbeat S, --connection-timeout S   middleman heartbeat (0.5) and timeout (3)\n"
+      "  --heartbeat S, --connection-timeout S   middleman heartbeat (1) and timeout (10)\n"
+      "  --compute-nice N      lower the learners' compute threads by N nice steps (0..19,\n"
+      "                        default 0) below this node's network threads\n"
       "  --step-admission sysv:ID   share step admission with the other learner processes of\n"
       "                        this host (a System V semaphore; dd-node launch passes it)\n"
       "  --chaos-endpoint HOST:PORT   serve message faults (dd-chaos msg) on this loopback\n"
@@ -116,6 +118,8 @@ int learner_main(int argc, char** argv) {
       if (!seconds("--heartbeat", o.transport.heartbeat_s)) return 2;
     } else if (a == "--connection-timeout") {
       if (!seconds("--connection-timeout", o.transport.connection_timeout_s)) return 2;
+    } else if (a == "--compute-nice") {
+      if (!f.count("--compute-nice", o.compute_nice, 0, 19)) return 2;
     } else if (a == "--step-admission") {
       const char* v = value("--step-admission");
       if (v == nullptr) return 2;

@@ -76,7 +76,7 @@ void print_run_help(FILE* f) {
   std::fprintf(f,
                "usage: dd-node run <experiment.lua> [--name N]... [--set key=value]...\n"
                "                   [--run-dir DIR] [--progress SECONDS] [--table FILE]\n"
-               "                   [--script-timeout SECONDS] [--resume]\n"
+               "                   [--script-timeout SECONDS] [--resume | --overwrite]\n"
                "Runs every selected experiment of the file as one in-process cluster (learners,\n"
                "fragment owners, health monitor, evaluator) and writes its run directory:\n"
                "events.jsonl, summary.json, experiment.json, run_info.json.\n"
@@ -100,9 +100,12 @@ void print_run_help(FILE* f) {
                "                   their checkpoints (or rebuilt), learners from the monitor's\n"
                "                   record (monitor.json); the budget counts both parts and\n"
                "                   summary.json says \"resumed\": true\n"
-               "A run directory holds one run: without --resume a new run replaces what an\n"
-               "earlier one left there (summary.json, run_info.json, events.jsonl, owner\n"
-               "checkpoints).\n"
+               "  --overwrite      replace the unfinished run in the run directory\n"
+               "A run directory holds one run: without --resume a new run replaces what a\n"
+               "finished one left there (summary.json, run_info.json, events.jsonl, owner\n"
+               "checkpoints, and a cluster run's nodes.json, chaos.jsonl, nodes/, logs/); an\n"
+               "unfinished run (crashed or killed: no summary.json) is refused without\n"
+               "--resume or --overwrite, as by dd-node launch and dd-node syncer.\n"
                "A run directory is locked (DIR/LOCK) while a run uses it: a second run on it\n"
                "exits with status 2. SIGINT/SIGTERM stops gracefully (summary.json gets\n"
                "\"interrupted\": true; exit status 130/143); a second signal exits at once.\n"
@@ -149,7 +152,7 @@ bool parse_seconds(const char* flag, const char* text, double& out) {
 int run_main(int argc, char** argv) {
   std::string file, run_dir, table_path = "runs/comparison.json";
   double progress = 5.0;
-  bool resume = false;
+  bool resume = false, overwrite = false;
   config::load_options lo;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -173,6 +176,8 @@ int run_main(int argc, char** argv) {
       lo.overrides.emplace_back(v);
     } else if (a == "--resume") {
       resume = true;
+    } else if (a == "--overwrite") {
+      overwrite = true;
     } else if (a == "--run-dir") {
       const char* v = need("--run-dir");
       if (v == nullptr) return 2;
@@ -211,6 +216,10 @@ int run_main(int argc, char** argv) {
   auto loaded = config::load_file(file, lo);
   if (!loaded.ok()) {
     std::fprintf(stderr, "%s", loaded.error_text().c_str());
+    return 2;
+  }
+  if (resume && overwrite) {
+    std::fprintf(stderr, "dd-node run: --resume and --overwrite exclude each other\n");
     return 2;
   }
   if (resume && loaded.experiments.size() > 1) {
@@ -324,7 +333,28 @@ int run_main(int argc, char** argv) {
     if (!exp.checkpoint.dir.empty() && checkpoint_dir_outside(dir, exp.checkpoint.dir) &&
         !lock_dir(exp.checkpoint.dir, exp.name + ": checkpoint.dir", true))
       return 2;
+    // The rule of dd-node launch and dd-node syncer: an unfinished run is never replaced
+    // silently.
+    if (!resume && !overwrite && inspect_run_dir(dir) == run_dir_state::unfinished) {
+      std::fprintf(stderr,
+                   "dd-node run: %s: run directory '%s' holds an unfinished run (no "
+                   "summary.json): continue it with --resume, or replace it with --overwrite\n",
+                   exp.name.c_str(), dir.c_str());
+      return 2;
+    }
   }
+  if (!resume)
+    for (const auto& exp : loaded.experiments) {
+      const std::string dir = !run_dir.empty()       ? run_dir
+                              : !exp.run_dir.empty() ? exp.run_dir
+                                                     : "runs/" + exp.name;
+      const auto removed = clear_cluster_files(dir);
+      std::string names;
+      for (const auto& n : removed) names += (names.empty() ? "" : ", ") + n;
+      if (!names.empty())
+        std::fprintf(stderr, "dd-node run: %s: removed the earlier cluster run's %s from '%s'\n",
+                     exp.name.c_str(), names.c_str(), dir.c_str());
+    }
   if (resume) {
     // What can be continued: a run that crashed (events but no summary.json) or one that was
     // interrupted (summary.json says so). A finished run or an empty directory cannot.

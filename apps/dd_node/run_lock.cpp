@@ -8,9 +8,30 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <string>
+#include <vector>
 
 namespace dd::app {
+
+std::string lock_holder(const std::string& pid) {
+  const std::string fallback = "another dd-node process";
+  if (pid.empty() || pid.find_first_not_of("0123456789") != std::string::npos) return fallback;
+  std::ifstream in("/proc/" + pid + "/cmdline", std::ios::binary);
+  std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::vector<std::string> args;
+  for (size_t at = 0; at < cmdline.size() && args.size() < 2;) {
+    const size_t end = cmdline.find('\0', at);
+    args.push_back(cmdline.substr(at, end == std::string::npos ? std::string::npos : end - at));
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  if (args.empty()) return fallback;
+  const std::string exe = std::filesystem::path(args[0]).filename().string();
+  if (exe.empty()) return fallback;
+  return args.size() > 1 && !args[1].empty() && args[1][0] != '-' ? exe + " " + args[1] : exe;
+}
 
 run_dir_lock::~run_dir_lock() {
   if (fd_ >= 0) ::close(fd_);
@@ -47,7 +68,7 @@ run_dir_lock run_dir_lock::acquire(const std::string& dir, std::string& error,
       const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
       std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
       while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
-      error = kind + " '" + dir + "' is in use by another dd-node run (pid " +
+      error = kind + " '" + dir + "' is in use by " + lock_holder(pid) + " (pid " +
               (pid.empty() ? std::string("unknown") : pid) + ", lock " + path +
               "); wait for it to finish or " + advice;
     } else {

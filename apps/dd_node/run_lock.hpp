@@ -34,6 +34,11 @@ class run_dir_lock {
   int fd_ = -1;
 };
 
+/// Who holds a lock, named for a refusal: "dd-node launch", "dd-node run", "dd-node syncer"
+/// (the holder's program name and subcommand, from /proc/PID/cmdline), or "another dd-node
+/// process" when `pid` is not a number or no such process is readable.
+std::string lock_holder(const std::string& pid);
+
 /// True when `checkpoint_dir` lies outside `run_dir` (so the run directory's lock does not cover
 /// it and it needs its own). Paths are compared made absolute and canonical as far as they exist.
 bool checkpoint_dir_outside(const std::string& run_dir, const std::string& checkpoint_dir);

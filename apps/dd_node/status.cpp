@@ -4,7 +4,10 @@
 // are merged, it leaves; under dd-node launch its process exits 0 and is not restarted). Both
 // reach the syncer's health monitor over the middleman like a learner node does (a bounded
 // connect first), so they work from any host that reaches the syncer.
+#include <sys/stat.h>
+
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -26,12 +29,60 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// RUN_DIR (its nodes.json names the syncer) or HOST:PORT → the syncer's address.
-bool syncer_address(const std::string& where, std::pair<std::string, uint16_t>& out,
-                    nlohmann::json* nodes, std::string& error) {
+/// When the run in `dir` finished (its summary.json's modification time, UTC), with
+/// " (interrupted)" when summary.json says so; empty when `dir` holds no summary.json.
+std::string finished_at(const fs::path& dir) {
   std::error_code ec;
+  const fs::path summary = dir / "summary.json";
+  if (!fs::exists(summary, ec)) return {};
+  std::string when = "an unknown time";
+  struct stat sb {};
+  if (::stat(summary.c_str(), &sb) == 0) {
+    std::tm tm{};
+    char buf[64];
+    if (::gmtime_r(&sb.st_mtime, &tm) != nullptr &&
+        std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S UTC", &tm) > 0)
+      when = buf;
+  }
+  bool interrupted = false;
+  try {
+    std::ifstream in(summary);
+    interrupted = nlohmann::json::parse(in).value("interrupted", false);
+  } catch (const std::exception&) {}
+  return when + (interrupted ? " (interrupted)" : "");
+}
+
+/// The line for a run directory whose run finished ("the run in 'DIR' finished at ..."), or
+/// empty when `where` is no directory or holds no summary.json. A resumed run keeps the
+/// summary.json of its interrupted part while it runs, so this is said only when no syncer
+/// answers.
+std::string finished_note(const std::string& where) {
+  std::error_code ec;
+  if (!fs::is_directory(where, ec)) return {};
+  const std::string at = finished_at(where);
+  return at.empty()
+             ? std::string()
+             : "the run in '" + where + "' finished at " + at + " (summary.json); no syncer to ask";
+}
+
+/// RUN_DIR (its nodes.json names the syncer) or HOST:PORT → the syncer's address. False with
+/// `error` set and `rc` the exit status: 2 for no run there (a missing directory, or one that
+/// holds no run), 1 for a run that finished (nothing is live to ask).
+bool syncer_address(const std::string& where, std::pair<std::string, uint16_t>& out,
+                    nlohmann::json* nodes, std::string& error, int& rc) {
+  std::error_code ec;
+  rc = 2;
   if (fs::is_directory(where, ec)) {
     std::ifstream in(fs::path(where) / "nodes.json");
+    if (!in && fs::exists(fs::path(where) / "summary.json", ec)) {
+      error = finished_note(where);
+      rc = 1;
+      return false;
+    }
+    if (!in && !fs::exists(fs::path(where) / "events.jsonl", ec)) {
+      error = "no run in '" + where + "' (no nodes.json, events.jsonl or summary.json)";
+      return false;
+    }
     if (!in) {
       error = "'" + where +
               "' holds no nodes.json (not started by dd-node launch?); give the "
@@ -47,10 +98,20 @@ bool syncer_address(const std::string& where, std::pair<std::string, uint16_t>& 
       error = std::string("nodes.json: ") + e.what();
       return false;
     }
+    error = finished_note(where);
+    if (!error.empty()) {
+      rc = 1;
+      return false;
+    }
     error = "nodes.json names no syncer";
     return false;
   }
-  return parse_endpoint(where, out, error);
+  if (parse_endpoint(where, out, error)) return true;
+  if (where.find(':') == std::string::npos || fs::exists(where, ec))
+    error = "no run in '" + where + "' (" +
+            (fs::exists(where, ec) ? "not a directory" : "no such directory") +
+            "), and it is not a syncer's HOST:PORT";
+  return false;
 }
 
 /// Asks the monitor one (atom, request bytes) and hands back the reply's bytes.
@@ -59,12 +120,16 @@ int ask_monitor(const char* who, const std::string& where, nlohmann::json* nodes
                 Atom atom, const wire_bytes& request) {
   std::pair<std::string, uint16_t> addr;
   std::string error;
-  if (!syncer_address(where, addr, nodes, error)) {
+  int rc = 2;
+  if (!syncer_address(where, addr, nodes, error, rc)) {
     std::fprintf(stderr, "dd-node %s: %s\n", who, error.c_str());
-    return 2;
+    return rc;
   }
   if (!actors::tcp_reachable(addr.first, addr.second, 3.0, &error)) {
-    std::fprintf(stderr, "dd-node %s: the syncer is not reachable: %s\n", who, error.c_str());
+    if (const std::string note = finished_note(where); !note.empty())
+      std::fprintf(stderr, "dd-node %s: %s\n", who, note.c_str());
+    else
+      std::fprintf(stderr, "dd-node %s: the syncer is not reachable: %s\n", who, error.c_str());
     return 1;
   }
   actors::node_config cfg;
@@ -76,7 +141,7 @@ int ask_monitor(const char* who, const std::string& where, nlohmann::json* nodes
     return 1;
   }
   caf::scoped_actor self{sys};
-  int rc = 0;
+  rc = 0;
   self->request(*monitor, std::chrono::seconds(10), atom, request)
       .receive([&](const std::vector<uint8_t>& bytes) { *reply = bytes; },
                [&](caf::error& e) {
@@ -118,7 +183,8 @@ int status_main(int argc, char** argv) {
                  "run id, learners (incarnation, live, node, step, tokens, seconds since the last\n"
                  "heartbeat), fragment versions; with a run directory also every process of the\n"
                  "nodes file. --json prints the monitor's JSON. Exit status: 0 ok, 1 syncer not\n"
-                 "reachable, 2 bad arguments.\n");
+                 "reachable or the run finished (\"run finished at ...\"), 2 bad arguments or no\n"
+                 "run in RUN_DIR.\n");
     return argc < 2 ? 2 : 0;
   }
   const bool as_json = argc > 2 && std::string(argv[2]) == "--json";
@@ -172,7 +238,9 @@ int drain_main(int argc, char** argv) {
                  "Removes learner N gracefully: it stops at its next step, waits until its final\n"
                  "pushes are merged, and leaves (a learner process whose learners all left exits\n"
                  "0; dd-node launch does not restart it). Exit status: 0 asked, 1 syncer not\n"
-                 "reachable or the learner is not live, 2 bad arguments.\n");
+                 "reachable, the run finished, or the learner cannot be drained (no such\n"
+                 "learner, not joined, finished, or not connected: its link is down), 2 bad\n"
+                 "arguments or no run in RUN_DIR.\n");
     return argc < 3 ? 2 : 0;
   }
   const std::string target = argv[1];

@@ -49,8 +49,8 @@ void print_syncer_help(FILE* f) {
       "  --name N, --set k=v    select an experiment of the file, override a key (as dd-node run)\n"
       "  --progress S           progress line every S seconds (default 5; 0 = off)\n"
       "  --script-timeout S     wall-clock limit of evaluating the experiment file (default 10)\n"
-      "  --heartbeat S          middleman heartbeat period (default 0.5)\n"
-      "  --connection-timeout S a peer silent this long is dropped (default 3)\n"
+      "  --heartbeat S          middleman heartbeat period (default 1)\n"
+      "  --connection-timeout S a peer silent this long is dropped (default 10)\n"
       "  --max-frame-bytes N    a connection announcing a larger CAF frame is closed before CAF\n"
       "                         allocates it (default 83886080 = 80 MiB; 0 = no guard)\n"
       "  --chaos-endpoint HOST:PORT  serve message faults on broadcasts (dd-chaos msg) on this\n"
@@ -240,6 +240,15 @@ int syncer_main(int argc, char** argv) {
         stderr, "dd-node syncer: --resume: run directory '%s' holds %s\n", dir.c_str(),
         state == run_dir_state::finished ? "a finished run (summary.json)" : "no run to resume");
     return 2;
+  }
+  // A launcher's syncer finds the launcher's fresh nodes.json and logs/: the launcher cleared
+  // the earlier run's files itself.
+  if (!resume && lock.held()) {
+    std::string names;
+    for (const auto& n : clear_cluster_files(dir)) names += (names.empty() ? "" : ", ") + n;
+    if (!names.empty())
+      std::fprintf(stderr, "dd-node syncer: removed the earlier cluster run's %s from '%s'\n",
+                   names.c_str(), dir.c_str());
   }
   install_node_stop_handlers("dd-node syncer");
   actors::run_options ro;

@@ -248,7 +248,6 @@ void start_learners(node_actor* self, std::shared_ptr<learner_node_ctx> ctx) {
     std::shared_ptr<const learner_context> cc = c;
     sctx->children.push_back({id, [cc](caf::actor_system& s) { return s.spawn(learner, cc); }});
   }
-  ctx->log->set_expected_learners(ctx->ids.size());
   st.sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
 }
 

@@ -243,15 +243,25 @@ TEST(dd_node_run, a_second_run_on_the_same_directory_is_refused) {
   const pid_t second = start(dir, "b", {"--run-dir", "run", "--set", "budget.steps=4"});
   EXPECT_EQ(wait_exit(second, 30), 2);
   const std::string err = read_text(dir / "b.err");
-  EXPECT_NE(err.find("run directory 'run' is in use"), std::string::npos) << err;
-  EXPECT_NE(err.find("pid " + pid_text), std::string::npos) << err;
+  EXPECT_NE(err.find("run directory 'run' is in use by dd-node run (pid " + pid_text),
+            std::string::npos)
+      << err;
   EXPECT_FALSE(fs::exists(dir / "run" / "summary.json"));
   EXPECT_EQ(::kill(holder, 0), 0) << "the holder must keep running";
 
-  // A crashed holder releases the lock: the directory is usable again.
+  // A crashed holder releases the lock: the directory is usable again, and the crashed run in
+  // it is replaced only when asked (--overwrite), as dd-node launch and syncer require.
   ::kill(holder, SIGKILL);
   EXPECT_EQ(wait_exit(holder, 10), 256 + SIGKILL);
-  const pid_t third = start(dir, "c", {"--run-dir", "run", "--set", "budget.steps=4"});
+  const pid_t refused = start(dir, "r", {"--run-dir", "run", "--set", "budget.steps=4"});
+  EXPECT_EQ(wait_exit(refused, 60), 2) << read_text(dir / "r.err");
+  EXPECT_NE(read_text(dir / "r.err")
+                .find("dd-node run: tiny: run directory 'run' holds an unfinished run (no "
+                      "summary.json): continue it with --resume, or replace it with --overwrite"),
+            std::string::npos)
+      << read_text(dir / "r.err");
+  const pid_t third =
+      start(dir, "c", {"--run-dir", "run", "--set", "budget.steps=4", "--overwrite"});
   EXPECT_EQ(wait_exit(third, 60), 0) << read_text(dir / "c.err");
   EXPECT_TRUE(fs::exists(dir / "run" / "summary.json"));
   fs::remove_all(dir);
@@ -322,9 +332,8 @@ TEST(dd_node_run, a_live_syncers_checkpoint_dir_is_refused_for_syncer_launch_and
   // What a live run keeps there (a second run would delete its fragments' checkpoints).
   std::ofstream(dir / "shared_ck" / "owner_0.ddck") << "live";
 
-  const std::string in_use =
-      "checkpoint directory 'shared_ck' is in use by another dd-node run (pid " + pid_text +
-      ", lock shared_ck/LOCK)";
+  const std::string in_use = "checkpoint directory 'shared_ck' is in use by dd-node syncer (pid " +
+                             pid_text + ", lock shared_ck/LOCK)";
   const pid_t syncer = start_node(
       dir, "b", with({"syncer", "tiny.lua", "--listen", "127.0.0.1:0", "--run-dir", "run_b"}));
   EXPECT_EQ(wait_exit(syncer, 30), 2);
@@ -375,9 +384,8 @@ TEST(dd_node_run, a_launch_holds_its_checkpoint_dir_for_its_children) {
             {"--run-dir", "run_b", "--set", "checkpoint.dir=\"ck_l\"", "--set", "budget.steps=4"});
   EXPECT_EQ(wait_exit(run, 30), 2);
   EXPECT_NE(read_text(dir / "b.err")
-                .find("checkpoint directory 'ck_l' is in use by another dd-node "
-                      "run (pid " +
-                      pid_text + ", lock ck_l/LOCK)"),
+                .find("checkpoint directory 'ck_l' is in use by dd-node launch (pid " + pid_text +
+                      ", lock ck_l/LOCK)"),
             std::string::npos)
       << read_text(dir / "b.err");
   EXPECT_FALSE(fs::exists(dir / "run_b" / "events.jsonl"));
@@ -504,6 +512,106 @@ TEST(dd_node_run, a_rerun_removes_the_earlier_summary_at_the_start) {
                      "events.jsonl, 1 owner checkpoint): replaced by this run"),
             std::string::npos)
       << err;
+  fs::remove_all(dir);
+}
+
+// QA finding 3: a run into a directory that held a cluster run (dd-node launch) starts without
+// that run's nodes.json, chaos.jsonl, nodes/ and logs/, so `dd-chaos report` never reads two
+// runs as one; dd-chaos's chaos-state.json (faults still to heal) stays.
+TEST(dd_node_run, a_rerun_removes_an_earlier_cluster_runs_files) {
+  const fs::path dir = make_workdir("rerun_cluster");
+  const fs::path run = dir / "run";
+  fs::create_directories(run / "nodes" / "learner-0");
+  fs::create_directories(run / "logs");
+  std::ofstream(run / "summary.json") << "{\"final_val_loss\": 1.5}\n";
+  std::ofstream(run / "events.jsonl") << "{\"event\":\"finished\"}\n";
+  std::ofstream(run / "nodes.json") << "{\"nodes\": []}\n";
+  std::ofstream(run / "chaos.jsonl") << "{\"kind\":\"kill\"}\n";
+  std::ofstream(run / "chaos-state.json") << "{}\n";
+  std::ofstream(run / "monitor.json.tmp") << "{\"learn";
+  std::ofstream(run / "nodes" / "learner-0" / "events.jsonl") << "{\"event\":\"syncer_lost\"}\n";
+  std::ofstream(run / "logs" / "syncer.log") << "old\n";
+  const pid_t pid = start(dir, "a", {"--run-dir", "run", "--set", "budget.steps=4"});
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(wait_exit(pid, 60), 0) << read_text(dir / "a.err");
+  for (const char* gone : {"nodes.json", "chaos.jsonl", "nodes", "logs", "monitor.json.tmp"})
+    EXPECT_FALSE(fs::exists(run / gone)) << gone;
+  EXPECT_TRUE(fs::exists(run / "chaos-state.json"));
+  EXPECT_TRUE(fs::exists(run / "summary.json"));
+  EXPECT_NE(read_text(dir / "a.err")
+                .find("dd-node run: tiny: removed the earlier cluster run's nodes.json, "
+                      "chaos.jsonl, nodes/, logs/ from 'run'"),
+            std::string::npos)
+      << read_text(dir / "a.err");
+  fs::remove_all(dir);
+}
+
+// The same for dd-node launch: it clears the earlier cluster run's files before it starts a
+// child, and its own syncer (under the launcher's lock) leaves the launcher's fresh nodes.json
+// and logs/ alone.
+TEST(dd_node_run, a_launch_removes_an_earlier_cluster_runs_files) {
+  const fs::path dir = make_workdir("relaunch_cluster");
+  const fs::path run = dir / "run";
+  fs::create_directories(run / "nodes" / "old-node");
+  fs::create_directories(run / "logs");
+  std::ofstream(run / "summary.json") << "{\"final_val_loss\": 1.5}\n";
+  std::ofstream(run / "events.jsonl") << "{\"event\":\"finished\"}\n";
+  std::ofstream(run / "chaos.jsonl") << "{\"kind\":\"kill\"}\n";
+  std::ofstream(run / "nodes" / "old-node" / "events.jsonl") << "{}\n";
+  std::ofstream(run / "logs" / "old-node.log") << "old\n";
+  const pid_t launch = start_node(
+      dir, "a",
+      {"launch", "tiny.lua", "--run-dir", "run", "--progress", "0", "--set", "budget.steps=8"});
+  ASSERT_GT(launch, 0);
+  EXPECT_EQ(wait_exit(launch, 120), 0) << read_text(dir / "a.err");
+  EXPECT_FALSE(fs::exists(run / "chaos.jsonl"));
+  EXPECT_FALSE(fs::exists(run / "nodes" / "old-node"));
+  EXPECT_FALSE(fs::exists(run / "logs" / "old-node.log"));
+  EXPECT_TRUE(fs::exists(run / "nodes.json"));
+  EXPECT_TRUE(fs::exists(run / "logs" / "syncer.log"));
+  EXPECT_NE(read_text(dir / "a.err")
+                .find("dd-node launch: removed the earlier cluster run's chaos.jsonl, nodes/, "
+                      "logs/ from 'run'"),
+            std::string::npos)
+      << read_text(dir / "a.err");
+  fs::remove_all(dir);
+}
+
+// QA finding 14: dd-node status and drain on a directory without a run, or with a finished one,
+// say so (exit 2: no run there; exit 1: the run finished, nothing live to ask).
+TEST(dd_node_run, status_and_drain_name_a_missing_or_finished_run) {
+  const fs::path dir = make_workdir("status_dirs");
+  fs::create_directories(dir / "empty");
+  fs::create_directories(dir / "done");
+  std::ofstream(dir / "done" / "summary.json") << "{\"final_val_loss\": 1.5}\n";
+  // Its launcher's nodes file still names the syncer, which is gone (nothing listens on port 1).
+  std::ofstream(dir / "done" / "nodes.json")
+      << "{\"nodes\": [{\"role\": \"syncer\", \"listen\": \"127.0.0.1:1\"}]}\n";
+  const pid_t missing = start_node(dir, "m", {"status", "nope"});
+  EXPECT_EQ(wait_exit(missing, 30), 2);
+  EXPECT_NE(read_text(dir / "m.err")
+                .find("dd-node status: no run in 'nope' (no such directory), and it is not a "
+                      "syncer's HOST:PORT"),
+            std::string::npos)
+      << read_text(dir / "m.err");
+  const pid_t empty = start_node(dir, "e", {"drain", "learner:0", "empty"});
+  EXPECT_EQ(wait_exit(empty, 30), 2);
+  EXPECT_NE(read_text(dir / "e.err")
+                .find("dd-node drain: no run in 'empty' (no nodes.json, events.jsonl or "
+                      "summary.json)"),
+            std::string::npos)
+      << read_text(dir / "e.err");
+  for (const char* cmd : {"status", "drain"}) {
+    std::vector<std::string> args = {cmd, "done"};
+    if (std::string(cmd) == "drain") args = {cmd, "learner:0", "done"};
+    const pid_t done = start_node(dir, cmd, args);
+    EXPECT_EQ(wait_exit(done, 30), 1) << cmd;
+    const std::string err = read_text(dir / (std::string(cmd) + ".err"));
+    EXPECT_NE(err.find(std::string("dd-node ") + cmd + ": the run in 'done' finished at 20"),
+              std::string::npos)
+        << err;
+    EXPECT_NE(err.find(" UTC (summary.json); no syncer to ask"), std::string::npos) << err;
+  }
   fs::remove_all(dir);
 }
 

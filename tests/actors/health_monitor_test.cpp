@@ -6,15 +6,19 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
 #include <caf/all.hpp>
+#include <nlohmann/json.hpp>
 
 #include "actors/atoms.hpp"
 #include "actors/health_monitor.hpp"
+#include "actors/run_log.hpp"
 #include "messages/codec.hpp"
 #include "messages/control.hpp"
+#include "tests/actors/test_support.hpp"
 
 namespace dd::actors {
 namespace {
@@ -128,6 +132,130 @@ TEST_F(monitor_fixture, the_push_clock_runs_at_the_live_learners_mean_step_rate)
   EXPECT_DOUBLE_EQ(last_mean_step, 2.5);
   ASSERT_TRUE(beat(a, 0, 0, 8192));  // step 4
   EXPECT_DOUBLE_EQ(last_mean_step, 3.5);
+}
+
+// QA finding 13: a drain says what is true of a learner it cannot drain — no such id, not
+// joined, or not connected (its link down: since when and why) — instead of "not live".
+TEST_F(monitor_fixture, a_drain_that_cannot_be_done_says_why) {
+  caf::scoped_actor op{*sys};
+  auto drain = [&](int32_t id) {
+    std::string detail = "(no reply)";
+    bool accepted = true;
+    op->request(monitor, std::chrono::seconds(10), atoms::drain_atom_v,
+                encode(drain_msg{id}, {"", 0}))
+        .receive(
+            [&](const std::vector<uint8_t>& bytes) {
+              auto rep = decode_drain_reply(bytes);
+              ASSERT_TRUE(rep.ok()) << rep.error().message;
+              detail = rep->detail;
+              accepted = rep->accepted;
+            },
+            [&](caf::error&) {});
+    EXPECT_FALSE(accepted) << detail;
+    return detail;
+  };
+  EXPECT_EQ(drain(7), "no such learner: learner:7 (the run has learners 0..1)");
+  EXPECT_EQ(drain(1), "learner:1 has not joined yet");
+  // Learner 0 joins, then its actor dies abnormally (as when its link drops): the monitor's
+  // down handler declares it dead.
+  auto victim = sys->spawn([](caf::event_based_actor* self) -> caf::behavior {
+    self->set_default_handler(caf::drop);
+    return {[](int) {}};
+  });
+  join_request req;
+  req.requested_learner_id = 0;
+  bool joined = false;
+  op->request(monitor, std::chrono::seconds(10), atoms::join_atom_v, encode(req), victim)
+      .receive([&](const std::vector<uint8_t>&) { joined = true; }, [&](caf::error&) {});
+  ASSERT_TRUE(joined);
+  caf::anon_send_exit(victim, caf::exit_reason::kill);
+  // Wait (read-only: a status request) until the monitor has declared it dead, then drain.
+  for (int i = 0; i < 200; ++i) {
+    bool down = false;
+    op->request(monitor, std::chrono::seconds(10), atoms::status_atom_v,
+                encode(status_request{}, {"", 0}))
+        .receive(
+            [&](const std::vector<uint8_t>& bytes) {
+              auto rep = decode_status_reply(bytes);
+              if (!rep) return;
+              for (const auto& l : nlohmann::json::parse(rep->json)["learners"])
+                if (l["learner"] == 0 && !l["alive"].get<bool>()) down = true;
+            },
+            [&](caf::error&) {});
+    if (down) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const std::string detail = drain(0);
+  EXPECT_EQ(detail.rfind("learner:0 is not connected (link down since ", 0), 0u) << detail;
+  EXPECT_NE(detail.find(" s ago: exit_reason(kill)"), std::string::npos) << detail;
+  EXPECT_NE(detail.find("); drain it once it rejoins"), std::string::npos) << detail;
+}
+
+// Issue 10 item 1: the uptime is computed by the monitor from the heartbeats (who is live and
+// stepping), on the logical clock here so the figures are exact: K = 2 of 2 learners; both
+// step every 0.2 s for 1 s, then only learner 0 for 1 s. A learner counts as stepping for
+// max(0.5 s, 3 × 0.1 s) = 0.5 s after each heartbeat, so learner 1's last heartbeat (t = 0.8)
+// covers it until 1.3: both stepping from 0 to 1.3 of the 2 s observed.
+TEST(monitor_uptime, counts_the_time_with_k_learners_stepping_from_their_heartbeats) {
+  dd::test::coordinator env;
+  run_log log{"", /*keep_in_memory=*/true};
+  auto ctx = std::make_shared<monitor_context>();
+  ctx->learners = 2;
+  ctx->fragments = 0;
+  ctx->uptime_quorum = 2;
+  ctx->log = &log;
+  auto monitor = env.sys->spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
+  auto fake_learner = [&] {
+    return env.sys->spawn([](caf::event_based_actor* self) -> caf::behavior {
+      self->set_default_handler(caf::drop);
+      return {[](int) {}};
+    });
+  };
+  const caf::actor learners[] = {fake_learner(), fake_learner()};
+  for (int32_t id = 0; id < 2; ++id) {
+    join_request req;
+    req.requested_learner_id = id;
+    caf::anon_send(monitor, atoms::join_atom_v, encode(req), learners[id]);
+  }
+  env.run();
+  auto beat = [&](int32_t id, uint64_t step) {
+    heartbeat_msg hb;
+    hb.learner_id = id;
+    hb.incarnation = 0;
+    hb.step = step;
+    hb.tokens = step * 64;
+    hb.step_time_ema_s = 0.1;
+    caf::anon_send(monitor, atoms::heartbeat_atom_v, encode(hb, {"", 0}));
+  };
+  for (uint64_t k = 1; k <= 5; ++k) {  // t = 0, 0.2, ..., 0.8: both step
+    beat(0, k);
+    beat(1, k);
+    env.run();
+    env.advance(0.2);
+  }
+  for (uint64_t k = 6; k <= 10; ++k) {  // t = 1.0, ..., 1.8: learner 0 only
+    beat(0, k);
+    env.run();
+    env.advance(0.2);
+  }
+  // t = 2.0: one more heartbeat of learner 0 makes the monitor report (its ticks fall between).
+  beat(0, 11);
+  env.run();
+  auto c = log.snapshot();
+  EXPECT_NEAR(c.uptime_s, 1.3, 1e-9);
+  EXPECT_NEAR(c.observed_s, 2.0, 1e-9);
+  // Learner 0 dies: from now on nobody counts; the figures keep growing only in observed time.
+  caf::anon_send_exit(learners[0], caf::exit_reason::kill);
+  env.run();
+  env.advance(1.0);
+  c = log.snapshot();
+  EXPECT_NEAR(c.uptime_s, 1.3, 1e-9);
+  EXPECT_NEAR(c.observed_s, 3.0, 1e-9);
+  // The end of training: the run log keeps what it has.
+  log.freeze_uptime();
+  env.advance(1.0);
+  EXPECT_NEAR(log.snapshot().observed_s, 3.0, 1e-9);
+  env.shutdown({monitor, learners[0], learners[1]});
 }
 
 // The monitor record carries the run's training seconds over all parts (issue 10 item 5: a

@@ -4,7 +4,8 @@
 // `undecodable_broadcast` failure and leaves the model untouched; an undecodable rejection is
 // logged as `undecodable_reject`; the learner keeps stepping and its next push is accepted.
 // On the global push clock, progress replies held up and then delivered in a burst (a busy
-// syncer) leave the push cadence intact (the stall of issue 10/11).
+// syncer) leave the push cadence intact (the stall of issue 10/11). Every role is configured
+// from one experiment through actors/role_configs.hpp, as in the job.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 #include "actors/fragment_owner.hpp"
 #include "actors/health_monitor.hpp"
 #include "actors/learner.hpp"
+#include "actors/role_configs.hpp"
 #include "actors/run_log.hpp"
 #include "kernels/backend.hpp"
 #include "runtime/gpt.hpp"
@@ -43,13 +45,33 @@ struct learner_actor_test : ::testing::Test {
   std::vector<float> initial;
   caf::actor monitor, owner, learner_handle;
 
+  /// The experiment every role is configured from, through actors/role_configs.hpp as the job
+  /// and the learner node configure theirs: one learner, one fragment, H = 4, τ = 1, K = 1, no
+  /// grace window, 40 inner steps.
+  config::experiment exp;
+
   void SetUp() override {
-    model_cfg.vocab = 256;
-    model_cfg.context = 16;
-    model_cfg.layers = 1;
-    model_cfg.heads = 2;
-    model_cfg.width = 16;
-    configure_model(model_cfg);
+    exp.seed = 5;
+    exp.model.vocab = 256;
+    exp.model.context = 16;
+    exp.model.layers = 1;
+    exp.model.heads = 2;
+    exp.model.width = 16;
+    configure_experiment(exp);
+    exp.learners.count = 1;
+    exp.learners.batch = 2;
+    exp.learners.threads = 1;
+    exp.inner.lr = 1e-3;
+    exp.inner.warmup = 1;
+    exp.inner.decay_steps = 100;
+    exp.sync.fragments = 1;
+    exp.sync.interval = 4;
+    exp.sync.overlap = 1;
+    exp.sync.grace.mode = config::grace_mode::off;
+    exp.budget.kind = config::budget_kind::steps;
+    exp.budget.steps = 40;
+    exp.checkpoint.every_versions = 0;
+    model_cfg = model_of(exp);
     auto p = make_fragment_plan(model_tensors(model_cfg), 1, fragment_strategy::balanced);
     ASSERT_TRUE(p.ok()) << p.error().message;
     plan = std::move(*p);
@@ -58,17 +80,12 @@ struct learner_actor_test : ::testing::Test {
     model->init(5);
     initial = model->get_parameters();
 
-    auto mctx = std::make_shared<monitor_context>();
-    mctx->learners = 1;
-    mctx->fragments = 1;
+    auto mctx = std::make_shared<monitor_context>(monitor_context_of(exp, 1));
     mctx->log = &log;
     monitor = env.sys->spawn(health_monitor, std::shared_ptr<const monitor_context>(mctx));
 
     auto octx = std::make_shared<owner_context>();
-    octx->options.layout = plan.fragments.at(0);
-    octx->options.quorum = policy::quorum_spec::of_count(1);
-    octx->options.grace.mode = policy::grace_mode::off;
-    octx->options.checkpoint_every = 0;
+    octx->options = owner_options_of(exp, plan.fragments.at(0), "", 0);
     octx->initial.resize(plan.fragments.at(0).numel);
     gather_fragment(plan.fragments.at(0), initial.data(), octx->initial.data());
     octx->backend = "reference";
@@ -76,25 +93,12 @@ struct learner_actor_test : ::testing::Test {
     octx->log = &log;
     owner = env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(octx));
 
-    auto lctx = std::make_shared<learner_context>();
-    lctx->learner_id = 0;
-    auto& t = lctx->trainer;
-    t.model = model_cfg;
-    t.batch = 2;
-    t.seq_len = 16;
-    t.schedule.lr = 1e-3;
-    t.schedule.warmup = 1;
-    t.schedule.total = 100;
-    t.seed = 5;
-    lctx->data = &data;
-    lctx->plan = plan;
-    lctx->sync_interval = 4;
-    lctx->overlap = 1;
-    lctx->monitor = learner_monitor();
-    lctx->log = &log;
-    lctx->simulated_time = true;
-    lctx->sim_step_s = 0.1;
-    lctx->max_steps = 40;
+    learner_services services;
+    services.data = &data;
+    services.log = &log;
+    auto lctx = std::make_shared<learner_context>(
+        *make_learner_context(exp, 0, static_cast<uint64_t>(exp.budget.steps), plan, 1,
+                              learner_monitor(), services, /*simulated_time=*/true, 0.1));
     adjust(*lctx);
     learner_handle = env.sys->spawn(learner, std::shared_ptr<const learner_context>(lctx));
     env.run();
@@ -106,8 +110,8 @@ struct learner_actor_test : ::testing::Test {
   virtual caf::actor learner_monitor() { return monitor; }
   /// Changes to the learner's context before it is spawned.
   virtual void adjust(learner_context&) {}
-  /// Changes to the model (a dense GPT by default) before anything is built.
-  virtual void configure_model(model_config&) {}
+  /// Changes to the experiment's model (a dense GPT by default) before anything is built.
+  virtual void configure_experiment(config::experiment&) {}
 
   learner_actor& actor() {
     auto* ptr = caf::actor_cast<caf::abstract_actor*>(learner_handle);
@@ -296,11 +300,11 @@ namespace {
 // model.kind = "moe_gpt": the learner trains through the model interface and emits the router's
 // per-expert load once per sync interval (H = 4 over 40 steps: steps 4, 8, ..., 40).
 struct moe_learner_test : learner_actor_test {
-  void configure_model(model_config& c) override {
-    c.kind = "moe_gpt";
-    c.moe.experts = 3;
-    c.moe.top_k = 2;
-    c.moe.capacity_factor = 1.0;
+  void configure_experiment(config::experiment& e) override {
+    e.model.kind = config::model_kind::moe_gpt;
+    e.model.experts = 3;
+    e.model.top_k = 2;
+    e.model.capacity_factor = 1.0;
   }
 };
 

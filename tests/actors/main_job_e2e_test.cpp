@@ -284,6 +284,31 @@ TEST(main_job, progress_line_shows_the_budget_spent_and_the_time_left) {
   EXPECT_EQ(progress_line(now, prev, 5.0, 70.0).find('%'), std::string::npos);  // unknown
 }
 
+// QA finding 12: a learner that left (drained, or its budget spent) is shown as such, not with
+// its last step rate as if it still trained; one that is down is marked ✗.
+TEST(main_job, progress_line_shows_a_learner_that_left) {
+  run_log log;
+  log.set_stepping(0, true);
+  log.set_stepping(1, true);
+  log.set_stepping(2, true);
+  log.update([](run_counters& c) {
+    for (auto& [id, l] : c.learners) {
+      l.alive = true;
+      l.steps_per_s = 2.0;
+      l.loss = 3.5;
+    }
+    c.learners[2].alive = false;
+  });
+  log.learner_finished(1);  // drained
+  const auto now = log.snapshot();
+  const std::string line = progress_line(now, run_counters{}, 5.0, 10.0);
+  EXPECT_NE(line.find(" L0 2.00st/s 3.500 L1 left L2 ✗2.00st/s 3.500 |"), std::string::npos)
+      << line;
+  log.set_stepping(1, true);  // its node was given its id back: it trains again
+  EXPECT_NE(progress_line(log.snapshot(), run_counters{}, 5.0, 10.0).find(" L1 2.00st/s"),
+            std::string::npos);
+}
+
 // The run's outcome is a pure function of its counters (actors/run_report.hpp): summary keys
 // and values, and a failure reason that names every cause.
 TEST(run_report, outcome_names_every_cause_of_failure) {

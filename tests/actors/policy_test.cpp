@@ -561,5 +561,69 @@ TEST(HeartbeatDates, RepliesAreDatedByTheirHeartbeatsSendTimeHoweverLate) {
   EXPECT_DOUBLE_EQ(*zero.answer(2), 2.0);
 }
 
+// ---------------------------------------------------------------------------------------------
+// uptime (actors/policy/uptime.hpp): the share of the observed time with >= K learners stepping,
+// a learner stepping for `window` seconds after each heartbeat. Numbers by hand.
+
+TEST(Uptime, KOfTwoLearnersCountsOnlyWhileBothStep) {
+  uptime_meter u(2, 2);
+  u.heartbeat(0, 10.0, 1.0);  // observation starts at 10
+  u.heartbeat(1, 10.5, 1.0);  // both stepping from 10.5
+  u.heartbeat(0, 10.9, 1.0);  // 0 until 11.9
+  u.heartbeat(1, 11.4, 1.0);  // 1 until 12.4
+  u.advance(14.0);
+  // Both stepping from 10.5 to 11.9 (1.4 s) of 4 s observed.
+  EXPECT_NEAR(u.uptime_s(), 1.4, 1e-12);
+  EXPECT_NEAR(u.observed_s(), 4.0, 1e-12);
+  EXPECT_NEAR(u.ratio(), 0.35, 1e-12);
+}
+
+TEST(Uptime, ADeadLearnerStopsCountingAtOnceAndAHeartbeatBringsItBack) {
+  uptime_meter u(1, 0);
+  u.heartbeat(0, 0.0, 2.0);
+  u.stop(0, 0.5);  // declared dead at 0.5: its window no longer counts
+  u.advance(1.5);
+  EXPECT_NEAR(u.uptime_s(), 0.5, 1e-12);
+  u.heartbeat(0, 1.5, 2.0);  // a new incarnation steps
+  u.advance(2.5);
+  EXPECT_NEAR(u.uptime_s(), 1.5, 1e-12);
+  EXPECT_NEAR(u.observed_s(), 2.5, 1e-12);
+}
+
+TEST(Uptime, NothingIsObservedBeforeTheFirstHeartbeatOrAfterTheFreeze) {
+  uptime_meter u(1, 0);
+  u.advance(100.0);
+  EXPECT_EQ(u.observed_s(), 0.0);
+  EXPECT_EQ(u.ratio(), 0.0);
+  u.heartbeat(3, 100.0, 10.0);
+  u.freeze(104.0);
+  u.heartbeat(3, 105.0, 10.0);  // after the end of training: ignored
+  u.advance(200.0);
+  EXPECT_TRUE(u.frozen());
+  EXPECT_NEAR(u.uptime_s(), 4.0, 1e-12);
+  EXPECT_NEAR(u.observed_s(), 4.0, 1e-12);
+  EXPECT_DOUBLE_EQ(u.ratio(), 1.0);
+}
+
+TEST(Uptime, TheObservationEndsWhenEveryExpectedLearnerHasFinished) {
+  uptime_meter u(1, 2);
+  u.heartbeat(0, 0.0, 1.0);
+  u.heartbeat(1, 0.0, 1.0);
+  u.finished(0, 0.6);  // its last step
+  u.advance(3.0);      // learner 1's window ends at 1.0: down from 1.0 to 3.0
+  EXPECT_NEAR(u.uptime_s(), 1.0, 1e-12);
+  EXPECT_NEAR(u.observed_s(), 3.0, 1e-12);
+  u.finished(1, 3.0);  // both finished: frozen
+  u.advance(10.0);
+  EXPECT_TRUE(u.frozen());
+  EXPECT_NEAR(u.observed_s(), 3.0, 1e-12);
+  // K = 0 is taken as 1; an earlier time than the last is taken as the last.
+  uptime_meter k0(0, 0);
+  k0.heartbeat(0, 5.0, 1.0);
+  k0.advance(4.0);
+  k0.advance(5.5);
+  EXPECT_NEAR(k0.uptime_s(), 0.5, 1e-12);
+}
+
 }  // namespace
 }  // namespace dd::policy

@@ -4,8 +4,9 @@
 // Prints, from one run:
 //  1. Owner merge throughput. C contributors (--contributors, default 8) of S MB each (--size-mb,
 //     default 64 = 16 Mi floats) are merged by the fragment owners' math (runtime/merge.hpp:
-//     compute_delta and outer_step, RDA and weighted average, token weights w = tokens²/steps)
-//     on the backend the owners use ("cpu", 1 thread by default, as actors/cluster.cpp gives
+//     compute_delta and outer_step, RDA and weighted average, token weights w = tokens²/steps;
+//     merge options from actors/role_configs.hpp for the default experiment when dd_actors is
+//     built) on the backend the owners use ("cpu", 1 thread by default, as actors/cluster.cpp gives
 //     each owner), over a flat fragment of --tensors tensors (default 4; tensor 0 is an
 //     embedding, merged by weighted average even under RDA). The baseline is a plain memcpy of
 //     the same C·S bytes into separate destination buffers. Throughput = contributor bytes / s
@@ -44,6 +45,7 @@
 
 #ifdef DD_BENCH_HAVE_ACTORS
 #include "actors/cluster.hpp"
+#include "actors/role_configs.hpp"
 #include "runtime/config/loader.hpp"
 #endif
 
@@ -148,7 +150,15 @@ int bench_merge(int contributors, int size_mb, int tensors, int repeats, int thr
   auto momentum = be->alloc<float>(numel);
   auto delta = be->alloc<float>(numel);
 
+#ifdef DD_BENCH_HAVE_ACTORS
+  // The fragment owners' merge options as the job builds them (actors/role_configs.hpp), from
+  // the default experiment (ALGORITHM.md's outer lr and momentum).
+  dd::merge_options rda = dd::actors::owner_options_of(dd::config::experiment{}, layout, "").merge;
+  // The bench keeps no ring of earlier versions: every Δ is taken against its push's own base.
+  rda.anchor = dd::merge_anchor::base;
+#else
   dd::merge_options rda;
+#endif
   rda.rule = dd::merge_rule::rda;
   dd::merge_options avg = rda;
   avg.rule = dd::merge_rule::weighted_average;

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# scripts/links_under_load.sh — counts the links a cluster loses on a loaded host with no fault
+# injected (QA finding 2; docs/runtime.md "Under load", docs/benchmarks.md "Links under load").
+#
+# Runs a tiny `dd-node launch` (1-layer GPT, 3 learner processes, checkpoints every version, a
+# `seconds` budget) at nice $NICE inside a cgroup-v1 cpu group limited to QUOTA percent of one
+# CPU, together with BUSY nice-0 busy loops in the same group, and prints how often the learner
+# nodes lost the syncer ("lost the syncer" lines in logs/learner-*.log) and how many learner
+# `failure` events the syncer logged. The group bounds the whole experiment's CPU, so the rest
+# of the host is not loaded by it. Deterministic apart from the scheduler (no seed).
+#
+# Needs root (it makes /sys/fs/cgroup/cpu/ddlinks_<pid>) and a built dd-node.
+# Usage: scripts/links_under_load.sh OUT_DIR QUOTA_PERCENT BUSY SECONDS [dd-node launch flags]
+#   e.g. NICE=15 scripts/links_under_load.sh /tmp/links 100 4 45 --heartbeat 0.5 --connection-timeout 3
+# Environment: NICE (default 15), DD_NODE (default build/bin/dd-node),
+#   DD_DATA (default ../shared/data next to the repository).
+set -u
+if (($# < 4)); then
+  sed -n '2,17p' "$0" >&2
+  exit 2
+fi
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+out=$1 quota=$2 busy=$3 secs=$4
+shift 4
+bin="${DD_NODE:-$here/build/bin/dd-node}"
+data="${DD_DATA:-$here/../shared/data}"
+cg=/sys/fs/cgroup/cpu/ddlinks_$$
+rm -rf "$out"
+mkdir -p "$out"
+cat >"$out/tiny.lua" <<LUA
+experiment {
+  name = 'tiny',
+  data = { file = '$data/tinyshakespeare/input.txt' },
+  model = { layers = 1, width = 32, heads = 2, context = 32 },
+  learners = { count = 3, batch = 4, threads = 1 },
+  sync = { fragments = 2, interval = 4 },
+  inner = { lr = 3e-3, warmup = 5, decay_steps = 2000 },
+  eval = { every_seconds = 0, batches = 2 },
+  budget = { seconds = $secs },
+  checkpoint = { every_versions = 1 },
+}
+LUA
+mkdir "$cg" || exit 1
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
+  echo $$ >/sys/fs/cgroup/cpu/cgroup.procs
+  rmdir "$cg"
+}
+pids=()
+trap cleanup EXIT
+echo 100000 >"$cg/cpu.cfs_period_us"
+echo $((quota * 1000)) >"$cg/cpu.cfs_quota_us"
+echo $$ >"$cg/cgroup.procs"
+for _ in $(seq 1 "$busy"); do
+  (while :; do :; done) &
+  pids+=($!)
+done
+cd "$out" || exit 1
+start=$(date +%s.%N)
+timeout $((secs + 180)) nice -n "${NICE:-15}" "$bin" launch tiny.lua --run-dir run --progress 0 "$@" \
+  >launch.out 2>&1
+rc=$?
+end=$(date +%s.%N)
+lost=$(cat run/logs/learner-*.log 2>/dev/null | grep -c "lost the syncer")
+fail=$(grep -c '"event":"failure"' run/events.jsonl 2>/dev/null)
+printf 'quota=%s%% busy=%s nice=%s secs=%s flags=[%s] rc=%s wall=%.1f lost_syncer=%s syncer_failures=%s\n' \
+  "$quota" "$busy" "${NICE:-15}" "$secs" "$*" "$rc" "$(echo "$end - $start" | bc)" "$lost" "$fail"
