@@ -75,8 +75,10 @@ Sessions
                    --targets SPEC (learners) --max-concurrent N (1) --min-gap D (0) [--no-heal]
   replay TAPE      fire every fault of a tape (chaos.jsonl) at the same offset [--no-heal]
   run SCENARIO.lua a Lua list of {at=S, kind=K, target=T, for_=S, knobs...} [--no-heal]
-  run EXPERIMENT.lua  an experiment file: its chaos section's process and network events and
-                   chaos.random.cluster_mtbf_seconds faults [--set k=v]... [--name N]
+  run EXPERIMENT.lua  an experiment file: its chaos section's process, network and disk events,
+                   chaos.random.cluster_mtbf_seconds faults, and its message events through the
+                   chaos endpoints when nodes.json has "message_faults": "endpoint" (dd-node
+                   launch; step-keyed ones armed for their step) [--set k=v]... [--name N]
                    run evaluates the file in a child process killed after --script-timeout S
                    (10); a scenario sees only Lua's base, string, table and math libraries
 Verdict
