@@ -565,7 +565,6 @@ json disk_fault(chaos_env& env, const fault_spec& f) {
         throw usage_error(
             fmt::format("{}: target '{}' must be owner:N (a fragment owner's checkpoint)",
                         f.kind == "disk_truncate" ? "disk truncate" : "disk corrupt", item));
-      resolve_targets(nf, parse_targets(item), f.picks);  // an owner no node hosts: error
       const std::string path = owner_checkpoint_path(nf, frag);
       const std::string what = fmt::format("{} {} ({})", f.kind, item, path);
       json h = {{"target", item}, {"file", path}};
