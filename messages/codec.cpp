@@ -49,6 +49,43 @@ status id_at_least(const char* field, int32_t v, int32_t min) {
               (min == 0 ? std::string(" is negative") : " is below " + std::to_string(min))};
 }
 
+/// The payload-chunk fields that push and broadcast share (push_msg, broadcast_msg: encoding,
+/// total_elements, payload_bytes, chunk_index, chunk_count, chunk_offset, payload and its
+/// CRC-32C, computed here), set on either body builder. Primitive fields sit at fixed places
+/// in the struct, so only the payload's place among the pointer fields fixes the bytes: a
+/// caller that sets other pointer fields after this call keeps the wire format.
+template <class Builder, class Msg>
+void set_chunk_fields(Builder r, const Msg& m) {
+  r.setEncoding(static_cast<cw::PayloadEncoding>(m.encoding));
+  r.setTotalElements(m.total_elements);
+  r.setChunkIndex(m.chunk_index);
+  r.setChunkCount(m.chunk_count);
+  r.setPayload(as_bytes(m.payload));
+  r.setPayloadBytes(m.payload_bytes);
+  r.setChunkOffset(m.chunk_offset);
+  r.setPayloadCrc32c(util::crc32c(m.payload.data(), m.payload.size()));
+}
+
+/// Reads set_chunk_fields()'s fields from a push or broadcast body reader into `m` and checks
+/// them (check_chunk_fields, errors naming `what`); on success `m.payload` holds the chunk.
+template <class Reader, class Msg>
+status get_chunk_fields(const char* what, Reader r, Msg& m) {
+  m.encoding = static_cast<payload_encoding>(r.getEncoding());
+  m.total_elements = r.getTotalElements();
+  m.payload_bytes = r.getPayloadBytes();
+  m.chunk_index = r.getChunkIndex();
+  m.chunk_count = r.getChunkCount();
+  m.chunk_offset = r.getChunkOffset();
+  m.payload_crc32c = r.getPayloadCrc32c();
+  auto payload = r.getPayload();
+  if (auto st = check_chunk_fields(what, m.encoding, m.total_elements, m.payload_bytes,
+                                   m.chunk_index, m.chunk_count, m.chunk_offset, payload.size());
+      !st)
+    return st;
+  m.payload = to_vector(payload);
+  return {};
+}
+
 }  // namespace
 
 // ---- encode ---------------------------------------------------------------------------------
@@ -105,16 +142,9 @@ wire_bytes encode(const push_msg& m, const envelope_stamp& stamp) {
   r.setBaseVersion(m.base_version);
   r.setSteps(m.steps);
   r.setTokens(m.tokens);
-  r.setEncoding(static_cast<cw::PayloadEncoding>(m.encoding));
-  r.setTotalElements(m.total_elements);
-  r.setChunkIndex(m.chunk_index);
-  r.setChunkCount(m.chunk_count);
-  r.setPayload(as_bytes(m.payload));
   r.setTransferId(m.transfer_id);
-  r.setPayloadBytes(m.payload_bytes);
-  r.setChunkOffset(m.chunk_offset);
   r.setContainsFrom(m.contains_from);
-  r.setPayloadCrc32c(util::crc32c(m.payload.data(), m.payload.size()));
+  set_chunk_fields(r, m);
   return flatten(b);
 }
 
@@ -123,15 +153,8 @@ wire_bytes encode(const broadcast_msg& m, const envelope_stamp& stamp) {
   auto r = start_envelope(b, stamp).initBroadcast();
   r.setFragmentId(m.fragment_id);
   r.setVersion(m.version);
-  r.setTotalElements(m.total_elements);
-  r.setEncoding(static_cast<cw::PayloadEncoding>(m.encoding));
-  r.setChunkIndex(m.chunk_index);
-  r.setChunkCount(m.chunk_count);
-  r.setPayload(as_bytes(m.payload));
-  r.setPayloadBytes(m.payload_bytes);
-  r.setChunkOffset(m.chunk_offset);
+  set_chunk_fields(r, m);  // the payload before the merged list, as it always was on the wire
   set_merged(r.initMerged(static_cast<unsigned>(m.merged.size())), m.merged);
-  r.setPayloadCrc32c(util::crc32c(m.payload.data(), m.payload.size()));
   return flatten(b);
 }
 
@@ -266,24 +289,10 @@ result<push_msg> decode_push(const uint8_t* data, size_t size, const decode_limi
                            m.steps = r.getSteps();
                            m.tokens = r.getTokens();
                            m.transfer_id = r.getTransferId();
-                           m.encoding = static_cast<payload_encoding>(r.getEncoding());
-                           m.total_elements = r.getTotalElements();
-                           m.payload_bytes = r.getPayloadBytes();
-                           m.chunk_index = r.getChunkIndex();
-                           m.chunk_count = r.getChunkCount();
-                           m.chunk_offset = r.getChunkOffset();
                            m.contains_from = r.getContainsFrom();
-                           m.payload_crc32c = r.getPayloadCrc32c();
-                           auto payload = r.getPayload();
-                           if (auto st = check_chunk_fields(
-                                   "push", m.encoding, m.total_elements, m.payload_bytes,
-                                   m.chunk_index, m.chunk_count, m.chunk_offset, payload.size());
-                               !st) {
-                             return st.error();
-                           }
+                           if (auto st = get_chunk_fields("push", r, m); !st) return st.error();
                            if (auto st = same_incarnation("push", sender_inc, m.incarnation); !st)
                              return st.error();
-                           m.payload = to_vector(payload);
                            return m;
                          });
 }
@@ -297,22 +306,9 @@ result<broadcast_msg> decode_broadcast(const uint8_t* data, size_t size,
                            broadcast_msg m;
                            m.fragment_id = r.getFragmentId();
                            m.version = r.getVersion();
-                           m.encoding = static_cast<payload_encoding>(r.getEncoding());
-                           m.total_elements = r.getTotalElements();
-                           m.payload_bytes = r.getPayloadBytes();
-                           m.chunk_index = r.getChunkIndex();
-                           m.chunk_count = r.getChunkCount();
-                           m.chunk_offset = r.getChunkOffset();
                            m.merged = get_merged(r.getMerged());
-                           m.payload_crc32c = r.getPayloadCrc32c();
-                           auto payload = r.getPayload();
-                           if (auto st = check_chunk_fields(
-                                   "broadcast", m.encoding, m.total_elements, m.payload_bytes,
-                                   m.chunk_index, m.chunk_count, m.chunk_offset, payload.size());
-                               !st) {
+                           if (auto st = get_chunk_fields("broadcast", r, m); !st)
                              return st.error();
-                           }
-                           m.payload = to_vector(payload);
                            return m;
                          });
 }

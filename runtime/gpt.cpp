@@ -65,28 +65,13 @@ gpt_config gpt_config::from_json(const nlohmann::json& j) {
 std::vector<tensor_info> gpt_tensors(const gpt_config& cfg) {
   cfg.validate();
   const int64_t V = cfg.vocab, T = cfg.context, C = cfg.width;
-  std::vector<tensor_info> out;
-  size_t offset = 0;
-  auto add = [&](std::string name, std::vector<int64_t> shape, int layer, bool emb) {
-    tensor_info t;
-    t.name = std::move(name);
-    t.offset = offset;
-    t.numel = 1;
-    for (auto d : shape) t.numel *= static_cast<size_t>(d);
-    t.shape = std::move(shape);
-    t.layer = layer;
-    t.is_embedding = emb;
-    t.decay = t.shape.size() == 2;
-    offset += t.numel;
-    out.push_back(std::move(t));
-  };
-  add("wte", {V, C}, -1, true);
-  add("wpe", {T, C}, -1, true);
-  for (int l = 0; l < cfg.layers; ++l)
-    append_block_tensors(out, offset, fmt::format("h.{}.", l), l, C);
-  add("ln_f.weight", {C}, -1, false);
-  add("ln_f.bias", {C}, -1, false);
-  return out;
+  tensor_layout out;
+  out.add("wte", {V, C}, -1, true);
+  out.add("wpe", {T, C}, -1, true);
+  for (int l = 0; l < cfg.layers; ++l) out.add_block(fmt::format("h.{}.", l), l, C);
+  out.add("ln_f.weight", {C}, -1, false);
+  out.add("ln_f.bias", {C}, -1, false);
+  return out.take();
 }
 
 size_t gpt_num_params(const gpt_config& cfg) {

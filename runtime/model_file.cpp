@@ -3,6 +3,7 @@
 
 #include <filesystem>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -121,30 +122,6 @@ std::string resolve_model_path(const std::string& where) {
       where, model_file_name));
 }
 
-loaded_model read_model_file(const std::string& where, kernels::backend& be) {
-  loaded_model out;
-  out.path = resolve_model_path(where);
-  // The header first, for the config; load_checkpoint validates the tensors again.
-  const st_file f = read_safetensors(out.path);
-  auto fail = [&](const std::string& what) {
-    return std::runtime_error(fmt::format("model '{}': {}", out.path, what));
-  };
-  if (auto it = f.metadata.find("model_kind"); it != f.metadata.end() && it->second != "gpt")
-    throw fail(fmt::format("metadata model_kind is '{}'; this build reads only 'gpt'", it->second));
-  auto cfg_it = f.metadata.find("config");
-  if (cfg_it == f.metadata.end())
-    throw fail("metadata 'config' (the model config as JSON) is missing");
-  gpt_config cfg;
-  try {
-    cfg = gpt_config::from_json(nlohmann::json::parse(cfg_it->second));
-  } catch (const std::exception& e) {
-    throw fail(fmt::format("metadata 'config': {}", e.what()));
-  }
-  out.model = std::make_unique<gpt>(be, cfg);
-  out.metadata = load_checkpoint(out.path, *out.model, nullptr);
-  return out;
-}
-
 loaded_any_model read_any_model_file(const std::string& where, kernels::backend& be) {
   loaded_any_model out;
   out.path = resolve_model_path(where);
@@ -159,6 +136,15 @@ loaded_any_model read_any_model_file(const std::string& where, kernels::backend&
     throw std::runtime_error(fmt::format("model '{}': metadata 'config': {}", out.path, e.what()));
   }
   out.metadata = load_checkpoint(out.path, *out.model, nullptr);
+  return out;
+}
+
+loaded_any_model load_model(const std::string& where, const std::string& backend, int threads) {
+  kernels::backend_options bo;
+  bo.threads = threads;
+  auto be = kernels::make_backend(backend, bo);
+  loaded_any_model out = read_any_model_file(where, *be);
+  out.backend = std::move(be);
   return out;
 }
 

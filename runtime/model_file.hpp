@@ -13,9 +13,9 @@
 // Readers: `dd-node sample` / `dd-node eval`, and any safetensors reader (Python `safetensors`,
 // PyTorch: tests/apps/model_file_check.py runs an independent NumPy forward on it).
 //
-// These functions are the seam between a model file and the model: they take and return a
-// `gpt` today and are the only place to change when other model kinds arrive. Any thread; no
-// shared state.
+// These functions are the seam between a model file and the model: they read any kind that
+// make_model builds (runtime/model.hpp; the kind comes from the metadata "config"). Any thread;
+// no shared state.
 #pragma once
 
 #include <cstddef>
@@ -72,26 +72,16 @@ inline constexpr const char* model_file_name = "model.safetensors";
 void write_model_file(const std::string& path, const model& model,
                       const std::map<std::string, std::string>& metadata);
 
-/// A model read back from a file, with the file's metadata.
-struct loaded_model {
-  std::string path;  ///< the file actually read
-  std::map<std::string, std::string> metadata;
-  std::unique_ptr<gpt> model;
-};
-
 /// `where` is a model file, or a directory holding model.safetensors (a run directory of
 /// `dd-node run`/`syncer`/`launch`) or checkpoint.safetensors (of `dd-node train`). Returns
 /// the file path; throws std::runtime_error naming `where` and the names looked for.
 std::string resolve_model_path(const std::string& where);
 
-/// Reads the model at resolve_model_path(`where`) onto `be`: the config comes from the
-/// metadata "config" (its model_kind, when present, must be "gpt"); optimizer tensors of a
-/// training checkpoint are ignored. Throws std::runtime_error naming the file and the field or
-/// tensor at fault (no config, unknown kind, missing tensor, wrong shape, damaged file).
-loaded_model read_model_file(const std::string& where, kernels::backend& be);
-
 /// A model file of any kind (runtime/model.hpp make_model), e.g. a "vit" run's model.safetensors.
 struct loaded_any_model {
+  /// The backend load_model() made for the model (declared first: it outlives `model`); null
+  /// from read_any_model_file(), whose caller owns the backend.
+  std::unique_ptr<kernels::backend> backend;
   std::string path;  ///< the file actually read
   std::map<std::string, std::string> metadata;
   std::unique_ptr<dd::model> model;
@@ -102,5 +92,13 @@ struct loaded_any_model {
 /// Throws std::runtime_error naming the file and the field or tensor at fault (no config, bad
 /// config, unknown kind, missing tensor, wrong shape, damaged file).
 loaded_any_model read_any_model_file(const std::string& where, kernels::backend& be);
+
+/// What `dd-node eval` and `dd-node sample` do with RUN_DIR|FILE: makes the backend named
+/// `backend` (kernels::make_backend with `threads` CPU threads, 0 = all; call
+/// kernels::init_all_backends() first for "cuda") and reads the model at
+/// resolve_model_path(`where`) onto it (read_any_model_file); the result owns both. Throws
+/// kernels::backend_error for a backend that cannot be made, std::runtime_error as
+/// read_any_model_file.
+loaded_any_model load_model(const std::string& where, const std::string& backend, int threads);
 
 }  // namespace dd

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "runtime/rng.hpp"
+#include "runtime/transformer_block.hpp"
 
 namespace dd {
 
@@ -25,45 +26,18 @@ std::vector<tensor_info> moe_gpt_tensors(const model_config& cfg) {
         fmt::format("moe_gpt: config kind is '{}', expected 'moe_gpt'", cfg.kind));
   cfg.validate();
   const int64_t V = cfg.vocab, T = cfg.context, C = cfg.width, E = cfg.moe.experts;
-  std::vector<tensor_info> out;
-  size_t offset = 0;
-  auto add = [&](std::string name, std::vector<int64_t> shape, int layer, bool emb) {
-    tensor_info t;
-    t.name = std::move(name);
-    t.offset = offset;
-    t.numel = 1;
-    for (auto d : shape) t.numel *= static_cast<size_t>(d);
-    t.shape = std::move(shape);
-    t.layer = layer;
-    t.is_embedding = emb;
-    t.decay = t.shape.size() == 2;
-    offset += t.numel;
-    out.push_back(std::move(t));
-  };
-  add("wte", {V, C}, -1, true);
-  add("wpe", {T, C}, -1, true);
+  tensor_layout out;
+  out.add("wte", {V, C}, -1, true);
+  out.add("wpe", {T, C}, -1, true);
   for (int l = 0; l < cfg.layers; ++l) {
     const std::string h = fmt::format("h.{}.", l);
-    add(h + "ln_1.weight", {C}, l, false);
-    add(h + "ln_1.bias", {C}, l, false);
-    add(h + "attn.qkv.weight", {3 * C, C}, l, false);
-    add(h + "attn.qkv.bias", {3 * C}, l, false);
-    add(h + "attn.proj.weight", {C, C}, l, false);
-    add(h + "attn.proj.bias", {C}, l, false);
-    add(h + "ln_2.weight", {C}, l, false);
-    add(h + "ln_2.bias", {C}, l, false);
-    add(h + "mlp.router.weight", {E, C}, l, false);
-    for (int64_t e = 0; e < E; ++e) {
-      const std::string x = fmt::format("{}mlp.experts.{}.", h, e);
-      add(x + "fc.weight", {4 * C, C}, l, false);
-      add(x + "fc.bias", {4 * C}, l, false);
-      add(x + "proj.weight", {C, 4 * C}, l, false);
-      add(x + "proj.bias", {C}, l, false);
-    }
+    out.add_attention_half(h, l, C);
+    out.add(h + "mlp.router.weight", {E, C}, l, false);
+    for (int64_t e = 0; e < E; ++e) out.add_mlp(fmt::format("{}mlp.experts.{}.", h, e), l, C);
   }
-  add("ln_f.weight", {C}, -1, false);
-  add("ln_f.bias", {C}, -1, false);
-  return out;
+  out.add("ln_f.weight", {C}, -1, false);
+  out.add("ln_f.bias", {C}, -1, false);
+  return out.take();
 }
 
 int moe_capacity(const moe_config& moe, int N) {

@@ -21,33 +21,37 @@ enum : size_t {
 };
 }  // namespace
 
-void append_block_tensors(std::vector<tensor_info>& out, size_t& offset, const std::string& prefix,
-                          int layer, int64_t C) {
-  auto add = [&](const char* name, std::vector<int64_t> shape) {
-    tensor_info t;
-    t.name = prefix + name;
-    t.offset = offset;
-    t.numel = 1;
-    for (auto d : shape) t.numel *= static_cast<size_t>(d);
-    t.shape = std::move(shape);
-    t.layer = layer;
-    t.is_embedding = false;
-    t.decay = t.shape.size() == 2;
-    offset += t.numel;
-    out.push_back(std::move(t));
-  };
-  add("ln_1.weight", {C});
-  add("ln_1.bias", {C});
-  add("attn.qkv.weight", {3 * C, C});
-  add("attn.qkv.bias", {3 * C});
-  add("attn.proj.weight", {C, C});
-  add("attn.proj.bias", {C});
-  add("ln_2.weight", {C});
-  add("ln_2.bias", {C});
-  add("mlp.fc.weight", {4 * C, C});
-  add("mlp.fc.bias", {4 * C});
-  add("mlp.proj.weight", {C, 4 * C});
-  add("mlp.proj.bias", {C});
+void tensor_layout::add(std::string name, std::vector<int64_t> shape, int layer, bool embedding,
+                        bool decay) {
+  tensor_info t;
+  t.name = std::move(name);
+  t.offset = offset_;
+  t.numel = 1;
+  for (auto d : shape) t.numel *= static_cast<size_t>(d);
+  t.shape = std::move(shape);
+  t.layer = layer;
+  t.is_embedding = embedding;
+  t.decay = decay;
+  offset_ += t.numel;
+  out_.push_back(std::move(t));
+}
+
+void tensor_layout::add_attention_half(const std::string& prefix, int layer, int64_t C) {
+  add(prefix + "ln_1.weight", {C}, layer, false);
+  add(prefix + "ln_1.bias", {C}, layer, false);
+  add(prefix + "attn.qkv.weight", {3 * C, C}, layer, false);
+  add(prefix + "attn.qkv.bias", {3 * C}, layer, false);
+  add(prefix + "attn.proj.weight", {C, C}, layer, false);
+  add(prefix + "attn.proj.bias", {C}, layer, false);
+  add(prefix + "ln_2.weight", {C}, layer, false);
+  add(prefix + "ln_2.bias", {C}, layer, false);
+}
+
+void tensor_layout::add_mlp(const std::string& prefix, int layer, int64_t C) {
+  add(prefix + "fc.weight", {4 * C, C}, layer, false);
+  add(prefix + "fc.bias", {4 * C}, layer, false);
+  add(prefix + "proj.weight", {C, 4 * C}, layer, false);
+  add(prefix + "proj.bias", {C}, layer, false);
 }
 
 block_weights block_weights::at(float* flat, const std::vector<tensor_info>& tensors,

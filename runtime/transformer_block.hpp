@@ -5,12 +5,14 @@
 // block without the causal mask). Layout after karpathy/llm.c.
 //
 // The block's 12 tensors are named "<prefix>ln_1.weight", …, "<prefix>mlp.proj.bias" (see
-// append_block_tensors()); a model keeps them in its flat parameter buffer and passes pointers.
+// tensor_layout::add_block()); a model keeps them in its flat parameter buffer and passes pointers.
 // Who may call: the thread that owns the backend (the model's).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/backend.hpp"
@@ -18,18 +20,50 @@
 
 namespace dd {
 
-/// Appends the 12 tensors of one block, in this order: ln_1.{weight,bias} (C),
-/// attn.qkv.weight (3C,C), .bias (3C), attn.proj.weight (C,C), .bias (C), ln_2.{weight,bias} (C),
-/// mlp.fc.weight (4C,C), .bias (4C), mlp.proj.weight (C,4C), .bias (C); names prefixed with
-/// `prefix` (e.g. "h.3."), offsets from `offset` (advanced), layer = `layer`, not embeddings,
-/// decay = true exactly for the 2-D weights.
-void append_block_tensors(std::vector<tensor_info>& out, size_t& offset, const std::string& prefix,
-                          int layer, int64_t C);
+/// Builds a model's tensor list in its flat parameter buffer (gpt_tensors, moe_gpt_tensors,
+/// vit_tensors): each add appends one tensor at the running offset, in elements, so tensor i
+/// starts where tensor i-1 ends.
+class tensor_layout {
+ public:
+  /// Appends `name` with `shape` (outermost first; numel = the product of its dims) at the
+  /// running offset, with the given block index (-1 outside the blocks), embedding flag and
+  /// weight-decay flag.
+  void add(std::string name, std::vector<int64_t> shape, int layer, bool embedding, bool decay);
+  /// As add() above with decay = true exactly for the 2-D weights (the GPT rule).
+  void add(std::string name, std::vector<int64_t> shape, int layer, bool embedding) {
+    const bool decay = shape.size() == 2;
+    add(std::move(name), std::move(shape), layer, embedding, decay);
+  }
+  /// The attention half of a block, 8 tensors in this order: ln_1.{weight,bias} (C),
+  /// attn.qkv.weight (3C,C), .bias (3C), attn.proj.weight (C,C), .bias (C), ln_2.{weight,bias}
+  /// (C); names prefixed with `prefix` (e.g. "h.3."), layer = `layer`, not embeddings, decay =
+  /// true exactly for the 2-D weights.
+  void add_attention_half(const std::string& prefix, int layer, int64_t C);
+  /// An MLP, 4 tensors: fc.weight (4C,C), fc.bias (4C), proj.weight (C,4C), proj.bias (C),
+  /// names prefixed with `prefix` (e.g. "h.3.mlp." or "h.3.mlp.experts.0."); layer and decay as
+  /// add_attention_half().
+  void add_mlp(const std::string& prefix, int layer, int64_t C);
+  /// The k_block_tensors = 12 tensors of one block: add_attention_half(prefix) then
+  /// add_mlp(prefix + "mlp.").
+  void add_block(const std::string& prefix, int layer, int64_t C) {
+    add_attention_half(prefix, layer, C);
+    add_mlp(prefix + "mlp.", layer, C);
+  }
+  /// The tensors added so far (moved out; the layout is empty afterwards).
+  std::vector<tensor_info> take() {
+    offset_ = 0;
+    return std::move(out_);
+  }
 
-/// Number of tensors append_block_tensors() adds.
+ private:
+  std::vector<tensor_info> out_;
+  size_t offset_ = 0;
+};
+
+/// Number of tensors tensor_layout::add_block() adds.
 inline constexpr size_t k_block_tensors = 12;
 
-/// Pointers to one block's 12 parameter (or gradient) tensors, in append_block_tensors() order.
+/// Pointers to one block's 12 parameter (or gradient) tensors, in tensor_layout::add_block() order.
 struct block_weights {
   float* t[k_block_tensors] = {};
   /// Pointers into `flat` for the block whose first tensor is tensors[first].

@@ -76,32 +76,17 @@ std::vector<tensor_info> vit_tensors(const vit_config& cfg) {
   cfg.validate();
   const int64_t C = cfg.width, K = cfg.classes, T = cfg.tokens(),
                 pp = static_cast<int64_t>(cfg.patch) * cfg.patch;
-  std::vector<tensor_info> out;
-  size_t offset = 0;
-  auto add = [&](std::string name, std::vector<int64_t> shape, bool emb, bool decay) {
-    tensor_info t;
-    t.name = std::move(name);
-    t.offset = offset;
-    t.numel = 1;
-    for (auto d : shape) t.numel *= static_cast<size_t>(d);
-    t.shape = std::move(shape);
-    t.layer = -1;
-    t.is_embedding = emb;
-    t.decay = decay;
-    offset += t.numel;
-    out.push_back(std::move(t));
-  };
-  add("patch_embed.weight", {C, pp}, false, true);
-  add("patch_embed.bias", {C}, false, false);
-  if (cfg.pooling == vit_pooling::cls) add("cls_token", {1, C}, true, false);
-  add("pos_embed", {T, C}, true, false);
-  for (int l = 0; l < cfg.layers; ++l)
-    append_block_tensors(out, offset, fmt::format("h.{}.", l), l, C);
-  add("ln_f.weight", {C}, false, false);
-  add("ln_f.bias", {C}, false, false);
-  add("head.weight", {K, C}, false, true);
-  add("head.bias", {K}, false, false);
-  return out;
+  tensor_layout out;
+  out.add("patch_embed.weight", {C, pp}, -1, false, true);
+  out.add("patch_embed.bias", {C}, -1, false, false);
+  if (cfg.pooling == vit_pooling::cls) out.add("cls_token", {1, C}, -1, true, false);
+  out.add("pos_embed", {T, C}, -1, true, false);
+  for (int l = 0; l < cfg.layers; ++l) out.add_block(fmt::format("h.{}.", l), l, C);
+  out.add("ln_f.weight", {C}, -1, false, false);
+  out.add("ln_f.bias", {C}, -1, false, false);
+  out.add("head.weight", {K, C}, -1, false, true);
+  out.add("head.bias", {K}, -1, false, false);
+  return out.take();
 }
 
 size_t vit_num_params(const vit_config& cfg) {

@@ -35,9 +35,9 @@ class image_dataset;
 
 /// Parameter layout, without allocating. Order: patch_embed.weight (C, p²), patch_embed.bias
 /// (C), cls_token (1, C) (cls pooling only), pos_embed (T, C), per block i the 12 tensors
-/// "h.i.*" of append_block_tensors(), ln_f.{weight,bias} (C), head.weight (K, C), head.bias (K).
-/// cls_token and pos_embed are is_embedding (averaged by the merge, as GPT's wte/wpe); decay is
-/// true for the 2-D weight matrices only (patch_embed, blocks, head) — not for cls_token and
+/// "h.i.*" of tensor_layout::add_block(), ln_f.{weight,bias} (C), head.weight (K, C), head.bias
+/// (K). cls_token and pos_embed are is_embedding (averaged by the merge, as GPT's wte/wpe); decay
+/// is true for the 2-D weight matrices only (patch_embed, blocks, head) — not for cls_token and
 /// pos_embed (as timm's ViT: no_weight_decay = {pos_embed, cls_token}); layer = block or -1.
 std::vector<tensor_info> vit_tensors(const vit_config& cfg);
 

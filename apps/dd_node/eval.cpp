@@ -37,7 +37,7 @@ void print_eval_help(FILE* f) {
       f,
       "usage: dd-node eval RUN_DIR|FILE [--data FILE] [--train-fraction X] [--batch B]\n"
       "                    [--batches N] [--backend NAME] [--threads N]\n"
-      "Reports the validation loss (nats/token) of a trained GPT — RUN_DIR's\n"
+      "Reports the validation loss (nats/token) of a trained GPT or MoE GPT — RUN_DIR's\n"
       "model.safetensors (dd-node run / syncer / launch) or checkpoint.safetensors\n"
       "(dd-node train), or the safetensors FILE given — on the windows its run's final\n"
       "evaluation scored: the file's metadata \"eval\" (else RUN_DIR/summary.json\n"
@@ -108,10 +108,7 @@ int eval_vit(const std::string& path, const std::map<std::string, std::string>& 
   const bool same = !train_fraction && !batch;
   if (train_fraction) fraction = *train_fraction;
   if (batch) B = *batch;
-  kernels::backend_options bo;
-  bo.threads = threads;
-  auto be = kernels::make_backend(!backend.empty() ? backend : run_backend, bo);
-  auto m = read_any_model_file(path, *be);
+  auto m = load_model(path, !backend.empty() ? backend : run_backend, threads);
   const auto cfg = m.model->config().vit;
   const auto ds = image_dataset::from_files(images, labels, fraction, cfg.classes);
   const auto r = dynamic_cast<vit&>(*m.model).evaluate(ds, B);
@@ -119,7 +116,7 @@ int eval_vit(const std::string& path, const std::map<std::string, std::string>& 
       "val_loss {:.6f} nats/image, val_accuracy {:.4f} on the {} validation images of {} "
       "(samples [{}, {}), train_fraction {}), batch {}, backend {}",
       r.loss, r.accuracy, r.samples, images, ds.train_size(), ds.train_size() + r.samples, fraction,
-      B, be->name());
+      B, m.backend->name());
   double run_loss = 0, run_acc = 0;
   auto l = m.metadata.find("val_loss"), a = m.metadata.find("val_accuracy");
   if (same && l != m.metadata.end() && a != m.metadata.end() &&
@@ -134,10 +131,10 @@ int eval_vit(const std::string& path, const std::map<std::string, std::string>& 
 
 /// Entry point of `dd-node eval`; argv[0] is "eval".
 int eval_main(int argc, char** argv) {
-  std::string where, data, backend;
+  std::string data;
   std::optional<double> train_fraction;
   std::optional<int> batch, batches;
-  int threads = 1;
+  model_args m_args;  // backend "": the one the run evaluated on, else cpu
   flag_cursor f("dd-node eval", argc, argv);
   auto bad = [](const char* flag, const char* what, const char* v) {
     std::fprintf(stderr, "dd-node eval: %s needs %s, got '%s'\n", flag, what, v);
@@ -163,24 +160,13 @@ int eval_main(int argc, char** argv) {
       int n = 0;
       if (!f.count(a, n, 1, 1 << 20)) return 2;
       (a == "--batch" ? batch : batches) = n;
-    } else if (a == "--backend") {
-      const char* v = f.value("--backend");
-      if (v == nullptr) return 2;
-      backend = v;
-    } else if (a == "--threads") {
-      if (!f.count("--threads", threads, 0, 4096)) return 2;
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "dd-node eval: unknown flag '%s'\n", a.c_str());
-      print_eval_help(stderr);
-      return 2;
-    } else if (where.empty()) {
-      where = a;
-    } else {
-      std::fprintf(stderr, "dd-node eval: more than one model given ('%s', '%s')\n", where.c_str(),
-                   a.c_str());
+    } else if (!m_args.take(f, a, print_eval_help)) {
       return 2;
     }
   }
+  const std::string& where = m_args.where;
+  const std::string& backend = m_args.backend;
+  const int threads = m_args.threads;
   if (where.empty()) {
     std::fprintf(stderr, "dd-node eval: no RUN_DIR or FILE given\n");
     print_eval_help(stderr);
@@ -199,13 +185,11 @@ int eval_main(int argc, char** argv) {
       return eval_vit(path, file_meta, backend, threads, train_fraction, batch);
     }
     const std::optional<eval_spec> rec = recorded_spec(path, file_meta);
-    kernels::backend_options bo;
-    bo.threads = threads;
-    auto be = kernels::make_backend(!backend.empty() ? backend
-                                    : rec            ? rec->backend
-                                                     : std::string("cpu"),
-                                    bo);
-    auto m = read_model_file(path, *be);
+    auto m = load_model(path,
+                        !backend.empty() ? backend
+                        : rec            ? rec->backend
+                                         : std::string("cpu"),
+                        threads);
     eval_spec spec;
     if (rec) spec = *rec;
     spec.seq_len = rec ? rec->seq_len : m.model->config().context;
@@ -239,7 +223,7 @@ int eval_main(int argc, char** argv) {
         "validation split of {} (tokens [{}, {}), train_fraction {}), backend {}",
         loss, static_cast<size_t>(spec.batch) * spec.batches, spec.seq_len, spec.batches,
         spec.batch, spec.data_file, spec.validation_offset,
-        spec.validation_offset + spec.validation_tokens, spec.train_fraction, be->name());
+        spec.validation_offset + spec.validation_tokens, spec.train_fraction, m.backend->name());
     if (auto it = m.metadata.find("val_loss"); it != m.metadata.end() && rec) {
       double run_loss = 0;
       if (util::parse_number(it->second, run_loss) && same_split && spec.batch == rec->batch &&

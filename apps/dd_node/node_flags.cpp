@@ -127,6 +127,27 @@ bool flag_cursor::port(const std::string& flag, uint16_t& out) {
   return true;
 }
 
+bool model_args::take(flag_cursor& f, const std::string& a, void (*help)(FILE*)) {
+  if (a == "--backend") {
+    const char* v = f.value("--backend");
+    if (v == nullptr) return false;
+    backend = v;
+  } else if (a == "--threads") {
+    return f.count("--threads", threads, 0, 4096);
+  } else if (!a.empty() && a[0] == '-') {
+    std::fprintf(stderr, "%s: unknown flag '%s'\n", f.who(), a.c_str());
+    help(stderr);
+    return false;
+  } else if (where.empty()) {
+    where = a;
+  } else {
+    std::fprintf(stderr, "%s: more than one model given ('%s', '%s')\n", f.who(), where.c_str(),
+                 a.c_str());
+    return false;
+  }
+  return true;
+}
+
 std::atomic<int> g_node_interrupt{0};
 
 namespace {

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -43,12 +44,26 @@ class flag_cursor {
   bool count(const std::string& flag, int& out, int lo = 1, int hi = 4096);
   /// A port number (0..65535).
   bool port(const std::string& flag, uint16_t& out);
+  /// The `who` its lines start with ("dd-node eval").
+  const char* who() const { return who_; }
 
  private:
   const char* who_;
   int argc_;
   char** argv_;
   int i_ = 0;
+};
+
+/// What the subcommands that read a model file (eval, sample) take besides their own flags:
+/// RUN_DIR|FILE (runtime/model_file.hpp load_model), --backend NAME and --threads N (0..4096).
+struct model_args {
+  std::string where;    ///< RUN_DIR or FILE; empty until given
+  std::string backend;  ///< the backend's name; the caller's default until given
+  int threads = 1;      ///< CPU threads of the backend, 0 = all
+  /// Takes `a`, the argument at `f`'s cursor, as one of the above; false after one line on
+  /// stderr prefixed by f.who() (a bad --threads, a missing value, an unknown flag — then
+  /// help(stderr) too —, or a second RUN_DIR|FILE), when the caller exits 2.
+  bool take(flag_cursor& f, const std::string& a, void (*help)(FILE*));
 };
 
 /// The first SIGINT/SIGTERM's number (0 = none); a second one exits at once with 128 + signal.

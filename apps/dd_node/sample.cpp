@@ -5,6 +5,7 @@
 // Exit codes: 0 ok, 1 runtime failure (unreadable or damaged model file, backend), 2 bad flags.
 #include <cstdio>
 #include <exception>
+#include <stdexcept>
 #include <string>
 
 #include <fmt/format.h>
@@ -47,9 +48,10 @@ void print_sample_help(FILE* f) {
 
 /// Entry point of `dd-node sample`; argv[0] is "sample".
 int sample_main(int argc, char** argv) {
-  std::string where, prompt, backend = "cpu";
+  std::string prompt;
   bool have_prompt = false;
-  int threads = 1;
+  model_args m_args;
+  m_args.backend = "cpu";
   sample_options opt;
   flag_cursor f("dd-node sample", argc, argv);
   auto bad = [](const char* flag, const char* what, const char* v) {
@@ -86,24 +88,11 @@ int sample_main(int argc, char** argv) {
       unsigned long long s = 0;
       if (!util::parse_number(v, s)) return bad("--seed", "a whole number >= 0", v);
       opt.seed = s;
-    } else if (a == "--backend") {
-      const char* v = f.value("--backend");
-      if (v == nullptr) return 2;
-      backend = v;
-    } else if (a == "--threads") {
-      if (!f.count("--threads", threads, 0, 4096)) return 2;
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "dd-node sample: unknown flag '%s'\n", a.c_str());
-      print_sample_help(stderr);
-      return 2;
-    } else if (where.empty()) {
-      where = a;
-    } else {
-      std::fprintf(stderr, "dd-node sample: more than one model given ('%s', '%s')\n",
-                   where.c_str(), a.c_str());
+    } else if (!m_args.take(f, a, print_sample_help)) {
       return 2;
     }
   }
+  const std::string& where = m_args.where;
   if (where.empty() || !have_prompt || prompt.empty()) {
     std::fprintf(stderr, "dd-node sample: %s\n",
                  where.empty() ? "no RUN_DIR or FILE given"
@@ -113,10 +102,11 @@ int sample_main(int argc, char** argv) {
   }
   try {
     kernels::init_all_backends();
-    kernels::backend_options bo;
-    bo.threads = threads;
-    auto be = kernels::make_backend(backend, bo);
-    auto m = read_model_file(where, *be);
+    auto m = load_model(where, m_args.backend, m_args.threads);
+    auto* model = dynamic_cast<gpt*>(m.model.get());
+    if (model == nullptr)
+      throw std::runtime_error(fmt::format("model '{}': kind '{}'; dd-node sample reads only 'gpt'",
+                                           m.path, m.model->config().kind));
     auto loss = m.metadata.find("val_loss");
     std::fprintf(stderr,
                  "dd-node sample: model %s (%zu parameters%s), seed %llu, temperature %g, "
@@ -124,7 +114,7 @@ int sample_main(int argc, char** argv) {
                  m.path.c_str(), m.model->num_params(),
                  loss != m.metadata.end() ? (", val_loss " + loss->second).c_str() : "",
                  static_cast<unsigned long long>(opt.seed), opt.temperature, opt.top_k, opt.tokens);
-    const auto text = byte_decode(sample_tokens(*m.model, byte_encode(prompt), opt));
+    const auto text = byte_decode(sample_tokens(*model, byte_encode(prompt), opt));
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputc('\n', stdout);

@@ -30,17 +30,15 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/child_process.hpp"
+
 namespace {
 
 namespace fs = std::filesystem;
 using clock_type = std::chrono::steady_clock;
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using dd::test::read_text;
+using dd::test::wait_exit;
 
 /// The Lua of a tiny experiment (1-layer GPT, 2 learners, P = 2, H = 4) named `name` (a Lua
 /// expression), with `sync_extra` inside `sync` and `rest` (more keys) before the closing brace.
@@ -80,42 +78,7 @@ pid_t start(const fs::path& cwd, const std::string& tag, const std::vector<std::
             const std::string& file = "tiny.lua") {
   std::vector<std::string> argv = {DD_NODE_BIN, "run", file, "--progress", "0"};
   argv.insert(argv.end(), args.begin(), args.end());
-  const std::string out = (cwd / (tag + ".out")).string();
-  const std::string err = (cwd / (tag + ".err")).string();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
-    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (o < 0 || e < 0) ::_exit(126);
-    ::dup2(o, 1);
-    ::dup2(e, 2);
-    std::vector<char*> raw;
-    for (auto& a : argv) raw.push_back(a.data());
-    raw.push_back(nullptr);
-    ::execv(raw[0], raw.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-/// Waits up to `seconds` for `pid`; returns its exit status, 256 + the signal when a signal
-/// killed it (so that exit(130) and death by SIGINT differ), or -1 after killing it on timeout.
-int wait_exit(pid_t pid, double seconds) {
-  const auto end = clock_type::now() + std::chrono::duration<double>(seconds);
-  int status = 0;
-  while (clock_type::now() < end) {
-    const pid_t r = ::waitpid(pid, &status, WNOHANG);
-    if (r == pid) {
-      if (WIFEXITED(status)) return WEXITSTATUS(status);
-      if (WIFSIGNALED(status)) return 256 + WTERMSIG(status);
-      return -1;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return -1;
+  return dd::test::start_process(cwd, tag, std::move(argv));
 }
 
 /// Waits up to `seconds` until `pred()`; false on timeout.
@@ -330,23 +293,7 @@ pid_t start_node(const fs::path& cwd, const std::string& tag,
                  const std::vector<std::string>& args) {
   std::vector<std::string> argv = {DD_NODE_BIN};
   argv.insert(argv.end(), args.begin(), args.end());
-  const std::string out = (cwd / (tag + ".out")).string();
-  const std::string err = (cwd / (tag + ".err")).string();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
-    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (o < 0 || e < 0) ::_exit(126);
-    ::dup2(o, 1);
-    ::dup2(e, 2);
-    std::vector<char*> raw;
-    for (auto& a : argv) raw.push_back(a.data());
-    raw.push_back(nullptr);
-    ::execv(raw[0], raw.data());
-    ::_exit(127);
-  }
-  return pid;
+  return dd::test::start_process(cwd, tag, std::move(argv));
 }
 
 // dd-node syncer and dd-node launch lock a checkpoint.dir outside their run directory too (the

@@ -129,7 +129,7 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
     // backend (cpu, 1 thread, as the evaluator) it gives the same loss to the last bit.
     EXPECT_EQ(summary["model_file"], "model.safetensors");
     auto be = kernels::make_backend("cpu", {1, 0});
-    auto m = read_model_file((dir / "clean").string(), *be);
+    auto m = read_any_model_file((dir / "clean").string(), *be);
     EXPECT_EQ(m.metadata.at("model_kind"), "gpt");
     EXPECT_EQ(m.model->config().layers, 2);
     EXPECT_EQ(m.metadata.at("digest"), fmt::format("{:016x}", clean.digest));

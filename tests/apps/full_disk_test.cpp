@@ -25,49 +25,22 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "tests/support/child_process.hpp"
 #include "tests/support/scoped_tmpfs.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 
-std::string read_text(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using dd::test::read_text;
+using dd::test::start_process;
+using dd::test::wait_exit;
 
 /// Runs `argv` in `cwd` with stdout/stderr to cwd/<tag>.out/.err; its exit status (-1 when it
 /// had to be killed after `seconds`, 256 + signal when a signal ended it).
 int run(const fs::path& cwd, const std::string& tag, std::vector<std::string> argv,
         double seconds = 90) {
-  const std::string out = (cwd / (tag + ".out")).string();
-  const std::string err = (cwd / (tag + ".err")).string();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
-    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (o < 0 || e < 0) ::_exit(126);
-    ::dup2(o, 1);
-    ::dup2(e, 2);
-    std::vector<char*> raw;
-    for (auto& a : argv) raw.push_back(a.data());
-    raw.push_back(nullptr);
-    ::execv(raw[0], raw.data());
-    ::_exit(127);
-  }
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  int status = 0;
-  while (std::chrono::steady_clock::now() < end) {
-    if (::waitpid(pid, &status, WNOHANG) == pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 256 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return -1;
+  return wait_exit(start_process(cwd, tag, std::move(argv)), seconds);
 }
 
 /// No promised file is 0-byte or torn: every *.json under `dir` parses, every *.jsonl line
@@ -190,41 +163,6 @@ int free_port() {
   return ntohs(a.sin_port);
 }
 
-/// Starts `argv` in `cwd` (stdout/stderr to cwd/<tag>.out/.err) without waiting.
-pid_t start(const fs::path& cwd, const std::string& tag, std::vector<std::string> argv) {
-  const std::string out = (cwd / (tag + ".out")).string();
-  const std::string err = (cwd / (tag + ".err")).string();
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
-    const int o = ::open(out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    const int e = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    if (o < 0 || e < 0) ::_exit(126);
-    ::dup2(o, 1);
-    ::dup2(e, 2);
-    std::vector<char*> raw;
-    for (auto& a : argv) raw.push_back(a.data());
-    raw.push_back(nullptr);
-    ::execv(raw[0], raw.data());
-    ::_exit(127);
-  }
-  return pid;
-}
-
-/// Exit status of `pid` within `seconds` (-1: killed at the deadline).
-int wait_exit(pid_t pid, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  int status = 0;
-  while (std::chrono::steady_clock::now() < end) {
-    if (::waitpid(pid, &status, WNOHANG) == pid)
-      return WIFEXITED(status) ? WEXITSTATUS(status) : 256 + WTERMSIG(status);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  ::kill(pid, SIGKILL);
-  ::waitpid(pid, &status, 0);
-  return -1;
-}
-
 // Issue 12 item 1, cluster nodes: `dd-node syncer` on a full disk does not stop at the first
 // failed write. It retries with backoff (stderr says so, naming the file), and
 //  - when the disk stays full past checkpoint.max_failing_seconds it ends the run, exit 1,
@@ -247,16 +185,16 @@ TEST_F(full_disk, dd_node_syncer_retries_marks_degraded_and_gives_up_after_the_l
     const int port = free_port();
     ASSERT_GT(port, 0);
     const std::string addr = "127.0.0.1:" + std::to_string(port);
-    const pid_t syncer = start(
+    const pid_t syncer = start_process(
         work, "syncer",
         {DD_NODE_BIN, "syncer", "tiny.lua", "--listen", addr, "--run-dir", run_dir.string(),
          "--progress", "0", "--set",
          // Space comes back only once every file below has failed: not before the limit.
          recovers ? "checkpoint.max_failing_seconds=60" : "checkpoint.max_failing_seconds=4"});
     const pid_t learner =
-        start(work, "learner",
-              {DD_NODE_BIN, "learner", "--join", addr, "--learners", "2", "--threads", "1",
-               "--run-dir", (work / "ln").string(), "--join-deadline", "30"});
+        start_process(work, "learner",
+                      {DD_NODE_BIN, "learner", "--join", addr, "--learners", "2", "--threads", "1",
+                       "--run-dir", (work / "ln").string(), "--join-deadline", "30"});
     // Wait for the first failure on the syncer's stderr.
     bool retrying = false;
     for (int i = 0; i < 300 && !retrying; ++i) {

@@ -18,6 +18,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/reference/reference_backend.hpp"
 #include "tests/kernels/test_util.hpp"
+#include "tests/support/backend_pair.hpp"
 
 namespace dd::kernels::test {
 namespace {
@@ -81,44 +82,8 @@ TEST(moe_ops, gather_scatter_move_rows_with_gates) {
 }
 
 TEST(moe_ops, cuda_default_throws_naming_the_op) {
-  // A backend that only implements the abstract ops: the MoE ops are the base-class defaults
-  // the CUDA backend inherits.
-  struct bare : public backend {
-    std::string name() const override { return "bare"; }
-    void* allocate_bytes(size_t) override { return nullptr; }
-    void free_bytes(void*) noexcept override {}
-    void upload_bytes(void*, const void*, size_t) override {}
-    void download_bytes(void*, const void*, size_t) override {}
-    void copy_bytes(void*, const void*, size_t) override {}
-    void zero_bytes(void*, size_t) override {}
-    void encoder_forward(float*, const int32_t*, const float*, const float*, int, int,
-                         int) override {}
-    void encoder_backward(float*, float*, const float*, const int32_t*, int, int, int) override {}
-    void layernorm_forward(float*, float*, float*, const float*, const float*, const float*, int,
-                           int) override {}
-    void layernorm_backward(float*, float*, float*, const float*, const float*, const float*,
-                            const float*, const float*, int, int) override {}
-    void matmul_forward(float*, const float*, const float*, const float*, int, int, int) override {}
-    void matmul_backward(float*, float*, float*, const float*, const float*, const float*, int, int,
-                         int) override {}
-    void attention_forward(float*, float*, const float*, int, int, int, int) override {}
-    void attention_backward(float*, float*, const float*, const float*, const float*, int, int, int,
-                            int) override {}
-    void gelu_forward(float*, const float*, size_t) override {}
-    void gelu_backward(float*, const float*, const float*, size_t) override {}
-    void residual_forward(float*, const float*, const float*, size_t) override {}
-    void softmax_crossentropy_forward(float*, float*, const float*, const int32_t*, int,
-                                      int) override {}
-    void softmax_crossentropy_backward(float*, const float*, const int32_t*, float, int,
-                                       int) override {}
-    void adamw_update(float*, const float*, float*, float*, size_t, const adamw_params&) override {}
-    double sum_squares(const float*, size_t) override { return 0; }
-    void scale(float*, float, size_t) override {}
-    bool all_finite(const float*, size_t) override { return true; }
-    void weighted_sum(float*, const float* const*, const float*, int, size_t) override {}
-    void axpy(float*, float, const float*, size_t) override {}
-    void nesterov_update(float*, float*, const float*, float, float, size_t) override {}
-  } b;
+  // The MoE ops are the base-class defaults the CUDA backend inherits.
+  bare_backend b;
   try {
     b.router_forward(nullptr, nullptr, nullptr, nullptr, 1, 2, 1);
     FAIL() << "no throw";
@@ -135,16 +100,12 @@ struct moe_shape {
   int N, E, k, C, capacity;
 };
 
-class moe_compare : public ::testing::TestWithParam<moe_shape> {};
+class moe_compare : public backend_pair_test<moe_shape> {};
 
 TEST_P(moe_compare, cpu_matches_reference) {
   const auto s = GetParam();
   const int N = s.N, E = s.E, k = s.k, C = s.C, cap = s.capacity;
   const size_t R = size_t(E) * cap;
-  backend_options opts;
-  opts.threads = 2;  // exercise the parallel partitions
-  auto cpu = make_backend("cpu", opts);
-  auto ref = make_reference_backend();
   const auto logits = random_floats(size_t(N) * E, 21, -3.0f, 3.0f);
   const auto x = random_floats(size_t(N) * C, 22);
   const auto dgates = random_floats(size_t(N) * k, 23);
@@ -191,8 +152,8 @@ TEST_P(moe_compare, cpu_matches_reference) {
     r.routed = routed.host();
     return r;
   };
-  const auto a = run(*cpu);
-  const auto w = run(*ref);
+  const auto a = run(*cpu_);
+  const auto w = run(*ref_);
   // Integer decisions are made on the same logits: identical.
   EXPECT_EQ(a.idx, w.idx);
   EXPECT_EQ(a.slot, w.slot);

@@ -12,6 +12,7 @@
 #include "kernels/backend.hpp"
 #include "kernels/reference/reference_backend.hpp"
 #include "tests/kernels/test_util.hpp"
+#include "tests/support/backend_pair.hpp"
 
 namespace dd::kernels::test {
 namespace {
@@ -26,15 +27,11 @@ struct attn_shape {
   int B, T, C, NH;
 };
 
-class vit_attention : public ::testing::TestWithParam<attn_shape> {};
+class vit_attention : public backend_pair_test<attn_shape> {};
 
 TEST_P(vit_attention, bidirectional_cpu_matches_reference) {
   const auto s = GetParam();
   const int B = s.B, T = s.T, C = s.C, NH = s.NH, hs = C / NH;
-  backend_options opts;
-  opts.threads = 2;
-  auto cpu = make_backend("cpu", opts);
-  auto ref = make_reference_backend();
   const size_t n_qkv = size_t(B) * T * 3 * C, n_out = size_t(B) * T * C;
   const size_t n_att = size_t(B) * NH * T * T;
   const auto qkv = random_floats(n_qkv, 21, -2.0f, 2.0f);
@@ -48,8 +45,8 @@ TEST_P(vit_attention, bidirectional_cpu_matches_reference) {
                                        B, T, C, NH);
     return std::make_tuple(out.host(), att.host(), dg.host());
   };
-  const auto [out, att, g] = run(*cpu);
-  const auto [rout, ratt, rg] = run(*ref);
+  const auto [out, att, g] = run(*cpu_);
+  const auto [rout, ratt, rg] = run(*ref_);
   const double logit_err = (4.0 * std::sqrt(hs) + 1.0) * eps32 * 4.0 * std::sqrt(double(hs));
   const double p_tol = logit_err + 8 * eps32;
   expect_close(att, ratt, p_tol, 0.0, "bidirectional att");
@@ -141,45 +138,6 @@ TEST_P(vit_glue, embed_and_pool_hand_values) {
 }
 
 INSTANTIATE_TEST_SUITE_P(host, vit_glue, ::testing::Values("reference", "cpu"));
-
-// The base class refuses with the backend's name and the op (what "cuda" does today).
-class bare_backend final : public backend {
- public:
-  std::string name() const override { return "bare"; }
-  void* allocate_bytes(size_t) override { return nullptr; }
-  void free_bytes(void*) noexcept override {}
-  void upload_bytes(void*, const void*, size_t) override {}
-  void download_bytes(void*, const void*, size_t) override {}
-  void copy_bytes(void*, const void*, size_t) override {}
-  void zero_bytes(void*, size_t) override {}
-  void encoder_forward(float*, const int32_t*, const float*, const float*, int, int, int) override {
-  }
-  void encoder_backward(float*, float*, const float*, const int32_t*, int, int, int) override {}
-  void layernorm_forward(float*, float*, float*, const float*, const float*, const float*, int,
-                         int) override {}
-  void layernorm_backward(float*, float*, float*, const float*, const float*, const float*,
-                          const float*, const float*, int, int) override {}
-  void matmul_forward(float*, const float*, const float*, const float*, int, int, int) override {}
-  void matmul_backward(float*, float*, float*, const float*, const float*, const float*, int, int,
-                       int) override {}
-  void attention_forward(float*, float*, const float*, int, int, int, int) override {}
-  void attention_backward(float*, float*, const float*, const float*, const float*, int, int, int,
-                          int) override {}
-  void gelu_forward(float*, const float*, size_t) override {}
-  void gelu_backward(float*, const float*, const float*, size_t) override {}
-  void residual_forward(float*, const float*, const float*, size_t) override {}
-  void softmax_crossentropy_forward(float*, float*, const float*, const int32_t*, int,
-                                    int) override {}
-  void softmax_crossentropy_backward(float*, const float*, const int32_t*, float, int,
-                                     int) override {}
-  void adamw_update(float*, const float*, float*, float*, size_t, const adamw_params&) override {}
-  double sum_squares(const float*, size_t) override { return 0; }
-  void scale(float*, float, size_t) override {}
-  bool all_finite(const float*, size_t) override { return true; }
-  void weighted_sum(float*, const float* const*, const float*, int, size_t) override {}
-  void axpy(float*, float, const float*, size_t) override {}
-  void nesterov_update(float*, float*, const float*, float, float, size_t) override {}
-};
 
 TEST(vit_ops_base, refuse_naming_backend_and_op) {
   bare_backend b;

@@ -14,6 +14,7 @@
 #include "runtime/checkpoint.hpp"
 #include "runtime/eval.hpp"
 #include "runtime/gpt.hpp"
+#include "runtime/model.hpp"
 #include "runtime/model_file.hpp"
 #include "runtime/rng.hpp"
 #include "runtime/sample.hpp"
@@ -48,9 +49,10 @@ TEST_F(ModelFile, RoundTripKeepsEveryParameterAndTheMetadata) {
   dd::write_model_file(path, *model_, {{"val_loss", "2.5"}, {"run_id", "abc"}});
   // Found through the directory (a run directory) and through the file itself.
   EXPECT_EQ(dd::resolve_model_path(dir_.string()), path);
-  auto m = dd::read_model_file(dir_.string(), *be_);
+  auto m = dd::read_any_model_file(dir_.string(), *be_);
+  EXPECT_EQ(m.backend, nullptr);  // the caller's backend
   EXPECT_EQ(m.path, path);
-  EXPECT_EQ(m.model->config(), cfg_);
+  EXPECT_EQ(m.model->config(), dd::model_config(cfg_));
   EXPECT_EQ(m.model->get_parameters(), model_->get_parameters());
   EXPECT_EQ(m.metadata.at("model_kind"), "gpt");
   EXPECT_EQ(m.metadata.at("format"), "dd-gpt-1");
@@ -69,7 +71,7 @@ TEST_F(ModelFile, RoundTripKeepsEveryParameterAndTheMetadata) {
 
 TEST_F(ModelFile, ATrainingCheckpointIsReadWithoutItsOptimizerState) {
   dd::save_checkpoint((dir_ / "checkpoint.safetensors").string(), *model_, nullptr, {});
-  auto m = dd::read_model_file(dir_.string(), *be_);
+  auto m = dd::read_any_model_file(dir_.string(), *be_);
   EXPECT_EQ(m.path, (dir_ / "checkpoint.safetensors").string());
   EXPECT_EQ(m.model->get_parameters(), model_->get_parameters());
 }
@@ -84,23 +86,59 @@ TEST_F(ModelFile, RefusalsNameTheFileAndWhatIsWrong) {
     EXPECT_THAT(e.what(), HasSubstr("checkpoint.safetensors"));
   }
   EXPECT_THROW(dd::resolve_model_path((dir_ / "nope").string()), std::runtime_error);
-  // Another model kind, and a file without a config.
+  // An unknown model kind, and a file without a config.
   const auto path = (dir_ / "other.safetensors").string();
-  dd::write_safetensors(path, {{{"x", {1}, {1.0f}}}, {{"model_kind", "moe_gpt"}}});
+  auto bogus = dd::model_config(cfg_).to_json();
+  bogus["kind"] = "bogus";
+  dd::write_safetensors(path, {{{"x", {1}, {1.0f}}}, {{"config", bogus.dump()}}});
   try {
-    dd::read_model_file(path, *be_);
-    ADD_FAILURE() << "model_kind moe_gpt was accepted";
+    dd::read_any_model_file(path, *be_);
+    ADD_FAILURE() << "model kind 'bogus' was accepted";
   } catch (const std::runtime_error& e) {
     EXPECT_THAT(e.what(), HasSubstr(path));
-    EXPECT_THAT(e.what(), HasSubstr("model_kind is 'moe_gpt'"));
+    EXPECT_THAT(e.what(), HasSubstr("'bogus'"));
   }
   dd::write_safetensors(path, {{{"x", {1}, {1.0f}}}, {}});
   try {
-    dd::read_model_file(path, *be_);
+    dd::read_any_model_file(path, *be_);
     ADD_FAILURE() << "a file without config was accepted";
   } catch (const std::runtime_error& e) {
+    EXPECT_THAT(e.what(), HasSubstr(path));
     EXPECT_THAT(e.what(), HasSubstr("metadata 'config'"));
   }
+  // load_model refuses a backend it cannot make before it reads anything.
+  EXPECT_THROW(dd::load_model(path, "no-such-backend", 1), dd::kernels::backend_error);
+}
+
+TEST_F(ModelFile, LoadModelMakesTheBackendAndReadsAnyKind) {
+  // A gpt run directory: the model on a backend of its own, parameters as written.
+  dd::write_model_file((dir_ / dd::model_file_name).string(), *model_, {{"val_loss", "2.5"}});
+  auto g = dd::load_model(dir_.string(), "cpu", 1);
+  ASSERT_NE(g.backend, nullptr);
+  EXPECT_EQ(g.backend->name(), "cpu");
+  EXPECT_EQ(g.path, (dir_ / dd::model_file_name).string());
+  EXPECT_EQ(g.model->config().kind, "gpt");
+  EXPECT_NE(dynamic_cast<dd::gpt*>(g.model.get()), nullptr);
+  EXPECT_EQ(g.model->get_parameters(), model_->get_parameters());
+  EXPECT_EQ(g.metadata.at("val_loss"), "2.5");
+  // A mixture-of-experts GPT file reads back as a moe_gpt with the same parameters.
+  dd::model_config mc(cfg_);
+  mc.kind = "moe_gpt";
+  mc.moe.experts = 3;
+  mc.moe.top_k = 2;
+  auto moe = dd::make_model(*be_, mc);
+  moe->init(7);
+  const auto moe_path = (dir_ / "moe.safetensors").string();
+  dd::write_model_file(moe_path, *moe, {});
+  auto m = dd::load_model(moe_path, "reference", 1);
+  EXPECT_EQ(m.backend->name(), "reference");
+  EXPECT_EQ(m.model->config(), mc);
+  EXPECT_EQ(m.metadata.at("model_kind"), "moe_gpt");
+  EXPECT_EQ(m.model->get_parameters(), moe->get_parameters());
+  // What `dd-node eval` computes on it: the same loss as the model that was written.
+  std::vector<int32_t> split(64);
+  for (size_t i = 0; i < split.size(); ++i) split[i] = static_cast<int32_t>((i * 37 + 11) % 256);
+  EXPECT_EQ(dd::evaluate_loss(*m.model, split, 2, 8, 2), dd::evaluate_loss(*moe, split, 2, 8, 2));
 }
 
 TEST(EvalSpec, WindowsAreTheOnesEvaluateLossScores) {
