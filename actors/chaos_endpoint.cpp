@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <stdexcept>
 
@@ -194,6 +195,34 @@ json chaos_endpoint::handle(const std::string& line) {
     if (f.fragment >= 0 && o_.fragments > 0 && f.fragment >= o_.fragments)
       return err(
           fmt::format("fragment {} does not exist ({} fragments)", f.fragment, o_.fragments));
+    if (req.contains("at_step") || req.contains("at_fraction")) {
+      // Armed: it starts when the learner reaches that step, as the node's own schedule would
+      // start a step-keyed event of the experiment (dd-node launch sends those this way).
+      double step = 0;
+      if (req.contains("at_step")) {
+        if (!req["at_step"].is_number() || !(req["at_step"].get<double>() >= 0))
+          return err("at_step must be a step number >= 0");
+        step = req["at_step"].get<double>();
+      } else {
+        if (!req["at_fraction"].is_number() || !(req["at_fraction"].get<double>() >= 0) ||
+            req["at_fraction"].get<double>() > 1)
+          return err("at_fraction must be a number in [0, 1]");
+        if (o_.steps_per_learner == 0)
+          return err(fmt::format("at_fraction: node '{}' does not know its learners' step budget",
+                                 o_.node_name));
+        step = req["at_fraction"].get<double>() * static_cast<double>(o_.steps_per_learner);
+      }
+      f.until_s = -1.0;
+      const auto at = static_cast<uint64_t>(std::llround(step));
+      hooks_->arm_live(f, at, for_s);
+      json out = {{"ok", true},           {"armed", true},        {"kind", kind_name},
+                  {"node", o_.node_name}, {"learner", f.learner}, {"fragment", f.fragment},
+                  {"at_step", at}};
+      if (for_s > 0) out["for_s"] = for_s;
+      if (f.count >= 0) out["count"] = f.count;
+      if (f.delay_s > 0) out["delay_s"] = f.delay_s;
+      return out;
+    }
     if ((*kind == live_fault::kind::nan_step || *kind == live_fault::kind::fail_step) &&
         f.count < 0 && f.until_s < 0)
       f.count = 1;  // one step by default

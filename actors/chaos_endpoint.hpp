@@ -9,6 +9,9 @@
 // request, several requests per connection allowed:
 //   {"op":"fault","kind":"drop_push","learner":1,"fragment":-1,"for_s":10,"count":-1,"delay_s":0}
 //       → {"ok":true,"id":3,"kind":"drop_push",...}
+//   {"op":"fault","kind":"nan_step","learner":1,"at_step":40}   (push and step kinds)
+//       → {"ok":true,"armed":true,"at_step":40,...}: starts when learner 1 finishes step 40
+//       ("at_fraction":F instead: step round(F × the learner's step budget))
 //   {"op":"clear"}   → {"ok":true,"cleared":2}          every live fault ends now
 //   {"op":"status"}  → {"ok":true,"node":"learner-0","role":"learner","learners":[0,1],
 //                       "faults":[{"id","kind","learner","fragment","hits","expires_in_s"?,
@@ -48,6 +51,9 @@ struct chaos_endpoint_options {
   std::vector<int32_t> learners;
   /// Fragments (syncer role): a request naming fragment >= this is refused.
   int fragments = 0;
+  /// Inner steps each learner takes in the run (its budget), for `at_fraction` requests;
+  /// 0 = unknown (at_fraction refused).
+  uint64_t steps_per_learner = 0;
 };
 
 /// The running endpoint; stops (and closes its socket) when destroyed.

@@ -74,6 +74,9 @@ struct run_options {
   /// any; printed and logged as a "chaos_endpoint" event); empty host = off. It serves the
   /// broadcast kinds in a syncer node and every kind when role is `all`.
   std::pair<std::string, uint16_t> chaos_endpoint;
+  /// The experiment's message faults (is_message_fault) are not applied from the experiment:
+  /// dd-chaos sends them through the chaos endpoint (dd-node launch; needs chaos_endpoint).
+  bool message_faults_via_endpoint = false;
   /// Middleman heartbeat and connection timeout of the syncer node.
   node_transport transport;
   /// Run directory; empty = the experiment's run_dir (default runs/<name>). This does not move

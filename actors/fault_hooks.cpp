@@ -233,6 +233,48 @@ std::vector<live_fault> fault_hooks::take_live_locked(live_fault::kind k, int32_
   return out;
 }
 
+void fault_hooks::arm_live(live_fault f, uint64_t at_step, double duration_s) {
+  const std::string name = to_string(f.what);
+  if (is_broadcast_kind(f.what))
+    throw std::invalid_argument(name + ": broadcast kinds are keyed on time, not on a step");
+  if (f.learner < 0)
+    throw std::invalid_argument(name + ": at_step needs the learner whose step it is");
+  if (!(duration_s >= 0)) throw std::invalid_argument(name + ": for_s must be >= 0");
+  const bool step_kind =
+      f.what == live_fault::kind::nan_step || f.what == live_fault::kind::fail_step;
+  if (duration_s <= 0 && f.count < 0 && !step_kind)
+    throw std::invalid_argument(name +
+                                ": give a duration or a count (a live fault must end by itself)");
+  if (f.count == 0) throw std::invalid_argument(name + ": count must be > 0");
+  const bool delay = f.what == live_fault::kind::delay_push;
+  if (delay && !(f.delay_s > 0)) throw std::invalid_argument(name + ": needs a delay > 0");
+  if (!delay && f.delay_s != 0) throw std::invalid_argument(name + ": takes no delay");
+  fault_spec s;
+  s.what = fault_spec::kind::start_live;
+  s.target = f.learner;
+  s.at_step = at_step;
+  s.duration_s = duration_s;
+  f.until_s = -1.0;  // set from duration_s when it starts
+  s.live = f;
+  std::lock_guard<std::mutex> guard(mutex_);
+  faults_.push_back(s);
+  done_.push_back(false);
+  fired_at_.push_back(0.0);
+  if (log_ != nullptr) {
+    nlohmann::json j = {{"action", "armed"},      {"kind", name},       {"learner", f.learner},
+                        {"fragment", f.fragment}, {"at_step", at_step}, {"source", f.origin}};
+    if (duration_s > 0) j["for_s"] = duration_s;
+    if (f.count >= 0) j["count"] = f.count;
+    if (f.delay_s > 0) j["delay_s"] = f.delay_s;
+    log_->emit("chaos_fault", j);
+  }
+}
+
+bool is_message_fault(const fault_spec& f) {
+  return f.what == fault_spec::kind::start_live || f.what == fault_spec::kind::drop_push ||
+         f.what == fault_spec::kind::delay_push || f.what == fault_spec::kind::corrupt_push;
+}
+
 uint64_t fault_hooks::add_live(live_fault f) {
   if (!(f.until_s >= 0) && f.count < 0)
     throw std::invalid_argument(std::string(to_string(f.what)) +
@@ -269,8 +311,7 @@ void fault_hooks::promote_locked(double now, int32_t learner, uint64_t step) {
                                        : learner >= 0 && f.target == learner && step >= f.at_step;
     if (!due) continue;
     fire_locked(i, f.at_seconds >= 0 ? 0 : step, 0, now);
-    live_fault l = f.live;
-    l.origin = "schedule";
+    live_fault l = f.live;  // its origin: "schedule" (fault_specs_of) or "endpoint" (arm_live)
     if (f.duration_s > 0) l.until_s = now + f.duration_s;
     if (l.until_s < 0 && l.count < 0) l.count = 1;
     add_live_locked(l, now);
@@ -441,6 +482,7 @@ std::vector<fault_spec> fault_specs_of(const config::experiment& exp, uint64_t s
     f.what = fault_kind(ev.action);
     if (config::is_live_message_action(ev.action)) {
       f.live.what = live_kind(ev.action);
+      f.live.origin = "schedule";
       f.live.learner = ev.target;
       if (ev.params.contains("count")) f.live.count = ev.params["count"].get<int64_t>();
       if (f.live.what == live_fault::kind::delay_broadcast) f.live.delay_s = ev.delay;

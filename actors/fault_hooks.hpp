@@ -180,6 +180,13 @@ class fault_hooks {
   /// now()). Throws std::invalid_argument when neither a time nor a count bounds it, or a delay
   /// kind has no positive delay. Emits a "chaos_fault" event {"action":"start",...}.
   uint64_t add_live(live_fault f);
+  /// Arms a live fault that starts when learner `f.learner` (>= 0) finishes inner step
+  /// `at_step` — as a step-keyed message event of the experiment's chaos section would — and
+  /// then lasts `duration_s` seconds (0: `f.count` matches; nan_step / fail_step default to one
+  /// step). The chaos endpoint's `at_step` requests (dd-node launch fires the experiment's
+  /// step-keyed message faults this way). Throws std::invalid_argument as add_live does, and
+  /// for a broadcast kind or no learner. Emits "chaos_fault" {"action":"armed","at_step",...}.
+  void arm_live(live_fault f, uint64_t at_step, double duration_s);
   /// Ends every live fault now; returns how many were active. Emits "chaos_fault"
   /// {"action":"clear"}.
   size_t clear_live();
@@ -239,6 +246,12 @@ struct random_recovery {
 std::vector<fault_spec> random_fault_schedule(fault_spec::kind kind, int targets, double mtbf_s,
                                               const random_recovery& recovery, double horizon_s,
                                               uint64_t seed, int max_per_target = 1000);
+
+/// True for a fault of the experiment's message kinds (drop_push, delay_push, and the live
+/// ones: dup/reorder/corrupt push, the broadcast kinds, nan, fail): those a node started with
+/// `--message-faults-via-endpoint` leaves to dd-chaos, which sends them through its chaos
+/// endpoint (dd-node launch).
+bool is_message_fault(const fault_spec& f);
 
 /// The experiment's chaos schedule (chaos.events, chaos.random) as fault specs. Fractions are
 /// of the per-learner step budget, or of the seconds budget; owner faults count the owner's

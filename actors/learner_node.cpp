@@ -459,7 +459,8 @@ int run_learner_node(const learner_node_options& o) {
   std::vector<fault_spec> faults;
   for (const auto& f : fault_specs_of(exp, steps, plan.num_fragments()))
     if (f.what != fault_spec::kind::kill_owner &&
-        !(f.what == fault_spec::kind::start_live && is_broadcast_kind(f.live.what)))
+        !(f.what == fault_spec::kind::start_live && is_broadcast_kind(f.live.what)) &&
+        !(o.message_faults_via_endpoint && is_message_fault(f)))
       faults.push_back(f);  // owners' and broadcasts' faults act in the syncer node
   auto hooks = std::make_unique<fault_hooks>(faults, log.get());
   std::unique_ptr<chaos_endpoint> endpoint;
@@ -471,6 +472,7 @@ int run_learner_node(const learner_node_options& o) {
     eo.role = "learner";
     eo.learners = ids;
     eo.fragments = plan.num_fragments();
+    eo.steps_per_learner = steps;
     // A port taken since the launcher picked it must not stop the training: the node runs on
     // without an endpoint (dd-chaos msg then reports it unreachable).
     try {

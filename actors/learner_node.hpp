@@ -92,6 +92,9 @@ struct learner_node_options {
   /// The chaos endpoint's loopback address (actors/chaos_endpoint.hpp); port 0 = any. Empty
   /// host = off. Started once the node knows its learner ids; its port is printed.
   std::pair<std::string, uint16_t> chaos_endpoint;
+  /// The experiment's message faults (is_message_fault) are not applied from the experiment:
+  /// dd-chaos sends them through the chaos endpoint (dd-node launch; needs chaos_endpoint).
+  bool message_faults_via_endpoint = false;
   /// Set to a signal number by a signal handler: the learners stop at their next step and leave.
   const std::atomic<int>* interrupt = nullptr;
 };

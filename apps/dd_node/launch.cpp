@@ -205,6 +205,18 @@ class launcher {
   double syncer_done_at = -1.0;
   int syncer_exit = -1;
   std::optional<nlohmann::json> proxy_ports;
+  /// The run id found in <run_dir>/run_id before the syncer started, unless --resume: an earlier
+  /// run's, not this one's (the syncer replaces it).
+  std::string stale_run_id;
+  /// The run id last written to the nodes file ("" until the syncer has written its run_id).
+  std::string written_run_id;
+
+  /// The syncer's run id as far as it is known now ("" before the syncer wrote it).
+  std::string current_run_id() const {
+    std::string id;
+    std::ifstream(fs::path(run_dir) / "run_id") >> id;
+    return id == stale_run_id ? std::string() : id;
+  }
 
   node_proc* find(const std::string& name) {
     for (auto& n : nodes)
@@ -230,11 +242,14 @@ class launcher {
                      {"state", to_string(n.state)},
                      {"last_exit", n.last_exit}});
     }
-    std::string id;
-    std::ifstream(fs::path(run_dir) / "run_id") >> id;
+    const std::string id = current_run_id();
+    written_run_id = id;
+    // Every node leaves the experiment's message faults to the chaos session, which sends them
+    // through its endpoint (--message-faults-via-endpoint below; dd-chaos reads this).
     nlohmann::json doc = {
         {"run_id", id},
         {"launcher", {{"pid", ::getpid()}, {"control", fmt::format("127.0.0.1:{}", control_port)}}},
+        {"message_faults", "endpoint"},
         {"nodes", arr}};
     if (auto* p = find("proxy"); p != nullptr && proxy_ports)
       doc["proxy"] = {{"pid", p->state == node_state::running ? p->pid : 0},
@@ -296,8 +311,10 @@ class launcher {
     const bool clean = WIFEXITED(ws) && WEXITSTATUS(ws) == 0;
     n.last_exit = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
     n.pid = 0;
-    const std::string how = WIFEXITED(ws) ? fmt::format("exit {}", WEXITSTATUS(ws))
-                                          : fmt::format("signal {}", WTERMSIG(ws));
+    // As a shell reports it: a death by signal N is status 128 + N (last_exit, the nodes file).
+    const std::string how = WIFEXITED(ws)
+                                ? fmt::format("exit {}", WEXITSTATUS(ws))
+                                : fmt::format("signal {}, status {}", WTERMSIG(ws), n.last_exit);
     if (n.role == "chaos") {
       // A chaos session runs once: started again it would fire its schedule from the start.
       n.state = node_state::exited;
@@ -593,6 +610,7 @@ int launch_main(int argc, char** argv) {
 
   launcher L;
   L.run_dir = dir;
+  if (!resume) L.stale_run_id = L.current_run_id();
   L.syncer_delay_s = delay;
   L.control_fd = listen_on(0, &L.control_port);
   if (L.control_fd < 0) {
@@ -640,7 +658,8 @@ int launch_main(int argc, char** argv) {
     if (overwrite) s.argv.push_back("--overwrite");
     // Every node serves message faults on a loopback port of its own (dd-chaos msg).
     s.chaos_port = free_port();
-    s.argv.insert(s.argv.end(), {"--chaos-endpoint", fmt::format("127.0.0.1:{}", s.chaos_port)});
+    s.argv.insert(s.argv.end(), {"--chaos-endpoint", fmt::format("127.0.0.1:{}", s.chaos_port),
+                                 "--message-faults-via-endpoint"});
     s.listen = s.advertise = syncer_addr;
     s.log = (fs::path(logs) / "syncer.log").string();
     L.nodes.push_back(std::move(s));
@@ -693,22 +712,27 @@ int launch_main(int argc, char** argv) {
               fmt::format("{}", backoff_cap)};
     if (gate) n.argv.insert(n.argv.end(), {"--step-admission", gate->spec()});
     n.chaos_port = free_port();
-    n.argv.insert(n.argv.end(), {"--chaos-endpoint", fmt::format("127.0.0.1:{}", n.chaos_port)});
+    n.argv.insert(n.argv.end(), {"--chaos-endpoint", fmt::format("127.0.0.1:{}", n.chaos_port),
+                                 "--message-faults-via-endpoint"});
     extra(n.argv);
     if (compute_nice >= 0)
       n.argv.insert(n.argv.end(), {"--compute-nice", std::to_string(compute_nice)});
     n.log = (fs::path(logs) / (n.name + ".log")).string();
     L.nodes.push_back(std::move(n));
   }
-  // The chaos section's process and network faults (and whole-cluster random faults) are fired
-  // by a `dd-chaos run` session started after the nodes; the in-process kinds the nodes apply
-  // themselves from the experiment they run.
+  // The chaos section's process, network, disk and message faults (and whole-cluster random
+  // faults) are fired by a `dd-chaos run` session started after the nodes, the message kinds
+  // through the nodes' chaos endpoints (and taped like every other fault); the other in-process
+  // kinds (kill, slow, kill_owner, chaos.random.mtbf_seconds) the nodes apply themselves.
   {
     bool outside = exp.chaos.random.cluster_mtbf_seconds > 0;
     for (size_t i = 0; i < exp.chaos.events.size(); ++i) {
       const auto& ev = exp.chaos.events[i];
       const auto layer = config::chaos_layer_of(ev.action);
-      if (layer == config::chaos_layer::in_process) continue;
+      const bool message = config::is_live_message_action(ev.action) ||
+                           ev.action == config::chaos_action::drop_push ||
+                           ev.action == config::chaos_action::delay_push;
+      if (layer == config::chaos_layer::in_process && !message) continue;
       outside = true;
       if (layer == config::chaos_layer::network && !via_proxy) {
         std::fprintf(stderr,
@@ -772,6 +796,8 @@ int launch_main(int argc, char** argv) {
       for (auto& n : L.nodes)
         if (n.pid == pid && n.state == node_state::running) L.exited(n, ws);
     if (!L.stopping) L.restart_due();
+    // The nodes file names the run as soon as the syncer has written its run id.
+    if (L.written_run_id.empty() && !L.current_run_id().empty()) L.write_nodes_file();
     L.serve_control();
     // The run is over: learners get 20 s to leave, then SIGTERM, then SIGKILL.
     const double t = now_s();
@@ -821,9 +847,19 @@ int launch_main(int argc, char** argv) {
   }
   L.write_nodes_file();
   const int status = L.syncer_exit >= 0 ? L.syncer_exit : 1;
-  std::printf("dd-node launch: done (exit %d)\n", status);
-  // Interrupted: the launcher's own signal (130 for SIGINT), whatever signal it forwarded.
-  return handled_signals > 0 && (status == 0 || status >= 128) ? 128 + g_launch_first : status;
+  // Interrupted: the launcher's own signal (130 for SIGINT, 143 for SIGTERM), whatever the
+  // syncer's status after the signal it was forwarded (0, or 128 + a signal); a failure the
+  // syncer reported (1, 2) is kept. The last line names the status returned, and the syncer's
+  // when they differ.
+  const int rc =
+      handled_signals > 0 && (status == 0 || status >= 128) ? 128 + g_launch_first : status;
+  if (rc == status)
+    std::printf("dd-node launch: done (exit %d)\n", rc);
+  else
+    std::printf("dd-node launch: done (exit %d: interrupted by %s; the syncer exited %d)\n", rc,
+                g_launch_first == SIGINT ? "SIGINT" : "SIGTERM", status);
+  std::fflush(stdout);
+  return rc;
 }
 
 }  // namespace dd::app

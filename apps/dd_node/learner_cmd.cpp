@@ -20,7 +20,7 @@ void print_learner_help(FILE* f) {
       "                       [--run-id ID] [--join-deadline S] [--backoff-cap S]\n"
       "                       [--connect-timeout S] [--progress S] [--seed S]\n"
       "                       [--heartbeat S] [--connection-timeout S] [--compute-nice N]\n"
-      "                       [--chaos-endpoint HOST:PORT]\n"
+      "                       [--chaos-endpoint HOST:PORT [--message-faults-via-endpoint]]\n"
       "Runs learners of the syncer's run in this process. The syncer sends the experiment, the\n"
       "run id and this node's learner ids; the data file is read here (the experiment's\n"
       "data.file, or --data FILE) and must match the syncer's (size and training-split hash).\n"
@@ -48,6 +48,9 @@ void print_learner_help(FILE* f) {
       "                        this host (a System V semaphore; dd-node launch passes it)\n"
       "  --chaos-endpoint HOST:PORT   serve message faults (dd-chaos msg) on this loopback\n"
       "                        address (port 0 = any; printed); off by default\n"
+      "  --message-faults-via-endpoint   do not apply the experiment's message faults (chaos\n"
+      "                        events drop/dup/delay/reorder/corrupt_push, nan, fail) here:\n"
+      "                        dd-chaos sends them through the chaos endpoint (dd-node launch)\n"
       "While the syncer is unreachable the learners keep stepping; when it is back (same run)\n"
       "they rejoin with a new incarnation and keep their step and data cursor.\n"
       "Exit status: 0 every learner finished (or the run was over); 1 runtime failure;\n"
@@ -140,6 +143,8 @@ int learner_main(int argc, char** argv) {
         return 2;
       }
       o.chaos_endpoint = ep;
+    } else if (a == "--message-faults-via-endpoint") {
+      o.message_faults_via_endpoint = true;
     } else if (a == "--seed") {
       double d = 0;
       const char* v = value("--seed");
@@ -153,6 +158,12 @@ int learner_main(int argc, char** argv) {
       print_learner_help(stderr);
       return 2;
     }
+  }
+  if (o.message_faults_via_endpoint && o.chaos_endpoint.first.empty()) {
+    std::fprintf(stderr,
+                 "dd-node learner: --message-faults-via-endpoint needs --chaos-endpoint "
+                 "HOST:PORT (the faults would reach nobody)\n");
+    return 2;
   }
   if (o.join.empty()) {
     std::fprintf(stderr, "dd-node learner: --join HOST:PORT is required\n");

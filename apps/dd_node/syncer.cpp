@@ -31,7 +31,7 @@ void print_syncer_help(FILE* f) {
       "                      [--run-dir DIR] [--resume | --overwrite] [--insecure]\n"
       "                      [--name N] [--set key=value]... [--progress S]\n"
       "                      [--heartbeat S] [--connection-timeout S] [--script-timeout S]\n"
-      "                      [--chaos-endpoint HOST:PORT]\n"
+      "                      [--chaos-endpoint HOST:PORT [--message-faults-via-endpoint]]\n"
       "Runs the syncer node of a cluster: the coordinator, the health monitor, one fragment owner\n"
       "per fragment and the evaluator. The monitor is published on --listen; learners join it\n"
       "with `dd-node learner --join ADVERTISED:PORT` (the exact command is printed).\n"
@@ -55,6 +55,9 @@ void print_syncer_help(FILE* f) {
       "                         allocates it (default 83886080 = 80 MiB; 0 = no guard)\n"
       "  --chaos-endpoint HOST:PORT  serve message faults on broadcasts (dd-chaos msg) on this\n"
       "                         loopback address (port 0 = any; printed); off by default\n"
+      "  --message-faults-via-endpoint  do not apply the experiment's broadcast faults (chaos\n"
+      "                         events drop/dup/delay/reorder_broadcast) here: dd-chaos sends\n"
+      "                         them through the chaos endpoint (dd-node launch)\n"
       "A run directory holding an unfinished run is refused without --resume or --overwrite.\n"
       "The run directory is locked while the syncer runs, and so is checkpoint.dir when it lies\n"
       "outside it: a second run on either exits with status 2.\n"
@@ -68,7 +71,7 @@ void print_syncer_help(FILE* f) {
 /// Entry point of `dd-node syncer`; argv[0] is "syncer".
 int syncer_main(int argc, char** argv) {
   std::string file, run_dir, listen_text, advertise_text, chaos_text;
-  bool resume = false, overwrite = false, insecure = false;
+  bool resume = false, overwrite = false, insecure = false, messages_via_endpoint = false;
   double progress = 5.0;
   uint64_t max_frame = uint64_t{80} << 20;
   actors::node_transport transport;
@@ -136,6 +139,8 @@ int syncer_main(int argc, char** argv) {
       overwrite = true;
     } else if (a == "--insecure") {
       insecure = true;
+    } else if (a == "--message-faults-via-endpoint") {
+      messages_via_endpoint = true;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "dd-node syncer: unknown flag '%s'\n", a.c_str());
       print_syncer_help(stderr);
@@ -166,6 +171,12 @@ int syncer_main(int argc, char** argv) {
     return 2;
   }
   std::pair<std::string, uint16_t> chaos_ep;
+  if (messages_via_endpoint && chaos_text.empty()) {
+    std::fprintf(stderr,
+                 "dd-node syncer: --message-faults-via-endpoint needs --chaos-endpoint HOST:PORT "
+                 "(the faults would reach nobody)\n");
+    return 2;
+  }
   if (!chaos_text.empty()) {
     if (!parse_endpoint(chaos_text, chaos_ep, error)) {
       std::fprintf(stderr, "dd-node syncer: --chaos-endpoint: %s\n", error.c_str());
@@ -261,6 +272,7 @@ int syncer_main(int argc, char** argv) {
   ro.resume = resume;
   ro.transport = transport;
   ro.chaos_endpoint = chaos_ep;
+  ro.message_faults_via_endpoint = messages_via_endpoint;
   ro.max_frame_bytes = max_frame;
   const int M = exp.learners.count;
   ro.on_published = [&](uint16_t port) {

@@ -239,6 +239,60 @@ TEST(ChaosEndpoint, RefusesWhatThisNodeCannotDo) {
   EXPECT_TRUE(c.hooks.live().empty());
 }
 
+// A step-keyed message event sent through the endpoint (dd-node launch) is armed and starts when
+// the learner finishes that step — at_step, or at_fraction of the node's step budget — as the
+// node's own schedule would start it; what cannot start that way is refused.
+TEST(ChaosEndpoint, ArmsAFaultForALearnersStep) {
+  clocked c;
+  chaos_endpoint_options o;
+  o.node_name = "learner-1";
+  o.role = "learner";
+  o.learners = {1, 3};
+  o.fragments = 2;
+  o.steps_per_learner = 200;
+  chaos_endpoint ep(o, &c.hooks);
+  json rep = ep.handle(R"({"op":"fault","kind":"nan_step","learner":1,"at_step":40})");
+  ASSERT_TRUE(rep.value("ok", false)) << rep.dump();
+  EXPECT_TRUE(rep.value("armed", false));
+  EXPECT_EQ(rep["at_step"], 40);
+  rep = ep.handle(
+      R"({"op":"fault","kind":"delay_push","learner":3,"at_fraction":0.25,"count":1,"delay_s":0.5})");
+  ASSERT_TRUE(rep.value("ok", false)) << rep.dump();
+  EXPECT_EQ(rep["at_step"], 50);        // 0.25 × 200
+  EXPECT_TRUE(c.hooks.live().empty());  // armed, not live yet
+  EXPECT_FALSE(c.hooks.on_learner_step(1, 0, 39).nan);
+  EXPECT_FALSE(c.hooks.on_learner_step(3, 0, 40).nan);  // another learner's step 40
+  EXPECT_TRUE(c.hooks.on_learner_step(1, 0, 40).nan);   // one step (nan's default count)
+  EXPECT_FALSE(c.hooks.on_learner_step(1, 0, 41).nan);
+  EXPECT_DOUBLE_EQ(c.hooks.on_push(3, 0, 0, 49).delay_s, 0.0);
+  EXPECT_DOUBLE_EQ(c.hooks.on_push(3, 0, 1, 50).delay_s, 0.5);  // one push, then spent
+  EXPECT_DOUBLE_EQ(c.hooks.on_push(3, 0, 0, 51).delay_s, 0.0);
+  // A clear ends live faults; one armed for a later step is not live yet and stays armed.
+  rep = ep.handle(R"({"op":"fault","kind":"drop_push","learner":1,"at_step":60,"count":1})");
+  ASSERT_TRUE(rep.value("ok", false)) << rep.dump();
+  EXPECT_EQ(ep.handle(R"({"op":"clear"})")["cleared"], 0);
+  EXPECT_TRUE(c.hooks.on_push(1, 0, 0, 60).drop);
+  auto error_of = [&](const std::string& line) {
+    const auto r = ep.handle(line);
+    EXPECT_FALSE(r.value("ok", true)) << r.dump();
+    return r.value("error", std::string());
+  };
+  EXPECT_EQ(error_of(R"({"op":"fault","kind":"dup_push","at_step":5,"count":1})"),
+            "dup_push: at_step needs the learner whose step it is");
+  EXPECT_EQ(error_of(R"({"op":"fault","kind":"dup_push","learner":1,"at_step":5})"),
+            "dup_push: give a duration or a count (a live fault must end by itself)");
+  EXPECT_EQ(error_of(R"({"op":"fault","kind":"nan_step","learner":1,"at_step":-1})"),
+            "at_step must be a step number >= 0");
+  EXPECT_EQ(error_of(R"({"op":"fault","kind":"nan_step","learner":1,"at_fraction":1.5})"),
+            "at_fraction must be a number in [0, 1]");
+  o.steps_per_learner = 0;
+  o.port = 0;
+  chaos_endpoint unknown(o, &c.hooks);
+  EXPECT_EQ(unknown.handle(R"({"op":"fault","kind":"nan_step","learner":1,"at_fraction":0.5})")
+                .value("error", std::string()),
+            "at_fraction: node 'learner-1' does not know its learners' step budget");
+}
+
 TEST(ChaosEndpoint, ListensOnLoopbackOnly) {
   clocked c;
   chaos_endpoint_options o;

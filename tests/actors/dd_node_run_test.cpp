@@ -389,8 +389,30 @@ TEST(dd_node_run, a_launch_holds_its_checkpoint_dir_for_its_children) {
             std::string::npos)
       << read_text(dir / "b.err");
   EXPECT_FALSE(fs::exists(dir / "run_b" / "events.jsonl"));
+  // The nodes file names the run as soon as the syncer has written its run id (it was "" in the
+  // first nodes file, written before the syncer started).
+  std::string run_id, listed;
+  const bool named = wait_for(
+      [&] {
+        run_id = read_text(dir / "run_l" / "run_id");
+        while (!run_id.empty() && run_id.back() == '\n') run_id.pop_back();
+        try {
+          listed = nlohmann::json::parse(read_text(dir / "run_l" / "nodes.json"))
+                       .value("run_id", std::string());
+        } catch (const std::exception&) {
+          listed.clear();
+        }
+        return !run_id.empty() && listed == run_id;
+      },
+      10);
+  EXPECT_TRUE(named) << "run_id '" << run_id << "', nodes.json '" << listed << "'";
+  // Ctrl-C: the launcher returns 130 and its last line says so (not the syncer's status).
   ::kill(launcher, SIGINT);
-  if (wait_exit(launcher, 60) == -1) ADD_FAILURE() << "the launcher did not stop on SIGINT";
+  const int rc = wait_exit(launcher, 60);
+  if (rc == -1) ADD_FAILURE() << "the launcher did not stop on SIGINT";
+  EXPECT_EQ(rc, 130) << read_text(dir / "a.out");
+  EXPECT_NE(read_text(dir / "a.out").find("dd-node launch: done (exit 130"), std::string::npos)
+      << read_text(dir / "a.out");
   fs::remove_all(dir);
 }
 

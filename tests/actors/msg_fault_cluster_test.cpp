@@ -39,7 +39,7 @@ using dd::test::text;
 using dd::test::wait_for;
 using nlohmann::json;
 
-std::string tiny() {
+std::string tiny(const std::string& budget = "45", const std::string& chaos = "") {
   return "experiment {\n"
          "  name = 'tiny',\n"
          "  data = { file = '" +
@@ -53,9 +53,11 @@ std::string tiny() {
          "  sync = { fragments = 2, interval = 16, push_clock = 'learner' },\n"
          "  inner = { lr = 3e-3, warmup = 5, decay_steps = 2000 },\n"
          "  eval = { every_seconds = 0, batches = 2 },\n"
-         "  budget = { seconds = 45 },\n"
-         "  checkpoint = { every_versions = 1 },\n"
-         "}\n";
+         "  budget = { seconds = " +
+         budget +
+         " },\n"
+         "  checkpoint = { every_versions = 1 },\n" +
+         chaos + "}\n";
 }
 
 bool wait_events(const fs::path& file, const std::string& kind, size_t count, double seconds) {
@@ -299,4 +301,71 @@ TEST(msg_fault_cluster, endpoint_faults_are_applied_inside_the_nodes_and_revert)
   for (const char* k : {"corrupt_push", "drop_push", "dup_push", "drop_broadcast", "delay_push",
                         "nan_step", "fail_step", "delay_broadcast", "heal"})
     EXPECT_EQ(kinds.count(k), 1u) << k;
+}
+
+// The experiment's own message faults under `dd-node launch`: the nodes leave them to the
+// launcher's `dd-chaos run` session, which sends them through the chaos endpoints and tapes them
+// like every other fault — a time-keyed one (drop_broadcast at 3 s, two broadcasts) at its time,
+// a step-keyed one (nan at learner 0's step 30) armed in the node at once. Each acts once: no
+// node applies it from the experiment as well.
+TEST(msg_fault_cluster, experiment_message_faults_under_launch_go_through_the_endpoints) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "dd_cluster_msg_dsl";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "tiny.lua") << tiny("20",
+                                          "  chaos = { events = {\n"
+                                          "    { at_time = 3, action = 'drop_broadcast', target = "
+                                          "1, count = 2 },\n"
+                                          "    { at_step = 30, action = 'nan', target = 0 },\n"
+                                          "  } },\n");
+  const fs::path run = dir / "run";
+  const pid_t launch =
+      spawn(dir,
+            {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress", "0",
+             "--heartbeat", "0.2", "--connection-timeout", "1", "--no-step-admission"},
+            (dir / "launch.out").string());
+  const int rc = wait_for(launch, 90);
+  EXPECT_EQ(rc, 0) << text(dir / "launch.out");
+  const std::string chaos_log = text(run / "logs" / "chaos.log");
+  std::printf("%s", chaos_log.c_str());
+  EXPECT_EQ(json::parse(text(run / "nodes.json"))["message_faults"], "endpoint");
+  // The tape: both faults, fired by the session, applied.
+  std::map<std::string, json> taped;
+  for (const auto& t : events(run / "chaos.jsonl"))
+    if (t.value("kind", "") != "session" && t.value("kind", "") != "heal")
+      taped[t.value("kind", "")] = t;
+  ASSERT_EQ(taped.size(), 2u) << text(run / "chaos.jsonl") << chaos_log;
+  for (const char* k : {"drop_broadcast", "nan_step"}) {
+    ASSERT_TRUE(taped.count(k)) << k;
+    EXPECT_EQ(taped[k]["result"], "ok") << taped[k].dump();
+    EXPECT_EQ(taped[k]["source"], "scenario") << taped[k].dump();
+  }
+  EXPECT_EQ(taped["drop_broadcast"]["targets"], json::array({"syncer"}));
+  EXPECT_EQ(taped["nan_step"]["targets"], json::array({"learner-0"}));
+  EXPECT_EQ(taped["nan_step"]["hits"][0]["request"]["at_step"], 30.0);
+  EXPECT_TRUE(taped["nan_step"]["hits"][0]["reply"].value("armed", false));
+  // Their effect, once each, from the endpoint (not the node's own schedule).
+  const auto evs = events(run / "events.jsonl");
+  const auto l0 = events(run / "nodes" / "learner-0" / "events.jsonl");
+  EXPECT_EQ(count_events(evs, "fault",
+                         [](const json& e) {
+                           return e["fault"] == "drop_broadcast" && e["source"] == "endpoint" &&
+                                  e["learner"] == 1;
+                         }),
+            2u);
+  EXPECT_EQ(count_events(l0, "chaos_fault",
+                         [](const json& e) {
+                           return e["action"] == "armed" && e["kind"] == "nan_step" &&
+                                  e["at_step"] == 30 && e["source"] == "endpoint";
+                         }),
+            1u);
+  EXPECT_EQ(count_events(l0, "nan_injected"), 1u);
+  EXPECT_GE(count_events(l0, "nonfinite"), 1u);
+  for (const auto& file :
+       {run / "events.jsonl", run / "nodes" / "learner-0" / "events.jsonl",
+        run / "nodes" / "learner-1" / "events.jsonl", run / "nodes" / "learner-2" / "events.jsonl"})
+    EXPECT_EQ(count_events(events(file), "chaos_fault",
+                           [](const json& e) { return e.value("source", "") == "schedule"; }),
+              0u)
+        << file << ": a message fault applied from the experiment too";
 }

@@ -82,6 +82,56 @@ TEST(chaos_dsl, process_and_network_events_become_timed_faults) {
   EXPECT_EQ(s.info["events"], 5);
 }
 
+// Under dd-node launch (nodes.json "message_faults": "endpoint") the message kinds are the
+// session's too: time-keyed ones at their time, step-keyed ones at once with the step the node
+// arms them for; kill, slow and kill_owner stay the nodes' own.
+TEST(chaos_dsl, message_events_go_through_the_endpoints_when_the_nodes_leave_them) {
+  std::string text = nodes_json;
+  text.replace(text.find("\"nodes\""), 7, "\"message_faults\": \"endpoint\", \"nodes\"");
+  const auto nodes = parse_nodes_file(text, "/run/x/nodes.json");
+  ASSERT_TRUE(nodes.message_faults_via_endpoint);
+  EXPECT_EQ(to_json(nodes)["message_faults"], "endpoint");
+  const std::string file = write("messages.lua", R"({ events = {
+      { at_time = 3, action = "drop_push", target = 1 },
+      { at_step = 40, action = "nan", target = 2 },
+      { at_time = 4, action = "delay_broadcast", target = 0, delay = 0.3, duration = 2 },
+      { at_fraction = 0.1, action = "dup_push", target = 1, count = 3 },
+      { at_time = 6, action = "kill", target = 0 },
+      { at_step = 9, action = "delay_push", target = 0, delay = 0.5 },
+  } })");
+  const auto s = read_experiment_chaos(file, {}, {}, nodes);
+  ASSERT_EQ(s.faults.size(), 5u);  // kill (in-process) stays the node's
+  EXPECT_EQ(s.info["message_events"], 5);
+  const auto& drop = s.faults[0];
+  EXPECT_EQ(drop.spec.kind, "drop_push");
+  EXPECT_EQ(drop.spec.target, "learner:1");
+  EXPECT_DOUBLE_EQ(drop.at, 3);
+  EXPECT_EQ(drop.spec.net["count"], 1);  // one push, as the node would drop
+  const auto& nan = s.faults[1];
+  EXPECT_EQ(nan.spec.kind, "nan_step");
+  EXPECT_EQ(nan.spec.target, "learner:2");
+  EXPECT_DOUBLE_EQ(nan.at, 0);  // sent at once, armed for the step
+  EXPECT_EQ(nan.spec.net["at_step"], 40.0);
+  EXPECT_EQ(nan.spec.net["count"], 1);
+  const auto& delay = s.faults[2];
+  EXPECT_EQ(delay.spec.kind, "delay_broadcast");
+  EXPECT_DOUBLE_EQ(delay.spec.duration, 2);
+  EXPECT_EQ(delay.spec.net["ms"], 300.0);
+  EXPECT_FALSE(delay.spec.net.contains("count"));
+  const auto& dup = s.faults[3];
+  EXPECT_DOUBLE_EQ(dup.at, 10);  // 0.1 of the 100 s budget
+  EXPECT_EQ(dup.spec.net["count"], 3);
+  const auto& dp = s.faults[4];
+  EXPECT_EQ(dp.spec.kind, "delay_push");
+  EXPECT_EQ(dp.spec.net["at_step"], 9.0);
+  EXPECT_EQ(dp.spec.net["ms"], 500.0);
+  EXPECT_EQ(dp.spec.net["count"], 1);
+  for (const auto& f : s.faults) EXPECT_NO_THROW(check_msg_spec(f.spec)) << f.spec.kind;
+  // Without the field the nodes apply them themselves: none is the session's.
+  const auto own = read_experiment_chaos(file, {}, {}, parse_nodes_file(nodes_json, "n.json"));
+  EXPECT_TRUE(own.faults.empty());
+}
+
 TEST(chaos_dsl, cluster_random_faults_are_drawn_from_the_seed) {
   const auto nodes = parse_nodes_file(nodes_json, "/run/x/nodes.json");
   const std::string file = write("random.lua", R"({ random = {
@@ -193,4 +243,11 @@ TEST(chaos_msg, cli_names_map_to_the_tape_kinds) {
   EXPECT_EQ(chaos_kind_of_action("close_after"), "close_after");
   EXPECT_EQ(chaos_kind_of_action("disk_full"), "disk_full");
   EXPECT_EQ(chaos_kind_of_action("nan"), "");
+  // The DSL's in-process kill and slow are not dd-chaos's process kill and slow.
+  EXPECT_EQ(chaos_kind_of_action("kill"), "");
+  EXPECT_EQ(chaos_kind_of_action("slow"), "");
+  EXPECT_EQ(chaos_kind_of_action("slow_process"), "slow");
+  EXPECT_EQ(msg_kind_of_action("nan"), "nan_step");
+  EXPECT_EQ(msg_kind_of_action("drop_push"), "drop_push");
+  EXPECT_EQ(msg_kind_of_action("kill"), "");
 }

@@ -3,6 +3,9 @@
 // what happened. Also the real proxy as a subprocess, healed from the nodes file.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <csignal>
@@ -288,4 +291,115 @@ TEST_F(cluster, heal_opens_the_proxy_found_in_the_nodes_file) {
   EXPECT_TRUE(wait_state(sleeper, 'S', 2.0));
   ::kill(proxy, SIGTERM);
   ::waitpid(proxy, nullptr, 0);
+}
+
+// term is a graceful stop, not a leave for good: the process gets SIGTERM (a dd-node drains its
+// learners and exits 143) and, being non-zero, is brought back like a killed one — by the
+// launcher's restart policy under a launcher (chaos_matrix_test's process run), here by the
+// reverter after --for. Without --for it stays down, as after kill.
+TEST_F(cluster, term_stops_the_process_and_for_brings_it_back) {
+  auto r = dd_chaos("term learner:0 --for 500ms" + rd());
+  ASSERT_EQ(r.rc, 0) << r.out;
+  EXPECT_NE(r.out.find("SIGTERM, then re-exec after 500ms"), std::string::npos) << r.out;
+  int status = 0;
+  ASSERT_EQ(::waitpid(sleeper, &status, 0), sleeper);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
+  EXPECT_EQ(read_nodes_file(dir + "/nodes.json").find("learner-0")->state, "down");
+  const double end = mono_now() + 5;
+  nodes_file f = read_nodes_file(dir + "/nodes.json");
+  while (f.find("learner-0")->state != "running" && mono_now() < end) {
+    sleep_for(0.05);
+    f = read_nodes_file(dir + "/nodes.json");
+  }
+  const node_entry& n = *f.find("learner-0");
+  ASSERT_EQ(n.state, "running");
+  others.push_back(n.pid);
+  EXPECT_NE(n.pid, sleeper);
+  EXPECT_EQ(n.incarnation, 1);
+  const std::string tape = read_file(dir + "/chaos.jsonl");
+  const json line = json::parse(tape.substr(0, tape.find('\n')));
+  EXPECT_EQ(line["kind"], "term");
+  EXPECT_EQ(line["result"], "ok");
+}
+
+// Flags are checked before anything is read or contacted: a bad flag is exit 2 even when the
+// nodes file is missing, and a network fault without its knob never reaches the proxy.
+TEST_F(cluster, bad_flags_are_reported_before_the_nodes_file_is_read) {
+  const std::string nowhere = " --run-dir " + dir + "/no-such-run";
+  for (const char* cmd : {"pause learner:0 --for 5parsecs", "kill learner:0 --pick some",
+                          "slow learner:0 --via magic --for 1s", "disk corrupt owner:0 --count 0",
+                          "msg delay-push learner:0 --for 1s", "msg drop-push learner:0",
+                          "net latency learner:0 --for 5s", "net bandwidth learner:0 --for 5s",
+                          "net corrupt learner:0 --p 2 --for 5s", "net reset learner:0 --ms 5",
+                          "random --kinds latency --duration 10s"}) {
+    const auto r = dd_chaos(std::string(cmd) + nowhere);
+    EXPECT_EQ(r.rc, 2) << cmd << ": " << r.out;
+    EXPECT_EQ(r.out.find("nodes.json"), std::string::npos) << cmd << ": " << r.out;
+  }
+  // The exact message of the QA report, and with a real nodes file (no proxy in it) too.
+  for (const std::string& where : {nowhere, rd()}) {
+    const auto r = dd_chaos("net latency learner:0 --for 5s" + where);
+    EXPECT_EQ(r.rc, 2) << r.out;
+    EXPECT_NE(r.out.find("net latency needs --ms"), std::string::npos) << r.out;
+  }
+  // Good flags, missing nodes file: that error, exit 1.
+  const auto missing = dd_chaos("pause learner:0 --for 1s" + nowhere);
+  EXPECT_EQ(missing.rc, 1) << missing.out;
+  EXPECT_NE(missing.out.find("nodes.json"), std::string::npos) << missing.out;
+  EXPECT_EQ(state_of(sleeper), 'S');
+}
+
+// --dry-run checks every target against the nodes file, for sessions too (their faults are
+// only listed): learner:99 is hosted by no node.
+TEST_F(cluster, dry_run_refuses_targets_no_node_hosts) {
+  {
+    std::ofstream lua(dir + "/bad.lua");
+    lua << "return {\n  { at = 1, kind = 'pause', target = 'learner:0', for_ = 1 },\n"
+           "  { at = 2, kind = 'kill', target = 'learner:99' },\n"
+           "  { at = 3, kind = 'drop_push', target = 'learner:98', count = 1 },\n}\n";
+    std::ofstream good(dir + "/good.lua");
+    good << "return {\n  { at = 1, kind = 'pause', target = 'learner:0', for_ = 1 },\n"
+            "  { at = 2, kind = 'nan_step', target = 'learner:0' },\n"
+            "  { at = 3, kind = 'heal' },\n}\n";
+  }
+  auto r = dd_chaos("run " + dir + "/bad.lua --dry-run" + rd());
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("learner:99: no node"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("learner:98"), std::string::npos) << r.out;
+  r = dd_chaos("run " + dir + "/good.lua --dry-run" + rd());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  for (const char* cmd : {"kill learner:99 --dry-run", "msg nan learner:99 --dry-run",
+                          "disk truncate owner:7 --dry-run", "pause node:nobody --dry-run"}) {
+    r = dd_chaos(std::string(cmd) + rd());
+    EXPECT_EQ(r.rc, 1) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("no node"), std::string::npos) << cmd << ": " << r.out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/chaos.jsonl"));
+  EXPECT_EQ(state_of(sleeper), 'S');
+}
+
+// A node that restarts has no chaos endpoint for a moment (nobody listens on its port): heal
+// says "restarting" and does not count it as a failure. The nodes file's empty run id (the
+// launcher wrote it before the syncer chose one) is "unknown yet" in status.
+TEST_F(cluster, heal_counts_a_restarting_node_as_restarting_and_status_an_unknown_run_id) {
+  nodes_file f = read_nodes_file(dir + "/nodes.json");
+  f.run_id = "";
+  // A port nobody listens on: bound and closed again.
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  ::close(fd);
+  f.find("learner-0")->chaos_port = ntohs(a.sin_port);
+  f.find("learner-0")->incarnation = 1;
+  write_nodes_file(dir + "/nodes.json", f);
+  const auto h = dd_chaos("heal" + rd());
+  EXPECT_EQ(h.rc, 0) << h.out;
+  EXPECT_NE(h.out.find("restarting"), std::string::npos) << h.out;
+  const auto s = dd_chaos("status" + rd());
+  EXPECT_EQ(s.rc, 0) << s.out;
+  EXPECT_NE(s.out.find("(run id unknown yet"), std::string::npos) << s.out;
 }

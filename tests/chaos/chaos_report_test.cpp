@@ -604,3 +604,59 @@ TEST(chaos_report, a_fault_nobody_noticed_has_no_detection_and_no_rejoin) {
   EXPECT_DOUBLE_EQ(g["first_merge_after_s"].get<double>(), 13.0);  // after its end (1004): 1016
   EXPECT_DOUBLE_EQ(r2["faults"][2]["noticed_after_s"].get<double>(), 2.0);  // the 1010 pause
 }
+
+TEST(chaos_report, a_refused_fault_has_no_times_and_does_not_cut_the_fault_before_it) {
+  run_builder b;
+  // A kill of learner 1 refused at 1009 (say, a reused pid): nothing was injected, so the
+  // failure at 1010 and the rejoin at 1015 stay the 1008 pause's.
+  b.tape.push_back(
+      {{"t", 1009.0},
+       {"source", "cli"},
+       {"kind", "kill"},
+       {"target", "learner:1"},
+       {"targets", {"learner-1"}},
+       {"duration", nullptr},
+       {"result", "refused"},
+       {"hits", {{{"node", "learner-1"}, {"result", "refused"}, {"error", "reused"}}}}});
+  const json r = judge(b);
+  ASSERT_EQ(r["faults"].size(), 2u) << r.dump(2);
+  const json& pause = r["faults"][0];
+  EXPECT_EQ(pause["kind"], "pause");
+  EXPECT_DOUBLE_EQ(pause["noticed_after_s"].get<double>(), 2.0);
+  EXPECT_DOUBLE_EQ(pause["rejoined_after_s"].get<double>(), 7.0);
+  const json& kill = r["faults"][1];
+  EXPECT_EQ(kill["kind"], "kill");
+  EXPECT_EQ(kill["result"], "refused");
+  EXPECT_TRUE(kill["injected_at"].is_null());
+  EXPECT_DOUBLE_EQ(kill["attempted_at"].get<double>(), 1009.0);
+  for (const char* k : {"noticed_at", "excluded_at", "restarted_at", "rejoined_at",
+                        "first_merge_at", "noticed_after_s", "excluded_after_s",
+                        "restarted_after_s", "rejoined_after_s", "first_merge_after_s"})
+    EXPECT_TRUE(kill[k].is_null()) << k << ": " << kill.dump(2);
+  EXPECT_EQ(verdict_of(r, "faulted_learners_back"), "valid");
+  const std::string table = format_report(r);
+  EXPECT_NE(table.find("refused"), std::string::npos) << table;
+}
+
+TEST(chaos_report, a_fault_refused_on_some_targets_is_judged_on_the_others) {
+  run_builder b;
+  // `kill learners` at 1009: learner-0's hit refused, learner-1's applied.
+  b.tape.push_back({{"t", 1009.0},
+                    {"source", "cli"},
+                    {"kind", "kill"},
+                    {"target", "learners"},
+                    {"targets", {"learner-0", "learner-1"}},
+                    {"duration", nullptr},
+                    {"result", "refused"},
+                    {"hits",
+                     {{{"node", "learner-0"}, {"result", "refused"}, {"error", "reused"}},
+                      {{"node", "learner-1"}, {"result", "ok"}}}}});
+  const json r = judge(b);
+  ASSERT_EQ(r["faults"].size(), 2u) << r.dump(2);
+  const json& kill = r["faults"][1];
+  EXPECT_EQ(kill["result"], "partial");
+  EXPECT_EQ(kill["nodes"], json::array({"learner-1"}));
+  EXPECT_EQ(kill["learners"], json::array({1}));
+  EXPECT_DOUBLE_EQ(kill["injected_at"].get<double>(), 1009.0);
+  EXPECT_DOUBLE_EQ(kill["noticed_after_s"].get<double>(), 1.0);
+}

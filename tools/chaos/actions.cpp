@@ -20,6 +20,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <map>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -30,6 +31,7 @@
 #include "tools/chaos/proc.hpp"
 #include "tools/chaos/state.hpp"
 #include "tools/chaos/sysfs.hpp"
+#include "util/parse.hpp"
 
 namespace dd::chaos {
 
@@ -59,6 +61,51 @@ bool is_disk_kind(const std::string& k) {
 bool is_net_kind(const std::string& k) {
   return k == "latency" || k == "bandwidth" || k == "reset" || k == "blackhole" || k == "corrupt" ||
          k == "slice" || k == "close_after";
+}
+
+void check_net_knobs(const std::string& kind, const json& net, bool only_own) {
+  static const std::map<std::string, std::pair<std::vector<std::string>, std::string>> knobs = {
+      {"latency", {{"ms", "jitter"}, "ms"}},
+      {"bandwidth", {{"rate"}, "rate"}},
+      {"reset", {{}, ""}},
+      {"blackhole", {{}, ""}},
+      {"corrupt", {{"p", "seed"}, "p"}},
+      {"slice", {{"size", "delay_us"}, ""}},
+      {"close_after", {{"bytes"}, "bytes"}}};
+  const auto it = knobs.find(kind);
+  if (it == knobs.end()) throw usage_error(fmt::format("net: unknown fault '{}'", kind));
+  auto flag = [](std::string k) {
+    std::replace(k.begin(), k.end(), '_', '-');
+    return "--" + k;
+  };
+  const auto& [own, required] = it->second;
+  if (!required.empty() && !net.contains(required))
+    throw usage_error(fmt::format("net {} needs {}", kind, flag(required)));
+  auto number = [&](const std::string& k) {
+    const json& v = net.at(k);
+    if (v.is_number()) return v.get<double>();
+    double d = 0;
+    if (v.is_string() && util::parse_number(v.get<std::string>(), d)) return d;
+    throw usage_error(fmt::format("net {}: {} must be a number", kind, flag(k)));
+  };
+  for (const auto& [k, v] : net.items()) {
+    if (k == "dir") continue;
+    const bool mine = std::find(own.begin(), own.end(), k) != own.end();
+    if (!mine) {
+      if (only_own) throw usage_error(fmt::format("net {}: {} does not apply", kind, flag(k)));
+      continue;
+    }
+    if (k == "seed") continue;
+    const double x = number(k);
+    if ((k == "ms" || k == "jitter" || k == "bytes" || k == "delay_us") && !(x >= 0))
+      throw usage_error(fmt::format("net {}: {} must be >= 0", kind, flag(k)));
+    if (k == "rate" && !(x > 0))
+      throw usage_error(fmt::format("net {}: --rate must be > 0 bytes/s", kind));
+    if (k == "p" && !(x >= 0 && x <= 1))
+      throw usage_error(fmt::format("net {}: --p must be in [0, 1]", kind));
+    if (k == "size" && !(x >= 1))
+      throw usage_error(fmt::format("net {}: --size must be >= 1", kind));
+  }
 }
 
 void tape_append(const chaos_env& env, json record) {
@@ -462,6 +509,7 @@ std::vector<std::string> links_of(const chaos_env& env, const fault_spec& f) {
 }
 
 json net_fault(chaos_env& env, const fault_spec& f) {
+  check_net_knobs(f.kind, f.net, false);
   const std::string addr = proxy_address(env);
   json hits = json::array();
   bool ok = true;
@@ -642,6 +690,19 @@ json disk_fault(chaos_env& env, const fault_spec& f) {
 
 }  // namespace
 
+void check_targets(const chaos_env& env, const fault_spec& f) {
+  if (f.kind == "heal") return;
+  if (is_net_kind(f.kind)) {
+    if (env.nodes) links_of(env, f);
+    return;
+  }
+  const nodes_file& nf = need_nodes(env);
+  if (is_msg_kind(f.kind)) return check_msg_targets(nf, f.kind, f.target);
+  target_options o = f.picks;
+  o.exact = false;
+  resolve_targets(nf, parse_targets(f.target), o);
+}
+
 json fire(chaos_env& env, const fault_spec& f) {
   json result;
   json params = f.net;
@@ -689,7 +750,7 @@ json fire(chaos_env& env, const fault_spec& f) {
   return result;
 }
 
-json heal(chaos_env& env) {
+json heal(chaos_env& env, bool clear_messages) {
   json actions = json::array();
   bool ok = true;
   auto act = [&](const std::string& text, bool good = true) {
@@ -777,7 +838,7 @@ json heal(chaos_env& env) {
   }
   // Message faults: every node's chaos endpoint ends its live faults (after the SIGCONTs
   // above, so a node that was paused can answer).
-  msg_clear_all(env, act);
+  if (clear_messages) msg_clear_all(env, act);
   std::sort(held.begin(), held.end());
   held.erase(std::unique(held.begin(), held.end()), held.end());
   if (env.nodes && env.nodes->launcher) {

@@ -25,6 +25,9 @@ struct chaos_env {
   bool dry_run = false;
   std::string source = "cli";  ///< tape field: cli, random, replay, scenario
   double session_start = 0;    ///< wall seconds; tape offsets are from here (0 = none)
+  /// Message faults: how long to wait for a node that is down or whose chaos endpoint is not
+  /// listening yet (a session started with the cluster); 0 = refuse at once.
+  double endpoint_wait_s = 0;
   std::FILE* out = stdout;
 
   std::string tape_path() const;
@@ -57,6 +60,19 @@ bool is_net_kind(const std::string& kind);
 /// disk_truncate, disk_corrupt, disk_full.
 bool is_disk_kind(const std::string& kind);
 
+/// Checks the knobs of network fault `kind` (latency, bandwidth, ...) before anything is
+/// contacted: the required one is given (latency: ms; bandwidth: rate; corrupt: p; close_after:
+/// bytes) and in range (ms, jitter >= 0; rate > 0; p in [0, 1]; bytes >= 0; size >= 1). With
+/// `only_own`, a knob of another kind (`net reset --ms 5`) is refused too. Throws usage_error
+/// naming the command and the flag, e.g. "net latency needs --ms".
+void check_net_knobs(const std::string& kind, const nlohmann::json& net, bool only_own);
+
+/// Resolves the targets of `f` against the nodes file as fire() would, touching nothing: a
+/// target no node hosts (`learner:99`), an unknown node or link owner, an owner that does not
+/// exist. Used by the sessions' --dry-run, where the faults are only listed. Throws
+/// chaos_error / usage_error with fire()'s messages. `heal` has no target.
+void check_targets(const chaos_env& env, const fault_spec& f);
+
 /// Fires `f`; prints what it does (or, with dry_run, would do) to env.out and appends one tape
 /// record (not in dry-run). Returns {"ok":bool,"hits":[...],...}; "ok" is false when any hit was
 /// refused (a reused pid, a down node, a launcher or proxy error). Throws chaos_error for
@@ -65,8 +81,9 @@ nlohmann::json fire(chaos_env& env, const fault_spec& f);
 
 /// Reverts everything: stops pending reverters, SIGCONT to every recorded and every known node
 /// process (after the identity check), pending restarts done now, proxy `heal`, launcher
-/// `release` for held nodes. Returns {"ok":bool,"actions":[...]}.
-nlohmann::json heal(chaos_env& env);
+/// `release` for held nodes, and (with `clear_messages`) every node's live message faults
+/// ended through its chaos endpoint. Returns {"ok":bool,"actions":[...]}.
+nlohmann::json heal(chaos_env& env, bool clear_messages = true);
 
 /// Appends `record` (plus "t", and "offset" when a session runs) to the tape, unless dry-run.
 void tape_append(const chaos_env& env, nlohmann::json record);

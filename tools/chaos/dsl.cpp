@@ -7,6 +7,7 @@
 #include "runtime/config/loader.hpp"
 #include "tools/chaos/actions.hpp"
 #include "tools/chaos/common.hpp"
+#include "tools/chaos/msg.hpp"
 #include "tools/chaos/schedule.hpp"
 #include "tools/chaos/targets.hpp"
 
@@ -14,7 +15,16 @@ namespace dd::chaos {
 
 using nlohmann::json;
 
+std::string msg_kind_of_action(const std::string& action) {
+  if (action == "nan") return "nan_step";
+  if (action == "fail") return "fail_step";
+  return is_msg_kind(action) ? action : std::string();
+}
+
 std::string chaos_kind_of_action(const std::string& action) {
+  // The DSL's `kill` and `slow` are in-process (a learner actor killed or slowed inside its
+  // node), not dd-chaos's process faults of the same names: the nodes apply them.
+  if (action == "kill" || action == "slow") return "";
   if (action == "kill_process") return "kill";
   if (action == "slow_process") return "slow";
   if (action == "partition") return "blackhole";
@@ -38,7 +48,39 @@ dsl_session read_experiment_chaos(const std::string& path,
                                   loaded.experiments.size()));
   const auto& exp = loaded.experiments.front();
   dsl_session out;
+  size_t messages = 0;
   for (const auto& ev : exp.chaos.events) {
+    const std::string msg_kind = msg_kind_of_action(config::to_string(ev.action));
+    if (!msg_kind.empty() && nodes.message_faults_via_endpoint) {
+      // The nodes leave it to us (dd-node launch): one endpoint request, at its time, or at
+      // once armed with the step the node starts it at.
+      timed_fault tf;
+      tf.spec.kind = msg_kind;
+      tf.spec.target = fmt::format("learner:{}", ev.target);
+      const bool one_shot = ev.action == config::chaos_action::drop_push ||
+                            ev.action == config::chaos_action::delay_push;
+      if (!one_shot) tf.spec.duration = ev.duration;
+      if (ev.params.contains("count") && !one_shot)
+        tf.spec.net["count"] = ev.params["count"];
+      else if (one_shot || ev.duration <= 0)
+        tf.spec.net["count"] = 1;  // the DSL's default: one push, broadcast or step
+      if (msg_kind == "delay_push" || msg_kind == "delay_broadcast")
+        tf.spec.net["ms"] = ev.delay * 1000.0;
+      const bool seconds_budget = exp.budget.kind == config::budget_kind::seconds;
+      switch (ev.trigger) {
+        case config::chaos_trigger::at_time: tf.at = ev.at; break;
+        case config::chaos_trigger::at_step: tf.spec.net["at_step"] = ev.at; break;
+        case config::chaos_trigger::at_fraction:
+          if (seconds_budget)
+            tf.at = ev.at * exp.budget.seconds;
+          else
+            tf.spec.net["at_fraction"] = ev.at;  // the node knows its step budget
+          break;
+      }
+      out.faults.push_back(tf);
+      ++messages;
+      continue;
+    }
     const std::string kind = chaos_kind_of_action(config::to_string(ev.action));
     if (kind.empty()) continue;  // in-process: the nodes apply it
     timed_fault tf;
@@ -62,7 +104,10 @@ dsl_session read_experiment_chaos(const std::string& path,
     out.faults.push_back(tf);
   }
   const auto& rf = exp.chaos.random;
-  out.info = {{"file", path}, {"experiment", exp.name}, {"events", out.faults.size()}};
+  out.info = {{"file", path},
+              {"experiment", exp.name},
+              {"events", out.faults.size()},
+              {"message_events", messages}};
   if (rf.cluster_mtbf_seconds > 0) {
     schedule_config cfg;
     cfg.mtbf = rf.cluster_mtbf_seconds;

@@ -75,8 +75,10 @@ Sessions
                    --targets SPEC (learners) --max-concurrent N (1) --min-gap D (0) [--no-heal]
   replay TAPE      fire every fault of a tape (chaos.jsonl) at the same offset [--no-heal]
   run SCENARIO.lua a Lua list of {at=S, kind=K, target=T, for_=S, knobs...} [--no-heal]
-  run EXPERIMENT.lua  an experiment file: its chaos section's process and network events and
-                   chaos.random.cluster_mtbf_seconds faults [--set k=v]... [--name N]
+  run EXPERIMENT.lua  an experiment file: its chaos section's process, network and disk events,
+                   chaos.random.cluster_mtbf_seconds faults, and its message events through the
+                   chaos endpoints when nodes.json has "message_faults": "endpoint" (dd-node
+                   launch; step-keyed ones armed for their step) [--set k=v]... [--name N]
                    run evaluates the file in a child process killed after --script-timeout S
                    (10); a scenario sees only Lua's base, string, table and math libraries
 Verdict
@@ -328,7 +330,10 @@ int cmd_status(const args& a) {
   check_flags(a, {"--proxy"});
   chaos_env env = make_env(a, true);
   const nodes_file& nf = *env.nodes;
-  std::printf("nodes file %s (run %s)\n", nf.path.c_str(), nf.run_id.c_str());
+  // The launcher writes the nodes file before the syncer has chosen the run id.
+  std::printf(
+      "nodes file %s (run %s)\n", nf.path.c_str(),
+      nf.run_id.empty() ? "id unknown yet: the syncer has not written it" : nf.run_id.c_str());
   if (nf.launcher)
     std::printf("launcher pid %d control %s\n", nf.launcher->pid, nf.launcher->control.c_str());
   for (const auto& n : nf.nodes) {
@@ -380,8 +385,6 @@ int cmd_random(const args& a) {
                   "--duty",
                   "--period"});
   if (!a.positional.empty()) throw usage_error("random: takes no positional arguments");
-  chaos_env env = make_env(a, true);
-  env.source = "random";
   schedule_config cfg;
   cfg.mtbf = parse_duration(a.get("--mtbf", "30s"), "--mtbf");
   cfg.recovery = recovery_dist::parse(a.get("--recovery", "lognormal:5s,0.5"));
@@ -398,11 +401,17 @@ int cmd_random(const args& a) {
   cfg.max_concurrent =
       static_cast<int>(parse_u64(a.get("--max-concurrent", "1"), "--max-concurrent"));
   cfg.min_gap = parse_duration(a.get("--min-gap", "0"), "--min-gap");
+  fault_spec knobs = make_spec(a, "kill", "");
+  for (const auto& k : cfg.kinds)
+    if (is_net_kind(k)) check_net_knobs(k, knobs.net, false);
+  const auto target_spec = parse_targets(a.get("--targets", "learners"));
+  chaos_env env = make_env(a, true);
+  env.source = "random";
   target_options topt;
   topt.pick = pick_mode::all;
   topt.pick_given = true;
   if (a.has("--protect")) topt.protect = a.flags.at("--protect");
-  const auto sel = resolve_targets(*env.nodes, parse_targets(a.get("--targets", "learners")), topt);
+  const auto sel = resolve_targets(*env.nodes, target_spec, topt);
   for (const auto& n : sel.notes) std::printf("note: %s\n", n.c_str());
   for (const auto& h : sel.hits) cfg.targets.push_back(h.node);
   std::printf("random: seed %llu, mtbf %s, recovery %s, duration %s, targets %s\n",
@@ -410,7 +419,6 @@ int cmd_random(const args& a) {
               cfg.recovery.str().c_str(), format_duration(cfg.duration).c_str(),
               fmt::format("{}", fmt::join(cfg.targets, ",")).c_str());
   const auto schedule = make_schedule(cfg);
-  fault_spec knobs = make_spec(a, "kill", "");
   json info = {{"seed", cfg.seed},         {"mtbf", cfg.mtbf},   {"recovery", cfg.recovery.str()},
                {"duration", cfg.duration}, {"kinds", cfg.kinds}, {"targets", cfg.targets}};
   return run_session(env, from_schedule(schedule, knobs), !a.has("--no-heal"), info);
@@ -443,6 +451,9 @@ int run(int argc, char** argv) {
     const std::string file = one_positional(a, c == "replay" ? "TAPE" : "SCENARIO.lua");
     chaos_env env = make_env(a, true);
     env.source = c == "replay" ? "replay" : "scenario";
+    // Started with the cluster (dd-node launch), a session may reach a node before its chaos
+    // endpoint is up: message faults wait for it.
+    env.endpoint_wait_s = 60;
     if (c == "replay")
       return run_session(env, read_tape(file), !a.has("--no-heal"), {{"file", file}});
     const std::vector<std::string> none;
@@ -503,13 +514,14 @@ int run(int argc, char** argv) {
     if (!is_disk_kind(kind))
       throw usage_error(
           fmt::format("disk: unknown fault '{}' (truncate, corrupt, full)", a.positional[0]));
-    chaos_env env = make_env(a, true);
+    // Flags first: a bad flag is a usage error (exit 2) before the nodes file is read.
     fault_spec f = make_spec(a, kind, a.positional[1]);
     if (kind != "disk_full" && f.duration > 0)
       throw usage_error(
           fmt::format("disk {}: --for does not apply (a checkpoint is not restored; "
                       "the owner's next checkpoint replaces it)",
                       a.positional[0]));
+    chaos_env env = make_env(a, true);
     if (kind == "disk_corrupt")
       std::printf("seed %llu\n", static_cast<unsigned long long>(f.picks.seed));
     return fire(env, f).value("ok", false) ? 0 : 1;
@@ -518,10 +530,11 @@ int run(int argc, char** argv) {
     check_flags(
         a, {"--for", "--pick", "--seed", "--protect", "--exact", "--duty", "--period", "--via"});
     const std::string target = one_positional(a, "TARGET");
-    chaos_env env = make_env(a, true);
     fault_spec f = make_spec(a, c, target);
     if ((c == "resume" || c == "restart") && f.duration > 0)
       throw usage_error(fmt::format("{}: --for does not apply", c));
+    parse_targets(target);
+    chaos_env env = make_env(a, true);
     if (f.picks.pick_given || target.find("learners") != std::string::npos ||
         target.find("nodes") != std::string::npos)
       std::printf("seed %llu\n", static_cast<unsigned long long>(f.picks.seed));
@@ -542,6 +555,7 @@ int run(int argc, char** argv) {
     if (a.has("--for")) f.duration = parse_duration(a.get("--for"), "--for");
     if (a.has("--ms")) f.net["ms"] = parse_number(a.get("--ms"), "--ms");
     if (a.has("--count")) f.net["count"] = parse_u64(a.get("--count"), "--count");
+    check_msg_spec(f);
     chaos_env env = make_env(a, true);
     return fire(env, f).value("ok", false) ? 0 : 1;
   }
@@ -564,9 +578,10 @@ int run(int argc, char** argv) {
                         "slice, close_after)",
                         kind));
     }
-    chaos_env env = make_env(a, a.get("--proxy").empty());
     fault_spec f = make_spec(a, kind, target);
     if (c == "partition" && !f.net.contains("dir")) f.net["dir"] = "both";
+    check_net_knobs(kind, f.net, true);
+    chaos_env env = make_env(a, a.get("--proxy").empty());
     return fire(env, f).value("ok", false) ? 0 : 1;
   }
   throw usage_error(fmt::format("unknown command '{}' (see dd-chaos --help)", c));

@@ -2,10 +2,13 @@
 #include "tools/chaos/msg.hpp"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <set>
 
@@ -13,6 +16,7 @@
 
 #include "tools/chaos/common.hpp"
 #include "tools/chaos/net.hpp"
+#include "tools/chaos/proc.hpp"
 
 namespace dd::chaos {
 
@@ -118,6 +122,19 @@ std::vector<msg_hit> resolve(const nodes_file& nf, const std::string& kind,
   return out;
 }
 
+// Seconds since `pid` started (/proc/PID/stat field 22 against /proc/uptime); -1 if unknown.
+double process_age(int pid) {
+  const auto st = read_proc_stat(pid);
+  double uptime = -1;
+  if (FILE* f = std::fopen("/proc/uptime", "r")) {
+    if (std::fscanf(f, "%lf", &uptime) != 1) uptime = -1;
+    std::fclose(f);
+  }
+  const long hz = ::sysconf(_SC_CLK_TCK);
+  if (!st || uptime < 0 || hz <= 0) return -1;
+  return uptime - static_cast<double>(st->start_time) / static_cast<double>(hz);
+}
+
 std::string endpoint_of(const node_entry& n) {
   if (n.chaos_port == 0)
     throw chaos_error(fmt::format(
@@ -147,8 +164,12 @@ std::string msg_kind_from_cli(const std::string& name) {
       name));
 }
 
-json msg_fault(chaos_env& env, const fault_spec& f) {
-  if (!env.nodes) throw usage_error("msg: needs --run-dir DIR or --nodes FILE");
+void check_msg_targets(const nodes_file& nodes, const std::string& kind,
+                       const std::string& target) {
+  resolve(nodes, kind, target);
+}
+
+void check_msg_spec(const fault_spec& f) {
   const std::string& kind = f.kind;
   const bool delay = kind == "delay_push" || kind == "delay_broadcast";
   const double ms = f.net.value("ms", 0.0);
@@ -161,14 +182,32 @@ json msg_fault(chaos_env& env, const fault_spec& f) {
   if (!is_step(kind) && f.duration <= 0 && count < 0)
     throw usage_error(
         fmt::format("{}: give --for D or --count N (the node reverts the fault after it)", kind));
+}
+
+json msg_fault(chaos_env& env, const fault_spec& f) {
+  if (!env.nodes) throw usage_error("msg: needs --run-dir DIR or --nodes FILE");
+  check_msg_spec(f);
+  const std::string& kind = f.kind;
+  const bool delay = kind == "delay_push" || kind == "delay_broadcast";
+  const double ms = f.net.value("ms", 0.0);
+  const int64_t count = f.net.contains("count") ? f.net["count"].get<int64_t>() : -1;
   json hits = json::array();
   bool ok = true;
   for (const auto& h : resolve(*env.nodes, kind, f.target)) {
+    // A session started with the cluster (dd-node launch) may find a node not started yet, or
+    // its endpoint not up yet: it waits for it up to env.endpoint_wait_s.
+    const double deadline = mono_now() + env.endpoint_wait_s;
+    while (!env.dry_run && env.nodes->find(h.node)->pid == 0 && mono_now() < deadline) {
+      sleep_for(0.2);
+      env.reload();
+    }
     const node_entry* n = env.nodes->find(h.node);
     json req = {{"op", "fault"}, {"kind", kind}, {"learner", h.learner}, {"fragment", h.fragment}};
     if (f.duration > 0) req["for_s"] = f.duration;
     if (count > 0) req["count"] = count;
     if (delay) req["delay_s"] = ms / 1000.0;
+    for (const char* at : {"at_step", "at_fraction"})
+      if (f.net.contains(at)) req[at] = f.net[at];
     json hit = {{"node", h.node}, {"request", req}};
     std::string addr;
     try {
@@ -192,11 +231,26 @@ json msg_fault(chaos_env& env, const fault_spec& f) {
       say(env, "  refused: " + hit["error"].get<std::string>());
     } else {
       try {
-        const json rep = control_request(addr, req.dump(), 5.0);
+        json rep;
+        for (;;) {
+          try {
+            rep = control_request(addr, req.dump(), 5.0);
+            break;
+          } catch (const chaos_error& e) {
+            if (mono_now() >= deadline ||
+                std::string(e.what()).find(std::strerror(ECONNREFUSED)) == std::string::npos)
+              throw;
+            sleep_for(0.2);
+          }
+        }
         hit["reply"] = rep;
         if (rep.value("ok", false)) {
           hit["result"] = "ok";
-          say(env, fmt::format("  ok: fault {} in node {}", rep.value("id", 0), h.node));
+          if (rep.value("armed", false))
+            say(env, fmt::format("  ok: armed in node {} for learner {}'s step {}", h.node,
+                                 h.learner, rep.value("at_step", 0)));
+          else
+            say(env, fmt::format("  ok: fault {} in node {}", rep.value("id", 0), h.node));
         } else {
           hit["result"] = "refused";
           hit["error"] = rep.value("error", rep.dump());
@@ -234,6 +288,14 @@ void msg_clear_all(chaos_env& env, const std::function<void(const std::string&, 
       if (::kill(n.pid, 0) != 0 && errno == ESRCH)
         act(fmt::format("endpoint {} of node {}: the process is gone (nothing to clear)", addr,
                         n.name),
+            true);
+      // Nobody listens: a process restarted (by the launcher or dd-chaos) that has not opened
+      // its endpoint yet. Live faults exist only inside the endpoint's process, so a process
+      // without one has none: restarting, not a failure to heal.
+      else if (std::string(e.what()).find(std::strerror(ECONNREFUSED)) != std::string::npos)
+        act(fmt::format("endpoint {} of node {}: restarting (pid {}, started {:.1f} s ago, "
+                        "incarnation {}; its endpoint is not up yet, so it has no live fault)",
+                        addr, n.name, n.pid, process_age(n.pid), n.incarnation),
             true);
       else
         act(fmt::format("endpoint {} of node {}: clear failed: {}", addr, n.name, e.what()), false);

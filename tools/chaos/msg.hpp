@@ -24,6 +24,15 @@ bool is_msg_kind(const std::string& kind);
 /// naming the known names.
 std::string msg_kind_from_cli(const std::string& name);
 
+/// Checks a message fault's knobs before anything is contacted (a delay kind needs "ms" > 0,
+/// others take none; "count" >= 1; push and broadcast kinds need f.duration or a count).
+/// Throws usage_error naming the kind and the flag.
+void check_msg_spec(const fault_spec& f);
+
+/// Resolves `target` for message fault `kind` against `nodes` as msg_fault does, touching
+/// nothing (dry runs). Throws as msg_fault does for a target no node hosts.
+void check_msg_targets(const nodes_file& nodes, const std::string& kind, const std::string& target);
+
 /// One endpoint request per node the target reaches. TARGET: `learner:N` (push and step kinds:
 /// the node hosting learner N; broadcast kinds: the syncer, broadcasts to learner N only),
 /// `owner:N` (broadcast kinds: the owner of fragment N; push kinds: every learner node, pushes

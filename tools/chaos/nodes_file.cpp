@@ -103,6 +103,11 @@ nodes_file parse_nodes_file(const std::string& text, const std::string& origin) 
   f.run_id = top.str("run_id", false);
   f.launcher = read_control(root, "launcher", origin);
   f.proxy = read_control(root, "proxy", origin);
+  const std::string messages = top.str("message_faults", false);
+  if (!messages.empty() && messages != "endpoint" && messages != "nodes")
+    throw chaos_error(fmt::format("{}: message_faults: '{}' must be \"endpoint\" or \"nodes\"",
+                                  origin, messages));
+  f.message_faults_via_endpoint = messages == "endpoint";
   const auto it = root.find("nodes");
   if (it == root.end() || !it->is_array())
     throw chaos_error(fmt::format("{}: nodes: missing or not an array", origin));
@@ -151,6 +156,7 @@ json to_json(const nodes_file& f) {
   root["run_id"] = f.run_id;
   if (f.launcher) root["launcher"] = {{"pid", f.launcher->pid}, {"control", f.launcher->control}};
   if (f.proxy) root["proxy"] = {{"pid", f.proxy->pid}, {"control", f.proxy->control}};
+  if (f.message_faults_via_endpoint) root["message_faults"] = "endpoint";
   json nodes = json::array();
   for (const auto& e : f.nodes) {
     nodes.push_back({{"name", e.name},

@@ -41,6 +41,10 @@ struct nodes_file {
   std::string run_id;
   std::optional<control_process> launcher;  ///< absent for nodes started by hand
   std::optional<control_process> proxy;     ///< absent unless `launch --via-proxy`
+  /// "message_faults": "endpoint" — the nodes leave the experiment's message faults to dd-chaos,
+  /// which sends them through their chaos endpoints (dd-node launch starts them with
+  /// --message-faults-via-endpoint); absent or "nodes": the nodes apply them themselves.
+  bool message_faults_via_endpoint = false;
   std::vector<node_entry> nodes;
   std::string path;     ///< where it was read from
   std::string run_dir;  ///< the folder holding it: the tape and the state file go here

@@ -206,6 +206,23 @@ json build_report(const report_options& o) {
       f.result = r.value("result", "ok");
       for (const auto& n : r.value("targets", json::array()))
         if (n.is_string()) f.nodes.push_back(n.get<std::string>());
+      // A fault refused on some of its targets acted only on the others: judged over those
+      // ("partial"); one refused or failed everywhere was never injected (no times).
+      if (f.result == "refused") {
+        std::vector<std::string> applied;
+        for (const auto& h : r.value("hits", json::array()))
+          if (h.value("result", "") == "ok") {
+            for (const char* key : {"target", "node", "link"})
+              if (h.contains(key) && h[key].is_string()) {
+                applied.push_back(h[key].get<std::string>());
+                break;
+              }
+          }
+        if (!applied.empty()) {
+          f.result = "partial";
+          f.nodes = applied;
+        }
+      }
       for (const auto& n : f.nodes) {
         if (n == "syncer") f.syncer = true;
         if (hosted.count(n)) f.learners.insert(hosted[n].begin(), hosted[n].end());
@@ -258,19 +275,46 @@ json build_report(const report_options& o) {
     return false;
   };
 
+  auto injected = [](const fault& f) { return f.result == "ok" || f.result == "partial"; };
   // ---- per fault: injected, noticed, excluded, restarted, rejoined, first merged contribution.
   json fault_rows = json::array();
   std::vector<std::string> unrecovered;
   size_t judged_faults = 0;
   for (size_t fi = 0; fi < faults.size(); ++fi) {
     const fault& f = faults[fi];
+    if (!injected(f)) {
+      // Refused or failed: nothing was injected, so nothing can have been noticed after it.
+      json learners = json::array();
+      for (int id : f.learners) learners.push_back(id);
+      fault_rows.push_back({{"source", f.source},
+                            {"kind", f.kind},
+                            {"target", f.target},
+                            {"nodes", f.nodes},
+                            {"learners", learners},
+                            {"result", f.result},
+                            {"attempted_at", f.at},
+                            {"injected_at", nullptr},
+                            {"offset_s", f.at - run_start},
+                            {"duration_s", f.duration > 0 ? json(f.duration) : json(nullptr)},
+                            {"noticed_at", nullptr},
+                            {"excluded_at", nullptr},
+                            {"restarted_at", nullptr},
+                            {"rejoined_at", nullptr},
+                            {"first_merge_at", nullptr},
+                            {"noticed_after_s", nullptr},
+                            {"excluded_after_s", nullptr},
+                            {"restarted_after_s", nullptr},
+                            {"rejoined_after_s", nullptr},
+                            {"first_merge_after_s", nullptr}});
+      continue;
+    }
     std::optional<double> noticed, excluded, restarted, rejoined, merged;
     const double end = f.at + f.duration;
     std::set<std::string> nodes(f.nodes.begin(), f.nodes.end());
     // Detection belongs to this fault only until the next fault on any of the same learners.
     double next_at = 1e300;
     for (size_t k = fi + 1; k < faults.size() && next_at > 1e299; ++k)
-      for (int id : faults[k].learners)
+      for (int id : injected(faults[k]) ? faults[k].learners : std::set<int>{})
         if (f.learners.count(id)) next_at = faults[k].at;
     auto before_next = [&](std::optional<double> t) {
       return t && *t < next_at ? t : std::nullopt;
@@ -279,7 +323,7 @@ json build_report(const report_options& o) {
     // (their nodes' syncer_lost, the rejoin after it) unless this fault was noticed before it.
     double syncer_cut = 1e300;
     for (size_t k = fi + 1; k < faults.size(); ++k)
-      if (faults[k].syncer && faults[k].at > f.at) {
+      if (faults[k].syncer && injected(faults[k]) && faults[k].at > f.at) {
         syncer_cut = faults[k].at;
         break;
       }
@@ -316,7 +360,7 @@ json build_report(const report_options& o) {
       merged = first(from, [&](const event& e) {
         return e.node == "syncer" && e.kind() == "merge" && merge_has(e, f.learners);
       });
-      if (f.result == "ok") {
+      if (f.result == "ok" || f.result == "partial") {
         ++judged_faults;
         for (int id : f.learners) {
           const auto back = first(from, [&](const event& e) {

@@ -21,8 +21,10 @@ namespace {
 volatile std::sig_atomic_t g_stop = 0;
 void on_signal(int) { g_stop = 1; }
 
-const char* net_knobs[] = {"ms",   "jitter",   "rate",  "p",   "seed",
-                           "size", "delay_us", "bytes", "dir", "count"};
+// Knobs of network and message faults (`at_step`, `at_fraction`: a message fault armed for a
+// learner's step, as dd-node launch's sessions send the experiment's step-keyed events).
+const char* net_knobs[] = {"ms",       "jitter", "rate", "p",     "seed",    "size",
+                           "delay_us", "bytes",  "dir",  "count", "at_step", "at_fraction"};
 }  // namespace
 
 std::vector<timed_fault> from_schedule(const std::vector<scheduled_fault>& s,
@@ -220,6 +222,7 @@ std::vector<timed_fault> read_scenario(const std::string& path, double timeout_s
     for (const char* k : net_knobs) {
       // `count` is a message fault's knob here (disk faults read it above as spec.count).
       if (std::string(k) == "count" && !is_msg_kind(tf.spec.kind)) continue;
+      if (std::string(k).rfind("at_", 0) == 0 && !is_msg_kind(tf.spec.kind)) continue;
       const int t = field(k);
       if (t == LUA_TNUMBER)
         tf.spec.net[k] = lua_tonumber(L, -1);
@@ -244,7 +247,20 @@ int run_session(chaos_env& env, std::vector<timed_fault> faults, bool final_heal
                  f.spec.kind.c_str(), f.spec.target.c_str(),
                  f.spec.duration > 0 ? ("for " + format_duration(f.spec.duration)).c_str() : "");
   std::fflush(env.out);
-  if (env.dry_run) return 0;
+  if (env.dry_run) {
+    // Nothing is fired, but every target is checked against the nodes file as it would be.
+    int rc = 0;
+    for (const auto& f : faults) {
+      try {
+        check_targets(env, f.spec);
+      } catch (const std::exception& e) {
+        std::fprintf(env.out, "[dry-run] +%s %s %s: %s\n", format_duration(f.at).c_str(),
+                     f.spec.kind.c_str(), f.spec.target.c_str(), e.what());
+        rc = 1;
+      }
+    }
+    return rc;
+  }
   std::signal(SIGINT, on_signal);
   std::signal(SIGTERM, on_signal);
   const double start_mono = mono_now();
@@ -281,7 +297,10 @@ int run_session(chaos_env& env, std::vector<timed_fault> faults, bool final_heal
   if (final_heal || g_stop) {
     std::fprintf(env.out, "%s; final heal\n", g_stop ? "interrupted" : "session done");
     try {
-      heal(env);
+      // A session that ran its course leaves its message faults to end by themselves (each is
+      // bounded by a duration or a count inside its node, and one bounded by a count may not
+      // have met its message yet); an interrupted one ends them now.
+      heal(env, g_stop != 0);
     } catch (const std::exception& e) {
       std::fprintf(env.out, "heal failed: %s\n", e.what());
       rc = 1;
