@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "tools/chaos/common.hpp"
+#include "tools/chaos/msg.hpp"
 
 namespace dd::chaos {
 
@@ -103,6 +104,33 @@ json verdict(const std::string& name, const std::string& v, const std::string& d
 struct interval {
   double from, to;
 };
+
+/// Whether a fault of `kind` can cut a link or stop a learner, i.e. explain a `failure` or a
+/// `syncer_lost`: every process, network and disk fault and fail_step (the learner crashes); not
+/// the other message faults, which change single pushes, broadcasts or parameter values.
+bool can_drop_links(const std::string& kind) {
+  if (kind == "fail_step") return true;
+  return !is_msg_kind(kind) && kind != "start_live";
+}
+
+/// The span after a fault in which its targets' link drops are its own (`unexplained`).
+struct explained_window {
+  double from = 0, to = 0;
+  bool syncer = false;            ///< a syncer fault: every node's drop
+  std::set<std::string> nodes;    ///< the fault's nodes (their `syncer_lost`)
+  std::set<int> learners;         ///< the fault's learners (the monitor's `failure`)
+};
+
+/// How many of a learner's step advances on each side of a span set its local pace (downtime).
+constexpr size_t kPaceWindow = 5;
+
+/// The median of `v` (the mean of the two middle values for an even count); 0 when empty.
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
 
 // Longest gap between consecutive times (sorted); {0,0,0} when fewer than two.
 json longest_gap(std::vector<double> t) {
@@ -279,6 +307,7 @@ json build_report(const report_options& o) {
   // ---- per fault: injected, noticed, excluded, restarted, rejoined, first merged contribution.
   json fault_rows = json::array();
   std::vector<std::string> unrecovered;
+  std::vector<explained_window> explained;
   size_t judged_faults = 0;
   for (size_t fi = 0; fi < faults.size(); ++fi) {
     const fault& f = faults[fi];
@@ -327,20 +356,26 @@ json build_report(const report_options& o) {
         syncer_cut = faults[k].at;
         break;
       }
+    // A message fault (corrupt_push, ...) cannot drop a link or stop a learner: a drop while it
+    // is armed is not its own (it is "unexplained" unless another fault explains it).
+    const bool drops = can_drop_links(f.kind);
     if (!f.learners.empty()) {
       const auto failure = before_next(first(f.at, [&](const event& e) {
-        return e.node == "syncer" && e.kind() == "failure" && learner_in(e.j, f.learners);
+        return drops && e.node == "syncer" && e.kind() == "failure" &&
+               learner_in(e.j, f.learners);
       }));
       auto before_cut = [&](std::optional<double> t) {
         return t && *t < syncer_cut ? t : std::nullopt;
       };
       // A syncer_lost after a syncer fault is the syncer's outage, not this fault.
-      const auto lost = before_cut(before_next(first(
-          f.at, [&](const event& e) { return nodes.count(e.node) && e.kind() == "syncer_lost"; })));
+      const auto lost = before_cut(before_next(first(f.at, [&](const event& e) {
+        return drops && nodes.count(e.node) && e.kind() == "syncer_lost";
+      })));
       noticed = failure;
       if (lost && (!noticed || *lost < *noticed)) noticed = lost;
       excluded = failure;
       restarted = first(f.at, [&](const event& e) {
+        if (!drops) return false;
         return (nodes.count(e.node) && e.kind() == "node_start") ||
                (e.kind() == "respawn" && e.j.value("kind", "") == "learner" &&
                 learner_in(e.j, f.learners, "id"));
@@ -389,6 +424,17 @@ json build_report(const report_options& o) {
         return e.node == "syncer" && e.kind() == "merge" && e.j.value("fragment", -1) == f.fragment;
       });
     }
+    if (drops) {
+      explained_window w;
+      w.from = f.at;
+      w.to = end;
+      for (const auto& t : {noticed, restarted, rejoined})
+        if (t) w.to = std::max(w.to, *t);
+      w.syncer = f.syncer;
+      w.nodes = nodes;
+      w.learners = f.learners;
+      explained.push_back(std::move(w));
+    }
     auto after = [&](const std::optional<double>& t) {
       return t ? json(*t - f.at) : json(nullptr);
     };
@@ -413,6 +459,29 @@ json build_report(const report_options& o) {
                           {"restarted_after_s", after(restarted)},
                           {"rejoined_after_s", after(rejoined)},
                           {"first_merge_after_s", after(merged)}});
+  }
+
+  // ---- link drops no fault explains: the monitor's `failure` of a learner, a node's
+  // `syncer_lost`, outside every window [injection, max(end, noticed, restarted, rejoined)] of a
+  // fault that can drop links and hits that learner or node (a syncer fault: every node).
+  json unexplained = json::array();
+  for (const auto& e : evs) {
+    const std::string k = e.kind();
+    const bool failure = k == "failure" && e.node == "syncer";
+    if (!failure && k != "syncer_lost") continue;
+    const int learner = failure ? e.j.value("learner", -1) : -1;
+    bool ok = false;
+    for (const auto& w : explained)
+      if (e.time >= w.from && e.time <= w.to &&
+          (w.syncer || (failure ? w.learners.count(learner) > 0 : w.nodes.count(e.node) > 0))) {
+        ok = true;
+        break;
+      }
+    if (ok) continue;
+    json u = {{"at", e.time}, {"offset_s", e.time - run_start}, {"event", k}, {"node", e.node}};
+    if (failure) u["learner"] = learner;
+    if (e.j.contains("reason")) u["reason"] = e.j["reason"];
+    unexplained.push_back(std::move(u));
   }
 
   // ---- merges: quorum, duplicates, versions, non-finite values, pauses.
@@ -577,45 +646,44 @@ json build_report(const report_options& o) {
       std::vector<interval> stepping;
       double lo = 1e300, hi = -1e300;
       for (auto& [id, rs] : by_learner) {
-        std::sort(rs.begin(), rs.end(), [](const row& a, const row& b) { return a.t < b.t; });
-        std::vector<double> gaps;
-        for (size_t i = 1; i < rs.size(); ++i)
-          if (rs[i].inc == rs[i - 1].inc && rs[i].step > rs[i - 1].step)
-            gaps.push_back(rs[i].t - rs[i - 1].t);
-        std::vector<double> sorted = gaps;
-        std::sort(sorted.begin(), sorted.end());
-        const double median = sorted.empty() ? 0.0 : sorted[sorted.size() / 2];
-        const double bound = std::max(4 * median, 1.0);
+        auto by_time = [](const row& a, const row& b) { return a.t < b.t; };
+        std::sort(rs.begin(), rs.end(), by_time);
         if (!rs.empty()) {
           lo = std::min(lo, rs.front().t);
           hi = std::max(hi, rs.back().t);
         }
-        // The node's samples (about 1 s apart) join the rows: between two points of which one is
-        // a sample, the learner stepped when its step advanced within max(bound, 2 s), or at
-        // least one step per `bound` on average.
+        // The node's samples (about 1 s apart) join the rows, in time order.
         if (auto it = sampled.find(id); it != sampled.end()) {
           rs.insert(rs.end(), it->second.begin(), it->second.end());
-          std::stable_sort(rs.begin(), rs.end(),
-                           [](const row& a, const row& b) { return a.t < b.t; });
+          std::stable_sort(rs.begin(), rs.end(), by_time);
         }
-        for (size_t i = 1; i < rs.size(); ++i) {
-          // Two rows a short gap apart of one incarnation whose step advanced; or any two rows
-          // whose step advanced at least one step per `bound` seconds on average: the rows the
-          // syncer could not record while it was down (paused, killed, restarting) while the
-          // learner stepped on (across its live rejoin, which gives a new incarnation and keeps
-          // the step).
-          const long long ds = rs[i].step - rs[i - 1].step;
-          const double dt = rs[i].t - rs[i - 1].t;
-          const bool sample = rs[i].inc < 0 || rs[i - 1].inc < 0;
-          // A sample taken within 50 ms of a row or another sample tells nothing of a stall.
-          if (sample && dt <= 0.05 && ds >= 0) {
-            stepping.push_back({rs[i - 1].t, rs[i].t});
-            continue;
-          }
-          if (ds > 0 &&
-              ((!sample && rs[i].inc == rs[i - 1].inc && dt <= bound) ||
-               (sample && dt <= std::max(bound, 2.0)) || static_cast<double>(ds) * bound >= dt))
-            stepping.push_back({rs[i - 1].t, rs[i].t});
+        // Advances: from the FIRST point (row or sample) that showed a step value to the point
+        // where the step went past it. Points with the same step only continue the span (the
+        // step is in progress throughout); a row with a lower step (a restarted learner resumed
+        // from a checkpoint) starts a new span; a sample behind the rows is stale and skipped.
+        struct advance {
+          double from, to;
+          long long steps;
+        };
+        std::vector<advance> adv;
+        for (size_t i = 1, start = 0; i < rs.size(); ++i) {
+          const long long cur = rs[start].step;
+          if (rs[i].step == cur || (rs[i].step < cur && rs[i].inc < 0)) continue;
+          if (rs[i].step > cur) adv.push_back({rs[start].t, rs[i].t, rs[i].step - cur});
+          start = i;
+        }
+        // A span is stepping when it took at most `bound` seconds per step advanced, bound =
+        // max(4 × the median seconds per step of this learner's 5 advances before and 5 after
+        // it, 1 s): local to the learner's own pace, so a host that slows every step down is not
+        // downtime while a learner (or all) that stops for several local step times is.
+        for (size_t k = 0; k < adv.size(); ++k) {
+          std::vector<double> near;
+          for (size_t j = k >= kPaceWindow ? k - kPaceWindow : 0;
+               j < adv.size() && j <= k + kPaceWindow; ++j)
+            if (j != k) near.push_back((adv[j].to - adv[j].from) / static_cast<double>(adv[j].steps));
+          const double bound = std::max(4 * median(near), 1.0);
+          if (adv[k].to - adv[k].from <= bound * static_cast<double>(adv[k].steps))
+            stepping.push_back({adv[k].from, adv[k].to});
         }
       }
       if (rows >= 2) {
@@ -665,6 +733,7 @@ json build_report(const report_options& o) {
               {"faults", faults.size()},
               {"global_downtime_s", opt(downtime)},
               {"downtime_intervals", downtime_gaps},
+              {"unexplained", {{"count", unexplained.size()}, {"events", unexplained}}},
               {"merges", merges},
               {"merges_below_quorum", below_quorum},
               {"versions_lost", lost_versions},
@@ -877,6 +946,24 @@ std::string format_report(const json& r) {
   const auto& run = r["run"];
   out << "\nrun\n";
   out << fmt::format("  global downtime      {} s\n", fig(run["global_downtime_s"], "{:.2f}"));
+  if (run.contains("unexplained")) {
+    // Offsets of the unexplained link drops, one per second in which some came.
+    std::string at;
+    double last = -1e300;
+    size_t shown = 0;
+    for (const auto& u : run["unexplained"]["events"]) {
+      const double t = u["offset_s"].get<double>();
+      if (t - last < 1.0) continue;
+      last = t;
+      if (++shown > 10) {
+        at += ", …";
+        break;
+      }
+      at += fmt::format("{}+{:.1f}s", at.empty() ? " at " : ", ", t);
+    }
+    out << fmt::format("  unexplained drops    {} (failure/syncer_lost no fault explains){}\n",
+                       fig(run["unexplained"]["count"]), at);
+  }
   const auto& g = run["merge_pauses"]["global"];
   out << fmt::format("  merges               {} (longest pause {} s", fig(run["merges"]),
                      fig(g["longest_s"], "{:.2f}"));
