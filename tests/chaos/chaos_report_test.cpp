@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -26,6 +27,7 @@ namespace {
 // 1016. Times are Unix seconds. Tests edit the pieces, then write().
 struct run_builder {
   std::vector<json> events, tape;
+  std::map<std::string, std::vector<json>> node_events;  ///< nodes/<node>.events.jsonl
   std::string csv;
   json summary = {{"final_val_loss", 2.0}, {"goodput", 0.9}, {"effective_goodput", 0.8},
                   {"uptime", 0.95},        {"tokens", 1000}, {"wall_seconds", 20.0}};
@@ -111,6 +113,9 @@ struct run_builder {
       return s;
     };
     if (with_events) write_file_atomic(dir + "/events.jsonl", lines(events));
+    if (!node_events.empty()) fs::create_directories(dir + "/nodes");
+    for (const auto& [node, evs] : node_events)
+      write_file_atomic(dir + "/nodes/" + node + ".events.jsonl", lines(evs));
     write_file_atomic(dir + "/chaos.jsonl", lines(tape));
     if (with_csv) write_file_atomic(dir + "/learner_loss.csv", csv);
     if (with_summary) write_file_atomic(dir + "/summary.json", summary.dump());
@@ -349,8 +354,10 @@ TEST(chaos_report, rows_missing_while_the_syncer_was_down_are_not_downtime_when_
 
 // Issue 11: the learner nodes' own samples of their learners' steps (`syncer_lost`, one
 // `outage_steps` a second, `syncer_back`; forwarded after the rejoin) replace the average-rate
-// guess across the row gap: a stall inside the outage is downtime even though the step advanced
-// enough on average, and steady stepping is not (nor two samples 20 ms apart with one step).
+// guess across the row gap: a stall inside the outage (step 12 from the first sample that showed
+// it, 1006.2, to the next advance, 1009.0: 2.8 s for one step against a bound of 4 x 0.5 s) is
+// downtime even though the step advanced enough over the whole gap, and steady stepping is not
+// (nor two samples 20 ms apart with one step).
 TEST(chaos_report, learner_node_samples_show_who_stepped_while_the_syncer_was_down) {
   for (const bool stalled : {false, true}) {
     run_builder b;
@@ -358,17 +365,19 @@ TEST(chaos_report, learner_node_samples_show_who_stepped_while_the_syncer_was_do
     for (int i = 0; i <= 40; ++i) {
       const double t = 1000.0 + 0.5 * i;
       if (t >= 1005.0 && t < 1009.0) continue;  // the syncer is down: no rows
-      b.csv += run_builder::fmt_row(t, 0, t < 1005.0 ? 0 : 1, t < 1005.0 ? i + 1 : i);
+      // After the outage learner 0's rows go on from the samples' last step (18 or 13 at 1009).
+      b.csv += run_builder::fmt_row(t, 0, t < 1005.0 ? 0 : 1,
+                                    t < 1005.0 ? i + 1 : (stalled ? i - 5 : i));
       if (t < 1005.0) b.csv += run_builder::fmt_row(t + 0.1, 1, 0, i + 1);
       if (t >= 1015.0) b.csv += run_builder::fmt_row(t + 0.1, 1, 1, 11 + (i - 30));  // paused
     }
-    // Learner 0's step at 1004.5 is 10 and at 1009.0 is 18 (the guess alone: stepping).
+    // Learner 0's step at 1004.5 is 10 and at 1009.0 is 18, or 13 when stalled.
     const std::vector<std::pair<double, int>> samples =
         stalled ? std::vector<std::pair<double, int>>{{1005.2, 11},
                                                       {1006.2, 12},
                                                       {1007.2, 12},
                                                       {1008.2, 12},
-                                                      {1009.0, 17}}
+                                                      {1009.0, 13}}
                 : std::vector<std::pair<double, int>>{{1005.2, 11}, {1005.22, 11}, {1006.2, 12},
                                                       {1007.2, 14}, {1008.2, 16},  {1009.0, 17}};
     for (size_t k = 0; k < samples.size(); ++k) {
@@ -384,11 +393,112 @@ TEST(chaos_report, learner_node_samples_show_who_stepped_while_the_syncer_was_do
       EXPECT_DOUBLE_EQ(r["run"]["global_downtime_s"].get<double>(), 0.0);
     } else {
       EXPECT_EQ(verdict_of(r, "zero_global_downtime"), "invalid") << r["run"].dump(2);
-      EXPECT_NEAR(r["run"]["global_downtime_s"].get<double>(), 1008.2 - 1006.2, 1e-6);
+      EXPECT_NEAR(r["run"]["global_downtime_s"].get<double>(), 1009.0 - 1006.2, 1e-6);
       ASSERT_EQ(r["run"]["downtime_intervals"].size(), 1u);
       EXPECT_NEAR(r["run"]["downtime_intervals"][0]["from"].get<double>(), 1006.2, 1e-6);
     }
   }
+}
+
+// Issue 11 (a), acc18/faults2, k_syncer, k_hand: under load a step took longer than the 1 s
+// between a node's samples, so two samples with the same step came one after the other while the
+// learner was mid-step. The span from the first point that showed a step to the point where it
+// advanced is stepping when it took at most `bound` per step (here 1.5 s steps, bound 6 s).
+TEST(chaos_report, samples_closer_than_a_step_are_mid_step_not_downtime) {
+  run_builder b;
+  b.csv = "time,learner,incarnation,step,tokens,loss\n";
+  auto step_at = [](double t) { return 1 + static_cast<int>((t - 1000.0) / 1.5 + 1e-9); };
+  for (int k = 0; k <= 13; ++k) {  // a step every 1.5 s; the syncer is down 1005.5 .. 1012
+    const double t = 1000.0 + 1.5 * k;
+    if (t > 1005.5 && t < 1012.0) continue;
+    for (int l = 0; l < 2; ++l)
+      b.csv += run_builder::fmt_row(t + 0.01 * l, l, t < 1005.5 ? 0 : 1, step_at(t));
+  }
+  for (int k = 0; k <= 6; ++k) {  // both nodes sample once a second
+    const double t = 1005.6 + k;
+    const char* kind = k == 0 ? "syncer_lost" : k == 6 ? "syncer_back" : "outage_steps";
+    for (int l = 0; l < 2; ++l)
+      b.node_events["learner-" + std::to_string(l)].push_back(
+          {{"event", kind}, {"time", t + 0.01 * l}, {"steps", {{std::to_string(l), step_at(t)}}}});
+  }
+  const json r = judge(b);
+  EXPECT_EQ(verdict_of(r, "zero_global_downtime"), "valid") << r["run"].dump(2);
+  EXPECT_DOUBLE_EQ(r["run"]["global_downtime_s"].get<double>(), 0.0);
+  EXPECT_EQ(r["run"]["downtime_intervals"].size(), 0u);
+}
+
+// Issue 11 (b), acc18/faults2c, faults2b: the host slowed every learner's step from 0.5 s to 3 s
+// for 30 s (the whole run's median stays 0.5 s: a bound of 2 s made that downtime). The bound
+// follows each learner's local pace (4 x the median of its 5 advances before and 5 after), so
+// the slowdown is stepping, while a 10 s stall of both learners amid 0.5 s steps is downtime.
+TEST(chaos_report, a_uniform_slowdown_is_not_downtime_and_a_stall_still_is) {
+  run_builder b;
+  b.csv = "time,learner,incarnation,step,tokens,loss\n";
+  std::vector<double> times;
+  for (int i = 0; i <= 60; ++i) times.push_back(1000.0 + 0.5 * i);  // 0.5 s steps to 1030
+  for (int j = 1; j <= 10; ++j) times.push_back(1030.0 + 3.0 * j);  // 3 s steps to 1060
+  for (int k = 1; k <= 60; ++k) times.push_back(1060.0 + 0.5 * k);  // 0.5 s steps to 1090
+  int step = 0;
+  for (double t : times) {
+    if (t > 1075.0 && t < 1085.0) continue;  // both stop: no step completes in 10 s
+    ++step;
+    b.csv += run_builder::fmt_row(t, 0, 0, step) + run_builder::fmt_row(t + 0.1, 1, 0, step);
+  }
+  const json r = judge(b);
+  EXPECT_EQ(verdict_of(r, "zero_global_downtime"), "invalid") << r["run"].dump(2);
+  ASSERT_EQ(r["run"]["downtime_intervals"].size(), 1u) << r["run"].dump(2);
+  EXPECT_NEAR(r["run"]["downtime_intervals"][0]["from"].get<double>(), 1075.1, 1e-6);
+  EXPECT_NEAR(r["run"]["downtime_intervals"][0]["to"].get<double>(), 1085.0, 1e-6);
+  EXPECT_NEAR(r["run"]["global_downtime_s"].get<double>(), 1085.0 - 1075.1, 1e-6);
+}
+
+// Issue 11 (c), acc18/faults2b: every link dropped at +134.6 s (a host stall) while a
+// corrupt_push armed on learner 3 waited for its next push; the report charged the drop to that
+// fault. A message fault cannot drop a link: its noticed/excluded/rejoined stay empty, and a drop
+// no fault explains is listed under the run's "unexplained" (the pause's own drop is not).
+TEST(chaos_report, a_message_fault_owns_no_link_drop_and_unexplained_drops_are_listed) {
+  run_builder b;
+  b.tape.push_back({{"t", 1003.0},
+                    {"source", "cli"},
+                    {"kind", "corrupt_push"},
+                    {"target", "learner:0"},
+                    {"targets", {"learner-0"}},
+                    {"duration", nullptr},
+                    {"params", {{"count", 1}}},
+                    {"result", "ok"},
+                    {"hits", json::array()}});
+  b.events.push_back({{"event", "failure"},
+                      {"time", 1005.0},
+                      {"learner", 0},
+                      {"incarnation", 0},
+                      {"reason", "exit_reason(remote_link_unreachable)"}});
+  b.events.push_back({{"event", "rejoin"}, {"time", 1005.5}, {"learner", 0}, {"incarnation", 1}});
+  b.node_events["learner-0"].push_back(
+      {{"event", "syncer_lost"}, {"time", 1005.02}, {"steps", {{"0", 11}}}});
+  b.node_events["learner-1"].push_back(  // learner 1's pause: its own drop, explained
+      {{"event", "syncer_lost"}, {"time", 1013.1}, {"steps", {{"1", 16}}}});
+  std::stable_sort(b.events.begin(), b.events.end(), [](const json& x, const json& y) {
+    return x["time"].get<double>() < y["time"].get<double>();
+  });
+  const json r = judge(b);
+  ASSERT_EQ(r["faults"].size(), 2u) << r["faults"].dump(2);
+  const json& f = r["faults"][0];
+  EXPECT_EQ(f["kind"], "corrupt_push");
+  EXPECT_TRUE(f["noticed_after_s"].is_null()) << f.dump(2);
+  EXPECT_TRUE(f["excluded_after_s"].is_null());
+  EXPECT_TRUE(f["rejoined_after_s"].is_null());
+  EXPECT_DOUBLE_EQ(f["first_merge_after_s"].get<double>(), 13.0);  // merge at 1016
+  const json& pause = r["faults"][1];
+  EXPECT_DOUBLE_EQ(pause["noticed_after_s"].get<double>(), 2.0);
+  const json& u = r["run"]["unexplained"];
+  ASSERT_EQ(u["count"], 2) << u.dump(2);
+  EXPECT_EQ(u["events"][0]["event"], "failure");
+  EXPECT_EQ(u["events"][0]["learner"], 0);
+  EXPECT_DOUBLE_EQ(u["events"][0]["offset_s"].get<double>(), 5.0);
+  EXPECT_EQ(u["events"][1]["event"], "syncer_lost");
+  EXPECT_EQ(u["events"][1]["node"], "learner-0");
+  EXPECT_NEAR(u["events"][1]["offset_s"].get<double>(), 5.02, 1e-9);
+  EXPECT_NE(format_report(r).find("unexplained drops    2"), std::string::npos);
 }
 
 TEST(chaos_report, learner_never_back_is_invalid) {

@@ -116,9 +116,9 @@ bool can_drop_links(const std::string& kind) {
 /// The span after a fault in which its targets' link drops are its own (`unexplained`).
 struct explained_window {
   double from = 0, to = 0;
-  bool syncer = false;            ///< a syncer fault: every node's drop
-  std::set<std::string> nodes;    ///< the fault's nodes (their `syncer_lost`)
-  std::set<int> learners;         ///< the fault's learners (the monitor's `failure`)
+  bool syncer = false;          ///< a syncer fault: every node's drop
+  std::set<std::string> nodes;  ///< the fault's nodes (their `syncer_lost`)
+  std::set<int> learners;       ///< the fault's learners (the monitor's `failure`)
 };
 
 /// How many of a learner's step advances on each side of a span set its local pace (downtime).
@@ -361,8 +361,7 @@ json build_report(const report_options& o) {
     const bool drops = can_drop_links(f.kind);
     if (!f.learners.empty()) {
       const auto failure = before_next(first(f.at, [&](const event& e) {
-        return drops && e.node == "syncer" && e.kind() == "failure" &&
-               learner_in(e.j, f.learners);
+        return drops && e.node == "syncer" && e.kind() == "failure" && learner_in(e.j, f.learners);
       }));
       auto before_cut = [&](std::optional<double> t) {
         return t && *t < syncer_cut ? t : std::nullopt;
@@ -680,7 +679,8 @@ json build_report(const report_options& o) {
           std::vector<double> near;
           for (size_t j = k >= kPaceWindow ? k - kPaceWindow : 0;
                j < adv.size() && j <= k + kPaceWindow; ++j)
-            if (j != k) near.push_back((adv[j].to - adv[j].from) / static_cast<double>(adv[j].steps));
+            if (j != k)
+              near.push_back((adv[j].to - adv[j].from) / static_cast<double>(adv[j].steps));
           const double bound = std::max(4 * median(near), 1.0);
           if (adv[k].to - adv[k].from <= bound * static_cast<double>(adv[k].steps))
             stepping.push_back({adv[k].from, adv[k].to});
