@@ -452,6 +452,24 @@ TEST(chaos_report, a_uniform_slowdown_is_not_downtime_and_a_stall_still_is) {
   EXPECT_NEAR(r["run"]["global_downtime_s"].get<double>(), 1085.0 - 1075.1, 1e-6);
 }
 
+// acc18/heal3's last seconds: one learner alone, its steps down to 0.2 s, then one of 1.06 s. Its
+// last 5 steps each side alone put the bound at the 1 s floor; its pace over ±60 s (0.5 s steps)
+// does not, and a 1.06 s step is not a stall of several step times there.
+TEST(chaos_report, a_short_hitch_amid_unusually_fast_steps_is_not_downtime) {
+  run_builder b;
+  b.csv = "time,learner,incarnation,step,tokens,loss\n";
+  std::vector<double> times;
+  for (int i = 0; i <= 120; ++i) times.push_back(1000.0 + 0.5 * i);  // 0.5 s steps to 1060
+  for (int j = 1; j <= 20; ++j) times.push_back(1060.0 + 0.2 * j);   // 0.2 s steps to 1064
+  times.push_back(1065.06);                                          // one 1.06 s step
+  for (int k = 1; k <= 5; ++k) times.push_back(1065.06 + 0.2 * k);
+  int step = 0;
+  for (double t : times) b.csv += run_builder::fmt_row(t, 0, 0, ++step);
+  const json r = judge(b);
+  EXPECT_EQ(verdict_of(r, "zero_global_downtime"), "valid") << r["run"].dump(2);
+  EXPECT_DOUBLE_EQ(r["run"]["global_downtime_s"].get<double>(), 0.0);
+}
+
 // Issue 11 (c), acc18/faults2b: every link dropped at +134.6 s (a host stall) while a
 // corrupt_push armed on learner 3 waited for its next push; the report charged the drop to that
 // fault. A message fault cannot drop a link: its noticed/excluded/rejoined stay empty, and a drop

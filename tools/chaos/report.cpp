@@ -121,8 +121,10 @@ struct explained_window {
   std::set<int> learners;       ///< the fault's learners (the monitor's `failure`)
 };
 
-/// How many of a learner's step advances on each side of a span set its local pace (downtime).
-constexpr size_t kPaceWindow = 5;
+/// A learner's local pace around a span (downtime): the median seconds per step of its
+/// kPaceSteps step advances on each side, and of its advances that ended within ±kPaceSeconds.
+constexpr size_t kPaceSteps = 5;
+constexpr double kPaceSeconds = 60.0;
 
 /// The median of `v` (the mean of the two middle values for an even count); 0 when empty.
 double median(std::vector<double> v) {
@@ -672,16 +674,24 @@ json build_report(const report_options& o) {
           start = i;
         }
         // A span is stepping when it took at most `bound` seconds per step advanced, bound =
-        // max(4 × the median seconds per step of this learner's 5 advances before and 5 after
-        // it, 1 s): local to the learner's own pace, so a host that slows every step down is not
-        // downtime while a learner (or all) that stops for several local step times is.
+        // max(4 × pace, 1 s), pace = the larger of two medians of this learner's seconds per step
+        // around it (the span itself left out): over its kPaceSteps advances before and after,
+        // and over its advances that ended within ±kPaceSeconds. Local to the learner's pace, so
+        // a host that slows every step down is not downtime (the step window follows the
+        // slowdown), nor a short hitch amid unusually fast steps (the time window), while a
+        // learner (or all) that stops for several local step times is.
+        std::vector<double> per_step(adv.size());
+        for (size_t j = 0; j < adv.size(); ++j)
+          per_step[j] = (adv[j].to - adv[j].from) / static_cast<double>(adv[j].steps);
         for (size_t k = 0; k < adv.size(); ++k) {
-          std::vector<double> near;
-          for (size_t j = k >= kPaceWindow ? k - kPaceWindow : 0;
-               j < adv.size() && j <= k + kPaceWindow; ++j)
-            if (j != k)
-              near.push_back((adv[j].to - adv[j].from) / static_cast<double>(adv[j].steps));
-          const double bound = std::max(4 * median(near), 1.0);
+          std::vector<double> around_steps, around_time;
+          for (size_t j = 0; j < adv.size(); ++j) {
+            if (j == k) continue;
+            if (j + kPaceSteps >= k && j <= k + kPaceSteps) around_steps.push_back(per_step[j]);
+            if (std::abs(adv[j].to - adv[k].to) <= kPaceSeconds) around_time.push_back(per_step[j]);
+          }
+          const double pace = std::max(median(around_steps), median(around_time));
+          const double bound = std::max(4 * pace, 1.0);
           if (adv[k].to - adv[k].from <= bound * static_cast<double>(adv[k].steps))
             stepping.push_back({adv[k].from, adv[k].to});
         }
