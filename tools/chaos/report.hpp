@@ -32,8 +32,11 @@ struct report_options {
 /// Builds the report: {"run_dir", "inputs": {file: "read"|"missing"|error}, "faults": [...],
 /// "run": {figures}, "invariants": [{"name","verdict","detail"}], "verdict":
 /// "valid"|"invalid"|"unknown"}. Times are Unix seconds; each fault's "*_after_s" are seconds
-/// after its injection (null when the event never came). Throws chaos_error when run_dir is not
-/// a directory, or a present JSON file (summary.json, experiment.json) does not parse.
+/// after its injection (null when the event never came). "run" holds "global_downtime_s" and
+/// its "downtime_intervals" (judged per step advance against the learner's local pace), and
+/// "unexplained": {"count", "events"} — link drops (`failure`, `syncer_lost`) no fault explains.
+/// Throws chaos_error when run_dir is not a directory, or a present JSON file (summary.json,
+/// experiment.json) does not parse.
 nlohmann::json build_report(const report_options& options);
 
 /// The report as a table for people (per-fault rows, run figures, one line per invariant).
