@@ -493,6 +493,11 @@ TEST(chaos_report, a_message_fault_owns_no_link_drop_and_unexplained_drops_are_l
   b.events.push_back({{"event", "rejoin"}, {"time", 1005.5}, {"learner", 0}, {"incarnation", 1}});
   b.node_events["learner-0"].push_back(
       {{"event", "syncer_lost"}, {"time", 1005.02}, {"steps", {{"0", 11}}}});
+  // Not a link drop: the monitor could not write a row (chaos_matrix_test disk_full).
+  b.events.push_back({{"event", "failure"},
+                      {"time", 1006.0},
+                      {"what", "monitor_record"},
+                      {"error", "No space left on device"}});
   b.node_events["learner-1"].push_back(  // learner 1's pause: its own drop, explained
       {{"event", "syncer_lost"}, {"time", 1013.1}, {"steps", {{"1", 16}}}});
   std::stable_sort(b.events.begin(), b.events.end(), [](const json& x, const json& y) {

@@ -468,7 +468,10 @@ json build_report(const report_options& o) {
   json unexplained = json::array();
   for (const auto& e : evs) {
     const std::string k = e.kind();
-    const bool failure = k == "failure" && e.node == "syncer";
+    // The monitor's `failure` names a learner and no `what` (other failures: a record, a
+    // checkpoint, a cursor that could not be written or read).
+    const bool failure = k == "failure" && e.node == "syncer" && e.j.contains("learner") &&
+                         e.j["learner"].is_number_integer() && !e.j.contains("what");
     if (!failure && k != "syncer_lost") continue;
     const int learner = failure ? e.j.value("learner", -1) : -1;
     bool ok = false;
