@@ -1,4 +1,4 @@
-// tests/actors/run_log_test.cpp — run_log from several threads at once: every line of
+// tests/actors/run_log_test.cpp — run_log from 4 threads at once: every line of
 // events.jsonl is whole, each thread's events keep their order, and "t" never goes back from one
 // line to the next (in the file, on the tap and in events()), with plain and with retried writes.
 // The counting clock yields after each reading, which widens the window between stamping "t" and
@@ -38,8 +38,8 @@ std::vector<std::string> read_lines(const fs::path& p) {
   return out;
 }
 
-constexpr int kThreads = 6;
-constexpr int kEventsPerThread = 1000;
+constexpr int kThreads = 4;
+constexpr int kEventsPerThread = 500;
 
 /// Emits kThreads × kEventsPerThread events from kThreads threads started together; each event
 /// carries its thread ("th") and its index on that thread ("seq").
