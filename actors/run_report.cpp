@@ -56,6 +56,10 @@ run_result make_run_result(const run_facts& f, const run_counters& counters, dou
   // merges, pushes, bytes, refusals and restarts of the earlier parts come from their
   // events.jsonl lines, their wall time is the sum of their spans.
   run_counters all = counters;
+  // The earlier parts' wall time: their events' spans and the monitor record's training seconds
+  // both fall short of it (a killed part's last event or record came before the kill; a merge
+  // pause writes no event for many seconds): the larger one.
+  const double wall_before = f.resumed ? std::max(f.before.wall_s, f.seconds_before) : 0.0;
   if (f.resumed) {
     const auto& b = f.before;
     all.merges += b.merges;
@@ -70,16 +74,15 @@ run_result make_run_result(const run_facts& f, const run_counters& counters, dou
     all.learner_restarts += b.learner_restarts;
     all.owner_restarts += b.owner_restarts;
   }
-  r.summary =
-      make_summary(f.learners, f.fragments, all, loss, wall_s + (f.resumed ? f.before.wall_s : 0.0),
-                   training_s + (f.resumed ? f.seconds_before : 0.0));
+  r.summary = make_summary(f.learners, f.fragments, all, loss, wall_s + wall_before,
+                           training_s + (f.resumed ? f.seconds_before : 0.0));
   // A classifier's (data.kind = "idx") last evaluation also scored accuracy.
   if (loss >= 0 && counters.last_val_accuracy >= 0)
     r.summary["final_val_accuracy"] = counters.last_val_accuracy;
   if (f.resumed) {
     r.summary["resumed"] = true;
     r.summary["seconds_before_resume"] = f.seconds_before;
-    r.summary["wall_seconds_before_resume"] = f.before.wall_s;
+    r.summary["wall_seconds_before_resume"] = wall_before;
     r.summary["parts"] = f.before.parts + 1;
   }
   if (!f.interrupted.empty()) {

@@ -63,7 +63,8 @@ nlohmann::json make_summary(int learners, int fragments, const run_counters& c,
                             double final_val_loss, double wall_s, double training_s);
 
 /// The outcome of a finished run: make_summary (of the whole run: a resumed run adds
-/// `f.before`, the earlier parts' counts, and their wall seconds), plus "resumed" with "parts",
+/// `f.before`, the earlier parts' counts, and their wall seconds: the larger of their events'
+/// spans and `f.seconds_before`), plus "resumed" with "parts",
 /// "seconds_before_resume" and "wall_seconds_before_resume", "interrupted" and — when no
 /// token was trained, a learner or an owner was given up, a fragment's value was lost (unless
 /// allowed) or a write failed — "failed" with a "failure_reason" naming each cause; `info` holds
