@@ -46,16 +46,19 @@ void run_log::emit(const std::string& kind, nlohmann::json fields) {
   if (!fields.is_object()) fields = nlohmann::json{{"value", fields}};
   nlohmann::json line = nlohmann::json::object();
   line["event"] = kind;
-  line["t"] = clock_();
-  line["time"] = unix_seconds();
   for (auto& [k, v] : fields.items()) line[k] = v;
-  // A string garbled on a link (invalid UTF-8) is written with U+FFFD, not thrown on: an
-  // exception here would end the actor that logs (the health monitor once, issue 11).
-  std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n';
   std::string failed;
   bool recovered = false;
   {
     std::lock_guard<std::mutex> guard(mutex_);
+    // "t" and "time" are stamped under the lock that orders the lines, so t never goes back
+    // from one line to the next (stamped before it, a thread preempted between the stamp and
+    // the lock wrote an older t after a newer one: 36 ms back once under load).
+    line["t"] = clock_();
+    line["time"] = unix_seconds();
+    // A string garbled on a link (invalid UTF-8) is written with U+FFFD, not thrown on: an
+    // exception here would end the actor that logs (the health monitor once, issue 11).
+    std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n';
     if (out_.is_open() && write_failure_.empty()) {
       if (retry_) {
         const double now = clock_();

@@ -103,6 +103,8 @@ class run_log {
   void set_clock(clock_fn clock);
 
   /// Appends one event: `fields` plus "event", "t" and "time", as one whole line (one write).
+  /// "t" and "time" are stamped under the log's lock, in the order lines are written, so "t"
+  /// never decreases from one line to the next (file, tap and events()), whatever the threads.
   /// A line that cannot be written is recorded as the write failure (see write_failed).
   void emit(const std::string& kind, nlohmann::json fields = nlohmann::json::object());
 
