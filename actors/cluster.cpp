@@ -171,6 +171,7 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
       s->resume_versions = std::move(rec.versions);
       s->monitor_record = std::move(rec.monitor_record);
       s->seconds_before = rec.seconds_before;
+      s->before = rec.before;
       std::ifstream inc(fs::path(s->run_dir) / "syncer_incarnation");
       uint64_t before = 0;
       s->syncer_incarnation = (inc >> before) ? before + 1 : 2;  // an older run dir: at least 2

@@ -147,6 +147,8 @@ struct cluster_setup {
   /// Resumed: training seconds of the earlier parts (the monitor record's training_seconds);
   /// a `budget.seconds` run trains only what is left of its budget.
   double seconds_before = 0.0;
+  /// Resumed: what the earlier parts counted (their events.jsonl lines); summary.json adds it.
+  earlier_parts before;
   /// What make_cluster_setup found left by an earlier run in the run directory and removed or
   /// replaced (e.g. "summary.json", "events.jsonl", "2 owner checkpoints"); empty = nothing.
   std::vector<std::string> replaced;

@@ -95,7 +95,9 @@ uint64_t total_tokens(const monitor_state& st) {
 void push_uptime(monitor_actor* self, const monitor_context& ctx) {
   auto& u = self->state.uptime;
   u.advance(now_s(self));
-  if (ctx.log != nullptr) ctx.log->set_uptime(u.uptime_s(), u.observed_s());
+  const auto& st = self->state;
+  if (ctx.log != nullptr)
+    ctx.log->set_uptime(st.uptime_before_s + u.uptime_s(), st.observed_before_s + u.observed_s());
 }
 
 /// Why learner `id` cannot be drained (dd-node drain): an id outside the run, one that never
@@ -325,6 +327,8 @@ nlohmann::json monitor_record(const monitor_state& st, double clock_s) {
   return {{"format", 1},
           {"mean_step", st.mean_step},
           {"training_seconds", st.seconds_before + std::max(0.0, clock_s - st.started_s)},
+          {"uptime_s", st.uptime_before_s + st.uptime.uptime_s()},
+          {"observed_s", st.observed_before_s + st.uptime.observed_s()},
           {"learners", learners}};
 }
 
@@ -335,6 +339,13 @@ void restore_monitor_record(monitor_state& st, const nlohmann::json& rec) {
     st.seconds_before = rec.value("training_seconds", 0.0);
     if (!(st.seconds_before >= 0.0) || !std::isfinite(st.seconds_before))
       throw std::invalid_argument("monitor record: training_seconds is not a finite number >= 0");
+    st.uptime_before_s = rec.value("uptime_s", 0.0);
+    st.observed_before_s = rec.value("observed_s", 0.0);
+    if (!(st.uptime_before_s >= 0.0) || !(st.observed_before_s >= st.uptime_before_s) ||
+        !std::isfinite(st.observed_before_s))
+      throw std::invalid_argument(
+          "monitor record: uptime_s and observed_s are not finite numbers with 0 <= uptime_s <= "
+          "observed_s");
     for (const auto& l : rec.at("learners")) {
       auto& r = st.learners[l.at("learner").get<int32_t>()];
       r.incarnation = l.at("incarnation").get<uint64_t>();

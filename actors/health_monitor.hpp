@@ -174,6 +174,10 @@ struct monitor_state {
   /// `training_seconds`), and when this part's monitor started (its clock, seconds).
   double seconds_before = 0.0;
   double started_s = 0.0;
+  /// Uptime seconds and observed seconds of the earlier parts (the record's `uptime_s` and
+  /// `observed_s`): added to this part's before they go to the run log, so that summary.json's
+  /// uptime covers the whole run.
+  double uptime_before_s = 0.0, observed_before_s = 0.0;
   /// Per node: its forwarded event lines (retried on a failed write, see run_log.hpp).
   std::map<std::string, std::shared_ptr<retried_lines>> forwarded;
   std::shared_ptr<retried_lines> loss_csv;
@@ -190,7 +194,8 @@ using monitor_actor = caf::stateful_actor<monitor_state>;
 /// The monitor's record as JSON (see monitor_context::record_path) and its inverse; a record
 /// that does not parse as one throws std::invalid_argument naming the field. `clock_s` is the
 /// monitor's clock: training_seconds = seconds_before + clock_s − started_s. A record without
-/// training_seconds (an older writer) restores 0.
+/// training_seconds (an older writer) restores 0; so does one without uptime_s / observed_s
+/// (the seconds with at least K learners stepping, and observed, over every part so far).
 nlohmann::json monitor_record(const monitor_state& st, double clock_s = 0.0);
 void restore_monitor_record(monitor_state& st, const nlohmann::json& record);
 

@@ -76,6 +76,7 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
     f.synchronous = synchronous(setup->exp);
     f.resumed = setup->options.resume;
     f.seconds_before = setup->seconds_before;
+    f.before = setup->before;
     f.interrupted = st.interrupted;
     f.allow_degraded = setup->exp.checkpoint.allow_degraded;
     f.write_failure = setup->log->write_failure();

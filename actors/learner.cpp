@@ -1011,6 +1011,11 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
         again.step = static_cast<uint64_t>(s.tr->steps_done());
         again.tokens = s.tokens;
         again.incarnation = s.incarnation;
+        // The learner steps on until the reply: the tokens and compute of those steps belong to
+        // the new incarnation (the monitor drops the old incarnation's heartbeats once it
+        // accepted the join), so only what the request reported is taken off at the reply.
+        const uint64_t reported_tokens = s.tokens;
+        const double reported_compute_s = s.compute_s;
         // The owner directory arrives before the reply: with nothing in flight, every fragment
         // whose owner changed is pulled from its new owner (the owners_atom handler).
         s.unacked.clear();
@@ -1041,8 +1046,8 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
                   if (auto h = peek_envelope(bytes)) s2.syncer_incarnation = h->sender_incarnation;
                   const uint64_t before = s2.incarnation;
                   s2.incarnation = rep->incarnation;
-                  s2.tokens = 0;
-                  s2.compute_s = 0;
+                  s2.tokens = s2.tokens > reported_tokens ? s2.tokens - reported_tokens : 0;
+                  s2.compute_s = std::max(0.0, s2.compute_s - reported_compute_s);
                   if (ctx->log != nullptr)
                     ctx->log->emit("learner_rejoined", {{"learner", s2.id},
                                                         {"incarnation_before", before},

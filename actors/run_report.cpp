@@ -51,9 +51,30 @@ run_result make_run_result(const run_facts& f, const run_counters& counters, dou
   r.finished = true;
   r.final_val_loss = loss;
   r.digest = digest;
-  // The learners' compute seconds carry over a resume (the monitor's record): so do the
-  // training seconds goodput divides them by.
-  r.summary = make_summary(f.learners, f.fragments, counters, loss, wall_s,
+  // A resumed run reports the whole run: the learners' tokens and compute seconds carry over
+  // the resume (the monitor's record), and so do the training seconds goodput divides them by;
+  // merges, pushes, bytes, refusals and restarts of the earlier parts come from their
+  // events.jsonl lines, their wall time is the sum of their spans.
+  run_counters all = counters;
+  // The earlier parts' wall time: their events' spans and the monitor record's training seconds
+  // both fall short of it (a killed part's last event or record came before the kill; a merge
+  // pause writes no event for many seconds): the larger one.
+  const double wall_before = f.resumed ? std::max(f.before.wall_s, f.seconds_before) : 0.0;
+  if (f.resumed) {
+    const auto& b = f.before;
+    all.merges += b.merges;
+    all.contributors += b.contributors;
+    all.tokens_merged += b.tokens_merged;
+    all.pushes += b.pushes;
+    all.pushes_rejected += b.pushes_rejected;
+    all.bytes_pushed += b.bytes_pushed;
+    all.bytes_broadcast += b.bytes_broadcast;
+    all.chunks_refused += b.chunks_refused;
+    all.envelopes_refused += b.envelopes_refused;
+    all.learner_restarts += b.learner_restarts;
+    all.owner_restarts += b.owner_restarts;
+  }
+  r.summary = make_summary(f.learners, f.fragments, all, loss, wall_s + wall_before,
                            training_s + (f.resumed ? f.seconds_before : 0.0));
   // A classifier's (data.kind = "idx") last evaluation also scored accuracy.
   if (loss >= 0 && counters.last_val_accuracy >= 0)
@@ -61,6 +82,8 @@ run_result make_run_result(const run_facts& f, const run_counters& counters, dou
   if (f.resumed) {
     r.summary["resumed"] = true;
     r.summary["seconds_before_resume"] = f.seconds_before;
+    r.summary["wall_seconds_before_resume"] = wall_before;
+    r.summary["parts"] = f.before.parts + 1;
   }
   if (!f.interrupted.empty()) {
     r.interrupted = true;
@@ -118,9 +141,9 @@ run_result make_run_result(const run_facts& f, const run_counters& counters, dou
             {"sync_interval", f.sync_interval},
             {"synchronous", f.synchronous},
             {"digest", fmt::format("{:016x}", digest)},
-            {"owner_restarts", counters.owner_restarts},
-            {"pushes", counters.pushes},
-            {"pushes_rejected", counters.pushes_rejected},
+            {"owner_restarts", all.owner_restarts},
+            {"pushes", all.pushes},
+            {"pushes_rejected", all.pushes_rejected},
             {"pushes_dropped", counters.pushes_dropped},
             {"training_seconds", training_s},
             {"faults_fired", f.faults_fired}};

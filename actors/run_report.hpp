@@ -17,6 +17,7 @@
 
 #include "actors/run_log.hpp"
 #include "runtime/config/experiment.hpp"
+#include "runtime/run_dir.hpp"
 
 namespace dd::actors {
 
@@ -45,6 +46,9 @@ struct run_facts {
   bool synchronous = false;
   bool resumed = false;         ///< continued an earlier run (--resume)
   double seconds_before = 0.0;  ///< training seconds of the earlier parts (resumed)
+  /// Resumed: what the earlier parts counted (count_earlier_parts); added to this part's
+  /// counters so that summary.json covers the whole run.
+  earlier_parts before;
   std::string interrupted;      ///< the interrupt's reason; empty = not interrupted
   bool allow_degraded = false;  ///< checkpoint.allow_degraded
   std::string write_failure;    ///< the write failure that stopped the run; empty = none
@@ -58,7 +62,10 @@ struct run_facts {
 nlohmann::json make_summary(int learners, int fragments, const run_counters& c,
                             double final_val_loss, double wall_s, double training_s);
 
-/// The outcome of a finished run: make_summary, plus "resumed", "interrupted" and — when no
+/// The outcome of a finished run: make_summary (of the whole run: a resumed run adds
+/// `f.before`, the earlier parts' counts, and their wall seconds: the larger of their events'
+/// spans and `f.seconds_before`), plus "resumed" with "parts",
+/// "seconds_before_resume" and "wall_seconds_before_resume", "interrupted" and — when no
 /// token was trained, a learner or an owner was given up, a fragment's value was lost (unless
 /// allowed) or a write failed — "failed" with a "failure_reason" naming each cause; `info` holds
 /// run_info.json.

@@ -69,6 +69,68 @@ std::vector<std::string> clear_cluster_files(const std::string& run_dir) {
   return removed;
 }
 
+earlier_parts count_earlier_parts(const std::string& events_path) {
+  earlier_parts b;
+  std::ifstream ev(events_path);
+  std::string line;
+  double part_start = 0.0, part_last = 0.0;
+  bool in_part = false, listening = false;
+  uint64_t respawned = 0, rejoined = 0;  // learner restarts of the current part, both ways
+  auto end_part = [&] {
+    if (in_part) b.wall_s += std::max(0.0, part_last - part_start);
+    b.learner_restarts += listening ? rejoined : respawned;
+    respawned = rejoined = 0;
+    listening = false;
+  };
+  auto u64 = [](const nlohmann::json& j, const char* key) {
+    auto it = j.find(key);
+    return it != j.end() && it->is_number_unsigned() ? it->get<uint64_t>() : uint64_t{0};
+  };
+  while (std::getline(ev, line)) {
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("event") || !j["event"].is_string())
+      continue;
+    const std::string kind = j["event"].get<std::string>();
+    const double t = j.contains("t") && j["t"].is_number() ? j["t"].get<double>() : part_last;
+    if (kind == "start" || kind == "resume") {
+      end_part();
+      b.parts += 1;
+      in_part = true;
+      part_start = part_last = t;
+      continue;
+    }
+    part_last = std::max(part_last, t);
+    if (kind == "listening") listening = true;  // a syncer node: its learners are processes
+    if (kind == "merge") {
+      b.merges += 1;
+      if (j.contains("contributors") && j["contributors"].is_array())
+        for (const auto& c : j["contributors"]) {
+          b.contributors += 1;
+          b.tokens_merged += u64(c, "tokens");
+        }
+    } else if (kind == "push") {
+      b.pushes += 1;
+      b.bytes_pushed += u64(j, "bytes");
+      if (j.value("accepted", true) == false) b.pushes_rejected += 1;
+    } else if (kind == "broadcast") {
+      b.bytes_broadcast += u64(j, "bytes");
+    } else if (kind == "chunk_refused") {
+      b.chunks_refused += 1;
+    } else if (kind == "envelope_refused") {
+      b.envelopes_refused += 1;
+    } else if (kind == "respawn") {
+      if (j.value("kind", std::string()) == "owner")
+        b.owner_restarts += 1;
+      else
+        respawned += 1;
+    } else if (kind == "rejoin" && j.value("live", true) == false) {
+      rejoined += 1;
+    }
+  }
+  end_part();
+  return b;
+}
+
 resume_record read_resume_record(const std::string& run_dir, const std::string& run_id) {
   resume_record r;
   std::ifstream in(fs::path(run_dir) / "run_id");
@@ -96,6 +158,7 @@ resume_record read_resume_record(const std::string& run_dir, const std::string& 
       v = std::max(v, j["version"].get<uint64_t>());
     }
   }
+  r.before = count_earlier_parts((fs::path(run_dir) / "events.jsonl").string());
   const auto record = fs::path(run_dir) / "monitor.json";
   if (fs::exists(record)) {
     std::ifstream rin(record);

@@ -55,6 +55,36 @@ std::vector<std::string> clear_earlier_run(const std::string& run_dir,
 /// named by the next run again).
 std::vector<std::string> clear_cluster_files(const std::string& run_dir);
 
+/// What the earlier parts of a resumed run did, counted from their events.jsonl lines (every
+/// part appends to the same file; a part begins at its "start" or "resume" event). summary.json
+/// adds these to the last part's own counters, so every run figure covers all parts.
+struct earlier_parts {
+  int parts = 0;                 ///< "start" and "resume" events (parts before this one)
+  uint64_t merges = 0;           ///< "merge" events
+  uint64_t contributors = 0;     ///< Σ size of a merge's "contributors"
+  uint64_t tokens_merged = 0;    ///< Σ contributors' "tokens" over merges
+  uint64_t pushes = 0;           ///< "push" events
+  uint64_t pushes_rejected = 0;  ///< "push" events with "accepted": false
+  /// Σ "bytes" of push events: the pushes' payload bytes (a part's own counter, run_counters::
+  /// bytes_pushed, counts the whole encoded message: a few bytes more per push).
+  uint64_t bytes_pushed = 0;
+  uint64_t bytes_broadcast = 0;    ///< Σ "bytes" of broadcast events (payload × learners)
+  uint64_t chunks_refused = 0;     ///< "chunk_refused" events
+  uint64_t envelopes_refused = 0;  ///< "envelope_refused" events
+  /// "respawn" events of kind learner (dd-node run), or "rejoin" events with "live": false in a
+  /// part that listened for learner processes (a "listening" event: dd-node syncer).
+  uint64_t learner_restarts = 0;
+  uint64_t owner_restarts = 0;  ///< "respawn" events of kind owner
+  /// Σ over the parts of the span from their start/resume event to their last event, seconds
+  /// (the "t" of each part counts from that part's own start; the time between parts — a
+  /// killed syncer waiting to be started again — is not in it).
+  double wall_s = 0.0;
+};
+
+/// Counts `events_path` (events.jsonl of a run about to be resumed) into earlier_parts. Lines
+/// that do not parse (a line cut off by a kill) are skipped; a missing file gives zeros.
+earlier_parts count_earlier_parts(const std::string& events_path);
+
 /// What a resumed run starts from.
 struct resume_record {
   std::string run_id;
@@ -65,6 +95,8 @@ struct resume_record {
   nlohmann::json monitor_record;
   /// Training seconds of the earlier parts (the record's training_seconds).
   double seconds_before = 0.0;
+  /// What the earlier parts counted (their events.jsonl lines).
+  earlier_parts before;
 };
 
 /// Reads what `run_dir` holds for `--resume`. Throws std::runtime_error "--resume: ..." when it

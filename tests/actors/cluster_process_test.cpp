@@ -240,7 +240,25 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
   }
   const auto summary = json::parse(text(run / "summary.json"));
   EXPECT_TRUE(summary.value("resumed", false));
+  EXPECT_EQ(summary.value("parts", 0), 2);
   EXPECT_GE(summary["tokens"].get<uint64_t>(), 1500000u);
+  // Regression (issue 10): summary.json counts the merges of both parts, not of the last one.
+  size_t merges = 0;
+  for (const auto& e : evs)
+    if (e["event"] == "merge") ++merges;
+  EXPECT_EQ(summary["merges"].get<size_t>(), merges);
+  // Regression (issue 11): every learner rejoined the restarted syncer live while stepping; each
+  // of its steps is counted once (a learner once lost the step it made while its rejoin was in
+  // flight): tokens = steps × batch 4 × context 32, per learner and in summary.json.
+  const auto record = json::parse(text(run / "monitor.json"));
+  uint64_t tokens = 0;
+  for (const auto& l : record["learners"]) {
+    const uint64_t t =
+        l["tokens_before"].get<uint64_t>() + l["tokens_this_incarnation"].get<uint64_t>();
+    EXPECT_EQ(t, l["step"].get<uint64_t>() * 4u * 32u) << "learner " << l["learner"];
+    tokens += t;
+  }
+  EXPECT_EQ(summary["tokens"].get<uint64_t>(), tokens);
 }
 
 TEST(cluster_process, a_learner_black_holed_for_20_s_rejoins_within_the_backoff_cap_plus_2_s) {

@@ -187,9 +187,11 @@ TEST(dd_node_run, resume_continues_an_interrupted_run) {
       << "the resumed part did not start the budget from zero";
   EXPECT_EQ(read_text(run / "run_id"), first_run_id) << "a resumed run keeps its run id";
   bool resumed = false, later_merge = false;
+  uint64_t merges = 0;
   for (const auto& line : split_lines(read_text(run / "events.jsonl"))) {
     const auto ev = nlohmann::json::parse(line);
     if (ev["event"] == "resume") resumed = true;
+    if (ev["event"] == "merge") ++merges;
     if (resumed && ev["event"] == "merge") {
       later_merge = true;
       EXPECT_GT(ev["version"].get<uint64_t>(), 0u);
@@ -200,6 +202,10 @@ TEST(dd_node_run, resume_continues_an_interrupted_run) {
   }
   EXPECT_TRUE(resumed);
   EXPECT_TRUE(later_merge);
+  // Issue 10: summary.json covers both parts — its merges are every merge event of the file.
+  EXPECT_EQ(summary.value("parts", 0), 2) << summary.dump();
+  EXPECT_EQ(summary["merges"].get<uint64_t>(), merges) << summary.dump();
+  EXPECT_GT(summary["merges"].get<uint64_t>(), first["merges"].get<uint64_t>());
 
   // A finished run, and a directory holding no run, are refused.
   const pid_t third = start(dir, "c", {"--run-dir", "run", "--resume"});

@@ -400,6 +400,60 @@ TEST(run_dir, lifecycle_of_a_run_directory) {
   fs::remove_all(dir);
 }
 
+// What the earlier parts of a run counted, from events.jsonl (count_earlier_parts): a dd-node run
+// part (learner respawns count as restarts), then a syncer part killed mid-run (its "listening"
+// event: rejoins of restarted learner processes count, live ones do not), and a line cut off by
+// the kill. Wall time is the sum of the parts' spans.
+TEST(run_dir, earlier_parts_are_counted_from_events) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "dd_run_dir_earlier_parts_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const char* lines[] = {
+      R"({"event":"start","t":0.5})",
+      R"({"event":"push","accepted":true,"bytes":100,"t":1.0})",
+      R"({"event":"push","accepted":false,"bytes":40,"t":1.5})",
+      R"({"event":"merge","fragment":0,"version":1,"contributors":[{"learner":0,"tokens":256},{"learner":1,"tokens":128}],"t":2.0})",
+      R"({"event":"broadcast","fragment":0,"version":1,"bytes":1000,"t":2.0})",
+      R"({"event":"respawn","kind":"learner","id":1,"t":2.5})",
+      R"({"event":"rejoin","learner":1,"incarnation":1,"live":false,"t":2.6})",
+      R"({"event":"respawn","kind":"owner","id":0,"t":3.0})",
+      R"({"event":"finished","t":10.5})",
+      R"({"event":"chaos_endpoint","t":0.01})",
+      R"({"event":"resume","t":0.25})",
+      R"({"event":"listening","port":1,"t":0.3})",
+      R"({"event":"merge","fragment":1,"version":1,"contributors":[{"learner":2,"tokens":512}],"t":4.0})",
+      R"({"event":"chunk_refused","fragment":1,"t":4.1})",
+      R"({"event":"envelope_refused","fragment":1,"t":4.2})",
+      R"({"event":"rejoin","learner":0,"incarnation":2,"live":true,"t":4.5})",
+      R"({"event":"rejoin","learner":2,"incarnation":1,"live":false,"t":5.0})",
+      R"({"event":"rejoin","learner":2,"incarnation":2,"live":false,"t":6.25})",
+      R"({"event":"merge","fragment":1,"vers)"};
+  {
+    std::ofstream out(dir / "events.jsonl");
+    for (const char* l : lines) out << l << "\n";
+  }
+  const auto b = count_earlier_parts((dir / "events.jsonl").string());
+  EXPECT_EQ(b.parts, 2);
+  EXPECT_EQ(b.merges, 2u);
+  EXPECT_EQ(b.contributors, 3u);
+  EXPECT_EQ(b.tokens_merged, 256u + 128u + 512u);
+  EXPECT_EQ(b.pushes, 2u);
+  EXPECT_EQ(b.pushes_rejected, 1u);
+  EXPECT_EQ(b.bytes_pushed, 140u);
+  EXPECT_EQ(b.bytes_broadcast, 1000u);
+  EXPECT_EQ(b.chunks_refused, 1u);
+  EXPECT_EQ(b.envelopes_refused, 1u);
+  EXPECT_EQ(b.learner_restarts, 1u + 2u);  // part 1: one respawn; part 2: two non-live rejoins
+  EXPECT_EQ(b.owner_restarts, 1u);
+  EXPECT_DOUBLE_EQ(b.wall_s, (10.5 - 0.5) + (6.25 - 0.25));
+  const auto none = count_earlier_parts((dir / "missing.jsonl").string());
+  EXPECT_EQ(none.parts, 0);
+  EXPECT_EQ(none.merges, 0u);
+  EXPECT_DOUBLE_EQ(none.wall_s, 0.0);
+  fs::remove_all(dir);
+}
+
 // The data check run before anything starts: a shard shorter than 2·T+1 tokens, or a validation
 // split shorter than T+1, is refused with the file, the learner count and the sizes.
 TEST(main_job, data_too_small_for_the_learners_is_refused) {
@@ -569,6 +623,93 @@ TEST(main_job, a_run_resumed_before_any_merge_is_not_degraded) {
   EXPECT_FALSE(second.failed) << second.failure_reason;
   EXPECT_FALSE(second.summary.contains("degraded")) << second.summary.dump();
   EXPECT_EQ(second.summary.value("resumed", false), true);
+}
+
+// Regression (issue 10, acceptance): summary.json of a resumed run counted merges, wall seconds
+// and effective goodput of the last part only, and tokens of both (12 merges of 26). A run
+// stopped after its first part (its stop, evaluation and summary taken out, as a kill leaves
+// it) and resumed: every figure covers both parts — merges equal the merge events of the whole
+// events.jsonl, contributors and merged tokens sum over them, wall time is the sum of the parts'
+// spans, and summary.json says resumed, 2 parts.
+TEST(main_job, a_resumed_runs_summary_covers_both_parts) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_resume_summary";
+  std::filesystem::remove_all(dir);
+  auto e = small_experiment("resume_summary");
+  e.budget.steps = 40;
+  run_options ro;
+  ro.progress_every_s = 0;
+  ro.run_dir = dir.string();
+  auto first = run_cluster(e, ro);
+  ASSERT_TRUE(first.finished);
+  ASSERT_FALSE(first.failed) << first.failure_reason;
+  std::filesystem::remove(dir / "summary.json");
+  {
+    std::ifstream in(dir / "events.jsonl");
+    std::string kept, line;
+    while (std::getline(in, line))
+      if (line.find("\"event\":\"stop\"") == std::string::npos &&
+          line.find("\"event\":\"eval\"") == std::string::npos &&
+          line.find("\"event\":\"model_written\"") == std::string::npos &&
+          line.find("\"event\":\"finished\"") == std::string::npos)
+        kept += line + "\n";
+    in.close();
+    std::ofstream(dir / "events.jsonl", std::ios::trunc) << kept;
+  }
+  uint64_t merges1 = 0;
+  double last1 = 0;
+  for (const auto& ev : read_events(dir / "events.jsonl")) {
+    if (ev["event"] == "merge") ++merges1;
+    last1 = std::max(last1, ev["t"].get<double>());
+  }
+  ASSERT_GT(merges1, 0u);
+  // The earlier part's wall time: the larger of its events' span and its record's seconds.
+  const double record_s = read_json(dir / "monitor.json").value("training_seconds", 0.0);
+  double span1 = -1;
+  for (const auto& ev : read_events(dir / "events.jsonl"))
+    if (ev["event"] == "start") span1 = last1 - ev["t"].get<double>();
+  ASSERT_GE(span1, 0.0);
+  const double before_s = std::max(span1, record_s);
+  e.budget.steps = 80;
+  ro.resume = true;
+  auto second = run_cluster(e, ro);
+  ASSERT_TRUE(second.finished);
+  ASSERT_FALSE(second.failed) << second.failure_reason;
+  const auto summary = read_json(dir / "summary.json");
+  EXPECT_EQ(summary.value("resumed", false), true);
+  EXPECT_EQ(summary.value("parts", 0), 2);
+  uint64_t merges = 0, contributors = 0, merged_tokens = 0;
+  bool resumed = false;
+  double part2_start = -1;
+  for (const auto& ev : read_events(dir / "events.jsonl")) {
+    if (ev["event"] == "resume") {
+      resumed = true;
+      part2_start = ev["t"].get<double>();
+    }
+    if (ev["event"] != "merge") continue;
+    ++merges;
+    for (const auto& c : ev["contributors"]) {
+      ++contributors;
+      merged_tokens += c["tokens"].get<uint64_t>();
+    }
+  }
+  ASSERT_TRUE(resumed);
+  EXPECT_GT(merges, merges1) << "the second part merged too";
+  EXPECT_EQ(summary["merges"].get<uint64_t>(), merges);
+  EXPECT_DOUBLE_EQ(summary["mean_contributors_per_merge"].get<double>(),
+                   static_cast<double>(contributors) / static_cast<double>(merges));
+  // Every learner trained 80 steps of batch × context tokens, each counted once.
+  const uint64_t tokens = summary["tokens"].get<uint64_t>();
+  EXPECT_EQ(tokens, 4u * 80u * 4u * 32u);
+  EXPECT_DOUBLE_EQ(
+      summary["effective_goodput"].get<double>(),
+      std::min(1.0, static_cast<double>(merged_tokens) / (2.0 * static_cast<double>(tokens))));
+  EXPECT_DOUBLE_EQ(summary["wall_seconds_before_resume"].get<double>(), before_s);
+  EXPECT_GT(summary["wall_seconds"].get<double>(), before_s);
+  EXPECT_LT(summary["wall_seconds"].get<double>(),
+            before_s + second.info["training_seconds"].get<double>() + 5.0);
+  EXPECT_GE(part2_start, 0.0);
+  EXPECT_GT(summary["uptime"].get<double>(), 0.0);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(main_job, a_resumed_owner_without_any_copy_is_degraded_and_fails_the_run) {

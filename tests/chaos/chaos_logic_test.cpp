@@ -4,14 +4,18 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <set>
 
+#include "tools/chaos/actions.hpp"
 #include "tools/chaos/common.hpp"
 #include "tools/chaos/nodes_file.hpp"
 #include "tools/chaos/proxy.hpp"
 #include "tools/chaos/runner.hpp"
 #include "tools/chaos/schedule.hpp"
+#include "tools/chaos/state.hpp"
 #include "tools/chaos/targets.hpp"
 
 using namespace dd::chaos;
@@ -276,4 +280,69 @@ TEST(chaos_scenario, a_scenario_has_no_os_or_io) {
   ASSERT_EQ(faults.size(), 1u);
   EXPECT_DOUBLE_EQ(faults[0].at, 1.0);
   EXPECT_EQ(faults[0].spec.kind, "pause");
+}
+
+// Issue 11 (3): the launcher's chaos session ran its final heal while the syncer it had killed
+// (held 5 s) was still restarting, and released every hold it found — one placed by another
+// dd-chaos (a longer hold, by hand) would have been cut short. A session's final heal
+// (own_holds) releases only its own holds that still run: another invocation's hold stays in
+// the state file and is not released, and the session's own hold that already ended is not
+// released either (the launcher restarts that node by itself). A plain heal releases every hold.
+// The launcher's control address refuses connections here, so any release that is tried fails.
+TEST(chaos_heal, a_sessions_final_heal_releases_only_its_own_running_holds) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "dd_chaos_heal_own_holds_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "nodes.json") << R"({
+    "run_id": "5f3a", "launcher": {"pid": 10, "control": "127.0.0.1:1"},
+    "nodes": [
+      {"name": "syncer", "role": "syncer", "actors": ["monitor"], "pid": 0, "start_time": 0,
+       "state": "down"},
+      {"name": "learner-3", "role": "learner", "actors": ["learner:3"], "pid": 0,
+       "start_time": 0, "state": "held"}]})";
+  chaos_env env;
+  env.nodes = read_nodes_file((dir / "nodes.json").string());
+  env.run_dir = dir.string();
+  std::FILE* sink = std::fopen("/dev/null", "w");
+  ASSERT_NE(sink, nullptr);
+  env.out = sink;
+  const state_store store(dir.string());
+  pending_revert theirs;
+  theirs.id = "hold-learner-3-1";
+  theirs.kind = "hold";
+  theirs.node = "learner-3";
+  theirs.until = wall_now() + 600;
+  store.add(theirs);
+  pending_revert mine;
+  mine.id = "hold-syncer-2";
+  mine.kind = "hold";
+  mine.node = "syncer";
+  mine.until = wall_now() - 0.5;  // ran its course: the launcher is restarting the syncer
+  store.add(mine);
+  env.placed_holds.insert(mine.id);
+
+  const auto own = heal(env, false, true);
+  EXPECT_TRUE(own["ok"].get<bool>()) << own.dump();
+  bool left_alone = false, ended = false;
+  for (const auto& a : own["actions"]) {
+    const std::string s = a.get<std::string>();
+    EXPECT_EQ(s.find("launcher `release"), std::string::npos) << s;
+    if (s.find("node learner-3: held by another dd-chaos") != std::string::npos) left_alone = true;
+    if (s.find("node syncer: this session's hold ended") != std::string::npos) ended = true;
+  }
+  EXPECT_TRUE(left_alone) << own.dump();
+  EXPECT_TRUE(ended) << own.dump();
+  const auto kept = store.list();
+  ASSERT_EQ(kept.size(), 1u);
+  EXPECT_EQ(kept[0].id, theirs.id);
+
+  // A plain `dd-chaos heal` releases every hold (here: tried, and refused by nobody listening).
+  const auto all = heal(env, false, false);
+  EXPECT_FALSE(all["ok"].get<bool>()) << all.dump();
+  EXPECT_NE(all.dump().find("launcher `release learner-3` failed"), std::string::npos)
+      << all.dump();
+  EXPECT_TRUE(store.list().empty());
+  std::fclose(sink);
+  fs::remove_all(dir);
 }

@@ -285,6 +285,7 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
       p.node = n.name;
       p.until = wall_now() + f.duration;
       state_store(env.run_dir).add(p);
+      env.placed_holds.insert(p.id);
     }
     if (sig == SIGTERM) vp->signal(SIGCONT);  // a stopped process would not act on SIGTERM
     if (!vp->signal(sig)) return refuse(fmt::format("signal failed: {}", std::strerror(errno)));
@@ -750,7 +751,7 @@ json fire(chaos_env& env, const fault_spec& f) {
   return result;
 }
 
-json heal(chaos_env& env, bool clear_messages) {
+json heal(chaos_env& env, bool clear_messages, bool own_holds) {
   json actions = json::array();
   bool ok = true;
   auto act = [&](const std::string& text, bool good = true) {
@@ -771,10 +772,21 @@ json heal(chaos_env& env, bool clear_messages) {
     } else {
       // Stop every reverter first so none acts (e.g. a duty cycle's next SIGSTOP) after heal.
       store.update([&](std::vector<pending_revert>& e) {
-        for (const auto& p : e) stop_reverter(p);
-        pending = e;
-        e.clear();
+        std::vector<pending_revert> kept;  // holds another invocation placed (own_holds)
+        for (const auto& p : e) {
+          if (own_holds && p.kind == "hold" && env.placed_holds.count(p.id) == 0) {
+            kept.push_back(p);
+            continue;
+          }
+          stop_reverter(p);
+          pending.push_back(p);
+        }
+        e = kept;
       });
+      for (const auto& p : store.list())
+        if (p.kind == "hold")
+          act(fmt::format("node {}: held by another dd-chaos ({:.1f} s left): left alone", p.node,
+                          std::max(0.0, p.until - wall_now())));
     }
     for (const auto& p : pending) {
       if (p.kind == "pause" || p.kind == "slow") {
@@ -805,6 +817,12 @@ json heal(chaos_env& env, bool clear_messages) {
             }
           }
         }
+      } else if (p.kind == "hold" && own_holds && p.until <= wall_now()) {
+        // Our hold ran its course: the launcher restarts the node (or did) by itself.
+        act(
+            fmt::format("node {}: this session's hold ended {:.1f} s ago; the launcher restarts "
+                        "it by itself (nothing to release)",
+                        p.node, wall_now() - p.until));
       } else if (p.kind == "hold") {
         held.push_back(p.node);
       } else if (p.kind == "slow_cgroup") {
@@ -833,7 +851,7 @@ json heal(chaos_env& env, bool clear_messages) {
       } else if (c == identity_check::reused) {
         act(fmt::format("skip node {}: {}", n.name, why));
       }
-      if (n.state == "held") held.push_back(n.name);
+      if (n.state == "held" && !own_holds) held.push_back(n.name);
     }
   }
   // Message faults: every node's chaos endpoint ends its live faults (after the SIGCONTs

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <optional>
+#include <set>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -29,6 +30,9 @@ struct chaos_env {
   /// listening yet (a session started with the cluster); 0 = refuse at once.
   double endpoint_wait_s = 0;
   std::FILE* out = stdout;
+  /// The state-file ids of the launcher holds this process placed (`kill --for D` under a
+  /// launcher: fire adds them). A session's final heal releases only these (heal's own_holds).
+  std::set<std::string> placed_holds;
 
   std::string tape_path() const;
   /// Re-reads the nodes file (launchers rewrite it as nodes restart).
@@ -83,7 +87,12 @@ nlohmann::json fire(chaos_env& env, const fault_spec& f);
 /// process (after the identity check), pending restarts done now, proxy `heal`, launcher
 /// `release` for held nodes, and (with `clear_messages`) every node's live message faults
 /// ended through its chaos endpoint. Returns {"ok":bool,"actions":[...]}.
-nlohmann::json heal(chaos_env& env, bool clear_messages = true);
+/// `own_holds` (a `dd-chaos run` session's final heal): only the holds this process placed
+/// (env.placed_holds) and that are still running are released; another invocation's hold (in
+/// the state file, which keeps it, or a node the nodes file says is "held") is left alone, and
+/// a hold of ours that already ended is not released (its node is restarting or back: the
+/// launcher restarts it by itself; releasing it could only cut a newer hold short).
+nlohmann::json heal(chaos_env& env, bool clear_messages = true, bool own_holds = false);
 
 /// Appends `record` (plus "t", and "offset" when a session runs) to the tape, unless dry-run.
 void tape_append(const chaos_env& env, nlohmann::json record);

@@ -300,7 +300,8 @@ int run_session(chaos_env& env, std::vector<timed_fault> faults, bool final_heal
       // A session that ran its course leaves its message faults to end by themselves (each is
       // bounded by a duration or a count inside its node, and one bounded by a count may not
       // have met its message yet); an interrupted one ends them now.
-      heal(env, g_stop != 0);
+      // It releases only its own running holds: a longer hold placed by another dd-chaos stays.
+      heal(env, g_stop != 0, true);
     } catch (const std::exception& e) {
       std::fprintf(env.out, "heal failed: %s\n", e.what());
       rc = 1;
