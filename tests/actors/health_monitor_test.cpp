@@ -158,10 +158,14 @@ TEST_F(monitor_fixture, a_drain_that_cannot_be_done_says_why) {
   EXPECT_EQ(drain(1), "learner:1 has not joined yet");
   // Learner 0 joins, then its actor dies abnormally (as when its link drops): the monitor's
   // down handler declares it dead.
-  auto victim = sys->spawn([](caf::event_based_actor* self) -> caf::behavior {
-    self->set_default_handler(caf::drop);
-    return {[](int) {}};
-  });
+  auto victim = sys->spawn(
+      // The unused int: CAF 0.17 spawns an argument-less function actor through a null
+      // shared_ptr<tuple<>> dereference, which UBSan reports.
+      [](caf::event_based_actor* self, int) -> caf::behavior {
+        self->set_default_handler(caf::drop);
+        return {[](int) {}};
+      },
+      0);
   join_request req;
   req.requested_learner_id = 0;
   bool joined = false;
@@ -206,10 +210,13 @@ TEST(monitor_uptime, counts_the_time_with_k_learners_stepping_from_their_heartbe
   ctx->log = &log;
   auto monitor = env.sys->spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
   auto fake_learner = [&] {
-    return env.sys->spawn([](caf::event_based_actor* self) -> caf::behavior {
-      self->set_default_handler(caf::drop);
-      return {[](int) {}};
-    });
+    return env.sys->spawn(
+        // The unused int: see above (CAF 0.17's argument-less spawn trips UBSan).
+        [](caf::event_based_actor* self, int) -> caf::behavior {
+          self->set_default_handler(caf::drop);
+          return {[](int) {}};
+        },
+        0);
   };
   const caf::actor learners[] = {fake_learner(), fake_learner()};
   for (int32_t id = 0; id < 2; ++id) {

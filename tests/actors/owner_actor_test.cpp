@@ -674,8 +674,9 @@ struct report_probe_state {
   static inline const char* name = "report_probe";
 };
 
+/// (The unused argument: see throwing_child.)
 supervisor_report_hdl::behavior_type report_probe(
-    supervisor_report_hdl::stateful_pointer<report_probe_state> self) {
+    supervisor_report_hdl::stateful_pointer<report_probe_state> self, int /*unused*/) {
   return {
       [=](atoms::children_done_atom, child_kind kind) { self->state.done.push_back(kind); },
       [=](atoms::child_given_up_atom, child_kind kind, int32_t id, const std::string& crash) {
@@ -691,7 +692,7 @@ TEST(supervisor, reports_a_given_up_owner_and_then_its_children_done_to_the_job)
   static_assert(std::is_convertible<job_hdl, supervisor_report_hdl>::value,
                 "the job takes a supervisor's reports");
   dd::test::coordinator env;
-  auto probe = env.sys->spawn(report_probe);
+  auto probe = env.sys->spawn(report_probe, 0);
   auto sctx = std::make_shared<supervisor_context>();
   sctx->kind = child_kind::owner;
   sctx->restart.max_restarts = 0;
