@@ -182,7 +182,10 @@ TEST_F(monitor_fixture, a_drain_that_cannot_be_done_says_why) {
             [&](const std::vector<uint8_t>& bytes) {
               auto rep = decode_status_reply(bytes);
               if (!rep) return;
-              for (const auto& l : nlohmann::json::parse(rep->json)["learners"])
+              // A named value: a range-for over parse(...)["learners"] would outlive the parsed
+              // document (heap-use-after-free, found by ASan).
+              const auto view = nlohmann::json::parse(rep->json);
+              for (const auto& l : view.at("learners"))
                 if (l["learner"] == 0 && !l["alive"].get<bool>()) down = true;
             },
             [&](caf::error&) {});
