@@ -41,6 +41,23 @@ const char* kind_name(cw::Envelope::Body::Which w) {
   return "unknown";
 }
 
+/// A run id is at most max_run_id_bytes of text without control characters (ours are 16 hex
+/// digits). A NUL inside would not survive a re-encode (Cap'n Proto sets Text from a C string),
+/// so such an envelope could be accepted once and refused as another run after a relay (found by
+/// codec_fuzz: tests/fuzz/corpus/codec_fuzz/regress_run_id_nul).
+status check_run_id(capnp::Text::Reader run) {
+  if (run.size() > max_run_id_bytes)
+    return {errc::malformed, "envelope.runId is " + num(run.size()) + " bytes long (at most " +
+                                 num(max_run_id_bytes) + ")"};
+  for (size_t i = 0; i < run.size(); ++i) {
+    const auto c = static_cast<unsigned char>(run[i]);
+    if (c < 0x20 || c == 0x7f)
+      return {errc::malformed,
+              "envelope.runId holds control character " + num(c) + " at byte " + num(i)};
+  }
+  return {};
+}
+
 status check_envelope(cw::Envelope::Reader envelope, const envelope_expect& expect) {
   if (envelope.getSchemaVersion() != wire_schema_version) {
     return {errc::schema_mismatch, "envelope.schemaVersion " + num(envelope.getSchemaVersion()) +
@@ -48,9 +65,7 @@ status check_envelope(cw::Envelope::Reader envelope, const envelope_expect& expe
                                        ")"};
   }
   const auto run = envelope.getRunId();
-  if (run.size() > max_run_id_bytes)
-    return {errc::malformed, "envelope.runId is " + num(run.size()) + " bytes long (at most " +
-                                 num(max_run_id_bytes) + ")"};
+  if (auto st = check_run_id(run); !st) return st;
   if (std::string_view(run.cStr(), run.size()) != expect.run_id) {
     auto shown = [](std::string_view id) {
       return id.empty() ? std::string("(none)") : "'" + std::string(id) + "'";
@@ -153,9 +168,7 @@ result<envelope_header> peek_envelope(const uint8_t* data, size_t size,
   return with_reader(data, size, limits.nesting_limit, [](capnp::MessageReader& reader) -> R {
     auto envelope = reader.getRoot<cw::Envelope>();
     auto run = envelope.getRunId();
-    if (run.size() > max_run_id_bytes)
-      return R(errc::malformed, "envelope.runId is " + num(run.size()) + " bytes long (at most " +
-                                    num(max_run_id_bytes) + ")");
+    if (auto st = detail::check_run_id(run); !st) return R(st.error());
     envelope_header h;
     h.schema_version = envelope.getSchemaVersion();
     h.run_id.assign(run.cStr(), run.size());

@@ -124,6 +124,9 @@ inline cw::Envelope::Body::Builder start_envelope(capnp::MessageBuilder& b,
 
 // The envelope checks every decoder runs before it reads the body, in this order: schema
 // version (schema_mismatch), run id (other_run), sender incarnation (stale_incarnation).
+/// envelope.runId: at most max_run_id_bytes, no control characters (malformed otherwise).
+status check_run_id(capnp::Text::Reader run);
+
 status check_envelope(cw::Envelope::Reader envelope, const envelope_expect& expect);
 
 // errc::malformed when a learner's body names incarnation `body` but its envelope `envelope`.

@@ -279,6 +279,23 @@ TEST(Envelope, AMessageOfAnotherRunIsRefusedNamingBothRuns) {
   EXPECT_EQ(s.code(), errc::other_run);
 }
 
+// Regression (codec_fuzz, corpus regress_run_id_nul): a run id with a control character is
+// malformed on every kind and in peek_envelope. A NUL inside one was accepted once, then lost in
+// a re-encode (Cap'n Proto sets Text from a C string), so a relayed copy named another run.
+TEST(Envelope, ARunIdWithAControlCharacterIsMalformed) {
+  const std::string bad = std::string("0123abcd") + '\x01' + "ef";
+  for (const auto& c : every_kind()) {
+    auto r = c.round_trip(c.encode_one({bad, 0}), envelope_expect{bad, 0});
+    ASSERT_FALSE(r.ok()) << to_string(c.kind);
+    EXPECT_EQ(r.code(), errc::malformed) << to_string(c.kind);
+    EXPECT_EQ(r.error().message, "envelope.runId holds control character 1 at byte 8")
+        << to_string(c.kind);
+  }
+  auto h = peek_envelope(encode(stop_msg{}, {bad, 0}));
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.code(), errc::malformed);
+}
+
 TEST(Envelope, AStaleIncarnationIsRefusedNamingBoth) {
   for (const auto& c : every_kind()) {
     auto r = c.round_trip(c.encode_one(stamp), {stamp.run_id, 8});
