@@ -5,11 +5,11 @@
 #   Stage 0: scripts/lint.sh format-check (the tree as .clang-format says).
 #   Stage 1: build `build-dir` (default build; scripts/setup.sh configures it when missing) and
 #            run every ctest test in it.
-#   Stage 2 (opt-in: --sanitize or DD_SANITIZE_STAGE=1): scripts/sanitize.sh — the clang
-#            ASan+UBSan tree build-clang: its build, the unit and actor tests under the
-#            sanitizers, every fuzz target for DD_FUZZ_SECONDS (25) s from seed DD_FUZZ_SEED
-#            (default 20261202, printed); then scripts/lint.sh tidy. Not yet part of CI: no
-#            green run of the whole stage on the current tree yet (README, "Sanitizers and fuzzing").
+#   Stage 2 (--sanitize or DD_SANITIZE_STAGE=1; CI's .ci/run passes --sanitize):
+#            scripts/sanitize.sh — the clang ASan+UBSan tree build-clang: its build, the unit
+#            and actor tests under the sanitizers, every fuzz target for DD_FUZZ_SECONDS (25) s
+#            from seed DD_FUZZ_SEED (default 20261202, printed); then scripts/lint.sh tidy
+#            (README, "Sanitizers and fuzzing").
 # Prints each stage's wall time at the end.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
