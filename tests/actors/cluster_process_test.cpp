@@ -83,11 +83,19 @@ json nodes_file(const fs::path& run) {
   }
 }
 
+/// The pid of `node` once nodes.json lists it running, waiting up to 10 s (0 if it never does):
+/// the launcher rewrites the file on every start and state change, so a reader can come between
+/// a node's join event and the rewrite that lists it (one cluster-label run failed its first
+/// ASSERT_GT(pid, 0) 1.4 s in).
 int pid_of(const fs::path& run, const std::string& node) {
-  auto n = nodes_file(run);
-  if (!n.is_object()) return 0;
-  for (const auto& x : n["nodes"])
-    if (x["name"] == node && x["state"] == "running") return x["pid"].get<int>();
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    auto n = nodes_file(run);
+    if (n.is_object())
+      for (const auto& x : n["nodes"])
+        if (x["name"] == node && x["state"] == "running") return x["pid"].get<int>();
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  } while (std::chrono::steady_clock::now() < end);
   return 0;
 }
 
