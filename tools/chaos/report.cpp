@@ -311,32 +311,42 @@ json build_report(const report_options& o) {
   std::vector<std::string> unrecovered;
   std::vector<explained_window> explained;
   size_t judged_faults = 0;
+  // One row of the per-fault table: what the tape says, then each detection time (absolute and
+  // after the injection; null when not seen). A fault that was not injected has `attempted_at`
+  // and a null `injected_at`, and no detection times.
+  using when = std::optional<double>;
+  auto fault_row = [&](const fault& f, bool was_injected, when noticed, when excluded,
+                       when restarted, when rejoined, when merged) {
+    auto after = [&](const when& t) { return t ? json(*t - f.at) : json(nullptr); };
+    json learners = json::array();
+    for (int id : f.learners) learners.push_back(id);
+    json row = {{"source", f.source},
+                {"kind", f.kind},
+                {"target", f.target},
+                {"nodes", f.nodes},
+                {"learners", learners},
+                {"result", f.result},
+                {"injected_at", was_injected ? json(f.at) : json(nullptr)},
+                {"offset_s", f.at - run_start},
+                {"duration_s", f.duration > 0 ? json(f.duration) : json(nullptr)},
+                {"noticed_at", opt(noticed)},
+                {"excluded_at", opt(excluded)},
+                {"restarted_at", opt(restarted)},
+                {"rejoined_at", opt(rejoined)},
+                {"first_merge_at", opt(merged)},
+                {"noticed_after_s", after(noticed)},
+                {"excluded_after_s", after(excluded)},
+                {"restarted_after_s", after(restarted)},
+                {"rejoined_after_s", after(rejoined)},
+                {"first_merge_after_s", after(merged)}};
+    if (!was_injected) row["attempted_at"] = f.at;
+    return row;
+  };
   for (size_t fi = 0; fi < faults.size(); ++fi) {
     const fault& f = faults[fi];
     if (!injected(f)) {
       // Refused or failed: nothing was injected, so nothing can have been noticed after it.
-      json learners = json::array();
-      for (int id : f.learners) learners.push_back(id);
-      fault_rows.push_back({{"source", f.source},
-                            {"kind", f.kind},
-                            {"target", f.target},
-                            {"nodes", f.nodes},
-                            {"learners", learners},
-                            {"result", f.result},
-                            {"attempted_at", f.at},
-                            {"injected_at", nullptr},
-                            {"offset_s", f.at - run_start},
-                            {"duration_s", f.duration > 0 ? json(f.duration) : json(nullptr)},
-                            {"noticed_at", nullptr},
-                            {"excluded_at", nullptr},
-                            {"restarted_at", nullptr},
-                            {"rejoined_at", nullptr},
-                            {"first_merge_at", nullptr},
-                            {"noticed_after_s", nullptr},
-                            {"excluded_after_s", nullptr},
-                            {"restarted_after_s", nullptr},
-                            {"rejoined_after_s", nullptr},
-                            {"first_merge_after_s", nullptr}});
+      fault_rows.push_back(fault_row(f, false, {}, {}, {}, {}, {}));
       continue;
     }
     std::optional<double> noticed, excluded, restarted, rejoined, merged;
@@ -436,30 +446,7 @@ json build_report(const report_options& o) {
       w.learners = f.learners;
       explained.push_back(std::move(w));
     }
-    auto after = [&](const std::optional<double>& t) {
-      return t ? json(*t - f.at) : json(nullptr);
-    };
-    json learners = json::array();
-    for (int id : f.learners) learners.push_back(id);
-    fault_rows.push_back({{"source", f.source},
-                          {"kind", f.kind},
-                          {"target", f.target},
-                          {"nodes", f.nodes},
-                          {"learners", learners},
-                          {"result", f.result},
-                          {"injected_at", f.at},
-                          {"offset_s", f.at - run_start},
-                          {"duration_s", f.duration > 0 ? json(f.duration) : json(nullptr)},
-                          {"noticed_at", opt(noticed)},
-                          {"excluded_at", opt(excluded)},
-                          {"restarted_at", opt(restarted)},
-                          {"rejoined_at", opt(rejoined)},
-                          {"first_merge_at", opt(merged)},
-                          {"noticed_after_s", after(noticed)},
-                          {"excluded_after_s", after(excluded)},
-                          {"restarted_after_s", after(restarted)},
-                          {"rejoined_after_s", after(rejoined)},
-                          {"first_merge_after_s", after(merged)}});
+    fault_rows.push_back(fault_row(f, true, noticed, excluded, restarted, rejoined, merged));
   }
 
   // ---- link drops no fault explains: the monitor's `failure` of a learner, a node's
