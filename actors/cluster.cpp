@@ -229,9 +229,10 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
     std::string what;
     for (const auto& r : setup->replaced) what += (what.empty() ? "" : ", ") + r;
     std::fprintf(stderr,
-                 "dd-node run: %s: run directory '%s' held an earlier run (%s): replaced by "
+                 "dd-node %s: %s: run directory '%s' held an earlier run (%s): replaced by "
                  "this run (owner checkpoints only serve owners respawned within a run)\n",
-                 exp.name.c_str(), setup->run_dir.c_str(), what.c_str());
+                 options.role == node_role::syncer ? "syncer" : "run", exp.name.c_str(),
+                 setup->run_dir.c_str(), what.c_str());
     std::fflush(stderr);
   }
   setup->log->set_console([](const std::string& line) {

@@ -3,7 +3,8 @@
 // Per learner id:
 //
 //   unknown --join--> alive --heartbeats--> alive
-//                      |  \--leave / normal exit--> finished
+//                      |  \--leave / normal exit--> finished (stopped, when the run is stopping:
+//                      |                               a resumed run takes it back)
 //                      |--down (crash) / lease expired--> dead --join (respawn)--> alive (inc+1)
 #include "actors/health_monitor.hpp"
 
@@ -398,6 +399,10 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           self->state.uptime.finished(id, now_s(self));
         }
     }
+    // A resumed run whose learners had all finished (stopped by a signal after the last step)
+    // is done at once: no learner will join it (each is refused as finished), so waiting for
+    // them left the syncer running for ever.
+    check_done(self, *ctx);
   }
   self->set_down_handler([=](const caf::down_msg& dm) {
     for (auto& [id, r] : self->state.learners) {
@@ -405,7 +410,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         if (!dm.reason || dm.reason == caf::exit_reason::normal) {
           if (r.alive) {
             r.alive = false;
-            r.finished = true;
+            r.finished = !self->state.stopping;  // as for a leave (below)
             self->state.uptime.finished(id, now_s(self));
             push_uptime(self, *ctx);
             publish(self, *ctx, true);
@@ -744,7 +749,10 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         if (it == st.learners.end() || it->second.incarnation != incarnation) return;
         if (it->second.alive) {
           it->second.alive = false;
-          it->second.finished = true;
+          // One that leaves because the run was stopped (a signal to the syncer) has not
+          // finished its budget: the record keeps it unfinished, so a resumed run takes it back
+          // (it was refused as finished, and the resumed run ended at once).
+          it->second.finished = !st.stopping;
           st.uptime.finished(id, now_s(self));
           push_uptime(self, *ctx);
           if (ctx->log != nullptr)

@@ -192,19 +192,30 @@ std::optional<caf::actor> lookup(caf::actor_system& sys, const std::string& host
 std::optional<node_join_reply> handshake(caf::scoped_actor& self, const caf::actor& monitor,
                                          const node_join& req, double timeout_s, std::string* why) {
   std::optional<node_join_reply> out;
-  // A node's first handshake names no run (req.run_id empty): it takes the run the reply's
-  // envelope names. Later ones must be answered by the run they name.
+  // The reply is decoded under the run its own envelope names: a syncer of another run answers
+  // with a refusal (otherRun) stamped with its own run id, and that refusal must be read, not
+  // discarded as undecodable (a node of another run once retried it for ever, in a busy loop
+  // on its first handshake, and an old node facing a fresh syncer backed off for ever instead of
+  // exiting 3). A node's first handshake names no run (req.run_id empty) and takes the run the
+  // reply names; a later one answered by another run is refused here whatever the reply says.
   self->request(monitor, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)),
                 atoms::node_join_atom_v, encode(req, {req.run_id, 0}))
       .receive(
           [&](const std::vector<uint8_t>& bytes) {
-            envelope_expect expect{req.run_id, 0};
-            if (req.run_id.empty())
-              if (auto h = peek_envelope(bytes)) expect.run_id = h->run_id;
+            const auto header = peek_envelope(bytes);
+            envelope_expect expect{header ? header->run_id : req.run_id, 0};
             auto rep = decode_node_join_reply(bytes, {}, expect);
             if (!rep) {
               *why = "undecodable node_join_reply: " + rep.error().message;
               return;
+            }
+            if (!req.run_id.empty() && expect.run_id != req.run_id) {
+              if (rep->accepted || rep->refusal == node_refusal::none) {
+                rep->accepted = false;
+                rep->refusal = node_refusal::other_run;
+                rep->reason = fmt::format("the syncer runs run '{}', this node belongs to run '{}'",
+                                          expect.run_id, req.run_id);
+              }
             }
             out = std::move(*rep);
           },
@@ -324,7 +335,10 @@ int run_learner_node(const learner_node_options& o) {
     std::string why;
     auto rep = handshake(self, *m, ask, 10.0, &why);
     if (!rep) {
-      std::fprintf(stderr, "dd-node learner: %s\n", why.c_str());
+      // A failed handshake is a failed attempt: the next one waits its backoff step (it was
+      // retried at once, thousands of times a second against a syncer whose answers it could
+      // not read).
+      conn.failed(why);
       continue;
     }
     if (!rep->accepted) {
@@ -398,7 +412,13 @@ int run_learner_node(const learner_node_options& o) {
         std::printf("dd-node learner %s: nothing to do, the run is over\n", name.c_str());
       return refusal_status(rep->refusal);
     }
-    if (past_deadline()) return node_exit_deadline;
+    if (past_deadline()) {
+      std::fprintf(stderr,
+                   "dd-node learner: no learner id given within --join-deadline %.0f s (last: "
+                   "%s)\n",
+                   o.join_deadline_s, rep ? rep->reason.c_str() : why.c_str());
+      return node_exit_deadline;
+    }
     std::fprintf(stderr, "dd-node learner: %s; asking again in 2 s\n",
                  rep ? rep->reason.c_str() : why.c_str());
     std::this_thread::sleep_for(std::chrono::seconds(2));
@@ -540,9 +560,10 @@ int run_learner_node(const learner_node_options& o) {
   std::string id_list;
   for (auto id : ids) id_list += (id_list.empty() ? "" : ",") + std::to_string(id);
   std::printf(
-      "dd-node learner %s: run %s, experiment %s, learners %s, %d thread%s each; events in %s\n",
-      name.c_str(), run_id.c_str(), exp.name.c_str(), id_list.c_str(), threads,
-      threads == 1 ? "" : "s", run_dir.c_str());
+      "dd-node learner %s: run %s, experiment %s, learner id%s %s, %d thread%s each; events in "
+      "%s\n",
+      name.c_str(), run_id.c_str(), exp.name.c_str(), ids.size() == 1 ? "" : "s", id_list.c_str(),
+      threads, threads == 1 ? "" : "s", run_dir.c_str());
   std::fflush(stdout);
   auto sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
   self->monitor(monitor);
@@ -564,7 +585,6 @@ int run_learner_node(const learner_node_options& o) {
   double last_progress = connector::now_s();
   double last_flush = last_progress;
   double last_outage_sample = 0.0;
-  auto prev = log->snapshot();
   while (!done) {
     self->receive([&](atoms::children_done_atom, child_kind) { done = true; },
                   [&](atoms::child_given_up_atom, child_kind, int32_t, const std::string&) {},
@@ -692,11 +712,9 @@ int run_learner_node(const learner_node_options& o) {
       last_outage_sample = t;
     }
     if (o.progress_every_s > 0 && t - last_progress >= o.progress_every_s) {
-      auto snap = log->snapshot();
-      std::printf("%s%s\n", progress_line(snap, prev, t - last_progress, t - t0).c_str(),
+      std::printf("%s%s\n", node_progress_line(log->snapshot(), t - t0).c_str(),
                   lost ? " | syncer lost" : "");
       std::fflush(stdout);
-      prev = std::move(snap);
       last_progress = t;
     }
   }

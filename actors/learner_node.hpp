@@ -48,7 +48,7 @@ enum learner_node_exit : int {
   node_exit_other_run = 3,      ///< the syncer runs another run (run id differs)
   node_exit_protocol = 4,       ///< the syncer speaks another protocol version
   node_exit_data_mismatch = 5,  ///< this node's data differs from the syncer's
-  node_exit_deadline = 6,       ///< no syncer reached before --join-deadline
+  node_exit_deadline = 6,       ///< no syncer reached (or no learner id free) by --join-deadline
   node_exit_interrupted = 130,  ///< SIGINT (143 SIGTERM): learners stopped and left
 };
 

@@ -178,13 +178,27 @@ double budget_done(const config::experiment& exp, uint64_t steps_per_learner,
   return std::clamp(f, 0.0, 1.0);
 }
 
-std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
-                          double t_s, double done) {
+namespace {
+
+/// "[  12.3s] L0 3.74st/s 3.773 L1 left ...": the run time and each learner's part.
+std::string learners_part(const run_counters& now, double t_s) {
   std::string line = fmt::format("[{:7.1f}s]", t_s);
   for (const auto& [id, l] : now.learners)
     line += l.finished ? fmt::format(" L{} left", id)
                        : fmt::format(" L{} {}{:.2f}st/s {:.3f}", id, l.alive ? "" : "✗",
                                      l.steps_per_s, l.loss);
+  return line;
+}
+
+}  // namespace
+
+std::string node_progress_line(const run_counters& now, double t_s) {
+  return learners_part(now, t_s) + fmt::format(" | restarts {}", now.learner_restarts);
+}
+
+std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
+                          double t_s, double done) {
+  std::string line = learners_part(now, t_s);
   if (now.last_val_loss >= 0)
     line += fmt::format(" | val {:.4f}", now.last_val_loss);
   else

@@ -81,6 +81,11 @@ run_result make_run_result(const run_facts& f, const run_counters& c, double fin
 std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
                           double t_s, double done = -1.0);
 
+/// A learner node's progress line: its own learners' part of progress_line and their restarts,
+/// without the syncer's figures (validation loss, merges, contributors, grace), which a learner
+/// node does not know, e.g. "[   10.3s] L2 3.74st/s 3.773 | restarts 0".
+std::string node_progress_line(const run_counters& now, double t_s);
+
 /// Share of the budget spent, in [0, 1]: mean learner step / steps per learner (steps budget),
 /// Σ tokens / budget tokens (tokens), elapsed / budget seconds (seconds).
 double budget_done(const config::experiment& exp, uint64_t steps_per_learner,

@@ -24,6 +24,24 @@ run_dir_state inspect_run_dir(const std::string& run_dir) {
   return run_dir_state::empty;
 }
 
+std::string why_not_resumable(const std::string& run_dir) {
+  switch (inspect_run_dir(run_dir)) {
+    case run_dir_state::unfinished: return "";
+    case run_dir_state::empty: return "no run to resume";
+    case run_dir_state::finished: break;
+  }
+  const std::string path = (fs::path(run_dir) / "summary.json").string();
+  std::string text;
+  if (auto st = util::read_file(path, text, size_t{64} << 20); !st)
+    return "an unreadable summary.json (" + st.message + ")";
+  try {
+    if (nlohmann::json::parse(text).value("interrupted", false)) return "";
+  } catch (const std::exception& e) {
+    return "an unreadable summary.json (" + std::string(e.what()) + ")";
+  }
+  return "a finished run (summary.json without \"interrupted\")";
+}
+
 std::string new_run_id() {
   std::random_device rd;
   const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();

@@ -25,6 +25,15 @@ namespace dd {
 enum class run_dir_state { empty, finished, unfinished };
 run_dir_state inspect_run_dir(const std::string& run_dir);
 
+/// Whether `--resume` can continue the run in `run_dir` — the one rule of `dd-node run`,
+/// `dd-node syncer` and `dd-node launch`: a crashed or killed run (unfinished: events or a
+/// monitor record, no summary.json) or an interrupted one (summary.json with "interrupted":
+/// true, written after Ctrl-C or SIGTERM) can; an empty directory or a run that finished its
+/// budget cannot. "" when it can; otherwise what the directory holds, in words, for the caller's
+/// refusal ("no run to resume", "a finished run (summary.json without \"interrupted\")", or
+/// "an unreadable summary.json (...)").
+std::string why_not_resumable(const std::string& run_dir);
+
 /// 16 random hex digits (std::random_device): a run's identity, not part of training.
 std::string new_run_id();
 

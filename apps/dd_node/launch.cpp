@@ -569,6 +569,14 @@ int launch_main(int argc, char** argv) {
                  processes, M);
     return 2;
   }
+  // The syncer's own check, before any process starts or the run directory is touched (it
+  // once started the syncer, which refused, while the learners spun on "connection refused").
+  try {
+    actors::check_experiment_data(exp);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dd-node launch: %s: %s\n", exp.name.c_str(), e.what());
+    return 2;
+  }
   const std::string dir = !run_dir.empty()       ? run_dir
                           : !exp.run_dir.empty() ? exp.run_dir
                                                  : "runs/" + exp.name;
@@ -594,10 +602,12 @@ int launch_main(int argc, char** argv) {
                  dir.c_str());
     return 2;
   }
-  if (resume && state != run_dir_state::unfinished) {
-    std::fprintf(stderr, "dd-node launch: --resume: run directory '%s' holds no unfinished run\n",
-                 dir.c_str());
-    return 2;
+  if (resume) {
+    if (const auto why = why_not_resumable(dir); !why.empty()) {
+      std::fprintf(stderr, "dd-node launch: --resume: run directory '%s' holds %s\n", dir.c_str(),
+                   why.c_str());
+      return 2;
+    }
   }
   if (!resume) {  // a new run: nothing of an earlier cluster run's files stays (run_dir.hpp)
     std::string names;

@@ -56,7 +56,8 @@ void print_learner_help(FILE* f) {
       "Exit status: 0 every learner finished (or the run was over); 1 runtime failure;\n"
       "2 bad flags; 3 the syncer runs another run (an outer supervisor should stop retrying);\n"
       "4 protocol version mismatch; 5 this node's data differs from the syncer's; 6 no syncer\n"
-      "within --join-deadline; 130/143 interrupted (learners stopped and left).\n");
+      "reached, or no free learner id given, within --join-deadline; 130/143 interrupted\n"
+      "(learners stopped and left).\n");
 }
 
 }  // namespace

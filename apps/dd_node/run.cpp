@@ -362,19 +362,9 @@ int run_main(int argc, char** argv) {
     const std::string dir = !run_dir.empty()       ? run_dir
                             : !exp.run_dir.empty() ? exp.run_dir
                                                    : "runs/" + exp.name;
-    auto state = inspect_run_dir(dir);
-    bool interrupted = false;
-    if (state == run_dir_state::finished) {
-      std::ifstream in(std::filesystem::path(dir) / "summary.json");
-      try {
-        interrupted = nlohmann::json::parse(in).value("interrupted", false);
-      } catch (const std::exception&) {}
-    }
-    if (state == run_dir_state::empty || (state == run_dir_state::finished && !interrupted)) {
+    if (const auto why = why_not_resumable(dir); !why.empty()) {
       std::fprintf(stderr, "dd-node run: --resume: run directory '%s' holds %s\n", dir.c_str(),
-                   state == run_dir_state::empty
-                       ? "no run to resume"
-                       : "a finished run (summary.json without \"interrupted\")");
+                   why.c_str());
       return 2;
     }
   }

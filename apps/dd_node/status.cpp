@@ -232,8 +232,9 @@ int status_main(int argc, char** argv) {
 
 /// Entry point of `dd-node drain`.
 int drain_main(int argc, char** argv) {
-  if (argc < 3 || std::string(argv[1]) == "--help") {
-    std::fprintf(argc < 3 && !(argc > 1 && std::string(argv[1]) == "--help") ? stderr : stdout,
+  const bool help = argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h");
+  if (argc < 3 || help) {
+    std::fprintf(help ? stdout : stderr,
                  "usage: dd-node drain learner:N RUN_DIR|HOST:PORT\n"
                  "Removes learner N gracefully: it stops at its next step, waits until its final\n"
                  "pushes are merged, and leaves (a learner process whose learners all left exits\n"
@@ -241,7 +242,7 @@ int drain_main(int argc, char** argv) {
                  "reachable, the run finished, or the learner cannot be drained (no such\n"
                  "learner, not joined, finished, or not connected: its link is down), 2 bad\n"
                  "arguments or no run in RUN_DIR.\n");
-    return argc < 3 ? 2 : 0;
+    return help ? 0 : 2;
   }
   const std::string target = argv[1];
   std::vector<int32_t> ids;

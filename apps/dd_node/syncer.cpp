@@ -246,11 +246,12 @@ int syncer_main(int argc, char** argv) {
                  dir.c_str());
     return 2;
   }
-  if (resume && state != run_dir_state::unfinished) {
-    std::fprintf(
-        stderr, "dd-node syncer: --resume: run directory '%s' holds %s\n", dir.c_str(),
-        state == run_dir_state::finished ? "a finished run (summary.json)" : "no run to resume");
-    return 2;
+  if (resume) {
+    if (const auto why = why_not_resumable(dir); !why.empty()) {
+      std::fprintf(stderr, "dd-node syncer: --resume: run directory '%s' holds %s\n", dir.c_str(),
+                   why.c_str());
+      return 2;
+    }
   }
   // A launcher's syncer finds the launcher's fresh nodes.json and logs/: the launcher cleared
   // the earlier run's files itself.
@@ -283,12 +284,21 @@ int syncer_main(int argc, char** argv) {
     }
     const uint16_t adv_port =
         advertise_text.empty() || advertise.second == 0 ? port : advertise.second;
-    std::printf(
-        "dd-node syncer: %s: listening on %s:%u; %d learner%s expected\n"
-        "  on each learner host run:  dd-node learner --join %s:%u --learners N   "
-        "(N learners in that process; %d in all)\n",
-        exp.name.c_str(), listen.first.c_str(), port, M, M == 1 ? "" : "s", host.c_str(), adv_port,
-        M);
+    if (lock.held()) {
+      std::printf(
+          "dd-node syncer: %s: listening on %s:%u; %d learner%s expected\n"
+          "  on each learner host run:  dd-node learner --join %s:%u --learners N "
+          "--node-name NAME --run-dir %s/nodes/NAME\n"
+          "  (N learners in that process, %d in all; --run-dir keeps the node's events with "
+          "this run on this host)\n",
+          exp.name.c_str(), listen.first.c_str(), port, M, M == 1 ? "" : "s", host.c_str(),
+          adv_port, dir.c_str(), M);
+    } else {  // under dd-node launch, which starts the learner processes itself
+      std::printf(
+          "dd-node syncer: %s: listening on %s:%u; %d learner%s expected (dd-node launch "
+          "starts them)\n",
+          exp.name.c_str(), listen.first.c_str(), port, M, M == 1 ? "" : "s");
+    }
     std::fflush(stdout);
   };
   actors::run_result r;

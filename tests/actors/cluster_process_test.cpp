@@ -420,3 +420,105 @@ TEST(cluster_process, a_resumed_syncer_rebuilds_a_damaged_fragment_from_a_learne
   EXPECT_FALSE(summary.contains("degraded")) << summary.dump();
   EXPECT_FALSE(summary.value("failed", false)) << summary.dump();
 }
+
+namespace {
+
+/// The port a syncer's first "listening" event names, waiting up to `seconds` (0 if none).
+int listening_port(const fs::path& run, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    for (const auto& e : events(run / "events.jsonl"))
+      if (e["event"] == "listening") return e["port"].get<int>();
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return 0;
+}
+
+}  // namespace
+
+// Regression (QA 2026-12-02, F1/F2): the syncer's refusal of a node of another run is stamped
+// with the syncer's run id, and the learner node discarded it as undecodable: a node started with
+// another --run-id retried at once in a busy loop (26,000 attempts in 30 s, 33,750 node_refused
+// lines in the syncer's events.jsonl) and never exited 3; an old node facing a fresh syncer (new
+// run id) on the old one's port backed off for ever. Both must exit 3 at the first answer.
+TEST(cluster_process, learners_of_another_run_exit_3_at_the_first_refusal) {
+  const auto dir = workdir("other_run", "{ seconds = 60 }");
+  const pid_t syncer =
+      spawn(dir,
+            {DD_NODE_BIN, "syncer", "tiny.lua", "--listen", "127.0.0.1:0", "--run-dir", "run",
+             "--progress", "0", "--heartbeat", "0.2", "--connection-timeout", "1"},
+            (dir / "syncer.out").string());
+  const int port = listening_port(dir / "run", 30);
+  ASSERT_GT(port, 0) << text(dir / "syncer.out");
+  const std::string at = "127.0.0.1:" + std::to_string(port);
+
+  // 1. A node that names another run at its first handshake.
+  const double asked = wall_now();
+  const pid_t stranger = spawn(
+      dir,
+      {DD_NODE_BIN, "learner", "--join", at, "--learners", "1", "--run-id", "deadbeefdeadbeef",
+       "--node-name", "stranger", "--run-dir", "stranger", "--join-deadline", "20"},
+      (dir / "stranger.out").string());
+  EXPECT_EQ(wait_for(stranger, 25), 3) << text(dir / "stranger.out");
+  std::printf("a node of another run exited after %.2f s\n", wall_now() - asked);
+  size_t refused = 0;
+  for (const auto& e : events(dir / "run" / "events.jsonl"))
+    if (e["event"] == "node_refused" && e.value("node", "") == "stranger") {
+      ++refused;
+      EXPECT_EQ(e.value("refusal", ""), "otherRun");
+    }
+  EXPECT_EQ(refused, 1u) << "one refusal, one exit";
+  EXPECT_NE(text(dir / "stranger.out").find("otherRun"), std::string::npos)
+      << text(dir / "stranger.out");
+
+  // 2. A node of this run; then a fresh syncer (another run) takes the old one's port.
+  const pid_t old = spawn(dir,
+                          {DD_NODE_BIN, "learner", "--join", at, "--learners", "1", "--node-name",
+                           "old", "--run-dir", "old", "--heartbeat", "0.2", "--connection-timeout",
+                           "1", "--backoff-cap", "2", "--progress", "0"},
+                          (dir / "old.out").string());
+  ASSERT_TRUE(wait_events(dir / "run" / "events.jsonl", "join", 1, 30)) << text(dir / "old.out");
+  ASSERT_EQ(::kill(syncer, SIGKILL), 0);
+  EXPECT_EQ(wait_for(syncer, 10), 128 + SIGKILL);
+  const pid_t fresh = spawn(dir,
+                            {DD_NODE_BIN, "syncer", "tiny.lua", "--listen", at, "--run-dir", "run2",
+                             "--progress", "0", "--heartbeat", "0.2", "--connection-timeout", "1"},
+                            (dir / "fresh.out").string());
+  ASSERT_GT(listening_port(dir / "run2", 30), 0) << text(dir / "fresh.out");
+  const double fresh_at = wall_now();
+  EXPECT_EQ(wait_for(old, 30), 3) << text(dir / "old.out");
+  std::printf("an old node facing a fresh syncer exited %.2f s after it listened\n",
+              wall_now() - fresh_at);
+  EXPECT_NE(text(dir / "old.out").find("otherRun"), std::string::npos) << text(dir / "old.out");
+  ::kill(fresh, SIGTERM);
+  EXPECT_NE(wait_for(fresh, 20), -1) << text(dir / "fresh.out");
+}
+
+// Regression (QA 2026-12-02, F4): a launch stopped with Ctrl-C (summary.json "interrupted") is
+// continued by `dd-node launch --resume`, as `dd-node run --resume` continues an interrupted run
+// (it was refused: "holds no unfinished run").
+TEST(cluster_process, a_launch_stopped_with_ctrl_c_is_resumed_by_launch_resume) {
+  const auto dir = workdir("interrupt_resume", "{ tokens = 1500000 }");
+  const fs::path run = dir / "run";
+  const pid_t first = spawn(dir,
+                            {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress",
+                             "0", "--heartbeat", "0.2", "--connection-timeout", "1"},
+                            (dir / "first.out").string());
+  ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 10, 60)) << text(dir / "first.out");
+  ASSERT_EQ(::kill(first, SIGINT), 0);
+  EXPECT_EQ(wait_for(first, 60), 130) << text(dir / "first.out");
+  const auto stopped = json::parse(text(run / "summary.json"));
+  ASSERT_TRUE(stopped.value("interrupted", false));
+  const uint64_t tokens_before = stopped["tokens"].get<uint64_t>();
+  const pid_t second = spawn(dir,
+                             {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress",
+                              "0", "--heartbeat", "0.2", "--connection-timeout", "1", "--resume"},
+                             (dir / "second.out").string());
+  EXPECT_EQ(wait_for(second, 120), 0) << text(dir / "second.out");
+  const auto summary = json::parse(text(run / "summary.json"));
+  EXPECT_TRUE(summary.value("resumed", false));
+  EXPECT_FALSE(summary.value("interrupted", false));
+  EXPECT_EQ(summary.value("parts", 0), 2);
+  EXPECT_GT(summary["tokens"].get<uint64_t>(), tokens_before);
+  expect_versions_increase(events(run / "events.jsonl"));
+}

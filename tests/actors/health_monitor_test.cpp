@@ -300,5 +300,39 @@ TEST(monitor_record, training_seconds_survive_a_resume) {
   }
 }
 
+// Regression (2026-12-02): a syncer resumed on a record in which every learner had finished (the
+// run was stopped by a signal after the last step) waited for ever — every learner node was
+// refused as finished, so nobody ever left. The monitor now tells the job at once; with one
+// learner still unfinished it waits.
+TEST(monitor_record, a_resumed_run_whose_learners_all_finished_is_done_at_once) {
+  for (const bool all_finished : {true, false}) {
+    dd::test::coordinator env;
+    std::shared_ptr<bool> told = std::make_shared<bool>(false);
+    auto job = env.sys->spawn([told](job_hdl::pointer) -> job_hdl::behavior_type {
+      return {[told](atoms::children_done_atom, child_kind k) {
+                if (k == child_kind::learner) *told = true;
+              },
+              [](atoms::child_given_up_atom, child_kind, int32_t, const std::string&) {},
+              [](atoms::budget_spent_atom) {}, [](atoms::stop_atom, const std::string&) {},
+              [](atoms::interrupt_timeout_atom) {}};
+    });
+    monitor_state before;
+    before.learners[0].step = 50;
+    before.learners[0].finished = true;
+    before.learners[1].step = all_finished ? 50 : 20;
+    before.learners[1].finished = all_finished;
+    auto ctx = std::make_shared<monitor_context>();
+    ctx->learners = 2;
+    ctx->fragments = 0;
+    ctx->remote_learners = true;
+    ctx->job = job;
+    ctx->restored_record = monitor_record(before);
+    auto monitor = env.sys->spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
+    env.run();
+    EXPECT_EQ(*told, all_finished) << (all_finished ? "all finished" : "one unfinished");
+    env.shutdown({monitor, caf::actor_cast<caf::actor>(job)});
+  }
+}
+
 }  // namespace
 }  // namespace dd::actors

@@ -309,6 +309,22 @@ TEST(main_job, progress_line_shows_a_learner_that_left) {
             std::string::npos);
 }
 
+// QA 2026-12-02 (F6d): a learner node's line shows what the node knows — its learners and their
+// restarts — not the syncer's validation loss, merges, contributors and grace (always "-" and 0
+// there).
+TEST(main_job, a_learner_nodes_progress_line_has_no_syncer_figures) {
+  run_log log;
+  log.set_stepping(2, true);
+  log.update([](run_counters& c) {
+    c.learners[2].alive = true;
+    c.learners[2].steps_per_s = 3.74;
+    c.learners[2].loss = 3.773;
+    c.learner_restarts = 1;
+  });
+  const std::string line = node_progress_line(log.snapshot(), 10.3);
+  EXPECT_EQ(line, "[   10.3s] L2 3.74st/s 3.773 | restarts 1");
+}
+
 // The run's outcome is a pure function of its counters (actors/run_report.hpp): summary keys
 // and values, and a failure reason that names every cause.
 TEST(run_report, outcome_names_every_cause_of_failure) {
@@ -397,6 +413,27 @@ TEST(run_dir, lifecycle_of_a_run_directory) {
   EXPECT_FALSE(fs::exists(dir / "monitor.json"));
   EXPECT_FALSE(fs::exists(dir / "checkpoints" / "owner_1.ddck"));
   EXPECT_EQ(checkpoint_dir_of(dir.string(), "/elsewhere"), "/elsewhere");
+  fs::remove_all(dir);
+}
+
+// One rule for `--resume` in dd-node run, syncer and launch (QA 2026-12-02, F3/F4: the syncer
+// and the launcher refused to resume a run stopped with Ctrl-C, which dd-node run resumes).
+TEST(run_dir, a_crashed_or_interrupted_run_can_be_resumed_a_finished_one_cannot) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "dd_run_dir_resumable_test";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  EXPECT_EQ(why_not_resumable(dir.string()), "no run to resume");
+  std::ofstream(dir / "events.jsonl") << R"({"event":"merge","fragment":0,"version":1})"
+                                      << "\n";
+  EXPECT_EQ(why_not_resumable(dir.string()), "");  // crashed: events, no summary.json
+  std::ofstream(dir / "summary.json") << R"({"tokens": 5, "interrupted": true})";
+  EXPECT_EQ(why_not_resumable(dir.string()), "");  // Ctrl-C / SIGTERM
+  std::ofstream(dir / "summary.json") << R"({"tokens": 5})";
+  EXPECT_EQ(why_not_resumable(dir.string()),
+            "a finished run (summary.json without \"interrupted\")");
+  std::ofstream(dir / "summary.json") << R"({"tokens": )";
+  EXPECT_NE(why_not_resumable(dir.string()).find("an unreadable summary.json"), std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -403,3 +403,31 @@ TEST_F(cluster, heal_counts_a_restarting_node_as_restarting_and_status_an_unknow
   EXPECT_EQ(s.rc, 0) << s.out;
   EXPECT_NE(s.out.find("(run id unknown yet"), std::string::npos) << s.out;
 }
+
+// Regression (QA 2026-12-02, F12): `learners` in a network fault is every learner link, as
+// docs/chaos.md's net section says (it picked one link at random, the rule of process faults,
+// while the report's table still said "learners"); --pick still narrows it.
+TEST_F(cluster, a_network_fault_on_learners_hits_every_learner_link) {
+  nodes_file f = read_nodes_file(dir + "/nodes.json");
+  f.proxy = control_process{1, "127.0.0.1:9"};
+  for (int k = 1; k < 3; ++k) {
+    node_entry l = *f.find("learner-0");
+    l.name = "learner-" + std::to_string(k);
+    l.actors = {"learner:" + std::to_string(k)};
+    f.nodes.push_back(l);
+  }
+  write_nodes_file(dir + "/nodes.json", f);
+  const auto all = dd_chaos("net latency learners --ms 5 --for 1s --dry-run" + rd());
+  ASSERT_EQ(all.rc, 0) << all.out;
+  for (int k = 0; k < 3; ++k)
+    EXPECT_NE(all.out.find("latency link learner-" + std::to_string(k)), std::string::npos)
+        << all.out;
+  const auto one = dd_chaos("net latency learners --ms 5 --for 1s --pick one --dry-run" + rd());
+  ASSERT_EQ(one.rc, 0) << one.out;
+  size_t links = 0;
+  for (size_t at = one.out.find("latency link "); at != std::string::npos;
+       at = one.out.find("latency link ", at + 1))
+    ++links;
+  EXPECT_EQ(links, 1u) << one.out;
+  EXPECT_EQ(state_of(sleeper), 'S');
+}

@@ -495,6 +495,12 @@ std::vector<std::string> links_of(const chaos_env& env, const fault_spec& f) {
     }
     target_options o = f.picks;
     o.exact = false;
+    // A group names every link of its kind here ("learners" = every learner link); --pick
+    // still narrows it. (Process faults on a group pick one by default.)
+    if (!o.pick_given) {
+      o.pick = pick_mode::all;
+      o.pick_given = true;
+    }
     const auto sel = resolve_targets(need_nodes(env), parse_targets(item), o);
     for (const auto& h : sel.hits) {
       if (need_nodes(env).find(h.node)->role == "syncer")
