@@ -472,21 +472,27 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         }
         bool known = st.learners.count(id) != 0;
         auto& r = st.learners[id];
+        // A live learner's compute seconds of its incarnation (a figure that is not a finite
+        // non-negative number counts as none: the heartbeats' stands).
+        const double live_compute_s =
+            req->live && std::isfinite(req->compute_s) && req->compute_s > 0 ? req->compute_s : 0.0;
         if (known) {
           if (r.alive) declare_dead(self, *ctx, id, "replaced by a new incarnation");
           r.incarnation = std::max(r.incarnation, req->incarnation) + 1;
-          // A live learner rejoining knows its tokens better than the last heartbeat we have.
+          // A live learner rejoining knows its tokens and compute seconds better than the last
+          // heartbeat we have (those of its steps while the syncer was away never came).
           r.tokens_before += req->live ? std::max(req->tokens, r.tokens_this_incarnation)
                                        : r.tokens_this_incarnation;
           if (req->live) r.step = std::max(r.step, req->step);
           r.tokens_this_incarnation = 0;
-          r.compute_before_s += r.compute_this_incarnation_s;  // (live: the heartbeat's figure)
+          r.compute_before_s += std::max(live_compute_s, r.compute_this_incarnation_s);
           r.compute_this_incarnation_s = 0;
         }
         if (!known && req->live) {  // a syncer restarted without this learner's record
           r.incarnation = req->incarnation + 1;
           r.step = req->step;
           r.tokens_before = req->tokens;
+          r.compute_before_s = live_compute_s;
         }
         {
           auto rv = st.reserved.find(id);

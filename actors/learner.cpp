@@ -1011,6 +1011,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
         again.step = static_cast<uint64_t>(s.tr->steps_done());
         again.tokens = s.tokens;
         again.incarnation = s.incarnation;
+        again.compute_s = s.compute_s;
         // The learner steps on until the reply: the tokens and compute of those steps belong to
         // the new incarnation (the monitor drops the old incarnation's heartbeats once it
         // accepted the join), so only what the request reported is taken off at the reply.

@@ -188,9 +188,11 @@ std::optional<caf::actor> lookup(caf::actor_system& sys, const std::string& host
   return **s->result;
 }
 
-/// One node_join round trip; nullopt (with `why`) when the monitor did not answer in time.
+/// One node_join round trip; nullopt (with `why`) when the monitor did not answer in time
+/// (`*timed_out` set, when given), answered with an error or with bytes that do not decode.
 std::optional<node_join_reply> handshake(caf::scoped_actor& self, const caf::actor& monitor,
-                                         const node_join& req, double timeout_s, std::string* why) {
+                                         const node_join& req, double timeout_s, std::string* why,
+                                         bool* timed_out = nullptr) {
   std::optional<node_join_reply> out;
   // The reply is decoded under the run its own envelope names: a syncer of another run answers
   // with a refusal (otherRun) stamped with its own run id, and that refusal must be read, not
@@ -219,7 +221,10 @@ std::optional<node_join_reply> handshake(caf::scoped_actor& self, const caf::act
             }
             out = std::move(*rep);
           },
-          [&](caf::error& err) { *why = "handshake failed: " + self->system().render(err); });
+          [&](caf::error& err) {
+            *why = "handshake failed: " + self->system().render(err);
+            if (timed_out != nullptr) *timed_out = err == caf::sec::request_timeout;
+          });
   return out;
 }
 
@@ -579,6 +584,8 @@ int run_learner_node(const learner_node_options& o) {
     std::fflush(stderr);
   };
   bool lost = false;
+  // The backoff step (conn.attempt) whose failed handshake was already retried at once.
+  int handshake_retried_at = -1;
   bool stop_sent = false;
   int status = node_exit_ok;
   bool done = false;
@@ -641,20 +648,35 @@ int run_learner_node(const learner_node_options& o) {
         std::string why;
         // CAF drops a message to a dead proxy without an answer (one handed back for the lost
         // connection would only time out), and a live syncer answers in milliseconds: a dead
-        // handle fails at once, an unanswered handshake after the connect timeout, and either
-        // counts as a failed attempt (backoff), not a 10 s wait.
+        // handle fails at once, an unanswered handshake after the connect timeout (not a 10 s
+        // wait); either is a failed attempt (backoff), and a dead handle makes the node shut its
+        // sockets to the syncer down. An unanswered one was sent to a syncer just reached, so
+        // it is first retried at once on a fresh connection (sockets shut down): its reply may
+        // have been lost with a connection that dropped again under load, or sent by the
+        // syncer's middleman down a stale route to this node. Once per backoff step: a second
+        // one in a row is a failed attempt.
         std::optional<node_join_reply> rep;
+        bool unanswered = false;
         auto* target = caf::actor_cast<caf::abstract_actor*>(*m);
-        if (target != nullptr && target->getf(caf::abstract_actor::is_terminated_flag)) {
+        const bool dead_handle =
+            target != nullptr && target->getf(caf::abstract_actor::is_terminated_flag);
+        if (dead_handle)
           why = "the syncer's handle is already down";
-          drop_connections(why);
-        } else
-          rep = handshake(self, *m, again, std::max(1.0, o.connect_timeout_s), &why);
+        else
+          rep = handshake(self, *m, again, std::max(1.0, o.connect_timeout_s), &why, &unanswered);
         if (!rep) {
-          conn.failed(why);
-          log->emit(
-              "rejoin_attempt",
-              {{"stage", "handshake"}, {"error", why}, {"took_s", connector::now_s() - tried_at}});
+          const bool at_once = unanswered && handshake_retried_at != conn.attempt;
+          log->emit("rejoin_attempt", {{"stage", "handshake"},
+                                       {"error", why},
+                                       {"took_s", connector::now_s() - tried_at},
+                                       {"retry_at_once", at_once}});
+          if (dead_handle || at_once) drop_connections(why);
+          if (at_once) {
+            handshake_retried_at = conn.attempt;
+            conn.last_error = why;
+          } else {
+            conn.failed(why);
+          }
         }
         if (rep && rep->accepted) {
           monitor = *m;
@@ -666,15 +688,15 @@ int run_learner_node(const learner_node_options& o) {
           lost = false;
           conn.deadline_at = 0.0;
           conn.attempt = 0;
+          handshake_retried_at = -1;
           log->emit("syncer_back", {{"run_id", rep->run_id}, {"steps", learner_steps(*log)}});
           std::printf("dd-node learner %s: syncer back; learners rejoin\n", name.c_str());
           std::fflush(stdout);
           self->send(sup, atoms::syncer_atom_v, monitor);
         } else if (!rep) {
-          // Reached but not answered (e.g. a proxy of the lost connection): say so; the next
-          // attempt follows at once, as before.
-          std::fprintf(stderr, "dd-node learner %s: rejoin handshake failed (%s)\n", name.c_str(),
-                       why.c_str());
+          std::fprintf(stderr, "dd-node learner %s: rejoin handshake failed (%s)%s\n", name.c_str(),
+                       why.c_str(),
+                       handshake_retried_at == conn.attempt ? "; retrying at once" : "");
           std::fflush(stderr);
         } else {
           std::fprintf(stderr, "dd-node learner %s: refused by the syncer (%s): %s\n", name.c_str(),

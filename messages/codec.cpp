@@ -101,6 +101,7 @@ wire_bytes encode(const join_request& m, const envelope_stamp& stamp) {
   r.setStep(m.step);
   r.setTokens(m.tokens);
   r.setIncarnation(m.incarnation);
+  r.setComputeSeconds(m.compute_s);
   return flatten(b);
 }
 
@@ -218,6 +219,7 @@ result<join_request> decode_join_request(const uint8_t* data, size_t size,
         m.step = r.getStep();
         m.tokens = r.getTokens();
         m.incarnation = r.getIncarnation();
+        m.compute_s = r.getComputeSeconds();
         if (m.live) {
           if (auto st = same_incarnation("joinRequest", sender_inc, m.incarnation); !st)
             return st.error();

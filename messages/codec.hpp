@@ -107,11 +107,15 @@ struct join_request {
   /// Device ordinals the learner runs on (empty on the CPU backend).
   std::vector<int32_t> devices;
   /// A running learner rejoining after its syncer came back: it keeps its own step and data
-  /// cursor; `step`, `tokens` (of its current incarnation) and `incarnation` say where it is.
+  /// cursor; `step`, `tokens` and `compute_s` (of its current incarnation) and `incarnation` say
+  /// where it is.
   bool live = false;
   uint64_t step = 0;
   uint64_t tokens = 0;
   uint64_t incarnation = 0;
+  /// Live: seconds its current incarnation spent in inner steps (heartbeat_msg::compute_s);
+  /// 0 from an older writer.
+  double compute_s = 0.0;
 };
 
 /// Health monitor → learner: the identity and work assignment of a joining learner.

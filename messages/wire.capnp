@@ -30,6 +30,8 @@ struct JoinRequest {
   step @4 :UInt64;                     # live: its inner steps completed
   tokens @5 :UInt64;                   # live: tokens of its current incarnation
   incarnation @6 :UInt64;              # live: its current incarnation
+  computeSeconds @7 :Float64;          # live: seconds its current incarnation spent in inner
+                                       # steps (as Heartbeat.computeSeconds)
 }
 
 # Health monitor -> learner.

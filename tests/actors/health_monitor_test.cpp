@@ -2,6 +2,8 @@
 // global progress (Σ tokens of every learner and incarnation) that learners with
 // inner.schedule_clock = "global" follow. Real CAF threads; each wait is bounded.
 #include <chrono>
+#include <filesystem>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -266,6 +268,88 @@ TEST(monitor_uptime, counts_the_time_with_k_learners_stepping_from_their_heartbe
   env.advance(1.0);
   EXPECT_NEAR(log.snapshot().observed_s, 3.0, 1e-9);
   env.shutdown({monitor, learners[0], learners[1]});
+}
+
+// A live rejoin (the learner's link dropped and healed; it stepped on meanwhile) carries the
+// compute seconds of its incarnation as it carries its tokens, and the monitor counts them.
+// Regression: the join request had no compute seconds, the monitor kept only its last
+// heartbeat's figure, and the learner's compute since that heartbeat was lost (the learner
+// takes what its request reported off its own count at the reply).
+TEST(monitor_live_rejoin, counts_the_compute_seconds_its_join_request_reports) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "dd_monitor_live_rejoin";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  caf::actor_system_config cfg;
+  cfg.set("logger.console-verbosity", caf::atom("quiet"));
+  cfg.set("logger.file-verbosity", caf::atom("quiet"));
+  caf::actor_system sys{cfg};
+  auto ctx = std::make_shared<monitor_context>();
+  ctx->learners = 1;
+  ctx->fragments = 0;
+  ctx->record_path = (dir / "monitor.json").string();
+  auto monitor = sys.spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
+  caf::scoped_actor self{sys};
+  auto join = [&](const join_request& req, uint64_t sender_incarnation) {
+    uint64_t inc = ~uint64_t{0};
+    self->request(monitor, std::chrono::seconds(10), atoms::join_atom_v,
+                  encode(req, {"", sender_incarnation}), caf::actor{self})
+        .receive(
+            [&](const std::vector<uint8_t>& bytes) {
+              auto rep = decode_join_reply(bytes.data(), bytes.size());
+              if (rep) inc = rep->incarnation;
+            },
+            [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+    return inc;
+  };
+  join_request first;
+  first.requested_learner_id = 0;
+  ASSERT_EQ(join(first, 0), 0u);
+  // Its last heartbeat before the link dropped: step 1, 128 tokens, 1 s of compute.
+  heartbeat_msg hb;
+  hb.learner_id = 0;
+  hb.incarnation = 0;
+  hb.step = 1;
+  hb.tokens = 128;
+  hb.step_time_ema_s = 1.0;
+  hb.compute_s = 1.0;
+  self->send(monitor, atoms::heartbeat_atom_v, encode(hb, {"", 0}));
+  bool answered = false;
+  self->receive([&](atoms::progress_atom, const std::vector<uint8_t>&) { answered = true; },
+                caf::after(std::chrono::seconds(5)) >> [] {});
+  ASSERT_TRUE(answered);
+  // Back live after stepping on alone: step 3, 384 tokens, 3.25 s of compute.
+  join_request live;
+  live.requested_learner_id = 0;
+  live.live = true;
+  live.step = 3;
+  live.tokens = 384;
+  live.incarnation = 0;
+  live.compute_s = 3.25;
+  ASSERT_EQ(join(live, 0), 1u);
+  self->send(monitor, atoms::leave_atom_v, encode(dd::leave_msg{0, 1}, {"", 1}));
+  // The leave writes the record.
+  nlohmann::json learner;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < end) {
+    std::ifstream in(dir / "monitor.json");
+    nlohmann::json rec;
+    try {
+      if (in) rec = nlohmann::json::parse(in);
+    } catch (const std::exception&) {}
+    if (rec.is_object() && !rec["learners"].empty() &&
+        rec["learners"][0].value("finished", false)) {
+      learner = rec["learners"][0];
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_TRUE(learner.is_object()) << "no record with the learner finished";
+  EXPECT_EQ(learner["incarnation"].get<uint64_t>(), 1u);
+  EXPECT_EQ(learner["tokens_before"].get<uint64_t>(), 384u);
+  EXPECT_DOUBLE_EQ(learner["compute_before_s"].get<double>(), 3.25);
+  EXPECT_DOUBLE_EQ(learner["compute_this_incarnation_s"].get<double>(), 0.0);
+  caf::anon_send_exit(monitor, caf::exit_reason::kill);
 }
 
 // The monitor record carries the run's training seconds over all parts (issue 10 item 5: a

@@ -86,7 +86,7 @@ void codec_seeds(const fs::path& dir) {
           prefixed({static_cast<uint8_t>(k)}, m));
   };
   seed(message_kind::join_request, "join_request",
-       dd::encode(dd::join_request{3, "host-a", {0, 1}, true, 10, 20, 1}, learner(1)));
+       dd::encode(dd::join_request{3, "host-a", {0, 1}, true, 10, 20, 1, 4.5}, learner(1)));
   seed(message_kind::join_reply, "join_reply",
        dd::encode(dd::join_reply{1, 2, R"({"name":"x"})", 0, 2, 10, {9, 9}}, syncer));
   seed(message_kind::heartbeat, "heartbeat",

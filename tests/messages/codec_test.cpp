@@ -41,6 +41,25 @@ TEST(Codec, JoinRequestRoundTrip) {
   EXPECT_EQ(d->devices, (std::vector<int32_t>{0, 1, 3}));
 }
 
+// A live rejoin says where its incarnation is: step, tokens and compute seconds (the monitor
+// counts them; the compute seconds were once missing from the wire).
+TEST(Codec, LiveJoinRequestRoundTripCarriesStepTokensAndComputeSeconds) {
+  join_request m;
+  m.requested_learner_id = 2;
+  m.live = true;
+  m.step = 91;
+  m.tokens = 91 * 128;
+  m.incarnation = 3;
+  m.compute_s = 12.625;
+  auto d = decode_join_request(encode(m, {"", 3}), {}, {"", 0});
+  ASSERT_TRUE(d.ok()) << d.error().message;
+  EXPECT_TRUE(d->live);
+  EXPECT_EQ(d->step, 91u);
+  EXPECT_EQ(d->tokens, 91u * 128u);
+  EXPECT_EQ(d->incarnation, 3u);
+  EXPECT_DOUBLE_EQ(d->compute_s, 12.625);
+}
+
 TEST(Codec, JoinRequestDefaultAsksForAnyId) {
   join_request m;
   auto bytes = encode(m);
