@@ -36,8 +36,7 @@ double cpu_seconds() {
 }
 
 double wall_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 double median(std::vector<double> v) {
@@ -162,8 +161,8 @@ int main(int argc, char** argv) {
   std::printf(
       "dd-bench-receive: fragment %d MiB in %zu chunks of %d bytes, 1 warm-up + %d rounds, "
       "crc32c() uses %s (sink %u)\n",
-      size_mb, chunks.size(), chunk_bytes, repeats,
-      dd::util::to_string(dd::util::crc32c_active()), sink & 1u);
+      size_mb, chunks.size(), chunk_bytes, repeats, dd::util::to_string(dd::util::crc32c_active()),
+      sink & 1u);
   std::printf("  %-52s %12s %12s %10s\n", "kind", "cpu MiB/s", "wall MiB/s", "cpu ms");
   for (const auto& kd : kinds) {
     const double c = median(kd.cpu), w = median(kd.wall);
