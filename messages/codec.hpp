@@ -410,8 +410,8 @@ struct chunk_ref {
   std::vector<uint8_t> owned;
 
   chunk_ref() = default;
-  chunk_ref(chunk_ref&&) = default;
-  chunk_ref& operator=(chunk_ref&&) = default;
+  chunk_ref(chunk_ref&&) noexcept = default;
+  chunk_ref& operator=(chunk_ref&&) noexcept = default;
   chunk_ref(const chunk_ref&) = delete;
   chunk_ref& operator=(const chunk_ref&) = delete;
   ~chunk_ref() = default;
