@@ -236,9 +236,9 @@ evaluator_hdl::behavior_type evaluator(evaluator_actor* self,
         grant_credit(self, seq);  // taken: the owner may send the next chunk
         auto& s = self->state;
         if (!s.in_round) return;
-        auto chunk = decode_broadcast(bytes, {}, expect_of(*ctx));
+        auto chunk = decode_broadcast_ref(bytes, {}, expect_of(*ctx));
         if (!chunk) return;
-        auto whole = s.assembler.add(std::move(*chunk));
+        auto whole = s.assembler.add(*chunk);
         if (!whole || !whole->has_value()) return;
         const auto& b = **whole;
         if (b.fragment_id < 0 || static_cast<size_t>(b.fragment_id) >= ctx->plan.fragments.size())

@@ -467,11 +467,11 @@ caf::behavior rebuilding(owner_actor* self, std::shared_ptr<const owner_context>
         grant_credit(self, seq);
         auto& r = *self->state.rebuild;
         if (r.fetching < 0) return;
-        auto chunk = decode_broadcast(bytes, {}, expect_of(*ctx));
+        auto chunk = decode_broadcast_ref(bytes, {}, expect_of(*ctx));
         if (!chunk)
           log_refused_message(ctx->log, "undecodable_copy", chunk.error(), {{"fragment", frag}});
-        if (!chunk || chunk->fragment_id != frag) return;
-        auto whole = r.assembler.add(std::move(*chunk));
+        if (!chunk || chunk->header.fragment_id != frag) return;
+        auto whole = r.assembler.add(*chunk);
         if (!whole) {
           if (ctx->log != nullptr)
             ctx->log->emit("failure", {{"fragment", frag},

@@ -117,7 +117,7 @@ push_outcome fragment_owner_state::reject(const push_msg& m, reject_reason r, st
 }
 
 push_outcome fragment_owner_state::on_push(const wire_bytes& bytes, double now_s) {
-  auto decoded = decode_push(bytes, {}, envelope_expect{opts_.run_id, 0});
+  auto decoded = decode_push_ref(bytes, {}, envelope_expect{opts_.run_id, 0});
   if (!decoded) {
     push_msg blank;
     blank.learner_id = -1;
@@ -130,10 +130,20 @@ push_outcome fragment_owner_state::on_push(const wire_bytes& bytes, double now_s
         code == errc::other_run || code == errc::stale_incarnation || code == errc::schema_mismatch;
     return out;
   }
-  return on_push(std::move(*decoded), now_s);
+  return on_chunk(*decoded, now_s);
 }
 
-push_outcome fragment_owner_state::on_push(push_msg chunk, double now_s) {
+push_outcome fragment_owner_state::on_push(push_msg msg, double now_s) {
+  chunk_ref<push_msg> chunk;
+  chunk.owned = std::move(msg.payload);
+  chunk.payload = chunk.owned.data();
+  chunk.payload_size = chunk.owned.size();
+  chunk.header = std::move(msg);
+  return on_chunk(chunk, now_s);
+}
+
+push_outcome fragment_owner_state::on_chunk(const chunk_ref<push_msg>& ref, double now_s) {
+  const push_msg& chunk = ref.header;  // the payload is ref.payload
   const int32_t frag = opts_.layout.fragment_id;
   const std::string who = "learner " + std::to_string(chunk.learner_id) + " (incarnation " +
                           std::to_string(chunk.incarnation) + ")";
@@ -142,9 +152,7 @@ push_outcome fragment_owner_state::on_push(push_msg chunk, double now_s) {
                   who + " pushed fragment " + std::to_string(chunk.fragment_id) +
                       " to the owner of fragment " + std::to_string(frag),
                   false);
-  push_msg header_copy = chunk;
-  header_copy.payload.clear();
-  auto assembled = assembler_.add(std::move(chunk));
+  auto assembled = assembler_.add(ref);
   if (!assembled) {
     auto code = assembled.code();
     if (code == errc::chunk_duplicate || code == errc::chunk_stale) {
@@ -154,7 +162,7 @@ push_outcome fragment_owner_state::on_push(push_msg chunk, double now_s) {
       return out;
     }
     auto out = reject(
-        header_copy,
+        chunk,
         code == errc::size_mismatch ? reject_reason::shape_mismatch : reject_reason::malformed,
         who + ": " + assembled.error().message, false);
     out.chunk_refused = code == errc::checksum_mismatch;

@@ -207,6 +207,9 @@ class fragment_owner_state {
   std::vector<merged_push> merged_pushes() const;
 
  private:
+  /// on_push's work on one decoded chunk (header and payload view; the payload is copied only
+  /// into the assembler's transfer buffer).
+  push_outcome on_chunk(const chunk_ref<push_msg>& chunk, double now_s);
   struct pending_push {
     merge_contributor who;
     kernels::buffer<float> delta;  // backend memory, layout.numel

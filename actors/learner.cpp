@@ -404,13 +404,13 @@ bool apply_global(learner_actor* self, const learner_context& ctx, const broadca
 void on_broadcast(learner_actor* self, const learner_context& ctx, const wire_bytes& bytes) {
   auto& st = self->state;
   if (st.now == phase::joining || st.now == phase::finished) return;
-  auto chunk = decode_broadcast(bytes, {}, expect_of(self, ctx));
+  auto chunk = decode_broadcast_ref(bytes, {}, expect_of(self, ctx));  // payload left in `bytes`
   if (!chunk) {
     log_undecodable(self, ctx, "undecodable_broadcast", chunk.error());
     return;
   }
-  const int32_t fragment = chunk->fragment_id;
-  auto whole = st.assembler.add(std::move(*chunk));
+  const int32_t fragment = chunk->header.fragment_id;
+  auto whole = st.assembler.add(*chunk);
   if (!whole) {
     log_undecodable(self, ctx, "undecodable_broadcast", whole.error());
     if (whole.code() == errc::checksum_mismatch) {

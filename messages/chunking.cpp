@@ -7,6 +7,10 @@
 #include <limits>
 #include <string>
 
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
 #include "messages/detail/envelope.hpp"
 #include "util/crc32c.hpp"
 
@@ -17,6 +21,22 @@ using namespace detail;
 namespace {
 
 constexpr uint64_t not_received = std::numeric_limits<uint64_t>::max();
+
+/// Asks the kernel to back the 2 MiB-aligned part of [p, p + size) with transparent huge pages
+/// (Linux, MADV_HUGEPAGE; a hint, failure is ignored). A transfer buffer is fresh memory written
+/// once: with 4 KiB pages a 64 MiB fragment takes 16,384 page faults, which cost more than the
+/// copy itself (docs/benchmarks.md "Transport").
+void advise_huge_pages(void* p, size_t size) noexcept {
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  constexpr uintptr_t huge = uintptr_t{2} << 20;
+  const auto lo = (reinterpret_cast<uintptr_t>(p) + huge - 1) & ~(huge - 1);
+  const auto hi = (reinterpret_cast<uintptr_t>(p) + size) & ~(huge - 1);
+  if (hi > lo) (void)::madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_HUGEPAGE);
+#else
+  (void)p;
+  (void)size;
+#endif
+}
 
 template <class Msg>
 result<std::vector<Msg>> split_impl(const Msg& whole, size_t chunk_bytes, const char* what) {
@@ -32,12 +52,14 @@ result<std::vector<Msg>> split_impl(const Msg& whole, size_t chunk_bytes, const 
   if (count > std::numeric_limits<uint32_t>::max()) {
     return R(errc::too_large, std::string(what) + ": " + num(count) + " chunks do not fit u32");
   }
+  // The header fields, copied once: copying `whole` per chunk would copy the whole payload
+  // count times (16 × 64 MiB for a 64 MiB fragment in 4 MiB chunks).
+  Msg header = whole;
+  header.payload = {};
   std::vector<Msg> out;
   out.reserve(count);
   for (size_t i = 0; i < count; ++i) {
-    Msg c;
-    c = whole;  // header fields; payload replaced below
-    c.payload.clear();
+    Msg c = header;
     const size_t off = i * chunk_bytes;
     const size_t len = std::min(chunk_bytes, total - off);
     c.chunk_index = static_cast<uint32_t>(i);
@@ -96,18 +118,21 @@ chunk_assembler::chunk_assembler(chunk_limits limits) : limits_(limits) {}
 
 template <class Msg>
 void chunk_assembler::release(assembly<Msg>& a) noexcept {
-  buffered_ -= a.bytes.size();
+  buffered_ -= a.reserved;
+  a.reserved = 0;
   a.bytes = {};
 }
 
 template <class Msg, class Key>
 result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>>& table,
-                                                     const Key& key, Msg chunk) {
+                                                     const Key& key, const Msg& chunk,
+                                                     const uint8_t* payload, size_t size) {
+  // `chunk.payload` is not read: the payload is [payload, payload + size).
   using R = result<std::optional<Msg>>;
   const std::string what = describe(chunk);
   // A chunk damaged in transit is refused before it can touch any transfer.
   if (chunk.payload_crc32c != 0) {
-    const uint32_t crc = util::crc32c(chunk.payload.data(), chunk.payload.size());
+    const uint32_t crc = util::crc32c(payload, size);
     if (crc != chunk.payload_crc32c) {
       char buf[96];
       std::snprintf(buf, sizeof buf, ": chunk %u of %u: payload CRC32C %08x does not match %08x",
@@ -138,7 +163,7 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
 
   if (auto st = check_chunk_fields(name_of(chunk), chunk.encoding, chunk.total_elements,
                                    chunk.payload_bytes, chunk.chunk_index, chunk.chunk_count,
-                                   chunk.chunk_offset, chunk.payload.size());
+                                   chunk.chunk_offset, size);
       !st) {
     errc code = st.code() == errc::malformed ? errc::chunk_inconsistent : st.code();
     return fail(code, st.error().message);
@@ -147,9 +172,8 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
     return fail(errc::too_large, "chunkCount " + num(chunk.chunk_count) + " exceeds max_chunks " +
                                      num(limits_.max_chunks));
   }
-  if (chunk.payload.size() > limits_.max_chunk_bytes) {
-    return fail(errc::too_large, "chunk of " + num(chunk.payload.size()) +
-                                     " bytes exceeds max_chunk_bytes " +
+  if (size > limits_.max_chunk_bytes) {
+    return fail(errc::too_large, "chunk of " + num(size) + " bytes exceeds max_chunk_bytes " +
                                      num(limits_.max_chunk_bytes));
   }
   if (chunk.payload_bytes > limits_.max_assembly_bytes) {
@@ -157,7 +181,7 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
                                      " exceeds max_assembly_bytes " +
                                      num(limits_.max_assembly_bytes));
   }
-  if (chunk.payload.empty() && chunk.payload_bytes != 0) {
+  if (size == 0 && chunk.payload_bytes != 0) {
     return fail(errc::chunk_inconsistent,
                 "empty chunk " + num(chunk.chunk_index) + " of a non-empty payload");
   }
@@ -185,14 +209,16 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
     }
     assembly<Msg> a;
     a.order = order;
-    a.bytes.resize(static_cast<size_t>(chunk.payload_bytes));
+    a.reserved = static_cast<size_t>(chunk.payload_bytes);
+    a.bytes.reserve(a.reserved);  // no zero-fill: each page is first written by its chunk
+    advise_huge_pages(a.bytes.data(), a.reserved);
     a.offsets.assign(chunk.chunk_count, not_received);
     a.lengths.assign(chunk.chunk_count, 0);
     a.header = chunk;
-    a.header.payload.clear();
+    a.header.payload.clear();  // empty already where the caller passed the payload apart
     a.header.chunk_index = 0;
     a.header.chunk_offset = 0;
-    buffered_ += a.bytes.size();
+    buffered_ += a.reserved;
     it = table.emplace(key, std::move(a)).first;
   } else if (!same_transfer_header(it->second.header, chunk)) {
     return fail(errc::chunk_inconsistent,
@@ -205,11 +231,17 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
     return R(errc::chunk_duplicate,
              what + ": chunk " + num(chunk.chunk_index) + " arrived twice; the copy is ignored");
   }
-  if (!chunk.payload.empty()) {
-    std::memcpy(a.bytes.data() + chunk.chunk_offset, chunk.payload.data(), chunk.payload.size());
+  if (size != 0) {
+    // Inside [0, payload_bytes) (check_chunk_fields), so within the reserved capacity: no
+    // reallocation. Bytes below the current end are overwritten, the rest appended.
+    const auto off = static_cast<size_t>(chunk.chunk_offset);
+    if (a.bytes.size() < off) a.bytes.resize(off);
+    const size_t inside = std::min(size, a.bytes.size() - off);
+    if (inside != 0) std::memcpy(a.bytes.data() + off, payload, inside);
+    a.bytes.insert(a.bytes.end(), payload + inside, payload + size);
   }
   a.offsets[chunk.chunk_index] = chunk.chunk_offset;
-  a.lengths[chunk.chunk_index] = chunk.payload.size();
+  a.lengths[chunk.chunk_index] = size;
   a.received += 1;
   if (a.received < a.header.chunk_count) return R(std::optional<Msg>{});
 
@@ -222,7 +254,7 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
     }
     expected += a.lengths[i];
   }
-  if (expected != a.header.payload_bytes) {
+  if (expected != a.header.payload_bytes || a.bytes.size() != a.reserved) {
     return fail(errc::chunk_inconsistent, "chunks cover " + num(expected) + " of " +
                                               num(a.header.payload_bytes) + " payload bytes");
   }
@@ -231,7 +263,7 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
   whole.chunk_count = 1;
   whole.chunk_offset = 0;
   whole.payload_crc32c = 0;  // every chunk was checked; the whole payload's CRC is not computed
-  buffered_ -= a.bytes.size();
+  buffered_ -= a.reserved;
   whole.payload = std::move(a.bytes);
   table.erase(it);
   return R(std::optional<Msg>(std::move(whole)));
@@ -239,12 +271,24 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
 
 result<std::optional<push_msg>> chunk_assembler::add(push_msg chunk) {
   const auto key = std::make_pair(chunk.learner_id, chunk.fragment_id);
-  return add_impl(pushes_, key, std::move(chunk));
+  const std::vector<uint8_t> payload = std::move(chunk.payload);  // the header alone is kept
+  return add_impl(pushes_, key, chunk, payload.data(), payload.size());
 }
 
 result<std::optional<broadcast_msg>> chunk_assembler::add(broadcast_msg chunk) {
   const int32_t key = chunk.fragment_id;
-  return add_impl(broadcasts_, key, std::move(chunk));
+  const std::vector<uint8_t> payload = std::move(chunk.payload);
+  return add_impl(broadcasts_, key, chunk, payload.data(), payload.size());
+}
+
+result<std::optional<push_msg>> chunk_assembler::add(const chunk_ref<push_msg>& chunk) {
+  const auto key = std::make_pair(chunk.header.learner_id, chunk.header.fragment_id);
+  return add_impl(pushes_, key, chunk.header, chunk.payload, chunk.payload_size);
+}
+
+result<std::optional<broadcast_msg>> chunk_assembler::add(const chunk_ref<broadcast_msg>& chunk) {
+  const int32_t key = chunk.header.fragment_id;
+  return add_impl(broadcasts_, key, chunk.header, chunk.payload, chunk.payload_size);
 }
 
 size_t chunk_assembler::drop_learner(int32_t learner_id) {

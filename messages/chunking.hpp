@@ -65,6 +65,11 @@ class chunk_assembler {
   result<std::optional<push_msg>> add(push_msg chunk);
   /// Adds one broadcast chunk; as above.
   result<std::optional<broadcast_msg>> add(broadcast_msg chunk);
+  /// Adds one push chunk decoded by decode_push_ref: as add(push_msg), but the payload is
+  /// checked and copied straight from the encoded message into the transfer's buffer.
+  result<std::optional<push_msg>> add(const chunk_ref<push_msg>& chunk);
+  /// Adds one broadcast chunk decoded by decode_broadcast_ref; as above.
+  result<std::optional<broadcast_msg>> add(const chunk_ref<broadcast_msg>& chunk);
 
   /// Discards partial pushes from `learner_id` (all fragments). Returns how many were dropped.
   size_t drop_learner(int32_t learner_id);
@@ -83,14 +88,17 @@ class chunk_assembler {
   struct assembly {
     std::tuple<uint64_t, uint64_t> order;  // (incarnation, transfer_id) or (version, 0)
     uint32_t received = 0;
-    std::vector<uint8_t> bytes;     // payload_bytes, filled at chunk offsets
+    // The payload: capacity payload_bytes (reserved, not touched), grown as chunks are copied
+    // in; a chunk that lands past the end first zero-fills the gap its missing chunks will fill.
+    std::vector<uint8_t> bytes;
+    size_t reserved = 0;            // payload_bytes, counted in buffered_
     std::vector<uint64_t> offsets;  // per chunk index; UINT64_MAX = not yet received
     std::vector<uint64_t> lengths;  // per chunk index
     Msg header;                     // the first chunk's header (payload empty)
   };
   template <class Msg, class Key>
   result<std::optional<Msg>> add_impl(std::map<Key, assembly<Msg>>& table, const Key& key,
-                                      Msg chunk);
+                                      const Msg& chunk, const uint8_t* payload, size_t size);
   template <class Msg>
   void release(assembly<Msg>& a) noexcept;
 

@@ -67,9 +67,10 @@ void set_chunk_fields(Builder r, const Msg& m) {
 }
 
 /// Reads set_chunk_fields()'s fields from a push or broadcast body reader into `m` and checks
-/// them (check_chunk_fields, errors naming `what`); on success `m.payload` holds the chunk.
+/// them (check_chunk_fields, errors naming `what`); on success `payload` is the chunk's Data field
+/// (not copied: `m.payload` stays as it was).
 template <class Reader, class Msg>
-status get_chunk_fields(const char* what, Reader r, Msg& m) {
+status get_chunk_fields(const char* what, Reader r, Msg& m, capnp::Data::Reader& payload) {
   m.encoding = static_cast<payload_encoding>(r.getEncoding());
   m.total_elements = r.getTotalElements();
   m.payload_bytes = r.getPayloadBytes();
@@ -77,13 +78,53 @@ status get_chunk_fields(const char* what, Reader r, Msg& m) {
   m.chunk_count = r.getChunkCount();
   m.chunk_offset = r.getChunkOffset();
   m.payload_crc32c = r.getPayloadCrc32c();
-  auto payload = r.getPayload();
-  if (auto st = check_chunk_fields(what, m.encoding, m.total_elements, m.payload_bytes,
-                                   m.chunk_index, m.chunk_count, m.chunk_offset, payload.size());
-      !st)
-    return st;
-  m.payload = to_vector(payload);
-  return {};
+  payload = r.getPayload();
+  return check_chunk_fields(what, m.encoding, m.total_elements, m.payload_bytes, m.chunk_index,
+                            m.chunk_count, m.chunk_offset, payload.size());
+}
+
+/// A push body's fields into `m` (payload left empty), its payload Data field into `payload`.
+status read_push(cw::Envelope::Body::Reader body, uint64_t sender_inc, push_msg& m,
+                 capnp::Data::Reader& payload) {
+  auto r = body.getPush();
+  m.learner_id = r.getLearnerId();
+  m.incarnation = r.getIncarnation();
+  m.fragment_id = r.getFragmentId();
+  m.base_version = r.getBaseVersion();
+  m.steps = r.getSteps();
+  m.tokens = r.getTokens();
+  m.transfer_id = r.getTransferId();
+  m.contains_from = r.getContainsFrom();
+  if (auto st = get_chunk_fields("push", r, m, payload); !st) return st;
+  return same_incarnation("push", sender_inc, m.incarnation);
+}
+
+/// A broadcast body's fields into `m` (payload left empty), its payload into `payload`.
+status read_broadcast(cw::Envelope::Body::Reader body, broadcast_msg& m,
+                      capnp::Data::Reader& payload) {
+  auto r = body.getBroadcast();
+  m.fragment_id = r.getFragmentId();
+  m.version = r.getVersion();
+  m.merged = get_merged(r.getMerged());
+  return get_chunk_fields("broadcast", r, m, payload);
+}
+
+/// A chunk_ref of `header` whose payload is `payload`, a Data field read from the message at
+/// [data, data + size) or from the aligned copy with_reader made of it.
+template <class Msg>
+chunk_ref<Msg> make_ref(Msg header, capnp::Data::Reader payload, const uint8_t* data, size_t size) {
+  chunk_ref<Msg> out;
+  out.header = std::move(header);
+  out.payload_size = payload.size();
+  const auto at = reinterpret_cast<uintptr_t>(payload.begin());
+  const auto lo = reinterpret_cast<uintptr_t>(data);
+  if (payload.size() == 0 || (at >= lo && at - lo <= size && payload.size() <= size - (at - lo))) {
+    out.payload = payload.size() == 0 ? nullptr : payload.begin();
+  } else {  // read from with_reader's aligned copy, which dies with the reader
+    out.owned.assign(payload.begin(), payload.end());
+    out.payload = out.owned.data();
+  }
+  return out;
 }
 
 }  // namespace
@@ -282,20 +323,26 @@ result<push_msg> decode_push(const uint8_t* data, size_t size, const decode_limi
   using R = result<push_msg>;
   return decode_envelope(data, size, limits, expect, cw::Envelope::Body::PUSH,
                          [](cw::Envelope::Body::Reader body, uint64_t sender_inc) -> R {
-                           auto r = body.getPush();
                            push_msg m;
-                           m.learner_id = r.getLearnerId();
-                           m.incarnation = r.getIncarnation();
-                           m.fragment_id = r.getFragmentId();
-                           m.base_version = r.getBaseVersion();
-                           m.steps = r.getSteps();
-                           m.tokens = r.getTokens();
-                           m.transfer_id = r.getTransferId();
-                           m.contains_from = r.getContainsFrom();
-                           if (auto st = get_chunk_fields("push", r, m); !st) return st.error();
-                           if (auto st = same_incarnation("push", sender_inc, m.incarnation); !st)
+                           capnp::Data::Reader payload;
+                           if (auto st = read_push(body, sender_inc, m, payload); !st)
                              return st.error();
+                           m.payload = to_vector(payload);
                            return m;
+                         });
+}
+
+result<chunk_ref<push_msg>> decode_push_ref(const uint8_t* data, size_t size,
+                                            const decode_limits& limits,
+                                            const envelope_expect& expect) {
+  using R = result<chunk_ref<push_msg>>;
+  return decode_envelope(data, size, limits, expect, cw::Envelope::Body::PUSH,
+                         [&](cw::Envelope::Body::Reader body, uint64_t sender_inc) -> R {
+                           push_msg m;
+                           capnp::Data::Reader payload;
+                           if (auto st = read_push(body, sender_inc, m, payload); !st)
+                             return st.error();
+                           return make_ref(std::move(m), payload, data, size);
                          });
 }
 
@@ -304,14 +351,24 @@ result<broadcast_msg> decode_broadcast(const uint8_t* data, size_t size,
   using R = result<broadcast_msg>;
   return decode_envelope(data, size, limits, expect, cw::Envelope::Body::BROADCAST,
                          [](cw::Envelope::Body::Reader body, uint64_t) -> R {
-                           auto r = body.getBroadcast();
                            broadcast_msg m;
-                           m.fragment_id = r.getFragmentId();
-                           m.version = r.getVersion();
-                           m.merged = get_merged(r.getMerged());
-                           if (auto st = get_chunk_fields("broadcast", r, m); !st)
-                             return st.error();
+                           capnp::Data::Reader payload;
+                           if (auto st = read_broadcast(body, m, payload); !st) return st.error();
+                           m.payload = to_vector(payload);
                            return m;
+                         });
+}
+
+result<chunk_ref<broadcast_msg>> decode_broadcast_ref(const uint8_t* data, size_t size,
+                                                      const decode_limits& limits,
+                                                      const envelope_expect& expect) {
+  using R = result<chunk_ref<broadcast_msg>>;
+  return decode_envelope(data, size, limits, expect, cw::Envelope::Body::BROADCAST,
+                         [&](cw::Envelope::Body::Reader body, uint64_t) -> R {
+                           broadcast_msg m;
+                           capnp::Data::Reader payload;
+                           if (auto st = read_broadcast(body, m, payload); !st) return st.error();
+                           return make_ref(std::move(m), payload, data, size);
                          });
 }
 

@@ -398,6 +398,39 @@ result<progress_msg> decode_progress(const uint8_t* data, size_t size,
                                      const decode_limits& limits = {},
                                      const envelope_expect& expect = {});
 
+/// A push or broadcast chunk decoded without copying its payload (decode_push_ref,
+/// decode_broadcast_ref; chunk_assembler::add takes it as it is). `header` holds every field but
+/// the payload: header.payload is empty and header.payload_crc32c is the value sent.
+/// `payload` points at the chunk's `payload_size` payload bytes inside the encoded message the
+/// caller decoded, which must stay alive and unchanged while the view is used; only when that
+/// message was not 8-byte aligned (the decoder then read an aligned copy) are the payload bytes
+/// copied into `owned`, and `payload` points there. Move-only, so `payload` never points into
+/// another object's `owned`.
+template <class Msg>
+struct chunk_ref {
+  Msg header;
+  const uint8_t* payload = nullptr;
+  size_t payload_size = 0;
+  std::vector<uint8_t> owned;
+
+  chunk_ref() = default;
+  chunk_ref(chunk_ref&&) noexcept = default;
+  chunk_ref& operator=(chunk_ref&&) noexcept = default;
+  chunk_ref(const chunk_ref&) = delete;
+  chunk_ref& operator=(const chunk_ref&) = delete;
+  ~chunk_ref() = default;
+};
+
+/// decode_push without the payload copy: the same checks and errors, the payload left in
+/// `data` (chunk_ref). The receive path of a fragment owner: one 4 MiB copy less per chunk.
+result<chunk_ref<push_msg>> decode_push_ref(const uint8_t* data, size_t size,
+                                            const decode_limits& limits = {},
+                                            const envelope_expect& expect = {});
+/// decode_broadcast without the payload copy; as decode_push_ref.
+result<chunk_ref<broadcast_msg>> decode_broadcast_ref(const uint8_t* data, size_t size,
+                                                      const decode_limits& limits = {},
+                                                      const envelope_expect& expect = {});
+
 /// Convenience overloads on a byte vector.
 inline result<message_kind> peek_kind(const wire_bytes& b, const decode_limits& l = {}) {
   return peek_kind(b.data(), b.size(), l);
@@ -428,6 +461,15 @@ inline result<push_msg> decode_push(const wire_bytes& b, const decode_limits& l 
 inline result<broadcast_msg> decode_broadcast(const wire_bytes& b, const decode_limits& l = {},
                                               const envelope_expect& e = {}) {
   return decode_broadcast(b.data(), b.size(), l, e);
+}
+inline result<chunk_ref<push_msg>> decode_push_ref(const wire_bytes& b, const decode_limits& l = {},
+                                                   const envelope_expect& e = {}) {
+  return decode_push_ref(b.data(), b.size(), l, e);
+}
+inline result<chunk_ref<broadcast_msg>> decode_broadcast_ref(const wire_bytes& b,
+                                                             const decode_limits& l = {},
+                                                             const envelope_expect& e = {}) {
+  return decode_broadcast_ref(b.data(), b.size(), l, e);
 }
 inline result<push_ack> decode_push_ack(const wire_bytes& b, const decode_limits& l = {},
                                         const envelope_expect& e = {}) {

@@ -1,8 +1,19 @@
-// util/crc32c.cpp — see crc32c.hpp. Slicing-by-8 over eight 256-entry tables built once.
+// util/crc32c.cpp — see crc32c.hpp. Software: slicing-by-8 over eight 256-entry tables built
+// once. SSE4.2: the `crc32` instruction has a latency of 3 cycles and a throughput of 1 per
+// cycle, so one stream runs at a third of what the unit can do; the buffer is cut into three
+// blocks that are checksummed side by side and the three CRCs are combined with "append this
+// many zero bytes" operators (linear in the CRC register, so four 256-entry tables each).
 #include "util/crc32c.hpp"
 
 #include <array>
 #include <cstring>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define DD_CRC32C_X86 1
+#include <nmmintrin.h>
+#else
+#define DD_CRC32C_X86 0
+#endif
 
 namespace dd::util {
 
@@ -29,9 +40,7 @@ const tables& table() {
   return t;
 }
 
-}  // namespace
-
-uint32_t crc32c(const void* data, size_t size, uint32_t crc) noexcept {
+uint32_t crc32c_table(const void* data, size_t size, uint32_t crc) noexcept {
   static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
                 "slicing-by-8 reads little-endian words");
   const auto& t = table();
@@ -49,6 +58,155 @@ uint32_t crc32c(const void* data, size_t size, uint32_t crc) noexcept {
   }
   while (size-- > 0) c = (c >> 8) ^ t[0][(c ^ *p++) & 0xFFu];
   return ~c;
+}
+
+#if DD_CRC32C_X86
+
+/// Block lengths of the three interleaved streams: long blocks for the bulk of a buffer, short
+/// ones for what is left (each a multiple of 8).
+constexpr size_t long_block = 8192;
+constexpr size_t short_block = 256;
+
+/// The linear map "CRC register after `n` more zero bytes" of a raw (uninverted) register,
+/// as four byte-indexed tables: shift(c) = t[0][c & 0xFF] ^ t[1][c >> 8 & 0xFF] ^ ...
+struct zeros_op {
+  std::array<std::array<uint32_t, 256>, 4> t{};
+
+  explicit zeros_op(size_t n) {
+    const auto& byte = table()[0];
+    // The image of each of the 32 basis registers, then every byte value by linearity.
+    std::array<uint32_t, 32> basis{};
+    for (int bit = 0; bit < 32; ++bit) {
+      uint32_t c = uint32_t{1} << bit;
+      for (size_t i = 0; i < n; ++i) c = (c >> 8) ^ byte[c & 0xFFu];
+      basis[static_cast<size_t>(bit)] = c;
+    }
+    for (size_t k = 0; k < 4; ++k) {
+      t[k][0] = 0;
+      for (uint32_t b = 1; b < 256; ++b)
+        t[k][b] = t[k][b & (b - 1)] ^ basis[8 * k + static_cast<size_t>(__builtin_ctz(b))];
+    }
+  }
+
+  uint32_t operator()(uint32_t c) const noexcept {
+    return t[0][c & 0xFFu] ^ t[1][(c >> 8) & 0xFFu] ^ t[2][(c >> 16) & 0xFFu] ^ t[3][c >> 24];
+  }
+};
+
+const zeros_op& zeros_long() {
+  static const zeros_op op(long_block);
+  return op;
+}
+const zeros_op& zeros_short() {
+  static const zeros_op op(short_block);
+  return op;
+}
+
+inline uint64_t load64(const uint8_t* p) noexcept {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+/// Three streams of `block` bytes each from `p`, continuing register `c`; returns the register
+/// after all 3 × block bytes.
+__attribute__((target("sse4.2"))) inline uint32_t three_blocks(const uint8_t* p, size_t block,
+                                                               uint32_t c, const zeros_op& shift) {
+  uint64_t a = c, b = 0, d = 0;
+  const uint8_t* end = p + block;
+  for (; p < end; p += 8) {
+    a = _mm_crc32_u64(a, load64(p));
+    b = _mm_crc32_u64(b, load64(p + block));
+    d = _mm_crc32_u64(d, load64(p + 2 * block));
+  }
+  // crc(a ‖ B) = shift_|B|(crc(a)) ^ crc_from_0(B): the register is linear in its start value.
+  uint32_t r = shift(static_cast<uint32_t>(a)) ^ static_cast<uint32_t>(b);
+  return shift(r) ^ static_cast<uint32_t>(d);
+}
+
+__attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const void* data, size_t size,
+                                                        uint32_t crc) noexcept {
+  const auto* p = static_cast<const uint8_t*>(data);
+  uint32_t c = ~crc;
+  // Align to 8 bytes so the bulk reads whole aligned words.
+  while (size > 0 && (reinterpret_cast<uintptr_t>(p) & 7u) != 0) {
+    c = _mm_crc32_u8(c, *p++);
+    --size;
+  }
+  if (size >= 3 * long_block) {
+    const zeros_op& shift = zeros_long();
+    do {
+      c = three_blocks(p, long_block, c, shift);
+      p += 3 * long_block;
+      size -= 3 * long_block;
+    } while (size >= 3 * long_block);
+  }
+  if (size >= 3 * short_block) {
+    const zeros_op& shift = zeros_short();
+    do {
+      c = three_blocks(p, short_block, c, shift);
+      p += 3 * short_block;
+      size -= 3 * short_block;
+    } while (size >= 3 * short_block);
+  }
+  uint64_t w = c;
+  for (; size >= 8; p += 8, size -= 8) w = _mm_crc32_u64(w, load64(p));
+  c = static_cast<uint32_t>(w);
+  while (size-- > 0) c = _mm_crc32_u8(c, *p++);
+  return ~c;
+}
+
+bool have_sse42() noexcept {
+  static const bool yes = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("sse4.2") != 0;
+  }();
+  return yes;
+}
+
+#endif  // DD_CRC32C_X86
+
+}  // namespace
+
+bool crc32c_supported(crc32c_impl impl) noexcept {
+  switch (impl) {
+    case crc32c_impl::table: return true;
+    case crc32c_impl::sse42:
+#if DD_CRC32C_X86
+      return have_sse42();
+#else
+      return false;
+#endif
+  }
+  return false;
+}
+
+crc32c_impl crc32c_active() noexcept {
+  return crc32c_supported(crc32c_impl::sse42) ? crc32c_impl::sse42 : crc32c_impl::table;
+}
+
+const char* to_string(crc32c_impl impl) noexcept {
+  switch (impl) {
+    case crc32c_impl::table: return "table";
+    case crc32c_impl::sse42: return "sse42";
+  }
+  return "unknown";
+}
+
+uint32_t crc32c_with(crc32c_impl impl, const void* data, size_t size, uint32_t crc) noexcept {
+#if DD_CRC32C_X86
+  if (impl == crc32c_impl::sse42 && have_sse42()) return crc32c_sse42(data, size, crc);
+#else
+  (void)impl;
+#endif
+  return crc32c_table(data, size, crc);
+}
+
+uint32_t crc32c(const void* data, size_t size, uint32_t crc) noexcept {
+#if DD_CRC32C_X86
+  if (have_sse42()) return crc32c_sse42(data, size, crc);
+#endif
+  return crc32c_table(data, size, crc);
 }
 
 }  // namespace dd::util

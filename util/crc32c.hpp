@@ -1,6 +1,8 @@
 // util/crc32c.hpp — CRC-32C (Castagnoli, reflected polynomial 0x82F63B78), the checksum of every
 // push and broadcast chunk's payload (messages/wire.capnp) and of a safetensors file's data
-// section (runtime/checkpoint.hpp). Software slicing-by-8; pure, any thread.
+// section (runtime/checkpoint.hpp). Two implementations give the same values: the SSE4.2 `crc32`
+// instruction (three interleaved streams) on x86-64 CPUs that have it, chosen at run time, and
+// software slicing-by-8 everywhere else. Pure, any thread.
 #pragma once
 
 #include <cstddef>
@@ -10,6 +12,27 @@ namespace dd::util {
 
 /// CRC-32C of `size` bytes at `data`, continuing from `crc` (the CRC of the bytes before them;
 /// 0 to start): crc32c(b, crc32c(a)) == crc32c(a ‖ b). crc32c("123456789") == 0xE3069283.
+/// Uses crc32c_active()'s implementation.
 uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0) noexcept;
+
+/// The implementations of crc32c(); every one gives the same values.
+enum class crc32c_impl : uint8_t {
+  table,  ///< software slicing-by-8 (eight 256-entry tables), any CPU
+  sse42,  ///< x86-64 SSE4.2 `crc32` instruction, three streams interleaved
+};
+
+/// Whether `impl` runs on this CPU (table: always; sse42: x86-64 with SSE4.2, checked once with
+/// the CPU's feature bits).
+bool crc32c_supported(crc32c_impl impl) noexcept;
+
+/// The implementation crc32c() uses here: sse42 where supported, table otherwise.
+crc32c_impl crc32c_active() noexcept;
+
+/// "table" or "sse42".
+const char* to_string(crc32c_impl impl) noexcept;
+
+/// crc32c() computed by `impl` (tests and benchmarks compare them). An implementation that
+/// crc32c_supported() says does not run here is replaced by the table.
+uint32_t crc32c_with(crc32c_impl impl, const void* data, size_t size, uint32_t crc = 0) noexcept;
 
 }  // namespace dd::util

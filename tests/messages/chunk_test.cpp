@@ -314,5 +314,120 @@ TEST(Chunks, AChunkWithoutACrcFromAnOlderWriterIsStillAccepted) {
   EXPECT_TRUE(r->has_value());
 }
 
+// decode_push_ref leaves the payload where it is: the view points into the encoded message, and
+// every header field is what decode_push reads.
+TEST(Chunks, ARefDecodedPushPointsIntoTheMessageAndMatchesDecodePush) {
+  auto chunks = *split_push(whole_push(250), 300);
+  const auto bytes = encode(chunks[1], {"", chunks[1].incarnation});
+  auto copy = decode_push(bytes);
+  auto ref = decode_push_ref(bytes);
+  ASSERT_TRUE(copy.ok()) << copy.error().message;
+  ASSERT_TRUE(ref.ok()) << ref.error().message;
+  EXPECT_TRUE(ref->header.payload.empty());
+  EXPECT_TRUE(ref->owned.empty());
+  ASSERT_EQ(ref->payload_size, 300u);
+  EXPECT_GE(ref->payload, bytes.data());
+  EXPECT_LE(ref->payload + ref->payload_size, bytes.data() + bytes.size());
+  EXPECT_EQ(std::vector<uint8_t>(ref->payload, ref->payload + ref->payload_size), copy->payload);
+  EXPECT_EQ(ref->header.transfer_id, copy->transfer_id);
+  EXPECT_EQ(ref->header.learner_id, copy->learner_id);
+  EXPECT_EQ(ref->header.chunk_index, 1u);
+  EXPECT_EQ(ref->header.chunk_offset, 300u);
+  EXPECT_EQ(ref->header.payload_crc32c, chunks[1].payload_crc32c);
+  EXPECT_EQ(ref->header.tokens, 400u);
+  // The same refusals as decode_push: another run, a truncated message.
+  EXPECT_EQ(decode_push_ref(encode(chunks[1], {"other", 1}), {}, {"mine", 0}).code(),
+            errc::other_run);
+  EXPECT_EQ(decode_push_ref(bytes.data(), bytes.size() - 8).code(), errc::malformed);
+}
+
+// An unaligned message is decoded from an aligned copy that dies with the decoder: the view
+// then owns a copy of the payload instead of pointing into freed memory.
+TEST(Chunks, ARefOfAnUnalignedMessageOwnsItsPayload) {
+  broadcast_msg b;
+  b.fragment_id = 1;
+  b.version = 9;
+  b.total_elements = 64;
+  b.payload_bytes = 256;
+  b.payload.resize(256);
+  for (size_t i = 0; i < b.payload.size(); ++i) b.payload[i] = static_cast<uint8_t>(i * 7 + 1);
+  const auto bytes = encode(b);
+  std::vector<uint8_t> shifted(bytes.size() + 1);
+  std::copy(bytes.begin(), bytes.end(), shifted.begin() + 1);
+  const uint8_t* odd = shifted.data() + 1;
+  ASSERT_NE(reinterpret_cast<uintptr_t>(odd) % 8, 0u);
+  auto ref = decode_broadcast_ref(odd, bytes.size());
+  ASSERT_TRUE(ref.ok()) << ref.error().message;
+  ASSERT_EQ(ref->owned, b.payload);
+  EXPECT_EQ(ref->payload, ref->owned.data());
+  auto moved = std::move(*ref);  // the view stays valid when moved
+  chunk_assembler a;
+  auto r = a.add(moved);
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  ASSERT_TRUE(r->has_value());
+  EXPECT_EQ((*r)->payload, b.payload);
+  EXPECT_EQ((*r)->version, 9u);
+}
+
+// Chunks added as views, in reverse and shuffled order (each one past the filled end leaves a
+// gap its missing chunks fill later), give exactly the payload add(push_msg) gives.
+TEST(Chunks, RefChunksReassembleInAnyOrder) {
+  const push_msg whole = whole_push(1000);
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 20; ++trial) {
+    auto chunks = *split_push(whole, 96 + trial * 41);
+    if (trial == 0)
+      std::reverse(chunks.begin(), chunks.end());
+    else
+      std::shuffle(chunks.begin(), chunks.end(), rng);
+    std::vector<wire_bytes> wire;
+    for (const auto& c : chunks) wire.push_back(encode(c, {"", c.incarnation}));
+    chunk_assembler a;
+    std::optional<push_msg> done;
+    for (size_t i = 0; i < wire.size(); ++i) {
+      auto d = decode_push_ref(wire[i]);
+      ASSERT_TRUE(d.ok()) << d.error().message;
+      auto r = a.add(*d);
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      EXPECT_EQ(r->has_value(), i + 1 == wire.size());
+      if (r->has_value()) {
+        done = std::move(**r);
+      } else {
+        EXPECT_EQ(a.buffered_bytes(), whole.payload_bytes);
+      }
+    }
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(done->payload, whole.payload) << "trial " << trial;
+    EXPECT_EQ(done->transfer_id, whole.transfer_id);
+    EXPECT_EQ(done->payload_crc32c, 0u);
+    EXPECT_EQ(a.buffered_bytes(), 0u);
+  }
+}
+
+TEST(Chunks, ADamagedRefChunkIsRefusedAndChangesNothing) {
+  const push_msg whole = whole_push(250);
+  auto chunks = *split_push(whole, 300);
+  chunk_assembler a;
+  const auto first = encode(chunks[0], {"", chunks[0].incarnation});
+  ASSERT_TRUE(a.add(*decode_push_ref(first)).ok());
+  const auto damaged =
+      flip_payload_bit(encode(chunks[2], {"", chunks[2].incarnation}), chunks[2].payload);
+  auto bad = decode_push_ref(damaged);
+  ASSERT_TRUE(bad.ok()) << bad.error().message;
+  auto r = a.add(*bad);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), errc::checksum_mismatch);
+  EXPECT_EQ(a.in_progress(), 1u);
+  std::optional<push_msg> done;
+  for (size_t i = 1; i < chunks.size(); ++i) {
+    const auto w = encode(chunks[i], {"", chunks[i].incarnation});
+    auto rr = a.add(*decode_push_ref(w));
+    ASSERT_TRUE(rr.ok()) << rr.error().message;
+    if (rr->has_value()) done = std::move(**rr);
+  }
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->payload, whole.payload);
+}
+
 }  // namespace
 }  // namespace dd

@@ -173,9 +173,9 @@ void usage(FILE* to) {
       "  --learners N        broadcast receivers, one process each (default 4; 1..16)\n"
       "both modes:\n"
       "  --heartbeat-s S     middleman heartbeat of every actor system (default node_config's "
-      "0.5;\n"
+      "1;\n"
       "                      0 = off)\n"
-      "  --connection-timeout-s S  middleman connection timeout (default node_config's 3; 0 = "
+      "  --connection-timeout-s S  middleman connection timeout (default node_config's 10; 0 = "
       "off)\n"
       "  --json FILE         also write the JSON line to FILE\n"
       "oversized-header mode:\n"
@@ -597,8 +597,8 @@ caf::behavior mm_receiver(caf::stateful_actor<recv_state>* self, recv_counters* 
       self->send(to, atoms::reject_atom_v, learner, uint32_t{0});
       return;
     }
-    const uint32_t idx = decoded->chunk_index;
-    auto r = self->state.assembler.add(std::move(*decoded));
+    const uint32_t idx = decoded->header.chunk_index;
+    auto r = self->state.assembler.add(*decoded);  // payload straight from the message
     if (!r) {
       if (counters->errors++ == 0)
         std::fprintf(stderr, "receiver %d: chunk %u refused: %s\n", learner, idx,
@@ -614,11 +614,11 @@ caf::behavior mm_receiver(caf::stateful_actor<recv_state>* self, recv_counters* 
   return {
       [=](atoms::push_atom, const wire_bytes& b, uint64_t seq) {
         dd::actors::grant_credit(self, seq);
-        on_chunk(dd::decode_push(b.data(), b.size(), dl));
+        on_chunk(dd::decode_push_ref(b.data(), b.size(), dl));
       },
       [=](atoms::broadcast_atom, const wire_bytes& b, uint64_t seq) {
         dd::actors::grant_credit(self, seq);
-        on_chunk(dd::decode_broadcast(b.data(), b.size(), dl));
+        on_chunk(dd::decode_broadcast_ref(b.data(), b.size(), dl));
       },
       [=](atoms::status_atom) { return int32_t{1}; },  // liveness probe
   };
@@ -668,10 +668,10 @@ void serve_raw_a(int fd, size_t chunk_bytes, bool assemble, recv_counters* count
       write_all(fd, ack, 8);
       continue;
     }
-    auto m = dd::decode_push(buf.data(), len, dl);
+    auto m = dd::decode_push_ref(buf.data(), len, dl);
     if (!m) throw std::runtime_error("raw A: undecodable frame: " + m.error().message);
-    idx = m->chunk_index;
-    auto r = assembler.add(std::move(*m));
+    idx = m->header.chunk_index;
+    auto r = assembler.add(*m);
     if (!r) throw std::runtime_error("raw A: chunk refused: " + r.error().message);
     if (r->has_value()) {
       complete = 1;
