@@ -235,6 +235,14 @@ nlohmann::json learner_steps(const run_log& log) {
   return out;
 }
 
+}  // namespace
+
+bool refusal_is_retried(node_refusal r) {
+  return r == node_refusal::no_free_learner || r == node_refusal::bad_request;
+}
+
+namespace {
+
 int refusal_status(node_refusal r) {
   switch (r) {
     case node_refusal::other_run: return node_exit_other_run;
@@ -349,6 +357,10 @@ int run_learner_node(const learner_node_options& o) {
     if (!rep->accepted) {
       std::fprintf(stderr, "dd-node learner: refused by the syncer (%s): %s\n",
                    std::string(to_string(rep->refusal)).c_str(), rep->reason.c_str());
+      if (refusal_is_retried(rep->refusal)) {
+        conn.failed(rep->reason);
+        continue;
+      }
       return refusal_status(rep->refusal);
     }
     monitor = *m;
@@ -410,7 +422,7 @@ int run_learner_node(const learner_node_options& o) {
       ids = rep->learner_ids;
       break;
     }
-    if (rep && rep->refusal != node_refusal::no_free_learner) {
+    if (rep && !refusal_is_retried(rep->refusal)) {
       std::fprintf(stderr, "dd-node learner: refused by the syncer (%s): %s\n",
                    std::string(to_string(rep->refusal)).c_str(), rep->reason.c_str());
       if (rep->refusal == node_refusal::run_finished)
@@ -701,7 +713,9 @@ int run_learner_node(const learner_node_options& o) {
         } else {
           std::fprintf(stderr, "dd-node learner %s: refused by the syncer (%s): %s\n", name.c_str(),
                        std::string(to_string(rep->refusal)).c_str(), rep->reason.c_str());
-          if (rep->refusal != node_refusal::no_free_learner) {
+          if (refusal_is_retried(rep->refusal)) {
+            conn.failed(rep->reason);  // the next attempt after a backoff step
+          } else {
             status = refusal_status(rep->refusal);
             stop_sent = true;
             self->send(sup, atoms::stop_atom_v);

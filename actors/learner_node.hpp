@@ -39,6 +39,7 @@
 
 #include "actors/node_config.hpp"
 #include "actors/protocol.hpp"
+#include "messages/control.hpp"
 
 namespace dd::actors {
 
@@ -100,6 +101,14 @@ struct learner_node_options {
   /// Set to a signal number by a signal handler: the learners stop at their next step and leave.
   const std::atomic<int>* interrupt = nullptr;
 };
+
+/// Whether a node whose handshake the syncer refused for `r` asks again (after a backoff step)
+/// instead of exiting with refusal_status: `no_free_learner` (ids may free up) and `bad_request`
+/// (the syncer could not decode the node_join; this node encodes well-formed requests, so the
+/// bytes were damaged on the way — a link that corrupts, e.g. `dd-chaos net corrupt` — and the
+/// node once exited 2, "bad flags", leaving its learners out of the rest of the run). Every
+/// other refusal is final.
+bool refusal_is_retried(dd::node_refusal r);
 
 /// Runs the learner node to the end of the run; returns its exit status (learner_node_exit).
 int run_learner_node(const learner_node_options& options);

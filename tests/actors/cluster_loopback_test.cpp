@@ -442,3 +442,16 @@ TEST(cluster_loopback, two_nodes_over_real_tcp_carry_every_message_kind_and_keep
 
 }  // namespace
 }  // namespace dd::actors
+
+// Regression (chaos_matrix.network_corrupt, 2026-12-02): a learner node that rejoined through a
+// link still corrupting bytes had its node_join garbled on the way, was refused as a bad request
+// and exited 2 ("bad flags"), so its learner missed the rest of the run. A refusal the link can
+// cause, or that time can lift, is asked again; the others are final.
+TEST(learner_node_refusals, a_garbled_request_and_no_free_id_are_asked_again_the_rest_are_final) {
+  using dd::node_refusal;
+  EXPECT_TRUE(dd::actors::refusal_is_retried(node_refusal::bad_request));
+  EXPECT_TRUE(dd::actors::refusal_is_retried(node_refusal::no_free_learner));
+  for (auto r : {node_refusal::other_run, node_refusal::protocol_version,
+                 node_refusal::data_mismatch, node_refusal::run_finished, node_refusal::none})
+    EXPECT_FALSE(dd::actors::refusal_is_retried(r)) << to_string(r);
+}
