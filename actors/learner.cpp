@@ -716,6 +716,58 @@ void initial_join(learner_actor* self, std::shared_ptr<const learner_context> ct
           });
 }
 
+/// Applies the owner directory the monitor sent (bytes: owner_directory; `handles`: the current
+/// owner of each fragment it names, in order). An undecodable one is logged and asked for again
+/// (get_atom, owners_atom) from the monitor.
+void apply_owner_directory(learner_actor* self, const std::shared_ptr<const learner_context>& ctx,
+                           const std::vector<uint8_t>& bytes,
+                           const std::vector<caf::actor>& handles) {
+  auto& s = self->state;
+  auto dir = decode_owner_directory(bytes, {}, expect_of(self, *ctx));
+  if (dir && dir->fragment_ids.size() != handles.size())
+    dir = wire_error{errc::malformed, "ownerDirectory names " +
+                                          std::to_string(dir->fragment_ids.size()) +
+                                          " fragments but travels with " +
+                                          std::to_string(handles.size()) + " handles"};
+  if (!dir) {
+    log_undecodable(self, *ctx, "undecodable_owner_directory", dir.error());
+    // Ask the monitor for the current directory: a damaged copy (a link that corrupts)
+    // once left a learner without owners, so it never pushed again. Applied in reply
+    // order; a failed request changes nothing (the next change of owners resends it).
+    if (self->state.monitor)
+      self->request(self->state.monitor, std::chrono::seconds(10), caf::get_atom_v,
+                    atoms::owners_atom_v)
+          .then([=](const std::vector<uint8_t>& b,
+                    const std::vector<caf::actor>& h) { apply_owner_directory(self, ctx, b, h); },
+                [](const caf::error&) {});
+    return;
+  }
+  // Indexed by fragment (a fragment outside the plan is ignored; one not named: no owner).
+  std::vector<caf::actor> owners(s.owners.size());
+  for (size_t i = 0; i < handles.size(); ++i) {
+    const auto p = static_cast<size_t>(dir->fragment_ids[i]);
+    if (p < owners.size()) owners[p] = handles[i];
+  }
+  // After a reconnect every handle is new even when it compares equal to the old one.
+  const bool rejoined = s.owners_stale;
+  s.owners_stale = false;
+  for (size_t p = 0; p < owners.size() && p < s.owners.size(); ++p) {
+    if (!rejoined && same_handle(owners[p], s.owners[p])) continue;
+    const bool replaced = rejoined || static_cast<bool>(s.owners[p]);
+    s.owners[p] = owners[p];
+    auto it = s.unacked.find(static_cast<int32_t>(p));
+    if (it != s.unacked.end()) {
+      send_chunks(self, owners[p], it->second.chunks, 0.0);
+    } else if (replaced && owners[p] && s.now != phase::syncing && s.now != phase::joining) {
+      // A respawned owner lost its pending pushes: resynchronize this fragment with it
+      // (barrier mode would otherwise wait for a merge that cannot come).
+      s.frags[p].awaiting = false;
+      send_pull(self, *ctx, owners[p], p);
+    }
+  }
+  if (s.now == phase::syncing) pull_missing(self, *ctx);
+}
+
 }  // namespace
 
 uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector<float> value,
@@ -938,41 +990,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
       },
       [=](atoms::owners_atom, const std::vector<uint8_t>& bytes,
           const std::vector<caf::actor>& handles) {
-        auto& s = self->state;
-        auto dir = decode_owner_directory(bytes, {}, expect_of(self, *ctx));
-        if (dir && dir->fragment_ids.size() != handles.size())
-          dir = wire_error{errc::malformed, "ownerDirectory names " +
-                                                std::to_string(dir->fragment_ids.size()) +
-                                                " fragments but travels with " +
-                                                std::to_string(handles.size()) + " handles"};
-        if (!dir) {
-          log_undecodable(self, *ctx, "undecodable_owner_directory", dir.error());
-          return;
-        }
-        // Indexed by fragment (a fragment outside the plan is ignored; one not named: no owner).
-        std::vector<caf::actor> owners(s.owners.size());
-        for (size_t i = 0; i < handles.size(); ++i) {
-          const auto p = static_cast<size_t>(dir->fragment_ids[i]);
-          if (p < owners.size()) owners[p] = handles[i];
-        }
-        // After a reconnect every handle is new even when it compares equal to the old one.
-        const bool rejoined = s.owners_stale;
-        s.owners_stale = false;
-        for (size_t p = 0; p < owners.size() && p < s.owners.size(); ++p) {
-          if (!rejoined && same_handle(owners[p], s.owners[p])) continue;
-          const bool replaced = rejoined || static_cast<bool>(s.owners[p]);
-          s.owners[p] = owners[p];
-          auto it = s.unacked.find(static_cast<int32_t>(p));
-          if (it != s.unacked.end()) {
-            send_chunks(self, owners[p], it->second.chunks, 0.0);
-          } else if (replaced && owners[p] && s.now != phase::syncing && s.now != phase::joining) {
-            // A respawned owner lost its pending pushes: resynchronize this fragment with it
-            // (barrier mode would otherwise wait for a merge that cannot come).
-            s.frags[p].awaiting = false;
-            send_pull(self, *ctx, owners[p], p);
-          }
-        }
-        if (s.now == phase::syncing) pull_missing(self, *ctx);
+        apply_owner_directory(self, ctx, bytes, handles);
       },
       // From the health monitor (dd-node drain, the job's stop), as a wire message.
       [=](atoms::stop_atom, const std::vector<uint8_t>& bytes) {

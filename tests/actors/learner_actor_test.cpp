@@ -178,6 +178,27 @@ TEST_F(learner_actor_test, bad_broadcasts_and_rejects_are_logged_and_change_noth
   EXPECT_GT(accepted_pushes(), accepted);
 }
 
+// Regression (2026-12-02, chaos_matrix.network_corrupt): an owner directory damaged on the way
+// was dropped, and a learner that had lost its owners (here: cleared by hand, as by a rejoin)
+// never learned them again, so it never pushed again. It now asks the monitor for the current
+// directory.
+TEST_F(learner_actor_test, a_damaged_owner_directory_is_asked_for_again) {
+  for (int i = 0; i < 10; ++i) env.advance(0.1);
+  ASSERT_EQ(actor().state.now, learner_state::phase::stepping);
+  ASSERT_EQ(actor().state.owners.size(), 1u);
+  ASSERT_TRUE(actor().state.owners[0]);
+  actor().state.owners[0] = caf::actor{};
+  caf::anon_send(learner_handle, atoms::owners_atom_v, std::vector<uint8_t>{7, 7, 7},
+                 std::vector<caf::actor>{});
+  env.run();
+  EXPECT_EQ(failures("undecodable_owner_directory"), 1u);
+  ASSERT_TRUE(actor().state.owners[0]) << "the directory was not asked for again";
+  EXPECT_EQ(actor().state.owners[0].address(), owner.address());
+  const size_t accepted = accepted_pushes();
+  for (int i = 0; i < 12; ++i) env.advance(0.1);
+  EXPECT_GT(accepted_pushes(), accepted);
+}
+
 /// A stand-in for the path between the learner and its health monitor that can hold the
 /// monitor's progress replies (a syncer too busy to answer for a while): heartbeats reach the
 /// monitor at once; its replies come back to the relay, which passes them on or keeps them.
