@@ -793,3 +793,41 @@ TEST(chaos_report, a_fault_refused_on_some_targets_is_judged_on_the_others) {
   EXPECT_DOUBLE_EQ(kill["injected_at"].get<double>(), 1009.0);
   EXPECT_DOUBLE_EQ(kill["noticed_after_s"].get<double>(), 1.0);
 }
+
+// QA 2026-12-02 (F16): a damaged owner checkpoint that the restarted syncer detected and rebuilt
+// had no times in the report. Now: noticed at the owner's `failure` (checkpoint_unreadable),
+// repaired at `fragment_rebuilt`, merged at the fragment's next merge; a damage never read has
+// no times.
+TEST(chaos_report, a_damaged_checkpoint_is_noticed_when_read_and_repaired_when_rebuilt) {
+  run_builder b;
+  b.tape.push_back({{"t", 1003.0},
+                    {"kind", "disk_corrupt"},
+                    {"target", "owner:0"},
+                    {"targets", json::array()},
+                    {"result", "ok"},
+                    {"hits", {{{"target", "owner:0"}, {"result", "ok"}}}}});
+  b.events.insert(b.events.end() - 4, json{{"event", "failure"},
+                                           {"time", 1012.0},
+                                           {"fragment", 0},
+                                           {"what", "checkpoint_unreadable"},
+                                           {"error", "checkpoint CRC32 mismatch"}});
+  b.events.insert(b.events.end() - 4,
+                  json{{"event", "fragment_rebuilt"}, {"time", 1013.5}, {"fragment", 0}});
+  const json r = judge(b);
+  json disk;
+  for (const auto& f : r["faults"])
+    if (f["kind"] == "disk_corrupt") disk = f;
+  ASSERT_FALSE(disk.is_null()) << r.dump(2);
+  EXPECT_DOUBLE_EQ(disk["noticed_after_s"].get<double>(), 9.0) << disk.dump(2);
+  EXPECT_DOUBLE_EQ(disk["restarted_after_s"].get<double>(), 10.5);
+  EXPECT_DOUBLE_EQ(disk["first_merge_after_s"].get<double>(), 13.0);  // the merge at 1016
+  // Never read: no times.
+  run_builder c;
+  c.tape.push_back(b.tape.back());
+  const json r2 = judge(c);
+  for (const auto& f : r2["faults"])
+    if (f["kind"] == "disk_corrupt") {
+      EXPECT_TRUE(f["noticed_after_s"].is_null()) << f.dump(2);
+      EXPECT_TRUE(f["restarted_after_s"].is_null());
+    }
+}

@@ -257,6 +257,17 @@ json build_report(const report_options& o) {
         if (n == "syncer") f.syncer = true;
         if (hosted.count(n)) f.learners.insert(hosted[n].begin(), hosted[n].end());
       }
+      // A damaged owner checkpoint (disk corrupt/truncate owner:N) is judged on that fragment:
+      // noticed when an owner reads the file, repaired when the owner serves again.
+      if ((kind == "disk_corrupt" || kind == "disk_truncate") && f.target.rfind("owner:", 0) == 0 &&
+          f.target.find(',') == std::string::npos) {
+        try {
+          f.fragment = std::stoi(f.target.substr(6));
+          f.syncer = false;
+        } catch (const std::exception&) {
+          f.fragment = -1;
+        }
+      }
       faults.push_back(f);
     }
   } else {
@@ -427,10 +438,24 @@ json build_report(const report_options& o) {
       merged = first(std::max(end, restarted.value_or(f.at)),
                      [&](const event& e) { return e.node == "syncer" && e.kind() == "merge"; });
     } else if (f.fragment >= 0) {
-      restarted = first(f.at, [&](const event& e) {
-        return e.node == "syncer" && (e.kind() == "owner_restored" || e.kind() == "owner_start") &&
-               e.j.value("fragment", -1) == f.fragment;
-      });
+      // A damaged checkpoint: noticed at the owner's read (`failure` checkpoint_unreadable of
+      // the fragment, after a syncer restart or an owner respawn); "restarted" is the owner
+      // serving again (rebuilt from a learner's copy, or started over). One the owner's next
+      // checkpoint replaced before any read was never noticed, and has no times.
+      const bool disk = f.kind == "disk_corrupt" || f.kind == "disk_truncate";
+      if (disk)
+        noticed = first(f.at, [&](const event& e) {
+          return e.node == "syncer" && e.kind() == "failure" &&
+                 e.j.value("what", "") == "checkpoint_unreadable" &&
+                 e.j.value("fragment", -1) == f.fragment;
+        });
+      if (!disk || noticed)
+        restarted = first(noticed.value_or(f.at), [&](const event& e) {
+          return e.node == "syncer" &&
+                 (e.kind() == "owner_restored" || e.kind() == "owner_start" ||
+                  e.kind() == "fragment_rebuilt") &&
+                 e.j.value("fragment", -1) == f.fragment;
+        });
       merged = first(restarted.value_or(f.at), [&](const event& e) {
         return e.node == "syncer" && e.kind() == "merge" && e.j.value("fragment", -1) == f.fragment;
       });
