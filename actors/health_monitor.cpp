@@ -222,6 +222,13 @@ node_join_reply on_node_join(monitor_actor* self, const monitor_context& ctx,
     auto it = st.learners.find(id);
     if (it != st.learners.end() && it->second.alive && asking && it->second.caf_node == asking)
       return true;
+    // The same node, by name, whose learner went silent: its link is gone on its side
+    // (monitor_context::reclaim_min_s). A node whose learner still sends heartbeats keeps it.
+    if (it != st.learners.end() && it->second.alive && !it->second.node.empty() &&
+        it->second.node == req->node_name &&
+        now - it->second.last_heartbeat_s >
+            std::max(ctx.reclaim_min_s, 5.0 * it->second.step_time_ema_s))
+      return true;
     // A learner that left (a stop signal to its process: `dd-chaos term`, an operator's
     // SIGTERM) is taken back by its own node started again (the launcher restarts a learner
     // process that exited non-zero) while the run goes on: it rejoins from the monitor's record

@@ -60,6 +60,12 @@ struct monitor_context {
   /// seconds is declared dead.
   double lease_min_s = 30.0;
   double lease_steps = 50.0;
+  /// A live id is given back to the node (by name) that holds it when that node asks for it
+  /// again and the learner's heartbeats stopped max(reclaim_min_s, 5 × its step-time EMA)
+  /// seconds ago: the node lost its link (it says so by asking), though the monitor saw no
+  /// down message for it (a CAF handshake garbled on a corrupting link can record another CAF
+  /// node id for the learner, and the lease takes lease_min_s).
+  double reclaim_min_s = 1.0;
   /// How often leases are checked and the view republished, seconds.
   double tick_s = 0.5;
   /// A learner whose step-time EMA exceeds this × the median is flagged a straggler (logged).

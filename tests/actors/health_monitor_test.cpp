@@ -421,5 +421,74 @@ TEST(monitor_record, a_resumed_run_whose_learners_all_finished_is_done_at_once) 
   }
 }
 
+// Regression (chaos_matrix.network_corrupt in a CI rehearsal, 2026-12-02): a learner's join that
+// came over a connection whose CAF handshake was garbled recorded another CAF node id for it; the
+// node lost that link, asked again for its id, and was refused "no free learner id" until the
+// 30 s lease ran out — past the end of the run. The node that holds the id, by name, gets it back
+// once the learner's heartbeats stopped reclaim_min_s ago; a fresh heartbeat or another name
+// keeps the refusal.
+TEST(monitor_node_join, a_silent_learner_s_own_node_gets_its_id_back) {
+  dd::test::coordinator env;
+  auto ctx = std::make_shared<monitor_context>();
+  ctx->learners = 1;
+  ctx->fragments = 0;
+  ctx->remote_learners = true;
+  ctx->run_id = "00000000000000ab";
+  auto monitor = env.sys->spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
+  auto fake_learner = env.sys->spawn(
+      // The unused int: CAF 0.17's argument-less spawn trips UBSan (see above).
+      [](caf::event_based_actor* self, int) -> caf::behavior {
+        self->set_default_handler(caf::drop);
+        return {[](int) {}};
+      },
+      0);
+  // Asks for learner 0 as node `name`; the refusal, or none when granted.
+  auto ask = [&](const std::string& name) {
+    node_join j;
+    j.run_id = ctx->run_id;
+    j.node_name = name;
+    j.learner_ids = {0};
+    j.learner_count = 1;
+    std::optional<node_refusal> out;
+    bool answered = false;
+    auto probe = env.sys->spawn(
+        [&](caf::event_based_actor* p, int) -> caf::behavior {
+          p->request(monitor, caf::infinite, atoms::node_join_atom_v, encode(j, {j.run_id, 0}))
+              .then([&](const std::vector<uint8_t>& bytes) {
+                auto rep = decode_node_join_reply(bytes, {}, {ctx->run_id, 0});
+                EXPECT_TRUE(rep.ok());
+                answered = true;
+                if (rep && !rep->accepted) out = rep->refusal;
+              });
+          return {[](int) {}};
+        },
+        0);
+    env.run();
+    EXPECT_TRUE(answered);
+    caf::anon_send_exit(probe, caf::exit_reason::kill);
+    env.run();
+    return out;
+  };
+  EXPECT_FALSE(ask("host-a").has_value());  // granted and reserved
+  join_request req;
+  req.requested_learner_id = 0;
+  caf::anon_send(monitor, atoms::join_atom_v, encode(req, {ctx->run_id, 0}), fake_learner);
+  env.run();
+  // The join was recorded under another CAF node id (a garbled handshake).
+  auto* m = dynamic_cast<monitor_actor*>(caf::actor_cast<caf::abstract_actor*>(monitor));
+  ASSERT_NE(m, nullptr);
+  ASSERT_TRUE(m->state.learners.at(0).alive);
+  auto other = caf::make_node_id(4242, std::string(40, 'a'));
+  ASSERT_TRUE(other);
+  m->state.learners.at(0).caf_node = *other;
+  // Heartbeats stop. Another node is refused; so is host-a while the learner is fresh.
+  EXPECT_EQ(ask("host-b"), node_refusal::no_free_learner);
+  EXPECT_EQ(ask("host-a"), node_refusal::no_free_learner);
+  env.advance(1.5);
+  EXPECT_EQ(ask("host-b"), node_refusal::no_free_learner);
+  EXPECT_FALSE(ask("host-a").has_value()) << "the id's own node was refused";
+  env.shutdown({monitor, fake_learner});
+}
+
 }  // namespace
 }  // namespace dd::actors
