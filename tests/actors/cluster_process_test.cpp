@@ -13,10 +13,7 @@
 //     SIGCONT and its pushes are merged again (they once went to dead proxies of the owners).
 // Each takes 20-45 s (RUN_SERIAL: they use every core). Timing bounds are sanity bounds; the
 // measured times are printed.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -84,45 +81,6 @@ json nodes_file(const fs::path& run) {
   } catch (...) {
     return json();
   }
-}
-
-/// The fault proxy's status of link `name` (docs/chaos.md, control protocol `status`), from the
-/// control address in <run>/proxy-ports.json; null when the proxy cannot be asked.
-json proxy_link(const fs::path& run, const std::string& name) {
-  json ports;
-  try {
-    ports = json::parse(text(run / "proxy-ports.json"));
-  } catch (...) {
-    return json();
-  }
-  const std::string control = ports.value("control", "");
-  const auto colon = control.rfind(':');
-  if (colon == std::string::npos) return json();
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<uint16_t>(std::stoi(control.substr(colon + 1))));
-  if (::inet_pton(AF_INET, control.substr(0, colon).c_str(), &a.sin_addr) != 1) return json();
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return json();
-  std::string line;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::send(fd, "status\n", 7, MSG_NOSIGNAL) == 7) {
-    timeval tv{5, 0};
-    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    char buf[4096];
-    while (line.find('\n') == std::string::npos) {
-      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      if (n <= 0) break;
-      line.append(buf, static_cast<size_t>(n));
-    }
-  }
-  ::close(fd);
-  try {
-    const json status = json::parse(line);  // named: a range-for over parse(...).at() dangles
-    for (const auto& l : status.at("links"))
-      if (l.at("name") == name) return l;
-  } catch (...) {}
-  return json();
 }
 
 /// The pid of `node` once nodes.json lists it running, waiting up to 10 s (0 if it never does):
@@ -328,28 +286,6 @@ TEST(cluster_process, a_learner_black_holed_for_20_s_rejoins_within_the_backoff_
       (dir / "chaos.out").string());
   EXPECT_EQ(wait_for(chaos, 20), 0) << text(dir / "chaos.out");
   const double healed = start + 20.0;
-  // Through a real partition no new connection gets established: the proxy holds the learner's
-  // reconnection attempts and drops each once the learner gives it up, so none reaches the
-  // syncer. (It once connected every attempt to the syncer, whose CAF kept those connections —
-  // no data, so no connection timeout — and took the abandoned handshakes flushed at the heal
-  // as routes to the learner's node: a reply to the first handshake after the heal could be
-  // lost, and the rejoin waited a full backoff step, 8.5 s after the heal in one run.)
-  const json hole_start = proxy_link(run, "learner-1");
-  std::this_thread::sleep_until(std::chrono::system_clock::time_point(
-      std::chrono::duration_cast<std::chrono::system_clock::duration>(
-          std::chrono::duration<double>(healed - 1.5))));
-  const json hole_end = proxy_link(run, "learner-1");
-  // (No ASSERT before the launcher is waited for: it would leave the cluster running.)
-  EXPECT_TRUE(hole_start.is_object() && hole_end.is_object())
-      << hole_start.dump() << " " << hole_end.dump();
-  if (hole_start.is_object() && hole_end.is_object()) {
-    EXPECT_GT(hole_end.value("accepted", 0), hole_start.value("accepted", 0))
-        << "the learner made no reconnection attempt during the black hole";
-    EXPECT_TRUE(hole_start.contains("connected"));
-    EXPECT_EQ(hole_end.value("connected", -1), hole_start.value("connected", -2))
-        << "an attempt made during the black hole reached the syncer: " << hole_start.dump()
-        << " then " << hole_end.dump();
-  }
   EXPECT_EQ(wait_for(launch, 90), 0) << text(dir / "launch.out");
   const auto node = events(run / "nodes" / "learner-1" / "events.jsonl");
   double lost = -1, back = -1;

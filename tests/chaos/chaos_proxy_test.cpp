@@ -9,7 +9,6 @@
 #include <sys/socket.h>
 #include <unistd.h>
 #include <atomic>
-#include <chrono>
 #include <thread>
 
 #include "tools/chaos/common.hpp"
@@ -37,9 +36,6 @@ class echo_server {
     ::close(fd_);
   }
   uint16_t port() const { return port_; }
-  /// Connections this server accepted, and bytes it received on all of them.
-  int accepted() const { return accepted_.load(); }
-  size_t received() const { return received_.load(); }
 
  private:
   void loop() {
@@ -48,7 +44,6 @@ class echo_server {
       if (::poll(&p, 1, 50) <= 0) continue;
       const int c = ::accept(fd_, nullptr, nullptr);
       if (c < 0) continue;
-      ++accepted_;
       workers_.emplace_back([this, c] {
         char buf[65536];
         for (;;) {
@@ -59,7 +54,6 @@ class echo_server {
           }
           const ssize_t n = ::recv(c, buf, sizeof buf, 0);
           if (n <= 0) break;
-          received_ += static_cast<size_t>(n);
           for (ssize_t off = 0; off < n;) {
             const ssize_t w = ::send(c, buf + off, n - off, MSG_NOSIGNAL);
             if (w <= 0) break;
@@ -73,8 +67,6 @@ class echo_server {
   int fd_ = -1;
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
-  std::atomic<int> accepted_{0};
-  std::atomic<size_t> received_{0};
   std::thread thread_;
   std::vector<std::thread> workers_;
 };
@@ -196,62 +188,6 @@ TEST_F(fixture, blackhole_holds_bytes_and_delivers_them_after_heal) {
   EXPECT_EQ(st["links"][0]["queued"]["up"], 10);
   ctl("heal");
   EXPECT_EQ(recv_for(fd, 10, 2.0), "held bytes");
-  ::close(fd);
-}
-
-// Polls the proxy's status until `pred(link status)` holds or 5 s pass; true if it held.
-template <typename Pred>
-bool status_until(fixture& f, Pred pred) {
-  const double end = mono_now() + 5.0;
-  do {
-    if (pred(f.ctl("status")["links"][0])) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  } while (mono_now() < end);
-  return false;
-}
-
-// Through a real partition a new connection is never established (its SYN is lost), so the
-// target must not see one made while the link is black-holed: the proxy holds it unconnected,
-// and a client that hangs up before the heal never reaches the target, bytes and all.
-// Regression: the proxy connected it to the target at once and delivered the client's bytes at
-// the heal to a connection its client had closed long before (dd-node learner's abandoned CAF
-// handshakes reached the syncer, where CAF took them as routes to the learner's node; a
-// cluster_process black-hole test then lost a rejoin reply).
-TEST_F(fixture, a_connection_given_up_during_a_black_hole_never_reaches_the_target) {
-  ctl("blackhole l dir=both");
-  const int fd = connect_link();
-  send_all(fd, "abandoned handshake");
-  ASSERT_TRUE(status_until(*this, [](const json& l) { return l["queued"]["up"] == 19; }));
-  EXPECT_EQ(ctl("status")["links"][0]["held"], 1);
-  ::close(fd);
-  // Dropped as soon as its client hung up.
-  ASSERT_TRUE(status_until(*this, [](const json& l) { return l["connections"] == 0; }));
-  ctl("heal");
-  // A connection after the heal is the first the target ever sees.
-  const int fresh = connect_link();
-  send_all(fresh, "ping");
-  EXPECT_EQ(recv_for(fresh, 4, 3.0), "ping");
-  EXPECT_EQ(echo.accepted(), 1);
-  EXPECT_EQ(echo.received(), 4u);
-  const json st = ctl("status")["links"][0];
-  EXPECT_EQ(st["accepted"], 2);
-  EXPECT_EQ(st["connected"], 1);
-  ::close(fresh);
-}
-
-// A connection made during a black hole whose client is still there at the heal reaches the
-// target then (a SYN retried past the end of a partition), with the bytes it sent meanwhile.
-TEST_F(fixture, a_connection_made_during_a_black_hole_reaches_the_target_at_the_heal) {
-  ctl("blackhole l dir=both");
-  const int fd = connect_link();
-  send_all(fd, "early");
-  ASSERT_TRUE(status_until(*this, [](const json& l) { return l["queued"]["up"] == 5; }));
-  EXPECT_EQ(ctl("status")["links"][0]["held"], 1);
-  EXPECT_EQ(echo.accepted(), 0);
-  ctl("heal l");
-  EXPECT_EQ(recv_for(fd, 5, 3.0), "early");
-  EXPECT_EQ(echo.accepted(), 1);
-  EXPECT_EQ(ctl("status")["links"][0]["held"], 0);
   ::close(fd);
 }
 

@@ -4,20 +4,8 @@
 //
 //   accepted ──connect(target)──> connecting ──SO_ERROR 0──> open ──both directions shut──> closed
 //       │                              │                       │
-//       ├── reset fault active ──> RST └── connect failed ──>  └── error / reset / close_after ──>
-//       │                                   closed                   closed (RST on reset)
-//       └── black hole active ──> held ──healed, client still there──> connect(target) ...
-//                                   └── client hung up ──> closed (the target never saw it)
-//
-// A connection accepted while its link is black-holed (either direction) is held, not connected
-// to the target: through a real partition its SYN (or SYN-ACK) would not get through, so the
-// target must not see it. The proxy only accepts it because the kernel completes the client's
-// handshake before accept(). Its client's bytes wait in the up queue; it reaches the target at
-// the heal if its client is still there, and is dropped as soon as its client hangs up (a
-// `dd-node learner` gives up a CAF handshake that got no answer in a fraction of a second; had
-// the proxy connected it, CAF in the syncer would have kept that server-side connection, which
-// sees no data and so never times out, and taken the abandoned handshake flushed at the heal
-// as a route to the learner's node — a route to a closed socket).
+//       └── reset fault active ──> RST └── connect failed ──>  └── error / reset / close_after ──>
+//                                           closed                   closed (RST on reset)
 //
 // Each direction ("stream") is a queue of chunks read from its source with a release time
 // (latency); pump() writes the released head to the destination as far as the faults allow
@@ -119,7 +107,6 @@ struct conn {
   link_state* link = nullptr;
   int cfd = -1, ufd = -1;
   bool connecting = true;
-  bool held = false;  // accepted during a black hole: not connected to the target yet (ufd -1)
   bool dead = false;
   bool rst = false;
   stream up, down;
@@ -134,7 +121,6 @@ struct link_state {
   std::map<std::string, fault> faults;
   chaos_rng rng{1};
   uint64_t accepted = 0;
-  uint64_t connected = 0;  // connections opened to the target (held ones only at their heal)
 };
 
 struct ctl_client {
@@ -220,11 +206,6 @@ struct fault_proxy::impl {
     return &it->second;
   }
 
-  /// True while a black hole cuts the link in either direction.
-  bool blackholed(const link_state& l) const {
-    return active(l, "blackhole", dir_up | dir_down) != nullptr;
-  }
-
   size_t cap_of(const conn& c, const stream& s) const {
     return active(*c.link, "blackhole", s.dir) ? cfg.hold_cap : cfg.queue_cap;
   }
@@ -260,52 +241,34 @@ struct fault_proxy::impl {
         ::close(fd);
         continue;
       }
+      const int ufd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+      if (ufd < 0) {
+        ::close(fd);
+        continue;
+      }
       const int one = 1;
       ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      ::setsockopt(ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
       auto c = std::make_unique<conn>();
       c->id = next_id++;
       c->link = &l;
       c->cfd = fd;
+      c->ufd = ufd;
       c->up.dir = dir_up;
       c->down.dir = dir_down;
       c->up.refill_at = c->down.refill_at = now;
-      if (blackholed(l)) {
-        c->held = true;  // reaches the target at the heal, if its client is still there
+      const int rc = ::connect(ufd, reinterpret_cast<const sockaddr*>(&l.target), sizeof l.target);
+      if (rc == 0) {
         c->connecting = false;
-      } else if (!connect_target(*c)) {
+      } else if (errno != EINPROGRESS) {
+        c->rst = true;
+        close_conn(*c);
         continue;
       }
       add_fd(fd, 0, tag(t_cfd, c->id));
+      add_fd(ufd, 0, tag(t_ufd, c->id));
       conns[c->id] = std::move(c);
     }
-  }
-
-  /// Opens the connection's target side (a non-blocking connect) and adds it to the epoll set;
-  /// false (the client reset, the connection closed) when the connect fails at once.
-  bool connect_target(conn& c) {
-    const int ufd = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    if (ufd < 0) {
-      c.rst = true;
-      close_conn(c);
-      return false;
-    }
-    const int one = 1;
-    ::setsockopt(ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    c.ufd = ufd;
-    c.connecting = true;
-    const int rc =
-        ::connect(ufd, reinterpret_cast<const sockaddr*>(&c.link->target), sizeof c.link->target);
-    if (rc == 0) {
-      c.connecting = false;
-    } else if (errno != EINPROGRESS) {
-      c.rst = true;
-      close_conn(c);
-      return false;
-    }
-    add_fd(ufd, 0, tag(t_ufd, c.id));
-    c.ufd_events = 0;
-    ++c.link->connected;
-    return true;
   }
 
   void read_into(conn& c, stream& s, int src, double now) {
@@ -351,7 +314,7 @@ struct fault_proxy::impl {
   // Writes what the faults allow; returns the next time something becomes writable (0: none).
   double pump(conn& c, stream& s, int dst, double now) {
     const link_state& l = *c.link;
-    if (c.dead || s.shut || (s.dir == dir_up && (c.connecting || c.held))) return 0;
+    if (c.dead || s.shut || (s.dir == dir_up && c.connecting)) return 0;
     if (active(l, "blackhole", s.dir)) return 0;
     while (!s.q.empty() && !s.dst_blocked && !c.dead) {
       chunk& h = s.q.front();
@@ -412,17 +375,6 @@ struct fault_proxy::impl {
 
   // Pumps both directions, applies parked reads and epoll interest; returns the next deadline.
   double service(conn& c, double now) {
-    if (c.held) {
-      // Its client hung up before the heal: nothing of it ever reaches the target.
-      if (c.up.src_eof || c.up.src_parked) {
-        close_conn(c);
-        return 0;
-      }
-      if (!blackholed(*c.link)) {
-        c.held = false;
-        if (!connect_target(c)) return 0;
-      }
-    }
     double next = 0;
     auto earliest = [&](double t) {
       if (t > 0 && (next == 0 || t < next)) next = t;
@@ -445,16 +397,14 @@ struct fault_proxy::impl {
     uint32_t cev = 0, uev = 0;
     if (wants_read(c.up)) cev |= EPOLLIN;
     if (c.down.dst_blocked) cev |= EPOLLOUT;
-    if (c.held) {
-      // no target side yet
-    } else if (c.connecting) {
+    if (c.connecting) {
       uev = EPOLLOUT;
     } else {
       if (wants_read(c.down)) uev |= EPOLLIN;
       if (c.up.dst_blocked) uev |= EPOLLOUT;
     }
     if (cev != c.cfd_events) mod_fd(c.cfd, cev, tag(t_cfd, c.id));
-    if (c.ufd >= 0 && uev != c.ufd_events) mod_fd(c.ufd, uev, tag(t_ufd, c.id));
+    if (uev != c.ufd_events) mod_fd(c.ufd, uev, tag(t_ufd, c.id));
     c.cfd_events = cev;
     c.ufd_events = uev;
     if (c.up.src_parked || c.down.src_parked) earliest(now + 0.01);
@@ -505,11 +455,10 @@ struct fault_proxy::impl {
       j["expires_in"] = f.expires > 0 ? json(std::max(0.0, f.expires - now)) : json(nullptr);
       faults.push_back(j);
     }
-    uint64_t held_up = 0, held_down = 0, n = 0, unconnected = 0;
+    uint64_t held_up = 0, held_down = 0, n = 0;
     for (const auto& [id, c] : conns)
       if (c->link == &l && !c->dead) {
         ++n;
-        if (c->held) ++unconnected;
         held_up += c->up.queued;
         held_down += c->down.queued;
       }
@@ -517,9 +466,7 @@ struct fault_proxy::impl {
             {"listen", l.bound.str()},
             {"target", l.spec.target.str()},
             {"connections", n},
-            {"held", unconnected},
             {"accepted", l.accepted},
-            {"connected", l.connected},
             {"queued", {{"up", held_up}, {"down", held_down}}},
             {"faults", faults}};
   }

@@ -6,10 +6,7 @@
 // called from any thread. Memory is bounded: 1 MiB queued per direction of a connection, 64 MiB
 // (hold_cap) while a black hole holds that direction; a full queue stops reading (TCP back
 // pressure), it never drops bytes. Only `corrupt` alters bytes and only `close_after` (and
-// `reset`) discards them — and a connection accepted during a black hole, which is held without
-// a target connection until the heal, is dropped with its bytes if its client hangs up first (no
-// connection gets through a real partition). The control protocol is in docs/chaos.md, "The
-// fault proxy".
+// `reset`) discards them. The control protocol is in docs/chaos.md, "The fault proxy".
 #pragma once
 
 #include <cstdint>
