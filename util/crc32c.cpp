@@ -133,21 +133,16 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const void* data, size_t
     c = _mm_crc32_u8(c, *p++);
     --size;
   }
-  if (size >= 3 * long_block) {
-    const zeros_op& shift = zeros_long();
+  // Long blocks first, then short ones for the rest (each with its own zeros operator).
+  for (const bool is_long : {true, false}) {
+    const size_t block = is_long ? long_block : short_block;
+    if (size < 3 * block) continue;
+    const zeros_op& shift = is_long ? zeros_long() : zeros_short();
     do {
-      c = three_blocks(p, long_block, c, shift);
-      p += 3 * long_block;
-      size -= 3 * long_block;
-    } while (size >= 3 * long_block);
-  }
-  if (size >= 3 * short_block) {
-    const zeros_op& shift = zeros_short();
-    do {
-      c = three_blocks(p, short_block, c, shift);
-      p += 3 * short_block;
-      size -= 3 * short_block;
-    } while (size >= 3 * short_block);
+      c = three_blocks(p, block, c, shift);
+      p += 3 * block;
+      size -= 3 * block;
+    } while (size >= 3 * block);
   }
   uint64_t w = c;
   for (; size >= 8; p += 8, size -= 8) w = _mm_crc32_u64(w, load64(p));
