@@ -118,6 +118,28 @@ push_outcome fragment_owner_state::reject(const push_msg& m, reject_reason r, st
 
 push_outcome fragment_owner_state::on_push(const wire_bytes& bytes, double now_s) {
   auto decoded = decode_push_ref(bytes, {}, envelope_expect{opts_.run_id, 0});
+  if (!decoded && decoded.code() == errc::checksum_mismatch) {
+    // Damaged on the way: never applied. Its header, read without the checksum, only says whom
+    // to ask for the chunk again (a header that was itself damaged names no pending push of its
+    // learner, which then takes the refusal as final and sends its progress with the next push).
+    decode_limits unchecked;
+    unchecked.verify_checksum = false;
+    auto header = decode_push_ref(bytes, unchecked, envelope_expect{opts_.run_id, 0});
+    push_msg named;
+    named.learner_id = -1;
+    if (header) {
+      named = std::move(header->header);
+      named.payload.clear();
+    }
+    auto out = reject(named, reject_reason::malformed,
+                      "fragment " + std::to_string(opts_.layout.fragment_id) + ": push from " +
+                          (header ? "learner " + std::to_string(named.learner_id)
+                                  : std::string("an unreadable sender")) +
+                          " refused: " + decoded.error().message,
+                      false);
+    out.chunk_refused = true;
+    return out;
+  }
   if (!decoded) {
     push_msg blank;
     blank.learner_id = -1;

@@ -401,10 +401,36 @@ bool apply_global(learner_actor* self, const learner_context& ctx, const broadca
   return true;
 }
 
+/// A broadcast chunk damaged in transit (its message checksum or its payload's CRC-32C): counted
+/// (chunk_refused) and the owner of `fragment` (−1: unreadable, none) asked for the value again.
+void refuse_damaged_broadcast(learner_actor* self, const learner_context& ctx, int32_t fragment,
+                              const std::string& detail) {
+  auto& st = self->state;
+  if (ctx.log != nullptr) {
+    ctx.log->emit(
+        "chunk_refused",
+        {{"learner", st.id}, {"fragment", fragment}, {"what", "broadcast"}, {"detail", detail}});
+    ctx.log->update([](run_counters& c) { c.chunks_refused += 1; });
+  }
+  if (fragment >= 0 && static_cast<size_t>(fragment) < st.owners.size())
+    send_pull(self, ctx, st.owners[static_cast<size_t>(fragment)], static_cast<size_t>(fragment));
+}
+
 void on_broadcast(learner_actor* self, const learner_context& ctx, const wire_bytes& bytes) {
   auto& st = self->state;
   if (st.now == phase::joining || st.now == phase::finished) return;
   auto chunk = decode_broadcast_ref(bytes, {}, expect_of(self, ctx));  // payload left in `bytes`
+  if (!chunk && chunk.code() == errc::checksum_mismatch) {
+    // Damaged on the way: never applied; its header, read without the checksum, only names the
+    // fragment to ask for again.
+    log_undecodable(self, ctx, "undecodable_broadcast", chunk.error());
+    decode_limits unchecked;
+    unchecked.verify_checksum = false;
+    auto header = decode_broadcast_ref(bytes, unchecked, expect_of(self, ctx));
+    refuse_damaged_broadcast(self, ctx, header ? header->header.fragment_id : -1,
+                             chunk.error().message);
+    return;
+  }
   if (!chunk) {
     log_undecodable(self, ctx, "undecodable_broadcast", chunk.error());
     return;
@@ -413,19 +439,8 @@ void on_broadcast(learner_actor* self, const learner_context& ctx, const wire_by
   auto whole = st.assembler.add(*chunk);
   if (!whole) {
     log_undecodable(self, ctx, "undecodable_broadcast", whole.error());
-    if (whole.code() == errc::checksum_mismatch) {
-      // Damaged in transit: count it and ask the owner for the value again.
-      if (ctx.log != nullptr) {
-        ctx.log->emit("chunk_refused", {{"learner", st.id},
-                                        {"fragment", fragment},
-                                        {"what", "broadcast"},
-                                        {"detail", whole.error().message}});
-        ctx.log->update([](run_counters& c) { c.chunks_refused += 1; });
-      }
-      if (fragment >= 0 && static_cast<size_t>(fragment) < st.owners.size())
-        send_pull(self, ctx, st.owners[static_cast<size_t>(fragment)],
-                  static_cast<size_t>(fragment));
-    }
+    if (whole.code() == errc::checksum_mismatch)
+      refuse_damaged_broadcast(self, ctx, fragment, whole.error().message);
     return;
   }
   if (!whole->has_value()) return;  // more chunks to come

@@ -1,7 +1,8 @@
 // messages/codec.hpp — plain C++ values for every wire message, and their Cap'n Proto bytes.
 //
 // Every message travels as one `std::vector<uint8_t>` holding a flat-array Cap'n Proto message
-// (8-byte words; an `Envelope` from messages/wire.capnp whose union says which message it is).
+// (8-byte words; an `Envelope` from messages/wire.capnp whose union says which message it is),
+// sealed by a CRC-32C trailer over all of it (seal_bytes).
 // Fragment payloads travel in chunks (`split_push` / `split_broadcast`, default 4 MiB) and are
 // put back together by a `chunk_assembler` (messages/chunking.hpp); an owner's durable state is a
 // checkpoint file (messages/checkpoint_file.hpp). Both are included at the end of this header, so
@@ -28,13 +29,30 @@
 
 namespace dd {
 
-/// Bytes of one encoded message (a flat Cap'n Proto message; size is a multiple of 8).
+/// Bytes of one encoded message (a flat Cap'n Proto message and its checksum trailer, seal_bytes;
+/// size is a multiple of 8).
 using wire_bytes = std::vector<uint8_t>;
 
 /// Envelope.schemaVersion this build writes and reads; an envelope of another version is
 /// refused (errc::schema_mismatch), naming both versions. 2: the envelope carries the run id and
-/// the sender's incarnation.
-inline constexpr uint16_t wire_schema_version = 2;
+/// the sender's incarnation. 3: every message ends with a checksum trailer (seal_bytes).
+inline constexpr uint16_t wire_schema_version = 3;
+
+/// Bytes of the checksum trailer after the last Cap'n Proto segment of every message (one
+/// word): bytes 0–3 the CRC-32C (util/crc32c.hpp) of every byte before the trailer,
+/// little-endian; bytes 4–7 seal_magic, little-endian. It covers the whole message, envelope and
+/// body: a byte damaged on the way (a link that corrupts; `dd-chaos net corrupt`) is refused as
+/// errc::checksum_mismatch by every decoder instead of being read as another value (a damaged
+/// node_join once named other data and its node was refused for good as `dataMismatch`).
+inline constexpr size_t seal_bytes = 8;
+/// The trailer's tag ("DDC3" in memory order).
+inline constexpr uint32_t seal_magic = 0x33434444;
+
+/// Writes the checksum trailer into the last seal_bytes of `message` (which holds the encoded
+/// message followed by seal_bytes of room). Every encode does this; a test or tool that edits an
+/// encoded message calls it again on purpose to forge a well-sealed one. Throws
+/// std::invalid_argument when `message` is shorter than seal_bytes.
+void seal_message(std::vector<uint8_t>& message);
 
 /// What a sender writes into every envelope beside the body: its run and its incarnation.
 struct envelope_stamp {
@@ -333,6 +351,10 @@ struct decode_limits {
   size_t max_message_bytes = size_t{64} << 20;
   /// Cap'n Proto nesting limit (our schemas nest 3 deep).
   int nesting_limit = 16;
+  /// Check the checksum trailer (seal_bytes). False only to read the header of a message that
+  /// was already refused by its checksum, to address the refusal to what it names (the owner's
+  /// targeted reject of a damaged push chunk); never to apply what such a message says.
+  bool verify_checksum = true;
 };
 
 // ---- encode ---------------------------------------------------------------------------------
@@ -353,7 +375,8 @@ wire_bytes encode(const progress_msg& m, const envelope_stamp& stamp = {});
 // ---- decode ---------------------------------------------------------------------------------
 
 /// Which message `bytes` holds. errc::malformed when it is not an Envelope; errc::too_large over
-/// limits.max_message_bytes. Checks neither the schema version, the run nor the incarnation.
+/// limits.max_message_bytes; errc::checksum_mismatch as the decoders. Checks neither the schema
+/// version, the run nor the incarnation.
 result<message_kind> peek_kind(const uint8_t* data, size_t size, const decode_limits& limits = {});
 /// The envelope's schema version, run id and sender incarnation (unchecked: a receiver that
 /// learns the run or the sender's incarnation from a message, e.g. a learner from its join
@@ -362,8 +385,9 @@ result<envelope_header> peek_envelope(const uint8_t* data, size_t size,
                                       const decode_limits& limits = {});
 
 /// Decode one message of the named kind. Errors, in the order checked: errc::too_large (over
-/// max_message_bytes); errc::schema_mismatch for a schema version other than
-/// wire_schema_version;
+/// max_message_bytes); errc::checksum_mismatch when the checksum trailer does not match the
+/// bytes before it (errc::malformed when there is no trailer); errc::schema_mismatch for a
+/// schema version other than wire_schema_version;
 /// errc::other_run when the envelope's run id is not `expect.run_id`; errc::stale_incarnation
 /// when its sender incarnation is below `expect.min_incarnation`; errc::malformed (not a valid
 /// Envelope, another kind, a learner's message whose body names another incarnation than its

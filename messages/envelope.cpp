@@ -3,10 +3,12 @@
 // the message decoders and the chunk assembler share. The single catch point for hostile bytes
 // stays with_reader (detail/envelope.hpp).
 #include <limits>
+#include <stdexcept>
 #include <string>
 
 #include "messages/codec.hpp"
 #include "messages/detail/envelope.hpp"
+#include "util/crc32c.hpp"
 
 namespace dd {
 
@@ -82,6 +84,63 @@ status check_envelope(cw::Envelope::Reader envelope, const envelope_expect& expe
   return {};
 }
 
+namespace {
+
+uint32_t load_le32(const uint8_t* p) {
+  return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) |
+         (static_cast<uint32_t>(p[2]) << 16) | (static_cast<uint32_t>(p[3]) << 24);
+}
+
+void store_le32(uint8_t* p, uint32_t v) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+
+std::string hex32(uint32_t v) {
+  static const char* digits = "0123456789abcdef";
+  std::string out = "0x";
+  for (int i = 7; i >= 0; --i) out += digits[(v >> (4 * i)) & 0xf];
+  return out;
+}
+
+}  // namespace
+
+result<size_t> open_seal(const uint8_t* data, size_t size, const decode_limits& limits) {
+  using R = result<size_t>;
+  if (data == nullptr || size == 0) return R(errc::malformed, "message is empty");
+  if (size % sizeof(capnp::word) != 0) {
+    return R(errc::malformed,
+             "message size " + num(size) + " bytes is not a multiple of 8 (Cap'n Proto words)");
+  }
+  if (size < 2 * seal_bytes)
+    return R(errc::malformed, "message of " + num(size) +
+                                  " bytes is too short for a segment and its checksum trailer");
+  const uint8_t* trailer = data + size - seal_bytes;
+  if (load_le32(trailer + 4) != seal_magic) {
+    // No trailer: a peer of schema 2 or older (told by its version), or a damaged tag.
+    auto version = with_reader(data, size, limits.nesting_limit,
+                               [](capnp::MessageReader& reader) -> result<uint16_t> {
+                                 return reader.getRoot<cw::Envelope>().getSchemaVersion();
+                               });
+    if (version && *version != wire_schema_version)
+      return R(errc::schema_mismatch, "envelope.schemaVersion " + num(*version) +
+                                          " (this build reads version " + num(wire_schema_version) +
+                                          ")");
+    return R(errc::malformed, "message of " + num(size) +
+                                  " bytes has no checksum trailer (its last word is not tagged " +
+                                  hex32(seal_magic) + ")");
+  }
+  const size_t body = size - seal_bytes;
+  if (limits.verify_checksum) {
+    const uint32_t want = load_le32(trailer);
+    const uint32_t got = util::crc32c(data, body);
+    if (got != want)
+      return R(errc::checksum_mismatch, "message checksum: CRC-32C of its " + num(body) +
+                                            " bytes is " + hex32(got) + ", its trailer says " +
+                                            hex32(want) + " (damaged in transit)");
+  }
+  return R(body);
+}
+
 status same_incarnation(const char* what, uint64_t envelope, uint64_t body) {
   if (envelope == body) return {};
   return {errc::malformed, std::string(what) + ".incarnation " + num(body) +
@@ -138,6 +197,16 @@ std::vector<merged_push> get_merged(capnp::List<cw::MergedPush>::Reader in) {
 
 using namespace detail;
 
+void seal_message(std::vector<uint8_t>& message) {
+  if (message.size() < seal_bytes)
+    throw std::invalid_argument("seal_message: " + num(message.size()) +
+                                " bytes leave no room for the " + num(seal_bytes) +
+                                "-byte checksum trailer");
+  const size_t body = message.size() - seal_bytes;
+  store_le32(message.data() + body, util::crc32c(message.data(), body));
+  store_le32(message.data() + body + 4, seal_magic);
+}
+
 std::string_view to_string(message_kind k) noexcept {
   return kind_name(static_cast<cw::Envelope::Body::Which>(static_cast<uint16_t>(k)));
 }
@@ -148,7 +217,9 @@ result<message_kind> peek_kind(const uint8_t* data, size_t size, const decode_li
     return R(errc::too_large, "message of " + num(size) + " bytes exceeds max_message_bytes " +
                                   num(limits.max_message_bytes));
   }
-  return with_reader(data, size, limits.nesting_limit, [](capnp::MessageReader& reader) -> R {
+  auto body = open_seal(data, size, limits);
+  if (!body) return body.error();
+  return with_reader(data, *body, limits.nesting_limit, [](capnp::MessageReader& reader) -> R {
     auto which = reader.getRoot<cw::Envelope>().getBody().which();
     if (static_cast<uint16_t>(which) > static_cast<uint16_t>(last_kind)) {
       return R(errc::malformed,
@@ -165,7 +236,9 @@ result<envelope_header> peek_envelope(const uint8_t* data, size_t size,
     return R(errc::too_large, "message of " + num(size) + " bytes exceeds max_message_bytes " +
                                   num(limits.max_message_bytes));
   }
-  return with_reader(data, size, limits.nesting_limit, [](capnp::MessageReader& reader) -> R {
+  auto body = open_seal(data, size, limits);
+  if (!body) return body.error();
+  return with_reader(data, *body, limits.nesting_limit, [](capnp::MessageReader& reader) -> R {
     auto envelope = reader.getRoot<cw::Envelope>();
     auto run = envelope.getRunId();
     if (auto st = detail::check_run_id(run); !st) return R(st.error());

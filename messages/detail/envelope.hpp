@@ -46,12 +46,23 @@ inline std::optional<std::vector<float>> to_floats(capnp::Data::Reader d) {
   return out;
 }
 
-// Flattens a builder into a byte vector (segment table + segments).
+// Flattens a builder into a byte vector (segment table + segments) and seals it: the checksum
+// trailer (seal_bytes: the CRC-32C of every byte before it, little-endian, then seal_magic)
+// follows the last segment.
 inline wire_bytes flatten(capnp::MessageBuilder& builder) {
   kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
   kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
-  return wire_bytes(bytes.begin(), bytes.end());
+  wire_bytes out(bytes.size() + seal_bytes);
+  if (bytes.size() > 0) std::memcpy(out.data(), bytes.begin(), bytes.size());
+  seal_message(out);
+  return out;
 }
+
+// The body of a sealed message: its size without the trailer, after checking the trailer
+// (when limits.verify_checksum). errc::malformed for a message too short to hold a trailer, or
+// one without it (but errc::schema_mismatch when its envelope names another schema version: a
+// peer of schema 2 wrote no trailer); errc::checksum_mismatch when the CRC-32C differs.
+result<size_t> open_seal(const uint8_t* data, size_t size, const decode_limits& limits);
 
 // First segment big enough for the whole message, so it flattens as one segment.
 inline unsigned first_segment_words(size_t payload_bytes) {
@@ -144,7 +155,8 @@ status check_chunk_fields(const char* what, payload_encoding enc, uint64_t total
 void set_merged(capnp::List<cw::MergedPush>::Builder out, const std::vector<merged_push>& in);
 std::vector<merged_push> get_merged(capnp::List<cw::MergedPush>::Reader in);
 
-// Decodes an Envelope: the size cap, Cap'n Proto's reader limits, check_envelope against
+// Decodes an Envelope: the size cap, the checksum trailer (open_seal), Cap'n Proto's reader
+// limits, check_envelope against
 // `expect`, then the body must be `want`; calls fn(body, sender incarnation).
 template <class Fn>
 auto decode_envelope(const uint8_t* data, size_t size, const decode_limits& limits,
@@ -155,17 +167,20 @@ auto decode_envelope(const uint8_t* data, size_t size, const decode_limits& limi
     return R(errc::too_large, "message of " + num(size) + " bytes exceeds max_message_bytes " +
                                   num(limits.max_message_bytes));
   }
-  return with_reader(data, size, limits.nesting_limit, [&](capnp::MessageReader& reader) -> R {
-    auto envelope = reader.getRoot<cw::Envelope>();
-    if (auto st = check_envelope(envelope, expect); !st) return st.error();
-    auto body = envelope.getBody();
-    auto which = body.which();
-    if (which != want) {
-      return R(errc::malformed, std::string("envelope holds '") + kind_name(which) +
-                                    "', expected '" + kind_name(want) + "'");
-    }
-    return fn(body, envelope.getSenderIncarnation());
-  });
+  auto body_size = open_seal(data, size, limits);
+  if (!body_size) return body_size.error();
+  return with_reader(
+      data, *body_size, limits.nesting_limit, [&](capnp::MessageReader& reader) -> R {
+        auto envelope = reader.getRoot<cw::Envelope>();
+        if (auto st = check_envelope(envelope, expect); !st) return st.error();
+        auto body = envelope.getBody();
+        auto which = body.which();
+        if (which != want) {
+          return R(errc::malformed, std::string("envelope holds '") + kind_name(which) +
+                                        "', expected '" + kind_name(want) + "'");
+        }
+        return fn(body, envelope.getSenderIncarnation());
+      });
 }
 
 }  // namespace dd::detail

@@ -2,8 +2,9 @@
 // loopback): a TCP client that sends garbage, one that announces an oversized CAF frame, and a
 // CAF peer that lies — another run id, another protocol version, different data, a learner join
 // without a node handshake, pushes of the wrong shape, with NaN, from an unknown learner, and an
-// envelope of another schema version. Each is refused with a logged reason; the syncer keeps
-// serving its learner (merges go on, the run completes) and its peak RSS stays bounded (printed).
+// envelope of another schema version, a push damaged on the way. Each is refused with a logged
+// reason; the syncer keeps serving its learner (merges go on, the run completes) and its peak RSS
+// stays bounded (printed).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -236,8 +237,14 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
     p.learner_id = 7;
     p.transfer_id = 900002;
     auto bytes = dd::encode(p, {run_id, 0});
-    bytes[16] = 1 ^ 9;  // schemaVersion 9
+    bytes[16] = 1 ^ 9;  // schemaVersion 9, sealed as its writer would
+    dd::seal_message(bytes);
     self->send(owners[0], dd::atoms::push_atom_v, bytes, uint64_t{0});
+    // A push damaged on the way (one bit, trailer not rewritten): refused by its checksum.
+    p.transfer_id = 900003;
+    auto damaged = dd::encode(p, {run_id, 0});
+    damaged[damaged.size() / 2] ^= 0x08;
+    self->send(owners[0], dd::atoms::push_atom_v, damaged, uint64_t{0});
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
   EXPECT_EQ(::kill(syncer, 0), 0) << "the syncer died";
@@ -250,7 +257,7 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
   EXPECT_EQ(wait_for(syncer, 60), 0);
   EXPECT_EQ(wait_for(learner, 30), 0);
   const auto evs = events(dir / "run" / "events.jsonl");
-  int refused_nodes = 0, refused_joins = 0, refused_pushes = 0, undecodable = 0;
+  int refused_nodes = 0, refused_joins = 0, refused_pushes = 0, undecodable = 0, damaged_pushes = 0;
   double last_hostile = 0, last_merge = 0;
   for (const auto& e : evs) {
     const std::string k = e["event"];
@@ -264,8 +271,12 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
         e.value("detail", "").find("schemaVersion 9") != std::string::npos)
       ++undecodable;
 
+    if (k == "push" && !e["accepted"].get<bool>() &&
+        e.value("detail", "").find("message checksum") != std::string::npos)
+      ++damaged_pushes;
     if (k == "merge") last_merge = e["time"].get<double>();
   }
+  EXPECT_EQ(damaged_pushes, 1) << "the push damaged on the way";
   EXPECT_EQ(refused_nodes, 3);
   int refused_frames = 0;
   for (const auto& e : evs)

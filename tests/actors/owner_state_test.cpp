@@ -249,6 +249,8 @@ TEST_F(owner_state_test, a_push_damaged_in_transit_is_refused_and_its_resent_cop
   EXPECT_EQ(r1.reject->reason, reject_reason::malformed);
   EXPECT_EQ(r1.reject->transfer_id, 7u);  // the learner knows which push to send again
   EXPECT_TRUE(r1.chunk_refused);
+  // Refused by the message's checksum trailer; its header, read unchecked, named the transfer.
+  EXPECT_NE(r1.detail.find("message checksum"), std::string::npos) << r1.detail;
   EXPECT_EQ(owner.version(), 0u);
   EXPECT_EQ(owner.value(), filled(1.0f));  // nothing corrupt reached the fragment
   auto r2 = owner.on_push(clean, 1.5);

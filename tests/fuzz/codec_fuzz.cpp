@@ -1,7 +1,10 @@
 // tests/fuzz/codec_fuzz.cpp — libFuzzer target for the wire codec (messages/codec.hpp,
 // messages/control.hpp), the envelope checks and the chunk assembler.
 //
-// Input layout: byte 0 picks a mode, the rest is the payload.
+// Input layout: byte 0 picks a mode, the rest is the payload. Every message the target decodes
+// is first sealed (seal_message rewrites its last 8 bytes into a valid checksum trailer), so the
+// mutations reach the envelope and body rather than dying at the checksum; the raw, unsealed
+// bytes are also peeked once, which exercises the trailer checks themselves.
 //   mode % 25 in [0, 23): decode the payload as that message_kind (0 join_request ... 22
 //                         node_events), against the run its envelope names
 //   mode % 25 == 23:      peek_kind, then the decoder of whatever kind it names
@@ -129,9 +132,18 @@ void decode_checked(const dd::wire_bytes& bytes, Decode decode) {
 #define DECODER(fn) \
   [](const dd::wire_bytes& b, const dd::envelope_expect& e) { return dd::fn(b, {}, e); }
 
+// `p[0, n)` with its last 8 bytes rewritten into a valid checksum trailer (as they are when the
+// length allows one; unchanged otherwise).
+dd::wire_bytes sealed(const uint8_t* p, size_t n) {
+  dd::wire_bytes b(p, p + n);
+  if (n >= 2 * dd::seal_bytes && n % 8 == 0) dd::seal_message(b);
+  return b;
+}
+
 void decode_as(int kind, const uint8_t* p, size_t n) {
   using dd::message_kind;
-  const dd::wire_bytes b(p, p + n);
+  (void)dd::peek_envelope(p, n);  // raw: the trailer checks see the mutated trailer
+  const dd::wire_bytes b = sealed(p, n);
   switch (static_cast<message_kind>(kind)) {
     case message_kind::join_request: decode_checked(b, DECODER(decode_join_request)); break;
     case message_kind::join_reply: decode_checked(b, DECODER(decode_join_reply)); break;
@@ -171,7 +183,7 @@ void reassemble(bool broadcasts, const uint8_t* p, size_t n) {
   size_t at = 0;
   while (at + 2 <= n) {
     const size_t len = std::min<size_t>(p[at] | (size_t{p[at + 1]} << 8), n - at - 2);
-    const dd::wire_bytes frame(p + at + 2, p + at + 2 + len);
+    const dd::wire_bytes frame = sealed(p + at + 2, len);
     at += 2 + len;
     auto header = dd::peek_envelope(frame);
     const dd::envelope_expect expect{header ? header->run_id : std::string(), 0};
@@ -212,7 +224,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (mode < kinds) {
       decode_as(mode, p, n);
     } else if (mode == kinds) {
-      auto k = dd::peek_kind(p, n);
+      auto k = dd::peek_kind(sealed(p, n));
       if (k.ok()) {
         FUZZ_CHECK(static_cast<int>(*k) < kinds);
         decode_as(static_cast<int>(*k), p, n);

@@ -264,9 +264,18 @@ TEST(Chunks, AChunkDamagedInTransitIsRefusedAndARecentCopyCompletesTheTransfer) 
   auto chunks = *split_push(whole, 300);
   chunk_assembler a;
   ASSERT_TRUE(a.add(*decode_push(encode(chunks[0], {"", chunks[0].incarnation}))).ok());
-  // Chunk 1 damaged on the way: refused by its checksum before assembly.
-  auto bad = decode_push(
-      flip_payload_bit(encode(chunks[1], {"", chunks[1].incarnation}), chunks[1].payload));
+  // Chunk 1 damaged on the way: the message checksum refuses it before anything is read.
+  auto damaged =
+      flip_payload_bit(encode(chunks[1], {"", chunks[1].incarnation}), chunks[1].payload);
+  auto in_transit = decode_push(damaged);
+  ASSERT_FALSE(in_transit.ok());
+  EXPECT_EQ(in_transit.code(), errc::checksum_mismatch);
+  EXPECT_NE(in_transit.error().message.find("message checksum"), std::string::npos)
+      << in_transit.error().message;
+  // Damaged before it was sealed (in the sender's memory): only the payload's CRC-32C sees it,
+  // and the assembler refuses it.
+  seal_message(damaged);
+  auto bad = decode_push(damaged);
   ASSERT_TRUE(bad.ok()) << "the header still decodes: " << bad.error().message;
   auto r = a.add(std::move(*bad));
   ASSERT_FALSE(r.ok());
@@ -292,7 +301,10 @@ TEST(Chunks, ADamagedBroadcastChunkIsRefused) {
   b.payload_bytes = 256;
   b.payload.resize(256);
   for (size_t i = 0; i < b.payload.size(); ++i) b.payload[i] = static_cast<uint8_t>(i * 13);
-  auto bad = decode_broadcast(flip_payload_bit(encode(b), b.payload));
+  auto damaged = flip_payload_bit(encode(b), b.payload);
+  EXPECT_EQ(decode_broadcast(damaged).code(), errc::checksum_mismatch);  // in transit
+  seal_message(damaged);  // damaged before sealing: the payload's CRC-32C sees it
+  auto bad = decode_broadcast(damaged);
   ASSERT_TRUE(bad.ok());
   chunk_assembler a;
   auto r = a.add(std::move(*bad));
@@ -410,8 +422,10 @@ TEST(Chunks, ADamagedRefChunkIsRefusedAndChangesNothing) {
   chunk_assembler a;
   const auto first = encode(chunks[0], {"", chunks[0].incarnation});
   ASSERT_TRUE(a.add(*decode_push_ref(first)).ok());
-  const auto damaged =
+  auto damaged =
       flip_payload_bit(encode(chunks[2], {"", chunks[2].incarnation}), chunks[2].payload);
+  EXPECT_EQ(decode_push_ref(damaged).code(), errc::checksum_mismatch);  // in transit
+  seal_message(damaged);  // damaged before sealing: the payload's CRC-32C sees it
   auto bad = decode_push_ref(damaged);
   ASSERT_TRUE(bad.ok()) << bad.error().message;
   auto r = a.add(*bad);

@@ -427,21 +427,72 @@ TEST(Codec, AnEnvelopeOfAnotherSchemaVersionIsRefusedNamingBothVersions) {
   hb.learner_id = 1;
   auto bytes = encode(hb);
   ASSERT_TRUE(decode_heartbeat(bytes.data(), bytes.size()).ok());
-  EXPECT_EQ(bytes[16], 1 ^ 2);  // this build writes schemaVersion 2
-  bytes[16] = 1 ^ 3;            // schemaVersion 3
+  EXPECT_EQ(bytes[16], 1 ^ 3);  // this build writes schemaVersion 3
+  bytes[16] = 1 ^ 4;            // schemaVersion 4, sealed by its writer
+  seal_message(bytes);
   auto r = decode_heartbeat(bytes.data(), bytes.size());
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.code(), errc::schema_mismatch);
-  EXPECT_NE(r.error().message.find("schemaVersion 3 (this build reads version 2)"),
+  EXPECT_NE(r.error().message.find("schemaVersion 4 (this build reads version 3)"),
             std::string::npos)
       << r.error().message;
+  // Schema 2 wrote no checksum trailer: told by its version, not refused as damaged.
+  bytes.resize(bytes.size() - seal_bytes);
+  bytes[16] = 1 ^ 2;
+  auto two = decode_heartbeat(bytes.data(), bytes.size());
+  ASSERT_FALSE(two.ok());
+  EXPECT_EQ(two.code(), errc::schema_mismatch);
+  EXPECT_NE(two.error().message.find("schemaVersion 2 (this build reads version 3)"),
+            std::string::npos)
+      << two.error().message;
   bytes[16] = 1 ^ 1;  // schemaVersion 1: a writer from before the envelope named its run
   auto old = decode_heartbeat(bytes.data(), bytes.size());
   ASSERT_FALSE(old.ok());
   EXPECT_EQ(old.code(), errc::schema_mismatch);
-  EXPECT_NE(old.error().message.find("schemaVersion 1 (this build reads version 2)"),
+  EXPECT_NE(old.error().message.find("schemaVersion 1 (this build reads version 3)"),
             std::string::npos)
       << old.error().message;
+  // This build's version without a trailer: malformed, named.
+  bytes[16] = 1 ^ 3;
+  auto bare = decode_heartbeat(bytes.data(), bytes.size());
+  ASSERT_FALSE(bare.ok());
+  EXPECT_EQ(bare.code(), errc::malformed);
+  EXPECT_NE(bare.error().message.find("no checksum trailer"), std::string::npos)
+      << bare.error().message;
+}
+
+// Regression (chaos_matrix.network_corrupt, 2026-12-02): a node_join damaged on the way (a link
+// that corrupts bytes) was read as a node with other data and refused for good as
+// dataMismatch. Every single-bit flip anywhere in a sealed message is now refused, never read.
+TEST(Codec, EveryBitFlippedAnywhereInASealedMessageIsRefusedNeverRead) {
+  node_join j{"2b316cba75d1af90", protocol_version, "learner-2", "host-a", {2}, 1, 1115394,
+              "115aa378f1943265"};
+  const auto sealed = encode(j, {"2b316cba75d1af90", 0});
+  ASSERT_TRUE(decode_node_join(sealed, {}, {"2b316cba75d1af90", 0}).ok());
+  size_t refused_by_checksum = 0;
+  for (size_t byte = 0; byte < sealed.size(); ++byte)
+    for (int bit = 0; bit < 8; ++bit) {
+      auto damaged = sealed;
+      damaged[byte] ^= static_cast<uint8_t>(1u << bit);
+      auto r = decode_node_join(damaged, {}, {"2b316cba75d1af90", 0});
+      ASSERT_FALSE(r.ok()) << "byte " << byte << " bit " << bit << " was read as a node_join";
+      if (r.code() == errc::checksum_mismatch) ++refused_by_checksum;
+      EXPECT_TRUE(r.code() == errc::checksum_mismatch || r.code() == errc::malformed)
+          << "byte " << byte << " bit " << bit << ": " << r.error().message;
+    }
+  // Only a flip in the trailer's tag (its last 4 bytes) is "no trailer" (malformed).
+  EXPECT_EQ(refused_by_checksum, 8 * (sealed.size() - 4));
+  // peek_kind and peek_envelope refuse damage too (a learner reads a reply's run with them).
+  auto damaged = sealed;
+  damaged[sealed.size() / 2] ^= 0x10;
+  EXPECT_EQ(peek_kind(damaged).code(), errc::checksum_mismatch);
+  EXPECT_EQ(peek_envelope(damaged).code(), errc::checksum_mismatch);
+  // A message too short for a segment and its trailer.
+  const wire_bytes tiny(8, 0);
+  EXPECT_EQ(decode_node_join(tiny).code(), errc::malformed);
+  // seal_message refuses a buffer without room for the trailer.
+  wire_bytes none(4, 0);
+  EXPECT_THROW(seal_message(none), std::invalid_argument);
 }
 
 TEST(Codec, ControlMessagesRoundTripAndRefuseNegativeIds) {
