@@ -1,15 +1,17 @@
-// actors/atoms.hpp — the project's CAF type-ID block: every atom the actors exchange. Between
-// nodes only atoms, wire_bytes (messages/codec.hpp, messages/control.hpp: stamped with the run id
-// and the sender's incarnation, checked on decode) and actor handles travel. Also the owner's
-// decoded live view (a node-local value, not a message). Included by every actor; any thread.
+// actors/atoms.hpp — the project's CAF type-ID block: every atom the actors exchange, and (at
+// the end, through actors/protocol.hpp, where the block ends) the typed handles that travel in
+// messages. Between nodes only atoms, wire_bytes (messages/codec.hpp, messages/control.hpp:
+// stamped with the run id and the sender's incarnation, checked on decode) and typed actor
+// handles travel. Included by every actor; any thread.
 //
 // Protocol summary (who sends what; payloads named `wire_bytes` are messages/codec.hpp encodings,
 // so a multi-node transport only changes how the bytes travel). Every learner <-> syncer message
 // (owner, monitor) that carries data is a codec encoding; an undecodable one is dropped (with a
 // `failure` event where the receiver has a run log):
-//   learner  -> monitor : (join_atom, wire_bytes join_request, actor learner) -> (wire_bytes
-//   join_reply) learner  -> monitor : (heartbeat_atom, wire_bytes heartbeat_msg) monitor  ->
-//   learner : (progress_atom, wire_bytes progress_msg) reply to each heartbeat: tokens
+//   learner  -> monitor : (join_atom, wire_bytes join_request, learner_at_syncer_hdl learner)
+//                         -> (wire_bytes join_reply)
+//   learner  -> monitor : (heartbeat_atom, wire_bytes heartbeat_msg)
+//   monitor  -> learner : (progress_atom, wire_bytes progress_msg) reply to each heartbeat: tokens
 //                                                                 all learners have trained on
 //   node     -> monitor : (node_join_atom, wire_bytes node_join) -> (wire_bytes node_join_reply)
 //                         the handshake of a learner process (messages/control.hpp)
@@ -22,18 +24,20 @@
 //   owner    -> learner : (broadcast_atom, wire_bytes broadcast_msg, uint64 seq)
 //   owner    -> learner : (reject_atom, wire_bytes reject_msg)
 //   owner    -> monitor : (subscribe_atom, wire_bytes subscribe_msg)  the sender is the owner
-//   monitor  -> owner   : (live_atom, wire_bytes live_view_msg, std::vector<actor>) one handle
-//                                                                 per learner, in list order
-//   monitor  -> learner : (owners_atom, wire_bytes owner_directory, std::vector<actor>) current
-//                                                                 owner of each fragment named
+//   monitor  -> owner   : (live_atom, wire_bytes live_view_msg, std::vector<learner_at_owner_hdl>)
+//                                                                 one handle per learner, in
+//                                                                 list order
+//   monitor  -> learner : (owners_atom, wire_bytes owner_directory, std::vector<owner_hdl>)
+//                                                                 current owner of each fragment
+//                                                                 named
 //   monitor  -> learner : (stop_atom, wire_bytes stop_msg)       finish after the current step
 //   node     -> learner : (stop_atom)                            the same, node-local (its
 //                                                                 supervisor)
 //   job      -> monitor : (stop_atom)                            syncer node: forward stop to
 //                                                                 every live (remote) learner
-//   node     -> learner : (syncer_atom, actor monitor)           the syncer came back: join
+//   node     -> learner : (syncer_atom, monitor_hdl monitor)     the syncer came back: join
 //                                                                 the new monitor
-//   job      -> main    : (publish_atom, actor monitor)          syncer node: publish it
+//   job      -> main    : (publish_atom, monitor_hdl monitor)    syncer node: publish it
 //   job      -> main    : (finished_atom)                        the run is over (result stored)
 //   monitor  -> job     : (budget_spent_atom)                    the token budget is spent
 //                         (the job's own budget.seconds timer sends it too)
@@ -59,6 +63,8 @@
 //   chunks under credit (actors/chunk_flow.hpp): push, copy and broadcast chunks also travel as
 //   (atom, wire_bytes, uint64 seq); the receiver answers each with (credit_atom, uint64 seq)
 //   anyone   -> owner   : (owner_status_atom) -> (uint64 version, size_t pending, double grace)
+//   evaluator -> monitor : (get_atom, owners_atom) -> (wire_bytes owner_directory,
+//                                                     std::vector<owner_hdl>)
 //   operator -> monitor : (status_atom, wire_bytes status_request) -> wire_bytes status_reply
 //                                                                 dd-node status (JSON text)
 //   operator -> monitor : (drain_atom, wire_bytes drain_msg) -> wire_bytes drain_reply
@@ -75,24 +81,6 @@
 #include <caf/type_id.hpp>
 
 namespace dd::actors {
-
-/// One live learner as a fragment owner holds it (decoded from the monitor's live_view_msg and
-/// the handle that travelled with it; the owners' quorum input). Node-local: never sent.
-struct live_learner {
-  int32_t learner_id = 0;
-  uint64_t incarnation = 0;
-  /// The learner's EMA of its inner-step wall time, seconds (ξ_step input).
-  double step_time_ema_s = 0.0;
-  /// Where broadcasts go.
-  caf::actor handle;
-};
-
-/// The health monitor's live-learner view as an owner holds it; `epoch` increases with every
-/// change. Node-local: never sent (the wire form is live_view_msg, messages/control.hpp).
-struct live_view {
-  uint64_t epoch = 0;
-  std::vector<live_learner> learners;
-};
 
 /// What a supervisor supervises (events name it "learner" or "owner"; it decides which
 /// counters a restart or a give-up updates, and whether a scripted fault's downtime applies).
@@ -151,4 +139,6 @@ CAF_ADD_ATOM(dd_actors, dd::atoms, copy_atom, "dd_copy")
 CAF_ADD_ATOM(dd_actors, dd::atoms, rebuild_atom, "dd_rebuild")
 CAF_ADD_ATOM(dd_actors, dd::atoms, credit_atom, "dd_credit")
 
-CAF_END_TYPE_ID_BLOCK(dd_actors)
+// The typed interfaces of the roles (their handles travel in messages: they get type IDs there)
+// and the end of the block.
+#include "actors/protocol.hpp"  // IWYU pragma: export

@@ -16,6 +16,9 @@
 // connection was lost) the link's queue and in-flight numbers are freed. A duplicate or late
 // credit changes nothing. A chunk with seq 0 is taken without credit (tests and tools that send
 // single chunks).
+// A chunk is a pre-built message (atom, bytes) with its number appended per link: it travels
+// through an untyped handle, sent as the actor's own `send` would (same sender, same execution
+// context), from typed and untyped actors alike; callers pass any handle (typed or not).
 // Used on the owning actor's thread only.
 #pragma once
 
@@ -28,6 +31,7 @@
 #include <caf/actor.hpp>
 #include <caf/actor_cast.hpp>
 #include <caf/actor_control_block.hpp>
+#include <caf/mailbox_element.hpp>
 #include <caf/message.hpp>
 #include <caf/send.hpp>
 #include <caf/system_messages.hpp>
@@ -49,11 +53,11 @@ struct queued_chunk {
   double delay_s = 0.0;  ///< fault injection: sent this many seconds late (still in flight)
 };
 
-/// The chunk message (atom, bytes) for queueing (bytes moved in).
-template <class Atom>
-queued_chunk make_chunk(const caf::actor& dest, Atom atom, wire_bytes bytes, double delay_s = 0) {
+/// The chunk message (atom, bytes) for queueing (bytes moved in); `dest` any actor handle.
+template <class Handle, class Atom>
+queued_chunk make_chunk(const Handle& dest, Atom atom, wire_bytes bytes, double delay_s = 0) {
   queued_chunk c;
-  c.dest = dest;
+  c.dest = caf::actor_cast<caf::actor>(dest);
   c.bytes = bytes.size();
   c.msg = caf::make_message(atom, std::move(bytes));
   c.delay_s = delay_s;
@@ -76,8 +80,9 @@ struct chunk_flow {
   uint64_t bytes_sent = 0;   ///< their encoded bytes
 };
 
-/// The key of handle `h`.
-inline flow_peer flow_key(const caf::actor& h) {
+/// The key of handle `h` (any actor handle).
+template <class Handle>
+flow_peer flow_key(const Handle& h) {
   return caf::actor_cast<caf::actor_control_block*>(h);
 }
 
@@ -91,13 +96,19 @@ void flow_emit(Self* self, chunk_flow& f,
     f.chunks_sent += 1;
     f.bytes_sent += c.bytes;
     auto msg = caf::message::concat(c.msg, caf::make_message(o.seq));
-    if (c.delay_s > 0)
-      self->delayed_send(
-          c.dest,
-          std::chrono::duration_cast<caf::timespan>(std::chrono::duration<double>(c.delay_s)),
-          std::move(msg));
-    else
-      self->send(c.dest, std::move(msg));
+    // What self->send / self->delayed_send do, without their static check (a typed actor may
+    // send() only to typed handles, and a pre-built message has no static type).
+    if (c.delay_s > 0) {
+      auto& clock = self->system().clock();
+      clock.schedule_message(clock.now() + std::chrono::duration_cast<caf::timespan>(
+                                               std::chrono::duration<double>(c.delay_s)),
+                             caf::actor_cast<caf::strong_actor_ptr>(c.dest),
+                             caf::make_mailbox_element(
+                                 self->ctrl(), caf::make_message_id(caf::message_priority::normal),
+                                 {}, std::move(msg)));
+    } else {
+      caf::unsafe_send_as(self, c.dest, std::move(msg));
+    }
   }
 }
 
@@ -120,15 +131,15 @@ void flow_send(Self* self, chunk_flow& f, queued_chunk c, uint64_t tag = 0) {
 /// `version` to `dest`: drops the chunks of older versions still queued (not yet sent) for it —
 /// the newest value wins at the receiver anyway, so a slow learner's queue holds at most about
 /// one value — then queues these. `delay_s`: fault injection (sent late).
-template <class Self>
-void flow_broadcast(Self* self, chunk_flow& f, const caf::actor& dest,
+template <class Self, class Handle>
+void flow_broadcast(Self* self, chunk_flow& f, const Handle& dest,
                     const std::vector<queued_chunk>& chunks, uint64_t version,
                     double delay_s = 0.0) {
   if (!dest) return;
   f.win.discard_queued(flow_key(dest), [version](uint64_t tag) { return tag < version; });
   for (const auto& ch : chunks) {
     queued_chunk c = ch;
-    c.dest = dest;
+    c.dest = caf::actor_cast<caf::actor>(dest);
     c.delay_s = delay_s;
     flow_send(self, f, std::move(c), version);
   }

@@ -292,7 +292,7 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
     double prev_t = setup->log->now();
     while (!done) {
       self->receive([&](atoms::finished_atom) { done = true; },
-                    [&](atoms::publish_atom, const caf::actor& monitor) {
+                    [&](atoms::publish_atom, const monitor_hdl& monitor) {
                       publish_monitor(sys, monitor, *setup, frame_check);
                     },
                     caf::after(std::chrono::milliseconds(250)) >> [&] {});

@@ -63,8 +63,8 @@ void pull_missing(evaluator_actor* self, const evaluator_context& ctx) {
   auto& st = self->state;
   for (size_t p = 0; p < st.owners.size(); ++p)
     if (st.got.count(static_cast<int32_t>(p)) == 0 && st.owners[p])
-      send_untyped(self, st.owners[p], atoms::pull_atom_v,
-                   encode(pull_request{-1, 0, static_cast<int32_t>(p)}, stamp_of(ctx)));
+      self->send(st.owners[p], atoms::pull_atom_v,
+                 encode(pull_request{-1, 0, static_cast<int32_t>(p)}, stamp_of(ctx)));
 }
 
 void ask_owners(evaluator_actor* self, const evaluator_context& ctx) {
@@ -72,12 +72,12 @@ void ask_owners(evaluator_actor* self, const evaluator_context& ctx) {
   const evaluator_context* c = &ctx;  // the behavior's context outlives its requests
   self->request(ctx.monitor, std::chrono::seconds(30), caf::get_atom_v, atoms::owners_atom_v)
       .then(
-          [=](const std::vector<uint8_t>& bytes, const std::vector<caf::actor>& handles) {
+          [=](const std::vector<uint8_t>& bytes, const std::vector<owner_hdl>& handles) {
             auto& st = self->state;
             if (!st.in_round || st.round != round) return;
             auto dir = decode_owner_directory(bytes, {}, expect_of(*c));
             if (!dir || dir->fragment_ids.size() != handles.size()) return;
-            st.owners.assign(c->plan.fragments.size(), caf::actor{});
+            st.owners.assign(c->plan.fragments.size(), owner_hdl{});
             for (size_t i = 0; i < handles.size(); ++i) {
               const auto p = static_cast<size_t>(dir->fragment_ids[i]);
               if (p < st.owners.size()) st.owners[p] = handles[i];

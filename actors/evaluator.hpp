@@ -68,7 +68,7 @@ struct evaluator_context {
   bool adaptive_cadence = true;
   std::string backend = "cpu";
   int threads = 1;
-  caf::actor monitor;
+  monitor_hdl monitor;
   /// The run (hex) and the syncer's incarnation: stamped on the evaluator's pulls; the owner
   /// directory and broadcasts it receives must name the run.
   std::string run_id;
@@ -88,7 +88,7 @@ struct evaluator_state {
   chunk_assembler assembler;
   bool in_round = false;
   uint64_t round = 0;
-  std::vector<caf::actor> owners;
+  std::vector<owner_hdl> owners;  ///< per fragment (null: not in the directory)
   std::map<int32_t, std::pair<uint64_t, std::vector<float>>> got;
   std::vector<caf::response_promise> waiting;   ///< answered by the round in flight
   std::vector<caf::response_promise> deferred;  ///< asked mid-round: answered by the next one

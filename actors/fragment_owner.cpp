@@ -47,7 +47,7 @@ envelope_expect expect_of(const owner_context& ctx) { return {ctx.options.run_id
 /// The live view from its wire message and the handles that travel with it (one per learner, in
 /// list order).
 result<live_view> read_view(const owner_context& ctx, const wire_bytes& bytes,
-                            const std::vector<caf::actor>& handles) {
+                            const std::vector<learner_at_owner_hdl>& handles) {
   auto v = decode_live_view(bytes, {}, expect_of(ctx));
   if (!v) return v.error();
   if (v->learners.size() != handles.size())
@@ -416,7 +416,7 @@ caf::behavior rebuilding(owner_actor* self, std::shared_ptr<const owner_context>
                     {"wait_s", ctx->rebuild_wait_s}});
   return {
       [=](atoms::live_atom, const std::vector<uint8_t>& bytes,
-          const std::vector<caf::actor>& handles) {
+          const std::vector<learner_at_owner_hdl>& handles) {
         auto read = read_view(*ctx, bytes, handles);
         if (!read) {
           log_refused_message(ctx->log, "undecodable_live_view", read.error(),
@@ -458,7 +458,7 @@ caf::behavior rebuilding(owner_actor* self, std::shared_ptr<const owner_context>
           return;
         }
         if (h->query_id != 1) return;  // the answer to a fetch: the copy's chunks follow
-        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        auto sender = caf::actor_cast<learner_at_owner_hdl>(self->current_sender());
         r.answers[h->learner_id] = {sender, h->incarnation, h->have, h->version};
         if (r.fetching < 0 && all_answered(self, *ctx)) decide_rebuild(self, ctx);
       },
@@ -607,7 +607,7 @@ caf::behavior serving(owner_actor* self, std::shared_ptr<const owner_context> ct
       [=](atoms::push_atom, const std::vector<uint8_t>& bytes, uint64_t seq) {
         grant_credit(self, seq);  // taken: the learner may send its next chunk
         auto& s = self->state;
-        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        auto sender = caf::actor_cast<learner_at_owner_hdl>(self->current_sender());
         auto out = s.core->on_push(bytes, clock_seconds(self->clock().now()));
         using status = push_outcome::status;
         if (out.what == status::accepted) {
@@ -669,6 +669,7 @@ caf::behavior serving(owner_actor* self, std::shared_ptr<const owner_context> ct
           log_refused_message(ctx->log, "undecodable_pull", req.error(), {{"fragment", frag}});
           return;
         }
+        // A learner or the evaluator (learner −1): either takes broadcast chunks, all it gets.
         auto sender = caf::actor_cast<caf::actor>(self->current_sender());
         if (!sender) return;
         auto& s = self->state;
@@ -676,7 +677,7 @@ caf::behavior serving(owner_actor* self, std::shared_ptr<const owner_context> ct
                        s.core->version());
       },
       [=](atoms::live_atom, const std::vector<uint8_t>& bytes,
-          const std::vector<caf::actor>& handles) {
+          const std::vector<learner_at_owner_hdl>& handles) {
         auto read = read_view(*ctx, bytes, handles);
         if (!read) {
           log_refused_message(ctx->log, "undecodable_live_view", read.error(),

@@ -32,11 +32,30 @@
 #include "actors/atoms.hpp"
 #include "actors/chunk_flow.hpp"
 #include "actors/fragment_owner_state.hpp"
+#include "actors/protocol.hpp"
 
 namespace dd::actors {
 
 class run_log;
 class fault_hooks;
+
+/// One live learner as a fragment owner holds it (decoded from the monitor's live_view_msg and
+/// the handle that travelled with it; the owners' quorum input). Node-local: never sent.
+struct live_learner {
+  int32_t learner_id = 0;
+  uint64_t incarnation = 0;
+  /// The learner's EMA of its inner-step wall time, seconds (ξ_step input).
+  double step_time_ema_s = 0.0;
+  /// Where broadcasts go.
+  learner_at_owner_hdl handle;
+};
+
+/// The health monitor's live-learner view as an owner holds it; `epoch` increases with every
+/// change. Node-local: never sent (the wire form is live_view_msg, messages/control.hpp).
+struct live_view {
+  uint64_t epoch = 0;
+  std::vector<live_learner> learners;
+};
 
 /// Everything an owner needs from the job; shared read-only between incarnations.
 struct owner_context {
@@ -47,7 +66,7 @@ struct owner_context {
   std::string backend = "cpu";
   int threads = 1;
   /// The health monitor (subscription, live view).
-  caf::actor monitor;
+  monitor_hdl monitor;
   run_log* log = nullptr;         ///< may be null
   fault_hooks* faults = nullptr;  ///< may be null
   /// Incarnations started with this context (the first is 0; later ones are respawns).
@@ -72,17 +91,18 @@ struct owner_context {
 struct owner_actor_state {
   std::unique_ptr<kernels::backend> backend;
   std::unique_ptr<fragment_owner_state> core;
-  std::map<int32_t, caf::actor> learners;  ///< live learners' handles (broadcast targets)
+  std::map<int32_t, learner_at_owner_hdl> learners;  ///< live learners (broadcast targets)
   /// Broadcasts held back by a live `reorder_broadcast` fault (learner, version, chunks): sent
   /// right after the owner's next broadcast, so a newer version reaches the learner first.
-  std::vector<std::tuple<caf::actor, uint64_t, std::vector<queued_chunk>>> held_broadcasts;
+  std::vector<std::tuple<learner_at_owner_hdl, uint64_t, std::vector<queued_chunk>>>
+      held_broadcasts;
   chunk_flow flow;  ///< broadcast chunks under credit, per learner (actors/chunk_flow.hpp)
   bool restored = false;
   bool checkpoint_retry_armed = false;  ///< a failed checkpoint will be written again (retry)
   /// While the owner rebuilds its value (see fragment_owner): what it has heard so far.
   struct rebuild_state {
     struct answer {
-      caf::actor handle;
+      learner_at_owner_hdl handle;
       uint64_t incarnation = 0;
       bool have = false;
       uint64_t version = 0;
@@ -94,7 +114,7 @@ struct owner_actor_state {
     std::map<int32_t, uint64_t> asked;     ///< learner id -> incarnation asked
     std::optional<live_view> view;         ///< the newest live view
     /// ...as it arrived (handed to the serving behavior when the rebuild is over).
-    std::pair<wire_bytes, std::vector<caf::actor>> view_message;
+    std::pair<wire_bytes, std::vector<learner_at_owner_hdl>> view_message;
     int32_t fetching = -1;  ///< learner whose value is being fetched (-1: none)
     uint64_t fetch_version = 0;
     std::set<int32_t> failed;  ///< learners whose value did not arrive

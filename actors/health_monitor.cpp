@@ -48,10 +48,10 @@ envelope_stamp stamp_of(const monitor_context& ctx) { return {ctx.run_id, ctx.sy
 envelope_expect expect_of(const monitor_context& ctx) { return {ctx.run_id, 0}; }
 
 /// The live view as a wire message (wire.capnp LiveView) and the learners' handles, in order.
-std::pair<wire_bytes, std::vector<caf::actor>> make_view(monitor_actor* self,
-                                                         const monitor_context& ctx) {
+std::pair<wire_bytes, std::vector<learner_at_owner_hdl>> make_view(monitor_actor* self,
+                                                                   const monitor_context& ctx) {
   live_view_msg v;
-  std::vector<caf::actor> handles;
+  std::vector<learner_at_owner_hdl> handles;
   v.epoch = self->state.epoch;
   for (const auto& [id, r] : self->state.learners)
     if (r.alive) {
@@ -69,10 +69,10 @@ void publish(monitor_actor* self, const monitor_context& ctx, bool changed) {
 }
 
 /// The owner directory as a wire message (wire.capnp OwnerDirectory) and the owners' handles.
-std::pair<wire_bytes, std::vector<caf::actor>> make_directory(const monitor_state& st,
-                                                              const monitor_context& ctx) {
+std::pair<wire_bytes, std::vector<owner_hdl>> make_directory(const monitor_state& st,
+                                                             const monitor_context& ctx) {
   owner_directory dir;
-  std::vector<caf::actor> handles;
+  std::vector<owner_hdl> handles;
   for (size_t p = 0; p < st.owners.size(); ++p)
     if (st.owners[p]) {
       dir.fragment_ids.push_back(static_cast<int32_t>(p));
@@ -81,7 +81,8 @@ std::pair<wire_bytes, std::vector<caf::actor>> make_directory(const monitor_stat
   return {encode(dir, stamp_of(ctx)), std::move(handles)};
 }
 
-void send_owners(monitor_actor* self, const monitor_context& ctx, const caf::actor& learner) {
+void send_owners(monitor_actor* self, const monitor_context& ctx,
+                 const learner_at_monitor_hdl& learner) {
   auto [bytes, handles] = make_directory(self->state, ctx);
   self->send(learner, atoms::owners_atom_v, std::move(bytes), std::move(handles));
 }
@@ -371,7 +372,8 @@ void restore_monitor_record(monitor_state& st, const nlohmann::json& rec) {
   }
 }
 
-caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_context> ctx) {
+monitor_hdl::behavior_type health_monitor(monitor_actor* self,
+                                          std::shared_ptr<const monitor_context> ctx) {
   drop_unexpected(self, ctx->log, "health monitor");
   self->state.owners.resize(static_cast<size_t>(std::max(ctx->fragments, 0)));
   if (!ctx->loss_path.empty()) {
@@ -435,7 +437,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
                      atoms::lease_atom_v);
   return {
       [=](atoms::join_atom, const std::vector<uint8_t>& bytes,
-          const caf::actor& learner) -> caf::result<std::vector<uint8_t>> {
+          const learner_at_syncer_hdl& learner) -> caf::result<std::vector<uint8_t>> {
         auto req = decode_join_request(bytes, {}, expect_of(*ctx));
         if (!req) {
           log_refused_message(ctx->log, "undecodable_join_request", req.error());
@@ -617,7 +619,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
         const uint64_t tokens = total_tokens(st);
         // Global progress: the push clock (sync.push_clock = global) and the lr schedule's clock
         // (inner.schedule_clock = global) follow it.
-        if (auto sender = caf::actor_cast<caf::actor>(self->current_sender())) {
+        if (auto sender = caf::actor_cast<learner_at_monitor_hdl>(self->current_sender())) {
           progress_msg pm;
           pm.total_tokens = tokens;
           pm.step = hb->step;
@@ -785,7 +787,7 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           log_refused_message(ctx->log, "undecodable_subscribe", sub.error());
           return;
         }
-        auto owner = caf::actor_cast<caf::actor>(self->current_sender());
+        auto owner = caf::actor_cast<owner_hdl>(self->current_sender());
         auto& st = self->state;
         const int32_t fragment = sub->fragment_id;
         if (!owner || static_cast<size_t>(fragment) >= st.owners.size()) return;
@@ -796,9 +798,10 @@ caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_
           if (r.alive && r.handle) send_owners(self, *ctx, r.handle);
       },
       // The owner directory for the evaluator (bytes and the owners' handles, in order).
-      [=](caf::get_atom, atoms::owners_atom) {
+      [=](caf::get_atom,
+          atoms::owners_atom) -> caf::result<std::vector<uint8_t>, std::vector<owner_hdl>> {
         auto [bytes, handles] = make_directory(self->state, *ctx);
-        return caf::make_message(std::move(bytes), std::move(handles));
+        return {std::move(bytes), std::move(handles)};
       },
       [=](atoms::lease_atom) {
         auto& st = self->state;

@@ -8,18 +8,12 @@
 // every fragment owner whenever it changes (and periodically, with fresh step-time EMAs); tells
 // learners the current owner of every fragment; reports when a token budget is spent.
 //
-// Protocol (actors/atoms.hpp; every `bytes` is a wire message, messages/control.hpp, stamped
-// with the run id and the syncer's incarnation and checked on decode):
-// (node_join_atom, bytes node_join) -> bytes node_join_reply; (join_atom, bytes, actor) -> bytes
-// join_reply; (heartbeat_atom, bytes); (leave_atom, bytes leave_msg); (subscribe_atom, bytes
-// subscribe_msg) from an owner (the sender); (events_atom, bytes node_events) -> bool; (stop_atom)
-// from the job; (get_atom, owners_atom) -> (bytes owner_directory, std::vector<actor>);
-// (status_atom, bytes status_request) -> bytes status_reply; (drain_atom, bytes drain_msg) ->
-// bytes drain_reply; sends (live_atom, bytes live_view_msg, std::vector<actor>) to owners,
-// (owners_atom, bytes owner_directory, std::vector<actor>) and (stop_atom, bytes stop_msg) to
-// learners, (budget_spent_atom) to the job when the budget is spent, (children_done_atom,
-// child_kind::learner) when every remote learner has left. Dynamically typed: see
-// actors/protocol.hpp for why. Event-based.
+// Interface: monitor_hdl (actors/protocol.hpp; every `bytes` is a wire message,
+// messages/control.hpp, stamped with the run id and the syncer's incarnation and checked on
+// decode). It sends (live_atom, bytes live_view_msg, learner handles) to the owners,
+// (owners_atom, bytes owner_directory, owner handles), (progress_atom, bytes) and (stop_atom,
+// bytes stop_msg) to learners, (budget_spent_atom) to the job when the budget is spent, and
+// (children_done_atom, child_kind::learner) when every remote learner has left. Event-based.
 //
 // Node handshake (remote learners): a node_join asking for 0 learners only asks for the run's
 // description (run id, experiment, data identity); one asking for learners is checked (protocol
@@ -142,7 +136,7 @@ struct learner_record {
   bool alive = false;
   bool finished = false;
   bool straggler = false;
-  caf::actor handle;
+  learner_at_syncer_hdl handle;
   uint64_t step = 0;
   uint64_t tokens_this_incarnation = 0;
   uint64_t tokens_before = 0;  ///< tokens of earlier incarnations
@@ -163,7 +157,7 @@ struct learner_record {
 /// CAF state of the monitor.
 struct monitor_state {
   std::map<int32_t, learner_record> learners;
-  std::vector<caf::actor> owners;
+  std::vector<owner_hdl> owners;  ///< per fragment: its current owner (null until subscribed)
   uint64_t epoch = 0;
   bool budget_reported = false;
   /// The global push clock (progress_msg::mean_step): Σ over accepted heartbeats of the steps
@@ -195,7 +189,7 @@ struct monitor_state {
   static inline const char* name = "health_monitor";
 };
 
-using monitor_actor = caf::stateful_actor<monitor_state>;
+using monitor_actor = monitor_hdl::stateful_base<monitor_state>;
 
 /// The monitor's record as JSON (see monitor_context::record_path) and its inverse; a record
 /// that does not parse as one throws std::invalid_argument naming the field. `clock_s` is the
@@ -206,6 +200,7 @@ nlohmann::json monitor_record(const monitor_state& st, double clock_s = 0.0);
 void restore_monitor_record(monitor_state& st, const nlohmann::json& record);
 
 /// The monitor's behavior.
-caf::behavior health_monitor(monitor_actor* self, std::shared_ptr<const monitor_context> ctx);
+monitor_hdl::behavior_type health_monitor(monitor_actor* self,
+                                          std::shared_ptr<const monitor_context> ctx);
 
 }  // namespace dd::actors

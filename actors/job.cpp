@@ -31,7 +31,7 @@ namespace fs = std::filesystem;
 namespace {
 
 struct job_state {
-  caf::actor monitor;
+  monitor_hdl monitor;
   supervisor_hdl owner_sup, learner_sup;
   evaluator_hdl eval;
   bool stopping = false;
@@ -57,7 +57,7 @@ void begin_stop(job_actor* self, cluster_setup& setup, const std::string& why) {
   if (st.learner_sup)
     self->send(st.learner_sup, atoms::stop_atom_v);
   else
-    send_untyped(self, st.monitor, atoms::stop_atom_v);
+    self->send(st.monitor, atoms::stop_atom_v);
 }
 
 void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor reply_to,

@@ -118,8 +118,8 @@ void finish(learner_actor* self, const learner_context& ctx) {
 
 /// Sends push chunks to `owner` under credit (actors/chunk_flow.hpp); `delay_s` > 0: late
 /// (fault injection).
-void send_chunks(learner_actor* self, const caf::actor& owner,
-                 const std::vector<wire_bytes>& chunks, double delay_s) {
+void send_chunks(learner_actor* self, const owner_hdl& owner, const std::vector<wire_bytes>& chunks,
+                 double delay_s) {
   if (!owner) return;
   for (const auto& c : chunks)
     flow_send(self, self->state.flow, make_chunk(owner, atoms::push_atom_v, c, delay_s));
@@ -129,13 +129,13 @@ void send_chunks(learner_actor* self, const caf::actor& owner,
 /// compares (node, actor id) only: after the connection to the syncer node was lost and made
 /// again, the owner directory names the same remote owners through fresh proxies that compare
 /// equal to the dead ones, while only the fresh ones reach them.
-bool same_handle(const caf::actor& a, const caf::actor& b) {
+bool same_handle(const owner_hdl& a, const owner_hdl& b) {
   return caf::actor_cast<caf::strong_actor_ptr>(a).get() ==
          caf::actor_cast<caf::strong_actor_ptr>(b).get();
 }
 
 /// Asks the owner of fragment `p` for its current value (a pull_request through the codec).
-void send_pull(learner_actor* self, const learner_context& ctx, const caf::actor& owner, size_t p) {
+void send_pull(learner_actor* self, const learner_context& ctx, const owner_hdl& owner, size_t p) {
   if (!owner) return;
   auto& st = self->state;
   pull_request req;
@@ -684,13 +684,13 @@ void on_step(learner_actor* self, const learner_context& ctx) {
 /// step and data cursor the monitor recorded. A newer attempt (the node reconnected to another
 /// monitor before this one was answered) supersedes it.
 void initial_join(learner_actor* self, std::shared_ptr<const learner_context> ctx,
-                  const caf::actor& monitor) {
+                  const monitor_hdl& monitor) {
   const uint64_t attempt = ++self->state.join_attempt;
   join_request req;
   req.requested_learner_id = ctx->learner_id;
   req.host = "local";
   self->request(monitor, std::chrono::seconds(60), atoms::join_atom_v,
-                encode(req, {ctx->run_id, 0}), caf::actor{self})
+                encode(req, {ctx->run_id, 0}), caf::actor_cast<learner_at_syncer_hdl>(self))
       .then(
           [=](const std::vector<uint8_t>& bytes) {
             auto& s = self->state;
@@ -736,7 +736,7 @@ void initial_join(learner_actor* self, std::shared_ptr<const learner_context> ct
 /// (get_atom, owners_atom) from the monitor.
 void apply_owner_directory(learner_actor* self, const std::shared_ptr<const learner_context>& ctx,
                            const std::vector<uint8_t>& bytes,
-                           const std::vector<caf::actor>& handles) {
+                           const std::vector<owner_hdl>& handles) {
   auto& s = self->state;
   auto dir = decode_owner_directory(bytes, {}, expect_of(self, *ctx));
   if (dir && dir->fragment_ids.size() != handles.size())
@@ -753,12 +753,12 @@ void apply_owner_directory(learner_actor* self, const std::shared_ptr<const lear
       self->request(self->state.monitor, std::chrono::seconds(10), caf::get_atom_v,
                     atoms::owners_atom_v)
           .then([=](const std::vector<uint8_t>& b,
-                    const std::vector<caf::actor>& h) { apply_owner_directory(self, ctx, b, h); },
+                    const std::vector<owner_hdl>& h) { apply_owner_directory(self, ctx, b, h); },
                 [](const caf::error&) {});
     return;
   }
   // Indexed by fragment (a fragment outside the plan is ignored; one not named: no owner).
-  std::vector<caf::actor> owners(s.owners.size());
+  std::vector<owner_hdl> owners(s.owners.size());
   for (size_t i = 0; i < handles.size(); ++i) {
     const auto p = static_cast<size_t>(dir->fragment_ids[i]);
     if (p < owners.size()) owners[p] = handles[i];
@@ -902,7 +902,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
           log_undecodable(self, *ctx, "undecodable_query", q.error());
           return;
         }
-        auto sender = caf::actor_cast<caf::actor>(self->current_sender());
+        auto sender = caf::actor_cast<owner_hdl>(self->current_sender());
         if (!sender) return;
         fragment_held h;
         h.learner_id = s.id;
@@ -1004,7 +1004,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
         }
       },
       [=](atoms::owners_atom, const std::vector<uint8_t>& bytes,
-          const std::vector<caf::actor>& handles) {
+          const std::vector<owner_hdl>& handles) {
         apply_owner_directory(self, ctx, bytes, handles);
       },
       // From the health monitor (dd-node drain, the job's stop), as a wire message.
@@ -1028,7 +1028,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
       // learner with a new incarnation, keeping step and data cursor. Pushes in flight went to
       // owners that are gone: forgotten; the owner directory that follows the join makes every
       // fragment resynchronize with its new owner.
-      [=](atoms::syncer_atom, const caf::actor& monitor) {
+      [=](atoms::syncer_atom, const monitor_hdl& monitor) {
         auto& s = self->state;
         if (s.now == phase::finished) return;
         s.monitor = monitor;
@@ -1066,7 +1066,8 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
           f.outstanding.clear();
         }
         self->request(monitor, std::chrono::seconds(30), atoms::join_atom_v,
-                      encode(again, stamp_of(self, *ctx)), caf::actor{self})
+                      encode(again, stamp_of(self, *ctx)),
+                      caf::actor_cast<learner_at_syncer_hdl>(self))
             .then(
                 [=](const std::vector<uint8_t>& bytes) {
                   auto& s2 = self->state;

@@ -32,6 +32,7 @@
 #include "actors/chunk_flow.hpp"
 #include "actors/policy/grace.hpp"
 #include "actors/policy/push_schedule.hpp"
+#include "actors/protocol.hpp"
 #include "messages/codec.hpp"
 #include "runtime/data.hpp"
 #include "runtime/fragments.hpp"
@@ -115,11 +116,11 @@ struct learner_context {
   /// must name it (messages/codec.hpp envelope_expect).
   std::string run_id;
   /// The health monitor.
-  caf::actor monitor;
+  monitor_hdl monitor;
   /// Node-local: the current health monitor when it can change under the learner (a learner
   /// node whose syncer restarted); when set, an incarnation joins the monitor it returns instead
   /// of `monitor`. May be empty.
-  std::function<caf::actor()> current_monitor;
+  std::function<monitor_hdl()> current_monitor;
   run_log* log = nullptr;         ///< may be null
   fault_hooks* faults = nullptr;  ///< may be null
   /// Step admission: fair core sharing with the learners of the process or host (may be null);
@@ -176,7 +177,7 @@ struct learner_state {
   /// The syncer incarnation of the last join reply: a syncer message of an older one is refused.
   uint64_t syncer_incarnation = 0;
   uint64_t resume_step = 0;
-  std::vector<caf::actor> owners;
+  std::vector<owner_hdl> owners;  ///< per fragment: its owner (null: none known)
   /// Rejoined over a new connection (syncer_atom): the next owner directory replaces every
   /// handle, even one that compares equal (same address, a proxy that died with the old link).
   bool owners_stale = false;
@@ -204,7 +205,7 @@ struct learner_state {
   policy::ema step_time{0.2};
   uint64_t tokens = 0;       ///< tokens computed by this incarnation
   double compute_s = 0.0;    ///< seconds this incarnation spent in inner steps
-  caf::actor monitor;        ///< the health monitor (context's; replaced when the syncer returns)
+  monitor_hdl monitor;       ///< the health monitor (context's; replaced when the syncer returns)
   int64_t global_step = -1;  ///< mean learner step from the monitor's progress (-1: none)
   int64_t push_clock = -1;   ///< global push clock: value at the previous schedule check
   /// Newest transfer id actually sent, per fragment (a queued push replaced or dropped before

@@ -157,18 +157,18 @@ std::string host_name() {
 
 /// CAF's remote lookup on its own thread, bounded by `timeout_s` (CAF's own connect has no
 /// deadline). A lookup that times out is abandoned on its thread.
-std::optional<caf::actor> lookup(caf::actor_system& sys, const std::string& host, uint16_t port,
-                                 double timeout_s, std::string* why) {
+std::optional<monitor_hdl> lookup(caf::actor_system& sys, const std::string& host, uint16_t port,
+                                  double timeout_s, std::string* why) {
   if (!tcp_reachable(host, port, timeout_s, why)) return std::nullopt;
   struct slot {
     std::mutex m;
-    std::optional<caf::expected<caf::actor>> result;
+    std::optional<caf::expected<monitor_hdl>> result;
   };
   auto s = std::make_shared<slot>();
   auto done = std::make_shared<std::promise<void>>();
   auto fut = done->get_future();
   std::thread([&sys, host, port, s, done] {
-    auto r = sys.middleman().remote_actor(host, port);
+    auto r = sys.middleman().remote_actor<monitor_hdl>(host, port);
     {
       std::lock_guard<std::mutex> g(s->m);
       s->result.emplace(std::move(r));
@@ -190,7 +190,7 @@ std::optional<caf::actor> lookup(caf::actor_system& sys, const std::string& host
 
 /// One node_join round trip; nullopt (with `why`) when the monitor did not answer in time
 /// (`*timed_out` set, when given), answered with an error or with bytes that do not decode.
-std::optional<node_join_reply> handshake(caf::scoped_actor& self, const caf::actor& monitor,
+std::optional<node_join_reply> handshake(caf::scoped_actor& self, const monitor_hdl& monitor,
                                          const node_join& req, double timeout_s, std::string* why,
                                          bool* timed_out = nullptr) {
   std::optional<node_join_reply> out;
@@ -271,7 +271,7 @@ struct connector {
     return duration<double>(steady_clock::now().time_since_epoch()).count();
   }
   /// One attempt when its time has come; the monitor or nullopt.
-  std::optional<caf::actor> try_once() {
+  std::optional<monitor_hdl> try_once() {
     if (now_s() < next_try_s) return std::nullopt;
     const auto& [host, port] = o.join[next % o.join.size()];
     ++next;
@@ -325,7 +325,7 @@ int run_learner_node(const learner_node_options& o) {
 
   // 1. Reach the monitor and learn the run.
   std::string run_id = o.run_id;
-  caf::actor monitor;
+  monitor_hdl monitor;
   node_join_reply described;
   while (true) {
     if (interrupted()) return node_exit_interrupted;
@@ -540,7 +540,7 @@ int run_learner_node(const learner_node_options& o) {
     if (here > 1 && slots < static_cast<unsigned>(here))
       gate = std::make_unique<compute_gate>(slots);
   }
-  auto current = std::make_shared<std::pair<std::mutex, caf::actor>>();
+  auto current = std::make_shared<std::pair<std::mutex, monitor_hdl>>();
   current->second = monitor;
   learner_services services;
   services.data = rd.text.get();
@@ -765,7 +765,7 @@ int run_learner_node(const learner_node_options& o) {
 }
 
 supervisor_hdl spawn_local_learners(caf::local_actor* self, const supervisor_report_hdl& job,
-                                    cluster_setup& setup, const caf::actor& monitor) {
+                                    cluster_setup& setup, const monitor_hdl& monitor) {
   const auto& e = setup.exp;
   const bool sim = setup.options.simulated_time;
   const int M = e.learners.count;

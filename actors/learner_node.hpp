@@ -140,6 +140,6 @@ struct cluster_setup;
 /// joining `monitor`; the supervisor reports to `job`. Learners are detached in real time and
 /// event-based in logical time (options.simulated_time).
 supervisor_hdl spawn_local_learners(caf::local_actor* self, const supervisor_report_hdl& job,
-                                    cluster_setup& setup, const caf::actor& monitor);
+                                    cluster_setup& setup, const monitor_hdl& monitor);
 
 }  // namespace dd::actors

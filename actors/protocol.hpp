@@ -4,23 +4,29 @@
 // whole protocol is summarized, sender by sender). Payloads named `wire_bytes` are
 // messages/codec.hpp encodings.
 //
-// Typed here: the job (the coordinator), the supervisor and the evaluator — the roles a node
-// spawns and addresses only from inside its own process.
+// Typed actors: the job (the coordinator), the supervisor, the evaluator and the health monitor.
+// The fragment owner and the learner have their interfaces here too (owner_hdl, learner_hdl),
+// and every handle of them that travels in a message is typed, but their actors are still
+// dynamically typed behaviors (`caf::behavior`) that implement these interfaces.
 //
-// Still dynamically typed (`caf::actor`), for concrete reasons:
-// - the health monitor is published on the middleman and looked up with an untyped
-//   `remote_actor` by every learner node, `dd-node status`, dd-chaos and the cluster tests; CAF
-//   0.17 refuses an untyped lookup of a typed actor (actor_system::assignable: an untyped handle
-//   only takes an actor without an interface), so typing it changes every one of those lookups
-//   in the same commit, and the monitor's messages (live view, owner directory, leave, stop,
-//   status, drain) are being moved into wire.capnp right now (issue 10, the wire change): its
-//   interface is typed once they have landed;
-// - the fragment owner and the learner are addressed through handles that travel inside
-//   messages (the live view's learner handles, the owner directory's vector<caf::actor>, the
-//   sender of a pull) and across the middleman as proxies; those messages are the same ones
-//   moving into wire.capnp, where a handle travels only as the sender or next to the bytes. The
-//   owner also switches behaviors (rebuilding → serving), and a typed behavior must implement its
-//   whole interface in each. Their protocols are listed in atoms.hpp.
+// A learner is addressed through facets (sub-interfaces its handle converts to): what an owner
+// sends it (learner_at_owner_hdl), what the monitor sends it (learner_at_monitor_hdl), and both
+// (learner_at_syncer_hdl, the handle its join carries). The facets break the cycles among the
+// handles that travel inside messages — the live view carries learner handles to the owners,
+// the owner directory carries owner handles to the learners, a join carries the learner's handle
+// to the monitor, a rejoin order carries the monitor's handle to the learner — and name what
+// each peer may send.
+//
+// Handles that travel between nodes (the monitor's, the owners', the learner facets, and vectors
+// of them) have CAF type IDs, so they serialize across the middleman like any value: the one
+// type-ID block opens in actors/atoms.hpp and ends at the bottom of this header, after those
+// handles (atoms.hpp includes this header at its end; either header may be included first). The
+// monitor is published typed and every `remote_actor` lookup of it asks for monitor_hdl (CAF
+// 0.17 checks the published interface at lookup: an untyped lookup of it fails). Untyped on
+// purpose: the job's `reply_to` (a node's main loop), a supervisor's children (one spawn
+// function type for learners and owners), a pull's sender at an owner (a learner or the
+// evaluator: it only gets broadcast chunks), and the chunks under credit (actors/chunk_flow.hpp:
+// pre-built messages through untyped handles; each credit goes back to the current sender).
 #pragma once
 
 #include <cstdint>
@@ -37,6 +43,9 @@
 
 namespace dd::actors {
 
+/// The bytes of one wire message (messages/codec.hpp's wire_bytes).
+using protocol_bytes = std::vector<uint8_t>;
+
 /// What a supervisor reports to whoever started it (the job; a learner node's main loop):
 /// every child is down for good (exited normally, stopped, or given up), and each child it gave
 /// up on (restart budget spent), with its id and its last crash.
@@ -51,12 +60,83 @@ using job_hdl = supervisor_report_hdl::extend<caf::reacts_to<atoms::budget_spent
                                               caf::reacts_to<atoms::stop_atom, std::string>,
                                               caf::reacts_to<atoms::interrupt_timeout_atom>>;
 
+/// A learner as a fragment owner addresses it (the handles of the owner's live view): the
+/// owner's broadcast chunks (bytes broadcast_msg, seq), its (ack_atom, push_ack) and
+/// (reject_atom, reject_msg) answers to a push, a rebuilding owner's (query_atom,
+/// fragment_query), and the credit for each copy chunk the learner sent it.
+using learner_at_owner_hdl =
+    caf::typed_actor<caf::reacts_to<atoms::broadcast_atom, protocol_bytes, uint64_t>,
+                     caf::reacts_to<atoms::ack_atom, protocol_bytes>,
+                     caf::reacts_to<atoms::reject_atom, protocol_bytes>,
+                     caf::reacts_to<atoms::query_atom, protocol_bytes>,
+                     caf::reacts_to<atoms::credit_atom, uint64_t>>;
+
+/// A fragment owner (actors/fragment_owner.hpp). From learners: (push_atom, push_msg, seq)
+/// chunks, (pull_atom, pull_request) — the evaluator pulls too, as learner −1 —, (held_atom,
+/// fragment_held) and (copy_atom, broadcast_msg, seq) chunks answering a rebuild's query, and the
+/// credit for each broadcast chunk. From the monitor: (live_atom, live_view_msg, one handle per
+/// learner in list order). From anyone: (owner_status_atom) -> (version, pending pushes, last
+/// grace window in seconds). Its own timers: (grace_atom, timer id), (rebuild_atom, query id),
+/// (snapshot_atom, backoff seconds) a failed checkpoint's retry, (kill_atom) a time-keyed fault.
+using owner_hdl = caf::typed_actor<
+    caf::reacts_to<atoms::push_atom, protocol_bytes, uint64_t>,
+    caf::reacts_to<atoms::pull_atom, protocol_bytes>,
+    caf::reacts_to<atoms::live_atom, protocol_bytes, std::vector<learner_at_owner_hdl>>,
+    caf::reacts_to<atoms::credit_atom, uint64_t>, caf::reacts_to<atoms::held_atom, protocol_bytes>,
+    caf::reacts_to<atoms::copy_atom, protocol_bytes, uint64_t>,
+    caf::replies_to<atoms::owner_status_atom>::with<uint64_t, size_t, double>,
+    caf::reacts_to<atoms::grace_atom, uint64_t>, caf::reacts_to<atoms::rebuild_atom, uint64_t>,
+    caf::reacts_to<atoms::snapshot_atom, double>, caf::reacts_to<atoms::kill_atom>>;
+
+/// A learner as the health monitor addresses it: (progress_atom,
+/// progress_msg) answering each heartbeat, (owners_atom, owner_directory, one owner handle per
+/// entry in list order), (stop_atom, stop_msg) finish after the current step (a stop of the run
+/// or an operator's drain).
+using learner_at_monitor_hdl =
+    caf::typed_actor<caf::reacts_to<atoms::progress_atom, protocol_bytes>,
+                     caf::reacts_to<atoms::owners_atom, protocol_bytes, std::vector<owner_hdl>>,
+                     caf::reacts_to<atoms::stop_atom, protocol_bytes>>;
+
+/// A learner as the syncer node's roles address it: both facets. A join carries it; the monitor
+/// talks to it as learner_at_monitor_hdl and hands it to the owners (live view) as
+/// learner_at_owner_hdl.
+using learner_at_syncer_hdl = learner_at_monitor_hdl::extend_with<learner_at_owner_hdl>;
+
+/// The health monitor (actors/health_monitor.hpp), published by a syncer node. From learners:
+/// (join_atom, join_request, the learner) -> join_reply, (heartbeat_atom, heartbeat_msg),
+/// (leave_atom, leave_msg). From a learner node: (node_join_atom, node_join) -> node_join_reply,
+/// (events_atom, node_events) -> whether the lines were taken. From an owner (the sender):
+/// (subscribe_atom, subscribe_msg). From the job: (stop_atom). From the evaluator (and
+/// operators' tools): (get_atom, owners_atom) -> (owner_directory, one owner handle per entry).
+/// From an operator (dd-node status / drain): (status_atom, status_request) -> status_reply,
+/// (drain_atom, drain_msg) -> drain_reply. Its own timer: (lease_atom).
+using monitor_hdl = caf::typed_actor<
+    caf::replies_to<atoms::join_atom, protocol_bytes, learner_at_syncer_hdl>::with<protocol_bytes>,
+    caf::reacts_to<atoms::heartbeat_atom, protocol_bytes>,
+    caf::reacts_to<atoms::leave_atom, protocol_bytes>,
+    caf::replies_to<atoms::node_join_atom, protocol_bytes>::with<protocol_bytes>,
+    caf::replies_to<atoms::events_atom, protocol_bytes>::with<bool>,
+    caf::reacts_to<atoms::subscribe_atom, protocol_bytes>, caf::reacts_to<atoms::stop_atom>,
+    caf::replies_to<caf::get_atom, atoms::owners_atom>::with<protocol_bytes,
+                                                             std::vector<owner_hdl>>,
+    caf::replies_to<atoms::status_atom, protocol_bytes>::with<protocol_bytes>,
+    caf::replies_to<atoms::drain_atom, protocol_bytes>::with<protocol_bytes>,
+    caf::reacts_to<atoms::lease_atom>>;
+
+/// A learner (actors/learner.hpp): both facets above; from its node (supervisor): (stop_atom)
+/// finish after the current step, (syncer_atom, monitor) the syncer came back: join this monitor;
+/// its own timers: (step_atom), (barrier_timeout_atom), (drain_timeout_atom).
+using learner_hdl = learner_at_syncer_hdl::extend<
+    caf::reacts_to<atoms::stop_atom>, caf::reacts_to<atoms::syncer_atom, monitor_hdl>,
+    caf::reacts_to<atoms::step_atom>, caf::reacts_to<atoms::barrier_timeout_atom>,
+    caf::reacts_to<atoms::drain_timeout_atom>>;
+
 /// A supervisor (actors/supervisor.hpp): (stop_atom) stop every child and respawn none;
 /// (syncer_atom, monitor) a learner node's syncer came back: every live child rejoins it;
 /// (kill_atom, id) kill that child (it is respawned like a crash); (respawn_atom, index) its own
 /// backoff timer.
 using supervisor_hdl = caf::typed_actor<
-    caf::reacts_to<atoms::stop_atom>, caf::reacts_to<atoms::syncer_atom, caf::actor>,
+    caf::reacts_to<atoms::stop_atom>, caf::reacts_to<atoms::syncer_atom, monitor_hdl>,
     caf::reacts_to<atoms::kill_atom, int32_t>, caf::reacts_to<atoms::respawn_atom, uint64_t>>;
 
 /// The evaluator (actors/evaluator.hpp): (final_eval_atom) answers (val_loss, digest) after a
@@ -64,17 +144,28 @@ using supervisor_hdl = caf::typed_actor<
 /// periodic evaluation, the global-step poll, and a round's pull timeout.
 using evaluator_hdl =
     caf::typed_actor<caf::replies_to<atoms::final_eval_atom>::with<double, uint64_t>,
-                     caf::reacts_to<atoms::broadcast_atom, std::vector<uint8_t>, uint64_t>,
+                     caf::reacts_to<atoms::broadcast_atom, protocol_bytes, uint64_t>,
                      caf::reacts_to<atoms::eval_atom>, caf::reacts_to<atoms::step_poll_atom>,
                      caf::reacts_to<atoms::round_timeout_atom, uint64_t>>;
 
 /// Sends `xs` from the typed actor `self` to the dynamically typed `dest` exactly as
-/// `self->send` would (the same sender, which an owner answers a pull to, and the same
-/// execution context, so logical-time runs keep their message order). CAF 0.17 lets a typed
-/// actor send() only to typed actors; this is for the roles above that are still untyped.
+/// `self->send` would (the same sender and the same execution context, so logical-time runs
+/// keep their message order). CAF 0.17 lets a typed actor send() only to typed actors; this is
+/// for the addresses that stay untyped: the job's `reply_to` (a node's main loop) and a
+/// supervisor's children (learners or owners, one spawn function type for both).
 template <class Self, class... Ts>
 void send_untyped(Self* self, const caf::actor& dest, Ts&&... xs) {
   if (dest) caf::unsafe_send_as(self, dest, std::forward<Ts>(xs)...);
 }
 
 }  // namespace dd::actors
+
+// The handles that travel inside messages and across nodes (the block opens in atoms.hpp).
+CAF_ADD_TYPE_ID(dd_actors, (dd::actors::learner_at_owner_hdl))
+CAF_ADD_TYPE_ID(dd_actors, (std::vector<dd::actors::learner_at_owner_hdl>))
+CAF_ADD_TYPE_ID(dd_actors, (dd::actors::owner_hdl))
+CAF_ADD_TYPE_ID(dd_actors, (std::vector<dd::actors::owner_hdl>))
+CAF_ADD_TYPE_ID(dd_actors, (dd::actors::learner_at_syncer_hdl))
+CAF_ADD_TYPE_ID(dd_actors, (dd::actors::monitor_hdl))
+
+CAF_END_TYPE_ID_BLOCK(dd_actors)

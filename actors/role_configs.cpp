@@ -8,7 +8,7 @@ namespace dd::actors {
 
 std::shared_ptr<const learner_context> make_learner_context(
     const config::experiment& e, int32_t i, uint64_t steps_per_learner, const fragment_plan& plan,
-    int threads, caf::actor monitor, const learner_services& services, bool simulated_time,
+    int threads, monitor_hdl monitor, const learner_services& services, bool simulated_time,
     double sim_step_s) {
   const int M = e.learners.count;
   lr_schedule sched;

@@ -40,7 +40,7 @@ struct learner_services {
 /// services as given. `simulated_time` / `sim_step_s`: logical-time mode (tests).
 std::shared_ptr<const learner_context> make_learner_context(
     const config::experiment& e, int32_t id, uint64_t steps_per_learner, const fragment_plan& plan,
-    int threads, caf::actor monitor, const learner_services& services, bool simulated_time = false,
+    int threads, monitor_hdl monitor, const learner_services& services, bool simulated_time = false,
     double sim_step_s = 0.1);
 
 /// The health monitor's configuration from `e` with `fragments` owners: M learners, the token

@@ -147,7 +147,7 @@ supervisor_hdl::behavior_type supervisor(supervisor_actor* self,
         maybe_report(self, *ctx);
       },
       // Learner node: the syncer came back at a new address; every live child rejoins it.
-      [=](atoms::syncer_atom, const caf::actor& monitor) {
+      [=](atoms::syncer_atom, const monitor_hdl& monitor) {
         for (const auto& c : self->state.current)
           if (c) send_untyped(self, c, atoms::syncer_atom_v, monitor);
       },

@@ -107,7 +107,7 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, cluste
   return node;
 }
 
-void publish_monitor(caf::actor_system& sys, const caf::actor& monitor, cluster_setup& setup,
+void publish_monitor(caf::actor_system& sys, const monitor_hdl& monitor, cluster_setup& setup,
                      std::unique_ptr<frame_guard>& guard) {
   const auto& options = setup.options;
   // reuse_addr: a restarted syncer binds its port at once (CAF_NOTES: TIME_WAIT).

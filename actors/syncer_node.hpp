@@ -25,7 +25,7 @@ namespace dd::actors {
 
 /// The actors of a syncer node.
 struct syncer_node {
-  caf::actor monitor;        ///< the health monitor (published by dd-node syncer)
+  monitor_hdl monitor;       ///< the health monitor (published by dd-node syncer)
   supervisor_hdl owner_sup;  ///< supervisor of the fragment owners
   evaluator_hdl eval;        ///< the evaluator (detached in real time: blocking compute)
 };
@@ -39,7 +39,7 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, cluste
 /// loopback port; `guard` receives it, and must outlive `sys`) — logs a "listening" event and
 /// calls options.on_published with the bound port. A port that cannot be bound ends the
 /// process: "dd-node syncer: cannot listen on HOST:PORT: <why>" on stderr, exit 2.
-void publish_monitor(caf::actor_system& sys, const caf::actor& monitor, cluster_setup& setup,
+void publish_monitor(caf::actor_system& sys, const monitor_hdl& monitor, cluster_setup& setup,
                      std::unique_ptr<frame_guard>& guard);
 
 }  // namespace dd::actors

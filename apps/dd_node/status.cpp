@@ -134,7 +134,7 @@ int ask_monitor(const char* who, const std::string& where, nlohmann::json* nodes
   }
   actors::node_config cfg;
   caf::actor_system sys{cfg};
-  auto monitor = sys.middleman().remote_actor(addr.first, addr.second);
+  auto monitor = sys.middleman().remote_actor<actors::monitor_hdl>(addr.first, addr.second);
   if (!monitor) {
     std::fprintf(stderr, "dd-node %s: %s:%u: %s\n", who, addr.first.c_str(), addr.second,
                  sys.render(monitor.error()).c_str());

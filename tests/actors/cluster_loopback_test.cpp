@@ -319,9 +319,9 @@ TEST(cluster_loopback, two_nodes_over_real_tcp_carry_every_message_kind_and_keep
   // The operator: its own node, through the same relay.
   node_config ocfg(transport);
   caf::actor_system osys{ocfg};
-  auto monitor_via_relay = [&]() -> caf::actor {
-    auto m = osys.middleman().remote_actor("127.0.0.1", relay.port());
-    return m ? *m : caf::actor{};
+  auto monitor_via_relay = [&]() -> monitor_hdl {
+    auto m = osys.middleman().remote_actor<monitor_hdl>("127.0.0.1", relay.port());
+    return m ? *m : monitor_hdl{};
   };
   const bool joined =
       wait_until([&] { return tap.count("dd_join reply") >= 3 || node_done; }, 60.0) && !node_done;
@@ -347,10 +347,11 @@ TEST(cluster_loopback, two_nodes_over_real_tcp_carry_every_message_kind_and_keep
             [](caf::error&) {});
     EXPECT_EQ(run_id.size(), 16u);
     // A push of the wrong shape from no learner: the owner refuses it to the sender.
-    std::vector<caf::actor> owners(2);
+    // Typed owner handles, across the middleman (type IDs: actors/protocol.hpp).
+    std::vector<owner_hdl> owners(2);
     self->request(monitor, std::chrono::seconds(5), caf::get_atom::value, atoms::owners_atom_v)
         .receive(
-            [&](const std::vector<uint8_t>& bytes, const std::vector<caf::actor>& handles) {
+            [&](const std::vector<uint8_t>& bytes, const std::vector<owner_hdl>& handles) {
               auto directory = decode_owner_directory(bytes, {}, {run_id, 0});
               ASSERT_TRUE(directory.ok()) << directory.error().message;
               ASSERT_EQ(directory->fragment_ids.size(), handles.size());

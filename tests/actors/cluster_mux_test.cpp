@@ -205,10 +205,10 @@ struct learner_node_ctx {
 };
 
 struct node_state {
-  caf::actor monitor;
+  monitor_hdl monitor;
   supervisor_hdl sup;
-  std::shared_ptr<std::pair<std::mutex, caf::actor>> current =
-      std::make_shared<std::pair<std::mutex, caf::actor>>();
+  std::shared_ptr<std::pair<std::mutex, monitor_hdl>> current =
+      std::make_shared<std::pair<std::mutex, monitor_hdl>>();
   node_join req;
   bool lost = false;
   static inline const char* name = "mux_learner_node";
@@ -252,7 +252,7 @@ void start_learners(node_actor* self, std::shared_ptr<learner_node_ctx> ctx) {
 }
 
 /// The node handshake (messages/control.hpp) with `monitor`: accepted → running.
-void handshake(node_actor* self, std::shared_ptr<learner_node_ctx> ctx, caf::actor monitor,
+void handshake(node_actor* self, std::shared_ptr<learner_node_ctx> ctx, monitor_hdl monitor,
                bool describe) {
   auto& st = self->state;
   node_join ask = st.req;
@@ -310,12 +310,15 @@ void connect(node_actor* self, std::shared_ptr<learner_node_ctx> ctx) {
   auto mm = self->system().middleman().actor_handle();
   self->request(mm, caf::infinite, caf::connect_atom::value, std::string("syncer"), k_port)
       .then(
-          [=](const caf::node_id&, caf::strong_actor_ptr& ptr, const std::set<std::string>&) {
+          [=](const caf::node_id&, caf::strong_actor_ptr& ptr,
+              const std::set<std::string>& interface) {
             if (!ptr) {
               retry(self);
               return;
             }
-            handshake(self, ctx, caf::actor_cast<caf::actor>(ptr), !self->state.sup);
+            // What remote_actor<monitor_hdl> checks: the published interface is the monitor's.
+            EXPECT_TRUE(self->system().assignable<monitor_hdl>(interface));
+            handshake(self, ctx, caf::actor_cast<monitor_hdl>(ptr), !self->state.sup);
           },
           [=](caf::error&) { retry(self); });
 }
@@ -469,11 +472,11 @@ mux_outcome run_two_nodes(const config::experiment& e, const fault_plan& faults,
       net.syncer.sys->spawn(
           [](caf::event_based_actor* self, std::shared_ptr<uint16_t> port_cell) -> caf::behavior {
             return {
-                [=](atoms::publish_atom, const caf::actor& monitor) {
+                [=](atoms::publish_atom, const monitor_hdl& monitor) {
                   auto mm = self->system().middleman().actor_handle();
                   self->request(mm, caf::infinite, caf::publish_atom::value, k_port,
                                 caf::actor_cast<caf::strong_actor_ptr>(monitor),
-                                std::set<std::string>{}, std::string{}, true)
+                                self->system().message_types(monitor), std::string{}, true)
                       .then([=](uint16_t port) { *port_cell = port; });
                 },
                 [=](atoms::finished_atom) {},

@@ -186,7 +186,8 @@ TEST_F(flow_actor_test, the_owner_credits_each_push_chunk_once_and_merges_it) {
   std::vector<float> delta(numel, 0.25f);
   auto m = dd::test::make_push(0, 0, 0, 4, 64, 1, delta);
   live_view_msg v{1, {{0, 0, 1.0}}};
-  caf::anon_send(owner, atoms::live_atom_v, encode(v), std::vector<caf::actor>{a});
+  caf::anon_send(owner, atoms::live_atom_v, encode(v),
+                 std::vector<learner_at_owner_hdl>{caf::actor_cast<learner_at_owner_hdl>(a)});
   env.run();
   auto parts = split_push(m, chunk_bytes);
   ASSERT_TRUE(parts.ok());
@@ -315,7 +316,7 @@ TEST(flow_cluster_test, a_learner_and_an_owner_keep_at_most_w_chunks_in_flight_b
   EXPECT_GE(accepted, 3u);
   EXPECT_GE(steps, 20u);
   EXPECT_GT(messages, 0u);
-  env.shutdown({learner_h, owner, monitor});
+  env.shutdown_all(learner_h, owner, monitor);
 }
 
 }  // namespace

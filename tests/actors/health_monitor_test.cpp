@@ -28,7 +28,7 @@ namespace {
 struct monitor_fixture : ::testing::Test {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
-  caf::actor monitor;
+  monitor_hdl monitor;
 
   void SetUp() override {
     cfg.set("logger.console-verbosity", caf::atom("quiet"));
@@ -47,7 +47,7 @@ struct monitor_fixture : ::testing::Test {
     req.requested_learner_id = id;
     uint64_t inc = ~uint64_t{0};
     self->request(monitor, std::chrono::seconds(10), atoms::join_atom_v, encode(req),
-                  caf::actor{self})
+                  caf::actor_cast<learner_at_syncer_hdl>(self))
         .receive(
             [&](const std::vector<uint8_t>& bytes) {
               auto rep = decode_join_reply(bytes.data(), bytes.size());
@@ -87,7 +87,7 @@ struct monitor_fixture : ::testing::Test {
             }
             done = true;
           },
-          [&](atoms::owners_atom, const std::vector<uint8_t>&, const std::vector<caf::actor>&) {},
+          [&](atoms::owners_atom, const std::vector<uint8_t>&, const std::vector<owner_hdl>&) {},
           caf::after(std::chrono::seconds(2)) >> [&] { done = true; });
     }
     return out;
@@ -171,7 +171,8 @@ TEST_F(monitor_fixture, a_drain_that_cannot_be_done_says_why) {
   join_request req;
   req.requested_learner_id = 0;
   bool joined = false;
-  op->request(monitor, std::chrono::seconds(10), atoms::join_atom_v, encode(req), victim)
+  op->request(monitor, std::chrono::seconds(10), atoms::join_atom_v, encode(req),
+              caf::actor_cast<learner_at_syncer_hdl>(victim))
       .receive([&](const std::vector<uint8_t>&) { joined = true; }, [&](caf::error&) {});
   ASSERT_TRUE(joined);
   caf::anon_send_exit(victim, caf::exit_reason::kill);
@@ -227,7 +228,8 @@ TEST(monitor_uptime, counts_the_time_with_k_learners_stepping_from_their_heartbe
   for (int32_t id = 0; id < 2; ++id) {
     join_request req;
     req.requested_learner_id = id;
-    caf::anon_send(monitor, atoms::join_atom_v, encode(req), learners[id]);
+    caf::anon_send(monitor, atoms::join_atom_v, encode(req),
+                   caf::actor_cast<learner_at_syncer_hdl>(learners[id]));
   }
   env.run();
   auto beat = [&](int32_t id, uint64_t step) {
@@ -267,7 +269,7 @@ TEST(monitor_uptime, counts_the_time_with_k_learners_stepping_from_their_heartbe
   log.freeze_uptime();
   env.advance(1.0);
   EXPECT_NEAR(log.snapshot().observed_s, 3.0, 1e-9);
-  env.shutdown({monitor, learners[0], learners[1]});
+  env.shutdown_all(monitor, learners[0], learners[1]);
 }
 
 // A live rejoin (the learner's link dropped and healed; it stepped on meanwhile) carries the

@@ -78,7 +78,8 @@ int connect_raw(uint16_t port) {
 }
 
 /// Refusal reason of a node handshake, or "accepted".
-std::string handshake(caf::scoped_actor& self, const caf::actor& monitor, const dd::node_join& j) {
+std::string handshake(caf::scoped_actor& self, const dd::actors::monitor_hdl& monitor,
+                      const dd::node_join& j) {
   std::string out = "no answer";
   // The envelope names the run the body names (empty: any, a first start).
   self->request(monitor, std::chrono::seconds(5), dd::atoms::node_join_atom_v,
@@ -157,7 +158,11 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
   {
     dd::actors::node_config cfg;
     caf::actor_system sys{cfg};
-    auto monitor = sys.middleman().remote_actor("127.0.0.1", port);
+    // The monitor is published typed: a lookup that expects another interface (here none, an
+    // untyped handle) is refused by CAF at the lookup, before any message is sent.
+    auto untyped = sys.middleman().remote_actor("127.0.0.1", port);
+    EXPECT_FALSE(untyped) << "an untyped lookup of the typed monitor succeeded";
+    auto monitor = sys.middleman().remote_actor<dd::actors::monitor_hdl>("127.0.0.1", port);
     ASSERT_TRUE(monitor) << sys.render(monitor.error());
     caf::scoped_actor self{sys};
     dd::node_join j;
@@ -188,14 +193,16 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
     jr.requested_learner_id = 1;
     bool refused = false;
     self->request(*monitor, std::chrono::seconds(5), dd::atoms::join_atom_v,
-                  dd::encode(jr, {run_id, 0}), caf::actor_cast<caf::actor>(self))
+                  dd::encode(jr, {run_id, 0}),
+                  caf::actor_cast<dd::actors::learner_at_syncer_hdl>(self))
         .receive([&](const std::vector<uint8_t>&) {}, [&](caf::error&) { refused = true; });
     EXPECT_TRUE(refused);
     // Pushes to an owner: wrong shape, NaN, an unknown learner, another schema version.
-    std::vector<caf::actor> owners(2);
+    std::vector<dd::actors::owner_hdl> owners(2);
     self->request(*monitor, std::chrono::seconds(5), caf::get_atom_v, dd::atoms::owners_atom_v)
         .receive(
-            [&](const std::vector<uint8_t>& bytes, const std::vector<caf::actor>& handles) {
+            [&](const std::vector<uint8_t>& bytes,
+                const std::vector<dd::actors::owner_hdl>& handles) {
               auto directory = dd::decode_owner_directory(bytes, {}, {run_id, 0});
               ASSERT_TRUE(directory.ok()) << directory.error().message;
               ASSERT_EQ(directory->fragment_ids.size(), handles.size());

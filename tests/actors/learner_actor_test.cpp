@@ -43,7 +43,8 @@ struct learner_actor_test : ::testing::Test {
   model_config model_cfg;
   fragment_plan plan;
   std::vector<float> initial;
-  caf::actor monitor, owner, learner_handle;
+  monitor_hdl monitor;
+  caf::actor owner, learner_handle;
 
   /// The experiment every role is configured from, through actors/role_configs.hpp as the job
   /// and the learner node configure theirs: one learner, one fragment, H = 4, τ = 1, K = 1, no
@@ -104,10 +105,10 @@ struct learner_actor_test : ::testing::Test {
     env.run();
   }
 
-  void TearDown() override { env.shutdown({learner_handle, owner, monitor}); }
+  void TearDown() override { env.shutdown_all(learner_handle, owner, monitor); }
 
   /// The actor the learner takes for its health monitor (the monitor itself by default).
-  virtual caf::actor learner_monitor() { return monitor; }
+  virtual monitor_hdl learner_monitor() { return monitor; }
   /// Changes to the learner's context before it is spawned.
   virtual void adjust(learner_context&) {}
   /// Changes to the experiment's model (a dense GPT by default) before anything is built.
@@ -203,17 +204,19 @@ TEST_F(learner_actor_test, a_damaged_owner_directory_is_asked_for_again) {
 /// monitor's progress replies (a syncer too busy to answer for a while): heartbeats reach the
 /// monitor at once; its replies come back to the relay, which passes them on or keeps them.
 struct progress_relay_state {
-  caf::actor monitor, learner;
+  monitor_hdl monitor;
+  learner_at_syncer_hdl learner;
   bool hold = false;
   std::vector<std::vector<uint8_t>> held;
   static inline const char* name = "progress_relay";
 };
 using progress_relay = caf::stateful_actor<progress_relay_state>;
 
-caf::behavior progress_relay_fn(progress_relay* self, caf::actor monitor) {
+caf::behavior progress_relay_fn(progress_relay* self, monitor_hdl monitor) {
   self->state.monitor = monitor;
   return {
-      [=](atoms::join_atom a, const std::vector<uint8_t>& bytes, const caf::actor& learner) {
+      [=](atoms::join_atom a, const std::vector<uint8_t>& bytes,
+          const learner_at_syncer_hdl& learner) {
         self->state.learner = learner;
         return self->delegate(self->state.monitor, a, bytes, learner);
       },
@@ -235,9 +238,9 @@ caf::behavior progress_relay_fn(progress_relay* self, caf::actor monitor) {
 
 struct learner_push_clock_test : learner_actor_test {
   caf::actor relay;
-  caf::actor learner_monitor() override {
+  monitor_hdl learner_monitor() override {
     relay = env.sys->spawn(progress_relay_fn, monitor);
-    return relay;
+    return caf::actor_cast<monitor_hdl>(relay);  // it answers what the learner sends a monitor
   }
   void adjust(learner_context& c) override {
     c.global_push_clock = true;  // one learner: the mean step is its own step

@@ -147,7 +147,7 @@ struct owner_actor_test : ::testing::Test {
     c->options.max_staleness = 0;
     c->initial = std::vector<float>(6, 1.0f);
     c->backend = "reference";
-    c->monitor = monitor;
+    c->monitor = caf::actor_cast<monitor_hdl>(monitor);  // a probe standing in for it
     return c;
   }
 
@@ -169,7 +169,9 @@ struct owner_actor_test : ::testing::Test {
   void set_live(const caf::actor& owner, uint64_t incarnation_b = 0) {
     // The monitor's wire message, with one handle per learner next to it.
     live_view_msg v{1, {{0, 0, 1.0}, {1, incarnation_b, 1.0}}};
-    caf::anon_send(owner, atoms::live_atom_v, encode(v), std::vector<caf::actor>{a, b});
+    caf::anon_send(owner, atoms::live_atom_v, encode(v),
+                   std::vector<learner_at_owner_hdl>{caf::actor_cast<learner_at_owner_hdl>(a),
+                                                     caf::actor_cast<learner_at_owner_hdl>(b)});
     env.run();
   }
 
@@ -553,7 +555,8 @@ TEST_F(owner_actor_test, no_learner_answers_within_the_wait_so_the_fragment_is_d
   auto owner = env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx));
   to_stop.push_back(owner);
   env.run();
-  caf::anon_send(owner, atoms::live_atom_v, encode(live_view_msg{}), std::vector<caf::actor>{});
+  caf::anon_send(owner, atoms::live_atom_v, encode(live_view_msg{}),
+                 std::vector<learner_at_owner_hdl>{});
   env.run();
   for (const auto& e : log.events()) EXPECT_NE(e["event"], "owner_start") << "still waiting";
   env.advance(3.0);

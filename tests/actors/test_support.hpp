@@ -55,6 +55,12 @@ struct coordinator {
       if (a) caf::anon_send_exit(a, caf::exit_reason::kill);
     run();
   }
+
+  /// The same for any mix of handles (typed or not).
+  template <class... Handles>
+  void shutdown_all(const Handles&... handles) {
+    shutdown({caf::actor_cast<caf::actor>(handles)...});
+  }
 };
 
 /// Tensors of a tiny model: one ordinary 2×2 weight and a 2-element embedding (6 floats).
