@@ -197,7 +197,7 @@ void apply_effects(owner_actor* self, const owner_context& ctx, owner_effects fx
 
 namespace {
 
-caf::behavior serving(owner_actor* self, std::shared_ptr<const owner_context> ctx);
+owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_context> ctx);
 
 /// The owner starts serving `core` (restored, rebuilt or fresh): events, counters, the newest
 /// live view, and the behavior that handles pushes and pulls.
@@ -400,12 +400,15 @@ bool all_answered(owner_actor* self, const owner_context& ctx) {
   return true;
 }
 
-caf::behavior rebuilding(owner_actor* self, std::shared_ptr<const owner_context> ctx) {
+owner_hdl::behavior_type rebuilding(owner_actor* self, std::shared_ptr<const owner_context> ctx) {
   const int32_t frag = ctx->options.layout.fragment_id;
   auto& rb = *self->state.rebuild;
   rb.started_s = clock_seconds(self->clock().now());
   rb.query_id = 1;
-  self->set_default_handler(caf::skip);  // pushes, pulls: handled once serving
+  // Pushes, pulls, grace and snapshot timers wait in the mailbox until it serves (the handlers
+  // below skip them); so does a message outside the interface (then dropped by the serving
+  // behavior's default handler).
+  self->set_default_handler(caf::skip);
   self->delayed_send(self, to_timespan(ctx->rebuild_wait_s), atoms::rebuild_atom_v, rb.query_id);
   if (ctx->log != nullptr)
     ctx->log->emit("rebuild_start",
@@ -512,13 +515,23 @@ caf::behavior rebuilding(owner_actor* self, std::shared_ptr<const owner_context>
       [=](atoms::kill_atom) {
         if (ctx->faults != nullptr && ctx->faults->on_owner(frag, 0)) die_by_fault(self, *ctx);
       },
-      [=](atoms::owner_status_atom) { return caf::make_message(uint64_t{0}, size_t{0}, 0.0); },
+      [=](atoms::owner_status_atom) -> caf::result<uint64_t, size_t, double> {
+        return {uint64_t{0}, size_t{0}, 0.0};
+      },
+      // Handled once it serves (caf::skip leaves them in the mailbox, in order).
+      [=](atoms::push_atom, const std::vector<uint8_t>&, uint64_t) -> caf::result<void> {
+        return caf::skip;
+      },
+      [=](atoms::pull_atom, const std::vector<uint8_t>&) -> caf::result<void> { return caf::skip; },
+      [=](atoms::grace_atom, uint64_t) -> caf::result<void> { return caf::skip; },
+      [=](atoms::snapshot_atom, double) -> caf::result<void> { return caf::skip; },
   };
 }
 
 }  // namespace
 
-caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_context> ctx) {
+owner_hdl::behavior_type fragment_owner(owner_actor* self,
+                                        std::shared_ptr<const owner_context> ctx) {
   name_crashes(self);
   drop_unexpected(self, ctx->log, "owner " + std::to_string(ctx->options.layout.fragment_id));
   auto& st = self->state;
@@ -596,7 +609,7 @@ caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_cont
 
 namespace {
 
-caf::behavior serving(owner_actor* self, std::shared_ptr<const owner_context> ctx) {
+owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_context> ctx) {
   const int32_t frag = ctx->options.layout.fragment_id;
   return {
       [=](atoms::kill_atom) {
@@ -727,9 +740,9 @@ caf::behavior serving(owner_actor* self, std::shared_ptr<const owner_context> ct
           self->delayed_send(self, to_timespan(backoff_s), atoms::snapshot_atom_v, next);
         }
       },
-      [=](atoms::owner_status_atom) {
+      [=](atoms::owner_status_atom) -> caf::result<uint64_t, size_t, double> {
         auto& c = *self->state.core;
-        return caf::make_message(c.version(), c.pending_count(), c.last_grace_s());
+        return {c.version(), c.pending_count(), c.last_grace_s()};
       },
   };
 }

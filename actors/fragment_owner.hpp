@@ -125,7 +125,7 @@ struct owner_actor_state {
   static inline const char* name = "fragment_owner";
 };
 
-using owner_actor = caf::stateful_actor<owner_actor_state>;
+using owner_actor = owner_hdl::stateful_base<owner_actor_state>;
 
 /// The owner's behavior.
 ///
@@ -150,7 +150,10 @@ using owner_actor = caf::stateful_actor<owner_actor_state>;
 ///    the run log's console.
 /// Pushes and pulls that arrive while it rebuilds wait in the mailbox (caf::skip) and are
 /// handled once it serves, so no learner ever receives a value it is about to replace.
-caf::behavior fragment_owner(owner_actor* self, std::shared_ptr<const owner_context> ctx);
+/// Interface: owner_hdl (actors/protocol.hpp); both behaviors (rebuilding, serving) implement all
+/// of it — rebuilding skips what it cannot handle yet (push, pull, grace, snapshot).
+owner_hdl::behavior_type fragment_owner(owner_actor* self,
+                                        std::shared_ptr<const owner_context> ctx);
 
 /// Seconds of an actor clock's time point (steady, or the test coordinator's manual clock).
 double clock_seconds(caf::actor_clock::time_point t);

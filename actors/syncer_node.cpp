@@ -83,8 +83,9 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, cluste
     if (auto it = setup.resume_versions.find(p); it != setup.resume_versions.end())
       c->highest_version = it->second;
     std::shared_ptr<const owner_context> cc = c;
-    octx->children.push_back(
-        {p, [cc](caf::actor_system& sys) { return sys.spawn(fragment_owner, cc); }});
+    octx->children.push_back({p, [cc](caf::actor_system& sys) {
+                                return caf::actor_cast<caf::actor>(sys.spawn(fragment_owner, cc));
+                              }});
   }
   node.owner_sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(octx));
 

@@ -319,8 +319,10 @@ TEST(cluster_loopback, two_nodes_over_real_tcp_carry_every_message_kind_and_keep
   // The operator: its own node, through the same relay.
   node_config ocfg(transport);
   caf::actor_system osys{ocfg};
+  std::string lookup_error;
   auto monitor_via_relay = [&]() -> monitor_hdl {
     auto m = osys.middleman().remote_actor<monitor_hdl>("127.0.0.1", relay.port());
+    if (!m) lookup_error = osys.render(m.error());
     return m ? *m : monitor_hdl{};
   };
   const bool joined =
@@ -331,7 +333,7 @@ TEST(cluster_loopback, two_nodes_over_real_tcp_carry_every_message_kind_and_keep
   if (joined) {
     caf::scoped_actor self{osys};
     auto monitor = monitor_via_relay();
-    ASSERT_TRUE(monitor);
+    ASSERT_TRUE(monitor) << lookup_error;
     // dd-node status names no run; the reply's envelope names it.
     std::string run_id;
     self->request(monitor, std::chrono::seconds(5), atoms::status_atom_v, encode(status_request{}))

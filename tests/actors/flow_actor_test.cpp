@@ -114,7 +114,8 @@ struct flow_actor_test : ::testing::Test {
     c->initial = initial;
     c->backend = "reference";
     c->window_chunks = window;
-    owner = env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(c));
+    owner = caf::actor_cast<caf::actor>(
+        env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(c)));
     env.run();
   }
   void TearDown() override { env.shutdown({a, b, owner}); }
@@ -259,7 +260,8 @@ TEST(flow_cluster_test, a_learner_and_an_owner_keep_at_most_w_chunks_in_flight_b
   octx->monitor = monitor;
   octx->log = &log;
   octx->window_chunks = W;
-  auto owner = env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(octx));
+  auto owner = caf::actor_cast<caf::actor>(
+      env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(octx)));
   auto lctx = std::make_shared<learner_context>();
   lctx->learner_id = 0;
   auto& t = lctx->trainer;

@@ -92,7 +92,8 @@ struct learner_actor_test : ::testing::Test {
     octx->backend = "reference";
     octx->monitor = monitor;
     octx->log = &log;
-    owner = env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(octx));
+    owner = caf::actor_cast<caf::actor>(
+        env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(octx)));
 
     learner_services services;
     services.data = &data;

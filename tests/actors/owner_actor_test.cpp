@@ -159,8 +159,9 @@ struct owner_actor_test : ::testing::Test {
     sctx->restart.backoff_base_s = 0.5;
     sctx->log = &log;
     std::shared_ptr<const owner_context> cc = ctx;
-    sctx->children.push_back(
-        {0, [cc](caf::actor_system& sys) { return sys.spawn(fragment_owner, cc); }});
+    sctx->children.push_back({0, [cc](caf::actor_system& sys) {
+                                return caf::actor_cast<caf::actor>(sys.spawn(fragment_owner, cc));
+                              }});
     auto sup = env.sys->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
     to_stop.push_back(caf::actor_cast<caf::actor>(sup));
     env.run();
@@ -182,7 +183,8 @@ struct owner_actor_test : ::testing::Test {
 };
 
 TEST_F(owner_actor_test, grace_timer_then_broadcast_to_every_live_learner) {
-  auto owner = env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(context()));
+  auto owner = caf::actor_cast<caf::actor>(
+      env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(context())));
   to_stop.push_back(owner);
   env.run();
   ASSERT_EQ(monitor_log->subscribed.size(), 1u);  // the owner announced itself
@@ -206,7 +208,8 @@ TEST_F(owner_actor_test, grace_timer_then_broadcast_to_every_live_learner) {
 }
 
 TEST_F(owner_actor_test, stale_push_gets_a_rejection_and_the_current_value) {
-  auto owner = env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(context()));
+  auto owner = caf::actor_cast<caf::actor>(
+      env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(context())));
   to_stop.push_back(owner);
   env.run();
   set_live(owner);
@@ -356,7 +359,8 @@ TEST_F(owner_actor_test, owner_with_an_unreadable_checkpoint_warns) {
   std::vector<std::string> console;
   log.set_console([&console](const std::string& line) { console.push_back(line); });
   ctx->log = &log;
-  auto owner = env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx));
+  auto owner = caf::actor_cast<caf::actor>(
+      env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx)));
   to_stop.push_back(owner);
   env.run();
   bool failure = false, reset = false;
@@ -552,7 +556,8 @@ TEST_F(owner_actor_test, no_learner_answers_within_the_wait_so_the_fragment_is_d
   ctx->resumed = true;  // a resumed run: the first start asks the learners too
   ctx->learners = 2;
   ctx->highest_version = 7;  // events.jsonl of the first part named version 7
-  auto owner = env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx));
+  auto owner = caf::actor_cast<caf::actor>(
+      env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx)));
   to_stop.push_back(owner);
   env.run();
   caf::anon_send(owner, atoms::live_atom_v, encode(live_view_msg{}),
@@ -574,13 +579,60 @@ TEST_F(owner_actor_test, no_learner_answers_within_the_wait_so_the_fragment_is_d
   std::filesystem::remove_all(dir);
 }
 
+// Issue 10 (typed owner): a push and a pull that arrive while the owner rebuilds are not
+// handled — no answer, no event — until it serves; then both are, in the order they came
+// (caf::skip leaves them in the mailbox). The typed rebuilding behavior implements the whole
+// interface and skips exactly what the untyped one left to its default handler (caf::skip).
+TEST_F(owner_actor_test, a_push_and_a_pull_during_the_rebuild_wait_until_it_serves) {
+  auto ctx = context();
+  ctx->rebuild_wait_s = 3.0;
+  ctx->resumed = true;  // the first start asks the learners
+  ctx->learners = 3;    // ...and waits for 3 answers: only a and b answer
+  run_log log({}, true, [this] { return env.now(); });
+  ctx->log = &log;
+  auto owner = caf::actor_cast<caf::actor>(
+      env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx)));
+  to_stop.push_back(owner);
+  env.run();
+  set_live(owner);
+  ASSERT_EQ(a_log->queries, 1);
+  ASSERT_EQ(b_log->queries, 1);
+  push_from(a, owner, make_push(0, 0, 0, 1, 10, 1, std::vector<float>(6, 0.5f)));
+  caf::anon_send(b, caf::forward_atom_v, owner, atoms::pull_atom_v, encode(pull_request{1, 0, 0}));
+  env.advance(1.0);
+  EXPECT_TRUE(a_log->acked.empty());
+  EXPECT_TRUE(a_log->rejects.empty());
+  EXPECT_TRUE(b_log->broadcasts.empty());
+  for (const auto& e : log.events()) {
+    EXPECT_NE(e["event"], "push") << "a push was handled during the rebuild";
+    EXPECT_NE(e["event"], "owner_start") << "still rebuilding";
+  }
+  env.advance(2.0);  // the wait is over: it starts from the initial value and serves
+  size_t starts = 0, pushes = 0;
+  for (const auto& e : log.events()) {
+    if (e["event"] == "owner_start") ++starts;
+    if (e["event"] == "push") {
+      ++pushes;
+      EXPECT_EQ(e["learner"], 0);
+      EXPECT_EQ(e["transfer_id"], 1);
+    }
+  }
+  EXPECT_EQ(starts, 1u);
+  EXPECT_EQ(pushes, 1u) << "the push that waited was handled once";
+  EXPECT_EQ(a_log->acked.size() + a_log->rejects.size(), 1u);
+  ASSERT_FALSE(b_log->broadcasts.empty()) << "the pull that waited was answered";
+  EXPECT_EQ(b_log->broadcasts.front().version, 0u);
+  EXPECT_EQ(values_of(b_log->broadcasts.front()), std::vector<float>(6, 1.0f));
+}
+
 // A pull travels as codec bytes: a valid one is answered with the current value (to the sender
 // only); undecodable bytes or a pull for another fragment are dropped with a `failure` event.
 TEST_F(owner_actor_test, pull_is_a_codec_message_and_bad_pulls_are_dropped) {
   auto ctx = context();
   run_log log({}, true, [this] { return env.now(); });
   ctx->log = &log;
-  auto owner = env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx));
+  auto owner = caf::actor_cast<caf::actor>(
+      env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx)));
   to_stop.push_back(owner);
   env.run();
   caf::anon_send(a, caf::forward_atom_v, owner, atoms::pull_atom_v, encode(pull_request{0, 0, 0}));
