@@ -4,15 +4,15 @@
 // acks and rejections to learners, broadcasts to every live learner, the grace timer, the
 // "push"/"merge"/"broadcast" events, and restore from its checkpoint when respawned.
 //
-// Protocol (actors/atoms.hpp; every `bytes` is a wire message stamped with the run id and the
-// syncer's incarnation, options.run_id / syncer_incarnation): receives (push_atom, bytes, seq),
-// (pull_atom, bytes pull_request), (live_atom, bytes live_view_msg, std::vector<actor> one
-// handle per learner), (grace_atom, timer_id); sends (ack_atom, bytes push_ack),
-// (reject_atom, bytes), (broadcast_atom, bytes, seq); on start it sends (subscribe_atom, bytes
-// subscribe_msg) to the health monitor. Event-based: it must stay responsive while learners
-// compute. Chunks travel under credit (actors/chunk_flow.hpp): pushes and copies arrive as
-// (atom, bytes, seq) and are credited with (credit_atom, seq) when taken; broadcasts leave as
-// (broadcast_atom, bytes, seq), at most `window_chunks` uncredited per learner.
+// Interface: owner_hdl (actors/protocol.hpp; every `bytes` is a wire message stamped with the
+// run id and the syncer's incarnation, options.run_id / syncer_incarnation): receives
+// (push_atom, bytes, seq), (pull_atom, bytes pull_request), (live_atom, bytes live_view_msg,
+// std::vector<learner_at_owner_hdl> one handle per learner), (grace_atom, timer_id); sends
+// (ack_atom, bytes push_ack), (reject_atom, bytes), (broadcast_atom, bytes, seq); on start it sends
+// (subscribe_atom, bytes subscribe_msg) to the health monitor. Event-based: it must stay responsive
+// while learners compute. Chunks travel under credit (actors/chunk_flow.hpp): pushes and copies
+// arrive as (atom, bytes, seq) and are credited with (credit_atom, seq) when taken; broadcasts
+// leave as (broadcast_atom, bytes, seq), at most `window_chunks` uncredited per learner.
 #pragma once
 
 #include <atomic>

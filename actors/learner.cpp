@@ -690,7 +690,7 @@ void initial_join(learner_actor* self, std::shared_ptr<const learner_context> ct
   req.requested_learner_id = ctx->learner_id;
   req.host = "local";
   self->request(monitor, std::chrono::seconds(60), atoms::join_atom_v,
-                encode(req, {ctx->run_id, 0}), caf::actor_cast<learner_at_syncer_hdl>(self))
+                encode(req, {ctx->run_id, 0}), learner_at_syncer_hdl{self})
       .then(
           [=](const std::vector<uint8_t>& bytes) {
             auto& s = self->state;
@@ -823,7 +823,8 @@ uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector
   return cut;
 }
 
-caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context> ctx) {
+learner_hdl::behavior_type learner(learner_actor* self,
+                                   std::shared_ptr<const learner_context> ctx) {
   name_crashes(self);
   drop_unexpected(self, ctx->log, "learner " + std::to_string(ctx->learner_id));
   auto& st = self->state;
@@ -1066,8 +1067,7 @@ caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context
           f.outstanding.clear();
         }
         self->request(monitor, std::chrono::seconds(30), atoms::join_atom_v,
-                      encode(again, stamp_of(self, *ctx)),
-                      caf::actor_cast<learner_at_syncer_hdl>(self))
+                      encode(again, stamp_of(self, *ctx)), learner_at_syncer_hdl{self})
             .then(
                 [=](const std::vector<uint8_t>& bytes) {
                   auto& s2 = self->state;

@@ -15,6 +15,8 @@
 // are handled before the next step. With `simulated_time` the actor may run on the test
 // coordinator: a step then "takes" sim_step_s × slowdown of the actor clock (delayed message)
 // instead of wall time, which makes whole-cluster runs deterministic.
+// Interface: learner_hdl (actors/protocol.hpp); the monitor and the owners address it through
+// its facets learner_at_monitor_hdl and learner_at_owner_hdl.
 #pragma once
 
 #include <cstdint>
@@ -219,7 +221,7 @@ struct learner_state {
   static inline const char* name = "learner";
 };
 
-using learner_actor = caf::stateful_actor<learner_state>;
+using learner_actor = learner_hdl::stateful_base<learner_state>;
 
 /// Rebase mode (learner_context::rebase): applies the global value `value` (version `version`,
 /// the broadcast's `merged` list) of one fragment to the learner's local values `theta` of that
@@ -244,6 +246,6 @@ uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector
 /// stepping) with a fragment_held (held_atom) naming the version of the global value it last
 /// applied, and with send_value sends that value (base_p, its version and merged list, fp32,
 /// chunked as broadcast_msg) on copy_atom.
-caf::behavior learner(learner_actor* self, std::shared_ptr<const learner_context> ctx);
+learner_hdl::behavior_type learner(learner_actor* self, std::shared_ptr<const learner_context> ctx);
 
 }  // namespace dd::actors

@@ -566,8 +566,10 @@ int run_learner_node(const learner_node_options& o) {
       return current->second;
     };
     std::shared_ptr<const learner_context> cc = c;
-    sctx->children.push_back(
-        {id, [cc](caf::actor_system& s) { return s.spawn<caf::detached>(learner, cc); }});
+    sctx->children.push_back({id, [cc](caf::actor_system& s) {
+                                return caf::actor_cast<caf::actor>(
+                                    s.spawn<caf::detached>(learner, cc));
+                              }});
   }
   log->emit("node_start", {{"node", name},
                            {"run_id", run_id},
@@ -788,8 +790,9 @@ supervisor_hdl spawn_local_learners(caf::local_actor* self, const supervisor_rep
     lc->run_id = setup.run_id;
     std::shared_ptr<const learner_context> cc = lc;
     lctx->children.push_back({i, [cc, sim](caf::actor_system& sys) {
-                                return sim ? sys.spawn(learner, cc)
-                                           : sys.spawn<caf::detached>(learner, cc);
+                                return caf::actor_cast<caf::actor>(
+                                    sim ? sys.spawn(learner, cc)
+                                        : sys.spawn<caf::detached>(learner, cc));
                               }});
   }
   return self->spawn(supervisor, std::shared_ptr<const supervisor_context>(lctx));

@@ -4,11 +4,9 @@
 // whole protocol is summarized, sender by sender). Payloads named `wire_bytes` are
 // messages/codec.hpp encodings.
 //
-// Typed actors: the job (the coordinator), the supervisor, the evaluator, the health monitor
-// and the fragment owner (both of its behaviors, rebuilding and serving, implement all of
-// owner_hdl). The learner has its interface here too (learner_hdl), and every handle of it that
-// travels in a message is typed, but its actor is still a dynamically typed behavior
-// (`caf::behavior`) that implements this interface.
+// Every role is a typed actor: the job (the coordinator), the supervisor, the evaluator, the
+// health monitor, the fragment owner (both of its behaviors, rebuilding and serving, implement
+// all of owner_hdl) and the learner.
 //
 // A learner is addressed through facets (sub-interfaces its handle converts to): what an owner
 // sends it (learner_at_owner_hdl), what the monitor sends it (learner_at_monitor_hdl), and both

@@ -144,7 +144,8 @@ struct live_learner_entry {
 };
 
 /// Health monitor → fragment owners: the live learners, the owners' quorum input. Travels as
-/// (live_atom, bytes, std::vector<caf::actor>) with one handle per learner, in list order.
+/// (live_atom, bytes, std::vector<learner_at_owner_hdl>) with one handle per learner, in list
+/// order (the typed handles: actors/protocol.hpp).
 struct live_view_msg {
   uint64_t epoch = 0;  ///< increases with every change
   /// Ascending learner id, each id at most once (decode: malformed otherwise).
@@ -152,7 +153,7 @@ struct live_view_msg {
 };
 
 /// Health monitor → learners and the evaluator: the current owner of each fragment. Travels as
-/// (owners_atom, bytes, std::vector<caf::actor>) with one handle per entry, in list order.
+/// (owners_atom, bytes, std::vector<owner_hdl>) with one handle per entry, in list order.
 struct owner_directory {
   /// Entry i: the fragment whose owner is handle i. Non-negative, each at most once.
   std::vector<int32_t> fragment_ids;

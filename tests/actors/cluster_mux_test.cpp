@@ -246,7 +246,9 @@ void start_learners(node_actor* self, std::shared_ptr<learner_node_ctx> ctx) {
       return cur->second;
     };
     std::shared_ptr<const learner_context> cc = c;
-    sctx->children.push_back({id, [cc](caf::actor_system& s) { return s.spawn(learner, cc); }});
+    sctx->children.push_back({id, [cc](caf::actor_system& s) {
+                                return caf::actor_cast<caf::actor>(s.spawn(learner, cc));
+                              }});
   }
   st.sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
 }

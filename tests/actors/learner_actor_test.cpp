@@ -102,7 +102,8 @@ struct learner_actor_test : ::testing::Test {
         *make_learner_context(exp, 0, static_cast<uint64_t>(exp.budget.steps), plan, 1,
                               learner_monitor(), services, /*simulated_time=*/true, 0.1));
     adjust(*lctx);
-    learner_handle = env.sys->spawn(learner, std::shared_ptr<const learner_context>(lctx));
+    learner_handle = caf::actor_cast<caf::actor>(
+        env.sys->spawn(learner, std::shared_ptr<const learner_context>(lctx)));
     env.run();
   }
 
