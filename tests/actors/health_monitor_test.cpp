@@ -295,7 +295,8 @@ TEST(monitor_live_rejoin, counts_the_compute_seconds_its_join_request_reports) {
   auto join = [&](const join_request& req, uint64_t sender_incarnation) {
     uint64_t inc = ~uint64_t{0};
     self->request(monitor, std::chrono::seconds(10), atoms::join_atom_v,
-                  encode(req, {"", sender_incarnation}), caf::actor{self})
+                  encode(req, {"", sender_incarnation}),
+                  caf::actor_cast<learner_at_syncer_hdl>(self))
         .receive(
             [&](const std::vector<uint8_t>& bytes) {
               auto rep = decode_join_reply(bytes.data(), bytes.size());
@@ -419,7 +420,7 @@ TEST(monitor_record, a_resumed_run_whose_learners_all_finished_is_done_at_once) 
     auto monitor = env.sys->spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
     env.run();
     EXPECT_EQ(*told, all_finished) << (all_finished ? "all finished" : "one unfinished");
-    env.shutdown({monitor, caf::actor_cast<caf::actor>(job)});
+    env.shutdown_all(monitor, job);
   }
 }
 
@@ -474,7 +475,8 @@ TEST(monitor_node_join, a_silent_learner_s_own_node_gets_its_id_back) {
   EXPECT_FALSE(ask("host-a").has_value());  // granted and reserved
   join_request req;
   req.requested_learner_id = 0;
-  caf::anon_send(monitor, atoms::join_atom_v, encode(req, {ctx->run_id, 0}), fake_learner);
+  caf::anon_send(monitor, atoms::join_atom_v, encode(req, {ctx->run_id, 0}),
+                 caf::actor_cast<learner_at_syncer_hdl>(fake_learner));
   env.run();
   // The join was recorded under another CAF node id (a garbled handshake).
   auto* m = dynamic_cast<monitor_actor*>(caf::actor_cast<caf::abstract_actor*>(monitor));
@@ -489,7 +491,7 @@ TEST(monitor_node_join, a_silent_learner_s_own_node_gets_its_id_back) {
   env.advance(1.5);
   EXPECT_EQ(ask("host-b"), node_refusal::no_free_learner);
   EXPECT_FALSE(ask("host-a").has_value()) << "the id's own node was refused";
-  env.shutdown({monitor, fake_learner});
+  env.shutdown_all(monitor, fake_learner);
 }
 
 }  // namespace

@@ -190,9 +190,9 @@ TEST_F(learner_actor_test, a_damaged_owner_directory_is_asked_for_again) {
   ASSERT_EQ(actor().state.now, learner_state::phase::stepping);
   ASSERT_EQ(actor().state.owners.size(), 1u);
   ASSERT_TRUE(actor().state.owners[0]);
-  actor().state.owners[0] = caf::actor{};
+  actor().state.owners[0] = owner_hdl{};
   caf::anon_send(learner_handle, atoms::owners_atom_v, std::vector<uint8_t>{7, 7, 7},
-                 std::vector<caf::actor>{});
+                 std::vector<owner_hdl>{});
   env.run();
   EXPECT_EQ(failures("undecodable_owner_directory"), 1u);
   ASSERT_TRUE(actor().state.owners[0]) << "the directory was not asked for again";
