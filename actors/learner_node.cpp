@@ -237,6 +237,11 @@ nlohmann::json learner_steps(const run_log& log) {
 
 }  // namespace
 
+bool lookup_error_leaves_stale_connection(const std::string& error) {
+  return error.find("disconnect_during_handshake") != std::string::npos ||
+         error.find("unexpected_actor_messaging_interface") != std::string::npos;
+}
+
 bool refusal_is_retried(node_refusal r) {
   return r == node_refusal::no_free_learner || r == node_refusal::bad_request;
 }
@@ -335,8 +340,16 @@ int run_learner_node(const learner_node_options& o) {
                    o.join_deadline_s, conn.last_error.c_str());
       return node_exit_deadline;
     }
+    const int attempts_before = conn.attempt;
     auto m = conn.try_once();
     if (!m) {
+      if (conn.attempt != attempts_before &&
+          lookup_error_leaves_stale_connection(conn.last_error)) {
+        const int n = shutdown_connections_to(o.join);
+        std::fprintf(stderr, "dd-node learner %s: %d connection%s to the syncer shut down (%s)\n",
+                     name.c_str(), n, n == 1 ? "" : "s", conn.last_error.c_str());
+        std::fflush(stderr);
+      }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
     }
@@ -653,7 +666,7 @@ int run_learner_node(const learner_node_options& o) {
         log->emit("rejoin_attempt", {{"stage", "connect"},
                                      {"error", conn.last_error},
                                      {"took_s", connector::now_s() - tried_at}});
-        if (conn.last_error.find("disconnect_during_handshake") != std::string::npos)
+        if (lookup_error_leaves_stale_connection(conn.last_error))
           drop_connections(conn.last_error);
       }
       if (m) {

@@ -110,6 +110,17 @@ struct learner_node_options {
 /// other refusal is final.
 bool refusal_is_retried(dd::node_refusal r);
 
+/// Whether a failed remote lookup of the syncer's monitor (its error text) can have left CAF
+/// holding a connection to the syncer that every later lookup reuses, so the node must shut its
+/// sockets to the syncer down (shutdown_connections_to) before the next attempt:
+/// `disconnect_during_handshake` (CAF refuses a second connection to a node it is still
+/// connected to) and `unexpected_actor_messaging_interface` (the handshake's interface
+/// signatures did not match monitor_hdl; with the same app identifier, i.e. protocol version,
+/// they were damaged on the way, and CAF's middleman caches that handshake per host and port for
+/// as long as its connection lives: a node once failed every rejoin for the rest of the run on
+/// one damaged handshake).
+bool lookup_error_leaves_stale_connection(const std::string& error);
+
 /// Runs the learner node to the end of the run; returns its exit status (learner_node_exit).
 int run_learner_node(const learner_node_options& options);
 

@@ -458,3 +458,44 @@ TEST(learner_node_refusals, a_garbled_request_and_no_free_id_are_asked_again_the
                  node_refusal::data_mismatch, node_refusal::run_finished, node_refusal::none})
     EXPECT_FALSE(dd::actors::refusal_is_retried(r)) << to_string(r);
 }
+
+// Regression (chaos_matrix.network_corrupt with typed interfaces, 2026-12-02): a CAF handshake
+// damaged on the way carried garbled interface signatures, the typed lookup of monitor_hdl failed
+// with unexpected_actor_messaging_interface, and CAF's middleman kept that connection and
+// answered every later lookup of the same host and port from it, without connecting: the node
+// failed every rejoin for the rest of the run. Here a published actor of another interface gives
+// the same error; the node shuts its sockets to the syncer down, and the next lookup connects
+// afresh.
+TEST(learner_node_lookup,
+     a_lookup_refused_for_its_interface_is_not_answered_from_a_kept_connection) {
+  using namespace dd::actors;
+  node_transport fast;
+  fast.heartbeat_s = 0.2;
+  fast.connection_timeout_s = 1.0;
+  node_config server_cfg(fast);
+  caf::actor_system server{server_cfg};
+  using other_hdl = caf::typed_actor<caf::reacts_to<int32_t>>;
+  auto other = server.spawn([]() -> other_hdl::behavior_type { return {[](int32_t) {}}; });
+  auto port = server.middleman().publish(other, 0, "127.0.0.1", true);
+  ASSERT_TRUE(port) << server.render(port.error());
+  node_config client_cfg(fast);
+  caf::actor_system client{client_cfg};
+  const std::vector<std::pair<std::string, uint16_t>> syncer{{"127.0.0.1", *port}};
+  auto first = client.middleman().remote_actor<monitor_hdl>("127.0.0.1", *port);
+  ASSERT_FALSE(first);
+  const std::string error = client.render(first.error());
+  EXPECT_TRUE(lookup_error_leaves_stale_connection(error)) << error;
+  EXPECT_TRUE(lookup_error_leaves_stale_connection("system_error(disconnect_during_handshake)"));
+  EXPECT_FALSE(lookup_error_leaves_stale_connection("Connection refused"));
+  EXPECT_FALSE(lookup_error_leaves_stale_connection("system_error(request_timeout)"));
+  // The failed lookup left its connection open in CAF.
+  EXPECT_EQ(shutdown_connections_to(syncer), 1);
+  // Shut down, the connection is dropped by CAF together with what it cached; the next lookup
+  // opens a new one (which is again refused for its interface, and again left open).
+  std::this_thread::sleep_for(milliseconds(500));
+  EXPECT_EQ(shutdown_connections_to(syncer), 0) << "CAF kept the shut-down connection";
+  auto again = client.middleman().remote_actor<monitor_hdl>("127.0.0.1", *port);
+  ASSERT_FALSE(again);
+  EXPECT_EQ(shutdown_connections_to(syncer), 1) << "the lookup was answered without connecting";
+  caf::anon_send_exit(other, caf::exit_reason::user_shutdown);
+}
