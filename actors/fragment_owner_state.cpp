@@ -477,9 +477,9 @@ std::vector<wire_bytes> fragment_owner_state::encode_value() const {
     out.push_back(encode(b, {opts_.run_id, opts_.syncer_incarnation}));
     return out;
   }
-  auto chunks = split_broadcast(b, opts_.chunk_bytes);
-  for (const auto& c : *chunks) out.push_back(encode(c, {opts_.run_id, opts_.syncer_incarnation}));
-  return out;
+  // Each chunk's payload copied once, into its message (not first into a split-off copy).
+  return std::move(
+      *encode_broadcast_chunks(b, opts_.chunk_bytes, {opts_.run_id, opts_.syncer_incarnation}));
 }
 
 std::vector<wire_bytes> fragment_owner_state::current_value() const { return encode_value(); }

@@ -273,8 +273,8 @@ void push_fragment_now(learner_actor* self, const learner_context& ctx, int32_t 
   if (m.payload.size() <= ctx.chunk_bytes) {
     push.chunks.push_back(encode(m, stamp_of(self, ctx)));
   } else {
-    auto parts = split_push(m, ctx.chunk_bytes);
-    for (const auto& c : *parts) push.chunks.push_back(encode(c, stamp_of(self, ctx)));
+    // Each chunk's payload copied once, into its message (not first into a split-off copy).
+    push.chunks = std::move(*encode_push_chunks(m, ctx.chunk_bytes, stamp_of(self, ctx)));
   }
   if (ctx.barrier) {
     f.awaiting = true;
@@ -930,8 +930,9 @@ learner_hdl::behavior_type learner(learner_actor* self,
         std::vector<wire_bytes> copy;
         if (b.payload.size() <= ctx->chunk_bytes) {
           copy.push_back(encode(b, stamp_of(self, *ctx)));
-        } else if (auto chunks = split_broadcast(b, ctx->chunk_bytes); chunks) {
-          for (const auto& c : *chunks) copy.push_back(encode(c, stamp_of(self, *ctx)));
+        } else if (auto chunks = encode_broadcast_chunks(b, ctx->chunk_bytes, stamp_of(self, *ctx));
+                   chunks) {
+          copy = std::move(*chunks);
         }
         for (auto& c : copy)
           flow_send(self, s.copies, make_chunk(sender, atoms::copy_atom_v, std::move(c)));

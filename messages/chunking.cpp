@@ -38,38 +38,72 @@ void advise_huge_pages(void* p, size_t size) noexcept {
 #endif
 }
 
-template <class Msg>
-result<std::vector<Msg>> split_impl(const Msg& whole, size_t chunk_bytes, const char* what) {
-  using R = result<std::vector<Msg>>;
-  if (chunk_bytes == 0) return R(errc::invalid_argument, "chunk_bytes must be > 0");
+/// The fields of `whole` a chunk repeats, without its payload (copying `whole` would copy it).
+/// Every field but payload, payload_crc32c and the chunk fields, which each chunk sets; a field
+/// added to the message must be added here (ChunkEncode tests compare every field).
+push_msg chunk_header(const push_msg& whole) {
+  push_msg c;
+  c.learner_id = whole.learner_id;
+  c.incarnation = whole.incarnation;
+  c.fragment_id = whole.fragment_id;
+  c.base_version = whole.base_version;
+  c.steps = whole.steps;
+  c.tokens = whole.tokens;
+  c.transfer_id = whole.transfer_id;
+  c.encoding = whole.encoding;
+  c.total_elements = whole.total_elements;
+  c.payload_bytes = whole.payload_bytes;
+  c.contains_from = whole.contains_from;
+  return c;
+}
+
+broadcast_msg chunk_header(const broadcast_msg& whole) {
+  broadcast_msg c;
+  c.fragment_id = whole.fragment_id;
+  c.version = whole.version;
+  c.encoding = whole.encoding;
+  c.total_elements = whole.total_elements;
+  c.payload_bytes = whole.payload_bytes;
+  c.merged = whole.merged;
+  return c;
+}
+
+/// Cuts `whole` into chunks and calls emit(chunk header, its payload slice) for each, in order:
+/// the header fields copied once per chunk (copying `whole` per chunk would copy the whole
+/// payload count times), the payload not at all. errc::invalid_argument for chunk_bytes 0,
+/// size_mismatch when payload and payload_bytes disagree, too_large past 2^32 chunks.
+template <class Msg, class Emit>
+status for_each_chunk(const Msg& whole, size_t chunk_bytes, const char* what, Emit&& emit) {
+  if (chunk_bytes == 0) return {errc::invalid_argument, "chunk_bytes must be > 0"};
   if (whole.payload.size() != whole.payload_bytes) {
-    return R(errc::size_mismatch, std::string(what) + ".payload holds " +
-                                      num(whole.payload.size()) + " bytes, payload_bytes says " +
-                                      num(whole.payload_bytes));
+    return {errc::size_mismatch, std::string(what) + ".payload holds " + num(whole.payload.size()) +
+                                     " bytes, payload_bytes says " + num(whole.payload_bytes)};
   }
   const size_t total = whole.payload.size();
   const size_t count = total == 0 ? 1 : (total + chunk_bytes - 1) / chunk_bytes;
-  if (count > std::numeric_limits<uint32_t>::max()) {
-    return R(errc::too_large, std::string(what) + ": " + num(count) + " chunks do not fit u32");
-  }
-  // The header fields, copied once: copying `whole` per chunk would copy the whole payload
-  // count times (16 × 64 MiB for a 64 MiB fragment in 4 MiB chunks).
-  Msg header = whole;
-  header.payload = {};
-  std::vector<Msg> out;
-  out.reserve(count);
+  if (count > std::numeric_limits<uint32_t>::max())
+    return {errc::too_large, std::string(what) + ": " + num(count) + " chunks do not fit u32"};
   for (size_t i = 0; i < count; ++i) {
-    Msg c = header;
+    Msg c = chunk_header(whole);
     const size_t off = i * chunk_bytes;
     const size_t len = std::min(chunk_bytes, total - off);
     c.chunk_index = static_cast<uint32_t>(i);
     c.chunk_count = static_cast<uint32_t>(count);
     c.chunk_offset = off;
-    c.payload.assign(whole.payload.begin() + static_cast<std::ptrdiff_t>(off),
-                     whole.payload.begin() + static_cast<std::ptrdiff_t>(off + len));
-    c.payload_crc32c = util::crc32c(c.payload.data(), c.payload.size());
-    out.push_back(std::move(c));
+    emit(std::move(c), payload_view{whole.payload.data() + off, len});
   }
+  return {};
+}
+
+template <class Msg>
+result<std::vector<Msg>> split_impl(const Msg& whole, size_t chunk_bytes, const char* what) {
+  std::vector<Msg> out;
+  auto st = for_each_chunk(whole, chunk_bytes, what, [&](Msg c, const payload_view& p) {
+    c.payload.assign(p.data, p.data + p.size);
+    c.payload_crc32c = util::crc32c(p.data, p.size);
+    out.push_back(std::move(c));
+  });
+  if (!st) return st.error();
   return out;
 }
 
@@ -112,6 +146,28 @@ result<std::vector<push_msg>> split_push(const push_msg& whole, size_t chunk_byt
 
 result<std::vector<broadcast_msg>> split_broadcast(const broadcast_msg& whole, size_t chunk_bytes) {
   return split_impl(whole, chunk_bytes, "broadcast");
+}
+
+result<std::vector<wire_bytes>> encode_push_chunks(const push_msg& whole, size_t chunk_bytes,
+                                                   const envelope_stamp& stamp) {
+  std::vector<wire_bytes> out;
+  auto st = for_each_chunk(whole, chunk_bytes, "push", [&](push_msg c, const payload_view& p) {
+    out.push_back(encode_push_chunk(c, p, stamp));
+  });
+  if (!st) return st.error();
+  return out;
+}
+
+result<std::vector<wire_bytes>> encode_broadcast_chunks(const broadcast_msg& whole,
+                                                        size_t chunk_bytes,
+                                                        const envelope_stamp& stamp) {
+  std::vector<wire_bytes> out;
+  auto st =
+      for_each_chunk(whole, chunk_bytes, "broadcast", [&](broadcast_msg c, const payload_view& p) {
+        out.push_back(encode_broadcast_chunk(c, p, stamp));
+      });
+  if (!st) return st.error();
+  return out;
 }
 
 chunk_assembler::chunk_assembler(chunk_limits limits) : limits_(limits) {}

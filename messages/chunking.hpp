@@ -27,6 +27,16 @@ result<std::vector<push_msg>> split_push(const push_msg& whole,
 result<std::vector<broadcast_msg>> split_broadcast(const broadcast_msg& whole,
                                                    size_t chunk_bytes = default_chunk_bytes);
 
+/// split_push then encode each chunk, without the split's copy of each chunk's payload: the
+/// chunks' messages, each payload copied once (into its message). Decodes to exactly what
+/// encoding split_push's chunks decodes to. Errors as split_push.
+result<std::vector<wire_bytes>> encode_push_chunks(const push_msg& whole, size_t chunk_bytes,
+                                                   const envelope_stamp& stamp);
+/// The same for a broadcast.
+result<std::vector<wire_bytes>> encode_broadcast_chunks(const broadcast_msg& whole,
+                                                        size_t chunk_bytes,
+                                                        const envelope_stamp& stamp);
+
 /// Caps of a chunk_assembler (flow-control: a fast sender cannot exhaust the receiver).
 struct chunk_limits {
   /// Largest payload of a single chunk, bytes.

@@ -55,15 +55,16 @@ status id_at_least(const char* field, int32_t v, int32_t min) {
 /// in the struct, so only the payload's place among the pointer fields fixes the bytes: a
 /// caller that sets other pointer fields after this call keeps the wire format.
 template <class Builder, class Msg>
-void set_chunk_fields(Builder r, const Msg& m) {
+void set_chunk_fields(Builder r, capnp::MessageBuilder& b, const Msg& m,
+                      const payload_view& payload) {
   r.setEncoding(static_cast<cw::PayloadEncoding>(m.encoding));
   r.setTotalElements(m.total_elements);
   r.setChunkIndex(m.chunk_index);
   r.setChunkCount(m.chunk_count);
-  r.setPayload(as_bytes(m.payload));
+  set_payload(r, b, payload);
   r.setPayloadBytes(m.payload_bytes);
   r.setChunkOffset(m.chunk_offset);
-  r.setPayloadCrc32c(util::crc32c(m.payload.data(), m.payload.size()));
+  r.setPayloadCrc32c(util::crc32c(payload.data, payload.size));
 }
 
 /// Reads set_chunk_fields()'s fields from a push or broadcast body reader into `m` and checks
@@ -176,7 +177,12 @@ wire_bytes encode(const heartbeat_msg& m, const envelope_stamp& stamp) {
 }
 
 wire_bytes encode(const push_msg& m, const envelope_stamp& stamp) {
-  capnp::MallocMessageBuilder b(first_segment_words(m.payload.size()));
+  return encode_push_chunk(m, {m.payload.data(), m.payload.size()}, stamp);
+}
+
+wire_bytes encode_push_chunk(const push_msg& m, const payload_view& payload,
+                             const envelope_stamp& stamp) {
+  capnp::MallocMessageBuilder b;  // the payload is a segment of its own (set_payload)
   auto r = start_envelope(b, stamp).initPush();
   r.setLearnerId(m.learner_id);
   r.setIncarnation(m.incarnation);
@@ -186,16 +192,22 @@ wire_bytes encode(const push_msg& m, const envelope_stamp& stamp) {
   r.setTokens(m.tokens);
   r.setTransferId(m.transfer_id);
   r.setContainsFrom(m.contains_from);
-  set_chunk_fields(r, m);
+  set_chunk_fields(r, b, m, payload);
   return flatten(b);
 }
 
 wire_bytes encode(const broadcast_msg& m, const envelope_stamp& stamp) {
-  capnp::MallocMessageBuilder b(first_segment_words(m.payload.size()));
+  return encode_broadcast_chunk(m, {m.payload.data(), m.payload.size()}, stamp);
+}
+
+wire_bytes encode_broadcast_chunk(const broadcast_msg& m, const payload_view& payload,
+                                  const envelope_stamp& stamp) {
+  capnp::MallocMessageBuilder b;  // the payload is a segment of its own (set_payload)
   auto r = start_envelope(b, stamp).initBroadcast();
   r.setFragmentId(m.fragment_id);
   r.setVersion(m.version);
-  set_chunk_fields(r, m);  // the payload before the merged list, as it always was on the wire
+  set_chunk_fields(r, b, m,
+                   payload);  // the payload before the merged list, as it always was on the wire
   set_merged(r.initMerged(static_cast<unsigned>(m.merged.size())), m.merged);
   return flatten(b);
 }

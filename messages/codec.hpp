@@ -372,6 +372,22 @@ wire_bytes encode(const push_ack& m, const envelope_stamp& stamp = {});
 wire_bytes encode(const pull_request& m, const envelope_stamp& stamp = {});
 wire_bytes encode(const progress_msg& m, const envelope_stamp& stamp = {});
 
+/// Bytes of a chunk's payload that live elsewhere (a slice of a whole fragment's payload).
+struct payload_view {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+};
+/// encode(push_msg) of `header` (its own payload ignored) carrying `payload` as its payload: it
+/// decodes to what encode() of a push_msg holding a copy of `payload` decodes to, without that
+/// copy (the payload is copied once, into the message; a 4 MiB chunk a word-aligned whole number
+/// of words long travels as a Cap'n Proto segment of its own). `payload` need only live during
+/// the call.
+wire_bytes encode_push_chunk(const push_msg& header, const payload_view& payload,
+                             const envelope_stamp& stamp = {});
+/// The same for a broadcast.
+wire_bytes encode_broadcast_chunk(const broadcast_msg& header, const payload_view& payload,
+                                  const envelope_stamp& stamp = {});
+
 // ---- decode ---------------------------------------------------------------------------------
 
 /// Which message `bytes` holds. errc::malformed when it is not an Envelope; errc::too_large over

@@ -46,16 +46,49 @@ inline std::optional<std::vector<float>> to_floats(capnp::Data::Reader d) {
   return out;
 }
 
-// Flattens a builder into a byte vector (segment table + segments) and seals it: the checksum
-// trailer (seal_bytes: the CRC-32C of every byte before it, little-endian, then seal_magic)
-// follows the last segment.
+// Flattens a builder into a byte vector and seals it: Cap'n Proto's flat-array format (the
+// segment table — segment count − 1, then each segment's size in words, u32 little-endian,
+// padded to a word — then the segments), then the checksum trailer (seal_bytes: the CRC-32C of
+// every byte before it, little-endian, then seal_magic). Each segment is copied once, straight
+// into the result (capnp::messageToFlatArray and a vector copy of its words were two copies of
+// a 4 MiB chunk, each into fresh memory: dd-bench-transport's sender spent its time there).
 inline wire_bytes flatten(capnp::MessageBuilder& builder) {
-  kj::Array<capnp::word> words = capnp::messageToFlatArray(builder);
-  kj::ArrayPtr<const kj::byte> bytes = words.asBytes();
-  wire_bytes out(bytes.size() + seal_bytes);
-  if (bytes.size() > 0) std::memcpy(out.data(), bytes.begin(), bytes.size());
+  auto segments = builder.getSegmentsForOutput();
+  const size_t table_words = (segments.size() + 2) / 2;
+  size_t total = table_words * sizeof(capnp::word);
+  for (const auto& s : segments) total += s.size() * sizeof(capnp::word);
+  wire_bytes out;
+  out.reserve(total + seal_bytes);
+  std::vector<uint8_t> table(table_words * sizeof(capnp::word), 0);
+  auto put_le32 = [&](size_t at, size_t v) {
+    for (int i = 0; i < 4; ++i) table[at + i] = static_cast<uint8_t>(v >> (8 * i));
+  };
+  put_le32(0, segments.size() - 1);
+  for (size_t i = 0; i < segments.size(); ++i) put_le32(4 * (i + 1), segments[i].size());
+  out.insert(out.end(), table.begin(), table.end());
+  for (const auto& s : segments) {
+    const auto bytes = s.asBytes();
+    out.insert(out.end(), bytes.begin(), bytes.end());
+  }
+  out.resize(total + seal_bytes);  // zero-fills only the trailer
   seal_message(out);
   return out;
+}
+
+// Sets a chunk's payload (a push or broadcast body's Data field) without copying it into the
+// builder when it can (referenceExternalData: `payload` becomes a segment of its own, copied once
+// by flatten): when it is word-aligned and a whole number of words, as every 4 MiB chunk is.
+// Otherwise copied. `payload` must outlive the builder.
+template <class Builder>
+void set_payload(Builder r, capnp::MessageBuilder& b, const payload_view& payload) {
+  const auto at = reinterpret_cast<uintptr_t>(payload.data);
+  const capnp::Data::Reader data(payload.data, payload.size);
+  if (payload.size >= 4096 && payload.size % sizeof(capnp::word) == 0 &&
+      at % alignof(capnp::word) == 0) {
+    r.adoptPayload(b.getOrphanage().referenceExternalData(data));
+  } else {
+    r.setPayload(data);
+  }
 }
 
 // The body of a sealed message: its size without the trailer, after checking the trailer

@@ -443,5 +443,91 @@ TEST(Chunks, ADamagedRefChunkIsRefusedAndChangesNothing) {
   EXPECT_EQ(done->payload, whole.payload);
 }
 
+/// Every field of two decoded pushes, and their payloads, are equal.
+void expect_same_push(const push_msg& a, const push_msg& b) {
+  EXPECT_EQ(a.learner_id, b.learner_id);
+  EXPECT_EQ(a.incarnation, b.incarnation);
+  EXPECT_EQ(a.fragment_id, b.fragment_id);
+  EXPECT_EQ(a.base_version, b.base_version);
+  EXPECT_EQ(a.steps, b.steps);
+  EXPECT_EQ(a.tokens, b.tokens);
+  EXPECT_EQ(a.transfer_id, b.transfer_id);
+  EXPECT_EQ(a.encoding, b.encoding);
+  EXPECT_EQ(a.total_elements, b.total_elements);
+  EXPECT_EQ(a.payload_bytes, b.payload_bytes);
+  EXPECT_EQ(a.chunk_index, b.chunk_index);
+  EXPECT_EQ(a.chunk_count, b.chunk_count);
+  EXPECT_EQ(a.chunk_offset, b.chunk_offset);
+  EXPECT_EQ(a.payload, b.payload);
+  EXPECT_EQ(a.contains_from, b.contains_from);
+  EXPECT_EQ(a.payload_crc32c, b.payload_crc32c);
+}
+
+// encode_push_chunks (each payload copied once, a 4 KiB+ word-aligned chunk as a segment of its
+// own) gives what split_push + encode gives, for chunk sizes that take either path: word-sized
+// chunks of 4 KiB and more, an odd-sized last chunk, and chunks too small for their own segment.
+TEST(ChunkEncode, EncodingChunksDirectlyDecodesToWhatSplitThenEncodeGives) {
+  for (const size_t chunk : {size_t{8192}, size_t{4096}, size_t{300}, size_t{5000}}) {
+    push_msg whole = whole_push(5001);  // 20004 bytes: the last chunk is not whole words
+    whole.contains_from = 7;
+    whole.incarnation = 3;
+    whole.fragment_id = 2;
+    const envelope_stamp stamp{"0123abcd0123abcd", 3};
+    auto direct = encode_push_chunks(whole, chunk, stamp);
+    ASSERT_TRUE(direct.ok()) << direct.error().message;
+    auto split = split_push(whole, chunk);
+    ASSERT_TRUE(split.ok());
+    ASSERT_EQ(direct->size(), split->size()) << "chunk " << chunk;
+    chunk_assembler a;
+    std::optional<push_msg> done;
+    for (size_t i = 0; i < split->size(); ++i) {
+      const envelope_expect expect{stamp.run_id, 0};
+      auto d = decode_push((*direct)[i], {}, expect);
+      auto s = decode_push(encode((*split)[i], stamp), {}, expect);
+      ASSERT_TRUE(d.ok()) << d.error().message;
+      ASSERT_TRUE(s.ok()) << s.error().message;
+      expect_same_push(*d, *s);
+      auto r = a.add(*decode_push_ref((*direct)[i], {}, expect));
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      if (r->has_value()) done = std::move(**r);
+    }
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(done->payload, whole.payload) << "chunk " << chunk;
+  }
+  // The same errors as split_push.
+  EXPECT_EQ(encode_push_chunks(whole_push(10), 0, {}).code(), errc::invalid_argument);
+  push_msg lying = whole_push(10);
+  lying.payload_bytes = 41;
+  EXPECT_EQ(encode_push_chunks(lying, 16, {}).code(), errc::size_mismatch);
+}
+
+TEST(ChunkEncode, BroadcastChunksCarryTheMergedListAndThePayload) {
+  broadcast_msg b;
+  b.fragment_id = 1;
+  b.version = 12;
+  b.total_elements = 3000;
+  b.payload_bytes = 12000;
+  b.payload.resize(12000);
+  for (size_t i = 0; i < b.payload.size(); ++i) b.payload[i] = static_cast<uint8_t>(i * 7 + 1);
+  b.merged = {{0, 1, 5, 11}, {2, 1, 9, 12}};
+  auto direct = encode_broadcast_chunks(b, 4096, {"feed", 2});
+  ASSERT_TRUE(direct.ok());
+  ASSERT_EQ(direct->size(), 3u);
+  chunk_assembler a;
+  std::optional<broadcast_msg> done;
+  for (const auto& bytes : *direct) {
+    auto d = decode_broadcast(bytes, {}, {"feed", 0});
+    ASSERT_TRUE(d.ok()) << d.error().message;
+    EXPECT_EQ(d->version, 12u);
+    EXPECT_EQ(d->merged.size(), 2u);
+    EXPECT_EQ(d->merged[1].transfer_id, 9u);
+    auto r = a.add(std::move(*d));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    if (r->has_value()) done = std::move(**r);
+  }
+  ASSERT_TRUE(done.has_value());
+  EXPECT_EQ(done->payload, b.payload);
+}
+
 }  // namespace
 }  // namespace dd
