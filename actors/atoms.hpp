@@ -63,6 +63,10 @@
 //   chunks under credit (actors/chunk_flow.hpp): push, copy and broadcast chunks also travel as
 //   (atom, wire_bytes, uint64 seq); the receiver answers each with (credit_atom, uint64 seq)
 //   anyone   -> owner   : (owner_status_atom) -> (uint64 version, size_t pending, double grace)
+//   job      -> owner   : (checkpoint_atom) -> bool               the run is over: write a
+//                                                                 checkpoint of the current state
+//                                                                 now (false: checkpoints are off
+//                                                                 or the write failed)
 //   evaluator -> monitor : (get_atom, owners_atom) -> (wire_bytes owner_directory,
 //                                                     std::vector<owner_hdl>)
 //   operator -> monitor : (status_atom, wire_bytes status_request) -> wire_bytes status_reply
@@ -127,6 +131,7 @@ CAF_ADD_ATOM(dd_actors, dd::atoms, step_poll_atom, "dd_spoll")
 CAF_ADD_ATOM(dd_actors, dd::atoms, owner_status_atom, "dd_ostatus")
 CAF_ADD_ATOM(dd_actors, dd::atoms, kill_atom, "dd_kill")
 CAF_ADD_ATOM(dd_actors, dd::atoms, snapshot_atom, "dd_snap")
+CAF_ADD_ATOM(dd_actors, dd::atoms, checkpoint_atom, "dd_ckpt")
 CAF_ADD_ATOM(dd_actors, dd::atoms, progress_atom, "dd_prog")
 CAF_ADD_ATOM(dd_actors, dd::atoms, node_join_atom, "dd_njoin")
 CAF_ADD_ATOM(dd_actors, dd::atoms, publish_atom, "dd_pub")

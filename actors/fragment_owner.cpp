@@ -525,6 +525,7 @@ owner_hdl::behavior_type rebuilding(owner_actor* self, std::shared_ptr<const own
       [=](atoms::pull_atom, const std::vector<uint8_t>&) -> caf::result<void> { return caf::skip; },
       [=](atoms::grace_atom, uint64_t) -> caf::result<void> { return caf::skip; },
       [=](atoms::snapshot_atom, double) -> caf::result<void> { return caf::skip; },
+      [=](atoms::checkpoint_atom) -> caf::result<bool> { return caf::skip; },
   };
 }
 
@@ -739,6 +740,26 @@ owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_
           const double next = std::min(10.0, backoff_s * 2);
           self->delayed_send(self, to_timespan(backoff_s), atoms::snapshot_atom_v, next);
         }
+      },
+      // The run is over (budget spent, every learner done, or interrupted): the current state,
+      // so that a resumed run continues from it and not from the last periodic checkpoint (a
+      // run interrupted before its first one once restarted every fragment from the initial
+      // weights). Off when checkpoints are off.
+      [=](atoms::checkpoint_atom) -> bool {
+        auto& s = self->state;
+        const auto& o = ctx->options;
+        if (o.checkpoint_every == 0 || o.checkpoint_path.empty()) return false;
+        auto w = save_checkpoint(o.checkpoint_path, s.core->make_checkpoint());
+        if (ctx->log != nullptr && w)
+          ctx->log->emit(
+              "checkpoint",
+              {{"fragment", frag}, {"version", s.core->version()}, {"error", ""}, {"final", true}});
+        else if (ctx->log != nullptr)
+          ctx->log->emit("failure", {{"fragment", frag},
+                                     {"what", "final_checkpoint"},
+                                     {"version", s.core->version()},
+                                     {"error", w.error().message}});
+        return static_cast<bool>(w);
       },
       [=](atoms::owner_status_atom) -> caf::result<uint64_t, size_t, double> {
         auto& c = *self->state.core;

@@ -766,8 +766,10 @@ monitor_hdl::behavior_type health_monitor(monitor_actor* self,
           it->second.alive = false;
           // One that leaves because the run was stopped (a signal to the syncer) has not
           // finished its budget: the record keeps it unfinished, so a resumed run takes it back
-          // (it was refused as finished, and the resumed run ended at once).
-          it->second.finished = !st.stopping;
+          // (it was refused as finished, and the resumed run ended at once). Nor has one whose
+          // own node was stopped (Ctrl-C on a learner started by hand): its id waits for the
+          // next node, and the run goes on (it once ended the run as done at 58 of 300 steps).
+          it->second.finished = !st.stopping && !lm->interrupted;
           st.uptime.finished(id, now_s(self));
           push_uptime(self, *ctx);
           if (ctx->log != nullptr)

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -100,8 +101,41 @@ void finalize(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor 
   self->quit();
 }
 
+/// Asks every fragment owner the monitor knows to write a checkpoint of its current state
+/// (checkpoint_atom), then calls `next` once each answered, failed or passed `limit_s` seconds.
+/// A run interrupted before its first periodic checkpoint (checkpoint.every_versions) once
+/// resumed every fragment from the initial weights, and any run lost the merges since its last
+/// periodic checkpoint.
+void checkpoint_owners(job_actor* self, double limit_s, std::function<void()> next) {
+  auto& s = self->state;
+  if (!s.monitor) {
+    next();
+    return;
+  }
+  auto done = std::make_shared<std::function<void()>>(std::move(next));
+  self->request(s.monitor, span(limit_s), caf::get_atom_v, atoms::owners_atom_v)
+      .then(
+          [=](const std::vector<uint8_t>&, const std::vector<owner_hdl>& owners) {
+            auto left = std::make_shared<size_t>(0);
+            for (const auto& o : owners)
+              if (o) ++*left;
+            if (*left == 0) {
+              (*done)();
+              return;
+            }
+            auto one = [=] {
+              if (--*left == 0) (*done)();
+            };
+            for (const auto& o : owners)
+              if (o)
+                self->request(o, span(limit_s), atoms::checkpoint_atom_v)
+                    .then([=](bool) { one(); }, [=](caf::error&) { one(); });
+          },
+          [=](caf::error&) { (*done)(); });
+}
+
 /// Every learner is done (or, interrupted, `timed_out`: the interrupt deadline passed): the
-/// final evaluation, then finalize.
+/// owners' final checkpoints, the final evaluation, then finalize.
 void final_evaluation(job_actor* self, std::shared_ptr<cluster_setup> setup, caf::actor reply_to,
                       bool timed_out) {
   auto& s = self->state;
@@ -115,22 +149,30 @@ void final_evaluation(job_actor* self, std::shared_ptr<cluster_setup> setup, caf
   s.finalizing = true;
   // Interrupted: the final evaluation gets what is left of interrupt_timeout_s (at least 1
   // s), else the last periodic validation loss stands in.
-  const double limit_s =
-      s.interrupted.empty()
-          ? 600.0
-          : std::max(1.0,
-                     s.interrupted_at_s + setup->options.interrupt_timeout_s - setup->log->now());
+  auto left_s = [self, setup] {
+    const auto& st = self->state;
+    return st.interrupted.empty()
+               ? 600.0
+               : std::max(1.0, st.interrupted_at_s + setup->options.interrupt_timeout_s -
+                                   setup->log->now());
+  };
+  const double limit_s = left_s();
   if (timed_out || s.owner_lost) {
-    finalize(self, setup, reply_to, setup->log->snapshot().last_val_loss, 0);
+    checkpoint_owners(self, 5.0, [=] {
+      finalize(self, setup, reply_to, setup->log->snapshot().last_val_loss, 0);
+    });
     return;
   }
-  self->request(s.eval, span(limit_s), atoms::final_eval_atom_v)
-      .then([=](double loss, uint64_t digest) { finalize(self, setup, reply_to, loss, digest); },
-            [=](caf::error&) {
-              finalize(
-                  self, setup, reply_to,
-                  self->state.interrupted.empty() ? -1.0 : setup->log->snapshot().last_val_loss, 0);
-            });
+  checkpoint_owners(self, std::min(limit_s, 30.0), [=] {
+    self->request(self->state.eval, span(left_s()), atoms::final_eval_atom_v)
+        .then([=](double loss, uint64_t digest) { finalize(self, setup, reply_to, loss, digest); },
+              [=](caf::error&) {
+                finalize(
+                    self, setup, reply_to,
+                    self->state.interrupted.empty() ? -1.0 : setup->log->snapshot().last_val_loss,
+                    0);
+              });
+  });
 }
 
 job_hdl::behavior_type job(job_actor* self, std::shared_ptr<cluster_setup> setup,

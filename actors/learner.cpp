@@ -107,6 +107,7 @@ void finish(learner_actor* self, const learner_context& ctx) {
     leave_msg lm;
     lm.learner_id = st.id;
     lm.incarnation = st.incarnation;
+    lm.interrupted = st.stopped_by_node;
     self->send(st.monitor, atoms::leave_atom_v, encode(lm, stamp_of(self, ctx)));
   }
   if (ctx.log != nullptr)
@@ -1024,6 +1025,7 @@ learner_hdl::behavior_type learner(learner_actor* self,
       [=](atoms::stop_atom) {
         auto& s = self->state;
         s.stop_requested = true;
+        s.stopped_by_node = true;
         if (s.now != phase::stepping && s.now != phase::draining) finish(self, *ctx);
       },
       // The learner node reconnected to a (restarted) syncer: rejoin its monitor as a live

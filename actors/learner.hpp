@@ -196,6 +196,9 @@ struct learner_state {
   std::optional<std::pair<int32_t, std::vector<wire_bytes>>> held_push;
   bool step_scheduled = false;
   bool stop_requested = false;
+  /// The stop came from the learner's own node (its supervisor: a signal to the node, or the
+  /// job of `dd-node run`), not from the monitor: its leave says `interrupted`.
+  bool stopped_by_node = false;
   bool joined = false;
   uint64_t join_attempt = 0;  ///< the newest first-join request (older answers are ignored)
   bool gate_joined = false;

@@ -75,8 +75,10 @@ using learner_at_owner_hdl =
 /// fragment_held) and (copy_atom, broadcast_msg, seq) chunks answering a rebuild's query, and the
 /// credit for each broadcast chunk. From the monitor: (live_atom, live_view_msg, one handle per
 /// learner in list order). From anyone: (owner_status_atom) -> (version, pending pushes, last
-/// grace window in seconds). Its own timers: (grace_atom, timer id), (rebuild_atom, query id),
-/// (snapshot_atom, backoff seconds) a failed checkpoint's retry, (kill_atom) a time-keyed fault.
+/// grace window in seconds). From the job at the end of the run: (checkpoint_atom) -> whether a
+/// checkpoint of the current state was written. Its own timers: (grace_atom, timer id),
+/// (rebuild_atom, query id), (snapshot_atom, backoff seconds) a failed checkpoint's retry,
+/// (kill_atom) a time-keyed fault.
 using owner_hdl = caf::typed_actor<
     caf::reacts_to<atoms::push_atom, protocol_bytes, uint64_t>,
     caf::reacts_to<atoms::pull_atom, protocol_bytes>,
@@ -84,6 +86,7 @@ using owner_hdl = caf::typed_actor<
     caf::reacts_to<atoms::credit_atom, uint64_t>, caf::reacts_to<atoms::held_atom, protocol_bytes>,
     caf::reacts_to<atoms::copy_atom, protocol_bytes, uint64_t>,
     caf::replies_to<atoms::owner_status_atom>::with<uint64_t, size_t, double>,
+    caf::replies_to<atoms::checkpoint_atom>::with<bool>,
     caf::reacts_to<atoms::grace_atom, uint64_t>, caf::reacts_to<atoms::rebuild_atom, uint64_t>,
     caf::reacts_to<atoms::snapshot_atom, double>, caf::reacts_to<atoms::kill_atom>>;
 

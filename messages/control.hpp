@@ -79,6 +79,10 @@ struct node_join_reply {
 struct leave_msg {
   int32_t learner_id = 0;
   uint64_t incarnation = 0;
+  /// The learner leaves because its own node was stopped (SIGINT/SIGTERM to a learner node), not
+  /// because its budget is done or it was drained: the monitor keeps its id unfinished (given
+  /// back to the next node that asks) and the run goes on.
+  bool interrupted = false;
 };
 
 /// Fragment owner → learner (rebuilding a fragment whose checkpoint is unusable, or checking

@@ -91,6 +91,7 @@ wire_bytes encode(const leave_msg& m, const envelope_stamp& stamp) {
   auto r = start_envelope(b, stamp).initLeave();
   r.setLearnerId(m.learner_id);
   r.setIncarnation(m.incarnation);
+  r.setInterrupted(m.interrupted);
   return flatten(b);
 }
 
@@ -160,6 +161,7 @@ result<leave_msg> decode_leave(const wire_bytes& bytes, const decode_limits& lim
                            leave_msg m;
                            m.learner_id = r.getLearnerId();
                            m.incarnation = r.getIncarnation();
+                           m.interrupted = r.getInterrupted();
                            if (m.learner_id < 0)
                              return R(errc::malformed, "leave.learnerId is negative");
                            if (auto st = same_incarnation("leave", sender_inc, m.incarnation); !st)

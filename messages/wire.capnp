@@ -248,6 +248,8 @@ struct NodeJoinReply {
 struct Leave {
   learnerId @0 :Int32;
   incarnation @1 :UInt64;
+  interrupted @2 :Bool;                # its own node was stopped (a signal): its budget is not
+                                       # done, so the monitor keeps its id unfinished
 }
 
 # ---- rebuilding a fragment from the learners (docs/wire.md "Rebuild") ---------------------------

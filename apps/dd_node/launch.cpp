@@ -168,7 +168,8 @@ void print_launch_help(FILE* f) {
       "Starts the experiment as a cluster of processes on this host: one `dd-node syncer` and P\n"
       "`dd-node learner` processes (default one per learner), over loopback TCP, and supervises\n"
       "them: a learner process that dies is started again at once, the syncer after\n"
-      "--syncer-restart-delay with --resume; a process that left cleanly is not restarted.\n"
+      "--syncer-restart-delay with --resume; a process that left cleanly, a learner that exited\n"
+      "2-6 and a syncer that exited 1 or 2 (a result: failed run, bad flags) are not restarted.\n"
       "  --learner-processes P   learner processes (learner ids dealt round-robin; default M)\n"
       "  --syncer-restart-delay S  wait before restarting a dead syncer (default 2)\n"
       "  --resume                continue the unfinished run in the run directory\n"
@@ -333,7 +334,11 @@ class launcher {
     }
     const bool final_learner =
         n.role == "learner" && WIFEXITED(ws) && WEXITSTATUS(ws) >= 2 && WEXITSTATUS(ws) <= 6;
-    const bool final_syncer = n.role == "syncer" && WIFEXITED(ws) && WEXITSTATUS(ws) == 2;
+    // A syncer's exit 1 (a failed run, or an error it reported) and 2 (bad flags, config, a
+    // locked run directory) are results, not crashes: started again with --resume it would only
+    // find a finished run and exit 2, which launch then returned instead of the 1 (QA, 2026-12-02).
+    const bool final_syncer =
+        n.role == "syncer" && WIFEXITED(ws) && (WEXITSTATUS(ws) == 1 || WEXITSTATUS(ws) == 2);
     if (stopping || (clean && !n.force_restart) || final_learner || final_syncer) {
       n.state = node_state::exited;
       if (n.role == "syncer") {

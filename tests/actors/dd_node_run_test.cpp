@@ -22,6 +22,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -216,6 +217,71 @@ TEST(dd_node_run, resume_continues_an_interrupted_run) {
   EXPECT_EQ(wait_exit(fourth, 60), 2);
   EXPECT_NE(read_text(dir / "d.err").find("no run to resume"), std::string::npos)
       << read_text(dir / "d.err");
+  fs::remove_all(dir);
+}
+
+// Regression (QA, 2026-12-02): a run interrupted before its first periodic checkpoint
+// (checkpoint.every_versions not reached) wrote no owner checkpoint, and `--resume` restarted
+// every fragment from the initial weights (train loss back from 2.78 to 4.69) and then failed the
+// run as degraded. Every owner now writes a checkpoint of its current state when the run stops.
+TEST(dd_node_run, an_interrupted_run_resumes_from_its_last_merge_not_its_last_periodic_checkpoint) {
+  const fs::path dir = make_workdir("resume_final");
+  const fs::path run = dir / "run";
+  const std::vector<std::string> rare = {"--set", "checkpoint.every_versions=100000"};
+  std::vector<std::string> args = {"--run-dir", "run"};
+  args.insert(args.end(), rare.begin(), rare.end());
+  const pid_t pid = start(dir, "a", args);
+  ASSERT_GT(pid, 0);
+  const bool merged = wait_for([&] { return has_event(run / "events.jsonl", "merge"); }, 60);
+  if (!merged) ::kill(pid, SIGKILL);
+  ASSERT_TRUE(merged) << read_text(dir / "a.err");
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ::kill(pid, SIGINT);
+  ASSERT_EQ(wait_exit(pid, 40), 130) << read_text(dir / "a.err");
+  const auto first = nlohmann::json::parse(read_text(run / "summary.json"));
+  ASSERT_TRUE(first.value("interrupted", false));
+  std::map<int, uint64_t> merged_version, checkpointed;
+  for (const auto& line : split_lines(read_text(run / "events.jsonl"))) {
+    const auto ev = nlohmann::json::parse(line);
+    if (ev["event"] == "merge") {
+      auto& v = merged_version[ev["fragment"].get<int>()];
+      v = std::max(v, ev["version"].get<uint64_t>());
+    }
+    if (ev["event"] == "checkpoint" && ev.value("final", false))
+      checkpointed[ev["fragment"].get<int>()] = ev["version"].get<uint64_t>();
+  }
+  ASSERT_FALSE(merged_version.empty());
+  for (const auto& [frag, v] : merged_version)
+    EXPECT_EQ(checkpointed[frag], v)
+        << "fragment " << frag << ": no final checkpoint of version " << v;
+  for (int frag : {0, 1})
+    EXPECT_TRUE(fs::exists(run / "checkpoints" / ("owner_" + std::to_string(frag) + ".ddck")));
+
+  const uint64_t budget = first["tokens"].get<uint64_t>() + 4000;
+  std::vector<std::string> again = {"--run-dir", "run", "--resume", "--set",
+                                    "budget={tokens=" + std::to_string(budget) + "}"};
+  again.insert(again.end(), rare.begin(), rare.end());
+  const pid_t second = start(dir, "b", again);
+  ASSERT_EQ(wait_exit(second, 120), 0) << read_text(dir / "b.err");
+  EXPECT_EQ(read_text(dir / "b.err").find("without a checkpoint"), std::string::npos)
+      << read_text(dir / "b.err");
+  bool resumed = false;
+  std::map<int, uint64_t> first_after;
+  for (const auto& line : split_lines(read_text(run / "events.jsonl"))) {
+    const auto ev = nlohmann::json::parse(line);
+    if (ev["event"] == "resume") resumed = true;
+    if (!resumed) continue;
+    if (ev["event"] == "owner_start") {
+      EXPECT_FALSE(ev.contains("reset")) << "an owner restarted from the initial weights";
+    }
+    if (ev["event"] == "merge" && !first_after.count(ev["fragment"].get<int>()))
+      first_after[ev["fragment"].get<int>()] = ev["version"].get<uint64_t>();
+  }
+  ASSERT_TRUE(resumed);
+  for (const auto& [frag, v] : first_after)
+    EXPECT_GT(v, merged_version[frag]) << "fragment " << frag << " did not continue its versions";
+  const auto summary = nlohmann::json::parse(read_text(run / "summary.json"));
+  EXPECT_FALSE(summary.value("failed", false)) << summary.dump();
   fs::remove_all(dir);
 }
 

@@ -1,6 +1,7 @@
 // tests/actors/health_monitor_test.cpp — the health monitor answers every heartbeat with the
 // global progress (Σ tokens of every learner and incarnation) that learners with
 // inner.schedule_clock = "global" follow. Real CAF threads; each wait is bounded.
+#include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -353,6 +354,106 @@ TEST(monitor_live_rejoin, counts_the_compute_seconds_its_join_request_reports) {
   EXPECT_DOUBLE_EQ(learner["compute_before_s"].get<double>(), 3.25);
   EXPECT_DOUBLE_EQ(learner["compute_this_incarnation_s"].get<double>(), 0.0);
   caf::anon_send_exit(monitor, caf::exit_reason::kill);
+}
+
+// Regression (QA, 2026-12-02): Ctrl-C on a learner node started by hand made its learners
+// leave, the monitor recorded them finished, and with no learner left the syncer ended the run as
+// done at 58 of 300 steps (exit 0). A leave that says its own node was stopped keeps the id
+// unfinished: the run goes on, and the id is given to the next join; that learner's own finish
+// ends the run.
+TEST(monitor_leave, a_learner_whose_node_was_stopped_stays_unfinished_and_its_id_is_taken_again) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "dd_monitor_interrupted_leave";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  caf::actor_system_config cfg;
+  cfg.set("logger.console-verbosity", caf::atom("quiet"));
+  cfg.set("logger.file-verbosity", caf::atom("quiet"));
+  caf::actor_system sys{cfg};
+  auto told = std::make_shared<std::atomic<int>>(0);
+  auto job = sys.spawn(
+      [told](job_hdl::pointer, int) -> job_hdl::behavior_type {
+        return {[told](atoms::children_done_atom, child_kind k) {
+                  if (k == child_kind::learner) ++*told;
+                },
+                [](atoms::child_given_up_atom, child_kind, int32_t, const std::string&) {},
+                [](atoms::budget_spent_atom) {}, [](atoms::stop_atom, const std::string&) {},
+                [](atoms::interrupt_timeout_atom) {}};
+      },
+      0);
+  auto ctx = std::make_shared<monitor_context>();
+  ctx->learners = 1;
+  ctx->fragments = 0;
+  ctx->remote_learners = true;
+  ctx->job = job;
+  ctx->record_path = (dir / "monitor.json").string();
+  auto monitor = sys.spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
+  caf::scoped_actor self{sys};
+  // A node's handshake reserving learner 0, then that learner's join; its incarnation.
+  auto join = [&] {
+    node_join nj;
+    nj.node_name = "host-a";
+    nj.learner_ids = {0};
+    nj.learner_count = 1;
+    bool granted = false;
+    self->request(monitor, std::chrono::seconds(10), atoms::node_join_atom_v, encode(nj, {"", 0}))
+        .receive(
+            [&](const std::vector<uint8_t>& bytes) {
+              auto rep = decode_node_join_reply(bytes, {}, {"", 0});
+              granted = rep && rep->accepted;
+              if (rep && !rep->accepted) ADD_FAILURE() << "node refused: " << rep->reason;
+            },
+            [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+    join_request req;
+    req.requested_learner_id = 0;
+    uint64_t inc = ~uint64_t{0};
+    if (!granted) return inc;
+    self->request(monitor, std::chrono::seconds(10), atoms::join_atom_v, encode(req, {"", 0}),
+                  caf::actor_cast<learner_at_syncer_hdl>(self))
+        .receive(
+            [&](const std::vector<uint8_t>& bytes) {
+              auto rep = decode_join_reply(bytes.data(), bytes.size());
+              if (rep) inc = rep->incarnation;
+            },
+            [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+    return inc;
+  };
+  // Whether the record shows learner 0 of `incarnation` finished within `wait_ms`.
+  auto recorded_finished = [&](uint64_t incarnation, int wait_ms) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+    while (std::chrono::steady_clock::now() < end) {
+      std::ifstream in(dir / "monitor.json");
+      nlohmann::json rec;
+      try {
+        if (in) rec = nlohmann::json::parse(in);
+      } catch (const std::exception&) {}
+      if (rec.is_object() && !rec["learners"].empty() &&
+          rec["learners"][0].value("incarnation", ~uint64_t{0}) == incarnation &&
+          rec["learners"][0].value("finished", false))
+        return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  };
+  const uint64_t first = join();
+  ASSERT_NE(first, ~uint64_t{0});
+  dd::leave_msg stopped{0, first};
+  stopped.interrupted = true;
+  self->send(monitor, atoms::leave_atom_v, encode(stopped, {"", first}));
+  EXPECT_FALSE(recorded_finished(first, 1000)) << "recorded finished";
+  EXPECT_EQ(told->load(), 0) << "the run was ended by a learner whose node was stopped";
+  // The next node's learner takes the id, finishes, and that ends the run.
+  const uint64_t second = join();
+  ASSERT_NE(second, ~uint64_t{0}) << "the id was not given again";
+  EXPECT_GT(second, first);
+  self->send(monitor, atoms::leave_atom_v, encode(dd::leave_msg{0, second}, {"", second}));
+  ASSERT_TRUE(recorded_finished(second, 5000));
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (told->load() == 0 && std::chrono::steady_clock::now() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(told->load(), 1);
+  caf::anon_send_exit(monitor, caf::exit_reason::kill);
+  caf::anon_send_exit(job, caf::exit_reason::kill);
 }
 
 // The monitor record carries the run's training seconds over all parts (issue 10 item 5: a
