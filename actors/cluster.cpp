@@ -290,6 +290,7 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
     bool write_stop_sent = false;
     auto prev = setup->log->snapshot();
     double prev_t = setup->log->now();
+    double eta_from_t = -1.0, eta_from_done = 0.0;  // a resumed run's first progress line
     while (!done) {
       self->receive([&](atoms::finished_atom) { done = true; },
                     [&](atoms::publish_atom, const monitor_hdl& monitor) {
@@ -326,7 +327,15 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
         auto snap = setup->log->snapshot();
         const double spent =
             budget_done(exp, setup->steps_per_learner, snap, t + setup->seconds_before);
-        std::printf("%s\n", progress_line(snap, prev, t - prev_t, t, spent).c_str());
+        // A resumed run's ETA is of this part's pace: from its first line on (its share spent
+        // then counted out), not this part's seconds set against the whole run's share.
+        if (options.resume && eta_from_t < 0) {
+          eta_from_t = t;
+          eta_from_done = spent;
+        }
+        std::printf("%s\n", progress_line(snap, prev, t - prev_t, t, spent,
+                                          std::max(0.0, eta_from_t), eta_from_done)
+                                .c_str());
         std::fflush(stdout);
         prev = std::move(snap);
         prev_t = t;

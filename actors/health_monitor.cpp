@@ -181,8 +181,10 @@ node_join_reply on_node_join(monitor_actor* self, const monitor_context& ctx,
   envelope_expect expect = expect_of(ctx);
   if (header && header->run_id.empty()) expect.run_id.clear();
   auto req = decode_node_join(bytes, {}, expect);
-  if (!req && req.code() == errc::other_run)
-    return refuse(ctx, node_refusal::other_run, req.error().message);
+  if (!req && req.code() == errc::other_run)  // worded for both sides (both log it)
+    return refuse(ctx, node_refusal::other_run,
+                  "the node belongs to run '" + (header ? header->run_id : std::string("?")) +
+                      "', this syncer runs run '" + ctx.run_id + "'");
   if (!req)
     return refuse(ctx, node_refusal::bad_request, "undecodable node_join: " + req.error().message);
   if (req->protocol_version != dd::protocol_version)
@@ -190,8 +192,9 @@ node_join_reply on_node_join(monitor_actor* self, const monitor_context& ctx,
                   "node speaks protocol version " + std::to_string(req->protocol_version) +
                       ", this syncer " + std::to_string(dd::protocol_version));
   if (!req->run_id.empty() && req->run_id != ctx.run_id)
-    return refuse(ctx, node_refusal::other_run,
-                  "node belongs to run " + req->run_id + ", this syncer runs " + ctx.run_id);
+    return refuse(
+        ctx, node_refusal::other_run,
+        "the node belongs to run '" + req->run_id + "', this syncer runs run '" + ctx.run_id + "'");
   node_join_reply rep;
   rep.accepted = true;
   rep.run_id = ctx.run_id;

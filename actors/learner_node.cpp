@@ -405,10 +405,11 @@ int run_learner_node(const learner_node_options& o) {
     req.data_hash = rd.hash;
     req.data_bytes = rd.bytes;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "dd-node learner: data file '%s' (from %s): %s\n", data_name.c_str(),
-                 o.data_file.empty() ? "the syncer's experiment; give --data FILE" : "--data",
-                 e.what());
-    return node_exit_failure;
+    // Exit 2, as for a bad flag: started again (dd-node launch), it would fail the same way.
+    std::fprintf(stderr, "dd-node learner: %s (%s)\n", e.what(),
+                 o.data_file.empty() ? "the path the syncer's experiment names; give --data FILE"
+                                     : "from --data");
+    return node_exit_usage;
   }
   if (req.data_bytes != described.data_bytes || req.data_hash != described.data_hash) {
     std::fprintf(

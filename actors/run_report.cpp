@@ -197,7 +197,7 @@ std::string node_progress_line(const run_counters& now, double t_s) {
 }
 
 std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
-                          double t_s, double done) {
+                          double t_s, double done, double since_t, double since_done) {
   std::string line = learners_part(now, t_s);
   if (now.last_val_loss >= 0)
     line += fmt::format(" | val {:.4f}", now.last_val_loss);
@@ -213,8 +213,9 @@ std::string progress_line(const run_counters& now, const run_counters& prev, dou
                       contrib, grace, now.learner_restarts + now.owner_restarts);
   if (done >= 0) {
     line += fmt::format(" | {:.0f}%", 100.0 * done);
-    if (done > 0.005 && done < 1.0) {
-      const auto left = static_cast<int64_t>(t_s * (1.0 - done) / done + 0.5);
+    const double gained = done - since_done, took_s = t_s - since_t;
+    if (gained > 0.005 && took_s > 0 && done < 1.0) {
+      const auto left = static_cast<int64_t>(took_s * (1.0 - done) / gained + 0.5);
       line += left >= 60 ? fmt::format(" ETA {}m{:02d}s", left / 60, left % 60)
                          : fmt::format(" ETA {}s", left);
     }

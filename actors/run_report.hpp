@@ -76,10 +76,14 @@ run_result make_run_result(const run_facts& f, const run_counters& c, double fin
 /// for one that finished or was drained), global validation loss, merges per second
 /// (since `prev`, `dt_s` seconds earlier), mean contributors per merge, current grace window,
 /// restarts. `t_s` is the run time shown. `done` in [0, 1] is the share of the budget spent
-/// (< 0: unknown); when known the line ends with it and an estimate of the time left, t_s ×
-/// (1 − done) / done, e.g. "| 37% ETA 3m12s".
+/// (< 0: unknown); when known the line ends with it and an estimate of the time left from the
+/// pace since (`since_t` s, `since_done` spent then): (t_s − since_t) × (1 − done) / (done −
+/// since_done), e.g. "| 37% ETA 3m12s". A fresh run measures from its start (0, 0); a resumed
+/// one from its first line, since the share its earlier parts spent took none of this part's
+/// seconds (the ETA once read 7 s at 43% with 65 s to go).
 std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
-                          double t_s, double done = -1.0);
+                          double t_s, double done = -1.0, double since_t = 0.0,
+                          double since_done = 0.0);
 
 /// A learner node's progress line: its own learners' part of progress_line and their restarts,
 /// without the syncer's figures (validation loss, merges, contributors, grace), which a learner

@@ -7,10 +7,12 @@
 //   a learner process that dies (non-zero exit or any signal) is started again at once — or when
 //   a `hold` placed on it expires — under a per-node restart budget (10 in 60 s); one that left
 //   cleanly (exit 0) or was refused for good (exit 2..6: another run, protocol, data) is not;
-//   the syncer process that dies is started again with --resume after --syncer-restart-delay;
+//   the syncer process that dies is started again with --resume after --syncer-restart-delay,
+//   unless it exited 1 or 2 (a failed run, bad flags: a result, not a crash);
 //   when the syncer exits 0 the run is over: learners still running after 20 s get SIGTERM.
-// Ctrl-C / SIGTERM: forwarded as SIGTERM to every child (graceful: the syncer stops the learners
-// and writes summary.json); a second signal SIGKILLs the whole tree. Children run in their own
+// Ctrl-C / SIGTERM: forwarded as that signal to the syncer (or every child when the syncer is
+// down; graceful: the syncer stops the learners and writes summary.json); a second signal
+// SIGKILLs the whole tree. Children run in their own
 // process group, so only the launcher decides what they receive.
 //
 //   nodes file  <run_dir>/nodes.json, rewritten atomically on every start, exit and state change
@@ -779,15 +781,21 @@ int launch_main(int argc, char** argv) {
       M == 1 ? "" : "s", threads, threads == 1 ? "" : "s", gate ? ", host step admission on" : "",
       L.control_port, dir.c_str());
   std::fflush(stdout);
+  // Follow the syncer's log on our stdout (progress lines), so the launcher shows the run: from
+  // its end now, so that a --resume does not replay the earlier parts' lines as if new.
+  std::ifstream follow;
+  std::streampos followed = 0;
+  {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(L.nodes.front().log, ec);
+    if (resume && !ec) followed = static_cast<std::streamoff>(size);
+  }
   if (auto* p = L.find("proxy")) L.start(*p, false);
   L.start(L.nodes.front(), resume);
   for (auto& n : L.nodes)
     if (n.role == "learner") L.start(n, false);
   if (auto* c = L.find("chaos")) L.start(*c, false);
   bool chaos_stopped = false;
-  // Follow the syncer's log on our stdout (progress lines), so the launcher shows the run.
-  std::ifstream follow;
-  std::streampos followed = 0;
   int handled_signals = 0;
   while (true) {
     if (g_launch_signals > handled_signals) {
@@ -797,10 +805,12 @@ int launch_main(int argc, char** argv) {
                      g_launch_first == SIGINT ? "SIGINT" : "SIGTERM");
         L.stopping = true;
         L.stop_deadline = now_s() + 60.0;
+        // The signal the launcher got, so that summary.json names it (Ctrl-C: SIGINT).
+        const int sig = g_launch_first == SIGINT ? SIGINT : SIGTERM;
         if (auto* s = L.find("syncer"); s != nullptr && s->state == node_state::running)
-          ::kill(s->pid, SIGTERM);
+          ::kill(s->pid, sig);
         else
-          L.signal_all(SIGTERM);
+          L.signal_all(sig);
       } else {
         L.signal_all(SIGKILL);
       }

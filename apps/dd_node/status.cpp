@@ -197,7 +197,7 @@ int status_main(int argc, char** argv) {
     std::printf("%s\n", s.dump(2).c_str());
     return 0;
   }
-  std::printf("run %s: %zu of %d learners known, %s, %llu tokens, mean step %.1f\n",
+  std::printf("run %s: %zu of %d learners known, %s, %llu tokens, push clock (mean step) %.1f\n",
               s["run_id"].get<std::string>().c_str(), s["learners"].size(),
               s["learners_expected"].get<int>(),
               s["stopping"].get<bool>() ? "stopping" : "training",

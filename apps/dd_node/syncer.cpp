@@ -32,6 +32,7 @@ void print_syncer_help(FILE* f) {
       "                      [--name N] [--set key=value]... [--progress S]\n"
       "                      [--heartbeat S] [--connection-timeout S] [--script-timeout S]\n"
       "                      [--chaos-endpoint HOST:PORT [--message-faults-via-endpoint]]\n"
+      "                      [--max-frame-bytes N]\n"
       "Runs the syncer node of a cluster: the coordinator, the health monitor, one fragment owner\n"
       "per fragment and the evaluator. The monitor is published on --listen; learners join it\n"
       "with `dd-node learner --join ADVERTISED:PORT` (the exact command is printed).\n"

@@ -509,6 +509,8 @@ TEST(cluster_process, a_launch_stopped_with_ctrl_c_is_resumed_by_launch_resume) 
   EXPECT_EQ(wait_for(first, 60), 130) << text(dir / "first.out");
   const auto stopped = json::parse(text(run / "summary.json"));
   ASSERT_TRUE(stopped.value("interrupted", false));
+  // Ctrl-C reaches the syncer as SIGINT (the launcher forwarded SIGTERM whatever it got).
+  EXPECT_EQ(stopped.value("interrupt_reason", ""), "SIGINT") << stopped.dump();
   const uint64_t tokens_before = stopped["tokens"].get<uint64_t>();
   const pid_t second = spawn(dir,
                              {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress",

@@ -274,6 +274,13 @@ TEST(main_job, progress_line_shows_the_budget_spent_and_the_time_left) {
   const std::string line = progress_line(now, prev, 5.0, 70.0, budget_done(e, 80, now, 70.0));
   // 70 s for 43.75%: 90 s left.
   EXPECT_NE(line.find("| 44% ETA 1m30s"), std::string::npos) << line;
+  // A resumed part measures its own pace (QA, 2026-12-02: 43% ETA 7s with 65 s to go): its first
+  // line came at 10 s with 25% spent by the earlier parts; 60 s for 18.75% more: 180 s left.
+  const std::string resumed =
+      progress_line(now, prev, 5.0, 70.0, budget_done(e, 80, now, 70.0), 10.0, 0.25);
+  EXPECT_NE(resumed.find("| 44% ETA 3m00s"), std::string::npos) << resumed;
+  // No ETA until the part has made progress of its own.
+  EXPECT_EQ(progress_line(now, prev, 5.0, 70.0, 0.25, 10.0, 0.25).find("ETA"), std::string::npos);
   e.budget.kind = config::budget_kind::tokens;
   e.budget.tokens = 8000;
   EXPECT_DOUBLE_EQ(budget_done(e, 80, now, 10.0), 0.5);
