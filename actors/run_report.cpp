@@ -180,13 +180,24 @@ double budget_done(const config::experiment& exp, uint64_t steps_per_learner,
 
 namespace {
 
-/// "[  12.3s] L0 3.74st/s 3.773 L1 left ...": the run time and each learner's part.
-std::string learners_part(const run_counters& now, double t_s) {
+/// "[  12.3s] L0 3.74st/s 3.773 L1 left ...": the run time and each learner's part. The step
+/// rate is the one observed since `prev` (`dt_s` seconds earlier) when `prev` knows the learner
+/// and its step did not go back (a paused learner shows 0, not the rate of its last steps: QA,
+/// 2026-12-02), else the learner's own step-time EMA.
+std::string learners_part(const run_counters& now, double t_s, const run_counters* prev = nullptr,
+                          double dt_s = 0.0) {
   std::string line = fmt::format("[{:7.1f}s]", t_s);
-  for (const auto& [id, l] : now.learners)
-    line += l.finished ? fmt::format(" L{} left", id)
-                       : fmt::format(" L{} {}{:.2f}st/s {:.3f}", id, l.alive ? "" : "✗",
-                                     l.steps_per_s, l.loss);
+  for (const auto& [id, l] : now.learners) {
+    double rate = l.steps_per_s;
+    if (prev != nullptr && dt_s > 0) {
+      auto it = prev->learners.find(id);
+      if (it != prev->learners.end() && it->second.step > 0 && l.step >= it->second.step)
+        rate = static_cast<double>(l.step - it->second.step) / dt_s;
+    }
+    line += l.finished
+                ? fmt::format(" L{} left", id)
+                : fmt::format(" L{} {}{:.2f}st/s {:.3f}", id, l.alive ? "" : "✗", rate, l.loss);
+  }
   return line;
 }
 
@@ -198,7 +209,7 @@ std::string node_progress_line(const run_counters& now, double t_s) {
 
 std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
                           double t_s, double done, double since_t, double since_done) {
-  std::string line = learners_part(now, t_s);
+  std::string line = learners_part(now, t_s, &prev, dt_s);
   if (now.last_val_loss >= 0)
     line += fmt::format(" | val {:.4f}", now.last_val_loss);
   else

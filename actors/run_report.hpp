@@ -72,8 +72,9 @@ nlohmann::json make_summary(int learners, int fragments, const run_counters& c,
 run_result make_run_result(const run_facts& f, const run_counters& c, double final_val_loss,
                            uint64_t digest, double wall_s, double training_s);
 
-/// The progress line: per-learner step rate and loss ("✗" before a learner that is down, "left"
-/// for one that finished or was drained), global validation loss, merges per second
+/// The progress line: per-learner step rate (observed since `prev` when it knows the learner,
+/// else its step-time EMA) and loss ("✗" before a learner that is down, "left" for one that
+/// finished or was drained), global validation loss, merges per second
 /// (since `prev`, `dt_s` seconds earlier), mean contributors per merge, current grace window,
 /// restarts. `t_s` is the run time shown. `done` in [0, 1] is the share of the budget spent
 /// (< 0: unknown); when known the line ends with it and an estimate of the time left from the

@@ -279,6 +279,18 @@ TEST(main_job, progress_line_shows_the_budget_spent_and_the_time_left) {
   const std::string resumed =
       progress_line(now, prev, 5.0, 70.0, budget_done(e, 80, now, 70.0), 10.0, 0.25);
   EXPECT_NE(resumed.find("| 44% ETA 3m00s"), std::string::npos) << resumed;
+  // The step rate is the one observed since the previous line: a paused learner shows 0, not
+  // its EMA (QA, 2026-12-02: 'L2 2.69st/s' through a 6 s pause).
+  run_counters before = now, after = now;
+  before.learners[2].step = 40;
+  before.learners[3].step = 30;
+  after.learners[2].step = 40;  // paused
+  after.learners[3].step = 45;  // 15 steps in 5 s
+  after.learners[2].steps_per_s = 2.69;
+  after.learners[2].alive = after.learners[3].alive = true;
+  const std::string rates = progress_line(after, before, 5.0, 75.0);
+  EXPECT_NE(rates.find(" L2 0.00st/s"), std::string::npos) << rates;
+  EXPECT_NE(rates.find(" L3 3.00st/s"), std::string::npos) << rates;
   // No ETA until the part has made progress of its own.
   EXPECT_EQ(progress_line(now, prev, 5.0, 70.0, 0.25, 10.0, 0.25).find("ETA"), std::string::npos);
   e.budget.kind = config::budget_kind::tokens;
