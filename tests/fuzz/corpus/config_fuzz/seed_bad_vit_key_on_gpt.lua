@@ -1,0 +1,6 @@
+-- A vit key on a GPT.
+experiment {
+  name = "gpt_pool",
+  model = { pooling = "mean" },
+  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+}
