@@ -151,9 +151,10 @@ result<std::vector<broadcast_msg>> split_broadcast(const broadcast_msg& whole, s
 result<std::vector<wire_bytes>> encode_push_chunks(const push_msg& whole, size_t chunk_bytes,
                                                    const envelope_stamp& stamp) {
   std::vector<wire_bytes> out;
-  auto st = for_each_chunk(whole, chunk_bytes, "push", [&](push_msg c, const payload_view& p) {
-    out.push_back(encode_push_chunk(c, p, stamp));
-  });
+  auto st =
+      for_each_chunk(whole, chunk_bytes, "push", [&](const push_msg& c, const payload_view& p) {
+        out.push_back(encode_push_chunk(c, p, stamp));
+      });
   if (!st) return st.error();
   return out;
 }
@@ -162,10 +163,10 @@ result<std::vector<wire_bytes>> encode_broadcast_chunks(const broadcast_msg& who
                                                         size_t chunk_bytes,
                                                         const envelope_stamp& stamp) {
   std::vector<wire_bytes> out;
-  auto st =
-      for_each_chunk(whole, chunk_bytes, "broadcast", [&](broadcast_msg c, const payload_view& p) {
-        out.push_back(encode_broadcast_chunk(c, p, stamp));
-      });
+  auto st = for_each_chunk(whole, chunk_bytes, "broadcast",
+                           [&](const broadcast_msg& c, const payload_view& p) {
+                             out.push_back(encode_broadcast_chunk(c, p, stamp));
+                           });
   if (!st) return st.error();
   return out;
 }

@@ -180,8 +180,9 @@ wire_bytes encode(const push_msg& m, const envelope_stamp& stamp) {
   return encode_push_chunk(m, {m.payload.data(), m.payload.size()}, stamp);
 }
 
-wire_bytes encode_push_chunk(const push_msg& m, const payload_view& payload,
+wire_bytes encode_push_chunk(const push_msg& header, const payload_view& payload,
                              const envelope_stamp& stamp) {
+  const push_msg& m = header;
   capnp::MallocMessageBuilder b;  // the payload is a segment of its own (set_payload)
   auto r = start_envelope(b, stamp).initPush();
   r.setLearnerId(m.learner_id);
@@ -200,8 +201,9 @@ wire_bytes encode(const broadcast_msg& m, const envelope_stamp& stamp) {
   return encode_broadcast_chunk(m, {m.payload.data(), m.payload.size()}, stamp);
 }
 
-wire_bytes encode_broadcast_chunk(const broadcast_msg& m, const payload_view& payload,
+wire_bytes encode_broadcast_chunk(const broadcast_msg& header, const payload_view& payload,
                                   const envelope_stamp& stamp) {
+  const broadcast_msg& m = header;
   capnp::MallocMessageBuilder b;  // the payload is a segment of its own (set_payload)
   auto r = start_envelope(b, stamp).initBroadcast();
   r.setFragmentId(m.fragment_id);
