@@ -7,6 +7,7 @@
 #include "runtime/config/loader.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -855,6 +856,22 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
           // A dd-chaos target: learner:N, owner:N, node:NAME, learners, nodes, link names.
           ev.target_spec = t->get<std::string>();
           if (ev.target_spec.empty()) ctx.fail(p + ".target", "must not be empty");
+          // Targets and node names are [A-Za-z0-9._-] joined by ':' and ','. Any other byte is
+          // refused here, naming it (one that is not UTF-8 once escaped as an exception from the
+          // experiment's JSON, found by config_fuzz).
+          for (std::size_t i = 0; i < ev.target_spec.size(); ++i) {
+            const auto c = static_cast<unsigned char>(ev.target_spec[i]);
+            if (std::isalnum(c) == 0 && c != ':' && c != ',' && c != '.' && c != '_' && c != '-') {
+              ctx.fail(p + ".target",
+                       fmt::format("byte {} (0x{:02X}) at {} is not allowed in a dd-chaos target "
+                                   "(letters, digits, '.', '_', '-', ':' and ',')",
+                                   c >= 0x20 && c < 0x7F ? fmt::format("'{}'", static_cast<char>(c))
+                                                         : std::string("?"),
+                                   c, i));
+              ev.target_spec.clear();
+              break;
+            }
+          }
           std::size_t from = 0;
           while (from <= ev.target_spec.size()) {
             const std::size_t comma =

@@ -104,6 +104,25 @@ TEST(ConfigChaos, WithoutClusterMtbfTheScheduleKeysStayOut) {
   EXPECT_TRUE(again.ok()) << again.error_text();
 }
 
+// Regression (config_fuzz, 2026-12-02): a dd-chaos target holding bytes that are not UTF-8
+// escaped load_string as a JSON exception. Only [A-Za-z0-9._-:,] is a target; any other byte is
+// refused naming its place.
+TEST(ConfigChaos, ATargetWithAByteOutsideTargetNamesIsRefusedNamingIt) {
+  for (const std::string target : {std::string("learner:0,learne\x8c\xc5"
+                                               "7"),
+                                   std::string("node:sync er")}) {
+    std::string text = std::string("experiment { ") + test::k_data +
+                       ", learners = { count = 7 }, chaos = { events = { { at_time = 10, "
+                       "action = 'kill_process', target = '" +
+                       target + "' } } } }";
+    load_result r;
+    ASSERT_NO_THROW(r = load_string(text, "x.lua", test::repo_options()));
+    ASSERT_FALSE(r.ok()) << target;
+    EXPECT_NE(r.error_text().find("is not allowed in a dd-chaos target"), std::string::npos)
+        << r.error_text();
+  }
+}
+
 TEST(ConfigChaos, KnownKeyPathsListTheKnobs) {
   const auto& keys = known_key_paths();
   for (const char* k : {"chaos.events[].count", "chaos.events[].ms", "chaos.events[].dir",
