@@ -859,15 +859,15 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
           // Targets and node names are [A-Za-z0-9._-] joined by ':' and ','. Any other byte is
           // refused here, naming it (one that is not UTF-8 once escaped as an exception from the
           // experiment's JSON, found by config_fuzz).
-          for (std::size_t i = 0; i < ev.target_spec.size(); ++i) {
-            const auto c = static_cast<unsigned char>(ev.target_spec[i]);
+          for (std::size_t at = 0; at < ev.target_spec.size(); ++at) {
+            const auto c = static_cast<unsigned char>(ev.target_spec[at]);
             if (std::isalnum(c) == 0 && c != ':' && c != ',' && c != '.' && c != '_' && c != '-') {
               ctx.fail(p + ".target",
                        fmt::format("byte {} (0x{:02X}) at {} is not allowed in a dd-chaos target "
                                    "(letters, digits, '.', '_', '-', ':' and ',')",
                                    c >= 0x20 && c < 0x7F ? fmt::format("'{}'", static_cast<char>(c))
                                                          : std::string("?"),
-                                   c, i));
+                                   c, at));
               ev.target_spec.clear();
               break;
             }
