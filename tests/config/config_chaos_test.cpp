@@ -108,9 +108,9 @@ TEST(ConfigChaos, WithoutClusterMtbfTheScheduleKeysStayOut) {
 // escaped load_string as a JSON exception. Only [A-Za-z0-9._-:,] is a target; any other byte is
 // refused naming its place.
 TEST(ConfigChaos, ATargetWithAByteOutsideTargetNamesIsRefusedNamingIt) {
-  for (const std::string target : {std::string("learner:0,learne\x8c\xc5"
-                                               "7"),
-                                   std::string("node:sync er")}) {
+  for (const std::string& target : {std::string("learner:0,learne\x8c\xc5"
+                                                "7"),
+                                    std::string("node:sync er")}) {
     std::string text = std::string("experiment { ") + test::k_data +
                        ", learners = { count = 7 }, chaos = { events = { { at_time = 10, "
                        "action = 'kill_process', target = '" +
