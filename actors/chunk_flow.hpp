@@ -19,6 +19,9 @@
 // A chunk is a pre-built message (atom, bytes) with its number appended per link: it travels
 // through an untyped handle, sent as the actor's own `send` would (same sender, same execution
 // context), from typed and untyped actors alike; callers pass any handle (typed or not).
+// Between nodes, a chunk leaves on the tensor channel (actors/tensor_channel.hpp) when the
+// sending node holds one to the receiver's node, and on CAF otherwise; the receiver sees the
+// same message either way, and credits always travel on CAF.
 // Used on the owning actor's thread only.
 #pragma once
 
@@ -26,6 +29,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
 #include <caf/actor.hpp>
@@ -38,6 +42,7 @@
 
 #include "actors/atoms.hpp"
 #include "actors/policy/credit_window.hpp"
+#include "actors/tensor_channel.hpp"
 #include "messages/codec.hpp"
 
 namespace dd::actors {
@@ -51,7 +56,22 @@ struct queued_chunk {
   caf::message msg;
   size_t bytes = 0;      ///< encoded chunk bytes (statistics)
   double delay_s = 0.0;  ///< fault injection: sent this many seconds late (still in flight)
+  /// What the message is on a tensor channel (from its atom); 0: CAF only.
+  uint8_t channel = 0;
 };
+
+/// The tensor channel kind of chunk atom `Atom` (0: not a channel kind).
+template <class Atom>
+constexpr uint8_t channel_kind_of() {
+  if constexpr (std::is_same_v<Atom, atoms::push_atom>)
+    return static_cast<uint8_t>(channel_kind::push);
+  else if constexpr (std::is_same_v<Atom, atoms::copy_atom>)
+    return static_cast<uint8_t>(channel_kind::copy);
+  else if constexpr (std::is_same_v<Atom, atoms::broadcast_atom>)
+    return static_cast<uint8_t>(channel_kind::broadcast);
+  else
+    return 0;
+}
 
 /// The chunk message (atom, bytes) for queueing (bytes moved in); `dest` any actor handle.
 template <class Handle, class Atom>
@@ -61,6 +81,7 @@ queued_chunk make_chunk(const Handle& dest, Atom atom, wire_bytes bytes, double 
   c.bytes = bytes.size();
   c.msg = caf::make_message(atom, std::move(bytes));
   c.delay_s = delay_s;
+  c.channel = channel_kind_of<Atom>();
   return c;
 }
 
@@ -95,6 +116,12 @@ void flow_emit(Self* self, chunk_flow& f,
     auto& c = o.item;
     f.chunks_sent += 1;
     f.bytes_sent += c.bytes;
+    // A remote receiver whose node this node holds a tensor channel to: the chunk goes there
+    // (the queued message keeps its bytes alive until written). Late chunks stay on CAF.
+    if (c.channel != 0 && c.delay_s <= 0 &&
+        tensor_channel_hub::try_send(self->system(), c.dest, self->id(),
+                                     static_cast<channel_kind>(c.channel), o.seq, c.msg))
+      continue;
     auto msg = caf::message::concat(c.msg, caf::make_message(o.seq));
     // What self->send / self->delayed_send do, without their static check (a typed actor may
     // send() only to typed handles, and a pre-built message has no static type).

@@ -282,6 +282,7 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
   node_config cfg(transport);
   std::unique_ptr<frame_guard> frame_check;  // declared before sys: destroyed after it
   caf::actor_system sys{cfg};
+  std::shared_ptr<tensor_channel_hub> channels;  // declared after sys: destroyed before it
   {
     caf::scoped_actor self{sys};
     auto job_handle = spawn_job(sys, setup, self);
@@ -294,7 +295,7 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
     while (!done) {
       self->receive([&](atoms::finished_atom) { done = true; },
                     [&](atoms::publish_atom, const monitor_hdl& monitor) {
-                      publish_monitor(sys, monitor, *setup, frame_check);
+                      publish_monitor(sys, monitor, *setup, frame_check, channels);
                     },
                     caf::after(std::chrono::milliseconds(250)) >> [&] {});
       const double t = setup->log->now();

@@ -535,6 +535,9 @@ owner_hdl::behavior_type fragment_owner(owner_actor* self,
                                         std::shared_ptr<const owner_context> ctx) {
   name_crashes(self);
   drop_unexpected(self, ctx->log, "owner " + std::to_string(ctx->options.layout.fragment_id));
+  // Learners' push and copy chunks may come on the tensor channel too.
+  tensor_channel_hub::allow(self->system(), caf::strong_actor_ptr{self->ctrl()},
+                            {channel_kind::push, channel_kind::copy});
   auto& st = self->state;
   kernels::backend_options bo;
   bo.threads = ctx->threads;

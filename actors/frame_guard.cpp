@@ -18,6 +18,8 @@
 
 #include <fmt/format.h>
 
+#include "actors/tensor_channel.hpp"
+
 namespace dd::actors {
 
 namespace {
@@ -41,6 +43,7 @@ struct conn {
   uint64_t payload_left = 0;
   char header[header_bytes];
   size_t header_have = 0;
+  bool first_header = true;  // the client's first 32 bytes: a BASP header or a channel hello
   bool dead = false;
   std::string peer;
 };
@@ -48,8 +51,11 @@ struct conn {
 }  // namespace
 
 frame_guard::frame_guard(const std::string& host, uint16_t port, uint16_t target_port,
-                         uint64_t max_frame_bytes, report_fn report)
-    : target_port_(target_port), max_frame_bytes_(max_frame_bytes), report_(std::move(report)) {
+                         uint64_t max_frame_bytes, report_fn report, channel_fn on_channel)
+    : target_port_(target_port),
+      max_frame_bytes_(max_frame_bytes),
+      report_(std::move(report)),
+      on_channel_(std::move(on_channel)) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -172,6 +178,19 @@ void frame_guard::run() {
             c.header_have += take;
             pos += take;
             if (c.header_have < header_bytes) break;
+            if (c.first_header && on_channel_ &&
+                std::memcmp(c.header, channel_magic, sizeof channel_magic - 1) == 0) {
+              // A tensor channel, not CAF: the middleman side goes, the socket is handed over.
+              std::vector<uint8_t> first(c.header, c.header + header_bytes);
+              first.insert(first.end(), tmp + pos, tmp + n);
+              const int fd = c.client;
+              c.client = -1;
+              close_conn(c);
+              ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+              on_channel_(fd, c.peer, std::move(first));
+              break;
+            }
+            c.first_header = false;
             uint32_t len_be = 0;
             std::memcpy(&len_be, c.header + 4, 4);
             const uint64_t len = ntohl(len_be);

@@ -15,6 +15,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 namespace dd::actors {
 
@@ -23,11 +24,16 @@ class frame_guard {
  public:
   /// Called (on the guard's thread) with one line for each refused connection.
   using report_fn = std::function<void(const std::string& what)>;
+  /// Takes over a tensor channel socket: (fd, "ip:port" of the peer, the bytes read from it so
+  /// far: the 32-byte hello prefix and whatever followed it). Called on the guard's thread.
+  using channel_fn =
+      std::function<void(int fd, std::string peer, std::vector<uint8_t> first_bytes)>;
 
   /// Listens on host:port (SO_REUSEADDR; "" = every address; port 0 = any) and forwards to
   /// 127.0.0.1:target_port. Throws std::runtime_error naming the address when it cannot listen.
+  /// `on_channel` empty: a channel hello is forwarded to CAF like any bytes (CAF refuses it).
   frame_guard(const std::string& host, uint16_t port, uint16_t target_port,
-              uint64_t max_frame_bytes, report_fn report);
+              uint64_t max_frame_bytes, report_fn report, channel_fn on_channel = {});
   ~frame_guard();
   frame_guard(const frame_guard&) = delete;
   frame_guard& operator=(const frame_guard&) = delete;
@@ -45,6 +51,7 @@ class frame_guard {
   uint16_t target_port_ = 0;
   uint64_t max_frame_bytes_ = 0;
   report_fn report_;
+  channel_fn on_channel_;
   std::atomic<uint64_t> refused_{0};
   std::thread thread_;
 };

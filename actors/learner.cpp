@@ -828,6 +828,9 @@ learner_hdl::behavior_type learner(learner_actor* self,
                                    std::shared_ptr<const learner_context> ctx) {
   name_crashes(self);
   drop_unexpected(self, ctx->log, "learner " + std::to_string(ctx->learner_id));
+  // Owners' broadcast chunks may come on the tensor channel too.
+  tensor_channel_hub::allow(self->system(), caf::strong_actor_ptr{self->ctrl()},
+                            {channel_kind::broadcast});
   auto& st = self->state;
   st.id = ctx->learner_id;
   if (ctx->compute_nice > 0) util::lower_thread_priority(ctx->compute_nice);  // before the pool

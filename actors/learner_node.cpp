@@ -36,6 +36,7 @@
 #include "actors/role_configs.hpp"
 #include "actors/run_log.hpp"
 #include "actors/supervisor.hpp"
+#include "actors/tensor_channel.hpp"
 #include "messages/control.hpp"
 #include "runtime/config/loader.hpp"
 #include "runtime/rng.hpp"
@@ -270,6 +271,7 @@ struct connector {
   double next_try_s = 0.0;  ///< steady seconds
   std::string last_error;
   double deadline_at = 0.0;  ///< steady seconds of --join-deadline (0 = none)
+  std::pair<std::string, uint16_t> last_addr;  ///< the address of the latest attempt
 
   static double now_s() {
     using namespace std::chrono;
@@ -279,6 +281,7 @@ struct connector {
   std::optional<monitor_hdl> try_once() {
     if (now_s() < next_try_s) return std::nullopt;
     const auto& [host, port] = o.join[next % o.join.size()];
+    last_addr = {host, port};
     ++next;
     // An attempt never runs past --join-deadline.
     double timeout = o.connect_timeout_s;
@@ -320,7 +323,7 @@ int run_learner_node(const learner_node_options& o) {
   node_config cfg(o.transport);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  connector conn{o, sys, rng(seed), 0, 0, 0.0, {}, 0.0};
+  connector conn{o, sys, rng(seed), 0, 0, 0.0, {}, 0.0, {}};
   const double t0 = connector::now_s();
   if (o.join_deadline_s > 0) conn.deadline_at = t0 + o.join_deadline_s;
   auto interrupted = [&] { return o.interrupt != nullptr && o.interrupt->load() != 0; };
@@ -598,6 +601,40 @@ int run_learner_node(const learner_node_options& o) {
       name.c_str(), run_id.c_str(), exp.name.c_str(), ids.size() == 1 ? "" : "s", id_list.c_str(),
       threads, threads == 1 ? "" : "s", run_dir.c_str());
   std::fflush(stdout);
+  // The tensor channel to the syncer (actors/tensor_channel.hpp): chunks leave on it while it is
+  // open, on CAF otherwise. Opened after every join; one that breaks drops the CAF connection
+  // too (its chunks in flight are lost), so the node rejoins and opens a fresh one.
+  struct channel_loss {
+    std::mutex m;
+    std::string why;
+    bool lost = false;
+  };
+  auto channel_lost = std::make_shared<channel_loss>();
+  tensor_channel_hub::options co;
+  co.run_id = run_id;
+  co.handshake_timeout_s = std::max(1.0, o.connect_timeout_s);
+  co.report = [lg = log.get()](const std::string& event, const std::string& details) {
+    lg->emit(event, {{"details", details}});
+  };
+  co.on_lost = [channel_lost](const std::string& why) {
+    std::lock_guard<std::mutex> g(channel_lost->m);
+    channel_lost->why = why;
+    channel_lost->lost = true;
+  };
+  auto channels = tensor_channel_hub::make(sys, co);  // after sys: destroyed before it
+  auto open_channel = [&] {
+    {
+      std::lock_guard<std::mutex> g(channel_lost->m);
+      channel_lost->lost = false;
+    }
+    const auto st = channels->connect(conn.last_addr.first, conn.last_addr.second, monitor.node());
+    if (!st) {
+      std::fprintf(stderr, "dd-node learner %s: %s; chunks go on CAF\n", name.c_str(),
+                   st.error().message.c_str());
+      std::fflush(stderr);
+    }
+  };
+  open_channel();
   auto sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
   self->monitor(monitor);
 
@@ -626,6 +663,7 @@ int run_learner_node(const learner_node_options& o) {
                   [&](caf::down_msg& dm) {
                     if (dm.source != monitor.address()) return;
                     lost = true;
+                    channels->close_all("the syncer was lost");
                     last_outage_sample = connector::now_s();  // syncer_lost is the first sample
                     if (dm.reason != caf::exit_reason::remote_link_unreachable)
                       drop_connections(sys.render(dm.reason));
@@ -642,6 +680,15 @@ int run_learner_node(const learner_node_options& o) {
                   },
                   caf::after(std::chrono::milliseconds(250)) >> [&] {});
     if (done) break;
+    {
+      std::string why;
+      {
+        std::lock_guard<std::mutex> g(channel_lost->m);
+        if (channel_lost->lost) why = channel_lost->why;
+        channel_lost->lost = false;
+      }
+      if (!why.empty() && !lost) drop_connections(why);
+    }
     if (interrupted() && !stop_sent) {
       stop_sent = true;
       status = 128 + o.interrupt->load();
@@ -714,6 +761,7 @@ int run_learner_node(const learner_node_options& o) {
           }
           self->monitor(monitor);
           lost = false;
+          open_channel();
           conn.deadline_at = 0.0;
           conn.attempt = 0;
           handshake_retried_at = -1;

@@ -1,6 +1,8 @@
 // actors/syncer_node.cpp — see syncer_node.hpp.
 #include "actors/syncer_node.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -109,7 +111,8 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, cluste
 }
 
 void publish_monitor(caf::actor_system& sys, const monitor_hdl& monitor, cluster_setup& setup,
-                     std::unique_ptr<frame_guard>& guard) {
+                     std::unique_ptr<frame_guard>& guard,
+                     std::shared_ptr<tensor_channel_hub>& channels) {
   const auto& options = setup.options;
   // reuse_addr: a restarted syncer binds its port at once (CAF_NOTES: TIME_WAIT).
   const bool guarded = options.max_frame_bytes > 0;
@@ -126,12 +129,28 @@ void publish_monitor(caf::actor_system& sys, const monitor_hdl& monitor, cluster
   }
   uint16_t bound = *port;
   if (guarded) {
+    tensor_channel_hub::options co;
+    co.run_id = setup.run_id;
+    co.max_frame_bytes = options.max_frame_bytes;
+    co.report = [log = setup.log.get()](const std::string& event, const std::string& details) {
+      log->emit(event, {{"details", details}});
+      if (event == "channel_refused") log->warn("tensor channel refused: " + details);
+    };
+    channels = tensor_channel_hub::make(sys, co);
+    std::weak_ptr<tensor_channel_hub> hub = channels;
     try {
       guard = std::make_unique<frame_guard>(options.listen_host, options.listen_port, *port,
                                             options.max_frame_bytes,
                                             [log = setup.log.get()](const std::string& what) {
                                               log->emit("frame_refused", {{"reason", what}});
                                               log->warn("frame guard: " + what);
+                                            },
+                                            [hub](int fd, std::string peer,
+                                                  std::vector<uint8_t> first) {
+                                              if (auto h = hub.lock())
+                                                h->accept(fd, std::move(peer), std::move(first));
+                                              else
+                                                ::close(fd);
                                             });
     } catch (const std::exception& e) {
       std::fprintf(stderr, "dd-node syncer: %s\n", e.what());

@@ -19,6 +19,7 @@
 
 #include "actors/cluster.hpp"
 #include "actors/frame_guard.hpp"
+#include "actors/tensor_channel.hpp"
 #include "actors/protocol.hpp"
 
 namespace dd::actors {
@@ -37,9 +38,13 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, cluste
 /// Publishes `monitor` with reuse_addr on options.listen_host:listen_port — behind a frame guard
 /// on that address when options.max_frame_bytes > 0 (the middleman then listens on an ephemeral
 /// loopback port; `guard` receives it, and must outlive `sys`) — logs a "listening" event and
-/// calls options.on_published with the bound port. A port that cannot be bound ends the
-/// process: "dd-node syncer: cannot listen on HOST:PORT: <why>" on stderr, exit 2.
+/// calls options.on_published with the bound port. With the guard, learner nodes' tensor
+/// channels (actors/tensor_channel.hpp) come in on the same address: `channels` receives the hub
+/// that serves them (destroy it before `sys`; its events go to the run log). A port that cannot
+/// be bound ends the process: "dd-node syncer: cannot listen on HOST:PORT: <why>" on stderr,
+/// exit 2.
 void publish_monitor(caf::actor_system& sys, const monitor_hdl& monitor, cluster_setup& setup,
-                     std::unique_ptr<frame_guard>& guard);
+                     std::unique_ptr<frame_guard>& guard,
+                     std::shared_ptr<tensor_channel_hub>& channels);
 
 }  // namespace dd::actors
