@@ -119,7 +119,7 @@ void flow_emit(Self* self, chunk_flow& f,
     // A remote receiver whose node this node holds a tensor channel to: the chunk goes there
     // (the queued message keeps its bytes alive until written). Late chunks stay on CAF.
     if (c.channel != 0 && c.delay_s <= 0 &&
-        tensor_channel_hub::try_send(self->system(), c.dest, self->id(),
+        tensor_channel_hub::try_send(self->system(), c.dest, caf::strong_actor_ptr{self->ctrl()},
                                      static_cast<channel_kind>(c.channel), o.seq, c.msg))
       continue;
     auto msg = caf::message::concat(c.msg, caf::make_message(o.seq));

@@ -20,6 +20,7 @@
 #include <deque>
 #include <thread>
 
+#include <caf/actor_registry.hpp>
 #include <caf/binary_deserializer.hpp>
 #include <caf/binary_serializer.hpp>
 #include <caf/io/basp_broker.hpp>
@@ -742,9 +743,9 @@ void tensor_channel_hub::allow(caf::actor_system& sys, const caf::strong_actor_p
 }
 
 bool tensor_channel_hub::try_send(caf::actor_system& sys, const caf::actor& dest,
-                                  caf::actor_id src, channel_kind kind, uint64_t seq,
-                                  const caf::message& msg) {
-  if (!dest || dest.node() == sys.node()) return false;
+                                  const caf::strong_actor_ptr& src, channel_kind kind,
+                                  uint64_t seq, const caf::message& msg) {
+  if (!dest || !src || dest.node() == sys.node()) return false;
   std::shared_ptr<tensor_channel_hub> hub;
   {
     std::lock_guard<std::mutex> g(g_mu);
@@ -752,14 +753,19 @@ bool tensor_channel_hub::try_send(caf::actor_system& sys, const caf::actor& dest
     if (it == g_hubs.end()) return false;
     hub = it->second.lock();
   }
-  if (!hub) return false;
+  if (!hub || !hub->sending_.load(std::memory_order_relaxed)) return false;
   auto c = hub->find(dest.node());
   if (!c) return false;
+  // The receiver makes a proxy of `src` and announces it to this node, which answers for actors
+  // in its registry only (an unknown one is reported down at once, and the credits sent to that
+  // proxy are lost). CAF registers an actor when its handle is first serialized to a remote
+  // node; a chunk on the channel may come first, so register it here.
+  if (!sys.registry().get(src->id())) sys.registry().put(src->id(), src);
   std::array<uint8_t, frame_header_bytes> h{};
   std::memcpy(h.data(), frame_magic, 4);
   h[4] = static_cast<uint8_t>(kind);
   put_le(h.data() + 8, dest.id(), 8);
-  put_le(h.data() + 16, src, 8);
+  put_le(h.data() + 16, src->id(), 8);
   put_le(h.data() + 24, seq, 8);
   put_le(h.data() + 32, msg.get_as<wire_bytes>(1).size(), 8);
   put_le(h.data() + 40, util::crc32c(h.data(), 40), 4);

@@ -153,6 +153,10 @@ class tensor_channel_hub : public std::enable_shared_from_this<tensor_channel_hu
 
   channel_stats stats() const;
 
+  /// Off: try_send answers false, so chunks leave on CAF although channels stay open (what
+  /// dd-bench-transport's "push, CAF only" row measures). On by default.
+  void set_sending(bool on) { sending_.store(on); }
+
   /// Marks local actor `self` of `sys` as a channel endpoint taking `kinds`: a frame of another
   /// kind for it closes its channel; a frame for an actor that is no endpoint (it terminated) is
   /// dropped. Kept until the actor terminates; recorded whether or not `sys` has a hub yet.
@@ -161,9 +165,12 @@ class tensor_channel_hub : public std::enable_shared_from_this<tensor_channel_hu
 
   /// chunk_flow's send path: when `sys` has a hub with an open channel to `dest`'s node, queues
   /// `msg` ((atom, wire_bytes), kept alive until written) as a frame of `kind` from local actor
-  /// `src` to `dest` with link number `seq`, and returns true. False: send it on CAF.
-  static bool try_send(caf::actor_system& sys, const caf::actor& dest, caf::actor_id src,
-                       channel_kind kind, uint64_t seq, const caf::message& msg);
+  /// `src` to `dest` with link number `seq`, and returns true. False: send it on CAF. Puts `src`
+  /// into `sys`'s actor registry (as CAF does for a handle it serializes), so that the receiver's
+  /// proxy of it stays alive and its credits come back.
+  static bool try_send(caf::actor_system& sys, const caf::actor& dest,
+                       const caf::strong_actor_ptr& src, channel_kind kind, uint64_t seq,
+                       const caf::message& msg);
 
   // -- used by channel_conn ----------------------------------------------------------------------
   /// Delivers one received frame (reader thread). False (with `why`) closes the channel.
@@ -194,6 +201,7 @@ class tensor_channel_hub : public std::enable_shared_from_this<tensor_channel_hu
   caf::proxy_registry* proxies_ = nullptr;  // the BASP broker's (thread-safe)
   std::atomic<uint64_t> opened_{0}, closed_{0}, refused_{0};
   bool stopping_ = false;
+  std::atomic<bool> sending_{true};
 };
 
 }  // namespace dd::actors

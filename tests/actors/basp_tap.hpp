@@ -12,6 +12,12 @@
 // by name ("basp:server_handshake", "basp:down_message", ...); a message without a project atom
 // is "other message" (CAF's own, e.g. its middlemen's "info" lookups at connection setup).
 //
+// A tensor channel (actors/tensor_channel.hpp) shares the syncer's port: a link whose client
+// side opens with the channel magic is read as a channel from then on, in both directions (the
+// server side after CAF's server handshake): hellos are counted as "channel:hello", frames by the
+// atom they become at the receiver ("dd_push", "dd_copy", "dd_bcast"), as if CAF had carried
+// them.
+//
 // Single-threaded: feed each direction from one thread (the loopback proxy uses a mutex).
 #pragma once
 
@@ -68,7 +74,35 @@ class basp_tap {
     auto& buf = pending_[link];
     buf.insert(buf.end(), data, data + n);
     size_t pos = 0;
+    const std::string conn = link.substr(link.find('#') == std::string::npos ? link.size()
+                                                                             : link.find('#'));
+    if (direction(link) == "learner>syncer" && !seen_.count(link) && buf.size() >= 8) {
+      seen_.insert(link);
+      if (std::memcmp(buf.data(), "DDTCHAN1", 8) == 0) channel_conns_.insert(conn);
+    }
     while (buf.size() - pos >= k_header) {
+      if (channel_conns_.count(conn) && (channel_links_.count(link) ||
+                                         std::memcmp(buf.data() + pos, "DDTCHAN1", 8) == 0)) {
+        channel_links_.insert(link);
+        const auto* h = reinterpret_cast<const unsigned char*>(buf.data() + pos);
+        size_t whole = 0;
+        std::string kind;
+        if (std::memcmp(h, "DDTCHAN1", 8) == 0) {
+          whole = k_header + le(h + 12, 4);
+          kind = "channel:hello";
+        } else {
+          if (buf.size() - pos < k_channel_header) break;
+          whole = k_channel_header + le(h + 32, 8);
+          static const char* names[] = {"channel:?", "dd_push", "dd_copy", "dd_bcast"};
+          kind = names[h[4] <= 3 ? h[4] : 0];
+        }
+        if (buf.size() - pos < whole) break;
+        ++kinds_[kind];
+        ++directed_[direction(link) + " " + kind];
+        pos += whole;
+        bytes_ += whole;
+        continue;
+      }
       const auto* h = reinterpret_cast<const unsigned char*>(buf.data() + pos);
       const uint32_t len = be32(h + 4);
       if (buf.size() - pos < k_header + len) break;
@@ -103,6 +137,12 @@ class basp_tap {
 
  private:
   static constexpr size_t k_header = 32;
+  static constexpr size_t k_channel_header = 48;
+  static uint64_t le(const unsigned char* p, int n) {
+    uint64_t v = 0;
+    for (int i = 0; i < n; ++i) v |= uint64_t{p[i]} << (8 * i);
+    return v;
+  }
 
   template <class Atom>
   void add() {
@@ -172,6 +212,9 @@ class basp_tap {
   mutable std::mutex m_;
   std::vector<std::pair<std::string, std::string>> atoms_;         ///< (big-endian bytes, name)
   std::map<std::string, std::vector<char>> pending_;               ///< partial frame per link
+  std::set<std::string> seen_;           ///< client links whose first bytes were looked at
+  std::set<std::string> channel_conns_;  ///< connections ("#3") that are tensor channels
+  std::set<std::string> channel_links_;  ///< links already read as channel frames
   std::map<std::pair<uint64_t, uint64_t>, std::string> requests_;  ///< (requester, id) → kind
   std::map<std::string, uint64_t> kinds_, directed_;
   uint64_t bytes_ = 0;

@@ -87,7 +87,9 @@
 
 #include "actors/atoms.hpp"
 #include "actors/chunk_flow.hpp"
+#include "actors/frame_guard.hpp"
 #include "actors/node_config.hpp"
+#include "actors/tensor_channel.hpp"
 #include "messages/codec.hpp"
 #include "util/parse.hpp"
 
@@ -97,6 +99,8 @@ namespace atoms = dd::atoms;
 using dd::wire_bytes;
 
 constexpr const char* prog = "dd-bench-transport";
+/// The run id of the bench's tensor channels (any string both sides agree on).
+constexpr const char* bench_run_id = "dd-bench-transport";
 constexpr double mib = 1024.0 * 1024.0;
 
 /// Monotonic clock, seconds.
@@ -640,8 +644,31 @@ int child_mm_recv(int32_t learner, size_t chunk_bytes, double heartbeat_s, doubl
     caf::anon_send_exit(rcv, caf::exit_reason::user_shutdown);
     return 1;
   }
-  print_ready(*port);
+  // As the syncer node does (actors/syncer_node.cpp publish_monitor): the middleman on loopback
+  // behind a frame guard, which hands tensor channels to this node's hub.
+  dd::actors::tensor_channel_hub::options co;
+  co.run_id = bench_run_id;
+  co.max_frame_bytes = receiver_decode_limits(chunk_bytes).max_message_bytes;
+  auto hub = dd::actors::tensor_channel_hub::make(sys, co);
+  dd::actors::tensor_channel_hub::allow(
+      sys, caf::actor_cast<caf::strong_actor_ptr>(rcv),
+      {dd::actors::channel_kind::push, dd::actors::channel_kind::broadcast});
+  std::weak_ptr<dd::actors::tensor_channel_hub> weak = hub;
+  auto guard = std::make_unique<dd::actors::frame_guard>(
+      "127.0.0.1", 0, *port, uint64_t{80} << 20,
+      [learner](const std::string& what) {
+        std::fprintf(stderr, "receiver %d: frame guard: %s\n", learner, what.c_str());
+      },
+      [weak](int fd, std::string peer, std::vector<uint8_t> first) {
+        if (auto h = weak.lock())
+          h->accept(fd, std::move(peer), std::move(first));
+        else
+          ::close(fd);
+      });
+  print_ready(guard->port());
   child_command_loop(&counters.completed, &counters.errors);
+  guard.reset();
+  hub.reset();
   sys.middleman().unpublish(rcv, *port);
   caf::anon_send_exit(rcv, caf::exit_reason::user_shutdown);
   return 0;
@@ -988,27 +1015,41 @@ int run_transfers(const options& o) {
   t.heartbeat_s = o.heartbeat_s;
   t.connection_timeout_s = o.connection_timeout_s;
   dd::actors::node_config cfg{t};
+  // `sys` sends as a learner node does: its chunks leave on a tensor channel to each receiver
+  // (row "push, CAF only": the hub's sending is off for that transfer, so they go on BASP).
+  // One actor system: a second one in this process would have the same CAF node id.
   caf::actor_system sys{cfg};
-  const std::vector<caf::actor> push_peer = {connect_mm(sys, syncer_ready.port)};
+  dd::actors::tensor_channel_hub::options co;
+  co.run_id = bench_run_id;
+  auto hub = dd::actors::tensor_channel_hub::make(sys, co);  // after sys: destroyed before it
+  auto with_channel = [&](uint16_t port) {
+    auto h = connect_mm(sys, port);
+    auto st = hub->connect("127.0.0.1", port, h.node());
+    if (!st) throw std::runtime_error(st.error().message);
+    return h;
+  };
+  const std::vector<caf::actor> push_peer = {with_channel(syncer_ready.port)};
   std::vector<caf::actor> bcast_peers;
-  for (const auto& r : learner_ready) bcast_peers.push_back(connect_mm(sys, r.port));
+  for (const auto& r : learner_ready) bcast_peers.push_back(with_channel(r.port));
   const int fd_a = connect_loopback(raw_a_ready.port);
   const int fd_a0 = connect_loopback(raw_a0_ready.port);
   const int fd_b = connect_loopback(raw_b_ready.port);
 
-  enum kind { push = 0, bcast, raw_a_k, raw_a0_k, raw_b_k, kinds };
-  std::vector<double> mibps[kinds], ratio_a, ratio_b, ratio_a0;
+  enum kind { push = 0, bcast, raw_a_k, raw_a0_k, raw_b_k, push_caf, kinds };
+  std::vector<double> mibps[kinds], ratio_a, ratio_b, ratio_a0, ratio_caf_a;
   uint64_t transfer = 0;
   for (int r = 0; r < o.warmup + o.repeats; ++r) {
-    double v[kinds] = {0, 0, 0, 0, 0};
+    double v[kinds] = {0, 0, 0, 0, 0, 0};
     for (int j = 0; j < kinds; ++j) {
       const int k = (j + r) % kinds;  // rotate the order from round to round
       ++transfer;
       double s = 0;
-      if (k == push) {
+      if (k == push || k == push_caf) {
+        hub->set_sending(k == push);
         s = run_mm(sys, push_peer,
                    as_messages(atoms::push_atom_v, encode_push(frag, transfer, o.chunk_bytes)),
                    window);
+        hub->set_sending(true);
       } else if (k == bcast) {
         s = run_mm(
             sys, bcast_peers,
@@ -1027,15 +1068,16 @@ int run_transfers(const options& o) {
     const bool measured = r >= o.warmup;
     std::printf(
         "  round %d%s: push %.0f | broadcast %.0f (aggregate) | raw A %.0f | raw A0 %.0f "
-        "| raw B %.0f MiB/s\n",
+        "| raw B %.0f | push, CAF only %.0f MiB/s\n",
         measured ? r - o.warmup + 1 : r + 1, measured ? "" : " (warm-up)", v[push], v[bcast],
-        v[raw_a_k], v[raw_a0_k], v[raw_b_k]);
+        v[raw_a_k], v[raw_a0_k], v[raw_b_k], v[push_caf]);
     std::fflush(stdout);
     if (!measured) continue;
     for (int k = 0; k < kinds; ++k) mibps[k].push_back(v[k]);
     ratio_a.push_back(v[push] / v[raw_a_k]);
     ratio_b.push_back(v[push] / v[raw_b_k]);
     ratio_a0.push_back(v[push] / v[raw_a0_k]);
+    ratio_caf_a.push_back(v[push_caf] / v[raw_a_k]);
   }
 
   // Memory of every receiver after all transfers.
@@ -1052,7 +1094,8 @@ int run_transfers(const options& o) {
 
   double med[kinds];
   for (int k = 0; k < kinds; ++k) med[k] = median(mibps[k]);
-  const double ra = median(ratio_a), rb = median(ratio_b), ra0 = median(ratio_a0);
+  const double ra = median(ratio_a), rb = median(ratio_b), ra0 = median(ratio_a0),
+               rcaf = median(ratio_caf_a);
   const double idle_mib = kb_to_mib(syncer_ready.idle.rss);
   const double peak_mib = kb_to_mib(syncer_mem->hwm);
   const double inflight_mib = 4.0 * static_cast<double>(o.chunk_bytes) * window / mib;
@@ -1070,10 +1113,12 @@ int run_transfers(const options& o) {
     return s;
   };
   std::printf("\n  %-52s %12s  %s\n", "kind", "MiB/s (med)", "per round");
-  std::printf("  %-52s %12.0f  %s\n", "1. middleman push, learner -> syncer", med[push],
+  std::printf("  %-52s %12.0f  %s\n", "1. push, learner -> syncer (tensor channel)", med[push],
               per_round(mibps[push], "{:.0f}").c_str());
+  std::printf("  %-52s %12.0f  %s\n", "   push, CAF only (BASP through the frame guard)",
+              med[push_caf], per_round(mibps[push_caf], "{:.0f}").c_str());
   std::printf("  %-52s %12.0f  %s\n",
-              fmt::format("2. middleman broadcast -> {} learners (aggregate)", o.learners).c_str(),
+              fmt::format("2. broadcast -> {} learners (aggregate, channel)", o.learners).c_str(),
               med[bcast], per_round(mibps[bcast], "{:.0f}").c_str());
   std::printf("  %-52s %12.0f\n", "   ... per learner (fragment / broadcast time)",
               med[bcast] / o.learners);
@@ -1091,6 +1136,8 @@ int run_transfers(const options& o) {
       ra0, per_round(ratio_a0, "{:.3f}").c_str());
   std::printf("  ratio push / raw B: %.3f (target >= 0.5: %s)   per round %s\n", rb,
               rb >= 0.5 ? "met" : "NOT met", per_round(ratio_b, "{:.3f}").c_str());
+  std::printf("  ratio push CAF only / raw A: %.3f (the path before the channel)   per round %s\n",
+              rcaf, per_round(ratio_caf_a, "{:.3f}").c_str());
   std::printf(
       "  5. syncer memory: idle VmRSS %.1f MiB, peak VmHWM %.1f MiB (+%.1f MiB) over %d "
       "pushes\n",
@@ -1113,13 +1160,14 @@ int run_transfers(const options& o) {
       "\"repeats\":{},\"warmup\":{},\"heartbeat_s\":{},\"connection_timeout_s\":{},"
       "\"push_mibps\":{:.1f},\"broadcast_aggregate_mibps\":{:.1f},\"raw_a_mibps\":{:.1f},"
       "\"raw_a0_mibps\":{:.1f},\"raw_b_mibps\":{:.1f},\"ratio_push_raw_a\":{:.4f},"
-      "\"ratio_push_raw_a0\":{:.4f},\"ratio_push_raw_b\":{:.4f},"
+      "\"ratio_push_raw_a0\":{:.4f},\"ratio_push_raw_b\":{:.4f},\"push_caf_only_mibps\":{:.1f},"
+      "\"ratio_push_caf_only_raw_a\":{:.4f},"
       "\"syncer_idle_rss_kb\":{},\"syncer_peak_hwm_kb\":{},\"target_kb\":{:.0f},"
       "\"target_holds\":{},\"target_with_fragment_kb\":{:.0f},\"target_with_fragment_holds\":{},"
       "\"learner_peak_hwm_kb\":{},\"raw_a_peak_hwm_kb\":{}}}",
       frag_bytes, o.chunk_bytes, n_chunks, window, o.learners, o.learners, o.repeats, o.warmup,
       o.heartbeat_s, o.connection_timeout_s, med[push], med[bcast], med[raw_a_k], med[raw_a0_k],
-      med[raw_b_k], ra, ra0, rb, syncer_ready.idle.rss, syncer_mem->hwm, target_mib * 1024,
+      med[raw_b_k], ra, ra0, rb, med[push_caf], rcaf, syncer_ready.idle.rss, syncer_mem->hwm, target_mib * 1024,
       peak_mib <= target_mib, target_frag_mib * 1024, peak_mib <= target_frag_mib, learner_peak_kb,
       raw_a_mem->hwm);
   std::printf("%s\n", json.c_str());
