@@ -47,8 +47,6 @@ node_config::node_config(const node_transport& t) {
   set("middleman.heartbeat-interval", ms(t.heartbeat_s));
   set("middleman.connection-timeout", ms(t.connection_timeout_s));
   set("middleman.app-identifiers", std::vector<std::string>{app_identifier()});
-  if (const char* us = std::getenv("DD_RELAXED_US"))
-    set("work-stealing.relaxed-sleep-duration", caf::timespan{std::chrono::microseconds(std::atoi(us))});
 }
 
 }  // namespace dd::actors

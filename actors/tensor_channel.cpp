@@ -299,7 +299,7 @@ class channel_conn {
         close(fmt::format("a frame announced {} payload bytes (cap {})", len, cap), true);
         break;
       }
-      wire_bytes bytes(static_cast<size_t>(len));
+      wire_bytes bytes = take_buffer(static_cast<size_t>(len));
       err = read_exact(fd_, bytes.data(), bytes.size());
       if (!err.empty()) {
         close("read: " + err, true);
@@ -308,11 +308,15 @@ class channel_conn {
       frames_in.fetch_add(1, std::memory_order_relaxed);
       bytes_in.fetch_add(len, std::memory_order_relaxed);
       std::string why;
+      caf::message delivered;
       if (!hub_->deliver(node, static_cast<channel_kind>(kind), get_le(h + 8, 8),
-                         get_le(h + 16, 8), get_le(h + 24, 8), std::move(bytes), &why)) {
+                         get_le(h + 16, 8), get_le(h + 24, 8), std::move(bytes), &why,
+                         &delivered)) {
         close(why, true);
         break;
       }
+      if (!delivered.empty()) recent_.push_back(std::move(delivered));
+      trim_recent();
     }
     std::lock_guard<std::mutex> g(mu_);
     reader_done_ = true;
@@ -348,8 +352,40 @@ class channel_conn {
     writer_done_ = true;
   }
 
+  /// A buffer for a payload of `len` bytes: the vector of a delivered message that its receiver
+  /// has let go of (this thread holds the only reference left), else a fresh one. Reusing them
+  /// spares every chunk a fresh mapping, its page faults and its zero-fill (the chunk-sized
+  /// buffers are above the mmap threshold node_config sets).
+  wire_bytes take_buffer(size_t len) {
+    for (auto it = recent_.begin(); it != recent_.end(); ++it) {
+      if (!it->cvals()->unique()) continue;
+      wire_bytes b = std::move(it->get_mutable_as<wire_bytes>(1));
+      recent_.erase(it);
+      if (b.capacity() < len || b.capacity() > 2 * len + 4096) break;  // not worth keeping
+      b.resize(len);
+      return b;
+    }
+    return wire_bytes(len);
+  }
+
+  /// Keeps at most `max_free` released buffers (and stops watching messages beyond `max_recent`,
+  /// oldest first: their receivers free them).
+  void trim_recent() {
+    constexpr size_t max_recent = 64, max_free = 4;
+    size_t free_seen = 0;
+    for (auto it = recent_.rbegin(); it != recent_.rend();) {
+      if (it->cvals()->unique() && ++free_seen > max_free) {
+        it = decltype(it)(recent_.erase(std::next(it).base()));
+        continue;
+      }
+      ++it;
+    }
+    while (recent_.size() > max_recent) recent_.pop_front();
+  }
+
   tensor_channel_hub* hub_;
   int fd_;
+  std::deque<caf::message> recent_;  // delivered messages (reader thread only)
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<out_frame> q_;
@@ -676,7 +712,7 @@ status tensor_channel_hub::connect(const std::string& host, uint16_t port,
 
 bool tensor_channel_hub::deliver(const caf::node_id& from, channel_kind kind, caf::actor_id dest,
                                  caf::actor_id src, uint64_t seq, std::vector<uint8_t>&& bytes,
-                                 std::string* why) {
+                                 std::string* why, caf::message* delivered) {
   caf::strong_actor_ptr target;
   {
     std::lock_guard<std::mutex> g(g_mu);
@@ -719,6 +755,7 @@ bool tensor_channel_hub::deliver(const caf::node_id& from, channel_kind kind, ca
       m = caf::make_message(atoms::broadcast_atom_v, std::move(bytes), seq);
       break;
   }
+  if (delivered != nullptr) *delivered = m;
   target->enqueue(std::move(sender), caf::make_message_id(), std::move(m), nullptr);
   return true;
 }

@@ -173,9 +173,11 @@ class tensor_channel_hub : public std::enable_shared_from_this<tensor_channel_hu
                        const caf::message& msg);
 
   // -- used by channel_conn ----------------------------------------------------------------------
-  /// Delivers one received frame (reader thread). False (with `why`) closes the channel.
+  /// Delivers one received frame (reader thread); `delivered` gets the message put into the
+  /// receiver's mailbox (empty when dropped). False (with `why`) closes the channel.
   bool deliver(const caf::node_id& from, channel_kind kind, caf::actor_id dest, caf::actor_id src,
-               uint64_t seq, std::vector<uint8_t>&& bytes, std::string* why);
+               uint64_t seq, std::vector<uint8_t>&& bytes, std::string* why,
+               caf::message* delivered);
   /// A channel closed (reader or writer thread).
   void closed(channel_conn* c, const std::string& why, bool was_open);
   const options& opts() const { return opts_; }
