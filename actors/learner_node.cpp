@@ -270,7 +270,7 @@ struct connector {
   int attempt = 0;
   double next_try_s = 0.0;  ///< steady seconds
   std::string last_error;
-  double deadline_at = 0.0;  ///< steady seconds of --join-deadline (0 = none)
+  double deadline_at = 0.0;                    ///< steady seconds of --join-deadline (0 = none)
   std::pair<std::string, uint16_t> last_addr;  ///< the address of the latest attempt
 
   static double now_s() {

@@ -139,19 +139,18 @@ void publish_monitor(caf::actor_system& sys, const monitor_hdl& monitor, cluster
     channels = tensor_channel_hub::make(sys, co);
     std::weak_ptr<tensor_channel_hub> hub = channels;
     try {
-      guard = std::make_unique<frame_guard>(options.listen_host, options.listen_port, *port,
-                                            options.max_frame_bytes,
-                                            [log = setup.log.get()](const std::string& what) {
-                                              log->emit("frame_refused", {{"reason", what}});
-                                              log->warn("frame guard: " + what);
-                                            },
-                                            [hub](int fd, std::string peer,
-                                                  std::vector<uint8_t> first) {
-                                              if (auto h = hub.lock())
-                                                h->accept(fd, std::move(peer), std::move(first));
-                                              else
-                                                ::close(fd);
-                                            });
+      guard = std::make_unique<frame_guard>(
+          options.listen_host, options.listen_port, *port, options.max_frame_bytes,
+          [log = setup.log.get()](const std::string& what) {
+            log->emit("frame_refused", {{"reason", what}});
+            log->warn("frame guard: " + what);
+          },
+          [hub](int fd, std::string peer, std::vector<uint8_t> first) {
+            if (auto h = hub.lock())
+              h->accept(fd, std::move(peer), std::move(first));
+            else
+              ::close(fd);
+          });
     } catch (const std::exception& e) {
       std::fprintf(stderr, "dd-node syncer: %s\n", e.what());
       std::fflush(stderr);

@@ -19,8 +19,8 @@
 
 #include "actors/cluster.hpp"
 #include "actors/frame_guard.hpp"
-#include "actors/tensor_channel.hpp"
 #include "actors/protocol.hpp"
+#include "actors/tensor_channel.hpp"
 
 namespace dd::actors {
 

@@ -59,8 +59,7 @@ uint64_t get_le(const uint8_t* p, int n) {
 }
 
 double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
 std::string errno_text(int e) { return std::strerror(e); }
@@ -309,9 +308,8 @@ class channel_conn {
       bytes_in.fetch_add(len, std::memory_order_relaxed);
       std::string why;
       caf::message delivered;
-      if (!hub_->deliver(node, static_cast<channel_kind>(kind), get_le(h + 8, 8),
-                         get_le(h + 16, 8), get_le(h + 24, 8), std::move(bytes), &why,
-                         &delivered)) {
+      if (!hub_->deliver(node, static_cast<channel_kind>(kind), get_le(h + 8, 8), get_le(h + 16, 8),
+                         get_le(h + 24, 8), std::move(bytes), &why, &delivered)) {
         close(why, true);
         break;
       }
@@ -532,7 +530,8 @@ void tensor_channel_hub::closed(channel_conn* c, const std::string& why, bool fa
                  fmt::format("peer {}: {} (frames out {}, {} bytes; in {}, {} bytes)", c->peer, why,
                              c->frames_out.load(), c->bytes_out.load(), c->frames_in.load(),
                              c->bytes_in.load()));
-  if (failure && opts_.on_lost) opts_.on_lost(fmt::format("tensor channel to {}: {}", c->peer, why));
+  if (failure && opts_.on_lost)
+    opts_.on_lost(fmt::format("tensor channel to {}: {}", c->peer, why));
 }
 
 void tensor_channel_hub::accept(int fd, std::string peer, std::vector<uint8_t> first) {
@@ -586,9 +585,8 @@ void tensor_channel_hub::accept(int fd, std::string peer, std::vector<uint8_t> f
     if (!check_hello_crc(first.data(), body))
       return refuse("hello failed its CRC-32C (damaged in transit)", false);
     if (version != channel_version)
-      return refuse(fmt::format("channel version {} (this node speaks {})", version,
-                                channel_version),
-                    true);
+      return refuse(
+          fmt::format("channel version {} (this node speaks {})", version, channel_version), true);
     size_t pos = 0;
     std::vector<uint8_t> run, nid_bytes;
     if (!take_field(body, pos, run) || !take_field(body, pos, nid_bytes))
@@ -602,8 +600,7 @@ void tensor_channel_hub::accept(int fd, std::string peer, std::vector<uint8_t> f
     {
       std::vector<char> buf(nid_bytes.begin(), nid_bytes.end());
       caf::binary_deserializer src{self->sys_, buf};
-      if (auto err = src(nid); err || !nid)
-        return refuse("hello: an unreadable node id", true);
+      if (auto err = src(nid); err || !nid) return refuse("hello: an unreadable node id", true);
     }
     std::vector<uint8_t> reply;
     reply.push_back(0);
@@ -627,8 +624,8 @@ status tensor_channel_hub::connect(const std::string& host, uint16_t port,
   addrinfo* res = nullptr;
   const std::string service = std::to_string(port);
   if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0)
-    return {errc::io, fmt::format("tensor channel: cannot resolve '{}': {}", host,
-                                  gai_strerror(rc))};
+    return {errc::io,
+            fmt::format("tensor channel: cannot resolve '{}': {}", host, gai_strerror(rc))};
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   const std::string where = fmt::format("{}:{}", host, port);
   auto fail = [&](errc code, const std::string& why) -> status {
@@ -659,8 +656,8 @@ status tensor_channel_hub::connect(const std::string& host, uint16_t port,
   uint8_t h[basp_header_bytes];
   if (auto err = read_exact(fd, h, sizeof h); !err.empty())
     return fail(errc::io, "waiting for the syncer's handshake: " + err);
-  const uint32_t basp_len = (uint32_t{h[4]} << 24) | (uint32_t{h[5]} << 16) |
-                            (uint32_t{h[6]} << 8) | uint32_t{h[7]};
+  const uint32_t basp_len =
+      (uint32_t{h[4]} << 24) | (uint32_t{h[5]} << 16) | (uint32_t{h[6]} << 8) | uint32_t{h[7]};
   if (h[0] != 0 || basp_len > max_basp_handshake_payload)
     return fail(errc::malformed, "the first frame is not a CAF server handshake");
   {
@@ -780,8 +777,8 @@ void tensor_channel_hub::allow(caf::actor_system& sys, const caf::strong_actor_p
 }
 
 bool tensor_channel_hub::try_send(caf::actor_system& sys, const caf::actor& dest,
-                                  const caf::strong_actor_ptr& src, channel_kind kind,
-                                  uint64_t seq, const caf::message& msg) {
+                                  const caf::strong_actor_ptr& src, channel_kind kind, uint64_t seq,
+                                  const caf::message& msg) {
   if (!dest || !src || dest.node() == sys.node()) return false;
   std::shared_ptr<tensor_channel_hub> hub;
   {

@@ -6,7 +6,8 @@
 // the socket copies (docs/benchmarks.md "Transport": pushes at 0.37 of raw TCP with the same
 // window). The channel writes a chunk's encoded bytes straight from the message that holds them
 // (writev of a 48-byte frame header and the bytes) and reads them into the vector the receiving
-// actor gets: one copy per side, as raw TCP.
+// actor gets — a buffer of an earlier chunk its receiver let go of, so no fresh mapping, page
+// faults or zero-fill per chunk: one copy per side, as raw TCP.
 //
 // What travels on it: only the chunk messages of actors/chunk_flow.hpp — (push_atom, bytes, seq)
 // and (copy_atom, bytes, seq) learner → owner, (broadcast_atom, bytes, seq) owner → learner.
@@ -40,9 +41,10 @@
 //     CRC-32C trailer, checked by the decoder as on the CAF path).
 //
 // Promises under failure:
-//  - A frame header that fails its CRC, names an actor that is not a channel endpoint of that
-//    kind here, or announces more than max_frame_bytes closes the channel (logged with the peer
-//    and the field): the stream cannot be trusted past it. Nothing of that frame is delivered.
+//  - A frame header that fails its CRC or announces more than max_frame_bytes, or a frame for an
+//    endpoint that takes other kinds, closes the channel (logged with the peer and the field):
+//    the stream cannot be trusted past it. Nothing of that frame is delivered. A frame for an
+//    actor that is no endpoint here (it terminated while the chunk travelled) is dropped.
 //  - A damaged payload is delivered as it is; the receiver's decoder refuses it by its checksum
 //    (checksum_mismatch) and the learner sends the push again, as on CAF.
 //  - A closed channel loses the chunks in flight on it. On the learner node a channel that
@@ -178,8 +180,9 @@ class tensor_channel_hub : public std::enable_shared_from_this<tensor_channel_hu
   bool deliver(const caf::node_id& from, channel_kind kind, caf::actor_id dest, caf::actor_id src,
                uint64_t seq, std::vector<uint8_t>&& bytes, std::string* why,
                caf::message* delivered);
-  /// A channel closed (reader or writer thread).
-  void closed(channel_conn* c, const std::string& why, bool was_open);
+  /// A channel closed (reader or writer thread, or close_all). `failure`: it broke (on_lost is
+  /// called), rather than being closed on purpose.
+  void closed(channel_conn* c, const std::string& why, bool failure);
   const options& opts() const { return opts_; }
   /// Counters, updated by the channels.
   std::atomic<uint64_t> frames_sent{0}, bytes_sent{0}, frames_received{0}, bytes_received{0};
@@ -199,7 +202,7 @@ class tensor_channel_hub : public std::enable_shared_from_this<tensor_channel_hu
     std::thread t;
     std::shared_ptr<std::atomic<bool>> done;
   };
-  std::list<hello_thread> hellos_;  // server-side hellos, joined by reap() once done
+  std::list<hello_thread> hellos_;          // server-side hellos, joined by reap() once done
   caf::proxy_registry* proxies_ = nullptr;  // the BASP broker's (thread-safe)
   std::atomic<uint64_t> opened_{0}, closed_{0}, refused_{0};
   bool stopping_ = false;

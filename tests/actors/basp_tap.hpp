@@ -74,15 +74,15 @@ class basp_tap {
     auto& buf = pending_[link];
     buf.insert(buf.end(), data, data + n);
     size_t pos = 0;
-    const std::string conn = link.substr(link.find('#') == std::string::npos ? link.size()
-                                                                             : link.find('#'));
+    const std::string conn =
+        link.substr(link.find('#') == std::string::npos ? link.size() : link.find('#'));
     if (direction(link) == "learner>syncer" && !seen_.count(link) && buf.size() >= 8) {
       seen_.insert(link);
       if (std::memcmp(buf.data(), "DDTCHAN1", 8) == 0) channel_conns_.insert(conn);
     }
     while (buf.size() - pos >= k_header) {
-      if (channel_conns_.count(conn) && (channel_links_.count(link) ||
-                                         std::memcmp(buf.data() + pos, "DDTCHAN1", 8) == 0)) {
+      if (channel_conns_.count(conn) &&
+          (channel_links_.count(link) || std::memcmp(buf.data() + pos, "DDTCHAN1", 8) == 0)) {
         channel_links_.insert(link);
         const auto* h = reinterpret_cast<const unsigned char*>(buf.data() + pos);
         size_t whole = 0;
@@ -210,8 +210,8 @@ class basp_tap {
   }
 
   mutable std::mutex m_;
-  std::vector<std::pair<std::string, std::string>> atoms_;         ///< (big-endian bytes, name)
-  std::map<std::string, std::vector<char>> pending_;               ///< partial frame per link
+  std::vector<std::pair<std::string, std::string>> atoms_;  ///< (big-endian bytes, name)
+  std::map<std::string, std::vector<char>> pending_;        ///< partial frame per link
   std::set<std::string> seen_;           ///< client links whose first bytes were looked at
   std::set<std::string> channel_conns_;  ///< connections ("#3") that are tensor channels
   std::set<std::string> channel_links_;  ///< links already read as channel frames

@@ -1167,9 +1167,9 @@ int run_transfers(const options& o) {
       "\"learner_peak_hwm_kb\":{},\"raw_a_peak_hwm_kb\":{}}}",
       frag_bytes, o.chunk_bytes, n_chunks, window, o.learners, o.learners, o.repeats, o.warmup,
       o.heartbeat_s, o.connection_timeout_s, med[push], med[bcast], med[raw_a_k], med[raw_a0_k],
-      med[raw_b_k], ra, ra0, rb, med[push_caf], rcaf, syncer_ready.idle.rss, syncer_mem->hwm, target_mib * 1024,
-      peak_mib <= target_mib, target_frag_mib * 1024, peak_mib <= target_frag_mib, learner_peak_kb,
-      raw_a_mem->hwm);
+      med[raw_b_k], ra, ra0, rb, med[push_caf], rcaf, syncer_ready.idle.rss, syncer_mem->hwm,
+      target_mib * 1024, peak_mib <= target_mib, target_frag_mib * 1024,
+      peak_mib <= target_frag_mib, learner_peak_kb, raw_a_mem->hwm);
   std::printf("%s\n", json.c_str());
   write_json(o.json_path, json);
 
