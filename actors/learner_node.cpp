@@ -818,6 +818,9 @@ int run_learner_node(const learner_node_options& o) {
       last_progress = t;
     }
   }
+  // Closed before node_done and the last forward, so the syncer's copy of this node's events
+  // has the channel's end and its frame counts too.
+  channels->close_all("the node is stopping");
   const auto snap = log->snapshot();
   if (!snap.learners_given_up.empty() && status == node_exit_ok) status = node_exit_failure;
   log->emit("node_done", {{"node", name}, {"status", status}, {"events_dropped", fwd->dropped}});
