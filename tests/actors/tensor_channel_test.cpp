@@ -75,13 +75,16 @@ caf::behavior receiver(caf::event_based_actor* self, received* out) {
 }
 
 struct sender_state {
-  chunk_flow flow{3};
+  chunk_flow flow{1};
   size_t credits = 0;
 };
 
 /// On (step_atom, dest, n, atom kind): sends n chunks of distinct bytes to dest under a window of
-/// 3; counts the credits that come back.
-caf::behavior sender(caf::stateful_actor<sender_state>* self) {
+/// `window` chunks; counts the credits that come back. (It takes an argument on purpose: CAF
+/// 0.17 spawns a function actor without arguments through `*shared_ptr<tuple<>>{}`, a reference
+/// bound to null that UBSan stops at.)
+caf::behavior sender(caf::stateful_actor<sender_state>* self, size_t window) {
+  self->state.flow = chunk_flow(window);
   self->set_down_handler([=](caf::down_msg& dm) { flow_down(self->state.flow, dm); });
   return {
       [=](atoms::step_atom, caf::actor dest, int n, bool as_broadcast) {
@@ -199,7 +202,7 @@ TEST(tensor_channel, chunks_cross_with_their_senders_identity_and_their_credits_
   ASSERT_TRUE(b.hub->connected_to(dest->node()));
   ASSERT_TRUE(wait_until([&] { return a.hub->stats().opened == 1; }, 5));
 
-  auto snd = b.sys.spawn(sender);
+  auto snd = b.sys.spawn(sender, size_t{3});
   caf::anon_send(snd, atoms::step_atom_v, *dest, 12, false);
   ASSERT_TRUE(wait_until([&] { return a.got.count() == 12; }, 10)) << a.got.count();
   caf::scoped_actor self{b.sys};
@@ -248,7 +251,7 @@ TEST(tensor_channel, a_chunk_its_receiver_does_not_take_closes_the_channel_and_t
   auto dest = b.sys.middleman().remote_actor("127.0.0.1", a.guard->port());
   ASSERT_TRUE(dest) << b.sys.render(dest.error());
   ASSERT_TRUE(b.hub->connect("127.0.0.1", a.guard->port(), dest->node()).ok());
-  auto snd = b.sys.spawn(sender);
+  auto snd = b.sys.spawn(sender, size_t{3});
   caf::anon_send(snd, atoms::step_atom_v, *dest, 1, true);  // a broadcast to a push endpoint
   ASSERT_TRUE(wait_until([&] { return !b.lost_why().empty(); }, 10));
   EXPECT_NE(b.lost_why().find("tensor channel"), std::string::npos) << b.lost_why();
@@ -374,7 +377,7 @@ TEST(tensor_channel, a_port_without_the_guard_has_no_channel_and_the_client_says
   EXPECT_NE(st.error().message.find("without its frame guard"), std::string::npos)
       << st.error().message;
   // CAF's own connection is unaffected: a chunk still arrives, on CAF.
-  auto snd = b.sys.spawn(sender);
+  auto snd = b.sys.spawn(sender, size_t{3});
   caf::anon_send(snd, atoms::step_atom_v, *dest, 2, false);
   EXPECT_TRUE(wait_until([&] { return a.got.count() == 2; }, 10));
   EXPECT_EQ(a.hub->stats().frames_received, 0u);
