@@ -45,7 +45,8 @@
 //   supervisor -> job   : (children_done_atom, child_kind)       every child is down for good
 //   supervisor -> job   : (child_given_up_atom, child_kind, int32 id, string last crash)
 //   job      -> evaluator : (final_eval_atom) -> (double val_loss, uint64 digest)
-//   timers (to self): learner (step_atom), (barrier_timeout_atom), (drain_timeout_atom);
+//   timers (to self): learner (step_atom), (barrier_timeout_atom), (drain_timeout_atom),
+//                     (leave_retry_atom);
 //                     evaluator (eval_atom), (step_poll_atom), (round_timeout_atom, round);
 //                     owner (grace_atom, id), (snapshot_atom, backoff), (rebuild_atom, id),
 //                     (kill_atom); monitor (lease_atom); supervisor (respawn_atom, index);
@@ -124,6 +125,7 @@ CAF_ADD_ATOM(dd_actors, dd::atoms, child_given_up_atom, "dd_giveup")
 CAF_ADD_ATOM(dd_actors, dd::atoms, interrupt_timeout_atom, "dd_itmout")
 CAF_ADD_ATOM(dd_actors, dd::atoms, finished_atom, "dd_fin")
 CAF_ADD_ATOM(dd_actors, dd::atoms, drain_timeout_atom, "dd_dtmout")
+CAF_ADD_ATOM(dd_actors, dd::atoms, leave_retry_atom, "dd_lvretry")
 CAF_ADD_ATOM(dd_actors, dd::atoms, barrier_timeout_atom, "dd_btmout")
 CAF_ADD_ATOM(dd_actors, dd::atoms, round_timeout_atom, "dd_rtmout")
 CAF_ADD_ATOM(dd_actors, dd::atoms, final_eval_atom, "dd_feval")

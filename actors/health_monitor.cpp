@@ -754,17 +754,20 @@ monitor_hdl::behavior_type health_monitor(monitor_actor* self,
             status_reply{out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)},
             stamp_of(*ctx));
       },
-      [=](atoms::leave_atom, const std::vector<uint8_t>& bytes) {
+      // Answers true once the leave is recorded, or when there is nothing to record (a repeated
+      // leave, or one of an older incarnation): the learner may exit. An undecodable one is an
+      // error (the learner retries, then keeps it for the next syncer).
+      [=](atoms::leave_atom, const std::vector<uint8_t>& bytes) -> caf::result<bool> {
         auto lm = decode_leave(bytes, {}, expect_of(*ctx));
         if (!lm) {
           log_refused_message(ctx->log, "undecodable_leave", lm.error());
-          return;
+          return caf::make_error(caf::sec::invalid_argument, lm.error().message);
         }
         const int32_t id = lm->learner_id;
         const uint64_t incarnation = lm->incarnation;
         auto& st = self->state;
         auto it = st.learners.find(id);
-        if (it == st.learners.end() || it->second.incarnation != incarnation) return;
+        if (it == st.learners.end() || it->second.incarnation != incarnation) return true;
         if (it->second.alive) {
           it->second.alive = false;
           // One that leaves because the run was stopped (a signal to the syncer) has not
@@ -784,6 +787,7 @@ monitor_hdl::behavior_type health_monitor(monitor_actor* self,
           save_record(self, *ctx);
         }
         check_done(self, *ctx);
+        return true;
       },
       // An owner (the sender) holds this fragment now.
       [=](atoms::subscribe_atom, const std::vector<uint8_t>& bytes) {

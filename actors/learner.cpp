@@ -84,6 +84,48 @@ bool has_unsettled_push(const learner_state& st) {
   return false;
 }
 
+wire_bytes encode_leave(learner_actor* self, const learner_context& ctx) {
+  const auto& st = self->state;
+  leave_msg lm;
+  lm.learner_id = st.id;
+  lm.incarnation = st.incarnation;
+  lm.interrupted = st.stopped_by_node;
+  return encode(lm, stamp_of(self, ctx));
+}
+
+/// A finished learner of a learner node (learner_context::leave_acked) asks its monitor to
+/// record its leave and exits once it is answered. Unanswered: sent again in 2 s while the
+/// monitor is reachable; kept for the next syncer (syncer_atom) once it is lost; given up when
+/// the node stops its learners.
+void send_leave(learner_actor* self, const learner_context& ctx) {
+  auto& st = self->state;
+  const uint64_t attempt = ++st.leave_attempt;
+  const learner_context* c = &ctx;  // owned by the behavior, alive as long as the actor
+  self->request(st.monitor, std::chrono::seconds(10), atoms::leave_atom_v, encode_leave(self, ctx))
+      .then(
+          [=](bool) {
+            auto& s = self->state;
+            if (!s.leave_pending) return;
+            s.leave_pending = false;
+            self->quit(caf::exit_reason::normal);
+          },
+          [=](caf::error& err) {
+            auto& s = self->state;
+            if (!s.leave_pending || attempt != s.leave_attempt) return;  // answered, or resent
+            if (s.stopped_by_node) {
+              self->quit(caf::exit_reason::normal);  // the node stops: no syncer to wait for
+              return;
+            }
+            if (c->log != nullptr)
+              c->log->emit("leave_pending", {{"learner", s.id},
+                                             {"incarnation", s.incarnation},
+                                             {"error", self->system().render(err)},
+                                             {"syncer_lost", s.monitor_lost}});
+            if (!s.monitor_lost)
+              self->delayed_send(self, std::chrono::seconds(2), atoms::leave_retry_atom_v);
+          });
+}
+
 void finish(learner_actor* self, const learner_context& ctx) {
   auto& st = self->state;
   if (st.now == phase::finished) return;
@@ -103,18 +145,36 @@ void finish(learner_actor* self, const learner_context& ctx) {
   // Marks it not stepping too, in one step (no artificial gap in the uptime integral); a
   // draining learner was marked when its drain began.
   if (ctx.log != nullptr && !drained) ctx.log->learner_finished(st.id);
-  if (st.monitor && st.joined) {
-    leave_msg lm;
-    lm.learner_id = st.id;
-    lm.incarnation = st.incarnation;
-    lm.interrupted = st.stopped_by_node;
-    self->send(st.monitor, atoms::leave_atom_v, encode(lm, stamp_of(self, ctx)));
-  }
   if (ctx.log != nullptr)
     ctx.log->emit("learner_done", {{"learner", st.id},
                                    {"incarnation", st.incarnation},
                                    {"step", st.tr ? st.tr->steps_done() : 0}});
-  self->quit(caf::exit_reason::normal);
+  if (!st.monitor || !st.joined) {
+    self->quit(caf::exit_reason::normal);
+    return;
+  }
+  if (!ctx.leave_acked) {
+    // In one process the monitor cannot be lost before its learners: send and exit.
+    self->anon_send(st.monitor, atoms::leave_atom_v, encode_leave(self, ctx));
+    self->quit(caf::exit_reason::normal);
+    return;
+  }
+  if (st.monitor_lost && st.stopped_by_node) {
+    // Its node is stopping (a signal, --join-deadline, a refusal) with no syncer to tell.
+    self->quit(caf::exit_reason::normal);
+    return;
+  }
+  st.leave_pending = true;
+  if (st.monitor_lost) {
+    // The syncer is away (a request to its dead proxy would go unanswered): kept for syncer_atom.
+    if (ctx.log != nullptr)
+      ctx.log->emit("leave_pending", {{"learner", st.id},
+                                      {"incarnation", st.incarnation},
+                                      {"error", "the syncer is away"},
+                                      {"syncer_lost", true}});
+    return;
+  }
+  send_leave(self, ctx);
 }
 
 /// Sends push chunks to `owner` under credit (actors/chunk_flow.hpp); `delay_s` > 0: late
@@ -739,6 +799,7 @@ void apply_owner_directory(learner_actor* self, const std::shared_ptr<const lear
                            const std::vector<uint8_t>& bytes,
                            const std::vector<owner_hdl>& handles) {
   auto& s = self->state;
+  if (s.now == phase::finished) return;  // a pending leave (send_leave) needs no owners
   auto dir = decode_owner_directory(bytes, {}, expect_of(self, *ctx));
   if (dir && dir->fragment_ids.size() != handles.size())
     dir = wire_error{errc::malformed, "ownerDirectory names " +
@@ -824,6 +885,93 @@ uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector
   return cut;
 }
 
+namespace {
+
+/// Watches `monitor` as the learner's monitor (a learner node's learner: its down marks the
+/// syncer lost for a pending leave).
+void watch_monitor(learner_actor* self, const learner_context& ctx, const monitor_hdl& monitor) {
+  auto& s = self->state;
+  s.monitor = monitor;
+  s.monitor_lost = false;
+  if (ctx.leave_acked && monitor) self->monitor(monitor);
+}
+
+/// Rejoins the learner's (new) monitor as a live learner with a new incarnation, keeping step
+/// and data cursor. Pushes in flight went to owners that are gone: forgotten; the owner
+/// directory that follows the join makes every fragment resynchronize with its new owner. A
+/// finished learner with a pending leave (leave_needs_rejoin) reports its steps and tokens this
+/// way, then sends its leave; a failed join of one is tried again in 2 s (leave_retry_atom).
+void rejoin_live(learner_actor* self, const std::shared_ptr<const learner_context>& ctx) {
+  auto& s = self->state;
+  join_request again;
+  again.requested_learner_id = s.id;
+  again.host = "rejoin";
+  again.live = true;
+  again.step = static_cast<uint64_t>(s.tr->steps_done());
+  again.tokens = s.tokens;
+  again.incarnation = s.incarnation;
+  again.compute_s = s.compute_s;
+  // The learner steps on until the reply: the tokens and compute of those steps belong to
+  // the new incarnation (the monitor drops the old incarnation's heartbeats once it
+  // accepted the join), so only what the request reported is taken off at the reply.
+  const uint64_t reported_tokens = s.tokens;
+  const double reported_compute_s = s.compute_s;
+  // The owner directory arrives before the reply: with nothing in flight, every fragment
+  // whose owner changed is pulled from its new owner (the owners_atom handler).
+  s.unacked.clear();
+  s.queued.clear();
+  s.last_pushed.clear();
+  // The same syncer reached again over a new connection (a dropped link that healed): its
+  // owners keep their addresses, so the directory that follows compares equal to the
+  // handles held now — proxies that died with the old connection. Take every entry.
+  s.owners_stale = true;
+  s.last_settled.clear();
+  for (auto& f : s.frags) {
+    f.awaiting = false;
+    f.first_since_receive = 0;
+    f.outstanding.clear();
+  }
+  self->request(s.monitor, std::chrono::seconds(30), atoms::join_atom_v,
+                encode(again, stamp_of(self, *ctx)), learner_at_syncer_hdl{self})
+      .then(
+          [=](const std::vector<uint8_t>& bytes) {
+            auto& s2 = self->state;
+            // The syncer may have restarted (a new incarnation): any incarnation at least
+            // as new as the one joined before.
+            auto rep = decode_join_reply(bytes, {}, expect_of(self, *ctx));
+            if (!rep) {
+              log_undecodable(self, *ctx, "undecodable_join_reply", rep.error());
+              return;
+            }
+            if (auto h = peek_envelope(bytes)) s2.syncer_incarnation = h->sender_incarnation;
+            const uint64_t before = s2.incarnation;
+            s2.incarnation = rep->incarnation;
+            s2.tokens = s2.tokens > reported_tokens ? s2.tokens - reported_tokens : 0;
+            s2.compute_s = std::max(0.0, s2.compute_s - reported_compute_s);
+            if (ctx->log != nullptr)
+              ctx->log->emit("learner_rejoined", {{"learner", s2.id},
+                                                  {"incarnation_before", before},
+                                                  {"incarnation", s2.incarnation},
+                                                  {"step", s2.tr->steps_done()},
+                                                  {"to_leave", s2.leave_needs_rejoin}});
+            if (s2.leave_pending && s2.leave_needs_rejoin) {
+              s2.leave_needs_rejoin = false;
+              send_leave(self, *ctx);
+            }
+          },
+          [=](caf::error& err) {
+            auto& s2 = self->state;
+            if (ctx->log != nullptr)
+              ctx->log->emit("failure", {{"learner", s2.id},
+                                         {"what", "rejoin"},
+                                         {"error", self->system().render(err)}});
+            if (s2.leave_pending && !s2.monitor_lost)
+              self->delayed_send(self, std::chrono::seconds(2), atoms::leave_retry_atom_v);
+          });
+}
+
+}  // namespace
+
 learner_hdl::behavior_type learner(learner_actor* self,
                                    std::shared_ptr<const learner_context> ctx) {
   name_crashes(self);
@@ -843,7 +991,7 @@ learner_hdl::behavior_type learner(learner_actor* self,
   st.frags.resize(ctx->plan.fragments.size());
   st.owners.resize(ctx->plan.fragments.size());
   st.jitter_rng = std::make_unique<rng>(derive_seed(ctx->trainer.seed, 0x6a6974ULL + st.id));
-  st.monitor = ctx->current_monitor ? ctx->current_monitor() : ctx->monitor;
+  watch_monitor(self, *ctx, ctx->current_monitor ? ctx->current_monitor() : ctx->monitor);
   st.flow = chunk_flow(static_cast<size_t>(std::max(1, ctx->window_chunks)));
   st.copies = chunk_flow(static_cast<size_t>(std::max(1, ctx->window_chunks)), uint64_t{1} << 62);
   // The learner monitors only the peers it sends chunks to (an owner that goes away frees its
@@ -851,6 +999,8 @@ learner_hdl::behavior_type learner(learner_actor* self,
   self->set_down_handler([=](caf::down_msg& dm) {
     flow_down(self->state.flow, dm);
     flow_down(self->state.copies, dm);
+    if (ctx->leave_acked && self->state.monitor && dm.source == self->state.monitor.address())
+      self->state.monitor_lost = true;  // a pending leave waits for syncer_atom
   });
   initial_join(self, ctx, st.monitor);
   return {
@@ -1027,80 +1177,40 @@ learner_hdl::behavior_type learner(learner_actor* self,
       // From the learner's own node (its supervisor): node-local, not a wire message.
       [=](atoms::stop_atom) {
         auto& s = self->state;
+        if (s.leave_pending) {
+          // Its node stops while the leave waits for a syncer: no syncer will take it now.
+          if (ctx->log != nullptr)
+            ctx->log->emit("leave_abandoned", {{"learner", s.id}, {"incarnation", s.incarnation}});
+          self->quit(caf::exit_reason::normal);
+          return;
+        }
         s.stop_requested = true;
         s.stopped_by_node = true;
         if (s.now != phase::stepping && s.now != phase::draining) finish(self, *ctx);
       },
       // The learner node reconnected to a (restarted) syncer: rejoin its monitor as a live
-      // learner with a new incarnation, keeping step and data cursor. Pushes in flight went to
-      // owners that are gone: forgotten; the owner directory that follows the join makes every
-      // fragment resynchronize with its new owner.
+      // learner with a new incarnation, keeping step and data cursor (rejoin_live). A finished
+      // learner whose leave the lost syncer never answered rejoins too, then leaves.
       [=](atoms::syncer_atom, const monitor_hdl& monitor) {
         auto& s = self->state;
-        if (s.now == phase::finished) return;
-        s.monitor = monitor;
+        if (s.now == phase::finished && !s.leave_pending) return;
+        watch_monitor(self, *ctx, monitor);
         if (!s.joined) {
           // Respawned while the syncer was away: its first join went to the lost monitor.
           initial_join(self, ctx, monitor);
           return;
         }
-        join_request again;
-        again.requested_learner_id = s.id;
-        again.host = "rejoin";
-        again.live = true;
-        again.step = static_cast<uint64_t>(s.tr->steps_done());
-        again.tokens = s.tokens;
-        again.incarnation = s.incarnation;
-        again.compute_s = s.compute_s;
-        // The learner steps on until the reply: the tokens and compute of those steps belong to
-        // the new incarnation (the monitor drops the old incarnation's heartbeats once it
-        // accepted the join), so only what the request reported is taken off at the reply.
-        const uint64_t reported_tokens = s.tokens;
-        const double reported_compute_s = s.compute_s;
-        // The owner directory arrives before the reply: with nothing in flight, every fragment
-        // whose owner changed is pulled from its new owner (the owners_atom handler).
-        s.unacked.clear();
-        s.queued.clear();
-        s.last_pushed.clear();
-        // The same syncer reached again over a new connection (a dropped link that healed): its
-        // owners keep their addresses, so the directory that follows compares equal to the
-        // handles held now — proxies that died with the old connection. Take every entry.
-        s.owners_stale = true;
-        s.last_settled.clear();
-        for (auto& f : s.frags) {
-          f.awaiting = false;
-          f.first_since_receive = 0;
-          f.outstanding.clear();
-        }
-        self->request(monitor, std::chrono::seconds(30), atoms::join_atom_v,
-                      encode(again, stamp_of(self, *ctx)), learner_at_syncer_hdl{self})
-            .then(
-                [=](const std::vector<uint8_t>& bytes) {
-                  auto& s2 = self->state;
-                  // The syncer may have restarted (a new incarnation): any incarnation at least
-                  // as new as the one joined before.
-                  auto rep = decode_join_reply(bytes, {}, expect_of(self, *ctx));
-                  if (!rep) {
-                    log_undecodable(self, *ctx, "undecodable_join_reply", rep.error());
-                    return;
-                  }
-                  if (auto h = peek_envelope(bytes)) s2.syncer_incarnation = h->sender_incarnation;
-                  const uint64_t before = s2.incarnation;
-                  s2.incarnation = rep->incarnation;
-                  s2.tokens = s2.tokens > reported_tokens ? s2.tokens - reported_tokens : 0;
-                  s2.compute_s = std::max(0.0, s2.compute_s - reported_compute_s);
-                  if (ctx->log != nullptr)
-                    ctx->log->emit("learner_rejoined", {{"learner", s2.id},
-                                                        {"incarnation_before", before},
-                                                        {"incarnation", s2.incarnation},
-                                                        {"step", s2.tr->steps_done()}});
-                },
-                [=](caf::error& err) {
-                  if (ctx->log != nullptr)
-                    ctx->log->emit("failure", {{"learner", self->state.id},
-                                               {"what", "rejoin"},
-                                               {"error", self->system().render(err)}});
-                });
+        if (s.leave_pending) s.leave_needs_rejoin = true;
+        rejoin_live(self, ctx);
+      },
+      // A pending leave's timer (send_leave): once more, unless the monitor was lost meanwhile.
+      [=](atoms::leave_retry_atom) {
+        auto& s = self->state;
+        if (!s.leave_pending || s.monitor_lost) return;
+        if (s.leave_needs_rejoin)
+          rejoin_live(self, ctx);
+        else
+          send_leave(self, *ctx);
       },
       // The drain timeout: leave even though a final push was not seen merged.
       [=](atoms::drain_timeout_atom) {

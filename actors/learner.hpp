@@ -123,6 +123,14 @@ struct learner_context {
   /// node whose syncer restarted); when set, an incarnation joins the monitor it returns instead
   /// of `monitor`. May be empty.
   std::function<monitor_hdl()> current_monitor;
+  /// A learner node's learner (set by the node): its leave is a request the monitor answers, and
+  /// the learner stays alive until it is answered. One the syncer did not take (the syncer went
+  /// away around the learner's last step) is sent again every 2 s while the monitor is
+  /// reachable, and otherwise kept until the node reaches a syncer again (syncer_atom): the
+  /// learner then rejoins as a live incarnation (reporting the steps and tokens it trained
+  /// meanwhile) and leaves. A stop from its own node ends the wait (the leave is then lost).
+  /// False (`dd-node run`, tests): the leave is sent and the learner exits at once.
+  bool leave_acked = false;
   run_log* log = nullptr;         ///< may be null
   fault_hooks* faults = nullptr;  ///< may be null
   /// Step admission: fair core sharing with the learners of the process or host (may be null);
@@ -200,6 +208,15 @@ struct learner_state {
   /// job of `dd-node run`), not from the monitor: its leave says `interrupted`.
   bool stopped_by_node = false;
   bool joined = false;
+  /// Finished, its leave not yet answered by a monitor (learner_context::leave_acked).
+  bool leave_pending = false;
+  /// A pending leave must rejoin first: the syncer it goes to came back (or is another one) and
+  /// has not seen this incarnation's last steps and tokens.
+  bool leave_needs_rejoin = false;
+  uint64_t leave_attempt = 0;  ///< the newest leave request (older failures are ignored)
+  /// The monitor this learner last joined has gone down (its connection was lost): a pending
+  /// leave waits for syncer_atom instead of being sent again.
+  bool monitor_lost = false;
   uint64_t join_attempt = 0;  ///< the newest first-join request (older answers are ignored)
   bool gate_joined = false;
   double slow_factor = 1.0;  ///< current slowdown from a `slow` fault (>= 1)

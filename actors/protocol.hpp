@@ -106,7 +106,9 @@ using learner_at_syncer_hdl = learner_at_monitor_hdl::extend_with<learner_at_own
 
 /// The health monitor (actors/health_monitor.hpp), published by a syncer node. From learners:
 /// (join_atom, join_request, the learner) -> join_reply, (heartbeat_atom, heartbeat_msg),
-/// (leave_atom, leave_msg). From a learner node: (node_join_atom, node_join) -> node_join_reply,
+/// (leave_atom, leave_msg) -> true once the leave is recorded (or was already: a repeated leave
+/// changes nothing; a learner node's learner waits for it, see learner_context::leave_acked).
+/// From a learner node: (node_join_atom, node_join) -> node_join_reply,
 /// (events_atom, node_events) -> whether the lines were taken. From an owner (the sender):
 /// (subscribe_atom, subscribe_msg). From the job: (stop_atom). From the evaluator (and
 /// operators' tools): (get_atom, owners_atom) -> (owner_directory, one owner handle per entry).
@@ -115,7 +117,7 @@ using learner_at_syncer_hdl = learner_at_monitor_hdl::extend_with<learner_at_own
 using monitor_hdl = caf::typed_actor<
     caf::replies_to<atoms::join_atom, protocol_bytes, learner_at_syncer_hdl>::with<protocol_bytes>,
     caf::reacts_to<atoms::heartbeat_atom, protocol_bytes>,
-    caf::reacts_to<atoms::leave_atom, protocol_bytes>,
+    caf::replies_to<atoms::leave_atom, protocol_bytes>::with<bool>,
     caf::replies_to<atoms::node_join_atom, protocol_bytes>::with<protocol_bytes>,
     caf::replies_to<atoms::events_atom, protocol_bytes>::with<bool>,
     caf::reacts_to<atoms::subscribe_atom, protocol_bytes>, caf::reacts_to<atoms::stop_atom>,
@@ -127,11 +129,11 @@ using monitor_hdl = caf::typed_actor<
 
 /// A learner (actors/learner.hpp): both facets above; from its node (supervisor): (stop_atom)
 /// finish after the current step, (syncer_atom, monitor) the syncer came back: join this monitor;
-/// its own timers: (step_atom), (barrier_timeout_atom), (drain_timeout_atom).
+/// its own timers: (step_atom), (barrier_timeout_atom), (drain_timeout_atom), (leave_retry_atom).
 using learner_hdl = learner_at_syncer_hdl::extend<
     caf::reacts_to<atoms::stop_atom>, caf::reacts_to<atoms::syncer_atom, monitor_hdl>,
     caf::reacts_to<atoms::step_atom>, caf::reacts_to<atoms::barrier_timeout_atom>,
-    caf::reacts_to<atoms::drain_timeout_atom>>;
+    caf::reacts_to<atoms::drain_timeout_atom>, caf::reacts_to<atoms::leave_retry_atom>>;
 
 /// A supervisor (actors/supervisor.hpp): (stop_atom) stop every child and respawn none;
 /// (syncer_atom, monitor) a learner node's syncer came back: every live child rejoins it;

@@ -246,10 +246,6 @@ class channel_conn {
     hub_->closed(this, why, failure);
   }
 
-  bool is_closed() {
-    std::lock_guard<std::mutex> g(mu_);
-    return closed_;
-  }
   bool joinable_now() {
     std::lock_guard<std::mutex> g(mu_);
     return closed_ && reader_done_ && writer_done_;

@@ -24,8 +24,10 @@ namespace dd {
 /// every envelope carries the run id and the sender's incarnation (wire_schema_version 2). A
 /// learner node of another version is refused at its handshake (`node_refusal::protocol_version`);
 /// CAF's middleman refuses a peer whose app identifier ("decoupled-diloco/<version>") differs
-/// before that. Bump it when a change needs both sides to be upgraded together.
-inline constexpr uint32_t protocol_version = 3;
+/// before that. 4: the monitor acknowledges a leave (a learner node's learner keeps a leave the
+/// syncer did not take and delivers it after its node rejoined). Bump it when a change needs
+/// both sides to be upgraded together.
+inline constexpr uint32_t protocol_version = 4;
 
 /// Why a health monitor refused a learner node (wire.capnp NodeRefusal).
 enum class node_refusal : uint8_t {

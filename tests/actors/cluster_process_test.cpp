@@ -269,6 +269,91 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
   EXPECT_EQ(summary["tokens"].get<uint64_t>(), tokens);
 }
 
+// Regression (QA, stop 21): learners that spend their whole budget while the syncer is down
+// once left into the void: each node exited 0 with its leave sent to the dead monitor, and the
+// resumed syncer waited for ever. Now each learner keeps its unanswered leave: the node stays up,
+// rejoins the resumed syncer, and its learners rejoin live (reporting the steps and tokens of the
+// outage) and then leave, so the run completes with every step counted.
+TEST(cluster_process, learners_that_finish_while_the_syncer_is_down_leave_after_it_is_back) {
+  const auto dir = workdir("finish_in_outage", "{ steps = 2000 }");
+  const fs::path run = dir / "run";
+  const pid_t launch =
+      spawn(dir,
+            {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress", "0",
+             "--heartbeat", "0.2", "--connection-timeout", "1"},
+            (dir / "launch.out").string());
+  ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
+  ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 10, 30));
+  // Killed and held down (the launcher's `hold`) until every learner has finished.
+  const pid_t chaos = spawn(
+      dir, {DD_CHAOS_BIN, "kill", "node:syncer", "--for", "150s", "--run-dir", "run"},
+      (dir / "chaos.out").string());
+  ASSERT_EQ(wait_for(chaos, 20), 0) << text(dir / "chaos.out");
+  auto node_events = [&](int k) {
+    return events(run / "nodes" / ("learner-" + std::to_string(k)) / "events.jsonl");
+  };
+  auto finished_in_outage = [&](int k) {
+    bool lost = false;
+    for (const auto& e : node_events(k)) {
+      if (e["event"] == "syncer_lost") lost = true;
+      if (lost && e["event"] == "learner_done") return true;
+    }
+    return false;
+  };
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  bool all = false;
+  while (!all && std::chrono::steady_clock::now() < deadline) {
+    all = finished_in_outage(0) && finished_in_outage(1) && finished_in_outage(2);
+    if (!all) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  ASSERT_TRUE(all) << "not every learner finished its budget during the outage";
+  // Every learner process waits for the syncer instead of exiting.
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  for (int k = 0; k < 3; ++k) {
+    const int pid = pid_of(run, "learner-" + std::to_string(k));
+    EXPECT_GT(pid, 0) << "learner-" << k << " exited with its leave undelivered";
+  }
+  const pid_t heal = spawn(dir, {DD_CHAOS_BIN, "heal", "--run-dir", "run"},
+                           (dir / "heal.out").string());
+  EXPECT_EQ(wait_for(heal, 20), 0) << text(dir / "heal.out");
+  EXPECT_EQ(wait_for(launch, 90), 0) << text(dir / "launch.out");
+  const auto evs = events(run / "events.jsonl");
+  // After the resume each learner rejoined live and then left at its last step.
+  bool resumed = false;
+  std::set<int> rejoined, left;
+  for (const auto& e : evs) {
+    if (e["event"] == "resume") resumed = true;
+    if (!resumed) continue;
+    if (e["event"] == "rejoin" && e["live"].get<bool>()) rejoined.insert(e["learner"].get<int>());
+    if (e["event"] == "leave") {
+      EXPECT_EQ(e["step"].get<uint64_t>(), 2000u) << e.dump();
+      left.insert(e["learner"].get<int>());
+    }
+  }
+  EXPECT_TRUE(resumed);
+  EXPECT_EQ(rejoined, (std::set<int>{0, 1, 2}));
+  EXPECT_EQ(left, (std::set<int>{0, 1, 2}));
+  for (int k = 0; k < 3; ++k) {
+    bool pending = false, to_leave = false;
+    for (const auto& e : node_events(k)) {
+      if (e["event"] == "leave_pending" && e.value("syncer_lost", false)) pending = true;
+      if (e["event"] == "learner_rejoined" && e.value("to_leave", false)) to_leave = true;
+    }
+    EXPECT_TRUE(pending) << "learner-" << k;
+    EXPECT_TRUE(to_leave) << "learner-" << k;
+  }
+  expect_versions_increase(evs);
+  // Every step of both parts counted once: 3 learners × 2000 steps × batch 4 × context 32.
+  const auto record = json::parse(text(run / "monitor.json"));
+  for (const auto& l : record["learners"]) {
+    EXPECT_EQ(l["step"].get<uint64_t>(), 2000u) << "learner " << l["learner"];
+    EXPECT_TRUE(l["finished"].get<bool>()) << "learner " << l["learner"];
+  }
+  const auto summary = json::parse(text(run / "summary.json"));
+  EXPECT_TRUE(summary.value("resumed", false));
+  EXPECT_EQ(summary["tokens"].get<uint64_t>(), 3u * 2000u * 4u * 32u);
+}
+
 TEST(cluster_process, a_learner_black_holed_for_20_s_rejoins_within_the_backoff_cap_plus_2_s) {
   const auto dir = workdir("blackhole", "{ seconds = 40 }");
   const fs::path run = dir / "run";
