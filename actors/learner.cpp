@@ -962,9 +962,9 @@ void rejoin_live(learner_actor* self, const std::shared_ptr<const learner_contex
           [=](caf::error& err) {
             auto& s2 = self->state;
             if (ctx->log != nullptr)
-              ctx->log->emit("failure", {{"learner", s2.id},
-                                         {"what", "rejoin"},
-                                         {"error", self->system().render(err)}});
+              ctx->log->emit(
+                  "failure",
+                  {{"learner", s2.id}, {"what", "rejoin"}, {"error", self->system().render(err)}});
             if (s2.leave_pending && !s2.monitor_lost)
               self->delayed_send(self, std::chrono::seconds(2), atoms::leave_retry_atom_v);
           });

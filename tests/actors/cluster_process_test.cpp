@@ -277,17 +277,16 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
 TEST(cluster_process, learners_that_finish_while_the_syncer_is_down_leave_after_it_is_back) {
   const auto dir = workdir("finish_in_outage", "{ steps = 2000 }");
   const fs::path run = dir / "run";
-  const pid_t launch =
-      spawn(dir,
-            {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress", "0",
-             "--heartbeat", "0.2", "--connection-timeout", "1"},
-            (dir / "launch.out").string());
+  const pid_t launch = spawn(dir,
+                             {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress",
+                              "0", "--heartbeat", "0.2", "--connection-timeout", "1"},
+                             (dir / "launch.out").string());
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 10, 30));
   // Killed and held down (the launcher's `hold`) until every learner has finished.
-  const pid_t chaos = spawn(
-      dir, {DD_CHAOS_BIN, "kill", "node:syncer", "--for", "150s", "--run-dir", "run"},
-      (dir / "chaos.out").string());
+  const pid_t chaos =
+      spawn(dir, {DD_CHAOS_BIN, "kill", "node:syncer", "--for", "150s", "--run-dir", "run"},
+            (dir / "chaos.out").string());
   ASSERT_EQ(wait_for(chaos, 20), 0) << text(dir / "chaos.out");
   auto node_events = [&](int k) {
     return events(run / "nodes" / ("learner-" + std::to_string(k)) / "events.jsonl");
@@ -313,8 +312,8 @@ TEST(cluster_process, learners_that_finish_while_the_syncer_is_down_leave_after_
     const int pid = pid_of(run, "learner-" + std::to_string(k));
     EXPECT_GT(pid, 0) << "learner-" << k << " exited with its leave undelivered";
   }
-  const pid_t heal = spawn(dir, {DD_CHAOS_BIN, "heal", "--run-dir", "run"},
-                           (dir / "heal.out").string());
+  const pid_t heal =
+      spawn(dir, {DD_CHAOS_BIN, "heal", "--run-dir", "run"}, (dir / "heal.out").string());
   EXPECT_EQ(wait_for(heal, 20), 0) << text(dir / "heal.out");
   EXPECT_EQ(wait_for(launch, 90), 0) << text(dir / "launch.out");
   const auto evs = events(run / "events.jsonl");
