@@ -75,6 +75,18 @@ fs::path workdir(const std::string& name, const std::string& budget) {
   return dir;
 }
 
+/// Starts `dd-node launch tiny.lua` in `dir` (run directory `run`, no progress lines, a 0.2 s
+/// middleman heartbeat and a 1 s connection timeout, then `extra`); its output in `dir`/`out`.
+pid_t launch_tiny(const fs::path& dir, const std::vector<std::string>& extra = {},
+                  const std::string& out = "launch.out") {
+  std::vector<std::string> argv = {
+      DD_NODE_BIN,  "launch", "tiny.lua",    "--run-dir", "run",
+      "--progress", "0",      "--heartbeat", "0.2",       "--connection-timeout",
+      "1"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return spawn(dir, argv, (dir / out).string());
+}
+
 json nodes_file(const fs::path& run) {
   try {
     return json::parse(text(run / "nodes.json"));
@@ -133,10 +145,7 @@ void expect_versions_increase(const std::vector<json>& evs) {
 TEST(cluster_process, a_killed_learner_process_is_started_again_and_contributes_again) {
   const auto dir = workdir("kill_learner", "{ seconds = 14 }");
   const fs::path run = dir / "run";
-  const pid_t launch = spawn(dir,
-                             {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress",
-                              "0", "--heartbeat", "0.2", "--connection-timeout", "1"},
-                             (dir / "launch.out").string());
+  const pid_t launch = launch_tiny(dir);
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   std::this_thread::sleep_for(std::chrono::seconds(2));
   const int victim = pid_of(run, "learner-1");
@@ -176,11 +185,7 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
   // syncer_back).
   const auto dir = workdir("kill_syncer", "{ tokens = 4000000 }");
   const fs::path run = dir / "run";
-  const pid_t launch =
-      spawn(dir,
-            {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress", "0",
-             "--syncer-restart-delay", "2", "--heartbeat", "0.2", "--connection-timeout", "1"},
-            (dir / "launch.out").string());
+  const pid_t launch = launch_tiny(dir, {"--syncer-restart-delay", "2"});
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 20, 30));
   // Every learner has stepped (a row of its own in learner_loss.csv) before the kill: a learner
@@ -277,10 +282,7 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
 TEST(cluster_process, learners_that_finish_while_the_syncer_is_down_leave_after_it_is_back) {
   const auto dir = workdir("finish_in_outage", "{ steps = 2000 }");
   const fs::path run = dir / "run";
-  const pid_t launch = spawn(dir,
-                             {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress",
-                              "0", "--heartbeat", "0.2", "--connection-timeout", "1"},
-                             (dir / "launch.out").string());
+  const pid_t launch = launch_tiny(dir);
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 10, 30));
   // Killed and held down (the launcher's `hold`) until every learner has finished.
@@ -357,11 +359,7 @@ TEST(cluster_process, a_learner_black_holed_for_20_s_rejoins_within_the_backoff_
   const auto dir = workdir("blackhole", "{ seconds = 40 }");
   const fs::path run = dir / "run";
   const double cap = 4.0;
-  const pid_t launch = spawn(
-      dir,
-      {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress", "0", "--via-proxy",
-       "--learner-backoff-cap", "4", "--heartbeat", "0.2", "--connection-timeout", "1"},
-      (dir / "launch.out").string());
+  const pid_t launch = launch_tiny(dir, {"--via-proxy", "--learner-backoff-cap", "4"});
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   std::this_thread::sleep_for(std::chrono::seconds(1));
   const double start = wall_now();
@@ -394,10 +392,7 @@ TEST(cluster_process, a_learner_black_holed_for_20_s_rejoins_within_the_backoff_
 TEST(cluster_process, a_paused_learner_is_live_again_soon_after_sigcont_and_its_pushes_are_merged) {
   const auto dir = workdir("pause", "{ seconds = 20 }");
   const fs::path run = dir / "run";
-  const pid_t launch = spawn(dir,
-                             {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress",
-                              "0", "--heartbeat", "0.2", "--connection-timeout", "1"},
-                             (dir / "launch.out").string());
+  const pid_t launch = launch_tiny(dir);
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 5, 30));
   const int victim = pid_of(run, "learner-1");
@@ -457,11 +452,7 @@ TEST(cluster_process, a_resumed_syncer_rebuilds_a_damaged_fragment_from_a_learne
   // must still be there to hand over their copies.
   const auto dir = workdir("rebuild", "{ tokens = 5000000 }");
   const fs::path run = dir / "run";
-  const pid_t launch =
-      spawn(dir,
-            {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress", "0",
-             "--syncer-restart-delay", "2", "--heartbeat", "0.2", "--connection-timeout", "1"},
-            (dir / "launch.out").string());
+  const pid_t launch = launch_tiny(dir, {"--syncer-restart-delay", "2"});
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 20, 30));
   const int victim = pid_of(run, "syncer");
@@ -585,10 +576,7 @@ TEST(cluster_process, learners_of_another_run_exit_3_at_the_first_refusal) {
 TEST(cluster_process, a_launch_stopped_with_ctrl_c_is_resumed_by_launch_resume) {
   const auto dir = workdir("interrupt_resume", "{ tokens = 1500000 }");
   const fs::path run = dir / "run";
-  const pid_t first = spawn(dir,
-                            {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress",
-                             "0", "--heartbeat", "0.2", "--connection-timeout", "1"},
-                            (dir / "first.out").string());
+  const pid_t first = launch_tiny(dir, {}, "first.out");
   ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 10, 60)) << text(dir / "first.out");
   ASSERT_EQ(::kill(first, SIGINT), 0);
   EXPECT_EQ(wait_for(first, 60), 130) << text(dir / "first.out");
@@ -597,10 +585,7 @@ TEST(cluster_process, a_launch_stopped_with_ctrl_c_is_resumed_by_launch_resume) 
   // Ctrl-C reaches the syncer as SIGINT (the launcher forwarded SIGTERM whatever it got).
   EXPECT_EQ(stopped.value("interrupt_reason", ""), "SIGINT") << stopped.dump();
   const uint64_t tokens_before = stopped["tokens"].get<uint64_t>();
-  const pid_t second = spawn(dir,
-                             {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress",
-                              "0", "--heartbeat", "0.2", "--connection-timeout", "1", "--resume"},
-                             (dir / "second.out").string());
+  const pid_t second = launch_tiny(dir, {"--resume"}, "second.out");
   EXPECT_EQ(wait_for(second, 120), 0) << text(dir / "second.out");
   const auto summary = json::parse(text(run / "summary.json"));
   EXPECT_TRUE(summary.value("resumed", false));
