@@ -782,7 +782,17 @@ monitor_hdl::behavior_type health_monitor(monitor_actor* self,
             ctx->log->emit(
                 "leave",
                 {{"learner", id}, {"incarnation", incarnation}, {"step", it->second.step}});
-          if (ctx->remote_learners && ctx->log != nullptr) ctx->log->learner_finished(id);
+          // The progress line shows a finished learner as "left", one whose node was stopped
+          // (its id waits for the next node) as away (✗).
+          if (ctx->remote_learners && ctx->log != nullptr) {
+            if (it->second.finished)
+              ctx->log->learner_finished(id);
+            else
+              ctx->log->update([id](run_counters& c) {
+                c.learners[id].alive = false;
+                c.learners[id].stepping = false;
+              });
+          }
           publish(self, *ctx, true);
           save_record(self, *ctx);
         }

@@ -70,7 +70,8 @@ std::string read_exact(int fd, void* data, size_t n) {
   size_t got = 0;
   while (got < n) {
     const ssize_t r = ::recv(fd, p + got, n - got, 0);
-    if (r == 0) return got == 0 ? "the peer closed the connection" : "the peer closed mid-frame";
+    if (r == 0)
+      return got == 0 ? "the peer closed it between frames" : "the peer closed it mid-frame";
     if (r < 0) {
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) return "timed out";

@@ -387,6 +387,8 @@ TEST(monitor_leave, a_learner_whose_node_was_stopped_stays_unfinished_and_its_id
   ctx->remote_learners = true;
   ctx->job = job;
   ctx->record_path = (dir / "monitor.json").string();
+  run_log log{"", /*keep_in_memory=*/true};
+  ctx->log = &log;
   auto monitor = sys.spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
   caf::scoped_actor self{sys};
   // A node's handshake reserving learner 0, then that learner's join; its incarnation.
@@ -439,15 +441,27 @@ TEST(monitor_leave, a_learner_whose_node_was_stopped_stays_unfinished_and_its_id
   ASSERT_NE(first, ~uint64_t{0});
   dd::leave_msg stopped{0, first};
   stopped.interrupted = true;
-  self->send(monitor, atoms::leave_atom_v, encode(stopped, {"", first}));
+  // A leave is answered (a learner node's learner exits only then), a repeated one too.
+  for (int k = 0; k < 2; ++k) {
+    bool answered = false;
+    self->request(monitor, std::chrono::seconds(10), atoms::leave_atom_v,
+                  encode(stopped, {"", first}))
+        .receive([&](bool ok) { answered = ok; },
+                 [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+    EXPECT_TRUE(answered) << "leave " << k;
+  }
   EXPECT_FALSE(recorded_finished(first, 1000)) << "recorded finished";
   EXPECT_EQ(told->load(), 0) << "the run was ended by a learner whose node was stopped";
+  // The progress line shows it away (✗), not "left".
+  EXPECT_FALSE(log.snapshot().learners[0].finished);
+  EXPECT_FALSE(log.snapshot().learners[0].alive);
   // The next node's learner takes the id, finishes, and that ends the run.
   const uint64_t second = join();
   ASSERT_NE(second, ~uint64_t{0}) << "the id was not given again";
   EXPECT_GT(second, first);
   self->send(monitor, atoms::leave_atom_v, encode(dd::leave_msg{0, second}, {"", second}));
   ASSERT_TRUE(recorded_finished(second, 5000));
+  EXPECT_TRUE(log.snapshot().learners[0].finished);
   const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
   while (told->load() == 0 && std::chrono::steady_clock::now() < end)
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
