@@ -334,7 +334,11 @@ run_result run_cluster(const config::experiment& exp, const run_options& options
           eta_from_t = t;
           eta_from_done = spent;
         }
-        std::printf("%s\n", progress_line(snap, prev, t - prev_t, t, spent,
+        // Restarts count the earlier parts too, as summary.json does.
+        run_counters shown = snap;
+        shown.learner_restarts += setup->before.learner_restarts;
+        shown.owner_restarts += setup->before.owner_restarts;
+        std::printf("%s\n", progress_line(shown, prev, t - prev_t, t, spent,
                                           std::max(0.0, eta_from_t), eta_from_done)
                                 .c_str());
         std::fflush(stdout);
