@@ -633,6 +633,7 @@ int run_learner_node(const learner_node_options& o) {
       std::fprintf(stderr, "dd-node learner %s: %s; chunks go on CAF\n", name.c_str(),
                    st.error().message.c_str());
       std::fflush(stderr);
+      log->emit("channel_unavailable", {{"details", st.error().message}});
     }
   };
   open_channel();

@@ -10,7 +10,10 @@
 //   - a learner whose link is black-holed for 20 s rejoins within the backoff cap + 2 s of the
 //   heal;
 //   - a learner process paused 4 s (SIGSTOP/SIGCONT) is live again within a few seconds of the
-//     SIGCONT and its pushes are merged again (they once went to dead proxies of the owners).
+//     SIGCONT and its pushes are merged again (they once went to dead proxies of the owners);
+//   - learners that finish their budget while the syncer is held down keep their leaves, rejoin
+//     the resumed syncer and leave, so the run completes with every step counted;
+//   - a syncer without its frame guard has no tensor channel, and the run completes on CAF.
 // Each takes 20-45 s (RUN_SERIAL: they use every core). Timing bounds are sanity bounds; the
 // measured times are printed.
 #include <signal.h>
@@ -593,4 +596,35 @@ TEST(cluster_process, a_launch_stopped_with_ctrl_c_is_resumed_by_launch_resume) 
   EXPECT_EQ(summary.value("parts", 0), 2);
   EXPECT_GT(summary["tokens"].get<uint64_t>(), tokens_before);
   expect_versions_increase(events(run / "events.jsonl"));
+}
+
+// A syncer without its frame guard (--max-frame-bytes 0) has no tensor channel: the learner node
+// says so (stderr and a channel_unavailable event) and the run completes with its chunks on CAF.
+TEST(cluster_process, a_syncer_without_the_frame_guard_trains_its_learners_on_caf) {
+  const auto dir = workdir("no_guard", "{ steps = 120 }");
+  const pid_t syncer = spawn(dir,
+                             {DD_NODE_BIN, "syncer", "tiny.lua", "--listen", "127.0.0.1:0",
+                              "--run-dir", "run", "--progress", "0", "--max-frame-bytes", "0"},
+                             (dir / "syncer.out").string());
+  const int port = listening_port(dir / "run", 30);
+  ASSERT_GT(port, 0) << text(dir / "syncer.out");
+  const pid_t node = spawn(
+      dir,
+      {DD_NODE_BIN, "learner", "--join", "127.0.0.1:" + std::to_string(port), "--learners", "3",
+       "--node-name", "all", "--run-dir", "all", "--progress", "0", "--join-deadline", "60"},
+      (dir / "node.out").string());
+  EXPECT_EQ(wait_for(node, 90), 0) << text(dir / "node.out");
+  EXPECT_EQ(wait_for(syncer, 30), 0) << text(dir / "syncer.out");
+  EXPECT_NE(text(dir / "node.out").find("chunks go on CAF"), std::string::npos)
+      << text(dir / "node.out");
+  size_t unavailable = 0, open = 0;
+  for (const auto& e : events(dir / "all" / "events.jsonl")) {
+    if (e["event"] == "channel_unavailable") ++unavailable;
+    if (e["event"] == "channel_open") ++open;
+  }
+  EXPECT_GE(unavailable, 1u);
+  EXPECT_EQ(open, 0u);
+  const auto summary = json::parse(text(dir / "run" / "summary.json"));
+  EXPECT_EQ(summary["tokens"].get<uint64_t>(), 3u * 120u * 4u * 32u);
+  EXPECT_GT(summary["merges"].get<uint64_t>(), 0u);
 }
