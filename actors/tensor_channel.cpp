@@ -32,6 +32,7 @@
 #include "actors/atoms.hpp"
 #include "messages/codec.hpp"
 #include "util/crc32c.hpp"
+#include "util/endian.hpp"
 
 namespace dd::actors {
 
@@ -49,14 +50,8 @@ void put_u16(std::vector<uint8_t>& b, uint16_t v) {
   b.push_back(static_cast<uint8_t>(v));
   b.push_back(static_cast<uint8_t>(v >> 8));
 }
-void put_le(uint8_t* p, uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint64_t get_le(const uint8_t* p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= uint64_t{p[i]} << (8 * i);
-  return v;
-}
+using util::load_le;
+using util::store_le;
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -147,20 +142,20 @@ std::vector<uint8_t> node_bytes(caf::actor_system& sys, const caf::node_id& nid)
 std::vector<uint8_t> make_hello(const std::vector<uint8_t>& body) {
   std::vector<uint8_t> out(channel_hello_prefix_bytes + body.size(), 0);
   std::memcpy(out.data(), channel_magic, 8);
-  put_le(out.data() + 8, channel_version, 4);
-  put_le(out.data() + 12, body.size(), 4);
+  store_le(out.data() + 8, channel_version, 4);
+  store_le(out.data() + 12, body.size(), 4);
   if (!body.empty()) std::memcpy(out.data() + channel_hello_prefix_bytes, body.data(), body.size());
   uint32_t crc = util::crc32c(out.data(), 28);
   crc = util::crc32c(body.data(), body.size(), crc);
-  put_le(out.data() + 28, crc, 4);
+  store_le(out.data() + 28, crc, 4);
   return out;
 }
 
 /// Checks a hello prefix; body_len set. "" or why not.
 std::string check_prefix(const uint8_t* p, uint32_t* body_len, uint32_t* version) {
   if (std::memcmp(p, channel_magic, 8) != 0) return "no channel magic";
-  *version = static_cast<uint32_t>(get_le(p + 8, 4));
-  *body_len = static_cast<uint32_t>(get_le(p + 12, 4));
+  *version = static_cast<uint32_t>(load_le(p + 8, 4));
+  *body_len = static_cast<uint32_t>(load_le(p + 12, 4));
   if (*body_len > max_hello_body)
     return fmt::format("hello body of {} bytes (cap {})", *body_len, max_hello_body);
   return "";
@@ -169,13 +164,13 @@ std::string check_prefix(const uint8_t* p, uint32_t* body_len, uint32_t* version
 bool check_hello_crc(const uint8_t* prefix, const std::vector<uint8_t>& body) {
   uint32_t crc = util::crc32c(prefix, 28);
   crc = util::crc32c(body.data(), body.size(), crc);
-  return crc == static_cast<uint32_t>(get_le(prefix + 28, 4));
+  return crc == static_cast<uint32_t>(load_le(prefix + 28, 4));
 }
 
 /// Reads a u16-length-prefixed string/bytes at `pos` of `b`.
 bool take_field(const std::vector<uint8_t>& b, size_t& pos, std::vector<uint8_t>& out) {
   if (pos + 2 > b.size()) return false;
-  const size_t n = get_le(b.data() + pos, 2);
+  const size_t n = load_le(b.data() + pos, 2);
   pos += 2;
   if (pos + n > b.size()) return false;
   out.assign(b.begin() + static_cast<std::ptrdiff_t>(pos),
@@ -281,12 +276,12 @@ class channel_conn {
         close("a frame header without its magic (the stream is out of step)", true);
         break;
       }
-      if (util::crc32c(h, 40) != static_cast<uint32_t>(get_le(h + 40, 4))) {
+      if (util::crc32c(h, 40) != static_cast<uint32_t>(load_le(h + 40, 4))) {
         close("a frame header failed its CRC-32C (damaged in transit)", true);
         break;
       }
       const uint8_t kind = h[4];
-      const uint64_t len = get_le(h + 32, 8);
+      const uint64_t len = load_le(h + 32, 8);
       if (kind < 1 || kind > 3) {
         close(fmt::format("a frame of unknown kind {}", kind), true);
         break;
@@ -305,8 +300,9 @@ class channel_conn {
       bytes_in.fetch_add(len, std::memory_order_relaxed);
       std::string why;
       caf::message delivered;
-      if (!hub_->deliver(node, static_cast<channel_kind>(kind), get_le(h + 8, 8), get_le(h + 16, 8),
-                         get_le(h + 24, 8), std::move(bytes), &why, &delivered)) {
+      if (!hub_->deliver(node, static_cast<channel_kind>(kind), load_le(h + 8, 8),
+                         load_le(h + 16, 8), load_le(h + 24, 8), std::move(bytes), &why,
+                         &delivered)) {
         close(why, true);
         break;
       }
@@ -795,11 +791,11 @@ bool tensor_channel_hub::try_send(caf::actor_system& sys, const caf::actor& dest
   std::array<uint8_t, frame_header_bytes> h{};
   std::memcpy(h.data(), frame_magic, 4);
   h[4] = static_cast<uint8_t>(kind);
-  put_le(h.data() + 8, dest.id(), 8);
-  put_le(h.data() + 16, src->id(), 8);
-  put_le(h.data() + 24, seq, 8);
-  put_le(h.data() + 32, msg.get_as<wire_bytes>(1).size(), 8);
-  put_le(h.data() + 40, util::crc32c(h.data(), 40), 4);
+  store_le(h.data() + 8, dest.id(), 8);
+  store_le(h.data() + 16, src->id(), 8);
+  store_le(h.data() + 24, seq, 8);
+  store_le(h.data() + 32, msg.get_as<wire_bytes>(1).size(), 8);
+  store_le(h.data() + 40, util::crc32c(h.data(), 40), 4);
   return c->enqueue(h, msg);
 }
 

@@ -9,6 +9,7 @@
 
 #include "messages/detail/envelope.hpp"
 #include "util/assert.hpp"
+#include "util/endian.hpp"
 #include "util/files.hpp"
 
 namespace dd {
@@ -20,22 +21,10 @@ namespace {
 constexpr char checkpoint_magic[8] = {'D', 'D', 'O', 'W', 'N', 'C', 'K', '1'};
 constexpr size_t checkpoint_header_bytes = 24;
 
-void put_u32(uint8_t* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-void put_u64(uint8_t* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint32_t get_u32(const uint8_t* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(p[i]) << (8 * i);
-  return v;
-}
-uint64_t get_u64(const uint8_t* p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
+void put_u32(uint8_t* p, uint32_t v) { util::store_le(p, v); }
+void put_u64(uint8_t* p, uint64_t v) { util::store_le(p, v); }
+uint32_t get_u32(const uint8_t* p) { return util::load_le<uint32_t>(p); }
+uint64_t get_u64(const uint8_t* p) { return util::load_le<uint64_t>(p); }
 
 uint32_t crc32_of(const uint8_t* data, size_t size) {
   uLong crc = ::crc32(0L, Z_NULL, 0);

@@ -15,6 +15,7 @@
 #include "runtime/adamw.hpp"
 #include "runtime/model.hpp"
 #include "util/crc32c.hpp"
+#include "util/endian.hpp"
 #include "util/files.hpp"
 
 static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__,
@@ -99,9 +100,7 @@ st_file parse_safetensors(std::string_view bytes, const std::string& path,
   if (bytes.size() < 8)
     throw fail(
         fmt::format("file is {} bytes, shorter than the 8-byte header length", bytes.size()));
-  uint64_t hlen = 0;
-  for (int i = 0; i < 8; ++i)
-    hlen |= static_cast<uint64_t>(static_cast<uint8_t>(bytes[i])) << (8 * i);
+  const uint64_t hlen = util::load_le<uint64_t>(reinterpret_cast<const uint8_t*>(bytes.data()));
   if (hlen > bytes.size() - 8)
     throw fail(fmt::format("header length {} exceeds the file size {} (truncated file?)", hlen,
                            bytes.size()));

@@ -11,6 +11,7 @@
 
 #include "runtime/rng.hpp"
 #include "runtime/tokenizer.hpp"
+#include "util/endian.hpp"
 
 namespace dd {
 
@@ -107,10 +108,9 @@ void put_le(std::vector<uint8_t>& out, T v) {
 }
 template <class T>
 T get_le(const uint8_t*& p) {
-  uint64_t u = 0;
-  for (size_t i = 0; i < sizeof(T); ++i) u |= static_cast<uint64_t>(p[i]) << (8 * i);
+  const T v = util::load_le<T>(p);
   p += sizeof(T);
-  return static_cast<T>(u);
+  return v;
 }
 }  // namespace
 

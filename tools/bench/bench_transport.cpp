@@ -91,6 +91,7 @@
 #include "actors/node_config.hpp"
 #include "actors/tensor_channel.hpp"
 #include "messages/codec.hpp"
+#include "util/endian.hpp"
 #include "util/parse.hpp"
 
 namespace {
@@ -344,9 +345,7 @@ bool read_all(int fd, void* data, size_t n) {
 uint64_t read_u64le(int fd, bool* eof) {
   uint8_t b[8];
   *eof = !read_all(fd, b, 8);
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= uint64_t{b[i]} << (8 * i);
-  return v;
+  return dd::util::load_le<uint64_t>(b);
 }
 
 void set_nodelay(int fd) {
