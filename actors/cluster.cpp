@@ -166,6 +166,9 @@ std::shared_ptr<cluster_setup> make_cluster_setup(const config::experiment& exp,
     s->experiment_hash = fnv1a_hex(json.data(), json.size());
     s->run_id = options.run_id;
     if (options.resume) {
+      // The dd-node commands refuse this before they start (exit 2); a guard for other callers.
+      if (auto why = experiment_change_on_resume(s->run_dir, config::to_json(exp)); !why.empty())
+        throw std::invalid_argument("--resume: run directory '" + s->run_dir + "' holds " + why);
       auto rec = read_resume_record(s->run_dir, s->run_id);
       s->run_id = rec.run_id;
       s->resume_versions = std::move(rec.versions);

@@ -42,6 +42,44 @@ std::string why_not_resumable(const std::string& run_dir) {
   return "a finished run (summary.json without \"interrupted\")";
 }
 
+std::string experiment_change_on_resume(const std::string& run_dir,
+                                        const nlohmann::json& experiment) {
+  const std::string path = (fs::path(run_dir) / "experiment.json").string();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return "";
+  std::string text;
+  if (auto st = util::read_file(path, text, size_t{64} << 20); !st)
+    return fmt::format("its experiment.json cannot be read ({})", st.message);
+  nlohmann::json was;
+  try {
+    was = nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    return fmt::format("its experiment.json does not parse ({})", e.what());
+  }
+  std::vector<std::string> changed;
+  size_t more = 0;
+  for (const auto& op : nlohmann::json::diff(was, experiment)) {
+    const std::string at = op.value("path", "");
+    if (at.rfind("/budget", 0) == 0 || at.rfind("/eval", 0) == 0) continue;
+    if (changed.size() == 6) {
+      ++more;
+      continue;
+    }
+    const nlohmann::json::json_pointer ptr(at);
+    const std::string before = was.contains(ptr) ? was.at(ptr).dump() : "(none)";
+    const std::string now = experiment.contains(ptr) ? experiment.at(ptr).dump() : "(none)";
+    changed.push_back(fmt::format("{}: {} in the run, {} now", at, before, now));
+  }
+  if (changed.empty()) return "";
+  std::string out = "an experiment that differs from this one: ";
+  for (size_t i = 0; i < changed.size(); ++i) out += (i == 0 ? "" : "; ") + changed[i];
+  if (more > 0) out += fmt::format("; and {} more", more);
+  return out +
+         ". Resume with the same experiment file and --set flags as the run's first part (its "
+         "resolved experiment is in " +
+         path + "); only budget and eval may change";
+}
+
 std::string new_run_id() {
   std::random_device rd;
   const uint64_t v = (static_cast<uint64_t>(rd()) << 32) ^ rd();

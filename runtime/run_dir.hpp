@@ -34,6 +34,17 @@ run_dir_state inspect_run_dir(const std::string& run_dir);
 /// "an unreadable summary.json (...)").
 std::string why_not_resumable(const std::string& run_dir);
 
+/// What a resume would change of the run's experiment: "" when `experiment` (the resolved
+/// experiment as config::to_json writes it, --set flags applied) equals <run_dir>/experiment.json
+/// in everything but `budget` and `eval` (a resumed run may be given more budget or other
+/// evaluation settings), or when the directory holds no experiment.json (an older run). Otherwise
+/// the differing fields (up to 6, as JSON pointers with the run's and the new value) and the
+/// remedy, for the caller's refusal. Resuming another model, fragment plan, data or learner
+/// count would merge pushes into checkpoints of another shape or meaning (QA, stop 22: a resume
+/// without the first part's --set flags restarted every fragment from the initial weights).
+std::string experiment_change_on_resume(const std::string& run_dir,
+                                        const nlohmann::json& experiment);
+
 /// 16 random hex digits (std::random_device): a run's identity, not part of training.
 std::string new_run_id();
 

@@ -615,6 +615,11 @@ int launch_main(int argc, char** argv) {
                    why.c_str());
       return 2;
     }
+    if (const auto why = experiment_change_on_resume(dir, config::to_json(exp)); !why.empty()) {
+      std::fprintf(stderr, "dd-node launch: --resume: run directory '%s' holds %s\n", dir.c_str(),
+                   why.c_str());
+      return 2;
+    }
   }
   if (!resume) {  // a new run: nothing of an earlier cluster run's files stays (run_dir.hpp)
     std::string names;

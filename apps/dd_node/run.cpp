@@ -367,6 +367,11 @@ int run_main(int argc, char** argv) {
                    why.c_str());
       return 2;
     }
+    if (const auto why = experiment_change_on_resume(dir, config::to_json(exp)); !why.empty()) {
+      std::fprintf(stderr, "dd-node run: --resume: run directory '%s' holds %s\n", dir.c_str(),
+                   why.c_str());
+      return 2;
+    }
   }
   install_stop_handlers();
   nlohmann::json table = nlohmann::json::array();

@@ -255,6 +255,11 @@ int syncer_main(int argc, char** argv) {
                    why.c_str());
       return 2;
     }
+    if (const auto why = experiment_change_on_resume(dir, config::to_json(exp)); !why.empty()) {
+      std::fprintf(stderr, "dd-node syncer: --resume: run directory '%s' holds %s\n", dir.c_str(),
+                   why.c_str());
+      return 2;
+    }
   }
   // A launcher's syncer finds the launcher's fresh nodes.json and logs/: the launcher cleared
   // the earlier run's files itself.

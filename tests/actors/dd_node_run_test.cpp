@@ -174,6 +174,16 @@ TEST(dd_node_run, resume_continues_an_interrupted_run) {
   }
   ASSERT_GT(first_version, 0u);
 
+  // Regression (QA, stop 22): a resume with another model (the first part's --set flags
+  // forgotten) is refused before anything is touched, naming the field; it once restarted every
+  // fragment from the initial weights under the same run id.
+  const std::string events_before = read_text(run / "events.jsonl");
+  const pid_t other = start(dir, "o", {"--run-dir", "run", "--resume", "--set", "model.width=48"});
+  EXPECT_EQ(wait_exit(other, 60), 2) << read_text(dir / "o.err");
+  EXPECT_NE(read_text(dir / "o.err").find("/model/width: 32 in the run, 48 now"), std::string::npos)
+      << read_text(dir / "o.err");
+  EXPECT_EQ(read_text(run / "events.jsonl"), events_before);
+
   // A budget a little beyond what the first part trained: the resumed part trains the rest.
   const uint64_t budget = first_tokens + 4000;
   const pid_t second = start(
