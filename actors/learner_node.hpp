@@ -76,7 +76,11 @@ struct learner_node_options {
   /// Give up after this many seconds without a syncer, at start or after losing it (0 = never).
   double join_deadline_s = 0.0;
   double backoff_base_s = 0.5;
-  double backoff_cap_s = 15.0;
+  /// The longest wait between attempts. 5 s: below an owner's default wait for the learners'
+  /// fragment copies after a resume (`checkpoint.rebuild_wait_seconds`, 10 s), so a node that
+  /// holds newer fragments than the checkpoints is back in time to hand them over (QA, stop 22:
+  /// with 15 s two of four fragments were restored from an older checkpoint).
+  double backoff_cap_s = 5.0;
   /// Deadline of one connection attempt (TCP connect, then CAF's handshake), seconds.
   double connect_timeout_s = 3.0;
   /// Progress line period on stdout, seconds (0 = off).
