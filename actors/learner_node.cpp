@@ -264,6 +264,7 @@ int refusal_status(node_refusal r) {
 
 struct connector {
   const learner_node_options& o;
+  std::string name;  ///< the node's name, in its messages
   caf::actor_system& sys;
   rng jitter;
   size_t next = 0;
@@ -298,8 +299,8 @@ struct connector {
     const double wait =
         join_backoff_s(attempt++, o.backoff_base_s, o.backoff_cap_s, jitter.uniform());
     next_try_s = now_s() + wait;
-    std::fprintf(stderr, "dd-node learner: syncer not reachable (%s); next attempt in %.1f s\n",
-                 last_error.c_str(), wait);
+    std::fprintf(stderr, "dd-node learner %s: syncer not reachable (%s); next attempt in %.1f s\n",
+                 name.c_str(), last_error.c_str(), wait);
     std::fflush(stderr);
   }
 };
@@ -323,7 +324,7 @@ int run_learner_node(const learner_node_options& o) {
   node_config cfg(o.transport);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  connector conn{o, sys, rng(seed), 0, 0, 0.0, {}, 0.0, {}};
+  connector conn{o, name, sys, rng(seed), 0, 0, 0.0, {}, 0.0, {}};
   const double t0 = connector::now_s();
   if (o.join_deadline_s > 0) conn.deadline_at = t0 + o.join_deadline_s;
   auto interrupted = [&] { return o.interrupt != nullptr && o.interrupt->load() != 0; };
@@ -348,10 +349,13 @@ int run_learner_node(const learner_node_options& o) {
     if (!m) {
       if (conn.attempt != attempts_before &&
           lookup_error_leaves_stale_connection(conn.last_error)) {
-        const int n = shutdown_connections_to(o.join);
-        std::fprintf(stderr, "dd-node learner %s: %d connection%s to the syncer shut down (%s)\n",
-                     name.c_str(), n, n == 1 ? "" : "s", conn.last_error.c_str());
-        std::fflush(stderr);
+        // Said only when there was one to shut down (a syncer that died mid-handshake leaves
+        // none, and "0 connections shut down" read like a failure).
+        if (const int n = shutdown_connections_to(o.join); n > 0) {
+          std::fprintf(stderr, "dd-node learner %s: %d connection%s to the syncer shut down (%s)\n",
+                       name.c_str(), n, n == 1 ? "" : "s", conn.last_error.c_str());
+          std::fflush(stderr);
+        }
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
@@ -646,9 +650,11 @@ int run_learner_node(const learner_node_options& o) {
   auto drop_connections = [&](const std::string& why) {
     const int n = shutdown_connections_to(o.join);
     log->emit("syncer_connection_dropped", {{"sockets", n}, {"why", why}});
-    std::fprintf(stderr, "dd-node learner %s: %d connection%s to the syncer shut down (%s)\n",
-                 name.c_str(), n, n == 1 ? "" : "s", why.c_str());
-    std::fflush(stderr);
+    if (n > 0) {
+      std::fprintf(stderr, "dd-node learner %s: %d connection%s to the syncer shut down (%s)\n",
+                   name.c_str(), n, n == 1 ? "" : "s", why.c_str());
+      std::fflush(stderr);
+    }
   };
   bool lost = false;
   // The backoff step (conn.attempt) whose failed handshake was already retried at once.
@@ -814,8 +820,14 @@ int run_learner_node(const learner_node_options& o) {
       last_outage_sample = t;
     }
     if (o.progress_every_s > 0 && t - last_progress >= o.progress_every_s) {
-      std::printf("%s%s\n", node_progress_line(log->snapshot(), t - t0).c_str(),
-                  lost ? " | syncer lost" : "");
+      const auto snap = log->snapshot();
+      bool any_finished = false;
+      for (const auto& [id, l] : snap.learners) any_finished = any_finished || l.finished;
+      // A learner shown "left" while the syncer is away has not left yet: its leave waits.
+      std::printf("%s%s\n", node_progress_line(snap, t - t0).c_str(),
+                  !lost          ? ""
+                  : any_finished ? " | syncer lost (finished learners leave once it is back)"
+                                 : " | syncer lost");
       std::fflush(stdout);
       last_progress = t;
     }

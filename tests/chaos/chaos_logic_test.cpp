@@ -1,5 +1,8 @@
 // tests/chaos/chaos_logic_test.cpp — dd-chaos's pure logic: durations, the nodes file, target
 // resolution and picks, the seeded schedule and recovery distributions.
+#include <sys/wait.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -294,13 +297,19 @@ TEST(chaos_heal, a_sessions_final_heal_releases_only_its_own_running_holds) {
   const fs::path dir = fs::temp_directory_path() / "dd_chaos_heal_own_holds_test";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  std::ofstream(dir / "nodes.json") << R"({
-    "run_id": "5f3a", "launcher": {"pid": 10, "control": "127.0.0.1:1"},
+  // The launcher's pid: this test process (alive), or one that has exited (below).
+  auto write_nodes = [&](int launcher_pid) {
+    std::ofstream(dir / "nodes.json") << R"({
+    "run_id": "5f3a", "launcher": {"pid": )" +
+                                             std::to_string(launcher_pid) +
+                                             R"(, "control": "127.0.0.1:1"},
     "nodes": [
       {"name": "syncer", "role": "syncer", "actors": ["monitor"], "pid": 0, "start_time": 0,
        "state": "down"},
       {"name": "learner-3", "role": "learner", "actors": ["learner:3"], "pid": 0,
        "start_time": 0, "state": "held"}]})";
+  };
+  write_nodes(static_cast<int>(::getpid()));
   chaos_env env;
   env.nodes = read_nodes_file((dir / "nodes.json").string());
   env.run_dir = dir.string();
@@ -342,6 +351,21 @@ TEST(chaos_heal, a_sessions_final_heal_releases_only_its_own_running_holds) {
   EXPECT_FALSE(all["ok"].get<bool>()) << all.dump();
   EXPECT_NE(all.dump().find("launcher `release learner-3` failed"), std::string::npos)
       << all.dump();
+  EXPECT_TRUE(store.list().empty());
+
+  // Regression (QA, stop 22): a launcher that has exited (the run is over) holds nothing, so
+  // there is nothing to release and the heal succeeds (it exited 1 on the gone control socket).
+  const pid_t gone = ::fork();
+  if (gone == 0) ::_exit(0);
+  ASSERT_GT(gone, 0);
+  ::waitpid(gone, nullptr, 0);
+  write_nodes(static_cast<int>(gone));
+  env.nodes = read_nodes_file((dir / "nodes.json").string());
+  store.add(theirs);
+  const auto after = heal(env, false, false);
+  EXPECT_TRUE(after["ok"].get<bool>()) << after.dump();
+  EXPECT_NE(after.dump().find("has exited, and its hold with it"), std::string::npos)
+      << after.dump();
   EXPECT_TRUE(store.list().empty());
   std::fclose(sink);
   fs::remove_all(dir);

@@ -17,6 +17,7 @@
 
 #include <unistd.h>
 #include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
@@ -873,7 +874,18 @@ json heal(chaos_env& env, bool clear_messages, bool own_holds) {
   std::sort(held.begin(), held.end());
   held.erase(std::unique(held.begin(), held.end()), held.end());
   if (env.nodes && env.nodes->launcher) {
+    // A launcher that has exited holds nothing (QA, stop 22: heal failed with exit 1 on a finished
+    // run's expired hold because the launcher's control socket was gone).
+    const int lpid = env.nodes->launcher->pid;
+    const bool launcher_gone = lpid > 0 && ::kill(lpid, 0) != 0 && errno == ESRCH;
     for (const auto& h : held) {
+      if (launcher_gone) {
+        act(
+            fmt::format("node {}: the launcher (pid {}) has exited, and its hold with it "
+                        "(nothing to release)",
+                        h, lpid));
+        continue;
+      }
       if (env.dry_run) {
         act(fmt::format("launcher {} `release {}`", env.nodes->launcher->control, h));
         continue;
