@@ -145,10 +145,11 @@ void finish(learner_actor* self, const learner_context& ctx) {
   // Marks it not stepping too, in one step (no artificial gap in the uptime integral); a
   // draining learner was marked when its drain began.
   if (ctx.log != nullptr && !drained) ctx.log->learner_finished(st.id);
-  if (ctx.log != nullptr)
+  if (ctx.log != nullptr && !st.done_logged)
     ctx.log->emit("learner_done", {{"learner", st.id},
                                    {"incarnation", st.incarnation},
                                    {"step", st.tr ? st.tr->steps_done() : 0}});
+  st.done_logged = true;
   if (!st.monitor || !st.joined) {
     self->quit(caf::exit_reason::normal);
     return;
@@ -799,7 +800,6 @@ void apply_owner_directory(learner_actor* self, const std::shared_ptr<const lear
                            const std::vector<uint8_t>& bytes,
                            const std::vector<owner_hdl>& handles) {
   auto& s = self->state;
-  if (s.now == phase::finished) return;  // a pending leave (send_leave) needs no owners
   auto dir = decode_owner_directory(bytes, {}, expect_of(self, *ctx));
   if (dir && dir->fragment_ids.size() != handles.size())
     dir = wire_error{errc::malformed, "ownerDirectory names " +
@@ -824,6 +824,12 @@ void apply_owner_directory(learner_actor* self, const std::shared_ptr<const lear
   for (size_t i = 0; i < handles.size(); ++i) {
     const auto p = static_cast<size_t>(dir->fragment_ids[i]);
     if (p < owners.size()) owners[p] = handles[i];
+  }
+  if (s.now == phase::finished) {
+    // A pending leave's learner: the owners of its final pushes (final_pushes), no pulls.
+    s.owners_stale = false;
+    for (size_t p = 0; p < owners.size() && p < s.owners.size(); ++p) s.owners[p] = owners[p];
+    return;
   }
   // After a reconnect every handle is new even when it compares equal to the old one.
   const bool rejoined = s.owners_stale;
@@ -896,6 +902,32 @@ void watch_monitor(learner_actor* self, const learner_context& ctx, const monito
   if (ctx.leave_acked && monitor) self->monitor(monitor);
 }
 
+/// A learner that finished while the syncer was away, rejoined to leave: its training since the
+/// last global value it received (the outage's steps, over many sync intervals) is still only in
+/// its own model. Each fragment with such progress is pushed once, as its delta to the last
+/// base; the learner then drains (finish: stays until they are merged or refused, at most
+/// learner_context::drain_timeout_s) and leaves. Without progress it leaves at once.
+void final_pushes(learner_actor* self, const learner_context& ctx) {
+  auto& st = self->state;
+  st.leave_pending = false;  // finish() asks again, after the drain
+  st.now = phase::stepping;  // for finish(): it drains from here
+  const auto params = st.tr->model().get_parameters();
+  const auto step = static_cast<uint64_t>(st.tr->steps_done());
+  size_t pushed = 0;
+  for (size_t p = 0; p < st.frags.size(); ++p) {
+    const auto& f = st.frags[p];
+    if (f.steps == 0 || !f.have || p >= st.owners.size() || !st.owners[p]) continue;
+    push_fragment(self, ctx, static_cast<int32_t>(p), params, step);
+    ++pushed;
+  }
+  if (ctx.log != nullptr)
+    ctx.log->emit("final_pushes", {{"learner", st.id},
+                                   {"incarnation", st.incarnation},
+                                   {"step", step},
+                                   {"fragments", pushed}});
+  finish(self, ctx);
+}
+
 /// Rejoins the learner's (new) monitor as a live learner with a new incarnation, keeping step
 /// and data cursor. Pushes in flight went to owners that are gone: forgotten; the owner
 /// directory that follows the join makes every fragment resynchronize with its new owner. A
@@ -956,7 +988,7 @@ void rejoin_live(learner_actor* self, const std::shared_ptr<const learner_contex
                                                   {"to_leave", s2.leave_needs_rejoin}});
             if (s2.leave_pending && s2.leave_needs_rejoin) {
               s2.leave_needs_rejoin = false;
-              send_leave(self, *ctx);
+              final_pushes(self, *ctx);
             }
           },
           [=](caf::error& err) {

@@ -214,6 +214,7 @@ struct learner_state {
   /// has not seen this incarnation's last steps and tokens.
   bool leave_needs_rejoin = false;
   uint64_t leave_attempt = 0;  ///< the newest leave request (older failures are ignored)
+  bool done_logged = false;    ///< its learner_done event is written (once, at its last step)
   /// The monitor this learner last joined has gone down (its connection was lost): a pending
   /// leave waits for syncer_atom instead of being sent again.
   bool monitor_lost = false;

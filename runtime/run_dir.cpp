@@ -2,8 +2,10 @@
 #include "runtime/run_dir.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
 #include <stdexcept>
 
@@ -60,7 +62,16 @@ std::string experiment_change_on_resume(const std::string& run_dir,
   size_t more = 0;
   for (const auto& op : nlohmann::json::diff(was, experiment)) {
     const std::string at = op.value("path", "");
-    if (at.rfind("/budget", 0) == 0 || at.rfind("/eval", 0) == 0) continue;
+    // What the run's state depends on: the model and its fragment plan (the checkpoints' shapes
+    // and meaning), the outer optimizer (its momentum), the data and its split, the seed, the
+    // learner count (ids, shards, cursors) and where the checkpoints are.
+    static const char* const kept[] = {"/model", "/sync",           "/outer",         "/data",
+                                       "/seed",  "/learners/count", "/checkpoint/dir"};
+    const bool matters = std::any_of(std::begin(kept), std::end(kept), [&](const char* k) {
+      const size_t n = std::strlen(k);
+      return at.compare(0, n, k) == 0 && (at.size() == n || at[n] == '/');
+    });
+    if (!matters) continue;
     if (changed.size() == 6) {
       ++more;
       continue;
@@ -77,7 +88,7 @@ std::string experiment_change_on_resume(const std::string& run_dir,
   return out +
          ". Resume with the same experiment file and --set flags as the run's first part (its "
          "resolved experiment is in " +
-         path + "); only budget and eval may change";
+         path + "); model, sync, outer, data, seed, learners.count and checkpoint.dir must stay";
 }
 
 std::string new_run_id() {

@@ -36,8 +36,10 @@ std::string why_not_resumable(const std::string& run_dir);
 
 /// What a resume would change of the run's experiment: "" when `experiment` (the resolved
 /// experiment as config::to_json writes it, --set flags applied) equals <run_dir>/experiment.json
-/// in everything but `budget` and `eval` (a resumed run may be given more budget or other
-/// evaluation settings), or when the directory holds no experiment.json (an older run). Otherwise
+/// in what the run's state depends on — `model`, `sync`, `outer`, `data`, `seed`,
+/// `learners.count`, `checkpoint.dir` — or when the directory holds no experiment.json (an older
+/// run); the rest (budget, eval, inner, restart, chaos, other checkpoint keys such as
+/// `allow_degraded`) may change. Otherwise
 /// the differing fields (up to 6, as JSON pointers with the run's and the new value) and the
 /// remedy, for the caller's refusal. Resuming another model, fragment plan, data or learner
 /// count would merge pushes into checkpoints of another shape or meaning (QA, stop 22: a resume

@@ -337,6 +337,16 @@ TEST(cluster_process, learners_that_finish_while_the_syncer_is_down_leave_after_
   EXPECT_TRUE(resumed);
   EXPECT_EQ(rejoined, (std::set<int>{0, 1, 2}));
   EXPECT_EQ(left, (std::set<int>{0, 1, 2}));
+  // What they trained during the outage reached the model: each pushed its fragments once more
+  // after the rejoin (final_pushes), and those pushes were merged.
+  std::set<int> merged_after_resume;
+  resumed = false;
+  for (const auto& e : evs) {
+    if (e["event"] == "resume") resumed = true;
+    if (resumed && e["event"] == "merge")
+      for (const auto& c : e["contributors"]) merged_after_resume.insert(c["learner"].get<int>());
+  }
+  EXPECT_EQ(merged_after_resume, (std::set<int>{0, 1, 2}));
   for (int k = 0; k < 3; ++k) {
     bool pending = false, to_leave = false;
     for (const auto& e : node_events(k)) {
@@ -345,6 +355,10 @@ TEST(cluster_process, learners_that_finish_while_the_syncer_is_down_leave_after_
     }
     EXPECT_TRUE(pending) << "learner-" << k;
     EXPECT_TRUE(to_leave) << "learner-" << k;
+    size_t final_fragments = 0;
+    for (const auto& e : node_events(k))
+      if (e["event"] == "final_pushes") final_fragments = e["fragments"].get<size_t>();
+    EXPECT_EQ(final_fragments, 2u) << "learner-" << k;
   }
   expect_versions_increase(evs);
   // Every step of both parts counted once: 3 learners × 2000 steps × batch 4 × context 32.
