@@ -93,6 +93,17 @@ wire_bytes encode_leave(learner_actor* self, const learner_context& ctx) {
   return encode(lm, stamp_of(self, ctx));
 }
 
+/// The `leave_pending` event: the leave of this learner waits (`why`; `syncer_lost`: for the
+/// node to reach a syncer again, else it is sent again in 2 s).
+void log_leave_pending(learner_actor* self, const learner_context& ctx, const std::string& why) {
+  const auto& st = self->state;
+  if (ctx.log != nullptr)
+    ctx.log->emit("leave_pending", {{"learner", st.id},
+                                    {"incarnation", st.incarnation},
+                                    {"error", why},
+                                    {"syncer_lost", st.monitor_lost}});
+}
+
 /// A finished learner of a learner node (learner_context::leave_acked) asks its monitor to
 /// record its leave and exits once it is answered. Unanswered: sent again in 2 s while the
 /// monitor is reachable; kept for the next syncer (syncer_atom) once it is lost; given up when
@@ -116,11 +127,7 @@ void send_leave(learner_actor* self, const learner_context& ctx) {
               self->quit(caf::exit_reason::normal);  // the node stops: no syncer to wait for
               return;
             }
-            if (c->log != nullptr)
-              c->log->emit("leave_pending", {{"learner", s.id},
-                                             {"incarnation", s.incarnation},
-                                             {"error", self->system().render(err)},
-                                             {"syncer_lost", s.monitor_lost}});
+            log_leave_pending(self, *c, self->system().render(err));
             if (!s.monitor_lost)
               self->delayed_send(self, std::chrono::seconds(2), atoms::leave_retry_atom_v);
           });
@@ -168,11 +175,7 @@ void finish(learner_actor* self, const learner_context& ctx) {
   st.leave_pending = true;
   if (st.monitor_lost) {
     // The syncer is away (a request to its dead proxy would go unanswered): kept for syncer_atom.
-    if (ctx.log != nullptr)
-      ctx.log->emit("leave_pending", {{"learner", st.id},
-                                      {"incarnation", st.incarnation},
-                                      {"error", "the syncer is away"},
-                                      {"syncer_lost", true}});
+    log_leave_pending(self, ctx, "the syncer is away");
     return;
   }
   send_leave(self, ctx);
@@ -932,7 +935,8 @@ void final_pushes(learner_actor* self, const learner_context& ctx) {
 /// and data cursor. Pushes in flight went to owners that are gone: forgotten; the owner
 /// directory that follows the join makes every fragment resynchronize with its new owner. A
 /// finished learner with a pending leave (leave_needs_rejoin) reports its steps and tokens this
-/// way, then sends its leave; a failed join of one is tried again in 2 s (leave_retry_atom).
+/// way, then makes its final pushes and leaves (final_pushes); a failed join of one is tried
+/// again in 2 s (leave_retry_atom).
 void rejoin_live(learner_actor* self, const std::shared_ptr<const learner_context>& ctx) {
   auto& s = self->state;
   join_request again;
