@@ -59,7 +59,7 @@ struct envelope_stamp {
   /// The run (hex, `<run_dir>/run_id`). Empty only where the sender does not know it yet.
   std::string run_id;
   /// A learner: its incarnation (join_reply::incarnation; 0 before its first join). A syncer
-  /// role (health monitor, fragment owner, evaluator, coordinator): the syncer's incarnation
+  /// role (health monitor, fragment owner, evaluator, job): the syncer's incarnation
   /// (1 for a fresh run, one more for each `--resume`).
   uint64_t incarnation = 0;
 };

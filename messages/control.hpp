@@ -3,7 +3,7 @@
 // OwnerDirectory, Subscribe, Stop, StatusRequest/Reply, Drain/DrainReply, NodeEvents): the
 // handshake of a learner process with the health monitor, a learner's leave, an owner's question
 // for the learners' copies of its fragment (rebuild), the membership the monitor hands out (live
-// view, owner directory), and the operator's and coordinator's commands (stop, status, drain).
+// view, owner directory), and the operator's and job's commands (stop, status, drain).
 // Messages that name actors carry no handle in their bytes: the handles travel next to the bytes,
 // in list order (see each message). Same rules as messages/codec.hpp:
 // decoding never trusts its input and returns a dd::wire_error naming the field at fault. Pure and
@@ -151,7 +151,7 @@ struct live_learner_entry {
 
 /// Health monitor → fragment owners: the live learners, the owners' quorum input. Travels as
 /// (live_atom, bytes, std::vector<learner_at_owner_hdl>) with one handle per learner, in list
-/// order (the typed handles: actors/protocol.hpp).
+/// order (the typed handles: actors/link/protocol.hpp).
 struct live_view_msg {
   uint64_t epoch = 0;  ///< increases with every change
   /// Ascending learner id, each id at most once (decode: malformed otherwise).
@@ -170,7 +170,7 @@ struct subscribe_msg {
   int32_t fragment_id = 0;  ///< never negative (decode: malformed)
 };
 
-/// Health monitor or a learner node's supervisor → learner, coordinator → health monitor:
+/// Health monitor or a learner node's supervisor → learner, job → health monitor:
 /// finish after the current step.
 struct stop_msg {
   std::string reason;  ///< for the logs; may be empty; at most 4 KiB

@@ -304,7 +304,7 @@ struct Subscribe {
   fragmentId @0 :Int32;
 }
 
-# Health monitor or a learner's supervisor -> learner, coordinator -> health monitor: finish
+# Health monitor or a learner's supervisor -> learner, job -> health monitor: finish
 # after the current step (a learner drains its pushes, then leaves).
 struct Stop {
   reason @0 :Text;                     # why (logs); may be empty

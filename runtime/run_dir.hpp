@@ -1,6 +1,6 @@
 // runtime/run_dir.hpp — the lifecycle of a run directory (runs/<experiment> by default): what it
 // holds, clearing what an earlier run left, the resume record a continued run starts from, the
-// run id, and the result files. Used by the run's setup (actors/cluster.cpp) and by dd-node's
+// run id, and the result files. Used by the run's setup (actors/nodes/job_runner.cpp) and by dd-node's
 // run, syncer and launch commands. Errors: std::runtime_error naming the file and the cause.
 // Any thread; not safe against another process using the same directory (apps/dd_node/run_lock
 // is).

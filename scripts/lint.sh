@@ -22,8 +22,8 @@ shift || true
 # minute on 2 cores).
 tidy_default=(
   util/files.cpp util/crc32c.cpp
-  messages/codec.cpp messages/control_codec.cpp messages/error.cpp actors/tensor_channel.cpp
-  actors/frame_guard.cpp
+  messages/codec.cpp messages/control_codec.cpp messages/error.cpp actors/link/tensor_channel.cpp
+  actors/link/frame_guard.cpp
   runtime/checkpoint.cpp runtime/config/loader.cpp runtime/config/detail/sandbox.cpp
 )
 

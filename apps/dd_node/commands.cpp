@@ -19,7 +19,7 @@ const std::vector<command>& commands() {
   static const std::vector<command> table = {
       {"train", "train one learner alone (no syncer) and write summary.json", &train_main},
       {"run", "run an experiment's whole cluster in this process (the main job)", &run_main},
-      {"syncer", "run the syncer node of a cluster (monitor, owners, evaluator, coordinator)",
+      {"syncer", "run the syncer node of a cluster (monitor, owners, evaluator, job)",
        &syncer_main},
       {"learner", "run learners that join a syncer over the network", &learner_main},
       {"launch", "start a cluster of processes on this host and supervise them", &launch_main},

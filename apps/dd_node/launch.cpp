@@ -46,8 +46,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/cluster.hpp"
-#include "actors/host_admission.hpp"
+#include "actors/nodes/job_runner.hpp"
+#include "actors/services/host_admission.hpp"
 #include "actors/policy/restart_budget.hpp"
 #include "apps/dd_node/node_flags.hpp"
 #include "apps/dd_node/run_lock.hpp"

@@ -1,10 +1,10 @@
 // apps/dd_node/learner_cmd.cpp — `dd-node learner --join HOST:PORT[,HOST:PORT...] [flags]`: a
 // learner node. Joins the syncer's health monitor, receives its learner ids, the experiment and
-// the run's identity, trains, and rejoins when the syncer comes back (actors/learner_node.hpp).
+// the run's identity, trains, and rejoins when the syncer comes back (actors/nodes/learner_node.hpp).
 #include <cstdio>
 #include <string>
 
-#include "actors/learner_node.hpp"
+#include "actors/nodes/learner_node.hpp"
 #include "apps/dd_node/node_flags.hpp"
 #include "kernels/all_backends.hpp"
 

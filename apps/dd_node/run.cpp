@@ -5,13 +5,13 @@
 // examples/baselines.lua) they run one after another on the same machine and a comparison table
 // is printed at the end (also written as JSON to --table FILE, default runs/comparison.json).
 //
-// A run directory holds one run: run_cluster removes an earlier run's summary.json/run_info.json
+// A run directory holds one run: run_job removes an earlier run's summary.json/run_info.json
 // and owner checkpoints at the start (and says so on stderr). Every run directory is locked for
 // the life of the process (run_lock.hpp). SIGINT / SIGTERM:
 // the first one stops the run gracefully (learners stop at their next step boundary, final
 // evaluation, summary.json with "interrupted": true; experiments not yet started are skipped);
 // a second one exits at once. The handler only touches lock-free atomics (and write/_exit on
-// the second signal); run_cluster's progress loop polls the flag.
+// the second signal); run_job's progress loop polls the flag.
 // Exit codes: 0 ok, 1 runtime failure (an exception, or a run that failed: it trained no token
 // or a learner exhausted its restart budget — summary.json then has "failed": true and
 // "failure_reason"), 2 bad flags, bad configuration (including data too small for the learners,
@@ -36,7 +36,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/cluster.hpp"
+#include "actors/nodes/job_runner.hpp"
 #include "apps/dd_node/run_lock.hpp"
 #include "kernels/all_backends.hpp"
 #include "runtime/config/loader.hpp"
@@ -47,7 +47,7 @@ namespace dd::app {
 namespace {
 
 static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free atomic");
-/// The first signal's number (0 = none); polled by run_cluster.
+/// The first signal's number (0 = none); polled by run_job.
 std::atomic<int> g_interrupt{0};
 /// Signals received so far.
 std::atomic<int> g_signals{0};
@@ -393,7 +393,7 @@ int run_main(int argc, char** argv) {
     std::fflush(stdout);
     actors::run_result r;
     try {
-      r = actors::run_cluster(exp, ro);
+      r = actors::run_job(exp, ro);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "dd-node run: %s: %s\n", exp.name.c_str(), e.what());
       return 1;

@@ -17,9 +17,9 @@
 #include <caf/io/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/atoms.hpp"
-#include "actors/learner_node.hpp"
-#include "actors/node_config.hpp"
+#include "actors/link/atoms.hpp"
+#include "actors/nodes/learner_node.hpp"
+#include "actors/nodes/node_config.hpp"
 #include "apps/dd_node/node_flags.hpp"
 #include "messages/control.hpp"
 

@@ -1,5 +1,5 @@
 // apps/dd_node/syncer.cpp — `dd-node syncer <experiment.lua> --listen HOST:PORT [flags]`: the
-// syncer node of a cluster. Runs the coordinator (budget, stop, final evaluation, summary), the
+// syncer node of a cluster. Runs the job (budget, stop, final evaluation, summary), the
 // health monitor, the fragment owners and the evaluator in this process, publishes the monitor
 // on --listen, and prints the command a learner host runs to join. Learners run elsewhere
 // (`dd-node learner`); their heartbeats are mirrored into this node's run directory, which
@@ -13,7 +13,7 @@
 
 #include <fmt/format.h>
 
-#include "actors/cluster.hpp"
+#include "actors/nodes/job_runner.hpp"
 #include "apps/dd_node/node_flags.hpp"
 #include "apps/dd_node/run_lock.hpp"
 #include "kernels/all_backends.hpp"
@@ -33,7 +33,7 @@ void print_syncer_help(FILE* f) {
       "                      [--heartbeat S] [--connection-timeout S] [--script-timeout S]\n"
       "                      [--chaos-endpoint HOST:PORT [--message-faults-via-endpoint]]\n"
       "                      [--max-frame-bytes N]\n"
-      "Runs the syncer node of a cluster: the coordinator, the health monitor, one fragment owner\n"
+      "Runs the syncer node of a cluster: the job, the health monitor, one fragment owner\n"
       "per fragment and the evaluator. The monitor is published on --listen; learners join it\n"
       "with `dd-node learner --join ADVERTISED:PORT` (the exact command is printed).\n"
       "  --listen HOST:PORT     where to listen (port 0 = any free port; it is printed).\n"
@@ -311,7 +311,7 @@ int syncer_main(int argc, char** argv) {
   };
   actors::run_result r;
   try {
-    r = actors::run_cluster(exp, ro);
+    r = actors::run_job(exp, ro);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dd-node syncer: %s: %s\n", exp.name.c_str(), e.what());
     return 1;

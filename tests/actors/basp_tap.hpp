@@ -12,7 +12,7 @@
 // by name ("basp:server_handshake", "basp:down_message", ...); a message without a project atom
 // is "other message" (CAF's own, e.g. its middlemen's "info" lookups at connection setup).
 //
-// A tensor channel (actors/tensor_channel.hpp) shares the syncer's port: a link whose client
+// A tensor channel (actors/link/tensor_channel.hpp) shares the syncer's port: a link whose client
 // side opens with the channel magic is read as a channel from then on, in both directions (the
 // server side after CAF's server handshake): hellos are counted as "channel:hello", frames by the
 // atom they become at the receiver ("dd_push", "dd_copy", "dd_bcast"), as if CAF had carried
@@ -35,7 +35,7 @@
 #include <caf/atom.hpp>
 #include <caf/message_id.hpp>
 
-#include "actors/atoms.hpp"
+#include "actors/link/atoms.hpp"
 
 namespace dd::test {
 
@@ -220,7 +220,7 @@ class basp_tap {
   uint64_t bytes_ = 0;
 };
 
-/// The message kinds of the learner <-> syncer protocol (actors/atoms.hpp) that a two-node run
+/// The message kinds of the learner <-> syncer protocol (actors/link/atoms.hpp) that a two-node run
 /// must carry at least once in each listed direction.
 inline std::vector<std::string> protocol_kinds() {
   return {

@@ -1,5 +1,5 @@
 // tests/actors/cluster_loopback_test.cpp — the two-node test of cluster_mux_test over real
-// loopback TCP: in one test process, a syncer node (run_cluster with role syncer: its own actor
+// loopback TCP: in one test process, a syncer node (run_job with role syncer: its own actor
 // system with the middleman, the monitor published on port 0 with SO_REUSEADDR behind the frame
 // guard) and a learner node (run_learner_node: its own actor system, 3 learners), joined through
 // a relay in the test that taps every byte (tests/actors/basp_tap.hpp) and can cut the link.
@@ -39,10 +39,10 @@
 #include <caf/io/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/atoms.hpp"
-#include "actors/cluster.hpp"
-#include "actors/learner_node.hpp"
-#include "actors/node_config.hpp"
+#include "actors/link/atoms.hpp"
+#include "actors/nodes/job_runner.hpp"
+#include "actors/nodes/learner_node.hpp"
+#include "actors/nodes/node_config.hpp"
 #include "messages/codec.hpp"
 #include "messages/control.hpp"
 #include "runtime/config/loader.hpp"
@@ -287,7 +287,7 @@ TEST(cluster_loopback, two_nodes_over_real_tcp_carry_every_message_kind_and_keep
   run_result result;
   std::atomic<bool> syncer_done{false};
   std::thread syncer([&] {
-    result = run_cluster(e, ro);
+    result = run_job(e, ro);
     syncer_done = true;
   });
   ASSERT_TRUE(wait_until([&] { return port != 0; }, 30.0)) << "the syncer never published";
@@ -349,7 +349,7 @@ TEST(cluster_loopback, two_nodes_over_real_tcp_carry_every_message_kind_and_keep
             [](caf::error&) {});
     EXPECT_EQ(run_id.size(), 16u);
     // A push of the wrong shape from no learner: the owner refuses it to the sender.
-    // Typed owner handles, across the middleman (type IDs: actors/protocol.hpp).
+    // Typed owner handles, across the middleman (type IDs: actors/link/protocol.hpp).
     std::vector<owner_hdl> owners(2);
     self->request(monitor, std::chrono::seconds(5), caf::get_atom::value, atoms::owners_atom_v)
         .receive(

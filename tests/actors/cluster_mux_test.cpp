@@ -14,7 +14,7 @@
 // digest of the final model.
 //
 // The learner node here is an event-based actor written for the test (`mux_learner_node`): it
-// does what actors/learner_node.cpp does — connect, node handshake (describe, then learner ids),
+// does what actors/nodes/learner_node.cpp does — connect, node handshake (describe, then learner ids),
 // spawn the learner supervisor, forward event lines, reconnect and rejoin when the syncer is
 // lost — with the middleman actor's asynchronous connect. run_learner_node itself cannot run on
 // the test coordinator: it is a blocking main loop (scoped_actor receive with wall-clock
@@ -36,14 +36,14 @@
 #include <caf/io/network/test_multiplexer.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
-#include "actors/atoms.hpp"
-#include "actors/cluster.hpp"
-#include "actors/fragment_owner.hpp"
-#include "actors/job.hpp"
-#include "actors/node_config.hpp"
-#include "actors/role_configs.hpp"
-#include "actors/run_log.hpp"
-#include "actors/supervisor.hpp"
+#include "actors/link/atoms.hpp"
+#include "actors/nodes/job_runner.hpp"
+#include "actors/roles/fragment_owner.hpp"
+#include "actors/nodes/job.hpp"
+#include "actors/nodes/node_config.hpp"
+#include "actors/nodes/role_contexts.hpp"
+#include "actors/services/run_log.hpp"
+#include "actors/roles/supervisor.hpp"
 #include "messages/control.hpp"
 #include "runtime/rng.hpp"
 #include "tests/actors/basp_tap.hpp"
@@ -465,7 +465,7 @@ mux_outcome run_two_nodes(const config::experiment& e, const fault_plan& faults,
   ro.keep_events = true;
   ro.write_events = false;
   ro.progress_every_s = 0;
-  auto setup = make_cluster_setup(e, ro);
+  auto setup = make_job_setup(e, ro);
   auto published = std::make_shared<uint16_t>(0);
   auto syncer_main =
       // (The published-port cell is passed as an argument, not captured: CAF 0.17 spawns a

@@ -14,8 +14,8 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/cluster.hpp"
-#include "actors/job.hpp"
+#include "actors/nodes/job_runner.hpp"
+#include "actors/nodes/job.hpp"
 #include "runtime/rng.hpp"
 #include "tests/actors/test_support.hpp"
 
@@ -68,7 +68,7 @@ sim_outcome simulate(const config::experiment& e, std::vector<fault_spec> faults
   ro.keep_events = true;
   ro.write_events = false;
   ro.progress_every_s = 0;
-  auto setup = make_cluster_setup(e, ro);
+  auto setup = make_job_setup(e, ro);
   spawn_job(*env.sys, setup);
   size_t guard = 0;
   while (!setup->result.finished && guard++ < 5'000'000) {

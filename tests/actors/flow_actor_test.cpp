@@ -1,5 +1,5 @@
 // tests/actors/flow_actor_test.cpp — credit-based flow control between real actors
-// (actors/chunk_flow.hpp) on CAF's test coordinator:
+// (actors/link/chunk_flow.hpp) on CAF's test coordinator:
 //   - a fragment owner answering pulls never has more than W broadcast chunks uncredited on a
 //     link, whatever the receiver does: a silent receiver gets exactly W chunks, each credit
 //     releases exactly one more, a duplicate or unknown credit releases nothing, and another
@@ -16,11 +16,11 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/chunk_flow.hpp"
-#include "actors/fragment_owner.hpp"
-#include "actors/health_monitor.hpp"
-#include "actors/learner.hpp"
-#include "actors/run_log.hpp"
+#include "actors/link/chunk_flow.hpp"
+#include "actors/roles/fragment_owner.hpp"
+#include "actors/roles/health_monitor.hpp"
+#include "actors/roles/learner.hpp"
+#include "actors/services/run_log.hpp"
 #include "kernels/backend.hpp"
 #include "messages/control.hpp"
 #include "runtime/gpt.hpp"

@@ -16,9 +16,9 @@
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/atoms.hpp"
-#include "actors/health_monitor.hpp"
-#include "actors/run_log.hpp"
+#include "actors/link/atoms.hpp"
+#include "actors/roles/health_monitor.hpp"
+#include "actors/services/run_log.hpp"
 #include "messages/codec.hpp"
 #include "messages/control.hpp"
 #include "tests/actors/test_support.hpp"

@@ -30,8 +30,8 @@
 
 #include "tests/actors/process_support.hpp"
 
-#include "actors/atoms.hpp"
-#include "actors/node_config.hpp"
+#include "actors/link/atoms.hpp"
+#include "actors/nodes/node_config.hpp"
 #include "messages/codec.hpp"
 #include "messages/control.hpp"
 

@@ -5,7 +5,7 @@
 // logged as `undecodable_reject`; the learner keeps stepping and its next push is accepted.
 // On the global push clock, progress replies held up and then delivered in a burst (a busy
 // syncer) leave the push cadence intact (the stall of issue 10/11). Every role is configured
-// from one experiment through actors/role_configs.hpp, as in the job.
+// from one experiment through actors/nodes/role_contexts.hpp, as in the job.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -13,11 +13,11 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/fragment_owner.hpp"
-#include "actors/health_monitor.hpp"
-#include "actors/learner.hpp"
-#include "actors/role_configs.hpp"
-#include "actors/run_log.hpp"
+#include "actors/roles/fragment_owner.hpp"
+#include "actors/roles/health_monitor.hpp"
+#include "actors/roles/learner.hpp"
+#include "actors/nodes/role_contexts.hpp"
+#include "actors/services/run_log.hpp"
 #include "kernels/backend.hpp"
 #include "runtime/gpt.hpp"
 #include "runtime/moe_gpt.hpp"
@@ -46,7 +46,7 @@ struct learner_actor_test : ::testing::Test {
   monitor_hdl monitor;
   caf::actor owner, learner_handle;
 
-  /// The experiment every role is configured from, through actors/role_configs.hpp as the job
+  /// The experiment every role is configured from, through actors/nodes/role_contexts.hpp as the job
   /// and the learner node configure theirs: one learner, one fragment, H = 4, τ = 1, K = 1, no
   /// grace window, 40 inner steps.
   config::experiment exp;
@@ -141,7 +141,7 @@ struct learner_actor_test : ::testing::Test {
 TEST_F(learner_actor_test, bad_broadcasts_and_rejects_are_logged_and_change_nothing) {
   // Let the learner join, sync and take a few steps (a push every 4 steps).
   for (int i = 0; i < 10; ++i) env.advance(0.1);
-  ASSERT_EQ(actor().state.now, learner_state::phase::stepping);
+  ASSERT_EQ(actor().state.current_phase, learner_state::phase::stepping);
   ASSERT_GE(actor().state.tr->steps_done(), 5);
   const auto before = model_values();
   const uint64_t version_before = actor().state.frags.at(0).base_version;
@@ -187,7 +187,7 @@ TEST_F(learner_actor_test, bad_broadcasts_and_rejects_are_logged_and_change_noth
 // directory.
 TEST_F(learner_actor_test, a_damaged_owner_directory_is_asked_for_again) {
   for (int i = 0; i < 10; ++i) env.advance(0.1);
-  ASSERT_EQ(actor().state.now, learner_state::phase::stepping);
+  ASSERT_EQ(actor().state.current_phase, learner_state::phase::stepping);
   ASSERT_EQ(actor().state.owners.size(), 1u);
   ASSERT_TRUE(actor().state.owners[0]);
   actor().state.owners[0] = owner_hdl{};
@@ -336,7 +336,7 @@ struct moe_learner_test : learner_actor_test {
 
 TEST_F(moe_learner_test, learner_emits_expert_load_every_sync_interval) {
   for (int i = 0; i < 10; ++i) env.advance(0.1);
-  ASSERT_EQ(actor().state.now, learner_state::phase::stepping);
+  ASSERT_EQ(actor().state.current_phase, learner_state::phase::stepping);
   EXPECT_EQ(actor().state.tr->model().config().kind, "moe_gpt");
   // 40 steps of 0.1 s of simulated time, plus the syncs: run until the learner is done.
   auto done = [&] {

@@ -21,7 +21,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/cluster.hpp"
+#include "actors/nodes/job_runner.hpp"
 #include "kernels/backend.hpp"
 #include "runtime/data.hpp"
 #include "runtime/eval.hpp"
@@ -77,7 +77,7 @@ run_result run_with_one_fatal_kill(config::experiment e, const std::filesystem::
   kill.at_step = at;
   ro.faults.push_back(kill);
   e.restart.max_restarts = 0;  // the first crash is the last
-  return run_cluster(e, ro);
+  return run_job(e, ro);
 }
 
 /// Expects `r` finished and failed with a reason containing `reason`, and summary.json in `dir`
@@ -101,7 +101,7 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
 
   // Without faults.
   ro.run_dir = (dir / "clean").string();
-  auto clean = run_cluster(small_experiment("clean"), ro);
+  auto clean = run_job(small_experiment("clean"), ro);
   ASSERT_TRUE(clean.finished);
   auto summary = read_json(dir / "clean" / "summary.json");
   const std::set<std::string> keys = {
@@ -195,7 +195,7 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
   kill.target = 2;
   e.chaos.events.push_back(kill);
   ro.run_dir = (dir / "kill").string();
-  auto killed = run_cluster(e, ro);
+  auto killed = run_job(e, ro);
   ASSERT_TRUE(killed.finished);
   EXPECT_EQ(killed.summary["learner_restarts"].get<int>(), 1);
   EXPECT_DOUBLE_EQ(killed.summary["uptime"].get<double>(), 1.0);
@@ -344,7 +344,7 @@ TEST(main_job, a_learner_nodes_progress_line_has_no_syncer_figures) {
   EXPECT_EQ(line, "[   10.3s] L2 3.74st/s 3.773 | restarts 1");
 }
 
-// The run's outcome is a pure function of its counters (actors/run_report.hpp): summary keys
+// The run's outcome is a pure function of its counters (actors/services/run_report.hpp): summary keys
 // and values, and a failure reason that names every cause.
 TEST(run_report, outcome_names_every_cause_of_failure) {
   run_counters c;
@@ -552,7 +552,7 @@ TEST(main_job, data_too_small_for_the_learners_is_refused) {
   }
   e.model.context = 16;
   EXPECT_NO_THROW(check_learner_data(e, data));
-  // make_cluster_setup refuses it too, before it creates the run directory.
+  // make_job_setup refuses it too, before it creates the run directory.
   const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_small";
   std::filesystem::remove_all(dir);
   std::filesystem::create_directories(dir);
@@ -562,7 +562,7 @@ TEST(main_job, data_too_small_for_the_learners_is_refused) {
   e.learners.count = 4;
   run_options ro;
   ro.run_dir = (dir / "run").string();
-  EXPECT_THROW(make_cluster_setup(e, ro), std::invalid_argument);
+  EXPECT_THROW(make_job_setup(e, ro), std::invalid_argument);
   EXPECT_FALSE(std::filesystem::exists(dir / "run"));
   std::filesystem::remove_all(dir);
 }
@@ -601,7 +601,7 @@ TEST(main_job, an_owner_killed_with_a_damaged_checkpoint_is_rebuilt_from_a_learn
   run_options ro;
   ro.progress_every_s = 0;
   ro.run_dir = dir.string();
-  auto r = run_cluster(e, ro);
+  auto r = run_job(e, ro);
   ASSERT_TRUE(r.finished);
   EXPECT_FALSE(r.failed) << r.failure_reason;
   EXPECT_FALSE(r.summary.contains("degraded")) << r.summary.dump();
@@ -656,7 +656,7 @@ TEST(main_job, a_run_resumed_before_any_merge_is_not_degraded) {
   run_options ro;
   ro.progress_every_s = 0;
   ro.run_dir = dir.string();
-  auto first = run_cluster(e, ro);
+  auto first = run_job(e, ro);
   ASSERT_TRUE(first.finished);
   // As a run stopped before its first merge leaves it: no owner checkpoint and no fragment
   // version in events.jsonl (the learners' final pushes of this tiny run may have merged: their
@@ -674,7 +674,7 @@ TEST(main_job, a_run_resumed_before_any_merge_is_not_degraded) {
   }
   e.budget.steps = 12;
   ro.resume = true;
-  auto second = run_cluster(e, ro);
+  auto second = run_job(e, ro);
   ASSERT_TRUE(second.finished);
   EXPECT_FALSE(second.failed) << second.failure_reason;
   EXPECT_FALSE(second.summary.contains("degraded")) << second.summary.dump();
@@ -695,7 +695,7 @@ TEST(main_job, a_resumed_runs_summary_covers_both_parts) {
   run_options ro;
   ro.progress_every_s = 0;
   ro.run_dir = dir.string();
-  auto first = run_cluster(e, ro);
+  auto first = run_job(e, ro);
   ASSERT_TRUE(first.finished);
   ASSERT_FALSE(first.failed) << first.failure_reason;
   std::filesystem::remove(dir / "summary.json");
@@ -727,7 +727,7 @@ TEST(main_job, a_resumed_runs_summary_covers_both_parts) {
   const double before_s = std::max(span1, record_s);
   e.budget.steps = 80;
   ro.resume = true;
-  auto second = run_cluster(e, ro);
+  auto second = run_job(e, ro);
   ASSERT_TRUE(second.finished);
   ASSERT_FALSE(second.failed) << second.failure_reason;
   const auto summary = read_json(dir / "summary.json");
@@ -783,7 +783,7 @@ TEST(main_job, a_resumed_owner_without_any_copy_is_degraded_and_fails_the_run) {
   run_options ro;
   ro.progress_every_s = 0;
   ro.run_dir = dir.string();
-  auto first = run_cluster(e, ro);
+  auto first = run_job(e, ro);
   ASSERT_TRUE(first.finished);
   ASSERT_FALSE(first.failed) << first.failure_reason;
   const auto record = read_json(dir / "monitor.json");
@@ -799,7 +799,7 @@ TEST(main_job, a_resumed_owner_without_any_copy_is_degraded_and_fails_the_run) {
   // Resumed with a 5 s budget: 3 s were spent, so about 2 s are left.
   e.budget.seconds = first_s + 2.0;
   ro.resume = true;
-  auto second = run_cluster(e, ro);
+  auto second = run_job(e, ro);
   ASSERT_TRUE(second.finished);
   EXPECT_TRUE(second.failed);
   EXPECT_NE(second.failure_reason.find("degraded (fragment 1:"), std::string::npos)
@@ -828,7 +828,7 @@ TEST(main_job, a_resumed_owner_without_any_copy_is_degraded_and_fails_the_run) {
   damage(dir / "checkpoints" / "owner_1.ddck");
   e.checkpoint.allow_degraded = true;
   e.budget.seconds = read_json(dir / "monitor.json").value("training_seconds", 0.0) + 2.0;
-  auto third = run_cluster(e, ro);
+  auto third = run_job(e, ro);
   ASSERT_TRUE(third.finished);
   EXPECT_FALSE(third.failed) << third.failure_reason;
   ASSERT_TRUE(third.summary.contains("degraded"));
@@ -850,7 +850,7 @@ TEST(main_job, a_new_run_removes_the_earlier_runs_summary) {
   e.checkpoint.dir = (dir / "checkpoints").string();
   run_options ro;
   ro.run_dir = dir.string();
-  auto setup = make_cluster_setup(e, ro);
+  auto setup = make_job_setup(e, ro);
   EXPECT_FALSE(std::filesystem::exists(dir / "summary.json"));
   EXPECT_FALSE(std::filesystem::exists(dir / "run_info.json"));
   EXPECT_FALSE(std::filesystem::exists(dir / "checkpoints" / "owner_1.ddck"));
@@ -864,7 +864,7 @@ TEST(main_job, a_new_run_removes_the_earlier_runs_summary) {
   const auto fresh = dir / "fresh";
   e.checkpoint.dir = (fresh / "checkpoints").string();
   ro.run_dir = fresh.string();
-  EXPECT_TRUE(make_cluster_setup(e, ro)->replaced.empty());
+  EXPECT_TRUE(make_job_setup(e, ro)->replaced.empty());
   std::filesystem::remove_all(dir);
 }
 

@@ -15,10 +15,10 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/fragment_owner.hpp"
-#include "actors/protocol.hpp"
-#include "actors/run_log.hpp"
-#include "actors/supervisor.hpp"
+#include "actors/roles/fragment_owner.hpp"
+#include "actors/link/protocol.hpp"
+#include "actors/services/run_log.hpp"
+#include "actors/roles/supervisor.hpp"
 #include "messages/control.hpp"
 #include "runtime/quantize.hpp"
 #include "tests/actors/test_support.hpp"
@@ -67,7 +67,7 @@ caf::behavior probe(caf::event_based_actor* self, std::shared_ptr<probe_log> log
         auto b = decode_broadcast(bytes);
         if (b) log->broadcasts.push_back(*b);
       },
-      // Under credit (actors/chunk_flow.hpp): take the chunk, grant the credit back.
+      // Under credit (actors/link/chunk_flow.hpp): take the chunk, grant the credit back.
       [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes, uint64_t seq) {
         log->credits_granted += 1;
         if (auto to = caf::actor_cast<caf::actor>(self->current_sender()))
@@ -85,7 +85,7 @@ caf::behavior probe(caf::event_based_actor* self, std::shared_ptr<probe_log> log
         EXPECT_TRUE(sub.ok()) << sub.error().message;
         log->subscribed.push_back(caf::actor_cast<caf::actor>(self->current_sender()));
       },
-      // A learner's side of a rebuild (actors/learner.cpp answers the same way).
+      // A learner's side of a rebuild (actors/roles/learner.cpp answers the same way).
       [=](atoms::query_atom, const std::vector<uint8_t>& bytes) {
         auto q = decode_fragment_query(bytes);
         if (!q) return;
@@ -279,7 +279,7 @@ TEST_F(owner_actor_test, respawned_owner_restores_its_checkpoint) {
   EXPECT_EQ(after.version, 2u);
   // Reference: same two outer steps on a fresh state (Δ1 = 0.4, Δ2 = 0.2).
   auto be = kernels::make_backend("reference");
-  fragment_owner_state ref(ctx->options, *be, std::vector<float>(6, 1.0f), [] { return 0.0; });
+  owner_core ref(ctx->options, *be, std::vector<float>(6, 1.0f), [] { return 0.0; });
   ref.on_membership({{0, 0, 1.0}, {1, 0, 1.0}}, 0.0);
   ref.on_push(make_push(0, 0, 0, 1, 10, 1, std::vector<float>(6, 0.5f)), 0.0);
   ref.on_push(make_push(1, 0, 0, 1, 10, 1, std::vector<float>(6, 0.3f)), 0.0);
@@ -477,7 +477,7 @@ TEST_F(owner_actor_test, killed_with_a_damaged_checkpoint_it_is_rebuilt_from_the
   fresh.value = v2;
   fresh.momentum.assign(6, 0.0f);
   auto be = kernels::make_backend("reference");
-  fragment_owner_state ref(ctx->options, *be, fresh, [] { return 0.0; });
+  owner_core ref(ctx->options, *be, fresh, [] { return 0.0; });
   ref.forget_restore();
   ref.on_membership({{0, 0, 1.0}, {1, 0, 1.0}}, 0.0);
   ref.on_push(make_push(0, 0, 3, 1, 10, 3, std::vector<float>(6, 0.2f)), 0.0);

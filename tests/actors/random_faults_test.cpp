@@ -4,7 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "actors/fault_hooks.hpp"
+#include "actors/services/fault_hooks.hpp"
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/run_log.hpp"
+#include "actors/services/run_log.hpp"
 
 namespace dd::actors {
 namespace {

@@ -1,4 +1,4 @@
-// tests/actors/tensor_channel_test.cpp — the tensor channel (actors/tensor_channel.hpp) between
+// tests/actors/tensor_channel_test.cpp — the tensor channel (actors/link/tensor_channel.hpp) between
 // two actor systems in this process over real loopback TCP, the receiving one behind a frame
 // guard as the syncer node is: chunks cross on it with their sender's identity and their credits
 // come back on CAF; a hello of another run is refused with both run ids; a frame the stream
@@ -24,11 +24,11 @@
 #include <caf/binary_serializer.hpp>
 #include <caf/io/all.hpp>
 
-#include "actors/atoms.hpp"
-#include "actors/chunk_flow.hpp"
-#include "actors/frame_guard.hpp"
-#include "actors/node_config.hpp"
-#include "actors/tensor_channel.hpp"
+#include "actors/link/atoms.hpp"
+#include "actors/link/chunk_flow.hpp"
+#include "actors/link/frame_guard.hpp"
+#include "actors/nodes/node_config.hpp"
+#include "actors/link/tensor_channel.hpp"
 #include "util/crc32c.hpp"
 
 namespace {

@@ -12,7 +12,7 @@
 #include <caf/all.hpp>
 #include <caf/scheduler/test_coordinator.hpp>
 
-#include "actors/atoms.hpp"
+#include "actors/link/atoms.hpp"
 #include "messages/codec.hpp"
 #include "runtime/fragments.hpp"
 #include "runtime/quantize.hpp"

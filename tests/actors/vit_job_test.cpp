@@ -1,5 +1,5 @@
 // tests/actors/vit_job_test.cpp — the vision transformer trained by the cluster end to end
-// (run_cluster, the job `dd-node run` starts; real scheduler): a tiny ViT on MNIST t10k
+// (run_job, the job `dd-node run` starts; real scheduler): a tiny ViT on MNIST t10k
 // (data.kind = "idx") with 2 learners and 2 fragments finishes, its final evaluation reports an
 // accuracy above chance (summary.json final_val_accuracy, the eval event's val_accuracy), and
 // model.safetensors holds the very model that evaluation scored (same loss and accuracy on the
@@ -11,7 +11,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "actors/cluster.hpp"
+#include "actors/nodes/job_runner.hpp"
 #include "kernels/backend.hpp"
 #include "runtime/idx.hpp"
 #include "runtime/model_file.hpp"
@@ -62,7 +62,7 @@ TEST(vit_job, trains_mnist_reports_accuracy_and_writes_the_model) {
   ro.run_dir = dir.string();
   const auto e = tiny_vit("vit_tiny");
   std::printf("vit_job: seed %llu\n", static_cast<unsigned long long>(e.seed));
-  auto r = run_cluster(e, ro);
+  auto r = run_job(e, ro);
   ASSERT_TRUE(r.finished);
   ASSERT_FALSE(r.failed) << r.failure_reason;
   const auto summary = read_json(dir / "summary.json");

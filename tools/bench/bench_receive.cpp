@@ -79,7 +79,7 @@ int main(int argc, char** argv) {
   if (size_mb < 1 || size_mb > 1024) fail("--size-mb must be in [1, 1024]");
   if (chunk_bytes < 8 || chunk_bytes > (64 << 20)) fail("--chunk-bytes must be in [8, 64 Mi]");
   if (repeats < 1) fail("--repeats must be >= 1");
-  mallopt(M_MMAP_THRESHOLD, 1 << 20);  // as actors/node_config.cpp
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);  // as actors/nodes/node_config.cpp
 
   const size_t elements = static_cast<size_t>(size_mb) << 18;  // MiB of fp32
   dd::push_msg whole;

@@ -5,8 +5,8 @@
 //  1. Owner merge throughput. C contributors (--contributors, default 8) of S MB each (--size-mb,
 //     default 64 = 16 Mi floats) are merged by the fragment owners' math (runtime/merge.hpp:
 //     compute_delta and outer_step, RDA and weighted average, token weights w = tokens²/steps;
-//     merge options from actors/role_configs.hpp for the default experiment when dd_actors is
-//     built) on the backend the owners use ("cpu", 1 thread by default, as actors/cluster.cpp gives
+//     merge options from actors/nodes/role_contexts.hpp for the default experiment when dd_actors is
+//     built) on the backend the owners use ("cpu", 1 thread by default, as actors/nodes/job_runner.cpp gives
 //     each owner), over a flat fragment of --tensors tensors (default 4; tensor 0 is an
 //     embedding, merged by weighted average even under RDA). The baseline is a plain memcpy of
 //     the same C·S bytes into separate destination buffers. Throughput = contributor bytes / s
@@ -15,12 +15,12 @@
 //     median over rounds of (merge GB/s / memcpy GB/s of the same round).
 //  2. Learner tokens/s with synchronization on and off. The same experiment (default
 //     examples/shakespeare.lua with budget.steps = 24, one sync cycle, and no periodic
-//     evaluation) is run in-process with actors::run_cluster; "off" overrides sync.interval to a
+//     evaluation) is run in-process with actors::run_job; "off" overrides sync.interval to a
 //     value above the step budget so no fragment is ever pushed, merged or broadcast. Runs
 //     alternate (off/on, on/off, ...) for --rounds rounds. tokens/s = summary "tokens" (all
 //     learners) / info "training_seconds" (start of training to the stop of the last learner;
 //     the final evaluation is excluded). Also printed: tokens per CPU second of this process
-//     (getrusage over the whole run_cluster call), which other processes on shared cores
+//     (getrusage over the whole run_job call), which other processes on shared cores
 //     disturb less than wall time, and the learners' goodput (summary "goodput": time in inner
 //     steps / (M × training time)). Overhead = 1 − on / off, of the medians and per round.
 //     Part 2 exists only when dd_actors is built (DD_BENCH_HAVE_ACTORS).
@@ -44,8 +44,8 @@
 #include "tools/bench/bench_flags.hpp"
 
 #ifdef DD_BENCH_HAVE_ACTORS
-#include "actors/cluster.hpp"
-#include "actors/role_configs.hpp"
+#include "actors/nodes/job_runner.hpp"
+#include "actors/nodes/role_contexts.hpp"
 #include "runtime/config/loader.hpp"
 #endif
 
@@ -151,7 +151,7 @@ int bench_merge(int contributors, int size_mb, int tensors, int repeats, int thr
   auto delta = be->alloc<float>(numel);
 
 #ifdef DD_BENCH_HAVE_ACTORS
-  // The fragment owners' merge options as the job builds them (actors/role_configs.hpp), from
+  // The fragment owners' merge options as the job builds them (actors/nodes/role_contexts.hpp), from
   // the default experiment (ALGORITHM.md's outer lr and momentum).
   dd::merge_options rda = dd::actors::owner_options_of(dd::config::experiment{}, layout, "").merge;
   // The bench keeps no ring of earlier versions: every Δ is taken against its push's own base.
@@ -234,7 +234,7 @@ double process_cpu_s() {
 struct cluster_sample {
   /// Learner tokens / training wall seconds.
   double tokens_per_s = 0.0;
-  /// Learner tokens / CPU seconds of the whole process over the whole run_cluster call (setup
+  /// Learner tokens / CPU seconds of the whole process over the whole run_job call (setup
   /// and final evaluation included: equal in both modes, they dilute the overhead slightly).
   double tokens_per_cpu_s = 0.0;
   double training_s = 0.0;
@@ -249,7 +249,7 @@ cluster_sample run_once_cluster(const dd::config::experiment& exp, const std::st
   ro.run_dir = run_dir;
   ro.progress_every_s = 0.0;
   const double cpu0 = process_cpu_s();
-  const auto r = dd::actors::run_cluster(exp, ro);
+  const auto r = dd::actors::run_job(exp, ro);
   const double cpu_s = process_cpu_s() - cpu0;
   if (!r.finished) throw std::runtime_error("cluster run did not finish (" + run_dir + ")");
   cluster_sample s;
@@ -283,7 +283,7 @@ int bench_cluster(const std::string& experiment_file, const std::vector<std::str
                              off.error_text());
   const auto& e_off = off.experiments.front();
 
-  std::printf("\n== 2. learner tokens/s, synchronization on vs off (actors::run_cluster) ==\n");
+  std::printf("\n== 2. learner tokens/s, synchronization on vs off (actors::run_job) ==\n");
   std::printf(
       "experiment %s (%s): M=%d learners, batch %d x %d tokens, GPT L=%d C=%d, %lld steps "
       "per learner; P=%d, on: H=%d K=%s, off: H=%lld (no pushes); periodic eval off; %d "

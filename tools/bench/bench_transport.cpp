@@ -12,7 +12,7 @@
 //     share a scheduler or a heap) over CAF's middleman on 127.0.0.1. Both systems use the
 //     project's dd::actors::node_config (middleman, heartbeat and connection timeout on, app
 //     identifier, type-ID block). Credit-based flow control is the runtime's own
-//     (actors/chunk_flow.hpp, policy::credit_window): at most --window chunks (default 8, the
+//     (actors/link/chunk_flow.hpp, policy::credit_window): at most --window chunks (default 8, the
 //     runtime's default sync.window_chunks) uncredited per link; the syncer grants
 //     (credit_atom, seq) as it takes each chunk, decodes it, feeds it to a dd::chunk_assembler,
 //     and sends (finished_atom, learner) once the transfer is whole.
@@ -85,11 +85,11 @@
 
 #include <fmt/format.h>
 
-#include "actors/atoms.hpp"
-#include "actors/chunk_flow.hpp"
-#include "actors/frame_guard.hpp"
-#include "actors/node_config.hpp"
-#include "actors/tensor_channel.hpp"
+#include "actors/link/atoms.hpp"
+#include "actors/link/chunk_flow.hpp"
+#include "actors/link/frame_guard.hpp"
+#include "actors/nodes/node_config.hpp"
+#include "actors/link/tensor_channel.hpp"
 #include "messages/codec.hpp"
 #include "util/endian.hpp"
 #include "util/parse.hpp"
@@ -643,7 +643,7 @@ int child_mm_recv(int32_t learner, size_t chunk_bytes, double heartbeat_s, doubl
     caf::anon_send_exit(rcv, caf::exit_reason::user_shutdown);
     return 1;
   }
-  // As the syncer node does (actors/syncer_node.cpp publish_monitor): the middleman on loopback
+  // As the syncer node does (actors/nodes/syncer_node.cpp publish_monitor): the middleman on loopback
   // behind a frame guard, which hands tensor channels to this node's hub.
   dd::actors::tensor_channel_hub::options co;
   co.run_id = bench_run_id;

@@ -1,0 +1,242 @@
+// actors/link/frame_guard.cpp — see frame_guard.hpp.
+#include "actors/link/frame_guard.hpp"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <list>
+#include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "actors/link/tensor_channel.hpp"
+
+namespace dd::actors {
+
+namespace {
+
+constexpr size_t header_bytes = 32;
+constexpr size_t max_buffer = size_t{256} << 10;
+
+void nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
+
+/// One direction: bytes read from `from`, waiting to be written to `to`.
+struct pipe_dir {
+  std::vector<char> buf;
+  size_t off = 0;
+  bool eof = false;
+};
+
+struct conn {
+  int client = -1, upstream = -1;
+  pipe_dir up, down;  // up: client -> upstream (checked), down: upstream -> client
+  // Frame parser of the up direction: bytes left of the current payload, or of the header.
+  uint64_t payload_left = 0;
+  char header[header_bytes];
+  size_t header_have = 0;
+  bool first_header = true;  // the client's first 32 bytes: a BASP header or a channel hello
+  bool dead = false;
+  std::string peer;
+};
+
+}  // namespace
+
+frame_guard::frame_guard(const std::string& host, uint16_t port, uint16_t target_port,
+                         uint64_t max_frame_bytes, report_fn report, channel_fn on_channel)
+    : target_port_(target_port),
+      max_frame_bytes_(max_frame_bytes),
+      report_(std::move(report)),
+      on_channel_(std::move(on_channel)) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
+      rc != 0)
+    throw std::runtime_error(fmt::format("cannot resolve '{}': {}", host, gai_strerror(rc)));
+  listen_fd_ = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  int one = 1;
+  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  if (::bind(listen_fd_, res->ai_addr, res->ai_addrlen) != 0 || ::listen(listen_fd_, 64) != 0) {
+    const std::string why = std::strerror(errno);
+    ::freeaddrinfo(res);
+    ::close(listen_fd_);
+    throw std::runtime_error(fmt::format("cannot listen on {}:{}: {}", host, port, why));
+  }
+  ::freeaddrinfo(res);
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
+  port_ = ntohs(a.sin_port);
+  nonblock(listen_fd_);
+  if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("frame guard: pipe");
+  thread_ = std::thread([this] { run(); });
+}
+
+frame_guard::~frame_guard() {
+  const char x = 'q';
+  ssize_t w = ::write(wake_[1], &x, 1);
+  (void)w;
+  if (thread_.joinable()) thread_.join();
+  ::close(listen_fd_);
+  ::close(wake_[0]);
+  ::close(wake_[1]);
+}
+
+void frame_guard::run() {
+  std::list<conn> conns;
+  auto close_conn = [](conn& c) {
+    if (c.client >= 0) ::close(c.client);
+    if (c.upstream >= 0) ::close(c.upstream);
+    c.client = c.upstream = -1;
+    c.dead = true;
+  };
+  while (true) {
+    std::vector<pollfd> fds;
+    fds.push_back({wake_[0], POLLIN, 0});
+    fds.push_back({listen_fd_, POLLIN, 0});
+    for (auto& c : conns) {
+      short ci = 0, ui = 0;
+      if (!c.up.eof && c.up.buf.size() < max_buffer) ci |= POLLIN;
+      if (c.down.buf.size() > c.down.off) ci |= POLLOUT;
+      if (!c.down.eof && c.down.buf.size() < max_buffer) ui |= POLLIN;
+      if (c.up.buf.size() > c.up.off) ui |= POLLOUT;
+      fds.push_back({c.client, ci, 0});
+      fds.push_back({c.upstream, ui, 0});
+    }
+    if (::poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR) return;
+    // Only the connections that were polled have entries in fds: one accepted below waits for
+    // the next round (reading fds for it overflowed the vector; found by ASan).
+    const size_t polled = conns.size();
+    if (fds[0].revents != 0) return;
+    if (fds[1].revents & POLLIN) {
+      sockaddr_in peer{};
+      socklen_t plen = sizeof peer;
+      int cfd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &plen,
+                          SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (cfd >= 0) {
+        int ufd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        sockaddr_in t{};
+        t.sin_family = AF_INET;
+        t.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        t.sin_port = htons(target_port_);
+        if (::connect(ufd, reinterpret_cast<sockaddr*>(&t), sizeof t) != 0) {
+          ::close(ufd);
+          ::close(cfd);
+        } else {
+          nonblock(ufd);
+          int one = 1;
+          ::setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+          ::setsockopt(ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+          conn c;
+          c.client = cfd;
+          c.upstream = ufd;
+          char ip[INET_ADDRSTRLEN] = "?";
+          ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
+          c.peer = fmt::format("{}:{}", ip, ntohs(peer.sin_port));
+          conns.push_back(std::move(c));
+        }
+      }
+    }
+    size_t i = 2;
+    auto it = conns.begin();  // (a list: an accepted connection is appended after these)
+    for (size_t k = 0; k < polled; ++k, ++it) {
+      auto& c = *it;
+      const short cr = fds[i].revents, ur = fds[i + 1].revents;
+      i += 2;
+      if (c.dead) continue;
+      char tmp[64 * 1024];
+      // client -> upstream, frame by frame.
+      if (cr & (POLLIN | POLLHUP | POLLERR)) {
+        const ssize_t n = ::read(c.client, tmp, sizeof tmp);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
+          c.up.eof = true;
+        } else if (n > 0) {
+          size_t pos = 0;
+          while (pos < static_cast<size_t>(n)) {
+            if (c.payload_left > 0) {
+              const size_t take = static_cast<size_t>(std::min<uint64_t>(c.payload_left, n - pos));
+              c.up.buf.insert(c.up.buf.end(), tmp + pos, tmp + pos + take);
+              c.payload_left -= take;
+              pos += take;
+              continue;
+            }
+            const size_t take =
+                std::min(header_bytes - c.header_have, static_cast<size_t>(n) - pos);
+            std::memcpy(c.header + c.header_have, tmp + pos, take);
+            c.header_have += take;
+            pos += take;
+            if (c.header_have < header_bytes) break;
+            if (c.first_header && on_channel_ &&
+                std::memcmp(c.header, channel_magic, sizeof channel_magic - 1) == 0) {
+              // A tensor channel, not CAF: the middleman side goes, the socket is handed over.
+              std::vector<uint8_t> first(c.header, c.header + header_bytes);
+              first.insert(first.end(), tmp + pos, tmp + n);
+              const int fd = c.client;
+              c.client = -1;
+              close_conn(c);
+              ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+              on_channel_(fd, c.peer, std::move(first));
+              break;
+            }
+            c.first_header = false;
+            uint32_t len_be = 0;
+            std::memcpy(&len_be, c.header + 4, 4);
+            const uint64_t len = ntohl(len_be);
+            if (len > max_frame_bytes_) {
+              refused_.fetch_add(1);
+              if (report_)
+                report_(
+                    fmt::format("connection from {} closed: a frame announced {} bytes (cap {})",
+                                c.peer, len, max_frame_bytes_));
+              close_conn(c);
+              break;
+            }
+            c.up.buf.insert(c.up.buf.end(), c.header, c.header + header_bytes);
+            c.header_have = 0;
+            c.payload_left = len;
+          }
+        }
+      }
+      if (c.dead) continue;
+      if (ur & (POLLIN | POLLHUP | POLLERR)) {
+        const ssize_t n = ::read(c.upstream, tmp, sizeof tmp);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
+          c.down.eof = true;
+        else if (n > 0)
+          c.down.buf.insert(c.down.buf.end(), tmp, tmp + n);
+      }
+      auto flush = [](pipe_dir& d, int fd) {
+        while (d.buf.size() > d.off) {
+          // MSG_NOSIGNAL: a peer that died (a killed learner process) must not SIGPIPE the
+          // syncer; the write fails with EPIPE and the connection is closed.
+          const ssize_t w = ::send(fd, d.buf.data() + d.off, d.buf.size() - d.off, MSG_NOSIGNAL);
+          if (w <= 0) return errno == EAGAIN || errno == EINTR;
+          d.off += static_cast<size_t>(w);
+        }
+        d.buf.clear();
+        d.off = 0;
+        return true;
+      };
+      if (!flush(c.up, c.upstream) || !flush(c.down, c.client)) {
+        close_conn(c);
+        continue;
+      }
+      if ((c.up.eof && c.up.buf.empty()) || (c.down.eof && c.down.buf.empty())) close_conn(c);
+    }
+    conns.remove_if([](const conn& c) { return c.dead; });
+  }
+}
+
+}  // namespace dd::actors

@@ -1,0 +1,157 @@
+// actors/nodes/experiment_views.cpp — see job_config.hpp.
+#include "actors/nodes/experiment_views.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+#include <thread>
+
+#include "runtime/rng.hpp"
+
+namespace dd::actors {
+
+payload_encoding to_encoding(config::wire_format w) {
+  switch (w) {
+    case config::wire_format::fp32: return payload_encoding::fp32;
+    case config::wire_format::bf16: return payload_encoding::bf16;
+    case config::wire_format::int8: return payload_encoding::int8;
+    case config::wire_format::int4: return payload_encoding::int4;
+  }
+  return payload_encoding::fp32;
+}
+
+fragment_strategy to_strategy(config::fragment_strategy_kind k) {
+  switch (k) {
+    case config::fragment_strategy_kind::balanced: return fragment_strategy::balanced;
+    case config::fragment_strategy_kind::layer: return fragment_strategy::layer;
+    case config::fragment_strategy_kind::strided: return fragment_strategy::strided;
+  }
+  return fragment_strategy::balanced;
+}
+
+std::string backend_name(config::backend_kind k) {
+  switch (k) {
+    case config::backend_kind::cpu: return "cpu";
+    case config::backend_kind::cuda: return "cuda";
+    case config::backend_kind::reference: return "reference";
+  }
+  return "cpu";
+}
+
+model_config model_of(const config::experiment& e) {
+  model_config g;
+  g.kind = config::to_string(e.model.kind);
+  g.vocab = e.model.vocab;
+  g.context = e.model.context;
+  g.layers = e.model.layers;
+  g.heads = e.model.heads;
+  g.width = e.model.width;
+  g.moe.experts = e.model.experts;
+  g.moe.top_k = e.model.top_k;
+  g.moe.capacity_factor = e.model.capacity_factor;
+  g.moe.aux_loss = e.model.aux_loss;
+  g.vit.rows = e.model.rows;
+  g.vit.cols = e.model.cols;
+  g.vit.patch = e.model.patch;
+  g.vit.classes = e.model.classes;
+  g.vit.pooling = e.model.pooling == "mean" ? vit_pooling::mean : vit_pooling::cls;
+  return g;
+}
+
+eval_spec eval_spec_of(const config::experiment& e, const text_dataset& data) {
+  eval_spec s;
+  s.data_file = e.data.file;
+  s.train_fraction = e.data.train_fraction;
+  s.validation_offset = data.train().size();
+  s.validation_tokens = data.validation().size();
+  s.batch = e.learners.batch;
+  s.seq_len = e.model.context;
+  s.batches = std::max(1, e.eval.batches);
+  s.backend = e.learners.backend == config::backend_kind::reference ? "reference" : "cpu";
+  return s;
+}
+
+bool synchronous(const config::experiment& e) {
+  return e.sync.min_quorum.synchronous(e.learners.count);
+}
+
+policy::quorum_spec quorum_of(const config::experiment& e) {
+  const auto& q = e.sync.min_quorum;
+  if (q.is_fraction) return policy::quorum_spec::of_fraction(q.fraction);
+  return policy::quorum_spec::of_count(static_cast<size_t>(std::max(1, q.count)));
+}
+
+policy::grace_config grace_of(const config::experiment& e) {
+  policy::grace_config g;
+  switch (e.sync.grace.mode) {
+    case config::grace_mode::adaptive: g.mode = policy::grace_mode::adaptive; break;
+    case config::grace_mode::fixed: g.mode = policy::grace_mode::fixed; break;
+    case config::grace_mode::off: g.mode = policy::grace_mode::off; break;
+  }
+  g.gamma = e.sync.grace.gamma;
+  g.fixed_s = e.sync.grace.fixed_seconds;
+  // The cap is relative to ξ_step: grace_max = sync.grace.max_factor × ξ_step.
+  g.grace_max_s = -1.0;
+  g.max_factor = e.sync.grace.max_factor;
+  return g;
+}
+
+policy::restart_config restart_of(const config::experiment& e) {
+  policy::restart_config r;
+  r.max_restarts = static_cast<size_t>(std::max(0, e.restart.max_restarts));
+  r.window_s = e.restart.window_seconds;
+  r.backoff_base_s = e.restart.backoff_seconds;
+  r.backoff_cap_s = e.restart.backoff_cap_seconds;
+  return r;
+}
+
+caf::timespan span(double s) {
+  return caf::timespan{static_cast<int64_t>(std::ceil(std::max(0.0, s) * 1e9))};
+}
+
+fragment_plan plan_of(const config::experiment& e) {
+  auto plan = make_fragment_plan(model_tensors(model_of(e)), e.sync.fragments,
+                                 to_strategy(e.sync.strategy));
+  if (!plan) throw std::invalid_argument("sync.fragments: " + plan.error().message);
+  return std::move(*plan);
+}
+
+uint64_t steps_per_learner_of(const config::experiment& e) {
+  const int64_t M = std::max(1, e.learners.count);
+  const int64_t tps = e.tokens_per_step();
+  switch (e.budget.kind) {
+    case config::budget_kind::steps:
+      return static_cast<uint64_t>(std::max<int64_t>(1, e.budget.steps));
+    case config::budget_kind::tokens:
+      return static_cast<uint64_t>(
+          std::max<int64_t>(1, (e.budget.tokens + M * tps - 1) / (M * tps)));
+    case config::budget_kind::seconds:
+      return static_cast<uint64_t>(e.inner.decay_steps > 0 ? e.inner.decay_steps : 1000);
+  }
+  return 1;
+}
+
+int learner_threads_of(const config::experiment& e, int learners_here) {
+  const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
+  return e.learners.threads > 0 ? e.learners.threads
+                                : std::max(1, static_cast<int>(hw) / std::max(1, learners_here));
+}
+
+std::string fnv1a_hex(const void* data, size_t size) {
+  uint64_t h = 1469598103934665603ULL;
+  const auto* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < size; ++i) {
+    h ^= p[i];
+    h *= 1099511628211ULL;
+  }
+  char buf[17];
+  static const char* digits = "0123456789abcdef";
+  for (int i = 15; i >= 0; --i) {
+    buf[i] = digits[h & 0xF];
+    h >>= 4;
+  }
+  buf[16] = '\0';
+  return buf;
+}
+
+}  // namespace dd::actors

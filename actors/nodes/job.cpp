@@ -1,0 +1,250 @@
+// actors/nodes/job.cpp — see job.hpp.
+//
+// Job actor:
+//
+//   start (spawn the syncer node: monitor, owners, evaluator; then the learner node)
+//     --budget spent (monitor: tokens; timer: seconds) or interrupted (stop_atom, reason)-->
+//       stopping (stop every learner)
+//     --all learners done--> final evaluation --> finished (shut everything down, report)
+#include "actors/nodes/job.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <functional>
+#include <mutex>
+#include <string>
+
+#include <caf/all.hpp>
+
+#include "actors/link/atoms.hpp"
+#include "actors/roles/fragment_owner.hpp"
+#include "actors/nodes/experiment_views.hpp"
+#include "actors/nodes/learner_node.hpp"
+#include "actors/services/run_report.hpp"
+#include "actors/roles/supervisor.hpp"
+#include "actors/nodes/syncer_node.hpp"
+#include "runtime/model_file.hpp"
+
+namespace dd::actors {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+struct job_state {
+  monitor_hdl monitor;
+  supervisor_hdl owner_sup, learner_sup;
+  evaluator_hdl eval;
+  bool stopping = false;
+  bool finalizing = false;
+  double start_s = 0.0;
+  double training_end_s = -1.0;
+  std::string interrupted;  ///< the interrupt's reason; empty = not interrupted
+  bool owner_lost = false;  ///< a fragment owner stayed down: no final evaluation possible
+  double interrupted_at_s = 0.0;
+  static inline const char* name = "job";
+};
+
+using job_actor = job_hdl::stateful_base<job_state>;
+
+void begin_stop(job_actor* self, job_setup& setup, const std::string& why) {
+  auto& st = self->state;
+  if (st.stopping) return;
+  st.stopping = true;
+  st.training_end_s = setup.log->now();
+  setup.log->freeze_uptime();
+  setup.log->emit("stop", {{"reason", why}});
+  // In-process learners stop through their supervisor; remote ones through the monitor.
+  if (st.learner_sup)
+    self->send(st.learner_sup, atoms::stop_atom_v);
+  else
+    self->send(st.monitor, atoms::stop_atom_v);
+}
+
+void finalize(job_actor* self, std::shared_ptr<job_setup> setup, caf::actor reply_to,
+              double loss, uint64_t digest) {
+  auto& st = self->state;
+  const double end = setup->log->now();
+  auto counters = setup->log->snapshot();
+  const double training_s = st.training_end_s - st.start_s;
+  {
+    std::lock_guard<std::mutex> guard(setup->result_mutex);
+    run_facts f;
+    f.experiment = setup->exp.name;
+    f.learners = setup->exp.learners.count;
+    f.fragments = setup->plan.num_fragments();
+    f.sync_interval = setup->exp.sync.interval;
+    f.synchronous = synchronous(setup->exp);
+    f.resumed = setup->options.resume;
+    f.seconds_before = setup->seconds_before;
+    f.before = setup->before;
+    f.interrupted = st.interrupted;
+    f.allow_degraded = setup->exp.checkpoint.allow_degraded;
+    f.write_failure = setup->log->write_failure();
+    f.faults_fired = setup->faults->fired().size();
+    setup->result = make_run_result(f, counters, loss, digest, end - st.start_s, training_s);
+    // Every evaluation scores the same windows; the model file holds their starts too.
+    setup->result.summary["final_eval"] = setup->final_eval;
+    setup->result.summary["final_eval"].erase("window_starts");
+    std::error_code ec;
+    if (digest != 0 && fs::exists(fs::path(setup->run_dir) / model_file_name, ec))
+      setup->result.summary["model_file"] = model_file_name;
+  }
+  setup->log->emit("finished",
+                   {{"final_val_loss", loss >= 0 ? nlohmann::json(loss) : nlohmann::json(nullptr)},
+                    {"digest", digest}});
+  if (st.learner_sup) self->send_exit(st.learner_sup, caf::exit_reason::user_shutdown);
+  if (st.owner_sup) self->send_exit(st.owner_sup, caf::exit_reason::user_shutdown);
+  if (st.eval) self->send_exit(st.eval, caf::exit_reason::user_shutdown);
+  if (st.monitor) self->send_exit(st.monitor, caf::exit_reason::user_shutdown);
+  if (reply_to) send_untyped(self, reply_to, atoms::finished_atom_v);
+  self->quit();
+}
+
+/// Asks every fragment owner the monitor knows to write a checkpoint of its current state
+/// (checkpoint_atom), then calls `next` once each answered, failed or passed `limit_s` seconds.
+/// A run interrupted before its first periodic checkpoint (checkpoint.every_versions) once
+/// resumed every fragment from the initial weights, and any run lost the merges since its last
+/// periodic checkpoint.
+void checkpoint_owners(job_actor* self, double limit_s, std::function<void()> next) {
+  auto& s = self->state;
+  if (!s.monitor) {
+    next();
+    return;
+  }
+  auto done = std::make_shared<std::function<void()>>(std::move(next));
+  self->request(s.monitor, span(limit_s), caf::get_atom_v, atoms::owners_atom_v)
+      .then(
+          [=](const std::vector<uint8_t>&, const std::vector<owner_hdl>& owners) {
+            auto left = std::make_shared<size_t>(0);
+            for (const auto& o : owners)
+              if (o) ++*left;
+            if (*left == 0) {
+              (*done)();
+              return;
+            }
+            auto one = [=] {
+              if (--*left == 0) (*done)();
+            };
+            for (const auto& o : owners)
+              if (o)
+                self->request(o, span(limit_s), atoms::checkpoint_atom_v)
+                    .then([=](bool) { one(); }, [=](caf::error&) { one(); });
+          },
+          [=](caf::error&) { (*done)(); });
+}
+
+/// Every learner is done (or, interrupted, `timed_out`: the interrupt deadline passed): the
+/// owners' final checkpoints, the final evaluation, then finalize.
+void final_evaluation(job_actor* self, std::shared_ptr<job_setup> setup, caf::actor reply_to,
+                      bool timed_out) {
+  auto& s = self->state;
+  if (s.finalizing) return;
+  if (!s.stopping) {
+    s.stopping = true;
+    s.training_end_s = setup->log->now();
+    setup->log->freeze_uptime();
+    setup->log->emit("stop", {{"reason", "every learner finished"}});
+  }
+  s.finalizing = true;
+  // Interrupted: the final evaluation gets what is left of interrupt_timeout_s (at least 1
+  // s), else the last periodic validation loss stands in.
+  auto left_s = [self, setup] {
+    const auto& st = self->state;
+    return st.interrupted.empty()
+               ? 600.0
+               : std::max(1.0, st.interrupted_at_s + setup->options.interrupt_timeout_s -
+                                   setup->log->now());
+  };
+  const double limit_s = left_s();
+  if (timed_out || s.owner_lost) {
+    checkpoint_owners(self, 5.0, [=] {
+      finalize(self, setup, reply_to, setup->log->snapshot().last_val_loss, 0);
+    });
+    return;
+  }
+  checkpoint_owners(self, std::min(limit_s, 30.0), [=] {
+    self->request(self->state.eval, span(left_s()), atoms::final_eval_atom_v)
+        .then([=](double loss, uint64_t digest) { finalize(self, setup, reply_to, loss, digest); },
+              [=](caf::error&) {
+                finalize(
+                    self, setup, reply_to,
+                    self->state.interrupted.empty() ? -1.0 : setup->log->snapshot().last_val_loss,
+                    0);
+              });
+  });
+}
+
+job_hdl::behavior_type job(job_actor* self, std::shared_ptr<job_setup> setup,
+                           caf::actor reply_to) {
+  drop_unexpected(self, setup->log.get(), "job");
+  auto& st = self->state;
+  const auto& e = setup->exp;
+  const int M = e.learners.count;
+  const int P = setup->plan.num_fragments();
+  st.start_s = setup->log->now();
+  setup->log->emit(setup->options.resume ? "resume" : "start",
+                   {{"experiment", e.name},
+                    {"run_id", setup->run_id},
+                    {"learners", M},
+                    {"fragments", P},
+                    {"sync_interval", e.sync.interval},
+                    {"synchronous", synchronous(e)},
+                    {"steps_per_learner", setup->steps_per_learner}});
+
+  const job_hdl job = caf::actor_cast<job_hdl>(self);
+  auto syncer = spawn_syncer_node(self, job, *setup);
+  st.monitor = syncer.monitor;
+  st.owner_sup = syncer.owner_sup;
+  st.eval = syncer.eval;
+  const bool remote = setup->options.role == node_role::syncer;
+  if (remote && reply_to) send_untyped(self, reply_to, atoms::publish_atom_v, st.monitor);
+  // Learners (a syncer node has none: they join from their own processes).
+  if (!remote) st.learner_sup = spawn_local_learners(self, job, *setup, st.monitor);
+  // A resumed run counts the seconds its earlier parts trained.
+  if (e.budget.kind == config::budget_kind::seconds && e.budget.seconds > 0)
+    self->delayed_send(self, span(std::max(0.0, e.budget.seconds - setup->seconds_before)),
+                       atoms::budget_spent_atom_v);
+
+  return {
+      [=](atoms::budget_spent_atom) { begin_stop(self, *setup, "budget spent"); },
+      // Interrupted (SIGINT/SIGTERM in dd-node run): stop like a spent budget, but give the
+      // learners and the final evaluation at most interrupt_timeout_s.
+      [=](atoms::stop_atom, const std::string& reason) {
+        auto& s = self->state;
+        if (!s.interrupted.empty() || s.finalizing) return;
+        s.interrupted = reason;
+        s.interrupted_at_s = setup->log->now();
+        begin_stop(self, *setup, "interrupted (" + reason + ")");
+        self->delayed_send(self, span(setup->options.interrupt_timeout_s),
+                           atoms::interrupt_timeout_atom_v);
+      },
+      [=](atoms::child_given_up_atom, child_kind kind, int32_t, const std::string&) {
+        // A lost learner: the quorum absorbs it (the run is marked failed at the end). A lost
+        // owner: without it the global model cannot be assembled again: stop the learners; the
+        // run fails (finalize) and reports the last periodic validation loss.
+        if (kind != child_kind::owner) return;
+        self->state.owner_lost = true;
+        begin_stop(self, *setup, "a fragment owner exhausted its restart budget");
+      },
+      [=](atoms::children_done_atom, child_kind kind) {
+        if (kind == child_kind::learner) final_evaluation(self, setup, reply_to, false);
+      },
+      [=](atoms::interrupt_timeout_atom) {
+        if (!self->state.interrupted.empty()) final_evaluation(self, setup, reply_to, true);
+      },
+  };
+}
+
+}  // namespace
+
+job_hdl spawn_job(caf::actor_system& sys, std::shared_ptr<job_setup> setup,
+                  caf::actor reply_to) {
+  if (setup->options.simulated_time) {
+    const double t0 = clock_seconds(sys.clock().now());
+    setup->log->set_clock([&sys, t0] { return clock_seconds(sys.clock().now()) - t0; });
+  }
+  return sys.spawn(job, setup, reply_to);
+}
+
+}  // namespace dd::actors

@@ -1,0 +1,130 @@
+// actors/nodes/role_contexts.cpp — see role_configs.hpp.
+#include "actors/nodes/role_contexts.hpp"
+
+#include <algorithm>
+#include <utility>
+
+namespace dd::actors {
+
+std::shared_ptr<const learner_context> make_learner_context(
+    const config::experiment& e, int32_t i, uint64_t steps_per_learner, const fragment_plan& plan,
+    int threads, monitor_hdl monitor, const learner_services& services, bool simulated_time,
+    double sim_step_s) {
+  const int M = e.learners.count;
+  lr_schedule sched;
+  sched.lr = e.inner.lr;
+  sched.warmup = e.inner.warmup;
+  sched.total =
+      e.inner.decay_steps > 0 ? e.inner.decay_steps : static_cast<int64_t>(steps_per_learner);
+  sched.total = std::max<int64_t>(sched.total, sched.warmup + 1);
+  sched.min_lr_ratio =
+      e.inner.schedule == config::schedule_kind::constant ? 1.0 : e.inner.min_lr_ratio;
+  auto c = std::make_shared<learner_context>();
+  c->learner_id = i;
+  auto& t = c->trainer;
+  t.model = model_of(e);
+  t.batch = e.learners.batch;
+  t.seq_len = e.model.context;
+  t.schedule = sched;
+  t.optimizer.beta1 = static_cast<float>(e.inner.beta1);
+  t.optimizer.beta2 = static_cast<float>(e.inner.beta2);
+  t.optimizer.eps = static_cast<float>(e.inner.eps);
+  t.optimizer.weight_decay = static_cast<float>(e.inner.weight_decay);
+  t.grad_clip = e.inner.grad_clip;
+  t.seed = e.seed;
+  t.learner = i;
+  t.learners = M;
+  t.sharding = e.data.sharding == config::sharding_kind::interleaved ? shard_layout::interleaved
+                                                                     : shard_layout::contiguous;
+  c->rewarmup_steps = e.inner.rewarmup;
+  c->global_schedule = e.inner.clock == config::schedule_clock::global;
+  c->global_push_clock = e.push_clock() == config::schedule_clock::global;
+  c->data = services.data;
+  c->images = services.images;
+  c->plan = plan;
+  c->sync_interval = e.sync.interval;
+  c->overlap = e.sync.overlap;
+  c->max_inflight = e.sync.max_inflight;
+  c->window_chunks = e.sync.window_chunks;
+  c->mixing_alpha = e.outer.mixing_alpha;
+  c->rebase = e.outer.apply == config::apply_kind::rebase;
+  c->wire = to_encoding(e.sync.wire);
+  c->barrier = synchronous(e) && M > 1;
+  c->barrier_timeout_s = 10.0;
+  c->max_steps =
+      e.budget.kind == config::budget_kind::steps ? static_cast<uint64_t>(e.budget.steps) : 0;
+  c->speed = static_cast<size_t>(i) < e.learners.speed.size()
+                 ? e.learners.speed[static_cast<size_t>(i)]
+                 : 1.0;
+  c->jitter = e.learners.jitter;
+  c->backend = backend_name(e.learners.backend);
+  c->threads = threads;
+  c->monitor = std::move(monitor);
+  c->log = services.log;
+  c->faults = services.faults;
+  c->gate = services.gate;
+  c->simulated_time = simulated_time;
+  c->sim_step_s = sim_step_s;
+  return c;
+}
+
+monitor_context monitor_context_of(const config::experiment& e, int fragments) {
+  const int M = e.learners.count;
+  monitor_context m;
+  m.learners = M;
+  m.fragments = fragments;
+  m.token_budget =
+      e.budget.kind == config::budget_kind::tokens ? static_cast<uint64_t>(e.budget.tokens) : 0;
+  m.experiment_json = config::to_json(e).dump();
+  m.align_resume_to_group = synchronous(e) && M > 1;
+  m.uptime_quorum = static_cast<size_t>(std::max(1, e.sync.min_quorum.resolve(M)));
+  m.uptime_last_step =
+      e.budget.kind == config::budget_kind::steps ? static_cast<uint64_t>(e.budget.steps) : 0;
+  return m;
+}
+
+owner_options owner_options_of(const config::experiment& e, const fragment_layout& layout,
+                               const std::string& checkpoint_path, int checkpoint_every) {
+  owner_options o;
+  o.layout = layout;
+  o.quorum = quorum_of(e);
+  o.grace = grace_of(e);
+  o.tau_steps = e.sync.overlap;
+  o.ema_smoothing = e.sync.ema;
+  o.max_staleness = static_cast<uint64_t>(std::max(0, e.outer.max_staleness));
+  o.merge.rule =
+      e.outer.merge == config::merge_kind::rda ? merge_rule::rda : merge_rule::weighted_average;
+  o.merge.anchor =
+      e.outer.anchor == config::anchor_kind::base ? merge_anchor::base : merge_anchor::current;
+  o.merge.outer_lr = static_cast<float>(e.outer.lr);
+  o.merge.outer_momentum =
+      e.outer.kind == config::outer_kind::sgd ? 0.0f : static_cast<float>(e.outer.momentum);
+  o.token_weighting = e.outer.token_weighting;
+  o.scale_partial_merges = e.outer.scale_partial_merges;
+  int every = checkpoint_every >= 0 ? checkpoint_every : e.checkpoint.every_versions;
+  o.checkpoint_every = static_cast<uint64_t>(std::max(0, every));
+  o.checkpoint_path = checkpoint_path;
+  return o;
+}
+
+evaluator_context evaluator_context_of(const config::experiment& e, const fragment_plan& plan,
+                                       const text_dataset* data, const image_dataset* images) {
+  evaluator_context c;
+  c.model = model_of(e);
+  c.plan = plan;
+  c.data = data;
+  c.images = images;
+  c.batch = e.learners.batch;
+  c.seq_len = e.model.context;
+  c.batches = std::max(1, e.eval.batches);
+  c.every_seconds = e.eval.every_seconds;
+  c.every_steps = e.eval.every_steps;
+  c.learners = e.learners.count;
+  // The reference backend is the bit-reproducible one (no BLAS kernel chosen per CPU): an
+  // experiment on it evaluates on it too, so its losses are the same on every machine.
+  c.backend = e.learners.backend == config::backend_kind::reference ? "reference" : "cpu";
+  c.threads = 1;
+  return c;
+}
+
+}  // namespace dd::actors

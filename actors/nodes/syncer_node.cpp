@@ -1,0 +1,169 @@
+// actors/nodes/syncer_node.cpp — see syncer_node.hpp.
+#include "actors/nodes/syncer_node.hpp"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <string>
+
+#include <fmt/format.h>
+#include <caf/all.hpp>
+#include <caf/io/all.hpp>
+
+#include "actors/roles/evaluator.hpp"
+#include "actors/roles/fragment_owner.hpp"
+#include "actors/roles/health_monitor.hpp"
+#include "actors/nodes/role_contexts.hpp"
+#include "actors/roles/supervisor.hpp"
+#include "runtime/run_dir.hpp"
+
+namespace dd::actors {
+
+namespace fs = std::filesystem;
+
+syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_setup& setup) {
+  syncer_node node;
+  const auto& e = setup.exp;
+  const bool sim = setup.options.simulated_time;
+  const int M = e.learners.count;
+  const int P = setup.plan.num_fragments();
+  const bool remote = setup.options.role == node_role::syncer;
+
+  // Health monitor.
+  auto mctx = std::make_shared<monitor_context>(monitor_context_of(e, P));
+  mctx->lease_min_s = setup.options.lease_min_s;
+  mctx->job = job;
+  mctx->log = setup.log.get();
+  mctx->remote_learners = remote;
+  mctx->run_id = setup.run_id;
+  mctx->syncer_incarnation = setup.syncer_incarnation;
+  mctx->experiment_hash = setup.experiment_hash;
+  mctx->data_bytes = setup.data_bytes;
+  mctx->data_hash = setup.data_hash;
+  mctx->steps_per_learner = setup.steps_per_learner;
+  if (!sim) {
+    mctx->record_path = (fs::path(setup.run_dir) / "monitor.json").string();
+    mctx->loss_path = (fs::path(setup.run_dir) / "learner_loss.csv").string();
+    if (remote) mctx->forward_dir = (fs::path(setup.run_dir) / "nodes").string();
+  }
+  mctx->restored_record = setup.monitor_record;
+  node.monitor = self->spawn(health_monitor, std::shared_ptr<const monitor_context>(mctx));
+
+  // Fragment owners.
+  auto octx = std::make_shared<supervisor_context>();
+  octx->kind = child_kind::owner;
+  octx->restart = restart_of(e);
+  octx->log = setup.log.get();
+  octx->faults = setup.faults.get();
+  octx->job = job;
+  const std::string ckpt_dir = checkpoint_dir_of(setup.run_dir, e.checkpoint.dir);
+  for (int p = 0; p < P; ++p) {
+    auto c = std::make_shared<owner_context>();
+    c->options = owner_options_of(e, setup.plan.fragments[static_cast<size_t>(p)],
+                                  (fs::path(ckpt_dir) / fmt::format("owner_{}.ddck", p)).string(),
+                                  setup.options.checkpoint_every);
+    c->options.run_id = setup.run_id;
+    c->options.syncer_incarnation = setup.syncer_incarnation;
+    const auto& o = c->options;
+    c->initial.resize(o.layout.numel);
+    gather_fragment(o.layout, setup.initial.data(), c->initial.data());
+    c->backend = "cpu";
+    c->threads = 1;
+    c->monitor = node.monitor;
+    c->log = setup.log.get();
+    c->faults = setup.faults.get();
+    c->resumed = setup.options.resume;
+    c->learners = static_cast<size_t>(M);
+    // A respawned owner waits for the live learners' answers (they answer between steps); a
+    // resumed one also for the learners to rejoin (their nodes retry with backoff, ≤ 5 s under
+    // dd-node launch, ≤ 15 s by hand).
+    c->rebuild_wait_s = e.checkpoint.rebuild_wait_seconds;
+    c->window_chunks = e.sync.window_chunks;
+    if (auto it = setup.resume_versions.find(p); it != setup.resume_versions.end())
+      c->highest_version = it->second;
+    std::shared_ptr<const owner_context> cc = c;
+    octx->children.push_back({p, [cc](caf::actor_system& sys) {
+                                return caf::actor_cast<caf::actor>(sys.spawn(fragment_owner, cc));
+                              }});
+  }
+  node.owner_sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(octx));
+
+  // Evaluator.
+  auto ectx = std::make_shared<evaluator_context>(
+      evaluator_context_of(e, setup.plan, setup.data.get(), setup.images.get()));
+  ectx->step_poll_s = sim ? setup.options.sim_step_s : 0.25;
+  ectx->adaptive_cadence = !sim;
+  ectx->monitor = node.monitor;
+  ectx->run_id = setup.run_id;
+  ectx->syncer_incarnation = setup.syncer_incarnation;
+  ectx->log = setup.log.get();
+  if (!sim) {  // the final evaluation's model, with the windows it scored (model_file.hpp)
+    ectx->model_path = (fs::path(setup.run_dir) / model_file_name).string();
+    ectx->model_metadata = {
+        {"run_id", setup.run_id}, {"experiment", e.name}, {"eval", setup.final_eval.dump()}};
+  }
+  std::shared_ptr<const evaluator_context> ec = ectx;
+  node.eval = sim ? self->spawn(evaluator, ec) : self->spawn<caf::detached>(evaluator, ec);
+  return node;
+}
+
+void publish_monitor(caf::actor_system& sys, const monitor_hdl& monitor, job_setup& setup,
+                     std::unique_ptr<frame_guard>& guard,
+                     std::shared_ptr<tensor_channel_hub>& channels) {
+  const auto& options = setup.options;
+  // reuse_addr: a restarted syncer binds its port at once (CAF_NOTES: TIME_WAIT).
+  const bool guarded = options.max_frame_bytes > 0;
+  const char* in = guarded                       ? "127.0.0.1"
+                   : options.listen_host.empty() ? nullptr
+                                                 : options.listen_host.c_str();
+  auto port = sys.middleman().publish(monitor, guarded ? 0 : options.listen_port, in, true);
+  if (!port) {
+    std::fprintf(stderr, "dd-node syncer: cannot listen on %s:%u: %s\n",
+                 options.listen_host.c_str(), options.listen_port,
+                 sys.render(port.error()).c_str());
+    std::fflush(stderr);
+    std::_Exit(2);
+  }
+  uint16_t bound = *port;
+  if (guarded) {
+    tensor_channel_hub::options co;
+    co.run_id = setup.run_id;
+    co.max_frame_bytes = options.max_frame_bytes;
+    co.report = [log = setup.log.get()](const std::string& event, const std::string& details) {
+      log->emit(event, {{"details", details}});
+      if (event == "channel_refused") log->warn("tensor channel refused: " + details);
+    };
+    channels = tensor_channel_hub::make(sys, co);
+    std::weak_ptr<tensor_channel_hub> hub = channels;
+    try {
+      guard = std::make_unique<frame_guard>(
+          options.listen_host, options.listen_port, *port, options.max_frame_bytes,
+          [log = setup.log.get()](const std::string& what) {
+            log->emit("frame_refused", {{"reason", what}});
+            log->warn("frame guard: " + what);
+          },
+          [hub](int fd, std::string peer, std::vector<uint8_t> first) {
+            if (auto h = hub.lock())
+              h->accept(fd, std::move(peer), std::move(first));
+            else
+              ::close(fd);
+          });
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dd-node syncer: %s\n", e.what());
+      std::fflush(stderr);
+      std::_Exit(2);
+    }
+    bound = guard->port();
+  }
+  setup.log->emit("listening", {{"host", options.listen_host},
+                                {"port", bound},
+                                {"middleman_port", *port},
+                                {"max_frame_bytes", options.max_frame_bytes},
+                                {"run_id", setup.run_id}});
+  if (options.on_published) options.on_published(bound);
+}
+
+}  // namespace dd::actors

@@ -1,0 +1,263 @@
+// actors/roles/owner_core.hpp — everything a fragment owner decides and computes, without
+// CAF: validation of pushes, the pending set, quorum and grace window, the merge and outer
+// Nesterov step, the EMAs, checkpoints and restore. The fragment owner actor
+// (fragment_owner.hpp) is a thin shell that feeds it messages and the current time and carries
+// out the effects it returns (arm a timer, send a broadcast, reply to a learner).
+//
+// Time is injected: every handler takes `now_s` (seconds on the caller's clock — the actor clock
+// in the runtime, a manual clock in tests); the merge's own duration (ξ_sync) is measured with the
+// injected `clock`. Single-threaded: one owner actor uses it at a time, like its backend.
+//
+// Source: ALGORITHM.md, "Fragment owner" and "Recovery".
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "actors/policy/admission.hpp"
+#include "actors/policy/grace.hpp"
+#include "actors/policy/quorum.hpp"
+#include "kernels/backend.hpp"
+#include "messages/codec.hpp"
+#include "runtime/fragments.hpp"
+#include "runtime/merge.hpp"
+
+namespace dd::actors {
+
+/// Configuration of one fragment owner (defaults: ALGORITHM.md "Defaults").
+struct owner_options {
+  /// This owner's fragment: id, tensors and length.
+  fragment_layout layout;
+  /// Min quorum K (count or fraction of live learners).
+  policy::quorum_spec quorum = policy::quorum_spec::of_count(1);
+  /// Grace window ξ_grace: adaptive γ · (τ·ξ_step − ξ_quorum − ξ_sync), fixed, or off.
+  policy::grace_config grace;
+  /// τ, the overlap in inner steps (grace-window slack).
+  double tau_steps = 2.0;
+  /// EMA smoothing of ξ_step, ξ_quorum, ξ_sync.
+  double ema_smoothing = 0.2;
+  /// Pushes whose base lags the current version by more are rejected as stale.
+  uint64_t max_staleness = 4;
+  /// Merge rule, anchor, outer lr and momentum (momentum 0 and lr = plain SGD on Δ).
+  merge_options merge;
+  /// false: every contribution weighs 1 (token weighting off).
+  bool token_weighting = true;
+  /// Scale each merged Δ by (contributors / learners the round counts), so that merges of a few
+  /// learners' pushes add up to the mean of every learner's progress instead of its sum (the
+  /// learners' rebased progress reaches the global model one push at a time). Ours: docs/
+  /// ALGORITHM.md "Measured changes to the defaults".
+  bool scale_partial_merges = false;
+  /// Encoding of broadcasts (fp32: the global model travels exactly).
+  payload_encoding broadcast_encoding = payload_encoding::fp32;
+  /// Chunk size of broadcasts, bytes.
+  size_t chunk_bytes = default_chunk_bytes;
+  /// Write a checkpoint every this many versions (0 = never) to `checkpoint_path`.
+  uint64_t checkpoint_every = 0;
+  std::string checkpoint_path;
+  /// The run (hex) and the syncer's incarnation: stamped on every broadcast chunk; a push must
+  /// name the run (messages/codec.hpp envelope_expect).
+  std::string run_id;
+  uint64_t syncer_incarnation = 0;
+};
+
+/// One learner as the owner's membership sees it.
+struct owner_member {
+  int32_t learner_id = 0;
+  uint64_t incarnation = 0;
+  double step_time_ema_s = 0.0;  ///< seconds per inner step (ξ_step input)
+};
+
+/// What one contributor brought to a merge.
+struct merge_contributor {
+  int32_t learner_id = 0;
+  uint64_t incarnation = 0;
+  uint64_t base_version = 0;
+  uint64_t transfer_id = 0;
+  uint64_t steps = 0;
+  uint64_t tokens = 0;
+  double weight = 0.0;  ///< normalized: the weights of one merge sum to 1
+};
+
+/// The record of one outer step.
+struct merge_record {
+  int32_t fragment_id = 0;
+  uint64_t version = 0;                         ///< version after the outer step
+  std::vector<merge_contributor> contributors;  ///< ascending learner id
+  size_t live = 0;                              ///< live learners at merge time
+  size_t needed = 0;                            ///< quorum K resolved against `live`
+  double grace_s = 0.0;                         ///< grace window armed in this round (0 when none)
+  std::string reason;                           ///< policy::merge_reason that triggered it
+  double round_s = 0.0;                         ///< first pending push → merge, seconds
+  double sync_s = 0.0;           ///< merge + outer step + broadcast encoding, seconds
+  double delta_norm = 0.0;       ///< ‖Δ‖ over the fragment
+  bool checkpointed = false;     ///< a checkpoint was written after this merge
+  std::string checkpoint_error;  ///< non-empty when writing it failed
+};
+
+/// Effects the actor must carry out after a handler.
+struct owner_effects {
+  /// Arm the grace timer: fire `on_grace_timer(timer_id, ...)` after `arm_grace_s` seconds.
+  std::optional<double> arm_grace_s;
+  uint64_t timer_id = 0;
+  /// Set when an outer step happened: broadcast `broadcast` to every live learner.
+  std::optional<merge_record> merged;
+  std::vector<wire_bytes> broadcast;
+};
+
+/// Outcome of one push (or push chunk).
+struct push_outcome {
+  enum class status { accepted, incomplete, rejected, ignored };
+  status what = status::ignored;
+  /// Set when rejected: send it to the learner.
+  std::optional<reject_msg> reject;
+  /// Set when the learner must be resynchronized (stale): send it the current value.
+  bool send_current = false;
+  /// Identity of the push (valid for accepted and rejected whole pushes).
+  int32_t learner_id = -1;
+  uint64_t incarnation = 0;
+  uint64_t transfer_id = 0;
+  uint64_t base_version = 0;
+  uint64_t payload_bytes = 0;
+  std::string detail;  ///< human-readable reason
+  /// A chunk was refused because its payload did not match its CRC-32C (rejected as malformed;
+  /// the learner sends the push again). Counted as chunks_refused.
+  bool chunk_refused = false;
+  /// The push was refused at its envelope (another run, a stale incarnation, another schema
+  /// version; actors/link/wire_refusal.hpp): counted as envelopes_refused.
+  bool envelope_refused = false;
+  owner_effects effects;
+};
+
+/// The state of one fragment owner.
+class owner_core {
+ public:
+  using clock_fn = std::function<double()>;
+
+  /// A fresh owner at version 0 holding `initial` (layout.numel floats) with zero momentum.
+  /// Throws std::invalid_argument when sizes disagree.
+  owner_core(owner_options opts, kernels::backend& be, const std::vector<float>& initial,
+                       clock_fn clock = {});
+  /// An owner restored from a checkpoint (value, momentum, version, EMAs, anchors). Throws
+  /// std::invalid_argument when the checkpoint's fragment id or size does not match.
+  owner_core(owner_options opts, kernels::backend& be, const owner_checkpoint& ckpt,
+                       clock_fn clock = {});
+
+  owner_core(const owner_core&) = delete;
+  owner_core& operator=(const owner_core&) = delete;
+
+  /// A push chunk (encoded push_msg) arrived. Validates (decode, membership and incarnation,
+  /// duplicates, superseded, shape, finite values, staleness), records an accepted push as the
+  /// learner's pending contribution (a newer one replaces an older) and runs the merge decision.
+  ///
+  /// Superseded: a push whose `contains_from` <= T < transfer_id, where T is the learner's
+  /// transfer this owner already merged, holds T's progress again; it is rejected
+  /// (reject_reason::superseded) so nothing is counted twice.
+  ///
+  /// A base version ahead of ours is possible only after a restore from a checkpoint older than
+  /// the versions the learners saw (at most checkpoint_every − 1 of them): such a push is
+  /// rejected as `stale` and the learner is resynchronized onto the restored value; the first
+  /// merge after a restore skips those version numbers (a number never names two values). Any
+  /// other base from the future is rejected as `malformed` (and resynchronized too).
+  push_outcome on_push(const wire_bytes& bytes, double now_s);
+  /// Same for an already decoded push (tests).
+  push_outcome on_push(push_msg msg, double now_s);
+
+  /// The health monitor's live-learner view changed. Pending pushes of learners no longer live
+  /// are dropped; ξ_step is updated with the mean step time of the live learners. A learner that
+  /// joins while a round is open counts toward that round only once it has a pending push.
+  owner_effects on_membership(const std::vector<owner_member>& live, double now_s);
+
+  /// The grace timer `timer_id` fired. A timer of an earlier round is ignored.
+  owner_effects on_grace_timer(uint64_t timer_id, double now_s);
+
+  /// The current value as broadcast chunks (for pulls and stale resyncs).
+  std::vector<wire_bytes> current_value() const;
+
+  /// The durable state (value, momentum, version, EMAs, anchors).
+  owner_checkpoint make_checkpoint() const;
+
+  /// A state built from a learner's copy (rebuild) or the initial weights under a new number
+  /// is not a restore: no versions were published after it, so the next merge is version + 1.
+  void forget_restore() noexcept { restored_ = false; }
+  /// Versions up to `v` were published by an earlier incarnation (after the checkpoint this
+  /// state was restored from): the next merge is numbered above `v`.
+  void skip_versions_to(uint64_t v) noexcept { version_floor_ = std::max(version_floor_, v); }
+
+  // ---- queries (tests, progress) --------------------------------------------------------
+  int32_t fragment_id() const noexcept { return opts_.layout.fragment_id; }
+  uint64_t version() const noexcept { return version_; }
+  std::vector<float> value() const;
+  std::vector<float> momentum() const;
+  size_t pending_count() const noexcept { return pending_.size(); }
+  std::vector<int32_t> pending_learners() const;
+  bool grace_running() const noexcept { return grace_running_; }
+  double grace_deadline_s() const noexcept { return grace_deadline_s_; }
+  double last_grace_s() const noexcept { return last_grace_s_; }
+  double xi_step_s() const noexcept { return xi_step_.value(); }
+  double xi_quorum_s() const noexcept { return xi_quorum_.value(); }
+  double xi_sync_s() const noexcept { return xi_sync_.value(); }
+  size_t live_count() const noexcept { return live_.size(); }
+  const owner_options& options() const noexcept { return opts_; }
+  /// Newest merged push per learner, ascending learner id (what broadcasts carry).
+  std::vector<merged_push> merged_pushes() const;
+
+ private:
+  /// on_push's work on one decoded chunk (header and payload view; the payload is copied only
+  /// into the assembler's transfer buffer).
+  push_outcome on_chunk(const chunk_ref<push_msg>& chunk, double now_s);
+  struct pending_push {
+    merge_contributor who;
+    kernels::buffer<float> delta;  // backend memory, layout.numel
+    double arrived_s = 0.0;
+  };
+
+  void init_common();
+  /// 1, or after a restore (until the next merge) checkpoint_every: versions (ours included)
+  /// that may have been published since the restored checkpoint.
+  uint64_t lost_versions() const;
+  push_outcome reject(const push_msg& m, reject_reason r, std::string detail, bool resync);
+  owner_effects decide(double now_s);
+  owner_effects merge(double now_s, const std::string& reason);
+  double compute_grace_s() const;
+  std::vector<wire_bytes> encode_value() const;
+
+  owner_options opts_;
+  kernels::backend* be_;
+  clock_fn clock_;
+  kernels::buffer<float> theta_;
+  kernels::buffer<float> momentum_;
+  uint64_t version_ = 0;
+  std::unique_ptr<anchor_ring> ring_;
+  policy::push_ledger ledger_;
+  chunk_assembler assembler_;
+  /// Learners the round counts: live when the round began, or pending in it. A learner that
+  /// (re)joins mid-round is not waited for by that round ("every live learner pending").
+  size_t eligible_count() const;
+
+  std::map<int32_t, owner_member> live_;
+  std::map<int32_t, double> joined_at_;  // when each live incarnation entered the view
+  std::map<int32_t, pending_push> pending_;
+  /// Per learner id, its newest merged push (sent with every broadcast, kept in checkpoints).
+  std::map<int32_t, merged_push> merged_;
+  /// Restored from a checkpoint and no merge since: a push based on a newer version than ours is
+  /// explained by the versions lost since that checkpoint.
+  bool restored_ = false;
+  uint64_t restored_version_ = 0;
+  uint64_t version_floor_ = 0;  ///< the next merge is numbered above it (skip_versions_to)
+  bool round_open_ = false;
+  double round_start_s_ = 0.0;
+  bool quorum_seen_ = false;
+  bool grace_running_ = false;
+  double grace_deadline_s_ = 0.0;
+  double round_grace_s_ = 0.0;
+  double last_grace_s_ = 0.0;
+  uint64_t timer_id_ = 0;
+  policy::ema xi_step_, xi_quorum_, xi_sync_;
+};
+
+}  // namespace dd::actors

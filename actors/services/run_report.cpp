@@ -1,0 +1,237 @@
+// actors/services/run_report.cpp — see run_report.hpp.
+#include "actors/services/run_report.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace dd::actors {
+
+nlohmann::json make_summary(int learners, int fragments, const run_counters& c,
+                            double final_val_loss, double wall_s, double training_s) {
+  uint64_t tokens = 0;
+  double compute = 0;
+  for (const auto& [id, l] : c.learners) {
+    tokens += l.tokens;
+    compute += l.compute_s;
+  }
+  const int M = learners;
+  const int P = fragments;
+  const double goodput =
+      training_s > 0 ? std::min(1.0, compute / (static_cast<double>(M) * training_s)) : 0.0;
+  const double effective =
+      tokens > 0 ? std::min(1.0, static_cast<double>(c.tokens_merged) /
+                                     (static_cast<double>(P) * static_cast<double>(tokens)))
+                 : 0.0;
+  const double uptime = c.observed_s > 0 ? c.uptime_s / c.observed_s : 0.0;
+  // No evaluation at all (a run stopped before one could run): null, not a sentinel number.
+  return {
+      {"final_val_loss",
+       final_val_loss >= 0 ? nlohmann::json(final_val_loss) : nlohmann::json(nullptr)},
+      {"tokens", tokens},
+      {"wall_seconds", wall_s},
+      {"goodput", goodput},
+      {"effective_goodput", effective},
+      {"uptime", uptime},
+      {"merges", c.merges},
+      {"mean_contributors_per_merge",
+       c.merges > 0 ? static_cast<double>(c.contributors) / static_cast<double>(c.merges) : 0.0},
+      {"learner_restarts", c.learner_restarts},
+      {"bytes_pushed", c.bytes_pushed},
+      {"bytes_broadcast", c.bytes_broadcast},
+      {"chunks_refused", c.chunks_refused},
+      {"envelopes_refused", c.envelopes_refused}};
+}
+
+run_result make_run_result(const run_facts& f, const run_counters& counters, double final_val_loss,
+                           uint64_t digest, double wall_s, double training_s) {
+  const double loss = final_val_loss;
+  run_result r;
+  r.finished = true;
+  r.final_val_loss = loss;
+  r.digest = digest;
+  // A resumed run reports the whole run: the learners' tokens and compute seconds carry over
+  // the resume (the monitor's record), and so do the training seconds goodput divides them by;
+  // merges, pushes, bytes, refusals and restarts of the earlier parts come from their
+  // events.jsonl lines, their wall time is the sum of their spans.
+  run_counters all = counters;
+  // The earlier parts' wall time: their events' spans and the monitor record's training seconds
+  // both fall short of it (a killed part's last event or record came before the kill; a merge
+  // pause writes no event for many seconds): the larger one.
+  const double wall_before = f.resumed ? std::max(f.before.wall_s, f.seconds_before) : 0.0;
+  if (f.resumed) {
+    const auto& b = f.before;
+    all.merges += b.merges;
+    all.contributors += b.contributors;
+    all.tokens_merged += b.tokens_merged;
+    all.pushes += b.pushes;
+    all.pushes_rejected += b.pushes_rejected;
+    all.bytes_pushed += b.bytes_pushed;
+    all.bytes_broadcast += b.bytes_broadcast;
+    all.chunks_refused += b.chunks_refused;
+    all.envelopes_refused += b.envelopes_refused;
+    all.learner_restarts += b.learner_restarts;
+    all.owner_restarts += b.owner_restarts;
+  }
+  r.summary = make_summary(f.learners, f.fragments, all, loss, wall_s + wall_before,
+                           training_s + (f.resumed ? f.seconds_before : 0.0));
+  // A classifier's (data.kind = "idx") last evaluation also scored accuracy.
+  if (loss >= 0 && counters.last_val_accuracy >= 0)
+    r.summary["final_val_accuracy"] = counters.last_val_accuracy;
+  if (f.resumed) {
+    r.summary["resumed"] = true;
+    r.summary["seconds_before_resume"] = f.seconds_before;
+    r.summary["wall_seconds_before_resume"] = wall_before;
+    r.summary["parts"] = f.before.parts + 1;
+  }
+  if (!f.interrupted.empty()) {
+    r.interrupted = true;
+    r.interrupt_reason = f.interrupted;
+    r.summary["interrupted"] = true;
+    r.summary["interrupt_reason"] = f.interrupted;
+  }
+  // A run that trained nothing, or lost a learner for good, is a failure (dd-node run: exit 1).
+  std::string why;
+  if (r.summary.value("tokens", uint64_t{0}) == 0) why = "no learner trained a single token";
+  // "learner 1 of 4 exhausted its restart budget and stayed down<consequence> (last crash: …)"
+  auto given_up = [&why](const std::map<int32_t, std::string>& lost, const char* one,
+                         const char* many, int of, const char* consequence) {
+    if (lost.empty()) return;
+    std::string ids, last;
+    for (const auto& [id, crash] : lost) {
+      ids += (ids.empty() ? "" : ", ") + std::to_string(id);
+      last = crash;
+    }
+    why += fmt::format(
+        "{}{} {} of {} exhausted {} restart budget and stayed down{} (last "
+        "crash: {}; see events.jsonl)",
+        why.empty() ? "" : "; ", lost.size() == 1 ? one : many, ids, of,
+        lost.size() == 1 ? "its" : "their", consequence, last);
+  };
+  given_up(counters.learners_given_up, "learner", "learners", f.learners, "");
+  given_up(counters.owners_given_up, "fragment owner", "fragment owners", f.fragments,
+           ", so training stopped and final_val_loss is the last periodic evaluation (null "
+           "when none ran)");
+  if (!counters.degraded.empty()) {
+    nlohmann::json d = nlohmann::json::array();
+    std::string what;
+    for (const auto& [k, reason] : counters.degraded) {
+      d.push_back({{"what", k}, {"reason", reason}});
+      // A lost fragment value fails the run (unless allowed); a file that failed for a while
+      // and recovered is reported only.
+      if (k.rfind("fragment ", 0) == 0) what += (what.empty() ? "" : "; ") + k + ": " + reason;
+    }
+    r.summary["degraded"] = d;
+    if (!what.empty() && !f.allow_degraded)
+      why += (why.empty() ? "" : "; ") +
+             ("degraded (" + what + "); set checkpoint.allow_degraded = true to accept it");
+  }
+  if (!f.write_failure.empty())
+    why += (why.empty() ? "" : "; ") + ("a write failed, so the run stopped: " + f.write_failure);
+  if (!why.empty()) {
+    r.failed = true;
+    r.failure_reason = why;
+    r.summary["failed"] = true;
+    r.summary["failure_reason"] = why;
+  }
+  r.info = {{"experiment", f.experiment},
+            {"learners", f.learners},
+            {"fragments", f.fragments},
+            {"sync_interval", f.sync_interval},
+            {"synchronous", f.synchronous},
+            {"digest", fmt::format("{:016x}", digest)},
+            {"owner_restarts", all.owner_restarts},
+            {"pushes", all.pushes},
+            {"pushes_rejected", all.pushes_rejected},
+            {"pushes_dropped", counters.pushes_dropped},
+            {"training_seconds", training_s},
+            {"faults_fired", f.faults_fired}};
+  if (r.interrupted) r.info["interrupted"] = f.interrupted;
+  if (r.failed) r.info["failure_reason"] = r.failure_reason;
+  return r;
+}
+
+double budget_done(const config::experiment& exp, uint64_t steps_per_learner,
+                   const run_counters& now, double t_s) {
+  double f = 0.0;
+  switch (exp.budget.kind) {
+    case config::budget_kind::seconds:
+      f = exp.budget.seconds > 0 ? t_s / exp.budget.seconds : 0.0;
+      break;
+    case config::budget_kind::tokens: {
+      uint64_t tokens = 0;
+      for (const auto& [id, l] : now.learners) tokens += l.tokens;
+      f = exp.budget.tokens > 0
+              ? static_cast<double>(tokens) / static_cast<double>(exp.budget.tokens)
+              : 0.0;
+      break;
+    }
+    case config::budget_kind::steps: {
+      double steps = 0;
+      for (const auto& [id, l] : now.learners) steps += static_cast<double>(l.step);
+      const double M = static_cast<double>(std::max(1, exp.learners.count));
+      f = steps_per_learner > 0 ? steps / M / static_cast<double>(steps_per_learner) : 0.0;
+      break;
+    }
+  }
+  return std::clamp(f, 0.0, 1.0);
+}
+
+namespace {
+
+/// "[  12.3s] L0 3.74st/s 3.773 L1 left ...": the run time and each learner's part. The step
+/// rate is the one observed since `prev` (`dt_s` seconds earlier) when `prev` knows the learner
+/// and its step did not go back (a paused learner shows 0, not the rate of its last steps: QA,
+/// 2026-12-02), else the learner's own step-time EMA.
+std::string learners_part(const run_counters& now, double t_s, const run_counters* prev = nullptr,
+                          double dt_s = 0.0) {
+  std::string line = fmt::format("[{:7.1f}s]", t_s);
+  for (const auto& [id, l] : now.learners) {
+    double rate = l.steps_per_s;
+    if (prev != nullptr && dt_s > 0) {
+      auto it = prev->learners.find(id);
+      if (it != prev->learners.end() && it->second.step > 0 && l.step >= it->second.step)
+        rate = static_cast<double>(l.step - it->second.step) / dt_s;
+    }
+    line += l.finished
+                ? fmt::format(" L{} left", id)
+                : fmt::format(" L{} {}{:.2f}st/s {:.3f}", id, l.alive ? "" : "✗", rate, l.loss);
+  }
+  return line;
+}
+
+}  // namespace
+
+std::string node_progress_line(const run_counters& now, double t_s) {
+  return learners_part(now, t_s) + fmt::format(" | restarts {}", now.learner_restarts);
+}
+
+std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
+                          double t_s, double done, double since_t, double since_done) {
+  std::string line = learners_part(now, t_s, &prev, dt_s);
+  if (now.last_val_loss >= 0)
+    line += fmt::format(" | val {:.4f}", now.last_val_loss);
+  else
+    line += " | val -";
+  const double rate = dt_s > 0 ? static_cast<double>(now.merges - prev.merges) / dt_s : 0.0;
+  const double contrib =
+      now.merges > 0 ? static_cast<double>(now.contributors) / static_cast<double>(now.merges)
+                     : 0.0;
+  double grace = 0;
+  for (const auto& [p, g] : now.grace_s) grace = std::max(grace, g);
+  line += fmt::format(" | merges {:.2f}/s | contrib {:.2f} | grace {:.3f}s | restarts {}", rate,
+                      contrib, grace, now.learner_restarts + now.owner_restarts);
+  if (done >= 0) {
+    line += fmt::format(" | {:.0f}%", 100.0 * done);
+    const double gained = done - since_done, took_s = t_s - since_t;
+    if (gained > 0.005 && took_s > 0 && done < 1.0) {
+      const auto left = static_cast<int64_t>(took_s * (1.0 - done) / gained + 0.5);
+      line += left >= 60 ? fmt::format(" ETA {}m{:02d}s", left / 60, left % 60)
+                         : fmt::format(" ETA {}s", left);
+    }
+  }
+  return line;
+}
+
+}  // namespace dd::actors

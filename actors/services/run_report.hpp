@@ -1,0 +1,99 @@
+// actors/services/run_report.hpp — what a run reports, as pure functions of its counters
+// (actors/services/run_log.hpp): summary.json, the outcome (finished, interrupted, failed and why),
+// run_info.json, the share of the budget spent and the progress line. The job (actors/nodes/job.cpp)
+// calls them at the end of a run, the main loops (actors/nodes/job_runner.cpp, actors/nodes/learner_node.cpp)
+// for the progress line. Any thread.
+//
+// Goodput = Σ learner time in inner steps / (M × training wall time) (ALGORITHM.md, Goodput);
+// effective goodput = tokens merged / (P × tokens trained); uptime = time with at least a quorum
+// of learners stepping / time observed.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/services/run_log.hpp"
+#include "runtime/config/experiment.hpp"
+#include "runtime/run_dir.hpp"
+
+namespace dd::actors {
+
+/// The outcome of a run (what summary.json holds, plus a few extras).
+struct run_result {
+  bool finished = false;
+  bool interrupted = false;      ///< stopped by run_options::interrupt
+  std::string interrupt_reason;  ///< "SIGINT", "SIGTERM", ... when interrupted
+  /// The run produced nothing trustworthy: no token was trained, or a learner's or a fragment
+  /// owner's supervisor gave up on it (restart budget spent; the experiment's `restart`).
+  /// summary.json then also carries "failed": true and "failure_reason"; `dd-node run` exits 1.
+  bool failed = false;
+  std::string failure_reason;
+  double final_val_loss = -1.0;
+  uint64_t digest = 0;     ///< FNV-1a of the final global model
+  nlohmann::json summary;  ///< exactly the summary.json keys
+  nlohmann::json info;     ///< extras (experiment name, M, P, H, K, restarts, digest...)
+};
+
+/// What the report of a run needs besides its counters.
+struct run_facts {
+  std::string experiment;  ///< its name
+  int learners = 1;        ///< M
+  int fragments = 1;       ///< P
+  int sync_interval = 1;   ///< H
+  bool synchronous = false;
+  bool resumed = false;         ///< continued an earlier run (--resume)
+  double seconds_before = 0.0;  ///< training seconds of the earlier parts (resumed)
+  /// Resumed: what the earlier parts counted (count_earlier_parts); added to this part's
+  /// counters so that summary.json covers the whole run.
+  earlier_parts before;
+  std::string interrupted;      ///< the interrupt's reason; empty = not interrupted
+  bool allow_degraded = false;  ///< checkpoint.allow_degraded
+  std::string write_failure;    ///< the write failure that stopped the run; empty = none
+  size_t faults_fired = 0;
+};
+
+/// summary.json for a finished run of `learners` learners over `fragments` fragments: final
+/// validation loss (null when < 0: no evaluation ran), tokens, wall seconds, goodput, effective
+/// goodput, uptime, merges, mean contributors per merge, learner restarts, bytes pushed and
+/// broadcast, chunks refused.
+nlohmann::json make_summary(int learners, int fragments, const run_counters& c,
+                            double final_val_loss, double wall_s, double training_s);
+
+/// The outcome of a finished run: make_summary (of the whole run: a resumed run adds
+/// `f.before`, the earlier parts' counts, and their wall seconds: the larger of their events'
+/// spans and `f.seconds_before`), plus "resumed" with "parts",
+/// "seconds_before_resume" and "wall_seconds_before_resume", "interrupted" and — when no
+/// token was trained, a learner or an owner was given up, a fragment's value was lost (unless
+/// allowed) or a write failed — "failed" with a "failure_reason" naming each cause; `info` holds
+/// run_info.json.
+run_result make_run_result(const run_facts& f, const run_counters& c, double final_val_loss,
+                           uint64_t digest, double wall_s, double training_s);
+
+/// The progress line: per-learner step rate (observed since `prev` when it knows the learner,
+/// else its step-time EMA) and loss ("✗" before a learner that is down, "left" for one that
+/// finished or was drained), global validation loss, merges per second
+/// (since `prev`, `dt_s` seconds earlier), mean contributors per merge, current grace window,
+/// restarts. `t_s` is the run time shown. `done` in [0, 1] is the share of the budget spent
+/// (< 0: unknown); when known the line ends with it and an estimate of the time left from the
+/// pace since (`since_t` s, `since_done` spent then): (t_s − since_t) × (1 − done) / (done −
+/// since_done), e.g. "| 37% ETA 3m12s". A fresh run measures from its start (0, 0); a resumed
+/// one from its first line, since the share its earlier parts spent took none of this part's
+/// seconds (the ETA once read 7 s at 43% with 65 s to go).
+std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
+                          double t_s, double done = -1.0, double since_t = 0.0,
+                          double since_done = 0.0);
+
+/// A learner node's progress line: its own learners' part of progress_line and their restarts,
+/// without the syncer's figures (validation loss, merges, contributors, grace), which a learner
+/// node does not know, e.g. "[   10.3s] L2 3.74st/s 3.773 | restarts 0".
+std::string node_progress_line(const run_counters& now, double t_s);
+
+/// Share of the budget spent, in [0, 1]: mean learner step / steps per learner (steps budget),
+/// Σ tokens / budget tokens (tokens), elapsed / budget seconds (seconds).
+double budget_done(const config::experiment& exp, uint64_t steps_per_learner,
+                   const run_counters& now, double t_s);
+
+}  // namespace dd::actors

@@ -1,0 +1,432 @@
+// tests/actors/owner_core_test.cpp — deterministic tests of the fragment owner's state machine
+// (actors/roles/owner_core.hpp) on a manual clock: quorum, grace window, merge contributors
+// and weights, staleness, duplicates, incarnations, membership changes, checkpoint/restore.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "actors/roles/owner_core.hpp"
+#include "kernels/backend.hpp"
+#include "tests/actors/test_support.hpp"
+
+namespace dd::actors {
+namespace {
+
+using dd::test::make_push;
+using dd::test::tiny_layout;
+using status = push_outcome::status;
+
+/// Options for the tests: weighted average, lr 1, momentum 0 (so θ' = θ − Δ exactly), K = 2,
+/// adaptive grace γ 0.8, τ 2.
+owner_options base_options() {
+  owner_options o;
+  o.layout = tiny_layout();
+  o.quorum = policy::quorum_spec::of_count(2);
+  o.grace.mode = policy::grace_mode::adaptive;
+  o.grace.gamma = 0.8;
+  o.tau_steps = 2.0;
+  o.max_staleness = 4;
+  o.merge.rule = merge_rule::weighted_average;
+  o.merge.anchor = merge_anchor::base;
+  o.merge.outer_lr = 1.0f;
+  o.merge.outer_momentum = 0.0f;
+  return o;
+}
+
+std::vector<owner_member> members(int n, uint64_t incarnation = 0, double step_s = 1.0) {
+  std::vector<owner_member> out;
+  for (int i = 0; i < n; ++i) out.push_back({i, incarnation, step_s});
+  return out;
+}
+
+std::vector<float> filled(float v) { return std::vector<float>(6, v); }
+
+struct owner_core_test : ::testing::Test {
+  std::unique_ptr<kernels::backend> be = kernels::make_backend("reference");
+  // The merge's own duration (ξ_sync) is measured with this clock: frozen, so ξ_sync = 0.
+  owner_core::clock_fn frozen = [] { return 0.0; };
+};
+
+TEST_F(owner_core_test, quorum_then_grace_then_merge_with_token_weights) {
+  owner_core owner(base_options(), *be, filled(1.0f), frozen);
+  owner.on_membership(members(4), 0.0);  // ξ_step = 1 s
+  EXPECT_DOUBLE_EQ(owner.xi_step_s(), 1.0);
+
+  // L0: tokens 200 over 2 steps → w = 200²/2 = 20000. One pending < K = 2: wait.
+  auto a = owner.on_push(make_push(0, 0, 0, 2, 200, 2, filled(0.1f)), 10.0);
+  EXPECT_EQ(a.what, status::accepted);
+  EXPECT_FALSE(a.effects.arm_grace_s.has_value());
+  EXPECT_FALSE(a.effects.merged.has_value());
+
+  // L1 reaches quorum at t = 10.5: ξ_quorum = 0.5, grace = 0.8 · (2·1 − 0.5 − 0) = 1.2 s.
+  auto b = owner.on_push(make_push(1, 0, 0, 4, 200, 4, filled(0.4f)), 10.5);
+  ASSERT_EQ(b.what, status::accepted);
+  ASSERT_TRUE(b.effects.arm_grace_s.has_value());
+  EXPECT_NEAR(*b.effects.arm_grace_s, 1.2, 1e-9);
+  EXPECT_TRUE(owner.grace_running());
+  EXPECT_NEAR(owner.xi_quorum_s(), 0.5, 1e-12);
+
+  // L2 arrives inside the window (3 of 4 live): still waiting for the timer.
+  auto c = owner.on_push(make_push(2, 0, 0, 1, 100, 1, filled(0.7f)), 11.0);
+  ASSERT_EQ(c.what, status::accepted);
+  EXPECT_FALSE(c.effects.merged.has_value());
+  EXPECT_EQ(owner.pending_count(), 3u);
+
+  // The timer fires at the deadline: merge L0, L1, L2 with weights 20000 : 10000 : 10000.
+  auto fx = owner.on_grace_timer(b.effects.timer_id, 11.7);
+  ASSERT_TRUE(fx.merged.has_value());
+  const auto& rec = *fx.merged;
+  EXPECT_EQ(rec.version, 1u);
+  EXPECT_EQ(rec.reason, "grace_expired");
+  EXPECT_NEAR(rec.grace_s, 1.2, 1e-9);
+  EXPECT_NEAR(rec.round_s, 1.7, 1e-9);
+  EXPECT_EQ(rec.live, 4u);
+  EXPECT_EQ(rec.needed, 2u);
+  ASSERT_EQ(rec.contributors.size(), 3u);
+  const double expected_w[3] = {0.5, 0.25, 0.25};
+  double sum = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(rec.contributors[i].learner_id, static_cast<int32_t>(i));
+    EXPECT_NEAR(rec.contributors[i].weight, expected_w[i], 1e-12);
+    sum += rec.contributors[i].weight;
+  }
+  EXPECT_NEAR(sum, 1.0, 1e-12);
+  // Δ = 0.5·0.1 + 0.25·0.4 + 0.25·0.7 = 0.325; θ = 1 − Δ; b = Δ (μ = 0).
+  for (float v : owner.value()) EXPECT_NEAR(v, 0.675f, 1e-6);
+  for (float v : owner.momentum()) EXPECT_NEAR(v, 0.325f, 1e-6);
+  EXPECT_EQ(owner.version(), 1u);
+  EXPECT_EQ(owner.pending_count(), 0u);
+  EXPECT_FALSE(owner.grace_running());
+  ASSERT_FALSE(fx.broadcast.empty());
+  auto bc = decode_broadcast(fx.broadcast.front());
+  ASSERT_TRUE(bc.ok());
+  EXPECT_EQ(bc->version, 1u);
+  // A late duplicate of the fired timer changes nothing.
+  EXPECT_FALSE(owner.on_grace_timer(b.effects.timer_id, 12.0).merged.has_value());
+}
+
+TEST_F(owner_core_test, every_live_learner_pending_merges_at_once) {
+  auto opts = base_options();
+  opts.quorum = policy::quorum_spec::of_count(1);
+  opts.grace.mode = policy::grace_mode::fixed;
+  opts.grace.fixed_s = 5.0;
+  owner_core owner(opts, *be, filled(1.0f), frozen);
+  owner.on_membership(members(2), 0.0);
+  auto a = owner.on_push(make_push(0, 0, 0, 1, 10, 1, filled(0.5f)), 1.0);
+  ASSERT_TRUE(a.effects.arm_grace_s.has_value());  // K = 1 reached: 5 s window armed
+  EXPECT_NEAR(*a.effects.arm_grace_s, 5.0, 1e-12);
+  auto b = owner.on_push(make_push(1, 0, 0, 1, 10, 1, filled(0.25f)), 1.5);
+  ASSERT_TRUE(b.effects.merged.has_value());  // both live learners pending: no waiting
+  EXPECT_EQ(b.effects.merged->reason, "all_live_pending");
+  EXPECT_EQ(b.effects.merged->contributors.size(), 2u);
+  EXPECT_NEAR(b.effects.merged->round_s, 0.5, 1e-12);
+  for (float v : owner.value()) EXPECT_NEAR(v, 1.0f - 0.375f, 1e-6);
+  // The window armed for that round is stale now.
+  EXPECT_FALSE(owner.on_grace_timer(a.effects.timer_id, 6.0).merged.has_value());
+  EXPECT_EQ(owner.version(), 1u);
+}
+
+TEST_F(owner_core_test, stale_push_is_rejected_and_the_learner_resynced) {
+  auto opts = base_options();
+  opts.quorum = policy::quorum_spec::of_count(1);
+  opts.grace.mode = policy::grace_mode::off;
+  opts.max_staleness = 1;
+  owner_core owner(opts, *be, filled(1.0f), frozen);
+  owner.on_membership(members(2), 0.0);
+  ASSERT_TRUE(owner.on_push(make_push(0, 0, 0, 1, 10, 1, filled(0.1f)), 1.0).effects.merged);
+  ASSERT_TRUE(owner.on_push(make_push(0, 0, 1, 1, 10, 2, filled(0.1f)), 2.0).effects.merged);
+  EXPECT_EQ(owner.version(), 2u);
+  // Learner 1 still works against version 0: 2 − 0 > max_staleness = 1.
+  auto r = owner.on_push(make_push(1, 0, 0, 5, 50, 5, filled(0.3f)), 3.0);
+  EXPECT_EQ(r.what, status::rejected);
+  ASSERT_TRUE(r.reject.has_value());
+  EXPECT_EQ(r.reject->reason, reject_reason::stale);
+  EXPECT_EQ(r.reject->current_version, 2u);
+  EXPECT_TRUE(r.send_current);
+  auto chunks = owner.current_value();
+  ASSERT_EQ(chunks.size(), 1u);
+  auto b = decode_broadcast(chunks.front());
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->version, 2u);
+  auto values = decode_payload(b->encoding, b->payload.data(), b->payload.size(), 6);
+  ASSERT_TRUE(values.ok());
+  for (float v : *values) EXPECT_NEAR(v, 0.8f, 1e-6);
+  // Within the staleness bound it is accepted.
+  EXPECT_EQ(owner.on_push(make_push(1, 0, 1, 5, 50, 6, filled(0.3f)), 4.0).what, status::accepted);
+}
+
+TEST_F(owner_core_test, duplicate_push_is_rejected) {
+  owner_core owner(base_options(), *be, filled(1.0f), frozen);
+  owner.on_membership(members(4), 0.0);
+  EXPECT_EQ(owner.on_push(make_push(0, 0, 0, 5, 50, 5, filled(0.1f)), 1.0).what, status::accepted);
+  auto dup = owner.on_push(make_push(0, 0, 0, 5, 50, 5, filled(0.1f)), 1.1);
+  ASSERT_EQ(dup.what, status::rejected);
+  EXPECT_EQ(dup.reject->reason, reject_reason::duplicate);
+  auto older = owner.on_push(make_push(0, 0, 0, 4, 40, 4, filled(0.1f)), 1.2);
+  ASSERT_EQ(older.what, status::rejected);
+  EXPECT_EQ(older.reject->reason, reject_reason::duplicate);
+  // A newer push replaces the pending one: still one contribution from learner 0.
+  EXPECT_EQ(owner.on_push(make_push(0, 0, 0, 6, 60, 6, filled(0.2f)), 1.3).what, status::accepted);
+  EXPECT_EQ(owner.pending_count(), 1u);
+}
+
+TEST_F(owner_core_test, respawned_learner_counts_only_with_its_new_incarnation) {
+  owner_core owner(base_options(), *be, filled(1.0f), frozen);
+  owner.on_membership(members(2), 0.0);
+  EXPECT_EQ(owner.on_push(make_push(1, 0, 0, 3, 30, 3, filled(0.1f)), 1.0).what, status::accepted);
+  // Learner 1 died and came back as incarnation 1: its old pending push is dropped.
+  owner.on_membership({{0, 0, 1.0}, {1, 1, 1.0}}, 2.0);
+  EXPECT_EQ(owner.pending_count(), 0u);
+  auto old = owner.on_push(make_push(1, 0, 0, 4, 40, 4, filled(0.1f)), 2.5);
+  ASSERT_EQ(old.what, status::rejected);
+  EXPECT_EQ(old.reject->reason, reject_reason::stale_incarnation);
+  auto future = owner.on_push(make_push(1, 2, 0, 1, 10, 1, filled(0.1f)), 2.6);
+  ASSERT_EQ(future.what, status::rejected);
+  EXPECT_EQ(future.reject->reason, reject_reason::unknown_learner);
+  // The new incarnation's counters restart (lower transfer id than the old one's) and count.
+  EXPECT_EQ(owner.on_push(make_push(1, 1, 0, 1, 10, 1, filled(0.1f)), 3.0).what, status::accepted);
+  auto unknown = owner.on_push(make_push(7, 0, 0, 1, 10, 1, filled(0.1f)), 3.1);
+  ASSERT_EQ(unknown.what, status::rejected);
+  EXPECT_EQ(unknown.reject->reason, reject_reason::unknown_learner);
+}
+
+TEST_F(owner_core_test, a_dead_learner_leaves_the_round_and_quorum_lost_disarms_the_timer) {
+  owner_core owner(base_options(), *be, filled(1.0f), frozen);
+  owner.on_membership(members(3), 0.0);
+  owner.on_push(make_push(0, 0, 0, 1, 10, 1, filled(0.1f)), 1.0);
+  auto b = owner.on_push(make_push(1, 0, 0, 1, 10, 1, filled(0.1f)), 1.2);
+  ASSERT_TRUE(b.effects.arm_grace_s.has_value());
+  owner.on_membership({{0, 0, 1.0}, {2, 0, 1.0}}, 1.3);  // learner 1 declared dead
+  EXPECT_EQ(owner.pending_count(), 1u);
+  EXPECT_FALSE(owner.grace_running());
+  EXPECT_FALSE(owner.on_grace_timer(b.effects.timer_id, 5.0).merged.has_value());
+  EXPECT_EQ(owner.version(), 0u);
+  // Learner 2 completes the (now 2-learner) round: all live pending → merge.
+  auto c = owner.on_push(make_push(2, 0, 0, 1, 10, 1, filled(0.3f)), 6.0);
+  ASSERT_TRUE(c.effects.merged.has_value());
+  EXPECT_EQ(c.effects.merged->contributors.size(), 2u);
+}
+
+TEST_F(owner_core_test, bad_payloads_are_rejected_with_a_reason) {
+  owner_core owner(base_options(), *be, filled(1.0f), frozen);
+  owner.on_membership(members(2), 0.0);
+  auto nan = filled(0.1f);
+  nan[3] = std::nanf("");
+  auto r1 = owner.on_push(make_push(0, 0, 0, 1, 10, 1, nan), 1.0);
+  ASSERT_EQ(r1.what, status::rejected);
+  EXPECT_EQ(r1.reject->reason, reject_reason::non_finite);
+  auto r2 = owner.on_push(make_push(0, 0, 0, 1, 10, 2, std::vector<float>(5, 0.1f)), 1.0);
+  ASSERT_EQ(r2.what, status::rejected);
+  EXPECT_EQ(r2.reject->reason, reject_reason::shape_mismatch);
+  auto r3 = owner.on_push(make_push(0, 0, 0, 0, 0, 3, filled(0.1f)), 1.0);
+  ASSERT_EQ(r3.what, status::rejected);
+  EXPECT_EQ(r3.reject->reason, reject_reason::malformed);
+  auto r4 = owner.on_push(wire_bytes{1, 2, 3}, 1.0);
+  ASSERT_EQ(r4.what, status::rejected);
+  EXPECT_EQ(r4.reject->reason, reject_reason::malformed);
+  EXPECT_EQ(owner.pending_count(), 0u);
+}
+
+TEST_F(owner_core_test, a_push_damaged_in_transit_is_refused_and_its_resent_copy_merges) {
+  auto opts = base_options();
+  opts.quorum = policy::quorum_spec::of_count(1);
+  opts.grace.mode = policy::grace_mode::off;
+  owner_core owner(opts, *be, filled(1.0f), frozen);
+  owner.on_membership(members(1), 0.0);
+  const push_msg m = make_push(0, 0, 0, 1, 10, 7, filled(0.25f));
+  const wire_bytes clean = encode(m);
+  wire_bytes damaged = clean;
+  auto at = std::search(damaged.begin(), damaged.end(), m.payload.begin(), m.payload.end());
+  ASSERT_NE(at, damaged.end());
+  *(at + 5) ^= 0x40;  // one bit of a float, in transit
+  auto r1 = owner.on_push(damaged, 1.0);
+  ASSERT_EQ(r1.what, status::rejected);
+  EXPECT_EQ(r1.reject->reason, reject_reason::malformed);
+  EXPECT_EQ(r1.reject->transfer_id, 7u);  // the learner knows which push to send again
+  EXPECT_TRUE(r1.chunk_refused);
+  // Refused by the message's checksum trailer; its header, read unchecked, named the transfer.
+  EXPECT_NE(r1.detail.find("message checksum"), std::string::npos) << r1.detail;
+  EXPECT_EQ(owner.version(), 0u);
+  EXPECT_EQ(owner.value(), filled(1.0f));  // nothing corrupt reached the fragment
+  auto r2 = owner.on_push(clean, 1.5);
+  ASSERT_EQ(r2.what, status::accepted);
+  EXPECT_FALSE(r2.chunk_refused);
+  EXPECT_EQ(owner.version(), 1u);
+  EXPECT_EQ(owner.value(), filled(0.75f));  // θ − Δ with lr 1, momentum 0
+}
+
+TEST_F(owner_core_test, respawn_restores_value_momentum_and_version_from_the_checkpoint) {
+  auto dir = std::filesystem::temp_directory_path() / "dd_owner_core_test";
+  std::filesystem::create_directories(dir);
+  auto opts = base_options();
+  opts.quorum = policy::quorum_spec::of_count(1);
+  opts.grace.mode = policy::grace_mode::off;
+  opts.merge.outer_momentum = 0.9f;
+  opts.merge.outer_lr = 0.7f;
+  opts.merge.rule = merge_rule::rda;
+  opts.checkpoint_every = 2;
+  opts.checkpoint_path = (dir / "owner_0.ddck").string();
+  std::filesystem::remove(opts.checkpoint_path);
+  owner_core owner(opts, *be, filled(1.0f), frozen);
+  owner.on_membership(members(1, 0, 0.5), 0.0);
+  auto fx1 =
+      owner.on_push(make_push(0, 0, 0, 2, 20, 2, {0.1f, -0.2f, 0.3f, 0.0f, 0.5f, 0.1f}), 1.0);
+  ASSERT_TRUE(fx1.effects.merged.has_value());
+  EXPECT_FALSE(fx1.effects.merged->checkpointed);
+  auto fx2 =
+      owner.on_push(make_push(0, 0, 1, 2, 20, 4, {0.2f, 0.1f, -0.1f, 0.3f, 0.2f, 0.0f}), 2.0);
+  ASSERT_TRUE(fx2.effects.merged.has_value());
+  EXPECT_TRUE(fx2.effects.merged->checkpointed);  // every 2 versions
+  ASSERT_TRUE(std::filesystem::exists(opts.checkpoint_path));
+
+  auto ck = load_checkpoint(opts.checkpoint_path);
+  ASSERT_TRUE(ck.ok());
+  owner_core restored(opts, *be, *ck, frozen);
+  EXPECT_EQ(restored.version(), 2u);
+  EXPECT_EQ(restored.value(), owner.value());        // bit-equal
+  EXPECT_EQ(restored.momentum(), owner.momentum());  // bit-equal
+  EXPECT_DOUBLE_EQ(restored.xi_step_s(), owner.xi_step_s());
+  // The restored owner continues exactly like the original.
+  restored.on_membership(members(1, 0, 0.5), 3.0);
+  const std::vector<float> d3 = {0.05f, 0.05f, -0.3f, 0.1f, 0.0f, 0.2f};
+  owner.on_push(make_push(0, 0, 2, 1, 10, 5, d3), 3.0);
+  restored.on_push(make_push(0, 0, 2, 1, 10, 5, d3), 3.0);
+  // Restored from version 2 with checkpoint_every 2: version 3 may have been published and lost
+  // with the old owner, so the first merge after the restore is numbered 4, never 3 again.
+  EXPECT_EQ(owner.version(), 3u);
+  EXPECT_EQ(restored.version(), 4u);
+  EXPECT_EQ(restored.value(), owner.value());
+  EXPECT_EQ(restored.momentum(), owner.momentum());
+  std::filesystem::remove_all(dir);
+}
+
+TEST_F(owner_core_test, anchor_current_rebases_a_lagging_push) {
+  auto opts = base_options();
+  opts.quorum = policy::quorum_spec::of_count(1);
+  opts.grace.mode = policy::grace_mode::off;
+  opts.merge.anchor = merge_anchor::current;
+  owner_core owner(opts, *be, filled(1.0f), frozen);
+  owner.on_membership(members(2), 0.0);
+  owner.on_push(make_push(0, 0, 0, 1, 10, 1, filled(0.25f)), 1.0);  // θ: 1 → 0.75, version 1
+  // Learner 1's delta is against version 0: v = (θ_now − θ@0) + δ = −0.25 + 0.5 = 0.25.
+  auto fx = owner.on_push(make_push(1, 0, 0, 1, 10, 1, filled(0.5f)), 2.0);
+  ASSERT_TRUE(fx.effects.merged.has_value());
+  for (float v : owner.value()) EXPECT_NEAR(v, 0.5f, 1e-6);
+}
+
+TEST_F(owner_core_test, broadcasts_carry_each_learners_newest_merged_push) {
+  auto opts = base_options();
+  opts.quorum = policy::quorum_spec::of_count(1);
+  opts.grace.mode = policy::grace_mode::off;
+  owner_core owner(opts, *be, filled(1.0f), frozen);
+  owner.on_membership(members(2), 0.0);
+  owner.on_push(make_push(0, 0, 0, 1, 10, 7, filled(0.1f)), 1.0);  // version 1: learner 0, t7
+  auto fx = owner.on_push(make_push(1, 0, 1, 1, 10, 3, filled(0.1f)), 2.0);  // version 2: l1, t3
+  ASSERT_TRUE(fx.effects.merged.has_value());
+  ASSERT_EQ(fx.effects.broadcast.size(), 1u);
+  auto b = decode_broadcast(fx.effects.broadcast[0]);
+  ASSERT_TRUE(b.ok());
+  ASSERT_EQ(b->merged.size(), 2u);
+  EXPECT_EQ(b->merged[0], (merged_push{0, 0, 7, 1}));
+  EXPECT_EQ(b->merged[1], (merged_push{1, 0, 3, 2}));
+  // A pull (current value) carries the same list, and so does a checkpoint.
+  auto cur = decode_broadcast(owner.current_value().at(0));
+  ASSERT_TRUE(cur.ok());
+  EXPECT_EQ(cur->merged, b->merged);
+  EXPECT_EQ(owner.make_checkpoint().merged, b->merged);
+}
+
+TEST_F(owner_core_test, a_push_holding_an_already_merged_transfer_is_rejected_as_superseded) {
+  auto opts = base_options();
+  opts.quorum = policy::quorum_spec::of_count(1);
+  opts.grace.mode = policy::grace_mode::off;
+  owner_core owner(opts, *be, filled(1.0f), frozen);
+  owner.on_membership(members(2), 0.0);
+  // Learner 0's transfer 24 (base 0) is merged into version 1.
+  ASSERT_TRUE(owner.on_push(make_push(0, 0, 0, 24, 240, 24, filled(0.2f)), 1.0).effects.merged);
+  const auto before = owner.value();
+  // Transfer 48 was made before learner 0 heard of version 1: base 0, and its delta still holds
+  // transfer 24's progress (contains_from = 24). Merging it would count that progress twice.
+  auto twice = make_push(0, 0, 0, 48, 480, 48, filled(0.5f));
+  twice.contains_from = 24;
+  auto r = owner.on_push(twice, 2.0);
+  ASSERT_EQ(r.what, status::rejected);
+  EXPECT_EQ(r.reject->reason, reject_reason::superseded);
+  EXPECT_EQ(r.reject->transfer_id, 48u);
+  EXPECT_NE(r.reject->detail.find("transfer 24"), std::string::npos) << r.reject->detail;
+  EXPECT_FALSE(r.send_current);
+  EXPECT_EQ(owner.value(), before);
+  EXPECT_EQ(owner.pending_count(), 0u);
+  // The same push without the overlap (contains_from 0: e.g. the learner overwrote its values
+  // when version 1 arrived) is accepted, and so is one that starts after transfer 24.
+  auto fresh = make_push(0, 0, 1, 24, 240, 49, filled(0.1f));
+  EXPECT_EQ(owner.on_push(fresh, 3.0).what, status::accepted);
+  auto later = make_push(1, 0, 1, 24, 240, 50, filled(0.1f));
+  later.contains_from = 30;  // another learner: learner 1 has nothing merged yet
+  EXPECT_EQ(owner.on_push(later, 4.0).what, status::accepted);
+}
+
+TEST_F(owner_core_test, a_newer_push_holding_a_pending_one_replaces_it) {
+  auto opts = base_options();  // K = 2: learner 0's pushes stay pending
+  owner_core owner(opts, *be, filled(1.0f), frozen);
+  owner.on_membership(members(3), 0.0);
+  ASSERT_EQ(owner.on_push(make_push(0, 0, 0, 24, 240, 24, filled(0.2f)), 1.0).what,
+            status::accepted);
+  auto newer = make_push(0, 0, 0, 48, 480, 48, filled(0.5f));
+  newer.contains_from = 24;  // 24 is pending, not merged: no overlap with anything merged
+  ASSERT_EQ(owner.on_push(newer, 2.0).what, status::accepted);
+  EXPECT_EQ(owner.pending_count(), 1u);
+  // Learner 1 completes the quorum 2 s into the round: grace 0.8 · (2·1 − 2 − 0) = 0, merge.
+  auto fx = owner.on_push(make_push(1, 0, 0, 24, 240, 24, filled(0.1f)), 3.0);
+  ASSERT_TRUE(fx.effects.merged.has_value());
+  ASSERT_EQ(fx.effects.merged->contributors.size(), 2u);
+  EXPECT_EQ(fx.effects.merged->contributors[0].transfer_id, 48u);  // only learner 0's newer one
+}
+
+TEST_F(owner_core_test, a_restored_owner_resyncs_bases_it_lost_and_never_reuses_a_version) {
+  auto dir = std::filesystem::temp_directory_path() / "dd_owner_state_restore_test";
+  std::filesystem::create_directories(dir);
+  auto opts = base_options();
+  opts.quorum = policy::quorum_spec::of_count(1);
+  opts.grace.mode = policy::grace_mode::off;
+  opts.checkpoint_every = 3;
+  opts.checkpoint_path = (dir / "owner_0.ddck").string();
+  std::filesystem::remove(opts.checkpoint_path);
+  owner_core owner(opts, *be, filled(1.0f), frozen);
+  owner.on_membership(members(1), 0.0);
+  for (uint64_t v = 0; v < 4; ++v)  // versions 1..4; checkpoint at 3
+    ASSERT_TRUE(
+        owner.on_push(make_push(0, 0, v, 1, 10, v + 1, filled(0.1f)), 1.0 + v).effects.merged);
+  ASSERT_EQ(owner.version(), 4u);
+  auto ck = load_checkpoint(opts.checkpoint_path);
+  ASSERT_TRUE(ck.ok());
+  ASSERT_EQ(ck->version, 3u);
+  owner_core restored(opts, *be, *ck, frozen);
+  restored.on_membership(members(1), 10.0);
+  // The learner saw version 4, which died with the old owner: stale, resynchronized.
+  auto lost = restored.on_push(make_push(0, 0, 4, 1, 10, 5, filled(0.1f)), 11.0);
+  ASSERT_EQ(lost.what, status::rejected);
+  EXPECT_EQ(lost.reject->reason, reject_reason::stale);
+  EXPECT_NE(lost.reject->detail.find("was lost"), std::string::npos) << lost.reject->detail;
+  EXPECT_TRUE(lost.send_current);
+  // A base no restore can explain is malformed (and resynchronized too).
+  auto lie = restored.on_push(make_push(0, 0, 90, 1, 10, 6, filled(0.1f)), 12.0);
+  ASSERT_EQ(lie.what, status::rejected);
+  EXPECT_EQ(lie.reject->reason, reject_reason::malformed);
+  EXPECT_NE(lie.reject->detail.find("ahead of this owner's version 3"), std::string::npos)
+      << lie.reject->detail;
+  // The learner resynced onto version 3; its next merge skips 4 (published by the old owner
+  // with another value) and 5 (it might have been): version 6.
+  auto ok = restored.on_push(make_push(0, 0, 3, 1, 10, 7, filled(0.1f)), 13.0);
+  ASSERT_TRUE(ok.effects.merged.has_value());
+  EXPECT_EQ(restored.version(), 6u);
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace dd::actors
