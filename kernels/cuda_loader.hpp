@@ -1,6 +1,6 @@
 // kernels/cuda_loader.hpp — finds and dlopen()s the CUDA backend module (libdd_backend_cuda.so)
 // on first need, so a process that never asks for "cuda" never maps cuBLAS (~540 MB of shared
-// libraries, CAF_NOTES.md "Build"). Part of dd_kernels_all; init_all_backends() registers the
+// libraries, docs/caf.md "Build"). Part of dd_kernels_all; init_all_backends() registers the
 // lazy functions below with make_backend() (kernels/registry.hpp).
 //
 // Where the module is looked for, in order:

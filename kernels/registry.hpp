@@ -2,7 +2,7 @@
 // on demand from the module libdd_backend_cuda.so) makes itself known to make_backend() without
 // dd_kernels linking it.
 //
-// Why a hook: cuBLAS pulls in ~540 MB of shared libraries (CAF_NOTES.md, "Build"); binaries that
+// Why a hook: cuBLAS pulls in ~540 MB of shared libraries (docs/caf.md, "Build"); binaries that
 // only need the CPU must not load it. dd_kernels therefore knows "cuda" only by name; the library
 // dd_kernels_all provides init_all_backends() (kernels/all_backends.hpp), which calls
 // register_cuda_factory() with the lazy loader's functions (kernels/cuda_loader.hpp): the first

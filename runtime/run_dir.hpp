@@ -1,9 +1,9 @@
 // runtime/run_dir.hpp — the lifecycle of a run directory (runs/<experiment> by default): what it
 // holds, clearing what an earlier run left, the resume record a continued run starts from, the
-// run id, and the result files. Used by the run's setup (actors/nodes/job_runner.cpp) and by dd-node's
-// run, syncer and launch commands. Errors: std::runtime_error naming the file and the cause.
-// Any thread; not safe against another process using the same directory (apps/dd_node/run_lock
-// is).
+// run id, and the result files. Used by the run's setup (actors/nodes/job_runner.cpp) and by
+// dd-node's run, syncer and launch commands. Errors: std::runtime_error naming the file and the
+// cause. Any thread; not safe against another process using the same directory
+// (apps/dd_node/run_lock is).
 //
 // Files: run_id (16 hex digits), events.jsonl, monitor.json (the monitor's record),
 // learner_loss.csv, experiment.json, summary.json and run_info.json (the result files, written
@@ -42,8 +42,8 @@ std::string why_not_resumable(const std::string& run_dir);
 /// `allow_degraded`) may change. Otherwise
 /// the differing fields (up to 6, as JSON pointers with the run's and the new value) and the
 /// remedy, for the caller's refusal. Resuming another model, fragment plan, data or learner
-/// count would merge pushes into checkpoints of another shape or meaning (QA, stop 22: a resume
-/// without the first part's --set flags restarted every fragment from the initial weights).
+/// count would merge pushes into checkpoints of another shape or meaning (a resume
+/// without the first part's --set flags would restart every fragment from the initial weights).
 std::string experiment_change_on_resume(const std::string& run_dir,
                                         const nlohmann::json& experiment);
 

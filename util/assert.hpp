@@ -1,7 +1,7 @@
 // util/assert.hpp — DD_ASSERT: the project's one way to state an invariant (a bug if false).
 // Unlike assert(), it is on in every build (Release included, NDEBUG or not): a broken invariant
 // aborts at once with file:line, the condition and a message, instead of corrupting state.
-// Failures a caller reacts to are not assertions: they are errors (docs/STYLE.md "Errors").
+// Failures a caller reacts to are not assertions: they are errors (docs/style.md, "Errors").
 // Header-only, no dependencies (no CAF), usable from any layer and any thread.
 #pragma once
 

@@ -1,5 +1,5 @@
-// actors/nodes/learner_node.hpp — a learner process (`dd-node learner`): joins the health monitor of a
-// syncer node over the network, receives the run's identity, experiment and its learner ids in
+// actors/nodes/learner_node.hpp — a learner process (`dd-node learner`): joins the health monitor
+// of a syncer node over the network, receives the run's identity, experiment and its learner ids in
 // the node handshake (messages/control.hpp), and runs those learners under a learner
 // supervisor with node-local services (its own copy of the data, step admission, event log,
 // fault hooks). Nothing but actor handles and Cap'n Proto bytes crosses to the syncer.
@@ -37,8 +37,8 @@
 #include <caf/actor.hpp>
 #include <caf/local_actor.hpp>
 
-#include "actors/nodes/node_config.hpp"
 #include "actors/link/protocol.hpp"
+#include "actors/nodes/node_config.hpp"
 #include "messages/control.hpp"
 
 namespace dd::actors {
@@ -78,8 +78,8 @@ struct learner_node_options {
   double backoff_base_s = 0.5;
   /// The longest wait between attempts. 5 s: below an owner's default wait for the learners'
   /// fragment copies after a resume (`checkpoint.rebuild_wait_seconds`, 10 s), so a node that
-  /// holds newer fragments than the checkpoints is back in time to hand them over (QA, stop 22:
-  /// with 15 s two of four fragments were restored from an older checkpoint).
+  /// holds newer fragments than the checkpoints is back in time to hand them over (with 15 s, two
+  /// of four fragments were restored from an older checkpoint).
   double backoff_cap_s = 5.0;
   /// Deadline of one connection attempt (TCP connect, then CAF's handshake), seconds.
   double connect_timeout_s = 3.0;
@@ -96,8 +96,8 @@ struct learner_node_options {
   /// Host-wide step admission shared with the other learner processes of this host
   /// ("sysv:<semaphore id>", made by dd-node launch); empty = the node's own compute gate.
   std::string step_admission;
-  /// The chaos endpoint's loopback address (actors/services/chaos_endpoint.hpp); port 0 = any. Empty
-  /// host = off. Started once the node knows its learner ids; its port is printed.
+  /// The chaos endpoint's loopback address (actors/services/chaos_endpoint.hpp); port 0 = any.
+  /// Empty host = off. Started once the node knows its learner ids; its port is printed.
   std::pair<std::string, uint16_t> chaos_endpoint;
   /// The experiment's message faults (is_message_fault) are not applied from the experiment:
   /// dd-chaos sends them through the chaos endpoint (dd-node launch; needs chaos_endpoint).

@@ -1,5 +1,5 @@
-// actors/nodes/node_config.hpp — the one CAF configuration every node of the runtime starts its actor
-// system with: `dd-node run`, `dd-node syncer`, `dd-node learner` and the multi-node tests.
+// actors/nodes/node_config.hpp — the one CAF configuration every node of the runtime starts its
+// actor system with: `dd-node run`, `dd-node syncer`, `dd-node learner` and the multi-node tests.
 //
 // It loads the middleman (CAF's network layer), registers the project's type-ID block
 // (actors/link/atoms.hpp) so every message type can be serialized to a remote node, turns on the
@@ -24,9 +24,9 @@ struct node_transport {
   /// Load the middleman (false only for tests on the test coordinator).
   bool middleman = true;
   /// Middleman heartbeat period and the silence after which a connection is dropped, seconds.
-  /// A stopped (SIGSTOP) or partitioned peer is noticed after about the timeout (CAF_NOTES), here
+  /// A stopped (SIGSTOP) or partitioned peer is noticed after about the timeout (docs/caf.md), here
   /// 10–11 s. The trade-off: 0.5 / 3 s noticed it in about 3 s but dropped healthy links of
-  /// nice-15 nodes under nice-0 load (QA finding 2: 1–4 drops in 45 s; docs/runtime.md, "Under
+  /// nice-15 nodes under nice-0 load (1–4 drops in 45 s; docs/runtime.md, "Under
   /// load"), where 1 / 10 s dropped none; a learner's liveness is the monitor's lease besides.
   /// Tests set short ones (e.g. 0.2 / 1 s).
   double heartbeat_s = 1.0;

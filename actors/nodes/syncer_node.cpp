@@ -13,10 +13,10 @@
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
+#include "actors/nodes/role_contexts.hpp"
 #include "actors/roles/evaluator.hpp"
 #include "actors/roles/fragment_owner.hpp"
 #include "actors/roles/health_monitor.hpp"
-#include "actors/nodes/role_contexts.hpp"
 #include "actors/roles/supervisor.hpp"
 #include "runtime/run_dir.hpp"
 
@@ -114,7 +114,7 @@ void publish_monitor(caf::actor_system& sys, const monitor_hdl& monitor, job_set
                      std::unique_ptr<frame_guard>& guard,
                      std::shared_ptr<tensor_channel_hub>& channels) {
   const auto& options = setup.options;
-  // reuse_addr: a restarted syncer binds its port at once (CAF_NOTES: TIME_WAIT).
+  // reuse_addr: a restarted syncer binds its port at once (docs/caf.md: TIME_WAIT).
   const bool guarded = options.max_frame_bytes > 0;
   const char* in = guarded                       ? "127.0.0.1"
                    : options.listen_host.empty() ? nullptr

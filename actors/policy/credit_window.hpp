@@ -18,8 +18,8 @@
 //     links are untouched, so a dead or silent peer stalls only its own link.
 // Any thread, one at a time (the owning actor's).
 //
-// Source: issue 10, item 3 ("every tensor transfer chunked with credit-based flow control in both
-// directions, broadcasts included (bytes in flight per link bounded)"); CAF_NOTES.md ("1–8 MiB
+// Why: every tensor transfer is chunked with credit-based flow control in both directions,
+// broadcasts included, so the bytes in flight per link are bounded; docs/caf.md ("1–8 MiB
 // chunks, four in flight, acknowledged: about 1 GiB/s with 20–110 MB RSS").
 #pragma once
 

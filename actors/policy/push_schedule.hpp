@@ -75,7 +75,7 @@ std::vector<std::uint64_t> fragments_due_between(std::uint64_t from, std::uint64
 /// Readings must be dated by when their heartbeat left, never by when the reply arrived: replies
 /// held up by a busy syncer arrive in a burst, microseconds apart, and a rate measured over such
 /// a burst is thousands of steps per second; the learner latches the clock's highest value, so
-/// one such estimate stopped every learner's pushes for seconds (the stall of issue 10/11).
+/// one such estimate would stop every learner's pushes for seconds.
 /// `at` also bounds the extrapolation in steps, so a misdated reading costs at most that much.
 ///
 /// Not thread-safe (one learner actor owns one). Times in seconds of any monotonic clock.

@@ -1,14 +1,13 @@
 // actors/policy/uptime.hpp — the run's uptime: the share of the observed time during which at
 // least K learners were stepping (summary.json `uptime`).
 //
-// Computed by the health monitor, which knows who is live and stepping (issue 10: "uptime
-// computed by the monitor"): a learner sends a heartbeat after every inner step, so a learner
-// counts as stepping from each heartbeat until `window_s` after it — extended by its next
-// heartbeat — unless the monitor stops it first (declared dead, left, finished). A learner
-// that waits (for its model after a rejoin, at a barrier, paused, partitioned) sends no
-// heartbeat and stops counting when its window runs out. The observed time starts at the first
-// heartbeat of the run and ends when the meter is frozen (end of training) or every expected
-// learner has finished.
+// Computed by the health monitor, which knows who is live and stepping: a learner sends a heartbeat
+// after every inner step, so a learner counts as stepping from each heartbeat until `window_s`
+// after it — extended by its next heartbeat — unless the monitor stops it first (declared dead,
+// left, finished). A learner that waits (for its model after a rejoin, at a barrier, paused,
+// partitioned) sends no heartbeat and stops counting when its window runs out. The observed time
+// starts at the first heartbeat of the run and ends when the meter is frozen (end of training) or
+// every expected learner has finished.
 //
 // Pure value, exact: the integral is piecewise constant between the heartbeats, stops and
 // window ends, and advance() integrates every piece. Times are seconds on one monotonic clock,

@@ -57,7 +57,7 @@ void run_log::emit(const std::string& kind, nlohmann::json fields) {
     line["t"] = clock_();
     line["time"] = unix_seconds();
     // A string garbled on a link (invalid UTF-8) is written with U+FFFD, not thrown on: an
-    // exception here would end the actor that logs (the health monitor once, issue 11).
+    // exception here would end the actor that logs.
     std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n';
     if (out_.is_open() && write_failure_.empty()) {
       if (retry_) {

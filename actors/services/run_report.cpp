@@ -182,8 +182,8 @@ namespace {
 
 /// "[  12.3s] L0 3.74st/s 3.773 L1 left ...": the run time and each learner's part. The step
 /// rate is the one observed since `prev` (`dt_s` seconds earlier) when `prev` knows the learner
-/// and its step did not go back (a paused learner shows 0, not the rate of its last steps: QA,
-/// 2026-12-02), else the learner's own step-time EMA.
+/// and its step did not go back (a paused learner shows 0, not the rate of its last steps), else
+/// the learner's own step-time EMA.
 std::string learners_part(const run_counters& now, double t_s, const run_counters* prev = nullptr,
                           double dt_s = 0.0) {
   std::string line = fmt::format("[{:7.1f}s]", t_s);

@@ -47,8 +47,8 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/nodes/job_runner.hpp"
-#include "actors/services/host_admission.hpp"
 #include "actors/policy/restart_budget.hpp"
+#include "actors/services/host_admission.hpp"
 #include "apps/dd_node/node_flags.hpp"
 #include "apps/dd_node/run_lock.hpp"
 #include "runtime/config/loader.hpp"
@@ -338,7 +338,7 @@ class launcher {
         n.role == "learner" && WIFEXITED(ws) && WEXITSTATUS(ws) >= 2 && WEXITSTATUS(ws) <= 6;
     // A syncer's exit 1 (a failed run, or an error it reported) and 2 (bad flags, config, a
     // locked run directory) are results, not crashes: started again with --resume it would only
-    // find a finished run and exit 2, which launch then returned instead of the 1 (QA, 2026-12-02).
+    // find a finished run and exit 2, and launch would return that instead of the 1.
     const bool final_syncer =
         n.role == "syncer" && WIFEXITED(ws) && (WEXITSTATUS(ws) == 1 || WEXITSTATUS(ws) == 2);
     if (stopping || (clean && !n.force_restart) || final_learner || final_syncer) {

@@ -5,7 +5,7 @@
 // throw dd::kernels::backend_error with the op name, the failing expression, file:line and the
 // library's error name and string. Kernel launches are followed by DD_CUDA_CHECK_LAUNCH.
 // Asynchronous faults (an illegal address inside a kernel) surface at the next checked call,
-// which then names its own op; the error is sticky and ends the learner (STYLE.md, "Errors").
+// which then names its own op; the error is sticky and ends the learner (docs/style.md, "Errors").
 #pragma once
 
 #include <cublas_v2.h>

@@ -262,12 +262,12 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
   EXPECT_TRUE(summary.value("resumed", false));
   EXPECT_EQ(summary.value("parts", 0), 2);
   EXPECT_GE(summary["tokens"].get<uint64_t>(), 1500000u);
-  // Regression (issue 10): summary.json counts the merges of both parts, not of the last one.
+  // Regression: summary.json counts the merges of both parts, not of the last one.
   size_t merges = 0;
   for (const auto& e : evs)
     if (e["event"] == "merge") ++merges;
   EXPECT_EQ(summary["merges"].get<size_t>(), merges);
-  // Regression (issue 11): every learner rejoined the restarted syncer live while stepping; each
+  // Regression: every learner rejoined the restarted syncer live while stepping; each
   // of its steps is counted once (a learner once lost the step it made while its rejoin was in
   // flight): tokens = steps × batch 4 × context 32, per learner and in summary.json.
   const auto record = json::parse(text(run / "monitor.json"));
@@ -281,7 +281,7 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
   EXPECT_EQ(summary["tokens"].get<uint64_t>(), tokens);
 }
 
-// Regression (QA, stop 21): learners that spend their whole budget while the syncer is down
+// Regression: learners that spend their whole budget while the syncer is down
 // once left into the void: each node exited 0 with its leave sent to the dead monitor, and the
 // resumed syncer waited for ever. Now each learner keeps its unanswered leave: the node stays up,
 // rejoins the resumed syncer, and its learners rejoin live (reporting the steps and tokens of the
@@ -292,8 +292,7 @@ TEST(cluster_process, learners_that_finish_while_the_syncer_is_down_leave_after_
   const pid_t launch = launch_tiny(dir);
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 10, 30));
-  // A learner killed before its first step has no model and cannot train during the outage
-  // (one rehearsal killed the syncer 0.2 s after learner 1 joined).
+  // A learner killed before its first step has no model and cannot train during the outage.
   ASSERT_TRUE(every_learner_stepped(run, 3, 30)) << "not every learner stepped before the kill";
   // Killed and held down (the launcher's `hold`) until every learner has finished.
   const pid_t chaos =
@@ -491,7 +490,7 @@ TEST(cluster_process, a_resumed_syncer_rebuilds_a_damaged_fragment_from_a_learne
     f.write("damaged!damaged!", 16);
   }
   // A deadline, not a speed check: 8M tokens finished inside 90 s in earlier CI landings, but on a
-  // slower machine (2026-12-02: 52k tokens/s, with or without the tensor channel) 8M took over
+  // slower machine (52k tokens/s, with or without the tensor channel) 8M took over
   // 140 s, hence 5M; 140 s keeps the whole case inside its 180 s ctest TIMEOUT.
   EXPECT_EQ(wait_for(launch, 140), 0) << text(dir / "launch.out");
   const auto evs = events(run / "events.jsonl");
@@ -536,7 +535,7 @@ int listening_port(const fs::path& run, double seconds) {
 
 }  // namespace
 
-// Regression (QA 2026-12-02, F1/F2): the syncer's refusal of a node of another run is stamped
+// Regression: the syncer's refusal of a node of another run is stamped
 // with the syncer's run id, and the learner node discarded it as undecodable: a node started with
 // another --run-id retried at once in a busy loop (26,000 attempts in 30 s, 33,750 node_refused
 // lines in the syncer's events.jsonl) and never exited 3; an old node facing a fresh syncer (new
@@ -594,7 +593,7 @@ TEST(cluster_process, learners_of_another_run_exit_3_at_the_first_refusal) {
   EXPECT_NE(wait_for(fresh, 20), -1) << text(dir / "fresh.out");
 }
 
-// Regression (QA 2026-12-02, F4): a launch stopped with Ctrl-C (summary.json "interrupted") is
+// Regression: a launch stopped with Ctrl-C (summary.json "interrupted") is
 // continued by `dd-node launch --resume`, as `dd-node run --resume` continues an interrupted run
 // (it was refused: "holds no unfinished run").
 TEST(cluster_process, a_launch_stopped_with_ctrl_c_is_resumed_by_launch_resume) {

@@ -282,7 +282,7 @@ TEST(cluster_sim, random_faults_keep_the_invariants_and_the_same_seed_gives_the_
   EXPECT_EQ(first.result.digest, second.result.digest);
   EXPECT_EQ(first.result.summary["merges"], second.result.summary["merges"]);
   EXPECT_EQ(first.result.final_val_loss, second.result.final_val_loss);
-  // Pinned before the multi-process seam (issue 10): the seam keeps message order, so the same
+  // Pinned: the seam keeps message order, so the same
   // seed gives this digest, merge count and final loss. A commit that changes message order
   // changes these constants and says why. The run uses the reference backend (learners and
   // evaluator): the CPU backend's OpenBLAS picks its sgemm kernel per CPU model, which changed

@@ -174,7 +174,7 @@ TEST(dd_node_run, resume_continues_an_interrupted_run) {
   }
   ASSERT_GT(first_version, 0u);
 
-  // Regression (QA, stop 22): a resume with another model (the first part's --set flags
+  // Regression: a resume with another model (the first part's --set flags
   // forgotten) is refused before anything is touched, naming the field; it once restarted every
   // fragment from the initial weights under the same run id.
   const std::string events_before = read_text(run / "events.jsonl");
@@ -230,7 +230,7 @@ TEST(dd_node_run, resume_continues_an_interrupted_run) {
   fs::remove_all(dir);
 }
 
-// Regression (QA, 2026-12-02): a run interrupted before its first periodic checkpoint
+// Regression: a run interrupted before its first periodic checkpoint
 // (checkpoint.every_versions not reached) wrote no owner checkpoint, and `--resume` restarted
 // every fragment from the initial weights (train loss back from 2.78 to 4.69) and then failed the
 // run as degraded. Every owner now writes a checkpoint of its current state when the run stops.
@@ -619,7 +619,7 @@ TEST(dd_node_run, a_rerun_removes_the_earlier_summary_at_the_start) {
   fs::remove_all(dir);
 }
 
-// QA finding 3: a run into a directory that held a cluster run (dd-node launch) starts without
+// a run into a directory that held a cluster run (dd-node launch) starts without
 // that run's nodes.json, chaos.jsonl, nodes/ and logs/, so `dd-chaos report` never reads two
 // runs as one; dd-chaos's chaos-state.json (faults still to heal) stays.
 TEST(dd_node_run, a_rerun_removes_an_earlier_cluster_runs_files) {
@@ -681,7 +681,7 @@ TEST(dd_node_run, a_launch_removes_an_earlier_cluster_runs_files) {
   fs::remove_all(dir);
 }
 
-// QA finding 14: dd-node status and drain on a directory without a run, or with a finished one,
+// dd-node status and drain on a directory without a run, or with a finished one,
 // say so (exit 2: no run there; exit 1: the run finished, nothing live to ask).
 TEST(dd_node_run, status_and_drain_name_a_missing_or_finished_run) {
   const fs::path dir = make_workdir("status_dirs");

@@ -137,7 +137,7 @@ TEST_F(monitor_fixture, the_push_clock_runs_at_the_live_learners_mean_step_rate)
   EXPECT_DOUBLE_EQ(last_mean_step, 3.5);
 }
 
-// QA finding 13: a drain says what is true of a learner it cannot drain — no such id, not
+// a drain says what is true of a learner it cannot drain — no such id, not
 // joined, or not connected (its link down: since when and why) — instead of "not live".
 TEST_F(monitor_fixture, a_drain_that_cannot_be_done_says_why) {
   caf::scoped_actor op{*sys};
@@ -356,7 +356,7 @@ TEST(monitor_live_rejoin, counts_the_compute_seconds_its_join_request_reports) {
   caf::anon_send_exit(monitor, caf::exit_reason::kill);
 }
 
-// Regression (QA, 2026-12-02): Ctrl-C on a learner node started by hand made its learners
+// Regression: Ctrl-C on a learner node started by hand made its learners
 // leave, the monitor recorded them finished, and with no learner left the syncer ended the run as
 // done at 58 of 300 steps (exit 0). A leave that says its own node was stopped keeps the id
 // unfinished: the run goes on, and the id is given to the next join; that learner's own finish
@@ -470,7 +470,7 @@ TEST(monitor_leave, a_learner_whose_node_was_stopped_stays_unfinished_and_its_id
   caf::anon_send_exit(job, caf::exit_reason::kill);
 }
 
-// The monitor record carries the run's training seconds over all parts (issue 10 item 5: a
+// The monitor record carries the run's training seconds over all parts (a
 // resumed budget.seconds run counts its earlier parts): seconds_before + time since this
 // monitor started; a record without the field (an older writer) restores 0; a negative or
 // non-finite one is refused naming the field.
@@ -502,7 +502,7 @@ TEST(monitor_record, training_seconds_survive_a_resume) {
   }
 }
 
-// Regression (2026-12-02): a syncer resumed on a record in which every learner had finished (the
+// Regression: a syncer resumed on a record in which every learner had finished (the
 // run was stopped by a signal after the last step) waited for ever — every learner node was
 // refused as finished, so nobody ever left. The monitor now tells the job at once; with one
 // learner still unfinished it waits.
@@ -539,7 +539,7 @@ TEST(monitor_record, a_resumed_run_whose_learners_all_finished_is_done_at_once) 
   }
 }
 
-// Regression (chaos_matrix.network_corrupt in a CI rehearsal, 2026-12-02): a learner's join that
+// Regression: a learner's join that
 // came over a connection whose CAF handshake was garbled recorded another CAF node id for it; the
 // node lost that link, asked again for its id, and was refused "no free learner id" until the
 // 30 s lease ran out — past the end of the run. The node that holds the id, by name, gets it back

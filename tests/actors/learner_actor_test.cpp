@@ -4,7 +4,7 @@
 // `undecodable_broadcast` failure and leaves the model untouched; an undecodable rejection is
 // logged as `undecodable_reject`; the learner keeps stepping and its next push is accepted.
 // On the global push clock, progress replies held up and then delivered in a burst (a busy
-// syncer) leave the push cadence intact (the stall of issue 10/11). Every role is configured
+// syncer) leave the push cadence intact. Every role is configured
 // from one experiment through actors/nodes/role_contexts.hpp, as in the job.
 #include <algorithm>
 #include <memory>
@@ -181,7 +181,7 @@ TEST_F(learner_actor_test, bad_broadcasts_and_rejects_are_logged_and_change_noth
   EXPECT_GT(accepted_pushes(), accepted);
 }
 
-// Regression (2026-12-02, chaos_matrix.network_corrupt): an owner directory damaged on the way
+// Regression: an owner directory damaged on the way
 // was dropped, and a learner that had lost its owners (here: cleared by hand, as by a rejoin)
 // never learned them again, so it never pushed again. It now asks the monitor for the current
 // directory.

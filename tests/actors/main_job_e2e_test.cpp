@@ -274,13 +274,13 @@ TEST(main_job, progress_line_shows_the_budget_spent_and_the_time_left) {
   const std::string line = progress_line(now, prev, 5.0, 70.0, budget_done(e, 80, now, 70.0));
   // 70 s for 43.75%: 90 s left.
   EXPECT_NE(line.find("| 44% ETA 1m30s"), std::string::npos) << line;
-  // A resumed part measures its own pace (QA, 2026-12-02: 43% ETA 7s with 65 s to go): its first
+  // A resumed part measures its own pace (43% ETA 7s with 65 s to go): its first
   // line came at 10 s with 25% spent by the earlier parts; 60 s for 18.75% more: 180 s left.
   const std::string resumed =
       progress_line(now, prev, 5.0, 70.0, budget_done(e, 80, now, 70.0), 10.0, 0.25);
   EXPECT_NE(resumed.find("| 44% ETA 3m00s"), std::string::npos) << resumed;
   // The step rate is the one observed since the previous line: a paused learner shows 0, not
-  // its EMA (QA, 2026-12-02: 'L2 2.69st/s' through a 6 s pause).
+  // its EMA ('L2 2.69st/s' through a 6 s pause).
   run_counters before = now, after = now;
   before.learners[2].step = 40;
   before.learners[3].step = 30;
@@ -303,7 +303,7 @@ TEST(main_job, progress_line_shows_the_budget_spent_and_the_time_left) {
   EXPECT_EQ(progress_line(now, prev, 5.0, 70.0).find('%'), std::string::npos);  // unknown
 }
 
-// QA finding 12: a learner that left (drained, or its budget spent) is shown as such, not with
+// a learner that left (drained, or its budget spent) is shown as such, not with
 // its last step rate as if it still trained; one that is down is marked ✗.
 TEST(main_job, progress_line_shows_a_learner_that_left) {
   run_log log;
@@ -328,7 +328,7 @@ TEST(main_job, progress_line_shows_a_learner_that_left) {
             std::string::npos);
 }
 
-// QA 2026-12-02 (F6d): a learner node's line shows what the node knows — its learners and their
+// a learner node's line shows what the node knows — its learners and their
 // restarts — not the syncer's validation loss, merges, contributors and grace (always "-" and 0
 // there).
 TEST(main_job, a_learner_nodes_progress_line_has_no_syncer_figures) {
@@ -435,8 +435,8 @@ TEST(run_dir, lifecycle_of_a_run_directory) {
   fs::remove_all(dir);
 }
 
-// One rule for `--resume` in dd-node run, syncer and launch (QA 2026-12-02, F3/F4: the syncer
-// and the launcher refused to resume a run stopped with Ctrl-C, which dd-node run resumes).
+// One rule for `--resume` in dd-node run, syncer and launch: the syncer and the
+// launcher resume a run stopped with Ctrl-C, as dd-node run does.
 TEST(run_dir, a_crashed_or_interrupted_run_can_be_resumed_a_finished_one_cannot) {
   namespace fs = std::filesystem;
   const fs::path dir = fs::temp_directory_path() / "dd_run_dir_resumable_test";
@@ -644,7 +644,7 @@ TEST(main_job, an_owner_killed_with_a_damaged_checkpoint_is_rebuilt_from_a_learn
 // numbered above every version events.jsonl names; summary.json says `degraded` naming the
 // fragment and the run fails — unless checkpoint.allow_degraded = true. The other owner
 // restores its checkpoint. A budget.seconds run also counts the seconds of its first part.
-// Regression (QA, stop 17): a run stopped before its first merge left no owner checkpoint;
+// Regression: a run stopped before its first merge left no owner checkpoint;
 // resuming it called every fragment "degraded" and failed the run, although the initial
 // weights were exactly every fragment's value (no merge existed to lose).
 TEST(main_job, a_run_resumed_before_any_merge_is_not_degraded) {
@@ -681,7 +681,7 @@ TEST(main_job, a_run_resumed_before_any_merge_is_not_degraded) {
   EXPECT_EQ(second.summary.value("resumed", false), true);
 }
 
-// Regression (issue 10, acceptance): summary.json of a resumed run counted merges, wall seconds
+// Regression: summary.json of a resumed run counted merges, wall seconds
 // and effective goodput of the last part only, and tokens of both (12 merges of 26). A run
 // stopped after its first part (its stop, evaluation and summary taken out, as a kill leaves
 // it) and resumed: every figure covers both parts — merges equal the merge events of the whole

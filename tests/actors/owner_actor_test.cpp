@@ -379,7 +379,7 @@ TEST_F(owner_actor_test, owner_with_an_unreadable_checkpoint_warns) {
   std::filesystem::remove_all(dir);
 }
 
-// Rebuild from the learners (issue 12 item 2): an owner killed with a damaged checkpoint does
+// Rebuild from the learners: an owner killed with a damaged checkpoint does
 // not restart from the initial weights while a learner holds a trained copy. It takes the
 // newest copy (values equal to the learner's), numbers it above every version it knows,
 // resets momentum, writes a checkpoint and broadcasts it; no learner is sent the initial value.
@@ -661,7 +661,7 @@ TEST_F(owner_actor_test, pull_is_a_codec_message_and_bad_pulls_are_dropped) {
   EXPECT_EQ(failures, 3);
 }
 
-/// Adds one; drops what it cannot use (issue 11, `net corrupt`).
+/// Adds one; drops what it cannot use (`net corrupt`).
 caf::behavior plus_one(caf::event_based_actor* self, run_log* log) {
   drop_unexpected(self, log, "plus_one");
   return {[](int x) { return x + 1; }};

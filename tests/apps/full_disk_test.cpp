@@ -203,7 +203,7 @@ TEST_F(full_disk, dd_node_syncer_retries_marks_degraded_and_gives_up_after_the_l
     }
     EXPECT_TRUE(retrying) << read_text(work / "syncer.err");
     // Not only events.jsonl and the checkpoints: the monitor's record, the loss CSV and the
-    // learner node's forwarded events fail too, each reported naming its file (issue 12 item 1).
+    // learner node's forwarded events fail too, each reported naming its file.
     const std::vector<std::string> files = {(run_dir / "monitor.json").string(),
                                             (run_dir / "learner_loss.csv").string(),
                                             (run_dir / "nodes").string() + "/"};

@@ -1,4 +1,4 @@
-// tests/chaos/chaos_matrix_test.cpp — issue 11's fault matrix: every fault kind of dd-chaos once,
+// tests/chaos/chaos_matrix_test.cpp — the fault matrix: every fault kind of dd-chaos once,
 // injected with the real `dd-chaos` binary into a real tiny cluster under `dd-node launch` on
 // loopback (1 syncer process, 3 learner processes, 2 fragments, H = 4, checkpoints every version,
 // heartbeat 0.2 s, connection timeout 1 s), then judged with `dd-chaos report RUN_DIR --json`.

@@ -336,7 +336,7 @@ TEST_F(cluster, bad_flags_are_reported_before_the_nodes_file_is_read) {
     EXPECT_EQ(r.rc, 2) << cmd << ": " << r.out;
     EXPECT_EQ(r.out.find("nodes.json"), std::string::npos) << cmd << ": " << r.out;
   }
-  // The exact message of the QA report, and with a real nodes file (no proxy in it) too.
+  // The exact message a user saw, and with a real nodes file (no proxy in it) too.
   for (const std::string& where : {nowhere, rd()}) {
     const auto r = dd_chaos("net latency learner:0 --for 5s" + where);
     EXPECT_EQ(r.rc, 2) << r.out;
@@ -404,7 +404,7 @@ TEST_F(cluster, heal_counts_a_restarting_node_as_restarting_and_status_an_unknow
   EXPECT_NE(s.out.find("(run id unknown yet"), std::string::npos) << s.out;
 }
 
-// Regression (QA 2026-12-02, F12): `learners` in a network fault is every learner link, as
+// Regression: `learners` in a network fault is every learner link, as
 // docs/chaos.md's net section says (it picked one link at random, the rule of process faults,
 // while the report's table still said "learners"); --pick still narrows it.
 TEST_F(cluster, a_network_fault_on_learners_hits_every_learner_link) {

@@ -794,7 +794,7 @@ TEST(chaos_report, a_fault_refused_on_some_targets_is_judged_on_the_others) {
   EXPECT_DOUBLE_EQ(kill["noticed_after_s"].get<double>(), 1.0);
 }
 
-// QA 2026-12-02 (F16): a damaged owner checkpoint that the restarted syncer detected and rebuilt
+// a damaged owner checkpoint that the restarted syncer detected and rebuilt
 // had no times in the report. Now: noticed at the owner's `failure` (checkpoint_unreadable),
 // repaired at `fragment_rebuilt`, merged at the fragment's next merge; a damage never read has
 // no times.

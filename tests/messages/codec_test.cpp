@@ -461,7 +461,7 @@ TEST(Codec, AnEnvelopeOfAnotherSchemaVersionIsRefusedNamingBothVersions) {
       << bare.error().message;
 }
 
-// Regression (chaos_matrix.network_corrupt, 2026-12-02): a node_join damaged on the way (a link
+// Regression: a node_join damaged on the way (a link
 // that corrupts bytes) was read as a node with other data and refused for good as
 // dataMismatch. Every single-bit flip anywhere in a sealed message is now refused, never read.
 TEST(Codec, EveryBitFlippedAnywhereInASealedMessageIsRefusedNeverRead) {

@@ -874,8 +874,8 @@ json heal(chaos_env& env, bool clear_messages, bool own_holds) {
   std::sort(held.begin(), held.end());
   held.erase(std::unique(held.begin(), held.end()), held.end());
   if (env.nodes && env.nodes->launcher) {
-    // A launcher that has exited holds nothing (QA, stop 22: heal failed with exit 1 on a finished
-    // run's expired hold because the launcher's control socket was gone).
+    // A launcher that has exited holds nothing: its holds ended with it and its control socket is
+    // gone, so heal does not ask it.
     const int lpid = env.nodes->launcher->pid;
     const bool launcher_gone = lpid > 0 && ::kill(lpid, 0) != 0 && errno == ESRCH;
     for (const auto& h : held) {
