@@ -316,7 +316,7 @@ struct StatusRequest {
 }
 
 # Health monitor -> operator: the live view as JSON text (learners, incarnations, leases,
-# fragment versions; docs/runtime.md "dd-node status").
+# fragment versions; docs/operating.md "dd-node status").
 struct StatusReply {
   json @0 :Text;
 }

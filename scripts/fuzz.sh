@@ -66,7 +66,10 @@ for t in "${targets[@]}"; do
   dict="$fuzzdir/dict/${t%_fuzz}.dict"
   [[ -f "$dict" ]] && args+=(-dict="$dict")
   rc=0
-  "$bin" "${args[@]}" "$work/corpus" "$fuzzdir/corpus/$t" >"$work/log" 2>&1 || rc=$?
+  corpora=("$fuzzdir/corpus/$t")
+  # config_fuzz also starts from examples/, read in place (tests/fuzz/CMakeLists.txt).
+  [[ "$t" == config_fuzz ]] && corpora+=("$here/examples")
+  "$bin" "${args[@]}" "$work/corpus" "${corpora[@]}" >"$work/log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$work/log" | tail -1)
   added=$(sed -n 's/^stat::new_units_added: *//p' "$work/log" | tail -1)

@@ -9,7 +9,7 @@
 #            scripts/sanitize.sh — the clang ASan+UBSan tree build-clang: its build, the unit
 #            and actor tests under the sanitizers, every fuzz target for DD_FUZZ_SECONDS (25) s
 #            from seed DD_FUZZ_SEED (default 20261202, printed); then scripts/lint.sh tidy
-#            (README, "Sanitizers and fuzzing").
+#            (docs/testing.md).
 # Prints each stage's wall time at the end.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -3,7 +3,7 @@
 // `dd-node learner` process talking over loopback TCP), supervises them as processes, and keeps
 // a control socket and the nodes file that other tools (dd-chaos, dd-node status) use.
 //
-// Supervision (docs/runtime.md "Who restarts what"):
+// Supervision (docs/operating.md "Who restarts what"):
 //   a learner process that dies (non-zero exit or any signal) is started again at once — or when
 //   a `hold` placed on it expires — under a per-node restart budget (10 in 60 s); one that left
 //   cleanly (exit 0) or was refused for good (exit 2..6: another run, protocol, data) is not;
