@@ -1,8 +1,13 @@
 // Robustness: random bytes, truncations, bit flips and huge announced sizes must give error
 // values (or a valid decode), never an exception or a crash. Seeded, so failures reproduce.
+// Every decoder checks the CRC-32C trailer before it reads anything, and random bytes or a few
+// flipped bits never pass it: the random-input tests re-seal what they feed (sealed(), as
+// tests/fuzz/codec_fuzz.cpp does), so the envelope and body decoders really run, and count the
+// inputs that decode to prove it.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
@@ -12,7 +17,15 @@
 namespace dd {
 namespace {
 
-// Runs every decoder over `b`; checks invariants of whatever decodes successfully.
+// `b` with its last 8 bytes rewritten into a valid checksum trailer when its length allows one
+// (a whole number of words, at least two), else unchanged.
+std::vector<uint8_t> sealed(std::vector<uint8_t> b) {
+  if (b.size() >= 2 * seal_bytes && b.size() % 8 == 0) seal_message(b);
+  return b;
+}
+
+// Runs every decoder over `b`; checks invariants of whatever decodes successfully. Adds 1 to
+// `*ok_count` when some decoder accepts `b`.
 void decode_all(const std::vector<uint8_t>& b, int* ok_count) {
   const uint8_t* p = b.data();
   const size_t n = b.size();
@@ -94,13 +107,11 @@ void decode_all(const std::vector<uint8_t>& b, int* ok_count) {
       EXPECT_GE(lv->learner_id, 0);
     }
     if (pu.ok()) {
-      ++*ok_count;
       EXPECT_LT(pu->chunk_index, pu->chunk_count);
       EXPECT_LE(pu->chunk_offset + pu->payload.size(), pu->payload_bytes);
       EXPECT_EQ(*encoded_size(pu->encoding, pu->total_elements), pu->payload_bytes);
     }
     if (br.ok()) {
-      ++*ok_count;
       EXPECT_LT(br->chunk_index, br->chunk_count);
       EXPECT_LE(br->chunk_offset + br->payload.size(), br->payload_bytes);
     }
@@ -125,6 +136,8 @@ void decode_all(const std::vector<uint8_t>& b, int* ok_count) {
     int kinds = jq.ok() + jr.ok() + hb.ok() + pu.ok() + br.ok() + rj.ok() + ac.ok() + pl.ok() +
                 pg.ok() + nj.ok() + nr.ok() + lv.ok() + fq.ok() + fh.ok() + control_kinds;
     EXPECT_LE(kinds, 1);
+    // (the checkpoint file format has no envelope: it is counted apart from the kinds)
+    if (kinds + ck.ok() > 0) ++*ok_count;
     if (kinds == 1) {
       EXPECT_TRUE(k.ok());
     }
@@ -188,22 +201,35 @@ std::vector<std::vector<uint8_t>> valid_messages() {
 }
 
 TEST(Fuzz, RandomBytesNeverCrash) {
+  // Three families, each sealed: bytes all random; random words behind a plausible segment table
+  // (one segment of the right size); and a valid message whose tail from a random word on is
+  // random (its segment table and leading pointers intact, so the body decoders get far).
   std::mt19937_64 rng(12345);
+  const auto valid = valid_messages();
   int ok = 0;
   for (int i = 0; i < 2000; ++i) {
-    size_t n = rng() % 400;
-    if (i % 2 == 0) n &= ~size_t{7};  // half of them word-aligned sizes
-    std::vector<uint8_t> b(n);
-    for (auto& x : b) x = static_cast<uint8_t>(rng());
-    if (i % 4 == 0 && n >= 8) {  // plausible segment table: 1 segment of the right size
-      uint32_t zero = 0;
-      uint32_t words = static_cast<uint32_t>(n / 8 - 1);
-      std::memcpy(b.data(), &zero, 4);
-      std::memcpy(b.data() + 4, &words, 4);
+    std::vector<uint8_t> b;
+    if (i % 4 == 1) {
+      b = valid[rng() % valid.size()];
+      const size_t words = b.size() / 8;
+      for (size_t at = 8 * (1 + rng() % (words - 1)); at < b.size(); ++at)
+        b[at] = static_cast<uint8_t>(rng());
+    } else {
+      size_t n = rng() % 400;
+      if (i % 2 == 0) n &= ~size_t{7};  // half of them word-aligned sizes
+      b.resize(n);
+      for (auto& x : b) x = static_cast<uint8_t>(rng());
+      if (i % 4 == 0 && n >= 8) {  // plausible segment table: 1 segment of the right size
+        uint32_t zero = 0;
+        uint32_t words = static_cast<uint32_t>(n / 8 - 1);
+        std::memcpy(b.data(), &zero, 4);
+        std::memcpy(b.data() + 4, &words, 4);
+      }
     }
-    decode_all(b, &ok);
+    decode_all(sealed(std::move(b)), &ok);
   }
-  SUCCEED() << ok << " random inputs decoded as a push or broadcast";
+  std::printf("Fuzz.RandomBytesNeverCrash: %d of 2000 sealed random inputs decoded\n", ok);
+  EXPECT_GT(ok, 0) << "no random input got past the decoders: they did not run";
 }
 
 TEST(Fuzz, TruncationsAreErrors) {
@@ -220,19 +246,25 @@ TEST(Fuzz, TruncationsAreErrors) {
 }
 
 TEST(Fuzz, BitFlipsNeverCrash) {
+  // One to three flipped bits, then sealed again (the checksum would catch every such flip):
+  // the decoders read damaged envelopes and bodies.
   std::mt19937_64 rng(777);
-  int ok = 0;
+  int ok = 0, total = 0;
   for (const auto& msg : valid_messages()) {
     for (int i = 0; i < 400; ++i) {
       std::vector<uint8_t> b = msg;
       int flips = 1 + static_cast<int>(rng() % 3);
       for (int f = 0; f < flips; ++f) {
-        size_t bit = rng() % (b.size() * 8);
+        // Within the message, before its trailer (which sealing rewrites).
+        size_t bit = rng() % ((b.size() - seal_bytes) * 8);
         b[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
       }
-      decode_all(b, &ok);
+      decode_all(sealed(std::move(b)), &ok);
+      ++total;
     }
   }
+  std::printf("Fuzz.BitFlipsNeverCrash: %d of %d sealed bit-flipped messages decoded\n", ok, total);
+  EXPECT_GT(ok, 0) << "no flipped message got past the decoders: they did not run";
 }
 
 TEST(Fuzz, CheckpointBitFlipsAreRefused) {
@@ -271,6 +303,8 @@ TEST(Fuzz, HugeAnnouncedSizesAreErrors) {
         std::vector<uint8_t> b = msg;
         std::memcpy(b.data() + w + 4, &hi, 4);
         decode_all(b, &ok);
+        // Sealed again, so the decoders meet the huge size rather than the checksum.
+        if (w + 8 < msg.size()) decode_all(sealed(b), &ok);
       }
     }
   }
