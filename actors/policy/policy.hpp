@@ -8,5 +8,4 @@
 #include "actors/policy/push_schedule.hpp"
 #include "actors/policy/quorum.hpp"
 #include "actors/policy/restart_budget.hpp"
-#include "actors/policy/token_weight.hpp"
 #include "actors/policy/uptime.hpp"

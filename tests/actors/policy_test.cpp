@@ -230,45 +230,6 @@ TEST(Grace, Table) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// token weights
-
-TEST(TokenWeight, Table) {
-  struct row {
-    std::uint64_t tokens, steps;
-    bool ok;
-    double w;
-    weight_reason reason;
-  };
-  const std::vector<row> rows = {
-      {1000, 10, true, 100000.0, weight_reason::ok},  // 1000² / 10
-      {512, 1, true, 262144.0, weight_reason::ok},
-      {2048, 4, true, 1048576.0, weight_reason::ok},  // 4 steps × 512 tok: 2048 · 512
-      {100, 0, false, 0.0, weight_reason::zero_steps},
-      {0, 5, false, 0.0, weight_reason::zero_tokens},
-  };
-  for (const auto& r : rows) {
-    const auto d = token_weight(r.tokens, r.steps);
-    EXPECT_EQ(d.accepted, r.ok) << d.message;
-    EXPECT_DOUBLE_EQ(d.weight, r.w) << d.message;
-    EXPECT_EQ(d.reason, r.reason) << d.message;
-  }
-}
-
-TEST(TokenWeight, Normalize) {
-  auto n = normalize_weights({1.0, 3.0});
-  ASSERT_TRUE(n.ok) << n.message;
-  EXPECT_DOUBLE_EQ(n.weights[0], 0.25);
-  EXPECT_DOUBLE_EQ(n.weights[1], 0.75);
-  n = normalize_weights({0.0, 2.0, 2.0});
-  ASSERT_TRUE(n.ok);
-  EXPECT_DOUBLE_EQ(n.weights[1], 0.5);
-  EXPECT_EQ(normalize_weights({}).reason, weight_reason::empty);
-  EXPECT_EQ(normalize_weights({1.0, -1.0}).reason, weight_reason::negative);
-  EXPECT_EQ(normalize_weights({1.0, NAN}).reason, weight_reason::negative);
-  EXPECT_EQ(normalize_weights({0.0, 0.0}).reason, weight_reason::zero_sum);
-}
-
-// ---------------------------------------------------------------------------------------------
 // staleness and duplicates
 
 TEST(Staleness, Table) {

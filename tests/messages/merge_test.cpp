@@ -224,6 +224,50 @@ TEST_P(Merge, InvalidInputsAreErrors) {
   EXPECT_EQ(compute_delta(*be_, layout(), one, cur, d).code(), errc::invalid_argument);
 }
 
+// The merge weight the fragment owner gives each pending push (owner_core::merge):
+// w = tokens² / steps, 0 for a push that reports no tokens or no steps.
+TEST(TokenWeight, Table) {
+  struct row {
+    uint64_t tokens, steps;
+    double w;
+  };
+  const std::vector<row> rows = {
+      {1000, 10, 100000.0},                        // 1000² / 10
+      {512, 1, 262144.0},                          // one step of 512 tokens
+      {2048, 4, 1048576.0},                        // 4 steps × 512 tokens: 2048 · 512
+      {100, 0, 0.0},                               // no steps
+      {0, 5, 0.0},                                 // no tokens
+      {uint64_t{1} << 26, 1, 4503599627370496.0},  // 2^52: still exact in double
+  };
+  for (const auto& r : rows)
+    EXPECT_DOUBLE_EQ(token_weight(r.tokens, r.steps), r.w)
+        << r.tokens << " tokens, " << r.steps << " steps";
+}
+
+// The merge normalizes token weights to c_m = w_m / Σ w: weights 20000 : 10000 : 0 (a push of
+// no tokens) give 2/3, 1/3 and 0; non-finite weights and an all-zero set are refused.
+TEST_P(Merge, TokenWeightsAreNormalizedByTheMerge) {
+  const std::vector<float> v(5, 1.0f);
+  std::vector<contribution> c = {{dev(v), token_weight(200, 2), 0, 0},
+                                 {dev(v), token_weight(200, 4), 0, 1},
+                                 {dev(v), token_weight(0, 5), 0, 2}};
+  merge_options o;
+  o.rule = merge_rule::weighted_average;
+  merge_report rep;
+  expect_near(delta_of(c, o, &rep), v);
+  ASSERT_EQ(rep.weights.size(), 3u);
+  EXPECT_NEAR(rep.weights[0], 2.0 / 3.0, 1e-12);
+  EXPECT_NEAR(rep.weights[1], 1.0 / 3.0, 1e-12);
+  EXPECT_EQ(rep.weights[2], 0.0);
+  EXPECT_EQ(rep.weight_sum, 30000.0);
+  float* d = dev_mut(std::vector<float>(5, 0.0f));
+  std::vector<contribution> nan = {{dev(v), std::nan(""), 0, 0}};
+  EXPECT_EQ(compute_delta(*be_, layout(), nan, o, d).code(), errc::invalid_argument);
+  std::vector<contribution> zero = {{dev(v), token_weight(0, 4), 0, 0},
+                                    {dev(v), token_weight(100, 0), 0, 1}};
+  EXPECT_EQ(compute_delta(*be_, layout(), zero, o, d).code(), errc::invalid_argument);
+}
+
 TEST(MergeMath, TokenWeightAndParsing) {
   EXPECT_EQ(token_weight(100, 4), 2500.0);
   EXPECT_EQ(token_weight(0, 4), 0.0);
