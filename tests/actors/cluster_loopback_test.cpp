@@ -50,6 +50,7 @@
 #include "runtime/rng.hpp"
 #include "tests/actors/basp_tap.hpp"
 #include "tests/actors/process_support.hpp"
+#include "tests/support/invariants.hpp"
 
 namespace dd::actors {
 namespace {
@@ -222,34 +223,12 @@ config::experiment loopback_experiment(const std::string& run_dir, uint64_t seed
   return loaded.experiments.front();
 }
 
-/// The merge invariants of cluster_sim_test over a syncer's events.
-void check_merges(const std::vector<nlohmann::json>& events) {
-  std::map<int, uint64_t> last_version;
-  std::set<std::tuple<int, int, uint64_t, uint64_t>> merged;
-  size_t merges = 0;
-  for (const auto& ev : events) {
-    if (ev["event"] != "merge") continue;
-    ++merges;
-    const int frag = ev["fragment"];
-    const uint64_t version = ev["version"];
-    if (last_version.count(frag) != 0) {
-      EXPECT_GT(version, last_version[frag]) << "fragment " << frag << " went backwards";
-    }
-    last_version[frag] = version;
-    double sum = 0;
-    const auto& cs = ev["contributors"];
-    EXPECT_GE(cs.size(), ev["needed"].get<size_t>()) << "merge below quorum: " << ev.dump();
-    EXPECT_GE(ev["needed"].get<size_t>(), 1u);
-    for (const auto& c : cs) {
-      sum += c["weight"].get<double>();
-      EXPECT_TRUE(merged
-                      .insert({frag, c["learner"].get<int>(), c["incarnation"].get<uint64_t>(),
-                               c["transfer_id"].get<uint64_t>()})
-                      .second)
-          << "push merged twice: " << ev.dump();
-    }
-    EXPECT_NEAR(sum, 1.0, 1e-9) << ev.dump();
-  }
+/// The merge invariants of cluster_sim_test over a syncer's events (tests/support/
+/// invariants.hpp; over real TCP an owner hears of a membership change within a second).
+void check_merges(const std::vector<nlohmann::json>& events, const config::experiment& e) {
+  const auto checker = dd::test::expect_merge_invariants(events, e, 1.0);
+  const size_t merges = checker.merges();
+  const auto& last_version = checker.last_versions();
   EXPECT_GT(merges, 20u);
   EXPECT_EQ(last_version.size(), 2u);
 }
@@ -422,7 +401,7 @@ TEST(cluster_loopback, two_nodes_over_real_tcp_carry_every_message_kind_and_keep
 
   const auto syncer_events = dd::test::events(dir / "syncer" / "events.jsonl");
   const auto learner_events = dd::test::events(dir / "learners" / "events.jsonl");
-  check_merges(syncer_events);
+  check_merges(syncer_events, e);
   // The faults fired; the cut made the node reconnect.
   bool killed = false, lost = false, back = false;
   for (const auto& ev : learner_events) {

@@ -14,8 +14,8 @@
 // digest of the final model.
 //
 // The learner node here is an event-based actor written for the test (`mux_learner_node`): it
-// does what actors/nodes/learner_node.cpp does — connect, node handshake (describe, then learner ids),
-// spawn the learner supervisor, forward event lines, reconnect and rejoin when the syncer is
+// does what actors/nodes/learner_node.cpp does — connect, node handshake (describe, then learner
+// ids), spawn the learner supervisor, forward event lines, reconnect and rejoin when the syncer is
 // lost — with the middleman actor's asynchronous connect. run_learner_node itself cannot run on
 // the test coordinator: it is a blocking main loop (scoped_actor receive with wall-clock
 // timeouts, a connector thread running the blocking remote_actor, steady_clock backoff).
@@ -37,16 +37,17 @@
 #include <caf/scheduler/test_coordinator.hpp>
 
 #include "actors/link/atoms.hpp"
-#include "actors/nodes/job_runner.hpp"
-#include "actors/roles/fragment_owner.hpp"
 #include "actors/nodes/job.hpp"
+#include "actors/nodes/job_runner.hpp"
 #include "actors/nodes/node_config.hpp"
 #include "actors/nodes/role_contexts.hpp"
-#include "actors/services/run_log.hpp"
+#include "actors/roles/fragment_owner.hpp"
 #include "actors/roles/supervisor.hpp"
+#include "actors/services/run_log.hpp"
 #include "messages/control.hpp"
 #include "runtime/rng.hpp"
 #include "tests/actors/basp_tap.hpp"
+#include "tests/support/invariants.hpp"
 
 namespace dd::actors {
 namespace {
@@ -544,38 +545,17 @@ mux_outcome run_two_nodes(const config::experiment& e, const fault_plan& faults,
   return out;
 }
 
-/// The invariants of cluster_sim_test over the syncer's merge events, and: every learner but
-/// `drained` reaches the end of its budget (48 steps); every incarnation that joined again (a
-/// respawned learner actor, or a live learner rejoining after the dropped link) with enough of
-/// the run left contributes to a later merge.
-void check_invariants(const mux_outcome& o, int32_t drained = -1) {
+/// The invariants of cluster_sim_test over the syncer's merge events (tests/support/
+/// invariants.hpp; the owners hear of a membership change within 0.5 s of logical time), and:
+/// every learner but `drained` reaches the end of its budget (48 steps); every incarnation that
+/// joined again (a respawned learner actor, or a live learner rejoining after the dropped link)
+/// with enough of the run left contributes to a later merge.
+void check_invariants(const mux_outcome& o, const config::experiment& e, int32_t drained = -1) {
   ASSERT_TRUE(o.result.finished);
-  std::map<std::pair<int, uint64_t>, int> contributions;  // (learner, incarnation) → merges
-  std::map<int, uint64_t> last_version;
-  std::set<std::tuple<int, int, uint64_t, uint64_t>> merged;  // fragment, learner, inc, transfer
-  size_t merges = 0;
-  for (const auto& ev : o.syncer_events) {
-    if (ev["event"] != "merge") continue;
-    ++merges;
-    const int frag = ev["fragment"];
-    const uint64_t version = ev["version"];
-    if (last_version.count(frag) != 0) {
-      EXPECT_GT(version, last_version[frag]) << "fragment " << frag << " went backwards";
-    }
-    last_version[frag] = version;
-    double sum = 0;
-    const auto& cs = ev["contributors"];
-    EXPECT_GE(cs.size(), ev["needed"].get<size_t>()) << "merge below quorum: " << ev.dump();
-    EXPECT_GE(ev["needed"].get<size_t>(), 1u);
-    for (const auto& c : cs) {
-      sum += c["weight"].get<double>();
-      auto key = std::make_tuple(frag, c["learner"].get<int>(), c["incarnation"].get<uint64_t>(),
-                                 c["transfer_id"].get<uint64_t>());
-      EXPECT_TRUE(merged.insert(key).second) << "push merged twice: " << ev.dump();
-      contributions[{c["learner"].get<int>(), c["incarnation"].get<uint64_t>()}] += 1;
-    }
-    EXPECT_NEAR(sum, 1.0, 1e-9) << ev.dump();
-  }
+  const auto checker = dd::test::expect_merge_invariants(o.syncer_events, e, 0.5);
+  auto contributions = checker.contributions_by_incarnation();  // (learner, incarnation) → merges
+  const auto& last_version = checker.last_versions();
+  const size_t merges = checker.merges();
   EXPECT_GT(merges, 10u);
   EXPECT_EQ(last_version.size(), 2u);  // both fragments merged
   size_t rejoins = 0;
@@ -619,7 +599,7 @@ TEST(cluster_mux, every_message_kind_crosses_the_simulated_network_and_faults_ke
   const auto faults = seeded_faults(seed);
   auto o = run_two_nodes(e, faults, ::testing::TempDir() + "dd_mux_faults", 3.5);
   print_kinds(o);
-  check_invariants(o, /*drained=*/1);
+  check_invariants(o, e, /*drained=*/1);
   // Every kind of the protocol crossed the wire, serialized, in its direction.
   for (const auto& k : dd::test::protocol_kinds())
     EXPECT_GT(o.directed.count(k) ? o.directed.at(k) : 0u, 0u) << k << " never crossed";
@@ -663,8 +643,8 @@ TEST(cluster_mux, the_same_seed_gives_the_same_run) {
   const auto faults = seeded_faults(seed);
   auto a = run_two_nodes(e, faults, ::testing::TempDir() + "dd_mux_det_a", -1.0);
   auto b = run_two_nodes(e, faults, ::testing::TempDir() + "dd_mux_det_b", -1.0);
-  check_invariants(a);
-  check_invariants(b);
+  check_invariants(a, e);
+  check_invariants(b, e);
   EXPECT_NE(a.result.digest, 0u);
   EXPECT_EQ(a.result.digest, b.result.digest);
   EXPECT_EQ(a.result.summary["merges"], b.result.summary["merges"]);

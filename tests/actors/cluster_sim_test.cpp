@@ -14,10 +14,11 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/nodes/job_runner.hpp"
 #include "actors/nodes/job.hpp"
+#include "actors/nodes/job_runner.hpp"
 #include "runtime/rng.hpp"
 #include "tests/actors/test_support.hpp"
+#include "tests/support/invariants.hpp"
 
 namespace dd::actors {
 namespace {
@@ -85,35 +86,14 @@ sim_outcome simulate(const config::experiment& e, std::vector<fault_spec> faults
   return out;
 }
 
-/// The invariants of ALGORITHM.md checked over a run's events.
+/// The invariants of ALGORITHM.md checked over a run's events (tests/support/invariants.hpp:
+/// versions only increase, no push merged twice, weights sum to 1, no merge below quorum), and
+/// that every learner reaches its budget and every respawned incarnation contributes again.
 void check_invariants(const sim_outcome& o, const config::experiment& e) {
   ASSERT_TRUE(o.result.finished);
-  std::map<int, uint64_t> last_version;
-  std::set<std::tuple<int, int, uint64_t, uint64_t>> merged;  // fragment, learner, inc, transfer
-  std::map<std::pair<int, uint64_t>, int> contributions;      // (learner, incarnation) → merges
-  size_t merges = 0;
-  for (const auto& ev : o.events) {
-    if (ev["event"] != "merge") continue;
-    ++merges;
-    const int frag = ev["fragment"];
-    const uint64_t version = ev["version"];
-    if (last_version.count(frag) != 0) {
-      EXPECT_GT(version, last_version[frag]) << "fragment " << frag << " went backwards";
-    }
-    last_version[frag] = version;
-    double sum = 0;
-    const auto& cs = ev["contributors"];
-    EXPECT_GE(cs.size(), ev["needed"].get<size_t>()) << "merge below quorum: " << ev.dump();
-    EXPECT_GE(ev["needed"].get<size_t>(), 1u);
-    for (const auto& c : cs) {
-      sum += c["weight"].get<double>();
-      auto key = std::make_tuple(frag, c["learner"].get<int>(), c["incarnation"].get<uint64_t>(),
-                                 c["transfer_id"].get<uint64_t>());
-      EXPECT_TRUE(merged.insert(key).second) << "push merged twice: " << ev.dump();
-      contributions[{c["learner"].get<int>(), c["incarnation"].get<uint64_t>()}] += 1;
-    }
-    EXPECT_NEAR(sum, 1.0, 1e-9) << ev.dump();
-  }
+  const auto checker = dd::test::expect_merge_invariants(o.events, e);
+  const size_t merges = checker.merges();
+  auto contributions = checker.contributions_by_incarnation();  // (learner, incarnation) → merges
   EXPECT_GT(merges, 0u);
   // Every learner reaches the end of its budget; every respawned incarnation re-syncs, reaches the
   // end and contributes again.

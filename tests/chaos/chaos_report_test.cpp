@@ -208,6 +208,31 @@ TEST(chaos_report, merge_below_quorum_is_invalid) {
   EXPECT_EQ(report_exit_status(r), 1);
 }
 
+// Regression (a self-referential quorum check): a merge that claims a quorum of 1 while the
+// experiment asks K = 2 and two learners were live throughout its round is below quorum; the
+// check recomputes K of the live learners from experiment.json and the monitor's events
+// instead of trusting the merge's own `needed`.
+TEST(chaos_report, merge_below_k_of_the_live_learners_is_invalid_whatever_its_needed_says) {
+  run_builder b;
+  b.experiment["sync"] = {{"min_quorum", 2}};
+  b.edit("finished", 1020.0, [](json& e) { e["time"] = 1040.0; });
+  b.events.insert(b.events.end() - 1, run_builder::push(1030.0, 0, 0, 3));
+  b.events.insert(b.events.end() - 1, run_builder::push(1030.5, 1, 1, 3));
+  auto lone = run_builder::contributor(0, 0, 3);
+  lone["weight"] = 1.0;
+  b.events.insert(b.events.end() - 1, run_builder::merge(1031.0, 3, {lone}, /*needed=*/1));
+  const json r = judge(b);
+  EXPECT_EQ(verdict_of(r, "no_merge_below_quorum"), "invalid") << r.dump(2);
+  EXPECT_EQ(r["run"]["merges_below_quorum"], 1);
+  // The same run with K = 1: every merge has its quorum.
+  b.experiment["sync"] = {{"min_quorum", 1}};
+  const json ok = judge(b);
+  EXPECT_EQ(verdict_of(ok, "no_merge_below_quorum"), "valid") << ok.dump(2);
+  // K as a fraction: ceil(0.75 · 2) = 2 contributors needed.
+  b.experiment["sync"] = {{"min_quorum", {{"fraction", 0.75}}}};
+  EXPECT_EQ(verdict_of(judge(b), "no_merge_below_quorum"), "invalid");
+}
+
 TEST(chaos_report, push_merged_twice_is_invalid) {
   run_builder b;
   b.edit("merge", 1016.0, [](json& e) {
