@@ -2,6 +2,9 @@
 // Only backend ops touch fragment data, so the same code runs on host and device memory.
 #include "runtime/merge.hpp"
 
+#include "kernels/merge_ops.hpp"
+
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -94,33 +97,39 @@ std::vector<std::pair<uint64_t, std::vector<float>>> anchor_ring::download_all()
 
 // ---- merge -----------------------------------------------------------------------------------
 
+std::vector<double> tensor_sum_squares(const fragment_layout& layout, const float* values) {
+  std::vector<double> out;
+  out.reserve(layout.tensors.size());
+  for (const auto& t : layout.tensors) {
+    const float* x = values + t.fragment_offset;
+    double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+    for (size_t i = 0; i < t.numel; ++i) acc += double(x[i]) * double(x[i]);
+    out.push_back(acc);
+  }
+  return out;
+}
+
 namespace {
 
-double norm_of(kernels::backend& be, const float* x, size_t n) {
-  return n == 0 ? 0.0 : std::sqrt(be.sum_squares(x, n));
-}
+/// What every merge needs before it touches a tensor: the checked inputs, v_m in the chosen
+/// anchor, and the normalized weights. Built once per merge; errors leave every output untouched.
+struct merge_inputs {
+  std::vector<const float*> v;
+  /// Σ v_m² per tensor from the contributions (anchor = base), else empty (computed here).
+  std::vector<const double*> sq;
+  std::vector<double> c;
+  std::vector<kernels::buffer<float>> shifted;  // v_m for anchor = current
+  merge_report report;
+};
 
-void weighted_average(kernels::backend& be, float* out, const std::vector<const float*>& v,
-                      const std::vector<double>& c, size_t off, size_t n) {
-  std::vector<const float*> ptrs(v.size());
-  std::vector<float> w(v.size());
-  for (size_t m = 0; m < v.size(); ++m) {
-    ptrs[m] = v[m] + off;
-    w[m] = static_cast<float>(c[m]);
-  }
-  be.weighted_sum(out + off, ptrs.data(), w.data(), static_cast<int>(ptrs.size()), n);
-}
-
-}  // namespace
-
-result<merge_report> compute_delta(kernels::backend& be, const fragment_layout& layout,
-                                   const std::vector<contribution>& contributions,
-                                   const merge_options& opts, float* delta, const float* theta,
-                                   const anchor_ring* ring) {
-  using R = result<merge_report>;
+result<merge_inputs> prepare(kernels::backend& be, const fragment_layout& layout,
+                             const std::vector<contribution>& contributions,
+                             const merge_options& opts, const float* theta,
+                             const anchor_ring* ring) {
+  using R = result<merge_inputs>;
   const size_t numel = layout.numel;
   if (contributions.empty()) return R(errc::invalid_argument, "merge: no contributions");
-  if (delta == nullptr) return R(errc::invalid_argument, "merge: delta output is null");
   double wsum = 0.0;
   for (size_t m = 0; m < contributions.size(); ++m) {
     const auto& c = contributions[m];
@@ -133,6 +142,13 @@ result<merge_report> compute_delta(kernels::backend& be, const fragment_layout& 
                                            std::to_string(c.learner_id) + ") has weight " +
                                            std::to_string(c.weight));
     }
+    if (c.tensor_sq != nullptr && c.tensor_sq->size() != layout.tensors.size()) {
+      return R(errc::invalid_argument, "merge: contribution " + std::to_string(m) + " (learner " +
+                                           std::to_string(c.learner_id) + ") brings " +
+                                           std::to_string(c.tensor_sq->size()) +
+                                           " tensor norms, the fragment has " +
+                                           std::to_string(layout.tensors.size()) + " tensors");
+    }
     wsum += c.weight;
   }
   if (!(wsum > 0.0) || !std::isfinite(wsum)) {
@@ -140,11 +156,16 @@ result<merge_report> compute_delta(kernels::backend& be, const fragment_layout& 
              "merge: the contributions' weights sum to " + std::to_string(wsum) + " (need > 0)");
   }
 
+  merge_inputs in;
   // v_m: the pseudo-gradients in the chosen anchor (see merge.hpp).
-  std::vector<const float*> v(contributions.size());
-  std::vector<kernels::buffer<float>> shifted;
+  in.v.resize(contributions.size());
   if (opts.anchor == merge_anchor::base) {
-    for (size_t m = 0; m < contributions.size(); ++m) v[m] = contributions[m].delta;
+    bool all_sq = true;
+    for (const auto& c : contributions) all_sq = all_sq && c.tensor_sq != nullptr;
+    for (size_t m = 0; m < contributions.size(); ++m) {
+      in.v[m] = contributions[m].delta;
+      if (all_sq) in.sq.push_back(contributions[m].tensor_sq->data());
+    }
   } else {
     if (theta == nullptr || ring == nullptr) {
       return R(errc::invalid_argument, "merge: anchor = current needs theta and an anchor ring");
@@ -163,83 +184,189 @@ result<merge_report> compute_delta(kernels::backend& be, const fragment_layout& 
       }
       anchors[m] = *a;
     }
-    shifted.reserve(contributions.size());
+    in.shifted.reserve(contributions.size());
     for (size_t m = 0; m < contributions.size(); ++m) {
       // v_m = (θ_now − θ@base) + delta_m = θ_now − θ_learner.
       kernels::buffer<float> buf = be.alloc<float>(numel);
       be.copy(buf.data(), contributions[m].delta, numel);
       be.axpy(buf.data(), 1.0f, theta, numel);
       be.axpy(buf.data(), -1.0f, anchors[m], numel);
-      v[m] = buf.data();
-      shifted.push_back(std::move(buf));
+      in.v[m] = buf.data();
+      in.shifted.push_back(std::move(buf));
     }
   }
 
-  merge_report report;
-  report.anchor = opts.anchor;
-  report.weight_sum = wsum;
-  std::vector<double> c(contributions.size());
+  in.report.anchor = opts.anchor;
+  in.report.weight_sum = wsum;
+  in.c.resize(contributions.size());
   for (size_t m = 0; m < contributions.size(); ++m) {
-    c[m] = contributions[m].weight / wsum;
-    report.learner_ids.push_back(contributions[m].learner_id);
-    report.weights.push_back(c[m]);
+    in.c[m] = contributions[m].weight / wsum;
+    in.report.learner_ids.push_back(contributions[m].learner_id);
+    in.report.weights.push_back(in.c[m]);
   }
+  return in;
+}
 
+/// The inputs and float weights of one tensor's weighted sum.
+struct weighted_terms {
+  std::vector<const float*> ptrs;
+  std::vector<float> w;
+};
+
+weighted_terms average_terms(const merge_inputs& in, size_t off) {
+  weighted_terms t;
+  for (size_t m = 0; m < in.v.size(); ++m) {
+    t.ptrs.push_back(in.v[m] + off);
+    t.w.push_back(static_cast<float>(in.c[m]));
+  }
+  return t;
+}
+
+/// RDA's terms for one tensor (ALGORITHM.md): norm = Σ c_m‖v_m‖; direction = normalize(Σ c_m
+/// v_m/‖v_m‖); zero vectors contribute no direction.
+struct rda_terms {
+  weighted_terms dir;
+  double target_norm = 0.0;
+  double coef_sum = 0.0;
+};
+
+rda_terms rda_terms_of(kernels::backend& be, const merge_inputs& in, const merge_options& opts,
+                       size_t tensor, size_t off, size_t n) {
+  rda_terms r;
+  for (size_t m = 0; m < in.v.size(); ++m) {
+    const double ss =
+        in.sq.empty() ? (n == 0 ? 0.0 : be.sum_squares(in.v[m] + off, n)) : in.sq[m][tensor];
+    const double nm = std::sqrt(ss);
+    r.target_norm += in.c[m] * nm;
+    if (nm > opts.zero_norm && in.c[m] > 0.0) {
+      r.dir.ptrs.push_back(in.v[m] + off);
+      r.dir.w.push_back(static_cast<float>(in.c[m] / nm));
+      r.coef_sum += in.c[m];
+    }
+  }
+  return r;
+}
+
+/// Where one tensor's Δ goes: into `delta` (compute_delta), or straight into the outer step
+/// (outer_step: θ and b updated, Δ never stored; RDA's direction goes through `scratch`).
+struct delta_sink {
+  float* delta = nullptr;
+  float* theta = nullptr;
+  float* momentum = nullptr;
+  float* scratch = nullptr;  // ≥ the tensor's numel, used from 0
+  float delta_scale = 1.0f;
+  float lr = 0.0f;
+  float mu = 0.0f;
+};
+
+/// kernels::fused_merge_ops::weighted_sum_sq on any backend: the backend's fused loop, or its
+/// single ops one after the other (the same float roundings).
+double weighted_sum_sq(kernels::backend& be, float* out, const weighted_terms& t, size_t n) {
+  const int k = static_cast<int>(t.ptrs.size());
+  if (auto* f = kernels::fused_merge_of(be))
+    return f->weighted_sum_sq(out, t.ptrs.data(), t.w.data(), k, n);
+  if (k == 1 && t.ptrs[0] == out) {
+    be.scale(out, t.w[0], n);  // weighted_sum may not alias; one multiply either way
+  } else {
+    be.weighted_sum(out, t.ptrs.data(), t.w.data(), k, n);
+  }
+  return n == 0 ? 0.0 : be.sum_squares(out, n);
+}
+
+/// Writes Σ w·in for tensor [off, off + n) to the sink and returns Σ (its value)² before the
+/// sink's delta_scale: into Δ (compute_delta), or straight into the outer step (outer_step).
+double emit(kernels::backend& be, const delta_sink& k, const weighted_terms& t, size_t off,
+            size_t n) {
+  if (k.delta != nullptr) return weighted_sum_sq(be, k.delta + off, t, n);
+  if (auto* f = kernels::fused_merge_of(be))
+    return f->weighted_sum_nesterov(k.theta + off, k.momentum + off, t.ptrs.data(), t.w.data(),
+                                    static_cast<int>(t.ptrs.size()), k.delta_scale, k.lr, k.mu, n);
+  kernels::buffer<float> d = be.alloc<float>(n);
+  const double sq = weighted_sum_sq(be, d.data(), t, n);
+  if (k.delta_scale != 1.0f) be.scale(d.data(), k.delta_scale, n);
+  be.nesterov_update(k.theta + off, k.momentum + off, d.data(), k.lr, k.mu, n);
+  return sq;
+}
+
+merge_report merge_tensors(kernels::backend& be, const fragment_layout& layout, merge_inputs& in,
+                           const merge_options& opts, const delta_sink& sink) {
+  merge_report report = std::move(in.report);
   double total_sq = 0.0;
-  for (const auto& t : layout.tensors) {
+  for (size_t ti = 0; ti < layout.tensors.size(); ++ti) {
+    const auto& t = layout.tensors[ti];
     tensor_merge_report tr;
     tr.name = t.name;
     const size_t off = t.fragment_offset;
     const size_t n = t.numel;
+    double dn2 = 0.0;
+    tr.rule_used = merge_rule::weighted_average;
     if (t.is_embedding || opts.rule == merge_rule::weighted_average) {
-      tr.rule_used = merge_rule::weighted_average;
-      weighted_average(be, delta, v, c, off, n);
+      dn2 = emit(be, sink, average_terms(in, off), off, n);
     } else {
-      // RDA (ALGORITHM.md): norm = Σ c_m‖v_m‖; direction = normalize(Σ c_m v_m/‖v_m‖).
-      std::vector<const float*> ptrs;
-      std::vector<float> coef;
-      double target_norm = 0.0;
-      double coef_sum = 0.0;
-      for (size_t m = 0; m < v.size(); ++m) {
-        const double nm = norm_of(be, v[m] + off, n);
-        target_norm += c[m] * nm;
-        if (nm > opts.zero_norm && c[m] > 0.0) {  // zero vectors contribute no direction
-          ptrs.push_back(v[m] + off);
-          coef.push_back(static_cast<float>(c[m] / nm));
-          coef_sum += c[m];
-        }
-      }
-      bool fallback = ptrs.empty();
+      const rda_terms r = rda_terms_of(be, in, opts, ti, off, n);
+      bool fallback = r.dir.ptrs.empty();
       if (!fallback) {
-        be.weighted_sum(delta + off, ptrs.data(), coef.data(), static_cast<int>(ptrs.size()), n);
-        const double s = norm_of(be, delta + off, n);
-        if (s <= opts.cancel_epsilon * coef_sum) {
+        // The unscaled direction: into Δ itself, or the scratch when Δ is not stored.
+        float* dir = sink.delta != nullptr ? sink.delta + off : sink.scratch;
+        const double s = std::sqrt(weighted_sum_sq(be, dir, r.dir, n));
+        if (s <= opts.cancel_epsilon * r.coef_sum) {
           fallback = true;  // directions cancel: the sum is rounding noise
         } else {
-          be.scale(delta + off, static_cast<float>(target_norm / s), n);
+          // Δ = direction · (target norm / s), in place or into the outer step.
+          weighted_terms scaled;
+          scaled.ptrs.push_back(sink.delta != nullptr ? dir : sink.scratch);
+          scaled.w.push_back(static_cast<float>(r.target_norm / s));
+          if (sink.delta != nullptr) {
+            dn2 = weighted_sum_sq(be, dir, scaled, n);
+          } else {
+            // The scratch holds this tensor from index 0, as `emit` would read it at `off`.
+            delta_sink from0 = sink;
+            from0.theta += off;
+            from0.momentum += off;
+            dn2 = emit(be, from0, scaled, 0, n);
+          }
+          tr.rule_used = merge_rule::rda;
         }
       }
       if (fallback) {
-        weighted_average(be, delta, v, c, off, n);
-        tr.rule_used = merge_rule::weighted_average;
+        dn2 = emit(be, sink, average_terms(in, off), off, n);
         tr.fallback = true;
-      } else {
-        tr.rule_used = merge_rule::rda;
       }
     }
-    const double dn = norm_of(be, delta + off, n);
-    tr.delta_norm = dn;
-    total_sq += dn * dn;
+    tr.delta_norm = std::sqrt(dn2);
+    total_sq += dn2;
     report.tensors.push_back(std::move(tr));
   }
   report.delta_norm = std::sqrt(total_sq);
   return report;
 }
 
+size_t largest_rda_tensor(const fragment_layout& layout, const merge_options& opts) {
+  size_t n = 0;
+  if (opts.rule != merge_rule::rda) return 0;
+  for (const auto& t : layout.tensors)
+    if (!t.is_embedding) n = std::max(n, t.numel);
+  return n;
+}
+
+}  // namespace
+
+result<merge_report> compute_delta(kernels::backend& be, const fragment_layout& layout,
+                                   const std::vector<contribution>& contributions,
+                                   const merge_options& opts, float* delta, const float* theta,
+                                   const anchor_ring* ring) {
+  if (delta == nullptr) return wire_error{errc::invalid_argument, "merge: delta output is null"};
+  auto in = prepare(be, layout, contributions, opts, theta, ring);
+  if (!in) return in.error();
+  delta_sink sink;
+  sink.delta = delta;
+  return merge_tensors(be, layout, *in, opts, sink);
+}
+
 result<merge_report> outer_step(kernels::backend& be, const fragment_layout& layout,
                                 const std::vector<contribution>& contributions,
                                 const merge_options& opts, float* theta, float* momentum,
-                                const anchor_ring* ring, float delta_scale) {
+                                const anchor_ring* ring, float delta_scale, float* scratch) {
   if (!std::isfinite(delta_scale) || delta_scale <= 0.0f || delta_scale > 1.0f) {
     return wire_error{
         errc::invalid_argument,
@@ -248,14 +375,25 @@ result<merge_report> outer_step(kernels::backend& be, const fragment_layout& lay
   if (theta == nullptr || momentum == nullptr) {
     return wire_error{errc::invalid_argument, "outer_step: theta or momentum is null"};
   }
-  kernels::buffer<float> delta = be.alloc<float>(layout.numel);
-  auto report = compute_delta(be, layout, contributions, opts, delta.data(), theta, ring);
-  if (!report) return report;
-  if (delta_scale != 1.0f) be.scale(delta.data(), delta_scale, layout.numel);
-  // b ← μ b + Δ; θ ← θ − lr (Δ + μ b)  (Nesterov; DiLoCo arXiv 2311.08105 Alg. 1).
-  be.nesterov_update(theta, momentum, delta.data(), opts.outer_lr, opts.outer_momentum,
-                     layout.numel);
-  return report;
+  auto in = prepare(be, layout, contributions, opts, theta, ring);
+  if (!in) return in.error();
+  // b ← μ b + sΔ; θ ← θ − lr (sΔ + μ b) (Nesterov; DiLoCo arXiv 2311.08105 Alg. 1), fused per
+  // tensor with the weighted sums: Δ is never stored. Every check is done above, so θ and b
+  // change only on success. With anchor = current θ is read while forming v_m, all before here.
+  kernels::buffer<float> own_scratch;
+  const size_t need = largest_rda_tensor(layout, opts);
+  if (scratch == nullptr && need > 0) {
+    own_scratch = be.alloc<float>(need);
+    scratch = own_scratch.data();
+  }
+  delta_sink sink;
+  sink.theta = theta;
+  sink.momentum = momentum;
+  sink.scratch = scratch;
+  sink.delta_scale = delta_scale;
+  sink.lr = opts.outer_lr;
+  sink.mu = opts.outer_momentum;
+  return merge_tensors(be, layout, *in, opts, sink);
 }
 
 }  // namespace dd

@@ -1,7 +1,8 @@
 // runtime/merge.hpp — a fragment owner's outer step: merge the pending pseudo-gradients into Δ
 // (RDA or weighted average, token weights) and apply outer Nesterov (ALGORITHM.md "Fragment
-// owner", merge). Runs on any kernels::backend through its ops only (weighted_sum, axpy,
-// sum_squares, scale, copy, nesterov_update), so the same code runs on the CPU and on CUDA.
+// owner", merge). Runs on any kernels::backend through its ops only (weighted_sum, sum_squares,
+// scale, nesterov_update, axpy, copy, and the fused loops of kernels/merge_ops.hpp where the
+// backend has them), so the same code runs on the CPU and on CUDA.
 //
 // Signs. A learner pushes delta_m = base_p − θ_learner (ALGORITHM.md learner loop), so Δ is a
 // descent direction that the owner SUBTRACTS: θ_p ← θ_p − lr·(Δ + μ·b_p).
@@ -70,7 +71,16 @@ struct contribution {
   uint64_t base_version = 0;
   /// For the report only.
   int32_t learner_id = -1;
+  /// Σ delta² per tensor of the layout (tensor_sum_squares), taken when the push was checked on
+  /// arrival, so that RDA need not read every contribution once more for its norms. Used with
+  /// anchor = base when every contribution has it; null: the merge computes the norms.
+  const std::vector<double>* tensor_sq = nullptr;
 };
+
+/// Σ x² (double) of each tensor of `layout` over host memory `values` (layout.numel floats),
+/// in layout order. Not finite exactly when the tensor holds an Inf or NaN (x² of a finite
+/// float never overflows a double), so one pass both checks a push and gives RDA its norms.
+std::vector<double> tensor_sum_squares(const fragment_layout& layout, const float* values);
 
 /// Per-tensor outcome of a merge.
 struct tensor_merge_report {
@@ -152,9 +162,15 @@ result<merge_report> compute_delta(kernels::backend& be, const fragment_layout& 
 /// merges the pushes of n of L live learners passes s = n / L so that a merge moves the global
 /// model by its share of all learners' progress (owner_options::scale_partial_merges). Errors:
 /// errc::invalid_argument when s is outside (0, 1] or not finite.
+///
+/// `scratch` (backend memory, at least the largest non-embedding tensor's numel floats, not
+/// aliasing any input) holds an RDA tensor's direction between its two passes; null: the merge
+/// allocates one. Same results as compute_delta followed by the step, up to the order of the
+/// double sums (the norms), see tests/messages/merge_test.cpp "FusedOuterStepMatchesTheOldMath".
 result<merge_report> outer_step(kernels::backend& be, const fragment_layout& layout,
                                 const std::vector<contribution>& contributions,
                                 const merge_options& opts, float* theta, float* momentum,
-                                const anchor_ring* ring = nullptr, float delta_scale = 1.0f);
+                                const anchor_ring* ring = nullptr, float delta_scale = 1.0f,
+                                float* scratch = nullptr);
 
 }  // namespace dd

@@ -25,16 +25,10 @@ double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-bool all_finite(const std::vector<float>& v) {
-  for (float x : v)
-    if (!std::isfinite(x)) return false;
-  return true;
-}
-
 }  // namespace
 
-owner_core::owner_core(owner_options opts, kernels::backend& be,
-                                           const std::vector<float>& initial, clock_fn clock)
+owner_core::owner_core(owner_options opts, kernels::backend& be, const std::vector<float>& initial,
+                       clock_fn clock)
     : opts_(std::move(opts)),
       be_(&be),
       clock_(std::move(clock)),
@@ -51,8 +45,8 @@ owner_core::owner_core(owner_options opts, kernels::backend& be,
   if (ring_) ring_->record(version_, theta_.data());
 }
 
-owner_core::owner_core(owner_options opts, kernels::backend& be,
-                                           const owner_checkpoint& ckpt, clock_fn clock)
+owner_core::owner_core(owner_options opts, kernels::backend& be, const owner_checkpoint& ckpt,
+                       clock_fn clock)
     : opts_(std::move(opts)),
       be_(&be),
       clock_(std::move(clock)),
@@ -95,7 +89,7 @@ void owner_core::init_common() {
 }
 
 push_outcome owner_core::reject(const push_msg& m, reject_reason r, std::string detail,
-                                          bool resync) {
+                                bool resync) {
   push_outcome out;
   out.what = push_outcome::status::rejected;
   out.learner_id = m.learner_id;
@@ -269,8 +263,15 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
   auto values = decode_payload(m.encoding, m.payload.data(), m.payload.size(), m.total_elements);
   if (!values)
     return reject(m, reject_reason::shape_mismatch, who + ": " + values.error().message, false);
-  if (!all_finite(*values))
-    return reject(m, reject_reason::non_finite, who + ": payload holds NaN or Inf", false);
+  // One pass: Σ v² per tensor is finite exactly when the tensor's values are, and RDA takes its
+  // norms from it at the merge (anchor = base).
+  auto tensor_sq = tensor_sum_squares(opts_.layout, values->data());
+  for (size_t t = 0; t < tensor_sq.size(); ++t)
+    if (!std::isfinite(tensor_sq[t]))
+      return reject(
+          m, reject_reason::non_finite,
+          who + ": payload holds NaN or Inf in tensor '" + opts_.layout.tensors[t].name + "'",
+          false);
 
   // Accept: the newest push of a learner replaces its older pending one.
   ledger_.record_accepted(key);
@@ -283,6 +284,7 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
   p.who.tokens = m.tokens;
   p.delta = be_->alloc<float>(opts_.layout.numel);
   be_->upload(p.delta.data(), values->data(), values->size());
+  p.tensor_sq = std::move(tensor_sq);
   p.arrived_s = now_s;
   pending_[m.learner_id] = std::move(p);
   if (!round_open_) {
@@ -301,8 +303,7 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
   return out;
 }
 
-owner_effects owner_core::on_membership(const std::vector<owner_member>& live,
-                                                  double now_s) {
+owner_effects owner_core::on_membership(const std::vector<owner_member>& live, double now_s) {
   std::map<int32_t, owner_member> next;
   double sum = 0;
   size_t n = 0;
@@ -411,6 +412,7 @@ owner_effects owner_core::merge(double now_s, const std::string& reason) {
     c.weight = opts_.token_weighting ? dd::token_weight(p.who.tokens, p.who.steps) : 1.0;
     c.base_version = p.who.base_version;
     c.learner_id = id;
+    c.tensor_sq = &p.tensor_sq;
     contribs.push_back(c);
     who.push_back(p.who);
   }
@@ -424,8 +426,9 @@ owner_effects owner_core::merge(double now_s, const std::string& reason) {
   float scale = 1.0f;
   if (opts_.scale_partial_merges && rec.live > contribs.size())
     scale = static_cast<float>(contribs.size()) / static_cast<float>(rec.live);
+  if (merge_scratch_.empty()) merge_scratch_ = be_->alloc<float>(opts_.layout.numel);
   auto report = outer_step(*be_, opts_.layout, contribs, opts_.merge, theta_.data(),
-                           momentum_.data(), ring_.get(), scale);
+                           momentum_.data(), ring_.get(), scale, merge_scratch_.data());
   // The round closes whatever happened: a failed merge drops its contributions.
   pending_.clear();
   round_open_ = false;

@@ -141,11 +141,11 @@ class owner_core {
   /// A fresh owner at version 0 holding `initial` (layout.numel floats) with zero momentum.
   /// Throws std::invalid_argument when sizes disagree.
   owner_core(owner_options opts, kernels::backend& be, const std::vector<float>& initial,
-                       clock_fn clock = {});
+             clock_fn clock = {});
   /// An owner restored from a checkpoint (value, momentum, version, EMAs, anchors). Throws
   /// std::invalid_argument when the checkpoint's fragment id or size does not match.
   owner_core(owner_options opts, kernels::backend& be, const owner_checkpoint& ckpt,
-                       clock_fn clock = {});
+             clock_fn clock = {});
 
   owner_core(const owner_core&) = delete;
   owner_core& operator=(const owner_core&) = delete;
@@ -212,7 +212,8 @@ class owner_core {
   push_outcome on_chunk(const chunk_ref<push_msg>& chunk, double now_s);
   struct pending_push {
     merge_contributor who;
-    kernels::buffer<float> delta;  // backend memory, layout.numel
+    kernels::buffer<float> delta;   // backend memory, layout.numel
+    std::vector<double> tensor_sq;  // Σ delta² per tensor, taken with the finiteness check
     double arrived_s = 0.0;
   };
 
@@ -231,6 +232,9 @@ class owner_core {
   clock_fn clock_;
   kernels::buffer<float> theta_;
   kernels::buffer<float> momentum_;
+  /// RDA's direction between the merge's two passes (outer_step's scratch), kept between merges
+  /// so that no merge allocates and faults in a fresh one; empty until the first merge.
+  kernels::buffer<float> merge_scratch_;
   uint64_t version_ = 0;
   std::unique_ptr<anchor_ring> ring_;
   policy::push_ledger ledger_;

@@ -17,6 +17,7 @@
 #include "kernels/cpu/detail/thread_pool.hpp"
 #include "kernels/cpu/detail/vec_math.hpp"
 #include "kernels/detail/host_backend.hpp"
+#include "kernels/merge_ops.hpp"
 
 namespace dd::kernels {
 namespace {
@@ -50,7 +51,7 @@ inline void ensure_openblas_single_threaded() {
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
-class cpu_backend final : public detail::host_backend {
+class cpu_backend final : public detail::host_backend, public fused_merge_ops {
  public:
   explicit cpu_backend(int threads) : threads_(threads), pool_(threads) {
     ensure_openblas_single_threaded();
@@ -717,6 +718,82 @@ class cpu_backend final : public detail::host_backend {
         momentum[i] = b;
         theta[i] -= lr * (delta[i] + mu * b);
       }
+    });
+  }
+
+  // The fused merge loops walk [0, n) in blocks of merge_block floats (16 KB, L1-resident): each
+  // block's weighted sum is formed in place (out, or a stack buffer), its Σ d² taken while it is
+  // hot, and the Nesterov step applied from it, so every input is read once. Per-element float
+  // math is the same expressions as weighted_sum / scale / nesterov_update above; the double
+  // Σ d² is one partial per block, added in block order, so the sum does not depend on threads.
+  static constexpr size_t merge_block = 4096;
+
+  /// o[0, len) = Σ_j w_j in_j[lo, lo + len) (weighted_sum's order); returns Σ o².
+  static double weighted_block(float* o, const float* const* inputs, const float* weights, int k,
+                               size_t lo, size_t len) {
+    const float w0 = weights[0];
+    const float* in0 = inputs[0] + lo;
+    for (size_t i = 0; i < len; ++i) o[i] = w0 * in0[i];
+    for (int j = 1; j < k; ++j) {
+      const float wj = weights[j];
+      const float* inj = inputs[j] + lo;
+      for (size_t i = 0; i < len; ++i) o[i] += wj * inj[i];
+    }
+    double acc = 0.0;
+#pragma omp simd reduction(+ : acc)
+    for (size_t i = 0; i < len; ++i) acc += double(o[i]) * double(o[i]);
+    return acc;
+  }
+
+  /// Runs f(block, lo, hi) for every merge_block of [0, n) on the pool (contiguous runs of blocks
+  /// per chunk) and returns the sum of the blocks' results in block order.
+  template <class F>
+  double over_merge_blocks(size_t n, size_t work_per_item, F&& f) const {
+    const size_t blocks = (n + merge_block - 1) / merge_block;
+    if (blocks == 0) return 0.0;
+    std::vector<double> partial(blocks, 0.0);
+    const int nc = static_cast<int>(std::min<size_t>(chunks_for(n * work_per_item), blocks));
+    for_chunks(blocks, nc, [&](int, size_t b0, size_t b1) {
+      for (size_t b = b0; b < b1; ++b) {
+        const size_t lo = b * merge_block;
+        partial[b] = f(lo, std::min(n, lo + merge_block));
+      }
+    });
+    double total = 0.0;
+    for (double s : partial) total += s;
+    return total;
+  }
+
+  double weighted_sum_sq(float* out, const float* const* inputs, const float* weights, int k,
+                         size_t n) override {
+    if (k <= 0) {
+      std::fill(out, out + n, 0.0f);
+      return 0.0;
+    }
+    return over_merge_blocks(n, static_cast<size_t>(k), [&](size_t lo, size_t hi) {
+      return weighted_block(out + lo, inputs, weights, k, lo, hi - lo);
+    });
+  }
+
+  double weighted_sum_nesterov(float* theta, float* momentum, const float* const* inputs,
+                               const float* weights, int k, float delta_scale, float lr, float mu,
+                               size_t n) override {
+    if (k <= 0) throw backend_error("weighted_sum_nesterov: no inputs");
+    return over_merge_blocks(n, static_cast<size_t>(k) + 4, [&](size_t lo, size_t hi) {
+      alignas(64) float d[merge_block];
+      const size_t len = hi - lo;
+      const double sq = weighted_block(d, inputs, weights, k, lo, len);
+      if (delta_scale != 1.0f) {
+        for (size_t i = 0; i < len; ++i) d[i] *= delta_scale;
+      }
+      float* th = theta + lo;
+      float* mo = momentum + lo;
+      for (size_t i = 0; i < len; ++i) {
+        const float b = mu * mo[i] + d[i];
+        mo[i] = b;
+        th[i] -= lr * (d[i] + mu * b);
+      }
+      return sq;
     });
   }
 

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -220,6 +221,14 @@ TEST_F(owner_core_test, bad_payloads_are_rejected_with_a_reason) {
   auto r1 = owner.on_push(make_push(0, 0, 0, 1, 10, 1, nan), 1.0);
   ASSERT_EQ(r1.what, status::rejected);
   EXPECT_EQ(r1.reject->reason, reject_reason::non_finite);
+  // The finiteness check is the per-tensor Σ v² taken on arrival: it names the tensor.
+  EXPECT_NE(r1.reject->detail.find("NaN or Inf in tensor '"), std::string::npos)
+      << r1.reject->detail;
+  auto inf = filled(0.1f);
+  inf[0] = -std::numeric_limits<float>::infinity();
+  auto r1b = owner.on_push(make_push(0, 0, 0, 1, 10, 4, inf), 1.0);
+  ASSERT_EQ(r1b.what, status::rejected);
+  EXPECT_EQ(r1b.reject->reason, reject_reason::non_finite);
   auto r2 = owner.on_push(make_push(0, 0, 0, 1, 10, 2, std::vector<float>(5, 0.1f)), 1.0);
   ASSERT_EQ(r2.what, status::rejected);
   EXPECT_EQ(r2.reject->reason, reject_reason::shape_mismatch);

@@ -4,7 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <iterator>
 #include <limits>
+#include <random>
 
 #include "runtime/merge.hpp"
 
@@ -268,6 +273,266 @@ TEST_P(Merge, TokenWeightsAreNormalizedByTheMerge) {
   EXPECT_EQ(compute_delta(*be_, layout(), zero, o, d).code(), errc::invalid_argument);
 }
 
+// ---- the fused outer step against the old math ----------------------------------------------
+//
+// Until the fused loops, outer_step was compute_delta into a fresh Δ through the backend's
+// single ops (a norm pass per contribution and tensor, weighted_sum, the direction's norm, scale,
+// Δ's norm), then scale by delta_scale and nesterov_update over the whole fragment. That code,
+// verbatim over the same ops, is old_outer_step below. The fused loops keep every float
+// expression and order; only the double sums (the norms) are added in another order (fixed
+// blocks instead of the backend's thread chunks, the contributions' norms from the arrival
+// check), so a norm may differ in its last bits and, rarely, RDA's float scale by one ulp.
+// Tolerance: θ and b within 1 ulp of the old math element by element, norms within 1e-12
+// relative, the same rule and fallback per tensor.
+
+result<merge_report> old_outer_step(kernels::backend& be, const fragment_layout& layout,
+                                    const std::vector<contribution>& contributions,
+                                    const merge_options& opts, float* theta, float* momentum,
+                                    float delta_scale) {
+  auto norm_of = [&](const float* x, size_t n) {
+    return n == 0 ? 0.0 : std::sqrt(be.sum_squares(x, n));
+  };
+  kernels::buffer<float> dbuf = be.alloc<float>(layout.numel);
+  float* delta = dbuf.data();
+  double wsum = 0.0;
+  for (const auto& c : contributions) wsum += c.weight;
+  std::vector<const float*> v;
+  std::vector<double> c;
+  merge_report report;
+  for (const auto& ct : contributions) {
+    v.push_back(ct.delta);
+    c.push_back(ct.weight / wsum);
+  }
+  auto weighted_average = [&](size_t off, size_t n) {
+    std::vector<const float*> ptrs;
+    std::vector<float> w;
+    for (size_t m = 0; m < v.size(); ++m) {
+      ptrs.push_back(v[m] + off);
+      w.push_back(static_cast<float>(c[m]));
+    }
+    be.weighted_sum(delta + off, ptrs.data(), w.data(), static_cast<int>(ptrs.size()), n);
+  };
+  double total_sq = 0.0;
+  for (const auto& t : layout.tensors) {
+    tensor_merge_report tr;
+    const size_t off = t.fragment_offset, n = t.numel;
+    if (t.is_embedding || opts.rule == merge_rule::weighted_average) {
+      tr.rule_used = merge_rule::weighted_average;
+      weighted_average(off, n);
+    } else {
+      std::vector<const float*> ptrs;
+      std::vector<float> coef;
+      double target_norm = 0.0, coef_sum = 0.0;
+      for (size_t m = 0; m < v.size(); ++m) {
+        const double nm = norm_of(v[m] + off, n);
+        target_norm += c[m] * nm;
+        if (nm > opts.zero_norm && c[m] > 0.0) {
+          ptrs.push_back(v[m] + off);
+          coef.push_back(static_cast<float>(c[m] / nm));
+          coef_sum += c[m];
+        }
+      }
+      bool fallback = ptrs.empty();
+      if (!fallback) {
+        be.weighted_sum(delta + off, ptrs.data(), coef.data(), static_cast<int>(ptrs.size()), n);
+        const double s = norm_of(delta + off, n);
+        if (s <= opts.cancel_epsilon * coef_sum)
+          fallback = true;
+        else
+          be.scale(delta + off, static_cast<float>(target_norm / s), n);
+      }
+      if (fallback) {
+        weighted_average(off, n);
+        tr.rule_used = merge_rule::weighted_average;
+        tr.fallback = true;
+      } else {
+        tr.rule_used = merge_rule::rda;
+      }
+    }
+    tr.delta_norm = norm_of(delta + off, n);
+    total_sq += tr.delta_norm * tr.delta_norm;
+    report.tensors.push_back(tr);
+  }
+  report.delta_norm = std::sqrt(total_sq);
+  if (delta_scale != 1.0f) be.scale(delta, delta_scale, layout.numel);
+  be.nesterov_update(theta, momentum, delta, opts.outer_lr, opts.outer_momentum, layout.numel);
+  return report;
+}
+
+/// |a − b| in units in the last place of float (ordered bit patterns).
+int64_t ulp_distance(float a, float b) {
+  auto ordered = [](float x) {
+    int32_t i;
+    std::memcpy(&i, &x, sizeof i);
+    return i < 0 ? int64_t{INT32_MIN} - int64_t{i} : int64_t{i};
+  };
+  return std::llabs(ordered(a) - ordered(b));
+}
+
+/// An embedding and RDA tensors around the cpu backend's 4096-float merge block, one empty.
+fragment_layout mixed_layout() {
+  fragment_layout l;
+  l.fragment_id = 0;
+  size_t off = 0;
+  const size_t sizes[] = {1000, 4096, 10007, 0, 333, 9000};
+  for (size_t i = 0; i < std::size(sizes); ++i) {
+    l.tensors.push_back({i, "t" + std::to_string(i), off, off, sizes[i], i == 0});
+    off += sizes[i];
+  }
+  l.numel = off;
+  return l;
+}
+
+struct fused_case {
+  const char* backend;
+  int threads;
+};
+
+class FusedMerge : public ::testing::TestWithParam<fused_case> {};
+
+TEST_P(FusedMerge, FusedOuterStepMatchesTheOldMath) {
+  const uint32_t seed = 20261206;
+  std::printf("seed %u\n", seed);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> gauss(0.0f, 1e-3f);
+  auto be = kernels::make_backend(GetParam().backend, {GetParam().threads, 0});
+  const auto lay = mixed_layout();
+  const size_t n = lay.numel;
+  size_t elements = 0, differing = 0;
+  for (int trial = 0; trial < 24; ++trial) {
+    const int M = 1 + trial % 5;
+    merge_options o;
+    o.rule = trial % 4 == 3 ? merge_rule::weighted_average : merge_rule::rda;
+    const float scale = trial % 3 == 2 ? 0.5f : 1.0f;
+    std::vector<std::vector<float>> host(M, std::vector<float>(n));
+    for (auto& h : host)
+      for (auto& x : h) x = gauss(rng);
+    if (trial == 6) {  // contributor 1 cancels contributor 0 in every tensor: RDA falls back
+      for (size_t i = 0; i < n; ++i) host[1][i] = -2.0f * host[0][i];
+    }
+    if (trial == 7) std::fill(host[0].begin(), host[0].end(), 0.0f);  // a zero push
+    std::vector<kernels::buffer<float>> dev;
+    std::vector<std::vector<double>> sq(M);
+    std::vector<contribution> with_sq, without_sq;
+    for (int m = 0; m < M; ++m) {
+      dev.push_back(be->alloc<float>(n));
+      be->upload(dev.back().data(), host[m].data(), n);
+      sq[m] = tensor_sum_squares(lay, host[m].data());
+      contribution c{dev.back().data(), trial == 6 ? 1.0 : 1.0 + m * 0.37, 0, m};
+      without_sq.push_back(c);
+      c.tensor_sq = &sq[m];
+      with_sq.push_back(c);
+    }
+    std::vector<float> theta0(n), mom0(n);
+    for (auto& x : theta0) x = gauss(rng) * 100.0f;
+    for (auto& x : mom0) x = gauss(rng);
+    auto state = [&](const std::vector<float>& h) {
+      auto b = be->alloc<float>(n);
+      be->upload(b.data(), h.data(), n);
+      return b;
+    };
+    auto th_old = state(theta0), mo_old = state(mom0);
+    auto old = old_outer_step(*be, lay, without_sq, o, th_old.data(), mo_old.data(), scale);
+    ASSERT_TRUE(old.ok());
+    std::vector<float> want_th(n), want_mo(n);
+    be->download(want_th.data(), th_old.data(), n);
+    be->download(want_mo.data(), mo_old.data(), n);
+    for (const auto* in : {&with_sq, &without_sq}) {
+      auto th = state(theta0), mo = state(mom0);
+      auto got = outer_step(*be, lay, *in, o, th.data(), mo.data(), nullptr, scale);
+      ASSERT_TRUE(got.ok()) << got.error().message;
+      std::vector<float> got_th(n), got_mo(n);
+      be->download(got_th.data(), th.data(), n);
+      be->download(got_mo.data(), mo.data(), n);
+      for (size_t i = 0; i < n; ++i) {
+        ASSERT_LE(ulp_distance(got_th[i], want_th[i]), 1) << "trial " << trial << " θ[" << i << "]";
+        ASSERT_LE(ulp_distance(got_mo[i], want_mo[i]), 1) << "trial " << trial << " b[" << i << "]";
+        differing += (got_th[i] != want_th[i]) + (got_mo[i] != want_mo[i]);
+      }
+      elements += 2 * n;
+      ASSERT_EQ(got->tensors.size(), old->tensors.size());
+      for (size_t t = 0; t < lay.tensors.size(); ++t) {
+        EXPECT_EQ(got->tensors[t].rule_used, old->tensors[t].rule_used) << "trial " << trial;
+        EXPECT_EQ(got->tensors[t].fallback, old->tensors[t].fallback) << "trial " << trial;
+        EXPECT_NEAR(got->tensors[t].delta_norm, old->tensors[t].delta_norm,
+                    1e-12 * old->tensors[t].delta_norm + 1e-300)
+            << "trial " << trial << " tensor " << t;
+      }
+      if (trial == 6) {
+        EXPECT_TRUE(got->tensors[1].fallback);
+      }
+      // compute_delta stores the same Δ the fused step applied: its norms agree.
+      auto d = be->alloc<float>(n);
+      auto cd = compute_delta(*be, lay, *in, o, d.data());
+      ASSERT_TRUE(cd.ok());
+      EXPECT_NEAR(cd->delta_norm, old->delta_norm, 1e-12 * old->delta_norm);
+    }
+  }
+  std::printf("%zu of %zu values differ from the old math by one ulp\n", differing, elements);
+}
+
+TEST(FusedMergeThreads, CpuResultDoesNotDependOnTheThreadCount) {
+  const auto lay = mixed_layout();
+  const size_t n = lay.numel;
+  std::vector<float> a(n), b(n), th0(n, 0.5f), mo0(n, 0.1f);
+  for (size_t i = 0; i < n; ++i) {
+    a[i] = std::sin(0.001f * static_cast<float>(i)) * 1e-3f;
+    b[i] = std::cos(0.0007f * static_cast<float>(i)) * 2e-3f;
+  }
+  std::vector<std::vector<float>> results;
+  std::vector<double> norms;
+  for (int threads : {1, 2, 3}) {
+    auto be = kernels::make_backend("cpu", {threads, 0});
+    auto da = be->alloc<float>(n), db = be->alloc<float>(n), th = be->alloc<float>(n),
+         mo = be->alloc<float>(n);
+    be->upload(da.data(), a.data(), n);
+    be->upload(db.data(), b.data(), n);
+    be->upload(th.data(), th0.data(), n);
+    be->upload(mo.data(), mo0.data(), n);
+    std::vector<contribution> c = {{da.data(), 2.0, 0, 0}, {db.data(), 3.0, 0, 1}};
+    auto r = outer_step(*be, lay, c, merge_options{}, th.data(), mo.data());
+    ASSERT_TRUE(r.ok());
+    std::vector<float> out(2 * n);
+    be->download(out.data(), th.data(), n);
+    be->download(out.data() + n, mo.data(), n);
+    results.push_back(out);
+    norms.push_back(r->delta_norm);
+  }
+  EXPECT_EQ(results[0], results[1]);
+  EXPECT_EQ(results[0], results[2]);
+  EXPECT_EQ(norms[0], norms[1]);
+  EXPECT_EQ(norms[0], norms[2]);
+}
+
+TEST(MergeMath, TensorSumSquaresChecksFinitenessAndGivesTheNorms) {
+  fragment_layout l;
+  l.tensors.push_back({0, "a", 0, 0, 2, false});
+  l.tensors.push_back({1, "b", 2, 2, 3, false});
+  l.numel = 5;
+  std::vector<float> v = {3, 4, 1, 2, 2};
+  EXPECT_EQ(tensor_sum_squares(l, v.data()), (std::vector<double>{25.0, 9.0}));
+  // The largest float squared stays finite in double: only Inf and NaN make a sum non-finite.
+  v[0] = std::numeric_limits<float>::max();
+  EXPECT_TRUE(std::isfinite(tensor_sum_squares(l, v.data())[0]));
+  v[3] = std::numeric_limits<float>::infinity();
+  auto s = tensor_sum_squares(l, v.data());
+  EXPECT_TRUE(std::isfinite(s[0]));
+  EXPECT_FALSE(std::isfinite(s[1]));
+  v[3] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_FALSE(std::isfinite(tensor_sum_squares(l, v.data())[1]));
+}
+
+TEST_P(Merge, WrongNumberOfArrivalNormsIsAnError) {
+  std::vector<double> sq = {1.0};  // the layout has two tensors
+  std::vector<contribution> c = {{dev({1, 2, 3, 0, 0}), 1.0, 0, 5}};
+  c[0].tensor_sq = &sq;
+  float* d = dev_mut(std::vector<float>(5, 0.0f));
+  auto r = compute_delta(*be_, layout(), c, merge_options{}, d);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.code(), errc::invalid_argument);
+  EXPECT_NE(r.error().message.find("learner 5"), std::string::npos);
+}
+
 TEST(MergeMath, TokenWeightAndParsing) {
   EXPECT_EQ(token_weight(100, 4), 2500.0);
   EXPECT_EQ(token_weight(0, 4), 0.0);
@@ -278,6 +543,13 @@ TEST(MergeMath, TokenWeightAndParsing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Merge, ::testing::Values("reference", "cpu"));
+INSTANTIATE_TEST_SUITE_P(Backends, FusedMerge,
+                         ::testing::Values(fused_case{"reference", 1}, fused_case{"cpu", 1},
+                                           fused_case{"cpu", 2}),
+                         [](const auto& param_info) {
+                           return std::string(param_info.param.backend) + "_" +
+                                  std::to_string(param_info.param.threads);
+                         });
 
 }  // namespace
 }  // namespace dd

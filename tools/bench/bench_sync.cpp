@@ -5,14 +5,15 @@
 //  1. Owner merge throughput. C contributors (--contributors, default 8) of S MB each (--size-mb,
 //     default 64 = 16 Mi floats) are merged by the fragment owners' math (runtime/merge.hpp:
 //     compute_delta and outer_step, RDA and weighted average, token weights w = tokens²/steps;
-//     merge options from actors/nodes/role_contexts.hpp for the default experiment when dd_actors is
-//     built) on the backend the owners use ("cpu", 1 thread by default, as actors/nodes/job_runner.cpp gives
-//     each owner), over a flat fragment of --tensors tensors (default 4; tensor 0 is an
-//     embedding, merged by weighted average even under RDA). The baseline is a plain memcpy of
-//     the same C·S bytes into separate destination buffers. Throughput = contributor bytes / s
-//     (1 GB = 1e9 bytes) for every kind, so merge/memcpy is a ratio of times for the same input.
-//     Kinds are interleaved in each of --repeats rounds; medians are printed, and the ratio is the
-//     median over rounds of (merge GB/s / memcpy GB/s of the same round).
+//     merge options from actors/nodes/role_contexts.hpp for the default experiment when dd_actors
+//     is built) on the backend the owners use ("cpu", 1 thread by default, as
+//     actors/nodes/job_runner.cpp gives each owner), over a flat fragment of --tensors tensors
+//     (default 4; tensor 0 is an embedding, merged by weighted average even under RDA). The
+//     baseline is a plain memcpy of the same C·S bytes into separate destination buffers.
+//     Throughput = contributor bytes / s (1 GB = 1e9 bytes) for every kind, so merge/memcpy is a
+//     ratio of times for the same input. Kinds are interleaved in each of --repeats rounds; medians
+//     are printed, and the ratio is the median over rounds of (merge GB/s / memcpy GB/s of the same
+//     round).
 //  2. Learner tokens/s with synchronization on and off. The same experiment (default
 //     examples/shakespeare.lua with budget.steps = 24, one sync cycle, and no periodic
 //     evaluation) is run in-process with actors::run_job; "off" overrides sync.interval to a
@@ -33,6 +34,7 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <sys/resource.h>
@@ -42,6 +44,7 @@
 #include "runtime/fragments.hpp"
 #include "runtime/merge.hpp"
 #include "tools/bench/bench_flags.hpp"
+#include "tools/bench/profiling_backend.hpp"
 
 #ifdef DD_BENCH_HAVE_ACTORS
 #include "actors/nodes/job_runner.hpp"
@@ -117,6 +120,8 @@ int bench_merge(int contributors, int size_mb, int tensors, int repeats, int thr
   const size_t bytes = numel * sizeof(float);
   const double total_bytes = static_cast<double>(bytes) * contributors;
   auto be = dd::kernels::make_backend("cpu", {threads, 0});
+  const int be_threads =
+      threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   const auto layout = flat_layout(numel, tensors);
 
   std::printf("== 1. owner merge throughput (backend %s, %d thread%s) ==\n", be->name().c_str(),
@@ -146,13 +151,23 @@ int bench_merge(int contributors, int size_mb, int tensors, int repeats, int thr
       contribs.push_back(c);
     }
   }
+  // Σ v² per tensor of every push, as the owner takes it when it checks a push on arrival
+  // (owner_core::on_push; it replaced the finiteness pass there). Timed below as its own row.
+  std::vector<std::vector<double>> arrival_sq(static_cast<size_t>(contributors));
+  for (int m = 0; m < contributors; ++m) {
+    arrival_sq[m] = dd::tensor_sum_squares(layout, src[m].data());
+    contribs[m].tensor_sq = &arrival_sq[m];
+  }
+  std::vector<dd::contribution> contribs_no_sq = contribs;
+  for (auto& c : contribs_no_sq) c.tensor_sq = nullptr;
   auto theta = be->alloc<float>(numel);
   auto momentum = be->alloc<float>(numel);
   auto delta = be->alloc<float>(numel);
+  auto scratch = be->alloc<float>(numel);  // the owner keeps one between merges
 
 #ifdef DD_BENCH_HAVE_ACTORS
-  // The fragment owners' merge options as the job builds them (actors/nodes/role_contexts.hpp), from
-  // the default experiment (ALGORITHM.md's outer lr and momentum).
+  // The fragment owners' merge options as the job builds them (actors/nodes/role_contexts.hpp),
+  // from the default experiment (ALGORITHM.md's outer lr and momentum).
   dd::merge_options rda = dd::actors::owner_options_of(dd::config::experiment{}, layout, "").merge;
   // The bench keeps no ring of earlier versions: every Δ is taken against its push's own base.
   rda.anchor = dd::merge_anchor::base;
@@ -163,26 +178,56 @@ int bench_merge(int contributors, int size_mb, int tensors, int repeats, int thr
   dd::merge_options avg = rda;
   avg.rule = dd::merge_rule::weighted_average;
 
+  // The merge as it was before the fused loops: the backend's single ops one after the other
+  // (a backend without kernels::fused_merge_ops, here the cpu backend behind a forwarding
+  // wrapper) and the norms taken in the merge.
+  dd::bench::profiling_backend single_ops(*be);
+  enum op_kind { op_memcpy, op_delta, op_outer, op_outer_no_sq, op_outer_old, op_arrival };
   struct kind {
     const char* name;
-    int op;  // 0 memcpy, 1 compute_delta, 2 outer_step
+    op_kind op;
     const dd::merge_options* opts;
     std::vector<double> gbps, ratio;
   };
-  std::vector<kind> kinds = {{"memcpy (baseline)", 0, nullptr, {}, {}},
-                             {"compute_delta  rda", 1, &rda, {}, {}},
-                             {"outer_step     rda", 2, &rda, {}, {}},
-                             {"compute_delta  weighted_average", 1, &avg, {}, {}},
-                             {"outer_step     weighted_average", 2, &avg, {}, {}}};
+  std::vector<kind> kinds = {{"memcpy (baseline)", op_memcpy, nullptr, {}, {}},
+                             {"compute_delta  rda", op_delta, &rda, {}, {}},
+                             {"outer_step     rda", op_outer, &rda, {}, {}},
+                             {"compute_delta  weighted_average", op_delta, &avg, {}, {}},
+                             {"outer_step     weighted_average", op_outer, &avg, {}, {}},
+                             {"outer_step rda, norms in merge", op_outer_no_sq, &rda, {}, {}},
+                             {"outer_step rda, single ops", op_outer_old, &rda, {}, {}},
+                             {"outer_step avg, single ops", op_outer_old, &avg, {}, {}},
+                             {"arrival check (1 thread)", op_arrival, nullptr, {}, {}}};
+  // memcpy on the merge's thread count: each thread copies its slice of every contribution.
+  const int copiers = std::max(1, be_threads);
+  auto parallel_memcpy = [&] {
+    auto copy_slice = [&](int t) {
+      const size_t lo = bytes * static_cast<size_t>(t) / static_cast<size_t>(copiers);
+      const size_t hi = bytes * static_cast<size_t>(t + 1) / static_cast<size_t>(copiers);
+      for (int m = 0; m < contributors; ++m)
+        std::memcpy(reinterpret_cast<char*>(dst[m].data()) + lo,
+                    reinterpret_cast<const char*>(src[m].data()) + lo, hi - lo);
+    };
+    std::vector<std::thread> pool;
+    for (int t = 1; t < copiers; ++t) pool.emplace_back(copy_slice, t);
+    copy_slice(0);
+    for (auto& th : pool) th.join();
+  };
   int rda_fallbacks = 0;
+  double sink = 0.0;  // keeps the arrival check's result alive
   auto run_once = [&](const kind& k) -> double {
     const double t0 = now();
-    if (k.op == 0) {
-      for (int m = 0; m < contributors; ++m) std::memcpy(dst[m].data(), src[m].data(), bytes);
+    if (k.op == op_memcpy) {
+      parallel_memcpy();
+    } else if (k.op == op_arrival) {
+      for (int m = 0; m < contributors; ++m)
+        sink += dd::tensor_sum_squares(layout, src[m].data()).front();
     } else {
-      auto r = k.op == 1
-                   ? dd::compute_delta(*be, layout, contribs, *k.opts, delta.data())
-                   : dd::outer_step(*be, layout, contribs, *k.opts, theta.data(), momentum.data());
+      auto r =
+          k.op == op_delta
+              ? dd::compute_delta(*be, layout, contribs, *k.opts, delta.data())
+              : dd::outer_step(*be, layout, k.op == op_outer ? contribs : contribs_no_sq, *k.opts,
+                               theta.data(), momentum.data(), nullptr, 1.0f, scratch.data());
       if (!r) throw std::runtime_error("merge failed: " + r.error().message);
       for (const auto& t : r->tensors) rda_fallbacks += t.fallback ? 1 : 0;
     }
@@ -195,7 +240,7 @@ int bench_merge(int contributors, int size_mb, int tensors, int repeats, int thr
     for (auto& k : kinds) {
       const double gbps = total_bytes / run_once(k) * 1e-9;
       k.gbps.push_back(gbps);
-      if (k.op == 0) base = gbps;
+      if (k.op == op_memcpy) base = gbps;
       k.ratio.push_back(gbps / base);
     }
   }
@@ -204,9 +249,11 @@ int bench_merge(int contributors, int size_mb, int tensors, int repeats, int thr
     std::printf("  %-32s %10.2f %16.3f\n", k.name, median(k.gbps), median(k.ratio));
   std::printf(
       "  (GB/s = %d x %d MB of contributions / seconds, median of %d; ratio = median of "
-      "per-round ratios)\n",
-      contributors, size_mb, repeats);
+      "per-round ratios; memcpy on %d thread%s as the merge; outer_step takes each push's "
+      "tensor norms from its arrival check, as the owner does, and reuses one scratch)\n",
+      contributors, size_mb, repeats, copiers, copiers == 1 ? "" : "s");
   if (rda_fallbacks > 0) std::printf("  note: %d RDA tensor fallbacks occurred\n", rda_fallbacks);
+  if (!(sink == sink)) std::printf("  note: the arrival check saw a NaN\n");
   return 0;
 }
 
@@ -356,7 +403,8 @@ int main(int argc, char** argv) {
     std::printf(
         "usage: dd-bench-sync [--part all|merge|cluster]\n"
         "  merge:   [--contributors C (8)] [--size-mb S (64, per contributor)] [--tensors T (4)]\n"
-        "           [--repeats R (5)] [--threads N (1, as each fragment owner)]\n"
+        "           [--repeats R (5)] [--threads N (1, as each fragment owner; 0 = all cores;\n"
+        "           the memcpy baseline runs on as many)]\n"
         "  cluster: [--experiment FILE (examples/shakespeare.lua)] [--steps N (24)]\n"
         "           [--rounds R (3)] [--set key=value ...] and, overriding the file only\n"
         "           when given: [--learners M] [--batch B] [--width C] [--layers L]\n"
