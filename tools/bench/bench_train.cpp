@@ -8,14 +8,20 @@
 //  2. the training step's achieved GFLOP/s = model FLOPs per token × tokens/s, with FLOPs per
 //     token = 6·(L·12·C² + V·C) + 6·L·T·C (gpt_flops_per_token: matmul weights incl. the tied
 //     LM head, attention counted causally — see runtime/gpt.hpp);
-//  3. the ratio achieved / sgemm mix (the foundation issue's target is >= 0.4).
+//  3. the ratio achieved / sgemm mix (the foundation issue's target is >= 0.4);
+//  4. with --profile, the per-op profile of the timed steps (tools/bench/profiling_backend.hpp):
+//     ms per step and share of the step for every backend op, matmuls by shape with their
+//     GFLOP/s and that as a fraction of the sgemm GFLOP/s at the same shape from part 1 (forward
+//     orientation; a backward matmul is two sgemms in other orientations).
 #include <cblas.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -26,6 +32,7 @@
 #include "runtime/gpt.hpp"
 #include "runtime/trainer.hpp"
 #include "tools/bench/bench_flags.hpp"
+#include "tools/bench/profiling_backend.hpp"
 
 namespace {
 
@@ -49,6 +56,39 @@ double time_sgemm(int N, int IC, int OC, int repeats) {
 
 using dd::bench::arg_int;
 
+/// The per-op table of --profile: ms per step, share of the step, and for matmuls GFLOP/s and
+/// that over the sgemm GFLOP/s measured at the same (IC, OC) in part 1.
+void print_profile(const dd::bench::profiling_backend& prof, double step_seconds, int steps,
+                   const std::map<std::pair<int, int>, double>& sgemm_at) {
+  std::vector<std::pair<std::string, dd::bench::profiling_backend::entry>> rows(
+      prof.entries().begin(), prof.entries().end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto& a, const auto& b) { return a.second.seconds > b.second.seconds; });
+  double in_ops = 0;
+  for (const auto& r : rows) in_ops += r.second.seconds;
+  std::printf("per-op profile (%d steps; %% of the trainer's step time):\n", steps);
+  std::printf("  %-34s %8s %9s %7s %9s %9s\n", "op", "calls/st", "ms/step", "share", "GFLOP/s",
+              "/sgemm");
+  for (const auto& [name, e] : rows) {
+    std::string gf = "", rel = "";
+    if (e.flops > 0) {
+      const double g = e.flops / e.seconds * 1e-9;
+      gf = fmt::format("{:.1f}", g);
+      int ic = 0, oc = 0;
+      if (std::sscanf(name.c_str(), "%*s %d->%d", &ic, &oc) == 2) {
+        auto it = sgemm_at.find({ic, oc});
+        if (it != sgemm_at.end()) rel = fmt::format("{:.2f}", g / it->second);
+      }
+    }
+    std::printf("  %-34s %8.1f %9.2f %6.1f%% %9s %9s\n", name.c_str(),
+                static_cast<double>(e.calls) / steps, e.seconds / steps * 1e3,
+                100.0 * e.seconds / step_seconds, gf.c_str(), rel.c_str());
+  }
+  std::printf("  %-34s %8s %9.2f %6.1f%%\n", "outside backend ops", "",
+              (step_seconds - in_ops) / steps * 1e3,
+              100.0 * (step_seconds - in_ops) / step_seconds);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -58,7 +98,9 @@ int main(int argc, char** argv) {
           "usage: dd-bench-train [--threads N (default 2)] [--steps N (default 30)] [--batch B "
           "(16)]\n"
           "                      [--context T (128)] [--layers L (4)] [--heads H (4)] [--width C "
-          "(128)]\n");
+          "(128)]\n"
+          "                      [--profile]  (per-op time of the timed steps, after the "
+          "summary)\n");
       return 0;
     }
   {
@@ -70,10 +112,13 @@ int main(int argc, char** argv) {
                             {"--context", flag_spec::number},
                             {"--layers", flag_spec::number},
                             {"--heads", flag_spec::number},
-                            {"--width", flag_spec::number}});
+                            {"--width", flag_spec::number},
+                            {"--profile", flag_spec::boolean}});
   }
   const int threads = arg_int(argc, argv, "--threads", 2);
   const int steps = arg_int(argc, argv, "--steps", 30);
+  bool profile = false;
+  for (int i = 1; i < argc; ++i) profile = profile || std::string(argv[i]) == "--profile";
   dd::trainer_config cfg;
   cfg.batch = arg_int(argc, argv, "--batch", 16);
   cfg.model.context = cfg.seq_len = arg_int(argc, argv, "--context", 128);
@@ -103,11 +148,13 @@ int main(int argc, char** argv) {
         threads, L, C, V, cfg.seq_len, cfg.batch, N);
     std::printf("cblas_sgemm (OpenBLAS, %d threads), out(N,OC) = in(N,IC) * W^T:\n", threads);
     double mix_flops = 0, mix_seconds = 0;
+    std::map<std::pair<int, int>, double> sgemm_at;  // (IC, OC) -> GFLOP/s
     for (const auto& s : shapes) {
       time_sgemm(N, s.IC, s.OC, 3);  // warm up
       const double t = time_sgemm(N, s.IC, s.OC, 20);
       const double fl = 2.0 * N * s.IC * s.OC;
       std::printf("  %-10s IC=%4d OC=%4d : %7.1f GFLOP/s\n", s.what, s.IC, s.OC, fl / t * 1e-9);
+      sgemm_at[{s.IC, s.OC}] = fl / t * 1e-9;
       mix_flops += fl * s.per_pass;
       mix_seconds += t * s.per_pass;
     }
@@ -117,8 +164,12 @@ int main(int argc, char** argv) {
 
     // ---- 2. training steps ----
     const auto data = dd::text_dataset::from_file("../shared/data/tinyshakespeare/input.txt");
-    dd::trainer tr(*be, data, cfg);
+    // With --profile every op goes through a timing wrapper (one clock read pair per op).
+    dd::bench::profiling_backend prof(*be);
+    dd::kernels::backend& run_be = profile ? static_cast<dd::kernels::backend&>(prof) : *be;
+    dd::trainer tr(run_be, data, cfg);
     for (int i = 0; i < 3; ++i) tr.step();  // warm up (allocation, caches)
+    prof.reset();
     double secs = 0;
     int64_t tokens = 0;
     for (int i = 0; i < steps; ++i) {
@@ -135,6 +186,7 @@ int main(int argc, char** argv) {
                 fpt);
     std::printf("achieved: %.1f GFLOP/s | sgemm mix: %.1f GFLOP/s | ratio %.2f (target >= 0.4)\n",
                 step_gflops, sgemm_gflops, step_gflops / sgemm_gflops);
+    if (profile) print_profile(prof, secs, steps, sgemm_at);
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dd-bench-train: error: %s\n", e.what());
