@@ -3,7 +3,8 @@
 
 Runs the PyTorch twin (dd_gpt.py: same GPT-2 architecture, tied head, AdamW, grad clipping) at
 each thread count in --torch-threads and keeps the best, then runs `dd-node train` at each count
-in --dd-threads and keeps the best, and prints tokens/s for both and the ratio ours / PyTorch.
+in --dd-threads and keeps the best, and prints tokens/s for both and the ratio ours / PyTorch;
+with --rounds R it does so R times, alternating which side goes first, and prints the medians.
 Timings exclude start-up: PyTorch skips its first 3 steps; dd-node's tokens/s is the mean of its
 step times (its progress lines), read from its last progress line.
 
@@ -20,6 +21,7 @@ running: repeat and compare medians.
 import argparse
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -82,6 +84,8 @@ def main():
     ap.add_argument("--width", type=int, default=128)
     ap.add_argument("--torch-threads", default="1,2")
     ap.add_argument("--dd-threads", default="1,2")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="rounds, alternating which side runs first; the ratio is their median")
     a = ap.parse_args()
     cfg = {"vocab": 256, "context": a.context, "layers": a.layers, "heads": a.heads, "width": a.width}
     tokens = a.steps * a.batch * a.context
@@ -89,18 +93,31 @@ def main():
     n_params = sum(p.numel() for p in init.values())
     print(f"model L={a.layers} C={a.width} heads={a.heads} ({n_params / 1e6:.2f}M params), "
           f"batch {a.batch}x{a.context}, {a.steps} steps = {tokens} tokens each run")
-    best_t = 0.0
-    for th in [int(x) for x in a.torch_threads.split(",")]:
-        tps = torch_tokens_per_second(cfg, a.batch, a.context, a.steps, th, init)
-        print(f"  PyTorch {torch.__version__} threads={th}: {tps:8.0f} tokens/s")
-        best_t = max(best_t, tps)
-    best_d = 0.0
-    for th in [int(x) for x in a.dd_threads.split(",")]:
-        tps = dd_tokens_per_second(a.dd_node, a.batch, a.context, a.steps, th, cfg)
-        print(f"  dd-node train threads={th}: {tps:8.0f} tokens/s")
-        best_d = max(best_d, tps)
-    print(f"best PyTorch {best_t:.0f} tokens/s | best ours {best_d:.0f} tokens/s | ratio ours/PyTorch {best_d / best_t:.2f} (target >= 1.3)")
-
+    ratios, bests_t, bests_d = [], [], []
+    for r in range(a.rounds):
+        # Alternate which side goes first, so a load change on the shared machine falls on both.
+        sides = ["torch", "dd"] if r % 2 == 0 else ["dd", "torch"]
+        best = {"torch": 0.0, "dd": 0.0}
+        for side in sides:
+            if side == "torch":
+                for th in [int(x) for x in a.torch_threads.split(",")]:
+                    tps = torch_tokens_per_second(cfg, a.batch, a.context, a.steps, th, init)
+                    print(f"  round {r + 1}: PyTorch {torch.__version__} threads={th}: {tps:8.0f} tokens/s")
+                    best["torch"] = max(best["torch"], tps)
+            else:
+                for th in [int(x) for x in a.dd_threads.split(",")]:
+                    tps = dd_tokens_per_second(a.dd_node, a.batch, a.context, a.steps, th, cfg)
+                    print(f"  round {r + 1}: dd-node train threads={th}: {tps:8.0f} tokens/s")
+                    best["dd"] = max(best["dd"], tps)
+        ratios.append(best["dd"] / best["torch"])
+        bests_t.append(best["torch"])
+        bests_d.append(best["dd"])
+        print(f"  round {r + 1}: best PyTorch {best['torch']:.0f} | best ours {best['dd']:.0f} | "
+              f"ratio {ratios[-1]:.2f}")
+    print(f"median best PyTorch {statistics.median(bests_t):.0f} tokens/s | median best ours "
+          f"{statistics.median(bests_d):.0f} tokens/s | median ratio ours/PyTorch "
+          f"{statistics.median(ratios):.2f} (per round {', '.join(f'{x:.2f}' for x in ratios)}; "
+          f"target >= 1.3)")
 
 if __name__ == "__main__":
     main()
