@@ -46,8 +46,10 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
   mctx->steps_per_learner = setup.steps_per_learner;
   if (!sim) {
     mctx->record_path = (fs::path(setup.run_dir) / "monitor.json").string();
-    mctx->loss_path = (fs::path(setup.run_dir) / "learner_loss.csv").string();
-    if (remote) mctx->forward_dir = (fs::path(setup.run_dir) / "nodes").string();
+    // The node's recorder: every heartbeat's loss, and the learner nodes' forwarded events.
+    mctx->recorder = std::make_shared<node_recorder>(
+        setup.log.get(), (fs::path(setup.run_dir) / "learner_loss.csv").string(),
+        remote ? (fs::path(setup.run_dir) / "nodes").string() : std::string());
   }
   mctx->restored_record = setup.monitor_record;
   node.monitor = self->spawn(health_monitor, std::shared_ptr<const monitor_context>(mctx));

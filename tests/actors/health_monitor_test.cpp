@@ -475,27 +475,28 @@ TEST(monitor_leave, a_learner_whose_node_was_stopped_stays_unfinished_and_its_id
 // monitor started; a record without the field (an older writer) restores 0; a negative or
 // non-finite one is refused naming the field.
 TEST(monitor_record, training_seconds_survive_a_resume) {
-  monitor_state st;
-  st.seconds_before = 12.5;
-  st.started_s = 100.0;
-  st.mean_step = 3.0;
-  st.learners[1].step = 7;
-  const auto rec = monitor_record(st, 104.25);
+  membership_options o;
+  membership st(o, 100.0);
+  monitor_record before;
+  before.training_seconds = 12.5;
+  before.mean_step = 3.0;
+  before.learners.push_back({1, 0, false, 7, 0, 0, 0.0, 0.0, {}});
+  st.restore(before, 100.0);
+  const auto rec = st.record(104.25).to_json();
   EXPECT_DOUBLE_EQ(rec["training_seconds"].get<double>(), 16.75);
-  monitor_state back;
-  restore_monitor_record(back, rec);
-  EXPECT_DOUBLE_EQ(back.seconds_before, 16.75);
-  EXPECT_EQ(back.learners.at(1).step, 7u);
+  membership back(o, 0.0);
+  back.restore(monitor_record::from_json(rec), 0.0);
+  EXPECT_DOUBLE_EQ(back.seconds_before(), 16.75);
+  EXPECT_EQ(back.learners().at(1).step, 7u);
   auto old = rec;
   old.erase("training_seconds");
-  monitor_state older;
-  restore_monitor_record(older, old);
-  EXPECT_DOUBLE_EQ(older.seconds_before, 0.0);
+  membership older(o, 0.0);
+  older.restore(monitor_record::from_json(old), 0.0);
+  EXPECT_DOUBLE_EQ(older.seconds_before(), 0.0);
   auto bad = rec;
   bad["training_seconds"] = -1.0;
-  monitor_state refused;
   try {
-    restore_monitor_record(refused, bad);
+    monitor_record::from_json(bad);
     ADD_FAILURE() << "a negative training_seconds was accepted";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("training_seconds"), std::string::npos) << e.what();
@@ -521,17 +522,15 @@ TEST(monitor_record, a_resumed_run_whose_learners_all_finished_is_done_at_once) 
                   [](atoms::interrupt_timeout_atom) {}};
         },
         0);
-    monitor_state before;
-    before.learners[0].step = 50;
-    before.learners[0].finished = true;
-    before.learners[1].step = all_finished ? 50 : 20;
-    before.learners[1].finished = all_finished;
+    monitor_record before;
+    before.learners.push_back({0, 0, true, 50, 0, 0, 0.0, 0.0, {}});
+    before.learners.push_back({1, 0, all_finished, all_finished ? 50u : 20u, 0, 0, 0.0, 0.0, {}});
     auto ctx = std::make_shared<monitor_context>();
     ctx->learners = 2;
     ctx->fragments = 0;
     ctx->remote_learners = true;
     ctx->job = job;
-    ctx->restored_record = monitor_record(before);
+    ctx->restored_record = before.to_json();
     auto monitor = env.sys->spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
     env.run();
     EXPECT_EQ(*told, all_finished) << (all_finished ? "all finished" : "one unfinished");
@@ -596,10 +595,10 @@ TEST(monitor_node_join, a_silent_learner_s_own_node_gets_its_id_back) {
   // The join was recorded under another CAF node id (a garbled handshake).
   auto* m = dynamic_cast<monitor_actor*>(caf::actor_cast<caf::abstract_actor*>(monitor));
   ASSERT_NE(m, nullptr);
-  ASSERT_TRUE(m->state.learners.at(0).alive);
+  ASSERT_TRUE(m->state.core->learners().at(0).alive);
   auto other = caf::make_node_id(4242, std::string(40, 'a'));
   ASSERT_TRUE(other);
-  m->state.learners.at(0).caf_node = *other;
+  m->state.core->find(0)->origin = caf::to_string(*other);
   // Heartbeats stop. Another node is refused; so is host-a while the learner is fresh.
   EXPECT_EQ(ask("host-b"), node_refusal::no_free_learner);
   EXPECT_EQ(ask("host-a"), node_refusal::no_free_learner);

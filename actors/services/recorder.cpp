@@ -1,0 +1,49 @@
+// actors/services/recorder.cpp — see recorder.hpp.
+#include "actors/services/recorder.hpp"
+
+#include <chrono>
+
+#include <fmt/format.h>
+
+namespace dd::actors {
+
+namespace {
+
+double unix_now() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
+node_recorder::node_recorder(run_log* log, std::string loss_path, std::string forward_dir)
+    : log_(log), forward_dir_(std::move(forward_dir)) {
+  if (!loss_path.empty()) {
+    loss_csv_ = std::make_shared<retried_lines>(
+        log_, std::move(loss_path), "wall_time,learner,incarnation,step,tokens,loss,lr\n");
+    loss_csv_->append("");  // the header now (or its failure reported)
+  }
+}
+
+void node_recorder::loss_row(int32_t learner, uint64_t incarnation, uint64_t step, uint64_t tokens,
+                             double loss, double lr) {
+  if (!loss_csv_) return;
+  loss_csv_->append(fmt::format("{:.3f},{},{},{},{},{:.6f},{:.6g}\n", unix_now(), learner,
+                                incarnation, step, tokens, loss, lr));
+}
+
+bool node_recorder::forward(const std::string& node, const std::string& lines) {
+  if (forward_dir_.empty()) return false;
+  auto& f = forwarded_[node];
+  if (!f)  // (it makes forward_dir when it first writes)
+    f = std::make_shared<retried_lines>(log_, forward_dir_ + "/" + node + ".events.jsonl");
+  f->append(lines);
+  return true;
+}
+
+void node_recorder::retry() {
+  if (loss_csv_) loss_csv_->retry();
+  for (auto& [node, f] : forwarded_) f->retry();
+}
+
+}  // namespace dd::actors
