@@ -35,10 +35,23 @@ namespace dd::config {
 
 using nlohmann::json;
 
+namespace {
+
+/// `text` as shown in an error: up to 200 bytes whole, longer cut to its first 120 bytes (not
+/// inside a UTF-8 sequence), "…" and its length (a key of a megabyte once filled the terminal).
+std::string shown_cut(const std::string& text) {
+  if (text.size() <= 200) return text;
+  std::size_t n = 120;
+  while (n > 0 && (static_cast<unsigned char>(text[n]) & 0xC0) == 0x80) --n;
+  return text.substr(0, n) + fmt::format("… ({} bytes)", text.size());
+}
+
+}  // namespace
+
 std::string config_error::to_string() const {
   std::string s = file;
   if (line > 0) s += ":" + std::to_string(line);
-  if (!key_path.empty()) s += (s.empty() ? "" : ": ") + key_path;
+  if (!key_path.empty()) s += (s.empty() ? "" : ": ") + shown_cut(key_path);
   s += (s.empty() ? "" : ": ") + message;
   return s;
 }
@@ -46,6 +59,8 @@ std::string config_error::to_string() const {
 std::string load_result::error_text() const {
   std::string s;
   for (const auto& e : errors) s += e.to_string() + "\n";
+  if (more_errors > 0)
+    s += fmt::format("… and {} more error{}\n", more_errors, more_errors == 1 ? "" : "s");
   return s;
 }
 
@@ -96,8 +111,16 @@ struct read_context {
   const origin_finder* origin;
   std::vector<config_error>* errors;
   std::vector<std::string>* asked = nullptr;  // for known_key_paths()
+  /// Errors past max_errors_shown in `errors`: counted here, not made (null: none counted).
+  std::size_t* more = nullptr;
 
+  /// True once `errors` holds max_errors_shown: a caller may skip the work of a message.
+  bool full() const { return more != nullptr && errors->size() >= max_errors_shown; }
   void fail(const std::string& path, std::string message) const {
+    if (full()) {
+      ++*more;
+      return;
+    }
     errors->push_back(origin->make(path, std::move(message)));
   }
   /// "file:line" of the key path (as error messages place it); "--set ..." for an override.
@@ -345,6 +368,10 @@ void section::finish() const {
   const std::vector<std::string> names(asked_.begin(), asked_.end());
   for (const auto& [key, value] : obj_->items()) {
     if (asked_.count(key) != 0) continue;
+    if (ctx_.full()) {  // counted, without the work of a suggestion
+      ctx_.fail(path_, "");
+      continue;
+    }
     std::string hint = detail::did_you_mean(key, names);
     if (hint.empty() && ctx_.asked == nullptr) {
       // The key may belong to another section: suggest its full path.
@@ -1260,8 +1287,26 @@ load_result resolve_all(std::chrono::steady_clock::time_point deadline, std::vec
 
   std::map<std::size_t, experiment> read;   // snapshot index -> experiment
   std::map<std::string, std::string> seen;  // name -> where
+  // Each problem once (a non-finite number is seen both when the table is snapshotted and when
+  // its key is read), at most max_errors_shown in all, the rest counted: linear in the errors.
+  std::set<std::tuple<std::string, int, std::string, std::string>> reported;
+  auto report = [&](config_error&& err) {
+    if (!reported.emplace(err.file, err.line, err.key_path, err.message).second) return;
+    if (result.errors.size() >= max_errors_shown)
+      ++result.more_errors;
+    else
+      result.errors.push_back(std::move(err));
+  };
   for (std::size_t i = 0; i < snaps.size(); ++i) {
     if (!selected[i]) continue;
+    // Resolving is inside the script's wall-clock limit too.
+    if (std::chrono::steady_clock::now() > deadline) {
+      result.errors.push_back(
+          {file, 0, "",
+           fmt::format("resolving its {} experiments {} ({} resolved)", snaps.size(),
+                       detail::timeout_message(options.script_timeout), i)});
+      return result;
+    }
     auto& snap = snaps[i];
     origin_finder origin;
     origin.file = file;
@@ -1270,13 +1315,15 @@ load_result resolve_all(std::chrono::steady_clock::time_point deadline, std::vec
     const auto next = std::upper_bound(call_lines.begin(), call_lines.end(), snap.line);
     origin.window_end = next == call_lines.end() ? std::numeric_limits<int>::max() : *next;
     std::vector<config_error> errors;
-    read_context ctx{&origin, &errors};
+    std::size_t more = 0;
+    read_context ctx{&origin, &errors, nullptr, &more};
     for (const auto& [path, why] : snap.problems) ctx.fail(path, why);
     if (!snap.value.is_object()) {
       errors.push_back({file, snap.line, "",
                         "an experiment is a table of named keys: experiment { "
                         "data = { file = \"...\" }, ... }"});
-      result.errors.insert(result.errors.end(), errors.begin(), errors.end());
+      for (auto& err : errors) report(std::move(err));
+      result.more_errors += more;
       continue;
     }
     for (const auto& o : overrides)
@@ -1290,16 +1337,8 @@ load_result resolve_all(std::chrono::steady_clock::time_point deadline, std::vec
                                                          "defined at {})",
                                                          e.name, it->second)));
     }
-    // One problem is reported once (a non-finite number is seen both when the table is
-    // snapshotted and when its key is read).
-    for (auto& err : errors) {
-      const bool dup =
-          std::any_of(result.errors.begin(), result.errors.end(), [&](const config_error& x) {
-            return x.file == err.file && x.line == err.line && x.key_path == err.key_path &&
-                   x.message == err.message;
-          });
-      if (!dup) result.errors.push_back(std::move(err));
-    }
+    for (auto& err : errors) report(std::move(err));
+    result.more_errors += more;
     read.emplace(i, std::move(e));
   }
   if (!result.errors.empty()) return result;

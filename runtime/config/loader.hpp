@@ -34,7 +34,8 @@ struct config_error {
   std::string key_path;
   std::string message;
 
-  /// "file:line: key.path: message" (parts that are empty or 0 are left out).
+  /// "file:line: key.path: message" (parts that are empty or 0 are left out). A key path longer
+  /// than 200 bytes is shown cut: its first 120 bytes, "…" and its length.
   std::string to_string() const;
 };
 
@@ -82,13 +83,19 @@ bool parse_script_timeout(const std::string& text, double& seconds, std::string&
 
 /// What a load produced: the selected experiments in file order, or the errors (then
 /// `experiments` is empty: nothing may start).
+/// Most errors a load reports in full (per experiment and in all); the rest are counted.
+inline constexpr std::size_t max_errors_shown = 100;
+
 struct load_result {
   std::vector<experiment> experiments;
+  /// At most max_errors_shown errors, each once.
   std::vector<config_error> errors;
+  /// Errors found past those, counted only.
+  std::size_t more_errors = 0;
 
   /// True when there are no errors.
   bool ok() const { return errors.empty(); }
-  /// Every error's to_string(), one per line.
+  /// Every error's to_string(), one per line, then "… and N more errors" when some were cut.
   std::string error_text() const;
 };
 

@@ -274,3 +274,82 @@ TEST(ConfigSandboxWallClock, TheLimitIsCheckedAndParsed) {
 
 }  // namespace
 }  // namespace dd::config
+
+// ---- bounded end to end (issue 24 item 7) ----
+namespace dd::config {
+namespace {
+
+double seconds_since(wall_clock::time_point t0) {
+  return std::chrono::duration<double>(wall_clock::now() - t0).count();
+}
+
+// Regression: 500k unknown keys kept the parent busy for over 5 minutes after the script had
+// finished (every new error was compared with every earlier one, and each got a suggestion).
+// The first max_errors_shown are reported, the rest counted, within the script's limit. (100k
+// keys here, to leave the script time on a loaded machine; the parent's work is linear.)
+TEST(ConfigBounded, ManyUnknownKeysAreCountedWithinTheLimit) {
+  const std::string script = std::string("for e = 1, 5 do\n  local t = { ") + test::k_data +
+                             " }\n  for i = 1, 20000 do t['k' .. i] = i end\n"
+                             "  experiment(t)\nend\n";
+  load_options o = test::repo_options();
+  o.script_timeout = 30.0;
+  const auto t0 = wall_clock::now();
+  const load_result r = load_string(script, "keys.lua", o);
+  const double took = seconds_since(t0);
+  EXPECT_LT(took, 2 * o.script_timeout) << "the load took " << took << " s";
+  EXPECT_TRUE(r.experiments.empty());
+  ASSERT_EQ(r.errors.size(), max_errors_shown) << r.error_text();
+  // The same key at the same line is one problem: the other experiments' first 100 repeat the
+  // first one's and are dropped; the errors past the cap are counted, not compared.
+  EXPECT_EQ(r.more_errors, 5u * 20000u - 5 * max_errors_shown);
+  EXPECT_EQ(r.errors[0].message.rfind("unknown key", 0), 0u) << r.errors[0].to_string();
+  const std::string text = r.error_text();
+  EXPECT_NE(text.find("\u2026 and 99500 more errors\n"), std::string::npos)
+      << text.substr(text.size() - 200);
+}
+
+// Regression: 300,000 experiments took the parent 92 s and 4.6 GB; a file may define 10,000.
+TEST(ConfigBounded, ThreeHundredThousandExperimentsAreRefusedWithinTheLimit) {
+  const std::string script =
+      std::string("for i = 1, 300000 do experiment { ") + test::k_data + " } end\n";
+  load_options o = test::repo_options();
+  o.script_timeout = 30.0;
+  const auto t0 = wall_clock::now();
+  const load_result r = load_string(script, "sweep.lua", o);
+  EXPECT_LT(seconds_since(t0), 2 * o.script_timeout);
+  ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
+  EXPECT_EQ(r.errors[0].to_string(),
+            "sweep.lua:1: more than 10000 experiments in one file (split the sweep into files)");
+}
+
+// Regression: a print loop wrote 25 GB to stderr in 10 s. An evaluation prints at most 1 MiB,
+// then says how much it did not show.
+TEST(ConfigBounded, PrintOutputIsCappedPerEvaluation) {
+  const std::string script = std::string("for i = 1, 50000 do print(string.rep('x', 99)) end\n") +
+                             "experiment { " + test::k_data + " }\n";
+  ::testing::internal::CaptureStderr();
+  const load_result r = load_string(script, "loud.lua", test::repo_options());
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  EXPECT_TRUE(r.ok()) << r.error_text();
+  EXPECT_LE(err.size(), (std::size_t{1} << 20) + 200);
+  EXPECT_GE(err.size(), (std::size_t{1} << 20) - 200);
+  // Lines of 112 bytes ("experiment: " + 99 + "\n"): 9362 fit in 1 MiB.
+  EXPECT_NE(err.find("experiment: print: 40638 more lines (4551456 bytes) not shown: an "
+                     "evaluation prints at most 1048576 bytes\n"),
+            std::string::npos)
+      << err.substr(err.size() > 300 ? err.size() - 300 : 0);
+}
+
+// Regression: an unknown key of a megabyte was printed whole in its error.
+TEST(ConfigBounded, AnOverLongKeyIsShownCut) {
+  const std::string script =
+      std::string("experiment { ") + test::k_data + ", [string.rep('k', 1000000)] = 1 }\n";
+  const load_result r = load_string(script, "long.lua", test::repo_options());
+  ASSERT_EQ(r.errors.size(), 1u);
+  const std::string line = r.errors[0].to_string();
+  EXPECT_LT(line.size(), 300u);
+  EXPECT_EQ(line, "long.lua:1: " + std::string(120, 'k') + "\u2026 (1000000 bytes): unknown key");
+}
+
+}  // namespace
+}  // namespace dd::config

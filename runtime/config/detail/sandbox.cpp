@@ -34,6 +34,12 @@ constexpr int k_hook_every = 1000;
 constexpr int k_max_depth = 16;
 /// Most values one experiment table may hold.
 constexpr std::size_t k_max_values = 100000;
+/// Most experiments one file may define (a sweep of thousands is plenty; 300,000 once took the
+/// parent 92 s and 4.6 GB to resolve).
+constexpr std::size_t k_max_experiments = 10000;
+/// Bytes of print output one evaluation may write; the rest is counted and dropped (a loop once
+/// wrote 25 GB to stderr in 10 s, and a file that printed 100 MB put it into the syncer's log).
+constexpr std::size_t k_print_cap = std::size_t{1} << 20;
 
 /// Names the sandbox removes, with the reason given when a script reaches for them.
 constexpr const char* k_forbidden[] = {"io",         "os",     "package",  "debug",
@@ -81,6 +87,9 @@ struct sandbox_state {
   double wall_seconds = 0.0;
   std::size_t captured_bytes = 0;  // C++-side size of the snapshots, capped at memory_limit
   std::vector<raw_experiment> experiments;
+  std::size_t printed = 0;        // bytes of print output written (<= k_print_cap)
+  std::size_t print_dropped = 0;  // bytes of print output past the cap
+  std::size_t print_dropped_lines = 0;
 };
 
 sandbox_state* state_of(lua_State* L) {
@@ -264,6 +273,9 @@ int l_experiment(lua_State* L) {
   if (lua_gettop(L) != 1 || lua_type(L, 1) != LUA_TTABLE)
     return luaL_error(
         L, "experiment expects one table: experiment { data = { file = \"...\" }, ... }");
+  if (state_of(L)->experiments.size() >= k_max_experiments)
+    return luaL_error(L, "more than %d experiments in one file (split the sweep into files)",
+                      static_cast<int>(k_max_experiments));
   if (!capture(L, caller_line(L))) return luaL_error(L, "out of memory recording the experiment");
   return 0;
 }
@@ -296,18 +308,45 @@ int l_load(lua_State* L) {
   return 1;
 }
 
+/// print(...): one line "experiment: a\tb" on stderr while the evaluation's print output stays
+/// within k_print_cap; a line past it is counted and dropped (reported when the evaluation ends).
 int l_print(lua_State* L) {
   const int n = lua_gettop(L);
-  std::fputs("experiment: ", stderr);
+  constexpr std::size_t prefix = sizeof "experiment: " - 1;
+  std::size_t line = prefix + 1 + static_cast<std::size_t>(n > 1 ? n - 1 : 0);
+  luaL_checkstack(L, n, "too many arguments to print");
   for (int i = 1; i <= n; ++i) {
     std::size_t len = 0;
-    const char* s = luaL_tolstring(L, i, &len);
-    if (i > 1) std::fputc('\t', stderr);
-    std::fwrite(s, 1, len, stderr);
-    lua_pop(L, 1);
+    luaL_tolstring(L, i, &len);  // pushed at n + i
+    line += len;
   }
-  std::fputc('\n', stderr);
+  sandbox_state* st = state_of(L);
+  if (st->printed + line > k_print_cap) {
+    st->print_dropped += line;
+    st->print_dropped_lines += 1;
+  } else {
+    st->printed += line;
+    std::fputs("experiment: ", stderr);
+    for (int i = 1; i <= n; ++i) {
+      std::size_t len = 0;
+      const char* s = lua_tolstring(L, n + i, &len);
+      if (i > 1) std::fputc('\t', stderr);
+      std::fwrite(s, 1, len, stderr);
+    }
+    std::fputc('\n', stderr);
+  }
+  lua_pop(L, n);
   return 0;
+}
+
+/// The count of print output past the cap, once the evaluation is over.
+void report_dropped_prints(const sandbox_state& s) {
+  if (s.print_dropped == 0) return;
+  std::fprintf(stderr,
+               "experiment: print: %zu more line%s (%zu bytes) not shown: an evaluation prints at "
+               "most %zu bytes\n",
+               s.print_dropped_lines, s.print_dropped_lines == 1 ? "" : "s", s.print_dropped,
+               k_print_cap);
 }
 
 /// Fills `out` with "; did you mean 'x'?" for an unknown global `key` of table 1. noexcept.
@@ -445,6 +484,10 @@ script_outcome run_script_here(std::string_view script, const sandbox_limits& li
                                volatile int* line_sink) {
   script_outcome out;
   sandbox_state s;
+  struct report_at_end {
+    const sandbox_state& s;
+    ~report_at_end() { report_dropped_prints(s); }
+  } report{s};
   s.line_sink = line_sink;
   s.memory_limit = std::max<std::size_t>(limits.memory, std::size_t{1} << 20);
   s.instruction_limit = limits.instructions;

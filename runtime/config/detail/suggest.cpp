@@ -26,6 +26,11 @@ std::string closest(std::string_view word, const std::vector<std::string>& candi
   std::string best;
   std::size_t best_d = limit + 1;
   for (const auto& c : candidates) {
+    // The distance is at least the difference of the lengths: a candidate that cannot be close
+    // costs nothing (a key of a megabyte once cost seconds per candidate).
+    const std::size_t gap =
+        word.size() > c.size() ? word.size() - c.size() : c.size() - word.size();
+    if (gap >= best_d) continue;
     const std::size_t d = levenshtein(word, c);
     if (d < best_d) {
       best_d = d;
