@@ -58,9 +58,24 @@ std::string experiment_change_on_resume(const std::string& run_dir,
   } catch (const std::exception& e) {
     return fmt::format("its experiment.json does not parse ({})", e.what());
   }
+  // A checkpoint directory inside the run directory is compared relative to it: a run directory
+  // copied or moved elsewhere (its experiment.json names the old place) resumes.
+  const auto relative_checkpoints = [](nlohmann::json j) {
+    if (!j.is_object() || !j.contains("checkpoint") || !j["checkpoint"].is_object()) return j;
+    auto& ck = j["checkpoint"]["dir"];
+    if (!ck.is_string() || !j.contains("run_dir") || !j["run_dir"].is_string()) return j;
+    const auto rel =
+        fs::path(ck.get<std::string>())
+            .lexically_normal()
+            .lexically_relative(fs::path(j["run_dir"].get<std::string>()).lexically_normal());
+    if (!rel.empty() && *rel.begin() != "..") ck = "<run_dir>/" + rel.generic_string();
+    return j;
+  };
+  was = relative_checkpoints(std::move(was));
+  const nlohmann::json now_json = relative_checkpoints(experiment);
   std::vector<std::string> changed;
   size_t more = 0;
-  for (const auto& op : nlohmann::json::diff(was, experiment)) {
+  for (const auto& op : nlohmann::json::diff(was, now_json)) {
     const std::string at = op.value("path", "");
     // What the run's state depends on: the model and its fragment plan (the checkpoints' shapes
     // and meaning), the outer optimizer (its momentum), the data and its split, the seed, the
@@ -78,7 +93,7 @@ std::string experiment_change_on_resume(const std::string& run_dir,
     }
     const nlohmann::json::json_pointer ptr(at);
     const std::string before = was.contains(ptr) ? was.at(ptr).dump() : "(none)";
-    const std::string now = experiment.contains(ptr) ? experiment.at(ptr).dump() : "(none)";
+    const std::string now = now_json.contains(ptr) ? now_json.at(ptr).dump() : "(none)";
     changed.push_back(fmt::format("{}: {} in the run, {} now", at, before, now));
   }
   if (changed.empty()) return "";

@@ -37,13 +37,14 @@ std::string why_not_resumable(const std::string& run_dir);
 /// What a resume would change of the run's experiment: "" when `experiment` (the resolved
 /// experiment as config::to_json writes it, --set flags applied) equals <run_dir>/experiment.json
 /// in what the run's state depends on — `model`, `sync`, `outer`, `data`, `seed`,
-/// `learners.count`, `checkpoint.dir` — or when the directory holds no experiment.json (an older
-/// run); the rest (budget, eval, inner, restart, chaos, other checkpoint keys such as
-/// `allow_degraded`) may change. Otherwise
-/// the differing fields (up to 6, as JSON pointers with the run's and the new value) and the
-/// remedy, for the caller's refusal. Resuming another model, fragment plan, data or learner
-/// count would merge pushes into checkpoints of another shape or meaning (a resume
-/// without the first part's --set flags would restart every fragment from the initial weights).
+/// `learners.count`, `checkpoint.dir` (compared relative to each side's `run_dir` when it lies
+/// inside it: a copied or moved run directory resumes) — or when the directory holds no
+/// experiment.json (an older run); the rest (budget, eval, inner, restart, chaos, other checkpoint
+/// keys such as `allow_degraded`) may change. Otherwise the differing fields (up to 6, as JSON
+/// pointers with the run's and the new value) and the remedy, for the caller's refusal. Resuming
+/// another model, fragment plan, data or learner count would merge pushes into checkpoints of
+/// another shape or meaning (a resume without the first part's --set flags would restart every
+/// fragment from the initial weights).
 std::string experiment_change_on_resume(const std::string& run_dir,
                                         const nlohmann::json& experiment);
 

@@ -13,11 +13,11 @@
 #include <caf/all.hpp>
 
 #include "actors/link/atoms.hpp"
-#include "actors/services/chaos_endpoint.hpp"
 #include "actors/link/frame_guard.hpp"
-#include "actors/nodes/job.hpp"
 #include "actors/nodes/experiment_views.hpp"
+#include "actors/nodes/job.hpp"
 #include "actors/nodes/syncer_node.hpp"
+#include "actors/services/chaos_endpoint.hpp"
 #include "kernels/backend.hpp"
 #include "runtime/model.hpp"
 #include "runtime/rng.hpp"
@@ -138,7 +138,7 @@ void check_experiment_data(const config::experiment& exp) {
 }
 
 std::shared_ptr<job_setup> make_job_setup(const config::experiment& exp,
-                                                  const run_options& options) {
+                                          const run_options& options) {
   auto s = std::make_shared<job_setup>();
   s->exp = exp;
   s->options = options;
@@ -341,8 +341,10 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
         run_counters shown = snap;
         shown.learner_restarts += setup->before.learner_restarts;
         shown.owner_restarts += setup->before.owner_restarts;
+        // A syncer node's learners join from elsewhere: the line counts them in.
+        const int expected = options.role == node_role::syncer ? exp.learners.count : 0;
         std::printf("%s\n", progress_line(shown, prev, t - prev_t, t, spent,
-                                          std::max(0.0, eta_from_t), eta_from_done)
+                                          std::max(0.0, eta_from_t), eta_from_done, expected)
                                 .c_str());
         std::fflush(stdout);
         prev = std::move(snap);

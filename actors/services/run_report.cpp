@@ -208,8 +208,11 @@ std::string node_progress_line(const run_counters& now, double t_s) {
 }
 
 std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
-                          double t_s, double done, double since_t, double since_done) {
+                          double t_s, double done, double since_t, double since_done,
+                          int expected_learners) {
   std::string line = learners_part(now, t_s, &prev, dt_s);
+  if (expected_learners > 0 && now.learners.size() < static_cast<size_t>(expected_learners))
+    line += fmt::format(" {} of {} joined", now.learners.size(), expected_learners);
   if (now.last_val_loss >= 0)
     line += fmt::format(" | val {:.4f}", now.last_val_loss);
   else

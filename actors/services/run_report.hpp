@@ -1,8 +1,8 @@
 // actors/services/run_report.hpp — what a run reports, as pure functions of its counters
 // (actors/services/run_log.hpp): summary.json, the outcome (finished, interrupted, failed and why),
-// run_info.json, the share of the budget spent and the progress line. The job (actors/nodes/job.cpp)
-// calls them at the end of a run, the main loops (actors/nodes/job_runner.cpp, actors/nodes/learner_node.cpp)
-// for the progress line. Any thread.
+// run_info.json, the share of the budget spent and the progress line. The job
+// (actors/nodes/job.cpp) calls them at the end of a run, the main loops
+// (actors/nodes/job_runner.cpp, actors/nodes/learner_node.cpp) for the progress line. Any thread.
 //
 // Goodput = Σ learner time in inner steps / (M × training wall time) (ALGORITHM.md, Goodput);
 // effective goodput = tokens merged / (P × tokens trained); uptime = time with at least a quorum
@@ -81,10 +81,12 @@ run_result make_run_result(const run_facts& f, const run_counters& c, double fin
 /// pace since (`since_t` s, `since_done` spent then): (t_s − since_t) × (1 − done) / (done −
 /// since_done), e.g. "| 37% ETA 3m12s". A fresh run measures from its start (0, 0); a resumed
 /// one from its first line, since the share its earlier parts spent took none of this part's
-/// seconds (the ETA once read 7 s at 43% with 65 s to go).
+/// seconds (the ETA once read 7 s at 43% with 65 s to go). `expected_learners` > 0 (a syncer
+/// node, whose learners join from elsewhere): while fewer learners than that are known, the line
+/// says how many joined, e.g. "[    5.0s] 0 of 4 joined | val - | ...".
 std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
                           double t_s, double done = -1.0, double since_t = 0.0,
-                          double since_done = 0.0);
+                          double since_done = 0.0, int expected_learners = 0);
 
 /// A learner node's progress line: its own learners' part of progress_line and their restarts,
 /// without the syncer's figures (validation loss, merges, contributors, grace), which a learner

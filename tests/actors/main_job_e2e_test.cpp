@@ -303,6 +303,23 @@ TEST(main_job, progress_line_shows_the_budget_spent_and_the_time_left) {
   EXPECT_EQ(progress_line(now, prev, 5.0, 70.0).find('%'), std::string::npos);  // unknown
 }
 
+// Regression (issue 24): a syncer node with no learners yet printed "[    5.0s] | val - | ..."
+// with no word of the learners it waits for; its line says how many of M joined until all have.
+TEST(main_job, progress_line_of_a_syncer_says_how_many_learners_joined) {
+  run_counters none, prev;
+  const std::string waiting = progress_line(none, prev, 5.0, 5.0, 0.0, 0.0, 0.0, 4);
+  EXPECT_EQ(waiting.rfind("[    5.0s] 0 of 4 joined | val -", 0), 0u) << waiting;
+  run_counters some = none;
+  some.learners[0].alive = some.learners[2].alive = true;
+  EXPECT_NE(progress_line(some, prev, 5.0, 10.0, 0.0, 0.0, 0.0, 4).find(" 2 of 4 joined |"),
+            std::string::npos);
+  for (int i = 0; i < 4; ++i) some.learners[i].alive = true;
+  EXPECT_EQ(progress_line(some, prev, 5.0, 15.0, 0.0, 0.0, 0.0, 4).find("joined"),
+            std::string::npos);
+  EXPECT_EQ(progress_line(none, prev, 5.0, 5.0).find("joined"), std::string::npos)
+      << "dd-node run spawns its learners itself";
+}
+
 // a learner that left (drained, or its budget spent) is shown as such, not with
 // its last step rate as if it still trained; one that is down is marked ✗.
 TEST(main_job, progress_line_shows_a_learner_that_left) {
@@ -344,8 +361,8 @@ TEST(main_job, a_learner_nodes_progress_line_has_no_syncer_figures) {
   EXPECT_EQ(line, "[   10.3s] L2 3.74st/s 3.773 | restarts 1");
 }
 
-// The run's outcome is a pure function of its counters (actors/services/run_report.hpp): summary keys
-// and values, and a failure reason that names every cause.
+// The run's outcome is a pure function of its counters (actors/services/run_report.hpp): summary
+// keys and values, and a failure reason that names every cause.
 TEST(run_report, outcome_names_every_cause_of_failure) {
   run_counters c;
   c.learners[0].tokens = 3000;

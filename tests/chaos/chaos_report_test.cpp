@@ -856,3 +856,39 @@ TEST(chaos_report, a_damaged_checkpoint_is_noticed_when_read_and_repaired_when_r
       EXPECT_TRUE(f["restarted_after_s"].is_null());
     }
 }
+
+// Regression (issue 24): `dd-chaos COMMAND --help` printed the whole usage; it prints that
+// command's entries and the common flags, as `dd-chaos help COMMAND` does. An unknown command's
+// help is a usage error (exit 2).
+TEST(chaos_cli, command_help_prints_that_commands_help) {
+  auto run = [](const std::string& args) {
+    FILE* p = ::popen((std::string(DD_CHAOS_BIN) + " " + args + " 2>&1").c_str(), "r");
+    std::string out;
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+    const int st = ::pclose(p);
+    return std::make_pair(WIFEXITED(st) ? WEXITSTATUS(st) : -1, out);
+  };
+  auto [rc, kill] = run("kill --help");
+  EXPECT_EQ(rc, 0) << kill;
+  EXPECT_NE(kill.find("kill TARGET      SIGKILL"), std::string::npos) << kill;
+  EXPECT_NE(kill.find("without a launcher: re-exec its argv after D"), std::string::npos) << kill;
+  EXPECT_NE(kill.find("--dry-run"), std::string::npos) << "the common flags";
+  EXPECT_EQ(kill.find("pause TARGET"), std::string::npos) << kill;
+  EXPECT_EQ(kill.find("run the fault proxy"), std::string::npos) << kill;
+  auto [rc2, msg] = run("help msg");
+  EXPECT_EQ(rc2, 0) << msg;
+  EXPECT_NE(msg.find("msg FAULT TARGET"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("msg status"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find("kill TARGET"), std::string::npos) << msg;
+  auto [rc3, report] = run("report -h");
+  EXPECT_EQ(rc3, 0);
+  EXPECT_NE(report.find("--loss-tolerance F"), std::string::npos) << report;
+  auto [rc4, unknown] = run("explode --help");
+  EXPECT_EQ(rc4, 2) << unknown;
+  EXPECT_NE(unknown.find("unknown command 'explode'"), std::string::npos) << unknown;
+  auto [rc5, all] = run("--help");
+  EXPECT_EQ(rc5, 0);
+  EXPECT_NE(all.find("run the fault proxy"), std::string::npos);
+}

@@ -9,6 +9,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -424,8 +425,49 @@ int cmd_random(const args& a) {
   return run_session(env, from_schedule(schedule, knobs), !a.has("--no-heal"), info);
 }
 
+/// The lines of `usage` that describe `command` (an entry "  COMMAND ..." and its indented
+/// continuation lines, every entry of it: `msg FAULT` and `msg status`), then the common flags;
+/// "" for a word that names no command.
+std::string command_help(const std::string& command) {
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < std::char_traits<char>::length(usage);) {
+    const std::string_view u(usage);
+    size_t end = u.find('\n', at);
+    if (end == std::string_view::npos) end = u.size();
+    lines.emplace_back(u.substr(at, end - at));
+    at = end + 1;
+  }
+  std::string entries, common;
+  bool in_entry = false, in_common = false;
+  for (const auto& l : lines) {
+    const bool header = !l.empty() && l[0] != ' ';
+    const bool entry = l.size() > 2 && l.compare(0, 2, "  ") == 0 && l[2] != ' ';
+    if (header) in_common = l == "Common flags";
+    if (header || entry) in_entry = false;
+    if (entry && l.compare(2, command.size() + 1, command + " ") == 0) in_entry = true;
+    if (in_entry) entries += l + "\n";
+    if (in_common && !header) common += l + "\n";
+  }
+  if (entries.empty()) return "";
+  return fmt::format(
+      "Usage: dd-chaos {} [ARGS] [FLAGS] (docs/chaos.md; every command: dd-chaos "
+      "--help)\n{}Common flags\n{}",
+      command, entries, common);
+}
+
 int run(int argc, char** argv) {
   const args a = parse_args(argc, argv);
+  // `dd-chaos COMMAND --help` and `dd-chaos help COMMAND`: that command's lines.
+  const std::string asked = a.command == "help" && !a.positional.empty() ? a.positional[0]
+                            : a.command != "help"                        ? a.command
+                                                                         : std::string();
+  if (!asked.empty() && (a.command == "help" || a.has("--help") || a.has("-h"))) {
+    const std::string text = command_help(asked);
+    if (text.empty())
+      throw usage_error(fmt::format("unknown command '{}' (see dd-chaos --help)", asked));
+    std::fputs(text.c_str(), stdout);
+    return 0;
+  }
   if (a.command.empty() || a.command == "help" || a.has("--help") || a.has("-h")) {
     std::fputs(usage, stdout);
     return a.command.empty() && !a.has("--help") && !a.has("-h") ? 2 : 0;
