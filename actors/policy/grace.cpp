@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <string>
 
 namespace dd::policy {
@@ -88,6 +89,21 @@ grace_decision compute_grace(const grace_config& config, double tau_steps, doubl
     d.message = "adaptive grace " + std::to_string(raw) + " s" + numbers;
   }
   return d;
+}
+
+}  // namespace dd::policy
+
+namespace dd::policy {
+
+double robust_step_time(std::vector<double> step_times_s) {
+  step_times_s.erase(std::remove_if(step_times_s.begin(), step_times_s.end(),
+                                    [](double x) { return !(std::isfinite(x) && x > 0); }),
+                     step_times_s.end());
+  if (step_times_s.empty()) return 0.0;
+  const size_t k = (step_times_s.size() - 1) / 2;  // ⌈n/2⌉-th smallest, 0-based
+  std::nth_element(step_times_s.begin(), step_times_s.begin() + static_cast<std::ptrdiff_t>(k),
+                   step_times_s.end());
+  return step_times_s[k];
 }
 
 }  // namespace dd::policy

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace dd::policy {
 
@@ -75,6 +76,13 @@ struct grace_decision {
   grace_reason reason = grace_reason::off;
   std::string message;  ///< human-readable, with the numbers used.
 };
+
+/// The step time ξ_step is sized from, given the live learners' step-time EMAs (seconds): their
+/// lower median, the ⌈n/2⌉-th smallest, so that fewer than half of the learners — one
+/// straggler, whatever M ≥ 2 — cannot stretch the window (the mean once let one learner 60×
+/// slower than three others raise every window about 13× and halve their merge rate).
+/// Non-finite and non-positive samples are ignored; 0 when none is left.
+double robust_step_time(std::vector<double> step_times_s);
 
 /// The grace window (ALGORITHM.md, "Fragment owner"):
 ///   ξ_grace = clamp(γ · (τ · ξ_step − ξ_quorum − ξ_sync), 0, grace_max),

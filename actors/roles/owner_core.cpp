@@ -305,15 +305,11 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
 
 owner_effects owner_core::on_membership(const std::vector<owner_member>& live, double now_s) {
   std::map<int32_t, owner_member> next;
-  double sum = 0;
-  size_t n = 0;
+  std::vector<double> step_times;
   for (const auto& m : live) {
     ledger_.register_learner(static_cast<uint64_t>(m.learner_id), m.incarnation);
     next[m.learner_id] = m;
-    if (m.step_time_ema_s > 0 && std::isfinite(m.step_time_ema_s)) {
-      sum += m.step_time_ema_s;
-      ++n;
-    }
+    step_times.push_back(m.step_time_ema_s);
   }
   for (auto it = pending_.begin(); it != pending_.end();) {
     auto l = next.find(it->first);
@@ -334,7 +330,9 @@ owner_effects owner_core::on_membership(const std::vector<owner_member>& live, d
   }
   joined_at_ = std::move(joined);
   live_ = std::move(next);
-  if (n > 0) xi_step_.update(sum / static_cast<double>(n));
+  // ξ_step follows the live learners' lower median step time: one straggler cannot stretch it.
+  if (const double step_s = policy::robust_step_time(std::move(step_times)); step_s > 0)
+    xi_step_.update(step_s);
   if (pending_.empty()) {
     round_open_ = false;
     quorum_seen_ = false;

@@ -53,6 +53,23 @@ struct owner_core_test : ::testing::Test {
   owner_core::clock_fn frozen = [] { return 0.0; };
 };
 
+// Regression (issue 24): ξ_step was the mean of the live learners' step times, so one learner 60×
+// slower than three others (1 s) made it 15.75 s and every grace window about 13× longer. It is
+// their lower median: 1 s, and the window the same as without the straggler.
+TEST_F(owner_core_test, one_straggler_does_not_stretch_the_grace_window) {
+  owner_core owner(base_options(), *be, filled(1.0f), frozen);
+  owner.on_membership({{0, 0, 1.0}, {1, 0, 1.0}, {2, 0, 1.0}, {3, 0, 60.0}}, 0.0);
+  EXPECT_DOUBLE_EQ(owner.xi_step_s(), 1.0);
+  owner.on_push(make_push(0, 0, 0, 2, 200, 2, filled(0.1f)), 10.0);
+  auto b = owner.on_push(make_push(1, 0, 0, 2, 200, 2, filled(0.4f)), 10.5);
+  ASSERT_TRUE(b.effects.arm_grace_s.has_value());
+  EXPECT_NEAR(*b.effects.arm_grace_s, 1.2, 1e-9);  // 0.8 · (2·1 − 0.5 − 0), as with four fast
+  // Two learners, one 60× slower: the faster one's step time still sizes the window.
+  owner_core pair(base_options(), *be, filled(1.0f), frozen);
+  pair.on_membership({{0, 0, 60.0}, {1, 0, 1.0}}, 0.0);
+  EXPECT_DOUBLE_EQ(pair.xi_step_s(), 1.0);
+}
+
 TEST_F(owner_core_test, quorum_then_grace_then_merge_with_token_weights) {
   owner_core owner(base_options(), *be, filled(1.0f), frozen);
   owner.on_membership(members(4), 0.0);  // ξ_step = 1 s

@@ -229,6 +229,27 @@ TEST(Grace, Table) {
   }
 }
 
+// The step time ξ_step is sized from: the lower median of the live learners' step times.
+TEST(Grace, RobustStepTimeIsTheLowerMedian) {
+  struct row {
+    std::vector<double> in;
+    double out;
+  };
+  const std::vector<row> rows = {
+      {{}, 0.0},
+      {{2.0}, 2.0},
+      {{1.0, 60.0}, 1.0},                  // one straggler of two
+      {{1.0, 1.0, 1.0, 60.0}, 1.0},        // the mean would be 15.75
+      {{60.0, 1.0, 2.0}, 2.0},             // odd: the median
+      {{1.0, 2.0, 3.0, 4.0}, 2.0},         // even: the lower of the middle two
+      {{60.0, 60.0, 1.0, 1.0, 1.0}, 1.0},  // two stragglers of five
+      {{0.0, -1.0, NAN, INFINITY, 3.0}, 3.0},
+      {{0.0, NAN}, 0.0},
+  };
+  for (size_t i = 0; i < rows.size(); ++i)
+    EXPECT_DOUBLE_EQ(robust_step_time(rows[i].in), rows[i].out) << "row " << i;
+}
+
 // ---------------------------------------------------------------------------------------------
 // staleness and duplicates
 
