@@ -265,15 +265,20 @@ TEST(cluster_sim, random_faults_keep_the_invariants_and_the_same_seed_gives_the_
   EXPECT_EQ(first.result.digest, second.result.digest);
   EXPECT_EQ(first.result.summary["merges"], second.result.summary["merges"]);
   EXPECT_EQ(first.result.final_val_loss, second.result.final_val_loss);
-  // Pinned: the seam keeps message order, so the same
-  // seed gives this digest, merge count and final loss. A commit that changes message order
-  // changes these constants and says why. The run uses the reference backend (learners and
-  // evaluator): the CPU backend's OpenBLAS picks its sgemm kernel per CPU model, which changed
-  // these numbers from one machine to the next (re-pinned for that reason; the pre-seam commit
-  // 06adfd2 on the reference backend gives the same three values).
-  EXPECT_EQ(first.result.digest, 18274681479174912170ULL);
-  EXPECT_EQ(first.result.summary["merges"].get<uint64_t>(), 37u);
-  EXPECT_DOUBLE_EQ(first.result.final_val_loss, 3.9545745234936476);
+  // Pinned: the same seed gives this digest, merge count and final loss. A commit that changes
+  // message order or a policy changes these constants and says why. The run uses the reference
+  // backend (learners and evaluator): the CPU backend's OpenBLAS picks its sgemm kernel per CPU
+  // model, which changed these numbers from one machine to the next. Re-pinned when the grace
+  // window's step time became the live learners' lower median instead of their mean (issue 24
+  // item 8): the windows of this run's rounds changed a little, so one more merge fit.
+  EXPECT_EQ(first.result.digest, 7114178066034565378ULL);
+  EXPECT_EQ(first.result.summary["merges"].get<uint64_t>(), 38u);
+  EXPECT_DOUBLE_EQ(first.result.final_val_loss, 3.9530711267143488);
+  // The tolerance that shows the new constants follow from the rule, not from another change:
+  // under the mean (the constants pinned before, 37 merges and 3.9545745234936476) the same seed
+  // gave a run within one merge and 0.002 nats of this one.
+  EXPECT_NEAR(static_cast<double>(first.result.summary["merges"].get<uint64_t>()), 37.0, 1.0);
+  EXPECT_NEAR(first.result.final_val_loss, 3.9545745234936476, 0.002);
 }
 
 // Seeds of the sweep below: 50 in the normal tree, 5 in the sanitizer tree (tests/actors/
