@@ -9,7 +9,8 @@
 
 namespace dd {
 
-double evaluate_loss(model& m, const std::vector<int32_t>& split, int B, int T, int batches) {
+double evaluate_loss(model& m, const std::vector<int32_t>& split, int B, int T, int batches,
+                     const std::atomic<bool>* stop) {
   if (batches < 1 || B < 1 || T < 1)
     throw std::invalid_argument(
         fmt::format("evaluate_loss: batches {}, B {}, T {} must all be >= 1", batches, B, T));
@@ -27,6 +28,7 @@ double evaluate_loss(model& m, const std::vector<int32_t>& split, int B, int T, 
   auto& tg = batch.targets;
   double sum = 0.0;
   for (int b = 0; b < batches; ++b) {
+    if (stop != nullptr && stop->load(std::memory_order_relaxed)) throw evaluation_stopped();
     for (int r = 0; r < B; ++r) {
       const size_t start = ((static_cast<size_t>(b) * B + r) % W) * static_cast<size_t>(T);
       for (int t = 0; t < T; ++t) {

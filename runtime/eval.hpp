@@ -3,7 +3,9 @@
 // backend (the train command, the evaluator actor).
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <stdexcept>
 #include <vector>
 
 namespace dd {
@@ -16,6 +18,14 @@ class model;
 /// W)·T of `split`, W = (split.size() − 1) / T windows (wrapping when the split is shorter than
 /// batches·B windows); targets are the inputs shifted by one. Every batch has equal weight. Throws
 /// std::invalid_argument when batches < 1, B < 1, T < 1 or the split has fewer than T + 1 tokens.
-double evaluate_loss(model& m, const std::vector<int32_t>& split, int B, int T, int batches);
+/// `stop`, when given, is read before every batch: once true the evaluation throws
+/// evaluation_stopped (a run that must end does not wait for a long evaluation).
+double evaluate_loss(model& m, const std::vector<int32_t>& split, int B, int T, int batches,
+                     const std::atomic<bool>* stop = nullptr);
+
+/// Thrown by evaluate_loss when its `stop` flag was set.
+struct evaluation_stopped : std::runtime_error {
+  evaluation_stopped() : std::runtime_error("the evaluation was stopped: the run is ending") {}
+};
 
 }  // namespace dd

@@ -200,6 +200,8 @@ earlier_parts count_earlier_parts(const std::string& events_path) {
       b.chunks_refused += 1;
     } else if (kind == "envelope_refused") {
       b.envelopes_refused += 1;
+    } else if (kind == "frame_refused") {
+      b.frames_refused += 1;
     } else if (kind == "respawn") {
       if (j.value("kind", std::string()) == "owner")
         b.owner_restarts += 1;

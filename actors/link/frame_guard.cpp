@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <list>
 #include <stdexcept>
@@ -26,6 +27,16 @@ namespace {
 
 constexpr size_t header_bytes = 32;
 constexpr size_t max_buffer = size_t{256} << 10;
+constexpr uint8_t basp_direct_message = 0x02;  // caf::io::basp::message_type::direct_message
+
+using clock = std::chrono::steady_clock;
+
+/// A BASP frame parser of one direction: bytes left of the current payload, or of the header.
+struct frame_parser {
+  uint64_t payload_left = 0;
+  char header[header_bytes];
+  size_t header_have = 0;
+};
 
 void nonblock(int fd) { ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK); }
 
@@ -38,22 +49,47 @@ struct pipe_dir {
 
 struct conn {
   int client = -1, upstream = -1;
-  pipe_dir up, down;  // up: client -> upstream (checked), down: upstream -> client
-  // Frame parser of the up direction: bytes left of the current payload, or of the header.
-  uint64_t payload_left = 0;
-  char header[header_bytes];
-  size_t header_have = 0;
+  pipe_dir up, down;         // up: client -> upstream (checked), down: upstream -> client
+  frame_parser up_frames;    // the client's frames
+  frame_parser down_frames;  // the syncer's frames, parsed while the client is a stranger
   bool first_header = true;  // the client's first 32 bytes: a BASP header or a channel hello
   bool dead = false;
+  bool stranger = true;     // the syncer has not yet sent it a direct message
+  uint64_t held = 0;        // its announced, incomplete frame while a stranger: in the budget
+  clock::time_point since;  // accepted at
   std::string peer;
 };
+
+/// Reads the syncer's frames in `data` until one is a direct message (then returns true).
+bool answered(frame_parser& p, const char* data, size_t n) {
+  size_t pos = 0;
+  while (pos < n) {
+    if (p.payload_left > 0) {
+      const size_t take = static_cast<size_t>(std::min<uint64_t>(p.payload_left, n - pos));
+      p.payload_left -= take;
+      pos += take;
+      continue;
+    }
+    const size_t take = std::min(header_bytes - p.header_have, n - pos);
+    std::memcpy(p.header + p.header_have, data + pos, take);
+    p.header_have += take;
+    pos += take;
+    if (p.header_have < header_bytes) return false;
+    p.header_have = 0;
+    if (static_cast<uint8_t>(p.header[0]) == basp_direct_message) return true;
+    uint32_t len_be = 0;
+    std::memcpy(&len_be, p.header + 4, 4);
+    p.payload_left = ntohl(len_be);
+  }
+  return false;
+}
 
 }  // namespace
 
 frame_guard::frame_guard(const std::string& host, uint16_t port, uint16_t target_port,
-                         uint64_t max_frame_bytes, report_fn report, channel_fn on_channel)
+                         frame_guard_limits limits, report_fn report, channel_fn on_channel)
     : target_port_(target_port),
-      max_frame_bytes_(max_frame_bytes),
+      limits_(limits),
       report_(std::move(report)),
       on_channel_(std::move(on_channel)) {
   addrinfo hints{};
@@ -96,11 +132,26 @@ frame_guard::~frame_guard() {
 
 void frame_guard::run() {
   std::list<conn> conns;
-  auto close_conn = [](conn& c) {
+  uint64_t held = 0;  // Σ conn::held: strangers' announced, incomplete frames
+  size_t strangers = 0;
+  auto release = [&](conn& c) {
+    held -= c.held;
+    c.held = 0;
+    stranger_held_.store(held);
+  };
+  auto close_conn = [&](conn& c) {
     if (c.client >= 0) ::close(c.client);
     if (c.upstream >= 0) ::close(c.upstream);
     c.client = c.upstream = -1;
     c.dead = true;
+    release(c);
+    if (c.stranger) --strangers;
+    c.stranger = false;
+  };
+  auto refuse = [&](conn& c, const std::string& why) {
+    refused_.fetch_add(1);
+    if (report_) report_(fmt::format("connection from {} closed: {}", c.peer, why));
+    close_conn(c);
   };
   while (true) {
     std::vector<pollfd> fds;
@@ -126,26 +177,40 @@ void frame_guard::run() {
       int cfd = ::accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &plen,
                           SOCK_CLOEXEC | SOCK_NONBLOCK);
       if (cfd >= 0) {
-        int ufd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        sockaddr_in t{};
-        t.sin_family = AF_INET;
-        t.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        t.sin_port = htons(target_port_);
-        if (::connect(ufd, reinterpret_cast<sockaddr*>(&t), sizeof t) != 0) {
-          ::close(ufd);
+        char ip[INET_ADDRSTRLEN] = "?";
+        ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
+        const std::string who = fmt::format("{}:{}", ip, ntohs(peer.sin_port));
+        if (strangers >= limits_.stranger_connections) {
+          // Refused before the middleman sees it: no upstream connection is made.
+          refused_.fetch_add(1);
+          if (report_)
+            report_(
+                fmt::format("connection from {} closed: {} connections not yet answered by "
+                            "the syncer are open (limit {})",
+                            who, strangers, limits_.stranger_connections));
           ::close(cfd);
         } else {
-          nonblock(ufd);
-          int one = 1;
-          ::setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-          ::setsockopt(ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-          conn c;
-          c.client = cfd;
-          c.upstream = ufd;
-          char ip[INET_ADDRSTRLEN] = "?";
-          ::inet_ntop(AF_INET, &peer.sin_addr, ip, sizeof ip);
-          c.peer = fmt::format("{}:{}", ip, ntohs(peer.sin_port));
-          conns.push_back(std::move(c));
+          int ufd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+          sockaddr_in t{};
+          t.sin_family = AF_INET;
+          t.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+          t.sin_port = htons(target_port_);
+          if (::connect(ufd, reinterpret_cast<sockaddr*>(&t), sizeof t) != 0) {
+            ::close(ufd);
+            ::close(cfd);
+          } else {
+            nonblock(ufd);
+            int one = 1;
+            ::setsockopt(cfd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            ::setsockopt(ufd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+            conn c;
+            c.client = cfd;
+            c.upstream = ufd;
+            c.peer = who;
+            c.since = clock::now();
+            ++strangers;
+            conns.push_back(std::move(c));
+          }
         }
       }
     }
@@ -163,25 +228,27 @@ void frame_guard::run() {
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR)) {
           c.up.eof = true;
         } else if (n > 0) {
+          auto& p = c.up_frames;
           size_t pos = 0;
           while (pos < static_cast<size_t>(n)) {
-            if (c.payload_left > 0) {
-              const size_t take = static_cast<size_t>(std::min<uint64_t>(c.payload_left, n - pos));
+            if (p.payload_left > 0) {
+              const size_t take = static_cast<size_t>(std::min<uint64_t>(p.payload_left, n - pos));
               c.up.buf.insert(c.up.buf.end(), tmp + pos, tmp + pos + take);
-              c.payload_left -= take;
+              p.payload_left -= take;
               pos += take;
+              if (p.payload_left == 0) release(c);  // complete: CAF takes it from here
               continue;
             }
             const size_t take =
-                std::min(header_bytes - c.header_have, static_cast<size_t>(n) - pos);
-            std::memcpy(c.header + c.header_have, tmp + pos, take);
-            c.header_have += take;
+                std::min(header_bytes - p.header_have, static_cast<size_t>(n) - pos);
+            std::memcpy(p.header + p.header_have, tmp + pos, take);
+            p.header_have += take;
             pos += take;
-            if (c.header_have < header_bytes) break;
+            if (p.header_have < header_bytes) break;
             if (c.first_header && on_channel_ &&
-                std::memcmp(c.header, channel_magic, sizeof channel_magic - 1) == 0) {
+                std::memcmp(p.header, channel_magic, sizeof channel_magic - 1) == 0) {
               // A tensor channel, not CAF: the middleman side goes, the socket is handed over.
-              std::vector<uint8_t> first(c.header, c.header + header_bytes);
+              std::vector<uint8_t> first(p.header, p.header + header_bytes);
               first.insert(first.end(), tmp + pos, tmp + n);
               const int fd = c.client;
               c.client = -1;
@@ -192,20 +259,27 @@ void frame_guard::run() {
             }
             c.first_header = false;
             uint32_t len_be = 0;
-            std::memcpy(&len_be, c.header + 4, 4);
+            std::memcpy(&len_be, p.header + 4, 4);
             const uint64_t len = ntohl(len_be);
-            if (len > max_frame_bytes_) {
-              refused_.fetch_add(1);
-              if (report_)
-                report_(
-                    fmt::format("connection from {} closed: a frame announced {} bytes (cap {})",
-                                c.peer, len, max_frame_bytes_));
-              close_conn(c);
+            if (len > limits_.max_frame_bytes) {
+              refuse(c, fmt::format("a frame announced {} bytes (cap {})", len,
+                                    limits_.max_frame_bytes));
               break;
             }
-            c.up.buf.insert(c.up.buf.end(), c.header, c.header + header_bytes);
-            c.header_have = 0;
-            c.payload_left = len;
+            if (c.stranger && held + len > limits_.stranger_bytes) {
+              refuse(c, fmt::format("a frame announced {} bytes while connections not yet "
+                                    "answered by the syncer hold {} (budget {})",
+                                    len, held, limits_.stranger_bytes));
+              break;
+            }
+            if (c.stranger) {
+              c.held = len;
+              held += len;
+              stranger_held_.store(held);
+            }
+            c.up.buf.insert(c.up.buf.end(), p.header, p.header + header_bytes);
+            p.header_have = 0;
+            p.payload_left = len;
           }
         }
       }
@@ -214,8 +288,14 @@ void frame_guard::run() {
         const ssize_t n = ::read(c.upstream, tmp, sizeof tmp);
         if (n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR))
           c.down.eof = true;
-        else if (n > 0)
+        else if (n > 0) {
           c.down.buf.insert(c.down.buf.end(), tmp, tmp + n);
+          if (c.stranger && answered(c.down_frames, tmp, static_cast<size_t>(n))) {
+            release(c);  // the syncer answered it: bounded by max_frame_bytes only
+            c.stranger = false;
+            --strangers;
+          }
+        }
       }
       auto flush = [](pipe_dir& d, int fd) {
         while (d.buf.size() > d.off) {
@@ -235,6 +315,12 @@ void frame_guard::run() {
       }
       if ((c.up.eof && c.up.buf.empty()) || (c.down.eof && c.down.buf.empty())) close_conn(c);
     }
+    const auto now = clock::now();
+    for (auto& c : conns)
+      if (!c.dead && c.stranger &&
+          std::chrono::duration<double>(now - c.since).count() > limits_.stranger_timeout_s)
+        refuse(c,
+               fmt::format("not answered by the syncer within {} s", limits_.stranger_timeout_s));
     conns.remove_if([](const conn& c) { return c.dead; });
   }
 }

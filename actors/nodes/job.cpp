@@ -17,12 +17,12 @@
 #include <caf/all.hpp>
 
 #include "actors/link/atoms.hpp"
-#include "actors/roles/fragment_owner.hpp"
 #include "actors/nodes/experiment_views.hpp"
 #include "actors/nodes/learner_node.hpp"
-#include "actors/services/run_report.hpp"
-#include "actors/roles/supervisor.hpp"
 #include "actors/nodes/syncer_node.hpp"
+#include "actors/roles/fragment_owner.hpp"
+#include "actors/roles/supervisor.hpp"
+#include "actors/services/run_report.hpp"
 #include "runtime/model_file.hpp"
 
 namespace dd::actors {
@@ -37,6 +37,7 @@ struct job_state {
   evaluator_hdl eval;
   bool stopping = false;
   bool finalizing = false;
+  bool finalized = false;
   double start_s = 0.0;
   double training_end_s = -1.0;
   std::string interrupted;  ///< the interrupt's reason; empty = not interrupted
@@ -61,9 +62,12 @@ void begin_stop(job_actor* self, job_setup& setup, const std::string& why) {
     self->send(st.monitor, atoms::stop_atom_v);
 }
 
-void finalize(job_actor* self, std::shared_ptr<job_setup> setup, caf::actor reply_to,
-              double loss, uint64_t digest) {
+void finalize(job_actor* self, std::shared_ptr<job_setup> setup, caf::actor reply_to, double loss,
+              uint64_t digest) {
   auto& st = self->state;
+  if (st.finalized) return;  // an interrupt cut the final evaluation short; its answer came late
+  st.finalized = true;
+  setup->stop_evaluation->store(true);  // one still running stops at its next batch
   const double end = setup->log->now();
   auto counters = setup->log->snapshot();
   const double training_s = st.training_end_s - st.start_s;
@@ -157,7 +161,14 @@ void final_evaluation(job_actor* self, std::shared_ptr<job_setup> setup, caf::ac
                                    setup->log->now());
   };
   const double limit_s = left_s();
-  if (timed_out || s.owner_lost) {
+  // Every learner given up (each failed its restarts: e.g. a model too big to allocate): nothing
+  // trained the model the evaluator would score, and the evaluator would likely fail the same
+  // way, or take its 600 s: the run ends now, failed, with the last periodic validation loss.
+  const bool none_left = static_cast<int>(setup->log->snapshot().learners_given_up.size()) >=
+                         setup->exp.learners.count;
+  if (none_left)
+    setup->log->warn("every learner was given up: no final evaluation; the run failed");
+  if (timed_out || s.owner_lost || none_left) {
     checkpoint_owners(self, 5.0, [=] {
       finalize(self, setup, reply_to, setup->log->snapshot().last_val_loss, 0);
     });
@@ -175,8 +186,7 @@ void final_evaluation(job_actor* self, std::shared_ptr<job_setup> setup, caf::ac
   });
 }
 
-job_hdl::behavior_type job(job_actor* self, std::shared_ptr<job_setup> setup,
-                           caf::actor reply_to) {
+job_hdl::behavior_type job(job_actor* self, std::shared_ptr<job_setup> setup, caf::actor reply_to) {
   drop_unexpected(self, setup->log.get(), "job");
   auto& st = self->state;
   const auto& e = setup->exp;
@@ -210,12 +220,14 @@ job_hdl::behavior_type job(job_actor* self, std::shared_ptr<job_setup> setup,
       [=](atoms::budget_spent_atom) { begin_stop(self, *setup, "budget spent"); },
       // Interrupted (SIGINT/SIGTERM in dd-node run): stop like a spent budget, but give the
       // learners and the final evaluation at most interrupt_timeout_s.
+      // An interrupt during the final evaluation bounds it too: whatever state the job is in,
+      // it finalizes within interrupt_timeout_s of the signal.
       [=](atoms::stop_atom, const std::string& reason) {
         auto& s = self->state;
-        if (!s.interrupted.empty() || s.finalizing) return;
+        if (!s.interrupted.empty() || s.finalized) return;
         s.interrupted = reason;
         s.interrupted_at_s = setup->log->now();
-        begin_stop(self, *setup, "interrupted (" + reason + ")");
+        if (!s.finalizing) begin_stop(self, *setup, "interrupted (" + reason + ")");
         self->delayed_send(self, span(setup->options.interrupt_timeout_s),
                            atoms::interrupt_timeout_atom_v);
       },
@@ -231,15 +243,19 @@ job_hdl::behavior_type job(job_actor* self, std::shared_ptr<job_setup> setup,
         if (kind == child_kind::learner) final_evaluation(self, setup, reply_to, false);
       },
       [=](atoms::interrupt_timeout_atom) {
-        if (!self->state.interrupted.empty()) final_evaluation(self, setup, reply_to, true);
+        auto& s = self->state;
+        if (s.interrupted.empty() || s.finalized) return;
+        if (s.finalizing)  // the final evaluation (or the owners' checkpoints) still runs
+          finalize(self, setup, reply_to, setup->log->snapshot().last_val_loss, 0);
+        else
+          final_evaluation(self, setup, reply_to, true);
       },
   };
 }
 
 }  // namespace
 
-job_hdl spawn_job(caf::actor_system& sys, std::shared_ptr<job_setup> setup,
-                  caf::actor reply_to) {
+job_hdl spawn_job(caf::actor_system& sys, std::shared_ptr<job_setup> setup, caf::actor reply_to) {
   if (setup->options.simulated_time) {
     const double t0 = clock_seconds(sys.clock().now());
     setup->log->set_clock([&sys, t0] { return clock_seconds(sys.clock().now()) - t0; });

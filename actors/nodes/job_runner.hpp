@@ -1,5 +1,5 @@
-// actors/nodes/job_runner.hpp — one run of the Decoupled DiLoCo job: its options, the setup its actors
-// share, and the main loop. `make_job_setup` turns a resolved experiment
+// actors/nodes/job_runner.hpp — one run of the Decoupled DiLoCo job: its options, the setup its
+// actors share, and the main loop. `make_job_setup` turns a resolved experiment
 // (runtime/config/experiment.hpp) into what the nodes need (dataset, fragment plan, initial
 // global model, fault schedule, run directory: runtime/run_dir.hpp). The job itself is the
 // job (actors/nodes/job.hpp) over a syncer node (actors/nodes/syncer_node.hpp: health monitor,
@@ -28,10 +28,11 @@
 #include <caf/actor_system.hpp>
 #include <nlohmann/json.hpp>
 
-#include "actors/services/compute_gate.hpp"
-#include "actors/services/fault_hooks.hpp"
+#include "actors/link/frame_guard.hpp"
 #include "actors/nodes/node_config.hpp"
 #include "actors/policy/restart_budget.hpp"
+#include "actors/services/compute_gate.hpp"
+#include "actors/services/fault_hooks.hpp"
 #include "actors/services/run_log.hpp"
 #include "actors/services/run_report.hpp"
 #include "runtime/config/experiment.hpp"
@@ -57,10 +58,11 @@ struct run_options {
   std::string listen_host = "127.0.0.1";
   uint16_t listen_port = 0;
   std::function<void(uint16_t port)> on_published;
-  /// Syncer node: a frame guard (actors/link/frame_guard.hpp) listens on listen_host:listen_port and
-  /// closes any connection announcing a CAF frame above this many bytes; the middleman itself
-  /// listens on loopback only. 0 = no guard (the middleman listens on the address itself).
-  uint64_t max_frame_bytes = uint64_t{80} << 20;
+  /// Syncer node: a frame guard (actors/link/frame_guard.hpp) listens on listen_host:listen_port
+  /// and closes any connection announcing a CAF frame above guard.max_frame_bytes, or past the
+  /// strangers' limits; the middleman itself listens on loopback only. max_frame_bytes 0 = no
+  /// guard (the middleman listens on the address itself).
+  frame_guard_limits guard;
   /// The run's id (hex), checked at every node handshake; empty = a new random one (written to
   /// <run_dir>/run_id).
   std::string run_id;
@@ -70,8 +72,8 @@ struct run_options {
   /// budget counts the tokens of both parts; summary.json gets "resumed": true. Without it, what
   /// an earlier run left is removed (make_job_setup).
   bool resume = false;
-  /// The node's chaos endpoint (actors/services/chaos_endpoint.hpp) on this loopback address (port 0 =
-  /// any; printed and logged as a "chaos_endpoint" event); empty host = off. It serves the
+  /// The node's chaos endpoint (actors/services/chaos_endpoint.hpp) on this loopback address (port
+  /// 0 = any; printed and logged as a "chaos_endpoint" event); empty host = off. It serves the
   /// broadcast kinds in a syncer node and every kind when role is `all`.
   std::pair<std::string, uint16_t> chaos_endpoint;
   /// The experiment's message faults (is_message_fault) are not applied from the experiment:
@@ -121,6 +123,9 @@ struct job_setup {
   std::vector<float> initial;  ///< the initial global model (flat)
   std::unique_ptr<run_log> log;
   std::unique_ptr<fault_hooks> faults;
+  /// Set when the job finalizes: an evaluation still running stops at its next batch, so the
+  /// process ends (its detached evaluator thread is joined at exit).
+  std::shared_ptr<std::atomic<bool>> stop_evaluation = std::make_shared<std::atomic<bool>>(false);
   /// Fair core sharing between learners (null in logical-time runs or with one learner).
   std::unique_ptr<compute_gate> gate;
   int learner_threads = 1;
@@ -197,7 +202,7 @@ void check_experiment_data(const config::experiment& exp);
 /// are rewritten — and listed in `replaced`. With `options.resume` nothing is removed: the run
 /// continues (run id, owner checkpoints, the monitor's record).
 std::shared_ptr<job_setup> make_job_setup(const config::experiment& exp,
-                                                  const run_options& options);
+                                          const run_options& options);
 
 /// The main job: runs `exp` to the end of its budget with a progress line on stdout, writes
 /// the run directory and returns the result. Throws on setup errors. On stderr: one line when

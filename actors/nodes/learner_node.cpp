@@ -5,6 +5,7 @@
 //     --monitor down--> syncer lost (learners keep stepping) --reconnected, same run--> running
 //     --every learner done / interrupted--> finished
 #include "actors/nodes/learner_node.hpp"
+#include "actors/nodes/memory_check.hpp"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -29,14 +30,14 @@
 #include <caf/io/all.hpp>
 
 #include "actors/link/atoms.hpp"
-#include "actors/services/chaos_endpoint.hpp"
+#include "actors/link/tensor_channel.hpp"
 #include "actors/nodes/job_runner.hpp"
+#include "actors/nodes/role_contexts.hpp"
+#include "actors/roles/supervisor.hpp"
+#include "actors/services/chaos_endpoint.hpp"
 #include "actors/services/compute_gate.hpp"
 #include "actors/services/host_admission.hpp"
-#include "actors/nodes/role_contexts.hpp"
 #include "actors/services/run_log.hpp"
-#include "actors/roles/supervisor.hpp"
-#include "actors/link/tensor_channel.hpp"
 #include "messages/control.hpp"
 #include "runtime/config/loader.hpp"
 #include "runtime/rng.hpp"
@@ -402,6 +403,16 @@ int run_learner_node(const learner_node_options& o) {
   }
   config::experiment exp = loaded.experiments.front();
   if (!o.data_file.empty()) exp.data.file = o.data_file;
+  {
+    // Before any learner allocates: a node that cannot hold its learners' models and
+    // activations would see each fail and be given up (exit 2: started again it would fail so).
+    const int here = o.learner_ids.empty() ? o.learners : static_cast<int>(o.learner_ids.size());
+    if (auto why = check_before_start(exp, start_check_for::learner_node, here, o.force_memory);
+        !why.empty()) {
+      std::fprintf(stderr, "dd-node learner %s: %s\n", name.c_str(), why.c_str());
+      return node_exit_usage;
+    }
+  }
   const std::string data_name = exp.data.kind == config::data_kind::idx
                                     ? exp.data.images + "' + '" + exp.data.labels
                                     : exp.data.file;
@@ -606,8 +617,8 @@ int run_learner_node(const learner_node_options& o) {
       name.c_str(), run_id.c_str(), exp.name.c_str(), ids.size() == 1 ? "" : "s", id_list.c_str(),
       threads, threads == 1 ? "" : "s", run_dir.c_str());
   std::fflush(stdout);
-  // The tensor channel to the syncer (actors/link/tensor_channel.hpp): chunks leave on it while it is
-  // open, on CAF otherwise. Opened after every join; one that breaks drops the CAF connection
+  // The tensor channel to the syncer (actors/link/tensor_channel.hpp): chunks leave on it while it
+  // is open, on CAF otherwise. Opened after every join; one that breaks drops the CAF connection
   // too (its chunks in flight are lost), so the node rejoins and opens a fresh one.
   struct channel_loss {
     std::mutex m;

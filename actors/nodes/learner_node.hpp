@@ -64,6 +64,9 @@ struct learner_node_options {
   int learners = 1;
   /// Compute threads per learner; 0 = max(1, cores / learners on this node).
   int threads = 0;
+  /// Start even when the learners' memory estimate (actors/nodes/memory_check.hpp) exceeds the
+  /// host's available memory or address-space limit; otherwise that exits 2 after the handshake.
+  bool force_memory = false;
   /// Data file; empty = the experiment's data.file (its path on this host).
   std::string data_file;
   /// Where this node writes events.jsonl; empty = runs/<experiment>/nodes/<node name>.

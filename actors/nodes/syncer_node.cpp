@@ -102,6 +102,7 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
   ectx->run_id = setup.run_id;
   ectx->syncer_incarnation = setup.syncer_incarnation;
   ectx->log = setup.log.get();
+  ectx->stop = setup.stop_evaluation;
   if (!sim) {  // the final evaluation's model, with the windows it scored (model_file.hpp)
     ectx->model_path = (fs::path(setup.run_dir) / model_file_name).string();
     ectx->model_metadata = {
@@ -117,7 +118,7 @@ void publish_monitor(caf::actor_system& sys, const monitor_hdl& monitor, job_set
                      std::shared_ptr<tensor_channel_hub>& channels) {
   const auto& options = setup.options;
   // reuse_addr: a restarted syncer binds its port at once (docs/caf.md: TIME_WAIT).
-  const bool guarded = options.max_frame_bytes > 0;
+  const bool guarded = options.guard.max_frame_bytes > 0;
   const char* in = guarded                       ? "127.0.0.1"
                    : options.listen_host.empty() ? nullptr
                                                  : options.listen_host.c_str();
@@ -133,7 +134,7 @@ void publish_monitor(caf::actor_system& sys, const monitor_hdl& monitor, job_set
   if (guarded) {
     tensor_channel_hub::options co;
     co.run_id = setup.run_id;
-    co.max_frame_bytes = options.max_frame_bytes;
+    co.max_frame_bytes = options.guard.max_frame_bytes;
     co.report = [log = setup.log.get()](const std::string& event, const std::string& details) {
       log->emit(event, {{"details", details}});
       if (event == "channel_refused") log->warn("tensor channel refused: " + details);
@@ -142,9 +143,10 @@ void publish_monitor(caf::actor_system& sys, const monitor_hdl& monitor, job_set
     std::weak_ptr<tensor_channel_hub> hub = channels;
     try {
       guard = std::make_unique<frame_guard>(
-          options.listen_host, options.listen_port, *port, options.max_frame_bytes,
+          options.listen_host, options.listen_port, *port, options.guard,
           [log = setup.log.get()](const std::string& what) {
             log->emit("frame_refused", {{"reason", what}});
+            log->update([](run_counters& c) { c.frames_refused += 1; });
             log->warn("frame guard: " + what);
           },
           [hub](int fd, std::string peer, std::vector<uint8_t> first) {
@@ -163,7 +165,9 @@ void publish_monitor(caf::actor_system& sys, const monitor_hdl& monitor, job_set
   setup.log->emit("listening", {{"host", options.listen_host},
                                 {"port", bound},
                                 {"middleman_port", *port},
-                                {"max_frame_bytes", options.max_frame_bytes},
+                                {"max_frame_bytes", options.guard.max_frame_bytes},
+                                {"stranger_bytes", options.guard.stranger_bytes},
+                                {"stranger_connections", options.guard.stranger_connections},
                                 {"run_id", setup.run_id}});
   if (options.on_published) options.on_published(bound);
 }

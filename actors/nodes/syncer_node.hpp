@@ -17,10 +17,10 @@
 #include <caf/actor_system.hpp>
 #include <caf/local_actor.hpp>
 
-#include "actors/nodes/job_runner.hpp"
 #include "actors/link/frame_guard.hpp"
 #include "actors/link/protocol.hpp"
 #include "actors/link/tensor_channel.hpp"
+#include "actors/nodes/job_runner.hpp"
 
 namespace dd::actors {
 
@@ -36,11 +36,11 @@ struct syncer_node {
 syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_setup& setup);
 
 /// Publishes `monitor` with reuse_addr on options.listen_host:listen_port — behind a frame guard
-/// on that address when options.max_frame_bytes > 0 (the middleman then listens on an ephemeral
-/// loopback port; `guard` receives it, and must outlive `sys`) — logs a "listening" event and
-/// calls options.on_published with the bound port. With the guard, learner nodes' tensor
-/// channels (actors/link/tensor_channel.hpp) come in on the same address: `channels` receives the hub
-/// that serves them (destroy it before `sys`; its events go to the run log). A port that cannot
+/// on that address when options.guard.max_frame_bytes > 0 (the middleman then listens on an
+/// ephemeral loopback port; `guard` receives it, and must outlive `sys`) — logs a "listening" event
+/// and calls options.on_published with the bound port. With the guard, learner nodes' tensor
+/// channels (actors/link/tensor_channel.hpp) come in on the same address: `channels` receives the
+/// hub that serves them (destroy it before `sys`; its events go to the run log). A port that cannot
 /// be bound ends the process: "dd-node syncer: cannot listen on HOST:PORT: <why>" on stderr,
 /// exit 2.
 void publish_monitor(caf::actor_system& sys, const monitor_hdl& monitor, job_setup& setup,

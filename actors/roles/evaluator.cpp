@@ -16,8 +16,8 @@
 
 #include "actors/link/atoms.hpp"
 #include "actors/link/chunk_flow.hpp"
-#include "actors/services/run_log.hpp"
 #include "actors/roles/supervisor.hpp"
+#include "actors/services/run_log.hpp"
 #include "messages/control.hpp"
 #include "runtime/eval.hpp"
 #include "runtime/model_file.hpp"
@@ -138,7 +138,8 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
     loss = ev.loss;
     accuracy = ev.accuracy;
   } else {
-    loss = evaluate_loss(*st.model, ctx.data->validation(), ctx.batch, ctx.seq_len, ctx.batches);
+    loss = evaluate_loss(*st.model, ctx.data->validation(), ctx.batch, ctx.seq_len, ctx.batches,
+                         ctx.stop.get());
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.last_loss = loss;

@@ -1,5 +1,5 @@
-// actors/roles/evaluator.hpp — assembles the global model from the fragment owners on a schedule and
-// measures its validation loss on the held-out split.
+// actors/roles/evaluator.hpp — assembles the global model from the fragment owners on a schedule
+// and measures its validation loss on the held-out split.
 //
 // Promises: every `every_seconds` — stretched to 9 × the last evaluation's duration when that is
 // longer, so evaluation takes at most ~10% of the machine —, each time the global step crosses a
@@ -25,6 +25,7 @@
 // Blocking compute: spawn it detached in the main job.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -79,6 +80,9 @@ struct evaluator_context {
   /// Added to the model file's metadata (run id, experiment, the evaluation's windows as JSON
   /// under "eval"); val_loss, digest and fragment versions are added by the evaluator.
   std::map<std::string, std::string> model_metadata;
+  /// Set by the job when the run ends without waiting for an evaluation in progress (an interrupt
+  /// past its deadline): the evaluation stops at its next batch. Null = never.
+  std::shared_ptr<std::atomic<bool>> stop;
 };
 
 /// CAF state of the evaluator.

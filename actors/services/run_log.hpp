@@ -1,5 +1,5 @@
-// actors/services/run_log.hpp — what a run records: the event stream (events.jsonl) and the run-wide
-// counters the progress line and summary.json are computed from.
+// actors/services/run_log.hpp — what a run records: the event stream (events.jsonl) and the
+// run-wide counters the progress line and summary.json are computed from.
 //
 // One `run_log` per run, created by the main job (or a test) and passed by pointer to every
 // actor; it outlives them. Thread-safe: learners run on their own threads and all call it.
@@ -58,6 +58,9 @@ struct run_counters {
   /// Messages refused at their envelope: another run, a stale sender incarnation or another
   /// schema version (actors/link/wire_refusal.hpp). Never applied.
   uint64_t envelopes_refused = 0;
+  /// Connections the syncer's frame guard closed: an oversized frame, or past the strangers'
+  /// limits (actors/link/frame_guard.hpp).
+  uint64_t frames_refused = 0;
   std::map<int32_t, double> grace_s;     ///< last grace window used per fragment, seconds
   std::map<int32_t, uint64_t> versions;  ///< current version per fragment
   double last_val_loss = -1.0;           ///< < 0 until the first evaluation

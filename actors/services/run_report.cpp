@@ -41,7 +41,8 @@ nlohmann::json make_summary(int learners, int fragments, const run_counters& c,
       {"bytes_pushed", c.bytes_pushed},
       {"bytes_broadcast", c.bytes_broadcast},
       {"chunks_refused", c.chunks_refused},
-      {"envelopes_refused", c.envelopes_refused}};
+      {"envelopes_refused", c.envelopes_refused},
+      {"frames_refused", c.frames_refused}};
 }
 
 run_result make_run_result(const run_facts& f, const run_counters& counters, double final_val_loss,
@@ -71,6 +72,7 @@ run_result make_run_result(const run_facts& f, const run_counters& counters, dou
     all.bytes_broadcast += b.bytes_broadcast;
     all.chunks_refused += b.chunks_refused;
     all.envelopes_refused += b.envelopes_refused;
+    all.frames_refused += b.frames_refused;
     all.learner_restarts += b.learner_restarts;
     all.owner_restarts += b.owner_restarts;
   }

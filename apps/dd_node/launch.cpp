@@ -47,6 +47,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/nodes/job_runner.hpp"
+#include "actors/nodes/memory_check.hpp"
 #include "actors/policy/restart_budget.hpp"
 #include "actors/services/host_admission.hpp"
 #include "apps/dd_node/node_flags.hpp"
@@ -167,6 +168,7 @@ void print_launch_help(FILE* f) {
       "                      [--via-proxy] [--no-step-admission] [--name N] [--set key=value]...\n"
       "                      [--progress S] [--learner-backoff-cap S] [--heartbeat S]\n"
       "                      [--connection-timeout S] [--compute-nice N] [--script-timeout S]\n"
+      "                      [--force-memory]\n"
       "Starts the experiment as a cluster of processes on this host: one `dd-node syncer` and P\n"
       "`dd-node learner` processes (default one per learner), over loopback TCP, and supervises\n"
       "them: a learner process that dies is started again at once, the syncer after\n"
@@ -184,6 +186,10 @@ void print_launch_help(FILE* f) {
       "                          cores as the OS schedules them)\n"
       "  --learner-backoff-cap S longest wait between a learner's reconnection attempts (5)\n"
       "  --compute-nice N        the learner processes' --compute-nice (default 0)\n"
+      "  --force-memory          start even when the memory estimate of the syncer and the\n"
+      "                          learners (dd-node resolve prints it) exceeds this host's\n"
+      "                          available memory or address-space limit (passed on to them);\n"
+      "                          without it that is refused (exit 2)\n"
       "  --name N, --set k=v, --progress S, --heartbeat S, --connection-timeout S,\n"
       "  --script-timeout S (wall-clock limit of evaluating the experiment file): passed on\n"
       "The launcher locks the run directory, and checkpoint.dir when it lies outside it, for\n"
@@ -482,7 +488,7 @@ int launch_main(int argc, char** argv) {
   double delay = 2.0, progress = 5.0, backoff_cap = 5.0;
   double heartbeat = -1, conn_timeout = -1;
   int compute_nice = -1;
-  bool resume = false, overwrite = false, via_proxy = false, admission = true;
+  bool resume = false, overwrite = false, via_proxy = false, admission = true, force_memory = false;
   uint16_t port = 0;
   std::vector<std::string> passthrough;
   config::load_options lo;
@@ -538,6 +544,8 @@ int launch_main(int argc, char** argv) {
       via_proxy = true;
     } else if (a == "--no-step-admission") {
       admission = false;
+    } else if (a == "--force-memory") {
+      force_memory = true;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "dd-node launch: unknown flag '%s'\n", a.c_str());
       print_launch_help(stderr);
@@ -582,6 +590,11 @@ int launch_main(int argc, char** argv) {
     actors::check_experiment_data(exp);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dd-node launch: %s: %s\n", exp.name.c_str(), e.what());
+    return 2;
+  }
+  if (auto why = actors::check_before_start(exp, actors::start_check_for::launch, 0, force_memory);
+      !why.empty()) {
+    std::fprintf(stderr, "dd-node launch: %s: %s\n", exp.name.c_str(), why.c_str());
     return 2;
   }
   const std::string dir = !run_dir.empty()       ? run_dir
@@ -661,6 +674,7 @@ int launch_main(int argc, char** argv) {
   }
   auto extra = [&](std::vector<std::string>& v) {
     if (heartbeat >= 0) v.insert(v.end(), {"--heartbeat", fmt::format("{}", heartbeat)});
+    if (force_memory) v.push_back("--force-memory");
     if (conn_timeout >= 0)
       v.insert(v.end(), {"--connection-timeout", fmt::format("{}", conn_timeout)});
   };

@@ -1,6 +1,7 @@
 // apps/dd_node/learner_cmd.cpp — `dd-node learner --join HOST:PORT[,HOST:PORT...] [flags]`: a
 // learner node. Joins the syncer's health monitor, receives its learner ids, the experiment and
-// the run's identity, trains, and rejoins when the syncer comes back (actors/nodes/learner_node.hpp).
+// the run's identity, trains, and rejoins when the syncer comes back
+// (actors/nodes/learner_node.hpp).
 #include <cstdio>
 #include <string>
 
@@ -21,14 +22,21 @@ void print_learner_help(FILE* f) {
       "                       [--connect-timeout S] [--progress S] [--seed S]\n"
       "                       [--heartbeat S] [--connection-timeout S] [--compute-nice N]\n"
       "                       [--chaos-endpoint HOST:PORT [--message-faults-via-endpoint]]\n"
+      "                       [--force-memory]\n"
       "Runs learners of the syncer's run in this process. The syncer sends the experiment, the\n"
       "run id and this node's learner ids; the data file is read here (the experiment's\n"
       "data.file, or --data FILE) and must match the syncer's (size and training-split hash).\n"
       "  --join A[,B...]       the syncer's advertised address(es), tried in turn\n"
       "  --learners N          how many learners to run here (default 1; free ids are chosen)\n"
       "  --learner-ids I,J     run exactly these learner ids (a restarted node asks for its own)\n"
-      "  --threads N           compute threads per learner (default cores / learners here)\n"
+      "  --threads N           compute threads per learner (default cores / learners here).\n"
+      "                        Several learner nodes on one host: give each --threads so that\n"
+      "                        their learners x threads stay within the cores, or run one node\n"
+      "                        with --learners N, or use dd-node launch (shared step admission)\n"
       "  --data FILE           this host's copy of the data file\n"
+      "  --force-memory        start even when the learners' memory estimate (dd-node resolve\n"
+      "                        prints it) exceeds this host's available memory or address-space\n"
+      "                        limit; without it that exits 2 after the handshake\n"
       "  --run-dir DIR         where this node's events.jsonl goes\n"
       "                        (default runs/<experiment>/nodes/<node name>)\n"
       "  --node-name NAME      name in logs (default <hostname>-<pid>)\n"
@@ -93,6 +101,8 @@ int learner_main(int argc, char** argv) {
                      v);
         return 2;
       }
+    } else if (a == "--force-memory") {
+      o.force_memory = true;
     } else if (a == "--threads") {
       if (!count("--threads", o.threads)) return 2;
     } else if (a == "--data") {

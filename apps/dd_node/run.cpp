@@ -37,6 +37,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/nodes/job_runner.hpp"
+#include "actors/nodes/memory_check.hpp"
 #include "apps/dd_node/run_lock.hpp"
 #include "kernels/all_backends.hpp"
 #include "runtime/config/loader.hpp"
@@ -77,6 +78,7 @@ void print_run_help(FILE* f) {
                "usage: dd-node run <experiment.lua> [--name N]... [--set key=value]...\n"
                "                   [--run-dir DIR] [--progress SECONDS] [--table FILE]\n"
                "                   [--script-timeout SECONDS] [--resume | --overwrite]\n"
+               "                   [--force-memory]\n"
                "Runs every selected experiment of the file as one in-process cluster (learners,\n"
                "fragment owners, health monitor, evaluator) and writes its run directory:\n"
                "events.jsonl, summary.json, experiment.json, run_info.json.\n"
@@ -101,6 +103,9 @@ void print_run_help(FILE* f) {
                "                   record (monitor.json); the budget counts both parts and\n"
                "                   summary.json says \"resumed\": true\n"
                "  --overwrite      replace the unfinished run in the run directory\n"
+               "  --force-memory   start even when the memory estimate (dd-node resolve prints\n"
+               "                   it) exceeds the available memory or the address-space limit\n"
+               "                   (RLIMIT_AS); without it such a run is refused (exit 2)\n"
                "A run directory holds one run: without --resume a new run replaces what a\n"
                "finished one left there (summary.json, run_info.json, events.jsonl, owner\n"
                "checkpoints, and a cluster run's nodes.json, chaos.jsonl, nodes/, logs/); an\n"
@@ -152,7 +157,7 @@ bool parse_seconds(const char* flag, const char* text, double& out) {
 int run_main(int argc, char** argv) {
   std::string file, run_dir, table_path = "runs/comparison.json";
   double progress = 5.0;
-  bool resume = false, overwrite = false;
+  bool resume = false, overwrite = false, force_memory = false;
   config::load_options lo;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -178,6 +183,8 @@ int run_main(int argc, char** argv) {
       resume = true;
     } else if (a == "--overwrite") {
       overwrite = true;
+    } else if (a == "--force-memory") {
+      force_memory = true;
     } else if (a == "--run-dir") {
       const char* v = need("--run-dir");
       if (v == nullptr) return 2;
@@ -279,6 +286,14 @@ int run_main(int argc, char** argv) {
       actors::check_experiment_data(exp);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "dd-node run: %s: %s\n", exp.name.c_str(), e.what());
+      return 2;
+    }
+    // And when the run cannot fit in memory: every learner would fail to allocate its model or
+    // activations and the run would end having trained nothing (or be killed by the kernel).
+    if (auto why =
+            actors::check_before_start(exp, actors::start_check_for::whole_run, 0, force_memory);
+        !why.empty()) {
+      std::fprintf(stderr, "dd-node run: %s: %s\n", exp.name.c_str(), why.c_str());
       return 2;
     }
   }

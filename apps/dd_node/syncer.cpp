@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "actors/nodes/job_runner.hpp"
+#include "actors/nodes/memory_check.hpp"
 #include "apps/dd_node/node_flags.hpp"
 #include "apps/dd_node/run_lock.hpp"
 #include "kernels/all_backends.hpp"
@@ -32,7 +33,8 @@ void print_syncer_help(FILE* f) {
       "                      [--name N] [--set key=value]... [--progress S]\n"
       "                      [--heartbeat S] [--connection-timeout S] [--script-timeout S]\n"
       "                      [--chaos-endpoint HOST:PORT [--message-faults-via-endpoint]]\n"
-      "                      [--max-frame-bytes N]\n"
+      "                      [--max-frame-bytes N] [--stranger-bytes N]\n"
+      "                      [--stranger-connections N] [--force-memory]\n"
       "Runs the syncer node of a cluster: the job, the health monitor, one fragment owner\n"
       "per fragment and the evaluator. The monitor is published on --listen; learners join it\n"
       "with `dd-node learner --join ADVERTISED:PORT` (the exact command is printed).\n"
@@ -54,8 +56,18 @@ void print_syncer_help(FILE* f) {
       "  --connection-timeout S a peer silent this long is dropped (default 10)\n"
       "  --max-frame-bytes N    a connection announcing a larger CAF frame is closed before CAF\n"
       "                         allocates it, and a tensor channel frame above it closes its\n"
-      "                         channel (default 83886080 = 80 MiB; 0 = no guard and no tensor\n"
-      "                         channel: every chunk goes on CAF)\n"
+      "                         channel (default 4456448 = one 4 MiB chunk + 256 KiB; 0 = no\n"
+      "                         guard and no tensor channel: every chunk goes on CAF)\n"
+      "  --stranger-bytes N     frames announced by connections the syncer has not yet answered\n"
+      "                         (strangers) and not yet complete may total N bytes; a frame past\n"
+      "                         it closes its connection (default 67108864 = 64 MiB)\n"
+      "  --stranger-connections N  strangers open at once; one more is closed (default 32).\n"
+      "                         A stranger unanswered for 60 s is closed. Every connection the\n"
+      "                         guard closes is a frame_refused event, counted in summary.json\n"
+      "                         frames_refused\n"
+      "  --force-memory         start even when the owners' and the evaluator's memory estimate\n"
+      "                         (dd-node resolve prints it) exceeds the available memory or the\n"
+      "                         address-space limit; without it that is refused (exit 2)\n"
       "  --chaos-endpoint HOST:PORT  serve message faults on broadcasts (dd-chaos msg) on this\n"
       "                         loopback address (port 0 = any; printed); off by default\n"
       "  --message-faults-via-endpoint  do not apply the experiment's broadcast faults (chaos\n"
@@ -74,9 +86,10 @@ void print_syncer_help(FILE* f) {
 /// Entry point of `dd-node syncer`; argv[0] is "syncer".
 int syncer_main(int argc, char** argv) {
   std::string file, run_dir, listen_text, advertise_text, chaos_text;
-  bool resume = false, overwrite = false, insecure = false, messages_via_endpoint = false;
+  bool resume = false, overwrite = false, insecure = false, messages_via_endpoint = false,
+       force_memory = false;
   double progress = 5.0;
-  uint64_t max_frame = uint64_t{80} << 20;
+  actors::frame_guard_limits guard;
   actors::node_transport transport;
   config::load_options lo;
   flag_cursor f("dd-node syncer", argc, argv);
@@ -125,17 +138,25 @@ int syncer_main(int argc, char** argv) {
       if (!seconds("--heartbeat", transport.heartbeat_s)) return 2;
     } else if (a == "--connection-timeout") {
       if (!seconds("--connection-timeout", transport.connection_timeout_s)) return 2;
-    } else if (a == "--max-frame-bytes") {
+    } else if (a == "--max-frame-bytes" || a == "--stranger-bytes" ||
+               a == "--stranger-connections") {
       double d = 0;
-      const char* v = value("--max-frame-bytes");
+      const char* v = value(a.c_str());
       if (v == nullptr) return 2;
-      if (!parse_nonneg(v, d) || d > 4294967295.0) {
-        std::fprintf(stderr,
-                     "dd-node syncer: --max-frame-bytes needs bytes in 0..4294967295, got '%s'\n",
-                     v);
+      if (!parse_nonneg(v, d) || d > 4294967295.0 || d != static_cast<double>(uint64_t(d))) {
+        std::fprintf(stderr, "dd-node syncer: %s needs a whole number in 0..4294967295, got '%s'\n",
+                     a.c_str(), v);
         return 2;
       }
-      max_frame = static_cast<uint64_t>(d);
+      const auto n = static_cast<uint64_t>(d);
+      if (a == "--max-frame-bytes")
+        guard.max_frame_bytes = n;
+      else if (a == "--stranger-bytes")
+        guard.stranger_bytes = n;
+      else
+        guard.stranger_connections = static_cast<size_t>(n);
+    } else if (a == "--force-memory") {
+      force_memory = true;
     } else if (a == "--resume") {
       resume = true;
     } else if (a == "--overwrite") {
@@ -219,6 +240,12 @@ int syncer_main(int argc, char** argv) {
     std::fprintf(stderr, "dd-node syncer: %s: %s\n", exp.name.c_str(), e.what());
     return 2;
   }
+  if (auto why =
+          actors::check_before_start(exp, actors::start_check_for::syncer_node, 0, force_memory);
+      !why.empty()) {
+    std::fprintf(stderr, "dd-node syncer: %s: %s\n", exp.name.c_str(), why.c_str());
+    return 2;
+  }
   const std::string dir = !run_dir.empty()       ? run_dir
                           : !exp.run_dir.empty() ? exp.run_dir
                                                  : "runs/" + exp.name;
@@ -282,7 +309,7 @@ int syncer_main(int argc, char** argv) {
   ro.transport = transport;
   ro.chaos_endpoint = chaos_ep;
   ro.message_faults_via_endpoint = messages_via_endpoint;
-  ro.max_frame_bytes = max_frame;
+  ro.guard = guard;
   const int M = exp.learners.count;
   ro.on_published = [&](uint16_t port) {
     std::string host = advertise_text.empty() ? listen.first : advertise.first;

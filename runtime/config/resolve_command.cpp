@@ -14,9 +14,15 @@ const char* const resolve_usage =
     "(2, 0.5, true, \"text\", fraction(0.5), {1, 1.5}) or else taken as text.\n"
     "--script-timeout S bounds the evaluation in wall-clock seconds (default 10): the script\n"
     "runs in a child process that is killed at the limit, whatever it is doing.\n"
-    "Exit status: 0 resolved, 2 invalid file, override or usage. Keys: docs/config.md.\n";
+    "On stderr, per experiment: its memory estimate (per learner, per fragment owner, the\n"
+    "evaluator; what dd-node run, a syncer node and a learner node need) and whether this\n"
+    "machine's available memory and address-space limit allow it (dd-node run, syncer, launch\n"
+    "and learner refuse a run that does not fit unless given --force-memory).\n"
+    "Exit status: 0 resolved, 2 invalid file, override or usage, or a fragment plan the model\n"
+    "cannot have (more fragments than tensors). Keys: docs/config.md.\n";
 
-int resolve_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+int resolve_command(const std::vector<std::string>& args, std::ostream& out, std::ostream& err,
+                    const resolve_check& check) {
   load_options options;
   std::string file;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -67,6 +73,15 @@ int resolve_command(const std::vector<std::string>& args, std::ostream& out, std
   if (!r.ok()) {
     err << r.error_text();
     return 2;
+  }
+  if (check) {
+    bool refused = false;
+    for (const auto& e : r.experiments)
+      for (const auto& why : check(e, err)) {
+        err << file << ": experiment '" << e.name << "': " << why << "\n";
+        refused = true;
+      }
+    if (refused) return 2;
   }
   nlohmann::json all = nlohmann::json::array();
   for (const auto& e : r.experiments) all.push_back(to_json(e));

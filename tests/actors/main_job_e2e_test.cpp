@@ -104,11 +104,22 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
   auto clean = run_job(small_experiment("clean"), ro);
   ASSERT_TRUE(clean.finished);
   auto summary = read_json(dir / "clean" / "summary.json");
-  const std::set<std::string> keys = {
-      "final_val_loss",    "tokens",       "wall_seconds",     "goodput",
-      "effective_goodput", "uptime",       "merges",           "mean_contributors_per_merge",
-      "learner_restarts",  "bytes_pushed", "bytes_broadcast",  "chunks_refused",
-      "final_eval",        "model_file",   "envelopes_refused"};
+  const std::set<std::string> keys = {"final_val_loss",
+                                      "tokens",
+                                      "wall_seconds",
+                                      "goodput",
+                                      "effective_goodput",
+                                      "uptime",
+                                      "merges",
+                                      "mean_contributors_per_merge",
+                                      "learner_restarts",
+                                      "bytes_pushed",
+                                      "bytes_broadcast",
+                                      "chunks_refused",
+                                      "final_eval",
+                                      "model_file",
+                                      "envelopes_refused",
+                                      "frames_refused"};
   std::set<std::string> got;
   for (auto& [k, v] : summary.items()) got.insert(k);
   EXPECT_EQ(got, keys);

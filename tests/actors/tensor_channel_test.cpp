@@ -1,7 +1,7 @@
-// tests/actors/tensor_channel_test.cpp — the tensor channel (actors/link/tensor_channel.hpp) between
-// two actor systems in this process over real loopback TCP, the receiving one behind a frame
-// guard as the syncer node is: chunks cross on it with their sender's identity and their credits
-// come back on CAF; a hello of another run is refused with both run ids; a frame the stream
+// tests/actors/tensor_channel_test.cpp — the tensor channel (actors/link/tensor_channel.hpp)
+// between two actor systems in this process over real loopback TCP, the receiving one behind a
+// frame guard as the syncer node is: chunks cross on it with their sender's identity and their
+// credits come back on CAF; a hello of another run is refused with both run ids; a frame the stream
 // cannot be trusted past (a damaged header, an oversized one, a kind its receiver does not take)
 // closes the channel, and the sending side hears of it (on_lost); a port without the guard has no
 // channel, and says so.
@@ -27,8 +27,8 @@
 #include "actors/link/atoms.hpp"
 #include "actors/link/chunk_flow.hpp"
 #include "actors/link/frame_guard.hpp"
-#include "actors/nodes/node_config.hpp"
 #include "actors/link/tensor_channel.hpp"
+#include "actors/nodes/node_config.hpp"
 #include "util/crc32c.hpp"
 
 namespace {
@@ -141,7 +141,7 @@ struct receiving_node {
     hub = tensor_channel_hub::make(sys, o);
     std::weak_ptr<tensor_channel_hub> weak = hub;
     guard = std::make_unique<frame_guard>(
-        "127.0.0.1", 0, caf_port, uint64_t{80} << 20, [](const std::string&) {},
+        "127.0.0.1", 0, caf_port, frame_guard_limits{uint64_t{80} << 20}, [](const std::string&) {},
         [weak](int fd, std::string peer, std::vector<uint8_t> first) {
           if (auto h = weak.lock())
             h->accept(fd, std::move(peer), std::move(first));

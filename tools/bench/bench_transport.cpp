@@ -88,8 +88,8 @@
 #include "actors/link/atoms.hpp"
 #include "actors/link/chunk_flow.hpp"
 #include "actors/link/frame_guard.hpp"
-#include "actors/nodes/node_config.hpp"
 #include "actors/link/tensor_channel.hpp"
+#include "actors/nodes/node_config.hpp"
 #include "messages/codec.hpp"
 #include "util/endian.hpp"
 #include "util/parse.hpp"
@@ -643,8 +643,8 @@ int child_mm_recv(int32_t learner, size_t chunk_bytes, double heartbeat_s, doubl
     caf::anon_send_exit(rcv, caf::exit_reason::user_shutdown);
     return 1;
   }
-  // As the syncer node does (actors/nodes/syncer_node.cpp publish_monitor): the middleman on loopback
-  // behind a frame guard, which hands tensor channels to this node's hub.
+  // As the syncer node does (actors/nodes/syncer_node.cpp publish_monitor): the middleman on
+  // loopback behind a frame guard, which hands tensor channels to this node's hub.
   dd::actors::tensor_channel_hub::options co;
   co.run_id = bench_run_id;
   co.max_frame_bytes = receiver_decode_limits(chunk_bytes).max_message_bytes;
@@ -654,7 +654,7 @@ int child_mm_recv(int32_t learner, size_t chunk_bytes, double heartbeat_s, doubl
       {dd::actors::channel_kind::push, dd::actors::channel_kind::broadcast});
   std::weak_ptr<dd::actors::tensor_channel_hub> weak = hub;
   auto guard = std::make_unique<dd::actors::frame_guard>(
-      "127.0.0.1", 0, *port, uint64_t{80} << 20,
+      "127.0.0.1", 0, *port, dd::actors::frame_guard_limits{uint64_t{80} << 20},
       [learner](const std::string& what) {
         std::fprintf(stderr, "receiver %d: frame guard: %s\n", learner, what.c_str());
       },
