@@ -24,6 +24,7 @@ packages=(
   libgtest-dev libgmock-dev        # tests
   libssl-dev                       # CAF's OpenSSL module
   zlib1g-dev                       # CRC32 for checkpoint files; gzip IDX images
+  patchelf                         # tools/gpu_check/make_bundle.sh: the bundle's $ORIGIN run paths
   iproute2                         # `ip netns`, veth, bridge: tests/cluster (minimal images lack it)
   # The sanitizer/fuzz tree (scripts/sanitize.sh) and the linters (scripts/lint.sh), clang 14:
   clang libclang-rt-14-dev         # clang++, ASan/UBSan/libFuzzer runtimes

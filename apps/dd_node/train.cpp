@@ -39,6 +39,7 @@ struct train_flags {
   int layers = 4;
   int heads = 4;
   int width = 128;
+  int vocab = 256;
   double lr = 3e-3;
   int64_t warmup = 50;
   double min_lr_ratio = 0.1;
@@ -70,6 +71,9 @@ void print_help(FILE* f) {
           "  --layers L             transformer blocks (default {})\n"
           "  --heads H              attention heads (default {})\n"
           "  --width C              model width (default {})\n"
+          "  --vocab V              vocabulary size, >= 256; the data stays bytes, so V > 256\n"
+          "                         only sizes the embedding and LM head (speed at a\n"
+          "                         tokenizer's vocabulary, e.g. 50257) (default {})\n"
           "  --lr X                 peak learning rate (default {})\n"
           "  --warmup N             linear warmup steps (default {})\n"
           "  --min-lr-ratio X       cosine floor as a fraction of lr (default {})\n"
@@ -86,7 +90,7 @@ void print_help(FILE* f) {
           "                         with a warning)\n"
           "  --log-every N          progress line every N steps (default {})\n"
           "  --help                 this text\n",
-          d.data, d.backend, d.threads, d.steps, d.batch, d.context, d.layers, d.heads, d.width,
+          d.data, d.backend, d.threads, d.steps, d.batch, d.context, d.layers, d.heads, d.width, d.vocab,
           d.lr, d.warmup, d.min_lr_ratio, d.grad_clip, d.weight_decay, d.eval_every, d.eval_batches,
           d.seed, d.out, d.checkpoint_every, d.log_every)
           .c_str());
@@ -136,6 +140,8 @@ bool parse_flags(int argc, char** argv, train_flags& f) {
        [&](const std::string& v) { f.layers = static_cast<int>(parse_int("--layers", v, 1)); }},
       {"--heads",
        [&](const std::string& v) { f.heads = static_cast<int>(parse_int("--heads", v, 1)); }},
+      {"--vocab",
+       [&](const std::string& v) { f.vocab = static_cast<int>(parse_int("--vocab", v, 256)); }},
       {"--width",
        [&](const std::string& v) { f.width = static_cast<int>(parse_int("--width", v, 1)); }},
       {"--lr", [&](const std::string& v) { f.lr = parse_double("--lr", v); }},
@@ -206,7 +212,7 @@ int train_main(int argc, char** argv) {
       print_help(stdout);
       return 0;
     }
-    cfg.model.vocab = 256;
+    cfg.model.vocab = f.vocab;
     cfg.model.context = f.context;
     cfg.model.layers = f.layers;
     cfg.model.heads = f.heads;
@@ -326,6 +332,8 @@ int train_main(int argc, char** argv) {
         {"steps", tr.steps_done()},
         {"wall_seconds", wall},
         {"tokens_per_second", static_cast<double>(tokens_run) / wall},
+        // Tokens over the time spent in training steps only (no evaluation, no checkpoint).
+        {"compute_tokens_per_second", static_cast<double>(tokens_run) / compute_seconds},
         {"parameters", n_params},
         {"seed", f.seed},
         {"backend", be->name()},
