@@ -95,7 +95,7 @@ void trainer::restore_cursor(const data_cursor& c) {
     image_stream_->restore(c);
 }
 
-step_result trainer::step() {
+step_result trainer::step(double lr) {
   const auto t0 = std::chrono::steady_clock::now();
   step_result r;
   r.step = step_;
@@ -112,7 +112,7 @@ step_result trainer::step() {
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
     r.applied = false;
   } else {
-    r.lr = cfg_.schedule.at(step_);
+    r.lr = lr;
     opt_.step(model_->params(), model_->grads(), static_cast<float>(r.lr));
     ++step_;
   }

@@ -1,8 +1,9 @@
 // runtime/trainer.hpp — the single-learner inner step loop, driven step by step by its caller:
 // one inner step = next batch of the learner's shard → forward → backward → global-norm clip →
 // AdamW with the scheduled learning rate (ALGORITHM.md, learner loop, "inner AdamW step").
-// The `dd-node train` command and the learner actor both use it; the caller decides when to step,
-// evaluate, checkpoint, push or apply fragments. Owned by one thread (the learner's).
+// The `dd-node train` command and the learner actor both use it (the learner through step(lr)); the
+// caller decides when to step, evaluate, checkpoint, push or apply fragments. Owned by one thread
+// (the learner's).
 #pragma once
 
 #include <cstdint>
@@ -76,9 +77,12 @@ class trainer {
   /// True when the trainer reads image data.
   bool images() const noexcept { return image_data_ != nullptr; }
 
-  /// One inner step. When the loss or the gradient norm is not finite the update is skipped,
-  /// the step counter is not advanced (the batch is consumed) and applied = false.
-  step_result step();
+  /// One inner step with the schedule's learning rate at steps_done(). When the loss or the
+  /// gradient norm is not finite the update is skipped, the step counter is not advanced (the
+  /// batch is consumed) and applied = false.
+  step_result step() { return step(cfg_.schedule.at(step_)); }
+  /// The same with learning rate `lr` (the learner's: a global lr clock, a re-warmup).
+  step_result step(double lr);
 
   /// Validation loss (nats/token) over `batches` fixed batches of (batch, seq_len); see
   /// evaluate_loss. Image data: loss (nats/image) over the whole validation split (`batches` is
