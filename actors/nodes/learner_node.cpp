@@ -593,7 +593,8 @@ int run_learner_node(const learner_node_options& o) {
     auto c = std::make_shared<learner_context>(*base);
     c->run_id = run_id;
     c->compute_nice = o.compute_nice;
-    c->leave_acked = true;  // a leave the lost syncer did not take waits for the next one
+    c->leave =
+        leave_protocol::acked;  // a leave the lost syncer did not take waits for the next one
     c->current_monitor = [current] {
       std::lock_guard<std::mutex> g(current->first);
       return current->second;

@@ -37,20 +37,22 @@ std::shared_ptr<const learner_context> make_learner_context(
   t.sharding = e.data.sharding == config::sharding_kind::interleaved ? shard_layout::interleaved
                                                                      : shard_layout::contiguous;
   c->rewarmup_steps = e.inner.rewarmup;
-  c->global_schedule = e.inner.clock == config::schedule_clock::global;
-  c->global_push_clock = e.push_clock() == config::schedule_clock::global;
+  c->lr_clock =
+      e.inner.clock == config::schedule_clock::global ? clock_source::global : clock_source::own;
+  c->push_clock =
+      e.push_clock() == config::schedule_clock::global ? clock_source::global : clock_source::own;
   c->data = services.data;
   c->images = services.images;
   c->plan = plan;
   c->sync_interval = e.sync.interval;
-  c->overlap = e.sync.overlap;
   c->max_inflight = e.sync.max_inflight;
   c->window_chunks = e.sync.window_chunks;
-  c->mixing_alpha = e.outer.mixing_alpha;
-  c->rebase = e.outer.apply == config::apply_kind::rebase;
+  c->apply = e.outer.apply == config::apply_kind::rebase
+                 ? fragment_apply::rebase()
+                 : fragment_apply::overwrite(e.outer.mixing_alpha);
   c->wire = to_encoding(e.sync.wire);
-  c->barrier = synchronous(e) && M > 1;
-  c->barrier_timeout_s = 10.0;
+  c->barrier =
+      synchronous(e) && M > 1 ? barrier_policy::wait(e.sync.overlap, 10.0) : barrier_policy::off();
   c->max_steps =
       e.budget.kind == config::budget_kind::steps ? static_cast<uint64_t>(e.budget.steps) : 0;
   c->speed = static_cast<size_t>(i) < e.learners.speed.size()
@@ -63,8 +65,7 @@ std::shared_ptr<const learner_context> make_learner_context(
   c->log = services.log;
   c->faults = services.faults;
   c->gate = services.gate;
-  c->simulated_time = simulated_time;
-  c->sim_step_s = sim_step_s;
+  c->timer = simulated_time ? step_timer::simulated(sim_step_s) : step_timer::wall();
   return c;
 }
 

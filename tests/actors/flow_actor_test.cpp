@@ -275,11 +275,9 @@ TEST(flow_cluster_test, a_learner_and_an_owner_keep_at_most_w_chunks_in_flight_b
   lctx->data = &data;
   lctx->plan = *plan;
   lctx->sync_interval = 4;
-  lctx->overlap = 1;
   lctx->monitor = monitor;
   lctx->log = &log;
-  lctx->simulated_time = true;
-  lctx->sim_step_s = 0.1;
+  lctx->timer = step_timer::simulated(0.1);
   lctx->max_steps = 30;
   lctx->chunk_bytes = chunk;
   lctx->window_chunks = W;

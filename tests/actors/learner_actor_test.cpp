@@ -13,10 +13,10 @@
 
 #include <gtest/gtest.h>
 
+#include "actors/nodes/role_contexts.hpp"
 #include "actors/roles/fragment_owner.hpp"
 #include "actors/roles/health_monitor.hpp"
 #include "actors/roles/learner.hpp"
-#include "actors/nodes/role_contexts.hpp"
 #include "actors/services/run_log.hpp"
 #include "kernels/backend.hpp"
 #include "runtime/gpt.hpp"
@@ -46,8 +46,8 @@ struct learner_actor_test : ::testing::Test {
   monitor_hdl monitor;
   caf::actor owner, learner_handle;
 
-  /// The experiment every role is configured from, through actors/nodes/role_contexts.hpp as the job
-  /// and the learner node configure theirs: one learner, one fragment, H = 4, τ = 1, K = 1, no
+  /// The experiment every role is configured from, through actors/nodes/role_contexts.hpp as the
+  /// job and the learner node configure theirs: one learner, one fragment, H = 4, τ = 1, K = 1, no
   /// grace window, 40 inner steps.
   config::experiment exp;
 
@@ -141,10 +141,10 @@ struct learner_actor_test : ::testing::Test {
 TEST_F(learner_actor_test, bad_broadcasts_and_rejects_are_logged_and_change_nothing) {
   // Let the learner join, sync and take a few steps (a push every 4 steps).
   for (int i = 0; i < 10; ++i) env.advance(0.1);
-  ASSERT_EQ(actor().state.current_phase, learner_state::phase::stepping);
+  ASSERT_EQ(actor().state.core->phase(), learner_state::phase::stepping);
   ASSERT_GE(actor().state.tr->steps_done(), 5);
   const auto before = model_values();
-  const uint64_t version_before = actor().state.frags.at(0).base_version;
+  const uint64_t version_before = actor().state.core->fragment(0).base_version;
 
   // 1. Bytes that are no Envelope at all.
   caf::anon_send(learner_handle, atoms::broadcast_atom_v, std::vector<uint8_t>{1, 2, 3, 4},
@@ -172,7 +172,7 @@ TEST_F(learner_actor_test, bad_broadcasts_and_rejects_are_logged_and_change_noth
   EXPECT_EQ(failures("undecodable_broadcast"), 3u);
   EXPECT_EQ(failures("undecodable_reject"), 1u);
   EXPECT_EQ(model_values(), before);  // nothing applied
-  EXPECT_EQ(actor().state.frags.at(0).base_version, version_before);
+  EXPECT_EQ(actor().state.core->fragment(0).base_version, version_before);
 
   // The learner goes on: more steps, and its later pushes are merged.
   const size_t accepted = accepted_pushes();
@@ -187,7 +187,7 @@ TEST_F(learner_actor_test, bad_broadcasts_and_rejects_are_logged_and_change_noth
 // directory.
 TEST_F(learner_actor_test, a_damaged_owner_directory_is_asked_for_again) {
   for (int i = 0; i < 10; ++i) env.advance(0.1);
-  ASSERT_EQ(actor().state.current_phase, learner_state::phase::stepping);
+  ASSERT_EQ(actor().state.core->phase(), learner_state::phase::stepping);
   ASSERT_EQ(actor().state.owners.size(), 1u);
   ASSERT_TRUE(actor().state.owners[0]);
   actor().state.owners[0] = owner_hdl{};
@@ -245,7 +245,7 @@ struct learner_push_clock_test : learner_actor_test {
     return caf::actor_cast<monitor_hdl>(relay);  // it answers what the learner sends a monitor
   }
   void adjust(learner_context& c) override {
-    c.global_push_clock = true;  // one learner: the mean step is its own step
+    c.push_clock = clock_source::global;  // one learner: the mean step is its own step
     // Past the last step the test waits for (120): a learner that has finished leaves and its
     // state is gone, so the test must not read it then (it read a destroyed trainer before).
     c.max_steps = 124;
@@ -336,7 +336,7 @@ struct moe_learner_test : learner_actor_test {
 
 TEST_F(moe_learner_test, learner_emits_expert_load_every_sync_interval) {
   for (int i = 0; i < 10; ++i) env.advance(0.1);
-  ASSERT_EQ(actor().state.current_phase, learner_state::phase::stepping);
+  ASSERT_EQ(actor().state.core->phase(), learner_state::phase::stepping);
   EXPECT_EQ(actor().state.tr->model().config().kind, "moe_gpt");
   // 40 steps of 0.1 s of simulated time, plus the syncs: run until the learner is done.
   auto done = [&] {

@@ -1,4 +1,4 @@
-// tests/actors/learner_rebase_test.cpp — the learner's rebase apply (actors/roles/learner.hpp,
+// tests/actors/learner_rebase_test.cpp — the learner's rebase apply (actors/roles/learner_core.hpp,
 // rebase_onto): no local progress is lost when another learner's merge arrives, and progress the
 // global value already holds is not kept twice.
 #include <stdexcept>
@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/roles/learner.hpp"
+#include "actors/roles/learner_core.hpp"
 
 namespace dd::actors {
 namespace {
