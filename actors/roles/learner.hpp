@@ -23,11 +23,8 @@
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <functional>
-#include <map>
 #include <memory>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -36,8 +33,6 @@
 
 #include "actors/link/chunk_flow.hpp"
 #include "actors/link/protocol.hpp"
-#include "actors/policy/grace.hpp"
-#include "actors/policy/push_schedule.hpp"
 #include "actors/roles/learner_core.hpp"
 #include "actors/roles/learner_faults.hpp"
 #include "messages/codec.hpp"

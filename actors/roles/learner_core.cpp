@@ -649,22 +649,24 @@ learner_actions learner_core::on_broadcast(const std::vector<uint8_t>& bytes) {
     if (!has_unsettled_push()) return finish();
     return out;
   }
-  if (phase_ == phase::syncing) {
-    for (const auto& f : frags_)
-      if (!f.have) return out;
-    phase_ = phase::stepping;
-    out.push_back(act::stepping{true});
-    if (!gate_joined_) {
-      out.push_back(act::gate{true});
-      gate_joined_ = true;
-    }
-    out.push_back(act::event{"learner_synced",
-                             {{"learner", id_}, {"incarnation", incarnation_}, {"step", step_}}});
-    schedule_step(out);
-  } else if (phase_ == phase::waiting && !barrier_blocked()) {
+  if (phase_ == phase::syncing &&
+      std::all_of(frags_.begin(), frags_.end(), [](const learner_fragment& f) { return f.have; }))
+    synced(out);
+  else if (phase_ == phase::waiting && !barrier_blocked())
     resume_stepping(out);
-  }
   return out;
+}
+
+void learner_core::synced(learner_actions& out) {
+  phase_ = phase::stepping;
+  out.push_back(act::stepping{true});
+  if (!gate_joined_) {
+    out.push_back(act::gate{true});
+    gate_joined_ = true;
+  }
+  out.push_back(act::event{"learner_synced",
+                           {{"learner", id_}, {"incarnation", incarnation_}, {"step", step_}}});
+  schedule_step(out);
 }
 
 learner_actions learner_core::on_progress(const std::vector<uint8_t>& bytes) {

@@ -477,6 +477,8 @@ class learner_core {
   void refuse_damaged_broadcast(int32_t fragment, const std::string& detail,
                                 learner_actions& out) const;
   void resume_stepping(learner_actions& out);
+  /// Every fragment is in after a (re)load: stepping (again).
+  void synced(learner_actions& out);
   void schedule_step(learner_actions& out, double delay_s = 0.0);
   void log_leave_pending(const std::string& why, learner_actions& out) const;
   nlohmann::json who() const;
