@@ -61,8 +61,8 @@
 //   learner  -> owner   : (copy_atom, wire_bytes broadcast_msg, seq)  the value it holds, chunked
 //                                                                 (a query with send_value)
 //   owner    -> owner   : (rebuild_atom, uint64 query_id)         the rebuild's bounded wait
-//   chunks under credit (actors/link/chunk_flow.hpp): push, copy and broadcast chunks also travel as
-//   (atom, wire_bytes, uint64 seq); the receiver answers each with (credit_atom, uint64 seq)
+//   chunks under credit (actors/link/chunk_flow.hpp): push, copy and broadcast chunks also travel
+//   as (atom, wire_bytes, uint64 seq); the receiver answers each with (credit_atom, uint64 seq)
 //   anyone   -> owner   : (owner_status_atom) -> (uint64 version, size_t pending, double grace)
 //   job      -> owner   : (checkpoint_atom) -> bool               the run is over: write a
 //                                                                 checkpoint of the current state

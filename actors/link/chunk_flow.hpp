@@ -41,8 +41,8 @@
 #include <caf/system_messages.hpp>
 
 #include "actors/link/atoms.hpp"
-#include "actors/policy/credit_window.hpp"
 #include "actors/link/tensor_channel.hpp"
+#include "actors/policy/credit_window.hpp"
 #include "messages/codec.hpp"
 
 namespace dd::actors {

@@ -24,8 +24,9 @@
 // 0.17 checks the published interface at lookup: an untyped lookup of it fails). Untyped on
 // purpose: the job's `reply_to` (a node's main loop), a supervisor's children (one spawn
 // function type for learners and owners), a pull's sender at an owner (a learner or the
-// evaluator: it only gets broadcast chunks), and the chunks under credit (actors/link/chunk_flow.hpp:
-// pre-built messages through untyped handles; each credit goes back to the current sender).
+// evaluator: it only gets broadcast chunks), and the chunks under credit
+// (actors/link/chunk_flow.hpp: pre-built messages through untyped handles; each credit goes back to
+// the current sender).
 #pragma once
 
 #include <cstdint>
@@ -52,9 +53,9 @@ using supervisor_report_hdl =
     caf::typed_actor<caf::reacts_to<atoms::children_done_atom, child_kind>,
                      caf::reacts_to<atoms::child_given_up_atom, child_kind, int32_t, std::string>>;
 
-/// The job (actors/nodes/job.hpp): a supervisor's reports; (budget_spent_atom) from the monitor (token
-/// budget) or its own seconds timer; (stop_atom, reason) an interrupt (SIGINT/SIGTERM); and its
-/// own interrupt deadline.
+/// The job (actors/nodes/job.hpp): a supervisor's reports; (budget_spent_atom) from the monitor
+/// (token budget) or its own seconds timer; (stop_atom, reason) an interrupt (SIGINT/SIGTERM); and
+/// its own interrupt deadline.
 using job_hdl = supervisor_report_hdl::extend<caf::reacts_to<atoms::budget_spent_atom>,
                                               caf::reacts_to<atoms::stop_atom, std::string>,
                                               caf::reacts_to<atoms::interrupt_timeout_atom>>;

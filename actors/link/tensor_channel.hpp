@@ -1,5 +1,5 @@
-// actors/link/tensor_channel.hpp — the tensor channel: chunk messages between a learner node and the
-// syncer node over a plain TCP connection of their own, beside CAF's BASP connection.
+// actors/link/tensor_channel.hpp — the tensor channel: chunk messages between a learner node and
+// the syncer node over a plain TCP connection of their own, beside CAF's BASP connection.
 //
 // Why: CAF 0.17's BASP costs every chunk a copy into the middleman's write buffer on the sender,
 // and a copy into a worker's buffer plus a zero-filled fresh vector on the receiver, on top of
@@ -9,8 +9,8 @@
 // actor gets — a buffer of an earlier chunk its receiver let go of, so no fresh mapping, page
 // faults or zero-fill per chunk: one copy per side, as raw TCP.
 //
-// What travels on it: only the chunk messages of actors/link/chunk_flow.hpp — (push_atom, bytes, seq)
-// and (copy_atom, bytes, seq) learner → owner, (broadcast_atom, bytes, seq) owner → learner.
+// What travels on it: only the chunk messages of actors/link/chunk_flow.hpp — (push_atom, bytes,
+// seq) and (copy_atom, bytes, seq) learner → owner, (broadcast_atom, bytes, seq) owner → learner.
 // Credits, acknowledgements and every control message stay on CAF. A chunk leaves on the channel
 // when the sending node holds an open channel to the receiver's node; otherwise on CAF, as
 // before (a node without a channel works unchanged, only slower). At the receiver the chunk is

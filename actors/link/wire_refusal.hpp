@@ -1,6 +1,6 @@
-// actors/link/wire_refusal.hpp — how an actor reports a message it dropped because it did not decode.
-// Every receive site of a wire message uses it, so a message of another run, of a stale sender
-// incarnation or of another schema version is logged and counted the same way everywhere
+// actors/link/wire_refusal.hpp — how an actor reports a message it dropped because it did not
+// decode. Every receive site of a wire message uses it, so a message of another run, of a stale
+// sender incarnation or of another schema version is logged and counted the same way everywhere
 // (docs/wire.md "Envelope"). Any thread (run_log is thread-safe).
 #pragma once
 

@@ -1,8 +1,8 @@
-// actors/nodes/experiment_views.hpp — the translation of a resolved experiment (runtime/config/experiment.hpp)
-// into the runtime's enums and structs (encoding, strategy, model, quorum, grace, restart
-// budget, fragment plan, per-learner step horizon). The roles' contexts are built from these in
-// actors/nodes/role_contexts.hpp; the chaos schedule's fault specs in actors/services/fault_hooks.hpp.
-// Pure functions of their arguments; any thread.
+// actors/nodes/experiment_views.hpp — the translation of a resolved experiment
+// (runtime/config/experiment.hpp) into the runtime's enums and structs (encoding, strategy, model,
+// quorum, grace, restart budget, fragment plan, per-learner step horizon). The roles' contexts are
+// built from these in actors/nodes/role_contexts.hpp; the chaos schedule's fault specs in
+// actors/services/fault_hooks.hpp. Pure functions of their arguments; any thread.
 #pragma once
 
 #include <cstdint>
@@ -12,11 +12,11 @@
 
 #include <caf/actor.hpp>
 
-#include "actors/services/fault_hooks.hpp"
-#include "actors/roles/learner.hpp"
 #include "actors/policy/grace.hpp"
 #include "actors/policy/quorum.hpp"
 #include "actors/policy/restart_budget.hpp"
+#include "actors/roles/learner.hpp"
+#include "actors/services/fault_hooks.hpp"
 #include "messages/encoding.hpp"
 #include "runtime/config/experiment.hpp"
 #include "runtime/fragments.hpp"

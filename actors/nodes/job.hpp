@@ -18,8 +18,8 @@
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
 
-#include "actors/nodes/job_runner.hpp"
 #include "actors/link/protocol.hpp"
+#include "actors/nodes/job_runner.hpp"
 
 namespace dd::actors {
 

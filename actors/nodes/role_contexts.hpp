@@ -1,9 +1,9 @@
-// actors/nodes/role_contexts.hpp — what each role is configured with, built from a resolved experiment
-// (runtime/config/experiment.hpp): the health monitor's, a fragment owner's, a learner's and the
-// evaluator's. One place, used by the job (actors/nodes/job.cpp), the learner node
-// (actors/nodes/learner_node.cpp), the tests and the benchmarks, so a learner built in another process
-// from its join reply is configured exactly like one built in-process. Each function fills what
-// the experiment decides; the caller fills the run's own fields (peers, the run log, paths,
+// actors/nodes/role_contexts.hpp — what each role is configured with, built from a resolved
+// experiment (runtime/config/experiment.hpp): the health monitor's, a fragment owner's, a learner's
+// and the evaluator's. One place, used by the job (actors/nodes/job.cpp), the learner node
+// (actors/nodes/learner_node.cpp), the tests and the benchmarks, so a learner built in another
+// process from its join reply is configured exactly like one built in-process. Each function fills
+// what the experiment decides; the caller fills the run's own fields (peers, the run log, paths,
 // run identity). Pure functions of their arguments; any thread.
 #pragma once
 
@@ -13,12 +13,12 @@
 
 #include <caf/actor.hpp>
 
-#include "actors/roles/evaluator.hpp"
-#include "actors/services/fault_hooks.hpp"
-#include "actors/roles/owner_core.hpp"
-#include "actors/roles/health_monitor.hpp"
 #include "actors/nodes/experiment_views.hpp"
+#include "actors/roles/evaluator.hpp"
+#include "actors/roles/health_monitor.hpp"
 #include "actors/roles/learner.hpp"
+#include "actors/roles/owner_core.hpp"
+#include "actors/services/fault_hooks.hpp"
 #include "runtime/config/experiment.hpp"
 #include "runtime/data.hpp"
 #include "runtime/fragments.hpp"

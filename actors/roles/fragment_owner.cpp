@@ -20,10 +20,10 @@
 #include <caf/all.hpp>
 
 #include "actors/link/atoms.hpp"
+#include "actors/link/wire_refusal.hpp"
+#include "actors/roles/supervisor.hpp"
 #include "actors/services/fault_hooks.hpp"
 #include "actors/services/run_log.hpp"
-#include "actors/roles/supervisor.hpp"
-#include "actors/link/wire_refusal.hpp"
 #include "messages/control.hpp"
 #include "runtime/quantize.hpp"
 
@@ -231,8 +231,7 @@ void start_from_initial(owner_actor* self, const std::shared_ptr<const owner_con
   auto now_fn = [self] { return clock_seconds(self->clock().now()); };
   const uint64_t floor = ctx->highest_version.load();
   if (floor == 0) {
-    st.core =
-        std::make_unique<owner_core>(ctx->options, *st.backend, ctx->initial, now_fn);
+    st.core = std::make_unique<owner_core>(ctx->options, *st.backend, ctx->initial, now_fn);
   } else {
     owner_checkpoint c;
     c.fragment_id = frag;

@@ -10,9 +10,9 @@
 // std::vector<learner_at_owner_hdl> one handle per learner), (grace_atom, timer_id); sends
 // (ack_atom, bytes push_ack), (reject_atom, bytes), (broadcast_atom, bytes, seq); on start it sends
 // (subscribe_atom, bytes subscribe_msg) to the health monitor. Event-based: it must stay responsive
-// while learners compute. Chunks travel under credit (actors/link/chunk_flow.hpp): pushes and copies
-// arrive as (atom, bytes, seq) and are credited with (credit_atom, seq) when taken; broadcasts
-// leave as (broadcast_atom, bytes, seq), at most `window_chunks` uncredited per learner.
+// while learners compute. Chunks travel under credit (actors/link/chunk_flow.hpp): pushes and
+// copies arrive as (atom, bytes, seq) and are credited with (credit_atom, seq) when taken;
+// broadcasts leave as (broadcast_atom, bytes, seq), at most `window_chunks` uncredited per learner.
 #pragma once
 
 #include <atomic>
@@ -31,8 +31,8 @@
 
 #include "actors/link/atoms.hpp"
 #include "actors/link/chunk_flow.hpp"
-#include "actors/roles/owner_core.hpp"
 #include "actors/link/protocol.hpp"
+#include "actors/roles/owner_core.hpp"
 
 namespace dd::actors {
 
@@ -150,8 +150,8 @@ using owner_actor = owner_hdl::stateful_base<owner_actor_state>;
 ///    the run log's console.
 /// Pushes and pulls that arrive while it rebuilds wait in the mailbox (caf::skip) and are
 /// handled once it serves, so no learner ever receives a value it is about to replace.
-/// Interface: owner_hdl (actors/link/protocol.hpp); both behaviors (rebuilding, serving) implement all
-/// of it — rebuilding skips what it cannot handle yet (push, pull, grace, snapshot).
+/// Interface: owner_hdl (actors/link/protocol.hpp); both behaviors (rebuilding, serving) implement
+/// all of it — rebuilding skips what it cannot handle yet (push, pull, grace, snapshot).
 owner_hdl::behavior_type fragment_owner(owner_actor* self,
                                         std::shared_ptr<const owner_context> ctx);
 

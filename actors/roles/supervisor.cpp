@@ -15,8 +15,8 @@
 #include <caf/all.hpp>
 
 #include "actors/link/atoms.hpp"
-#include "actors/services/fault_hooks.hpp"
 #include "actors/roles/fragment_owner.hpp"
+#include "actors/services/fault_hooks.hpp"
 #include "actors/services/run_log.hpp"
 
 namespace dd::actors {

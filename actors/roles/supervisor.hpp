@@ -25,8 +25,8 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/link/atoms.hpp"
-#include "actors/policy/restart_budget.hpp"
 #include "actors/link/protocol.hpp"
+#include "actors/policy/restart_budget.hpp"
 
 namespace dd::actors {
 

@@ -1,6 +1,6 @@
-// actors/services/chaos_endpoint.hpp — a node's chaos endpoint: a loopback TCP control socket through
-// which `dd-chaos msg ...` applies message faults inside a running node (drop, duplicate, delay
-// or reorder pushes and broadcasts, corrupt a push, a NaN in a learner's step, a learner that
+// actors/services/chaos_endpoint.hpp — a node's chaos endpoint: a loopback TCP control socket
+// through which `dd-chaos msg ...` applies message faults inside a running node (drop, duplicate,
+// delay or reorder pushes and broadcasts, corrupt a push, a NaN in a learner's step, a learner that
 // fails at a step). Off unless `--chaos-endpoint HOST:PORT` is given to `dd-node syncer` /
 // `dd-node learner`; `dd-node launch` gives it on 127.0.0.1 and records the port in nodes.json
 // (`endpoints.chaos`). Non-loopback addresses are refused: nodes do not authenticate yet.

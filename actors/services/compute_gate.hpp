@@ -1,5 +1,5 @@
-// actors/services/compute_gate.hpp — fair sharing of the machine's cores between the learners of one
-// process, so that M learners on C < M cores behave like M equal devices started together.
+// actors/services/compute_gate.hpp — fair sharing of the machine's cores between the learners of
+// one process, so that M learners on C < M cores behave like M equal devices started together.
 //
 // Without it the OS scheduler hands 4 single-threaded learners on 2 cores uneven shares (20–30%
 // apart was measured), the learners drift out of phase and, with K = 1, each one's pushes miss the

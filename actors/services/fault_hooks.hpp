@@ -1,5 +1,5 @@
-// actors/services/fault_hooks.hpp — in-process fault injection for tests and chaos schedules: kill a
-// learner or a fragment owner, slow a learner by a factor, drop, delay or damage a push.
+// actors/services/fault_hooks.hpp — in-process fault injection for tests and chaos schedules: kill
+// a learner or a fragment owner, slow a learner by a factor, drop, delay or damage a push.
 //
 // Faults are keyed on logical time: a learner's inner step (checked by the learner at every step
 // boundary and at every push) or a fragment owner's version (checked by the owner after every

@@ -1,5 +1,5 @@
-// actors/services/host_admission.hpp — step admission shared by every learner process of one host: a
-// System V semaphore created by `dd-node launch` with `slots` = cores / threads per learner, so
+// actors/services/host_admission.hpp — step admission shared by every learner process of one host:
+// a System V semaphore created by `dd-node launch` with `slots` = cores / threads per learner, so
 // that M learner processes on C < M cores take turns like M equal devices (the in-process
 // compute_gate's job, across processes). SEM_UNDO makes the kernel return the admission of a
 // process that dies while holding it (kill -9 never leaks a slot). Admission is first come,

@@ -90,9 +90,9 @@ void print_help(FILE* f) {
           "                         with a warning)\n"
           "  --log-every N          progress line every N steps (default {})\n"
           "  --help                 this text\n",
-          d.data, d.backend, d.threads, d.steps, d.batch, d.context, d.layers, d.heads, d.width, d.vocab,
-          d.lr, d.warmup, d.min_lr_ratio, d.grad_clip, d.weight_decay, d.eval_every, d.eval_batches,
-          d.seed, d.out, d.checkpoint_every, d.log_every)
+          d.data, d.backend, d.threads, d.steps, d.batch, d.context, d.layers, d.heads, d.width,
+          d.vocab, d.lr, d.warmup, d.min_lr_ratio, d.grad_clip, d.weight_decay, d.eval_every,
+          d.eval_batches, d.seed, d.out, d.checkpoint_every, d.log_every)
           .c_str());
 }
 

@@ -14,9 +14,9 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "actors/nodes/learner_node.hpp"
 #include "actors/services/chaos_endpoint.hpp"
 #include "actors/services/fault_hooks.hpp"
-#include "actors/nodes/learner_node.hpp"
 
 namespace dd::actors {
 namespace {

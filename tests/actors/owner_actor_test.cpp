@@ -15,10 +15,10 @@
 
 #include <gtest/gtest.h>
 
-#include "actors/roles/fragment_owner.hpp"
 #include "actors/link/protocol.hpp"
-#include "actors/services/run_log.hpp"
+#include "actors/roles/fragment_owner.hpp"
 #include "actors/roles/supervisor.hpp"
+#include "actors/services/run_log.hpp"
 #include "messages/control.hpp"
 #include "runtime/quantize.hpp"
 #include "tests/actors/test_support.hpp"

@@ -1,8 +1,8 @@
 // tools/chaos/msg.hpp — message faults through the nodes' chaos endpoints
-// (actors/services/chaos_endpoint.hpp): `dd-chaos msg drop-push learner:1 --for 10s`, ..., `dd-chaos msg nan
-// learner:2`. Each request goes to the endpoint port recorded in the nodes file (`endpoints.chaos`)
-// of the node that hosts the target; the fault reverts itself inside the node after its duration or
-// count. dd-chaos's single thread.
+// (actors/services/chaos_endpoint.hpp): `dd-chaos msg drop-push learner:1 --for 10s`, ...,
+// `dd-chaos msg nan learner:2`. Each request goes to the endpoint port recorded in the nodes file
+// (`endpoints.chaos`) of the node that hosts the target; the fault reverts itself inside the node
+// after its duration or count. dd-chaos's single thread.
 #pragma once
 
 #include <functional>
