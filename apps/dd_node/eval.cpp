@@ -81,8 +81,9 @@ std::optional<eval_spec> recorded_spec(const std::string& path,
 }
 
 /// A ViT model file (model_kind "vit"): loss and accuracy over the whole validation split of the
-/// IDX pair its run's "eval" metadata names (actors/nodes/job_runner.hpp final_eval_json), in batches of
-/// the run's batch (or --batch). --data / --batches do not apply. Returns the exit status.
+/// IDX pair its run's "eval" metadata names (actors/nodes/job_runner.hpp final_eval_json), in
+/// batches of the run's batch (or --batch). --data / --batches do not apply. Returns the exit
+/// status.
 int eval_vit(const std::string& path, const std::map<std::string, std::string>& metadata,
              const std::string& backend, int threads, std::optional<double> train_fraction,
              std::optional<int> batch) {
