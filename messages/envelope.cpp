@@ -45,8 +45,8 @@ const char* kind_name(cw::Envelope::Body::Which w) {
 
 /// A run id is at most max_run_id_bytes of text without control characters (ours are 16 hex
 /// digits). A NUL inside would not survive a re-encode (Cap'n Proto sets Text from a C string),
-/// so such an envelope could be accepted once and refused as another run after a relay (found by
-/// codec_fuzz: tests/fuzz/corpus/codec_fuzz/regress_run_id_nul).
+/// so such an envelope could be accepted once and refused as another run after a relay
+/// (regression input: tests/fuzz/corpus/codec_fuzz/regress_run_id_nul).
 status check_run_id(capnp::Text::Reader run) {
   if (run.size() > max_run_id_bytes)
     return {errc::malformed, "envelope.runId is " + num(run.size()) + " bytes long (at most " +

@@ -168,7 +168,7 @@ void frame_guard::run() {
     }
     if (::poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR) return;
     // Only the connections that were polled have entries in fds: one accepted below waits for
-    // the next round (reading fds for it overflowed the vector; found by ASan).
+    // the next round: reading fds for it would overflow the vector.
     const size_t polled = conns.size();
     if (fds[0].revents != 0) return;
     if (fds[1].revents & POLLIN) {
