@@ -14,6 +14,7 @@ int status_main(int argc, char** argv);
 int drain_main(int argc, char** argv);
 int sample_main(int argc, char** argv);
 int eval_main(int argc, char** argv);
+int plot_main(int argc, char** argv);
 
 const std::vector<command>& commands() {
   static const std::vector<command> table = {
@@ -30,6 +31,7 @@ const std::vector<command>& commands() {
        &sample_main},
       {"eval", "report a trained model's validation loss on its run's evaluation windows",
        &eval_main},
+      {"plot", "write PNG figures of a run, a comparison table or dd-goodput's output", &plot_main},
       {"resolve", "print the fully resolved configuration of an experiment file", &resolve_main},
   };
   return table;

@@ -389,6 +389,10 @@ int run_main(int argc, char** argv) {
     }
   }
   install_stop_handlers();
+  // Each row names its run directory, where `dd-node plot TABLE` finds the experiment's curves.
+  auto dir_of = [&](const config::experiment& exp) {
+    return !run_dir.empty() ? run_dir : !exp.run_dir.empty() ? exp.run_dir : "runs/" + exp.name;
+  };
   nlohmann::json table = nlohmann::json::array();
   std::vector<std::string> rows;
   int failed = 0;
@@ -430,7 +434,10 @@ int run_main(int argc, char** argv) {
       std::fflush(stderr);
     }
     rows.push_back(table_row(exp.name, r.summary, r.info));
-    table.push_back({{"experiment", exp.name}, {"summary", r.summary}, {"info", r.info}});
+    table.push_back({{"experiment", exp.name},
+                     {"run_dir", dir_of(exp)},
+                     {"summary", r.summary},
+                     {"info", r.info}});
   }
   if (loaded.experiments.size() > 1) {
     std::printf("\n%-22s %2s %2s %6s %9s %10s %8s %7s %7s %6s %7s %7s %4s %9s\n", "experiment", "M",

@@ -1,7 +1,7 @@
 // tests/apps/full_disk_test.cpp — a full disk at several points of a run, for each binary that
 // promises files: `dd-node run` (experiment.json, events.jsonl, owner checkpoints, summary.json,
 // run_info.json), `dd-node train` (loss.csv, checkpoint.safetensors, summary.json) and
-// `dd-goodput` (goodput.json/.csv/.svg). Each run must exit non-zero with a stderr message that
+// `dd-goodput` (goodput.json/.csv). Each run must exit non-zero with a stderr message that
 // names the file and says "No space left on device", and leave no 0-byte or torn file where a
 // complete one was promised: every JSON file present parses, events.jsonl and loss.csv end in a
 // whole line. The disk is a tmpfs mounted for the test and filled with a ballast file.
@@ -66,7 +66,7 @@ void expect_no_torn_files(const fs::path& dir, const std::string& what) {
         while (std::getline(lines, l))
           EXPECT_TRUE(nlohmann::json::accept(l)) << what << ": torn line in " << p << ": " << l;
       }
-    } else if (ext == ".safetensors" || ext == ".ddck" || ext == ".svg") {
+    } else if (ext == ".safetensors" || ext == ".ddck") {
       EXPECT_FALSE(text.empty()) << what << ": 0-byte " << p;
     }
   }
@@ -379,6 +379,7 @@ TEST(bad_flags, every_binary_refuses_a_bad_number_and_an_unknown_flag_with_exit_
       {{DD_NODE_BIN, "eval", "r", "--batches", "0"}, "--batches"},
       {{DD_NODE_BIN, "eval", "r", "--train-fraction", "1"}, "--train-fraction"},
       {{DD_NODE_BIN, "eval", "r", "--bogus"}, "unknown flag '--bogus'"},
+      {{DD_NODE_BIN, "plot", "r", "--bogus"}, "unknown flag '--bogus'"},
       {{DD_GOODPUT_BIN, "--days", "x"}, "--days expects a number, got 'x'"},
       {{DD_GOODPUT_BIN, "--bogus"}, "unknown flag '--bogus'"},
       {{DD_CHAOS_BIN, "--bogus"}, "unknown flag --bogus"},

@@ -1,7 +1,7 @@
 // tools/goodput/main.cpp — dd-goodput: goodput and uptime of data-parallel, elastic
 // data-parallel, DiLoCo and Decoupled DiLoCo on a failing cluster (docs/goodput.md).
 //
-//   dd-goodput --table --out goodput-out      # the N × M grid, JSON + CSV + SVG
+//   dd-goodput --table --out goodput-out      # the N × M grid, JSON + CSV (dd-node plot draws it)
 //   dd-goodput --chips 1200000 --learners 8   # one cluster, every strategy
 //   dd-goodput --scaling                      # wall time against N and simulated days
 //
@@ -25,7 +25,6 @@
 #include <nlohmann/json.hpp>
 
 #include "tools/goodput/sim.hpp"
-#include "tools/goodput/svg_plot.hpp"
 #include "util/files.hpp"
 #include "util/parse.hpp"
 
@@ -46,7 +45,8 @@ Run control
   --seed S               first seed (default 1); run k uses seed S+k. Printed with every run.
   --seeds K              seeds per cell (default 5); the table shows mean ± std-dev
   --strategies LIST      comma list of data_parallel,elastic_dp,diloco,decoupled_diloco
-  --out DIR              write DIR/goodput.json, goodput.csv, goodput.svg (default goodput-out)
+  --out DIR              write DIR/goodput.json, goodput.csv (default goodput-out);
+                         `dd-node plot DIR` draws DIR/figures/goodput.png
 Cluster and failures (defaults: docs/goodput.md, "Parameters")
   --chips N              allocated chips, spares not counted            [1200000]
   --slice-chips S        chips per slice = failure domain               [256]
@@ -367,77 +367,24 @@ void write_outputs(const options& o, const std::vector<cell>& cells,
     }
     j["cells"].push_back(jc);
   }
+  // The paper's numbers, drawn as crosses by `dd-node plot` (docs/plots.md), on the table's grid.
+  if (ns.size() == 5) {
+    nlohmann::json pts = nlohmann::json::array();
+    for (auto s : {strategy::data_parallel, strategy::elastic_dp})
+      for (std::size_t i = 0; i < 5; ++i)
+        pts.push_back({{"strategy", to_string(s)}, {"chips", ns[i]}, {"goodput", paper.at(s)[i]}});
+    pts.push_back({{"strategy", to_string(strategy::decoupled_diloco)},
+                   {"learners", 8},
+                   {"chips", 1200000},
+                   {"goodput", 0.88}});
+    j["paper"] = {{"source", "Decoupled DiLoCo, arXiv 2604.21428, MTBI 1 year per chip"},
+                  {"points", pts}};
+  }
   write_or_die(o.out + "/goodput.csv", csv);
   write_or_die(o.out + "/goodput.json", j.dump(2) + "\n");
 
-  // Plot: goodput and uptime against N; one line per strategy (and M).
-  std::vector<dd::goodput::plot_panel> panels(2);
-  const char* palette[] = {"#d62728", "#ff7f0e", "#1f77b4", "#2ca02c", "#9467bd",
-                           "#8c564b", "#17becf", "#7f7f7f", "#bcbd22", "#e377c2"};
-  std::map<std::string, std::size_t> index;
-  for (int pi = 0; pi < 2; ++pi) {
-    auto& p = panels[pi];
-    p.title = pi == 0 ? "Goodput" : "Uptime (global training advances)";
-    p.x_label = "chips (log scale)";
-    p.y_label = pi == 0 ? "goodput" : "uptime";
-    p.log2_x = true;
-    for (auto n : ns) {
-      p.x_ticks.push_back(static_cast<double>(n));
-      p.x_tick_labels.push_back(chips_label(n));
-    }
-  }
-  for (const auto& cl : cells) {
-    const std::string name = label(cl);
-    if (!index.count(name)) {
-      const std::size_t k = index.size();
-      index[name] = k;
-      for (auto& p : panels) {
-        dd::goodput::plot_series s;
-        s.name = name;
-        s.color = palette[k % 10];
-        s.dashed = cl.which == strategy::diloco;
-        p.series.push_back(s);
-      }
-    }
-    const std::size_t k = index[name];
-    for (int pi = 0; pi < 2; ++pi) {
-      auto& s = panels[pi].series[k];
-      const auto f = pi == 0 ? &sim_result::goodput : &sim_result::uptime;
-      s.x.push_back(static_cast<double>(cl.chips));
-      s.y.push_back(cl.mean(f));
-      s.y_err.push_back(cl.sd(f));
-    }
-  }
-  if (ns.size() == 5) {
-    const char* names[] = {"paper: data_parallel", "paper: elastic_dp"};
-    int k = 0;
-    for (auto s : {strategy::data_parallel, strategy::elastic_dp}) {
-      dd::goodput::plot_series ps;
-      ps.name = names[k];
-      ps.color = k == 0 ? "#d62728" : "#ff7f0e";
-      ps.markers_only = true;
-      for (std::size_t i = 0; i < 5; ++i) {
-        ps.x.push_back(static_cast<double>(ns[i]));
-        ps.y.push_back(paper.at(s)[i]);
-      }
-      panels[0].series.push_back(ps);
-      ++k;
-    }
-    dd::goodput::plot_series dd8;
-    dd8.name = "paper: decoupled M=8";
-    dd8.color = "#2ca02c";
-    dd8.markers_only = true;
-    dd8.x = {1.2e6};
-    dd8.y = {0.88};
-    panels[0].series.push_back(dd8);
-  }
-  const std::string caption = "MTBI " + std::to_string(static_cast<int>(o.cfg.mtbi_days)) +
-                              " days/chip, " + std::to_string(o.cfg.slice_chips) +
-                              " chips/slice, " + std::to_string(static_cast<int>(o.cfg.days)) +
-                              " days simulated, seeds " + std::to_string(o.seed) + ".." +
-                              std::to_string(o.seed + o.seeds - 1) + "; bars = 1 std-dev";
-  write_or_die(o.out + "/goodput.svg", dd::goodput::render_svg(panels, caption));
-  std::cout << "wrote " << o.out << "/goodput.json, goodput.csv, goodput.svg\n";
+  std::cout << "wrote " << o.out << "/goodput.json, goodput.csv (figure: dd-node plot " << o.out
+            << ")\n";
 }
 
 void print_table(const std::vector<cell>& cells, const std::vector<std::uint64_t>& ns,
