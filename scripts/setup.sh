@@ -21,6 +21,8 @@ packages=(
   libfmt-dev                       # formatting
   liblua5.4-dev                    # experiment DSL
   nlohmann-json3-dev               # JSON (summaries, safetensors headers)
+  libcpp-httplib-dev               # the nodes' HTTP listener (/metrics, /status)
+  prometheus                       # promtool: tests check /metrics and the example alert rules
   libgtest-dev libgmock-dev        # tests
   libssl-dev                       # CAF's OpenSSL module
   zlib1g-dev                       # CRC32 for checkpoint files; gzip IDX images

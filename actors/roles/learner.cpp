@@ -61,6 +61,14 @@ void request_rejoin(learner_actor* self, const ctx_ptr& ctx, const act::rejoin& 
 
 /// Carries out the core's actions, in order: records into the services (learner_record.hpp),
 /// messages, timers, the exit.
+// The node's metrics: the version each fragment's held global value has (learner_stats::applied).
+void note_applied(run_log* log, const learner_core& core) {
+  if (log == nullptr) return;
+  for (size_t p = 0; p < core.fragments(); ++p)
+    if (core.fragment(p).have)
+      log->note_applied(core.id(), static_cast<int32_t>(p), core.fragment(p).base_version);
+}
+
 void perform(learner_actor* self, const ctx_ptr& ctx, learner_actions actions) {
   auto& st = self->state;
   const auto owner = [&](int32_t p) {
@@ -351,6 +359,7 @@ learner_hdl::behavior_type learner(learner_actor* self, ctx_ptr ctx) {
       [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes, uint64_t seq) {
         grant_credit(self, seq);  // taken: the owner may send the next chunk
         perform(self, ctx, core()->on_broadcast(bytes));
+        note_applied(ctx->log, *core());
       },
       [=](atoms::query_atom, const std::vector<uint8_t>& bytes) { answer_query(self, ctx, bytes); },
       [=](atoms::ack_atom, const std::vector<uint8_t>& bytes) {

@@ -32,7 +32,9 @@ void step_stats(const act::step_stats& x, int32_t id, run_log& log) {
     ls.steps_per_s = x.steps_per_s;
     ls.incarnation = x.incarnation;
     ls.alive = true;
+    ls.last_report_s = log.now();
   });
+  log.note_step(id, x.step_s);
 }
 
 }  // namespace

@@ -60,6 +60,7 @@ void heartbeat(run_log* log, bool remote, const heartbeat_msg& hb, const learner
     ls.steps_per_s = hb.step_time_ema_s > 0 ? 1.0 / hb.step_time_ema_s : 0.0;
     ls.incarnation = r.incarnation;
     ls.alive = true;
+    ls.last_report_s = log->now();
   });
   log->set_stepping(hb.learner_id, true);
 }

@@ -79,6 +79,7 @@ void run_log::emit(const std::string& kind, nlohmann::json fields) {
       }
     }
     if (tap_) tap_(text);
+    if (observer_ != nullptr) observer_->on_event(line);
     if (keep_) events_.push_back(std::move(line));
   }
   if (retry_) {
@@ -90,6 +91,25 @@ void run_log::emit(const std::string& kind, nlohmann::json fields) {
     return;
   }
   if (!failed.empty()) write_failed(failed);
+}
+
+void run_log::set_observer(run_observer* observer) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  observer_ = observer;
+}
+
+void run_log::note_step(int32_t learner_id, double step_s) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  if (observer_ != nullptr) observer_->on_step(learner_id, step_s);
+}
+
+void run_log::note_applied(int32_t learner_id, int32_t fragment, uint64_t version) {
+  std::lock_guard<std::mutex> guard(mutex_);
+  auto& ls = counters_.learners[learner_id];
+  auto [it, fresh] = ls.applied.try_emplace(fragment, version);
+  if (!fresh && it->second == version) return;
+  it->second = version;
+  ls.applied_at_s[fragment] = clock_();
 }
 
 bool run_log::flush_pending_locked(double now) {

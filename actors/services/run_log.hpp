@@ -33,7 +33,12 @@ struct learner_stats {
   double steps_per_s = 0.0;      ///< EMA of the learner's step rate
   uint64_t restarts = 0;         ///< respawns of this id
   uint64_t discarded_steps = 0;  ///< non-finite steps thrown away
-  bool stepping = false;         ///< inside its step loop right now (uptime)
+  double last_report_s = -1.0;   ///< log time of its last step report or heartbeat (< 0: none)
+  /// Version of the global value it last applied, per fragment (learner side: read after each
+  /// broadcast; syncer side: the base version of its last push to that fragment).
+  std::map<int32_t, uint64_t> applied;
+  std::map<int32_t, double> applied_at_s;  ///< log time each `applied` entry last changed
+  bool stepping = false;                   ///< inside its step loop right now (uptime)
   bool alive = false;
   /// Left the run (budget spent, drained, given up) and not stepping again since: the progress
   /// line shows it as "left".
@@ -80,6 +85,17 @@ struct run_counters {
   /// or a file ("events.jsonl", an owner checkpoint) that could not be written for a while.
   /// summary.json lists them as `degraded`.
   std::map<std::string, std::string> degraded;
+};
+
+/// What a node's metrics (actors/services/node_metrics.hpp) learn from the log as it happens.
+/// Called on the thread that records, under the log's lock: keep it cheap and never call the log.
+class run_observer {
+ public:
+  virtual ~run_observer() = default;
+  /// Every event line, with "event", "t" and "time".
+  virtual void on_event(const nlohmann::json& line) = 0;
+  /// An inner step of learner `learner` recorded at this node (its wall time, seconds).
+  virtual void on_step(int32_t learner, double step_s) = 0;
 };
 
 /// The event stream and counters of one run. Thread-safe.
@@ -151,6 +167,15 @@ class run_log {
   /// "[    t s] warning: <text>" to the console hook; nothing when none is set.
   void warn(const std::string& text) const;
 
+  /// The node's metrics observer (null: none). Set before spawning; it must outlive every
+  /// thread that records, or be unset (nullptr) first.
+  void set_observer(run_observer* observer);
+  /// Learner `learner_id` stepped once (step_s seconds): the observer hears of it.
+  void note_step(int32_t learner_id, double step_s);
+  /// Learner `learner_id` holds version `version` of fragment `fragment` (learner_stats::applied);
+  /// changes nothing when it already did.
+  void note_applied(int32_t learner_id, int32_t fragment, uint64_t version);
+
   /// Copy of every event kept in memory (empty unless keep_in_memory).
   std::vector<nlohmann::json> events() const;
 
@@ -176,6 +201,7 @@ class run_log {
   clock_fn clock_;
   console_fn console_;
   tap_fn tap_;
+  run_observer* observer_ = nullptr;
   util::append_file out_;
   std::string write_failure_;
   bool retry_ = false;

@@ -1,0 +1,126 @@
+// actors/services/node_metrics.hpp — what a node shows on its HTTP listener: Prometheus metrics
+// at /metrics, liveness at /healthz, readiness at /readyz and what the node knows as JSON at
+// /status (docs/operating.md, "Metrics and HTTP").
+//
+// Fed from what the node's services already record, never from inside a role's decisions: the
+// run log's events as they are written (run_observer: merges, pushes, refusals, evaluations,
+// failures, restarts), each inner step recorded at the node (its wall time), and at every scrape
+// a snapshot of the run log's counters (steps, tokens, loss, versions, liveness, uptime,
+// goodput as summary.json computes them). The launcher, which has no run log, feeds gauges of
+// its own through registry().
+//
+// Thread-safe: the observer runs on the recording threads, scrapes on the listener's.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "actors/services/metrics.hpp"
+#include "actors/services/run_log.hpp"
+
+namespace dd::actors {
+
+class http_listener;
+
+/// Who the node is.
+struct node_metrics_options {
+  std::string kind;    ///< "syncer", "learner", "run" or "launch"
+  std::string node;    ///< the node's name ("syncer", "learner-0", "run", "launch")
+  std::string run_id;  ///< the run's id (label `run`)
+  int learners = 0;    ///< M of the run (0: unknown)
+  int fragments = 0;   ///< P of the run (0: unknown)
+  /// The version and commit this binary was built from (dd_build_info).
+  std::string version, commit;
+};
+
+/// The metrics and status of one node. Construct it before the node's actors run; attach()
+/// makes it the run log's observer (detach with attach(nullptr) before it goes).
+class node_metrics final : public run_observer {
+ public:
+  explicit node_metrics(node_metrics_options o);
+  ~node_metrics() override;
+
+  /// Reads `log` (its snapshot at every scrape) and observes it; nullptr detaches.
+  void attach(run_log* log);
+  /// Registers /metrics, /healthz, /readyz and /status on `l`.
+  void serve(http_listener& l);
+
+  /// The node is serving its role (a syncer: its monitor published; a launcher: its nodes
+  /// started). A learner node or `run` is ready once one of its learners steps.
+  void set_serving(bool on) { serving_ = on; }
+  /// The node is ending: /readyz answers 503.
+  void set_ending() { ending_ = true; }
+  bool ready() const;
+
+  /// Called by the node's loop now and then (every ~250 ms): samples each learner's tokens and
+  /// loss once a second for /status (tokens/s, the loss curve).
+  void sample();
+
+  /// The text exposition of every metric, refreshed from the log's snapshot.
+  std::string scrape();
+  /// What the node knows, as /status serves it.
+  nlohmann::json status();
+  /// The registry (the launcher adds its own families).
+  metrics_registry& registry() { return reg_; }
+  /// Extra fields for /status (the launcher's nodes), called at each status().
+  void set_status_extra(std::function<nlohmann::json()> f);
+
+  // run_observer
+  void on_event(const nlohmann::json& line) override;
+  void on_step(int32_t learner, double step_s) override;
+
+ private:
+  void refresh(const run_counters& c, double now);
+  std::string L(int32_t id) const { return std::to_string(id); }
+
+  node_metrics_options o_;
+  std::atomic<run_log*> log_{nullptr};
+  std::atomic<bool> serving_{false}, ending_{false};
+  double started_unix_ = 0.0;
+  metrics_registry reg_;
+  // Fed by events and steps.
+  metric_family *step_seconds_, *pushes_, *merges_, *merge_contributors_, *quorum_seconds_,
+      *merge_seconds_, *staleness_, *refusals_, *broadcast_bytes_, *push_bytes_, *evaluations_,
+      *restarts_, *faults_, *reconnects_, *divergences_, *node_refusals_;
+  // Refreshed from the snapshot at each scrape.
+  metric_family *learner_steps_, *learner_tokens_, *learner_loss_, *learner_up_, *learner_stepping_,
+      *learner_incarnation_, *learner_restarts_, *learner_lease_age_, *learner_applied_,
+      *learner_applied_age_, *monitor_learners_, *fragment_version_, *fragment_grace_,
+      *last_merge_contributors_, *last_merge_tokens_, *last_merge_weight_, *val_loss_, *run_tokens_,
+      *run_merges_, *goodput_, *uptime_ratio_, *uptime_seconds_, *degraded_, *writes_failing_,
+      *node_uptime_, *node_start_, *build_info_, *link_bytes_;
+
+  mutable std::mutex mutex_;  // guards what follows
+  struct merge_record {
+    double t = 0;
+    uint64_t version = 0;
+    nlohmann::json contributors = nlohmann::json::array();
+    double grace_s = 0, round_s = 0, sync_s = 0;
+    int live = 0, needed = 0;
+    std::string reason;
+    uint64_t tokens = 0;
+  };
+  std::map<int32_t, merge_record> last_merge_;
+  std::map<int32_t, nlohmann::json> last_push_;  // learner → its last push at this node
+  // learner → fragment → (base version of its last push, log time that base first came)
+  std::map<int32_t, std::map<int32_t, std::pair<uint64_t, double>>> pushed_base_;
+  std::deque<nlohmann::json> val_history_, timeline_;
+  struct loss_point {
+    double t;
+    uint64_t tokens;
+    double loss;
+  };
+  std::map<int32_t, std::deque<loss_point>> loss_history_;
+  double last_sample_t_ = -1.0;
+  std::function<nlohmann::json()> status_extra_;
+};
+
+}  // namespace dd::actors

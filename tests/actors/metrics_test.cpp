@@ -1,0 +1,260 @@
+// tests/actors/metrics_test.cpp — the metrics registry's text exposition (exact lines), the
+// node metrics fed from a run log's events and counters, and the HTTP listener (routes, 404, a
+// taken port refused). promtool's check of every node kind's output is tests/apps/metrics_test.sh.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "actors/services/http_listener.hpp"
+#include "actors/services/metrics.hpp"
+#include "actors/services/node_metrics.hpp"
+#include "actors/services/run_log.hpp"
+
+namespace dd::actors {
+namespace {
+
+bool has_line(const std::string& text, const std::string& line) {
+  return text.find("\n" + line + "\n") != std::string::npos || text.rfind(line + "\n", 0) == 0;
+}
+
+TEST(MetricsRegistry, ExposesCountersGaugesAndHistogramsInTheTextFormat) {
+  metrics_registry r;
+  auto& c = r.counter("dd_x_total", "Things.\nSecond line \\ here.", {"run", "learner"});
+  auto& g = r.gauge("dd_y_bytes", "Bytes.");
+  auto& h = r.histogram("dd_z_seconds", "Times.", {"run"}, {0.5, 1, 2});
+  c.inc({"r1", "0"});
+  c.inc({"r1", "0"}, 2);
+  c.inc({"r1", "a\"b\\c\nd"});
+  g.set({}, 1.5);
+  h.observe({"r1"}, 0.25);
+  h.observe({"r1"}, 1.0);
+  h.observe({"r1"}, 7.0);
+  const std::string out = r.expose();
+  EXPECT_TRUE(has_line(out, "# HELP dd_x_total Things.\\nSecond line \\\\ here.")) << out;
+  EXPECT_TRUE(has_line(out, "# TYPE dd_x_total counter")) << out;
+  EXPECT_TRUE(has_line(out, "dd_x_total{run=\"r1\",learner=\"0\"} 3")) << out;
+  EXPECT_TRUE(has_line(out, "dd_x_total{run=\"r1\",learner=\"a\\\"b\\\\c\\nd\"} 1")) << out;
+  EXPECT_TRUE(has_line(out, "# TYPE dd_y_bytes gauge")) << out;
+  EXPECT_TRUE(has_line(out, "dd_y_bytes 1.5")) << out;
+  EXPECT_TRUE(has_line(out, "# TYPE dd_z_seconds histogram")) << out;
+  EXPECT_TRUE(has_line(out, "dd_z_seconds_bucket{run=\"r1\",le=\"0.5\"} 1")) << out;
+  EXPECT_TRUE(has_line(out, "dd_z_seconds_bucket{run=\"r1\",le=\"1\"} 2")) << out;
+  EXPECT_TRUE(has_line(out, "dd_z_seconds_bucket{run=\"r1\",le=\"2\"} 2")) << out;
+  EXPECT_TRUE(has_line(out, "dd_z_seconds_bucket{run=\"r1\",le=\"+Inf\"} 3")) << out;
+  EXPECT_TRUE(has_line(out, "dd_z_seconds_sum{run=\"r1\"} 8.25")) << out;
+  EXPECT_TRUE(has_line(out, "dd_z_seconds_count{run=\"r1\"} 3")) << out;
+  EXPECT_EQ(c.value({"r1", "0"}), 3.0);
+  EXPECT_EQ(h.value({"r1"}), 3.0);
+}
+
+TEST(MetricsRegistry, RefusesBadNamesCountersWithoutTotalAndDuplicates) {
+  metrics_registry r;
+  EXPECT_THROW(r.counter("dd_steps", "x"), std::invalid_argument);
+  EXPECT_THROW(r.gauge("1bad", "x"), std::invalid_argument);
+  EXPECT_THROW(r.gauge("dd_ok", "x", {"le"}), std::invalid_argument);
+  EXPECT_THROW(r.histogram("dd_h_seconds", "x", {}, {2, 1}), std::invalid_argument);
+  r.gauge("dd_ok", "x");
+  EXPECT_THROW(r.gauge("dd_ok", "x"), std::invalid_argument);
+  EXPECT_EQ(r.expose(), "");  // a family without series writes nothing
+}
+
+TEST(MetricsRegistry, FormatsSpecialValues) {
+  EXPECT_EQ(format_sample_value(0.0), "0");
+  EXPECT_EQ(format_sample_value(2.0), "2");
+  EXPECT_EQ(format_sample_value(1e-5), "1e-05");
+  EXPECT_EQ(format_sample_value(std::nan("")), "NaN");
+  EXPECT_EQ(format_sample_value(1.0 / 0.0), "+Inf");
+  EXPECT_EQ(format_sample_value(-1.0 / 0.0), "-Inf");
+}
+
+TEST(NodeMetrics, FollowsTheRunLogsEventsAndCounters) {
+  double now = 10.0;
+  run_log log({}, false, [&] { return now; });
+  node_metrics_options o;
+  o.kind = "syncer";
+  o.node = "syncer";
+  o.run_id = "abc";
+  o.learners = 2;
+  o.fragments = 1;
+  o.version = "1.2.3";
+  o.commit = "deadbeef";
+  node_metrics m(o);
+  m.attach(&log);
+  EXPECT_FALSE(m.ready());  // a syncer is ready once serving
+  m.set_serving(true);
+  EXPECT_TRUE(m.ready());
+  log.update([](run_counters& c) {
+    c.learners[0].alive = true;
+    c.learners[0].step = 7;
+    c.learners[0].tokens = 700;
+    c.learners[0].incarnation = 2;
+    c.learners[0].last_report_s = 8.0;
+    c.learners[1].alive = false;
+    c.versions[0] = 3;
+    c.grace_s[0] = 0.25;
+    c.merges = 3;
+  });
+  log.emit("merge", {{"fragment", 0},
+                     {"version", 3},
+                     {"contributors",
+                      {{{"learner", 0}, {"base_version", 2}, {"tokens", 100}, {"weight", 0.75}},
+                       {{"learner", 1}, {"base_version", 0}, {"tokens", 30}, {"weight", 0.25}}}},
+                     {"grace_s", 0.25},
+                     {"round_s", 1.5},
+                     {"sync_s", 0.01}});
+  log.emit("push", {{"fragment", 0},
+                    {"learner", 1},
+                    {"base_version", 1},
+                    {"accepted", false},
+                    {"reason", "stale"},
+                    {"bytes", 40}});
+  log.emit("eval", {{"val_loss", 2.5}, {"tokens", 800}});
+  log.emit("respawn", {{"kind", "learner"}, {"id", 1}});
+  log.note_step(0, 0.003);
+  const std::string out = m.scrape();
+  EXPECT_TRUE(has_line(out, "dd_learner_up{run=\"abc\",learner=\"0\"} 1")) << out;
+  EXPECT_TRUE(has_line(out, "dd_learner_up{run=\"abc\",learner=\"1\"} 0")) << out;
+  EXPECT_TRUE(has_line(out, "dd_learner_steps_total{run=\"abc\",learner=\"0\"} 7")) << out;
+  EXPECT_TRUE(has_line(out, "dd_learner_incarnation{run=\"abc\",learner=\"0\"} 2")) << out;
+  EXPECT_TRUE(has_line(out, "dd_learner_lease_age_seconds{run=\"abc\",learner=\"0\"} 2")) << out;
+  EXPECT_TRUE(has_line(out, "dd_fragment_merges_total{run=\"abc\",fragment=\"0\"} 1")) << out;
+  EXPECT_TRUE(has_line(out, "dd_fragment_version{run=\"abc\",fragment=\"0\"} 3")) << out;
+  EXPECT_TRUE(has_line(out, "dd_fragment_last_merge_tokens{run=\"abc\",fragment=\"0\"} 130"))
+      << out;
+  EXPECT_TRUE(
+      has_line(out, "dd_fragment_last_merge_weight{run=\"abc\",fragment=\"0\",learner=\"0\"} 0.75"))
+      << out;
+  // Learner 1's contribution was based on version 0 and merged into 3: two versions stale.
+  EXPECT_TRUE(has_line(
+      out,
+      "dd_fragment_contribution_staleness_versions_bucket{run=\"abc\",fragment=\"0\",le=\"1\"} 1"))
+      << out;
+  EXPECT_TRUE(has_line(
+      out,
+      "dd_fragment_contribution_staleness_versions_bucket{run=\"abc\",fragment=\"0\",le=\"2\"} 2"))
+      << out;
+  EXPECT_TRUE(has_line(out, "dd_fragment_quorum_wait_seconds_sum{run=\"abc\",fragment=\"0\"} 1.5"))
+      << out;
+  EXPECT_TRUE(
+      has_line(out, "dd_fragment_refusals_total{run=\"abc\",fragment=\"0\",reason=\"stale\"} 1"))
+      << out;
+  EXPECT_TRUE(
+      has_line(out, "dd_learner_pushes_total{run=\"abc\",learner=\"1\",result=\"refused\"} 1"))
+      << out;
+  EXPECT_TRUE(
+      has_line(out, "dd_learner_applied_version{run=\"abc\",learner=\"1\",fragment=\"0\"} 1"))
+      << out;
+  EXPECT_TRUE(has_line(out, "dd_monitor_learners{run=\"abc\",state=\"live\"} 1")) << out;
+  EXPECT_TRUE(has_line(out, "dd_monitor_learners{run=\"abc\",state=\"away\"} 1")) << out;
+  EXPECT_TRUE(has_line(out, "dd_run_evaluations_total{run=\"abc\"} 1")) << out;
+  EXPECT_TRUE(has_line(out, "dd_node_restarts_total{run=\"abc\",kind=\"learner\"} 1")) << out;
+  EXPECT_TRUE(has_line(out, "dd_divergences_total{run=\"abc\"} 0")) << out;
+  EXPECT_TRUE(has_line(out, "dd_build_info{version=\"1.2.3\",commit=\"deadbeef\"} 1")) << out;
+  EXPECT_TRUE(has_line(out, "dd_learner_step_seconds_count{run=\"abc\",learner=\"0\"} 1")) << out;
+
+  // A learner marked down shows as 0 at the next scrape, and back as 1.
+  log.update([](run_counters& c) { c.learners[0].alive = false; });
+  EXPECT_TRUE(has_line(m.scrape(), "dd_learner_up{run=\"abc\",learner=\"0\"} 0"));
+  log.update([](run_counters& c) { c.learners[0].alive = true; });
+  EXPECT_TRUE(has_line(m.scrape(), "dd_learner_up{run=\"abc\",learner=\"0\"} 1"));
+
+  const auto s = m.status();
+  ASSERT_EQ(s["learners"].size(), 2u);
+  EXPECT_EQ(s["learners"][0]["id"], 0);
+  EXPECT_EQ(s["learners"][0]["incarnation"], 2);
+  EXPECT_EQ(s["learners"][1]["state"], "down");
+  EXPECT_EQ(s["learners"][1]["last_push"]["reason"], "stale");
+  EXPECT_EQ(s["fragments"][0]["version"], 3);
+  EXPECT_EQ(s["fragments"][0]["last_merge"]["contributors"].size(), 2u);
+  EXPECT_EQ(s["fragments"][0]["last_merge"]["contributors"][1]["staleness"], 2.0);
+  EXPECT_EQ(s["validation"][0]["val_loss"], 2.5);
+  ASSERT_EQ(s["timeline"].size(), 1u);
+  EXPECT_EQ(s["timeline"][0]["event"], "respawn");
+  m.attach(nullptr);
+  log.emit("merge", {{"fragment", 0}, {"version", 4}});  // detached: not counted
+  EXPECT_TRUE(has_line(m.scrape(), "dd_fragment_merges_total{run=\"abc\",fragment=\"0\"} 1"));
+}
+
+// A minimal HTTP/1.0 GET over loopback: status line and body.
+std::string http_get(uint16_t port, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return "connect failed";
+  }
+  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: x\r\n\r\n";
+  (void)!::write(fd, req.data(), req.size());
+  std::string out;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+TEST(HttpListener, ServesRoutesAndPrefixesAnswers404AndRefusesATakenPort) {
+  http_listener l("127.0.0.1", 0);
+  ASSERT_GT(l.port(), 0);
+  EXPECT_EQ(l.url(), "http://127.0.0.1:" + std::to_string(l.port()));
+  l.route("/a", [](const http_request& r) {
+    auto it = r.params.find("x");
+    return http_response{200, "A" + (it != r.params.end() ? it->second : std::string()),
+                         "text/plain"};
+  });
+  l.route_prefix("/static/", [](const http_request& r) {
+    return http_response{200, "file " + r.path, "text/plain"};
+  });
+  l.route("/boom", [](const http_request&) -> http_response { throw std::runtime_error("bad"); });
+  std::string a = http_get(l.port(), "/a?x=7");
+  EXPECT_NE(a.find("200"), std::string::npos) << a;
+  EXPECT_NE(a.find("\r\n\r\nA7"), std::string::npos) << a;
+  EXPECT_NE(http_get(l.port(), "/static/chart.js").find("file /static/chart.js"),
+            std::string::npos);
+  std::string missing = http_get(l.port(), "/nope");
+  EXPECT_NE(missing.find("404"), std::string::npos) << missing;
+  std::string boom = http_get(l.port(), "/boom");
+  EXPECT_NE(boom.find("500"), std::string::npos) << boom;
+  EXPECT_NE(boom.find("error: bad"), std::string::npos) << boom;
+  // A second listener on the same port is refused (no SO_REUSEPORT sharing).
+  try {
+    http_listener taken("127.0.0.1", l.port());
+    FAIL() << "a second listener bound port " << l.port();
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(l.port())), std::string::npos) << e.what();
+  }
+}
+
+TEST(HttpListener, NodeMetricsRoutes) {
+  run_log log;
+  node_metrics_options o;
+  o.kind = "learner";
+  o.node = "learner-0";
+  o.run_id = "r";
+  node_metrics m(o);
+  m.attach(&log);
+  http_listener l("127.0.0.1", 0);
+  m.serve(l);
+  EXPECT_NE(http_get(l.port(), "/healthz").find("200"), std::string::npos);
+  EXPECT_NE(http_get(l.port(), "/readyz").find("503"), std::string::npos);  // not stepping
+  log.set_stepping(0, true);
+  EXPECT_NE(http_get(l.port(), "/readyz").find("200"), std::string::npos);
+  const std::string metrics = http_get(l.port(), "/metrics");
+  EXPECT_NE(metrics.find("text/plain; version=0.0.4"), std::string::npos) << metrics;
+  EXPECT_NE(metrics.find("dd_node_uptime_seconds{run=\"r\",node=\"learner-0\",kind=\"learner\"}"),
+            std::string::npos)
+      << metrics;
+  const std::string status = http_get(l.port(), "/status");
+  EXPECT_NE(status.find("\"node\":\"learner-0\""), std::string::npos) << status;
+  m.attach(nullptr);
+}
+
+}  // namespace
+}  // namespace dd::actors
