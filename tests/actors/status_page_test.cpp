@@ -1,0 +1,77 @@
+// tests/actors/status_page_test.cpp — the status page's files compiled into the binary
+// (actors/services/status_page.hpp): what `/` and `/static/NAME` answer, that every file
+// index.html loads is served, and that Chart.js and its copyright notice ship together.
+#include <regex>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "actors/services/status_page.hpp"
+
+namespace {
+
+using dd::actors::status_page_get;
+
+TEST(status_page, the_root_is_index_html) {
+  const auto r = status_page_get("/");
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.content_type, "text/html; charset=utf-8");
+  EXPECT_NE(r.body.find("<table id=\"learners\">"), std::string_view::npos);
+  EXPECT_EQ(status_page_get("/index.html").body, r.body);
+}
+
+TEST(status_page, every_file_index_html_loads_is_served_with_its_type) {
+  const std::string html(status_page_get("/").body);
+  const std::regex ref(R"re((?:src|href)="(/static/[^"]+)")re");
+  int n = 0;
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), ref); it != std::sregex_iterator();
+       ++it) {
+    const std::string path = (*it)[1];
+    const auto r = status_page_get(path);
+#ifndef DD_EXPECT_CHARTS
+    if (path == "/static/chart.min.js") {
+      EXPECT_EQ(r.status, 404);
+      continue;
+    }
+#endif
+    EXPECT_EQ(r.status, 200) << path;
+    EXPECT_FALSE(r.body.empty()) << path;
+    const std::string want = path.size() > 3 && path.substr(path.size() - 3) == ".js"
+                                 ? "text/javascript; charset=utf-8"
+                                 : "text/css; charset=utf-8";
+    EXPECT_EQ(r.content_type, want) << path;
+    ++n;
+  }
+  EXPECT_GE(n, 2) << "index.html names status.js and status.css";
+  // The script reads the node's JSON and refreshes itself.
+  const auto js = status_page_get("/static/status.js").body;
+  EXPECT_NE(js.find("fetch(\"/status\""), std::string_view::npos);
+  EXPECT_NE(js.find("setTimeout(refresh"), std::string_view::npos);
+}
+
+TEST(status_page, chart_js_ships_with_its_copyright_notice) {
+#ifdef DD_EXPECT_CHARTS
+  EXPECT_TRUE(dd::actors::status_page_has_charts());
+  const auto js = status_page_get("/static/chart.min.js");
+  EXPECT_EQ(js.status, 200);
+  EXPECT_NE(js.body.find("Chart.js v"), std::string_view::npos);
+  EXPECT_NE(js.body.find("Released under the MIT License"), std::string_view::npos);
+  const auto c = status_page_get("/static/chart.js-copyright.txt");
+  EXPECT_EQ(c.status, 200);
+  EXPECT_NE(c.body.find("Permission is hereby granted, free of charge"), std::string_view::npos);
+#else
+  EXPECT_FALSE(dd::actors::status_page_has_charts());
+  EXPECT_EQ(status_page_get("/static/chart.min.js").status, 404);
+#endif
+}
+
+TEST(status_page, other_paths_are_not_found) {
+  EXPECT_EQ(status_page_get("/static/nothing.js").status, 404);
+  EXPECT_EQ(status_page_get("/static/").status, 404);
+  EXPECT_EQ(status_page_get("/static/index.html").status, 404);
+  EXPECT_EQ(status_page_get("/status.js").status, 404);
+  EXPECT_EQ(status_page_get("/static/../index.html").status, 404);
+  EXPECT_EQ(status_page_get("").status, 404);
+}
+
+}  // namespace
