@@ -389,8 +389,9 @@ def fig_timeline(plt, run, out_dir):
         for t, inc in restarts:
             n_restarts += 1
             ax.plot([t], [row + 0.42], marker="v", color="black", markersize=8)
+            right = t > 0.8 * end  # keep the label inside the axes
             ax.annotate(f"incarnation {inc}", (t, row + 0.42), textcoords="offset points",
-                        xytext=(4, 2), fontsize=7)
+                        xytext=(-6 if right else 4, 2), ha="right" if right else "left", fontsize=7)
     width = max(end * 0.004, 1e-3)
     for t, d, label, src in fl:
         ax.axvspan(t, t + (d if d else width), color="tab:purple" if src == "chaos.jsonl" else "tab:orange",
