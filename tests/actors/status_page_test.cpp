@@ -1,11 +1,18 @@
 // tests/actors/status_page_test.cpp — the status page's files compiled into the binary
 // (actors/services/status_page.hpp): what `/` and `/static/NAME` answer, that every file
-// index.html loads is served, and that Chart.js and its copyright notice ship together.
+// index.html loads is served, that Chart.js and its copyright notice ship together, and that a
+// node's HTTP listener serves them (serve_status_page).
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <regex>
 #include <string>
 
 #include <gtest/gtest.h>
 
+#include "actors/services/http_listener.hpp"
 #include "actors/services/status_page.hpp"
 
 namespace {
@@ -72,6 +79,41 @@ TEST(status_page, other_paths_are_not_found) {
   EXPECT_EQ(status_page_get("/status.js").status, 404);
   EXPECT_EQ(status_page_get("/static/../index.html").status, 404);
   EXPECT_EQ(status_page_get("").status, 404);
+}
+
+// A minimal HTTP/1.0 GET over loopback: the whole answer, headers and body.
+std::string http_get(uint16_t port, const std::string& path) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
+    ::close(fd);
+    return "connect failed";
+  }
+  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: x\r\n\r\n";
+  (void)!::write(fd, req.data(), req.size());
+  std::string out;
+  char buf[65536];
+  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+TEST(status_page, a_listener_serves_the_page_and_its_files_byte_for_byte) {
+  dd::actors::http_listener l("127.0.0.1", 0);
+  dd::actors::serve_status_page(l);
+  for (const auto& f : dd::actors::status_page_files()) {
+    const std::string path = f.name == "index.html" ? "/" : "/static/" + std::string(f.name);
+    const std::string got = http_get(l.port(), path);
+    EXPECT_EQ(got.rfind("HTTP/1.1 200", 0), 0u) << path << ": " << got.substr(0, 80);
+    const auto body = got.find("\r\n\r\n");
+    ASSERT_NE(body, std::string::npos) << path;
+    EXPECT_EQ(got.substr(body + 4), f.text) << path;
+  }
+  EXPECT_NE(http_get(l.port(), "/").find("Content-Type: text/html"), std::string::npos);
+  EXPECT_EQ(http_get(l.port(), "/static/nothing.js").rfind("HTTP/1.1 404", 0), 0u);
 }
 
 }  // namespace
