@@ -29,6 +29,7 @@ packages=(
   patchelf                         # tools/gpu_check/make_bundle.sh: the bundle's $ORIGIN run paths
   iproute2                         # `ip netns`, veth, bridge: tests/cluster (minimal images lack it)
   python3-matplotlib               # `dd-node plot` (tools/plot/dd_plot.py, run by /usr/bin/python3)
+  libjs-chart.js                   # the status page's charts, compiled into dd-node (MIT)
   # The sanitizer/fuzz tree (scripts/sanitize.sh) and the linters (scripts/lint.sh), clang 14:
   clang libclang-rt-14-dev         # clang++, ASan/UBSan/libFuzzer runtimes
   libomp-dev                       # OpenMP for clang (libomp)
