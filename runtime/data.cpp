@@ -46,6 +46,47 @@ text_dataset text_dataset::from_text(const std::string& text, double train_fract
   return d;
 }
 
+text_dataset text_dataset::from_token_files(const std::vector<std::string>& train_files,
+                                            const std::vector<std::string>& val_files,
+                                            token_format format, int vocab,
+                                            double train_fraction) {
+  if (train_files.empty()) throw std::runtime_error("token data: the list of files is empty");
+  if (!(train_fraction > 0.0 && train_fraction < 1.0))
+    throw std::invalid_argument(
+        fmt::format("token data: train fraction {} must be in (0, 1)", train_fraction));
+  auto concat = [&](const std::vector<std::string>& files) {
+    std::vector<int32_t> all;
+    for (const auto& f : files) {
+      auto t = read_token_file(f, format, vocab);
+      all.insert(all.end(), t.begin(), t.end());
+    }
+    return all;
+  };
+  auto names = [](const std::vector<std::string>& files) {
+    return files.size() == 1 ? files[0]
+                             : fmt::format("{} … ({} files)", files.front(), files.size());
+  };
+  text_dataset d;
+  d.origin_ = names(train_files);
+  d.train_ = concat(train_files);
+  if (!val_files.empty()) {
+    d.val_ = concat(val_files);
+  } else {
+    const size_t n = d.train_.size();
+    const auto n_train = static_cast<size_t>(static_cast<double>(n) * train_fraction);
+    if (n_train < 2 || n - n_train < 2)
+      throw std::runtime_error(fmt::format(
+          "token data '{}': {} tokens is too short for a train/validation split", d.origin_, n));
+    d.val_.assign(d.train_.begin() + static_cast<std::ptrdiff_t>(n_train), d.train_.end());
+    d.train_.resize(n_train);
+  }
+  if (d.train_.size() < 2 || d.val_.size() < 2)
+    throw std::runtime_error(fmt::format("token data '{}': a split has fewer than 2 tokens ({} "
+                                         "train, {} validation)",
+                                         d.origin_, d.train_.size(), d.val_.size()));
+  return d;
+}
+
 shard_range shard_of(size_t n_train, int learner, int learners) {
   if (learners < 1 || learner < 0 || learner >= learners)
     throw std::invalid_argument(
@@ -197,12 +238,14 @@ void batch_stream::next(int B, std::vector<int32_t>& inputs, std::vector<int32_t
   inputs.resize(static_cast<size_t>(B) * T);
   targets.resize(static_cast<size_t>(B) * T);
   const auto& tok = data_->train();
+  last_starts_.resize(static_cast<size_t>(B));
   for (int b = 0; b < B; ++b) {
     if (static_cast<size_t>(position_) >= order_.size()) start_epoch(epoch_ + 1);
     size_t window = static_cast<size_t>(order_[static_cast<size_t>(position_)]);
     if (layout_ == shard_layout::interleaved)
       window = static_cast<size_t>(learner_) + window * static_cast<size_t>(learners_);
     const size_t start = shard_.begin + offset_ + window * T;
+    last_starts_[static_cast<size_t>(b)] = start;
     ++position_;
     for (size_t t = 0; t < T; ++t) {
       inputs[b * T + t] = tok[start + t];

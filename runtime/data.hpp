@@ -29,6 +29,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/token_files.hpp"
+
 namespace dd {
 
 /// A tokenized text file split into train and validation parts. Immutable after construction.
@@ -41,6 +43,14 @@ class text_dataset {
   /// Same from an in-memory text (tests); `origin` names it in errors.
   static text_dataset from_text(const std::string& text, double train_fraction = 0.9,
                                 const std::string& origin = "<memory>");
+  /// Pre-tokenized data (data.kind = "tokens", runtime/token_files.hpp): the train split is the
+  /// tokens of `train_files` in order; the validation split is the tokens of `val_files` when
+  /// that list is not empty, else the last (1 − train_fraction) of the train files' tokens.
+  /// Throws std::runtime_error naming the file for a bad token file (read_token_file), and
+  /// naming the files when a split would have fewer than 2 tokens.
+  static text_dataset from_token_files(const std::vector<std::string>& train_files,
+                                       const std::vector<std::string>& val_files,
+                                       token_format format, int vocab, double train_fraction);
 
   const std::vector<int32_t>& train() const noexcept { return train_; }
   const std::vector<int32_t>& validation() const noexcept { return val_; }
@@ -110,6 +120,10 @@ class batch_stream {
   /// learners or seq_len differ from this stream's, or epoch/position are negative/out of range.
   void restore(const data_cursor& c);
 
+  /// Where each window of the last next() started, as token offsets in the train split (B
+  /// values; what a data trace records).
+  const std::vector<size_t>& last_starts() const noexcept { return last_starts_; }
+
   /// Windows per epoch (for this stream's current epoch).
   size_t windows_in_epoch() const noexcept { return order_.size(); }
 
@@ -125,6 +139,7 @@ class batch_stream {
   int64_t position_ = 0;
   size_t offset_ = 0;
   std::vector<uint32_t> order_;
+  std::vector<size_t> last_starts_;
 };
 
 }  // namespace dd

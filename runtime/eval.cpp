@@ -1,6 +1,7 @@
 // runtime/eval.cpp — see eval.hpp.
 #include "runtime/eval.hpp"
 
+#include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -39,6 +40,38 @@ double evaluate_loss(model& m, const std::vector<int32_t>& split, int B, int T, 
     sum += m.evaluate(batch).loss;
   }
   return sum / batches;
+}
+
+double bits_per_byte_per_nat(const std::vector<int32_t>& split, int B, int T, int batches,
+                             const std::vector<int>& token_bytes) {
+  if (batches < 1 || B < 1 || T < 1)
+    throw std::invalid_argument(fmt::format(
+        "bits_per_byte_per_nat: batches {}, B {}, T {} must all be >= 1", batches, B, T));
+  if (split.size() < static_cast<size_t>(T) + 1)
+    throw std::invalid_argument(fmt::format(
+        "bits_per_byte_per_nat: split has {} tokens, needs at least T+1 = {}", split.size(), T + 1));
+  const size_t W = (split.size() - 1) / static_cast<size_t>(T);
+  double bytes = 0.0;
+  const double tokens = static_cast<double>(batches) * B * T;
+  if (token_bytes.empty()) {
+    bytes = tokens;
+  } else {
+    for (int b = 0; b < batches; ++b)
+      for (int r = 0; r < B; ++r) {
+        const size_t start = ((static_cast<size_t>(b) * B + r) % W) * static_cast<size_t>(T);
+        for (int t = 0; t < T; ++t) {
+          const int32_t id = split[start + t + 1];
+          if (id < 0 || static_cast<size_t>(id) >= token_bytes.size())
+            throw std::invalid_argument(fmt::format(
+                "bits_per_byte_per_nat: token {} has no byte length (tokenizer of {} ids)", id,
+                token_bytes.size()));
+          bytes += token_bytes[static_cast<size_t>(id)];
+        }
+      }
+  }
+  if (!(bytes > 0))
+    throw std::invalid_argument("bits_per_byte_per_nat: the windows' targets stand for no bytes");
+  return tokens / (std::log(2.0) * bytes);
 }
 
 }  // namespace dd

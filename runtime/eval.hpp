@@ -28,4 +28,12 @@ struct evaluation_stopped : std::runtime_error {
   evaluation_stopped() : std::runtime_error("the evaluation was stopped: the run is ending") {}
 };
 
+/// Bits per byte of the original text for each nat per token of evaluate_loss over the same
+/// windows: (batches·B·T) / (ln 2 · bytes), bytes = the text bytes of every target token of the
+/// windows (token_bytes[id]; an empty token_bytes = one byte per token, the byte tokenizer,
+/// giving 1 / ln 2). val_bpb = val_loss × this. Throws std::invalid_argument as evaluate_loss,
+/// or when a target id has no entry in token_bytes or the targets stand for no bytes.
+double bits_per_byte_per_nat(const std::vector<int32_t>& split, int B, int T, int batches,
+                             const std::vector<int>& token_bytes);
+
 }  // namespace dd

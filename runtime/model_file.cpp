@@ -1,6 +1,7 @@
 // runtime/model_file.cpp — see model_file.hpp.
 #include "runtime/model_file.hpp"
 
+#include <cmath>
 #include <filesystem>
 #include <stdexcept>
 #include <utility>
@@ -8,6 +9,9 @@
 #include <fmt/format.h>
 
 #include "runtime/checkpoint.hpp"
+#include "runtime/eval.hpp"
+#include "runtime/subword.hpp"
+#include "runtime/token_files.hpp"
 
 namespace dd {
 
@@ -39,7 +43,7 @@ bool eval_spec::covers_split() const {
 
 nlohmann::json eval_spec::to_json() const {
   const auto starts = window_starts();
-  return {{"data_file", data_file},
+  nlohmann::json j = {{"data_file", data_file},
           {"train_fraction", train_fraction},
           {"split", "validation"},
           {"validation_offset", validation_offset},
@@ -55,6 +59,31 @@ nlohmann::json eval_spec::to_json() const {
            "((b*batch + r) mod W)*seq_len of the validation split, W = (validation_tokens - 1) "
            "div seq_len; loss = mean over batches of the mean next-token cross-entropy"},
           {"window_starts", starts}};
+  if (!token_files.empty()) {
+    j["data_kind"] = "tokens";
+    j["files"] = token_files;
+    j["validation_files"] = token_validation_files;
+    j["format"] = token_format;
+    j["vocab"] = token_vocab;
+  }
+  j["tokenizer"] = tokenizer;
+  return j;
+}
+
+double eval_spec::bits_per_byte_per_nat(const text_dataset& data) const {
+  if (tokenizer == "byte") {
+    if (!token_files.empty()) return std::nan("");
+    return dd::bits_per_byte_per_nat(data.validation(), batch, seq_len, batches, {});
+  }
+  const subword_tokenizer tok(tokenizer);
+  return dd::bits_per_byte_per_nat(data.validation(), batch, seq_len, batches, tok.token_bytes());
+}
+
+text_dataset eval_spec::load_data() const {
+  if (token_files.empty()) return text_dataset::from_file(data_file, train_fraction);
+  return text_dataset::from_token_files(token_files, token_validation_files,
+                                        parse_token_format(token_format), token_vocab,
+                                        train_fraction);
 }
 
 eval_spec eval_spec::from_json(const nlohmann::json& j) {
@@ -90,6 +119,27 @@ eval_spec eval_spec::from_json(const nlohmann::json& j) {
       throw std::invalid_argument(fmt::format("eval spec: '{}' must be >= 1, got {}", name, v));
   if (auto it = j.find("backend"); it != j.end() && it->is_string())
     s.backend = it->get<std::string>();
+  if (auto it = j.find("tokenizer"); it != j.end() && it->is_string())
+    s.tokenizer = it->get<std::string>();
+  if (j.value("data_kind", std::string()) == "tokens") {
+    auto strings = [&](const char* name) {
+      const auto& v = field(name);
+      if (!v.is_array()) throw std::invalid_argument(fmt::format("eval spec: '{}' must be a list", name));
+      std::vector<std::string> out;
+      for (const auto& x : v) {
+        if (!x.is_string())
+          throw std::invalid_argument(fmt::format("eval spec: '{}' must list strings", name));
+        out.push_back(x.get<std::string>());
+      }
+      return out;
+    };
+    s.token_files = strings("files");
+    s.token_validation_files = strings("validation_files");
+    const auto& f = field("format");
+    if (!f.is_string()) throw std::invalid_argument("eval spec: 'format' must be a string");
+    s.token_format = f.get<std::string>();
+    s.token_vocab = static_cast<int>(integer("vocab"));
+  }
   return s;
 }
 

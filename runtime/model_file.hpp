@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/backend.hpp"
+#include "runtime/data.hpp"
 #include "runtime/gpt.hpp"
 
 namespace dd {
@@ -46,6 +47,21 @@ struct eval_spec {
   int seq_len = 128;             ///< T
   int batches = 8;               ///< batches of (B, T)
   std::string backend = "cpu";   ///< the backend the run evaluated on
+  /// data.kind = "tokens": the token files (then data_file is the first one), the validation
+  /// files (empty: split by train_fraction), their format and the vocabulary ids are checked
+  /// against; empty token_files = a text file.
+  std::vector<std::string> token_files, token_validation_files;
+  std::string token_format = "llmc";
+  int token_vocab = 0;
+  /// "byte", or the SentencePiece model the tokens came from (bits per byte, sampling).
+  std::string tokenizer = "byte";
+
+  /// The data the windows are cut from: the text file, or the token files.
+  text_dataset load_data() const;
+  /// Bits per byte per nat on these windows of `data` (runtime/eval.hpp): the byte tokenizer
+  /// on a text file gives 1/ln 2; a SentencePiece tokenizer counts its pieces' bytes; token
+  /// data without a tokenizer gives NaN (its bytes are unknown).
+  double bits_per_byte_per_nat(const text_dataset& data) const;
 
   /// Start of every window (token offset inside the validation split), batch-major, B·batches
   /// values. Throws std::invalid_argument as evaluate_loss does (batch, seq_len, batches < 1,

@@ -1,11 +1,16 @@
 // runtime/trainer.cpp — see trainer.hpp.
 #include "runtime/trainer.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/checkpoint.hpp"
@@ -17,7 +22,25 @@ namespace dd {
 
 namespace {
 constexpr uint64_t k_data_stream = 0x64617461;  // "data"
+
+// DD_DATA_TRACE=FILE: every inner step on text or token data appends one JSON line — learner,
+// the step's 0-based index, the cursor (epoch, position) before the batch, and the start of
+// each window in the train split — with one O_APPEND write, so learner threads and processes
+// can share the file. A diagnostic (tests check the cursor's continuity across a respawn).
+void trace_batch(int learner, int64_t step, const data_cursor& before,
+                 const std::vector<size_t>& starts) {
+  static const char* path = std::getenv("DD_DATA_TRACE");
+  if (path == nullptr || *path == '\0') return;
+  const std::string line =
+      fmt::format("{{\"learner\":{},\"step\":{},\"epoch\":{},\"position\":{},\"starts\":[{}]}}\n",
+                  learner, step, before.epoch, before.position, fmt::join(starts, ","));
+  const int fd = ::open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) return;
+  const ssize_t n = ::write(fd, line.data(), line.size());
+  (void)n;
+  ::close(fd);
 }
+}  // namespace
 
 void trainer_config::validate() const {
   model.validate();
@@ -100,7 +123,9 @@ step_result trainer::step(double lr) {
   step_result r;
   r.step = step_;
   r.tokens = static_cast<int64_t>(cfg_.batch) * cfg_.seq_len;
+  const data_cursor before = stream_ ? stream_->cursor() : data_cursor{};
   next_batch(batch_);
+  if (stream_) trace_batch(cfg_.learner, step_, before, stream_->last_starts());
   model_->zero_grad();
   r.loss = model_->forward(batch_);
   tokens_ += r.tokens;

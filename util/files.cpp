@@ -1,11 +1,15 @@
 // util/files.cpp — see files.hpp.
 #include "util/files.hpp"
 
+#include <glob.h>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <filesystem>
 #include <cstring>
 #include <utility>
 
@@ -201,6 +205,48 @@ io_status append_file::close() {
   if (fd_ < 0) return {};
   const int rc = ::close(std::exchange(fd_, -1));
   if (rc != 0) return fail(errno, "close", path_);
+  return {};
+}
+
+io_status expand_file_patterns(const std::vector<std::string>& patterns,
+                               const std::vector<std::string>& dirs,
+                               std::vector<std::string>& out) {
+  namespace fs = std::filesystem;
+  out.clear();
+  auto fail = [&](int e, std::string msg) {
+    out.clear();
+    return io_status{e, std::move(msg)};
+  };
+  if (patterns.empty()) return fail(EINVAL, "the list of files is empty");
+  auto matches = [](const std::string& pattern) {
+    std::vector<std::string> found;
+    glob_t g{};
+    if (::glob(pattern.c_str(), 0, nullptr, &g) == 0)
+      for (size_t i = 0; i < g.gl_pathc; ++i) found.emplace_back(g.gl_pathv[i]);
+    ::globfree(&g);
+    std::sort(found.begin(), found.end());
+    return found;
+  };
+  for (const auto& pat : patterns) {
+    if (pat.empty()) return fail(EINVAL, "an entry of the list of files is empty");
+    std::vector<std::string> found;
+    if (fs::path(pat).is_relative())
+      for (const auto& d : dirs) {
+        found = matches((fs::path(d) / pat).string());
+        if (!found.empty()) break;
+      }
+    if (found.empty()) found = matches(pat);
+    if (found.empty())
+      return fail(ENOENT, "'" + pat +
+                              "' matches no file (a relative path is tried against the "
+                              "experiment file's directory, then the current directory)");
+    for (auto& f : found) {
+      std::error_code ec;
+      if (fs::is_directory(f, ec))
+        return fail(EISDIR, "'" + f + "' is a directory; name the files in it");
+      out.push_back(fs::absolute(f, ec).lexically_normal().string());
+    }
+  }
   return {};
 }
 

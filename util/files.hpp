@@ -45,6 +45,14 @@ io_status write_file_atomic(const std::string& path, const std::vector<std::stri
 /// FIFO is not opened for a blocking read) and one larger than `max_bytes` (error EFBIG).
 io_status read_file(const std::string& path, std::string& out, size_t max_bytes = size_t{16} << 30);
 
+/// Expands a list of paths and glob patterns (*, ?, [..]) into `out`, in order; each pattern's
+/// matches are sorted. A relative pattern is tried against each of `dirs` in order (the first
+/// that matches wins), then as given. Fails (EINVAL for an empty list or entry, ENOENT for a
+/// pattern matching nothing, EISDIR for a directory) with a message naming the pattern.
+io_status expand_file_patterns(const std::vector<std::string>& patterns,
+                               const std::vector<std::string>& dirs,
+                               std::vector<std::string>& out);
+
 /// Creates `dir` and its missing parents (like mkdir -p); the message names the component that
 /// could not be created.
 io_status make_dirs(const std::string& dir);

@@ -68,6 +68,14 @@ eval_spec eval_spec_of(const config::experiment& e, const text_dataset& data) {
   s.seq_len = e.model.context;
   s.batches = std::max(1, e.eval.batches);
   s.backend = e.learners.backend == config::backend_kind::reference ? "reference" : "cpu";
+  s.tokenizer = e.data.tokenizer;
+  if (e.data.kind == config::data_kind::tokens) {
+    s.data_file = e.data.files.empty() ? std::string() : e.data.files.front();
+    s.token_files = e.data.files;
+    s.token_validation_files = e.data.validation_files;
+    s.token_format = e.data.format;
+    s.token_vocab = e.model.vocab;
+  }
   return s;
 }
 

@@ -90,6 +90,9 @@ void finalize(job_actor* self, std::shared_ptr<job_setup> setup, caf::actor repl
     // Every evaluation scores the same windows; the model file holds their starts too.
     setup->result.summary["final_eval"] = setup->final_eval;
     setup->result.summary["final_eval"].erase("window_starts");
+    if (auto it = setup->final_eval.find("bits_per_byte_per_nat");
+        it != setup->final_eval.end() && it->is_number() && loss >= 0)
+      setup->result.summary["final_val_bpb"] = loss * it->get<double>();
     std::error_code ec;
     if (digest != 0 && fs::exists(fs::path(setup->run_dir) / model_file_name, ec))
       setup->result.summary["model_file"] = model_file_name;

@@ -19,6 +19,7 @@
 #include "actors/nodes/syncer_node.hpp"
 #include "actors/services/chaos_endpoint.hpp"
 #include "kernels/backend.hpp"
+#include "runtime/hf_export.hpp"
 #include "runtime/model.hpp"
 #include "runtime/rng.hpp"
 
@@ -45,10 +46,10 @@ void check_learner_data(const config::experiment& exp, const text_dataset& data)
   const size_t n_train = data.train().size(), n_val = data.validation().size();
   auto fail = [&](const std::string& what) {
     throw std::invalid_argument(fmt::format(
-        "data.file '{}' ({} tokens: {} train, {} validation) is too small for {} learner{} with "
+        "data '{}' ({} tokens: {} train, {} validation) is too small for {} learner{} with "
         "model.context T = {}: {}; use a larger file, fewer learners (learners.count) or a "
         "shorter context (model.context)",
-        exp.data.file, n_train + n_val, n_train, n_val, M, M == 1 ? "" : "s", T, what));
+        data.origin(), n_train + n_val, n_train, n_val, M, M == 1 ? "" : "s", T, what));
   };
   // The same stream each learner's trainer builds (runtime/trainer.cpp: seed derived with
   // "data"); its constructor is what throws for a shard that is too small.
@@ -106,6 +107,20 @@ run_data load_run_data(const config::experiment& exp) {
               static_cast<uint64_t>(fs::file_size(exp.data.labels, ec));
     return d;
   }
+  if (exp.data.kind == config::data_kind::tokens) {
+    // The hash covers every token of both splits, so two nodes agree on the shards, their order
+    // and the split.
+    d.text = std::make_shared<text_dataset>(text_dataset::from_token_files(
+        exp.data.files, exp.data.validation_files, parse_token_format(exp.data.format),
+        exp.model.vocab, exp.data.train_fraction));
+    std::vector<int32_t> all = d.text->train();
+    all.insert(all.end(), d.text->validation().begin(), d.text->validation().end());
+    d.hash = fnv1a_hex(all.data(), all.size() * sizeof(all[0]));
+    for (const auto& f : exp.data.files) d.bytes += static_cast<uint64_t>(fs::file_size(f, ec));
+    for (const auto& f : exp.data.validation_files)
+      d.bytes += static_cast<uint64_t>(fs::file_size(f, ec));
+    return d;
+  }
   d.text = std::make_shared<text_dataset>(
       text_dataset::from_file(exp.data.file, exp.data.train_fraction));
   const auto& train = d.text->train();
@@ -115,7 +130,12 @@ run_data load_run_data(const config::experiment& exp) {
 }
 
 nlohmann::json final_eval_json(const config::experiment& exp, const run_data& data) {
-  if (data.images == nullptr) return eval_spec_of(exp, *data.text).to_json();
+  if (data.images == nullptr) {
+    const eval_spec spec = eval_spec_of(exp, *data.text);
+    nlohmann::json j = spec.to_json();
+    j["bits_per_byte_per_nat"] = spec.bits_per_byte_per_nat(*data.text);
+    return j;
+  }
   return {
       {"data_kind", "idx"},
       {"images", exp.data.images},
@@ -130,6 +150,8 @@ nlohmann::json final_eval_json(const config::experiment& exp, const run_data& da
 }
 
 void check_experiment_data(const config::experiment& exp) {
+  if (!exp.model.init_from.empty())
+    check_hf_fits(exp.model.init_from, read_hf_gpt2_config(exp.model.init_from), model_of(exp));
   const run_data d = load_run_data(exp);
   if (d.images != nullptr)
     check_learner_data(exp, *d.images);
@@ -188,6 +210,13 @@ std::shared_ptr<job_setup> make_job_setup(const config::experiment& exp,
     auto model = make_model(*be, cfg);
     model->init(exp.seed);
     s->initial = model->get_parameters();
+    if (!exp.model.init_from.empty()) {
+      // The run starts from a transformers GPT-2 directory (runtime/hf_export.hpp); its shape
+      // must be the experiment's.
+      const model_config have = read_hf_gpt2_config(exp.model.init_from);
+      check_hf_fits(exp.model.init_from, have, cfg);
+      s->initial = read_hf_gpt2_weights(exp.model.init_from, cfg);
+    }
   }
   s->steps_per_learner = steps_per_learner_of(exp);
   const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
@@ -208,6 +237,9 @@ std::shared_ptr<job_setup> make_job_setup(const config::experiment& exp,
   s->log = std::make_unique<run_log>(
       options.write_events ? (fs::path(s->run_dir) / "events.jsonl").string() : std::string{},
       options.keep_events, run_log::clock_fn{}, options.resume);
+  if (auto it = s->final_eval.find("bits_per_byte_per_nat");
+      it != s->final_eval.end() && it->is_number())
+    s->log->set_bits_per_byte_per_nat(it->get<double>());
   if (!options.simulated_time) {
     write_run_id(s->run_dir, s->run_id);
     std::ofstream(fs::path(s->run_dir) / "syncer_incarnation") << s->syncer_incarnation << '\n';

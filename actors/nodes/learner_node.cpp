@@ -413,9 +413,11 @@ int run_learner_node(const learner_node_options& o) {
       return node_exit_usage;
     }
   }
-  const std::string data_name = exp.data.kind == config::data_kind::idx
-                                    ? exp.data.images + "' + '" + exp.data.labels
-                                    : exp.data.file;
+  const std::string data_name =
+      exp.data.kind == config::data_kind::idx ? exp.data.images + "' + '" + exp.data.labels
+      : exp.data.kind == config::data_kind::tokens && !exp.data.files.empty()
+          ? exp.data.files.front() + (exp.data.files.size() > 1 ? "' ..." : "")
+          : exp.data.file;
   run_data rd;
   node_join req;
   try {

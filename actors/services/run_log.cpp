@@ -47,6 +47,9 @@ void run_log::emit(const std::string& kind, nlohmann::json fields) {
   nlohmann::json line = nlohmann::json::object();
   line["event"] = kind;
   for (auto& [k, v] : fields.items()) line[k] = v;
+  if (bpb_per_nat_ > 0 && kind == "eval")
+    if (auto it = line.find("val_loss"); it != line.end() && it->is_number())
+      line["val_bpb"] = it->get<double>() * bpb_per_nat_;
   std::string failed;
   bool recovered = false;
   {

@@ -120,6 +120,10 @@ class run_log {
   /// Replaces the clock (a simulation switches to the actor system's manual clock before any
   /// actor runs). Not thread-safe against concurrent calls of now(): call it before spawning.
   void set_clock(clock_fn clock);
+  /// Bits per byte per nat of the run's evaluation windows (runtime/eval.hpp
+  /// bits_per_byte_per_nat); when > 0 every "eval" event with a val_loss also gets val_bpb =
+  /// val_loss × it. Call before spawning.
+  void set_bits_per_byte_per_nat(double f) { bpb_per_nat_ = f; }
 
   /// Appends one event: `fields` plus "event", "t" and "time", as one whole line (one write).
   /// "t" and "time" are stamped under the log's lock, in the order lines are written, so "t"
@@ -199,6 +203,7 @@ class run_log {
  private:
   mutable std::mutex mutex_;
   clock_fn clock_;
+  double bpb_per_nat_ = 0.0;
   console_fn console_;
   tap_fn tap_;
   run_observer* observer_ = nullptr;

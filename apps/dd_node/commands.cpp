@@ -15,6 +15,8 @@ int drain_main(int argc, char** argv);
 int sample_main(int argc, char** argv);
 int eval_main(int argc, char** argv);
 int plot_main(int argc, char** argv);
+int export_main(int argc, char** argv);
+int tokenize_main(int argc, char** argv);
 
 const std::vector<command>& commands() {
   static const std::vector<command> table = {
@@ -32,6 +34,10 @@ const std::vector<command>& commands() {
       {"eval", "report a trained model's validation loss on its run's evaluation windows",
        &eval_main},
       {"plot", "write PNG figures of a run, a comparison table or dd-goodput's output", &plot_main},
+      {"export", "write a trained GPT as a Hugging Face transformers directory (--format hf)",
+       &export_main},
+      {"tokenize", "train a subword tokenizer and write token shards for data.kind = \"tokens\"",
+       &tokenize_main},
       {"resolve", "print the fully resolved configuration of an experiment file", &resolve_main},
   };
   return table;

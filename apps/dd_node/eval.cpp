@@ -205,7 +205,11 @@ int eval_main(int argc, char** argv) {
           m.path));
     const text_dataset ds = [&] {
       try {
-        return text_dataset::from_file(spec.data_file, spec.train_fraction);
+        if (!data.empty()) {  // --data names a text file
+          spec.token_files.clear();
+          return text_dataset::from_file(spec.data_file, spec.train_fraction);
+        }
+        return spec.load_data();
       } catch (const std::exception& e) {
         throw std::runtime_error(fmt::format(
             "{}{}", e.what(),
@@ -219,10 +223,12 @@ int eval_main(int argc, char** argv) {
     spec.validation_tokens = ds.validation().size();
     const double loss =
         evaluate_loss(*m.model, ds.validation(), spec.batch, spec.seq_len, spec.batches);
+    const double bpb = loss * spec.bits_per_byte_per_nat(ds);
     std::string line = fmt::format(
-        "val_loss {:.6f} nats/token on {} windows of {} tokens ({} batches of {}) of the "
+        "val_loss {:.6f} nats/token{} on {} windows of {} tokens ({} batches of {}) of the "
         "validation split of {} (tokens [{}, {}), train_fraction {}), backend {}",
-        loss, static_cast<size_t>(spec.batch) * spec.batches, spec.seq_len, spec.batches,
+        loss, std::isfinite(bpb) ? fmt::format(" ({:.6f} bits/byte)", bpb) : std::string(),
+        static_cast<size_t>(spec.batch) * spec.batches, spec.seq_len, spec.batches,
         spec.batch, spec.data_file, spec.validation_offset,
         spec.validation_offset + spec.validation_tokens, spec.train_fraction, m.backend->name());
     if (auto it = m.metadata.find("val_loss"); it != m.metadata.end() && rec) {

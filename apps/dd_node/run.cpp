@@ -126,10 +126,10 @@ std::string table_row(const std::string& name, const nlohmann::json& s, const nl
     return it != s.end() && it->is_number() ? it->get<double>() : std::nan("");
   };
   return fmt::format(
-      "{:<22} {:>2} {:>2} {:>6} {:>9.4f} {:>10} {:>8.1f} {:>7.3f} {:>7.3f} {:>6.3f} "
+      "{:<22} {:>2} {:>2} {:>6} {:>9.4f} {:>8.4f} {:>10} {:>8.1f} {:>7.3f} {:>7.3f} {:>6.3f} "
       "{:>7} {:>7.2f} {:>4} {:>9.1f}",
       name, i.value("learners", 0), i.value("fragments", 0),
-      i.value("synchronous", false) ? "K=M" : "K<M", num("final_val_loss"),
+      i.value("synchronous", false) ? "K=M" : "K<M", num("final_val_loss"), num("final_val_bpb"),
       s.value("tokens", uint64_t{0}), num("wall_seconds"), num("goodput"), num("effective_goodput"),
       num("uptime"), s.value("merges", uint64_t{0}), num("mean_contributors_per_merge"),
       s.value("learner_restarts", uint64_t{0}),
@@ -440,8 +440,8 @@ int run_main(int argc, char** argv) {
                      {"info", r.info}});
   }
   if (loaded.experiments.size() > 1) {
-    std::printf("\n%-22s %2s %2s %6s %9s %10s %8s %7s %7s %6s %7s %7s %4s %9s\n", "experiment", "M",
-                "P", "K", "val_loss", "tokens", "wall_s", "goodput", "eff_gp", "uptime", "merges",
+    std::printf("\n%-22s %2s %2s %6s %9s %8s %10s %8s %7s %7s %6s %7s %7s %4s %9s\n", "experiment",
+                "M", "P", "K", "val_loss", "val_bpb", "tokens", "wall_s", "goodput", "eff_gp", "uptime", "merges",
                 "contrib", "rst", "MB_pushed");
     for (const auto& row : rows) std::printf("%s\n", row.c_str());
     if (auto st = util::write_file_atomic(table_path, table.dump(2) + "\n"); !st) {

@@ -15,6 +15,7 @@
 #include "kernels/backend.hpp"
 #include "runtime/model_file.hpp"
 #include "runtime/sample.hpp"
+#include "runtime/subword.hpp"
 #include "runtime/tokenizer.hpp"
 #include "util/parse.hpp"
 
@@ -28,15 +29,19 @@ void print_sample_help(FILE* f) {
       f, "%s",
       fmt::format(
           "usage: dd-node sample RUN_DIR|FILE --prompt TEXT [--tokens N] [--temperature T]\n"
-          "                      [--top-k K] [--seed S] [--backend NAME] [--threads N]\n"
-          "Prints the prompt and N new bytes sampled from a trained GPT: RUN_DIR's\n"
+          "                      [--top-k K] [--seed S] [--tokenizer byte|PATH]\n"
+          "                      [--backend NAME] [--threads N]\n"
+          "Prints the prompt and N new tokens sampled from a trained GPT: RUN_DIR's\n"
           "model.safetensors (written at the end of dd-node run / syncer / launch) or\n"
           "checkpoint.safetensors (dd-node train), or the safetensors FILE given.\n"
           "  --prompt TEXT      the text to continue (at least one byte)\n"
-          "  --tokens N         new tokens (bytes) to generate, >= 0 (default {})\n"
+          "  --tokens N         new tokens (bytes, or subword pieces) to generate, >= 0\n"
+          "                     (default {})\n"
           "  --temperature T    divides the logits; 0 = greedy (default {})\n"
           "  --top-k K          sample among the K most likely bytes; 0 = all (default {})\n"
           "  --seed S           seed of the draws, printed on stderr (default {})\n"
+          "  --tokenizer T      byte, or a SentencePiece model (file or directory holding\n"
+          "                     tokenizer.model); default: the one the run's data names\n"
           "  --backend NAME     cpu | reference | cuda (default cpu)\n"
           "  --threads N        CPU threads for the backend, 0 = all (default 1)\n"
           "Exit status: 0 ok; 1 unreadable model or backend failure; 2 bad flags.\n",
@@ -48,7 +53,7 @@ void print_sample_help(FILE* f) {
 
 /// Entry point of `dd-node sample`; argv[0] is "sample".
 int sample_main(int argc, char** argv) {
-  std::string prompt;
+  std::string prompt, tokenizer;
   bool have_prompt = false;
   model_args m_args;
   m_args.backend = "cpu";
@@ -68,6 +73,10 @@ int sample_main(int argc, char** argv) {
       if (v == nullptr) return 2;
       prompt = v;
       have_prompt = true;
+    } else if (a == "--tokenizer") {
+      const char* v = f.value("--tokenizer");
+      if (v == nullptr) return 2;
+      tokenizer = v;
     } else if (a == "--tokens") {
       const char* v = f.value("--tokens");
       if (v == nullptr) return 2;
@@ -114,7 +123,18 @@ int sample_main(int argc, char** argv) {
                  m.path.c_str(), m.model->num_params(),
                  loss != m.metadata.end() ? (", val_loss " + loss->second).c_str() : "",
                  static_cast<unsigned long long>(opt.seed), opt.temperature, opt.top_k, opt.tokens);
-    const auto text = byte_decode(sample_tokens(*model, byte_encode(prompt), opt));
+    if (tokenizer.empty()) {
+      tokenizer = "byte";
+      if (auto it = m.metadata.find("eval"); it != m.metadata.end())
+        tokenizer = eval_spec::from_json(nlohmann::json::parse(it->second)).tokenizer;
+    }
+    std::string text;
+    if (tokenizer == "byte") {
+      text = byte_decode(sample_tokens(*model, byte_encode(prompt), opt));
+    } else {
+      const subword_tokenizer tok(tokenizer);
+      text = tok.decode(sample_tokens(*model, tok.encode(prompt), opt));
+    }
     std::fwrite(prompt.data(), 1, prompt.size(), stdout);
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputc('\n', stdout);

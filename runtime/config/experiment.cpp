@@ -71,6 +71,7 @@ nlohmann::json to_json(const experiment& e) {
     j["model"]["capacity_factor"] = e.model.capacity_factor;
     j["model"]["aux_loss"] = e.model.aux_loss;
   }
+  if (!e.model.init_from.empty()) j["model"]["init_from"] = e.model.init_from;
   if (e.model.kind == model_kind::vit) {
     j["model"]["rows"] = e.model.rows;
     j["model"]["cols"] = e.model.cols;
@@ -84,11 +85,19 @@ nlohmann::json to_json(const experiment& e) {
                  {"labels", e.data.labels},
                  {"train_fraction", e.data.train_fraction},
                  {"sharding", to_string(e.data.sharding)}};
+  } else if (e.data.kind == data_kind::tokens) {
+    j["data"] = {{"kind", to_string(e.data.kind)},
+                 {"files", e.data.files},
+                 {"format", e.data.format},
+                 {"train_fraction", e.data.train_fraction},
+                 {"sharding", to_string(e.data.sharding)},
+                 {"tokenizer", e.data.tokenizer}};
+    if (!e.data.validation_files.empty()) j["data"]["validation_files"] = e.data.validation_files;
   } else {
     j["data"] = {{"file", e.data.file},
                  {"train_fraction", e.data.train_fraction},
                  {"sharding", to_string(e.data.sharding)},
-                 {"tokenizer", to_string(e.data.tokenizer)}};
+                 {"tokenizer", e.data.tokenizer}};
   }
   j["learners"] = {{"count", e.learners.count},
                    {"batch", e.learners.batch},

@@ -41,9 +41,9 @@ enum class anchor_kind : std::uint8_t { base, current };
 enum class apply_kind : std::uint8_t { overwrite, rebase };
 /// What the inner lr schedule counts: the learner's own steps, or the global mean step.
 enum class schedule_clock : std::uint8_t { learner, global };
-/// What the data files are: a text (byte-tokenized, runtime/data.hpp) or an IDX image/label pair
-/// for classification (runtime/idx.hpp).
-enum class data_kind : std::uint8_t { text, idx };
+/// What the data files are: a text (byte-tokenized, runtime/data.hpp), an IDX image/label pair
+/// for classification (runtime/idx.hpp), or pre-tokenized shards (runtime/token_files.hpp).
+enum class data_kind : std::uint8_t { text, idx, tokens };
 /// How the train split is divided among learners (runtime/data.hpp).
 enum class sharding_kind : std::uint8_t { contiguous, interleaved };
 /// How tensors are split into P fragments.
@@ -166,17 +166,25 @@ struct model_config {
   int patch = 7;                      ///< vit: patch side; divides rows and cols
   int classes = 10;                   ///< vit: output classes
   std::string pooling = "cls";        ///< vit: "cls" or "mean"
+  /// gpt: a directory holding a Hugging Face GPT-2 export (config.json + model.safetensors,
+  /// runtime/hf_export.hpp) whose weights start the run; empty = initialize from the seed.
+  std::string init_from;
 };
 
 /// `data`: the training data (a text, or IDX images and labels) and how it is split.
 struct data_config {
-  data_kind kind = data_kind::text;  ///< text (`file`) or idx (`images` + `labels`)
+  data_kind kind = data_kind::text;  ///< text (`file`), idx (`images` + `labels`), tokens (`files`)
   std::string file;                  ///< kind text: resolved path of the text file (required)
+  std::vector<std::string> files;    ///< kind tokens: resolved token files, globs expanded
+  std::vector<std::string> validation_files;  ///< kind tokens: the validation split's files
+  std::string format = "llmc";                ///< kind tokens: llmc, uint16 or uint32
   std::string images;                ///< kind idx: resolved path of the IDX images (n, rows, cols)
   std::string labels;                ///< kind idx: resolved path of the IDX labels (n)
   double train_fraction = 0.9;       ///< leading share used for training; the rest is validation
   sharding_kind sharding = sharding_kind::interleaved;  ///< learners' shards (runtime/data.hpp)
-  tokenizer_kind tokenizer = tokenizer_kind::byte;      ///< tokenization
+  /// "byte" (one token per byte), or the resolved path of a SentencePiece model written by
+  /// `dd-node tokenize` (kind tokens: decodes samples, gives bits per byte).
+  std::string tokenizer = "byte";
 };
 
 /// `learners`: how many learners (M), where they run and how fast each is.

@@ -472,6 +472,22 @@ std::optional<std::string> find_data_file(const std::string& file, const file_po
   return std::nullopt;
 }
 
+/// A directory, found as find_data_file finds files.
+std::optional<std::string> find_data_dir(const std::string& dir, const file_policy& policy) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::path p(dir);
+  if (p.is_absolute()) {
+    if (fs::is_directory(p, ec)) return p.lexically_normal().string();
+    return std::nullopt;
+  }
+  for (const auto& d : policy.dirs) {
+    const fs::path c = d / p;
+    if (fs::is_directory(c, ec)) return fs::absolute(c, ec).lexically_normal().string();
+  }
+  return std::nullopt;
+}
+
 /// Whether `file` names a directory where find_data_file looks (absolute, or under a search dir).
 bool data_path_is_directory(const std::string& file, const file_policy& policy) {
   namespace fs = std::filesystem;
@@ -531,6 +547,24 @@ experiment read_experiment(const json& root, const read_context& ctx,
     e.model.patch = s.integer32("patch", e.model.patch, closed(1, 1 << 14));
     e.model.classes = s.integer32("classes", e.model.classes, closed(2, 256));
     e.model.pooling = s.string("pooling", e.model.pooling);
+    if (s.has("init_from")) {
+      if (e.model.kind != model_kind::gpt)
+        ctx.fail("model.init_from",
+                 fmt::format("applies to model.kind = \"gpt\" only (kind is \"{}\")",
+                             to_string(e.model.kind)));
+      e.model.init_from = s.string("init_from", "");
+      if (e.model.init_from.empty())
+        ctx.fail("model.init_from", "must not be empty");
+      else if (files.check) {
+        if (auto dir = find_data_dir(e.model.init_from, files))
+          e.model.init_from = *dir;
+        else
+          ctx.fail("model.init_from",
+                   fmt::format("directory '{}' not found (a relative path is tried against the "
+                               "experiment file's directory, then the current directory)",
+                               e.model.init_from));
+      }
+    }
     s.finish();
     if (vit && e.model.pooling != "cls" && e.model.pooling != "mean")
       ctx.fail("model.pooling",
@@ -569,7 +603,56 @@ experiment read_experiment(const json& root, const read_context& ctx,
         ctx.fail(path, "must not be empty");
       }
     };
-    if (e.data.kind == data_kind::idx) {
+    // A list of token files: a string or a list of strings, each a path or a glob pattern.
+    auto token_files = [&](const char* key, std::vector<std::string>& out, bool required) {
+      const std::string path = fmt::format("data.{}", key);
+      const json* raw = s.raw(key);
+      if (raw == nullptr) {
+        if (required) ctx.fail(path, "required key is missing: name the token files (a path, a glob "
+                                     "pattern or a list of them)");
+        return;
+      }
+      std::vector<std::string> patterns;
+      if (raw->is_string()) {
+        patterns.push_back(raw->get<std::string>());
+      } else if (raw->is_array()) {
+        for (std::size_t i = 0; i < raw->size(); ++i) {
+          if (!(*raw)[i].is_string()) {
+            ctx.fail(fmt::format("{}[{}]", path, i + 1),
+                     "expected a path or glob pattern, got " + describe((*raw)[i]));
+            return;
+          }
+          patterns.push_back((*raw)[i].get<std::string>());
+        }
+      } else {
+        ctx.fail(path, "expected a path, a glob pattern or a list of them, got " + describe(*raw));
+        return;
+      }
+      if (patterns.empty()) {
+        ctx.fail(path, "the list of token files is empty");
+        return;
+      }
+      if (!files.check) {
+        out = patterns;
+        return;
+      }
+      std::vector<std::string> dirs;
+      for (const auto& d : files.dirs) dirs.push_back(d.string());
+      if (auto st = util::expand_file_patterns(patterns, dirs, out); !st) ctx.fail(path, st.message);
+    };
+    if (e.data.kind == data_kind::tokens) {
+      token_files("files", e.data.files, true);
+      token_files("validation_files", e.data.validation_files, false);
+      e.data.format = s.string("format", e.data.format);
+      if (e.data.format != "llmc" && e.data.format != "uint16" && e.data.format != "uint32")
+        ctx.fail("data.format", fmt::format("unknown value '{}'; expected one of llmc, uint16, "
+                                            "uint32",
+                                            e.data.format));
+      for (const char* key : {"file", "images", "labels"})
+        if (s.has(key))
+          ctx.fail(fmt::format("data.{}", key),
+                   "is not read by data.kind = \"tokens\" (it reads data.files)");
+    } else if (e.data.kind == data_kind::idx) {
       data_file("images", e.data.images, "IDX image file (n, rows, cols)");
       data_file("labels", e.data.labels, "IDX label file (n)");
       for (const char* key : {"file", "tokenizer"})
@@ -583,18 +666,46 @@ experiment read_experiment(const json& root, const read_context& ctx,
         if (s.has(key))
           ctx.fail(fmt::format("data.{}", key), "is for data.kind = \"idx\" (IDX image files)");
     }
+    if (e.data.kind != data_kind::tokens)
+      for (const char* key : {"files", "validation_files", "format"})
+        if (s.has(key))
+          ctx.fail(fmt::format("data.{}", key), "is for data.kind = \"tokens\" (token files)");
     e.data.train_fraction = s.number("train_fraction", e.data.train_fraction, open(0, 1));
     e.data.sharding = s.choice("sharding", e.data.sharding);
-    if (e.data.kind == data_kind::text) e.data.tokenizer = s.choice("tokenizer", e.data.tokenizer);
+    if (e.data.kind == data_kind::text) {
+      e.data.tokenizer = s.string("tokenizer", e.data.tokenizer);
+      if (e.data.tokenizer != "byte")
+        ctx.fail("data.tokenizer",
+                 fmt::format("'{}': data.kind = \"text\" reads bytes (\"byte\"); to train on "
+                             "subword tokens, write shards with `dd-node tokenize` and use "
+                             "data.kind = \"tokens\"",
+                             e.data.tokenizer));
+    } else if (e.data.kind == data_kind::tokens) {
+      e.data.tokenizer = s.string("tokenizer", e.data.tokenizer);
+      if (e.data.tokenizer != "byte" && files.check) {
+        namespace fs = std::filesystem;
+        std::optional<std::string> found = find_data_file(e.data.tokenizer, files);
+        if (!found)
+          if (auto dir = find_data_dir(e.data.tokenizer, files))
+            found = (fs::path(*dir) / "tokenizer.model").string();
+        std::error_code ec;
+        if (found && fs::is_regular_file(*found, ec))
+          e.data.tokenizer = *found;
+        else
+          ctx.fail("data.tokenizer",
+                   fmt::format("'{}' is neither \"byte\" nor a SentencePiece model file (or a "
+                               "directory holding tokenizer.model) written by `dd-node tokenize`",
+                               e.data.tokenizer));
+      }
+    }
     s.finish();
   }
   if ((e.model.kind == model_kind::vit) != (e.data.kind == data_kind::idx))
     ctx.fail("model.kind", fmt::format("\"{}\" does not read data.kind = \"{}\" (model.kind = "
                                        "\"vit\" goes with data.kind = \"idx\", the others "
-                                       "with \"text\")",
+                                       "with \"text\" or \"tokens\")",
                                        to_string(e.model.kind), to_string(e.data.kind)));
-  if (e.data.kind == data_kind::text && e.data.tokenizer == tokenizer_kind::byte &&
-      e.model.vocab < 256)
+  if (e.data.kind != data_kind::idx && e.data.tokenizer == "byte" && e.model.vocab < 256)
     ctx.fail("model.vocab",
              fmt::format("{} is smaller than the byte tokenizer's 256 symbols", e.model.vocab));
   if (e.model.width % e.model.heads != 0)

@@ -3,6 +3,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 #include "runtime/config/experiment.hpp"
@@ -74,6 +76,52 @@ TEST(ConfigModel, CudaRefusedForMoeGpt) {
   // The dense GPT on CUDA is still accepted at config time.
   const auto g = load("learners = { backend = \"cuda\" }");
   EXPECT_TRUE(g.ok()) << g.error_text();
+}
+
+}  // namespace
+}  // namespace dd::config
+
+namespace dd::config {
+namespace {
+
+load_result load_tokens(const std::string& data, const std::string& rest = "") {
+  return load_string("experiment { data = { kind = \"tokens\", " + data + " }" +
+                         (rest.empty() ? "" : ", " + rest) + " }\n",
+                     "t.lua", test::repo_options());
+}
+
+// data.kind = "tokens": a glob's matches sorted, the list round-trips through JSON, and the
+// errors name the key: an empty list, a pattern matching nothing, a bad format, text keys.
+TEST(ConfigTokens, FilesGlobsFormatAndErrors) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "config_tokens";
+  fs::create_directories(dir);
+  for (const char* n : {"b_001.bin", "b_000.bin", "v.bin"}) std::ofstream(dir / n) << "x";
+  const std::string glob = (dir / "b_*.bin").string();
+  const auto ok = load_tokens("files = \"" + glob + "\", validation_files = \"" +
+                              (dir / "v.bin").string() + "\", format = \"uint16\"");
+  ASSERT_TRUE(ok.ok()) << ok.error_text();
+  const auto& d = ok.experiments[0].data;
+  EXPECT_EQ(d.kind, data_kind::tokens);
+  EXPECT_EQ(d.files, (std::vector<std::string>{(dir / "b_000.bin").string(),
+                                               (dir / "b_001.bin").string()}));
+  EXPECT_EQ(d.format, "uint16");
+  const auto back = load_json(to_json(ok.experiments[0]), test::repo_options());
+  ASSERT_TRUE(back.ok()) << back.error_text();
+  EXPECT_EQ(to_json(back.experiments[0]), to_json(ok.experiments[0]));
+
+  EXPECT_THAT(load_tokens("files = {}").error_text(),
+              HasSubstr("data.files: the list of token files is empty"));
+  EXPECT_THAT(load_tokens("files = \"" + (dir / "none_*.bin").string() + "\"").error_text(),
+              HasSubstr("matches no file"));
+  EXPECT_THAT(load_tokens("files = \"" + glob + "\", format = \"u8\"").error_text(),
+              HasSubstr("data.format: unknown value 'u8'"));
+  EXPECT_THAT(load_tokens("files = \"" + glob + "\", file = \"x\"").error_text(),
+              HasSubstr("data.file: is not read by data.kind = \"tokens\""));
+  EXPECT_THAT(load_tokens("").error_text(), HasSubstr("data.files: required key is missing"));
+  EXPECT_THAT(load_tokens("files = \"" + glob + "\"", "model = { init_from = \"/nonexistent/hf\" }")
+                  .error_text(),
+              HasSubstr("model.init_from: directory '/nonexistent/hf' not found"));
 }
 
 }  // namespace

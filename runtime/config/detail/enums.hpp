@@ -33,7 +33,7 @@ DD_CONFIG_ENUM_NAMES(anchor_kind, "base", "current");
 DD_CONFIG_ENUM_NAMES(apply_kind, "overwrite", "rebase");
 DD_CONFIG_ENUM_NAMES(schedule_clock, "learner", "global");
 DD_CONFIG_ENUM_NAMES(sharding_kind, "contiguous", "interleaved");
-DD_CONFIG_ENUM_NAMES(data_kind, "text", "idx");
+DD_CONFIG_ENUM_NAMES(data_kind, "text", "idx", "tokens");
 DD_CONFIG_ENUM_NAMES(fragment_strategy_kind, "balanced", "layer", "strided");
 DD_CONFIG_ENUM_NAMES(grace_mode, "adaptive", "fixed", "off");
 DD_CONFIG_ENUM_NAMES(wire_format, "fp32", "bf16", "int8", "int4");
