@@ -48,8 +48,7 @@ text_dataset text_dataset::from_text(const std::string& text, double train_fract
 
 text_dataset text_dataset::from_token_files(const std::vector<std::string>& train_files,
                                             const std::vector<std::string>& val_files,
-                                            token_format format, int vocab,
-                                            double train_fraction) {
+                                            token_format format, int vocab, double train_fraction) {
   if (train_files.empty()) throw std::runtime_error("token data: the list of files is empty");
   if (!(train_fraction > 0.0 && train_fraction < 1.0))
     throw std::invalid_argument(
@@ -81,9 +80,10 @@ text_dataset text_dataset::from_token_files(const std::vector<std::string>& trai
     d.train_.resize(n_train);
   }
   if (d.train_.size() < 2 || d.val_.size() < 2)
-    throw std::runtime_error(fmt::format("token data '{}': a split has fewer than 2 tokens ({} "
-                                         "train, {} validation)",
-                                         d.origin_, d.train_.size(), d.val_.size()));
+    throw std::runtime_error(
+        fmt::format("token data '{}': a split has fewer than 2 tokens ({} "
+                    "train, {} validation)",
+                    d.origin_, d.train_.size(), d.val_.size()));
   return d;
 }
 

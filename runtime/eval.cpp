@@ -48,8 +48,9 @@ double bits_per_byte_per_nat(const std::vector<int32_t>& split, int B, int T, in
     throw std::invalid_argument(fmt::format(
         "bits_per_byte_per_nat: batches {}, B {}, T {} must all be >= 1", batches, B, T));
   if (split.size() < static_cast<size_t>(T) + 1)
-    throw std::invalid_argument(fmt::format(
-        "bits_per_byte_per_nat: split has {} tokens, needs at least T+1 = {}", split.size(), T + 1));
+    throw std::invalid_argument(
+        fmt::format("bits_per_byte_per_nat: split has {} tokens, needs at least T+1 = {}",
+                    split.size(), T + 1));
   const size_t W = (split.size() - 1) / static_cast<size_t>(T);
   double bytes = 0.0;
   const double tokens = static_cast<double>(batches) * B * T;

@@ -20,7 +20,8 @@ namespace fs = std::filesystem;
 namespace {
 
 bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 /// transformers' name of one of our tensors, and whether its layout is transposed (Conv1D).
@@ -71,7 +72,7 @@ nlohmann::json hf_gpt2_config(const model_config& cfg) {
           {"n_embd", cfg.width},
           {"n_layer", cfg.layers},
           {"n_head", cfg.heads},
-          {"n_inner", nullptr},  // 4·n_embd, as ours
+          {"n_inner", nullptr},                 // 4·n_embd, as ours
           {"activation_function", "gelu_new"},  // tanh approximation, as kernels' gelu
           {"layer_norm_epsilon", 1e-5},
           {"resid_pdrop", 0.0},
@@ -131,8 +132,9 @@ model_config read_hf_gpt2_config(const std::string& dir) {
     return std::invalid_argument(fmt::format("{}: field '{}' {}", path, field, why));
   };
   if (j.value("model_type", std::string()) != "gpt2")
-    throw bad("model_type", fmt::format("is {}; only \"gpt2\" maps to model.kind \"gpt\"",
-                                        j.contains("model_type") ? j["model_type"].dump() : "missing"));
+    throw bad("model_type",
+              fmt::format("is {}; only \"gpt2\" maps to model.kind \"gpt\"",
+                          j.contains("model_type") ? j["model_type"].dump() : "missing"));
   auto integer = [&](const char* field, int def, bool required) {
     auto it = j.find(field);
     if (it == j.end() || it->is_null()) {
@@ -155,8 +157,8 @@ model_config read_hf_gpt2_config(const std::string& dir) {
   if (act != "gelu_new" && act != "gelu_pytorch_tanh")
     throw bad("activation_function",
               fmt::format("is \"{}\"; ours is the tanh-approximated GELU (\"gelu_new\")", act));
-  if (auto it = j.find("layer_norm_epsilon"); it != j.end() && it->is_number() &&
-                                              std::fabs(it->get<double>() - 1e-5) > 1e-12)
+  if (auto it = j.find("layer_norm_epsilon");
+      it != j.end() && it->is_number() && std::fabs(it->get<double>() - 1e-5) > 1e-12)
     throw bad("layer_norm_epsilon", fmt::format("is {}; ours is 1e-5", it->get<double>()));
   for (auto [field, want] : {std::pair{"scale_attn_weights", true},
                              {"scale_attn_by_inverse_layer_idx", false},
@@ -191,16 +193,16 @@ std::vector<float> read_hf_gpt2_weights(const std::string& dir, const model_conf
     const std::string key = name.substr(12);
     auto it = by.find(key);
     if (it == by.end())
-      throw std::runtime_error(fmt::format("{}: tensor '{}' (ours: '{}') is missing", path, name,
-                                           t.name));
+      throw std::runtime_error(
+          fmt::format("{}: tensor '{}' (ours: '{}') is missing", path, name, t.name));
     const st_tensor& src = *it->second;
     const std::vector<int64_t> want =
         transpose ? std::vector<int64_t>{t.shape[1], t.shape[0]} : t.shape;
     if (src.shape != want)
-      throw std::runtime_error(fmt::format("{}: tensor '{}' has shape [{}], the experiment's "
-                                           "model needs [{}]",
-                                           path, name, fmt::join(src.shape, ","),
-                                           fmt::join(want, ",")));
+      throw std::runtime_error(
+          fmt::format("{}: tensor '{}' has shape [{}], the experiment's "
+                      "model needs [{}]",
+                      path, name, fmt::join(src.shape, ","), fmt::join(want, ",")));
     const std::vector<float> v = transpose ? transposed(src.data, want[0], want[1]) : src.data;
     std::copy(v.begin(), v.end(), flat.begin() + static_cast<std::ptrdiff_t>(t.offset));
   }
@@ -220,9 +222,9 @@ void check_hf_fits(const std::string& dir, const model_config& have, const model
                              {"model.heads", have.heads, want.heads},
                              {"model.width", have.width, want.width}})
     if (a != b)
-      throw std::invalid_argument(fmt::format(
-          "model.init_from '{}': {} is {} in the experiment but {} in its config.json", dir, field,
-          b, a));
+      throw std::invalid_argument(
+          fmt::format("model.init_from '{}': {} is {} in the experiment but {} in its config.json",
+                      dir, field, b, a));
 }
 
 }  // namespace dd

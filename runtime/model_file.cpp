@@ -43,22 +43,23 @@ bool eval_spec::covers_split() const {
 
 nlohmann::json eval_spec::to_json() const {
   const auto starts = window_starts();
-  nlohmann::json j = {{"data_file", data_file},
-          {"train_fraction", train_fraction},
-          {"split", "validation"},
-          {"validation_offset", validation_offset},
-          {"validation_tokens", validation_tokens},
-          {"batch", batch},
-          {"seq_len", seq_len},
-          {"batches", batches},
-          {"windows", starts.size()},
-          {"covers_split", covers_split()},
-          {"backend", backend},
-          {"window_rule",
-           "row r of batch b is the window of seq_len+1 tokens starting at token "
-           "((b*batch + r) mod W)*seq_len of the validation split, W = (validation_tokens - 1) "
-           "div seq_len; loss = mean over batches of the mean next-token cross-entropy"},
-          {"window_starts", starts}};
+  nlohmann::json j = {
+      {"data_file", data_file},
+      {"train_fraction", train_fraction},
+      {"split", "validation"},
+      {"validation_offset", validation_offset},
+      {"validation_tokens", validation_tokens},
+      {"batch", batch},
+      {"seq_len", seq_len},
+      {"batches", batches},
+      {"windows", starts.size()},
+      {"covers_split", covers_split()},
+      {"backend", backend},
+      {"window_rule",
+       "row r of batch b is the window of seq_len+1 tokens starting at token "
+       "((b*batch + r) mod W)*seq_len of the validation split, W = (validation_tokens - 1) "
+       "div seq_len; loss = mean over batches of the mean next-token cross-entropy"},
+      {"window_starts", starts}};
   if (!token_files.empty()) {
     j["data_kind"] = "tokens";
     j["files"] = token_files;
@@ -124,7 +125,8 @@ eval_spec eval_spec::from_json(const nlohmann::json& j) {
   if (j.value("data_kind", std::string()) == "tokens") {
     auto strings = [&](const char* name) {
       const auto& v = field(name);
-      if (!v.is_array()) throw std::invalid_argument(fmt::format("eval spec: '{}' must be a list", name));
+      if (!v.is_array())
+        throw std::invalid_argument(fmt::format("eval spec: '{}' must be a list", name));
       std::vector<std::string> out;
       for (const auto& x : v) {
         if (!x.is_string())

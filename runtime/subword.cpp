@@ -28,8 +28,8 @@ subword_tokenizer::subword_tokenizer(const std::string& path)
     : path_(model_file(path)), sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {
   const auto st = sp_->Load(path_);
   if (!st.ok())
-    throw std::runtime_error(
-        fmt::format("tokenizer '{}': cannot load the SentencePiece model: {}", path_, st.ToString()));
+    throw std::runtime_error(fmt::format("tokenizer '{}': cannot load the SentencePiece model: {}",
+                                         path_, st.ToString()));
 }
 
 subword_tokenizer::~subword_tokenizer() = default;
@@ -66,9 +66,10 @@ std::string subword_tokenizer::decode(const std::vector<int32_t>& ids) const {
   std::vector<int> v(ids.begin(), ids.end());
   for (size_t i = 0; i < v.size(); ++i)
     if (v[i] < 0 || v[i] >= vocab_size())
-      throw std::invalid_argument(fmt::format("tokenizer '{}': token {} at position {} is outside "
-                                              "its vocabulary [0, {})",
-                                              path_, v[i], i, vocab_size()));
+      throw std::invalid_argument(
+          fmt::format("tokenizer '{}': token {} at position {} is outside "
+                      "its vocabulary [0, {})",
+                      path_, v[i], i, vocab_size()));
   std::string out;
   const auto st = sp_->Decode(v, &out);
   if (!st.ok())
@@ -124,7 +125,10 @@ nlohmann::json subword_tokenizer::hf_tokenizer_json() const {
       {"added_tokens", added},
       {"normalizer", nullptr},
       {"pre_tokenizer",
-       {{"type", "Metaspace"}, {"replacement", k_meta}, {"prepend_scheme", "never"}, {"split", true}}},
+       {{"type", "Metaspace"},
+        {"replacement", k_meta},
+        {"prepend_scheme", "never"},
+        {"split", true}}},
       {"post_processor", nullptr},
       {"decoder",
        {{"type", "Sequence"},
@@ -159,7 +163,8 @@ void train_subword_tokenizer(const std::vector<std::string>& texts, int vocab,
       {"train_extremely_large_corpus", "false"}};
   const auto st = sentencepiece::SentencePieceTrainer::Train(args);
   if (!st.ok())
-    throw std::runtime_error(fmt::format("tokenize: SentencePiece training failed: {}", st.ToString()));
+    throw std::runtime_error(
+        fmt::format("tokenize: SentencePiece training failed: {}", st.ToString()));
 }
 
 nlohmann::json hf_byte_tokenizer_json() {

@@ -50,11 +50,12 @@ void decode(const std::string& path, const uint8_t* p, size_t n, size_t width, i
             std::vector<int32_t>& out) {
   out.resize(n);
   for (size_t i = 0; i < n; ++i) {
-    const uint32_t v = width == 2 ? util::load_le<uint16_t>(p + 2 * i) : util::load_le<uint32_t>(p + 4 * i);
+    const uint32_t v =
+        width == 2 ? util::load_le<uint16_t>(p + 2 * i) : util::load_le<uint32_t>(p + 4 * i);
     if (v > 0x7fffffffu || (vocab > 0 && v >= static_cast<uint32_t>(vocab)))
-      throw std::runtime_error(fmt::format(
-          "token file '{}': token id {} at position {} is not below model.vocab = {}", path, v, i,
-          vocab));
+      throw std::runtime_error(
+          fmt::format("token file '{}': token id {} at position {} is not below model.vocab = {}",
+                      path, v, i, vocab));
     out[i] = static_cast<int32_t>(v);
   }
 }
@@ -94,16 +95,16 @@ std::vector<int32_t> read_token_file(const std::string& path, token_format forma
           "has {} bytes",
           path, count, want, bytes.size()));
     if (bytes.size() > want)
-      throw std::runtime_error(fmt::format(
-          "token file '{}': {} bytes after the {} tokens the header announces", path,
-          bytes.size() - want, count));
+      throw std::runtime_error(
+          fmt::format("token file '{}': {} bytes after the {} tokens the header announces", path,
+                      bytes.size() - want, count));
     decode(path, p + header, static_cast<size_t>(count), width, vocab, out);
   } else {
     const size_t width = format == token_format::uint16 ? 2 : 4;
     if (bytes.size() % width != 0)
       throw std::runtime_error(fmt::format(
-          "token file '{}': truncated: {} bytes is not a whole number of {}-byte tokens ({})",
-          path, bytes.size(), width, to_string(format)));
+          "token file '{}': truncated: {} bytes is not a whole number of {}-byte tokens ({})", path,
+          bytes.size(), width, to_string(format)));
     decode(path, p, bytes.size() / width, width, vocab, out);
   }
   if (out.empty()) throw std::runtime_error(fmt::format("token file '{}': holds no tokens", path));
@@ -115,9 +116,10 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& token
   bool wide = format == token_format::uint32;
   for (size_t i = 0; i < tokens.size(); ++i) {
     if (tokens[i] < 0 || (format == token_format::uint16 && tokens[i] > 0xffff))
-      throw std::invalid_argument(fmt::format("token file '{}': token id {} at position {} does "
-                                              "not fit {}",
-                                              path, tokens[i], i, to_string(format)));
+      throw std::invalid_argument(
+          fmt::format("token file '{}': token id {} at position {} does "
+                      "not fit {}",
+                      path, tokens[i], i, to_string(format)));
     if (tokens[i] > 0xffff) wide = true;
   }
   std::string out;

@@ -5,8 +5,8 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -23,8 +23,9 @@ namespace dd {
 namespace {
 constexpr uint64_t k_data_stream = 0x64617461;  // "data"
 
-// DD_DATA_TRACE=FILE: every inner step on text or token data appends one JSON line — learner,
-// the step's 0-based index, the cursor (epoch, position) before the batch, and the start of
+// DD_DATA_TRACE=FILE: every batch drawn from text or token data (next_batch, what step() and
+// the learner actor train on) appends one JSON line — learner, the step's 0-based index
+// (steps_done() before it), the cursor (epoch, position) before the batch, and the start of
 // each window in the train split — with one O_APPEND write, so learner threads and processes
 // can share the file. A diagnostic (tests check the cursor's continuity across a respawn).
 void trace_batch(int learner, int64_t step, const data_cursor& before,
@@ -98,7 +99,9 @@ void trainer::next_batch(model_batch& b) {
   b.B = cfg_.batch;
   b.T = cfg_.seq_len;
   if (stream_) {
+    const data_cursor before = stream_->cursor();
     stream_->next(cfg_.batch, b.inputs, b.targets);
+    trace_batch(cfg_.learner, step_, before, stream_->last_starts());
     return;
   }
   std::vector<int32_t> px;
@@ -123,9 +126,7 @@ step_result trainer::step(double lr) {
   step_result r;
   r.step = step_;
   r.tokens = static_cast<int64_t>(cfg_.batch) * cfg_.seq_len;
-  const data_cursor before = stream_ ? stream_->cursor() : data_cursor{};
   next_batch(batch_);
-  if (stream_) trace_batch(cfg_.learner, step_, before, stream_->last_starts());
   model_->zero_grad();
   r.loss = model_->forward(batch_);
   tokens_ += r.tokens;

@@ -67,7 +67,9 @@ class trainer {
   trainer(kernels::backend& be, const image_dataset& data, const trainer_config& cfg);
 
   /// Fills `batch` with this learner's next training batch (text: inputs/targets (B, T); images:
-  /// features/targets, T = 1) and advances the data cursor. What step() trains on.
+  /// features/targets, T = 1) and advances the data cursor. What step() trains on. With the
+  /// environment variable DD_DATA_TRACE=FILE set, each text batch appends one JSON line to FILE
+  /// (learner, step, cursor epoch/position before it, each window's start; trainer.cpp).
   void next_batch(model_batch& batch);
   /// The data stream's cursor (text or image stream), what checkpoints and heartbeats carry.
   data_cursor cursor() const;

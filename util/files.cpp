@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <filesystem>
 #include <cstring>
+#include <filesystem>
 #include <utility>
 
 namespace dd::util {

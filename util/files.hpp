@@ -50,8 +50,7 @@ io_status read_file(const std::string& path, std::string& out, size_t max_bytes 
 /// that matches wins), then as given. Fails (EINVAL for an empty list or entry, ENOENT for a
 /// pattern matching nothing, EISDIR for a directory) with a message naming the pattern.
 io_status expand_file_patterns(const std::vector<std::string>& patterns,
-                               const std::vector<std::string>& dirs,
-                               std::vector<std::string>& out);
+                               const std::vector<std::string>& dirs, std::vector<std::string>& out);
 
 /// Creates `dir` and its missing parents (like mkdir -p); the message names the component that
 /// could not be created.

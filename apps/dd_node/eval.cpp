@@ -228,9 +228,9 @@ int eval_main(int argc, char** argv) {
         "val_loss {:.6f} nats/token{} on {} windows of {} tokens ({} batches of {}) of the "
         "validation split of {} (tokens [{}, {}), train_fraction {}), backend {}",
         loss, std::isfinite(bpb) ? fmt::format(" ({:.6f} bits/byte)", bpb) : std::string(),
-        static_cast<size_t>(spec.batch) * spec.batches, spec.seq_len, spec.batches,
-        spec.batch, spec.data_file, spec.validation_offset,
-        spec.validation_offset + spec.validation_tokens, spec.train_fraction, m.backend->name());
+        static_cast<size_t>(spec.batch) * spec.batches, spec.seq_len, spec.batches, spec.batch,
+        spec.data_file, spec.validation_offset, spec.validation_offset + spec.validation_tokens,
+        spec.train_fraction, m.backend->name());
     if (auto it = m.metadata.find("val_loss"); it != m.metadata.end() && rec) {
       double run_loss = 0;
       if (util::parse_number(it->second, run_loss) && same_split && spec.batch == rec->batch &&

@@ -127,9 +127,9 @@ int export_main(int argc, char** argv) {
     } else {
       const subword_tokenizer tok(tokenizer);
       if (tok.vocab_size() > cfg.vocab)
-        throw std::invalid_argument(fmt::format(
-            "tokenizer '{}' has {} pieces, more than the model's vocabulary {}", tok.path(),
-            tok.vocab_size(), cfg.vocab));
+        throw std::invalid_argument(
+            fmt::format("tokenizer '{}' has {} pieces, more than the model's vocabulary {}",
+                        tok.path(), tok.vocab_size(), cfg.vocab));
       write_json((fs::path(out) / "tokenizer.json").string(), tok.hf_tokenizer_json());
       std::error_code ec;
       fs::copy_file(tok.path(), fs::path(out) / "tokenizer.model",

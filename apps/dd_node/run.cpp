@@ -441,8 +441,8 @@ int run_main(int argc, char** argv) {
   }
   if (loaded.experiments.size() > 1) {
     std::printf("\n%-22s %2s %2s %6s %9s %8s %10s %8s %7s %7s %6s %7s %7s %4s %9s\n", "experiment",
-                "M", "P", "K", "val_loss", "val_bpb", "tokens", "wall_s", "goodput", "eff_gp", "uptime", "merges",
-                "contrib", "rst", "MB_pushed");
+                "M", "P", "K", "val_loss", "val_bpb", "tokens", "wall_s", "goodput", "eff_gp",
+                "uptime", "merges", "contrib", "rst", "MB_pushed");
     for (const auto& row : rows) std::printf("%s\n", row.c_str());
     if (auto st = util::write_file_atomic(table_path, table.dump(2) + "\n"); !st) {
       std::fprintf(stderr, "dd-node run: --table %s: writing the comparison failed: %s\n",

@@ -71,8 +71,8 @@ int tokenize_main(int argc, char** argv) {
       const char* v = f.value(a);
       if (v == nullptr) return 2;
       if (!util::parse_number(v, val_fraction) || !(val_fraction >= 0 && val_fraction < 1)) {
-        std::fprintf(stderr, "dd-node tokenize: --val-fraction needs a number in [0, 1), got '%s'\n",
-                     v);
+        std::fprintf(stderr,
+                     "dd-node tokenize: --val-fraction needs a number in [0, 1), got '%s'\n", v);
         return 2;
       }
     } else if (!a.empty() && a[0] == '-') {
@@ -84,11 +84,16 @@ int tokenize_main(int argc, char** argv) {
     }
   }
   std::string why;
-  if (texts.empty()) why = "no TEXT file given";
-  else if (out.empty()) why = "--out DIR is required";
-  else if (train == !tokenizer.empty()) why = "give either --train-tokenizer --vocab N or --tokenizer PATH";
-  else if (train && vocab == 0) why = "--train-tokenizer needs --vocab N";
-  else if (!train && vocab != 0) why = "--vocab applies to --train-tokenizer only";
+  if (texts.empty())
+    why = "no TEXT file given";
+  else if (out.empty())
+    why = "--out DIR is required";
+  else if (train == !tokenizer.empty())
+    why = "give either --train-tokenizer --vocab N or --tokenizer PATH";
+  else if (train && vocab == 0)
+    why = "--train-tokenizer needs --vocab N";
+  else if (!train && vocab != 0)
+    why = "--vocab applies to --train-tokenizer only";
   if (!why.empty()) {
     std::fprintf(stderr, "dd-node tokenize: %s\n", why.c_str());
     print_tokenize_help(stderr);
@@ -102,8 +107,10 @@ int tokenize_main(int argc, char** argv) {
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
     };
     if (train) {
-      std::fprintf(stderr, "dd-node tokenize: training a unigram tokenizer of %d pieces on %zu "
-                           "file(s)...\n", vocab, texts.size());
+      std::fprintf(stderr,
+                   "dd-node tokenize: training a unigram tokenizer of %d pieces on %zu "
+                   "file(s)...\n",
+                   vocab, texts.size());
       train_subword_tokenizer(texts, vocab, out);
       std::fprintf(stderr, "dd-node tokenize: trained in %.1f s\n", since(t0));
       tokenizer = out;
@@ -119,7 +126,8 @@ int tokenize_main(int argc, char** argv) {
       if (fs::absolute(tok.path()) != fs::absolute(fs::path(out) / "tokenizer.model"))
         fs::copy_file(tok.path(), fs::path(out) / "tokenizer.model",
                       fs::copy_options::overwrite_existing, ec);
-      if (ec) throw std::runtime_error(fmt::format("cannot copy '{}': {}", tok.path(), ec.message()));
+      if (ec)
+        throw std::runtime_error(fmt::format("cannot copy '{}': {}", tok.path(), ec.message()));
     }
     nlohmann::json report = {{"tokenizer", (fs::path(out) / "tokenizer.model").string()},
                              {"vocab", tok.vocab_size()},
@@ -153,8 +161,8 @@ int tokenize_main(int argc, char** argv) {
         const std::string bin =
             (fs::path(out) / (stem + (part == 0 ? "_train.bin" : "_val.bin"))).string();
         write_token_file(bin, ids, token_format::llmc);
-        entry[part == 0 ? "train" : "val"] = {{"file", bin}, {"bytes", piece.size()},
-                                              {"tokens", ids.size()}};
+        entry[part == 0 ? "train" : "val"] = {
+            {"file", bin}, {"bytes", piece.size()}, {"tokens", ids.size()}};
         total_tokens += ids.size();
       }
       total_bytes += text.size();
@@ -165,18 +173,21 @@ int tokenize_main(int argc, char** argv) {
     report["bytes"] = total_bytes;
     report["tokens"] = total_tokens;
     report["bytes_per_token"] =
-        total_tokens > 0 ? static_cast<double>(total_bytes) / static_cast<double>(total_tokens) : 0.0;
+        total_tokens > 0 ? static_cast<double>(total_bytes) / static_cast<double>(total_tokens)
+                         : 0.0;
     report["encode_seconds"] = secs;
     report["mb_per_second"] = mbps;
     if (auto st = util::write_file_atomic((fs::path(out) / "tokenize.json").string(),
                                           report.dump(2) + "\n");
         !st)
       throw std::runtime_error(st.message);
-    std::printf("tokenized %zu bytes into %zu tokens (%.2f bytes/token, vocab %d) at %.2f MB/s; "
-                "shards and tokenizer in %s\n",
-                total_bytes, total_tokens,
-                total_tokens > 0 ? static_cast<double>(total_bytes) / static_cast<double>(total_tokens) : 0.0,
-                tok.vocab_size(), mbps, out.c_str());
+    std::printf(
+        "tokenized %zu bytes into %zu tokens (%.2f bytes/token, vocab %d) at %.2f MB/s; "
+        "shards and tokenizer in %s\n",
+        total_bytes, total_tokens,
+        total_tokens > 0 ? static_cast<double>(total_bytes) / static_cast<double>(total_tokens)
+                         : 0.0,
+        tok.vocab_size(), mbps, out.c_str());
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "dd-node tokenize: %s\n", e.what());

@@ -178,9 +178,9 @@ struct data_config {
   std::vector<std::string> files;    ///< kind tokens: resolved token files, globs expanded
   std::vector<std::string> validation_files;  ///< kind tokens: the validation split's files
   std::string format = "llmc";                ///< kind tokens: llmc, uint16 or uint32
-  std::string images;                ///< kind idx: resolved path of the IDX images (n, rows, cols)
-  std::string labels;                ///< kind idx: resolved path of the IDX labels (n)
-  double train_fraction = 0.9;       ///< leading share used for training; the rest is validation
+  std::string images;           ///< kind idx: resolved path of the IDX images (n, rows, cols)
+  std::string labels;           ///< kind idx: resolved path of the IDX labels (n)
+  double train_fraction = 0.9;  ///< leading share used for training; the rest is validation
   sharding_kind sharding = sharding_kind::interleaved;  ///< learners' shards (runtime/data.hpp)
   /// "byte" (one token per byte), or the resolved path of a SentencePiece model written by
   /// `dd-node tokenize` (kind tokens: decodes samples, gives bits per byte).

@@ -608,8 +608,10 @@ experiment read_experiment(const json& root, const read_context& ctx,
       const std::string path = fmt::format("data.{}", key);
       const json* raw = s.raw(key);
       if (raw == nullptr) {
-        if (required) ctx.fail(path, "required key is missing: name the token files (a path, a glob "
-                                     "pattern or a list of them)");
+        if (required)
+          ctx.fail(path,
+                   "required key is missing: name the token files (a path, a glob "
+                   "pattern or a list of them)");
         return;
       }
       std::vector<std::string> patterns;
@@ -638,7 +640,8 @@ experiment read_experiment(const json& root, const read_context& ctx,
       }
       std::vector<std::string> dirs;
       for (const auto& d : files.dirs) dirs.push_back(d.string());
-      if (auto st = util::expand_file_patterns(patterns, dirs, out); !st) ctx.fail(path, st.message);
+      if (auto st = util::expand_file_patterns(patterns, dirs, out); !st)
+        ctx.fail(path, st.message);
     };
     if (e.data.kind == data_kind::tokens) {
       token_files("files", e.data.files, true);

@@ -9,6 +9,7 @@
 // scored: same loss on the windows summary.json states, same digest) and learner_loss.csv (one
 // row per learner step, with the lr).
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -119,10 +120,14 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
                                       "final_eval",
                                       "model_file",
                                       "envelopes_refused",
-                                      "frames_refused"};
+                                      "frames_refused",
+                                      "final_val_bpb"};
   std::set<std::string> got;
   for (auto& [k, v] : summary.items()) got.insert(k);
   EXPECT_EQ(got, keys);
+  // Byte tokens: bits per byte = nats per token / ln 2.
+  EXPECT_NEAR(summary["final_val_bpb"].get<double>(),
+              summary["final_val_loss"].get<double>() / std::log(2.0), 1e-12);
   {
     // The windows: the evaluator's B, T and batches on the validation split of the data file.
     const auto fe = summary["final_eval"];

@@ -103,8 +103,8 @@ TEST(ConfigTokens, FilesGlobsFormatAndErrors) {
   ASSERT_TRUE(ok.ok()) << ok.error_text();
   const auto& d = ok.experiments[0].data;
   EXPECT_EQ(d.kind, data_kind::tokens);
-  EXPECT_EQ(d.files, (std::vector<std::string>{(dir / "b_000.bin").string(),
-                                               (dir / "b_001.bin").string()}));
+  EXPECT_EQ(d.files,
+            (std::vector<std::string>{(dir / "b_000.bin").string(), (dir / "b_001.bin").string()}));
   EXPECT_EQ(d.format, "uint16");
   const auto back = load_json(to_json(ok.experiments[0]), test::repo_options());
   ASSERT_TRUE(back.ok()) << back.error_text();

@@ -5,9 +5,9 @@
 
 #include <cmath>
 #include <cstring>
-#include <functional>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "kernels/backend.hpp"
 #include "runtime/checkpoint.hpp"
@@ -29,7 +29,8 @@ std::string scratch(const std::string& name) {
 }
 
 void write_bytes(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  std::ofstream(path, std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
 }
 
 std::string read_bytes(const std::string& path) {
@@ -63,7 +64,8 @@ TEST(TokenFiles, LlmcShardRoundTripsWithItsHeader) {
 TEST(TokenFiles, PlainArraysReadLittleEndian) {
   const std::string p16 = scratch("p16.bin"), p32 = scratch("p32.bin");
   write_bytes(p16, std::string("\x01\x00\x00\x01", 4));
-  EXPECT_EQ(dd::read_token_file(p16, dd::token_format::uint16, 300), (std::vector<int32_t>{1, 256}));
+  EXPECT_EQ(dd::read_token_file(p16, dd::token_format::uint16, 300),
+            (std::vector<int32_t>{1, 256}));
   write_bytes(p32, std::string("\x05\x00\x00\x00\x00\x00\x01\x00", 8));
   EXPECT_EQ(dd::read_token_file(p32, dd::token_format::uint32, 70000),
             (std::vector<int32_t>{5, 65536}));
@@ -87,7 +89,8 @@ TEST(TokenFiles, ErrorsNameTheFile) {
   const std::string big = scratch("big.bin");
   dd::write_token_file(big, {1, 2, 256}, dd::token_format::uint16);
   EXPECT_THAT(error_of([&] { dd::read_token_file(big, dd::token_format::uint16, 256); }),
-              HasSubstr("token file '" + big + "': token id 256 at position 2 is not below model.vocab = 256"));
+              HasSubstr("token file '" + big +
+                        "': token id 256 at position 2 is not below model.vocab = 256"));
   const std::string empty = scratch("empty.bin");
   write_bytes(empty, "");
   EXPECT_THAT(error_of([&] { dd::read_token_file(empty, dd::token_format::uint16, 0); }),
@@ -106,11 +109,13 @@ TEST(TokenFiles, SplitByFilesOrByFraction) {
   dd::write_token_file(a, ta, dd::token_format::llmc);
   dd::write_token_file(b, tb, dd::token_format::llmc);
   dd::write_token_file(v, tv, dd::token_format::llmc);
-  const auto by_files = dd::text_dataset::from_token_files({a, b}, {v}, dd::token_format::llmc, 256, 0.9);
+  const auto by_files =
+      dd::text_dataset::from_token_files({a, b}, {v}, dd::token_format::llmc, 256, 0.9);
   ASSERT_EQ(by_files.train().size(), 100u);
   EXPECT_EQ(by_files.train()[60], 100);  // b follows a
   EXPECT_EQ(by_files.validation(), tv);
-  const auto by_fraction = dd::text_dataset::from_token_files({a, b}, {}, dd::token_format::llmc, 256, 0.9);
+  const auto by_fraction =
+      dd::text_dataset::from_token_files({a, b}, {}, dd::token_format::llmc, 256, 0.9);
   EXPECT_EQ(by_fraction.train().size(), 90u);
   ASSERT_EQ(by_fraction.validation().size(), 10u);
   EXPECT_EQ(by_fraction.validation().front(), 130);
@@ -128,7 +133,8 @@ TEST(BitsPerByte, ByteTokensAreOneOverLn2AndPiecesCountTheirBytes) {
 TEST(HfExport, ConfigRefusesMoeAndVit) {
   dd::model_config moe;
   moe.kind = "moe_gpt";
-  EXPECT_THAT(error_of([&] { dd::hf_gpt2_config(moe); }), HasSubstr("\"moe_gpt\" is not supported"));
+  EXPECT_THAT(error_of([&] { dd::hf_gpt2_config(moe); }),
+              HasSubstr("\"moe_gpt\" is not supported"));
   dd::model_config vit;
   vit.kind = "vit";
   EXPECT_THAT(error_of([&] { dd::hf_gpt2_config(vit); }), HasSubstr("\"vit\" is not supported"));
