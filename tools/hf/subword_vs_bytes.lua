@@ -14,6 +14,7 @@ local common = {
   learners = { count = 2, batch = 16 },
   sync = { fragments = 4, interval = 24, min_quorum = 1 },
   outer = { lr = 0.7, momentum = 0.5 },
+  inner = { warmup = 50, decay_steps = 400 },  -- a seconds budget needs the cosine's length
   budget = { seconds = seconds },
 }
 
@@ -21,7 +22,8 @@ experiment {
   name = "bytes",
   data = { file = "../shared/data/tinyshakespeare/input.txt" },
   model = { vocab = 256, context = 128, layers = 4, heads = 4, width = 128 },
-  learners = common.learners, sync = common.sync, outer = common.outer, budget = common.budget,
+  learners = common.learners, sync = common.sync, outer = common.outer, inner = common.inner,
+  budget = common.budget,
   eval = { every_seconds = 30, batches = 55 },     -- 871 windows of 128 bytes: all of them
 }
 
@@ -34,6 +36,7 @@ experiment {
     tokenizer = "data/shakespeare-sp2k",
   },
   model = { vocab = 2048, context = 128, layers = 4, heads = 4, width = 128 },
-  learners = common.learners, sync = common.sync, outer = common.outer, budget = common.budget,
+  learners = common.learners, sync = common.sync, outer = common.outer, inner = common.inner,
+  budget = common.budget,
   eval = { every_seconds = 30, batches = 21 },     -- all 326 windows of the 41.7k-token split
 }

@@ -83,7 +83,7 @@ def main():
     import transformers
     print(f"torch {torch.__version__}, transformers {transformers.__version__}")
 
-    model = AutoModelForCausalLM.from_pretrained(a.out_dir, torch_dtype=torch.float32).eval()
+    model = AutoModelForCausalLM.from_pretrained(a.out_dir, dtype=torch.float32).eval()
     tok = AutoTokenizer.from_pretrained(a.out_dir)
     print(f"loaded {type(model).__name__} ({sum(p.numel() for p in model.parameters())} "
           f"parameters) and {type(tok).__name__} (vocab {len(tok)})")
