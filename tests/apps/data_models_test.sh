@@ -11,7 +11,7 @@
 #      forward over transformers' names and Conv1D layouts; the `tokenizers` wheel); MoE refused.
 #   3. round trip: model.init_from = the export, a run that cannot move the weights (lr 1e-30,
 #      one step): the final loss equals run 1's to 1e-6; a shape mismatch is refused naming it.
-#   4. subword: `dd-node tokenize --train-tokenizer --vocab 320` on a slice of the text, the
+#   4. subword: `dd-node tokenize --train-tokenizer --vocab 400` on a slice of the text, the
 #      `tokenizers` wheel encodes the validation text to the shard's ids; a run on the shards
 #      reports final_val_bpb; sample decodes with it.
 # The venv (numpy, safetensors, tokenizers from PyPI) is made once per build tree
@@ -167,7 +167,7 @@ echo "init_from with another width refused: $(grep -o 'model.width is.*' "$tmp/r
 
 # 4. Subword tokenizer: train, shards, tokenizers agrees, a run reports bits per byte.
 head -c 200000 "$text" > "$tmp/small.txt"
-"$dd_node" tokenize --train-tokenizer --vocab 320 "$tmp/small.txt" --out "$tmp/sp"
+"$dd_node" tokenize --train-tokenizer --vocab 400 "$tmp/small.txt" --out "$tmp/sp"
 "$py" - "$tmp/sp" "$tmp/small.txt" <<'PY'
 import json, sys
 import numpy as np
@@ -187,7 +187,7 @@ print(f"tokenizer.json encodes the {len(val)}-character validation text to the s
       f"({rep['bytes_per_token']:.2f} bytes/token, {rep['mb_per_second']:.2f} MB/s)")
 PY
 experiment "files = \"$tmp/sp/small_train.bin\", validation_files = { \"$tmp/sp/small_val.bin\" }, tokenizer = \"$tmp/sp\"" ""
-sed -i 's/layers = 1,/layers = 1, vocab = 320,/' "$tmp/exp.lua"
+sed -i 's/layers = 1,/layers = 1, vocab = 400,/' "$tmp/exp.lua"
 rc=0
 "$dd_node" run "$tmp/exp.lua" --run-dir "$tmp/run_sp" --progress 0 --set budget.steps=8 > "$tmp/sp.log" 2>&1 || rc=$?
 [ $rc -eq 0 ] || { cat "$tmp/sp.log"; echo "FAIL: subword run exited $rc"; exit 1; }
