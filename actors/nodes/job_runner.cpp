@@ -46,10 +46,11 @@ void check_learner_data(const config::experiment& exp, const text_dataset& data)
   const size_t n_train = data.train().size(), n_val = data.validation().size();
   auto fail = [&](const std::string& what) {
     throw std::invalid_argument(fmt::format(
-        "data '{}' ({} tokens: {} train, {} validation) is too small for {} learner{} with "
+        "{} '{}' ({} tokens: {} train, {} validation) is too small for {} learner{} with "
         "model.context T = {}: {}; use a larger file, fewer learners (learners.count) or a "
         "shorter context (model.context)",
-        data.origin(), n_train + n_val, n_train, n_val, M, M == 1 ? "" : "s", T, what));
+        exp.data.kind == config::data_kind::tokens ? "data.files" : "data.file", data.origin(),
+        n_train + n_val, n_train, n_val, M, M == 1 ? "" : "s", T, what));
   };
   // The same stream each learner's trainer builds (runtime/trainer.cpp: seed derived with
   // "data"); its constructor is what throws for a shard that is too small.

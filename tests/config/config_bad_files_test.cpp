@@ -43,7 +43,7 @@ const bad_case k_bad[] = {
     {"text_with_images.lua", 5, "data.images", "is for data.kind = \"idx\" (IDX image files)"},
     {"vit_on_text.lua", 4, "model.kind",
      "\"vit\" does not read data.kind = \"text\" (model.kind = \"vit\" goes with data.kind = "
-     "\"idx\", the others with \"text\")"},
+     "\"idx\", the others with \"text\" or \"tokens\")"},
     {"vit_bad_patch.lua", 4, "model.patch",
      "5 does not divide model.rows (28) and model.cols (28)"},
     {"vit_key_on_gpt.lua", 4, "model.pooling",
