@@ -120,8 +120,7 @@ int export_main(int argc, char** argv) {
     hf.metadata["format"] = "pt";  // transformers refuses a safetensors file without it
     write_safetensors((fs::path(out) / "model.safetensors").string(), hf);
     write_json((fs::path(out) / "config.json").string(), config);
-    write_json((fs::path(out) / "generation_config.json").string(),
-               {{"do_sample", false}});
+    write_json((fs::path(out) / "generation_config.json").string(), {{"do_sample", false}});
     if (tokenizer == "byte") {
       write_json((fs::path(out) / "tokenizer.json").string(), hf_byte_tokenizer_json());
     } else {
