@@ -22,6 +22,7 @@
 #include "runtime/hf_export.hpp"
 #include "runtime/model.hpp"
 #include "runtime/rng.hpp"
+#include "util/build_info.hpp"
 
 namespace dd::actors {
 
@@ -313,6 +314,20 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
       setup->log->emit("failure", {{"what", "chaos_endpoint"}, {"error", e.what()}});
     }
   }
+  node_http http;  // destroyed after sys (below): its metrics observe the log to the end
+  if (!options.http.first.empty()) {
+    node_metrics_options mo;
+    mo.kind = syncer ? "syncer" : "run";
+    mo.node = syncer ? "syncer" : "run";
+    mo.run_id = setup->run_id;
+    mo.learners = exp.learners.count;
+    mo.fragments = setup->plan.num_fragments();
+    mo.version = util::build_version();
+    mo.commit = util::build_commit();
+    http = start_node_http(options.http.first, options.http.second, std::move(mo), setup->log.get(),
+                           syncer ? "dd-node syncer" : "dd-node run");
+    if (http.listener && options.on_http) options.on_http(*http.listener, *http.metrics);
+  }
   node_transport transport = options.transport;
   transport.middleman = syncer;
   node_config cfg(transport);
@@ -332,8 +347,10 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
       self->receive([&](atoms::finished_atom) { done = true; },
                     [&](atoms::publish_atom, const monitor_hdl& monitor) {
                       publish_monitor(sys, monitor, *setup, frame_check, channels);
+                      if (http.metrics) http.metrics->set_serving(true);
                     },
                     caf::after(std::chrono::milliseconds(250)) >> [&] {});
+      if (http.metrics) http.metrics->sample();
       const double t = setup->log->now();
       const int sig = options.interrupt != nullptr ? options.interrupt->load() : 0;
       if (sig != 0 && !interrupt_sent && !done) {
@@ -385,6 +402,7 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
       }
     }
   }
+  if (http.metrics) http.metrics->set_ending();
   run_result r;
   {
     std::lock_guard<std::mutex> guard(setup->result_mutex);

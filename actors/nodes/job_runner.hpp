@@ -33,6 +33,7 @@
 #include "actors/policy/restart_budget.hpp"
 #include "actors/services/compute_gate.hpp"
 #include "actors/services/fault_hooks.hpp"
+#include "actors/services/node_metrics.hpp"
 #include "actors/services/run_log.hpp"
 #include "actors/services/run_report.hpp"
 #include "runtime/config/experiment.hpp"
@@ -79,6 +80,12 @@ struct run_options {
   /// The experiment's message faults (is_message_fault) are not applied from the experiment:
   /// dd-chaos sends them through the chaos endpoint (dd-node launch; needs chaos_endpoint).
   bool message_faults_via_endpoint = false;
+  /// The node's HTTP listener (actors/services/node_metrics.hpp: /metrics, /healthz, /readyz,
+  /// /status) on this address (port 0 = any; printed and logged as an "http" event); empty host
+  /// = off.
+  std::pair<std::string, uint16_t> http;
+  /// Called once the listener serves (main thread), e.g. to add the status page's routes.
+  std::function<void(http_listener&, node_metrics&)> on_http;
   /// Middleman heartbeat and connection timeout of the syncer node.
   node_transport transport;
   /// Run directory; empty = the experiment's run_dir (default runs/<name>). This does not move

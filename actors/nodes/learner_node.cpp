@@ -37,10 +37,12 @@
 #include "actors/services/chaos_endpoint.hpp"
 #include "actors/services/compute_gate.hpp"
 #include "actors/services/host_admission.hpp"
+#include "actors/services/node_metrics.hpp"
 #include "actors/services/run_log.hpp"
 #include "messages/control.hpp"
 #include "runtime/config/loader.hpp"
 #include "runtime/rng.hpp"
+#include "util/build_info.hpp"
 
 namespace dd::actors {
 
@@ -557,6 +559,19 @@ int run_learner_node(const learner_node_options& o) {
       log->emit("failure", {{"what", "chaos_endpoint"}, {"error", e.what()}});
     }
   }
+  node_http http;  // declared after `log`: detaches from it first
+  if (!o.http.first.empty()) {
+    node_metrics_options mo;
+    mo.kind = "learner";
+    mo.node = name;
+    mo.run_id = run_id;
+    mo.learners = exp.learners.count;
+    mo.fragments = plan.num_fragments();
+    mo.version = util::build_version();
+    mo.commit = util::build_commit();
+    http = start_node_http(o.http.first, o.http.second, std::move(mo), log.get(),
+                           "dd-node learner " + name);
+  }
   const int here = static_cast<int>(ids.size());
   const int threads = o.threads > 0 ? o.threads : learner_threads_of(exp, here);
   std::unique_ptr<step_admission> gate;
@@ -702,6 +717,7 @@ int run_learner_node(const learner_node_options& o) {
                   },
                   caf::after(std::chrono::milliseconds(250)) >> [&] {});
     if (done) break;
+    if (http.metrics) http.metrics->sample();
     {
       std::string why;
       {
@@ -849,6 +865,7 @@ int run_learner_node(const learner_node_options& o) {
   // Closed before node_done and the last forward, so the syncer's copy of this node's events
   // has the channel's end and its frame counts too.
   channels->close_all("the node is stopping");
+  if (http.metrics) http.metrics->set_ending();
   const auto snap = log->snapshot();
   if (!snap.learners_given_up.empty() && status == node_exit_ok) status = node_exit_failure;
   log->emit("node_done", {{"node", name}, {"status", status}, {"events_dropped", fwd->dropped}});

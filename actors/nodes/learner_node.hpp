@@ -105,6 +105,10 @@ struct learner_node_options {
   /// The experiment's message faults (is_message_fault) are not applied from the experiment:
   /// dd-chaos sends them through the chaos endpoint (dd-node launch; needs chaos_endpoint).
   bool message_faults_via_endpoint = false;
+  /// The node's HTTP listener (actors/services/node_metrics.hpp: /metrics, /healthz, /readyz,
+  /// /status) on this address (port 0 = any; printed); empty host = off. Started once the node
+  /// knows its run and learner ids.
+  std::pair<std::string, uint16_t> http;
   /// Set to a signal number by a signal handler: the learners stop at their next step and leave.
   const std::atomic<int>* interrupt = nullptr;
 };

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 
 #include "actors/services/http_listener.hpp"
 #include "actors/services/run_report.hpp"
@@ -111,7 +112,7 @@ node_metrics::node_metrics(node_metrics_options o) : o_(std::move(o)), started_u
   divergences_ = &reg_.counter(
       "dd_divergences_total",
       "Learners found holding a global value that differs from the owner's for its version.", R);
-  divergences_->inc({o_.run_id}, 0);
+  if (o_.kind == "syncer" || o_.kind == "run") divergences_->inc({o_.run_id}, 0);
   node_refusals_ = &reg_.counter(
       "dd_node_refused_total",
       "Messages and connections refused: damaged chunks, foreign envelopes, oversized frames.",
@@ -376,10 +377,16 @@ void node_metrics::refresh(const run_counters& c, double now) {
         last_merge_weight_->set({run, L(p), id_text(ct, "learner")}, ct["weight"].get<double>());
     }
   }
+  if (o_.kind == "learner") {
+    // A learner node hosts no owner: the run's merges, bytes and uptime are the syncer's.
+    degraded_->set({run}, static_cast<double>(c.degraded.size()));
+    node_refusals_->set({run, "chunk"}, static_cast<double>(c.chunks_refused));
+    return;
+  }
   if (c.last_val_loss >= 0) val_loss_->set({run}, c.last_val_loss);
   run_tokens_->set({run}, static_cast<double>(tokens));
   run_merges_->set({run}, static_cast<double>(c.merges));
-  if (o_.kind != "learner") {
+  {
     const auto s =
         make_summary(std::max(1, o_.learners), std::max(1, o_.fragments), c, -1.0, now, now);
     goodput_->set({run}, s.value("goodput", 0.0));
@@ -524,6 +531,31 @@ void node_metrics::serve(http_listener& l) {
                          status().dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
                          "application/json"};
   });
+}
+
+node_http start_node_http(const std::string& host, uint16_t port, node_metrics_options o,
+                          run_log* log, const std::string& who) {
+  node_http h;
+  const std::string node = o.node;
+  h.metrics = std::make_unique<node_metrics>(std::move(o));
+  h.metrics->attach(log);
+  try {
+    h.listener = std::make_unique<http_listener>(host, port);
+    h.metrics->serve(*h.listener);
+    std::printf("%s: http on %s (/metrics /status /healthz /readyz)\n", who.c_str(),
+                h.listener->url().c_str());
+    std::fflush(stdout);
+    if (log != nullptr)
+      log->emit("http", {{"node", node}, {"host", host}, {"port", h.listener->port()}});
+  } catch (const std::exception& e) {
+    if (log != nullptr) {
+      log->warn(std::string("http listener off: ") + e.what());
+      log->emit("failure", {{"what", "http"}, {"error", e.what()}});
+    } else {
+      std::fprintf(stderr, "%s: http listener off: %s\n", who.c_str(), e.what());
+    }
+  }
+  return h;
 }
 
 }  // namespace dd::actors

@@ -17,18 +17,18 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "actors/services/http_listener.hpp"
 #include "actors/services/metrics.hpp"
 #include "actors/services/run_log.hpp"
 
 namespace dd::actors {
-
-class http_listener;
 
 /// Who the node is.
 struct node_metrics_options {
@@ -122,5 +122,19 @@ class node_metrics final : public run_observer {
   double last_sample_t_ = -1.0;
   std::function<nlohmann::json()> status_extra_;
 };
+
+/// What `--http HOST:PORT` starts in a node: its metrics and the listener serving them. The
+/// listener goes first (its handlers use the metrics).
+struct node_http {
+  std::unique_ptr<node_metrics> metrics;
+  std::unique_ptr<http_listener> listener;  ///< null when the address could not be bound
+};
+
+/// Starts metrics for `o` attached to `log` and a listener on `host`:`port` (0 = any) serving
+/// /metrics, /healthz, /readyz and /status; prints "<who>: http on http://HOST:PORT" on stdout
+/// and logs an "http" event with the port. An address that cannot be bound is a warning and a
+/// "failure" event: the node goes on without a listener (metrics still attached).
+node_http start_node_http(const std::string& host, uint16_t port, node_metrics_options o,
+                          run_log* log, const std::string& who);
 
 }  // namespace dd::actors

@@ -2,6 +2,7 @@
 #include "actors/services/run_report.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include <fmt/format.h>
@@ -237,6 +238,82 @@ std::string progress_line(const run_counters& now, const run_counters& prev, dou
     }
   }
   return line;
+}
+
+namespace {
+
+// 717184 → "717,184".
+std::string grouped(uint64_t n) {
+  std::string digits = std::to_string(n), out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string duration_text(double s) {
+  if (s < 120) return fmt::format("{:.1f} s", s);
+  if (s < 7200) return fmt::format("{:.0f} min {:.0f} s", std::floor(s / 60), std::fmod(s, 60));
+  return fmt::format("{:.0f} h {:.0f} min", std::floor(s / 3600), std::fmod(s, 3600) / 60);
+}
+
+}  // namespace
+
+std::string summary_text(const std::string& experiment, const run_result& r,
+                         const std::string& run_dir, const std::string& logs_dir) {
+  const auto& s = r.summary;
+  const auto num = [&](const char* k) {
+    auto it = s.find(k);
+    return it != s.end() && it->is_number() ? it->get<double>() : 0.0;
+  };
+  const auto count = [&](const char* k) {
+    auto it = s.find(k);
+    return it != s.end() && it->is_number() ? it->get<uint64_t>() : uint64_t{0};
+  };
+  const double wall = num("wall_seconds");
+  std::string out = "== " + experiment + " ";
+  if (r.interrupted)
+    out += "interrupted by " + r.interrupt_reason + " after " + duration_text(wall);
+  else if (r.failed)
+    out += "FAILED: " + r.failure_reason;
+  else
+    out += "done in " + duration_text(wall);
+  out += '\n';
+  const auto line = [&](const char* what, const std::string& text) {
+    out += fmt::format("  {:<16}{}\n", what, text);
+  };
+  const auto loss = s.find("final_val_loss");
+  line("final val loss", loss != s.end() && loss->is_number()
+                             ? fmt::format("{:.4f} nats/token", loss->get<double>())
+                             : std::string("none (no evaluation ran)"));
+  const uint64_t tokens = count("tokens");
+  line("tokens",
+       grouped(tokens) + (wall > 0 ? fmt::format(" ({:.0f} per second)", tokens / wall) : ""));
+  line("wall time", duration_text(wall));
+  line("goodput", fmt::format("{:.3f} (effective {:.3f}), uptime {:.3f}", num("goodput"),
+                              num("effective_goodput"), num("uptime")));
+  line("merges", fmt::format("{} ({:.2f} contributors per merge)", grouped(count("merges")),
+                             num("mean_contributors_per_merge")));
+  const uint64_t owner_restarts = r.info.is_object() && r.info.contains("owner_restarts") &&
+                                          r.info["owner_restarts"].is_number()
+                                      ? r.info["owner_restarts"].get<uint64_t>()
+                                      : 0;
+  line("restarts", fmt::format("{} learner, {} owner", count("learner_restarts"), owner_restarts));
+  line("refused", fmt::format("{} chunks, {} envelopes, {} frames", count("chunks_refused"),
+                              count("envelopes_refused"), count("frames_refused")));
+  if (auto d = s.find("degraded"); d != s.end() && d->is_object() && !d->empty()) {
+    std::string what;
+    for (const auto& [k, v] : d->items()) what += (what.empty() ? "" : ", ") + k;
+    line("degraded", what);
+  }
+  const std::string dir = run_dir.empty() ? std::string(".") : run_dir;
+  if (auto m = s.find("model_file"); m != s.end() && m->is_string())
+    line("model", dir + "/" + m->get<std::string>());
+  line("summary", dir + "/summary.json, events " + dir + "/events.jsonl");
+  line("figures", "dd-node plot " + dir + "  (writes " + dir + "/figures/)");
+  if (!logs_dir.empty()) line("logs", logs_dir);
+  return out;
 }
 
 }  // namespace dd::actors

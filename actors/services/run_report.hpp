@@ -72,6 +72,16 @@ nlohmann::json make_summary(int learners, int fragments, const run_counters& c,
 run_result make_run_result(const run_facts& f, const run_counters& c, double final_val_loss,
                            uint64_t digest, double wall_s, double training_s);
 
+/// The end of a run for the person at the terminal (replaces a line of JSON; summary.json keeps
+/// every key): a header "== NAME done in 12.3 s" ("== NAME FAILED: <reason>", "== NAME interrupted
+/// by SIGINT"), then a few aligned lines — final validation loss, tokens (and per second), wall
+/// time, goodput, effective goodput and uptime, merges and contributors per merge, restarts,
+/// refusals — and where the files are: the model (summary "model_file"), summary.json and
+/// events.jsonl in `run_dir`, the figures (`dd-node plot RUN_DIR` writes RUN_DIR/figures/) and
+/// `logs_dir` when not empty (dd-node launch: the nodes' logs). Each line ends in '\n'.
+std::string summary_text(const std::string& experiment, const run_result& r,
+                         const std::string& run_dir, const std::string& logs_dir = {});
+
 /// The progress line: per-learner step rate (observed since `prev` when it knows the learner,
 /// else its step-time EMA) and loss ("✗" before a learner that is down, "left" for one that
 /// finished or was drained), global validation loss, merges per second

@@ -37,6 +37,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -50,9 +51,11 @@
 #include "actors/nodes/memory_check.hpp"
 #include "actors/policy/restart_budget.hpp"
 #include "actors/services/host_admission.hpp"
+#include "actors/services/node_metrics.hpp"
 #include "apps/dd_node/node_flags.hpp"
 #include "apps/dd_node/run_lock.hpp"
 #include "runtime/config/loader.hpp"
+#include "util/build_info.hpp"
 #include "util/files.hpp"
 
 namespace dd::app {
@@ -142,6 +145,7 @@ struct node_proc {
   std::string log;
   std::string listen, advertise;
   uint16_t chaos_port = 0;  ///< its chaos endpoint (--chaos-endpoint 127.0.0.1:PORT); 0 = none
+  uint16_t http_port = 0;   ///< its HTTP listener (--http 127.0.0.1:PORT); 0 = none
   pid_t pid = 0;
   uint64_t start_time = 0;
   int starts = 0;
@@ -168,7 +172,7 @@ void print_launch_help(FILE* f) {
       "                      [--via-proxy] [--no-step-admission] [--name N] [--set key=value]...\n"
       "                      [--progress S] [--learner-backoff-cap S] [--heartbeat S]\n"
       "                      [--connection-timeout S] [--compute-nice N] [--script-timeout S]\n"
-      "                      [--force-memory]\n"
+      "                      [--force-memory] [--http HOST:PORT | --no-http]\n"
       "Starts the experiment as a cluster of processes on this host: one `dd-node syncer` and P\n"
       "`dd-node learner` processes (default one per learner), over loopback TCP, and supervises\n"
       "them: a learner process that dies is started again at once, the syncer after\n"
@@ -190,6 +194,12 @@ void print_launch_help(FILE* f) {
       "                          learners (dd-node resolve prints it) exceeds this host's\n"
       "                          available memory or address-space limit (passed on to them);\n"
       "                          without it that is refused (exit 2)\n"
+      "  --http HOST:PORT        the launcher's own HTTP listener (/metrics: its nodes' state\n"
+      "                          and starts; /status; /healthz; /readyz) on this loopback\n"
+      "                          address (default 127.0.0.1:0 = a free port, printed). Every\n"
+      "                          node also serves /metrics, /healthz, /readyz and /status on a\n"
+      "                          free loopback port of its own (nodes.json: endpoints.http)\n"
+      "  --no-http               no HTTP listener in the launcher nor in its nodes\n"
       "  --name N, --set k=v, --progress S, --heartbeat S, --connection-timeout S,\n"
       "  --script-timeout S (wall-clock limit of evaluating the experiment file): passed on\n"
       "The launcher locks the run directory, and checkpoint.dir when it lies outside it, for\n"
@@ -206,6 +216,7 @@ class launcher {
  public:
   std::string run_dir, run_id_hint;
   std::vector<node_proc> nodes;
+  std::string http_url;  ///< the launcher's own listener ("" = none)
   int control_fd = -1;
   uint16_t control_port = 0;
   double syncer_delay_s = 2.0;
@@ -245,7 +256,7 @@ class launcher {
                      {"argv", n.argv},
                      {"listen", n.listen},
                      {"advertise", n.advertise},
-                     {"endpoints", {{"chaos", n.chaos_port}}},
+                     {"endpoints", {{"chaos", n.chaos_port}, {"http", n.http_port}}},
                      {"incarnation", std::max(0, n.starts - 1)},
                      {"log", n.log},
                      {"state", to_string(n.state)},
@@ -255,11 +266,13 @@ class launcher {
     written_run_id = id;
     // Every node leaves the experiment's message faults to the chaos session, which sends them
     // through its endpoint (--message-faults-via-endpoint below; dd-chaos reads this).
-    nlohmann::json doc = {
-        {"run_id", id},
-        {"launcher", {{"pid", ::getpid()}, {"control", fmt::format("127.0.0.1:{}", control_port)}}},
-        {"message_faults", "endpoint"},
-        {"nodes", arr}};
+    nlohmann::json doc = {{"run_id", id},
+                          {"launcher",
+                           {{"pid", ::getpid()},
+                            {"control", fmt::format("127.0.0.1:{}", control_port)},
+                            {"http", http_url}}},
+                          {"message_faults", "endpoint"},
+                          {"nodes", arr}};
     if (auto* p = find("proxy"); p != nullptr && proxy_ports)
       doc["proxy"] = {{"pid", p->state == node_state::running ? p->pid : 0},
                       {"control", (*proxy_ports).value("control", "")}};
@@ -489,6 +502,8 @@ int launch_main(int argc, char** argv) {
   double heartbeat = -1, conn_timeout = -1;
   int compute_nice = -1;
   bool resume = false, overwrite = false, via_proxy = false, admission = true, force_memory = false;
+  bool http_on = true;
+  std::pair<std::string, uint16_t> http{"127.0.0.1", 0};
   uint16_t port = 0;
   std::vector<std::string> passthrough;
   config::load_options lo;
@@ -546,6 +561,11 @@ int launch_main(int argc, char** argv) {
       admission = false;
     } else if (a == "--force-memory") {
       force_memory = true;
+    } else if (a == "--http") {
+      const char* v = value(a.c_str());
+      if (v == nullptr || !parse_http_flag("dd-node launch", v, false, http)) return 2;
+    } else if (a == "--no-http") {
+      http_on = false;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "dd-node launch: unknown flag '%s'\n", a.c_str());
       print_launch_help(stderr);
@@ -696,6 +716,10 @@ int launch_main(int argc, char** argv) {
     s.chaos_port = free_port();
     s.argv.insert(s.argv.end(), {"--chaos-endpoint", fmt::format("127.0.0.1:{}", s.chaos_port),
                                  "--message-faults-via-endpoint"});
+    if (http_on) {
+      s.http_port = free_port();
+      s.argv.insert(s.argv.end(), {"--http", fmt::format("127.0.0.1:{}", s.http_port)});
+    }
     s.listen = s.advertise = syncer_addr;
     s.log = (fs::path(logs) / "syncer.log").string();
     L.nodes.push_back(std::move(s));
@@ -750,6 +774,10 @@ int launch_main(int argc, char** argv) {
     n.chaos_port = free_port();
     n.argv.insert(n.argv.end(), {"--chaos-endpoint", fmt::format("127.0.0.1:{}", n.chaos_port),
                                  "--message-faults-via-endpoint"});
+    if (http_on) {
+      n.http_port = free_port();
+      n.argv.insert(n.argv.end(), {"--http", fmt::format("127.0.0.1:{}", n.http_port)});
+    }
     extra(n.argv);
     if (compute_nice >= 0)
       n.argv.insert(n.argv.end(), {"--compute-nice", std::to_string(compute_nice)});
@@ -793,6 +821,59 @@ int launch_main(int argc, char** argv) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // The launcher's own listener: its nodes' state and starts (a node's own metrics are on its
+  // listener, nodes.json endpoints.http).
+  actors::node_http web;
+  actors::metric_family *node_up = nullptr, *node_starts = nullptr;
+  struct shared_nodes {
+    std::mutex m;
+    nlohmann::json nodes = nlohmann::json::array();
+  };
+  auto shown = std::make_shared<shared_nodes>();
+  if (http_on) {
+    actors::node_metrics_options mo;
+    mo.kind = "launch";
+    mo.node = "launch";
+    mo.learners = M;
+    mo.fragments = exp.sync.fragments;
+    mo.version = util::build_version();
+    mo.commit = util::build_commit();
+    web = actors::start_node_http(http.first, http.second, mo, nullptr, "dd-node launch");
+    node_up = &web.metrics->registry().gauge("dd_launch_node_up",
+                                             "1 while the launcher's node process runs, else 0.",
+                                             {"run", "node", "role"});
+    node_starts = &web.metrics->registry().counter("dd_launch_node_starts_total",
+                                                   "Starts of a node process by the launcher.",
+                                                   {"run", "node", "role"});
+    web.metrics->set_status_extra([shown] {
+      std::lock_guard<std::mutex> g(shown->m);
+      return nlohmann::json{{"nodes", shown->nodes}};
+    });
+    if (web.listener) L.http_url = web.listener->url();
+  }
+  double last_shown = -1.0;
+  auto show_nodes = [&] {
+    if (!web.metrics) return;
+    const double t = now_s();
+    if (last_shown >= 0 && t - last_shown < 0.5) return;
+    last_shown = t;
+    const std::string run = L.written_run_id;
+    node_up->clear();
+    nlohmann::json arr = nlohmann::json::array();
+    for (const auto& n : L.nodes) {
+      node_up->set({run, n.name, n.role}, n.state == node_state::running ? 1 : 0);
+      node_starts->set({run, n.name, n.role}, n.starts);
+      arr.push_back({{"name", n.name},
+                     {"role", n.role},
+                     {"state", to_string(n.state)},
+                     {"pid", n.state == node_state::running ? n.pid : 0},
+                     {"starts", n.starts},
+                     {"last_exit", n.last_exit},
+                     {"http", n.http_port}});
+    }
+    std::lock_guard<std::mutex> g(shown->m);
+    shown->nodes = std::move(arr);
+  };
   std::printf(
       "dd-node launch: %s: syncer on %s, %d learner process%s (%d learner%s, %d thread%s "
       "each%s), control 127.0.0.1:%u, nodes file %s/nodes.json\n",
@@ -841,7 +922,12 @@ int launch_main(int argc, char** argv) {
         if (n.pid == pid && n.state == node_state::running) L.exited(n, ws);
     if (!L.stopping) L.restart_due();
     // The nodes file names the run as soon as the syncer has written its run id.
-    if (L.written_run_id.empty() && !L.current_run_id().empty()) L.write_nodes_file();
+    if (L.written_run_id.empty() && !L.current_run_id().empty()) {
+      L.write_nodes_file();
+      if (web.metrics) node_starts->clear();  // the series get the run's id from now on
+    }
+    if (web.metrics) web.metrics->set_serving(!L.stopping);
+    show_nodes();
     L.serve_control();
     // The run is over: learners get 20 s to leave, then SIGTERM, then SIGKILL.
     const double t = now_s();
@@ -890,6 +976,7 @@ int launch_main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   L.write_nodes_file();
+  if (web.metrics) web.metrics->set_ending();
   const int status = L.syncer_exit >= 0 ? L.syncer_exit : 1;
   // Interrupted: the launcher's own signal (130 for SIGINT, 143 for SIGTERM), whatever the
   // syncer's status after the signal it was forwarded (0, or 128 + a signal); a failure the

@@ -22,7 +22,7 @@ void print_learner_help(FILE* f) {
       "                       [--connect-timeout S] [--progress S] [--seed S]\n"
       "                       [--heartbeat S] [--connection-timeout S] [--compute-nice N]\n"
       "                       [--chaos-endpoint HOST:PORT [--message-faults-via-endpoint]]\n"
-      "                       [--force-memory]\n"
+      "                       [--force-memory] [--http HOST:PORT]\n"
       "Runs learners of the syncer's run in this process. The syncer sends the experiment, the\n"
       "run id and this node's learner ids; the data file is read here (the experiment's\n"
       "data.file, or --data FILE) and must match the syncer's (size and training-split hash).\n"
@@ -60,6 +60,9 @@ void print_learner_help(FILE* f) {
       "  --message-faults-via-endpoint   do not apply the experiment's message faults (chaos\n"
       "                        events drop/dup/delay/reorder/corrupt_push, nan, fail) here:\n"
       "                        dd-chaos sends them through the chaos endpoint (dd-node launch)\n"
+      "  --http HOST:PORT      serve /metrics (Prometheus), /healthz, /readyz and /status\n"
+      "                        (JSON) on this loopback address (port 0 = any; printed); off by\n"
+      "                        default\n"
       "While the syncer is unreachable the learners keep stepping; when it is back (same run)\n"
       "they rejoin with a new incarnation and keep their step and data cursor.\n"
       "Exit status: 0 every learner finished (or the run was over); 1 runtime failure;\n"
@@ -157,6 +160,9 @@ int learner_main(int argc, char** argv) {
       o.chaos_endpoint = ep;
     } else if (a == "--message-faults-via-endpoint") {
       o.message_faults_via_endpoint = true;
+    } else if (a == "--http") {
+      const char* v = value("--http");
+      if (v == nullptr || !parse_http_flag("dd-node learner", v, false, o.http)) return 2;
     } else if (a == "--seed") {
       double d = 0;
       const char* v = value("--seed");

@@ -63,6 +63,27 @@ bool is_loopback(const std::string& host) {
   return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
 
+bool parse_http_flag(const char* who, const std::string& text, bool insecure,
+                     std::pair<std::string, uint16_t>& out) {
+  std::string error;
+  if (!parse_endpoint(text, out, error)) {
+    std::fprintf(stderr, "%s: --http: %s\n", who, error.c_str());
+    return false;
+  }
+  if (!is_loopback(out.first) && !insecure) {
+    std::fprintf(stderr,
+                 "%s: --http %s is not a loopback address; the HTTP listener has no "
+                 "authentication%s\n",
+                 who, text.c_str(),
+                 std::string(who).find("syncer") != std::string::npos ||
+                         std::string(who).find("launch") != std::string::npos
+                     ? ": add --insecure to listen there anyway"
+                     : " and this command serves it on loopback only");
+    return false;
+  }
+  return true;
+}
+
 bool parse_nonneg(const std::string& text, double& out) {
   errno = 0;
   char* end = nullptr;

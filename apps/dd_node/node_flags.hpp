@@ -21,6 +21,11 @@ bool parse_endpoints(const std::string& text, std::vector<std::pair<std::string,
                      std::string& error);
 /// True for 127.0.0.0/8, ::1 and "localhost".
 bool is_loopback(const std::string& host);
+/// `--http HOST:PORT` of `who` (port 0 = any free port): parsed into `out`; a host that is not
+/// loopback needs `insecure` (the listener has no authentication). False after one line on
+/// stderr.
+bool parse_http_flag(const char* who, const std::string& text, bool insecure,
+                     std::pair<std::string, uint16_t>& out);
 /// A finite number >= 0, the whole string.
 bool parse_nonneg(const std::string& text, double& out);
 /// A comma-separated list of integers >= 0 ("0,2,3").

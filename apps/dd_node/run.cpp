@@ -38,6 +38,7 @@
 
 #include "actors/nodes/job_runner.hpp"
 #include "actors/nodes/memory_check.hpp"
+#include "apps/dd_node/node_flags.hpp"
 #include "apps/dd_node/run_lock.hpp"
 #include "kernels/all_backends.hpp"
 #include "runtime/config/loader.hpp"
@@ -78,7 +79,7 @@ void print_run_help(FILE* f) {
                "usage: dd-node run <experiment.lua> [--name N]... [--set key=value]...\n"
                "                   [--run-dir DIR] [--progress SECONDS] [--table FILE]\n"
                "                   [--script-timeout SECONDS] [--resume | --overwrite]\n"
-               "                   [--force-memory]\n"
+               "                   [--force-memory] [--http HOST:PORT]\n"
                "Runs every selected experiment of the file as one in-process cluster (learners,\n"
                "fragment owners, health monitor, evaluator) and writes its run directory:\n"
                "events.jsonl, summary.json, experiment.json, run_info.json.\n"
@@ -106,6 +107,9 @@ void print_run_help(FILE* f) {
                "  --force-memory   start even when the memory estimate (dd-node resolve prints\n"
                "                   it) exceeds the available memory or the address-space limit\n"
                "                   (RLIMIT_AS); without it such a run is refused (exit 2)\n"
+               "  --http HOST:PORT serve /metrics (Prometheus), /healthz, /readyz and /status\n"
+               "                   (JSON) on this loopback address while the run lasts (port\n"
+               "                   0 = any; printed); off by default\n"
                "A run directory holds one run: without --resume a new run replaces what a\n"
                "finished one left there (summary.json, run_info.json, events.jsonl, owner\n"
                "checkpoints, and a cluster run's nodes.json, chaos.jsonl, nodes/, logs/); an\n"
@@ -158,6 +162,7 @@ int run_main(int argc, char** argv) {
   std::string file, run_dir, table_path = "runs/comparison.json";
   double progress = 5.0;
   bool resume = false, overwrite = false, force_memory = false;
+  std::pair<std::string, uint16_t> http;
   config::load_options lo;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -185,6 +190,9 @@ int run_main(int argc, char** argv) {
       overwrite = true;
     } else if (a == "--force-memory") {
       force_memory = true;
+    } else if (a == "--http") {
+      const char* v = need("--http");
+      if (v == nullptr || !parse_http_flag("dd-node run", v, false, http)) return 2;
     } else if (a == "--run-dir") {
       const char* v = need("--run-dir");
       if (v == nullptr) return 2;
@@ -403,6 +411,7 @@ int run_main(int argc, char** argv) {
     ro.progress_every_s = progress;
     ro.interrupt = &g_interrupt;
     ro.resume = resume;
+    ro.http = http;
     std::printf("== %s: M = %d learners, P = %d fragments, H = %d, K = %s, budget %s\n",
                 exp.name.c_str(), exp.learners.count, exp.sync.fragments, exp.sync.interval,
                 exp.sync.min_quorum.is_fraction
@@ -421,11 +430,8 @@ int run_main(int argc, char** argv) {
       std::fprintf(stderr, "dd-node run: %s did not finish\n", exp.name.c_str());
       return 1;
     }
-    std::printf("== %s %s: %s\n", exp.name.c_str(),
-                r.interrupted ? ("interrupted by " + r.interrupt_reason).c_str()
-                : r.failed    ? "FAILED"
-                              : "done",
-                r.summary.dump().c_str());
+    // A readable summary; every key is in <run_dir>/summary.json.
+    std::printf("%s", actors::summary_text(exp.name, r, dir_of(exp)).c_str());
     std::fflush(stdout);
     if (r.failed) {
       ++failed;

@@ -34,7 +34,7 @@ void print_syncer_help(FILE* f) {
       "                      [--heartbeat S] [--connection-timeout S] [--script-timeout S]\n"
       "                      [--chaos-endpoint HOST:PORT [--message-faults-via-endpoint]]\n"
       "                      [--max-frame-bytes N] [--stranger-bytes N]\n"
-      "                      [--stranger-connections N] [--force-memory]\n"
+      "                      [--stranger-connections N] [--force-memory] [--http HOST:PORT]\n"
       "Runs the syncer node of a cluster: the job, the health monitor, one fragment owner\n"
       "per fragment and the evaluator. The monitor is published on --listen; learners join it\n"
       "with `dd-node learner --join ADVERTISED:PORT` (the exact command is printed).\n"
@@ -68,6 +68,9 @@ void print_syncer_help(FILE* f) {
       "  --force-memory         start even when the owners' and the evaluator's memory estimate\n"
       "                         (dd-node resolve prints it) exceeds the available memory or the\n"
       "                         address-space limit; without it that is refused (exit 2)\n"
+      "  --http HOST:PORT       serve /metrics (Prometheus), /healthz, /readyz and /status\n"
+      "                         (JSON) on this address (port 0 = any; printed); off by default.\n"
+      "                         A non-loopback address needs --insecure (no authentication)\n"
       "  --chaos-endpoint HOST:PORT  serve message faults on broadcasts (dd-chaos msg) on this\n"
       "                         loopback address (port 0 = any; printed); off by default\n"
       "  --message-faults-via-endpoint  do not apply the experiment's broadcast faults (chaos\n"
@@ -85,7 +88,7 @@ void print_syncer_help(FILE* f) {
 
 /// Entry point of `dd-node syncer`; argv[0] is "syncer".
 int syncer_main(int argc, char** argv) {
-  std::string file, run_dir, listen_text, advertise_text, chaos_text;
+  std::string file, run_dir, listen_text, advertise_text, chaos_text, http_text;
   bool resume = false, overwrite = false, insecure = false, messages_via_endpoint = false,
        force_memory = false;
   double progress = 5.0;
@@ -112,6 +115,10 @@ int syncer_main(int argc, char** argv) {
       const char* v = value("--chaos-endpoint");
       if (v == nullptr) return 2;
       chaos_text = v;
+    } else if (a == "--http") {
+      const char* v = value("--http");
+      if (v == nullptr) return 2;
+      http_text = v;
     } else if (a == "--run-dir") {
       const char* v = value("--run-dir");
       if (v == nullptr) return 2;
@@ -221,6 +228,8 @@ int syncer_main(int argc, char** argv) {
                  listen_text.c_str());
     return 2;
   }
+  std::pair<std::string, uint16_t> http;
+  if (!http_text.empty() && !parse_http_flag("dd-node syncer", http_text, insecure, http)) return 2;
   lo.run_dir = run_dir;
   auto loaded = config::load_file(file, lo);
   if (!loaded.ok()) {
@@ -309,6 +318,7 @@ int syncer_main(int argc, char** argv) {
   ro.transport = transport;
   ro.chaos_endpoint = chaos_ep;
   ro.message_faults_via_endpoint = messages_via_endpoint;
+  ro.http = http;
   ro.guard = guard;
   const int M = exp.learners.count;
   ro.on_published = [&](uint16_t port) {
@@ -343,11 +353,15 @@ int syncer_main(int argc, char** argv) {
     std::fprintf(stderr, "dd-node syncer: %s: %s\n", exp.name.c_str(), e.what());
     return 1;
   }
-  std::printf("== %s %s: %s\n", exp.name.c_str(),
-              r.interrupted ? ("interrupted by " + r.interrupt_reason).c_str()
-              : r.failed    ? "FAILED"
-                            : "done",
-              r.summary.dump().c_str());
+  // A readable summary; every key is in <run_dir>/summary.json. Under dd-node launch the nodes'
+  // logs are in <run_dir>/logs.
+  {
+    std::error_code ec;
+    const std::string logs = (std::filesystem::path(dir) / "logs").string();
+    std::printf("%s", actors::summary_text(exp.name, r, dir,
+                                           std::filesystem::is_directory(logs, ec) ? logs : "")
+                          .c_str());
+  }
   std::fflush(stdout);
   if (const int sig = g_node_interrupt.load(); sig != 0) return 128 + sig;
   if (r.failed) {

@@ -122,6 +122,12 @@ TEST(dd_node_run, sigint_stops_gracefully_and_writes_an_interrupted_summary) {
   EXPECT_TRUE(has_event(run / "events.jsonl", "finished"));
   EXPECT_NE(read_text(run / "events.jsonl").find("\"reason\":\"interrupted (SIGINT)\""),
             std::string::npos);
+  // The end of the run on stdout: a readable summary, not a line of JSON (summary.json has it).
+  const std::string out = read_text(dir / "a.out");
+  EXPECT_NE(out.find("== tiny interrupted by SIGINT after "), std::string::npos) << out;
+  EXPECT_NE(out.find("  final val loss  "), std::string::npos) << out;
+  EXPECT_NE(out.find("  summary         run/summary.json"), std::string::npos) << out;
+  EXPECT_EQ(out.find("{\"bytes_broadcast\""), std::string::npos) << out;
 
   // --run-dir moved the owners' checkpoints (the experiment does not set checkpoint.dir).
   EXPECT_TRUE(fs::exists(run / "checkpoints" / "owner_0.ddck"));
@@ -292,6 +298,18 @@ TEST(dd_node_run, an_interrupted_run_resumes_from_its_last_merge_not_its_last_pe
     EXPECT_GT(v, merged_version[frag]) << "fragment " << frag << " did not continue its versions";
   const auto summary = nlohmann::json::parse(read_text(run / "summary.json"));
   EXPECT_FALSE(summary.value("failed", false)) << summary.dump();
+  fs::remove_all(dir);
+}
+
+TEST(dd_node_run, version_prints_the_version_the_commit_and_the_backends) {
+  const fs::path dir = make_workdir("version");
+  const pid_t pid = dd::test::start_process(dir, "v", {DD_NODE_BIN, "--version"});
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(wait_exit(pid, 10), 0);
+  const std::string out = read_text(dir / "v.out");
+  EXPECT_EQ(out.rfind("dd-node 0.", 0), 0u) << out;
+  EXPECT_NE(out.find(" (commit "), std::string::npos) << out;
+  EXPECT_NE(out.find("\nbackends: reference cpu"), std::string::npos) << out;
   fs::remove_all(dir);
 }
 
@@ -577,7 +595,9 @@ TEST(dd_node_run, a_run_that_loses_a_learner_for_good_exits_1) {
       << err;
   EXPECT_NE(err.find("rebuilt from learner"), std::string::npos) << err;
   EXPECT_EQ(err.find("restarts from the initial weights"), std::string::npos) << err;
-  EXPECT_NE(read_text(dir / "a.out").find("== fail FAILED:"), std::string::npos)
+  EXPECT_NE(read_text(dir / "a.out").find("== fail FAILED: learner 1 of 2"), std::string::npos)
+      << read_text(dir / "a.out");
+  EXPECT_NE(read_text(dir / "a.out").find("  restarts        5 learner, "), std::string::npos)
       << read_text(dir / "a.out");
   ASSERT_TRUE(fs::exists(dir / "run" / "summary.json"));
   const auto summary = nlohmann::json::parse(read_text(dir / "run" / "summary.json"));

@@ -14,6 +14,7 @@
 #include "actors/services/metrics.hpp"
 #include "actors/services/node_metrics.hpp"
 #include "actors/services/run_log.hpp"
+#include "actors/services/run_report.hpp"
 
 namespace dd::actors {
 namespace {
@@ -254,6 +255,54 @@ TEST(HttpListener, NodeMetricsRoutes) {
   const std::string status = http_get(l.port(), "/status");
   EXPECT_NE(status.find("\"node\":\"learner-0\""), std::string::npos) << status;
   m.attach(nullptr);
+}
+
+TEST(RunSummary, IsReadableLinesNamingWhereTheFilesAre) {
+  run_result r;
+  r.finished = true;
+  r.summary = {{"final_val_loss", 3.49321},
+               {"tokens", 717184},
+               {"wall_seconds", 20.0},
+               {"goodput", 0.8562},
+               {"effective_goodput", 0.2421},
+               {"uptime", 1.0},
+               {"merges", 916},
+               {"mean_contributors_per_merge", 1.3275},
+               {"learner_restarts", 1},
+               {"chunks_refused", 2},
+               {"envelopes_refused", 0},
+               {"frames_refused", 3},
+               {"model_file", "model.safetensors"}};
+  r.info = {{"owner_restarts", 4}};
+  EXPECT_EQ(summary_text("tiny", r, "runs/tiny", "runs/tiny/logs"),
+            "== tiny done in 20.0 s\n"
+            "  final val loss  3.4932 nats/token\n"
+            "  tokens          717,184 (35859 per second)\n"
+            "  wall time       20.0 s\n"
+            "  goodput         0.856 (effective 0.242), uptime 1.000\n"
+            "  merges          916 (1.33 contributors per merge)\n"
+            "  restarts        1 learner, 4 owner\n"
+            "  refused         2 chunks, 0 envelopes, 3 frames\n"
+            "  model           runs/tiny/model.safetensors\n"
+            "  summary         runs/tiny/summary.json, events runs/tiny/events.jsonl\n"
+            "  figures         dd-node plot runs/tiny  (writes runs/tiny/figures/)\n"
+            "  logs            runs/tiny/logs\n");
+  r.failed = true;
+  r.failure_reason = "learner 1 of 2 exhausted its restart budget";
+  r.summary["final_val_loss"] = nullptr;
+  r.summary["wall_seconds"] = 4000.0;
+  r.summary["degraded"] = {{"fragment 2", "lost"}};
+  const std::string t = summary_text("x", r, "d");
+  EXPECT_EQ(t.rfind("== x FAILED: learner 1 of 2 exhausted its restart budget\n", 0), 0u) << t;
+  EXPECT_NE(t.find("  final val loss  none (no evaluation ran)\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("  wall time       66 min 40 s\n"), std::string::npos) << t;
+  EXPECT_NE(t.find("  degraded        fragment 2\n"), std::string::npos) << t;
+  EXPECT_EQ(t.find("  logs"), std::string::npos) << t;
+  r.failed = false;
+  r.interrupted = true;
+  r.interrupt_reason = "SIGTERM";
+  EXPECT_EQ(summary_text("x", r, "d").rfind("== x interrupted by SIGTERM after 66 min 40 s\n", 0),
+            0u);
 }
 
 }  // namespace
