@@ -18,6 +18,7 @@
 #include "actors/nodes/job.hpp"
 #include "actors/nodes/syncer_node.hpp"
 #include "actors/services/chaos_endpoint.hpp"
+#include "actors/services/status_page.hpp"
 #include "kernels/backend.hpp"
 #include "runtime/hf_export.hpp"
 #include "runtime/model.hpp"
@@ -326,6 +327,7 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
     mo.commit = util::build_commit();
     http = start_node_http(options.http.first, options.http.second, std::move(mo), setup->log.get(),
                            syncer ? "dd-node syncer" : "dd-node run");
+    if (http.listener) serve_status_page(*http.listener);  // `/`: the live status page
     if (http.listener && options.on_http) options.on_http(*http.listener, *http.metrics);
   }
   node_transport transport = options.transport;

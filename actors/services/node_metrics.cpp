@@ -148,6 +148,11 @@ node_metrics::node_metrics(node_metrics_options o) : o_(std::move(o)), started_u
   fragment_version_ = &reg_.gauge("dd_fragment_version", "Current version of a fragment.", RF);
   fragment_grace_ = &reg_.gauge("dd_fragment_grace_window_seconds",
                                 "Grace window of a fragment's last merge round.", RF);
+  fragment_quorum_ = &reg_.gauge(
+      "dd_fragment_quorum_needed",
+      "Contributors a fragment's last merge round needed (the quorum K resolved against the live "
+      "learners).",
+      RF);
   last_merge_contributors_ = &reg_.gauge("dd_fragment_last_merge_contributors",
                                          "Contributors of a fragment's last merge.", RF);
   last_merge_tokens_ = &reg_.gauge("dd_fragment_last_merge_tokens",
@@ -319,10 +324,10 @@ void node_metrics::sample() {
 
 void node_metrics::refresh(const run_counters& c, double now) {
   const std::string& run = o_.run_id;
-  for (auto* f :
-       {learner_loss_, learner_up_, learner_stepping_, learner_incarnation_, learner_lease_age_,
-        learner_applied_, learner_applied_age_, monitor_learners_, fragment_version_,
-        fragment_grace_, last_merge_contributors_, last_merge_tokens_, last_merge_weight_})
+  for (auto* f : {learner_loss_, learner_up_, learner_stepping_, learner_incarnation_,
+                  learner_lease_age_, learner_applied_, learner_applied_age_, monitor_learners_,
+                  fragment_version_, fragment_grace_, fragment_quorum_, last_merge_contributors_,
+                  last_merge_tokens_, last_merge_weight_})
     f->clear();
   uint64_t tokens = 0;
   int live = 0, away = 0, finished = 0;
@@ -372,6 +377,7 @@ void node_metrics::refresh(const run_counters& c, double now) {
     std::lock_guard<std::mutex> g(mutex_);
     for (const auto& [p, m] : last_merge_) {
       last_merge_contributors_->set({run, L(p)}, static_cast<double>(m.contributors.size()));
+      fragment_quorum_->set({run, L(p)}, m.needed);
       last_merge_tokens_->set({run, L(p)}, static_cast<double>(m.tokens));
       for (const auto& ct : m.contributors)
         last_merge_weight_->set({run, L(p), id_text(ct, "learner")}, ct["weight"].get<double>());
