@@ -53,6 +53,19 @@ std::string id_text(const nlohmann::json& j, const char* key) {
   return "";
 }
 
+template <class V>
+nlohmann::json contributors_json(const V& contributors) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const auto& c : contributors)
+    out.push_back({{"learner", c.learner},
+                   {"incarnation", c.incarnation},
+                   {"tokens", c.tokens},
+                   {"steps", c.steps},
+                   {"weight", c.weight},
+                   {"staleness", c.staleness}});
+  return out;
+}
+
 template <class D>
 void cap(D& d, size_t n) {
   while (d.size() > n) d.pop_front();
@@ -212,8 +225,15 @@ bool node_metrics::ready() const {
   return false;
 }
 
+const label_values& node_metrics::run_and(int32_t id) {
+  std::lock_guard<std::mutex> g(label_mutex_);
+  auto it = run_and_.find(id);
+  if (it == run_and_.end()) it = run_and_.emplace(id, label_values{o_.run_id, L(id)}).first;
+  return it->second;  // map nodes stay put; entries are never erased
+}
+
 void node_metrics::on_step(int32_t learner, double step_s) {
-  step_seconds_->observe({o_.run_id, L(learner)}, step_s);
+  step_seconds_->observe(run_and(learner), step_s);
 }
 
 void node_metrics::on_event(const nlohmann::json& line) {
@@ -223,12 +243,14 @@ void node_metrics::on_event(const nlohmann::json& line) {
   if (kind == "merge") {
     const int32_t f = field<int32_t>(line, "fragment", -1);
     const uint64_t version = field<uint64_t>(line, "version", 0);
-    const std::string F = L(f);
-    merges_->inc({run, F});
-    const auto& cs = line.contains("contributors") ? line["contributors"] : nlohmann::json();
-    merge_contributors_->observe({run, F}, cs.is_array() ? static_cast<double>(cs.size()) : 0);
-    quorum_seconds_->observe({run, F}, field<double>(line, "round_s", 0.0));
-    merge_seconds_->observe({run, F}, field<double>(line, "sync_s", 0.0));
+    const label_values& RF = run_and(f);
+    merges_->inc(RF);
+    static const nlohmann::json none;
+    auto ci = line.find("contributors");
+    const auto& cs = ci != line.end() ? *ci : none;
+    merge_contributors_->observe(RF, cs.is_array() ? static_cast<double>(cs.size()) : 0);
+    quorum_seconds_->observe(RF, field<double>(line, "round_s", 0.0));
+    merge_seconds_->observe(RF, field<double>(line, "sync_s", 0.0));
     merge_record m;
     m.t = t;
     m.version = version;
@@ -243,14 +265,16 @@ void node_metrics::on_event(const nlohmann::json& line) {
         const uint64_t base = field<uint64_t>(c, "base_version", 0);
         // The merged value is `version`; a contribution based on version-1 is fresh (0).
         const double stale = version > base + 1 ? static_cast<double>(version - base - 1) : 0.0;
-        staleness_->observe({run, F}, stale);
-        m.tokens += field<uint64_t>(c, "tokens", 0);
-        m.contributors.push_back({{"learner", field<int32_t>(c, "learner", -1)},
-                                  {"incarnation", field<uint64_t>(c, "incarnation", 0)},
-                                  {"tokens", field<uint64_t>(c, "tokens", 0)},
-                                  {"steps", field<uint64_t>(c, "steps", 0)},
-                                  {"weight", field<double>(c, "weight", 0.0)},
-                                  {"staleness", stale}});
+        staleness_->observe(RF, stale);
+        contribution k;
+        k.learner = field<int32_t>(c, "learner", -1);
+        k.incarnation = field<uint64_t>(c, "incarnation", 0);
+        k.tokens = field<uint64_t>(c, "tokens", 0);
+        k.steps = field<uint64_t>(c, "steps", 0);
+        k.weight = field<double>(c, "weight", 0.0);
+        k.staleness = stale;
+        m.tokens += k.tokens;
+        m.contributors.push_back(k);
       }
     std::lock_guard<std::mutex> g(mutex_);
     last_merge_[f] = std::move(m);
@@ -261,7 +285,8 @@ void node_metrics::on_event(const nlohmann::json& line) {
     const std::string F = id_text(line, "fragment");
     const bool ok = field<bool>(line, "accepted", false);
     pushes_->inc({run, learner, ok ? "accepted" : "refused"});
-    push_bytes_->inc({run, F}, field<double>(line, "bytes", 0.0));
+    push_bytes_->inc(run_and(field<int32_t>(line, "fragment", -1)),
+                     field<double>(line, "bytes", 0.0));
     if (!ok) refusals_->inc({run, F, field<std::string>(line, "reason", "unknown")});
     const int32_t id = field<int32_t>(line, "learner", -1);
     std::lock_guard<std::mutex> g(mutex_);
@@ -380,7 +405,7 @@ void node_metrics::refresh(const run_counters& c, double now) {
       fragment_quorum_->set({run, L(p)}, m.needed);
       last_merge_tokens_->set({run, L(p)}, static_cast<double>(m.tokens));
       for (const auto& ct : m.contributors)
-        last_merge_weight_->set({run, L(p), id_text(ct, "learner")}, ct["weight"].get<double>());
+        last_merge_weight_->set({run, L(p), L(ct.learner)}, ct.weight);
     }
   }
   if (o_.kind == "learner") {
@@ -499,7 +524,7 @@ nlohmann::json node_metrics::status() {
     if (auto m = last_merge_.find(p); m != last_merge_.end())
       f["last_merge"] = {{"t", m->second.t},
                          {"version", m->second.version},
-                         {"contributors", m->second.contributors},
+                         {"contributors", contributors_json(m->second.contributors)},
                          {"tokens", m->second.tokens},
                          {"grace_s", m->second.grace_s},
                          {"quorum_wait_s", m->second.round_s},

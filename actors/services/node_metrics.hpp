@@ -80,6 +80,10 @@ class node_metrics final : public run_observer {
  private:
   void refresh(const run_counters& c, double now);
   std::string L(int32_t id) const { return std::to_string(id); }
+  /// {run, id} built once per id (no allocation on the step and event paths).
+  const label_values& run_and(int32_t id);
+  std::mutex label_mutex_;
+  std::map<int32_t, label_values> run_and_;
 
   node_metrics_options o_;
   std::atomic<run_log*> log_{nullptr};
@@ -99,10 +103,15 @@ class node_metrics final : public run_observer {
       *degraded_, *writes_failing_, *node_uptime_, *node_start_, *build_info_, *link_bytes_;
 
   mutable std::mutex mutex_;  // guards what follows
+  struct contribution {
+    int32_t learner = -1;
+    uint64_t incarnation = 0, tokens = 0, steps = 0;
+    double weight = 0, staleness = 0;
+  };
   struct merge_record {
     double t = 0;
     uint64_t version = 0;
-    nlohmann::json contributors = nlohmann::json::array();
+    std::vector<contribution> contributors;
     double grace_s = 0, round_s = 0, sync_s = 0;
     int live = 0, needed = 0;
     std::string reason;
