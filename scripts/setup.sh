@@ -31,6 +31,7 @@ packages=(
   iproute2                         # `ip netns`, veth, bridge: tests/cluster (minimal images lack it)
   python3-matplotlib               # `dd-node plot` (tools/plot/dd_plot.py, run by /usr/bin/python3)
   libjs-chart.js                   # the status page's charts, compiled into dd-node (MIT)
+  chromium                         # status_page_browser_test: the page in headless Chromium
   # The sanitizer/fuzz tree (scripts/sanitize.sh) and the linters (scripts/lint.sh), clang 14:
   clang libclang-rt-14-dev         # clang++, ASan/UBSan/libFuzzer runtimes
   libomp-dev                       # OpenMP for clang (libomp)

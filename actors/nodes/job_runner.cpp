@@ -327,7 +327,9 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
     mo.commit = util::build_commit();
     http = start_node_http(options.http.first, options.http.second, std::move(mo), setup->log.get(),
                            syncer ? "dd-node syncer" : "dd-node run");
-    if (http.listener) serve_status_page(*http.listener);  // `/`: the live status page
+    // The live status page at / (docs/operating.md "The status page"); it reads /status.
+    if (http.listener)
+      serve_status_page(*http.listener, (fs::path(setup->run_dir) / "chaos.jsonl").string());
     if (http.listener && options.on_http) options.on_http(*http.listener, *http.metrics);
   }
   node_transport transport = options.transport;

@@ -4,6 +4,7 @@
 // disk and no network. The page reads the node's `/status` JSON and refreshes itself.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -34,8 +35,16 @@ bool status_page_has_charts();
 
 class http_listener;
 
-/// Serves the page on `l`: `/`, `/index.html` and every `/static/` path (status_page_get). The
-/// page reads `/status`, which the node registers (node_metrics::serve).
-void serve_status_page(http_listener& l);
+/// The faults dd-chaos taped in `tape` (a run directory's chaos.jsonl, docs/chaos.md "The
+/// tape"), as `/chaos.json` answers: {"records": [the last `max_records` records, `session` and
+/// `heal` ones left out], "malformed": lines that did not parse (a line a kill cut short)}. A
+/// missing file is no record. Times stay Unix seconds (the page places them with /status's
+/// `time` and `t`).
+std::string chaos_tape_json(const std::string& tape, std::size_t max_records = 200);
+
+/// Serves the page on `l`: `/`, `/index.html` and every `/static/` path (status_page_get), and
+/// `/chaos.json` from `tape` (empty: no tape, an empty list). The page reads `/status`, which
+/// the node registers (node_metrics::serve).
+void serve_status_page(http_listener& l, const std::string& tape = {});
 
 }  // namespace dd::actors

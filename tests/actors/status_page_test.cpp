@@ -7,10 +7,13 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <regex>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "actors/services/http_listener.hpp"
 #include "actors/services/status_page.hpp"
@@ -114,6 +117,43 @@ TEST(status_page, a_listener_serves_the_page_and_its_files_byte_for_byte) {
   }
   EXPECT_NE(http_get(l.port(), "/").find("Content-Type: text/html"), std::string::npos);
   EXPECT_EQ(http_get(l.port(), "/static/nothing.js").rfind("HTTP/1.1 404", 0), 0u);
+}
+
+TEST(status_page, the_chaos_tape_gives_its_faults_without_sessions_heals_or_torn_lines) {
+  namespace fs = std::filesystem;
+  const fs::path tape = fs::path(::testing::TempDir()) / "status_page_chaos.jsonl";
+  std::ofstream(tape)
+      << R"({"kind":"session","seed":1,"t":1.0})"
+         "\n"
+      << R"({"kind":"kill","target":"learner:1","t":2.5,"duration":5,"result":"ok"})"
+         "\n"
+      << R"({"kind":"heal","actions":[],"t":3.0})"
+         "\n"
+      << R"({"kind":"pause","target":"learner:0","t":4.0,"result":"ok"})"
+         "\n"
+      << R"({"kind":"kill","tar)";  // cut short by a kill
+  const auto j = nlohmann::json::parse(dd::actors::chaos_tape_json(tape.string()));
+  ASSERT_EQ(j["records"].size(), 2u) << j.dump();
+  EXPECT_EQ(j["records"][0]["kind"], "kill");
+  EXPECT_EQ(j["records"][0]["target"], "learner:1");
+  EXPECT_EQ(j["records"][0]["t"], 2.5);
+  EXPECT_EQ(j["records"][1]["kind"], "pause");
+  EXPECT_EQ(j["malformed"], 1);
+  // The newest records when there are more than asked for.
+  const auto last = nlohmann::json::parse(dd::actors::chaos_tape_json(tape.string(), 1));
+  ASSERT_EQ(last["records"].size(), 1u);
+  EXPECT_EQ(last["records"][0]["kind"], "pause");
+  // No tape yet (no fault fired) and no tape at all: no record.
+  for (const std::string& none : {(tape.string() + ".absent"), std::string()}) {
+    const auto e = nlohmann::json::parse(dd::actors::chaos_tape_json(none));
+    EXPECT_TRUE(e["records"].empty());
+    EXPECT_EQ(e["malformed"], 0);
+  }
+  dd::actors::http_listener l("127.0.0.1", 0);
+  dd::actors::serve_status_page(l, tape.string());
+  const std::string got = http_get(l.port(), "/chaos.json");
+  EXPECT_NE(got.find("\"target\":\"learner:1\""), std::string::npos) << got;
+  fs::remove(tape);
 }
 
 }  // namespace

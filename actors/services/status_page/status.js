@@ -117,12 +117,25 @@ function drawCurves(s) {
 const timelineKinds = [
   ["down (failure, crash, leave)", ["failure", "crash", "leave", "give_up"], "#cf222e", "crossRot"],
   ["restart / rejoin", ["respawn", "rejoin", "join"], "#1a7f37", "triangle"],
-  ["fault", ["fault", "chaos_fault"], "#8250df", "rect"],
+  ["fault (in the node)", ["fault", "chaos_fault"], "#8250df", "rect"],
+  ["fault (dd-chaos, chaos.jsonl)", ["dd-chaos"], "#bf3989", "rectRot"],
   ["other", null, "#777", "circle"],
 ];
 
+// dd-chaos's taped faults (/chaos.json) as timeline entries: the tape's Unix times placed on
+// the run's clock with /status's `time` (Unix now) and `t` (run time now).
+function tapeEvents(s, tape) {
+  const offset = (s.time ?? 0) - (s.t ?? 0);
+  return ((tape || {}).records || []).map(r => {
+    const m = /^learner:(\d+)$/.exec(r.target || "");
+    return {event: "dd-chaos", t: r.t - offset, fault: r.kind, target: r.target,
+            ...(r.duration ? {duration: r.duration} : {}), result: r.result,
+            ...(m ? {learner: Number(m[1])} : {})};
+  });
+}
+
 function kindOf(e) {
-  if (e.event === "join" && !(e.incarnation > 0)) return timelineKinds[3];  // a first join
+  if (e.event === "join" && !(e.incarnation > 0)) return timelineKinds[4];  // a first join
   for (const k of timelineKinds) if (k[1] === null || k[1].includes(e.event)) return k;
 }
 
@@ -133,8 +146,8 @@ function describe(e) {
   return `${fmt(e.t, 1)} s  ${e.event}  ${rest}`;
 }
 
-function drawTimeline(s) {
-  const events = s.timeline || [];
+function drawTimeline(s, tape) {
+  const events = (s.timeline || []).concat(tapeEvents(s, tape)).sort((a, b) => a.t - b.t);
   const list = document.getElementById("timeline");
   list.replaceChildren(...events.slice(-40).reverse().map(e =>
     el("li", {"data-event": e.event, ...(e.learner !== undefined ? {"data-learner": e.learner} : {})},
@@ -147,7 +160,11 @@ function drawTimeline(s) {
       options: {
         animation: false, maintainAspectRatio: false,
         scales: {x: {type: "linear", title: {display: true, text: "time since the run started (s)"}},
-                 y: {title: {display: true, text: "learner (-1: run-wide)"}, ticks: {stepSize: 1}}},
+                 y: {title: {display: true, text: "learner (-1: run-wide)"},
+                     afterBuildTicks: axis => {
+                       axis.ticks = [];
+                       for (let v = Math.ceil(axis.min); v <= axis.max; ++v) axis.ticks.push({value: v});
+                     }}},
         plugins: {legend: {position: "right"},
                   tooltip: {callbacks: {label: c => c.raw.text}}},
       },
@@ -172,11 +189,16 @@ async function refresh() {
     const r = await fetch("/status", {cache: "no-store"});
     if (!r.ok) throw new Error(`HTTP ${r.status}`);
     const s = await r.json();
+    let tape = null;
+    try {
+      const t = await fetch("/chaos.json", {cache: "no-store"});
+      if (t.ok) tape = await t.json();
+    } catch (e) { /* no tape: the node's own events only */ }
     drawSummary(s);
     drawLearners(s);
     drawFragments(s);
     if (typeof Chart !== "undefined") drawCurves(s);
-    drawTimeline(s);
+    drawTimeline(s, tape);
     conn.className = "conn";
     conn.textContent = `updated ${new Date().toLocaleTimeString()} · every ${refreshS} s`;
     document.body.dataset.updated = String(Date.now());
