@@ -13,7 +13,7 @@
 # Needs /usr/bin/python3 with python3-matplotlib (scripts/setup.sh installs it): fails without.
 # Usage: plot_test.sh DD_NODE DD_CHAOS DD_GOODPUT SOURCE_DIR
 set -euo pipefail
-dd_node=$1 dd_chaos=$2 dd_goodput=$3 src=$4
+dd_node=$(realpath "$1") dd_chaos=$(realpath "$2") dd_goodput=$(realpath "$3") src=$(realpath "$4")
 py=/usr/bin/python3
 "$py" -c 'import matplotlib' ||
   { echo "FAIL: $py has no matplotlib (apt-get install python3-matplotlib; scripts/setup.sh does)"; exit 1; }
