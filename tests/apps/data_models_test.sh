@@ -6,6 +6,9 @@
 #      data trace (DD_DATA_TRACE) shows every step's windows: each learner's cursor advances by
 #      exactly B windows a step (no batch repeated or skipped, across the respawn too), a
 #      replayed step reads the same windows, and the learners' windows of an epoch are disjoint.
+#      A run on the shards interrupted (SIGINT) after a checkpoint and continued with --resume:
+#      each learner's trace is continuous across both parts and the resumed part starts past
+#      step 0.
 #      Bad token files are refused naming the file (magic, id >= vocab, truncated, empty list).
 #   2. export: `dd-node export --format hf` of run 1, checked by tools/hf/check_export.py (NumPy
 #      forward over transformers' names and Conv1D layouts; the `tokenizers` wheel); MoE refused.
@@ -51,13 +54,14 @@ EOF
 }
 kill_learner='chaos = { events = { { at_step = 7, action = "kill", target = 1 } } }'
 
-check_trace() {  # $1 trace, $2 run dir
-  "$py" - "$1" "$2/summary.json" <<'PY'
+check_trace() {  # $1 trace, $2 run dir, $3 steps per learner (0: the trace's last + 1)
+  "$py" - "$1" "$2/summary.json" "${3:-16}" <<'PY'
 import json, sys
 lines = [json.loads(l) for l in open(sys.argv[1])]
 summary = json.load(open(sys.argv[2]))
-B, T, steps = 4, 32, 16
-if summary.get("learner_restarts", 0) < 1:
+B, T, steps = 4, 32, int(sys.argv[3])
+resumed = summary.get("resumed", False)
+if not resumed and summary.get("learner_restarts", 0) < 1:
     sys.exit(f"FAIL: no learner was respawned (learner_restarts {summary.get('learner_restarts')})")
 by = {}
 for l in lines:
@@ -73,10 +77,11 @@ for learner, ls in by.items():
             sys.exit(f"FAIL: learner {learner} step {k} read {final[k]['starts']} then, replayed "
                      f"after the respawn, {l['starts']}")
         final[k] = l
-    if sorted(final) != list(range(steps)):
-        sys.exit(f"FAIL: learner {learner} steps {sorted(final)} != 0..{steps - 1}")
+    n = steps if steps > 0 else max(final) + 1
+    if sorted(final) != list(range(n)):
+        sys.exit(f"FAIL: learner {learner} steps {sorted(final)} != 0..{n - 1}")
     replayed = len(ls) - len(final)
-    for k in range(1, steps):
+    for k in range(1, n):
         a, b = final[k - 1], final[k]
         if b["epoch"] == a["epoch"] and b["position"] != a["position"] + B:
             sys.exit(f"FAIL: learner {learner} step {k}: cursor {b['epoch']}/{b['position']} after "
@@ -86,10 +91,10 @@ for learner, ls in by.items():
     for l in final.values():
         for s in l["starts"]:
             epoch_windows.setdefault(l["epoch"], []).append((learner, s))
-    first, last = final[0], final[steps - 1]
-    print(f"learner {learner}: steps 0..{steps - 1} continuous, cursor {first['epoch']}/"
+    first, last = final[0], final[n - 1]
+    print(f"learner {learner}: steps 0..{n - 1} continuous, cursor {first['epoch']}/"
           f"{first['position']} -> {last['epoch']}/{last['position']}, {replayed} step(s) replayed "
-          f"after the respawn with the same windows; token ranges "
+          f"after the {'resume' if resumed else 'respawn'} with the same windows; token ranges "
           f"[{min(min(l['starts']) for l in final.values())}, "
           f"{max(max(l['starts']) for l in final.values()) + T + 1})")
 for e, ws in epoch_windows.items():
@@ -97,7 +102,7 @@ for e, ws in epoch_windows.items():
     if len(starts) != len(set(starts)):
         sys.exit(f"FAIL: epoch {e}: a window was read twice ({len(starts) - len(set(starts))} repeats)")
 print(f"every window of each epoch read once across both learners; learner_restarts "
-      f"{summary['learner_restarts']}")
+      f"{summary['learner_restarts']}{', resumed' if resumed else ''}")
 PY
 }
 
@@ -116,6 +121,43 @@ run_tokens() {  # $1 name, $2 data body
 run_tokens llmc "files = \"$tmp/llmc/train_*.bin\", validation_files = { \"$tmp/llmc/val_000.bin\" }"
 "$py" "$src/tools/hf/write_token_shards.py" "$text" "$tmp/u16" --shards 3 --max-bytes 300000 --format uint16
 run_tokens u16 "files = { \"$tmp/u16/train_000.bin\", \"$tmp/u16/train_00[12].bin\" }, format = \"uint16\", train_fraction = 0.9"
+
+# --resume on token data: a run interrupted (SIGINT) after its first checkpoint continues each
+# learner's cursor: the trace of both parts is continuous, and the resumed part starts past step 0.
+experiment "files = \"$tmp/llmc/train_*.bin\", validation_files = { \"$tmp/llmc/val_000.bin\" }" ""
+sed -i 's/budget = { steps = 16 },/budget = { seconds = 120 }, inner = { decay_steps = 1000 },/' "$tmp/exp.lua"
+rm -f "$tmp/trace_resume.jsonl"
+DD_DATA_TRACE="$tmp/trace_resume.jsonl" "$dd_node" run "$tmp/exp.lua" --run-dir "$tmp/run_resume" \
+  --progress 0 > "$tmp/resume_a.log" 2>&1 &
+pid=$!
+for _ in $(seq 240); do
+  grep -q '"event":"checkpoint"' "$tmp/run_resume/events.jsonl" 2>/dev/null && break
+  sleep 0.25
+done
+sleep 0.5
+kill -INT $pid
+rc=0; wait $pid || rc=$?
+[ $rc -eq 130 ] || { cat "$tmp/resume_a.log"; echo "FAIL: interrupted run exited $rc, not 130"; exit 1; }
+first_lines=$(wc -l < "$tmp/trace_resume.jsonl")
+first_tokens=$("$py" -c "import json; print(json.load(open('$tmp/run_resume/summary.json'))['tokens'])")
+rc=0
+DD_DATA_TRACE="$tmp/trace_resume.jsonl" "$dd_node" run "$tmp/exp.lua" --run-dir "$tmp/run_resume" \
+  --progress 0 --resume --set "budget={tokens=$((first_tokens + 4096))}" > "$tmp/resume_b.log" 2>&1 || rc=$?
+[ $rc -eq 0 ] || { cat "$tmp/resume_b.log"; echo "FAIL: dd-node run --resume exited $rc"; exit 1; }
+check_trace "$tmp/trace_resume.jsonl" "$tmp/run_resume" 0
+"$py" - "$tmp/trace_resume.jsonl" "$first_lines" <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+n1 = int(sys.argv[2])
+for learner in (0, 1):
+    a = [l["step"] for l in lines[:n1] if l["learner"] == learner]
+    b = [l["step"] for l in lines[n1:] if l["learner"] == learner]
+    if not a or not b:
+        sys.exit(f"FAIL: learner {learner} read {len(a)} batches before and {len(b)} after --resume")
+    if b[0] == 0 or b[0] > a[-1] + 1:
+        sys.exit(f"FAIL: learner {learner} resumed at step {b[0]} after step {a[-1]} (cursor not restored)")
+    print(f"learner {learner}: interrupted after step {a[-1]}, resumed at step {b[0]}")
+PY
 
 # Bad token files: exit 2 and a line naming the file.
 refused() {  # $1 data body, $2 expected text
