@@ -132,7 +132,7 @@ wait_page "learner 1 back with incarnation 1, the kill on the timeline" \
    END { exit !(b && k) }'
 if [ -n "$shot" ]; then
   sleep 3  # a few more points on the curves
-  timeout 60 "$chromium" "${chrome_flags[@]}" --hide-scrollbars --window-size=1280,1500 \
+  timeout 60 "$chromium" "${chrome_flags[@]}" --hide-scrollbars --window-size=1280,1200 \
     --virtual-time-budget=4000 --screenshot="$shot" "$url" > chromium.out 2>&1 || true
   [ -s "$shot" ] || { cat chromium.out; fail "no screenshot written to $shot"; }
   echo "screenshot: $shot"

@@ -139,6 +139,13 @@ function kindOf(e) {
   for (const k of timelineKinds) if (k[1] === null || k[1].includes(e.event)) return k;
 }
 
+// The timeline row: the learner an entry names (a respawn names it as `id`), else -1.
+function rowOf(e) {
+  if (typeof e.learner === "number" && e.learner >= 0) return e.learner;
+  if (typeof e.id === "number" && e.kind === "learner") return e.id;
+  return -1;
+}
+
 function describe(e) {
   const skip = new Set(["event", "t", "time"]);
   const rest = Object.entries(e).filter(([k]) => !skip.has(k))
@@ -172,8 +179,12 @@ function drawTimeline(s, tape) {
   }
   charts.timeline.data.datasets = timelineKinds.map(([label, , color, style]) => ({
     label, borderColor: color, backgroundColor: color, pointStyle: style, pointRadius: 6,
-    data: events.filter(e => kindOf(e)[0] === label).map(e => ({x: e.t, y: typeof e.learner === "number" && e.learner >= 0 ? e.learner :
-                  (typeof e.id === "number" && e.kind === "learner" ? e.id : -1), text: describe(e)})),
+    data: events.filter(e => kindOf(e)[0] === label).map(e => ({
+      x: e.t,
+      // dd-chaos's faults a little above their row, so the failure they caused stays visible
+      y: rowOf(e) + (e.event === "dd-chaos" ? 0.25 : 0),
+      text: describe(e),
+    })),
   }));
   const n = (s.run || {}).learners || 1;
   charts.timeline.options.scales.y.min = -1.5;
