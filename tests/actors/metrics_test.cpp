@@ -6,6 +6,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cmath>
+#include <limits>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -69,8 +71,8 @@ TEST(MetricsRegistry, FormatsSpecialValues) {
   EXPECT_EQ(format_sample_value(2.0), "2");
   EXPECT_EQ(format_sample_value(1e-5), "1e-05");
   EXPECT_EQ(format_sample_value(std::nan("")), "NaN");
-  EXPECT_EQ(format_sample_value(1.0 / 0.0), "+Inf");
-  EXPECT_EQ(format_sample_value(-1.0 / 0.0), "-Inf");
+  EXPECT_EQ(format_sample_value(std::numeric_limits<double>::infinity()), "+Inf");
+  EXPECT_EQ(format_sample_value(-std::numeric_limits<double>::infinity()), "-Inf");
 }
 
 TEST(NodeMetrics, FollowsTheRunLogsEventsAndCounters) {
