@@ -81,6 +81,15 @@ void perform(learner_actor* self, const ctx_ptr& ctx, learner_actions actions) {
         [&](auto& x) {
           using T = std::decay_t<decltype(x)>;
           if constexpr (std::is_same_v<T, act::push_chunks>) {
+            if (ctx->log != nullptr) {  // the node's metrics: pushes and bytes sent
+              uint64_t bytes = 0;
+              for (const auto& c : x.chunks) bytes += c.size();
+              ctx->log->update([&](run_counters& c) {
+                auto& l = c.learners[st.core->id()];
+                l.pushes_sent += 1;
+                l.push_bytes_sent += bytes;
+              });
+            }
             send_chunks(self, owner(x.fragment), x.chunks, x.delay_s);
           } else if constexpr (std::is_same_v<T, act::pull>) {
             if (auto o = owner(x.fragment)) self->send(o, atoms::pull_atom_v, std::move(x.bytes));

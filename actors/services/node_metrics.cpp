@@ -131,6 +131,9 @@ node_metrics::node_metrics(node_metrics_options o) : o_(std::move(o)), started_u
       "Messages and connections refused: damaged chunks, foreign envelopes, oversized frames.",
       {"run", "what"});
   // From the snapshot at each scrape.
+  learner_pushes_sent_ = &reg_.counter(
+      "dd_learner_pushes_sent_total",
+      "Pushes (resends included) a learner hosted by this node sent to its owners.", RL);
   learner_steps_ = &reg_.counter("dd_learner_steps_total", "Inner steps a learner completed.", RL);
   learner_tokens_ = &reg_.counter("dd_learner_tokens_total",
                                   "Tokens a learner trained on, all incarnations.", RL);
@@ -408,8 +411,16 @@ void node_metrics::refresh(const run_counters& c, double now) {
         last_merge_weight_->set({run, L(p), L(ct.learner)}, ct.weight);
     }
   }
+  if (o_.kind == "learner" || o_.kind == "run") {
+    uint64_t sent = 0;
+    for (const auto& [id, l] : c.learners) {
+      learner_pushes_sent_->set(run_and(id), static_cast<double>(l.pushes_sent));
+      sent += l.push_bytes_sent;
+    }
+    link_bytes_->set({run, "push_out"}, static_cast<double>(sent));
+  }
   if (o_.kind == "learner") {
-    // A learner node hosts no owner: the run's merges, bytes and uptime are the syncer's.
+    // A learner node hosts no owner: the run's merges, bytes in and uptime are the syncer's.
     degraded_->set({run}, static_cast<double>(c.degraded.size()));
     node_refusals_->set({run, "chunk"}, static_cast<double>(c.chunks_refused));
     return;

@@ -95,12 +95,13 @@ class node_metrics final : public run_observer {
       *merge_seconds_, *staleness_, *refusals_, *broadcast_bytes_, *push_bytes_, *evaluations_,
       *restarts_, *faults_, *reconnects_, *divergences_, *node_refusals_;
   // Refreshed from the snapshot at each scrape.
-  metric_family *learner_steps_, *learner_tokens_, *learner_loss_, *learner_up_, *learner_stepping_,
-      *learner_incarnation_, *learner_restarts_, *learner_lease_age_, *learner_applied_,
-      *learner_applied_age_, *monitor_learners_, *fragment_version_, *fragment_grace_,
-      *last_merge_contributors_, *last_merge_tokens_, *last_merge_weight_, *fragment_quorum_,
-      *val_loss_, *run_tokens_, *run_merges_, *goodput_, *uptime_ratio_, *uptime_seconds_,
-      *degraded_, *writes_failing_, *node_uptime_, *node_start_, *build_info_, *link_bytes_;
+  metric_family *learner_pushes_sent_, *learner_steps_, *learner_tokens_, *learner_loss_,
+      *learner_up_, *learner_stepping_, *learner_incarnation_, *learner_restarts_,
+      *learner_lease_age_, *learner_applied_, *learner_applied_age_, *monitor_learners_,
+      *fragment_version_, *fragment_grace_, *last_merge_contributors_, *last_merge_tokens_,
+      *last_merge_weight_, *fragment_quorum_, *val_loss_, *run_tokens_, *run_merges_, *goodput_,
+      *uptime_ratio_, *uptime_seconds_, *degraded_, *writes_failing_, *node_uptime_, *node_start_,
+      *build_info_, *link_bytes_;
 
   mutable std::mutex mutex_;  // guards what follows
   struct contribution {

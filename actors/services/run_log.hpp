@@ -33,6 +33,8 @@ struct learner_stats {
   double steps_per_s = 0.0;      ///< EMA of the learner's step rate
   uint64_t restarts = 0;         ///< respawns of this id
   uint64_t discarded_steps = 0;  ///< non-finite steps thrown away
+  uint64_t pushes_sent = 0;      ///< pushes (resends included) sent by this node's learner
+  uint64_t push_bytes_sent = 0;  ///< their encoded bytes
   double last_report_s = -1.0;   ///< log time of its last step report or heartbeat (< 0: none)
   /// Version of the global value it last applied, per fragment (learner side: read after each
   /// broadcast; syncer side: the base version of its last push to that fragment).

@@ -249,11 +249,23 @@ TEST(HttpListener, NodeMetricsRoutes) {
   EXPECT_NE(http_get(l.port(), "/readyz").find("503"), std::string::npos);  // not stepping
   log.set_stepping(0, true);
   EXPECT_NE(http_get(l.port(), "/readyz").find("200"), std::string::npos);
+  log.update([](run_counters& c) {
+    c.learners[0].pushes_sent = 3;
+    c.learners[0].push_bytes_sent = 300;
+    c.merges = 9;  // the syncer's: a learner node does not show the run's merges
+  });
   const std::string metrics = http_get(l.port(), "/metrics");
   EXPECT_NE(metrics.find("text/plain; version=0.0.4"), std::string::npos) << metrics;
   EXPECT_NE(metrics.find("dd_node_uptime_seconds{run=\"r\",node=\"learner-0\",kind=\"learner\"}"),
             std::string::npos)
       << metrics;
+  EXPECT_NE(metrics.find("\ndd_learner_pushes_sent_total{run=\"r\",learner=\"0\"} 3\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_NE(metrics.find("\ndd_link_bytes_total{run=\"r\",direction=\"push_out\"} 300\n"),
+            std::string::npos)
+      << metrics;
+  EXPECT_EQ(metrics.find("dd_run_merges_total"), std::string::npos) << metrics;
   const std::string status = http_get(l.port(), "/status");
   EXPECT_NE(status.find("\"node\":\"learner-0\""), std::string::npos) << status;
   m.attach(nullptr);

@@ -123,6 +123,7 @@ advances syncer "dd_fragment_merges_total{run=\"$run\",fragment=\"0\"}"
 advances syncer "dd_learner_steps_total{run=\"$run\",learner=\"1\"}"
 advances learner-1 "dd_learner_steps_total{run=\"$run\",learner=\"1\"}"
 advances learner-1 "dd_learner_step_seconds_count{run=\"$run\",learner=\"1\"}"
+advances learner-1 "dd_learner_pushes_sent_total{run=\"$run\",learner=\"1\"}"
 [ "$(value syncer-b.prom "dd_learner_up{run=\"$run\",learner=\"1\"}")" = 1 ] || fail "learner 1 not up"
 inc0=$(value syncer-b.prom "dd_learner_incarnation{run=\"$run\",learner=\"1\"}")
 
