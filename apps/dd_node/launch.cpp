@@ -54,6 +54,7 @@
 #include "actors/services/node_metrics.hpp"
 #include "apps/dd_node/node_flags.hpp"
 #include "apps/dd_node/run_lock.hpp"
+#include "apps/dd_node/slurm_script.hpp"
 #include "runtime/config/loader.hpp"
 #include "util/build_info.hpp"
 #include "util/files.hpp"
@@ -173,6 +174,7 @@ void print_launch_help(FILE* f) {
       "                      [--progress S] [--learner-backoff-cap S] [--heartbeat S]\n"
       "                      [--connection-timeout S] [--compute-nice N] [--script-timeout S]\n"
       "                      [--force-memory] [--http HOST:PORT | --no-http]\n"
+      "       dd-node launch --slurm --dry-run <experiment.lua> [flags]\n"
       "Starts the experiment as a cluster of processes on this host: one `dd-node syncer` and P\n"
       "`dd-node learner` processes (default one per learner), over loopback TCP, and supervises\n"
       "them: a learner process that dies is started again at once, the syncer after\n"
@@ -200,6 +202,12 @@ void print_launch_help(FILE* f) {
       "                          node also serves /metrics, /healthz, /readyz and /status on a\n"
       "                          free loopback port of its own (nodes.json: endpoints.http)\n"
       "  --no-http               no HTTP listener in the launcher nor in its nodes\n"
+      "  --slurm --dry-run       print an sbatch file that runs this cluster as one Slurm job\n"
+      "                          (syncer on the first node, one step per learner process\n"
+      "                          round-robin over the nodes, each restarted in place; SIGTERM\n"
+      "                          120 s before the time limit stops the run and requeues the job,\n"
+      "                          which resumes it); starts nothing. --port fixes the syncer's\n"
+      "                          port (default 20000 + job id mod 20000). docs/operating.md\n"
       "  --name N, --set k=v, --progress S, --heartbeat S, --connection-timeout S,\n"
       "  --script-timeout S (wall-clock limit of evaluating the experiment file): passed on\n"
       "The launcher locks the run directory, and checkpoint.dir when it lies outside it, for\n"
@@ -503,6 +511,7 @@ int launch_main(int argc, char** argv) {
   int compute_nice = -1;
   bool resume = false, overwrite = false, via_proxy = false, admission = true, force_memory = false;
   bool http_on = true;
+  bool slurm = false, dry_run = false;
   std::pair<std::string, uint16_t> http{"127.0.0.1", 0};
   uint16_t port = 0;
   std::vector<std::string> passthrough;
@@ -566,6 +575,8 @@ int launch_main(int argc, char** argv) {
       if (v == nullptr || !parse_http_flag("dd-node launch", v, false, http)) return 2;
     } else if (a == "--no-http") {
       http_on = false;
+    } else if (a == "--slurm" || a == "--dry-run") {
+      (a == "--slurm" ? slurm : dry_run) = true;
     } else if (!a.empty() && a[0] == '-') {
       std::fprintf(stderr, "dd-node launch: unknown flag '%s'\n", a.c_str());
       print_launch_help(stderr);
@@ -620,6 +631,34 @@ int launch_main(int argc, char** argv) {
   const std::string dir = !run_dir.empty()       ? run_dir
                           : !exp.run_dir.empty() ? exp.run_dir
                                                  : "runs/" + exp.name;
+  if (slurm || dry_run) {
+    if (!slurm || !dry_run || resume || overwrite || via_proxy) {
+      std::fprintf(stderr,
+                   "dd-node launch: --slurm and --dry-run go together (the script is "
+                   "printed, sbatch submits it), without --resume, --overwrite (the "
+                   "script resumes an unfinished run itself) and --via-proxy\n");
+      return 2;
+    }
+    slurm_script_options so;
+    so.dd_node = self_exe();
+    so.experiment = fs::absolute(file).lexically_normal().string();
+    so.experiment_name = exp.name;
+    so.run_dir = fs::absolute(dir).lexically_normal().string();
+    so.experiment_flags = passthrough;
+    if (heartbeat >= 0)
+      so.node_flags.insert(so.node_flags.end(), {"--heartbeat", fmt::format("{}", heartbeat)});
+    if (conn_timeout >= 0)
+      so.node_flags.insert(so.node_flags.end(),
+                           {"--connection-timeout", fmt::format("{}", conn_timeout)});
+    if (force_memory) so.node_flags.push_back("--force-memory");
+    so.learner_ids = deal_learner_ids(M, processes);
+    so.port = port;
+    so.syncer_restart_delay_s = delay;
+    so.progress_s = progress;
+    so.learner_backoff_cap_s = backoff_cap;
+    std::fputs(slurm_script(so).c_str(), stdout);
+    return 0;
+  }
   std::string error;
   auto lock = run_dir_lock::acquire(dir, error);
   if (!lock.held()) {
