@@ -13,25 +13,11 @@ namespace {
 
 std::string quoted(const std::string& v) { return "'" + v + "'"; }
 
-template <class T>
-std::string range_text(T lo, T hi) {
-  if (hi == std::numeric_limits<T>::max()) return ">= " + std::to_string(lo);
-  return "in " + std::to_string(lo) + ".." + std::to_string(hi);
-}
-
 std::string number_text(double v) {
   std::string s = std::to_string(v);
   while (s.size() > 1 && s.back() == '0') s.pop_back();
   if (!s.empty() && s.back() == '.') s.pop_back();
   return s;
-}
-
-template <class T>
-std::function<std::string(const std::string&)> whole(T* out, T lo, T hi) {
-  return [out, lo, hi](const std::string& v) -> std::string {
-    if (parse_number_in(v, *out, lo, hi)) return {};
-    return "needs a whole number " + range_text(lo, hi) + ", got " + quoted(v);
-  };
 }
 
 /// Wraps `text` to lines of at most `width` characters, each after `indent` spaces.
@@ -108,22 +94,6 @@ flag_table& flag_table::texts(const std::string& name, std::vector<std::string>*
               }});
 }
 
-flag_table& flag_table::count(const std::string& name, long long* out, long long lo, long long hi,
-                              const std::string& value, const std::string& help) {
-  return add({name, value, help, true, whole(out, lo, hi)});
-}
-
-flag_table& flag_table::count(const std::string& name, int* out, int lo, int hi,
-                              const std::string& value, const std::string& help) {
-  return add({name, value, help, true, whole(out, lo, hi)});
-}
-
-flag_table& flag_table::count(const std::string& name, unsigned long long* out,
-                              unsigned long long lo, unsigned long long hi,
-                              const std::string& value, const std::string& help) {
-  return add({name, value, help, true, whole(out, lo, hi)});
-}
-
 flag_table& flag_table::number(const std::string& name, double* out, double lo, double hi,
                                const std::string& value, const std::string& help) {
   return add({name, value, help, true, [out, lo, hi](const std::string& v) -> std::string {
@@ -176,55 +146,67 @@ flag_table& flag_table::epilog(const std::string& text) {
 }
 
 std::optional<int> flag_table::parse(int argc, char** argv, int first) {
+  std::vector<std::string> args;
+  for (int i = first; i < argc; ++i) args.emplace_back(argv[i]);
+  std::string out, err;
+  const auto rc = parse(args, out, err);
+  std::fputs(out.c_str(), stdout);
+  std::fputs(err.c_str(), stderr);
+  return rc;
+}
+
+std::optional<int> flag_table::parse(const std::vector<std::string>& args, std::string& out,
+                                     std::string& err) {
   size_t npos = 0;
-  for (int i = first; i < argc; ++i) {
-    const std::string a = argv[i];
+  auto fail = [&](const std::string& line, bool with_help = false) {
+    err += who_ + ": " + line + "\n";
+    if (with_help) err += help();
+    return 2;
+  };
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i];
     if (a == "--help" || a == "-h") {
-      print_help(stdout);
+      out += help();
       return 0;
     }
     const row* r = nullptr;
+    std::optional<std::string> inline_value;  // --flag=value
     for (const auto& x : rows_)
       if (x.name == a) r = &x;
-    if (r == nullptr && a.size() > 1 && a[0] == '-') {
-      std::fprintf(stderr, "%s: unknown flag '%s'\n", who_.c_str(), a.c_str());
-      print_help(stderr);
-      return 2;
-    }
-    if (r == nullptr) {
-      if (positionals_ == nullptr || npos >= pos_max_) {
-        std::fprintf(
-            stderr, "%s: unexpected argument '%s'%s\n", who_.c_str(), a.c_str(),
-            positionals_ == nullptr || pos_max_ == 0
-                ? ""
-                : (" (it takes at most " + std::to_string(pos_max_) + ": " + pos_names_ + ")")
-                      .c_str());
-        return 2;
+    if (r == nullptr && a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+      const std::string name = a.substr(0, a.find('='));
+      for (const auto& x : rows_)
+        if (x.name == name && x.takes_value) r = &x;
+      if (r != nullptr) {
+        inline_value = a.substr(a.find('=') + 1);
+        a = name;
       }
+    }
+    if (r == nullptr && a.size() > 1 && a[0] == '-') return fail("unknown flag '" + a + "'", true);
+    if (r == nullptr) {
+      if (positionals_ == nullptr || npos >= pos_max_)
+        return fail(
+            "unexpected argument '" + a + "'" +
+            (positionals_ == nullptr || pos_max_ == 0
+                 ? std::string()
+                 : " (it takes at most " + std::to_string(pos_max_) + ": " + pos_names_ + ")"));
       positionals_->push_back(a);
       ++npos;
       continue;
     }
     std::string value;
     if (r->takes_value) {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s: %s needs a value (%s)\n", who_.c_str(), a.c_str(),
-                     r->value.c_str());
-        return 2;
+      if (inline_value) {
+        value = *inline_value;
+      } else {
+        if (i + 1 >= args.size()) return fail(a + " needs a value (" + r->value + ")");
+        value = args[++i];
       }
-      value = argv[++i];
     }
     const std::string why = r->take(value);
-    if (!why.empty()) {
-      std::fprintf(stderr, "%s: %s %s\n", who_.c_str(), a.c_str(), why.c_str());
-      return 2;
-    }
+    if (!why.empty()) return fail(why.rfind(a, 0) == 0 ? why : a + " " + why);
   }
-  if (npos < pos_min_) {
-    std::fprintf(stderr, "%s: missing %s\n", who_.c_str(), pos_names_.c_str());
-    print_help(stderr);
-    return 2;
-  }
+  if (npos < pos_min_) return fail("missing " + pos_names_, true);
   return std::nullopt;
 }
 

@@ -7,9 +7,12 @@
 
 #include <cstdio>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <string>
 #include <vector>
+
+#include "util/parse.hpp"
 
 namespace dd::util {
 
@@ -32,20 +35,27 @@ class flag_table {
   /// Any text, repeatable: each occurrence appends.
   flag_table& texts(const std::string& name, std::vector<std::string>* out,
                     const std::string& value, const std::string& help);
-  /// A whole number in [lo, hi].
-  flag_table& count(const std::string& name, long long* out, long long lo, long long hi,
-                    const std::string& value, const std::string& help);
-  flag_table& count(const std::string& name, int* out, int lo, int hi, const std::string& value,
-                    const std::string& help);
-  flag_table& count(const std::string& name, unsigned long long* out, unsigned long long lo,
-                    unsigned long long hi, const std::string& value, const std::string& help);
+  /// A whole number in [lo, hi] (int, unsigned, long, unsigned long, long long, ...).
+  template <class T>
+  flag_table& count(const std::string& name, T* out, T lo, T hi, const std::string& value,
+                    const std::string& help) {
+    return add({name, value, help, true, [out, lo, hi](const std::string& v) -> std::string {
+                  if (parse_number_in(v, *out, lo, hi)) return {};
+                  return "needs a whole number " +
+                         (hi == std::numeric_limits<T>::max()
+                              ? ">= " + std::to_string(lo)
+                              : "in " + std::to_string(lo) + ".." + std::to_string(hi)) +
+                         ", got '" + v + "'";
+                }});
+  }
   /// A finite number in [lo, hi].
   flag_table& number(const std::string& name, double* out, double lo, double hi,
                      const std::string& value, const std::string& help);
   /// A number of seconds >= 0.
   flag_table& seconds(const std::string& name, double* out, const std::string& help);
   /// A value checked by `take`, which returns an empty string when it accepts the value, else
-  /// what is wrong ("needs HOST:PORT, got 'x'"), printed after "<who>: <flag> ".
+  /// what is wrong ("needs HOST:PORT, got 'x'"), printed after "<who>: <flag> " (after "<who>: "
+  /// alone when it starts with the flag's name).
   flag_table& custom(const std::string& name, const std::string& value, const std::string& help,
                      std::function<std::string(const std::string&)> take);
   /// A switch with an action (e.g. one that sets several fields).
@@ -57,10 +67,13 @@ class flag_table {
   /// Text after the flag list (exit status, notes).
   flag_table& epilog(const std::string& text);
 
-  /// Parses argv[first..argc): nullopt when every argument was taken; 0 after printing the help
-  /// for -h/--help (stdout); 2 after one line on stderr (an unknown flag — then the help too —,
-  /// a missing or bad value, a wrong number of positionals).
+  /// Parses argv[first..argc) (`--flag value` or `--flag=value`): nullopt when every argument was
+  /// taken; 0 after printing the help for -h/--help (stdout); 2 after one line on stderr (an
+  /// unknown flag — then the help too —, a missing or bad value, a wrong number of positionals).
   std::optional<int> parse(int argc, char** argv, int first = 1);
+  /// As above over `args`, appending what it would print to `out` (the help) and `err`.
+  std::optional<int> parse(const std::vector<std::string>& args, std::string& out,
+                           std::string& err);
   /// The help: usage line, about, one line (or more) per flag, the epilog.
   std::string help() const;
   void print_help(FILE* f) const;

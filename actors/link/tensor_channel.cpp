@@ -33,6 +33,7 @@
 #include "messages/codec.hpp"
 #include "util/crc32c.hpp"
 #include "util/endian.hpp"
+#include "util/net.hpp"
 
 namespace dd::actors {
 
@@ -79,28 +80,8 @@ std::string read_exact(int fd, void* data, size_t n) {
 
 /// Writes all of iov (partial writes resumed). "" or why not.
 std::string write_all(int fd, iovec* iov, int n) {
-  while (n > 0) {
-    msghdr mh{};
-    mh.msg_iov = iov;
-    mh.msg_iovlen = static_cast<size_t>(n);
-    const ssize_t w = ::sendmsg(fd, &mh, MSG_NOSIGNAL);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) return "timed out";
-      return errno_text(errno);
-    }
-    auto left = static_cast<size_t>(w);
-    while (n > 0 && left >= iov->iov_len) {
-      left -= iov->iov_len;
-      ++iov;
-      --n;
-    }
-    if (n > 0) {
-      iov->iov_base = static_cast<uint8_t*>(iov->iov_base) + left;
-      iov->iov_len -= left;
-    }
-  }
-  return "";
+  const int e = util::write_all(fd, iov, n);
+  return e == 0 ? std::string() : util::io_error_text(e);
 }
 
 void set_timeouts(int fd, double seconds) {

@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "runtime/rng.hpp"
+#include "util/duration.hpp"
 
 namespace dd::actors {
 
@@ -113,9 +114,7 @@ policy::restart_config restart_of(const config::experiment& e) {
   return r;
 }
 
-caf::timespan span(double s) {
-  return caf::timespan{static_cast<int64_t>(std::ceil(std::max(0.0, s) * 1e9))};
-}
+caf::timespan span(double s) { return util::to_timespan(s); }
 
 fragment_plan plan_of(const config::experiment& e) {
   auto plan = make_fragment_plan(model_tensors(model_of(e)), e.sync.fragments,

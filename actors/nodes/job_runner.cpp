@@ -20,9 +20,11 @@
 #include "actors/services/chaos_endpoint.hpp"
 #include "actors/services/status_page.hpp"
 #include "kernels/backend.hpp"
+#include "runtime/config/run_dir_default.hpp"
 #include "runtime/hf_export.hpp"
 #include "runtime/model.hpp"
 #include "runtime/rng.hpp"
+#include "runtime/run_dir_rules.hpp"
 #include "util/build_info.hpp"
 
 namespace dd::actors {
@@ -167,9 +169,7 @@ std::shared_ptr<job_setup> make_job_setup(const config::experiment& exp,
   auto s = std::make_shared<job_setup>();
   s->exp = exp;
   s->options = options;
-  s->run_dir = !options.run_dir.empty() ? options.run_dir
-               : !exp.run_dir.empty()   ? exp.run_dir
-                                        : (fs::path("runs") / exp.name).string();
+  s->run_dir = !options.run_dir.empty() ? options.run_dir : config::run_dir_of(exp);
   const int M = exp.learners.count;
   if (M < 1) throw std::invalid_argument("learners.count must be >= 1");
   if (exp.learners.speed.size() > static_cast<size_t>(M))
@@ -192,8 +192,8 @@ std::shared_ptr<job_setup> make_job_setup(const config::experiment& exp,
     s->run_id = options.run_id;
     if (options.resume) {
       // The dd-node commands refuse this before they start (exit 2); a guard for other callers.
-      if (auto why = experiment_change_on_resume(s->run_dir, config::to_json(exp)); !why.empty())
-        throw std::invalid_argument("--resume: run directory '" + s->run_dir + "' holds " + why);
+      if (auto why = resume_refusal(s->run_dir, config::to_json(exp)); !why.empty())
+        throw std::invalid_argument(why);
       auto rec = read_resume_record(s->run_dir, s->run_id);
       s->run_id = rec.run_id;
       s->resume_versions = std::move(rec.versions);

@@ -23,6 +23,7 @@
 #include "runtime/model_file.hpp"
 #include "runtime/quantize.hpp"
 #include "runtime/vit.hpp"
+#include "util/duration.hpp"
 
 namespace dd::actors {
 
@@ -49,9 +50,7 @@ double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-caf::timespan span(double s) {
-  return caf::timespan{static_cast<int64_t>(std::ceil(std::max(0.0, s) * 1e9))};
-}
+caf::timespan span(double s) { return util::to_timespan(s); }
 
 /// The evaluator is a syncer role: it stamps the run and the syncer's incarnation.
 envelope_stamp stamp_of(const evaluator_context& ctx) {

@@ -26,6 +26,7 @@
 #include "actors/services/run_log.hpp"
 #include "messages/control.hpp"
 #include "runtime/quantize.hpp"
+#include "util/duration.hpp"
 
 namespace dd::actors {
 
@@ -68,10 +69,7 @@ bool file_exists(const std::string& path) {
   return !path.empty() && ::stat(path.c_str(), &st) == 0;
 }
 
-caf::timespan to_timespan(double seconds) {
-  auto ns = static_cast<int64_t>(std::ceil(std::max(0.0, seconds) * 1e9));
-  return caf::timespan{ns};
-}
+caf::timespan to_timespan(double seconds) { return util::to_timespan(seconds); }
 
 /// A kill fault fired: with damage_checkpoint, first overwrite 64 bytes in the middle of the
 /// checkpoint file's body (its CRC no longer matches), then die.
@@ -583,9 +581,7 @@ owner_hdl::behavior_type fragment_owner(owner_actor* self,
   // Time-keyed kill faults (tests, chaos): a timer each, so they fire on time.
   if (ctx->faults != nullptr)
     for (double d : ctx->faults->owner_kill_delays(frag))
-      self->delayed_send(self,
-                         caf::timespan{static_cast<int64_t>(std::ceil(std::max(0.0, d) * 1e9))},
-                         atoms::kill_atom_v);
+      self->delayed_send(self, to_timespan(d), atoms::kill_atom_v);
   // A respawned or resumed owner asks the learners first (their copies may be newer than the
   // checkpoint, or the only trained copies left).
   // With checkpoint.every_versions = 1 a readable checkpoint is the newest version: it is

@@ -23,6 +23,7 @@
 #include "actors/services/fault_hooks.hpp"
 #include "actors/services/run_log.hpp"
 #include "messages/control.hpp"
+#include "util/duration.hpp"
 #include "util/thread_priority.hpp"
 
 namespace dd::actors {
@@ -34,9 +35,7 @@ using ctx_ptr = std::shared_ptr<const learner_context>;
 
 double actor_now(learner_actor* self) { return clock_seconds(self->clock().now()); }
 
-caf::timespan seconds_span(double s) {
-  return caf::timespan{static_cast<int64_t>(std::ceil(std::max(0.0, s) * 1e9))};
-}
+caf::timespan seconds_span(double s) { return util::to_timespan(s); }
 
 /// Sends push chunks to `owner` under credit (actors/link/chunk_flow.hpp); `delay_s` > 0: late
 /// (fault injection).

@@ -18,6 +18,7 @@
 #include "actors/roles/fragment_owner.hpp"
 #include "actors/services/fault_hooks.hpp"
 #include "actors/services/run_log.hpp"
+#include "util/duration.hpp"
 
 namespace dd::actors {
 
@@ -95,8 +96,8 @@ supervisor_hdl::behavior_type supervisor(supervisor_actor* self,
                                              {"delay_s", delay},
                                              {"reason", self->system().render(dm.reason)}});
       policy::record_restart(s.history[i], now);
-      self->delayed_send(self, caf::timespan{static_cast<int64_t>(std::ceil(delay * 1e9))},
-                         atoms::respawn_atom_v, static_cast<uint64_t>(i));
+      self->delayed_send(self, util::to_timespan(delay), atoms::respawn_atom_v,
+                         static_cast<uint64_t>(i));
       return;
     }
   });

@@ -26,36 +26,12 @@
 #include "runtime/idx.hpp"
 #include "runtime/model_file.hpp"
 #include "runtime/vit.hpp"
+#include "util/flags.hpp"
 #include "util/parse.hpp"
 
 namespace dd::app {
 
 namespace {
-
-void print_eval_help(FILE* f) {
-  std::fprintf(
-      f,
-      "usage: dd-node eval RUN_DIR|FILE [--data FILE] [--train-fraction X] [--batch B]\n"
-      "                    [--batches N] [--backend NAME] [--threads N]\n"
-      "Reports the validation loss (nats/token) of a trained GPT or MoE GPT — RUN_DIR's\n"
-      "model.safetensors (dd-node run / syncer / launch) or checkpoint.safetensors\n"
-      "(dd-node train), or the safetensors FILE given — on the windows its run's final\n"
-      "evaluation scored: the file's metadata \"eval\" (else RUN_DIR/summary.json\n"
-      "\"final_eval\"): data file, train fraction, batch B, sequence length T, batches.\n"
-      "  --data FILE          evaluate on this text file's validation split instead\n"
-      "  --train-fraction X   split point of the data, in (0, 1) (default: the run's, else 0.9)\n"
-      "  --batch B            sequences per batch (default: the run's, else 16)\n"
-      "  --batches N          batches (default: the run's, else 8)\n"
-      "  --backend NAME       cpu | reference | cuda (default: the backend the run evaluated\n"
-      "                       on, else cpu)\n"
-      "  --threads N          CPU threads for the backend, 0 = all (default 1)\n"
-      "T is the model's context unless the run recorded another. Output: one line,\n"
-      "\"val_loss X nats/token on N windows ...\", and the run's recorded loss when known.\n"
-      "A vit model (data.kind = \"idx\") is evaluated on the whole validation split of the\n"
-      "IDX images and labels its run recorded: \"val_loss X nats/image, val_accuracy Y ...\"\n"
-      "(--train-fraction, --batch, --backend, --threads apply; --data, --batches do not).\n"
-      "Exit status: 0 ok; 1 unreadable model or data, backend failure; 2 bad flags.\n");
-}
 
 /// The run's windows: the model file's "eval" metadata, else summary.json's "final_eval" next
 /// to it; nullopt when neither is there. Throws std::runtime_error for one that is malformed.
@@ -136,43 +112,48 @@ int eval_main(int argc, char** argv) {
   std::optional<double> train_fraction;
   std::optional<int> batch, batches;
   model_args m_args;  // backend "": the one the run evaluated on, else cpu
-  flag_cursor f("dd-node eval", argc, argv);
-  auto bad = [](const char* flag, const char* what, const char* v) {
-    std::fprintf(stderr, "dd-node eval: %s needs %s, got '%s'\n", flag, what, v);
-    return 2;
-  };
-  while (f.next()) {
-    const std::string a = f.arg();
-    if (a == "--help" || a == "-h") {
-      print_eval_help(stdout);
-      return 0;
-    } else if (a == "--data") {
-      const char* v = f.value("--data");
-      if (v == nullptr) return 2;
-      data = v;
-    } else if (a == "--train-fraction") {
-      const char* v = f.value("--train-fraction");
-      double x = 0;
-      if (v == nullptr) return 2;
-      if (!util::parse_number(v, x) || !(x > 0.0 && x < 1.0))
-        return bad("--train-fraction", "a number in (0, 1)", v);
-      train_fraction = x;
-    } else if (a == "--batch" || a == "--batches") {
+  // A whole number in 1..2^20 into an optional (unset: the run's value).
+  auto optional_count = [](std::optional<int>* out) {
+    return [out](const std::string& v) -> std::string {
       int n = 0;
-      if (!f.count(a, n, 1, 1 << 20)) return 2;
-      (a == "--batch" ? batch : batches) = n;
-    } else if (!m_args.take(f, a, print_eval_help)) {
-      return 2;
-    }
-  }
-  const std::string& where = m_args.where;
+      if (!util::parse_number_in(v, n, 1, 1 << 20))
+        return "needs a whole number in 1..1048576, got '" + v + "'";
+      *out = n;
+      return {};
+    };
+  };
+  util::flag_table t(
+      "dd-node eval", "RUN_DIR|FILE [flags]",
+      "Reports the validation loss (nats/token) of a trained GPT or MoE GPT — RUN_DIR's\n"
+      "model.safetensors (dd-node run / syncer / launch) or checkpoint.safetensors\n"
+      "(dd-node train), or the safetensors FILE given — on the windows its run's final\n"
+      "evaluation scored: the file's metadata \"eval\" (else RUN_DIR/summary.json\n"
+      "\"final_eval\"): data file, train fraction, batch B, sequence length T, batches.");
+  add_model_flags(t, m_args, "the backend the run evaluated on, else cpu");
+  t.text("--data", &data, "FILE", "evaluate on this text file's validation split instead")
+      .custom("--train-fraction", "X",
+              "split point of the data, in (0, 1) (default: the run's, else 0.9)",
+              [&](const std::string& v) -> std::string {
+                double x = 0;
+                if (!util::parse_number(v, x) || !(x > 0.0 && x < 1.0))
+                  return "needs a number in (0, 1), got '" + v + "'";
+                train_fraction = x;
+                return {};
+              })
+      .custom("--batch", "B", "sequences per batch (default: the run's, else 16)",
+              optional_count(&batch))
+      .custom("--batches", "N", "batches (default: the run's, else 8)", optional_count(&batches))
+      .epilog(
+          "T is the model's context unless the run recorded another. Output: one line,\n"
+          "\"val_loss X nats/token on N windows ...\", and the run's recorded loss when known.\n"
+          "A vit model (data.kind = \"idx\") is evaluated on the whole validation split of the\n"
+          "IDX images and labels its run recorded: \"val_loss X nats/image, val_accuracy Y ...\"\n"
+          "(--train-fraction, --batch, --backend, --threads apply; --data, --batches do not).\n"
+          "Exit status: 0 ok; 1 unreadable model or data, backend failure; 2 bad flags.\n");
+  if (auto rc = t.parse(argc, argv)) return *rc;
+  const std::string& where = m_args.where.front();
   const std::string& backend = m_args.backend;
   const int threads = m_args.threads;
-  if (where.empty()) {
-    std::fprintf(stderr, "dd-node eval: no RUN_DIR or FILE given\n");
-    print_eval_help(stderr);
-    return 2;
-  }
   try {
     kernels::init_all_backends();
     // The metadata first: it names the windows and the backend the run evaluated on.

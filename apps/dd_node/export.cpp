@@ -13,32 +13,16 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "apps/dd_node/node_flags.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/hf_export.hpp"
 #include "runtime/model_file.hpp"
 #include "runtime/subword.hpp"
 #include "util/files.hpp"
+#include "util/flags.hpp"
 
 namespace dd::app {
 
 namespace {
-
-void print_export_help(FILE* f) {
-  std::fprintf(
-      f,
-      "usage: dd-node export RUN_DIR|FILE --format hf OUT [--tokenizer byte|PATH]\n"
-      "Writes a trained GPT (RUN_DIR's model.safetensors, a checkpoint, or the FILE given) as\n"
-      "a Hugging Face transformers GPT-2 directory OUT: config.json, model.safetensors\n"
-      "(transformers' names; Conv1D weights transposed), generation_config.json,\n"
-      "tokenizer.json and tokenizer_config.json (AutoModelForCausalLM / AutoTokenizer load it\n"
-      "without custom code). model.kind \"moe_gpt\" and \"vit\" are refused.\n"
-      "  --format hf        the output format (only hf)\n"
-      "  --tokenizer T      byte, or a SentencePiece model (file, or a directory holding\n"
-      "                     tokenizer.model); default: the one the run's data names\n"
-      "Exit status: 0 ok; 1 unreadable model or I/O failure; 2 bad flags or a model that\n"
-      "does not map to GPT-2.\n");
-}
 
 void write_json(const std::string& path, const nlohmann::json& j) {
   if (auto st = util::write_file_atomic(path, j.dump(2) + "\n"); !st)
@@ -49,36 +33,29 @@ void write_json(const std::string& path, const nlohmann::json& j) {
 
 /// Entry point of `dd-node export`; argv[0] is "export".
 int export_main(int argc, char** argv) {
-  std::string where, out, format, tokenizer;
-  flag_cursor f("dd-node export", argc, argv);
-  while (f.next()) {
-    const std::string a = f.arg();
-    if (a == "--help" || a == "-h") {
-      print_export_help(stdout);
-      return 0;
-    } else if (a == "--format" || a == "--tokenizer") {
-      const char* v = f.value(a);
-      if (v == nullptr) return 2;
-      (a == "--format" ? format : tokenizer) = v;
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "dd-node export: unknown flag '%s'\n", a.c_str());
-      print_export_help(stderr);
-      return 2;
-    } else if (where.empty()) {
-      where = a;
-    } else if (out.empty()) {
-      out = a;
-    } else {
-      std::fprintf(stderr, "dd-node export: unexpected argument '%s'\n", a.c_str());
-      return 2;
-    }
-  }
-  if (where.empty() || out.empty() || format.empty()) {
-    std::fprintf(stderr, "dd-node export: %s\n",
-                 where.empty() ? "no RUN_DIR or FILE given"
-                 : out.empty() ? "no OUT directory given"
-                               : "--format is required (--format hf)");
-    print_export_help(stderr);
+  std::string format, tokenizer;
+  std::vector<std::string> paths;
+  util::flag_table table(
+      "dd-node export", "RUN_DIR|FILE --format hf OUT [flags]",
+      "Writes a trained GPT (RUN_DIR's model.safetensors, a checkpoint, or the FILE given) as\n"
+      "a Hugging Face transformers GPT-2 directory OUT: config.json, model.safetensors\n"
+      "(transformers' names; Conv1D weights transposed), generation_config.json,\n"
+      "tokenizer.json and tokenizer_config.json (AutoModelForCausalLM / AutoTokenizer load it\n"
+      "without custom code). model.kind \"moe_gpt\" and \"vit\" are refused.");
+  table.positionals(&paths, 2, 2, "RUN_DIR|FILE OUT", "the model, then the directory written")
+      .text("--format", &format, "hf", "the output format (only hf)")
+      .text("--tokenizer", &tokenizer, "T",
+            "byte, or a SentencePiece model (file, or a directory holding tokenizer.model); "
+            "default: the one the run's data names")
+      .epilog(
+          "Exit status: 0 ok; 1 unreadable model or I/O failure; 2 bad flags or a model that\n"
+          "does not map to GPT-2.\n");
+  if (auto rc = table.parse(argc, argv)) return *rc;
+  const std::string& where = paths[0];
+  const std::string& out = paths[1];
+  if (format.empty()) {
+    std::fprintf(stderr, "dd-node export: --format is required (--format hf)\n");
+    table.print_help(stderr);
     return 2;
   }
   if (format != "hf") {

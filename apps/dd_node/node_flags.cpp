@@ -109,66 +109,95 @@ bool parse_ids(const std::string& text, std::vector<int32_t>& out) {
   }
 }
 
-const char* flag_cursor::value(const std::string& flag) {
-  if (i_ + 1 >= argc_) {
-    std::fprintf(stderr, "%s: %s needs a value\n", who_, flag.c_str());
-    return nullptr;
-  }
-  return argv_[++i_];
+void add_model_flags(util::flag_table& t, model_args& m, const std::string& backend_default) {
+  t.positionals(&m.where, 1, 1, "RUN_DIR|FILE",
+                "a run directory (its model.safetensors, or dd-node train's "
+                "checkpoint.safetensors) or a safetensors file")
+      .text("--backend", &m.backend, "NAME",
+            "cpu | reference | cuda (default " + backend_default + ")")
+      .count("--threads", &m.threads, 0, 4096, "N",
+             "CPU threads for the backend, 0 = all (default 1)");
 }
 
-bool flag_cursor::seconds(const std::string& flag, double& out) {
-  const char* v = value(flag);
-  if (v == nullptr) return false;
-  if (!parse_nonneg(v, out)) {
-    std::fprintf(stderr, "%s: %s needs a number of seconds >= 0, got '%s'\n", who_, flag.c_str(),
-                 v);
+bool experiment_args::mode(const char* who, run_dir_mode& out) const {
+  if (resume && overwrite) {
+    std::fprintf(stderr, "%s: --resume and --overwrite exclude each other\n", who);
+    return false;
+  }
+  out = resume ? run_dir_mode::resume : overwrite ? run_dir_mode::overwrite : run_dir_mode::fresh;
+  return true;
+}
+
+std::vector<std::string> experiment_args::passthrough() const {
+  std::vector<std::string> v;
+  for (const auto& n : load.names) v.insert(v.end(), {"--name", n});
+  for (const auto& o : load.overrides) v.insert(v.end(), {"--set", o});
+  if (!script_timeout_text.empty()) v.insert(v.end(), {"--script-timeout", script_timeout_text});
+  return v;
+}
+
+bool experiment_args::load_experiments(const char* who, bool single,
+                                       config::load_result& out) const {
+  out = config::load_file(file(), load);
+  if (!out.ok()) {
+    std::fprintf(stderr, "%s", out.error_text().c_str());
+    return false;
+  }
+  if (single && out.experiments.size() != 1) {
+    std::fprintf(stderr, "%s: %s defines %zu experiments; select one with --name\n", who,
+                 file().c_str(), out.experiments.size());
     return false;
   }
   return true;
 }
 
-bool flag_cursor::count(const std::string& flag, int& out, int lo, int hi) {
-  const char* v = value(flag);
-  if (v == nullptr) return false;
-  double d = 0;
-  if (!parse_nonneg(v, d) || d < lo || d > hi || d != static_cast<double>(static_cast<int>(d))) {
-    std::fprintf(stderr, "%s: %s needs a whole number in %d..%d, got '%s'\n", who_, flag.c_str(),
-                 lo, hi, v);
-    return false;
-  }
-  out = static_cast<int>(d);
-  return true;
+void add_experiment_flags(util::flag_table& t, experiment_args& a) {
+  t.positionals(&a.files, 1, 1, "EXP", "the experiment file (Lua; docs/config.md)")
+      .texts("--name", &a.load.names, "N", "select experiment N of the file (repeatable)")
+      .texts("--set", &a.load.overrides, "K=V",
+             "override a key of every selected experiment, e.g. --set budget.steps=50 "
+             "(repeatable; applied after --name selects)")
+      .custom("--script-timeout", "S",
+              "wall-clock limit of evaluating the experiment file and the --set values, "
+              "seconds > 0 (default 10); the script runs in a child process killed at the limit",
+              [&a](const std::string& v) {
+                std::string why;
+                if (!config::parse_script_timeout(v, a.load.script_timeout, why)) return why;
+                a.script_timeout_text = v;
+                return std::string();
+              })
+      .text("--run-dir", &a.load.run_dir, "DIR",
+            "run directory (default runs/<experiment>); also moves the owner checkpoints to "
+            "DIR/checkpoints unless the experiment sets checkpoint.dir")
+      .toggle("--resume", &a.resume,
+              "continue the run in the run directory that crashed or was interrupted: same run "
+              "id, owners restored from their checkpoints (or rebuilt), learners from the "
+              "monitor's record (monitor.json); the budget counts both parts")
+      .toggle("--overwrite", &a.overwrite, "replace the unfinished run in the run directory");
 }
 
-bool flag_cursor::port(const std::string& flag, uint16_t& out) {
-  int p = 0;
-  if (!count(flag, p, 0, 65535)) return false;
-  out = static_cast<uint16_t>(p);
-  return true;
+std::function<std::string(const std::string&)> endpoint_value(
+    std::pair<std::string, uint16_t>* out) {
+  return [out](const std::string& v) {
+    std::string error;
+    return parse_endpoint(v, *out, error) ? std::string() : error;
+  };
 }
 
-bool model_args::take(flag_cursor& f, const std::string& a, void (*help)(FILE*)) {
-  if (a == "--backend") {
-    const char* v = f.value("--backend");
-    if (v == nullptr) return false;
-    backend = v;
-  } else if (a == "--threads") {
-    return f.count("--threads", threads, 0, 4096);
-  } else if (!a.empty() && a[0] == '-') {
-    std::fprintf(stderr, "%s: unknown flag '%s'\n", f.who(), a.c_str());
-    help(stderr);
-    return false;
-  } else if (where.empty()) {
-    where = a;
-  } else {
-    std::fprintf(stderr, "%s: more than one model given ('%s', '%s')\n", f.who(), where.c_str(),
-                 a.c_str());
-    return false;
-  }
-  return true;
+std::function<std::string(const std::string&)> chaos_endpoint_value(
+    std::pair<std::string, uint16_t>* out) {
+  return [out](const std::string& v) -> std::string {
+    std::string error;
+    if (!parse_endpoint(v, *out, error)) return "--chaos-endpoint: " + error;
+    if (!is_loopback(out->first))
+      return "--chaos-endpoint " + v +
+             " is not a loopback address; the chaos endpoint listens on 127.0.0.1 only until "
+             "nodes authenticate";
+    return {};
+  };
 }
 
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free atomic");
 std::atomic<int> g_node_interrupt{0};
 
 namespace {
@@ -176,6 +205,7 @@ std::atomic<int> g_signals{0};
 const char* g_who = "dd-node";
 
 extern "C" void on_node_signal(int sig) {
+  // Async-signal-safe only: lock-free atomics, write(2), _exit(2).
   if (g_signals.fetch_add(1) >= 1) {
     static const char msg[] = ": second signal, exiting at once\n";
     ssize_t a = ::write(STDERR_FILENO, g_who, std::strlen(g_who));

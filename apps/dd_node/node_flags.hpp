@@ -1,14 +1,20 @@
-// apps/dd_node/node_flags.hpp — what the cluster subcommands (syncer, learner, launch, status,
-// drain) share: HOST:PORT parsing, loopback checks, number flags, and the stop-signal handler
-// that a node's main loop polls. main() thread only, except the handler.
+// apps/dd_node/node_flags.hpp — what the dd-node commands share: HOST:PORT parsing, loopback
+// checks, the flag rows of run/syncer/launch (experiment, run directory) and of eval/sample (the
+// model), and the stop-signal handler that a node's main loop polls. main() thread only, except
+// the handler.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
+
+#include "runtime/config/loader.hpp"
+#include "runtime/run_dir_rules.hpp"
+#include "util/flags.hpp"
 
 namespace dd::app {
 
@@ -31,45 +37,44 @@ bool parse_nonneg(const std::string& text, double& out);
 /// A comma-separated list of integers >= 0 ("0,2,3").
 bool parse_ids(const std::string& text, std::vector<int32_t>& out);
 
-/// Walks a subcommand's argv: the value of the flag at the cursor, as text, seconds or a count,
-/// each refused with one line on stderr prefixed by `who` ("dd-node learner: --threads needs a
-/// whole number >= 1, got 'x'"). Shared by syncer, learner and launch.
-class flag_cursor {
- public:
-  flag_cursor(const char* who, int argc, char** argv) : who_(who), argc_(argc), argv_(argv) {}
-  /// Advances to the next argument; false at the end.
-  bool next() { return ++i_ < argc_; }
-  /// The argument at the cursor.
-  std::string arg() const { return argv_[i_]; }
-  /// The flag's value (the next argument), or nullptr after saying it is missing.
-  const char* value(const std::string& flag);
-  /// A number of seconds >= 0.
-  bool seconds(const std::string& flag, double& out);
-  /// A whole number in [lo, hi].
-  bool count(const std::string& flag, int& out, int lo = 1, int hi = 4096);
-  /// A port number (0..65535).
-  bool port(const std::string& flag, uint16_t& out);
-  /// The `who` its lines start with ("dd-node eval").
-  const char* who() const { return who_; }
-
- private:
-  const char* who_;
-  int argc_;
-  char** argv_;
-  int i_ = 0;
-};
-
 /// What the subcommands that read a model file (eval, sample) take besides their own flags:
 /// RUN_DIR|FILE (runtime/model_file.hpp load_model), --backend NAME and --threads N (0..4096).
 struct model_args {
-  std::string where;    ///< RUN_DIR or FILE; empty until given
-  std::string backend;  ///< the backend's name; the caller's default until given
-  int threads = 1;      ///< CPU threads of the backend, 0 = all
-  /// Takes `a`, the argument at `f`'s cursor, as one of the above; false after one line on
-  /// stderr prefixed by f.who() (a bad --threads, a missing value, an unknown flag — then
-  /// help(stderr) too —, or a second RUN_DIR|FILE), when the caller exits 2.
-  bool take(flag_cursor& f, const std::string& a, void (*help)(FILE*));
+  std::vector<std::string> where;  ///< RUN_DIR or FILE (one positional)
+  std::string backend;             ///< the backend's name; the caller's default until given
+  int threads = 1;                 ///< CPU threads of the backend, 0 = all
 };
+/// Adds model_args' rows to `t`; `backend_default` is said in --backend's help.
+void add_model_flags(util::flag_table& t, model_args& m, const std::string& backend_default);
+
+/// What `run`, `syncer` and `launch` take alike: the experiment file, --name, --set,
+/// --script-timeout, and the run directory's --run-dir, --resume and --overwrite.
+struct experiment_args {
+  std::vector<std::string> files;  ///< the experiment file (one positional)
+  config::load_options load;       ///< --name, --set, --script-timeout; --run-dir as load.run_dir
+  bool resume = false, overwrite = false;
+  std::string script_timeout_text;  ///< --script-timeout as given (empty: not given)
+  /// --name, --set and --script-timeout as flags again, for a child process (dd-node launch).
+  std::vector<std::string> passthrough() const;
+  /// fresh, resume or overwrite; false after one line on stderr when both were given.
+  bool mode(const char* who, run_dir_mode& out) const;
+  const std::string& file() const { return files.front(); }
+  /// Loads the file's selected experiments into `out` (exactly one when `single`); false after
+  /// the loader's errors, or "`who`: FILE defines N experiments; select one with --name", on
+  /// stderr.
+  bool load_experiments(const char* who, bool single, config::load_result& out) const;
+};
+/// Adds experiment_args' rows to `t`: the positional EXP, --name, --set, --script-timeout,
+/// --run-dir, --resume, --overwrite, with their help lines.
+void add_experiment_flags(util::flag_table& t, experiment_args& a);
+/// A flag_table value check for HOST:PORT (parse_endpoint) into `out`.
+std::function<std::string(const std::string&)> endpoint_value(
+    std::pair<std::string, uint16_t>* out);
+
+/// A flag_table value check for --chaos-endpoint: HOST:PORT on a loopback address (the chaos
+/// endpoint listens on 127.0.0.1 only until nodes authenticate), into `out`.
+std::function<std::string(const std::string&)> chaos_endpoint_value(
+    std::pair<std::string, uint16_t>* out);
 
 /// The first SIGINT/SIGTERM's number (0 = none); a second one exits at once with 128 + signal.
 extern std::atomic<int> g_node_interrupt;

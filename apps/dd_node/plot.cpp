@@ -17,35 +17,13 @@
 #include <system_error>
 #include <vector>
 
-#include "apps/dd_node/node_flags.hpp"
+#include "util/flags.hpp"
 
 namespace dd::app {
 
 namespace {
 
 constexpr const char* default_python = "/usr/bin/python3";
-
-void print_plot_help(FILE* f) {
-  std::fprintf(
-      f,
-      "usage: dd-node plot INPUT [--out DIR] [--python PATH]\n"
-      "Writes PNG figures (matplotlib) of INPUT, one line per figure on stdout:\n"
-      "  a run directory     loss_tokens.png, loss_time.png (validation loss and each\n"
-      "                      learner's training loss against tokens and time), merges.png\n"
-      "                      (contributors per merge, grace window), timeline.png (learners\n"
-      "                      stepping / away / restarted, faults from chaos.jsonl shaded),\n"
-      "                      bytes.png (bytes pushed and broadcast)\n"
-      "  a comparison table  comparison.png: every experiment's validation loss on one figure\n"
-      "                      (dd-node run --table FILE, default runs/comparison.json)\n"
-      "  dd-goodput output   goodput.png: goodput and uptime against chips (DIR or goodput.json)\n"
-      "  --out DIR           where the figures go (default RUN_DIR/figures, or figures/ beside\n"
-      "                      the file)\n"
-      "  --python PATH       the interpreter with matplotlib (default %s; Debian's\n"
-      "                      python3-matplotlib installs for it)\n"
-      "Exit status: 0 ok; 1 an input missing, unreadable or corrupt, or matplotlib missing;\n"
-      "2 bad flags.\n",
-      default_python);
-}
 
 /// dd_plot.py: beside this binary (the build copies it there), else in the source tree.
 std::string find_script(std::vector<std::string>& tried) {
@@ -68,34 +46,31 @@ std::string find_script(std::vector<std::string>& tried) {
 
 /// Entry point of `dd-node plot`; argv[0] is "plot".
 int plot_main(int argc, char** argv) {
-  std::string input, out, python = default_python;
-  flag_cursor f("dd-node plot", argc, argv);
-  while (f.next()) {
-    const std::string a = f.arg();
-    if (a == "--help" || a == "-h") {
-      print_plot_help(stdout);
-      return 0;
-    } else if (a == "--out" || a == "--python") {
-      const char* v = f.value(a);
-      if (v == nullptr) return 2;
-      (a == "--out" ? out : python) = v;
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "dd-node plot: unknown flag '%s'\n", a.c_str());
-      print_plot_help(stderr);
-      return 2;
-    } else if (input.empty()) {
-      input = a;
-    } else {
-      std::fprintf(stderr, "dd-node plot: one INPUT only, got '%s' and '%s'\n", input.c_str(),
-                   a.c_str());
-      return 2;
-    }
-  }
-  if (input.empty()) {
-    std::fprintf(stderr, "dd-node plot: no INPUT given\n");
-    print_plot_help(stderr);
-    return 2;
-  }
+  std::string out, python = default_python;
+  std::vector<std::string> inputs;
+  util::flag_table table(
+      "dd-node plot", "INPUT [flags]",
+      "Writes PNG figures (matplotlib) of INPUT, one line per figure on stdout.");
+  table
+      .positionals(
+          &inputs, 1, 1, "INPUT",
+          "a run directory: loss_tokens.png, loss_time.png (validation loss and each "
+          "learner's training loss against tokens and time), merges.png (contributors per "
+          "merge, grace window), timeline.png (learners stepping / away / restarted, faults "
+          "from chaos.jsonl shaded), bytes.png (bytes pushed and broadcast); a comparison "
+          "table: comparison.png, every experiment's validation loss on one figure (dd-node "
+          "run --table FILE, default runs/comparison.json); dd-goodput output: goodput.png, "
+          "goodput and uptime against chips (DIR or goodput.json)")
+      .text("--out", &out, "DIR",
+            "where the figures go (default RUN_DIR/figures, or figures/ beside the file)")
+      .text("--python", &python, "PATH",
+            std::string("the interpreter with matplotlib (default ") + default_python +
+                "; Debian's python3-matplotlib installs for it)")
+      .epilog(
+          "Exit status: 0 ok; 1 an input missing, unreadable or corrupt, or matplotlib missing;\n"
+          "2 bad flags.\n");
+  if (auto rc = table.parse(argc, argv)) return *rc;
+  const std::string& input = inputs.front();
   if (::access(python.c_str(), X_OK) != 0) {
     std::fprintf(stderr,
                  "dd-node plot: no Python interpreter at %s (%s); on Debian: apt-get install "
@@ -107,7 +82,7 @@ int plot_main(int argc, char** argv) {
   const std::string script = find_script(tried);
   if (script.empty()) {
     std::string where;
-    for (const auto& t : tried) where += (where.empty() ? "" : ", ") + t;
+    for (const auto& path : tried) where += (where.empty() ? "" : ", ") + path;
     std::fprintf(stderr,
                  "dd-node plot: the plotting script dd_plot.py is not installed (tried %s)\n",
                  where.c_str());

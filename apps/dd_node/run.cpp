@@ -38,91 +38,18 @@
 
 #include "actors/nodes/job_runner.hpp"
 #include "actors/nodes/memory_check.hpp"
+#include "apps/dd_node/job_output.hpp"
 #include "apps/dd_node/node_flags.hpp"
 #include "apps/dd_node/run_lock.hpp"
 #include "kernels/all_backends.hpp"
 #include "runtime/config/loader.hpp"
+#include "runtime/config/run_dir_default.hpp"
 #include "util/files.hpp"
+#include "util/flags.hpp"
 
 namespace dd::app {
 
 namespace {
-
-static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free atomic");
-/// The first signal's number (0 = none); polled by run_job.
-std::atomic<int> g_interrupt{0};
-/// Signals received so far.
-std::atomic<int> g_signals{0};
-
-extern "C" void on_stop_signal(int sig) {
-  // Async-signal-safe only: lock-free atomics, write(2), _exit(2).
-  if (g_signals.fetch_add(1) >= 1) {
-    static const char msg[] = "dd-node run: second signal, exiting at once\n";
-    ssize_t ignored = ::write(STDERR_FILENO, msg, sizeof msg - 1);
-    (void)ignored;
-    ::_exit(128 + sig);
-  }
-  g_interrupt.store(sig);
-}
-
-void install_stop_handlers() {
-  struct sigaction sa {};
-  sa.sa_handler = on_stop_signal;
-  sigemptyset(&sa.sa_mask);
-  sa.sa_flags = SA_RESTART;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
-}
-
-void print_run_help(FILE* f) {
-  std::fprintf(f,
-               "usage: dd-node run <experiment.lua> [--name N]... [--set key=value]...\n"
-               "                   [--run-dir DIR] [--progress SECONDS] [--table FILE]\n"
-               "                   [--script-timeout SECONDS] [--resume | --overwrite]\n"
-               "                   [--force-memory] [--http HOST:PORT]\n"
-               "Runs every selected experiment of the file as one in-process cluster (learners,\n"
-               "fragment owners, health monitor, evaluator) and writes its run directory:\n"
-               "events.jsonl, summary.json, experiment.json, run_info.json.\n"
-               "With several experiments they run one after another and a comparison table is\n"
-               "printed (and written as JSON to --table FILE, default runs/comparison.json).\n"
-               "  --name N         run only experiment N (repeatable)\n"
-               "  --set k=v        override a key of every selected experiment, e.g.\n"
-               "                   --set budget.steps=50 (applied after --name selects)\n"
-               "  --run-dir DIR    run directory (one experiment only; default runs/<name>);\n"
-               "                   also moves the owner checkpoints to DIR/checkpoints unless\n"
-               "                   the experiment sets checkpoint.dir\n"
-               "  --progress S     progress line every S seconds (a number >= 0; default 5;\n"
-               "                   0 = off)\n"
-               "  --table FILE     where the comparison table of several experiments is\n"
-               "                   written as JSON (default runs/comparison.json)\n"
-               "  --script-timeout S  wall-clock limit of evaluating the experiment file (and\n"
-               "                   --set values), seconds > 0 (default 10); the script runs in\n"
-               "                   a child process that is killed at the limit\n"
-               "  --resume         continue the run in the run directory (one experiment) that\n"
-               "                   crashed or was interrupted: same run id, owners restored from\n"
-               "                   their checkpoints (or rebuilt), learners from the monitor's\n"
-               "                   record (monitor.json); the budget counts both parts and\n"
-               "                   summary.json says \"resumed\": true\n"
-               "  --overwrite      replace the unfinished run in the run directory\n"
-               "  --force-memory   start even when the memory estimate (dd-node resolve prints\n"
-               "                   it) exceeds the available memory or the address-space limit\n"
-               "                   (RLIMIT_AS); without it such a run is refused (exit 2)\n"
-               "  --http HOST:PORT serve /metrics (Prometheus), /healthz, /readyz and /status\n"
-               "                   (JSON) on this loopback address while the run lasts (port\n"
-               "                   0 = any; printed); off by default\n"
-               "A run directory holds one run: without --resume a new run replaces what a\n"
-               "finished one left there (summary.json, run_info.json, events.jsonl, owner\n"
-               "checkpoints, and a cluster run's nodes.json, chaos.jsonl, nodes/, logs/); an\n"
-               "unfinished run (crashed or killed: no summary.json) is refused without\n"
-               "--resume or --overwrite, as by dd-node launch and dd-node syncer.\n"
-               "A run directory is locked (DIR/LOCK) while a run uses it: a second run on it\n"
-               "exits with status 2. SIGINT/SIGTERM stops gracefully (summary.json gets\n"
-               "\"interrupted\": true; exit status 130/143); a second signal exits at once.\n"
-               "Exit status: 0 ok; 1 runtime failure (also a run that trained no token or lost\n"
-               "a learner for good: summary.json gets \"failed\": true); 2 bad flags, bad\n"
-               "configuration (e.g. a data file too small for the learners) or a locked run\n"
-               "directory; 130/143 interrupted.\n");
-}
 
 std::string table_row(const std::string& name, const nlohmann::json& s, const nlohmann::json& i) {
   auto num = [&](const char* k) {
@@ -140,103 +67,57 @@ std::string table_row(const std::string& name, const nlohmann::json& s, const nl
       static_cast<double>(s.value("bytes_pushed", uint64_t{0})) / 1e6);
 }
 
-/// Parses the value of a numeric flag: a finite number >= 0, the whole string. False (with a
-/// message on stderr) otherwise.
-bool parse_seconds(const char* flag, const char* text, double& out) {
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(text, &end);
-  if (end == text || *end != '\0' || errno == ERANGE || !std::isfinite(v) || v < 0.0) {
-    std::fprintf(stderr, "dd-node run: %s needs a number of seconds >= 0 (0 = off), got '%s'\n",
-                 flag, text);
-    return false;
-  }
-  out = v;
-  return true;
-}
-
 }  // namespace
 
 /// Entry point of `dd-node run`; argv[0] is "run".
 int run_main(int argc, char** argv) {
-  std::string file, run_dir, table_path = "runs/comparison.json";
+  experiment_args ea;
+  std::string table_path = "runs/comparison.json";
   double progress = 5.0;
-  bool resume = false, overwrite = false, force_memory = false;
+  bool force_memory = false;
+  std::string http_text;
+  util::flag_table t("dd-node run", "EXP [flags]",
+                     "Runs every selected experiment of the file as one in-process cluster "
+                     "(learners,\nfragment owners, health monitor, evaluator) and writes its run "
+                     "directory:\nevents.jsonl, summary.json, experiment.json, run_info.json, "
+                     "model.safetensors.\nWith several experiments they run one after another and "
+                     "a comparison table is printed.");
+  add_experiment_flags(t, ea);
+  t.seconds("--progress", &progress, "progress line every S seconds (default 5; 0 = off)")
+      .text("--table", &table_path, "FILE",
+            "where the comparison table of several experiments is written as JSON (default "
+            "runs/comparison.json)")
+      .toggle("--force-memory", &force_memory,
+              "start even when the memory estimate (dd-node resolve prints it) exceeds the "
+              "available memory or the address-space limit (RLIMIT_AS); without it such a run is "
+              "refused (exit 2)")
+      .text("--http", &http_text, "HOST:PORT",
+            "serve /metrics (Prometheus), /healthz, /readyz and /status (JSON) on this loopback "
+            "address while the run lasts (port 0 = any; printed); off by default")
+      .epilog(
+          "A run directory holds one run: without --resume a new run replaces what a\n"
+          "finished one left there (summary.json, run_info.json, events.jsonl, owner\n"
+          "checkpoints, and a cluster run's nodes.json, chaos.jsonl, nodes/, logs/); an\n"
+          "unfinished run (crashed or killed: no summary.json) is refused without\n"
+          "--resume or --overwrite, as by dd-node launch and dd-node syncer. --resume and\n"
+          "--run-dir need a single experiment (select it with --name).\n"
+          "A run directory is locked (DIR/LOCK) while a run uses it: a second run on it\n"
+          "exits with status 2. SIGINT/SIGTERM stops gracefully (summary.json gets\n"
+          "\"interrupted\": true; exit status 130/143); a second signal exits at once.\n"
+          "Exit status: 0 ok; 1 runtime failure (also a run that trained no token or lost\n"
+          "a learner for good: summary.json gets \"failed\": true); 2 bad flags, bad\n"
+          "configuration (e.g. a data file too small for the learners) or a locked run\n"
+          "directory; 130/143 interrupted.\n");
+  if (auto rc = t.parse(argc, argv)) return *rc;
   std::pair<std::string, uint16_t> http;
-  config::load_options lo;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto need = [&](const char* flag) -> const char* {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "dd-node run: %s needs a value\n", flag);
-        return nullptr;
-      }
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      print_run_help(stdout);
-      return 0;
-    } else if (a == "--name") {
-      const char* v = need("--name");
-      if (v == nullptr) return 2;
-      lo.names.emplace_back(v);
-    } else if (a == "--set") {
-      const char* v = need("--set");
-      if (v == nullptr) return 2;
-      lo.overrides.emplace_back(v);
-    } else if (a == "--resume") {
-      resume = true;
-    } else if (a == "--overwrite") {
-      overwrite = true;
-    } else if (a == "--force-memory") {
-      force_memory = true;
-    } else if (a == "--http") {
-      const char* v = need("--http");
-      if (v == nullptr || !parse_http_flag("dd-node run", v, false, http)) return 2;
-    } else if (a == "--run-dir") {
-      const char* v = need("--run-dir");
-      if (v == nullptr) return 2;
-      run_dir = v;
-    } else if (a == "--progress") {
-      const char* v = need("--progress");
-      if (v == nullptr || !parse_seconds("--progress", v, progress)) return 2;
-    } else if (a == "--script-timeout") {
-      const char* v = need("--script-timeout");
-      std::string why;
-      if (v == nullptr) return 2;
-      if (!config::parse_script_timeout(v, lo.script_timeout, why)) {
-        std::fprintf(stderr, "dd-node run: %s\n", why.c_str());
-        return 2;
-      }
-    } else if (a == "--table") {
-      const char* v = need("--table");
-      if (v == nullptr) return 2;
-      table_path = v;
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "dd-node run: unknown flag '%s'\n", a.c_str());
-      print_run_help(stderr);
-      return 2;
-    } else if (file.empty()) {
-      file = a;
-    } else {
-      std::fprintf(stderr, "dd-node run: more than one experiment file given\n");
-      return 2;
-    }
-  }
-  if (file.empty()) {
-    print_run_help(stderr);
-    return 2;
-  }
-  lo.run_dir = run_dir;  // moves the default checkpoint.dir with it
-  auto loaded = config::load_file(file, lo);
-  if (!loaded.ok()) {
-    std::fprintf(stderr, "%s", loaded.error_text().c_str());
-    return 2;
-  }
-  if (resume && overwrite) {
-    std::fprintf(stderr, "dd-node run: --resume and --overwrite exclude each other\n");
-    return 2;
-  }
+  if (!http_text.empty() && !parse_http_flag("dd-node run", http_text, false, http)) return 2;
+  const std::string& file = ea.file();
+  run_dir_mode mode{};
+  if (!ea.mode("dd-node run", mode)) return 2;
+  const bool resume = ea.resume;
+  const std::string run_dir = ea.load.run_dir;  // moves the default checkpoint.dir with it
+  config::load_result loaded;
+  if (!ea.load_experiments("dd-node run", /*single=*/false, loaded)) return 2;
   if (resume && loaded.experiments.size() > 1) {
     std::fprintf(stderr, "dd-node run: --resume needs a single experiment (use --name)\n");
     return 2;
@@ -325,91 +206,26 @@ int run_main(int argc, char** argv) {
       return 2;
     }
   }
-  // Lock every run directory, and every checkpoint directory outside its run directory (a run
-  // deletes its fragments' old checkpoints as it starts), before anything is written.
-  std::vector<run_dir_lock> locks;
-  std::vector<std::string> locked;
-  auto lock_dir = [&](const std::string& dir, const std::string& name, bool checkpoints) {
-    std::error_code ec;
-    std::filesystem::create_directories(dir, ec);
-    std::string key =
-        std::filesystem::weakly_canonical(std::filesystem::absolute(dir), ec).string();
-    if (ec) key = dir;
-    if (std::find(locked.begin(), locked.end(), key) != locked.end()) return true;
-    std::string error;
-    auto lock = checkpoints ? run_dir_lock::acquire(dir, error, "checkpoint directory",
-                                                    "point checkpoint.dir elsewhere")
-                            : run_dir_lock::acquire(dir, error);
-    if (!lock.held()) {
-      std::fprintf(stderr, "dd-node run: %s: %s\n", name.c_str(), error.c_str());
-      return false;
-    }
-    locks.push_back(std::move(lock));
-    locked.push_back(key);
-    return true;
-  };
-  for (const auto& exp : loaded.experiments) {
-    const std::string dir = !run_dir.empty()       ? run_dir
-                            : !exp.run_dir.empty() ? exp.run_dir
-                                                   : "runs/" + exp.name;
-    if (!lock_dir(dir, exp.name, false)) return 2;
-    if (!exp.checkpoint.dir.empty() && checkpoint_dir_outside(dir, exp.checkpoint.dir) &&
-        !lock_dir(exp.checkpoint.dir, exp.name + ": checkpoint.dir", true))
-      return 2;
-    // The rule of dd-node launch and dd-node syncer: an unfinished run is never replaced
-    // silently.
-    if (!resume && !overwrite && inspect_run_dir(dir) == run_dir_state::unfinished) {
-      std::fprintf(stderr,
-                   "dd-node run: %s: run directory '%s' holds an unfinished run (no "
-                   "summary.json): continue it with --resume, or replace it with --overwrite\n",
-                   exp.name.c_str(), dir.c_str());
-      return 2;
-    }
-  }
-  if (!resume)
-    for (const auto& exp : loaded.experiments) {
-      const std::string dir = !run_dir.empty()       ? run_dir
-                              : !exp.run_dir.empty() ? exp.run_dir
-                                                     : "runs/" + exp.name;
-      const auto removed = clear_cluster_files(dir);
-      std::string names;
-      for (const auto& n : removed) names += (names.empty() ? "" : ", ") + n;
-      if (!names.empty())
-        std::fprintf(stderr, "dd-node run: %s: removed the earlier cluster run's %s from '%s'\n",
-                     exp.name.c_str(), names.c_str(), dir.c_str());
-    }
-  if (resume) {
-    // What can be continued: a run that crashed (events but no summary.json) or one that was
-    // interrupted (summary.json says so). A finished run or an empty directory cannot.
-    const auto& exp = loaded.experiments.front();
-    const std::string dir = !run_dir.empty()       ? run_dir
-                            : !exp.run_dir.empty() ? exp.run_dir
-                                                   : "runs/" + exp.name;
-    if (const auto why = why_not_resumable(dir); !why.empty()) {
-      std::fprintf(stderr, "dd-node run: --resume: run directory '%s' holds %s\n", dir.c_str(),
-                   why.c_str());
-      return 2;
-    }
-    if (const auto why = experiment_change_on_resume(dir, config::to_json(exp)); !why.empty()) {
-      std::fprintf(stderr, "dd-node run: --resume: run directory '%s' holds %s\n", dir.c_str(),
-                   why.c_str());
-      return 2;
-    }
-  }
-  install_stop_handlers();
+  // Every run directory (and checkpoint directory outside it) is locked and checked before
+  // anything is written.
+  run_dir_opener dirs("dd-node run", mode, /*name_in_lines=*/true);
+  for (const auto& exp : loaded.experiments)
+    if (!dirs.open(exp)) return 2;
+  dirs.begin();
+  install_node_stop_handlers("dd-node run");
   // Each row names its run directory, where `dd-node plot TABLE` finds the experiment's curves.
   auto dir_of = [&](const config::experiment& exp) {
-    return !run_dir.empty() ? run_dir : !exp.run_dir.empty() ? exp.run_dir : "runs/" + exp.name;
+    return !run_dir.empty() ? run_dir : config::run_dir_of(exp);
   };
   nlohmann::json table = nlohmann::json::array();
   std::vector<std::string> rows;
   int failed = 0;
   for (const auto& exp : loaded.experiments) {
-    if (g_interrupt.load() != 0) break;  // interrupted between two experiments
+    if (g_node_interrupt.load() != 0) break;  // interrupted between two experiments
     actors::run_options ro;
     ro.run_dir = run_dir;
     ro.progress_every_s = progress;
-    ro.interrupt = &g_interrupt;
+    ro.interrupt = &g_node_interrupt;
     ro.resume = resume;
     ro.http = http;
     std::printf("== %s: M = %d learners, P = %d fragments, H = %d, K = %s, budget %s\n",
@@ -430,15 +246,7 @@ int run_main(int argc, char** argv) {
       std::fprintf(stderr, "dd-node run: %s did not finish\n", exp.name.c_str());
       return 1;
     }
-    // A readable summary; every key is in <run_dir>/summary.json.
-    std::printf("%s", actors::summary_text(exp.name, r, dir_of(exp)).c_str());
-    std::fflush(stdout);
-    if (r.failed) {
-      ++failed;
-      std::fprintf(stderr, "dd-node run: %s failed: %s\n", exp.name.c_str(),
-                   r.failure_reason.c_str());
-      std::fflush(stderr);
-    }
+    if (report_job_result("dd-node run", exp.name, r, dir_of(exp))) ++failed;
     rows.push_back(table_row(exp.name, r.summary, r.info));
     table.push_back({{"experiment", exp.name},
                      {"run_dir", dir_of(exp)},
@@ -458,7 +266,7 @@ int run_main(int argc, char** argv) {
       std::printf("comparison written to %s\n", table_path.c_str());
     }
   }
-  if (const int sig = g_interrupt.load(); sig != 0) return 128 + sig;
+  if (const int sig = g_node_interrupt.load(); sig != 0) return 128 + sig;
   if (failed > 0) {
     if (loaded.experiments.size() > 1)
       std::fprintf(stderr, "dd-node run: %d of %zu experiments failed\n", failed,

@@ -6,12 +6,18 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <string>
 #include <vector>
+
+#include "runtime/config/run_dir_default.hpp"
+#include "runtime/run_dir.hpp"
+#include "util/parse.hpp"
 
 namespace dd::app {
 
@@ -95,12 +101,66 @@ bool checkpoint_dir_outside(const std::string& run_dir, const std::string& check
   return rel.empty() || *rel.begin() == "..";
 }
 
-bool lock_checkpoint_dir(const std::string& run_dir, const std::string& checkpoint_dir,
-                         run_dir_lock& out, std::string& error) {
-  if (checkpoint_dir.empty() || !checkpoint_dir_outside(run_dir, checkpoint_dir)) return true;
-  out = run_dir_lock::acquire(checkpoint_dir, error, "checkpoint directory",
-                              "point checkpoint.dir elsewhere");
-  return out.held();
+run_dir_opener::run_dir_opener(std::string who, run_dir_mode mode, bool name_in_lines)
+    : who_(std::move(who)),
+      mode_(mode),
+      name_in_lines_(name_in_lines),
+      parent_holds_(lock_held_by_parent()) {}
+
+bool run_dir_opener::lock_held_by_parent() {
+  const char* holder = std::getenv("DD_LAUNCH_LOCK_PID");
+  int pid = 0;
+  return holder != nullptr && util::parse_number(holder, pid) &&
+         pid == static_cast<int>(::getppid());
+}
+
+bool run_dir_opener::lock(const std::string& dir, const std::string& prefix, bool checkpoints) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::string key = std::filesystem::weakly_canonical(std::filesystem::absolute(dir), ec).string();
+  if (ec) key = dir;
+  for (const auto& k : locked_)
+    if (k == key) return true;
+  std::string error;
+  auto l = checkpoints ? run_dir_lock::acquire(dir, error, "checkpoint directory",
+                                               "point checkpoint.dir elsewhere")
+                       : run_dir_lock::acquire(dir, error);
+  if (!l.held()) {
+    std::fprintf(stderr, "%s: %s\n", prefix.c_str(), error.c_str());
+    return false;
+  }
+  locks_.push_back(std::move(l));
+  locked_.push_back(key);
+  return true;
+}
+
+bool run_dir_opener::open(const config::experiment& exp) {
+  const std::string dir = config::run_dir_of(exp);
+  last_dir_ = dir;
+  const std::string prefix = name_in_lines_ ? who_ + ": " + exp.name : who_;
+  if (!parent_holds_) {
+    if (!lock(dir, prefix, false)) return false;
+    if (!exp.checkpoint.dir.empty() && checkpoint_dir_outside(dir, exp.checkpoint.dir) &&
+        !lock(exp.checkpoint.dir, who_ + ": " + exp.name + ": checkpoint.dir", true))
+      return false;
+  }
+  if (const auto why = run_dir_refusal(dir, mode_, config::to_json(exp)); !why.empty()) {
+    std::fprintf(stderr, "%s: %s\n", prefix.c_str(), why.c_str());
+    return false;
+  }
+  if (mode_ != run_dir_mode::resume && !parent_holds_) to_begin_.emplace_back(prefix, dir);
+  return true;
+}
+
+void run_dir_opener::begin() {
+  for (const auto& [prefix, dir] : to_begin_) {
+    std::string names;
+    for (const auto& n : clear_cluster_files(dir)) names += (names.empty() ? "" : ", ") + n;
+    if (!names.empty())
+      std::fprintf(stderr, "%s: removed the earlier cluster run's %s from '%s'\n", prefix.c_str(),
+                   names.c_str(), dir.c_str());
+  }
+  to_begin_.clear();
 }
 
 }  // namespace dd::app

@@ -7,6 +7,10 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include "runtime/config/experiment.hpp"
+#include "runtime/run_dir_rules.hpp"
 
 namespace dd::app {
 
@@ -43,11 +47,42 @@ std::string lock_holder(const std::string& pid);
 /// it and it needs its own). Paths are compared made absolute and canonical as far as they exist.
 bool checkpoint_dir_outside(const std::string& run_dir, const std::string& checkpoint_dir);
 
-/// Locks `checkpoint_dir` (as "checkpoint directory") when it lies outside `run_dir`; a
-/// checkpoint directory inside the run directory is covered by the run directory's lock and
-/// gets an empty lock back. False with `error` set when another process holds it: two runs
-/// never share owner checkpoints (a run deletes its fragments' old checkpoints as it starts).
-bool lock_checkpoint_dir(const std::string& run_dir, const std::string& checkpoint_dir,
-                         run_dir_lock& out, std::string& error);
+/// The one run-directory opener of `dd-node run`, `syncer` and `launch`: for each experiment it
+/// takes the run directory's lock and its checkpoint directory's (when that lies outside), then
+/// applies run_dir_refusal (runtime/run_dir.hpp: an unfinished run needs --resume or
+/// --overwrite; --resume needs a resumable run of the same experiment); begin() then clears an
+/// earlier cluster run's files from each new run's directory. Every refusal is one line on
+/// stderr; the command exits 2. Holds its locks for its life. main() thread only.
+class run_dir_opener {
+ public:
+  /// `who` starts every line ("dd-node run"); with `name_in_lines` lines name the experiment
+  /// too ("dd-node run: NAME: ...", for a command that runs several).
+  run_dir_opener(std::string who, run_dir_mode mode, bool name_in_lines = false);
+
+  /// The launcher (DD_LAUNCH_LOCK_PID, our parent) holds the locks for its children and has
+  /// cleared the earlier run's files itself: open() only checks, begin() removes nothing.
+  static bool lock_held_by_parent();
+
+  /// Opens the run directory of `exp` (config::run_dir_of); false after one
+  /// line on stderr. A directory this opener already holds is not locked twice.
+  bool open(const config::experiment& exp);
+  /// Starts the runs: removes an earlier cluster run's files (clear_cluster_files) from every
+  /// directory opened for a new run and locked here, one line for each that held any.
+  void begin();
+  /// The run directory of the last open().
+  const std::string& dir() const { return last_dir_; }
+
+ private:
+  bool lock(const std::string& dir, const std::string& prefix, bool checkpoints);
+
+  std::string who_;
+  run_dir_mode mode_;
+  bool name_in_lines_;
+  bool parent_holds_;
+  std::vector<run_dir_lock> locks_;
+  std::vector<std::string> locked_;                            ///< canonical paths
+  std::vector<std::pair<std::string, std::string>> to_begin_;  ///< (line prefix, dir)
+  std::string last_dir_;
+};
 
 }  // namespace dd::app

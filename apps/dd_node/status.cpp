@@ -10,7 +10,9 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <fmt/format.h>
 #include <caf/all.hpp>
@@ -22,6 +24,7 @@
 #include "actors/nodes/node_config.hpp"
 #include "apps/dd_node/node_flags.hpp"
 #include "messages/control.hpp"
+#include "runtime/nodes_file.hpp"
 
 namespace dd::app {
 
@@ -69,33 +72,35 @@ std::string finished_note(const std::string& where) {
 /// `error` set and `rc` the exit status: 2 for no run there (a missing directory, or one that
 /// holds no run), 1 for a run that finished (nothing is live to ask).
 bool syncer_address(const std::string& where, std::pair<std::string, uint16_t>& out,
-                    nlohmann::json* nodes, std::string& error, int& rc) {
+                    std::optional<dd::nodes_file>* nodes, std::string& error, int& rc) {
   std::error_code ec;
   rc = 2;
   if (fs::is_directory(where, ec)) {
-    std::ifstream in(fs::path(where) / "nodes.json");
-    if (!in && fs::exists(fs::path(where) / "summary.json", ec)) {
+    const bool have_nodes = fs::exists(fs::path(where) / "nodes.json", ec);
+    if (!have_nodes && fs::exists(fs::path(where) / "summary.json", ec)) {
       error = finished_note(where);
       rc = 1;
       return false;
     }
-    if (!in && !fs::exists(fs::path(where) / "events.jsonl", ec)) {
+    if (!have_nodes && !fs::exists(fs::path(where) / "events.jsonl", ec)) {
       error = "no run in '" + where + "' (no nodes.json, events.jsonl or summary.json)";
       return false;
     }
-    if (!in) {
+    if (!have_nodes) {
       error = "'" + where +
               "' holds no nodes.json (not started by dd-node launch?); give the "
               "syncer's HOST:PORT instead";
       return false;
     }
     try {
-      *nodes = nlohmann::json::parse(in);
-      for (const auto& n : (*nodes)["nodes"])
-        if (n["role"] == "syncer")
-          return parse_endpoint(n["listen"].get<std::string>(), out, error);
-    } catch (const std::exception& e) {
-      error = std::string("nodes.json: ") + e.what();
+      *nodes = dd::load_nodes_file((fs::path(where) / "nodes.json").string());
+      for (const auto& n : (*nodes)->nodes)
+        if (n.role == "syncer") return parse_endpoint(n.listen, out, error);
+    } catch (const dd::nodes_file_error& e) {
+      // A finished run's leftover nodes file is not asked, readable or not.
+      error = finished_note(where);
+      rc = error.empty() ? 2 : 1;
+      if (error.empty()) error = e.what();
       return false;
     }
     error = finished_note(where);
@@ -116,8 +121,8 @@ bool syncer_address(const std::string& where, std::pair<std::string, uint16_t>& 
 
 /// Asks the monitor one (atom, request bytes) and hands back the reply's bytes.
 template <class Atom>
-int ask_monitor(const char* who, const std::string& where, nlohmann::json* nodes, wire_bytes* reply,
-                Atom atom, const wire_bytes& request) {
+int ask_monitor(const char* who, const std::string& where, std::optional<dd::nodes_file>* nodes,
+                wire_bytes* reply, Atom atom, const wire_bytes& request) {
   std::pair<std::string, uint16_t> addr;
   std::string error;
   int rc = 2;
@@ -153,8 +158,8 @@ int ask_monitor(const char* who, const std::string& where, nlohmann::json* nodes
 
 /// dd-node status's question: it names no run (the operator may not know it; the monitor
 /// answers a read-only status request of no run). The reply's envelope names the run.
-int ask_status(const char* who, const std::string& where, nlohmann::json* nodes, status_reply* out,
-               std::string* run_id) {
+int ask_status(const char* who, const std::string& where, std::optional<dd::nodes_file>* nodes,
+               status_reply* out, std::string* run_id) {
   wire_bytes bytes;
   if (int rc = ask_monitor(who, where, nodes, &bytes, atoms::status_atom_v,
                            encode(status_request{}, {"", 0}));
@@ -176,22 +181,26 @@ int ask_status(const char* who, const std::string& where, nlohmann::json* nodes,
 
 /// Entry point of `dd-node status`.
 int status_main(int argc, char** argv) {
-  if (argc < 2 || std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h") {
-    std::fprintf(argc < 2 ? stderr : stdout,
-                 "usage: dd-node status RUN_DIR|HOST:PORT [--json]\n"
-                 "Prints the live view of a running cluster from its syncer's health monitor:\n"
-                 "run id, learners (incarnation, live, node, step, tokens, seconds since the last\n"
-                 "heartbeat), fragment versions; with a run directory also every process of the\n"
-                 "nodes file. --json prints the monitor's JSON. Exit status: 0 ok, 1 syncer not\n"
-                 "reachable or the run finished (\"run finished at ...\"), 2 bad arguments or no\n"
-                 "run in RUN_DIR.\n");
-    return argc < 2 ? 2 : 0;
-  }
-  const bool as_json = argc > 2 && std::string(argv[2]) == "--json";
-  nlohmann::json nodes;
+  std::vector<std::string> where;
+  bool as_json = false;
+  util::flag_table t(
+      "dd-node status", "RUN_DIR|HOST:PORT [--json]",
+      "Prints the live view of a running cluster from its syncer's health monitor:\n"
+      "run id, learners (incarnation, live, node, step, tokens, seconds since the last\n"
+      "heartbeat), fragment versions; with a run directory also every process of the\n"
+      "nodes file.");
+  t.positionals(&where, 1, 1, "RUN_DIR|HOST:PORT",
+                "a run directory of dd-node launch (its nodes.json names the syncer) or the "
+                "syncer's address")
+      .toggle("--json", &as_json, "print the monitor's JSON")
+      .epilog(
+          "Exit status: 0 ok, 1 syncer not reachable or the run finished (\"run finished at\n"
+          "...\"), 2 bad arguments or no run in RUN_DIR.\n");
+  if (auto rc = t.parse(argc, argv)) return *rc;
+  std::optional<dd::nodes_file> nodes;
   status_reply reply;
   std::string run_id;
-  if (int rc = ask_status("status", argv[1], &nodes, &reply, &run_id); rc != 0) return rc;
+  if (int rc = ask_status("status", where.front(), &nodes, &reply, &run_id); rc != 0) return rc;
   auto s = nlohmann::json::parse(reply.json);
   if (as_json) {
     std::printf("%s\n", s.dump(2).c_str());
@@ -221,42 +230,42 @@ int status_main(int argc, char** argv) {
       v += fmt::format(" {}:v{}", p, ver.get<uint64_t>());
     std::printf("fragments:%s\n", v.c_str());
   }
-  if (nodes.is_object())
-    for (const auto& n : nodes["nodes"])
-      std::printf("process %-12s %-8s pid %-7d incarnation %d  %s\n",
-                  n["name"].get<std::string>().c_str(), n["state"].get<std::string>().c_str(),
-                  n["pid"].get<int>(), n["incarnation"].get<int>(),
-                  n["log"].get<std::string>().c_str());
+  if (nodes)
+    for (const auto& n : nodes->nodes)
+      std::printf("process %-12s %-8s pid %-7d incarnation %d  %s\n", n.name.c_str(),
+                  n.state.c_str(), n.pid, n.incarnation, n.log.c_str());
   return 0;
 }
 
 /// Entry point of `dd-node drain`.
 int drain_main(int argc, char** argv) {
-  const bool help = argc > 1 && (std::string(argv[1]) == "--help" || std::string(argv[1]) == "-h");
-  if (argc < 3 || help) {
-    std::fprintf(help ? stdout : stderr,
-                 "usage: dd-node drain learner:N RUN_DIR|HOST:PORT\n"
-                 "Removes learner N gracefully: it stops at its next step, waits until its final\n"
-                 "pushes are merged, and leaves (a learner process whose learners all left exits\n"
-                 "0; dd-node launch does not restart it). Exit status: 0 asked, 1 syncer not\n"
-                 "reachable, the run finished, or the learner cannot be drained (no such\n"
-                 "learner, not joined, finished, or not connected: its link is down), 2 bad\n"
-                 "arguments or no run in RUN_DIR.\n");
-    return help ? 0 : 2;
-  }
-  const std::string target = argv[1];
+  std::vector<std::string> args;
+  util::flag_table t(
+      "dd-node drain", "learner:N RUN_DIR|HOST:PORT",
+      "Removes learner N gracefully: it stops at its next step, waits until its final\n"
+      "pushes are merged, and leaves (a learner process whose learners all left exits\n"
+      "0; dd-node launch does not restart it).");
+  t.positionals(&args, 2, 2, "learner:N RUN_DIR|HOST:PORT",
+                "the learner, and a run directory of dd-node launch or the syncer's address")
+      .epilog(
+          "Exit status: 0 asked, 1 syncer not reachable, the run finished, or the learner cannot\n"
+          "be drained (no such learner, not joined, finished, or not connected: its link is\n"
+          "down), 2 bad arguments or no run in RUN_DIR.\n");
+  if (auto rc = t.parse(argc, argv)) return *rc;
+  const std::string target = args[0];
+  const std::string where = args[1];
   std::vector<int32_t> ids;
   if (target.rfind("learner:", 0) != 0 || !parse_ids(target.substr(8), ids) || ids.size() != 1) {
     std::fprintf(stderr, "dd-node drain: the target must be learner:N, got '%s'\n", target.c_str());
     return 2;
   }
   // A drain changes the run: it names the run, learned from a status reply first.
-  nlohmann::json nodes;
+  std::optional<dd::nodes_file> nodes;
   status_reply status;
   std::string run_id;
-  if (int rc = ask_status("drain", argv[2], &nodes, &status, &run_id); rc != 0) return rc;
+  if (int rc = ask_status("drain", where, &nodes, &status, &run_id); rc != 0) return rc;
   wire_bytes bytes;
-  if (int rc = ask_monitor("drain", argv[2], &nodes, &bytes, atoms::drain_atom_v,
+  if (int rc = ask_monitor("drain", where, &nodes, &bytes, atoms::drain_atom_v,
                            encode(drain_msg{ids.front()}, {run_id, 0}));
       rc != 0)
     return rc;

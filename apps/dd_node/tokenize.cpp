@@ -15,36 +15,13 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
-#include "apps/dd_node/node_flags.hpp"
 #include "runtime/subword.hpp"
 #include "runtime/token_files.hpp"
 #include "util/files.hpp"
+#include "util/flags.hpp"
 #include "util/parse.hpp"
 
 namespace dd::app {
-
-namespace {
-
-void print_tokenize_help(FILE* f) {
-  std::fprintf(
-      f,
-      "usage: dd-node tokenize --train-tokenizer --vocab N TEXT... --out DIR [--val-fraction F]\n"
-      "       dd-node tokenize --tokenizer PATH TEXT... --out DIR [--val-fraction F]\n"
-      "Encodes text files into llm.c token shards (data.kind = \"tokens\") with a SentencePiece\n"
-      "unigram tokenizer: trained here on the TEXT files (--train-tokenizer), or an existing one.\n"
-      "Writes DIR/tokenizer.model, DIR/tokenizer.json (Hugging Face tokenizers), and for each\n"
-      "TEXT DIR/<name>_train.bin and DIR/<name>_val.bin, and DIR/tokenize.json (counts, MB/s).\n"
-      "  --train-tokenizer  train a new tokenizer on the TEXT files\n"
-      "  --vocab N          its vocabulary size, 16..1048576 (with --train-tokenizer)\n"
-      "  --tokenizer PATH   use this SentencePiece model (file, or a directory holding\n"
-      "                     tokenizer.model) instead\n"
-      "  --out DIR          where everything is written (created)\n"
-      "  --val-fraction F   the last F of each text (cut at a line end) goes to _val.bin,\n"
-      "                     in [0, 1) (default 0.1; 0 writes no _val.bin)\n"
-      "Exit status: 0 ok; 1 runtime failure; 2 bad flags.\n");
-}
-
-}  // namespace
 
 /// Entry point of `dd-node tokenize`; argv[0] is "tokenize".
 int tokenize_main(int argc, char** argv) {
@@ -53,36 +30,31 @@ int tokenize_main(int argc, char** argv) {
   double val_fraction = 0.1;
   std::string tokenizer, out;
   std::vector<std::string> texts;
-  flag_cursor f("dd-node tokenize", argc, argv);
-  while (f.next()) {
-    const std::string a = f.arg();
-    if (a == "--help" || a == "-h") {
-      print_tokenize_help(stdout);
-      return 0;
-    } else if (a == "--train-tokenizer") {
-      train = true;
-    } else if (a == "--vocab") {
-      if (!f.count(a, vocab, 16, 1 << 20)) return 2;
-    } else if (a == "--tokenizer" || a == "--out") {
-      const char* v = f.value(a);
-      if (v == nullptr) return 2;
-      (a == "--out" ? out : tokenizer) = v;
-    } else if (a == "--val-fraction") {
-      const char* v = f.value(a);
-      if (v == nullptr) return 2;
-      if (!util::parse_number(v, val_fraction) || !(val_fraction >= 0 && val_fraction < 1)) {
-        std::fprintf(stderr,
-                     "dd-node tokenize: --val-fraction needs a number in [0, 1), got '%s'\n", v);
-        return 2;
-      }
-    } else if (!a.empty() && a[0] == '-') {
-      std::fprintf(stderr, "dd-node tokenize: unknown flag '%s'\n", a.c_str());
-      print_tokenize_help(stderr);
-      return 2;
-    } else {
-      texts.push_back(a);
-    }
-  }
+  util::flag_table table(
+      "dd-node tokenize",
+      "--train-tokenizer --vocab N TEXT... --out DIR [--val-fraction F]\n"
+      "       dd-node tokenize --tokenizer PATH TEXT... --out DIR [--val-fraction F]",
+      "Encodes text files into llm.c token shards (data.kind = \"tokens\") with a SentencePiece\n"
+      "unigram tokenizer: trained here on the TEXT files (--train-tokenizer), or an existing one.\n"
+      "Writes DIR/tokenizer.model, DIR/tokenizer.json (Hugging Face tokenizers), and for each\n"
+      "TEXT DIR/<name>_train.bin and DIR/<name>_val.bin, and DIR/tokenize.json (counts, MB/s).");
+  table.positionals(&texts, 0, 1 << 20, "TEXT...", "the text files")
+      .toggle("--train-tokenizer", &train, "train a new tokenizer on the TEXT files")
+      .count("--vocab", &vocab, 16, 1 << 20, "N",
+             "its vocabulary size, 16..1048576 (with --train-tokenizer)")
+      .text("--tokenizer", &tokenizer, "PATH",
+            "use this SentencePiece model (file, or a directory holding tokenizer.model) instead")
+      .text("--out", &out, "DIR", "where everything is written (created)")
+      .custom("--val-fraction", "F",
+              "the last F of each text (cut at a line end) goes to _val.bin, in [0, 1) (default "
+              "0.1; 0 writes no _val.bin)",
+              [&](const std::string& v) -> std::string {
+                if (util::parse_number(v, val_fraction) && val_fraction >= 0 && val_fraction < 1)
+                  return {};
+                return "needs a number in [0, 1), got '" + v + "'";
+              })
+      .epilog("Exit status: 0 ok; 1 runtime failure; 2 bad flags.\n");
+  if (auto rc = table.parse(argc, argv)) return *rc;
   std::string why;
   if (texts.empty())
     why = "no TEXT file given";
@@ -96,7 +68,7 @@ int tokenize_main(int argc, char** argv) {
     why = "--vocab applies to --train-tokenizer only";
   if (!why.empty()) {
     std::fprintf(stderr, "dd-node tokenize: %s\n", why.c_str());
-    print_tokenize_help(stderr);
+    table.print_help(stderr);
     return 2;
   }
   namespace fs = std::filesystem;

@@ -9,8 +9,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
-#include <map>
+#include <limits>
 #include <stdexcept>
 #include <string>
 
@@ -19,11 +18,12 @@
 
 #include "kernels/all_backends.hpp"
 #include "kernels/backend.hpp"
+#include "runtime/config/run_dir_default.hpp"
 #include "runtime/data.hpp"
 #include "runtime/gpt.hpp"
 #include "runtime/trainer.hpp"
 #include "util/files.hpp"
-#include "util/parse.hpp"
+#include "util/flags.hpp"
 
 namespace dd::app {
 
@@ -48,146 +48,70 @@ struct train_flags {
   int64_t eval_every = 200;
   int eval_batches = 20;
   uint64_t seed = 1337;
-  std::string out = "runs/train";
+  std::string out = config::default_run_dir("train");
   int64_t checkpoint_every = 0;
   std::string resume;
   bool require_checksum = false;
   int64_t log_every = 10;
 };
 
-void print_help(FILE* f) {
+/// The flag table of `dd-node train`, writing into `f` (whose values are the defaults shown).
+util::flag_table train_table(train_flags& f) {
   const train_flags d;
-  std::fprintf(
-      f, "%s",
-      fmt::format(
-          "usage: dd-node train [flags]\n"
-          "Trains one GPT learner alone (no syncer) on a byte-level text file.\n\n"
-          "  --data PATH            text file (default {})\n"
-          "  --backend NAME         cpu | reference | cuda (default {})\n"
-          "  --threads N            CPU threads for the backend, 0 = all (default {})\n"
-          "  --steps N              inner steps (default {})\n"
-          "  --batch B              sequences per step (default {})\n"
-          "  --context T            sequence length = model context (default {})\n"
-          "  --layers L             transformer blocks (default {})\n"
-          "  --heads H              attention heads (default {})\n"
-          "  --width C              model width (default {})\n"
-          "  --vocab V              vocabulary size, >= 256; the data stays bytes, so V > 256\n"
-          "                         only sizes the embedding and LM head (speed at a\n"
-          "                         tokenizer's vocabulary, e.g. 50257) (default {})\n"
-          "  --lr X                 peak learning rate (default {})\n"
-          "  --warmup N             linear warmup steps (default {})\n"
-          "  --min-lr-ratio X       cosine floor as a fraction of lr (default {})\n"
-          "  --grad-clip X          global grad-norm clip, 0 = off (default {})\n"
-          "  --weight-decay X       AdamW weight decay on 2-D weights (default {})\n"
-          "  --eval-every N         validation every N steps, 0 = only at the end (default {})\n"
-          "  --eval-batches N       validation batches of (B, T) (default {})\n"
-          "  --seed N               model init and data order (default {})\n"
-          "  --out DIR              run directory (default {})\n"
-          "  --checkpoint-every N   checkpoint every N steps, 0 = only at the end (default {})\n"
-          "  --resume FILE          continue from a checkpoint written by this command\n"
-          "  --require-checksum     refuse a --resume file without a dd_crc32c checksum\n"
-          "                         (one written by another tool; default: load it\n"
-          "                         with a warning)\n"
-          "  --log-every N          progress line every N steps (default {})\n"
-          "  --help                 this text\n",
-          d.data, d.backend, d.threads, d.steps, d.batch, d.context, d.layers, d.heads, d.width,
-          d.vocab, d.lr, d.warmup, d.min_lr_ratio, d.grad_clip, d.weight_decay, d.eval_every,
-          d.eval_batches, d.seed, d.out, d.checkpoint_every, d.log_every)
-          .c_str());
-}
-
-struct usage_error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-int64_t parse_int(const std::string& flag, const std::string& v, int64_t lo) {
-  long long x = 0;
-  if (!util::parse_number(v, x))
-    throw usage_error(fmt::format("{} expects an integer, got '{}'", flag, v));
-  if (x < lo) throw usage_error(fmt::format("{} must be >= {}, got {}", flag, lo, x));
-  return x;
-}
-
-double parse_double(const std::string& flag, const std::string& v) {
-  double x = 0;
-  if (!util::parse_number(v, x)) {
-    const bool non_finite = v.find_first_of("0123456789") != std::string::npos || v == "nan" ||
-                            v == "inf" || v == "-inf" || v == "infinity";
-    throw usage_error(
-        fmt::format("{} expects a {}number, got '{}'", flag, non_finite ? "finite " : "", v));
-  }
-  return x;
-}
-
-// Returns false when --help was given.
-bool parse_flags(int argc, char** argv, train_flags& f) {
-  std::map<std::string, std::function<void(const std::string&)>> setters = {
-      {"--data", [&](const std::string& v) { f.data = v; }},
-      {"--backend",
-       [&](const std::string& v) {
-         if (v != "cpu" && v != "reference" && v != "cuda")
-           throw usage_error(fmt::format("--backend must be cpu, reference or cuda, got '{}'", v));
-         f.backend = v;
-       }},
-      {"--threads",
-       [&](const std::string& v) { f.threads = static_cast<int>(parse_int("--threads", v, 0)); }},
-      {"--steps", [&](const std::string& v) { f.steps = parse_int("--steps", v, 1); }},
-      {"--batch",
-       [&](const std::string& v) { f.batch = static_cast<int>(parse_int("--batch", v, 1)); }},
-      {"--context",
-       [&](const std::string& v) { f.context = static_cast<int>(parse_int("--context", v, 1)); }},
-      {"--layers",
-       [&](const std::string& v) { f.layers = static_cast<int>(parse_int("--layers", v, 1)); }},
-      {"--heads",
-       [&](const std::string& v) { f.heads = static_cast<int>(parse_int("--heads", v, 1)); }},
-      {"--vocab",
-       [&](const std::string& v) { f.vocab = static_cast<int>(parse_int("--vocab", v, 256)); }},
-      {"--width",
-       [&](const std::string& v) { f.width = static_cast<int>(parse_int("--width", v, 1)); }},
-      {"--lr", [&](const std::string& v) { f.lr = parse_double("--lr", v); }},
-      {"--warmup", [&](const std::string& v) { f.warmup = parse_int("--warmup", v, 0); }},
-      {"--min-lr-ratio",
-       [&](const std::string& v) { f.min_lr_ratio = parse_double("--min-lr-ratio", v); }},
-      {"--grad-clip", [&](const std::string& v) { f.grad_clip = parse_double("--grad-clip", v); }},
-      {"--weight-decay",
-       [&](const std::string& v) { f.weight_decay = parse_double("--weight-decay", v); }},
-      {"--eval-every",
-       [&](const std::string& v) { f.eval_every = parse_int("--eval-every", v, 0); }},
-      {"--eval-batches",
-       [&](const std::string& v) {
-         f.eval_batches = static_cast<int>(parse_int("--eval-batches", v, 1));
-       }},
-      {"--seed",
-       [&](const std::string& v) { f.seed = static_cast<uint64_t>(parse_int("--seed", v, 0)); }},
-      {"--out", [&](const std::string& v) { f.out = v; }},
-      {"--checkpoint-every",
-       [&](const std::string& v) { f.checkpoint_every = parse_int("--checkpoint-every", v, 0); }},
-      {"--resume", [&](const std::string& v) { f.resume = v; }},
-      {"--log-every", [&](const std::string& v) { f.log_every = parse_int("--log-every", v, 1); }},
-  };
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    if (a == "--help" || a == "-h") return false;
-    if (a == "--require-checksum") {
-      f.require_checksum = true;
-      continue;
-    }
-    std::string value;
-    bool has_value = false;
-    if (auto eq = a.find('='); eq != std::string::npos && a.rfind("--", 0) == 0) {
-      value = a.substr(eq + 1);
-      a = a.substr(0, eq);
-      has_value = true;
-    }
-    auto it = setters.find(a);
-    if (it == setters.end()) throw usage_error(fmt::format("unknown flag '{}'", a));
-    if (!has_value) {
-      if (i + 1 >= argc) throw usage_error(fmt::format("{} needs a value", a));
-      value = argv[++i];
-    }
-    it->second(value);
-  }
-  return true;
+  auto def = [](const auto& v) { return fmt::format(" (default {})", v); };
+  constexpr auto no_max = std::numeric_limits<int64_t>::max();
+  constexpr int int_max = std::numeric_limits<int>::max();
+  constexpr double inf = std::numeric_limits<double>::infinity();
+  util::flag_table t("dd-node train", "[flags]",
+                     "Trains one GPT learner alone (no syncer) on a byte-level text file.");
+  t.text("--data", &f.data, "PATH", "text file" + def(d.data))
+      .custom("--backend", "NAME", "cpu | reference | cuda" + def(d.backend),
+              [&f](const std::string& v) -> std::string {
+                if (v != "cpu" && v != "reference" && v != "cuda")
+                  return "must be cpu, reference or cuda, got '" + v + "'";
+                f.backend = v;
+                return {};
+              })
+      .count("--threads", &f.threads, 0, int_max, "N",
+             "CPU threads for the backend, 0 = all" + def(d.threads))
+      .count("--steps", &f.steps, int64_t{1}, no_max, "N", "inner steps" + def(d.steps))
+      .count("--batch", &f.batch, 1, int_max, "B", "sequences per step" + def(d.batch))
+      .count("--context", &f.context, 1, int_max, "T",
+             "sequence length = model context" + def(d.context))
+      .count("--layers", &f.layers, 1, int_max, "L", "transformer blocks" + def(d.layers))
+      .count("--heads", &f.heads, 1, int_max, "H", "attention heads" + def(d.heads))
+      .count("--width", &f.width, 1, int_max, "C", "model width" + def(d.width))
+      .count("--vocab", &f.vocab, 256, int_max, "V",
+             "vocabulary size, >= 256; the data stays bytes, so V > 256 only sizes the embedding "
+             "and LM head (speed at a tokenizer's vocabulary, e.g. 50257)" +
+                 def(d.vocab))
+      .number("--lr", &f.lr, -inf, inf, "X", "peak learning rate" + def(d.lr))
+      .count("--warmup", &f.warmup, int64_t{0}, no_max, "N", "linear warmup steps" + def(d.warmup))
+      .number("--min-lr-ratio", &f.min_lr_ratio, -inf, inf, "X",
+              "cosine floor as a fraction of lr" + def(d.min_lr_ratio))
+      .number("--grad-clip", &f.grad_clip, -inf, inf, "X",
+              "global grad-norm clip, 0 = off" + def(d.grad_clip))
+      .number("--weight-decay", &f.weight_decay, -inf, inf, "X",
+              "AdamW weight decay on 2-D weights" + def(d.weight_decay))
+      .count("--eval-every", &f.eval_every, int64_t{0}, no_max, "N",
+             "validation every N steps, 0 = only at the end" + def(d.eval_every))
+      .count("--eval-batches", &f.eval_batches, 1, int_max, "N",
+             "validation batches of (B, T)" + def(d.eval_batches))
+      .count("--seed", &f.seed, uint64_t{0}, std::numeric_limits<uint64_t>::max(), "N",
+             "model init and data order" + def(d.seed))
+      .text("--out", &f.out, "DIR", "run directory" + def(d.out))
+      .count("--checkpoint-every", &f.checkpoint_every, int64_t{0}, no_max, "N",
+             "checkpoint every N steps, 0 = only at the end" + def(d.checkpoint_every))
+      .text("--resume", &f.resume, "FILE", "continue from a checkpoint written by this command")
+      .toggle("--require-checksum", &f.require_checksum,
+              "refuse a --resume file without a dd_crc32c checksum (one written by another "
+              "tool; default: load it with a warning)")
+      .count("--log-every", &f.log_every, int64_t{1}, no_max, "N",
+             "progress line every N steps" + def(d.log_every))
+      .epilog(
+          "Exit status: 0 ok; 1 runtime failure (data, checkpoint, backend, a write); 2 bad "
+          "flags.\n");
+  return t;
 }
 
 std::string fmt_duration(double s) {
@@ -207,11 +131,9 @@ void check(const util::io_status& st) {
 int train_main(int argc, char** argv) {
   train_flags f;
   trainer_config cfg;
+  auto table = train_table(f);
+  if (auto rc = table.parse(argc, argv)) return *rc;
   try {
-    if (!parse_flags(argc, argv, f)) {
-      print_help(stdout);
-      return 0;
-    }
     cfg.model.vocab = f.vocab;
     cfg.model.context = f.context;
     cfg.model.layers = f.layers;

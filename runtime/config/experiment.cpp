@@ -1,5 +1,6 @@
 // runtime/config/experiment.cpp — enum spellings and the resolved JSON form (see experiment.hpp).
 #include "runtime/config/experiment.hpp"
+#include "runtime/config/run_dir_default.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -53,6 +54,12 @@ int quorum::resolve(int live) const {
   if (!is_fraction) return std::clamp(count, 1, live);
   const int k = static_cast<int>(std::ceil(fraction * live - 1e-9));
   return std::clamp(k, 1, live);
+}
+
+std::string default_run_dir(const std::string& name) { return "runs/" + name; }
+
+std::string run_dir_of(const experiment& e) {
+  return e.run_dir.empty() ? default_run_dir(e.name) : e.run_dir;
 }
 
 nlohmann::json to_json(const experiment& e) {

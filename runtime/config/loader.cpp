@@ -5,6 +5,7 @@
 // checks types, ranges and combinations, and records each problem with the file:line of its key
 // (detail/source_index.cpp).
 #include "runtime/config/loader.hpp"
+#include "runtime/config/run_dir_default.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -515,7 +516,7 @@ experiment read_experiment(const json& root, const read_context& ctx,
   }
   e.description = top.string("description", "");
   e.seed = static_cast<std::uint64_t>(top.integer("seed", 1234, at_least(0)));
-  e.run_dir = top.string("run_dir", "runs/" + e.name);
+  e.run_dir = top.string("run_dir", default_run_dir(e.name));
 
   {
     section s = top.child("model");

@@ -12,8 +12,8 @@
 
 namespace dd::config {
 
-/// Usage text of the resolve command.
-extern const char* const resolve_usage;
+/// Usage text of the resolve command (its flag table's help).
+std::string resolve_usage();
 
 /// Runs `resolve <file> [--name N]... [--set key.path=value]... [--no-check-files]` with `args`
 /// (the arguments after the command name). On success prints a JSON array of resolved

@@ -34,6 +34,7 @@
 #include "actors/nodes/node_config.hpp"
 #include "messages/codec.hpp"
 #include "messages/control.hpp"
+#include "util/net.hpp"
 
 namespace {
 
@@ -44,17 +45,7 @@ using dd::test::text;
 using dd::test::wait_for;
 using nlohmann::json;
 
-uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+uint16_t free_port() { return dd::util::free_loopback_port(); }
 
 long status_kib(pid_t pid, const char* field) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/status");
@@ -64,18 +55,7 @@ long status_kib(pid_t pid, const char* field) {
   return -1;
 }
 
-int connect_raw(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  return fd;
-}
+int connect_raw(uint16_t port) { return dd::util::connect_loopback(port); }
 
 /// Refusal reason of a node handshake, or "accepted".
 std::string handshake(caf::scoped_actor& self, const dd::actors::monitor_hdl& monitor,

@@ -1,6 +1,7 @@
 // tests/actors/process_support.hpp — helpers of the tests that run real processes (dd-node
-// syncer / learner / launch, dd-chaos): spawn with stdout+stderr to a file, wait with a deadline,
-// read a JSON-lines events file, read a whole file.
+// syncer / learner / launch, dd-chaos) on top of tests/support/child_process.hpp: spawn with
+// stdout+stderr to one file, wait with a deadline (killing its process group), read a
+// JSON-lines events file, read a whole file.
 #pragma once
 
 #include <signal.h>
@@ -18,24 +19,14 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/child_process.hpp"
+
 namespace dd::test {
 
 /// Starts argv[0] with `args` in `cwd`, stdout and stderr to `out`.
 inline pid_t spawn(const std::filesystem::path& cwd, const std::vector<std::string>& args,
                    const std::string& out) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::chdir(cwd.c_str()) != 0) ::_exit(126);
-    FILE* f = std::freopen(out.c_str(), "w", stdout);
-    (void)f;
-    ::dup2(::fileno(stdout), 2);
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    ::execv(argv[0], argv.data());
-    ::_exit(127);
-  }
-  return pid;
+  return start_child(cwd, args, out, out);
 }
 
 /// Exit status (128 + signal when killed); -1 after killing it (and its group) at the deadline.

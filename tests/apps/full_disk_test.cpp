@@ -27,6 +27,7 @@
 
 #include "tests/support/child_process.hpp"
 #include "tests/support/scoped_tmpfs.hpp"
+#include "util/net.hpp"
 
 namespace {
 
@@ -147,21 +148,7 @@ TEST_F(full_disk, dd_node_run_ends_loudly_at_every_point_the_disk_fills) {
 }
 
 /// A free TCP port on 127.0.0.1 (bound and released: a short race the tests accept).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    if (fd >= 0) ::close(fd);
-    return 0;
-  }
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+int free_port() { return dd::util::free_loopback_port(); }
 
 // Issue 12 item 1, cluster nodes: `dd-node syncer` on a full disk does not stop at the first
 // failed write. It retries with backoff (stderr says so, naming the file), and
@@ -334,7 +321,7 @@ TEST(bad_flags, non_finite_numbers_are_refused_before_any_work_with_exit_2) {
   EXPECT_EQ(run(work, "gp3", {DD_GOODPUT_BIN, "--out", "/proc/none/x"}), 2);  // before simulating
   EXPECT_EQ(read_text(work / "gp3.out").find("goodput"), std::string::npos);
   EXPECT_EQ(run(work, "tr", {DD_NODE_BIN, "train", "--lr", "inf"}), 2);
-  EXPECT_NE(read_text(work / "tr.err").find("--lr expects a finite number, got 'inf'"),
+  EXPECT_NE(read_text(work / "tr.err").find("--lr needs a finite number, got 'inf'"),
             std::string::npos)
       << read_text(work / "tr.err");
   EXPECT_FALSE(fs::exists(work / "gp" / "goodput.json"));
@@ -361,7 +348,7 @@ TEST(bad_flags, every_binary_refuses_a_bad_number_and_an_unknown_flag_with_exit_
   fs::remove_all(work);
   fs::create_directories(work);
   std::vector<flag_case> cases = {
-      {{DD_NODE_BIN, "train", "--steps", "12x"}, "--steps expects an integer, got '12x'"},
+      {{DD_NODE_BIN, "train", "--steps", "12x"}, "--steps needs a whole number >= 1, got '12x'"},
       {{DD_NODE_BIN, "train", "--bogus"}, "unknown flag '--bogus'"},
       {{DD_NODE_BIN, "run", "x.lua", "--progress", "x"}, "--progress"},
       {{DD_NODE_BIN, "run", "x.lua", "--script-timeout", "0"},
@@ -386,16 +373,16 @@ TEST(bad_flags, every_binary_refuses_a_bad_number_and_an_unknown_flag_with_exit_
       {{DD_NODE_BIN, "tokenize", "--bogus"}, "unknown flag '--bogus'"},
       {{DD_GOODPUT_BIN, "--days", "x"}, "--days expects a number, got 'x'"},
       {{DD_GOODPUT_BIN, "--bogus"}, "unknown flag '--bogus'"},
-      {{DD_CHAOS_BIN, "--bogus"}, "unknown flag --bogus"},
+      {{DD_CHAOS_BIN, "--bogus"}, "unknown flag '--bogus'"},
   };
 #ifdef DD_BENCH_TRAIN_BIN
-  cases.push_back(
-      {{DD_BENCH_TRAIN_BIN, "--steps", "3x"}, "--steps expects a whole number, got '3x'"});
+  cases.push_back({{DD_BENCH_TRAIN_BIN, "--steps", "3x"},
+                   "--steps needs a whole number in 1..1048576, got '3x'"});
   cases.push_back({{DD_BENCH_TRAIN_BIN, "--bogus"}, "unknown flag '--bogus'"});
 #endif
 #ifdef DD_BENCH_SYNC_BIN
-  cases.push_back(
-      {{DD_BENCH_SYNC_BIN, "--rounds", "abc"}, "--rounds expects a whole number, got 'abc'"});
+  cases.push_back({{DD_BENCH_SYNC_BIN, "--rounds", "abc"},
+                   "--rounds needs a whole number in 1..1048576, got 'abc'"});
   cases.push_back({{DD_BENCH_SYNC_BIN, "--bogus", "1"}, "unknown flag '--bogus'"});
 #endif
 #ifdef DD_BENCH_TRANSPORT_BIN
@@ -409,6 +396,155 @@ TEST(bad_flags, every_binary_refuses_a_bad_number_and_an_unknown_flag_with_exit_
 #endif
   int n = 0;
   for (const auto& c : cases) expect_refused(work, c, n++);
+  fs::remove_all(work);
+}
+
+// Every command's --help comes from the flag table that parses its flags (util/flags.hpp): it
+// exits 0 and lists each flag the command takes.
+TEST(help, every_command_lists_every_flag_it_takes) {
+  const fs::path work = fs::path(::testing::TempDir()) / "dd_help_all";
+  fs::remove_all(work);
+  fs::create_directories(work);
+  const std::vector<std::string> experiment = {
+      "EXP", "--name", "--set", "--script-timeout", "--run-dir", "--resume", "--overwrite"};
+  auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  struct help_case {
+    std::vector<std::string> argv;
+    std::string usage;
+    std::vector<std::string> flags;
+  };
+  std::vector<help_case> cases = {
+      {{DD_NODE_BIN, "run"},
+       "usage: dd-node run",
+       with(experiment, {"--progress", "--table", "--force-memory", "--http"})},
+      {{DD_NODE_BIN, "syncer"},
+       "usage: dd-node syncer",
+       with(experiment, {"--listen", "--advertise", "--insecure", "--progress", "--heartbeat",
+                         "--connection-timeout", "--max-frame-bytes", "--stranger-bytes",
+                         "--stranger-connections", "--force-memory", "--http", "--chaos-endpoint",
+                         "--message-faults-via-endpoint"})},
+      {{DD_NODE_BIN, "launch"},
+       "usage: dd-node launch",
+       with(experiment, {"--learner-processes", "--syncer-restart-delay", "--port", "--via-proxy",
+                         "--no-step-admission", "--progress", "--learner-backoff-cap",
+                         "--heartbeat", "--connection-timeout", "--compute-nice", "--force-memory",
+                         "--http", "--no-http", "--slurm", "--dry-run"})},
+      {{DD_NODE_BIN, "learner"},
+       "usage: dd-node learner",
+       {"--join",
+        "--learners",
+        "--learner-ids",
+        "--threads",
+        "--data",
+        "--run-dir",
+        "--node-name",
+        "--run-id",
+        "--join-deadline",
+        "--backoff-cap",
+        "--connect-timeout",
+        "--progress",
+        "--seed",
+        "--heartbeat",
+        "--connection-timeout",
+        "--compute-nice",
+        "--step-admission",
+        "--chaos-endpoint",
+        "--message-faults-via-endpoint",
+        "--force-memory",
+        "--http"}},
+      {{DD_NODE_BIN, "status"}, "usage: dd-node status", {"RUN_DIR|HOST:PORT", "--json"}},
+      {{DD_NODE_BIN, "drain"}, "usage: dd-node drain", {"learner:N RUN_DIR|HOST:PORT"}},
+      {{DD_NODE_BIN, "resolve"},
+       "usage: dd-node resolve",
+       {"EXP", "--name", "--set", "--script-timeout", "--no-check-files"}},
+      {{DD_NODE_BIN, "plot"}, "usage: dd-node plot", {"INPUT", "--out", "--python"}},
+      {{DD_NODE_BIN, "export"},
+       "usage: dd-node export",
+       {"RUN_DIR|FILE OUT", "--format", "--tokenizer"}},
+      {{DD_NODE_BIN, "tokenize"},
+       "usage: dd-node tokenize",
+       {"TEXT...", "--train-tokenizer", "--vocab", "--tokenizer", "--out", "--val-fraction"}},
+      {{DD_NODE_BIN, "sample"},
+       "usage: dd-node sample",
+       {"RUN_DIR|FILE", "--backend", "--threads", "--prompt", "--tokens", "--temperature",
+        "--top-k", "--seed", "--tokenizer"}},
+      {{DD_NODE_BIN, "eval"},
+       "usage: dd-node eval",
+       {"RUN_DIR|FILE", "--backend", "--threads", "--data", "--train-fraction", "--batch",
+        "--batches"}},
+      {{DD_NODE_BIN, "train"},
+       "usage: dd-node train",
+       {"--data",       "--backend",          "--threads",      "--steps",     "--batch",
+        "--context",    "--layers",           "--heads",        "--width",     "--vocab",
+        "--lr",         "--warmup",           "--min-lr-ratio", "--grad-clip", "--weight-decay",
+        "--eval-every", "--eval-batches",     "--seed",         "--out",       "--checkpoint-every",
+        "--resume",     "--require-checksum", "--log-every"}},
+      {{DD_CHAOS_BIN, "pause"},
+       "usage: dd-chaos pause",
+       {"--run-dir", "--nodes", "--dry-run", "--tape", "--for", "--pick", "--seed", "--protect",
+        "--exact", "--duty", "--period", "--via"}},
+      {{DD_CHAOS_BIN, "net"},
+       "usage: dd-chaos net",
+       {"--for", "--proxy", "--ms", "--jitter", "--rate", "--p", "--size", "--delay-us", "--bytes",
+        "--dir"}},
+      {{DD_CHAOS_BIN, "msg"}, "usage: dd-chaos msg", {"--for", "--ms", "--count"}},
+      {{DD_CHAOS_BIN, "disk"},
+       "usage: dd-chaos disk",
+       {"--keep", "--count", "--max-fill", "--reserve"}},
+      {{DD_CHAOS_BIN, "random"},
+       "usage: dd-chaos random",
+       {"--mtbf", "--recovery", "--duration", "--kinds", "--targets", "--max-concurrent",
+        "--min-gap", "--no-heal"}},
+      {{DD_CHAOS_BIN, "run"},
+       "usage: dd-chaos run",
+       {"--no-heal", "--set", "--name", "--script-timeout"}},
+      {{DD_CHAOS_BIN, "report"},
+       "usage: dd-chaos report",
+       {"--baseline", "--json", "--loss-tolerance"}},
+      {{DD_CHAOS_BIN, "proxy"},
+       "usage: dd-chaos proxy",
+       {"--control", "--link", "--ports-file", "--seed"}},
+      {{DD_CHAOS_BIN, "heal"}, "usage: dd-chaos heal", {"--proxy"}},
+      {{DD_CHAOS_BIN, "status"}, "usage: dd-chaos status", {"--proxy"}},
+  };
+#ifdef DD_BENCH_TRAIN_BIN
+  cases.push_back({{DD_BENCH_TRAIN_BIN},
+                   "usage: dd-bench-train",
+                   {"--threads", "--steps", "--batch", "--context", "--layers", "--heads",
+                    "--width", "--profile"}});
+#endif
+#ifdef DD_BENCH_SYNC_BIN
+  cases.push_back({{DD_BENCH_SYNC_BIN},
+                   "usage: dd-bench-sync",
+                   {"--part", "--contributors", "--size-mb", "--tensors", "--repeats", "--threads",
+                    "--experiment", "--steps", "--rounds", "--set", "--learners", "--batch",
+                    "--width", "--layers", "--heads", "--context"}});
+#endif
+#ifdef DD_BENCH_TRANSPORT_BIN
+  cases.push_back({{DD_BENCH_TRANSPORT_BIN},
+                   "usage: dd-bench-transport",
+                   {"--size-mb", "--chunk-bytes", "--window", "--repeats", "--warmup", "--learners",
+                    "--heartbeat-s", "--connection-timeout-s", "--json", "--oversized-header",
+                    "--announce-bytes", "--oversized-connections"}});
+#endif
+#ifdef DD_BENCH_RECEIVE_BIN
+  cases.push_back({{DD_BENCH_RECEIVE_BIN},
+                   "usage: dd-bench-receive",
+                   {"--size-mb", "--chunk-bytes", "--repeats"}});
+#endif
+  int n = 0;
+  for (auto c : cases) {
+    c.argv.push_back("--help");
+    const std::string tag = "help" + std::to_string(n++);
+    EXPECT_EQ(run(work, tag, c.argv, 30), 0) << c.usage;
+    const std::string out = read_text(work / (tag + ".out"));
+    EXPECT_EQ(out.rfind(c.usage, 0), 0u) << out;
+    for (const auto& f : c.flags)
+      EXPECT_NE(out.find("\n  " + f), std::string::npos) << c.usage << ": " << f << "\n" << out;
+  }
   fs::remove_all(work);
 }
 

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/child_process.hpp"
 #include "tests/support/scoped_tmpfs.hpp"
 #include "tools/chaos/common.hpp"
 #include "tools/chaos/nodes_file.hpp"
@@ -25,26 +26,10 @@ namespace fs = std::filesystem;
 namespace {
 
 std::pair<int, std::string> dd_chaos(const std::string& args) {
-  FILE* p = ::popen((std::string(DD_CHAOS_BIN) + " " + args + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = ::pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+  return dd::test::run_command(std::string(DD_CHAOS_BIN) + " " + args);
 }
 
-int spawn(const std::vector<std::string>& argv) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> a;
-    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    ::execv(a[0], a.data());
-    ::_exit(127);
-  }
-  return pid;
-}
+int spawn(const std::vector<std::string>& argv) { return dd::test::start_child({}, argv); }
 
 std::string read_or_empty(const std::string& p) {
   std::ifstream in(p);

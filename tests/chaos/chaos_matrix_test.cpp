@@ -56,15 +56,7 @@ using dd::test::wait_for;
 using nlohmann::json;
 
 /// Runs a shell command; exit status (−1 when not exited normally) and stdout+stderr.
-std::pair<int, std::string> run_cmd(const std::string& cmd) {
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = ::pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+std::pair<int, std::string> run_cmd(const std::string& cmd) { return dd::test::run_command(cmd); }
 
 /// Number of `kind` events in a JSON-lines file (lines cut by a kill are skipped).
 size_t count_events(const fs::path& file, const std::string& kind) {

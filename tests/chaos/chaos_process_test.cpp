@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/support/child_process.hpp"
 #include "tools/chaos/common.hpp"
 #include "tools/chaos/net.hpp"
 #include "tools/chaos/nodes_file.hpp"
@@ -30,28 +31,11 @@ struct run_result {
 };
 
 run_result dd_chaos(const std::string& args) {
-  const std::string cmd = std::string(DD_CHAOS_BIN) + " " + args + " 2>&1";
-  FILE* p = ::popen(cmd.c_str(), "r");
-  run_result r;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int status = ::pclose(p);
-  r.rc = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  auto [rc, out] = dd::test::run_command(std::string(DD_CHAOS_BIN) + " " + args);
+  return {rc, out};
 }
 
-int spawn(const std::vector<std::string>& argv) {
-  const pid_t pid = ::fork();
-  if (pid == 0) {
-    std::vector<char*> a;
-    for (const auto& s : argv) a.push_back(const_cast<char*>(s.c_str()));
-    a.push_back(nullptr);
-    ::execv(a[0], a.data());
-    ::_exit(127);
-  }
-  return pid;
-}
+int spawn(const std::vector<std::string>& argv) { return dd::test::start_child({}, argv); }
 
 char state_of(int pid) {
   const auto st = read_proc_stat(pid);

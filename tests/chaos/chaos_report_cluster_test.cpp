@@ -20,15 +20,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::pair<int, std::string> run_cmd(const std::string& cmd) {
-  FILE* p = ::popen((cmd + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = ::pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
+std::pair<int, std::string> run_cmd(const std::string& cmd) { return dd::test::run_command(cmd); }
 
 size_t count_events(const fs::path& file, const std::string& kind) {
   size_t n = 0;

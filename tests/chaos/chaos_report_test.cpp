@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tests/support/child_process.hpp"
 #include "tools/chaos/common.hpp"
 #include "tools/chaos/report.hpp"
 
@@ -690,13 +691,7 @@ TEST(chaos_report, binary_exit_status_and_json_file) {
   run_builder b;
   const std::string dir = b.write();
   auto run = [](const std::string& args) {
-    FILE* p = ::popen((std::string(DD_CHAOS_BIN) + " " + args + " 2>&1").c_str(), "r");
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    const int st = ::pclose(p);
-    return std::make_pair(WIFEXITED(st) ? WEXITSTATUS(st) : -1, out);
+    return dd::test::run_command(std::string(DD_CHAOS_BIN) + " " + args);
   };
   auto [rc, out] = run("report " + dir);
   EXPECT_EQ(rc, 0) << out;

@@ -46,7 +46,7 @@ dd::util::flag_table table(values& v) {
       .text("--run-dir", &v.dir, "DIR", "run directory")
       .texts("--set", &v.sets, "K=V", "override (repeatable)")
       .count("--threads", &v.threads, 0, 4096, "N", "threads")
-      .count("--steps", &v.steps, 1, std::numeric_limits<long long>::max(), "N", "steps")
+      .count("--steps", &v.steps, 1LL, std::numeric_limits<long long>::max(), "N", "steps")
       .number("--lr", &v.lr, 0, 10, "X", "learning rate")
       .seconds("--progress", &v.progress, "progress period")
       .custom("--listen", "H:P", "endpoint",
@@ -118,6 +118,17 @@ TEST(flag_table, help_lists_every_flag_and_exits_0) {
     nl = help.find('\n', at);
     EXPECT_LE(nl - at, 100u) << help.substr(at, nl - at);
   }
+}
+
+TEST(flag_table, a_value_may_follow_an_equals_sign) {
+  values v;
+  auto t = table(v);
+  std::string out, err;
+  EXPECT_FALSE(t.parse({"e", "--run-dir=a=b", "--threads=3"}, out, err).has_value()) << err;
+  EXPECT_EQ(v.dir, "a=b");
+  EXPECT_EQ(v.threads, 3);
+  EXPECT_EQ(t.parse({"e", "--resume=1"}, out, err), 2);  // a switch takes no value
+  EXPECT_EQ(err.substr(0, err.find('\n')), "dd-test: unknown flag '--resume=1'");
 }
 
 }  // namespace

@@ -43,8 +43,8 @@
 #include "kernels/backend.hpp"
 #include "runtime/fragments.hpp"
 #include "runtime/merge.hpp"
-#include "tools/bench/bench_flags.hpp"
 #include "tools/bench/profiling_backend.hpp"
+#include "util/flags.hpp"
 
 #ifdef DD_BENCH_HAVE_ACTORS
 #include "actors/nodes/job_runner.hpp"
@@ -57,20 +57,6 @@ namespace {
 /// Monotonic clock, seconds.
 double now() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-using dd::bench::arg_int;
-
-std::string arg_str(int argc, char** argv, const char* name, const std::string& def) {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == name) return argv[i + 1];
-  return def;
-}
-
-bool has_flag(int argc, char** argv, const char* name) {
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == name) return true;
-  return false;
 }
 
 double median(std::vector<double> v) {
@@ -260,14 +246,6 @@ int bench_merge(int contributors, int size_mb, int tensors, int repeats, int thr
 // ---- part 2: learner tokens/s with synchronization on and off -----------------------------------
 
 #ifdef DD_BENCH_HAVE_ACTORS
-/// Every value following `name` on the command line (repeatable flags such as --set).
-std::vector<std::string> arg_all(int argc, char** argv, const char* name) {
-  std::vector<std::string> out;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == name) out.emplace_back(argv[++i]);
-  return out;
-}
-
 /// CPU time of this process (user + system, all threads), seconds.
 double process_cpu_s() {
   rusage ru{};
@@ -399,55 +377,53 @@ int bench_cluster(const std::string& experiment_file, const std::vector<std::str
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (has_flag(argc, argv, "--help")) {
-    std::printf(
-        "usage: dd-bench-sync [--part all|merge|cluster]\n"
-        "  merge:   [--contributors C (8)] [--size-mb S (64, per contributor)] [--tensors T (4)]\n"
-        "           [--repeats R (5)] [--threads N (1, as each fragment owner; 0 = all cores;\n"
-        "           the memcpy baseline runs on as many)]\n"
-        "  cluster: [--experiment FILE (examples/shakespeare.lua)] [--steps N (24)]\n"
-        "           [--rounds R (3)] [--set key=value ...] and, overriding the file only\n"
-        "           when given: [--learners M] [--batch B] [--width C] [--layers L]\n"
-        "           [--heads H] [--context T]\n");
-    return 0;
-  }
-  {
-    using dd::bench::flag_spec;
-    dd::bench::check_flags("dd-bench-sync", argc, argv,
-                           {{"--part", flag_spec::text},
-                            {"--contributors", flag_spec::number},
-                            {"--size-mb", flag_spec::number},
-                            {"--tensors", flag_spec::number},
-                            {"--repeats", flag_spec::number},
-                            {"--threads", flag_spec::number},
-                            {"--experiment", flag_spec::text},
-                            {"--steps", flag_spec::number},
-                            {"--rounds", flag_spec::number},
-                            {"--set", flag_spec::text},
-                            {"--learners", flag_spec::number},
-                            {"--batch", flag_spec::number},
-                            {"--width", flag_spec::number},
-                            {"--layers", flag_spec::number},
-                            {"--heads", flag_spec::number},
-                            {"--context", flag_spec::number}});
-  }
-  const std::string part = arg_str(argc, argv, "--part", "all");
-  if (part != "all" && part != "merge" && part != "cluster") {
-    std::fprintf(stderr, "dd-bench-sync: --part must be all, merge or cluster (got '%s')\n",
-                 part.c_str());
-    return 2;
-  }
-  const int contributors = arg_int(argc, argv, "--contributors", 8);
-  const int size_mb = arg_int(argc, argv, "--size-mb", 64);
-  const int tensors = arg_int(argc, argv, "--tensors", 4);
-  const int repeats = arg_int(argc, argv, "--repeats", 5);
-  const int threads = arg_int(argc, argv, "--threads", 1);
-  if (contributors < 1 || size_mb < 1 || tensors < 1 || repeats < 1 || threads < 0) {
-    std::fprintf(stderr,
-                 "dd-bench-sync: --contributors, --size-mb, --tensors, --repeats must be "
-                 ">= 1 and --threads >= 0\n");
-    return 2;
-  }
+  std::string part = "all", experiment = "examples/shakespeare.lua";
+  int contributors = 8, size_mb = 64, tensors = 4, repeats = 5, threads = 1, steps = 24, rounds = 3;
+  std::vector<std::string> sets;
+  constexpr int big = 1 << 20;
+  dd::util::flag_table flags(
+      "dd-bench-sync", "[--part all|merge|cluster] [flags]",
+      "merge: owner merge throughput against memcpy; cluster: learner tokens/s with\n"
+      "synchronization on and off.");
+  flags
+      .custom("--part", "all|merge|cluster", "which part to run (default all)",
+              [&](const std::string& v) -> std::string {
+                if (v != "all" && v != "merge" && v != "cluster")
+                  return "must be all, merge or cluster, got '" + v + "'";
+                part = v;
+                return {};
+              })
+      .count("--contributors", &contributors, 1, 4096, "C", "merge: contributions (default 8)")
+      .count("--size-mb", &size_mb, 1, 65536, "S", "merge: MiB per contributor (default 64)")
+      .count("--tensors", &tensors, 1, big, "T", "merge: tensors (default 4)")
+      .count("--repeats", &repeats, 1, big, "R", "merge: measured repeats (default 5)")
+      .count("--threads", &threads, 0, 4096, "N",
+             "merge: threads, as each fragment owner (default 1; 0 = all cores; the memcpy "
+             "baseline runs on as many)")
+      .text("--experiment", &experiment, "FILE",
+            "cluster: the experiment (default examples/shakespeare.lua)")
+      .count("--steps", &steps, 1, big, "N", "cluster: budget.steps (default 24)")
+      .count("--rounds", &rounds, 1, big, "R", "cluster: rounds of on/off (default 3)")
+      .texts("--set", &sets, "K=V", "cluster: override a key of the experiment (repeatable)");
+  // Override the file only when given.
+  const struct {
+    const char* flag;
+    const char* key;
+  } model_flags[] = {{"--learners", "learners.count"}, {"--batch", "learners.batch"},
+                     {"--width", "model.width"},       {"--layers", "model.layers"},
+                     {"--heads", "model.heads"},       {"--context", "model.context"}};
+  std::vector<std::string> model_sets;
+  for (const auto& m : model_flags)
+    flags.custom(m.flag, "N", std::string("cluster: ") + m.key + " (default: the file's)",
+                 [&model_sets, key = std::string(m.key)](const std::string& v) -> std::string {
+                   int n = 0;
+                   if (!dd::util::parse_number_in(v, n, 1, big))
+                     return "needs a whole number in 1..1048576, got '" + v + "'";
+                   model_sets.push_back(key + "=" + v);
+                   return {};
+                 });
+  flags.epilog("Exit status: 0 ok; 1 failure; 2 bad flags.\n");
+  if (auto rc = flags.parse(argc, argv)) return *rc;
   try {
     dd::kernels::init_all_backends();
     if (part != "cluster") bench_merge(contributors, size_mb, tensors, repeats, threads);
@@ -456,25 +432,11 @@ int main(int argc, char** argv) {
       // Shrink the experiment to a short run: one sync cycle (H = 24 steps in the example, whose
       // budget is 600) and no periodic evaluation; the other flags override the file only when
       // given, so by default model, batch, M, P, H and K are the example's.
-      std::vector<std::string> sets = {
-          "budget.steps=" + std::to_string(arg_int(argc, argv, "--steps", 24)),
-          "eval.every_seconds=0"};
-      const struct {
-        const char* flag;
-        const char* key;
-      } model_flags[] = {{"--learners", "learners.count"}, {"--batch", "learners.batch"},
-                         {"--width", "model.width"},       {"--layers", "model.layers"},
-                         {"--heads", "model.heads"},       {"--context", "model.context"}};
-      for (const auto& f : model_flags)
-        if (!arg_str(argc, argv, f.flag, "").empty())
-          sets.push_back(std::string(f.key) + "=" + arg_str(argc, argv, f.flag, ""));
-      for (auto& s : arg_all(argc, argv, "--set")) sets.push_back(std::move(s));
-      const int rounds = arg_int(argc, argv, "--rounds", 3);
-      if (rounds < 1) {
-        std::fprintf(stderr, "dd-bench-sync: --rounds must be >= 1\n");
-        return 2;
-      }
-      bench_cluster(arg_str(argc, argv, "--experiment", "examples/shakespeare.lua"), sets, rounds);
+      std::vector<std::string> all = {"budget.steps=" + std::to_string(steps),
+                                      "eval.every_seconds=0"};
+      all.insert(all.end(), model_sets.begin(), model_sets.end());
+      all.insert(all.end(), sets.begin(), sets.end());
+      bench_cluster(experiment, all, rounds);
 #else
       std::printf("\n== 2. learner tokens/s: skipped (built without dd_actors) ==\n");
 #endif

@@ -31,8 +31,8 @@
 #include "runtime/data.hpp"
 #include "runtime/gpt.hpp"
 #include "runtime/trainer.hpp"
-#include "tools/bench/bench_flags.hpp"
 #include "tools/bench/profiling_backend.hpp"
+#include "util/flags.hpp"
 
 namespace {
 
@@ -53,8 +53,6 @@ double time_sgemm(int N, int IC, int OC, int repeats) {
   }
   return best;
 }
-
-using dd::bench::arg_int;
 
 /// The per-op table of --profile: ms per step, share of the step, and for matmuls GFLOP/s and
 /// that over the sgemm GFLOP/s measured at the same (IC, OC) in part 1.
@@ -92,39 +90,29 @@ void print_profile(const dd::bench::profiling_backend& prof, double step_seconds
 }  // namespace
 
 int main(int argc, char** argv) {
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "--help") {
-      std::printf(
-          "usage: dd-bench-train [--threads N (default 2)] [--steps N (default 30)] [--batch B "
-          "(16)]\n"
-          "                      [--context T (128)] [--layers L (4)] [--heads H (4)] [--width C "
-          "(128)]\n"
-          "                      [--profile]  (per-op time of the timed steps, after the "
-          "summary)\n");
-      return 0;
-    }
-  {
-    using dd::bench::flag_spec;
-    dd::bench::check_flags("dd-bench-train", argc, argv,
-                           {{"--threads", flag_spec::number},
-                            {"--steps", flag_spec::number},
-                            {"--batch", flag_spec::number},
-                            {"--context", flag_spec::number},
-                            {"--layers", flag_spec::number},
-                            {"--heads", flag_spec::number},
-                            {"--width", flag_spec::number},
-                            {"--profile", flag_spec::boolean}});
-  }
-  const int threads = arg_int(argc, argv, "--threads", 2);
-  const int steps = arg_int(argc, argv, "--steps", 30);
+  int threads = 2, steps = 30;
   bool profile = false;
-  for (int i = 1; i < argc; ++i) profile = profile || std::string(argv[i]) == "--profile";
   dd::trainer_config cfg;
-  cfg.batch = arg_int(argc, argv, "--batch", 16);
-  cfg.model.context = cfg.seq_len = arg_int(argc, argv, "--context", 128);
-  cfg.model.layers = arg_int(argc, argv, "--layers", 4);
-  cfg.model.heads = arg_int(argc, argv, "--heads", 4);
-  cfg.model.width = arg_int(argc, argv, "--width", 128);
+  cfg.batch = 16;
+  cfg.model.context = 128;
+  cfg.model.layers = 4;
+  cfg.model.heads = 4;
+  cfg.model.width = 128;
+  constexpr int big = 1 << 20;
+  dd::util::flag_table flags("dd-bench-train", "[flags]",
+                             "CPU sgemm GFLOP/s at the model's shapes against the training step's "
+                             "achieved GFLOP/s.");
+  flags.count("--threads", &threads, 1, 4096, "N", "OpenBLAS threads (default 2)")
+      .count("--steps", &steps, 1, big, "N", "training steps measured (default 30)")
+      .count("--batch", &cfg.batch, 1, big, "B", "sequences per step (default 16)")
+      .count("--context", &cfg.model.context, 1, big, "T", "sequence length (default 128)")
+      .count("--layers", &cfg.model.layers, 1, 1024, "L", "transformer blocks (default 4)")
+      .count("--heads", &cfg.model.heads, 1, 1024, "H", "attention heads (default 4)")
+      .count("--width", &cfg.model.width, 1, big, "C", "model width (default 128)")
+      .toggle("--profile", &profile, "per-op time of the timed steps, after the summary")
+      .epilog("Exit status: 0 ok; 1 failure; 2 bad flags.\n");
+  if (auto rc = flags.parse(argc, argv)) return *rc;
+  cfg.seq_len = cfg.model.context;
   cfg.schedule = dd::lr_schedule{1e-3, 10, 1000, 0.1};
   try {
     dd::kernels::init_all_backends();

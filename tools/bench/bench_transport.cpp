@@ -73,6 +73,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include <caf/actor_system.hpp>
@@ -92,6 +93,8 @@
 #include "actors/nodes/node_config.hpp"
 #include "messages/codec.hpp"
 #include "util/endian.hpp"
+#include "util/flags.hpp"
+#include "util/net.hpp"
 #include "util/parse.hpp"
 
 namespace {
@@ -164,123 +167,82 @@ struct options {
   int oversized_connections = 1;
 };
 
-void usage(FILE* to) {
-  std::fprintf(
-      to,
-      "usage: %s [transfer options] [--json FILE]\n"
-      "       %s --oversized-header [--announce-bytes N,N,...] [--oversized-connections K]\n"
-      "transfer options:\n"
-      "  --size-mb N         fragment size in MiB of fp32 (default 64 = 16 Mi floats)\n"
-      "  --chunk-bytes B     payload bytes per chunk (default 4194304; 4096..268435456)\n"
-      "  --window W          chunks uncredited per link (default 8 = sync.window_chunks; 1..1024)\n"
-      "  --repeats R         measured rounds (default 5)\n"
-      "  --warmup N          unmeasured rounds first (default 1)\n"
-      "  --learners N        broadcast receivers, one process each (default 4; 1..16)\n"
-      "both modes:\n"
-      "  --heartbeat-s S     middleman heartbeat of every actor system (default node_config's "
-      "1;\n"
-      "                      0 = off)\n"
-      "  --connection-timeout-s S  middleman connection timeout (default node_config's 10; 0 = "
-      "off)\n"
-      "  --json FILE         also write the JSON line to FILE\n"
-      "oversized-header mode:\n"
-      "  --announce-bytes L  comma-separated BASP payload_len values, 1..4294967295 (default\n"
-      "                      1073741824,4187593113 = 1 GiB, 3.9 GiB)\n"
-      "  --oversized-connections K  raw connections per size, each sending the header (default "
-      "1)\n",
-      prog, prog);
-}
-
 [[noreturn]] void refuse(const std::string& why) {
   std::fprintf(stderr, "%s: %s (see --help)\n", prog, why.c_str());
   std::exit(2);
 }
 
-uint64_t parse_u64(const std::string& flag, const std::string& s, uint64_t lo, uint64_t hi) {
-  if (s.empty() || s[0] == '-' || s[0] == '+') refuse(flag + ": '" + s + "' is not a number");
-  errno = 0;
-  char* end = nullptr;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-  if (errno != 0 || end == s.c_str() || *end != '\0')
-    refuse(flag + ": '" + s + "' is not a non-negative integer");
-  if (v < lo || v > hi) refuse(fmt::format("{}: {} is out of range [{}, {}]", flag, v, lo, hi));
-  return v;
-}
-
-double parse_double(const std::string& flag, const std::string& s, double lo, double hi) {
-  errno = 0;
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || errno != 0 || end == s.c_str() || *end != '\0' || !std::isfinite(v))
-    refuse(flag + ": '" + s + "' is not a number");
-  if (v < lo || v > hi) refuse(fmt::format("{}: {} is out of range [{}, {}]", flag, v, lo, hi));
-  return v;
-}
-
 options parse_options(int argc, char** argv) {
   options o;
   bool transfer_flag = false, oversized_flag = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--help" || a == "-h") {
-      usage(stdout);
-      std::exit(0);
-    }
-    if (a == "--oversized-header") {
-      o.oversized = true;
-      continue;
-    }
-    if (a.rfind("--", 0) != 0) refuse("unexpected argument '" + a + "'");
-    static const char* known[] = {"--size-mb",
-                                  "--chunk-bytes",
-                                  "--window",
-                                  "--repeats",
-                                  "--warmup",
-                                  "--learners",
-                                  "--heartbeat-s",
-                                  "--connection-timeout-s",
-                                  "--json",
-                                  "--announce-bytes",
-                                  "--oversized-connections"};
-    if (std::find_if(std::begin(known), std::end(known), [&](const char* k) { return a == k; }) ==
-        std::end(known))
-      refuse("unknown flag '" + a + "'");
-    if (i + 1 >= argc) refuse(a + " needs a value");
-    const std::string v = argv[++i];
-    if (a == "--size-mb")
-      o.size_mib = parse_u64(a, v, 1, 1024), transfer_flag = true;
-    else if (a == "--chunk-bytes")
-      o.chunk_bytes = parse_u64(a, v, 4096, size_t{256} << 20), transfer_flag = true;
-    else if (a == "--window")
-      o.window = static_cast<int>(parse_u64(a, v, 1, 1024)), transfer_flag = true;
-    else if (a == "--repeats")
-      o.repeats = static_cast<int>(parse_u64(a, v, 1, 1000)), transfer_flag = true;
-    else if (a == "--warmup")
-      o.warmup = static_cast<int>(parse_u64(a, v, 0, 100)), transfer_flag = true;
-    else if (a == "--learners")
-      o.learners = static_cast<int>(parse_u64(a, v, 1, 16)), transfer_flag = true;
-    else if (a == "--heartbeat-s")
-      o.heartbeat_s = parse_double(a, v, 0.0, 3600.0);
-    else if (a == "--connection-timeout-s")
-      o.connection_timeout_s = parse_double(a, v, 0.0, 3600.0);
-    else if (a == "--json") {
-      if (v.empty()) refuse("--json needs a file name");
-      o.json_path = v;
-    } else if (a == "--announce-bytes") {
-      o.announce.clear();
-      size_t start = 0;
-      while (true) {
-        const size_t comma = v.find(',', start);
-        o.announce.push_back(parse_u64(a, v.substr(start, comma - start), 1, UINT32_MAX));
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
-      oversized_flag = true;
-    } else if (a == "--oversized-connections") {
-      o.oversized_connections = static_cast<int>(parse_u64(a, v, 1, 64));
-      oversized_flag = true;
-    }
-  }
+  // A transfer option / an oversized-header option: a whole number in [lo, hi] into `out`.
+  auto transfer = [&transfer_flag](auto* out, long long lo, long long hi) {
+    return [out, lo, hi, &transfer_flag](const std::string& v) -> std::string {
+      long long n = 0;
+      if (!dd::util::parse_number_in(v, n, lo, hi))
+        return "needs a whole number in " + std::to_string(lo) + ".." + std::to_string(hi) +
+               ", got '" + v + "'";
+      *out = static_cast<std::remove_pointer_t<decltype(out)>>(n);
+      transfer_flag = true;
+      return {};
+    };
+  };
+  dd::util::flag_table flags(
+      prog, "[transfer options] [--json FILE] | --oversized-header [flags]",
+      "A 64 MB push (on the tensor channel, and on CAF only) and a broadcast to 4 learners\n"
+      "against raw TCP; the receiver's RSS. --oversized-header: an oversized BASP header\n"
+      "against a published port.");
+  flags
+      .custom("--size-mb", "N", "fragment size in MiB of fp32 (default 64 = 16 Mi floats)",
+              transfer(&o.size_mib, 1, 1024))
+      .custom("--chunk-bytes", "B", "payload bytes per chunk (default 4194304; 4096..268435456)",
+              transfer(&o.chunk_bytes, 4096, 256ll << 20))
+      .custom("--window", "W", "chunks uncredited per link (default 8 = sync.window_chunks)",
+              transfer(&o.window, 1, 1024))
+      .custom("--repeats", "R", "measured rounds (default 5)", transfer(&o.repeats, 1, 1000))
+      .custom("--warmup", "N", "unmeasured rounds first (default 1)", transfer(&o.warmup, 0, 100))
+      .custom("--learners", "N", "broadcast receivers, one process each (default 4)",
+              transfer(&o.learners, 1, 16))
+      .number("--heartbeat-s", &o.heartbeat_s, 0, 3600, "S",
+              "middleman heartbeat of every actor system (default node_config's 1; 0 = off)")
+      .number("--connection-timeout-s", &o.connection_timeout_s, 0, 3600, "S",
+              "middleman connection timeout (default node_config's 10; 0 = off)")
+      .custom("--json", "FILE", "also write the JSON line to FILE",
+              [&o](const std::string& v) -> std::string {
+                if (v.empty()) return "needs a file name";
+                o.json_path = v;
+                return {};
+              })
+      .toggle("--oversized-header", &o.oversized, "the oversized-header mode")
+      .custom("--announce-bytes", "L",
+              "oversized header: comma-separated BASP payload_len values, 1..4294967295 "
+              "(default 1073741824,4187593113 = 1 GiB, 3.9 GiB)",
+              [&](const std::string& v) -> std::string {
+                o.announce.clear();
+                size_t start = 0;
+                while (true) {
+                  const size_t comma = v.find(',', start);
+                  uint64_t n = 0;
+                  const std::string one = v.substr(start, comma - start);
+                  if (!dd::util::parse_number_in(one, n, uint64_t{1}, uint64_t{UINT32_MAX}))
+                    return "needs values in 1..4294967295, got '" + one + "'";
+                  o.announce.push_back(n);
+                  if (comma == std::string::npos) break;
+                  start = comma + 1;
+                }
+                oversized_flag = true;
+                return {};
+              })
+      .custom("--oversized-connections", "K",
+              "oversized header: raw connections per size, each sending the header (default 1)",
+              [&](const std::string& v) -> std::string {
+                if (!dd::util::parse_number_in(v, o.oversized_connections, 1, 64))
+                  return "needs a whole number in 1..64, got '" + v + "'";
+                oversized_flag = true;
+                return {};
+              })
+      .epilog("Exit status: 0 ok; 1 failure; 2 bad flags.\n");
+  if (auto rc = flags.parse(argc, argv)) std::exit(*rc);
   if (o.oversized && transfer_flag)
     refuse(
         "--size-mb/--chunk-bytes/--window/--repeats/--warmup/--learners do not apply to "
@@ -295,14 +257,8 @@ options parse_options(int argc, char** argv) {
 // ---- sockets -----------------------------------------------------------------------------------
 
 void write_all(int fd, const void* data, size_t n) {
-  auto p = static_cast<const uint8_t*>(data);
-  while (n > 0) {
-    const ssize_t w = ::send(fd, p, n, MSG_NOSIGNAL);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) throw std::runtime_error(std::string("socket write: ") + std::strerror(errno));
-    p += w;
-    n -= static_cast<size_t>(w);
-  }
+  if (const int e = dd::util::write_all(fd, data, n); e != 0)
+    throw std::runtime_error("socket write: " + dd::util::io_error_text(e));
 }
 
 /// Writes a u64 little-endian length prefix and then `n` bytes, with one writev where it can.
@@ -355,28 +311,14 @@ void set_nodelay(int fd) {
 
 /// A listening socket on 127.0.0.1, ephemeral port.
 int listen_loopback(uint16_t* port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = 0;
-  socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 16) != 0 ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    throw std::runtime_error(std::string("bind/listen: ") + std::strerror(errno));
-  *port = ntohs(a.sin_port);
+  const int fd = dd::util::listen_loopback(0, port);
+  if (fd < 0) throw std::runtime_error(std::string("bind/listen: ") + std::strerror(errno));
   return fd;
 }
 
 int connect_loopback(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::runtime_error(std::string("socket: ") + std::strerror(errno));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0)
+  const int fd = dd::util::connect_loopback(port);
+  if (fd < 0)
     throw std::runtime_error(fmt::format("connect 127.0.0.1:{}: {}", port, std::strerror(errno)));
   set_nodelay(fd);
   return fd;

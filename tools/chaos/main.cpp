@@ -3,13 +3,15 @@
 //   dd-chaos pause learner:1 --for 10s --run-dir runs/x
 //   dd-chaos proxy --control 127.0.0.1:0 --link learner-0=127.0.0.1:0->127.0.0.1:7000
 //   dd-chaos random --mtbf 30s --recovery lognormal:5s,0.5 --seed 7 --duration 5m --run-dir runs/x
+#include <algorithm>
 #include <csignal>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <random>
 #include <set>
+#include <stdexcept>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
@@ -25,6 +27,7 @@
 #include "tools/chaos/report.hpp"
 #include "tools/chaos/runner.hpp"
 #include "tools/chaos/schedule.hpp"
+#include "util/flags.hpp"
 #include "util/parse.hpp"
 
 namespace {
@@ -32,118 +35,256 @@ namespace {
 using namespace dd::chaos;
 using nlohmann::json;
 
-const char* usage =
-    R"(dd-chaos — inject real faults into a running Decoupled DiLoCo cluster (docs/chaos.md).
+/// Every flag of dd-chaos: its value's name ("" for a switch) and its help line.
+struct flag_doc {
+  const char* name;
+  const char* value;
+  const char* help;
+};
+const std::vector<flag_doc> flag_docs = {
+    {"--run-dir", "DIR",
+     "cluster from DIR/nodes.json; tape DIR/chaos.jsonl, state DIR/chaos-state.json"},
+    {"--nodes", "FILE", "a nodes file given by hand (its folder plays the run dir)"},
+    {"--dry-run", "", "print exactly what would be done; touch nothing (no signal, no tape)"},
+    {"--tape", "FILE", "append the tape here instead of RUN_DIR/chaos.jsonl"},
+    {"--for", "D", "duration (250ms, 10s, 2m); the fault is reverted after it"},
+    {"--pick", "MODE",
+     "one | minority | majority | all (default: all for named targets, one for groups)"},
+    {"--seed", "S", "seed of every random choice (printed; default: drawn and printed)"},
+    {"--protect", "SPEC", "never touch these (repeatable); the syncer is protected unless named"},
+    {"--exact", "", "refuse an actor target whose process hosts other actors"},
+    {"--duty", "F", "slow: the stopped fraction (default 0.5)"},
+    {"--period", "P", "slow: the period (default 200ms)"},
+    {"--via", "HOW", "slow: cgroup | signals | auto (default auto: cgroup v1 cpu where writable)"},
+    {"--proxy", "ADDR", "the proxy's control socket (overrides the nodes file)"},
+    {"--control", "HOST:PORT", "proxy: its control socket (default 127.0.0.1:0; loopback only)"},
+    {"--link", "NAME=LHOST:LPORT->THOST:TPORT", "proxy: a link (repeatable; port 0 picks one)"},
+    {"--ports-file", "F", "proxy: write {\"control\":...,\"links\":{...}} here once listening"},
+    {"--mtbf", "D", "random: mean time between faults (default 30s)"},
+    {"--recovery", "DIST",
+     "random: time to recovery: lognormal:5s,0.5 (default), fixed:D, exponential:D, weibull:D,K"},
+    {"--duration", "D", "random: how long the session runs (default 5m)"},
+    {"--kinds", "LIST", "random: fault kinds to draw (default kill,pause)"},
+    {"--targets", "SPEC", "random: targets to draw from (default learners)"},
+    {"--max-concurrent", "N", "random: faults at once at most (default 1)"},
+    {"--min-gap", "D", "random: least time between two faults (default 0)"},
+    {"--no-heal", "", "leave the faults in place at the end of the session"},
+    {"--ms", "N", "latency / delay in milliseconds"},
+    {"--jitter", "N", "latency jitter in milliseconds"},
+    {"--rate", "BYTES_PER_S", "bandwidth limit"},
+    {"--p", "P", "corrupt: the probability a byte is flipped"},
+    {"--size", "B", "slice: the slice size in bytes"},
+    {"--delay-us", "U", "slice: the delay between slices in microseconds"},
+    {"--bytes", "N", "close_after: close the link after N bytes"},
+    {"--dir", "up|down|both", "which direction of the link (default both)"},
+    {"--baseline", "CLEAN_RUN_DIR", "report: compare with a run without faults"},
+    {"--json", "OUT", "report: where the JSON report goes (default RUN_DIR/chaos_report.json)"},
+    {"--loss-tolerance", "F",
+     "report: how much worse the loss may be than the baseline's (default 0.03)"},
+    {"--keep", "BYTES", "disk truncate: bytes kept (default: half)"},
+    {"--count", "N", "disk corrupt: bytes flipped (default 16); msg: messages faulted"},
+    {"--max-fill", "BYTES", "disk full: only a tmpfs of at most this size (default 1 GiB)"},
+    {"--reserve", "BYTES", "disk full: bytes left free (default 1 MiB)"},
+    {"--set", "K=V", "run EXPERIMENT.lua: override a key (repeatable)"},
+    {"--name", "N", "run EXPERIMENT.lua: select an experiment (repeatable)"},
+    {"--script-timeout", "S", "run: wall-clock limit of evaluating the file (default 10)"},
+};
 
-Usage: dd-chaos COMMAND [ARGS] [FLAGS]
+/// One command: its usage after "dd-chaos NAME", its entry in the usage (its lines, starting
+/// "  NAME ..."), and the flags it takes beyond the common ones (--run-dir, --nodes, --dry-run,
+/// --tape).
+struct command_doc {
+  std::string name;
+  const char* usage;
+  const char* entry;
+  std::vector<std::string> flags;
+};
+/// The commands under one heading of the usage.
+struct command_group {
+  const char* heading;
+  std::vector<command_doc> commands;
+};
+const std::vector<std::string> process_knobs = {"--for",   "--pick", "--seed",   "--protect",
+                                                "--exact", "--duty", "--period", "--via"};
+const std::vector<std::string> net_knobs = {"--ms",   "--jitter",   "--rate",  "--p",
+                                            "--size", "--delay-us", "--bytes", "--dir"};
+std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+const std::vector<command_group>& command_groups() {
+  static const std::vector<command_group> groups = {
+      {"Process faults (TARGET: learner:N, owner:N, node:NAME, learners, nodes; comma lists)",
+       {{"kill", "TARGET [flags]",
+         "  kill TARGET      SIGKILL; with --for D under a launcher: `hold NODE D` first (kept "
+         "down D);\n"
+         "                   without a launcher: re-exec its argv after D\n",
+         process_knobs},
+        {"term", "TARGET [flags]", "  term TARGET      SIGTERM (a graceful leave); --for as kill\n",
+         process_knobs},
+        {"pause", "TARGET [flags]",
+         "  pause TARGET     SIGSTOP; SIGCONT after --for D (a detached reverter does it), else on "
+         "resume/heal\n",
+         process_knobs},
+        {"resume", "TARGET [flags]",
+         "  resume TARGET    SIGCONT, and stop its pending pause/slow reverters\n", process_knobs},
+        {"slow", "TARGET [flags]",
+         "  slow TARGET      for --for D: --duty F (stopped fraction, 0.5) --period P (200ms); "
+         "through\n"
+         "                   the cgroup v1 cpu controller where /sys/fs/cgroup/cpu is writable (a "
+         "quota of\n"
+         "                   (1-F)*P per P), else a SIGSTOP/SIGCONT duty cycle; --via "
+         "cgroup|signals forces\n",
+         process_knobs},
+        {"restart", "TARGET [flags]",
+         "  restart TARGET   launcher `restart NODE`; without one: SIGTERM (SIGKILL after 10s), "
+         "re-exec argv\n",
+         process_knobs}}},
+      {"Network faults (through the fault proxy of the nodes file, or --proxy HOST:PORT)",
+       {{"net", "FAULT TARGET [flags]",
+         "  net FAULT TARGET FAULT: latency --ms N [--jitter N] | bandwidth --rate BYTES_PER_S | "
+         "reset\n"
+         "                   | blackhole | corrupt --p P [--seed S] | slice [--size B] "
+         "[--delay-us U]\n"
+         "                   | close_after --bytes N;  [--dir up|down|both] --for D\n"
+         "                   TARGET: learner:N / node:NAME (its link learner-N to the syncer), "
+         "learners,\n"
+         "                   or link names as the proxy knows them\n",
+         with({"--for", "--pick", "--seed", "--protect", "--proxy"}, net_knobs)},
+        {"partition",
+         "TARGET [flags]",
+         "  partition TARGET same as `net blackhole TARGET --dir both`\n",
+         {"--for", "--pick", "--seed", "--protect", "--proxy"}},
+        {"proxy",
+         "--link NAME=LISTEN->TARGET... [flags]",
+         "  proxy            run the fault proxy: --control HOST:PORT (127.0.0.1:0), --link\n"
+         "                   NAME=LHOST:LPORT->THOST:TPORT (repeatable; port 0 picks one), "
+         "--ports-file F,\n"
+         "                   --seed S; prints {\"control\":...,\"links\":{...}} on one line once "
+         "listening\n",
+         {"--control", "--link", "--ports-file", "--seed"}}}},
+      {"Message faults (through each node's chaos endpoint, nodes.json endpoints.chaos)",
+       {{"msg",
+         "FAULT TARGET [flags] | msg status",
+         "  msg FAULT TARGET FAULT: drop-push | dup-push | delay-push --ms N | reorder-push | "
+         "corrupt-push\n"
+         "                   | drop-broadcast | dup-broadcast | delay-broadcast --ms N | "
+         "reorder-broadcast\n"
+         "                   (each --for D and/or --count N: the node reverts it after that)\n"
+         "                   | nan | fail (one step; --count N for more)\n"
+         "                   TARGET: learner:N, owner:N (a fragment), node:NAME, learners; comma "
+         "lists\n"
+         "  msg status       every endpoint's live faults\n",
+         {"--for", "--ms", "--count"}}}},
+      {"Disk faults (the target's host)",
+       {{"disk",
+         "truncate|corrupt owner:N | disk full TARGET [flags]",
+         "  disk truncate owner:N  cut the owner's checkpoint file to --keep BYTES (default: "
+         "half)\n"
+         "  disk corrupt owner:N   xor --count N (16) bytes of it at offsets drawn from --seed\n"
+         "  disk full TARGET       fill the tmpfs holding the node's run directory with a "
+         "ballast file\n"
+         "                   (leaving --reserve BYTES, 1 MiB) for --for D, or until heal; skipped "
+         "unless\n"
+         "                   that directory is on a tmpfs of at most --max-fill BYTES (1 GiB)\n",
+         {"--for", "--pick", "--seed", "--protect", "--keep", "--count", "--max-fill",
+          "--reserve"}}}},
+      {"Sessions",
+       {{"random", "[flags]",
+         "  random           --mtbf D (30s) --recovery DIST (lognormal:5s,0.5; also fixed:D, "
+         "exponential:D,\n"
+         "                   weibull:D,K) --seed S --duration D (5m) --kinds LIST (kill,pause)\n"
+         "                   --targets SPEC (learners) --max-concurrent N (1) --min-gap D (0) "
+         "[--no-heal]\n",
+         with({"--mtbf", "--recovery", "--seed", "--duration", "--kinds", "--targets",
+               "--max-concurrent", "--min-gap", "--no-heal", "--protect", "--proxy", "--duty",
+               "--period"},
+              net_knobs)},
+        {"replay",
+         "TAPE [flags]",
+         "  replay TAPE      fire every fault of a tape (chaos.jsonl) at the same offset "
+         "[--no-heal]\n",
+         {"--no-heal", "--proxy"}},
+        {"run",
+         "SCENARIO.lua|EXPERIMENT.lua [flags]",
+         "  run SCENARIO.lua a Lua list of {at=S, kind=K, target=T, for_=S, knobs...} "
+         "[--no-heal]\n"
+         "  run EXPERIMENT.lua  an experiment file: its chaos section's process, network and disk "
+         "events,\n"
+         "                   chaos.random.cluster_mtbf_seconds faults, and its message events "
+         "through the\n"
+         "                   chaos endpoints when nodes.json has \"message_faults\": \"endpoint\" "
+         "(dd-node\n"
+         "                   launch; step-keyed ones armed for their step) [--set k=v]... [--name "
+         "N]\n"
+         "                   run evaluates the file in a child process killed after "
+         "--script-timeout S\n"
+         "                   (10); a scenario sees only Lua's base, string, table and math "
+         "libraries\n",
+         {"--no-heal", "--proxy", "--set", "--name", "--script-timeout"}}}},
+      {"Verdict",
+       {{"report",
+         "RUN_DIR [flags]",
+         "  report RUN_DIR   judge a run from its events and tape: per-fault times, run figures "
+         "and\n"
+         "                   invariants; --baseline CLEAN_RUN_DIR, --json OUT "
+         "(RUN_DIR/chaos_report.json),\n"
+         "                   --loss-tolerance F (0.03); exit 1 when an invariant is invalid\n",
+         {"--baseline", "--json", "--loss-tolerance"}}}},
+      {"Other",
+       {{"heal",
+         "[flags]",
+         "  heal             revert everything: stop reverters, SIGCONT every paused node, pending "
+         "restarts,\n"
+         "                   proxy heal, launcher release\n",
+         {"--proxy"}},
+        {"status",
+         "[flags]",
+         "  status           the nodes file, each pid checked against /proc, the proxy's links "
+         "and faults\n",
+         {"--proxy"}}}},
+  };
+  return groups;
+}
 
-Process faults (TARGET: learner:N, owner:N, node:NAME, learners, nodes; comma lists)
-  kill TARGET      SIGKILL; with --for D under a launcher: `hold NODE D` first (kept down D);
-                   without a launcher: re-exec its argv after D
-  term TARGET      SIGTERM (a graceful leave); --for as kill
-  pause TARGET     SIGSTOP; SIGCONT after --for D (a detached reverter does it), else on resume/heal
-  resume TARGET    SIGCONT, and stop its pending pause/slow reverters
-  slow TARGET      for --for D: --duty F (stopped fraction, 0.5) --period P (200ms); through
-                   the cgroup v1 cpu controller where /sys/fs/cgroup/cpu is writable (a quota of
-                   (1-F)*P per P), else a SIGSTOP/SIGCONT duty cycle; --via cgroup|signals forces
-  restart TARGET   launcher `restart NODE`; without one: SIGTERM (SIGKILL after 10s), re-exec argv
-Network faults (through the fault proxy of the nodes file, or --proxy HOST:PORT)
-  net FAULT TARGET FAULT: latency --ms N [--jitter N] | bandwidth --rate BYTES_PER_S | reset
-                   | blackhole | corrupt --p P [--seed S] | slice [--size B] [--delay-us U]
-                   | close_after --bytes N;  [--dir up|down|both] --for D
-                   TARGET: learner:N / node:NAME (its link learner-N to the syncer), learners,
-                   or link names as the proxy knows them
-  partition TARGET same as `net blackhole TARGET --dir both`
-  proxy            run the fault proxy: --control HOST:PORT (127.0.0.1:0), --link
-                   NAME=LHOST:LPORT->THOST:TPORT (repeatable; port 0 picks one), --ports-file F,
-                   --seed S; prints {"control":...,"links":{...}} on one line once listening
-Message faults (through each node's chaos endpoint, nodes.json endpoints.chaos)
-  msg FAULT TARGET FAULT: drop-push | dup-push | delay-push --ms N | reorder-push | corrupt-push
-                   | drop-broadcast | dup-broadcast | delay-broadcast --ms N | reorder-broadcast
-                   (each --for D and/or --count N: the node reverts it after that)
-                   | nan | fail (one step; --count N for more)
-                   TARGET: learner:N, owner:N (a fragment), node:NAME, learners; comma lists
-  msg status       every endpoint's live faults
-Disk faults (the target's host)
-  disk truncate owner:N  cut the owner's checkpoint file to --keep BYTES (default: half)
-  disk corrupt owner:N   xor --count N (16) bytes of it at offsets drawn from --seed
-  disk full TARGET       fill the tmpfs holding the node's run directory with a ballast file
-                   (leaving --reserve BYTES, 1 MiB) for --for D, or until heal; skipped unless
-                   that directory is on a tmpfs of at most --max-fill BYTES (1 GiB)
-Sessions
-  random           --mtbf D (30s) --recovery DIST (lognormal:5s,0.5; also fixed:D, exponential:D,
-                   weibull:D,K) --seed S --duration D (5m) --kinds LIST (kill,pause)
-                   --targets SPEC (learners) --max-concurrent N (1) --min-gap D (0) [--no-heal]
-  replay TAPE      fire every fault of a tape (chaos.jsonl) at the same offset [--no-heal]
-  run SCENARIO.lua a Lua list of {at=S, kind=K, target=T, for_=S, knobs...} [--no-heal]
-  run EXPERIMENT.lua  an experiment file: its chaos section's process, network and disk events,
-                   chaos.random.cluster_mtbf_seconds faults, and its message events through the
-                   chaos endpoints when nodes.json has "message_faults": "endpoint" (dd-node
-                   launch; step-keyed ones armed for their step) [--set k=v]... [--name N]
-                   run evaluates the file in a child process killed after --script-timeout S
-                   (10); a scenario sees only Lua's base, string, table and math libraries
-Verdict
-  report RUN_DIR   judge a run from its events and tape: per-fault times, run figures and
-                   invariants; --baseline CLEAN_RUN_DIR, --json OUT (RUN_DIR/chaos_report.json),
-                   --loss-tolerance F (0.03); exit 1 when an invariant is invalid
-Other
-  heal             revert everything: stop reverters, SIGCONT every paused node, pending restarts,
-                   proxy heal, launcher release
-  status           the nodes file, each pid checked against /proc, the proxy's links and faults
-Common flags
-  --run-dir DIR    cluster from DIR/nodes.json; tape DIR/chaos.jsonl, state DIR/chaos-state.json
-  --nodes FILE     a nodes file given by hand (its folder plays the run dir)
-  --for D          duration (250ms, 10s, 2m); the fault is reverted after it
-  --pick MODE      one | minority | majority | all (default: all for named targets, one for groups)
-  --seed S         seed of every random choice (printed; default: drawn and printed)
-  --protect SPEC   never touch these (repeatable); the syncer is protected unless named
-  --exact          refuse an actor target whose process hosts other actors
-  --dry-run        print exactly what would be done; touch nothing (no signal, no tape)
-  --tape FILE      append the tape here instead of RUN_DIR/chaos.jsonl
-  --proxy ADDR     the proxy's control socket (overrides the nodes file)
-Exit status: 0 done; 1 a fault was refused or failed (e.g. a reused pid); 2 bad flags.
-)";
+const flag_doc& doc_of(const std::string& name) {
+  for (const auto& d : flag_docs)
+    if (name == d.name) return d;
+  throw std::logic_error("dd-chaos: no doc for flag " + name);
+}
 
-const std::set<std::string> bool_flags = {"--dry-run", "--exact", "--no-heal", "--help", "-h"};
-const std::set<std::string> value_flags = {"--run-dir",
-                                           "--nodes",
-                                           "--for",
-                                           "--pick",
-                                           "--seed",
-                                           "--protect",
-                                           "--duty",
-                                           "--period",
-                                           "--proxy",
-                                           "--tape",
-                                           "--control",
-                                           "--link",
-                                           "--ports-file",
-                                           "--mtbf",
-                                           "--recovery",
-                                           "--duration",
-                                           "--kinds",
-                                           "--targets",
-                                           "--max-concurrent",
-                                           "--min-gap",
-                                           "--ms",
-                                           "--jitter",
-                                           "--rate",
-                                           "--p",
-                                           "--size",
-                                           "--delay-us",
-                                           "--bytes",
-                                           "--dir",
-                                           "--baseline",
-                                           "--json",
-                                           "--loss-tolerance",
-                                           "--keep",
-                                           "--count",
-                                           "--via",
-                                           "--max-fill",
-                                           "--reserve",
-                                           "--set",
-                                           "--name",
-                                           "--script-timeout"};
+/// The command named `name` and its group's heading; nullptr for a word that names none.
+const command_doc* command_of(const std::string& name, const char** heading = nullptr) {
+  for (const auto& g : command_groups())
+    for (const auto& c : g.commands)
+      if (c.name == name) {
+        if (heading != nullptr) *heading = g.heading;
+        return &c;
+      }
+  return nullptr;
+}
+
+const char* exit_status =
+    "Exit status: 0 done; 1 a fault was refused or failed (e.g. a reused pid); 2 bad flags.\n";
+
+/// `dd-chaos --help`: every command's entry under its heading, then every flag.
+std::string usage() {
+  std::string u =
+      "dd-chaos — inject real faults into a running Decoupled DiLoCo cluster (docs/chaos.md).\n\n"
+      "Usage: dd-chaos COMMAND [ARGS] [FLAGS]; `dd-chaos COMMAND --help` (or `dd-chaos help\n"
+      "COMMAND`) prints that command's entry and flags.\n\n";
+  for (const auto& g : command_groups()) {
+    u += std::string(g.heading) + "\n";
+    for (const auto& c : g.commands) u += c.entry;
+  }
+  u += "Flags (common to every command: --run-dir, --nodes, --dry-run, --tape)\n";
+  for (const auto& d : flag_docs) {
+    const std::string left = fmt::format("  {}{}{}", d.name, *d.value == '\0' ? "" : " ", d.value);
+    u += left.size() + 1 > 19 ? fmt::format("{}\n{:19}{}\n", left, "", d.help)
+                              : fmt::format("{:<19}{}\n", left, d.help);
+  }
+  return u + exit_status;
+}
 
 struct args {
   std::string command;
@@ -156,48 +297,72 @@ struct args {
   }
 };
 
-args parse_args(int argc, char** argv) {
-  args a;
-  for (int i = 1; i < argc; ++i) {
-    std::string s = argv[i];
-    if (s.rfind("--", 0) == 0 || s == "-h") {
-      std::string value;
-      const auto eq = s.find('=');
-      bool inline_value = false;
-      if (eq != std::string::npos) {
-        value = s.substr(eq + 1);
-        s = s.substr(0, eq);
-        inline_value = true;
-      }
-      if (bool_flags.count(s)) {
-        if (inline_value) throw usage_error(fmt::format("{} takes no value", s));
-        a.flags[s].push_back("1");
-      } else if (value_flags.count(s)) {
-        if (!inline_value) {
-          if (i + 1 >= argc) throw usage_error(fmt::format("{} needs a value", s));
-          value = argv[++i];
-        }
-        a.flags[s].push_back(value);
-      } else {
-        throw usage_error(fmt::format("unknown flag {} (see dd-chaos --help)", s));
-      }
-    } else if (a.command.empty()) {
-      a.command = s;
-    } else {
-      a.positional.push_back(s);
-    }
+/// The flag table of `command` (nullptr: every flag, for the arguments before a command),
+/// writing into `a`.
+dd::util::flag_table table_of(const command_doc* command, const std::string& name, args& a) {
+  std::vector<std::string> flags = {"--run-dir", "--nodes", "--dry-run", "--tape"};
+  if (command != nullptr)
+    flags.insert(flags.end(), command->flags.begin(), command->flags.end());
+  else
+    for (const auto& d : flag_docs)
+      if (std::find(flags.begin(), flags.end(), d.name) == flags.end()) flags.push_back(d.name);
+  const char* heading = "";
+  if (command != nullptr) command_of(name, &heading);
+  dd::util::flag_table t(command ? "dd-chaos " + name : "dd-chaos",
+                         command ? command->usage : "COMMAND [ARGS] [FLAGS]",
+                         command ? std::string(heading) + "\n" + command->entry : std::string());
+  for (const auto& f : flags) {
+    const auto& d = doc_of(f);
+    if (*d.value == '\0')
+      t.action(f, d.help, [&a, f] { a.flags[f].push_back("1"); });
+    else
+      t.custom(f, d.value, d.help, [&a, f](const std::string& v) {
+        a.flags[f].push_back(v);
+        return std::string();
+      });
   }
-  return a;
+  t.positionals(&a.positional, 0, 64, "ARGS", "").epilog(exit_status);
+  return t;
 }
 
-// Flags each command accepts beyond the common ones.
-void check_flags(const args& a, const std::set<std::string>& allowed) {
-  static const std::set<std::string> common = {"--run-dir", "--nodes", "--dry-run",
-                                               "--tape",    "--help",  "-h"};
-  for (const auto& [f, v] : a.flags)
-    if (!common.count(f) && !allowed.count(f))
-      throw usage_error(
-          fmt::format("{}: flag {} does not apply (see dd-chaos --help)", a.command, f));
+/// Parses argv: the first argument that is neither a flag nor a flag's value is the command;
+/// the rest against the command's table. Returns the exit status when parsing ends the run.
+std::optional<int> parse_args(int argc, char** argv, args& a) {
+  std::vector<std::string> rest;
+  for (int i = 1; i < argc; ++i) {
+    const std::string s = argv[i];
+    if (a.command.empty() && s.rfind("-", 0) != 0) {
+      a.command = s;
+      continue;
+    }
+    rest.push_back(s);
+    if (a.command.empty() && s.find('=') == std::string::npos)
+      for (const auto& d : flag_docs)
+        if (s == d.name && *d.value != '\0' && i + 1 < argc) rest.push_back(argv[++i]);
+  }
+  // `dd-chaos help COMMAND` is `dd-chaos COMMAND --help`; `dd-chaos help`, `dd-chaos --help`.
+  if (a.command == "help") {
+    a.command.clear();
+    if (!rest.empty() && rest.front().rfind("-", 0) != 0) {
+      a.command = rest.front();
+      rest.clear();
+    }
+    rest.push_back("--help");
+  }
+  const command_doc* c = a.command.empty() ? nullptr : command_of(a.command);
+  if (!a.command.empty() && c == nullptr)
+    throw usage_error(fmt::format("unknown command '{}' (see dd-chaos --help)", a.command));
+  auto t = table_of(c, a.command, a);
+  std::string out, err;
+  auto rc = t.parse(rest, out, err);
+  if (rc && *rc == 0 && c == nullptr) out = usage();
+  std::fputs(out.c_str(), stdout);
+  std::fputs(err.c_str(), stderr);
+  if (!rc && c == nullptr) {
+    std::fputs(usage().c_str(), stdout);
+    return 2;
+  }
+  return rc;
 }
 
 uint64_t parse_u64(const std::string& s, const std::string& what) {
@@ -296,7 +461,6 @@ void stop_proxy(int) {
 }
 
 int cmd_proxy(const args& a) {
-  check_flags(a, {"--control", "--link", "--ports-file", "--seed"});
   if (!a.positional.empty()) throw usage_error("proxy: takes no positional arguments");
   proxy_config cfg;
   cfg.control = parse_host_port(a.get("--control", "127.0.0.1:0"), "--control");
@@ -328,7 +492,6 @@ int cmd_proxy(const args& a) {
 }
 
 int cmd_status(const args& a) {
-  check_flags(a, {"--proxy"});
   chaos_env env = make_env(a, true);
   const nodes_file& nf = *env.nodes;
   // The launcher writes the nodes file before the syncer has chosen the run id.
@@ -364,27 +527,6 @@ int cmd_status(const args& a) {
 }
 
 int cmd_random(const args& a) {
-  check_flags(a, {"--mtbf",
-                  "--recovery",
-                  "--seed",
-                  "--duration",
-                  "--kinds",
-                  "--targets",
-                  "--max-concurrent",
-                  "--min-gap",
-                  "--no-heal",
-                  "--protect",
-                  "--proxy",
-                  "--ms",
-                  "--jitter",
-                  "--rate",
-                  "--p",
-                  "--size",
-                  "--delay-us",
-                  "--bytes",
-                  "--dir",
-                  "--duty",
-                  "--period"});
   if (!a.positional.empty()) throw usage_error("random: takes no positional arguments");
   schedule_config cfg;
   cfg.mtbf = parse_duration(a.get("--mtbf", "30s"), "--mtbf");
@@ -425,65 +567,19 @@ int cmd_random(const args& a) {
   return run_session(env, from_schedule(schedule, knobs), !a.has("--no-heal"), info);
 }
 
-/// The lines of `usage` that describe `command` (an entry "  COMMAND ..." and its indented
-/// continuation lines, every entry of it: `msg FAULT` and `msg status`), then the common flags;
-/// "" for a word that names no command.
-std::string command_help(const std::string& command) {
-  std::vector<std::string> lines;
-  for (size_t at = 0; at < std::char_traits<char>::length(usage);) {
-    const std::string_view u(usage);
-    size_t end = u.find('\n', at);
-    if (end == std::string_view::npos) end = u.size();
-    lines.emplace_back(u.substr(at, end - at));
-    at = end + 1;
-  }
-  std::string entries, common;
-  bool in_entry = false, in_common = false;
-  for (const auto& l : lines) {
-    const bool header = !l.empty() && l[0] != ' ';
-    const bool entry = l.size() > 2 && l.compare(0, 2, "  ") == 0 && l[2] != ' ';
-    if (header) in_common = l == "Common flags";
-    if (header || entry) in_entry = false;
-    if (entry && l.compare(2, command.size() + 1, command + " ") == 0) in_entry = true;
-    if (in_entry) entries += l + "\n";
-    if (in_common && !header) common += l + "\n";
-  }
-  if (entries.empty()) return "";
-  return fmt::format(
-      "Usage: dd-chaos {} [ARGS] [FLAGS] (docs/chaos.md; every command: dd-chaos "
-      "--help)\n{}Common flags\n{}",
-      command, entries, common);
-}
-
 int run(int argc, char** argv) {
-  const args a = parse_args(argc, argv);
-  // `dd-chaos COMMAND --help` and `dd-chaos help COMMAND`: that command's lines.
-  const std::string asked = a.command == "help" && !a.positional.empty() ? a.positional[0]
-                            : a.command != "help"                        ? a.command
-                                                                         : std::string();
-  if (!asked.empty() && (a.command == "help" || a.has("--help") || a.has("-h"))) {
-    const std::string text = command_help(asked);
-    if (text.empty())
-      throw usage_error(fmt::format("unknown command '{}' (see dd-chaos --help)", asked));
-    std::fputs(text.c_str(), stdout);
-    return 0;
-  }
-  if (a.command.empty() || a.command == "help" || a.has("--help") || a.has("-h")) {
-    std::fputs(usage, stdout);
-    return a.command.empty() && !a.has("--help") && !a.has("-h") ? 2 : 0;
-  }
+  args a;
+  if (auto rc = parse_args(argc, argv, a)) return *rc;
   const std::string& c = a.command;
   if (c == "proxy") return cmd_proxy(a);
   if (c == "status") return cmd_status(a);
   if (c == "random") return cmd_random(a);
   if (c == "heal") {
-    check_flags(a, {"--proxy"});
     if (!a.positional.empty()) throw usage_error("heal: takes no positional arguments");
     chaos_env env = make_env(a, a.get("--proxy").empty());
     return heal(env).value("ok", false) ? 0 : 1;
   }
   if (c == "replay" || c == "run") {
-    check_flags(a, {"--no-heal", "--proxy", "--set", "--name", "--script-timeout"});
     double script_timeout = 10.0;
     if (a.has("--script-timeout")) {
       script_timeout = parse_number(a.get("--script-timeout"), "--script-timeout");
@@ -526,7 +622,6 @@ int run(int argc, char** argv) {
     return run_session(env, s.faults, !a.has("--no-heal"), s.info);
   }
   if (c == "report") {
-    check_flags(a, {"--baseline", "--json", "--loss-tolerance"});
     report_options o;
     o.run_dir = one_positional(a, "RUN_DIR");
     o.baseline_dir = a.get("--baseline");
@@ -546,8 +641,6 @@ int run(int argc, char** argv) {
     return report_exit_status(r);
   }
   if (c == "disk") {
-    check_flags(a, {"--for", "--pick", "--seed", "--protect", "--keep", "--count", "--max-fill",
-                    "--reserve"});
     if (a.positional.size() != 2)
       throw usage_error(
           "disk: expected FAULT TARGET: `disk truncate owner:N`, `disk corrupt "
@@ -569,8 +662,6 @@ int run(int argc, char** argv) {
     return fire(env, f).value("ok", false) ? 0 : 1;
   }
   if (is_process_kind(c)) {
-    check_flags(
-        a, {"--for", "--pick", "--seed", "--protect", "--exact", "--duty", "--period", "--via"});
     const std::string target = one_positional(a, "TARGET");
     fault_spec f = make_spec(a, c, target);
     if ((c == "resume" || c == "restart") && f.duration > 0)
@@ -583,7 +674,6 @@ int run(int argc, char** argv) {
     return fire(env, f).value("ok", false) ? 0 : 1;
   }
   if (c == "msg") {
-    check_flags(a, {"--for", "--ms", "--count"});
     if (a.positional.size() == 1 && a.positional[0] == "status") {
       chaos_env env = make_env(a, true);
       std::printf("%s\n", msg_status(env).dump(2).c_str());
@@ -602,8 +692,6 @@ int run(int argc, char** argv) {
     return fire(env, f).value("ok", false) ? 0 : 1;
   }
   if (c == "net" || c == "partition") {
-    check_flags(a, {"--for", "--pick", "--seed", "--protect", "--proxy", "--ms", "--jitter",
-                    "--rate", "--p", "--size", "--delay-us", "--bytes", "--dir"});
     std::string kind, target;
     if (c == "partition") {
       kind = "blackhole";

@@ -1,183 +1,28 @@
 // tools/chaos/nodes_file.cpp — see nodes_file.hpp.
 #include "tools/chaos/nodes_file.hpp"
 
-#include <algorithm>
-#include <filesystem>
-
-#include <fmt/format.h>
-
 #include "tools/chaos/common.hpp"
 
 namespace dd::chaos {
 
-using nlohmann::json;
-
-bool node_entry::hosts(const std::string& actor) const {
-  return std::find(actors.begin(), actors.end(), actor) != actors.end();
-}
-
-const node_entry* nodes_file::find(const std::string& n) const {
-  for (const auto& e : nodes)
-    if (e.name == n) return &e;
-  return nullptr;
-}
-
-node_entry* nodes_file::find(const std::string& n) {
-  for (auto& e : nodes)
-    if (e.name == n) return &e;
-  return nullptr;
-}
-
-namespace {
-
-struct field_reader {
-  const json& obj;
-  std::string where;  // "FILE: nodes[1]"
-
-  [[noreturn]] void fail(const std::string& key, const std::string& why) const {
-    throw chaos_error(fmt::format("{}.{}: {}", where, key, why));
-  }
-  const json* get(const std::string& key, bool required) const {
-    const auto it = obj.find(key);
-    if (it == obj.end() || it->is_null()) {
-      if (required) fail(key, "missing");
-      return nullptr;
-    }
-    return &*it;
-  }
-  std::string str(const std::string& key, bool required = true) const {
-    const json* v = get(key, required);
-    if (!v) return {};
-    if (!v->is_string()) fail(key, "must be a string");
-    return v->get<std::string>();
-  }
-  int64_t integer(const std::string& key, bool required = true) const {
-    const json* v = get(key, required);
-    if (!v) return 0;
-    if (!v->is_number_integer() || v->get<int64_t>() < 0) fail(key, "must be an integer >= 0");
-    return v->get<int64_t>();
-  }
-  std::vector<std::string> strings(const std::string& key, bool required = true) const {
-    const json* v = get(key, required);
-    std::vector<std::string> out;
-    if (!v) return out;
-    if (!v->is_array()) fail(key, "must be an array of strings");
-    for (const auto& s : *v) {
-      if (!s.is_string()) fail(key, "must be an array of strings");
-      out.push_back(s.get<std::string>());
-    }
-    return out;
-  }
-};
-
-std::optional<control_process> read_control(const json& root, const std::string& key,
-                                            const std::string& origin) {
-  const auto it = root.find(key);
-  if (it == root.end() || it->is_null()) return std::nullopt;
-  if (!it->is_object()) throw chaos_error(fmt::format("{}: {}: must be an object", origin, key));
-  field_reader r{*it, fmt::format("{}: {}", origin, key)};
-  control_process c;
-  c.pid = static_cast<int>(r.integer("pid"));
-  c.control = r.str("control");
-  try {
-    parse_host_port(c.control, "control");
-  } catch (const usage_error& e) {
-    r.fail("control", e.what());
-  }
-  return c;
-}
-
-}  // namespace
-
 nodes_file parse_nodes_file(const std::string& text, const std::string& origin) {
-  json root;
   try {
-    root = json::parse(text);
-  } catch (const json::parse_error& e) {
-    throw chaos_error(fmt::format("{}: not valid JSON: {}", origin, e.what()));
+    return dd::nodes_file_from_text(text, origin);
+  } catch (const nodes_file_error& e) {
+    throw chaos_error(e.what());
   }
-  if (!root.is_object()) throw chaos_error(fmt::format("{}: must be a JSON object", origin));
-  nodes_file f;
-  f.path = origin;
-  field_reader top{root, origin};
-  f.run_id = top.str("run_id", false);
-  f.launcher = read_control(root, "launcher", origin);
-  f.proxy = read_control(root, "proxy", origin);
-  const std::string messages = top.str("message_faults", false);
-  if (!messages.empty() && messages != "endpoint" && messages != "nodes")
-    throw chaos_error(fmt::format("{}: message_faults: '{}' must be \"endpoint\" or \"nodes\"",
-                                  origin, messages));
-  f.message_faults_via_endpoint = messages == "endpoint";
-  const auto it = root.find("nodes");
-  if (it == root.end() || !it->is_array())
-    throw chaos_error(fmt::format("{}: nodes: missing or not an array", origin));
-  for (size_t i = 0; i < it->size(); ++i) {
-    const json& n = (*it)[i];
-    const std::string where = fmt::format("{}: nodes[{}]", origin, i);
-    if (!n.is_object()) throw chaos_error(fmt::format("{}: must be an object", where));
-    field_reader r{n, where};
-    node_entry e;
-    e.name = r.str("name");
-    if (e.name.empty()) r.fail("name", "must not be empty");
-    e.role = r.str("role");
-    if (e.role != "syncer" && e.role != "learner")
-      r.fail("role", "must be \"syncer\" or \"learner\"");
-    e.actors = r.strings("actors", false);
-    e.pid = static_cast<int>(r.integer("pid"));
-    e.start_time = static_cast<uint64_t>(r.integer("start_time", e.pid != 0));
-    e.argv = r.strings("argv", false);
-    e.listen = r.str("listen", false);
-    e.advertise = r.str("advertise", false);
-    if (const json* ep = r.get("endpoints", false)) {
-      if (!ep->is_object()) r.fail("endpoints", "must be an object");
-      field_reader er{*ep, where + ".endpoints"};
-      e.chaos_port = static_cast<int>(er.integer("chaos", false));
-    }
-    e.incarnation = static_cast<int>(r.integer("incarnation", false));
-    e.log = r.str("log", false);
-    e.state = r.str("state", false);
-    if (e.state.empty()) e.state = e.pid != 0 ? "running" : "down";
-    if (e.state != "running" && e.state != "down" && e.state != "held" && e.state != "exited")
-      r.fail("state", "must be running, down, held or exited");
-    if (f.find(e.name)) r.fail("name", fmt::format("'{}' appears twice", e.name));
-    f.nodes.push_back(std::move(e));
-  }
-  const auto parent = std::filesystem::path(origin).parent_path();
-  f.run_dir = parent.empty() ? "." : parent.string();
-  return f;
 }
 
 nodes_file read_nodes_file(const std::string& path) {
-  return parse_nodes_file(read_file(path), path);
-}
-
-json to_json(const nodes_file& f) {
-  json root;
-  root["run_id"] = f.run_id;
-  if (f.launcher) root["launcher"] = {{"pid", f.launcher->pid}, {"control", f.launcher->control}};
-  if (f.proxy) root["proxy"] = {{"pid", f.proxy->pid}, {"control", f.proxy->control}};
-  if (f.message_faults_via_endpoint) root["message_faults"] = "endpoint";
-  json nodes = json::array();
-  for (const auto& e : f.nodes) {
-    nodes.push_back({{"name", e.name},
-                     {"role", e.role},
-                     {"actors", e.actors},
-                     {"pid", e.pid},
-                     {"start_time", e.start_time},
-                     {"argv", e.argv},
-                     {"listen", e.listen},
-                     {"advertise", e.advertise},
-                     {"endpoints", {{"chaos", e.chaos_port}}},
-                     {"incarnation", e.incarnation},
-                     {"log", e.log},
-                     {"state", e.state}});
+  try {
+    return dd::load_nodes_file(path);
+  } catch (const nodes_file_error& e) {
+    throw chaos_error(e.what());
   }
-  root["nodes"] = nodes;
-  return root;
 }
 
 void write_nodes_file(const std::string& path, const nodes_file& f) {
-  write_file_atomic(path, to_json(f).dump(2) + "\n");
+  if (auto st = dd::save_nodes_file(path, f); !st) throw chaos_error(st.message);
 }
 
 }  // namespace dd::chaos

@@ -1,70 +1,23 @@
-// tools/chaos/nodes_file.hpp — the nodes file contract: `<run_dir>/nodes.json`, written
-// atomically by `dd-node launch` (or by hand), read by every dd-chaos command.
-// The format is documented in docs/chaos.md, "The nodes file". Pure parsing; any thread.
+// tools/chaos/nodes_file.hpp — dd-chaos's view of the nodes file: the one type of
+// runtime/nodes_file.hpp (written by dd-node launch), its errors as chaos_error. Any thread.
 #pragma once
 
-#include <cstdint>
-#include <optional>
 #include <string>
-#include <vector>
 
-#include <nlohmann/json.hpp>
+#include "runtime/nodes_file.hpp"
 
 namespace dd::chaos {
 
-/// One supervising process with a control socket (the launcher, or the fault proxy).
-struct control_process {
-  int pid = 0;
-  std::string control;  ///< "127.0.0.1:PORT"
-};
+using dd::control_process;
+using dd::node_entry;
+using dd::nodes_file;
+using dd::to_json;
 
-/// One node process of the cluster.
-struct node_entry {
-  std::string name;                 ///< "syncer", "learner-0", ...
-  std::string role;                 ///< "syncer" | "learner"
-  std::vector<std::string> actors;  ///< "monitor", "evaluator", "owner:0", "learner:0", ...
-  int pid = 0;                      ///< 0 when down
-  uint64_t start_time = 0;          ///< field 22 of /proc/PID/stat: clock ticks since boot
-  std::vector<std::string> argv;    ///< the command line that started it (absolute binary)
-  std::string listen;               ///< "HOST:PORT" or ""
-  std::string advertise;            ///< "HOST:PORT" or ""
-  int chaos_port = 0;               ///< endpoints.chaos; 0 = none
-  int incarnation = 0;              ///< process starts so far - 1
-  std::string log;                  ///< log file path (restart appends to it)
-  std::string state;                ///< "running" | "down" | "held" | "exited"
-
-  bool hosts(const std::string& actor) const;
-};
-
-/// The whole nodes file.
-struct nodes_file {
-  std::string run_id;
-  std::optional<control_process> launcher;  ///< absent for nodes started by hand
-  std::optional<control_process> proxy;     ///< absent unless `launch --via-proxy`
-  /// "message_faults": "endpoint" — the nodes leave the experiment's message faults to dd-chaos,
-  /// which sends them through their chaos endpoints (dd-node launch starts them with
-  /// --message-faults-via-endpoint); absent or "nodes": the nodes apply them themselves.
-  bool message_faults_via_endpoint = false;
-  std::vector<node_entry> nodes;
-  std::string path;     ///< where it was read from
-  std::string run_dir;  ///< the folder holding it: the tape and the state file go here
-
-  const node_entry* find(const std::string& name) const;
-  node_entry* find(const std::string& name);
-};
-
-/// Parses the JSON text of a nodes file; `origin` names it in errors.
-/// Throws chaos_error naming the origin and the bad field.
+/// dd::nodes_file_from_text; throws chaos_error naming the origin and the bad field.
 nodes_file parse_nodes_file(const std::string& text, const std::string& origin);
-
-/// Reads and parses `path`. Throws chaos_error ("PATH: cannot read: ...", "PATH: nodes[2].pid:
-/// ...").
+/// dd::load_nodes_file; throws chaos_error ("PATH: cannot read: ...", "PATH: nodes[2].pid: ...").
 nodes_file read_nodes_file(const std::string& path);
-
-/// The JSON form (the exact format the launcher writes).
-nlohmann::json to_json(const nodes_file& f);
-
-/// Writes `f` to `path` atomically.
+/// Writes `f` to `path` atomically; throws chaos_error naming the file.
 void write_nodes_file(const std::string& path, const nodes_file& f);
 
 }  // namespace dd::chaos

@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "tools/chaos/common.hpp"
+#include "util/net.hpp"
 
 namespace dd::chaos {
 
@@ -114,17 +115,6 @@ bool verified_process::alive() const {
 
 namespace {
 
-void write_all(int fd, const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    const ssize_t w = ::write(fd, c, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return;
-    c += w;
-    n -= static_cast<size_t>(w);
-  }
-}
-
 size_t read_all(int fd, void* p, size_t n) {
   char* c = static_cast<char*>(p);
   size_t got = 0;
@@ -166,7 +156,7 @@ int double_fork(const std::function<void(int report_fd)>& body, int* report_read
       ::_exit(0);
     }
     const int32_t g = grand;
-    write_all(p[1], &g, sizeof g);
+    (void)util::write_all(p[1], &g, sizeof g);
     ::_exit(0);
   }
   ::close(p[1]);
@@ -203,7 +193,7 @@ int spawn_detached(const std::vector<std::string>& argv, const std::string& log)
         ::close_range(static_cast<unsigned>(report_fd + 1), ~0U, 0);
         ::execv(args[0], args.data());
         const int32_t e = errno;
-        write_all(report_fd, &e, sizeof e);
+        (void)util::write_all(report_fd, &e, sizeof e);
         ::_exit(127);
       },
       &report);

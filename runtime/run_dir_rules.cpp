@@ -1,0 +1,32 @@
+// runtime/run_dir_rules.cpp — see run_dir_rules.hpp.
+#include "runtime/run_dir_rules.hpp"
+
+#include "runtime/run_dir.hpp"
+
+namespace dd {
+
+std::string resume_refusal(const std::string& run_dir, const nlohmann::json& experiment) {
+  if (auto why = experiment_change_on_resume(run_dir, experiment); !why.empty())
+    return "--resume: run directory '" + run_dir + "' holds " + why;
+  return {};
+}
+
+std::string run_dir_refusal(const std::string& run_dir, run_dir_mode mode,
+                            const nlohmann::json& experiment) {
+  switch (mode) {
+    case run_dir_mode::fresh:
+      if (inspect_run_dir(run_dir) == run_dir_state::unfinished)
+        return "run directory '" + run_dir +
+               "' holds an unfinished run (no summary.json): continue it with --resume, or "
+               "replace it with --overwrite";
+      return {};
+    case run_dir_mode::overwrite: return {};
+    case run_dir_mode::resume:
+      if (auto why = why_not_resumable(run_dir); !why.empty())
+        return "--resume: run directory '" + run_dir + "' holds " + why;
+      return resume_refusal(run_dir, experiment);
+  }
+  return {};
+}
+
+}  // namespace dd

@@ -1,0 +1,36 @@
+// util/net.hpp — the socket plumbing every process of the project shares: loopback listeners
+// and connections, a free port, and writes that resume partial writes. POSIX only; any thread.
+// Errors: -1 with errno set (sockets), the errno (writes).
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace dd::util {
+
+/// A listening TCP socket on 127.0.0.1:`port` (0 = any free port), close-on-exec, SO_REUSEADDR,
+/// non-blocking when `nonblocking`; the bound port in `*bound` (may be null). -1 (errno set).
+int listen_loopback(uint16_t port, uint16_t* bound, bool nonblocking = false, int backlog = 16);
+
+/// A blocking TCP connection to 127.0.0.1:`port`, close-on-exec. -1 (errno set).
+int connect_loopback(uint16_t port);
+
+/// A port on 127.0.0.1 that was free a moment ago (bound and released; bind it again soon);
+/// 0 when none could be bound.
+uint16_t free_loopback_port();
+
+/// Writes all `n` bytes to `fd`, resuming partial writes and EINTR: send(MSG_NOSIGNAL) on a
+/// socket (no SIGPIPE), write(2) on anything else. 0 when all were written, else the errno (EAGAIN:
+/// a send timeout). Async-signal-safe: usable in a child between fork and exec.
+int write_all(int fd, const void* data, size_t n);
+
+/// The same for `n` buffers in one sendmsg where it can; advances `iov` as bytes leave.
+int write_all(int fd, iovec* iov, int n);
+
+/// A write_all error in words: "timed out" for EAGAIN / EWOULDBLOCK, else errno's text.
+std::string io_error_text(int e);
+
+}  // namespace dd::util
