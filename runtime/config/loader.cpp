@@ -502,6 +502,434 @@ bool data_path_is_directory(const std::string& file, const file_policy& policy) 
 
 void read_chaos(section& chaos, experiment& e, const read_context& ctx);
 
+/// model: the architecture (the MoE and ViT keys only with their kind) and where it starts.
+void read_model(section s, experiment& e, const read_context& ctx, const file_policy& files) {
+  e.model.kind = s.choice("kind", e.model.kind);
+  e.model.vocab = s.integer32("vocab", e.model.vocab, closed(2, 1 << 20));
+  e.model.context = s.integer32("context", e.model.context, closed(1, 1 << 16));
+  e.model.layers = s.integer32("layers", e.model.layers, closed(1, 1024));
+  e.model.heads = s.integer32("heads", e.model.heads, closed(1, 1024));
+  e.model.width = s.integer32("width", e.model.width, closed(1, 1 << 16));
+  const bool moe = e.model.kind == model_kind::moe_gpt;
+  for (const char* key : {"experts", "top_k", "capacity_factor", "aux_loss"})
+    if (!moe && s.has(key))
+      ctx.fail(std::string("model.") + key,
+               fmt::format("applies to model.kind = \"moe_gpt\" only (kind is \"{}\")",
+                           to_string(e.model.kind)));
+  e.model.experts = s.integer32("experts", e.model.experts, closed(2, 1024));
+  e.model.top_k = s.integer32("top_k", e.model.top_k, closed(1, 2));
+  e.model.capacity_factor =
+      s.number("capacity_factor", e.model.capacity_factor, open_closed(0, 64));
+  e.model.aux_loss = s.number("aux_loss", e.model.aux_loss, closed(0, 100));
+  const bool vit = e.model.kind == model_kind::vit;
+  for (const char* key : {"rows", "cols", "patch", "classes", "pooling"})
+    if (!vit && s.has(key))
+      ctx.fail(std::string("model.") + key,
+               fmt::format("applies to model.kind = \"vit\" only (kind is \"{}\")",
+                           to_string(e.model.kind)));
+  e.model.rows = s.integer32("rows", e.model.rows, closed(1, 1 << 14));
+  e.model.cols = s.integer32("cols", e.model.cols, closed(1, 1 << 14));
+  e.model.patch = s.integer32("patch", e.model.patch, closed(1, 1 << 14));
+  e.model.classes = s.integer32("classes", e.model.classes, closed(2, 256));
+  e.model.pooling = s.string("pooling", e.model.pooling);
+  if (s.has("init_from")) {
+    if (e.model.kind != model_kind::gpt)
+      ctx.fail("model.init_from",
+               fmt::format("applies to model.kind = \"gpt\" only (kind is \"{}\")",
+                           to_string(e.model.kind)));
+    e.model.init_from = s.string("init_from", "");
+    if (e.model.init_from.empty())
+      ctx.fail("model.init_from", "must not be empty");
+    else if (files.check) {
+      if (auto dir = find_data_dir(e.model.init_from, files))
+        e.model.init_from = *dir;
+      else
+        ctx.fail("model.init_from",
+                 fmt::format("directory '{}' not found (a relative path is tried against the "
+                             "experiment file's directory, then the current directory)",
+                             e.model.init_from));
+    }
+  }
+  s.finish();
+  if (vit && e.model.pooling != "cls" && e.model.pooling != "mean")
+    ctx.fail("model.pooling",
+             fmt::format("unknown value '{}'; expected one of cls, mean", e.model.pooling));
+  if (vit && (e.model.rows % e.model.patch != 0 || e.model.cols % e.model.patch != 0))
+    ctx.fail("model.patch", fmt::format("{} does not divide model.rows ({}) and model.cols ({})",
+                                        e.model.patch, e.model.rows, e.model.cols));
+  if (moe && e.model.top_k > e.model.experts)
+    ctx.fail("model.top_k",
+             fmt::format("{} exceeds model.experts ({})", e.model.top_k, e.model.experts));
+}
+
+/// data: the data (a text file, IDX images and labels, or token shards; files resolved against
+/// the experiment file's directory, then the current directory, when `files` checks them), the
+/// split and the sharding.
+void read_data(section s, experiment& e, const read_context& ctx, const file_policy& files) {
+  e.data.kind = s.choice("kind", e.data.kind);
+  // A required data file: resolved like data.file (next to the experiment file, then the
+  // current directory).
+  auto data_file = [&](const char* key, std::string& out, const char* what) {
+    const std::string path = fmt::format("data.{}", key);
+    const json* raw = s.raw(key);
+    if (raw == nullptr) {
+      ctx.fail(path, fmt::format("required key is missing: name the {}", what));
+      return;
+    }
+    out = s.string(key, "");
+    if (!out.empty() && files.check) {
+      if (auto found = find_data_file(out, files)) {
+        out = *found;
+      } else if (data_path_is_directory(out, files)) {
+        ctx.fail(path, fmt::format("'{}' is a directory; name the {}", out, what));
+      } else {
+        ctx.fail(path, fmt::format("file '{}' not found (a relative path is tried against the "
+                                   "experiment file's directory, then the current directory)",
+                                   out));
+      }
+    } else if (out.empty() && raw->is_string()) {
+      ctx.fail(path, "must not be empty");
+    }
+  };
+  // A list of token files: a string or a list of strings, each a path or a glob pattern.
+  auto token_files = [&](const char* key, std::vector<std::string>& out, bool required) {
+    const std::string path = fmt::format("data.{}", key);
+    const json* raw = s.raw(key);
+    if (raw == nullptr) {
+      if (required)
+        ctx.fail(path,
+                 "required key is missing: name the token files (a path, a glob "
+                 "pattern or a list of them)");
+      return;
+    }
+    std::vector<std::string> patterns;
+    if (raw->is_string()) {
+      patterns.push_back(raw->get<std::string>());
+    } else if (raw->is_array()) {
+      for (std::size_t i = 0; i < raw->size(); ++i) {
+        if (!(*raw)[i].is_string()) {
+          ctx.fail(fmt::format("{}[{}]", path, i + 1),
+                   "expected a path or glob pattern, got " + describe((*raw)[i]));
+          return;
+        }
+        patterns.push_back((*raw)[i].get<std::string>());
+      }
+    } else {
+      ctx.fail(path, "expected a path, a glob pattern or a list of them, got " + describe(*raw));
+      return;
+    }
+    if (patterns.empty()) {
+      ctx.fail(path, "the list of token files is empty");
+      return;
+    }
+    if (!files.check) {
+      out = patterns;
+      return;
+    }
+    std::vector<std::string> dirs;
+    for (const auto& d : files.dirs) dirs.push_back(d.string());
+    if (auto st = util::expand_file_patterns(patterns, dirs, out); !st) ctx.fail(path, st.message);
+  };
+  if (e.data.kind == data_kind::tokens) {
+    token_files("files", e.data.files, true);
+    token_files("validation_files", e.data.validation_files, false);
+    e.data.format = s.string("format", e.data.format);
+    if (e.data.format != "llmc" && e.data.format != "uint16" && e.data.format != "uint32")
+      ctx.fail("data.format", fmt::format("unknown value '{}'; expected one of llmc, uint16, "
+                                          "uint32",
+                                          e.data.format));
+    for (const char* key : {"file", "images", "labels"})
+      if (s.has(key))
+        ctx.fail(fmt::format("data.{}", key),
+                 "is not read by data.kind = \"tokens\" (it reads data.files)");
+  } else if (e.data.kind == data_kind::idx) {
+    data_file("images", e.data.images, "IDX image file (n, rows, cols)");
+    data_file("labels", e.data.labels, "IDX label file (n)");
+    for (const char* key : {"file", "tokenizer"})
+      if (s.has(key))
+        ctx.fail(fmt::format("data.{}", key),
+                 "is for data.kind = \"text\"; data.kind = \"idx\" reads data.images and "
+                 "data.labels");
+  } else {
+    data_file("file", e.data.file, "training text file");
+    for (const char* key : {"images", "labels"})
+      if (s.has(key))
+        ctx.fail(fmt::format("data.{}", key), "is for data.kind = \"idx\" (IDX image files)");
+  }
+  if (e.data.kind != data_kind::tokens)
+    for (const char* key : {"files", "validation_files", "format"})
+      if (s.has(key))
+        ctx.fail(fmt::format("data.{}", key), "is for data.kind = \"tokens\" (token files)");
+  e.data.train_fraction = s.number("train_fraction", e.data.train_fraction, open(0, 1));
+  e.data.sharding = s.choice("sharding", e.data.sharding);
+  if (e.data.kind == data_kind::text) {
+    e.data.tokenizer = s.string("tokenizer", e.data.tokenizer);
+    if (e.data.tokenizer != "byte")
+      ctx.fail("data.tokenizer",
+               fmt::format("'{}': data.kind = \"text\" reads bytes (\"byte\"); to train on "
+                           "subword tokens, write shards with `dd-node tokenize` and use "
+                           "data.kind = \"tokens\"",
+                           e.data.tokenizer));
+  } else if (e.data.kind == data_kind::tokens) {
+    e.data.tokenizer = s.string("tokenizer", e.data.tokenizer);
+    if (e.data.tokenizer != "byte" && files.check) {
+      namespace fs = std::filesystem;
+      std::optional<std::string> found = find_data_file(e.data.tokenizer, files);
+      if (!found)
+        if (auto dir = find_data_dir(e.data.tokenizer, files))
+          found = (fs::path(*dir) / "tokenizer.model").string();
+      std::error_code ec;
+      if (found && fs::is_regular_file(*found, ec))
+        e.data.tokenizer = *found;
+      else
+        ctx.fail("data.tokenizer",
+                 fmt::format("'{}' is neither \"byte\" nor a SentencePiece model file (or a "
+                             "directory holding tokenizer.model) written by `dd-node tokenize`",
+                             e.data.tokenizer));
+    }
+  }
+  s.finish();
+}
+
+/// What the model and the data must agree on, checked once both are read.
+void check_model_against_data(const experiment& e, const read_context& ctx) {
+  if ((e.model.kind == model_kind::vit) != (e.data.kind == data_kind::idx))
+    ctx.fail("model.kind", fmt::format("\"{}\" does not read data.kind = \"{}\" (model.kind = "
+                                       "\"vit\" goes with data.kind = \"idx\", the others "
+                                       "with \"text\" or \"tokens\")",
+                                       to_string(e.model.kind), to_string(e.data.kind)));
+  if (e.data.kind != data_kind::idx && e.data.tokenizer == "byte" && e.model.vocab < 256)
+    ctx.fail("model.vocab",
+             fmt::format("{} is smaller than the byte tokenizer's 256 symbols", e.model.vocab));
+  if (e.model.width % e.model.heads != 0)
+    ctx.fail("model.heads", fmt::format("model.width ({}) is not divisible by model.heads ({})",
+                                        e.model.width, e.model.heads));
+}
+
+/// learners: count, batch, backend, threads, speeds.
+void read_learners(section s, experiment& e, const read_context& ctx) {
+  auto& l = e.learners;
+  l.count = s.integer32("count", l.count, closed(1, 4096));
+  l.batch = s.integer32("batch", l.batch, closed(1, 1 << 20));
+  l.backend = s.choice("backend", l.backend);
+  const json* devices_raw = s.raw("devices");
+  const bool has_devices =
+      devices_raw != nullptr && !(devices_raw->is_array() && devices_raw->empty());
+  l.devices = device_list(s, "devices");
+  l.threads = s.integer32("threads", l.threads, closed(0, 1024));
+  const json* speed_raw = s.raw("speed");
+  l.speed = number_list(s, "speed", at_least(1.0));
+  l.jitter = s.number("jitter", l.jitter, half_open(0, 1));
+  s.finish();
+  const auto count = static_cast<std::size_t>(l.count);
+  if (speed_raw != nullptr && speed_raw->is_array() && speed_raw->size() != count)
+    ctx.fail("learners.speed",
+             fmt::format("has {} entries but learners.count is {}", speed_raw->size(), l.count));
+  if (l.speed.size() != count) l.speed.assign(count, 1.0);
+  // Read (so a malformed list still gets its own message) but refused: no learner is placed
+  // on a chosen device yet, and a key that is accepted must take effect.
+  if (has_devices)
+    ctx.fail("learners.devices",
+             "is not implemented: every learner runs on its backend's "
+             "default device; remove the key (leave it {})");
+  if (!has_devices) l.devices.clear();
+  if (l.backend == backend_kind::cuda && e.model.kind != model_kind::gpt)
+    ctx.fail("learners.backend",
+             fmt::format("\"cuda\" has no kernels for model.kind = \"{}\" yet (its routing "
+                         "and expert gather/scatter ops, or the vision transformer's ops, exist "
+                         "on \"cpu\" and \"reference\" only); use learners.backend = \"cpu\"",
+                         to_string(e.model.kind)));
+}
+
+/// budget: exactly one of tokens, steps or seconds (default 600 steps).
+void read_budget(section s, experiment& e, const read_context& ctx) {
+  const bool t = s.has("tokens"), st = s.has("steps"), se = s.has("seconds");
+  e.budget.tokens = s.integer("tokens", 0, at_least(1));
+  e.budget.steps = s.integer("steps", 600, at_least(1));
+  e.budget.seconds = s.number("seconds", 0, positive());
+  s.finish();
+  const int given = int(t) + int(st) + int(se);
+  if (given > 1) {
+    std::string which;
+    for (auto [on, n] : {std::pair{t, "tokens"}, {st, "steps"}, {se, "seconds"}})
+      if (on) which += (which.empty() ? "" : " and ") + std::string(n);
+    ctx.fail("budget", "give exactly one of tokens, steps or seconds (got " + which + ")");
+  }
+  if (given == 1 && t)
+    e.budget.kind = budget_kind::tokens;
+  else if (given == 1 && se)
+    e.budget.kind = budget_kind::seconds;
+  else
+    e.budget.kind = budget_kind::steps;
+  if (given > 1) e.budget.steps = 600;  // keep checking the rest against the default
+  if (e.budget.kind != budget_kind::steps) e.budget.steps = 0;
+}
+
+/// inner: the inner optimizer and its schedule (a cosine schedule's length from the budget).
+void read_inner(section s, experiment& e, const read_context& ctx) {
+  auto& in = e.inner;
+  in.lr = s.number("lr", in.lr, open_closed(0, 10));
+  in.warmup = s.integer32("warmup", in.warmup, at_least(0));
+  in.schedule = s.choice("schedule", in.schedule);
+  in.min_lr_ratio = s.number("min_lr_ratio", in.min_lr_ratio, closed(0, 1));
+  const bool has_decay = s.has("decay_steps");
+  in.decay_steps = s.integer("decay_steps", 0, at_least(0));
+  in.beta1 = s.number("beta1", in.beta1, half_open(0, 1));
+  in.beta2 = s.number("beta2", in.beta2, half_open(0, 1));
+  in.eps = s.number("eps", in.eps, open_closed(0, 1));
+  in.weight_decay = s.number("weight_decay", in.weight_decay, at_least(0));
+  in.grad_clip = s.number("grad_clip", in.grad_clip, at_least(0));
+  in.rewarmup = s.integer32("rewarmup", in.rewarmup, at_least(0));
+  in.clock = s.choice("schedule_clock", in.clock);
+  s.finish();
+  if (in.decay_steps == 0 && in.schedule == schedule_kind::cosine) {
+    switch (e.budget.kind) {
+      case budget_kind::steps: in.decay_steps = e.budget.steps; break;
+      case budget_kind::tokens: {
+        const std::int64_t per_step = e.tokens_per_step() * e.learners.count;
+        in.decay_steps = std::max<std::int64_t>(1, (e.budget.tokens + per_step - 1) / per_step);
+        break;
+      }
+      case budget_kind::seconds:
+        ctx.fail("inner.decay_steps",
+                 has_decay ? "must be at least 1 for the cosine schedule"
+                           : "required when the budget is in seconds and inner.schedule is "
+                             "'cosine' (the schedule's length in inner steps)");
+        break;
+    }
+  }
+}
+
+/// outer: the outer optimizer, the merge and how a merge is applied.
+void read_outer(section s, experiment& e, const read_context& ctx) {
+  auto& o = e.outer;
+  o.kind = s.choice("kind", o.kind);
+  o.lr = s.number("lr", o.lr, open_closed(0, 10));
+  o.momentum = s.number("momentum", o.momentum, half_open(0, 1));
+  o.merge = s.choice("merge", o.merge);
+  o.embedding_merge = s.choice("embedding_merge", o.embedding_merge);
+  // Embedding tensors are always merged by the token-weighted average (runtime/merge.hpp):
+  // another rule would be accepted and silently not applied, so it is refused.
+  if (o.embedding_merge != merge_kind::average)
+    ctx.fail(s.path("embedding_merge"),
+             fmt::format("'{}' is not implemented: embedding tensors are always merged by the "
+                         "token-weighted average; remove the key or set \"average\"",
+                         to_string(o.embedding_merge)));
+  o.anchor = s.choice("anchor", o.anchor);
+  o.apply = s.choice("apply", o.apply);
+  o.mixing_alpha = s.number("mixing_alpha", o.mixing_alpha, half_open(0, 1));
+  if (o.apply == apply_kind::rebase && o.mixing_alpha != 0.0)
+    ctx.fail(s.path("mixing_alpha"), "must be 0 with apply = 'rebase' (α mixes only on overwrite)");
+  o.max_staleness = s.integer32("max_staleness", o.max_staleness, closed(0, 1000000));
+  o.token_weighting = s.boolean("token_weighting", o.token_weighting);
+  o.scale_partial_merges = s.boolean("scale_partial_merges", o.scale_partial_merges);
+  s.finish();
+}
+
+/// sync: fragments, the push schedule, the quorum, the grace window and the wire format.
+void read_sync(section s, experiment& e, const read_context& ctx) {
+  auto& y = e.sync;
+  y.fragments = s.integer32("fragments", y.fragments, closed(1, 100000));
+  y.strategy = s.choice("strategy", y.strategy);
+  y.interval = s.integer32("interval", y.interval, closed(1, 1000000));
+  y.overlap = s.integer32("overlap", y.overlap, closed(0, 1000000));
+  y.max_inflight = s.integer32("max_inflight", y.max_inflight, closed(1, 1024));
+  y.window_chunks = s.integer32("window_chunks", y.window_chunks, closed(1, 1024));
+  if (const json* k = s.raw("min_quorum")) {
+    const std::string p = s.path("min_quorum");
+    if (k->is_object() && k->size() == 1 && k->contains("fraction")) {
+      const json& f = (*k)["fraction"];
+      if (!f.is_number() || !std::isfinite(f.get<double>())) {
+        ctx.fail(p, "fraction(x) needs a number, got " + describe(f));
+      } else if (!(f.get<double>() > 0 && f.get<double>() <= 1)) {
+        ctx.fail(p, fmt::format("fraction {} is outside (0, 1]", f.dump()));
+      } else {
+        y.min_quorum.is_fraction = true;
+        y.min_quorum.fraction = f.get<double>();
+      }
+    } else if (k->is_number() && std::isfinite(k->get<double>()) &&
+               std::floor(k->get<double>()) == k->get<double>()) {
+      const double c = k->get<double>();
+      if (c < 1) {
+        ctx.fail(p, fmt::format("{} is out of range: must be at least 1", k->dump()));
+      } else if (c > e.learners.count) {
+        ctx.fail(p, fmt::format("{} exceeds learners.count ({})", k->dump(), e.learners.count));
+      } else {
+        y.min_quorum.count = static_cast<int>(c);
+      }
+    } else {
+      ctx.fail(p, "expected an integer count or fraction(x), got " + describe(*k));
+    }
+  }
+  // Unset: experiment::push_clock() picks by K (global when K < M, learner when K = M).
+  if (s.has("push_clock")) y.push_clock = s.choice("push_clock", schedule_clock::global);
+  {
+    // grace = "off" is shorthand for grace = { mode = "off" }.
+    const json* g = s.raw("grace");
+    if (g != nullptr && g->is_string()) {
+      y.grace.mode = s.parse_choice<grace_mode>(*g, s.path("grace"), y.grace.mode);
+    } else {
+      section gs = s.child("grace");
+      y.grace.mode = gs.choice("mode", y.grace.mode);
+      y.grace.gamma = gs.number("gamma", y.grace.gamma, closed(0, 1));
+      y.grace.max_factor = gs.number("max_factor", y.grace.max_factor, at_least(0));
+      y.grace.fixed_seconds = gs.number("fixed_seconds", 0, at_least(0));
+      gs.finish();
+      if (y.grace.mode == grace_mode::fixed && y.grace.fixed_seconds <= 0)
+        ctx.fail("sync.grace.fixed_seconds",
+                 "must be greater than 0 when sync.grace.mode is 'fixed'");
+      if (y.grace.mode != grace_mode::fixed && y.grace.fixed_seconds > 0)
+        ctx.fail("sync.grace.fixed_seconds", fmt::format("applies only when sync.grace.mode is "
+                                                         "'fixed' (mode is '{}')",
+                                                         to_string(y.grace.mode)));
+    }
+  }
+  y.ema = s.number("ema", y.ema, open_closed(0, 1));
+  y.wire = s.choice("wire", y.wire);
+  s.finish();
+  if (y.fragments > y.interval)
+    ctx.fail("sync.fragments", fmt::format("{} fragments exceed sync.interval ({}); P <= H is "
+                                           "required",
+                                           y.fragments, y.interval));
+}
+
+/// eval: how often the evaluator runs and on how many batches.
+void read_eval(section s, experiment& e, const read_context& ctx) {
+  const bool by_steps = s.has("every_steps");
+  e.eval.every_seconds = s.number("every_seconds", by_steps ? 0.0 : 10.0, at_least(0));
+  e.eval.every_steps = s.integer32("every_steps", 0, at_least(0));
+  e.eval.batches = s.integer32("batches", e.eval.batches, closed(1, 1 << 20));
+  s.finish();
+  // Both may be non-zero: the evaluator then evaluates on whichever fires first.
+}
+
+/// checkpoint: where the owners' checkpoints go (default inside run_dir) and how often.
+void read_checkpoint(section s, experiment& e, const read_context& ctx) {
+  e.checkpoint.dir = s.string("dir", e.run_dir + "/checkpoints");
+  e.checkpoint.every_versions =
+      s.integer32("every_versions", e.checkpoint.every_versions, at_least(0));
+  e.checkpoint.allow_degraded = s.boolean("allow_degraded", e.checkpoint.allow_degraded);
+  e.checkpoint.rebuild_wait_seconds =
+      s.number("rebuild_wait_seconds", e.checkpoint.rebuild_wait_seconds, closed(0, 3600));
+  e.checkpoint.max_failing_seconds =
+      s.number("max_failing_seconds", e.checkpoint.max_failing_seconds, closed(0, 86400));
+  s.finish();
+}
+
+/// restart: the learners' restart budget and backoff.
+void read_restart(section s, experiment& e, const read_context& ctx) {
+  auto& r = e.restart;
+  r.max_restarts = s.integer32("max_restarts", r.max_restarts, closed(0, 1000000));
+  r.window_seconds = s.number("window_seconds", r.window_seconds, positive());
+  r.backoff_seconds = s.number("backoff_seconds", r.backoff_seconds, at_least(0));
+  r.backoff_cap_seconds = s.number("backoff_cap_seconds", r.backoff_cap_seconds, at_least(0));
+  s.finish();
+  if (r.backoff_cap_seconds < r.backoff_seconds)
+    ctx.fail("restart.backoff_cap_seconds",
+             fmt::format("{} is smaller than restart.backoff_seconds ({})", r.backoff_cap_seconds,
+                         r.backoff_seconds));
+}
+
 /// Reads and resolves one experiment from its JSON snapshot.
 experiment read_experiment(const json& root, const read_context& ctx,
                            const std::string& default_name, const file_policy& files) {
@@ -518,420 +946,17 @@ experiment read_experiment(const json& root, const read_context& ctx,
   e.seed = static_cast<std::uint64_t>(top.integer("seed", 1234, at_least(0)));
   e.run_dir = top.string("run_dir", default_run_dir(e.name));
 
-  {
-    section s = top.child("model");
-    e.model.kind = s.choice("kind", e.model.kind);
-    e.model.vocab = s.integer32("vocab", e.model.vocab, closed(2, 1 << 20));
-    e.model.context = s.integer32("context", e.model.context, closed(1, 1 << 16));
-    e.model.layers = s.integer32("layers", e.model.layers, closed(1, 1024));
-    e.model.heads = s.integer32("heads", e.model.heads, closed(1, 1024));
-    e.model.width = s.integer32("width", e.model.width, closed(1, 1 << 16));
-    const bool moe = e.model.kind == model_kind::moe_gpt;
-    for (const char* key : {"experts", "top_k", "capacity_factor", "aux_loss"})
-      if (!moe && s.has(key))
-        ctx.fail(std::string("model.") + key,
-                 fmt::format("applies to model.kind = \"moe_gpt\" only (kind is \"{}\")",
-                             to_string(e.model.kind)));
-    e.model.experts = s.integer32("experts", e.model.experts, closed(2, 1024));
-    e.model.top_k = s.integer32("top_k", e.model.top_k, closed(1, 2));
-    e.model.capacity_factor =
-        s.number("capacity_factor", e.model.capacity_factor, open_closed(0, 64));
-    e.model.aux_loss = s.number("aux_loss", e.model.aux_loss, closed(0, 100));
-    const bool vit = e.model.kind == model_kind::vit;
-    for (const char* key : {"rows", "cols", "patch", "classes", "pooling"})
-      if (!vit && s.has(key))
-        ctx.fail(std::string("model.") + key,
-                 fmt::format("applies to model.kind = \"vit\" only (kind is \"{}\")",
-                             to_string(e.model.kind)));
-    e.model.rows = s.integer32("rows", e.model.rows, closed(1, 1 << 14));
-    e.model.cols = s.integer32("cols", e.model.cols, closed(1, 1 << 14));
-    e.model.patch = s.integer32("patch", e.model.patch, closed(1, 1 << 14));
-    e.model.classes = s.integer32("classes", e.model.classes, closed(2, 256));
-    e.model.pooling = s.string("pooling", e.model.pooling);
-    if (s.has("init_from")) {
-      if (e.model.kind != model_kind::gpt)
-        ctx.fail("model.init_from",
-                 fmt::format("applies to model.kind = \"gpt\" only (kind is \"{}\")",
-                             to_string(e.model.kind)));
-      e.model.init_from = s.string("init_from", "");
-      if (e.model.init_from.empty())
-        ctx.fail("model.init_from", "must not be empty");
-      else if (files.check) {
-        if (auto dir = find_data_dir(e.model.init_from, files))
-          e.model.init_from = *dir;
-        else
-          ctx.fail("model.init_from",
-                   fmt::format("directory '{}' not found (a relative path is tried against the "
-                               "experiment file's directory, then the current directory)",
-                               e.model.init_from));
-      }
-    }
-    s.finish();
-    if (vit && e.model.pooling != "cls" && e.model.pooling != "mean")
-      ctx.fail("model.pooling",
-               fmt::format("unknown value '{}'; expected one of cls, mean", e.model.pooling));
-    if (vit && (e.model.rows % e.model.patch != 0 || e.model.cols % e.model.patch != 0))
-      ctx.fail("model.patch", fmt::format("{} does not divide model.rows ({}) and model.cols ({})",
-                                          e.model.patch, e.model.rows, e.model.cols));
-    if (moe && e.model.top_k > e.model.experts)
-      ctx.fail("model.top_k",
-               fmt::format("{} exceeds model.experts ({})", e.model.top_k, e.model.experts));
-  }
-  {
-    section s = top.child("data");
-    e.data.kind = s.choice("kind", e.data.kind);
-    // A required data file: resolved like data.file (next to the experiment file, then the
-    // current directory).
-    auto data_file = [&](const char* key, std::string& out, const char* what) {
-      const std::string path = fmt::format("data.{}", key);
-      const json* raw = s.raw(key);
-      if (raw == nullptr) {
-        ctx.fail(path, fmt::format("required key is missing: name the {}", what));
-        return;
-      }
-      out = s.string(key, "");
-      if (!out.empty() && files.check) {
-        if (auto found = find_data_file(out, files)) {
-          out = *found;
-        } else if (data_path_is_directory(out, files)) {
-          ctx.fail(path, fmt::format("'{}' is a directory; name the {}", out, what));
-        } else {
-          ctx.fail(path, fmt::format("file '{}' not found (a relative path is tried against the "
-                                     "experiment file's directory, then the current directory)",
-                                     out));
-        }
-      } else if (out.empty() && raw->is_string()) {
-        ctx.fail(path, "must not be empty");
-      }
-    };
-    // A list of token files: a string or a list of strings, each a path or a glob pattern.
-    auto token_files = [&](const char* key, std::vector<std::string>& out, bool required) {
-      const std::string path = fmt::format("data.{}", key);
-      const json* raw = s.raw(key);
-      if (raw == nullptr) {
-        if (required)
-          ctx.fail(path,
-                   "required key is missing: name the token files (a path, a glob "
-                   "pattern or a list of them)");
-        return;
-      }
-      std::vector<std::string> patterns;
-      if (raw->is_string()) {
-        patterns.push_back(raw->get<std::string>());
-      } else if (raw->is_array()) {
-        for (std::size_t i = 0; i < raw->size(); ++i) {
-          if (!(*raw)[i].is_string()) {
-            ctx.fail(fmt::format("{}[{}]", path, i + 1),
-                     "expected a path or glob pattern, got " + describe((*raw)[i]));
-            return;
-          }
-          patterns.push_back((*raw)[i].get<std::string>());
-        }
-      } else {
-        ctx.fail(path, "expected a path, a glob pattern or a list of them, got " + describe(*raw));
-        return;
-      }
-      if (patterns.empty()) {
-        ctx.fail(path, "the list of token files is empty");
-        return;
-      }
-      if (!files.check) {
-        out = patterns;
-        return;
-      }
-      std::vector<std::string> dirs;
-      for (const auto& d : files.dirs) dirs.push_back(d.string());
-      if (auto st = util::expand_file_patterns(patterns, dirs, out); !st)
-        ctx.fail(path, st.message);
-    };
-    if (e.data.kind == data_kind::tokens) {
-      token_files("files", e.data.files, true);
-      token_files("validation_files", e.data.validation_files, false);
-      e.data.format = s.string("format", e.data.format);
-      if (e.data.format != "llmc" && e.data.format != "uint16" && e.data.format != "uint32")
-        ctx.fail("data.format", fmt::format("unknown value '{}'; expected one of llmc, uint16, "
-                                            "uint32",
-                                            e.data.format));
-      for (const char* key : {"file", "images", "labels"})
-        if (s.has(key))
-          ctx.fail(fmt::format("data.{}", key),
-                   "is not read by data.kind = \"tokens\" (it reads data.files)");
-    } else if (e.data.kind == data_kind::idx) {
-      data_file("images", e.data.images, "IDX image file (n, rows, cols)");
-      data_file("labels", e.data.labels, "IDX label file (n)");
-      for (const char* key : {"file", "tokenizer"})
-        if (s.has(key))
-          ctx.fail(fmt::format("data.{}", key),
-                   "is for data.kind = \"text\"; data.kind = \"idx\" reads data.images and "
-                   "data.labels");
-    } else {
-      data_file("file", e.data.file, "training text file");
-      for (const char* key : {"images", "labels"})
-        if (s.has(key))
-          ctx.fail(fmt::format("data.{}", key), "is for data.kind = \"idx\" (IDX image files)");
-    }
-    if (e.data.kind != data_kind::tokens)
-      for (const char* key : {"files", "validation_files", "format"})
-        if (s.has(key))
-          ctx.fail(fmt::format("data.{}", key), "is for data.kind = \"tokens\" (token files)");
-    e.data.train_fraction = s.number("train_fraction", e.data.train_fraction, open(0, 1));
-    e.data.sharding = s.choice("sharding", e.data.sharding);
-    if (e.data.kind == data_kind::text) {
-      e.data.tokenizer = s.string("tokenizer", e.data.tokenizer);
-      if (e.data.tokenizer != "byte")
-        ctx.fail("data.tokenizer",
-                 fmt::format("'{}': data.kind = \"text\" reads bytes (\"byte\"); to train on "
-                             "subword tokens, write shards with `dd-node tokenize` and use "
-                             "data.kind = \"tokens\"",
-                             e.data.tokenizer));
-    } else if (e.data.kind == data_kind::tokens) {
-      e.data.tokenizer = s.string("tokenizer", e.data.tokenizer);
-      if (e.data.tokenizer != "byte" && files.check) {
-        namespace fs = std::filesystem;
-        std::optional<std::string> found = find_data_file(e.data.tokenizer, files);
-        if (!found)
-          if (auto dir = find_data_dir(e.data.tokenizer, files))
-            found = (fs::path(*dir) / "tokenizer.model").string();
-        std::error_code ec;
-        if (found && fs::is_regular_file(*found, ec))
-          e.data.tokenizer = *found;
-        else
-          ctx.fail("data.tokenizer",
-                   fmt::format("'{}' is neither \"byte\" nor a SentencePiece model file (or a "
-                               "directory holding tokenizer.model) written by `dd-node tokenize`",
-                               e.data.tokenizer));
-      }
-    }
-    s.finish();
-  }
-  if ((e.model.kind == model_kind::vit) != (e.data.kind == data_kind::idx))
-    ctx.fail("model.kind", fmt::format("\"{}\" does not read data.kind = \"{}\" (model.kind = "
-                                       "\"vit\" goes with data.kind = \"idx\", the others "
-                                       "with \"text\" or \"tokens\")",
-                                       to_string(e.model.kind), to_string(e.data.kind)));
-  if (e.data.kind != data_kind::idx && e.data.tokenizer == "byte" && e.model.vocab < 256)
-    ctx.fail("model.vocab",
-             fmt::format("{} is smaller than the byte tokenizer's 256 symbols", e.model.vocab));
-  if (e.model.width % e.model.heads != 0)
-    ctx.fail("model.heads", fmt::format("model.width ({}) is not divisible by model.heads ({})",
-                                        e.model.width, e.model.heads));
-  {
-    section s = top.child("learners");
-    auto& l = e.learners;
-    l.count = s.integer32("count", l.count, closed(1, 4096));
-    l.batch = s.integer32("batch", l.batch, closed(1, 1 << 20));
-    l.backend = s.choice("backend", l.backend);
-    const json* devices_raw = s.raw("devices");
-    const bool has_devices =
-        devices_raw != nullptr && !(devices_raw->is_array() && devices_raw->empty());
-    l.devices = device_list(s, "devices");
-    l.threads = s.integer32("threads", l.threads, closed(0, 1024));
-    const json* speed_raw = s.raw("speed");
-    l.speed = number_list(s, "speed", at_least(1.0));
-    l.jitter = s.number("jitter", l.jitter, half_open(0, 1));
-    s.finish();
-    const auto count = static_cast<std::size_t>(l.count);
-    if (speed_raw != nullptr && speed_raw->is_array() && speed_raw->size() != count)
-      ctx.fail("learners.speed",
-               fmt::format("has {} entries but learners.count is {}", speed_raw->size(), l.count));
-    if (l.speed.size() != count) l.speed.assign(count, 1.0);
-    // Read (so a malformed list still gets its own message) but refused: no learner is placed
-    // on a chosen device yet, and a key that is accepted must take effect.
-    if (has_devices)
-      ctx.fail("learners.devices",
-               "is not implemented: every learner runs on its backend's "
-               "default device; remove the key (leave it {})");
-    if (!has_devices) l.devices.clear();
-    if (l.backend == backend_kind::cuda && e.model.kind != model_kind::gpt)
-      ctx.fail("learners.backend",
-               fmt::format("\"cuda\" has no kernels for model.kind = \"{}\" yet (its routing "
-                           "and expert gather/scatter ops, or the vision transformer's ops, exist "
-                           "on \"cpu\" and \"reference\" only); use learners.backend = \"cpu\"",
-                           to_string(e.model.kind)));
-  }
-  {
-    section s = top.child("budget");
-    const bool t = s.has("tokens"), st = s.has("steps"), se = s.has("seconds");
-    e.budget.tokens = s.integer("tokens", 0, at_least(1));
-    e.budget.steps = s.integer("steps", 600, at_least(1));
-    e.budget.seconds = s.number("seconds", 0, positive());
-    s.finish();
-    const int given = int(t) + int(st) + int(se);
-    if (given > 1) {
-      std::string which;
-      for (auto [on, n] : {std::pair{t, "tokens"}, {st, "steps"}, {se, "seconds"}})
-        if (on) which += (which.empty() ? "" : " and ") + std::string(n);
-      ctx.fail("budget", "give exactly one of tokens, steps or seconds (got " + which + ")");
-    }
-    if (given == 1 && t)
-      e.budget.kind = budget_kind::tokens;
-    else if (given == 1 && se)
-      e.budget.kind = budget_kind::seconds;
-    else
-      e.budget.kind = budget_kind::steps;
-    if (given > 1) e.budget.steps = 600;  // keep checking the rest against the default
-    if (e.budget.kind != budget_kind::steps) e.budget.steps = 0;
-  }
-  {
-    section s = top.child("inner");
-    auto& in = e.inner;
-    in.lr = s.number("lr", in.lr, open_closed(0, 10));
-    in.warmup = s.integer32("warmup", in.warmup, at_least(0));
-    in.schedule = s.choice("schedule", in.schedule);
-    in.min_lr_ratio = s.number("min_lr_ratio", in.min_lr_ratio, closed(0, 1));
-    const bool has_decay = s.has("decay_steps");
-    in.decay_steps = s.integer("decay_steps", 0, at_least(0));
-    in.beta1 = s.number("beta1", in.beta1, half_open(0, 1));
-    in.beta2 = s.number("beta2", in.beta2, half_open(0, 1));
-    in.eps = s.number("eps", in.eps, open_closed(0, 1));
-    in.weight_decay = s.number("weight_decay", in.weight_decay, at_least(0));
-    in.grad_clip = s.number("grad_clip", in.grad_clip, at_least(0));
-    in.rewarmup = s.integer32("rewarmup", in.rewarmup, at_least(0));
-    in.clock = s.choice("schedule_clock", in.clock);
-    s.finish();
-    if (in.decay_steps == 0 && in.schedule == schedule_kind::cosine) {
-      switch (e.budget.kind) {
-        case budget_kind::steps: in.decay_steps = e.budget.steps; break;
-        case budget_kind::tokens: {
-          const std::int64_t per_step = e.tokens_per_step() * e.learners.count;
-          in.decay_steps = std::max<std::int64_t>(1, (e.budget.tokens + per_step - 1) / per_step);
-          break;
-        }
-        case budget_kind::seconds:
-          ctx.fail("inner.decay_steps",
-                   has_decay ? "must be at least 1 for the cosine schedule"
-                             : "required when the budget is in seconds and inner.schedule is "
-                               "'cosine' (the schedule's length in inner steps)");
-          break;
-      }
-    }
-  }
-  {
-    section s = top.child("outer");
-    auto& o = e.outer;
-    o.kind = s.choice("kind", o.kind);
-    o.lr = s.number("lr", o.lr, open_closed(0, 10));
-    o.momentum = s.number("momentum", o.momentum, half_open(0, 1));
-    o.merge = s.choice("merge", o.merge);
-    o.embedding_merge = s.choice("embedding_merge", o.embedding_merge);
-    // Embedding tensors are always merged by the token-weighted average (runtime/merge.hpp):
-    // another rule would be accepted and silently not applied, so it is refused.
-    if (o.embedding_merge != merge_kind::average)
-      ctx.fail(s.path("embedding_merge"),
-               fmt::format("'{}' is not implemented: embedding tensors are always merged by the "
-                           "token-weighted average; remove the key or set \"average\"",
-                           to_string(o.embedding_merge)));
-    o.anchor = s.choice("anchor", o.anchor);
-    o.apply = s.choice("apply", o.apply);
-    o.mixing_alpha = s.number("mixing_alpha", o.mixing_alpha, half_open(0, 1));
-    if (o.apply == apply_kind::rebase && o.mixing_alpha != 0.0)
-      ctx.fail(s.path("mixing_alpha"),
-               "must be 0 with apply = 'rebase' (α mixes only on overwrite)");
-    o.max_staleness = s.integer32("max_staleness", o.max_staleness, closed(0, 1000000));
-    o.token_weighting = s.boolean("token_weighting", o.token_weighting);
-    o.scale_partial_merges = s.boolean("scale_partial_merges", o.scale_partial_merges);
-    s.finish();
-  }
-  {
-    section s = top.child("sync");
-    auto& y = e.sync;
-    y.fragments = s.integer32("fragments", y.fragments, closed(1, 100000));
-    y.strategy = s.choice("strategy", y.strategy);
-    y.interval = s.integer32("interval", y.interval, closed(1, 1000000));
-    y.overlap = s.integer32("overlap", y.overlap, closed(0, 1000000));
-    y.max_inflight = s.integer32("max_inflight", y.max_inflight, closed(1, 1024));
-    y.window_chunks = s.integer32("window_chunks", y.window_chunks, closed(1, 1024));
-    if (const json* k = s.raw("min_quorum")) {
-      const std::string p = s.path("min_quorum");
-      if (k->is_object() && k->size() == 1 && k->contains("fraction")) {
-        const json& f = (*k)["fraction"];
-        if (!f.is_number() || !std::isfinite(f.get<double>())) {
-          ctx.fail(p, "fraction(x) needs a number, got " + describe(f));
-        } else if (!(f.get<double>() > 0 && f.get<double>() <= 1)) {
-          ctx.fail(p, fmt::format("fraction {} is outside (0, 1]", f.dump()));
-        } else {
-          y.min_quorum.is_fraction = true;
-          y.min_quorum.fraction = f.get<double>();
-        }
-      } else if (k->is_number() && std::isfinite(k->get<double>()) &&
-                 std::floor(k->get<double>()) == k->get<double>()) {
-        const double c = k->get<double>();
-        if (c < 1) {
-          ctx.fail(p, fmt::format("{} is out of range: must be at least 1", k->dump()));
-        } else if (c > e.learners.count) {
-          ctx.fail(p, fmt::format("{} exceeds learners.count ({})", k->dump(), e.learners.count));
-        } else {
-          y.min_quorum.count = static_cast<int>(c);
-        }
-      } else {
-        ctx.fail(p, "expected an integer count or fraction(x), got " + describe(*k));
-      }
-    }
-    // Unset: experiment::push_clock() picks by K (global when K < M, learner when K = M).
-    if (s.has("push_clock")) y.push_clock = s.choice("push_clock", schedule_clock::global);
-    {
-      // grace = "off" is shorthand for grace = { mode = "off" }.
-      const json* g = s.raw("grace");
-      if (g != nullptr && g->is_string()) {
-        y.grace.mode = s.parse_choice<grace_mode>(*g, s.path("grace"), y.grace.mode);
-      } else {
-        section gs = s.child("grace");
-        y.grace.mode = gs.choice("mode", y.grace.mode);
-        y.grace.gamma = gs.number("gamma", y.grace.gamma, closed(0, 1));
-        y.grace.max_factor = gs.number("max_factor", y.grace.max_factor, at_least(0));
-        y.grace.fixed_seconds = gs.number("fixed_seconds", 0, at_least(0));
-        gs.finish();
-        if (y.grace.mode == grace_mode::fixed && y.grace.fixed_seconds <= 0)
-          ctx.fail("sync.grace.fixed_seconds",
-                   "must be greater than 0 when sync.grace.mode is 'fixed'");
-        if (y.grace.mode != grace_mode::fixed && y.grace.fixed_seconds > 0)
-          ctx.fail("sync.grace.fixed_seconds", fmt::format("applies only when sync.grace.mode is "
-                                                           "'fixed' (mode is '{}')",
-                                                           to_string(y.grace.mode)));
-      }
-    }
-    y.ema = s.number("ema", y.ema, open_closed(0, 1));
-    y.wire = s.choice("wire", y.wire);
-    s.finish();
-    if (y.fragments > y.interval)
-      ctx.fail("sync.fragments", fmt::format("{} fragments exceed sync.interval ({}); P <= H is "
-                                             "required",
-                                             y.fragments, y.interval));
-  }
-  {
-    section s = top.child("eval");
-    const bool by_steps = s.has("every_steps");
-    e.eval.every_seconds = s.number("every_seconds", by_steps ? 0.0 : 10.0, at_least(0));
-    e.eval.every_steps = s.integer32("every_steps", 0, at_least(0));
-    e.eval.batches = s.integer32("batches", e.eval.batches, closed(1, 1 << 20));
-    s.finish();
-    // Both may be non-zero: the evaluator then evaluates on whichever fires first.
-  }
-  {
-    section s = top.child("checkpoint");
-    e.checkpoint.dir = s.string("dir", e.run_dir + "/checkpoints");
-    e.checkpoint.every_versions =
-        s.integer32("every_versions", e.checkpoint.every_versions, at_least(0));
-    e.checkpoint.allow_degraded = s.boolean("allow_degraded", e.checkpoint.allow_degraded);
-    e.checkpoint.rebuild_wait_seconds =
-        s.number("rebuild_wait_seconds", e.checkpoint.rebuild_wait_seconds, closed(0, 3600));
-    e.checkpoint.max_failing_seconds =
-        s.number("max_failing_seconds", e.checkpoint.max_failing_seconds, closed(0, 86400));
-    s.finish();
-  }
-  {
-    section s = top.child("restart");
-    auto& r = e.restart;
-    r.max_restarts = s.integer32("max_restarts", r.max_restarts, closed(0, 1000000));
-    r.window_seconds = s.number("window_seconds", r.window_seconds, positive());
-    r.backoff_seconds = s.number("backoff_seconds", r.backoff_seconds, at_least(0));
-    r.backoff_cap_seconds = s.number("backoff_cap_seconds", r.backoff_cap_seconds, at_least(0));
-    s.finish();
-    if (r.backoff_cap_seconds < r.backoff_seconds)
-      ctx.fail("restart.backoff_cap_seconds",
-               fmt::format("{} is smaller than restart.backoff_seconds ({})", r.backoff_cap_seconds,
-                           r.backoff_seconds));
-  }
+  read_model(top.child("model"), e, ctx, files);
+  read_data(top.child("data"), e, ctx, files);
+  check_model_against_data(e, ctx);
+  read_learners(top.child("learners"), e, ctx);
+  read_budget(top.child("budget"), e, ctx);
+  read_inner(top.child("inner"), e, ctx);
+  read_outer(top.child("outer"), e, ctx);
+  read_sync(top.child("sync"), e, ctx);
+  read_eval(top.child("eval"), e, ctx);
+  read_checkpoint(top.child("checkpoint"), e, ctx);
+  read_restart(top.child("restart"), e, ctx);
   {
     section s = top.child("chaos");
     read_chaos(s, e, ctx);
