@@ -1,0 +1,358 @@
+// tools/chaos/fault_timing.cpp — see fault_timing.hpp.
+#include "tools/chaos/fault_timing.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <functional>
+
+#include <fmt/format.h>
+
+#include "tools/chaos/msg.hpp"
+
+namespace dd::chaos::report_detail {
+
+using nlohmann::json;
+
+namespace {
+
+struct interval {
+  double from, to;
+};
+
+/// Whether a fault of `kind` can cut a link or stop a learner, i.e. explain a `failure` or a
+/// `syncer_lost`: every process, network and disk fault and fail_step (the learner crashes); not
+/// the other message faults, which change single pushes, broadcasts or parameter values.
+bool can_drop_links(const std::string& kind) {
+  if (kind == "fail_step") return true;
+  return !is_msg_kind(kind) && kind != "start_live";
+}
+
+/// The span after a fault in which its targets' link drops are its own (`unexplained`).
+struct explained_window {
+  double from = 0, to = 0;
+  bool syncer = false;          ///< a syncer fault: every node's drop
+  std::set<std::string> nodes;  ///< the fault's nodes (their `syncer_lost`)
+  std::set<int> learners;       ///< the fault's learners (the monitor's `failure`)
+};
+
+/// A learner's local pace around a span (downtime): the median seconds per step of its
+/// kPaceSteps step advances on each side, and of its advances that ended within ±kPaceSeconds.
+constexpr size_t kPaceSteps = 5;
+constexpr double kPaceSeconds = 60.0;
+
+/// The median of `v` (the mean of the two middle values for an even count); 0 when empty.
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+fault_times time_faults(const report_inputs& in) {
+  const auto& evs = in.events;
+  const auto& faults = in.faults;
+  const double run_start = in.run_start;
+  fault_times times;
+  json& fault_rows = times.rows;
+  std::vector<std::string>& unrecovered = times.unrecovered;
+  size_t& judged_faults = times.judged;
+  std::vector<explained_window> explained;
+  auto first = [&](double from, const std::function<bool(const event&)>& pred) {
+    std::optional<double> out;
+    for (const auto& e : evs)
+      if (e.time >= from && pred(e)) {
+        out = e.time;
+        break;
+      }
+    return out;
+  };
+  auto learner_in = [](const json& j, const std::set<int>& ids, const char* key = "learner") {
+    return j.contains(key) && j[key].is_number_integer() && ids.count(j[key].get<int>()) > 0;
+  };
+  auto merge_has = [](const event& e, const std::set<int>& ids) {
+    for (const auto& c : e.j.value("contributors", json::array()))
+      if (c.contains("learner") && c["learner"].is_number_integer() &&
+          ids.count(c["learner"].get<int>()))
+        return true;
+    return false;
+  };
+
+  auto injected = [](const fault& f) { return f.result == "ok" || f.result == "partial"; };
+  // ---- per fault: injected, noticed, excluded, restarted, rejoined, first merged contribution.
+  // One row of the per-fault table: what the tape says, then each detection time (absolute and
+  // after the injection; null when not seen). A fault that was not injected has `attempted_at`
+  // and a null `injected_at`, and no detection times.
+  using when = std::optional<double>;
+  auto fault_row = [&](const fault& f, bool was_injected, when noticed, when excluded,
+                       when restarted, when rejoined, when merged) {
+    auto after = [&](const when& t) { return t ? json(*t - f.at) : json(nullptr); };
+    json learners = json::array();
+    for (int id : f.learners) learners.push_back(id);
+    json row = {{"source", f.source},
+                {"kind", f.kind},
+                {"target", f.target},
+                {"nodes", f.nodes},
+                {"learners", learners},
+                {"result", f.result},
+                {"injected_at", was_injected ? json(f.at) : json(nullptr)},
+                {"offset_s", f.at - run_start},
+                {"duration_s", f.duration > 0 ? json(f.duration) : json(nullptr)},
+                {"noticed_at", opt(noticed)},
+                {"excluded_at", opt(excluded)},
+                {"restarted_at", opt(restarted)},
+                {"rejoined_at", opt(rejoined)},
+                {"first_merge_at", opt(merged)},
+                {"noticed_after_s", after(noticed)},
+                {"excluded_after_s", after(excluded)},
+                {"restarted_after_s", after(restarted)},
+                {"rejoined_after_s", after(rejoined)},
+                {"first_merge_after_s", after(merged)}};
+    if (!was_injected) row["attempted_at"] = f.at;
+    return row;
+  };
+  for (size_t fi = 0; fi < faults.size(); ++fi) {
+    const fault& f = faults[fi];
+    if (!injected(f)) {
+      // Refused or failed: nothing was injected, so nothing can have been noticed after it.
+      fault_rows.push_back(fault_row(f, false, {}, {}, {}, {}, {}));
+      continue;
+    }
+    std::optional<double> noticed, excluded, restarted, rejoined, merged;
+    const double end = f.at + f.duration;
+    std::set<std::string> nodes(f.nodes.begin(), f.nodes.end());
+    // Detection belongs to this fault only until the next fault on any of the same learners.
+    double next_at = 1e300;
+    for (size_t k = fi + 1; k < faults.size() && next_at > 1e299; ++k)
+      for (int id : injected(faults[k]) ? faults[k].learners : std::set<int>{})
+        if (f.learners.count(id)) next_at = faults[k].at;
+    auto before_next = [&](std::optional<double> t) {
+      return t && *t < next_at ? t : std::nullopt;
+    };
+    // A syncer fault injected after this one owns what its outage causes on these learners
+    // (their nodes' syncer_lost, the rejoin after it) unless this fault was noticed before it.
+    double syncer_cut = 1e300;
+    for (size_t k = fi + 1; k < faults.size(); ++k)
+      if (faults[k].syncer && injected(faults[k]) && faults[k].at > f.at) {
+        syncer_cut = faults[k].at;
+        break;
+      }
+    // A message fault (corrupt_push, ...) cannot drop a link or stop a learner: a drop while it
+    // is armed is not its own (it is "unexplained" unless another fault explains it).
+    const bool drops = can_drop_links(f.kind);
+    if (!f.learners.empty()) {
+      const auto failure = before_next(first(f.at, [&](const event& e) {
+        return drops && e.node == "syncer" && e.kind() == "failure" && learner_in(e.j, f.learners);
+      }));
+      auto before_cut = [&](std::optional<double> t) {
+        return t && *t < syncer_cut ? t : std::nullopt;
+      };
+      // A syncer_lost after a syncer fault is the syncer's outage, not this fault.
+      const auto lost = before_cut(before_next(first(f.at, [&](const event& e) {
+        return drops && nodes.count(e.node) && e.kind() == "syncer_lost";
+      })));
+      noticed = failure;
+      if (lost && (!noticed || *lost < *noticed)) noticed = lost;
+      excluded = failure;
+      restarted = first(f.at, [&](const event& e) {
+        if (!drops) return false;
+        return (nodes.count(e.node) && e.kind() == "node_start") ||
+               (e.kind() == "respawn" && e.j.value("kind", "") == "learner" &&
+                learner_in(e.j, f.learners, "id"));
+      });
+      restarted = before_next(restarted);
+      if (!before_cut(noticed)) {
+        noticed = excluded = std::nullopt;
+        restarted = before_cut(restarted);
+      }
+      // Only a learner that was dropped (or restarted) rejoins.
+      if (noticed || restarted)
+        rejoined = first(f.at, [&](const event& e) {
+          return e.node == "syncer" && (e.kind() == "rejoin" || e.kind() == "join") &&
+                 learner_in(e.j, f.learners);
+        });
+      const double from = rejoined ? std::max(*rejoined, f.at) : end;
+      merged = first(from, [&](const event& e) {
+        return e.node == "syncer" && e.kind() == "merge" && merge_has(e, f.learners);
+      });
+      if (f.result == "ok" || f.result == "partial") {
+        ++judged_faults;
+        for (int id : f.learners) {
+          const auto back = first(from, [&](const event& e) {
+            return e.node == "syncer" && e.kind() == "merge" && merge_has(e, {id});
+          });
+          if (!back)
+            unrecovered.push_back(fmt::format("learner:{} after {} {} at +{:.1f}s", id, f.kind,
+                                              f.target, f.at - run_start));
+        }
+      }
+    } else if (f.syncer) {
+      noticed = first(f.at, [&](const event& e) { return e.kind() == "syncer_lost"; });
+      restarted = first(f.at, [&](const event& e) {
+        return e.node == "syncer" && (e.kind() == "resume" || e.kind() == "start");
+      });
+      rejoined = first(restarted.value_or(f.at),
+                       [&](const event& e) { return e.kind() == "syncer_back"; });
+      merged = first(std::max(end, restarted.value_or(f.at)),
+                     [&](const event& e) { return e.node == "syncer" && e.kind() == "merge"; });
+    } else if (f.fragment >= 0) {
+      // A damaged checkpoint: noticed at the owner's read (`failure` checkpoint_unreadable of
+      // the fragment, after a syncer restart or an owner respawn); "restarted" is the owner
+      // serving again (rebuilt from a learner's copy, or started over). One the owner's next
+      // checkpoint replaced before any read was never noticed, and has no times.
+      const bool disk = f.kind == "disk_corrupt" || f.kind == "disk_truncate";
+      if (disk)
+        noticed = first(f.at, [&](const event& e) {
+          return e.node == "syncer" && e.kind() == "failure" &&
+                 e.j.value("what", "") == "checkpoint_unreadable" &&
+                 e.j.value("fragment", -1) == f.fragment;
+        });
+      if (!disk || noticed)
+        restarted = first(noticed.value_or(f.at), [&](const event& e) {
+          return e.node == "syncer" &&
+                 (e.kind() == "owner_restored" || e.kind() == "owner_start" ||
+                  e.kind() == "fragment_rebuilt") &&
+                 e.j.value("fragment", -1) == f.fragment;
+        });
+      merged = first(restarted.value_or(f.at), [&](const event& e) {
+        return e.node == "syncer" && e.kind() == "merge" && e.j.value("fragment", -1) == f.fragment;
+      });
+    }
+    if (drops) {
+      explained_window w;
+      w.from = f.at;
+      w.to = end;
+      for (const auto& t : {noticed, restarted, rejoined})
+        if (t) w.to = std::max(w.to, *t);
+      w.syncer = f.syncer;
+      w.nodes = nodes;
+      w.learners = f.learners;
+      explained.push_back(std::move(w));
+    }
+    fault_rows.push_back(fault_row(f, true, noticed, excluded, restarted, rejoined, merged));
+  }
+
+  // ---- link drops no fault explains: the monitor's `failure` of a learner, a node's
+  // `syncer_lost`, outside every window [injection, max(end, noticed, restarted, rejoined)] of a
+  // fault that can drop links and hits that learner or node (a syncer fault: every node).
+  json unexplained = json::array();
+  for (const auto& e : evs) {
+    const std::string k = e.kind();
+    // The monitor's `failure` names a learner and no `what` (other failures: a record, a
+    // checkpoint, a cursor that could not be written or read).
+    const bool failure = k == "failure" && e.node == "syncer" && e.j.contains("learner") &&
+                         e.j["learner"].is_number_integer() && !e.j.contains("what");
+    if (!failure && k != "syncer_lost") continue;
+    const int learner = failure ? e.j.value("learner", -1) : -1;
+    bool ok = false;
+    for (const auto& w : explained)
+      if (e.time >= w.from && e.time <= w.to &&
+          (w.syncer || (failure ? w.learners.count(learner) > 0 : w.nodes.count(e.node) > 0))) {
+        ok = true;
+        break;
+      }
+    if (ok) continue;
+    json u = {{"at", e.time}, {"offset_s", e.time - run_start}, {"event", k}, {"node", e.node}};
+    if (failure) u["learner"] = learner;
+    if (e.j.contains("reason")) u["reason"] = e.j["reason"];
+    unexplained.push_back(std::move(u));
+  }
+  times.unexplained = std::move(unexplained);
+  return times;
+}
+
+downtime global_downtime(const report_inputs& in) {
+  downtime out;
+  if (!in.have_heartbeats) return out;
+  const auto& evs = in.events;
+  // inc < 0: a learner node's own sample (`syncer_lost`, `outage_steps`, `syncer_back`),
+  // taken while the syncer could record no rows.
+  using row = heartbeat_row;
+  auto by_learner = in.heartbeats;
+  std::map<long long, std::vector<row>> sampled;
+  for (const auto& e : evs) {
+    const std::string k = e.kind();
+    if (k != "syncer_lost" && k != "outage_steps" && k != "syncer_back") continue;
+    const json steps = e.j.value("steps", json::object());
+    if (!steps.is_object()) continue;
+    for (const auto& [id, step] : steps.items()) try {
+        if (step.is_number())
+          sampled[std::stoll(id)].push_back({e.time, -1, step.get<long long>()});
+      } catch (const std::exception&) {}
+  }
+  const size_t rows = in.heartbeat_rows;
+  std::vector<interval> stepping;
+  double lo = 1e300, hi = -1e300;
+  for (auto& [id, rs] : by_learner) {
+    auto by_time = [](const row& a, const row& b) { return a.t < b.t; };
+    std::sort(rs.begin(), rs.end(), by_time);
+    if (!rs.empty()) {
+      lo = std::min(lo, rs.front().t);
+      hi = std::max(hi, rs.back().t);
+    }
+    // The node's samples (about 1 s apart) join the rows, in time order.
+    if (auto it = sampled.find(id); it != sampled.end()) {
+      rs.insert(rs.end(), it->second.begin(), it->second.end());
+      std::stable_sort(rs.begin(), rs.end(), by_time);
+    }
+    // Advances: from the FIRST point (row or sample) that showed a step value to the point
+    // where the step went past it. Points with the same step only continue the span (the
+    // step is in progress throughout); a row with a lower step (a restarted learner resumed
+    // from a checkpoint) starts a new span; a sample behind the rows is stale and skipped.
+    struct advance {
+      double from, to;
+      long long steps;
+    };
+    std::vector<advance> adv;
+    for (size_t i = 1, start = 0; i < rs.size(); ++i) {
+      const long long cur = rs[start].step;
+      if (rs[i].step == cur || (rs[i].step < cur && rs[i].inc < 0)) continue;
+      if (rs[i].step > cur) adv.push_back({rs[start].t, rs[i].t, rs[i].step - cur});
+      start = i;
+    }
+    // A span is stepping when it took at most `bound` seconds per step advanced, bound =
+    // max(4 × pace, 1 s), pace = the larger of two medians of this learner's seconds per step
+    // around it (the span itself left out): over its kPaceSteps advances before and after,
+    // and over its advances that ended within ±kPaceSeconds. Local to the learner's pace, so
+    // a host that slows every step down is not downtime (the step window follows the
+    // slowdown), nor a short hitch amid unusually fast steps (the time window), while a
+    // learner (or all) that stops for several local step times is.
+    std::vector<double> per_step(adv.size());
+    for (size_t j = 0; j < adv.size(); ++j)
+      per_step[j] = (adv[j].to - adv[j].from) / static_cast<double>(adv[j].steps);
+    for (size_t k = 0; k < adv.size(); ++k) {
+      std::vector<double> around_steps, around_time;
+      for (size_t j = 0; j < adv.size(); ++j) {
+        if (j == k) continue;
+        if (j + kPaceSteps >= k && j <= k + kPaceSteps) around_steps.push_back(per_step[j]);
+        if (std::abs(adv[j].to - adv[k].to) <= kPaceSeconds) around_time.push_back(per_step[j]);
+      }
+      const double pace = std::max(median(around_steps), median(around_time));
+      const double bound = std::max(4 * pace, 1.0);
+      if (adv[k].to - adv[k].from <= bound * static_cast<double>(adv[k].steps))
+        stepping.push_back({adv[k].from, adv[k].to});
+    }
+  }
+  if (rows >= 2) {
+    std::sort(stepping.begin(), stepping.end(),
+              [](const interval& a, const interval& b) { return a.from < b.from; });
+    double covered_to = lo, down = 0;
+    for (const auto& s : stepping) {
+      if (s.from > covered_to) {
+        down += s.from - covered_to;
+        out.intervals.push_back(
+            {{"from", covered_to}, {"to", s.from}, {"seconds", s.from - covered_to}});
+      }
+      covered_to = std::max(covered_to, s.to);
+    }
+    if (hi > covered_to) {
+      down += hi - covered_to;
+      out.intervals.push_back({{"from", covered_to}, {"to", hi}, {"seconds", hi - covered_to}});
+    }
+    out.seconds = down;
+  }
+  return out;
+}
+
+}  // namespace dd::chaos::report_detail
