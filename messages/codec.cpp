@@ -33,6 +33,7 @@ std::string_view to_string(reject_reason r) noexcept {
     case reject_reason::unknown_learner: return "unknownLearner";
     case reject_reason::stale_incarnation: return "staleIncarnation";
     case reject_reason::superseded: return "superseded";
+    case reject_reason::implausible: return "implausible";
   }
   return "unknown";
 }
@@ -396,7 +397,7 @@ result<reject_msg> decode_reject(const uint8_t* data, size_t size, const decode_
                            m.learner_id = r.getLearnerId();
                            m.fragment_id = r.getFragmentId();
                            auto reason = r.getReason();
-                           if (!enum_in_range(reason, cw::RejectReason::SUPERSEDED)) {
+                           if (!enum_in_range(reason, cw::RejectReason::IMPLAUSIBLE)) {
                              return R(errc::malformed, "reject.reason: unknown value " +
                                                            num(static_cast<uint16_t>(reason)));
                            }

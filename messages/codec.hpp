@@ -256,10 +256,11 @@ enum class reject_reason : uint8_t {
   unknown_learner,    ///< learner id not known to the health monitor (or declared dead)
   stale_incarnation,  ///< an older incarnation of a respawned learner
   superseded,         ///< base predates a merged push of the same learner (the delta holds it)
+  implausible,        ///< ‖Δ‖ > k × the median accepted norm, or tokens > steps × B·T
 };
 
 /// "stale", "duplicate", "malformed", "shapeMismatch", "nonFinite", "unknownLearner",
-/// "staleIncarnation", "superseded".
+/// "staleIncarnation", "superseded", "implausible".
 std::string_view to_string(reject_reason r) noexcept;
 
 /// Fragment owner → learner: a push was refused.

@@ -113,6 +113,7 @@ enum RejectReason {
   unknownLearner @5;
   staleIncarnation @6;
   superseded @7;                       # base predates a merged push of the same learner
+  implausible @8;                      # norm far above the accepted median, or tokens > steps × B·T
 }
 
 # Fragment owner -> learner: a push was refused.

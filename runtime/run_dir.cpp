@@ -194,6 +194,7 @@ earlier_parts count_earlier_parts(const std::string& events_path) {
       b.pushes += 1;
       b.bytes_pushed += u64(j, "bytes");
       if (j.value("accepted", true) == false) b.pushes_rejected += 1;
+      if (j.value("reason", std::string()) == "implausible") b.pushes_implausible += 1;
     } else if (kind == "broadcast") {
       b.bytes_broadcast += u64(j, "bytes");
     } else if (kind == "chunk_refused") {

@@ -91,10 +91,11 @@ struct earlier_parts {
   /// Σ "bytes" of push events: the pushes' payload bytes (a part's own counter, run_counters::
   /// bytes_pushed, counts the whole encoded message: a few bytes more per push).
   uint64_t bytes_pushed = 0;
-  uint64_t bytes_broadcast = 0;    ///< Σ "bytes" of broadcast events (payload × learners)
-  uint64_t chunks_refused = 0;     ///< "chunk_refused" events
-  uint64_t envelopes_refused = 0;  ///< "envelope_refused" events
-  uint64_t frames_refused = 0;     ///< "frame_refused" events
+  uint64_t bytes_broadcast = 0;     ///< Σ "bytes" of broadcast events (payload × learners)
+  uint64_t chunks_refused = 0;      ///< "chunk_refused" events
+  uint64_t envelopes_refused = 0;   ///< "envelope_refused" events
+  uint64_t frames_refused = 0;      ///< "frame_refused" events
+  uint64_t pushes_implausible = 0;  ///< "push" events with "reason": "implausible"
   /// "respawn" events of kind learner (dd-node run), or "rejoin" events with "live": false in a
   /// part that listened for learner processes (a "listening" event: dd-node syncer).
   uint64_t learner_restarts = 0;

@@ -654,6 +654,8 @@ owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_
             c.pushes += 1;
             c.bytes_pushed += bytes.size();
             if (out.what == status::rejected) c.pushes_rejected += 1;
+            if (out.reject && out.reject->reason == reject_reason::implausible)
+              c.pushes_implausible += 1;
             if (out.chunk_refused) c.chunks_refused += 1;
           });
           if (out.chunk_refused)

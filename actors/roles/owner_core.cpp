@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <stdexcept>
 
@@ -238,6 +239,13 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
                   who + ": steps and tokens must be > 0 (steps " + std::to_string(m.steps) +
                       ", tokens " + std::to_string(m.tokens) + ")",
                   false);
+  if (opts_.max_tokens_per_step > 0 &&
+      m.tokens / m.steps + (m.tokens % m.steps != 0) > opts_.max_tokens_per_step)
+    return reject(m, reject_reason::implausible,
+                  who + ": " + std::to_string(m.tokens) + " tokens in " + std::to_string(m.steps) +
+                      " steps exceed steps × batch × context (" +
+                      std::to_string(opts_.max_tokens_per_step) + " tokens per step)",
+                  false);
   // A base from the future: a version published after our checkpoint and lost with the owner
   // that published it (the learner is resynchronized onto the restored value), or a lie.
   if (m.base_version > version_) {
@@ -273,8 +281,18 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
           who + ": payload holds NaN or Inf in tensor '" + opts_.layout.tensors[t].name + "'",
           false);
 
+  double sq = 0.0;
+  for (double t : tensor_sq) sq += t;
+  const double norm = std::sqrt(sq);
+  if (auto why = implausible(norm); !why.empty())
+    return reject(m, reject_reason::implausible, who + ": " + why, false);
+
   // Accept: the newest push of a learner replaces its older pending one.
   ledger_.record_accepted(key);
+  if (opts_.norm_window > 0) {
+    accepted_norms_.push_back(norm);
+    while (accepted_norms_.size() > opts_.norm_window) accepted_norms_.pop_front();
+  }
   pending_push p;
   p.who.learner_id = m.learner_id;
   p.who.incarnation = m.incarnation;
@@ -301,6 +319,31 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
   out.base_version = m.base_version;
   out.effects = decide(now_s);
   return out;
+}
+
+double owner_core::median_accepted_norm() const {
+  if (accepted_norms_.empty()) return 0.0;
+  std::vector<double> v(accepted_norms_.begin(), accepted_norms_.end());
+  auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
+  std::nth_element(v.begin(), mid, v.end());
+  if (v.size() % 2 == 1) return *mid;
+  const double upper = *mid;
+  return 0.5 * (upper + *std::max_element(v.begin(), mid));
+}
+
+std::string owner_core::implausible(double norm) const {
+  if (opts_.max_norm_ratio <= 0 ||
+      accepted_norms_.size() < std::max<size_t>(1, opts_.norm_min_samples))
+    return {};
+  const double median = median_accepted_norm();
+  if (norm <= opts_.max_norm_ratio * median) return {};
+  char buf[160];
+  std::snprintf(buf, sizeof buf,
+                "pseudo-gradient norm %.6g exceeds %g × the median %.6g of the last %zu accepted "
+                "norms of fragment %d",
+                norm, opts_.max_norm_ratio, median, accepted_norms_.size(),
+                static_cast<int>(opts_.layout.fragment_id));
+  return buf;
 }
 
 owner_effects owner_core::on_membership(const std::vector<owner_member>& live, double now_s) {

@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <optional>
@@ -47,6 +48,17 @@ struct owner_options {
   merge_options merge;
   /// false: every contribution weighs 1 (token weighting off).
   bool token_weighting = true;
+  /// Plausibility gate k: a push whose pseudo-gradient norm ‖Δ‖ exceeds k × the median of this
+  /// fragment's recently accepted norms is refused as `implausible` (0 = off). Generous by
+  /// default: a clean run's norms stay within a small factor of their median.
+  double max_norm_ratio = 10.0;
+  /// Accepted norms the median is taken over (the newest ones).
+  size_t norm_window = 16;
+  /// The gate holds once this many norms were accepted (fewer: every finite push passes).
+  size_t norm_min_samples = 4;
+  /// B·T, the most tokens one inner step can consume: a push reporting more tokens than
+  /// steps × this is refused as `implausible` (0 = unbounded).
+  uint64_t max_tokens_per_step = 0;
   /// Scale each merged Δ by (contributors / learners the round counts), so that merges of a few
   /// learners' pushes add up to the mean of every learner's progress instead of its sum (the
   /// learners' rebased progress reaches the global model one push at a time). Ours: docs/
@@ -151,8 +163,14 @@ class owner_core {
   owner_core& operator=(const owner_core&) = delete;
 
   /// A push chunk (encoded push_msg) arrived. Validates (decode, membership and incarnation,
-  /// duplicates, superseded, shape, finite values, staleness), records an accepted push as the
-  /// learner's pending contribution (a newer one replaces an older) and runs the merge decision.
+  /// duplicates, superseded, shape, finite values, staleness, plausibility), records an accepted
+  /// push as the learner's pending contribution (a newer one replaces an older) and runs the
+  /// merge decision.
+  ///
+  /// Plausible: tokens <= steps × max_tokens_per_step, and ‖Δ‖ <= max_norm_ratio × the median
+  /// of the last norm_window accepted norms of this fragment (once norm_min_samples were
+  /// accepted). Otherwise the push is rejected as `implausible`; the learner keeps its progress
+  /// in θ and sends it with its next push.
   ///
   /// Superseded: a push whose `contains_from` <= T < transfer_id, where T is the learner's
   /// transfer this owner already merged, holds T's progress again; it is rejected
@@ -202,6 +220,8 @@ class owner_core {
   double xi_quorum_s() const noexcept { return xi_quorum_.value(); }
   double xi_sync_s() const noexcept { return xi_sync_.value(); }
   size_t live_count() const noexcept { return live_.size(); }
+  /// Median of the recently accepted pushes' norms ‖Δ‖ (0 before the first).
+  double median_accepted_norm() const;
   const owner_options& options() const noexcept { return opts_; }
   /// Newest merged push per learner, ascending learner id (what broadcasts carry).
   std::vector<merged_push> merged_pushes() const;
@@ -218,6 +238,8 @@ class owner_core {
   };
 
   void init_common();
+  /// Why a push of pseudo-gradient norm `norm` is implausible; empty when it is not.
+  std::string implausible(double norm) const;
   /// 1, or after a restore (until the next merge) checkpoint_every: versions (ours included)
   /// that may have been published since the restored checkpoint.
   uint64_t lost_versions() const;
@@ -245,6 +267,9 @@ class owner_core {
 
   std::map<int32_t, owner_member> live_;
   std::map<int32_t, double> joined_at_;  // when each live incarnation entered the view
+  /// ‖Δ‖ of the newest accepted pushes (at most norm_window, oldest first); not checkpointed:
+  /// a restored owner gathers norm_min_samples again before its gate holds.
+  std::deque<double> accepted_norms_;
   std::map<int32_t, pending_push> pending_;
   /// Per learner id, its newest merged push (sent with every broadcast, kept in checkpoints).
   std::map<int32_t, merged_push> merged_;

@@ -65,6 +65,9 @@ struct run_counters {
   /// Messages refused at their envelope: another run, a stale sender incarnation or another
   /// schema version (actors/link/wire_refusal.hpp). Never applied.
   uint64_t envelopes_refused = 0;
+  /// Pushes a fragment owner refused as implausible: a pseudo-gradient norm far above the
+  /// median of its recently accepted ones, or more tokens than steps × batch × context.
+  uint64_t pushes_implausible = 0;
   /// Connections the syncer's frame guard closed: an oversized frame, or past the strangers'
   /// limits (actors/link/frame_guard.hpp).
   uint64_t frames_refused = 0;

@@ -43,6 +43,7 @@ nlohmann::json make_summary(int learners, int fragments, const run_counters& c,
       {"bytes_broadcast", c.bytes_broadcast},
       {"chunks_refused", c.chunks_refused},
       {"envelopes_refused", c.envelopes_refused},
+      {"pushes_implausible", c.pushes_implausible},
       {"frames_refused", c.frames_refused}};
 }
 
@@ -73,6 +74,7 @@ run_result make_run_result(const run_facts& f, const run_counters& counters, dou
     all.bytes_broadcast += b.bytes_broadcast;
     all.chunks_refused += b.chunks_refused;
     all.envelopes_refused += b.envelopes_refused;
+    all.pushes_implausible += b.pushes_implausible;
     all.frames_refused += b.frames_refused;
     all.learner_restarts += b.learner_restarts;
     all.owner_restarts += b.owner_restarts;
@@ -300,8 +302,11 @@ std::string summary_text(const std::string& experiment, const run_result& r,
                                       ? r.info["owner_restarts"].get<uint64_t>()
                                       : 0;
   line("restarts", fmt::format("{} learner, {} owner", count("learner_restarts"), owner_restarts));
-  line("refused", fmt::format("{} chunks, {} envelopes, {} frames", count("chunks_refused"),
-                              count("envelopes_refused"), count("frames_refused")));
+  std::string refused = fmt::format("{} chunks, {} envelopes, {} frames", count("chunks_refused"),
+                                    count("envelopes_refused"), count("frames_refused"));
+  if (count("pushes_implausible") > 0)
+    refused += fmt::format(", {} implausible pushes", count("pushes_implausible"));
+  line("refused", refused);
   if (auto d = s.find("degraded"); d != s.end() && d->is_object() && !d->empty()) {
     std::string what;
     for (const auto& [k, v] : d->items()) what += (what.empty() ? "" : ", ") + k;

@@ -144,6 +144,7 @@ nlohmann::json to_json(const experiment& e) {
                {"overlap", e.sync.overlap},
                {"max_inflight", e.sync.max_inflight},
                {"window_chunks", e.sync.window_chunks},
+               {"max_norm_ratio", e.sync.max_norm_ratio},
                {"push_clock", to_string(e.push_clock())},
                {"min_quorum", k},
                {"grace",

@@ -267,6 +267,9 @@ struct sync_config {
   grace_config grace;                    ///< ξ_grace
   double ema = 0.2;                      ///< EMA smoothing of ξ timings
   wire_format wire = wire_format::fp32;  ///< push encoding
+  /// An owner refuses a push whose ‖Δ‖ exceeds this × the median of its recently accepted
+  /// norms (0 = off).
+  double max_norm_ratio = 10.0;
 };
 
 /// `eval`: how often the evaluator measures validation loss of the global model.

@@ -886,6 +886,12 @@ void read_sync(section s, experiment& e, const read_context& ctx) {
   }
   y.ema = s.number("ema", y.ema, open_closed(0, 1));
   y.wire = s.choice("wire", y.wire);
+  y.max_norm_ratio = s.number("max_norm_ratio", y.max_norm_ratio, at_least(0));
+  if (y.max_norm_ratio > 0 && y.max_norm_ratio < 1)
+    ctx.fail(s.path("max_norm_ratio"),
+             fmt::format("{} would refuse pushes below the median norm: use 0 (off) or a "
+                         "number >= 1",
+                         y.max_norm_ratio));
   s.finish();
   if (y.fragments > y.interval)
     ctx.fail("sync.fragments", fmt::format("{} fragments exceed sync.interval ({}); P <= H is "

@@ -121,6 +121,7 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
                                       "model_file",
                                       "envelopes_refused",
                                       "frames_refused",
+                                      "pushes_implausible",
                                       "final_val_bpb"};
   std::set<std::string> got;
   for (auto& [k, v] : summary.items()) got.insert(k);

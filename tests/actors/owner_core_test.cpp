@@ -454,5 +454,128 @@ TEST_F(owner_core_test, a_restored_owner_resyncs_bases_it_lost_and_never_reuses_
   std::filesystem::remove_all(dir);
 }
 
+/// One learner, K = 1, no grace: every accepted push merges at once (base = the version before).
+owner_options gate_options(double k) {
+  owner_options o = base_options();
+  o.quorum = policy::quorum_spec::of_count(1);
+  o.grace.mode = policy::grace_mode::off;
+  o.max_norm_ratio = k;
+  o.norm_window = 16;
+  o.norm_min_samples = 4;
+  o.max_tokens_per_step = 100;  // B·T
+  return o;
+}
+
+// The plausibility gate (issue 31 item 3): a push whose ‖Δ‖ exceeds k × the median of the
+// fragment's recently accepted norms is refused as implausible and never merged; refused norms
+// do not move the median; fewer than norm_min_samples accepted norms leave the gate open; k = 0
+// turns it off.
+TEST_F(owner_core_test, implausible_pushes_are_refused_against_the_median_accepted_norm) {
+  struct row {
+    const char* what;
+    double k;
+    std::vector<float> before;  // accepted first, one push each (a value per push, filled)
+    float push;                 // the push under test, filled
+    bool accepted;
+  };
+  const std::vector<row> rows = {
+      {"gate open before 4 accepted norms", 10, {0.1f, 0.1f, 0.1f}, 100.0f, true},
+      {"9x the median passes", 10, {0.1f, 0.1f, 0.1f, 0.1f}, 0.9f, true},
+      {"11x the median is refused", 10, {0.1f, 0.1f, 0.1f, 0.1f}, 1.1f, false},
+      {"1000x the median is refused", 10, {0.1f, 0.2f, 0.1f, 0.3f, 0.1f}, 100.0f, false},
+      {"median, not mean: one large accepted norm does not lift it",
+       10,
+       {0.1f, 0.1f, 0.1f, 0.9f, 0.1f},
+       2.0f,
+       false},
+      {"k = 0 is off", 0, {0.1f, 0.1f, 0.1f, 0.1f}, 1000.0f, true},
+      {"k = 2 refuses 3x", 2, {0.1f, 0.1f, 0.1f, 0.1f}, 0.3f, false},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.what);
+    owner_core owner(gate_options(r.k), *be, filled(1.0f), frozen);
+    owner.on_membership(members(1), 0.0);
+    uint64_t transfer = 1;
+    for (float v : r.before) {
+      auto a = owner.on_push(make_push(0, 0, owner.version(), 1, 100, transfer++, filled(v)), 1.0);
+      ASSERT_EQ(a.what, status::accepted) << a.detail;
+      ASSERT_TRUE(a.effects.merged.has_value());
+    }
+    const uint64_t version = owner.version();
+    const auto value = owner.value();
+    auto out = owner.on_push(make_push(0, 0, version, 1, 100, transfer, filled(r.push)), 2.0);
+    if (r.accepted) {
+      EXPECT_EQ(out.what, status::accepted) << out.detail;
+      EXPECT_EQ(owner.version(), version + 1);
+      continue;
+    }
+    ASSERT_EQ(out.what, status::rejected);
+    ASSERT_TRUE(out.reject.has_value());
+    EXPECT_EQ(out.reject->reason, reject_reason::implausible);
+    EXPECT_EQ(out.reject->transfer_id, transfer);
+    EXPECT_NE(out.reject->detail.find("pseudo-gradient norm"), std::string::npos)
+        << out.reject->detail;
+    EXPECT_NE(out.reject->detail.find("the median"), std::string::npos) << out.reject->detail;
+    EXPECT_FALSE(out.send_current);
+    EXPECT_FALSE(out.effects.merged.has_value());
+    EXPECT_EQ(owner.pending_count(), 0u);
+    EXPECT_EQ(owner.version(), version);
+    EXPECT_EQ(owner.value(), value);
+  }
+}
+
+TEST_F(owner_core_test, refused_norms_do_not_move_the_median_and_the_window_follows_accepted_ones) {
+  owner_options o = gate_options(10);
+  o.norm_window = 4;
+  owner_core owner(o, *be, filled(1.0f), frozen);
+  owner.on_membership(members(1), 0.0);
+  uint64_t t = 1;
+  auto push = [&](float v) {
+    return owner.on_push(make_push(0, 0, owner.version(), 1, 100, t++, filled(v)), 1.0);
+  };
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(push(0.125f).what, status::accepted);
+  const double base = 0.125 * std::sqrt(6.0);
+  EXPECT_NEAR(owner.median_accepted_norm(), base, 1e-9);
+  // Refused many times: the median stays (an attacker cannot lift it with refused pushes).
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(push(100.0f).what, status::rejected);
+  EXPECT_NEAR(owner.median_accepted_norm(), base, 1e-9);
+  // Honest norms that grow slowly move it: the window holds the newest 4.
+  for (float v : {0.5f, 0.5f, 0.5f}) ASSERT_EQ(push(v).what, status::accepted);
+  EXPECT_NEAR(owner.median_accepted_norm(), 0.5 * std::sqrt(6.0), 1e-9);
+  EXPECT_EQ(push(4.0f).what, status::accepted);  // 8x the new median
+}
+
+TEST_F(owner_core_test, tokens_beyond_steps_times_batch_times_context_are_refused) {
+  struct row {
+    const char* what;
+    uint64_t steps, tokens, per_step;
+    bool accepted;
+  };
+  const std::vector<row> rows = {
+      {"exactly steps x B x T", 3, 300, 100, true},
+      {"fewer tokens (a rebased push) pass", 3, 120, 100, true},
+      {"one token too many", 3, 301, 100, false},
+      {"a huge token count for its weight", 1, 1000000000, 100, false},
+      {"unbounded when B x T is 0", 1, 1000000000, 0, true},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.what);
+    owner_options o = gate_options(10);
+    o.max_tokens_per_step = r.per_step;
+    owner_core owner(o, *be, filled(1.0f), frozen);
+    owner.on_membership(members(1), 0.0);
+    auto out = owner.on_push(make_push(0, 0, 0, r.steps, r.tokens, 1, filled(0.1f)), 1.0);
+    if (r.accepted) {
+      EXPECT_EQ(out.what, status::accepted) << out.detail;
+      continue;
+    }
+    ASSERT_EQ(out.what, status::rejected);
+    EXPECT_EQ(out.reject->reason, reject_reason::implausible);
+    EXPECT_NE(out.reject->detail.find("exceed steps × batch × context"), std::string::npos)
+        << out.reject->detail;
+    EXPECT_EQ(owner.version(), 0u);
+  }
+}
+
 }  // namespace
 }  // namespace dd::actors

@@ -50,6 +50,8 @@ const bad_case k_bad[] = {
      "applies to model.kind = \"vit\" only (kind is \"gpt\")"},
     {"zero_learners.lua", 4, "learners.count", "0 is out of range: must be in [1, 4096]"},
     {"zero_window.lua", 4, "sync.window_chunks", "0 is out of range: must be in [1, 1024]"},
+    {"norm_ratio_below_one.lua", 4, "sync.max_norm_ratio",
+     "0.5 would refuse pushes below the median norm: use 0 (off) or a number >= 1"},
     {"two_budgets.lua", 4, "budget",
      "give exactly one of tokens, steps or seconds (got steps and seconds)"},
     {"speed_count.lua", 6, "learners.speed", "has 3 entries but learners.count is 4"},

@@ -88,7 +88,8 @@ TEST(ConfigExamples, DataOnlyFileGetsAlgorithmDefaults) {
   EXPECT_EQ(e.sync.interval, 24);
   EXPECT_EQ(e.sync.overlap, 2);
   EXPECT_EQ(e.sync.max_inflight, 2);
-  EXPECT_EQ(e.sync.window_chunks, 8);  // dd::policy::default_window_chunks
+  EXPECT_EQ(e.sync.window_chunks, 8);             // dd::policy::default_window_chunks
+  EXPECT_DOUBLE_EQ(e.sync.max_norm_ratio, 10.0);  // the plausibility gate, generous
   EXPECT_FALSE(e.sync.push_clock.has_value());
   EXPECT_EQ(e.push_clock(), schedule_clock::global);  // K = 1 < M
   EXPECT_EQ(e.restart.max_restarts, 5);

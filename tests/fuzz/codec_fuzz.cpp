@@ -66,7 +66,7 @@ void check(const dd::join_reply& m) { FUZZ_CHECK(m.shard_index < m.shard_count);
 void check(const dd::heartbeat_msg&) {}
 void check(const dd::push_msg& m) { check_push(m); }
 void check(const dd::broadcast_msg& m) { check_broadcast(m); }
-void check(const dd::reject_msg& m) { FUZZ_CHECK(m.reason <= dd::reject_reason::superseded); }
+void check(const dd::reject_msg& m) { FUZZ_CHECK(m.reason <= dd::reject_reason::implausible); }
 void check(const dd::push_ack& m) { FUZZ_CHECK(m.learner_id >= 0 && m.fragment_id >= 0); }
 void check(const dd::pull_request& m) { FUZZ_CHECK(m.learner_id >= -1 && m.fragment_id >= 0); }
 void check(const dd::progress_msg&) {}

@@ -205,7 +205,7 @@ TEST(Codec, BroadcastRoundTrip) {
 }
 
 TEST(Codec, RejectRoundTripEveryReason) {
-  for (int r = 0; r <= static_cast<int>(reject_reason::superseded); ++r) {
+  for (int r = 0; r <= static_cast<int>(reject_reason::implausible); ++r) {
     reject_msg m{4, 2, static_cast<reject_reason>(r), "base_version 3 is 6 behind", 9, 480};
     auto bytes = encode(m);
     auto d = decode_reject(bytes.data(), bytes.size());
@@ -219,6 +219,7 @@ TEST(Codec, RejectRoundTripEveryReason) {
   }
   EXPECT_EQ(to_string(reject_reason::shape_mismatch), "shapeMismatch");
   EXPECT_EQ(to_string(reject_reason::superseded), "superseded");
+  EXPECT_EQ(to_string(reject_reason::implausible), "implausible");
 }
 
 TEST(Codec, PushAckRoundTrip) {

@@ -119,7 +119,7 @@ void decode_all(const std::vector<uint8_t>& b, int* ok_count) {
       EXPECT_LT(jr->shard_index, jr->shard_count);
     }
     if (rj.ok()) {
-      EXPECT_LE(static_cast<int>(rj->reason), static_cast<int>(reject_reason::superseded));
+      EXPECT_LE(static_cast<int>(rj->reason), static_cast<int>(reject_reason::implausible));
     }
     if (ck.ok()) {
       EXPECT_EQ(ck->value.size(), ck->momentum.size());
