@@ -503,6 +503,7 @@ TEST(run_dir, earlier_parts_are_counted_from_events) {
       R"({"event":"start","t":0.5})",
       R"({"event":"push","accepted":true,"bytes":100,"t":1.0})",
       R"({"event":"push","accepted":false,"bytes":40,"t":1.5})",
+      R"({"event":"push","accepted":false,"reason":"implausible","bytes":60,"t":1.6})",
       R"({"event":"merge","fragment":0,"version":1,"contributors":[{"learner":0,"tokens":256},{"learner":1,"tokens":128}],"t":2.0})",
       R"({"event":"broadcast","fragment":0,"version":1,"bytes":1000,"t":2.0})",
       R"({"event":"respawn","kind":"learner","id":1,"t":2.5})",
@@ -528,9 +529,10 @@ TEST(run_dir, earlier_parts_are_counted_from_events) {
   EXPECT_EQ(b.merges, 2u);
   EXPECT_EQ(b.contributors, 3u);
   EXPECT_EQ(b.tokens_merged, 256u + 128u + 512u);
-  EXPECT_EQ(b.pushes, 2u);
-  EXPECT_EQ(b.pushes_rejected, 1u);
-  EXPECT_EQ(b.bytes_pushed, 140u);
+  EXPECT_EQ(b.pushes, 3u);
+  EXPECT_EQ(b.pushes_rejected, 2u);
+  EXPECT_EQ(b.pushes_implausible, 1u);
+  EXPECT_EQ(b.bytes_pushed, 200u);
   EXPECT_EQ(b.bytes_broadcast, 1000u);
   EXPECT_EQ(b.chunks_refused, 1u);
   EXPECT_EQ(b.envelopes_refused, 1u);
