@@ -61,6 +61,9 @@ std::vector<uint8_t> encode_checkpoint(const owner_checkpoint& c) {
     anchors[static_cast<unsigned>(i)].setValue(float_bytes(c.anchors[i].value));
   }
   set_merged(r.initMerged(static_cast<unsigned>(c.merged.size())), c.merged);
+  r.setRunId(c.run_id);
+  r.setExperimentDigest(c.experiment_digest);
+  r.setMergeRecord(c.merge_record);
   wire_bytes body = flatten(b);
   std::vector<uint8_t> out(checkpoint_header_bytes + body.size());
   std::memcpy(out.data(), checkpoint_magic, sizeof(checkpoint_magic));
@@ -125,6 +128,9 @@ result<owner_checkpoint> decode_checkpoint(const uint8_t* data, size_t size) {
           c.anchors.push_back(anchor_entry{anchors[i].getVersion(), std::move(*v)});
         }
         c.merged = get_merged(r.getMerged());
+        c.run_id = r.getRunId();
+        c.experiment_digest = r.getExperimentDigest();
+        c.merge_record = r.getMergeRecord();
         return c;
       });
 }

@@ -145,6 +145,8 @@ wire_bytes encode(const join_request& m, const envelope_stamp& stamp) {
   r.setTokens(m.tokens);
   r.setIncarnation(m.incarnation);
   r.setComputeSeconds(m.compute_s);
+  r.setTokensTotal(m.tokens_total);
+  r.setComputeTotalSeconds(m.compute_total_s);
   return flatten(b);
 }
 
@@ -159,6 +161,8 @@ wire_bytes encode(const join_reply& m, const envelope_stamp& stamp) {
   r.setShardCount(m.shard_count);
   r.setResumeStep(m.resume_step);
   r.setDataCursor(as_bytes(m.data_cursor));
+  r.setTokensBefore(m.tokens_before);
+  r.setComputeBeforeSeconds(m.compute_before_s);
   return flatten(b);
 }
 
@@ -276,6 +280,8 @@ result<join_request> decode_join_request(const uint8_t* data, size_t size,
         m.tokens = r.getTokens();
         m.incarnation = r.getIncarnation();
         m.compute_s = r.getComputeSeconds();
+        m.tokens_total = r.getTokensTotal();
+        m.compute_total_s = r.getComputeTotalSeconds();
         if (m.live) {
           if (auto st = same_incarnation("joinRequest", sender_inc, m.incarnation); !st)
             return st.error();
@@ -298,6 +304,8 @@ result<join_reply> decode_join_reply(const uint8_t* data, size_t size, const dec
                            m.shard_count = r.getShardCount();
                            m.resume_step = r.getResumeStep();
                            m.data_cursor = to_vector(r.getDataCursor());
+                           m.tokens_before = r.getTokensBefore();
+                           m.compute_before_s = r.getComputeBeforeSeconds();
                            if (m.shard_count == 0) {
                              return R(errc::malformed, "joinReply.shardCount is 0");
                            }

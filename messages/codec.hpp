@@ -134,6 +134,12 @@ struct join_request {
   /// Live: seconds its current incarnation spent in inner steps (heartbeat_msg::compute_s);
   /// 0 from an older writer.
   double compute_s = 0.0;
+  /// Live: its tokens and compute seconds over every incarnation — the tokens_before /
+  /// compute_before_s of the join reply that started its current incarnation plus `tokens` /
+  /// `compute_s`. The monitor takes the larger of this and its own record (bounded by step ×
+  /// batch × context), so an addition a crashed syncer never recorded is not lost.
+  uint64_t tokens_total = 0;
+  double compute_total_s = 0.0;
 };
 
 /// Health monitor → learner: the identity and work assignment of a joining learner.
@@ -151,6 +157,10 @@ struct join_reply {
   uint64_t resume_step = 0;
   /// Opaque data-loader cursor last recorded for this learner (empty = start of the shard).
   std::vector<uint8_t> data_cursor;
+  /// The monitor's count of this learner's tokens and compute seconds of its earlier
+  /// incarnations: the learner adds its own count to report its total at a live rejoin.
+  uint64_t tokens_before = 0;
+  double compute_before_s = 0.0;
 };
 
 /// Learner → health monitor, every step or every few steps.
@@ -342,6 +352,15 @@ struct owner_checkpoint {
   std::vector<anchor_entry> anchors;
   /// Newest merged push per learner (broadcast_msg::merged), ascending learner id.
   std::vector<merged_push> merged;
+  /// Whose state this is: the run id and the experiment digest (runtime/run_dir.hpp
+  /// state_digest) of the run that wrote it; empty from an older writer. A loader refuses a
+  /// checkpoint of another run or experiment.
+  std::string run_id;
+  std::string experiment_digest;
+  /// The `merge` event of `version` as JSON text (its fields, without event/t/time), empty when
+  /// `version` is not a merge (a rebuilt or initial value): a restore that finds no merge line of
+  /// `version` in events.jsonl (a kill between the checkpoint and its line) logs it from here.
+  std::string merge_record;
 };
 
 // ---- limits ---------------------------------------------------------------------------------

@@ -25,9 +25,11 @@ namespace dd {
 /// learner node of another version is refused at its handshake (`node_refusal::protocol_version`);
 /// CAF's middleman refuses a peer whose app identifier ("decoupled-diloco/<version>") differs
 /// before that. 4: the monitor acknowledges a leave (a learner node's learner keeps a leave the
-/// syncer did not take and delivers it after its node rejoined). Bump it when a change needs
-/// both sides to be upgraded together.
-inline constexpr uint32_t protocol_version = 4;
+/// syncer did not take and delivers it after its node rejoined). 5: a live rejoin reports the
+/// learner's tokens and compute seconds over every incarnation (join_request::tokens_total,
+/// told by join_reply::tokens_before), so a syncer that crashed before recording a rejoin loses
+/// none. Bump it when a change needs both sides to be upgraded together.
+inline constexpr uint32_t protocol_version = 5;
 
 /// Why a health monitor refused a learner node (wire.capnp NodeRefusal).
 enum class node_refusal : uint8_t {

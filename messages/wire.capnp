@@ -32,6 +32,9 @@ struct JoinRequest {
   incarnation @6 :UInt64;              # live: its current incarnation
   computeSeconds @7 :Float64;          # live: seconds its current incarnation spent in inner
                                        # steps (as Heartbeat.computeSeconds)
+  tokensTotal @8 :UInt64;              # live: its tokens over every incarnation (the joins'
+                                       # tokensBefore + tokens of its current incarnation)
+  computeTotalSeconds @9 :Float64;     # live: the same for its compute seconds
 }
 
 # Health monitor -> learner.
@@ -43,6 +46,9 @@ struct JoinReply {
   shardCount @4 :UInt32;
   resumeStep @5 :UInt64;
   dataCursor @6 :Data;                 # opaque data-loader cursor
+  tokensBefore @7 :UInt64;             # the monitor's count of this learner's tokens before
+                                       # this incarnation (its earlier incarnations)
+  computeBeforeSeconds @8 :Float64;    # the same for its compute seconds
 }
 
 # Learner -> health monitor.
@@ -178,6 +184,11 @@ struct OwnerCheckpoint {
   xiSyncSeconds @6 :Float64;
   anchors @7 :List(AnchorEntry);       # oldest first; may be empty
   merged @8 :List(MergedPush);         # per learner, newest merged push (rebase bookkeeping)
+  runId @9 :Text;                      # the run that wrote it (<run_dir>/run_id); empty: older
+  experimentDigest @10 :Text;          # digest of what the state depends on (run_dir.hpp
+                                       # state_digest); empty: older writer
+  mergeRecord @11 :Text;               # the `merge` event of `version` as JSON (fields without
+                                       # event/t/time); empty when the version is no merge
 }
 
 # Fragment owner -> learner: a whole push was accepted (it is pending for, or already in, the next

@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "messages/checkpoint_file.hpp"
 #include "util/files.hpp"
 
 namespace dd {
@@ -42,6 +43,154 @@ std::string why_not_resumable(const std::string& run_dir) {
     return "an unreadable summary.json (" + std::string(e.what()) + ")";
   }
   return "a finished run (summary.json without \"interrupted\")";
+}
+
+namespace {
+
+// What the run's state depends on: the model and its fragment plan (the checkpoints' shapes
+// and meaning), the outer optimizer (its momentum), the data and its split, the seed, the
+// learner count (ids, shards, cursors) and where the checkpoints are.
+const char* const kept_fields[] = {"/model", "/sync",           "/outer",         "/data",
+                                   "/seed",  "/learners/count", "/checkpoint/dir"};
+
+bool is_kept(const std::string& at) {
+  return std::any_of(std::begin(kept_fields), std::end(kept_fields), [&](const char* k) {
+    const size_t n = std::strlen(k);
+    return at.compare(0, n, k) == 0 && (at.size() == n || at[n] == '/');
+  });
+}
+
+std::string run_id_in(const std::string& run_dir) {
+  std::ifstream in(fs::path(run_dir) / "run_id");
+  std::string id;
+  in >> id;
+  return id;
+}
+
+/// The JSON file `name` in `run_dir`: null when absent; throws std::runtime_error naming it
+/// when it cannot be read or does not parse.
+nlohmann::json read_json_or_null(const std::string& run_dir, const char* name) {
+  const std::string path = (fs::path(run_dir) / name).string();
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return nullptr;
+  std::string text;
+  if (auto st = util::read_file(path, text, size_t{256} << 20); !st)
+    throw std::runtime_error("its " + std::string(name) + " cannot be read (" + st.message + ")");
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const std::exception& e) {
+    throw std::runtime_error("its " + std::string(name) + " does not parse (" + e.what() + ")");
+  }
+}
+
+/// "" or why `file`'s "run_id" (when it has one) is not `id`; `name` with its article.
+std::string other_run(const nlohmann::json& file, const char* name, const std::string& id) {
+  if (!file.is_object() || !file.contains("run_id") || !file["run_id"].is_string()) return "";
+  const std::string theirs = file["run_id"].get<std::string>();
+  if (theirs == id) return "";
+  return fmt::format(
+      "{} of run {}, not of this run {} (its run_id file): a file copied from "
+      "another run directory",
+      name, theirs, id);
+}
+
+/// Whether events.jsonl names a join, rejoin or merge (learners trained, owners merged).
+bool events_show_training(const std::string& run_dir) {
+  std::ifstream ev(fs::path(run_dir) / "events.jsonl");
+  std::string line;
+  while (std::getline(ev, line))
+    for (const char* k : {"\"event\":\"join\"", "\"event\":\"rejoin\"", "\"event\":\"merge\""})
+      if (line.find(k) != std::string::npos) return true;
+  return false;
+}
+
+/// The owner checkpoints owner_<p>.ddck in `dir`, by fragment p.
+std::map<int, fs::path> owner_checkpoints(const std::string& dir) {
+  std::map<int, fs::path> out;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return out;
+  for (const auto& f : fs::directory_iterator(dir, ec)) {
+    const std::string name = f.path().filename().string();
+    if (name.size() <= 11 || name.compare(0, 6, "owner_") != 0 ||
+        name.compare(name.size() - 5, 5, ".ddck") != 0)
+      continue;
+    const std::string digits = name.substr(6, name.size() - 11);
+    if (digits.empty() || digits.size() > 6 ||
+        !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      continue;
+    out[std::stoi(digits)] = f.path();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string state_digest(const nlohmann::json& experiment) {
+  nlohmann::json kept = nlohmann::json::object();
+  for (const char* k : kept_fields) {
+    const nlohmann::json::json_pointer ptr(k);
+    kept[k] = experiment.contains(ptr) ? experiment.at(ptr) : nlohmann::json(nullptr);
+  }
+  const std::string text = kept.dump();
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a 64
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+std::string state_refusal(const std::string& run_dir, const nlohmann::json& experiment) {
+  const std::string id = run_id_in(run_dir);
+  if (id.empty()) return "no run_id file (nothing to resume)";
+  std::string configured;
+  if (experiment.contains("checkpoint") && experiment["checkpoint"].is_object())
+    configured = experiment["checkpoint"].value("dir", "");
+  const auto checkpoints = owner_checkpoints(checkpoint_dir_of(run_dir, configured));
+  const bool trained = !checkpoints.empty() || events_show_training(run_dir);
+  nlohmann::json exp_file, record;
+  try {
+    exp_file = read_json_or_null(run_dir, "experiment.json");
+    record = read_json_or_null(run_dir, "monitor.json");
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  const char* remedy =
+      ": resuming would restart every learner at step 0 and the budget from zero. Restore the "
+      "file from a copy of this run, or start the run again with --overwrite";
+  if (trained && exp_file.is_null())
+    return std::string(
+               "a run that trained (events.jsonl or owner checkpoints) but no "
+               "experiment.json: what it was trained with cannot be checked") +
+           remedy;
+  if (trained && record.is_null())
+    return std::string(
+               "a run that trained (events.jsonl or owner checkpoints) but no "
+               "monitor.json, the learners' steps, tokens and data positions") +
+           remedy;
+  if (auto why = other_run(exp_file, "an experiment.json", id); !why.empty()) return why;
+  if (auto why = other_run(record, "a monitor.json", id); !why.empty()) return why;
+  const std::string digest = state_digest(experiment);
+  for (const auto& [p, path] : checkpoints) {
+    auto ck = load_checkpoint(path.string());
+    if (!ck) continue;  // damaged: its owner refuses it or rebuilds (fragment_owner.hpp)
+    if (!ck->run_id.empty() && ck->run_id != id)
+      return fmt::format(
+          "an owner checkpoint of run {}, not of this run {} (its run_id file): "
+          "'{}', a file copied from another run directory (or a checkpoint.dir "
+          "shared by two runs)",
+          ck->run_id, id, path.string());
+    if (ck->fragment_id != p)
+      return fmt::format("an owner checkpoint '{}' of fragment {}, not {}", path.string(),
+                         ck->fragment_id, p);
+    if (!ck->experiment_digest.empty() && ck->experiment_digest != digest)
+      return fmt::format(
+          "an owner checkpoint '{}' written for another experiment (state digest "
+          "{}, this experiment's {}: its model, sync, outer, data, seed, "
+          "learners.count or checkpoint.dir differ)",
+          path.string(), ck->experiment_digest, digest);
+  }
+  return experiment_change_on_resume(run_dir, experiment);
 }
 
 std::string experiment_change_on_resume(const std::string& run_dir,
@@ -77,16 +226,7 @@ std::string experiment_change_on_resume(const std::string& run_dir,
   size_t more = 0;
   for (const auto& op : nlohmann::json::diff(was, now_json)) {
     const std::string at = op.value("path", "");
-    // What the run's state depends on: the model and its fragment plan (the checkpoints' shapes
-    // and meaning), the outer optimizer (its momentum), the data and its split, the seed, the
-    // learner count (ids, shards, cursors) and where the checkpoints are.
-    static const char* const kept[] = {"/model", "/sync",           "/outer",         "/data",
-                                       "/seed",  "/learners/count", "/checkpoint/dir"};
-    const bool matters = std::any_of(std::begin(kept), std::end(kept), [&](const char* k) {
-      const size_t n = std::strlen(k);
-      return at.compare(0, n, k) == 0 && (at.size() == n || at[n] == '/');
-    });
-    if (!matters) continue;
+    if (!is_kept(at)) continue;
     if (changed.size() == 6) {
       ++more;
       continue;
@@ -254,6 +394,8 @@ resume_record read_resume_record(const std::string& run_dir, const std::string& 
     } catch (const std::exception& e) {
       throw std::runtime_error("--resume: " + record.string() + " does not parse: " + e.what());
     }
+    if (auto why = other_run(r.monitor_record, "a monitor.json", id); !why.empty())
+      throw std::runtime_error("--resume: run directory '" + run_dir + "' holds " + why);
   }
   return r;
 }

@@ -7,7 +7,9 @@
 //
 // Files: run_id (16 hex digits), events.jsonl, monitor.json (the monitor's record),
 // learner_loss.csv, experiment.json, summary.json and run_info.json (the result files, written
-// atomically), checkpoints/owner_<p>.ddck (or checkpoint.dir).
+// atomically), checkpoints/owner_<p>.ddck (or checkpoint.dir). monitor.json, experiment.json and
+// every owner checkpoint name the run that wrote them (its run id; a checkpoint also its fragment
+// and state_digest), checked by state_refusal before a resume and where each is loaded.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +49,32 @@ std::string why_not_resumable(const std::string& run_dir);
 /// fragment from the initial weights).
 std::string experiment_change_on_resume(const std::string& run_dir,
                                         const nlohmann::json& experiment);
+
+/// What a run's state (owner checkpoints, the monitor's record) depends on in `experiment`
+/// (config::to_json form): hex FNV-1a 64 of its `model`, `sync`, `outer`, `data`, `seed`,
+/// `learners.count` and `checkpoint.dir` — the fields experiment_change_on_resume keeps. Owner
+/// checkpoints carry it (owner_checkpoint::experiment_digest).
+std::string state_digest(const nlohmann::json& experiment);
+
+/// Whose state is this: the check every `--resume` makes (through runtime/run_dir_rules.hpp
+/// resume_refusal: dd-node run, syncer and launch before they start, and the run's setup,
+/// actors/nodes/job_runner.cpp, where the state is loaded). "" when `run_dir`'s state can be
+/// continued with `experiment` (config::to_json form); otherwise what it holds, in words, for
+/// the caller's refusal ("--resume: run directory 'D' holds <this>"). In order:
+///   - no run_id file;
+///   - the run's state without its records: events.jsonl names a join, rejoin or merge, or an
+///     owner checkpoint exists, but experiment.json or monitor.json is missing (resuming would
+///     restart every learner at step 0 and the budget from zero; nothing rebuilds them);
+///   - a file of another run: experiment.json's or monitor.json's "run_id", or an owner
+///     checkpoint's run id, differs from the run_id file (both runs named), or a checkpoint
+///     owner_<p>.ddck holds another fragment or was written for another experiment
+///     (state_digest);
+///   - monitor.json does not parse;
+///   - experiment_change_on_resume.
+/// A file without a run id (an older writer) is not refused for that; a damaged checkpoint is
+/// left to its owner (refused there, or rebuilt from a learner). Whether there is a run to resume
+/// at all (why_not_resumable) is the opener's rule before it (run_dir_refusal).
+std::string state_refusal(const std::string& run_dir, const nlohmann::json& experiment);
 
 /// 16 random hex digits (std::random_device): a run's identity, not part of training.
 std::string new_run_id();
@@ -126,7 +154,7 @@ struct resume_record {
 
 /// Reads what `run_dir` holds for `--resume`. Throws std::runtime_error "--resume: ..." when it
 /// holds no run_id file, holds another run than `run_id` (non-empty), or its monitor.json does
-/// not parse.
+/// not parse or names another run ("run_id").
 resume_record read_resume_record(const std::string& run_dir, const std::string& run_id);
 
 /// Writes <run_dir>/run_id.

@@ -6,7 +6,7 @@
 namespace dd {
 
 std::string resume_refusal(const std::string& run_dir, const nlohmann::json& experiment) {
-  if (auto why = experiment_change_on_resume(run_dir, experiment); !why.empty())
+  if (auto why = state_refusal(run_dir, experiment); !why.empty())
     return "--resume: run directory '" + run_dir + "' holds " + why;
   return {};
 }

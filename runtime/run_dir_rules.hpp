@@ -15,7 +15,8 @@ namespace dd {
 enum class run_dir_mode { fresh, resume, overwrite };
 
 /// What a resumed run may not find in `run_dir` — the check the job repeats for callers of its
-/// C++ API: "" when `experiment` may continue the run there (experiment_change_on_resume), else
+/// C++ API: "" when `experiment` may continue the run's state there (runtime/run_dir.hpp
+/// state_refusal: whose files these are, its records present, the experiment unchanged), else
 /// the refusal, beginning "--resume: run directory 'DIR' holds ...".
 std::string resume_refusal(const std::string& run_dir, const nlohmann::json& experiment);
 

@@ -17,6 +17,7 @@
 #include "actors/nodes/experiment_views.hpp"
 #include "actors/nodes/job.hpp"
 #include "actors/nodes/syncer_node.hpp"
+#include "actors/policy/run_uptime.hpp"
 #include "actors/services/chaos_endpoint.hpp"
 #include "actors/services/status_page.hpp"
 #include "kernels/backend.hpp"
@@ -189,6 +190,7 @@ std::shared_ptr<job_setup> make_job_setup(const config::experiment& exp,
   {
     const std::string json = config::to_json(exp).dump();
     s->experiment_hash = fnv1a_hex(json.data(), json.size());
+    s->state_digest = state_digest(config::to_json(exp));
     s->run_id = options.run_id;
     if (options.resume) {
       // The dd-node commands refuse this before they start (exit 2); a guard for other callers.
@@ -256,8 +258,13 @@ std::shared_ptr<job_setup> make_job_setup(const config::experiment& exp,
       faults.push_back(f);
   for (const auto& f : options.faults) faults.push_back(f);
   s->faults = std::make_unique<fault_hooks>(faults, s->log.get());
-  write_file_or_throw((fs::path(s->run_dir) / "experiment.json").string(),
-                      config::to_json(exp).dump(2) + "\n");
+  {
+    // Whose experiment this is: the run id beside the resolved experiment (state_refusal).
+    auto written = config::to_json(exp);
+    written["run_id"] = s->run_id;
+    write_file_or_throw((fs::path(s->run_dir) / "experiment.json").string(),
+                        written.dump(2) + "\n");
+  }
   return s;
 }
 
@@ -411,6 +418,20 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
   {
     std::lock_guard<std::mutex> guard(setup->result_mutex);
     r = setup->result;
+  }
+  // A cluster run's uptime: by the rule and from the files `dd-chaos report` judges downtime by
+  // (actors/policy/run_uptime.hpp), over every part, with K = sync.min_quorum — learners that
+  // step through a syncer outage are up. (dd-node run keeps the monitor's figure: its learners
+  // share the process, so no outage separates them from it.)
+  if (syncer && !options.simulated_time && r.summary.is_object() && r.summary.contains("uptime")) {
+    const auto k =
+        static_cast<size_t>(std::max(1, exp.sync.min_quorum.resolve(exp.learners.count)));
+    const auto u = policy::run_uptime(policy::read_run_steps(setup->run_dir), k);
+    if (u.known) {
+      r.summary["uptime"] = u.figures.uptime();
+      std::lock_guard<std::mutex> guard(setup->result_mutex);
+      setup->result.summary["uptime"] = r.summary["uptime"];
+    }
   }
   write_result_files(setup->run_dir, r.summary, r.info);
   return r;

@@ -143,6 +143,8 @@ struct job_setup {
   /// file size and training-split hash.
   std::string run_id;
   std::string experiment_hash;
+  /// runtime/run_dir.hpp state_digest of the experiment: written into every owner checkpoint.
+  std::string state_digest;
   uint64_t data_bytes = 0;
   std::string data_hash;
   /// The syncer's incarnation: 1 for a fresh run, one more than <run_dir>/syncer_incarnation for

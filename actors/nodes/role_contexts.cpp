@@ -77,6 +77,7 @@ monitor_context monitor_context_of(const config::experiment& e, int fragments) {
   m.token_budget =
       e.budget.kind == config::budget_kind::tokens ? static_cast<uint64_t>(e.budget.tokens) : 0;
   m.experiment_json = config::to_json(e).dump();
+  m.tokens_per_step = static_cast<uint64_t>(std::max<int64_t>(0, e.tokens_per_step()));
   m.align_resume_to_group = synchronous(e) && M > 1;
   m.uptime_quorum = static_cast<size_t>(std::max(1, e.sync.min_quorum.resolve(M)));
   m.uptime_last_step =

@@ -69,6 +69,7 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
                                   setup.options.checkpoint_every);
     c->options.run_id = setup.run_id;
     c->options.syncer_incarnation = setup.syncer_incarnation;
+    c->options.experiment_digest = setup.state_digest;
     const auto& o = c->options;
     c->initial.resize(o.layout.numel);
     gather_fragment(o.layout, setup.initial.data(), c->initial.data());

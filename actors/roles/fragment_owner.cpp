@@ -95,6 +95,31 @@ void die_by_fault(owner_actor* self, const owner_context& ctx) {
   self->quit(caf::exit_reason::kill);
 }
 
+/// A checkpoint of a version newer than every version events.jsonl names (ctx.highest_version
+/// before this owner's first start): the run was killed after the checkpoint was written and
+/// before its `merge` line. The line is written now from the checkpoint's record (with
+/// "from_checkpoint": true) and counted, so events.jsonl holds every merged version once.
+void log_merge_of_checkpoint(const owner_context& ctx, const owner_checkpoint& ck) {
+  if (ctx.log == nullptr || ck.merge_record.empty() || ck.version <= ctx.highest_version.load())
+    return;
+  auto fields = nlohmann::json::parse(ck.merge_record, nullptr, false);
+  if (!fields.is_object() || fields.value("version", uint64_t{0}) != ck.version) return;
+  fields["from_checkpoint"] = true;
+  uint64_t contributors = 0, tokens = 0;
+  if (fields.contains("contributors") && fields["contributors"].is_array())
+    for (const auto& c : fields["contributors"]) {
+      contributors += 1;
+      tokens += c.value("tokens", uint64_t{0});
+    }
+  ctx.log->emit("merge", fields);
+  ctx.log->update([&](run_counters& c) {
+    c.merges += 1;
+    c.contributors += contributors;
+    c.tokens_merged += tokens;
+    c.versions[ck.fragment_id] = ck.version;
+  });
+}
+
 /// Records the version this incarnation started at or published (floor for later numbering).
 void note_version(const owner_context& ctx, uint64_t v) {
   uint64_t cur = ctx.highest_version.load();
@@ -129,31 +154,10 @@ void apply_effects(owner_actor* self, const owner_context& ctx, owner_effects fx
   for (const auto& [handle, version, chunks] : held)
     flow_broadcast(self, st.flow, handle, chunks, version);
   if (ctx.log != nullptr) {
-    nlohmann::json contributors = nlohmann::json::array();
     uint64_t tokens = 0;
-    for (const auto& c : rec.contributors) {
-      contributors.push_back({{"learner", c.learner_id},
-                              {"incarnation", c.incarnation},
-                              {"base_version", c.base_version},
-                              {"transfer_id", c.transfer_id},
-                              {"steps", c.steps},
-                              {"tokens", c.tokens},
-                              {"weight", c.weight}});
-      tokens += c.tokens;
-    }
-    ctx.log->emit("merge", {{"fragment", rec.fragment_id},
-                            {"version", rec.version},
-                            {"contributors", contributors},
-                            {"live", rec.live},
-                            {"needed", rec.needed},
-                            {"grace_s", rec.grace_s},
-                            {"reason", rec.reason},
-                            {"round_s", rec.round_s},
-                            {"sync_s", rec.sync_s},
-                            {"delta_norm", rec.delta_norm},
-                            {"xi_step_s", st.core->xi_step_s()},
-                            {"xi_quorum_s", st.core->xi_quorum_s()},
-                            {"xi_sync_s", st.core->xi_sync_s()}});
+    for (const auto& c : rec.contributors) tokens += c.tokens;
+    ctx.log->emit("merge", merge_event_fields(rec, st.core->xi_step_s(), st.core->xi_quorum_s(),
+                                              st.core->xi_sync_s()));
     ctx.log->emit("broadcast", {{"fragment", rec.fragment_id},
                                 {"version", rec.version},
                                 {"learners", st.learners.size()},
@@ -559,8 +563,24 @@ owner_hdl::behavior_type fragment_owner(owner_actor* self,
       if (ctx->log != nullptr)
         ctx->log->emit("failure",
                        {{"fragment", frag}, {"what", "checkpoint_unreadable"}, {"error", reset}});
+    } else if (ck && ((!ck->run_id.empty() && !opts.run_id.empty() && ck->run_id != opts.run_id) ||
+                      (!ck->experiment_digest.empty() && !opts.experiment_digest.empty() &&
+                       ck->experiment_digest != opts.experiment_digest))) {
+      // Whose state (runtime/run_dir.hpp): never another run's or experiment's values.
+      const bool other_run =
+          !ck->run_id.empty() && !opts.run_id.empty() && ck->run_id != opts.run_id;
+      reset = other_run ? "its checkpoint '" + opts.checkpoint_path + "' belongs to run " +
+                              ck->run_id + ", not to this run " + opts.run_id
+                        : "its checkpoint '" + opts.checkpoint_path + "' was written for another " +
+                              "experiment (state digest " + ck->experiment_digest +
+                              ", this run's " + opts.experiment_digest + ")";
+      if (ctx->log != nullptr)
+        ctx->log->emit(
+            "failure",
+            {{"fragment", frag}, {"what", "checkpoint_of_another_run"}, {"error", reset}});
     } else if (ck) {
       ckpt = std::move(*ck);
+      log_merge_of_checkpoint(*ctx, *ckpt);
     } else {
       reset = "its checkpoint '" + opts.checkpoint_path + "' is unreadable (" + ck.error().message +
               ")";

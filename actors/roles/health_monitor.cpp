@@ -216,6 +216,11 @@ caf::result<std::vector<uint8_t>> on_join(monitor_actor* self, const monitor_con
   rep.shard_count = static_cast<uint32_t>(ctx.learners);
   rep.resume_step = d.resume_step;
   rep.data_cursor = d.data_cursor;
+  rep.tokens_before = d.tokens_before;
+  rep.compute_before_s = d.compute_before_s;
+  // The join is on disk before it is answered (and before its event): a syncer killed after
+  // this reply restarts from a record that holds it.
+  save_record(self, ctx);
   monitor_log::joined(ctx.log, ctx.remote_learners, d, *core(self).find(d.id));
   // The view goes to the owners before the reply reaches the learner, so a push can never
   // arrive at an owner ahead of the incarnation it carries.

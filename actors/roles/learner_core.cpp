@@ -127,6 +127,8 @@ result<join_reply> learner_core::on_join_reply(const std::vector<uint8_t>& bytes
   incarnation_ = rep->incarnation;
   resume_step_ = rep->resume_step;
   step_ = rep->resume_step;
+  tokens_before_ = rep->tokens_before;
+  compute_before_s_ = rep->compute_before_s;
   return rep;
 }
 
@@ -165,6 +167,10 @@ learner_actions learner_core::rejoin() {
   again.tokens = tokens_;
   again.incarnation = incarnation_;
   again.compute_s = compute_s_;
+  // Its totals over every incarnation: the monitor takes them over a record that may lack an
+  // earlier rejoin (a syncer killed before writing it).
+  again.tokens_total = tokens_before_ + tokens_;
+  again.compute_total_s = compute_before_s_ + compute_s_;
   // The owner directory arrives before the reply: with nothing in flight, every fragment whose
   // owner changed is pulled from its new owner (on_owner_directory).
   unacked_.clear();
@@ -200,6 +206,8 @@ bool learner_core::on_rejoin_reply(const std::vector<uint8_t>& bytes, uint64_t r
   incarnation_ = rep->incarnation;
   tokens_ = tokens_ > reported_tokens ? tokens_ - reported_tokens : 0;
   compute_s_ = std::max(0.0, compute_s_ - reported_compute_s);
+  tokens_before_ = rep->tokens_before;
+  compute_before_s_ = rep->compute_before_s;
   const bool to_leave = leave_ == leave_state::rejoining;
   out.push_back(act::event{"learner_rejoined",
                            {{"learner", id_},
@@ -316,7 +324,8 @@ step_plan learner_core::on_step_timer(double now_s) {
 }
 
 learner_actions learner_core::on_step_discarded(double loss) {
-  tokens_ += opts_.tokens_per_step;
+  // A discarded step is no step: it counts no tokens either (a learner's tokens are its steps ×
+  // batch × context, the invariant `dd-chaos report` checks as tokens_match_steps).
   learner_actions out;
   out.push_back(act::event{"nonfinite",
                            {{"learner", id_},

@@ -514,6 +514,10 @@ class learner_core {
   std::map<int32_t, uint64_t> last_settled_;  ///< newest own transfer seen merged or refused
   uint64_t tokens_ = 0;                       ///< tokens computed by this incarnation
   double compute_s_ = 0.0;                    ///< seconds this incarnation spent in inner steps
+  /// The monitor's count of its earlier incarnations (join_reply::tokens_before): tokens_before_
+  /// + tokens_ is what a live rejoin reports as its total.
+  uint64_t tokens_before_ = 0;
+  double compute_before_s_ = 0.0;
   policy::ema step_time_{0.2};
   int64_t global_step_ = -1;  ///< tokens-derived global step from the monitor (-1: none)
   int64_t push_clock_ = -1;   ///< global push clock: value at the previous schedule check

@@ -25,15 +25,18 @@ nlohmann::json monitor_record::to_json() const {
                   {"compute_before_s", l.compute_before_s},
                   {"compute_this_incarnation_s", l.compute_this_incarnation_s},
                   {"data_cursor", util::to_hex(l.data_cursor)}});
-  return {
+  nlohmann::json j = {
       {"format", 1},          {"mean_step", mean_step},   {"training_seconds", training_seconds},
       {"uptime_s", uptime_s}, {"observed_s", observed_s}, {"learners", ls}};
+  if (!run_id.empty()) j["run_id"] = run_id;
+  return j;
 }
 
 monitor_record monitor_record::from_json(const nlohmann::json& rec) {
   monitor_record r;
   try {
     if (rec.value("format", 0) != 1) throw std::invalid_argument("monitor record: unknown format");
+    r.run_id = rec.value("run_id", std::string());
     r.mean_step = rec.at("mean_step").get<double>();
     r.training_seconds = rec.value("training_seconds", 0.0);
     if (!(r.training_seconds >= 0.0) || !std::isfinite(r.training_seconds))
@@ -97,6 +100,7 @@ void membership::restore(const monitor_record& rec, double now) {
 
 monitor_record membership::record(double now) const {
   monitor_record rec;
+  rec.run_id = opts_.run_id;
   rec.mean_step = mean_step_;
   rec.training_seconds = seconds_before_ + std::max(0.0, now - started_s_);
   rec.uptime_s = uptime_before_s_ + uptime_.uptime_s();
@@ -285,27 +289,31 @@ join_decision membership::join(const join_request& req, const std::string& origi
   d.known = known_it != learners_.end();
   d.live = req.live;
   auto& r = learners_[id];
-  // A live learner's compute seconds of its incarnation (a figure that is not a finite
-  // non-negative number counts as none: the heartbeats' stands).
-  const double live_compute_s =
-      req.live && std::isfinite(req.compute_s) && req.compute_s > 0 ? req.compute_s : 0.0;
   if (d.known) {
     if (r.alive) d.replaced = declare_dead(id, "replaced by a new incarnation", now);
     r.incarnation = std::max(r.incarnation, req.incarnation) + 1;
-    // A live learner rejoining knows its tokens and compute seconds better than the last
-    // heartbeat we have (those of its steps while the syncer was away never came).
-    r.tokens_before +=
-        req.live ? std::max(req.tokens, r.tokens_this_incarnation) : r.tokens_this_incarnation;
-    if (req.live) r.step = std::max(r.step, req.step);
+    if (req.live) {
+      // A live learner rejoining knows its tokens and compute seconds better than the last
+      // heartbeat we have (those of its steps while the syncer was away never came), and its
+      // totals over every incarnation better than this record (a syncer that crashed after an
+      // earlier rejoin never recorded what that rejoin added).
+      r.step = std::max(r.step, req.step);
+      const auto t = live_rejoin_totals(r, req, opts_.tokens_per_step);
+      r.tokens_before = t.tokens;
+      r.compute_before_s = t.compute_s;
+    } else {
+      r.tokens_before += r.tokens_this_incarnation;
+      r.compute_before_s += r.compute_this_incarnation_s;
+    }
     r.tokens_this_incarnation = 0;
-    r.compute_before_s += std::max(live_compute_s, r.compute_this_incarnation_s);
     r.compute_this_incarnation_s = 0;
   }
   if (!d.known && req.live) {  // a syncer restarted without this learner's record
     r.incarnation = req.incarnation + 1;
     r.step = req.step;
-    r.tokens_before = req.tokens;
-    r.compute_before_s = live_compute_s;
+    const auto t = live_rejoin_totals(r, req, opts_.tokens_per_step);
+    r.tokens_before = t.tokens;
+    r.compute_before_s = t.compute_s;
   }
   if (auto rv = reserved_.find(id); rv != reserved_.end()) {
     r.node = rv->second.first;
@@ -326,8 +334,35 @@ join_decision membership::join(const join_request& req, const std::string& origi
     r.step = d.resume_step;
   }
   d.data_cursor = r.data_cursor;
+  d.tokens_before = r.tokens_before;
+  d.compute_before_s = r.compute_before_s;
   d.restart = opts_.remote_learners && d.known && !req.live;
   return d;
+}
+
+rejoin_totals live_rejoin_totals(const learner_record& r, const join_request& req,
+                                 uint64_t tokens_per_step) {
+  // A figure that is not a finite non-negative number counts as none.
+  auto seconds = [](double s) { return std::isfinite(s) && s > 0 ? s : 0.0; };
+  rejoin_totals t;
+  // The record's own count, with the incarnation's tokens at least as the join reports them.
+  t.tokens = r.tokens_before + std::max(req.tokens, r.tokens_this_incarnation);
+  t.compute_s = r.compute_before_s + std::max(seconds(req.compute_s), r.compute_this_incarnation_s);
+  if (req.tokens_total > 0 || req.compute_total_s > 0) {
+    // Protocol 5: the learner's own total. It is the truth unless the record is newer (never
+    // backwards): the record may lack an earlier rejoin's addition (a syncer that crashed before
+    // writing it), or hold one whose reply never reached the learner (then the record's sum
+    // above counts the incarnation twice — the total does not).
+    t.tokens = std::max(r.tokens_before + r.tokens_this_incarnation, req.tokens_total);
+    t.compute_s =
+        std::max(r.compute_before_s + r.compute_this_incarnation_s, seconds(req.compute_total_s));
+  }
+  // Never more than the steps it reports can have trained.
+  if (tokens_per_step > 0) {
+    const uint64_t cap = std::max(req.step, r.step) * tokens_per_step;
+    t.tokens = std::min(t.tokens, std::max(cap, r.tokens_before + r.tokens_this_incarnation));
+  }
+  return t;
 }
 
 // ---- heartbeats, leaves, downs -------------------------------------------------------------

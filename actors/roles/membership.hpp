@@ -50,6 +50,9 @@ struct membership_options {
   double straggler_factor = 1.5;
   /// Stop when Σ tokens over all learners reaches this (0 = no token budget).
   uint64_t token_budget = 0;
+  /// Tokens of one inner step (batch × context): the most a live rejoin's reported steps can
+  /// have trained (live_rejoin_totals); 0 = unbounded.
+  uint64_t tokens_per_step = 0;
   /// Synchronous baselines (K = M): a respawned learner resumes at the group's step (the
   /// highest step of the live learners) so its push schedule is in phase with theirs; otherwise
   /// it resumes its own recorded step (ALGORITHM.md, Recovery).
@@ -123,13 +126,16 @@ struct monitor_record {
     double compute_this_incarnation_s = 0.0;
     std::vector<uint8_t> data_cursor;
   };
+  /// Whose record this is: the run's id (membership_options::run_id); empty from an older
+  /// writer. A resume refuses a record of another run (runtime/run_dir.hpp state_refusal).
+  std::string run_id;
   double mean_step = 0.0;
   double training_seconds = 0.0;
   double uptime_s = 0.0;
   double observed_s = 0.0;
   std::vector<learner> learners;
 
-  /// {"format": 1, "mean_step", "training_seconds", "uptime_s", "observed_s", "learners":
+  /// {"format": 1, "run_id" (when known), "mean_step", "training_seconds", "uptime_s", "observed_s", "learners":
   /// [{"learner", "incarnation", "finished", "step", "tokens_before",
   /// "tokens_this_incarnation", "compute_before_s", "compute_this_incarnation_s",
   /// "data_cursor" (hex)}]}.
@@ -170,6 +176,10 @@ struct join_decision {
   uint64_t incarnation = 0;
   uint64_t resume_step = 0;
   std::vector<uint8_t> data_cursor;
+  /// Its tokens and compute seconds of earlier incarnations (join_reply::tokens_before): a live
+  /// rejoin later reports them plus its own as its total.
+  uint64_t tokens_before = 0;
+  double compute_before_s = 0.0;
   /// The id was known before (a respawn, or a live learner rejoining).
   bool known = false;
   bool live = false;
@@ -179,6 +189,20 @@ struct join_decision {
   std::optional<learner_down> replaced;
   bool accepted() const { return what == verdict::joined || what == verdict::rejoined; }
 };
+
+/// What a live rejoin of the learner recorded as `r` makes its tokens and compute seconds
+/// before the new incarnation: the record's count with the incarnation's figures as the join
+/// reports them, or — when the join carries the learner's totals over every incarnation
+/// (protocol 5) — the larger of the record's count and that total; never backwards, and the
+/// tokens at most max(req.step, r.step) × tokens_per_step (0 = unbounded) unless the record
+/// already counts more. A syncer that crashed before recording an earlier rejoin's addition
+/// loses none of it: the learner's total still holds it.
+struct rejoin_totals {
+  uint64_t tokens = 0;
+  double compute_s = 0.0;
+};
+rejoin_totals live_rejoin_totals(const learner_record& r, const join_request& req,
+                                 uint64_t tokens_per_step);
 
 /// Outcome of a heartbeat.
 struct heartbeat_decision {

@@ -493,6 +493,12 @@ owner_effects owner_core::merge(double now_s, const std::string& reason) {
   rec.contributors = std::move(who);
   rec.version = version_;
   rec.delta_norm = report->delta_norm;
+  // The checkpoint of this version keeps its merge's record: a kill after the checkpoint and
+  // before the actor logs the merge loses no merge from events.jsonl (the restore logs it).
+  rec.sync_s = clock_() - t0;
+  last_merge_record_ =
+      merge_event_fields(rec, xi_step_.value(), xi_quorum_.value(), xi_sync_.value()).dump();
+  last_merge_version_ = version_;
   if (opts_.checkpoint_every > 0 && !opts_.checkpoint_path.empty() &&
       version_ % opts_.checkpoint_every == 0) {
     auto st = save_checkpoint(opts_.checkpoint_path, make_checkpoint());
@@ -540,7 +546,30 @@ owner_checkpoint owner_core::make_checkpoint() const {
   if (ring_)
     for (auto& [v, vals] : ring_->download_all()) c.anchors.push_back({v, std::move(vals)});
   c.merged = merged_pushes();
+  c.run_id = opts_.run_id;
+  c.experiment_digest = opts_.experiment_digest;
+  if (last_merge_version_ == version_) c.merge_record = last_merge_record_;
   return c;
+}
+
+nlohmann::json merge_event_fields(const merge_record& rec, double xi_step_s, double xi_quorum_s,
+                                  double xi_sync_s) {
+  nlohmann::json contributors = nlohmann::json::array();
+  for (const auto& c : rec.contributors)
+    contributors.push_back({{"learner", c.learner_id},
+                            {"incarnation", c.incarnation},
+                            {"base_version", c.base_version},
+                            {"transfer_id", c.transfer_id},
+                            {"steps", c.steps},
+                            {"tokens", c.tokens},
+                            {"weight", c.weight}});
+  return {{"fragment", rec.fragment_id},  {"version", rec.version},
+          {"contributors", contributors}, {"live", rec.live},
+          {"needed", rec.needed},         {"grace_s", rec.grace_s},
+          {"reason", rec.reason},         {"round_s", rec.round_s},
+          {"sync_s", rec.sync_s},         {"delta_norm", rec.delta_norm},
+          {"xi_step_s", xi_step_s},       {"xi_quorum_s", xi_quorum_s},
+          {"xi_sync_s", xi_sync_s}};
 }
 
 uint64_t owner_core::lost_versions() const {

@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "actors/policy/admission.hpp"
 #include "actors/policy/grace.hpp"
 #include "actors/policy/quorum.hpp"
@@ -75,6 +77,9 @@ struct owner_options {
   /// name the run (messages/codec.hpp envelope_expect).
   std::string run_id;
   uint64_t syncer_incarnation = 0;
+  /// Whose state a checkpoint is (with run_id): runtime/run_dir.hpp state_digest of the run's
+  /// experiment; written into every checkpoint and checked where one is loaded.
+  std::string experiment_digest;
 };
 
 /// One learner as the owner's membership sees it.
@@ -110,6 +115,11 @@ struct merge_record {
   bool checkpointed = false;     ///< a checkpoint was written after this merge
   std::string checkpoint_error;  ///< non-empty when writing it failed
 };
+
+/// The fields of a `merge` event for `rec` (events.jsonl; docs/artifacts.md), with the owner's
+/// EMAs: what the owner logs and what its checkpoint of that version keeps (merge_record).
+nlohmann::json merge_event_fields(const merge_record& rec, double xi_step_s, double xi_quorum_s,
+                                  double xi_sync_s);
 
 /// Effects the actor must carry out after a handler.
 struct owner_effects {
@@ -277,6 +287,10 @@ class owner_core {
   /// explained by the versions lost since that checkpoint.
   bool restored_ = false;
   uint64_t restored_version_ = 0;
+  /// The newest merge's event fields (merge_event_fields, JSON text) and its version: a
+  /// checkpoint of that version carries them (owner_checkpoint::merge_record).
+  std::string last_merge_record_;
+  uint64_t last_merge_version_ = 0;
   uint64_t version_floor_ = 0;  ///< the next merge is numbered above it (skip_versions_to)
   bool round_open_ = false;
   double round_start_s_ = 0.0;

@@ -356,6 +356,132 @@ TEST(monitor_live_rejoin, counts_the_compute_seconds_its_join_request_reports) {
   caf::anon_send_exit(monitor, caf::exit_reason::kill);
 }
 
+// Issue 24 item 2 (tokens survive any crash pattern), the rule as a table. One learner, 128 tokens
+// per step. Syncer A recorded it at step 10 (1280 tokens, incarnation 0); it stepped on to step 20
+// during A's outage and rejoined syncer B live (B counted 2560 and answered tokens_before = 2560,
+// incarnation 1), stepped to 25 and B was killed before it wrote its record; syncer C restarts
+// from A's record. Regression: C counted 1280 + max(640, 1280) = 2560 — the 640 tokens of steps
+// 20-25 were lost (summary.json short of steps × batch × context, learner_loss.csv going
+// backwards). The learner's own total (2560 + 640) is the truth.
+TEST(monitor_live_rejoin, totals_survive_a_syncer_killed_before_recording_a_rejoin) {
+  learner_record a;  // syncer A's record
+  a.incarnation = 0;
+  a.step = 10;
+  a.tokens_this_incarnation = 1280;
+  a.compute_this_incarnation_s = 1.0;
+  join_request at_c;  // the rejoin that reaches syncer C
+  at_c.live = true;
+  at_c.incarnation = 1;
+  at_c.step = 25;
+  at_c.tokens = 640;
+  at_c.compute_s = 0.5;
+  at_c.tokens_total = 2560 + 640;
+  at_c.compute_total_s = 2.5;
+  auto t = live_rejoin_totals(a, at_c, 128);
+  EXPECT_EQ(t.tokens, 25u * 128u);
+  EXPECT_DOUBLE_EQ(t.compute_s, 2.5);
+
+  // B wrote its record (2560 before, incarnation 1) but its reply never reached the learner,
+  // which rejoins C with its old incarnation at step 22: 2816 tokens in it and in total. The
+  // record's sum (2560 + 2816) would count the incarnation twice; the total does not.
+  learner_record b;
+  b.incarnation = 1;
+  b.step = 20;
+  b.tokens_before = 2560;
+  join_request unanswered;
+  unanswered.live = true;
+  unanswered.incarnation = 0;
+  unanswered.step = 22;
+  unanswered.tokens = 2816;
+  unanswered.tokens_total = 2816;
+  EXPECT_EQ(live_rejoin_totals(b, unanswered, 128).tokens, 22u * 128u);
+
+  // Never backwards (a total below the record keeps the record), and never more than the steps
+  // reported can have trained (a total above step × 128 is cut there).
+  join_request low = at_c;
+  low.tokens_total = 100;
+  low.tokens = 0;
+  low.step = 10;
+  EXPECT_EQ(live_rejoin_totals(a, low, 128).tokens, 1280u);
+  join_request high = at_c;
+  high.tokens_total = 1u << 30;
+  EXPECT_EQ(live_rejoin_totals(a, high, 128).tokens, 25u * 128u);
+  EXPECT_EQ(live_rejoin_totals(a, high, 0).tokens, uint64_t{1} << 30);  // no bound given
+  // An older learner (no totals) keeps the record's count with its incarnation's tokens.
+  join_request old = at_c;
+  old.tokens_total = 0;
+  old.compute_total_s = 0;
+  EXPECT_EQ(live_rejoin_totals(a, old, 128).tokens, 1280u);
+}
+
+// The same through the actor: a monitor restored from syncer A's record answers the rejoin with
+// the learner's total as tokens_before, writes it to its record before answering, and the next
+// heartbeat's global token count includes it.
+TEST(monitor_live_rejoin, a_monitor_restored_from_an_older_record_takes_the_learner_s_total) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / "dd_monitor_rejoin_total";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  monitor_record a;  // syncer A's record: learner 0 at step 10 with 1280 tokens
+  a.mean_step = 10;
+  monitor_record::learner l0;
+  l0.id = 0;
+  l0.step = 10;
+  l0.tokens_this_incarnation = 1280;
+  a.learners.push_back(l0);
+  caf::actor_system_config cfg;
+  cfg.set("logger.console-verbosity", caf::atom("quiet"));
+  cfg.set("logger.file-verbosity", caf::atom("quiet"));
+  caf::actor_system sys{cfg};
+  auto ctx = std::make_shared<monitor_context>();
+  ctx->learners = 1;
+  ctx->fragments = 0;
+  ctx->tokens_per_step = 128;
+  ctx->record_path = (dir / "monitor.json").string();
+  ctx->restored_record = a.to_json();
+  auto monitor = sys.spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
+  caf::scoped_actor self{sys};
+  join_request live;
+  live.requested_learner_id = 0;
+  live.live = true;
+  live.incarnation = 1;
+  live.step = 25;
+  live.tokens = 640;
+  live.tokens_total = 3200;
+  std::optional<join_reply> rep;
+  self->request(monitor, std::chrono::seconds(10), atoms::join_atom_v, encode(live, {"", 1}),
+                caf::actor_cast<learner_at_syncer_hdl>(self))
+      .receive(
+          [&](const std::vector<uint8_t>& bytes) {
+            auto r = decode_join_reply(bytes.data(), bytes.size());
+            if (r) rep = *r;
+          },
+          [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  ASSERT_TRUE(rep.has_value());
+  EXPECT_EQ(rep->incarnation, 2u);
+  EXPECT_EQ(rep->tokens_before, 3200u);
+  // On disk before the reply came.
+  const auto rec = nlohmann::json::parse(std::ifstream(dir / "monitor.json"));
+  EXPECT_EQ(rec["learners"][0]["tokens_before"].get<uint64_t>(), 3200u);
+  EXPECT_EQ(rec["learners"][0]["step"].get<uint64_t>(), 25u);
+  heartbeat_msg hb;
+  hb.learner_id = 0;
+  hb.incarnation = 2;
+  hb.step = 26;
+  hb.tokens = 128;
+  hb.step_time_ema_s = 0.1;
+  self->send(monitor, atoms::heartbeat_atom_v, encode(hb, {"", 2}));
+  std::optional<uint64_t> total;
+  self->receive(
+      [&](atoms::progress_atom, const std::vector<uint8_t>& bytes) {
+        auto pm = decode_progress(bytes);
+        if (pm) total = pm->total_tokens;
+      },
+      caf::after(std::chrono::seconds(5)) >> [] {});
+  EXPECT_EQ(total, std::optional<uint64_t>(26u * 128u));
+  caf::anon_send_exit(monitor, caf::exit_reason::kill);
+}
+
 // Regression: Ctrl-C on a learner node started by hand made its learners
 // leave, the monitor recorded them finished, and with no learner left the syncer ended the run as
 // done at 58 of 300 steps (exit 0). A leave that says its own node was stopped keeps the id

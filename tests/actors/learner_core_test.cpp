@@ -474,7 +474,7 @@ TEST_F(learner_core_test, a_nonfinite_step_reloads_every_fragment) {
   auto out = core->on_step_discarded(std::nan(""));
   EXPECT_EQ(core->phase(), phase::syncing);
   EXPECT_EQ(core->step(), 3u);     // not advanced
-  EXPECT_EQ(core->tokens(), 40u);  // but its tokens were computed
+  EXPECT_EQ(core->tokens(), 30u);  // nor its tokens: tokens = steps × B·T (tokens_match_steps)
   EXPECT_EQ(events(out), (std::vector<std::string>{"nonfinite"}));
   EXPECT_EQ(all_of<act::event>(out)[0].fields["loss"], -1.0);
   EXPECT_EQ(count_of<act::count>(out), 1u);

@@ -24,9 +24,11 @@
 
 #include "actors/nodes/job_runner.hpp"
 #include "kernels/backend.hpp"
+#include "messages/checkpoint_file.hpp"
 #include "runtime/data.hpp"
 #include "runtime/eval.hpp"
 #include "runtime/model_file.hpp"
+#include "runtime/run_dir_rules.hpp"
 
 namespace dd::actors {
 namespace {
@@ -487,6 +489,120 @@ TEST(run_dir, a_crashed_or_interrupted_run_can_be_resumed_a_finished_one_cannot)
             "a finished run (summary.json without \"interrupted\")");
   std::ofstream(dir / "summary.json") << R"({"tokens": )";
   EXPECT_NE(why_not_resumable(dir.string()).find("an unreadable summary.json"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+// Issue 24 item 1, whose state is this: `--resume` restored another run's owner checkpoint of the
+// same shapes (version 33 where this run was at 183) and another run's monitor.json (learners
+// back at step 400 instead of ~862), exit 0, no word; with monitor.json missing the learners
+// restarted at step 0 (772 + 2000 steps against a 2000-step budget, a 60 s budget restarted
+// under launch). resume_refusal — the one check of dd-node run, syncer, launch and the run's
+// setup — refuses each, naming both runs; files of an older writer (no run id) still resume.
+TEST(run_dir, resume_refuses_another_runs_files_and_a_trained_run_without_its_records) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / "dd_run_dir_whose_state_test";
+  const nlohmann::json exp = {{"model", {{"layers", 1}}},
+                              {"sync", {{"fragments", 2}}},
+                              {"learners", {{"count", 2}, {"batch", 4}}},
+                              {"checkpoint", {{"dir", ""}}},
+                              {"budget", {{"seconds", 60}}}};
+  const std::string id = "00000000000000aa";
+  auto checkpoint = [&](int fragment, const std::string& run, const std::string& digest) {
+    owner_checkpoint c;
+    c.fragment_id = fragment;
+    c.version = 183;
+    c.value = {1.0f, 2.0f};
+    c.momentum = {0.0f, 0.0f};
+    c.run_id = run;
+    c.experiment_digest = digest;
+    return c;
+  };
+  // A run of `id` as it leaves its directory when killed.
+  auto make = [&] {
+    fs::remove_all(dir);
+    fs::create_directories(dir / "checkpoints");
+    write_run_id(dir.string(), id);
+    std::ofstream(dir / "events.jsonl") << R"({"event":"start","t":0})"
+                                        << "\n"
+                                        << R"({"event":"join","learner":0,"t":1})"
+                                        << "\n";
+    auto e = exp;
+    e["run_id"] = id;
+    std::ofstream(dir / "experiment.json") << e.dump();
+    std::ofstream(dir / "monitor.json") << nlohmann::json{
+        {"format", 1},
+        {"run_id", id},
+        {"learners", nlohmann::json::array()}}.dump();
+    ASSERT_TRUE(save_checkpoint((dir / "checkpoints" / "owner_0.ddck").string(),
+                                checkpoint(0, id, state_digest(exp)))
+                    .ok());
+  };
+  auto refusal = [&] { return resume_refusal(dir.string(), exp); };
+  auto expect_refused = [&](const std::string& words) {
+    const std::string why = refusal();
+    EXPECT_NE(why.find(words), std::string::npos) << "refusal: '" << why << "'";
+  };
+  make();
+  EXPECT_EQ(refusal(), "");
+  // Another run's monitor.json, experiment.json, owner checkpoint: refused, both runs named.
+  std::ofstream(dir / "monitor.json") << R"({"format":1,"run_id":"00000000000000bb"})";
+  expect_refused("a monitor.json of run 00000000000000bb, not of this run 00000000000000aa");
+  EXPECT_THROW(read_resume_record(dir.string(), ""), std::runtime_error);  // and where loaded
+  make();
+  {
+    auto e = exp;
+    e["run_id"] = "00000000000000bb";
+    std::ofstream(dir / "experiment.json") << e.dump();
+  }
+  expect_refused("an experiment.json of run 00000000000000bb, not of this run 00000000000000aa");
+  make();
+  ASSERT_TRUE(save_checkpoint((dir / "checkpoints" / "owner_1.ddck").string(),
+                              checkpoint(1, "00000000000000bb", state_digest(exp)))
+                  .ok());
+  expect_refused("an owner checkpoint of run 00000000000000bb, not of this run 00000000000000aa");
+  // A checkpoint of another fragment, or written for another model.
+  make();
+  ASSERT_TRUE(save_checkpoint((dir / "checkpoints" / "owner_1.ddck").string(),
+                              checkpoint(0, id, state_digest(exp)))
+                  .ok());
+  expect_refused("of fragment 0, not 1");
+  make();
+  {
+    auto other = exp;
+    other["model"]["layers"] = 2;
+    ASSERT_TRUE(save_checkpoint((dir / "checkpoints" / "owner_1.ddck").string(),
+                                checkpoint(1, id, state_digest(other)))
+                    .ok());
+  }
+  expect_refused("written for another experiment");
+  // A run that trained without its records: never a silent restart from zero.
+  make();
+  fs::remove(dir / "monitor.json");
+  expect_refused("no monitor.json");
+  make();
+  fs::remove(dir / "experiment.json");
+  expect_refused("no experiment.json");
+  // ... while a run killed before any learner joined (no checkpoint, no join) has none to lose.
+  make();
+  fs::remove(dir / "monitor.json");
+  fs::remove(dir / "checkpoints" / "owner_0.ddck");
+  std::ofstream(dir / "events.jsonl") << R"({"event":"start","t":0})"
+                                      << "\n";
+  EXPECT_EQ(refusal(), "");
+  // Files of an older writer (no run id in them) are not refused for that.
+  make();
+  std::ofstream(dir / "monitor.json") << R"({"format":1,"learners":[]})";
+  std::ofstream(dir / "experiment.json") << exp.dump();
+  ASSERT_TRUE(
+      save_checkpoint((dir / "checkpoints" / "owner_0.ddck").string(), checkpoint(0, "", "")).ok());
+  EXPECT_EQ(refusal(), "");
+  // The digest covers what the state depends on, not the budget.
+  auto longer = exp;
+  longer["budget"]["seconds"] = 120;
+  EXPECT_EQ(state_digest(longer), state_digest(exp));
+  auto wider = exp;
+  wider["learners"]["count"] = 3;
+  EXPECT_NE(state_digest(wider), state_digest(exp));
   fs::remove_all(dir);
 }
 

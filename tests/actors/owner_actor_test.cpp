@@ -80,8 +80,9 @@ caf::behavior probe(caf::event_based_actor* self, std::shared_ptr<probe_log> log
         if (r) log->rejects.push_back(*r);
       },
       [=](atoms::subscribe_atom, const std::vector<uint8_t>& bytes) {
-        // A wire message; the owner is its sender.
-        auto sub = decode_subscribe(bytes);
+        // A wire message of the owner's run (whatever its run id); the owner is its sender.
+        const auto header = peek_envelope(bytes);
+        auto sub = decode_subscribe(bytes, {}, {header ? header->run_id : std::string(), 0});
         EXPECT_TRUE(sub.ok()) << sub.error().message;
         log->subscribed.push_back(caf::actor_cast<caf::actor>(self->current_sender()));
       },
@@ -288,6 +289,129 @@ TEST_F(owner_actor_test, respawned_owner_restores_its_checkpoint) {
   ref.on_push(make_push(1, 0, 1, 1, 10, 2, std::vector<float>(6, 0.2f)), 0.0);
   EXPECT_EQ(values_of(after), ref.value());
   to_stop.push_back(respawned);
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 24 item 3: a syncer killed between an owner's checkpoint and its `merge` line dropped that
+// merge from events.jsonl (versions jumped 15 -> 17 while owner_restored said 16; its
+// contributors never reached `merges`). The checkpoint keeps its merge's record; a resumed owner
+// whose checkpoint is newer than every version events.jsonl names (highest_version) logs that
+// merge from it, once, before owner_restored — and logs nothing when the line is there.
+TEST_F(owner_actor_test, a_merge_whose_line_a_kill_cut_off_is_logged_from_the_checkpoint) {
+  auto dir = std::filesystem::temp_directory_path() / "dd_owner_actor_merge_record";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "owner_0.ddck").string();
+  // One log per owner, alive as long as the supervisors that hold them.
+  std::vector<std::unique_ptr<run_log>> logs;
+  auto new_log = [&]() -> run_log& {
+    logs.push_back(std::make_unique<run_log>("", true, [this] { return env.now(); }));
+    return *logs.back();
+  };
+  // Part one: two merges; the checkpoint of version 2 holds version 2's merge record.
+  {
+    auto ctx = context();
+    ctx->options.checkpoint_every = 1;
+    ctx->options.checkpoint_path = path;
+    std::filesystem::remove(path);
+    run_log& log = new_log();
+    ctx->log = &log;
+    spawn_supervised_owner(ctx, log);
+    auto owner = monitor_log->subscribed.back();
+    set_live(owner);
+    for (uint64_t k = 1; k <= 2; ++k) {
+      push_from(a, owner, make_push(0, 0, k - 1, 1, 10, k, std::vector<float>(6, 0.5f)));
+      push_from(b, owner, make_push(1, 0, k - 1, 1, 10, k, std::vector<float>(6, 0.3f)));
+    }
+    auto ck = load_checkpoint(path);
+    ASSERT_TRUE(ck.ok());
+    EXPECT_EQ(ck->version, 2u);
+    const auto rec = nlohmann::json::parse(ck->merge_record);
+    EXPECT_EQ(rec["version"], 2);
+    ASSERT_EQ(rec["contributors"].size(), 2u);
+    EXPECT_EQ(rec["contributors"][1]["learner"], 1);
+    EXPECT_EQ(rec["contributors"][1]["tokens"], 10);
+    caf::anon_send_exit(owner, caf::exit_reason::kill);
+    env.run();
+  }
+  // Resumed with events.jsonl naming version 1 only (the kill cut version 2's line off), then
+  // with version 2's line there.
+  for (const uint64_t logged : {uint64_t{1}, uint64_t{2}}) {
+    auto ctx = context();
+    ctx->options.checkpoint_every = 1;
+    ctx->options.checkpoint_path = path;
+    ctx->resumed = true;
+    ctx->highest_version = logged;
+    run_log& log = new_log();
+    ctx->log = &log;
+    monitor_log->subscribed.clear();
+    spawn_supervised_owner(ctx, log);
+    ASSERT_FALSE(monitor_log->subscribed.empty());
+    std::vector<nlohmann::json> merges;
+    int merge_at = -1, restored_at = -1, i = 0;
+    for (const auto& e : log.events()) {
+      if (e["event"] == "merge") {
+        merges.push_back(e);
+        merge_at = i;
+      }
+      if (e["event"] == "owner_restored") restored_at = i;
+      ++i;
+    }
+    ASSERT_GE(restored_at, 0);
+    if (logged == 1) {
+      ASSERT_EQ(merges.size(), 1u);
+      EXPECT_EQ(merges[0]["version"], 2);
+      EXPECT_EQ(merges[0]["from_checkpoint"], true);
+      EXPECT_EQ(merges[0]["contributors"].size(), 2u);
+      EXPECT_EQ(log.snapshot().merges, 1u);
+      EXPECT_EQ(log.snapshot().tokens_merged, 20u);
+      EXPECT_LT(merge_at, restored_at);
+    } else {
+      EXPECT_TRUE(merges.empty()) << merges[0].dump();
+    }
+    to_stop.push_back(monitor_log->subscribed.back());
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// Issue 24 item 1: an owner never restores another run's checkpoint of the same shapes (a
+// resume restored version 33 of another run where this one was at 183, with no word): it says
+// whose it is and starts as an owner without a checkpoint would.
+TEST_F(owner_actor_test, a_checkpoint_of_another_run_is_not_restored) {
+  auto dir = std::filesystem::temp_directory_path() / "dd_owner_actor_other_run";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "owner_0.ddck").string();
+  owner_checkpoint other;
+  other.fragment_id = 0;
+  other.version = 33;
+  other.value = std::vector<float>(6, 9.0f);
+  other.momentum = std::vector<float>(6, 0.0f);
+  other.run_id = "00000000000000bb";
+  ASSERT_TRUE(save_checkpoint(path, other).ok());
+  auto ctx = context();
+  ctx->options.checkpoint_every = 1;
+  ctx->options.checkpoint_path = path;
+  ctx->options.run_id = "00000000000000aa";
+  ctx->resumed = true;
+  ctx->rebuild_wait_s = 0;  // no learner to ask: straight to the initial weights
+  run_log log({}, true, [this] { return env.now(); });
+  ctx->log = &log;
+  auto owner = caf::actor_cast<caf::actor>(
+      env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx)));
+  to_stop.push_back(owner);
+  env.run();
+  bool named = false, restored = false, started = false;
+  for (const auto& e : log.events()) {
+    if (e["event"] == "owner_start") started = e.value("version", 0) != 33;
+    if (e["event"] == "failure" && e.value("what", "") == "checkpoint_of_another_run") {
+      const std::string err = e["error"];
+      named = err.find("belongs to run 00000000000000bb, not to this run 00000000000000aa") !=
+              std::string::npos;
+    }
+    if (e["event"] == "owner_restored") restored = true;
+  }
+  EXPECT_TRUE(named);
+  EXPECT_FALSE(restored);
+  EXPECT_TRUE(started) << "no owner_start (or one at the other run's version)";
   std::filesystem::remove_all(dir);
 }
 

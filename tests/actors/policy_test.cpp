@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "actors/policy/policy.hpp"
+#include "actors/policy/run_uptime.hpp"
 
 namespace dd::policy {
 namespace {
@@ -605,6 +606,42 @@ TEST(Uptime, TheObservationEndsWhenEveryExpectedLearnerHasFinished) {
   k0.advance(4.0);
   k0.advance(5.5);
   EXPECT_NEAR(k0.uptime_s(), 0.5, 1e-12);
+}
+
+// Issue 24 item 4: one uptime rule for summary.json (a cluster run) and dd-chaos report. Two
+// learners stepping every 0.1 s for 10 s; the syncer is away from t = 3 to 6 (no rows), but
+// learner 0's node sampled its steps through the outage (a sample a second), learner 1's did
+// not (it was paused): with K = 1 the outage is up (learner 0 stepped), with K = 2 it is down
+// until learner 1's rows come back.
+TEST(run_uptime, learners_stepping_through_a_syncer_outage_are_up) {
+  std::vector<step_point> l0, l1;
+  long long s0 = 0, s1 = 0;
+  for (int i = 0; i <= 100; ++i) {
+    const double t = 1000.0 + 0.1 * i;
+    const bool outage = t > 1003.0 + 1e-9 && t < 1006.0 - 1e-9;
+    ++s0;
+    ++s1;
+    if (!outage) {
+      l0.push_back({t, 0, s0});
+      l1.push_back({t, 0, s1});
+    } else if (i % 10 == 0) {
+      l0.push_back({t, -1, s0});  // learner 0's node: a sample a second
+    }
+  }
+  // Learner 1 was paused through the outage: its steps resume where they stopped.
+  for (auto& p : l1)
+    if (p.t >= 1006.0 - 1e-9) p.step -= 30;
+  std::map<long long, std::vector<time_span>> spans = {{0, stepping_spans(l0)},
+                                                       {1, stepping_spans(l1)}};
+  const auto k1 = downtime_of(spans, 1000.0, 1010.0, 1);
+  EXPECT_NEAR(k1.observed_s, 10.0, 1e-9);
+  EXPECT_NEAR(k1.down_s, 0.0, 1e-9);
+  EXPECT_DOUBLE_EQ(k1.uptime(), 1.0);
+  const auto k2 = downtime_of(spans, 1000.0, 1010.0, 2);
+  EXPECT_NEAR(k2.down_s, 3.0, 0.11);  // learner 1's 3 s without a step
+  ASSERT_EQ(k2.gaps.size(), 1u);
+  EXPECT_NEAR(k2.gaps[0].from, 1003.0, 0.11);
+  EXPECT_NEAR(k2.uptime(), 0.7, 0.011);
 }
 
 }  // namespace

@@ -31,8 +31,13 @@ struct run_builder {
   std::map<std::string, std::vector<json>> node_events;  ///< nodes/<node>.events.jsonl
   std::string csv;
   json summary = {{"final_val_loss", 2.0}, {"goodput", 0.9}, {"effective_goodput", 0.8},
-                  {"uptime", 0.95},        {"tokens", 1000}, {"wall_seconds", 20.0}};
-  json experiment = {{"name", "tiny"}, {"checkpoint", {{"dir", ""}, {"every_versions", 1}}}};
+                  {"uptime", 0.95},        {"tokens", 820},  {"wall_seconds", 20.0}};
+  // 10 tokens per step (batch 2 × context 5): each learner ends at step 41, 820 tokens in all.
+  json experiment = {{"name", "tiny"},
+                     {"checkpoint", {{"dir", ""}, {"every_versions", 1}}},
+                     {"learners", {{"count", 2}, {"batch", 2}}},
+                     {"model", {{"context", 5}}},
+                     {"sync", {{"min_quorum", 1}}}};
   bool with_csv = true, with_summary = true, with_experiment = true, with_events = true;
 
   static json contributor(int learner, int inc, int transfer) {
@@ -162,6 +167,7 @@ const char* all_invariants[] = {"no_merge_below_quorum",
                                 "no_version_lost",
                                 "zero_global_downtime",
                                 "faulted_learners_back",
+                                "tokens_match_steps",
                                 "final_loss_vs_baseline"};
 
 }  // namespace
@@ -677,8 +683,8 @@ TEST(chaos_report, a_resumed_run_counts_both_parts) {
   EXPECT_DOUBLE_EQ(r["run"]["last_part"]["wall_seconds"].get<double>(), 14.0);
   EXPECT_DOUBLE_EQ(r["run"]["last_part"]["seconds_before_resume"].get<double>(), 5.5);
   EXPECT_EQ(r["run"]["merges"], 2);
-  // Σ merged contributors' tokens (2 merges x 2 x 100) / (1 fragment x 1000 tokens).
-  EXPECT_DOUBLE_EQ(r["run"]["effective_goodput"].get<double>(), 0.4);
+  // Σ merged contributors' tokens (2 merges x 2 x 100) / (1 fragment x 820 tokens).
+  EXPECT_DOUBLE_EQ(r["run"]["effective_goodput"].get<double>(), 400.0 / 820.0);
   // A run that was not resumed keeps its summary's figures.
   const json plain = judge(run_builder{});
   EXPECT_EQ(plain["run"]["parts"], 1);
@@ -886,4 +892,58 @@ TEST(chaos_cli, command_help_prints_that_commands_help) {
   auto [rc5, all] = run("--help");
   EXPECT_EQ(rc5, 0);
   EXPECT_NE(all.find("run the fault proxy"), std::string::npos);
+}
+
+// Issue 24 item 2: a syncer killed within 2 s of the learners' rejoin once lost a rejoin's tokens:
+// every learner reached its last step, summary.json counted fewer, learner_loss.csv's tokens
+// went backwards at the rejoin — and every invariant was valid. tokens_match_steps catches each
+// form: a row whose tokens went back, a row off steps × tokens per step, a short summary.json,
+// a monitor record off its steps.
+TEST(chaos_report, tokens_that_fall_behind_the_steps_are_invalid) {
+  {
+    run_builder b;  // learner 1's tokens go back at its rejoin while its step goes on
+    b.csv += "1021.000,1,1,42,300,3.0\n";
+    const json r = judge(b);
+    EXPECT_EQ(verdict_of(r, "tokens_match_steps"), "invalid") << r.dump(2);
+    EXPECT_EQ(r["verdict"], "invalid");
+    std::string d;
+    for (const auto& i : r["invariants"])
+      if (i["name"] == "tokens_match_steps") d = i["detail"];
+    EXPECT_NE(d.find("learner 1's tokens went back from 410 to 300 at step 42"), std::string::npos)
+        << d;
+  }
+  {
+    run_builder b;  // summary.json short of the steps (both learners at step 41)
+    b.summary["tokens"] = 760;
+    const json r = judge(b);
+    EXPECT_EQ(verdict_of(r, "tokens_match_steps"), "invalid");
+    std::string d;
+    for (const auto& i : r["invariants"])
+      if (i["name"] == "tokens_match_steps") d = i["detail"];
+    EXPECT_NE(d.find("summary.json counts 760 tokens, the learners' 82 steps 820"),
+              std::string::npos)
+        << d;
+  }
+  {
+    run_builder b;  // the monitor's record: learner 0 at step 50 with 410 tokens
+    const std::string dir = b.write();
+    write_file_atomic(dir + "/monitor.json", json{{"learners",
+                                                   {{{"learner", 0},
+                                                     {"step", 50},
+                                                     {"tokens_before", 0},
+                                                     {"tokens_this_incarnation", 410}}}}}
+                                                 .dump());
+    report_options o;
+    o.run_dir = dir;
+    const json r = build_report(o);
+    fs::remove_all(dir);
+    EXPECT_EQ(verdict_of(r, "tokens_match_steps"), "invalid");
+    EXPECT_EQ(r["inputs"]["monitor.json"], "read");
+  }
+  {
+    run_builder b;  // a synchronous baseline resumes a learner at the group's step: may fall short
+    b.experiment["sync"]["min_quorum"] = 2;
+    b.summary["tokens"] = 760;
+    EXPECT_EQ(verdict_of(judge(b), "tokens_match_steps"), "valid");
+  }
 }

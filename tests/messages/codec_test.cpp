@@ -51,6 +51,8 @@ TEST(Codec, LiveJoinRequestRoundTripCarriesStepTokensAndComputeSeconds) {
   m.tokens = 91 * 128;
   m.incarnation = 3;
   m.compute_s = 12.625;
+  m.tokens_total = 300 * 128;
+  m.compute_total_s = 40.5;
   auto d = decode_join_request(encode(m, {"", 3}), {}, {"", 0});
   ASSERT_TRUE(d.ok()) << d.error().message;
   EXPECT_TRUE(d->live);
@@ -58,6 +60,9 @@ TEST(Codec, LiveJoinRequestRoundTripCarriesStepTokensAndComputeSeconds) {
   EXPECT_EQ(d->tokens, 91u * 128u);
   EXPECT_EQ(d->incarnation, 3u);
   EXPECT_DOUBLE_EQ(d->compute_s, 12.625);
+  // Protocol 5: its totals over every incarnation (what a crashed syncer may not have recorded).
+  EXPECT_EQ(d->tokens_total, 300u * 128u);
+  EXPECT_DOUBLE_EQ(d->compute_total_s, 40.5);
 }
 
 TEST(Codec, JoinRequestDefaultAsksForAnyId) {
@@ -79,6 +84,8 @@ TEST(Codec, JoinReplyRoundTrip) {
   m.shard_count = 4;
   m.resume_step = 1234;
   m.data_cursor = {1, 2, 3, 250, 0, 9};
+  m.tokens_before = 5000 * 128;
+  m.compute_before_s = 77.25;
   auto bytes = encode(m);
   auto d = decode_join_reply(bytes.data(), bytes.size());
   ASSERT_TRUE(d.ok()) << d.error().message;
@@ -89,6 +96,8 @@ TEST(Codec, JoinReplyRoundTrip) {
   EXPECT_EQ(d->shard_count, 4u);
   EXPECT_EQ(d->resume_step, 1234u);
   EXPECT_EQ(d->data_cursor, m.data_cursor);
+  EXPECT_EQ(d->tokens_before, 5000u * 128u);
+  EXPECT_DOUBLE_EQ(d->compute_before_s, 77.25);
 }
 
 TEST(Codec, JoinReplyRejectsShardOutOfRange) {

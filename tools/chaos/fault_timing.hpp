@@ -27,11 +27,4 @@ struct fault_times {
 };
 fault_times time_faults(const report_inputs& in);
 
-/// Spans of the run (first to last heartbeat) in which no learner stepped.
-struct downtime {
-  std::optional<double> seconds;  ///< none without learner_loss.csv or two heartbeats
-  nlohmann::json intervals = nlohmann::json::array();  ///< {"from", "to", "seconds"}
-};
-downtime global_downtime(const report_inputs& in);
-
 }  // namespace dd::chaos::report_detail

@@ -10,12 +10,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <tuple>
 
 #include <fmt/format.h>
 
+#include "actors/policy/run_uptime.hpp"
 #include "tools/chaos/common.hpp"
 #include "tools/chaos/fault_timing.hpp"
 #include "tools/chaos/invariants.hpp"
@@ -55,6 +58,101 @@ json longest_gap(std::vector<double> t) {
   return {{"longest_s", best}, {"from", from}, {"to", to}, {"merges", t.size()}};
 }
 
+/// One learner_loss.csv row: learner, step, tokens (the learner's total over its incarnations).
+struct loss_tokens_row {
+  long long learner;
+  unsigned long long step, tokens;
+};
+
+/// tokens_match_steps: every learner's tokens are its steps × tokens per step (learners.batch ×
+/// model.context; × 1 for image data), in the monitor's record (monitor.json) and in every
+/// learner_loss.csv row; a learner's tokens never go backwards in learner_loss.csv; and
+/// summary.json's tokens are the sum over the record's learners. A synchronous baseline
+/// (sync.min_quorum = every learner) resumes a restarted learner at the group's step, so there
+/// the tokens may only fall short of steps × tokens per step.
+json tokens_verdict(const std::optional<json>& summary, const std::optional<json>& experiment,
+                    const std::optional<json>& record, const std::vector<loss_tokens_row>& rows) {
+  const char* name = "tokens_match_steps";
+  if (!experiment || !experiment->contains("learners") || !experiment->contains("model"))
+    return verdict(name, "unknown", "experiment.json is missing");
+  const json& ex = *experiment;
+  const long long batch = ex["learners"].value("batch", 0LL);
+  const bool images =
+      ex.contains("data") && ex["data"].is_object() && ex["data"].value("kind", "") == "idx";
+  const long long per_step = batch * (images ? 1LL : ex["model"].value("context", 0LL));
+  if (per_step <= 0) return verdict(name, "unknown", "experiment.json has no batch or context");
+  bool synchronous = false;
+  if (ex.contains("sync") && ex["sync"].is_object() && ex["sync"].contains("min_quorum")) {
+    const json& k = ex["sync"]["min_quorum"];
+    const long long m = ex["learners"].value("count", 0LL);
+    synchronous = k.is_number_integer() ? k.get<long long>() >= m
+                                        : (k.is_object() && k.value("fraction", 0.0) >= 1.0);
+  }
+  const auto tokens_ok = [&](unsigned long long step, unsigned long long tokens) {
+    const unsigned long long want = step * static_cast<unsigned long long>(per_step);
+    return synchronous ? tokens <= want : tokens == want;
+  };
+  std::vector<std::string> bad;
+  size_t checked_rows = 0;
+  // Per learner: its newest step and tokens (rows in file order), and its final step.
+  std::map<long long, std::pair<unsigned long long, unsigned long long>> last;
+  std::map<long long, unsigned long long> final_step;
+  for (const auto& r : rows) {
+    ++checked_rows;
+    if (!tokens_ok(r.step, r.tokens))
+      bad.push_back(fmt::format("learner_loss.csv: learner {} at step {} has {} tokens, not {}",
+                                r.learner, r.step, r.tokens, r.step * per_step));
+    // Backwards: fewer tokens at a step that did not go back (a learner restarted from an
+    // older record redoes its steps: both go back).
+    auto it = last.find(r.learner);
+    if (it != last.end() && r.tokens < it->second.second && r.step >= it->second.first)
+      bad.push_back(
+          fmt::format("learner_loss.csv: learner {}'s tokens went back from {} to {} at step {}",
+                      r.learner, it->second.second, r.tokens, r.step));
+    last[r.learner] = {r.step, r.tokens};
+    final_step[r.learner] = std::max(final_step[r.learner], r.step);
+  }
+  bool have_record = false;
+  if (record && record->contains("learners") && (*record)["learners"].is_array()) {
+    have_record = true;
+    for (const auto& l : (*record)["learners"]) {
+      const auto step = l.value("step", 0ULL);
+      const auto t = l.value("tokens_before", 0ULL) + l.value("tokens_this_incarnation", 0ULL);
+      if (!tokens_ok(step, t))
+        bad.push_back(fmt::format("monitor.json: learner {} at step {} has {} tokens, not {}",
+                                  l.value("learner", -1), step, t, step * per_step));
+      auto& f = final_step[l.value("learner", -1LL)];
+      f = std::max(f, step);
+    }
+  }
+  // summary.json: Σ over learners of their final step (the record's, or a later row's: the
+  // record is written every 2 s and at leaves) × tokens per step.
+  unsigned long long steps_total = 0;
+  for (const auto& [id, step] : final_step) steps_total += step;
+  const unsigned long long want = steps_total * static_cast<unsigned long long>(per_step);
+  std::optional<unsigned long long> summary_tokens;
+  if (summary && summary->contains("tokens") && (*summary)["tokens"].is_number_unsigned())
+    summary_tokens = (*summary)["tokens"].get<unsigned long long>();
+  if (summary_tokens && !final_step.empty() &&
+      (synchronous ? *summary_tokens > want : *summary_tokens != want))
+    bad.push_back(fmt::format("summary.json counts {} tokens, the learners' {} steps {}",
+                              *summary_tokens, steps_total, want));
+  if (!bad.empty()) {
+    std::string s;
+    for (size_t i = 0; i < bad.size() && i < 3; ++i) s += (i ? "; " : "") + bad[i];
+    if (bad.size() > 3) s += fmt::format("; … {} more", bad.size() - 3);
+    return verdict(name, "invalid", s);
+  }
+  if (!have_record && checked_rows == 0)
+    return verdict(name, "unknown", "monitor.json and learner_loss.csv are missing");
+  return verdict(
+      name, "valid",
+      fmt::format("{} steps × {} tokens per step = {}{}; {} learner_loss.csv rows{}{}", steps_total,
+                  per_step, want, summary_tokens ? " = summary.json's tokens" : "", checked_rows,
+                  have_record ? " and monitor.json agree" : "",
+                  synchronous ? " (synchronous: at most steps × tokens per step)" : ""));
+}
+
 }  // namespace
 
 json build_report(const report_options& o) {
@@ -70,9 +168,20 @@ json build_report(const report_options& o) {
   const auto& unrecovered = times.unrecovered;
   const size_t judged_faults = times.judged;
   const json& unexplained = times.unexplained;
-  const downtime down = global_downtime(in);
-  const std::optional<double>& downtime = down.seconds;
-  const json& downtime_gaps = down.intervals;
+  // Global downtime from the heartbeat rows and the nodes' samples: the definition summary.json's
+  // uptime of a cluster run uses too (actors/policy/run_uptime.hpp), here with K = 1 (no learner
+  // stepping).
+  std::optional<double> downtime, observed;
+  json downtime_gaps = json::array();
+  const policy::run_steps steps = policy::read_run_steps(o.run_dir);
+  if (steps.have_csv) {
+    if (const auto u = policy::run_uptime(steps, 1); u.known) {
+      downtime = u.figures.down_s;
+      observed = u.figures.observed_s;
+      for (const auto& g : u.figures.gaps)
+        downtime_gaps.push_back({{"from", g.from}, {"to", g.to}, {"seconds", g.to - g.from}});
+    }
+  }
 
   // ---- merges: quorum, duplicates, versions, non-finite values, pauses.
   const auto& experiment = in.experiment;
@@ -179,9 +288,24 @@ json build_report(const report_options& o) {
   const auto& twice_detail = checker.merged_twice();
   const auto& repeated_detail = checker.version_repeated();
 
-  // ---- run figures: summary, experiment, baseline.
+  // ---- run figures: summary, experiment, baseline, the monitor's record.
   const auto& summary = in.summary;
   const auto& base_summary = in.baseline_summary;
+  const auto& monitor_record = in.monitor_record;
+  // Each row's (learner, step, tokens), in file order (the token invariant below).
+  std::vector<loss_tokens_row> token_rows;
+  {
+    std::ifstream csv(std::filesystem::path(o.run_dir) / "learner_loss.csv");
+    std::string line;
+    std::getline(csv, line);  // header
+    while (std::getline(csv, line)) {
+      const auto f = split(line, ',');
+      try {
+        if (f.size() >= 5)
+          token_rows.push_back({std::stoll(f[1]), std::stoull(f[3]), std::stoull(f[4])});
+      } catch (const std::exception&) {}
+    }
+  }
   std::optional<int> every_versions;
   if (experiment && experiment->contains("checkpoint") &&
       (*experiment)["checkpoint"].contains("every_versions") &&
@@ -215,6 +339,29 @@ json build_report(const report_options& o) {
               {"baseline_val_loss", opt(base_loss)},
               {"loss_vs_baseline",
                loss && base_loss && *base_loss > 0 ? json(*loss / *base_loss - 1) : json(nullptr)}};
+  // The run's uptime by the same rule with K = sync.min_quorum (what summary.json `uptime` of a
+  // cluster run is): the share of the observed time with at least K learners stepping.
+  run["observed_s"] = opt(observed);
+  run["uptime_from_steps"] = nullptr;
+  if (experiment && observed) {
+    const json& ex = *experiment;
+    const long long m = ex.contains("learners") && ex["learners"].is_object()
+                            ? ex["learners"].value("count", 1LL)
+                            : 1LL;
+    long long k = 1;
+    if (ex.contains("sync") && ex["sync"].is_object() && ex["sync"].contains("min_quorum")) {
+      const json& q = ex["sync"]["min_quorum"];
+      if (q.is_number_integer())
+        k = q.get<long long>();
+      else if (q.is_object())
+        k = static_cast<long long>(
+            std::ceil(q.value("fraction", 0.0) * static_cast<double>(m) - 1e-9));
+    }
+    k = std::clamp<long long>(k, 1, std::max<long long>(1, m));
+    const auto u = policy::run_uptime(steps, static_cast<size_t>(k));
+    if (u.known) run["uptime_from_steps"] = u.figures.uptime();
+    run["uptime_quorum"] = k;
+  }
   json pauses = {{"global", longest_gap(merge_times)}, {"fragments", json::object()}};
   for (const auto& [frag, ts] : merge_times_by_frag)
     pauses["fragments"][std::to_string(frag)] = longest_gap(ts);
@@ -341,6 +488,7 @@ json build_report(const report_options& o) {
                       fmt::format("{:.2f} s in which no learner stepped ({} interval{})", *downtime,
                                   downtime_gaps.size(), downtime_gaps.size() == 1 ? "" : "s"))
             : verdict("zero_global_downtime", "valid", "some learner stepped at all times"));
+  inv.push_back(tokens_verdict(summary, experiment, monitor_record, token_rows));
   if (merges == 0)
     inv.push_back(verdict("faulted_learners_back", "unknown", no_merges));
   else

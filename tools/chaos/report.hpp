@@ -8,6 +8,7 @@
 //   <run_dir>/nodes/<node>.events.jsonl learner nodes' forwarded events (node_start, syncer_lost,
 //                                       syncer_back, learner_rejoined, nonfinite, chunk_refused)
 //   <run_dir>/learner_loss.csv          one row per heartbeat: time,learner,incarnation,step,...
+//   <run_dir>/monitor.json              the monitor's record: each learner's step and tokens
 //   <run_dir>/summary.json              final_val_loss, goodput, uptime (written at the end)
 //   <run_dir>/experiment.json           the resolved experiment (checkpoint.every_versions)
 //   <run_dir>/nodes.json                which learners each node process hosts

@@ -240,6 +240,8 @@ report_inputs read_report_inputs(const report_options& o) {
   }
 
   // ---- summary, baseline.
+  in.monitor_record = read_json_file(dir / "monitor.json");
+  in.notes["monitor.json"] = in.monitor_record ? "read" : "missing";
   in.summary = read_json_file(dir / "summary.json");
   inputs["summary.json"] = in.summary ? "read" : "missing";
   if (!o.baseline_dir.empty()) {

@@ -1,0 +1,202 @@
+// actors/policy/run_uptime.cpp — see run_uptime.hpp.
+#include "actors/policy/run_uptime.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+namespace dd::policy {
+
+namespace {
+
+/// A learner's local pace around an advance: the median seconds per step of its kPaceSteps
+/// advances on each side, and of its advances that ended within ±kPaceSeconds.
+constexpr std::size_t kPaceSteps = 5;
+constexpr double kPaceSeconds = 60.0;
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/// The node samples an event carries ({learner: step} under "steps"), at its "time".
+void add_samples(const nlohmann::json& e, std::map<long long, std::vector<step_point>>& out) {
+  if (!e.is_object() || !e.contains("event") || !e["event"].is_string()) return;
+  const std::string k = e["event"].get<std::string>();
+  if (k != "syncer_lost" && k != "outage_steps" && k != "syncer_back") return;
+  if (!e.contains("steps") || !e["steps"].is_object()) return;
+  const double t = e.contains("time") && e["time"].is_number() ? e["time"].get<double>() : 0.0;
+  for (const auto& [id, step] : e["steps"].items()) try {
+      if (step.is_number()) out[std::stoll(id)].push_back({t, -1, step.get<long long>()});
+    } catch (const std::exception&) {}
+}
+
+void read_samples(const std::filesystem::path& file,
+                  std::map<long long, std::vector<step_point>>& out) {
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line)) {
+    // Only the three sample events matter: skip the parse of every other line.
+    if (line.find("\"steps\"") == std::string::npos) continue;
+    auto j = nlohmann::json::parse(line, nullptr, false);
+    if (!j.is_discarded()) add_samples(j, out);
+  }
+}
+
+}  // namespace
+
+std::vector<time_span> stepping_spans(std::vector<step_point> rs) {
+  auto by_time = [](const step_point& a, const step_point& b) { return a.t < b.t; };
+  std::stable_sort(rs.begin(), rs.end(), by_time);
+  // Advances: from the FIRST point (row or sample) that showed a step value to the point where
+  // the step went past it. Points with the same step only continue the span (the step is in
+  // progress throughout); a row with a lower step (a restarted learner resumed from a
+  // checkpoint) starts a new span; a sample behind the rows is stale and skipped.
+  struct advance {
+    double from, to;
+    long long steps;
+  };
+  std::vector<advance> adv;
+  for (std::size_t i = 1, start = 0; i < rs.size(); ++i) {
+    const long long cur = rs[start].step;
+    if (rs[i].step == cur || (rs[i].step < cur && rs[i].incarnation < 0)) continue;
+    if (rs[i].step > cur) adv.push_back({rs[start].t, rs[i].t, rs[i].step - cur});
+    start = i;
+  }
+  // A span is stepping when it took at most `bound` seconds per step advanced, bound =
+  // max(4 × pace, 1 s), pace = the larger of two medians of this learner's seconds per step
+  // around it (the span itself left out): local to the learner's pace, so a host that slows
+  // every step down is not downtime, nor a short hitch amid unusually fast steps, while a learner
+  // that stops for several local step times is.
+  std::vector<double> per_step(adv.size());
+  for (std::size_t j = 0; j < adv.size(); ++j)
+    per_step[j] = (adv[j].to - adv[j].from) / static_cast<double>(adv[j].steps);
+  std::vector<time_span> out;
+  for (std::size_t k = 0; k < adv.size(); ++k) {
+    std::vector<double> around_steps, around_time;
+    for (std::size_t j = 0; j < adv.size(); ++j) {
+      if (j == k) continue;
+      if (j + kPaceSteps >= k && j <= k + kPaceSteps) around_steps.push_back(per_step[j]);
+      if (std::abs(adv[j].to - adv[k].to) <= kPaceSeconds) around_time.push_back(per_step[j]);
+    }
+    const double pace = std::max(median(around_steps), median(around_time));
+    const double bound = std::max(4 * pace, 1.0);
+    if (adv[k].to - adv[k].from <= bound * static_cast<double>(adv[k].steps))
+      out.push_back({adv[k].from, adv[k].to});
+  }
+  return out;
+}
+
+downtime_figures downtime_of(const std::map<long long, std::vector<time_span>>& spans, double lo,
+                             double hi, std::size_t needed) {
+  needed = std::max<std::size_t>(needed, 1);
+  downtime_figures f;
+  f.observed_s = std::max(0.0, hi - lo);
+  // Each learner's spans merged first (one learner counts once), then a sweep over the edges.
+  std::vector<std::pair<double, int>> edges;
+  for (const auto& [id, list] : spans) {
+    std::vector<time_span> s = list;
+    std::sort(s.begin(), s.end(),
+              [](const time_span& a, const time_span& b) { return a.from < b.from; });
+    std::vector<time_span> merged;
+    for (const auto& x : s) {
+      if (!merged.empty() && x.from <= merged.back().to)
+        merged.back().to = std::max(merged.back().to, x.to);
+      else
+        merged.push_back(x);
+    }
+    for (const auto& x : merged) {
+      const double a = std::max(x.from, lo), b = std::min(x.to, hi);
+      if (b <= a) continue;
+      edges.push_back({a, +1});
+      edges.push_back({b, -1});
+    }
+  }
+  // At equal times a span that ends and one that starts leave no gap: starts first.
+  std::sort(edges.begin(), edges.end(), [](const auto& x, const auto& y) {
+    return x.first != y.first ? x.first < y.first : x.second > y.second;
+  });
+  std::size_t count = 0;
+  double t = lo;
+  auto down_until = [&](double until) {
+    if (until <= t) return;
+    if (count < needed) {
+      f.down_s += until - t;
+      if (!f.gaps.empty() && f.gaps.back().to == t)
+        f.gaps.back().to = until;
+      else
+        f.gaps.push_back({t, until});
+    }
+    t = until;
+  };
+  for (const auto& [at, delta] : edges) {
+    down_until(at);
+    count = delta > 0 ? count + 1 : count - 1;
+  }
+  down_until(hi);
+  return f;
+}
+
+run_steps read_run_steps(const std::string& run_dir) {
+  namespace fs = std::filesystem;
+  run_steps r;
+  const fs::path dir(run_dir);
+  std::error_code ec;
+  std::map<long long, std::vector<step_point>> samples;
+  read_samples(dir / "events.jsonl", samples);
+  if (fs::is_directory(dir / "nodes", ec))
+    for (const auto& f : fs::directory_iterator(dir / "nodes", ec)) {
+      const std::string name = f.path().filename().string();
+      const std::string suffix = ".events.jsonl";
+      if (name.size() > suffix.size() &&
+          name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0)
+        read_samples(f.path(), samples);
+    }
+  std::ifstream in(dir / "learner_loss.csv");
+  if (!in) return r;
+  r.have_csv = true;
+  std::string line;
+  std::getline(in, line);  // header
+  r.lo = 1e300;
+  r.hi = -1e300;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    std::vector<std::string> f;
+    std::stringstream ss(line);
+    for (std::string x; std::getline(ss, x, ',');) f.push_back(x);
+    try {
+      if (f.size() < 4) throw std::invalid_argument(line);
+      const double t = std::stod(f[0]);
+      r.points[std::stoll(f[1])].push_back({t, std::stoll(f[2]), std::stoll(f[3])});
+      r.lo = std::min(r.lo, t);
+      r.hi = std::max(r.hi, t);
+      ++r.rows;
+    } catch (const std::exception&) {
+      ++r.bad_rows;
+    }
+  }
+  // A learner's samples join its rows (a learner with samples but no row has no observed span).
+  for (auto& [id, pts] : r.points)
+    if (auto it = samples.find(id); it != samples.end())
+      pts.insert(pts.end(), it->second.begin(), it->second.end());
+  if (r.rows == 0) r.lo = r.hi = 0.0;
+  return r;
+}
+
+run_uptime_figures run_uptime(const run_steps& steps, std::size_t needed) {
+  run_uptime_figures out;
+  if (steps.rows < 2) return out;
+  std::map<long long, std::vector<time_span>> spans;
+  for (const auto& [id, pts] : steps.points) spans[id] = stepping_spans(pts);
+  out.known = true;
+  out.figures = downtime_of(spans, steps.lo, steps.hi, needed);
+  return out;
+}
+
+}  // namespace dd::policy

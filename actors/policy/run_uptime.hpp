@@ -1,0 +1,78 @@
+// actors/policy/run_uptime.hpp — a cluster run's uptime and downtime from the learners' steps as
+// the run directory records them: the one definition behind summary.json `uptime` of a
+// `dd-node syncer` run and `dd-chaos report`'s `global_downtime_s` (issue 24: the two once said
+// 0.763 and 0 s of one run).
+//
+// Source: <run_dir>/learner_loss.csv (one row per heartbeat the syncer recorded) and the learner
+// nodes' own samples of their learners' steps taken while the syncer was away (`syncer_lost`,
+// `outage_steps`, `syncer_back` events with `steps` {learner: step}, in <run_dir>/events.jsonl
+// and <run_dir>/nodes/*.events.jsonl) — so learners stepping through a syncer outage are up.
+//
+// Rule (docs/chaos.md "For the run"): per learner, its rows and samples in time order make
+// advances; an advance is stepping when it took at most max(4 × pace, 1 s) per step, pace being
+// the larger of two medians of the learner's seconds per step around it (its 5 advances on each
+// side, and its advances that ended within ±60 s). The observed time runs from the first row to
+// the last; downtime is the part of it with fewer than K learners stepping (K = 1: no learner
+// stepping, the report's global downtime).
+//
+// stepping_spans and downtime_of are pure; read_run_steps reads the files (missing files give
+// no points; malformed lines are counted and skipped). Any thread.
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace dd::policy {
+
+/// One point of a learner's step series: a heartbeat row (incarnation >= 0) or a learner node's
+/// own sample taken while the syncer was away (incarnation < 0). `t`: Unix seconds.
+struct step_point {
+  double t = 0;
+  long long incarnation = 0;
+  long long step = 0;
+};
+
+struct time_span {
+  double from = 0, to = 0;
+  friend bool operator==(const time_span& a, const time_span& b) {
+    return a.from == b.from && a.to == b.to;
+  }
+};
+
+/// The spans in which one learner was stepping, judged from its points (any order).
+std::vector<time_span> stepping_spans(std::vector<step_point> points);
+
+/// The observed time [lo, hi] and the part of it with fewer than `needed` (K >= 1; 0 is taken
+/// as 1) learners stepping, from each learner's stepping spans; `gaps` lists those intervals in
+/// time order.
+struct downtime_figures {
+  double observed_s = 0.0;
+  double down_s = 0.0;
+  std::vector<time_span> gaps;
+  /// 1 − down_s / observed_s (0 when nothing was observed).
+  double uptime() const { return observed_s > 0 ? 1.0 - down_s / observed_s : 0.0; }
+};
+downtime_figures downtime_of(const std::map<long long, std::vector<time_span>>& spans, double lo,
+                             double hi, std::size_t needed);
+
+/// What a run directory says about its learners' steps.
+struct run_steps {
+  std::map<long long, std::vector<step_point>> points;  ///< per learner: rows and samples
+  std::size_t rows = 0;                                 ///< learner_loss.csv rows read
+  std::size_t bad_rows = 0;   ///< learner_loss.csv rows that did not parse
+  bool have_csv = false;      ///< learner_loss.csv exists
+  double lo = 0.0, hi = 0.0;  ///< first and last row time (when rows > 0)
+};
+run_steps read_run_steps(const std::string& run_dir);
+
+/// read_run_steps + stepping_spans + downtime_of with K = `needed`; `known` is false when the
+/// run has fewer than two rows (nothing to judge).
+struct run_uptime_figures {
+  bool known = false;
+  downtime_figures figures;
+};
+run_uptime_figures run_uptime(const run_steps& steps, std::size_t needed);
+
+}  // namespace dd::policy
