@@ -170,6 +170,8 @@ std::string state_refusal(const std::string& run_dir, const nlohmann::json& expe
            remedy;
   if (auto why = other_run(exp_file, "an experiment.json", id); !why.empty()) return why;
   if (auto why = other_run(record, "a monitor.json", id); !why.empty()) return why;
+  // The experiment's own differences first: they name each field with both values.
+  if (auto why = experiment_change_on_resume(run_dir, experiment); !why.empty()) return why;
   const std::string digest = state_digest(experiment);
   for (const auto& [p, path] : checkpoints) {
     auto ck = load_checkpoint(path.string());
@@ -190,7 +192,7 @@ std::string state_refusal(const std::string& run_dir, const nlohmann::json& expe
           "learners.count or checkpoint.dir differ)",
           path.string(), ck->experiment_digest, digest);
   }
-  return experiment_change_on_resume(run_dir, experiment);
+  return "";
 }
 
 std::string experiment_change_on_resume(const std::string& run_dir,

@@ -65,12 +65,12 @@ std::string state_digest(const nlohmann::json& experiment);
 ///   - the run's state without its records: events.jsonl names a join, rejoin or merge, or an
 ///     owner checkpoint exists, but experiment.json or monitor.json is missing (resuming would
 ///     restart every learner at step 0 and the budget from zero; nothing rebuilds them);
-///   - a file of another run: experiment.json's or monitor.json's "run_id", or an owner
-///     checkpoint's run id, differs from the run_id file (both runs named), or a checkpoint
-///     owner_<p>.ddck holds another fragment or was written for another experiment
-///     (state_digest);
-///   - monitor.json does not parse;
-///   - experiment_change_on_resume.
+///   - experiment.json or monitor.json does not parse;
+///   - a file of another run: experiment.json's or monitor.json's "run_id" differs from the
+///     run_id file (both runs named);
+///   - experiment_change_on_resume (each differing field named with both values);
+///   - an owner checkpoint owner_<p>.ddck of another run (both named), of another fragment, or
+///     written for another experiment (state_digest).
 /// A file without a run id (an older writer) is not refused for that; a damaged checkpoint is
 /// left to its owner (refused there, or rebuilt from a learner). Whether there is a run to resume
 /// at all (why_not_resumable) is the opener's rule before it (run_dir_refusal).
