@@ -135,7 +135,8 @@ struct monitor_record {
   double observed_s = 0.0;
   std::vector<learner> learners;
 
-  /// {"format": 1, "run_id" (when known), "mean_step", "training_seconds", "uptime_s", "observed_s", "learners":
+  /// {"format": 1, "run_id" (when known), "mean_step", "training_seconds", "uptime_s",
+  /// "observed_s", "learners":
   /// [{"learner", "incarnation", "finished", "step", "tokens_before",
   /// "tokens_this_incarnation", "compute_before_s", "compute_this_incarnation_s",
   /// "data_cursor" (hex)}]}.

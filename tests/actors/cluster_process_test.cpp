@@ -292,42 +292,58 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
 // valid, and summary.json's uptime is the report's (one rule, one source; K = 1 here, so also
 // 1 − global downtime / observed time).
 TEST(cluster_process, three_syncer_kills_right_after_each_rejoin_lose_no_token) {
-  constexpr uint64_t steps = 6000;
+  // Long enough that the learners (100 to 1000 steps a second each, by the machine's load) are
+  // still stepping at the third kill: they step on through every outage.
+  constexpr uint64_t steps = 12000;
   const auto dir = workdir("kill_syncer_thrice", "{ steps = " + std::to_string(steps) + " }");
   const fs::path run = dir / "run";
   const pid_t launch = launch_tiny(dir, {"--syncer-restart-delay", "2"});
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   ASSERT_TRUE(every_learner_stepped(run, 3, 30)) << "not every learner stepped before the kill";
-  // Live rejoins of the syncer's part `part` (1 = the first resume).
-  auto live_rejoins = [&](int part) {
+  // Per part (1 = the first resume): the learners that rejoined it live, and those that left
+  // (spent their budget) by now. Learners step on through each outage, so on a loaded machine
+  // they may finish before the third kill: a part is ready to be killed once every learner
+  // rejoined it live or has left; with every learner gone there is nothing left to kill.
+  auto part_state = [&](int part) {
     int resumes = 0;
-    std::set<int> who;
+    std::set<int> rejoined, left;
     for (const auto& e : events(run / "events.jsonl")) {
       if (e["event"] == "resume") ++resumes;
+      if (e["event"] == "leave") left.insert(e["learner"].get<int>());
       if (resumes == part && e["event"] == "rejoin" && e.value("live", false))
-        who.insert(e["learner"].get<int>());
+        rejoined.insert(e["learner"].get<int>());
     }
-    return who.size();
+    return std::make_pair(rejoined, left);
   };
   int victim = pid_of(run, "syncer");
   ASSERT_GT(victim, 0);
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  int kills = 1;
   for (int part = 1; part <= 3; ++part) {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(40);
-    while (live_rejoins(part) < 3 && std::chrono::steady_clock::now() < deadline)
+    auto ready = [&] {
+      auto [rejoined, left] = part_state(part);
+      for (int l = 0; l < 3; ++l)
+        if (rejoined.count(l) == 0 && left.count(l) == 0) return false;
+      return true;
+    };
+    while (!ready() && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    ASSERT_EQ(live_rejoins(part), 3u) << "part " << part << "\n" << text(dir / "launch.out");
+    ASSERT_TRUE(ready()) << "part " << part << "\n" << text(dir / "launch.out");
+    if (part_state(part).second.size() == 3) break;  // every learner spent its budget
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
     victim = pid_of(run, "syncer");
-    ASSERT_GT(victim, 0);
-    ASSERT_EQ(::kill(victim, SIGKILL), 0);
+    // The learners may spend their budget in those 0.2 s, and the run end with them.
+    if (victim <= 0 || ::kill(victim, SIGKILL) != 0) break;
+    ++kills;
     std::printf("syncer killed 0.2 s after the rejoins of part %d\n", part);
   }
-  EXPECT_EQ(wait_for(launch, 150), 0) << text(dir / "launch.out");
+  EXPECT_GE(kills, 3) << "the learners finished before the kills right after their rejoins";
+  ASSERT_EQ(wait_for(launch, 240), 0) << text(dir / "launch.out");
   const auto summary = json::parse(text(run / "summary.json"));
-  // Five parts, or four when the learners finished before the last kill's syncer came back
-  // (the last kill then ended a part that had written the summary).
-  EXPECT_GE(summary.value("parts", 0), 4) << summary.dump();
+  // One part per kill, or one more when the last kill's syncer came back before the learners
+  // finished (the last kill may end a part that had written the summary).
+  EXPECT_GE(summary.value("parts", 0), kills) << summary.dump();
   EXPECT_EQ(summary["tokens"].get<uint64_t>(), 3u * steps * 4u * 32u);
   const auto record = json::parse(text(run / "monitor.json"));
   for (const auto& l : record["learners"]) {
