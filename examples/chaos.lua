@@ -16,8 +16,8 @@ experiment {
 
   chaos = {
     events = {
-      { at_fraction = 0.4, action = "kill", target = 2 },                   -- learner 2 at 40%
-      { at_step = 100, action = "slow", target = 1, factor = 3, duration = 20 },
+      { at_fraction = 0.4, action = "kill_learner", target = 2 },                 -- learner 2 at 40%
+      { at_step = 100, action = "slow_learner", target = 1, factor = 3, duration = 20 },
       { at_time = 30, action = "delay_push", target = 0, delay = 0.5, duration = 10 },
       { at_fraction = 0.6, action = "kill_owner", target = 1 },            -- fragment 1's owner
     },

@@ -21,7 +21,7 @@ experiment {
       { at_time = 60, action = "partition", target = "learner:2", duration = 20 },
       { at_time = 90, action = "latency", target = "learners", ms = 200, jitter = 50, duration = 30 },
       { at_time = 120, action = "corrupt_push", target = 3, count = 2 },   -- CRC refuses, resent
-      { at_time = 150, action = "nan", target = 0 },                       -- push refused, reload
+      { at_time = 150, action = "nan_step", target = 0 },                  -- push refused, reload
       { at_time = 200, action = "kill_process", target = "node:syncer", duration = 5 },
     },
     random = {

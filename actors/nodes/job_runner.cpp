@@ -252,8 +252,8 @@ std::shared_ptr<job_setup> make_job_setup(const config::experiment& exp,
   std::vector<fault_spec> faults;
   for (const auto& f : fault_specs_of(exp, s->steps_per_learner, s->plan.num_fragments()))
     // A syncer node hosts no learner: push and step message faults act in the learner nodes.
-    if ((options.role != node_role::syncer || f.what != fault_spec::kind::start_live ||
-         is_broadcast_kind(f.live.what)) &&
+    if ((options.role != node_role::syncer || !f.live_window ||
+         config::is_broadcast_fault(f.live.what)) &&
         !(options.message_faults_via_endpoint && is_message_fault(f)))
       faults.push_back(f);
   for (const auto& f : options.faults) faults.push_back(f);

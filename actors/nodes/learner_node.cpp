@@ -531,8 +531,8 @@ int run_learner_node(const learner_node_options& o) {
       described.steps_per_learner > 0 ? described.steps_per_learner : steps_per_learner_of(exp);
   std::vector<fault_spec> faults;
   for (const auto& f : fault_specs_of(exp, steps, plan.num_fragments()))
-    if (f.what != fault_spec::kind::kill_owner &&
-        !(f.what == fault_spec::kind::start_live && is_broadcast_kind(f.live.what)) &&
+    if (f.what != fault_kind::kill_owner &&
+        !(f.live_window && config::is_broadcast_fault(f.live.what)) &&
         !(o.message_faults_via_endpoint && is_message_fault(f)))
       faults.push_back(f);  // owners' and broadcasts' faults act in the syncer node
   auto hooks = std::make_unique<fault_hooks>(faults, log.get());

@@ -181,7 +181,7 @@ json chaos_endpoint::handle(const std::string& line) {
     const double for_s = req.value("for_s", 0.0);
     if (!(for_s >= 0)) return err("for_s must be >= 0");
     if (for_s > 0) f.until_s = hooks_->now() + for_s;
-    const bool bcast = is_broadcast_kind(*kind);
+    const bool bcast = config::is_broadcast_fault(*kind);
     if (bcast && o_.role == "learner")
       return err(fmt::format("{}: broadcasts leave the syncer node; this is {} node '{}'",
                              kind_name, o_.role, o_.node_name));
@@ -223,8 +223,7 @@ json chaos_endpoint::handle(const std::string& line) {
       if (f.delay_s > 0) out["delay_s"] = f.delay_s;
       return out;
     }
-    if ((*kind == live_fault::kind::nan_step || *kind == live_fault::kind::fail_step) &&
-        f.count < 0 && f.until_s < 0)
+    if (config::is_step_message_fault(*kind) && f.count < 0 && f.until_s < 0)
       f.count = 1;  // one step by default
     const uint64_t id = hooks_->add_live(f);
     json out = {{"ok", true},           {"id", id},

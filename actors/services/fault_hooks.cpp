@@ -13,47 +13,10 @@
 
 namespace dd::actors {
 
-const char* to_string(fault_spec::kind k) {
-  switch (k) {
-    case fault_spec::kind::kill_learner: return "kill_learner";
-    case fault_spec::kind::kill_owner: return "kill_owner";
-    case fault_spec::kind::slow_learner: return "slow_learner";
-    case fault_spec::kind::drop_push: return "drop_push";
-    case fault_spec::kind::delay_push: return "delay_push";
-    case fault_spec::kind::corrupt_push: return "corrupt_push";
-    case fault_spec::kind::start_live: return "start_live";
-  }
-  return "?";
-}
-
-const char* to_string(live_fault::kind k) {
-  switch (k) {
-    case live_fault::kind::drop_push: return "drop_push";
-    case live_fault::kind::dup_push: return "dup_push";
-    case live_fault::kind::delay_push: return "delay_push";
-    case live_fault::kind::reorder_push: return "reorder_push";
-    case live_fault::kind::corrupt_push: return "corrupt_push";
-    case live_fault::kind::drop_broadcast: return "drop_broadcast";
-    case live_fault::kind::dup_broadcast: return "dup_broadcast";
-    case live_fault::kind::delay_broadcast: return "delay_broadcast";
-    case live_fault::kind::reorder_broadcast: return "reorder_broadcast";
-    case live_fault::kind::nan_step: return "nan_step";
-    case live_fault::kind::fail_step: return "fail_step";
-  }
-  return "?";
-}
-
-std::optional<live_fault::kind> live_kind_from(const std::string& name) {
-  for (int i = 0; i <= static_cast<int>(live_fault::kind::fail_step); ++i) {
-    const auto k = static_cast<live_fault::kind>(i);
-    if (name == to_string(k)) return k;
-  }
+std::optional<fault_kind> live_kind_from(const std::string& name) {
+  const auto k = config::fault_kind_from(name);
+  if (k && config::is_live_fault(*k)) return k;
   return std::nullopt;
-}
-
-bool is_broadcast_kind(live_fault::kind k) {
-  return k == live_fault::kind::drop_broadcast || k == live_fault::kind::dup_broadcast ||
-         k == live_fault::kind::delay_broadcast || k == live_fault::kind::reorder_broadcast;
 }
 
 fault_hooks::fault_hooks(std::vector<fault_spec> faults, run_log* log,
@@ -87,20 +50,20 @@ void fault_hooks::fire_locked(size_t i, uint64_t logical, uint64_t inc, double n
   fired_fault rec{faults_[i], logical, inc, now};
   fired_.push_back(rec);
   const auto& f = faults_[i];
-  if (f.what == fault_spec::kind::kill_learner && f.downtime_s > 0)
+  if (f.what == fault_kind::kill_learner && f.downtime_s > 0)
     downtime_.push_back({{f.target, false}, f.downtime_s});
-  if (f.what == fault_spec::kind::kill_owner && f.downtime_s > 0)
+  if (f.what == fault_kind::kill_owner && f.downtime_s > 0)
     downtime_.push_back({{f.target, true}, f.downtime_s});
-  if (f.what == fault_spec::kind::kill_owner && f.damage_checkpoint) damage_.push_back(f.target);
+  if (f.what == fault_kind::kill_owner && f.damage_checkpoint) damage_.push_back(f.target);
   if (log_ != nullptr) {
     // What the fault was keyed on when it fired: the learner's step, or the owner's version.
     nlohmann::json j = {
-        {"fault", to_string(f.what)},
+        {"fault", f.live_window ? "start_live" : config::to_string(f.what)},
         {"target", f.target},
-        {f.what == fault_spec::kind::kill_owner ? "at_version" : "at_step", logical},
+        {f.what == fault_kind::kill_owner ? "at_version" : "at_step", logical},
         {"incarnation", inc}};
-    if (f.what == fault_spec::kind::slow_learner) j["factor"] = f.factor;
-    if (f.what == fault_spec::kind::delay_push) j["delay_s"] = f.delay_s;
+    if (f.what == fault_kind::slow_learner) j["factor"] = f.factor;
+    if (f.what == fault_kind::delay_push) j["delay_s"] = f.delay_s;
     if (f.damage_checkpoint) j["damage_checkpoint"] = true;
     log_->emit("fault", j);
   }
@@ -112,21 +75,21 @@ step_faults fault_hooks::on_learner_step(int32_t id, uint64_t inc, uint64_t step
   step_faults out;
   for (size_t i = 0; i < faults_.size(); ++i) {
     const auto& f = faults_[i];
-    if (f.target != id) continue;
-    if (f.what == fault_spec::kind::kill_learner) {
+    if (f.target != id || f.live_window) continue;
+    if (f.what == fault_kind::kill_learner) {
       if (!done_[i] && due_locked(f, step, now)) {
         fire_locked(i, step, inc, now);
         out.kill = true;
       }
-    } else if (f.what == fault_spec::kind::slow_learner) {
+    } else if (f.what == fault_kind::slow_learner) {
       if (!done_[i] && due_locked(f, step, now)) fire_locked(i, step, inc, now);
       if (done_[i] && (f.duration_s <= 0 || now < fired_at_[i] + f.duration_s) && f.factor > 1)
         out.slow_factor *= f.factor;
     }
   }
   promote_locked(now, id, step);
-  if (!take_live_locked(live_fault::kind::nan_step, id, -1, now).empty()) out.nan = true;
-  if (!take_live_locked(live_fault::kind::fail_step, id, -1, now).empty()) out.fail = true;
+  if (!take_live_locked(fault_kind::nan_step, id, -1, now).empty()) out.nan = true;
+  if (!take_live_locked(fault_kind::fail_step, id, -1, now).empty()) out.fail = true;
   return out;
 }
 
@@ -136,28 +99,28 @@ push_fault fault_hooks::on_push(int32_t id, uint64_t inc, int32_t fragment, uint
   push_fault out;
   for (size_t i = 0; i < faults_.size(); ++i) {
     const auto& f = faults_[i];
-    if (f.target != id || done_[i]) continue;
-    if (f.what != fault_spec::kind::drop_push && f.what != fault_spec::kind::delay_push &&
-        f.what != fault_spec::kind::corrupt_push)
+    if (f.target != id || done_[i] || f.live_window) continue;
+    if (f.what != fault_kind::drop_push && f.what != fault_kind::delay_push &&
+        f.what != fault_kind::corrupt_push)
       continue;
     if (!due_locked(f, step, now)) continue;
     fire_locked(i, step, inc, now);
-    if (f.what == fault_spec::kind::drop_push)
+    if (f.what == fault_kind::drop_push)
       out.drop = true;
-    else if (f.what == fault_spec::kind::corrupt_push)
+    else if (f.what == fault_kind::corrupt_push)
       out.corrupt = true;
     else
       out.delay_s += f.delay_s;
   }
   promote_locked(now, id, step);
-  if (!take_live_locked(live_fault::kind::drop_push, id, fragment, now).empty()) out.drop = true;
-  if (!take_live_locked(live_fault::kind::dup_push, id, fragment, now).empty())
+  if (!take_live_locked(fault_kind::drop_push, id, fragment, now).empty()) out.drop = true;
+  if (!take_live_locked(fault_kind::dup_push, id, fragment, now).empty())
     out.duplicate = true;
-  if (!take_live_locked(live_fault::kind::reorder_push, id, fragment, now).empty())
+  if (!take_live_locked(fault_kind::reorder_push, id, fragment, now).empty())
     out.reorder = true;
-  if (!take_live_locked(live_fault::kind::corrupt_push, id, fragment, now).empty())
+  if (!take_live_locked(fault_kind::corrupt_push, id, fragment, now).empty())
     out.corrupt = true;
-  for (const auto& f : take_live_locked(live_fault::kind::delay_push, id, fragment, now))
+  for (const auto& f : take_live_locked(fault_kind::delay_push, id, fragment, now))
     out.delay_s += f.delay_s;
   return out;
 }
@@ -168,13 +131,13 @@ broadcast_fault fault_hooks::on_broadcast(int32_t fragment, int32_t learner) {
   broadcast_fault out;
   promote_locked(now, -1, 0);
   if (live_.empty()) return out;
-  if (!take_live_locked(live_fault::kind::drop_broadcast, learner, fragment, now).empty())
+  if (!take_live_locked(fault_kind::drop_broadcast, learner, fragment, now).empty())
     out.drop = true;
-  if (!take_live_locked(live_fault::kind::dup_broadcast, learner, fragment, now).empty())
+  if (!take_live_locked(fault_kind::dup_broadcast, learner, fragment, now).empty())
     out.duplicate = true;
-  if (!take_live_locked(live_fault::kind::reorder_broadcast, learner, fragment, now).empty())
+  if (!take_live_locked(fault_kind::reorder_broadcast, learner, fragment, now).empty())
     out.reorder = true;
-  for (const auto& f : take_live_locked(live_fault::kind::delay_broadcast, learner, fragment, now))
+  for (const auto& f : take_live_locked(fault_kind::delay_broadcast, learner, fragment, now))
     out.delay_s += f.delay_s;
   return out;
 }
@@ -182,7 +145,7 @@ broadcast_fault fault_hooks::on_broadcast(int32_t fragment, int32_t learner) {
 namespace {
 
 nlohmann::json live_json(const live_fault& f, double now) {
-  nlohmann::json j = {{"id", f.id},           {"kind", to_string(f.what)},
+  nlohmann::json j = {{"id", f.id},           {"kind", config::to_string(f.what)},
                       {"learner", f.learner}, {"fragment", f.fragment},
                       {"hits", f.hits},       {"source", f.origin}};
   if (f.until_s >= 0) j["expires_in_s"] = std::max(0.0, f.until_s - now);
@@ -209,7 +172,7 @@ void fault_hooks::prune_live_locked(double now) {
   }
 }
 
-std::vector<live_fault> fault_hooks::take_live_locked(live_fault::kind k, int32_t learner,
+std::vector<live_fault> fault_hooks::take_live_locked(fault_kind k, int32_t learner,
                                                       int32_t fragment, double now) {
   std::vector<live_fault> out;
   if (live_.empty()) return out;
@@ -222,7 +185,7 @@ std::vector<live_fault> fault_hooks::take_live_locked(live_fault::kind k, int32_
     if (f.count > 0) f.count -= 1;
     out.push_back(f);
     if (log_ != nullptr)
-      log_->emit("fault", {{"fault", to_string(k)},
+      log_->emit("fault", {{"fault", config::to_string(k)},
                            {"source", f.origin},
                            {"id", f.id},
                            {"learner", learner},
@@ -234,23 +197,23 @@ std::vector<live_fault> fault_hooks::take_live_locked(live_fault::kind k, int32_
 }
 
 void fault_hooks::arm_live(live_fault f, uint64_t at_step, double duration_s) {
-  const std::string name = to_string(f.what);
-  if (is_broadcast_kind(f.what))
+  const std::string name = config::to_string(f.what);
+  if (config::is_broadcast_fault(f.what))
     throw std::invalid_argument(name + ": broadcast kinds are keyed on time, not on a step");
   if (f.learner < 0)
     throw std::invalid_argument(name + ": at_step needs the learner whose step it is");
   if (!(duration_s >= 0)) throw std::invalid_argument(name + ": for_s must be >= 0");
-  const bool step_kind =
-      f.what == live_fault::kind::nan_step || f.what == live_fault::kind::fail_step;
+  const bool step_kind = config::is_step_message_fault(f.what);
   if (duration_s <= 0 && f.count < 0 && !step_kind)
     throw std::invalid_argument(name +
                                 ": give a duration or a count (a live fault must end by itself)");
   if (f.count == 0) throw std::invalid_argument(name + ": count must be > 0");
-  const bool delay = f.what == live_fault::kind::delay_push;
+  const bool delay = f.what == fault_kind::delay_push;
   if (delay && !(f.delay_s > 0)) throw std::invalid_argument(name + ": needs a delay > 0");
   if (!delay && f.delay_s != 0) throw std::invalid_argument(name + ": takes no delay");
   fault_spec s;
-  s.what = fault_spec::kind::start_live;
+  s.what = f.what;
+  s.live_window = true;
   s.target = f.learner;
   s.at_step = at_step;
   s.duration_s = duration_s;
@@ -271,22 +234,21 @@ void fault_hooks::arm_live(live_fault f, uint64_t at_step, double duration_s) {
 }
 
 bool is_message_fault(const fault_spec& f) {
-  return f.what == fault_spec::kind::start_live || f.what == fault_spec::kind::drop_push ||
-         f.what == fault_spec::kind::delay_push || f.what == fault_spec::kind::corrupt_push;
+  return f.live_window || config::is_push_fault(f.what);
 }
 
 uint64_t fault_hooks::add_live(live_fault f) {
   if (!(f.until_s >= 0) && f.count < 0)
-    throw std::invalid_argument(std::string(to_string(f.what)) +
+    throw std::invalid_argument(std::string(config::to_string(f.what)) +
                                 ": give a duration or a count (a live fault must end by itself)");
   if (f.count == 0)
-    throw std::invalid_argument(std::string(to_string(f.what)) + ": count must be > 0");
+    throw std::invalid_argument(std::string(config::to_string(f.what)) + ": count must be > 0");
   const bool delay =
-      f.what == live_fault::kind::delay_push || f.what == live_fault::kind::delay_broadcast;
+      f.what == fault_kind::delay_push || f.what == fault_kind::delay_broadcast;
   if (delay && !(f.delay_s > 0))
-    throw std::invalid_argument(std::string(to_string(f.what)) + ": needs a delay > 0");
+    throw std::invalid_argument(std::string(config::to_string(f.what)) + ": needs a delay > 0");
   if (!delay && f.delay_s != 0)
-    throw std::invalid_argument(std::string(to_string(f.what)) + ": takes no delay");
+    throw std::invalid_argument(std::string(config::to_string(f.what)) + ": takes no delay");
   std::lock_guard<std::mutex> guard(mutex_);
   add_live_locked(f, clock_());
   return live_.back().id;
@@ -306,7 +268,7 @@ void fault_hooks::add_live_locked(live_fault f, double now) {
 void fault_hooks::promote_locked(double now, int32_t learner, uint64_t step) {
   for (size_t i = 0; i < faults_.size(); ++i) {
     const auto& f = faults_[i];
-    if (f.what != fault_spec::kind::start_live || done_[i]) continue;
+    if (!f.live_window || done_[i]) continue;
     const bool due = f.at_seconds >= 0 ? now >= f.at_seconds
                                        : learner >= 0 && f.target == learner && step >= f.at_step;
     if (!due) continue;
@@ -342,7 +304,7 @@ bool fault_hooks::on_owner(int32_t fragment, uint64_t version) {
   bool kill = false;
   for (size_t i = 0; i < faults_.size(); ++i) {
     const auto& f = faults_[i];
-    if (f.what != fault_spec::kind::kill_owner || f.target != fragment || done_[i]) continue;
+    if (f.what != fault_kind::kill_owner || f.target != fragment || done_[i]) continue;
     if (!due_locked(f, version, now)) continue;
     fire_locked(i, version, 0, now);
     kill = true;
@@ -356,7 +318,7 @@ std::vector<double> fault_hooks::owner_kill_delays(int32_t fragment) const {
   std::vector<double> out;
   for (size_t i = 0; i < faults_.size(); ++i) {
     const auto& f = faults_[i];
-    if (f.what == fault_spec::kind::kill_owner && f.target == fragment && !done_[i] &&
+    if (f.what == fault_kind::kill_owner && f.target == fragment && !done_[i] &&
         f.at_seconds >= 0)
       out.push_back(f.at_seconds - now);
   }
@@ -395,7 +357,7 @@ std::vector<fault_spec> fault_hooks::scheduled() const {
   return faults_;
 }
 
-std::vector<fault_spec> random_fault_schedule(fault_spec::kind kind, int targets, double mtbf_s,
+std::vector<fault_spec> random_fault_schedule(fault_kind kind, int targets, double mtbf_s,
                                               const random_recovery& recovery, double horizon_s,
                                               uint64_t seed, int max_per_target) {
   if (!(mtbf_s > 0.0)) throw std::invalid_argument("chaos.random.mtbf_seconds must be > 0");
@@ -442,60 +404,31 @@ std::vector<fault_spec> random_fault_schedule(fault_spec::kind kind, int targets
   return out;
 }
 
-namespace {
-
-fault_spec::kind fault_kind(config::chaos_action a) {
-  switch (a) {
-    case config::chaos_action::kill: return fault_spec::kind::kill_learner;
-    case config::chaos_action::slow: return fault_spec::kind::slow_learner;
-    case config::chaos_action::drop_push: return fault_spec::kind::drop_push;
-    case config::chaos_action::delay_push: return fault_spec::kind::delay_push;
-    case config::chaos_action::kill_owner: return fault_spec::kind::kill_owner;
-    default: return fault_spec::kind::start_live;  // the message kinds (is_live_message_action)
-  }
-}
-
-/// The live fault a DSL message kind starts.
-live_fault::kind live_kind(config::chaos_action a) {
-  switch (a) {
-    case config::chaos_action::dup_push: return live_fault::kind::dup_push;
-    case config::chaos_action::reorder_push: return live_fault::kind::reorder_push;
-    case config::chaos_action::corrupt_push: return live_fault::kind::corrupt_push;
-    case config::chaos_action::drop_broadcast: return live_fault::kind::drop_broadcast;
-    case config::chaos_action::dup_broadcast: return live_fault::kind::dup_broadcast;
-    case config::chaos_action::delay_broadcast: return live_fault::kind::delay_broadcast;
-    case config::chaos_action::reorder_broadcast: return live_fault::kind::reorder_broadcast;
-    case config::chaos_action::nan: return live_fault::kind::nan_step;
-    default: return live_fault::kind::fail_step;
-  }
-}
-
-}  // namespace
-
 std::vector<fault_spec> fault_specs_of(const config::experiment& exp, uint64_t steps_per_learner,
                                        int fragments) {
   std::vector<fault_spec> faults;
   for (const auto& ev : exp.chaos.events) {
     // Process and network kinds are fired from outside by dd-chaos (dd-node launch starts it).
-    if (config::chaos_layer_of(ev.action) != config::chaos_layer::in_process) continue;
+    if (config::fault_layer_of(ev.action) != config::fault_layer::in_process) continue;
     fault_spec f;
-    f.what = fault_kind(ev.action);
-    if (config::is_live_message_action(ev.action)) {
-      f.live.what = live_kind(ev.action);
+    f.what = ev.action;
+    if (config::starts_live_window(ev.action)) {
+      f.live_window = true;
+      f.live.what = ev.action;
       f.live.origin = "schedule";
       f.live.learner = ev.target;
       if (ev.params.contains("count")) f.live.count = ev.params["count"].get<int64_t>();
-      if (f.live.what == live_fault::kind::delay_broadcast) f.live.delay_s = ev.delay;
+      if (f.live.what == fault_kind::delay_broadcast) f.live.delay_s = ev.delay;
       f.duration_s = ev.duration;
     }
     f.target = ev.target;
     f.factor = ev.factor;
     f.delay_s = ev.delay;
     f.downtime_s =
-        f.what == fault_spec::kind::kill_learner || f.what == fault_spec::kind::kill_owner
+        f.what == fault_kind::kill_learner || f.what == fault_kind::kill_owner
             ? ev.duration
             : 0.0;
-    if (f.what == fault_spec::kind::slow_learner) f.duration_s = ev.duration;
+    if (f.what == fault_kind::slow_learner) f.duration_s = ev.duration;
     f.damage_checkpoint = ev.damage_checkpoint;
     double step = 0;
     switch (ev.trigger) {
@@ -508,7 +441,7 @@ std::vector<fault_spec> fault_specs_of(const config::experiment& exp, uint64_t s
           step = ev.at * static_cast<double>(steps_per_learner);
         break;
     }
-    if (f.what == fault_spec::kind::kill_owner)
+    if (f.what == fault_kind::kill_owner)
       step = std::max(1.0, step / std::max(1, exp.sync.interval));
     f.at_step = static_cast<uint64_t>(std::llround(std::max(0.0, step)));
     faults.push_back(f);
@@ -533,12 +466,12 @@ std::vector<fault_spec> fault_specs_of(const config::experiment& exp, uint64_t s
         exp.budget.kind == config::budget_kind::seconds ? exp.budget.seconds : 86400.0;
     const uint64_t seed = rc.seed != 0 ? rc.seed : exp.seed;
     if (rc.target != config::chaos_target_kind::owners)
-      for (const auto& f : random_fault_schedule(fault_spec::kind::kill_learner, exp.learners.count,
+      for (const auto& f : random_fault_schedule(fault_kind::kill_learner, exp.learners.count,
                                                  rc.mtbf_seconds, rec, horizon, seed))
         faults.push_back(f);
     if (rc.target != config::chaos_target_kind::learners)
       for (const auto& f :
-           random_fault_schedule(fault_spec::kind::kill_owner, fragments, rc.mtbf_seconds, rec,
+           random_fault_schedule(fault_kind::kill_owner, fragments, rc.mtbf_seconds, rec,
                                  horizon, derive_seed(seed, 1000)))
         faults.push_back(f);
   }

@@ -16,30 +16,22 @@
 #include <vector>
 
 #include "runtime/config/experiment.hpp"
+#include "runtime/config/fault_kind.hpp"
 
 namespace dd::actors {
 
 class run_log;
+
+using config::fault_kind;
 
 /// A message fault applied from outside while the run goes on (the chaos endpoint,
 /// actors/services/chaos_endpoint.hpp): it acts on every matching push, broadcast or step until its
 /// time is up or its count is spent, whichever comes first, then reverts itself (nothing to
 /// undo: it simply stops matching).
 struct live_fault {
-  enum class kind {
-    drop_push,
-    dup_push,
-    delay_push,
-    reorder_push,
-    corrupt_push,
-    drop_broadcast,
-    dup_broadcast,
-    delay_broadcast,
-    reorder_broadcast,
-    nan_step,
-    fail_step
-  };
-  kind what = kind::drop_push;
+  /// One of the live kinds (config::is_live_fault): a push or broadcast kind, nan_step,
+  /// fail_step.
+  fault_kind what = fault_kind::drop_push;
   /// Push and step kinds: the learner that pushes / steps; broadcast kinds: the learner that
   /// receives. −1 = any.
   int32_t learner = -1;
@@ -58,20 +50,14 @@ struct live_fault {
   uint64_t hits = 0;  ///< messages / steps it has acted on
 };
 
-/// One scripted fault.
+/// One scripted fault: kill_learner, slow_learner, kill_owner, or drop_push / delay_push /
+/// corrupt_push on one push; or, with `live_window`, a window of live fault `live`.
 struct fault_spec {
-  enum class kind {
-    kill_learner,
-    kill_owner,
-    slow_learner,
-    drop_push,
-    delay_push,
-    corrupt_push,
-    /// Starts `live` when due (for duration_s seconds, or live.count matches): the DSL's
-    /// message kinds (dup_push, ..., nan, fail) scheduled in the experiment.
-    start_live
-  };
-  kind what = kind::kill_learner;
+  fault_kind what = fault_kind::kill_learner;
+  /// When due, starts `live` (for duration_s seconds, or live.count matches) instead: the DSL's
+  /// message kinds (dup_push, ..., nan_step, fail_step) scheduled in the experiment, and the
+  /// endpoint's step-keyed requests (arm_live). Its fired record reads "start_live".
+  bool live_window = false;
   /// Learner id, or fragment id for kill_owner.
   int32_t target = 0;
   /// Fires when the learner's step (the owner's version for kill_owner) reaches this; ignored
@@ -94,9 +80,6 @@ struct fault_spec {
   live_fault live;
 };
 
-/// "kill_learner", "kill_owner", "slow_learner", "drop_push", "delay_push", "corrupt_push",
-/// "start_live".
-const char* to_string(fault_spec::kind k);
 
 /// A record of one fault that fired.
 struct fired_fault {
@@ -140,12 +123,8 @@ struct broadcast_fault {
   bool reorder = false;    ///< held back and sent after the owner's next broadcast to anyone
 };
 
-/// "drop_push", ..., "nan_step", "fail_step".
-const char* to_string(live_fault::kind k);
-/// The kind named `name` (as to_string spells it); nullopt when none is.
-std::optional<live_fault::kind> live_kind_from(const std::string& name);
-/// True for the kinds that act on broadcasts (applied in the syncer node).
-bool is_broadcast_kind(live_fault::kind k);
+/// The live kind named `name` (config::to_string's spelling); nullopt when none is.
+std::optional<fault_kind> live_kind_from(const std::string& name);
 
 /// The fault schedule of one run. Thread-safe.
 class fault_hooks {
@@ -219,7 +198,7 @@ class fault_hooks {
   uint64_t next_live_id_ = 1;
   /// Takes one match of every live fault of kind `k` matching (learner, fragment); the
   /// matching faults, after their hit is counted (expired and spent ones are pruned).
-  std::vector<live_fault> take_live_locked(live_fault::kind k, int32_t learner, int32_t fragment,
+  std::vector<live_fault> take_live_locked(fault_kind k, int32_t learner, int32_t fragment,
                                            double now);
   void prune_live_locked(double now);
   /// Starts every due start_live fault: time-keyed ones always, step-keyed ones of `learner`
@@ -243,7 +222,7 @@ struct random_recovery {
 /// a downtime drawn from `recovery`, up to `horizon_s`. `kind` is kill_learner or kill_owner.
 /// Deterministic in `seed` (runtime/rng.hpp: splitmix64). At most `max_per_target` faults per
 /// actor. Throws std::invalid_argument when mtbf_s <= 0, horizon_s < 0 or recovery.mean_s <= 0.
-std::vector<fault_spec> random_fault_schedule(fault_spec::kind kind, int targets, double mtbf_s,
+std::vector<fault_spec> random_fault_schedule(fault_kind kind, int targets, double mtbf_s,
                                               const random_recovery& recovery, double horizon_s,
                                               uint64_t seed, int max_per_target = 1000);
 

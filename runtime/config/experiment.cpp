@@ -33,21 +33,9 @@ const char* to_string(fragment_strategy_kind v) { return spell(v); }
 const char* to_string(grace_mode v) { return spell(v); }
 const char* to_string(wire_format v) { return spell(v); }
 const char* to_string(budget_kind v) { return spell(v); }
-const char* to_string(chaos_action v) { return spell(v); }
 const char* to_string(chaos_trigger v) { return spell(v); }
 const char* to_string(chaos_target_kind v) { return spell(v); }
 const char* to_string(recovery_dist v) { return spell(v); }
-
-chaos_layer chaos_layer_of(chaos_action a) {
-  if (a >= chaos_action::disk_truncate) return chaos_layer::disk;
-  if (a >= chaos_action::latency) return chaos_layer::network;
-  if (a >= chaos_action::kill_process) return chaos_layer::process;
-  return chaos_layer::in_process;
-}
-
-bool is_live_message_action(chaos_action a) {
-  return a >= chaos_action::dup_push && a <= chaos_action::fail;
-}
 
 int quorum::resolve(int live) const {
   if (live <= 0) return 1;
@@ -176,7 +164,7 @@ nlohmann::json to_json(const experiment& e) {
     json x;
     x[to_string(ev.trigger)] =
         ev.trigger == chaos_trigger::at_step ? json(static_cast<std::int64_t>(ev.at)) : json(ev.at);
-    x["action"] = to_string(ev.action);
+    x["action"] = dsl_name(ev.action);
     if (ev.target_spec.empty())
       x["target"] = ev.target;
     else
@@ -202,7 +190,9 @@ nlohmann::json to_json(const experiment& e) {
                   {"cluster_mtbf_seconds", r.cluster_mtbf_seconds}}}};
   if (r.cluster_mtbf_seconds > 0) {
     auto& jr = j["chaos"]["random"];
-    jr["kinds"] = r.kinds;
+    json kinds = json::array();
+    for (const auto kind : r.kinds) kinds.push_back(dsl_name(kind));
+    jr["kinds"] = kinds;
     jr["min_gap_seconds"] = r.min_gap_seconds;
     jr["max_concurrent"] = r.max_concurrent;
     jr["horizon_seconds"] = r.horizon_seconds;

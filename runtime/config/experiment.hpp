@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/config/fault_kind.hpp"
+
 namespace dd::config {
 
 /// Model family: the dense decoder-only transformer, its mixture-of-experts variant, or the
@@ -55,53 +57,6 @@ enum class grace_mode : std::uint8_t { adaptive, fixed, off };
 enum class wire_format : std::uint8_t { fp32, bf16, int8, int4 };
 /// The unit a run's budget is counted in.
 enum class budget_kind : std::uint8_t { tokens, steps, seconds };
-/// A fault the chaos schedule injects.
-/// In-process kinds (kill .. fail) run inside the node that hosts the target (fault_hooks);
-/// process, network and disk kinds (kill_process .. disk_full) act from outside through dd-chaos
-/// and need `dd-node launch` or `dd-chaos run` (chaos_layer_of).
-enum class chaos_action : std::uint8_t {
-  kill,
-  slow,
-  drop_push,
-  delay_push,
-  kill_owner,
-  dup_push,
-  reorder_push,
-  corrupt_push,
-  drop_broadcast,
-  dup_broadcast,
-  delay_broadcast,
-  reorder_broadcast,
-  nan,
-  fail,
-  kill_process,
-  term,
-  pause,
-  slow_process,
-  restart,
-  latency,
-  bandwidth,
-  reset,
-  blackhole,
-  partition,
-  corrupt,
-  slice,
-  close_after,
-  disk_truncate,
-  disk_corrupt,
-  disk_full
-};
-/// Where a chaos action is applied.
-enum class chaos_layer : std::uint8_t {
-  in_process,  ///< inside the node (fault hooks; under launch also reachable by the endpoint)
-  process,     ///< signals to a node process (dd-chaos)
-  network,     ///< the fault proxy (dd-chaos; needs `dd-node launch --via-proxy`)
-  disk         ///< files of the run directory: an owner checkpoint, a full disk (dd-chaos)
-};
-/// The layer of `a`.
-chaos_layer chaos_layer_of(chaos_action a);
-/// True for the message kinds applied as live faults (dup_push .. fail, and the broadcast ones).
-bool is_live_message_action(chaos_action a);
 /// What fires a one-shot chaos event: an inner step, seconds since start, or a fraction of the
 /// budget.
 enum class chaos_trigger : std::uint8_t { at_step, at_time, at_fraction };
@@ -140,8 +95,6 @@ const char* to_string(grace_mode v);
 const char* to_string(wire_format v);
 /// \copydoc to_string(model_kind)
 const char* to_string(budget_kind v);
-/// \copydoc to_string(model_kind)
-const char* to_string(chaos_action v);
 /// \copydoc to_string(model_kind)
 const char* to_string(chaos_trigger v);
 /// \copydoc to_string(model_kind)
@@ -319,7 +272,7 @@ struct restart_config {
 struct chaos_event {
   chaos_trigger trigger = chaos_trigger::at_step;  ///< what `at` counts
   double at = 0.0;  ///< step, seconds since start, or fraction of the budget
-  chaos_action action = chaos_action::kill;  ///< the fault
+  fault_kind action = fault_kind::kill_learner;  ///< the fault (fault_kind.hpp)
   int target = 0;         ///< learner id (0-based) or, for kill_owner, fragment id
   double factor = 1.0;    ///< slow: step-time multiplier (>= 1)
   double delay = 0.0;     ///< delay_push: seconds each push is held
@@ -354,9 +307,9 @@ struct random_faults_config {
   /// Whole-cluster MTBF, seconds (0 = off): Poisson arrivals over every target together,
   /// drawn and fired by dd-chaos (`dd-node launch` starts it; `dd-node run` refuses it).
   double cluster_mtbf_seconds = 0.0;
-  /// cluster_mtbf_seconds: fault kinds drawn uniformly (DSL action names of the process and
-  /// network layers; default {"kill_process"}).
-  std::vector<std::string> kinds;
+  /// cluster_mtbf_seconds: fault kinds drawn uniformly (of the process and network layers;
+  /// default {kill}, spelled "kill_process" in the DSL).
+  std::vector<fault_kind> kinds;
   double min_gap_seconds = 0.0;  ///< cluster_mtbf_seconds: least seconds between two fault starts
   int max_concurrent =
       1;  ///< cluster_mtbf_seconds: faults active at once (arrivals above: skipped)

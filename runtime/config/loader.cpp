@@ -24,6 +24,7 @@
 #include <tuple>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "runtime/config/detail/enums.hpp"
 #include "runtime/config/detail/sandbox.hpp"
@@ -62,6 +63,12 @@ std::string load_result::error_text() const {
   for (const auto& e : errors) s += e.to_string() + "\n";
   if (more_errors > 0)
     s += fmt::format("… and {} more error{}\n", more_errors, more_errors == 1 ? "" : "s");
+  return s;
+}
+
+std::string load_result::warning_text() const {
+  std::string s;
+  for (const auto& w : warnings) s += "warning: " + w.to_string() + "\n";
   return s;
 }
 
@@ -114,6 +121,8 @@ struct read_context {
   std::vector<std::string>* asked = nullptr;  // for known_key_paths()
   /// Errors past max_errors_shown in `errors`: counted here, not made (null: none counted).
   std::size_t* more = nullptr;
+  /// Where warnings go (an old spelling that still works); null: dropped.
+  std::vector<config_error>* warnings = nullptr;
 
   /// True once `errors` holds max_errors_shown: a caller may skip the work of a message.
   bool full() const { return more != nullptr && errors->size() >= max_errors_shown; }
@@ -123,6 +132,9 @@ struct read_context {
       return;
     }
     errors->push_back(origin->make(path, std::move(message)));
+  }
+  void warn(const std::string& path, std::string message) const {
+    if (warnings != nullptr) warnings->push_back(origin->make(path, std::move(message)));
   }
   /// "file:line" of the key path (as error messages place it); "--set ..." for an override.
   std::string where(const std::string& path) const {
@@ -1005,25 +1017,29 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
           ev.trigger = chaos_trigger::at_step;
           ev.at = at_step;
         }
-        const bool has_action = s.has("action");
-        ev.action = s.choice("action", chaos_action::kill);
-        if (!has_action)
-          ctx.fail(p + ".action",
-                   "required key is missing: one of kill, slow, drop_push, "
-                   "delay_push, kill_owner, dup_push, reorder_push, corrupt_push, "
-                   "drop_broadcast, dup_broadcast, delay_broadcast, "
-                   "reorder_broadcast, nan, fail, kill_process, term, pause, "
-                   "slow_process, restart, latency, bandwidth, reset, blackhole, "
-                   "partition, corrupt, slice, close_after, disk_truncate, "
-                   "disk_corrupt, disk_full");
+        if (const json* a = s.raw("action"); a != nullptr && a->is_string()) {
+          std::string warning;
+          if (auto k = dsl_fault_kind(a->get<std::string>(), &warning)) {
+            ev.action = *k;
+            if (!warning.empty()) ctx.warn(p + ".action", warning);
+          } else {
+            const auto names = dsl_fault_names();
+            ctx.fail(p + ".action", fmt::format("unknown value '{}'; expected one of {}{}",
+                                                a->get<std::string>(), fmt::join(names, ", "),
+                                                detail::did_you_mean(a->get<std::string>(), names)));
+          }
+        } else if (a != nullptr) {
+          ctx.fail(p + ".action", fmt::format("expected one of {}, got {}",
+                                              fmt::join(dsl_fault_names(), ", "), describe(*a)));
+        } else {
+          ctx.fail(p + ".action", fmt::format("required key is missing: one of {}",
+                                              fmt::join(dsl_fault_names(), ", ")));
+        }
         ev.where = ctx.where(p + ".action");  // the event's own line
-        const chaos_layer layer = chaos_layer_of(ev.action);
-        const bool outside = layer != chaos_layer::in_process;
-        const bool bcast = ev.action == chaos_action::drop_broadcast ||
-                           ev.action == chaos_action::dup_broadcast ||
-                           ev.action == chaos_action::delay_broadcast ||
-                           ev.action == chaos_action::reorder_broadcast;
-        const std::string act = to_string(ev.action);
+        const fault_layer layer = fault_layer_of(ev.action);
+        const bool outside = layer != fault_layer::in_process;
+        const bool bcast = is_broadcast_fault(ev.action);
+        const std::string act = dsl_name(ev.action);
         const bool has_target = s.has("target");
         if (const json* t = s.raw("target"); t != nullptr && t->is_string() && outside) {
           // A dd-chaos target: learner:N, owner:N, node:NAME, learners, nodes, link names.
@@ -1077,10 +1093,10 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
                            : "required key is missing: a learner id (or a "
                              "fragment id for kill_owner), from 0");
         const bool has_factor = s.has("factor");
-        ev.factor = s.number("factor", ev.action == chaos_action::slow ? 2.0 : 1.0, at_least(1));
+        ev.factor = s.number("factor", ev.action == fault_kind::slow_learner ? 2.0 : 1.0, at_least(1));
         const bool has_delay = s.has("delay");
         const bool delays =
-            ev.action == chaos_action::delay_push || ev.action == chaos_action::delay_broadcast;
+            ev.action == fault_kind::delay_push || ev.action == fault_kind::delay_broadcast;
         ev.delay = s.number("delay", delays ? 1.0 : 0.0, at_least(0));
         ev.duration = s.number("duration", 0, at_least(0));
         const bool has_damage = s.has("damage_checkpoint");
@@ -1090,35 +1106,30 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
           const char* key;
           bool integer;
           range r;
-          std::vector<chaos_action> only;
+          std::vector<fault_kind> only;
         };
-        const std::vector<chaos_action> message = {chaos_action::dup_push,
-                                                   chaos_action::reorder_push,
-                                                   chaos_action::corrupt_push,
-                                                   chaos_action::drop_broadcast,
-                                                   chaos_action::dup_broadcast,
-                                                   chaos_action::delay_broadcast,
-                                                   chaos_action::reorder_broadcast,
-                                                   chaos_action::nan,
-                                                   chaos_action::fail};
-        const std::vector<chaos_action> network = {
-            chaos_action::latency,   chaos_action::bandwidth,  chaos_action::reset,
-            chaos_action::blackhole, chaos_action::partition,  chaos_action::corrupt,
-            chaos_action::slice,     chaos_action::close_after};
-        std::vector<chaos_action> counted = message;
-        counted.push_back(chaos_action::disk_corrupt);
+        std::vector<fault_kind> message;
+        for (int k = 0; k <= static_cast<int>(fault_kind::disk_full); ++k)
+          if (starts_live_window(static_cast<fault_kind>(k)))
+            message.push_back(static_cast<fault_kind>(k));
+        const std::vector<fault_kind> network = {
+            fault_kind::latency,   fault_kind::bandwidth,  fault_kind::reset,
+            fault_kind::blackhole, fault_kind::partition,  fault_kind::corrupt,
+            fault_kind::slice,     fault_kind::close_after};
+        std::vector<fault_kind> counted = message;
+        counted.push_back(fault_kind::disk_corrupt);
         const knob knobs[] = {
             {"count", true, at_least(1), counted},
-            {"seed", true, at_least(0), {chaos_action::disk_corrupt}},
-            {"ms", false, at_least(0), {chaos_action::latency}},
-            {"jitter", false, at_least(0), {chaos_action::latency}},
-            {"rate", false, positive(), {chaos_action::bandwidth}},
-            {"p", false, range{0, 1, true, false}, {chaos_action::corrupt}},
-            {"size", true, at_least(1), {chaos_action::slice}},
-            {"delay_us", true, at_least(0), {chaos_action::slice}},
-            {"bytes", true, at_least(0), {chaos_action::close_after}},
-            {"duty", false, range{0, 1, true, true}, {chaos_action::slow_process}},
-            {"period", false, positive(), {chaos_action::slow_process}},
+            {"seed", true, at_least(0), {fault_kind::disk_corrupt}},
+            {"ms", false, at_least(0), {fault_kind::latency}},
+            {"jitter", false, at_least(0), {fault_kind::latency}},
+            {"rate", false, positive(), {fault_kind::bandwidth}},
+            {"p", false, range{0, 1, true, false}, {fault_kind::corrupt}},
+            {"size", true, at_least(1), {fault_kind::slice}},
+            {"delay_us", true, at_least(0), {fault_kind::slice}},
+            {"bytes", true, at_least(0), {fault_kind::close_after}},
+            {"duty", false, range{0, 1, true, true}, {fault_kind::slow}},
+            {"period", false, positive(), {fault_kind::slow}},
         };
         for (const auto& k : knobs) {
           if (!s.has(k.key)) continue;
@@ -1127,7 +1138,7 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
           if (std::find(k.only.begin(), k.only.end(), ev.action) == k.only.end()) {
             std::string names;
             for (auto a : k.only)
-              names += (names.empty() ? "'" : ", '") + std::string(to_string(a)) + "'";
+              names += (names.empty() ? "'" : ", '") + std::string(dsl_name(a)) + "'";
             ctx.fail(p + "." + k.key,
                      fmt::format("applies only to action {} (action is '{}')", names, act));
             continue;
@@ -1146,20 +1157,20 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
             ev.params["dir"] = d;
         }
         s.finish();
-        if (ev.action == chaos_action::latency && !ev.params.contains("ms"))
+        if (ev.action == fault_kind::latency && !ev.params.contains("ms"))
           ctx.fail(p + ".action",
                    "action 'latency' needs ms = the milliseconds added to each chunk");
-        if (ev.action == chaos_action::bandwidth && !ev.params.contains("rate"))
+        if (ev.action == fault_kind::bandwidth && !ev.params.contains("rate"))
           ctx.fail(p + ".action", "action 'bandwidth' needs rate = bytes per second");
-        if (ev.action == chaos_action::corrupt && !ev.params.contains("p"))
+        if (ev.action == fault_kind::corrupt && !ev.params.contains("p"))
           ctx.fail(p + ".action",
                    "action 'corrupt' needs p = the probability each byte is altered");
-        if (ev.action == chaos_action::close_after && !ev.params.contains("bytes"))
+        if (ev.action == fault_kind::close_after && !ev.params.contains("bytes"))
           ctx.fail(p + ".action", "action 'close_after' needs bytes = the bytes before the close");
-        if (layer == chaos_layer::disk) {
+        if (layer == fault_layer::disk) {
           // dd-chaos disk: a checkpoint is an owner's (owner:N); a full disk is a node's run
           // directory (node:NAME).
-          const bool full = ev.action == chaos_action::disk_full;
+          const bool full = ev.action == fault_kind::disk_full;
           const std::string want = full ? "node:" : "owner:";
           if (has_target &&
               (ev.target_spec.rfind(want, 0) != 0 || ev.target_spec.find(',') != std::string::npos))
@@ -1174,13 +1185,12 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
                                  "restored; the owner's next checkpoint replaces it)",
                                  act));
         }
-        if (has_damage && ev.action != chaos_action::kill_owner && ev.damage_checkpoint)
+        if (has_damage && ev.action != fault_kind::kill_owner && ev.damage_checkpoint)
           ctx.fail(p + ".damage_checkpoint",
-                   fmt::format("applies only to action 'kill_owner' (action is '{}')",
-                               to_string(ev.action)));
-        if (has_factor && ev.action != chaos_action::slow && ev.factor != 1.0)
+                   fmt::format("applies only to action 'kill_owner' (action is '{}')", act));
+        if (has_factor && ev.action != fault_kind::slow_learner && ev.factor != 1.0)
           ctx.fail(p + ".factor",
-                   fmt::format("applies only to action 'slow' (action is '{}')", act));
+                   fmt::format("applies only to action 'slow_learner' (action is '{}')", act));
         if (has_delay && !delays && ev.delay != 0.0)
           ctx.fail(p + ".delay",
                    fmt::format("applies only to actions 'delay_push', 'delay_broadcast' "
@@ -1204,12 +1214,12 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
                    fmt::format("action '{}' acts in the syncer node, which does not "
                                "see learner steps: give at_time",
                                act));
-        if (has_target && ev.target_spec.empty() && ev.action == chaos_action::kill_owner &&
+        if (has_target && ev.target_spec.empty() && ev.action == fault_kind::kill_owner &&
             ev.target >= e.sync.fragments)
           ctx.fail(p + ".target", fmt::format("fragment {} does not exist (sync.fragments is {}; "
                                               "ids start at 0)",
                                               ev.target, e.sync.fragments));
-        if (has_target && ev.target_spec.empty() && ev.action != chaos_action::kill_owner &&
+        if (has_target && ev.target_spec.empty() && ev.action != fault_kind::kill_owner &&
             ev.target >= e.learners.count)
           ctx.fail(p + ".target",
                    fmt::format("learner {} does not exist (learners.count is {}; ids "
@@ -1258,21 +1268,21 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
       for (std::size_t i = 0; i < v->size(); ++i) {
         const std::string kp = fmt::format("{}[{}]", r.path("kinds"), i + 1);
         const json& x = (*v)[i];
-        const auto a =
-            x.is_string() ? detail::parse_enum<chaos_action>(x.get<std::string>()) : std::nullopt;
-        if (!a || chaos_layer_of(*a) == chaos_layer::in_process ||
-            chaos_layer_of(*a) == chaos_layer::disk || *a == chaos_action::restart) {
+        std::string warning;
+        const auto a = x.is_string() ? dsl_fault_kind(x.get<std::string>(), &warning) : std::nullopt;
+        if (!a || fault_layer_of(*a) == fault_layer::in_process ||
+            fault_layer_of(*a) == fault_layer::disk || *a == fault_kind::restart) {
           ctx.fail(kp, fmt::format("{} is not a process or network action with a recovery time "
                                    "(kill_process, term, pause, slow_process, latency, bandwidth, "
                                    "reset, blackhole, partition, corrupt, slice, close_after)",
                                    x.is_string() ? "'" + x.get<std::string>() + "'" : describe(x)));
           continue;
         }
-        rf.kinds.push_back(x.get<std::string>());
+        rf.kinds.push_back(*a);
       }
     }
   }
-  if (cluster && rf.kinds.empty()) rf.kinds = {"kill_process"};
+  if (cluster && rf.kinds.empty()) rf.kinds = {fault_kind::kill};
   r.finish();
 }
 
@@ -1463,6 +1473,7 @@ load_result resolve_all(std::chrono::steady_clock::time_point deadline, std::vec
     std::vector<config_error> errors;
     std::size_t more = 0;
     read_context ctx{&origin, &errors, nullptr, &more};
+    ctx.warnings = &result.warnings;
     for (const auto& [path, why] : snap.problems) ctx.fail(path, why);
     if (!snap.value.is_object()) {
       errors.push_back({file, snap.line, "",

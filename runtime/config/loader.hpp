@@ -92,11 +92,17 @@ struct load_result {
   std::vector<config_error> errors;
   /// Errors found past those, counted only.
   std::size_t more_errors = 0;
+  /// What loaded but should be written otherwise: an old spelling that still works (a chaos
+  /// action renamed in runtime/config/fault_kind.hpp), naming the new one. The commands print
+  /// them to stderr.
+  std::vector<config_error> warnings;
 
   /// True when there are no errors.
   bool ok() const { return errors.empty(); }
   /// Every error's to_string(), one per line, then "… and N more errors" when some were cut.
   std::string error_text() const;
+  /// Every warning's to_string() prefixed "warning: ", one per line ("" when none).
+  std::string warning_text() const;
 };
 
 /// Runs the experiment file at `path` in the sandbox and resolves its experiments.

@@ -61,6 +61,7 @@ int resolve_command(const std::vector<std::string>& args, std::ostream& out, std
     err << r.error_text();
     return 2;
   }
+  err << r.warning_text();
   if (check) {
     bool refused = false;
     for (const auto& e : r.experiments)

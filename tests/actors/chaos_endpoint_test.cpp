@@ -32,7 +32,7 @@ struct clocked {
 TEST(LiveFaults, DropPushForADurationThenReverts) {
   clocked c;
   live_fault f;
-  f.what = live_fault::kind::drop_push;
+  f.what = fault_kind::drop_push;
   f.learner = 1;
   f.until_s = 10.0;
   EXPECT_EQ(c.hooks.add_live(f), 1u);
@@ -49,7 +49,7 @@ TEST(LiveFaults, DropPushForADurationThenReverts) {
 TEST(LiveFaults, CountBoundsTheFaultAndFragmentsMatch) {
   clocked c;
   live_fault f;
-  f.what = live_fault::kind::corrupt_push;
+  f.what = fault_kind::corrupt_push;
   f.fragment = 2;
   f.count = 2;
   c.hooks.add_live(f);
@@ -65,33 +65,33 @@ TEST(LiveFaults, CountBoundsTheFaultAndFragmentsMatch) {
 
 TEST(LiveFaults, EveryKindReachesItsHook) {
   clocked c;
-  auto add = [&](live_fault::kind k, double delay = 0.0) {
+  auto add = [&](fault_kind k, double delay = 0.0) {
     live_fault f;
     f.what = k;
     f.count = 1;
     f.delay_s = delay;
     c.hooks.add_live(f);
   };
-  add(live_fault::kind::dup_push);
-  add(live_fault::kind::reorder_push);
-  add(live_fault::kind::delay_push, 0.5);
+  add(fault_kind::dup_push);
+  add(fault_kind::reorder_push);
+  add(fault_kind::delay_push, 0.5);
   auto p = c.hooks.on_push(0, 0, 0, 1);
   EXPECT_TRUE(p.duplicate);
   EXPECT_TRUE(p.reorder);
   EXPECT_DOUBLE_EQ(p.delay_s, 0.5);
   EXPECT_FALSE(p.drop);
-  add(live_fault::kind::drop_broadcast);
-  add(live_fault::kind::dup_broadcast);
-  add(live_fault::kind::reorder_broadcast);
-  add(live_fault::kind::delay_broadcast, 0.25);
+  add(fault_kind::drop_broadcast);
+  add(fault_kind::dup_broadcast);
+  add(fault_kind::reorder_broadcast);
+  add(fault_kind::delay_broadcast, 0.25);
   auto b = c.hooks.on_broadcast(1, 3);
   EXPECT_TRUE(b.drop);
   EXPECT_TRUE(b.duplicate);
   EXPECT_TRUE(b.reorder);
   EXPECT_DOUBLE_EQ(b.delay_s, 0.25);
   EXPECT_FALSE(c.hooks.on_broadcast(1, 3).drop);
-  add(live_fault::kind::nan_step);
-  add(live_fault::kind::fail_step);
+  add(fault_kind::nan_step);
+  add(fault_kind::fail_step);
   auto s = c.hooks.on_learner_step(4, 0, 10);
   EXPECT_TRUE(s.nan);
   EXPECT_TRUE(s.fail);
@@ -103,12 +103,12 @@ TEST(LiveFaults, EveryKindReachesItsHook) {
 TEST(LiveFaults, RefusedWithoutABoundAndClearedAtOnce) {
   clocked c;
   live_fault f;
-  f.what = live_fault::kind::drop_broadcast;
+  f.what = fault_kind::drop_broadcast;
   EXPECT_THROW(c.hooks.add_live(f), std::invalid_argument);  // neither time nor count
-  f.what = live_fault::kind::delay_push;
+  f.what = fault_kind::delay_push;
   f.count = 3;
   EXPECT_THROW(c.hooks.add_live(f), std::invalid_argument);  // a delay kind without a delay
-  f.what = live_fault::kind::drop_push;
+  f.what = fault_kind::drop_push;
   f.until_s = 100;
   c.hooks.add_live(f);
   c.hooks.add_live(f);
@@ -119,17 +119,19 @@ TEST(LiveFaults, RefusedWithoutABoundAndClearedAtOnce) {
 TEST(LiveFaults, ScheduledStartAtStepAndTime) {
   clocked c;
   fault_spec at_step;
-  at_step.what = fault_spec::kind::start_live;
+  at_step.what = fault_kind::nan_step;
+  at_step.live_window = true;
   at_step.target = 2;
   at_step.at_step = 40;
-  at_step.live.what = live_fault::kind::nan_step;
+  at_step.live.what = fault_kind::nan_step;
   at_step.live.learner = 2;
   c.hooks.add(at_step);
   fault_spec at_time;
-  at_time.what = fault_spec::kind::start_live;
+  at_time.what = fault_kind::drop_broadcast;
+  at_time.live_window = true;
   at_time.at_seconds = 5.0;
   at_time.duration_s = 3.0;
-  at_time.live.what = live_fault::kind::drop_broadcast;
+  at_time.live.what = fault_kind::drop_broadcast;
   c.hooks.add(at_time);
   EXPECT_FALSE(c.hooks.on_learner_step(2, 0, 39).nan);
   EXPECT_FALSE(c.hooks.on_learner_step(1, 0, 40).nan);  // learner 1's step 40: not the target
@@ -151,13 +153,13 @@ TEST(RandomFaults, WeibullRecoveryKeepsTheMean) {
   rec.mean_s = 4.0;
   rec.shape = 2.0;
   const auto s =
-      random_fault_schedule(fault_spec::kind::kill_learner, 200, 1.0, rec, 1e9, 12345, 20);
+      random_fault_schedule(fault_kind::kill_learner, 200, 1.0, rec, 1e9, 12345, 20);
   ASSERT_EQ(s.size(), 4000u);
   double sum = 0;
   for (const auto& f : s) sum += f.downtime_s;
   EXPECT_NEAR(sum / static_cast<double>(s.size()), 4.0, 0.15);  // σ/√n ≈ 2.1/63 ≈ 0.03
   rec.shape = 0;
-  EXPECT_THROW(random_fault_schedule(fault_spec::kind::kill_learner, 1, 1.0, rec, 10, 1),
+  EXPECT_THROW(random_fault_schedule(fault_kind::kill_learner, 1, 1.0, rec, 10, 1),
                std::invalid_argument);
 }
 

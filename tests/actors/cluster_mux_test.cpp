@@ -419,23 +419,23 @@ fault_plan seeded_faults(uint64_t seed) {
   rng r(seed);
   fault_plan p;
   fault_spec kill;
-  kill.what = fault_spec::kind::kill_learner;
+  kill.what = fault_kind::kill_learner;
   kill.target = static_cast<int32_t>(r.below(3));
   kill.at_step = 8 + r.below(16);
   p.learner_side.push_back(kill);
   fault_spec corrupt;  // damaged in transit: the owner refuses the chunk (reject), it is resent
-  corrupt.what = fault_spec::kind::corrupt_push;
+  corrupt.what = fault_kind::corrupt_push;
   corrupt.target = static_cast<int32_t>(r.below(3));
   corrupt.at_step = 4 + r.below(8);
   p.learner_side.push_back(corrupt);
   fault_spec delay;
-  delay.what = fault_spec::kind::delay_push;
+  delay.what = fault_kind::delay_push;
   delay.target = (corrupt.target + 1) % 3;  // one fault per push: a delay would hide the damage
   delay.at_step = 2 + r.below(20);
   delay.delay_s = 0.3;
   p.learner_side.push_back(delay);
   fault_spec owner;
-  owner.what = fault_spec::kind::kill_owner;
+  owner.what = fault_kind::kill_owner;
   owner.target = static_cast<int32_t>(r.below(2));
   owner.at_step = 2 + r.below(3);  // the owner's version
   p.syncer_side.push_back(owner);
@@ -610,10 +610,10 @@ TEST(cluster_mux, every_message_kind_crosses_the_simulated_network_and_faults_ke
   // The faults fired where they were scheduled.
   ASSERT_EQ(o.fired_learner.size(), faults.learner_side.size());
   ASSERT_EQ(o.fired_syncer.size(), 1u);
-  EXPECT_EQ(o.fired_syncer[0].spec.what, fault_spec::kind::kill_owner);
+  EXPECT_EQ(o.fired_syncer[0].spec.what, fault_kind::kill_owner);
   bool killed = false;
   for (const auto& f : o.fired_learner)
-    if (f.spec.what == fault_spec::kind::kill_learner) {
+    if (f.spec.what == fault_kind::kill_learner) {
       killed = true;
       EXPECT_EQ(f.step, faults.learner_side[0].at_step);
     }

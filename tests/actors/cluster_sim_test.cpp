@@ -130,22 +130,22 @@ void check_invariants(const sim_outcome& o, const config::experiment& e) {
 TEST(cluster_sim, scripted_faults_fire_and_the_killed_learner_comes_back) {
   auto e = tiny_experiment("sim_scripted");
   std::vector<fault_spec> faults(3);
-  faults[0].what = fault_spec::kind::kill_learner;
+  faults[0].what = fault_kind::kill_learner;
   faults[0].target = 2;
   faults[0].at_step = 19;  // 40% of 48
-  faults[1].what = fault_spec::kind::slow_learner;
+  faults[1].what = fault_kind::slow_learner;
   faults[1].target = 1;
   faults[1].at_step = 5;
   faults[1].factor = 1.5;
-  faults[2].what = fault_spec::kind::drop_push;
+  faults[2].what = fault_kind::drop_push;
   faults[2].target = 3;
   faults[2].at_step = 10;
   auto o = simulate(e, faults, ::testing::TempDir() + "dd_sim_scripted");
   ASSERT_EQ(o.fired.size(), 3u);
-  EXPECT_EQ(o.fired[0].spec.what, fault_spec::kind::slow_learner);
+  EXPECT_EQ(o.fired[0].spec.what, fault_kind::slow_learner);
   EXPECT_EQ(o.fired[0].step, 5u);
-  EXPECT_EQ(o.fired[1].spec.what, fault_spec::kind::drop_push);
-  EXPECT_EQ(o.fired[2].spec.what, fault_spec::kind::kill_learner);
+  EXPECT_EQ(o.fired[1].spec.what, fault_kind::drop_push);
+  EXPECT_EQ(o.fired[2].spec.what, fault_kind::kill_learner);
   EXPECT_EQ(o.fired[2].step, 19u);
   EXPECT_EQ(o.result.summary["learner_restarts"], 1);
   EXPECT_DOUBLE_EQ(o.result.summary["uptime"].get<double>(), 1.0);  // K = 1: merges never stop
@@ -163,7 +163,7 @@ TEST(cluster_sim, scripted_faults_fire_and_the_killed_learner_comes_back) {
 TEST(cluster_sim, a_time_keyed_owner_kill_fires_on_time_not_at_the_next_merge) {
   auto e = tiny_experiment("sim_owner_at_time");
   fault_spec kill;
-  kill.what = fault_spec::kind::kill_owner;
+  kill.what = fault_kind::kill_owner;
   kill.target = 1;
   kill.at_seconds = 1.234;  // between two merges of fragment 1 (they are ~0.4 s apart)
   auto o = simulate(e, {kill}, ::testing::TempDir() + "dd_sim_owner_at_time");
@@ -224,27 +224,27 @@ std::vector<fault_spec> random_faults(uint64_t seed, const config::experiment& e
   const uint64_t steps = static_cast<uint64_t>(e.budget.steps);
   for (int k = 0; k < 2; ++k) {
     fault_spec f;
-    f.what = fault_spec::kind::kill_learner;
+    f.what = fault_kind::kill_learner;
     f.target = static_cast<int32_t>(r.below(4));
     f.at_step = 4 + r.below(steps / 2);
     out.push_back(f);
   }
   fault_spec slow;
-  slow.what = fault_spec::kind::slow_learner;
+  slow.what = fault_kind::slow_learner;
   slow.target = static_cast<int32_t>(r.below(4));
   slow.at_step = 1 + r.below(10);
   slow.factor = 1.0 + 0.5 * r.uniform();
   out.push_back(slow);
   for (int k = 0; k < 3; ++k) {
     fault_spec f;
-    f.what = k == 2 ? fault_spec::kind::delay_push : fault_spec::kind::drop_push;
+    f.what = k == 2 ? fault_kind::delay_push : fault_kind::drop_push;
     f.target = static_cast<int32_t>(r.below(4));
     f.at_step = 2 + r.below(steps / 2);
     f.delay_s = 0.3;
     out.push_back(f);
   }
   fault_spec owner;
-  owner.what = fault_spec::kind::kill_owner;
+  owner.what = fault_kind::kill_owner;
   owner.target = static_cast<int32_t>(r.below(2));
   owner.at_step = 2 + r.below(3);  // the owner's version
   out.push_back(owner);
@@ -325,7 +325,7 @@ TEST(cluster_sim, stale_pushes_are_rejected_and_the_learner_resynchronizes) {
   std::vector<fault_spec> faults;
   for (int k = 0; k < 4; ++k) {
     fault_spec f;
-    f.what = fault_spec::kind::delay_push;
+    f.what = fault_kind::delay_push;
     f.target = k % 2;
     f.at_step = static_cast<uint64_t>(4 + 8 * k);
     f.delay_s = 0.25;  // after the others' merge (grace ≈ 0.16 s), before its next push (0.4 s)
@@ -497,7 +497,7 @@ TEST(cluster_sim, a_push_replaced_or_dropped_in_the_queue_is_not_waited_for_by_t
   e.sync.interval = 4;
   e.sync.max_inflight = 1;
   fault_spec held;
-  held.what = fault_spec::kind::delay_push;
+  held.what = fault_kind::delay_push;
   held.target = 0;
   held.at_step = 45;
   held.delay_s = 0.35;
@@ -523,10 +523,10 @@ TEST(cluster_sim, a_push_replaced_or_dropped_in_the_queue_is_not_waited_for_by_t
 TEST(cluster_sim, a_push_damaged_in_transit_is_refused_and_sent_again) {
   auto e = tiny_experiment("sim_corrupt_push");
   std::vector<fault_spec> faults(2);
-  faults[0].what = fault_spec::kind::corrupt_push;
+  faults[0].what = fault_kind::corrupt_push;
   faults[0].target = 1;
   faults[0].at_step = 8;
-  faults[1].what = fault_spec::kind::corrupt_push;  // the final push, during the drain
+  faults[1].what = fault_kind::corrupt_push;  // the final push, during the drain
   faults[1].target = 2;
   faults[1].at_step = static_cast<uint64_t>(e.budget.steps);
   auto o = simulate(e, faults, ::testing::TempDir() + e.name);

@@ -69,7 +69,7 @@ nlohmann::json read_json(const std::filesystem::path& p) {
 /// Runs `e` with no restarts allowed and one kill (`what` of `target` at step/version `at`) into
 /// a fresh `dir`.
 run_result run_with_one_fatal_kill(config::experiment e, const std::filesystem::path& dir,
-                                   fault_spec::kind what, int32_t target, uint64_t at) {
+                                   fault_kind what, int32_t target, uint64_t at) {
   std::filesystem::remove_all(dir);
   run_options ro;
   ro.progress_every_s = 0;
@@ -210,7 +210,7 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
   config::chaos_event kill;
   kill.trigger = config::chaos_trigger::at_fraction;
   kill.at = 0.4;
-  kill.action = config::chaos_action::kill;
+  kill.action = config::fault_kind::kill_learner;
   kill.target = 2;
   e.chaos.events.push_back(kill);
   ro.run_dir = (dir / "kill").string();
@@ -242,7 +242,7 @@ TEST(main_job, a_learner_that_exhausts_its_restarts_fails_the_run) {
   const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_give_up";
   auto e = small_experiment("give_up");
   e.budget.steps = 30;
-  auto r = run_with_one_fatal_kill(e, dir, fault_spec::kind::kill_learner, 1, 10);
+  auto r = run_with_one_fatal_kill(e, dir, fault_kind::kill_learner, 1, 10);
   auto summary = expect_failed_run(r, dir, "learner 1 of 4 exhausted its restart budget");
   for (const char* k : {"final_val_loss", "tokens", "wall_seconds", "goodput", "effective_goodput",
                         "uptime", "merges", "mean_contributors_per_merge", "learner_restarts",
@@ -260,7 +260,7 @@ TEST(main_job, an_owner_that_exhausts_its_restarts_stops_and_fails_the_run) {
   auto e = small_experiment("owner_lost");
   e.budget.steps = 400;  // long enough that finishing it would mean the stop did not happen
   // Owner 1 killed at its third version.
-  auto r = run_with_one_fatal_kill(e, dir, fault_spec::kind::kill_owner, 1, 3);
+  auto r = run_with_one_fatal_kill(e, dir, fault_kind::kill_owner, 1, 3);
   auto summary = expect_failed_run(r, dir, "fragment owner 1 of 2 exhausted its restart budget");
   // Stopped early: far fewer tokens than the 4 × 400 steps of the budget.
   EXPECT_GT(summary["tokens"].get<uint64_t>(), 0u);
@@ -746,7 +746,7 @@ TEST(main_job, an_owner_killed_with_a_damaged_checkpoint_is_rebuilt_from_a_learn
   config::chaos_event kill;
   kill.trigger = config::chaos_trigger::at_fraction;
   kill.at = 0.5;
-  kill.action = config::chaos_action::kill_owner;
+  kill.action = config::fault_kind::kill_owner;
   kill.target = 1;
   kill.damage_checkpoint = true;
   e.chaos.events.push_back(kill);

@@ -8,6 +8,7 @@
 
 namespace {
 
+using dd::actors::fault_kind;
 using dd::actors::fault_spec;
 using dd::actors::random_fault_schedule;
 using dd::actors::random_recovery;
@@ -20,12 +21,12 @@ TEST(RandomFaults, RateMatchesMtbfAndDowntimeMean) {
   rec.dist = random_recovery::distribution::exponential;
   rec.mean_s = 5.0;
   const auto s =
-      random_fault_schedule(fault_spec::kind::kill_learner, 4, 100.0, rec, 1e6, 42, 100000);
+      random_fault_schedule(fault_kind::kill_learner, 4, 100.0, rec, 1e6, 42, 100000);
   const double expected = 4 * 1e6 / 105.0;
   EXPECT_NEAR(static_cast<double>(s.size()), expected, 0.03 * expected);
   double down = 0;
   for (const auto& f : s) {
-    EXPECT_EQ(f.what, fault_spec::kind::kill_learner);
+    EXPECT_EQ(f.what, fault_kind::kill_learner);
     EXPECT_GE(f.target, 0);
     EXPECT_LT(f.target, 4);
     EXPECT_GE(f.at_seconds, 0.0);
@@ -40,20 +41,20 @@ TEST(RandomFaults, LognormalKeepsTheMeanAndFixedIsExact) {
   rec.dist = random_recovery::distribution::lognormal;
   rec.mean_s = 8.0;
   rec.sigma = 0.5;
-  const auto s = random_fault_schedule(fault_spec::kind::kill_owner, 2, 10.0, rec, 5e5, 7, 100000);
+  const auto s = random_fault_schedule(fault_kind::kill_owner, 2, 10.0, rec, 5e5, 7, 100000);
   double down = 0;
   for (const auto& f : s) down += f.downtime_s;
   EXPECT_NEAR(down / static_cast<double>(s.size()), 8.0, 0.2);
   rec.dist = random_recovery::distribution::fixed;
-  for (const auto& f : random_fault_schedule(fault_spec::kind::kill_owner, 1, 10.0, rec, 1e3, 7))
+  for (const auto& f : random_fault_schedule(fault_kind::kill_owner, 1, 10.0, rec, 1e3, 7))
     EXPECT_DOUBLE_EQ(f.downtime_s, 8.0);
 }
 
 TEST(RandomFaults, SameSeedSameScheduleAndTimesIncrease) {
   random_recovery rec;
-  const auto a = random_fault_schedule(fault_spec::kind::kill_learner, 3, 50.0, rec, 5000, 9);
-  const auto b = random_fault_schedule(fault_spec::kind::kill_learner, 3, 50.0, rec, 5000, 9);
-  const auto c = random_fault_schedule(fault_spec::kind::kill_learner, 3, 50.0, rec, 5000, 10);
+  const auto a = random_fault_schedule(fault_kind::kill_learner, 3, 50.0, rec, 5000, 9);
+  const auto b = random_fault_schedule(fault_kind::kill_learner, 3, 50.0, rec, 5000, 9);
+  const auto c = random_fault_schedule(fault_kind::kill_learner, 3, 50.0, rec, 5000, 10);
   ASSERT_EQ(a.size(), b.size());
   ASSERT_FALSE(a.empty());
   for (size_t i = 0; i < a.size(); ++i) {
@@ -69,12 +70,12 @@ TEST(RandomFaults, SameSeedSameScheduleAndTimesIncrease) {
 
 TEST(RandomFaults, BadParametersAreRefused) {
   random_recovery rec;
-  EXPECT_THROW(random_fault_schedule(fault_spec::kind::kill_learner, 1, 0.0, rec, 10, 1),
+  EXPECT_THROW(random_fault_schedule(fault_kind::kill_learner, 1, 0.0, rec, 10, 1),
                std::invalid_argument);
-  EXPECT_THROW(random_fault_schedule(fault_spec::kind::kill_learner, 1, 10.0, rec, -1, 1),
+  EXPECT_THROW(random_fault_schedule(fault_kind::kill_learner, 1, 10.0, rec, -1, 1),
                std::invalid_argument);
   rec.mean_s = 0.0;
-  EXPECT_THROW(random_fault_schedule(fault_spec::kind::kill_learner, 1, 10.0, rec, 10, 1),
+  EXPECT_THROW(random_fault_schedule(fault_kind::kill_learner, 1, 10.0, rec, 10, 1),
                std::invalid_argument);
 }
 

@@ -2,6 +2,9 @@
 // message kinds with counts, process and network kinds with dd-chaos targets and knobs, and the
 // whole-cluster random schedule keys; each read back from the resolved JSON (what a learner
 // node receives in its handshake) unchanged.
+#include <set>
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "runtime/config/loader.hpp"
@@ -39,32 +42,32 @@ experiment {
 void expect_chaos(const experiment& e) {
   ASSERT_EQ(e.chaos.events.size(), 8u);
   const auto& ev = e.chaos.events;
-  EXPECT_EQ(ev[0].action, chaos_action::nan);
+  EXPECT_EQ(ev[0].action, fault_kind::nan_step);
   EXPECT_EQ(ev[0].trigger, chaos_trigger::at_step);
   EXPECT_EQ(ev[0].target, 2);
-  EXPECT_EQ(chaos_layer_of(ev[0].action), chaos_layer::in_process);
-  EXPECT_TRUE(is_live_message_action(ev[0].action));
-  EXPECT_EQ(ev[1].action, chaos_action::dup_push);
+  EXPECT_EQ(fault_layer_of(ev[0].action), fault_layer::in_process);
+  EXPECT_TRUE(starts_live_window(ev[0].action));
+  EXPECT_EQ(ev[1].action, fault_kind::dup_push);
   EXPECT_DOUBLE_EQ(ev[1].duration, 10.0);
   EXPECT_EQ(ev[2].params.at("count").get<int>(), 3);
-  EXPECT_EQ(ev[3].action, chaos_action::delay_broadcast);
+  EXPECT_EQ(ev[3].action, fault_kind::delay_broadcast);
   EXPECT_DOUBLE_EQ(ev[3].delay, 0.25);
-  EXPECT_EQ(ev[4].action, chaos_action::pause);
-  EXPECT_EQ(chaos_layer_of(ev[4].action), chaos_layer::process);
-  EXPECT_FALSE(is_live_message_action(ev[4].action));
+  EXPECT_EQ(ev[4].action, fault_kind::pause);
+  EXPECT_EQ(fault_layer_of(ev[4].action), fault_layer::process);
+  EXPECT_FALSE(starts_live_window(ev[4].action));
   EXPECT_EQ(ev[4].target_spec, "learner:1");
   EXPECT_EQ(ev[5].trigger, chaos_trigger::at_fraction);
   EXPECT_DOUBLE_EQ(ev[5].params.at("duty").get<double>(), 0.25);
   EXPECT_DOUBLE_EQ(ev[5].params.at("period").get<double>(), 0.4);
-  EXPECT_EQ(ev[6].action, chaos_action::latency);
-  EXPECT_EQ(chaos_layer_of(ev[6].action), chaos_layer::network);
+  EXPECT_EQ(ev[6].action, fault_kind::latency);
+  EXPECT_EQ(fault_layer_of(ev[6].action), fault_layer::network);
   EXPECT_DOUBLE_EQ(ev[6].params.at("ms").get<double>(), 200.0);
   EXPECT_DOUBLE_EQ(ev[6].params.at("jitter").get<double>(), 50.0);
   EXPECT_EQ(ev[6].params.at("dir").get<std::string>(), "up");
-  EXPECT_EQ(ev[7].action, chaos_action::partition);
+  EXPECT_EQ(ev[7].action, fault_kind::partition);
   const auto& r = e.chaos.random;
   EXPECT_DOUBLE_EQ(r.cluster_mtbf_seconds, 30.0);
-  EXPECT_EQ(r.kinds, (std::vector<std::string>{"kill_process", "pause"}));
+  EXPECT_EQ(r.kinds, (std::vector<fault_kind>{fault_kind::kill, fault_kind::pause}));
   EXPECT_DOUBLE_EQ(r.min_gap_seconds, 5.0);
   EXPECT_EQ(r.max_concurrent, 2);
   EXPECT_EQ(r.recovery.dist, recovery_dist::weibull);
@@ -129,6 +132,76 @@ TEST(ConfigChaos, KnownKeyPathsListTheKnobs) {
                         "chaos.random.cluster_mtbf_seconds", "chaos.random.max_concurrent",
                         "chaos.random.recovery.shape"})
     EXPECT_NE(std::find(keys.begin(), keys.end(), k), keys.end()) << k;
+}
+
+// One vocabulary (runtime/config/fault_kind.hpp): every fault has one name that reads back to
+// it, its DSL spelling reads back without a warning, and the in-process kill is not the SIGKILL.
+TEST(ConfigChaos, EveryFaultHasOneNameAndTheKillsDiffer) {
+  std::set<std::string> names;
+  for (int i = 0; i <= static_cast<int>(fault_kind::disk_full); ++i) {
+    const auto k = static_cast<fault_kind>(i);
+    EXPECT_TRUE(names.insert(to_string(k)).second) << to_string(k);
+    EXPECT_EQ(fault_kind_from(to_string(k)), k) << to_string(k);
+    if (dsl_name(k) == nullptr) continue;
+    std::string warning;
+    EXPECT_EQ(dsl_fault_kind(dsl_name(k), &warning), k) << dsl_name(k);
+    EXPECT_EQ(warning, "") << dsl_name(k);
+  }
+  EXPECT_EQ(names.size(), static_cast<size_t>(fault_kind::disk_full) + 1);
+  EXPECT_STREQ(to_string(fault_kind::kill), "kill");
+  EXPECT_STREQ(to_string(fault_kind::kill_learner), "kill_learner");
+  EXPECT_EQ(fault_layer_of(fault_kind::kill), fault_layer::process);
+  EXPECT_EQ(fault_layer_of(fault_kind::kill_learner), fault_layer::in_process);
+  EXPECT_STREQ(dsl_name(fault_kind::kill), "kill_process");
+  EXPECT_STREQ(dsl_name(fault_kind::slow), "slow_process");
+  EXPECT_EQ(dsl_name(fault_kind::resume), nullptr);
+  EXPECT_EQ(fault_kind_from("nan"), std::nullopt);  // an old DSL spelling, not a name
+}
+
+// An experiment file written with the DSL's old fault names keeps its meaning, and each old
+// name is reported with its file, line and the name to write instead.
+TEST(ConfigChaos, OldFaultNamesStillLoadAndWarnNamingTheNewOne) {
+  const std::string text = std::string("experiment { ") + test::k_data +
+                           R"(, learners = { count = 3 }, chaos = { events = {
+  { at_step = 10, action = "kill", target = 1 },
+  { at_step = 20, action = "slow", target = 0, factor = 3 },
+  { at_step = 30, action = "nan", target = 2 },
+  { at_step = 40, action = "fail", target = 2 },
+  { at_step = 50, action = "kill_learner", target = 0 },
+} } })";
+  auto r = load_string(text, "old.lua", test::repo_options());
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  const auto& ev = r.experiments[0].chaos.events;
+  ASSERT_EQ(ev.size(), 5u);
+  EXPECT_EQ(ev[0].action, fault_kind::kill_learner);
+  EXPECT_EQ(ev[1].action, fault_kind::slow_learner);
+  EXPECT_DOUBLE_EQ(ev[1].factor, 3.0);
+  EXPECT_EQ(ev[2].action, fault_kind::nan_step);
+  EXPECT_EQ(ev[3].action, fault_kind::fail_step);
+  EXPECT_EQ(ev[4].action, fault_kind::kill_learner);
+  ASSERT_EQ(r.warnings.size(), 4u) << r.warning_text();  // not for kill_learner
+  EXPECT_EQ(r.warnings[0].file, "old.lua");
+  EXPECT_EQ(r.warnings[0].line, 2);
+  EXPECT_EQ(r.warnings[0].key_path, "chaos.events[1].action");
+  EXPECT_NE(r.warnings[0].message.find("write 'kill_learner'"), std::string::npos)
+      << r.warnings[0].message;
+  EXPECT_NE(r.warnings[0].message.find("'kill_process'"), std::string::npos);
+  EXPECT_NE(r.warnings[1].message.find("write 'slow_learner'"), std::string::npos);
+  EXPECT_NE(r.warnings[2].message.find("write 'nan_step'"), std::string::npos);
+  EXPECT_NE(r.warnings[3].message.find("write 'fail_step'"), std::string::npos);
+  EXPECT_NE(r.warning_text().find("warning: old.lua:2: chaos.events[1].action: action 'kill'"),
+            std::string::npos)
+      << r.warning_text();
+  // The resolved form (run directories, a learner node's handshake) uses the new names.
+  const auto j = to_json(r.experiments[0]);
+  EXPECT_EQ(j["chaos"]["events"][0]["action"], "kill_learner");
+  EXPECT_EQ(j["chaos"]["events"][2]["action"], "nan_step");
+  load_options o;
+  o.check_files = false;
+  auto again = load_json(j, o);
+  ASSERT_TRUE(again.ok()) << again.error_text();
+  EXPECT_TRUE(again.warnings.empty()) << again.warning_text();
+  EXPECT_EQ(again.experiments[0].chaos.events[0].action, fault_kind::kill_learner);
 }
 
 }  // namespace

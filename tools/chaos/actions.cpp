@@ -15,6 +15,8 @@
 // the reverter when done; `heal` applies whatever is still recorded.
 #include "tools/chaos/actions.hpp"
 
+#include "runtime/config/fault_kind.hpp"
+
 #include <unistd.h>
 #include <algorithm>
 #include <cerrno>
@@ -50,18 +52,24 @@ void chaos_env::reload() {
   }
 }
 
-bool is_process_kind(const std::string& k) {
-  return k == "kill" || k == "term" || k == "pause" || k == "resume" || k == "slow" ||
-         k == "restart";
+namespace {
+
+/// True when `k` names a fault (runtime/config/fault_kind.hpp) of layer `layer`.
+bool in_layer(const std::string& k, config::fault_layer layer) {
+  const auto f = config::fault_kind_from(k);
+  return f && config::fault_layer_of(*f) == layer;
 }
 
-bool is_disk_kind(const std::string& k) {
-  return k == "disk_truncate" || k == "disk_corrupt" || k == "disk_full";
-}
+}  // namespace
+
+bool is_process_kind(const std::string& k) { return in_layer(k, config::fault_layer::process); }
+
+bool is_disk_kind(const std::string& k) { return in_layer(k, config::fault_layer::disk); }
 
 bool is_net_kind(const std::string& k) {
-  return k == "latency" || k == "bandwidth" || k == "reset" || k == "blackhole" || k == "corrupt" ||
-         k == "slice" || k == "close_after";
+  // A partition is the DSL's blackhole in both directions (dsl.cpp): dd-chaos's command is
+  // `net blackhole --dir both`.
+  return k != "partition" && in_layer(k, config::fault_layer::network);
 }
 
 void check_net_knobs(const std::string& kind, const json& net, bool only_own) {

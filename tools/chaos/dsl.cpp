@@ -15,21 +15,26 @@ namespace dd::chaos {
 
 using nlohmann::json;
 
+std::string msg_kind_of(config::fault_kind k) {
+  return config::is_live_fault(k) ? config::to_string(k) : std::string();
+}
+
+std::string chaos_kind_of(config::fault_kind k) {
+  if (k == config::fault_kind::partition) return "blackhole";  // with dir = both
+  return config::fault_layer_of(k) != config::fault_layer::in_process ? config::to_string(k)
+                                                                      : std::string();
+}
+
 std::string msg_kind_of_action(const std::string& action) {
-  if (action == "nan") return "nan_step";
-  if (action == "fail") return "fail_step";
-  return is_msg_kind(action) ? action : std::string();
+  const auto k = config::dsl_fault_kind(action);
+  return k ? msg_kind_of(*k) : std::string();
 }
 
 std::string chaos_kind_of_action(const std::string& action) {
-  // The DSL's `kill` and `slow` are in-process (a learner actor killed or slowed inside its
-  // node), not dd-chaos's process faults of the same names: the nodes apply them.
-  if (action == "kill" || action == "slow") return "";
-  if (action == "kill_process") return "kill";
-  if (action == "slow_process") return "slow";
-  if (action == "partition") return "blackhole";
-  if (is_process_kind(action) || is_net_kind(action) || is_disk_kind(action)) return action;
-  return "";
+  // The DSL's old `kill` and `slow` are in-process (kill_learner, slow_learner): the nodes
+  // apply them; its kill_process and slow_process are dd-chaos's kill and slow.
+  const auto k = config::dsl_fault_kind(action);
+  return k ? chaos_kind_of(*k) : std::string();
 }
 
 dsl_session read_experiment_chaos(const std::string& path,
@@ -43,6 +48,7 @@ dsl_session read_experiment_chaos(const std::string& path,
   lo.check_files = false;  // the nodes read the data; dd-chaos only needs the chaos section
   const auto loaded = config::load_file(path, lo);
   if (!loaded.ok()) throw chaos_error(loaded.error_text());
+  std::fprintf(stderr, "%s", loaded.warning_text().c_str());
   if (loaded.experiments.size() != 1)
     throw chaos_error(fmt::format("{}: defines {} experiments; select one with --name", path,
                                   loaded.experiments.size()));
@@ -50,15 +56,14 @@ dsl_session read_experiment_chaos(const std::string& path,
   dsl_session out;
   size_t messages = 0;
   for (const auto& ev : exp.chaos.events) {
-    const std::string msg_kind = msg_kind_of_action(config::to_string(ev.action));
+    const std::string msg_kind = msg_kind_of(ev.action);
     if (!msg_kind.empty() && nodes.message_faults_via_endpoint) {
       // The nodes leave it to us (dd-node launch): one endpoint request, at its time, or at
       // once armed with the step the node starts it at.
       timed_fault tf;
       tf.spec.kind = msg_kind;
       tf.spec.target = fmt::format("learner:{}", ev.target);
-      const bool one_shot = ev.action == config::chaos_action::drop_push ||
-                            ev.action == config::chaos_action::delay_push;
+      const bool one_shot = !config::starts_live_window(ev.action);
       if (!one_shot) tf.spec.duration = ev.duration;
       if (ev.params.contains("count") && !one_shot)
         tf.spec.net["count"] = ev.params["count"];
@@ -81,7 +86,7 @@ dsl_session read_experiment_chaos(const std::string& path,
       ++messages;
       continue;
     }
-    const std::string kind = chaos_kind_of_action(config::to_string(ev.action));
+    const std::string kind = chaos_kind_of(ev.action);
     if (kind.empty()) continue;  // in-process: the nodes apply it
     timed_fault tf;
     tf.at = ev.trigger == config::chaos_trigger::at_fraction ? ev.at * exp.budget.seconds : ev.at;
@@ -100,7 +105,7 @@ dsl_session read_experiment_chaos(const std::string& path,
       else
         tf.spec.net[k] = v;
     }
-    if (config::to_string(ev.action) == std::string("partition")) tf.spec.net["dir"] = "both";
+    if (ev.action == config::fault_kind::partition) tf.spec.net["dir"] = "both";
     out.faults.push_back(tf);
   }
   const auto& rf = exp.chaos.random;
@@ -130,7 +135,7 @@ dsl_session read_experiment_chaos(const std::string& path,
     cfg.duration = rf.horizon_seconds > 0                            ? rf.horizon_seconds
                    : exp.budget.kind == config::budget_kind::seconds ? exp.budget.seconds
                                                                      : 3600.0;
-    for (const auto& k : rf.kinds) cfg.kinds.push_back(chaos_kind_of_action(k));
+    for (const auto k : rf.kinds) cfg.kinds.push_back(chaos_kind_of(k));
     cfg.max_concurrent = rf.max_concurrent;
     cfg.min_gap = rf.min_gap_seconds;
     const std::string spec = rf.target == config::chaos_target_kind::learners ? "learners"

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "runtime/config/fault_kind.hpp"
 #include "tools/chaos/nodes_file.hpp"
 #include "tools/chaos/runner.hpp"
 
@@ -21,6 +22,12 @@ struct dsl_session {
   std::vector<timed_fault> faults;  ///< events and drawn faults, at offsets from the start
   nlohmann::json info;              ///< the tape's session line (file, experiment, seed, ...)
 };
+
+/// The message kind (msg.hpp) of fault `k`: its name for the live kinds, "" for the others.
+std::string msg_kind_of(config::fault_kind k);
+/// The dd-chaos command kind of fault `k` of the process, network or disk layer: its name
+/// (partition → "blackhole", fired with dir both); "" for an in-process fault.
+std::string chaos_kind_of(config::fault_kind k);
 
 /// The message kind (msg.hpp) of a DSL message action: "nan" → "nan_step", "fail" →
 /// "fail_step", drop_push ... reorder_broadcast as spelled; "" for any other action.

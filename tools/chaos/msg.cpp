@@ -1,6 +1,8 @@
 // tools/chaos/msg.cpp — see msg.hpp.
 #include "tools/chaos/msg.hpp"
 
+#include "runtime/config/fault_kind.hpp"
+
 #include <signal.h>
 #include <unistd.h>
 
@@ -24,13 +26,14 @@ using nlohmann::json;
 
 namespace {
 
-const char* const msg_kinds[] = {"drop_push",     "dup_push",        "delay_push",
-                                 "reorder_push",  "corrupt_push",    "drop_broadcast",
-                                 "dup_broadcast", "delay_broadcast", "reorder_broadcast",
-                                 "nan_step",      "fail_step"};
-
-bool is_broadcast(const std::string& k) { return k.find("broadcast") != std::string::npos; }
-bool is_step(const std::string& k) { return k == "nan_step" || k == "fail_step"; }
+bool is_broadcast(const std::string& k) {
+  const auto f = config::fault_kind_from(k);
+  return f && config::is_broadcast_fault(*f);
+}
+bool is_step(const std::string& k) {
+  const auto f = config::fault_kind_from(k);
+  return f && config::is_step_message_fault(*f);
+}
 
 void say(const chaos_env& env, const std::string& text) {
   std::fprintf(env.out, "%s%s\n", env.dry_run ? "[dry-run] " : "", text.c_str());
@@ -147,14 +150,14 @@ std::string endpoint_of(const node_entry& n) {
 }  // namespace
 
 bool is_msg_kind(const std::string& kind) {
-  for (const char* k : msg_kinds)
-    if (kind == k) return true;
-  return false;
+  const auto f = config::fault_kind_from(kind);
+  return f && config::is_live_fault(*f);
 }
 
 std::string msg_kind_from_cli(const std::string& name) {
-  if (name == "nan") return "nan_step";
-  if (name == "fail") return "fail_step";
+  // `nan` and `fail` are the command line's short words for nan_step and fail_step.
+  if (name == "nan") return config::to_string(config::fault_kind::nan_step);
+  if (name == "fail") return config::to_string(config::fault_kind::fail_step);
   std::string k = name;
   std::replace(k.begin(), k.end(), '-', '_');
   if (is_msg_kind(k)) return k;

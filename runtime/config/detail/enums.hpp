@@ -38,12 +38,6 @@ DD_CONFIG_ENUM_NAMES(fragment_strategy_kind, "balanced", "layer", "strided");
 DD_CONFIG_ENUM_NAMES(grace_mode, "adaptive", "fixed", "off");
 DD_CONFIG_ENUM_NAMES(wire_format, "fp32", "bf16", "int8", "int4");
 DD_CONFIG_ENUM_NAMES(budget_kind, "tokens", "steps", "seconds");
-DD_CONFIG_ENUM_NAMES(chaos_action, "kill", "slow", "drop_push", "delay_push", "kill_owner",
-                     "dup_push", "reorder_push", "corrupt_push", "drop_broadcast", "dup_broadcast",
-                     "delay_broadcast", "reorder_broadcast", "nan", "fail", "kill_process", "term",
-                     "pause", "slow_process", "restart", "latency", "bandwidth", "reset",
-                     "blackhole", "partition", "corrupt", "slice", "close_after", "disk_truncate",
-                     "disk_corrupt", "disk_full");
 DD_CONFIG_ENUM_NAMES(chaos_trigger, "at_step", "at_time", "at_fraction");
 DD_CONFIG_ENUM_NAMES(chaos_target_kind, "learners", "owners", "any");
 DD_CONFIG_ENUM_NAMES(recovery_dist, "exponential", "fixed", "lognormal", "weibull");
