@@ -2,7 +2,8 @@
 # scripts/test.sh — run the whole test suite (builds first if needed); with --sanitize also the sanitizer stage.
 # GPU tests skip without a device.
 # Usage: scripts/test.sh [--sanitize] [build-dir] [extra ctest args...]
-#   Stage 0: scripts/lint.sh format-check (the tree as .clang-format says).
+#   Stage 0: scripts/lint.sh format-check (the tree as .clang-format says) and role-faults (no
+#            role file holds message-fault code).
 #   Stage 1: build `build-dir` (default build; scripts/setup.sh configures it when missing) and
 #            run every ctest test in it.
 #   Stage 2 (--sanitize or DD_SANITIZE_STAGE=1; CI's .ci/run passes --sanitize):
@@ -15,7 +16,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 sanitize="${DD_SANITIZE_STAGE:-0}"
 if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
-  sed -n '2,13p' "${BASH_SOURCE[0]}"
+  sed -n '2,14p' "${BASH_SOURCE[0]}"
   exit 0
 fi
 if [[ "${1:-}" == "--sanitize" ]]; then
@@ -27,6 +28,7 @@ shift || true
 t0=$(date +%s)
 # Stage 0: the tree is formatted as .clang-format says (no build needed).
 "$here/scripts/lint.sh" format-check
+"$here/scripts/lint.sh" role-faults
 tf=$(date +%s)
 [[ -f "$build/CMakeCache.txt" ]] || "$here/scripts/setup.sh" "$build"
 cmake --build "$build" -j"$(nproc)"

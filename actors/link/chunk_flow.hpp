@@ -19,6 +19,9 @@
 // A chunk is a pre-built message (atom, bytes) with its number appended per link: it travels
 // through an untyped handle, sent as the actor's own `send` would (same sender, same execution
 // context), from typed and untyped actors alike; callers pass any handle (typed or not).
+// The link is where faults are injected (the node's fault filter, link_setup::faults): a
+// broadcast leaving through flow_publish may be dropped, sent twice, sent late or held back
+// until after the next one, as the node's fault hooks decide; roles hold no fault code.
 // Between nodes, a chunk leaves on the tensor channel (actors/link/tensor_channel.hpp) when the
 // sending node holds one to the receiver's node, and on CAF otherwise; the receiver sees the
 // same message either way, and credits always travel on CAF.
@@ -43,6 +46,7 @@
 #include "actors/link/atoms.hpp"
 #include "actors/link/tensor_channel.hpp"
 #include "actors/policy/credit_window.hpp"
+#include "actors/services/fault_hooks.hpp"
 #include "messages/codec.hpp"
 
 namespace dd::actors {
@@ -89,6 +93,21 @@ queued_chunk make_chunk(const Handle& dest, Atom atom, wire_bytes bytes, double 
 /// fresh proxy of a reconnected peer is a new link even when it compares equal to the old one).
 using flow_peer = const caf::actor_control_block*;
 
+/// What the node decides about the links of the actors it hosts; roles get it in their context
+/// and install it in their chunk_flow.
+struct link_setup {
+  /// The node's fault filter on messages leaving it (actors/services/fault_hooks.hpp); null:
+  /// none.
+  fault_hooks* faults = nullptr;
+};
+
+/// A broadcast a reorder fault holds back (flow_publish).
+struct held_broadcast {
+  caf::actor dest;
+  uint64_t version = 0;
+  std::vector<queued_chunk> chunks;
+};
+
 /// Per-actor flow-control state (a member of the actor's state).
 struct chunk_flow {
   /// `first_seq`: see policy::credit_window (a second flow of the same actor starts elsewhere).
@@ -99,6 +118,10 @@ struct chunk_flow {
   std::map<flow_peer, caf::actor> watched;
   uint64_t chunks_sent = 0;  ///< chunk messages sent under credit
   uint64_t bytes_sent = 0;   ///< their encoded bytes
+  link_setup link;           ///< the node's decisions (fault filter)
+  /// Broadcasts held back by a `reorder_broadcast` fault: sent right after the next
+  /// flow_publish, so a newer version reaches the learner first.
+  std::vector<held_broadcast> held;
 };
 
 /// The key of handle `h` (any actor handle).
@@ -170,6 +193,30 @@ void flow_broadcast(Self* self, chunk_flow& f, const Handle& dest,
     c.delay_s = delay_s;
     flow_send(self, f, std::move(c), version);
   }
+}
+
+/// Publishes version `version` of fragment `fragment` (its broadcast chunks, see share_chunks)
+/// to every learner of `learners` ((learner id, handle) pairs), each link under its own credit
+/// (flow_broadcast). Each copy leaves the node through the link's fault filter
+/// (fault_hooks::on_broadcast): dropped, sent twice, sent `delay_s` late, or held back and sent
+/// after the next publish. Copies an earlier publish held back go out after these.
+template <class Self, class Learners>
+void flow_publish(Self* self, chunk_flow& f, const Learners& learners,
+                  const std::vector<queued_chunk>& chunks, uint64_t version, int32_t fragment) {
+  auto held = std::move(f.held);
+  f.held.clear();
+  for (const auto& [id, handle] : learners) {
+    broadcast_fault fate;
+    if (f.link.faults != nullptr) fate = f.link.faults->on_broadcast(fragment, id);
+    if (fate.drop) continue;
+    if (fate.reorder) {
+      f.held.push_back({caf::actor_cast<caf::actor>(handle), version, chunks});
+      continue;
+    }
+    for (int copy = 0; copy < (fate.duplicate ? 2 : 1); ++copy)
+      flow_broadcast(self, f, handle, chunks, version, fate.delay_s);
+  }
+  for (const auto& h : held) flow_broadcast(self, f, h.dest, h.chunks, h.version);
 }
 
 /// Wraps encoded broadcast chunks as (broadcast_atom, bytes) messages, built once and shared by

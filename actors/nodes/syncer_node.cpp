@@ -78,6 +78,7 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
     c->monitor = node.monitor;
     c->log = setup.log.get();
     c->faults = setup.faults.get();
+    c->link.faults = setup.faults.get();
     c->resumed = setup.options.resume;
     c->learners = static_cast<size_t>(M);
     // A respawned owner waits for the live learners' answers (they answer between steps); a

@@ -135,24 +135,9 @@ void apply_effects(owner_actor* self, const owner_context& ctx, owner_effects fx
   note_version(ctx, rec.version);
   uint64_t bytes = 0;
   for (const auto& chunk : fx.broadcast) bytes += chunk.size();
-  auto held = std::move(st.held_broadcasts);
-  st.held_broadcasts.clear();
   // One shared message per chunk for every learner; each link sends under its own credit.
-  const auto shared = share_chunks(std::move(fx.broadcast));
-  for (const auto& [id, handle] : st.learners) {
-    broadcast_fault fate;
-    if (ctx.faults != nullptr) fate = ctx.faults->on_broadcast(rec.fragment_id, id);
-    if (fate.drop) continue;
-    if (fate.reorder) {
-      st.held_broadcasts.emplace_back(handle, rec.version, shared);
-      continue;
-    }
-    for (int copy = 0; copy < (fate.duplicate ? 2 : 1); ++copy)
-      flow_broadcast(self, st.flow, handle, shared, rec.version, fate.delay_s);
-  }
-  // Broadcasts held back by a reorder fault go out after this newer one.
-  for (const auto& [handle, version, chunks] : held)
-    flow_broadcast(self, st.flow, handle, chunks, version);
+  flow_publish(self, st.flow, st.learners, share_chunks(std::move(fx.broadcast)), rec.version,
+               rec.fragment_id);
   if (ctx.log != nullptr) {
     uint64_t tokens = 0;
     for (const auto& c : rec.contributors) tokens += c.tokens;
@@ -544,6 +529,7 @@ owner_hdl::behavior_type fragment_owner(owner_actor* self,
   bo.threads = ctx->threads;
   st.backend = kernels::make_backend(ctx->backend, bo);
   st.flow = chunk_flow(static_cast<size_t>(std::max(1, ctx->window_chunks)));
+  st.flow.link = ctx->link;
   // The owner monitors only the peers it sends chunks to: a learner (or evaluator) that goes
   // away frees its link.
   self->set_down_handler([=](caf::down_msg& dm) { flow_down(self->state.flow, dm); });

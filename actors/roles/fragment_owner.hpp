@@ -68,7 +68,9 @@ struct owner_context {
   /// The health monitor (subscription, live view).
   monitor_hdl monitor;
   run_log* log = nullptr;         ///< may be null
-  fault_hooks* faults = nullptr;  ///< may be null
+  fault_hooks* faults = nullptr;  ///< may be null (kill_owner faults)
+  /// The node's decisions about the owner's links (its fault filter on broadcasts).
+  link_setup link;
   /// Incarnations started with this context (the first is 0; later ones are respawns).
   mutable std::atomic<uint64_t> starts{0};
   /// The first start continues a run (`--resume`): it asks the learners for newer copies of its
@@ -92,10 +94,6 @@ struct owner_actor_state {
   std::unique_ptr<kernels::backend> backend;
   std::unique_ptr<owner_core> core;
   std::map<int32_t, learner_at_owner_hdl> learners;  ///< live learners (broadcast targets)
-  /// Broadcasts held back by a live `reorder_broadcast` fault (learner, version, chunks): sent
-  /// right after the owner's next broadcast, so a newer version reaches the learner first.
-  std::vector<std::tuple<learner_at_owner_hdl, uint64_t, std::vector<queued_chunk>>>
-      held_broadcasts;
   chunk_flow flow;  ///< broadcast chunks under credit, per learner (actors/link/chunk_flow.hpp)
   bool restored = false;
   bool checkpoint_retry_armed = false;  ///< a failed checkpoint will be written again (retry)
