@@ -11,16 +11,6 @@
 
 namespace dd::actors {
 
-payload_encoding to_encoding(config::wire_format w) {
-  switch (w) {
-    case config::wire_format::fp32: return payload_encoding::fp32;
-    case config::wire_format::bf16: return payload_encoding::bf16;
-    case config::wire_format::int8: return payload_encoding::int8;
-    case config::wire_format::int4: return payload_encoding::int4;
-  }
-  return payload_encoding::fp32;
-}
-
 fragment_strategy to_strategy(config::fragment_strategy_kind k) {
   switch (k) {
     case config::fragment_strategy_kind::balanced: return fragment_strategy::balanced;
@@ -88,21 +78,6 @@ policy::quorum_spec quorum_of(const config::experiment& e) {
   const auto& q = e.sync.min_quorum;
   if (q.is_fraction) return policy::quorum_spec::of_fraction(q.fraction);
   return policy::quorum_spec::of_count(static_cast<size_t>(std::max(1, q.count)));
-}
-
-policy::grace_config grace_of(const config::experiment& e) {
-  policy::grace_config g;
-  switch (e.sync.grace.mode) {
-    case config::grace_mode::adaptive: g.mode = policy::grace_mode::adaptive; break;
-    case config::grace_mode::fixed: g.mode = policy::grace_mode::fixed; break;
-    case config::grace_mode::off: g.mode = policy::grace_mode::off; break;
-  }
-  g.gamma = e.sync.grace.gamma;
-  g.fixed_s = e.sync.grace.fixed_seconds;
-  // The cap is relative to ξ_step: grace_max = sync.grace.max_factor × ξ_step.
-  g.grace_max_s = -1.0;
-  g.max_factor = e.sync.grace.max_factor;
-  return g;
 }
 
 policy::restart_config restart_of(const config::experiment& e) {

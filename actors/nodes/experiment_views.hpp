@@ -1,7 +1,8 @@
 // actors/nodes/experiment_views.hpp — the translation of a resolved experiment
-// (runtime/config/experiment.hpp) into the runtime's enums and structs (encoding, strategy, model,
-// quorum, grace, restart budget, fragment plan, per-learner step horizon). The roles' contexts are
-// built from these in actors/nodes/role_contexts.hpp; the chaos schedule's fault specs in
+// (runtime/config/experiment.hpp) into the runtime's enums and structs where the two differ
+// (strategy, model, quorum, restart budget, fragment plan, per-learner step horizon; the wire
+// encoding, the grace window and the fault kinds are one type on both sides). The roles' contexts
+// are built from these in actors/nodes/role_contexts.hpp; the chaos schedule's fault specs in
 // actors/services/fault_hooks.hpp. Pure functions of their arguments; any thread.
 #pragma once
 
@@ -25,7 +26,6 @@
 
 namespace dd::actors {
 
-payload_encoding to_encoding(config::wire_format w);
 fragment_strategy to_strategy(config::fragment_strategy_kind k);
 std::string backend_name(config::backend_kind k);
 /// The experiment's model kind and shape (model.*).
@@ -37,7 +37,6 @@ eval_spec eval_spec_of(const config::experiment& e, const text_dataset& data);
 /// K = M (count >= M, or fraction 1): the synchronous baselines.
 bool synchronous(const config::experiment& e);
 policy::quorum_spec quorum_of(const config::experiment& e);
-policy::grace_config grace_of(const config::experiment& e);
 policy::restart_config restart_of(const config::experiment& e);
 /// Seconds → CAF timespan (rounded up; negative = 0).
 caf::timespan span(double s);

@@ -50,7 +50,7 @@ std::shared_ptr<const learner_context> make_learner_context(
   c->apply = e.outer.apply == config::apply_kind::rebase
                  ? fragment_apply::rebase()
                  : fragment_apply::overwrite(e.outer.mixing_alpha);
-  c->wire = to_encoding(e.sync.wire);
+  c->wire = e.sync.wire;
   c->barrier =
       synchronous(e) && M > 1 ? barrier_policy::wait(e.sync.overlap, 10.0) : barrier_policy::off();
   c->max_steps =
@@ -90,7 +90,7 @@ owner_options owner_options_of(const config::experiment& e, const fragment_layou
   owner_options o;
   o.layout = layout;
   o.quorum = quorum_of(e);
-  o.grace = grace_of(e);
+  o.grace = e.sync.grace;
   o.tau_steps = e.sync.overlap;
   o.ema_smoothing = e.sync.ema;
   o.max_staleness = static_cast<uint64_t>(std::max(0, e.outer.max_staleness));

@@ -47,7 +47,7 @@ enum class grace_mode {
   off,       ///< no grace: merge as soon as quorum is reached.
 };
 
-/// Grace-window configuration.
+/// Grace-window configuration; also the experiment's `sync.grace` (runtime/config/experiment.hpp).
 struct grace_config {
   grace_mode mode = grace_mode::adaptive;
   double gamma = 0.8;         ///< γ, safety margin in [0, 1] (ours; default 0.8).

@@ -31,7 +31,6 @@ const char* to_string(sharding_kind v) { return spell(v); }
 const char* to_string(data_kind v) { return spell(v); }
 const char* to_string(fragment_strategy_kind v) { return spell(v); }
 const char* to_string(grace_mode v) { return spell(v); }
-const char* to_string(wire_format v) { return spell(v); }
 const char* to_string(budget_kind v) { return spell(v); }
 const char* to_string(chaos_trigger v) { return spell(v); }
 const char* to_string(chaos_target_kind v) { return spell(v); }
@@ -139,9 +138,9 @@ nlohmann::json to_json(const experiment& e) {
                 {{"mode", to_string(e.sync.grace.mode)},
                  {"gamma", e.sync.grace.gamma},
                  {"max_factor", e.sync.grace.max_factor},
-                 {"fixed_seconds", e.sync.grace.fixed_seconds}}},
+                 {"fixed_seconds", e.sync.grace.fixed_s}}},
                {"ema", e.sync.ema},
-               {"wire", to_string(e.sync.wire)}};
+               {"wire", std::string(dd::to_string(e.sync.wire))}};
   j["eval"] = {{"every_seconds", e.eval.every_seconds},
                {"every_steps", e.eval.every_steps},
                {"batches", e.eval.batches}};

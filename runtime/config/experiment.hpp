@@ -17,6 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/policy/grace.hpp"
+#include "messages/encoding.hpp"
 #include "runtime/config/fault_kind.hpp"
 
 namespace dd::config {
@@ -51,10 +53,11 @@ enum class sharding_kind : std::uint8_t { contiguous, interleaved };
 /// How tensors are split into P fragments.
 enum class fragment_strategy_kind : std::uint8_t { balanced, layer, strided };
 /// Grace window after quorum: adaptive (γ-scaled slack, capped), a fixed number of seconds, or
-/// none.
-enum class grace_mode : std::uint8_t { adaptive, fixed, off };
-/// Encoding of pushed pseudo-gradients (bf16/int8/int4: blockwise absmax, block 64).
-enum class wire_format : std::uint8_t { fp32, bf16, int8, int4 };
+/// none. The grace policy's own type (actors/policy/grace.hpp).
+using grace_mode = policy::grace_mode;
+/// Encoding of pushed pseudo-gradients (bf16/int8/int4: blockwise absmax, block 64): the wire's
+/// own type (messages/encoding.hpp), spelled fp32, bf16, int8, int4 in the DSL.
+using wire_format = payload_encoding;
 /// The unit a run's budget is counted in.
 enum class budget_kind : std::uint8_t { tokens, steps, seconds };
 /// What fires a one-shot chaos event: an inner step, seconds since start, or a fraction of the
@@ -91,8 +94,6 @@ const char* to_string(data_kind v);
 const char* to_string(fragment_strategy_kind v);
 /// \copydoc to_string(model_kind)
 const char* to_string(grace_mode v);
-/// \copydoc to_string(model_kind)
-const char* to_string(wire_format v);
 /// \copydoc to_string(model_kind)
 const char* to_string(budget_kind v);
 /// \copydoc to_string(model_kind)
@@ -196,13 +197,10 @@ struct quorum {
   bool synchronous(int learners) const { return is_fraction ? fraction >= 1.0 : count >= learners; }
 };
 
-/// `sync.grace`: the grace window ξ_grace after quorum.
-struct grace_config {
-  grace_mode mode = grace_mode::adaptive;  ///< adaptive, fixed or off
-  double gamma = 0.8;                      ///< γ safety margin (adaptive)
-  double max_factor = 2.0;                 ///< cap = max_factor × ξ_step (adaptive)
-  double fixed_seconds = 0.0;              ///< window length in seconds (fixed)
-};
+/// `sync.grace`: the grace window ξ_grace after quorum — the grace policy's own configuration
+/// (actors/policy/grace.hpp). DSL keys: mode, gamma, max_factor, fixed_seconds (→ fixed_s);
+/// grace_max_s is not a key (it stays < 0: the cap is max_factor × ξ_step).
+using grace_config = policy::grace_config;
 
 /// `sync`: fragments and the synchronization knobs.
 struct sync_config {

@@ -885,12 +885,12 @@ void read_sync(section s, experiment& e, const read_context& ctx) {
       y.grace.mode = gs.choice("mode", y.grace.mode);
       y.grace.gamma = gs.number("gamma", y.grace.gamma, closed(0, 1));
       y.grace.max_factor = gs.number("max_factor", y.grace.max_factor, at_least(0));
-      y.grace.fixed_seconds = gs.number("fixed_seconds", 0, at_least(0));
+      y.grace.fixed_s = gs.number("fixed_seconds", 0, at_least(0));
       gs.finish();
-      if (y.grace.mode == grace_mode::fixed && y.grace.fixed_seconds <= 0)
+      if (y.grace.mode == grace_mode::fixed && y.grace.fixed_s <= 0)
         ctx.fail("sync.grace.fixed_seconds",
                  "must be greater than 0 when sync.grace.mode is 'fixed'");
-      if (y.grace.mode != grace_mode::fixed && y.grace.fixed_seconds > 0)
+      if (y.grace.mode != grace_mode::fixed && y.grace.fixed_s > 0)
         ctx.fail("sync.grace.fixed_seconds", fmt::format("applies only when sync.grace.mode is "
                                                          "'fixed' (mode is '{}')",
                                                          to_string(y.grace.mode)));
