@@ -57,11 +57,10 @@ void fault_hooks::fire_locked(size_t i, uint64_t logical, uint64_t inc, double n
   if (f.what == fault_kind::kill_owner && f.damage_checkpoint) damage_.push_back(f.target);
   if (log_ != nullptr) {
     // What the fault was keyed on when it fired: the learner's step, or the owner's version.
-    nlohmann::json j = {
-        {"fault", f.live_window ? "start_live" : config::to_string(f.what)},
-        {"target", f.target},
-        {f.what == fault_kind::kill_owner ? "at_version" : "at_step", logical},
-        {"incarnation", inc}};
+    nlohmann::json j = {{"fault", f.live_window ? "start_live" : config::to_string(f.what)},
+                        {"target", f.target},
+                        {f.what == fault_kind::kill_owner ? "at_version" : "at_step", logical},
+                        {"incarnation", inc}};
     if (f.what == fault_kind::slow_learner) j["factor"] = f.factor;
     if (f.what == fault_kind::delay_push) j["delay_s"] = f.delay_s;
     if (f.damage_checkpoint) j["damage_checkpoint"] = true;
@@ -114,12 +113,9 @@ push_fault fault_hooks::on_push(int32_t id, uint64_t inc, int32_t fragment, uint
   }
   promote_locked(now, id, step);
   if (!take_live_locked(fault_kind::drop_push, id, fragment, now).empty()) out.drop = true;
-  if (!take_live_locked(fault_kind::dup_push, id, fragment, now).empty())
-    out.duplicate = true;
-  if (!take_live_locked(fault_kind::reorder_push, id, fragment, now).empty())
-    out.reorder = true;
-  if (!take_live_locked(fault_kind::corrupt_push, id, fragment, now).empty())
-    out.corrupt = true;
+  if (!take_live_locked(fault_kind::dup_push, id, fragment, now).empty()) out.duplicate = true;
+  if (!take_live_locked(fault_kind::reorder_push, id, fragment, now).empty()) out.reorder = true;
+  if (!take_live_locked(fault_kind::corrupt_push, id, fragment, now).empty()) out.corrupt = true;
   for (const auto& f : take_live_locked(fault_kind::delay_push, id, fragment, now))
     out.delay_s += f.delay_s;
   return out;
@@ -243,8 +239,7 @@ uint64_t fault_hooks::add_live(live_fault f) {
                                 ": give a duration or a count (a live fault must end by itself)");
   if (f.count == 0)
     throw std::invalid_argument(std::string(config::to_string(f.what)) + ": count must be > 0");
-  const bool delay =
-      f.what == fault_kind::delay_push || f.what == fault_kind::delay_broadcast;
+  const bool delay = f.what == fault_kind::delay_push || f.what == fault_kind::delay_broadcast;
   if (delay && !(f.delay_s > 0))
     throw std::invalid_argument(std::string(config::to_string(f.what)) + ": needs a delay > 0");
   if (!delay && f.delay_s != 0)
@@ -318,8 +313,7 @@ std::vector<double> fault_hooks::owner_kill_delays(int32_t fragment) const {
   std::vector<double> out;
   for (size_t i = 0; i < faults_.size(); ++i) {
     const auto& f = faults_[i];
-    if (f.what == fault_kind::kill_owner && f.target == fragment && !done_[i] &&
-        f.at_seconds >= 0)
+    if (f.what == fault_kind::kill_owner && f.target == fragment && !done_[i] && f.at_seconds >= 0)
       out.push_back(f.at_seconds - now);
   }
   return out;
@@ -425,9 +419,7 @@ std::vector<fault_spec> fault_specs_of(const config::experiment& exp, uint64_t s
     f.factor = ev.factor;
     f.delay_s = ev.delay;
     f.downtime_s =
-        f.what == fault_kind::kill_learner || f.what == fault_kind::kill_owner
-            ? ev.duration
-            : 0.0;
+        f.what == fault_kind::kill_learner || f.what == fault_kind::kill_owner ? ev.duration : 0.0;
     if (f.what == fault_kind::slow_learner) f.duration_s = ev.duration;
     f.damage_checkpoint = ev.damage_checkpoint;
     double step = 0;
@@ -470,9 +462,8 @@ std::vector<fault_spec> fault_specs_of(const config::experiment& exp, uint64_t s
                                                  rc.mtbf_seconds, rec, horizon, seed))
         faults.push_back(f);
     if (rc.target != config::chaos_target_kind::learners)
-      for (const auto& f :
-           random_fault_schedule(fault_kind::kill_owner, fragments, rc.mtbf_seconds, rec,
-                                 horizon, derive_seed(seed, 1000)))
+      for (const auto& f : random_fault_schedule(fault_kind::kill_owner, fragments, rc.mtbf_seconds,
+                                                 rec, horizon, derive_seed(seed, 1000)))
         faults.push_back(f);
   }
   return faults;

@@ -80,7 +80,6 @@ struct fault_spec {
   live_fault live;
 };
 
-
 /// A record of one fault that fired.
 struct fired_fault {
   fault_spec spec;

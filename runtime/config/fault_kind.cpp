@@ -88,14 +88,16 @@ std::optional<fault_kind> dsl_fault_kind(std::string_view name, std::string* war
   for (const auto& o : old_names) {
     if (name != o.name) continue;
     if (warning != nullptr) {
-      *warning = std::string("action '") + o.name + "' is an old name: write '" +
-                 to_string(o.kind) + "'";
+      *warning =
+          std::string("action '") + o.name + "' is an old name: write '" + to_string(o.kind) + "'";
       if (o.kind == fault_kind::kill_learner)
-        *warning += " (a learner actor killed inside its node; a SIGKILL of the node process "
-                    "is 'kill_process')";
+        *warning +=
+            " (a learner actor killed inside its node; a SIGKILL of the node process "
+            "is 'kill_process')";
       else if (o.kind == fault_kind::slow_learner)
-        *warning += " (a learner slowed inside its node; a node process stopped a duty "
-                    "fraction of every period is 'slow_process')";
+        *warning +=
+            " (a learner slowed inside its node; a node process stopped a duty "
+            "fraction of every period is 'slow_process')";
     }
     return o.kind;
   }
@@ -111,7 +113,9 @@ std::vector<std::string> dsl_fault_names() {
 
 fault_layer fault_layer_of(fault_kind k) { return row(k).layer; }
 
-bool is_push_fault(fault_kind k) { return k >= fault_kind::drop_push && k <= fault_kind::corrupt_push; }
+bool is_push_fault(fault_kind k) {
+  return k >= fault_kind::drop_push && k <= fault_kind::corrupt_push;
+}
 
 bool is_broadcast_fault(fault_kind k) {
   return k >= fault_kind::drop_broadcast && k <= fault_kind::reorder_broadcast;

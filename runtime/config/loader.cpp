@@ -1024,9 +1024,10 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
             if (!warning.empty()) ctx.warn(p + ".action", warning);
           } else {
             const auto names = dsl_fault_names();
-            ctx.fail(p + ".action", fmt::format("unknown value '{}'; expected one of {}{}",
-                                                a->get<std::string>(), fmt::join(names, ", "),
-                                                detail::did_you_mean(a->get<std::string>(), names)));
+            ctx.fail(p + ".action",
+                     fmt::format("unknown value '{}'; expected one of {}{}", a->get<std::string>(),
+                                 fmt::join(names, ", "),
+                                 detail::did_you_mean(a->get<std::string>(), names)));
           }
         } else if (a != nullptr) {
           ctx.fail(p + ".action", fmt::format("expected one of {}, got {}",
@@ -1093,7 +1094,8 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
                            : "required key is missing: a learner id (or a "
                              "fragment id for kill_owner), from 0");
         const bool has_factor = s.has("factor");
-        ev.factor = s.number("factor", ev.action == fault_kind::slow_learner ? 2.0 : 1.0, at_least(1));
+        ev.factor =
+            s.number("factor", ev.action == fault_kind::slow_learner ? 2.0 : 1.0, at_least(1));
         const bool has_delay = s.has("delay");
         const bool delays =
             ev.action == fault_kind::delay_push || ev.action == fault_kind::delay_broadcast;
@@ -1112,10 +1114,10 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
         for (int k = 0; k <= static_cast<int>(fault_kind::disk_full); ++k)
           if (starts_live_window(static_cast<fault_kind>(k)))
             message.push_back(static_cast<fault_kind>(k));
-        const std::vector<fault_kind> network = {
-            fault_kind::latency,   fault_kind::bandwidth,  fault_kind::reset,
-            fault_kind::blackhole, fault_kind::partition,  fault_kind::corrupt,
-            fault_kind::slice,     fault_kind::close_after};
+        const std::vector<fault_kind> network = {fault_kind::latency,   fault_kind::bandwidth,
+                                                 fault_kind::reset,     fault_kind::blackhole,
+                                                 fault_kind::partition, fault_kind::corrupt,
+                                                 fault_kind::slice,     fault_kind::close_after};
         std::vector<fault_kind> counted = message;
         counted.push_back(fault_kind::disk_corrupt);
         const knob knobs[] = {
@@ -1269,7 +1271,8 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
         const std::string kp = fmt::format("{}[{}]", r.path("kinds"), i + 1);
         const json& x = (*v)[i];
         std::string warning;
-        const auto a = x.is_string() ? dsl_fault_kind(x.get<std::string>(), &warning) : std::nullopt;
+        const auto a =
+            x.is_string() ? dsl_fault_kind(x.get<std::string>(), &warning) : std::nullopt;
         if (!a || fault_layer_of(*a) == fault_layer::in_process ||
             fault_layer_of(*a) == fault_layer::disk || *a == fault_kind::restart) {
           ctx.fail(kp, fmt::format("{} is not a process or network action with a recovery time "

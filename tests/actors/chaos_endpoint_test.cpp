@@ -152,8 +152,7 @@ TEST(RandomFaults, WeibullRecoveryKeepsTheMean) {
   rec.dist = random_recovery::distribution::weibull;
   rec.mean_s = 4.0;
   rec.shape = 2.0;
-  const auto s =
-      random_fault_schedule(fault_kind::kill_learner, 200, 1.0, rec, 1e9, 12345, 20);
+  const auto s = random_fault_schedule(fault_kind::kill_learner, 200, 1.0, rec, 1e9, 12345, 20);
   ASSERT_EQ(s.size(), 4000u);
   double sum = 0;
   for (const auto& f : s) sum += f.downtime_s;

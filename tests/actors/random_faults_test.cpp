@@ -20,8 +20,7 @@ TEST(RandomFaults, RateMatchesMtbfAndDowntimeMean) {
   random_recovery rec;
   rec.dist = random_recovery::distribution::exponential;
   rec.mean_s = 5.0;
-  const auto s =
-      random_fault_schedule(fault_kind::kill_learner, 4, 100.0, rec, 1e6, 42, 100000);
+  const auto s = random_fault_schedule(fault_kind::kill_learner, 4, 100.0, rec, 1e6, 42, 100000);
   const double expected = 4 * 1e6 / 105.0;
   EXPECT_NEAR(static_cast<double>(s.size()), expected, 0.03 * expected);
   double down = 0;
