@@ -23,7 +23,8 @@
 // broadcast leaving through flow_publish may be dropped, sent twice, sent late or held back
 // until after the next one, as the node's fault hooks decide; roles hold no fault code.
 // Between nodes, a chunk leaves on the tensor channel (actors/link/tensor_channel.hpp) when the
-// sending node holds one to the receiver's node, and on CAF otherwise; the receiver sees the
+// link's route (link_setup::channel, set by the node) holds one open to the receiver's node, and
+// on CAF otherwise; the receiver sees the
 // same message either way, and credits always travel on CAF.
 // Used on the owning actor's thread only.
 #pragma once
@@ -99,6 +100,9 @@ struct link_setup {
   /// The node's fault filter on messages leaving it (actors/services/fault_hooks.hpp); null:
   /// none.
   fault_hooks* faults = nullptr;
+  /// The transport of chunks to other nodes (actors/link/tensor_channel.hpp): the node's tensor
+  /// channel when open to the receiver's node, else CAF. Null: CAF only.
+  std::shared_ptr<const channel_route> channel;
 };
 
 /// A broadcast a reorder fault holds back (flow_publish).
@@ -118,7 +122,7 @@ struct chunk_flow {
   std::map<flow_peer, caf::actor> watched;
   uint64_t chunks_sent = 0;  ///< chunk messages sent under credit
   uint64_t bytes_sent = 0;   ///< their encoded bytes
-  link_setup link;           ///< the node's decisions (fault filter)
+  link_setup link;           ///< the node's decisions (fault filter, transport)
   /// Broadcasts held back by a `reorder_broadcast` fault: sent right after the next
   /// flow_publish, so a newer version reaches the learner first.
   std::vector<held_broadcast> held;
@@ -139,12 +143,14 @@ void flow_emit(Self* self, chunk_flow& f,
     auto& c = o.item;
     f.chunks_sent += 1;
     f.bytes_sent += c.bytes;
-    // A remote receiver whose node this node holds a tensor channel to: the chunk goes there
-    // (the queued message keeps its bytes alive until written). Late chunks stay on CAF.
-    if (c.channel != 0 && c.delay_s <= 0 &&
-        tensor_channel_hub::try_send(self->system(), c.dest, caf::strong_actor_ptr{self->ctrl()},
-                                     static_cast<channel_kind>(c.channel), o.seq, c.msg))
-      continue;
+    // A remote receiver whose node the link's route holds a tensor channel to: the chunk goes
+    // there (the queued message keeps its bytes alive until written). Late chunks stay on CAF.
+    if (c.channel != 0 && c.delay_s <= 0 && f.link.channel != nullptr) {
+      const auto hub = f.link.channel->hub();
+      if (hub != nullptr && hub->try_send(c.dest, caf::strong_actor_ptr{self->ctrl()},
+                                          static_cast<channel_kind>(c.channel), o.seq, c.msg))
+        continue;
+    }
     auto msg = caf::message::concat(c.msg, caf::make_message(o.seq));
     // What self->send / self->delayed_send do, without their static check (a typed actor may
     // send() only to typed handles, and a pre-built message has no static type).

@@ -174,7 +174,6 @@ struct endpoint {
 };
 
 std::mutex g_mu;
-std::map<caf::actor_system*, std::weak_ptr<tensor_channel_hub>> g_hubs;
 std::map<caf::actor_system*, std::map<caf::actor_id, endpoint>> g_endpoints;
 
 }  // namespace
@@ -380,10 +379,7 @@ caf::proxy_registry* proxies_of(caf::actor_system& sys) {
 }  // namespace
 
 std::shared_ptr<tensor_channel_hub> tensor_channel_hub::make(caf::actor_system& sys, options o) {
-  std::shared_ptr<tensor_channel_hub> h(new tensor_channel_hub(sys, std::move(o)));
-  std::lock_guard<std::mutex> g(g_mu);
-  g_hubs[&sys] = h;
-  return h;
+  return std::shared_ptr<tensor_channel_hub>(new tensor_channel_hub(sys, std::move(o)));
 }
 
 tensor_channel_hub::tensor_channel_hub(caf::actor_system& sys, options o)
@@ -393,11 +389,6 @@ tensor_channel_hub::tensor_channel_hub(caf::actor_system& sys, options o)
 }
 
 tensor_channel_hub::~tensor_channel_hub() {
-  {
-    std::lock_guard<std::mutex> g(g_mu);
-    auto it = g_hubs.find(&sys_);
-    if (it != g_hubs.end() && it->second.expired()) g_hubs.erase(it);
-  }
   close_all("the node is stopping");
   std::list<hello_thread> hellos;
   {
@@ -750,19 +741,12 @@ void tensor_channel_hub::allow(caf::actor_system& sys, const caf::strong_actor_p
   });
 }
 
-bool tensor_channel_hub::try_send(caf::actor_system& sys, const caf::actor& dest,
-                                  const caf::strong_actor_ptr& src, channel_kind kind, uint64_t seq,
-                                  const caf::message& msg) {
+bool tensor_channel_hub::try_send(const caf::actor& dest, const caf::strong_actor_ptr& src,
+                                  channel_kind kind, uint64_t seq, const caf::message& msg) {
+  auto& sys = sys_;
   if (!dest || !src || dest.node() == sys.node()) return false;
-  std::shared_ptr<tensor_channel_hub> hub;
-  {
-    std::lock_guard<std::mutex> g(g_mu);
-    auto it = g_hubs.find(&sys);
-    if (it == g_hubs.end()) return false;
-    hub = it->second.lock();
-  }
-  if (!hub || !hub->sending_.load(std::memory_order_relaxed)) return false;
-  auto c = hub->find(dest.node());
+  if (!sending_.load(std::memory_order_relaxed)) return false;
+  auto c = find(dest.node());
   if (!c) return false;
   // The receiver makes a proxy of `src` and announces it to this node, which answers for actors
   // in its registry only (an unknown one is reported down at once, and the credits sent to that
@@ -778,6 +762,16 @@ bool tensor_channel_hub::try_send(caf::actor_system& sys, const caf::actor& dest
   store_le(h.data() + 32, msg.get_as<wire_bytes>(1).size(), 8);
   store_le(h.data() + 40, util::crc32c(h.data(), 40), 4);
   return c->enqueue(h, msg);
+}
+
+void channel_route::set(const std::shared_ptr<tensor_channel_hub>& hub) {
+  std::lock_guard<std::mutex> g(mu_);
+  hub_ = hub;
+}
+
+std::shared_ptr<tensor_channel_hub> channel_route::hub() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return hub_.lock();
 }
 
 }  // namespace dd::actors

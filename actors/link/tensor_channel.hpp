@@ -127,8 +127,8 @@ class tensor_channel_hub : public std::enable_shared_from_this<tensor_channel_hu
     std::function<void(const std::string& why)> on_lost;
   };
 
-  /// A hub for `sys`, registered so that chunk_flow finds it (one per actor system; a second
-  /// replaces the first's registration). Destroy it before `sys`.
+  /// A hub for `sys`. Its node hands it to the links of the actors it hosts through a
+  /// channel_route (below). Destroy it before `sys`.
   static std::shared_ptr<tensor_channel_hub> make(caf::actor_system& sys, options o);
   ~tensor_channel_hub();
   tensor_channel_hub(const tensor_channel_hub&) = delete;
@@ -165,14 +165,13 @@ class tensor_channel_hub : public std::enable_shared_from_this<tensor_channel_hu
   static void allow(caf::actor_system& sys, const caf::strong_actor_ptr& self,
                     std::initializer_list<channel_kind> kinds);
 
-  /// chunk_flow's send path: when `sys` has a hub with an open channel to `dest`'s node, queues
-  /// `msg` ((atom, wire_bytes), kept alive until written) as a frame of `kind` from local actor
-  /// `src` to `dest` with link number `seq`, and returns true. False: send it on CAF. Puts `src`
-  /// into `sys`'s actor registry (as CAF does for a handle it serializes), so that the receiver's
-  /// proxy of it stays alive and its credits come back.
-  static bool try_send(caf::actor_system& sys, const caf::actor& dest,
-                       const caf::strong_actor_ptr& src, channel_kind kind, uint64_t seq,
-                       const caf::message& msg);
+  /// chunk_flow's send path (through a channel_route): when this hub has an open channel to
+  /// `dest`'s node, queues `msg` ((atom, wire_bytes), kept alive until written) as a frame of
+  /// `kind` from local actor `src` to `dest` with link number `seq`, and returns true. False:
+  /// send it on CAF. Puts `src` into the actor system's registry (as CAF does for a handle it
+  /// serializes), so that the receiver's proxy of it stays alive and its credits come back.
+  bool try_send(const caf::actor& dest, const caf::strong_actor_ptr& src, channel_kind kind,
+                uint64_t seq, const caf::message& msg);
 
   // -- used by channel_conn ----------------------------------------------------------------------
   /// Delivers one received frame (reader thread); `delivered` gets the message put into the
@@ -207,6 +206,24 @@ class tensor_channel_hub : public std::enable_shared_from_this<tensor_channel_hu
   std::atomic<uint64_t> opened_{0}, closed_{0}, refused_{0};
   bool stopping_ = false;
   std::atomic<bool> sending_{true};
+};
+
+/// One node's transport decision for the chunks its actors send to other nodes: the node's hub
+/// once it has one (set by the node: a syncer when it publishes its monitor, a learner node when
+/// it first joins), whose open channel to the receiver's node carries them; until then, without
+/// a hub, or with no channel to that node, CAF. The node creates it before its roles and hands
+/// it to them in their contexts (link_setup::channel, actors/link/chunk_flow.hpp); it holds the
+/// hub weakly, so the node still destroys the hub before its actor system. Thread-safe.
+class channel_route {
+ public:
+  /// From now on chunks to other nodes try `hub` first.
+  void set(const std::shared_ptr<tensor_channel_hub>& hub);
+  /// The hub chunks try first; null: CAF only.
+  std::shared_ptr<tensor_channel_hub> hub() const;
+
+ private:
+  mutable std::mutex mu_;
+  std::weak_ptr<tensor_channel_hub> hub_;
 };
 
 }  // namespace dd::actors

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/link/frame_guard.hpp"
+#include "actors/link/tensor_channel.hpp"
 #include "actors/nodes/node_config.hpp"
 #include "actors/policy/restart_budget.hpp"
 #include "actors/services/compute_gate.hpp"
@@ -133,6 +134,8 @@ struct job_setup {
   /// Set when the job finalizes: an evaluation still running stops at its next batch, so the
   /// process ends (its detached evaluator thread is joined at exit).
   std::shared_ptr<std::atomic<bool>> stop_evaluation = std::make_shared<std::atomic<bool>>(false);
+  /// The transport of the node's chunks to other nodes; publish_monitor sets the hub it makes.
+  std::shared_ptr<channel_route> channel = std::make_shared<channel_route>();
   /// Fair core sharing between learners (null in logical-time runs or with one learner).
   std::unique_ptr<compute_gate> gate;
   int learner_threads = 1;

@@ -591,7 +591,10 @@ int run_learner_node(const learner_node_options& o) {
   }
   auto current = std::make_shared<std::pair<std::mutex, monitor_hdl>>();
   current->second = monitor;
+  // Chunks to the syncer node leave on the tensor channel once the node has opened one (below).
+  auto route = std::make_shared<channel_route>();
   learner_services services;
+  services.channel = route;
   services.data = rd.text.get();
   services.images = rd.images.get();
   services.log = log.get();
@@ -656,6 +659,7 @@ int run_learner_node(const learner_node_options& o) {
     channel_lost->lost = true;
   };
   auto channels = tensor_channel_hub::make(sys, co);  // after sys: destroyed before it
+  route->set(channels);
   auto open_channel = [&] {
     {
       std::lock_guard<std::mutex> g(channel_lost->m);

@@ -33,6 +33,8 @@ struct learner_services {
   run_log* log = nullptr;
   fault_hooks* faults = nullptr;
   step_admission* gate = nullptr;
+  /// The transport of the learner's chunks to other nodes (null: CAF only).
+  std::shared_ptr<const channel_route> channel;
 };
 
 /// The context of learner `id` of `e`: model, batch, schedule over `steps_per_learner`, AdamW,

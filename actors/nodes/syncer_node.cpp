@@ -79,6 +79,7 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
     c->log = setup.log.get();
     c->faults = setup.faults.get();
     c->link.faults = setup.faults.get();
+    c->link.channel = setup.channel;
     c->resumed = setup.options.resume;
     c->learners = static_cast<size_t>(M);
     // A respawned owner waits for the live learners' answers (they answer between steps); a
@@ -142,6 +143,7 @@ void publish_monitor(caf::actor_system& sys, const monitor_hdl& monitor, job_set
       if (event == "channel_refused") log->warn("tensor channel refused: " + details);
     };
     channels = tensor_channel_hub::make(sys, co);
+    setup.channel->set(channels);
     std::weak_ptr<tensor_channel_hub> hub = channels;
     try {
       guard = std::make_unique<frame_guard>(

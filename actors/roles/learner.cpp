@@ -330,6 +330,8 @@ void init_state(learner_actor* self, const learner_context& ctx) {
       std::make_unique<rng>(derive_seed(ctx.trainer.seed, 0x6a6974ULL + ctx.learner_id));
   st.flow = chunk_flow(static_cast<size_t>(std::max(1, ctx.window_chunks)));
   st.copies = chunk_flow(static_cast<size_t>(std::max(1, ctx.window_chunks)), uint64_t{1} << 62);
+  st.flow.link = ctx.link;
+  st.copies.link = ctx.link;
 }
 
 }  // namespace

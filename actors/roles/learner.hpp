@@ -84,6 +84,8 @@ struct learner_context : learner_options {
   std::function<monitor_hdl()> current_monitor;
   run_log* log = nullptr;         ///< may be null
   fault_hooks* faults = nullptr;  ///< may be null
+  /// The node's decisions about the learner's links (transport of its pushes and copies).
+  link_setup link;
   /// Step admission: fair core sharing with the learners of the process or host (may be null);
   /// see compute_gate.hpp.
   step_admission* gate = nullptr;

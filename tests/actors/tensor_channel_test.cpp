@@ -83,8 +83,10 @@ struct sender_state {
 /// `window` chunks; counts the credits that come back. (It takes an argument on purpose: CAF
 /// 0.17 spawns a function actor without arguments through `*shared_ptr<tuple<>>{}`, a reference
 /// bound to null that UBSan stops at.)
-caf::behavior sender(caf::stateful_actor<sender_state>* self, size_t window) {
+caf::behavior sender(caf::stateful_actor<sender_state>* self, size_t window,
+                     std::shared_ptr<channel_route> route) {
   self->state.flow = chunk_flow(window);
+  self->state.flow.link.channel = std::move(route);
   self->set_down_handler([=](caf::down_msg& dm) { flow_down(self->state.flow, dm); });
   return {
       [=](atoms::step_atom, caf::actor dest, int n, bool as_broadcast) {
@@ -173,6 +175,8 @@ struct sending_node {
   node_config cfg{transport()};
   caf::actor_system sys{cfg};
   std::shared_ptr<tensor_channel_hub> hub;
+  /// What the node hands its senders: chunks try `hub` first.
+  std::shared_ptr<channel_route> route = std::make_shared<channel_route>();
   std::mutex m;
   std::string lost;
 
@@ -184,6 +188,7 @@ struct sending_node {
       lost = why;
     };
     hub = tensor_channel_hub::make(sys, o);
+    route->set(hub);
   }
   ~sending_node() { hub.reset(); }
   std::string lost_why() {
@@ -202,7 +207,7 @@ TEST(tensor_channel, chunks_cross_with_their_senders_identity_and_their_credits_
   ASSERT_TRUE(b.hub->connected_to(dest->node()));
   ASSERT_TRUE(wait_until([&] { return a.hub->stats().opened == 1; }, 5));
 
-  auto snd = b.sys.spawn(sender, size_t{3});
+  auto snd = b.sys.spawn(sender, size_t{3}, b.route);
   caf::anon_send(snd, atoms::step_atom_v, *dest, 12, false);
   ASSERT_TRUE(wait_until([&] { return a.got.count() == 12; }, 10)) << a.got.count();
   caf::scoped_actor self{b.sys};
@@ -251,7 +256,7 @@ TEST(tensor_channel, a_chunk_its_receiver_does_not_take_closes_the_channel_and_t
   auto dest = b.sys.middleman().remote_actor("127.0.0.1", a.guard->port());
   ASSERT_TRUE(dest) << b.sys.render(dest.error());
   ASSERT_TRUE(b.hub->connect("127.0.0.1", a.guard->port(), dest->node()).ok());
-  auto snd = b.sys.spawn(sender, size_t{3});
+  auto snd = b.sys.spawn(sender, size_t{3}, b.route);
   caf::anon_send(snd, atoms::step_atom_v, *dest, 1, true);  // a broadcast to a push endpoint
   ASSERT_TRUE(wait_until([&] { return !b.lost_why().empty(); }, 10));
   EXPECT_NE(b.lost_why().find("tensor channel"), std::string::npos) << b.lost_why();
@@ -377,7 +382,7 @@ TEST(tensor_channel, a_port_without_the_guard_has_no_channel_and_the_client_says
   EXPECT_NE(st.error().message.find("without its frame guard"), std::string::npos)
       << st.error().message;
   // CAF's own connection is unaffected: a chunk still arrives, on CAF.
-  auto snd = b.sys.spawn(sender, size_t{3});
+  auto snd = b.sys.spawn(sender, size_t{3}, b.route);
   caf::anon_send(snd, atoms::step_atom_v, *dest, 2, false);
   EXPECT_TRUE(wait_until([&] { return a.got.count() == 2; }, 10));
   EXPECT_EQ(a.hub->stats().frames_received, 0u);

@@ -735,8 +735,10 @@ using chunk_list = std::vector<dd::actors::queued_chunk>;
 /// most `window` uncredited chunks per peer); answers the (step_atom) request with the seconds
 /// from the first send to the last peer's finished_atom.
 caf::behavior mm_sender(caf::stateful_actor<sender_state>* self, std::vector<caf::actor> peers,
-                        std::shared_ptr<const chunk_list> msgs, size_t window) {
+                        std::shared_ptr<const chunk_list> msgs, size_t window,
+                        std::shared_ptr<const dd::actors::channel_route> route) {
   self->state.flow = dd::actors::chunk_flow(window);
+  self->state.flow.link.channel = std::move(route);
   self->set_down_handler([=](caf::down_msg& dm) { dd::actors::flow_down(self->state.flow, dm); });
   return {
       [=](atoms::step_atom) {
@@ -775,9 +777,10 @@ caf::behavior mm_sender(caf::stateful_actor<sender_state>* self, std::vector<caf
 }
 
 double run_mm(caf::actor_system& sys, const std::vector<caf::actor>& peers,
-              std::shared_ptr<const chunk_list> msgs, size_t window) {
+              std::shared_ptr<const chunk_list> msgs, size_t window,
+              std::shared_ptr<const dd::actors::channel_route> route) {
   caf::scoped_actor self{sys};
-  auto snd = sys.spawn(mm_sender, peers, std::move(msgs), window);
+  auto snd = sys.spawn(mm_sender, peers, std::move(msgs), window, std::move(route));
   double seconds = -1;
   std::string err;
   self->request(snd, std::chrono::seconds(300), atoms::step_atom_v)
@@ -963,6 +966,8 @@ int run_transfers(const options& o) {
   dd::actors::tensor_channel_hub::options co;
   co.run_id = bench_run_id;
   auto hub = dd::actors::tensor_channel_hub::make(sys, co);  // after sys: destroyed before it
+  auto route = std::make_shared<dd::actors::channel_route>();
+  route->set(hub);
   auto with_channel = [&](uint16_t port) {
     auto h = connect_mm(sys, port);
     auto st = hub->connect("127.0.0.1", port, h.node());
@@ -989,13 +994,13 @@ int run_transfers(const options& o) {
         hub->set_sending(k == push);
         s = run_mm(sys, push_peer,
                    as_messages(atoms::push_atom_v, encode_push(frag, transfer, o.chunk_bytes)),
-                   window);
+                   window, route);
         hub->set_sending(true);
       } else if (k == bcast) {
         s = run_mm(
             sys, bcast_peers,
             as_messages(atoms::broadcast_atom_v, encode_broadcast(frag, transfer, o.chunk_bytes)),
-            window);
+            window, route);
       } else if (k == raw_a_k) {
         s = run_raw_a(fd_a, encode_push(frag, transfer, o.chunk_bytes), window, true);
       } else if (k == raw_a0_k) {
