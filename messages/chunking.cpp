@@ -65,6 +65,7 @@ broadcast_msg chunk_header(const broadcast_msg& whole) {
   c.total_elements = whole.total_elements;
   c.payload_bytes = whole.payload_bytes;
   c.merged = whole.merged;
+  c.value_digest = whole.value_digest;
   return c;
 }
 
@@ -118,7 +119,7 @@ bool same_transfer_header(const push_msg& a, const push_msg& b) {
 bool same_transfer_header(const broadcast_msg& a, const broadcast_msg& b) {
   return a.fragment_id == b.fragment_id && a.version == b.version && a.encoding == b.encoding &&
          a.total_elements == b.total_elements && a.payload_bytes == b.payload_bytes &&
-         a.chunk_count == b.chunk_count;
+         a.chunk_count == b.chunk_count && a.value_digest == b.value_digest;
 }
 
 std::tuple<uint64_t, uint64_t> order_of(const push_msg& m) {

@@ -108,6 +108,7 @@ status read_broadcast(cw::Envelope::Body::Reader body, broadcast_msg& m,
   m.fragment_id = r.getFragmentId();
   m.version = r.getVersion();
   m.merged = get_merged(r.getMerged());
+  m.value_digest = r.getValueDigest();
   return get_chunk_fields("broadcast", r, m, payload);
 }
 
@@ -178,6 +179,10 @@ wire_bytes encode(const heartbeat_msg& m, const envelope_stamp& stamp) {
   r.setLoss(m.loss);
   r.setComputeSeconds(m.compute_s);
   r.setLr(m.lr);
+  r.setHeldFragment(m.held_fragment);
+  r.setHeldVersion(m.held_version);
+  r.setHeldOwnerDigest(m.held_owner_digest);
+  r.setHeldDigest(m.held_digest);
   return flatten(b);
 }
 
@@ -216,6 +221,7 @@ wire_bytes encode_broadcast_chunk(const broadcast_msg& header, const payload_vie
   set_chunk_fields(r, b, m,
                    payload);  // the payload before the merged list, as it always was on the wire
   set_merged(r.initMerged(static_cast<unsigned>(m.merged.size())), m.merged);
+  r.setValueDigest(m.value_digest);
   return flatten(b);
 }
 
@@ -334,6 +340,14 @@ result<heartbeat_msg> decode_heartbeat(const uint8_t* data, size_t size,
                            m.loss = r.getLoss();
                            m.compute_s = r.getComputeSeconds();
                            m.lr = r.getLr();
+                           m.held_fragment = r.getHeldFragment();
+                           m.held_version = r.getHeldVersion();
+                           m.held_owner_digest = r.getHeldOwnerDigest();
+                           m.held_digest = r.getHeldDigest();
+                           if (m.held_digest != 0 && m.held_fragment < 0)
+                             return R(errc::malformed, "heartbeat.heldFragment " +
+                                                           std::to_string(m.held_fragment) +
+                                                           " is negative");
                            if (auto st = same_incarnation("heartbeat", sender_inc, m.incarnation);
                                !st)
                              return st.error();

@@ -181,6 +181,14 @@ struct heartbeat_msg {
   double compute_s = 0.0;
   /// Learning rate the last step applied (schedule × re-warmup; 0 from older writers).
   double lr = 0.0;
+  /// Divergence check, one fragment per heartbeat in turn (held_digest 0 = none reported): the
+  /// version of fragment `held_fragment` the learner holds as its stored global value, the digest
+  /// the owner sent with it (broadcast_msg::value_digest) and the digest of the bytes it holds
+  /// now (runtime/value_digest.hpp). The health monitor reports a learner whose two differ.
+  int32_t held_fragment = 0;
+  uint64_t held_version = 0;
+  uint64_t held_owner_digest = 0;
+  uint64_t held_digest = 0;
 };
 
 /// Learner → fragment owner: one chunk of a pseudo-gradient push (ALGORITHM.md, learner loop).
@@ -254,6 +262,9 @@ struct broadcast_msg {
   std::vector<merged_push> merged;
   /// CRC-32C of `payload`, as for push_msg::payload_crc32c.
   uint32_t payload_crc32c = 0;
+  /// Digest of the whole value as a learner decodes it (runtime/value_digest.hpp), computed once by
+  /// the owner when it makes the value; the same on every chunk. 0 = none (an older writer).
+  uint64_t value_digest = 0;
 };
 
 /// Why an owner refused a push (wire.capnp RejectReason).

@@ -62,6 +62,14 @@ struct Heartbeat {
   loss @6 :Float64;                    # training loss of the last step, nats/token
   computeSeconds @7 :Float64;          # seconds this incarnation spent in inner steps
   lr @8 :Float64;                      # learning rate the last step applied
+  # Divergence check (one fragment per heartbeat, in turn): the global value the learner holds
+  # for heldFragment (its stored copy, not its parameters), heldVersion, the digest the owner
+  # sent with that value (FragmentBroadcast.valueDigest) and the digest of the bytes it holds
+  # now. heldDigest 0 = nothing reported.
+  heldFragment @9 :Int32;
+  heldVersion @10 :UInt64;
+  heldOwnerDigest @11 :UInt64;
+  heldDigest @12 :UInt64;
 }
 
 # Learner -> fragment owner: one chunk of a pseudo-gradient push.
@@ -100,6 +108,8 @@ struct FragmentBroadcast {
   merged @9 :List(MergedPush);         # per learner, its newest push merged into the value so far
   payloadCrc32c @10 :UInt32;           # CRC-32C (Castagnoli) of this chunk's payload, set on
                                        # encode; 0 = not set (an older writer): not checked
+  valueDigest @11 :UInt64;             # digest (runtime/value_digest.hpp) of the whole value as a
+                                       # learner decodes it; the same on every chunk; 0 = none
 }
 
 # The newest push of one learner that a fragment's value contains (the learner rebases on it).

@@ -124,6 +124,7 @@ struct earlier_parts {
   uint64_t envelopes_refused = 0;   ///< "envelope_refused" events
   uint64_t frames_refused = 0;      ///< "frame_refused" events
   uint64_t pushes_implausible = 0;  ///< "push" events with "reason": "implausible"
+  uint64_t divergences = 0;         ///< "divergence" events
   /// "respawn" events of kind learner (dd-node run), or "rejoin" events with "live": false in a
   /// part that listened for learner processes (a "listening" event: dd-node syncer).
   uint64_t learner_restarts = 0;

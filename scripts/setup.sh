@@ -30,6 +30,7 @@ packages=(
   libsentencepiece-dev             # subword tokenizer (dd-node tokenize, data.tokenizer)
   systemd                          # systemd-analyze: systemd_units_test checks examples/systemd/
   slurm-wlm munge                  # slurm_cluster_test: a single-node Slurm started by the test
+  libxxhash-dev                    # XXH3: the digest of a global value (divergence detection)
   iproute2                         # `ip netns`, veth, bridge: tests/cluster (minimal images lack it)
   python3-matplotlib               # `dd-node plot` (tools/plot/dd_plot.py, run by /usr/bin/python3)
   libjs-chart.js                   # the status page's charts, compiled into dd-node (MIT)

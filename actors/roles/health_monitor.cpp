@@ -240,6 +240,16 @@ void on_heartbeat(monitor_actor* self, const monitor_context& ctx,
   if (ctx.recorder)
     ctx.recorder->loss_row(hb->learner_id, r.incarnation, hb->step, r.tokens(), hb->loss, hb->lr);
   monitor_log::heartbeat(ctx.log, ctx.remote_learners, *hb, r);
+  if (d.diverged && ctx.log != nullptr) {
+    const auto& v = *d.diverged;
+    ctx.log->update([](run_counters& c) { c.divergences += 1; });
+    ctx.log->emit("divergence", {{"learner", v.learner},
+                                 {"incarnation", v.incarnation},
+                                 {"fragment", v.fragment},
+                                 {"version", v.version},
+                                 {"owner_digest", fmt::format("{:016x}", v.owner_digest)},
+                                 {"held_digest", fmt::format("{:016x}", v.held_digest)}});
+  }
   // Global progress: the push clock (sync.push_clock = global) and the lr schedule's clock
   // (inner.schedule_clock = global) follow it.
   if (auto sender = caf::actor_cast<learner_at_monitor_hdl>(self->current_sender())) {

@@ -151,6 +151,7 @@ void on_step(learner_actor* self, const ctx_ptr& ctx) {
   // Emulated slower hardware: the step takes factor × its time.
   double factor = std::max(1.0, ctx->speed) * st.faults->slow_factor();
   if (ctx->jitter > 0 && st.jitter_rng) factor *= 1.0 + ctx->jitter * st.jitter_rng->uniform();
+  st.faults->before_heartbeat(sf, *st.core, step);
   perform(self, ctx,
           st.core->on_step_done({r.loss, r.lr, measured, factor, st.tr->cursor().to_bytes()}));
   if (!st.faults->after_heartbeat(sf, st.tr->model(), ctx->plan, st.core->id(),

@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <stdexcept>
 #include <utility>
 
 #include "messages/chunking.hpp"
 #include "runtime/quantize.hpp"
+#include "runtime/value_digest.hpp"
 
 namespace dd::actors {
 
@@ -366,8 +368,54 @@ learner_actions learner_core::on_step_done(const step_report& r) {
   hb.loss = r.loss;
   hb.compute_s = compute_s_;
   hb.lr = r.lr;
+  check_held_value(hb, out);
   out.push_back(act::heartbeat{step_, encode(hb, stamp())});
   return out;
+}
+
+void learner_core::check_held_value(heartbeat_msg& hb, learner_actions& out) {
+  const size_t n = frags_.size();
+  for (size_t k = 0; k < n; ++k) {
+    const size_t p = (next_check_ + k) % n;
+    auto& f = frags_[p];
+    if (!f.have || f.refetch || f.owner_digest == 0 || f.base.empty()) continue;
+    next_check_ = (p + 1) % n;
+    hb.held_fragment = static_cast<int32_t>(p);
+    hb.held_version = f.base_version;
+    hb.held_owner_digest = f.owner_digest;
+    hb.held_digest = value_digest(f.base);
+    if (hb.held_digest != f.owner_digest) {
+      // Corrupted in memory (or by a bug) since it arrived: fetch it again; the monitor reports
+      // the heartbeat as a divergence.
+      f.refetch = true;
+      out.push_back(act::event{"value_refetch",
+                               {{"learner", id_},
+                                {"incarnation", incarnation_},
+                                {"step", step_},
+                                {"fragment", static_cast<int32_t>(p)},
+                                {"version", f.base_version},
+                                {"reason", "the held value's digest differs from the owner's"}}});
+      if (p < has_owner_.size() && has_owner_[p])
+        out.push_back(act::pull{static_cast<int32_t>(p), pull_bytes(p)});
+    }
+    return;
+  }
+}
+
+int32_t learner_core::corrupt_held_value() {
+  const size_t n = frags_.size();
+  for (size_t k = 0; k < n; ++k) {
+    const size_t p = (next_check_ + k) % n;
+    auto& f = frags_[p];
+    if (!f.have || f.base.empty()) continue;
+    uint32_t bits;
+    std::memcpy(&bits, &f.base[0], sizeof bits);
+    bits ^= 0x00400001u;  // a mantissa bit and the lowest: a finite, different value
+    std::memcpy(&f.base[0], &bits, sizeof bits);
+    next_check_ = p;
+    return static_cast<int32_t>(p);
+  }
+  return -1;
 }
 
 std::vector<due_push> learner_core::push_due(double now_s) {
@@ -582,7 +630,9 @@ bool learner_core::apply_global(const broadcast_msg& b, learner_actions& out) {
     return false;
   }
   auto& f = frags_[static_cast<size_t>(b.fragment_id)];
-  if (opts_.apply.how == fragment_apply::kind::rebase && f.have && phase_ != phase::syncing) {
+  f.owner_digest = b.value_digest;
+  if (opts_.apply.how == fragment_apply::kind::rebase && f.have && phase_ != phase::syncing &&
+      !f.refetch) {
     std::vector<float> theta = params_->read(layout);
     rebase_onto(f, theta, std::move(*values), b.version, b.merged, id_, incarnation_);
     f.base_merged = b.merged;
@@ -591,7 +641,8 @@ bool learner_core::apply_global(const broadcast_msg& b, learner_actions& out) {
     return true;
   }
   const double alpha = opts_.apply.how == fragment_apply::kind::overwrite ? opts_.apply.alpha : 0.0;
-  const bool overwrite = alpha <= 0.0 || phase_ == phase::syncing;
+  const bool overwrite = alpha <= 0.0 || phase_ == phase::syncing || f.refetch;
+  f.refetch = false;
   std::vector<float> theta;
   if (!overwrite) {
     theta = params_->read(layout);

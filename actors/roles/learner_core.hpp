@@ -143,6 +143,12 @@ struct learner_fragment {
   /// The merged list of the broadcast that brought `base` (handed to an owner that rebuilds
   /// the fragment from this copy: fragment_query).
   std::vector<merged_push> base_merged;
+  /// The digest the owner sent with `base` (broadcast_msg::value_digest; 0 = none): the
+  /// heartbeats compare it with a digest of `base` as held now (divergence detection).
+  uint64_t owner_digest = 0;
+  /// `base` was found to differ from the owner's value: the next arrival of the fragment
+  /// replaces base and θ_p both (as at a sync), not a rebase onto a damaged base.
+  bool refetch = false;
   uint64_t steps = 0;     ///< steps[p] since base_p was received
   uint64_t tokens = 0;    ///< tokens[p] since base_p was received
   bool have = false;      ///< received since the last (re)load started
@@ -400,8 +406,15 @@ class learner_core {
   step_plan on_step_timer(double now_s);
   /// The step was not applied (non-finite loss or gradient): reload every fragment.
   learner_actions on_step_discarded(double loss);
-  /// The step was applied (the trainer advanced to step()): counters, step time, heartbeat.
+  /// The step was applied (the trainer advanced to step()): counters, step time, heartbeat. The
+  /// heartbeat carries the divergence check of one fragment, in turn: the digest of the global
+  /// value held for it (runtime/value_digest.hpp) beside the owner's; where they differ the
+  /// fragment is fetched again (an event `value_refetch` and a pull).
   learner_actions on_step_done(const step_report& r);
+  /// The `corrupt_held` fault: flips the bits of one value of the stored global value of the
+  /// fragment the next heartbeat checks (its parameters are untouched). Returns that fragment,
+  /// or -1 when no fragment is held yet.
+  int32_t corrupt_held_value();
   /// The heartbeat of `step` left at `now_s` (its progress reply is dated by it).
   void on_heartbeat_sent(uint64_t step, double now_s) { heartbeat_dates_.sent(step, now_s); }
   /// Expires pushes unanswered for H steps and builds the pushes due now, fragment order.
@@ -474,6 +487,8 @@ class learner_core {
   std::optional<inflight_push> build_push(int32_t p, uint64_t step);
   bool barrier_blocked() const;
   bool apply_global(const broadcast_msg& b, learner_actions& out);
+  /// The heartbeat's divergence check (on_step_done).
+  void check_held_value(heartbeat_msg& hb, learner_actions& out);
   void refuse_damaged_broadcast(int32_t fragment, const std::string& detail,
                                 learner_actions& out) const;
   void resume_stepping(learner_actions& out);
@@ -503,6 +518,7 @@ class learner_core {
   uint64_t leave_attempt_ = 0;  ///< the newest leave request (older failures are ignored)
   double wait_started_s_ = 0.0;
   double last_step_s_ = 0.0;  ///< the last step's time (the simulated timer's next delay)
+  size_t next_check_ = 0;     ///< the fragment the next heartbeat's divergence check covers
   std::vector<learner_fragment> frags_;
   std::vector<bool> has_owner_;
   chunk_assembler assembler_;

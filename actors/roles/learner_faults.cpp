@@ -75,6 +75,16 @@ step_faults learner_faults::at_step(int32_t id, uint64_t incarnation, uint64_t s
   return sf;
 }
 
+void learner_faults::before_heartbeat(const step_faults& sf, learner_core& core, uint64_t step) {
+  if (!sf.corrupt_held) return;
+  const int32_t fragment = core.corrupt_held_value();
+  if (log_ != nullptr)
+    log_->emit("held_value_corrupted", {{"learner", core.id()},
+                                        {"incarnation", core.incarnation()},
+                                        {"step", step},
+                                        {"fragment", fragment}});
+}
+
 bool learner_faults::after_heartbeat(const step_faults& sf, model& m, const fragment_plan& plan,
                                      int32_t id, uint64_t incarnation, uint64_t step,
                                      step_admission* gate) {

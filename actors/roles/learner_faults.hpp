@@ -44,6 +44,9 @@ class learner_faults {
   /// Carries out a step's nan (one NaN in every fragment of `m`: a push due now carries it and
   /// its owner refuses it; the next step is discarded and the learner reloads), fail (throws
   /// std::runtime_error) and kill (false: the actor exits with an error). A crash leaves `gate`.
+  /// Carries out a step's corrupt_held (the core alters its stored copy of one global value,
+  /// which this step's heartbeat then checks; event `held_value_corrupted`).
+  void before_heartbeat(const step_faults& sf, learner_core& core, uint64_t step);
   bool after_heartbeat(const step_faults& sf, model& m, const fragment_plan& plan, int32_t id,
                        uint64_t incarnation, uint64_t step, step_admission* gate);
 

@@ -205,6 +205,19 @@ struct rejoin_totals {
 rejoin_totals live_rejoin_totals(const learner_record& r, const join_request& req,
                                  uint64_t tokens_per_step);
 
+/// A learner that holds a global value other than the one its owner made for that version: the
+/// digest of the bytes it holds differs from the digest the owner sent with the value
+/// (heartbeat_msg::held_*). The learner fetches the fragment again on its own finding; the
+/// monitor reports it (event `divergence`, dd_divergences_total, the status page).
+struct divergence {
+  int32_t learner = 0;
+  uint64_t incarnation = 0;
+  int32_t fragment = 0;
+  uint64_t version = 0;
+  uint64_t owner_digest = 0;
+  uint64_t held_digest = 0;
+};
+
 /// Outcome of a heartbeat.
 struct heartbeat_decision {
   enum class verdict { accepted, unknown_learner, stale_incarnation, not_alive };
@@ -215,6 +228,8 @@ struct heartbeat_decision {
   double mean_step = 0.0;
   /// The token budget was spent by this heartbeat (reported once).
   bool budget_spent = false;
+  /// The heartbeat reports a held value that differs from its owner's (accepted heartbeats).
+  std::optional<divergence> diverged;
   bool accepted() const { return what == verdict::accepted; }
 };
 
@@ -293,6 +308,8 @@ class membership {
   size_t live_count() const;
   uint64_t total_tokens() const;
   double mean_step() const { return mean_step_; }
+  /// Heartbeats that reported a divergence (heartbeat_decision::diverged) so far, this part.
+  uint64_t divergences() const { return divergences_; }
   bool stopping() const { return stopping_; }
   double seconds_before() const { return seconds_before_; }
 
@@ -306,6 +323,7 @@ class membership {
   std::map<int32_t, std::pair<std::string, double>> reserved_;
   uint64_t epoch_ = 0;
   double mean_step_ = 0.0;
+  uint64_t divergences_ = 0;
   bool stopping_ = false, done_reported_ = false, budget_reported_ = false;
   double started_s_ = 0.0, seconds_before_ = 0.0;
   double uptime_before_s_ = 0.0, observed_before_s_ = 0.0;

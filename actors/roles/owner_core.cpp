@@ -17,6 +17,7 @@
 #include <stdexcept>
 
 #include "runtime/quantize.hpp"
+#include "runtime/value_digest.hpp"
 
 namespace dd::actors {
 
@@ -522,6 +523,7 @@ std::vector<wire_bytes> owner_core::encode_value() const {
   b.payload = encode_payload(opts_.broadcast_encoding, host.data(), host.size());
   b.payload_bytes = b.payload.size();
   b.merged = merged_pushes();
+  b.value_digest = value_digest_now(host, b.payload);
   std::vector<wire_bytes> out;
   if (b.payload.size() <= opts_.chunk_bytes) {
     out.push_back(encode(b, {opts_.run_id, opts_.syncer_incarnation}));
@@ -533,6 +535,21 @@ std::vector<wire_bytes> owner_core::encode_value() const {
 }
 
 std::vector<wire_bytes> owner_core::current_value() const { return encode_value(); }
+
+uint64_t owner_core::value_digest_now(const std::vector<float>& host,
+                                      const std::vector<uint8_t>& payload) const {
+  if (digest_ != 0 && digest_version_ == version_) return digest_;
+  // Of the value as a learner decodes it: a quantized broadcast is decoded here once.
+  if (opts_.broadcast_encoding == payload_encoding::fp32) {
+    digest_ = value_digest(host);
+  } else {
+    auto decoded = decode_payload(opts_.broadcast_encoding, payload.data(), payload.size(),
+                                  host.size());
+    digest_ = decoded ? value_digest(*decoded) : 0;  // 0: no digest, never a false alarm
+  }
+  digest_version_ = version_;
+  return digest_;
+}
 
 owner_checkpoint owner_core::make_checkpoint() const {
   owner_checkpoint c;

@@ -258,6 +258,9 @@ class owner_core {
   owner_effects merge(double now_s, const std::string& reason);
   double compute_grace_s() const;
   std::vector<wire_bytes> encode_value() const;
+  /// The digest of the current value as a learner decodes it (runtime/value_digest.hpp), computed
+  /// once per version.
+  uint64_t value_digest_now(const std::vector<float>& host, const std::vector<uint8_t>& payload) const;
 
   owner_options opts_;
   kernels::backend* be_;
@@ -291,6 +294,9 @@ class owner_core {
   /// checkpoint of that version carries them (owner_checkpoint::merge_record).
   std::string last_merge_record_;
   uint64_t last_merge_version_ = 0;
+  /// value_digest_now's cache: the version it was computed for (none yet: digest_ 0).
+  mutable uint64_t digest_version_ = 0;
+  mutable uint64_t digest_ = 0;
   uint64_t version_floor_ = 0;  ///< the next merge is numbered above it (skip_versions_to)
   bool round_open_ = false;
   double round_start_s_ = 0.0;

@@ -89,6 +89,7 @@ step_faults fault_hooks::on_learner_step(int32_t id, uint64_t inc, uint64_t step
   promote_locked(now, id, step);
   if (!take_live_locked(fault_kind::nan_step, id, -1, now).empty()) out.nan = true;
   if (!take_live_locked(fault_kind::fail_step, id, -1, now).empty()) out.fail = true;
+  if (!take_live_locked(fault_kind::corrupt_held, id, -1, now).empty()) out.corrupt_held = true;
   return out;
 }
 

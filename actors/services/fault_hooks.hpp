@@ -99,6 +99,9 @@ struct step_faults {
   /// A live `fail_step` fault: the learner throws from its step (the actor dies with the
   /// exception's message; its supervisor respawns it).
   bool fail = false;
+  /// A live `corrupt_held` fault: the learner alters its stored copy of one global value (not
+  /// its parameters) before this step's heartbeat, whose divergence check finds it.
+  bool corrupt_held = false;
 };
 
 /// What happens to one push.

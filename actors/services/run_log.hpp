@@ -71,6 +71,9 @@ struct run_counters {
   /// Connections the syncer's frame guard closed: an oversized frame, or past the strangers'
   /// limits (actors/link/frame_guard.hpp).
   uint64_t frames_refused = 0;
+  /// Heartbeats that reported a learner holding a global value other than its owner's
+  /// (actors/roles/membership.hpp divergence).
+  uint64_t divergences = 0;
   std::map<int32_t, double> grace_s;     ///< last grace window used per fragment, seconds
   std::map<int32_t, uint64_t> versions;  ///< current version per fragment
   double last_val_loss = -1.0;           ///< < 0 until the first evaluation

@@ -44,7 +44,8 @@ nlohmann::json make_summary(int learners, int fragments, const run_counters& c,
       {"chunks_refused", c.chunks_refused},
       {"envelopes_refused", c.envelopes_refused},
       {"pushes_implausible", c.pushes_implausible},
-      {"frames_refused", c.frames_refused}};
+      {"frames_refused", c.frames_refused},
+      {"divergences", c.divergences}};
 }
 
 run_result make_run_result(const run_facts& f, const run_counters& counters, double final_val_loss,
@@ -76,6 +77,7 @@ run_result make_run_result(const run_facts& f, const run_counters& counters, dou
     all.envelopes_refused += b.envelopes_refused;
     all.pushes_implausible += b.pushes_implausible;
     all.frames_refused += b.frames_refused;
+    all.divergences += b.divergences;
     all.learner_restarts += b.learner_restarts;
     all.owner_restarts += b.owner_restarts;
   }
@@ -306,6 +308,8 @@ std::string summary_text(const std::string& experiment, const run_result& r,
                                     count("envelopes_refused"), count("frames_refused"));
   if (count("pushes_implausible") > 0)
     refused += fmt::format(", {} implausible pushes", count("pushes_implausible"));
+  if (count("divergences") > 0)
+    refused += fmt::format(", {} divergences (held values refetched)", count("divergences"));
   line("refused", refused);
   if (auto d = s.find("degraded"); d != s.end() && d->is_object() && !d->empty()) {
     std::string what;

@@ -15,11 +15,12 @@ struct fault_row {
 };
 
 // In enum order (checked by fault_kind_test).
-constexpr std::array<fault_row, 31> table = {{
+constexpr std::array<fault_row, 32> table = {{
     {fault_kind::kill_learner, "kill_learner", "kill_learner", fault_layer::in_process},
     {fault_kind::slow_learner, "slow_learner", "slow_learner", fault_layer::in_process},
     {fault_kind::nan_step, "nan_step", "nan_step", fault_layer::in_process},
     {fault_kind::fail_step, "fail_step", "fail_step", fault_layer::in_process},
+    {fault_kind::corrupt_held, "corrupt_held", "corrupt_held", fault_layer::in_process},
     {fault_kind::kill_owner, "kill_owner", "kill_owner", fault_layer::in_process},
     {fault_kind::drop_push, "drop_push", "drop_push", fault_layer::in_process},
     {fault_kind::delay_push, "delay_push", "delay_push", fault_layer::in_process},
@@ -122,7 +123,8 @@ bool is_broadcast_fault(fault_kind k) {
 }
 
 bool is_step_message_fault(fault_kind k) {
-  return k == fault_kind::nan_step || k == fault_kind::fail_step;
+  return k == fault_kind::nan_step || k == fault_kind::fail_step ||
+         k == fault_kind::corrupt_held;
 }
 
 bool is_live_fault(fault_kind k) {

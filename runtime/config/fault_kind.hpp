@@ -25,6 +25,7 @@ enum class fault_kind : std::uint8_t {
   slow_learner,  ///< the learner sleeps (factor − 1) × its step time after each step
   nan_step,      ///< a NaN is written into the learner's model after a step
   fail_step,     ///< the learner's step throws
+  corrupt_held,  ///< the learner's stored copy of a global value is altered (divergence check)
   // In process, at an owner's merge.
   kill_owner,  ///< the fragment owner actor dies (optionally damaging its checkpoint)
   // In process, on the link: chunk messages as they leave a node (push: the learner's node;

@@ -15,6 +15,7 @@
 #include "messages/chunking.hpp"
 #include "messages/control.hpp"
 #include "runtime/quantize.hpp"
+#include "runtime/value_digest.hpp"
 
 namespace dd::actors {
 namespace {
@@ -105,6 +106,7 @@ wire_bytes broadcast_bytes(int32_t p, uint64_t version, std::vector<float> value
   b.payload = encode_payload(payload_encoding::fp32, value.data(), value.size());
   b.payload_bytes = b.payload.size();
   b.merged = std::move(merged);
+  b.value_digest = value_digest(value);  // as the owner sends it
   return encode(b, syncer());
 }
 
@@ -808,3 +810,52 @@ TEST_F(learner_core_test, a_query_is_answered_with_the_version_and_the_value_hel
 
 }  // namespace
 }  // namespace dd::actors
+
+// Divergence detection: each heartbeat carries the digest of the global value the learner holds
+// for one fragment, in turn, beside the owner's. A stored copy altered after its broadcast (the
+// corrupt_held fault) is found by the very next heartbeat, reported in it, and fetched again; the
+// value that comes back replaces the copy and the fragment's parameters (no rebase onto the
+// damaged copy), and the heartbeats that follow agree again.
+TEST_F(learner_core_test, a_held_value_altered_after_its_broadcast_is_found_by_the_next_heartbeat) {
+  make(base_options());
+  join_and_sync();
+  auto held = [](const learner_actions& out) {
+    const auto hbs = all_of<act::heartbeat>(out);
+    EXPECT_EQ(hbs.size(), 1u);
+    auto hb = decode_heartbeat(hbs.at(0).bytes, {}, {run, 0});
+    EXPECT_TRUE(hb.ok());
+    return *hb;
+  };
+  // Clean: fragments 0 and 1 in turn, each the owner's digest.
+  std::vector<int32_t> checked;
+  for (int i = 0; i < 4; ++i) {
+    const auto hb = held(step());
+    EXPECT_EQ(hb.held_version, 1u);
+    EXPECT_EQ(hb.held_digest, value_digest(std::vector<float>{1.0f, 1.0f}));
+    EXPECT_EQ(hb.held_digest, hb.held_owner_digest);
+    checked.push_back(hb.held_fragment);
+  }
+  EXPECT_EQ(checked, (std::vector<int32_t>{0, 1, 0, 1}));
+  // Altered: the fragment the next heartbeat covers (0), its copy only.
+  const auto params_before = params.v;
+  ASSERT_EQ(core->corrupt_held_value(), 0);
+  EXPECT_EQ(params.v, params_before);
+  auto out = step();
+  const auto bad = held(out);
+  EXPECT_EQ(bad.held_fragment, 0);
+  EXPECT_EQ(bad.held_owner_digest, value_digest(std::vector<float>{1.0f, 1.0f}));
+  EXPECT_NE(bad.held_digest, bad.held_owner_digest);
+  EXPECT_TRUE(has_event(out, "value_refetch"));
+  EXPECT_EQ(pulled(out), (std::vector<int32_t>{0}));
+  // The owner's value comes back (version 1 again): it replaces θ_0 and the copy.
+  core->on_broadcast(broadcast_bytes(0, 1, {1.0f, 1.0f}));
+  EXPECT_EQ(params.v[0], 1.0f);
+  EXPECT_EQ(params.v[1], 1.0f);
+  for (int i = 0; i < 2; ++i) {
+    const auto hb = held(step());
+    EXPECT_EQ(hb.held_digest, hb.held_owner_digest) << "fragment " << hb.held_fragment;
+  }
+  // Nothing held yet: nothing to alter, and a heartbeat reports no check.
+  make(base_options());
+  EXPECT_EQ(core->corrupt_held_value(), -1);
+}

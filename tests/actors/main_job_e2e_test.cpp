@@ -124,10 +124,12 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
                                       "envelopes_refused",
                                       "frames_refused",
                                       "pushes_implausible",
+                                      "divergences",
                                       "final_val_bpb"};
   std::set<std::string> got;
   for (auto& [k, v] : summary.items()) got.insert(k);
   EXPECT_EQ(got, keys);
+  EXPECT_EQ(summary["divergences"].get<int>(), 0) << "a clean run holds the owners' values";
   // Byte tokens: bits per byte = nats per token / ln 2.
   EXPECT_NEAR(summary["final_val_bpb"].get<double>(),
               summary["final_val_loss"].get<double>() / std::log(2.0), 1e-12);
@@ -233,6 +235,55 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
   EXPECT_TRUE(respawn);
   EXPECT_TRUE(contributed);
   EXPECT_LT(killed.final_val_loss, 4.5);
+  std::filesystem::remove_all(dir);
+}
+
+// Divergence detection end to end: learner 1's stored copy of a global value is altered halfway
+// (the corrupt_held fault). The heartbeat of that very step reports it, the monitor logs one
+// `divergence` naming the learner, fragment and both digests, the learner fetches the fragment
+// again, and the run ends with summary.json counting exactly that one divergence.
+TEST(main_job, a_learner_holding_an_altered_global_value_is_found_in_one_heartbeat_and_repaired) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_divergence";
+  std::filesystem::remove_all(dir);
+  auto e = small_experiment("divergence");
+  config::chaos_event corrupt;
+  corrupt.trigger = config::chaos_trigger::at_fraction;
+  corrupt.at = 0.5;
+  corrupt.action = config::fault_kind::corrupt_held;
+  corrupt.target = 1;
+  e.chaos.events.push_back(corrupt);
+  run_options ro;
+  ro.progress_every_s = 0;
+  ro.run_dir = dir.string();
+  auto r = run_job(e, ro);
+  ASSERT_TRUE(r.finished);
+  EXPECT_FALSE(r.failed) << r.failure_reason;
+  EXPECT_EQ(r.summary["divergences"].get<int>(), 1) << r.summary.dump();
+  std::ifstream in(dir / "events.jsonl");
+  std::string line;
+  nlohmann::json corrupted, divergence, refetch;
+  int divergences = 0;
+  while (std::getline(in, line)) {
+    auto ev = nlohmann::json::parse(line);
+    if (ev["event"] == "held_value_corrupted") corrupted = ev;
+    if (ev["event"] == "value_refetch") refetch = ev;
+    if (ev["event"] == "divergence") {
+      divergence = ev;
+      ++divergences;
+    }
+  }
+  ASSERT_TRUE(corrupted.is_object());
+  ASSERT_TRUE(divergence.is_object());
+  ASSERT_TRUE(refetch.is_object());
+  EXPECT_EQ(divergences, 1);
+  EXPECT_EQ(corrupted["learner"], 1);
+  EXPECT_EQ(divergence["learner"], 1);
+  EXPECT_EQ(divergence["fragment"], corrupted["fragment"]);
+  EXPECT_NE(divergence["owner_digest"], divergence["held_digest"]);
+  EXPECT_EQ(refetch["learner"], 1);
+  EXPECT_EQ(refetch["fragment"], corrupted["fragment"]);
+  EXPECT_EQ(refetch["step"], corrupted["step"]) << "found by the heartbeat of the same step";
+  EXPECT_LT(r.final_val_loss, 4.5);
   std::filesystem::remove_all(dir);
 }
 

@@ -522,3 +522,38 @@ TEST(membership, a_record_carries_the_learners_and_the_run_s_seconds_across_a_re
 
 }  // namespace
 }  // namespace dd::actors
+
+// Divergence detection, as a table: a heartbeat whose held digest differs from the owner's
+// digest it reports is a divergence (learner, incarnation, fragment, version, both digests);
+// equal digests, no check (held digest 0) and an older learner (no owner digest) are none.
+TEST(membership, a_heartbeat_holding_another_value_than_the_owner_s_is_a_divergence) {
+  membership m(options(1), 0.0);
+  ASSERT_TRUE(m.join(join_as(0), "", 0.0).accepted());
+  struct row {
+    uint64_t owner, held;
+    bool diverged;
+  };
+  const row rows[] = {{0xabc, 0xabc, false}, {0xabc, 0xabd, true}, {0xabc, 0, false},
+                      {0, 0xabd, false},     {7, 7, false},        {7, 8, true}};
+  uint64_t step = 1, found = 0;
+  for (const auto& r : rows) {
+    auto hb = beat(0, 0, step++, 10 * step, 0.1);
+    hb.held_fragment = 1;
+    hb.held_version = 42;
+    hb.held_owner_digest = r.owner;
+    hb.held_digest = r.held;
+    const auto d = m.heartbeat(hb, 0.1 * static_cast<double>(step));
+    ASSERT_TRUE(d.accepted());
+    EXPECT_EQ(d.diverged.has_value(), r.diverged) << std::hex << r.owner << " " << r.held;
+    if (!d.diverged) continue;
+    ++found;
+    EXPECT_EQ(d.diverged->learner, 0);
+    EXPECT_EQ(d.diverged->incarnation, 0u);
+    EXPECT_EQ(d.diverged->fragment, 1);
+    EXPECT_EQ(d.diverged->version, 42u);
+    EXPECT_EQ(d.diverged->owner_digest, r.owner);
+    EXPECT_EQ(d.diverged->held_digest, r.held);
+  }
+  EXPECT_EQ(m.divergences(), found);
+  EXPECT_EQ(found, 2u);
+}
