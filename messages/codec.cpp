@@ -327,32 +327,31 @@ result<join_reply> decode_join_reply(const uint8_t* data, size_t size, const dec
 result<heartbeat_msg> decode_heartbeat(const uint8_t* data, size_t size,
                                        const decode_limits& limits, const envelope_expect& expect) {
   using R = result<heartbeat_msg>;
-  return decode_envelope(data, size, limits, expect, cw::Envelope::Body::HEARTBEAT,
-                         [](cw::Envelope::Body::Reader body, uint64_t sender_inc) -> R {
-                           auto r = body.getHeartbeat();
-                           heartbeat_msg m;
-                           m.learner_id = r.getLearnerId();
-                           m.incarnation = r.getIncarnation();
-                           m.step = r.getStep();
-                           m.tokens = r.getTokens();
-                           m.step_time_ema_s = r.getStepTimeEmaSeconds();
-                           m.data_cursor = to_vector(r.getDataCursor());
-                           m.loss = r.getLoss();
-                           m.compute_s = r.getComputeSeconds();
-                           m.lr = r.getLr();
-                           m.held_fragment = r.getHeldFragment();
-                           m.held_version = r.getHeldVersion();
-                           m.held_owner_digest = r.getHeldOwnerDigest();
-                           m.held_digest = r.getHeldDigest();
-                           if (m.held_digest != 0 && m.held_fragment < 0)
-                             return R(errc::malformed, "heartbeat.heldFragment " +
-                                                           std::to_string(m.held_fragment) +
-                                                           " is negative");
-                           if (auto st = same_incarnation("heartbeat", sender_inc, m.incarnation);
-                               !st)
-                             return st.error();
-                           return m;
-                         });
+  return decode_envelope(
+      data, size, limits, expect, cw::Envelope::Body::HEARTBEAT,
+      [](cw::Envelope::Body::Reader body, uint64_t sender_inc) -> R {
+        auto r = body.getHeartbeat();
+        heartbeat_msg m;
+        m.learner_id = r.getLearnerId();
+        m.incarnation = r.getIncarnation();
+        m.step = r.getStep();
+        m.tokens = r.getTokens();
+        m.step_time_ema_s = r.getStepTimeEmaSeconds();
+        m.data_cursor = to_vector(r.getDataCursor());
+        m.loss = r.getLoss();
+        m.compute_s = r.getComputeSeconds();
+        m.lr = r.getLr();
+        m.held_fragment = r.getHeldFragment();
+        m.held_version = r.getHeldVersion();
+        m.held_owner_digest = r.getHeldOwnerDigest();
+        m.held_digest = r.getHeldDigest();
+        if (m.held_digest != 0 && m.held_fragment < 0)
+          return R(errc::malformed,
+                   "heartbeat.heldFragment " + std::to_string(m.held_fragment) + " is negative");
+        if (auto st = same_incarnation("heartbeat", sender_inc, m.incarnation); !st)
+          return st.error();
+        return m;
+      });
 }
 
 result<push_msg> decode_push(const uint8_t* data, size_t size, const decode_limits& limits,

@@ -38,7 +38,7 @@ cxx_files() {
 # Words of message-fault code; none may appear in a role file. Files still waiting for their
 # move (named in docs/testing.md) are listed in role_faults_pending.
 role_fault_words='\bfate\b|held_push|held_broadcast|damaged_copy|broadcast_fault|push_fault|faults->on_broadcast\(|faults->on_push\('
-role_faults_pending=(actors/roles/learner.cpp actors/roles/learner.hpp)
+role_faults_pending=(actors/roles/learner_faults.cpp actors/roles/learner_faults.hpp)
 
 case "$mode" in
   role-faults)

@@ -403,8 +403,8 @@ heartbeat_decision membership::heartbeat(const heartbeat_msg& hb, double now) {
   d.total_tokens = total_tokens();
   d.mean_step = mean_step_;
   if (hb.held_digest != 0 && hb.held_owner_digest != 0 && hb.held_digest != hb.held_owner_digest) {
-    d.diverged = divergence{hb.learner_id,    hb.incarnation,     hb.held_fragment,
-                            hb.held_version,  hb.held_owner_digest, hb.held_digest};
+    d.diverged = divergence{hb.learner_id,   hb.incarnation,       hb.held_fragment,
+                            hb.held_version, hb.held_owner_digest, hb.held_digest};
     ++divergences_;
   }
   if (opts_.token_budget > 0 && !budget_reported_ && d.total_tokens >= opts_.token_budget) {

@@ -543,8 +543,8 @@ uint64_t owner_core::value_digest_now(const std::vector<float>& host,
   if (opts_.broadcast_encoding == payload_encoding::fp32) {
     digest_ = value_digest(host);
   } else {
-    auto decoded = decode_payload(opts_.broadcast_encoding, payload.data(), payload.size(),
-                                  host.size());
+    auto decoded =
+        decode_payload(opts_.broadcast_encoding, payload.data(), payload.size(), host.size());
     digest_ = decoded ? value_digest(*decoded) : 0;  // 0: no digest, never a false alarm
   }
   digest_version_ = version_;

@@ -260,7 +260,8 @@ class owner_core {
   std::vector<wire_bytes> encode_value() const;
   /// The digest of the current value as a learner decodes it (runtime/value_digest.hpp), computed
   /// once per version.
-  uint64_t value_digest_now(const std::vector<float>& host, const std::vector<uint8_t>& payload) const;
+  uint64_t value_digest_now(const std::vector<float>& host,
+                            const std::vector<uint8_t>& payload) const;
 
   owner_options opts_;
   kernels::backend* be_;

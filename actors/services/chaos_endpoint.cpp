@@ -170,7 +170,8 @@ json chaos_endpoint::handle(const std::string& line) {
     if (!kind)
       return err(fmt::format(
           "unknown kind '{}' (drop_push, dup_push, delay_push, reorder_push, corrupt_push, "
-          "drop_broadcast, dup_broadcast, delay_broadcast, reorder_broadcast, nan_step, fail_step, corrupt_held)",
+          "drop_broadcast, dup_broadcast, delay_broadcast, reorder_broadcast, nan_step, fail_step, "
+          "corrupt_held)",
           kind_name));
     live_fault f;
     f.what = *kind;

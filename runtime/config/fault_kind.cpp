@@ -123,8 +123,7 @@ bool is_broadcast_fault(fault_kind k) {
 }
 
 bool is_step_message_fault(fault_kind k) {
-  return k == fault_kind::nan_step || k == fault_kind::fail_step ||
-         k == fault_kind::corrupt_held;
+  return k == fault_kind::nan_step || k == fault_kind::fail_step || k == fault_kind::corrupt_held;
 }
 
 bool is_live_fault(fault_kind k) {
