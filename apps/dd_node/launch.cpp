@@ -353,17 +353,15 @@ int launch_main(int argc, char** argv) {
     bool outside = exp.chaos.random.cluster_mtbf_seconds > 0;
     for (size_t i = 0; i < exp.chaos.events.size(); ++i) {
       const auto& ev = exp.chaos.events[i];
-      const auto layer = config::chaos_layer_of(ev.action);
-      const bool message = config::is_live_message_action(ev.action) ||
-                           ev.action == config::chaos_action::drop_push ||
-                           ev.action == config::chaos_action::delay_push;
-      if (layer == config::chaos_layer::in_process && !message) continue;
+      const auto layer = config::fault_layer_of(ev.action);
+      const bool message = config::is_live_fault(ev.action);
+      if (layer == config::fault_layer::in_process && !message) continue;
       outside = true;
-      if (layer == config::chaos_layer::network && !via_proxy) {
+      if (layer == config::fault_layer::network && !via_proxy) {
         std::fprintf(stderr,
                      "%s: chaos.events[%zu]: action '%s' faults a link through the fault proxy: "
                      "add --via-proxy\n",
-                     ev.where.c_str(), i + 1, config::to_string(ev.action));
+                     ev.where.c_str(), i + 1, config::dsl_name(ev.action));
         return 2;
       }
     }

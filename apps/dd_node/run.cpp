@@ -132,17 +132,17 @@ int run_main(int argc, char** argv) {
     bool refused = false;
     for (size_t i = 0; i < exp.chaos.events.size(); ++i) {
       const auto& ev = exp.chaos.events[i];
-      const auto layer = config::chaos_layer_of(ev.action);
-      if (layer == config::chaos_layer::in_process) continue;
+      const auto layer = config::fault_layer_of(ev.action);
+      if (layer == config::fault_layer::in_process) continue;
       std::fprintf(stderr,
                    "%s: chaos.events[%zu]: action '%s' is a %s fault fired from outside the "
                    "nodes: run it with `dd-node launch %s` (which starts dd-chaos with the chaos "
                    "section) or `dd-chaos run %s --run-dir DIR` against a running cluster; "
-                   "`dd-node run` runs only in-process actions (kill, slow, drop_push, "
-                   "delay_push, kill_owner and the message kinds)\n",
-                   ev.where.c_str(), i + 1, config::to_string(ev.action),
-                   layer == config::chaos_layer::process   ? "process"
-                   : layer == config::chaos_layer::network ? "network"
+                   "`dd-node run` runs only in-process actions (kill_learner, slow_learner, "
+                   "drop_push, delay_push, kill_owner and the message kinds)\n",
+                   ev.where.c_str(), i + 1, config::dsl_name(ev.action),
+                   layer == config::fault_layer::process   ? "process"
+                   : layer == config::fault_layer::network ? "network"
                                                            : "disk",
                    file.c_str(), file.c_str());
       refused = true;
