@@ -52,8 +52,8 @@ struct report_inputs {
   std::vector<fault> faults;                    ///< ordered by injection time
   std::optional<nlohmann::json> experiment, summary, baseline_summary;
   std::optional<nlohmann::json> monitor_record;  ///< monitor.json (the token invariant)
-  bool have_heartbeats = false;                                ///< learner_loss.csv exists
-  size_t heartbeat_rows = 0;                                   ///< its well-formed rows
+  bool have_heartbeats = false;                  ///< learner_loss.csv exists
+  size_t heartbeat_rows = 0;                     ///< its well-formed rows
   std::map<long long, std::vector<heartbeat_row>> heartbeats;  ///< by learner id, file order
 };
 
