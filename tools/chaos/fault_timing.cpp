@@ -15,10 +15,6 @@ using nlohmann::json;
 
 namespace {
 
-struct interval {
-  double from, to;
-};
-
 /// Whether a fault of `kind` can cut a link or stop a learner, i.e. explain a `failure` or a
 /// `syncer_lost`: every process, network and disk fault and fail_step (the learner crashes); not
 /// the other message faults, which change single pushes, broadcasts or parameter values.
@@ -34,19 +30,6 @@ struct explained_window {
   std::set<std::string> nodes;  ///< the fault's nodes (their `syncer_lost`)
   std::set<int> learners;       ///< the fault's learners (the monitor's `failure`)
 };
-
-/// A learner's local pace around a span (downtime): the median seconds per step of its
-/// kPaceSteps step advances on each side, and of its advances that ended within ±kPaceSeconds.
-constexpr size_t kPaceSteps = 5;
-constexpr double kPaceSeconds = 60.0;
-
-/// The median of `v` (the mean of the two middle values for an even count); 0 when empty.
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
-}
 
 }  // namespace
 
