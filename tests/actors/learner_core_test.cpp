@@ -808,9 +808,6 @@ TEST_F(learner_core_test, a_query_is_answered_with_the_version_and_the_value_hel
   EXPECT_TRUE(core->on_query({9, 9}).error.has_value());
 }
 
-}  // namespace
-}  // namespace dd::actors
-
 // Divergence detection: each heartbeat carries the digest of the global value the learner holds
 // for one fragment, in turn, beside the owner's. A stored copy altered after its broadcast (the
 // corrupt_held fault) is found by the very next heartbeat, reported in it, and fetched again; the
@@ -859,3 +856,6 @@ TEST_F(learner_core_test, a_held_value_altered_after_its_broadcast_is_found_by_t
   make(base_options());
   EXPECT_EQ(core->corrupt_held_value(), -1);
 }
+
+}  // namespace
+}  // namespace dd::actors

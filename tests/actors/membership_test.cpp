@@ -520,9 +520,6 @@ TEST(membership, a_record_carries_the_learners_and_the_run_s_seconds_across_a_re
   EXPECT_TRUE(m.record_written(true, 108.5));  // recovered
 }
 
-}  // namespace
-}  // namespace dd::actors
-
 // Divergence detection, as a table: a heartbeat whose held digest differs from the owner's
 // digest it reports is a divergence (learner, incarnation, fragment, version, both digests);
 // equal digests, no check (held digest 0) and an older learner (no owner digest) are none.
@@ -537,7 +534,8 @@ TEST(membership, a_heartbeat_holding_another_value_than_the_owner_s_is_a_diverge
                       {0, 0xabd, false},     {7, 7, false},        {7, 8, true}};
   uint64_t step = 1, found = 0;
   for (const auto& r : rows) {
-    auto hb = beat(0, 0, step++, 10 * step, 0.1);
+    ++step;
+    auto hb = beat(0, 0, step, 10 * step, 0.1);
     hb.held_fragment = 1;
     hb.held_version = 42;
     hb.held_owner_digest = r.owner;
@@ -557,3 +555,6 @@ TEST(membership, a_heartbeat_holding_another_value_than_the_owner_s_is_a_diverge
   EXPECT_EQ(m.divergences(), found);
   EXPECT_EQ(found, 2u);
 }
+
+}  // namespace
+}  // namespace dd::actors
