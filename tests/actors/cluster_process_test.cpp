@@ -292,12 +292,15 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
 // valid, and summary.json's uptime is the report's (one rule, one source; K = 1 here, so also
 // 1 − global downtime / observed time).
 TEST(cluster_process, three_syncer_kills_right_after_each_rejoin_lose_no_token) {
-  // Long enough that the learners (100 to 1000 steps a second each, by the machine's load) are
-  // still stepping at the third kill: they step on through every outage.
+  // Long enough that the learners are still stepping at the third kill (they step on through
+  // every outage): 12000 steps, each made 3 times its time (learners.speed), so an idle
+  // machine's 1500 steps a second per learner becomes about 500 — about 24 s against about 12 s
+  // for three outages and rejoins; a loaded one takes longer (the wait below allows 400 s).
   constexpr uint64_t steps = 12000;
   const auto dir = workdir("kill_syncer_thrice", "{ steps = " + std::to_string(steps) + " }");
   const fs::path run = dir / "run";
-  const pid_t launch = launch_tiny(dir, {"--syncer-restart-delay", "2"});
+  const pid_t launch =
+      launch_tiny(dir, {"--syncer-restart-delay", "2", "--set", "learners.speed={3, 3, 3}"});
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   ASSERT_TRUE(every_learner_stepped(run, 3, 30)) << "not every learner stepped before the kill";
   // Per part (1 = the first resume): the learners that rejoined it live, and those that left
@@ -339,7 +342,7 @@ TEST(cluster_process, three_syncer_kills_right_after_each_rejoin_lose_no_token) 
     std::printf("syncer killed 0.2 s after the rejoins of part %d\n", part);
   }
   EXPECT_GE(kills, 3) << "the learners finished before the kills right after their rejoins";
-  ASSERT_EQ(wait_for(launch, 240), 0) << text(dir / "launch.out");
+  ASSERT_EQ(wait_for(launch, 400), 0) << text(dir / "launch.out");
   const auto summary = json::parse(text(run / "summary.json"));
   // One part per kill, or one more when the last kill's syncer came back before the learners
   // finished (the last kill may end a part that had written the summary).
