@@ -17,6 +17,7 @@
 #include "actors/services/node_metrics.hpp"
 #include "actors/services/run_log.hpp"
 #include "actors/services/run_report.hpp"
+#include "tests/support/http_get.hpp"
 
 namespace dd::actors {
 namespace {
@@ -183,25 +184,7 @@ TEST(NodeMetrics, FollowsTheRunLogsEventsAndCounters) {
   EXPECT_TRUE(has_line(m.scrape(), "dd_fragment_merges_total{run=\"abc\",fragment=\"0\"} 1"));
 }
 
-// A minimal HTTP/1.0 GET over loopback: status line and body.
-std::string http_get(uint16_t port, const std::string& path) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return "connect failed";
-  }
-  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: x\r\n\r\n";
-  (void)!::write(fd, req.data(), req.size());
-  std::string out;
-  char buf[4096];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  return out;
-}
+using dd::test::http_get;
 
 TEST(HttpListener, ServesRoutesAndPrefixesAnswers404AndRefusesATakenPort) {
   http_listener l("127.0.0.1", 0);

@@ -17,6 +17,7 @@
 
 #include "actors/services/http_listener.hpp"
 #include "actors/services/status_page.hpp"
+#include "tests/support/http_get.hpp"
 
 namespace {
 
@@ -84,25 +85,7 @@ TEST(status_page, other_paths_are_not_found) {
   EXPECT_EQ(status_page_get("").status, 404);
 }
 
-// A minimal HTTP/1.0 GET over loopback: the whole answer, headers and body.
-std::string http_get(uint16_t port, const std::string& path) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0) {
-    ::close(fd);
-    return "connect failed";
-  }
-  const std::string req = "GET " + path + " HTTP/1.0\r\nHost: x\r\n\r\n";
-  (void)!::write(fd, req.data(), req.size());
-  std::string out;
-  char buf[65536];
-  for (ssize_t n; (n = ::read(fd, buf, sizeof(buf))) > 0;) out.append(buf, static_cast<size_t>(n));
-  ::close(fd);
-  return out;
-}
+using dd::test::http_get;
 
 TEST(status_page, a_listener_serves_the_page_and_its_files_byte_for_byte) {
   dd::actors::http_listener l("127.0.0.1", 0);
