@@ -105,6 +105,7 @@ owner_options owner_options_of(const config::experiment& e, const fragment_layou
   o.token_weighting = e.outer.token_weighting;
   o.scale_partial_merges = e.outer.scale_partial_merges;
   o.max_norm_ratio = e.sync.max_norm_ratio;
+  o.broadcast_encoding = e.sync.broadcast_wire;
   o.max_tokens_per_step = static_cast<uint64_t>(std::max<int64_t>(0, e.tokens_per_step()));
   int every = checkpoint_every >= 0 ? checkpoint_every : e.checkpoint.every_versions;
   o.checkpoint_every = static_cast<uint64_t>(std::max(0, every));

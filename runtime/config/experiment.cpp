@@ -140,7 +140,8 @@ nlohmann::json to_json(const experiment& e) {
                  {"max_factor", e.sync.grace.max_factor},
                  {"fixed_seconds", e.sync.grace.fixed_s}}},
                {"ema", e.sync.ema},
-               {"wire", std::string(dd::to_string(e.sync.wire))}};
+               {"wire", std::string(dd::to_string(e.sync.wire))},
+               {"broadcast_wire", std::string(dd::to_string(e.sync.broadcast_wire))}};
   j["eval"] = {{"every_seconds", e.eval.every_seconds},
                {"every_steps", e.eval.every_steps},
                {"batches", e.eval.batches}};

@@ -218,6 +218,9 @@ struct sync_config {
   grace_config grace;                    ///< ξ_grace
   double ema = 0.2;                      ///< EMA smoothing of ξ timings
   wire_format wire = wire_format::fp32;  ///< push encoding
+  /// Broadcast encoding: fp32 sends the global model exactly; bf16/int8/int4 round the value
+  /// every learner receives (the owners keep theirs exact).
+  wire_format broadcast_wire = wire_format::fp32;
   /// An owner refuses a push whose ‖Δ‖ exceeds this × the median of its recently accepted
   /// norms (0 = off).
   double max_norm_ratio = 10.0;

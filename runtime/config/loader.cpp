@@ -898,6 +898,7 @@ void read_sync(section s, experiment& e, const read_context& ctx) {
   }
   y.ema = s.number("ema", y.ema, open_closed(0, 1));
   y.wire = s.choice("wire", y.wire);
+  y.broadcast_wire = s.choice("broadcast_wire", y.broadcast_wire);
   y.max_norm_ratio = s.number("max_norm_ratio", y.max_norm_ratio, at_least(0));
   if (y.max_norm_ratio > 0 && y.max_norm_ratio < 1)
     ctx.fail(s.path("max_norm_ratio"),

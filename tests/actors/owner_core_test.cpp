@@ -11,8 +11,11 @@
 
 #include <gtest/gtest.h>
 
+#include "actors/nodes/role_contexts.hpp"
 #include "actors/roles/owner_core.hpp"
 #include "kernels/backend.hpp"
+#include "runtime/quantize.hpp"
+#include "runtime/value_digest.hpp"
 #include "tests/actors/test_support.hpp"
 
 namespace dd::actors {
@@ -365,6 +368,41 @@ TEST_F(owner_core_test, broadcasts_carry_each_learners_newest_merged_push) {
   ASSERT_TRUE(cur.ok());
   EXPECT_EQ(cur->merged, b->merged);
   EXPECT_EQ(owner.make_checkpoint().merged, b->merged);
+}
+
+// sync.broadcast_wire: a bf16 broadcast carries half the bytes and every value rounded to bf16
+// (error at most 2^-8 of the value, docs/wire.md); the owner's own value stays exact, and the
+// broadcast's digest is of the value as a learner decodes it.
+TEST_F(owner_core_test, a_bf16_broadcast_rounds_the_value_the_owner_keeps_exact) {
+  auto opts = base_options();
+  opts.quorum = policy::quorum_spec::of_count(1);
+  opts.grace.mode = policy::grace_mode::off;
+  opts.broadcast_encoding = payload_encoding::bf16;
+  owner_core owner(opts, *be, filled(1.0f), frozen);
+  owner.on_membership(members(1), 0.0);
+  auto fx = owner.on_push(make_push(0, 0, 0, 1, 10, 1, filled(0.123456f)), 1.0);
+  ASSERT_TRUE(fx.effects.merged.has_value());
+  for (float v : owner.value()) EXPECT_FLOAT_EQ(v, 1.0f - 0.123456f);  // θ − Δ, exact
+  ASSERT_EQ(fx.effects.broadcast.size(), 1u);
+  auto b = decode_broadcast(fx.effects.broadcast[0]);
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->encoding, payload_encoding::bf16);
+  EXPECT_EQ(b->payload.size(), 6u * 2u);
+  auto got = decode_payload(b->encoding, b->payload.data(), b->payload.size(), 6);
+  ASSERT_TRUE(got.ok());
+  const float exact = 1.0f - 0.123456f;
+  for (float v : *got) {
+    EXPECT_NE(v, exact);  // 0.876544 is not a bf16 value
+    EXPECT_NEAR(v, exact, exact / 256.0f);
+  }
+  EXPECT_EQ(b->value_digest, value_digest(*got));
+}
+
+TEST(owner_options_of_test, sync_broadcast_wire_sets_the_owners_broadcast_encoding) {
+  config::experiment e;
+  EXPECT_EQ(owner_options_of(e, tiny_layout(), "", 0).broadcast_encoding, payload_encoding::fp32);
+  e.sync.broadcast_wire = payload_encoding::int4;
+  EXPECT_EQ(owner_options_of(e, tiny_layout(), "", 0).broadcast_encoding, payload_encoding::int4);
 }
 
 TEST_F(owner_core_test, a_push_holding_an_already_merged_transfer_is_rejected_as_superseded) {

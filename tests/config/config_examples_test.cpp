@@ -103,6 +103,7 @@ TEST(ConfigExamples, DataOnlyFileGetsAlgorithmDefaults) {
   EXPECT_DOUBLE_EQ(e.sync.grace.max_factor, 2.0);
   EXPECT_DOUBLE_EQ(e.sync.ema, 0.2);
   EXPECT_EQ(e.sync.wire, wire_format::fp32);
+  EXPECT_EQ(e.sync.broadcast_wire, wire_format::fp32);
   EXPECT_EQ(e.sync.strategy, fragment_strategy_kind::balanced);
   EXPECT_EQ(e.outer.kind, outer_kind::nesterov);
   EXPECT_DOUBLE_EQ(e.outer.lr, 0.7);
@@ -145,6 +146,26 @@ TEST(ConfigExamples, PushClockDefaultsByQuorumAndAnExplicitValueWins) {
   // The resolved JSON names the clock in use.
   EXPECT_EQ(to_json(one("min_quorum = 4"))["sync"]["push_clock"], "learner");
   EXPECT_EQ(to_json(one("min_quorum = 2"))["sync"]["push_clock"], "global");
+}
+
+TEST(ConfigExamples, BroadcastWireIsReadAndRoundTrips) {
+  const std::string script = std::string("experiment { ") + test::k_data +
+                             ", sync = { wire = 'int4', broadcast_wire = 'bf16' } }";
+  load_result r = load_string(script, "bw.lua", test::repo_options());
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  const experiment& e = r.experiments[0];
+  EXPECT_EQ(e.sync.wire, wire_format::int4);
+  EXPECT_EQ(e.sync.broadcast_wire, wire_format::bf16);
+  EXPECT_EQ(to_json(e)["sync"]["broadcast_wire"], "bf16");
+  const std::string bad =
+      std::string("experiment { ") + test::k_data + ",\n sync = { broadcast_wire = 'fp16' } }";
+  load_result rb = load_string(bad, "bw.lua", test::repo_options());
+  ASSERT_EQ(rb.errors.size(), 1u) << rb.error_text();
+  EXPECT_NE(
+      rb.errors[0].to_string().find(
+          "sync.broadcast_wire: unknown value 'fp16'; expected one of fp32, bf16, int8, int4"),
+      std::string::npos)
+      << rb.errors[0].to_string();
 }
 
 TEST(ConfigExamples, RestartSectionIsRead) {
