@@ -18,27 +18,25 @@ namespace dd {
 namespace fs = std::filesystem;
 
 std::vector<size_t> eval_spec::window_starts() const {
-  if (batches < 1 || batch < 1 || seq_len < 1)
+  if (windows < 1 || batch < 1 || seq_len < 1)
     throw std::invalid_argument(
-        fmt::format("eval windows: batches {}, batch {}, seq_len {} must all be >= 1", batches,
+        fmt::format("eval windows: windows {}, batch {}, seq_len {} must all be >= 1", windows,
                     batch, seq_len));
   if (validation_tokens < static_cast<size_t>(seq_len) + 1)
     throw std::invalid_argument(
         fmt::format("eval windows: the validation split has {} tokens, needs at least T+1 = {}",
                     validation_tokens, seq_len + 1));
-  // The same slice as evaluate_loss (runtime/eval.cpp).
+  // The same windows as evaluate_windows (runtime/eval.cpp).
   const size_t W = (validation_tokens - 1) / static_cast<size_t>(seq_len);
   std::vector<size_t> out;
-  out.reserve(static_cast<size_t>(batch) * static_cast<size_t>(batches));
-  for (int b = 0; b < batches; ++b)
-    for (int r = 0; r < batch; ++r)
-      out.push_back(((static_cast<size_t>(b) * batch + r) % W) * static_cast<size_t>(seq_len));
+  out.reserve(static_cast<size_t>(windows));
+  for (size_t w = 0; w < static_cast<size_t>(windows); ++w)
+    out.push_back((w % W) * static_cast<size_t>(seq_len));
   return out;
 }
 
 bool eval_spec::covers_split() const {
-  const size_t W = (validation_tokens - 1) / static_cast<size_t>(seq_len);
-  return static_cast<size_t>(batch) * static_cast<size_t>(batches) >= W;
+  return windows >= windows_in_split(validation_tokens, seq_len);
 }
 
 nlohmann::json eval_spec::to_json() const {
@@ -51,14 +49,14 @@ nlohmann::json eval_spec::to_json() const {
       {"validation_tokens", validation_tokens},
       {"batch", batch},
       {"seq_len", seq_len},
-      {"batches", batches},
       {"windows", starts.size()},
       {"covers_split", covers_split()},
       {"backend", backend},
       {"window_rule",
-       "row r of batch b is the window of seq_len+1 tokens starting at token "
-       "((b*batch + r) mod W)*seq_len of the validation split, W = (validation_tokens - 1) "
-       "div seq_len; loss = mean over batches of the mean next-token cross-entropy"},
+       "window w (w = 0 .. windows-1) is the seq_len+1 tokens starting at token "
+       "(w mod W)*seq_len of the validation split, W = (validation_tokens - 1) div seq_len; "
+       "batch windows per forward pass; loss = mean over windows of the mean next-token "
+       "cross-entropy"},
       {"window_starts", starts}};
   if (!token_files.empty()) {
     j["data_kind"] = "tokens";
@@ -74,10 +72,10 @@ nlohmann::json eval_spec::to_json() const {
 double eval_spec::bits_per_byte_per_nat(const text_dataset& data) const {
   if (tokenizer == "byte") {
     if (!token_files.empty()) return std::nan("");
-    return dd::bits_per_byte_per_nat(data.validation(), batch, seq_len, batches, {});
+    return dd::bits_per_byte_per_nat(data.validation(), seq_len, windows, {});
   }
   const subword_tokenizer tok(tokenizer);
-  return dd::bits_per_byte_per_nat(data.validation(), batch, seq_len, batches, tok.token_bytes());
+  return dd::bits_per_byte_per_nat(data.validation(), seq_len, windows, tok.token_bytes());
 }
 
 text_dataset eval_spec::load_data() const {
@@ -112,10 +110,11 @@ eval_spec eval_spec::from_json(const nlohmann::json& j) {
   s.validation_tokens = integer("validation_tokens");
   s.batch = static_cast<int>(integer("batch"));
   s.seq_len = static_cast<int>(integer("seq_len"));
-  s.batches = static_cast<int>(integer("batches"));
-  for (const auto& [name, v] : {std::pair<const char*, int>{"batch", s.batch},
+  s.windows = j.contains("windows") ? static_cast<std::int64_t>(integer("windows"))
+                                    : static_cast<std::int64_t>(integer("batches")) * s.batch;
+  for (const auto& [name, v] : {std::pair<const char*, std::int64_t>{"batch", s.batch},
                                 {"seq_len", s.seq_len},
-                                {"batches", s.batches}})
+                                {"windows", s.windows}})
     if (v < 1)
       throw std::invalid_argument(fmt::format("eval spec: '{}' must be >= 1, got {}", name, v));
   if (auto it = j.find("backend"); it != j.end() && it->is_string())
@@ -143,6 +142,34 @@ eval_spec eval_spec::from_json(const nlohmann::json& j) {
     s.token_vocab = static_cast<int>(integer("vocab"));
   }
   return s;
+}
+
+std::string scoring_difference(const nlohmann::json& a, const nlohmann::json& b) {
+  static const char* const fields[] = {"data_kind",
+                                       "data_file",
+                                       "files",
+                                       "validation_files",
+                                       "train_fraction",
+                                       "validation_offset",
+                                       "validation_tokens",
+                                       "seq_len",
+                                       "windows",
+                                       "images",
+                                       "labels",
+                                       "validation_first",
+                                       "validation_samples"};
+  auto at = [](const nlohmann::json& j, const char* k) {
+    if (!j.is_object()) return nlohmann::json();
+    auto it = j.find(k);
+    return it == j.end() ? nlohmann::json() : *it;
+  };
+  for (const char* k : fields) {
+    const auto x = at(a, k), y = at(b, k);
+    if (x != y)
+      return fmt::format("{}: {} vs {}", k, x.is_null() ? "absent" : x.dump(),
+                         y.is_null() ? "absent" : y.dump());
+  }
+  return {};
 }
 
 void write_model_file(const std::string& path, const model& model,

@@ -7,7 +7,7 @@
 //   model_kind  "gpt"
 //   config      the model config as JSON, e.g. {"vocab":256,"context":128,"layers":4,...}
 //   eval        the evaluation it was scored with, as JSON (eval_spec::to_json: data file,
-//               split, batch, seq_len, batches and every window's start)
+//               split, batch, seq_len, windows and every window's start)
 //   val_loss    that evaluation's loss, nats/token ("%.17g"), and whatever the writer adds (run
 //               id, experiment, digest, fragment versions).
 // Readers: `dd-node sample` / `dd-node eval`, and any safetensors reader (Python `safetensors`,
@@ -33,19 +33,20 @@
 
 namespace dd {
 
-/// The fixed validation windows of an evaluation (runtime/eval.hpp, evaluate_loss): row r of
-/// batch b is the window of `seq_len` + 1 tokens starting at token ((b·batch + r) mod W)·seq_len
-/// of the validation split, W = (validation_tokens − 1) / seq_len. The validation split is the
-/// byte tokens [validation_offset, validation_offset + validation_tokens) of `data_file`
+/// The fixed validation windows of an evaluation (runtime/eval.hpp, evaluate_windows): window w,
+/// w = 0 .. windows − 1, is the `seq_len` + 1 tokens starting at token (w mod W)·seq_len of the
+/// validation split, W = (validation_tokens − 1) / seq_len; `batch` windows go through one
+/// forward pass (it changes no window). The validation split is the byte tokens
+/// [validation_offset, validation_offset + validation_tokens) of `data_file`
 /// (validation_offset = floor(file bytes · train_fraction), runtime/data.hpp).
 struct eval_spec {
   std::string data_file;  ///< the text file, as the run named it
   double train_fraction = 0.9;
   size_t validation_offset = 0;  ///< first validation token = byte offset in the file
   size_t validation_tokens = 0;  ///< tokens in the validation split
-  int batch = 16;                ///< B
+  int batch = 16;                ///< windows per forward pass
   int seq_len = 128;             ///< T
-  int batches = 8;               ///< batches of (B, T)
+  std::int64_t windows = 128;    ///< windows scored (a resolved count, >= 1)
   std::string backend = "cpu";   ///< the backend the run evaluated on
   /// data.kind = "tokens": the token files (then data_file is the first one), the validation
   /// files (empty: split by train_fraction), their format and the vocabulary ids are checked
@@ -63,20 +64,29 @@ struct eval_spec {
   /// data without a tokenizer gives NaN (its bytes are unknown).
   double bits_per_byte_per_nat(const text_dataset& data) const;
 
-  /// Start of every window (token offset inside the validation split), batch-major, B·batches
-  /// values. Throws std::invalid_argument as evaluate_loss does (batch, seq_len, batches < 1,
-  /// or fewer than seq_len + 1 validation tokens).
+  /// Start of every window (token offset inside the validation split), `windows` values.
+  /// Throws std::invalid_argument as evaluate_windows does (batch, seq_len, windows < 1, or
+  /// fewer than seq_len + 1 validation tokens).
   std::vector<size_t> window_starts() const;
   /// True when the windows cover every one of the W windows of the split at least once.
   bool covers_split() const;
   /// {"data_file", "train_fraction", "split": "validation", "validation_offset",
-  ///  "validation_tokens", "batch", "seq_len", "batches", "windows": B·batches,
+  ///  "validation_tokens", "batch", "seq_len", "windows",
   ///  "covers_split", "backend", "window_rule" (the sentence above), "window_starts": [...]}.
   nlohmann::json to_json() const;
-  /// Reads to_json()'s fields (window_starts and covers_split are derived, not read). Throws
-  /// std::invalid_argument naming a missing or mistyped field.
+  /// Reads to_json()'s fields (window_starts and covers_split are derived, not read); a record
+  /// without "windows" (written before the windows were counted apart from the batch) holds
+  /// "batches" and scored batches·batch windows. Throws std::invalid_argument naming a missing
+  /// or mistyped field.
   static eval_spec from_json(const nlohmann::json& j);
 };
+
+/// Why two runs' final evaluations (summary.json "final_eval", eval_spec::to_json or a vit run's
+/// record) were not scored on the same windows: "FIELD: A vs B" for the first of data_kind,
+/// data_file, files, validation_files, train_fraction, validation_offset, validation_tokens,
+/// seq_len, windows, images, labels, validation_first and validation_samples that differs; empty
+/// when they are the same windows (the batch and the backend change no window).
+std::string scoring_difference(const nlohmann::json& a, const nlohmann::json& b);
 
 /// The file name a run writes its final model to, inside the run directory.
 inline constexpr const char* model_file_name = "model.safetensors";

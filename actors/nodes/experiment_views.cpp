@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <thread>
 
+#include "runtime/eval.hpp"
 #include "runtime/rng.hpp"
 #include "util/duration.hpp"
 
@@ -57,7 +58,7 @@ eval_spec eval_spec_of(const config::experiment& e, const text_dataset& data) {
   s.validation_tokens = data.validation().size();
   s.batch = e.learners.batch;
   s.seq_len = e.model.context;
-  s.batches = std::max(1, e.eval.batches);
+  s.windows = final_eval_windows(e, s.validation_tokens);
   s.backend = e.learners.backend == config::backend_kind::reference ? "reference" : "cpu";
   s.tokenizer = e.data.tokenizer;
   if (e.data.kind == config::data_kind::tokens) {
@@ -68,6 +69,17 @@ eval_spec eval_spec_of(const config::experiment& e, const text_dataset& data) {
     s.token_vocab = e.model.vocab;
   }
   return s;
+}
+
+std::int64_t final_eval_windows(const config::experiment& e, std::size_t validation_tokens) {
+  if (e.eval.batches > 0) return static_cast<std::int64_t>(e.eval.batches) * e.learners.batch;
+  if (e.eval.windows > 0) return e.eval.windows;
+  return std::max<std::int64_t>(1, windows_in_split(validation_tokens, e.model.context));
+}
+
+std::int64_t periodic_eval_windows(const config::experiment& e) {
+  if (e.eval.batches > 0) return static_cast<std::int64_t>(e.eval.batches) * e.learners.batch;
+  return e.eval.periodic_windows;
 }
 
 bool synchronous(const config::experiment& e) {

@@ -30,10 +30,18 @@ fragment_strategy to_strategy(config::fragment_strategy_kind k);
 std::string backend_name(config::backend_kind k);
 /// The experiment's model kind and shape (model.*).
 model_config model_of(const config::experiment& e);
-/// The windows every evaluation of the run scores (the evaluator's: B = learners.batch,
-/// T = model.context, eval.batches batches of the validation split of `data`, loaded from
-/// data.file with data.train_fraction; backend "reference" when the learners' is, else "cpu").
+/// The windows the run's final evaluation scores: the first final_eval_windows of the
+/// validation split of `data` (T = model.context, loaded from data.file with
+/// data.train_fraction), learners.batch of them per forward pass; backend "reference" when the
+/// learners' is, else "cpu".
 eval_spec eval_spec_of(const config::experiment& e, const text_dataset& data);
+/// How many windows the final evaluation scores: eval.windows, 0 = every window of a validation
+/// split of `validation_tokens` tokens; the deprecated eval.batches, when set, batches ×
+/// learners.batch.
+std::int64_t final_eval_windows(const config::experiment& e, std::size_t validation_tokens);
+/// How many windows each periodic evaluation scores: eval.periodic_windows, or the deprecated
+/// eval.batches × learners.batch when that is set.
+std::int64_t periodic_eval_windows(const config::experiment& e);
 /// K = M (count >= M, or fraction 1): the synchronous baselines.
 bool synchronous(const config::experiment& e);
 policy::quorum_spec quorum_of(const config::experiment& e);

@@ -122,7 +122,8 @@ evaluator_context evaluator_context_of(const config::experiment& e, const fragme
   c.images = images;
   c.batch = e.learners.batch;
   c.seq_len = e.model.context;
-  c.batches = std::max(1, e.eval.batches);
+  c.windows = periodic_eval_windows(e);
+  c.final_windows = data != nullptr ? final_eval_windows(e, data->validation().size()) : 0;
   c.every_seconds = e.eval.every_seconds;
   c.every_steps = e.eval.every_steps;
   c.learners = e.learners.count;

@@ -131,14 +131,17 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
   st.model->set_parameters(flat);
   auto t0 = std::chrono::steady_clock::now();
   double loss = 0.0;
-  double accuracy = -1.0;  // < 0: not a classifier
+  double accuracy = -1.0;    // < 0: not a classifier
+  std::int64_t windows = 0;  // text: the windows scored
   if (ctx.images != nullptr) {
     const classification_eval ev = dynamic_cast<vit&>(*st.model).evaluate(*ctx.images, ctx.batch);
     loss = ev.loss;
     accuracy = ev.accuracy;
   } else {
-    loss = evaluate_loss(*st.model, ctx.data->validation(), ctx.batch, ctx.seq_len, ctx.batches,
-                         ctx.stop.get());
+    windows = st.waiting_final ? ctx.final_windows : ctx.windows;
+    loss = evaluate_windows(*st.model, ctx.data->validation(), ctx.batch, ctx.seq_len, windows,
+                            ctx.stop.get());
+    if (windows == 0) windows = windows_in_split(ctx.data->validation().size(), ctx.seq_len);
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   st.last_loss = loss;
@@ -157,6 +160,8 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
                          {"step", global_step(snap, ctx.learners)},
                          {"eval_s", secs}};
     if (accuracy >= 0) ev["val_accuracy"] = accuracy;
+    if (windows > 0) ev["windows"] = windows;
+    if (st.waiting_final) ev["final"] = true;
     ctx.log->emit("eval", ev);
     const double at = ctx.log->now();
     ctx.log->update([&](run_counters& c) {

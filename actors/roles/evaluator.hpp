@@ -5,15 +5,15 @@
 // longer, so evaluation takes at most ~10% of the machine —, each time the global step crosses a
 // multiple of `every_steps` (whichever fires first when both are set), and on request, it asks
 // the health monitor for the current owners, pulls every fragment, and when all have arrived
-// writes them into its own model and evaluates `batches` fixed validation batches
-// (runtime/eval.hpp); each result is an "eval" event (val_loss in nats/token, the fragment
-// versions, a digest of the global model, the global step). A pull
-// that is not answered within `round_timeout_s` (an owner died) is retried. A request
-// (final_eval_atom) is answered with (double val_loss, uint64 digest) after a fresh round; the
-// round that answers it (the job's final evaluation) also writes the assembled global model to
-// `model_path` (runtime/model_file.hpp; a "model_written" event, or a "failure" event and
-// run_log::write_failed when the write fails — the run then fails).
-// Interface: evaluator_hdl (actors/link/protocol.hpp).
+// writes them into its own model and scores fixed validation windows (runtime/eval.hpp: the
+// first `windows` for a periodic evaluation, the first `final_windows` — by default the whole
+// split — for the final one, whatever the training batch); each result is an "eval" event (val_loss
+// in nats/token, the fragment versions, a digest of the global model, the global step). A pull that
+// is not answered within `round_timeout_s` (an owner died) is retried. A request (final_eval_atom)
+// is answered with (double val_loss, uint64 digest) after a fresh round; the round that answers it
+// (the job's final evaluation) also writes the assembled global model to `model_path`
+// (runtime/model_file.hpp; a "model_written" event, or a "failure" event and run_log::write_failed
+// when the write fails — the run then fails). Interface: evaluator_hdl (actors/link/protocol.hpp).
 //
 // Global step (the `every_steps` clock, docs/config.md): the mean of the learners' own inner-step
 // counters, Σ_m step_m / M over the M learners of the run (run_log's learner_stats.step; a
@@ -56,14 +56,15 @@ struct evaluator_context {
   /// Image data (data.kind = "idx"): when set, each evaluation scores the whole validation split
   /// in batches of `batch` (vit::evaluate) and reports its accuracy too; `data` is unused.
   const image_dataset* images = nullptr;
-  int batch = 16;                 ///< B of a validation batch
-  int seq_len = 128;              ///< T
-  int batches = 8;                ///< validation batches per evaluation
-  double every_seconds = 10.0;    ///< cadence in seconds (0 = not by time)
-  int every_steps = 0;            ///< cadence in global steps (0 = not by steps; needs `log`)
-  int learners = 1;               ///< M, the divisor of the global step
-  double step_poll_s = 0.25;      ///< how often the global step is read from the run log
-  double round_timeout_s = 10.0;  ///< retry pulls after this long
+  int batch = 16;                  ///< windows per forward pass (changes no window)
+  int seq_len = 128;               ///< T
+  std::int64_t windows = 128;      ///< windows of each periodic evaluation (the first N)
+  std::int64_t final_windows = 0;  ///< windows of the final evaluation; 0 = the whole split
+  double every_seconds = 10.0;     ///< cadence in seconds (0 = not by time)
+  int every_steps = 0;             ///< cadence in global steps (0 = not by steps; needs `log`)
+  int learners = 1;                ///< M, the divisor of the global step
+  double step_poll_s = 0.25;       ///< how often the global step is read from the run log
+  double round_timeout_s = 10.0;   ///< retry pulls after this long
   /// Stretch the cadence to 9 × the last evaluation's wall time (off in logical-time runs, where
   /// wall time must not influence the schedule).
   bool adaptive_cadence = true;

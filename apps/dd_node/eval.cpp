@@ -111,6 +111,7 @@ int eval_main(int argc, char** argv) {
   std::string data;
   std::optional<double> train_fraction;
   std::optional<int> batch, batches;
+  std::optional<std::int64_t> windows;
   model_args m_args;  // backend "": the one the run evaluated on, else cpu
   // A whole number in 1..2^20 into an optional (unset: the run's value).
   auto optional_count = [](std::optional<int>* out) {
@@ -128,7 +129,7 @@ int eval_main(int argc, char** argv) {
       "model.safetensors (dd-node run / syncer / launch) or checkpoint.safetensors\n"
       "(dd-node train), or the safetensors FILE given — on the windows its run's final\n"
       "evaluation scored: the file's metadata \"eval\" (else RUN_DIR/summary.json\n"
-      "\"final_eval\"): data file, train fraction, batch B, sequence length T, batches.");
+      "\"final_eval\"): data file, train fraction, sequence length T, windows.");
   add_model_flags(t, m_args, "the backend the run evaluated on, else cpu");
   t.text("--data", &data, "FILE", "evaluate on this text file's validation split instead")
       .custom("--train-fraction", "X",
@@ -140,9 +141,21 @@ int eval_main(int argc, char** argv) {
                 train_fraction = x;
                 return {};
               })
-      .custom("--batch", "B", "sequences per batch (default: the run's, else 16)",
+      .custom("--batch", "B",
+              "windows per forward pass; changes no window (default: the run's, else 16)",
               optional_count(&batch))
-      .custom("--batches", "N", "batches (default: the run's, else 8)", optional_count(&batches))
+      .custom("--windows", "N",
+              "score the first N windows of T + 1 tokens; 0 = the whole validation split "
+              "(default: the run's, else 0)",
+              [&](const std::string& v) -> std::string {
+                std::int64_t n = 0;
+                if (!util::parse_number_in(v, n, std::int64_t{0}, std::int64_t{1} << 30))
+                  return "needs a whole number in 0..1073741824, got '" + v + "'";
+                windows = n;
+                return {};
+              })
+      .custom("--batches", "N", "deprecated: N x B windows (use --windows)",
+              optional_count(&batches))
       .epilog(
           "T is the model's context unless the run recorded another. Output: one line,\n"
           "\"val_loss X nats/token on N windows ...\", and the run's recorded loss when known.\n"
@@ -160,9 +173,10 @@ int eval_main(int argc, char** argv) {
     const std::string path = resolve_model_path(where);
     const auto file_meta = read_safetensors(path).metadata;
     if (auto k = file_meta.find("model_kind"); k != file_meta.end() && k->second == "vit") {
-      if (!data.empty() || batches)
+      if (!data.empty() || batches || windows)
         throw std::invalid_argument(
-            "--data and --batches do not apply to a vit model: it is evaluated on the whole "
+            "--data, --windows and --batches do not apply to a vit model: it is evaluated on "
+            "the whole "
             "validation split of the IDX pair its run recorded");
       return eval_vit(path, file_meta, backend, threads, train_fraction, batch);
     }
@@ -178,7 +192,9 @@ int eval_main(int argc, char** argv) {
     if (!data.empty()) spec.data_file = data;
     if (train_fraction) spec.train_fraction = *train_fraction;
     if (batch) spec.batch = *batch;
-    if (batches) spec.batches = *batches;
+    if (!rec) spec.windows = 0;
+    if (batches) spec.windows = static_cast<std::int64_t>(*batches) * spec.batch;
+    if (windows) spec.windows = *windows;
     if (spec.data_file.empty())
       throw std::invalid_argument(fmt::format(
           "model '{}' records no evaluation (no metadata 'eval', no summary.json final_eval): "
@@ -202,20 +218,21 @@ int eval_main(int argc, char** argv) {
                             ds.validation().size() == rec->validation_tokens;
     spec.validation_offset = ds.train().size();
     spec.validation_tokens = ds.validation().size();
+    if (spec.windows == 0) spec.windows = windows_in_split(spec.validation_tokens, spec.seq_len);
     const double loss =
-        evaluate_loss(*m.model, ds.validation(), spec.batch, spec.seq_len, spec.batches);
+        evaluate_windows(*m.model, ds.validation(), spec.batch, spec.seq_len, spec.windows);
     const double bpb = loss * spec.bits_per_byte_per_nat(ds);
     std::string line = fmt::format(
-        "val_loss {:.6f} nats/token{} on {} windows of {} tokens ({} batches of {}) of the "
+        "val_loss {:.6f} nats/token{} on {} windows of {} tokens{} of the "
         "validation split of {} (tokens [{}, {}), train_fraction {}), backend {}",
         loss, std::isfinite(bpb) ? fmt::format(" ({:.6f} bits/byte)", bpb) : std::string(),
-        static_cast<size_t>(spec.batch) * spec.batches, spec.seq_len, spec.batches, spec.batch,
-        spec.data_file, spec.validation_offset, spec.validation_offset + spec.validation_tokens,
+        spec.windows, spec.seq_len, spec.covers_split() ? " (the whole split)" : "", spec.data_file,
+        spec.validation_offset, spec.validation_offset + spec.validation_tokens,
         spec.train_fraction, m.backend->name());
     if (auto it = m.metadata.find("val_loss"); it != m.metadata.end() && rec) {
       double run_loss = 0;
-      if (util::parse_number(it->second, run_loss) && same_split && spec.batch == rec->batch &&
-          spec.batches == rec->batches)
+      if (util::parse_number(it->second, run_loss) && same_split && spec.windows == rec->windows &&
+          spec.seq_len == rec->seq_len)
         line += fmt::format("; the run recorded {:.6f} on these windows (difference {:.2e})",
                             run_loss, loss - run_loss);
       else if (!same_split)

@@ -3,7 +3,8 @@
 // selected experiment of the file, prints live progress, and writes each run directory
 // (events.jsonl, summary.json, experiment.json, run_info.json). With several experiments (e.g.
 // examples/baselines.lua) they run one after another on the same machine and a comparison table
-// is printed at the end (also written as JSON to --table FILE, default runs/comparison.json).
+// is printed at the end (also written as JSON to --table FILE, default runs/comparison.json) —
+// only when every experiment's final evaluation scored the same validation windows.
 //
 // A run directory holds one run: run_job removes an earlier run's summary.json/run_info.json
 // and owner checkpoints at the start (and says so on stderr). Every run directory is locked for
@@ -44,6 +45,7 @@
 #include "kernels/all_backends.hpp"
 #include "runtime/config/loader.hpp"
 #include "runtime/config/run_dir_default.hpp"
+#include "runtime/model_file.hpp"
 #include "util/files.hpp"
 #include "util/flags.hpp"
 
@@ -253,7 +255,20 @@ int run_main(int argc, char** argv) {
                      {"summary", r.summary},
                      {"info", r.info}});
   }
-  if (loaded.experiments.size() > 1) {
+  // Side by side only when every experiment was scored on the same validation windows.
+  std::string not_comparable;
+  for (size_t i = 1; i < table.size() && not_comparable.empty(); ++i) {
+    const auto why = scoring_difference(table[0]["summary"].value("final_eval", nlohmann::json()),
+                                        table[i]["summary"].value("final_eval", nlohmann::json()));
+    if (!why.empty())
+      not_comparable = fmt::format("{} and {} were scored on different validation windows ({})",
+                                   table[0]["experiment"].get<std::string>(),
+                                   table[i]["experiment"].get<std::string>(), why);
+  }
+  if (!not_comparable.empty()) {
+    std::fprintf(stderr, "dd-node run: no comparison table: %s\n", not_comparable.c_str());
+    ++failed;
+  } else if (loaded.experiments.size() > 1) {
     std::printf("\n%-22s %2s %2s %6s %9s %8s %10s %8s %7s %7s %6s %7s %7s %4s %9s\n", "experiment",
                 "M", "P", "K", "val_loss", "val_bpb", "tokens", "wall_s", "goodput", "eff_gp",
                 "uptime", "merges", "contrib", "rst", "MB_pushed");

@@ -144,7 +144,9 @@ nlohmann::json to_json(const experiment& e) {
                {"broadcast_wire", std::string(dd::to_string(e.sync.broadcast_wire))}};
   j["eval"] = {{"every_seconds", e.eval.every_seconds},
                {"every_steps", e.eval.every_steps},
-               {"batches", e.eval.batches}};
+               {"windows", e.eval.windows},
+               {"periodic_windows", e.eval.periodic_windows}};
+  if (e.eval.batches > 0) j["eval"]["batches"] = e.eval.batches;
   switch (e.budget.kind) {
     case budget_kind::tokens: j["budget"] = {{"tokens", e.budget.tokens}}; break;
     case budget_kind::steps: j["budget"] = {{"steps", e.budget.steps}}; break;

@@ -230,7 +230,14 @@ struct sync_config {
 struct eval_config {
   double every_seconds = 10.0;  ///< wall-clock cadence; 0 = not by time
   int every_steps = 0;          ///< cadence in mean learner inner steps; 0 = not by steps
-  int batches = 8;              ///< validation batches per evaluation
+  /// Windows of the final evaluation (runtime/eval.hpp: the first N windows of context + 1
+  /// tokens of the validation split, whatever the batch); 0 = every window, the whole split.
+  std::int64_t windows = 0;
+  /// Windows of each periodic evaluation: the same fixed first N for every experiment.
+  std::int64_t periodic_windows = 128;
+  /// Deprecated spelling (0 = unset): when set, both evaluations score batches ×
+  /// learners.batch windows, as before eval.windows existed.
+  int batches = 0;
 };
 
 /// `budget`: when the run stops. Exactly one unit is set.

@@ -912,12 +912,21 @@ void read_sync(section s, experiment& e, const read_context& ctx) {
                                            y.fragments, y.interval));
 }
 
-/// eval: how often the evaluator runs and on how many batches.
+/// eval: how often the evaluator runs and on which validation windows.
 void read_eval(section s, experiment& e, const read_context& ctx) {
   const bool by_steps = s.has("every_steps");
   e.eval.every_seconds = s.number("every_seconds", by_steps ? 0.0 : 10.0, at_least(0));
   e.eval.every_steps = s.integer32("every_steps", 0, at_least(0));
-  e.eval.batches = s.integer32("batches", e.eval.batches, closed(1, 1 << 20));
+  e.eval.windows = s.integer("windows", e.eval.windows, closed(0, 1 << 30));
+  e.eval.periodic_windows =
+      s.integer("periodic_windows", e.eval.periodic_windows, closed(1, 1 << 30));
+  if (s.has("batches")) {
+    e.eval.batches = s.integer32("batches", 0, closed(1, 1 << 20));
+    ctx.warn(s.path("batches"),
+             "eval.batches scores batches x learners.batch windows, so experiments with "
+             "different batches are scored on different windows; use eval.windows (the final "
+             "evaluation, default 0 = the whole validation split) and eval.periodic_windows");
+  }
   s.finish();
   // Both may be non-zero: the evaluator then evaluates on whichever fires first.
 }

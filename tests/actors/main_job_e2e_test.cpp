@@ -22,6 +22,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "actors/nodes/experiment_views.hpp"
 #include "actors/nodes/job_runner.hpp"
 #include "kernels/backend.hpp"
 #include "messages/checkpoint_file.hpp"
@@ -138,8 +139,7 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
     const auto fe = summary["final_eval"];
     EXPECT_EQ(fe["batch"], 4);
     EXPECT_EQ(fe["seq_len"], 32);
-    EXPECT_EQ(fe["batches"], 4);
-    EXPECT_EQ(fe["windows"], 16);
+    EXPECT_EQ(fe["windows"], 16);  // the deprecated eval.batches: 4 batches × 4
     EXPECT_EQ(fe["split"], "validation");
     EXPECT_EQ(fe["backend"], "cpu");
     const auto data = text_dataset::from_file(fe["data_file"].get<std::string>(),
@@ -242,6 +242,53 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
 // (the corrupt_held fault). The heartbeat of that very step reports it, the monitor logs one
 // `divergence` naming the learner, fragment and both digests, the learner fetches the fragment
 // again, and the run ends with summary.json counting exactly that one divergence.
+TEST(main_job, experiments_with_different_batches_are_scored_on_the_same_windows) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_same_windows";
+  std::filesystem::remove_all(dir);
+  std::vector<nlohmann::json> evals;
+  for (int batch : {4, 8}) {
+    auto e = small_experiment(fmt::format("batch{}", batch));
+    e.eval.batches = 0;  // the defaults: the final evaluation scores the whole split
+    e.learners.batch = batch;
+    e.budget.steps = 10;
+    run_options ro;
+    ro.progress_every_s = 0;
+    ro.run_dir = (dir / e.name).string();
+    auto r = run_job(e, ro);
+    ASSERT_TRUE(r.finished);
+    ASSERT_FALSE(r.failed) << r.failure_reason;
+    const auto fe = read_json(dir / e.name / "summary.json")["final_eval"];
+    EXPECT_EQ(fe["batch"], batch);
+    evals.push_back(fe);
+    // The final "eval" event says how many windows it scored: every window of the split.
+    bool final_seen = false;
+    std::ifstream in(dir / e.name / "events.jsonl");
+    for (std::string line; std::getline(in, line);) {
+      const auto ev = nlohmann::json::parse(line);
+      if (ev.value("event", "") != "eval" || !ev.value("final", false)) continue;
+      final_seen = true;
+      EXPECT_EQ(ev["windows"], fe["windows"]);
+      EXPECT_EQ(ev["val_loss"].get<double>(), r.final_val_loss);
+    }
+    EXPECT_TRUE(final_seen);
+  }
+  const auto data =
+      text_dataset::from_file(std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt", 0.9);
+  const auto W = windows_in_split(data.validation().size(), 32);
+  EXPECT_GT(W, 3000);  // Tiny Shakespeare's 111,540 validation bytes in windows of 32 + 1
+  for (const auto& fe : evals) {
+    EXPECT_EQ(fe["windows"].get<int64_t>(), W);
+    EXPECT_EQ(fe["covers_split"], true);
+  }
+  EXPECT_EQ(scoring_difference(evals[0], evals[1]), "");
+  // The deprecated eval.batches scored batches × learners.batch windows: not comparable.
+  auto legacy = small_experiment("legacy");
+  legacy.learners.batch = 8;
+  auto old = eval_spec_of(legacy, data).to_json();
+  EXPECT_EQ(old["windows"], 32);
+  EXPECT_EQ(scoring_difference(evals[0], old), fmt::format("windows: {} vs 32", W));
+}
+
 TEST(main_job, a_learner_holding_an_altered_global_value_is_found_in_one_heartbeat_and_repaired) {
   const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_divergence";
   std::filesystem::remove_all(dir);

@@ -62,9 +62,9 @@ def fnv1a64(data):
     return h
 
 
-def window_starts(n_val, B, T, batches):
+def window_starts(n_val, T, windows):
     W = (n_val - 1) // T
-    return [((b * B + r) % W) * T for b in range(batches) for r in range(B)]
+    return [(w % W) * T for w in range(windows)]
 
 
 def layernorm(x, w, b):
@@ -196,14 +196,14 @@ def main():
     if fe is None:
         fail("summary.json has no final_eval")
     for key in ("data_file", "train_fraction", "validation_offset", "validation_tokens", "batch",
-                "seq_len", "batches"):
+                "seq_len", "windows"):
         if fe.get(key) != spec.get(key):
             fail(f"summary.json final_eval.{key} = {fe.get(key)!r} but the model's eval says "
                  f"{spec.get(key)!r}")
     if summary.get("model_file") != "model.safetensors":
         fail(f"summary.json model_file = {summary.get('model_file')!r}")
-    B, T, nb = spec["batch"], spec["seq_len"], spec["batches"]
-    starts = window_starts(spec["validation_tokens"], B, T, nb)
+    B, T, nw = spec["batch"], spec["seq_len"], spec["windows"]
+    starts = window_starts(spec["validation_tokens"], T, nw)
     if starts != spec["window_starts"]:
         fail("the window rule does not give the metadata's window_starts")
     data_file = a.data or spec["data_file"]
@@ -214,7 +214,7 @@ def main():
     if n_train != spec["validation_offset"] or len(val) != spec["validation_tokens"]:
         fail(f"{data_file}: split at {n_train} with {len(val)} validation tokens, the run had "
              f"{spec['validation_offset']} and {spec['validation_tokens']}")
-    print(f"windows: {len(starts)} of {T} tokens ({nb} batches of {B}) of the validation split "
+    print(f"windows: {len(starts)} of {T} tokens (in forward passes of {B}) of the validation split "
           f"of {data_file} (tokens [{n_train}, {len(raw)}))")
 
     # The loss.
@@ -222,15 +222,16 @@ def main():
     tl = torch_loss_fn(path, cfg) if a.torch else None
     if a.torch and tl is None:
         print("note: --torch given but PyTorch is not installed; NumPy only")
+    # Every window has equal weight: each batch's mean loss weighted by its rows.
     losses, tlosses = [], []
-    for b in range(nb):
-        s = starts[b * B:(b + 1) * B]
+    for first in range(0, nw, B):
+        s = starts[first:first + B]
         idx = np.stack([val[x:x + T] for x in s])
         tgt = np.stack([val[x + 1:x + T + 1] for x in s])
-        losses.append(numpy_loss(P, cfg, idx, tgt))
+        losses.append(numpy_loss(P, cfg, idx, tgt) * len(s))
         if tl is not None:
-            tlosses.append(tl(idx, tgt))
-    mine = sum(losses) / nb
+            tlosses.append(tl(idx, tgt) * len(s))
+    mine = sum(losses) / nw
     run_loss = summary.get("final_val_loss")
     md_loss = float(md["val_loss"])
     print(f"numpy loss {mine:.8f}; run final_val_loss {run_loss}; metadata val_loss {md_loss:.8f}; "
@@ -238,7 +239,7 @@ def main():
     if run_loss is None or abs(mine - run_loss) > a.tol or abs(mine - md_loss) > a.tol:
         fail(f"numpy loss {mine} vs the run's {run_loss} / {md_loss}")
     if tlosses:
-        tmine = sum(tlosses) / nb
+        tmine = sum(tlosses) / nw
         print(f"torch loss {tmine:.8f}; |torch - run| = {abs(tmine - run_loss):.3e}")
         if abs(tmine - run_loss) > a.tol:
             fail(f"torch loss {tmine} vs the run's {run_loss}")

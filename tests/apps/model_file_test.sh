@@ -37,7 +37,7 @@ rc=0
   --set "data.file=\"$data\"" --set seed=$seed --set model.layers=1 --set model.width=32 \
   --set model.heads=2 --set model.context=32 --set learners.count=2 --set learners.batch=4 \
   --set sync.fragments=2 --set sync.interval=4 --set budget.steps=$steps \
-  --set eval.every_seconds=0 --set eval.batches=3 > "$tmp/run.log" 2>&1 || rc=$?
+  --set eval.every_seconds=0 --set eval.windows=50 > "$tmp/run.log" 2>&1 || rc=$?
 [ $rc -eq 0 ] || { cat "$tmp/run.log"; echo "FAIL: dd-node run exited $rc"; exit 1; }
 ls "$run"
 

@@ -49,6 +49,42 @@ TEST(ConfigModel, MoeGptKeysDefaultsAndRoundTrip) {
   EXPECT_FALSE(to_json(g.experiments[0])["model"].contains("experts"));
 }
 
+// eval.windows and eval.periodic_windows count windows, whatever the batch; the old
+// eval.batches still loads, with a warning naming the new keys, and survives the round trip.
+TEST(ConfigEval, WindowsDefaultToTheWholeSplitAndBatchesWarns) {
+  auto r = load_string(std::string("experiment { ") + test::k_data + " }", "e.lua",
+                       test::repo_options());
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r.experiments[0].eval.windows, 0);
+  EXPECT_EQ(r.experiments[0].eval.periodic_windows, 128);
+  EXPECT_EQ(r.experiments[0].eval.batches, 0);
+  EXPECT_TRUE(r.warnings.empty()) << r.warning_text();
+
+  r = load_string(std::string("experiment { ") + test::k_data +
+                      ", eval = { windows = 300, periodic_windows = 40 } }",
+                  "e.lua", test::repo_options());
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r.experiments[0].eval.windows, 300);
+  EXPECT_EQ(r.experiments[0].eval.periodic_windows, 40);
+  const auto j = to_json(r.experiments[0]);
+  EXPECT_EQ(j["eval"]["windows"], 300);
+  EXPECT_FALSE(j["eval"].contains("batches"));
+
+  r = load_string(std::string("experiment { ") + test::k_data + ",\n eval = { batches = 3 } }",
+                  "old.lua", test::repo_options());
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r.experiments[0].eval.batches, 3);
+  ASSERT_EQ(r.warnings.size(), 1u) << r.warning_text();
+  EXPECT_EQ(r.warnings[0].key_path, "eval.batches");
+  EXPECT_THAT(r.warnings[0].message, HasSubstr("use eval.windows"));
+  EXPECT_EQ(to_json(r.experiments[0])["eval"]["batches"], 3);
+
+  r = load_string(std::string("experiment { ") + test::k_data + ", eval = { windows = -1 } }",
+                  "bad.lua", test::repo_options());
+  EXPECT_FALSE(r.ok());
+  EXPECT_THAT(r.error_text(), HasSubstr("eval.windows"));
+}
+
 TEST(ConfigModel, MoeKeysRefusedForGpt) {
   const auto r = load("model = { kind = \"gpt\", experts = 4 }");
   ASSERT_FALSE(r.ok());

@@ -124,10 +124,10 @@ TEST(TokenFiles, SplitByFilesOrByFraction) {
 TEST(BitsPerByte, ByteTokensAreOneOverLn2AndPiecesCountTheirBytes) {
   std::vector<int32_t> split(65);
   for (size_t i = 0; i < split.size(); ++i) split[i] = static_cast<int32_t>(i % 3);
-  EXPECT_DOUBLE_EQ(dd::bits_per_byte_per_nat(split, 2, 8, 3, {}), 1.0 / std::log(2.0));
+  EXPECT_DOUBLE_EQ(dd::bits_per_byte_per_nat(split, 8, 6, {}), 1.0 / std::log(2.0));
   // Every id stands for 4 bytes: a quarter of that.
-  EXPECT_DOUBLE_EQ(dd::bits_per_byte_per_nat(split, 2, 8, 3, {4, 4, 4}), 0.25 / std::log(2.0));
-  EXPECT_THROW(dd::bits_per_byte_per_nat(split, 2, 8, 3, {1, 1}), std::invalid_argument);
+  EXPECT_DOUBLE_EQ(dd::bits_per_byte_per_nat(split, 8, 6, {4, 4, 4}), 0.25 / std::log(2.0));
+  EXPECT_THROW(dd::bits_per_byte_per_nat(split, 8, 6, {1, 1}), std::invalid_argument);
 }
 
 TEST(HfExport, ConfigRefusesMoeAndVit) {

@@ -146,7 +146,7 @@ TEST(EvalSpec, WindowsAreTheOnesEvaluateLossScores) {
   s.validation_tokens = 100;  // W = 99 / 8 = 12 windows
   s.batch = 5;
   s.seq_len = 8;
-  s.batches = 3;
+  s.windows = 15;
   const auto starts = s.window_starts();
   ASSERT_EQ(starts.size(), 15u);
   EXPECT_EQ(starts[0], 0u);
@@ -155,7 +155,7 @@ TEST(EvalSpec, WindowsAreTheOnesEvaluateLossScores) {
   EXPECT_EQ(starts[12], 0u);   // wraps: (12 mod 12)·8
   EXPECT_EQ(starts[14], 16u);
   EXPECT_TRUE(s.covers_split());
-  s.batches = 2;
+  s.windows = 10;
   EXPECT_FALSE(s.covers_split());
 
   // evaluate_loss on a model equals the mean over batches of forward() on exactly these windows.
@@ -164,9 +164,9 @@ TEST(EvalSpec, WindowsAreTheOnesEvaluateLossScores) {
   model.init(3);
   std::vector<int32_t> split(100);
   for (size_t i = 0; i < split.size(); ++i) split[i] = static_cast<int32_t>((i * 37 + 11) % 256);
-  s.batches = 3;
+  s.windows = 15;
   double want = 0;
-  for (int b = 0; b < s.batches; ++b) {
+  for (int b = 0; b < 3; ++b) {
     std::vector<int32_t> in, tg;
     for (int r = 0; r < s.batch; ++r)
       for (int t = 0; t < s.seq_len; ++t) {
@@ -175,20 +175,77 @@ TEST(EvalSpec, WindowsAreTheOnesEvaluateLossScores) {
       }
     want += model.forward(in, tg, s.batch, s.seq_len);
   }
-  EXPECT_EQ(dd::evaluate_loss(model, split, s.batch, s.seq_len, s.batches), want / s.batches);
+  EXPECT_EQ(dd::evaluate_loss(model, split, s.batch, s.seq_len, 3), want / 3);
+  EXPECT_EQ(dd::evaluate_windows(model, split, s.batch, s.seq_len, s.windows), want / 3);
 
   const auto j = s.to_json();
   EXPECT_EQ(j.at("window_starts").get<std::vector<size_t>>(), starts);
   EXPECT_EQ(j.at("split"), "validation");
+  EXPECT_EQ(j.at("windows"), 15);
   const auto back = dd::eval_spec::from_json(j);
   EXPECT_EQ(back.batch, 5);
   EXPECT_EQ(back.seq_len, 8);
-  EXPECT_EQ(back.batches, 3);
+  EXPECT_EQ(back.windows, 15);
   EXPECT_EQ(back.validation_tokens, 100u);
   auto broken = j;
   broken.erase("seq_len");
   EXPECT_THAT([&] { dd::eval_spec::from_json(broken); },
               ::testing::ThrowsMessage<std::invalid_argument>(HasSubstr("'seq_len'")));
+  // A record written before the windows were counted apart from the batch: batches · batch.
+  auto old_record = j;
+  old_record.erase("windows");
+  old_record["batches"] = 2;
+  EXPECT_EQ(dd::eval_spec::from_json(old_record).windows, 10);
+}
+
+TEST(EvalWindows, TheBatchChangesNoWindowAndEveryWindowWeighsTheSame) {
+  auto be = dd::kernels::make_backend("reference", {1, 0});
+  dd::gpt model(*be, {256, 8, 1, 2, 8});
+  model.init(5);
+  std::vector<int32_t> split(100);  // W = 12 windows of 8 + 1 tokens
+  for (size_t i = 0; i < split.size(); ++i) split[i] = static_cast<int32_t>((i * 53 + 7) % 256);
+  auto window_loss = [&](size_t w) {
+    std::vector<int32_t> in(split.begin() + static_cast<long>(w * 8),
+                            split.begin() + static_cast<long>(w * 8 + 8));
+    std::vector<int32_t> tg(split.begin() + static_cast<long>(w * 8 + 1),
+                            split.begin() + static_cast<long>(w * 8 + 9));
+    return model.forward(in, tg, 1, 8);
+  };
+  double all = 0, first10 = 0;
+  for (size_t w = 0; w < 12; ++w) {
+    all += window_loss(w);
+    if (w < 10) first10 += window_loss(w);
+  }
+  all /= 12;
+  first10 /= 10;
+  // 0 = the whole split; B = 1, 3 (batches of 3, 3, 3, 3), 5 (5, 5, 2: the last batch partial).
+  for (int B : {1, 3, 5, 12, 16})
+    EXPECT_NEAR(dd::evaluate_windows(model, split, B, 8, 0), all, 1e-6) << "B " << B;
+  for (int B : {1, 4, 7})
+    EXPECT_NEAR(dd::evaluate_windows(model, split, B, 8, 10), first10, 1e-6) << "B " << B;
+  EXPECT_EQ(dd::windows_in_split(split.size(), 8), 12);
+  EXPECT_THROW(dd::evaluate_windows(model, split, 0, 8, 4), std::invalid_argument);
+  EXPECT_THROW(dd::evaluate_windows(model, split, 2, 8, -1), std::invalid_argument);
+}
+
+TEST(EvalSpec, ScoringDifferenceNamesTheFirstFieldThatChangesAWindow) {
+  dd::eval_spec a;
+  a.data_file = "input.txt";
+  a.validation_offset = 900;
+  a.validation_tokens = 100;
+  a.seq_len = 8;
+  a.windows = 12;
+  a.batch = 16;
+  auto b = a;
+  b.batch = 64;  // another training batch: the same windows
+  b.backend = "reference";
+  EXPECT_EQ(dd::scoring_difference(a.to_json(), b.to_json()), "");
+  b.windows = 10;
+  EXPECT_EQ(dd::scoring_difference(a.to_json(), b.to_json()), "windows: 12 vs 10");
+  b = a;
+  b.seq_len = 4;
+  EXPECT_THAT(dd::scoring_difference(a.to_json(), b.to_json()), HasSubstr("seq_len"));
+  EXPECT_THAT(dd::scoring_difference(a.to_json(), nlohmann::json()), HasSubstr("absent"));
 }
 
 TEST(GptLogits, CrossEntropyOfTheLogitsIsTheForwardLoss) {

@@ -95,27 +95,28 @@ def main():
     spec = json.loads(md["eval"])
     P = {k: v.astype(np.float64) for k, v in load_file(path).items()}
     val = validation_split(spec)
-    B, T, batches = spec["batch"], spec["seq_len"], spec["batches"]
+    B, T = spec["batch"], spec["seq_len"]
+    windows = spec["windows"] if "windows" in spec else spec["batches"] * B
     W = (len(val) - 1) // T
-    losses = []
-    for b in range(batches):
-        starts = [((b * B + r) % W) * T for r in range(B)]
+    losses = []  # each batch's mean loss weighted by its rows: every window weighs the same
+    for first in range(0, windows, B):
+        starts = [((first + r) % W) * T for r in range(min(B, windows - first))]
         idx = np.stack([val[s:s + T] for s in starts])
         tgt = np.stack([val[s + 1:s + T + 1] for s in starts])
         with torch.no_grad():
             out = model(torch.from_numpy(idx)).logits
-        if b == 0:
+        if first == 0:
             ref = ours_logits(P, cfg, idx)
             rel = float(np.abs(out.double().numpy() - ref).max() / np.abs(ref).max())
-            print(f"logits (batch 0, {B}x{T}x{cfg['vocab']}): max |transformers - ours| / "
+            print(f"logits (batch 0, {len(starts)}x{T}x{cfg['vocab']}): max |transformers - ours| / "
                   f"max |ours| = {rel:.2e} (limit 1e-4)")
             if rel > 1e-4:
                 fail("logits differ")
-        losses.append(float(torch.nn.functional.cross_entropy(
+        losses.append(len(starts) * float(torch.nn.functional.cross_entropy(
             out.reshape(-1, out.shape[-1]), torch.from_numpy(tgt).reshape(-1))))
-    loss = float(np.mean(losses))
+    loss = sum(losses) / windows
     run_loss = json.load(open(os.path.join(a.run_dir, "summary.json")))["final_val_loss"]
-    print(f"loss on the run's {batches * B} windows: transformers {loss:.8f}, our evaluator "
+    print(f"loss on the run's {windows} windows: transformers {loss:.8f}, our evaluator "
           f"{run_loss:.8f}, |Δ| {abs(loss - run_loss):.2e} (limit 1e-5)")
     if abs(loss - run_loss) > 1e-5:
         fail("loss differs")
