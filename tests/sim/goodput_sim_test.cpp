@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <stdexcept>
 
 #include "actors/policy/grace.hpp"
@@ -244,6 +245,49 @@ TEST(GoodputSim, SameSeedSameOutput) {
     EXPECT_NE(a.goodput, d.goodput) << to_string(s);
     EXPECT_GT(a.failures, 0u);
   }
+}
+
+// The trace dd-goodput --trace writes is the run: replayed as scripted failures it gives the
+// same goodput and uptime, and every failure names its learner (the group of its slice).
+TEST(GoodputSim, ARecordedTraceReplaysToTheSameRun) {
+  sim_config c = small();
+  c.chips = 4;  // a real cluster's shape: one slice per learner
+  c.slice_chips = 1;
+  c.learners = 4;
+  c.days = 600.0 / day;  // a 10-minute run
+  c.mtbi_days = 240.0 / day;
+  c.recovery = recovery_dist::lognormal;
+  c.recovery_mean_s = 8.0;
+  c.restart_s = 2.0;
+  c.restart_cold_s = 2.0;
+  c.step_s = 0.1;
+  c.record_trace = true;
+  const uint64_t seed = 20261206;
+  std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
+  const auto r = simulate(c, strategy::decoupled_diloco, seed);
+  ASSERT_EQ(r.trace.size(), r.failures);
+  ASSERT_GE(r.failures, 4u);  // 4 chips × 600 s / 240 s = 10 expected
+  std::vector<scripted_failure> script;
+  for (size_t k = 0; k < r.trace.size(); ++k) {
+    const auto& f = r.trace[k];
+    EXPECT_EQ(f.group, f.slice) << "one slice per learner";
+    EXPECT_LT(f.group, 4u);
+    if (k > 0) {
+      EXPECT_GE(f.at_s, r.trace[k - 1].at_s);
+    }
+    EXPECT_GT(f.recovery_s, 0.0);
+    script.push_back({f.slice, f.at_s, f.recovery_s});
+  }
+  c.record_trace = false;
+  const auto replay = simulate_scripted(c, strategy::decoupled_diloco, script);
+  EXPECT_EQ(replay.failures, r.failures);
+  EXPECT_NEAR(replay.goodput, r.goodput, 1e-12);
+  EXPECT_NEAR(replay.uptime, r.uptime, 1e-12);
+  EXPECT_LT(r.goodput, 1.0);
+  // Without record_trace nothing is kept, and the run is the same.
+  const auto quiet = simulate(c, strategy::decoupled_diloco, seed);
+  EXPECT_TRUE(quiet.trace.empty());
+  EXPECT_EQ(quiet.goodput, r.goodput);
 }
 
 TEST(GoodputSim, GraceWindowComesFromThePolicyCode) {

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "tools/goodput/sim.hpp"
@@ -41,6 +42,12 @@ Modes
   (default)              simulate --chips with every strategy (DiLoCo variants with --learners)
   --table                the grid N in {150k,300k,600k,1.2M,2.4M} x M in {2,4,8,16}
   --scaling              wall time of one run against N and against simulated days
+  --trace FILE           one Decoupled DiLoCo run (--seed) of --chips: write its failure
+                         trace as a dd-chaos scenario FILE (each failure of learner g's
+                         slice = kill "learner:g", held down for its repair time) and
+                         FILE.json (the trace and the simulator's goodput and uptime for
+                         it), for simulation in the loop: replay FILE with `dd-chaos run`
+                         on `dd-node launch` and set the run's goodput beside the prediction
 Run control
   --seed S               first seed (default 1); run k uses seed S+k. Printed with every run.
   --seeds K              seeds per cell (default 5); the table shows mean ± std-dev
@@ -53,6 +60,8 @@ Cluster and failures (defaults: docs/goodput.md, "Parameters")
   --learners M           learners (DiLoCo, Decoupled DiLoCo)            [8]
   --mtbi-days D          mean time between interruptions of ONE chip    [365]
   --days T               simulated wall time                            [30]
+  --mtbi-seconds X       --mtbi-days in seconds (a trace for a short real run)
+  --seconds T            --days in seconds
   --recovery-dist K      fixed | exponential | lognormal                [lognormal]
   --recovery-mean SEC    mean time until a failed slice (or hot spare) is usable [60]
   --recovery-cv C        coefficient of variation (lognormal)           [0.5]
@@ -90,6 +99,7 @@ DiLoCo / Decoupled DiLoCo
 struct options {
   sim_config cfg;
   bool table = false, scaling = false;
+  std::string trace;  ///< --trace FILE
   std::uint64_t seed = 1, seeds = 5;
   std::string out = "goodput-out";
   std::vector<strategy> strategies = {strategy::data_parallel, strategy::elastic_dp,
@@ -133,6 +143,8 @@ options parse(int argc, char** argv) {
       o.table = true;
     else if (a == "--scaling")
       o.scaling = true;
+    else if (a == "--trace")
+      o.trace = val();
     else if (a == "--seed")
       o.seed = to_u64(a, val());
     else if (a == "--seeds")
@@ -162,6 +174,10 @@ options parse(int argc, char** argv) {
       c.mtbi_days = to_double(a, val());
     else if (a == "--days")
       c.days = to_double(a, val());
+    else if (a == "--mtbi-seconds")
+      c.mtbi_days = to_double(a, val()) / 86400.0;
+    else if (a == "--seconds")
+      c.days = to_double(a, val()) / 86400.0;
     else if (a == "--recovery-dist") {
       const std::string v = val();
       if (v == "fixed")
@@ -296,18 +312,9 @@ void write_or_die(const std::string& path, const std::string& text) {
   }
 }
 
-void write_outputs(const options& o, const std::vector<cell>& cells,
-                   const std::vector<std::uint64_t>& ns) {
-  if (auto st = dd::util::make_dirs(o.out); !st) {
-    std::cerr << "dd-goodput: --out " << o.out << ": " << st.message << "\n";
-    std::exit(1);
-  }
-  nlohmann::json j;
-  j["tool"] = "dd-goodput";
-  j["seed"] = o.seed;
-  j["seeds"] = o.seeds;
-  const auto& c = o.cfg;
-  j["config"] = {
+/// The simulation parameters of `c` (cluster size aside), as goodput.json and --trace write them.
+nlohmann::json config_json(const sim_config& c) {
+  return {
       {"slice_chips", c.slice_chips},
       {"mtbi_days", c.mtbi_days},
       {"days", c.days},
@@ -331,6 +338,19 @@ void write_outputs(const options& o, const std::vector<cell>& cells,
       {"quorum_count", c.quorum_count},
       {"quorum_fraction", c.quorum_fraction},
       {"max_staleness", c.max_staleness}};
+}
+
+void write_outputs(const options& o, const std::vector<cell>& cells,
+                   const std::vector<std::uint64_t>& ns) {
+  if (auto st = dd::util::make_dirs(o.out); !st) {
+    std::cerr << "dd-goodput: --out " << o.out << ": " << st.message << "\n";
+    std::exit(1);
+  }
+  nlohmann::json j;
+  j["tool"] = "dd-goodput";
+  j["seed"] = o.seed;
+  j["seeds"] = o.seeds;
+  j["config"] = config_json(o.cfg);
   std::string csv =
       "strategy,chips,learners,seed,goodput,uptime,failures,recoveries,events,"
       "stale_rejections,grace_s,wall_s\n";
@@ -488,6 +508,45 @@ int run_scaling(const options& o) {
 
 }  // namespace
 
+/// --trace: one seeded Decoupled DiLoCo run whose failures become a dd-chaos scenario.
+int run_trace(const options& o) {
+  sim_config c = o.cfg;
+  c.record_trace = true;
+  const auto r = dd::goodput::simulate(c, strategy::decoupled_diloco, o.seed);
+  std::string lua = fmt::format(
+      "-- dd-goodput --trace: {} failures of a Decoupled DiLoCo run simulated with seed {} over "
+      "{:.1f} s\n-- ({} chips in slices of {}, {} learners, MTBI {:.1f} s per chip). Replay: "
+      "dd-chaos run THIS_FILE\n-- against a dd-node launch cluster of as many learners.\n"
+      "return {{\n",
+      r.failures, o.seed, r.sim_seconds, c.chips, c.slice_chips, c.learners, c.mtbi_days * 86400.0);
+  nlohmann::json trace = nlohmann::json::array();
+  for (const auto& f : r.trace) {
+    lua += fmt::format(
+        "  {{ at = {:.3f}, kind = \"kill\", target = \"learner:{}\", for_ = {:.3f} }},\n", f.at_s,
+        f.group, f.recovery_s);
+    trace.push_back(
+        {{"at_s", f.at_s}, {"learner", f.group}, {"slice", f.slice}, {"recovery_s", f.recovery_s}});
+  }
+  lua += "}\n";
+  const nlohmann::json j = {{"seed", o.seed},
+                            {"strategy", "decoupled_diloco"},
+                            {"chips", c.chips},
+                            {"learners", c.learners},
+                            {"config", config_json(c)},
+                            {"predicted", {{"goodput", r.goodput}, {"uptime", r.uptime}}},
+                            {"sim_seconds", r.sim_seconds},
+                            {"failures", r.failures},
+                            {"trace", trace}};
+  write_or_die(o.trace, lua);
+  write_or_die(o.trace + ".json", j.dump(2) + "\n");
+  std::printf(
+      "dd-goodput --trace: seed %llu, %llu failures over %.1f s; predicted goodput %.4f, uptime "
+      "%.4f\nwrote %s (dd-chaos scenario) and %s.json\n",
+      static_cast<unsigned long long>(o.seed), static_cast<unsigned long long>(r.failures),
+      r.sim_seconds, r.goodput, r.uptime, o.trace.c_str(), o.trace.c_str());
+  return 0;
+}
+
 /// Every cell the mode will run, validated before the first simulation (exit 2 on the first
 /// refusal), so a bad flag never costs a partial run.
 void validate_all(const options& o, const std::vector<std::uint64_t>& ns,
@@ -509,6 +568,10 @@ int main(int argc, char** argv) {
     if (o.scaling) {
       validate_all(o, table_ns, {8});
       return run_scaling(o);
+    }
+    if (!o.trace.empty()) {
+      validate_all(o, {o.cfg.chips}, {o.cfg.learners});
+      return run_trace(o);
     }
     // The output folder must exist and be writable before the simulation spends its time.
     if (auto st = dd::util::make_dirs(o.out); !st) die("--out " + o.out + ": " + st.message);

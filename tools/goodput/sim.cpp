@@ -484,7 +484,9 @@ class engine {
       join_held(g);  // returned slices join within this reconfiguration, at no extra pause
     }
     ++result_.failures;
-    push({t + (poisson_ ? draw_recovery() : scripted_recovery_s_), 0, ev_kind::recovery, i, 0});
+    const double recovery = poisson_ ? draw_recovery() : scripted_recovery_s_;
+    if (c_.record_trace) result_.trace.push_back({i, gi, t, recovery});
+    push({t + recovery, 0, ev_kind::recovery, i, 0});
     schedule_timers(gi, t);
   }
 

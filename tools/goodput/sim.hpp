@@ -104,6 +104,16 @@ struct sim_config {
   std::uint64_t max_staleness = 4;   ///< versions (ALGORITHM.md default).
   double overlap_tau = 2.0;          ///< τ: steps of overlap (grace window input).
   double grace_gamma = 0.8;          ///< γ: grace safety margin.
+  bool record_trace = false;         ///< keep every failure in sim_result::trace.
+};
+
+/// One failure of a run: slice `slice` of group `group` (the learner, for the DiLoCo
+/// strategies; 0 for data-parallel) failed at `at_s` and was repaired `recovery_s` later.
+struct failure_record {
+  std::uint64_t slice = 0;
+  std::uint64_t group = 0;
+  double at_s = 0;
+  double recovery_s = 0;
 };
 
 /// Slices simulated: ceil(chips / slice_chips) (the cluster is rounded up to whole slices;
@@ -135,6 +145,9 @@ struct sim_result {
   double checkpoint_interval_s = 0;  ///< DP: checkpoint interval used (s).
   std::uint64_t warm_restarts = 0;   ///< DP: relaunches that were warm (restart_s).
   std::uint64_t cold_restarts = 0;   ///< DP relaunches and learner respawns that were cold.
+  /// Every failure in time order, when sim_config::record_trace is set (a failure trace that
+  /// dd-goodput --trace writes and dd-chaos replays on a real cluster).
+  std::vector<failure_record> trace;
 };
 
 /// Runs one simulation. Throws std::invalid_argument with validate()'s message on a bad config.
