@@ -190,8 +190,8 @@ options parse_options(int argc, char** argv) {
   dd::util::flag_table flags(
       prog, "[transfer options] [--json FILE] | --oversized-header [flags]",
       "A 64 MB push (on the tensor channel, and on CAF only) and a broadcast to 4 learners\n"
-      "against raw TCP; the receiver's RSS. --oversized-header: an oversized BASP header\n"
-      "against a published port.");
+      "against raw TCP (the broadcast against one raw stream to each learner at once); the\n"
+      "receiver's RSS. --oversized-header: an oversized BASP header against a published port.");
   flags
       .custom("--size-mb", "N", "fragment size in MiB of fp32 (default 64 = 16 Mi floats)",
               transfer(&o.size_mib, 1, 1024))
@@ -821,6 +821,28 @@ double run_raw_b(int fd, const uint8_t* data, size_t n) {
   return now() - t0;
 }
 
+/// Baseline for the broadcast: the whole fragment as one stream to each of the receivers at
+/// once (one sending thread per stream, as raw B), from the first byte to the last receiver's
+/// answer.
+double run_raw_b_fanout(const std::vector<int>& fds, const uint8_t* data, size_t n) {
+  const double t0 = now();
+  std::vector<std::thread> senders;
+  std::vector<std::string> errors(fds.size());
+  for (size_t i = 0; i < fds.size(); ++i)
+    senders.emplace_back([&, i] {
+      try {
+        run_raw_b(fds[i], data, n);
+      } catch (const std::exception& e) {
+        errors[i] = e.what();
+      }
+    });
+  for (auto& t : senders) t.join();
+  const double t = now() - t0;
+  for (const auto& e : errors)
+    if (!e.empty()) throw std::runtime_error("raw broadcast: " + e);
+  return t;
+}
+
 // ---- payloads ----------------------------------------------------------------------------------
 
 /// Deterministic pseudo-gradient values in about [-1e-3, 1e-3).
@@ -948,12 +970,17 @@ int run_transfers(const options& o) {
   auto raw_a = spawn_child("raw A receiver", {"raw-a", cb});
   auto raw_a0 = spawn_child("raw A0 receiver", {"raw-a0", cb});
   auto raw_b = spawn_child("raw B receiver", {"raw-b"});
+  std::vector<std::unique_ptr<child_proc>> raw_fan;  // the broadcast's raw baseline
+  for (int i = 0; i < o.learners; ++i)
+    raw_fan.push_back(spawn_child("raw broadcast receiver " + std::to_string(i), {"raw-b"}));
   const auto syncer_ready = child_ready(*syncer);
   std::vector<ready_info> learner_ready;
   for (auto& l : learners) learner_ready.push_back(child_ready(*l));
   const auto raw_a_ready = child_ready(*raw_a);
   const auto raw_a0_ready = child_ready(*raw_a0);
   const auto raw_b_ready = child_ready(*raw_b);
+  std::vector<uint16_t> fan_ports;
+  for (auto& c : raw_fan) fan_ports.push_back(child_ready(*c).port);
 
   dd::actors::node_transport t;
   t.heartbeat_s = o.heartbeat_s;
@@ -980,12 +1007,14 @@ int run_transfers(const options& o) {
   const int fd_a = connect_loopback(raw_a_ready.port);
   const int fd_a0 = connect_loopback(raw_a0_ready.port);
   const int fd_b = connect_loopback(raw_b_ready.port);
+  std::vector<int> fd_fan;
+  for (uint16_t p : fan_ports) fd_fan.push_back(connect_loopback(p));
 
-  enum kind { push = 0, bcast, raw_a_k, raw_a0_k, raw_b_k, push_caf, kinds };
-  std::vector<double> mibps[kinds], ratio_a, ratio_b, ratio_a0, ratio_caf_a;
+  enum kind { push = 0, bcast, raw_a_k, raw_a0_k, raw_b_k, push_caf, raw_fan_k, kinds };
+  std::vector<double> mibps[kinds], ratio_a, ratio_b, ratio_a0, ratio_caf_a, ratio_bcast;
   uint64_t transfer = 0;
   for (int r = 0; r < o.warmup + o.repeats; ++r) {
-    double v[kinds] = {0, 0, 0, 0, 0, 0};
+    double v[kinds] = {0, 0, 0, 0, 0, 0, 0};
     for (int j = 0; j < kinds; ++j) {
       const int k = (j + r) % kinds;  // rotate the order from round to round
       ++transfer;
@@ -1005,18 +1034,21 @@ int run_transfers(const options& o) {
         s = run_raw_a(fd_a, encode_push(frag, transfer, o.chunk_bytes), window, true);
       } else if (k == raw_a0_k) {
         s = run_raw_a(fd_a0, encode_push(frag, transfer, o.chunk_bytes), window, false);
+      } else if (k == raw_fan_k) {
+        s = run_raw_b_fanout(fd_fan, frag_raw.data(), frag_raw.size());
       } else {
         s = run_raw_b(fd_b, frag_raw.data(), frag_raw.size());
       }
-      const double bytes = static_cast<double>(frag_bytes) * (k == bcast ? o.learners : 1);
+      const double bytes =
+          static_cast<double>(frag_bytes) * (k == bcast || k == raw_fan_k ? o.learners : 1);
       v[k] = bytes / s / mib;
     }
     const bool measured = r >= o.warmup;
     std::printf(
         "  round %d%s: push %.0f | broadcast %.0f (aggregate) | raw A %.0f | raw A0 %.0f "
-        "| raw B %.0f | push, CAF only %.0f MiB/s\n",
+        "| raw B %.0f | push, CAF only %.0f | raw broadcast %.0f (aggregate) MiB/s\n",
         measured ? r - o.warmup + 1 : r + 1, measured ? "" : " (warm-up)", v[push], v[bcast],
-        v[raw_a_k], v[raw_a0_k], v[raw_b_k], v[push_caf]);
+        v[raw_a_k], v[raw_a0_k], v[raw_b_k], v[push_caf], v[raw_fan_k]);
     std::fflush(stdout);
     if (!measured) continue;
     for (int k = 0; k < kinds; ++k) mibps[k].push_back(v[k]);
@@ -1024,6 +1056,7 @@ int run_transfers(const options& o) {
     ratio_b.push_back(v[push] / v[raw_b_k]);
     ratio_a0.push_back(v[push] / v[raw_a0_k]);
     ratio_caf_a.push_back(v[push_caf] / v[raw_a_k]);
+    ratio_bcast.push_back(v[bcast] / v[raw_fan_k]);
   }
 
   // Memory of every receiver after all transfers.
@@ -1041,7 +1074,7 @@ int run_transfers(const options& o) {
   double med[kinds];
   for (int k = 0; k < kinds; ++k) med[k] = median(mibps[k]);
   const double ra = median(ratio_a), rb = median(ratio_b), ra0 = median(ratio_a0),
-               rcaf = median(ratio_caf_a);
+               rcaf = median(ratio_caf_a), rbc = median(ratio_bcast);
   const double idle_mib = kb_to_mib(syncer_ready.idle.rss);
   const double peak_mib = kb_to_mib(syncer_mem->hwm);
   const double inflight_mib = 4.0 * static_cast<double>(o.chunk_bytes) * window / mib;
@@ -1074,6 +1107,10 @@ int run_transfers(const options& o) {
               med[raw_a0_k], per_round(mibps[raw_a0_k], "{:.0f}").c_str());
   std::printf("  %-52s %12.0f  %s\n", "4. raw TCP B: one stream, write all / read all",
               med[raw_b_k], per_round(mibps[raw_b_k], "{:.0f}").c_str());
+  std::printf(
+      "  %-52s %12.0f  %s\n",
+      fmt::format("   raw broadcast: B to {} receivers at once (aggregate)", o.learners).c_str(),
+      med[raw_fan_k], per_round(mibps[raw_fan_k], "{:.0f}").c_str());
   std::printf("  ratio push / raw A: %.3f (target >= 0.8: %s)   per round %s\n", ra,
               ra >= 0.8 ? "met" : "NOT met", per_round(ratio_a, "{:.3f}").c_str());
   std::printf(
@@ -1084,6 +1121,8 @@ int run_transfers(const options& o) {
               rb >= 0.5 ? "met" : "NOT met", per_round(ratio_b, "{:.3f}").c_str());
   std::printf("  ratio push CAF only / raw A: %.3f (the path before the channel)   per round %s\n",
               rcaf, per_round(ratio_caf_a, "{:.3f}").c_str());
+  std::printf("  ratio broadcast / raw broadcast: %.3f (target >= 0.8: %s)   per round %s\n", rbc,
+              rbc >= 0.8 ? "met" : "NOT met", per_round(ratio_bcast, "{:.3f}").c_str());
   std::printf(
       "  5. syncer memory: idle VmRSS %.1f MiB, peak VmHWM %.1f MiB (+%.1f MiB) over %d "
       "pushes\n",
@@ -1107,14 +1146,15 @@ int run_transfers(const options& o) {
       "\"push_mibps\":{:.1f},\"broadcast_aggregate_mibps\":{:.1f},\"raw_a_mibps\":{:.1f},"
       "\"raw_a0_mibps\":{:.1f},\"raw_b_mibps\":{:.1f},\"ratio_push_raw_a\":{:.4f},"
       "\"ratio_push_raw_a0\":{:.4f},\"ratio_push_raw_b\":{:.4f},\"push_caf_only_mibps\":{:.1f},"
-      "\"ratio_push_caf_only_raw_a\":{:.4f},"
+      "\"ratio_push_caf_only_raw_a\":{:.4f},\"raw_broadcast_aggregate_mibps\":{:.1f},"
+      "\"ratio_broadcast_raw_broadcast\":{:.4f},"
       "\"syncer_idle_rss_kb\":{},\"syncer_peak_hwm_kb\":{},\"target_kb\":{:.0f},"
       "\"target_holds\":{},\"target_with_fragment_kb\":{:.0f},\"target_with_fragment_holds\":{},"
       "\"learner_peak_hwm_kb\":{},\"raw_a_peak_hwm_kb\":{}}}",
       frag_bytes, o.chunk_bytes, n_chunks, window, o.learners, o.learners, o.repeats, o.warmup,
       o.heartbeat_s, o.connection_timeout_s, med[push], med[bcast], med[raw_a_k], med[raw_a0_k],
-      med[raw_b_k], ra, ra0, rb, med[push_caf], rcaf, syncer_ready.idle.rss, syncer_mem->hwm,
-      target_mib * 1024, peak_mib <= target_mib, target_frag_mib * 1024,
+      med[raw_b_k], ra, ra0, rb, med[push_caf], rcaf, med[raw_fan_k], rbc, syncer_ready.idle.rss,
+      syncer_mem->hwm, target_mib * 1024, peak_mib <= target_mib, target_frag_mib * 1024,
       peak_mib <= target_frag_mib, learner_peak_kb, raw_a_mem->hwm);
   std::printf("%s\n", json.c_str());
   write_json(o.json_path, json);
@@ -1127,11 +1167,16 @@ int run_transfers(const options& o) {
   write_all(fd_b, &zero, 8);
   ::close(fd_a);
   ::close(fd_b);
+  for (int f : fd_fan) {
+    write_all(f, &zero, 8);
+    ::close(f);
+  }
   child_quit(*syncer);
   for (auto& l : learners) child_quit(*l);
   child_quit(*raw_a);
   child_quit(*raw_a0);
   child_quit(*raw_b);
+  for (auto& c : raw_fan) child_quit(*c);
   return 0;
 }
 
