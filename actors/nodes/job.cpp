@@ -23,6 +23,7 @@
 #include "actors/roles/fragment_owner.hpp"
 #include "actors/roles/supervisor.hpp"
 #include "actors/services/run_report.hpp"
+#include "runtime/eval.hpp"
 #include "runtime/model_file.hpp"
 
 namespace dd::actors {
@@ -87,9 +88,20 @@ void finalize(job_actor* self, std::shared_ptr<job_setup> setup, caf::actor repl
     f.write_failure = setup->log->write_failure();
     f.faults_fired = setup->faults->fired().size();
     setup->result = make_run_result(f, counters, loss, digest, end - st.start_s, training_s);
-    // Every evaluation scores the same windows; the model file holds their starts too.
-    setup->result.summary["final_eval"] = setup->final_eval;
-    setup->result.summary["final_eval"].erase("window_starts");
+    // The windows final_val_loss was scored on; the model file holds their starts too. Without
+    // the final evaluation's answer (digest 0: interrupted, timed out, an owner lost) the loss is
+    // the last periodic evaluation's, on its windows.
+    auto& fe = setup->result.summary["final_eval"];
+    fe = setup->final_eval;
+    fe.erase("window_starts");
+    const bool periodic = digest == 0 && loss >= 0;
+    fe["evaluation"] = digest != 0 ? "final" : periodic ? "last periodic" : "none";
+    if (periodic && fe.contains("windows") && fe.contains("validation_tokens")) {
+      const auto n = periodic_eval_windows(setup->exp);
+      fe["windows"] = n;
+      fe["covers_split"] =
+          n >= windows_in_split(fe["validation_tokens"].get<size_t>(), setup->exp.model.context);
+    }
     if (auto it = setup->final_eval.find("bits_per_byte_per_nat");
         it != setup->final_eval.end() && it->is_number() && loss >= 0)
       setup->result.summary["final_val_bpb"] = loss * it->get<double>();

@@ -288,8 +288,16 @@ std::string summary_text(const std::string& experiment, const run_result& r,
     out += fmt::format("  {:<16}{}\n", what, text);
   };
   const auto loss = s.find("final_val_loss");
+  std::string scored;  // which evaluation gave the loss, on how many windows
+  if (auto fe = s.find("final_eval"); fe != s.end() && fe->is_object()) {
+    if (fe->value("evaluation", std::string()) == "last periodic")
+      scored = " (the last periodic evaluation: the final one did not run)";
+    if (auto w = fe->find("windows"); w != fe->end() && w->is_number_integer())
+      scored += fmt::format(" on {} windows{}", w->get<int64_t>(),
+                            fe->value("covers_split", false) ? ", the whole validation split" : "");
+  }
   line("final val loss", loss != s.end() && loss->is_number()
-                             ? fmt::format("{:.4f} nats/token", loss->get<double>())
+                             ? fmt::format("{:.4f} nats/token{}", loss->get<double>(), scored)
                              : std::string("none (no evaluation ran)"));
   const uint64_t tokens = count("tokens");
   line("tokens",

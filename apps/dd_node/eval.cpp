@@ -193,7 +193,14 @@ int eval_main(int argc, char** argv) {
     if (train_fraction) spec.train_fraction = *train_fraction;
     if (batch) spec.batch = *batch;
     if (!rec) spec.windows = 0;
-    if (batches) spec.windows = static_cast<std::int64_t>(*batches) * spec.batch;
+    if (batches) {
+      spec.windows = static_cast<std::int64_t>(*batches) * spec.batch;
+      std::fprintf(stderr,
+                   "dd-node eval: warning: --batches is deprecated: it scores %d x %d = %lld "
+                   "windows; write --windows %lld\n",
+                   *batches, spec.batch, static_cast<long long>(spec.windows),
+                   static_cast<long long>(spec.windows));
+    }
     if (windows) spec.windows = *windows;
     if (spec.data_file.empty())
       throw std::invalid_argument(fmt::format(

@@ -216,6 +216,17 @@ int launch_main(int argc, char** argv) {
     std::fputs(slurm_script(so).c_str(), stdout);
     return 0;
   }
+  // A network fault needs the fault proxy: refused before the run directory is touched.
+  for (size_t i = 0; i < exp.chaos.events.size(); ++i) {
+    const auto& ev = exp.chaos.events[i];
+    if (config::fault_layer_of(ev.action) == config::fault_layer::network && !via_proxy) {
+      std::fprintf(stderr,
+                   "%s: chaos.events[%zu]: action '%s' faults a link through the fault proxy: "
+                   "add --via-proxy\n",
+                   ev.where.c_str(), i + 1, config::dsl_name(ev.action));
+      return 2;
+    }
+  }
   // The launcher holds the run directory's lock (and checkpoint.dir's) for its children across
   // restarts: the syncer sees DD_LAUNCH_LOCK_PID.
   run_dir_opener dirs("dd-node launch", mode);
@@ -357,13 +368,6 @@ int launch_main(int argc, char** argv) {
       const bool message = config::is_live_fault(ev.action);
       if (layer == config::fault_layer::in_process && !message) continue;
       outside = true;
-      if (layer == config::fault_layer::network && !via_proxy) {
-        std::fprintf(stderr,
-                     "%s: chaos.events[%zu]: action '%s' faults a link through the fault proxy: "
-                     "add --via-proxy\n",
-                     ev.where.c_str(), i + 1, config::dsl_name(ev.action));
-        return 2;
-      }
     }
     if (outside) {
       node_proc c;

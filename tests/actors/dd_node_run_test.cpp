@@ -772,6 +772,25 @@ TEST(dd_node_run, a_process_chaos_kind_is_refused_with_file_and_line) {
   fs::remove_all(dir);
 }
 
+TEST(dd_node_run, a_launch_refused_for_a_network_fault_without_the_proxy_writes_nothing) {
+  const fs::path dir = make_workdir("launch_no_proxy");
+  std::ofstream(dir / "net.lua") << tiny_experiment(
+      "'net'", "",
+      "  budget = { steps = 40 },\n"
+      "  chaos = { events = {\n"
+      "    { at_time = 2, action = 'latency', target = 'learner:1', ms = 50, duration = 5 },\n"
+      "  } },\n");
+  const pid_t pid = start_node(dir, "a", {"launch", "net.lua", "--run-dir", "run"});
+  EXPECT_EQ(wait_exit(pid, 30), 2);
+  const std::string err = read_text(dir / "a.err");
+  EXPECT_NE(err.find("chaos.events[1]: action 'latency' faults a link through the fault proxy: "
+                     "add --via-proxy"),
+            std::string::npos)
+      << err;
+  EXPECT_FALSE(fs::exists(dir / "run")) << "no run directory, no LOCK";
+  fs::remove_all(dir);
+}
+
 TEST(dd_node_run, a_non_numeric_progress_is_refused_with_exit_2) {
   const fs::path dir = make_workdir("flags");
   for (const std::string bad : {"abc", "-1", "5s", "", "nan"}) {

@@ -259,6 +259,7 @@ TEST(main_job, experiments_with_different_batches_are_scored_on_the_same_windows
     ASSERT_FALSE(r.failed) << r.failure_reason;
     const auto fe = read_json(dir / e.name / "summary.json")["final_eval"];
     EXPECT_EQ(fe["batch"], batch);
+    EXPECT_EQ(fe["evaluation"], "final");
     evals.push_back(fe);
     // The final "eval" event says how many windows it scored: every window of the split.
     bool final_seen = false;

@@ -292,6 +292,21 @@ TEST(RunSummary, IsReadableLinesNamingWhereTheFilesAre) {
   const std::string t = summary_text("x", r, "d");
   EXPECT_EQ(t.rfind("== x FAILED: learner 1 of 2 exhausted its restart budget\n", 0), 0u) << t;
   EXPECT_NE(t.find("  final val loss  none (no evaluation ran)\n"), std::string::npos) << t;
+  // The line says which evaluation gave the loss and on how many windows.
+  r.summary["final_val_loss"] = 3.49321;
+  r.summary["final_eval"] = {{"evaluation", "last periodic"}, {"windows", 128}};
+  EXPECT_NE(
+      summary_text("x", r, "d")
+          .find("  final val loss  3.4932 nats/token (the last periodic evaluation: the final one "
+                "did not run) on 128 windows\n"),
+      std::string::npos)
+      << summary_text("x", r, "d");
+  r.summary["final_eval"] = {{"evaluation", "final"}, {"windows", 871}, {"covers_split", true}};
+  EXPECT_NE(summary_text("x", r, "d")
+                .find("  final val loss  3.4932 nats/token on 871 windows, "
+                      "the whole validation split\n"),
+            std::string::npos)
+      << summary_text("x", r, "d");
   EXPECT_NE(t.find("  wall time       66 min 40 s\n"), std::string::npos) << t;
   EXPECT_NE(t.find("  degraded        fragment 2\n"), std::string::npos) << t;
   EXPECT_EQ(t.find("  logs"), std::string::npos) << t;

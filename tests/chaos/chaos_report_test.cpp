@@ -711,6 +711,15 @@ TEST(chaos_report, binary_exit_status_and_json_file) {
   std::tie(rc, out) = run("report /nonexistent/run");
   EXPECT_EQ(rc, 1) << out;
   EXPECT_NE(out.find("not a run directory"), std::string::npos);
+  // A directory that holds none of a run's files is no run either: exit 1, nothing written.
+  const std::string not_run = dir + "-not-a-run";
+  fs::create_directories(not_run);
+  std::ofstream(not_run + "/experiment.lua") << "experiment {}\n";
+  std::tie(rc, out) = run("report " + not_run);
+  EXPECT_EQ(rc, 1) << out;
+  EXPECT_NE(out.find("holds none of a run's files"), std::string::npos) << out;
+  EXPECT_FALSE(fs::exists(not_run + "/chaos_report.json"));
+  fs::remove_all(not_run);
   // An invalid run: exit 1, and --json puts the file elsewhere; --dry-run writes nothing.
   b.edit("merge", 1016.0, [](json& e) { e["version"] = 1; });
   const std::string bad = b.write();

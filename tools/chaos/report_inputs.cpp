@@ -60,13 +60,25 @@ int learner_of_actor(const std::string& a) {
   }
 }
 
+/// Empty when `dir` is a directory holding at least one of the files every run writes; else why
+/// it is not a run directory.
+std::string not_a_run_dir(const fs::path& dir) {
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) return "is not a directory";
+  for (const char* f : {"events.jsonl", "nodes.json", "summary.json", "learner_loss.csv",
+                        "chaos.jsonl", "monitor.json", "experiment.json"})
+    if (fs::exists(dir / f, ec)) return {};
+  return "holds none of a run's files (events.jsonl, nodes.json, summary.json, learner_loss.csv, "
+         "chaos.jsonl, monitor.json, experiment.json)";
+}
+
 }  // namespace
 
 report_inputs read_report_inputs(const report_options& o) {
   const fs::path dir(o.run_dir);
   std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw chaos_error(fmt::format("report: '{}' is not a run directory", o.run_dir));
+  if (const auto why = not_a_run_dir(dir); !why.empty())
+    throw chaos_error(fmt::format("report: '{}' is not a run directory: it {}", o.run_dir, why));
   report_inputs in;
   json& inputs = in.notes;
   auto& evs = in.events;
@@ -245,8 +257,9 @@ report_inputs read_report_inputs(const report_options& o) {
   in.summary = read_json_file(dir / "summary.json");
   inputs["summary.json"] = in.summary ? "read" : "missing";
   if (!o.baseline_dir.empty()) {
-    if (!fs::is_directory(o.baseline_dir, ec))
-      throw chaos_error(fmt::format("--baseline: '{}' is not a run directory", o.baseline_dir));
+    if (const auto why = not_a_run_dir(o.baseline_dir); !why.empty())
+      throw chaos_error(
+          fmt::format("--baseline: '{}' is not a run directory: it {}", o.baseline_dir, why));
     in.baseline_summary = read_json_file(fs::path(o.baseline_dir) / "summary.json");
     inputs["baseline summary.json"] = in.baseline_summary ? "read" : "missing";
   }
