@@ -40,10 +40,12 @@ enum class node_refusal : uint8_t {
   no_free_learner,   ///< every learner id asked for is live, or out of range
   run_finished,      ///< the run is stopping or over
   bad_request,       ///< the request did not decode or made no sense
+  auth_challenge,    ///< not a refusal: prove the join token over the reply's challenge
+  unauthorized,      ///< the join token proof was missing, wrong or replayed
 };
 
 /// "none", "otherRun", "protocolVersion", "dataMismatch", "noFreeLearner", "runFinished",
-/// "badRequest".
+/// "badRequest", "authChallenge", "unauthorized".
 std::string_view to_string(node_refusal r) noexcept;
 
 /// Learner node → health monitor: the handshake of a learner process.
@@ -60,6 +62,10 @@ struct node_join {
   /// Size in bytes and training-split hash (hex) of the node's data file.
   uint64_t data_bytes = 0;
   std::string data_hash;
+  /// The syncer's challenge this request answers, and the join token's proof over it
+  /// (actors/link/join_auth.hpp node_join_context); both empty on a first request.
+  std::vector<uint8_t> challenge{};
+  std::vector<uint8_t> proof{};
 };
 
 /// Health monitor → learner node: accepted with the run's identity, experiment and the learner
@@ -77,6 +83,8 @@ struct node_join_reply {
   std::string data_hash;
   /// Steps per learner: the lr schedule's horizon and the steps budget.
   uint64_t steps_per_learner = 0;
+  /// With refusal auth_challenge: the nonce the node proves the join token over.
+  std::vector<uint8_t> challenge{};
 };
 
 /// Learner → health monitor: leaving for good (budget spent, drained or stopped).
@@ -185,11 +193,16 @@ struct status_request {};
 /// fragment versions; docs/runtime.md).
 struct status_reply {
   std::string json;  ///< at most 16 MiB
+  /// A nonce a drain proves the join token over (empty: the syncer has no token).
+  std::vector<uint8_t> challenge{};
 };
 
 /// Operator (dd-node drain) → health monitor: remove this learner gracefully.
 struct drain_msg {
   int32_t learner_id = 0;  ///< never negative (decode: malformed)
+  /// The status reply's challenge and the join token's proof over it (drain_context).
+  std::vector<uint8_t> challenge{};
+  std::vector<uint8_t> proof{};
 };
 
 /// Health monitor → operator: whether the learner was live and is now draining.

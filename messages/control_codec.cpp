@@ -20,6 +20,8 @@ std::string_view to_string(node_refusal r) noexcept {
     case node_refusal::no_free_learner: return "noFreeLearner";
     case node_refusal::run_finished: return "runFinished";
     case node_refusal::bad_request: return "badRequest";
+    case node_refusal::auth_challenge: return "authChallenge";
+    case node_refusal::unauthorized: return "unauthorized";
   }
   return "unknown";
 }
@@ -54,6 +56,18 @@ status text_fits(const char* what, size_t n) {
   return {};
 }
 
+/// A nonce or proof field: at most 64 bytes.
+result<std::vector<uint8_t>> auth_bytes(const char* what, capnp::Data::Reader d) {
+  if (d.size() > 64)
+    return result<std::vector<uint8_t>>(
+        errc::malformed, std::string(what) + " of " + num(d.size()) + " bytes is above 64");
+  return std::vector<uint8_t>(d.begin(), d.end());
+}
+
+kj::ArrayPtr<const capnp::byte> data_of(const std::vector<uint8_t>& v) {
+  return kj::ArrayPtr<const capnp::byte>(v.data(), v.size());
+}
+
 }  // namespace
 
 wire_bytes encode(const node_join& m, const envelope_stamp& stamp) {
@@ -67,6 +81,8 @@ wire_bytes encode(const node_join& m, const envelope_stamp& stamp) {
   r.setLearnerCount(m.learner_count);
   r.setDataBytes(m.data_bytes);
   r.setDataHash(m.data_hash);
+  r.setChallenge(data_of(m.challenge));
+  r.setProof(data_of(m.proof));
   return flatten(b);
 }
 
@@ -83,6 +99,7 @@ wire_bytes encode(const node_join_reply& m, const envelope_stamp& stamp) {
   r.setDataBytes(m.data_bytes);
   r.setDataHash(m.data_hash);
   r.setStepsPerLearner(m.steps_per_learner);
+  r.setChallenge(data_of(m.challenge));
   return flatten(b);
 }
 
@@ -118,6 +135,12 @@ result<node_join> decode_node_join(const wire_bytes& bytes, const decode_limits&
         m.data_hash = r.getDataHash();
         for (const auto* t : {&m.run_id, &m.node_name, &m.host, &m.data_hash})
           if (auto st = text_fits("nodeJoin text field", t->size()); !st) return st.error();
+        auto challenge = auth_bytes("nodeJoin.challenge", r.getChallenge());
+        if (!challenge) return challenge.error();
+        m.challenge = std::move(*challenge);
+        auto proof = auth_bytes("nodeJoin.proof", r.getProof());
+        if (!proof) return proof.error();
+        m.proof = std::move(*proof);
         return m;
       });
 }
@@ -132,7 +155,7 @@ result<node_join_reply> decode_node_join_reply(const wire_bytes& bytes, const de
         node_join_reply m;
         m.accepted = r.getAccepted();
         const auto refusal = r.getRefusal();
-        if (!enum_in_range(refusal, cw::NodeRefusal::BAD_REQUEST))
+        if (!enum_in_range(refusal, cw::NodeRefusal::UNAUTHORIZED))
           return R(errc::malformed,
                    "nodeJoinReply.refusal: unknown value " + num(static_cast<uint16_t>(refusal)));
         m.refusal = static_cast<node_refusal>(static_cast<uint16_t>(refusal));
@@ -146,6 +169,9 @@ result<node_join_reply> decode_node_join_reply(const wire_bytes& bytes, const de
         m.data_bytes = r.getDataBytes();
         m.data_hash = r.getDataHash();
         m.steps_per_learner = r.getStepsPerLearner();
+        auto challenge = auth_bytes("nodeJoinReply.challenge", r.getChallenge());
+        if (!challenge) return challenge.error();
+        m.challenge = std::move(*challenge);
         if (m.accepted && m.refusal != node_refusal::none)
           return R(errc::malformed, "nodeJoinReply is accepted but names a refusal");
         return m;
@@ -295,13 +321,18 @@ wire_bytes encode(const status_request&, const envelope_stamp& stamp) {
 
 wire_bytes encode(const status_reply& m, const envelope_stamp& stamp) {
   capnp::MallocMessageBuilder b(first_segment_words(m.json.size()));
-  start_envelope(b, stamp).initStatusReply().setJson(m.json);
+  auto r = start_envelope(b, stamp).initStatusReply();
+  r.setJson(m.json);
+  r.setChallenge(data_of(m.challenge));
   return flatten(b);
 }
 
 wire_bytes encode(const drain_msg& m, const envelope_stamp& stamp) {
   capnp::MallocMessageBuilder b;
-  start_envelope(b, stamp).initDrain().setLearnerId(m.learner_id);
+  auto r = start_envelope(b, stamp).initDrain();
+  r.setLearnerId(m.learner_id);
+  r.setChallenge(data_of(m.challenge));
+  r.setProof(data_of(m.proof));
   return flatten(b);
 }
 
@@ -405,9 +436,13 @@ result<status_reply> decode_status_reply(const wire_bytes& bytes, const decode_l
   return decode_envelope(bytes.data(), bytes.size(), limits, expect,
                          cw::Envelope::Body::STATUS_REPLY,
                          [](cw::Envelope::Body::Reader body, uint64_t) -> R {
-                           status_reply m{body.getStatusReply().getJson()};
+                           auto r = body.getStatusReply();
+                           status_reply m{r.getJson(), {}};
                            if (auto st = text_fits("statusReply.json", m.json.size()); !st)
                              return st.error();
+                           auto c = auth_bytes("statusReply.challenge", r.getChallenge());
+                           if (!c) return c.error();
+                           m.challenge = std::move(*c);
                            return m;
                          });
 }
@@ -417,9 +452,16 @@ result<drain_msg> decode_drain(const wire_bytes& bytes, const decode_limits& lim
   using R = result<drain_msg>;
   return decode_envelope(bytes.data(), bytes.size(), limits, expect, cw::Envelope::Body::DRAIN,
                          [](cw::Envelope::Body::Reader body, uint64_t) -> R {
-                           drain_msg m{body.getDrain().getLearnerId()};
+                           auto r = body.getDrain();
+                           drain_msg m{r.getLearnerId(), {}, {}};
                            if (m.learner_id < 0)
                              return R(errc::malformed, "drain.learnerId is negative");
+                           auto c = auth_bytes("drain.challenge", r.getChallenge());
+                           if (!c) return c.error();
+                           m.challenge = std::move(*c);
+                           auto p = auth_bytes("drain.proof", r.getProof());
+                           if (!p) return p.error();
+                           m.proof = std::move(*p);
                            return m;
                          });
 }

@@ -239,6 +239,9 @@ struct NodeJoin {
   learnerCount @5 :UInt32;             # how many free ids when learnerIds is empty
   dataBytes @6 :UInt64;                # size of the node's data file, bytes
   dataHash @7 :Text;                   # hash of its training split (hex)
+  challenge @8 :Data;                  # the nonce of the syncer's authChallenge it answers
+  proof @9 :Data;                      # HMAC-SHA256 of the join token over the request and
+                                       # challenge (actors/link/join_auth.hpp); empty: none
 }
 
 # Why the monitor refused a node.
@@ -250,6 +253,8 @@ enum NodeRefusal {
   noFreeLearner @4;                    # every learner id asked for is live (or out of range)
   runFinished @5;                      # the run is stopping or over
   badRequest @6;                       # the request did not decode or made no sense
+  authChallenge @7;                    # not a refusal: answer the reply's challenge with a proof
+  unauthorized @8;                     # the join token proof was missing, wrong or replayed
 }
 
 # Health monitor -> learner node.
@@ -264,6 +269,7 @@ struct NodeJoinReply {
   dataBytes @7 :UInt64;                # the syncer's data file size and training-split hash
   dataHash @8 :Text;
   stepsPerLearner @9 :UInt64;          # schedule horizon / steps budget per learner
+  challenge @10 :Data;                 # with authChallenge: the nonce to prove the token over
 }
 
 # Learner -> health monitor: leaving for good (budget spent, drained, stopped).
@@ -341,11 +347,14 @@ struct StatusRequest {
 # fragment versions; docs/operating.md "dd-node status").
 struct StatusReply {
   json @0 :Text;
+  challenge @1 :Data;                  # a nonce a drain may prove the join token over
 }
 
 # Operator (dd-node drain) -> health monitor: stop this learner gracefully.
 struct Drain {
   learnerId @0 :Int32;
+  challenge @1 :Data;                  # the status reply's nonce
+  proof @2 :Data;                      # HMAC-SHA256 of the join token (join_auth.hpp)
 }
 
 # Health monitor -> operator.

@@ -345,6 +345,8 @@ earlier_parts count_earlier_parts(const std::string& events_path) {
       b.envelopes_refused += 1;
     } else if (kind == "frame_refused") {
       b.frames_refused += 1;
+    } else if (kind == "auth_refused") {
+      b.auth_refused += 1;
     } else if (kind == "divergence") {
       b.divergences += 1;
     } else if (kind == "respawn") {

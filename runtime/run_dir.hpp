@@ -123,6 +123,7 @@ struct earlier_parts {
   uint64_t chunks_refused = 0;      ///< "chunk_refused" events
   uint64_t envelopes_refused = 0;   ///< "envelope_refused" events
   uint64_t frames_refused = 0;      ///< "frame_refused" events
+  uint64_t auth_refused = 0;        ///< "auth_refused" events
   uint64_t pushes_implausible = 0;  ///< "push" events with "reason": "implausible"
   uint64_t divergences = 0;         ///< "divergence" events
   /// "respawn" events of kind learner (dd-node run), or "rejoin" events with "live": false in a

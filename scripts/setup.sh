@@ -24,7 +24,8 @@ packages=(
   libcpp-httplib-dev               # the nodes' HTTP listener (/metrics, /status)
   prometheus                       # promtool: tests check /metrics and the example alert rules
   libgtest-dev libgmock-dev        # tests
-  libssl-dev                       # OpenSSL: join token HMAC (actors/link/join_auth), CAF.s module
+  libssl-dev                       # OpenSSL: join token HMAC, mutual TLS (actors/link/), CAF's module
+  openssl                          # trust_process_test: s_client without a certificate; docs' `openssl rand`
   zlib1g-dev                       # CRC32 for checkpoint files; gzip IDX images
   patchelf                         # tools/gpu_check/make_bundle.sh: the bundle's $ORIGIN run paths
   libsentencepiece-dev             # subword tokenizer (dd-node tokenize, data.tokenizer)

@@ -27,7 +27,8 @@ namespace {
 
 constexpr size_t header_bytes = 32;
 constexpr size_t max_buffer = size_t{256} << 10;
-constexpr uint8_t basp_direct_message = 0x02;  // caf::io::basp::message_type::direct_message
+constexpr uint8_t basp_direct_message = 0x02;    // caf::io::basp::message_type::direct_message
+constexpr uint8_t basp_client_handshake = 0x01;  // ::client_handshake
 
 using clock = std::chrono::steady_clock;
 
@@ -49,10 +50,13 @@ struct pipe_dir {
 
 struct conn {
   int client = -1, upstream = -1;
-  pipe_dir up, down;         // up: client -> upstream (checked), down: upstream -> client
-  frame_parser up_frames;    // the client's frames
-  frame_parser down_frames;  // the syncer's frames, parsed while the client is a stranger
-  bool first_header = true;  // the client's first 32 bytes: a BASP header or a channel hello
+  pipe_dir up, down;               // up: client -> upstream (checked), down: upstream -> client
+  frame_parser up_frames;          // the client's frames
+  frame_parser down_frames;        // the syncer's frames, parsed while the client is a stranger
+  bool first_header = true;        // the client's first 32 bytes: a BASP header or a channel hello
+  bool vetting = false;            // collecting its first frame (a BASP client handshake) to vet it
+  std::vector<uint8_t> handshake;  // that frame's payload so far (at most 64 KiB)
+  uint16_t peer_port = 0;
   bool dead = false;
   bool stranger = true;     // the syncer has not yet sent it a direct message
   uint64_t held = 0;        // its announced, incomplete frame while a stranger: in the budget
@@ -87,11 +91,13 @@ bool answered(frame_parser& p, const char* data, size_t n) {
 }  // namespace
 
 frame_guard::frame_guard(const std::string& host, uint16_t port, uint16_t target_port,
-                         frame_guard_limits limits, report_fn report, channel_fn on_channel)
+                         frame_guard_limits limits, report_fn report, channel_fn on_channel,
+                         handshake_fn vet_handshake)
     : target_port_(target_port),
       limits_(limits),
       report_(std::move(report)),
-      on_channel_(std::move(on_channel)) {
+      on_channel_(std::move(on_channel)),
+      vet_handshake_(std::move(vet_handshake)) {
   addrinfo hints{};
   hints.ai_family = AF_INET;
   hints.ai_socktype = SOCK_STREAM;
@@ -207,6 +213,7 @@ void frame_guard::run() {
             c.client = cfd;
             c.upstream = ufd;
             c.peer = who;
+            c.peer_port = ntohs(peer.sin_port);
             c.since = clock::now();
             ++strangers;
             conns.push_back(std::move(c));
@@ -234,9 +241,25 @@ void frame_guard::run() {
             if (p.payload_left > 0) {
               const size_t take = static_cast<size_t>(std::min<uint64_t>(p.payload_left, n - pos));
               c.up.buf.insert(c.up.buf.end(), tmp + pos, tmp + pos + take);
+              if (c.vetting)
+                c.handshake.insert(
+                    c.handshake.end(), tmp + pos,
+                    tmp + pos +
+                        std::min(take, (size_t{64} << 10) -
+                                           std::min(c.handshake.size(), size_t{64} << 10)));
               p.payload_left -= take;
               pos += take;
-              if (p.payload_left == 0) release(c);  // complete: CAF takes it from here
+              if (p.payload_left == 0) {
+                release(c);  // complete: CAF takes it from here
+                if (c.vetting) {
+                  c.vetting = false;
+                  if (auto why = vet_handshake_(c.peer_port, c.handshake); !why.empty()) {
+                    refuse(c, why);
+                    break;
+                  }
+                  c.handshake.clear();
+                }
+              }
               continue;
             }
             const size_t take =
@@ -257,10 +280,24 @@ void frame_guard::run() {
               on_channel_(fd, c.peer, std::move(first));
               break;
             }
-            c.first_header = false;
             uint32_t len_be = 0;
             std::memcpy(&len_be, p.header + 4, 4);
             const uint64_t len = ntohl(len_be);
+            if (c.first_header && vet_handshake_) {
+              if (static_cast<uint8_t>(p.header[0]) != basp_client_handshake) {
+                refuse(c, "its first frame is no CAF client handshake");
+                break;
+              }
+              c.vetting = true;
+              if (len == 0) {
+                c.vetting = false;
+                if (auto why = vet_handshake_(c.peer_port, {}); !why.empty()) {
+                  refuse(c, why);
+                  break;
+                }
+              }
+            }
+            c.first_header = false;
             if (len > limits_.max_frame_bytes) {
               refuse(c, fmt::format("a frame announced {} bytes (cap {})", len,
                                     limits_.max_frame_bytes));

@@ -18,6 +18,10 @@
 // by max_frame_bytes only. The other direction is forwarded as is (and parsed only to see the
 // first direct message). Bounded memory: at most 256 KiB buffered per direction per connection.
 // One thread, poll(2).
+//
+// Behind TLS (actors/link/tls_tunnel.hpp) the guard listens on loopback and the TLS tunnel
+// forwards each verified connection's plaintext to it; the checks above apply to those bytes
+// unchanged, and `vet_handshake` binds each CAF node to its connection's certificate.
 #pragma once
 
 #include <atomic>
@@ -55,12 +59,19 @@ class frame_guard {
   /// far: the 32-byte hello prefix and whatever followed it). Called on the guard's thread.
   using channel_fn =
       std::function<void(int fd, std::string peer, std::vector<uint8_t> first_bytes)>;
+  /// Vets a connection's first CAF frame, a BASP client handshake: (the peer's port on
+  /// 127.0.0.1 — the TLS tunnel's side of it —, the handshake's payload, at most 64 KiB) → ""
+  /// to let it through, or why the connection is closed (counted in refused(), reported).
+  /// Called on the guard's thread before the frame's last byte reaches CAF. Empty: none.
+  using handshake_fn =
+      std::function<std::string(uint16_t peer_port, const std::vector<uint8_t>& payload)>;
 
   /// Listens on host:port (SO_REUSEADDR; "" = every address; port 0 = any) and forwards to
   /// 127.0.0.1:target_port. Throws std::runtime_error naming the address when it cannot listen.
   /// `on_channel` empty: a channel hello is forwarded to CAF like any bytes (CAF refuses it).
   frame_guard(const std::string& host, uint16_t port, uint16_t target_port,
-              frame_guard_limits limits, report_fn report, channel_fn on_channel = {});
+              frame_guard_limits limits, report_fn report, channel_fn on_channel = {},
+              handshake_fn vet_handshake = {});
   ~frame_guard();
   frame_guard(const frame_guard&) = delete;
   frame_guard& operator=(const frame_guard&) = delete;
@@ -81,6 +92,7 @@ class frame_guard {
   frame_guard_limits limits_;
   report_fn report_;
   channel_fn on_channel_;
+  handshake_fn vet_handshake_;
   std::atomic<uint64_t> refused_{0};
   std::atomic<uint64_t> stranger_held_{0};
   std::thread thread_;

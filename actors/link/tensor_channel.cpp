@@ -30,6 +30,7 @@
 #include <fmt/format.h>
 
 #include "actors/link/atoms.hpp"
+#include "actors/link/join_auth.hpp"
 #include "messages/codec.hpp"
 #include "util/crc32c.hpp"
 #include "util/endian.hpp"
@@ -39,7 +40,9 @@ namespace dd::actors {
 
 namespace {
 
-constexpr uint32_t channel_version = 1;
+// 2: a syncer with a join token answers a hello with a challenge (status 2) and the client
+// proves the token over it (join_auth.hpp) before the channel opens.
+constexpr uint32_t channel_version = 2;
 constexpr size_t max_hello_body = 4096;
 constexpr size_t frame_header_bytes = 48;
 constexpr char frame_magic[5] = "DDTF";
@@ -567,6 +570,44 @@ void tensor_channel_hub::accept(int fd, std::string peer, std::vector<uint8_t> f
       caf::binary_deserializer src{self->sys_, buf};
       if (auto err = src(nid); err || !nid) return refuse("hello: an unreadable node id", true);
     }
+    if (self->opts_.vet_hello)
+      if (auto why = self->opts_.vet_hello(peer, nid); !why.empty()) return refuse(why, true);
+    if (!self->opts_.join_token.empty()) {
+      // The join token: a fresh challenge for this connection, answered by the client's proof
+      // over the run, its node id and the challenge; a recorded greeting names an old one.
+      const auto nonce = random_nonce();
+      std::vector<uint8_t> ch;
+      ch.push_back(2);
+      put_field(ch, nullptr, 0);
+      put_field(ch, nonce.data(), nonce.size());
+      auto out = make_hello(ch);
+      iovec civ{out.data(), out.size()};
+      if (auto err = write_all(fd, &civ, 1); !err.empty())
+        return refuse("challenge: " + err, false);
+      uint8_t pp[channel_hello_prefix_bytes];
+      if (auto err = read_exact(fd, pp, sizeof pp); !err.empty())
+        return refuse("waiting for the join token proof: " + err, false);
+      uint32_t plen = 0, pver = 0;
+      if (auto err = check_prefix(pp, &plen, &pver); !err.empty())
+        return refuse("proof: " + err, false);
+      std::vector<uint8_t> pb(plen);
+      if (auto err = read_exact(fd, pb.data(), pb.size()); !err.empty())
+        return refuse("proof: " + err, false);
+      if (!check_hello_crc(pp, pb)) return refuse("proof failed its CRC-32C", false);
+      size_t ppos = 0;
+      std::vector<uint8_t> proof;
+      if (!take_field(pb, ppos, proof)) return refuse("proof: a truncated body", true);
+      challenge_book book(self->opts_.handshake_timeout_s);
+      book.issue(nonce, 0.0);
+      const auto v = judge(book, self->opts_.join_token, nonce, proof, channel_purpose,
+                           channel_context(run_id, nid_bytes, nonce), 0.0);
+      if (v != auth_verdict::accepted) {
+        if (self->opts_.report)
+          self->opts_.report("auth_refused", fmt::format("tensor channel from {} (node {}): {}",
+                                                         peer, to_string(nid), to_string(v)));
+        return refuse(fmt::format("join token: {}", to_string(v)), true);
+      }
+    }
     std::vector<uint8_t> reply;
     reply.push_back(0);
     put_field(reply, nullptr, 0);
@@ -639,20 +680,49 @@ status tensor_channel_hub::connect(const std::string& host, uint16_t port,
   iovec iov{hello.data(), hello.size()};
   if (auto err = write_all(fd, &iov, 1); !err.empty()) return fail(errc::io, "hello: " + err);
   uint8_t prefix[channel_hello_prefix_bytes];
-  if (auto err = read_exact(fd, prefix, sizeof prefix); !err.empty())
-    return fail(errc::io, "waiting for the hello reply: " + err +
-                              " (a syncer without its frame guard has no tensor channel)");
   uint32_t body_len = 0, version = 0;
-  if (auto err = check_prefix(prefix, &body_len, &version); !err.empty())
-    return fail(errc::malformed, "hello reply: " + err);
-  std::vector<uint8_t> rb(body_len);
-  if (auto err = read_exact(fd, rb.data(), rb.size()); !err.empty())
-    return fail(errc::io, "hello reply: " + err);
-  if (!check_hello_crc(prefix, rb)) return fail(errc::malformed, "hello reply failed its CRC-32C");
-  size_t pos = 1;
-  std::vector<uint8_t> reason, nid_bytes;
-  if (rb.empty() || !take_field(rb, pos, reason) || !take_field(rb, pos, nid_bytes))
-    return fail(errc::malformed, "a truncated hello reply");
+  std::vector<uint8_t> rb, reason, nid_bytes;
+  // Reads one reply into rb / reason / nid_bytes (the third field: a node id, or a challenge);
+  // "" or why not, with the error code in *code.
+  auto read_reply = [&](errc* code) -> std::string {
+    if (auto err = read_exact(fd, prefix, sizeof prefix); !err.empty()) {
+      *code = errc::io;
+      return "waiting for the hello reply: " + err +
+             " (a syncer without its frame guard has no tensor channel)";
+    }
+    if (auto err = check_prefix(prefix, &body_len, &version); !err.empty()) {
+      *code = errc::malformed;
+      return "hello reply: " + err;
+    }
+    rb.assign(body_len, 0);
+    if (auto err = read_exact(fd, rb.data(), rb.size()); !err.empty()) {
+      *code = errc::io;
+      return "hello reply: " + err;
+    }
+    *code = errc::malformed;
+    if (!check_hello_crc(prefix, rb)) return "hello reply failed its CRC-32C";
+    size_t pos = 1;
+    if (rb.empty() || !take_field(rb, pos, reason) || !take_field(rb, pos, nid_bytes))
+      return "a truncated hello reply";
+    return "";
+  };
+  errc code = errc::malformed;
+  if (auto err = read_reply(&code); !err.empty()) return fail(code, err);
+  if (rb[0] == 2) {
+    // A syncer with a join token: prove it over the challenge.
+    if (opts_.join_token.empty())
+      return fail(errc::other_run,
+                  "refused: the syncer asks for the join token and this node has none "
+                  "(--join-token-file FILE or DD_JOIN_TOKEN)");
+    const auto proof = join_proof(opts_.join_token, channel_purpose,
+                                  channel_context(opts_.run_id, mine, nid_bytes));
+    std::vector<uint8_t> pbody;
+    put_field(pbody, proof.data(), proof.size());
+    auto pm = make_hello(pbody);
+    iovec piov{pm.data(), pm.size()};
+    if (auto err = write_all(fd, &piov, 1); !err.empty()) return fail(errc::io, "proof: " + err);
+    if (auto err = read_reply(&code); !err.empty()) return fail(code, err);
+  }
   if (rb[0] != 0) {
     const std::string why(reason.begin(), reason.end());
     return fail(version != channel_version ? errc::schema_mismatch : errc::other_run,

@@ -33,7 +33,10 @@
 //     [0,8) magic "DDTCHAN1", [8,12) u32 version (1), [12,16) u32 body bytes (≤ 4096),
 //     [16,28) zero, [28,32) u32 CRC-32C of bytes [0,28) and the body;
 //   hello body: u16 + run id, u16 + the client's CAF node id (caf::binary_serializer);
-//   reply body: u8 status (0 accepted, 1 refused), u16 + reason, u16 + the server's node id.
+//   reply body: u8 status (0 accepted, 1 refused, 2 challenge), u16 + reason, u16 + the
+//     server's node id (status 2: a 32-byte nonce); after a challenge the client sends a proof
+//     (the same prefix, body u16 + HMAC-SHA256 of the join token, join_auth.hpp) and the server
+//     answers with status 0 or 1.
 //   frame (either way): a 48-byte header [0,4) magic "DDTF", [4] kind (1 push, 2 copy,
 //     3 broadcast), [5,8) zero, [8,16) u64 receiving actor id, [16,24) u64 sending actor id,
 //     [24,32) u64 seq (chunk_flow's link number), [32,40) u64 payload bytes, [40,44) u32 CRC-32C
@@ -53,8 +56,9 @@
 //    the rejoin). A chunk is never delivered twice, and never to another actor than the one its
 //    sender addressed.
 //  - A hello with another run id or version is refused with a reason both sides log; a peer that
-//    sends nothing is closed after the handshake timeout. Without TLS the channel trusts a peer
-//    that knows the run id as far as CAF's own connection does (docs/runtime.md).
+//    sends nothing is closed after the handshake timeout. With a join token a hello opens a
+//    channel only with a proof over a challenge fresh for that connection: a recorded greeting
+//    replayed is refused.
 //  - Sockets have SO_KEEPALIVE and TCP_USER_TIMEOUT (user_timeout_s): a peer that vanished is
 //    noticed by the kernel even when nothing is written to it.
 // Threads: per channel one reader and one writer thread; the hub's destructor closes every
@@ -112,6 +116,10 @@ class tensor_channel_hub : public std::enable_shared_from_this<tensor_channel_hu
   struct options {
     /// The run id a peer's hello must carry (hex, as in the envelopes).
     std::string run_id;
+    /// The join token (actors/link/join_auth.hpp). Server: non-empty = a hello is answered with
+    /// a challenge (status 2) the client must prove the token over before the channel opens
+    /// (a refused proof is reported as "auth_refused" too). Client: answers such a challenge.
+    std::string join_token;
     /// A frame announcing more payload bytes than this closes its channel.
     uint64_t max_frame_bytes = uint64_t{80} << 20;
     /// A hello (either side) must complete within this many seconds.
@@ -122,6 +130,11 @@ class tensor_channel_hub : public std::enable_shared_from_this<tensor_channel_hu
     /// Called with (event, details) for opened / refused / closed channels (any thread; keep it
     /// short). Events: "channel_open", "channel_refused", "channel_closed".
     std::function<void(const std::string& event, const std::string& details)> report;
+    /// Server: vets a hello's node id against the connection it came on (peer "IP:PORT" as the
+    /// frame guard names it): "" accepts, anything else refuses the hello with that reason
+    /// (mutual TLS: the node must be bound to this connection's certificate; peer_identity.hpp).
+    /// Empty: none.
+    std::function<std::string(const std::string& peer, const caf::node_id& node)> vet_hello;
     /// Called once for every channel that closes after it was open, with the reason (the reader
     /// or writer thread; keep it short). The learner node drops its CAF connection here.
     std::function<void(const std::string& why)> on_lost;

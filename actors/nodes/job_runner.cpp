@@ -170,6 +170,7 @@ std::shared_ptr<job_setup> make_job_setup(const config::experiment& exp,
   auto s = std::make_shared<job_setup>();
   s->exp = exp;
   s->options = options;
+  if (options.tls) s->identities = std::make_shared<peer_identity>();
   s->run_dir = !options.run_dir.empty() ? options.run_dir : config::run_dir_of(exp);
   const int M = exp.learners.count;
   if (M < 1) throw std::invalid_argument("learners.count must be >= 1");
@@ -309,6 +310,7 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
     eo.role = syncer ? "syncer" : "all";
     for (int32_t i = 0; i < exp.learners.count && !syncer; ++i) eo.learners.push_back(i);
     eo.fragments = setup->plan.num_fragments();
+    eo.join_token = options.join_token;
     // A port taken since the launcher picked it must not stop the run: it goes on without one.
     try {
       endpoint = std::make_unique<chaos_endpoint>(eo, setup->faults.get());
@@ -332,6 +334,9 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
     mo.fragments = setup->plan.num_fragments();
     mo.version = util::build_version();
     mo.commit = util::build_commit();
+    if (options.tls)
+      mo.tls_not_after_unix =
+          static_cast<double>(std::time(nullptr)) + options.tls->own().seconds_to_expiry;
     http = start_node_http(options.http.first, options.http.second, std::move(mo), setup->log.get(),
                            syncer ? "dd-node syncer" : "dd-node run");
     // The live status page at / (docs/operating.md "The status page"); it reads /status.

@@ -29,7 +29,9 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/link/frame_guard.hpp"
+#include "actors/link/peer_identity.hpp"
 #include "actors/link/tensor_channel.hpp"
+#include "actors/link/tls_tunnel.hpp"
 #include "actors/nodes/node_config.hpp"
 #include "actors/policy/restart_budget.hpp"
 #include "actors/services/compute_gate.hpp"
@@ -65,6 +67,13 @@ struct run_options {
   /// strangers' limits; the middleman itself listens on loopback only. max_frame_bytes 0 = no
   /// guard (the middleman listens on the address itself).
   frame_guard_limits guard;
+  /// Syncer node: mutual TLS (actors/link/tls.hpp): the TLS tunnel listens on
+  /// listen_host:listen_port and forwards each verified connection to the frame guard on
+  /// loopback (needs the guard: guard.max_frame_bytes > 0). Null = plain TCP.
+  std::shared_ptr<tls_context> tls;
+  /// Syncer node: the join token (actors/link/join_auth.hpp) every learner node's handshake,
+  /// tensor channel, drain and chaos endpoint request must prove; empty = none asked.
+  std::string join_token;
   /// The run's id (hex), checked at every node handshake; empty = a new random one (written to
   /// <run_dir>/run_id).
   std::string run_id;
@@ -134,6 +143,10 @@ struct job_setup {
   /// Set when the job finalizes: an evaluation still running stops at its next batch, so the
   /// process ends (its detached evaluator thread is joined at exit).
   std::shared_ptr<std::atomic<bool>> stop_evaluation = std::make_shared<std::atomic<bool>>(false);
+  /// Mutual TLS: which certificate each CAF node connected with (the guard binds, the monitor
+  /// and the channel hub read), and the TLS tunnel publish_monitor starts. Null without TLS.
+  std::shared_ptr<peer_identity> identities;
+  std::unique_ptr<tls_tunnel> tunnel;
   /// The transport of the node's chunks to other nodes; publish_monitor sets the hub it makes.
   std::shared_ptr<channel_route> channel = std::make_shared<channel_route>();
   /// Fair core sharing between learners (null in logical-time runs or with one learner).

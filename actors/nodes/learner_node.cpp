@@ -30,6 +30,7 @@
 #include <caf/io/all.hpp>
 
 #include "actors/link/atoms.hpp"
+#include "actors/link/join_auth.hpp"
 #include "actors/link/tensor_channel.hpp"
 #include "actors/nodes/job_runner.hpp"
 #include "actors/nodes/role_contexts.hpp"
@@ -194,9 +195,9 @@ std::optional<monitor_hdl> lookup(caf::actor_system& sys, const std::string& hos
 
 /// One node_join round trip; nullopt (with `why`) when the monitor did not answer in time
 /// (`*timed_out` set, when given), answered with an error or with bytes that do not decode.
-std::optional<node_join_reply> handshake(caf::scoped_actor& self, const monitor_hdl& monitor,
-                                         const node_join& req, double timeout_s, std::string* why,
-                                         bool* timed_out = nullptr) {
+std::optional<node_join_reply> handshake_once(caf::scoped_actor& self, const monitor_hdl& monitor,
+                                              const node_join& req, double timeout_s,
+                                              std::string* why, bool* timed_out) {
   std::optional<node_join_reply> out;
   // The reply is decoded under the run its own envelope names: a syncer of another run answers
   // with a refusal (otherRun) stamped with its own run id, and that refusal must be read, not
@@ -232,6 +233,32 @@ std::optional<node_join_reply> handshake(caf::scoped_actor& self, const monitor_
   return out;
 }
 
+/// One node handshake: node_join_once, and when the syncer answers with a join token challenge
+/// (node_refusal::auth_challenge), the same request again with the proof over it
+/// (actors/link/join_auth.hpp). A node without a token sends it back unproven and gets an
+/// `unauthorized` reply naming what it lacks.
+std::optional<node_join_reply> handshake(caf::scoped_actor& self, const monitor_hdl& monitor,
+                                         const node_join& req, const std::string& token,
+                                         double timeout_s, std::string* why,
+                                         bool* timed_out = nullptr) {
+  auto rep = handshake_once(self, monitor, req, timeout_s, why, timed_out);
+  if (!rep || rep->refusal != node_refusal::auth_challenge) return rep;
+  node_join proven = req;
+  proven.challenge = rep->challenge;
+  if (!token.empty())
+    proven.proof = join_proof(
+        token, node_join_purpose,
+        node_join_context(rep->run_id, req.node_name, caf::to_string(self->system().node()),
+                          req.learner_ids, req.learner_count, rep->challenge));
+  // Without a token the request goes back unproven: the syncer logs the refusal too.
+  auto answer = handshake_once(self, monitor, proven, timeout_s, why, timed_out);
+  if (answer && token.empty() && answer->refusal == node_refusal::unauthorized)
+    answer->reason =
+        "the syncer asks for the run's join token and this node has none: give "
+        "--join-token-file FILE or set DD_JOIN_TOKEN";
+  return answer;
+}
+
 /// Inner steps of every learner of this node, {"id": step} (syncer_lost / syncer_back events).
 nlohmann::json learner_steps(const run_log& log) {
   nlohmann::json out = nlohmann::json::object();
@@ -259,6 +286,8 @@ int refusal_status(node_refusal r) {
     case node_refusal::data_mismatch: return node_exit_data_mismatch;
     case node_refusal::run_finished: return node_exit_ok;
     case node_refusal::bad_request: return node_exit_usage;
+    case node_refusal::unauthorized: return node_exit_unauthorized;
+    case node_refusal::auth_challenge:
     case node_refusal::none:
     case node_refusal::no_free_learner: return node_exit_failure;
   }
@@ -369,7 +398,7 @@ int run_learner_node(const learner_node_options& o) {
     ask.host = host;
     ask.learner_count = 0;  // describe only
     std::string why;
-    auto rep = handshake(self, *m, ask, 10.0, &why);
+    auto rep = handshake(self, *m, ask, o.join_token, 10.0, &why);
     if (!rep) {
       // A failed handshake is a failed attempt: the next one waits its backoff step (it was
       // retried at once, thousands of times a second against a syncer whose answers it could
@@ -453,7 +482,7 @@ int run_learner_node(const learner_node_options& o) {
   while (true) {
     if (interrupted()) return node_exit_interrupted;
     std::string why;
-    auto rep = handshake(self, monitor, req, 10.0, &why);
+    auto rep = handshake(self, monitor, req, o.join_token, 10.0, &why);
     if (rep && rep->accepted) {
       ids = rep->learner_ids;
       break;
@@ -546,6 +575,7 @@ int run_learner_node(const learner_node_options& o) {
     eo.learners = ids;
     eo.fragments = plan.num_fragments();
     eo.steps_per_learner = steps;
+    eo.join_token = o.join_token;
     // A port taken since the launcher picked it must not stop the training: the node runs on
     // without an endpoint (dd-chaos msg then reports it unreachable).
     try {
@@ -569,6 +599,7 @@ int run_learner_node(const learner_node_options& o) {
     mo.fragments = plan.num_fragments();
     mo.version = util::build_version();
     mo.commit = util::build_commit();
+    mo.tls_not_after_unix = o.tls_not_after_unix;
     http = start_node_http(o.http.first, o.http.second, std::move(mo), log.get(),
                            "dd-node learner " + name);
   }
@@ -649,6 +680,7 @@ int run_learner_node(const learner_node_options& o) {
   auto channel_lost = std::make_shared<channel_loss>();
   tensor_channel_hub::options co;
   co.run_id = run_id;
+  co.join_token = o.join_token;
   co.handshake_timeout_s = std::max(1.0, o.connect_timeout_s);
   co.report = [lg = log.get()](const std::string& event, const std::string& details) {
     lg->emit(event, {{"details", details}});
@@ -780,7 +812,8 @@ int run_learner_node(const learner_node_options& o) {
         if (dead_handle)
           why = "the syncer's handle is already down";
         else
-          rep = handshake(self, *m, again, std::max(1.0, o.connect_timeout_s), &why, &unanswered);
+          rep = handshake(self, *m, again, o.join_token, std::max(1.0, o.connect_timeout_s), &why,
+                          &unanswered);
         if (!rep) {
           const bool at_once = unanswered && handshake_retried_at != conn.attempt;
           log->emit("rejoin_attempt", {{"stage", "handshake"},

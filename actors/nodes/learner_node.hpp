@@ -52,6 +52,7 @@ enum learner_node_exit : int {
   node_exit_protocol = 4,       ///< the syncer speaks another protocol version
   node_exit_data_mismatch = 5,  ///< this node's data differs from the syncer's
   node_exit_deadline = 6,       ///< no syncer reached (or no learner id free) by --join-deadline
+  node_exit_unauthorized = 7,   ///< the syncer refused this node's join token (or it has none)
   node_exit_interrupted = 130,  ///< SIGINT (143 SIGTERM): learners stopped and left
 };
 
@@ -76,6 +77,13 @@ struct learner_node_options {
   /// The run this node must belong to; empty = whichever the syncer runs (learned at the first
   /// handshake and required from then on).
   std::string run_id;
+  /// The run's join token (actors/link/join_auth.hpp), proven at every node handshake and
+  /// tensor channel hello when the syncer asks for it; empty = none. Never logged.
+  std::string join_token;
+  /// This node's TLS certificate's notAfter, unix seconds (0 = no TLS): the metric
+  /// dd_tls_cert_expiry_seconds. The TLS itself is the forwarders dd-node learner puts in front
+  /// of `join` (actors/link/tls_tunnel.hpp).
+  double tls_not_after_unix = 0;
   /// Give up after this many seconds without a syncer, at start or after losing it (0 = never).
   double join_deadline_s = 0.0;
   double backoff_base_s = 0.5;

@@ -44,6 +44,8 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
   mctx->data_bytes = setup.data_bytes;
   mctx->data_hash = setup.data_hash;
   mctx->steps_per_learner = setup.steps_per_learner;
+  mctx->join_token = setup.options.join_token;
+  mctx->identities = setup.identities.get();
   if (!sim) {
     mctx->record_path = (fs::path(setup.run_dir) / "monitor.json").string();
     // The node's recorder: every heartbeat's loss, and the learner nodes' forwarded events.
@@ -134,11 +136,75 @@ void publish_monitor(caf::actor_system& sys, const monitor_hdl& monitor, job_set
     std::_Exit(2);
   }
   uint16_t bound = *port;
+  const bool tls = options.tls != nullptr;
+  if (tls && !guarded) {
+    std::fprintf(stderr, "dd-node syncer: TLS needs the frame guard (--max-frame-bytes > 0)\n");
+    std::fflush(stderr);
+    std::_Exit(2);
+  }
+  // Mutual TLS: the node each connection's CAF handshake names is bound to the names of the
+  // certificate its connection came with (peer_identity.hpp); a connection that did not come
+  // through the TLS tunnel (a local process dialing the guard's loopback port) is refused.
+  job_setup* s = &setup;
+  auto names_of = [s](uint16_t local_port) {
+    return s->tunnel ? s->tunnel->names_of_port(local_port) : std::vector<std::string>{};
+  };
+  auto vet_handshake = [s, names_of](uint16_t peer_port,
+                                     const std::vector<uint8_t>& payload) -> std::string {
+    const auto names = names_of(peer_port);
+    if (names.empty()) return "the connection did not come through TLS";
+    std::vector<char> buf(payload.begin(), payload.end());
+    caf::binary_deserializer src{nullptr, buf};
+    caf::node_id nid;
+    if (auto err = src(nid); err || !nid) return "its CAF handshake names no readable node id";
+    std::vector<std::string> earlier;
+    if (!s->identities->bind(caf::to_string(nid), names, &earlier)) {
+      const std::string why =
+          fmt::format("CAF node {} connected with certificate names {}, but it is bound to {}",
+                      caf::to_string(nid), join_names(names), join_names(earlier));
+      s->log->emit("auth_refused",
+                   {{"what", "tls_identity"}, {"who", caf::to_string(nid)}, {"reason", why}});
+      s->log->update([](run_counters& c) { c.auth_refused += 1; });
+      return why;
+    }
+    return {};
+  };
   if (guarded) {
     tensor_channel_hub::options co;
     co.run_id = setup.run_id;
     co.max_frame_bytes = options.guard.max_frame_bytes;
+    co.join_token = options.join_token;
+    if (tls)
+      co.vet_hello = [s, names_of](const std::string& peer, const caf::node_id& nid) {
+        const auto colon = peer.rfind(':');
+        const auto peer_port = colon == std::string::npos
+                                   ? 0
+                                   : static_cast<uint16_t>(std::stoul(peer.substr(colon + 1)));
+        const auto names = names_of(peer_port);
+        if (names.empty()) return std::string("the connection did not come through TLS");
+        const auto bound_to = s->identities->names_of(caf::to_string(nid));
+        if (!bound_to)
+          return fmt::format("node {} has no CAF connection under a certificate",
+                             caf::to_string(nid));
+        if (*bound_to != names) {
+          const std::string why = fmt::format(
+              "the greeting names node {}, bound to certificate names {}, but its connection's "
+              "certificate names {}",
+              caf::to_string(nid), join_names(*bound_to), join_names(names));
+          s->log->emit("auth_refused",
+                       {{"what", "tensor_channel"}, {"who", caf::to_string(nid)}, {"reason", why}});
+          s->log->update([](run_counters& c) { c.auth_refused += 1; });
+          return why;
+        }
+        return std::string();
+      };
     co.report = [log = setup.log.get()](const std::string& event, const std::string& details) {
+      if (event == "auth_refused") {
+        log->emit(event, {{"what", "tensor_channel"}, {"who", details}});
+        log->update([](run_counters& c) { c.auth_refused += 1; });
+        log->warn("join token refused: " + details);
+        return;
+      }
       log->emit(event, {{"details", details}});
       if (event == "channel_refused") log->warn("tensor channel refused: " + details);
     };
@@ -147,7 +213,8 @@ void publish_monitor(caf::actor_system& sys, const monitor_hdl& monitor, job_set
     std::weak_ptr<tensor_channel_hub> hub = channels;
     try {
       guard = std::make_unique<frame_guard>(
-          options.listen_host, options.listen_port, *port, options.guard,
+          tls ? std::string("127.0.0.1") : options.listen_host,
+          tls ? uint16_t{0} : options.listen_port, *port, options.guard,
           [log = setup.log.get()](const std::string& what) {
             log->emit("frame_refused", {{"reason", what}});
             log->update([](run_counters& c) { c.frames_refused += 1; });
@@ -158,18 +225,35 @@ void publish_monitor(caf::actor_system& sys, const monitor_hdl& monitor, job_set
               h->accept(fd, std::move(peer), std::move(first));
             else
               ::close(fd);
-          });
+          },
+          tls ? frame_guard::handshake_fn(vet_handshake) : frame_guard::handshake_fn());
+      bound = guard->port();
+      if (tls) {
+        tls_tunnel::options to;
+        to.what = tls_tunnel::mode::terminate;
+        to.listen_host = options.listen_host;
+        to.listen_port = options.listen_port;
+        to.target_port = guard->port();
+        to.ctx = options.tls;
+        to.on_refused = [log = setup.log.get()](const std::string& what) {
+          log->emit("tls_refused", {{"reason", what}});
+          log->update([](run_counters& c) { c.auth_refused += 1; });
+          log->warn(what);
+        };
+        setup.tunnel = std::make_unique<tls_tunnel>(std::move(to));
+        bound = setup.tunnel->port();
+      }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "dd-node syncer: %s\n", e.what());
       std::fflush(stderr);
       std::_Exit(2);
     }
-    bound = guard->port();
   }
   setup.log->emit("listening", {{"host", options.listen_host},
                                 {"port", bound},
                                 {"middleman_port", *port},
                                 {"max_frame_bytes", options.guard.max_frame_bytes},
+                                {"tls", tls},
                                 {"stranger_bytes", options.guard.stranger_bytes},
                                 {"stranger_connections", options.guard.stranger_connections},
                                 {"run_id", setup.run_id}});

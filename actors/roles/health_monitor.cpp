@@ -5,11 +5,13 @@
 
 #include <algorithm>
 #include <chrono>
+#include <set>
 
 #include <fmt/format.h>
 #include <caf/all.hpp>
 #include <nlohmann/json.hpp>
 
+#include "actors/link/tls.hpp"
 #include "actors/link/wire_refusal.hpp"
 #include "actors/roles/fragment_owner.hpp"
 #include "actors/roles/monitor_log.hpp"
@@ -118,7 +120,29 @@ void save_record(monitor_actor* self, const monitor_context& ctx) {
 }
 
 node_join_reply refusal(const monitor_context& ctx, node_refusal why, std::string reason) {
-  return {false, why, std::move(reason), ctx.run_id, {}, {}, {}, 0, {}, 0};
+  return {false, why, std::move(reason), ctx.run_id, {}, {}, {}, 0, {}, 0, {}};
+}
+
+/// A fresh challenge, remembered by the monitor (join_auth.hpp); empty without a token.
+std::vector<uint8_t> issue_challenge(monitor_actor* self, const monitor_context& ctx) {
+  if (ctx.join_token.empty()) return {};
+  auto nonce = random_nonce();
+  self->state.challenges.issue(nonce, now_s(self));
+  return nonce;
+}
+
+/// A proof refused: an auth_refused event, the counter (summary.json auth_refused) and a
+/// warning line; never the token.
+void log_auth_refused(const monitor_context& ctx, const std::string& what, const std::string& who,
+                      const std::string& reason) {
+  if (ctx.log == nullptr) return;
+  ctx.log->emit("auth_refused", {{"what", what}, {"who", who}, {"reason", reason}});
+  ctx.log->update([](run_counters& c) { c.auth_refused += 1; });
+  ctx.log->warn(fmt::format("refused {} from {}: {}", what, who, reason));
+}
+void log_auth_refused(const monitor_context& ctx, const std::string& what, const std::string& who,
+                      auth_verdict v) {
+  log_auth_refused(ctx, what, who, "join token: " + std::string(to_string(v)));
 }
 
 /// The node handshake (health_monitor.hpp). A node's first start does not know the run yet: its
@@ -136,8 +160,48 @@ node_join_reply answer_node_join(monitor_actor* self, const monitor_context& ctx
   if (!req)
     return refusal(ctx, node_refusal::bad_request, "undecodable node_join: " + req.error().message);
   const auto sender = self->current_sender();
-  auto d =
-      core(self).node_join(*req, origin_of(sender ? sender->node() : caf::node_id{}), now_s(self));
+  const std::string origin = origin_of(sender ? sender->node() : caf::node_id{});
+  if (!ctx.join_token.empty()) {
+    // A first request carries no challenge: it is answered with one to prove the token over
+    // (a node without a token sends it back unproven, so that its refusal is logged here). A proof
+    // binds the run, the node's name and CAF node, the ids it asks for and the challenge, which is
+    // good once: a recorded handshake replayed is refused.
+    if (req->proof.empty() && req->challenge.empty()) {
+      auto rep = refusal(ctx, node_refusal::auth_challenge,
+                         "this syncer asks for the join token: prove it over the challenge");
+      rep.challenge = issue_challenge(self, ctx);
+      return rep;
+    }
+    const auto v =
+        judge(self->state.challenges, ctx.join_token, req->challenge, req->proof, node_join_purpose,
+              node_join_context(ctx.run_id, req->node_name, origin, req->learner_ids,
+                                req->learner_count, req->challenge),
+              now_s(self));
+    if (v != auth_verdict::accepted) {
+      log_auth_refused(ctx, "node_join", fmt::format("node '{}' ({})", req->node_name, origin), v);
+      return refusal(ctx, node_refusal::unauthorized,
+                     fmt::format("join token: {} (the node needs the run's token: "
+                                 "--join-token-file FILE or DD_JOIN_TOKEN)",
+                                 to_string(v)));
+    }
+  }
+  std::set<int32_t> granted;
+  if (ctx.identities != nullptr) {
+    // Mutual TLS: the ids this node may take are those its certificate names.
+    const auto names = ctx.identities->names_of(origin);
+    if (!names) {
+      log_auth_refused(ctx, "node_join", fmt::format("node '{}' ({})", req->node_name, origin),
+                       "no TLS certificate is bound to this CAF node");
+      return refusal(ctx, node_refusal::unauthorized,
+                     "this node's connection carries no verified certificate");
+    }
+    granted = learner_ids_of(*names);
+  }
+  auto d = core(self).node_join(*req, origin, now_s(self),
+                                ctx.identities != nullptr ? &granted : nullptr);
+  if (d.refusal == node_refusal::unauthorized)
+    log_auth_refused(ctx, "node_join", fmt::format("node '{}' ({})", req->node_name, origin),
+                     d.reason);
   if (!d.accepted) return refusal(ctx, d.refusal, std::move(d.reason));
   node_join_reply rep = refusal(ctx, node_refusal::none, {});
   rep.accepted = true;
@@ -283,8 +347,21 @@ caf::result<bool> on_leave(monitor_actor* self, const monitor_context& ctx,
 
 std::vector<uint8_t> on_drain(monitor_actor* self, const monitor_context& ctx,
                               const drain_msg& req) {
-  auto d = core(self).drain(req.learner_id, now_s(self));
   drain_reply rep;
+  if (const auto v =
+          judge(self->state.challenges, ctx.join_token, req.challenge, req.proof, drain_purpose,
+                drain_context(ctx.run_id, req.learner_id, req.challenge), now_s(self));
+      v != auth_verdict::accepted) {
+    const auto sender = self->current_sender();
+    log_auth_refused(ctx, fmt::format("drain learner:{}", req.learner_id),
+                     "operator (" + origin_of(sender ? sender->node() : caf::node_id{}) + ")", v);
+    rep.detail = fmt::format(
+        "join token: {} (draining needs the run's token: --join-token-file FILE or "
+        "DD_JOIN_TOKEN)",
+        to_string(v));
+    return encode(rep, stamp_of(ctx));
+  }
+  auto d = core(self).drain(req.learner_id, now_s(self));
   rep.detail = d.detail;
   auto handle = self->state.handles[req.learner_id];
   if (d.accepted && !handle)  // live in the record, but its actor is gone
@@ -306,7 +383,8 @@ std::vector<uint8_t> status_of(monitor_actor* self, const monitor_context& ctx) 
     for (const auto& [p, v] : ctx.log->snapshot().versions) versions[std::to_string(p)] = v;
     out["fragment_versions"] = versions;
   }
-  return encode(status_reply{out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)},
+  return encode(status_reply{out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                             issue_challenge(self, ctx)},
                 stamp_of(ctx));
 }
 

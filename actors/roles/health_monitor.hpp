@@ -42,6 +42,8 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/link/atoms.hpp"
+#include "actors/link/join_auth.hpp"
+#include "actors/link/peer_identity.hpp"
 #include "actors/link/protocol.hpp"
 #include "actors/roles/membership.hpp"
 #include "actors/services/recorder.hpp"
@@ -84,6 +86,14 @@ struct monitor_context : membership_options {
   std::shared_ptr<node_recorder> recorder;
   /// The run log: events, the remote learners' mirrored progress (monitor_log.hpp), uptime.
   run_log* log = nullptr;
+  /// The join token (actors/link/join_auth.hpp): a node handshake and a drain must prove it
+  /// over a challenge this monitor issued (the handshake's authChallenge reply, a status
+  /// reply); empty = none asked. Never logged.
+  std::string join_token;
+  /// Mutual TLS: which certificate each CAF node connected with (the frame guard binds them).
+  /// Set: a node handshake is answered only for a node bound to a certificate, with learner ids
+  /// that certificate names (tls.hpp learner_ids_of). Null: no TLS.
+  const peer_identity* identities = nullptr;
 };
 
 /// CAF state of the monitor: the membership core (every decision) and the handles it sends to.
@@ -92,6 +102,8 @@ struct monitor_state {
   /// Per learner id: the actor of its current incarnation (null once it went down).
   std::map<int32_t, learner_at_syncer_hdl> handles;
   std::vector<owner_hdl> owners;  ///< per fragment: its current owner (null until subscribed)
+  /// The challenges issued to nodes and operators (join_auth.hpp), each good for one proof.
+  challenge_book challenges;
   static inline const char* name = "health_monitor";
 };
 

@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "util/hex.hpp"
 
@@ -197,7 +198,7 @@ bool membership::free_for(int32_t id, const dd::node_join& req, const std::strin
 }
 
 node_join_decision membership::node_join(const dd::node_join& req, const std::string& origin,
-                                         double now) {
+                                         double now, const std::set<int32_t>* allowed) {
   node_join_decision d;
   auto refuse = [&](node_refusal why, std::string reason) {
     d.accepted = false;
@@ -225,12 +226,27 @@ node_join_decision membership::node_join(const dd::node_join& req, const std::st
   for (auto it = reserved_.begin(); it != reserved_.end();)
     it = it->second.second < now ? reserved_.erase(it) : std::next(it);
   std::vector<int32_t> ids;
+  if (allowed != nullptr) {
+    std::string not_granted;
+    for (auto id : req.learner_ids)
+      if (allowed->count(id) == 0)
+        not_granted += (not_granted.empty() ? "" : ",") + std::to_string(id);
+    if (allowed->empty())
+      return refuse(node_refusal::unauthorized,
+                    "the node's certificate names no learner id (a name learner-N for each)");
+    if (!not_granted.empty())
+      return refuse(node_refusal::unauthorized,
+                    fmt::format("learner ids {} are not named by the node's certificate (it names "
+                                "learner ids {})",
+                                not_granted, fmt::join(*allowed, ",")));
+  }
+  auto granted = [&](int32_t id) { return allowed == nullptr || allowed->count(id) != 0; };
   if (!req.learner_ids.empty()) {
     for (auto id : req.learner_ids)
       if (id < opts_.learners && free_for(id, req, origin, now)) ids.push_back(id);
   } else {
     for (int32_t id = 0; id < opts_.learners && ids.size() < req.learner_count; ++id)
-      if (free_for(id, req, origin, now)) ids.push_back(id);
+      if (granted(id) && free_for(id, req, origin, now)) ids.push_back(id);
   }
   if (ids.empty()) {
     size_t finished = 0;

@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -282,7 +283,10 @@ class membership {
   /// when it was failing before and now succeeded.
   bool record_written(bool ok, double now);
 
-  node_join_decision node_join(const dd::node_join& req, const std::string& origin, double now);
+  /// `allowed`: the learner ids the node's certificate grants (mutual TLS; null = any): a node
+  /// asking for another id is refused as unauthorized, and free ids are chosen among these.
+  node_join_decision node_join(const dd::node_join& req, const std::string& origin, double now,
+                               const std::set<int32_t>* allowed = nullptr);
   join_decision join(const join_request& req, const std::string& origin, double now);
   heartbeat_decision heartbeat(const heartbeat_msg& hb, double now);
   leave_decision leave(int32_t id, uint64_t incarnation, bool interrupted, double now);

@@ -83,6 +83,7 @@ void node_join(run_log* log, const wire_bytes& bytes, const node_join_reply& rep
   auto header = peek_envelope(bytes);
   auto req = decode_node_join(bytes, {}, {header ? header->run_id : std::string(), 0});
   const std::string node = req ? req->node_name : std::string("?");
+  if (rep.refusal == node_refusal::auth_challenge) return;  // the handshake's first step
   if (rep.accepted) {
     if (!rep.learner_ids.empty())
       log->emit("node_join",

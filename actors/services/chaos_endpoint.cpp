@@ -18,6 +18,8 @@
 
 #include <fmt/format.h>
 
+#include "actors/link/join_auth.hpp"
+
 namespace dd::actors {
 
 using nlohmann::json;
@@ -103,7 +105,7 @@ void chaos_endpoint::serve() {
 void chaos_endpoint::serve_connection(int fd) {
   // One connection at a time; each waits at most 5 s for its next byte, so a silent client
   // cannot hold the endpoint.
-  std::string buf;
+  std::string buf, challenge;
   char chunk[4096];
   while (!stop_) {
     const auto nl = buf.find('\n');
@@ -112,7 +114,7 @@ void chaos_endpoint::serve_connection(int fd) {
       buf.erase(0, nl + 1);
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.empty()) continue;
-      const std::string reply = handle(line).dump() + "\n";
+      const std::string reply = handle(line, &challenge).dump() + "\n";
       size_t off = 0;
       while (off < reply.size()) {
         const ssize_t w = ::send(fd, reply.data() + off, reply.size() - off, MSG_NOSIGNAL);
@@ -130,7 +132,7 @@ void chaos_endpoint::serve_connection(int fd) {
   }
 }
 
-json chaos_endpoint::handle(const std::string& line) {
+json chaos_endpoint::handle(const std::string& line, std::string* challenge) {
   auto err = [](const std::string& e) { return json{{"ok", false}, {"error", e}}; };
   json req;
   try {
@@ -141,6 +143,36 @@ json chaos_endpoint::handle(const std::string& line) {
   if (!req.is_object() || !req.contains("op") || !req["op"].is_string())
     return err("a request is a JSON object with \"op\": \"fault\", \"clear\" or \"status\"");
   const std::string op = req["op"];
+  if (op == "challenge") {
+    const std::string c = to_hex(random_nonce());
+    if (challenge != nullptr) *challenge = c;
+    return {{"ok", true}, {"challenge", c}};
+  }
+  if (!o_.join_token.empty() && (op == "fault" || op == "clear")) {
+    // The proof covers the request as sent without its "auth" (nlohmann's dump() sorts keys, so
+    // both sides render the same text) and this connection's challenge, which it spends.
+    const std::string auth =
+        req.contains("auth") && req["auth"].is_string() ? req["auth"].get<std::string>() : "";
+    json bare = req;
+    bare.erase("auth");
+    const std::string c = challenge != nullptr ? *challenge : std::string();
+    if (challenge != nullptr) challenge->clear();
+    std::vector<uint8_t> proof;
+    challenge_book book;
+    std::vector<uint8_t> nonce;
+    if (!c.empty() && from_hex(c, nonce)) book.issue(nonce, 0.0);
+    const auto v = auth.empty() || !from_hex(auth, proof)
+                       ? auth_verdict::no_proof
+                       : judge(book, o_.join_token, nonce, proof, operator_purpose,
+                               operator_context(c, bare.dump()), 0.0);
+    if (v != auth_verdict::accepted)
+      return err(fmt::format(
+          "join token: {}: this node asks for the run's join token: send {{\"op\":\"challenge\"}} "
+          "first and the proof as \"auth\" (dd-chaos does so with RUN_DIR/join_token or "
+          "DD_JOIN_TOKEN)",
+          to_string(v)));
+    req = std::move(bare);
+  }
   try {
     if (op == "status") {
       json faults = json::array();

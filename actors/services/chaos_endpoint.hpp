@@ -13,6 +13,10 @@
 //       → {"ok":true,"armed":true,"at_step":40,...}: starts when learner 1 finishes step 40
 //       ("at_fraction":F instead: step round(F × the learner's step budget))
 //   {"op":"clear"}   → {"ok":true,"cleared":2}          every live fault ends now
+//   {"op":"challenge"} → {"ok":true,"challenge":"<64 hex digits>"}: with a join token, a fault
+//       or clear request then carries "auth": the hex HMAC-SHA256 of the token over
+//       "dd-operator/1\nnonce <challenge>\n<the request without auth, as nlohmann's dump()>"
+//       (actors/link/join_auth.hpp operator_context); one challenge per request
 //   {"op":"status"}  → {"ok":true,"node":"learner-0","role":"learner","learners":[0,1],
 //                       "faults":[{"id","kind","learner","fragment","hits","expires_in_s"?,
 //                                  "count_left"?,"delay_s"?}]}
@@ -54,6 +58,10 @@ struct chaos_endpoint_options {
   /// Inner steps each learner takes in the run (its budget), for `at_fraction` requests;
   /// 0 = unknown (at_fraction refused).
   uint64_t steps_per_learner = 0;
+  /// The run's join token (actors/link/join_auth.hpp): non-empty = a fault or clear request
+  /// must carry "auth", the token's proof over a challenge this connection asked for with
+  /// {"op":"challenge"} (each challenge good for one request). Status needs none.
+  std::string join_token;
 };
 
 /// The running endpoint; stops (and closes its socket) when destroyed.
@@ -71,8 +79,10 @@ class chaos_endpoint {
   uint16_t port() const { return port_; }
 
   /// Handles one request (the JSON text of one line) and returns the reply object; what the
-  /// socket thread does for every line, exposed for tests.
-  nlohmann::json handle(const std::string& line);
+  /// socket thread does for every line, exposed for tests. `challenge`: the connection's
+  /// outstanding challenge (hex; set by a challenge request, spent by the next fault or clear);
+  /// null = none.
+  nlohmann::json handle(const std::string& line, std::string* challenge = nullptr);
 
  private:
   void serve();

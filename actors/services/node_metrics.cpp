@@ -128,7 +128,8 @@ node_metrics::node_metrics(node_metrics_options o) : o_(std::move(o)), started_u
   if (o_.kind == "syncer" || o_.kind == "run") divergences_->inc({o_.run_id}, 0);
   node_refusals_ = &reg_.counter(
       "dd_node_refused_total",
-      "Messages and connections refused: damaged chunks, foreign envelopes, oversized frames.",
+      "Messages and connections refused: damaged chunks, foreign envelopes, oversized frames, "
+      "join token proofs.",
       {"run", "what"});
   // From the snapshot at each scrape.
   learner_pushes_sent_ = &reg_.counter(
@@ -197,6 +198,11 @@ node_metrics::node_metrics(node_metrics_options o) : o_(std::move(o)), started_u
       "Seconds the longest-failing write of this node has been failing (0: writes are fine).", R);
   node_uptime_ = &reg_.gauge("dd_node_uptime_seconds", "Seconds since this node started.",
                              {"run", "node", "kind"});
+  if (o_.tls_not_after_unix > 0)
+    tls_expiry_ = &reg_.gauge("dd_tls_cert_expiry_seconds",
+                              "Seconds until this node's TLS certificate expires (negative: "
+                              "expired; replacing it is a node restart).",
+                              {"run", "node"});
   node_start_ = &reg_.gauge("dd_node_start_time_seconds", "Unix time this node started.",
                             {"run", "node", "kind"});
   build_info_ = &reg_.gauge("dd_build_info", "1, labelled with the build's version and commit.",
@@ -440,6 +446,7 @@ void node_metrics::refresh(const run_counters& c, double now) {
   node_refusals_->set({run, "chunk"}, static_cast<double>(c.chunks_refused));
   node_refusals_->set({run, "envelope"}, static_cast<double>(c.envelopes_refused));
   node_refusals_->set({run, "frame"}, static_cast<double>(c.frames_refused));
+  node_refusals_->set({run, "auth"}, static_cast<double>(c.auth_refused));
   degraded_->set({run}, static_cast<double>(c.degraded.size()));
 }
 
@@ -451,6 +458,7 @@ std::string node_metrics::scrape() {
     writes_failing_->set({run}, log->failing_for_s());
   }
   node_uptime_->set({run, o_.node, o_.kind}, unix_now() - started_unix_);
+  if (tls_expiry_ != nullptr) tls_expiry_->set({run, o_.node}, o_.tls_not_after_unix - unix_now());
   return reg_.expose();
 }
 

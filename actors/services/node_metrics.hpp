@@ -39,6 +39,9 @@ struct node_metrics_options {
   int fragments = 0;   ///< P of the run (0: unknown)
   /// The version and commit this binary was built from (dd_build_info).
   std::string version, commit;
+  /// This node's TLS certificate's notAfter, unix seconds (actors/link/tls.hpp); 0 = no TLS.
+  /// Exposed as dd_tls_cert_expiry_seconds (seconds left; negative once expired).
+  double tls_not_after_unix = 0;
 };
 
 /// The metrics and status of one node. Construct it before the node's actors run; attach()
@@ -102,6 +105,7 @@ class node_metrics final : public run_observer {
       *last_merge_weight_, *fragment_quorum_, *val_loss_, *run_tokens_, *run_merges_, *goodput_,
       *uptime_ratio_, *uptime_seconds_, *degraded_, *writes_failing_, *node_uptime_, *node_start_,
       *build_info_, *link_bytes_;
+  metric_family* tls_expiry_ = nullptr;
 
   mutable std::mutex mutex_;  // guards what follows
   struct contribution {

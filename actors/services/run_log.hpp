@@ -71,6 +71,9 @@ struct run_counters {
   /// Connections the syncer's frame guard closed: an oversized frame, or past the strangers'
   /// limits (actors/link/frame_guard.hpp).
   uint64_t frames_refused = 0;
+  /// Join token proofs refused (actors/link/join_auth.hpp): a node handshake, a tensor channel
+  /// greeting, a drain without the right token, or replayed.
+  uint64_t auth_refused = 0;
   /// Heartbeats that reported a learner holding a global value other than its owner's
   /// (actors/roles/membership.hpp divergence).
   uint64_t divergences = 0;

@@ -45,6 +45,7 @@ nlohmann::json make_summary(int learners, int fragments, const run_counters& c,
       {"envelopes_refused", c.envelopes_refused},
       {"pushes_implausible", c.pushes_implausible},
       {"frames_refused", c.frames_refused},
+      {"auth_refused", c.auth_refused},
       {"divergences", c.divergences}};
 }
 
@@ -77,6 +78,7 @@ run_result make_run_result(const run_facts& f, const run_counters& counters, dou
     all.envelopes_refused += b.envelopes_refused;
     all.pushes_implausible += b.pushes_implausible;
     all.frames_refused += b.frames_refused;
+    all.auth_refused += b.auth_refused;
     all.divergences += b.divergences;
     all.learner_restarts += b.learner_restarts;
     all.owner_restarts += b.owner_restarts;
@@ -316,6 +318,9 @@ std::string summary_text(const std::string& experiment, const run_result& r,
                                     count("envelopes_refused"), count("frames_refused"));
   if (count("pushes_implausible") > 0)
     refused += fmt::format(", {} implausible pushes", count("pushes_implausible"));
+  if (count("auth_refused") > 0)
+    refused +=
+        fmt::format(", {} peers without the join token or certificate", count("auth_refused"));
   if (count("divergences") > 0)
     refused += fmt::format(", {} divergences (held values refetched)", count("divergences"));
   line("refused", refused);

@@ -17,6 +17,7 @@ int eval_main(int argc, char** argv);
 int plot_main(int argc, char** argv);
 int export_main(int argc, char** argv);
 int tokenize_main(int argc, char** argv);
+int certs_main(int argc, char** argv);
 
 const std::vector<command>& commands() {
   static const std::vector<command> table = {
@@ -29,6 +30,7 @@ const std::vector<command>& commands() {
       {"status", "print the live view of a running cluster (learners, leases, versions)",
        &status_main},
       {"drain", "remove a learner of a running cluster gracefully", &drain_main},
+      {"certs", "make a throwaway CA and node certificates for mutual TLS (--tls-*)", &certs_main},
       {"sample", "print text sampled from a run's model.safetensors (or a checkpoint)",
        &sample_main},
       {"eval", "report a trained model's validation loss on its run's evaluation windows",

@@ -47,6 +47,8 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "actors/link/join_auth.hpp"
+#include "actors/link/tls.hpp"
 #include "actors/nodes/job_runner.hpp"
 #include "actors/nodes/memory_check.hpp"
 #include "actors/policy/restart_budget.hpp"
@@ -76,6 +78,22 @@ std::string self_exe() {
   return ec ? std::string("dd-node") : p.string();
 }
 
+/// Writes `text` to a new file at `path` readable by its owner only (0600; an existing one is
+/// replaced). False with `why`.
+bool write_secret_file(const std::string& path, const std::string& text, std::string& why) {
+  ::unlink(path.c_str());
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    why = fmt::format("cannot create {}: {}", path, std::strerror(errno));
+    return false;
+  }
+  const bool ok = ::write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+                  ::fsync(fd) == 0;
+  ::close(fd);
+  if (!ok) why = fmt::format("cannot write {}: {}", path, std::strerror(errno));
+  return ok;
+}
+
 volatile sig_atomic_t g_launch_signals = 0;
 volatile sig_atomic_t g_launch_first = 0;
 extern "C" void on_launch_signal(int sig) {
@@ -93,8 +111,8 @@ int launch_main(int argc, char** argv) {
   double heartbeat = -1, conn_timeout = -1;
   int compute_nice = -1;
   bool via_proxy = false, no_admission = false, force_memory = false, no_http = false;
-  bool slurm = false, dry_run = false;
-  std::string http_text;
+  bool slurm = false, dry_run = false, tls_on = false;
+  std::string http_text, token_file;
   int port_flag = 0;
   util::flag_table flags(
       "dd-node launch", "EXP [flags]",
@@ -102,7 +120,7 @@ int launch_main(int argc, char** argv) {
       "`dd-node learner` processes (default one per learner), over loopback TCP, and supervises\n"
       "them: a learner process that dies is started again at once, the syncer after\n"
       "--syncer-restart-delay with --resume; a process that left cleanly, a learner that exited\n"
-      "2-6 and a syncer that exited 1 or 2 (a result: failed run, bad flags) are not restarted.\n"
+      "2-7 and a syncer that exited 1 or 2 (a result: failed run, bad flags) are not restarted.\n"
       "--name, --set and --script-timeout are passed on to the syncer (and dd-chaos).");
   add_experiment_flags(flags, ea);
   flags
@@ -141,18 +159,29 @@ int launch_main(int argc, char** argv) {
               "nodes, each restarted in place; SIGTERM 120 s before the time limit stops the run "
               "and requeues the job, which resumes it); starts nothing. --port fixes the "
               "syncer's port (default 20000 + job id mod 20000). docs/operating.md")
-      .toggle("--dry-run", &dry_run, "with --slurm: print the script only")
-      .epilog(
-          "The launcher locks the run directory, and checkpoint.dir when it lies outside it, for\n"
-          "its children: a second run on either exits with status 2.\n"
-          "Files: <run_dir>/nodes.json (every process: role, actors, pid, start time, argv,\n"
-          "addresses, incarnation, log), <run_dir>/logs/<node>.log; the control socket's address\n"
-          "is in the nodes file: `hold NODE SECONDS`, `release NODE`, `restart NODE`, `status`\n"
-          "(one line each).\n"
-          "Ctrl-C stops the whole tree gracefully (a second one kills it). Exit status: the\n"
-          "syncer's (0 ok, 1 failed run, 2 bad flags/config/locked run directory, 130/143\n"
-          "interrupted).\n");
+      .toggle("--dry-run", &dry_run, "with --slurm: print the script only");
+  flags.toggle("--tls", &tls_on,
+               "mutual TLS between the nodes: a throwaway CA and certificates in RUN_DIR/tls "
+               "(syncer, one per learner process naming its learner ids, operator for dd-node "
+               "status/drain), passed to every node as --tls-cert/--tls-key/--tls-ca");
+  add_join_token_flag(flags, &token_file,
+                      "the run's join token, passed to the syncer and every learner process as "
+                      "this file (default: a fresh one written to RUN_DIR/join_token, mode 0600; "
+                      "a --resume keeps the run directory's); the control socket's hold, "
+                      "release and restart ask for it too.");
+  flags.epilog(
+      "The launcher locks the run directory, and checkpoint.dir when it lies outside it, for\n"
+      "its children: a second run on either exits with status 2.\n"
+      "Files: <run_dir>/nodes.json (every process: role, actors, pid, start time, argv,\n"
+      "addresses, incarnation, log), <run_dir>/logs/<node>.log; the control socket's address\n"
+      "is in the nodes file: `hold NODE SECONDS`, `release NODE`, `restart NODE`, `status`\n"
+      "(one line each).\n"
+      "Ctrl-C stops the whole tree gracefully (a second one kills it). Exit status: the\n"
+      "syncer's (0 ok, 1 failed run, 2 bad flags/config/locked run directory, 130/143\n"
+      "interrupted).\n");
   if (auto rc = flags.parse(argc, argv)) return *rc;
+  std::string join_token;
+  if (!read_join_token("dd-node launch", token_file, join_token)) return 2;
   const bool http_on = !no_http;
   std::pair<std::string, uint16_t> http{"127.0.0.1", 0};
   if (!http_text.empty() && !parse_http_flag("dd-node launch", http_text, false, http)) return 2;
@@ -213,6 +242,7 @@ int launch_main(int argc, char** argv) {
     so.syncer_restart_delay_s = delay;
     so.progress_s = progress;
     so.learner_backoff_cap_s = backoff_cap;
+    so.tls = tls_on;
     std::fputs(slurm_script(so).c_str(), stdout);
     return 0;
   }
@@ -234,11 +264,28 @@ int launch_main(int argc, char** argv) {
   dirs.begin();
   const std::string dir = dirs.dir();
   ::setenv("DD_LAUNCH_LOCK_PID", std::to_string(::getpid()).c_str(), 1);
+  // The join token: the one given, else the run directory's (a resumed run keeps it), else a
+  // fresh one written there (mode 0600). The children read it from the file, never argv.
+  std::string token_path = token_file;
+  if (token_path.empty() && join_token.empty()) {
+    token_path = (fs::path(dir) / actors::join_token_file_name).string();
+    std::string why;
+    if (!resume || !read_join_token("dd-node launch", token_path, join_token) ||
+        join_token.empty()) {
+      join_token = actors::make_join_token();
+      if (!write_secret_file(token_path, join_token + "\n", why)) {
+        std::fprintf(stderr, "dd-node launch: %s\n", why.c_str());
+        return 1;
+      }
+    }
+  }
+  if (!token_path.empty()) ::unsetenv(actors::join_token_env);
 
   process_supervisor L;
   L.run_dir = dir;
   if (!resume) L.stale_run_id = L.current_run_id();
   L.syncer_delay_s = delay;
+  L.join_token = join_token;
   L.control_fd = util::listen_loopback(0, &L.control_port, /*nonblocking=*/true);
   if (L.control_fd < 0) {
     std::fprintf(stderr, "dd-node launch: cannot open the control socket: %s\n",
@@ -264,7 +311,33 @@ int launch_main(int argc, char** argv) {
       }
     }
   }
+  // Mutual TLS: a CA and certificates of this run (a --resume signs new ones with its CA).
+  const std::string tls_dir = (fs::path(dir) / "tls").string();
+  if (tls_on) {
+    std::error_code ec;
+    if (!resume) fs::remove_all(tls_dir, ec);
+    std::vector<actors::cert_request> reqs = {{"syncer", {actors::syncer_cert_name}},
+                                              {"operator", {"operator"}}};
+    for (int k = 0; k < processes; ++k) {
+      actors::cert_request r{fmt::format("learner-{}", k), {}};
+      for (int i = k; i < M; i += processes) r.names.push_back(fmt::format("learner-{}", i));
+      reqs.push_back(std::move(r));
+    }
+    try {
+      actors::make_certs(tls_dir, reqs);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "dd-node launch: %s\n", e.what());
+      return 1;
+    }
+  }
+  auto tls_flags = [&](std::vector<std::string>& v, const std::string& stem) {
+    if (!tls_on) return;
+    v.insert(v.end(), {"--tls-cert", (fs::path(tls_dir) / (stem + ".pem")).string(), "--tls-key",
+                       (fs::path(tls_dir) / (stem + ".key")).string(), "--tls-ca",
+                       (fs::path(tls_dir) / "ca.pem").string()});
+  };
   auto extra = [&](std::vector<std::string>& v) {
+    if (!token_path.empty()) v.insert(v.end(), {"--join-token-file", token_path});
     if (heartbeat >= 0) v.insert(v.end(), {"--heartbeat", fmt::format("{}", heartbeat)});
     if (force_memory) v.push_back("--force-memory");
     if (conn_timeout >= 0)
@@ -283,6 +356,7 @@ int launch_main(int argc, char** argv) {
               dir,        "--progress", fmt::format("{}", progress)};
     s.argv.insert(s.argv.end(), passthrough.begin(), passthrough.end());
     extra(s.argv);
+    tls_flags(s.argv, "syncer");
     if (ea.overwrite) s.argv.push_back("--overwrite");
     // Every node serves message faults on a loopback port of its own (dd-chaos msg).
     s.chaos_port = util::free_loopback_port();
@@ -343,6 +417,7 @@ int launch_main(int argc, char** argv) {
               "--backoff-cap",
               fmt::format("{}", backoff_cap)};
     if (gate) n.argv.insert(n.argv.end(), {"--step-admission", gate->spec()});
+    tls_flags(n.argv, n.name);
     n.chaos_port = util::free_loopback_port();
     n.argv.insert(n.argv.end(), {"--chaos-endpoint", fmt::format("127.0.0.1:{}", n.chaos_port),
                                  "--message-faults-via-endpoint"});

@@ -2,10 +2,15 @@
 // learner node. Joins the syncer's health monitor, receives its learner ids, the experiment and
 // the run's identity, trains, and rejoins when the syncer comes back
 // (actors/nodes/learner_node.hpp).
+#include <algorithm>
 #include <cstdio>
+#include <ctime>
 #include <limits>
+#include <memory>
 #include <string>
+#include <vector>
 
+#include "actors/link/tls_tunnel.hpp"
 #include "actors/nodes/learner_node.hpp"
 #include "apps/dd_node/node_flags.hpp"
 #include "kernels/all_backends.hpp"
@@ -15,7 +20,9 @@ namespace dd::app {
 /// Entry point of `dd-node learner`; argv[0] is "learner".
 int learner_main(int argc, char** argv) {
   actors::learner_node_options o;
-  std::string http_text;
+  std::string http_text, token_file;
+  actors::tls_files tls_files;
+  bool insecure = false;
   util::flag_table t(
       "dd-node learner", "--join HOST:PORT[,HOST:PORT...] [flags]",
       "Runs learners of the syncer's run in this process. The syncer sends the experiment, the\n"
@@ -82,16 +89,42 @@ int learner_main(int argc, char** argv) {
               "endpoint (dd-node launch)")
       .text("--http", &http_text, "HOST:PORT",
             "serve /metrics (Prometheus), /healthz, /readyz and /status (JSON) on this loopback "
-            "address (port 0 = any; printed); off by default")
-      .epilog(
-          "While the syncer is unreachable the learners keep stepping; when it is back (same run)\n"
-          "they rejoin with a new incarnation and keep their step and data cursor.\n"
-          "Exit status: 0 every learner finished (or the run was over); 1 runtime failure;\n"
-          "2 bad flags; 3 the syncer runs another run (an outer supervisor should stop retrying);\n"
-          "4 protocol version mismatch; 5 this node's data differs from the syncer's; 6 no syncer\n"
-          "reached, or no free learner id given, within --join-deadline; 130/143 interrupted\n"
-          "(learners stopped and left).\n");
+            "address (port 0 = any; printed); off by default");
+  add_join_token_flag(t, &token_file,
+                      "the run's join token, proven (HMAC over a fresh challenge) at every "
+                      "handshake and tensor channel hello when the syncer asks for one; its "
+                      "chaos endpoint then asks for it too.");
+  add_tls_flags(t, &tls_files,
+                "every connection to the syncer (CAF and the tensor channel) then goes through "
+                "a local TLS forwarder; the syncer's certificate must be signed by --tls-ca and "
+                "name `syncer`, and the syncer gives this node only the learner ids its "
+                "certificate names (learner-N).");
+  t.toggle("--insecure", &insecure,
+           "join a non-loopback address without TLS (anyone on the path can read and alter the "
+           "run's traffic; the join token still decides who joins)");
+  t.epilog(
+      "While the syncer is unreachable the learners keep stepping; when it is back (same run)\n"
+      "they rejoin with a new incarnation and keep their step and data cursor.\n"
+      "Exit status: 0 every learner finished (or the run was over); 1 runtime failure;\n"
+      "2 bad flags; 3 the syncer runs another run (an outer supervisor should stop retrying);\n"
+      "4 protocol version mismatch; 5 this node's data differs from the syncer's; 6 no syncer\n"
+      "reached, or no free learner id given, within --join-deadline; 7 the syncer refused\n"
+      "this node's join token (or it has none); 130/143 interrupted (learners stopped and\n"
+      "left).\n");
   if (auto rc = t.parse(argc, argv)) return *rc;
+  if (!read_join_token("dd-node learner", token_file, o.join_token)) return 2;
+  std::shared_ptr<actors::tls_context> tls;
+  if (!load_tls("dd-node learner", tls_files, actors::tls_context::side::client, tls)) return 2;
+  if (!tls && !insecure)
+    for (const auto& j : o.join)
+      if (!is_loopback(j.first)) {
+        std::fprintf(stderr,
+                     "dd-node learner: --join %s:%u is not a loopback address; give it TLS "
+                     "(--tls-cert, --tls-key, --tls-ca; docs/securing.md) or add --insecure to "
+                     "join in the clear\n",
+                     j.first.c_str(), j.second);
+        return 2;
+      }
   if (!http_text.empty() && !parse_http_flag("dd-node learner", http_text, false, o.http)) return 2;
   if (o.message_faults_via_endpoint && o.chaos_endpoint.first.empty()) {
     std::fprintf(stderr,
@@ -103,6 +136,36 @@ int learner_main(int argc, char** argv) {
     std::fprintf(stderr, "dd-node learner: --join HOST:PORT is required\n");
     t.print_help(stderr);
     return 2;
+  }
+  // TLS: one local forwarder per syncer address; the node's CAF connections and its tensor
+  // channel dial the forwarder on loopback, which wraps each in TLS (tls_tunnel.hpp).
+  std::vector<std::unique_ptr<actors::tls_tunnel>> tunnels;
+  if (tls) {
+    for (auto& j : o.join) {
+      actors::tls_tunnel::options to;
+      to.what = actors::tls_tunnel::mode::originate;
+      to.listen_host = "127.0.0.1";
+      to.target_host = j.first;
+      to.target_port = j.second;
+      to.ctx = tls;
+      to.expect_peer_name = actors::syncer_cert_name;
+      to.handshake_timeout_s = std::max(1.0, o.connect_timeout_s);
+      to.on_refused = [](const std::string& what) {
+        std::fprintf(stderr, "dd-node learner: %s\n", what.c_str());
+        std::fflush(stderr);
+      };
+      try {
+        tunnels.push_back(std::make_unique<actors::tls_tunnel>(std::move(to)));
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "dd-node learner: TLS forwarder: %s\n", e.what());
+        return 1;
+      }
+      std::printf("dd-node learner: TLS to %s:%u through 127.0.0.1:%u\n", j.first.c_str(), j.second,
+                  tunnels.back()->port());
+      j = {"127.0.0.1", tunnels.back()->port()};
+    }
+    std::fflush(stdout);
+    o.tls_not_after_unix = static_cast<double>(std::time(nullptr)) + tls->own().seconds_to_expiry;
   }
   kernels::init_all_backends();
   install_node_stop_handlers("dd-node learner");

@@ -10,6 +10,8 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "actors/link/join_auth.hpp"
+
 namespace dd::app {
 
 bool parse_endpoint(const std::string& text, std::pair<std::string, uint16_t>& out,
@@ -195,6 +197,59 @@ std::function<std::string(const std::string&)> chaos_endpoint_value(
              "nodes authenticate";
     return {};
   };
+}
+
+void add_join_token_flag(util::flag_table& t, std::string* file, const std::string& role) {
+  t.text("--join-token-file", file, "FILE",
+         role +
+             " The token is read from FILE (mode 0600, at least 16 bytes; dd-node launch "
+             "writes RUN_DIR/join_token) or, without this flag, from the environment "
+             "variable DD_JOIN_TOKEN; never from the command line");
+}
+
+bool read_join_token(const char* who, const std::string& file, std::string& token,
+                     const std::string& fallback_file) {
+  const char* env = std::getenv(actors::join_token_env);
+  std::string from = file;
+  if (from.empty() && (env == nullptr || *env == '\0') && !fallback_file.empty() &&
+      ::access(fallback_file.c_str(), F_OK) == 0)
+    from = fallback_file;
+  auto t = actors::load_join_token(from, env);
+  if (!t.error.empty()) {
+    std::fprintf(stderr, "%s: %s\n", who, t.error.c_str());
+    return false;
+  }
+  token = std::move(t.token);
+  return true;
+}
+
+void add_tls_flags(util::flag_table& t, actors::tls_files* f, const std::string& role) {
+  t.text("--tls-cert", &f->cert, "FILE",
+         "this node's certificate (PEM) for mutual TLS (TLS 1.3); " + role +
+             " Needs --tls-key and --tls-ca; docs/securing.md")
+      .text("--tls-key", &f->key, "FILE", "the private key of --tls-cert (PEM)")
+      .text("--tls-ca", &f->ca, "FILE", "the CA (PEM) that peers' certificates must be signed by");
+}
+
+bool load_tls(const char* who, const actors::tls_files& f, actors::tls_context::side s,
+              std::shared_ptr<actors::tls_context>& out) {
+  out.reset();
+  if (!f.any()) return true;
+  if (!f.all()) {
+    std::fprintf(stderr, "%s: --tls-cert, --tls-key and --tls-ca go together\n", who);
+    return false;
+  }
+  try {
+    out = std::make_shared<actors::tls_context>(f, s);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", who, e.what());
+    return false;
+  }
+  const auto& c = out->own();
+  if (c.seconds_to_expiry < actors::cert_warn_s)
+    std::fprintf(stderr, "%s: warning: --tls-cert '%s' (%s) expires in %.1f days\n", who,
+                 f.cert.c_str(), c.subject.c_str(), c.seconds_to_expiry / 86400.0);
+  return true;
 }
 
 static_assert(std::atomic<int>::is_always_lock_free, "the signal handler needs a lock-free atomic");

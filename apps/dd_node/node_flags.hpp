@@ -8,10 +8,12 @@
 #include <cstdint>
 #include <cstdio>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "actors/link/tls.hpp"
 #include "runtime/config/loader.hpp"
 #include "runtime/run_dir_rules.hpp"
 #include "util/flags.hpp"
@@ -75,6 +77,23 @@ std::function<std::string(const std::string&)> endpoint_value(
 /// endpoint listens on 127.0.0.1 only until nodes authenticate), into `out`.
 std::function<std::string(const std::string&)> chaos_endpoint_value(
     std::pair<std::string, uint16_t>* out);
+
+/// Adds --join-token-file FILE (into `file`) to `t`; `role` says what the token does for this
+/// command in its help line.
+void add_join_token_flag(util::flag_table& t, std::string* file, const std::string& role);
+/// The join token (actors/link/join_auth.hpp) from `file`, else DD_JOIN_TOKEN, else
+/// `fallback_file` when that file exists (a run directory's join_token); empty when none.
+/// False after one line on stderr (`who`: the error, never the secret).
+bool read_join_token(const char* who, const std::string& file, std::string& token,
+                     const std::string& fallback_file = {});
+
+/// Adds --tls-cert FILE, --tls-key FILE and --tls-ca FILE (into `f`) to `t`.
+void add_tls_flags(util::flag_table& t, actors::tls_files* f, const std::string& role);
+/// The TLS context of `f` for `s` (null when no --tls-* flag was given). False after one line
+/// on stderr: some but not all three flags, a file OpenSSL refuses, a key that does not match,
+/// an expired certificate. A certificate expiring within 7 days is a warning line.
+bool load_tls(const char* who, const actors::tls_files& f, actors::tls_context::side s,
+              std::shared_ptr<actors::tls_context>& out);
 
 /// The first SIGINT/SIGTERM's number (0 = none); a second one exits at once with 128 + signal.
 extern std::atomic<int> g_node_interrupt;

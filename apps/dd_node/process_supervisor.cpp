@@ -159,7 +159,7 @@ void process_supervisor::exited(node_proc& n, int ws) {
     return;
   }
   const bool final_learner =
-      n.role == "learner" && WIFEXITED(ws) && WEXITSTATUS(ws) >= 2 && WEXITSTATUS(ws) <= 6;
+      n.role == "learner" && WIFEXITED(ws) && WEXITSTATUS(ws) >= 2 && WEXITSTATUS(ws) <= 7;
   // A syncer's exit 1 (a failed run, or an error it reported) and 2 (bad flags, config, a
   // locked run directory) are results, not crashes: started again with --resume it would only
   // find a finished run and exit 2, and launch would return that instead of the 1.

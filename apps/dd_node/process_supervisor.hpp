@@ -62,6 +62,9 @@ class process_supervisor {
   std::vector<node_proc> nodes;
   int control_fd = -1;
   uint16_t control_port = 0;
+  /// The run's join token: the control socket's hold, release and restart must prove it
+  /// (control_socket.hpp); empty = none asked. Never logged.
+  std::string join_token;
   double syncer_delay_s = 2.0;
   bool stopping = false;
   double stop_deadline = -1.0;

@@ -63,6 +63,17 @@ std::string slurm_script(const slurm_script_options& o) {
   s += fmt::format("SYNCER_RESTART_DELAY={}\n", o.syncer_restart_delay_s);
   s += fmt::format("PROGRESS={}\n", o.progress_s);
   s += fmt::format("BACKOFF_CAP={}\n", o.learner_backoff_cap_s);
+  if (o.tls) {
+    std::string certs = "syncer operator";
+    for (size_t k = 0; k < o.learner_ids.size(); ++k) {
+      std::string names;
+      for (int i : o.learner_ids[k])
+        names += (names.empty() ? "" : ",") + fmt::format("learner-{}", i);
+      certs += fmt::format(" learner-{}={}", k, names);
+    }
+    s += fmt::format(
+        "CERTS=({})   # dd-node certs: the syncer's, the operator's, each learner step's\n", certs);
+  }
   if (o.port != 0)
     s += fmt::format("PORT={}\n", o.port);
   else
@@ -70,6 +81,23 @@ std::string slurm_script(const slurm_script_options& o) {
   s += R"SH(
 CTL="$RUN_DIR/slurm"          # this job's control files, logs and learner run directories
 mkdir -p "$CTL/logs" || exit 2
+# The run's join token (docs/operating.md "Securing a cluster"): made once, in the run directory
+# every node reads (mode 0600); a requeued job keeps it.
+TOKEN="$RUN_DIR/join_token"
+[[ -s "$TOKEN" ]] || (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$TOKEN") || exit 2
+# Mutual TLS (CERTS set): a CA and certificates in the run directory, made once; each step gets
+# its own (node_security NAME). Without it the nodes run in the clear (--insecure).
+TLS_DIR="$RUN_DIR/tls"
+if [[ -n "${CERTS+x}" && ! -s "$TLS_DIR/ca.pem" ]]; then
+  "$DD_NODE" certs "$TLS_DIR" "${CERTS[@]}" >/dev/null || exit 2
+fi
+node_security() {
+  if [[ -n "${CERTS+x}" ]]; then
+    SECURITY=(--tls-cert "$TLS_DIR/$1.pem" --tls-key "$TLS_DIR/$1.key" --tls-ca "$TLS_DIR/ca.pem")
+  else
+    SECURITY=(--insecure)
+  fi
+}
 rm -f "$CTL/stopping" "$CTL/done" "$CTL"/*.step
 mapfile -t HOSTS < <(scontrol show hostnames "$SLURM_JOB_NODELIST")
 SYNCER_HOST="${HOSTS[0]}"
@@ -133,18 +161,20 @@ on_term() {
 }
 trap on_term TERM
 
+node_security syncer
 (retry_final="1 2" retry_delay="$SYNCER_RESTART_DELAY" retry syncer "$SYNCER_HOST" \
   "$DD_NODE" syncer "$EXPERIMENT" --listen "0.0.0.0:$PORT" --advertise "$SYNCER_HOST:$PORT" \
-  --insecure --run-dir "$RUN_DIR" --progress "$PROGRESS" "${EXPERIMENT_FLAGS[@]}" \
-  "${NODE_FLAGS[@]}") &
+  "${SECURITY[@]}" --join-token-file "$TOKEN" --run-dir "$RUN_DIR" --progress "$PROGRESS" \
+  "${EXPERIMENT_FLAGS[@]}" "${NODE_FLAGS[@]}") &
 syncer_loop=$!
 learner_loops=()
 for k in "${!LEARNER_IDS[@]}"; do
   host="${HOSTS[$((k % ${#HOSTS[@]}))]}"
-  (retry_final="2 3 4 5 6" retry_delay=1 retry "learner-$k" "$host" \
+  node_security "learner-$k"
+  (retry_final="2 3 4 5 6 7" retry_delay=1 retry "learner-$k" "$host" \
     "$DD_NODE" learner --join "$SYNCER_HOST:$PORT" --learner-ids "${LEARNER_IDS[$k]}" \
     --node-name "slurm-learner-$k" --run-dir "$CTL/learner-$k" --backoff-cap "$BACKOFF_CAP" \
-    --progress 0 "${NODE_FLAGS[@]}") &
+    "${SECURITY[@]}" --join-token-file "$TOKEN" --progress 0 "${NODE_FLAGS[@]}") &
   learner_loops+=($!)
 done
 

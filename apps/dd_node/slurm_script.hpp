@@ -33,6 +33,10 @@ struct slurm_script_options {
   double progress_s = 5;              ///< the syncer's progress line period
   double learner_backoff_cap_s = 5;   ///< learners' --backoff-cap
   int signal_lead_s = 120;            ///< SIGTERM this long before the time limit
+  /// Mutual TLS: the job makes a CA and certificates in RUN_DIR/tls once (dd-node certs:
+  /// syncer, operator, learner-K naming learner process K's ids) and gives every step its own;
+  /// without it the syncer and learners run with --insecure. The join token is made either way.
+  bool tls = false;
 };
 
 /// The learner ids of each of `processes` learner processes for `learners` learners, dealt

@@ -10,6 +10,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,8 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/link/atoms.hpp"
+#include "actors/link/join_auth.hpp"
+#include "actors/link/tls_tunnel.hpp"
 #include "actors/nodes/learner_node.hpp"
 #include "actors/nodes/node_config.hpp"
 #include "apps/dd_node/node_flags.hpp"
@@ -119,6 +122,22 @@ bool syncer_address(const std::string& where, std::pair<std::string, uint16_t>& 
   return false;
 }
 
+/// Mutual TLS of dd-node status / drain (null: plain TCP): each question goes through a local
+/// TLS forwarder to the syncer (actors/link/tls_tunnel.hpp).
+std::shared_ptr<actors::tls_context> g_operator_tls;
+
+/// --tls-* of status / drain into g_operator_tls; with none given and RUN_DIR holding the
+/// certificates dd-node launch made (RUN_DIR/tls), the operator's certificate there. False
+/// after a line on stderr.
+bool operator_tls(const char* who, actors::tls_files f, const std::string& where) {
+  std::error_code ec;
+  const fs::path dir = fs::path(where) / "tls";
+  if (!f.any() && fs::is_directory(where, ec) && fs::exists(dir / "operator.pem", ec))
+    f = {(dir / "operator.pem").string(), (dir / "operator.key").string(),
+         (dir / "ca.pem").string()};
+  return load_tls(who, f, actors::tls_context::side::client, g_operator_tls);
+}
+
 /// Asks the monitor one (atom, request bytes) and hands back the reply's bytes.
 template <class Atom>
 int ask_monitor(const char* who, const std::string& where, std::optional<dd::nodes_file>* nodes,
@@ -136,6 +155,20 @@ int ask_monitor(const char* who, const std::string& where, std::optional<dd::nod
     else
       std::fprintf(stderr, "dd-node %s: the syncer is not reachable: %s\n", who, error.c_str());
     return 1;
+  }
+  std::unique_ptr<actors::tls_tunnel> tunnel;
+  if (g_operator_tls) {
+    actors::tls_tunnel::options to;
+    to.what = actors::tls_tunnel::mode::originate;
+    to.target_host = addr.first;
+    to.target_port = addr.second;
+    to.ctx = g_operator_tls;
+    to.expect_peer_name = actors::syncer_cert_name;
+    to.on_refused = [who](const std::string& what) {
+      std::fprintf(stderr, "dd-node %s: %s\n", who, what.c_str());
+    };
+    tunnel = std::make_unique<actors::tls_tunnel>(std::move(to));
+    addr = {"127.0.0.1", tunnel->port()};
   }
   actors::node_config cfg;
   caf::actor_system sys{cfg};
@@ -183,6 +216,7 @@ int ask_status(const char* who, const std::string& where, std::optional<dd::node
 int status_main(int argc, char** argv) {
   std::vector<std::string> where;
   bool as_json = false;
+  actors::tls_files tls_files;
   util::flag_table t(
       "dd-node status", "RUN_DIR|HOST:PORT [--json]",
       "Prints the live view of a running cluster from its syncer's health monitor:\n"
@@ -192,11 +226,15 @@ int status_main(int argc, char** argv) {
   t.positionals(&where, 1, 1, "RUN_DIR|HOST:PORT",
                 "a run directory of dd-node launch (its nodes.json names the syncer) or the "
                 "syncer's address")
-      .toggle("--json", &as_json, "print the monitor's JSON")
-      .epilog(
-          "Exit status: 0 ok, 1 syncer not reachable or the run finished (\"run finished at\n"
-          "...\"), 2 bad arguments or no run in RUN_DIR.\n");
+      .toggle("--json", &as_json, "print the monitor's JSON");
+  add_tls_flags(t, &tls_files,
+                "for a syncer that listens with TLS (default: RUN_DIR/tls/operator.pem of "
+                "dd-node launch).");
+  t.epilog(
+      "Exit status: 0 ok, 1 syncer not reachable or the run finished (\"run finished at\n"
+      "...\"), 2 bad arguments or no run in RUN_DIR.\n");
   if (auto rc = t.parse(argc, argv)) return *rc;
+  if (!operator_tls("dd-node status", tls_files, where.front())) return 2;
   std::optional<dd::nodes_file> nodes;
   status_reply reply;
   std::string run_id;
@@ -240,17 +278,25 @@ int status_main(int argc, char** argv) {
 /// Entry point of `dd-node drain`.
 int drain_main(int argc, char** argv) {
   std::vector<std::string> args;
+  std::string token_file;
+  actors::tls_files tls_files;
   util::flag_table t(
       "dd-node drain", "learner:N RUN_DIR|HOST:PORT",
       "Removes learner N gracefully: it stops at its next step, waits until its final\n"
       "pushes are merged, and leaves (a learner process whose learners all left exits\n"
       "0; dd-node launch does not restart it).");
   t.positionals(&args, 2, 2, "learner:N RUN_DIR|HOST:PORT",
-                "the learner, and a run directory of dd-node launch or the syncer's address")
-      .epilog(
-          "Exit status: 0 asked, 1 syncer not reachable, the run finished, or the learner cannot\n"
-          "be drained (no such learner, not joined, finished, or not connected: its link is\n"
-          "down), 2 bad arguments or no run in RUN_DIR.\n");
+                "the learner, and a run directory of dd-node launch or the syncer's address");
+  add_join_token_flag(t, &token_file,
+                      "the run's join token, proven over the syncer's status reply's challenge "
+                      "(default: RUN_DIR/join_token when RUN_DIR is given).");
+  add_tls_flags(t, &tls_files,
+                "for a syncer that listens with TLS (default: RUN_DIR/tls/operator.pem of "
+                "dd-node launch).");
+  t.epilog(
+      "Exit status: 0 asked, 1 syncer not reachable, the run finished, or the learner cannot\n"
+      "be drained (no such learner, not joined, finished, or not connected: its link is\n"
+      "down), 2 bad arguments or no run in RUN_DIR.\n");
   if (auto rc = t.parse(argc, argv)) return *rc;
   const std::string target = args[0];
   const std::string where = args[1];
@@ -260,13 +306,31 @@ int drain_main(int argc, char** argv) {
     return 2;
   }
   // A drain changes the run: it names the run, learned from a status reply first.
+  if (!operator_tls("dd-node drain", tls_files, where)) return 2;
+  std::string token;
+  if (!read_join_token("dd-node drain", token_file, token,
+                       (std::filesystem::path(where) / actors::join_token_file_name).string()))
+    return 2;
   std::optional<dd::nodes_file> nodes;
   status_reply status;
   std::string run_id;
   if (int rc = ask_status("drain", where, &nodes, &status, &run_id); rc != 0) return rc;
+  drain_msg req;
+  req.learner_id = ids.front();
+  if (!status.challenge.empty()) {
+    if (token.empty()) {
+      std::fprintf(stderr,
+                   "dd-node drain: the syncer asks for the run's join token and none was given "
+                   "(--join-token-file FILE, DD_JOIN_TOKEN, or RUN_DIR/join_token)\n");
+      return 2;
+    }
+    req.challenge = status.challenge;
+    req.proof = actors::join_proof(token, actors::drain_purpose,
+                                   actors::drain_context(run_id, req.learner_id, req.challenge));
+  }
   wire_bytes bytes;
   if (int rc = ask_monitor("drain", where, &nodes, &bytes, atoms::drain_atom_v,
-                           encode(drain_msg{ids.front()}, {run_id, 0}));
+                           encode(req, {run_id, 0}));
       rc != 0)
     return rc;
   auto reply = decode_drain_reply(bytes, {}, {run_id, 0});

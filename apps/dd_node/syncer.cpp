@@ -6,6 +6,7 @@
 // tells the whole run's story (events.jsonl, summary.json).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -27,12 +28,13 @@ namespace dd::app {
 /// Entry point of `dd-node syncer`; argv[0] is "syncer".
 int syncer_main(int argc, char** argv) {
   experiment_args ea;
-  std::string listen_text, advertise_text, http_text;
+  std::string listen_text, advertise_text, http_text, token_file;
   std::pair<std::string, uint16_t> listen, advertise, chaos_ep;
   bool insecure = false, messages_via_endpoint = false, force_memory = false;
   double progress = 5.0;
   actors::frame_guard_limits guard;
   actors::node_transport transport;
+  actors::tls_files tls_files;
   util::flag_table t(
       "dd-node syncer", "EXP --listen HOST:PORT [flags]",
       "Runs the syncer node of a cluster: the job, the health monitor, one fragment owner\n"
@@ -41,7 +43,7 @@ int syncer_main(int argc, char** argv) {
   add_experiment_flags(t, ea);
   t.custom("--listen", "HOST:PORT",
            "where to listen (port 0 = any free port; it is printed). A non-loopback address "
-           "needs --insecure (no TLS yet: anyone who reaches the port can join)",
+           "needs TLS (--tls-cert, --tls-key, --tls-ca) or --insecure",
            [&](const std::string& v) {
              listen_text = v;
              return endpoint_value(&listen)(v);
@@ -53,7 +55,9 @@ int syncer_main(int argc, char** argv) {
                 advertise_text = v;
                 return endpoint_value(&advertise)(v);
               })
-      .toggle("--insecure", &insecure, "listen on a non-loopback address without TLS")
+      .toggle("--insecure", &insecure,
+              "listen on a non-loopback address without TLS (anyone who reaches it can read the "
+              "run's traffic; the join token still decides who joins)")
       .seconds("--progress", &progress, "progress line every S seconds (default 5; 0 = off)")
       .seconds("--heartbeat", &transport.heartbeat_s, "middleman heartbeat period (default 1)")
       .seconds("--connection-timeout", &transport.connection_timeout_s,
@@ -86,16 +90,26 @@ int syncer_main(int argc, char** argv) {
       .toggle("--message-faults-via-endpoint", &messages_via_endpoint,
               "do not apply the experiment's broadcast faults (chaos events drop/dup/delay/"
               "reorder_broadcast) here: dd-chaos sends them through the chaos endpoint (dd-node "
-              "launch)")
-      .epilog(
-          "A run directory holding an unfinished run is refused without --resume or --overwrite.\n"
-          "The run directory is locked while the syncer runs, and so is checkpoint.dir when it\n"
-          "lies outside it: a second run on either exits with status 2.\n"
-          "SIGINT/SIGTERM: learners stop at their next step, final evaluation, summary.json.\n"
-          "Exit status: 0 ok; 1 runtime failure (summary.json \"failed\": true); 2 bad flags or\n"
-          "configuration, port in use, a locked or unfinished run directory; 130/143 "
-          "interrupted.\n");
+              "launch)");
+  add_join_token_flag(t, &token_file,
+                      "the run's join token: a learner node's handshake and tensor channel, "
+                      "dd-node drain and the chaos endpoint must prove it (HMAC over a fresh "
+                      "challenge); without one anyone who reaches --listen can join.");
+  add_tls_flags(t, &tls_files,
+                "every connection to --listen is then TLS with a client certificate signed by "
+                "--tls-ca (a learner node's names the learner ids it may take: learner-N), "
+                "and this certificate must name `syncer`.");
+  t.epilog(
+      "A run directory holding an unfinished run is refused without --resume or --overwrite.\n"
+      "The run directory is locked while the syncer runs, and so is checkpoint.dir when it\n"
+      "lies outside it: a second run on either exits with status 2.\n"
+      "SIGINT/SIGTERM: learners stop at their next step, final evaluation, summary.json.\n"
+      "Exit status: 0 ok; 1 runtime failure (summary.json \"failed\": true); 2 bad flags or\n"
+      "configuration, port in use, a locked or unfinished run directory; 130/143 "
+      "interrupted.\n");
   if (auto rc = t.parse(argc, argv)) return *rc;
+  std::string join_token;
+  if (!read_join_token("dd-node syncer", token_file, join_token)) return 2;
   if (listen_text.empty()) {
     std::fprintf(stderr, "dd-node syncer: --listen HOST:PORT is required\n");
     t.print_help(stderr);
@@ -111,10 +125,27 @@ int syncer_main(int argc, char** argv) {
                  "(the faults would reach nobody)\n");
     return 2;
   }
-  if (!is_loopback(listen.first) && !insecure) {
+  std::shared_ptr<actors::tls_context> tls;
+  if (!load_tls("dd-node syncer", tls_files, actors::tls_context::side::server, tls)) return 2;
+  if (tls) {
+    const auto& names = tls->own().names;
+    if (std::find(names.begin(), names.end(), actors::syncer_cert_name) == names.end()) {
+      std::fprintf(stderr,
+                   "dd-node syncer: --tls-cert '%s' does not name '%s' (its CN or a DNS "
+                   "subjectAltName): learner nodes would refuse it\n",
+                   tls_files.cert.c_str(), actors::syncer_cert_name);
+      return 2;
+    }
+    if (guard.max_frame_bytes == 0) {
+      std::fprintf(stderr, "dd-node syncer: TLS needs the frame guard (--max-frame-bytes > 0)\n");
+      return 2;
+    }
+  }
+  if (!is_loopback(listen.first) && !insecure && !tls) {
     std::fprintf(stderr,
-                 "dd-node syncer: --listen %s is not a loopback address; without TLS anyone who "
-                 "reaches it can join: add --insecure to listen there anyway\n",
+                 "dd-node syncer: --listen %s is not a loopback address; give it TLS "
+                 "(--tls-cert, --tls-key, --tls-ca; docs/securing.md) or add --insecure to "
+                 "listen there in the clear\n",
                  listen_text.c_str());
     return 2;
   }
@@ -156,6 +187,8 @@ int syncer_main(int argc, char** argv) {
   ro.message_faults_via_endpoint = messages_via_endpoint;
   ro.http = http;
   ro.guard = guard;
+  ro.join_token = join_token;
+  ro.tls = tls;
   const int M = exp.learners.count;
   ro.on_published = [&](uint16_t port) {
     std::string host = advertise_text.empty() ? listen.first : advertise.first;
@@ -169,11 +202,13 @@ int syncer_main(int argc, char** argv) {
       std::printf(
           "dd-node syncer: %s: listening on %s:%u; %d learner%s expected\n"
           "  on each learner host run:  dd-node learner --join %s:%u --learners N "
-          "--node-name NAME --run-dir %s/nodes/NAME\n"
+          "--node-name NAME --run-dir %s/nodes/NAME%s%s\n"
           "  (N learners in that process, %d in all; --run-dir keeps the node's events with "
           "this run on this host)\n",
           exp.name.c_str(), listen.first.c_str(), port, M, M == 1 ? "" : "s", host.c_str(),
-          adv_port, dir.c_str(), M);
+          adv_port, dir.c_str(),
+          tls ? " --tls-cert NODE.pem --tls-key NODE.key --tls-ca CA.pem" : "",
+          join_token.empty() ? "" : " --join-token-file TOKEN_FILE", M);
     } else {  // under dd-node launch, which starts the learner processes itself
       std::printf(
           "dd-node syncer: %s: listening on %s:%u; %d learner%s expected (dd-node launch "

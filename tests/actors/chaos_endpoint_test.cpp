@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "actors/link/join_auth.hpp"
 #include "actors/nodes/learner_node.hpp"
 #include "actors/services/chaos_endpoint.hpp"
 #include "actors/services/fault_hooks.hpp"
@@ -243,6 +244,49 @@ TEST(ChaosEndpoint, RefusesWhatThisNodeCannotDo) {
 // A step-keyed message event sent through the endpoint (dd-node launch) is armed and starts when
 // the learner finishes that step — at_step, or at_fraction of the node's step budget — as the
 // node's own schedule would start it; what cannot start that way is refused.
+// With the run's join token, a fault or clear needs the token's proof over a challenge of the
+// connection (actors/link/join_auth.hpp): none, a wrong one and a replayed one are refused;
+// status needs none.
+TEST(ChaosEndpoint, AsksForTheJoinTokenBeforeChangingTheNode) {
+  clocked c;
+  chaos_endpoint_options o;
+  o.node_name = "learner-1";
+  o.role = "learner";
+  o.learners = {1};
+  o.fragments = 4;
+  o.join_token = "the-run-s-join-token-0123456789";
+  chaos_endpoint ep(o, &c.hooks);
+  const json fault = {{"op", "fault"}, {"kind", "drop_push"}, {"learner", 1}, {"count", 1}};
+  std::string challenge;
+  auto proven = [&](const json& req, const std::string& token) {
+    json r = req;
+    r["auth"] =
+        to_hex(join_proof(token, operator_purpose, operator_context(challenge, req.dump())));
+    return r.dump();
+  };
+  auto rep = ep.handle(fault.dump(), &challenge);
+  EXPECT_FALSE(rep["ok"].get<bool>());
+  EXPECT_NE(rep["error"].get<std::string>().find("join token: no proof"), std::string::npos)
+      << rep.dump();
+  EXPECT_TRUE(ep.handle(R"({"op":"status"})", &challenge)["ok"].get<bool>());
+  rep = ep.handle(R"({"op":"challenge"})", &challenge);
+  ASSERT_TRUE(rep["ok"].get<bool>());
+  EXPECT_EQ(rep["challenge"].get<std::string>(), challenge);
+  EXPECT_EQ(challenge.size(), 64u);
+  rep = ep.handle(proven(fault, "another-token-of-the-same-size"), &challenge);
+  EXPECT_NE(rep.value("error", std::string()).find("wrong join token"), std::string::npos)
+      << rep.dump();
+  EXPECT_TRUE(c.hooks.live().empty());
+  ep.handle(R"({"op":"challenge"})", &challenge);
+  const std::string good = proven(fault, o.join_token);
+  rep = ep.handle(good, &challenge);
+  EXPECT_TRUE(rep["ok"].get<bool>()) << rep.dump();
+  EXPECT_EQ(c.hooks.live().size(), 1u);
+  rep = ep.handle(good, &challenge);  // the same line again: its challenge is spent
+  EXPECT_FALSE(rep["ok"].get<bool>()) << rep.dump();
+  EXPECT_EQ(c.hooks.live().size(), 1u);
+}
+
 TEST(ChaosEndpoint, ArmsAFaultForALearnersStep) {
   clocked c;
   chaos_endpoint_options o;

@@ -734,5 +734,94 @@ TEST(monitor_node_join, a_silent_learner_s_own_node_gets_its_id_back) {
   env.shutdown_all(monitor, fake_learner);
 }
 
+// The join token (actors/link/join_auth.hpp): a node's first request is answered with a
+// challenge; the proof over it is accepted once. The same proven request sent again (a recorded
+// handshake replayed) is refused, and so is a proof made with another token: each an
+// auth_refused event and counted. Regression test for a node handshake anyone could complete.
+TEST(monitor_node_join, a_replayed_or_wrongly_proven_handshake_is_refused_and_counted) {
+  dd::test::coordinator env;
+  run_log log{"", /*keep_in_memory=*/true};
+  auto ctx = std::make_shared<monitor_context>();
+  ctx->learners = 2;
+  ctx->fragments = 0;
+  ctx->remote_learners = true;
+  ctx->run_id = "00000000000000cd";
+  ctx->join_token = "the-join-token-of-this-run-0123";
+  ctx->log = &log;
+  auto monitor = env.sys->spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
+  auto ask = [&](const node_join& j) {
+    std::optional<node_join_reply> out;
+    auto probe = env.sys->spawn(
+        [&](caf::event_based_actor* p, int) -> caf::behavior {
+          p->request(monitor, caf::infinite, atoms::node_join_atom_v, encode(j, {j.run_id, 0}))
+              .then([&](const std::vector<uint8_t>& bytes) {
+                auto rep = decode_node_join_reply(bytes, {}, {ctx->run_id, 0});
+                EXPECT_TRUE(rep.ok());
+                if (rep) out = *rep;
+              });
+          return {[](int) {}};
+        },
+        0);
+    env.run();
+    caf::anon_send_exit(probe, caf::exit_reason::kill);
+    env.run();
+    return out;
+  };
+  node_join j;
+  j.run_id = ctx->run_id;
+  j.node_name = "host-a";
+  j.learner_ids = {1};
+  j.learner_count = 1;
+  const auto first = ask(j);
+  ASSERT_TRUE(first.has_value());
+  EXPECT_EQ(first->refusal, node_refusal::auth_challenge);
+  ASSERT_EQ(first->challenge.size(), join_nonce_bytes);
+  const std::string origin = caf::to_string(env.sys->node());
+  auto prove = [&](node_join r, const std::vector<uint8_t>& challenge, const std::string& token) {
+    r.challenge = challenge;
+    r.proof = join_proof(token, node_join_purpose,
+                         node_join_context(ctx->run_id, r.node_name, origin, r.learner_ids,
+                                           r.learner_count, challenge));
+    return r;
+  };
+  const node_join proven = prove(j, first->challenge, ctx->join_token);
+  const auto granted = ask(proven);
+  ASSERT_TRUE(granted.has_value());
+  EXPECT_TRUE(granted->accepted) << granted->reason;
+  EXPECT_EQ(granted->learner_ids, std::vector<int32_t>{1});
+
+  const auto replayed = ask(proven);
+  ASSERT_TRUE(replayed.has_value());
+  EXPECT_FALSE(replayed->accepted);
+  EXPECT_EQ(replayed->refusal, node_refusal::unauthorized);
+  EXPECT_NE(replayed->reason.find("already used (a replay)"), std::string::npos)
+      << replayed->reason;
+
+  const auto second = ask(j);
+  ASSERT_TRUE(second.has_value());
+  ASSERT_EQ(second->refusal, node_refusal::auth_challenge);
+  EXPECT_NE(second->challenge, first->challenge);
+  const auto forged = ask(prove(j, second->challenge, "another-token-of-32-bytes-000000"));
+  ASSERT_TRUE(forged.has_value());
+  EXPECT_EQ(forged->refusal, node_refusal::unauthorized);
+  EXPECT_NE(forged->reason.find("wrong join token"), std::string::npos) << forged->reason;
+  // Another node's ids asked with a proof of host-a's request: the proof binds the request.
+  const auto third = ask(j);
+  ASSERT_TRUE(third.has_value());
+  node_join other = prove(j, third->challenge, ctx->join_token);
+  other.learner_ids = {0};
+  const auto rebound = ask(other);
+  ASSERT_TRUE(rebound.has_value());
+  EXPECT_EQ(rebound->refusal, node_refusal::unauthorized);
+
+  size_t refused = 0;
+  for (const auto& e : log.events())
+    if (e["event"] == "auth_refused") ++refused;
+  EXPECT_EQ(refused, 3u);
+  EXPECT_EQ(log.snapshot().auth_refused, 3u);
+  caf::anon_send_exit(monitor, caf::exit_reason::kill);
+  env.run();
+}
+
 }  // namespace
 }  // namespace dd::actors

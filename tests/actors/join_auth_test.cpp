@@ -28,13 +28,13 @@ TEST(JoinAuth, ProofIsHmacSha256OfPurposeAndContext) {
 
 struct row {
   const char* what;
-  double issued_at;            // < 0: never issued
-  bool spent_before;           // an earlier proof spent it
-  const char* proof_token;     // the token the prover used; nullptr: no proof
-  const char* proof_context;   // the context the prover signed
+  double issued_at;           // < 0: never issued
+  bool spent_before;          // an earlier proof spent it
+  const char* proof_token;    // the token the prover used; nullptr: no proof
+  const char* proof_context;  // the context the prover signed
   double now;
   auth_verdict want;
-  bool spent_after;            // a second, right proof is then refused as reused
+  bool spent_after;  // a second, right proof is then refused as reused
 };
 
 TEST(JoinAuth, JudgeTable) {
@@ -52,8 +52,8 @@ TEST(JoinAuth, JudgeTable) {
        auth_verdict::unknown_challenge, false},
       {"a spent challenge (replay)", 0.0, true, token.c_str(), ctx.c_str(), 1.0,
        auth_verdict::reused, true},
-      {"an expired challenge", 0.0, false, token.c_str(), ctx.c_str(), 31.0,
-       auth_verdict::expired, true},
+      {"an expired challenge", 0.0, false, token.c_str(), ctx.c_str(), 31.0, auth_verdict::expired,
+       true},
       {"at the ttl exactly: still fresh", 0.0, false, token.c_str(), ctx.c_str(), 30.0,
        auth_verdict::accepted, true},
       {"a clock before the issue", 5.0, false, token.c_str(), ctx.c_str(), 1.0,
@@ -87,8 +87,7 @@ TEST(JoinAuth, PurposeSeparatesProofs) {
   challenge_book book;
   book.issue(nonce(3), 0.0);
   const auto p = join_proof(token, channel_purpose, "same");
-  EXPECT_EQ(judge(book, token, nonce(3), p, drain_purpose, "same", 0.0),
-            auth_verdict::wrong_proof);
+  EXPECT_EQ(judge(book, token, nonce(3), p, drain_purpose, "same", 0.0), auth_verdict::wrong_proof);
 }
 
 TEST(JoinAuth, BookForgetsTheOldestPastCapacity) {
@@ -131,8 +130,7 @@ TEST(JoinAuth, TokenFromFileOrEnvironment) {
 
   const std::string open_to_all = write_tmp(token, 0644);
   t = load_join_token(open_to_all, nullptr);
-  EXPECT_NE(t.error.find("readable or writable by group or others (mode 644)"),
-            std::string::npos)
+  EXPECT_NE(t.error.find("readable or writable by group or others (mode 644)"), std::string::npos)
       << t.error;
   EXPECT_EQ(t.error.find(token), std::string::npos);  // never the secret
   EXPECT_EQ(t.token, "");

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -187,6 +188,45 @@ TEST(membership, node_handshakes_are_refused_with_a_reason) {
   EXPECT_TRUE(d.accepted);
   EXPECT_TRUE(d.describe_only);
   EXPECT_TRUE(d.ids.empty());
+}
+
+// Mutual TLS: a node gets only the learner ids its certificate names (learner-N); asking for
+// another is unauthorized, and a count is filled from the named ids only.
+TEST(membership, a_node_takes_only_the_learner_ids_its_certificate_names) {
+  struct row {
+    const char* what;
+    std::vector<int32_t> ask;  // empty: a count of `count`
+    uint32_t count;
+    std::set<int32_t> granted;
+    bool accepted;
+    std::vector<int32_t> ids;
+    const char* reason;  // a part of the refusal's reason
+  };
+  const row rows[] = {
+      {"its own id", {1}, 1, {1}, true, {1}, ""},
+      {"its own ids", {0, 2}, 2, {0, 2}, true, {0, 2}, ""},
+      {"another's id", {0}, 1, {1}, false, {}, "learner ids 0 are not named"},
+      {"one of its own and one not", {1, 3}, 2, {1}, false, {}, "learner ids 3 are not named"},
+      {"a count: filled from its own", {}, 2, {2, 3}, true, {2, 3}, ""},
+      {"a count larger than its own", {}, 3, {3}, true, {3}, ""},
+      {"a certificate naming no id", {}, 1, {}, false, {}, "names no learner id"},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.what);
+    membership m(options(4, true), 0.0);
+    auto j = node_asking("node-a", r.ask);
+    j.learner_count = r.count;
+    auto d = m.node_join(j, "caf-a", 1.0, &r.granted);
+    EXPECT_EQ(d.accepted, r.accepted) << d.reason;
+    EXPECT_EQ(d.ids, r.ids);
+    if (!r.accepted) {
+      EXPECT_EQ(d.refusal, node_refusal::unauthorized);
+      EXPECT_NE(d.reason.find(r.reason), std::string::npos) << d.reason;
+    }
+  }
+  // Without a certificate constraint (no TLS) the same request for another's id is granted.
+  membership m(options(4, true), 0.0);
+  EXPECT_TRUE(m.node_join(node_asking("node-a", {0}), "caf-a", 1.0).accepted);
 }
 
 TEST(membership, a_respawned_learner_rejoins_with_the_next_incarnation_from_its_own_record) {

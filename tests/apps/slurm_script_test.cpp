@@ -72,6 +72,24 @@ TEST(SlurmScript, HoldsTheJobsPieces) {
 
 // srun answers SIGTERM by killing its step (no graceful stop, exit 137): the script signals a
 // step's tasks with scancel --signal, never the srun process.
+// The run's join token always; certificates with --tls (else --insecure), one per step.
+TEST(SlurmScript, PassesTheJoinTokenAndTlsToEveryStep) {
+  auto o = options();
+  std::string s = slurm_script(o);
+  EXPECT_NE(s.find("TOKEN=\"$RUN_DIR/join_token\""), std::string::npos) << s;
+  EXPECT_NE(s.find("\"${SECURITY[@]}\" --join-token-file \"$TOKEN\""), std::string::npos) << s;
+  EXPECT_NE(s.find("SECURITY=(--insecure)"), std::string::npos);
+  EXPECT_EQ(s.find("CERTS=("), std::string::npos);
+  o.tls = true;
+  s = slurm_script(o);
+  EXPECT_NE(s.find("CERTS=(syncer operator learner-0=learner-0,learner-2,learner-4 "
+                   "learner-1=learner-1,learner-3)"),
+            std::string::npos)
+      << s;
+  EXPECT_NE(s.find("node_security \"learner-$k\""), std::string::npos);
+  EXPECT_NE(s.find("\"$DD_NODE\" certs \"$TLS_DIR\" \"${CERTS[@]}\""), std::string::npos);
+}
+
 TEST(SlurmScript, SignalsStepsWithScancelNotSrun) {
   const std::string s = slurm_script(options());
   EXPECT_NE(s.find("scancel --signal=\"$2\""), std::string::npos) << s;
@@ -80,8 +98,12 @@ TEST(SlurmScript, SignalsStepsWithScancelNotSrun) {
 
 TEST(SlurmScript, BashAcceptsTheScript) {
   const auto path = std::filesystem::path(::testing::TempDir()) / "slurm_script_test.sbatch";
-  std::ofstream(path) << slurm_script(options());
-  EXPECT_EQ(std::system(("bash -n '" + path.string() + "'").c_str()), 0);
+  auto o = options();
+  for (bool tls : {false, true}) {
+    o.tls = tls;
+    std::ofstream(path) << slurm_script(o);
+    EXPECT_EQ(std::system(("bash -n '" + path.string() + "'").c_str()), 0) << "tls " << tls;
+  }
 }
 
 }  // namespace

@@ -259,14 +259,14 @@ log "syncer listening on $SUBNET.1:$PORT (pid $syncer_pid)"
 
 # The lost learner first (it waits out its 5 s deadline while the cluster runs).
 neg_t0=$(date +%s%3N)
-in_host "$NS_LX" dd-host-x lost "$dd_node" learner --join "$SUBNET.9:$PORT" --join-deadline 5 \
+in_host "$NS_LX" dd-host-x lost "$dd_node" learner --join "$SUBNET.9:$PORT" --join-deadline 5 --insecure \
   --node-name dd-learner-lost --run-dir "$workdir/lost" --threads 1 --progress 0
 lost_pid=$last_pid
 
-in_host "$NS_LA" dd-host-a learner_a "$dd_node" learner --join "$SUBNET.1:$PORT" --learner-ids 0 \
+in_host "$NS_LA" dd-host-a learner_a "$dd_node" learner --join "$SUBNET.1:$PORT" --learner-ids 0 --insecure \
   --node-name dd-learner-a --run-dir "$workdir/learner_a" --threads 1 --join-deadline 60 --progress 0
 la_pid=$last_pid
-in_host "$NS_LB" dd-host-b learner_b "$dd_node" learner --join "$SUBNET.1:$PORT" --learner-ids 1 \
+in_host "$NS_LB" dd-host-b learner_b "$dd_node" learner --join "$SUBNET.1:$PORT" --learner-ids 1 --insecure \
   --node-name dd-learner-b --run-dir "$workdir/learner_b" --threads 1 --join-deadline 60 --progress 0
 lb_pid=$last_pid
 

@@ -8,7 +8,8 @@
 # /usr/local/bin/dd-node replaced by DD_NODE: `systemd-analyze verify` exits 0 and prints nothing
 # (an unknown key, a bad value or a missing executable is a line there); the offline security
 # review rates each at most 2.0 (its hardening options); the restart policy is the documented one
-# (Restart=on-failure; the syncer does not retry exit 1 and 2, a learner not 2-6); the learner
+# (Restart=on-failure; the syncer does not retry exit 1 and 2, a learner not 2-7); both load the
+# join token as a credential; the learner
 # instance asks for learner id 3; DD_NODE answers `syncer --help` and `learner --help` with every
 # flag the units pass. Needs systemd-analyze (package systemd); never skips.
 set -uo pipefail
@@ -43,8 +44,12 @@ grep -qx 'Restart=on-failure' dd-syncer.service || fail "syncer: Restart=on-fail
 grep -qx 'RestartPreventExitStatus=1 2' dd-syncer.service || fail "syncer: RestartPreventExitStatus"
 grep -q -- '--resume' dd-syncer.service || fail "syncer: a restart must --resume"
 grep -qx 'Restart=on-failure' dd-learner@.service || fail "learner: Restart=on-failure"
-grep -qx 'RestartPreventExitStatus=2 3 4 5 6' dd-learner@.service ||
+grep -qx 'RestartPreventExitStatus=2 3 4 5 6 7' dd-learner@.service ||
   fail "learner: RestartPreventExitStatus"
+for u in dd-syncer.service dd-learner@.service; do
+  grep -qx 'LoadCredential=join_token:/etc/dd/join_token' "$u" || fail "$u: the join token credential"
+  grep '^ExecStart=' "$u" | grep -q -- '--join-token-file' || fail "$u: --join-token-file"
+done
 # The instance name is the learner id: systemd expands %i in ExecStart.
 grep '^ExecStart=' dd-learner@.service | grep -q -- '--learner-ids %i' ||
   fail "learner: --learner-ids %i"
@@ -52,10 +57,10 @@ grep '^ExecStart=' dd-learner@.service | grep -q -- '--learner-ids %i' ||
 # Every flag the units pass exists in the built dd-node.
 "$dd_node" syncer --help >"$work/syncer.help" 2>&1
 "$dd_node" learner --help >"$work/learner.help" 2>&1
-for f in --listen --run-dir --resume; do
+for f in --listen --run-dir --resume --join-token-file; do
   grep -q -- "$f" "$work/syncer.help" || fail "dd-node syncer --help lacks $f"
 done
-for f in --join --learner-ids --node-name --run-dir; do
+for f in --join --learner-ids --node-name --run-dir --join-token-file; do
   grep -q -- "$f" "$work/learner.help" || fail "dd-node learner --help lacks $f"
 done
 echo "PASS"

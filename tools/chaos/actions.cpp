@@ -541,7 +541,7 @@ json net_fault(chaos_env& env, const fault_spec& f) {
     if (env.dry_run) {
       h["result"] = "dry-run";
     } else {
-      const json rep = control_request(addr, line);
+      const json rep = control_request(addr, line, 5.0, /*prove=*/false);
       if (rep.value("ok", false)) {
         h["result"] = "ok";
       } else {
@@ -915,7 +915,7 @@ json heal(chaos_env& env, bool clear_messages, bool own_holds) {
       act(fmt::format("proxy {} `heal`", addr));
     } else {
       try {
-        const json rep = control_request(addr, "heal");
+        const json rep = control_request(addr, "heal", 5.0, /*prove=*/false);
         act(fmt::format("proxy {} `heal`: {}", addr, rep.dump()), rep.value("ok", false));
       } catch (const chaos_error& e) {
         act(fmt::format("proxy `heal` failed: {}", e.what()), false);

@@ -3,9 +3,12 @@
 //   dd-chaos pause learner:1 --for 10s --run-dir runs/x
 //   dd-chaos proxy --control 127.0.0.1:0 --link learner-0=127.0.0.1:0->127.0.0.1:7000
 //   dd-chaos random --mtbf 30s --recovery lognormal:5s,0.5 --seed 7 --duration 5m --run-dir runs/x
+#include <unistd.h>
+
 #include <algorithm>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <optional>
 #include <random>
@@ -17,6 +20,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "actors/link/join_auth.hpp"
 #include "tools/chaos/actions.hpp"
 #include "tools/chaos/common.hpp"
 #include "tools/chaos/dsl.hpp"
@@ -397,6 +401,18 @@ chaos_env make_env(const args& a, bool need_nodes) {
   }
   env.nodes = read_nodes_file(path);
   env.run_dir = env.nodes->run_dir;
+  // The run's join token, for the requests that change the run (the launcher's control socket,
+  // the nodes' chaos endpoints): DD_JOIN_TOKEN, else the run directory's join_token.
+  {
+    const char* tok = std::getenv(dd::actors::join_token_env);
+    const std::string file = env.run_dir + "/" + dd::actors::join_token_file_name;
+    const bool from_env = tok != nullptr && *tok != '\0';
+    if (from_env || ::access(file.c_str(), F_OK) == 0) {
+      auto t = dd::actors::load_join_token(from_env ? std::string() : file, tok);
+      if (!t.error.empty()) throw usage_error(t.error);
+      set_operator_token(t.token);
+    }
+  }
   return env;
 }
 
@@ -518,7 +534,8 @@ int cmd_status(const args& a) {
   std::string addr = env.proxy.empty() && nf.proxy ? nf.proxy->control : env.proxy;
   if (!addr.empty()) {
     try {
-      std::printf("proxy %s: %s\n", addr.c_str(), control_request(addr, "status").dump().c_str());
+      std::printf("proxy %s: %s\n", addr.c_str(),
+                  control_request(addr, "status", 5.0, /*prove=*/false).dump().c_str());
     } catch (const chaos_error& e) {
       std::printf("proxy %s: %s\n", addr.c_str(), e.what());
     }

@@ -12,6 +12,8 @@
 
 #include <fmt/format.h>
 
+#include "actors/link/join_auth.hpp"
+
 namespace dd::chaos {
 
 sockaddr_in resolve_ipv4(const host_port& hp) {
@@ -54,8 +56,15 @@ int listen_tcp(const host_port& hp, host_port* bound) {
   return fd;
 }
 
-nlohmann::json control_request(const std::string& address, const std::string& line,
-                               double timeout) {
+namespace {
+std::string g_operator_token;  // set once by main, before any request
+}  // namespace
+
+void set_operator_token(const std::string& token) { g_operator_token = token; }
+
+nlohmann::json control_request(const std::string& address, const std::string& line_in,
+                               double timeout, bool prove) {
+  std::string line = line_in;
   host_port hp;
   try {
     hp = parse_host_port(address, "control address");
@@ -88,38 +97,69 @@ nlohmann::json control_request(const std::string& address, const std::string& li
     ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
     if (err != 0) fail(fmt::format("cannot connect: {}", std::strerror(err)));
   }
-  const std::string out = line + "\n";
-  size_t sent = 0;
-  while (sent < out.size()) {
-    const ssize_t n = ::send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<size_t>(n);
-    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
-      wait(POLLOUT);
+  auto send_line = [&](const std::string& text) {
+    const std::string out = text + "\n";
+    size_t sent = 0;
+    while (sent < out.size()) {
+      const ssize_t n = ::send(fd, out.data() + sent, out.size() - sent, MSG_NOSIGNAL);
+      if (n > 0) {
+        sent += static_cast<size_t>(n);
+      } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+        wait(POLLOUT);
+      } else {
+        fail(fmt::format("send failed: {}", std::strerror(errno)));
+      }
+    }
+  };
+  std::string pending;
+  auto read_line = [&]() {
+    for (;;) {
+      const auto nl = pending.find('\n');
+      if (nl != std::string::npos) {
+        std::string one = pending.substr(0, nl);
+        pending.erase(0, nl + 1);
+        return one;
+      }
+      char buf[4096];
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n > 0) {
+        pending.append(buf, static_cast<size_t>(n));
+      } else if (n == 0) {
+        if (pending.empty()) fail("closed without a reply");
+        std::string one = pending;
+        pending.clear();
+        return one;
+      } else if (errno == EAGAIN || errno == EINTR) {
+        wait(POLLIN);
+      } else {
+        fail(fmt::format("recv failed: {}", std::strerror(errno)));
+      }
+    }
+  };
+  const bool json_line = !line.empty() && line.front() == '{';
+  if (prove && !g_operator_token.empty()) {
+    send_line(json_line ? std::string(R"({"op":"challenge"})") : std::string("challenge"));
+    std::string challenge;
+    try {
+      const auto c = nlohmann::json::parse(read_line());
+      challenge = c.value("challenge", "");
+    } catch (const nlohmann::json::exception&) {}
+    if (challenge.empty()) fail("no challenge in the reply to the join token's challenge request");
+    if (json_line) {
+      auto req = nlohmann::json::parse(line);
+      const auto proof =
+          dd::actors::join_proof(g_operator_token, dd::actors::operator_purpose,
+                                 dd::actors::operator_context(challenge, req.dump()));
+      req["auth"] = dd::actors::to_hex(proof);
+      line = req.dump();
     } else {
-      fail(fmt::format("send failed: {}", std::strerror(errno)));
+      const auto proof = dd::actors::join_proof(g_operator_token, dd::actors::operator_purpose,
+                                                dd::actors::operator_context(challenge, line));
+      line += " auth=" + dd::actors::to_hex(proof);
     }
   }
-  std::string reply;
-  for (;;) {
-    const auto nl = reply.find('\n');
-    if (nl != std::string::npos) {
-      reply.resize(nl);
-      break;
-    }
-    char buf[4096];
-    const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-    if (n > 0) {
-      reply.append(buf, static_cast<size_t>(n));
-    } else if (n == 0) {
-      if (reply.empty()) fail("closed without a reply");
-      break;
-    } else if (errno == EAGAIN || errno == EINTR) {
-      wait(POLLIN);
-    } else {
-      fail(fmt::format("recv failed: {}", std::strerror(errno)));
-    }
-  }
+  send_line(line);
+  const std::string reply = read_line();
   ::close(fd);
   try {
     return nlohmann::json::parse(reply);

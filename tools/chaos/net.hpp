@@ -21,8 +21,16 @@ int listen_tcp(const host_port& hp, host_port* bound);
 
 /// Sends `line` (a '\n' is added) to the control socket at `address` and returns the parsed
 /// one-line JSON reply. Throws chaos_error naming the address on connect failure, timeout,
-/// a closed connection or a reply that is not JSON.
+/// a closed connection or a reply that is not JSON. With an operator token set
+/// (set_operator_token), the request first asks the socket for a challenge on the same
+/// connection (`challenge`, or {"op":"challenge"} for a JSON line) and carries the token's proof
+/// over it (` auth=HEX` appended, or an "auth" member; actors/link/join_auth.hpp).
+/// `prove` false: never (dd-chaos's own proxy, which has no token).
 nlohmann::json control_request(const std::string& address, const std::string& line,
-                               double timeout_seconds = 5.0);
+                               double timeout_seconds = 5.0, bool prove = true);
+
+/// The run's join token that control_request proves (empty = none; the default). dd-chaos sets
+/// it from DD_JOIN_TOKEN or RUN_DIR/join_token.
+void set_operator_token(const std::string& token);
 
 }  // namespace dd::chaos
