@@ -27,6 +27,10 @@
 //     drops each frame unread (transport only), which shows what decode + assembly cost.
 //  4. Baseline B: one raw TCP stream of the fragment's bytes (u64 length, then write all; the
 //     receiver reads all into one buffer and answers one byte). Ratio push / B (target >= 0.5).
+//  6. Over TLS: the push and the broadcast again to receivers behind a TLS tunnel (as the syncer
+//     node runs with --tls-*: actors/link/tls_tunnel.hpp, a throwaway CA made at start), the
+//     sender dialing a local TLS forwarder per receiver as dd-node learner does. Ratios push TLS /
+//     push and broadcast TLS / broadcast, per round (aim >= 0.8).
 //  5. The syncer's memory: its VmRSS before any transfer (published, idle) and its VmHWM after all
 //     pushes (warm-up included), both read from /proc/self/status in the receiver process, against
 //     the target idle + 4 × chunk × window, and against idle + fragment + 4 × chunk × window (the
@@ -68,6 +72,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -90,6 +95,8 @@
 #include "actors/link/chunk_flow.hpp"
 #include "actors/link/frame_guard.hpp"
 #include "actors/link/tensor_channel.hpp"
+#include "actors/link/tls.hpp"
+#include "actors/link/tls_tunnel.hpp"
 #include "actors/nodes/node_config.hpp"
 #include "messages/codec.hpp"
 #include "util/endian.hpp"
@@ -190,8 +197,9 @@ options parse_options(int argc, char** argv) {
   dd::util::flag_table flags(
       prog, "[transfer options] [--json FILE] | --oversized-header [flags]",
       "A 64 MB push (on the tensor channel, and on CAF only) and a broadcast to 4 learners\n"
-      "against raw TCP (the broadcast against one raw stream to each learner at once); the\n"
-      "receiver's RSS. --oversized-header: an oversized BASP header against a published port.");
+      "against raw TCP (the broadcast against one raw stream to each learner at once), and\n"
+      "both over mutual TLS against the same in the clear; the receiver's RSS.\n"
+      "--oversized-header: an oversized BASP header against a published port.");
   flags
       .custom("--size-mb", "N", "fragment size in MiB of fp32 (default 64 = 16 Mi floats)",
               transfer(&o.size_mib, 1, 1024))
@@ -569,7 +577,8 @@ caf::behavior mm_receiver(caf::stateful_actor<recv_state>* self, recv_counters* 
   };
 }
 
-int child_mm_recv(int32_t learner, size_t chunk_bytes, double heartbeat_s, double timeout_s) {
+int child_mm_recv(int32_t learner, size_t chunk_bytes, double heartbeat_s, double timeout_s,
+                  const std::string& tls_dir = {}) {
   dd::actors::node_transport t;
   t.heartbeat_s = heartbeat_s;
   t.connection_timeout_s = timeout_s;
@@ -606,8 +615,25 @@ int child_mm_recv(int32_t learner, size_t chunk_bytes, double heartbeat_s, doubl
         else
           ::close(fd);
       });
-  print_ready(guard->port());
+  // Mutual TLS (the rows "over TLS"): as the syncer node does, a TLS tunnel in front of the
+  // guard; its certificate names `syncer`.
+  std::unique_ptr<dd::actors::tls_tunnel> tunnel;
+  if (!tls_dir.empty()) {
+    dd::actors::tls_tunnel::options to;
+    to.what = dd::actors::tls_tunnel::mode::terminate;
+    to.target_port = guard->port();
+    to.ctx = std::make_shared<dd::actors::tls_context>(
+        dd::actors::tls_files{tls_dir + "/syncer.pem", tls_dir + "/syncer.key",
+                              tls_dir + "/ca.pem"},
+        dd::actors::tls_context::side::server);
+    to.on_refused = [learner](const std::string& what) {
+      std::fprintf(stderr, "receiver %d: %s\n", learner, what.c_str());
+    };
+    tunnel = std::make_unique<dd::actors::tls_tunnel>(std::move(to));
+  }
+  print_ready(tunnel ? tunnel->port() : guard->port());
   child_command_loop(&counters.completed, &counters.errors);
+  tunnel.reset();
   guard.reset();
   hub.reset();
   sys.middleman().unpublish(rcv, *port);
@@ -699,7 +725,8 @@ int child_raw(bool framed, bool assemble, size_t chunk_bytes) {
 }
 
 int child_main(int argc, char** argv) {
-  // --child mm-recv LEARNER CHUNK_BYTES HEARTBEAT_S TIMEOUT_S | raw-a CHUNK_BYTES | raw-b
+  // --child mm-recv LEARNER CHUNK_BYTES HEARTBEAT_S TIMEOUT_S [TLS_DIR] | raw-a CHUNK_BYTES |
+  // raw-b
   const std::string role = argc > 2 ? argv[2] : "";
   int learner = 0;
   unsigned long long chunk = 0;
@@ -708,6 +735,10 @@ int child_main(int argc, char** argv) {
       dd::util::parse_number(argv[4], chunk) && dd::util::parse_number(argv[5], heartbeat) &&
       dd::util::parse_number(argv[6], timeout))
     return child_mm_recv(learner, chunk, heartbeat, timeout);
+  if (role == "mm-recv" && argc == 8 && dd::util::parse_number(argv[3], learner) &&
+      dd::util::parse_number(argv[4], chunk) && dd::util::parse_number(argv[5], heartbeat) &&
+      dd::util::parse_number(argv[6], timeout))
+    return child_mm_recv(learner, chunk, heartbeat, timeout, argv[7]);
   if (role == "raw-a" && argc == 4 && dd::util::parse_number(argv[3], chunk))
     return child_raw(true, true, chunk);
   if (role == "raw-a0" && argc == 4 && dd::util::parse_number(argv[3], chunk))
@@ -967,6 +998,17 @@ int run_transfers(const options& o) {
   for (int i = 0; i < o.learners; ++i)
     learners.push_back(
         spawn_child("learner " + std::to_string(i), {"mm-recv", std::to_string(i), cb, hb, to}));
+  // The same receivers behind mutual TLS (a throwaway CA in a temporary directory).
+  char tls_tmpl[] = "/tmp/dd-bench-transport-tls-XXXXXX";
+  if (::mkdtemp(tls_tmpl) == nullptr) throw std::runtime_error("mkdtemp failed");
+  const std::string tls_dir = tls_tmpl;
+  dd::actors::make_certs(
+      tls_dir, {{"syncer", {dd::actors::syncer_cert_name}}, {"learner-0", {"learner-0"}}});
+  auto syncer_tls = spawn_child("syncer (TLS)", {"mm-recv", "0", cb, hb, to, tls_dir});
+  std::vector<std::unique_ptr<child_proc>> learners_tls;
+  for (int i = 0; i < o.learners; ++i)
+    learners_tls.push_back(spawn_child("learner " + std::to_string(i) + " (TLS)",
+                                       {"mm-recv", std::to_string(i), cb, hb, to, tls_dir}));
   auto raw_a = spawn_child("raw A receiver", {"raw-a", cb});
   auto raw_a0 = spawn_child("raw A0 receiver", {"raw-a0", cb});
   auto raw_b = spawn_child("raw B receiver", {"raw-b"});
@@ -979,6 +1021,9 @@ int run_transfers(const options& o) {
   const auto raw_a_ready = child_ready(*raw_a);
   const auto raw_a0_ready = child_ready(*raw_a0);
   const auto raw_b_ready = child_ready(*raw_b);
+  const auto syncer_tls_ready = child_ready(*syncer_tls);
+  std::vector<ready_info> learner_tls_ready;
+  for (auto& l : learners_tls) learner_tls_ready.push_back(child_ready(*l));
   std::vector<uint16_t> fan_ports;
   for (auto& c : raw_fan) fan_ports.push_back(child_ready(*c).port);
 
@@ -1004,17 +1049,49 @@ int run_transfers(const options& o) {
   const std::vector<caf::actor> push_peer = {with_channel(syncer_ready.port)};
   std::vector<caf::actor> bcast_peers;
   for (const auto& r : learner_ready) bcast_peers.push_back(with_channel(r.port));
+  // Over TLS: a local TLS forwarder per receiver (as dd-node learner starts one per syncer
+  // address), CAF and the tensor channel dialing it on loopback.
+  auto tls_client = std::make_shared<dd::actors::tls_context>(
+      dd::actors::tls_files{tls_dir + "/learner-0.pem", tls_dir + "/learner-0.key",
+                            tls_dir + "/ca.pem"},
+      dd::actors::tls_context::side::client);
+  std::vector<std::unique_ptr<dd::actors::tls_tunnel>> tunnels;
+  auto with_tls = [&](uint16_t port) {
+    dd::actors::tls_tunnel::options to;
+    to.what = dd::actors::tls_tunnel::mode::originate;
+    to.target_port = port;
+    to.ctx = tls_client;
+    to.expect_peer_name = dd::actors::syncer_cert_name;
+    to.on_refused = [](const std::string& what) { std::fprintf(stderr, "%s\n", what.c_str()); };
+    tunnels.push_back(std::make_unique<dd::actors::tls_tunnel>(std::move(to)));
+    return with_channel(tunnels.back()->port());
+  };
+  const std::vector<caf::actor> push_tls_peer = {with_tls(syncer_tls_ready.port)};
+  std::vector<caf::actor> bcast_tls_peers;
+  for (const auto& r : learner_tls_ready) bcast_tls_peers.push_back(with_tls(r.port));
   const int fd_a = connect_loopback(raw_a_ready.port);
   const int fd_a0 = connect_loopback(raw_a0_ready.port);
   const int fd_b = connect_loopback(raw_b_ready.port);
   std::vector<int> fd_fan;
   for (uint16_t p : fan_ports) fd_fan.push_back(connect_loopback(p));
 
-  enum kind { push = 0, bcast, raw_a_k, raw_a0_k, raw_b_k, push_caf, raw_fan_k, kinds };
-  std::vector<double> mibps[kinds], ratio_a, ratio_b, ratio_a0, ratio_caf_a, ratio_bcast;
+  enum kind {
+    push = 0,
+    bcast,
+    raw_a_k,
+    raw_a0_k,
+    raw_b_k,
+    push_caf,
+    raw_fan_k,
+    push_tls,
+    bcast_tls,
+    kinds
+  };
+  std::vector<double> mibps[kinds], ratio_a, ratio_b, ratio_a0, ratio_caf_a, ratio_bcast,
+      ratio_push_tls, ratio_bcast_tls;
   uint64_t transfer = 0;
   for (int r = 0; r < o.warmup + o.repeats; ++r) {
-    double v[kinds] = {0, 0, 0, 0, 0, 0, 0};
+    double v[kinds] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     for (int j = 0; j < kinds; ++j) {
       const int k = (j + r) % kinds;  // rotate the order from round to round
       ++transfer;
@@ -1025,6 +1102,15 @@ int run_transfers(const options& o) {
                    as_messages(atoms::push_atom_v, encode_push(frag, transfer, o.chunk_bytes)),
                    window, route);
         hub->set_sending(true);
+      } else if (k == push_tls) {
+        s = run_mm(sys, push_tls_peer,
+                   as_messages(atoms::push_atom_v, encode_push(frag, transfer, o.chunk_bytes)),
+                   window, route);
+      } else if (k == bcast_tls) {
+        s = run_mm(
+            sys, bcast_tls_peers,
+            as_messages(atoms::broadcast_atom_v, encode_broadcast(frag, transfer, o.chunk_bytes)),
+            window, route);
       } else if (k == bcast) {
         s = run_mm(
             sys, bcast_peers,
@@ -1039,16 +1125,17 @@ int run_transfers(const options& o) {
       } else {
         s = run_raw_b(fd_b, frag_raw.data(), frag_raw.size());
       }
-      const double bytes =
-          static_cast<double>(frag_bytes) * (k == bcast || k == raw_fan_k ? o.learners : 1);
+      const double bytes = static_cast<double>(frag_bytes) *
+                           (k == bcast || k == raw_fan_k || k == bcast_tls ? o.learners : 1);
       v[k] = bytes / s / mib;
     }
     const bool measured = r >= o.warmup;
     std::printf(
         "  round %d%s: push %.0f | broadcast %.0f (aggregate) | raw A %.0f | raw A0 %.0f "
-        "| raw B %.0f | push, CAF only %.0f | raw broadcast %.0f (aggregate) MiB/s\n",
+        "| raw B %.0f | push, CAF only %.0f | raw broadcast %.0f (aggregate) | push TLS %.0f "
+        "| broadcast TLS %.0f MiB/s\n",
         measured ? r - o.warmup + 1 : r + 1, measured ? "" : " (warm-up)", v[push], v[bcast],
-        v[raw_a_k], v[raw_a0_k], v[raw_b_k], v[push_caf], v[raw_fan_k]);
+        v[raw_a_k], v[raw_a0_k], v[raw_b_k], v[push_caf], v[raw_fan_k], v[push_tls], v[bcast_tls]);
     std::fflush(stdout);
     if (!measured) continue;
     for (int k = 0; k < kinds; ++k) mibps[k].push_back(v[k]);
@@ -1057,6 +1144,8 @@ int run_transfers(const options& o) {
     ratio_a0.push_back(v[push] / v[raw_a0_k]);
     ratio_caf_a.push_back(v[push_caf] / v[raw_a_k]);
     ratio_bcast.push_back(v[bcast] / v[raw_fan_k]);
+    ratio_push_tls.push_back(v[push_tls] / v[push]);
+    ratio_bcast_tls.push_back(v[bcast_tls] / v[bcast]);
   }
 
   // Memory of every receiver after all transfers.
@@ -1075,6 +1164,7 @@ int run_transfers(const options& o) {
   for (int k = 0; k < kinds; ++k) med[k] = median(mibps[k]);
   const double ra = median(ratio_a), rb = median(ratio_b), ra0 = median(ratio_a0),
                rcaf = median(ratio_caf_a), rbc = median(ratio_bcast);
+  const double rpt = median(ratio_push_tls), rbt = median(ratio_bcast_tls);
   const double idle_mib = kb_to_mib(syncer_ready.idle.rss);
   const double peak_mib = kb_to_mib(syncer_mem->hwm);
   const double inflight_mib = 4.0 * static_cast<double>(o.chunk_bytes) * window / mib;
@@ -1101,6 +1191,10 @@ int run_transfers(const options& o) {
               med[bcast], per_round(mibps[bcast], "{:.0f}").c_str());
   std::printf("  %-52s %12.0f\n", "   ... per learner (fragment / broadcast time)",
               med[bcast] / o.learners);
+  std::printf("  %-52s %12.0f  %s\n", "   push over mutual TLS (TLS 1.3 forwarders)", med[push_tls],
+              per_round(mibps[push_tls], "{:.0f}").c_str());
+  std::printf("  %-52s %12.0f  %s\n", "   broadcast over mutual TLS (aggregate)", med[bcast_tls],
+              per_round(mibps[bcast_tls], "{:.0f}").c_str());
   std::printf("  %-52s %12.0f  %s\n", "3. raw TCP A: same chunks, same window, assembled",
               med[raw_a_k], per_round(mibps[raw_a_k], "{:.0f}").c_str());
   std::printf("  %-52s %12.0f  %s\n", "   raw TCP A0: as A, receiver drops frames unread",
@@ -1123,6 +1217,10 @@ int run_transfers(const options& o) {
               rcaf, per_round(ratio_caf_a, "{:.3f}").c_str());
   std::printf("  ratio broadcast / raw broadcast: %.3f (target >= 0.8: %s)   per round %s\n", rbc,
               rbc >= 0.8 ? "met" : "NOT met", per_round(ratio_bcast, "{:.3f}").c_str());
+  std::printf("  ratio push TLS / push: %.3f (aim >= 0.8: %s)   per round %s\n", rpt,
+              rpt >= 0.8 ? "met" : "NOT met", per_round(ratio_push_tls, "{:.3f}").c_str());
+  std::printf("  ratio broadcast TLS / broadcast: %.3f (aim >= 0.8: %s)   per round %s\n", rbt,
+              rbt >= 0.8 ? "met" : "NOT met", per_round(ratio_bcast_tls, "{:.3f}").c_str());
   std::printf(
       "  5. syncer memory: idle VmRSS %.1f MiB, peak VmHWM %.1f MiB (+%.1f MiB) over %d "
       "pushes\n",
@@ -1147,15 +1245,18 @@ int run_transfers(const options& o) {
       "\"raw_a0_mibps\":{:.1f},\"raw_b_mibps\":{:.1f},\"ratio_push_raw_a\":{:.4f},"
       "\"ratio_push_raw_a0\":{:.4f},\"ratio_push_raw_b\":{:.4f},\"push_caf_only_mibps\":{:.1f},"
       "\"ratio_push_caf_only_raw_a\":{:.4f},\"raw_broadcast_aggregate_mibps\":{:.1f},"
-      "\"ratio_broadcast_raw_broadcast\":{:.4f},"
+      "\"ratio_broadcast_raw_broadcast\":{:.4f},\"push_tls_mibps\":{:.1f},"
+      "\"broadcast_tls_aggregate_mibps\":{:.1f},\"ratio_push_tls_push\":{:.4f},"
+      "\"ratio_broadcast_tls_broadcast\":{:.4f},"
       "\"syncer_idle_rss_kb\":{},\"syncer_peak_hwm_kb\":{},\"target_kb\":{:.0f},"
       "\"target_holds\":{},\"target_with_fragment_kb\":{:.0f},\"target_with_fragment_holds\":{},"
       "\"learner_peak_hwm_kb\":{},\"raw_a_peak_hwm_kb\":{}}}",
       frag_bytes, o.chunk_bytes, n_chunks, window, o.learners, o.learners, o.repeats, o.warmup,
       o.heartbeat_s, o.connection_timeout_s, med[push], med[bcast], med[raw_a_k], med[raw_a0_k],
-      med[raw_b_k], ra, ra0, rb, med[push_caf], rcaf, med[raw_fan_k], rbc, syncer_ready.idle.rss,
-      syncer_mem->hwm, target_mib * 1024, peak_mib <= target_mib, target_frag_mib * 1024,
-      peak_mib <= target_frag_mib, learner_peak_kb, raw_a_mem->hwm);
+      med[raw_b_k], ra, ra0, rb, med[push_caf], rcaf, med[raw_fan_k], rbc, med[push_tls],
+      med[bcast_tls], rpt, rbt, syncer_ready.idle.rss, syncer_mem->hwm, target_mib * 1024,
+      peak_mib <= target_mib, target_frag_mib * 1024, peak_mib <= target_frag_mib, learner_peak_kb,
+      raw_a_mem->hwm);
   std::printf("%s\n", json.c_str());
   write_json(o.json_path, json);
 
@@ -1173,6 +1274,10 @@ int run_transfers(const options& o) {
   }
   child_quit(*syncer);
   for (auto& l : learners) child_quit(*l);
+  child_quit(*syncer_tls);
+  for (auto& l : learners_tls) child_quit(*l);
+  std::error_code ec;
+  std::filesystem::remove_all(tls_dir, ec);
   child_quit(*raw_a);
   child_quit(*raw_a0);
   child_quit(*raw_b);
