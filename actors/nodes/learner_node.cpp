@@ -1,38 +1,30 @@
-// actors/nodes/learner_node.cpp — see learner_node.hpp.
-//
-//   connecting --reachable + handshake--> described (run id, experiment)
-//     --data loaded, node_join accepted--> running (learner supervisor + learners)
-//     --monitor down--> syncer lost (learners keep stepping) --reconnected, same run--> running
-//     --every learner done / interrupted--> finished
+// actors/nodes/learner_node.cpp — see learner_node.hpp. The shell of a learner node: it sets
+// the node's services up and carries out what learner_node_core decides (its states:
+// learner_node_core.hpp), dialing the syncer through node_connector.
 #include "actors/nodes/learner_node.hpp"
 #include "actors/nodes/memory_check.hpp"
 
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netdb.h>
-#include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
-#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <type_traits>
+#include <variant>
 
 #include <fmt/format.h>
 #include <caf/all.hpp>
 #include <caf/io/all.hpp>
 
 #include "actors/link/atoms.hpp"
-#include "actors/link/join_auth.hpp"
 #include "actors/link/tensor_channel.hpp"
 #include "actors/nodes/job_runner.hpp"
+#include "actors/nodes/learner_node_core.hpp"
+#include "actors/nodes/node_connector.hpp"
 #include "actors/nodes/role_contexts.hpp"
 #include "actors/roles/supervisor.hpp"
 #include "actors/services/chaos_endpoint.hpp"
@@ -49,214 +41,12 @@ namespace dd::actors {
 
 namespace fs = std::filesystem;
 
-double join_backoff_s(int attempt, double base_s, double cap_s, double u01) {
-  const double raw = base_s * std::pow(2.0, std::min(attempt, 30));
-  return std::min(cap_s, std::min(cap_s, raw) * (1.0 + 0.4 * (u01 - 0.5)));
-}
-
-bool tcp_reachable(const std::string& host, uint16_t port, double timeout_s, std::string* why) {
-  auto fail = [&](std::string w) {
-    if (why != nullptr) *why = std::move(w);
-    return false;
-  };
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const std::string service = std::to_string(port);
-  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0)
-    return fail(fmt::format("cannot resolve '{}': {}", host, gai_strerror(rc)));
-  std::string last = "no address";
-  bool ok = false;
-  for (addrinfo* a = res; a != nullptr && !ok; a = a->ai_next) {
-    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
-    if (fd < 0) continue;
-    int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
-    if (rc == 0) {
-      ok = true;
-    } else if (errno == EINPROGRESS) {
-      pollfd p{fd, POLLOUT, 0};
-      rc = ::poll(&p, 1, static_cast<int>(timeout_s * 1000));
-      if (rc == 1) {
-        int err = 0;
-        socklen_t len = sizeof err;
-        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
-        if (err == 0)
-          ok = true;
-        else
-          last = std::strerror(err);
-      } else {
-        last = fmt::format("no answer within {:.1f} s", timeout_s);
-      }
-    } else {
-      last = std::strerror(errno);
-    }
-    ::close(fd);
-  }
-  ::freeaddrinfo(res);
-  if (!ok) return fail(fmt::format("{}:{}: {}", host, port, last));
-  return true;
-}
-
-int shutdown_connections_to(const std::vector<std::pair<std::string, uint16_t>>& peers) {
-  std::vector<sockaddr_storage> want;
-  for (const auto& [host, port] : peers) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) continue;
-    for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
-      sockaddr_storage s{};
-      std::memcpy(&s, a->ai_addr, std::min<size_t>(a->ai_addrlen, sizeof s));
-      want.push_back(s);
-    }
-    ::freeaddrinfo(res);
-  }
-  auto same = [](const sockaddr_storage& a, const sockaddr_storage& b) {
-    if (a.ss_family != b.ss_family) return false;
-    if (a.ss_family == AF_INET) {
-      const auto& x = reinterpret_cast<const sockaddr_in&>(a);
-      const auto& y = reinterpret_cast<const sockaddr_in&>(b);
-      return x.sin_port == y.sin_port && x.sin_addr.s_addr == y.sin_addr.s_addr;
-    }
-    if (a.ss_family == AF_INET6) {
-      const auto& x = reinterpret_cast<const sockaddr_in6&>(a);
-      const auto& y = reinterpret_cast<const sockaddr_in6&>(b);
-      return x.sin6_port == y.sin6_port &&
-             std::memcmp(&x.sin6_addr, &y.sin6_addr, sizeof x.sin6_addr) == 0;
-    }
-    return false;
-  };
-  int n = 0;
-  std::error_code ec;
-  for (const auto& entry : fs::directory_iterator("/proc/self/fd", ec)) {
-    int fd = -1;
-    try {
-      fd = std::stoi(entry.path().filename().string());
-    } catch (const std::exception&) {
-      continue;
-    }
-    int type = 0;
-    socklen_t tlen = sizeof type;
-    if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0 || type != SOCK_STREAM) continue;
-    sockaddr_storage peer{};
-    socklen_t plen = sizeof peer;
-    if (::getpeername(fd, reinterpret_cast<sockaddr*>(&peer), &plen) != 0) continue;
-    for (const auto& w : want)
-      if (same(peer, w)) {
-        if (::shutdown(fd, SHUT_RDWR) == 0) ++n;
-        break;
-      }
-  }
-  return n;
-}
-
 namespace {
 
 std::string host_name() {
   char buf[256] = {0};
   if (::gethostname(buf, sizeof buf - 1) != 0) return "localhost";
   return buf;
-}
-
-/// CAF's remote lookup on its own thread, bounded by `timeout_s` (CAF's own connect has no
-/// deadline). A lookup that times out is abandoned on its thread.
-std::optional<monitor_hdl> lookup(caf::actor_system& sys, const std::string& host, uint16_t port,
-                                  double timeout_s, std::string* why) {
-  if (!tcp_reachable(host, port, timeout_s, why)) return std::nullopt;
-  struct slot {
-    std::mutex m;
-    std::optional<caf::expected<monitor_hdl>> result;
-  };
-  auto s = std::make_shared<slot>();
-  auto done = std::make_shared<std::promise<void>>();
-  auto fut = done->get_future();
-  std::thread([&sys, host, port, s, done] {
-    auto r = sys.middleman().remote_actor<monitor_hdl>(host, port);
-    {
-      std::lock_guard<std::mutex> g(s->m);
-      s->result.emplace(std::move(r));
-    }
-    done->set_value();
-  }).detach();
-  if (fut.wait_for(std::chrono::duration<double>(timeout_s)) != std::future_status::ready) {
-    if (why != nullptr)
-      *why = fmt::format("{}:{}: no CAF handshake within {:.1f} s", host, port, timeout_s);
-    return std::nullopt;
-  }
-  std::lock_guard<std::mutex> g(s->m);
-  if (!*s->result) {
-    if (why != nullptr) *why = fmt::format("{}:{}: {}", host, port, sys.render(s->result->error()));
-    return std::nullopt;
-  }
-  return **s->result;
-}
-
-/// One node_join round trip; nullopt (with `why`) when the monitor did not answer in time
-/// (`*timed_out` set, when given), answered with an error or with bytes that do not decode.
-std::optional<node_join_reply> handshake_once(caf::scoped_actor& self, const monitor_hdl& monitor,
-                                              const node_join& req, double timeout_s,
-                                              std::string* why, bool* timed_out) {
-  std::optional<node_join_reply> out;
-  // The reply is decoded under the run its own envelope names: a syncer of another run answers
-  // with a refusal (otherRun) stamped with its own run id, and that refusal must be read, not
-  // discarded as undecodable (a node of another run once retried it for ever, in a busy loop
-  // on its first handshake, and an old node facing a fresh syncer backed off for ever instead of
-  // exiting 3). A node's first handshake names no run (req.run_id empty) and takes the run the
-  // reply names; a later one answered by another run is refused here whatever the reply says.
-  self->request(monitor, std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000)),
-                atoms::node_join_atom_v, encode(req, {req.run_id, 0}))
-      .receive(
-          [&](const std::vector<uint8_t>& bytes) {
-            const auto header = peek_envelope(bytes);
-            envelope_expect expect{header ? header->run_id : req.run_id, 0};
-            auto rep = decode_node_join_reply(bytes, {}, expect);
-            if (!rep) {
-              *why = "undecodable node_join_reply: " + rep.error().message;
-              return;
-            }
-            if (!req.run_id.empty() && expect.run_id != req.run_id) {
-              if (rep->accepted || rep->refusal == node_refusal::none) {
-                rep->accepted = false;
-                rep->refusal = node_refusal::other_run;
-                rep->reason = fmt::format("the syncer runs run '{}', this node belongs to run '{}'",
-                                          expect.run_id, req.run_id);
-              }
-            }
-            out = std::move(*rep);
-          },
-          [&](caf::error& err) {
-            *why = "handshake failed: " + self->system().render(err);
-            if (timed_out != nullptr) *timed_out = err == caf::sec::request_timeout;
-          });
-  return out;
-}
-
-/// One node handshake: node_join_once, and when the syncer answers with a join token challenge
-/// (node_refusal::auth_challenge), the same request again with the proof over it
-/// (actors/link/join_auth.hpp). A node without a token sends it back unproven and gets an
-/// `unauthorized` reply naming what it lacks.
-std::optional<node_join_reply> handshake(caf::scoped_actor& self, const monitor_hdl& monitor,
-                                         const node_join& req, const std::string& token,
-                                         double timeout_s, std::string* why,
-                                         bool* timed_out = nullptr) {
-  auto rep = handshake_once(self, monitor, req, timeout_s, why, timed_out);
-  if (!rep || rep->refusal != node_refusal::auth_challenge) return rep;
-  node_join proven = req;
-  proven.challenge = rep->challenge;
-  if (!token.empty())
-    proven.proof = join_proof(
-        token, node_join_purpose,
-        node_join_context(rep->run_id, req.node_name, caf::to_string(self->system().node()),
-                          req.learner_ids, req.learner_count, rep->challenge));
-  // Without a token the request goes back unproven: the syncer logs the refusal too.
-  auto answer = handshake_once(self, monitor, proven, timeout_s, why, timed_out);
-  if (answer && token.empty() && answer->refusal == node_refusal::unauthorized)
-    answer->reason =
-        "the syncer asks for the run's join token and this node has none: give "
-        "--join-token-file FILE or set DD_JOIN_TOKEN";
-  return answer;
 }
 
 /// Inner steps of every learner of this node, {"id": step} (syncer_lost / syncer_back events).
@@ -266,76 +56,19 @@ nlohmann::json learner_steps(const run_log& log) {
   return out;
 }
 
-}  // namespace
-
-bool lookup_error_leaves_stale_connection(const std::string& error) {
-  return error.find("disconnect_during_handshake") != std::string::npos ||
-         error.find("unexpected_actor_messaging_interface") != std::string::npos;
+/// What a handshake's reply (or its absence, with `why`) came to, for learner_node_core.
+handshake_outcome outcome_of(const std::optional<node_join_reply>& rep, const std::string& why,
+                             bool unanswered = false, bool dead_handle = false) {
+  if (!rep) return handshake_outcome::failed(why, unanswered, dead_handle);
+  if (!rep->accepted) return handshake_outcome::refused(rep->refusal, rep->reason);
+  return handshake_outcome::accepted(rep->run_id);
 }
 
-bool refusal_is_retried(node_refusal r) {
-  return r == node_refusal::no_free_learner || r == node_refusal::bad_request;
+void say(const node_do::say& x) {
+  std::FILE* to = x.err ? stderr : stdout;
+  std::fprintf(to, "%s\n", x.line.c_str());
+  std::fflush(to);
 }
-
-namespace {
-
-int refusal_status(node_refusal r) {
-  switch (r) {
-    case node_refusal::other_run: return node_exit_other_run;
-    case node_refusal::protocol_version: return node_exit_protocol;
-    case node_refusal::data_mismatch: return node_exit_data_mismatch;
-    case node_refusal::run_finished: return node_exit_ok;
-    case node_refusal::bad_request: return node_exit_usage;
-    case node_refusal::unauthorized: return node_exit_unauthorized;
-    case node_refusal::auth_challenge:
-    case node_refusal::none:
-    case node_refusal::no_free_learner: return node_exit_failure;
-  }
-  return node_exit_failure;
-}
-
-struct connector {
-  const learner_node_options& o;
-  std::string name;  ///< the node's name, in its messages
-  caf::actor_system& sys;
-  rng jitter;
-  size_t next = 0;
-  int attempt = 0;
-  double next_try_s = 0.0;  ///< steady seconds
-  std::string last_error;
-  double deadline_at = 0.0;                    ///< steady seconds of --join-deadline (0 = none)
-  std::pair<std::string, uint16_t> last_addr;  ///< the address of the latest attempt
-
-  static double now_s() {
-    using namespace std::chrono;
-    return duration<double>(steady_clock::now().time_since_epoch()).count();
-  }
-  /// One attempt when its time has come; the monitor or nullopt.
-  std::optional<monitor_hdl> try_once() {
-    if (now_s() < next_try_s) return std::nullopt;
-    const auto& [host, port] = o.join[next % o.join.size()];
-    last_addr = {host, port};
-    ++next;
-    // An attempt never runs past --join-deadline.
-    double timeout = o.connect_timeout_s;
-    if (deadline_at > 0) timeout = std::max(0.05, std::min(timeout, deadline_at - now_s()));
-    auto m = lookup(sys, host, port, timeout, &last_error);
-    if (m) return m;  // `attempt` restarts once the handshake is accepted
-    failed(last_error);
-    return std::nullopt;
-  }
-  /// Counts a failed attempt (the lookup, or the handshake after it): the next one waits a
-  /// backoff step.
-  void failed(const std::string& why) {
-    last_error = why;
-    const double wait =
-        join_backoff_s(attempt++, o.backoff_base_s, o.backoff_cap_s, jitter.uniform());
-    next_try_s = now_s() + wait;
-    std::fprintf(stderr, "dd-node learner %s: syncer not reachable (%s); next attempt in %.1f s\n",
-                 name.c_str(), last_error.c_str(), wait);
-    std::fflush(stderr);
-  }
-};
 
 }  // namespace
 
@@ -356,39 +89,54 @@ int run_learner_node(const learner_node_options& o) {
   node_config cfg(o.transport);
   caf::actor_system sys{cfg};
   caf::scoped_actor self{sys};
-  connector conn{o, name, sys, rng(seed), 0, 0, 0.0, {}, 0.0, {}};
-  const double t0 = connector::now_s();
+  node_connector conn(o.join, name, sys, o.backoff_base_s, o.backoff_cap_s, o.connect_timeout_s,
+                      seed);
+  const double t0 = node_connector::now_s();
   if (o.join_deadline_s > 0) conn.deadline_at = t0 + o.join_deadline_s;
+  learner_node_core core({name, o.join_deadline_s, o.progress_every_s, t0});
   auto interrupted = [&] { return o.interrupt != nullptr && o.interrupt->load() != 0; };
-  auto past_deadline = [&] {
-    return o.join_deadline_s > 0 && connector::now_s() - t0 > o.join_deadline_s;
+  // Carries out the actions of the startup (before any learner runs); the exit status when one
+  // of them ends the node.
+  auto starting = [&](const node_actions& actions) -> std::optional<int> {
+    std::optional<int> exit_status;
+    for (const auto& a : actions) {
+      if (exit_status) break;
+      std::visit(
+          [&](const auto& x) {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, node_do::backoff>) {
+              conn.failed(x.why);
+            } else if constexpr (std::is_same_v<T, node_do::set_deadline>) {
+              conn.deadline_at = x.deadline_at;
+              if (x.reset_attempts) conn.attempt = 0;
+            } else if constexpr (std::is_same_v<T, node_do::drop_connections>) {
+              conn.drop_connections(x.why);
+            } else if constexpr (std::is_same_v<T, node_do::say>) {
+              say(x);
+            } else if constexpr (std::is_same_v<T, node_do::wait>) {
+              std::this_thread::sleep_for(std::chrono::duration<double>(x.seconds));
+            } else if constexpr (std::is_same_v<T, node_do::exit_node>) {
+              exit_status = x.status;
+            }
+          },
+          a);
+    }
+    return exit_status;
   };
 
   // 1. Reach the monitor and learn the run.
   std::string run_id = o.run_id;
   monitor_hdl monitor;
   node_join_reply described;
-  while (true) {
-    if (interrupted()) return node_exit_interrupted;
-    if (past_deadline()) {
-      std::fprintf(stderr,
-                   "dd-node learner: no syncer reached within --join-deadline %.0f s (last: %s)\n",
-                   o.join_deadline_s, conn.last_error.c_str());
-      return node_exit_deadline;
-    }
+  while (core.state() == learner_node_state::connecting) {
+    if (auto s = starting(
+            core.on_startup_check(node_connector::now_s(), interrupted(), conn.last_error)))
+      return *s;
     const int attempts_before = conn.attempt;
     auto m = conn.try_once();
     if (!m) {
-      if (conn.attempt != attempts_before &&
-          lookup_error_leaves_stale_connection(conn.last_error)) {
-        // Said only when there was one to shut down (a syncer that died mid-handshake leaves
-        // none, and "0 connections shut down" read like a failure).
-        if (const int n = shutdown_connections_to(o.join); n > 0) {
-          std::fprintf(stderr, "dd-node learner %s: %d connection%s to the syncer shut down (%s)\n",
-                       name.c_str(), n, n == 1 ? "" : "s", conn.last_error.c_str());
-          std::fflush(stderr);
-        }
-      }
+      if (conn.attempt != attempts_before)
+        if (auto s = starting(core.on_startup_lookup_failed(conn.last_error))) return *s;
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
       continue;
     }
@@ -398,28 +146,12 @@ int run_learner_node(const learner_node_options& o) {
     ask.host = host;
     ask.learner_count = 0;  // describe only
     std::string why;
-    auto rep = handshake(self, *m, ask, o.join_token, 10.0, &why);
-    if (!rep) {
-      // A failed handshake is a failed attempt: the next one waits its backoff step (it was
-      // retried at once, thousands of times a second against a syncer whose answers it could
-      // not read).
-      conn.failed(why);
-      continue;
+    auto rep = node_handshake(self, *m, ask, o.join_token, 10.0, &why);
+    if (auto s = starting(core.on_described(outcome_of(rep, why)))) return *s;
+    if (rep && rep->accepted) {
+      monitor = *m;
+      described = std::move(*rep);
     }
-    if (!rep->accepted) {
-      std::fprintf(stderr, "dd-node learner: refused by the syncer (%s): %s\n",
-                   std::string(to_string(rep->refusal)).c_str(), rep->reason.c_str());
-      if (refusal_is_retried(rep->refusal)) {
-        conn.failed(rep->reason);
-        continue;
-      }
-      return refusal_status(rep->refusal);
-    }
-    monitor = *m;
-    described = std::move(*rep);
-    conn.deadline_at = 0.0;
-    conn.attempt = 0;
-    break;
   }
   run_id = described.run_id;
 
@@ -480,30 +212,16 @@ int run_learner_node(const learner_node_options& o) {
   req.learner_count = static_cast<uint32_t>(std::max(1, o.learners));
   std::vector<int32_t> ids;
   while (true) {
-    if (interrupted()) return node_exit_interrupted;
+    if (auto s = starting(
+            core.on_startup_check(node_connector::now_s(), interrupted(), conn.last_error)))
+      return *s;
     std::string why;
-    auto rep = handshake(self, monitor, req, o.join_token, 10.0, &why);
+    auto rep = node_handshake(self, monitor, req, o.join_token, 10.0, &why);
     if (rep && rep->accepted) {
       ids = rep->learner_ids;
       break;
     }
-    if (rep && !refusal_is_retried(rep->refusal)) {
-      std::fprintf(stderr, "dd-node learner: refused by the syncer (%s): %s\n",
-                   std::string(to_string(rep->refusal)).c_str(), rep->reason.c_str());
-      if (rep->refusal == node_refusal::run_finished)
-        std::printf("dd-node learner %s: nothing to do, the run is over\n", name.c_str());
-      return refusal_status(rep->refusal);
-    }
-    if (past_deadline()) {
-      std::fprintf(stderr,
-                   "dd-node learner: no learner id given within --join-deadline %.0f s (last: "
-                   "%s)\n",
-                   o.join_deadline_s, rep ? rep->reason.c_str() : why.c_str());
-      return node_exit_deadline;
-    }
-    std::fprintf(stderr, "dd-node learner: %s; asking again in 2 s\n",
-                 rep ? rep->reason.c_str() : why.c_str());
-    std::this_thread::sleep_for(std::chrono::seconds(2));
+    if (auto s = starting(core.on_ids(outcome_of(rep, why), node_connector::now_s()))) return *s;
   }
 
   // 4. Node services and the learners.
@@ -710,49 +428,75 @@ int run_learner_node(const learner_node_options& o) {
   self->monitor(monitor);
 
   // 5. Run until every learner is done; reconnect when the syncer is lost.
-  // A connection whose proxies are dead but which CAF keeps is shut down, so the next lookup
-  // connects afresh (shutdown_connections_to).
-  auto drop_connections = [&](const std::string& why) {
-    const int n = shutdown_connections_to(o.join);
-    log->emit("syncer_connection_dropped", {{"sockets", n}, {"why", why}});
-    if (n > 0) {
-      std::fprintf(stderr, "dd-node learner %s: %d connection%s to the syncer shut down (%s)\n",
-                   name.c_str(), n, n == 1 ? "" : "s", why.c_str());
-      std::fflush(stderr);
-    }
+  core.on_started(node_connector::now_s());
+  std::optional<monitor_hdl> reached;  // the monitor of the rejoin being carried out
+  auto carry_out = [&](node_actions actions) {
+    for (auto& a : actions)
+      std::visit(
+          [&](auto& x) {
+            using T = std::decay_t<decltype(x)>;
+            if constexpr (std::is_same_v<T, node_do::backoff>) {
+              conn.failed(x.why);
+            } else if constexpr (std::is_same_v<T, node_do::retry_at_once>) {
+              conn.last_error = x.why;
+            } else if constexpr (std::is_same_v<T, node_do::set_deadline>) {
+              conn.deadline_at = x.deadline_at;
+              if (x.reset_attempts) conn.attempt = 0;
+            } else if constexpr (std::is_same_v<T, node_do::drop_connections>) {
+              // A connection whose proxies are dead but which CAF keeps is shut down, so the
+              // next lookup connects afresh (shutdown_connections_to).
+              const int n = conn.drop_connections(x.why);
+              if (x.log_event)
+                log->emit("syncer_connection_dropped", {{"sockets", n}, {"why", x.why}});
+            } else if constexpr (std::is_same_v<T, node_do::close_channels>) {
+              channels->close_all(x.why);
+            } else if constexpr (std::is_same_v<T, node_do::open_channel>) {
+              open_channel();
+            } else if constexpr (std::is_same_v<T, node_do::adopt_monitor>) {
+              monitor = *reached;
+              {
+                std::lock_guard<std::mutex> g(current->first);
+                current->second = monitor;
+              }
+              self->monitor(monitor);
+            } else if constexpr (std::is_same_v<T, node_do::rejoin_learners>) {
+              self->send(sup, atoms::syncer_atom_v, monitor);
+            } else if constexpr (std::is_same_v<T, node_do::stop_learners>) {
+              self->send(sup, atoms::stop_atom_v);
+            } else if constexpr (std::is_same_v<T, node_do::emit>) {
+              if (x.with_steps) x.fields["steps"] = learner_steps(*log);
+              log->emit(x.event, std::move(x.fields));
+            } else if constexpr (std::is_same_v<T, node_do::say>) {
+              say(x);
+            } else if constexpr (std::is_same_v<T, node_do::flush_events>) {
+              flush_events(false);
+            } else if constexpr (std::is_same_v<T, node_do::progress>) {
+              const auto snap = log->snapshot();
+              bool any_finished = false;
+              for (const auto& [id, l] : snap.learners) any_finished = any_finished || l.finished;
+              std::printf("%s%s\n", node_progress_line(snap, node_connector::now_s() - t0).c_str(),
+                          (any_finished ? x.suffix_if_finished : x.suffix).c_str());
+              std::fflush(stdout);
+            } else {
+              static_assert(
+                  std::is_same_v<T, node_do::wait> || std::is_same_v<T, node_do::exit_node>,
+                  "every action of the main loop is carried out");
+            }
+          },
+          a);
   };
-  bool lost = false;
-  // The backoff step (conn.attempt) whose failed handshake was already retried at once.
-  int handshake_retried_at = -1;
-  bool stop_sent = false;
-  int status = node_exit_ok;
-  bool done = false;
-  double last_progress = connector::now_s();
-  double last_flush = last_progress;
-  double last_outage_sample = 0.0;
-  while (!done) {
-    self->receive([&](atoms::children_done_atom, child_kind) { done = true; },
-                  [&](atoms::child_given_up_atom, child_kind, int32_t, const std::string&) {},
-                  [&](caf::down_msg& dm) {
-                    if (dm.source != monitor.address()) return;
-                    lost = true;
-                    channels->close_all("the syncer was lost");
-                    last_outage_sample = connector::now_s();  // syncer_lost is the first sample
-                    if (dm.reason != caf::exit_reason::remote_link_unreachable)
-                      drop_connections(sys.render(dm.reason));
-                    if (o.join_deadline_s > 0)
-                      conn.deadline_at = connector::now_s() + o.join_deadline_s;
-                    log->emit("syncer_lost",
-                              {{"reason", sys.render(dm.reason)}, {"steps", learner_steps(*log)}});
-                    std::fprintf(
-                        stderr,
-                        "dd-node learner %s: lost the syncer (%s); learners keep stepping, "
-                        "reconnecting\n",
-                        name.c_str(), sys.render(dm.reason).c_str());
-                    std::fflush(stderr);
-                  },
-                  caf::after(std::chrono::milliseconds(250)) >> [&] {});
-    if (done) break;
+  while (core.state() != learner_node_state::finished) {
+    self->receive(
+        [&](atoms::children_done_atom, child_kind) { carry_out(core.on_children_done()); },
+        [&](atoms::child_given_up_atom, child_kind, int32_t, const std::string&) {},
+        [&](caf::down_msg& dm) {
+          if (dm.source != monitor.address()) return;
+          carry_out(core.on_monitor_down(sys.render(dm.reason),
+                                         dm.reason == caf::exit_reason::remote_link_unreachable,
+                                         node_connector::now_s()));
+        },
+        caf::after(std::chrono::milliseconds(250)) >> [&] {});
+    if (core.state() == learner_node_state::finished) break;
     if (http.metrics) http.metrics->sample();
     {
       std::string why;
@@ -761,152 +505,49 @@ int run_learner_node(const learner_node_options& o) {
         if (channel_lost->lost) why = channel_lost->why;
         channel_lost->lost = false;
       }
-      if (!why.empty() && !lost) drop_connections(why);
+      carry_out(core.on_channel_lost(why));
     }
-    if (interrupted() && !stop_sent) {
-      stop_sent = true;
-      status = 128 + o.interrupt->load();
-      std::fprintf(stderr,
-                   "dd-node learner %s: signal received, learners stop at their next step\n",
-                   name.c_str());
-      self->send(sup, atoms::stop_atom_v);
-    }
-    if (lost && !stop_sent && conn.deadline_at > 0 && connector::now_s() > conn.deadline_at) {
-      std::fprintf(stderr,
-                   "dd-node learner %s: the syncer stayed unreachable for --join-deadline %.0f s "
-                   "(last: %s); stopping the learners\n",
-                   name.c_str(), o.join_deadline_s, conn.last_error.c_str());
-      status = node_exit_deadline;
-      stop_sent = true;
-      self->send(sup, atoms::stop_atom_v);
-    }
-    if (lost && !stop_sent) {
+    if (interrupted()) carry_out(core.on_interrupt(o.interrupt->load()));
+    carry_out(core.on_deadline_check(node_connector::now_s(), conn.last_error));
+    if (core.wants_rejoin()) {
       const int attempts_before = conn.attempt;
-      const double tried_at = connector::now_s();
-      auto m = conn.try_once();
-      if (!m && conn.attempt != attempts_before) {
-        log->emit("rejoin_attempt", {{"stage", "connect"},
-                                     {"error", conn.last_error},
-                                     {"took_s", connector::now_s() - tried_at}});
-        if (lookup_error_leaves_stale_connection(conn.last_error))
-          drop_connections(conn.last_error);
-      }
-      if (m) {
+      const double tried_at = node_connector::now_s();
+      reached = conn.try_once();
+      if (!reached && conn.attempt != attempts_before)
+        carry_out(
+            core.on_rejoin_lookup_failed(conn.last_error, node_connector::now_s() - tried_at));
+      if (reached) {
         node_join again = req;
         again.learner_ids = ids;
         std::string why;
-        // CAF drops a message to a dead proxy without an answer (one handed back for the lost
-        // connection would only time out), and a live syncer answers in milliseconds: a dead
-        // handle fails at once, an unanswered handshake after the connect timeout (not a 10 s
-        // wait); either is a failed attempt (backoff), and a dead handle makes the node shut its
-        // sockets to the syncer down. An unanswered one was sent to a syncer just reached, so
-        // it is first retried at once on a fresh connection (sockets shut down): its reply may
-        // have been lost with a connection that dropped again under load, or sent by the
-        // syncer's middleman down a stale route to this node. Once per backoff step: a second
-        // one in a row is a failed attempt.
+        // CAF drops a message to a dead proxy without an answer: a handle already down is not
+        // asked, a live syncer answers within the connect timeout.
         std::optional<node_join_reply> rep;
         bool unanswered = false;
-        auto* target = caf::actor_cast<caf::abstract_actor*>(*m);
+        auto* target = caf::actor_cast<caf::abstract_actor*>(*reached);
         const bool dead_handle =
             target != nullptr && target->getf(caf::abstract_actor::is_terminated_flag);
         if (dead_handle)
           why = "the syncer's handle is already down";
         else
-          rep = handshake(self, *m, again, o.join_token, std::max(1.0, o.connect_timeout_s), &why,
-                          &unanswered);
-        if (!rep) {
-          const bool at_once = unanswered && handshake_retried_at != conn.attempt;
-          log->emit("rejoin_attempt", {{"stage", "handshake"},
-                                       {"error", why},
-                                       {"took_s", connector::now_s() - tried_at},
-                                       {"retry_at_once", at_once}});
-          if (dead_handle || at_once) drop_connections(why);
-          if (at_once) {
-            handshake_retried_at = conn.attempt;
-            conn.last_error = why;
-          } else {
-            conn.failed(why);
-          }
-        }
-        if (rep && rep->accepted) {
-          monitor = *m;
-          {
-            std::lock_guard<std::mutex> g(current->first);
-            current->second = monitor;
-          }
-          self->monitor(monitor);
-          lost = false;
-          open_channel();
-          conn.deadline_at = 0.0;
-          conn.attempt = 0;
-          handshake_retried_at = -1;
-          log->emit("syncer_back", {{"run_id", rep->run_id}, {"steps", learner_steps(*log)}});
-          std::printf("dd-node learner %s: syncer back; learners rejoin\n", name.c_str());
-          std::fflush(stdout);
-          self->send(sup, atoms::syncer_atom_v, monitor);
-        } else if (!rep) {
-          std::fprintf(stderr, "dd-node learner %s: rejoin handshake failed (%s)%s\n", name.c_str(),
-                       why.c_str(),
-                       handshake_retried_at == conn.attempt ? "; retrying at once" : "");
-          std::fflush(stderr);
-        } else {
-          std::fprintf(stderr, "dd-node learner %s: refused by the syncer (%s): %s\n", name.c_str(),
-                       std::string(to_string(rep->refusal)).c_str(), rep->reason.c_str());
-          if (refusal_is_retried(rep->refusal)) {
-            conn.failed(rep->reason);  // the next attempt after a backoff step
-          } else {
-            status = refusal_status(rep->refusal);
-            stop_sent = true;
-            self->send(sup, atoms::stop_atom_v);
-          }
-        }
+          rep = node_handshake(self, *reached, again, o.join_token,
+                               std::max(1.0, o.connect_timeout_s), &why, &unanswered);
+        carry_out(core.on_rejoin(outcome_of(rep, why, unanswered, dead_handle), conn.attempt,
+                                 node_connector::now_s() - tried_at));
       }
     }
     log->retry_pending();
-    if (!stop_sent && log->failing_for_s() > exp.checkpoint.max_failing_seconds) {
-      std::fprintf(stderr,
-                   "dd-node learner %s: writes kept failing for %.0f s "
-                   "(checkpoint.max_failing_seconds = %g): %s; stopping the learners\n",
-                   name.c_str(), log->failing_for_s(), exp.checkpoint.max_failing_seconds,
-                   log->failing_files().c_str());
-      std::fflush(stderr);
-      status = node_exit_failure;
-      stop_sent = true;
-      self->send(sup, atoms::stop_atom_v);
-    }
-    const double t = connector::now_s();
-    if (!lost && t - last_flush >= 1.0) {
-      flush_events(false);
-      last_flush = t;
-    }
-    // While the syncer is away it records no heartbeat rows: the node samples its learners'
-    // steps once a second (forwarded with the other buffered events after the rejoin), so
-    // `dd-chaos report` sees who stepped during the outage.
-    if (lost && !stop_sent && t - last_outage_sample >= 1.0) {
-      log->emit("outage_steps", {{"steps", learner_steps(*log)}});
-      last_outage_sample = t;
-    }
-    if (o.progress_every_s > 0 && t - last_progress >= o.progress_every_s) {
-      const auto snap = log->snapshot();
-      bool any_finished = false;
-      for (const auto& [id, l] : snap.learners) any_finished = any_finished || l.finished;
-      // A learner shown "left" while the syncer is away has not left yet: its leave waits.
-      std::printf("%s%s\n", node_progress_line(snap, t - t0).c_str(),
-                  !lost          ? ""
-                  : any_finished ? " | syncer lost (finished learners leave once it is back)"
-                                 : " | syncer lost");
-      std::fflush(stdout);
-      last_progress = t;
-    }
+    carry_out(core.on_writes_failing(log->failing_for_s(), exp.checkpoint.max_failing_seconds,
+                                     log->failing_files()));
+    carry_out(core.on_timers(node_connector::now_s()));
   }
   // Closed before node_done and the last forward, so the syncer's copy of this node's events
   // has the channel's end and its frame counts too.
   channels->close_all("the node is stopping");
   if (http.metrics) http.metrics->set_ending();
-  const auto snap = log->snapshot();
-  if (!snap.learners_given_up.empty() && status == node_exit_ok) status = node_exit_failure;
+  const int status = core.finish(!log->snapshot().learners_given_up.empty());
   log->emit("node_done", {{"node", name}, {"status", status}, {"events_dropped", fwd->dropped}});
-  if (!lost) flush_events(true);
+  if (!core.syncer_lost()) flush_events(true);
   std::printf("dd-node learner %s: done (exit %d)\n", name.c_str(), status);
   std::fflush(stdout);
   self->send_exit(sup, caf::exit_reason::user_shutdown);

@@ -25,6 +25,7 @@
 //   second, forwarded with its other buffered events after the rejoin (dd-chaos report);
 // - refused at the handshake: exits with the status of the refusal (below), after printing the
 //   monitor's reason; `run_finished` is a clean exit (0).
+// Its states and decisions: learner_node_core.hpp; dialing the syncer: node_connector.hpp.
 // Thread: call from main(); returns the process exit status.
 #pragma once
 
@@ -38,23 +39,12 @@
 #include <caf/local_actor.hpp>
 
 #include "actors/link/protocol.hpp"
+#include "actors/nodes/learner_node_core.hpp"
 #include "actors/nodes/node_config.hpp"
+#include "actors/nodes/node_connector.hpp"
 #include "messages/control.hpp"
 
 namespace dd::actors {
-
-/// Exit statuses of a learner node (documented in `dd-node learner --help` and docs/operating.md).
-enum learner_node_exit : int {
-  node_exit_ok = 0,             ///< every learner finished, or the run was already over
-  node_exit_failure = 1,        ///< a runtime failure (a learner given up, bad experiment)
-  node_exit_usage = 2,          ///< bad flags
-  node_exit_other_run = 3,      ///< the syncer runs another run (run id differs)
-  node_exit_protocol = 4,       ///< the syncer speaks another protocol version
-  node_exit_data_mismatch = 5,  ///< this node's data differs from the syncer's
-  node_exit_deadline = 6,       ///< no syncer reached (or no learner id free) by --join-deadline
-  node_exit_unauthorized = 7,   ///< the syncer refused this node's join token (or it has none)
-  node_exit_interrupted = 130,  ///< SIGINT (143 SIGTERM): learners stopped and left
-};
 
 /// Flags of `dd-node learner`.
 struct learner_node_options {
@@ -121,46 +111,8 @@ struct learner_node_options {
   const std::atomic<int>* interrupt = nullptr;
 };
 
-/// Whether a node whose handshake the syncer refused for `r` asks again (after a backoff step)
-/// instead of exiting with refusal_status: `no_free_learner` (ids may free up) and `bad_request`
-/// (the syncer could not decode the node_join; this node encodes well-formed requests, so the
-/// bytes were damaged on the way — a link that corrupts, e.g. `dd-chaos net corrupt` — and the
-/// node once exited 2, "bad flags", leaving its learners out of the rest of the run). Every
-/// other refusal is final.
-bool refusal_is_retried(dd::node_refusal r);
-
-/// Whether a failed remote lookup of the syncer's monitor (its error text) can have left CAF
-/// holding a connection to the syncer that every later lookup reuses, so the node must shut its
-/// sockets to the syncer down (shutdown_connections_to) before the next attempt:
-/// `disconnect_during_handshake` (CAF refuses a second connection to a node it is still
-/// connected to) and `unexpected_actor_messaging_interface` (the handshake's interface
-/// signatures did not match monitor_hdl; with the same app identifier, i.e. protocol version,
-/// they were damaged on the way, and CAF's middleman caches that handshake per host and port for
-/// as long as its connection lives: a node once failed every rejoin for the rest of the run on
-/// one damaged handshake).
-bool lookup_error_leaves_stale_connection(const std::string& error);
-
 /// Runs the learner node to the end of the run; returns its exit status (learner_node_exit).
 int run_learner_node(const learner_node_options& options);
-
-/// Backoff before connection attempt `attempt` (0-based): min(cap, min(cap, base × 2^attempt) ×
-/// (1 + j)) with j uniform in [−0.2, 0.2] drawn from `u01` in [0, 1): never above the cap.
-/// Seconds.
-double join_backoff_s(int attempt, double base_s, double cap_s, double u01);
-
-/// True when a TCP connection to host:port is accepted within `timeout_s` (a non-blocking
-/// connect and poll; never blocks longer). `why` gets the reason when it is not.
-bool tcp_reachable(const std::string& host, uint16_t port, double timeout_s, std::string* why);
-
-/// Shuts down (shutdown(2), SHUT_RDWR; the descriptor stays open for its owner) every TCP socket
-/// of this process whose peer is one of `peers` (host, port; resolved, IPv4 and IPv6). CAF's
-/// multiplexer then reads end-of-file and drops that connection with every proxy it made, so the
-/// next remote lookup connects afresh: CAF 0.17 has no call that closes a client connection,
-/// keeps a connection whose proxies a garbled frame killed (the syncer's monitor then looks down
-/// though the syncer runs), and refuses a second connection to a node it is still connected to
-/// (disconnect_during_handshake). Returns the number of sockets shut down (0 when /proc/self/fd
-/// cannot be read).
-int shutdown_connections_to(const std::vector<std::pair<std::string, uint16_t>>& peers);
 
 struct job_setup;
 

@@ -1,0 +1,299 @@
+// actors/nodes/learner_node_core.cpp — see learner_node_core.hpp.
+#include "actors/nodes/learner_node_core.hpp"
+
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace dd::actors {
+
+bool refusal_is_retried(node_refusal r) {
+  return r == node_refusal::no_free_learner || r == node_refusal::bad_request;
+}
+
+int refusal_status(node_refusal r) {
+  switch (r) {
+    case node_refusal::other_run: return node_exit_other_run;
+    case node_refusal::protocol_version: return node_exit_protocol;
+    case node_refusal::data_mismatch: return node_exit_data_mismatch;
+    case node_refusal::run_finished: return node_exit_ok;
+    case node_refusal::bad_request: return node_exit_usage;
+    case node_refusal::unauthorized: return node_exit_unauthorized;
+    case node_refusal::auth_challenge:
+    case node_refusal::none:
+    case node_refusal::no_free_learner: return node_exit_failure;
+  }
+  return node_exit_failure;
+}
+
+bool lookup_error_leaves_stale_connection(const std::string& error) {
+  return error.find("disconnect_during_handshake") != std::string::npos ||
+         error.find("unexpected_actor_messaging_interface") != std::string::npos;
+}
+
+const char* to_string(learner_node_state s) {
+  switch (s) {
+    case learner_node_state::connecting: return "connecting";
+    case learner_node_state::asking_ids: return "asking_ids";
+    case learner_node_state::running: return "running";
+    case learner_node_state::syncer_lost: return "syncer_lost";
+    case learner_node_state::stopping: return "stopping";
+    case learner_node_state::finished: return "finished";
+  }
+  return "?";
+}
+
+handshake_outcome handshake_outcome::accepted(std::string run_id) {
+  handshake_outcome r;
+  r.what = kind::accepted;
+  r.run_id = std::move(run_id);
+  return r;
+}
+
+handshake_outcome handshake_outcome::refused(node_refusal ref, std::string why) {
+  handshake_outcome r;
+  r.what = kind::refused;
+  r.refusal = ref;
+  r.why = std::move(why);
+  return r;
+}
+
+handshake_outcome handshake_outcome::failed(std::string why, bool unanswered, bool dead_handle) {
+  handshake_outcome r;
+  r.what = kind::failed;
+  r.why = std::move(why);
+  r.unanswered = unanswered;
+  r.dead_handle = dead_handle;
+  return r;
+}
+
+learner_node_core::learner_node_core(learner_node_core_options o) : o_(std::move(o)) {}
+
+learner_node_state learner_node_core::state() const {
+  if (done_) return learner_node_state::finished;
+  if (!described_) return learner_node_state::connecting;
+  if (!started_) return learner_node_state::asking_ids;
+  if (stopping_) return learner_node_state::stopping;
+  if (lost_) return learner_node_state::syncer_lost;
+  return learner_node_state::running;
+}
+
+namespace {
+
+std::string refused_line(const std::string& who, const handshake_outcome& r) {
+  return fmt::format("dd-node learner{}: refused by the syncer ({}): {}", who, to_string(r.refusal),
+                     r.why);
+}
+
+}  // namespace
+
+node_actions learner_node_core::on_startup_check(double now_s, bool interrupted,
+                                                 const std::string& last_error) {
+  if (interrupted) return {node_do::exit_node{node_exit_interrupted}};
+  if (state() == learner_node_state::connecting && o_.join_deadline_s > 0 &&
+      now_s - o_.started_at_s > o_.join_deadline_s)
+    return {node_do::say{fmt::format("dd-node learner: no syncer reached within --join-deadline "
+                                     "{:.0f} s (last: {})",
+                                     o_.join_deadline_s, last_error)},
+            node_do::exit_node{node_exit_deadline}};
+  return {};
+}
+
+node_actions learner_node_core::on_startup_lookup_failed(const std::string& error) {
+  if (!lookup_error_leaves_stale_connection(error)) return {};
+  return {node_do::drop_connections{error, false}};
+}
+
+node_actions learner_node_core::on_described(const handshake_outcome& r) {
+  switch (r.what) {
+    case handshake_outcome::kind::failed:
+      // A failed handshake is a failed attempt: the next one waits its backoff step, also
+      // against a syncer whose answers this node cannot read.
+      return {node_do::backoff{r.why}};
+    case handshake_outcome::kind::refused:
+      if (refusal_is_retried(r.refusal))
+        return {node_do::say{refused_line("", r)}, node_do::backoff{r.why}};
+      return {node_do::say{refused_line("", r)}, node_do::exit_node{refusal_status(r.refusal)}};
+    case handshake_outcome::kind::accepted: break;
+  }
+  described_ = true;
+  return {node_do::set_deadline{0.0, true}};
+}
+
+node_actions learner_node_core::on_ids(const handshake_outcome& r, double now_s) {
+  if (r.what == handshake_outcome::kind::accepted) return {};
+  if (r.what == handshake_outcome::kind::refused && !refusal_is_retried(r.refusal)) {
+    node_actions out{node_do::say{refused_line("", r)}};
+    if (r.refusal == node_refusal::run_finished)
+      out.push_back(node_do::say{
+          fmt::format("dd-node learner {}: nothing to do, the run is over", o_.name), false});
+    out.push_back(node_do::exit_node{refusal_status(r.refusal)});
+    return out;
+  }
+  if (o_.join_deadline_s > 0 && now_s - o_.started_at_s > o_.join_deadline_s)
+    return {node_do::say{fmt::format(
+                "dd-node learner: no learner id given within --join-deadline {:.0f} s (last: {})",
+                o_.join_deadline_s, r.why)},
+            node_do::exit_node{node_exit_deadline}};
+  return {node_do::say{fmt::format("dd-node learner: {}; asking again in 2 s", r.why)},
+          node_do::wait{2.0}};
+}
+
+void learner_node_core::on_started(double now_s) {
+  started_ = true;
+  last_progress_ = now_s;
+  last_flush_ = now_s;
+  last_outage_sample_ = 0.0;
+}
+
+node_actions learner_node_core::on_children_done() {
+  done_ = true;
+  return {};
+}
+
+node_actions learner_node_core::on_monitor_down(const std::string& reason, bool link_unreachable,
+                                                double now_s) {
+  lost_ = true;
+  node_actions out{node_do::close_channels{"the syncer was lost"}};
+  last_outage_sample_ = now_s;  // syncer_lost is the first sample
+  if (!link_unreachable) out.push_back(node_do::drop_connections{reason});
+  if (o_.join_deadline_s > 0) {
+    deadline_at_ = now_s + o_.join_deadline_s;
+    out.push_back(node_do::set_deadline{deadline_at_, false});
+  }
+  out.push_back(node_do::emit{"syncer_lost", {{"reason", reason}}, true});
+  out.push_back(node_do::say{
+      fmt::format("dd-node learner {}: lost the syncer ({}); learners keep stepping, reconnecting",
+                  o_.name, reason)});
+  return out;
+}
+
+node_actions learner_node_core::on_channel_lost(const std::string& why) {
+  if (why.empty() || lost_) return {};
+  return {node_do::drop_connections{why}};
+}
+
+void learner_node_core::stop(int status, node_actions& out) {
+  status_ = status;
+  stopping_ = true;
+  out.push_back(node_do::stop_learners{});
+}
+
+node_actions learner_node_core::on_interrupt(int signal) {
+  if (stopping_) return {};
+  node_actions out{node_do::say{fmt::format(
+      "dd-node learner {}: signal received, learners stop at their next step", o_.name)}};
+  stop(128 + signal, out);
+  return out;
+}
+
+node_actions learner_node_core::on_deadline_check(double now_s, const std::string& last_error) {
+  if (!lost_ || stopping_ || deadline_at_ <= 0 || now_s <= deadline_at_) return {};
+  node_actions out{node_do::say{
+      fmt::format("dd-node learner {}: the syncer stayed unreachable for --join-deadline {:.0f} s "
+                  "(last: {}); stopping the learners",
+                  o_.name, o_.join_deadline_s, last_error)}};
+  stop(node_exit_deadline, out);
+  return out;
+}
+
+node_actions learner_node_core::on_rejoin_lookup_failed(const std::string& error, double took_s) {
+  node_actions out{node_do::emit{"rejoin_attempt",
+                                 {{"stage", "connect"}, {"error", error}, {"took_s", took_s}}}};
+  if (lookup_error_leaves_stale_connection(error)) out.push_back(node_do::drop_connections{error});
+  return out;
+}
+
+node_actions learner_node_core::on_rejoin(const handshake_outcome& r, int attempt, double took_s) {
+  node_actions out;
+  switch (r.what) {
+    case handshake_outcome::kind::failed: {
+      // CAF drops a message to a dead proxy without an answer, and a live syncer answers in
+      // milliseconds: a dead handle or an unanswered handshake is a failed attempt (backoff),
+      // and a dead handle makes the node shut its sockets to the syncer down. An unanswered one
+      // was sent to a syncer just reached, so it is first retried at once on a fresh connection
+      // (sockets shut down): its reply may have been lost with a connection that dropped again
+      // under load, or sent by the syncer's middleman down a stale route to this node. Once per
+      // backoff step: a second one in a row is a failed attempt.
+      const bool at_once = r.unanswered && handshake_retried_at_ != attempt;
+      out.push_back(node_do::emit{"rejoin_attempt",
+                                  {{"stage", "handshake"},
+                                   {"error", r.why},
+                                   {"took_s", took_s},
+                                   {"retry_at_once", at_once}}});
+      if (r.dead_handle || at_once) out.push_back(node_do::drop_connections{r.why});
+      if (at_once) {
+        handshake_retried_at_ = attempt;
+        out.push_back(node_do::retry_at_once{r.why});
+      } else {
+        out.push_back(node_do::backoff{r.why});
+      }
+      out.push_back(node_do::say{fmt::format("dd-node learner {}: rejoin handshake failed ({}){}",
+                                             o_.name, r.why, at_once ? "; retrying at once" : "")});
+      return out;
+    }
+    case handshake_outcome::kind::refused:
+      out.push_back(node_do::say{refused_line(" " + o_.name, r)});
+      if (refusal_is_retried(r.refusal))
+        out.push_back(node_do::backoff{r.why});  // the next attempt after a backoff step
+      else
+        stop(refusal_status(r.refusal), out);
+      return out;
+    case handshake_outcome::kind::accepted: break;
+  }
+  lost_ = false;
+  deadline_at_ = 0.0;
+  handshake_retried_at_ = -1;
+  out.push_back(node_do::adopt_monitor{});
+  out.push_back(node_do::open_channel{});
+  out.push_back(node_do::set_deadline{0.0, true});
+  out.push_back(node_do::emit{"syncer_back", {{"run_id", r.run_id}}, true});
+  out.push_back(node_do::say{
+      fmt::format("dd-node learner {}: syncer back; learners rejoin", o_.name), false});
+  out.push_back(node_do::rejoin_learners{});
+  return out;
+}
+
+node_actions learner_node_core::on_writes_failing(double failing_s, double limit_s,
+                                                  const std::string& files) {
+  if (stopping_ || failing_s <= limit_s) return {};
+  node_actions out{
+      node_do::say{fmt::format("dd-node learner {}: writes kept failing for {:.0f} s "
+                               "(checkpoint.max_failing_seconds = {:g}): {}; stopping the learners",
+                               o_.name, failing_s, limit_s, files)}};
+  stop(node_exit_failure, out);
+  return out;
+}
+
+node_actions learner_node_core::on_timers(double now_s) {
+  node_actions out;
+  if (!lost_ && now_s - last_flush_ >= 1.0) {
+    out.push_back(node_do::flush_events{});
+    last_flush_ = now_s;
+  }
+  // While the syncer is away it records no heartbeat rows: the node samples its learners' steps
+  // once a second (forwarded with the other buffered events after the rejoin), so `dd-chaos
+  // report` sees who stepped during the outage.
+  if (lost_ && !stopping_ && now_s - last_outage_sample_ >= 1.0) {
+    out.push_back(node_do::emit{"outage_steps", nlohmann::json::object(), true});
+    last_outage_sample_ = now_s;
+  }
+  if (o_.progress_every_s > 0 && now_s - last_progress_ >= o_.progress_every_s) {
+    // A learner shown "left" while the syncer is away has not left yet: its leave waits.
+    if (lost_)
+      out.push_back(node_do::progress{" | syncer lost",
+                                      " | syncer lost (finished learners leave once it is back)"});
+    else
+      out.push_back(node_do::progress{});
+    last_progress_ = now_s;
+  }
+  return out;
+}
+
+int learner_node_core::finish(bool learners_given_up) {
+  done_ = true;
+  if (learners_given_up && status_ == node_exit_ok) status_ = node_exit_failure;
+  return status_;
+}
+
+}  // namespace dd::actors

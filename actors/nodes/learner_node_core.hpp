@@ -1,0 +1,221 @@
+// actors/nodes/learner_node_core.hpp — everything a learner node (`dd-node learner`) decides,
+// without sockets or CAF: its states, what each outcome of the connector (node_connector.hpp)
+// and each message of its main loop moves it to, and the exit status. run_learner_node
+// (learner_node.cpp) is the shell: it dials the syncer, runs the handshakes, receives, feeds
+// the core the outcomes and the current time, and carries out the actions the core returns, in
+// order.
+//
+//   connecting --described (run id, experiment)--> asking_ids --learner ids--> running
+//     --monitor down--> syncer_lost (learners keep stepping) --rejoined, same run--> running
+//     --signal, a final refusal, --join-deadline, failing writes--> stopping
+//     --every learner done--> finished
+//
+// Time is injected (`now_s`, steady seconds). Single-threaded: the node's main thread.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "messages/control.hpp"
+
+namespace dd::actors {
+
+/// Exit statuses of a learner node (documented in `dd-node learner --help` and docs/operating.md).
+enum learner_node_exit : int {
+  node_exit_ok = 0,             ///< every learner finished, or the run was already over
+  node_exit_failure = 1,        ///< a runtime failure (a learner given up, bad experiment)
+  node_exit_usage = 2,          ///< bad flags
+  node_exit_other_run = 3,      ///< the syncer runs another run (run id differs)
+  node_exit_protocol = 4,       ///< the syncer speaks another protocol version
+  node_exit_data_mismatch = 5,  ///< this node's data differs from the syncer's
+  node_exit_deadline = 6,       ///< no syncer reached (or no learner id free) by --join-deadline
+  node_exit_unauthorized = 7,   ///< the syncer refused this node's join token (or it has none)
+  node_exit_interrupted = 130,  ///< SIGINT (143 SIGTERM): learners stopped and left
+};
+
+/// Whether a node whose handshake the syncer refused for `r` asks again (after a backoff step)
+/// instead of exiting with refusal_status: `no_free_learner` (ids may free up) and `bad_request`
+/// (the syncer could not decode the node_join; this node encodes well-formed requests, so the
+/// bytes were damaged on the way, e.g. `dd-chaos net corrupt`: exiting 2, "bad flags", would
+/// leave its learners out of the rest of the run). Every other refusal is final.
+bool refusal_is_retried(dd::node_refusal r);
+
+/// The exit status of a final refusal (run_finished: 0).
+int refusal_status(dd::node_refusal r);
+
+/// Whether a failed remote lookup of the syncer's monitor (its error text) can have left CAF
+/// holding a connection to the syncer that every later lookup reuses, so the node must shut its
+/// sockets to the syncer down (shutdown_connections_to) before the next attempt:
+/// `disconnect_during_handshake` (CAF refuses a second connection to a node it is still
+/// connected to) and `unexpected_actor_messaging_interface` (the handshake's interface
+/// signatures did not match monitor_hdl; with the same app identifier, i.e. protocol version,
+/// they were damaged on the way, and CAF's middleman caches that handshake per host and port for
+/// as long as its connection lives, so every later rejoin would fail on it).
+bool lookup_error_leaves_stale_connection(const std::string& error);
+
+enum class learner_node_state { connecting, asking_ids, running, syncer_lost, stopping, finished };
+const char* to_string(learner_node_state s);
+
+// ---- actions: what the shell carries out, in the order given --------------------------------
+namespace node_do {
+/// A failed attempt: the next one waits a backoff step (node_connector::failed).
+struct backoff {
+  std::string why;
+};
+/// A failed rejoin handshake retried at once, without a backoff step.
+struct retry_at_once {
+  std::string why;
+};
+/// The connector's attempts start again from the first backoff step; `deadline_at` (steady
+/// seconds, 0 = none) bounds them.
+struct set_deadline {
+  double deadline_at = 0.0;
+  bool reset_attempts = false;
+};
+/// Shut the node's sockets to the syncer down (shutdown_connections_to), say so when there were
+/// any, and log `syncer_connection_dropped` when `log_event` (once the node has its event log).
+struct drop_connections {
+  std::string why;
+  bool log_event = true;
+};
+/// Close every tensor channel to the syncer.
+struct close_channels {
+  std::string why;
+};
+/// Open the tensor channel to the syncer just reached.
+struct open_channel {};
+/// The monitor just reached becomes the node's: watched, handed to the learners' contexts.
+struct adopt_monitor {};
+/// The learner supervisor is told (syncer_atom): every live learner rejoins the syncer.
+struct rejoin_learners {};
+/// Stop every learner at its next step (stop_atom to the supervisor).
+struct stop_learners {};
+/// An event line; `with_steps` adds {"steps": every learner's inner step}.
+struct emit {
+  std::string event;
+  nlohmann::json fields;
+  bool with_steps = false;
+};
+/// A line on stdout (`err` false) or stderr.
+struct say {
+  std::string line;
+  bool err = true;
+};
+/// Forward the buffered event lines to the syncer.
+struct flush_events {};
+/// The progress line on stdout, with `suffix` after it (`suffix_if_finished` when a learner has
+/// finished).
+struct progress {
+  std::string suffix;
+  std::string suffix_if_finished;
+};
+/// Wait before asking for learner ids again, seconds.
+struct wait {
+  double seconds = 0.0;
+};
+/// Leave run_learner_node with this status (before any learner runs).
+struct exit_node {
+  int status = 0;
+};
+}  // namespace node_do
+
+using node_action =
+    std::variant<node_do::backoff, node_do::retry_at_once, node_do::set_deadline,
+                 node_do::drop_connections, node_do::close_channels, node_do::open_channel,
+                 node_do::adopt_monitor, node_do::rejoin_learners, node_do::stop_learners,
+                 node_do::emit, node_do::say, node_do::flush_events, node_do::progress,
+                 node_do::wait, node_do::exit_node>;
+using node_actions = std::vector<node_action>;
+
+/// What one handshake (node_join round trip) came to.
+struct handshake_outcome {
+  enum class kind { accepted, refused, failed } what = kind::failed;
+  dd::node_refusal refusal = dd::node_refusal::none;
+  /// The refusal's reason, or why the handshake failed.
+  std::string why;
+  bool unanswered = false;   ///< failed: no answer within the timeout
+  bool dead_handle = false;  ///< failed: the looked-up monitor handle was already down
+  std::string run_id;        ///< accepted: the run the reply names
+  static handshake_outcome accepted(std::string run_id = {});
+  static handshake_outcome refused(dd::node_refusal r, std::string why);
+  static handshake_outcome failed(std::string why, bool unanswered = false,
+                                  bool dead_handle = false);
+};
+
+struct learner_node_core_options {
+  std::string name;              ///< the node's name, in its lines
+  double join_deadline_s = 0.0;  ///< 0 = never give up
+  double progress_every_s = 5.0;
+  double started_at_s = 0.0;  ///< steady seconds of the start (the startup deadline counts from it)
+};
+
+class learner_node_core {
+ public:
+  explicit learner_node_core(learner_node_core_options o);
+
+  learner_node_state state() const;
+  /// The status run_learner_node returns once every learner is done (before finish()).
+  int status() const { return status_; }
+  bool syncer_lost() const { return lost_; }
+  /// Steady seconds after which the syncer counts as unreachable for good (0 = none).
+  double deadline_at() const { return deadline_at_; }
+  /// Whether the shell dials the syncer now (lost and not stopping).
+  bool wants_rejoin() const { return lost_ && !stopping_; }
+
+  // ---- connecting and asking_ids (before any learner runs) ----
+  /// Before each attempt: an exit_node action when interrupted or (connecting) past the
+  /// startup's --join-deadline; `last_error`: the connector's latest.
+  node_actions on_startup_check(double now_s, bool interrupted, const std::string& last_error);
+  /// A startup lookup failed with `error` (a stale connection is shut down).
+  node_actions on_startup_lookup_failed(const std::string& error);
+  /// The describe handshake (learner_count 0) came to `r`.
+  node_actions on_described(const handshake_outcome& r);
+  /// The ask for learner ids came to `r`.
+  node_actions on_ids(const handshake_outcome& r, double now_s);
+  /// Every learner of the node was spawned; the main loop begins.
+  void on_started(double now_s);
+
+  // ---- the main loop ----
+  node_actions on_children_done();
+  /// The syncer's monitor went down; `link_unreachable`: its link was lost (CAF's
+  /// remote_link_unreachable), anything else leaves a connection to shut down.
+  node_actions on_monitor_down(const std::string& reason, bool link_unreachable, double now_s);
+  /// A tensor channel to the syncer broke.
+  node_actions on_channel_lost(const std::string& why);
+  node_actions on_interrupt(int signal);
+  /// The lost syncer's --join-deadline; `last_error`: the connector's latest.
+  node_actions on_deadline_check(double now_s, const std::string& last_error);
+  /// A rejoin's lookup failed after `took_s`.
+  node_actions on_rejoin_lookup_failed(const std::string& error, double took_s);
+  /// A rejoin's handshake came to `r`; `attempt`: the connector's backoff step (one unanswered
+  /// handshake per step is retried at once).
+  node_actions on_rejoin(const handshake_outcome& r, int attempt, double took_s);
+  /// The event log has been failing for `failing_s` (limit: checkpoint.max_failing_seconds).
+  node_actions on_writes_failing(double failing_s, double limit_s, const std::string& files);
+  /// Periodic work: event forwarding, outage samples, the progress line.
+  node_actions on_timers(double now_s);
+  /// The final status once the learners are done (a learner given up turns 0 into 1).
+  int finish(bool learners_given_up);
+
+ private:
+  void stop(int status, node_actions& out);
+
+  learner_node_core_options o_;
+  bool described_ = false;
+  bool started_ = false;
+  bool lost_ = false;
+  bool stopping_ = false;
+  bool done_ = false;
+  int status_ = node_exit_ok;
+  double deadline_at_ = 0.0;
+  int handshake_retried_at_ = -1;  ///< the backoff step whose unanswered handshake was retried
+  double last_progress_ = 0.0;
+  double last_flush_ = 0.0;
+  double last_outage_sample_ = 0.0;
+};
+
+}  // namespace dd::actors

@@ -1,0 +1,458 @@
+// tests/actors/learner_node_core_test.cpp — the learner node's states and transitions
+// (actors/nodes/learner_node_core.hpp) without sockets or CAF, on a manual clock: each row of
+// the table drives the core from one state by one event and names the state, the actions (in
+// order) and the exit status it must come to.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "actors/nodes/learner_node_core.hpp"
+
+namespace dd::actors {
+namespace {
+
+using state = learner_node_state;
+using outcome = handshake_outcome;
+
+const char* kind_of(const node_action& a) {
+  static const char* const names[] = {
+      "backoff",        "retry_at_once", "set_deadline",  "drop_connections",
+      "close_channels", "open_channel",  "adopt_monitor", "rejoin_learners",
+      "stop_learners",  "emit",          "say",           "flush_events",
+      "progress",       "wait",          "exit_node"};
+  static_assert(std::variant_size_v<node_action> == std::size(names));
+  return names[a.index()];
+}
+
+std::vector<std::string> kinds(const node_actions& as) {
+  std::vector<std::string> out;
+  for (const auto& a : as) out.emplace_back(kind_of(a));
+  return out;
+}
+
+template <class T>
+const T& nth(const node_actions& as, size_t i) {
+  EXPECT_LT(i, as.size());
+  return std::get<T>(as.at(i));
+}
+
+constexpr double t0 = 100.0;
+
+learner_node_core make(double join_deadline_s = 0.0) {
+  return learner_node_core({"n1", join_deadline_s, 5.0, t0});
+}
+
+/// The core brought to a state by the events a node goes through to get there.
+learner_node_core at(state s, double join_deadline_s = 0.0) {
+  auto c = make(join_deadline_s);
+  if (s == state::connecting) return c;
+  c.on_described(outcome::accepted("run1"));
+  if (s == state::asking_ids) return c;
+  c.on_started(t0 + 1.0);
+  if (s == state::running) return c;
+  if (s == state::syncer_lost) {
+    c.on_monitor_down("remote_link_unreachable", true, t0 + 2.0);
+    return c;
+  }
+  if (s == state::stopping) {
+    c.on_interrupt(2);
+    return c;
+  }
+  c.on_children_done();
+  return c;
+}
+
+struct row {
+  std::string name;
+  state from;
+  double join_deadline_s;
+  std::function<node_actions(learner_node_core&)> event;
+  state to;
+  std::vector<std::string> actions;
+  int status;  ///< the exit_node action's status when there is one, else the core's status()
+};
+
+TEST(learner_node_core, every_transition_of_the_table) {
+  const std::vector<row> rows = {
+      // connecting
+      {"interrupted before the syncer answers",
+       state::connecting,
+       0.0,
+       [](auto& c) { return c.on_startup_check(t0 + 1, true, ""); },
+       state::connecting,
+       {"exit_node"},
+       node_exit_interrupted},
+      {"the startup deadline passes",
+       state::connecting,
+       10.0,
+       [](auto& c) { return c.on_startup_check(t0 + 10.5, false, "refused"); },
+       state::connecting,
+       {"say", "exit_node"},
+       node_exit_deadline},
+      {"within the startup deadline",
+       state::connecting,
+       10.0,
+       [](auto& c) { return c.on_startup_check(t0 + 9.5, false, "refused"); },
+       state::connecting,
+       {},
+       node_exit_ok},
+      {"a lookup that leaves a stale connection",
+       state::connecting,
+       0.0,
+       [](auto& c) {
+         return c.on_startup_lookup_failed("system_error(disconnect_during_handshake)");
+       },
+       state::connecting,
+       {"drop_connections"},
+       node_exit_ok},
+      {"a lookup refused",
+       state::connecting,
+       0.0,
+       [](auto& c) { return c.on_startup_lookup_failed("Connection refused"); },
+       state::connecting,
+       {},
+       node_exit_ok},
+      {"the describe handshake fails",
+       state::connecting,
+       0.0,
+       [](auto& c) { return c.on_described(outcome::failed("undecodable")); },
+       state::connecting,
+       {"backoff"},
+       node_exit_ok},
+      {"no free learner: asked again",
+       state::connecting,
+       0.0,
+       [](auto& c) {
+         return c.on_described(outcome::refused(node_refusal::no_free_learner, "full"));
+       },
+       state::connecting,
+       {"say", "backoff"},
+       node_exit_ok},
+      {"another protocol: final",
+       state::connecting,
+       0.0,
+       [](auto& c) {
+         return c.on_described(outcome::refused(node_refusal::protocol_version, "v9"));
+       },
+       state::connecting,
+       {"say", "exit_node"},
+       node_exit_protocol},
+      {"described",
+       state::connecting,
+       0.0,
+       [](auto& c) { return c.on_described(outcome::accepted("run1")); },
+       state::asking_ids,
+       {"set_deadline"},
+       node_exit_ok},
+      // asking_ids
+      {"interrupted while asking for ids",
+       state::asking_ids,
+       0.0,
+       [](auto& c) { return c.on_startup_check(t0 + 1, true, ""); },
+       state::asking_ids,
+       {"exit_node"},
+       node_exit_interrupted},
+      {"the startup deadline is checked after the ask",
+       state::asking_ids,
+       10.0,
+       [](auto& c) { return c.on_startup_check(t0 + 30, false, ""); },
+       state::asking_ids,
+       {},
+       node_exit_ok},
+      {"no id free yet: asked again in 2 s",
+       state::asking_ids,
+       10.0,
+       [](auto& c) {
+         return c.on_ids(outcome::refused(node_refusal::no_free_learner, "full"), t0 + 5);
+       },
+       state::asking_ids,
+       {"say", "wait"},
+       node_exit_ok},
+      {"no id free by the deadline",
+       state::asking_ids,
+       10.0,
+       [](auto& c) {
+         return c.on_ids(outcome::refused(node_refusal::no_free_learner, "full"), t0 + 11);
+       },
+       state::asking_ids,
+       {"say", "exit_node"},
+       node_exit_deadline},
+      {"the run is over",
+       state::asking_ids,
+       0.0,
+       [](auto& c) { return c.on_ids(outcome::refused(node_refusal::run_finished, "over"), t0); },
+       state::asking_ids,
+       {"say", "say", "exit_node"},
+       node_exit_ok},
+      // running
+      {"children done",
+       state::running,
+       0.0,
+       [](auto& c) { return c.on_children_done(); },
+       state::finished,
+       {},
+       node_exit_ok},
+      {"the link to the syncer lost",
+       state::running,
+       30.0,
+       [](auto& c) { return c.on_monitor_down("remote_link_unreachable", true, t0 + 3); },
+       state::syncer_lost,
+       {"close_channels", "set_deadline", "emit", "say"},
+       node_exit_ok},
+      {"the syncer's monitor killed",
+       state::running,
+       0.0,
+       [](auto& c) { return c.on_monitor_down("unknown", false, t0 + 3); },
+       state::syncer_lost,
+       {"close_channels", "drop_connections", "emit", "say"},
+       node_exit_ok},
+      {"a tensor channel broke",
+       state::running,
+       0.0,
+       [](auto& c) { return c.on_channel_lost("reset by peer"); },
+       state::running,
+       {"drop_connections"},
+       node_exit_ok},
+      {"SIGTERM",
+       state::running,
+       0.0,
+       [](auto& c) { return c.on_interrupt(15); },
+       state::stopping,
+       {"say", "stop_learners"},
+       143},
+      {"writes failing past the limit",
+       state::running,
+       0.0,
+       [](auto& c) { return c.on_writes_failing(31, 30, "events.jsonl"); },
+       state::stopping,
+       {"say", "stop_learners"},
+       node_exit_failure},
+      {"writes failing within the limit",
+       state::running,
+       0.0,
+       [](auto& c) { return c.on_writes_failing(29, 30, "events.jsonl"); },
+       state::running,
+       {},
+       node_exit_ok},
+      {"a second of running: events forwarded",
+       state::running,
+       0.0,
+       [](auto& c) { return c.on_timers(t0 + 2.0); },
+       state::running,
+       {"flush_events"},
+       node_exit_ok},
+      {"the progress period",
+       state::running,
+       0.0,
+       [](auto& c) { return c.on_timers(t0 + 6.0); },
+       state::running,
+       {"flush_events", "progress"},
+       node_exit_ok},
+      // syncer_lost
+      {"a channel lost while the syncer is away",
+       state::syncer_lost,
+       0.0,
+       [](auto& c) { return c.on_channel_lost("closed"); },
+       state::syncer_lost,
+       {},
+       node_exit_ok},
+      {"outage sample, no forwarding",
+       state::syncer_lost,
+       0.0,
+       [](auto& c) { return c.on_timers(t0 + 3.5); },
+       state::syncer_lost,
+       {"emit"},
+       node_exit_ok},
+      {"a rejoin lookup refused",
+       state::syncer_lost,
+       0.0,
+       [](auto& c) { return c.on_rejoin_lookup_failed("Connection refused", 0.1); },
+       state::syncer_lost,
+       {"emit"},
+       node_exit_ok},
+      {"a rejoin lookup on a stale connection",
+       state::syncer_lost,
+       0.0,
+       [](auto& c) {
+         return c.on_rejoin_lookup_failed("unexpected_actor_messaging_interface", 0.1);
+       },
+       state::syncer_lost,
+       {"emit", "drop_connections"},
+       node_exit_ok},
+      {"an unanswered rejoin handshake is retried at once",
+       state::syncer_lost,
+       0.0,
+       [](auto& c) { return c.on_rejoin(outcome::failed("timeout", true), 3, 1.0); },
+       state::syncer_lost,
+       {"emit", "drop_connections", "retry_at_once", "say"},
+       node_exit_ok},
+      {"a second unanswered one in the same step backs off",
+       state::syncer_lost,
+       0.0,
+       [](auto& c) {
+         c.on_rejoin(outcome::failed("timeout", true), 3, 1.0);
+         return c.on_rejoin(outcome::failed("timeout", true), 3, 1.0);
+       },
+       state::syncer_lost,
+       {"emit", "backoff", "say"},
+       node_exit_ok},
+      {"a dead handle backs off and drops the connection",
+       state::syncer_lost,
+       0.0,
+       [](auto& c) { return c.on_rejoin(outcome::failed("down", false, true), 0, 0.0); },
+       state::syncer_lost,
+       {"emit", "drop_connections", "backoff", "say"},
+       node_exit_ok},
+      {"rejoined",
+       state::syncer_lost,
+       0.0,
+       [](auto& c) { return c.on_rejoin(outcome::accepted("run1"), 2, 0.2); },
+       state::running,
+       {"adopt_monitor", "open_channel", "set_deadline", "emit", "say", "rejoin_learners"},
+       node_exit_ok},
+      {"a syncer of another run",
+       state::syncer_lost,
+       0.0,
+       [](auto& c) {
+         return c.on_rejoin(outcome::refused(node_refusal::other_run, "run2"), 0, 0.2);
+       },
+       state::stopping,
+       {"say", "stop_learners"},
+       node_exit_other_run},
+      {"a garbled rejoin request",
+       state::syncer_lost,
+       0.0,
+       [](auto& c) {
+         return c.on_rejoin(outcome::refused(node_refusal::bad_request, "bytes"), 0, 0.2);
+       },
+       state::syncer_lost,
+       {"say", "backoff"},
+       node_exit_ok},
+      {"the lost syncer's deadline passes",
+       state::syncer_lost,
+       30.0,
+       [](auto& c) { return c.on_deadline_check(t0 + 33, "refused"); },
+       state::stopping,
+       {"say", "stop_learners"},
+       node_exit_deadline},
+      {"within the lost syncer's deadline",
+       state::syncer_lost,
+       30.0,
+       [](auto& c) { return c.on_deadline_check(t0 + 31, "refused"); },
+       state::syncer_lost,
+       {},
+       node_exit_ok},
+      // stopping
+      {"a second signal",
+       state::stopping,
+       0.0,
+       [](auto& c) { return c.on_interrupt(15); },
+       state::stopping,
+       {},
+       130},
+      {"failing writes while stopping",
+       state::stopping,
+       0.0,
+       [](auto& c) { return c.on_writes_failing(99, 30, "x"); },
+       state::stopping,
+       {},
+       130},
+      {"the learners done",
+       state::stopping,
+       0.0,
+       [](auto& c) { return c.on_children_done(); },
+       state::finished,
+       {},
+       130},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    auto c = at(r.from, r.join_deadline_s);
+    ASSERT_EQ(c.state(), r.from) << to_string(c.state());
+    const auto got = r.event(c);
+    EXPECT_EQ(to_string(c.state()), std::string(to_string(r.to)));
+    EXPECT_EQ(kinds(got), r.actions);
+    int status = c.status();
+    for (const auto& a : got)
+      if (const auto* e = std::get_if<node_do::exit_node>(&a)) status = e->status;
+    EXPECT_EQ(status, r.status);
+  }
+}
+
+TEST(learner_node_core, the_lost_syncer_is_looked_for_until_the_node_stops) {
+  auto c = at(state::running);
+  EXPECT_FALSE(c.wants_rejoin());
+  c.on_monitor_down("remote_link_unreachable", true, t0 + 2);
+  EXPECT_TRUE(c.wants_rejoin());
+  c.on_interrupt(2);
+  EXPECT_FALSE(c.wants_rejoin());
+  EXPECT_EQ(c.status(), 130);
+}
+
+TEST(learner_node_core, the_deadline_runs_from_the_loss_and_clears_on_rejoin) {
+  auto c = at(state::running, 30.0);
+  const auto down = c.on_monitor_down("remote_link_unreachable", true, t0 + 5);
+  EXPECT_DOUBLE_EQ(nth<node_do::set_deadline>(down, 1).deadline_at, t0 + 35);
+  EXPECT_FALSE(nth<node_do::set_deadline>(down, 1).reset_attempts);
+  EXPECT_DOUBLE_EQ(c.deadline_at(), t0 + 35);
+  const auto back = c.on_rejoin(outcome::accepted("run1"), 4, 0.1);
+  EXPECT_DOUBLE_EQ(nth<node_do::set_deadline>(back, 2).deadline_at, 0.0);
+  EXPECT_TRUE(nth<node_do::set_deadline>(back, 2).reset_attempts);
+  EXPECT_EQ(nth<node_do::emit>(back, 3).event, "syncer_back");
+  EXPECT_TRUE(nth<node_do::emit>(back, 3).with_steps);
+  EXPECT_EQ(nth<node_do::emit>(back, 3).fields.at("run_id"), "run1");
+  EXPECT_DOUBLE_EQ(c.deadline_at(), 0.0);
+  EXPECT_TRUE(c.on_deadline_check(t0 + 100, "").empty());
+}
+
+TEST(learner_node_core, an_unanswered_handshake_is_retried_at_once_once_per_backoff_step) {
+  auto c = at(state::syncer_lost);
+  const auto first = c.on_rejoin(outcome::failed("no answer", true), 1, 1.0);
+  EXPECT_EQ(nth<node_do::emit>(first, 0).fields.at("retry_at_once"), true);
+  EXPECT_EQ(nth<node_do::say>(first, 3).line,
+            "dd-node learner n1: rejoin handshake failed (no answer); retrying at once");
+  const auto second = c.on_rejoin(outcome::failed("no answer", true), 1, 1.0);
+  EXPECT_EQ(nth<node_do::emit>(second, 0).fields.at("retry_at_once"), false);
+  EXPECT_EQ(nth<node_do::backoff>(second, 1).why, "no answer");
+  // The next backoff step may retry at once again.
+  const auto third = c.on_rejoin(outcome::failed("no answer", true), 2, 1.0);
+  EXPECT_EQ(kinds(third),
+            (std::vector<std::string>{"emit", "drop_connections", "retry_at_once", "say"}));
+}
+
+TEST(learner_node_core, progress_says_the_syncer_is_lost_and_finished_learners_wait) {
+  auto c = at(state::syncer_lost);
+  const auto a = c.on_timers(t0 + 7.0);
+  ASSERT_EQ(kinds(a), (std::vector<std::string>{"emit", "progress"}));
+  EXPECT_EQ(nth<node_do::emit>(a, 0).event, "outage_steps");
+  EXPECT_EQ(nth<node_do::progress>(a, 1).suffix, " | syncer lost");
+  EXPECT_EQ(nth<node_do::progress>(a, 1).suffix_if_finished,
+            " | syncer lost (finished learners leave once it is back)");
+  // Within the same second: nothing again.
+  EXPECT_TRUE(c.on_timers(t0 + 7.5).empty());
+}
+
+TEST(learner_node_core, a_learner_given_up_fails_a_clean_run_but_keeps_another_status) {
+  auto ok = at(state::running);
+  EXPECT_EQ(ok.finish(true), node_exit_failure);
+  auto clean = at(state::running);
+  EXPECT_EQ(clean.finish(false), node_exit_ok);
+  auto deadline = at(state::syncer_lost, 5.0);
+  deadline.on_deadline_check(t0 + 10, "");
+  EXPECT_EQ(deadline.finish(true), node_exit_deadline);
+}
+
+TEST(learner_node_core, refusals_map_to_exit_statuses) {
+  EXPECT_EQ(refusal_status(node_refusal::other_run), node_exit_other_run);
+  EXPECT_EQ(refusal_status(node_refusal::protocol_version), node_exit_protocol);
+  EXPECT_EQ(refusal_status(node_refusal::data_mismatch), node_exit_data_mismatch);
+  EXPECT_EQ(refusal_status(node_refusal::run_finished), node_exit_ok);
+  EXPECT_EQ(refusal_status(node_refusal::bad_request), node_exit_usage);
+  EXPECT_EQ(refusal_status(node_refusal::no_free_learner), node_exit_failure);
+  EXPECT_EQ(refusal_status(node_refusal::unauthorized), node_exit_unauthorized);
+}
+
+}  // namespace
+}  // namespace dd::actors
