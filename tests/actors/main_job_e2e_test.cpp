@@ -67,6 +67,22 @@ nlohmann::json read_json(const std::filesystem::path& p) {
   return nlohmann::json::parse(in);
 }
 
+/// A folder `name` under the test's temporary directory, emptied.
+std::filesystem::path fresh_dir(const std::string& name) {
+  const auto dir = std::filesystem::path(::testing::TempDir()) / name;
+  std::filesystem::remove_all(dir);
+  return dir;
+}
+
+/// Every line of an events.jsonl file, parsed.
+std::vector<nlohmann::json> read_events(const std::filesystem::path& p) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(p);
+  std::string line;
+  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
+  return out;
+}
+
 /// Runs `e` with no restarts allowed and one kill (`what` of `target` at step/version `at`) into
 /// a fresh `dir`.
 run_result run_with_one_fatal_kill(config::experiment e, const std::filesystem::path& dir,
@@ -98,8 +114,7 @@ nlohmann::json expect_failed_run(const run_result& r, const std::filesystem::pat
 }
 
 TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
-  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_e2e";
-  std::filesystem::remove_all(dir);
+  const auto dir = fresh_dir("dd_main_job_e2e");
   run_options ro;
   ro.progress_every_s = 0;
 
@@ -195,11 +210,8 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
   EXPECT_GT(summary["bytes_pushed"].get<uint64_t>(), 0u);
   EXPECT_GT(summary["bytes_broadcast"].get<uint64_t>(), 0u);
   {
-    std::ifstream in(dir / "clean" / "events.jsonl");
-    std::string line;
     std::set<std::string> kinds;
-    while (std::getline(in, line)) {
-      auto ev = nlohmann::json::parse(line);
+    for (const auto& ev : read_events(dir / "clean" / "events.jsonl")) {
       ASSERT_TRUE(ev.contains("t") && ev.contains("time") && ev.contains("event"));
       kinds.insert(ev["event"]);
     }
@@ -220,11 +232,8 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
   ASSERT_TRUE(killed.finished);
   EXPECT_EQ(killed.summary["learner_restarts"].get<int>(), 1);
   EXPECT_DOUBLE_EQ(killed.summary["uptime"].get<double>(), 1.0);
-  std::ifstream in(dir / "kill" / "events.jsonl");
-  std::string line;
   bool fault = false, respawn = false, contributed = false;
-  while (std::getline(in, line)) {
-    auto ev = nlohmann::json::parse(line);
+  for (const auto& ev : read_events(dir / "kill" / "events.jsonl")) {
     if (ev["event"] == "fault" && ev["target"] == 2 && ev["at_step"] == 32) fault = true;
     if (ev["event"] == "respawn" && ev["id"] == 2) respawn = true;
     if (ev["event"] == "merge")
@@ -291,8 +300,7 @@ TEST(main_job, experiments_with_different_batches_are_scored_on_the_same_windows
 }
 
 TEST(main_job, a_learner_holding_an_altered_global_value_is_found_in_one_heartbeat_and_repaired) {
-  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_divergence";
-  std::filesystem::remove_all(dir);
+  const auto dir = fresh_dir("dd_main_job_divergence");
   auto e = small_experiment("divergence");
   config::chaos_event corrupt;
   corrupt.trigger = config::chaos_trigger::at_fraction;
@@ -307,12 +315,9 @@ TEST(main_job, a_learner_holding_an_altered_global_value_is_found_in_one_heartbe
   ASSERT_TRUE(r.finished);
   EXPECT_FALSE(r.failed) << r.failure_reason;
   EXPECT_EQ(r.summary["divergences"].get<int>(), 1) << r.summary.dump();
-  std::ifstream in(dir / "events.jsonl");
-  std::string line;
   nlohmann::json corrupted, divergence, refetch;
   int divergences = 0;
-  while (std::getline(in, line)) {
-    auto ev = nlohmann::json::parse(line);
+  for (const auto& ev : read_events(dir / "events.jsonl")) {
     if (ev["event"] == "held_value_corrupted") corrupted = ev;
     if (ev["event"] == "value_refetch") refetch = ev;
     if (ev["event"] == "divergence") {
@@ -365,11 +370,8 @@ TEST(main_job, an_owner_that_exhausts_its_restarts_stops_and_fails_the_run) {
   EXPECT_GT(summary["tokens"].get<uint64_t>(), 0u);
   EXPECT_LT(summary["tokens"].get<uint64_t>(),
             static_cast<uint64_t>(4 * 400 / 2 * e.tokens_per_step()));
-  std::ifstream in(dir / "events.jsonl");
-  std::string line;
   bool gave_up = false, stopped = false;
-  while (std::getline(in, line)) {
-    auto ev = nlohmann::json::parse(line);
+  for (const auto& ev : read_events(dir / "events.jsonl")) {
     if (ev["event"] == "give_up" && ev["kind"] == "owner" && ev["id"] == 1) gave_up = true;
     if (ev["event"] == "stop" &&
         ev["reason"].get<std::string>().find("fragment owner") != std::string::npos)
@@ -804,8 +806,7 @@ TEST(main_job, data_too_small_for_the_learners_is_refused) {
   e.model.context = 16;
   EXPECT_NO_THROW(check_learner_data(e, data));
   // make_job_setup refuses it too, before it creates the run directory.
-  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_small";
-  std::filesystem::remove_all(dir);
+  const auto dir = fresh_dir("dd_main_job_small");
   std::filesystem::create_directories(dir);
   std::ofstream(dir / "small.txt") << std::string(300, 'a');
   e.data.file = (dir / "small.txt").string();
@@ -816,14 +817,6 @@ TEST(main_job, data_too_small_for_the_learners_is_refused) {
   EXPECT_THROW(make_job_setup(e, ro), std::invalid_argument);
   EXPECT_FALSE(std::filesystem::exists(dir / "run"));
   std::filesystem::remove_all(dir);
-}
-
-std::vector<nlohmann::json> read_events(const std::filesystem::path& p) {
-  std::vector<nlohmann::json> out;
-  std::ifstream in(p);
-  std::string line;
-  while (std::getline(in, line)) out.push_back(nlohmann::json::parse(line));
-  return out;
 }
 
 /// Overwrites bytes in the middle of a file (its CRC no longer matches).
@@ -838,8 +831,7 @@ void damage(const std::filesystem::path& p) {
 // learner, the new version is above every earlier one of that fragment (versions never
 // repeat), nothing restarts from the initial weights and the run is not degraded.
 TEST(main_job, an_owner_killed_with_a_damaged_checkpoint_is_rebuilt_from_a_learner) {
-  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_rebuild";
-  std::filesystem::remove_all(dir);
+  const auto dir = fresh_dir("dd_main_job_rebuild");
   auto e = small_experiment("rebuild");
   e.checkpoint.every_versions = 1;
   config::chaos_event kill;
@@ -899,8 +891,7 @@ TEST(main_job, an_owner_killed_with_a_damaged_checkpoint_is_rebuilt_from_a_learn
 // resuming it called every fragment "degraded" and failed the run, although the initial
 // weights were exactly every fragment's value (no merge existed to lose).
 TEST(main_job, a_run_resumed_before_any_merge_is_not_degraded) {
-  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_no_merge_resume";
-  std::filesystem::remove_all(dir);
+  const auto dir = fresh_dir("dd_main_job_no_merge_resume");
   auto e = small_experiment("no_merge_resume");
   e.budget.steps = 4;  // fewer inner steps than sync.interval (8): no push, no merge
   e.checkpoint.rebuild_wait_seconds = 0.5;
@@ -939,8 +930,7 @@ TEST(main_job, a_run_resumed_before_any_merge_is_not_degraded) {
 // events.jsonl, contributors and merged tokens sum over them, wall time is the sum of the parts'
 // spans, and summary.json says resumed, 2 parts.
 TEST(main_job, a_resumed_runs_summary_covers_both_parts) {
-  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_resume_summary";
-  std::filesystem::remove_all(dir);
+  const auto dir = fresh_dir("dd_main_job_resume_summary");
   auto e = small_experiment("resume_summary");
   e.budget.steps = 40;
   run_options ro;
@@ -1020,8 +1010,7 @@ TEST(main_job, a_resumed_runs_summary_covers_both_parts) {
 }
 
 TEST(main_job, a_resumed_owner_without_any_copy_is_degraded_and_fails_the_run) {
-  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_degraded";
-  std::filesystem::remove_all(dir);
+  const auto dir = fresh_dir("dd_main_job_degraded");
   auto e = small_experiment("degraded");
   e.checkpoint.every_versions = 1;
   // The owner decides within this wait whether or not the learners answered (slow under
@@ -1090,8 +1079,7 @@ TEST(main_job, a_resumed_owner_without_any_copy_is_degraded_and_fails_the_run) {
 // A run directory holds one run: an earlier run's summary.json and run_info.json are removed
 // when the next run starts (a killed re-run must not leave a stale summary that looks finished).
 TEST(main_job, a_new_run_removes_the_earlier_runs_summary) {
-  const auto dir = std::filesystem::path(::testing::TempDir()) / "dd_main_job_rerun";
-  std::filesystem::remove_all(dir);
+  const auto dir = fresh_dir("dd_main_job_rerun");
   std::filesystem::create_directories(dir / "checkpoints");
   std::ofstream(dir / "summary.json") << "{\"final_val_loss\": 1.5}\n";
   std::ofstream(dir / "run_info.json") << "{}\n";
