@@ -20,6 +20,7 @@ if (($# < 4)); then
   exit 2
 fi
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+. "$here/tests/support/cluster.sh"
 out=$1 quota=$2 busy=$3 secs=$4
 shift 4
 bin="${DD_NODE:-$here/build/bin/dd-node}"
@@ -27,19 +28,8 @@ data="${DD_DATA:-$here/../shared/data}"
 cg=/sys/fs/cgroup/cpu/ddlinks_$$
 rm -rf "$out"
 mkdir -p "$out"
-cat >"$out/tiny.lua" <<LUA
-experiment {
-  name = 'tiny',
-  data = { file = '$data/tinyshakespeare/input.txt' },
-  model = { layers = 1, width = 32, heads = 2, context = 32 },
-  learners = { count = 3, batch = 4, threads = 1 },
-  sync = { fragments = 2, interval = 4 },
-  inner = { lr = 3e-3, warmup = 5, decay_steps = 2000 },
-  eval = { every_seconds = 0, batches = 2 },
-  budget = { seconds = $secs },
-  checkpoint = { every_versions = 1 },
-}
-LUA
+tiny_experiment "$out/tiny.lua" "$data/tinyshakespeare/input.txt" lr=3e-3 eval_every=0 \
+  budget="seconds = $secs" checkpoint_every=1
 mkdir "$cg" || exit 1
 cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done

@@ -15,6 +15,7 @@
 # Usage: metrics_scrape_test.sh DD_NODE DD_CHAOS SOURCE_DIR
 set -euo pipefail
 dd_node=$1 dd_chaos=$2 src=$3
+. "$src/tests/support/cluster.sh"
 command -v promtool > /dev/null || { echo "FAIL: no promtool (apt-get install prometheus)"; exit 1; }
 command -v curl > /dev/null || { echo "FAIL: no curl"; exit 1; }
 
@@ -32,19 +33,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$1" "$(now)"; }
 
-cat > tiny.lua << EOF
-experiment {
-  name = 'tiny',
-  data = { file = '$data' },
-  model = { layers = 1, width = 32, heads = 2, context = 32 },
-  learners = { count = 3, batch = 4, threads = 1 },
-  sync = { fragments = 2, interval = 4 },
-  inner = { lr = 1e-3, warmup = 5, decay_steps = 2000 },
-  eval = { every_seconds = 1, batches = 2 },
-  budget = { seconds = 20 },
-  checkpoint = { every_versions = 4 },
-}
-EOF
+tiny_experiment tiny.lua "$data" budget='seconds = 20'
 
 # scrape NAME URL: /metrics into NAME.prom, checked by promtool (any complaint fails), its sample
 # names added to seen.txt.
@@ -70,8 +59,7 @@ pids+=($!)
 for _ in $(seq 100); do [ -n "$(url_of run1.out)" ] && break; sleep 0.1; done
 u=$(url_of run1.out)
 [ -n "$u" ] || { cat run1.out; fail "dd-node run printed no http address"; }
-for _ in $(seq 100); do curl -sf "$u/readyz" > /dev/null && break; sleep 0.1; done
-curl -sf "$u/readyz" > /dev/null || fail "dd-node run: /readyz never 200"
+wait_until 100 curl -sf -o /dev/null "$u/readyz" || fail "dd-node run: /readyz never 200"
 curl -sf "$u/healthz" | grep -qx ok || fail "dd-node run: /healthz"
 curl -sf "$u/status" | python3 -c 'import json,sys; s=json.load(sys.stdin); assert s["kind"]=="run" and len(s["learners"])==3, s' ||
   fail "dd-node run: /status does not list 3 learners"

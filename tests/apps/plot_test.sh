@@ -14,6 +14,7 @@
 # Usage: plot_test.sh DD_NODE DD_CHAOS DD_GOODPUT SOURCE_DIR
 set -euo pipefail
 dd_node=$(realpath "$1") dd_chaos=$(realpath "$2") dd_goodput=$(realpath "$3") src=$(realpath "$4")
+. "$src/tests/support/cluster.sh"
 py=/usr/bin/python3
 "$py" -c 'import matplotlib' ||
   { echo "FAIL: $py has no matplotlib (apt-get install python3-matplotlib; scripts/setup.sh does)"; exit 1; }
@@ -48,19 +49,7 @@ for p in sys.argv[1:]:
 PY
 }
 
-cat > tiny.lua <<EOF
-experiment {
-  name = 'tiny',
-  data = { file = '$data' },
-  model = { layers = 1, width = 32, heads = 2, context = 32 },
-  learners = { count = 3, batch = 4, threads = 1 },
-  sync = { fragments = 2, interval = 4 },
-  inner = { lr = 1e-3, warmup = 5, decay_steps = 2000 },
-  eval = { every_seconds = 1, batches = 2 },
-  budget = { seconds = 12 },
-  checkpoint = { every_versions = 4 },
-}
-EOF
+tiny_experiment tiny.lua "$data" budget='seconds = 12'
 
 # --- A cluster with a learner process killed by dd-chaos ---------------------------------------
 "$dd_node" launch tiny.lua --run-dir run --progress 0 --heartbeat 0.2 --connection-timeout 1 \
@@ -69,8 +58,7 @@ launch_pid=$!
 stepped() {  # every learner has a row in learner_loss.csv
   [ -f run/learner_loss.csv ] && [ "$(tail -n +2 run/learner_loss.csv | cut -d, -f2 | sort -u | wc -l)" -ge 3 ]
 }
-for _ in $(seq 300); do stepped && break; sleep 0.1; done
-stepped || { cat launch.out; fail "not every learner stepped within 30 s"; }
+wait_until 300 stepped || { cat launch.out; fail "not every learner stepped within 30 s"; }
 "$dd_chaos" kill learner:1 --run-dir run > kill.out 2>&1 || { cat kill.out; fail "dd-chaos kill"; }
 rc=0
 wait "$launch_pid" || rc=$?

@@ -15,6 +15,7 @@
 #   is made this way).
 set -euo pipefail
 dd_node=$(realpath "$1") dd_chaos=$(realpath "$2") src=$(realpath "$3") shot=${4:-}
+. "$src/tests/support/cluster.sh"
 [ -n "$shot" ] && shot=$(realpath -m "$shot")
 chromium=$(command -v chromium || true)
 [ -n "$chromium" ] || { echo "FAIL: no chromium on PATH (apt-get install chromium; scripts/setup.sh does)"; exit 1; }
@@ -38,19 +39,7 @@ data=$src/../shared/data/tinyshakespeare/input.txt
 budget=40  # seconds; the checks end the run sooner (the screenshot wants a longer one)
 [ -n "$shot" ] && budget=60
 
-cat > tiny.lua <<EOF
-experiment {
-  name = 'tiny',
-  data = { file = '$data' },
-  model = { layers = 1, width = 32, heads = 2, context = 32 },
-  learners = { count = 3, batch = 4, threads = 1 },
-  sync = { fragments = 2, interval = 4 },
-  inner = { lr = 1e-3, warmup = 5, decay_steps = 2000 },
-  eval = { every_seconds = 1, batches = 2 },
-  budget = { seconds = $budget },
-  checkpoint = { every_versions = 8 },
-}
-EOF
+tiny_experiment tiny.lua "$data" budget="seconds = $budget" checkpoint_every=8
 
 "$dd_node" launch tiny.lua --run-dir run --progress 0 --heartbeat 0.5 --connection-timeout 5 \
   > launch.out 2>&1 &

@@ -32,6 +32,7 @@
 #     scontrol shows Restarts=1, ExitCode 0:0.
 # Needs root, slurm-wlm and munge (scripts/setup.sh installs them); it never skips.
 set -uo pipefail
+. "$(dirname "${BASH_SOURCE[0]}")/../support/cluster.sh"
 
 dd_node="$(realpath -e "$1" 2>/dev/null)" || { echo "FAIL: dd-node '$1' not found" >&2; exit 1; }
 data_dir="$2"
@@ -66,19 +67,8 @@ stop_slurm() {
 trap stop_slurm EXIT
 local_slurm_start "$work"
 
-cat >"$work/tiny.lua" <<EXP
-experiment {
-  name = 'slurm_tiny',
-  data = { file = '$data_file' },
-  model = { layers = 1, width = 32, heads = 2, context = 32 },
-  learners = { count = 4, batch = 4, threads = 1 },
-  sync = { fragments = 2, interval = 4 },
-  inner = { lr = 3e-3, warmup = 5, decay_steps = 2000 },
-  eval = { every_seconds = 0, batches = 2 },
-  budget = { steps = 3000 },
-  checkpoint = { every_versions = 1 },
-}
-EXP
+tiny_experiment "$work/tiny.lua" "$data_file" name=slurm_tiny learners=4 lr=3e-3 eval_every=0 \
+  budget='steps = 3000' checkpoint_every=1
 readonly want_tokens=$((4 * 3000 * 4 * 32))
 
 # --- dry run -----------------------------------------------------------------------------------
