@@ -22,13 +22,15 @@ Prints every figure it compares; exits 1 with "FAIL: ..." on the first mismatch.
 """
 import argparse
 import json
-import math
 import os
 import sys
 
 import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import load_file
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../../tools/hf"))
+import numpy_gpt  # noqa: E402
 
 
 def fail(msg):
@@ -65,46 +67,6 @@ def fnv1a64(data):
 def window_starts(n_val, T, windows):
     W = (n_val - 1) // T
     return [(w % W) * T for w in range(windows)]
-
-
-def layernorm(x, w, b):
-    m = x.mean(-1, keepdims=True)
-    v = ((x - m) ** 2).mean(-1, keepdims=True)  # biased, eps 1e-5 (kernels/reference)
-    return (x - m) / np.sqrt(v + 1e-5) * w + b
-
-
-def gelu(x):  # tanh approximation (GPT-2)
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
-
-
-def numpy_loss(P, cfg, idx, tgt):
-    """Mean next-token cross-entropy (nats) of a (B, T) batch, float64."""
-    B, T = idx.shape
-    C, NH, L = cfg["width"], cfg["heads"], cfg["layers"]
-    hs = C // NH
-    x = P["wte"][idx] + P["wpe"][:T]
-    mask = np.triu(np.ones((T, T), dtype=bool), k=1)
-    for i in range(L):
-        g = lambda n: P[f"h.{i}.{n}"]  # noqa: E731
-        h = layernorm(x, g("ln_1.weight"), g("ln_1.bias"))
-        qkv = h @ g("attn.qkv.weight").T + g("attn.qkv.bias")
-        q, k, v = (qkv[..., j * C:(j + 1) * C].reshape(B, T, NH, hs).transpose(0, 2, 1, 3)
-                   for j in range(3))
-        att = q @ k.transpose(0, 1, 3, 2) / math.sqrt(hs)
-        att = np.where(mask, -np.inf, att)
-        att = np.exp(att - att.max(-1, keepdims=True))
-        att /= att.sum(-1, keepdims=True)
-        y = (att @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
-        x = x + y @ g("attn.proj.weight").T + g("attn.proj.bias")
-        h = layernorm(x, g("ln_2.weight"), g("ln_2.bias"))
-        x = x + gelu(h @ g("mlp.fc.weight").T + g("mlp.fc.bias")) @ g("mlp.proj.weight").T \
-            + g("mlp.proj.bias")
-    x = layernorm(x, P["ln_f.weight"], P["ln_f.bias"])
-    logits = x @ P["wte"].T  # tied LM head
-    m = logits.max(-1, keepdims=True)
-    lse = np.log(np.exp(logits - m).sum(-1)) + m[..., 0]
-    picked = np.take_along_axis(logits, tgt[..., None], -1)[..., 0]
-    return float((lse - picked).mean())
 
 
 def torch_loss_fn(path, cfg):
@@ -228,7 +190,8 @@ def main():
         s = starts[first:first + B]
         idx = np.stack([val[x:x + T] for x in s])
         tgt = np.stack([val[x + 1:x + T + 1] for x in s])
-        losses.append(numpy_loss(P, cfg, idx, tgt) * len(s))
+        lg = numpy_gpt.logits(P, idx, cfg["layers"], cfg["width"], cfg["heads"])
+        losses.append(numpy_gpt.cross_entropy(lg, tgt) * len(s))
         if tl is not None:
             tlosses.append(tl(idx, tgt) * len(s))
     mine = sum(losses) / nw

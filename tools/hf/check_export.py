@@ -18,7 +18,6 @@ Prints every figure it compares; exits 1 with "FAIL: ..." on the first mismatch.
 """
 import argparse
 import json
-import math
 import os
 import sys
 
@@ -26,6 +25,9 @@ import numpy as np
 from safetensors import safe_open
 from safetensors.numpy import load_file
 from tokenizers import Tokenizer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy_gpt  # noqa: E402
 
 
 def fail(msg):
@@ -45,42 +47,6 @@ def hf_layout(V, T, C, L):
                 (h + "mlp.c_proj.weight", (4 * C, C)), (h + "mlp.c_proj.bias", (C,))]
     out += [("transformer.ln_f.weight", (C,)), ("transformer.ln_f.bias", (C,))]
     return out
-
-
-def layernorm(x, w, b, eps):
-    m = x.mean(-1, keepdims=True)
-    v = ((x - m) ** 2).mean(-1, keepdims=True)
-    return (x - m) / np.sqrt(v + eps) * w + b
-
-
-def gelu_new(x):
-    return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
-
-
-def logits_hf(P, cfg, idx):
-    """GPT2LMHeadModel's forward over transformers' tensors, float64, (B, T) -> (B, T, V)."""
-    B, T = idx.shape
-    C, NH, L, eps = cfg["n_embd"], cfg["n_head"], cfg["n_layer"], cfg["layer_norm_epsilon"]
-    hs = C // NH
-    x = P["transformer.wte.weight"][idx] + P["transformer.wpe.weight"][:T]
-    mask = np.triu(np.ones((T, T), dtype=bool), k=1)
-    for i in range(L):
-        g = lambda n: P[f"transformer.h.{i}.{n}"]  # noqa: E731
-        h = layernorm(x, g("ln_1.weight"), g("ln_1.bias"), eps)
-        qkv = h @ g("attn.c_attn.weight") + g("attn.c_attn.bias")  # Conv1D: x W + b
-        q, k, v = (qkv[..., j * C:(j + 1) * C].reshape(B, T, NH, hs).transpose(0, 2, 1, 3)
-                   for j in range(3))
-        att = q @ k.transpose(0, 1, 3, 2) / math.sqrt(hs)
-        att = np.where(mask, -np.inf, att)
-        att = np.exp(att - att.max(-1, keepdims=True))
-        att /= att.sum(-1, keepdims=True)
-        y = (att @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
-        x = x + y @ g("attn.c_proj.weight") + g("attn.c_proj.bias")
-        h = layernorm(x, g("ln_2.weight"), g("ln_2.bias"), eps)
-        x = x + gelu_new(h @ g("mlp.c_fc.weight") + g("mlp.c_fc.bias")) @ g("mlp.c_proj.weight") \
-            + g("mlp.c_proj.bias")
-    x = layernorm(x, P["transformer.ln_f.weight"], P["transformer.ln_f.bias"], eps)
-    return x @ P["transformer.wte.weight"].T  # tied head
 
 
 def read_tokens(path, fmt):
@@ -146,16 +112,11 @@ def main():
 
     val = validation_split(spec)
     B, T, batches = spec["batch"], spec["seq_len"], spec["batches"]
-    W = (len(val) - 1) // T
     losses = []
-    for b in range(batches):
-        starts = [((b * B + r) % W) * T for r in range(B)]
-        idx = np.stack([val[s:s + T] for s in starts])
-        tgt = np.stack([val[s + 1:s + T + 1] for s in starts])
-        lg = logits_hf(P, cfg, idx)
-        m = lg.max(-1, keepdims=True)
-        lse = np.log(np.exp(lg - m).sum(-1)) + m[..., 0]
-        losses.append(float((lse - np.take_along_axis(lg, tgt[..., None], -1)[..., 0]).mean()))
+    for idx, tgt in numpy_gpt.eval_batches(val, B, T, batches * B):
+        lg = numpy_gpt.logits(P, idx, cfg["n_layer"], cfg["n_embd"], cfg["n_head"],
+                              numpy_gpt.HF, cfg["layer_norm_epsilon"])
+        losses.append(numpy_gpt.cross_entropy(lg, tgt))
     loss = float(np.mean(losses))
     summary = json.load(open(os.path.join(a.run_dir, "summary.json")))
     ref = summary["final_val_loss"]

@@ -18,7 +18,6 @@ Exits 1 with "FAIL: ..." on the first mismatch.
 """
 import argparse
 import json
-import math
 import os
 import subprocess
 import sys
@@ -30,47 +29,13 @@ from safetensors.numpy import load_file
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import numpy_gpt  # noqa: E402
 from check_export import validation_split  # noqa: E402
 
 
 def fail(msg):
     print(f"FAIL: {msg}")
     sys.exit(1)
-
-
-def ours_logits(P, cfg, idx):
-    """Our GPT (runtime/gpt.hpp names, nn.Linear layouts), float64."""
-    B, T = idx.shape
-    C, NH, L = cfg["width"], cfg["heads"], cfg["layers"]
-    hs = C // NH
-
-    def ln(x, w, b):
-        m = x.mean(-1, keepdims=True)
-        v = ((x - m) ** 2).mean(-1, keepdims=True)
-        return (x - m) / np.sqrt(v + 1e-5) * w + b
-
-    def gelu(x):
-        return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
-
-    x = P["wte"][idx] + P["wpe"][:T]
-    mask = np.triu(np.ones((T, T), dtype=bool), k=1)
-    for i in range(L):
-        g = lambda n: P[f"h.{i}.{n}"]  # noqa: E731
-        h = ln(x, g("ln_1.weight"), g("ln_1.bias"))
-        qkv = h @ g("attn.qkv.weight").T + g("attn.qkv.bias")
-        q, k, v = (qkv[..., j * C:(j + 1) * C].reshape(B, T, NH, hs).transpose(0, 2, 1, 3)
-                   for j in range(3))
-        att = q @ k.transpose(0, 1, 3, 2) / math.sqrt(hs)
-        att = np.where(mask, -np.inf, att)
-        att = np.exp(att - att.max(-1, keepdims=True))
-        att /= att.sum(-1, keepdims=True)
-        y = (att @ v).transpose(0, 2, 1, 3).reshape(B, T, C)
-        x = x + y @ g("attn.proj.weight").T + g("attn.proj.bias")
-        h = ln(x, g("ln_2.weight"), g("ln_2.bias"))
-        x = x + gelu(h @ g("mlp.fc.weight").T + g("mlp.fc.bias")) @ g("mlp.proj.weight").T \
-            + g("mlp.proj.bias")
-    x = ln(x, P["ln_f.weight"], P["ln_f.bias"])
-    return x @ P["wte"].T
 
 
 def main():
@@ -97,22 +62,18 @@ def main():
     val = validation_split(spec)
     B, T = spec["batch"], spec["seq_len"]
     windows = spec["windows"] if "windows" in spec else spec["batches"] * B
-    W = (len(val) - 1) // T
     losses = []  # each batch's mean loss weighted by its rows: every window weighs the same
-    for first in range(0, windows, B):
-        starts = [((first + r) % W) * T for r in range(min(B, windows - first))]
-        idx = np.stack([val[s:s + T] for s in starts])
-        tgt = np.stack([val[s + 1:s + T + 1] for s in starts])
+    for b, (idx, tgt) in enumerate(numpy_gpt.eval_batches(val, B, T, windows)):
         with torch.no_grad():
             out = model(torch.from_numpy(idx)).logits
-        if first == 0:
-            ref = ours_logits(P, cfg, idx)
+        if b == 0:
+            ref = numpy_gpt.logits(P, idx, cfg["layers"], cfg["width"], cfg["heads"])
             rel = float(np.abs(out.double().numpy() - ref).max() / np.abs(ref).max())
-            print(f"logits (batch 0, {len(starts)}x{T}x{cfg['vocab']}): max |transformers - ours| / "
+            print(f"logits (batch 0, {len(idx)}x{T}x{cfg['vocab']}): max |transformers - ours| / "
                   f"max |ours| = {rel:.2e} (limit 1e-4)")
             if rel > 1e-4:
                 fail("logits differ")
-        losses.append(len(starts) * float(torch.nn.functional.cross_entropy(
+        losses.append(len(idx) * float(torch.nn.functional.cross_entropy(
             out.reshape(-1, out.shape[-1]), torch.from_numpy(tgt).reshape(-1))))
     loss = sum(losses) / windows
     run_loss = json.load(open(os.path.join(a.run_dir, "summary.json")))["final_val_loss"]
