@@ -249,7 +249,10 @@ options parse_options(int argc, char** argv) {
                 oversized_flag = true;
                 return {};
               })
-      .epilog("Exit status: 0 ok; 1 failure; 2 bad flags.\n");
+      .epilog(
+          "--child ROLE ...: the bench's own receiver and raw-TCP processes (it starts them;\n"
+          "not for use by hand).\n"
+          "Exit status: 0 ok; 1 failure; 2 bad flags.\n");
   if (auto rc = flags.parse(argc, argv)) std::exit(*rc);
   if (o.oversized && transfer_flag)
     refuse(
