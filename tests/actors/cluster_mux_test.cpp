@@ -47,6 +47,7 @@
 #include "messages/control.hpp"
 #include "runtime/rng.hpp"
 #include "tests/actors/basp_tap.hpp"
+#include "tests/actors/test_support.hpp"
 #include "tests/support/invariants.hpp"
 
 namespace dd::actors {
@@ -159,30 +160,7 @@ struct mux_net {
 };
 
 config::experiment tiny_experiment(const std::string& name) {
-  config::experiment e;
-  e.name = name;
-  e.seed = 7;
-  e.data.file = std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt";
-  e.model.layers = 1;
-  e.model.width = 16;
-  e.model.heads = 2;
-  e.model.context = 16;
-  e.learners.count = 3;
-  e.learners.batch = 4;
-  e.learners.threads = 1;
-  e.inner.lr = 3e-3;
-  e.inner.warmup = 5;
-  e.inner.rewarmup = 5;
-  e.sync.fragments = 2;
-  e.sync.interval = 4;
-  e.sync.overlap = 2;
-  e.outer.momentum = 0.5;
-  e.budget.kind = config::budget_kind::steps;
-  e.budget.steps = 48;
-  e.eval.every_seconds = 1.0;
-  e.eval.batches = 2;
-  e.checkpoint.every_versions = 1;
-  return e;
+  return test::tiny_experiment(name, 3);
 }
 
 /// What the learner node of the test does and needs (node-local services live here).

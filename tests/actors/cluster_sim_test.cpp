@@ -27,30 +27,7 @@ namespace dd::actors {
 namespace {
 
 config::experiment tiny_experiment(const std::string& name) {
-  config::experiment e;
-  e.name = name;
-  e.seed = 7;
-  e.data.file = std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt";
-  e.model.layers = 1;
-  e.model.width = 16;
-  e.model.heads = 2;
-  e.model.context = 16;
-  e.learners.count = 4;
-  e.learners.batch = 4;
-  e.learners.threads = 1;
-  e.inner.lr = 3e-3;
-  e.inner.warmup = 5;
-  e.inner.rewarmup = 5;
-  e.sync.fragments = 2;
-  e.sync.interval = 4;
-  e.sync.overlap = 2;
-  e.outer.momentum = 0.5;
-  e.budget.kind = config::budget_kind::steps;
-  e.budget.steps = 48;
-  e.eval.every_seconds = 1.0;
-  e.eval.batches = 2;
-  e.checkpoint.every_versions = 1;
-  return e;
+  return test::tiny_experiment(name, 4);
 }
 
 struct sim_outcome {

@@ -1,6 +1,6 @@
 // tests/actors/test_support.hpp — helpers shared by the actor tests: a CAF actor system on the
 // deterministic test coordinator (manual clock, one thread) usable from GoogleTest, a tiny
-// fragment layout, and push builders.
+// fragment layout, push builders, and the tiny experiment of the whole-cluster tests.
 #pragma once
 
 #include <chrono>
@@ -14,6 +14,7 @@
 
 #include "actors/link/atoms.hpp"
 #include "messages/codec.hpp"
+#include "runtime/config/experiment.hpp"
 #include "runtime/fragments.hpp"
 #include "runtime/quantize.hpp"
 #include "runtime/tensor_info.hpp"
@@ -102,6 +103,36 @@ inline push_msg make_push(int32_t learner, uint64_t incarnation, uint64_t base_v
   m.payload = encode_payload(payload_encoding::fp32, delta.data(), delta.size());
   m.payload_bytes = m.payload.size();
   return m;
+}
+
+/// The tiny GPT experiment of the whole-cluster tests (cluster_sim, cluster_mux): 1 layer, width
+/// and context 16, `learners` learners of batch 4, 2 fragments, H = 4, τ = 2, 48 steps, seed 7,
+/// a checkpoint every version. The pinned digests of those tests depend on every value here.
+inline config::experiment tiny_experiment(const std::string& name, int learners) {
+  config::experiment e;
+  e.name = name;
+  e.seed = 7;
+  e.data.file = std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt";
+  e.model.layers = 1;
+  e.model.width = 16;
+  e.model.heads = 2;
+  e.model.context = 16;
+  e.learners.count = learners;
+  e.learners.batch = 4;
+  e.learners.threads = 1;
+  e.inner.lr = 3e-3;
+  e.inner.warmup = 5;
+  e.inner.rewarmup = 5;
+  e.sync.fragments = 2;
+  e.sync.interval = 4;
+  e.sync.overlap = 2;
+  e.outer.momentum = 0.5;
+  e.budget.kind = config::budget_kind::steps;
+  e.budget.steps = 48;
+  e.eval.every_seconds = 1.0;
+  e.eval.batches = 2;
+  e.checkpoint.every_versions = 1;
+  return e;
 }
 
 }  // namespace dd::test
