@@ -43,6 +43,7 @@ namespace fs = std::filesystem;
 using dd::test::events;
 using dd::test::spawn;
 using dd::test::text;
+using dd::test::wait_events;
 using dd::test::wait_for;
 using nlohmann::json;
 
@@ -112,19 +113,6 @@ int pid_of(const fs::path& run, const std::string& node) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   } while (std::chrono::steady_clock::now() < end);
   return 0;
-}
-
-/// Waits until the syncer's events hold `count` events of `kind`.
-bool wait_events(const fs::path& file, const std::string& kind, size_t count, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    size_t n = 0;
-    for (const auto& e : events(file))
-      if (e["event"] == kind) ++n;
-    if (n >= count) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
 }
 
 /// Whether each of `learners` learners has a row of its own in learner_loss.csv within `seconds`.

@@ -36,6 +36,7 @@ namespace fs = std::filesystem;
 using dd::test::events;
 using dd::test::spawn;
 using dd::test::text;
+using dd::test::wait_events;
 using dd::test::wait_for;
 using nlohmann::json;
 
@@ -58,18 +59,6 @@ std::string tiny(const std::string& budget = "45", const std::string& chaos = ""
          " },\n"
          "  checkpoint = { every_versions = 1 },\n" +
          chaos + "}\n";
-}
-
-bool wait_events(const fs::path& file, const std::string& kind, size_t count, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    size_t n = 0;
-    for (const auto& e : events(file))
-      if (e["event"] == kind) ++n;
-    if (n >= count) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
 }
 
 struct chaos_result {

@@ -1,7 +1,7 @@
 // tests/actors/process_support.hpp — helpers of the tests that run real processes (dd-node
 // syncer / learner / launch, dd-chaos) on top of tests/support/child_process.hpp: spawn with
 // stdout+stderr to one file, wait with a deadline (killing its process group), read a
-// JSON-lines events file, read a whole file.
+// JSON-lines events file, count and wait for events in it, read a whole file.
 #pragma once
 
 #include <signal.h>
@@ -61,6 +61,28 @@ inline std::string text(const std::filesystem::path& file) {
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
+}
+
+/// The number of `kind` events in a JSON-lines events file, by their text (a line cut short by a
+/// kill is passed over, not a parse error).
+inline size_t count_events(const std::filesystem::path& file, const std::string& kind) {
+  size_t n = 0;
+  std::ifstream in(file);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.find("\"event\":\"" + kind + "\"") != std::string::npos) ++n;
+  return n;
+}
+
+/// Waits up to `seconds` until `file` holds `count` events of `kind`; whether it did.
+inline bool wait_events(const std::filesystem::path& file, const std::string& kind, size_t count,
+                        double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (count_events(file, kind) >= count) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
 }
 
 }  // namespace dd::test

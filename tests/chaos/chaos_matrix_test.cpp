@@ -52,30 +52,12 @@ namespace fs = std::filesystem;
 using dd::test::events;
 using dd::test::spawn;
 using dd::test::text;
+using dd::test::wait_events;
 using dd::test::wait_for;
 using nlohmann::json;
 
 /// Runs a shell command; exit status (−1 when not exited normally) and stdout+stderr.
 std::pair<int, std::string> run_cmd(const std::string& cmd) { return dd::test::run_command(cmd); }
-
-/// Number of `kind` events in a JSON-lines file (lines cut by a kill are skipped).
-size_t count_events(const fs::path& file, const std::string& kind) {
-  size_t n = 0;
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.find("\"event\":\"" + kind + "\"") != std::string::npos) ++n;
-  return n;
-}
-
-bool wait_events(const fs::path& file, const std::string& kind, size_t count, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (count_events(file, kind) >= count) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
-}
 
 /// One fault of a run: `dd-chaos ARGS --run-dir RUN` fired `at` seconds after the cluster's
 /// fifth merge; `tape_kind` is the kind its tape record must carry.

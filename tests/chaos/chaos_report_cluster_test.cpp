@@ -18,27 +18,10 @@
 namespace {
 
 namespace fs = std::filesystem;
+using dd::test::wait_events;
 using nlohmann::json;
 
 std::pair<int, std::string> run_cmd(const std::string& cmd) { return dd::test::run_command(cmd); }
-
-size_t count_events(const fs::path& file, const std::string& kind) {
-  size_t n = 0;
-  std::ifstream in(file);
-  std::string line;
-  while (std::getline(in, line))
-    if (line.find("\"event\":\"" + kind + "\"") != std::string::npos) ++n;
-  return n;
-}
-
-bool wait_events(const fs::path& file, const std::string& kind, size_t count, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (count_events(file, kind) >= count) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
-}
 
 }  // namespace
 
