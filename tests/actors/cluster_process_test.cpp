@@ -36,6 +36,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/actors/process_support.hpp"
+#include "tests/support/tiny_lua.hpp"
 
 namespace {
 
@@ -54,21 +55,9 @@ double wall_now() {
 
 /// A tiny experiment: 3 learners, 2 fragments, H = 4, checkpoints every version.
 std::string tiny(const std::string& budget) {
-  return "experiment {\n"
-         "  name = 'tiny',\n"
-         "  data = { file = '" +
-         std::string(DD_DATA_DIR) +
-         "/tinyshakespeare/input.txt' },\n"
-         "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
-         "  learners = { count = 3, batch = 4, threads = 1 },\n"
-         "  sync = { fragments = 2, interval = 4 },\n"
-         "  inner = { lr = 3e-3, warmup = 5, decay_steps = 2000 },\n"
-         "  eval = { every_seconds = 0, batches = 2 },\n"
-         "  budget = " +
-         budget +
-         ",\n"
-         "  checkpoint = { every_versions = 1 },\n"
-         "}\n";
+  dd::test::tiny_lua t;
+  t.budget = budget;
+  return t.text();
 }
 
 fs::path workdir(const std::string& name, const std::string& budget) {

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/actors/process_support.hpp"
+#include "tests/support/tiny_lua.hpp"
 
 #include "actors/link/atoms.hpp"
 #include "actors/nodes/node_config.hpp"
@@ -82,14 +83,12 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
   const fs::path dir = fs::path(::testing::TempDir()) / "dd_hostile";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  std::ofstream(dir / "tiny.lua")
-      << "experiment { name = 'tiny', data = { file = '" << DD_DATA_DIR
-      << "/tinyshakespeare/input.txt' },\n"
-         "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
-         "  learners = { count = 2, batch = 4, threads = 1 },\n"
-         "  sync = { fragments = 2, interval = 4, min_quorum = 1 },\n"
-         "  inner = { lr = 3e-3, warmup = 5, decay_steps = 2000 },\n"
-         "  eval = { every_seconds = 0, batches = 2 }, budget = { seconds = 16 } }\n";
+  dd::test::tiny_lua t;
+  t.learners = 2;
+  t.sync_extra = ", min_quorum = 1";
+  t.budget = "{ seconds = 16 }";
+  t.checkpoint_every = 0;
+  std::ofstream(dir / "tiny.lua") << t.text();
   const uint16_t port = free_port();
   const std::string addr = "127.0.0.1:" + std::to_string(port);
   const pid_t syncer = spawn(

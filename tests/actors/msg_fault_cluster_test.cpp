@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/actors/process_support.hpp"
+#include "tests/support/tiny_lua.hpp"
 
 namespace {
 
@@ -41,24 +42,16 @@ using dd::test::wait_for;
 using nlohmann::json;
 
 std::string tiny(const std::string& budget = "45", const std::string& chaos = "") {
-  return "experiment {\n"
-         "  name = 'tiny',\n"
-         "  data = { file = '" +
-         std::string(DD_DATA_DIR) +
-         "/tinyshakespeare/input.txt' },\n"
-         "  model = { layers = 1, width = 64, heads = 2, context = 64 },\n"
-         "  learners = { count = 3, batch = 4, threads = 1 },\n"
-         // Pushes on each learner's own steps: the global push clock extrapolates the mean step
-         // only 3 own steps ahead of its last reading, and under load (2 shared cores, 5 ms
-         // steps) a learner may then push nothing for tens of seconds.
-         "  sync = { fragments = 2, interval = 16, push_clock = 'learner' },\n"
-         "  inner = { lr = 3e-3, warmup = 5, decay_steps = 2000 },\n"
-         "  eval = { every_seconds = 0, batches = 2 },\n"
-         "  budget = { seconds = " +
-         budget +
-         " },\n"
-         "  checkpoint = { every_versions = 1 },\n" +
-         chaos + "}\n";
+  dd::test::tiny_lua t;
+  t.width = 64;
+  t.interval = 16;
+  // Pushes on each learner's own steps: the global push clock extrapolates the mean step only 3
+  // own steps ahead of its last reading, and under load (2 shared cores, 5 ms steps) a learner
+  // may then push nothing for tens of seconds.
+  t.sync_extra = ", push_clock = 'learner'";
+  t.budget = "{ seconds = " + budget + " }";
+  t.extra = chaos;
+  return t.text();
 }
 
 struct chaos_result {

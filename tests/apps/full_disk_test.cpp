@@ -27,6 +27,7 @@
 
 #include "tests/support/child_process.hpp"
 #include "tests/support/scoped_tmpfs.hpp"
+#include "tests/support/tiny_lua.hpp"
 #include "util/net.hpp"
 
 namespace {
@@ -88,19 +89,11 @@ struct full_disk : ::testing::Test {
 };
 
 std::string tiny_experiment() {
-  return "experiment {\n"
-         "  name = 'tiny',\n"
-         "  data = { file = '" +
-         std::string(DD_DATA_DIR) +
-         "/tinyshakespeare/input.txt' },\n"
-         "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
-         "  learners = { count = 2, batch = 4, threads = 1 },\n"
-         "  sync = { fragments = 2, interval = 4 },\n"
-         "  inner = { lr = 3e-3, warmup = 5, decay_steps = 1000 },\n"
-         "  eval = { every_seconds = 0, batches = 2 },\n"
-         "  budget = { steps = 40 },\n"
-         "  checkpoint = { every_versions = 1 },\n"
-         "}\n";
+  dd::test::tiny_lua t;
+  t.learners = 2;
+  t.decay_steps = 1000;
+  t.budget = "{ steps = 40 }";
+  return t.text();
 }
 
 TEST_F(full_disk, dd_node_run_ends_loudly_at_every_point_the_disk_fills) {

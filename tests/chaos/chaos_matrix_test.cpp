@@ -45,6 +45,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/actors/process_support.hpp"
+#include "tests/support/tiny_lua.hpp"
 
 namespace {
 
@@ -95,24 +96,10 @@ json run_matrix(const matrix_run& m) {
                 run.c_str(), std::strerror(errno));
     return json::object({{"skipped", true}});
   }
-  std::ofstream(dir / "tiny.lua")
-      << "experiment {\n"
-         "  name = 'matrix_"
-      << m.name
-      << "',\n"
-         "  data = { file = '"
-      << DD_DATA_DIR
-      << "/tinyshakespeare/input.txt' },\n"
-         "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
-         "  learners = { count = 3, batch = 4, threads = 1 },\n"
-         "  sync = { fragments = 2, interval = 4 },\n"
-         "  inner = { lr = 3e-3, warmup = 5, decay_steps = 2000 },\n"
-         "  eval = { every_seconds = 0, batches = 2 },\n"
-         "  budget = { seconds = "
-      << m.budget_s
-      << " },\n"
-         "  checkpoint = { every_versions = 1 },\n"
-         "}\n";
+  dd::test::tiny_lua t;
+  t.name = "matrix_" + m.name;
+  t.budget = "{ seconds = " + std::to_string(m.budget_s) + " }";
+  std::ofstream(dir / "tiny.lua") << t.text();
   std::vector<std::string> args = {
       DD_NODE_BIN,  "launch",     "tiny.lua",    "--run-dir", "run",
       "--progress", "0",          "--heartbeat", "0.2",       "--connection-timeout",

@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/actors/process_support.hpp"
+#include "tests/support/tiny_lua.hpp"
 
 namespace {
 
@@ -29,20 +30,7 @@ TEST(chaos_report_cluster, a_killed_learner_process_is_timed_and_the_run_judged)
   const fs::path dir = fs::path(::testing::TempDir()) / "dd_chaos_report_cluster";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  std::ofstream(dir / "tiny.lua")
-      << "experiment {\n"
-         "  name = 'tiny',\n"
-         "  data = { file = '"
-      << DD_DATA_DIR
-      << "/tinyshakespeare/input.txt' },\n"
-         "  model = { layers = 1, width = 32, heads = 2, context = 32 },\n"
-         "  learners = { count = 3, batch = 4, threads = 1 },\n"
-         "  sync = { fragments = 2, interval = 4 },\n"
-         "  inner = { lr = 3e-3, warmup = 5, decay_steps = 2000 },\n"
-         "  eval = { every_seconds = 0, batches = 2 },\n"
-         "  budget = { seconds = 12 },\n"
-         "  checkpoint = { every_versions = 1 },\n"
-         "}\n";
+  std::ofstream(dir / "tiny.lua") << dd::test::tiny_lua{}.text();
   const fs::path run = dir / "run";
   const pid_t launch =
       dd::test::spawn(dir,
