@@ -36,7 +36,6 @@
 namespace {
 
 namespace fs = std::filesystem;
-using clock_type = std::chrono::steady_clock;
 
 using dd::test::read_text;
 using dd::test::wait_exit;
@@ -82,16 +81,7 @@ pid_t start(const fs::path& cwd, const std::string& tag, const std::vector<std::
   return dd::test::start_process(cwd, tag, std::move(argv));
 }
 
-/// Waits up to `seconds` until `pred()`; false on timeout.
-template <class Pred>
-bool wait_for(Pred pred, double seconds) {
-  const auto end = clock_type::now() + std::chrono::duration<double>(seconds);
-  while (clock_type::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
+using dd::test::wait_until;
 
 bool has_event(const fs::path& events, const std::string& kind) {
   return read_text(events).find("\"event\":\"" + kind + "\"") != std::string::npos;
@@ -103,7 +93,8 @@ TEST(dd_node_run, sigint_stops_gracefully_and_writes_an_interrupted_summary) {
   const pid_t pid = start(dir, "a", {"--run-dir", "run"});
   ASSERT_GT(pid, 0);
   // Training has started once an owner has checkpointed a merge.
-  const bool started = wait_for([&] { return has_event(run / "events.jsonl", "checkpoint"); }, 60);
+  const bool started =
+      wait_until([&] { return has_event(run / "events.jsonl", "checkpoint"); }, 60);
   if (!started) ::kill(pid, SIGKILL);
   ASSERT_TRUE(started) << read_text(dir / "a.err");
   ::kill(pid, SIGINT);
@@ -161,7 +152,8 @@ TEST(dd_node_run, resume_continues_an_interrupted_run) {
   const fs::path run = dir / "run";
   const pid_t pid = start(dir, "a", {"--run-dir", "run"});
   ASSERT_GT(pid, 0);
-  const bool started = wait_for([&] { return has_event(run / "events.jsonl", "checkpoint"); }, 60);
+  const bool started =
+      wait_until([&] { return has_event(run / "events.jsonl", "checkpoint"); }, 60);
   if (!started) ::kill(pid, SIGKILL);
   ASSERT_TRUE(started) << read_text(dir / "a.err");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -248,7 +240,7 @@ TEST(dd_node_run, an_interrupted_run_resumes_from_its_last_merge_not_its_last_pe
   args.insert(args.end(), rare.begin(), rare.end());
   const pid_t pid = start(dir, "a", args);
   ASSERT_GT(pid, 0);
-  const bool merged = wait_for([&] { return has_event(run / "events.jsonl", "merge"); }, 60);
+  const bool merged = wait_until([&] { return has_event(run / "events.jsonl", "merge"); }, 60);
   if (!merged) ::kill(pid, SIGKILL);
   ASSERT_TRUE(merged) << read_text(dir / "a.err");
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
@@ -318,7 +310,7 @@ TEST(dd_node_run, a_second_signal_exits_at_once) {
   const pid_t pid = start(dir, "a", {"--run-dir", "run"});
   ASSERT_GT(pid, 0);
   const bool started =
-      wait_for([&] { return has_event(dir / "run" / "events.jsonl", "learner_start"); }, 60);
+      wait_until([&] { return has_event(dir / "run" / "events.jsonl", "learner_start"); }, 60);
   if (!started) ::kill(pid, SIGKILL);
   ASSERT_TRUE(started) << read_text(dir / "a.err");
   ::kill(pid, SIGTERM);
@@ -336,7 +328,7 @@ TEST(dd_node_run, a_second_run_on_the_same_directory_is_refused) {
   ASSERT_GT(holder, 0);
   const std::string pid_text = std::to_string(holder);
   const bool locked =
-      wait_for([&] { return read_text(dir / "run" / "LOCK") == pid_text + "\n"; }, 30);
+      wait_until([&] { return read_text(dir / "run" / "LOCK") == pid_text + "\n"; }, 30);
   if (!locked) ::kill(holder, SIGKILL);
   ASSERT_TRUE(locked) << read_text(dir / "a.err");
 
@@ -376,10 +368,10 @@ TEST(dd_node_run, a_second_run_on_the_same_checkpoint_dir_is_refused) {
   ASSERT_GT(holder, 0);
   const std::string pid_text = std::to_string(holder);
   const bool locked =
-      wait_for([&] { return read_text(dir / "shared_ck" / "LOCK") == pid_text + "\n"; }, 30);
+      wait_until([&] { return read_text(dir / "shared_ck" / "LOCK") == pid_text + "\n"; }, 30);
   if (!locked) ::kill(holder, SIGKILL);
   ASSERT_TRUE(locked) << read_text(dir / "a.err");
-  ASSERT_TRUE(wait_for([&] { return fs::exists(dir / "shared_ck" / "owner_0.ddck"); }, 60))
+  ASSERT_TRUE(wait_until([&] { return fs::exists(dir / "shared_ck" / "owner_0.ddck"); }, 60))
       << read_text(dir / "a.err");
 
   const pid_t second = start(
@@ -421,7 +413,7 @@ TEST(dd_node_run, a_live_syncers_checkpoint_dir_is_refused_for_syncer_launch_and
       dir, "a", with({"syncer", "tiny.lua", "--listen", "127.0.0.1:0", "--run-dir", "run_a"}));
   ASSERT_GT(holder, 0);
   const std::string pid_text = std::to_string(holder);
-  const bool ready = wait_for(
+  const bool ready = wait_until(
       [&] {
         return read_text(dir / "shared_ck" / "LOCK") == pid_text + "\n" &&
                read_text(dir / "a.out").find("listening on") != std::string::npos;
@@ -469,7 +461,7 @@ TEST(dd_node_run, a_launch_holds_its_checkpoint_dir_for_its_children) {
       dir, "a", {"launch", "tiny.lua", "--run-dir", "run_l", "--set", "checkpoint.dir=\"ck_l\""});
   ASSERT_GT(launcher, 0);
   const std::string pid_text = std::to_string(launcher);
-  const bool up = wait_for(
+  const bool up = wait_until(
       [&] {
         return read_text(dir / "ck_l" / "LOCK") == pid_text + "\n" &&
                read_text(dir / "run_l" / "logs" / "syncer.log").find("listening on") !=
@@ -492,7 +484,7 @@ TEST(dd_node_run, a_launch_holds_its_checkpoint_dir_for_its_children) {
   // The nodes file names the run as soon as the syncer has written its run id (it was "" in the
   // first nodes file, written before the syncer started).
   std::string run_id, listed;
-  const bool named = wait_for(
+  const bool named = wait_until(
       [&] {
         run_id = read_text(dir / "run_l" / "run_id");
         while (!run_id.empty() && run_id.back() == '\n') run_id.pop_back();
@@ -623,7 +615,7 @@ TEST(dd_node_run, a_rerun_removes_the_earlier_summary_at_the_start) {
   const pid_t pid = start(dir, "a", {"--run-dir", "run"});
   ASSERT_GT(pid, 0);
   const bool started =
-      wait_for([&] { return has_event(dir / "run" / "events.jsonl", "learner_start"); }, 60);
+      wait_until([&] { return has_event(dir / "run" / "events.jsonl", "learner_start"); }, 60);
   EXPECT_TRUE(started) << read_text(dir / "a.err");
   EXPECT_FALSE(fs::exists(dir / "run" / "summary.json"));
   EXPECT_FALSE(fs::exists(dir / "run" / "run_info.json"));

@@ -55,16 +55,7 @@ pid_t start(const fs::path& cwd, const std::string& tag, const std::vector<std::
   return dd::test::start_process(cwd, tag, std::move(argv));
 }
 
-/// Waits up to `seconds` until `pred()`; false on timeout.
-template <class Pred>
-bool wait_for(Pred pred, double seconds) {
-  const auto end = clock_type::now() + std::chrono::duration<double>(seconds);
-  while (clock_type::now() < end) {
-    if (pred()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
-  return false;
-}
+using dd::test::wait_until;
 
 }  // namespace
 
@@ -128,7 +119,7 @@ TEST(dd_node_run, sigterm_during_the_final_evaluation_ends_the_run_within_its_li
             {"--run-dir", "run", "--set", "budget.steps=8", "--set", "eval.batches=1048576",
              "--set", "model.width=64", "--set", "model.context=128"});
   ASSERT_GT(pid, 0);
-  const bool finalizing = wait_for(
+  const bool finalizing = wait_until(
       [&] {
         return read_text(dir / "run" / "events.jsonl").find("every learner finished") !=
                std::string::npos;

@@ -86,6 +86,17 @@ inline int wait_exit(pid_t pid, double seconds) {
   return -1;
 }
 
+/// Calls `pred()` every 50 ms until it is true or `seconds` pass; whether it became true.
+template <class Pred>
+bool wait_until(Pred pred, double seconds) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < end) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return false;
+}
+
 /// The whole file, byte for byte ("" when it cannot be read).
 inline std::string read_text(const std::filesystem::path& p) {
   std::ifstream in(p, std::ios::binary);
