@@ -252,7 +252,8 @@ bool same_handle(const owner_hdl& a, const owner_hdl& b) {
 
 /// Applies the owner directory the monitor sent (bytes: owner_directory; `handles`: the current
 /// owner of each fragment it names, in order). An undecodable one is logged and asked for again
-/// (get_atom, owners_atom) from the monitor: a damaged copy once left a learner without owners.
+/// (get_atom, owners_atom) from the monitor, so a damaged copy never leaves a learner without
+/// owners.
 void apply_owner_directory(learner_actor* self, const ctx_ptr& ctx,
                            const std::vector<uint8_t>& bytes,
                            const std::vector<owner_hdl>& handles) {

@@ -91,9 +91,10 @@ std::string summary_text(const std::string& experiment, const run_result& r,
 /// pace since (`since_t` s, `since_done` spent then): (t_s − since_t) × (1 − done) / (done −
 /// since_done), e.g. "| 37% ETA 3m12s". A fresh run measures from its start (0, 0); a resumed
 /// one from its first line, since the share its earlier parts spent took none of this part's
-/// seconds (the ETA once read 7 s at 43% with 65 s to go). `expected_learners` > 0 (a syncer
-/// node, whose learners join from elsewhere): while fewer learners than that are known, the line
-/// says how many joined, e.g. "[    5.0s] 0 of 4 joined | val - | ...".
+/// seconds (measured from the run's start, it would read 7 s at 43% with 65 s to go).
+/// `expected_learners` > 0 (a syncer node, whose learners join from elsewhere): while fewer
+/// learners than that are known, the line says how many joined, e.g. "[    5.0s] 0 of 4 joined |
+/// val - | ...".
 std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
                           double t_s, double done = -1.0, double since_t = 0.0,
                           double since_done = 0.0, int expected_learners = 0);

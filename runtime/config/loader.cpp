@@ -1057,8 +1057,8 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
           ev.target_spec = t->get<std::string>();
           if (ev.target_spec.empty()) ctx.fail(p + ".target", "must not be empty");
           // Targets and node names are [A-Za-z0-9._-] joined by ':' and ','. Any other byte is
-          // refused here, naming it (one that is not UTF-8 once escaped as an exception from the
-          // experiment's JSON, found by config_fuzz).
+          // refused here, naming it (one that is not UTF-8 would otherwise escape as an exception
+          // from the experiment's JSON).
           for (std::size_t at = 0; at < ev.target_spec.size(); ++at) {
             const auto c = static_cast<unsigned char>(ev.target_spec[at]);
             if (std::isalnum(c) == 0 && c != ':' && c != ',' && c != '.' && c != '_' && c != '-') {

@@ -723,8 +723,8 @@ void check_targets(const chaos_env& env, const fault_spec& f) {
 
 json fire(chaos_env& env, const fault_spec& f) {
   // The tape's time is when the injection began: a `kill --for` holds the node before the
-  // signal, so its restart comes at least the hold after this (the record was stamped after
-  // every hit, and under load a 1 s hold once showed as a restart 0.85 s after the kill).
+  // signal, so its restart comes at least the hold after this (stamped after every hit, a 1 s hold
+  // under load could show as a restart 0.85 s after the kill).
   const double began = wall_now();
   json result;
   json params = f.net;

@@ -34,8 +34,8 @@ constexpr int k_hook_every = 1000;
 constexpr int k_max_depth = 16;
 /// Most values one experiment table may hold.
 constexpr std::size_t k_max_values = 100000;
-/// Most experiments one file may define (a sweep of thousands is plenty; 300,000 once took the
-/// parent 92 s and 4.6 GB to resolve).
+/// Most experiments one file may define (a sweep of thousands is plenty; 300,000 take the parent
+/// about 92 s and 4.6 GB to resolve).
 constexpr std::size_t k_max_experiments = 10000;
 /// Bytes of print output one evaluation may write; the rest is counted and dropped (a loop once
 /// wrote 25 GB to stderr in 10 s, and a file that printed 100 MB put it into the syncer's log).
