@@ -425,7 +425,7 @@ TEST(cluster_loopback, two_nodes_over_real_tcp_carry_every_message_kind_and_keep
 }  // namespace
 }  // namespace dd::actors
 
-// Regression: a learner node that rejoined through a
+// A learner node that rejoined through a
 // link still corrupting bytes had its node_join garbled on the way, was refused as a bad request
 // and exited 2 ("bad flags"), so its learner missed the rest of the run. A refusal the link can
 // cause, or that time can lift, is asked again; the others are final.
@@ -438,7 +438,7 @@ TEST(learner_node_refusals, a_garbled_request_and_no_free_id_are_asked_again_the
     EXPECT_FALSE(dd::actors::refusal_is_retried(r)) << to_string(r);
 }
 
-// Regression: a CAF handshake
+// A CAF handshake
 // damaged on the way carried garbled interface signatures, the typed lookup of monitor_hdl failed
 // with unexpected_actor_messaging_interface, and CAF's middleman kept that connection and
 // answered every later lookup of the same host and port from it, without connecting: the node

@@ -239,12 +239,12 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
   EXPECT_TRUE(summary.value("resumed", false));
   EXPECT_EQ(summary.value("parts", 0), 2);
   EXPECT_GE(summary["tokens"].get<uint64_t>(), 1500000u);
-  // Regression: summary.json counts the merges of both parts, not of the last one.
+  // summary.json counts the merges of both parts, not of the last one.
   size_t merges = 0;
   for (const auto& e : evs)
     if (e["event"] == "merge") ++merges;
   EXPECT_EQ(summary["merges"].get<size_t>(), merges);
-  // Regression: every learner rejoined the restarted syncer live while stepping; each
+  // Every learner rejoined the restarted syncer live while stepping; each
   // of its steps is counted once (a learner once lost the step it made while its rejoin was in
   // flight): tokens = steps × batch 4 × context 32, per learner and in summary.json.
   const auto record = json::parse(text(run / "monitor.json"));
@@ -372,7 +372,7 @@ TEST(cluster_process, three_syncer_kills_right_after_each_rejoin_lose_no_token) 
               down, observed);
 }
 
-// Regression: learners that spend their whole budget while the syncer is down
+// Learners that spend their whole budget while the syncer is down
 // once left into the void: each node exited 0 with its leave sent to the dead monitor, and the
 // resumed syncer waited for ever. Now each learner keeps its unanswered leave: the node stays up,
 // rejoins the resumed syncer, and its learners rejoin live (reporting the steps and tokens of the
@@ -626,7 +626,7 @@ int listening_port(const fs::path& run, double seconds) {
 
 }  // namespace
 
-// Regression: the syncer's refusal of a node of another run is stamped
+// The syncer's refusal of a node of another run is stamped
 // with the syncer's run id, and the learner node discarded it as undecodable: a node started with
 // another --run-id retried at once in a busy loop (26,000 attempts in 30 s, 33,750 node_refused
 // lines in the syncer's events.jsonl) and never exited 3; an old node facing a fresh syncer (new
@@ -684,7 +684,7 @@ TEST(cluster_process, learners_of_another_run_exit_3_at_the_first_refusal) {
   EXPECT_NE(wait_for(fresh, 20), -1) << text(dir / "fresh.out");
 }
 
-// Regression: a launch stopped with Ctrl-C (summary.json "interrupted") is
+// A launch stopped with Ctrl-C (summary.json "interrupted") is
 // continued by `dd-node launch --resume`, as `dd-node run --resume` continues an interrupted run
 // (it was refused: "holds no unfinished run").
 TEST(cluster_process, a_launch_stopped_with_ctrl_c_is_resumed_by_launch_resume) {

@@ -430,7 +430,7 @@ std::pair<double, double> fast_merge_rate(const sim_outcome& o, const std::set<i
           merges > 0 ? grace / static_cast<double>(merges) : 0.0};
 }
 
-// Issue 24 item 8: one learner 60× slower than the three others sized every grace window from the
+// One learner 60× slower than the three others sized every grace window from the
 // mean step time (about 13× longer) and halved the fast learners' merge rate. The window follows
 // the live learners' lower median step time: with the straggler it stays what it is without it.
 // The fast learners' merge rate is printed for docs/results.md (logical time: the same numbers
@@ -464,7 +464,7 @@ namespace dd::actors {
 namespace {
 
 TEST(cluster_sim, a_push_replaced_or_dropped_in_the_queue_is_not_waited_for_by_the_drain) {
-  // Regression: max_inflight = 1, four fragments (one due per step), and learner 0's push at
+  // max_inflight = 1, four fragments (one due per step), and learner 0's push at
   // step 45 held up in transit for 0.35 s, so its only slot stays busy over its last steps: the
   // pushes of steps 46-48 queue up and the older ones are dropped from the queue unsent. The
   // drain used to wait for those too, so learner 0 sat out the whole drain timeout (5 s against

@@ -143,7 +143,7 @@ std::vector<std::string> split_lines(const std::string& text) {
   return out;
 }
 
-// Issue 10 item 5: `dd-node run --resume` continues an interrupted run in its run directory —
+// `dd-node run --resume` continues an interrupted run in its run directory —
 // same run id, owners restored from their checkpoints, versions above every earlier one, the
 // tokens of both parts counted, summary.json "resumed": true. A finished run or an empty
 // directory is refused (exit 2).
@@ -172,7 +172,7 @@ TEST(dd_node_run, resume_continues_an_interrupted_run) {
   }
   ASSERT_GT(first_version, 0u);
 
-  // Regression: a resume with another model (the first part's --set flags
+  // A resume with another model (the first part's --set flags
   // forgotten) is refused before anything is touched, naming the field; it once restarted every
   // fragment from the initial weights under the same run id.
   const std::string events_before = read_text(run / "events.jsonl");
@@ -228,7 +228,7 @@ TEST(dd_node_run, resume_continues_an_interrupted_run) {
   fs::remove_all(dir);
 }
 
-// Regression: a run interrupted before its first periodic checkpoint
+// A run interrupted before its first periodic checkpoint
 // (checkpoint.every_versions not reached) wrote no owner checkpoint, and `--resume` restarted
 // every fragment from the initial weights (train loss back from 2.78 to 4.69) and then failed the
 // run as degraded. Every owner now writes a checkpoint of its current state when the run stops.

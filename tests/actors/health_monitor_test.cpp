@@ -202,7 +202,7 @@ TEST_F(monitor_fixture, a_drain_that_cannot_be_done_says_why) {
   EXPECT_NE(detail.find("); drain it once it rejoins"), std::string::npos) << detail;
 }
 
-// Issue 10 item 1: the uptime is computed by the monitor from the heartbeats (who is live and
+// The uptime is computed by the monitor from the heartbeats (who is live and
 // stepping), on the logical clock here so the figures are exact: K = 2 of 2 learners; both
 // step every 0.2 s for 1 s, then only learner 0 for 1 s. A learner counts as stepping for
 // max(0.5 s, 3 × 0.1 s) = 0.5 s after each heartbeat, so learner 1's last heartbeat (t = 0.8)
@@ -275,7 +275,7 @@ TEST(monitor_uptime, counts_the_time_with_k_learners_stepping_from_their_heartbe
 
 // A live rejoin (the learner's link dropped and healed; it stepped on meanwhile) carries the
 // compute seconds of its incarnation as it carries its tokens, and the monitor counts them.
-// Regression: the join request had no compute seconds, the monitor kept only its last
+// The join request had no compute seconds, the monitor kept only its last
 // heartbeat's figure, and the learner's compute since that heartbeat was lost (the learner
 // takes what its request reported off its own count at the reply).
 TEST(monitor_live_rejoin, counts_the_compute_seconds_its_join_request_reports) {
@@ -356,7 +356,7 @@ TEST(monitor_live_rejoin, counts_the_compute_seconds_its_join_request_reports) {
   caf::anon_send_exit(monitor, caf::exit_reason::kill);
 }
 
-// Issue 24 item 2 (tokens survive any crash pattern), the rule as a table. One learner, 128 tokens
+// Tokens survive any crash pattern, the rule as a table. One learner, 128 tokens
 // per step. Syncer A recorded it at step 10 (1280 tokens, incarnation 0); it stepped on to step 20
 // during A's outage and rejoined syncer B live (B counted 2560 and answered tokens_before = 2560,
 // incarnation 1), stepped to 25 and B was killed before it wrote its record; syncer C restarts
@@ -482,7 +482,7 @@ TEST(monitor_live_rejoin, a_monitor_restored_from_an_older_record_takes_the_lear
   caf::anon_send_exit(monitor, caf::exit_reason::kill);
 }
 
-// Regression: Ctrl-C on a learner node started by hand made its learners
+// Ctrl-C on a learner node started by hand made its learners
 // leave, the monitor recorded them finished, and with no learner left the syncer ended the run as
 // done at 58 of 300 steps (exit 0). A leave that says its own node was stopped keeps the id
 // unfinished: the run goes on, and the id is given to the next join; that learner's own finish
@@ -629,7 +629,7 @@ TEST(monitor_record, training_seconds_survive_a_resume) {
   }
 }
 
-// Regression: a syncer resumed on a record in which every learner had finished (the
+// A syncer resumed on a record in which every learner had finished (the
 // run was stopped by a signal after the last step) waited for ever — every learner node was
 // refused as finished, so nobody ever left. The monitor now tells the job at once; with one
 // learner still unfinished it waits.
@@ -664,7 +664,7 @@ TEST(monitor_record, a_resumed_run_whose_learners_all_finished_is_done_at_once) 
   }
 }
 
-// Regression: a learner's join that
+// A learner's join that
 // came over a connection whose CAF handshake was garbled recorded another CAF node id for it; the
 // node lost that link, asked again for its id, and was refused "no free learner id" until the
 // 30 s lease ran out — past the end of the run. The node that holds the id, by name, gets it back

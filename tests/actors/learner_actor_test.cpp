@@ -181,7 +181,7 @@ TEST_F(learner_actor_test, bad_broadcasts_and_rejects_are_logged_and_change_noth
   EXPECT_GT(accepted_pushes(), accepted);
 }
 
-// Regression: an owner directory damaged on the way
+// An owner directory damaged on the way
 // was dropped, and a learner that had lost its owners (here: cleared by hand, as by a rejoin)
 // never learned them again, so it never pushed again. It now asks the monitor for the current
 // directory.

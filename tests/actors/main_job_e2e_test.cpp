@@ -593,7 +593,7 @@ TEST(run_dir, a_crashed_or_interrupted_run_can_be_resumed_a_finished_one_cannot)
   fs::remove_all(dir);
 }
 
-// Issue 24 item 1, whose state is this: `--resume` restored another run's owner checkpoint of the
+// `--resume` restored another run's owner checkpoint of the
 // same shapes (version 33 where this run was at 183) and another run's monitor.json (learners
 // back at step 400 instead of ~862), exit 0, no word; with monitor.json missing the learners
 // restarted at step 0 (772 + 2000 steps against a 2000-step budget, a 60 s budget restarted
@@ -826,7 +826,7 @@ void damage(const std::filesystem::path& p) {
   f.write("damaged!damaged!", 16);
 }
 
-// Issue 12 item 2: an owner killed mid-run with its checkpoint damaged (kill_owner with
+// An owner killed mid-run with its checkpoint damaged (kill_owner with
 // damage_checkpoint) is rebuilt from a learner's copy: a fragment_rebuilt event names the
 // learner, the new version is above every earlier one of that fragment (versions never
 // repeat), nothing restarts from the initial weights and the run is not degraded.
@@ -887,7 +887,7 @@ TEST(main_job, an_owner_killed_with_a_damaged_checkpoint_is_rebuilt_from_a_learn
 // numbered above every version events.jsonl names; summary.json says `degraded` naming the
 // fragment and the run fails — unless checkpoint.allow_degraded = true. The other owner
 // restores its checkpoint. A budget.seconds run also counts the seconds of its first part.
-// Regression: a run stopped before its first merge left no owner checkpoint;
+// A run stopped before its first merge left no owner checkpoint;
 // resuming it called every fragment "degraded" and failed the run, although the initial
 // weights were exactly every fragment's value (no merge existed to lose).
 TEST(main_job, a_run_resumed_before_any_merge_is_not_degraded) {
@@ -923,7 +923,7 @@ TEST(main_job, a_run_resumed_before_any_merge_is_not_degraded) {
   EXPECT_EQ(second.summary.value("resumed", false), true);
 }
 
-// Regression: summary.json of a resumed run counted merges, wall seconds
+// summary.json of a resumed run counted merges, wall seconds
 // and effective goodput of the last part only, and tokens of both (12 merges of 26). A run
 // stopped after its first part (its stop, evaluation and summary taken out, as a kill leaves
 // it) and resumed: every figure covers both parts — merges equal the merge events of the whole

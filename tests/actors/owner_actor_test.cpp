@@ -292,7 +292,7 @@ TEST_F(owner_actor_test, respawned_owner_restores_its_checkpoint) {
   std::filesystem::remove_all(dir);
 }
 
-// Issue 24 item 3: a syncer killed between an owner's checkpoint and its `merge` line dropped that
+// A syncer killed between an owner's checkpoint and its `merge` line dropped that
 // merge from events.jsonl (versions jumped 15 -> 17 while owner_restored said 16; its
 // contributors never reached `merges`). The checkpoint keeps its merge's record; a resumed owner
 // whose checkpoint is newer than every version events.jsonl names (highest_version) logs that
@@ -373,7 +373,7 @@ TEST_F(owner_actor_test, a_merge_whose_line_a_kill_cut_off_is_logged_from_the_ch
   std::filesystem::remove_all(dir);
 }
 
-// Issue 24 item 1: an owner never restores another run's checkpoint of the same shapes (a
+// An owner never restores another run's checkpoint of the same shapes (a
 // resume restored version 33 of another run where this one was at 183, with no word): it says
 // whose it is and starts as an owner without a checkpoint would.
 TEST_F(owner_actor_test, a_checkpoint_of_another_run_is_not_restored) {
@@ -618,7 +618,7 @@ TEST_F(owner_actor_test, killed_with_a_damaged_checkpoint_it_is_rebuilt_from_the
   std::filesystem::remove_all(dir);
 }
 
-// Issue 10 item 4: the checkpoint is readable, but a learner holds a newer version (published
+// The checkpoint is readable, but a learner holds a newer version (published
 // after the checkpoint, checkpoint.every_versions > 1): the newest value wins.
 TEST_F(owner_actor_test, a_learner_copy_newer_than_a_readable_checkpoint_wins) {
   auto dir = std::filesystem::temp_directory_path() / "dd_owner_actor_test_newest";

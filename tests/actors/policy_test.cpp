@@ -608,7 +608,7 @@ TEST(Uptime, TheObservationEndsWhenEveryExpectedLearnerHasFinished) {
   EXPECT_NEAR(k0.uptime_s(), 0.5, 1e-12);
 }
 
-// Issue 24 item 4: one uptime rule for summary.json (a cluster run) and dd-chaos report. Two
+// One uptime rule for summary.json (a cluster run) and dd-chaos report. Two
 // learners stepping every 0.1 s for 10 s; the syncer is away from t = 3 to 6 (no rows), but
 // learner 0's node sampled its steps through the outage (a sample a second), learner 1's did
 // not (it was paused): with K = 1 the outage is up (learner 0 stepped), with K = 2 it is down

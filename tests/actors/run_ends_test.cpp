@@ -59,7 +59,7 @@ using dd::test::wait_until;
 
 }  // namespace
 
-// Issue 24 item 5: a model too big for memory (context 20000: the attention matrices alone need
+// A model too big for memory (context 20000: the attention matrices alone need
 // tens of GiB) made every learner fail, then `dd-node run` never ended. Now `resolve` prints the
 // estimate; `run` refuses it before anything starts (here under an address-space limit, the
 // only memory limit a test can set without a cgroup); forced, every learner fails with a named
@@ -108,7 +108,7 @@ TEST(dd_node_run, a_model_too_big_for_memory_is_refused_and_forced_it_ends_faile
   fs::remove_all(dir);
 }
 
-// Issue 24 item 5: SIGTERM during the final evaluation was ignored (the job was already
+// SIGTERM during the final evaluation was ignored (the job was already
 // finalizing) while the evaluation ran on for up to 600 s. It now ends the run within the
 // interrupt limit (30 s) like in any other state: summary.json "interrupted", exit 143.
 TEST(dd_node_run, sigterm_during_the_final_evaluation_ends_the_run_within_its_limit) {

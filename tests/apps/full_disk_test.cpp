@@ -147,7 +147,7 @@ TEST_F(full_disk, dd_node_run_ends_loudly_at_every_point_the_disk_fills) {
 /// A free TCP port on 127.0.0.1 (bound and released: a short race the tests accept).
 int free_port() { return dd::util::free_loopback_port(); }
 
-// Issue 12 item 1, cluster nodes: `dd-node syncer` on a full disk does not stop at the first
+// `dd-node syncer` on a full disk does not stop at the first
 // failed write. It retries with backoff (stderr says so, naming the file), and
 //  - when the disk stays full past checkpoint.max_failing_seconds it ends the run, exit 1,
 //    naming the files;

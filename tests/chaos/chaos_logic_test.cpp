@@ -353,7 +353,7 @@ TEST(chaos_heal, a_sessions_final_heal_releases_only_its_own_running_holds) {
       << all.dump();
   EXPECT_TRUE(store.list().empty());
 
-  // Regression: a launcher that has exited (the run is over) holds nothing, so
+  // A launcher that has exited (the run is over) holds nothing, so
   // there is nothing to release and the heal succeeds (it exited 1 on the gone control socket).
   const pid_t gone = ::fork();
   if (gone == 0) ::_exit(0);

@@ -388,7 +388,7 @@ TEST_F(cluster, heal_counts_a_restarting_node_as_restarting_and_status_an_unknow
   EXPECT_NE(s.out.find("(run id unknown yet"), std::string::npos) << s.out;
 }
 
-// Regression: `learners` in a network fault is every learner link, as
+// `learners` in a network fault is every learner link, as
 // docs/chaos.md's net section says (it picked one link at random, the rule of process faults,
 // while the report's table still said "learners"); --pick still narrows it.
 TEST_F(cluster, a_network_fault_on_learners_hits_every_learner_link) {

@@ -322,7 +322,7 @@ TEST(chaos_report, global_downtime_is_invalid) {
   EXPECT_NEAR(r["run"]["global_downtime_s"].get<double>(), 1009.0 - 1005.1, 1e-6);
 }
 
-// Found by chaos_matrix_test: every message a live broadcast fault hits is a `fault` event
+// Every message a live broadcast fault hits is a `fault` event
 // {"source":"endpoint","learner":L,...} in the syncer's log (hundreds for `drop-broadcast --for
 // 1s`); they are hits of the tape's one fault, not faults of learner -1 that never came back.
 TEST(chaos_report, hits_of_a_live_message_fault_are_not_faults) {
@@ -355,7 +355,7 @@ TEST(chaos_report, hits_of_a_live_message_fault_are_not_faults) {
   EXPECT_EQ(r["faults"][1]["kind"], "pause");
 }
 
-// Found by chaos_matrix_test: while the syncer is stopped or restarting, nobody writes
+// While the syncer is stopped or restarting, nobody writes
 // learner_loss.csv rows (the syncer records the heartbeats) though the learners step on; after
 // it they rejoin live (new incarnation, own step kept). A row gap whose step advanced at least
 // one step per bound (max(4 x median gap, 1 s) = 2 s here) on average is stepping; one whose step
@@ -903,7 +903,7 @@ TEST(chaos_cli, command_help_prints_that_commands_help) {
   EXPECT_NE(all.find("run the fault proxy"), std::string::npos);
 }
 
-// Issue 24 item 2: a syncer killed within 2 s of the learners' rejoin once lost a rejoin's tokens:
+// A syncer killed within 2 s of the learners' rejoin once lost a rejoin's tokens:
 // every learner reached its last step, summary.json counted fewer, learner_loss.csv's tokens
 // went backwards at the rejoin — and every invariant was valid. tokens_match_steps catches each
 // form: a row whose tokens went back, a row off steps × tokens per step, a short summary.json,

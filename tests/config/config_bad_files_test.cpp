@@ -99,7 +99,7 @@ const bad_case k_bad[] = {
     {"embedding_merge.lua", 4, "outer.embedding_merge",
      "'rda' is not implemented: embedding tensors are always merged by the token-weighted "
      "average; remove the key or set \"average\""},
-    // Found by tests/fuzz/config_fuzz: JSON output (resolve, experiment.json) cannot hold it.
+    // JSON output (resolve, experiment.json) cannot hold it.
     {"invalid_utf8.lua", 4, "description",
      "is not valid UTF-8 text: string \"caf\xEF\xBF\xBD au lait\""},
     // Scripts that the instruction limit cannot stop: the wall-clock limit does (1 s here).
@@ -217,7 +217,7 @@ TEST(ConfigBadFiles, NonFiniteNumbersGivenWithSetAreNamedAsSuch) {
   }
 }
 
-// Found by tests/fuzz/config_fuzz: an override whose text is not UTF-8 was described with
+// An override whose text is not UTF-8 was described with
 // json::dump(), which threw (dd-node resolve --set outer.lr=$'\xe9' aborted).
 TEST(ConfigBadFiles, OverridesThatAreNotUtf8AreRefusedNotThrown) {
   load_options o;

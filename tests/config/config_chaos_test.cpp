@@ -107,7 +107,7 @@ TEST(ConfigChaos, WithoutClusterMtbfTheScheduleKeysStayOut) {
   EXPECT_TRUE(again.ok()) << again.error_text();
 }
 
-// Regression: a dd-chaos target holding bytes that are not UTF-8
+// A dd-chaos target holding bytes that are not UTF-8
 // escaped load_string as a JSON exception. Only [A-Za-z0-9._-:,] is a target; any other byte is
 // refused naming its place.
 TEST(ConfigChaos, ATargetWithAByteOutsideTargetNamesIsRefusedNamingIt) {

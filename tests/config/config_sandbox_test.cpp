@@ -237,7 +237,7 @@ TEST(ConfigSandboxWallClock, ASlowSetValueIsStopped) {
 TEST(ConfigSandboxWallClock, ResultsCrossTheProcessBoundaryIntact) {
   // Non-finite numbers and bytes that are not UTF-8 come back as the script made them; each
   // problem is reported once, on its line. Text that is not UTF-8 is refused (JSON output —
-  // resolve, experiment.json — cannot hold it; found by tests/fuzz/config_fuzz); UTF-8 text
+  // resolve, experiment.json — cannot hold it); UTF-8 text
   // beyond ASCII crosses intact.
   const std::string script = std::string("experiment {\n  ") + test::k_data +
                              ",\n  description = '\\xff\\xfe',\n  inner = { lr = 0/0 },\n}\n";
@@ -283,7 +283,7 @@ double seconds_since(wall_clock::time_point t0) {
   return std::chrono::duration<double>(wall_clock::now() - t0).count();
 }
 
-// Regression: 500k unknown keys kept the parent busy for over 5 minutes after the script had
+// 500k unknown keys kept the parent busy for over 5 minutes after the script had
 // finished (every new error was compared with every earlier one, and each got a suggestion).
 // The first max_errors_shown are reported, the rest counted, within the script's limit. (100k
 // keys here, to leave the script time on a loaded machine; the parent's work is linear.)
@@ -308,7 +308,7 @@ TEST(ConfigBounded, ManyUnknownKeysAreCountedWithinTheLimit) {
       << text.substr(text.size() - 200);
 }
 
-// Regression: 300,000 experiments took the parent 92 s and 4.6 GB; a file may define 10,000.
+// 300,000 experiments took the parent 92 s and 4.6 GB; a file may define 10,000.
 TEST(ConfigBounded, ThreeHundredThousandExperimentsAreRefusedWithinTheLimit) {
   const std::string script =
       std::string("for i = 1, 300000 do experiment { ") + test::k_data + " } end\n";
@@ -322,7 +322,7 @@ TEST(ConfigBounded, ThreeHundredThousandExperimentsAreRefusedWithinTheLimit) {
             "sweep.lua:1: more than 10000 experiments in one file (split the sweep into files)");
 }
 
-// Regression: a print loop wrote 25 GB to stderr in 10 s. An evaluation prints at most 1 MiB,
+// A print loop wrote 25 GB to stderr in 10 s. An evaluation prints at most 1 MiB,
 // then says how much it did not show.
 TEST(ConfigBounded, PrintOutputIsCappedPerEvaluation) {
   const std::string script = std::string("for i = 1, 50000 do print(string.rep('x', 99)) end\n") +
@@ -340,7 +340,7 @@ TEST(ConfigBounded, PrintOutputIsCappedPerEvaluation) {
       << err.substr(err.size() > 300 ? err.size() - 300 : 0);
 }
 
-// Regression: an unknown key of a megabyte was printed whole in its error.
+// An unknown key of a megabyte was printed whole in its error.
 TEST(ConfigBounded, AnOverLongKeyIsShownCut) {
   const std::string script =
       std::string("experiment { ") + test::k_data + ", [string.rep('k', 1000000)] = 1 }\n";

@@ -471,7 +471,7 @@ TEST(Codec, AnEnvelopeOfAnotherSchemaVersionIsRefusedNamingBothVersions) {
       << bare.error().message;
 }
 
-// Regression: a node_join damaged on the way (a link
+// A node_join damaged on the way (a link
 // that corrupts bytes) was read as a node with other data and refused for good as
 // dataMismatch. Every single-bit flip anywhere in a sealed message is now refused, never read.
 TEST(Codec, EveryBitFlippedAnywhereInASealedMessageIsRefusedNeverRead) {

@@ -44,7 +44,7 @@ class Checkpoint : public ::testing::Test {
     model_ = std::make_unique<dd::gpt>(*be_, cfg_);
     model_->init(21);
     // One file per test and per process: ctest runs tests in parallel, and other checkouts on
-    // the machine share the temp dir (regression: parallel tests overwrote one shared file).
+    // the machine share the temp dir (parallel tests overwrote one shared file).
     const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
     path_ = ::testing::TempDir() + "dd_ckpt_test_" + info->name() + "_" +
             std::to_string(::getpid()) + ".safetensors";

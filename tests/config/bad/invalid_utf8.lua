@@ -1,4 +1,4 @@
--- A string that is not UTF-8 text (found by tests/fuzz/config_fuzz; JSON output cannot hold it).
+-- A string that is not UTF-8 text (JSON output cannot hold it).
 experiment {
   data = { file = "../shared/data/tinyshakespeare/input.txt" },
   description = "caf\xe9 au lait",
