@@ -67,8 +67,9 @@ for t in "${targets[@]}"; do
   [[ -f "$dict" ]] && args+=(-dict="$dict")
   rc=0
   corpora=("$fuzzdir/corpus/$t")
-  # config_fuzz also starts from examples/, read in place (tests/fuzz/CMakeLists.txt).
-  [[ "$t" == config_fuzz ]] && corpora+=("$here/examples")
+  # config_fuzz also starts from examples/ and tests/config/bad/, read in place
+  # (tests/fuzz/CMakeLists.txt).
+  [[ "$t" == config_fuzz ]] && corpora+=("$here/examples" "$here/tests/config/bad")
   "$bin" "${args[@]}" "$work/corpus" "${corpora[@]}" >"$work/log" 2>&1 || rc=$?
   execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log" | tail -1)
   rate=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$work/log" | tail -1)

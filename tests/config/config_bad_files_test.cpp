@@ -1,5 +1,6 @@
-// tests/config/config_bad_files_test.cpp — each file in tests/config/bad/ is refused with exactly
-// one error: its line, key path and message are fixed here; the resolve command exits with 2.
+// tests/config/config_bad_files_test.cpp — each file in tests/config/bad/ and tests/config/hang/
+// is refused with exactly one error: its line, key path and message are fixed here; the resolve
+// command exits with 2.
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,100 +18,110 @@ namespace dd::config {
 namespace {
 
 struct bad_case {
-  const char* file;  // under tests/config/bad/
+  const char* file;  // under tests/config/: bad/*.lua, or hang/*.lua (kept out of config_fuzz)
   int line;
   const char* key;
   const char* message;
 };
 
 const bad_case k_bad[] = {
-    {"unknown_key.lua", 6, "sync.min_quorm", "unknown key; did you mean 'min_quorum'?"},
-    {"misplaced_key.lua", 4, "learners.min_quorum", "unknown key; did you mean 'sync.min_quorum'?"},
-    {"wrong_type.lua", 5, "sync.interval", "expected an integer, got string \"24\""},
-    {"out_of_range.lua", 6, "learners.jitter", "1.5 is out of range: must be in [0, 1)"},
-    {"fragments_exceed_interval.lua", 6, "sync.fragments",
+    {"bad/unknown_key.lua", 6, "sync.min_quorm", "unknown key; did you mean 'min_quorum'?"},
+    {"bad/misplaced_key.lua", 4, "learners.min_quorum",
+     "unknown key; did you mean 'sync.min_quorum'?"},
+    {"bad/wrong_type.lua", 5, "sync.interval", "expected an integer, got string \"24\""},
+    {"bad/out_of_range.lua", 6, "learners.jitter", "1.5 is out of range: must be in [0, 1)"},
+    {"bad/fragments_exceed_interval.lua", 6, "sync.fragments",
      "32 fragments exceed sync.interval (24); P <= H is required"},
-    {"quorum_exceeds_learners.lua", 6, "sync.min_quorum", "5 exceeds learners.count (4)"},
-    {"quorum_fraction.lua", 4, "sync.min_quorum", "fraction 1.5 is outside (0, 1]"},
-    {"missing_data_file.lua", 4, "data.file",
+    {"bad/quorum_exceeds_learners.lua", 6, "sync.min_quorum", "5 exceeds learners.count (4)"},
+    {"bad/quorum_fraction.lua", 4, "sync.min_quorum", "fraction 1.5 is outside (0, 1]"},
+    {"bad/missing_data_file.lua", 4, "data.file",
      "file 'no_such_file.txt' not found (a relative path is tried against the experiment file's "
      "directory, then the current directory)"},
-    {"missing_data.lua", 2, "data.file", "required key is missing: name the training text file"},
-    {"idx_missing_labels.lua", 5, "data.labels",
+    {"bad/missing_data.lua", 2, "data.file",
+     "required key is missing: name the training text file"},
+    {"bad/idx_missing_labels.lua", 5, "data.labels",
      "required key is missing: name the IDX label file (n)"},
-    {"idx_with_text_file.lua", 7, "data.file",
+    {"bad/idx_with_text_file.lua", 7, "data.file",
      "is for data.kind = \"text\"; data.kind = \"idx\" reads data.images and data.labels"},
-    {"text_with_images.lua", 5, "data.images", "is for data.kind = \"idx\" (IDX image files)"},
-    {"vit_on_text.lua", 4, "model.kind",
+    {"bad/text_with_images.lua", 5, "data.images", "is for data.kind = \"idx\" (IDX image files)"},
+    {"bad/vit_on_text.lua", 4, "model.kind",
      "\"vit\" does not read data.kind = \"text\" (model.kind = \"vit\" goes with data.kind = "
      "\"idx\", the others with \"text\" or \"tokens\")"},
-    {"vit_bad_patch.lua", 4, "model.patch",
+    {"bad/vit_bad_patch.lua", 4, "model.patch",
      "5 does not divide model.rows (28) and model.cols (28)"},
-    {"vit_key_on_gpt.lua", 4, "model.pooling",
+    {"bad/vit_key_on_gpt.lua", 4, "model.pooling",
      "applies to model.kind = \"vit\" only (kind is \"gpt\")"},
-    {"zero_learners.lua", 4, "learners.count", "0 is out of range: must be in [1, 4096]"},
-    {"zero_window.lua", 4, "sync.window_chunks", "0 is out of range: must be in [1, 1024]"},
-    {"norm_ratio_below_one.lua", 4, "sync.max_norm_ratio",
+    {"bad/zero_learners.lua", 4, "learners.count", "0 is out of range: must be in [1, 4096]"},
+    {"bad/zero_window.lua", 4, "sync.window_chunks", "0 is out of range: must be in [1, 1024]"},
+    {"bad/norm_ratio_below_one.lua", 4, "sync.max_norm_ratio",
      "0.5 would refuse pushes below the median norm: use 0 (off) or a number >= 1"},
-    {"two_budgets.lua", 4, "budget",
+    {"bad/two_budgets.lua", 4, "budget",
      "give exactly one of tokens, steps or seconds (got steps and seconds)"},
-    {"speed_count.lua", 6, "learners.speed", "has 3 entries but learners.count is 4"},
-    {"speed_below_one.lua", 4, "learners.speed[2]", "0.5 is out of range: must be at least 1"},
-    {"bad_enum.lua", 5, "outer.merge",
+    {"bad/speed_count.lua", 6, "learners.speed", "has 3 entries but learners.count is 4"},
+    {"bad/speed_below_one.lua", 4, "learners.speed[2]", "0.5 is out of range: must be at least 1"},
+    {"bad/bad_enum.lua", 5, "outer.merge",
      "unknown value 'rdaa'; expected one of rda, average; did you mean 'rda'?"},
-    {"chaos_target.lua", 8, "chaos.events[2].target",
+    {"bad/chaos_target.lua", 8, "chaos.events[2].target",
      "learner 4 does not exist (learners.count is 4; ids start at 0)"},
-    {"chaos_process_at_step.lua", 6, "chaos.events[1].at_step",
+    {"bad/chaos_process_at_step.lua", 6, "chaos.events[1].at_step",
      "action 'pause' is fired by dd-chaos from outside the nodes, which does not see learner "
      "steps: give at_time (or at_fraction of a seconds budget)"},
-    {"chaos_knob_wrong_action.lua", 6, "chaos.events[1].ms",
+    {"bad/chaos_knob_wrong_action.lua", 6, "chaos.events[1].ms",
      "applies only to action 'latency' (action is 'pause')"},
-    {"chaos_latency_no_ms.lua", 6, "chaos.events[1].action",
+    {"bad/chaos_latency_no_ms.lua", 6, "chaos.events[1].action",
      "action 'latency' needs ms = the milliseconds added to each chunk"},
-    {"chaos_target_spec.lua", 7, "chaos.events[1].target",
+    {"bad/chaos_target_spec.lua", 7, "chaos.events[1].target",
      "'learner:7' does not exist (learners.count is 2; ids start at 0)"},
-    {"chaos_random_kinds.lua", 5, "chaos.random.kinds[2]",
+    {"bad/chaos_random_kinds.lua", 5, "chaos.random.kinds[2]",
      "'kill' is not a process or network action with a recovery time (kill_process, term, pause, "
      "slow_process, latency, bandwidth, reset, blackhole, partition, corrupt, slice, close_after)"},
-    {"chaos_random_gap_without_cluster.lua", 5, "chaos.random.min_gap_seconds",
+    {"bad/chaos_random_gap_without_cluster.lua", 5, "chaos.random.min_gap_seconds",
      "applies only with chaos.random.cluster_mtbf_seconds > 0"},
-    {"chaos_broadcast_at_step.lua", 6, "chaos.events[1].at_step",
+    {"bad/chaos_broadcast_at_step.lua", 6, "chaos.events[1].at_step",
      "action 'drop_broadcast' acts in the syncer node, which does not see learner steps: give "
      "at_time"},
-    {"data_file_directory.lua", 3, "data.file", "'.' is a directory; name the training text file"},
-    {"restart_backoff.lua", 4, "restart.backoff_cap_seconds",
+    {"bad/data_file_directory.lua", 3, "data.file",
+     "'.' is a directory; name the training text file"},
+    {"bad/restart_backoff.lua", 4, "restart.backoff_cap_seconds",
      "2 is smaller than restart.backoff_seconds (5)"},
-    {"grace_fixed.lua", 4, "sync.grace.fixed_seconds",
+    {"bad/grace_fixed.lua", 4, "sync.grace.fixed_seconds",
      "must be greater than 0 when sync.grace.mode is 'fixed'"},
-    {"duplicate_name.lua", 4, "name",
+    {"bad/duplicate_name.lua", 4, "name",
      "duplicate experiment name 'same' (first defined at "
      "@FILE@:3)"},
-    {"syntax_error.lua", 5, "", "'}' expected (to close '{' at line 2) near 'sync'"},
-    {"sandbox_io.lua", 2, "",
+    {"bad/syntax_error.lua", 5, "", "'}' expected (to close '{' at line 2) near 'sync'"},
+    {"bad/sandbox_io.lua", 2, "",
      "'io' is not available in experiment files: the sandbox allows no file, process or network "
      "access (name data files with data.file)"},
-    {"sandbox_os.lua", 2, "",
+    {"bad/sandbox_os.lua", 2, "",
      "'os' is not available in experiment files: the sandbox allows no file, process or network "
      "access (name data files with data.file)"},
-    {"undefined_helper.lua", 4, "", "undefined variable 'fracton'; did you mean 'fraction'?"},
-    {"learners_devices.lua", 7, "learners.devices",
+    {"bad/undefined_helper.lua", 4, "", "undefined variable 'fracton'; did you mean 'fraction'?"},
+    {"bad/learners_devices.lua", 7, "learners.devices",
      "is not implemented: every learner runs on its backend's default device; remove the key "
      "(leave it {})"},
-    {"embedding_merge.lua", 4, "outer.embedding_merge",
+    {"bad/embedding_merge.lua", 4, "outer.embedding_merge",
      "'rda' is not implemented: embedding tensors are always merged by the token-weighted "
      "average; remove the key or set \"average\""},
     // JSON output (resolve, experiment.json) cannot hold it.
-    {"invalid_utf8.lua", 4, "description",
+    {"bad/invalid_utf8.lua", 4, "description",
      "is not valid UTF-8 text: string \"caf\xEF\xBF\xBD au lait\""},
     // Scripts that the instruction limit cannot stop: the wall-clock limit does (1 s here).
-    {"hang_pattern.lua", 4, "", "the script did not finish within 1 s (--script-timeout)"},
-    {"hang_gsub.lua", 4, "", "the script did not finish within 1 s (--script-timeout)"},
-    {"hang_sort.lua", 4, "", "the script did not finish within 1 s (--script-timeout)"},
-    {"hang_finalizer.lua", 4, "", "the script did not finish within 1 s (--script-timeout)"},
-    {"hang_error_handler.lua", 3, "", "the script did not finish within 1 s (--script-timeout)"},
-    {"memory_bomb.lua", 3, "", "the script ran past its memory limit of 64 MiB"},
-    {"memory_rep.lua", 2, "", "the script ran past its memory limit of 64 MiB"},
+    {"hang/hang_pattern.lua", 4, "", "the script did not finish within 1 s (--script-timeout)"},
+    {"bad/hang_gsub.lua", 4, "", "the script did not finish within 1 s (--script-timeout)"},
+    {"hang/hang_sort.lua", 4, "", "the script did not finish within 1 s (--script-timeout)"},
+    {"hang/hang_finalizer.lua", 4, "", "the script did not finish within 1 s (--script-timeout)"},
+    {"hang/hang_error_handler.lua", 3, "",
+     "the script did not finish within 1 s (--script-timeout)"},
+    {"bad/memory_bomb.lua", 3, "", "the script ran past its memory limit of 64 MiB"},
+    {"bad/memory_rep.lua", 2, "", "the script ran past its memory limit of 64 MiB"},
 };
+
+/// The scripts that hang end after one second; the others get the default (a memory bomb under
+/// ASan needs more than a second to reach 64 MiB).
+bool is_hang(const std::string& file) {
+  return std::filesystem::path(file).filename().string().rfind("hang_", 0) == 0;
+}
 
 std::string expected_message(const bad_case& c, const std::string& path) {
   std::string m = c.message;
@@ -123,11 +134,11 @@ class ConfigBadFile : public ::testing::TestWithParam<bad_case> {};
 
 TEST_P(ConfigBadFile, FailsWithItsExactError) {
   const bad_case& c = GetParam();
-  const std::string path = test::repo_path(std::string("tests/config/bad/") + c.file);
+  const std::string path = test::repo_path(std::string("tests/config/") + c.file);
   load_options o = test::repo_options();
   // The hang_*.lua cases end after one second; the others get the default (a memory bomb
   // under ASan needs more than a second to reach 64 MiB).
-  o.script_timeout = std::string(c.file).rfind("hang_", 0) == 0 ? 1.0 : 10.0;
+  o.script_timeout = is_hang(c.file) ? 1.0 : 10.0;
   const load_result r = load_file(path, o);
   ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
   EXPECT_TRUE(r.experiments.empty());
@@ -140,11 +151,10 @@ TEST_P(ConfigBadFile, FailsWithItsExactError) {
 
 TEST_P(ConfigBadFile, ResolveCommandExitsWithTwoAndNamesFileLineKey) {
   const bad_case& c = GetParam();
-  const std::string path = test::repo_path(std::string("tests/config/bad/") + c.file);
+  const std::string path = test::repo_path(std::string("tests/config/") + c.file);
   std::ostringstream out, err;
   // --no-check-files keeps the data path out of the way except for the data-file case itself.
-  std::vector<std::string> args{path, "--script-timeout",
-                                std::string(c.file).rfind("hang_", 0) == 0 ? "1" : "10"};
+  std::vector<std::string> args{path, "--script-timeout", is_hang(c.file) ? "1" : "10"};
   if (std::string(c.key) != "data.file") args.push_back("--no-check-files");
   EXPECT_EQ(resolve_command(args, out, err), 2);
   EXPECT_TRUE(out.str().empty());
@@ -154,7 +164,7 @@ TEST_P(ConfigBadFile, ResolveCommandExitsWithTwoAndNamesFileLineKey) {
 }
 
 std::string case_name(const ::testing::TestParamInfo<bad_case>& p) {
-  const std::string f = p.param.file;
+  const std::string f = std::filesystem::path(p.param.file).filename().string();
   return f.substr(0, f.find('.'));
 }
 
@@ -162,8 +172,9 @@ INSTANTIATE_TEST_SUITE_P(Table, ConfigBadFile, ::testing::ValuesIn(k_bad), case_
 
 TEST(ConfigBadFiles, TableCoversEveryBadFile) {
   std::size_t files = 0;
-  for (const auto& e : std::filesystem::directory_iterator(test::repo_path("tests/config/bad")))
-    if (e.path().extension() == ".lua") ++files;
+  for (const char* dir : {"tests/config/bad", "tests/config/hang"})
+    for (const auto& e : std::filesystem::directory_iterator(test::repo_path(dir)))
+      if (e.path().extension() == ".lua") ++files;
   EXPECT_EQ(files, std::size(k_bad));
 }
 
@@ -241,8 +252,8 @@ TEST(ConfigBadFiles, OverridesThatAreNotUtf8AreRefusedNotThrown) {
 TEST(ConfigBadFiles, UsageErrorsExitWithTwo) {
   std::ostringstream out, err;
   EXPECT_EQ(resolve_command({}, out, err), 2);
-  EXPECT_EQ(resolve_command({"a.lua", "--bogus"}, out, err), 2);
-  EXPECT_EQ(resolve_command({"a.lua", "b.lua"}, out, err), 2);
+  EXPECT_EQ(resolve_command({"bad/a.lua", "--bogus"}, out, err), 2);
+  EXPECT_EQ(resolve_command({"bad/a.lua", "b.lua"}, out, err), 2);
   std::ostringstream help;
   EXPECT_EQ(resolve_command({"--help"}, help, err), 0);
   EXPECT_NE(help.str().find("--set"), std::string::npos);

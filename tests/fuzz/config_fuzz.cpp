@@ -11,12 +11,11 @@
 // tests/config/bad/hang_gsub.lua). It cannot stop one long library call (a backtracking
 // string.find, also inside an xpcall handler or a table.sort comparator) nor a __gc finalizer
 // (Lua runs finalizers with hooks off); stopping those needs the child process, whose coverage
-// libFuzzer would not see, so hang_pattern/hang_error_handler/hang_sort/hang_finalizer are not
-// in this corpus (tests/config covers them through the child) and such an input found by
-// mutation is reported by libFuzzer's -timeout.
-// Properties: load_string never throws; a load either yields experiments or errors, not both;
-// every resolved experiment's to_json() prints as JSON text and reads back through load_json()
-// to the same JSON.
+// libFuzzer would not see, so hang_pattern/hang_error_handler/hang_sort/hang_finalizer
+// (tests/config/hang/) are not in this corpus (tests/config covers them through the child) and such
+// an input found by mutation is reported by libFuzzer's -timeout. Properties: load_string never
+// throws; a load either yields experiments or errors, not both; every resolved experiment's
+// to_json() prints as JSON text and reads back through load_json() to the same JSON.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>

@@ -209,19 +209,9 @@ void safetensors_seeds(const fs::path& dir, const fs::path& tmp) {
 }
 
 void config_seeds(const fs::path& dir) {
-  const fs::path src(DD_SOURCE_DIR);
-  // examples/ is config_fuzz's second corpus directory, read in place (tests/fuzz/CMakeLists.txt,
-  // scripts/fuzz.sh); the bad files are copied because the hang_*.lua among them are left out.
-  for (const auto& e : fs::directory_iterator(src / "tests/config/bad")) {
-    if (e.path().extension() != ".lua") continue;
-    // The other hang_*.lua spend their time inside one Lua library call or a __gc
-    // finalizer, where the in-process hook never runs: only dd-node's child-process
-    // wall-clock guard stops them (config_fuzz.cpp). hang_gsub loops in Lua: the hook stops it.
-    const std::string name = e.path().filename().string();
-    if (name.rfind("hang_", 0) == 0 && name != "hang_gsub.lua") continue;
-    fs::create_directories(dir);
-    fs::copy_file(e.path(), dir / ("seed_bad_" + name), fs::copy_options::overwrite_existing);
-  }
+  // examples/ and tests/config/bad/ are config_fuzz's other corpus directories, read in place
+  // (tests/fuzz/CMakeLists.txt, scripts/fuzz.sh): nothing of them is copied here.
+  fs::create_directories(dir);
   const std::string overrides =
       "--@set sync.min_quorum=2\n"
       "--@set outer.lr=fraction(1/2)\n"

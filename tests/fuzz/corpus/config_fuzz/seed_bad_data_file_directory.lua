@@ -1,4 +1,0 @@
--- data.file must name a file, not a folder.
-experiment {
-  data = { file = "." },
-}

@@ -1,5 +1,0 @@
--- outer.embedding_merge = "rda" was accepted and never applied (embeddings always average).
-experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
-  outer = { embedding_merge = "rda" },
-}

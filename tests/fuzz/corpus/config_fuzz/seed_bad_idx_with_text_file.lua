@@ -1,8 +1,0 @@
--- IDX data that also names a text file.
-experiment {
-  name = "idx_file",
-  model = { kind = "vit" },
-  data = { kind = "idx", images = "../../../../shared/data/mnist-t10k/t10k-images-idx3-ubyte.gz",
-           labels = "../../../../shared/data/mnist-t10k/t10k-labels-idx1-ubyte.gz",
-           file = "../shared/data/tinyshakespeare/input.txt" },
-}

@@ -1,9 +1,0 @@
--- learners.devices was read and then ignored (no learner is placed on a chosen device): refused.
-experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
-  learners = {
-    count = 2,
-    backend = "cuda",
-    devices = { 0, 1 },
-  },
-}

@@ -1,5 +1,0 @@
--- A key written in the wrong section.
-experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
-  learners = { count = 4, min_quorum = 2 },
-}

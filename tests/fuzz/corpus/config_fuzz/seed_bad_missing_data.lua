@@ -1,5 +1,0 @@
--- No data at all.
-experiment {
-  name = "nodata",
-  learners = { count = 2 },
-}

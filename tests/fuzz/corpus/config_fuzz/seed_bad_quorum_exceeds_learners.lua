@@ -1,8 +1,0 @@
--- K > M: the quorum could never be reached.
-experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
-  learners = { count = 4 },
-  sync = {
-    min_quorum = 5,
-  },
-}

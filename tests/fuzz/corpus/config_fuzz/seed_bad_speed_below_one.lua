@@ -1,5 +1,0 @@
--- Speed factors are slowdowns (>= 1).
-experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
-  learners = { count = 2, speed = { 1.0, 0.5 } },
-}

@@ -1,8 +1,0 @@
--- A typo in a key name.
-experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
-  sync = {
-    fragments = 4,
-    min_quorm = 2,
-  },
-}

@@ -1,7 +1,0 @@
--- A patch size that does not tile the image.
-experiment {
-  name = "vit_patch",
-  model = { kind = "vit", patch = 5 },
-  data = { kind = "idx", images = "../../../../shared/data/mnist-t10k/t10k-images-idx3-ubyte.gz",
-           labels = "../../../../shared/data/mnist-t10k/t10k-labels-idx1-ubyte.gz" },
-}

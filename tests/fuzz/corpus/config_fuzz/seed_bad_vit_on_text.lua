@@ -1,6 +1,0 @@
--- A vision transformer on a text.
-experiment {
-  name = "vit_text",
-  model = { kind = "vit" },
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
-}

@@ -1,5 +1,0 @@
--- Zero learners.
-experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
-  learners = { count = 0 },
-}
