@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "runtime/json_fields.hpp"
 #include "runtime/rng.hpp"
 
 namespace dd {
@@ -45,19 +46,12 @@ nlohmann::json gpt_config::to_json() const {
 gpt_config gpt_config::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw std::invalid_argument("gpt config: expected a JSON object");
   gpt_config c;
-  auto get = [&](const char* field, int& out) {
-    auto it = j.find(field);
-    if (it == j.end())
-      throw std::invalid_argument(fmt::format("gpt config: missing field '{}'", field));
-    if (!it->is_number_integer())
-      throw std::invalid_argument(fmt::format("gpt config: field '{}' must be an integer", field));
-    out = it->get<int>();
-  };
-  get("vocab", c.vocab);
-  get("context", c.context);
-  get("layers", c.layers);
-  get("heads", c.heads);
-  get("width", c.width);
+
+  c.vocab = required_int(j, "vocab", "gpt config");
+  c.context = required_int(j, "context", "gpt config");
+  c.layers = required_int(j, "layers", "gpt config");
+  c.heads = required_int(j, "heads", "gpt config");
+  c.width = required_int(j, "width", "gpt config");
   c.validate();
   return c;
 }

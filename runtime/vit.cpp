@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "runtime/idx.hpp"
+#include "runtime/json_fields.hpp"
 #include "runtime/rng.hpp"
 
 namespace dd {
@@ -49,21 +50,14 @@ nlohmann::json vit_config::to_json() const {
 vit_config vit_config::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw std::invalid_argument("vit config: expected a JSON object");
   vit_config c;
-  auto get = [&](const char* field, int& out) {
-    auto it = j.find(field);
-    if (it == j.end())
-      throw std::invalid_argument(fmt::format("vit config: missing field '{}'", field));
-    if (!it->is_number_integer())
-      throw std::invalid_argument(fmt::format("vit config: field '{}' must be an integer", field));
-    out = it->get<int>();
-  };
-  get("rows", c.rows);
-  get("cols", c.cols);
-  get("patch", c.patch);
-  get("classes", c.classes);
-  get("layers", c.layers);
-  get("heads", c.heads);
-  get("width", c.width);
+
+  c.rows = required_int(j, "rows", "vit config");
+  c.cols = required_int(j, "cols", "vit config");
+  c.patch = required_int(j, "patch", "vit config");
+  c.classes = required_int(j, "classes", "vit config");
+  c.layers = required_int(j, "layers", "vit config");
+  c.heads = required_int(j, "heads", "vit config");
+  c.width = required_int(j, "width", "vit config");
   auto it = j.find("pooling");
   if (it == j.end()) throw std::invalid_argument("vit config: missing field 'pooling'");
   if (!it->is_string()) throw std::invalid_argument("vit config: field 'pooling' must be a string");
