@@ -28,13 +28,12 @@
 #include "kernels/backend.hpp"
 #include "runtime/data.hpp"
 #include "runtime/trainer.hpp"
+#include "tools/bench/bench_util.hpp"
 #include "util/flags.hpp"
 
 namespace {
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using dd::bench::now;
 
 // Seconds per note_step call, `threads` threads each calling it `n` times at once (best of 3).
 double time_note_step(dd::actors::run_log& log, int threads, int n) {

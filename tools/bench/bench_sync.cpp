@@ -43,6 +43,7 @@
 #include "kernels/backend.hpp"
 #include "runtime/fragments.hpp"
 #include "runtime/merge.hpp"
+#include "tools/bench/bench_util.hpp"
 #include "tools/bench/profiling_backend.hpp"
 #include "util/flags.hpp"
 
@@ -54,17 +55,8 @@
 
 namespace {
 
-/// Monotonic clock, seconds.
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
+using dd::bench::median;
+using dd::bench::now;
 
 // ---- part 1: owner merge throughput -------------------------------------------------------------
 

@@ -31,14 +31,13 @@
 #include "runtime/data.hpp"
 #include "runtime/gpt.hpp"
 #include "runtime/trainer.hpp"
+#include "tools/bench/bench_util.hpp"
 #include "tools/bench/profiling_backend.hpp"
 #include "util/flags.hpp"
 
 namespace {
 
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+using dd::bench::now;
 
 // Best-of-repeats seconds of one sgemm of the given shape.
 double time_sgemm(int N, int IC, int OC, int repeats) {

@@ -99,12 +99,16 @@
 #include "actors/link/tls_tunnel.hpp"
 #include "actors/nodes/node_config.hpp"
 #include "messages/codec.hpp"
+#include "tools/bench/bench_util.hpp"
 #include "util/endian.hpp"
 #include "util/flags.hpp"
 #include "util/net.hpp"
 #include "util/parse.hpp"
 
 namespace {
+
+using dd::bench::median;
+using dd::bench::now;
 
 namespace atoms = dd::atoms;
 using dd::wire_bytes;
@@ -113,18 +117,6 @@ constexpr const char* prog = "dd-bench-transport";
 /// The run id of the bench's tensor channels (any string both sides agree on).
 constexpr const char* bench_run_id = "dd-bench-transport";
 constexpr double mib = 1024.0 * 1024.0;
-
-/// Monotonic clock, seconds.
-double now() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-double median(std::vector<double> v) {
-  if (v.empty()) return 0.0;
-  std::sort(v.begin(), v.end());
-  const size_t h = v.size() / 2;
-  return v.size() % 2 ? v[h] : 0.5 * (v[h - 1] + v[h]);
-}
 
 /// VmRSS and VmHWM of this process, kB (/proc/self/status).
 struct mem_kb {
