@@ -22,14 +22,8 @@
 # Usage: data_models_test.sh DD_NODE SOURCE_DIR BUILD_DIR
 set -euo pipefail
 dd_node=$1 src=$2 build=$3
-venv=$build/pyvenv-data-models
-py=$venv/bin/python
-if ! "$py" -c 'import safetensors, numpy, tokenizers' 2>/dev/null; then
-  rm -rf "$venv"
-  python3 -m venv "$venv" || { echo "FAIL: python3 -m venv $venv failed"; exit 1; }
-  "$venv/bin/pip" install --disable-pip-version-check -q numpy safetensors tokenizers ||
-    { echo "FAIL: pip could not install numpy, safetensors and tokenizers into $venv"; rm -rf "$venv"; exit 1; }
-fi
+. "$src/tests/support/pyvenv.sh"
+py=$(pyvenv "$build/pyvenv-data-models" numpy safetensors tokenizers) || { echo "$py"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 text=$src/../shared/data/tinyshakespeare/input.txt

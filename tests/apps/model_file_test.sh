@@ -14,14 +14,8 @@
 # Usage: model_file_test.sh DD_NODE SOURCE_DIR BUILD_DIR
 set -euo pipefail
 dd_node=$1 src=$2 build=$3
-venv=$build/pyvenv-model-file
-py=$venv/bin/python
-if ! "$py" -c 'import safetensors, numpy' 2>/dev/null; then
-  rm -rf "$venv"
-  python3 -m venv "$venv" || { echo "FAIL: python3 -m venv $venv failed (is python3-venv installed?)"; exit 1; }
-  "$venv/bin/pip" install --disable-pip-version-check -q safetensors numpy ||
-    { echo "FAIL: pip could not install safetensors and numpy from PyPI into $venv (no network?); this test needs them"; rm -rf "$venv"; exit 1; }
-fi
+. "$src/tests/support/pyvenv.sh"
+py=$(pyvenv "$build/pyvenv-model-file" safetensors numpy) || { echo "$py"; exit 1; }
 "$py" -c 'import safetensors, numpy; print("venv", safetensors.__version__, numpy.__version__)'
 
 tmp=$(mktemp -d)
