@@ -16,6 +16,14 @@ double unix_seconds() {
   return duration<double>(system_clock::now().time_since_epoch()).count();
 }
 
+/// A console line "[   12.3s] LEVEL: text" at `t_s` seconds of the run.
+void say(const run_log::console_fn& console, double t_s, const char* level,
+         const std::string& text) {
+  char t[32];
+  std::snprintf(t, sizeof t, "[%7.1fs]", t_s);
+  console(std::string(t) + " " + level + ": " + text);
+}
+
 }  // namespace
 
 run_log::run_log(const std::string& events_path, bool keep_in_memory, clock_fn clock, bool append)
@@ -209,10 +217,7 @@ void run_log::warn_error(const std::string& text) const {
     std::lock_guard<std::mutex> guard(mutex_);
     console = console_;
   }
-  if (!console) return;
-  char t[32];
-  std::snprintf(t, sizeof t, "[%7.1fs]", clock_());
-  console(std::string(t) + " error: " + text);
+  if (console) say(console, clock_(), "error", text);
 }
 
 void run_log::set_tap(tap_fn tap) {
@@ -228,10 +233,7 @@ void run_log::write_failed(const std::string& message) {
     write_failure_ = message;
     console = console_;
   }
-  if (!console) return;
-  char t[32];
-  std::snprintf(t, sizeof t, "[%7.1fs]", clock_());
-  console(std::string(t) + " error: " + message);
+  if (console) say(console, clock_(), "error", message);
 }
 
 std::string run_log::write_failure() const {
@@ -250,10 +252,7 @@ void run_log::warn(const std::string& text) const {
     std::lock_guard<std::mutex> guard(mutex_);
     console = console_;
   }
-  if (!console) return;
-  char t[32];
-  std::snprintf(t, sizeof t, "[%7.1fs]", clock_());
-  console(std::string(t) + " warning: " + text);
+  if (console) say(console, clock_(), "warning", text);
 }
 
 std::vector<nlohmann::json> run_log::events() const {
