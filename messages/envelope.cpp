@@ -213,13 +213,7 @@ std::string_view to_string(message_kind k) noexcept {
 
 result<message_kind> peek_kind(const uint8_t* data, size_t size, const decode_limits& limits) {
   using R = result<message_kind>;
-  if (size > limits.max_message_bytes) {
-    return R(errc::too_large, "message of " + num(size) + " bytes exceeds max_message_bytes " +
-                                  num(limits.max_message_bytes));
-  }
-  auto body = open_seal(data, size, limits);
-  if (!body) return body.error();
-  return with_reader(data, *body, limits.nesting_limit, [](capnp::MessageReader& reader) -> R {
+  return read_sealed<R>(data, size, limits, [](capnp::MessageReader& reader) -> R {
     auto which = reader.getRoot<cw::Envelope>().getBody().which();
     if (static_cast<uint16_t>(which) > static_cast<uint16_t>(last_kind)) {
       return R(errc::malformed,
@@ -232,13 +226,7 @@ result<message_kind> peek_kind(const uint8_t* data, size_t size, const decode_li
 result<envelope_header> peek_envelope(const uint8_t* data, size_t size,
                                       const decode_limits& limits) {
   using R = result<envelope_header>;
-  if (size > limits.max_message_bytes) {
-    return R(errc::too_large, "message of " + num(size) + " bytes exceeds max_message_bytes " +
-                                  num(limits.max_message_bytes));
-  }
-  auto body = open_seal(data, size, limits);
-  if (!body) return body.error();
-  return with_reader(data, *body, limits.nesting_limit, [](capnp::MessageReader& reader) -> R {
+  return read_sealed<R>(data, size, limits, [](capnp::MessageReader& reader) -> R {
     auto envelope = reader.getRoot<cw::Envelope>();
     auto run = envelope.getRunId();
     if (auto st = detail::check_run_id(run); !st) return R(st.error());

@@ -188,6 +188,19 @@ status check_chunk_fields(const char* what, payload_encoding enc, uint64_t total
 void set_merged(capnp::List<cw::MergedPush>::Builder out, const std::vector<merged_push>& in);
 std::vector<merged_push> get_merged(capnp::List<cw::MergedPush>::Reader in);
 
+// Reads a sealed message: the size cap (max_message_bytes), the checksum trailer (open_seal),
+// then fn(MessageReader&) under Cap'n Proto's reader limits; R is fn's result type.
+template <class R, class Fn>
+R read_sealed(const uint8_t* data, size_t size, const decode_limits& limits, Fn&& fn) {
+  if (size > limits.max_message_bytes) {
+    return R(errc::too_large, "message of " + num(size) + " bytes exceeds max_message_bytes " +
+                                  num(limits.max_message_bytes));
+  }
+  auto body_size = open_seal(data, size, limits);
+  if (!body_size) return body_size.error();
+  return with_reader(data, *body_size, limits.nesting_limit, std::forward<Fn>(fn));
+}
+
 // Decodes an Envelope: the size cap, the checksum trailer (open_seal), Cap'n Proto's reader
 // limits, check_envelope against
 // `expect`, then the body must be `want`; calls fn(body, sender incarnation).
@@ -196,24 +209,17 @@ auto decode_envelope(const uint8_t* data, size_t size, const decode_limits& limi
                      const envelope_expect& expect, cw::Envelope::Body::Which want, Fn&& fn)
     -> decltype(fn(std::declval<cw::Envelope::Body::Reader>(), uint64_t{})) {
   using R = decltype(fn(std::declval<cw::Envelope::Body::Reader>(), uint64_t{}));
-  if (size > limits.max_message_bytes) {
-    return R(errc::too_large, "message of " + num(size) + " bytes exceeds max_message_bytes " +
-                                  num(limits.max_message_bytes));
-  }
-  auto body_size = open_seal(data, size, limits);
-  if (!body_size) return body_size.error();
-  return with_reader(
-      data, *body_size, limits.nesting_limit, [&](capnp::MessageReader& reader) -> R {
-        auto envelope = reader.getRoot<cw::Envelope>();
-        if (auto st = check_envelope(envelope, expect); !st) return st.error();
-        auto body = envelope.getBody();
-        auto which = body.which();
-        if (which != want) {
-          return R(errc::malformed, std::string("envelope holds '") + kind_name(which) +
-                                        "', expected '" + kind_name(want) + "'");
-        }
-        return fn(body, envelope.getSenderIncarnation());
-      });
+  return read_sealed<R>(data, size, limits, [&](capnp::MessageReader& reader) -> R {
+    auto envelope = reader.getRoot<cw::Envelope>();
+    if (auto st = check_envelope(envelope, expect); !st) return st.error();
+    auto body = envelope.getBody();
+    auto which = body.which();
+    if (which != want) {
+      return R(errc::malformed, std::string("envelope holds '") + kind_name(which) +
+                                    "', expected '" + kind_name(want) + "'");
+    }
+    return fn(body, envelope.getSenderIncarnation());
+  });
 }
 
 }  // namespace dd::detail
