@@ -1,6 +1,10 @@
 // apps/dd_node/commands.cpp — the subcommand table (see commands.hpp).
 #include "apps/dd_node/commands.hpp"
 
+#include <cstdio>
+#include <exception>
+#include <stdexcept>
+
 namespace dd::app {
 
 // Each subcommand's entry point, defined in its own file.
@@ -43,6 +47,18 @@ const std::vector<command>& commands() {
       {"resolve", "print the fully resolved configuration of an experiment file", &resolve_main},
   };
   return table;
+}
+
+int exit_status_of_exception(const char* who) {
+  try {
+    throw;
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "%s: %s\n", who, e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: %s\n", who, e.what());
+    return 1;
+  }
 }
 
 }  // namespace dd::app

@@ -17,4 +17,8 @@ struct command {
 /// Every subcommand this build has.
 const std::vector<command>& commands();
 
+/// From inside a catch block: says "`who`: what()" on stderr and returns the exit status of the
+/// exception in flight: 2 for std::invalid_argument (bad input), 1 for any other.
+int exit_status_of_exception(const char* who);
+
 }  // namespace dd::app

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/dd_node/commands.hpp"
 #include "apps/dd_node/node_flags.hpp"
 #include "kernels/all_backends.hpp"
 #include "kernels/backend.hpp"
@@ -249,12 +250,8 @@ int eval_main(int argc, char** argv) {
     }
     std::printf("%s\n", line.c_str());
     return 0;
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "dd-node eval: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dd-node eval: %s\n", e.what());
-    return 1;
+  } catch (const std::exception&) {
+    return exit_status_of_exception("dd-node eval");
   }
 }
 

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/dd_node/commands.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/hf_export.hpp"
 #include "runtime/model_file.hpp"
@@ -120,12 +121,8 @@ int export_main(int argc, char** argv) {
                 path.c_str(), cfg.layers, cfg.width, cfg.vocab, cfg.context, tokenizer.c_str(),
                 out.c_str());
     return 0;
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "dd-node export: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dd-node export: %s\n", e.what());
-    return 1;
+  } catch (const std::exception&) {
+    return exit_status_of_exception("dd-node export");
   }
 }
 

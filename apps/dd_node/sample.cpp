@@ -11,6 +11,7 @@
 
 #include <fmt/format.h>
 
+#include "apps/dd_node/commands.hpp"
 #include "apps/dd_node/node_flags.hpp"
 #include "kernels/all_backends.hpp"
 #include "kernels/backend.hpp"
@@ -91,12 +92,8 @@ int sample_main(int argc, char** argv) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fputc('\n', stdout);
     return 0;
-  } catch (const std::invalid_argument& e) {
-    std::fprintf(stderr, "dd-node sample: %s\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dd-node sample: %s\n", e.what());
-    return 1;
+  } catch (const std::exception&) {
+    return exit_status_of_exception("dd-node sample");
   }
 }
 
