@@ -40,6 +40,19 @@ struct run_builder {
                      {"sync", {{"min_quorum", 1}}}};
   bool with_csv = true, with_summary = true, with_experiment = true, with_events = true;
 
+  /// A tape line of a fault dd-chaos applied from its command line (result ok, no hits).
+  static json cli_fault(double t, const std::string& kind, const std::string& target, json targets,
+                        json duration, json params = json::object()) {
+    return {{"t", t},
+            {"source", "cli"},
+            {"kind", kind},
+            {"target", target},
+            {"targets", std::move(targets)},
+            {"duration", std::move(duration)},
+            {"params", std::move(params)},
+            {"result", "ok"},
+            {"hits", json::array()}};
+  }
   static json contributor(int learner, int inc, int transfer) {
     return {
         {"learner", learner}, {"incarnation", inc}, {"base_version", 0}, {"transfer_id", transfer},
@@ -82,15 +95,7 @@ struct run_builder {
         {{"event", "finished"}, {"time", 1020.0}},
     };
     tape = {{{"t", 1007.5}, {"kind", "session"}, {"seed", 7}},
-            {{"t", 1008.0},
-             {"source", "cli"},
-             {"kind", "pause"},
-             {"target", "learner:1"},
-             {"targets", {"learner-1"}},
-             {"duration", 5.0},
-             {"params", json::object()},
-             {"result", "ok"},
-             {"hits", json::array()}}};
+            cli_fault(1008.0, "pause", "learner:1", {"learner-1"}, 5.0)};
     csv = "time,learner,incarnation,step,tokens,loss\n";
     for (int i = 0; i <= 40; ++i) {
       const double t = 1000.0 + 0.5 * i;
@@ -336,15 +341,7 @@ TEST(chaos_report, hits_of_a_live_message_fault_are_not_faults) {
                         {"learner", i % 2 == 0 ? -1 : 0},
                         {"fragment", 0},
                         {"hits", i + 1}});
-  b.tape.push_back({{"t", 1003.0},
-                    {"source", "cli"},
-                    {"kind", "drop_broadcast"},
-                    {"target", "learner:0"},
-                    {"targets", {"syncer"}},
-                    {"duration", 1.0},
-                    {"params", json::object()},
-                    {"result", "ok"},
-                    {"hits", json::array()}});
+  b.tape.push_back(run_builder::cli_fault(1003.0, "drop_broadcast", "learner:0", {"syncer"}, 1.0));
   std::stable_sort(b.events.begin(), b.events.end(), [](const json& x, const json& y) {
     return x["time"].get<double>() < y["time"].get<double>();
   });
@@ -508,15 +505,8 @@ TEST(chaos_report, a_short_hitch_amid_unusually_fast_steps_is_not_downtime) {
 // no fault explains is listed under the run's "unexplained" (the pause's own drop is not).
 TEST(chaos_report, a_message_fault_owns_no_link_drop_and_unexplained_drops_are_listed) {
   run_builder b;
-  b.tape.push_back({{"t", 1003.0},
-                    {"source", "cli"},
-                    {"kind", "corrupt_push"},
-                    {"target", "learner:0"},
-                    {"targets", {"learner-0"}},
-                    {"duration", nullptr},
-                    {"params", {{"count", 1}}},
-                    {"result", "ok"},
-                    {"hits", json::array()}});
+  b.tape.push_back(run_builder::cli_fault(1003.0, "corrupt_push", "learner:0", {"learner-0"},
+                                          nullptr, {{"count", 1}}));
   b.events.push_back({{"event", "failure"},
                       {"time", 1005.0},
                       {"learner", 0},
