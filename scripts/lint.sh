@@ -35,22 +35,14 @@ cxx_files() {
   if (($#)); then printf '%s\n' "$@"; else git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh'; fi
 }
 
-# Words of message-fault code; none may appear in a role file. Files still waiting for their
-# move (named in docs/testing.md) are listed in role_faults_pending.
-role_fault_words='\bfate\b|held_push|held_broadcast|damaged_copy|broadcast_fault|push_fault|faults->on_broadcast\(|faults->on_push\('
-role_faults_pending=(actors/roles/learner_faults.cpp actors/roles/learner_faults.hpp)
+# Words of message-fault code; none may appear in a role file (the link's filters hold it:
+# actors/link/push_faults.*, chunk_flow.hpp flow_publish).
+role_fault_words='\bfate\b|held_push|held_broadcast|damaged_copy|broadcast_fault|push_fault|faults->on_broadcast\(|faults->on_push\(|push_filter|edited_push'
 
 case "$mode" in
   role-faults)
     rc=0
     for f in actors/roles/*; do
-      pending=0
-      for p in "${role_faults_pending[@]}"; do [[ "$f" == "$p" ]] && pending=1; done
-      if ((pending)); then
-        n=$(grep -cE "$role_fault_words" "$f" || true)
-        echo "lint.sh: role-faults: $f: $n lines of message-fault code, pending its move to the link"
-        continue
-      fi
       if grep -nE "$role_fault_words" "$f"; then
         echo "lint.sh: role-faults: $f holds message-fault code (lines above); it belongs to the link (actors/link/chunk_flow.hpp)" >&2
         rc=1

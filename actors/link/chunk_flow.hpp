@@ -19,9 +19,11 @@
 // A chunk is a pre-built message (atom, bytes) with its number appended per link: it travels
 // through an untyped handle, sent as the actor's own `send` would (same sender, same execution
 // context), from typed and untyped actors alike; callers pass any handle (typed or not).
-// The link is where faults are injected (the node's fault filter, link_setup::faults): a
-// broadcast leaving through flow_publish may be dropped, sent twice, sent late or held back
-// until after the next one, as the node's fault hooks decide; roles hold no fault code.
+// The link is where faults are injected (the node's fault filter, link_setup::faults): a push
+// leaving through flow_push (actors/link/push_faults.hpp) may be dropped, damaged, scaled,
+// randomized, sent twice, sent late or held back until after the next one; a broadcast leaving
+// through flow_publish may be dropped, sent twice, sent late or held back until after the next
+// one — as the node's fault hooks decide; roles hold no fault code.
 // Between nodes, a chunk leaves on the tensor channel (actors/link/tensor_channel.hpp) when the
 // link's route (link_setup::channel, set by the node) holds one open to the receiver's node, and
 // on CAF otherwise; the receiver sees the
@@ -45,6 +47,7 @@
 #include <caf/system_messages.hpp>
 
 #include "actors/link/atoms.hpp"
+#include "actors/link/push_faults.hpp"
 #include "actors/link/tensor_channel.hpp"
 #include "actors/policy/credit_window.hpp"
 #include "actors/services/fault_hooks.hpp"
@@ -100,6 +103,8 @@ struct link_setup {
   /// The node's fault filter on messages leaving it (actors/services/fault_hooks.hpp); null:
   /// none.
   fault_hooks* faults = nullptr;
+  /// Where the filter records what it did (events, the node's push metrics); null: nowhere.
+  run_log* log = nullptr;
   /// The transport of chunks to other nodes (actors/link/tensor_channel.hpp): the node's tensor
   /// channel when open to the receiver's node, else CAF. Null: CAF only.
   std::shared_ptr<const channel_route> channel;
@@ -126,6 +131,8 @@ struct chunk_flow {
   /// Broadcasts held back by a `reorder_broadcast` fault: sent right after the next
   /// flow_publish, so a newer version reaches the learner first.
   std::vector<held_broadcast> held;
+  /// The fault filter's state for pushes leaving through flow_push.
+  push_filter pushes;
 };
 
 /// The key of handle `h` (any actor handle).
@@ -181,6 +188,19 @@ void flow_send(Self* self, chunk_flow& f, queued_chunk c, uint64_t tag = 0) {
     self->monitor(c.dest);
   }
   detail::flow_emit(self, f, f.win.enqueue(key, std::move(c), tag));
+}
+
+/// Push `p` to `owner` (any handle; null: nothing leaves), each chunk under credit, through
+/// the link's fault filter on its way out of the node (push_filter::route: on its first sending
+/// it may be dropped, damaged, scaled, randomized, sent twice, late or held back; a push held
+/// back earlier goes out after it).
+template <class Self, class Handle>
+void flow_push(Self* self, chunk_flow& f, const Handle& owner, outgoing_push p) {
+  auto sends =
+      f.pushes.route(f.link.faults, f.link.log, caf::actor_cast<caf::actor>(owner), std::move(p));
+  for (auto& s : sends)
+    for (auto& c : s.chunks)
+      flow_send(self, f, make_chunk(s.dest, atoms::push_atom_v, std::move(c), s.delay_s));
 }
 
 /// Broadcast chunks (shared (broadcast_atom, bytes) messages, see share_chunks) of version

@@ -65,6 +65,8 @@ std::shared_ptr<const learner_context> make_learner_context(
   c->log = services.log;
   c->faults = services.faults;
   c->gate = services.gate;
+  c->link.faults = services.faults;
+  c->link.log = services.log;
   c->link.channel = services.channel;
   c->timer = simulated_time ? step_timer::simulated(sim_step_s) : step_timer::wall();
   return c;

@@ -1,6 +1,8 @@
-// actors/roles/learner.cpp — see learner.hpp. The decisions are learner_core's and the injected
-// faults learner_faults'; this file only does I/O: it turns messages and timers into core
-// events, runs the inner step (trainer::step) and carries out the core's actions in order.
+// actors/roles/learner.cpp — see learner.hpp. The decisions are learner_core's; the node's fault
+// hook at the step is learner_step_faults' (actors/services/step_faults.hpp) and the pushes meet
+// their faults on the link (flow_push). This file only does I/O: it turns messages and timers
+// into core events, runs the inner step (trainer::step) and carries out the core's actions in
+// order.
 #include "actors/roles/learner.hpp"
 
 #include <algorithm>
@@ -37,15 +39,6 @@ double actor_now(learner_actor* self) { return clock_seconds(self->clock().now()
 
 caf::timespan seconds_span(double s) { return util::to_timespan(s); }
 
-/// Sends push chunks to `owner` under credit (actors/link/chunk_flow.hpp); `delay_s` > 0: late
-/// (fault injection).
-void send_chunks(learner_actor* self, const owner_hdl& owner, const std::vector<wire_bytes>& chunks,
-                 double delay_s) {
-  if (!owner) return;
-  for (const auto& c : chunks)
-    flow_send(self, self->state.flow, make_chunk(owner, atoms::push_atom_v, c, delay_s));
-}
-
 void arm_timer(learner_actor* self, const act::arm& x) {
   const auto delay = seconds_span(x.delay_s);
   if (x.which == act::timer::barrier)
@@ -80,16 +73,10 @@ void perform(learner_actor* self, const ctx_ptr& ctx, learner_actions actions) {
         [&](auto& x) {
           using T = std::decay_t<decltype(x)>;
           if constexpr (std::is_same_v<T, act::push_chunks>) {
-            if (ctx->log != nullptr) {  // the node's metrics: pushes and bytes sent
-              uint64_t bytes = 0;
-              for (const auto& c : x.chunks) bytes += c.size();
-              ctx->log->update([&](run_counters& c) {
-                auto& l = c.learners[st.core->id()];
-                l.pushes_sent += 1;
-                l.push_bytes_sent += bytes;
-              });
-            }
-            send_chunks(self, owner(x.fragment), x.chunks, x.delay_s);
+            // Under credit, through the link's fault filter (actors/link/chunk_flow.hpp).
+            flow_push(self, st.flow, owner(x.fragment),
+                      outgoing_push{st.core->id(), st.core->incarnation(), x.fragment,
+                                    x.transfer_id, std::move(x.chunks)});
           } else if constexpr (std::is_same_v<T, act::pull>) {
             if (auto o = owner(x.fragment)) self->send(o, atoms::pull_atom_v, std::move(x.bytes));
           } else if constexpr (std::is_same_v<T, act::heartbeat>) {
@@ -160,7 +147,7 @@ void on_step(learner_actor* self, const ctx_ptr& ctx) {
     return;
   }
   for (auto& d : st.core->push_due(actor_now(self)))
-    perform(self, ctx, st.faults->route(*st.core, std::move(d)));
+    if (d.push) perform(self, ctx, st.core->enqueue(d.fragment, std::move(*d.push)));
   perform(self, ctx, st.core->after_step());
 }
 
@@ -233,7 +220,7 @@ void request_rejoin(learner_actor* self, const ctx_ptr& ctx, const act::rejoin& 
             perform(self, ctx, std::move(out));
             if (!leave_now) return;
             for (auto& d : core.final_pushes())
-              perform(self, ctx, self->state.faults->route(core, std::move(d)));
+              if (d.push) perform(self, ctx, core.enqueue(d.fragment, std::move(*d.push)));
             perform(self, ctx, core.end_final_pushes());
           },
           [=](caf::error& err) {
@@ -326,7 +313,7 @@ void init_state(learner_actor* self, const learner_context& ctx) {
   o.tokens_per_step = static_cast<uint64_t>(static_cast<int64_t>(cfg.batch) * cfg.seq_len);
   o.learners = static_cast<uint64_t>(std::max(1, cfg.learners));
   st.core = std::make_unique<learner_core>(std::move(o), *st.params);
-  st.faults = std::make_unique<learner_faults>(ctx.faults, ctx.log);
+  st.faults = std::make_unique<learner_step_faults>(ctx.faults, ctx.log);
   st.owners.resize(ctx.plan.fragments.size());
   st.jitter_rng =
       std::make_unique<rng>(derive_seed(ctx.trainer.seed, 0x6a6974ULL + ctx.learner_id));

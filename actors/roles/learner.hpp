@@ -34,7 +34,7 @@
 #include "actors/link/chunk_flow.hpp"
 #include "actors/link/protocol.hpp"
 #include "actors/roles/learner_core.hpp"
-#include "actors/roles/learner_faults.hpp"
+#include "actors/services/step_faults.hpp"
 #include "messages/codec.hpp"
 #include "runtime/data.hpp"
 #include "runtime/fragments.hpp"
@@ -83,8 +83,9 @@ struct learner_context : learner_options {
   /// values and leaves. A stop from its own node ends the wait (the leave is then lost).
   std::function<monitor_hdl()> current_monitor;
   run_log* log = nullptr;         ///< may be null
-  fault_hooks* faults = nullptr;  ///< may be null
-  /// The node's decisions about the learner's links (transport of its pushes and copies).
+  fault_hooks* faults = nullptr;  ///< may be null; the step's faults (step_faults.hpp)
+  /// The node's decisions about the learner's links (the fault filter on its pushes, their
+  /// transport).
   link_setup link;
   /// Step admission: fair core sharing with the learners of the process or host (may be null);
   /// see compute_gate.hpp.
@@ -106,7 +107,7 @@ struct learner_state {
   chunk_flow copies;
   monitor_hdl monitor;        ///< the health monitor (context's; replaced when the syncer returns)
   uint64_t join_attempt = 0;  ///< the newest first-join request (older answers are ignored)
-  std::unique_ptr<learner_faults> faults;  ///< push fates and step faults (fault_hooks)
+  std::unique_ptr<learner_step_faults> faults;  ///< the node's fault hook at the step
   std::unique_ptr<rng> jitter_rng;
   static inline const char* name = "learner";
 };

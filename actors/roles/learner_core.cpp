@@ -246,7 +246,8 @@ learner_actions learner_core::on_owner_directory(const std::vector<owner_update>
     has_owner_[p] = owners[p].present;
     auto it = unacked_.find(static_cast<int32_t>(p));
     if (it != unacked_.end()) {
-      if (owners[p].present) out.push_back(act::push_chunks{it->first, it->second.chunks, 0.0});
+      if (owners[p].present)
+        out.push_back(act::push_chunks{it->first, it->second.chunks, it->second.transfer_id});
     } else if (replaced && owners[p].present && phase_ != phase::syncing &&
                phase_ != phase::joining) {
       // A respawned owner lost its pending pushes: resynchronize this fragment with it (barrier
@@ -527,16 +528,6 @@ learner_actions learner_core::enqueue(int32_t p, inflight_push push) {
   return drain_queue();
 }
 
-void learner_core::track(int32_t p, inflight_push push, bool sent) {
-  if (sent) last_pushed_[p] = push.transfer_id;
-  unacked_[p] = std::move(push);
-}
-
-void learner_core::mark_sent(int32_t p) {
-  auto it = unacked_.find(p);
-  if (it != unacked_.end()) last_pushed_[p] = it->second.transfer_id;
-}
-
 learner_actions learner_core::drain_queue() {
   learner_actions out;
   while (!queued_.empty() &&
@@ -548,7 +539,8 @@ learner_actions learner_core::drain_queue() {
       queued_.emplace_back(p, std::move(push));
       break;
     }
-    if (has_owner_.at(static_cast<size_t>(p))) out.push_back(act::push_chunks{p, push.chunks, 0.0});
+    if (has_owner_.at(static_cast<size_t>(p)))
+      out.push_back(act::push_chunks{p, push.chunks, push.transfer_id});
     last_pushed_[p] = push.transfer_id;  // sent: the drain waits for its answer
     unacked_[p] = std::move(push);
   }
@@ -576,7 +568,7 @@ learner_actions learner_core::on_reject(const std::vector<uint8_t>& bytes) {
     if (it != unacked_.end() && it->second.transfer_id == rj->transfer_id &&
         has_owner_[static_cast<size_t>(rj->fragment_id)] && it->second.resends < max_resends) {
       it->second.resends += 1;
-      out.push_back(act::push_chunks{rj->fragment_id, it->second.chunks, 0.0});
+      out.push_back(act::push_chunks{rj->fragment_id, it->second.chunks, rj->transfer_id});
       out.push_back(act::event{"push_resent",
                                {{"learner", id_},
                                 {"fragment", rj->fragment_id},

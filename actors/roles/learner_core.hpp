@@ -170,9 +170,8 @@ struct inflight_push {
 };
 
 /// A fragment whose push turn came (push_due, final_pushes) and the push built for it (none when
-/// the fragment had nothing to push). The actor hands each to the link (learner.cpp
-/// `route_push`), which enqueues it (learner_core::enqueue) or, under an injected fault, takes
-/// it over (learner_core::track).
+/// the fragment had nothing to push). The actor queues each (learner_core::enqueue); the pushes
+/// it sends leave through the link (actors/link/chunk_flow.hpp flow_push).
 struct due_push {
   int32_t fragment = 0;
   uint64_t step = 0;
@@ -220,12 +219,12 @@ uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector
 // ---- actions: what the actor carries out, in the order given ----------------------------------
 
 namespace learner_do {
-/// Send push chunks to the owner of `fragment` under credit (nothing when it has none);
-/// `delay_s` > 0: late (an injected fault).
+/// Send push chunks (transfer `transfer_id`) to the owner of `fragment` under credit (nothing
+/// when it has none).
 struct push_chunks {
   int32_t fragment = 0;
   std::vector<wire_bytes> chunks;
-  double delay_s = 0.0;
+  uint64_t transfer_id = 0;
 };
 /// Ask the owner of `fragment` for its current value (nothing when it has none).
 struct pull {
@@ -426,11 +425,6 @@ class learner_core {
   /// Queues a built push (a newer one replaces an unsent older one of its fragment) and sends
   /// what the window allows.
   learner_actions enqueue(int32_t fragment, inflight_push push);
-  /// A push the link took over (an injected fault): in flight without the queue; `sent`: the
-  /// drain waits for its answer.
-  void track(int32_t fragment, inflight_push push, bool sent);
-  /// A push taken over earlier is sent now: the drain waits for its answer.
-  void mark_sent(int32_t fragment);
   learner_actions on_ack(const std::vector<uint8_t>& bytes);
   learner_actions on_reject(const std::vector<uint8_t>& bytes);
 
@@ -448,7 +442,7 @@ class learner_core {
   learner_actions on_leave_failed(uint64_t attempt, const std::string& error);
   learner_actions on_leave_retry();
   /// A learner that finished while the syncer was away and rejoined to leave: one push per
-  /// fragment with progress whose owner is known (pushed through route_push as any other).
+  /// fragment with progress whose owner is known (queued with enqueue as any other).
   std::vector<due_push> final_pushes();
   /// After the final pushes: the `final_pushes` event, then drain and leave.
   learner_actions end_final_pushes();

@@ -186,6 +186,8 @@ json chaos_endpoint::handle(const std::string& line, std::string* challenge) {
         if (f.until_s >= 0) j["expires_in_s"] = std::max(0.0, f.until_s - now);
         if (f.count >= 0) j["count_left"] = f.count;
         if (f.delay_s > 0) j["delay_s"] = f.delay_s;
+        if (f.factor != 0) j["factor"] = f.factor;
+        if (f.what == fault_kind::random_push) j["seed"] = f.seed;
         faults.push_back(j);
       }
       return {{"ok", true},
@@ -202,7 +204,8 @@ json chaos_endpoint::handle(const std::string& line, std::string* challenge) {
     if (!kind)
       return err(fmt::format(
           "unknown kind '{}' (drop_push, dup_push, delay_push, reorder_push, corrupt_push, "
-          "drop_broadcast, dup_broadcast, delay_broadcast, reorder_broadcast, nan_step, fail_step, "
+          "scale_push, random_push, drop_broadcast, dup_broadcast, delay_broadcast, "
+          "reorder_broadcast, nan_step, fail_step, "
           "corrupt_held)",
           kind_name));
     live_fault f;
@@ -211,6 +214,8 @@ json chaos_endpoint::handle(const std::string& line, std::string* challenge) {
     f.fragment = req.value("fragment", -1);
     f.count = req.value("count", int64_t{-1});
     f.delay_s = req.value("delay_s", 0.0);
+    f.factor = req.value("factor", 0.0);
+    f.seed = req.value("seed", uint64_t{0});
     const double for_s = req.value("for_s", 0.0);
     if (!(for_s >= 0)) return err("for_s must be >= 0");
     if (for_s > 0) f.until_s = hooks_->now() + for_s;
@@ -254,6 +259,8 @@ json chaos_endpoint::handle(const std::string& line, std::string* challenge) {
       if (for_s > 0) out["for_s"] = for_s;
       if (f.count >= 0) out["count"] = f.count;
       if (f.delay_s > 0) out["delay_s"] = f.delay_s;
+      if (f.factor != 0) out["factor"] = f.factor;
+      if (f.what == fault_kind::random_push) out["seed"] = f.seed;
       return out;
     }
     if (config::is_step_message_fault(*kind) && f.count < 0 && f.until_s < 0)
@@ -265,6 +272,8 @@ json chaos_endpoint::handle(const std::string& line, std::string* challenge) {
     if (f.until_s >= 0) out["for_s"] = for_s;
     if (f.count >= 0) out["count"] = f.count;
     if (f.delay_s > 0) out["delay_s"] = f.delay_s;
+    if (f.factor != 0) out["factor"] = f.factor;
+    if (f.what == fault_kind::random_push) out["seed"] = f.seed;
     return out;
   } catch (const std::exception& e) {
     return err(e.what());

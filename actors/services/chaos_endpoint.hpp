@@ -9,6 +9,8 @@
 // request, several requests per connection allowed:
 //   {"op":"fault","kind":"drop_push","learner":1,"fragment":-1,"for_s":10,"count":-1,"delay_s":0}
 //       → {"ok":true,"id":3,"kind":"drop_push",...}
+//   {"op":"fault","kind":"scale_push","learner":1,"count":1,"factor":1000}   (factor: scale_push;
+//       "seed": random_push, default 0)
 //   {"op":"fault","kind":"nan_step","learner":1,"at_step":40}   (push and step kinds)
 //       → {"ok":true,"armed":true,"at_step":40,...}: starts when learner 1 finishes step 40
 //       ("at_fraction":F instead: step round(F × the learner's step budget))
@@ -19,7 +21,7 @@
 //       (actors/link/join_auth.hpp operator_context); one challenge per request
 //   {"op":"status"}  → {"ok":true,"node":"learner-0","role":"learner","learners":[0,1],
 //                       "faults":[{"id","kind","learner","fragment","hits","expires_in_s"?,
-//                                  "count_left"?,"delay_s"?}]}
+//                                  "count_left"?,"delay_s"?,"factor"?,"seed"?}]}
 // Errors: {"ok":false,"error":"..."} (unknown op or kind, a learner this node does not host, a
 // push kind sent to the syncer node, no duration nor count, bad JSON).
 //

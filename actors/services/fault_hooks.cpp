@@ -119,6 +119,12 @@ push_fault fault_hooks::on_push(int32_t id, uint64_t inc, int32_t fragment, uint
   if (!take_live_locked(fault_kind::corrupt_push, id, fragment, now).empty()) out.corrupt = true;
   for (const auto& f : take_live_locked(fault_kind::delay_push, id, fragment, now))
     out.delay_s += f.delay_s;
+  for (const auto& f : take_live_locked(fault_kind::scale_push, id, fragment, now))
+    out.scale *= f.factor;
+  for (const auto& f : take_live_locked(fault_kind::random_push, id, fragment, now)) {
+    out.random = true;
+    out.seed = f.seed;
+  }
   return out;
 }
 
@@ -148,7 +154,22 @@ nlohmann::json live_json(const live_fault& f, double now) {
   if (f.until_s >= 0) j["expires_in_s"] = std::max(0.0, f.until_s - now);
   if (f.count >= 0) j["count_left"] = f.count;
   if (f.delay_s > 0) j["delay_s"] = f.delay_s;
+  if (f.what == fault_kind::scale_push) j["factor"] = f.factor;
+  if (f.what == fault_kind::random_push) j["seed"] = f.seed;
   return j;
+}
+
+/// Checks the knobs only some live kinds take (delay, factor); throws std::invalid_argument
+/// naming the kind.
+void check_live_knobs(const live_fault& f) {
+  const std::string name = config::to_string(f.what);
+  const bool delay = f.what == fault_kind::delay_push || f.what == fault_kind::delay_broadcast;
+  if (delay && !(f.delay_s > 0)) throw std::invalid_argument(name + ": needs a delay > 0");
+  if (!delay && f.delay_s != 0) throw std::invalid_argument(name + ": takes no delay");
+  const bool scale = f.what == fault_kind::scale_push;
+  if (scale && !(std::isfinite(f.factor) && f.factor != 0))
+    throw std::invalid_argument(name + ": needs a finite factor other than 0");
+  if (!scale && f.factor != 0) throw std::invalid_argument(name + ": takes no factor");
 }
 
 }  // namespace
@@ -205,9 +226,7 @@ void fault_hooks::arm_live(live_fault f, uint64_t at_step, double duration_s) {
     throw std::invalid_argument(name +
                                 ": give a duration or a count (a live fault must end by itself)");
   if (f.count == 0) throw std::invalid_argument(name + ": count must be > 0");
-  const bool delay = f.what == fault_kind::delay_push;
-  if (delay && !(f.delay_s > 0)) throw std::invalid_argument(name + ": needs a delay > 0");
-  if (!delay && f.delay_s != 0) throw std::invalid_argument(name + ": takes no delay");
+  check_live_knobs(f);
   fault_spec s;
   s.what = f.what;
   s.live_window = true;
@@ -226,6 +245,8 @@ void fault_hooks::arm_live(live_fault f, uint64_t at_step, double duration_s) {
     if (duration_s > 0) j["for_s"] = duration_s;
     if (f.count >= 0) j["count"] = f.count;
     if (f.delay_s > 0) j["delay_s"] = f.delay_s;
+    if (f.what == fault_kind::scale_push) j["factor"] = f.factor;
+    if (f.what == fault_kind::random_push) j["seed"] = f.seed;
     log_->emit("chaos_fault", j);
   }
 }
@@ -240,11 +261,7 @@ uint64_t fault_hooks::add_live(live_fault f) {
                                 ": give a duration or a count (a live fault must end by itself)");
   if (f.count == 0)
     throw std::invalid_argument(std::string(config::to_string(f.what)) + ": count must be > 0");
-  const bool delay = f.what == fault_kind::delay_push || f.what == fault_kind::delay_broadcast;
-  if (delay && !(f.delay_s > 0))
-    throw std::invalid_argument(std::string(config::to_string(f.what)) + ": needs a delay > 0");
-  if (!delay && f.delay_s != 0)
-    throw std::invalid_argument(std::string(config::to_string(f.what)) + ": takes no delay");
+  check_live_knobs(f);
   std::lock_guard<std::mutex> guard(mutex_);
   add_live_locked(f, clock_());
   return live_.back().id;
@@ -414,6 +431,10 @@ std::vector<fault_spec> fault_specs_of(const config::experiment& exp, uint64_t s
       f.live.learner = ev.target;
       if (ev.params.contains("count")) f.live.count = ev.params["count"].get<int64_t>();
       if (f.live.what == fault_kind::delay_broadcast) f.live.delay_s = ev.delay;
+      if (f.live.what == fault_kind::scale_push) f.live.factor = ev.factor;
+      if (f.live.what == fault_kind::random_push)
+        f.live.seed = ev.params.contains("seed") ? ev.params["seed"].get<uint64_t>()
+                                                 : static_cast<uint64_t>(exp.seed);
       f.duration_s = ev.duration;
     }
     f.target = ev.target;

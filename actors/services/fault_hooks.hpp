@@ -43,6 +43,11 @@ struct live_fault {
   int64_t count = -1;
   /// delay kinds: seconds each message is held back (> 0).
   double delay_s = 0.0;
+  /// scale_push: the factor every pushed value is multiplied by (finite, not 0; others: 0).
+  double factor = 0.0;
+  /// random_push: the seed of the N(0, 1) draws that replace the pushed values (each push
+  /// draws from its own stream of it, the fragment and the transfer).
+  uint64_t seed = 0;
   /// Who started it: "endpoint" (the chaos endpoint, tests) or "schedule" (a start_live fault
   /// of the experiment's chaos section); the "source" of its events.
   std::string origin = "endpoint";
@@ -51,7 +56,8 @@ struct live_fault {
 };
 
 /// One scripted fault: kill_learner, slow_learner, kill_owner, or drop_push / delay_push /
-/// corrupt_push on one push; or, with `live_window`, a window of live fault `live`.
+/// corrupt_push on one push; or, with `live_window`, a window of live fault `live` (dup_push,
+/// scale_push, random_push, ...).
 struct fault_spec {
   fault_kind what = fault_kind::kill_learner;
   /// When due, starts `live` (for duration_s seconds, or live.count matches) instead: the DSL's
@@ -115,6 +121,11 @@ struct push_fault {
   bool duplicate = false;
   /// Held back and sent after the learner's next push (the pushes arrive out of order).
   bool reorder = false;
+  /// Every value of the pseudo-gradient multiplied by this (scale_push; 1: unchanged).
+  double scale = 1.0;
+  /// Every value replaced by a draw of N(0, 1) from a stream of `seed` (random_push).
+  bool random = false;
+  uint64_t seed = 0;
 };
 
 /// What happens to one broadcast (the chunks of one merged version to one learner).

@@ -282,7 +282,7 @@ struct chaos_event {
   double at = 0.0;  ///< step, seconds since start, or fraction of the budget
   fault_kind action = fault_kind::kill_learner;  ///< the fault (fault_kind.hpp)
   int target = 0;         ///< learner id (0-based) or, for kill_owner, fragment id
-  double factor = 1.0;    ///< slow: step-time multiplier (>= 1)
+  double factor = 1.0;    ///< slow: step-time multiplier (>= 1); scale_push: value multiplier
   double delay = 0.0;     ///< delay_push: seconds each push is held
   double duration = 0.0;  ///< seconds the fault lasts (kill: downtime); 0 = see docs
   /// kill_owner: also damage the owner's checkpoint file as it dies (bytes in its body
@@ -291,8 +291,9 @@ struct chaos_event {
   /// Process and network kinds: the dd-chaos target ("learner:1", "node:syncer", "learners",
   /// a link name); empty = "learner:<target>".
   std::string target_spec;
-  /// Knobs of the kinds that take them, by DSL key: count (message kinds), ms, jitter, rate, p,
-  /// size, delay_us, bytes, dir (network), duty, period (slow_process). Only keys given.
+  /// Knobs of the kinds that take them, by DSL key: count (message kinds), seed (random_push,
+  /// disk_corrupt), ms, jitter, rate, p, size, delay_us, bytes, dir (network), duty, period
+  /// (slow_process). Only keys given.
   nlohmann::json params = nlohmann::json::object();
   /// "file:line" of the event in its experiment file (messages; not part of to_json).
   std::string where;

@@ -15,7 +15,7 @@ struct fault_row {
 };
 
 // In enum order (checked by fault_kind_test).
-constexpr std::array<fault_row, 32> table = {{
+constexpr std::array<fault_row, 34> table = {{
     {fault_kind::kill_learner, "kill_learner", "kill_learner", fault_layer::in_process},
     {fault_kind::slow_learner, "slow_learner", "slow_learner", fault_layer::in_process},
     {fault_kind::nan_step, "nan_step", "nan_step", fault_layer::in_process},
@@ -27,6 +27,8 @@ constexpr std::array<fault_row, 32> table = {{
     {fault_kind::dup_push, "dup_push", "dup_push", fault_layer::in_process},
     {fault_kind::reorder_push, "reorder_push", "reorder_push", fault_layer::in_process},
     {fault_kind::corrupt_push, "corrupt_push", "corrupt_push", fault_layer::in_process},
+    {fault_kind::scale_push, "scale_push", "scale_push", fault_layer::in_process},
+    {fault_kind::random_push, "random_push", "random_push", fault_layer::in_process},
     {fault_kind::drop_broadcast, "drop_broadcast", "drop_broadcast", fault_layer::in_process},
     {fault_kind::delay_broadcast, "delay_broadcast", "delay_broadcast", fault_layer::in_process},
     {fault_kind::dup_broadcast, "dup_broadcast", "dup_broadcast", fault_layer::in_process},
@@ -115,7 +117,7 @@ std::vector<std::string> dsl_fault_names() {
 fault_layer fault_layer_of(fault_kind k) { return row(k).layer; }
 
 bool is_push_fault(fault_kind k) {
-  return k >= fault_kind::drop_push && k <= fault_kind::corrupt_push;
+  return k >= fault_kind::drop_push && k <= fault_kind::random_push;
 }
 
 bool is_broadcast_fault(fault_kind k) {

@@ -35,6 +35,8 @@ enum class fault_kind : std::uint8_t {
   dup_push,
   reorder_push,
   corrupt_push,
+  scale_push,   ///< the pushed pseudo-gradient multiplied by a factor (finite but absurd)
+  random_push,  ///< the pushed pseudo-gradient replaced by N(0, 1) draws (seeded)
   drop_broadcast,
   delay_broadcast,
   dup_broadcast,
@@ -85,7 +87,7 @@ std::vector<std::string> dsl_fault_names();
 
 /// The layer of `k`.
 fault_layer fault_layer_of(fault_kind k);
-/// True for the faults on pushes (drop_push .. corrupt_push).
+/// True for the faults on pushes (drop_push .. random_push).
 bool is_push_fault(fault_kind k);
 /// True for the faults on broadcasts (drop_broadcast .. reorder_broadcast; applied by the
 /// syncer's node).

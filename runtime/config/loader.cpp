@@ -1104,8 +1104,14 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
                            : "required key is missing: a learner id (or a "
                              "fragment id for kill_owner), from 0");
         const bool has_factor = s.has("factor");
-        ev.factor =
-            s.number("factor", ev.action == fault_kind::slow_learner ? 2.0 : 1.0, at_least(1));
+        // slow_learner: a step-time multiplier (>= 1); scale_push: what every pushed value is
+        // multiplied by (any finite value but 0).
+        const bool scales = ev.action == fault_kind::scale_push;
+        ev.factor = scales ? s.number("factor", 1000.0, range{})
+                           : s.number("factor", ev.action == fault_kind::slow_learner ? 2.0 : 1.0,
+                                      at_least(1));
+        if (scales && !(std::isfinite(ev.factor) && ev.factor != 0))
+          ctx.fail(p + ".factor", "scale_push needs a finite factor other than 0");
         const bool has_delay = s.has("delay");
         const bool delays =
             ev.action == fault_kind::delay_push || ev.action == fault_kind::delay_broadcast;
@@ -1132,7 +1138,7 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
         counted.push_back(fault_kind::disk_corrupt);
         const knob knobs[] = {
             {"count", true, at_least(1), counted},
-            {"seed", true, at_least(0), {fault_kind::disk_corrupt}},
+            {"seed", true, at_least(0), {fault_kind::disk_corrupt, fault_kind::random_push}},
             {"ms", false, at_least(0), {fault_kind::latency}},
             {"jitter", false, at_least(0), {fault_kind::latency}},
             {"rate", false, positive(), {fault_kind::bandwidth}},
@@ -1200,9 +1206,11 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
         if (has_damage && ev.action != fault_kind::kill_owner && ev.damage_checkpoint)
           ctx.fail(p + ".damage_checkpoint",
                    fmt::format("applies only to action 'kill_owner' (action is '{}')", act));
-        if (has_factor && ev.action != fault_kind::slow_learner && ev.factor != 1.0)
+        if (has_factor && ev.action != fault_kind::slow_learner && !scales && ev.factor != 1.0)
           ctx.fail(p + ".factor",
-                   fmt::format("applies only to action 'slow_learner' (action is '{}')", act));
+                   fmt::format("applies only to actions 'slow_learner', 'scale_push' (action is "
+                               "'{}')",
+                               act));
         if (has_delay && !delays && ev.delay != 0.0)
           ctx.fail(p + ".delay",
                    fmt::format("applies only to actions 'delay_push', 'delay_broadcast' "

@@ -71,6 +71,10 @@ dsl_session read_experiment_chaos(const std::string& path,
         tf.spec.net["count"] = 1;  // the DSL's default: one push, broadcast or step
       if (msg_kind == "delay_push" || msg_kind == "delay_broadcast")
         tf.spec.net["ms"] = ev.delay * 1000.0;
+      if (ev.action == config::fault_kind::scale_push) tf.spec.net["factor"] = ev.factor;
+      if (ev.action == config::fault_kind::random_push)
+        tf.spec.net["seed"] = ev.params.contains("seed") ? ev.params["seed"].get<uint64_t>()
+                                                         : static_cast<uint64_t>(exp.seed);
       const bool seconds_budget = exp.budget.kind == config::budget_kind::seconds;
       switch (ev.trigger) {
         case config::chaos_trigger::at_time: tf.at = ev.at; break;

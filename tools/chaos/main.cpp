@@ -87,6 +87,7 @@ const std::vector<flag_doc> flag_docs = {
      "report: how much worse the loss may be than the baseline's (default 0.03)"},
     {"--keep", "BYTES", "disk truncate: bytes kept (default: half)"},
     {"--count", "N", "disk corrupt: bytes flipped (default 16); msg: messages faulted"},
+    {"--factor", "F", "msg scale-push: what every pushed value is multiplied by (default 1000)"},
     {"--max-fill", "BYTES", "disk full: only a tmpfs of at most this size (default 1 GiB)"},
     {"--reserve", "BYTES", "disk full: bytes left free (default 1 MiB)"},
     {"--set", "K=V", "run EXPERIMENT.lua: override a key (repeatable)"},
@@ -172,6 +173,7 @@ const std::vector<command_group>& command_groups() {
          "FAULT TARGET [flags] | msg status",
          "  msg FAULT TARGET FAULT: drop-push | dup-push | delay-push --ms N | reorder-push | "
          "corrupt-push\n"
+         "                   | scale-push [--factor F] | random-push [--seed S]\n"
          "                   | drop-broadcast | dup-broadcast | delay-broadcast --ms N | "
          "reorder-broadcast\n"
          "                   (each --for D and/or --count N: the node reverts it after that)\n"
@@ -179,7 +181,7 @@ const std::vector<command_group>& command_groups() {
          "                   TARGET: learner:N, owner:N (a fragment), node:NAME, learners; comma "
          "lists\n"
          "  msg status       every endpoint's live faults\n",
-         {"--for", "--ms", "--count"}}}},
+         {"--for", "--ms", "--count", "--factor", "--seed"}}}},
       {"Disk faults (the target's host)",
        {{"disk",
          "truncate|corrupt owner:N | disk full TARGET [flags]",
@@ -704,6 +706,8 @@ int run(int argc, char** argv) {
     if (a.has("--for")) f.duration = parse_duration(a.get("--for"), "--for");
     if (a.has("--ms")) f.net["ms"] = parse_number(a.get("--ms"), "--ms");
     if (a.has("--count")) f.net["count"] = parse_u64(a.get("--count"), "--count");
+    if (a.has("--factor")) f.net["factor"] = parse_number(a.get("--factor"), "--factor");
+    if (a.has("--seed")) f.net["seed"] = parse_u64(a.get("--seed"), "--seed");
     check_msg_spec(f);
     chaos_env env = make_env(a, true);
     return fire(env, f).value("ok", false) ? 0 : 1;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -163,7 +164,8 @@ std::string msg_kind_from_cli(const std::string& name) {
   if (is_msg_kind(k)) return k;
   throw usage_error(fmt::format(
       "msg: unknown fault '{}' (drop-push, dup-push, delay-push, reorder-push, corrupt-push, "
-      "drop-broadcast, dup-broadcast, delay-broadcast, reorder-broadcast, nan, fail)",
+      "scale-push, random-push, drop-broadcast, dup-broadcast, delay-broadcast, reorder-broadcast, "
+      "nan, fail)",
       name));
 }
 
@@ -180,6 +182,16 @@ void check_msg_spec(const fault_spec& f) {
   if (delay && !(ms > 0)) throw usage_error(fmt::format("{}: give --ms N (> 0), the delay", kind));
   if (!delay && f.net.contains("ms"))
     throw usage_error(fmt::format("{}: --ms applies to delay faults only", kind));
+  const bool scale = kind == "scale_push";
+  if (scale && f.net.contains("factor")) {
+    const double factor = f.net["factor"].get<double>();
+    if (!(std::isfinite(factor) && factor != 0))
+      throw usage_error(fmt::format("{}: --factor must be finite and not 0", kind));
+  }
+  if (!scale && f.net.contains("factor"))
+    throw usage_error(fmt::format("{}: --factor applies to scale-push only", kind));
+  if (kind != "random_push" && f.net.contains("seed"))
+    throw usage_error(fmt::format("{}: --seed applies to random-push only", kind));
   if (f.net.contains("count") && count <= 0)
     throw usage_error(fmt::format("{}: --count must be >= 1", kind));
   if (!is_step(kind) && f.duration <= 0 && count < 0)
@@ -209,6 +221,10 @@ json msg_fault(chaos_env& env, const fault_spec& f) {
     if (f.duration > 0) req["for_s"] = f.duration;
     if (count > 0) req["count"] = count;
     if (delay) req["delay_s"] = ms / 1000.0;
+    // scale-push multiplies by 1000 unless told; random-push draws from seed 0 unless told (the
+    // request, printed below and on the tape, carries the seed).
+    if (kind == "scale_push") req["factor"] = f.net.value("factor", 1000.0);
+    if (kind == "random_push") req["seed"] = f.net.value("seed", uint64_t{0});
     for (const char* at : {"at_step", "at_fraction"})
       if (f.net.contains(at)) req[at] = f.net[at];
     json hit = {{"node", h.node}, {"request", req}};

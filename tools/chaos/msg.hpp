@@ -15,8 +15,8 @@
 namespace dd::chaos {
 
 /// True for the message kinds, as the tape and scenarios spell them: drop_push dup_push
-/// delay_push reorder_push corrupt_push drop_broadcast dup_broadcast delay_broadcast
-/// reorder_broadcast nan_step fail_step.
+/// delay_push reorder_push corrupt_push scale_push random_push drop_broadcast dup_broadcast
+/// delay_broadcast reorder_broadcast nan_step fail_step.
 bool is_msg_kind(const std::string& kind);
 
 /// The tape spelling of a `msg` command's fault name: "drop-push" → "drop_push", "nan" →
@@ -25,7 +25,8 @@ bool is_msg_kind(const std::string& kind);
 std::string msg_kind_from_cli(const std::string& name);
 
 /// Checks a message fault's knobs before anything is contacted (a delay kind needs "ms" > 0,
-/// others take none; "count" >= 1; push and broadcast kinds need f.duration or a count).
+/// others take none; "factor" only for scale_push, finite and not 0; "seed" only for
+/// random_push; "count" >= 1; push and broadcast kinds need f.duration or a count).
 /// Throws usage_error naming the kind and the flag.
 void check_msg_spec(const fault_spec& f);
 
@@ -37,8 +38,9 @@ void check_msg_targets(const nodes_file& nodes, const std::string& kind, const s
 /// the node hosting learner N; broadcast kinds: the syncer, broadcasts to learner N only),
 /// `owner:N` (broadcast kinds: the owner of fragment N; push kinds: every learner node, pushes
 /// of fragment N only), `node:NAME`, `learners` (every learner node; broadcast kinds: the
-/// syncer, to every learner); comma lists. Knobs in f.net: "ms" (delay kinds, > 0), "count"
-/// (matches before it reverts). Push and broadcast kinds need f.duration or a count; nan_step
+/// syncer, to every learner); comma lists. Knobs in f.net: "ms" (delay kinds, > 0), "factor"
+/// (scale_push, default 1000), "seed" (random_push, default 0), "count" (matches before it
+/// reverts). Push and broadcast kinds need f.duration or a count; nan_step
 /// and fail_step default to one step. Returns {"ok", "hits":[{"node","endpoint","request",
 /// "result","reply"|"error"}]}. Throws usage_error for bad knobs, chaos_error for a target no
 /// node hosts or a node without an endpoint.
