@@ -83,22 +83,7 @@ std::int64_t periodic_eval_windows(const config::experiment& e) {
 }
 
 bool synchronous(const config::experiment& e) {
-  return e.sync.min_quorum.synchronous(e.learners.count);
-}
-
-policy::quorum_spec quorum_of(const config::experiment& e) {
-  const auto& q = e.sync.min_quorum;
-  if (q.is_fraction) return policy::quorum_spec::of_fraction(q.fraction);
-  return policy::quorum_spec::of_count(static_cast<size_t>(std::max(1, q.count)));
-}
-
-policy::restart_config restart_of(const config::experiment& e) {
-  policy::restart_config r;
-  r.max_restarts = static_cast<size_t>(std::max(0, e.restart.max_restarts));
-  r.window_s = e.restart.window_seconds;
-  r.backoff_base_s = e.restart.backoff_seconds;
-  r.backoff_cap_s = e.restart.backoff_cap_seconds;
-  return r;
+  return e.sync.min_quorum.synchronous(static_cast<size_t>(e.learners.count));
 }
 
 caf::timespan span(double s) { return util::to_timespan(s); }

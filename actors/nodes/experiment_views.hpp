@@ -44,8 +44,6 @@ std::int64_t final_eval_windows(const config::experiment& e, std::size_t validat
 std::int64_t periodic_eval_windows(const config::experiment& e);
 /// K = M (count >= M, or fraction 1): the synchronous baselines.
 bool synchronous(const config::experiment& e);
-policy::quorum_spec quorum_of(const config::experiment& e);
-policy::restart_config restart_of(const config::experiment& e);
 /// Seconds → CAF timespan (rounded up; negative = 0).
 caf::timespan span(double s);
 

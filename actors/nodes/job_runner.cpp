@@ -429,8 +429,7 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
   // step through a syncer outage are up. (dd-node run keeps the monitor's figure: its learners
   // share the process, so no outage separates them from it.)
   if (syncer && !options.simulated_time && r.summary.is_object() && r.summary.contains("uptime")) {
-    const auto k =
-        static_cast<size_t>(std::max(1, exp.sync.min_quorum.resolve(exp.learners.count)));
+    const auto k = exp.sync.min_quorum.resolve(static_cast<size_t>(exp.learners.count));
     const auto u = policy::run_uptime(policy::read_run_steps(setup->run_dir), k);
     if (u.known) {
       r.summary["uptime"] = u.figures.uptime();

@@ -351,7 +351,7 @@ int run_learner_node(const learner_node_options& o) {
   services.gate = gate.get();
   auto sctx = std::make_shared<supervisor_context>();
   sctx->kind = child_kind::learner;
-  sctx->restart = restart_of(exp);
+  sctx->restart = exp.restart;
   sctx->log = log.get();
   sctx->faults = hooks.get();
   // The node's main loop stands for the job (a blocking actor: typed by cast, it handles both
@@ -561,7 +561,7 @@ supervisor_hdl spawn_local_learners(caf::local_actor* self, const supervisor_rep
   const int M = e.learners.count;
   auto lctx = std::make_shared<supervisor_context>();
   lctx->kind = child_kind::learner;
-  lctx->restart = restart_of(e);
+  lctx->restart = e.restart;
   lctx->log = setup.log.get();
   lctx->faults = setup.faults.get();
   lctx->job = job;

@@ -82,7 +82,7 @@ monitor_context monitor_context_of(const config::experiment& e, int fragments) {
   m.experiment_json = config::to_json(e).dump();
   m.tokens_per_step = static_cast<uint64_t>(std::max<int64_t>(0, e.tokens_per_step()));
   m.align_resume_to_group = synchronous(e) && M > 1;
-  m.uptime_quorum = static_cast<size_t>(std::max(1, e.sync.min_quorum.resolve(M)));
+  m.uptime_quorum = e.sync.min_quorum.resolve(static_cast<size_t>(M));
   m.uptime_last_step =
       e.budget.kind == config::budget_kind::steps ? static_cast<uint64_t>(e.budget.steps) : 0;
   return m;
@@ -92,7 +92,7 @@ owner_options owner_options_of(const config::experiment& e, const fragment_layou
                                const std::string& checkpoint_path, int checkpoint_every) {
   owner_options o;
   o.layout = layout;
-  o.quorum = quorum_of(e);
+  o.quorum = e.sync.min_quorum;
   o.grace = e.sync.grace;
   o.tau_steps = e.sync.overlap;
   o.ema_smoothing = e.sync.ema;

@@ -59,7 +59,7 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
   // Fragment owners.
   auto octx = std::make_shared<supervisor_context>();
   octx->kind = child_kind::owner;
-  octx->restart = restart_of(e);
+  octx->restart = e.restart;
   octx->log = setup.log.get();
   octx->faults = setup.faults.get();
   octx->job = job;

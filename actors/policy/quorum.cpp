@@ -63,16 +63,7 @@ quorum_decision compute_quorum(const quorum_spec& spec, std::size_t live, std::s
     d.message = "quorum impossible: no live learners";
     return d;
   }
-  std::size_t needed = 0;
-  if (spec.mode == quorum_spec::kind::count) {
-    needed = spec.count;
-  } else {
-    // ceil(f · live); subtract a tiny epsilon so that e.g. 0.5 · 4 = 2 does not round up to 3
-    // through floating-point noise in f.
-    const double raw = std::ceil(spec.fraction * static_cast<double>(live) - 1e-9);
-    needed = raw < 1.0 ? 1 : static_cast<std::size_t>(raw);
-  }
-  d.needed = std::clamp<std::size_t>(needed, 1, live);
+  d.needed = spec.resolve(live);
   d.reached = d.have >= d.needed;
   d.reason = d.reached ? quorum_reason::reached : quorum_reason::not_reached;
   d.message = "quorum " + std::to_string(d.have) + "/" + std::to_string(d.needed) + " of " +

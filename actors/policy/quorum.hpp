@@ -8,6 +8,8 @@
 // arXiv 2604.21428.
 #pragma once
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <string>
 
@@ -15,6 +17,7 @@ namespace dd::policy {
 
 /// How the min quorum K is given: an absolute count of contributions or a fraction of the live
 /// learners. Paper symbol K; default K = 1 (count). K = M gives synchronous streaming DiLoCo.
+/// Also the experiment's `sync.min_quorum` (runtime/config/experiment.hpp).
 struct quorum_spec {
   enum class kind { count, fraction };
   kind mode = kind::count;
@@ -25,6 +28,27 @@ struct quorum_spec {
   static quorum_spec of_count(std::size_t k) { return {kind::count, k, 1.0}; }
   /// K as a fraction of live learners.
   static quorum_spec of_fraction(double f) { return {kind::fraction, 1, f}; }
+
+  /// True when K is a fraction of the live learners.
+  bool is_fraction() const { return mode == kind::fraction; }
+  /// K for `live` live learners: the count or ceil(fraction · live), clamped to [1, live]; 1
+  /// when live is 0 (compute_quorum's `needed`). Inline: the experiment's readers use it without
+  /// linking the policy library.
+  std::size_t resolve(std::size_t live) const {
+    if (live == 0) return 1;
+    std::size_t needed = count;
+    if (mode == kind::fraction) {
+      // ceil(f · live); subtract a tiny epsilon so that e.g. 0.5 · 4 = 2 does not round up to 3
+      // through floating-point noise in f.
+      const double raw = std::ceil(fraction * static_cast<double>(live) - 1e-9);
+      needed = raw < 1.0 ? 1 : static_cast<std::size_t>(raw);
+    }
+    return std::clamp<std::size_t>(needed, 1, live);
+  }
+  /// Synchronous (K = M): the fraction is 1, or the count reaches `learners`.
+  bool synchronous(std::size_t learners) const {
+    return is_fraction() ? fraction >= 1.0 : count >= learners;
+  }
 };
 
 /// Why a quorum decision came out the way it did.

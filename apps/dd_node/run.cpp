@@ -232,7 +232,7 @@ int run_main(int argc, char** argv) {
     ro.http = http;
     std::printf("== %s: M = %d learners, P = %d fragments, H = %d, K = %s, budget %s\n",
                 exp.name.c_str(), exp.learners.count, exp.sync.fragments, exp.sync.interval,
-                exp.sync.min_quorum.is_fraction
+                exp.sync.min_quorum.is_fraction()
                     ? fmt::format("{} of live", exp.sync.min_quorum.fraction).c_str()
                     : std::to_string(exp.sync.min_quorum.count).c_str(),
                 config::to_json(exp)["budget"].dump().c_str());

@@ -36,13 +36,6 @@ const char* to_string(chaos_trigger v) { return spell(v); }
 const char* to_string(chaos_target_kind v) { return spell(v); }
 const char* to_string(recovery_dist v) { return spell(v); }
 
-int quorum::resolve(int live) const {
-  if (live <= 0) return 1;
-  if (!is_fraction) return std::clamp(count, 1, live);
-  const int k = static_cast<int>(std::ceil(fraction * live - 1e-9));
-  return std::clamp(k, 1, live);
-}
-
 std::string default_run_dir(const std::string& name) { return "runs/" + name; }
 
 std::string run_dir_of(const experiment& e) {
@@ -123,8 +116,8 @@ nlohmann::json to_json(const experiment& e) {
                 {"max_staleness", e.outer.max_staleness},
                 {"token_weighting", e.outer.token_weighting},
                 {"scale_partial_merges", e.outer.scale_partial_merges}};
-  json k = e.sync.min_quorum.is_fraction ? json{{"fraction", e.sync.min_quorum.fraction}}
-                                         : json(e.sync.min_quorum.count);
+  json k = e.sync.min_quorum.is_fraction() ? json{{"fraction", e.sync.min_quorum.fraction}}
+                                           : json(e.sync.min_quorum.count);
   j["sync"] = {{"fragments", e.sync.fragments},
                {"strategy", to_string(e.sync.strategy)},
                {"interval", e.sync.interval},
@@ -158,9 +151,9 @@ nlohmann::json to_json(const experiment& e) {
                      {"rebuild_wait_seconds", e.checkpoint.rebuild_wait_seconds},
                      {"max_failing_seconds", e.checkpoint.max_failing_seconds}};
   j["restart"] = {{"max_restarts", e.restart.max_restarts},
-                  {"window_seconds", e.restart.window_seconds},
-                  {"backoff_seconds", e.restart.backoff_seconds},
-                  {"backoff_cap_seconds", e.restart.backoff_cap_seconds}};
+                  {"window_seconds", e.restart.window_s},
+                  {"backoff_seconds", e.restart.backoff_base_s},
+                  {"backoff_cap_seconds", e.restart.backoff_cap_s}};
   json events = json::array();
   for (const auto& ev : e.chaos.events) {
     json x;

@@ -18,6 +18,8 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/policy/grace.hpp"
+#include "actors/policy/quorum.hpp"
+#include "actors/policy/restart_budget.hpp"
 #include "messages/encoding.hpp"
 #include "runtime/config/fault_kind.hpp"
 
@@ -184,18 +186,9 @@ struct outer_config {
   bool scale_partial_merges = false;         ///< Δ × contributors / live learners
 };
 
-/// Min quorum K: an absolute count of learners or a fraction of the live learners.
-struct quorum {
-  bool is_fraction = false;  ///< true: use `fraction`; false: use `count`
-  int count = 1;             ///< K as a count (1..M)
-  double fraction = 1.0;     ///< K as a fraction of live learners, in (0, 1]
-
-  /// K for `live` live learners: the count (capped at live) or ceil(fraction · live), at least 1.
-  int resolve(int live) const;
-
-  /// Synchronous (K = M): the fraction is 1, or the count reaches `learners`.
-  bool synchronous(int learners) const { return is_fraction ? fraction >= 1.0 : count >= learners; }
-};
+/// Min quorum K: an absolute count of learners or a fraction of the live learners — the quorum
+/// policy's own type (actors/policy/quorum.hpp). DSL: an integer count, or fraction(x).
+using quorum = policy::quorum_spec;
 
 /// `sync.grace`: the grace window ξ_grace after quorum — the grace policy's own configuration
 /// (actors/policy/grace.hpp). DSL keys: mode, gamma, max_factor, fixed_seconds (→ fixed_s);
@@ -269,12 +262,10 @@ struct checkpoint_config {
 /// `restart`: the supervisors' restart budget, for learners and fragment owners alike (OTP
 /// style: at most `max_restarts` in any sliding window; actors/policy/restart_budget.hpp). A
 /// child that would exceed it stays down: a learner's loss or an owner's loss fails the run.
-struct restart_config {
-  int max_restarts = 5;               ///< N restarts at most in any window of `window_seconds`
-  double window_seconds = 60.0;       ///< W, seconds
-  double backoff_seconds = 0.5;       ///< first respawn delay; doubles per consecutive restart
-  double backoff_cap_seconds = 30.0;  ///< largest respawn delay
-};
+/// The restart budget's own configuration (actors/policy/restart_budget.hpp). DSL keys:
+/// max_restarts, window_seconds (→ window_s), backoff_seconds (→ backoff_base_s),
+/// backoff_cap_seconds (→ backoff_cap_s); stable_after_s is not a key (it stays < 0: the window).
+using restart_config = policy::restart_config;
 
 /// One scripted fault in `chaos.events`.
 struct chaos_event {
@@ -358,8 +349,9 @@ struct experiment {
   /// whose lockstep defines the Streaming DiLoCo baseline (docs/runtime.md, "Push schedule").
   schedule_clock push_clock() const {
     if (sync.push_clock) return *sync.push_clock;
-    return sync.min_quorum.synchronous(learners.count) ? schedule_clock::learner
-                                                       : schedule_clock::global;
+    return sync.min_quorum.synchronous(static_cast<std::size_t>(learners.count))
+               ? schedule_clock::learner
+               : schedule_clock::global;
   }
 
   /// Tokens one learner consumes per inner step: batch × context; for image data (data.kind =

@@ -856,8 +856,7 @@ void read_sync(section s, experiment& e, const read_context& ctx) {
       } else if (!(f.get<double>() > 0 && f.get<double>() <= 1)) {
         ctx.fail(p, fmt::format("fraction {} is outside (0, 1]", f.dump()));
       } else {
-        y.min_quorum.is_fraction = true;
-        y.min_quorum.fraction = f.get<double>();
+        y.min_quorum = quorum::of_fraction(f.get<double>());
       }
     } else if (k->is_number() && std::isfinite(k->get<double>()) &&
                std::floor(k->get<double>()) == k->get<double>()) {
@@ -867,7 +866,7 @@ void read_sync(section s, experiment& e, const read_context& ctx) {
       } else if (c > e.learners.count) {
         ctx.fail(p, fmt::format("{} exceeds learners.count ({})", k->dump(), e.learners.count));
       } else {
-        y.min_quorum.count = static_cast<int>(c);
+        y.min_quorum = quorum::of_count(static_cast<std::size_t>(c));
       }
     } else {
       ctx.fail(p, "expected an integer count or fraction(x), got " + describe(*k));
@@ -947,15 +946,16 @@ void read_checkpoint(section s, experiment& e, const read_context& ctx) {
 /// restart: the learners' restart budget and backoff.
 void read_restart(section s, experiment& e, const read_context& ctx) {
   auto& r = e.restart;
-  r.max_restarts = s.integer32("max_restarts", r.max_restarts, closed(0, 1000000));
-  r.window_seconds = s.number("window_seconds", r.window_seconds, positive());
-  r.backoff_seconds = s.number("backoff_seconds", r.backoff_seconds, at_least(0));
-  r.backoff_cap_seconds = s.number("backoff_cap_seconds", r.backoff_cap_seconds, at_least(0));
+  r.max_restarts = static_cast<std::size_t>(
+      s.integer32("max_restarts", static_cast<int>(r.max_restarts), closed(0, 1000000)));
+  r.window_s = s.number("window_seconds", r.window_s, positive());
+  r.backoff_base_s = s.number("backoff_seconds", r.backoff_base_s, at_least(0));
+  r.backoff_cap_s = s.number("backoff_cap_seconds", r.backoff_cap_s, at_least(0));
   s.finish();
-  if (r.backoff_cap_seconds < r.backoff_seconds)
+  if (r.backoff_cap_s < r.backoff_base_s)
     ctx.fail("restart.backoff_cap_seconds",
-             fmt::format("{} is smaller than restart.backoff_seconds ({})", r.backoff_cap_seconds,
-                         r.backoff_seconds));
+             fmt::format("{} is smaller than restart.backoff_seconds ({})", r.backoff_cap_s,
+                         r.backoff_base_s));
 }
 
 /// Reads and resolves one experiment from its JSON snapshot.

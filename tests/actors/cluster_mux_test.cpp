@@ -212,7 +212,7 @@ void start_learners(node_actor* self, std::shared_ptr<learner_node_ctx> ctx) {
   services.faults = ctx->faults.get();
   auto sctx = std::make_shared<supervisor_context>();
   sctx->kind = child_kind::learner;
-  sctx->restart = restart_of(e);
+  sctx->restart = e.restart;
   sctx->log = ctx->log.get();
   sctx->faults = ctx->faults.get();
   sctx->job = caf::actor_cast<supervisor_report_hdl>(self);

@@ -277,8 +277,8 @@ TEST(cluster_sim, random_faults_keep_the_invariants_across_a_sweep_of_seeds) {
     const uint64_t seed = first_seed + static_cast<uint64_t>(i);
     auto e = tiny_experiment("sim_sweep");
     e.learners.backend = config::backend_kind::reference;
-    e.sync.min_quorum.count = 1 + i % 2;
-    std::printf("seed %llu (K = %d)\n", static_cast<unsigned long long>(seed),
+    e.sync.min_quorum.count = static_cast<size_t>(1 + i % 2);
+    std::printf("seed %llu (K = %zu)\n", static_cast<unsigned long long>(seed),
                 e.sync.min_quorum.count);
     std::fflush(stdout);
     SCOPED_TRACE("seed " + std::to_string(seed));

@@ -58,7 +58,7 @@ config::experiment small_experiment(const std::string& name) {
   e.checkpoint.every_versions = 5;
   // This tiny run lasts about a second: a respawn backoff short against it, as 0.5 s is against
   // a real run (otherwise the others finish while a killed learner waits to come back).
-  e.restart.backoff_seconds = 0.01;
+  e.restart.backoff_base_s = 0.01;
   return e;
 }
 

@@ -45,7 +45,7 @@ config::experiment tiny_vit(const std::string& name) {
   e.budget.kind = config::budget_kind::steps;
   e.budget.steps = 600;
   e.eval.every_seconds = 0;
-  e.restart.backoff_seconds = 0.01;
+  e.restart.backoff_base_s = 0.01;
   return e;
 }
 

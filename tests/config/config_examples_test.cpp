@@ -92,12 +92,12 @@ TEST(ConfigExamples, DataOnlyFileGetsAlgorithmDefaults) {
   EXPECT_DOUBLE_EQ(e.sync.max_norm_ratio, 10.0);  // the plausibility gate, generous
   EXPECT_FALSE(e.sync.push_clock.has_value());
   EXPECT_EQ(e.push_clock(), schedule_clock::global);  // K = 1 < M
-  EXPECT_EQ(e.restart.max_restarts, 5);
-  EXPECT_DOUBLE_EQ(e.restart.window_seconds, 60.0);
-  EXPECT_DOUBLE_EQ(e.restart.backoff_seconds, 0.5);
-  EXPECT_DOUBLE_EQ(e.restart.backoff_cap_seconds, 30.0);
-  EXPECT_FALSE(e.sync.min_quorum.is_fraction);
-  EXPECT_EQ(e.sync.min_quorum.count, 1);
+  EXPECT_EQ(e.restart.max_restarts, 5u);
+  EXPECT_DOUBLE_EQ(e.restart.window_s, 60.0);
+  EXPECT_DOUBLE_EQ(e.restart.backoff_base_s, 0.5);
+  EXPECT_DOUBLE_EQ(e.restart.backoff_cap_s, 30.0);
+  EXPECT_FALSE(e.sync.min_quorum.is_fraction());
+  EXPECT_EQ(e.sync.min_quorum.count, 1u);
   EXPECT_EQ(e.sync.grace.mode, grace_mode::adaptive);
   EXPECT_DOUBLE_EQ(e.sync.grace.gamma, 0.8);
   EXPECT_DOUBLE_EQ(e.sync.grace.max_factor, 2.0);
@@ -176,10 +176,10 @@ TEST(ConfigExamples, RestartSectionIsRead) {
   const load_result r = load_string(script, "r.lua", test::repo_options());
   ASSERT_TRUE(r.ok()) << r.error_text();
   const experiment& e = r.experiments[0];
-  EXPECT_EQ(e.restart.max_restarts, 0);
-  EXPECT_DOUBLE_EQ(e.restart.window_seconds, 10.0);
-  EXPECT_DOUBLE_EQ(e.restart.backoff_seconds, 1.0);
-  EXPECT_DOUBLE_EQ(e.restart.backoff_cap_seconds, 4.0);
+  EXPECT_EQ(e.restart.max_restarts, 0u);
+  EXPECT_DOUBLE_EQ(e.restart.window_s, 10.0);
+  EXPECT_DOUBLE_EQ(e.restart.backoff_base_s, 1.0);
+  EXPECT_DOUBLE_EQ(e.restart.backoff_cap_s, 4.0);
   EXPECT_EQ(to_json(e)["restart"]["backoff_cap_seconds"], 4.0);
 }
 
@@ -194,16 +194,13 @@ TEST(ConfigExamples, TokenBudgetSetsTheScheduleLength) {
 }
 
 TEST(ConfigExamples, QuorumResolvesAgainstLiveLearners) {
-  quorum k;
-  k.is_fraction = true;
-  k.fraction = 0.5;
-  EXPECT_EQ(k.resolve(4), 2);
-  EXPECT_EQ(k.resolve(3), 2);
-  EXPECT_EQ(k.resolve(1), 1);
-  k.is_fraction = false;
-  k.count = 3;
-  EXPECT_EQ(k.resolve(4), 3);
-  EXPECT_EQ(k.resolve(2), 2);  // never more than the live learners
+  quorum k = quorum::of_fraction(0.5);
+  EXPECT_EQ(k.resolve(4), 2u);
+  EXPECT_EQ(k.resolve(3), 2u);
+  EXPECT_EQ(k.resolve(1), 1u);
+  k = quorum::of_count(3);
+  EXPECT_EQ(k.resolve(4), 3u);
+  EXPECT_EQ(k.resolve(2), 2u);  // never more than the live learners
 }
 
 TEST(ConfigExamples, IdxDataResolvesAndRoundTrips) {

@@ -14,7 +14,7 @@ TEST(ConfigSweep, KSweepExpandsInOrder) {
   ASSERT_TRUE(r.ok()) << r.error_text();
   ASSERT_EQ(r.experiments.size(), 4u);
   const char* names[] = {"k_sweep-k1", "k_sweep-k2", "k_sweep-k4", "k_sweep-half"};
-  const int counts[] = {1, 2, 4};
+  const std::size_t counts[] = {1, 2, 4};
   for (std::size_t i = 0; i < 4; ++i) {
     const experiment& e = r.experiments[i];
     EXPECT_EQ(e.name, names[i]);
@@ -22,10 +22,10 @@ TEST(ConfigSweep, KSweepExpandsInOrder) {
     EXPECT_EQ(e.budget.kind, budget_kind::tokens);
     EXPECT_EQ(e.budget.tokens, 4 * 16 * 128 * 600);
     if (i < 3) {
-      EXPECT_FALSE(e.sync.min_quorum.is_fraction);
+      EXPECT_FALSE(e.sync.min_quorum.is_fraction());
       EXPECT_EQ(e.sync.min_quorum.count, counts[i]);
     } else {
-      EXPECT_TRUE(e.sync.min_quorum.is_fraction);
+      EXPECT_TRUE(e.sync.min_quorum.is_fraction());
       EXPECT_DOUBLE_EQ(e.sync.min_quorum.fraction, 0.5);
     }
   }
@@ -42,7 +42,7 @@ TEST(ConfigSweep, SnapshotIsTakenAtTheCall) {
   ASSERT_EQ(r.experiments.size(), 3u);
   for (int k = 1; k <= 3; ++k) {
     EXPECT_EQ(r.experiments[k - 1].name, "k" + std::to_string(k));
-    EXPECT_EQ(r.experiments[k - 1].sync.min_quorum.count, k);
+    EXPECT_EQ(r.experiments[k - 1].sync.min_quorum.count, static_cast<std::size_t>(k));
     EXPECT_EQ(r.experiments[k - 1].source, "snap.lua:2");
   }
 }
@@ -104,7 +104,7 @@ TEST(ConfigSweep, OverridesApplyToEveryExperiment) {
     EXPECT_EQ(e.chaos.random.seed, 7u);  // derived defaults follow the override
   }
   // File values that were not overridden stay.
-  EXPECT_EQ(r.experiments[1].sync.min_quorum.count, 2);
+  EXPECT_EQ(r.experiments[1].sync.min_quorum.count, 2u);
 }
 
 TEST(ConfigSweep, OverrideCanSetAFraction) {
@@ -112,9 +112,9 @@ TEST(ConfigSweep, OverrideCanSetAFraction) {
   o.overrides = {"sync.min_quorum=fraction(0.75)"};
   const load_result r = load_file(test::repo_path("examples/shakespeare.lua"), o);
   ASSERT_TRUE(r.ok()) << r.error_text();
-  EXPECT_TRUE(r.experiments[0].sync.min_quorum.is_fraction);
+  EXPECT_TRUE(r.experiments[0].sync.min_quorum.is_fraction());
   EXPECT_DOUBLE_EQ(r.experiments[0].sync.min_quorum.fraction, 0.75);
-  EXPECT_EQ(r.experiments[0].sync.min_quorum.resolve(4), 3);
+  EXPECT_EQ(r.experiments[0].sync.min_quorum.resolve(4), 3u);
 }
 
 TEST(ConfigSweep, BadOverridesNameTheSetFlag) {
@@ -167,7 +167,7 @@ TEST(ConfigSweep, NameSelectsBeforeOverridesAreValidated) {
   ASSERT_TRUE(r.ok()) << r.error_text();
   ASSERT_EQ(r.experiments.size(), 1u);
   EXPECT_EQ(r.experiments[0].name, "a");
-  EXPECT_EQ(r.experiments[0].sync.min_quorum.count, 4);
+  EXPECT_EQ(r.experiments[0].sync.min_quorum.count, 4u);
 
   // Selecting b, or nothing, still refuses with the override named.
   o.names = {"b"};

@@ -308,7 +308,7 @@ int bench_cluster(const std::string& experiment_file, const std::vector<std::str
       e_on.name.c_str(), experiment_file.c_str(), e_on.learners.count, e_on.learners.batch,
       e_on.model.context, e_on.model.layers, e_on.model.width,
       static_cast<long long>(e_on.budget.steps), e_on.sync.fragments, e_on.sync.interval,
-      e_on.sync.min_quorum.is_fraction
+      e_on.sync.min_quorum.is_fraction()
           ? (std::to_string(e_on.sync.min_quorum.fraction) + " of live").c_str()
           : std::to_string(e_on.sync.min_quorum.count).c_str(),
       static_cast<long long>(off_interval), rounds);
