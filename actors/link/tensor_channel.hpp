@@ -30,7 +30,7 @@
 //
 // Wire (all integers little-endian; layout in docs/wire.md "Tensor channel"):
 //   hello (client → server) and hello reply (server → client): a 32-byte prefix
-//     [0,8) magic "DDTCHAN1", [8,12) u32 version (1), [12,16) u32 body bytes (≤ 4096),
+//     [0,8) magic "DDTCHAN1", [8,12) u32 version (2), [12,16) u32 body bytes (≤ 4096),
 //     [16,28) zero, [28,32) u32 CRC-32C of bytes [0,28) and the body;
 //   hello body: u16 + run id, u16 + the client's CAF node id (caf::binary_serializer);
 //   reply body: u8 status (0 accepted, 1 refused, 2 challenge), u16 + reason, u16 + the

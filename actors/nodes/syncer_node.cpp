@@ -110,8 +110,11 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
   ectx->stop = setup.stop_evaluation;
   if (!sim) {  // the final evaluation's model, with the windows it scored (model_file.hpp)
     ectx->model_path = (fs::path(setup.run_dir) / model_file_name).string();
+    // The model file is written by the final evaluation only: its windows are the final ones.
+    auto final_eval = setup.final_eval;
+    final_eval["evaluation"] = "final";
     ectx->model_metadata = {
-        {"run_id", setup.run_id}, {"experiment", e.name}, {"eval", setup.final_eval.dump()}};
+        {"run_id", setup.run_id}, {"experiment", e.name}, {"eval", final_eval.dump()}};
   }
   std::shared_ptr<const evaluator_context> ec = ectx;
   node.eval = sim ? self->spawn(evaluator, ec) : self->spawn<caf::detached>(evaluator, ec);

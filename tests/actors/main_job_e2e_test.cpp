@@ -124,6 +124,7 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
   ASSERT_TRUE(clean.finished);
   auto summary = read_json(dir / "clean" / "summary.json");
   const std::set<std::string> keys = {"final_val_loss",
+                                      "auth_refused",
                                       "tokens",
                                       "wall_seconds",
                                       "goodput",

@@ -305,7 +305,7 @@ int raw_channel(uint16_t port, caf::actor_system& sys) {
   field(nid.data(), nid.size());
   std::vector<uint8_t> hello(32 + body.size(), 0);
   std::memcpy(hello.data(), "DDTCHAN1", 8);
-  hello[8] = 1;
+  hello[8] = 2;  // channel version 2
   hello[12] = static_cast<uint8_t>(body.size());
   hello[13] = static_cast<uint8_t>(body.size() >> 8);
   std::memcpy(hello.data() + 32, body.data(), body.size());

@@ -111,13 +111,14 @@ def main():
     P = {k: v.astype(np.float64) for k, v in P.items()}
 
     val = validation_split(spec)
-    B, T, batches = spec["batch"], spec["seq_len"], spec["batches"]
-    losses = []
-    for idx, tgt in numpy_gpt.eval_batches(val, B, T, batches * B):
+    B, T = spec["batch"], spec["seq_len"]
+    windows = spec["windows"] if "windows" in spec else spec["batches"] * B
+    losses = []  # each batch's mean weighted by its rows: every window weighs the same
+    for idx, tgt in numpy_gpt.eval_batches(val, B, T, windows):
         lg = numpy_gpt.logits(P, idx, cfg["n_layer"], cfg["n_embd"], cfg["n_head"],
                               numpy_gpt.HF, cfg["layer_norm_epsilon"])
-        losses.append(numpy_gpt.cross_entropy(lg, tgt))
-    loss = float(np.mean(losses))
+        losses.append(numpy_gpt.cross_entropy(lg, tgt) * len(idx))
+    loss = float(sum(losses) / windows)
     summary = json.load(open(os.path.join(a.run_dir, "summary.json")))
     ref = summary["final_val_loss"]
     print(f"NumPy forward over transformers' layout: loss {loss:.8f}, the run's {ref:.8f}, "
