@@ -100,6 +100,12 @@ st_file parse_safetensors(std::string_view bytes, const std::string& path,
   if (bytes.size() < 8)
     throw fail(
         fmt::format("file is {} bytes, shorter than the 8-byte header length", bytes.size()));
+  // A safetensors header is a JSON object right after its 8-byte length: anything else (a JSON
+  // or text file given by mistake) is named as not being safetensors at all.
+  if (bytes.size() > 8 && bytes[8] != '{')
+    throw fail(
+        "not a safetensors file (it starts with an 8-byte header length and a JSON object; "
+        "byte 8 of this file is not '{')");
   const uint64_t hlen = util::load_le<uint64_t>(reinterpret_cast<const uint8_t*>(bytes.data()));
   if (hlen > bytes.size() - 8)
     throw fail(fmt::format("header length {} exceeds the file size {} (truncated file?)", hlen,

@@ -118,6 +118,12 @@ TEST_F(Checkpoint, TruncatedFileIsRefused) {
   expect_refused({"shorter than the 8-byte header length"});
 }
 
+TEST_F(Checkpoint, AFileThatIsNotSafetensorsIsNamedSo) {
+  write_all(path_,
+            "{\n  \"final_val_loss\": 2.4588,\n  \"tokens\": 1234944\n}\n");  // a summary.json
+  expect_refused({"not a safetensors file"});
+}
+
 TEST_F(Checkpoint, BadJsonIsRefused) {
   std::string h = header_.dump();
   h[h.find(':')] = '{';  // a structural character, wherever the keys fall
