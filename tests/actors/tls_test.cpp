@@ -23,6 +23,7 @@
 
 #include "actors/link/tls.hpp"
 #include "actors/link/tls_tunnel.hpp"
+#include "util/net.hpp"
 
 namespace dd::actors {
 namespace {
@@ -148,21 +149,6 @@ class echo_server {
   std::thread t_;
 };
 
-int dial(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  return fd;
-}
-
 /// Sends `n` bytes through `fd` and reads them back (the echo); true when they came back equal.
 bool round_trip(int fd, size_t n) {
   std::string out(n, '\0');
@@ -219,7 +205,7 @@ TEST(TlsTunnel, CarriesBytesBothWaysAndRefusesForeignAndPlainClients) {
   };
 
   auto good = client_to(files(dir, "node", dir), syncer_cert_name);
-  const int fd = dial(good->port());
+  const int fd = dd::util::connect_loopback(good->port());
   ASSERT_GE(fd, 0);
   EXPECT_TRUE(round_trip(fd, 3 << 20));  // 3 MiB through both tunnels and back
   EXPECT_EQ(server.names_of_port(echo.last_peer_port()), std::vector<std::string>{"learner-4"});
@@ -230,12 +216,12 @@ TEST(TlsTunnel, CarriesBytesBothWaysAndRefusesForeignAndPlainClients) {
   auto foreign = client_to(
       {(other / "node.pem").string(), (other / "node.key").string(), (dir / "ca.pem").string()},
       syncer_cert_name);
-  const int ffd = dial(foreign->port());
+  const int ffd = dd::util::connect_loopback(foreign->port());
   ASSERT_GE(ffd, 0);
   EXPECT_FALSE(round_trip(ffd, 1024));
   ::close(ffd);
   // A plaintext client straight to the TLS port.
-  const int pfd = dial(server.port());
+  const int pfd = dd::util::connect_loopback(server.port());
   ASSERT_GE(pfd, 0);
   EXPECT_FALSE(round_trip(pfd, 1024));
   ::close(pfd);
@@ -272,7 +258,7 @@ TEST(TlsTunnel, ALearnerRefusesASyncerWhoseCertificateDoesNotNameIt) {
     ++refused;
   };
   tls_tunnel client(std::move(co));
-  const int fd = dial(client.port());
+  const int fd = dd::util::connect_loopback(client.port());
   ASSERT_GE(fd, 0);
   EXPECT_FALSE(round_trip(fd, 1024));
   ::close(fd);

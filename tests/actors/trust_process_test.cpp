@@ -31,6 +31,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/actors/process_support.hpp"
+#include "util/net.hpp"
 
 namespace {
 
@@ -73,19 +74,6 @@ int listen_any(uint16_t* port) {
   socklen_t len = sizeof a;
   ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
   *port = ntohs(a.sin_port);
-  return fd;
-}
-
-int dial(uint16_t port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    ::close(fd);
-    return -1;
-  }
   return fd;
 }
 
@@ -146,7 +134,7 @@ class tap {
       if (::poll(&p, 1, 200) <= 0) continue;
       const int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
       if (c < 0) continue;
-      const int u = dial(target_);
+      const int u = dd::util::connect_loopback(target_);
       if (u < 0) {
         ::close(c);
         continue;
@@ -317,7 +305,7 @@ TEST(TrustProcess, JoinTokenRefusesStrangersAndReplaysWhileTheRunGoesOn) {
   ASSERT_GE(greeting.size(), hello_bytes + 32);
   const size_t proof_bytes =
       32 + le32(reinterpret_cast<const unsigned char*>(greeting.data()) + hello_bytes + 12);
-  const int fd = dial(port);
+  const int fd = dd::util::connect_loopback(port);
   ASSERT_GE(fd, 0);
   unsigned char basp[32];  // the middleman's server handshake, forwarded by the guard
   ASSERT_TRUE(read_exact(fd, basp, 32));
