@@ -450,6 +450,7 @@ leave_decision membership::leave(int32_t id, uint64_t incarnation, bool interrup
   ++epoch_;
   d.what = leave_decision::verdict::left;
   d.finished = r.finished;
+  d.away = interrupted;
   return d;
 }
 

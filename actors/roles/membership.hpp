@@ -238,8 +238,13 @@ struct heartbeat_decision {
 struct leave_decision {
   enum class verdict { left, not_current, already_gone };
   verdict what = verdict::not_current;
-  /// Finished its budget (false: the run is stopping, or its node was stopped).
+  /// Finished its budget (false: the run is stopping, or its node was stopped). The record's
+  /// word: a resumed run takes an unfinished id back.
   bool finished = false;
+  /// Left because its own node was stopped (an interrupted leave): its id waits for the next
+  /// node that asks. The progress line shows such a learner away (✗) and every other leave —
+  /// its budget done, drained, or stopped with the run — as "left".
+  bool away = false;
   uint64_t step = 0;
 };
 

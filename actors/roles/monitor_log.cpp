@@ -69,7 +69,9 @@ void left(run_log* log, bool remote, int32_t id, uint64_t incarnation, const lea
   if (log == nullptr) return;
   log->emit("leave", {{"learner", id}, {"incarnation", incarnation}, {"step", d.step}});
   if (!remote) return;
-  if (d.finished)
+  // A learner stopped with the run (its leave arrives after the job's stop) is done like one
+  // that finished its budget, though the record keeps it unfinished for a resumed run.
+  if (!d.away)
     log->learner_finished(id);
   else
     log->update([id](run_counters& c) {

@@ -28,8 +28,8 @@ void joined(run_log* log, bool remote, const join_decision& d, const learner_rec
 void join_refused(run_log* log, int32_t id, const std::string& why);
 /// Remote learners: the heartbeat's figures into the learner's entry.
 void heartbeat(run_log* log, bool remote, const heartbeat_msg& hb, const learner_record& r);
-/// A recorded leave: a `leave` event; a remote learner that finished shows as "left", one whose
-/// node was stopped as away.
+/// A recorded leave: a `leave` event; a remote learner that finished, was drained or was stopped
+/// with the run shows as "left", one whose own node was stopped as away (✗).
 void left(run_log* log, bool remote, int32_t id, uint64_t incarnation, const leave_decision& d);
 /// A node handshake's outcome under the node's name (whatever run `bytes` named): `node_join`
 /// with the ids handed out, or `node_refused` and a warning.

@@ -19,6 +19,7 @@
 #include "actors/link/atoms.hpp"
 #include "actors/roles/health_monitor.hpp"
 #include "actors/services/run_log.hpp"
+#include "actors/services/run_report.hpp"
 #include "messages/codec.hpp"
 #include "messages/control.hpp"
 #include "tests/actors/test_support.hpp"
@@ -594,6 +595,77 @@ TEST(monitor_leave, a_learner_whose_node_was_stopped_stays_unfinished_and_its_id
   EXPECT_EQ(told->load(), 1);
   caf::anon_send_exit(monitor, caf::exit_reason::kill);
   caf::anon_send_exit(job, caf::exit_reason::kill);
+}
+
+// Under dd-node launch the job stops the run when the budget is spent; a learner that has just
+// finished its budget leaves after that stop. Its leave is recorded unfinished (a resumed run
+// would take the id back) but the progress line shows it "left", not away (✗): only a learner
+// whose own node was stopped waits for another node.
+TEST(monitor_leave, a_learner_leaving_after_the_run_s_stop_shows_left_not_away) {
+  caf::actor_system_config cfg;
+  cfg.set("logger.console-verbosity", caf::atom("quiet"));
+  cfg.set("logger.file-verbosity", caf::atom("quiet"));
+  caf::actor_system sys{cfg};
+  auto ctx = std::make_shared<monitor_context>();
+  ctx->learners = 2;
+  ctx->fragments = 0;
+  ctx->remote_learners = true;
+  run_log log{"", /*keep_in_memory=*/true};
+  ctx->log = &log;
+  auto monitor = sys.spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
+  caf::scoped_actor node{sys}, l0{sys}, l1{sys};
+  node_join nj;
+  nj.node_name = "host-a";
+  nj.learner_ids = {0, 1};
+  nj.learner_count = 2;
+  bool granted = false;
+  node->request(monitor, std::chrono::seconds(10), atoms::node_join_atom_v, encode(nj, {"", 0}))
+      .receive(
+          [&](const std::vector<uint8_t>& bytes) {
+            auto rep = decode_node_join_reply(bytes, {}, {"", 0});
+            granted = rep && rep->accepted;
+          },
+          [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  ASSERT_TRUE(granted);
+  auto join = [&](caf::scoped_actor& self, int32_t id) {
+    join_request req;
+    req.requested_learner_id = id;
+    uint64_t inc = ~uint64_t{0};
+    self->request(monitor, std::chrono::seconds(10), atoms::join_atom_v, encode(req, {"", 0}),
+                  caf::actor_cast<learner_at_syncer_hdl>(self))
+        .receive(
+            [&](const std::vector<uint8_t>& bytes) {
+              auto rep = decode_join_reply(bytes.data(), bytes.size());
+              if (rep) inc = rep->incarnation;
+            },
+            [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+    return inc;
+  };
+  const uint64_t i0 = join(l0, 0), i1 = join(l1, 1);
+  ASSERT_NE(i0, ~uint64_t{0});
+  ASSERT_NE(i1, ~uint64_t{0});
+  auto leave = [&](caf::scoped_actor& self, int32_t id, uint64_t inc, bool interrupted) {
+    dd::leave_msg lm{id, inc};
+    lm.interrupted = interrupted;
+    bool answered = false;
+    self->request(monitor, std::chrono::seconds(10), atoms::leave_atom_v, encode(lm, {"", inc}))
+        .receive([&](bool ok) { answered = ok; },
+                 [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+    return answered;
+  };
+  // The run stops (the job: budget spent); learner 0 leaves as done, learner 1's node is stopped.
+  node->send(monitor, atoms::stop_atom_v);
+  ASSERT_TRUE(leave(l0, 0, i0, false));
+  ASSERT_TRUE(leave(l1, 1, i1, true));
+  const auto c = log.snapshot();
+  EXPECT_TRUE(c.learners.at(0).finished);
+  EXPECT_FALSE(c.learners.at(0).stepping);
+  EXPECT_FALSE(c.learners.at(1).finished);
+  EXPECT_FALSE(c.learners.at(1).alive);
+  const std::string line = node_progress_line(c, 1.0);
+  EXPECT_NE(line.find(" L0 left"), std::string::npos) << line;
+  EXPECT_NE(line.find(" L1 ✗"), std::string::npos) << line;
+  caf::anon_send_exit(monitor, caf::exit_reason::kill);
 }
 
 // The monitor record carries the run's training seconds over all parts (a

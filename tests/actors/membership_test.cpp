@@ -373,10 +373,12 @@ TEST(membership, a_node_that_comes_back_gets_its_learners_back) {
 
 TEST(membership, leaves_and_downs_are_recorded_once) {
   struct row {
-    bool stopping, interrupted, finished;
+    bool stopping, interrupted, finished, away;
   };
-  for (const auto& r :
-       std::vector<row>{{false, false, true}, {true, false, false}, {false, true, false}}) {
+  for (const auto& r : std::vector<row>{{false, false, true, false},
+                                        {true, false, false, false},
+                                        {false, true, false, true},
+                                        {true, true, false, true}}) {
     membership m(options(1), 0.0);
     ASSERT_TRUE(m.join(join_as(0), "", 0.0).accepted());
     if (r.stopping) {
@@ -386,6 +388,7 @@ TEST(membership, leaves_and_downs_are_recorded_once) {
     auto l = m.leave(0, 0, r.interrupted, 1.0);
     EXPECT_EQ(l.what, leave_decision::verdict::left);
     EXPECT_EQ(l.finished, r.finished);
+    EXPECT_EQ(l.away, r.away);
     EXPECT_EQ(m.leave(0, 0, r.interrupted, 1.5).what, leave_decision::verdict::already_gone);
     EXPECT_EQ(m.down(0, true, "normal", 2.0).what, down_decision::verdict::already_gone);
   }
