@@ -7,7 +7,7 @@
 // Messages that name actors carry no handle in their bytes: the handles travel next to the bytes,
 // in list order (see each message). Same rules as messages/codec.hpp:
 // decoding never trusts its input and returns a dd::wire_error naming the field at fault. Pure and
-// thread-safe. docs/wire.md "Nodes" describes the handshake.
+// thread-safe. docs/nodes.md "The node handshake" describes it.
 #pragma once
 
 #include <cstddef>
@@ -190,7 +190,7 @@ struct stop_msg {
 struct status_request {};
 
 /// Health monitor → operator: the live view as JSON text (learners, incarnations, leases,
-/// fragment versions; docs/runtime.md).
+/// fragment versions; docs/monitoring.md).
 struct status_reply {
   std::string json;  ///< at most 16 MiB
   /// A nonce a drain proves the join token over (empty: the syncer has no token).

@@ -227,7 +227,7 @@ struct Progress {
   meanStep @3 :Float64;                # the push clock: sum over steps of 1 / live learners
 }
 
-# ---- cluster control (docs/wire.md "Nodes") ----------------------------------------------------
+# ---- cluster control (docs/nodes.md "The node handshake") -------------------------------------
 
 # Learner node -> health monitor: the handshake of a learner process, before its learners join.
 struct NodeJoin {
@@ -344,7 +344,7 @@ struct StatusRequest {
 }
 
 # Health monitor -> operator: the live view as JSON text (learners, incarnations, leases,
-# fragment versions; docs/operating.md "dd-node status").
+# fragment versions; docs/monitoring.md "dd-node status and dd-node drain").
 struct StatusReply {
   json @0 :Text;
   challenge @1 :Data;                  # a nonce a drain may prove the join token over

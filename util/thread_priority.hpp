@@ -1,7 +1,7 @@
 // util/thread_priority.hpp — lowers the scheduling priority (nice value) of the calling thread,
 // so a node's compute threads yield the CPU to its I/O threads (CAF's middleman multiplexer,
 // its clock, the frame guard) on a loaded host: a middleman that misses its heartbeats for
-// `connection_timeout` seconds drops a healthy link (docs/operating.md, "Under load").
+// `connection_timeout` seconds drops a healthy link (docs/cluster.md, "Under load").
 //
 // Linux keeps a nice value per thread (setpriority(PRIO_PROCESS, gettid())), and a thread
 // created afterwards inherits its creator's, so calling this before a compute backend starts

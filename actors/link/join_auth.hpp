@@ -17,7 +17,7 @@
 //
 // The decision — is this proof valid, is this nonce fresh — is challenge_book and judge():
 // sans IO (the caller supplies the clock and the nonces), not thread-safe (one owner), table
-// tests in tests/actors/join_auth_test.cpp. docs/operating.md "Securing a cluster".
+// tests in tests/actors/join_auth_test.cpp. docs/securing.md "The join token".
 #pragma once
 
 #include <cstddef>

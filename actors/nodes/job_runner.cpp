@@ -339,7 +339,7 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
           static_cast<double>(std::time(nullptr)) + options.tls->own().seconds_to_expiry;
     http = start_node_http(options.http.first, options.http.second, std::move(mo), setup->log.get(),
                            syncer ? "dd-node syncer" : "dd-node run");
-    // The live status page at / (docs/operating.md "The status page"); it reads /status.
+    // The live status page at / (docs/monitoring.md "The status page"); it reads /status.
     if (http.listener)
       serve_status_page(*http.listener, (fs::path(setup->run_dir) / "chaos.jsonl").string());
     if (http.listener && options.on_http) options.on_http(*http.listener, *http.metrics);

@@ -92,7 +92,7 @@ struct learner_node_options {
   /// Nice steps added to every learner's compute thread and its backend's pool
   /// (learner_context::compute_nice), so the middleman's threads, at the process's own nice, run
   /// ahead of this node's compute. 0 = off (the default: against load from other processes it
-  /// did not reduce link drops; docs/operating.md, "Under load").
+  /// did not reduce link drops; docs/cluster.md, "Under load").
   int compute_nice = 0;
   /// Host-wide step admission shared with the other learner processes of this host
   /// ("sysv:<semaphore id>", made by dd-node launch); empty = the node's own compute gate.

@@ -24,7 +24,8 @@
 
 namespace dd::actors {
 
-/// Exit statuses of a learner node (documented in `dd-node learner --help` and docs/operating.md).
+/// Exit statuses of a learner node (documented in `dd-node learner --help` and docs/operating.md
+/// "Exit status").
 enum learner_node_exit : int {
   node_exit_ok = 0,             ///< every learner finished, or the run was already over
   node_exit_failure = 1,        ///< a runtime failure (a learner given up, bad experiment)

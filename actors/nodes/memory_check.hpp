@@ -1,5 +1,6 @@
 // actors/nodes/memory_check.hpp — what a run needs in memory, estimated from its experiment before
-// anything starts, and the check of that estimate against the machine (docs/runtime.md "Memory").
+// anything starts, and the check of that estimate against the machine (docs/operating.md
+// "Memory").
 //
 // The estimate follows what the code allocates (runtime/gpt.cpp ensure_activations,
 // runtime/transformer_block.cpp, runtime/adamw.hpp, actors/roles/owner_core.hpp): per learner

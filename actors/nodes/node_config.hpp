@@ -26,7 +26,7 @@ struct node_transport {
   /// Middleman heartbeat period and the silence after which a connection is dropped, seconds.
   /// A stopped (SIGSTOP) or partitioned peer is noticed after about the timeout (docs/caf.md), here
   /// 10–11 s. The trade-off: 0.5 / 3 s noticed it in about 3 s but dropped healthy links of
-  /// nice-15 nodes under nice-0 load (1–4 drops in 45 s; docs/operating.md, "Under
+  /// nice-15 nodes under nice-0 load (1–4 drops in 45 s; docs/cluster.md, "Under
   /// load"), where 1 / 10 s dropped none; a learner's liveness is the monitor's lease besides.
   /// Tests set short ones (e.g. 0.2 / 1 s).
   double heartbeat_s = 1.0;

@@ -1,6 +1,6 @@
 // actors/services/node_metrics.hpp — what a node shows on its HTTP listener: Prometheus metrics
 // at /metrics, liveness at /healthz, readiness at /readyz and what the node knows as JSON at
-// /status (docs/operating.md, "Metrics and HTTP").
+// /status (docs/monitoring.md, "HTTP endpoints and metrics").
 //
 // Fed from what the node's services already record, never from inside a role's decisions: the
 // run log's events as they are written (run_observer: merges, pushes, refusals, evaluations,

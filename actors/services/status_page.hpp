@@ -1,4 +1,4 @@
-// actors/services/status_page.hpp — the syncer's live status page (docs/operating.md "The status
+// actors/services/status_page.hpp — the syncer's live status page (docs/monitoring.md "The status
 // page"): index.html at `/`, its script, styles and Chart.js under `/static/`, compiled into the
 // binary (actors/services/status_page/, cmake/embed_text.cmake) so the page needs no file on
 // disk and no network. The page reads the node's `/status` JSON and refreshes itself.

@@ -158,7 +158,7 @@ int launch_main(int argc, char** argv) {
               "(syncer on the first node, one step per learner process round-robin over the "
               "nodes, each restarted in place; SIGTERM 120 s before the time limit stops the run "
               "and requeues the job, which resumes it); starts nothing. --port fixes the "
-              "syncer's port (default 20000 + job id mod 20000). docs/operating.md")
+              "syncer's port (default 20000 + job id mod 20000). docs/deploying.md")
       .toggle("--dry-run", &dry_run, "with --slurm: print the script only");
   flags.toggle("--tls", &tls_on,
                "mutual TLS between the nodes: a throwaway CA and certificates in RUN_DIR/tls "

@@ -43,7 +43,7 @@ std::string slurm_script(const slurm_script_options& o) {
   s += "#!/bin/bash\n";
   s += fmt::format(
       "# A Decoupled DiLoCo cluster of experiment '{}' as one Slurm job, printed by\n"
-      "#   dd-node launch --slurm --dry-run (docs/operating.md \"Operators: Slurm\").\n",
+      "#   dd-node launch --slurm --dry-run (docs/deploying.md \"Slurm\").\n",
       o.experiment_name);
   s += "# Submit: sbatch [-N NODES] [--time T] THIS_FILE. The syncer runs on the first node; the\n"
        "# learner processes, one step each, round-robin over all nodes. Every step is an\n"
@@ -81,7 +81,7 @@ std::string slurm_script(const slurm_script_options& o) {
   s += R"SH(
 CTL="$RUN_DIR/slurm"          # this job's control files, logs and learner run directories
 mkdir -p "$CTL/logs" || exit 2
-# The run's join token (docs/operating.md "Securing a cluster"): made once, in the run directory
+# The run's join token (docs/securing.md "The join token"): made once, in the run directory
 # every node reads (mode 0600); a requeued job keeps it.
 TOKEN="$RUN_DIR/join_token"
 [[ -s "$TOKEN" ]] || (umask 077 && head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$TOKEN") || exit 2

@@ -1,5 +1,5 @@
 // apps/dd_node/slurm_script.hpp — the sbatch file of `dd-node launch --slurm --dry-run EXP`: one
-// Slurm job that runs a whole cluster (docs/operating.md "Operators: Slurm").
+// Slurm job that runs a whole cluster (docs/deploying.md "Slurm").
 //
 // The script it renders runs the syncer as a job step on the allocation's first node and one
 // step per learner process, dealt round-robin over the allocation's nodes (with one node, all

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tools/gpu_check/make_bundle.sh — builds dd-node, dd-gpu-check and the CUDA backend module for a
 # GPU machine that has the CUDA toolkit and a driver but none of the project's Debian libraries,
-# and packs them into one compressed archive (docs/gpu.md, "Running on a GPU machine").
+# and packs them into one compressed archive (docs/gpu.md, "Running it on a GPU machine").
 #
 # The archive holds dd-bundle/{bin,lib,data,VERSION}: the binaries (stripped, RUNPATH
 # $ORIGIN/../lib), every shared library they need that is not part of the C runtime or of CUDA
