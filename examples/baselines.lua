@@ -6,44 +6,32 @@
 --   streaming      P = 4 fragments, K = M
 --   decoupled      P = 4, K = 1, adaptive grace, token weighting, RDA (the defaults)
 
-local tokens = 4 * 16 * 128 * 600
-local data = { file = "../shared/data/tinyshakespeare/input.txt" }
--- One outer optimizer for every DiLoCo-family run: the best of the sweep in docs/results.md
--- (Nesterov, lr 0.7, momentum 0.5; at H = 24 momentum 0.9 overshoots).
-local outer = { lr = 0.7, momentum = 0.5 }
+-- What every run shares; each experiment below says only how it differs. One outer optimizer
+-- for every DiLoCo-family run: the best of the sweep in docs/results.md (Nesterov, lr 0.7,
+-- momentum 0.5; at H = 24 momentum 0.9 overshoots).
+local base = {
+  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  outer = { lr = 0.7, momentum = 0.5 },
+  learners = { count = 4 },
+  budget = { tokens = 4 * 16 * 128 * 600 },
+}
 
-experiment {
+experiment(extend(base, {
   name = "data_parallel",
-  data = data,
   learners = { count = 1, batch = 64 },
   sync = { fragments = 1, min_quorum = 1, grace = "off" },
   -- lr 1, momentum 0: the owner's value becomes the learner's parameters (plain training).
   outer = { lr = 1.0, momentum = 0.0 },
-  budget = { tokens = tokens },
-}
+}))
 
-experiment {
+experiment(extend(base, {
   name = "diloco",
-  data = data,
-  outer = outer,
-  learners = { count = 4 },
   sync = { fragments = 1, interval = 24, min_quorum = 4, grace = "off" },
-  budget = { tokens = tokens },
-}
+}))
 
-experiment {
+experiment(extend(base, {
   name = "streaming",
-  data = data,
-  outer = outer,
-  learners = { count = 4 },
   sync = { fragments = 4, interval = 24, min_quorum = 4 },
-  budget = { tokens = tokens },
-}
+}))
 
-experiment {
-  name = "decoupled",
-  data = data,
-  outer = outer,
-  learners = { count = 4 },
-  budget = { tokens = tokens },
-}
+experiment(extend(base, { name = "decoupled" }))

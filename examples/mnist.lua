@@ -14,50 +14,33 @@
 --
 --   build/bin/dd-node run examples/mnist.lua
 
-local images = 4 * 32 * 1500
-local data = {
-  kind = "idx",
-  images = "../shared/data/mnist-t10k/t10k-images-idx3-ubyte.gz",
-  labels = "../shared/data/mnist-t10k/t10k-labels-idx1-ubyte.gz",
-  train_fraction = 0.8,
+-- What every run shares; each experiment below says only how it differs.
+local base = {
+  data = {
+    kind = "idx",
+    images = "../shared/data/mnist-t10k/t10k-images-idx3-ubyte.gz",
+    labels = "../shared/data/mnist-t10k/t10k-labels-idx1-ubyte.gz",
+    train_fraction = 0.8,
+  },
+  model = { kind = "vit", layers = 2, width = 64, heads = 4, pooling = "cls" },
+  inner = { lr = 3e-3, warmup = 25 },
+  outer = { lr = 0.7, momentum = 0.5 },
+  eval = { every_seconds = 30 },
+  learners = { count = 4, batch = 32 },
+  budget = { tokens = 4 * 32 * 1500 },
 }
-local vit = { kind = "vit", layers = 2, width = 64, heads = 4, pooling = "cls" }
-local inner = { lr = 3e-3, warmup = 25 }
-local outer = { lr = 0.7, momentum = 0.5 }
-local eval = { every_seconds = 30 }
 
-experiment {
+experiment(extend(base, {
   name = "mnist_data_parallel",
-  data = data,
-  model = vit,
-  inner = inner,
-  eval = eval,
   learners = { count = 1, batch = 128 },
   sync = { fragments = 1, min_quorum = 1, grace = "off" },
   -- lr 1, momentum 0: the owner's value becomes the learner's parameters (plain training).
   outer = { lr = 1.0, momentum = 0.0 },
-  budget = { tokens = images },
-}
+}))
 
-experiment {
+experiment(extend(base, {
   name = "mnist_streaming",
-  data = data,
-  model = vit,
-  inner = inner,
-  eval = eval,
-  outer = outer,
-  learners = { count = 4, batch = 32 },
   sync = { fragments = 4, interval = 24, min_quorum = 4 },
-  budget = { tokens = images },
-}
+}))
 
-experiment {
-  name = "mnist_decoupled",
-  data = data,
-  model = vit,
-  inner = inner,
-  eval = eval,
-  outer = outer,
-  learners = { count = 4, batch = 32 },
-  budget = { tokens = images },
-}
+experiment(extend(base, { name = "mnist_decoupled" }))

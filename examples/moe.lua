@@ -17,45 +17,30 @@
 --
 --   build/bin/dd-node run examples/moe.lua --set inner.warmup=30 --set eval.every_seconds=600
 
-local tokens = 4 * 16 * 128 * 150
-local data = { file = "../shared/data/tinyshakespeare/input.txt" }
+-- What every run shares; each experiment below says only how it differs.
+local base = {
+  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  outer = { lr = 0.7, momentum = 0.5 },
+  learners = { count = 4 },
+  budget = { tokens = 4 * 16 * 128 * 150 },
+}
 local moe = { kind = "moe_gpt", experts = 4, top_k = 1, capacity_factor = 1.25, aux_loss = 0.01 }
-local outer = { lr = 0.7, momentum = 0.5 }
 
-experiment {
+experiment(extend(base, {
   name = "moe_data_parallel",
-  data = data,
   model = moe,
   learners = { count = 1, batch = 64 },
   sync = { fragments = 1, min_quorum = 1, grace = "off" },
   -- lr 1, momentum 0: the owner's value becomes the learner's parameters (plain training).
   outer = { lr = 1.0, momentum = 0.0 },
-  budget = { tokens = tokens },
-}
+}))
 
-experiment {
+experiment(extend(base, {
   name = "moe_streaming",
-  data = data,
   model = moe,
-  outer = outer,
-  learners = { count = 4 },
   sync = { fragments = 4, interval = 24, min_quorum = 4 },
-  budget = { tokens = tokens },
-}
+}))
 
-experiment {
-  name = "moe_decoupled",
-  data = data,
-  model = moe,
-  outer = outer,
-  learners = { count = 4 },
-  budget = { tokens = tokens },
-}
+experiment(extend(base, { name = "moe_decoupled", model = moe }))
 
-experiment {
-  name = "dense_decoupled",
-  data = data,
-  outer = outer,
-  learners = { count = 4 },
-  budget = { tokens = tokens },
-}
+experiment(extend(base, { name = "dense_decoupled" }))

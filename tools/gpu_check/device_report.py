@@ -21,7 +21,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -144,23 +143,9 @@ def torch_speed(s, batch, steps, data_path):
     data = torch.tensor(list(raw[: 4 * 1024 * 1024]), dtype=torch.int64, device=dev)
     T = s["context"]
     g = torch.Generator(device=dev).manual_seed(0)
-    elapsed, tokens = 0.0, 0
-    for it in range(steps + 3):
-        ix = torch.randint(0, len(data) - T - 1, (batch,), generator=g, device=dev)
-        x = torch.stack([data[i:i + T] for i in ix])
-        y = torch.stack([data[i + 1:i + T + 1] for i in ix])
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = dd_gpt.forward(params, cfg, x, y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(list(params.values()), 1.0)
-        opt.step()
-        torch.cuda.synchronize()
-        if it >= 3:
-            elapsed += time.perf_counter() - t0
-            tokens += batch * T
-    return tokens / elapsed, torch.__version__
+    speed = dd_gpt.tokens_per_second(params, cfg, opt, data, batch, T, steps, g,
+                                     sync=torch.cuda.synchronize)
+    return speed, torch.__version__
 
 
 def cmd_speed(a):

@@ -84,24 +84,51 @@ def read_jsonl(path, required=True):
             raise InputError(f"{path} does not exist")
         return []
     lines, torn = read_lines(path)
+    return parse_rows(path, lines, torn, 1, json_object, "not a JSON object")
+
+
+def json_object(line):
+    obj = json.loads(line)
+    if not isinstance(obj, dict):
+        raise ValueError("not a JSON object")
+    return obj
+
+
+def parse_rows(path, lines, torn, first, parse, what):
+    """parse(line) of each non-blank line, numbered from first. A ValueError stops with an
+    InputError naming path:line and `what`, except on the last line of a torn file (cut short
+    without a newline): that line is skipped with a warning."""
+    last = first + len(lines) - 1
     out = []
-    for i, line in enumerate(lines, 1):
+    for i, line in enumerate(lines, first):
         if not line.strip():
             continue
         try:
-            obj = json.loads(line)
-            if not isinstance(obj, dict):
-                raise ValueError("not a JSON object")
+            out.append(parse(line))
         except ValueError as e:
-            if torn and i == len(lines):
+            if torn and i == last:
                 warn(f"{path}:{i}: skipped the last line, cut short without a newline")
                 continue
-            raise InputError(f"{path}:{i}: not a JSON object ({e}): {line[:80]!r}")
-        out.append(obj)
+            raise InputError(f"{path}:{i}: {what} ({e}): {line[:80]!r}")
     return out
 
 
 LOSS_COLUMNS = ["wall_time", "learner", "incarnation", "step", "tokens", "loss", "lr"]
+
+
+def loss_row(line):
+    fields = next(csv.reader([line]))
+    if len(fields) != len(LOSS_COLUMNS):
+        raise ValueError(f"{len(fields)} fields, expected {len(LOSS_COLUMNS)}")
+    return {
+        "time": float(fields[0]),
+        "learner": int(fields[1]),
+        "incarnation": int(fields[2]),
+        "step": int(fields[3]),
+        "tokens": int(fields[4]),
+        "loss": float(fields[5]),
+        "lr": float(fields[6]),
+    }
 
 
 def read_loss_csv(path):
@@ -114,29 +141,7 @@ def read_loss_csv(path):
     header = next(csv.reader([lines[0]]))
     if header != LOSS_COLUMNS:
         raise InputError(f"{path}:1: header {','.join(header)!r}, expected {','.join(LOSS_COLUMNS)!r}")
-    rows = []
-    for i, line in enumerate(lines[1:], 2):
-        if not line.strip():
-            continue
-        fields = next(csv.reader([line]))
-        try:
-            if len(fields) != len(LOSS_COLUMNS):
-                raise ValueError(f"{len(fields)} fields, expected {len(LOSS_COLUMNS)}")
-            r = {
-                "time": float(fields[0]),
-                "learner": int(fields[1]),
-                "incarnation": int(fields[2]),
-                "step": int(fields[3]),
-                "tokens": int(fields[4]),
-                "loss": float(fields[5]),
-                "lr": float(fields[6]),
-            }
-        except ValueError as e:
-            if torn and i == len(lines):
-                warn(f"{path}:{i}: skipped the last line, cut short without a newline")
-                continue
-            raise InputError(f"{path}:{i}: bad row ({e}): {line[:80]!r}")
-        rows.append(r)
+    rows = parse_rows(path, lines[1:], torn, 2, loss_row, "bad row")
     rows.sort(key=lambda r: r["time"])
     return rows
 

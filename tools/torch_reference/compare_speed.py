@@ -24,7 +24,6 @@ import re
 import statistics
 import subprocess
 import sys
-import time
 
 import torch
 
@@ -43,22 +42,8 @@ def torch_tokens_per_second(cfg, B, T, steps, threads, init):
     for p in params.values():
         p.requires_grad_(True)
     opt = dd_gpt.make_optimizer(params, 1e-3, 0.1)
-    g = torch.Generator().manual_seed(0)
-    elapsed, tokens = 0.0, 0
-    for s in range(steps + 3):
-        ix = torch.randint(0, len(data) - T - 1, (B,), generator=g)
-        x = torch.stack([data[i:i + T] for i in ix])
-        y = torch.stack([data[i + 1:i + T + 1] for i in ix])
-        t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        loss = dd_gpt.forward(params, cfg, x, y)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(list(params.values()), 1.0)
-        opt.step()
-        if s >= 3:
-            elapsed += time.perf_counter() - t0
-            tokens += B * T
-    return tokens / elapsed
+    return dd_gpt.tokens_per_second(params, cfg, opt, data, B, T, steps,
+                                    torch.Generator().manual_seed(0))
 
 
 def dd_tokens_per_second(dd_node, B, T, steps, threads, cfg):

@@ -33,10 +33,7 @@ def main():
     seed, B, T, steps = 42, 4, 16, 5
     hp = {"lr": 1e-2, "warmup": 2, "total": 5, "min_lr_ratio": 0.1, "weight_decay": 0.1, "grad_clip": 1.0}
     text = open(os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare", "input.txt"), "rb").read()
-    batches = []
-    for s in range(steps):  # consecutive windows from the start of the text
-        rows = [list(text[(s * B + b) * T:(s * B + b) * T + T + 1]) for b in range(B)]
-        batches.append({"tokens": [r[:T] for r in rows], "targets": [r[1:] for r in rows]})
+    batches = dd_gpt.text_batches(text, B, T, steps)  # consecutive windows from the start
 
     params = dd_gpt.init_params(cfg, seed)
     init_sums = checksums(params)
@@ -45,12 +42,9 @@ def main():
     opt = dd_gpt.make_optimizer(params, hp["lr"], hp["weight_decay"])
     losses, grad_norms, after = [], [], []
     for s in range(steps):
-        lr = dd_gpt.lr_at(s, hp["lr"], hp["warmup"], hp["total"], hp["min_lr_ratio"])
-        for g in opt.param_groups:
-            g["lr"] = lr
+        dd_gpt.set_step_lr(opt, s, hp)
         opt.zero_grad()
-        idx = torch.tensor(batches[s]["tokens"], dtype=torch.int64)
-        tgt = torch.tensor(batches[s]["targets"], dtype=torch.int64)
+        idx, tgt = dd_gpt.batch_tensors(batches[s])
         loss = dd_gpt.forward(params, cfg, idx, tgt)
         loss.backward()
         gn = torch.nn.utils.clip_grad_norm_(list(params.values()), hp["grad_clip"])

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import dd_gpt  # noqa: E402  (Rng, lr_at, the attention half)
+import dd_gpt  # noqa: E402  (the init, the attention half, the lr schedule)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -31,15 +31,9 @@ def moe_layout(cfg):
     out = [("wte", (V, C)), ("wpe", (T, C))]
     for l in range(L):
         h = f"h.{l}."
-        out += [(h + "ln_1.weight", (C,)), (h + "ln_1.bias", (C,)),
-                (h + "attn.qkv.weight", (3 * C, C)), (h + "attn.qkv.bias", (3 * C,)),
-                (h + "attn.proj.weight", (C, C)), (h + "attn.proj.bias", (C,)),
-                (h + "ln_2.weight", (C,)), (h + "ln_2.bias", (C,)),
-                (h + "mlp.router.weight", (E, C))]
+        out += dd_gpt.attention_tensors(h, C) + [(h + "mlp.router.weight", (E, C))]
         for e in range(E):
-            x = f"{h}mlp.experts.{e}."
-            out += [(x + "fc.weight", (4 * C, C)), (x + "fc.bias", (4 * C,)),
-                    (x + "proj.weight", (C, 4 * C)), (x + "proj.bias", (C,))]
+            out += dd_gpt.mlp_tensors(f"{h}mlp.experts.{e}.", C)
     out += [("ln_f.weight", (C,)), ("ln_f.bias", (C,))]
     return out
 
@@ -47,22 +41,9 @@ def moe_layout(cfg):
 def init_params(cfg, seed):
     """moe_gpt::init(seed): one rng stream in layout order; N(0,0.02) for 2-D weights,
     0.02/sqrt(2L) for attn.proj.weight and every expert's proj.weight; LN weights 1."""
-    r = dd_gpt.Rng(seed)
-    s_res = 0.02 / math.sqrt(2.0 * cfg["layers"])
-    params = {}
-    for name, shape in moe_layout(cfg):
-        n = math.prod(shape)
-        if len(shape) == 2:
-            resid = name.endswith("attn.proj.weight") or (".experts." in name and name.endswith(".proj.weight"))
-            s = s_res if resid else 0.02
-            vals = [r.normal() * s for _ in range(n)]
-            t = torch.tensor(vals, dtype=torch.float64).to(torch.float32).reshape(shape)
-        elif "ln_" in name and name.endswith(".weight"):
-            t = torch.ones(shape)
-        else:
-            t = torch.zeros(shape)
-        params[name] = t
-    return params
+    return dd_gpt.init_from_layout(
+        moe_layout(cfg), seed, cfg["layers"],
+        lambda name: name.endswith("attn.proj.weight") or (".experts." in name and name.endswith(".proj.weight")))
 
 
 def route(logits, k):
@@ -117,40 +98,23 @@ def moe_layer(y, params, h, cfg, stats):
 
 def forward(params, cfg, idx, targets):
     """(cross-entropy, sum of aux over layers, per-layer stats)."""
-    B, T = idx.shape
-    C, NH, L = cfg["width"], cfg["heads"], cfg["layers"]
-    hs = C // NH
-    x = params["wte"][idx] + params["wpe"][:T]
-    mask = torch.ones(T, T, dtype=torch.bool).tril()
-    aux_total = torch.zeros(())
-    stats = []
-    for l in range(L):
-        h = f"h.{l}."
-        y = F.layer_norm(x, (C,), params[h + "ln_1.weight"], params[h + "ln_1.bias"], 1e-5)
-        qkv = y @ params[h + "attn.qkv.weight"].T + params[h + "attn.qkv.bias"]
-        q, kk, v = qkv.split(C, dim=2)
-        q = q.view(B, T, NH, hs).transpose(1, 2)
-        kk = kk.view(B, T, NH, hs).transpose(1, 2)
-        v = v.view(B, T, NH, hs).transpose(1, 2)
-        att = (q @ kk.transpose(-2, -1)) * (1.0 / math.sqrt(hs))
-        att = att.masked_fill(~mask, float("-inf")).softmax(dim=-1)
-        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
-        x = x + y @ params[h + "attn.proj.weight"].T + params[h + "attn.proj.bias"]
-        y = F.layer_norm(x, (C,), params[h + "ln_2.weight"], params[h + "ln_2.bias"], 1e-5)
+    auxes, stats = [], []
+
+    def second_half(x, y, h):
+        B, T, C = y.shape
         out, aux = moe_layer(y.reshape(B * T, C), params, h, cfg, stats)
-        x = x + out.view(B, T, C)
+        auxes.append(aux)
+        return x + out.view(B, T, C)
+
+    ce = dd_gpt.decoder_loss(params, cfg, idx, targets, second_half)
+    aux_total = torch.zeros(())
+    for aux in auxes:
         aux_total = aux_total + aux
-    x = F.layer_norm(x, (C,), params["ln_f.weight"], params["ln_f.bias"], 1e-5)
-    logits = x @ params["wte"].T
-    ce = F.cross_entropy(logits.view(B * T, -1), targets.reshape(-1))
     return ce, aux_total, stats
 
 
 def run_case(cfg, seed, B, T, steps, hp, text):
-    batches = []
-    for s in range(steps):
-        rows = [list(text[(s * B + b) * T:(s * B + b) * T + T + 1]) for b in range(B)]
-        batches.append({"tokens": [r[:T] for r in rows], "targets": [r[1:] for r in rows]})
+    batches = dd_gpt.text_batches(text, B, T, steps)
     params = init_params(cfg, seed)
     flat0 = torch.cat([p.reshape(-1).double() for p in params.values()])
     for p in params.values():
@@ -158,12 +122,9 @@ def run_case(cfg, seed, B, T, steps, hp, text):
     opt = dd_gpt.make_optimizer(params, hp["lr"], hp["weight_decay"])
     out = []
     for s in range(steps):
-        lr = dd_gpt.lr_at(s, hp["lr"], hp["warmup"], hp["total"], hp["min_lr_ratio"])
-        for g in opt.param_groups:
-            g["lr"] = lr
+        dd_gpt.set_step_lr(opt, s, hp)
         opt.zero_grad()
-        idx = torch.tensor(batches[s]["tokens"], dtype=torch.int64)
-        tgt = torch.tensor(batches[s]["targets"], dtype=torch.int64)
+        idx, tgt = dd_gpt.batch_tensors(batches[s])
         ce, aux, stats = forward(params, cfg, idx, tgt)
         loss = ce + cfg["aux_loss"] * aux
         loss.backward()
