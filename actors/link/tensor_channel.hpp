@@ -28,7 +28,7 @@
 // the hello as a BASP header, which it refuses by closing: the learner node logs that and sends
 // its chunks on CAF.
 //
-// Wire (all integers little-endian; layout in docs/wire.md "Tensor channel"):
+// Wire (all integers little-endian; layout in docs/tensor-channel.md):
 //   hello (client → server) and hello reply (server → client): a 32-byte prefix
 //     [0,8) magic "DDTCHAN1", [8,12) u32 version (2), [12,16) u32 body bytes (≤ 4096),
 //     [16,28) zero, [28,32) u32 CRC-32C of bytes [0,28) and the body;

@@ -267,7 +267,7 @@ TEST(tensor_channel, a_chunk_its_receiver_does_not_take_closes_the_channel_and_t
 }
 
 /// A hand-made channel client: connects to the guard, skips CAF's server handshake, says hello
-/// as `node` of run `run_id` (docs/wire.md "Tensor channel") and reads the reply. -1 on failure.
+/// as `node` of run `run_id` (docs/tensor-channel.md) and reads the reply. -1 on failure.
 int raw_channel(uint16_t port, caf::actor_system& sys) {
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_in a{};
