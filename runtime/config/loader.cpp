@@ -810,6 +810,16 @@ void read_inner(section s, experiment& e, const read_context& ctx) {
         break;
     }
   }
+  // A warmup as long as the schedule: the learning rate never reaches its peak (a short test
+  // budget with the default warmup of 100). Allowed, but said, with the length it compares with.
+  const std::int64_t length = in.schedule == schedule_kind::cosine ? in.decay_steps
+                              : e.budget.kind == budget_kind::steps ? e.budget.steps
+                                                                    : 0;
+  if (length > 0 && in.warmup >= length)
+    ctx.warn(s.path("warmup"),
+             fmt::format("{} warmup steps are at least the {} inner steps each learner takes: the "
+                         "learning rate never reaches inner.lr; set inner.warmup below {}",
+                         in.warmup, length, length));
 }
 
 /// outer: the outer optimizer, the merge and how a merge is applied.

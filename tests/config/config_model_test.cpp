@@ -85,6 +85,30 @@ TEST(ConfigEval, WindowsDefaultToTheWholeSplitAndBatchesWarns) {
   EXPECT_THAT(r.error_text(), HasSubstr("eval.windows"));
 }
 
+// A warmup as long as the schedule never reaches the peak learning rate: loaded, with a
+// warning that names the key and both numbers; a warmup below the schedule's length says nothing.
+TEST(ConfigInner, WarmupAsLongAsTheScheduleWarns) {
+  auto r = load("budget = { steps = 40 }");  // the default warmup is 100
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  ASSERT_EQ(r.warnings.size(), 1u) << r.warning_text();
+  EXPECT_EQ(r.warnings[0].key_path, "inner.warmup");
+  EXPECT_THAT(r.warnings[0].message, HasSubstr("100 warmup steps are at least the 40 inner steps"));
+  EXPECT_THAT(r.warnings[0].message, HasSubstr("below 40"));
+  // A token budget: the schedule's length is tokens / (M x batch x context) = 8 steps.
+  r = load("learners = { count = 2, batch = 4 }, model = { context = 32 }, "
+           "budget = { tokens = 2048 }, inner = { warmup = 8 }");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  ASSERT_EQ(r.warnings.size(), 1u) << r.warning_text();
+  EXPECT_THAT(r.warnings[0].message, HasSubstr("the 8 inner steps"));
+  r = load("budget = { steps = 40 }, inner = { warmup = 39 }");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_TRUE(r.warnings.empty()) << r.warning_text();
+  // A constant schedule compares with the step budget.
+  r = load("budget = { steps = 40 }, inner = { schedule = \"constant\", warmup = 40 }");
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_EQ(r.warnings.size(), 1u) << r.warning_text();
+}
+
 TEST(ConfigModel, MoeKeysRefusedForGpt) {
   const auto r = load("model = { kind = \"gpt\", experts = 4 }");
   ASSERT_FALSE(r.ok());
