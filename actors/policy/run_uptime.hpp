@@ -8,7 +8,7 @@
 // `outage_steps`, `syncer_back` events with `steps` {learner: step}, in <run_dir>/events.jsonl
 // and <run_dir>/nodes/*.events.jsonl) — so learners stepping through a syncer outage are up.
 //
-// Rule (docs/chaos.md "For the run"): per learner, its rows and samples in time order make
+// Rule (docs/chaos-report.md "For the run"): per learner, its rows and samples in time order make
 // advances; an advance is stepping when it took at most max(4 × pace, 1 s) per step, pace being
 // the larger of two medians of the learner's seconds per step around it (its 5 advances on each
 // side, and its advances that ended within ±60 s). The observed time runs from the first row to

@@ -1,6 +1,7 @@
 // apps/dd_node/control_socket.hpp — the launcher's control socket: one request line per TCP
 // connection on 127.0.0.1, one JSON reply line (`hold NODE SECONDS`, `release NODE`,
-// `restart NODE`, `status`; docs/chaos.md "The launcher's control socket"). main() thread only.
+// `restart NODE`, `status`; docs/run-directory.md "The launcher's control socket"). main() thread
+// only.
 //
 // The join token: with one, hold, release and restart must end with ` auth=HEX`, the hex
 // HMAC-SHA256 of the token over "dd-operator/1\nnonce CHALLENGE\nLINE" (LINE without the auth

@@ -215,10 +215,9 @@ TEST(chaos_matrix, network_faults) {
 }
 
 // Byte corruption on one link, alone: the chunk CRC refuses a damaged push; a damaged byte in
-// CAF's own BASP framing (no checksum) costs at most that link. It once killed the syncer's
-// owners and monitor (CAF answered garbled messages with asynchronous errors, which end their
-// receiver) and left learner-2's node on a connection whose monitor proxy a garbled frame had
-// killed, refused as a second connection to the same node on every rejoin (docs/chaos.md).
+// CAF's own BASP framing (no checksum) costs at most that link: no actor dies of a garbled
+// message, and a node whose proxy of the syncer's monitor a garbled frame killed connects afresh
+// (docs/chaos-report.md "Byte corruption on a link").
 TEST(chaos_matrix, network_corrupt) {
   matrix_run m;
   m.name = "network_corrupt";

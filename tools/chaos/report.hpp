@@ -1,5 +1,5 @@
 // tools/chaos/report.hpp — `dd-chaos report RUN_DIR`: what the cluster did under the faults of
-// a run, judged from the files the run left (docs/chaos.md "The report"). Pure reading: no
+// a run, judged from the files the run left (docs/chaos-report.md "The report"). Pure reading: no
 // process is touched, nothing is written but the JSON report. Any thread may call.
 //
 // Inputs (each optional; an invariant whose evidence is missing is "unknown"):
