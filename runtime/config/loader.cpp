@@ -812,7 +812,7 @@ void read_inner(section s, experiment& e, const read_context& ctx) {
   }
   // A warmup as long as the schedule: the learning rate never reaches its peak (a short test
   // budget with the default warmup of 100). Allowed, but said, with the length it compares with.
-  const std::int64_t length = in.schedule == schedule_kind::cosine ? in.decay_steps
+  const std::int64_t length = in.schedule == schedule_kind::cosine  ? in.decay_steps
                               : e.budget.kind == budget_kind::steps ? e.budget.steps
                                                                     : 0;
   if (length > 0 && in.warmup >= length)

@@ -95,8 +95,9 @@ TEST(ConfigInner, WarmupAsLongAsTheScheduleWarns) {
   EXPECT_THAT(r.warnings[0].message, HasSubstr("100 warmup steps are at least the 40 inner steps"));
   EXPECT_THAT(r.warnings[0].message, HasSubstr("below 40"));
   // A token budget: the schedule's length is tokens / (M x batch x context) = 8 steps.
-  r = load("learners = { count = 2, batch = 4 }, model = { context = 32 }, "
-           "budget = { tokens = 2048 }, inner = { warmup = 8 }");
+  r = load(
+      "learners = { count = 2, batch = 4 }, model = { context = 32 }, "
+      "budget = { tokens = 2048 }, inner = { warmup = 8 }");
   ASSERT_TRUE(r.ok()) << r.error_text();
   ASSERT_EQ(r.warnings.size(), 1u) << r.warning_text();
   EXPECT_THAT(r.warnings[0].message, HasSubstr("the 8 inner steps"));
