@@ -25,7 +25,7 @@ constexpr uint64_t not_received = std::numeric_limits<uint64_t>::max();
 /// Asks the kernel to back the 2 MiB-aligned part of [p, p + size) with transparent huge pages
 /// (Linux, MADV_HUGEPAGE; a hint, failure is ignored). A transfer buffer is fresh memory written
 /// once: with 4 KiB pages a 64 MiB fragment takes 16,384 page faults, which cost more than the
-/// copy itself (docs/benchmarks.md "Transport").
+/// copy itself (docs/benchmarks-transport.md "Transport").
 void advise_huge_pages(void* p, size_t size) noexcept {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   constexpr uintptr_t huge = uintptr_t{2} << 20;

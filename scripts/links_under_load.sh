@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scripts/links_under_load.sh — counts the links a cluster loses on a loaded host with no fault
-# injected (docs/cluster.md "Under load", docs/benchmarks.md "Links under load").
+# injected (docs/cluster.md "Under load", docs/benchmarks-transport.md "Links under load").
 #
 # Runs a tiny `dd-node launch` (1-layer GPT, 3 learner processes, checkpoints every version, a
 # `seconds` budget) at nice $NICE inside a cgroup-v1 cpu group limited to QUOTA percent of one

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""What one syncer node must take in, against what a core and a NIC sustain (docs/benchmarks.md,
-"Where one syncer stops scaling").
+"""What one syncer node must take in, against what a core and a NIC sustain
+(docs/benchmarks-sync.md, "Where one syncer stops scaling").
 
 Every learner pushes its whole model once per H inner steps (P fragments, one every H/P steps)
 and every merge goes back to each of the M learners, so one syncer process receives

@@ -1,8 +1,8 @@
 // actors/link/frame_guard.hpp — a guard in front of the syncer's published port. CAF 0.17's BASP
 // receiver allocates (and zero-fills) whatever payload length a frame header announces, before
 // any handshake: 32 unauthenticated bytes can make the syncer allocate up to 4 GiB per connection
-// (measured: docs/benchmarks.md "Transport"). The guard listens on the user's address, forwards
-// every connection to the middleman's port on loopback, and parses the client's BASP frame
+// (measured: docs/benchmarks-transport.md "Transport"). The guard listens on the user's address,
+// forwards every connection to the middleman's port on loopback, and parses the client's BASP frame
 // headers (32 bytes: operation, 2 padding bytes, flags, payload length as a big-endian u32, ...)
 // on the way: a frame announcing more than `max_frame_bytes` closes that connection (logged),
 // before a byte of it reaches CAF. The default cap is the largest legitimate message, one chunk

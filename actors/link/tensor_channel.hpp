@@ -3,11 +3,11 @@
 //
 // Why: CAF 0.17's BASP costs every chunk a copy into the middleman's write buffer on the sender,
 // and a copy into a worker's buffer plus a zero-filled fresh vector on the receiver, on top of
-// the socket copies (docs/benchmarks.md "Transport": pushes at 0.37 of raw TCP with the same
-// window). The channel writes a chunk's encoded bytes straight from the message that holds them
-// (writev of a 48-byte frame header and the bytes) and reads them into the vector the receiving
-// actor gets — a buffer of an earlier chunk its receiver let go of, so no fresh mapping, page
-// faults or zero-fill per chunk: one copy per side, as raw TCP.
+// the socket copies (docs/benchmarks-transport.md "Transport": pushes at 0.37 of raw TCP with the
+// same window). The channel writes a chunk's encoded bytes straight from the message that holds
+// them (writev of a 48-byte frame header and the bytes) and reads them into the vector the
+// receiving actor gets — a buffer of an earlier chunk its receiver let go of, so no fresh mapping,
+// page faults or zero-fill per chunk: one copy per side, as raw TCP.
 //
 // What travels on it: only the chunk messages of actors/link/chunk_flow.hpp — (push_atom, bytes,
 // seq) and (copy_atom, bytes, seq) learner → owner, (broadcast_atom, bytes, seq) owner → learner.

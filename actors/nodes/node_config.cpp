@@ -23,7 +23,7 @@ namespace {
 /// each) otherwise move onto the heap after the first free — glibc raises its threshold
 /// dynamically up to 32 MiB — and stay resident: dd-bench-transport measured the syncer's peak
 /// RSS during 64 MiB pushes at +156–164 MiB over idle with glibc's default and about +116 MiB
-/// with 1 MiB (docs/benchmarks.md, "Transport").
+/// with 1 MiB (docs/benchmarks-transport.md, "Transport").
 constexpr int k_mmap_threshold_bytes = 1 << 20;
 
 }  // namespace

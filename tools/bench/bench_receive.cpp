@@ -2,7 +2,7 @@
 // per chunk, in one process, without the network: CRC-32C (both implementations), decode_push
 // with its payload copy + chunk_assembler::add(push_msg), and decode_push_ref +
 // chunk_assembler::add(chunk_ref) (the path the owner and dd-bench-transport's receivers take).
-// docs/benchmarks.md "Transport" gives the breakdown this measures.
+// docs/benchmarks-transport.md "Transport" gives the breakdown this measures.
 //
 // A fragment of --size-mb MiB (random fp32 bits) is split into --chunk-bytes chunks and encoded
 // once, as a learner would send it; each round then runs every kind once over all chunks, in an
