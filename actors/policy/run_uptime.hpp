@@ -1,7 +1,7 @@
 // actors/policy/run_uptime.hpp — a cluster run's uptime and downtime from the learners' steps as
 // the run directory records them: the one definition behind summary.json `uptime` of a
-// `dd-node syncer` run and `dd-chaos report`'s `global_downtime_s` (issue 24: the two once said
-// 0.763 and 0 s of one run).
+// `dd-node syncer` run and `dd-chaos report`'s `global_downtime_s`, so the two always agree about
+// one run.
 //
 // Source: <run_dir>/learner_loss.csv (one row per heartbeat the syncer recorded) and the learner
 // nodes' own samples of their learners' steps taken while the syncer was away (`syncer_lost`,

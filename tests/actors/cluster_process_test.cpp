@@ -245,8 +245,8 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
     if (e["event"] == "merge") ++merges;
   EXPECT_EQ(summary["merges"].get<size_t>(), merges);
   // Every learner rejoined the restarted syncer live while stepping; each
-  // of its steps is counted once (a learner once lost the step it made while its rejoin was in
-  // flight): tokens = steps × batch 4 × context 32, per learner and in summary.json.
+  // of its steps is counted once (also the step it makes while its rejoin is in flight): tokens =
+  // steps × batch 4 × context 32, per learner and in summary.json.
   const auto record = json::parse(text(run / "monitor.json"));
   uint64_t tokens = 0;
   for (const auto& l : record["learners"]) {

@@ -245,9 +245,7 @@ TEST(cluster_sim, random_faults_keep_the_invariants_and_the_same_seed_gives_the_
   // Pinned: the same seed gives this digest, merge count and final loss. A commit that changes
   // message order or a policy changes these constants and says why. The run uses the reference
   // backend (learners and evaluator): the CPU backend's OpenBLAS picks its sgemm kernel per CPU
-  // model, which changed these numbers from one machine to the next. Re-pinned when the grace
-  // window's step time became the live learners' lower median instead of their mean (issue 24
-  // item 8): the windows of this run's rounds changed a little, so one more merge fit.
+  // model, which would change these numbers from one machine to the next.
   EXPECT_EQ(first.result.digest, 7114178066034565378ULL);
   EXPECT_EQ(first.result.summary["merges"].get<uint64_t>(), 38u);
   EXPECT_DOUBLE_EQ(first.result.final_val_loss, 3.9530711267143488);
@@ -466,9 +464,9 @@ namespace {
 TEST(cluster_sim, a_push_replaced_or_dropped_in_the_queue_is_not_waited_for_by_the_drain) {
   // max_inflight = 1, four fragments (one due per step), and learner 0's push at
   // step 45 held up in transit for 0.35 s, so its only slot stays busy over its last steps: the
-  // pushes of steps 46-48 queue up and the older ones are dropped from the queue unsent. The
-  // drain used to wait for those too, so learner 0 sat out the whole drain timeout (5 s against
-  // 4.8 s of training) and the run's goodput fell to about 0.5.
+  // pushes of steps 46-48 queue up and the older ones are dropped from the queue unsent. A
+  // drain that waited for those too would make learner 0 sit out the whole drain timeout (5 s
+  // against 4.8 s of training) and the run's goodput fall to about 0.5.
   auto e = tiny_experiment("sim_queue_drain");
   e.sync.fragments = 4;
   e.sync.interval = 4;

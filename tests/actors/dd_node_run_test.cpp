@@ -731,7 +731,7 @@ TEST(dd_node_run, status_and_drain_name_a_missing_or_finished_run) {
   fs::remove_all(dir);
 }
 
-// Numeric flags take numbers: --progress abc / -1 is refused (it used to be read as 0: off).
+// Numeric flags take numbers: --progress abc / -1 is refused (never read as 0: off).
 // Process and network faults act from outside (dd-chaos): `dd-node run` refuses them, naming
 // the event's file:line, before anything starts; whole-cluster random faults likewise.
 TEST(dd_node_run, a_process_chaos_kind_is_refused_with_file_and_line) {

@@ -112,7 +112,7 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
   // 0. 100 strangers, each announcing the largest frame the guard allows and sending none of
   //    it. CAF allocates (and zero-fills) what a forwarded header announces, so the guard lets
   //    strangers' frames hold at most its stranger budget: the syncer's RSS stays under idle +
-  //    that budget (issue 24: 60 such connections took it from 36 MB to 4.95 GB), the rest are
+  //    that budget (without it, 60 such connections take it from 36 MB to 4.95 GB), the rest are
   //    refused (frame_refused events), and the honest learner trains on.
   uint64_t max_frame = 0, stranger_budget = 0;
   for (const auto& e : events(dir / "run" / "events.jsonl"))

@@ -1,5 +1,5 @@
 // tests/actors/implausible_push_test.cpp — the plausibility gate against a learner that pushes
-// finite but absurd values (issue 31 item 3): the main job (examples/shakespeare.lua, its model
+// finite but absurd values: the main job (examples/shakespeare.lua, its model
 // and sync) on a short steps budget, once clean and once each with one learner's push scaled by
 // 1000 (scale_push) and replaced by random values of the right shape (random_push), both applied
 // by the link's fault filter as the push leaves the learner's node. The owner refuses the push

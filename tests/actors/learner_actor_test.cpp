@@ -281,10 +281,10 @@ struct learner_push_clock_test : learner_actor_test {
 TEST_F(learner_push_clock_test, progress_replies_delivered_in_a_burst_keep_the_push_cadence) {
   // H = 4, one fragment, one learner stepping every 0.1 s: a push every 4 steps. The monitor's
   // replies are held from step 10 to step 45 (a syncer busy for 3.5 s) and then arrive 1 ms
-  // apart. The learner used to date a reply by its arrival when its heartbeat was no longer
-  // among the last 16 it kept: the burst gave the clock a rate of ~1000 steps/s, the estimate
-  // ran ~130 steps ahead, the learner latched it and pushed nothing more until the end of the
-  // run (in the cluster every learner stopped pushing at once, for 6-10 s).
+  // apart. Dated by their arrival, the burst would give the clock a rate of ~1000 steps/s, the
+  // estimate would run ~130 steps ahead, and the learner would latch it and push nothing more
+  // until the end of the run (in the cluster every learner would stop pushing at once, for
+  // 6-10 s).
   constexpr uint64_t H = 4;
   run_until_step(10);
   relay_state().hold = true;

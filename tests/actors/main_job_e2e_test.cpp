@@ -424,8 +424,8 @@ TEST(main_job, progress_line_shows_the_budget_spent_and_the_time_left) {
   EXPECT_EQ(progress_line(now, prev, 5.0, 70.0).find('%'), std::string::npos);  // unknown
 }
 
-// Regression (issue 24): a syncer node with no learners yet printed "[    5.0s] | val - | ..."
-// with no word of the learners it waits for; its line says how many of M joined until all have.
+// Regression: a syncer node's progress line says how many of M learners joined until all have,
+// not "[    5.0s] | val - | ..." with no word of the learners it waits for.
 TEST(main_job, progress_line_of_a_syncer_says_how_many_learners_joined) {
   run_counters none, prev;
   const std::string waiting = progress_line(none, prev, 5.0, 5.0, 0.0, 0.0, 0.0, 4);

@@ -56,9 +56,9 @@ struct owner_core_test : ::testing::Test {
   owner_core::clock_fn frozen = [] { return 0.0; };
 };
 
-// Regression (issue 24): ξ_step was the mean of the live learners' step times, so one learner 60×
-// slower than three others (1 s) made it 15.75 s and every grace window about 13× longer. It is
-// their lower median: 1 s, and the window the same as without the straggler.
+// Regression: ξ_step is the live learners' lower median step time, not their mean, so one learner
+// 60× slower than three others (1 s) leaves it at 1 s and the window the same as without the
+// straggler (the mean, 15.75 s, would make every grace window about 13× longer).
 TEST_F(owner_core_test, one_straggler_does_not_stretch_the_grace_window) {
   owner_core owner(base_options(), *be, filled(1.0f), frozen);
   owner.on_membership({{0, 0, 1.0}, {1, 0, 1.0}, {2, 0, 1.0}, {3, 0, 60.0}}, 0.0);
@@ -504,7 +504,7 @@ owner_options gate_options(double k) {
   return o;
 }
 
-// The plausibility gate (issue 31 item 3): a push whose ‖Δ‖ exceeds k × the median of the
+// The plausibility gate: a push whose ‖Δ‖ exceeds k × the median of the
 // fragment's recently accepted norms is refused as implausible and never merged; refused norms
 // do not move the median; fewer than norm_min_samples accepted norms leave the gate open; k = 0
 // turns it off.

@@ -483,7 +483,7 @@ TEST(GlobalClock, ExtrapolatesTheNewestReadingWithTheWindowRate) {
 
 TEST(GlobalClock, ABurstOfReadingsDoesNotRunTheEstimateMoreThanItsCapAhead) {
   // Readings 0.1 s apart at 10 steps/s, then nine dated 1 ms apart (replies held up by a busy
-  // syncer and dated by their arrival, as the learner used to): the window's rate is
+  // syncer and dated by their arrival): the window's rate is
   // 1000 steps/s. Uncapped, 0.13 s later the estimate is ~130 steps ahead of the newest reading;
   // the cap (the learner passes H) bounds how far an estimate it latches can run ahead.
   global_clock c;

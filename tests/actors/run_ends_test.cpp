@@ -1,4 +1,4 @@
-// tests/actors/run_ends_test.cpp — every run ends (issue 24 item 5), `dd-node run` as a process
+// tests/actors/run_ends_test.cpp — every run ends: `dd-node run` as a process
 // on a tiny experiment (a 1-layer GPT, 2 learners):
 //   - a model too big for memory (context 20000) is refused before anything starts, and its
 //     memory estimate printed by `dd-node resolve`; forced, every learner fails with a named

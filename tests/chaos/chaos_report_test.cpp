@@ -857,8 +857,8 @@ TEST(chaos_report, a_damaged_checkpoint_is_noticed_when_read_and_repaired_when_r
     }
 }
 
-// Regression (issue 24): `dd-chaos COMMAND --help` printed the whole usage; it prints that
-// command's entries and the common flags, as `dd-chaos help COMMAND` does. An unknown command's
+// Regression: `dd-chaos COMMAND --help` prints that command's entries and the common flags, as
+// `dd-chaos help COMMAND` does, not the whole usage. An unknown command's
 // help is a usage error (exit 2).
 TEST(chaos_cli, command_help_prints_that_commands_help) {
   auto run = [](const std::string& args) {
@@ -893,9 +893,9 @@ TEST(chaos_cli, command_help_prints_that_commands_help) {
   EXPECT_NE(all.find("run the fault proxy"), std::string::npos);
 }
 
-// A syncer killed within 2 s of the learners' rejoin once lost a rejoin's tokens:
-// every learner reached its last step, summary.json counted fewer, learner_loss.csv's tokens
-// went backwards at the rejoin — and every invariant was valid. tokens_match_steps catches each
+// A syncer killed within 2 s of the learners' rejoin can lose a rejoin's tokens: every learner
+// reaches its last step, summary.json counts fewer, learner_loss.csv's tokens go backwards at
+// the rejoin — while every other invariant stays valid. tokens_match_steps catches each
 // form: a row whose tokens went back, a row off steps × tokens per step, a short summary.json,
 // a monitor record off its steps.
 TEST(chaos_report, tokens_that_fall_behind_the_steps_are_invalid) {

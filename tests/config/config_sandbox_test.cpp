@@ -275,7 +275,7 @@ TEST(ConfigSandboxWallClock, TheLimitIsCheckedAndParsed) {
 }  // namespace
 }  // namespace dd::config
 
-// ---- bounded end to end (issue 24 item 7) ----
+// ---- bounded end to end ----
 namespace dd::config {
 namespace {
 

@@ -29,9 +29,9 @@ fs::path run_dir_with(const std::string& name, const nlohmann::json& experiment)
 
 }  // namespace
 
-// Regression (issue 24): a run directory copied elsewhere names its old place in checkpoint.dir;
-// resuming the copy was refused as another experiment ("/checkpoint/dir: runs/a/checkpoints in
-// the run, runs/b/checkpoints now").
+// Regression: a run directory copied elsewhere names its old place in checkpoint.dir; resuming
+// the copy is not refused as another experiment ("/checkpoint/dir: runs/a/checkpoints in the
+// run, runs/b/checkpoints now").
 TEST(run_dir, a_copied_run_directory_resumes_its_checkpoint_dir_is_relative_to_it) {
   const fs::path dir = run_dir_with("copied", experiment_at("runs/a", "runs/a/checkpoints"));
   EXPECT_EQ(dd::experiment_change_on_resume(
