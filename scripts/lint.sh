@@ -7,10 +7,13 @@
 #                                            files (or the files given); exit 1 when any file
 #                                            would change. Fix with: scripts/lint.sh format
 #   scripts/lint.sh format [file...]         rewrite the files in place (clang-format -i)
-#   scripts/lint.sh role-faults              no role file (actors/roles/) holds message-fault code:
+#   scripts/lint.sh role-faults              no role file (actors/roles/) holds fault code:
 #                                            fates of pushes and broadcasts, held-back copies,
 #                                            damaged copies belong to the link (chunk_flow.hpp's
-#                                            fault filter). Exit 1 naming each line found.
+#                                            fault filter); what a step, owner or respawn fault
+#                                            does to the node's hooks (actors/services/
+#                                            step_faults, owner_faults, fault_hooks). Exit 1
+#                                            naming each line found.
 #   scripts/lint.sh tidy [file...]           clang-tidy over a fast subset of sources (the list
 #                                            below; or the .cpp files given), with the compile
 #                                            commands of the clang tree (build-clang, or
@@ -35,16 +38,20 @@ cxx_files() {
   if (($#)); then printf '%s\n' "$@"; else git ls-files '*.cpp' '*.hpp' '*.h' '*.cu' '*.cuh'; fi
 }
 
-# Words of message-fault code; none may appear in a role file (the link's filters hold it:
-# actors/link/push_faults.*, chunk_flow.hpp flow_publish).
+# Words of fault code; none may appear in a role file. Message faults: the link's filters hold
+# them (actors/link/push_faults.*, chunk_flow.hpp flow_publish). The fault_hooks schedule and
+# what its faults do (a kill, a damaged checkpoint, a respawn's downtime, a live fault): the
+# node's hooks (actors/services/step_faults.*, owner_faults.*, fault_hooks.hpp
+# respawn_downtime_hook); a role only calls the hook it was handed and does what it answers.
 role_fault_words='\bfate\b|held_push|held_broadcast|damaged_copy|broadcast_fault|push_fault|faults->on_broadcast\(|faults->on_push\(|push_filter|edited_push'
+role_fault_words+='|\bfault_hooks\b|\bon_owner\(|\bon_learner_step\(|owner_kill_delays|take_damage|take_downtime|damage_checkpoint|checkpoint_damaged|die_by_fault|\b(add|arm|clear)_live\('
 
 case "$mode" in
   role-faults)
     rc=0
     for f in actors/roles/*; do
       if grep -nE "$role_fault_words" "$f"; then
-        echo "lint.sh: role-faults: $f holds message-fault code (lines above); it belongs to the link (actors/link/chunk_flow.hpp)" >&2
+        echo "lint.sh: role-faults: $f holds fault code (lines above); it belongs to the link (actors/link/chunk_flow.hpp) or to a node's fault hook (actors/services/)" >&2
         rc=1
       fi
     done

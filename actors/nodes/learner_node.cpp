@@ -353,7 +353,7 @@ int run_learner_node(const learner_node_options& o) {
   sctx->kind = child_kind::learner;
   sctx->restart = exp.restart;
   sctx->log = log.get();
-  sctx->faults = hooks.get();
+  sctx->fault_downtime = respawn_downtime_hook(hooks.get(), /*owner=*/false);
   // The node's main loop stands for the job (a blocking actor: typed by cast, it handles both
   // reports below).
   sctx->job = caf::actor_cast<supervisor_report_hdl>(self);
@@ -563,7 +563,7 @@ supervisor_hdl spawn_local_learners(caf::local_actor* self, const supervisor_rep
   lctx->kind = child_kind::learner;
   lctx->restart = e.restart;
   lctx->log = setup.log.get();
-  lctx->faults = setup.faults.get();
+  lctx->fault_downtime = respawn_downtime_hook(setup.faults.get(), /*owner=*/false);
   lctx->job = job;
   learner_services services;
   services.data = setup.data.get();

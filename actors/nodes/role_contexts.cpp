@@ -63,7 +63,7 @@ std::shared_ptr<const learner_context> make_learner_context(
   c->threads = threads;
   c->monitor = std::move(monitor);
   c->log = services.log;
-  c->faults = services.faults;
+  c->step_faults = learner_step_faults(services.faults, services.log);
   c->gate = services.gate;
   c->link.faults = services.faults;
   c->link.log = services.log;

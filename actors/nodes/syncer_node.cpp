@@ -18,6 +18,7 @@
 #include "actors/roles/fragment_owner.hpp"
 #include "actors/roles/health_monitor.hpp"
 #include "actors/roles/supervisor.hpp"
+#include "actors/services/owner_faults.hpp"
 #include "runtime/run_dir.hpp"
 
 namespace dd::actors {
@@ -61,7 +62,7 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
   octx->kind = child_kind::owner;
   octx->restart = e.restart;
   octx->log = setup.log.get();
-  octx->faults = setup.faults.get();
+  octx->fault_downtime = respawn_downtime_hook(setup.faults.get(), /*owner=*/true);
   octx->job = job;
   const std::string ckpt_dir = checkpoint_dir_of(setup.run_dir, e.checkpoint.dir);
   for (int p = 0; p < P; ++p) {
@@ -79,7 +80,8 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
     c->threads = 1;
     c->monitor = node.monitor;
     c->log = setup.log.get();
-    c->faults = setup.faults.get();
+    c->faults =
+        std::make_shared<owner_faults>(setup.faults.get(), setup.log.get(), p, o.checkpoint_path);
     c->link.faults = setup.faults.get();
     c->link.channel = setup.channel;
     c->resumed = setup.options.resume;

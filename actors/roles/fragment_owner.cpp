@@ -4,7 +4,7 @@
 //
 //   start --checkpoint file?--> restored ---+
 //     \------- none ----------> fresh ------+--> serving: push / pull / live / grace
-//                                                   |  fault hook or crash
+//                                                   |  the node's fault hook or crash
 //                                                   v
 //                                                 dead --supervisor--> start (new incarnation)
 #include "actors/roles/fragment_owner.hpp"
@@ -22,7 +22,7 @@
 #include "actors/link/atoms.hpp"
 #include "actors/link/wire_refusal.hpp"
 #include "actors/roles/supervisor.hpp"
-#include "actors/services/fault_hooks.hpp"
+#include "actors/services/owner_faults.hpp"
 #include "actors/services/run_log.hpp"
 #include "messages/control.hpp"
 #include "runtime/quantize.hpp"
@@ -70,30 +70,6 @@ bool file_exists(const std::string& path) {
 }
 
 caf::timespan to_timespan(double seconds) { return util::to_timespan(seconds); }
-
-/// A kill fault fired: with damage_checkpoint, first overwrite 64 bytes in the middle of the
-/// checkpoint file's body (its CRC no longer matches), then die.
-void die_by_fault(owner_actor* self, const owner_context& ctx) {
-  const auto& path = ctx.options.checkpoint_path;
-  if (ctx.faults != nullptr && ctx.faults->take_damage(ctx.options.layout.fragment_id) &&
-      file_exists(path)) {
-    struct stat st {};
-    ::stat(path.c_str(), &st);
-    std::FILE* f = std::fopen(path.c_str(), "r+b");
-    if (f != nullptr) {
-      const long at = static_cast<long>(st.st_size / 2);
-      std::fseek(f, at, SEEK_SET);
-      const unsigned char junk[64] = {0xde, 0xad, 0xbe, 0xef};
-      std::fwrite(junk, 1, std::min<long>(64, std::max<long>(1, st.st_size - at)), f);
-      std::fclose(f);
-    }
-    if (ctx.log != nullptr)
-      ctx.log->emit(
-          "checkpoint_damaged",
-          {{"fragment", ctx.options.layout.fragment_id}, {"path", path}, {"ok", f != nullptr}});
-  }
-  self->quit(caf::exit_reason::kill);
-}
 
 /// A checkpoint of a version newer than every version events.jsonl names (ctx.highest_version
 /// before this owner's first start): the run was killed after the checkpoint was written and
@@ -176,8 +152,8 @@ void apply_effects(owner_actor* self, const owner_context& ctx, owner_effects fx
       c.versions[rec.fragment_id] = rec.version;
     });
   }
-  if (ctx.faults != nullptr && ctx.faults->on_owner(rec.fragment_id, rec.version))
-    die_by_fault(self, ctx);
+  // The node's fault hook (owner_faults.hpp) may kill this owner at its new version.
+  if (ctx.faults && ctx.faults->at_version(rec.version)) self->quit(caf::exit_reason::kill);
 }
 
 }  // namespace
@@ -499,7 +475,7 @@ owner_hdl::behavior_type rebuilding(owner_actor* self, std::shared_ptr<const own
         decide_rebuild(self, ctx);
       },
       [=](atoms::kill_atom) {
-        if (ctx->faults != nullptr && ctx->faults->on_owner(frag, 0)) die_by_fault(self, *ctx);
+        if (ctx->faults && ctx->faults->at_version(0)) self->quit(caf::exit_reason::kill);
       },
       [=](atoms::owner_status_atom) -> caf::result<uint64_t, size_t, double> {
         return {uint64_t{0}, size_t{0}, 0.0};
@@ -584,9 +560,9 @@ owner_hdl::behavior_type fragment_owner(owner_actor* self,
   }
   if (ctx->monitor)
     self->send(ctx->monitor, atoms::subscribe_atom_v, encode(subscribe_msg{frag}, stamp_of(*ctx)));
-  // Time-keyed kill faults (tests, chaos): a timer each, so they fire on time.
-  if (ctx->faults != nullptr)
-    for (double d : ctx->faults->owner_kill_delays(frag))
+  // The node's time-keyed kills (tests, chaos): a timer each, so they fire on time.
+  if (ctx->faults)
+    for (double d : ctx->faults->kill_delays())
       self->delayed_send(self, to_timespan(d), atoms::kill_atom_v);
   // A respawned or resumed owner asks the learners first (their copies may be newer than the
   // checkpoint, or the only trained copies left).
@@ -618,8 +594,8 @@ owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_
   const int32_t frag = ctx->options.layout.fragment_id;
   return {
       [=](atoms::kill_atom) {
-        if (ctx->faults != nullptr && ctx->faults->on_owner(frag, self->state.core->version()))
-          die_by_fault(self, *ctx);
+        if (ctx->faults && ctx->faults->at_version(self->state.core->version()))
+          self->quit(caf::exit_reason::kill);
       },
       [=](atoms::credit_atom, uint64_t seq) { flow_credit(self, self->state.flow, seq); },
       [=](atoms::push_atom, const std::vector<uint8_t>& bytes, uint64_t seq) {

@@ -37,7 +37,7 @@
 namespace dd::actors {
 
 class run_log;
-class fault_hooks;
+class owner_faults;
 
 /// One live learner as a fragment owner holds it (decoded from the monitor's live_view_msg and
 /// the handle that travelled with it; the owners' quorum input). Node-local: never sent.
@@ -67,8 +67,10 @@ struct owner_context {
   int threads = 1;
   /// The health monitor (subscription, live view).
   monitor_hdl monitor;
-  run_log* log = nullptr;         ///< may be null
-  fault_hooks* faults = nullptr;  ///< may be null (kill_owner faults)
+  run_log* log = nullptr;  ///< may be null
+  /// The node's fault hook at this owner (kill_owner faults, actors/services/owner_faults.hpp);
+  /// null: none.
+  std::shared_ptr<const owner_faults> faults;
   /// The node's decisions about the owner's links (its fault filter on broadcasts).
   link_setup link;
   /// Incarnations started with this context (the first is 0; later ones are respawns).

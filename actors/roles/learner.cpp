@@ -22,7 +22,6 @@
 #include "actors/roles/learner_record.hpp"
 #include "actors/roles/supervisor.hpp"
 #include "actors/services/compute_gate.hpp"
-#include "actors/services/fault_hooks.hpp"
 #include "actors/services/run_log.hpp"
 #include "messages/control.hpp"
 #include "util/duration.hpp"
@@ -313,7 +312,7 @@ void init_state(learner_actor* self, const learner_context& ctx) {
   o.tokens_per_step = static_cast<uint64_t>(static_cast<int64_t>(cfg.batch) * cfg.seq_len);
   o.learners = static_cast<uint64_t>(std::max(1, cfg.learners));
   st.core = std::make_unique<learner_core>(std::move(o), *st.params);
-  st.faults = std::make_unique<learner_step_faults>(ctx.faults, ctx.log);
+  st.faults = std::make_unique<learner_step_faults>(ctx.step_faults);
   st.owners.resize(ctx.plan.fragments.size());
   st.jitter_rng =
       std::make_unique<rng>(derive_seed(ctx.trainer.seed, 0x6a6974ULL + ctx.learner_id));

@@ -44,7 +44,6 @@
 namespace dd::actors {
 
 class run_log;
-class fault_hooks;
 class step_admission;
 
 /// Configuration of one learner id (shared by its incarnations): its decisions' options
@@ -82,8 +81,10 @@ struct learner_context : learner_options {
   /// steps and tokens it trained meanwhile), pushes what it trained since its last global
   /// values and leaves. A stop from its own node ends the wait (the leave is then lost).
   std::function<monitor_hdl()> current_monitor;
-  run_log* log = nullptr;         ///< may be null
-  fault_hooks* faults = nullptr;  ///< may be null; the step's faults (step_faults.hpp)
+  run_log* log = nullptr;  ///< may be null
+  /// The node's fault hook at the step (actors/services/step_faults.hpp); each incarnation
+  /// starts from this copy. Default: no faults.
+  learner_step_faults step_faults{nullptr, nullptr};
   /// The node's decisions about the learner's links (the fault filter on its pushes, their
   /// transport).
   link_setup link;

@@ -16,7 +16,6 @@
 
 #include "actors/link/atoms.hpp"
 #include "actors/roles/fragment_owner.hpp"
-#include "actors/services/fault_hooks.hpp"
 #include "actors/services/run_log.hpp"
 #include "util/duration.hpp"
 
@@ -87,9 +86,7 @@ supervisor_hdl::behavior_type supervisor(supervisor_actor* self,
         return;
       }
       double delay = d.delay_s;
-      if (ctx->faults != nullptr)
-        delay =
-            std::max(delay, ctx->faults->take_downtime(spec.id, ctx->kind == child_kind::owner));
+      if (ctx->fault_downtime) delay = std::max(delay, ctx->fault_downtime(spec.id));
       if (ctx->log != nullptr)
         ctx->log->emit("respawn_scheduled", {{"kind", to_string(ctx->kind)},
                                              {"id", spec.id},

@@ -31,7 +31,6 @@
 namespace dd::actors {
 
 class run_log;
-class fault_hooks;
 
 /// One child: which one it is and how to start an incarnation of it.
 struct child_spec {
@@ -42,12 +41,14 @@ struct child_spec {
 
 /// Configuration of one supervisor.
 struct supervisor_context {
-  /// What its children are (events, counters, fault downtimes, its reports).
+  /// What its children are (events, counters, its reports).
   child_kind kind = child_kind::learner;
   std::vector<child_spec> children;
   policy::restart_config restart;
   run_log* log = nullptr;
-  fault_hooks* faults = nullptr;
+  /// The node's fault hook: the least downtime a kill fault asks for before child `id` is
+  /// respawned (actors/services/owner_faults.hpp respawn_downtime_hook); empty: none.
+  std::function<double(int32_t id)> fault_downtime;
   /// Receives its reports (supervisor_report_hdl); may be invalid.
   supervisor_report_hdl job;
 };

@@ -491,4 +491,9 @@ std::vector<fault_spec> fault_specs_of(const config::experiment& exp, uint64_t s
   return faults;
 }
 
+std::function<double(int32_t)> respawn_downtime_hook(fault_hooks* hooks, bool owner) {
+  if (hooks == nullptr) return {};
+  return [hooks, owner](int32_t id) { return hooks->take_downtime(id, owner); };
+}
+
 }  // namespace dd::actors

@@ -252,4 +252,9 @@ bool is_message_fault(const fault_spec& f);
 std::vector<fault_spec> fault_specs_of(const config::experiment& e, uint64_t steps_per_learner,
                                        int fragments);
 
+/// The node's fault hook at a supervisor: the least downtime a kill fault asks for before child
+/// `id` is respawned (fault_hooks::take_downtime; `owner`: the children are fragment owners).
+/// Empty when `hooks` is null.
+std::function<double(int32_t id)> respawn_downtime_hook(fault_hooks* hooks, bool owner);
+
 }  // namespace dd::actors

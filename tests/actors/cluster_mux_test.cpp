@@ -214,7 +214,7 @@ void start_learners(node_actor* self, std::shared_ptr<learner_node_ctx> ctx) {
   sctx->kind = child_kind::learner;
   sctx->restart = e.restart;
   sctx->log = ctx->log.get();
-  sctx->faults = ctx->faults.get();
+  sctx->fault_downtime = respawn_downtime_hook(ctx->faults.get(), /*owner=*/false);
   sctx->job = caf::actor_cast<supervisor_report_hdl>(self);
   for (auto id : ctx->ids) {
     auto base = make_learner_context(e, id, steps, plan, 1, st.monitor, services, true, 0.1);
