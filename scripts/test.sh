@@ -3,7 +3,7 @@
 # GPU tests skip without a device.
 # Usage: scripts/test.sh [--sanitize] [build-dir] [extra ctest args...]
 #   Stage 0: scripts/lint.sh format-check (the tree as .clang-format says) and role-faults (no
-#            role file holds message-fault code).
+#            role file holds fault code).
 #   Stage 1: build `build-dir` (default build; scripts/setup.sh configures it when missing) and
 #            run every ctest test in it.
 #   Stage 2 (--sanitize or DD_SANITIZE_STAGE=1; CI's .ci/run passes --sanitize):
