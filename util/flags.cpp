@@ -140,6 +140,14 @@ flag_table& flag_table::positionals(std::vector<std::string>* out, size_t min, s
   return *this;
 }
 
+flag_table& flag_table::heading(const std::string& title) {
+  row r;
+  r.name = title;
+  r.takes_value = false;
+  r.is_heading = true;
+  return add(std::move(r));
+}
+
 flag_table& flag_table::epilog(const std::string& text) {
   epilog_ = text;
   return *this;
@@ -172,11 +180,11 @@ std::optional<int> flag_table::parse(const std::vector<std::string>& args, std::
     const row* r = nullptr;
     std::optional<std::string> inline_value;  // --flag=value
     for (const auto& x : rows_)
-      if (x.name == a) r = &x;
+      if (!x.is_heading && x.name == a) r = &x;
     if (r == nullptr && a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
       const std::string name = a.substr(0, a.find('='));
       for (const auto& x : rows_)
-        if (x.name == name && x.takes_value) r = &x;
+        if (!x.is_heading && x.name == name && x.takes_value) r = &x;
       if (r != nullptr) {
         inline_value = a.substr(a.find('=') + 1);
         a = name;
@@ -230,7 +238,12 @@ std::string flag_table::help() const {
     out += '\n';
   };
   if (positionals_ != nullptr && !pos_help_.empty()) item(pos_names_, pos_help_);
-  for (const auto& r : rows_) item(r.name + (r.value.empty() ? "" : " " + r.value), r.help);
+  for (const auto& r : rows_) {
+    if (r.is_heading)
+      out += r.name + "\n";
+    else
+      item(r.name + (r.value.empty() ? "" : " " + r.value), r.help);
+  }
   item("-h, --help", "this text");
   if (!epilog_.empty()) {
     out += epilog_;
@@ -244,7 +257,8 @@ void flag_table::print_help(FILE* f) const { std::fputs(help().c_str(), f); }
 std::vector<std::string> flag_table::names() const {
   std::vector<std::string> n;
   n.reserve(rows_.size());
-  for (const auto& r : rows_) n.push_back(r.name);
+  for (const auto& r : rows_)
+    if (!r.is_heading) n.push_back(r.name);
   return n;
 }
 

@@ -1,6 +1,7 @@
 // util/flags.hpp — one declarative flag table per command: each row names a flag, its kind, where
 // its value goes and its help line; the same table parses argv and prints --help, so a command's
-// help lists every flag it takes. Used by every `dd-node` command, `dd-chaos` and the benchmarks.
+// help lists every flag it takes. Used by every `dd-node` command, `dd-chaos`, `dd-goodput` and the
+// benchmarks.
 // A refused argument gets one line on stderr, "<who>: <flag> needs ..., got '<value>'", and the
 // caller exits 2. Numbers are parsed strictly (util/parse.hpp). main() thread only.
 #pragma once
@@ -64,6 +65,8 @@ class flag_table {
   /// (0 = none allowed) and at least `min`, collected in order into `out`.
   flag_table& positionals(std::vector<std::string>* out, size_t min, size_t max,
                           const std::string& names, const std::string& help);
+  /// A heading line in the help above the flags added after it ("Run control"); parses nothing.
+  flag_table& heading(const std::string& title);
   /// Text after the flag list (exit status, notes).
   flag_table& epilog(const std::string& text);
 
@@ -86,6 +89,7 @@ class flag_table {
     std::string name, value, help;
     bool takes_value = true;
     std::function<std::string(const std::string&)> take;  ///< "" = accepted, else the reason
+    bool is_heading = false;  ///< a heading(): `name` is its title, never matched by parse()
   };
   flag_table& add(row r);
 

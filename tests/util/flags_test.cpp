@@ -131,4 +131,22 @@ TEST(flag_table, a_value_may_follow_an_equals_sign) {
   EXPECT_EQ(err.substr(0, err.find('\n')), "dd-test: unknown flag '--resume=1'");
 }
 
+// A heading groups the flags after it in the help; it is no flag: names() leaves it out and
+// parse() takes neither its title nor an empty argument for it.
+TEST(flag_table, a_heading_titles_the_flags_after_it_and_parses_nothing) {
+  bool quick = false, slow = false;
+  std::vector<std::string> rest;
+  dd::util::flag_table t("dd-test", "[flags]");
+  t.heading("Speed").toggle("--quick", &quick, "fast").heading("").toggle("--slow", &slow, "slow");
+  t.positionals(&rest, 0, 2, "ARGS", "");
+  EXPECT_EQ(t.names(), (std::vector<std::string>{"--quick", "--slow"}));
+  const std::string help = t.help();
+  EXPECT_NE(help.find("\nSpeed\n  --quick"), std::string::npos) << help;
+  std::string out, err;
+  EXPECT_FALSE(t.parse({"Speed", "", "--slow"}, out, err).has_value()) << err;
+  EXPECT_EQ(rest, (std::vector<std::string>{"Speed", ""}));
+  EXPECT_FALSE(quick);
+  EXPECT_TRUE(slow);
+}
+
 }  // namespace

@@ -20,6 +20,7 @@
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <fmt/format.h>
@@ -27,6 +28,7 @@
 
 #include "tools/goodput/sim.hpp"
 #include "util/files.hpp"
+#include "util/flags.hpp"
 #include "util/parse.hpp"
 
 namespace {
@@ -34,67 +36,6 @@ namespace {
 using dd::goodput::sim_config;
 using dd::goodput::sim_result;
 using dd::goodput::strategy;
-
-const char* usage =
-    R"(dd-goodput — goodput simulator: data-parallel vs Decoupled DiLoCo on a failing cluster.
-
-Modes
-  (default)              simulate --chips with every strategy (DiLoCo variants with --learners)
-  --table                the grid N in {150k,300k,600k,1.2M,2.4M} x M in {2,4,8,16}
-  --scaling              wall time of one run against N and against simulated days
-  --trace FILE           one Decoupled DiLoCo run (--seed) of --chips: write its failure
-                         trace as a dd-chaos scenario FILE (each failure of learner g's
-                         slice = kill "learner:g", held down for its repair time) and
-                         FILE.json (the trace and the simulator's goodput and uptime for
-                         it), for simulation in the loop: replay FILE with `dd-chaos run`
-                         on `dd-node launch` and set the run's goodput beside the prediction
-Run control
-  --seed S               first seed (default 1); run k uses seed S+k. Printed with every run.
-  --seeds K              seeds per cell (default 5); the table shows mean ± std-dev
-  --strategies LIST      comma list of data_parallel,elastic_dp,diloco,decoupled_diloco
-  --out DIR              write DIR/goodput.json, goodput.csv (default goodput-out);
-                         `dd-node plot DIR` draws DIR/figures/goodput.png
-Cluster and failures (defaults: docs/goodput.md, "Parameters")
-  --chips N              allocated chips, spares not counted            [1200000]
-  --slice-chips S        chips per slice = failure domain               [256]
-  --learners M           learners (DiLoCo, Decoupled DiLoCo)            [8]
-  --mtbi-days D          mean time between interruptions of ONE chip    [365]
-  --days T               simulated wall time                            [30]
-  --mtbi-seconds X       --mtbi-days in seconds (a trace for a short real run)
-  --seconds T            --days in seconds
-  --recovery-dist K      fixed | exponential | lognormal                [lognormal]
-  --recovery-mean SEC    mean time until a failed slice (or hot spare) is usable [60]
-  --recovery-cv C        coefficient of variation (lognormal)           [0.5]
-  --speed-cv C           per-chip speed variation (lognormal CV)        [0]
-  --idle-failures Y      no: only chips under load fail; yes: idle chips of a stalled
-                         or paused job fail too (failures pile up in the stall) [no]
-Data-parallel without elasticity
-  --restart SEC          WARM relaunch once the slice is back: the failure came within
-                         --restart-warm-window of the previous relaunch's end, so hosts
-                         kept processes, program and staged checkpoint  [5]
-  --restart-cold SEC     COLD relaunch: reschedule, start, compile/load, read checkpoint
-                         from storage; also every DiLoCo learner respawn (>= --restart) [35]
-  --restart-warm-window SEC  W: failures less than W after a relaunch ended get a warm
-                         relaunch; 0 = always cold                       [45]
-  --checkpoint-interval SEC  training time between checkpoints; -1 = Young's optimum
-                         sqrt(2 x write x MTBF); 0 = every step, free    [0]
-  --checkpoint-write SEC training blocked per checkpoint write          [0]
-Elastic data-parallel and every learner of the DiLoCo variants
-  --downscale-pause SEC  global pause to drop a failed slice            [18]
-  --upscale-pause SEC    global pause to add a returned slice           [14]
-  --upscale-batch SEC    a returned slice waits up to this long to join at the next
-                         downscale for free, else an upscale pause adds it; 0 = at once [60]
-  --pause-overlap K      serial | coalesce                              [serial]
-  --step SEC             inner step time; a failure loses the step in flight [1]
-DiLoCo / Decoupled DiLoCo
-  --sync-interval H      inner steps between syncs of a fragment        [24]
-  --outer-sync SEC       DiLoCo blocking outer all-reduce per round     [2]
-  --quorum K             Decoupled DiLoCo min quorum as a count         [1]
-  --quorum-fraction F    ... or as a fraction of live learners (0 = use --quorum) [0]
-  --max-staleness V      versions                                       [4]
-  --tau T                overlap τ in steps (grace window input)        [2]
-  --grace-gamma G        grace safety margin γ                          [0.8]
-)";
 
 struct options {
   sim_config cfg;
@@ -111,142 +52,185 @@ struct options {
   std::exit(2);
 }
 
-double to_double(const std::string& flag, const std::string& v) {
-  double d = 0;
-  if (dd::util::parse_number(v, d)) return d;
+/// A finite number, as the simulator's flags take it; else why not ("expects a number, got 'x'").
+std::string take_double(const std::string& v, double& out) {
+  if (dd::util::parse_number(v, out)) return {};
   if (v.find_first_of("0123456789") != std::string::npos || v == "nan" || v == "inf" || v == "-inf")
-    die(flag + " expects a finite number, got '" + v + "'");
-  die(flag + " expects a number, got '" + v + "'");
+    return "expects a finite number, got '" + v + "'";
+  return "expects a number, got '" + v + "'";
 }
 
-std::uint64_t to_u64(const std::string& flag, const std::string& v) {
-  const double d = to_double(flag, v);
-  if (!(d >= 0) || d != std::floor(d) || d > 1e18) {
-    die(flag + " expects a non-negative integer, got '" + v + "'");
+/// A whole number >= `lo` (at most 1e18), written as an integer or a float ("1e6", "5.0").
+std::string take_u64(const std::string& v, std::uint64_t& out, std::uint64_t lo = 0) {
+  double d = 0;
+  if (auto why = take_double(v, d); !why.empty()) return why;
+  if (!(d >= 0) || d != std::floor(d) || d > 1e18)
+    return "expects a non-negative integer, got '" + v + "'";
+  if (d < static_cast<double>(lo)) return "must be >= " + std::to_string(lo) + ", got " + v;
+  out = static_cast<std::uint64_t>(d);
+  return {};
+}
+
+/// The names of a choice flag's values, in the order the help lists them.
+template <class T>
+using choices = std::vector<std::pair<const char*, T>>;
+
+/// One of `names`, setting `out` to the matching value.
+template <class T>
+std::string take_choice(const std::string& v, T& out, const choices<T>& names) {
+  std::string list;
+  std::size_t k = 0;
+  for (const auto& [name, value] : names) {
+    if (v == name) {
+      out = value;
+      return {};
+    }
+    list += (k == 0 ? "" : k + 1 == names.size() ? " or " : ", ") + std::string(name);
+    ++k;
   }
-  return static_cast<std::uint64_t>(d);
+  return "expects " + list + ", got '" + v + "'";
 }
 
-options parse(int argc, char** argv) {
-  options o;
+/// "fixed | exponential | lognormal (default lognormal)": the names and the one `now` has.
+template <class T>
+std::string choice_help(const choices<T>& names, T now) {
+  std::string list, dflt;
+  for (const auto& [name, value] : names) {
+    list += (list.empty() ? "" : " | ") + std::string(name);
+    if (value == now) dflt = name;
+  }
+  return list + " (default " + dflt + ")";
+}
+
+/// A comma list of strategies.
+std::string take_strategies(const std::string& list, std::vector<strategy>& out) {
+  std::vector<strategy> got;
+  std::string item;
+  for (std::size_t p = 0; p <= list.size(); ++p) {
+    if (p == list.size() || list[p] == ',') {
+      auto s = dd::goodput::parse_strategy(item);
+      if (!s)
+        return "has an unknown strategy '" + item +
+               "' (known: data_parallel, elastic_dp, diloco, decoupled_diloco)";
+      got.push_back(*s);
+      item.clear();
+    } else {
+      item += list[p];
+    }
+  }
+  out = got;
+  return {};
+}
+
+/// The flag table of dd-goodput, writing into `o`: the one source of its parsing and its --help.
+dd::util::flag_table flags(options& o) {
   auto& c = o.cfg;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    auto val = [&]() -> std::string {
-      if (i + 1 >= argc) die(a + " needs a value");
-      return argv[++i];
-    };
-    if (a == "--help" || a == "-h") {
-      std::cout << usage;
-      std::exit(0);
-    } else if (a == "--table")
-      o.table = true;
-    else if (a == "--scaling")
-      o.scaling = true;
-    else if (a == "--trace")
-      o.trace = val();
-    else if (a == "--seed")
-      o.seed = to_u64(a, val());
-    else if (a == "--seeds")
-      o.seeds = to_u64(a, val());
-    else if (a == "--out")
-      o.out = val();
-    else if (a == "--strategies") {
-      o.strategies.clear();
-      std::string list = val(), item;
-      for (std::size_t p = 0; p <= list.size(); ++p) {
-        if (p == list.size() || list[p] == ',') {
-          auto s = dd::goodput::parse_strategy(item);
-          if (!s) die("unknown strategy '" + item + "'");
-          o.strategies.push_back(*s);
-          item.clear();
-        } else {
-          item += list[p];
-        }
-      }
-    } else if (a == "--chips")
-      c.chips = to_u64(a, val());
-    else if (a == "--slice-chips")
-      c.slice_chips = to_u64(a, val());
-    else if (a == "--learners")
-      c.learners = to_u64(a, val());
-    else if (a == "--mtbi-days")
-      c.mtbi_days = to_double(a, val());
-    else if (a == "--days")
-      c.days = to_double(a, val());
-    else if (a == "--mtbi-seconds")
-      c.mtbi_days = to_double(a, val()) / 86400.0;
-    else if (a == "--seconds")
-      c.days = to_double(a, val()) / 86400.0;
-    else if (a == "--recovery-dist") {
-      const std::string v = val();
-      if (v == "fixed")
-        c.recovery = dd::goodput::recovery_dist::fixed;
-      else if (v == "exponential")
-        c.recovery = dd::goodput::recovery_dist::exponential;
-      else if (v == "lognormal")
-        c.recovery = dd::goodput::recovery_dist::lognormal;
-      else
-        die("--recovery-dist expects fixed, exponential or lognormal, got '" + v + "'");
-    } else if (a == "--recovery-mean")
-      c.recovery_mean_s = to_double(a, val());
-    else if (a == "--recovery-cv")
-      c.recovery_cv = to_double(a, val());
-    else if (a == "--speed-cv")
-      c.chip_speed_cv = to_double(a, val());
-    else if (a == "--idle-failures") {
-      const std::string v = val();
-      if (v == "yes")
-        c.idle_failures = true;
-      else if (v == "no")
-        c.idle_failures = false;
-      else
-        die("--idle-failures expects yes or no, got '" + v + "'");
-    } else if (a == "--restart")
-      c.restart_s = to_double(a, val());
-    else if (a == "--restart-cold")
-      c.restart_cold_s = to_double(a, val());
-    else if (a == "--restart-warm-window")
-      c.restart_warm_window_s = to_double(a, val());
-    else if (a == "--checkpoint-interval")
-      c.checkpoint_interval_s = to_double(a, val());
-    else if (a == "--checkpoint-write")
-      c.checkpoint_write_s = to_double(a, val());
-    else if (a == "--downscale-pause")
-      c.downscale_pause_s = to_double(a, val());
-    else if (a == "--upscale-pause")
-      c.upscale_pause_s = to_double(a, val());
-    else if (a == "--upscale-batch")
-      c.upscale_batch_s = to_double(a, val());
-    else if (a == "--pause-overlap") {
-      const std::string v = val();
-      if (v == "serial")
-        c.overlap = dd::goodput::pause_overlap::serial;
-      else if (v == "coalesce")
-        c.overlap = dd::goodput::pause_overlap::coalesce;
-      else
-        die("--pause-overlap expects serial or coalesce, got '" + v + "'");
-    } else if (a == "--step")
-      c.step_s = to_double(a, val());
-    else if (a == "--sync-interval")
-      c.sync_interval = to_u64(a, val());
-    else if (a == "--outer-sync")
-      c.outer_sync_s = to_double(a, val());
-    else if (a == "--quorum")
-      c.quorum_count = to_u64(a, val());
-    else if (a == "--quorum-fraction")
-      c.quorum_fraction = to_double(a, val());
-    else if (a == "--max-staleness")
-      c.max_staleness = to_u64(a, val());
-    else if (a == "--tau")
-      c.overlap_tau = to_double(a, val());
-    else if (a == "--grace-gamma")
-      c.grace_gamma = to_double(a, val());
-    else
-      die("unknown flag '" + a + "'");
-  }
-  if (o.seeds == 0) die("--seeds must be >= 1, got 0");
-  return o;
+  dd::util::flag_table t(
+      "dd-goodput", "[flags]",
+      "Goodput simulator: data-parallel vs Decoupled DiLoCo on a failing cluster "
+      "(docs/goodput.md).\nWithout a mode flag it simulates --chips with every strategy (the "
+      "DiLoCo variants with --learners).");
+  // Each default shown in the help is the value the field holds before parsing.
+  auto real = [&t](const char* name, double* out, const char* value, const std::string& help) {
+    t.custom(name, value, fmt::format("{} (default {:g})", help, *out),
+             [out](const std::string& v) { return take_double(v, *out); });
+  };
+  auto whole = [&t](const char* name, std::uint64_t* out, const char* value,
+                    const std::string& help, std::uint64_t lo = 0) {
+    t.custom(name, value, fmt::format("{} (default {})", help, *out),
+             [out, lo](const std::string& v) { return take_u64(v, *out, lo); });
+  };
+  // --mtbi-seconds and --seconds set the day-valued fields.
+  auto in_days = [&t](const char* name, double* days, const char* value, const std::string& help) {
+    t.custom(name, value, help, [days](const std::string& v) {
+      double s = 0;
+      auto why = take_double(v, s);
+      if (why.empty()) *days = s / 86400.0;
+      return why;
+    });
+  };
+  t.heading("Modes")
+      .toggle("--table", &o.table, "the grid N in {150k,300k,600k,1.2M,2.4M} x M in {2,4,8,16}")
+      .toggle("--scaling", &o.scaling, "wall time of one run against N and against simulated days")
+      .text("--trace", &o.trace, "FILE",
+            "one Decoupled DiLoCo run (--seed) of --chips: write its failure trace as a dd-chaos "
+            "scenario FILE (each failure of learner g's slice = kill \"learner:g\", held down for "
+            "its repair time) and FILE.json (the trace and the simulator's goodput and uptime for "
+            "it), for simulation in the loop: replay FILE with `dd-chaos run` on `dd-node launch` "
+            "and set the run's goodput beside the prediction");
+  t.heading("Run control");
+  whole("--seed", &o.seed, "S", "first seed; run k uses seed S+k, printed with every run");
+  whole("--seeds", &o.seeds, "K", "seeds per cell, >= 1; the table shows mean ± std-dev", 1);
+  t.custom("--strategies", "LIST",
+           "comma list of data_parallel,elastic_dp,diloco,decoupled_diloco (default all four)",
+           [&o](const std::string& v) { return take_strategies(v, o.strategies); })
+      .text("--out", &o.out, "DIR",
+            "write DIR/goodput.json, goodput.csv (default goodput-out); `dd-node plot DIR` draws "
+            "DIR/figures/goodput.png");
+  t.heading("Cluster and failures (defaults: docs/goodput.md, \"Parameters\")");
+  whole("--chips", &c.chips, "N", "allocated chips, spares not counted");
+  whole("--slice-chips", &c.slice_chips, "S", "chips per slice = failure domain");
+  whole("--learners", &c.learners, "M", "learners (DiLoCo, Decoupled DiLoCo)");
+  real("--mtbi-days", &c.mtbi_days, "D", "mean time between interruptions of ONE chip");
+  real("--days", &c.days, "T", "simulated wall time");
+  in_days("--mtbi-seconds", &c.mtbi_days, "X",
+          "--mtbi-days in seconds (a trace for a short real run)");
+  in_days("--seconds", &c.days, "T", "--days in seconds");
+  using dd::goodput::recovery_dist;
+  const choices<recovery_dist> dists = {{"fixed", recovery_dist::fixed},
+                                        {"exponential", recovery_dist::exponential},
+                                        {"lognormal", recovery_dist::lognormal}};
+  t.custom("--recovery-dist", "K", choice_help(dists, c.recovery),
+           [&c, dists](const std::string& v) { return take_choice(v, c.recovery, dists); });
+  real("--recovery-mean", &c.recovery_mean_s, "SEC",
+       "mean time until a failed slice (or hot spare) is usable");
+  real("--recovery-cv", &c.recovery_cv, "C", "coefficient of variation (lognormal)");
+  real("--speed-cv", &c.chip_speed_cv, "C", "per-chip speed variation (lognormal CV)");
+  const choices<bool> yes_no = {{"yes", true}, {"no", false}};
+  t.custom("--idle-failures", "Y",
+           "no: only chips under load fail; yes: idle chips of a stalled or paused job fail too "
+           "(failures pile up in the stall); " +
+               choice_help(yes_no, c.idle_failures),
+           [&c, yes_no](const std::string& v) { return take_choice(v, c.idle_failures, yes_no); });
+  t.heading("Data-parallel without elasticity");
+  real("--restart", &c.restart_s, "SEC",
+       "WARM relaunch once the slice is back: the failure came within --restart-warm-window of "
+       "the previous relaunch's end, so hosts kept processes, program and staged checkpoint");
+  real("--restart-cold", &c.restart_cold_s, "SEC",
+       "COLD relaunch: reschedule, start, compile/load, read checkpoint from storage; also every "
+       "DiLoCo learner respawn (>= --restart)");
+  real("--restart-warm-window", &c.restart_warm_window_s, "SEC",
+       "W: failures less than W after a relaunch ended get a warm relaunch; 0 = always cold");
+  real("--checkpoint-interval", &c.checkpoint_interval_s, "SEC",
+       "training time between checkpoints; -1 = Young's optimum sqrt(2 x write x MTBF); 0 = every "
+       "step, free");
+  real("--checkpoint-write", &c.checkpoint_write_s, "SEC", "training blocked per checkpoint write");
+  t.heading("Elastic data-parallel and every learner of the DiLoCo variants");
+  real("--downscale-pause", &c.downscale_pause_s, "SEC", "global pause to drop a failed slice");
+  real("--upscale-pause", &c.upscale_pause_s, "SEC", "global pause to add a returned slice");
+  real("--upscale-batch", &c.upscale_batch_s, "SEC",
+       "a returned slice waits up to this long to join at the next downscale for free, else an "
+       "upscale pause adds it; 0 = at once");
+  using dd::goodput::pause_overlap;
+  const choices<pause_overlap> overlaps = {{"serial", pause_overlap::serial},
+                                           {"coalesce", pause_overlap::coalesce}};
+  t.custom("--pause-overlap", "K", choice_help(overlaps, c.overlap),
+           [&c, overlaps](const std::string& v) { return take_choice(v, c.overlap, overlaps); });
+  real("--step", &c.step_s, "SEC", "inner step time; a failure loses the step in flight");
+  t.heading("DiLoCo / Decoupled DiLoCo");
+  whole("--sync-interval", &c.sync_interval, "H", "inner steps between syncs of a fragment");
+  real("--outer-sync", &c.outer_sync_s, "SEC", "DiLoCo blocking outer all-reduce per round");
+  whole("--quorum", &c.quorum_count, "K", "Decoupled DiLoCo min quorum as a count");
+  real("--quorum-fraction", &c.quorum_fraction, "F",
+       "... or as a fraction of live learners (0 = use --quorum)");
+  whole("--max-staleness", &c.max_staleness, "V", "versions");
+  real("--tau", &c.overlap_tau, "T", "overlap τ in steps (grace window input)");
+  real("--grace-gamma", &c.grace_gamma, "G", "grace safety margin γ");
+  t.heading("").epilog(
+      "Exit status: 0 ok; 1 an output file could not be written (the message names it) or an\n"
+      "unexpected error; 2 bad flags or a configuration the simulator refuses (checked for every\n"
+      "cell before any simulation runs).");
+  return t;
 }
 
 struct cell {
@@ -563,7 +547,8 @@ void validate_all(const options& o, const std::vector<std::uint64_t>& ns,
 
 int main(int argc, char** argv) {
   try {
-    const options o = parse(argc, argv);
+    options o;
+    if (auto rc = flags(o).parse(argc, argv)) return *rc;
     const std::vector<std::uint64_t> table_ns = {150'000, 300'000, 600'000, 1'200'000, 2'400'000};
     if (o.scaling) {
       validate_all(o, table_ns, {8});
