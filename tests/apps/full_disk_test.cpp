@@ -396,6 +396,9 @@ TEST(bad_flags, every_binary_refuses_a_bad_number_and_an_unknown_flag_with_exit_
   cases.push_back({{DD_GPU_CHECK_BIN, "--threads", "x"},
                    "--threads expects a whole number in [0, 4096], got 'x'"});
   cases.push_back({{DD_GPU_CHECK_BIN, "--bogus"}, "unknown flag '--bogus'"});
+  cases.push_back(
+      {{DD_GPU_CHECK_BIN, "--backend", "gpu"}, "--backend expects cuda or cpu, got 'gpu'"});
+  cases.push_back({{DD_GPU_CHECK_BIN, "--device"}, "--device needs a value"});
 #endif
   int n = 0;
   for (const auto& c : cases) expect_refused(work, c, n++);
@@ -575,6 +578,12 @@ TEST(help, every_command_lists_every_flag_it_takes) {
   cases.push_back({{DD_BENCH_RECEIVE_BIN},
                    "usage: dd-bench-receive",
                    {"--size-mb", "--chunk-bytes", "--repeats"}});
+#endif
+#ifdef DD_GPU_CHECK_BIN
+  cases.push_back(
+      {{DD_GPU_CHECK_BIN},
+       "usage: dd-gpu-check",
+       {"--require-device", "--quick", "--no-bench", "--device", "--threads", "--backend"}});
 #endif
   int n = 0;
   for (auto c : cases) {

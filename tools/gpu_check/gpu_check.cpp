@@ -3,7 +3,7 @@
 // against the CPU backend. See docs/gpu.md.
 //
 //   dd-gpu-check [--require-device] [--quick] [--no-bench] [--device N] [--threads N]
-//                [--backend cuda|cpu]
+//                [--backend cuda|cpu]       (flags() is the flag table; --help prints it)
 //
 // `--backend cpu` runs the same checks on the CPU backend (no device needed): it validates the
 // harness itself and gives kernels/cpu a second, shape-heavy check.
@@ -38,6 +38,7 @@
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/reference/reference_backend.hpp"
 #include "tools/gpu_check/gpt_workload.hpp"
+#include "util/flags.hpp"
 #include "util/parse.hpp"
 
 namespace dd::gpu_check {
@@ -691,56 +692,47 @@ struct cli {
 /// registered as the ctest's SKIP_RETURN_CODE (tools/gpu_check/CMakeLists.txt).
 constexpr int k_exit_skipped = 77;
 
-int usage(const char* argv0) {
-  std::fprintf(stderr,
-               "usage: %s [--require-device] [--quick] [--no-bench] [--device N] [--threads N]\n"
-               "          [--backend cuda|cpu]\n"
-               "  --require-device  exit 3 (instead of 77, \"skipped\") when no CUDA device is\n"
-               "                    present\n"
-               "  --quick           small shapes only (no large cases)\n"
-               "  --no-bench        skip the sgemm and training-step benchmarks\n"
-               "  --device N        CUDA device ordinal (default 0)\n"
-               "  --threads N       CPU threads for the cpu backend and the reference pool\n"
-               "  --backend NAME    backend under test: cuda (default) or cpu (no device needed;\n"
-               "                    checks only, no benchmarks)\n",
-               argv0);
-  return 2;
+/// The flag table of dd-gpu-check, writing into `opt`: the one source of its parsing and --help.
+util::flag_table flags(cli& opt) {
+  util::flag_table t("dd-gpu-check", "[flags]",
+                     "Every op of the CUDA backend against the reference backend over many "
+                     "shapes, then sgemm and\nGPT training-step benchmarks against the CPU "
+                     "backend (docs/gpu.md).");
+  auto ordinal = [](int* out) {
+    return [out](const std::string& v) -> std::string {
+      if (util::parse_number_in(v, *out, 0, 4096)) return {};
+      return "expects a whole number in [0, 4096], got '" + v + "'";
+    };
+  };
+  t.toggle("--require-device", &opt.require_device,
+           "exit 3 (instead of 77, \"skipped\") when no CUDA device is present")
+      .toggle("--quick", &opt.quick, "small shapes only (no large cases)")
+      .action("--no-bench", "skip the sgemm and training-step benchmarks",
+              [&opt] { opt.bench = false; })
+      .custom("--device", "N", "CUDA device ordinal (default " + std::to_string(opt.device) + ")",
+              ordinal(&opt.device))
+      .custom("--threads", "N",
+              "CPU threads for the cpu backend and the reference pool (default 0: one per "
+              "hardware thread)",
+              ordinal(&opt.threads))
+      .custom("--backend", "NAME",
+              "backend under test: cuda (default) or cpu (no device needed; checks only, no "
+              "benchmarks)",
+              [&opt](const std::string& v) -> std::string {
+                if (v != "cuda" && v != "cpu") return "expects cuda or cpu, got '" + v + "'";
+                opt.backend = v;
+                return {};
+              })
+      .epilog(
+          "Exit status: 0 every check passed; 1 a check failed or a backend threw; 2 a bad "
+          "command line;\nwith no CUDA device 77 (\"skipped\", the gpu_check test's "
+          "SKIP_RETURN_CODE), or 3 with\n--require-device.");
+  return t;
 }
 
 int main_impl(int argc, char** argv) {
   cli opt;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--require-device") {
-      opt.require_device = true;
-    } else if (a == "--quick") {
-      opt.quick = true;
-    } else if (a == "--no-bench") {
-      opt.bench = false;
-    } else if (a == "--device" || a == "--threads") {
-      if (i + 1 >= argc) {
-        std::fprintf(stderr, "%s: %s needs a value\n", argv[0], a.c_str());
-        return usage(argv[0]);
-      }
-      int& into = a == "--device" ? opt.device : opt.threads;
-      if (!util::parse_number_in(argv[i + 1], into, 0, 4096)) {
-        std::fprintf(stderr, "%s: %s expects a whole number in [0, 4096], got '%s'\n", argv[0],
-                     a.c_str(), argv[i + 1]);
-        return 2;
-      }
-      ++i;
-    } else if (a == "--backend" && i + 1 < argc) {
-      opt.backend = argv[++i];
-      if (opt.backend != "cuda" && opt.backend != "cpu") {
-        std::fprintf(stderr, "%s: --backend expects cuda or cpu, got '%s'\n", argv[0],
-                     opt.backend.c_str());
-        return usage(argv[0]);
-      }
-    } else {
-      std::fprintf(stderr, "%s: unknown flag '%s'\n", argv[0], a.c_str());
-      return usage(argv[0]);
-    }
-  }
+  if (auto rc = flags(opt).parse(argc, argv)) return *rc;
   const bool on_cuda = opt.backend == "cuda";
   if (on_cuda && !kernels::cuda_device_present()) {
     std::printf("no CUDA device: skipped\n");
