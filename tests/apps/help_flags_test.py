@@ -1,13 +1,15 @@
 #!/usr/bin/env python3
-"""Every binary's --help lists every flag it takes, checked against the parsers themselves.
+"""Every binary's --help lists every flag it takes, and takes every flag it lists.
 
 For each binary (each command of dd-node and dd-chaos, dd-goodput, the benchmarks, dd-gpu-check
-where built) the candidates are the flag literals ("--word") of the source files that parse its
-arguments. Each candidate that the command's --help does not list at the start of a line is
-given to the binary as `BIN [COMMAND] CANDIDATE --help --help`: the parser must refuse it as an
-unknown flag (a flag it takes would instead consume a value, print its help or fail on the
-value). And every flag a hand-written parser's help lists (dd-goodput, dd-gpu-check) must be one
-it takes. Nothing runs past the parser: the trailing --help ends every accepted command line.
+where built) `BIN [COMMAND] --help` must exit 0 with the help on stdout, starting "usage: ". The
+candidates are the flag literals ("--word") of the source files that parse its arguments. Each
+candidate that the help does not list as an entry (a line starting with two spaces and the flag)
+is given to the binary as
+`BIN [COMMAND] CANDIDATE --help --help`: the parser must refuse it as an unknown flag (a flag it
+takes would instead consume a value, print its help or fail on the value). And each flag the help
+lists must be one the parser takes. Nothing runs past the parser: the trailing --help ends every
+accepted command line.
 
 usage: help_flags_test.py REPO_ROOT NAME=BINARY...   (NAME: dd-node, dd-chaos, dd-goodput, ...)
 """
@@ -19,7 +21,9 @@ import subprocess
 import sys
 
 FLAG = re.compile(r'"(--[a-z][a-z0-9-]*)')
-LISTED = re.compile(r"^\s*(?:-h, )?(--[a-z][a-z0-9-]*)", re.MULTILINE)
+# A flag's own entry in the help: two spaces, then the flag (a wrapped description line is
+# indented further, so a flag it mentions is not listed by it).
+LISTED = re.compile(r"^  (?:-h, )?(--[a-z][a-z0-9-]*)", re.MULTILINE)
 
 
 def literals(paths):
@@ -44,8 +48,7 @@ def main():
     root = sys.argv[1]
     bins = dict(a.split("=", 1) for a in sys.argv[2:])
     src = lambda *globs: sorted({p for g in globs for p in glob.glob(os.path.join(root, g))})
-    # (what, argv prefix, source files of its parser, whether its help's flags are checked too)
-    cases = []
+    cases = []  # (what, argv prefix, source files of its parser)
 
     # dd-node: each command's parser is in the file defining <command>_main, with the shared
     # flag builders (node_flags.cpp) and the flag table.
@@ -58,7 +61,7 @@ def main():
         files = [p for p in src("apps/dd_node/*.cpp", "runtime/config/*.cpp")
                  if re.search(rf"\bint {c}_main\(|\b{c}_command\(", open(p).read())]
         assert files, f"dd-node {c}: no source file defines {c}_main"
-        cases.append((f"dd-node {c}", [node, c], files + shared, False))
+        cases.append((f"dd-node {c}", [node, c], files + shared))
 
     # dd-chaos: one flag table per command, all in tools/chaos.
     chaos = bins.get("dd-chaos")
@@ -68,37 +71,35 @@ def main():
         commands = sorted(set(re.findall(r"^  ([a-z]+)\b", body, re.MULTILINE)))
         assert rc == 0 and len(commands) >= 10, f"dd-chaos --help: {rc}\n{out}"
         for c in commands:
-            cases.append((f"dd-chaos {c}", [chaos, c], src("tools/chaos/*.cpp"), False))
+            cases.append((f"dd-chaos {c}", [chaos, c], src("tools/chaos/*.cpp")))
 
+    bench = lambda name: src(f"tools/bench/{name}.cpp", "tools/bench/bench_util.hpp")
     singles = {
-        "dd-goodput": (src("tools/goodput/*.cpp"), True),
-        "dd-gpu-check": (src("tools/gpu_check/*.cpp"), True),
-        "dd-bench-train": (src("tools/bench/bench_train.cpp", "tools/bench/bench_util.hpp"), False),
-        "dd-bench-sync": (src("tools/bench/bench_sync.cpp", "tools/bench/bench_util.hpp"), False),
-        "dd-bench-transport": (src("tools/bench/bench_transport.cpp",
-                                   "tools/bench/bench_util.hpp"), False),
-        "dd-bench-receive": (src("tools/bench/bench_receive.cpp", "tools/bench/bench_util.hpp"),
-                             False),
-        "dd-bench-metrics": (src("tools/bench/bench_metrics.cpp", "tools/bench/bench_util.hpp"),
-                             False),
+        "dd-goodput": src("tools/goodput/*.cpp"),
+        "dd-gpu-check": src("tools/gpu_check/*.cpp"),
+        "dd-bench-train": bench("bench_train"),
+        "dd-bench-sync": bench("bench_sync"),
+        "dd-bench-transport": bench("bench_transport"),
+        "dd-bench-receive": bench("bench_receive"),
+        "dd-bench-metrics": bench("bench_metrics"),
     }
-    for name, (files, check_listed) in singles.items():
+    for name, files in singles.items():
         if name in bins:
-            cases.append((name, [bins[name]], files + src("util/flags.cpp"), check_listed))
+            cases.append((name, [bins[name]], files + src("util/flags.cpp")))
 
     probes = []  # (what, candidate, argv, must be accepted)
-    for what, prefix, files, check_listed in cases:
+    bad_help = []
+    for what, prefix, files in cases:
         rc, out, err = run(prefix + ["--help"])
-        if rc != 0 or not out.startswith(("usage", "dd-")):
-            # dd-gpu-check prints its usage on stderr with exit 2
-            out = out + err
+        if rc != 0 or not out.startswith(f"usage: {what}") or err:
+            bad_help.append(f"{what} --help: exit {rc}, stdout:\n{out}\nstderr:\n{err}")
+            continue
         shown = listed(out)
         assert shown, f"{what} --help lists no flag:\n{out}"
         for cand in sorted(literals(files) - shown - {"--help"}):
             probes.append((what, cand, prefix + [cand, "--help", "--help"], False))
-        if check_listed:
-            for flag in sorted(shown - {"--help"}):
-                probes.append((what, flag, prefix + [flag, "--help", "--help"], True))
+        for flag in sorted(shown - {"--help"}):
+            probes.append((what, flag, prefix + [flag, "--help", "--help"], True))
 
     failures = []
 
@@ -113,6 +114,7 @@ def main():
 
     with concurrent.futures.ThreadPoolExecutor(max_workers=4) as pool:
         failures = [f for f in pool.map(probe, probes) if f]
+    failures = bad_help + failures
     print(f"{len(cases)} commands, {len(probes)} probes")
     for f in failures:
         print("FAIL", f)

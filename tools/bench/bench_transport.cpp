@@ -241,10 +241,14 @@ options parse_options(int argc, char** argv) {
                 oversized_flag = true;
                 return {};
               })
-      .epilog(
-          "--child ROLE ...: the bench's own receiver and raw-TCP processes (it starts them;\n"
-          "not for use by hand).\n"
-          "Exit status: 0 ok; 1 failure; 2 bad flags.\n");
+      // main() runs `--child` as the first argument before this table; anywhere else it is refused.
+      .custom("--child", "ROLE ...",
+              "the bench's own receiver and raw-TCP processes, as the first argument (it starts "
+              "them; not for use by hand)",
+              [](const std::string&) -> std::string {
+                return "is internal and only taken as the first argument";
+              })
+      .epilog("Exit status: 0 ok; 1 failure; 2 bad flags.\n");
   if (auto rc = flags.parse(argc, argv)) std::exit(*rc);
   if (o.oversized && transfer_flag)
     refuse(
