@@ -105,8 +105,11 @@ void finalize(job_actor* self, std::shared_ptr<job_setup> setup, caf::actor repl
     if (auto it = setup->final_eval.find("bits_per_byte_per_nat");
         it != setup->final_eval.end() && it->is_number() && loss >= 0)
       setup->result.summary["final_val_bpb"] = loss * it->get<double>();
+    // The evaluator writes the final model before scoring it: an interrupt that cut the scoring
+    // short leaves the file (its metadata "evaluation" says it was not scored).
     std::error_code ec;
-    if (digest != 0 && fs::exists(fs::path(setup->run_dir) / model_file_name, ec))
+    if ((digest != 0 || setup->final_model_written->load()) &&
+        fs::exists(fs::path(setup->run_dir) / model_file_name, ec))
       setup->result.summary["model_file"] = model_file_name;
   }
   setup->log->emit("finished",

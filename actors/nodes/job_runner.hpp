@@ -143,6 +143,10 @@ struct job_setup {
   /// Set when the job finalizes: an evaluation still running stops at its next batch, so the
   /// process ends (its detached evaluator thread is joined at exit).
   std::shared_ptr<std::atomic<bool>> stop_evaluation = std::make_shared<std::atomic<bool>>(false);
+  /// Set by the evaluator once the final global model is in <run_dir>/model.safetensors (before
+  /// its scoring): summary.json names the file even when an interrupt cut the scoring short.
+  std::shared_ptr<std::atomic<bool>> final_model_written =
+      std::make_shared<std::atomic<bool>>(false);
   /// Mutual TLS: which certificate each CAF node connected with (the guard binds, the monitor
   /// and the channel hub read), and the TLS tunnel publish_monitor starts. Null without TLS.
   std::shared_ptr<peer_identity> identities;

@@ -110,9 +110,11 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
   ectx->syncer_incarnation = setup.syncer_incarnation;
   ectx->log = setup.log.get();
   ectx->stop = setup.stop_evaluation;
+  ectx->model_written = setup.final_model_written;
   if (!sim) {  // the final evaluation's model, with the windows it scored (model_file.hpp)
     ectx->model_path = (fs::path(setup.run_dir) / model_file_name).string();
-    // The model file is written by the final evaluation only: its windows are the final ones.
+    // The model file is written by the final evaluation only: its windows are the final ones
+    // (the evaluator sets "evaluation" to "none" or "last periodic" until they are scored).
     auto final_eval = setup.final_eval;
     final_eval["evaluation"] = "final";
     ectx->model_metadata = {

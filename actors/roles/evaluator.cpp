@@ -97,25 +97,49 @@ void start_round(evaluator_actor* self, const evaluator_context& ctx) {
   ask_owners(self, ctx);
 }
 
-/// The final evaluation's model: <run_dir>/model.safetensors (atomic) with the loss it scored.
-void write_final_model(evaluator_actor* self, const evaluator_context& ctx, double loss,
-                       double accuracy, const nlohmann::json& versions) {
+/// The final evaluation's model: <run_dir>/model.safetensors (atomic). Written twice: as soon as
+/// the global model is assembled (`scored` false: metadata "evaluation" "none", or "last
+/// periodic" with last_periodic_val_loss when a periodic evaluation ran, and no val_loss), so an
+/// interrupt that cuts the scoring short still leaves the model; then with the loss it scored
+/// ("evaluation" "final", val_loss). Returns false when the write failed (a "failure" event and
+/// run_log::write_failed: the run fails).
+bool write_final_model(evaluator_actor* self, const evaluator_context& ctx, bool scored,
+                       double loss, double accuracy, const nlohmann::json& versions) {
   auto& st = self->state;
   auto md = ctx.model_metadata;
-  md["val_loss"] = fmt::format("{:.17g}", loss);
-  if (accuracy >= 0) md["val_accuracy"] = fmt::format("{:.17g}", accuracy);
+  const char* evaluation = scored ? "final" : st.last_loss >= 0 ? "last periodic" : "none";
+  md["evaluation"] = evaluation;
+  if (auto it = md.find("eval"); it != md.end()) {  // the windows; whether val_loss scored them
+    auto windows = nlohmann::json::parse(it->second, nullptr, false);
+    if (windows.is_object()) {
+      windows["evaluation"] = evaluation;
+      it->second = windows.dump();
+    }
+  }
+  if (scored) {
+    md["val_loss"] = fmt::format("{:.17g}", loss);
+    if (accuracy >= 0) md["val_accuracy"] = fmt::format("{:.17g}", accuracy);
+  } else if (st.last_loss >= 0) {
+    md["last_periodic_val_loss"] = fmt::format("{:.17g}", st.last_loss);
+  }
   md["digest"] = fmt::format("{:016x}", st.last_digest);
   md["versions"] = versions.dump();
   try {
     write_model_file(ctx.model_path, *st.model, md);
-    if (ctx.log != nullptr)
-      ctx.log->emit("model_written",
-                    {{"path", ctx.model_path}, {"val_loss", loss}, {"digest", st.last_digest}});
+    if (ctx.log != nullptr) {
+      nlohmann::json ev = {
+          {"path", ctx.model_path}, {"evaluation", evaluation}, {"digest", st.last_digest}};
+      if (scored) ev["val_loss"] = loss;
+      ctx.log->emit("model_written", ev);
+    }
+    if (!scored && ctx.model_written) ctx.model_written->store(true);
+    return true;
   } catch (const std::exception& e) {
     if (ctx.log != nullptr) {
       ctx.log->emit("failure", {{"what", "model_file"}, {"error", e.what()}});
       ctx.log->write_failed(e.what());
     }
+    return false;
   }
 }
 
@@ -129,6 +153,10 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
     versions.push_back(version);
   }
   st.model->set_parameters(flat);
+  st.last_digest = digest_floats(flat);
+  // The final model reaches the disk before its (possibly long) scoring.
+  const bool write_model = st.waiting_final && !ctx.model_path.empty();
+  const bool written = write_model && write_final_model(self, ctx, false, -1.0, -1.0, versions);
   auto t0 = std::chrono::steady_clock::now();
   double loss = 0.0;
   double accuracy = -1.0;    // < 0: not a classifier
@@ -147,7 +175,6 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
   st.last_loss = loss;
   st.last_eval_s = secs;
   st.last_eval_end_s = steady_seconds();
-  st.last_digest = digest_floats(flat);
   st.in_round = false;
   if (ctx.log != nullptr) {
     uint64_t tokens = 0;
@@ -170,8 +197,7 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
       c.last_val_at_s = at;
     });
   }
-  if (st.waiting_final && !ctx.model_path.empty())
-    write_final_model(self, ctx, loss, accuracy, versions);
+  if (written) write_final_model(self, ctx, true, loss, accuracy, versions);
   st.waiting_final = false;
   for (auto& rp : st.waiting) rp.deliver(loss, st.last_digest);
   st.waiting.clear();

@@ -13,7 +13,10 @@
 // is answered with (double val_loss, uint64 digest) after a fresh round; the round that answers it
 // (the job's final evaluation) also writes the assembled global model to `model_path`
 // (runtime/model_file.hpp; a "model_written" event, or a "failure" event and run_log::write_failed
-// when the write fails — the run then fails). Interface: evaluator_hdl (actors/link/protocol.hpp).
+// when the write fails — the run then fails): before scoring it (metadata "evaluation" "none" or
+// "last periodic", no val_loss; then `model_written` is set), so an interrupt that cuts the
+// scoring short still leaves the final model, and again once scored ("evaluation" "final").
+// Interface: evaluator_hdl (actors/link/protocol.hpp).
 //
 // Global step (the `every_steps` clock, docs/config.md): the mean of the learners' own inner-step
 // counters, Σ_m step_m / M over the M learners of the run (run_log's learner_stats.step; a
@@ -84,6 +87,9 @@ struct evaluator_context {
   /// Set by the job when the run ends without waiting for an evaluation in progress (an interrupt
   /// past its deadline): the evaluation stops at its next batch. Null = never.
   std::shared_ptr<std::atomic<bool>> stop;
+  /// Set once the final global model is on disk at `model_path` (before its scoring): the job
+  /// names the file in summary.json even when an interrupt cut the scoring short. Null = none.
+  std::shared_ptr<std::atomic<bool>> model_written;
 };
 
 /// CAF state of the evaluator.

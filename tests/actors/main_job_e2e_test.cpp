@@ -9,13 +9,17 @@
 // scored: same loss on the windows summary.json states, same digest) and learner_loss.csv (one
 // row per learner step, with the lr).
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <fmt/format.h>
@@ -24,10 +28,12 @@
 
 #include "actors/nodes/experiment_views.hpp"
 #include "actors/nodes/job_runner.hpp"
+#include "actors/roles/evaluator.hpp"
 #include "kernels/backend.hpp"
 #include "messages/checkpoint_file.hpp"
 #include "runtime/data.hpp"
 #include "runtime/eval.hpp"
+#include "runtime/fragments.hpp"
 #include "runtime/model_file.hpp"
 #include "runtime/run_dir_rules.hpp"
 
@@ -1074,6 +1080,93 @@ TEST(main_job, a_resumed_owner_without_any_copy_is_degraded_and_fails_the_run) {
   EXPECT_FALSE(third.failed) << third.failure_reason;
   ASSERT_TRUE(third.summary.contains("degraded"));
   EXPECT_EQ(third.summary["degraded"][0]["what"], "fragment 1");
+  std::filesystem::remove_all(dir);
+}
+
+// An interrupt during a final evaluation longer than the interrupt limit (the whole split of a
+// large validation set under load) still leaves the model file: the evaluator writes the model
+// as soon as it is assembled (metadata "evaluation": not scored yet) and again once scored; cut
+// short, the file stays, it is the final global model (the owners' final checkpoints, value for
+// value), and summary.json names it with final_eval.evaluation "last periodic".
+TEST(main_job, an_interrupt_during_a_slow_final_evaluation_still_leaves_the_model_file) {
+  const auto dir = fresh_dir("dd_main_job_cut_final_eval");
+  auto e = small_experiment("cut_final_eval");
+  e.budget.steps = 160;
+  e.eval.batches = 0;
+  e.eval.every_steps = 20;      // periodic evaluations: the loss summary.json falls back to
+  e.eval.periodic_windows = 8;  // a quick one
+  e.eval.windows = 20'000;      // a final evaluation of seconds, against an interrupt limit
+                                // of 10 ms
+  std::atomic<int> interrupt{0};
+  run_options ro;
+  ro.progress_every_s = 0;
+  ro.run_dir = dir.string();
+  ro.interrupt = &interrupt;
+  ro.interrupt_timeout_s = 0.01;
+  // SIGTERM once the final model is on disk and its scoring has begun.
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+    while (!done && std::chrono::steady_clock::now() < deadline) {
+      std::ifstream in(dir / "events.jsonl");
+      std::stringstream ss;
+      ss << in.rdbuf();
+      if (ss.str().find("\"event\":\"model_written\"") != std::string::npos) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    interrupt = SIGTERM;
+  });
+  auto r = run_job(e, ro);
+  done = true;
+  watcher.join();
+  ASSERT_TRUE(r.finished);
+  const auto summary = read_json(dir / "summary.json");
+  EXPECT_EQ(summary.value("interrupted", false), true) << summary.dump();
+  EXPECT_EQ(summary.value("model_file", std::string()), "model.safetensors") << summary.dump();
+  EXPECT_EQ(summary["final_eval"].value("evaluation", std::string()), "last periodic")
+      << summary.dump();
+  EXPECT_EQ(summary["final_eval"].value("windows", 0), 8) << "the periodic evaluation's windows";
+  ASSERT_TRUE(summary["final_val_loss"].is_number()) << summary.dump();
+  size_t written = 0, final_evals = 0;
+  for (const auto& ev : read_events(dir / "events.jsonl")) {
+    if (ev["event"] == "model_written") {
+      ++written;
+      EXPECT_EQ(ev["evaluation"], "last periodic") << ev.dump();
+      EXPECT_FALSE(ev.contains("val_loss")) << ev.dump();
+    }
+    if (ev["event"] == "eval" && ev.value("final", false)) ++final_evals;
+  }
+  EXPECT_EQ(written, 1u) << "written once, before the scoring";
+  EXPECT_EQ(final_evals, 0u) << "the final evaluation was cut short";
+
+  // The file loads; its metadata says it was not scored and carries the periodic loss.
+  auto be = kernels::make_backend("cpu", {1, 0});
+  auto m = read_any_model_file(dir.string(), *be);
+  EXPECT_EQ(m.metadata.at("model_kind"), "gpt");
+  EXPECT_EQ(m.metadata.at("evaluation"), "last periodic");
+  EXPECT_EQ(m.metadata.count("val_loss"), 0u);
+  EXPECT_EQ(std::stod(m.metadata.at("last_periodic_val_loss")),
+            summary["final_val_loss"].get<double>());
+  const auto windows = nlohmann::json::parse(m.metadata.at("eval"));
+  EXPECT_EQ(windows.value("evaluation", std::string()), "last periodic");
+  EXPECT_EQ(windows.value("windows", std::int64_t{0}), 20'000) << "the final windows";
+  // It is the final global model: the owners' final checkpoints, assembled.
+  const auto flat = m.model->get_parameters();
+  EXPECT_EQ(m.metadata.at("digest"), fmt::format("{:016x}", digest_floats(flat)));
+  const auto plan = plan_of(e);
+  std::vector<float> owners(plan.total_numel);
+  const auto versions = nlohmann::json::parse(m.metadata.at("versions"));
+  ASSERT_EQ(versions.size(), 2u);
+  for (const auto& layout : plan.fragments) {
+    auto c = load_checkpoint(
+        (dir / "checkpoints" / fmt::format("owner_{}.ddck", layout.fragment_id)).string());
+    ASSERT_TRUE(c.ok()) << "fragment " << layout.fragment_id;
+    ASSERT_EQ(c->value.size(), layout.numel);
+    EXPECT_EQ(versions[static_cast<size_t>(layout.fragment_id)].get<uint64_t>(), c->version);
+    EXPECT_GT(c->version, 0u);
+    scatter_fragment(layout, c->value.data(), owners.data());
+  }
+  EXPECT_TRUE(flat == owners) << "the model file is not the owners' final global model";
   std::filesystem::remove_all(dir);
 }
 
