@@ -5,6 +5,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -189,13 +190,21 @@ run_steps read_run_steps(const std::string& run_dir) {
   return r;
 }
 
+double training_began(const std::map<long long, std::vector<time_span>>& spans, double lo) {
+  double first = std::numeric_limits<double>::infinity();
+  for (const auto& [id, list] : spans)
+    for (const auto& s : list) first = std::min(first, s.from);
+  return std::isfinite(first) ? std::max(lo, first) : lo;
+}
+
 run_uptime_figures run_uptime(const run_steps& steps, std::size_t needed) {
   run_uptime_figures out;
   if (steps.rows < 2) return out;
   std::map<long long, std::vector<time_span>> spans;
   for (const auto& [id, pts] : steps.points) spans[id] = stepping_spans(pts);
   out.known = true;
-  out.figures = downtime_of(spans, steps.lo, steps.hi, needed);
+  out.began = training_began(spans, steps.lo);
+  out.figures = downtime_of(spans, out.began, steps.hi, needed);
   return out;
 }
 

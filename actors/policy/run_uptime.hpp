@@ -11,9 +11,12 @@
 // Rule (docs/chaos-report.md "For the run"): per learner, its rows and samples in time order make
 // advances; an advance is stepping when it took at most max(4 × pace, 1 s) per step, pace being
 // the larger of two medians of the learner's seconds per step around it (its 5 advances on each
-// side, and its advances that ended within ±60 s). The observed time runs from the first row to
-// the last; downtime is the part of it with fewer than K learners stepping (K = 1: no learner
-// stepping, the report's global downtime).
+// side, and its advances that ended within ±60 s). The observed time runs from the moment
+// training began — the start of the first stepping advance of any learner, so a start-up stall
+// of every learner (their first steps slow under load, before any learner stepped at its pace) is
+// not downtime — to the last row; downtime is the part of it with fewer than K learners stepping
+// (K = 1: no learner stepping, the report's global downtime). A run in which no learner ever
+// stepped at its pace is observed from its first row, all of it down.
 //
 // stepping_spans and downtime_of are pure; read_run_steps reads the files (missing files give
 // no points; malformed lines are counted and skipped). Any thread.
@@ -67,10 +70,15 @@ struct run_steps {
 };
 run_steps read_run_steps(const std::string& run_dir);
 
-/// read_run_steps + stepping_spans + downtime_of with K = `needed`; `known` is false when the
-/// run has fewer than two rows (nothing to judge).
+/// When training began: the earliest start of any learner's stepping spans, not before `lo`
+/// (the first row); `lo` when no learner has a stepping span.
+double training_began(const std::map<long long, std::vector<time_span>>& spans, double lo);
+
+/// read_run_steps + stepping_spans + downtime_of with K = `needed` over [training_began, last
+/// row]; `known` is false when the run has fewer than two rows (nothing to judge).
 struct run_uptime_figures {
   bool known = false;
+  double began = 0.0;  ///< training_began (Unix seconds)
   downtime_figures figures;
 };
 run_uptime_figures run_uptime(const run_steps& steps, std::size_t needed);

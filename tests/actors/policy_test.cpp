@@ -644,5 +644,91 @@ TEST(run_uptime, learners_stepping_through_a_syncer_outage_are_up) {
   EXPECT_NEAR(k2.uptime(), 0.7, 0.011);
 }
 
+// A start-up stall is not downtime: when every learner's first steps are slow (10 s between the
+// first and second rows against a pace of 0.5 s, as under load), the observed time starts when
+// training began (the first stepping advance of any learner), so `zero_global_downtime` holds; a
+// stall of every learner after that still counts, and a run that never stepped at its pace is
+// all down.
+TEST(run_uptime, a_start_up_stall_is_not_downtime) {
+  // Rows of one learner: step 1 at `from`, then one step every `pace` s until `to`; the first
+  // step due after `stall_at` comes `stall_s` late (the steps after it keep the pace).
+  auto rows = [](double from, double to, double pace, double stall_at = 1e300, double stall_s = 0) {
+    std::vector<step_point> v;
+    long long step = 1;
+    v.push_back({from, 0, step});
+    for (double t = from + pace; t <= to + 1e-9; t += pace) {
+      if (t > stall_at && stall_s > 0) {
+        t += stall_s;
+        stall_s = 0;
+      }
+      v.push_back({t, 0, ++step});
+    }
+    return v;
+  };
+  auto startup = [&](double first) {  // step 1 at `first`, step 2 ten seconds later, then 0.5 s
+    auto v = rows(first + 10.0, 120.0, 0.5);
+    for (auto& p : v) p.step += 1;
+    v.insert(v.begin(), {first, 0, 1});
+    return v;
+  };
+  struct row {
+    const char* what;
+    std::map<long long, std::vector<step_point>> points;
+    std::size_t needed;
+    double began, observed_s, down_s;
+  };
+  const auto stalled = [&] { return rows(100.0, 120.0, 0.5, 105.0, 10.0); };
+  std::vector<row> table;
+  table.push_back({"every learner's first step stalls 10 s",
+                   {{0, startup(100.0)}, {1, startup(100.1)}},
+                   1,
+                   110.0,
+                   10.0,
+                   0.0});
+  // The step due at 105.5 s comes at 115.5 s.
+  table.push_back({"a stall of every learner after training began",
+                   {{0, stalled()}, {1, stalled()}},
+                   1,
+                   100.0,
+                   20.0,
+                   10.5});
+  table.push_back({"one learner steps while the other starts up",
+                   {{0, rows(100.0, 120.0, 0.5)}, {1, startup(100.0)}},
+                   1,
+                   100.0,
+                   20.0,
+                   0.0});
+  table.push_back({"K = 2: the quorum is short until the second learner steps",
+                   {{0, rows(100.0, 120.0, 0.5)}, {1, startup(100.0)}},
+                   2,
+                   100.0,
+                   20.0,
+                   10.0});
+  table.push_back({"no learner ever steps at its pace",
+                   {{0, {{100.0, 0, 1}, {200.0, 0, 2}}}},
+                   1,
+                   100.0,
+                   100.0,
+                   100.0});
+  for (const auto& r : table) {
+    run_steps steps;
+    steps.have_csv = true;
+    steps.points = r.points;
+    steps.lo = 1e300;
+    steps.hi = -1e300;
+    for (const auto& [id, pts] : r.points)
+      for (const auto& p : pts) {
+        ++steps.rows;
+        steps.lo = std::min(steps.lo, p.t);
+        steps.hi = std::max(steps.hi, p.t);
+      }
+    const auto u = run_uptime(steps, r.needed);
+    ASSERT_TRUE(u.known) << r.what;
+    EXPECT_NEAR(u.began, r.began, 1e-9) << r.what;
+    EXPECT_NEAR(u.figures.observed_s, r.observed_s, 0.11) << r.what;
+    EXPECT_NEAR(u.figures.down_s, r.down_s, 0.11) << r.what;
+  }
+}
+
 }  // namespace
 }  // namespace dd::policy
