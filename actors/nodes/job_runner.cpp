@@ -334,6 +334,9 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
     mo.fragments = setup->plan.num_fragments();
     mo.version = util::build_version();
     mo.commit = util::build_commit();
+    mo.resumed = options.resume;  // the run figures add the earlier parts, as summary.json
+    mo.seconds_before = setup->seconds_before;
+    mo.before = setup->before;
     if (options.tls)
       mo.tls_not_after_unix =
           static_cast<double>(std::time(nullptr)) + options.tls->own().seconds_to_expiry;

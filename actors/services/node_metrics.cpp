@@ -179,10 +179,19 @@ node_metrics::node_metrics(node_metrics_options o) : o_(std::move(o)), started_u
                                    {"run", "fragment", "learner"});
   val_loss_ = &reg_.gauge("dd_run_validation_loss",
                           "Validation loss of the last evaluation, nats/token.", R);
-  run_tokens_ = &reg_.counter("dd_run_tokens_total", "Tokens trained by all learners.", R);
-  run_merges_ = &reg_.counter("dd_run_merges_total", "Merges of all fragments.", R);
+  run_tokens_ = &reg_.counter(
+      "dd_run_tokens_total",
+      "Tokens trained by all learners over the whole run (every part of a resumed run), as "
+      "summary.json.",
+      R);
+  run_merges_ = &reg_.counter(
+      "dd_run_merges_total",
+      "Merges of all fragments over the whole run (every part of a resumed run), as summary.json.",
+      R);
   goodput_ = &reg_.gauge("dd_run_goodput_ratio",
-                         "Learner time in inner steps / (M × wall time), as summary.json.", R);
+                         "Learner time in inner steps / (M × training time up to the stop), over "
+                         "the whole run, as summary.json.",
+                         R);
   uptime_ratio_ = &reg_.gauge("dd_run_uptime_ratio",
                               "Time with a quorum of learners stepping / time observed.", R);
   uptime_seconds_ =
@@ -327,6 +336,13 @@ void node_metrics::on_event(const nlohmann::json& line) {
     reconnects_->inc({run});
   } else if (kind == "divergence") {
     divergences_->inc({run});
+  } else if (kind == "start" || kind == "resume") {
+    std::lock_guard<std::mutex> g(mutex_);
+    start_t_ = t;
+    stop_t_ = -1.0;
+  } else if (kind == "stop") {
+    std::lock_guard<std::mutex> g(mutex_);
+    if (stop_t_ < 0) stop_t_ = t;
   }
   if (timeline_kind(kind)) {
     nlohmann::json e = line;
@@ -356,6 +372,24 @@ void node_metrics::sample() {
   }
 }
 
+nlohmann::json node_metrics::run_figures(const run_counters& c, double now) {
+  double start = 0, stop = -1;
+  {
+    std::lock_guard<std::mutex> g(mutex_);
+    start = start_t_;
+    stop = stop_t_;
+  }
+  // As the job's finalize computes summary.json: wall seconds from the part's start, training
+  // seconds up to the stop, each plus the earlier parts'.
+  const bool resumed = o_.resumed;
+  const double wall = std::max(0.0, now - start) +
+                      (resumed ? wall_seconds_before(o_.before, o_.seconds_before) : 0.0);
+  const double training =
+      std::max(0.0, (stop >= 0 ? stop : now) - start) + (resumed ? o_.seconds_before : 0.0);
+  return make_summary(std::max(1, o_.learners), std::max(1, o_.fragments),
+                      resumed ? whole_run(c, o_.before) : c, c.last_val_loss, wall, training);
+}
+
 void node_metrics::refresh(const run_counters& c, double now) {
   const std::string& run = o_.run_id;
   for (auto* f : {learner_loss_, learner_up_, learner_stepping_, learner_incarnation_,
@@ -363,7 +397,6 @@ void node_metrics::refresh(const run_counters& c, double now) {
                   fragment_version_, fragment_grace_, fragment_quorum_, last_merge_contributors_,
                   last_merge_tokens_, last_merge_weight_})
     f->clear();
-  uint64_t tokens = 0;
   int live = 0, away = 0, finished = 0;
   std::map<int32_t, std::map<int32_t, std::pair<uint64_t, double>>> pushed_base;
   {
@@ -372,7 +405,6 @@ void node_metrics::refresh(const run_counters& c, double now) {
   }
   for (const auto& [id, l] : c.learners) {
     const std::string I = L(id);
-    tokens += l.tokens;
     learner_steps_->set({run, I}, static_cast<double>(l.step));
     learner_tokens_->set({run, I}, static_cast<double>(l.tokens));
     learner_loss_->set({run, I}, l.loss);
@@ -432,11 +464,10 @@ void node_metrics::refresh(const run_counters& c, double now) {
     return;
   }
   if (c.last_val_loss >= 0) val_loss_->set({run}, c.last_val_loss);
-  run_tokens_->set({run}, static_cast<double>(tokens));
-  run_merges_->set({run}, static_cast<double>(c.merges));
   {
-    const auto s =
-        make_summary(std::max(1, o_.learners), std::max(1, o_.fragments), c, -1.0, now, now);
+    const auto s = run_figures(c, now);
+    run_tokens_->set({run}, static_cast<double>(s.value("tokens", uint64_t{0})));
+    run_merges_->set({run}, static_cast<double>(s.value("merges", uint64_t{0})));
     goodput_->set({run}, s.value("goodput", 0.0));
     uptime_ratio_->set({run}, s.value("uptime", 0.0));
     uptime_seconds_->set({run}, c.uptime_s);
@@ -479,20 +510,21 @@ nlohmann::json node_metrics::status() {
   const double now = log->now();
   const auto c = log->snapshot();
   s["t"] = now;
-  uint64_t tokens = 0;
-  for (const auto& [id, l] : c.learners) tokens += l.tokens;
-  const auto sum = make_summary(std::max(1, o_.learners), std::max(1, o_.fragments), c,
-                                c.last_val_loss, now, now);
+  // The whole run, as summary.json counts it (earlier parts of a resumed run included).
+  const auto sum = run_figures(c, now);
+  const run_counters all = o_.resumed ? whole_run(c, o_.before) : c;
   s["run"] = {{"learners", o_.learners},
               {"fragments", o_.fragments},
-              {"tokens", tokens},
-              {"merges", c.merges},
+              {"parts", o_.resumed ? o_.before.parts + 1 : 1},
+              {"tokens", sum.value("tokens", uint64_t{0})},
+              {"wall_seconds", sum.value("wall_seconds", 0.0)},
+              {"merges", all.merges},
               {"goodput", sum.value("goodput", 0.0)},
               {"uptime", sum.value("uptime", 0.0)},
-              {"learner_restarts", c.learner_restarts},
-              {"owner_restarts", c.owner_restarts},
-              {"pushes", c.pushes},
-              {"pushes_refused", c.pushes_rejected},
+              {"learner_restarts", all.learner_restarts},
+              {"owner_restarts", all.owner_restarts},
+              {"pushes", all.pushes},
+              {"pushes_refused", all.pushes_rejected},
               {"val_loss",
                c.last_val_loss >= 0 ? nlohmann::json(c.last_val_loss) : nlohmann::json(nullptr)},
               {"degraded", c.degraded},

@@ -4,10 +4,15 @@
 //
 // Fed from what the node's services already record, never from inside a role's decisions: the
 // run log's events as they are written (run_observer: merges, pushes, refusals, evaluations,
-// failures, restarts), each inner step recorded at the node (its wall time), and at every scrape
-// a snapshot of the run log's counters (steps, tokens, loss, versions, liveness, uptime,
-// goodput as summary.json computes them). The launcher, which has no run log, feeds gauges of
-// its own through registry().
+// failures, restarts; the "start"/"resume" and "stop" events date the training), each inner step
+// recorded at the node (its wall time), and at every scrape a snapshot of the run log's counters
+// (steps, tokens, loss, versions, liveness, uptime). The run figures (dd_run_tokens_total,
+// dd_run_merges_total, dd_run_goodput_ratio, dd_run_uptime_*, /status "run") are summary.json's
+// (run_report.hpp make_summary over whole_run): of the whole run, earlier parts of a resumed run
+// included, and goodput divides by the training seconds up to the "stop" event, not by the time
+// the final evaluation adds. Counters fed by events (dd_fragment_*, dd_learner_pushes_total, ...)
+// count what this process saw since it started. The launcher, which has no run log, feeds gauges
+// of its own through registry().
 //
 // Thread-safe: the observer runs on the recording threads, scrapes on the listener's.
 #pragma once
@@ -27,6 +32,7 @@
 #include "actors/services/http_listener.hpp"
 #include "actors/services/metrics.hpp"
 #include "actors/services/run_log.hpp"
+#include "runtime/run_dir.hpp"
 
 namespace dd::actors {
 
@@ -42,6 +48,12 @@ struct node_metrics_options {
   /// This node's TLS certificate's notAfter, unix seconds (actors/link/tls.hpp); 0 = no TLS.
   /// Exposed as dd_tls_cert_expiry_seconds (seconds left; negative once expired).
   double tls_not_after_unix = 0;
+  /// A resumed run (a later part of it): the earlier parts' counts and training seconds. The
+  /// run figures of /metrics (dd_run_*) and /status ("run") add them, as summary.json does, so
+  /// they cover the whole run.
+  bool resumed = false;
+  double seconds_before = 0.0;
+  earlier_parts before;
 };
 
 /// The metrics and status of one node. Construct it before the node's actors run; attach()
@@ -82,6 +94,8 @@ class node_metrics final : public run_observer {
 
  private:
   void refresh(const run_counters& c, double now);
+  /// summary.json's figures of the whole run up to `now` (make_summary over whole_run).
+  nlohmann::json run_figures(const run_counters& c, double now);
   std::string L(int32_t id) const { return std::to_string(id); }
   /// {run, id} built once per id (no allocation on the step and event paths).
   const label_values& run_and(int32_t id);
@@ -134,6 +148,8 @@ class node_metrics final : public run_observer {
   };
   std::map<int32_t, std::deque<loss_point>> loss_history_;
   double last_sample_t_ = -1.0;
+  double start_t_ = 0.0;  ///< run-log time of this part's "start"/"resume" event
+  double stop_t_ = -1.0;  ///< run-log time of the "stop" event (end of training); < 0: none yet
   std::function<nlohmann::json()> status_extra_;
 };
 

@@ -49,6 +49,26 @@ nlohmann::json make_summary(int learners, int fragments, const run_counters& c,
       {"divergences", c.divergences}};
 }
 
+run_counters whole_run(const run_counters& c, const earlier_parts& b) {
+  run_counters all = c;
+  all.merges += b.merges;
+  all.contributors += b.contributors;
+  all.tokens_merged += b.tokens_merged;
+  all.pushes += b.pushes;
+  all.pushes_rejected += b.pushes_rejected;
+  all.bytes_pushed += b.bytes_pushed;
+  all.bytes_broadcast += b.bytes_broadcast;
+  all.chunks_refused += b.chunks_refused;
+  all.envelopes_refused += b.envelopes_refused;
+  all.pushes_implausible += b.pushes_implausible;
+  all.frames_refused += b.frames_refused;
+  all.auth_refused += b.auth_refused;
+  all.divergences += b.divergences;
+  all.learner_restarts += b.learner_restarts;
+  all.owner_restarts += b.owner_restarts;
+  return all;
+}
+
 run_result make_run_result(const run_facts& f, const run_counters& counters, double final_val_loss,
                            uint64_t digest, double wall_s, double training_s) {
   const double loss = final_val_loss;
@@ -56,33 +76,11 @@ run_result make_run_result(const run_facts& f, const run_counters& counters, dou
   r.finished = true;
   r.final_val_loss = loss;
   r.digest = digest;
-  // A resumed run reports the whole run: the learners' tokens and compute seconds carry over
-  // the resume (the monitor's record), and so do the training seconds goodput divides them by;
-  // merges, pushes, bytes, refusals and restarts of the earlier parts come from their
-  // events.jsonl lines, their wall time is the sum of their spans.
-  run_counters all = counters;
-  // The earlier parts' wall time: their events' spans and the monitor record's training seconds
-  // both fall short of it (a killed part's last event or record came before the kill; a merge
-  // pause writes no event for many seconds): the larger one.
-  const double wall_before = f.resumed ? std::max(f.before.wall_s, f.seconds_before) : 0.0;
-  if (f.resumed) {
-    const auto& b = f.before;
-    all.merges += b.merges;
-    all.contributors += b.contributors;
-    all.tokens_merged += b.tokens_merged;
-    all.pushes += b.pushes;
-    all.pushes_rejected += b.pushes_rejected;
-    all.bytes_pushed += b.bytes_pushed;
-    all.bytes_broadcast += b.bytes_broadcast;
-    all.chunks_refused += b.chunks_refused;
-    all.envelopes_refused += b.envelopes_refused;
-    all.pushes_implausible += b.pushes_implausible;
-    all.frames_refused += b.frames_refused;
-    all.auth_refused += b.auth_refused;
-    all.divergences += b.divergences;
-    all.learner_restarts += b.learner_restarts;
-    all.owner_restarts += b.owner_restarts;
-  }
+  // A resumed run reports the whole run (whole_run): the learners' tokens and compute seconds
+  // carry over the resume, and so do the training seconds goodput divides them by; the earlier
+  // parts' counts come from their events.jsonl lines, their wall time is the sum of their spans.
+  const run_counters all = f.resumed ? whole_run(counters, f.before) : counters;
+  const double wall_before = f.resumed ? wall_seconds_before(f.before, f.seconds_before) : 0.0;
   r.summary = make_summary(f.learners, f.fragments, all, loss, wall_s + wall_before,
                            training_s + (f.resumed ? f.seconds_before : 0.0));
   // A classifier's (data.kind = "idx") last evaluation also scored accuracy.

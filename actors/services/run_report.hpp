@@ -62,6 +62,19 @@ struct run_facts {
 nlohmann::json make_summary(int learners, int fragments, const run_counters& c,
                             double final_val_loss, double wall_s, double training_s);
 
+/// The whole run's counters: this part's `c` plus what the earlier parts of a resumed run
+/// counted (`b`: merges, contributors, merged tokens, pushes, bytes, refusals, divergences,
+/// restarts). The learners' tokens and compute seconds already cover every part (the monitor's
+/// record carries them over the resume).
+run_counters whole_run(const run_counters& c, const earlier_parts& b);
+
+/// The earlier parts' wall seconds: their events' spans and the monitor record's training
+/// seconds both fall short of it (a killed part's last event or record came before the kill; a
+/// merge pause writes no event for many seconds): the larger one.
+inline double wall_seconds_before(const earlier_parts& b, double seconds_before) {
+  return b.wall_s > seconds_before ? b.wall_s : seconds_before;
+}
+
 /// The outcome of a finished run: make_summary (of the whole run: a resumed run adds
 /// `f.before`, the earlier parts' counts, and their wall seconds: the larger of their events'
 /// spans and `f.seconds_before`), plus "resumed" with "parts",

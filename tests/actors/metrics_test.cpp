@@ -184,6 +184,96 @@ TEST(NodeMetrics, FollowsTheRunLogsEventsAndCounters) {
   EXPECT_TRUE(has_line(m.scrape(), "dd_fragment_merges_total{run=\"abc\",fragment=\"0\"} 1"));
 }
 
+/// The value of `series` (name{labels}) in an exposition text; NaN when absent.
+double sample_of(const std::string& text, const std::string& series) {
+  const auto at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return std::nan("");
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+// /metrics and /status give summary.json's figures of the whole run (make_run_result on the same
+// counters): after a syncer restart they add the earlier parts (merges, restarts, pushes, wall
+// and training seconds), and at the end of a run goodput divides by the training time up to the
+// stop, not by the wall time that a 32 s final evaluation adds.
+TEST(NodeMetrics, RunFiguresAreSummaryJsonsForTheWholeRunAfterTheStop) {
+  for (const bool resumed : {false, true}) {
+    SCOPED_TRACE(resumed ? "resumed" : "fresh");
+    double now = 0.0;
+    run_log log({}, false, [&] { return now; });
+    node_metrics_options o;
+    o.kind = "syncer";
+    o.node = "syncer";
+    o.run_id = "abc";
+    o.learners = 2;
+    o.fragments = 2;
+    run_facts f;
+    f.learners = 2;
+    f.fragments = 2;
+    if (resumed) {
+      o.resumed = f.resumed = true;
+      o.seconds_before = f.seconds_before = 100.0;
+      earlier_parts b;
+      b.parts = 1;
+      b.merges = 40;
+      b.contributors = 80;
+      b.tokens_merged = 3000;
+      b.pushes = 90;
+      b.pushes_rejected = 3;
+      b.learner_restarts = 2;
+      b.owner_restarts = 1;
+      b.wall_s = 120.0;
+      o.before = f.before = b;
+    }
+    node_metrics m(o);
+    m.attach(&log);
+    log.emit(resumed ? "resume" : "start", {});
+    log.update([](run_counters& c) {
+      for (int32_t id : {0, 1}) {
+        c.learners[id].alive = true;
+        c.learners[id].tokens = 4000;  // over every part (the monitor's record)
+        c.learners[id].compute_s = 15.0;
+      }
+      c.merges = 10;
+      c.contributors = 20;
+      c.tokens_merged = 1000;
+      c.pushes = 30;
+      c.pushes_rejected = 1;
+      c.learner_restarts = 1;
+      c.uptime_s = 19.0;
+      c.observed_s = 20.0;
+    });
+    now = 20.0;
+    log.emit("stop", {{"reason", "budget spent"}});
+    now = 52.0;  // a 32 s final evaluation
+    const auto summary = make_run_result(f, log.snapshot(), 2.0, 1, 52.0, 20.0).summary;
+    const std::string out = m.scrape();
+    // Goodput: 30 compute seconds over 2 × 20 training seconds (+ 2 × 100 before the resume),
+    // not over the 52 s that include the final evaluation.
+    EXPECT_DOUBLE_EQ(summary["goodput"].get<double>(), resumed ? 30.0 / 240.0 : 0.75);
+    EXPECT_DOUBLE_EQ(sample_of(out, "dd_run_goodput_ratio{run=\"abc\"}"),
+                     summary["goodput"].get<double>())
+        << out;
+    EXPECT_EQ(sample_of(out, "dd_run_merges_total{run=\"abc\"}"), resumed ? 50.0 : 10.0) << out;
+    EXPECT_EQ(sample_of(out, "dd_run_merges_total{run=\"abc\"}"), summary["merges"].get<double>());
+    EXPECT_EQ(sample_of(out, "dd_run_tokens_total{run=\"abc\"}"), 8000.0) << out;
+    EXPECT_DOUBLE_EQ(sample_of(out, "dd_run_uptime_ratio{run=\"abc\"}"), 0.95) << out;
+    const auto st = m.status()["run"];
+    EXPECT_EQ(st["parts"], resumed ? 2 : 1);
+    EXPECT_EQ(st["merges"], summary["merges"]);
+    EXPECT_EQ(st["tokens"], summary["tokens"]);
+    EXPECT_EQ(st["goodput"], summary["goodput"]);
+    EXPECT_EQ(st["uptime"], summary["uptime"]);
+    EXPECT_EQ(st["learner_restarts"], summary["learner_restarts"]);
+    EXPECT_EQ(st["learner_restarts"], resumed ? 3 : 1);
+    EXPECT_EQ(st["owner_restarts"], resumed ? 1 : 0);
+    EXPECT_EQ(st["pushes"], resumed ? 120 : 30);
+    EXPECT_EQ(st["pushes_refused"], resumed ? 4 : 1);
+    EXPECT_EQ(st["wall_seconds"], summary["wall_seconds"]);
+    EXPECT_DOUBLE_EQ(st["wall_seconds"].get<double>(), resumed ? 172.0 : 52.0);
+    m.attach(nullptr);
+  }
+}
+
 using dd::test::http_get;
 
 TEST(HttpListener, ServesRoutesAndPrefixesAnswers404AndRefusesATakenPort) {
