@@ -70,6 +70,597 @@ void say(const node_do::say& x) {
   std::fflush(to);
 }
 
+/// The event lines forwarded to the syncer (about once a second, at most 1 MiB per message;
+/// beyond 8 MiB buffered while the syncer is away, lines are dropped and counted).
+struct forward_buffer {
+  std::mutex m;
+  std::string lines;
+  uint64_t dropped = 0;
+};
+
+/// A tensor channel that broke, as its hub reports it (on the hub's thread).
+struct channel_loss {
+  std::mutex m;
+  std::string why;
+  bool lost = false;
+};
+
+/// One learner node: the shell around learner_node_core. Each phase carries out what the core
+/// decides from its outcomes: reach the syncer and learn the run, load the experiment and the
+/// data, ask for learner ids, set up the node's services and spawn the learners, then run until
+/// they are done (rejoining a lost syncer), and shut down. The members are declared in the
+/// order they are made: destroyed in reverse (the HTTP listener before the log it reads, the
+/// channel hub before the actor system).
+class learner_node_shell {
+ public:
+  learner_node_shell(const learner_node_options& o, std::string host, std::string name,
+                     uint64_t seed)
+      : o_(o),
+        host_(std::move(host)),
+        name_(std::move(name)),
+        cfg_(o.transport),
+        sys_(cfg_),
+        self_(sys_),
+        conn_(o.join, name_, sys_, o.backoff_base_s, o.backoff_cap_s, o.connect_timeout_s, seed),
+        t0_(node_connector::now_s()),
+        core_({name_, o.join_deadline_s, o.progress_every_s, t0_}) {
+    if (o.join_deadline_s > 0) conn_.deadline_at = t0_ + o.join_deadline_s;
+  }
+
+  int run() {
+    if (auto s = reach_syncer()) return *s;
+    if (auto s = load_run()) return *s;
+    if (auto s = ask_learner_ids()) return *s;
+    if (auto s = start_services()) return *s;
+    spawn_learners();
+    run_until_done();
+    return shut_down();
+  }
+
+ private:
+  bool interrupted() const { return o_.interrupt != nullptr && o_.interrupt->load() != 0; }
+  std::optional<int> starting(const node_actions& actions);
+  void carry_out(node_actions actions);
+  void carry_out_one(node_action& a);
+
+  std::optional<int> reach_syncer();
+  std::optional<int> load_run();
+  std::optional<int> ask_learner_ids();
+  std::optional<int> start_services();
+  void start_event_forwarding();
+  void start_chaos_endpoint();
+  void start_http();
+  std::optional<int> make_step_gate();
+  void spawn_learners();
+  void make_channel_hub();
+  void open_channel();
+  void flush_events(bool last);
+  void show_progress(const node_do::progress& x);
+  void adopt_monitor();
+  void run_until_done();
+  void poll_once();
+  void try_rejoin();
+  int shut_down();
+
+  const learner_node_options& o_;
+  const std::string host_, name_;
+  node_config cfg_;
+  caf::actor_system sys_;
+  caf::scoped_actor self_;
+  node_connector conn_;
+  const double t0_;
+  learner_node_core core_;
+  std::string run_id_ = o_.run_id;
+  monitor_hdl monitor_;
+  node_join_reply described_;
+  config::experiment exp_;
+  run_data rd_;
+  node_join req_;  ///< the ask for learner ids, and again at every rejoin
+  std::vector<int32_t> ids_;
+  std::string run_dir_;
+  std::unique_ptr<run_log> log_;
+  std::shared_ptr<forward_buffer> fwd_ = std::make_shared<forward_buffer>();
+  fragment_plan plan_;
+  uint64_t steps_ = 0;
+  std::unique_ptr<fault_hooks> hooks_;
+  std::unique_ptr<chaos_endpoint> endpoint_;
+  node_http http_;  // after `log_`: detaches from it first
+  int threads_ = 1;
+  std::unique_ptr<step_admission> gate_;
+  /// The monitor the learners' contexts see (current_monitor), replaced at every rejoin.
+  std::shared_ptr<std::pair<std::mutex, monitor_hdl>> current_ =
+      std::make_shared<std::pair<std::mutex, monitor_hdl>>();
+  /// Chunks to the syncer node leave on the tensor channel once the node has opened one.
+  std::shared_ptr<channel_route> route_ = std::make_shared<channel_route>();
+  std::shared_ptr<supervisor_context> sctx_;
+  std::shared_ptr<channel_loss> channel_lost_ = std::make_shared<channel_loss>();
+  std::shared_ptr<tensor_channel_hub> channels_;  // after sys_: destroyed before it
+  supervisor_hdl sup_;
+  std::optional<monitor_hdl> reached_;  ///< the monitor of the rejoin being carried out
+};
+
+/// Carries out the actions of the startup (before any learner runs); the exit status when one
+/// of them ends the node.
+std::optional<int> learner_node_shell::starting(const node_actions& actions) {
+  std::optional<int> exit_status;
+  for (const auto& a : actions) {
+    if (exit_status) break;
+    std::visit(
+        [&](const auto& x) {
+          using T = std::decay_t<decltype(x)>;
+          if constexpr (std::is_same_v<T, node_do::backoff>) {
+            conn_.failed(x.why);
+          } else if constexpr (std::is_same_v<T, node_do::set_deadline>) {
+            conn_.deadline_at = x.deadline_at;
+            if (x.reset_attempts) conn_.attempt = 0;
+          } else if constexpr (std::is_same_v<T, node_do::drop_connections>) {
+            conn_.drop_connections(x.why);
+          } else if constexpr (std::is_same_v<T, node_do::say>) {
+            say(x);
+          } else if constexpr (std::is_same_v<T, node_do::wait>) {
+            std::this_thread::sleep_for(std::chrono::duration<double>(x.seconds));
+          } else if constexpr (std::is_same_v<T, node_do::exit_node>) {
+            exit_status = x.status;
+          }
+        },
+        a);
+  }
+  return exit_status;
+}
+
+/// Carries out the actions of the main loop, in order.
+void learner_node_shell::carry_out(node_actions actions) {
+  for (auto& a : actions) carry_out_one(a);
+}
+
+void learner_node_shell::carry_out_one(node_action& a) {
+  std::visit(
+      [&](auto& x) {
+        using T = std::decay_t<decltype(x)>;
+        if constexpr (std::is_same_v<T, node_do::backoff>) {
+          conn_.failed(x.why);
+        } else if constexpr (std::is_same_v<T, node_do::retry_at_once>) {
+          conn_.last_error = x.why;
+        } else if constexpr (std::is_same_v<T, node_do::set_deadline>) {
+          conn_.deadline_at = x.deadline_at;
+          if (x.reset_attempts) conn_.attempt = 0;
+        } else if constexpr (std::is_same_v<T, node_do::drop_connections>) {
+          // A connection whose proxies are dead but which CAF keeps is shut down, so the next
+          // lookup connects afresh (shutdown_connections_to).
+          const int n = conn_.drop_connections(x.why);
+          if (x.log_event)
+            log_->emit("syncer_connection_dropped", {{"sockets", n}, {"why", x.why}});
+        } else if constexpr (std::is_same_v<T, node_do::close_channels>) {
+          channels_->close_all(x.why);
+        } else if constexpr (std::is_same_v<T, node_do::open_channel>) {
+          open_channel();
+        } else if constexpr (std::is_same_v<T, node_do::adopt_monitor>) {
+          adopt_monitor();
+        } else if constexpr (std::is_same_v<T, node_do::rejoin_learners>) {
+          self_->send(sup_, atoms::syncer_atom_v, monitor_);
+        } else if constexpr (std::is_same_v<T, node_do::stop_learners>) {
+          self_->send(sup_, atoms::stop_atom_v);
+        } else if constexpr (std::is_same_v<T, node_do::emit>) {
+          if (x.with_steps) x.fields["steps"] = learner_steps(*log_);
+          log_->emit(x.event, std::move(x.fields));
+        } else if constexpr (std::is_same_v<T, node_do::say>) {
+          say(x);
+        } else if constexpr (std::is_same_v<T, node_do::flush_events>) {
+          flush_events(false);
+        } else if constexpr (std::is_same_v<T, node_do::progress>) {
+          show_progress(x);
+        } else {
+          static_assert(std::is_same_v<T, node_do::wait> || std::is_same_v<T, node_do::exit_node>,
+                        "every action of the main loop is carried out");
+        }
+      },
+      a);
+}
+
+/// 1. Reach the monitor and learn the run (the describe handshake, learner_count 0).
+std::optional<int> learner_node_shell::reach_syncer() {
+  while (core_.state() == learner_node_state::connecting) {
+    if (auto s = starting(
+            core_.on_startup_check(node_connector::now_s(), interrupted(), conn_.last_error)))
+      return s;
+    const int attempts_before = conn_.attempt;
+    auto m = conn_.try_once();
+    if (!m) {
+      if (conn_.attempt != attempts_before)
+        if (auto s = starting(core_.on_startup_lookup_failed(conn_.last_error))) return s;
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
+    node_join ask;
+    ask.run_id = run_id_;
+    ask.node_name = name_;
+    ask.host = host_;
+    ask.learner_count = 0;  // describe only
+    std::string why;
+    auto rep = node_handshake(self_, *m, ask, o_.join_token, 10.0, &why);
+    if (auto s = starting(core_.on_described(outcome_of(rep, why)))) return s;
+    if (rep && rep->accepted) {
+      monitor_ = *m;
+      described_ = std::move(*rep);
+    }
+  }
+  run_id_ = described_.run_id;
+  return std::nullopt;
+}
+
+/// 2. The experiment and this node's copy of the data, checked before any learner allocates.
+std::optional<int> learner_node_shell::load_run() {
+  config::load_options lo;
+  lo.check_files = false;
+  auto loaded = config::load_json(nlohmann::json::parse(described_.experiment_json), lo);
+  const bool loads = loaded.ok() && loaded.experiments.size() == 1;
+  std::string memory;
+  if (loads) {
+    exp_ = loaded.experiments.front();
+    if (!o_.data_file.empty()) exp_.data.file = o_.data_file;
+    const int here = o_.learner_ids.empty() ? o_.learners : static_cast<int>(o_.learner_ids.size());
+    memory = check_before_start(exp_, start_check_for::learner_node, here, o_.force_memory);
+  }
+  if (auto s = starting(core_.on_experiment(loads, loaded.error_text(), memory))) return s;
+  node_data_check d;
+  d.from_flag = !o_.data_file.empty();
+  d.name = exp_.data.kind == config::data_kind::idx ? exp_.data.images + "' + '" + exp_.data.labels
+           : exp_.data.kind == config::data_kind::tokens && !exp_.data.files.empty()
+               ? exp_.data.files.front() + (exp_.data.files.size() > 1 ? "' ..." : "")
+               : exp_.data.file;
+  try {
+    rd_ = load_run_data(exp_);
+    req_.data_hash = d.hash_here = rd_.hash;
+    req_.data_bytes = d.bytes_here = rd_.bytes;
+  } catch (const std::exception& e) {
+    d.error = e.what();
+  }
+  d.bytes_there = described_.data_bytes;
+  d.hash_there = described_.data_hash;
+  return starting(core_.on_data(d));
+}
+
+/// 3. Ask for learner ids until given (or the core ends the node).
+std::optional<int> learner_node_shell::ask_learner_ids() {
+  req_.run_id = run_id_;
+  req_.node_name = name_;
+  req_.host = host_;
+  req_.learner_ids = o_.learner_ids;
+  req_.learner_count = static_cast<uint32_t>(std::max(1, o_.learners));
+  while (true) {
+    if (auto s = starting(
+            core_.on_startup_check(node_connector::now_s(), interrupted(), conn_.last_error)))
+      return s;
+    std::string why;
+    auto rep = node_handshake(self_, monitor_, req_, o_.join_token, 10.0, &why);
+    if (rep && rep->accepted) {
+      ids_ = rep->learner_ids;
+      return std::nullopt;
+    }
+    if (auto s = starting(core_.on_ids(outcome_of(rep, why), node_connector::now_s()))) return s;
+  }
+}
+
+/// 4. The node's services: its event log (forwarded to the syncer), fault hooks, chaos
+/// endpoint, HTTP listener and step admission.
+std::optional<int> learner_node_shell::start_services() {
+  run_dir_ =
+      !o_.run_dir.empty() ? o_.run_dir : (fs::path("runs") / exp_.name / "nodes" / name_).string();
+  fs::create_directories(run_dir_);
+  log_ = std::make_unique<run_log>((fs::path(run_dir_) / "events.jsonl").string());
+  // A failed events.jsonl line is kept and written again with backoff (the node goes on,
+  // degraded) for up to checkpoint.max_failing_seconds; then the node stops its learners.
+  log_->set_retry_writes(true);
+  start_event_forwarding();
+  log_->set_console([](const std::string& line) {
+    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fflush(stderr);
+  });
+  plan_ = plan_of(exp_);
+  steps_ =
+      described_.steps_per_learner > 0 ? described_.steps_per_learner : steps_per_learner_of(exp_);
+  std::vector<fault_spec> faults;
+  for (const auto& f : fault_specs_of(exp_, steps_, plan_.num_fragments()))
+    if (f.what != fault_kind::kill_owner &&
+        !(f.live_window && config::is_broadcast_fault(f.live.what)) &&
+        !(o_.message_faults_via_endpoint && is_message_fault(f)))
+      faults.push_back(f);  // owners' and broadcasts' faults act in the syncer node
+  hooks_ = std::make_unique<fault_hooks>(faults, log_.get());
+  start_chaos_endpoint();
+  start_http();
+  return make_step_gate();
+}
+
+/// Every event line is also forwarded to the syncer (forward_buffer).
+void learner_node_shell::start_event_forwarding() {
+  log_->set_tap([fwd = fwd_](const std::string& line) {
+    std::lock_guard<std::mutex> g(fwd->m);
+    if (fwd->lines.size() + line.size() > (size_t{8} << 20))
+      ++fwd->dropped;
+    else
+      fwd->lines += line;
+  });
+}
+
+/// Sends the buffered event lines (up to 1 MiB, whole lines) to the syncer; the `last` batch as
+/// a request, so the process does not exit before it is written.
+void learner_node_shell::flush_events(bool last) {
+  std::string batch;
+  {
+    std::lock_guard<std::mutex> g(fwd_->m);
+    if (fwd_->lines.empty()) return;
+    size_t cut = std::min(fwd_->lines.size(), size_t{1} << 20);
+    const auto nl = fwd_->lines.rfind('\n', cut - 1);
+    if (nl == std::string::npos) return;
+    cut = nl + 1;
+    batch = fwd_->lines.substr(0, cut);
+    fwd_->lines.erase(0, cut);
+  }
+  if (!last) {
+    caf::anon_send(monitor_, atoms::events_atom_v,
+                   encode(node_events{name_, std::move(batch)}, {run_id_, 0}));
+    return;
+  }
+  self_
+      ->request(monitor_, std::chrono::seconds(2), atoms::events_atom_v,
+                encode(node_events{name_, std::move(batch)}, {run_id_, 0}))
+      .receive([](bool) {}, [](caf::error&) {});
+}
+
+/// The node's chaos endpoint (--chaos-endpoint). A port taken since the launcher picked it must
+/// not stop the training: the node runs on without one (dd-chaos msg then reports it
+/// unreachable).
+void learner_node_shell::start_chaos_endpoint() {
+  if (o_.chaos_endpoint.first.empty()) return;
+  chaos_endpoint_options eo;
+  eo.host = o_.chaos_endpoint.first;
+  eo.port = o_.chaos_endpoint.second;
+  eo.node_name = name_;
+  eo.role = "learner";
+  eo.learners = ids_;
+  eo.fragments = plan_.num_fragments();
+  eo.steps_per_learner = steps_;
+  eo.join_token = o_.join_token;
+  try {
+    endpoint_ = std::make_unique<chaos_endpoint>(eo, hooks_.get());
+    std::printf("dd-node learner %s: chaos endpoint on %s:%u\n", name_.c_str(), eo.host.c_str(),
+                endpoint_->port());
+    std::fflush(stdout);
+    log_->emit("chaos_endpoint", {{"node", name_}, {"host", eo.host}, {"port", endpoint_->port()}});
+  } catch (const std::exception& e) {
+    log_->warn(fmt::format("chaos endpoint off: {}", e.what()));
+    log_->emit("failure", {{"what", "chaos_endpoint"}, {"error", e.what()}});
+  }
+}
+
+void learner_node_shell::start_http() {
+  if (o_.http.first.empty()) return;
+  node_metrics_options mo;
+  mo.kind = "learner";
+  mo.node = name_;
+  mo.run_id = run_id_;
+  mo.learners = exp_.learners.count;
+  mo.fragments = plan_.num_fragments();
+  mo.version = util::build_version();
+  mo.commit = util::build_commit();
+  mo.tls_not_after_unix = o_.tls_not_after_unix;
+  http_ = start_node_http(o_.http.first, o_.http.second, std::move(mo), log_.get(),
+                          "dd-node learner " + name_);
+}
+
+/// The learners' threads and step admission (plan_step_gate); exit 2 for a bad --step-admission.
+std::optional<int> learner_node_shell::make_step_gate() {
+  const int here = static_cast<int>(ids_.size());
+  threads_ = o_.threads > 0 ? o_.threads : learner_threads_of(exp_, here);
+  const auto g =
+      plan_step_gate(o_.step_admission, std::thread::hardware_concurrency(), threads_, here);
+  if (!g.error.empty()) {
+    std::fprintf(stderr, "%s\n", g.error.c_str());
+    return node_exit_usage;
+  }
+  if (g.what == step_gate_plan::kind::host)
+    gate_ = std::make_unique<host_admission>(host_admission::attach(g.sysv_id));
+  else if (g.what == step_gate_plan::kind::local)
+    gate_ = std::make_unique<compute_gate>(g.slots);
+  return std::nullopt;
+}
+
+/// The learners under a supervisor whose reports come to this node's main loop, and the tensor
+/// channel to the syncer.
+void learner_node_shell::spawn_learners() {
+  current_->second = monitor_;
+  learner_services services;
+  services.channel = route_;
+  services.data = rd_.text.get();
+  services.images = rd_.images.get();
+  services.log = log_.get();
+  services.faults = hooks_.get();
+  services.gate = gate_.get();
+  sctx_ = std::make_shared<supervisor_context>();
+  sctx_->kind = child_kind::learner;
+  sctx_->restart = exp_.restart;
+  sctx_->log = log_.get();
+  sctx_->fault_downtime = respawn_downtime_hook(hooks_.get(), /*owner=*/false);
+  // The node's main loop stands for the job (a blocking actor: typed by cast, it handles both
+  // reports of run_until_done).
+  sctx_->job = caf::actor_cast<supervisor_report_hdl>(self_);
+  for (auto id : ids_) {
+    auto base = make_learner_context(exp_, id, steps_, plan_, threads_, monitor_, services);
+    auto c = std::make_shared<learner_context>(*base);
+    c->run_id = run_id_;
+    c->compute_nice = o_.compute_nice;
+    c->leave =
+        leave_protocol::acked;  // a leave the lost syncer did not take waits for the next one
+    c->current_monitor = [current = current_] {
+      std::lock_guard<std::mutex> g(current->first);
+      return current->second;
+    };
+    std::shared_ptr<const learner_context> cc = c;
+    sctx_->children.push_back({id, [cc](caf::actor_system& s) {
+                                 return caf::actor_cast<caf::actor>(
+                                     s.spawn<caf::detached>(learner, cc));
+                               }});
+  }
+  log_->emit("node_start", {{"node", name_},
+                            {"run_id", run_id_},
+                            {"learners", ids_},
+                            {"threads", threads_},
+                            {"data_file", exp_.data.file}});
+  std::string id_list;
+  for (auto id : ids_) id_list += (id_list.empty() ? "" : ",") + std::to_string(id);
+  std::printf(
+      "dd-node learner %s: run %s, experiment %s, learner id%s %s, %d thread%s each; events in "
+      "%s\n",
+      name_.c_str(), run_id_.c_str(), exp_.name.c_str(), ids_.size() == 1 ? "" : "s",
+      id_list.c_str(), threads_, threads_ == 1 ? "" : "s", run_dir_.c_str());
+  std::fflush(stdout);
+  make_channel_hub();
+  open_channel();
+  sup_ = self_->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx_));
+  self_->monitor(monitor_);
+}
+
+/// The tensor channel to the syncer (actors/link/tensor_channel.hpp): chunks leave on it while
+/// it is open, on CAF otherwise. Opened after every join; one that breaks drops the CAF
+/// connection too (its chunks in flight are lost), so the node rejoins and opens a fresh one.
+void learner_node_shell::make_channel_hub() {
+  tensor_channel_hub::options co;
+  co.run_id = run_id_;
+  co.join_token = o_.join_token;
+  co.handshake_timeout_s = std::max(1.0, o_.connect_timeout_s);
+  co.report = [lg = log_.get()](const std::string& event, const std::string& details) {
+    lg->emit(event, {{"details", details}});
+  };
+  co.on_lost = [lost = channel_lost_](const std::string& why) {
+    std::lock_guard<std::mutex> g(lost->m);
+    lost->why = why;
+    lost->lost = true;
+  };
+  channels_ = tensor_channel_hub::make(sys_, co);
+  route_->set(channels_);
+}
+
+void learner_node_shell::open_channel() {
+  {
+    std::lock_guard<std::mutex> g(channel_lost_->m);
+    channel_lost_->lost = false;
+  }
+  const auto st =
+      channels_->connect(conn_.last_addr.first, conn_.last_addr.second, monitor_.node());
+  if (!st) {
+    std::fprintf(stderr, "dd-node learner %s: %s; chunks go on CAF\n", name_.c_str(),
+                 st.error().message.c_str());
+    std::fflush(stderr);
+    log_->emit("channel_unavailable", {{"details", st.error().message}});
+  }
+}
+
+/// The monitor just reached becomes the node's: watched, handed to the learners' contexts.
+void learner_node_shell::adopt_monitor() {
+  monitor_ = *reached_;
+  {
+    std::lock_guard<std::mutex> g(current_->first);
+    current_->second = monitor_;
+  }
+  self_->monitor(monitor_);
+}
+
+void learner_node_shell::show_progress(const node_do::progress& x) {
+  const auto snap = log_->snapshot();
+  bool any_finished = false;
+  for (const auto& [id, l] : snap.learners) any_finished = any_finished || l.finished;
+  std::printf("%s%s\n", node_progress_line(snap, node_connector::now_s() - t0_).c_str(),
+              (any_finished ? x.suffix_if_finished : x.suffix).c_str());
+  std::fflush(stdout);
+}
+
+/// 5. Runs until every learner is done; reconnects when the syncer is lost.
+void learner_node_shell::run_until_done() {
+  core_.on_started(node_connector::now_s());
+  while (core_.state() != learner_node_state::finished) {
+    self_->receive(
+        [&](atoms::children_done_atom, child_kind) { carry_out(core_.on_children_done()); },
+        [&](atoms::child_given_up_atom, child_kind, int32_t, const std::string&) {},
+        [&](caf::down_msg& dm) {
+          if (dm.source != monitor_.address()) return;
+          carry_out(core_.on_monitor_down(sys_.render(dm.reason),
+                                          dm.reason == caf::exit_reason::remote_link_unreachable,
+                                          node_connector::now_s()));
+        },
+        caf::after(std::chrono::milliseconds(250)) >> [&] {});
+    if (core_.state() == learner_node_state::finished) break;
+    poll_once();
+  }
+}
+
+/// One turn of the main loop after a message or 250 ms: metrics, a broken channel, a signal,
+/// the lost syncer's deadline and rejoin, failing writes, timers.
+void learner_node_shell::poll_once() {
+  if (http_.metrics) http_.metrics->sample();
+  {
+    std::string why;
+    {
+      std::lock_guard<std::mutex> g(channel_lost_->m);
+      if (channel_lost_->lost) why = channel_lost_->why;
+      channel_lost_->lost = false;
+    }
+    carry_out(core_.on_channel_lost(why));
+  }
+  if (interrupted()) carry_out(core_.on_interrupt(o_.interrupt->load()));
+  carry_out(core_.on_deadline_check(node_connector::now_s(), conn_.last_error));
+  if (core_.wants_rejoin()) try_rejoin();
+  log_->retry_pending();
+  carry_out(core_.on_writes_failing(log_->failing_for_s(), exp_.checkpoint.max_failing_seconds,
+                                    log_->failing_files()));
+  carry_out(core_.on_timers(node_connector::now_s()));
+}
+
+/// One rejoin attempt: the lookup when its backoff step has come, then the handshake with the
+/// node's learner ids.
+void learner_node_shell::try_rejoin() {
+  const int attempts_before = conn_.attempt;
+  const double tried_at = node_connector::now_s();
+  reached_ = conn_.try_once();
+  if (!reached_) {
+    if (conn_.attempt != attempts_before)
+      carry_out(
+          core_.on_rejoin_lookup_failed(conn_.last_error, node_connector::now_s() - tried_at));
+    return;
+  }
+  node_join again = req_;
+  again.learner_ids = ids_;
+  std::string why;
+  // CAF drops a message to a dead proxy without an answer: a handle already down is not asked,
+  // a live syncer answers within the connect timeout.
+  std::optional<node_join_reply> rep;
+  bool unanswered = false;
+  auto* target = caf::actor_cast<caf::abstract_actor*>(*reached_);
+  const bool dead_handle =
+      target != nullptr && target->getf(caf::abstract_actor::is_terminated_flag);
+  if (dead_handle)
+    why = "the syncer's handle is already down";
+  else
+    rep = node_handshake(self_, *reached_, again, o_.join_token,
+                         std::max(1.0, o_.connect_timeout_s), &why, &unanswered);
+  carry_out(core_.on_rejoin(outcome_of(rep, why, unanswered, dead_handle), conn_.attempt,
+                            node_connector::now_s() - tried_at));
+}
+
+/// The learners are done: the channels close before node_done and the last forward (so the
+/// syncer's copy of this node's events has the channel's end and its frame counts too), the
+/// last batch goes to a syncer still there, and the supervisor ends. The exit status.
+int learner_node_shell::shut_down() {
+  channels_->close_all("the node is stopping");
+  if (http_.metrics) http_.metrics->set_ending();
+  const int status = core_.finish(!log_->snapshot().learners_given_up.empty());
+  log_->emit("node_done", {{"node", name_}, {"status", status}, {"events_dropped", fwd_->dropped}});
+  if (!core_.syncer_lost()) flush_events(true);
+  std::printf("dd-node learner %s: done (exit %d)\n", name_.c_str(), status);
+  std::fflush(stdout);
+  self_->send_exit(sup_, caf::exit_reason::user_shutdown);
+  return status;
+}
+
 }  // namespace
 
 int run_learner_node(const learner_node_options& o) {
@@ -77,481 +668,16 @@ int run_learner_node(const learner_node_options& o) {
     std::fprintf(stderr, "dd-node learner: --join HOST:PORT is required\n");
     return node_exit_usage;
   }
-  const std::string host = host_name();
-  const std::string name =
-      o.node_name.empty() ? fmt::format("{}-{}", host, ::getpid()) : o.node_name;
+  std::string host = host_name();
+  std::string name = o.node_name.empty() ? fmt::format("{}-{}", host, ::getpid()) : o.node_name;
   const uint64_t seed =
       o.seed != 0 ? o.seed : derive_seed(0x6a6f696eULL, std::hash<std::string>{}(name));
   std::printf("dd-node learner %s: joining %s:%u (backoff jitter seed %llu)\n", name.c_str(),
               o.join.front().first.c_str(), o.join.front().second,
               static_cast<unsigned long long>(seed));
   std::fflush(stdout);
-  node_config cfg(o.transport);
-  caf::actor_system sys{cfg};
-  caf::scoped_actor self{sys};
-  node_connector conn(o.join, name, sys, o.backoff_base_s, o.backoff_cap_s, o.connect_timeout_s,
-                      seed);
-  const double t0 = node_connector::now_s();
-  if (o.join_deadline_s > 0) conn.deadline_at = t0 + o.join_deadline_s;
-  learner_node_core core({name, o.join_deadline_s, o.progress_every_s, t0});
-  auto interrupted = [&] { return o.interrupt != nullptr && o.interrupt->load() != 0; };
-  // Carries out the actions of the startup (before any learner runs); the exit status when one
-  // of them ends the node.
-  auto starting = [&](const node_actions& actions) -> std::optional<int> {
-    std::optional<int> exit_status;
-    for (const auto& a : actions) {
-      if (exit_status) break;
-      std::visit(
-          [&](const auto& x) {
-            using T = std::decay_t<decltype(x)>;
-            if constexpr (std::is_same_v<T, node_do::backoff>) {
-              conn.failed(x.why);
-            } else if constexpr (std::is_same_v<T, node_do::set_deadline>) {
-              conn.deadline_at = x.deadline_at;
-              if (x.reset_attempts) conn.attempt = 0;
-            } else if constexpr (std::is_same_v<T, node_do::drop_connections>) {
-              conn.drop_connections(x.why);
-            } else if constexpr (std::is_same_v<T, node_do::say>) {
-              say(x);
-            } else if constexpr (std::is_same_v<T, node_do::wait>) {
-              std::this_thread::sleep_for(std::chrono::duration<double>(x.seconds));
-            } else if constexpr (std::is_same_v<T, node_do::exit_node>) {
-              exit_status = x.status;
-            }
-          },
-          a);
-    }
-    return exit_status;
-  };
-
-  // 1. Reach the monitor and learn the run.
-  std::string run_id = o.run_id;
-  monitor_hdl monitor;
-  node_join_reply described;
-  while (core.state() == learner_node_state::connecting) {
-    if (auto s = starting(
-            core.on_startup_check(node_connector::now_s(), interrupted(), conn.last_error)))
-      return *s;
-    const int attempts_before = conn.attempt;
-    auto m = conn.try_once();
-    if (!m) {
-      if (conn.attempt != attempts_before)
-        if (auto s = starting(core.on_startup_lookup_failed(conn.last_error))) return *s;
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
-      continue;
-    }
-    node_join ask;
-    ask.run_id = run_id;
-    ask.node_name = name;
-    ask.host = host;
-    ask.learner_count = 0;  // describe only
-    std::string why;
-    auto rep = node_handshake(self, *m, ask, o.join_token, 10.0, &why);
-    if (auto s = starting(core.on_described(outcome_of(rep, why)))) return *s;
-    if (rep && rep->accepted) {
-      monitor = *m;
-      described = std::move(*rep);
-    }
-  }
-  run_id = described.run_id;
-
-  // 2. The experiment and this node's copy of the data.
-  config::load_options lo;
-  lo.check_files = false;
-  auto loaded = config::load_json(nlohmann::json::parse(described.experiment_json), lo);
-  if (!loaded.ok() || loaded.experiments.size() != 1) {
-    std::fprintf(stderr, "dd-node learner: the syncer's experiment does not load here: %s\n",
-                 loaded.error_text().c_str());
-    return node_exit_failure;
-  }
-  config::experiment exp = loaded.experiments.front();
-  if (!o.data_file.empty()) exp.data.file = o.data_file;
-  {
-    // Before any learner allocates: a node that cannot hold its learners' models and
-    // activations would see each fail and be given up (exit 2: started again it would fail so).
-    const int here = o.learner_ids.empty() ? o.learners : static_cast<int>(o.learner_ids.size());
-    if (auto why = check_before_start(exp, start_check_for::learner_node, here, o.force_memory);
-        !why.empty()) {
-      std::fprintf(stderr, "dd-node learner %s: %s\n", name.c_str(), why.c_str());
-      return node_exit_usage;
-    }
-  }
-  const std::string data_name =
-      exp.data.kind == config::data_kind::idx ? exp.data.images + "' + '" + exp.data.labels
-      : exp.data.kind == config::data_kind::tokens && !exp.data.files.empty()
-          ? exp.data.files.front() + (exp.data.files.size() > 1 ? "' ..." : "")
-          : exp.data.file;
-  run_data rd;
-  node_join req;
-  try {
-    rd = load_run_data(exp);
-    req.data_hash = rd.hash;
-    req.data_bytes = rd.bytes;
-  } catch (const std::exception& e) {
-    // Exit 2, as for a bad flag: started again (dd-node launch), it would fail the same way.
-    std::fprintf(stderr, "dd-node learner: %s (%s)\n", e.what(),
-                 o.data_file.empty() ? "the path the syncer's experiment names; give --data FILE"
-                                     : "from --data");
-    return node_exit_usage;
-  }
-  if (req.data_bytes != described.data_bytes || req.data_hash != described.data_hash) {
-    std::fprintf(
-        stderr,
-        "dd-node learner: data file '%s' differs from the syncer's (%llu bytes, hash %s here; "
-        "%llu bytes, hash %s there)\n",
-        data_name.c_str(), static_cast<unsigned long long>(req.data_bytes), req.data_hash.c_str(),
-        static_cast<unsigned long long>(described.data_bytes), described.data_hash.c_str());
-    // Tell the syncer too, so both sides log the refusal.
-  }
-
-  // 3. Ask for learner ids.
-  req.run_id = run_id;
-  req.node_name = name;
-  req.host = host;
-  req.learner_ids = o.learner_ids;
-  req.learner_count = static_cast<uint32_t>(std::max(1, o.learners));
-  std::vector<int32_t> ids;
-  while (true) {
-    if (auto s = starting(
-            core.on_startup_check(node_connector::now_s(), interrupted(), conn.last_error)))
-      return *s;
-    std::string why;
-    auto rep = node_handshake(self, monitor, req, o.join_token, 10.0, &why);
-    if (rep && rep->accepted) {
-      ids = rep->learner_ids;
-      break;
-    }
-    if (auto s = starting(core.on_ids(outcome_of(rep, why), node_connector::now_s()))) return *s;
-  }
-
-  // 4. Node services and the learners.
-  const std::string run_dir =
-      !o.run_dir.empty() ? o.run_dir : (fs::path("runs") / exp.name / "nodes" / name).string();
-  fs::create_directories(run_dir);
-  auto log = std::make_unique<run_log>((fs::path(run_dir) / "events.jsonl").string());
-  // A failed events.jsonl line is kept and written again with backoff (the node goes on,
-  // degraded) for up to checkpoint.max_failing_seconds; then the node stops its learners.
-  log->set_retry_writes(true);
-  // Every event line is also forwarded to the syncer (about once a second, at most 1 MiB per
-  // message; beyond 8 MiB buffered while the syncer is away, lines are dropped and counted).
-  struct forward_buffer {
-    std::mutex m;
-    std::string lines;
-    uint64_t dropped = 0;
-  };
-  auto fwd = std::make_shared<forward_buffer>();
-  log->set_tap([fwd](const std::string& line) {
-    std::lock_guard<std::mutex> g(fwd->m);
-    if (fwd->lines.size() + line.size() > (size_t{8} << 20))
-      ++fwd->dropped;
-    else
-      fwd->lines += line;
-  });
-  auto flush_events = [&, fwd](bool last) {
-    std::string batch;
-    {
-      std::lock_guard<std::mutex> g(fwd->m);
-      if (fwd->lines.empty()) return;
-      size_t cut = std::min(fwd->lines.size(), size_t{1} << 20);
-      const auto nl = fwd->lines.rfind('\n', cut - 1);
-      if (nl == std::string::npos) return;
-      cut = nl + 1;
-      batch = fwd->lines.substr(0, cut);
-      fwd->lines.erase(0, cut);
-    }
-    if (!last) {
-      caf::anon_send(monitor, atoms::events_atom_v,
-                     encode(node_events{name, std::move(batch)}, {run_id, 0}));
-      return;
-    }
-    // The last batch is a request, so the process does not exit before it is written.
-    self->request(monitor, std::chrono::seconds(2), atoms::events_atom_v,
-                  encode(node_events{name, std::move(batch)}, {run_id, 0}))
-        .receive([](bool) {}, [](caf::error&) {});
-  };
-  log->set_console([](const std::string& line) {
-    std::fprintf(stderr, "%s\n", line.c_str());
-    std::fflush(stderr);
-  });
-  const fragment_plan plan = plan_of(exp);
-  const uint64_t steps =
-      described.steps_per_learner > 0 ? described.steps_per_learner : steps_per_learner_of(exp);
-  std::vector<fault_spec> faults;
-  for (const auto& f : fault_specs_of(exp, steps, plan.num_fragments()))
-    if (f.what != fault_kind::kill_owner &&
-        !(f.live_window && config::is_broadcast_fault(f.live.what)) &&
-        !(o.message_faults_via_endpoint && is_message_fault(f)))
-      faults.push_back(f);  // owners' and broadcasts' faults act in the syncer node
-  auto hooks = std::make_unique<fault_hooks>(faults, log.get());
-  std::unique_ptr<chaos_endpoint> endpoint;
-  if (!o.chaos_endpoint.first.empty()) {
-    chaos_endpoint_options eo;
-    eo.host = o.chaos_endpoint.first;
-    eo.port = o.chaos_endpoint.second;
-    eo.node_name = name;
-    eo.role = "learner";
-    eo.learners = ids;
-    eo.fragments = plan.num_fragments();
-    eo.steps_per_learner = steps;
-    eo.join_token = o.join_token;
-    // A port taken since the launcher picked it must not stop the training: the node runs on
-    // without an endpoint (dd-chaos msg then reports it unreachable).
-    try {
-      endpoint = std::make_unique<chaos_endpoint>(eo, hooks.get());
-      std::printf("dd-node learner %s: chaos endpoint on %s:%u\n", name.c_str(), eo.host.c_str(),
-                  endpoint->port());
-      std::fflush(stdout);
-      log->emit("chaos_endpoint", {{"node", name}, {"host", eo.host}, {"port", endpoint->port()}});
-    } catch (const std::exception& e) {
-      log->warn(fmt::format("chaos endpoint off: {}", e.what()));
-      log->emit("failure", {{"what", "chaos_endpoint"}, {"error", e.what()}});
-    }
-  }
-  node_http http;  // declared after `log`: detaches from it first
-  if (!o.http.first.empty()) {
-    node_metrics_options mo;
-    mo.kind = "learner";
-    mo.node = name;
-    mo.run_id = run_id;
-    mo.learners = exp.learners.count;
-    mo.fragments = plan.num_fragments();
-    mo.version = util::build_version();
-    mo.commit = util::build_commit();
-    mo.tls_not_after_unix = o.tls_not_after_unix;
-    http = start_node_http(o.http.first, o.http.second, std::move(mo), log.get(),
-                           "dd-node learner " + name);
-  }
-  const int here = static_cast<int>(ids.size());
-  const int threads = o.threads > 0 ? o.threads : learner_threads_of(exp, here);
-  std::unique_ptr<step_admission> gate;
-  if (!o.step_admission.empty()) {
-    if (o.step_admission.rfind("sysv:", 0) != 0) {
-      std::fprintf(stderr, "dd-node learner: --step-admission '%s' is not sysv:ID\n",
-                   o.step_admission.c_str());
-      return node_exit_usage;
-    }
-    gate = std::make_unique<host_admission>(
-        host_admission::attach(std::atoi(o.step_admission.c_str() + 5)));
-  } else {
-    const unsigned hw = std::max(1u, std::thread::hardware_concurrency());
-    const unsigned slots = std::max(1u, hw / static_cast<unsigned>(std::max(1, threads)));
-    if (here > 1 && slots < static_cast<unsigned>(here))
-      gate = std::make_unique<compute_gate>(slots);
-  }
-  auto current = std::make_shared<std::pair<std::mutex, monitor_hdl>>();
-  current->second = monitor;
-  // Chunks to the syncer node leave on the tensor channel once the node has opened one (below).
-  auto route = std::make_shared<channel_route>();
-  learner_services services;
-  services.channel = route;
-  services.data = rd.text.get();
-  services.images = rd.images.get();
-  services.log = log.get();
-  services.faults = hooks.get();
-  services.gate = gate.get();
-  auto sctx = std::make_shared<supervisor_context>();
-  sctx->kind = child_kind::learner;
-  sctx->restart = exp.restart;
-  sctx->log = log.get();
-  sctx->fault_downtime = respawn_downtime_hook(hooks.get(), /*owner=*/false);
-  // The node's main loop stands for the job (a blocking actor: typed by cast, it handles both
-  // reports below).
-  sctx->job = caf::actor_cast<supervisor_report_hdl>(self);
-  for (auto id : ids) {
-    auto base = make_learner_context(exp, id, steps, plan, threads, monitor, services);
-    auto c = std::make_shared<learner_context>(*base);
-    c->run_id = run_id;
-    c->compute_nice = o.compute_nice;
-    c->leave =
-        leave_protocol::acked;  // a leave the lost syncer did not take waits for the next one
-    c->current_monitor = [current] {
-      std::lock_guard<std::mutex> g(current->first);
-      return current->second;
-    };
-    std::shared_ptr<const learner_context> cc = c;
-    sctx->children.push_back({id, [cc](caf::actor_system& s) {
-                                return caf::actor_cast<caf::actor>(
-                                    s.spawn<caf::detached>(learner, cc));
-                              }});
-  }
-  log->emit("node_start", {{"node", name},
-                           {"run_id", run_id},
-                           {"learners", ids},
-                           {"threads", threads},
-                           {"data_file", exp.data.file}});
-  std::string id_list;
-  for (auto id : ids) id_list += (id_list.empty() ? "" : ",") + std::to_string(id);
-  std::printf(
-      "dd-node learner %s: run %s, experiment %s, learner id%s %s, %d thread%s each; events in "
-      "%s\n",
-      name.c_str(), run_id.c_str(), exp.name.c_str(), ids.size() == 1 ? "" : "s", id_list.c_str(),
-      threads, threads == 1 ? "" : "s", run_dir.c_str());
-  std::fflush(stdout);
-  // The tensor channel to the syncer (actors/link/tensor_channel.hpp): chunks leave on it while it
-  // is open, on CAF otherwise. Opened after every join; one that breaks drops the CAF connection
-  // too (its chunks in flight are lost), so the node rejoins and opens a fresh one.
-  struct channel_loss {
-    std::mutex m;
-    std::string why;
-    bool lost = false;
-  };
-  auto channel_lost = std::make_shared<channel_loss>();
-  tensor_channel_hub::options co;
-  co.run_id = run_id;
-  co.join_token = o.join_token;
-  co.handshake_timeout_s = std::max(1.0, o.connect_timeout_s);
-  co.report = [lg = log.get()](const std::string& event, const std::string& details) {
-    lg->emit(event, {{"details", details}});
-  };
-  co.on_lost = [channel_lost](const std::string& why) {
-    std::lock_guard<std::mutex> g(channel_lost->m);
-    channel_lost->why = why;
-    channel_lost->lost = true;
-  };
-  auto channels = tensor_channel_hub::make(sys, co);  // after sys: destroyed before it
-  route->set(channels);
-  auto open_channel = [&] {
-    {
-      std::lock_guard<std::mutex> g(channel_lost->m);
-      channel_lost->lost = false;
-    }
-    const auto st = channels->connect(conn.last_addr.first, conn.last_addr.second, monitor.node());
-    if (!st) {
-      std::fprintf(stderr, "dd-node learner %s: %s; chunks go on CAF\n", name.c_str(),
-                   st.error().message.c_str());
-      std::fflush(stderr);
-      log->emit("channel_unavailable", {{"details", st.error().message}});
-    }
-  };
-  open_channel();
-  auto sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
-  self->monitor(monitor);
-
-  // 5. Run until every learner is done; reconnect when the syncer is lost.
-  core.on_started(node_connector::now_s());
-  std::optional<monitor_hdl> reached;  // the monitor of the rejoin being carried out
-  auto carry_out = [&](node_actions actions) {
-    for (auto& a : actions)
-      std::visit(
-          [&](auto& x) {
-            using T = std::decay_t<decltype(x)>;
-            if constexpr (std::is_same_v<T, node_do::backoff>) {
-              conn.failed(x.why);
-            } else if constexpr (std::is_same_v<T, node_do::retry_at_once>) {
-              conn.last_error = x.why;
-            } else if constexpr (std::is_same_v<T, node_do::set_deadline>) {
-              conn.deadline_at = x.deadline_at;
-              if (x.reset_attempts) conn.attempt = 0;
-            } else if constexpr (std::is_same_v<T, node_do::drop_connections>) {
-              // A connection whose proxies are dead but which CAF keeps is shut down, so the
-              // next lookup connects afresh (shutdown_connections_to).
-              const int n = conn.drop_connections(x.why);
-              if (x.log_event)
-                log->emit("syncer_connection_dropped", {{"sockets", n}, {"why", x.why}});
-            } else if constexpr (std::is_same_v<T, node_do::close_channels>) {
-              channels->close_all(x.why);
-            } else if constexpr (std::is_same_v<T, node_do::open_channel>) {
-              open_channel();
-            } else if constexpr (std::is_same_v<T, node_do::adopt_monitor>) {
-              monitor = *reached;
-              {
-                std::lock_guard<std::mutex> g(current->first);
-                current->second = monitor;
-              }
-              self->monitor(monitor);
-            } else if constexpr (std::is_same_v<T, node_do::rejoin_learners>) {
-              self->send(sup, atoms::syncer_atom_v, monitor);
-            } else if constexpr (std::is_same_v<T, node_do::stop_learners>) {
-              self->send(sup, atoms::stop_atom_v);
-            } else if constexpr (std::is_same_v<T, node_do::emit>) {
-              if (x.with_steps) x.fields["steps"] = learner_steps(*log);
-              log->emit(x.event, std::move(x.fields));
-            } else if constexpr (std::is_same_v<T, node_do::say>) {
-              say(x);
-            } else if constexpr (std::is_same_v<T, node_do::flush_events>) {
-              flush_events(false);
-            } else if constexpr (std::is_same_v<T, node_do::progress>) {
-              const auto snap = log->snapshot();
-              bool any_finished = false;
-              for (const auto& [id, l] : snap.learners) any_finished = any_finished || l.finished;
-              std::printf("%s%s\n", node_progress_line(snap, node_connector::now_s() - t0).c_str(),
-                          (any_finished ? x.suffix_if_finished : x.suffix).c_str());
-              std::fflush(stdout);
-            } else {
-              static_assert(
-                  std::is_same_v<T, node_do::wait> || std::is_same_v<T, node_do::exit_node>,
-                  "every action of the main loop is carried out");
-            }
-          },
-          a);
-  };
-  while (core.state() != learner_node_state::finished) {
-    self->receive(
-        [&](atoms::children_done_atom, child_kind) { carry_out(core.on_children_done()); },
-        [&](atoms::child_given_up_atom, child_kind, int32_t, const std::string&) {},
-        [&](caf::down_msg& dm) {
-          if (dm.source != monitor.address()) return;
-          carry_out(core.on_monitor_down(sys.render(dm.reason),
-                                         dm.reason == caf::exit_reason::remote_link_unreachable,
-                                         node_connector::now_s()));
-        },
-        caf::after(std::chrono::milliseconds(250)) >> [&] {});
-    if (core.state() == learner_node_state::finished) break;
-    if (http.metrics) http.metrics->sample();
-    {
-      std::string why;
-      {
-        std::lock_guard<std::mutex> g(channel_lost->m);
-        if (channel_lost->lost) why = channel_lost->why;
-        channel_lost->lost = false;
-      }
-      carry_out(core.on_channel_lost(why));
-    }
-    if (interrupted()) carry_out(core.on_interrupt(o.interrupt->load()));
-    carry_out(core.on_deadline_check(node_connector::now_s(), conn.last_error));
-    if (core.wants_rejoin()) {
-      const int attempts_before = conn.attempt;
-      const double tried_at = node_connector::now_s();
-      reached = conn.try_once();
-      if (!reached && conn.attempt != attempts_before)
-        carry_out(
-            core.on_rejoin_lookup_failed(conn.last_error, node_connector::now_s() - tried_at));
-      if (reached) {
-        node_join again = req;
-        again.learner_ids = ids;
-        std::string why;
-        // CAF drops a message to a dead proxy without an answer: a handle already down is not
-        // asked, a live syncer answers within the connect timeout.
-        std::optional<node_join_reply> rep;
-        bool unanswered = false;
-        auto* target = caf::actor_cast<caf::abstract_actor*>(*reached);
-        const bool dead_handle =
-            target != nullptr && target->getf(caf::abstract_actor::is_terminated_flag);
-        if (dead_handle)
-          why = "the syncer's handle is already down";
-        else
-          rep = node_handshake(self, *reached, again, o.join_token,
-                               std::max(1.0, o.connect_timeout_s), &why, &unanswered);
-        carry_out(core.on_rejoin(outcome_of(rep, why, unanswered, dead_handle), conn.attempt,
-                                 node_connector::now_s() - tried_at));
-      }
-    }
-    log->retry_pending();
-    carry_out(core.on_writes_failing(log->failing_for_s(), exp.checkpoint.max_failing_seconds,
-                                     log->failing_files()));
-    carry_out(core.on_timers(node_connector::now_s()));
-  }
-  // Closed before node_done and the last forward, so the syncer's copy of this node's events
-  // has the channel's end and its frame counts too.
-  channels->close_all("the node is stopping");
-  if (http.metrics) http.metrics->set_ending();
-  const int status = core.finish(!log->snapshot().learners_given_up.empty());
-  log->emit("node_done", {{"node", name}, {"status", status}, {"events_dropped", fwd->dropped}});
-  if (!core.syncer_lost()) flush_events(true);
-  std::printf("dd-node learner %s: done (exit %d)\n", name.c_str(), status);
-  std::fflush(stdout);
-  self->send_exit(sup, caf::exit_reason::user_shutdown);
-  return status;
+  learner_node_shell node(o, std::move(host), std::move(name), seed);
+  return node.run();
 }
 
 supervisor_hdl spawn_local_learners(caf::local_actor* self, const supervisor_report_hdl& job,

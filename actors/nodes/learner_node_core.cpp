@@ -1,6 +1,8 @@
 // actors/nodes/learner_node_core.cpp — see learner_node_core.hpp.
 #include "actors/nodes/learner_node_core.hpp"
 
+#include <algorithm>
+#include <cstdlib>
 #include <utility>
 
 #include <fmt/format.h>
@@ -29,6 +31,26 @@ int refusal_status(node_refusal r) {
 bool lookup_error_leaves_stale_connection(const std::string& error) {
   return error.find("disconnect_during_handshake") != std::string::npos ||
          error.find("unexpected_actor_messaging_interface") != std::string::npos;
+}
+
+step_gate_plan plan_step_gate(const std::string& spec, unsigned hw, int threads, int learners) {
+  step_gate_plan g;
+  if (!spec.empty()) {
+    if (spec.rfind("sysv:", 0) != 0) {
+      g.error = fmt::format("dd-node learner: --step-admission '{}' is not sysv:ID", spec);
+      return g;
+    }
+    g.what = step_gate_plan::kind::host;
+    g.sysv_id = std::atoi(spec.c_str() + 5);
+    return g;
+  }
+  const unsigned slots =
+      std::max(1u, std::max(1u, hw) / static_cast<unsigned>(std::max(1, threads)));
+  if (learners > 1 && slots < static_cast<unsigned>(learners)) {
+    g.what = step_gate_plan::kind::local;
+    g.slots = slots;
+  }
+  return g;
 }
 
 const char* to_string(learner_node_state s) {
@@ -118,6 +140,32 @@ node_actions learner_node_core::on_described(const handshake_outcome& r) {
   }
   described_ = true;
   return {node_do::set_deadline{0.0, true}};
+}
+
+node_actions learner_node_core::on_experiment(bool loads, const std::string& load_error,
+                                              const std::string& memory_refusal) {
+  if (!loads)
+    return {node_do::say{fmt::format(
+                "dd-node learner: the syncer's experiment does not load here: {}", load_error)},
+            node_do::exit_node{node_exit_failure}};
+  if (!memory_refusal.empty())
+    return {node_do::say{fmt::format("dd-node learner {}: {}", o_.name, memory_refusal)},
+            node_do::exit_node{node_exit_usage}};
+  return {};
+}
+
+node_actions learner_node_core::on_data(const node_data_check& d) {
+  if (!d.error.empty())
+    return {node_do::say{fmt::format(
+                "dd-node learner: {} ({})", d.error,
+                d.from_flag ? "from --data"
+                            : "the path the syncer's experiment names; give --data FILE")},
+            node_do::exit_node{node_exit_usage}};
+  if (d.bytes_here == d.bytes_there && d.hash_here == d.hash_there) return {};
+  return {node_do::say{fmt::format(
+      "dd-node learner: data file '{}' differs from the syncer's ({} bytes, hash {} here; {} "
+      "bytes, hash {} there)",
+      d.name, d.bytes_here, d.hash_here, d.bytes_there, d.hash_there)}};
 }
 
 node_actions learner_node_core::on_ids(const handshake_outcome& r, double now_s) {

@@ -147,6 +147,28 @@ struct handshake_outcome {
                                   bool dead_handle = false);
 };
 
+/// This node's copy of the run's data as loaded (learner_node_core::on_data).
+struct node_data_check {
+  std::string error;       ///< why it could not be read ("" = it was)
+  bool from_flag = false;  ///< its path came from --data (else from the syncer's experiment)
+  std::string name;        ///< the file(s), as the lines name them
+  uint64_t bytes_here = 0, bytes_there = 0;
+  std::string hash_here, hash_there;
+};
+
+/// How the learners of a node take turns at their steps (plan_step_gate).
+struct step_gate_plan {
+  enum class kind { none, host, local } what = kind::none;
+  int sysv_id = 0;     ///< host: the launcher's semaphore set (--step-admission sysv:ID)
+  unsigned slots = 0;  ///< local: learners stepping at once
+  std::string error;   ///< a --step-admission that is not sysv:ID (the node exits 2)
+};
+
+/// --step-admission `spec` (sysv:ID) joins the launcher's host-wide admission; without one,
+/// `learners` > 1 learners of `threads` threads each on `hw` cores share a gate of
+/// max(1, hw / threads) slots when that is fewer than the learners; else there is none.
+step_gate_plan plan_step_gate(const std::string& spec, unsigned hw, int threads, int learners);
+
 struct learner_node_core_options {
   std::string name;              ///< the node's name, in its lines
   double join_deadline_s = 0.0;  ///< 0 = never give up
@@ -175,6 +197,15 @@ class learner_node_core {
   node_actions on_startup_lookup_failed(const std::string& error);
   /// The describe handshake (learner_count 0) came to `r`.
   node_actions on_described(const handshake_outcome& r);
+  /// The syncer's experiment loaded here (`loads`; else it failed with `load_error`: exit 1) and
+  /// this node's memory check came to `memory_refusal` ("" = its learners fit; else exit 2:
+  /// started again it would fail so).
+  node_actions on_experiment(bool loads, const std::string& load_error,
+                             const std::string& memory_refusal);
+  /// This node's copy of the data: unreadable, exit 2 (as for a bad flag: started again it would
+  /// fail the same way); different from the syncer's, a line, and the node asks on so that the
+  /// syncer refuses it and both sides log the refusal.
+  node_actions on_data(const node_data_check& d);
   /// The ask for learner ids came to `r`.
   node_actions on_ids(const handshake_outcome& r, double now_s);
   /// Every learner of the node was spawned; the main loop begins.

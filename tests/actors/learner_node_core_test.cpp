@@ -147,6 +147,54 @@ TEST(learner_node_core, every_transition_of_the_table) {
        {"set_deadline"},
        node_exit_ok},
       // asking_ids
+      {"the syncer's experiment does not load here",
+       state::asking_ids,
+       0.0,
+       [](auto& c) { return c.on_experiment(false, "no model", ""); },
+       state::asking_ids,
+       {"say", "exit_node"},
+       node_exit_failure},
+      {"the learners do not fit in this host's memory",
+       state::asking_ids,
+       0.0,
+       [](auto& c) { return c.on_experiment(true, "", "needs 9 GiB, 2 GiB available"); },
+       state::asking_ids,
+       {"say", "exit_node"},
+       node_exit_usage},
+      {"the experiment loads and fits",
+       state::asking_ids,
+       0.0,
+       [](auto& c) { return c.on_experiment(true, "", ""); },
+       state::asking_ids,
+       {},
+       node_exit_ok},
+      {"the data cannot be read",
+       state::asking_ids,
+       0.0,
+       [](auto& c) {
+         return c.on_data({"cannot open 'x.txt'", false, "x.txt", 0, 0, "", ""});
+       },
+       state::asking_ids,
+       {"say", "exit_node"},
+       node_exit_usage},
+      {"the data differs from the syncer's: said, and asked on",
+       state::asking_ids,
+       0.0,
+       [](auto& c) {
+         return c.on_data({"", false, "x.txt", 10, 10, "aa", "bb"});
+       },
+       state::asking_ids,
+       {"say"},
+       node_exit_ok},
+      {"the data matches the syncer's",
+       state::asking_ids,
+       0.0,
+       [](auto& c) {
+         return c.on_data({"", true, "x.txt", 10, 10, "aa", "aa"});
+       },
+       state::asking_ids,
+       {},
+       node_exit_ok},
       {"interrupted while asking for ids",
        state::asking_ids,
        0.0,
@@ -442,6 +490,51 @@ TEST(learner_node_core, a_learner_given_up_fails_a_clean_run_but_keeps_another_s
   auto deadline = at(state::syncer_lost, 5.0);
   deadline.on_deadline_check(t0 + 10, "");
   EXPECT_EQ(deadline.finish(true), node_exit_deadline);
+}
+
+TEST(learner_node_core, the_data_lines_name_the_file_and_both_copies) {
+  auto c = at(state::asking_ids);
+  EXPECT_EQ(nth<node_do::say>(c.on_data({"", false, "x.txt", 10, 12, "aa", "bb"}), 0).line,
+            "dd-node learner: data file 'x.txt' differs from the syncer's (10 bytes, hash aa here; "
+            "12 bytes, hash bb there)");
+  EXPECT_EQ(nth<node_do::say>(c.on_data({"cannot open 'y'", true, "y", 0, 0, "", ""}), 0).line,
+            "dd-node learner: cannot open 'y' (from --data)");
+  EXPECT_EQ(nth<node_do::say>(c.on_data({"cannot open 'y'", false, "y", 0, 0, "", ""}), 0).line,
+            "dd-node learner: cannot open 'y' (the path the syncer's experiment names; give "
+            "--data FILE)");
+}
+
+TEST(learner_node_core, step_gate_plans) {
+  using kind = step_gate_plan::kind;
+  struct gate_row {
+    std::string spec;
+    unsigned hw;
+    int threads, learners;
+    kind what;
+    int sysv_id;
+    unsigned slots;
+    bool error;
+  };
+  const std::vector<gate_row> rows = {
+      {"sysv:42", 8, 1, 4, kind::host, 42, 0, false},  // the launcher's, whatever the cores
+      {"posix:42", 8, 1, 4, kind::none, 0, 0, true},   // not sysv:ID: exit 2
+      {"", 8, 2, 4, kind::none, 0, 0, false},          // 4 slots for 4 learners: no gate
+      {"", 8, 4, 4, kind::local, 0, 2, false},         // 2 slots for 4 learners
+      {"", 2, 4, 3, kind::local, 0, 1, false},         // fewer cores than threads: 1 slot
+      {"", 0, 0, 2, kind::local, 0, 1, false},         // unknown cores, no threads: 1 slot
+      {"", 1, 1, 1, kind::none, 0, 0, false},          // one learner never waits
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.spec + " hw " + std::to_string(r.hw) + " threads " + std::to_string(r.threads) +
+                 " learners " + std::to_string(r.learners));
+    const auto g = plan_step_gate(r.spec, r.hw, r.threads, r.learners);
+    EXPECT_EQ(static_cast<int>(g.what), static_cast<int>(r.what));
+    EXPECT_EQ(g.sysv_id, r.sysv_id);
+    EXPECT_EQ(g.slots, r.slots);
+    EXPECT_EQ(!g.error.empty(), r.error) << g.error;
+  }
+  EXPECT_EQ(plan_step_gate("posix:42", 8, 1, 4).error,
+            "dd-node learner: --step-admission 'posix:42' is not sysv:ID");
 }
 
 TEST(learner_node_core, refusals_map_to_exit_statuses) {
