@@ -31,6 +31,7 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -69,31 +70,37 @@ std::string table_row(const std::string& name, const nlohmann::json& s, const nl
       static_cast<double>(s.value("bytes_pushed", uint64_t{0})) / 1e6);
 }
 
-}  // namespace
-
-/// Entry point of `dd-node run`; argv[0] is "run".
-int run_main(int argc, char** argv) {
+/// The flags of `dd-node run`, and what the parse made of them.
+struct run_flags {
   experiment_args ea;
   std::string table_path = "runs/comparison.json";
   double progress = 5.0;
   bool force_memory = false;
   std::string http_text;
+  // From the flags, once parsed.
+  std::pair<std::string, uint16_t> http;
+  run_dir_mode mode{};
+};
+
+/// Parses `dd-node run`'s flags into `o` (help generated from the same table); the exit status
+/// when the command ends here (--help, a bad flag).
+std::optional<int> parse_run_flags(int argc, char** argv, run_flags& o) {
   util::flag_table t("dd-node run", "EXP [flags]",
                      "Runs every selected experiment of the file as one in-process cluster "
                      "(learners,\nfragment owners, health monitor, evaluator) and writes its run "
                      "directory:\nevents.jsonl, summary.json, experiment.json, run_info.json, "
                      "model.safetensors.\nWith several experiments they run one after another and "
                      "a comparison table is printed.");
-  add_experiment_flags(t, ea);
-  t.seconds("--progress", &progress, "progress line every S seconds (default 5; 0 = off)")
-      .text("--table", &table_path, "FILE",
+  add_experiment_flags(t, o.ea);
+  t.seconds("--progress", &o.progress, "progress line every S seconds (default 5; 0 = off)")
+      .text("--table", &o.table_path, "FILE",
             "where the comparison table of several experiments is written as JSON (default "
             "runs/comparison.json)")
-      .toggle("--force-memory", &force_memory,
+      .toggle("--force-memory", &o.force_memory,
               "start even when the memory estimate (dd-node resolve prints it) exceeds the "
               "available memory or the address-space limit (RLIMIT_AS); without it such a run is "
               "refused (exit 2)")
-      .text("--http", &http_text, "HOST:PORT",
+      .text("--http", &o.http_text, "HOST:PORT",
             "serve /metrics (Prometheus), /healthz, /readyz and /status (JSON) on this loopback "
             "address while the run lasts (port 0 = any; printed); off by default")
       .epilog(
@@ -110,126 +117,131 @@ int run_main(int argc, char** argv) {
           "a learner for good: summary.json gets \"failed\": true); 2 bad flags, bad\n"
           "configuration (e.g. a data file too small for the learners) or a locked run\n"
           "directory; 130/143 interrupted.\n");
-  if (auto rc = t.parse(argc, argv)) return *rc;
-  std::pair<std::string, uint16_t> http;
-  if (!http_text.empty() && !parse_http_flag("dd-node run", http_text, false, http)) return 2;
-  const std::string& file = ea.file();
-  run_dir_mode mode{};
-  if (!ea.mode("dd-node run", mode)) return 2;
-  const bool resume = ea.resume;
-  const std::string run_dir = ea.load.run_dir;  // moves the default checkpoint.dir with it
-  config::load_result loaded;
-  if (!ea.load_experiments("dd-node run", /*single=*/false, loaded)) return 2;
-  if (resume && loaded.experiments.size() > 1) {
+  if (auto rc = t.parse(argc, argv)) return rc;
+  if (!o.http_text.empty() && !parse_http_flag("dd-node run", o.http_text, false, o.http)) return 2;
+  if (!o.ea.mode("dd-node run", o.mode)) return 2;
+  return std::nullopt;
+}
+
+/// --resume and --run-dir need a single experiment. False after one line on stderr.
+bool check_selection(const run_flags& o, const config::load_result& loaded) {
+  if (o.ea.resume && loaded.experiments.size() > 1) {
     std::fprintf(stderr, "dd-node run: --resume needs a single experiment (use --name)\n");
-    return 2;
+    return false;
   }
-  if (!run_dir.empty() && loaded.experiments.size() > 1) {
+  if (!o.ea.load.run_dir.empty() && loaded.experiments.size() > 1) {
     std::fprintf(stderr, "dd-node run: --run-dir needs a single experiment (use --name)\n");
-    return 2;
+    return false;
   }
-  // Process and network faults act on node processes and links from outside: a single
-  // process cannot fire them at itself.
-  for (const auto& exp : loaded.experiments) {
-    bool refused = false;
-    for (size_t i = 0; i < exp.chaos.events.size(); ++i) {
-      const auto& ev = exp.chaos.events[i];
-      const auto layer = config::fault_layer_of(ev.action);
-      if (layer == config::fault_layer::in_process) continue;
-      std::fprintf(stderr,
-                   "%s: chaos.events[%zu]: action '%s' is a %s fault fired from outside the "
-                   "nodes: run it with `dd-node launch %s` (which starts dd-chaos with the chaos "
-                   "section) or `dd-chaos run %s --run-dir DIR` against a running cluster; "
-                   "`dd-node run` runs only in-process actions (kill_learner, slow_learner, "
-                   "drop_push, delay_push, kill_owner and the message kinds)\n",
-                   ev.where.c_str(), i + 1, config::dsl_name(ev.action),
-                   layer == config::fault_layer::process   ? "process"
-                   : layer == config::fault_layer::network ? "network"
-                                                           : "disk",
-                   file.c_str(), file.c_str());
-      refused = true;
-    }
-    if (exp.chaos.random.cluster_mtbf_seconds > 0) {
-      std::fprintf(stderr,
-                   "%s: chaos.random.cluster_mtbf_seconds: whole-cluster random faults are drawn "
-                   "and fired by dd-chaos: run it with `dd-node launch %s`, or use "
-                   "chaos.random.mtbf_seconds (per actor, in-process)\n",
-                   exp.chaos.random.where.c_str(), file.c_str());
-      refused = true;
-    }
-    if (refused) return 2;
+  return true;
+}
+
+/// Process, network and disk faults act on node processes and links from outside: a single
+/// process cannot fire them at itself. False after one line on stderr for each.
+bool in_process_faults_only(const config::experiment& exp, const std::string& file) {
+  bool refused = false;
+  for (size_t i = 0; i < exp.chaos.events.size(); ++i) {
+    const auto& ev = exp.chaos.events[i];
+    const auto layer = config::fault_layer_of(ev.action);
+    if (layer == config::fault_layer::in_process) continue;
+    std::fprintf(stderr,
+                 "%s: chaos.events[%zu]: action '%s' is a %s fault fired from outside the "
+                 "nodes: run it with `dd-node launch %s` (which starts dd-chaos with the chaos "
+                 "section) or `dd-chaos run %s --run-dir DIR` against a running cluster; "
+                 "`dd-node run` runs only in-process actions (kill_learner, slow_learner, "
+                 "drop_push, delay_push, kill_owner and the message kinds)\n",
+                 ev.where.c_str(), i + 1, config::dsl_name(ev.action),
+                 layer == config::fault_layer::process   ? "process"
+                 : layer == config::fault_layer::network ? "network"
+                                                         : "disk",
+                 file.c_str(), file.c_str());
+    refused = true;
   }
-  kernels::init_all_backends();
-  // Refuse before anything starts when a requested backend cannot be created here (e.g. cuda
-  // without a device): otherwise every learner would die at spawn and exhaust its restarts.
-  for (const auto& exp : loaded.experiments) {
-    try {
-      (void)kernels::make_backend(config::to_string(exp.learners.backend), {1, 0});
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "dd-node run: %s: learners.backend = \"%s\": %s\n", exp.name.c_str(),
-                   config::to_string(exp.learners.backend), e.what());
-      return 2;
-    }
-    // Likewise when the data cannot feed every learner (a shard shorter than 2·T+1 tokens) or
-    // the evaluator: every learner would throw at spawn, exhaust its restarts, and the run
-    // would end having trained nothing.
-    try {
-      actors::check_experiment_data(exp);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "dd-node run: %s: %s\n", exp.name.c_str(), e.what());
-      return 2;
-    }
-    // And when the run cannot fit in memory: every learner would fail to allocate its model or
-    // activations and the run would end having trained nothing (or be killed by the kernel).
-    if (auto why =
-            actors::check_before_start(exp, actors::start_check_for::whole_run, 0, force_memory);
-        !why.empty()) {
-      std::fprintf(stderr, "dd-node run: %s: %s\n", exp.name.c_str(), why.c_str());
-      return 2;
-    }
+  if (exp.chaos.random.cluster_mtbf_seconds > 0) {
+    std::fprintf(stderr,
+                 "%s: chaos.random.cluster_mtbf_seconds: whole-cluster random faults are drawn "
+                 "and fired by dd-chaos: run it with `dd-node launch %s`, or use "
+                 "chaos.random.mtbf_seconds (per actor, in-process)\n",
+                 exp.chaos.random.where.c_str(), file.c_str());
+    refused = true;
   }
-  // The comparison table's file must be writable before hours of training are spent.
-  if (loaded.experiments.size() > 1) {
-    // (Checked without creating it: a run that fails must not leave a 0-byte table behind.)
-    std::error_code ec;
-    auto parent = std::filesystem::path(table_path).parent_path();
-    if (!parent.empty()) std::filesystem::create_directories(parent, ec);
-    const std::string folder = parent.empty() ? std::string(".") : parent.string();
-    std::string why;
-    if (ec)
-      why = ec.message();
-    else if (::access(folder.c_str(), W_OK) != 0)
-      why = "its folder '" + folder + "': " + util::errno_text(errno);
-    else if (std::filesystem::is_directory(table_path, ec))
-      why = "it is a directory";
-    if (!why.empty()) {
-      std::fprintf(stderr, "dd-node run: --table %s: cannot write this file (%s)\n",
-                   table_path.c_str(), why.c_str());
-      return 2;
-    }
+  return !refused;
+}
+
+/// Refused before anything starts, else every learner would die at spawn and exhaust its
+/// restarts, and the run would end having trained nothing: a requested backend that cannot be
+/// created here (e.g. cuda without a device), data that cannot feed every learner (a shard
+/// shorter than 2·T+1 tokens) or the evaluator, a run that cannot fit in memory (or would be
+/// killed by the kernel). False after one line on stderr.
+bool check_runnable(const config::experiment& exp, bool force_memory) {
+  try {
+    (void)kernels::make_backend(config::to_string(exp.learners.backend), {1, 0});
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dd-node run: %s: learners.backend = \"%s\": %s\n", exp.name.c_str(),
+                 config::to_string(exp.learners.backend), e.what());
+    return false;
   }
-  // Every run directory (and checkpoint directory outside it) is locked and checked before
-  // anything is written.
-  run_dir_opener dirs("dd-node run", mode, /*name_in_lines=*/true);
-  for (const auto& exp : loaded.experiments)
-    if (!dirs.open(exp)) return 2;
-  dirs.begin();
-  install_node_stop_handlers("dd-node run");
+  try {
+    actors::check_experiment_data(exp);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dd-node run: %s: %s\n", exp.name.c_str(), e.what());
+    return false;
+  }
+  if (auto why =
+          actors::check_before_start(exp, actors::start_check_for::whole_run, 0, force_memory);
+      !why.empty()) {
+    std::fprintf(stderr, "dd-node run: %s: %s\n", exp.name.c_str(), why.c_str());
+    return false;
+  }
+  return true;
+}
+
+/// The comparison table's file must be writable before hours of training are spent (checked
+/// without creating it: a run that fails must not leave a 0-byte table behind). False after one
+/// line on stderr.
+bool table_writable(const std::string& table_path) {
+  std::error_code ec;
+  auto parent = std::filesystem::path(table_path).parent_path();
+  if (!parent.empty()) std::filesystem::create_directories(parent, ec);
+  const std::string folder = parent.empty() ? std::string(".") : parent.string();
+  std::string why;
+  if (ec)
+    why = ec.message();
+  else if (::access(folder.c_str(), W_OK) != 0)
+    why = "its folder '" + folder + "': " + util::errno_text(errno);
+  else if (std::filesystem::is_directory(table_path, ec))
+    why = "it is a directory";
+  if (why.empty()) return true;
+  std::fprintf(stderr, "dd-node run: --table %s: cannot write this file (%s)\n", table_path.c_str(),
+               why.c_str());
+  return false;
+}
+
+/// What the experiments run so far came to: the comparison table's JSON and lines, and how
+/// many failed.
+struct run_outcomes {
+  nlohmann::json table = nlohmann::json::array();
+  std::vector<std::string> rows;
+  int failed = 0;
+};
+
+/// Runs the experiments one after another (until a signal), each reported and added to `out`;
+/// 1 when one threw or did not finish (the command ends there).
+std::optional<int> run_experiments(const run_flags& o, const config::load_result& loaded,
+                                   run_outcomes& out) {
+  const std::string& run_dir = o.ea.load.run_dir;  // moves the default checkpoint.dir with it
   // Each row names its run directory, where `dd-node plot TABLE` finds the experiment's curves.
   auto dir_of = [&](const config::experiment& exp) {
     return !run_dir.empty() ? run_dir : config::run_dir_of(exp);
   };
-  nlohmann::json table = nlohmann::json::array();
-  std::vector<std::string> rows;
-  int failed = 0;
   for (const auto& exp : loaded.experiments) {
     if (g_node_interrupt.load() != 0) break;  // interrupted between two experiments
     actors::run_options ro;
     ro.run_dir = run_dir;
-    ro.progress_every_s = progress;
+    ro.progress_every_s = o.progress;
     ro.interrupt = &g_node_interrupt;
-    ro.resume = resume;
-    ro.http = http;
+    ro.resume = o.ea.resume;
+    ro.http = o.http;
     std::printf("== %s: M = %d learners, P = %d fragments, H = %d, K = %s, budget %s\n",
                 exp.name.c_str(), exp.learners.count, exp.sync.fragments, exp.sync.interval,
                 exp.sync.min_quorum.is_fraction()
@@ -248,43 +260,78 @@ int run_main(int argc, char** argv) {
       std::fprintf(stderr, "dd-node run: %s did not finish\n", exp.name.c_str());
       return 1;
     }
-    if (report_job_result("dd-node run", exp.name, r, dir_of(exp))) ++failed;
-    rows.push_back(table_row(exp.name, r.summary, r.info));
-    table.push_back({{"experiment", exp.name},
-                     {"run_dir", dir_of(exp)},
-                     {"summary", r.summary},
-                     {"info", r.info}});
+    if (report_job_result("dd-node run", exp.name, r, dir_of(exp))) ++out.failed;
+    out.rows.push_back(table_row(exp.name, r.summary, r.info));
+    out.table.push_back({{"experiment", exp.name},
+                         {"run_dir", dir_of(exp)},
+                         {"summary", r.summary},
+                         {"info", r.info}});
   }
-  // Side by side only when every experiment was scored on the same validation windows.
+  return std::nullopt;
+}
+
+/// With several experiments: the comparison table, printed and written to --table, only when
+/// every experiment was scored on the same validation windows (else that counts as a failure,
+/// as does a table not written).
+void print_comparison(const run_flags& o, size_t experiments, run_outcomes& out) {
   std::string not_comparable;
-  for (size_t i = 1; i < table.size() && not_comparable.empty(); ++i) {
-    const auto why = scoring_difference(table[0]["summary"].value("final_eval", nlohmann::json()),
-                                        table[i]["summary"].value("final_eval", nlohmann::json()));
+  for (size_t i = 1; i < out.table.size() && not_comparable.empty(); ++i) {
+    const auto why =
+        scoring_difference(out.table[0]["summary"].value("final_eval", nlohmann::json()),
+                           out.table[i]["summary"].value("final_eval", nlohmann::json()));
     if (!why.empty())
       not_comparable = fmt::format("{} and {} were scored on different validation windows ({})",
-                                   table[0]["experiment"].get<std::string>(),
-                                   table[i]["experiment"].get<std::string>(), why);
+                                   out.table[0]["experiment"].get<std::string>(),
+                                   out.table[i]["experiment"].get<std::string>(), why);
   }
   if (!not_comparable.empty()) {
     std::fprintf(stderr, "dd-node run: no comparison table: %s\n", not_comparable.c_str());
-    ++failed;
-  } else if (loaded.experiments.size() > 1) {
-    std::printf("\n%-22s %2s %2s %6s %9s %8s %10s %8s %7s %7s %6s %7s %7s %4s %9s\n", "experiment",
-                "M", "P", "K", "val_loss", "val_bpb", "tokens", "wall_s", "goodput", "eff_gp",
-                "uptime", "merges", "contrib", "rst", "MB_pushed");
-    for (const auto& row : rows) std::printf("%s\n", row.c_str());
-    if (auto st = util::write_file_atomic(table_path, table.dump(2) + "\n"); !st) {
-      std::fprintf(stderr, "dd-node run: --table %s: writing the comparison failed: %s\n",
-                   table_path.c_str(), st.message.c_str());
-      ++failed;
-    } else {
-      std::printf("comparison written to %s\n", table_path.c_str());
-    }
+    ++out.failed;
+    return;
   }
+  if (experiments <= 1) return;
+  std::printf("\n%-22s %2s %2s %6s %9s %8s %10s %8s %7s %7s %6s %7s %7s %4s %9s\n", "experiment",
+              "M", "P", "K", "val_loss", "val_bpb", "tokens", "wall_s", "goodput", "eff_gp",
+              "uptime", "merges", "contrib", "rst", "MB_pushed");
+  for (const auto& row : out.rows) std::printf("%s\n", row.c_str());
+  if (auto st = util::write_file_atomic(o.table_path, out.table.dump(2) + "\n"); !st) {
+    std::fprintf(stderr, "dd-node run: --table %s: writing the comparison failed: %s\n",
+                 o.table_path.c_str(), st.message.c_str());
+    ++out.failed;
+  } else {
+    std::printf("comparison written to %s\n", o.table_path.c_str());
+  }
+}
+
+}  // namespace
+
+/// Entry point of `dd-node run`; argv[0] is "run".
+int run_main(int argc, char** argv) {
+  run_flags o;
+  if (auto rc = parse_run_flags(argc, argv, o)) return *rc;
+  config::load_result loaded;
+  if (!o.ea.load_experiments("dd-node run", /*single=*/false, loaded)) return 2;
+  if (!check_selection(o, loaded)) return 2;
+  for (const auto& exp : loaded.experiments)
+    if (!in_process_faults_only(exp, o.ea.file())) return 2;
+  kernels::init_all_backends();
+  for (const auto& exp : loaded.experiments)
+    if (!check_runnable(exp, o.force_memory)) return 2;
+  if (loaded.experiments.size() > 1 && !table_writable(o.table_path)) return 2;
+  // Every run directory (and checkpoint directory outside it) is locked and checked before
+  // anything is written.
+  run_dir_opener dirs("dd-node run", o.mode, /*name_in_lines=*/true);
+  for (const auto& exp : loaded.experiments)
+    if (!dirs.open(exp)) return 2;
+  dirs.begin();
+  install_node_stop_handlers("dd-node run");
+  run_outcomes out;
+  if (auto rc = run_experiments(o, loaded, out)) return *rc;
+  print_comparison(o, loaded.experiments.size(), out);
   if (const int sig = g_node_interrupt.load(); sig != 0) return 128 + sig;
-  if (failed > 0) {
+  if (out.failed > 0) {
     if (loaded.experiments.size() > 1)
-      std::fprintf(stderr, "dd-node run: %d of %zu experiments failed\n", failed,
+      std::fprintf(stderr, "dd-node run: %d of %zu experiments failed\n", out.failed,
                    loaded.experiments.size());
     return 1;
   }

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include <fmt/format.h>
@@ -25,8 +27,10 @@
 
 namespace dd::app {
 
-/// Entry point of `dd-node syncer`; argv[0] is "syncer".
-int syncer_main(int argc, char** argv) {
+namespace {
+
+/// The flags of `dd-node syncer`, and what the checks made of them.
+struct syncer_options {
   experiment_args ea;
   std::string listen_text, advertise_text, http_text, token_file;
   std::pair<std::string, uint16_t> listen, advertise, chaos_ep;
@@ -35,67 +39,78 @@ int syncer_main(int argc, char** argv) {
   actors::frame_guard_limits guard;
   actors::node_transport transport;
   actors::tls_files tls_files;
+  // From the flags, once checked.
+  std::string join_token;
+  run_dir_mode mode{};
+  std::shared_ptr<actors::tls_context> tls;
+  std::pair<std::string, uint16_t> http;
+};
+
+/// Parses `dd-node syncer`'s flags into `o` (help generated from the same table); the exit
+/// status when the command ends here (--help, a bad flag, an unreadable join token, no
+/// --listen).
+std::optional<int> parse_syncer_flags(int argc, char** argv, syncer_options& o) {
   util::flag_table t(
       "dd-node syncer", "EXP --listen HOST:PORT [flags]",
       "Runs the syncer node of a cluster: the job, the health monitor, one fragment owner\n"
       "per fragment and the evaluator. The monitor is published on --listen; learners join it\n"
       "with `dd-node learner --join ADVERTISED:PORT` (the exact command is printed).");
-  add_experiment_flags(t, ea);
+  add_experiment_flags(t, o.ea);
   t.custom("--listen", "HOST:PORT",
            "where to listen (port 0 = any free port; it is printed). A non-loopback address "
            "needs TLS (--tls-cert, --tls-key, --tls-ca) or --insecure",
-           [&](const std::string& v) {
-             listen_text = v;
-             return endpoint_value(&listen)(v);
+           [&o](const std::string& v) {
+             o.listen_text = v;
+             return endpoint_value(&o.listen)(v);
            })
       .custom("--advertise", "HOST:PORT",
               "the address learners are told to join (default: --listen, or this host's name "
               "when listening on 0.0.0.0); port 0 = the bound one",
-              [&](const std::string& v) {
-                advertise_text = v;
-                return endpoint_value(&advertise)(v);
+              [&o](const std::string& v) {
+                o.advertise_text = v;
+                return endpoint_value(&o.advertise)(v);
               })
-      .toggle("--insecure", &insecure,
+      .toggle("--insecure", &o.insecure,
               "listen on a non-loopback address without TLS (anyone who reaches it can read the "
               "run's traffic; the join token still decides who joins)")
-      .seconds("--progress", &progress, "progress line every S seconds (default 5; 0 = off)")
-      .seconds("--heartbeat", &transport.heartbeat_s, "middleman heartbeat period (default 1)")
-      .seconds("--connection-timeout", &transport.connection_timeout_s,
+      .seconds("--progress", &o.progress, "progress line every S seconds (default 5; 0 = off)")
+      .seconds("--heartbeat", &o.transport.heartbeat_s, "middleman heartbeat period (default 1)")
+      .seconds("--connection-timeout", &o.transport.connection_timeout_s,
                "a peer silent this long is dropped (default 10)")
-      .count("--max-frame-bytes", &guard.max_frame_bytes, uint64_t{0}, uint64_t{4294967295}, "N",
+      .count("--max-frame-bytes", &o.guard.max_frame_bytes, uint64_t{0}, uint64_t{4294967295}, "N",
              "a connection announcing a larger CAF frame is closed before CAF allocates it, and "
              "a tensor channel frame above it closes its channel (default 4456448 = one 4 MiB "
              "chunk + 256 KiB; 0 = no guard and no tensor channel: every chunk goes on CAF)")
-      .count("--stranger-bytes", &guard.stranger_bytes, uint64_t{0}, uint64_t{4294967295}, "N",
+      .count("--stranger-bytes", &o.guard.stranger_bytes, uint64_t{0}, uint64_t{4294967295}, "N",
              "frames announced by connections the syncer has not yet answered (strangers) and "
              "not yet complete may total N bytes; a frame past it closes its connection "
              "(default 67108864 = 64 MiB)")
-      .count("--stranger-connections", &guard.stranger_connections, size_t{0}, size_t{4294967295},
+      .count("--stranger-connections", &o.guard.stranger_connections, size_t{0}, size_t{4294967295},
              "N",
              "strangers open at once; one more is closed (default 32). A stranger unanswered "
              "for 60 s is closed. Every connection the guard closes is a frame_refused event, "
              "counted in summary.json frames_refused")
-      .toggle("--force-memory", &force_memory,
+      .toggle("--force-memory", &o.force_memory,
               "start even when the owners' and the evaluator's memory estimate (dd-node resolve "
               "prints it) exceeds the available memory or the address-space limit; without it "
               "that is refused (exit 2)")
-      .text("--http", &http_text, "HOST:PORT",
+      .text("--http", &o.http_text, "HOST:PORT",
             "serve /metrics (Prometheus), /healthz, /readyz and /status (JSON) on this address "
             "(port 0 = any; printed); off by default. A non-loopback address needs --insecure "
             "(no authentication)")
       .custom("--chaos-endpoint", "HOST:PORT",
               "serve message faults on broadcasts (dd-chaos msg) on this loopback address (port "
               "0 = any; printed); off by default",
-              chaos_endpoint_value(&chaos_ep))
-      .toggle("--message-faults-via-endpoint", &messages_via_endpoint,
+              chaos_endpoint_value(&o.chaos_ep))
+      .toggle("--message-faults-via-endpoint", &o.messages_via_endpoint,
               "do not apply the experiment's broadcast faults (chaos events drop/dup/delay/"
               "reorder_broadcast) here: dd-chaos sends them through the chaos endpoint (dd-node "
               "launch)");
-  add_join_token_flag(t, &token_file,
+  add_join_token_flag(t, &o.token_file,
                       "the run's join token: a learner node's handshake and tensor channel, "
                       "dd-node drain and the chaos endpoint must prove it (HMAC over a fresh "
                       "challenge); without one anyone who reaches --listen can join.");
-  add_tls_flags(t, &tls_files,
+  add_tls_flags(t, &o.tls_files,
                 "every connection to --listen is then TLS with a client certificate signed by "
                 "--tls-ca (a learner node's names the learner ids it may take: learner-N), "
                 "and this certificate must name `syncer`.");
@@ -107,52 +122,115 @@ int syncer_main(int argc, char** argv) {
       "Exit status: 0 ok; 1 runtime failure (summary.json \"failed\": true); 2 bad flags or\n"
       "configuration, port in use, a locked or unfinished run directory; 130/143 "
       "interrupted.\n");
-  if (auto rc = t.parse(argc, argv)) return *rc;
-  std::string join_token;
-  if (!read_join_token("dd-node syncer", token_file, join_token)) return 2;
-  if (listen_text.empty()) {
+  if (auto rc = t.parse(argc, argv)) return rc;
+  if (!read_join_token("dd-node syncer", o.token_file, o.join_token)) return 2;
+  if (o.listen_text.empty()) {
     std::fprintf(stderr, "dd-node syncer: --listen HOST:PORT is required\n");
     t.print_help(stderr);
     return 2;
   }
-  run_dir_mode mode{};
-  if (!ea.mode("dd-node syncer", mode)) return 2;
-  const bool resume = ea.resume;
-  const std::string run_dir = ea.load.run_dir;
-  if (messages_via_endpoint && chaos_ep.first.empty()) {
+  return std::nullopt;
+}
+
+/// The flags that must go together: --resume/--overwrite, --message-faults-via-endpoint with
+/// --chaos-endpoint, TLS files that load and name the syncer (and the frame guard under them),
+/// a non-loopback --listen only with TLS or --insecure, --http. False after one line on stderr.
+bool check_syncer_flags(syncer_options& o) {
+  if (!o.ea.mode("dd-node syncer", o.mode)) return false;
+  if (o.messages_via_endpoint && o.chaos_ep.first.empty()) {
     std::fprintf(stderr,
                  "dd-node syncer: --message-faults-via-endpoint needs --chaos-endpoint HOST:PORT "
                  "(the faults would reach nobody)\n");
-    return 2;
+    return false;
   }
-  std::shared_ptr<actors::tls_context> tls;
-  if (!load_tls("dd-node syncer", tls_files, actors::tls_context::side::server, tls)) return 2;
-  if (tls) {
-    const auto& names = tls->own().names;
+  if (!load_tls("dd-node syncer", o.tls_files, actors::tls_context::side::server, o.tls))
+    return false;
+  if (o.tls) {
+    const auto& names = o.tls->own().names;
     if (std::find(names.begin(), names.end(), actors::syncer_cert_name) == names.end()) {
       std::fprintf(stderr,
                    "dd-node syncer: --tls-cert '%s' does not name '%s' (its CN or a DNS "
                    "subjectAltName): learner nodes would refuse it\n",
-                   tls_files.cert.c_str(), actors::syncer_cert_name);
-      return 2;
+                   o.tls_files.cert.c_str(), actors::syncer_cert_name);
+      return false;
     }
-    if (guard.max_frame_bytes == 0) {
+    if (o.guard.max_frame_bytes == 0) {
       std::fprintf(stderr, "dd-node syncer: TLS needs the frame guard (--max-frame-bytes > 0)\n");
-      return 2;
+      return false;
     }
   }
-  if (!is_loopback(listen.first) && !insecure && !tls) {
+  if (!is_loopback(o.listen.first) && !o.insecure && !o.tls) {
     std::fprintf(stderr,
                  "dd-node syncer: --listen %s is not a loopback address; give it TLS "
                  "(--tls-cert, --tls-key, --tls-ca; docs/securing.md) or add --insecure to "
                  "listen there in the clear\n",
-                 listen_text.c_str());
-    return 2;
+                 o.listen_text.c_str());
+    return false;
   }
-  std::pair<std::string, uint16_t> http;
-  if (!http_text.empty() && !parse_http_flag("dd-node syncer", http_text, insecure, http)) return 2;
+  return o.http_text.empty() || parse_http_flag("dd-node syncer", o.http_text, o.insecure, o.http);
+}
+
+/// The syncer's published: the command a learner host runs to join (or, under dd-node launch,
+/// which starts the learner processes itself, that they are expected).
+void print_join_command(const syncer_options& o, const config::experiment& exp,
+                        const std::string& dir, bool own_lock, uint16_t port) {
+  const int M = exp.learners.count;
+  std::string host = o.advertise_text.empty() ? o.listen.first : o.advertise.first;
+  if (host.empty() || host == "0.0.0.0") {
+    char buf[256] = {0};
+    host = ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "localhost";
+  }
+  const uint16_t adv_port =
+      o.advertise_text.empty() || o.advertise.second == 0 ? port : o.advertise.second;
+  if (own_lock) {
+    std::printf(
+        "dd-node syncer: %s: listening on %s:%u; %d learner%s expected\n"
+        "  on each learner host run:  dd-node learner --join %s:%u --learners N "
+        "--node-name NAME --run-dir %s/nodes/NAME%s%s\n"
+        "  (N learners in that process, %d in all; --run-dir keeps the node's events with "
+        "this run on this host)\n",
+        exp.name.c_str(), o.listen.first.c_str(), port, M, M == 1 ? "" : "s", host.c_str(),
+        adv_port, dir.c_str(),
+        o.tls ? " --tls-cert NODE.pem --tls-key NODE.key --tls-ca CA.pem" : "",
+        o.join_token.empty() ? "" : " --join-token-file TOKEN_FILE", M);
+  } else {
+    std::printf(
+        "dd-node syncer: %s: listening on %s:%u; %d learner%s expected (dd-node launch "
+        "starts them)\n",
+        exp.name.c_str(), o.listen.first.c_str(), port, M, M == 1 ? "" : "s");
+  }
+  std::fflush(stdout);
+}
+
+/// What run_job gets from the flags: the syncer role, listening and serving as asked.
+actors::run_options syncer_run_options(const syncer_options& o) {
+  actors::run_options ro;
+  ro.role = actors::node_role::syncer;
+  ro.run_dir = o.ea.load.run_dir;
+  ro.progress_every_s = o.progress;
+  ro.interrupt = &g_node_interrupt;
+  ro.listen_host = o.listen.first == "0.0.0.0" ? std::string() : o.listen.first;
+  ro.listen_port = o.listen.second;
+  ro.resume = o.ea.resume;
+  ro.transport = o.transport;
+  ro.chaos_endpoint = o.chaos_ep;
+  ro.message_faults_via_endpoint = o.messages_via_endpoint;
+  ro.http = o.http;
+  ro.guard = o.guard;
+  ro.join_token = o.join_token;
+  ro.tls = o.tls;
+  return ro;
+}
+
+}  // namespace
+
+/// Entry point of `dd-node syncer`; argv[0] is "syncer".
+int syncer_main(int argc, char** argv) {
+  syncer_options o;
+  if (auto rc = parse_syncer_flags(argc, argv, o)) return *rc;
+  if (!check_syncer_flags(o)) return 2;
   config::load_result loaded;
-  if (!ea.load_experiments("dd-node syncer", /*single=*/true, loaded)) return 2;
+  if (!o.ea.load_experiments("dd-node syncer", /*single=*/true, loaded)) return 2;
   const auto& exp = loaded.experiments.front();
   kernels::init_all_backends();
   try {
@@ -162,61 +240,20 @@ int syncer_main(int argc, char** argv) {
     return 2;
   }
   if (auto why =
-          actors::check_before_start(exp, actors::start_check_for::syncer_node, 0, force_memory);
+          actors::check_before_start(exp, actors::start_check_for::syncer_node, 0, o.force_memory);
       !why.empty()) {
     std::fprintf(stderr, "dd-node syncer: %s: %s\n", exp.name.c_str(), why.c_str());
     return 2;
   }
   // Under dd-node launch the launcher holds the locks and has cleared the earlier run's files.
-  run_dir_opener dirs("dd-node syncer", mode);
+  run_dir_opener dirs("dd-node syncer", o.mode);
   if (!dirs.open(exp)) return 2;
   dirs.begin();
   const std::string dir = dirs.dir();
   const bool own_lock = !run_dir_opener::lock_held_by_parent();
   install_node_stop_handlers("dd-node syncer");
-  actors::run_options ro;
-  ro.role = actors::node_role::syncer;
-  ro.run_dir = run_dir;
-  ro.progress_every_s = progress;
-  ro.interrupt = &g_node_interrupt;
-  ro.listen_host = listen.first == "0.0.0.0" ? std::string() : listen.first;
-  ro.listen_port = listen.second;
-  ro.resume = resume;
-  ro.transport = transport;
-  ro.chaos_endpoint = chaos_ep;
-  ro.message_faults_via_endpoint = messages_via_endpoint;
-  ro.http = http;
-  ro.guard = guard;
-  ro.join_token = join_token;
-  ro.tls = tls;
-  const int M = exp.learners.count;
-  ro.on_published = [&](uint16_t port) {
-    std::string host = advertise_text.empty() ? listen.first : advertise.first;
-    if (host.empty() || host == "0.0.0.0") {
-      char buf[256] = {0};
-      host = ::gethostname(buf, sizeof buf - 1) == 0 ? buf : "localhost";
-    }
-    const uint16_t adv_port =
-        advertise_text.empty() || advertise.second == 0 ? port : advertise.second;
-    if (own_lock) {
-      std::printf(
-          "dd-node syncer: %s: listening on %s:%u; %d learner%s expected\n"
-          "  on each learner host run:  dd-node learner --join %s:%u --learners N "
-          "--node-name NAME --run-dir %s/nodes/NAME%s%s\n"
-          "  (N learners in that process, %d in all; --run-dir keeps the node's events with "
-          "this run on this host)\n",
-          exp.name.c_str(), listen.first.c_str(), port, M, M == 1 ? "" : "s", host.c_str(),
-          adv_port, dir.c_str(),
-          tls ? " --tls-cert NODE.pem --tls-key NODE.key --tls-ca CA.pem" : "",
-          join_token.empty() ? "" : " --join-token-file TOKEN_FILE", M);
-    } else {  // under dd-node launch, which starts the learner processes itself
-      std::printf(
-          "dd-node syncer: %s: listening on %s:%u; %d learner%s expected (dd-node launch "
-          "starts them)\n",
-          exp.name.c_str(), listen.first.c_str(), port, M, M == 1 ? "" : "s");
-    }
-    std::fflush(stdout);
-  };
+  actors::run_options ro = syncer_run_options(o);
+  ro.on_published = [&](uint16_t port) { print_join_command(o, exp, dir, own_lock, port); };
   actors::run_result r;
   try {
     r = actors::run_job(exp, ro);
