@@ -53,8 +53,9 @@ struct node_proc {
   policy::restart_history history;
 };
 
-/// The launcher's processes and the rules that restart them. Plain state: launch_main's loop
-/// calls exited() for each reaped child, restart_due() and the control socket's requests.
+/// The launcher's processes and the rules that restart them. Plain state: launch.cpp's
+/// supervise_until_done calls exited() for each reaped child, restart_due() and the control
+/// socket's requests.
 class process_supervisor {
  public:
   std::string run_dir, run_id_hint;
