@@ -361,10 +361,7 @@ std::optional<int> learner_node_shell::start_services() {
       described_.steps_per_learner > 0 ? described_.steps_per_learner : steps_per_learner_of(exp_);
   std::vector<fault_spec> faults;
   for (const auto& f : fault_specs_of(exp_, steps_, plan_.num_fragments()))
-    if (f.what != fault_kind::kill_owner &&
-        !(f.live_window && config::is_broadcast_fault(f.live.what)) &&
-        !(o_.message_faults_via_endpoint && is_message_fault(f)))
-      faults.push_back(f);  // owners' and broadcasts' faults act in the syncer node
+    if (acts_in_learner_node(f, o_.message_faults_via_endpoint)) faults.push_back(f);
   hooks_ = std::make_unique<fault_hooks>(faults, log_.get());
   start_chaos_endpoint();
   start_http();

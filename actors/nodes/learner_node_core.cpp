@@ -53,6 +53,12 @@ step_gate_plan plan_step_gate(const std::string& spec, unsigned hw, int threads,
   return g;
 }
 
+bool acts_in_learner_node(const fault_spec& f, bool message_faults_via_endpoint) {
+  return f.what != fault_kind::kill_owner &&
+         !(f.live_window && config::is_broadcast_fault(f.live.what)) &&
+         !(message_faults_via_endpoint && is_message_fault(f));
+}
+
 const char* to_string(learner_node_state s) {
   switch (s) {
     case learner_node_state::connecting: return "connecting";

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/services/fault_hooks.hpp"
 #include "messages/control.hpp"
 
 namespace dd::actors {
@@ -57,6 +58,11 @@ int refusal_status(dd::node_refusal r);
 /// they were damaged on the way, and CAF's middleman caches that handshake per host and port for
 /// as long as its connection lives, so every later rejoin would fail on it).
 bool lookup_error_leaves_stale_connection(const std::string& error);
+
+/// Whether the experiment's scripted fault `f` acts in a learner node: an owner's (kill_owner)
+/// and a broadcast's act in the syncer node, and with `message_faults_via_endpoint` (dd-node
+/// launch) dd-chaos sends the message faults through the node's chaos endpoint instead.
+bool acts_in_learner_node(const fault_spec& f, bool message_faults_via_endpoint);
 
 enum class learner_node_state { connecting, asking_ids, running, syncer_lost, stopping, finished };
 const char* to_string(learner_node_state s);

@@ -537,6 +537,40 @@ TEST(learner_node_core, step_gate_plans) {
             "dd-node learner: --step-admission 'posix:42' is not sysv:ID");
 }
 
+TEST(learner_node_core, the_faults_a_learner_node_applies_itself) {
+  auto spec = [](fault_kind what, bool live_window = false,
+                 fault_kind live = fault_kind::drop_push) {
+    fault_spec f;
+    f.what = what;
+    f.live_window = live_window;
+    f.live.what = live;
+    return f;
+  };
+  struct fault_row {
+    std::string name;
+    fault_spec f;
+    bool here;               ///< applied by the node itself
+    bool here_via_endpoint;  ///< with --message-faults-via-endpoint
+  };
+  const std::vector<fault_row> rows = {
+      {"kill_learner", spec(fault_kind::kill_learner), true, true},
+      {"slow_learner", spec(fault_kind::slow_learner), true, true},
+      {"kill_owner: the syncer node's", spec(fault_kind::kill_owner), false, false},
+      {"drop_push: a message fault", spec(fault_kind::drop_push), true, false},
+      {"a live dup_push window", spec(fault_kind::kill_learner, true, fault_kind::dup_push), true,
+       false},
+      {"a live nan_step window", spec(fault_kind::kill_learner, true, fault_kind::nan_step), true,
+       false},
+      {"a live broadcast window: the syncer node's",
+       spec(fault_kind::kill_learner, true, fault_kind::delay_broadcast), false, false},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    EXPECT_EQ(acts_in_learner_node(r.f, false), r.here);
+    EXPECT_EQ(acts_in_learner_node(r.f, true), r.here_via_endpoint);
+  }
+}
+
 TEST(learner_node_core, refusals_map_to_exit_statuses) {
   EXPECT_EQ(refusal_status(node_refusal::other_run), node_exit_other_run);
   EXPECT_EQ(refusal_status(node_refusal::protocol_version), node_exit_protocol);
