@@ -260,7 +260,7 @@ int print_slurm_script(const launch_options& o, const config::experiment& exp) {
   if (o.conn_timeout >= 0)
     so.node_flags.insert(so.node_flags.end(),
                          {"--connection-timeout", fmt::format("{}", o.conn_timeout)});
-  if (o.force_memory) so.node_flags.push_back("--force-memory");
+  if (o.force_memory) so.node_flags.emplace_back("--force-memory");
   so.learner_ids = deal_learner_ids(exp.learners.count, o.processes);
   so.port = static_cast<uint16_t>(o.port_flag);
   so.syncer_restart_delay_s = o.delay;
@@ -295,7 +295,7 @@ struct cluster_plan {
   void add_node_flags(std::vector<std::string>& v) const {
     if (!token_path.empty()) v.insert(v.end(), {"--join-token-file", token_path});
     if (o.heartbeat >= 0) v.insert(v.end(), {"--heartbeat", fmt::format("{}", o.heartbeat)});
-    if (o.force_memory) v.push_back("--force-memory");
+    if (o.force_memory) v.emplace_back("--force-memory");
     if (o.conn_timeout >= 0)
       v.insert(v.end(), {"--connection-timeout", fmt::format("{}", o.conn_timeout)});
   }
@@ -392,7 +392,7 @@ node_proc syncer_proc(const cluster_plan& c) {
   s.argv.insert(s.argv.end(), passthrough.begin(), passthrough.end());
   c.add_node_flags(s.argv);
   c.add_tls_flags(s.argv, "syncer");
-  if (c.o.ea.overwrite) s.argv.push_back("--overwrite");
+  if (c.o.ea.overwrite) s.argv.emplace_back("--overwrite");
   c.add_endpoints(s);
   s.listen = s.advertise = c.syncer_addr;
   s.log = (fs::path(c.logs) / "syncer.log").string();
