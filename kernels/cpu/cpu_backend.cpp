@@ -251,60 +251,61 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
   }
 
   // ---- attention -----------------------------------------------------------------------------
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                         int NH) override {
-    attention_fwd(out, att, qkv, B, T, C, NH, true);
-  }
-  void attention_forward_bidirectional(float* out, float* att, const float* qkv, int B, int T,
-                                       int C, int NH) override {
-    attention_fwd(out, att, qkv, B, T, C, NH, false);
-  }
-  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                          const float* att, int B, int T, int C, int NH) override {
-    attention_bwd(dqkv, scratch, dout, qkv, att, B, T, C, NH, true);
-  }
-  void attention_backward_bidirectional(float* dqkv, float* scratch, const float* dout,
-                                        const float* qkv, const float* att, int B, int T, int C,
-                                        int NH) override {
-    attention_bwd(dqkv, scratch, dout, qkv, att, B, T, C, NH, false);
-  }
+  /// One (batch b, head h) pair of attention.
+  struct attention_head {
+    size_t p;       ///< b·NH + h: the pair's (T,T) block of att / scratch starts at p·T·T
+    size_t qkv_at;  ///< offset of the head's query columns in a (B,T,3C) tensor
+    size_t out_at;  ///< offset of the head's columns in a (B,T,C) tensor
+    const float *q, *k, *v;  ///< the head's query, key, value columns of qkv (row stride 3C)
+  };
 
-  // causal: row t sees keys [0, t + 1); otherwise all T keys.
-  void attention_fwd(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
-                     bool causal) {
+  /// Calls fn(head) for every (batch, head) pair, in parallel chunks sized by the pair's work,
+  /// flops_per_score · T·T·hs.
+  template <class Fn>
+  void for_each_head(const float* qkv, int B, int T, int C, int NH, int flops_per_score, Fn&& fn) {
     ensure_openblas_single_threaded();
     const int hs = C / NH;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     const int C3 = 3 * C;
     const size_t pairs = static_cast<size_t>(B) * NH;
-    const size_t work = static_cast<size_t>(T) * T * hs * 2;
+    const size_t work = static_cast<size_t>(T) * T * hs * flops_per_score;
     const int nc = std::min<int>(chunks_for(pairs * work, 1 << 18), static_cast<int>(pairs));
     for_chunks(pairs, nc, [&](int, size_t pb, size_t pe) {
       for (size_t p = pb; p < pe; ++p) {
         const size_t b = p / NH, h = p % NH;
-        const float* q = qkv + b * T * C3 + h * hs;
-        const float* k = q + C;
-        const float* v = q + 2 * C;
-        float* a = att + p * T * T;
-        float* o = out + b * T * C + h * hs;
-        // Causal blocking: rows [r0, r1) only see keys [0, r1), so each row block multiplies
-        // only that prefix (75% of the square at T = 2 blocks, less for more blocks); the
-        // bidirectional variant multiplies all T keys.
-        for (int r0 = 0; r0 < T; r0 += attention_block) {
-          const int r1 = std::min(T, r0 + attention_block), rows = r1 - r0;
-          const int kl = causal ? r1 : T;  // keys this row block sees
-          float* ab = a + static_cast<size_t>(r0) * T;
-          // a[r0:r1, 0:kl] = scale · q[r0:r1] (rows,hs) · k[0:kl] (kl,hs)ᵀ
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kl, hs, scale,
-                      q + static_cast<size_t>(r0) * C3, C3, k, C3, 0.0f, ab, T);
-          for (int t = r0; t < r1; ++t) {
-            softmax_causal_row(a + static_cast<size_t>(t) * T, causal ? t + 1 : T, T);
-          }
-          // out[r0:r1] (rows,hs) = a[r0:r1, 0:kl] · v[0:kl] (kl,hs); a is 0 above the diagonal
-          // when causal.
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, kl, 1.0f, ab, T, v, C3,
-                      0.0f, o + static_cast<size_t>(r0) * C, C);
+        const size_t qkv_at = b * T * C3 + h * hs;
+        const float* q = qkv + qkv_at;
+        fn(attention_head{p, qkv_at, b * T * C + h * hs, q, q + C, q + 2 * C});
+      }
+    });
+  }
+
+  // causal: row t sees keys [0, t + 1); otherwise all T keys.
+  void attention_fwd(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
+                     bool causal) override {
+    const int hs = C / NH;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    const int C3 = 3 * C;
+    for_each_head(qkv, B, T, C, NH, 2, [&](const attention_head& x) {
+      const float *q = x.q, *k = x.k, *v = x.v;
+      float* a = att + x.p * T * T;
+      float* o = out + x.out_at;
+      // Causal blocking: rows [r0, r1) only see keys [0, r1), so each row block multiplies
+      // only that prefix (75% of the square at T = 2 blocks, less for more blocks); the
+      // bidirectional variant multiplies all T keys.
+      for (int r0 = 0; r0 < T; r0 += attention_block) {
+        const int r1 = std::min(T, r0 + attention_block), rows = r1 - r0;
+        const int kl = causal ? r1 : T;  // keys this row block sees
+        float* ab = a + static_cast<size_t>(r0) * T;
+        // a[r0:r1, 0:kl] = scale · q[r0:r1] (rows,hs) · k[0:kl] (kl,hs)ᵀ
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kl, hs, scale,
+                    q + static_cast<size_t>(r0) * C3, C3, k, C3, 0.0f, ab, T);
+        for (int t = r0; t < r1; ++t) {
+          softmax_causal_row(a + static_cast<size_t>(t) * T, causal ? t + 1 : T, T);
         }
+        // out[r0:r1] (rows,hs) = a[r0:r1, 0:kl] · v[0:kl] (kl,hs); a is 0 above the diagonal
+        // when causal.
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, kl, 1.0f, ab, T, v, C3,
+                    0.0f, o + static_cast<size_t>(r0) * C, C);
       }
     });
   }
@@ -327,50 +328,41 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
   }
 
   void attention_bwd(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                     const float* att, int B, int T, int C, int NH, bool causal) {
-    ensure_openblas_single_threaded();
+                     const float* att, int B, int T, int C, int NH, bool causal) override {
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
     const int C3 = 3 * C;
-    const size_t pairs = static_cast<size_t>(B) * NH;
-    const size_t work = static_cast<size_t>(T) * T * hs * 4;
-    const int nc = std::min<int>(chunks_for(pairs * work, 1 << 18), static_cast<int>(pairs));
-    for_chunks(pairs, nc, [&](int, size_t pb, size_t pe) {
-      for (size_t p = pb; p < pe; ++p) {
-        const size_t b = p / NH, h = p % NH;
-        const float* q = qkv + b * T * C3 + h * hs;
-        const float* k = q + C;
-        const float* v = q + 2 * C;
-        float* dq = dqkv + b * T * C3 + h * hs;
-        float* dk = dq + C;
-        float* dv = dq + 2 * C;
-        const float* dy = dout + b * T * C + h * hs;
-        const float* a = att + p * T * T;
-        float* da = scratch + p * T * T;
-        // Row blocks as in the forward: rows [r0, r1) involve keys/values [0, kl) only.
-        for (int r0 = 0; r0 < T; r0 += attention_block) {
-          const int r1 = std::min(T, r0 + attention_block), rows = r1 - r0;
-          const int kl = causal ? r1 : T;  // keys this row block sees
-          const size_t ro = static_cast<size_t>(r0);
-          const float* ab = a + ro * T;
-          float* db = da + ro * T;
-          // da[r0:r1, 0:kl] = dy[r0:r1] (rows,hs) · v[0:kl] (kl,hs)ᵀ
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kl, hs, 1.0f, dy + ro * C, C,
-                      v, C3, 0.0f, db, T);
-          // dv[0:kl] (kl,hs) += a[r0:r1, 0:kl]ᵀ · dy[r0:r1] (rows,hs)
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kl, hs, rows, 1.0f, ab, T,
-                      dy + ro * C, C, 1.0f, dv, C3);
-          if (causal)
-            softmax_backward_rows(db, ab, r0, r1, T, scale);
-          else
-            softmax_backward_rows_full(db, ab, r0, r1, T, scale);
-          // dq[r0:r1] (rows,hs) += dpre[r0:r1, 0:kl] · k[0:kl] (kl,hs)
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, kl, 1.0f, db, T, k, C3,
-                      1.0f, dq + ro * C3, C3);
-          // dk[0:kl] (kl,hs) += dpre[r0:r1, 0:kl]ᵀ · q[r0:r1] (rows,hs)
-          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kl, hs, rows, 1.0f, db, T,
-                      q + ro * C3, C3, 1.0f, dk, C3);
-        }
+    for_each_head(qkv, B, T, C, NH, 4, [&](const attention_head& x) {
+      const float *q = x.q, *k = x.k, *v = x.v;
+      float* dq = dqkv + x.qkv_at;
+      float* dk = dq + C;
+      float* dv = dq + 2 * C;
+      const float* dy = dout + x.out_at;
+      const float* a = att + x.p * T * T;
+      float* da = scratch + x.p * T * T;
+      // Row blocks as in the forward: rows [r0, r1) involve keys/values [0, kl) only.
+      for (int r0 = 0; r0 < T; r0 += attention_block) {
+        const int r1 = std::min(T, r0 + attention_block), rows = r1 - r0;
+        const int kl = causal ? r1 : T;  // keys this row block sees
+        const size_t ro = static_cast<size_t>(r0);
+        const float* ab = a + ro * T;
+        float* db = da + ro * T;
+        // da[r0:r1, 0:kl] = dy[r0:r1] (rows,hs) · v[0:kl] (kl,hs)ᵀ
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kl, hs, 1.0f, dy + ro * C, C, v,
+                    C3, 0.0f, db, T);
+        // dv[0:kl] (kl,hs) += a[r0:r1, 0:kl]ᵀ · dy[r0:r1] (rows,hs)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kl, hs, rows, 1.0f, ab, T, dy + ro * C,
+                    C, 1.0f, dv, C3);
+        if (causal)
+          softmax_backward_rows(db, ab, r0, r1, T, scale);
+        else
+          softmax_backward_rows_full(db, ab, r0, r1, T, scale);
+        // dq[r0:r1] (rows,hs) += dpre[r0:r1, 0:kl] · k[0:kl] (kl,hs)
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, kl, 1.0f, db, T, k, C3,
+                    1.0f, dq + ro * C3, C3);
+        // dk[0:kl] (kl,hs) += dpre[r0:r1, 0:kl]ᵀ · q[r0:r1] (rows,hs)
+        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kl, hs, rows, 1.0f, db, T, q + ro * C3,
+                    C3, 1.0f, dk, C3);
       }
     });
   }

@@ -34,6 +34,33 @@ class host_backend : public backend {
                           int t1) override;
   void token_mean_backward(float* dinp, const float* dout, int B, int T, int C, int t0,
                            int t1) override;
+
+  // The four attention ops of backend.hpp, each one of the two below with its mask.
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
+                         int NH) override {
+    attention_fwd(out, att, qkv, B, T, C, NH, true);
+  }
+  void attention_forward_bidirectional(float* out, float* att, const float* qkv, int B, int T,
+                                       int C, int NH) override {
+    attention_fwd(out, att, qkv, B, T, C, NH, false);
+  }
+  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                          const float* att, int B, int T, int C, int NH) override {
+    attention_bwd(dqkv, scratch, dout, qkv, att, B, T, C, NH, true);
+  }
+  void attention_backward_bidirectional(float* dqkv, float* scratch, const float* dout,
+                                        const float* qkv, const float* att, int B, int T, int C,
+                                        int NH) override {
+    attention_bwd(dqkv, scratch, dout, qkv, att, B, T, C, NH, false);
+  }
+
+ protected:
+  /// Attention forward / backward as backend.hpp's attention ops; causal: row t sees keys
+  /// [0, t + 1); otherwise all T keys.
+  virtual void attention_fwd(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
+                             bool causal) = 0;
+  virtual void attention_bwd(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                             const float* att, int B, int T, int C, int NH, bool causal) = 0;
 };
 
 }  // namespace dd::kernels::detail

@@ -169,27 +169,9 @@ class reference_backend final : public detail::host_backend {
     }
   }
 
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
-                         int NH) override {
-    attention_fwd(out, att, qkv, B, T, C, NH, true);
-  }
-  void attention_forward_bidirectional(float* out, float* att, const float* qkv, int B, int T,
-                                       int C, int NH) override {
-    attention_fwd(out, att, qkv, B, T, C, NH, false);
-  }
-  void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                          const float* att, int B, int T, int C, int NH) override {
-    attention_bwd(dqkv, scratch, dout, qkv, att, B, T, C, NH, true);
-  }
-  void attention_backward_bidirectional(float* dqkv, float* scratch, const float* dout,
-                                        const float* qkv, const float* att, int B, int T, int C,
-                                        int NH) override {
-    attention_bwd(dqkv, scratch, dout, qkv, att, B, T, C, NH, false);
-  }
-
   // Position t attends to keys [0, causal ? t + 1 : T).
-  static void attention_fwd(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
-                            bool causal) {
+  void attention_fwd(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
+                     bool causal) override {
     const int hs = C / NH;
     const double scale = 1.0 / std::sqrt(double(hs));
     const size_t C3 = static_cast<size_t>(3) * C;
@@ -230,8 +212,8 @@ class reference_backend final : public detail::host_backend {
     }
   }
 
-  static void attention_bwd(float* dqkv, float* scratch, const float* dout, const float* qkv,
-                            const float* att, int B, int T, int C, int NH, bool causal) {
+  void attention_bwd(float* dqkv, float* scratch, const float* dout, const float* qkv,
+                     const float* att, int B, int T, int C, int NH, bool causal) override {
     (void)scratch;  // the reference keeps its own double-precision workspace
     const int hs = C / NH;
     const double scale = 1.0 / std::sqrt(double(hs));
