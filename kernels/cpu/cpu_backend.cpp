@@ -12,6 +12,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kernels/cpu/detail/thread_pool.hpp"
@@ -312,19 +313,25 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
 
   /// In place: row[0..len) ← softmax(row[0..len)); row[len..T) ← 0.
   static void softmax_causal_row(float* row, int len, int T) {
-    float maxv = row[0];
+    softmax_row(row, row, len);
+    for (int i = len; i < T; ++i) row[i] = 0.0f;
+  }
+
+  /// p[0..len) ← softmax(z[0..len)) (p may be z). Returns {max of z, Σ exp(z - max)}.
+  static std::pair<float, float> softmax_row(float* p, const float* z, int len) {
+    float maxv = z[0];
 #pragma omp simd reduction(max : maxv)
-    for (int i = 0; i < len; ++i) maxv = row[i] > maxv ? row[i] : maxv;
+    for (int i = 0; i < len; ++i) maxv = z[i] > maxv ? z[i] : maxv;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int i = 0; i < len; ++i) {
-      const float e = fast_expf(row[i] - maxv);
-      row[i] = e;
+      const float e = fast_expf(z[i] - maxv);
+      p[i] = e;
       sum += e;
     }
     const float inv = 1.0f / sum;
-    for (int i = 0; i < len; ++i) row[i] *= inv;
-    for (int i = len; i < T; ++i) row[i] = 0.0f;
+    for (int i = 0; i < len; ++i) p[i] *= inv;
+    return {maxv, sum};
   }
 
   void attention_bwd(float* dqkv, float* scratch, const float* dout, const float* qkv,
@@ -437,18 +444,7 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
       for (size_t n = b; n < e; ++n) {
         const float* z = logits + n * V;
         float* p = probs + n * V;
-        float maxv = z[0];
-#pragma omp simd reduction(max : maxv)
-        for (int v = 0; v < V; ++v) maxv = z[v] > maxv ? z[v] : maxv;
-        float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-        for (int v = 0; v < V; ++v) {
-          const float ev = fast_expf(z[v] - maxv);
-          p[v] = ev;
-          sum += ev;
-        }
-        const float inv = 1.0f / sum;
-        for (int v = 0; v < V; ++v) p[v] *= inv;
+        const auto [maxv, sum] = softmax_row(p, z, V);
         // -log softmax(z)[y] = log Σ exp(z - max) + max - z[y]
         losses[n] = std::log(sum) + maxv - z[targets[n]];
       }
@@ -474,11 +470,8 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
       for (size_t n = b; n < e; ++n) {
         const float* z = logits + n * E;
         float* p = probs + n * E;
-        // Top-k on the logits (softmax is monotone); strictly greater wins: ties to the lower
-        // index, exactly as the reference (which selects on the same logits).
-        int first = 0;
-        for (int x = 1; x < E; ++x)
-          if (z[x] > z[first]) first = x;
+        // The same choice as the reference (both select on the same logits).
+        const int first = detail::router_first(z, E);
         const float maxv = z[first];
         float sum = 0.0f;
         for (int x = 0; x < E; ++x) {
@@ -492,9 +485,7 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
           gates[n] = p[first];
           continue;
         }
-        int second = first == 0 ? 1 : 0;
-        for (int x = 0; x < E; ++x)
-          if (x != first && z[x] > z[second]) second = x;
+        const int second = detail::router_second(z, E, first);
         idx[n * 2 + 1] = second;
         const float s = p[first] + p[second];
         gates[n * 2] = p[first] / s;

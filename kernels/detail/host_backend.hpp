@@ -12,6 +12,22 @@ namespace dd::kernels::detail {
 /// Alignment of every host allocation, in bytes (one cache line; enough for AVX-512 loads).
 inline constexpr size_t host_alignment = 64;
 
+/// The router's top-k on one token's logits z (E of them; backend.hpp router_forward): the
+/// largest, and of the others the largest (k = 2). Strictly greater wins, so ties go to the lower
+/// expert index. (On the logits: softmax is monotone.)
+inline int router_first(const float* z, int E) {
+  int first = 0;
+  for (int e = 1; e < E; ++e)
+    if (z[e] > z[first]) first = e;
+  return first;
+}
+inline int router_second(const float* z, int E, int first) {
+  int second = first == 0 ? 1 : 0;
+  for (int e = 0; e < E; ++e)
+    if (e != first && z[e] > z[second]) second = e;
+  return second;
+}
+
 /// A backend whose memory space is ordinary host memory. Ops are left to subclasses.
 class host_backend : public backend {
  public:

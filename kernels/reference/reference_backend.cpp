@@ -366,19 +366,13 @@ class reference_backend final : public detail::host_backend {
       double sum = 0;
       for (int e = 0; e < E; ++e) sum += std::exp(z[e] - maxv);
       for (int e = 0; e < E; ++e) p[e] = static_cast<float>(std::exp(z[e] - maxv) / sum);
-      // Top-k on the logits (softmax is monotone): strictly greater wins, so ties keep the lower
-      // index.
-      int first = 0;
-      for (int e = 1; e < E; ++e)
-        if (z[e] > z[first]) first = e;
+      const int first = detail::router_first(z, E);
       idx[static_cast<size_t>(n) * k] = first;
       if (k == 1) {
         gates[n] = p[first];
         continue;
       }
-      int second = first == 0 ? 1 : 0;
-      for (int e = 0; e < E; ++e)
-        if (e != first && z[e] > z[second]) second = e;
+      const int second = detail::router_second(z, E, first);
       idx[static_cast<size_t>(n) * 2 + 1] = second;
       const double s = double(p[first]) + double(p[second]);
       gates[static_cast<size_t>(n) * 2] = static_cast<float>(p[first] / s);
