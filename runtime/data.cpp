@@ -208,9 +208,22 @@ batch_stream::batch_stream(const text_dataset& data, int learner, int learners, 
   start_epoch(0);
 }
 
+rng epoch_rng(uint64_t seed, int learner, int64_t epoch) {
+  return rng(
+      derive_seed(derive_seed(seed, static_cast<uint64_t>(learner)), static_cast<uint64_t>(epoch)));
+}
+
+void shuffled_order(rng& r, size_t n, std::vector<uint32_t>& order) {
+  order.resize(n);
+  for (size_t k = 0; k < n; ++k) order[k] = static_cast<uint32_t>(k);
+  for (size_t k = n; k > 1; --k) {
+    const size_t j = static_cast<size_t>(r.below(k));
+    std::swap(order[k - 1], order[j]);
+  }
+}
+
 void batch_stream::start_epoch(int64_t epoch) {
-  rng r(derive_seed(derive_seed(seed_, static_cast<uint64_t>(learner_)),
-                    static_cast<uint64_t>(epoch)));
+  rng r = epoch_rng(seed_, learner_, epoch);
   offset_ = static_cast<size_t>(r.below(static_cast<uint64_t>(T_)));
   size_t n_windows = (shard_.size() - 1 - offset_) / static_cast<size_t>(T_);
   if (layout_ == shard_layout::interleaved) {
@@ -221,12 +234,7 @@ void batch_stream::start_epoch(int64_t epoch) {
     const size_t i = static_cast<size_t>(learner_), m = static_cast<size_t>(learners_);
     n_windows = all > i ? (all - i + m - 1) / m : 0;
   }
-  order_.resize(n_windows);
-  for (size_t k = 0; k < n_windows; ++k) order_[k] = static_cast<uint32_t>(k);
-  for (size_t k = n_windows; k > 1; --k) {  // Fisher–Yates, high to low
-    const size_t j = static_cast<size_t>(r.below(k));
-    std::swap(order_[k - 1], order_[j]);
-  }
+  shuffled_order(r, n_windows, order_);
   epoch_ = epoch;
   position_ = 0;
 }
@@ -255,26 +263,23 @@ void batch_stream::next(int B, std::vector<int32_t>& inputs, std::vector<int32_t
 }
 
 data_cursor batch_stream::cursor() const {
-  data_cursor c;
-  c.seed = seed_;
-  c.learner = learner_;
-  c.learners = learners_;
-  c.seq_len = T_;
-  c.epoch = epoch_;
-  c.position = position_;
-  return c;
+  return data_cursor{seed_, learner_, learners_, T_, epoch_, position_};
 }
 
-void batch_stream::restore(const data_cursor& c) {
+void data_cursor::check_fits(const data_cursor& stream, const char* seq_len_name) const {
   auto mismatch = [&](const char* field, auto got, auto want) {
     throw std::invalid_argument(
         fmt::format("data cursor: field '{}' is {} but this stream has {}", field, got, want));
   };
-  if (c.seed != seed_) mismatch("seed", c.seed, seed_);
-  if (c.learner != learner_) mismatch("learner", c.learner, learner_);
-  if (c.learners != learners_) mismatch("learners", c.learners, learners_);
-  if (c.seq_len != T_) mismatch("seq_len", c.seq_len, T_);
-  if (c.epoch < 0) mismatch("epoch", c.epoch, ">= 0");
+  if (seed != stream.seed) mismatch("seed", seed, stream.seed);
+  if (learner != stream.learner) mismatch("learner", learner, stream.learner);
+  if (learners != stream.learners) mismatch("learners", learners, stream.learners);
+  if (seq_len != stream.seq_len) mismatch(seq_len_name, seq_len, stream.seq_len);
+  if (epoch < 0) mismatch("epoch", epoch, ">= 0");
+}
+
+void batch_stream::restore(const data_cursor& c) {
+  c.check_fits(cursor(), "seq_len");
   start_epoch(c.epoch);
   if (c.position < 0 || static_cast<size_t>(c.position) > order_.size())
     throw std::invalid_argument(

@@ -94,11 +94,24 @@ struct data_cursor {
   std::vector<uint8_t> to_bytes() const;
   /// Throws std::invalid_argument when the size or magic is wrong.
   static data_cursor from_bytes(const std::vector<uint8_t>& bytes);
+  /// Throws std::invalid_argument naming the first of seed, learner, learners, seq_len that
+  /// differs from `stream`'s (the cursor of the stream restoring this one; `seq_len_name` is
+  /// how the error names seq_len), or a negative epoch.
+  void check_fits(const data_cursor& stream, const char* seq_len_name) const;
   bool operator==(const data_cursor& o) const {
     return seed == o.seed && learner == o.learner && learners == o.learners &&
            seq_len == o.seq_len && epoch == o.epoch && position == o.position;
   }
 };
+
+class rng;
+
+/// The rng of learner `learner`'s epoch `epoch` (see the file comment); it draws the epoch's
+/// order with shuffled_order.
+rng epoch_rng(uint64_t seed, int learner, int64_t epoch);
+
+/// order ← a permutation of [0, n): Fisher–Yates, high to low, drawing from r.
+void shuffled_order(rng& r, size_t n, std::vector<uint32_t>& order);
 
 /// Yields (B, T) batches of one learner's shard. Holds a reference to the dataset, which must
 /// outlive it.

@@ -20,38 +20,26 @@ size_t block_first(int layer) { return 2 + k_block_tensors * static_cast<size_t>
 
 }  // namespace
 
+// The integer fields of gpt_config, in the order they are read and checked.
+constexpr int_field<gpt_config> gpt_fields[] = {{"vocab", &gpt_config::vocab, 1},
+                                                {"context", &gpt_config::context, 1},
+                                                {"layers", &gpt_config::layers, 1},
+                                                {"heads", &gpt_config::heads, 1},
+                                                {"width", &gpt_config::width, 1}};
+
 void gpt_config::validate() const {
-  auto need = [](int v, const char* field) {
-    if (v < 1)
-      throw std::invalid_argument(fmt::format("gpt config: {} must be >= 1, got {}", field, v));
-  };
-  need(vocab, "vocab");
-  need(context, "context");
-  need(layers, "layers");
-  need(heads, "heads");
-  need(width, "width");
+  check_int_fields(*this, gpt_fields, "gpt config");
   if (width % heads != 0)
     throw std::invalid_argument(
         fmt::format("gpt config: width ({}) must be divisible by heads ({})", width, heads));
 }
 
-nlohmann::json gpt_config::to_json() const {
-  return {{"vocab", vocab},
-          {"context", context},
-          {"layers", layers},
-          {"heads", heads},
-          {"width", width}};
-}
+nlohmann::json gpt_config::to_json() const { return int_fields_json(*this, gpt_fields); }
 
 gpt_config gpt_config::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw std::invalid_argument("gpt config: expected a JSON object");
   gpt_config c;
-
-  c.vocab = required_int(j, "vocab", "gpt config");
-  c.context = required_int(j, "context", "gpt config");
-  c.layers = required_int(j, "layers", "gpt config");
-  c.heads = required_int(j, "heads", "gpt config");
-  c.width = required_int(j, "width", "gpt config");
+  read_int_fields(j, gpt_fields, "gpt config", c);
   c.validate();
   return c;
 }
@@ -113,21 +101,10 @@ void gpt::ensure_activations(int B, int T) {
   if (B == act_B_ && T == act_T_) return;
   const size_t BT = static_cast<size_t>(B) * T, C = cfg_.width, V = cfg_.vocab, NH = cfg_.heads;
   auto& be = *be_;
-  tokens_ = be.alloc<int32_t>(BT);
-  targets_ = be.alloc<int32_t>(BT);
+  head_.allocate(be, BT, C, V);
   encoded_ = be.alloc<float>(BT * C);
-  acts_.clear();
-  acts_.resize(cfg_.layers);
-  for (auto& a : acts_) a.allocate(be, B, T, C, NH);
-  scratch_.allocate(be, B, T, C, NH);
-  lnf_ = be.alloc<float>(BT * C);
-  lnf_mean_ = be.alloc<float>(BT);
-  lnf_rstd_ = be.alloc<float>(BT);
-  logits_ = be.alloc<float>(BT * V);
-  probs_ = be.alloc<float>(BT * V);
-  losses_ = be.alloc<float>(BT);
+  allocate_blocks(be, cfg_.layers, B, T, C, NH, acts_, scratch_);
   dres_ = be.alloc<float>(BT * C);
-  dlogits_ = be.alloc<float>(BT * V);
   act_B_ = B;
   act_T_ = T;
 }
@@ -136,33 +113,15 @@ double gpt::forward(const std::vector<int32_t>& tokens, const std::vector<int32_
                     int T) {
   have_forward_ = false;
   have_logits_ = false;
-  if (B < 1 || T < 1)
-    throw std::invalid_argument(
-        fmt::format("gpt::forward: batch {} and sequence length {} must be >= 1", B, T));
-  if (T > cfg_.context)
-    throw std::invalid_argument(fmt::format(
-        "gpt::forward: sequence length {} exceeds the model's context {}", T, cfg_.context));
+  tied_lm_head::check_batch("gpt::forward", tokens, targets, B, T, cfg_.context, cfg_.vocab);
   const size_t BT = static_cast<size_t>(B) * T;
-  if (tokens.size() != BT || targets.size() != BT)
-    throw std::invalid_argument(
-        fmt::format("gpt::forward: tokens has {} and targets {} values, expected B*T = {}*{} = {}",
-                    tokens.size(), targets.size(), B, T, BT));
-  for (size_t i = 0; i < BT; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= cfg_.vocab)
-      throw std::invalid_argument(fmt::format(
-          "gpt::forward: token {} at position {} is outside [0, {})", tokens[i], i, cfg_.vocab));
-    if (targets[i] < 0 || targets[i] >= cfg_.vocab)
-      throw std::invalid_argument(fmt::format(
-          "gpt::forward: target {} at position {} is outside [0, {})", targets[i], i, cfg_.vocab));
-  }
   ensure_activations(B, T);
   auto& be = *be_;
   const int C = cfg_.width, NH = cfg_.heads, V = cfg_.vocab;
   const int N = static_cast<int>(BT);
-  be.upload(tokens_.data(), tokens.data(), BT);
-  be.upload(targets_.data(), targets.data(), BT);
+  head_.upload(be, tokens, targets);
 
-  be.encoder_forward(encoded_.data(), tokens_.data(), p(k_wte), p(k_wpe), B, T, C);
+  be.encoder_forward(encoded_.data(), head_.tokens.data(), p(k_wte), p(k_wpe), B, T, C);
   const float* residual = encoded_.data();
   for (int l = 0; l < cfg_.layers; ++l) {
     block_forward(be, block_weights::at(params_.data(), tensors_, block_first(l)), acts_[l],
@@ -170,18 +129,10 @@ double gpt::forward(const std::vector<int32_t>& tokens, const std::vector<int32_
     residual = acts_[l].res3.data();
   }
   const size_t lnf = tensors_.size() - 2;
-  be.layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), residual, p(lnf),
-                       p(lnf + 1), N, C);
-  be.matmul_forward(logits_.data(), lnf_.data(), p(k_wte), nullptr, N, C, V);  // tied LM head
-  be.softmax_crossentropy_forward(losses_.data(), probs_.data(), logits_.data(), targets_.data(), N,
-                                  V);
-  std::vector<float> losses(BT);
-  be.download(losses.data(), losses_.data(), BT);
-  double sum = 0.0;
-  for (float x : losses) sum += x;
+  const double loss = head_.forward(be, residual, p(k_wte), p(lnf), p(lnf + 1), N, C, V);
   have_forward_ = true;
   have_logits_ = true;
-  return sum / static_cast<double>(BT);
+  return loss;
 }
 
 std::vector<float> gpt::logits(size_t row) const {
@@ -191,7 +142,7 @@ std::vector<float> gpt::logits(size_t row) const {
     throw std::out_of_range(
         fmt::format("gpt::logits: row {} is outside the last forward's {} rows", row, rows));
   std::vector<float> out(static_cast<size_t>(cfg_.vocab));
-  be_->download(out.data(), logits_.data() + row * out.size(), out.size());
+  be_->download(out.data(), head_.logits.data() + row * out.size(), out.size());
   return out;
 }
 
@@ -204,15 +155,9 @@ void gpt::backward() {
   const int N = static_cast<int>(BT);
   const size_t lnf = tensors_.size() - 2;
 
-  be.softmax_crossentropy_backward(dlogits_.data(), probs_.data(), targets_.data(),
-                                   1.0f / static_cast<float>(BT), N, V);
-  float* dln = scratch_.dln.data();
-  be.zero(dln, BT * C);
-  be.matmul_backward(dln, g(k_wte), nullptr, dlogits_.data(), lnf_.data(), p(k_wte), N, C, V);
   const float* top = acts_.empty() ? encoded_.data() : acts_.back().res3.data();
-  be.zero(dres_.data(), BT * C);
-  be.layernorm_backward(dres_.data(), g(lnf), g(lnf + 1), dln, top, p(lnf), lnf_mean_.data(),
-                        lnf_rstd_.data(), N, C);
+  head_.backward(be, dres_.data(), scratch_.dln.data(), g(k_wte), g(lnf), g(lnf + 1), top, p(k_wte),
+                 p(lnf), N, C, V);
   // dres_ now holds d loss / d (output of block l); it is updated in place down the blocks.
   for (int l = cfg_.layers - 1; l >= 0; --l) {
     const float* residual = l == 0 ? encoded_.data() : acts_[l - 1].res3.data();
@@ -220,7 +165,7 @@ void gpt::backward() {
                    block_weights::at(grads_.data(), tensors_, block_first(l)), acts_[l], scratch_,
                    residual, dres_.data(), B, T, C, NH, attention_mask::causal);
   }
-  be.encoder_backward(g(k_wte), g(k_wpe), dres_.data(), tokens_.data(), B, T, C);
+  be.encoder_backward(g(k_wte), g(k_wpe), dres_.data(), head_.tokens.data(), B, T, C);
   have_forward_ = false;
 }
 

@@ -98,13 +98,12 @@ class gpt : public model {
   // Activations for the current (B, T); allocated by ensure_activations().
   int act_B_ = 0, act_T_ = 0;
   bool have_forward_ = false;
-  bool have_logits_ = false;  // logits_ holds the last completed forward's scores
-  kernels::buffer<int32_t> tokens_, targets_;
+  bool have_logits_ = false;  // head_.logits holds the last completed forward's scores
   kernels::buffer<float> encoded_;
   std::vector<block_activations> acts_;
   block_scratch scratch_;  // forward tmp and backward scratch, reused by every block
-  kernels::buffer<float> lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_;
-  kernels::buffer<float> dres_, dlogits_;
+  tied_lm_head head_;
+  kernels::buffer<float> dres_;
 };
 
 }  // namespace dd

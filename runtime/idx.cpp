@@ -186,15 +186,8 @@ image_stream::image_stream(const image_dataset& data, int learner, int learners,
 }
 
 void image_stream::start_epoch(int64_t epoch) {
-  rng r(derive_seed(derive_seed(seed_, static_cast<uint64_t>(learner_)),
-                    static_cast<uint64_t>(epoch)));
-  const size_t n = samples_.size();
-  order_.resize(n);
-  for (size_t k = 0; k < n; ++k) order_[k] = static_cast<uint32_t>(k);
-  for (size_t k = n; k > 1; --k) {  // Fisher–Yates, high to low
-    const size_t j = static_cast<size_t>(r.below(k));
-    std::swap(order_[k - 1], order_[j]);
-  }
+  rng r = epoch_rng(seed_, learner_, epoch);
+  shuffled_order(r, samples_.size(), order_);
   epoch_ = epoch;
   position_ = 0;
 }
@@ -216,27 +209,12 @@ void image_stream::next(int B, std::vector<int32_t>& pixels, std::vector<int32_t
 }
 
 data_cursor image_stream::cursor() const {
-  data_cursor c;
-  c.seed = seed_;
-  c.learner = learner_;
-  c.learners = learners_;
-  c.seq_len = static_cast<int>(data_->pixels());
-  c.epoch = epoch_;
-  c.position = position_;
-  return c;
+  return data_cursor{seed_,  learner_, learners_, static_cast<int>(data_->pixels()),
+                     epoch_, position_};
 }
 
 void image_stream::restore(const data_cursor& c) {
-  auto mismatch = [&](const char* field, auto got, auto want) {
-    throw std::invalid_argument(
-        fmt::format("data cursor: field '{}' is {} but this stream has {}", field, got, want));
-  };
-  if (c.seed != seed_) mismatch("seed", c.seed, seed_);
-  if (c.learner != learner_) mismatch("learner", c.learner, learner_);
-  if (c.learners != learners_) mismatch("learners", c.learners, learners_);
-  if (c.seq_len != static_cast<int>(data_->pixels()))
-    mismatch("seq_len (pixels per image)", c.seq_len, data_->pixels());
-  if (c.epoch < 0) mismatch("epoch", c.epoch, ">= 0");
+  c.check_fits(cursor(), "seq_len (pixels per image)");
   if (c.position < 0 || static_cast<size_t>(c.position) > samples_.size())
     throw std::invalid_argument(
         fmt::format("data cursor: field 'position' is {} but the shard has {} samples", c.position,

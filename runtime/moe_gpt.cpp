@@ -129,8 +129,7 @@ void moe_gpt::ensure_activations(int B, int T) {
   cap_ = moe_capacity(cfg_.moe, static_cast<int>(BT));
   const size_t R = E * static_cast<size_t>(cap_);
   auto& be = *be_;
-  tokens_ = be.alloc<int32_t>(BT);
-  targets_ = be.alloc<int32_t>(BT);
+  head_.allocate(be, BT, C, V);
   encoded_ = be.alloc<float>(BT * C);
   acts_.clear();
   acts_.resize(static_cast<size_t>(cfg_.layers));
@@ -160,18 +159,11 @@ void moe_gpt::ensure_activations(int B, int T) {
     a.f.assign(E, 0.0f);
   }
   tmp_ = be.alloc<float>(BT * C);
-  lnf_ = be.alloc<float>(BT * C);
-  lnf_mean_ = be.alloc<float>(BT);
-  lnf_rstd_ = be.alloc<float>(BT);
-  logits_ = be.alloc<float>(BT * V);
-  probs_ = be.alloc<float>(BT * V);
-  losses_ = be.alloc<float>(BT);
   dres_ = be.alloc<float>(BT * C);
   dln_ = be.alloc<float>(BT * C);
   datty_ = be.alloc<float>(BT * C);
   dqkv_ = be.alloc<float>(BT * 3 * C);
   datt_scratch_ = be.alloc<float>(static_cast<size_t>(B) * NH * T * T);
-  dlogits_ = be.alloc<float>(BT * V);
   dy_ = be.alloc<float>(R * C);
   dfch_gelu_ = be.alloc<float>(R * 4 * C);
   dfch_ = be.alloc<float>(R * 4 * C);
@@ -186,38 +178,18 @@ void moe_gpt::ensure_activations(int B, int T) {
 double moe_gpt::run_forward(const model_batch& batch) {
   have_forward_ = false;
   const int B = batch.B, T = batch.T;
-  if (B < 1 || T < 1)
-    throw std::invalid_argument(
-        fmt::format("moe_gpt::forward: batch {} and sequence length {} must be >= 1", B, T));
-  if (T > cfg_.context)
-    throw std::invalid_argument(fmt::format(
-        "moe_gpt::forward: sequence length {} exceeds the model's context {}", T, cfg_.context));
-  const size_t BT = static_cast<size_t>(B) * T;
   const auto& tokens = batch.inputs;
   const auto& targets = batch.targets;
-  if (tokens.size() != BT || targets.size() != BT)
-    throw std::invalid_argument(fmt::format(
-        "moe_gpt::forward: tokens has {} and targets {} values, expected B*T = {}*{} = {}",
-        tokens.size(), targets.size(), B, T, BT));
-  for (size_t i = 0; i < BT; ++i) {
-    if (tokens[i] < 0 || tokens[i] >= cfg_.vocab)
-      throw std::invalid_argument(
-          fmt::format("moe_gpt::forward: token {} at position {} is outside [0, {})", tokens[i], i,
-                      cfg_.vocab));
-    if (targets[i] < 0 || targets[i] >= cfg_.vocab)
-      throw std::invalid_argument(
-          fmt::format("moe_gpt::forward: target {} at position {} is outside [0, {})", targets[i],
-                      i, cfg_.vocab));
-  }
+  tied_lm_head::check_batch("moe_gpt::forward", tokens, targets, B, T, cfg_.context, cfg_.vocab);
+  const size_t BT = static_cast<size_t>(B) * T;
   ensure_activations(B, T);
   auto& be = *be_;
   const int C = cfg_.width, NH = cfg_.heads, V = cfg_.vocab, E = cfg_.moe.experts,
             K = cfg_.moe.top_k;
   const int N = static_cast<int>(BT);
-  be.upload(tokens_.data(), tokens.data(), BT);
-  be.upload(targets_.data(), targets.data(), BT);
+  head_.upload(be, tokens, targets);
 
-  be.encoder_forward(encoded_.data(), tokens_.data(), p(k_wte), p(k_wpe), B, T, C);
+  be.encoder_forward(encoded_.data(), head_.tokens.data(), p(k_wte), p(k_wpe), B, T, C);
   const float* residual = encoded_.data();
   double aux_sum = 0.0;
   std::vector<int32_t> routed(static_cast<size_t>(E));
@@ -274,16 +246,7 @@ double moe_gpt::run_forward(const model_batch& batch) {
   }
   load_.tokens += static_cast<int64_t>(BT);
   const size_t lnf = tensors_.size() - 2;
-  be.layernorm_forward(lnf_.data(), lnf_mean_.data(), lnf_rstd_.data(), residual, p(lnf),
-                       p(lnf + 1), N, C);
-  be.matmul_forward(logits_.data(), lnf_.data(), p(k_wte), nullptr, N, C, V);  // tied LM head
-  be.softmax_crossentropy_forward(losses_.data(), probs_.data(), logits_.data(), targets_.data(), N,
-                                  V);
-  std::vector<float> losses(BT);
-  be.download(losses.data(), losses_.data(), BT);
-  double sum = 0.0;
-  for (float x : losses) sum += x;
-  last_ce_ = sum / static_cast<double>(BT);
+  last_ce_ = head_.forward(be, residual, p(k_wte), p(lnf), p(lnf + 1), N, C, V);
   last_aux_ = aux_sum;
   have_forward_ = true;
   return last_ce_ + cfg_.moe.aux_loss * last_aux_;
@@ -307,15 +270,9 @@ void moe_gpt::backward() {
   const size_t R = static_cast<size_t>(E) * cap_;
   const size_t lnf = tensors_.size() - 2;
 
-  be.softmax_crossentropy_backward(dlogits_.data(), probs_.data(), targets_.data(),
-                                   1.0f / static_cast<float>(BT), N, V);
-  be.zero(dln_.data(), BT * C);
-  be.matmul_backward(dln_.data(), g(k_wte), nullptr, dlogits_.data(), lnf_.data(), p(k_wte), N, C,
-                     V);
   const float* top = acts_.empty() ? encoded_.data() : acts_.back().res3.data();
-  be.zero(dres_.data(), BT * C);
-  be.layernorm_backward(dres_.data(), g(lnf), g(lnf + 1), dln_.data(), top, p(lnf),
-                        lnf_mean_.data(), lnf_rstd_.data(), N, C);
+  head_.backward(be, dres_.data(), dln_.data(), g(k_wte), g(lnf), g(lnf + 1), top, p(k_wte), p(lnf),
+                 N, C, V);
   std::vector<float> dprobs(BT * E);
   for (int l = cfg_.layers - 1; l >= 0; --l) {
     auto& a = acts_[static_cast<size_t>(l)];
@@ -369,7 +326,7 @@ void moe_gpt::backward() {
     be.layernorm_backward(dres_.data(), g(blk(l, k_ln1w)), g(blk(l, k_ln1b)), dln_.data(), residual,
                           p(blk(l, k_ln1w)), a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
   }
-  be.encoder_backward(g(k_wte), g(k_wpe), dres_.data(), tokens_.data(), B, T, C);
+  be.encoder_backward(g(k_wte), g(k_wpe), dres_.data(), head_.tokens.data(), B, T, C);
   have_forward_ = false;
 }
 

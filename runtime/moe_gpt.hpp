@@ -31,6 +31,7 @@
 
 #include "kernels/backend.hpp"
 #include "runtime/model.hpp"
+#include "runtime/transformer_block.hpp"
 
 namespace dd {
 
@@ -108,12 +109,11 @@ class moe_gpt : public model {
   bool have_forward_ = false;
   double last_ce_ = 0.0, last_aux_ = 0.0;
   load_stats load_;
-  kernels::buffer<int32_t> tokens_, targets_;
   kernels::buffer<float> encoded_;
   std::vector<layer_acts> acts_;
   kernels::buffer<float> tmp_;
-  kernels::buffer<float> lnf_, lnf_mean_, lnf_rstd_, logits_, probs_, losses_;
-  kernels::buffer<float> dres_, dln_, datty_, dqkv_, datt_scratch_, dlogits_;
+  tied_lm_head head_;
+  kernels::buffer<float> dres_, dln_, datty_, dqkv_, datt_scratch_;
   kernels::buffer<float> dy_, dfch_gelu_, dfch_, dxin_, dgates_, drouter_, dprobs_;
 };
 

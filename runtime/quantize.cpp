@@ -27,10 +27,16 @@ float block_absmax(const float* x, size_t n) {
   return m;
 }
 
-// Symmetric blockwise quantization with qmax levels each side (127 for int8, 7 for int4).
+// Bytes of the codes of a block of len values: one per value (int8), two values per byte (int4).
+template <int QMax>
+size_t code_bytes(size_t len) {
+  return QMax == 127 ? len : (len + 1) / 2;
+}
+
+// Symmetric blockwise quantization with qmax levels each side (127 for int8, 7 for int4): each
+// block is its scale (f32) then its codes, store(codes, i, q) writing value i's code q.
 template <int QMax, class Store>
-void quantize_blocks(const float* x, size_t n, uint8_t* out, size_t code_bytes_per_full_block,
-                     Store store) {
+void quantize_blocks(const float* x, size_t n, uint8_t* out, Store store) {
   size_t pos = 0;
   for (size_t start = 0; start < n; start += quant_block) {
     const size_t len = std::min(quant_block, n - start);
@@ -45,7 +51,21 @@ void quantize_blocks(const float* x, size_t n, uint8_t* out, size_t code_bytes_p
       int qi = std::isfinite(q) ? static_cast<int>(q) : 0;
       store(out + pos, i, qi);
     }
-    pos += len == quant_block ? code_bytes_per_full_block : (QMax == 127 ? len : (len + 1) / 2);
+    pos += code_bytes<QMax>(len);
+  }
+}
+
+// The inverse: value i of a block is load(codes, i) · the block's scale.
+template <int QMax, class Load>
+void dequantize_blocks(const uint8_t* bytes, size_t n, float* out, Load load) {
+  size_t pos = 0;
+  for (size_t start = 0; start < n; start += quant_block) {
+    const size_t len = std::min(quant_block, n - start);
+    const float scale = get_f32(bytes + pos);
+    pos += 4;
+    for (size_t i = 0; i < len; ++i)
+      out[start + i] = static_cast<float>(load(bytes + pos, i)) * scale;
+    pos += code_bytes<QMax>(len);
   }
 }
 
@@ -84,12 +104,12 @@ void encode_payload(payload_encoding e, const float* x, size_t n, std::vector<ui
       }
       return;
     case payload_encoding::int8:
-      quantize_blocks<127>(x, n, o, quant_block, [](uint8_t* codes, size_t i, int q) {
+      quantize_blocks<127>(x, n, o, [](uint8_t* codes, size_t i, int q) {
         codes[i] = static_cast<uint8_t>(static_cast<int8_t>(q));
       });
       return;
     case payload_encoding::int4:
-      quantize_blocks<7>(x, n, o, quant_block / 2, [](uint8_t* codes, size_t i, int q) {
+      quantize_blocks<7>(x, n, o, [](uint8_t* codes, size_t i, int q) {
         const uint8_t nib = static_cast<uint8_t>(q + 8);
         if (i % 2 == 0) {
           codes[i / 2] = static_cast<uint8_t>((codes[i / 2] & 0xF0) | nib);
@@ -128,34 +148,17 @@ status decode_payload(payload_encoding e, const uint8_t* bytes, size_t size, flo
         out[i] = bf16_to_float(static_cast<uint16_t>(bytes[2 * i] | (bytes[2 * i + 1] << 8)));
       }
       break;
-    case payload_encoding::int8: {
-      size_t pos = 0;
-      for (size_t start = 0; start < n; start += quant_block) {
-        const size_t len = std::min(quant_block, n - start);
-        const float scale = get_f32(bytes + pos);
-        pos += 4;
-        for (size_t i = 0; i < len; ++i) {
-          out[start + i] = static_cast<float>(static_cast<int8_t>(bytes[pos + i])) * scale;
-        }
-        pos += len;
-      }
+    case payload_encoding::int8:
+      dequantize_blocks<127>(bytes, n, out, [](const uint8_t* codes, size_t i) {
+        return static_cast<int>(static_cast<int8_t>(codes[i]));
+      });
       break;
-    }
-    case payload_encoding::int4: {
-      size_t pos = 0;
-      for (size_t start = 0; start < n; start += quant_block) {
-        const size_t len = std::min(quant_block, n - start);
-        const float scale = get_f32(bytes + pos);
-        pos += 4;
-        for (size_t i = 0; i < len; ++i) {
-          const uint8_t byte = bytes[pos + i / 2];
-          const int nib = (i % 2 == 0) ? (byte & 0x0F) : (byte >> 4);
-          out[start + i] = static_cast<float>(nib - 8) * scale;
-        }
-        pos += (len + 1) / 2;
-      }
+    case payload_encoding::int4:
+      dequantize_blocks<7>(bytes, n, out, [](const uint8_t* codes, size_t i) {
+        const uint8_t byte = codes[i / 2];
+        return ((i % 2 == 0) ? (byte & 0x0F) : (byte >> 4)) - 8;
+      });
       break;
-    }
   }
   return {};
 }

@@ -2,6 +2,10 @@
 // always ran (llm.c's train_gpt2.c, one residual gradient carried down the blocks).
 #include "runtime/transformer_block.hpp"
 
+#include <stdexcept>
+
+#include <fmt/format.h>
+
 namespace dd {
 
 namespace {
@@ -146,6 +150,82 @@ void block_backward(kernels::backend& be, const block_weights& w, const block_we
                      C, 3 * C);
   be.layernorm_backward(dres, d[k_ln1w], d[k_ln1b], s.dln.data(), residual, p[k_ln1w],
                         a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
+}
+
+void allocate_blocks(kernels::backend& be, int layers, int B, int T, int C, int NH,
+                     std::vector<block_activations>& acts, block_scratch& scratch) {
+  acts.clear();
+  acts.resize(static_cast<size_t>(layers));
+  for (auto& a : acts) a.allocate(be, B, T, C, NH);
+  scratch.allocate(be, B, T, C, NH);
+}
+
+void tied_lm_head::allocate(kernels::backend& be, size_t BT, size_t C, size_t V) {
+  tokens = be.alloc<int32_t>(BT);
+  targets = be.alloc<int32_t>(BT);
+  lnf = be.alloc<float>(BT * C);
+  lnf_mean = be.alloc<float>(BT);
+  lnf_rstd = be.alloc<float>(BT);
+  logits = be.alloc<float>(BT * V);
+  probs = be.alloc<float>(BT * V);
+  losses = be.alloc<float>(BT);
+  dlogits = be.alloc<float>(BT * V);
+}
+
+void tied_lm_head::check_batch(const char* who, const std::vector<int32_t>& tokens,
+                               const std::vector<int32_t>& targets, int B, int T, int context,
+                               int vocab) {
+  if (B < 1 || T < 1)
+    throw std::invalid_argument(
+        fmt::format("{}: batch {} and sequence length {} must be >= 1", who, B, T));
+  if (T > context)
+    throw std::invalid_argument(
+        fmt::format("{}: sequence length {} exceeds the model's context {}", who, T, context));
+  const size_t BT = static_cast<size_t>(B) * T;
+  if (tokens.size() != BT || targets.size() != BT)
+    throw std::invalid_argument(
+        fmt::format("{}: tokens has {} and targets {} values, expected B*T = {}*{} = {}", who,
+                    tokens.size(), targets.size(), B, T, BT));
+  for (size_t i = 0; i < BT; ++i) {
+    if (tokens[i] < 0 || tokens[i] >= vocab)
+      throw std::invalid_argument(
+          fmt::format("{}: token {} at position {} is outside [0, {})", who, tokens[i], i, vocab));
+    if (targets[i] < 0 || targets[i] >= vocab)
+      throw std::invalid_argument(fmt::format("{}: target {} at position {} is outside [0, {})",
+                                              who, targets[i], i, vocab));
+  }
+}
+
+void tied_lm_head::upload(kernels::backend& be, const std::vector<int32_t>& host_tokens,
+                          const std::vector<int32_t>& host_targets) {
+  be.upload(tokens.data(), host_tokens.data(), host_tokens.size());
+  be.upload(targets.data(), host_targets.data(), host_targets.size());
+}
+
+double tied_lm_head::forward(kernels::backend& be, const float* top, const float* wte,
+                             const float* lnf_w, const float* lnf_b, int N, int C, int V) {
+  const size_t rows = static_cast<size_t>(N);
+  be.layernorm_forward(lnf.data(), lnf_mean.data(), lnf_rstd.data(), top, lnf_w, lnf_b, N, C);
+  be.matmul_forward(logits.data(), lnf.data(), wte, nullptr, N, C, V);
+  be.softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(), targets.data(), N, V);
+  std::vector<float> host(rows);
+  be.download(host.data(), losses.data(), rows);
+  double sum = 0.0;
+  for (float x : host) sum += x;
+  return sum / static_cast<double>(rows);
+}
+
+void tied_lm_head::backward(kernels::backend& be, float* dtop, float* dln, float* g_wte,
+                            float* g_lnf_w, float* g_lnf_b, const float* top, const float* wte,
+                            const float* lnf_w, int N, int C, int V) {
+  const size_t rows = static_cast<size_t>(N);
+  be.softmax_crossentropy_backward(dlogits.data(), probs.data(), targets.data(),
+                                   1.0f / static_cast<float>(rows), N, V);
+  be.zero(dln, rows * C);
+  be.matmul_backward(dln, g_wte, nullptr, dlogits.data(), lnf.data(), wte, N, C, V);
+  be.zero(dtop, rows * C);
+  be.layernorm_backward(dtop, g_lnf_w, g_lnf_b, dln, top, lnf_w, lnf_mean.data(), lnf_rstd.data(),
+                        N, C);
 }
 
 }  // namespace dd

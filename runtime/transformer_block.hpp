@@ -84,6 +84,11 @@ struct block_scratch {
   void allocate(kernels::backend& be, int B, int T, int C, int NH);
 };
 
+/// Allocates `layers` blocks' activations into `acts` (replacing what it held) and the shared
+/// scratch, for a (B, T) batch of width C with NH heads.
+void allocate_blocks(kernels::backend& be, int layers, int B, int T, int C, int NH,
+                     std::vector<block_activations>& acts, block_scratch& scratch);
+
 /// Whether position t attends to positions > t.
 enum class attention_mask { causal, bidirectional };
 
@@ -98,5 +103,34 @@ void block_forward(kernels::backend& be, const block_weights& w, block_activatio
 void block_backward(kernels::backend& be, const block_weights& w, const block_weights& g,
                     block_activations& a, block_scratch& s, const float* residual, float* dres,
                     int B, int T, int C, int NH, attention_mask mask);
+
+/// The ends of the GPT family (gpt, moe_gpt) around the blocks: the token batch on the device
+/// and the tied LM head, ln_f then logits = ln_f · wteᵀ (the token embedding) and the softmax
+/// cross-entropy against the next-token targets.
+struct tied_lm_head {
+  kernels::buffer<int32_t> tokens, targets;
+  kernels::buffer<float> lnf, lnf_mean, lnf_rstd, logits, probs, losses, dlogits;
+
+  /// Allocates every buffer for BT rows of width C over a vocabulary of V.
+  void allocate(kernels::backend& be, size_t BT, size_t C, size_t V);
+  /// Checks a (B, T) batch of token ids and targets (host, B·T values each) against the model's
+  /// context and vocabulary: std::invalid_argument "WHO: ..." when B < 1, T < 1, T > context, a
+  /// size is not B·T, or an id is outside [0, vocab) (naming its position).
+  static void check_batch(const char* who, const std::vector<int32_t>& tokens,
+                          const std::vector<int32_t>& targets, int B, int T, int context,
+                          int vocab);
+  /// Uploads a checked batch into tokens and targets.
+  void upload(kernels::backend& be, const std::vector<int32_t>& host_tokens,
+              const std::vector<int32_t>& host_targets);
+  /// From `top` (N rows of C: the last block's output) to the loss: returns the mean
+  /// cross-entropy over the N rows, nats/token.
+  double forward(kernels::backend& be, const float* top, const float* wte, const float* lnf_w,
+                 const float* lnf_b, int N, int C, int V);
+  /// Backward of forward(): accumulates into g_wte, g_lnf_w, g_lnf_b; WRITES dtop (N, C) =
+  /// d loss / d top; dln is scratch (N, C).
+  void backward(kernels::backend& be, float* dtop, float* dln, float* g_wte, float* g_lnf_w,
+                float* g_lnf_b, const float* top, const float* wte, const float* lnf_w, int N,
+                int C, int V);
+};
 
 }  // namespace dd

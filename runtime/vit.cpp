@@ -21,19 +21,15 @@ vit_pooling vit_pooling_from_string(const std::string& s) {
       fmt::format("vit config: pooling '{}' is not one of \"cls\", \"mean\"", s));
 }
 
+// The integer fields of vit_config, in the order they are read and checked.
+constexpr int_field<vit_config> vit_fields[] = {
+    {"rows", &vit_config::rows, 1},     {"cols", &vit_config::cols, 1},
+    {"patch", &vit_config::patch, 1},   {"classes", &vit_config::classes, 2},
+    {"layers", &vit_config::layers, 1}, {"heads", &vit_config::heads, 1},
+    {"width", &vit_config::width, 1}};
+
 void vit_config::validate() const {
-  auto need = [](int v, int min, const char* field) {
-    if (v < min)
-      throw std::invalid_argument(
-          fmt::format("vit config: {} must be >= {}, got {}", field, min, v));
-  };
-  need(rows, 1, "rows");
-  need(cols, 1, "cols");
-  need(patch, 1, "patch");
-  need(classes, 2, "classes");
-  need(layers, 1, "layers");
-  need(heads, 1, "heads");
-  need(width, 1, "width");
+  check_int_fields(*this, vit_fields, "vit config");
   if (rows % patch != 0 || cols % patch != 0)
     throw std::invalid_argument(fmt::format(
         "vit config: patch ({}) must divide rows ({}) and cols ({})", patch, rows, cols));
@@ -43,21 +39,15 @@ void vit_config::validate() const {
 }
 
 nlohmann::json vit_config::to_json() const {
-  return {{"rows", rows},     {"cols", cols},   {"patch", patch}, {"classes", classes},
-          {"layers", layers}, {"heads", heads}, {"width", width}, {"pooling", to_string(pooling)}};
+  nlohmann::json j = int_fields_json(*this, vit_fields);
+  j["pooling"] = to_string(pooling);
+  return j;
 }
 
 vit_config vit_config::from_json(const nlohmann::json& j) {
   if (!j.is_object()) throw std::invalid_argument("vit config: expected a JSON object");
   vit_config c;
-
-  c.rows = required_int(j, "rows", "vit config");
-  c.cols = required_int(j, "cols", "vit config");
-  c.patch = required_int(j, "patch", "vit config");
-  c.classes = required_int(j, "classes", "vit config");
-  c.layers = required_int(j, "layers", "vit config");
-  c.heads = required_int(j, "heads", "vit config");
-  c.width = required_int(j, "width", "vit config");
+  read_int_fields(j, vit_fields, "vit config", c);
   auto it = j.find("pooling");
   if (it == j.end()) throw std::invalid_argument("vit config: missing field 'pooling'");
   if (!it->is_string()) throw std::invalid_argument("vit config: field 'pooling' must be a string");
@@ -160,10 +150,7 @@ void vit::ensure_activations(int B) {
   patches_in_ = be.alloc<float>(BP * pp);
   patch_emb_ = be.alloc<float>(BP * C);
   encoded_ = be.alloc<float>(BT * C);
-  acts_.clear();
-  acts_.resize(cfg_.layers);
-  for (auto& a : acts_) a.allocate(be, B, T, C, NH);
-  scratch_.allocate(be, B, T, C, NH);
+  allocate_blocks(be, cfg_.layers, B, T, C, NH, acts_, scratch_);
   lnf_ = be.alloc<float>(BT * C);
   lnf_mean_ = be.alloc<float>(BT);
   lnf_rstd_ = be.alloc<float>(BT);
