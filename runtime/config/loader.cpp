@@ -150,43 +150,34 @@ std::string join(const std::string& path, const std::string& key) {
 /// True when `s` is well-formed UTF-8 (no overlong forms, surrogates or code points above
 /// U+10FFFF): what JSON output (experiment.json, `dd-node resolve`) can hold.
 bool valid_utf8(std::string_view s) {
+  // The well-formed sequences (Unicode, Table 3-7): a lead byte in [first, last] is followed by
+  // `more` bytes, the first of them in [lo, hi] and the rest in [0x80, 0xBF].
+  struct lead_range {
+    unsigned char first, last;
+    size_t more;
+    unsigned char lo, hi;
+  };
+  static constexpr lead_range leads[] = {{0xC2, 0xDF, 1, 0x80, 0xBF}, {0xE0, 0xE0, 2, 0xA0, 0xBF},
+                                         {0xE1, 0xEC, 2, 0x80, 0xBF}, {0xED, 0xED, 2, 0x80, 0x9F},
+                                         {0xEE, 0xEF, 2, 0x80, 0xBF}, {0xF0, 0xF0, 3, 0x90, 0xBF},
+                                         {0xF1, 0xF3, 3, 0x80, 0xBF}, {0xF4, 0xF4, 3, 0x80, 0x8F}};
   size_t i = 0;
   while (i < s.size()) {
     const auto c = static_cast<unsigned char>(s[i]);
-    size_t n = 0;
-    unsigned lo = 0x80, hi = 0xBF;  // allowed range of the second byte
     if (c < 0x80) {
       ++i;
       continue;
     }
-    if (c >= 0xC2 && c <= 0xDF)
-      n = 1;
-    else if (c == 0xE0) {
-      n = 2;
-      lo = 0xA0;
-    } else if (c >= 0xE1 && c <= 0xEC)
-      n = 2;
-    else if (c == 0xED) {
-      n = 2;
-      hi = 0x9F;
-    } else if (c >= 0xEE && c <= 0xEF)
-      n = 2;
-    else if (c == 0xF0) {
-      n = 3;
-      lo = 0x90;
-    } else if (c >= 0xF1 && c <= 0xF3)
-      n = 3;
-    else if (c == 0xF4) {
-      n = 3;
-      hi = 0x8F;
-    } else
-      return false;
-    if (n > s.size() - i - 1) return false;  // truncated sequence
-    for (size_t k = 1; k <= n; ++k) {
+    const lead_range* r = nullptr;
+    for (const auto& l : leads)
+      if (c >= l.first && c <= l.last) r = &l;
+    if (r == nullptr) return false;
+    if (r->more > s.size() - i - 1) return false;  // truncated sequence
+    for (size_t k = 1; k <= r->more; ++k) {
       const auto b = static_cast<unsigned char>(s[i + k]);
-      if (k == 1 ? (b < lo || b > hi) : (b < 0x80 || b > 0xBF)) return false;
+      if (k == 1 ? (b < r->lo || b > r->hi) : (b < 0x80 || b > 0xBF)) return false;
     }
-    i += n + 1;
+    i += r->more + 1;
   }
   return true;
 }
@@ -470,46 +461,35 @@ struct file_policy {
   std::vector<std::filesystem::path> dirs;  // tried in order for relative paths
 };
 
+enum class path_kind { file, directory };
+
+/// `path` where data is looked for: an absolute path as it is, a relative one under the first
+/// of policy.dirs where it exists; absolute and normalized, or nullopt when no `kind` is there.
+std::optional<std::string> find_data_path(const std::string& path, const file_policy& policy,
+                                          path_kind kind) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  auto is_kind = [&](const fs::path& c) {
+    return kind == path_kind::file ? fs::is_regular_file(c, ec) : fs::is_directory(c, ec);
+  };
+  const fs::path p(path);
+  if (p.is_absolute()) {
+    if (is_kind(p)) return p.lexically_normal().string();
+    return std::nullopt;
+  }
+  for (const auto& d : policy.dirs) {
+    const fs::path c = d / p;
+    if (is_kind(c)) return fs::absolute(c, ec).lexically_normal().string();
+  }
+  return std::nullopt;
+}
+
 std::optional<std::string> find_data_file(const std::string& file, const file_policy& policy) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path p(file);
-  if (p.is_absolute()) {
-    if (fs::is_regular_file(p, ec)) return p.lexically_normal().string();
-    return std::nullopt;
-  }
-  for (const auto& d : policy.dirs) {
-    const fs::path c = d / p;
-    if (fs::is_regular_file(c, ec)) return fs::absolute(c, ec).lexically_normal().string();
-  }
-  return std::nullopt;
+  return find_data_path(file, policy, path_kind::file);
 }
 
-/// A directory, found as find_data_file finds files.
 std::optional<std::string> find_data_dir(const std::string& dir, const file_policy& policy) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path p(dir);
-  if (p.is_absolute()) {
-    if (fs::is_directory(p, ec)) return p.lexically_normal().string();
-    return std::nullopt;
-  }
-  for (const auto& d : policy.dirs) {
-    const fs::path c = d / p;
-    if (fs::is_directory(c, ec)) return fs::absolute(c, ec).lexically_normal().string();
-  }
-  return std::nullopt;
-}
-
-/// Whether `file` names a directory where find_data_file looks (absolute, or under a search dir).
-bool data_path_is_directory(const std::string& file, const file_policy& policy) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  const fs::path p(file);
-  if (p.is_absolute()) return fs::is_directory(p, ec);
-  for (const auto& d : policy.dirs)
-    if (fs::is_directory(d / p, ec)) return true;
-  return false;
+  return find_data_path(dir, policy, path_kind::directory);
 }
 
 void read_chaos(section& chaos, experiment& e, const read_context& ctx);
@@ -592,7 +572,7 @@ void read_data(section s, experiment& e, const read_context& ctx, const file_pol
     if (!out.empty() && files.check) {
       if (auto found = find_data_file(out, files)) {
         out = *found;
-      } else if (data_path_is_directory(out, files)) {
+      } else if (find_data_dir(out, files)) {
         ctx.fail(path, fmt::format("'{}' is a directory; name the {}", out, what));
       } else {
         ctx.fail(path, fmt::format("file '{}' not found (a relative path is tried against the "
