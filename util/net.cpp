@@ -2,6 +2,7 @@
 #include "util/net.hpp"
 
 #include <arpa/inet.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -39,6 +40,37 @@ int listen_loopback(uint16_t port, uint16_t* bound, bool nonblocking, int backlo
     errno = e;
     return -1;
   }
+  if (bound != nullptr) *bound = ntohs(a.sin_port);
+  return fd;
+}
+
+int listen_tcp(const std::string& host, uint16_t port, uint16_t* bound, bool nonblocking,
+               std::string& why, int backlog) {
+  addrinfo hints{};
+  hints.ai_family = AF_INET;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  if (int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
+      rc != 0) {
+    why = "cannot resolve '" + host + "': " + gai_strerror(rc);
+    return -1;
+  }
+  const int fd =
+      ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0);
+  const int one = 1;
+  sockaddr_in a{};
+  socklen_t len = sizeof a;
+  if (fd < 0 || ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      ::bind(fd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd, backlog) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    why = "cannot listen on " + host + ":" + service + ": " + errno_text(errno);
+    ::freeaddrinfo(res);
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  ::freeaddrinfo(res);
   if (bound != nullptr) *bound = ntohs(a.sin_port);
   return fd;
 }

@@ -15,6 +15,13 @@ namespace dd::util {
 /// non-blocking when `nonblocking`; the bound port in `*bound` (may be null). -1 (errno set).
 int listen_loopback(uint16_t port, uint16_t* bound, bool nonblocking = false, int backlog = 16);
 
+/// A listening IPv4 TCP socket on `host`:`port` (empty host = every interface; port 0 = any free
+/// port), close-on-exec, SO_REUSEADDR, non-blocking when `nonblocking`; the bound port in
+/// `*bound` (may be null). -1 on failure, with `why` = "cannot resolve 'HOST': ..." or "cannot
+/// listen on HOST:PORT: ...".
+int listen_tcp(const std::string& host, uint16_t port, uint16_t* bound, bool nonblocking,
+               std::string& why, int backlog = 64);
+
 /// A blocking TCP connection to 127.0.0.1:`port`, close-on-exec. -1 (errno set).
 int connect_loopback(uint16_t port);
 

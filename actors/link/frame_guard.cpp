@@ -20,6 +20,7 @@
 #include <fmt/format.h>
 
 #include "actors/link/tensor_channel.hpp"
+#include "util/net.hpp"
 
 namespace dd::actors {
 
@@ -98,30 +99,9 @@ frame_guard::frame_guard(const std::string& host, uint16_t port, uint16_t target
       report_(std::move(report)),
       on_channel_(std::move(on_channel)),
       vet_handshake_(std::move(vet_handshake)) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  const std::string service = std::to_string(port);
-  if (int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
-      rc != 0)
-    throw std::runtime_error(fmt::format("cannot resolve '{}': {}", host, gai_strerror(rc)));
-  listen_fd_ = ::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(listen_fd_, res->ai_addr, res->ai_addrlen) != 0 || ::listen(listen_fd_, 64) != 0) {
-    const std::string why = std::strerror(errno);
-    ::freeaddrinfo(res);
-    ::close(listen_fd_);
-    throw std::runtime_error(fmt::format("cannot listen on {}:{}: {}", host, port, why));
-  }
-  ::freeaddrinfo(res);
-  sockaddr_in a{};
-  socklen_t len = sizeof a;
-  ::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&a), &len);
-  port_ = ntohs(a.sin_port);
-  nonblock(listen_fd_);
+  std::string why;
+  listen_fd_ = util::listen_tcp(host, port, &port_, true, why);
+  if (listen_fd_ < 0) throw std::runtime_error(why);
   if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("frame guard: pipe");
   thread_ = std::thread([this] { run(); });
 }

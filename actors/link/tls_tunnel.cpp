@@ -20,6 +20,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
+#include "util/net.hpp"
+
 namespace dd::actors {
 
 namespace {
@@ -182,29 +184,9 @@ void pump(int plain, SSL* ssl, const std::atomic<bool>& stop) {
 
 tls_tunnel::tls_tunnel(options o) : o_(std::move(o)) {
   if (!o_.ctx) throw std::runtime_error("tls tunnel: no TLS context");
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  if (int rc = ::getaddrinfo(o_.listen_host.empty() ? nullptr : o_.listen_host.c_str(),
-                             std::to_string(o_.listen_port).c_str(), &hints, &res);
-      rc != 0)
-    throw std::runtime_error(
-        fmt::format("cannot resolve '{}': {}", o_.listen_host, gai_strerror(rc)));
-  listen_fd_ = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  int one = 1;
-  ::setsockopt(listen_fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(listen_fd_, res->ai_addr, res->ai_addrlen) != 0 || ::listen(listen_fd_, 64) != 0) {
-    const std::string why = std::strerror(errno);
-    ::freeaddrinfo(res);
-    ::close(listen_fd_);
-    throw std::runtime_error(
-        fmt::format("cannot listen on {}:{}: {}", o_.listen_host, o_.listen_port, why));
-  }
-  ::freeaddrinfo(res);
-  port_ = local_port_of(listen_fd_);
-  set_nonblocking(listen_fd_, true);
+  std::string why;
+  listen_fd_ = util::listen_tcp(o_.listen_host, o_.listen_port, &port_, true, why);
+  if (listen_fd_ < 0) throw std::runtime_error(why);
   if (::pipe2(wake_, O_CLOEXEC | O_NONBLOCK) != 0) throw std::runtime_error("tls tunnel: pipe");
   thread_ = std::thread([this] { run(); });
 }
