@@ -165,6 +165,15 @@ void check_experiment_data(const config::experiment& exp) {
     check_learner_data(exp, *d.text);
 }
 
+std::string check_startable(const config::experiment& exp, start_check_for who, bool force_memory) {
+  try {
+    check_experiment_data(exp);
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return check_before_start(exp, who, 0, force_memory);
+}
+
 std::shared_ptr<job_setup> make_job_setup(const config::experiment& exp,
                                           const run_options& options) {
   auto s = std::make_shared<job_setup>();

@@ -32,6 +32,7 @@
 #include "actors/link/peer_identity.hpp"
 #include "actors/link/tensor_channel.hpp"
 #include "actors/link/tls_tunnel.hpp"
+#include "actors/nodes/memory_check.hpp"
 #include "actors/nodes/node_config.hpp"
 #include "actors/policy/restart_budget.hpp"
 #include "actors/services/compute_gate.hpp"
@@ -219,6 +220,10 @@ nlohmann::json final_eval_json(const config::experiment& exp, const run_data& da
 /// Loads the experiment's data (load_run_data: data.file, or data.images and data.labels; throws
 /// std::runtime_error naming the file when unreadable) and runs check_learner_data on it.
 void check_experiment_data(const config::experiment& exp);
+/// What `dd-node run`, `syncer` and `launch` check before anything starts or the run directory
+/// is touched: check_experiment_data (a failure is its message), then check_before_start(exp,
+/// who, 0, force_memory). "" when it may start; else why not (they refuse with exit 2).
+std::string check_startable(const config::experiment& exp, start_check_for who, bool force_memory);
 
 /// Builds the setup: loads and checks the data (check_learner_data), plans the fragments,
 /// initializes the global model from the experiment seed, converts the chaos schedule into fault

@@ -210,14 +210,7 @@ bool check_launch(launch_options& o, const config::experiment& exp) {
   }
   // The syncer's own check: else the syncer would refuse while the learners spin on
   // "connection refused".
-  try {
-    actors::check_experiment_data(exp);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dd-node launch: %s: %s\n", exp.name.c_str(), e.what());
-    return false;
-  }
-  if (auto why =
-          actors::check_before_start(exp, actors::start_check_for::launch, 0, o.force_memory);
+  if (auto why = actors::check_startable(exp, actors::start_check_for::launch, o.force_memory);
       !why.empty()) {
     std::fprintf(stderr, "dd-node launch: %s: %s\n", exp.name.c_str(), why.c_str());
     return false;

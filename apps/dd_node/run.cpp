@@ -181,14 +181,7 @@ bool check_runnable(const config::experiment& exp, bool force_memory) {
                  config::to_string(exp.learners.backend), e.what());
     return false;
   }
-  try {
-    actors::check_experiment_data(exp);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dd-node run: %s: %s\n", exp.name.c_str(), e.what());
-    return false;
-  }
-  if (auto why =
-          actors::check_before_start(exp, actors::start_check_for::whole_run, 0, force_memory);
+  if (auto why = actors::check_startable(exp, actors::start_check_for::whole_run, force_memory);
       !why.empty()) {
     std::fprintf(stderr, "dd-node run: %s: %s\n", exp.name.c_str(), why.c_str());
     return false;
@@ -249,13 +242,9 @@ std::optional<int> run_experiments(const run_flags& o, const config::load_result
                     : std::to_string(exp.sync.min_quorum.count).c_str(),
                 config::to_json(exp)["budget"].dump().c_str());
     std::fflush(stdout);
-    actors::run_result r;
-    try {
-      r = actors::run_job(exp, ro);
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "dd-node run: %s: %s\n", exp.name.c_str(), e.what());
-      return 1;
-    }
+    const auto ran = run_job_or_say("dd-node run", exp, ro);
+    if (!ran) return 1;
+    const actors::run_result& r = *ran;
     if (!r.finished) {
       std::fprintf(stderr, "dd-node run: %s did not finish\n", exp.name.c_str());
       return 1;

@@ -233,14 +233,7 @@ int syncer_main(int argc, char** argv) {
   if (!o.ea.load_experiments("dd-node syncer", /*single=*/true, loaded)) return 2;
   const auto& exp = loaded.experiments.front();
   kernels::init_all_backends();
-  try {
-    actors::check_experiment_data(exp);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dd-node syncer: %s: %s\n", exp.name.c_str(), e.what());
-    return 2;
-  }
-  if (auto why =
-          actors::check_before_start(exp, actors::start_check_for::syncer_node, 0, o.force_memory);
+  if (auto why = actors::check_startable(exp, actors::start_check_for::syncer_node, o.force_memory);
       !why.empty()) {
     std::fprintf(stderr, "dd-node syncer: %s: %s\n", exp.name.c_str(), why.c_str());
     return 2;
@@ -254,13 +247,9 @@ int syncer_main(int argc, char** argv) {
   install_node_stop_handlers("dd-node syncer");
   actors::run_options ro = syncer_run_options(o);
   ro.on_published = [&](uint16_t port) { print_join_command(o, exp, dir, own_lock, port); };
-  actors::run_result r;
-  try {
-    r = actors::run_job(exp, ro);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "dd-node syncer: %s: %s\n", exp.name.c_str(), e.what());
-    return 1;
-  }
+  const auto ran = run_job_or_say("dd-node syncer", exp, ro);
+  if (!ran) return 1;
+  const actors::run_result& r = *ran;
   // Under dd-node launch the nodes' logs are in <run_dir>/logs.
   std::error_code ec;
   const std::string logs = (std::filesystem::path(dir) / "logs").string();
