@@ -23,6 +23,18 @@ namespace dd::actors {
 
 namespace {
 
+/// The outcome `what` of the whole push m, with the push's identity.
+push_outcome outcome_of(const push_msg& m, push_outcome::status what) {
+  push_outcome out;
+  out.what = what;
+  out.learner_id = m.learner_id;
+  out.incarnation = m.incarnation;
+  out.transfer_id = m.transfer_id;
+  out.payload_bytes = m.payload_bytes;
+  out.base_version = m.base_version;
+  return out;
+}
+
 double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -31,12 +43,7 @@ double steady_seconds() {
 
 owner_core::owner_core(owner_options opts, kernels::backend& be, const std::vector<float>& initial,
                        clock_fn clock)
-    : opts_(std::move(opts)),
-      be_(&be),
-      clock_(std::move(clock)),
-      xi_step_(opts_.ema_smoothing),
-      xi_quorum_(opts_.ema_smoothing),
-      xi_sync_(opts_.ema_smoothing) {
+    : opts_(std::move(opts)), be_(&be), clock_(std::move(clock)) {
   if (initial.size() != opts_.layout.numel)
     throw std::invalid_argument("fragment owner " + std::to_string(opts_.layout.fragment_id) +
                                 ": initial value has " + std::to_string(initial.size()) +
@@ -49,12 +56,7 @@ owner_core::owner_core(owner_options opts, kernels::backend& be, const std::vect
 
 owner_core::owner_core(owner_options opts, kernels::backend& be, const owner_checkpoint& ckpt,
                        clock_fn clock)
-    : opts_(std::move(opts)),
-      be_(&be),
-      clock_(std::move(clock)),
-      xi_step_(opts_.ema_smoothing),
-      xi_quorum_(opts_.ema_smoothing),
-      xi_sync_(opts_.ema_smoothing) {
+    : opts_(std::move(opts)), be_(&be), clock_(std::move(clock)) {
   const size_t n = opts_.layout.numel;
   if (ckpt.fragment_id != opts_.layout.fragment_id)
     throw std::invalid_argument("owner checkpoint is for fragment " +
@@ -92,13 +94,7 @@ void owner_core::init_common() {
 
 push_outcome owner_core::reject(const push_msg& m, reject_reason r, std::string detail,
                                 bool resync) {
-  push_outcome out;
-  out.what = push_outcome::status::rejected;
-  out.learner_id = m.learner_id;
-  out.incarnation = m.incarnation;
-  out.transfer_id = m.transfer_id;
-  out.payload_bytes = m.payload_bytes;
-  out.base_version = m.base_version;
+  push_outcome out = outcome_of(m, push_outcome::status::rejected);
   out.detail = detail;
   out.send_current = resync;
   reject_msg rj;
@@ -311,13 +307,7 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
     round_start_s_ = now_s;
     quorum_seen_ = false;
   }
-  push_outcome out;
-  out.what = push_outcome::status::accepted;
-  out.learner_id = m.learner_id;
-  out.incarnation = m.incarnation;
-  out.transfer_id = m.transfer_id;
-  out.payload_bytes = m.payload_bytes;
-  out.base_version = m.base_version;
+  push_outcome out = outcome_of(m, push_outcome::status::accepted);
   out.effects = decide(now_s);
   return out;
 }

@@ -307,7 +307,9 @@ class owner_core {
   double round_grace_s_ = 0.0;
   double last_grace_s_ = 0.0;
   uint64_t timer_id_ = 0;
-  policy::ema xi_step_, xi_quorum_, xi_sync_;
+  // The EMAs of xi_step_s() etc.; opts_ is declared above them, so it is set first.
+  policy::ema xi_step_{opts_.ema_smoothing}, xi_quorum_{opts_.ema_smoothing},
+      xi_sync_{opts_.ema_smoothing};
 };
 
 }  // namespace dd::actors
