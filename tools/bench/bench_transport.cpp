@@ -894,22 +894,25 @@ std::vector<uint8_t> as_bytes(const std::vector<float>& f) {
   return b;
 }
 
-/// The fragment as encoded push_msg chunks of one transfer (learner 0, fragment 0).
+/// A whole push or broadcast carrying the fragment as fp32 (the messages' default encoding).
+template <class Msg>
+Msg with_fp32_payload(Msg m, const std::vector<float>& frag) {
+  m.total_elements = frag.size();
+  m.payload = as_bytes(frag);
+  m.payload_bytes = m.payload.size();
+  return m;
+}
+
+/// The fragment as encoded push_msg chunks of one transfer (learner 0, fragment 0, from version
+/// 0).
 std::vector<wire_bytes> encode_push(const std::vector<float>& frag, uint64_t transfer_id,
                                     size_t chunk_bytes) {
   dd::push_msg whole;
-  whole.learner_id = 0;
   whole.incarnation = 1;
-  whole.fragment_id = 0;
-  whole.base_version = 0;
   whole.steps = 24;
   whole.tokens = 24 * 2048;
   whole.transfer_id = transfer_id;
-  whole.encoding = dd::payload_encoding::fp32;
-  whole.total_elements = frag.size();
-  whole.payload = as_bytes(frag);
-  whole.payload_bytes = whole.payload.size();
-  auto chunks = dd::split_push(whole, chunk_bytes);
+  auto chunks = dd::split_push(with_fp32_payload(std::move(whole), frag), chunk_bytes);
   if (!chunks) throw std::runtime_error("split_push: " + chunks.error().message);
   std::vector<wire_bytes> out;
   // A learner stamps its own incarnation (the codec checks it against the push's).
@@ -917,17 +920,12 @@ std::vector<wire_bytes> encode_push(const std::vector<float>& frag, uint64_t tra
   return out;
 }
 
-/// The fragment as encoded broadcast_msg chunks of version `version`.
+/// The fragment as encoded broadcast_msg chunks of version `version` (fragment 0).
 std::vector<wire_bytes> encode_broadcast(const std::vector<float>& frag, uint64_t version,
                                          size_t chunk_bytes) {
   dd::broadcast_msg whole;
-  whole.fragment_id = 0;
   whole.version = version;
-  whole.encoding = dd::payload_encoding::fp32;
-  whole.total_elements = frag.size();
-  whole.payload = as_bytes(frag);
-  whole.payload_bytes = whole.payload.size();
-  auto chunks = dd::split_broadcast(whole, chunk_bytes);
+  auto chunks = dd::split_broadcast(with_fp32_payload(std::move(whole), frag), chunk_bytes);
   if (!chunks) throw std::runtime_error("split_broadcast: " + chunks.error().message);
   std::vector<wire_bytes> out;
   for (const auto& c : *chunks) out.push_back(dd::encode(c));

@@ -173,6 +173,22 @@ int respawn(const chaos_env& env, const node_entry& n) {
   return pid;
 }
 
+/// The record of a fault of `kind` (id `id`) on node n — on its process when `on_process` —
+/// reverted `duration` seconds from now (0: when resumed or healed).
+pending_revert revert_record(std::string id, const char* kind, const node_entry& n, bool on_process,
+                             double duration) {
+  pending_revert p;
+  p.id = std::move(id);
+  p.kind = kind;
+  p.node = n.name;
+  if (on_process) {
+    p.pid = n.pid;
+    p.start_time = n.start_time;
+  }
+  p.until = duration > 0 ? wall_now() + duration : 0;
+  return p;
+}
+
 void block_sigterm() {
   sigset_t set;
   sigemptyset(&set);
@@ -290,11 +306,8 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
           control_request(nf.launcher->control, fmt::format("hold {} {:g}", n.name, f.duration));
       if (!rep.value("ok", false))
         return refuse("launcher refused hold: " + rep.value("error", rep.dump()));
-      pending_revert p;
-      p.id = unique_id("hold", n.name);
-      p.kind = "hold";
-      p.node = n.name;
-      p.until = wall_now() + f.duration;
+      const pending_revert p =
+          revert_record(unique_id("hold", n.name), "hold", n, false, f.duration);
       state_store(env.run_dir).add(p);
       env.placed_holds.insert(p.id);
     }
@@ -304,11 +317,8 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
       if (sig == SIGKILL) wait_gone(n.pid, n.start_time, 2.0);
       update_node(env, n.name, 0, 0, "down", false);
       if (f.duration > 0 && !n.argv.empty()) {
-        pending_revert p;
-        p.id = unique_id("restart", n.name);
-        p.kind = "restart";
-        p.node = n.name;
-        p.until = wall_now() + f.duration;
+        const pending_revert p =
+            revert_record(unique_id("restart", n.name), "restart", n, false, f.duration);
         const double d = f.duration;
         const node_entry copy = n;
         start_reverter(env, p, -1, [&env, d, copy] {
@@ -332,13 +342,8 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
                     f.duration > 0 ? fmt::format(", SIGCONT after {}", format_duration(f.duration))
                                    : std::string(" (until resume or heal)")));
     if (env.dry_run) return dry();
-    pending_revert p;
-    p.id = unique_id("pause", n.name);
-    p.kind = "pause";
-    p.node = n.name;
-    p.pid = n.pid;
-    p.start_time = n.start_time;
-    p.until = f.duration > 0 ? wall_now() + f.duration : 0;
+    const pending_revert p =
+        revert_record(unique_id("pause", n.name), "pause", n, true, f.duration);
     // Recorded first, then applied: a dd-chaos killed at any point leaves either nothing applied
     // or a recorded fault. With a duration the reverter applies it too, so that no instant
     // exists where the process is stopped and no reverter is alive.
@@ -393,13 +398,7 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
                                      : std::string("until resume or heal"),
                       origin));
       if (env.dry_run) return dry();
-      pending_revert p;
-      p.id = id;
-      p.kind = "slow_cgroup";
-      p.node = n.name;
-      p.pid = n.pid;
-      p.start_time = n.start_time;
-      p.until = f.duration > 0 ? wall_now() + f.duration : 0;
+      pending_revert p = revert_record(id, "slow_cgroup", n, true, f.duration);
       p.path = dir;
       p.origin = origin;
       // Recorded first (heal can undo a half-made group), then the group, then the move.
@@ -434,13 +433,7 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
                          f.duration > 0 ? "for " + format_duration(f.duration)
                                         : std::string("until resume or heal")));
     if (env.dry_run) return dry();
-    pending_revert p;
-    p.id = unique_id("slow", n.name);
-    p.kind = "slow";
-    p.node = n.name;
-    p.pid = n.pid;
-    p.start_time = n.start_time;
-    p.until = f.duration > 0 ? wall_now() + f.duration : 0;
+    const pending_revert p = revert_record(unique_id("slow", n.name), "slow", n, true, f.duration);
     const double d = f.duration > 0 ? f.duration : 1e12, duty = f.duty, period = f.period;
     const verified_process* target = &*vp;
     start_reverter(env, p, vp->fd(), [d, duty, period, target] {
@@ -654,11 +647,7 @@ json disk_fault(chaos_env& env, const fault_spec& f) {
       hits.push_back(h);
       continue;
     }
-    pending_revert p;
-    p.id = id;
-    p.kind = "disk_full";
-    p.node = n.name;
-    p.until = f.duration > 0 ? wall_now() + f.duration : 0;
+    pending_revert p = revert_record(id, "disk_full", n, false, f.duration);
     p.path = ballast;
     state_store(env.run_dir).add(p);  // recorded first: heal removes a half-written ballast too
     uint64_t written = 0;

@@ -239,6 +239,25 @@ def log_scale_if_wide(ax, ys):
 # The run's figures
 
 
+TIME_AXIS = "time since the run started (s)"
+TOKENS_AXIS = "tokens trained, all learners (tokens)"
+
+
+def grid_and_legend(axes, fontsize=8):
+    for a in axes:
+        a.grid(alpha=0.3)
+        a.legend(fontsize=fontsize)
+
+
+def label_time_panels(a1, a2, title, top_ylabel, bottom_ylabel):
+    """Titles and labels a figure of two panels over the run's time (merges, bytes)."""
+    a1.set_title(title)
+    a1.set_ylabel(top_ylabel)
+    a2.set_ylabel(bottom_ylabel)
+    a2.set_xlabel(TIME_AXIS)
+    grid_and_legend((a1, a2))
+
+
 def fig_loss(plt, run, out_dir, by):
     """Validation loss and each learner's training loss against tokens (by=1) or time (by=0)."""
     fig, ax = plt.subplots(figsize=(9, 5.2))
@@ -262,10 +281,9 @@ def fig_loss(plt, run, out_dir, by):
     log_scale_if_wide(ax, ys)
     what = "tokens" if by else "time"
     ax.set_title(f"{run.name}: validation and training loss against {what}")
-    ax.set_xlabel("tokens trained, all learners (tokens)" if by else "time since the run started (s)")
+    ax.set_xlabel(TOKENS_AXIS if by else TIME_AXIS)
     ax.set_ylabel("loss (nats/token)")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    grid_and_legend((ax,))
     path = os.path.join(out_dir, f"loss_{what}.png")
     save(fig, path, plt)
     return path, f"{len(curves)} learners, {sum(len(v) for v in curves.values())} steps, {len(ev)} evaluations"
@@ -294,13 +312,8 @@ def fig_merges(plt, run, out_dir):
     if live:
         a1.step([p[0] for p in live], [p[1] for p in live], where="post", color="grey",
                 linestyle="--", linewidth=1, label="live learners")
-    a1.set_title(f"{run.name}: contributors per merge and grace window ({len(merges)} merges)")
-    a1.set_ylabel("contributors per merge (learners)")
-    a2.set_ylabel("grace window (s)")
-    a2.set_xlabel("time since the run started (s)")
-    for a in (a1, a2):
-        a.grid(alpha=0.3)
-        a.legend(fontsize=8, loc="best")
+    label_time_panels(a1, a2, f"{run.name}: contributors per merge and grace window ({len(merges)} merges)",
+                      "contributors per merge (learners)", "grace window (s)")
     if not merges:
         a1.text(0.5, 0.5, "no merge in events.jsonl", transform=a1.transAxes, ha="center")
     path = os.path.join(out_dir, "merges.png")
@@ -406,7 +419,7 @@ def fig_timeline(plt, run, out_dir):
     ax.set_yticklabels([f"learner {i}" for i in ids])
     ax.set_ylim(-0.6, max(1, len(ids)) - 0.4 + 0.3)
     ax.set_xlim(0, end * 1.01 if end > 0 else 1)
-    ax.set_xlabel("time since the run started (s)")
+    ax.set_xlabel(TIME_AXIS)
     ax.set_ylabel("learner")
     n_chaos = sum(1 for f in fl if f[3] == "chaos.jsonl")
     chaos_note = f"{n_chaos} from chaos.jsonl" if run.has_chaos else "no chaos.jsonl"
@@ -446,13 +459,8 @@ def fig_bytes(plt, run, out_dir):
         ks = sorted(bins)
         a2.plot([k + 0.5 for k in ks], [bins[k] / 2**20 for k in ks], ".-", color=color,
                 markersize=3, linewidth=0.8, label=label)
-    a1.set_title(f"{run.name}: bytes on the wire (payload of each push and broadcast)")
-    a1.set_ylabel("cumulative (MiB)")
-    a2.set_ylabel("rate, 1 s bins (MiB/s)")
-    a2.set_xlabel("time since the run started (s)")
-    for a in (a1, a2):
-        a.grid(alpha=0.3)
-        a.legend(fontsize=8)
+    label_time_panels(a1, a2, f"{run.name}: bytes on the wire (payload of each push and broadcast)",
+                      "cumulative (MiB)", "rate, 1 s bins (MiB/s)")
     path = os.path.join(out_dir, "bytes.png")
     save(fig, path, plt)
     return path, f"{totals['push']:.0f} bytes pushed, {totals['broadcast']:.0f} bytes broadcast"
@@ -506,10 +514,9 @@ def plot_table(plt, table_path, rows, out_dir):
     for a in (a1, a2):
         log_scale_if_wide(a, ys)
         a.set_ylabel("validation loss (nats/token)")
-        a.grid(alpha=0.3)
-        a.legend(fontsize=8)
-    a1.set_xlabel("tokens trained, all learners (tokens)")
-    a2.set_xlabel("time since the run started (s)")
+    grid_and_legend((a1, a2))
+    a1.set_xlabel(TOKENS_AXIS)
+    a2.set_xlabel(TIME_AXIS)
     a1.set_title("validation loss against tokens")
     a2.set_title("validation loss against time")
     fig.suptitle(f"{len(rows)} experiments of {os.path.basename(table_path)}")
@@ -566,8 +573,7 @@ def plot_goodput(plt, path, j, out_dir):
         ax.minorticks_off()
         ax.set_xlabel("allocated chips (log scale)")
         ax.set_ylabel(what)
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+    grid_and_legend(axes, fontsize=7)
     axes[0].set_title("goodput against cluster size")
     axes[1].set_title("uptime against cluster size")
     fig.suptitle(f"dd-goodput: MTBI {cfg.get('mtbi_days', '?')} days/chip, {cfg.get('slice_chips', '?')} "
