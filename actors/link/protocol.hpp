@@ -54,11 +54,11 @@ using supervisor_report_hdl =
                      caf::reacts_to<atoms::child_given_up_atom, child_kind, int32_t, std::string>>;
 
 /// The job (actors/nodes/job.hpp): a supervisor's reports; (budget_spent_atom) from the monitor
-/// (token budget) or its own seconds timer; (stop_atom, reason) an interrupt (SIGINT/SIGTERM); and
-/// its own interrupt deadline.
-using job_hdl = supervisor_report_hdl::extend<caf::reacts_to<atoms::budget_spent_atom>,
-                                              caf::reacts_to<atoms::stop_atom, std::string>,
-                                              caf::reacts_to<atoms::interrupt_timeout_atom>>;
+/// (token budget) or its own seconds timer; (stop_atom, reason) an interrupt (SIGINT/SIGTERM);
+/// (eval_atom, val_loss) from the evaluator after each evaluation; and its own interrupt deadline.
+using job_hdl = supervisor_report_hdl::extend<
+    caf::reacts_to<atoms::budget_spent_atom>, caf::reacts_to<atoms::stop_atom, std::string>,
+    caf::reacts_to<atoms::eval_atom, double>, caf::reacts_to<atoms::interrupt_timeout_atom>>;
 
 /// A learner as a fragment owner addresses it (the handles of the owner's live view): the
 /// owner's broadcast chunks (bytes broadcast_msg, seq), its (ack_atom, push_ack) and
@@ -112,7 +112,8 @@ using learner_at_syncer_hdl = learner_at_monitor_hdl::extend_with<learner_at_own
 /// From a learner node: (node_join_atom, node_join) -> node_join_reply,
 /// (events_atom, node_events) -> whether the lines were taken. From an owner (the sender):
 /// (subscribe_atom, subscribe_msg). From the job: (stop_atom). From the evaluator (and
-/// operators' tools): (get_atom, owners_atom) -> (owner_directory, one owner handle per entry).
+/// operators' tools): (get_atom, owners_atom) -> (owner_directory, one owner handle per entry),
+/// (get_atom, progress_atom) -> (global step Σ step / M, tokens of every learner).
 /// From an operator (dd-node status / drain): (status_atom, status_request) -> status_reply,
 /// (drain_atom, drain_msg) -> drain_reply. Its own timer: (lease_atom).
 using monitor_hdl = caf::typed_actor<
@@ -124,6 +125,7 @@ using monitor_hdl = caf::typed_actor<
     caf::reacts_to<atoms::subscribe_atom, protocol_bytes>, caf::reacts_to<atoms::stop_atom>,
     caf::replies_to<caf::get_atom, atoms::owners_atom>::with<protocol_bytes,
                                                              std::vector<owner_hdl>>,
+    caf::replies_to<caf::get_atom, atoms::progress_atom>::with<double, uint64_t>,
     caf::replies_to<atoms::status_atom, protocol_bytes>::with<protocol_bytes>,
     caf::replies_to<atoms::drain_atom, protocol_bytes>::with<protocol_bytes>,
     caf::reacts_to<atoms::lease_atom>>;

@@ -44,6 +44,11 @@ struct job_state {
   std::string interrupted;  ///< the interrupt's reason; empty = not interrupted
   bool owner_lost = false;  ///< a fragment owner stayed down: no final evaluation possible
   double interrupted_at_s = 0.0;
+  /// The evaluator's last validation loss (eval_atom after each evaluation); < 0 before the
+  /// first. Stands in for the final evaluation when that cannot run or is cut short.
+  double last_val_loss = -1.0;
+  /// Learners this node's supervisor gave up on (child_given_up_atom).
+  int learners_given_up = 0;
   static inline const char* name = "job";
 };
 
@@ -182,24 +187,21 @@ void final_evaluation(job_actor* self, std::shared_ptr<job_setup> setup, caf::ac
   // Every learner given up (each failed its restarts: e.g. a model too big to allocate): nothing
   // trained the model the evaluator would score, and the evaluator would likely fail the same
   // way, or take its 600 s: the run ends now, failed, with the last periodic validation loss.
-  const bool none_left = static_cast<int>(setup->log->snapshot().learners_given_up.size()) >=
-                         setup->exp.learners.count;
+  const bool none_left = s.learners_given_up >= setup->exp.learners.count;
   if (none_left)
     setup->log->warn("every learner was given up: no final evaluation; the run failed");
   if (timed_out || s.owner_lost || none_left) {
-    checkpoint_owners(self, 5.0, [=] {
-      finalize(self, setup, reply_to, setup->log->snapshot().last_val_loss, 0);
-    });
+    checkpoint_owners(self, 5.0,
+                      [=] { finalize(self, setup, reply_to, self->state.last_val_loss, 0); });
     return;
   }
   checkpoint_owners(self, std::min(limit_s, 30.0), [=] {
     self->request(self->state.eval, span(left_s()), atoms::final_eval_atom_v)
         .then([=](double loss, uint64_t digest) { finalize(self, setup, reply_to, loss, digest); },
               [=](caf::error&) {
-                finalize(
-                    self, setup, reply_to,
-                    self->state.interrupted.empty() ? -1.0 : setup->log->snapshot().last_val_loss,
-                    0);
+                const auto& st = self->state;
+                finalize(self, setup, reply_to, st.interrupted.empty() ? -1.0 : st.last_val_loss,
+                         0);
               });
   });
 }
@@ -249,10 +251,12 @@ job_hdl::behavior_type job(job_actor* self, std::shared_ptr<job_setup> setup, ca
         self->delayed_send(self, span(setup->options.interrupt_timeout_s),
                            atoms::interrupt_timeout_atom_v);
       },
+      [=](atoms::eval_atom, double val_loss) { self->state.last_val_loss = val_loss; },
       [=](atoms::child_given_up_atom, child_kind kind, int32_t, const std::string&) {
         // A lost learner: the quorum absorbs it (the run is marked failed at the end). A lost
         // owner: without it the global model cannot be assembled again: stop the learners; the
         // run fails (finalize) and reports the last periodic validation loss.
+        if (kind == child_kind::learner) ++self->state.learners_given_up;
         if (kind != child_kind::owner) return;
         self->state.owner_lost = true;
         begin_stop(self, *setup, "a fragment owner exhausted its restart budget");
@@ -264,7 +268,7 @@ job_hdl::behavior_type job(job_actor* self, std::shared_ptr<job_setup> setup, ca
         auto& s = self->state;
         if (s.interrupted.empty() || s.finalized) return;
         if (s.finalizing)  // the final evaluation (or the owners' checkpoints) still runs
-          finalize(self, setup, reply_to, setup->log->snapshot().last_val_loss, 0);
+          finalize(self, setup, reply_to, s.last_val_loss, 0);
         else
           final_evaluation(self, setup, reply_to, true);
       },

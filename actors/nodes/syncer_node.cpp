@@ -83,6 +83,8 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
     c->faults =
         std::make_shared<owner_faults>(setup.faults.get(), setup.log.get(), p, o.checkpoint_path);
     c->link.faults = setup.faults.get();
+    // The node's write-failure policy (job_runner: a syncer node retries, dd-node run stops).
+    c->retry_checkpoints = setup.options.role == node_role::syncer;
     c->link.channel = setup.channel;
     c->resumed = setup.options.resume;
     c->learners = static_cast<size_t>(M);
@@ -109,6 +111,7 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
   ectx->run_id = setup.run_id;
   ectx->syncer_incarnation = setup.syncer_incarnation;
   ectx->log = setup.log.get();
+  ectx->job = job;
   ectx->stop = setup.stop_evaluation;
   ectx->model_written = setup.final_model_written;
   if (!sim) {  // the final evaluation's model, with the windows it scored (model_file.hpp)

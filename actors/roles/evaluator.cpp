@@ -37,13 +37,6 @@ uint64_t digest_floats(const std::vector<float>& v) {
   return h;
 }
 
-double global_step(const run_counters& c, int learners) {
-  if (learners < 1) return 0.0;
-  double sum = 0.0;
-  for (const auto& [id, l] : c.learners) sum += static_cast<double>(l.step);
-  return sum / static_cast<double>(learners);
-}
-
 namespace {
 
 double steady_seconds() {
@@ -87,6 +80,20 @@ void ask_owners(evaluator_actor* self, const evaluator_context& ctx) {
   self->delayed_send(self, span(ctx.round_timeout_s), atoms::round_timeout_atom_v, round);
 }
 
+/// The monitor's word on the run's progress (the global step and the tokens), kept for the
+/// `every_steps` clock and the next `eval` event; then `next` with the global step.
+template <class F>
+void ask_progress(evaluator_actor* self, const evaluator_context& ctx, F next) {
+  self->request(ctx.monitor, std::chrono::seconds(30), caf::get_atom_v, atoms::progress_atom_v)
+      .then(
+          [=](double step, uint64_t tokens) {
+            self->state.global_step = step;
+            self->state.tokens = tokens;
+            next(step);
+          },
+          [](caf::error&) {});
+}
+
 void start_round(evaluator_actor* self, const evaluator_context& ctx) {
   auto& st = self->state;
   if (st.in_round) return;
@@ -94,6 +101,9 @@ void start_round(evaluator_actor* self, const evaluator_context& ctx) {
   st.round += 1;
   st.got.clear();
   st.assembler.clear();
+  // The progress answer arrives before the owner directory (both from the monitor, in order),
+  // so the round's event carries the global step it started at.
+  if (ctx.monitor) ask_progress(self, ctx, [](double) {});
   ask_owners(self, ctx);
 }
 
@@ -177,15 +187,9 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
   st.last_eval_end_s = steady_seconds();
   st.in_round = false;
   if (ctx.log != nullptr) {
-    uint64_t tokens = 0;
-    auto snap = ctx.log->snapshot();
-    for (const auto& [id, l] : snap.learners) tokens += l.tokens;
-    nlohmann::json ev = {{"val_loss", loss},
-                         {"versions", versions},
-                         {"digest", st.last_digest},
-                         {"tokens", tokens},
-                         {"step", global_step(snap, ctx.learners)},
-                         {"eval_s", secs}};
+    nlohmann::json ev = {{"val_loss", loss},         {"versions", versions},
+                         {"digest", st.last_digest}, {"tokens", st.tokens},
+                         {"step", st.global_step},   {"eval_s", secs}};
     if (accuracy >= 0) ev["val_accuracy"] = accuracy;
     if (windows > 0) ev["windows"] = windows;
     if (st.waiting_final) ev["final"] = true;
@@ -197,6 +201,7 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
       c.last_val_at_s = at;
     });
   }
+  if (ctx.job) self->send(ctx.job, atoms::eval_atom_v, loss);  // the job's last loss
   if (written) write_final_model(self, ctx, true, loss, accuracy, versions);
   st.waiting_final = false;
   for (auto& rp : st.waiting) rp.deliver(loss, st.last_digest);
@@ -216,21 +221,22 @@ evaluator_hdl::behavior_type evaluator(evaluator_actor* self,
   st.model = make_model(*st.backend, ctx->model);
   if (ctx->every_seconds > 0)
     self->delayed_send(self, span(ctx->every_seconds), atoms::eval_atom_v);
-  const bool by_steps = ctx->every_steps > 0 && ctx->log != nullptr;
+  const bool by_steps = ctx->every_steps > 0 && ctx->monitor;
   if (by_steps) self->delayed_send(self, span(ctx->step_poll_s), atoms::step_poll_atom_v);
   return {
       // The every_steps clock: poll the global step; one evaluation per crossing of a multiple.
       [=](atoms::step_poll_atom) {
-        auto& s = self->state;
         if (!by_steps) return;
-        const double g = global_step(ctx->log->snapshot(), ctx->learners);
-        const auto k = static_cast<uint64_t>(std::floor(g / ctx->every_steps));
-        if (k > s.steps_fired) {
-          s.steps_fired = k;
-          const bool cooled = !ctx->adaptive_cadence || s.last_eval_end_s < 0 ||
-                              steady_seconds() - s.last_eval_end_s >= 9.0 * s.last_eval_s;
-          if (cooled) start_round(self, *ctx);
-        }
+        ask_progress(self, *ctx, [=](double g) {
+          auto& s = self->state;
+          const auto k = static_cast<uint64_t>(std::floor(g / ctx->every_steps));
+          if (k > s.steps_fired) {
+            s.steps_fired = k;
+            const bool cooled = !ctx->adaptive_cadence || s.last_eval_end_s < 0 ||
+                                steady_seconds() - s.last_eval_end_s >= 9.0 * s.last_eval_s;
+            if (cooled) start_round(self, *ctx);
+          }
+        });
         self->delayed_send(self, span(ctx->step_poll_s), atoms::step_poll_atom_v);
       },
       [=](atoms::eval_atom) {

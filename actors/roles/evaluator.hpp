@@ -19,9 +19,11 @@
 // Interface: evaluator_hdl (actors/link/protocol.hpp).
 //
 // Global step (the `every_steps` clock, docs/config.md): the mean of the learners' own inner-step
-// counters, Σ_m step_m / M over the M learners of the run (run_log's learner_stats.step; a
-// respawned learner resumes its counter, a learner not yet joined counts 0). The evaluator polls
-// it from the run log every `step_poll_s`; when it has crossed one or more multiples of
+// counters, Σ_m step_m / M over the M learners of the run (the health monitor's
+// membership::global_step, from the learners' heartbeats; a respawned learner resumes its
+// counter, a learner not yet joined counts 0). The evaluator asks the monitor for it
+// ((get_atom, progress_atom)) every `step_poll_s` and at the start of each round; when it has
+// crossed one or more multiples of
 // `every_steps` since the last poll, one evaluation starts (none when a round is already in
 // flight: that round stands for it; with adaptive_cadence also none within 9 × the last
 // evaluation's duration after it ended). Each "eval" event carries the global step as `step`.
@@ -49,7 +51,6 @@
 namespace dd::actors {
 
 class run_log;
-struct run_counters;
 
 /// Configuration of the evaluator.
 struct evaluator_context {
@@ -64,9 +65,9 @@ struct evaluator_context {
   std::int64_t windows = 128;      ///< windows of each periodic evaluation (the first N)
   std::int64_t final_windows = 0;  ///< windows of the final evaluation; 0 = the whole split
   double every_seconds = 10.0;     ///< cadence in seconds (0 = not by time)
-  int every_steps = 0;             ///< cadence in global steps (0 = not by steps; needs `log`)
+  int every_steps = 0;             ///< cadence in global steps (0 = not by steps; needs `monitor`)
   int learners = 1;                ///< M, the divisor of the global step
-  double step_poll_s = 0.25;       ///< how often the global step is read from the run log
+  double step_poll_s = 0.25;       ///< how often the global step is asked of the monitor
   double round_timeout_s = 10.0;   ///< retry pulls after this long
   /// Stretch the cadence to 9 × the last evaluation's wall time (off in logical-time runs, where
   /// wall time must not influence the schedule).
@@ -78,7 +79,11 @@ struct evaluator_context {
   /// directory and broadcasts it receives must name the run.
   std::string run_id;
   uint64_t syncer_incarnation = 0;
+  /// The node's event sink (write-only: the evaluator reads nothing back); may be null.
   run_log* log = nullptr;
+  /// Gets (eval_atom, val_loss) after every evaluation (the job's last validation loss); may be
+  /// invalid.
+  job_hdl job;
   /// Where the final evaluation's model goes (<run_dir>/model.safetensors); empty = nowhere.
   std::string model_path;
   /// Added to the model file's metadata (run id, experiment, the evaluation's windows as JSON
@@ -109,6 +114,8 @@ struct evaluator_state {
   double last_eval_s = 0.0;       ///< wall seconds of the last evaluation (stretches the cadence)
   double last_eval_end_s = -1.0;  ///< steady-clock seconds when the last evaluation ended
   uint64_t steps_fired = 0;       ///< multiples of every_steps the global step has crossed so far
+  double global_step = 0.0;       ///< the monitor's last answer: Σ step / M
+  uint64_t tokens = 0;            ///< the monitor's last answer: tokens of every learner
   uint64_t last_digest = 0;
   static inline const char* name = "evaluator";
 };
@@ -118,9 +125,6 @@ using evaluator_actor = evaluator_hdl::stateful_base<evaluator_state>;
 /// The evaluator's behavior.
 evaluator_hdl::behavior_type evaluator(evaluator_actor* self,
                                        std::shared_ptr<const evaluator_context> ctx);
-
-/// The global step: Σ learner steps / `learners` (see above); 0 when `learners` < 1.
-double global_step(const run_counters& c, int learners);
 
 /// FNV-1a 64 over the bytes of a float vector (the global model's digest).
 uint64_t digest_floats(const std::vector<float>& v);

@@ -130,18 +130,12 @@ void apply_effects(owner_actor* self, const owner_context& ctx, owner_effects fx
     const std::string msg = "fragment owner " + std::to_string(rec.fragment_id) +
                             ": checkpoint of version " + std::to_string(rec.version) + ": " +
                             rec.checkpoint_error;
-    if (!rec.checkpoint_error.empty() && ctx.log->retry_writes()) {
-      // A cluster node goes on, degraded, and writes the checkpoint again with backoff.
+    // What a failed write means (the run's end, or a degraded node) is the node's policy:
+    // the owner reports it and does what its context says (retry_checkpoints).
+    if (!rec.checkpoint_error.empty())
       ctx.log->write_trouble(ctx.options.checkpoint_path, msg);
-      if (!st.checkpoint_retry_armed) {
-        st.checkpoint_retry_armed = true;
-        self->delayed_send(self, to_timespan(0.5), atoms::snapshot_atom_v, 0.5);
-      }
-    } else if (!rec.checkpoint_error.empty()) {  // dd-node run ends the run on it (run_job)
-      ctx.log->write_failed(msg);
-    } else if (rec.checkpointed) {
+    else if (rec.checkpointed)
       ctx.log->write_recovered(ctx.options.checkpoint_path);
-    }
     const size_t n_learners = st.learners.size();
     ctx.log->update([&](run_counters& c) {
       c.merges += 1;
@@ -151,6 +145,10 @@ void apply_effects(owner_actor* self, const owner_context& ctx, owner_effects fx
       c.grace_s[rec.fragment_id] = rec.grace_s;
       c.versions[rec.fragment_id] = rec.version;
     });
+  }
+  if (!rec.checkpoint_error.empty() && ctx.retry_checkpoints && !st.checkpoint_retry_armed) {
+    st.checkpoint_retry_armed = true;  // written again with backoff (snapshot_atom)
+    self->delayed_send(self, to_timespan(0.5), atoms::snapshot_atom_v, 0.5);
   }
   // The node's fault hook (owner_faults.hpp) may kill this owner at its new version.
   if (ctx.faults && ctx.faults->at_version(rec.version)) self->quit(caf::exit_reason::kill);

@@ -73,6 +73,11 @@ struct owner_context {
   std::shared_ptr<const owner_faults> faults;
   /// The node's decisions about the owner's links (its fault filter on broadcasts).
   link_setup link;
+  /// The node's write-failure policy for this owner: a checkpoint that cannot be written is
+  /// written again with backoff (0.5 s doubling to 10 s) while the run goes on degraded (a
+  /// syncer node); false: it is reported only (`dd-node run` ends the run on it). Either way
+  /// the owner reports it with run_log::write_trouble.
+  bool retry_checkpoints = false;
   /// Incarnations started with this context (the first is 0; later ones are respawns).
   mutable std::atomic<uint64_t> starts{0};
   /// The first start continues a run (`--resume`): it asks the learners for newer copies of its

@@ -376,16 +376,46 @@ std::vector<uint8_t> on_drain(monitor_actor* self, const monitor_context& ctx,
   return encode(rep, stamp_of(ctx));
 }
 
-std::vector<uint8_t> status_of(monitor_actor* self, const monitor_context& ctx) {
-  nlohmann::json out = core(self).status(now_s(self));
-  if (ctx.log != nullptr) {
+/// The status reply: the membership core's status and each fragment's version as its owner
+/// answers it now (owner_status_atom; an owner that does not answer within 2 s, dead or busy,
+/// is left out of `fragment_versions`).
+caf::result<std::vector<uint8_t>> status_of(monitor_actor* self, const ctx_ptr& ctx) {
+  struct gathering {
+    nlohmann::json out;
     nlohmann::json versions = nlohmann::json::object();
-    for (const auto& [p, v] : ctx.log->snapshot().versions) versions[std::to_string(p)] = v;
-    out["fragment_versions"] = versions;
+    size_t left = 0;
+  };
+  auto g = std::make_shared<gathering>();
+  g->out = core(self).status(now_s(self));
+  auto rp = self->make_response_promise<std::vector<uint8_t>>();
+  auto answer = [self, ctx, g, rp]() mutable {
+    g->out["fragment_versions"] = g->versions;
+    rp.deliver(
+        encode(status_reply{g->out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
+                            issue_challenge(self, *ctx)},
+               stamp_of(*ctx)));
+  };
+  const auto& owners = self->state.owners;
+  for (const auto& o : owners)
+    if (o) ++g->left;
+  if (g->left == 0) {
+    answer();
+    return rp;
   }
-  return encode(status_reply{out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace),
-                             issue_challenge(self, ctx)},
-                stamp_of(ctx));
+  for (size_t p = 0; p < owners.size(); ++p) {
+    if (!owners[p]) continue;
+    auto one = [g, answer]() mutable {
+      if (--g->left == 0) answer();
+    };
+    self->request(owners[p], std::chrono::seconds(2), atoms::owner_status_atom_v)
+        .then(
+            [g, p, one](uint64_t version, size_t, double) mutable {
+              g->versions[std::to_string(p)] = version;
+              one();
+            },
+            [one](caf::error&) mutable { one(); });
+  }
+  return rp;
 }
 
 /// An owner (the sender) holds this fragment now: it gets the view, the learners the directory.
@@ -455,7 +485,7 @@ monitor_hdl::behavior_type health_monitor(monitor_actor* self, ctx_ptr ctx) {
         auto req =
             logged(*ctx, "undecodable_status_request", decode_status_request(bytes, {}, expect));
         if (!req) return refused(req);
-        return status_of(self, *ctx);
+        return status_of(self, ctx);
       },
       // Answers true once the leave is recorded, or when there is nothing to record (a repeated
       // leave, or one of an older incarnation): the learner may exit. An undecodable one is an
@@ -467,6 +497,11 @@ monitor_hdl::behavior_type health_monitor(monitor_actor* self, ctx_ptr ctx) {
         auto sub =
             logged(*ctx, "undecodable_subscribe", decode_subscribe(bytes, {}, expect_of(*ctx)));
         if (sub) on_subscribe(self, *ctx, *sub);
+      },
+      // The run's progress for the evaluator's every_steps clock and its eval events: the
+      // global step (Σ step / M) and the tokens of every learner and incarnation.
+      [=](caf::get_atom, atoms::progress_atom) -> caf::result<double, uint64_t> {
+        return {core(self).global_step(), core(self).total_tokens()};
       },
       // The owner directory for the evaluator (bytes and the owners' handles, in order).
       [=](caf::get_atom,

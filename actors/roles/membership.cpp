@@ -547,6 +547,13 @@ bool membership::done_due() {
   return false;
 }
 
+double membership::global_step() const {
+  if (opts_.learners < 1) return 0.0;
+  double sum = 0.0;
+  for (const auto& [id, r] : learners_) sum += static_cast<double>(r.step);
+  return sum / static_cast<double>(opts_.learners);
+}
+
 nlohmann::json membership::status(double now) const {
   nlohmann::json ls = nlohmann::json::array();
   for (const auto& [id, r] : learners_)

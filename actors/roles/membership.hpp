@@ -316,6 +316,10 @@ class membership {
   learner_record* find(int32_t id);
   size_t live_count() const;
   uint64_t total_tokens() const;
+  /// The global step, the `eval.every_steps` clock: the mean of the learners' own inner-step
+  /// counters, Σ step_m / M over the M learners of the run (a respawned learner resumes its
+  /// counter, one not yet joined counts 0); 0 when M < 1. Not the push clock (mean_step).
+  double global_step() const;
   double mean_step() const { return mean_step_; }
   /// Heartbeats that reported a divergence (heartbeat_decision::diverged) so far, this part.
   uint64_t divergences() const { return divergences_; }

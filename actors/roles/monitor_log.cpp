@@ -124,12 +124,10 @@ void record_written(run_log* log, const std::string& path, const status& st, boo
     if (recovered) log->write_recovered(path);
     return;
   }
-  const std::string msg = "health monitor: cannot write its record: " + st.error().message;
   log->emit("failure", {{"what", "monitor_record"}, {"error", st.error().message}});
-  if (!log->retry_writes())  // dd-node run: the run ends, naming the file
-    log->write_failed(msg);
-  else  // a cluster node goes on, degraded, and tries again with backoff
-    log->write_trouble(path, msg);
+  // The node's policy decides what it means (run_log::write_trouble): the end of the run
+  // (`dd-node run`) or a degraded node; the membership core retries with backoff either way.
+  log->write_trouble(path, "health monitor: cannot write its record: " + st.error().message);
 }
 
 void stragglers(run_log* log, const std::vector<straggler_flag>& flags) {

@@ -37,9 +37,9 @@ void node_join(run_log* log, const wire_bytes& bytes, const node_join_reply& rep
 /// A resumed syncer's record: a `monitor_restored` event, every learner's entry, the finished
 /// ones marked.
 void restored(run_log* log, const membership& m);
-/// monitor.json written (`st`): a failure is a `failure` event and, as the run log says for the
-/// node, the end of the run (`dd-node run`) or a degraded node that tries again with backoff;
-/// `recovered`: it was failing and is written again.
+/// monitor.json written (`st`): a failure is a `failure` event and a write trouble, which the
+/// node's policy (run_log::write_trouble) makes the end of the run (`dd-node run`) or a degraded
+/// node; `recovered`: it was failing and is written again.
 void record_written(run_log* log, const std::string& path, const status& st, bool recovered);
 /// Learners newly flagged as stragglers: a `straggler` event each.
 void stragglers(run_log* log, const std::vector<straggler_flag>& flags);

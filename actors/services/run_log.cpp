@@ -161,6 +161,15 @@ bool run_log::retry_writes() const {
 
 void run_log::write_trouble(const std::string& file, const std::string& message) {
   bool first = false;
+  bool retry = false;
+  {
+    std::lock_guard<std::mutex> guard(mutex_);
+    retry = retry_;
+  }
+  if (!retry) {  // dd-node run: the run ends, naming the file
+    write_failed(message);
+    return;
+  }
   {
     std::lock_guard<std::mutex> guard(mutex_);
     auto& f = failing_[file];

@@ -1,12 +1,18 @@
 // actors/services/run_log.hpp — what a run records: the event stream (events.jsonl) and the
 // run-wide counters the progress line and summary.json are computed from.
 //
-// One `run_log` per run, created by the main job (or a test) and passed by pointer to every
-// actor; it outlives them. Thread-safe: learners run on their own threads and all call it.
-// Every event is one JSON object per line with "event" (its kind), "t" (seconds since the run
-// started, on the log's clock) and "time" (Unix seconds, wall clock). Each line is appended
-// whole or not at all (util::append_file); the first write that fails is kept (write_failure())
-// so the run can end loudly instead of going on without its record.
+// A write-only event sink for the roles: they write events and counters and never read a fact
+// back. What steers the run travels as messages (the monitor's global step and tokens to the
+// evaluator, the evaluator's validation loss to the job, each owner's version to the monitor's
+// status answer); only the node's reporting reads the log (run_report: the progress line and
+// summary.json; node_metrics: /metrics and /status; the node's loop: its write failures).
+//
+// One `run_log` per node, created by the node (job_runner, a learner node, or a test) and handed
+// by pointer to every role it spawns; it outlives them. Thread-safe: learners run on their own
+// threads and all call it. Every event is one JSON object per line with "event" (its kind), "t"
+// (seconds since the run started, on the log's clock) and "time" (Unix seconds, wall clock). Each
+// line is appended whole or not at all (util::append_file); the first write that fails is kept
+// (write_failure()) so the run can end loudly instead of going on without its record.
 #pragma once
 
 #include <cstdint>
@@ -47,7 +53,7 @@ struct learner_stats {
   bool finished = false;
 };
 
-/// Run-wide counters. Plain value (a snapshot copy is handed out).
+/// Run-wide counters. Plain value (a snapshot copy is handed out to the node's reporting).
 struct run_counters {
   std::map<int32_t, learner_stats> learners;
   uint64_t merges = 0;
@@ -149,17 +155,21 @@ class run_log {
   /// The first write failure of the run; empty while every write succeeded.
   std::string write_failure() const;
 
-  /// Cluster nodes (`dd-node syncer`, `dd-node learner`): a failed write does not end the run
-  /// at once. An events.jsonl line that cannot be written is kept (at most 8 MiB of lines;
-  /// beyond that lines are dropped and counted) and written again, in order, with backoff
-  /// (0.5 s doubling to 10 s, on the next emit or retry_pending()); the file is marked degraded
-  /// (run_counters::degraded) and the first failure and the recovery are printed on the
-  /// console. Owner checkpoints report through write_trouble / write_recovered. The node
+  /// The node's write-failure policy. Cluster nodes (`dd-node syncer`, `dd-node learner`): a
+  /// failed write does not end the run at once. An events.jsonl line that cannot be written is kept
+  /// (at most 8 MiB of lines; beyond that lines are dropped and counted) and written again, in
+  /// order, with backoff (0.5 s doubling to 10 s, on the next emit or retry_pending()); the file is
+  /// marked degraded (run_counters::degraded) and the first failure and the recovery are printed on
+  /// the console. Owner checkpoints report through write_trouble / write_recovered. The node
   /// watches failing_for_s() and ends the run past its limit (checkpoint.max_failing_seconds).
   void set_retry_writes(bool on);
+  /// The policy, for the node's own writers (retried_lines); a role reports a failed write with
+  /// write_trouble and never asks.
   bool retry_writes() const;
-  /// A write of `file` failed (`message` names it with errno's text): degraded; the console
-  /// gets the first failure of a failing streak.
+  /// A write of `file` failed (`message` names it with errno's text). What it means is the
+  /// node's policy: in retry mode `file` is degraded and failing (the console gets the first
+  /// failure of a streak; failing_for_s counts it); otherwise it is the run's write failure
+  /// (write_failed: the node ends the run). The caller does the same either way.
   void write_trouble(const std::string& file, const std::string& message);
   /// A write of `file` succeeded again: its failing streak ends (it stays degraded).
   void write_recovered(const std::string& file);
@@ -196,7 +206,8 @@ class run_log {
 
   /// Mutates the counters under the lock.
   void update(const std::function<void(run_counters&)>& f);
-  /// Snapshot of the counters.
+  /// Snapshot of the counters, for the node's reporting (run_report, node_metrics, the node's
+  /// main loop); no role reads it.
   run_counters snapshot() const;
 
   /// A learner enters (true) or leaves (false) its stepping state (learner_stats::stepping; a

@@ -115,6 +115,30 @@ TEST_F(monitor_fixture, every_heartbeat_is_answered_with_the_tokens_of_all_learn
   EXPECT_EQ(last_live, 2u);  // learner 1's new incarnation replaced the old one
 }
 
+// The evaluator's every_steps clock and its eval events come from the monitor by message, not
+// from the run log: (get_atom, progress_atom) answers Σ step / M over the M learners of the run
+// and the tokens of every learner.
+TEST_F(monitor_fixture, answers_the_evaluator_the_global_step_and_the_tokens) {
+  caf::scoped_actor a{*sys}, b{*sys}, evaluator{*sys};
+  auto progress = [&] {
+    std::pair<double, uint64_t> out{-1.0, 0};
+    evaluator->request(monitor, std::chrono::seconds(10), caf::get_atom_v, atoms::progress_atom_v)
+        .receive(
+            [&](double step, uint64_t tokens) {
+              out = {step, tokens};
+            },
+            [&](caf::error& e) { ADD_FAILURE() << sys->render(e); });
+    return out;
+  };
+  EXPECT_EQ(progress(), (std::pair<double, uint64_t>{0.0, 0}));
+  ASSERT_EQ(join(a, 0), 0u);
+  ASSERT_EQ(join(b, 1), 0u);
+  ASSERT_TRUE(beat(a, 0, 0, 6144).has_value());  // step 3 (beat: step = tokens / 2048)
+  EXPECT_EQ(progress(), (std::pair<double, uint64_t>{1.5, 6144}));
+  ASSERT_TRUE(beat(b, 1, 0, 2048).has_value());  // step 1
+  EXPECT_EQ(progress(), (std::pair<double, uint64_t>{2.0, 8192}));
+}
+
 TEST_F(monitor_fixture, the_push_clock_runs_at_the_live_learners_mean_step_rate) {
   caf::scoped_actor a{*sys}, b{*sys};
   ASSERT_EQ(join(a, 0), 0u);
@@ -504,7 +528,9 @@ TEST(monitor_leave, a_learner_whose_node_was_stopped_stays_unfinished_and_its_id
                   if (k == child_kind::learner) ++*told;
                 },
                 [](atoms::child_given_up_atom, child_kind, int32_t, const std::string&) {},
-                [](atoms::budget_spent_atom) {}, [](atoms::stop_atom, const std::string&) {},
+                [](atoms::budget_spent_atom) {},
+                [](atoms::stop_atom, const std::string&) {},
+                [](atoms::eval_atom, double) {},
                 [](atoms::interrupt_timeout_atom) {}};
       },
       0);
@@ -595,6 +621,78 @@ TEST(monitor_leave, a_learner_whose_node_was_stopped_stays_unfinished_and_its_id
   EXPECT_EQ(told->load(), 1);
   caf::anon_send_exit(monitor, caf::exit_reason::kill);
   caf::anon_send_exit(job, caf::exit_reason::kill);
+}
+
+/// An owner stand-in that subscribes to `monitor` for `fragment` and answers owner_status with
+/// `version`.
+owner_hdl::behavior_type version_owner(owner_hdl::pointer self, monitor_hdl monitor,
+                                       int32_t fragment, uint64_t version) {
+  self->send(monitor, atoms::subscribe_atom_v, encode(subscribe_msg{fragment}));
+  return {
+      [](atoms::push_atom, const std::vector<uint8_t>&, uint64_t) {},
+      [](atoms::pull_atom, const std::vector<uint8_t>&) {},
+      [](atoms::live_atom, const std::vector<uint8_t>&, const std::vector<learner_at_owner_hdl>&) {
+      },
+      [](atoms::credit_atom, uint64_t) {},
+      [](atoms::held_atom, const std::vector<uint8_t>&) {},
+      [](atoms::copy_atom, const std::vector<uint8_t>&, uint64_t) {},
+      [=](atoms::owner_status_atom) -> caf::result<uint64_t, size_t, double> {
+        return {version, size_t{0}, 0.0};
+      },
+      [](atoms::checkpoint_atom) -> bool { return true; },
+      [](atoms::grace_atom, uint64_t) {},
+      [](atoms::rebuild_atom, uint64_t) {},
+      [](atoms::snapshot_atom, double) {},
+      [](atoms::kill_atom) {},
+  };
+}
+
+// dd-node status shows each fragment's version as its owner answers it now (the run log, which
+// says nothing here, is not read back); an owner that is gone is left out.
+TEST(monitor_status, fragment_versions_are_what_each_owner_answers) {
+  caf::actor_system_config cfg;
+  cfg.set("logger.console-verbosity", caf::atom("quiet"));
+  cfg.set("logger.file-verbosity", caf::atom("quiet"));
+  caf::actor_system sys{cfg};
+  auto ctx = std::make_shared<monitor_context>();
+  ctx->learners = 1;
+  ctx->fragments = 3;
+  run_log log{"", /*keep_in_memory=*/true};
+  ctx->log = &log;
+  auto monitor = sys.spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
+  auto o0 = sys.spawn(version_owner, monitor, 0, uint64_t{7});
+  auto o2 = sys.spawn(version_owner, monitor, 2, uint64_t{42});
+  auto gone = sys.spawn(version_owner, monitor, 1, uint64_t{9});
+  caf::scoped_actor self{sys};
+  auto status = [&] {
+    nlohmann::json out;
+    self->request(monitor, std::chrono::seconds(10), atoms::status_atom_v,
+                  encode(status_request{}, {"", 0}))
+        .receive(
+            [&](const std::vector<uint8_t>& bytes) {
+              auto rep = decode_status_reply(bytes, {}, {"", 0});
+              ASSERT_TRUE(rep.ok()) << rep.error().message;
+              out = nlohmann::json::parse(rep->json);
+            },
+            [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+    return out;
+  };
+  // The three subscriptions reach the monitor before the request (each owner sends first).
+  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  nlohmann::json s;
+  while (std::chrono::steady_clock::now() < end) {
+    s = status();
+    if (s["fragment_versions"].size() == 3) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(s["fragment_versions"], (nlohmann::json{{"0", 7}, {"1", 9}, {"2", 42}}));
+  caf::anon_send_exit(gone, caf::exit_reason::kill);
+  caf::scoped_actor waiter{sys};
+  waiter->wait_for(gone);
+  EXPECT_EQ(status()["fragment_versions"], (nlohmann::json{{"0", 7}, {"2", 42}}));
+  for (const auto& a : {caf::actor_cast<caf::actor>(o0), caf::actor_cast<caf::actor>(o2),
+                        caf::actor_cast<caf::actor>(monitor)})
+    caf::anon_send_exit(a, caf::exit_reason::kill);
 }
 
 // Under dd-node launch the job stops the run when the budget is spent; a learner that has just
@@ -716,7 +814,9 @@ TEST(monitor_record, a_resumed_run_whose_learners_all_finished_is_done_at_once) 
                     if (k == child_kind::learner) *told = true;
                   },
                   [](atoms::child_given_up_atom, child_kind, int32_t, const std::string&) {},
-                  [](atoms::budget_spent_atom) {}, [](atoms::stop_atom, const std::string&) {},
+                  [](atoms::budget_spent_atom) {},
+                  [](atoms::stop_atom, const std::string&) {},
+                  [](atoms::eval_atom, double) {},
                   [](atoms::interrupt_timeout_atom) {}};
         },
         0);

@@ -378,14 +378,27 @@ TEST(main_job, an_owner_that_exhausts_its_restarts_stops_and_fails_the_run) {
   EXPECT_LT(summary["tokens"].get<uint64_t>(),
             static_cast<uint64_t>(4 * 400 / 2 * e.tokens_per_step()));
   bool gave_up = false, stopped = false;
+  std::vector<double> val_losses;  // of the periodic evaluations
   for (const auto& ev : read_events(dir / "events.jsonl")) {
     if (ev["event"] == "give_up" && ev["kind"] == "owner" && ev["id"] == 1) gave_up = true;
     if (ev["event"] == "stop" &&
         ev["reason"].get<std::string>().find("fragment owner") != std::string::npos)
       stopped = true;
+    if (ev["event"] == "eval") val_losses.push_back(ev["val_loss"].get<double>());
   }
   EXPECT_TRUE(gave_up);
   EXPECT_TRUE(stopped);
+  // No final evaluation: final_val_loss is the last periodic one the evaluator sent the job (one
+  // of the eval events; an evaluation may end while the run finalizes), or none.
+  if (val_losses.empty()) {
+    EXPECT_TRUE(summary["final_val_loss"].is_null()) << summary["final_val_loss"];
+  } else {
+    ASSERT_TRUE(summary["final_val_loss"].is_number()) << summary["final_val_loss"];
+    EXPECT_NE(
+        std::find(val_losses.begin(), val_losses.end(), summary["final_val_loss"].get<double>()),
+        val_losses.end())
+        << summary["final_val_loss"];
+  }
   std::filesystem::remove_all(dir);
 }
 

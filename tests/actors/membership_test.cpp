@@ -400,6 +400,43 @@ TEST(membership, leaves_and_downs_are_recorded_once) {
   EXPECT_TRUE(d.finished);
 }
 
+// The evaluator's every_steps clock: Σ step_m / M over the M learners of the run. A learner not
+// yet joined counts 0, a respawned one resumes its recorded step, one that left keeps its last
+// step; M < 1 gives 0.
+TEST(membership, the_global_step_is_every_learner_s_own_step_summed_over_m) {
+  membership m(options(4), 0.0);
+  EXPECT_EQ(m.global_step(), 0.0);
+  for (int32_t id : {0, 1, 2}) ASSERT_TRUE(m.join(join_as(id), "", 0.0).accepted());
+  struct row {
+    const char* what;
+    std::function<void()> act;
+    double global_step;
+  };
+  const std::vector<row> rows = {
+      {"joined, no step yet", [] {}, 0.0},
+      {"learner 0 at 10", [&] { ASSERT_TRUE(m.heartbeat(beat(0, 0, 10, 0, 0.1), 1.0).accepted()); },
+       10.0 / 4},
+      {"learner 1 at 6", [&] { ASSERT_TRUE(m.heartbeat(beat(1, 0, 6, 0, 0.1), 1.1).accepted()); },
+       16.0 / 4},
+      {"learner 2 at 4", [&] { ASSERT_TRUE(m.heartbeat(beat(2, 0, 4, 0, 0.1), 1.2).accepted()); },
+       20.0 / 4},
+      {"learner 1 dies: its step stays",
+       [&] { ASSERT_EQ(m.down(1, false, "crash", 2.0).what, down_decision::verdict::dead); },
+       20.0 / 4},
+      {"learner 1 respawned resumes at 6",
+       [&] { ASSERT_TRUE(m.join(join_as(1), "", 2.5).accepted()); }, 20.0 / 4},
+      {"learner 1's new incarnation at 8",
+       [&] { ASSERT_TRUE(m.heartbeat(beat(1, 1, 8, 0, 0.1), 3.0).accepted()); }, 22.0 / 4},
+      {"learner 0 leaves at 10",
+       [&] { ASSERT_EQ(m.leave(0, 0, false, 4.0).what, leave_decision::verdict::left); }, 22.0 / 4},
+  };
+  for (const auto& r : rows) {
+    r.act();
+    EXPECT_DOUBLE_EQ(m.global_step(), r.global_step) << r.what;
+  }
+  EXPECT_EQ(membership(options(0), 0.0).global_step(), 0.0);
+}
+
 TEST(membership, the_push_clock_moves_by_new_steps_over_the_live_learners) {
   membership m(options(2), 0.0);
   ASSERT_TRUE(m.join(join_as(0), "", 0.0).accepted());
