@@ -281,14 +281,17 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
   double sq = 0.0;
   for (double t : tensor_sq) sq += t;
   const double norm = std::sqrt(sq);
-  if (auto why = implausible(norm); !why.empty())
+  if (auto why = implausible(norm, m.steps); !why.empty())
     return reject(m, reject_reason::implausible, who + ": " + why, false);
 
   // Accept: the newest push of a learner replaces its older pending one.
   ledger_.record_accepted(key);
   if (opts_.norm_window > 0) {
-    accepted_norms_.push_back(norm);
+    const double counted = counted_steps(m.steps);
+    accepted_norms_.push_back(norm / counted);
+    accepted_steps_.push_back(static_cast<double>(m.steps));
     while (accepted_norms_.size() > opts_.norm_window) accepted_norms_.pop_front();
+    while (accepted_steps_.size() > opts_.norm_window) accepted_steps_.pop_front();
   }
   pending_push p;
   p.who.learner_id = m.learner_id;
@@ -312,27 +315,40 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
   return out;
 }
 
-double owner_core::median_accepted_norm() const {
-  if (accepted_norms_.empty()) return 0.0;
-  std::vector<double> v(accepted_norms_.begin(), accepted_norms_.end());
+namespace {
+double median_of(const std::deque<double>& d) {
+  if (d.empty()) return 0.0;
+  std::vector<double> v(d.begin(), d.end());
   auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
   std::nth_element(v.begin(), mid, v.end());
   if (v.size() % 2 == 1) return *mid;
   const double upper = *mid;
   return 0.5 * (upper + *std::max_element(v.begin(), mid));
 }
+}  // namespace
 
-std::string owner_core::implausible(double norm) const {
+double owner_core::median_accepted_norm() const { return median_of(accepted_norms_); }
+
+double owner_core::counted_steps(uint64_t steps) const {
+  const double claimed = static_cast<double>(std::max<uint64_t>(1, steps));
+  if (accepted_steps_.empty()) return claimed;
+  return std::min(claimed, std::max(1.0, max_steps_ratio * median_of(accepted_steps_)));
+}
+
+std::string owner_core::implausible(double norm, uint64_t steps) const {
   if (opts_.max_norm_ratio <= 0 ||
       accepted_norms_.size() < std::max<size_t>(1, opts_.norm_min_samples))
     return {};
   const double median = median_accepted_norm();
-  if (norm <= opts_.max_norm_ratio * median) return {};
-  char buf[160];
+  const double counted = counted_steps(steps);
+  if (norm / counted <= opts_.max_norm_ratio * median) return {};
+  char buf[240];
   std::snprintf(buf, sizeof buf,
-                "pseudo-gradient norm %.6g exceeds %g × the median %.6g of the last %zu accepted "
-                "norms of fragment %d",
-                norm, opts_.max_norm_ratio, median, accepted_norms_.size(),
+                "pseudo-gradient norm %.6g over %llu steps (%.6g per step, counting at most %g "
+                "steps) exceeds %g × the median %.6g per step of the last %zu accepted pushes of "
+                "fragment %d",
+                norm, static_cast<unsigned long long>(steps), norm / counted, counted,
+                opts_.max_norm_ratio, median, accepted_norms_.size(),
                 static_cast<int>(opts_.layout.fragment_id));
   return buf;
 }

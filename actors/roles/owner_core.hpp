@@ -50,9 +50,10 @@ struct owner_options {
   merge_options merge;
   /// false: every contribution weighs 1 (token weighting off).
   bool token_weighting = true;
-  /// Plausibility gate k: a push whose pseudo-gradient norm ‖Δ‖ exceeds k × the median of this
-  /// fragment's recently accepted norms is refused as `implausible` (0 = off). Generous by
-  /// default: a clean run's norms stay within a small factor of their median.
+  /// Plausibility gate k: a push whose pseudo-gradient norm per inner step ‖Δ‖ / steps exceeds
+  /// k × the median of this fragment's recently accepted norms per step is refused as
+  /// `implausible` (0 = off). Generous by default: a clean run's norms per step stay within a
+  /// small factor of their median.
   double max_norm_ratio = 10.0;
   /// Accepted norms the median is taken over (the newest ones).
   size_t norm_window = 16;
@@ -177,10 +178,10 @@ class owner_core {
   /// push as the learner's pending contribution (a newer one replaces an older) and runs the
   /// merge decision.
   ///
-  /// Plausible: tokens <= steps × max_tokens_per_step, and ‖Δ‖ <= max_norm_ratio × the median
-  /// of the last norm_window accepted norms of this fragment (once norm_min_samples were
-  /// accepted). Otherwise the push is rejected as `implausible`; the learner keeps its progress
-  /// in θ and sends it with its next push.
+  /// Plausible: tokens <= steps × max_tokens_per_step, and ‖Δ‖ / counted_steps(steps) <=
+  /// max_norm_ratio × the median of the last norm_window accepted norms per step of this
+  /// fragment (once norm_min_samples were accepted). Otherwise the push is rejected as
+  /// `implausible`; the learner keeps its progress in θ and sends it with its next push.
   ///
   /// Superseded: a push whose `contains_from` <= T < transfer_id, where T is the learner's
   /// transfer this owner already merged, holds T's progress again; it is rejected
@@ -230,7 +231,8 @@ class owner_core {
   double xi_quorum_s() const noexcept { return xi_quorum_.value(); }
   double xi_sync_s() const noexcept { return xi_sync_.value(); }
   size_t live_count() const noexcept { return live_.size(); }
-  /// Median of the recently accepted pushes' norms ‖Δ‖ (0 before the first).
+  /// Median of the recently accepted pushes' norms per inner step, ‖Δ‖ / counted steps (0
+  /// before the first).
   double median_accepted_norm() const;
   const owner_options& options() const noexcept { return opts_; }
   /// Newest merged push per learner, ascending learner id (what broadcasts carry).
@@ -248,8 +250,16 @@ class owner_core {
   };
 
   void init_common();
-  /// Why a push of pseudo-gradient norm `norm` is implausible; empty when it is not.
-  std::string implausible(double norm) const;
+  /// Why a push of pseudo-gradient norm `norm` over `steps` inner steps is implausible; empty
+  /// when it is not. The gate compares norms per step: a learner that ran more steps between
+  /// two pushes (descheduled under load, or behind on the global push clock) brings a larger
+  /// ‖Δ‖ honestly.
+  std::string implausible(double norm, uint64_t steps) const;
+  /// The steps a push's norm is divided by: its claimed steps, at most max_steps_ratio × the
+  /// median steps of the accepted pushes (a peer claiming a huge step count cannot dilute an
+  /// absurd norm below the gate), at least 1.
+  double counted_steps(uint64_t steps) const;
+  static constexpr double max_steps_ratio = 4.0;
   /// 1, or after a restore (until the next merge) checkpoint_every: versions (ours included)
   /// that may have been published since the restored checkpoint.
   uint64_t lost_versions() const;
@@ -281,9 +291,11 @@ class owner_core {
 
   std::map<int32_t, owner_member> live_;
   std::map<int32_t, double> joined_at_;  // when each live incarnation entered the view
-  /// ‖Δ‖ of the newest accepted pushes (at most norm_window, oldest first); not checkpointed:
-  /// a restored owner gathers norm_min_samples again before its gate holds.
+  /// ‖Δ‖ / counted steps of the newest accepted pushes (at most norm_window, oldest first),
+  /// and their claimed steps; not checkpointed: a restored owner gathers norm_min_samples again
+  /// before its gate holds.
   std::deque<double> accepted_norms_;
+  std::deque<double> accepted_steps_;
   std::map<int32_t, pending_push> pending_;
   /// Per learner id, its newest merged push (sent with every broadcast, kept in checkpoints).
   std::map<int32_t, merged_push> merged_;

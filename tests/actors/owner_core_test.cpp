@@ -583,6 +583,50 @@ TEST_F(owner_core_test, refused_norms_do_not_move_the_median_and_the_window_foll
   EXPECT_EQ(push(4.0f).what, status::accepted);  // 8x the new median
 }
 
+// The gate compares norms per inner step: an honest learner that ran more steps between two
+// pushes (descheduled under load, behind on the global push clock) brings a larger ‖Δ‖ and
+// passes; the steps a push may claim count at most 4x the median accepted steps, so a peer
+// claiming a huge step count cannot dilute an absurd norm below the gate.
+TEST_F(owner_core_test, the_gate_compares_norms_per_step_with_the_claimed_steps_bounded) {
+  struct row {
+    const char* what;
+    uint64_t steps;  // the push under test; every earlier push took 2 steps, value 0.1
+    float push;
+    bool accepted;
+  };
+  const std::vector<row> rows = {
+      {"3x the steps, 15x the norm: 5x per step passes", 6, 1.5f, true},
+      {"same steps, 15x the norm is refused", 2, 1.5f, false},
+      {"4x the steps, 36x the norm: 9x per step passes", 8, 3.6f, true},
+      {"a huge claimed step count counts as 4x the median: 1000x is refused", 1000000, 100.0f,
+       false},
+      {"8x the steps count as 4x: 44x the norm is 11x per step, refused", 16, 4.4f, false},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.what);
+    owner_core owner(gate_options(10), *be, filled(1.0f), frozen);
+    owner.on_membership(members(1), 0.0);
+    uint64_t transfer = 1;
+    for (int i = 0; i < 4; ++i) {
+      auto a =
+          owner.on_push(make_push(0, 0, owner.version(), 2, 200, transfer++, filled(0.1f)), 1.0);
+      ASSERT_EQ(a.what, status::accepted) << a.detail;
+    }
+    const uint64_t version = owner.version();
+    auto out = owner.on_push(
+        make_push(0, 0, version, r.steps, r.steps * 100, transfer, filled(r.push)), 2.0);
+    if (r.accepted) {
+      EXPECT_EQ(out.what, status::accepted) << out.detail;
+      EXPECT_EQ(owner.version(), version + 1);
+      continue;
+    }
+    ASSERT_EQ(out.what, status::rejected);
+    EXPECT_EQ(out.reject->reason, reject_reason::implausible);
+    EXPECT_NE(out.reject->detail.find("per step"), std::string::npos) << out.reject->detail;
+    EXPECT_EQ(owner.version(), version);
+  }
+}
+
 TEST_F(owner_core_test, tokens_beyond_steps_times_batch_times_context_are_refused) {
   struct row {
     const char* what;
