@@ -1,0 +1,69 @@
+-- examples/gap_sweep.lua — the gap to data-parallel at the main job's full budget.
+--
+-- Every experiment spends the main job's 4,915,200 tokens (4 learners x 16 sequences x 128 bytes x
+-- 600 steps) and is scored on the whole validation split (eval.windows = 0, the default), so every
+-- row is comparable with every other. Each experiment changes one setting of the main job
+-- (examples/shakespeare.lua) unless its name says otherwise. Run one with
+--   dd-node run examples/gap_sweep.lua --name gap-h12 --run-dir runs/gap-h12
+-- or all of them (hours on 2 cores) with
+--   dd-node run examples/gap_sweep.lua --table runs/gap_sweep.json
+-- docs/results.md, "The gap at full budget", has the measured table.
+
+local tokens = 4 * 16 * 128 * 600
+local main_job = {
+  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  model = { kind = "gpt", vocab = 256, context = 128, layers = 4, heads = 4, width = 128 },
+  learners = { count = 4, batch = 16 },
+  sync = { fragments = 4, interval = 24, min_quorum = 1 },
+  outer = { lr = 0.7, momentum = 0.5 },
+  budget = { tokens = tokens },
+  -- Periodic evaluations only every 5 minutes: the sweep is about the final score.
+  eval = { every_seconds = 300 },
+}
+
+local function add(name, changes) experiment(extend(main_job, extend({ name = name }, changes))) end
+
+-- The references: data-parallel-equivalent (one learner, 4x the batch, plain training) and
+-- synchronous Streaming DiLoCo (K = M) with the main job's settings.
+add("gap-dp", {
+  learners = { count = 1, batch = 64 },
+  sync = { fragments = 1, min_quorum = 1, grace = "off" },
+  outer = { lr = 1.0, momentum = 0.0 },
+})
+add("gap-streaming", { sync = { min_quorum = 4 } })
+
+-- The main job itself (Decoupled DiLoCo, the defaults).
+add("gap-anchor", {})
+
+-- H: inner steps between two pushes of one fragment.
+add("gap-h12", { sync = { interval = 12 } })
+add("gap-h6", { sync = { interval = 6 } })
+
+-- The outer optimizer.
+add("gap-outer-lr1-m0", { outer = { lr = 1.0, momentum = 0.0 } })
+add("gap-outer-lr0.5-m0.9", { outer = { lr = 0.5, momentum = 0.9 } })
+
+-- The inner optimizer: peak learning rate and warmup.
+add("gap-inner-lr4e-3", { inner = { lr = 4e-3 } })
+add("gap-warmup30", { inner = { warmup = 30 } })
+
+-- The per-learner batch at equal tokens (batch 8 takes twice the steps).
+add("gap-batch8", { learners = { batch = 8 } })
+
+-- Fragments P (pushed in turn; P = 1 pushes the whole model every H steps).
+add("gap-p1", { sync = { fragments = 1 } })
+add("gap-p8", { sync = { fragments = 8 } })
+
+-- M = 2 learners at the same token budget (each takes twice the steps).
+add("gap-m2", { learners = { count = 2 } })
+
+-- Batch 8 per learner, the leader: its own references (data-parallel-equivalent with 4 x 8 = 32
+-- sequences per step, 1200 steps; Streaming DiLoCo at batch 8) and H = 12 with it.
+add("gap-dp-b32", {
+  learners = { count = 1, batch = 32 },
+  sync = { fragments = 1, min_quorum = 1, grace = "off" },
+  outer = { lr = 1.0, momentum = 0.0 },
+})
+add("gap-b8-streaming", { learners = { batch = 8 }, sync = { min_quorum = 4 } })
+add("gap-b8-h12", { learners = { batch = 8 }, sync = { interval = 12 } })
+add("gap-b8-h48", { learners = { batch = 8 }, sync = { interval = 48 } })
