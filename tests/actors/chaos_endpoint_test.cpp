@@ -8,7 +8,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -18,6 +20,7 @@
 #include "actors/nodes/learner_node.hpp"
 #include "actors/services/chaos_endpoint.hpp"
 #include "actors/services/fault_hooks.hpp"
+#include "util/net.hpp"
 
 namespace dd::actors {
 namespace {
@@ -164,13 +167,20 @@ TEST(RandomFaults, WeibullRecoveryKeepsTheMean) {
 }
 
 /// One request line over real TCP; the reply parsed.
+/// The endpoint options of learner node `name` hosting `learners`, in a run of `fragments`.
+chaos_endpoint_options learner_node(const std::string& name, std::vector<int32_t> learners,
+                                    int fragments) {
+  chaos_endpoint_options o;
+  o.node_name = name;
+  o.role = "learner";
+  o.learners = std::move(learners);
+  o.fragments = fragments;
+  return o;
+}
+
 json ask(uint16_t port, const json& req) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const int fd = dd::util::connect_loopback(port);
+  EXPECT_GE(fd, 0) << std::strerror(errno);
   const std::string line = req.dump() + "\n";
   EXPECT_EQ(::send(fd, line.data(), line.size(), MSG_NOSIGNAL), static_cast<ssize_t>(line.size()));
   std::string buf;
@@ -183,11 +193,7 @@ json ask(uint16_t port, const json& req) {
 
 TEST(ChaosEndpoint, FaultStatusClearOverTcp) {
   clocked c;
-  chaos_endpoint_options o;
-  o.node_name = "learner-0";
-  o.role = "learner";
-  o.learners = {0, 2};
-  o.fragments = 4;
+  chaos_endpoint_options o = learner_node("learner-0", {0, 2}, 4);
   chaos_endpoint ep(o, &c.hooks);
   ASSERT_GT(ep.port(), 0);
   auto rep =
@@ -213,11 +219,7 @@ TEST(ChaosEndpoint, FaultStatusClearOverTcp) {
 
 TEST(ChaosEndpoint, RefusesWhatThisNodeCannotDo) {
   clocked c;
-  chaos_endpoint_options o;
-  o.node_name = "learner-1";
-  o.role = "learner";
-  o.learners = {1};
-  o.fragments = 4;
+  chaos_endpoint_options o = learner_node("learner-1", {1}, 4);
   chaos_endpoint ep(o, &c.hooks);
   auto error_of = [&](const json& req) {
     const auto rep = ask(ep.port(), req);
@@ -249,11 +251,7 @@ TEST(ChaosEndpoint, RefusesWhatThisNodeCannotDo) {
 // status needs none.
 TEST(ChaosEndpoint, AsksForTheJoinTokenBeforeChangingTheNode) {
   clocked c;
-  chaos_endpoint_options o;
-  o.node_name = "learner-1";
-  o.role = "learner";
-  o.learners = {1};
-  o.fragments = 4;
+  chaos_endpoint_options o = learner_node("learner-1", {1}, 4);
   o.join_token = "the-run-s-join-token-0123456789";
   chaos_endpoint ep(o, &c.hooks);
   const json fault = {{"op", "fault"}, {"kind", "drop_push"}, {"learner", 1}, {"count", 1}};
@@ -289,11 +287,7 @@ TEST(ChaosEndpoint, AsksForTheJoinTokenBeforeChangingTheNode) {
 
 TEST(ChaosEndpoint, ArmsAFaultForALearnersStep) {
   clocked c;
-  chaos_endpoint_options o;
-  o.node_name = "learner-1";
-  o.role = "learner";
-  o.learners = {1, 3};
-  o.fragments = 2;
+  chaos_endpoint_options o = learner_node("learner-1", {1, 3}, 2);
   o.steps_per_learner = 200;
   chaos_endpoint ep(o, &c.hooks);
   json rep = ep.handle(R"({"op":"fault","kind":"nan_step","learner":1,"at_step":40})");
@@ -359,24 +353,13 @@ TEST(ChaosEndpoint, ListensOnLoopbackOnly) {
 // its sockets to the syncer down; only those: the other peer's connection stays.
 TEST(learner_node_connections, shutdown_ends_only_the_sockets_to_that_peer) {
   auto listen_any = [](uint16_t* port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    EXPECT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    EXPECT_EQ(::listen(fd, 4), 0);
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    *port = ntohs(a.sin_port);
+    const int fd = dd::util::listen_loopback(0, port, false, 4);
+    EXPECT_GE(fd, 0) << std::strerror(errno);
     return fd;
   };
   auto connect_to = [](uint16_t port) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    a.sin_port = htons(port);
-    EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+    const int fd = dd::util::connect_loopback(port);
+    EXPECT_GE(fd, 0) << std::strerror(errno);
     return fd;
   };
   uint16_t syncer_port = 0, other_port = 0;

@@ -51,6 +51,7 @@
 #include "tests/actors/basp_tap.hpp"
 #include "tests/actors/process_support.hpp"
 #include "tests/support/invariants.hpp"
+#include "util/net.hpp"
 
 namespace dd::actors {
 namespace {
@@ -102,16 +103,6 @@ class tap_relay {
       }
   }
 
-  static bool write_all(int fd, const char* data, size_t n) {
-    while (n > 0) {
-      const ssize_t w = ::send(fd, data, n, MSG_NOSIGNAL);
-      if (w <= 0) return false;
-      data += w;
-      n -= static_cast<size_t>(w);
-    }
-    return true;
-  }
-
   void loop() {
     std::vector<char> buf(1 << 16);
     while (!stop_) {
@@ -146,7 +137,7 @@ class tap_relay {
           if ((f.revents & (POLLIN | POLLHUP | POLLERR)) == 0 || p.down < 0) continue;
           const int from = side == 0 ? p.down : p.up, to = side == 0 ? p.up : p.down;
           const ssize_t r = ::recv(from, buf.data(), buf.size(), 0);
-          if (r <= 0 || !write_all(to, buf.data(), static_cast<size_t>(r))) {
+          if (r <= 0 || dd::util::write_all(to, buf.data(), static_cast<size_t>(r)) != 0) {
             close_pair(p);
             continue;
           }
@@ -236,9 +227,7 @@ void check_merges(const std::vector<nlohmann::json>& events, const config::exper
 TEST(cluster_loopback, two_nodes_over_real_tcp_carry_every_message_kind_and_keep_the_invariants) {
   const uint64_t seed = 20260612;
   std::printf("seed %llu\n", static_cast<unsigned long long>(seed));
-  const fs::path dir = fs::path(::testing::TempDir()) / "dd_loopback";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = dd::test::fresh_dir("dd_loopback");
   int kill_target = 0, kill_step = 0;
   const auto e = loopback_experiment((dir / "syncer").string(), seed, &kill_target, &kill_step);
   rng r(derive_seed(seed, 0x637574));

@@ -41,11 +41,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using dd::test::events;
-using dd::test::spawn;
-using dd::test::text;
-using dd::test::wait_events;
-using dd::test::wait_for;
+using namespace dd::test;
 using nlohmann::json;
 
 double wall_now() {
@@ -61,23 +57,9 @@ std::string tiny(const std::string& budget) {
 }
 
 fs::path workdir(const std::string& name, const std::string& budget) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("dd_cluster_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = dd::test::fresh_dir("dd_cluster_" + name);
   std::ofstream(dir / "tiny.lua") << tiny(budget);
   return dir;
-}
-
-/// Starts `dd-node launch tiny.lua` in `dir` (run directory `run`, no progress lines, a 0.2 s
-/// middleman heartbeat and a 1 s connection timeout, then `extra`); its output in `dir`/`out`.
-pid_t launch_tiny(const fs::path& dir, const std::vector<std::string>& extra = {},
-                  const std::string& out = "launch.out") {
-  std::vector<std::string> argv = {
-      DD_NODE_BIN,  "launch", "tiny.lua",    "--run-dir", "run",
-      "--progress", "0",      "--heartbeat", "0.2",       "--connection-timeout",
-      "1"};
-  argv.insert(argv.end(), extra.begin(), extra.end());
-  return spawn(dir, argv, (dir / out).string());
 }
 
 json nodes_file(const fs::path& run) {

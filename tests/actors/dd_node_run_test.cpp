@@ -32,6 +32,8 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/child_process.hpp"
+#include "tests/support/expect_contains.hpp"
+#include "tests/support/fresh_dir.hpp"
 
 namespace {
 
@@ -59,9 +61,7 @@ std::string tiny_experiment(const std::string& name, const std::string& sync_ext
 
 /// A fresh temporary directory holding the tiny experiment file.
 fs::path make_workdir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("dd_node_run_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = dd::test::fresh_dir("dd_node_run_" + name);
   std::ofstream(dir / "tiny.lua") << tiny_experiment(
       "'tiny'", "",
       "  inner = { lr = 3e-3, warmup = 5, decay_steps = 1000 },\n"
@@ -577,15 +577,12 @@ TEST(dd_node_run, a_run_that_loses_a_learner_for_good_exits_1) {
   const pid_t pid = start(dir, "a", {"--run-dir", "run"}, "fail.lua");
   EXPECT_EQ(wait_exit(pid, 90), 1) << read_text(dir / "a.err");
   const std::string err = read_text(dir / "a.err");
-  EXPECT_NE(err.find("dd-node run: fail failed: learner 1 of 2 exhausted its restart budget"),
-            std::string::npos)
-      << err;
   // The owner killed before its first checkpoint is rebuilt from a live learner's copy (it
   // says so on stderr) instead of restarting from the initial weights.
-  EXPECT_NE(err.find("warning: fragment owner 0: it was respawned before its first checkpoint"),
-            std::string::npos)
-      << err;
-  EXPECT_NE(err.find("rebuilt from learner"), std::string::npos) << err;
+  dd::test::expect_contains_all(
+      err, {"dd-node run: fail failed: learner 1 of 2 exhausted its restart budget",
+            "warning: fragment owner 0: it was respawned before its first checkpoint",
+            "rebuilt from learner"});
   EXPECT_EQ(err.find("restarts from the initial weights"), std::string::npos) << err;
   EXPECT_NE(read_text(dir / "a.out").find("== fail FAILED: learner 1 of 2"), std::string::npos)
       << read_text(dir / "a.out");
@@ -607,11 +604,11 @@ TEST(dd_node_run, a_run_that_loses_a_learner_for_good_exits_1) {
 // summary that looks finished.
 TEST(dd_node_run, a_rerun_removes_the_earlier_summary_at_the_start) {
   const fs::path dir = make_workdir("rerun");
-  fs::create_directories(dir / "run" / "checkpoints");
-  std::ofstream(dir / "run" / "summary.json") << "{\"final_val_loss\": 1.5, \"tokens\": 9}\n";
-  std::ofstream(dir / "run" / "run_info.json") << "{}\n";
-  std::ofstream(dir / "run" / "events.jsonl") << "{\"event\":\"finished\"}\n";
-  std::ofstream(dir / "run" / "checkpoints" / "owner_0.ddck") << "old";
+  dd::test::write_files(dir / "run",
+                        {{"summary.json", "{\"final_val_loss\": 1.5, \"tokens\": 9}\n"},
+                         {"run_info.json", "{}\n"},
+                         {"events.jsonl", "{\"event\":\"finished\"}\n"},
+                         {"checkpoints/owner_0.ddck", "old"}});
   const pid_t pid = start(dir, "a", {"--run-dir", "run"});
   ASSERT_GT(pid, 0);
   const bool started =
@@ -637,16 +634,14 @@ TEST(dd_node_run, a_rerun_removes_the_earlier_summary_at_the_start) {
 TEST(dd_node_run, a_rerun_removes_an_earlier_cluster_runs_files) {
   const fs::path dir = make_workdir("rerun_cluster");
   const fs::path run = dir / "run";
-  fs::create_directories(run / "nodes" / "learner-0");
-  fs::create_directories(run / "logs");
-  std::ofstream(run / "summary.json") << "{\"final_val_loss\": 1.5}\n";
-  std::ofstream(run / "events.jsonl") << "{\"event\":\"finished\"}\n";
-  std::ofstream(run / "nodes.json") << "{\"nodes\": []}\n";
-  std::ofstream(run / "chaos.jsonl") << "{\"kind\":\"kill\"}\n";
-  std::ofstream(run / "chaos-state.json") << "{}\n";
-  std::ofstream(run / "monitor.json.tmp") << "{\"learn";
-  std::ofstream(run / "nodes" / "learner-0" / "events.jsonl") << "{\"event\":\"syncer_lost\"}\n";
-  std::ofstream(run / "logs" / "syncer.log") << "old\n";
+  dd::test::write_files(run, {{"summary.json", "{\"final_val_loss\": 1.5}\n"},
+                              {"events.jsonl", "{\"event\":\"finished\"}\n"},
+                              {"nodes.json", "{\"nodes\": []}\n"},
+                              {"chaos.jsonl", "{\"kind\":\"kill\"}\n"},
+                              {"chaos-state.json", "{}\n"},
+                              {"monitor.json.tmp", "{\"learn"},
+                              {"nodes/learner-0/events.jsonl", "{\"event\":\"syncer_lost\"}\n"},
+                              {"logs/syncer.log", "old\n"}});
   const pid_t pid = start(dir, "a", {"--run-dir", "run", "--set", "budget.steps=4"});
   ASSERT_GT(pid, 0);
   EXPECT_EQ(wait_exit(pid, 60), 0) << read_text(dir / "a.err");
@@ -668,13 +663,11 @@ TEST(dd_node_run, a_rerun_removes_an_earlier_cluster_runs_files) {
 TEST(dd_node_run, a_launch_removes_an_earlier_cluster_runs_files) {
   const fs::path dir = make_workdir("relaunch_cluster");
   const fs::path run = dir / "run";
-  fs::create_directories(run / "nodes" / "old-node");
-  fs::create_directories(run / "logs");
-  std::ofstream(run / "summary.json") << "{\"final_val_loss\": 1.5}\n";
-  std::ofstream(run / "events.jsonl") << "{\"event\":\"finished\"}\n";
-  std::ofstream(run / "chaos.jsonl") << "{\"kind\":\"kill\"}\n";
-  std::ofstream(run / "nodes" / "old-node" / "events.jsonl") << "{}\n";
-  std::ofstream(run / "logs" / "old-node.log") << "old\n";
+  dd::test::write_files(run, {{"summary.json", "{\"final_val_loss\": 1.5}\n"},
+                              {"events.jsonl", "{\"event\":\"finished\"}\n"},
+                              {"chaos.jsonl", "{\"kind\":\"kill\"}\n"},
+                              {"nodes/old-node/events.jsonl", "{}\n"},
+                              {"logs/old-node.log", "old\n"}});
   const pid_t launch = start_node(
       dir, "a",
       {"launch", "tiny.lua", "--run-dir", "run", "--progress", "0", "--set", "budget.steps=8"});

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <mutex>
@@ -20,6 +21,7 @@
 
 #include "actors/link/frame_guard.hpp"
 #include "messages/codec.hpp"
+#include "util/net.hpp"
 
 namespace {
 
@@ -36,15 +38,8 @@ struct fake_middleman {
   std::thread th;
 
   fake_middleman() {
-    listen_fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    EXPECT_EQ(::bind(listen_fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-    EXPECT_EQ(::listen(listen_fd, 256), 0);
-    ::getsockname(listen_fd, reinterpret_cast<sockaddr*>(&a), &len);
-    port = ntohs(a.sin_port);
+    listen_fd = dd::util::listen_loopback(0, &port, false, 256);
+    EXPECT_GE(listen_fd, 0) << std::strerror(errno);
     th = std::thread([this] {
       char buf[65536];
       while (!stop) {
@@ -85,12 +80,8 @@ struct fake_middleman {
 };
 
 int connect_to(uint16_t port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  EXPECT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+  const int fd = dd::util::connect_loopback(port);
+  EXPECT_GE(fd, 0) << std::strerror(errno);
   return fd;
 }
 

@@ -40,10 +40,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using dd::test::events;
-using dd::test::spawn;
-using dd::test::text;
-using dd::test::wait_for;
+using namespace dd::test;
 using nlohmann::json;
 
 uint16_t free_port() { return dd::util::free_loopback_port(); }
@@ -80,9 +77,7 @@ std::string handshake(caf::scoped_actor& self, const dd::actors::monitor_hdl& mo
 }  // namespace
 
 TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serving) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "dd_hostile";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = dd::test::fresh_dir("dd_hostile");
   dd::test::tiny_lua t;
   t.learners = 2;
   t.sync_extra = ", min_quorum = 1";

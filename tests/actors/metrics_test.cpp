@@ -17,6 +17,7 @@
 #include "actors/services/node_metrics.hpp"
 #include "actors/services/run_log.hpp"
 #include "actors/services/run_report.hpp"
+#include "tests/support/expect_contains.hpp"
 #include "tests/support/http_get.hpp"
 
 namespace dd::actors {
@@ -24,6 +25,11 @@ namespace {
 
 bool has_line(const std::string& text, const std::string& line) {
   return text.find("\n" + line + "\n") != std::string::npos || text.rfind(line + "\n", 0) == 0;
+}
+
+/// Expects every one of `lines` as a whole line of `text`.
+void expect_lines(const std::string& text, std::initializer_list<const char*> lines) {
+  for (const char* line : lines) EXPECT_TRUE(has_line(text, line)) << line << "\nin:\n" << text;
 }
 
 TEST(MetricsRegistry, ExposesCountersGaugesAndHistogramsInTheTextFormat) {
@@ -39,19 +45,15 @@ TEST(MetricsRegistry, ExposesCountersGaugesAndHistogramsInTheTextFormat) {
   h.observe({"r1"}, 1.0);
   h.observe({"r1"}, 7.0);
   const std::string out = r.expose();
-  EXPECT_TRUE(has_line(out, "# HELP dd_x_total Things.\\nSecond line \\\\ here.")) << out;
-  EXPECT_TRUE(has_line(out, "# TYPE dd_x_total counter")) << out;
-  EXPECT_TRUE(has_line(out, "dd_x_total{run=\"r1\",learner=\"0\"} 3")) << out;
-  EXPECT_TRUE(has_line(out, "dd_x_total{run=\"r1\",learner=\"a\\\"b\\\\c\\nd\"} 1")) << out;
-  EXPECT_TRUE(has_line(out, "# TYPE dd_y_bytes gauge")) << out;
-  EXPECT_TRUE(has_line(out, "dd_y_bytes 1.5")) << out;
-  EXPECT_TRUE(has_line(out, "# TYPE dd_z_seconds histogram")) << out;
-  EXPECT_TRUE(has_line(out, "dd_z_seconds_bucket{run=\"r1\",le=\"0.5\"} 1")) << out;
-  EXPECT_TRUE(has_line(out, "dd_z_seconds_bucket{run=\"r1\",le=\"1\"} 2")) << out;
-  EXPECT_TRUE(has_line(out, "dd_z_seconds_bucket{run=\"r1\",le=\"2\"} 2")) << out;
-  EXPECT_TRUE(has_line(out, "dd_z_seconds_bucket{run=\"r1\",le=\"+Inf\"} 3")) << out;
-  EXPECT_TRUE(has_line(out, "dd_z_seconds_sum{run=\"r1\"} 8.25")) << out;
-  EXPECT_TRUE(has_line(out, "dd_z_seconds_count{run=\"r1\"} 3")) << out;
+  expect_lines(out, {"# HELP dd_x_total Things.\\nSecond line \\\\ here.",
+                     "# TYPE dd_x_total counter", "dd_x_total{run=\"r1\",learner=\"0\"} 3",
+                     "dd_x_total{run=\"r1\",learner=\"a\\\"b\\\\c\\nd\"} 1",
+                     "# TYPE dd_y_bytes gauge", "dd_y_bytes 1.5", "# TYPE dd_z_seconds histogram",
+                     "dd_z_seconds_bucket{run=\"r1\",le=\"0.5\"} 1",
+                     "dd_z_seconds_bucket{run=\"r1\",le=\"1\"} 2",
+                     "dd_z_seconds_bucket{run=\"r1\",le=\"2\"} 2",
+                     "dd_z_seconds_bucket{run=\"r1\",le=\"+Inf\"} 3",
+                     "dd_z_seconds_sum{run=\"r1\"} 8.25", "dd_z_seconds_count{run=\"r1\"} 3"});
   EXPECT_EQ(c.value({"r1", "0"}), 3.0);
   EXPECT_EQ(h.value({"r1"}), 3.0);
 }
@@ -121,45 +123,32 @@ TEST(NodeMetrics, FollowsTheRunLogsEventsAndCounters) {
   log.emit("respawn", {{"kind", "learner"}, {"id", 1}});
   log.note_step(0, 0.003);
   const std::string out = m.scrape();
-  EXPECT_TRUE(has_line(out, "dd_learner_up{run=\"abc\",learner=\"0\"} 1")) << out;
-  EXPECT_TRUE(has_line(out, "dd_learner_up{run=\"abc\",learner=\"1\"} 0")) << out;
-  EXPECT_TRUE(has_line(out, "dd_learner_steps_total{run=\"abc\",learner=\"0\"} 7")) << out;
-  EXPECT_TRUE(has_line(out, "dd_learner_incarnation{run=\"abc\",learner=\"0\"} 2")) << out;
-  EXPECT_TRUE(has_line(out, "dd_learner_lease_age_seconds{run=\"abc\",learner=\"0\"} 2")) << out;
-  EXPECT_TRUE(has_line(out, "dd_fragment_merges_total{run=\"abc\",fragment=\"0\"} 1")) << out;
-  EXPECT_TRUE(has_line(out, "dd_fragment_version{run=\"abc\",fragment=\"0\"} 3")) << out;
-  EXPECT_TRUE(has_line(out, "dd_fragment_last_merge_tokens{run=\"abc\",fragment=\"0\"} 130"))
-      << out;
-  EXPECT_TRUE(
-      has_line(out, "dd_fragment_last_merge_weight{run=\"abc\",fragment=\"0\",learner=\"0\"} 0.75"))
-      << out;
+  expect_lines(
+      out,
+      {"dd_learner_up{run=\"abc\",learner=\"0\"} 1", "dd_learner_up{run=\"abc\",learner=\"1\"} 0",
+       "dd_learner_steps_total{run=\"abc\",learner=\"0\"} 7",
+       "dd_learner_incarnation{run=\"abc\",learner=\"0\"} 2",
+       "dd_learner_lease_age_seconds{run=\"abc\",learner=\"0\"} 2",
+       "dd_fragment_merges_total{run=\"abc\",fragment=\"0\"} 1",
+       "dd_fragment_version{run=\"abc\",fragment=\"0\"} 3",
+       "dd_fragment_last_merge_tokens{run=\"abc\",fragment=\"0\"} 130",
+       "dd_fragment_last_merge_weight{run=\"abc\",fragment=\"0\",learner=\"0\"} 0.75"});
   // Learner 1's contribution was based on version 0 and merged into 3: two versions stale.
-  EXPECT_TRUE(has_line(
+  expect_lines(
       out,
-      "dd_fragment_contribution_staleness_versions_bucket{run=\"abc\",fragment=\"0\",le=\"1\"} 1"))
-      << out;
-  EXPECT_TRUE(has_line(
-      out,
-      "dd_fragment_contribution_staleness_versions_bucket{run=\"abc\",fragment=\"0\",le=\"2\"} 2"))
-      << out;
-  EXPECT_TRUE(has_line(out, "dd_fragment_quorum_wait_seconds_sum{run=\"abc\",fragment=\"0\"} 1.5"))
-      << out;
-  EXPECT_TRUE(
-      has_line(out, "dd_fragment_refusals_total{run=\"abc\",fragment=\"0\",reason=\"stale\"} 1"))
-      << out;
-  EXPECT_TRUE(
-      has_line(out, "dd_learner_pushes_total{run=\"abc\",learner=\"1\",result=\"refused\"} 1"))
-      << out;
-  EXPECT_TRUE(
-      has_line(out, "dd_learner_applied_version{run=\"abc\",learner=\"1\",fragment=\"0\"} 1"))
-      << out;
-  EXPECT_TRUE(has_line(out, "dd_monitor_learners{run=\"abc\",state=\"live\"} 1")) << out;
-  EXPECT_TRUE(has_line(out, "dd_monitor_learners{run=\"abc\",state=\"away\"} 1")) << out;
-  EXPECT_TRUE(has_line(out, "dd_run_evaluations_total{run=\"abc\"} 1")) << out;
-  EXPECT_TRUE(has_line(out, "dd_node_restarts_total{run=\"abc\",kind=\"learner\"} 1")) << out;
-  EXPECT_TRUE(has_line(out, "dd_divergences_total{run=\"abc\"} 0")) << out;
-  EXPECT_TRUE(has_line(out, "dd_build_info{version=\"1.2.3\",commit=\"deadbeef\"} 1")) << out;
-  EXPECT_TRUE(has_line(out, "dd_learner_step_seconds_count{run=\"abc\",learner=\"0\"} 1")) << out;
+      {"dd_fragment_contribution_staleness_versions_bucket{run=\"abc\",fragment=\"0\",le=\"1\"} 1",
+       "dd_fragment_contribution_staleness_versions_bucket{run=\"abc\",fragment=\"0\",le=\"2\"} 2",
+       "dd_fragment_quorum_wait_seconds_sum{run=\"abc\",fragment=\"0\"} 1.5",
+       "dd_fragment_refusals_total{run=\"abc\",fragment=\"0\",reason=\"stale\"} 1",
+       "dd_learner_pushes_total{run=\"abc\",learner=\"1\",result=\"refused\"} 1",
+       "dd_learner_applied_version{run=\"abc\",learner=\"1\",fragment=\"0\"} 1",
+       "dd_monitor_learners{run=\"abc\",state=\"live\"} 1",
+       "dd_monitor_learners{run=\"abc\",state=\"away\"} 1",
+       "dd_run_evaluations_total{run=\"abc\"} 1",
+       "dd_node_restarts_total{run=\"abc\",kind=\"learner\"} 1",
+       "dd_divergences_total{run=\"abc\"} 0",
+       "dd_build_info{version=\"1.2.3\",commit=\"deadbeef\"} 1",
+       "dd_learner_step_seconds_count{run=\"abc\",learner=\"0\"} 1"});
 
   // A learner marked down shows as 0 at the next scrape, and back as 1.
   log.update([](run_counters& c) { c.learners[0].alive = false; });
@@ -328,16 +317,11 @@ TEST(HttpListener, NodeMetricsRoutes) {
     c.merges = 9;  // the syncer's: a learner node does not show the run's merges
   });
   const std::string metrics = http_get(l.port(), "/metrics");
-  EXPECT_NE(metrics.find("text/plain; version=0.0.4"), std::string::npos) << metrics;
-  EXPECT_NE(metrics.find("dd_node_uptime_seconds{run=\"r\",node=\"learner-0\",kind=\"learner\"}"),
-            std::string::npos)
-      << metrics;
-  EXPECT_NE(metrics.find("\ndd_learner_pushes_sent_total{run=\"r\",learner=\"0\"} 3\n"),
-            std::string::npos)
-      << metrics;
-  EXPECT_NE(metrics.find("\ndd_link_bytes_total{run=\"r\",direction=\"push_out\"} 300\n"),
-            std::string::npos)
-      << metrics;
+  dd::test::expect_contains_all(
+      metrics, {"text/plain; version=0.0.4",
+                "dd_node_uptime_seconds{run=\"r\",node=\"learner-0\",kind=\"learner\"}",
+                "\ndd_learner_pushes_sent_total{run=\"r\",learner=\"0\"} 3\n",
+                "\ndd_link_bytes_total{run=\"r\",direction=\"push_out\"} 300\n"});
   EXPECT_EQ(metrics.find("dd_run_merges_total"), std::string::npos) << metrics;
   const std::string status = http_get(l.port(), "/status");
   EXPECT_NE(status.find("\"node\":\"learner-0\""), std::string::npos) << status;

@@ -34,11 +34,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using dd::test::events;
-using dd::test::spawn;
-using dd::test::text;
-using dd::test::wait_events;
-using dd::test::wait_for;
+using namespace dd::test;
 using nlohmann::json;
 
 std::string tiny(const std::string& budget = "45", const std::string& chaos = "") {
@@ -84,16 +80,10 @@ size_t count_events(const std::vector<json>& evs, const std::string& kind,
 }  // namespace
 
 TEST(msg_fault_cluster, endpoint_faults_are_applied_inside_the_nodes_and_revert) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "dd_cluster_msg_faults";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = dd::test::fresh_dir("dd_cluster_msg_faults");
   std::ofstream(dir / "tiny.lua") << tiny();
   const fs::path run = dir / "run";
-  const pid_t launch =
-      spawn(dir,
-            {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress", "0",
-             "--heartbeat", "0.2", "--connection-timeout", "1", "--no-step-admission"},
-            (dir / "launch.out").string());
+  const pid_t launch = launch_tiny(dir, {"--no-step-admission"});
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   // Every node's endpoint is in the nodes file.
   const json nodes = json::parse(text(run / "nodes.json"));
@@ -291,9 +281,7 @@ TEST(msg_fault_cluster, endpoint_faults_are_applied_inside_the_nodes_and_revert)
 // a step-keyed one (nan at learner 0's step 30) armed in the node at once. Each acts once: no
 // node applies it from the experiment as well.
 TEST(msg_fault_cluster, experiment_message_faults_under_launch_go_through_the_endpoints) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "dd_cluster_msg_dsl";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = dd::test::fresh_dir("dd_cluster_msg_dsl");
   std::ofstream(dir / "tiny.lua") << tiny("20",
                                           "  chaos = { events = {\n"
                                           "    { at_time = 3, action = 'drop_broadcast', target = "
@@ -301,11 +289,7 @@ TEST(msg_fault_cluster, experiment_message_faults_under_launch_go_through_the_en
                                           "    { at_step = 30, action = 'nan', target = 0 },\n"
                                           "  } },\n");
   const fs::path run = dir / "run";
-  const pid_t launch =
-      spawn(dir,
-            {DD_NODE_BIN, "launch", "tiny.lua", "--run-dir", "run", "--progress", "0",
-             "--heartbeat", "0.2", "--connection-timeout", "1", "--no-step-admission"},
-            (dir / "launch.out").string());
+  const pid_t launch = launch_tiny(dir, {"--no-step-admission"});
   const int rc = wait_for(launch, 90);
   EXPECT_EQ(rc, 0) << text(dir / "launch.out");
   const std::string chaos_log = text(run / "logs" / "chaos.log");

@@ -22,6 +22,7 @@
 #include "messages/control.hpp"
 #include "runtime/quantize.hpp"
 #include "tests/actors/test_support.hpp"
+#include "tests/support/fresh_dir.hpp"
 
 namespace dd::actors {
 namespace {
@@ -134,7 +135,11 @@ struct owner_actor_test : ::testing::Test {
     b_log->id = 1;
     to_stop = {a, b, monitor};
   }
-  void TearDown() override { env.shutdown(to_stop); }
+  std::vector<std::filesystem::path> scratch;  ///< checkpoint directories, removed at the end
+  void TearDown() override {
+    env.shutdown(to_stop);
+    for (const auto& d : scratch) std::filesystem::remove_all(d);
+  }
 
   std::shared_ptr<owner_context> context() {
     auto c = std::make_shared<owner_context>();
@@ -149,6 +154,16 @@ struct owner_actor_test : ::testing::Test {
     c->initial = std::vector<float>(6, 1.0f);
     c->backend = "reference";
     c->monitor = caf::actor_cast<monitor_hdl>(monitor);  // a probe standing in for it
+    return c;
+  }
+
+  /// context() with a checkpoint every `every` versions at owner_0.ddck in a fresh directory
+  /// `name` (removed at TearDown).
+  std::shared_ptr<owner_context> checkpointed_context(const std::string& name, uint64_t every) {
+    auto c = context();
+    scratch.push_back(dd::test::fresh_dir(name));
+    c->options.checkpoint_every = every;
+    c->options.checkpoint_path = (scratch.back() / "owner_0.ddck").string();
     return c;
   }
 
@@ -229,14 +244,9 @@ TEST_F(owner_actor_test, stale_push_gets_a_rejection_and_the_current_value) {
 }
 
 TEST_F(owner_actor_test, respawned_owner_restores_its_checkpoint) {
-  auto dir = std::filesystem::temp_directory_path() / "dd_owner_actor_test";
-  std::filesystem::create_directories(dir);
-  auto ctx = context();
-  ctx->options.checkpoint_every = 1;
-  ctx->options.checkpoint_path = (dir / "owner_0.ddck").string();
+  auto ctx = checkpointed_context("dd_owner_actor_test", 1);
   ctx->options.merge.outer_momentum = 0.9f;
   ctx->options.merge.outer_lr = 0.7f;
-  std::filesystem::remove(ctx->options.checkpoint_path);
   run_log log({}, true, [this] { return env.now(); });
   ctx->log = &log;
   spawn_supervised_owner(ctx, log);
@@ -289,7 +299,6 @@ TEST_F(owner_actor_test, respawned_owner_restores_its_checkpoint) {
   ref.on_push(make_push(1, 0, 1, 1, 10, 2, std::vector<float>(6, 0.2f)), 0.0);
   EXPECT_EQ(values_of(after), ref.value());
   to_stop.push_back(respawned);
-  std::filesystem::remove_all(dir);
 }
 
 // A syncer killed between an owner's checkpoint and its `merge` line dropped that
@@ -418,12 +427,7 @@ TEST_F(owner_actor_test, a_checkpoint_of_another_run_is_not_restored) {
 // An owner that restarts from the initial weights says so on the console hook (stderr in
 // dd-node run), besides its events: respawned before its first checkpoint ...
 TEST_F(owner_actor_test, owner_respawned_before_its_first_checkpoint_warns) {
-  auto dir = std::filesystem::temp_directory_path() / "dd_owner_actor_test_nockpt";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  auto ctx = context();
-  ctx->options.checkpoint_every = 1000;  // never reached
-  ctx->options.checkpoint_path = (dir / "owner_0.ddck").string();
+  auto ctx = checkpointed_context("dd_owner_actor_test_nockpt", 1000);  // never reached
   run_log log({}, true, [this] { return env.now(); });
   std::vector<std::string> console;
   log.set_console([&console](const std::string& line) { console.push_back(line); });
@@ -467,17 +471,11 @@ TEST_F(owner_actor_test, owner_respawned_before_its_first_checkpoint_warns) {
   const auto c = log.snapshot();
   ASSERT_EQ(c.degraded.count("fragment 0"), 1u);
   EXPECT_NE(c.degraded.at("fragment 0").find("initial weights"), std::string::npos);
-  std::filesystem::remove_all(dir);
 }
 
 // ... or with an unreadable (truncated) checkpoint file.
 TEST_F(owner_actor_test, owner_with_an_unreadable_checkpoint_warns) {
-  auto dir = std::filesystem::temp_directory_path() / "dd_owner_actor_test_badckpt";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  auto ctx = context();
-  ctx->options.checkpoint_every = 1;
-  ctx->options.checkpoint_path = (dir / "owner_0.ddck").string();
+  auto ctx = checkpointed_context("dd_owner_actor_test_badckpt", 1);
   std::ofstream(ctx->options.checkpoint_path, std::ios::binary) << "DDCK truncated";
   run_log log({}, true, [this] { return env.now(); });
   std::vector<std::string> console;
@@ -500,7 +498,6 @@ TEST_F(owner_actor_test, owner_with_an_unreadable_checkpoint_warns) {
             std::string::npos)
       << console[0];
   EXPECT_NE(console[0].find("restarts from the initial weights"), std::string::npos) << console[0];
-  std::filesystem::remove_all(dir);
 }
 
 // Rebuild from the learners: an owner killed with a damaged checkpoint does
@@ -508,12 +505,7 @@ TEST_F(owner_actor_test, owner_with_an_unreadable_checkpoint_warns) {
 // newest copy (values equal to the learner's), numbers it above every version it knows,
 // resets momentum, writes a checkpoint and broadcasts it; no learner is sent the initial value.
 TEST_F(owner_actor_test, killed_with_a_damaged_checkpoint_it_is_rebuilt_from_the_newest_copy) {
-  auto dir = std::filesystem::temp_directory_path() / "dd_owner_actor_test_rebuild";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  auto ctx = context();
-  ctx->options.checkpoint_every = 1;
-  ctx->options.checkpoint_path = (dir / "owner_0.ddck").string();
+  auto ctx = checkpointed_context("dd_owner_actor_test_rebuild", 1);
   ctx->options.merge.outer_momentum = 0.9f;
   ctx->options.merge.outer_lr = 0.7f;
   run_log log({}, true, [this] { return env.now(); });
@@ -615,18 +607,12 @@ TEST_F(owner_actor_test, killed_with_a_damaged_checkpoint_it_is_rebuilt_from_the
   push_from(b, respawned, make_push(1, 0, 4, 1, 10, 4, std::vector<float>(6, 0.2f)));
   EXPECT_EQ(a_log->broadcasts.back().version, 5u) << "the owner died after its rebuild";
   EXPECT_EQ(monitor_log->subscribed.size(), 2u) << "the owner was respawned again";
-  std::filesystem::remove_all(dir);
 }
 
 // The checkpoint is readable, but a learner holds a newer version (published
 // after the checkpoint, checkpoint.every_versions > 1): the newest value wins.
 TEST_F(owner_actor_test, a_learner_copy_newer_than_a_readable_checkpoint_wins) {
-  auto dir = std::filesystem::temp_directory_path() / "dd_owner_actor_test_newest";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  auto ctx = context();
-  ctx->options.checkpoint_every = 2;
-  ctx->options.checkpoint_path = (dir / "owner_0.ddck").string();
+  auto ctx = checkpointed_context("dd_owner_actor_test_newest", 2);
   run_log log({}, true, [this] { return env.now(); });
   ctx->log = &log;
   spawn_supervised_owner(ctx, log);
@@ -661,18 +647,12 @@ TEST_F(owner_actor_test, a_learner_copy_newer_than_a_readable_checkpoint_wins) {
       EXPECT_EQ(e["learner_version"], 3);
     }
   EXPECT_TRUE(rebuilt);
-  std::filesystem::remove_all(dir);
 }
 
 // No learner answers within checkpoint.rebuild_wait_seconds: the owner falls back to the
 // initial weights and the run is degraded (naming the fragment).
 TEST_F(owner_actor_test, no_learner_answers_within_the_wait_so_the_fragment_is_degraded) {
-  auto dir = std::filesystem::temp_directory_path() / "dd_owner_actor_test_nolearner";
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
-  auto ctx = context();
-  ctx->options.checkpoint_every = 1;
-  ctx->options.checkpoint_path = (dir / "owner_0.ddck").string();
+  auto ctx = checkpointed_context("dd_owner_actor_test_nolearner", 1);
   ctx->rebuild_wait_s = 3.0;
   std::ofstream(ctx->options.checkpoint_path, std::ios::binary) << "DDCK truncated";
   run_log log({}, true, [this] { return env.now(); });
@@ -700,7 +680,6 @@ TEST_F(owner_actor_test, no_learner_answers_within_the_wait_so_the_fragment_is_d
     }
   EXPECT_TRUE(reset);
   EXPECT_EQ(log.snapshot().degraded.count("fragment 0"), 1u);
-  std::filesystem::remove_all(dir);
 }
 
 // Issue 10 (typed owner): a push and a pull that arrive while the owner rebuilds are not

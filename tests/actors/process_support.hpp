@@ -12,14 +12,17 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "tests/support/child_process.hpp"
+#include "tests/support/fresh_dir.hpp"
 
 namespace dd::test {
 
@@ -84,5 +87,33 @@ inline bool wait_events(const std::filesystem::path& file, const std::string& ki
   }
   return false;
 }
+
+/// The invariant verdicts of a `dd-chaos report --json` file by name; expects the report's exit
+/// status `rc` to be 1 exactly when one of them is "invalid".
+inline std::map<std::string, std::string> report_verdicts(const nlohmann::json& report, int rc) {
+  bool any_invalid = false;
+  std::map<std::string, std::string> v;
+  for (const auto& i : report["invariants"]) {
+    v[i["name"]] = i["verdict"];
+    any_invalid = any_invalid || i["verdict"] == "invalid";
+  }
+  EXPECT_EQ(rc, any_invalid ? 1 : 0);
+  return v;
+}
+
+#ifdef DD_NODE_BIN
+/// Starts `dd-node launch tiny.lua` in `dir` (run directory `run`, no progress lines, a 0.2 s
+/// middleman heartbeat and a 1 s connection timeout, then `extra`); its output in `dir`/`out`.
+inline pid_t launch_tiny(const std::filesystem::path& dir,
+                         const std::vector<std::string>& extra = {},
+                         const std::string& out = "launch.out") {
+  std::vector<std::string> argv = {
+      DD_NODE_BIN,  "launch", "tiny.lua",    "--run-dir", "run",
+      "--progress", "0",      "--heartbeat", "0.2",       "--connection-timeout",
+      "1"};
+  argv.insert(argv.end(), extra.begin(), extra.end());
+  return spawn(dir, argv, (dir / out).string());
+}
+#endif
 
 }  // namespace dd::test

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/child_process.hpp"
+#include "tests/support/fresh_dir.hpp"
 
 namespace {
 
@@ -31,9 +32,7 @@ using dd::test::wait_exit;
 
 /// A fresh temporary directory holding tiny.lua: a 1-layer GPT, 2 learners, P = 2, H = 4.
 fs::path make_workdir(const std::string& name) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("dd_run_ends_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = dd::test::fresh_dir("dd_run_ends_" + name);
   std::ofstream(dir / "tiny.lua")
       << "experiment {\n  name = 'tiny',\n  data = { file = '" << DD_DATA_DIR
       << "/tinyshakespeare/input.txt' },\n"

@@ -36,10 +36,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using dd::test::events;
-using dd::test::spawn;
-using dd::test::text;
-using dd::test::wait_for;
+using namespace dd::test;
 using nlohmann::json;
 
 std::string tiny() {
@@ -62,33 +59,6 @@ void write_secret(const fs::path& p, const std::string& text) {
   ::chmod(p.c_str(), 0600);
 }
 
-int listen_any(uint16_t* port) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int one = 1;
-  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(fd, 16) != 0)
-    return -1;
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  *port = ntohs(a.sin_port);
-  return fd;
-}
-
-bool send_all(int fd, const char* b, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::send(fd, b, n, MSG_NOSIGNAL);
-    if (w <= 0) return false;
-    b += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-/// Plaintext markers of the run's traffic: the checksum trailer's tag every message ends with,
-/// the tensor channel's greeting and frame magics.
 size_t plaintext_markers(const std::string& bytes) {
   size_t n = 0;
   for (const char* m : {"DDC3", "DDTCHAN1", "DDTF"})
@@ -101,7 +71,7 @@ size_t plaintext_markers(const std::string& bytes) {
 class tap {
  public:
   explicit tap(uint16_t target) : target_(target) {
-    listen_fd_ = listen_any(&port_);
+    listen_fd_ = dd::util::listen_loopback(0, &port_);
     thread_ = std::thread([this] { run(); });
   }
   ~tap() {
@@ -161,7 +131,7 @@ class tap {
           if (sent_[slot].size() < (size_t{1} << 20)) sent_[slot].append(buf, n);
           keep(buf, n);
         }
-        if (!send_all(u, buf, static_cast<size_t>(n))) break;
+        if (dd::util::write_all(u, buf, static_cast<size_t>(n)) != 0) break;
       }
       if (p[1].revents) {
         const ssize_t n = ::recv(u, buf, sizeof buf, 0);
@@ -170,7 +140,7 @@ class tap {
           std::lock_guard<std::mutex> g(mu_);
           keep(buf, n);
         }
-        if (!send_all(c, buf, static_cast<size_t>(n))) break;
+        if (dd::util::write_all(c, buf, static_cast<size_t>(n)) != 0) break;
       }
     }
     ::close(c);
@@ -217,36 +187,36 @@ std::string read_hello(int fd) {
   return std::string(reinterpret_cast<char*>(prefix), 32) + body;
 }
 
-size_t count_events(const fs::path& file, const std::string& kind) {
-  size_t n = 0;
-  for (const auto& e : events(file))
-    if (e["event"] == kind) ++n;
-  return n;
-}
-
-bool wait_event(const fs::path& file, const std::string& kind, size_t count, double seconds) {
-  const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < end) {
-    if (count_events(file, kind) >= count) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  }
-  return false;
+/// Starts `dd-node learner --join JOIN` as node NAME (run directory nodes/NAME, no progress
+/// lines, a 0.2 s heartbeat, a 1 s connection timeout, then `more`); its output in NAME.out.
+pid_t start_learner(const fs::path& dir, const std::string& name, const std::string& join,
+                    const std::vector<std::string>& more) {
+  std::vector<std::string> argv = {DD_NODE_BIN,
+                                   "learner",
+                                   "--join",
+                                   join,
+                                   "--node-name",
+                                   name,
+                                   "--run-dir",
+                                   "nodes/" + name,
+                                   "--progress",
+                                   "0",
+                                   "--heartbeat",
+                                   "0.2",
+                                   "--connection-timeout",
+                                   "1"};
+  argv.insert(argv.end(), more.begin(), more.end());
+  return spawn(dir, argv, (dir / (name + ".out")).string());
 }
 
 TEST(TrustProcess, JoinTokenRefusesStrangersAndReplaysWhileTheRunGoesOn) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "dd_trust_token";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = dd::test::fresh_dir("dd_trust_token");
   std::ofstream(dir / "tiny.lua") << tiny();
   write_secret(dir / "token", "a-join-token-of-the-run-0123456789");
   write_secret(dir / "other", "another-token-not-the-runs-9876543");
   ::unsetenv("DD_JOIN_TOKEN");
 
-  uint16_t port = 0;
-  {
-    const int probe = listen_any(&port);
-    ::close(probe);
-  }
+  const uint16_t port = dd::util::free_loopback_port();
   const std::string addr = "127.0.0.1:" + std::to_string(port);
   const pid_t syncer = spawn(
       dir,
@@ -254,27 +224,10 @@ TEST(TrustProcess, JoinTokenRefusesStrangersAndReplaysWhileTheRunGoesOn) {
        "token", "--progress", "0", "--heartbeat", "0.2", "--connection-timeout", "1"},
       (dir / "syncer.out").string());
   const fs::path ev = dir / "run" / "events.jsonl";
-  ASSERT_TRUE(wait_event(ev, "listening", 1, 30)) << text(dir / "syncer.out");
+  ASSERT_TRUE(wait_events(ev, "listening", 1, 30)) << text(dir / "syncer.out");
 
   auto learner = [&](const std::string& name, const std::vector<std::string>& more,
-                     const std::string& join) {
-    std::vector<std::string> argv = {DD_NODE_BIN,
-                                     "learner",
-                                     "--join",
-                                     join,
-                                     "--node-name",
-                                     name,
-                                     "--run-dir",
-                                     "nodes/" + name,
-                                     "--progress",
-                                     "0",
-                                     "--heartbeat",
-                                     "0.2",
-                                     "--connection-timeout",
-                                     "1"};
-    argv.insert(argv.end(), more.begin(), more.end());
-    return spawn(dir, argv, (dir / (name + ".out")).string());
-  };
+                     const std::string& join) { return start_learner(dir, name, join, more); };
 
   // No token, another token: refused, exit 7, a clear line, nothing joined.
   EXPECT_EQ(wait_for(learner("stranger", {"--learners", "1"}, addr), 30), 7)
@@ -293,7 +246,7 @@ TEST(TrustProcess, JoinTokenRefusesStrangersAndReplaysWhileTheRunGoesOn) {
   tap t(port);
   const pid_t real = learner("real", {"--learners", "2", "--join-token-file", "token"},
                              "127.0.0.1:" + std::to_string(t.port()));
-  ASSERT_TRUE(wait_event(ev, "channel_open", 1, 60)) << text(dir / "real.out");
+  ASSERT_TRUE(wait_events(ev, "channel_open", 1, 60)) << text(dir / "real.out");
 
   // The recorded channel greeting: hello, then the proof of the challenge of that connection.
   std::string greeting;
@@ -325,7 +278,7 @@ TEST(TrustProcess, JoinTokenRefusesStrangersAndReplaysWhileTheRunGoesOn) {
   ASSERT_GT(verdict.size(), 32u);
   EXPECT_EQ(verdict[32], 1);  // refused
   EXPECT_NE(verdict.find("wrong join token"), std::string::npos) << verdict.substr(33);
-  EXPECT_TRUE(wait_event(ev, "auth_refused", 3, 10));
+  EXPECT_TRUE(wait_events(ev, "auth_refused", 3, 10));
 
   // dd-node drain with another token: refused by the syncer.
   const pid_t drain =
@@ -334,7 +287,7 @@ TEST(TrustProcess, JoinTokenRefusesStrangersAndReplaysWhileTheRunGoesOn) {
   EXPECT_EQ(wait_for(drain, 30), 1) << text(dir / "drain.out");
   EXPECT_NE(text(dir / "drain.out").find("wrong join token"), std::string::npos)
       << text(dir / "drain.out");
-  EXPECT_TRUE(wait_event(ev, "auth_refused", 4, 10));
+  EXPECT_TRUE(wait_events(ev, "auth_refused", 4, 10));
 
   // The run goes on and completes.
   EXPECT_EQ(wait_for(real, 120), 0) << text(dir / "real.out");
@@ -358,9 +311,7 @@ TEST(TrustProcess, JoinTokenRefusesStrangersAndReplaysWhileTheRunGoesOn) {
 //     and the run completes; the tap saw none of the run's plaintext markers (message trailers,
 //     tensor channel magics) in either direction.
 TEST(TrustProcess, MutualTlsRefusesStrangersAndKeepsLearnerIdsToTheirCertificates) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "dd_trust_tls";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = dd::test::fresh_dir("dd_trust_tls");
   std::ofstream(dir / "tiny.lua") << tiny();
   write_secret(dir / "token", "a-join-token-of-the-run-0123456789");
   ::unsetenv("DD_JOIN_TOKEN");
@@ -378,11 +329,7 @@ TEST(TrustProcess, MutualTlsRefusesStrangersAndKeepsLearnerIdsToTheirCertificate
   ASSERT_EQ(::stat((dir / "tls" / "node-a.key").c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
 
-  uint16_t port = 0;
-  {
-    const int probe = listen_any(&port);
-    ::close(probe);
-  }
+  const uint16_t port = dd::util::free_loopback_port();
   const std::string addr = "127.0.0.1:" + std::to_string(port);
   auto tls_of = [](const std::string& ca_dir, const std::string& stem, const std::string& ca) {
     return std::vector<std::string>{"--tls-cert", ca_dir + "/" + stem + ".pem",
@@ -401,28 +348,12 @@ TEST(TrustProcess, MutualTlsRefusesStrangersAndKeepsLearnerIdsToTheirCertificate
   for (auto& a : tls_of("tls", "syncer", "tls")) sargv.push_back(a);
   const pid_t syncer = spawn(dir, sargv, (dir / "syncer.out").string());
   const fs::path ev = dir / "run" / "events.jsonl";
-  ASSERT_TRUE(wait_event(ev, "listening", 1, 30)) << text(dir / "syncer.out");
+  ASSERT_TRUE(wait_events(ev, "listening", 1, 30)) << text(dir / "syncer.out");
 
   auto learner = [&](const std::string& name, std::vector<std::string> more,
                      const std::string& join) {
-    std::vector<std::string> argv = {DD_NODE_BIN,
-                                     "learner",
-                                     "--join",
-                                     join,
-                                     "--node-name",
-                                     name,
-                                     "--run-dir",
-                                     "nodes/" + name,
-                                     "--progress",
-                                     "0",
-                                     "--heartbeat",
-                                     "0.2",
-                                     "--connection-timeout",
-                                     "1",
-                                     "--join-token-file",
-                                     "token"};
-    argv.insert(argv.end(), more.begin(), more.end());
-    return spawn(dir, argv, (dir / (name + ".out")).string());
+    more.insert(more.begin(), {"--join-token-file", "token"});
+    return start_learner(dir, name, join, more);
   };
   // Plaintext: no certificate. Its connections never complete a CAF handshake.
   EXPECT_EQ(wait_for(learner("plain", {"--learners", "1", "--join-deadline", "4"}, addr), 60), 6)
@@ -438,7 +369,7 @@ TEST(TrustProcess, MutualTlsRefusesStrangersAndKeepsLearnerIdsToTheirCertificate
   std::vector<std::string> foreign = tls_of("other", "learner-0", "tls");
   foreign.insert(foreign.end(), {"--learners", "1", "--join-deadline", "4"});
   EXPECT_EQ(wait_for(learner("foreign", foreign, addr), 60), 6) << text(dir / "foreign.out");
-  EXPECT_TRUE(wait_event(ev, "tls_refused", 3, 30)) << text(dir / "syncer.out");
+  EXPECT_TRUE(wait_events(ev, "tls_refused", 3, 30)) << text(dir / "syncer.out");
   std::string refusals;
   for (const auto& e : events(ev))
     if (e["event"] == "tls_refused") refusals += e["reason"].get<std::string>() + "\n";
@@ -457,7 +388,7 @@ TEST(TrustProcess, MutualTlsRefusesStrangersAndKeepsLearnerIdsToTheirCertificate
   std::vector<std::string> good = tls_of("tls", "node-a", "tls");
   good.insert(good.end(), {"--learners", "2"});
   const pid_t real = learner("node-a", good, "127.0.0.1:" + std::to_string(t.port()));
-  ASSERT_TRUE(wait_event(ev, "channel_open", 1, 60)) << text(dir / "node-a.out");
+  ASSERT_TRUE(wait_events(ev, "channel_open", 1, 60)) << text(dir / "node-a.out");
   // dd-node status through TLS with the operator's certificate.
   std::vector<std::string> st_argv = {DD_NODE_BIN, "status", addr};
   for (auto& a : tls_of("tls", "operator", "tls")) st_argv.push_back(a);

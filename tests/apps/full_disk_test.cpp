@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tests/support/child_process.hpp"
+#include "tests/support/fresh_dir.hpp"
 #include "tests/support/scoped_tmpfs.hpp"
 #include "tests/support/tiny_lua.hpp"
 #include "util/net.hpp"
@@ -306,9 +307,7 @@ TEST_F(full_disk, dd_goodput_fails_naming_the_file) {
 namespace {
 
 TEST(bad_flags, non_finite_numbers_are_refused_before_any_work_with_exit_2) {
-  const fs::path work = fs::path(::testing::TempDir()) / "dd_bad_flags";
-  fs::remove_all(work);
-  fs::create_directories(work);
+  const fs::path work = dd::test::fresh_dir("dd_bad_flags");
   EXPECT_EQ(run(work, "gp", {DD_GOODPUT_BIN, "--days", "nan", "--out", "gp"}), 2);
   EXPECT_NE(read_text(work / "gp.err").find("--days expects a finite number, got 'nan'"),
             std::string::npos)
@@ -341,9 +340,7 @@ void expect_refused(const fs::path& work, const flag_case& c, int n) {
 // Every binary: a number flag given junk, and an unknown flag, are refused with exit 2 and a
 // line naming the flag, before any work (no output) and never by an uncaught exception.
 TEST(bad_flags, every_binary_refuses_a_bad_number_and_an_unknown_flag_with_exit_2) {
-  const fs::path work = fs::path(::testing::TempDir()) / "dd_bad_flags_all";
-  fs::remove_all(work);
-  fs::create_directories(work);
+  const fs::path work = dd::test::fresh_dir("dd_bad_flags_all");
   std::vector<flag_case> cases = {
       {{DD_NODE_BIN, "train", "--steps", "12x"}, "--steps needs a whole number >= 1, got '12x'"},
       {{DD_NODE_BIN, "train", "--bogus"}, "unknown flag '--bogus'"},
@@ -408,9 +405,7 @@ TEST(bad_flags, every_binary_refuses_a_bad_number_and_an_unknown_flag_with_exit_
 // Every command's --help comes from the flag table that parses its flags (util/flags.hpp): it
 // exits 0 and lists each flag the command takes.
 TEST(help, every_command_lists_every_flag_it_takes) {
-  const fs::path work = fs::path(::testing::TempDir()) / "dd_help_all";
-  fs::remove_all(work);
-  fs::create_directories(work);
+  const fs::path work = dd::test::fresh_dir("dd_help_all");
   const std::vector<std::string> experiment = {
       "EXP", "--name", "--set", "--script-timeout", "--run-dir", "--resume", "--overwrite"};
   auto with = [](std::vector<std::string> a, const std::vector<std::string>& b) {

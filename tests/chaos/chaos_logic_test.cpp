@@ -12,6 +12,7 @@
 #include <fstream>
 #include <set>
 
+#include "tests/support/fresh_dir.hpp"
 #include "tools/chaos/actions.hpp"
 #include "tools/chaos/common.hpp"
 #include "tools/chaos/nodes_file.hpp"
@@ -294,9 +295,7 @@ TEST(chaos_scenario, a_scenario_has_no_os_or_io) {
 // The launcher's control address refuses connections here, so any release that is tried fails.
 TEST(chaos_heal, a_sessions_final_heal_releases_only_its_own_running_holds) {
   namespace fs = std::filesystem;
-  const fs::path dir = fs::temp_directory_path() / "dd_chaos_heal_own_holds_test";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = dd::test::fresh_dir("dd_chaos_heal_own_holds_test");
   // The launcher's pid: this test process (alive), or one that has exited (below).
   auto write_nodes = [&](int launcher_pid) {
     std::ofstream(dir / "nodes.json") << R"({

@@ -50,11 +50,7 @@
 namespace {
 
 namespace fs = std::filesystem;
-using dd::test::events;
-using dd::test::spawn;
-using dd::test::text;
-using dd::test::wait_events;
-using dd::test::wait_for;
+using namespace dd::test;
 using nlohmann::json;
 
 /// Runs a shell command; exit status (−1 when not exited normally) and stdout+stderr.
@@ -100,13 +96,10 @@ json run_matrix(const matrix_run& m) {
   t.name = "matrix_" + m.name;
   t.budget = "{ seconds = " + std::to_string(m.budget_s) + " }";
   std::ofstream(dir / "tiny.lua") << t.text();
-  std::vector<std::string> args = {
-      DD_NODE_BIN,  "launch",     "tiny.lua",    "--run-dir", "run",
-      "--progress", "0",          "--heartbeat", "0.2",       "--connection-timeout",
-      "1",          "--overwrite"};
-  args.insert(args.end(), m.launch_flags.begin(), m.launch_flags.end());
+  std::vector<std::string> flags = {"--overwrite"};
+  flags.insert(flags.end(), m.launch_flags.begin(), m.launch_flags.end());
   const auto t_launch = std::chrono::steady_clock::now();
-  const pid_t launch = spawn(dir, args, (dir / "launch.out").string());
+  const pid_t launch = launch_tiny(dir, flags);
   // Every learner joined (its node's chaos endpoint is up only then), and merging.
   EXPECT_TRUE(wait_events(run / "events.jsonl", "join", 3, 60)) << text(dir / "launch.out");
   EXPECT_TRUE(wait_events(run / "events.jsonl", "merge", 5, 60)) << text(dir / "launch.out");
@@ -137,13 +130,7 @@ json run_matrix(const matrix_run& m) {
     ADD_FAILURE() << "no report: " << e.what() << "\n" << out;
     return json();
   }
-  bool any_invalid = false;
-  std::map<std::string, std::string> v;
-  for (const auto& i : r["invariants"]) {
-    v[i["name"]] = i["verdict"];
-    any_invalid = any_invalid || i["verdict"] == "invalid";
-  }
-  EXPECT_EQ(rc, any_invalid ? 1 : 0);
+  auto v = report_verdicts(r, rc);
   for (const auto& n : k_asserted_valid) EXPECT_EQ(v[n], "valid") << m.name << ": " << n;
   EXPECT_EQ(v["final_loss_vs_baseline"], "unknown") << "no --baseline";
   EXPECT_GT(r["run"]["merges"].get<int>(), 20);

@@ -53,6 +53,16 @@ struct run_builder {
             {"result", "ok"},
             {"hits", json::array()}};
   }
+  /// A tape line with no source (as dd-chaos wrote before it named one), applied: result ok.
+  static json tape_line(double t, const std::string& kind, const std::string& target, json targets,
+                        json duration) {
+    return {{"t", t},
+            {"kind", kind},
+            {"target", target},
+            {"targets", std::move(targets)},
+            {"duration", std::move(duration)},
+            {"result", "ok"}};
+  }
   static json contributor(int learner, int inc, int transfer) {
     return {
         {"learner", learner}, {"incarnation", inc}, {"base_version", 0}, {"transfer_id", transfer},
@@ -589,12 +599,7 @@ TEST(chaos_report, missing_data_is_unknown_not_valid) {
 
 TEST(chaos_report, syncer_fault_times_from_forwarded_events) {
   run_builder b;
-  b.tape.push_back({{"t", 1003.0},
-                    {"kind", "kill"},
-                    {"target", "node:syncer"},
-                    {"targets", {"syncer"}},
-                    {"duration", nullptr},
-                    {"result", "ok"}});
+  b.tape.push_back(run_builder::tape_line(1003.0, "kill", "node:syncer", {"syncer"}, nullptr));
   b.events.insert(b.events.begin() + 7, json{{"event", "resume"}, {"time", 1006.0}});
   const std::string dir = b.write();
   fs::create_directories(dir + "/nodes");
@@ -621,19 +626,9 @@ TEST(chaos_report, syncer_fault_times_from_forwarded_events) {
 // syncer's outage did to learner 0 (its node's syncer_lost, its rejoin): the syncer fault is.
 TEST(chaos_report, a_syncer_kill_owns_the_outage_of_an_overlapping_message_fault) {
   run_builder b;
-  b.tape.push_back({{"t", 1002.8},
-                    {"source", "endpoint"},
-                    {"kind", "dup_push"},
-                    {"target", "learner:0"},
-                    {"targets", {"learner-0"}},
-                    {"duration", nullptr},
-                    {"result", "ok"}});
-  b.tape.push_back({{"t", 1003.0},
-                    {"kind", "kill"},
-                    {"target", "node:syncer"},
-                    {"targets", {"syncer"}},
-                    {"duration", nullptr},
-                    {"result", "ok"}});
+  b.tape.push_back(run_builder::tape_line(1002.8, "dup_push", "learner:0", {"learner-0"}, nullptr));
+  b.tape.back()["source"] = "endpoint";
+  b.tape.push_back(run_builder::tape_line(1003.0, "kill", "node:syncer", {"syncer"}, nullptr));
   b.events.insert(b.events.begin() + 7, json{{"event", "resume"}, {"time", 1006.0}});
   b.events.insert(b.events.begin() + 8,
                   json{{"event", "rejoin"}, {"time", 1007.2}, {"learner", 0}, {"incarnation", 1}});
@@ -727,12 +722,7 @@ TEST(chaos_report, binary_exit_status_and_json_file) {
 TEST(chaos_report, a_fault_nobody_noticed_has_no_detection_and_no_rejoin) {
   run_builder b;
   // Latency on learner-0's link for 1 s at 1003: no failure, no rejoin; its next merge counts.
-  b.tape.push_back({{"t", 1003.0},
-                    {"kind", "latency"},
-                    {"target", "learner:0"},
-                    {"targets", {"learner-0"}},
-                    {"duration", 1.0},
-                    {"result", "ok"}});
+  b.tape.push_back(run_builder::tape_line(1003.0, "latency", "learner:0", {"learner-0"}, 1.0));
   // learner 0 is dropped later (at 1012, after a fault on learner 1 only) and rejoins at 1014.
   b.events.insert(b.events.end() - 2,
                   json{{"event", "failure"}, {"time", 1012.0}, {"learner", 0}, {"reason", "x"}});
@@ -748,12 +738,7 @@ TEST(chaos_report, a_fault_nobody_noticed_has_no_detection_and_no_rejoin) {
   EXPECT_DOUBLE_EQ(f["rejoined_after_s"].get<double>(), 11.0);
   // Another fault on learner 0 at 1010 ends this one's detection window: nothing noticed then.
   run_builder c = b;
-  c.tape.push_back({{"t", 1010.0},
-                    {"kind", "pause"},
-                    {"target", "learner:0"},
-                    {"targets", {"learner-0"}},
-                    {"duration", 1.0},
-                    {"result", "ok"}});
+  c.tape.push_back(run_builder::tape_line(1010.0, "pause", "learner:0", {"learner-0"}, 1.0));
   const json r2 = judge(c);
   ASSERT_EQ(r2["faults"].size(), 3u);
   const json& g = r2["faults"][0];

@@ -118,39 +118,31 @@ TEST(ConfigSweep, OverrideCanSetAFraction) {
 }
 
 TEST(ConfigSweep, BadOverridesNameTheSetFlag) {
-  load_options o = test::repo_options();
-  o.overrides = {"sync.min_quorm=2"};
-  load_result r = load_file(test::repo_path("examples/shakespeare.lua"), o);
-  ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
-  EXPECT_EQ(r.errors[0].to_string(),
-            "--set sync.min_quorm=2: sync.min_quorm: unknown key; did you mean 'min_quorum'?");
-
-  o.overrides = {"sync.min_quorum=9"};
-  r = load_file(test::repo_path("examples/shakespeare.lua"), o);
-  ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
-  EXPECT_EQ(r.errors[0].to_string(),
-            "--set sync.min_quorum=9: sync.min_quorum: 9 exceeds "
-            "learners.count (4)");
-
-  o.overrides = {"sync.fragments=48"};
-  r = load_file(test::repo_path("examples/shakespeare.lua"), o);
-  ASSERT_EQ(r.errors.size(), 1u) << r.error_text();
-  EXPECT_EQ(r.errors[0].to_string(),
-            "--set sync.fragments=48: sync.fragments: 48 fragments exceed "
-            "sync.interval (24); P <= H is required");
-
-  o.overrides = {"nonsense"};
-  r = load_file(test::repo_path("examples/shakespeare.lua"), o);
-  ASSERT_EQ(r.errors.size(), 1u);
-  EXPECT_EQ(r.errors[0].to_string(),
-            "--set nonsense: expected key.path=value, e.g. --set sync.min_quorum=2");
-
-  o.overrides = {"learners.count.x=1"};
-  r = load_file(test::repo_path("examples/shakespeare.lua"), o);
-  ASSERT_EQ(r.errors.size(), 1u);
-  EXPECT_EQ(r.errors[0].to_string(),
-            "--set learners.count.x=1: learners.count.x: cannot set it: "
-            "'learners.count' is number 4, not a table");
+  struct bad_override {
+    const char* set;
+    const char* error;
+  };
+  const bad_override cases[] = {
+      {"sync.min_quorm=2",
+       "--set sync.min_quorm=2: sync.min_quorm: unknown key; did you mean 'min_quorum'?"},
+      {"sync.min_quorum=9",
+       "--set sync.min_quorum=9: sync.min_quorum: 9 exceeds "
+       "learners.count (4)"},
+      {"sync.fragments=48",
+       "--set sync.fragments=48: sync.fragments: 48 fragments exceed "
+       "sync.interval (24); P <= H is required"},
+      {"nonsense", "--set nonsense: expected key.path=value, e.g. --set sync.min_quorum=2"},
+      {"learners.count.x=1",
+       "--set learners.count.x=1: learners.count.x: cannot set it: "
+       "'learners.count' is number 4, not a table"},
+  };
+  for (const auto& c : cases) {
+    load_options o = test::repo_options();
+    o.overrides = {c.set};
+    const load_result r = load_file(test::repo_path("examples/shakespeare.lua"), o);
+    ASSERT_EQ(r.errors.size(), 1u) << c.set << "\n" << r.error_text();
+    EXPECT_EQ(r.errors[0].to_string(), c.error);
+  }
 }
 
 // --name selects before --set applies: an override that does not fit an unselected experiment

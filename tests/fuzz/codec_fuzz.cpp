@@ -30,17 +30,9 @@
 
 #include "messages/codec.hpp"
 #include "messages/control.hpp"
+#include "tests/fuzz/fuzz_check.hpp"
 
 namespace {
-
-[[noreturn]] void violated(const char* what) {
-  std::fprintf(stderr, "codec_fuzz: property violated: %s\n", what);
-  std::abort();
-}
-#define FUZZ_CHECK(cond)          \
-  do {                            \
-    if (!(cond)) violated(#cond); \
-  } while (0)
 
 constexpr int kinds = 23;  // members of Envelope.body
 

@@ -25,15 +25,9 @@
 #include <string_view>
 
 #include "runtime/config/loader.hpp"
+#include "tests/fuzz/fuzz_check.hpp"
 
-namespace {
-
-[[noreturn]] void violated(const char* what, const std::string& detail = {}) {
-  std::fprintf(stderr, "config_fuzz: property violated: %s\n%s\n", what, detail.c_str());
-  std::abort();
-}
-
-}  // namespace
+using dd::fuzz::violated;
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string_view script(reinterpret_cast<const char*>(data), size);

@@ -19,17 +19,9 @@
 #include <vector>
 
 #include "messages/codec.hpp"
+#include "tests/fuzz/fuzz_check.hpp"
 
 namespace {
-
-[[noreturn]] void violated(const char* what) {
-  std::fprintf(stderr, "owner_checkpoint_fuzz: property violated: %s\n", what);
-  std::abort();
-}
-#define FUZZ_CHECK(cond)          \
-  do {                            \
-    if (!(cond)) violated(#cond); \
-  } while (0)
 
 std::vector<uint8_t> with_header(const uint8_t* body, size_t n) {
   std::vector<uint8_t> out(24 + n);

@@ -17,19 +17,7 @@
 #include <string>
 
 #include "runtime/checkpoint.hpp"
-
-namespace {
-
-[[noreturn]] void violated(const char* what) {
-  std::fprintf(stderr, "safetensors_fuzz: property violated: %s\n", what);
-  std::abort();
-}
-#define FUZZ_CHECK(cond)          \
-  do {                            \
-    if (!(cond)) violated(#cond); \
-  } while (0)
-
-}  // namespace
+#include "tests/fuzz/fuzz_check.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size < 1) return 0;

@@ -16,6 +16,7 @@
 #include "runtime/gpt.hpp"
 #include "runtime/hf_export.hpp"
 #include "runtime/token_files.hpp"
+#include "tests/support/error_of.hpp"
 
 namespace {
 
@@ -38,14 +39,7 @@ std::string read_bytes(const std::string& path) {
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using dd::test::error_of;
 
 TEST(TokenFiles, LlmcShardRoundTripsWithItsHeader) {
   const std::string p = scratch("a.bin");

@@ -14,60 +14,29 @@
 #include "runtime/adamw.hpp"
 #include "runtime/gpt.hpp"
 #include "runtime/lr_schedule.hpp"
+#include "tests/runtime/golden_support.hpp"
 
 namespace {
-
-struct sums {
-  double sum = 0, sum_sq = 0, sum_abs = 0;
-};
-
-sums checksums(const std::vector<float>& p) {
-  sums s;
-  for (float x : p) {
-    s.sum += x;
-    s.sum_sq += static_cast<double>(x) * x;
-    s.sum_abs += std::fabs(x);
-  }
-  return s;
-}
-
-nlohmann::json load_golden() {
-  const std::string path = std::string(DD_SOURCE_DIR) + "/tests/fixtures/gpt_golden.json";
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  return nlohmann::json::parse(in);
-}
 
 class Golden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(Golden, FiveAdamWStepsMatchPyTorch) {
-  const auto g = load_golden();
+  const auto g = dd::test::load_golden("gpt_golden.json");
   auto be = dd::kernels::make_backend(GetParam(), {1, 0});
   const auto cfg = dd::gpt_config::from_json(g["config"]);
   dd::gpt m(*be, cfg);
   m.init(g["seed"].get<uint64_t>());
   auto p = m.get_parameters();
 
-  // Init: the Python RNG twin must reproduce our weights. Each value is a float32 rounding of the
-  // same double, so the sums agree to double rounding (1e-12 relative).
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(p[i], g["init"]["first"][i].get<float>()) << "param " << i;
-  const auto s0 = checksums(p);
-  EXPECT_NEAR(s0.sum_sq, g["init"]["sum_sq"].get<double>(), 1e-9);
-  EXPECT_NEAR(s0.sum, g["init"]["sum"].get<double>(), 1e-9);
+  dd::test::expect_init_matches(p, g["init"]);
 
   const auto& hp = g["hyper"];
-  dd::lr_schedule sched{hp["lr"].get<double>(), hp["warmup"].get<int64_t>(),
-                        hp["total"].get<int64_t>(), hp["min_lr_ratio"].get<double>()};
-  dd::adamw_config oc;
-  oc.weight_decay = hp["weight_decay"].get<float>();
-  dd::adamw opt(*be, m.tensors(), m.num_params(), oc);
+  const dd::lr_schedule sched = dd::test::golden_schedule(hp);
+  dd::adamw opt(*be, m.tensors(), m.num_params(), dd::test::golden_adamw(hp));
   const int B = g["B"], T = g["T"];
   for (size_t s = 0; s < g["losses"].size(); ++s) {
-    std::vector<int32_t> tok, tgt;
-    for (const auto& row : g["batches"][s]["tokens"])
-      for (const auto& v : row) tok.push_back(v.get<int32_t>());
-    for (const auto& row : g["batches"][s]["targets"])
-      for (const auto& v : row) tgt.push_back(v.get<int32_t>());
+    const auto tok = dd::test::flat_rows(g["batches"][s]["tokens"]);
+    const auto tgt = dd::test::flat_rows(g["batches"][s]["targets"]);
     m.zero_grad();
     const double loss = m.forward(tok, tgt, B, T);
     m.backward();
@@ -81,12 +50,7 @@ TEST_P(Golden, FiveAdamWStepsMatchPyTorch) {
     EXPECT_NEAR(loss, g["losses"][s].get<double>(), 2e-5) << "step " << s;
     EXPECT_NEAR(gn, g["grad_norms"][s].get<double>(), 1e-5 * g["grad_norms"][s].get<double>())
         << "step " << s;
-    const auto ss = checksums(m.get_parameters());
-    const auto& want = g["after_step"][s];
-    EXPECT_NEAR(ss.sum_abs, want["sum_abs"].get<double>(), 1e-5 * want["sum_abs"].get<double>())
-        << "step " << s;
-    EXPECT_NEAR(ss.sum_sq, want["sum_sq"].get<double>(), 1e-5 * want["sum_sq"].get<double>())
-        << "step " << s;
+    dd::test::expect_sums_match(m.get_parameters(), g["after_step"][s], 1e-5, 1e-5, s);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "runtime/gpt.hpp"
 #include "runtime/lr_schedule.hpp"
 #include "runtime/rng.hpp"
+#include "tests/runtime/grad_check.hpp"
 
 namespace {
 
@@ -159,11 +160,8 @@ TEST(Gpt, FiniteDifferenceGradientCheck) {
   dd::gpt_config cfg{13, 6, 2, 2, 8};
   dd::gpt m(*be, cfg);
   m.init(11);
-  // Move away from the init (larger weights, non-zero biases) so every path carries gradient.
-  auto p = m.get_parameters();
   dd::rng r(5);
-  for (auto& x : p) x += static_cast<float>(0.15 * r.normal());
-  m.set_parameters(p);
+  const auto p = dd::test::perturb_parameters(m, r);
   const int B = 2, T = 5;
   std::vector<int32_t> tok(B * T), tgt(B * T);
   for (int i = 0; i < B * T; ++i) {
@@ -174,30 +172,14 @@ TEST(Gpt, FiniteDifferenceGradientCheck) {
   m.forward(tok, tgt, B, T);
   m.backward();
   const auto g = m.get_gradients();
-  const float h = 1e-2f;
-  double dot = 0, nf = 0, ng = 0;
-  int bad = 0;
+  dd::test::fd_tally tally;
   for (size_t i = 0; i < p.size(); ++i) {
-    const float orig = p[i];
-    float one = orig + h;
-    m.write_parameters(i, 1, &one);
-    const double lp = m.forward(tok, tgt, B, T);
-    one = orig - h;
-    m.write_parameters(i, 1, &one);
-    const double lm = m.forward(tok, tgt, B, T);
-    m.write_parameters(i, 1, &orig);
-    const double fd = (lp - lm) / (2.0 * h);
-    dot += fd * g[i];
-    nf += fd * fd;
-    ng += static_cast<double>(g[i]) * g[i];
-    if (std::fabs(fd - g[i]) > 2e-4 + 2e-2 * std::fabs(g[i])) {
-      if (++bad <= 10)
-        ADD_FAILURE() << "param " << i << ": finite difference " << fd << " vs backward " << g[i];
-    }
+    const double fd = dd::test::central_difference(
+        p[i], 1e-2f, [&](float v) { m.write_parameters(i, 1, &v); },
+        [&] { return m.forward(tok, tgt, B, T); });
+    tally.add(fd, g[i], [&] { return "param " + std::to_string(i); });
   }
-  EXPECT_EQ(bad, 0);
-  EXPECT_GT(dot / std::sqrt(nf * ng), 0.9999);
-  EXPECT_GT(ng, 1e-4);  // the check is not vacuous
+  tally.expect_agreement();
 }
 
 TEST(Gpt, CpuMatchesReference) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "runtime/idx.hpp"
+#include "tests/support/error_of.hpp"
 
 namespace {
 
@@ -57,14 +58,7 @@ class IdxFiles : public ::testing::Test {
   fs::path dir_;
 };
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using dd::test::error_of;
 
 TEST_F(IdxFiles, ReadsPlainAndGzipIdentically) {
   const auto b = idx_bytes({5, 3, 2});

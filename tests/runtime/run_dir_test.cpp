@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/run_dir.hpp"
+#include "tests/support/fresh_dir.hpp"
 
 namespace {
 
@@ -20,9 +21,7 @@ nlohmann::json experiment_at(const std::string& run_dir, const std::string& chec
 }
 
 fs::path run_dir_with(const std::string& name, const nlohmann::json& experiment) {
-  const fs::path dir = fs::path(::testing::TempDir()) / name;
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const fs::path dir = dd::test::fresh_dir(name);
   std::ofstream(dir / "experiment.json") << experiment.dump(2);
   return dir;
 }

@@ -15,34 +15,14 @@
 #include "kernels/backend.hpp"
 #include "runtime/adamw.hpp"
 #include "runtime/vit.hpp"
+#include "tests/runtime/golden_support.hpp"
 
 namespace {
-
-nlohmann::json load_golden() {
-  const std::string path = std::string(DD_SOURCE_DIR) + "/tests/fixtures/vit_golden.json";
-  std::ifstream in(path);
-  if (!in) throw std::runtime_error("cannot open " + path);
-  return nlohmann::json::parse(in);
-}
-
-struct sums {
-  double sum = 0, sum_sq = 0, sum_abs = 0;
-};
-
-sums checksums(const std::vector<float>& p) {
-  sums s;
-  for (float x : p) {
-    s.sum += x;
-    s.sum_sq += static_cast<double>(x) * x;
-    s.sum_abs += std::fabs(x);
-  }
-  return s;
-}
 
 class VitGolden : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(VitGolden, MatchesPyTorch) {
-  const auto g = load_golden();
+  const auto g = dd::test::load_golden("vit_golden.json");
   auto be = dd::kernels::make_backend(GetParam(), {1, 0});
   const int B = g["B"];
   for (const auto& run : g["runs"]) {
@@ -51,14 +31,9 @@ TEST_P(VitGolden, MatchesPyTorch) {
     dd::vit m(*be, cfg);
     m.init(g["seed"].get<uint64_t>());
     const auto p0 = m.get_parameters();
-    for (int i = 0; i < 8; ++i) EXPECT_EQ(p0[i], run["init"]["first"][i].get<float>()) << i;
-    const auto s0 = checksums(p0);
-    EXPECT_NEAR(s0.sum_sq, run["init"]["sum_sq"].get<double>(), 1e-9);
-    EXPECT_NEAR(s0.sum, run["init"]["sum"].get<double>(), 1e-9);
+    dd::test::expect_init_matches(p0, run["init"]);
 
-    dd::adamw_config oc;
-    oc.weight_decay = g["hyper"]["weight_decay"].get<float>();
-    dd::adamw opt(*be, m.tensors(), m.num_params(), oc);
+    dd::adamw opt(*be, m.tensors(), m.num_params(), dd::test::golden_adamw(g["hyper"]));
     const float lr = g["hyper"]["lr"].get<float>();
     for (size_t s = 0; s < run["losses"].size(); ++s) {
       const auto& batch = g["batches"][s];
@@ -95,12 +70,7 @@ TEST_P(VitGolden, MatchesPyTorch) {
         }
       }
       opt.step(m.params(), m.grads(), lr);
-      const auto sa = checksums(m.get_parameters());
-      const auto& want = run["after_step"][s];
-      EXPECT_NEAR(sa.sum_abs, want["sum_abs"].get<double>(), 1e-5 * want["sum_abs"].get<double>())
-          << "step " << s;
-      EXPECT_NEAR(sa.sum_sq, want["sum_sq"].get<double>(), 3e-7 * want["sum_sq"].get<double>())
-          << "step " << s;
+      dd::test::expect_sums_match(m.get_parameters(), run["after_step"][s], 1e-5, 3e-7, s);
     }
   }
 }

@@ -16,17 +16,12 @@
 #include "runtime/model.hpp"
 #include "runtime/rng.hpp"
 #include "runtime/vit.hpp"
+#include "tests/runtime/grad_check.hpp"
+#include "tests/support/error_of.hpp"
 
 namespace {
 
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "<no error>";
-}
+using dd::test::error_of;
 
 TEST(Vit, LayoutOfDefaultModel) {
   dd::vit_config cfg;  // 28x28, p 7, C 64, 2 layers, cls
@@ -115,10 +110,8 @@ void gradient_check(dd::vit_pooling pooling) {
   dd::vit_config cfg{6, 4, 2, 3, 2, 2, 8, pooling};  // 3x2 = 6 patches of 2x2
   dd::vit m(*be, cfg);
   m.init(3);
-  auto p = m.get_parameters();
   dd::rng r(17);
-  for (auto& x : p) x += static_cast<float>(0.15 * r.normal());
-  m.set_parameters(p);
+  auto p = dd::test::perturb_parameters(m, r);
   const int B = 3;
   std::vector<int32_t> px(static_cast<size_t>(B) * 24), lab(B);
   for (auto& v : px) v = static_cast<int32_t>(r.below(256));
@@ -127,31 +120,18 @@ void gradient_check(dd::vit_pooling pooling) {
   m.forward(px, lab, B);
   m.backward();
   const auto g = m.get_gradients();
-  const float h = 1e-2f;
-  double dot = 0, nf = 0, ng = 0;
-  int bad = 0;
+  dd::test::fd_tally tally;
   for (size_t i = 0; i < p.size(); ++i) {
-    const float orig = p[i];
-    p[i] = orig + h;
-    m.set_parameters(p);
-    const double lp = m.forward(px, lab, B);
-    p[i] = orig - h;
-    m.set_parameters(p);
-    const double lm = m.forward(px, lab, B);
-    p[i] = orig;
-    const double fd = (lp - lm) / (2.0 * h);
-    dot += fd * g[i];
-    nf += fd * fd;
-    ng += static_cast<double>(g[i]) * g[i];
-    if (std::fabs(fd - g[i]) > 2e-4 + 2e-2 * std::fabs(g[i])) {
-      if (++bad <= 10)
-        ADD_FAILURE() << "param " << i << ": finite difference " << fd << " vs backward " << g[i];
-    }
+    const double fd = dd::test::central_difference(
+        p[i], 1e-2f,
+        [&](float v) {
+          p[i] = v;
+          m.set_parameters(p);
+        },
+        [&] { return m.forward(px, lab, B); });
+    tally.add(fd, g[i], [&] { return "param " + std::to_string(i); });
   }
-  m.set_parameters(p);
-  EXPECT_EQ(bad, 0);
-  EXPECT_GT(dot / std::sqrt(nf * ng), 0.9999);
-  EXPECT_GT(ng, 1e-4);
+  tally.expect_agreement();
   // Every tensor receives gradient (no path is dead), cls_token included.
   for (const auto& t : m.tensors()) {
     double s = 0;

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "tests/support/fresh_dir.hpp"
 #include "tests/support/scoped_tmpfs.hpp"
 #include "util/files.hpp"
 
@@ -31,9 +32,7 @@ std::string slurp(const fs::path& p) {
 }
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path d = fs::path(::testing::TempDir()) / ("dd_files_" + name);
-  fs::remove_all(d);
-  fs::create_directories(d);
+  const fs::path d = dd::test::fresh_dir("dd_files_" + name);
   return d;
 }
 
