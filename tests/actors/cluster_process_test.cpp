@@ -86,6 +86,13 @@ int pid_of(const fs::path& run, const std::string& node) {
   return 0;
 }
 
+/// Kills `node`'s process (SIGKILL) once the nodes file lists it running.
+void kill_node(const fs::path& run, const std::string& node) {
+  const int victim = pid_of(run, node);
+  ASSERT_GT(victim, 0) << node;
+  ASSERT_EQ(::kill(victim, SIGKILL), 0) << node;
+}
+
 /// Whether each of `learners` learners has a row of its own in learner_loss.csv within `seconds`.
 bool every_learner_stepped(const fs::path& run, size_t learners, double seconds) {
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -174,9 +181,7 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
   // that (re)joined just before it has no model yet and could not step during the outage (seen
   // under load, where a 1 s connection timeout can drop a link and a learner rejoins late).
   ASSERT_TRUE(every_learner_stepped(run, 3, 30)) << "not every learner stepped before the kill";
-  const int victim = pid_of(run, "syncer");
-  ASSERT_GT(victim, 0);
-  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  ASSERT_NO_FATAL_FAILURE(kill_node(run, "syncer"));
   EXPECT_EQ(wait_for(launch, 90), 0) << text(dir / "launch.out");
   const auto evs = events(run / "events.jsonl");
   // The same port both times.
@@ -551,9 +556,7 @@ TEST(cluster_process, a_resumed_syncer_rebuilds_a_damaged_fragment_from_a_learne
   const pid_t launch = launch_tiny(dir, {"--syncer-restart-delay", "2"});
   ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
   ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 20, 30));
-  const int victim = pid_of(run, "syncer");
-  ASSERT_GT(victim, 0);
-  ASSERT_EQ(::kill(victim, SIGKILL), 0);
+  ASSERT_NO_FATAL_FAILURE(kill_node(run, "syncer"));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // gone before the damage
   {
     const fs::path ck = run / "checkpoints" / "owner_1.ddck";

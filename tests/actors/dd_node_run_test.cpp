@@ -59,18 +59,29 @@ std::string tiny_experiment(const std::string& name, const std::string& sync_ext
          sync_extra + " },\n" + rest + "}\n";
 }
 
-/// A fresh temporary directory holding the tiny experiment file.
-fs::path make_workdir(const std::string& name) {
-  const fs::path dir = dd::test::fresh_dir("dd_node_run_" + name);
-  std::ofstream(dir / "tiny.lua") << tiny_experiment(
-      "'tiny'", "",
-      "  inner = { lr = 3e-3, warmup = 5, decay_steps = 1000 },\n"
-      "  outer = { momentum = 0.5 },\n"
-      "  eval = { every_seconds = 0, batches = 2 },\n"
-      "  budget = { steps = 1000000 },\n"
-      "  checkpoint = { every_versions = 1 },\n");
-  return dir;
-}
+/// The tests' fixture: make_workdir's directories are removed when the test ends.
+class dd_node_run : public ::testing::Test {
+ protected:
+  /// A fresh temporary directory holding the tiny experiment file.
+  fs::path make_workdir(const std::string& name) {
+    const fs::path dir = dd::test::fresh_dir("dd_node_run_" + name);
+    workdirs_.push_back(dir);
+    std::ofstream(dir / "tiny.lua")
+        << tiny_experiment("'tiny'", "",
+                           "  inner = { lr = 3e-3, warmup = 5, decay_steps = 1000 },\n"
+                           "  outer = { momentum = 0.5 },\n"
+                           "  eval = { every_seconds = 0, batches = 2 },\n"
+                           "  budget = { steps = 1000000 },\n"
+                           "  checkpoint = { every_versions = 1 },\n");
+    return dir;
+  }
+  void TearDown() override {
+    for (const auto& d : workdirs_) fs::remove_all(d);
+  }
+
+ private:
+  std::vector<fs::path> workdirs_;
+};
 
 /// Starts `dd-node run <file> --progress 0 <args>` in `cwd`, stdout/stderr to cwd/<tag>.out /
 /// .err.
@@ -87,7 +98,7 @@ bool has_event(const fs::path& events, const std::string& kind) {
   return read_text(events).find("\"event\":\"" + kind + "\"") != std::string::npos;
 }
 
-TEST(dd_node_run, sigint_stops_gracefully_and_writes_an_interrupted_summary) {
+TEST_F(dd_node_run, sigint_stops_gracefully_and_writes_an_interrupted_summary) {
   const fs::path dir = make_workdir("sigint");
   const fs::path run = dir / "run";
   const pid_t pid = start(dir, "a", {"--run-dir", "run"});
@@ -100,8 +111,7 @@ TEST(dd_node_run, sigint_stops_gracefully_and_writes_an_interrupted_summary) {
   ::kill(pid, SIGINT);
   const int rc = wait_exit(pid, 40);
   EXPECT_EQ(rc, 130) << read_text(dir / "a.err");
-  EXPECT_NE(read_text(dir / "a.err").find("SIGINT received"), std::string::npos)
-      << read_text(dir / "a.err");
+  dd::test::expect_contains_all(read_text(dir / "a.err"), {"SIGINT received"});
 
   ASSERT_TRUE(fs::exists(run / "summary.json"));
   const auto summary = nlohmann::json::parse(read_text(run / "summary.json"));  // throws if bad
@@ -127,7 +137,6 @@ TEST(dd_node_run, sigint_stops_gracefully_and_writes_an_interrupted_summary) {
   const auto exp = nlohmann::json::parse(read_text(run / "experiment.json"));
   EXPECT_EQ(exp["run_dir"], "run");
   EXPECT_EQ(exp["checkpoint"]["dir"], "run/checkpoints");
-  fs::remove_all(dir);
 }
 
 /// The lines of `text`, without empty ones.
@@ -147,7 +156,7 @@ std::vector<std::string> split_lines(const std::string& text) {
 // same run id, owners restored from their checkpoints, versions above every earlier one, the
 // tokens of both parts counted, summary.json "resumed": true. A finished run or an empty
 // directory is refused (exit 2).
-TEST(dd_node_run, resume_continues_an_interrupted_run) {
+TEST_F(dd_node_run, resume_continues_an_interrupted_run) {
   const fs::path dir = make_workdir("resume");
   const fs::path run = dir / "run";
   const pid_t pid = start(dir, "a", {"--run-dir", "run"});
@@ -178,8 +187,7 @@ TEST(dd_node_run, resume_continues_an_interrupted_run) {
   const std::string events_before = read_text(run / "events.jsonl");
   const pid_t other = start(dir, "o", {"--run-dir", "run", "--resume", "--set", "model.width=48"});
   EXPECT_EQ(wait_exit(other, 60), 2) << read_text(dir / "o.err");
-  EXPECT_NE(read_text(dir / "o.err").find("/model/width: 32 in the run, 48 now"), std::string::npos)
-      << read_text(dir / "o.err");
+  dd::test::expect_contains_all(read_text(dir / "o.err"), {"/model/width: 32 in the run, 48 now"});
   EXPECT_EQ(read_text(run / "events.jsonl"), events_before);
 
   // A budget a little beyond what the first part trained: the resumed part trains the rest.
@@ -219,20 +227,18 @@ TEST(dd_node_run, resume_continues_an_interrupted_run) {
   // A finished run, and a directory holding no run, are refused.
   const pid_t third = start(dir, "c", {"--run-dir", "run", "--resume"});
   EXPECT_EQ(wait_exit(third, 60), 2);
-  EXPECT_NE(read_text(dir / "c.err").find("a finished run"), std::string::npos)
-      << read_text(dir / "c.err");
+  dd::test::expect_contains_all(read_text(dir / "c.err"), {"a finished run"});
   const pid_t fourth = start(dir, "d", {"--run-dir", "empty", "--resume"});
   EXPECT_EQ(wait_exit(fourth, 60), 2);
-  EXPECT_NE(read_text(dir / "d.err").find("no run to resume"), std::string::npos)
-      << read_text(dir / "d.err");
-  fs::remove_all(dir);
+  dd::test::expect_contains_all(read_text(dir / "d.err"), {"no run to resume"});
 }
 
 // A run interrupted before its first periodic checkpoint
 // (checkpoint.every_versions not reached) wrote no owner checkpoint, and `--resume` restarted
 // every fragment from the initial weights (train loss back from 2.78 to 4.69) and then failed the
 // run as degraded. Every owner now writes a checkpoint of its current state when the run stops.
-TEST(dd_node_run, an_interrupted_run_resumes_from_its_last_merge_not_its_last_periodic_checkpoint) {
+TEST_F(dd_node_run,
+       an_interrupted_run_resumes_from_its_last_merge_not_its_last_periodic_checkpoint) {
   const fs::path dir = make_workdir("resume_final");
   const fs::path run = dir / "run";
   const std::vector<std::string> rare = {"--set", "checkpoint.every_versions=100000"};
@@ -290,10 +296,9 @@ TEST(dd_node_run, an_interrupted_run_resumes_from_its_last_merge_not_its_last_pe
     EXPECT_GT(v, merged_version[frag]) << "fragment " << frag << " did not continue its versions";
   const auto summary = nlohmann::json::parse(read_text(run / "summary.json"));
   EXPECT_FALSE(summary.value("failed", false)) << summary.dump();
-  fs::remove_all(dir);
 }
 
-TEST(dd_node_run, version_prints_the_version_the_commit_and_the_backends) {
+TEST_F(dd_node_run, version_prints_the_version_the_commit_and_the_backends) {
   const fs::path dir = make_workdir("version");
   const pid_t pid = dd::test::start_process(dir, "v", {DD_NODE_BIN, "--version"});
   ASSERT_GT(pid, 0);
@@ -302,10 +307,9 @@ TEST(dd_node_run, version_prints_the_version_the_commit_and_the_backends) {
   EXPECT_EQ(out.rfind("dd-node 0.", 0), 0u) << out;
   EXPECT_NE(out.find(" (commit "), std::string::npos) << out;
   EXPECT_NE(out.find("\nbackends: reference cpu"), std::string::npos) << out;
-  fs::remove_all(dir);
 }
 
-TEST(dd_node_run, a_second_signal_exits_at_once) {
+TEST_F(dd_node_run, a_second_signal_exits_at_once) {
   const fs::path dir = make_workdir("twice");
   const pid_t pid = start(dir, "a", {"--run-dir", "run"});
   ASSERT_GT(pid, 0);
@@ -317,12 +321,10 @@ TEST(dd_node_run, a_second_signal_exits_at_once) {
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ::kill(pid, SIGTERM);
   EXPECT_EQ(wait_exit(pid, 10), 143) << read_text(dir / "a.err");
-  EXPECT_NE(read_text(dir / "a.err").find("second signal"), std::string::npos)
-      << read_text(dir / "a.err");
-  fs::remove_all(dir);
+  dd::test::expect_contains_all(read_text(dir / "a.err"), {"second signal"});
 }
 
-TEST(dd_node_run, a_second_run_on_the_same_directory_is_refused) {
+TEST_F(dd_node_run, a_second_run_on_the_same_directory_is_refused) {
   const fs::path dir = make_workdir("lock");
   const pid_t holder = start(dir, "a", {"--run-dir", "run"});
   ASSERT_GT(holder, 0);
@@ -347,21 +349,19 @@ TEST(dd_node_run, a_second_run_on_the_same_directory_is_refused) {
   EXPECT_EQ(wait_exit(holder, 10), 256 + SIGKILL);
   const pid_t refused = start(dir, "r", {"--run-dir", "run", "--set", "budget.steps=4"});
   EXPECT_EQ(wait_exit(refused, 60), 2) << read_text(dir / "r.err");
-  EXPECT_NE(read_text(dir / "r.err")
-                .find("dd-node run: tiny: run directory 'run' holds an unfinished run (no "
-                      "summary.json): continue it with --resume, or replace it with --overwrite"),
-            std::string::npos)
-      << read_text(dir / "r.err");
+  dd::test::expect_contains_all(
+      read_text(dir / "r.err"),
+      {"dd-node run: tiny: run directory 'run' holds an unfinished run (no summary.json): continue "
+       "it with --resume, or replace it with --overwrite"});
   const pid_t third =
       start(dir, "c", {"--run-dir", "run", "--set", "budget.steps=4", "--overwrite"});
   EXPECT_EQ(wait_exit(third, 60), 0) << read_text(dir / "c.err");
   EXPECT_TRUE(fs::exists(dir / "run" / "summary.json"));
-  fs::remove_all(dir);
 }
 
 // A checkpoint.dir outside the run directory is locked too: a second run naming the same
 // checkpoint folder (which it would clean as it starts) is refused while the first one runs.
-TEST(dd_node_run, a_second_run_on_the_same_checkpoint_dir_is_refused) {
+TEST_F(dd_node_run, a_second_run_on_the_same_checkpoint_dir_is_refused) {
   const fs::path dir = make_workdir("ckpt_lock");
   const pid_t holder =
       start(dir, "a", {"--run-dir", "run_a", "--set", "checkpoint.dir=\"shared_ck\""});
@@ -387,7 +387,6 @@ TEST(dd_node_run, a_second_run_on_the_same_checkpoint_dir_is_refused) {
   EXPECT_FALSE(fs::exists(dir / "run_b" / "summary.json"));
   ::kill(holder, SIGKILL);
   wait_exit(holder, 10);
-  fs::remove_all(dir);
 }
 
 /// Starts `dd-node <args>` in `cwd`, stdout/stderr to cwd/<tag>.out / .err.
@@ -401,7 +400,7 @@ pid_t start_node(const fs::path& cwd, const std::string& tag,
 // dd-node syncer and dd-node launch lock a checkpoint.dir outside their run directory too (the
 // same rule as dd-node run): with a live syncer on "shared_ck", a second syncer, a launch and a
 // run pointed at it exit 2 naming that path and the holder, and the live checkpoints stay.
-TEST(dd_node_run, a_live_syncers_checkpoint_dir_is_refused_for_syncer_launch_and_run) {
+TEST_F(dd_node_run, a_live_syncers_checkpoint_dir_is_refused_for_syncer_launch_and_run) {
   const fs::path dir = make_workdir("ckpt_lock_nodes");
   const std::vector<std::string> shared = {"--set", "checkpoint.dir=\"shared_ck\""};
   auto with = [&](std::vector<std::string> v) {
@@ -450,12 +449,11 @@ TEST(dd_node_run, a_live_syncers_checkpoint_dir_is_refused_for_syncer_launch_and
   EXPECT_EQ(::kill(holder, 0), 0) << "the holder must keep running";
   ::kill(holder, SIGKILL);
   wait_exit(holder, 10);
-  fs::remove_all(dir);
 }
 
 // dd-node launch holds the checkpoint directory's lock for its children: its own syncer starts
 // (it is the launcher's child), while another run on that checkpoint directory is refused.
-TEST(dd_node_run, a_launch_holds_its_checkpoint_dir_for_its_children) {
+TEST_F(dd_node_run, a_launch_holds_its_checkpoint_dir_for_its_children) {
   const fs::path dir = make_workdir("ckpt_lock_launch");
   const pid_t launcher = start_node(
       dir, "a", {"launch", "tiny.lua", "--run-dir", "run_l", "--set", "checkpoint.dir=\"ck_l\""});
@@ -503,14 +501,12 @@ TEST(dd_node_run, a_launch_holds_its_checkpoint_dir_for_its_children) {
   const int rc = wait_exit(launcher, 60);
   if (rc == -1) ADD_FAILURE() << "the launcher did not stop on SIGINT";
   EXPECT_EQ(rc, 130) << read_text(dir / "a.out");
-  EXPECT_NE(read_text(dir / "a.out").find("dd-node launch: done (exit 130"), std::string::npos)
-      << read_text(dir / "a.out");
-  fs::remove_all(dir);
+  dd::test::expect_contains_all(read_text(dir / "a.out"), {"dd-node launch: done (exit 130"});
 }
 
 // --table FILE that cannot be written is refused before any training (exit 2), not reported as
 // written after the runs.
-TEST(dd_node_run, an_unwritable_table_file_is_refused_before_training) {
+TEST_F(dd_node_run, an_unwritable_table_file_is_refused_before_training) {
   const fs::path dir = make_workdir("table");
   std::ofstream(dir / "two.lua") << "for _, k in ipairs { 1, 2 } do\n"
                                  << tiny_experiment("'two' .. k", ", min_quorum = k",
@@ -523,13 +519,12 @@ TEST(dd_node_run, an_unwritable_table_file_is_refused_before_training) {
   EXPECT_NE(err.find("--table a_file/t.json: cannot write"), std::string::npos) << err;
   EXPECT_FALSE(fs::exists(dir / "runs" / "two1" / "summary.json"));
   EXPECT_EQ(read_text(dir / "a.out").find("comparison written"), std::string::npos);
-  fs::remove_all(dir);
 }
 
 // A data file too small for the learners is refused before anything starts (exit 2, naming the
 // file, the learner count and the sizes), instead of learners crashing at spawn until their
 // restart budgets run out and the run "finishing" with 0 tokens.
-TEST(dd_node_run, data_too_small_for_the_learners_is_refused_with_exit_2) {
+TEST_F(dd_node_run, data_too_small_for_the_learners_is_refused_with_exit_2) {
   const fs::path dir = make_workdir("small");
   {
     std::ifstream in(std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt", std::ios::binary);
@@ -551,13 +546,12 @@ TEST(dd_node_run, data_too_small_for_the_learners_is_refused_with_exit_2) {
   EXPECT_FALSE(fs::exists(dir / "run" / "summary.json"));
   EXPECT_FALSE(fs::exists(dir / "run" / "events.jsonl"));
   EXPECT_EQ(read_text(dir / "a.out").find("done"), std::string::npos);
-  fs::remove_all(dir);
 }
 
 // A run that loses a learner for good (restart budget spent: six kills in a row) is a runtime
 // failure: exit 1, the reason on stderr, "failed": true in summary.json. An owner killed at
 // version 1 with no checkpoint yet is rebuilt from a live learner's copy and says so on stderr.
-TEST(dd_node_run, a_run_that_loses_a_learner_for_good_exits_1) {
+TEST_F(dd_node_run, a_run_that_loses_a_learner_for_good_exits_1) {
   const fs::path dir = make_workdir("fail");
   std::ofstream(dir / "fail.lua") << tiny_experiment(
       "'fail'", "",
@@ -584,10 +578,8 @@ TEST(dd_node_run, a_run_that_loses_a_learner_for_good_exits_1) {
             "warning: fragment owner 0: it was respawned before its first checkpoint",
             "rebuilt from learner"});
   EXPECT_EQ(err.find("restarts from the initial weights"), std::string::npos) << err;
-  EXPECT_NE(read_text(dir / "a.out").find("== fail FAILED: learner 1 of 2"), std::string::npos)
-      << read_text(dir / "a.out");
-  EXPECT_NE(read_text(dir / "a.out").find("  restarts        5 learner, "), std::string::npos)
-      << read_text(dir / "a.out");
+  dd::test::expect_contains_all(read_text(dir / "a.out"), {"== fail FAILED: learner 1 of 2"});
+  dd::test::expect_contains_all(read_text(dir / "a.out"), {"  restarts        5 learner, "});
   ASSERT_TRUE(fs::exists(dir / "run" / "summary.json"));
   const auto summary = nlohmann::json::parse(read_text(dir / "run" / "summary.json"));
   EXPECT_EQ(summary.value("failed", false), true);
@@ -596,13 +588,12 @@ TEST(dd_node_run, a_run_that_loses_a_learner_for_good_exits_1) {
   EXPECT_TRUE(summary.contains("final_val_loss") && summary.contains("tokens") &&
               summary.contains("learner_restarts"));
   EXPECT_EQ(summary["learner_restarts"].get<int>(), 5);
-  fs::remove_all(dir);
 }
 
 // A run directory holds one run: a re-run removes the earlier run's summary.json and
 // run_info.json as it starts (and says so), so a re-run killed midway never leaves a stale
 // summary that looks finished.
-TEST(dd_node_run, a_rerun_removes_the_earlier_summary_at_the_start) {
+TEST_F(dd_node_run, a_rerun_removes_the_earlier_summary_at_the_start) {
   const fs::path dir = make_workdir("rerun");
   dd::test::write_files(dir / "run",
                         {{"summary.json", "{\"final_val_loss\": 1.5, \"tokens\": 9}\n"},
@@ -625,13 +616,12 @@ TEST(dd_node_run, a_rerun_removes_the_earlier_summary_at_the_start) {
                      "events.jsonl, 1 owner checkpoint): replaced by this run"),
             std::string::npos)
       << err;
-  fs::remove_all(dir);
 }
 
 // a run into a directory that held a cluster run (dd-node launch) starts without
 // that run's nodes.json, chaos.jsonl, nodes/ and logs/, so `dd-chaos report` never reads two
 // runs as one; dd-chaos's chaos-state.json (faults still to heal) stays.
-TEST(dd_node_run, a_rerun_removes_an_earlier_cluster_runs_files) {
+TEST_F(dd_node_run, a_rerun_removes_an_earlier_cluster_runs_files) {
   const fs::path dir = make_workdir("rerun_cluster");
   const fs::path run = dir / "run";
   dd::test::write_files(run, {{"summary.json", "{\"final_val_loss\": 1.5}\n"},
@@ -649,18 +639,15 @@ TEST(dd_node_run, a_rerun_removes_an_earlier_cluster_runs_files) {
     EXPECT_FALSE(fs::exists(run / gone)) << gone;
   EXPECT_TRUE(fs::exists(run / "chaos-state.json"));
   EXPECT_TRUE(fs::exists(run / "summary.json"));
-  EXPECT_NE(read_text(dir / "a.err")
-                .find("dd-node run: tiny: removed the earlier cluster run's nodes.json, "
-                      "chaos.jsonl, nodes/, logs/ from 'run'"),
-            std::string::npos)
-      << read_text(dir / "a.err");
-  fs::remove_all(dir);
+  dd::test::expect_contains_all(read_text(dir / "a.err"),
+                                {"dd-node run: tiny: removed the earlier cluster run's nodes.json, "
+                                 "chaos.jsonl, nodes/, logs/ from 'run'"});
 }
 
 // The same for dd-node launch: it clears the earlier cluster run's files before it starts a
 // child, and its own syncer (under the launcher's lock) leaves the launcher's fresh nodes.json
 // and logs/ alone.
-TEST(dd_node_run, a_launch_removes_an_earlier_cluster_runs_files) {
+TEST_F(dd_node_run, a_launch_removes_an_earlier_cluster_runs_files) {
   const fs::path dir = make_workdir("relaunch_cluster");
   const fs::path run = dir / "run";
   dd::test::write_files(run, {{"summary.json", "{\"final_val_loss\": 1.5}\n"},
@@ -678,17 +665,14 @@ TEST(dd_node_run, a_launch_removes_an_earlier_cluster_runs_files) {
   EXPECT_FALSE(fs::exists(run / "logs" / "old-node.log"));
   EXPECT_TRUE(fs::exists(run / "nodes.json"));
   EXPECT_TRUE(fs::exists(run / "logs" / "syncer.log"));
-  EXPECT_NE(read_text(dir / "a.err")
-                .find("dd-node launch: removed the earlier cluster run's chaos.jsonl, nodes/, "
-                      "logs/ from 'run'"),
-            std::string::npos)
-      << read_text(dir / "a.err");
-  fs::remove_all(dir);
+  dd::test::expect_contains_all(
+      read_text(dir / "a.err"),
+      {"dd-node launch: removed the earlier cluster run's chaos.jsonl, nodes/, logs/ from 'run'"});
 }
 
 // dd-node status and drain on a directory without a run, or with a finished one,
 // say so (exit 2: no run there; exit 1: the run finished, nothing live to ask).
-TEST(dd_node_run, status_and_drain_name_a_missing_or_finished_run) {
+TEST_F(dd_node_run, status_and_drain_name_a_missing_or_finished_run) {
   const fs::path dir = make_workdir("status_dirs");
   fs::create_directories(dir / "empty");
   fs::create_directories(dir / "done");
@@ -698,18 +682,14 @@ TEST(dd_node_run, status_and_drain_name_a_missing_or_finished_run) {
       << "{\"nodes\": [{\"role\": \"syncer\", \"listen\": \"127.0.0.1:1\"}]}\n";
   const pid_t missing = start_node(dir, "m", {"status", "nope"});
   EXPECT_EQ(wait_exit(missing, 30), 2);
-  EXPECT_NE(read_text(dir / "m.err")
-                .find("dd-node status: no run in 'nope' (no such directory), and it is not a "
-                      "syncer's HOST:PORT"),
-            std::string::npos)
-      << read_text(dir / "m.err");
+  dd::test::expect_contains_all(
+      read_text(dir / "m.err"),
+      {"dd-node status: no run in 'nope' (no such directory), and it is not a syncer's HOST:PORT"});
   const pid_t empty = start_node(dir, "e", {"drain", "learner:0", "empty"});
   EXPECT_EQ(wait_exit(empty, 30), 2);
-  EXPECT_NE(read_text(dir / "e.err")
-                .find("dd-node drain: no run in 'empty' (no nodes.json, events.jsonl or "
-                      "summary.json)"),
-            std::string::npos)
-      << read_text(dir / "e.err");
+  dd::test::expect_contains_all(
+      read_text(dir / "e.err"),
+      {"dd-node drain: no run in 'empty' (no nodes.json, events.jsonl or summary.json)"});
   for (const char* cmd : {"status", "drain"}) {
     std::vector<std::string> args = {cmd, "done"};
     if (std::string(cmd) == "drain") args = {cmd, "learner:0", "done"};
@@ -721,13 +701,12 @@ TEST(dd_node_run, status_and_drain_name_a_missing_or_finished_run) {
         << err;
     EXPECT_NE(err.find(" UTC (summary.json); no syncer to ask"), std::string::npos) << err;
   }
-  fs::remove_all(dir);
 }
 
 // Numeric flags take numbers: --progress abc / -1 is refused (never read as 0: off).
 // Process and network faults act from outside (dd-chaos): `dd-node run` refuses them, naming
 // the event's file:line, before anything starts; whole-cluster random faults likewise.
-TEST(dd_node_run, a_process_chaos_kind_is_refused_with_file_and_line) {
+TEST_F(dd_node_run, a_process_chaos_kind_is_refused_with_file_and_line) {
   const fs::path dir = make_workdir("outside_chaos");
   std::ofstream(dir / "pause.lua") << tiny_experiment(
       "'pause'", "",
@@ -754,10 +733,9 @@ TEST(dd_node_run, a_process_chaos_kind_is_refused_with_file_and_line) {
             std::string::npos)
       << err;
   EXPECT_FALSE(fs::exists(dir / "run"));
-  fs::remove_all(dir);
 }
 
-TEST(dd_node_run, a_launch_refused_for_a_network_fault_without_the_proxy_writes_nothing) {
+TEST_F(dd_node_run, a_launch_refused_for_a_network_fault_without_the_proxy_writes_nothing) {
   const fs::path dir = make_workdir("launch_no_proxy");
   std::ofstream(dir / "net.lua") << tiny_experiment(
       "'net'", "",
@@ -773,10 +751,9 @@ TEST(dd_node_run, a_launch_refused_for_a_network_fault_without_the_proxy_writes_
             std::string::npos)
       << err;
   EXPECT_FALSE(fs::exists(dir / "run")) << "no run directory, no LOCK";
-  fs::remove_all(dir);
 }
 
-TEST(dd_node_run, a_non_numeric_progress_is_refused_with_exit_2) {
+TEST_F(dd_node_run, a_non_numeric_progress_is_refused_with_exit_2) {
   const fs::path dir = make_workdir("flags");
   for (const std::string bad : {"abc", "-1", "5s", "", "nan"}) {
     const pid_t pid = start(dir, "a", {"--run-dir", "run", "--progress", bad});
@@ -786,7 +763,6 @@ TEST(dd_node_run, a_non_numeric_progress_is_refused_with_exit_2) {
         << bad << ": " << read_text(dir / "a.err");
   }
   EXPECT_FALSE(fs::exists(dir / "run"));
-  fs::remove_all(dir);
 }
 
 }  // namespace

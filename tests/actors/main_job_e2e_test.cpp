@@ -36,6 +36,7 @@
 #include "runtime/fragments.hpp"
 #include "runtime/model_file.hpp"
 #include "runtime/run_dir_rules.hpp"
+#include "tests/actors/test_support.hpp"
 #include "tests/support/error_of.hpp"
 #include "tests/support/expect_contains.hpp"
 #include "tests/support/fresh_dir.hpp"
@@ -44,24 +45,9 @@ namespace dd::actors {
 namespace {
 
 config::experiment small_experiment(const std::string& name) {
-  config::experiment e;
-  e.name = name;
-  e.seed = 11;
-  e.data.file = std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt";
-  e.model.layers = 2;
-  e.model.width = 32;
-  e.model.heads = 2;
-  e.model.context = 32;
-  e.learners.count = 4;
-  e.learners.batch = 4;
-  e.learners.threads = 1;
-  e.inner.lr = 3e-3;
-  e.inner.warmup = 5;
-  e.sync.fragments = 2;
-  e.sync.interval = 8;
-  e.outer.momentum = 0.5;
-  e.budget.kind = config::budget_kind::steps;
-  e.budget.steps = 80;
+  auto e = test::named_experiment(name, 11);
+  test::set_tiny_gpt(e, 2, 32);
+  test::set_small_training(e, 4, 4, 5, 8, 80);
   e.eval.every_seconds = 0;
   e.eval.batches = 4;
   e.checkpoint.every_versions = 5;
@@ -69,6 +55,25 @@ config::experiment small_experiment(const std::string& name) {
   // a real run (otherwise the others finish while a killed learner waits to come back).
   e.restart.backoff_base_s = 0.01;
   return e;
+}
+
+/// Options of a run into `run_dir` without progress lines.
+run_options quiet_run(const std::filesystem::path& run_dir) {
+  run_options ro;
+  ro.progress_every_s = 0;
+  ro.run_dir = run_dir.string();
+  return ro;
+}
+
+/// A chaos event of the experiment: `action` on learner or fragment `target` at fraction `at` of
+/// the budget.
+config::chaos_event fault_at_fraction(double at, config::fault_kind action, int target) {
+  config::chaos_event ev;
+  ev.trigger = config::chaos_trigger::at_fraction;
+  ev.at = at;
+  ev.action = action;
+  ev.target = target;
+  return ev;
 }
 
 nlohmann::json read_json(const std::filesystem::path& p) {
@@ -97,9 +102,7 @@ std::vector<nlohmann::json> read_events(const std::filesystem::path& p) {
 run_result run_with_one_fatal_kill(config::experiment e, const std::filesystem::path& dir,
                                    fault_kind what, int32_t target, uint64_t at) {
   std::filesystem::remove_all(dir);
-  run_options ro;
-  ro.progress_every_s = 0;
-  ro.run_dir = dir.string();
+  run_options ro = quiet_run(dir);
   fault_spec kill;
   kill.what = what;
   kill.target = target;
@@ -231,11 +234,7 @@ TEST(main_job, writes_summary_and_events_and_survives_a_learner_kill) {
 
   // Learner 2 killed at 40% of its steps.
   auto e = small_experiment("kill");
-  config::chaos_event kill;
-  kill.trigger = config::chaos_trigger::at_fraction;
-  kill.at = 0.4;
-  kill.action = config::fault_kind::kill_learner;
-  kill.target = 2;
+  config::chaos_event kill = fault_at_fraction(0.4, config::fault_kind::kill_learner, 2);
   e.chaos.events.push_back(kill);
   ro.run_dir = (dir / "kill").string();
   auto killed = run_job(e, ro);
@@ -270,9 +269,7 @@ TEST(main_job, experiments_with_different_batches_are_scored_on_the_same_windows
     e.eval.batches = 0;  // the defaults: the final evaluation scores the whole split
     e.learners.batch = batch;
     e.budget.steps = 10;
-    run_options ro;
-    ro.progress_every_s = 0;
-    ro.run_dir = (dir / e.name).string();
+    run_options ro = quiet_run(dir / e.name);
     auto r = run_job(e, ro);
     ASSERT_TRUE(r.finished);
     ASSERT_FALSE(r.failed) << r.failure_reason;
@@ -312,15 +309,8 @@ TEST(main_job, experiments_with_different_batches_are_scored_on_the_same_windows
 TEST(main_job, a_learner_holding_an_altered_global_value_is_found_in_one_heartbeat_and_repaired) {
   const auto dir = fresh_dir("dd_main_job_divergence");
   auto e = small_experiment("divergence");
-  config::chaos_event corrupt;
-  corrupt.trigger = config::chaos_trigger::at_fraction;
-  corrupt.at = 0.5;
-  corrupt.action = config::fault_kind::corrupt_held;
-  corrupt.target = 1;
-  e.chaos.events.push_back(corrupt);
-  run_options ro;
-  ro.progress_every_s = 0;
-  ro.run_dir = dir.string();
+  e.chaos.events.push_back(fault_at_fraction(0.5, config::fault_kind::corrupt_held, 1));
+  run_options ro = quiet_run(dir);
   auto r = run_job(e, ro);
   ASSERT_TRUE(r.finished);
   EXPECT_FALSE(r.failed) << r.failure_reason;
@@ -832,16 +822,10 @@ TEST(main_job, an_owner_killed_with_a_damaged_checkpoint_is_rebuilt_from_a_learn
   const auto dir = fresh_dir("dd_main_job_rebuild");
   auto e = small_experiment("rebuild");
   e.checkpoint.every_versions = 1;
-  config::chaos_event kill;
-  kill.trigger = config::chaos_trigger::at_fraction;
-  kill.at = 0.5;
-  kill.action = config::fault_kind::kill_owner;
-  kill.target = 1;
+  config::chaos_event kill = fault_at_fraction(0.5, config::fault_kind::kill_owner, 1);
   kill.damage_checkpoint = true;
   e.chaos.events.push_back(kill);
-  run_options ro;
-  ro.progress_every_s = 0;
-  ro.run_dir = dir.string();
+  run_options ro = quiet_run(dir);
   auto r = run_job(e, ro);
   ASSERT_TRUE(r.finished);
   EXPECT_FALSE(r.failed) << r.failure_reason;
@@ -893,9 +877,7 @@ TEST(main_job, a_run_resumed_before_any_merge_is_not_degraded) {
   auto e = small_experiment("no_merge_resume");
   e.budget.steps = 4;  // fewer inner steps than sync.interval (8): no push, no merge
   e.checkpoint.rebuild_wait_seconds = 0.5;
-  run_options ro;
-  ro.progress_every_s = 0;
-  ro.run_dir = dir.string();
+  run_options ro = quiet_run(dir);
   auto first = run_job(e, ro);
   ASSERT_TRUE(first.finished);
   // As a run stopped before its first merge leaves it: no owner checkpoint and no fragment
@@ -931,9 +913,7 @@ TEST(main_job, a_resumed_runs_summary_covers_both_parts) {
   const auto dir = fresh_dir("dd_main_job_resume_summary");
   auto e = small_experiment("resume_summary");
   e.budget.steps = 40;
-  run_options ro;
-  ro.progress_every_s = 0;
-  ro.run_dir = dir.string();
+  run_options ro = quiet_run(dir);
   auto first = run_job(e, ro);
   ASSERT_TRUE(first.finished);
   ASSERT_FALSE(first.failed) << first.failure_reason;
@@ -1018,9 +998,7 @@ TEST(main_job, a_resumed_owner_without_any_copy_is_degraded_and_fails_the_run) {
   e.budget.kind = config::budget_kind::seconds;
   e.budget.seconds = 3;
   e.inner.decay_steps = 200;
-  run_options ro;
-  ro.progress_every_s = 0;
-  ro.run_dir = dir.string();
+  run_options ro = quiet_run(dir);
   auto first = run_job(e, ro);
   ASSERT_TRUE(first.finished);
   ASSERT_FALSE(first.failed) << first.failure_reason;

@@ -167,6 +167,14 @@ struct owner_actor_test : ::testing::Test {
     return c;
   }
 
+  /// The owner of `ctx`, spawned unsupervised (stopped at TearDown) and run until idle.
+  caf::actor spawn_owner(std::shared_ptr<const owner_context> ctx) {
+    auto owner = caf::actor_cast<caf::actor>(env.sys->spawn(fragment_owner, std::move(ctx)));
+    to_stop.push_back(owner);
+    env.run();
+    return owner;
+  }
+
   /// Spawns the owner of `ctx` under a supervisor (backoff 0.5 s, events into `log`) and runs
   /// until it has subscribed to the monitor probe.
   void spawn_supervised_owner(const std::shared_ptr<owner_context>& ctx, run_log& log) {
@@ -181,6 +189,24 @@ struct owner_actor_test : ::testing::Test {
     auto sup = env.sys->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
     to_stop.push_back(caf::actor_cast<caf::actor>(sup));
     env.run();
+  }
+
+  /// The owner of `ctx` spawned under a supervisor with `log` as its log (the first owner of the
+  /// test to subscribe), told that both learners are live; in `owner`.
+  void start_live_owner(const std::shared_ptr<owner_context>& ctx, run_log& log,
+                        caf::actor& owner) {
+    ctx->log = &log;
+    spawn_supervised_owner(ctx, log);
+    ASSERT_EQ(monitor_log->subscribed.size(), 1u);
+    owner = monitor_log->subscribed.back();
+    set_live(owner);
+  }
+
+  /// Learner a's push of six `va` and learner b's of six `vb`, each one step of 10 tokens based on
+  /// version `base`, transfer id `transfer`.
+  void push_both(const caf::actor& owner, uint64_t base, uint64_t transfer, float va, float vb) {
+    push_from(a, owner, make_push(0, 0, base, 1, 10, transfer, std::vector<float>(6, va)));
+    push_from(b, owner, make_push(1, 0, base, 1, 10, transfer, std::vector<float>(6, vb)));
   }
 
   void set_live(const caf::actor& owner, uint64_t incarnation_b = 0) {
@@ -199,10 +225,7 @@ struct owner_actor_test : ::testing::Test {
 };
 
 TEST_F(owner_actor_test, grace_timer_then_broadcast_to_every_live_learner) {
-  auto owner = caf::actor_cast<caf::actor>(
-      env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(context())));
-  to_stop.push_back(owner);
-  env.run();
+  auto owner = spawn_owner(context());
   ASSERT_EQ(monitor_log->subscribed.size(), 1u);  // the owner announced itself
   set_live(owner);
   push_from(a, owner, make_push(0, 0, 0, 1, 10, 1, std::vector<float>(6, 0.5f)));
@@ -224,10 +247,7 @@ TEST_F(owner_actor_test, grace_timer_then_broadcast_to_every_live_learner) {
 }
 
 TEST_F(owner_actor_test, stale_push_gets_a_rejection_and_the_current_value) {
-  auto owner = caf::actor_cast<caf::actor>(
-      env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(context())));
-  to_stop.push_back(owner);
-  env.run();
+  auto owner = spawn_owner(context());
   set_live(owner);
   push_from(a, owner, make_push(0, 0, 0, 1, 10, 1, std::vector<float>(6, 0.25f)));
   push_from(b, owner, make_push(1, 0, 0, 1, 10, 1, std::vector<float>(6, 0.25f)));  // all pending
@@ -248,13 +268,9 @@ TEST_F(owner_actor_test, respawned_owner_restores_its_checkpoint) {
   ctx->options.merge.outer_momentum = 0.9f;
   ctx->options.merge.outer_lr = 0.7f;
   run_log log({}, true, [this] { return env.now(); });
-  ctx->log = &log;
-  spawn_supervised_owner(ctx, log);
-  ASSERT_EQ(monitor_log->subscribed.size(), 1u);
-  auto owner = monitor_log->subscribed.back();
-  set_live(owner);
-  push_from(a, owner, make_push(0, 0, 0, 1, 10, 1, std::vector<float>(6, 0.5f)));
-  push_from(b, owner, make_push(1, 0, 0, 1, 10, 1, std::vector<float>(6, 0.3f)));
+  caf::actor owner;
+  ASSERT_NO_FATAL_FAILURE(start_live_owner(ctx, log, owner));
+  push_both(owner, 0, 1, 0.5f, 0.3f);
   ASSERT_EQ(a_log->broadcasts.size(), 1u);
   const auto before = a_log->broadcasts.back();
   ASSERT_TRUE(std::filesystem::exists(ctx->options.checkpoint_path));
@@ -323,13 +339,10 @@ TEST_F(owner_actor_test, a_merge_whose_line_a_kill_cut_off_is_logged_from_the_ch
     ctx->options.checkpoint_path = path;
     std::filesystem::remove(path);
     run_log& log = new_log();
-    ctx->log = &log;
-    spawn_supervised_owner(ctx, log);
-    auto owner = monitor_log->subscribed.back();
-    set_live(owner);
+    caf::actor owner;
+    ASSERT_NO_FATAL_FAILURE(start_live_owner(ctx, log, owner));
     for (uint64_t k = 1; k <= 2; ++k) {
-      push_from(a, owner, make_push(0, 0, k - 1, 1, 10, k, std::vector<float>(6, 0.5f)));
-      push_from(b, owner, make_push(1, 0, k - 1, 1, 10, k, std::vector<float>(6, 0.3f)));
+      push_both(owner, k - 1, k, 0.5f, 0.3f);
     }
     auto ck = load_checkpoint(path);
     ASSERT_TRUE(ck.ok());
@@ -404,10 +417,7 @@ TEST_F(owner_actor_test, a_checkpoint_of_another_run_is_not_restored) {
   ctx->rebuild_wait_s = 0;  // no learner to ask: straight to the initial weights
   run_log log({}, true, [this] { return env.now(); });
   ctx->log = &log;
-  auto owner = caf::actor_cast<caf::actor>(
-      env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx)));
-  to_stop.push_back(owner);
-  env.run();
+  auto owner = spawn_owner(ctx);
   bool named = false, restored = false, started = false;
   for (const auto& e : log.events()) {
     if (e["event"] == "owner_start") started = e.value("version", 0) != 33;
@@ -431,13 +441,9 @@ TEST_F(owner_actor_test, owner_respawned_before_its_first_checkpoint_warns) {
   run_log log({}, true, [this] { return env.now(); });
   std::vector<std::string> console;
   log.set_console([&console](const std::string& line) { console.push_back(line); });
-  ctx->log = &log;
-  spawn_supervised_owner(ctx, log);
-  ASSERT_EQ(monitor_log->subscribed.size(), 1u);
-  auto owner = monitor_log->subscribed.back();
-  set_live(owner);
-  push_from(a, owner, make_push(0, 0, 0, 1, 10, 1, std::vector<float>(6, 0.5f)));
-  push_from(b, owner, make_push(1, 0, 0, 1, 10, 1, std::vector<float>(6, 0.3f)));
+  caf::actor owner;
+  ASSERT_NO_FATAL_FAILURE(start_live_owner(ctx, log, owner));
+  push_both(owner, 0, 1, 0.5f, 0.3f);
   ASSERT_EQ(a_log->broadcasts.size(), 1u);  // version 1, no checkpoint written
   EXPECT_TRUE(console.empty()) << "a first start is not a reset";
   ASSERT_FALSE(std::filesystem::exists(ctx->options.checkpoint_path));
@@ -481,10 +487,7 @@ TEST_F(owner_actor_test, owner_with_an_unreadable_checkpoint_warns) {
   std::vector<std::string> console;
   log.set_console([&console](const std::string& line) { console.push_back(line); });
   ctx->log = &log;
-  auto owner = caf::actor_cast<caf::actor>(
-      env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx)));
-  to_stop.push_back(owner);
-  env.run();
+  auto owner = spawn_owner(ctx);
   bool failure = false, reset = false;
   for (const auto& e : log.events()) {
     if (e["event"] == "failure" && e["what"] == "checkpoint_unreadable") failure = true;
@@ -511,14 +514,10 @@ TEST_F(owner_actor_test, killed_with_a_damaged_checkpoint_it_is_rebuilt_from_the
   run_log log({}, true, [this] { return env.now(); });
   std::vector<std::string> console;
   log.set_console([&console](const std::string& line) { console.push_back(line); });
-  ctx->log = &log;
-  spawn_supervised_owner(ctx, log);
-  auto owner = monitor_log->subscribed.back();
-  set_live(owner);
-  push_from(a, owner, make_push(0, 0, 0, 1, 10, 1, std::vector<float>(6, 0.5f)));
-  push_from(b, owner, make_push(1, 0, 0, 1, 10, 1, std::vector<float>(6, 0.3f)));
-  push_from(a, owner, make_push(0, 0, 1, 1, 10, 2, std::vector<float>(6, 0.2f)));
-  push_from(b, owner, make_push(1, 0, 1, 1, 10, 2, std::vector<float>(6, 0.1f)));
+  caf::actor owner;
+  ASSERT_NO_FATAL_FAILURE(start_live_owner(ctx, log, owner));
+  push_both(owner, 0, 1, 0.5f, 0.3f);
+  push_both(owner, 1, 2, 0.2f, 0.1f);
   ASSERT_EQ(a_log->broadcasts.size(), 2u);
   ASSERT_EQ(a_log->broadcasts.back().version, 2u);
   // Learner a applied version 2; learner b still holds version 1 (a broadcast it missed).
@@ -614,13 +613,10 @@ TEST_F(owner_actor_test, killed_with_a_damaged_checkpoint_it_is_rebuilt_from_the
 TEST_F(owner_actor_test, a_learner_copy_newer_than_a_readable_checkpoint_wins) {
   auto ctx = checkpointed_context("dd_owner_actor_test_newest", 2);
   run_log log({}, true, [this] { return env.now(); });
-  ctx->log = &log;
-  spawn_supervised_owner(ctx, log);
-  auto owner = monitor_log->subscribed.back();
-  set_live(owner);
+  caf::actor owner;
+  ASSERT_NO_FATAL_FAILURE(start_live_owner(ctx, log, owner));
   for (uint64_t v = 0; v < 3; ++v) {
-    push_from(a, owner, make_push(0, 0, v, 1, 10, v + 1, std::vector<float>(6, 0.1f)));
-    push_from(b, owner, make_push(1, 0, v, 1, 10, v + 1, std::vector<float>(6, 0.1f)));
+    push_both(owner, v, v + 1, 0.1f, 0.1f);
   }
   ASSERT_EQ(a_log->broadcasts.back().version, 3u);
   auto ck = load_checkpoint(ctx->options.checkpoint_path);
@@ -660,10 +656,7 @@ TEST_F(owner_actor_test, no_learner_answers_within_the_wait_so_the_fragment_is_d
   ctx->resumed = true;  // a resumed run: the first start asks the learners too
   ctx->learners = 2;
   ctx->highest_version = 7;  // events.jsonl of the first part named version 7
-  auto owner = caf::actor_cast<caf::actor>(
-      env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx)));
-  to_stop.push_back(owner);
-  env.run();
+  auto owner = spawn_owner(ctx);
   caf::anon_send(owner, atoms::live_atom_v, encode(live_view_msg{}),
                  std::vector<learner_at_owner_hdl>{});
   env.run();
@@ -693,10 +686,7 @@ TEST_F(owner_actor_test, a_push_and_a_pull_during_the_rebuild_wait_until_it_serv
   ctx->learners = 3;    // ...and waits for 3 answers: only a and b answer
   run_log log({}, true, [this] { return env.now(); });
   ctx->log = &log;
-  auto owner = caf::actor_cast<caf::actor>(
-      env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx)));
-  to_stop.push_back(owner);
-  env.run();
+  auto owner = spawn_owner(ctx);
   set_live(owner);
   ASSERT_EQ(a_log->queries, 1);
   ASSERT_EQ(b_log->queries, 1);
@@ -734,10 +724,7 @@ TEST_F(owner_actor_test, pull_is_a_codec_message_and_bad_pulls_are_dropped) {
   auto ctx = context();
   run_log log({}, true, [this] { return env.now(); });
   ctx->log = &log;
-  auto owner = caf::actor_cast<caf::actor>(
-      env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(ctx)));
-  to_stop.push_back(owner);
-  env.run();
+  auto owner = spawn_owner(ctx);
   caf::anon_send(a, caf::forward_atom_v, owner, atoms::pull_atom_v, encode(pull_request{0, 0, 0}));
   env.run();
   ASSERT_EQ(a_log->broadcasts.size(), 1u);

@@ -25,6 +25,13 @@ using dd::test::make_push;
 using dd::test::tiny_layout;
 using status = push_outcome::status;
 
+/// Expects the push outcome `r` to be a rejection for `reason`.
+void expect_rejected(const push_outcome& r, reject_reason reason) {
+  ASSERT_EQ(r.what, status::rejected);
+  ASSERT_TRUE(r.reject.has_value());
+  EXPECT_EQ(r.reject->reason, reason);
+}
+
 /// Options for the tests: weighted average, lr 1, momentum 0 (so θ' = θ − Δ exactly), K = 2,
 /// adaptive grace γ 0.8, τ 2.
 owner_options base_options() {
@@ -40,6 +47,14 @@ owner_options base_options() {
   o.merge.outer_lr = 1.0f;
   o.merge.outer_momentum = 0.0f;
   return o;
+}
+
+/// base_options() merging every single push at once: K = 1, no grace window.
+owner_options single_push_options() {
+  auto opts = base_options();
+  opts.quorum = policy::quorum_spec::of_count(1);
+  opts.grace.mode = policy::grace_mode::off;
+  return opts;
 }
 
 std::vector<owner_member> members(int n, uint64_t incarnation = 0, double step_s = 1.0) {
@@ -153,9 +168,7 @@ TEST_F(owner_core_test, every_live_learner_pending_merges_at_once) {
 }
 
 TEST_F(owner_core_test, stale_push_is_rejected_and_the_learner_resynced) {
-  auto opts = base_options();
-  opts.quorum = policy::quorum_spec::of_count(1);
-  opts.grace.mode = policy::grace_mode::off;
+  auto opts = single_push_options();
   opts.max_staleness = 1;
   owner_core owner(opts, *be, filled(1.0f), frozen);
   owner.on_membership(members(2), 0.0);
@@ -185,12 +198,10 @@ TEST_F(owner_core_test, duplicate_push_is_rejected) {
   owner_core owner(base_options(), *be, filled(1.0f), frozen);
   owner.on_membership(members(4), 0.0);
   EXPECT_EQ(owner.on_push(make_push(0, 0, 0, 5, 50, 5, filled(0.1f)), 1.0).what, status::accepted);
-  auto dup = owner.on_push(make_push(0, 0, 0, 5, 50, 5, filled(0.1f)), 1.1);
-  ASSERT_EQ(dup.what, status::rejected);
-  EXPECT_EQ(dup.reject->reason, reject_reason::duplicate);
-  auto older = owner.on_push(make_push(0, 0, 0, 4, 40, 4, filled(0.1f)), 1.2);
-  ASSERT_EQ(older.what, status::rejected);
-  EXPECT_EQ(older.reject->reason, reject_reason::duplicate);
+  expect_rejected(owner.on_push(make_push(0, 0, 0, 5, 50, 5, filled(0.1f)), 1.1),
+                  reject_reason::duplicate);
+  expect_rejected(owner.on_push(make_push(0, 0, 0, 4, 40, 4, filled(0.1f)), 1.2),
+                  reject_reason::duplicate);
   // A newer push replaces the pending one: still one contribution from learner 0.
   EXPECT_EQ(owner.on_push(make_push(0, 0, 0, 6, 60, 6, filled(0.2f)), 1.3).what, status::accepted);
   EXPECT_EQ(owner.pending_count(), 1u);
@@ -206,14 +217,12 @@ TEST_F(owner_core_test, respawned_learner_counts_only_with_its_new_incarnation) 
   auto old = owner.on_push(make_push(1, 0, 0, 4, 40, 4, filled(0.1f)), 2.5);
   ASSERT_EQ(old.what, status::rejected);
   EXPECT_EQ(old.reject->reason, reject_reason::stale_incarnation);
-  auto future = owner.on_push(make_push(1, 2, 0, 1, 10, 1, filled(0.1f)), 2.6);
-  ASSERT_EQ(future.what, status::rejected);
-  EXPECT_EQ(future.reject->reason, reject_reason::unknown_learner);
+  expect_rejected(owner.on_push(make_push(1, 2, 0, 1, 10, 1, filled(0.1f)), 2.6),
+                  reject_reason::unknown_learner);
   // The new incarnation's counters restart (lower transfer id than the old one's) and count.
   EXPECT_EQ(owner.on_push(make_push(1, 1, 0, 1, 10, 1, filled(0.1f)), 3.0).what, status::accepted);
-  auto unknown = owner.on_push(make_push(7, 0, 0, 1, 10, 1, filled(0.1f)), 3.1);
-  ASSERT_EQ(unknown.what, status::rejected);
-  EXPECT_EQ(unknown.reject->reason, reject_reason::unknown_learner);
+  expect_rejected(owner.on_push(make_push(7, 0, 0, 1, 10, 1, filled(0.1f)), 3.1),
+                  reject_reason::unknown_learner);
 }
 
 TEST_F(owner_core_test, a_dead_learner_leaves_the_round_and_quorum_lost_disarms_the_timer) {
@@ -246,25 +255,17 @@ TEST_F(owner_core_test, bad_payloads_are_rejected_with_a_reason) {
       << r1.reject->detail;
   auto inf = filled(0.1f);
   inf[0] = -std::numeric_limits<float>::infinity();
-  auto r1b = owner.on_push(make_push(0, 0, 0, 1, 10, 4, inf), 1.0);
-  ASSERT_EQ(r1b.what, status::rejected);
-  EXPECT_EQ(r1b.reject->reason, reject_reason::non_finite);
-  auto r2 = owner.on_push(make_push(0, 0, 0, 1, 10, 2, std::vector<float>(5, 0.1f)), 1.0);
-  ASSERT_EQ(r2.what, status::rejected);
-  EXPECT_EQ(r2.reject->reason, reject_reason::shape_mismatch);
-  auto r3 = owner.on_push(make_push(0, 0, 0, 0, 0, 3, filled(0.1f)), 1.0);
-  ASSERT_EQ(r3.what, status::rejected);
-  EXPECT_EQ(r3.reject->reason, reject_reason::malformed);
-  auto r4 = owner.on_push(wire_bytes{1, 2, 3}, 1.0);
-  ASSERT_EQ(r4.what, status::rejected);
-  EXPECT_EQ(r4.reject->reason, reject_reason::malformed);
+  expect_rejected(owner.on_push(make_push(0, 0, 0, 1, 10, 4, inf), 1.0), reject_reason::non_finite);
+  expect_rejected(owner.on_push(make_push(0, 0, 0, 1, 10, 2, std::vector<float>(5, 0.1f)), 1.0),
+                  reject_reason::shape_mismatch);
+  expect_rejected(owner.on_push(make_push(0, 0, 0, 0, 0, 3, filled(0.1f)), 1.0),
+                  reject_reason::malformed);
+  expect_rejected(owner.on_push(wire_bytes{1, 2, 3}, 1.0), reject_reason::malformed);
   EXPECT_EQ(owner.pending_count(), 0u);
 }
 
 TEST_F(owner_core_test, a_push_damaged_in_transit_is_refused_and_its_resent_copy_merges) {
-  auto opts = base_options();
-  opts.quorum = policy::quorum_spec::of_count(1);
-  opts.grace.mode = policy::grace_mode::off;
+  auto opts = single_push_options();
   owner_core owner(opts, *be, filled(1.0f), frozen);
   owner.on_membership(members(1), 0.0);
   const push_msg m = make_push(0, 0, 0, 1, 10, 7, filled(0.25f));
@@ -292,9 +293,7 @@ TEST_F(owner_core_test, a_push_damaged_in_transit_is_refused_and_its_resent_copy
 TEST_F(owner_core_test, respawn_restores_value_momentum_and_version_from_the_checkpoint) {
   auto dir = std::filesystem::temp_directory_path() / "dd_owner_core_test";
   std::filesystem::create_directories(dir);
-  auto opts = base_options();
-  opts.quorum = policy::quorum_spec::of_count(1);
-  opts.grace.mode = policy::grace_mode::off;
+  auto opts = single_push_options();
   opts.merge.outer_momentum = 0.9f;
   opts.merge.outer_lr = 0.7f;
   opts.merge.rule = merge_rule::rda;
@@ -335,9 +334,7 @@ TEST_F(owner_core_test, respawn_restores_value_momentum_and_version_from_the_che
 }
 
 TEST_F(owner_core_test, anchor_current_rebases_a_lagging_push) {
-  auto opts = base_options();
-  opts.quorum = policy::quorum_spec::of_count(1);
-  opts.grace.mode = policy::grace_mode::off;
+  auto opts = single_push_options();
   opts.merge.anchor = merge_anchor::current;
   owner_core owner(opts, *be, filled(1.0f), frozen);
   owner.on_membership(members(2), 0.0);
@@ -349,9 +346,7 @@ TEST_F(owner_core_test, anchor_current_rebases_a_lagging_push) {
 }
 
 TEST_F(owner_core_test, broadcasts_carry_each_learners_newest_merged_push) {
-  auto opts = base_options();
-  opts.quorum = policy::quorum_spec::of_count(1);
-  opts.grace.mode = policy::grace_mode::off;
+  auto opts = single_push_options();
   owner_core owner(opts, *be, filled(1.0f), frozen);
   owner.on_membership(members(2), 0.0);
   owner.on_push(make_push(0, 0, 0, 1, 10, 7, filled(0.1f)), 1.0);  // version 1: learner 0, t7
@@ -374,9 +369,7 @@ TEST_F(owner_core_test, broadcasts_carry_each_learners_newest_merged_push) {
 // (error at most 2^-8 of the value, docs/wire.md); the owner's own value stays exact, and the
 // broadcast's digest is of the value as a learner decodes it.
 TEST_F(owner_core_test, a_bf16_broadcast_rounds_the_value_the_owner_keeps_exact) {
-  auto opts = base_options();
-  opts.quorum = policy::quorum_spec::of_count(1);
-  opts.grace.mode = policy::grace_mode::off;
+  auto opts = single_push_options();
   opts.broadcast_encoding = payload_encoding::bf16;
   owner_core owner(opts, *be, filled(1.0f), frozen);
   owner.on_membership(members(1), 0.0);
@@ -406,9 +399,7 @@ TEST(owner_options_of_test, sync_broadcast_wire_sets_the_owners_broadcast_encodi
 }
 
 TEST_F(owner_core_test, a_push_holding_an_already_merged_transfer_is_rejected_as_superseded) {
-  auto opts = base_options();
-  opts.quorum = policy::quorum_spec::of_count(1);
-  opts.grace.mode = policy::grace_mode::off;
+  auto opts = single_push_options();
   owner_core owner(opts, *be, filled(1.0f), frozen);
   owner.on_membership(members(2), 0.0);
   // Learner 0's transfer 24 (base 0) is merged into version 1.
@@ -455,9 +446,7 @@ TEST_F(owner_core_test, a_newer_push_holding_a_pending_one_replaces_it) {
 TEST_F(owner_core_test, a_restored_owner_resyncs_bases_it_lost_and_never_reuses_a_version) {
   auto dir = std::filesystem::temp_directory_path() / "dd_owner_state_restore_test";
   std::filesystem::create_directories(dir);
-  auto opts = base_options();
-  opts.quorum = policy::quorum_spec::of_count(1);
-  opts.grace.mode = policy::grace_mode::off;
+  auto opts = single_push_options();
   opts.checkpoint_every = 3;
   opts.checkpoint_path = (dir / "owner_0.ddck").string();
   std::filesystem::remove(opts.checkpoint_path);

@@ -105,30 +105,49 @@ inline push_msg make_push(int32_t learner, uint64_t incarnation, uint64_t base_v
   return m;
 }
 
+/// An experiment named `name` with seed `seed`, every other value its default.
+inline config::experiment named_experiment(const std::string& name, std::uint64_t seed) {
+  config::experiment e;
+  e.name = name;
+  e.seed = seed;
+  return e;
+}
+
+/// The training shape the tests' in-process jobs share: `learners` learners of batch `batch`, one
+/// thread each; inner lr 3e-3 warmed up over `warmup` steps; 2 fragments, H = `interval`; outer
+/// momentum 0.5; a budget of `steps` inner steps.
+inline void set_small_training(config::experiment& e, int learners, int batch, int warmup,
+                               int interval, std::int64_t steps) {
+  e.learners.count = learners;
+  e.learners.batch = batch;
+  e.learners.threads = 1;
+  e.inner.lr = 3e-3;
+  e.inner.warmup = warmup;
+  e.sync.fragments = 2;
+  e.sync.interval = interval;
+  e.outer.momentum = 0.5;
+  e.budget.kind = config::budget_kind::steps;
+  e.budget.steps = steps;
+}
+
+/// A GPT of `layers` layers, width and context `width` and 2 heads, on Tiny Shakespeare.
+inline void set_tiny_gpt(config::experiment& e, int layers, int width) {
+  e.data.file = std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt";
+  e.model.layers = layers;
+  e.model.width = width;
+  e.model.heads = 2;
+  e.model.context = width;
+}
+
 /// The tiny GPT experiment of the whole-cluster tests (cluster_sim, cluster_mux): 1 layer, width
 /// and context 16, `learners` learners of batch 4, 2 fragments, H = 4, τ = 2, 48 steps, seed 7,
 /// a checkpoint every version. The pinned digests of those tests depend on every value here.
 inline config::experiment tiny_experiment(const std::string& name, int learners) {
-  config::experiment e;
-  e.name = name;
-  e.seed = 7;
-  e.data.file = std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt";
-  e.model.layers = 1;
-  e.model.width = 16;
-  e.model.heads = 2;
-  e.model.context = 16;
-  e.learners.count = learners;
-  e.learners.batch = 4;
-  e.learners.threads = 1;
-  e.inner.lr = 3e-3;
-  e.inner.warmup = 5;
+  auto e = named_experiment(name, 7);
+  set_tiny_gpt(e, 1, 16);
+  set_small_training(e, learners, 4, 5, 4, 48);
   e.inner.rewarmup = 5;
-  e.sync.fragments = 2;
-  e.sync.interval = 4;
   e.sync.overlap = 2;
-  e.outer.momentum = 0.5;
-  e.budget.kind = config::budget_kind::steps;
-  e.budget.steps = 48;
   e.eval.every_seconds = 1.0;
   e.eval.batches = 2;
   e.checkpoint.every_versions = 1;

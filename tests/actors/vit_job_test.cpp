@@ -16,14 +16,13 @@
 #include "runtime/idx.hpp"
 #include "runtime/model_file.hpp"
 #include "runtime/vit.hpp"
+#include "tests/actors/test_support.hpp"
 
 namespace dd::actors {
 namespace {
 
 config::experiment tiny_vit(const std::string& name) {
-  config::experiment e;
-  e.name = name;
-  e.seed = 5;
+  auto e = test::named_experiment(name, 5);
   e.data.kind = config::data_kind::idx;
   e.data.file.clear();
   e.data.images = std::string(DD_DATA_DIR) + "/mnist-t10k/t10k-images-idx3-ubyte.gz";
@@ -34,16 +33,7 @@ config::experiment tiny_vit(const std::string& name) {
   e.model.width = 32;
   e.model.heads = 2;
   e.model.pooling = "mean";
-  e.learners.count = 2;
-  e.learners.batch = 32;
-  e.learners.threads = 1;
-  e.inner.lr = 3e-3;
-  e.inner.warmup = 10;
-  e.sync.fragments = 2;
-  e.sync.interval = 8;
-  e.outer.momentum = 0.5;
-  e.budget.kind = config::budget_kind::steps;
-  e.budget.steps = 600;
+  test::set_small_training(e, 2, 32, 10, 8, 600);
   e.eval.every_seconds = 0;
   e.restart.backoff_base_s = 0.01;
   return e;

@@ -17,6 +17,8 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -86,6 +88,30 @@ struct full_disk : ::testing::Test {
     fs::remove_all(work);
     fs::create_directories(work);
     disk = std::make_unique<dd::test::scoped_tmpfs>(work / "disk", size);
+  }
+
+  /// `what` (the command `argv(out_dir)`, output in `tag`.err) writing into folder `tag` of a
+  /// tmpfs of `size` bytes filled up to `leave` free bytes, for each of `leaves`: it exits 1
+  /// saying "No space left on device" and naming the folder, and leaves no torn file.
+  void expect_fails_naming_the_file(
+      const std::string& what, const std::string& tag, size_t size,
+      std::initializer_list<size_t> leaves,
+      const std::function<std::vector<std::string>(const fs::path&)>& argv) {
+    for (size_t leave : leaves) {
+      SCOPED_TRACE("free bytes " + std::to_string(leave));
+      mount(tag + "_" + std::to_string(leave), size);
+      if (!disk->mounted()) GTEST_SKIP() << disk->error();
+      const fs::path out_dir = disk->dir() / tag;
+      fs::create_directories(out_dir);
+      ASSERT_TRUE(disk->fill(leave));
+      const int rc = run(work, tag, argv(out_dir));
+      const std::string err = read_text(work / (tag + ".err"));
+      EXPECT_EQ(rc, 1) << err;
+      EXPECT_NE(err.find("No space left on device"), std::string::npos) << err;
+      EXPECT_NE(err.find(out_dir.string()), std::string::npos) << "no file named: " << err;
+      expect_no_torn_files(disk->dir(), what + ", " + std::to_string(leave) + " bytes free");
+      disk.reset();
+    }
   }
 };
 
@@ -254,52 +280,30 @@ TEST_F(full_disk, dd_node_syncer_retries_marks_degraded_and_gives_up_after_the_l
 }
 
 TEST_F(full_disk, dd_node_train_fails_naming_the_file) {
-  for (size_t leave : {size_t{0}, size_t{8} << 10, size_t{64} << 10}) {
-    SCOPED_TRACE("free bytes " + std::to_string(leave));
-    mount("train_" + std::to_string(leave), 1 << 20);
-    if (!disk->mounted()) GTEST_SKIP() << disk->error();
-    const fs::path out_dir = disk->dir() / "train";
-    fs::create_directories(out_dir);
-    ASSERT_TRUE(disk->fill(leave));
-    const int rc = run(work, "train",
-                       {DD_NODE_BIN,      "train",
-                        "--data",         std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt",
-                        "--steps",        "4",
-                        "--layers",       "1",
-                        "--width",        "32",
-                        "--heads",        "2",
-                        "--context",      "32",
-                        "--batch",        "2",
-                        "--eval-batches", "1",
-                        "--log-every",    "1",
-                        "--out",          out_dir.string()});
-    const std::string err = read_text(work / "train.err");
-    EXPECT_EQ(rc, 1) << err;
-    EXPECT_NE(err.find("No space left on device"), std::string::npos) << err;
-    EXPECT_NE(err.find(out_dir.string()), std::string::npos) << "no file named: " << err;
-    expect_no_torn_files(disk->dir(), "dd-node train, " + std::to_string(leave) + " bytes free");
-    disk.reset();
-  }
+  expect_fails_naming_the_file(
+      "dd-node train", "train", 1 << 20, {size_t{0}, size_t{8} << 10, size_t{64} << 10},
+      [](const fs::path& out_dir) -> std::vector<std::string> {
+        return {DD_NODE_BIN,      "train",
+                "--data",         std::string(DD_DATA_DIR) + "/tinyshakespeare/input.txt",
+                "--steps",        "4",
+                "--layers",       "1",
+                "--width",        "32",
+                "--heads",        "2",
+                "--context",      "32",
+                "--batch",        "2",
+                "--eval-batches", "1",
+                "--log-every",    "1",
+                "--out",          out_dir.string()};
+      });
 }
 
 TEST_F(full_disk, dd_goodput_fails_naming_the_file) {
-  for (size_t leave : {size_t{0}, size_t{6} << 10}) {
-    SCOPED_TRACE("free bytes " + std::to_string(leave));
-    mount("goodput_" + std::to_string(leave), 256 << 10);
-    if (!disk->mounted()) GTEST_SKIP() << disk->error();
-    const fs::path out_dir = disk->dir() / "gp";
-    fs::create_directories(out_dir);
-    ASSERT_TRUE(disk->fill(leave));
-    const int rc = run(work, "gp",
-                       {DD_GOODPUT_BIN, "--chips", "4096", "--learners", "2", "--days", "1",
-                        "--seeds", "2", "--out", out_dir.string()});
-    const std::string err = read_text(work / "gp.err");
-    EXPECT_EQ(rc, 1) << err;
-    EXPECT_NE(err.find("No space left on device"), std::string::npos) << err;
-    EXPECT_NE(err.find(out_dir.string()), std::string::npos) << "no file named: " << err;
-    expect_no_torn_files(disk->dir(), "dd-goodput, " + std::to_string(leave) + " bytes free");
-    disk.reset();
-  }
+  expect_fails_naming_the_file(
+      "dd-goodput", "gp", 256 << 10, {size_t{0}, size_t{6} << 10},
+      [](const fs::path& out_dir) -> std::vector<std::string> {
+        return {DD_GOODPUT_BIN, "--chips", "4096",  "--learners",    "2", "--days", "1",
+                "--seeds",      "2",       "--out", out_dir.string()};
+      });
 }
 
 }  // namespace

@@ -19,14 +19,7 @@ py=/usr/bin/python3
 "$py" -c 'import matplotlib' ||
   { echo "FAIL: $py has no matplotlib (apt-get install python3-matplotlib; scripts/setup.sh does)"; exit 1; }
 
-tmp=$(mktemp -d)
-launch_pid=
-cleanup() {
-  [ -n "$launch_pid" ] && kill "$launch_pid" 2>/dev/null && wait "$launch_pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-cd "$tmp"
+enter_scratch_dir
 data=$src/../shared/data/tinyshakespeare/input.txt
 fail() { echo "FAIL: $*"; exit 1; }
 

@@ -21,14 +21,7 @@ chromium=$(command -v chromium || true)
 [ -n "$chromium" ] || { echo "FAIL: no chromium on PATH (apt-get install chromium; scripts/setup.sh does)"; exit 1; }
 py=/usr/bin/python3
 
-tmp=$(mktemp -d)
-launch_pid=
-cleanup() {
-  [ -n "$launch_pid" ] && kill "$launch_pid" 2>/dev/null && wait "$launch_pid" 2>/dev/null
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-cd "$tmp"
+enter_scratch_dir
 fail() {
   echo "FAIL: $*"
   echo "--- launch.out"; tail -20 launch.out || true

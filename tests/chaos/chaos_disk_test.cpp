@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/chaos/one_learner_nodes.hpp"
 #include "tests/support/child_process.hpp"
 #include "tests/support/scoped_tmpfs.hpp"
 #include "tools/chaos/common.hpp"
@@ -53,23 +54,10 @@ struct disk_cluster : ::testing::Test {
     child = spawn(argv);
     for (int i = 0; i < 200 && !read_proc_stat(child); ++i) sleep_for(0.005);
     sleep_for(0.05);  // exec'd
-    nodes_file f;
-    f.run_id = "d15c";
-    node_entry s;
-    s.name = "syncer";
-    s.role = "syncer";
-    s.actors = {"monitor", "owner:0"};
-    s.argv = {"/bin/true", "syncer", "--run-dir", dir};
-    s.state = "down";
-    node_entry l;
-    l.name = "learner-0";
-    l.role = "learner";
-    l.actors = {"learner:0"};
-    l.pid = child;
-    l.start_time = read_proc_stat(child)->start_time;
-    l.argv = {"/bin/true", "learner", "--run-dir", learner_dir};
-    l.state = "running";
-    f.nodes = {s, l};
+    nodes_file f =
+        dd::test::syncer_down_one_learner("d15c", child, read_proc_stat(child)->start_time,
+                                          {"/bin/true", "learner", "--run-dir", learner_dir});
+    f.nodes[0].argv = {"/bin/true", "syncer", "--run-dir", dir};
     write_nodes_file(dir + "/nodes.json", f);
   }
   void TearDown() override {
@@ -264,21 +252,18 @@ TEST_F(disk_cluster, slow_through_cgroup_v1_cpu_then_back) {
   for (int i = 0; i < 100 && !pending().empty(); ++i) sleep_for(0.02);
   EXPECT_TRUE(pending().empty());
 
-  // Until heal; and resume does the same.
-  std::tie(rc, out) = dd_chaos("slow learner:0 --via cgroup" + rd());
-  ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(cpu_cgroup_of(child), before);
-  std::tie(rc, out) = dd_chaos("heal" + rd());
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_EQ(cpu_cgroup_of(child), before);
-  EXPECT_TRUE(pending().empty());
-  std::tie(rc, out) = dd_chaos("slow learner:0" + rd());  // auto: cgroup here
-  ASSERT_EQ(rc, 0) << out;
-  EXPECT_NE(cpu_cgroup_of(child), before);
-  std::tie(rc, out) = dd_chaos("resume learner:0" + rd());
-  EXPECT_EQ(rc, 0) << out;
-  EXPECT_EQ(cpu_cgroup_of(child), before);
-  EXPECT_TRUE(pending().empty());
+  // Until heal; and resume does the same ("slow" without --via: auto, a cgroup here).
+  for (const auto& [slow, end_it] : {std::pair{"slow learner:0 --via cgroup", "heal"},
+                                     std::pair{"slow learner:0", "resume learner:0"}}) {
+    SCOPED_TRACE(std::string(slow) + ", then " + end_it);
+    std::tie(rc, out) = dd_chaos(slow + rd());
+    ASSERT_EQ(rc, 0) << out;
+    EXPECT_NE(cpu_cgroup_of(child), before);
+    std::tie(rc, out) = dd_chaos(end_it + rd());
+    EXPECT_EQ(rc, 0) << out;
+    EXPECT_EQ(cpu_cgroup_of(child), before);
+    EXPECT_TRUE(pending().empty());
+  }
   EXPECT_EQ(read_proc_stat(child)->state == 'T', false);
 }
 

@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tests/chaos/one_learner_nodes.hpp"
 #include "tests/support/child_process.hpp"
 #include "tools/chaos/common.hpp"
 #include "tools/chaos/net.hpp"
@@ -73,24 +74,10 @@ struct cluster : ::testing::Test {
     std::filesystem::remove_all(dir, ec);
   }
   void write_nodes(uint64_t start_time, const std::string& proxy = "") {
-    nodes_file f;
-    f.run_id = "0c0ffee";
+    nodes_file f =
+        dd::test::syncer_down_one_learner("0c0ffee", sleeper, start_time, {"/bin/sleep", "100"});
     if (!proxy.empty()) f.proxy = control_process{1, proxy};
-    node_entry s;
-    s.name = "syncer";
-    s.role = "syncer";
-    s.actors = {"monitor", "owner:0"};
-    s.state = "down";
-    node_entry l;
-    l.name = "learner-0";
-    l.role = "learner";
-    l.actors = {"learner:0"};
-    l.pid = sleeper;
-    l.start_time = start_time;
-    l.argv = {"/bin/sleep", "100"};
-    l.log = dir + "/learner-0.log";
-    l.state = "running";
-    f.nodes = {s, l};
+    f.nodes[1].log = dir + "/learner-0.log";
     write_nodes_file(dir + "/nodes.json", f);
   }
   std::string rd() const { return " --run-dir " + dir; }

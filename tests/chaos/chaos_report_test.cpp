@@ -165,13 +165,18 @@ std::string verdict_of(const json& r, const std::string& name) {
   return "absent";
 }
 
-json judge(const run_builder& b, const std::string& baseline = "") {
+/// The report of the run directory `dir` (against `baseline` when given), which it removes.
+json judge_dir(const std::string& dir, const std::string& baseline = "") {
   report_options o;
-  o.run_dir = b.write();
+  o.run_dir = dir;
   o.baseline_dir = baseline;
   json r = build_report(o);
-  fs::remove_all(o.run_dir);
+  fs::remove_all(dir);
   return r;
+}
+
+json judge(const run_builder& b, const std::string& baseline = "") {
+  return judge_dir(b.write(), baseline);
 }
 
 const char* all_invariants[] = {"no_merge_below_quorum",
@@ -607,10 +612,7 @@ TEST(chaos_report, syncer_fault_times_from_forwarded_events) {
                     json{{"event", "syncer_lost"}, {"time", 1003.5}, {"t", 3.5}}.dump() + "\n" +
                         json{{"event", "syncer_back"}, {"time", 1007.0}, {"t", 7.0}}.dump() + "\n" +
                         "{\"event\": \"cut by a ki\n");
-  report_options o;
-  o.run_dir = dir;
-  const json r = build_report(o);
-  fs::remove_all(dir);
+  const json r = judge_dir(dir);
   ASSERT_EQ(r["faults"].size(), 2u);
   const json& f = r["faults"][0];
   EXPECT_EQ(f["kind"], "kill");
@@ -637,10 +639,7 @@ TEST(chaos_report, a_syncer_kill_owns_the_outage_of_an_overlapping_message_fault
   write_file_atomic(dir + "/nodes/learner-0.events.jsonl",
                     json{{"event", "syncer_lost"}, {"time", 1003.5}}.dump() + "\n" +
                         json{{"event", "syncer_back"}, {"time", 1007.0}}.dump() + "\n");
-  report_options o;
-  o.run_dir = dir;
-  const json r = build_report(o);
-  fs::remove_all(dir);
+  const json r = judge_dir(dir);
   ASSERT_EQ(r["faults"].size(), 3u);
   const json& m = r["faults"][0];
   EXPECT_EQ(m["kind"], "dup_push");
@@ -917,10 +916,7 @@ TEST(chaos_report, tokens_that_fall_behind_the_steps_are_invalid) {
                                                      {"tokens_before", 0},
                                                      {"tokens_this_incarnation", 410}}}}}
                                                  .dump());
-    report_options o;
-    o.run_dir = dir;
-    const json r = build_report(o);
-    fs::remove_all(dir);
+    const json r = judge_dir(dir);
     EXPECT_EQ(verdict_of(r, "tokens_match_steps"), "invalid");
     EXPECT_EQ(r["inputs"]["monitor.json"], "read");
   }

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <string>
 
 #include "runtime/config/experiment.hpp"
@@ -19,6 +20,13 @@ using ::testing::HasSubstr;
 load_result load(const std::string& body) {
   return load_string(std::string("experiment { ") + test::k_data + ", " + body + " }\n", "m.lua",
                      test::repo_options());
+}
+
+/// Expects the experiment with `body` refused, its errors naming every one of `parts`.
+void expect_refused(const std::string& body, std::initializer_list<const char*> parts) {
+  const auto r = load(body);
+  ASSERT_FALSE(r.ok()) << body;
+  for (const char* part : parts) EXPECT_THAT(r.error_text(), HasSubstr(part));
 }
 
 TEST(ConfigModel, MoeGptKeysDefaultsAndRoundTrip) {
@@ -111,29 +119,19 @@ TEST(ConfigInner, WarmupAsLongAsTheScheduleWarns) {
 }
 
 TEST(ConfigModel, MoeKeysRefusedForGpt) {
-  const auto r = load("model = { kind = \"gpt\", experts = 4 }");
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.error_text(), HasSubstr("model.experts"));
-  EXPECT_THAT(r.error_text(), HasSubstr("applies to model.kind = \"moe_gpt\" only"));
+  expect_refused("model = { kind = \"gpt\", experts = 4 }",
+                 {"model.experts", "applies to model.kind = \"moe_gpt\" only"});
 }
 
 TEST(ConfigModel, OutOfRangeMoeValuesNamed) {
-  const auto k = load("model = { kind = \"moe_gpt\", experts = 2, top_k = 3 }");
-  ASSERT_FALSE(k.ok());
-  EXPECT_THAT(k.error_text(), HasSubstr("model.top_k"));
-  const auto e = load("model = { kind = \"moe_gpt\", experts = 1 }");
-  ASSERT_FALSE(e.ok());
-  EXPECT_THAT(e.error_text(), HasSubstr("model.experts"));
-  const auto c = load("model = { kind = \"moe_gpt\", capacity_factor = 0 }");
-  ASSERT_FALSE(c.ok());
-  EXPECT_THAT(c.error_text(), HasSubstr("model.capacity_factor"));
+  expect_refused("model = { kind = \"moe_gpt\", experts = 2, top_k = 3 }", {"model.top_k"});
+  expect_refused("model = { kind = \"moe_gpt\", experts = 1 }", {"model.experts"});
+  expect_refused("model = { kind = \"moe_gpt\", capacity_factor = 0 }", {"model.capacity_factor"});
 }
 
 TEST(ConfigModel, CudaRefusedForMoeGpt) {
-  const auto r = load("model = { kind = \"moe_gpt\" }, learners = { backend = \"cuda\" }");
-  ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.error_text(), HasSubstr("learners.backend"));
-  EXPECT_THAT(r.error_text(), HasSubstr("no kernels for model.kind = \"moe_gpt\""));
+  expect_refused("model = { kind = \"moe_gpt\" }, learners = { backend = \"cuda\" }",
+                 {"learners.backend", "no kernels for model.kind = \"moe_gpt\""});
   // The dense GPT on CUDA is still accepted at config time.
   const auto g = load("learners = { backend = \"cuda\" }");
   EXPECT_TRUE(g.ok()) << g.error_text();

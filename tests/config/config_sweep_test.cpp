@@ -3,11 +3,22 @@
 // "--set"), --run-dir moves the default checkpoint directory.
 #include <gtest/gtest.h>
 
+#include <string>
+#include <vector>
+
 #include "runtime/config/loader.hpp"
 #include "tests/config/config_test_util.hpp"
 
 namespace dd::config {
 namespace {
+
+/// Expects `r` loaded without errors, its experiments named `names` in order.
+void expect_names(const load_result& r, const std::vector<std::string>& names) {
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  std::vector<std::string> got;
+  for (const auto& e : r.experiments) got.push_back(e.name);
+  EXPECT_EQ(got, names);
+}
 
 TEST(ConfigSweep, KSweepExpandsInOrder) {
   const load_result r = load_file(test::repo_path("examples/k_sweep.lua"), test::repo_options());
@@ -50,20 +61,14 @@ TEST(ConfigSweep, SnapshotIsTakenAtTheCall) {
 TEST(ConfigSweep, UnnamedExperimentsAreNumbered) {
   const std::string one = std::string("experiment { ") + test::k_data + " }\n";
   const load_result r = load_string(one + one, "dir/grid.lua", test::repo_options());
-  ASSERT_TRUE(r.ok()) << r.error_text();
-  ASSERT_EQ(r.experiments.size(), 2u);
-  EXPECT_EQ(r.experiments[0].name, "grid-1");
-  EXPECT_EQ(r.experiments[1].name, "grid-2");
+  expect_names(r, {"grid-1", "grid-2"});
 }
 
 TEST(ConfigSweep, SelectByName) {
   load_options o = test::repo_options();
   o.names = {"k_sweep-k4", "k_sweep-k1"};
   const load_result r = load_file(test::repo_path("examples/k_sweep.lua"), o);
-  ASSERT_TRUE(r.ok()) << r.error_text();
-  ASSERT_EQ(r.experiments.size(), 2u);
-  EXPECT_EQ(r.experiments[0].name, "k_sweep-k4");
-  EXPECT_EQ(r.experiments[1].name, "k_sweep-k1");
+  expect_names(r, {"k_sweep-k4", "k_sweep-k1"});
 }
 
 TEST(ConfigSweep, UnknownNameSuggestsTheClosest) {

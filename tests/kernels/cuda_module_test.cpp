@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <initializer_list>
 #include <string>
 #include <vector>
 
@@ -52,20 +53,22 @@ bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
 }
 
+/// Expects `m` not loaded, its error naming every one of `parts`.
+void expect_not_loaded(const cuda_module_handle& m, std::initializer_list<const char*> parts) {
+  EXPECT_EQ(m.entry, nullptr);
+  for (const char* part : parts) EXPECT_TRUE(contains(m.error, part)) << m.error;
+}
+
 TEST(cuda_module, missing_path_reports_the_path_and_the_loader_error) {
   const cuda_module_handle m = open_cuda_module("/nonexistent/libdd_backend_cuda.so");
-  EXPECT_EQ(m.entry, nullptr);
-  EXPECT_TRUE(contains(m.error, "/nonexistent/libdd_backend_cuda.so")) << m.error;
-  EXPECT_TRUE(contains(m.error, "cannot open shared object file")) << m.error;
+  expect_not_loaded(m, {"/nonexistent/libdd_backend_cuda.so", "cannot open shared object file"});
 }
 
 TEST(cuda_module, env_override_is_the_only_candidate) {
   scoped_module_env env("/nonexistent");
   EXPECT_EQ(cuda_module_candidates(), std::vector<std::string>{"/nonexistent"});
   const cuda_module_handle m = find_cuda_module();
-  EXPECT_EQ(m.entry, nullptr);
-  EXPECT_TRUE(contains(m.error, "DD_CUDA_MODULE=/nonexistent")) << m.error;
-  EXPECT_TRUE(contains(m.error, "cannot open shared object file")) << m.error;
+  expect_not_loaded(m, {"DD_CUDA_MODULE=/nonexistent", "cannot open shared object file"});
 }
 
 TEST(cuda_module, default_search_finds_the_module_beside_the_executable) {
@@ -83,9 +86,7 @@ TEST(cuda_module, default_search_finds_the_module_beside_the_executable) {
 
 TEST(cuda_module, a_library_without_the_entry_symbol_is_refused) {
   const cuda_module_handle m = open_cuda_module("libm.so.6");
-  EXPECT_EQ(m.entry, nullptr);
-  EXPECT_TRUE(contains(m.error, "libm.so.6")) << m.error;
-  EXPECT_TRUE(contains(m.error, "no symbol dd_cuda_module_entry")) << m.error;
+  expect_not_loaded(m, {"libm.so.6", "no symbol dd_cuda_module_entry"});
 }
 
 TEST(cuda_module, built_module_loads_and_probes_without_throwing) {

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -115,6 +116,72 @@ inline void expect_within(const std::vector<float>& got, const std::vector<float
 inline std::vector<float> abs_of(std::vector<float> v) {
   for (auto& x : v) x = std::fabs(x);
   return v;
+}
+
+/// max |v[i]|, at least `floor`.
+inline float max_abs(const std::vector<float>& v, float floor = 0.0f) {
+  float m = floor;
+  for (float x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+
+/// An attention case: batch B, sequence length T, width C, NH heads.
+struct attn_shape {
+  int B, T, C, NH;
+};
+
+/// The test name of an attention case ("B2_T17_C24_NH3").
+inline std::string attn_shape_name(const ::testing::TestParamInfo<attn_shape>& info) {
+  const auto& s = info.param;
+  return "B" + std::to_string(s.B) + "_T" + std::to_string(s.T) + "_C" + std::to_string(s.C) +
+         "_NH" + std::to_string(s.NH);
+}
+
+/// What one attention forward and backward leaves: the output, the probabilities and dqkv.
+struct attention_result {
+  std::vector<float> out, att, dqkv;
+};
+
+/// Attention (causal, or bidirectional) forward then backward on `b`, over qkv uniform in [-2, 2)
+/// from `seed`, an upstream gradient from seed + 1 and a dqkv buffer holding values from seed + 2.
+inline attention_result run_attention(backend& b, const attn_shape& s, uint32_t seed,
+                                      bool bidirectional) {
+  const size_t n_qkv = size_t(s.B) * s.T * 3 * s.C, n_out = size_t(s.B) * s.T * s.C;
+  const size_t n_att = size_t(s.B) * s.NH * s.T * s.T;
+  dvec<float> dq(b, random_floats(n_qkv, seed, -2.0f, 2.0f)),
+      ddy(b, random_floats(n_out, seed + 1)), dg(b, random_floats(n_qkv, seed + 2));
+  dvec<float> out(b, n_out), att(b, n_att), scratch(b, n_att);
+  if (bidirectional) {
+    b.attention_forward_bidirectional(out.data(), att.data(), dq.data(), s.B, s.T, s.C, s.NH);
+    b.attention_backward_bidirectional(dg.data(), scratch.data(), ddy.data(), dq.data(), att.data(),
+                                       s.B, s.T, s.C, s.NH);
+  } else {
+    b.attention_forward(out.data(), att.data(), dq.data(), s.B, s.T, s.C, s.NH);
+    b.attention_backward(dg.data(), scratch.data(), ddy.data(), dq.data(), att.data(), s.B, s.T,
+                         s.C, s.NH);
+  }
+  return {out.host(), att.host(), dg.host()};
+}
+
+/// A backend's attention (`got`) against the reference's (`ref`), head size hs = C / NH:
+/// - logits q·k/sqrt(hs) are dot products of length hs with |q_i k_i| <= 4: absolute error
+///   <= (4 sqrt(hs) + 1) eps32 · 4 hs / sqrt(hs); that becomes a relative error of each
+///   probability (plus ~4 ulp from exp and the normalization). Probabilities are <= 1.
+/// - out = Σ_t2 att·v over T terms with |v| <= 2 and Σ att = 1: error <= p_tol · 2 · (number of
+///   terms, as every probability may be off by p_tol) — bounded statistically by sqrt(T).
+/// - dqkv: sums over up to T positions of products of an O(1) gradient with O(2) values, scaled
+///   by up to sqrt(hs) (dq, dk carry 1/sqrt(hs) · hs-length dot products of datt). Normwise
+///   bound: c·sqrt(T·hs)·eps32·max|dqkv| with c = 16 for the chained products.
+inline void expect_attention_close(const attention_result& got, const attention_result& ref,
+                                   const attn_shape& s, const std::string& what) {
+  const int hs = s.C / s.NH, T = s.T;
+  const double logit_err = (4.0 * std::sqrt(hs) + 1.0) * eps32 * 4.0 * std::sqrt(double(hs));
+  const double p_tol = logit_err + 8 * eps32;
+  expect_close(got.att, ref.att, p_tol, 0.0, what + " att (probabilities)");
+  expect_close(got.out, ref.out, 2.0 * p_tol * (4.0 * std::sqrt(double(T)) + 1.0), 0.0,
+               what + " out");
+  const double g_tol = 16.0 * std::sqrt(double(T) * hs) * eps32 * max_abs(ref.dqkv, 1.0f);
+  expect_close(got.dqkv, ref.dqkv, g_tol, 0.0, what + " dqkv");
 }
 
 }  // namespace dd::kernels::test

@@ -17,43 +17,14 @@
 namespace dd::kernels::test {
 namespace {
 
-float max_abs(const std::vector<float>& v, float floor = 0.0f) {
-  float m = floor;
-  for (float x : v) m = std::max(m, std::fabs(x));
-  return m;
-}
-
-struct attn_shape {
-  int B, T, C, NH;
-};
-
 class vit_attention : public backend_pair_test<attn_shape> {};
 
 TEST_P(vit_attention, bidirectional_cpu_matches_reference) {
   const auto s = GetParam();
-  const int B = s.B, T = s.T, C = s.C, NH = s.NH, hs = C / NH;
-  const size_t n_qkv = size_t(B) * T * 3 * C, n_out = size_t(B) * T * C;
-  const size_t n_att = size_t(B) * NH * T * T;
-  const auto qkv = random_floats(n_qkv, 21, -2.0f, 2.0f);
-  const auto dout = random_floats(n_out, 22);
-  const auto g0 = random_floats(n_qkv, 23);
-  auto run = [&](backend& b) {
-    dvec<float> dq(b, qkv), ddy(b, dout), dg(b, g0);
-    dvec<float> out(b, n_out), att(b, n_att), scratch(b, n_att);
-    b.attention_forward_bidirectional(out.data(), att.data(), dq.data(), B, T, C, NH);
-    b.attention_backward_bidirectional(dg.data(), scratch.data(), ddy.data(), dq.data(), att.data(),
-                                       B, T, C, NH);
-    return std::make_tuple(out.host(), att.host(), dg.host());
-  };
-  const auto [out, att, g] = run(*cpu_);
-  const auto [rout, ratt, rg] = run(*ref_);
-  const double logit_err = (4.0 * std::sqrt(hs) + 1.0) * eps32 * 4.0 * std::sqrt(double(hs));
-  const double p_tol = logit_err + 8 * eps32;
-  expect_close(att, ratt, p_tol, 0.0, "bidirectional att");
-  expect_close(out, rout, 2.0 * p_tol * (4.0 * std::sqrt(double(T)) + 1.0), 0.0,
-               "bidirectional out");
-  const double g_tol = 16.0 * std::sqrt(double(T) * hs) * eps32 * max_abs(rg, 1.0f);
-  expect_close(g, rg, g_tol, 0.0, "bidirectional dqkv");
+  const int B = s.B, T = s.T, NH = s.NH;
+  const auto ref = run_attention(*ref_, s, 21, true);
+  expect_attention_close(run_attention(*cpu_, s, 21, true), ref, s, "bidirectional");
+  const auto& ratt = ref.att;
   // Every row is a full distribution: sums to 1 and (T > 1) puts weight above the diagonal.
   for (size_t row = 0; row < size_t(B) * NH * T; ++row) {
     double sum = 0, above = 0;
@@ -74,11 +45,7 @@ INSTANTIATE_TEST_SUITE_P(shapes, vit_attention,
                                            attn_shape{1, 5, 8, 4}, attn_shape{2, 17, 24, 3},
                                            attn_shape{3, 31, 40, 5}, attn_shape{2, 33, 64, 4},
                                            attn_shape{1, 50, 72, 6}, attn_shape{2, 65, 32, 1}),
-                         [](const auto& param_info) {
-                           const auto& s = param_info.param;
-                           return "B" + std::to_string(s.B) + "_T" + std::to_string(s.T) + "_C" +
-                                  std::to_string(s.C) + "_NH" + std::to_string(s.NH);
-                         });
+                         attn_shape_name);
 
 // At T = 1 there is nothing to mask: both attentions give the same result.
 TEST(vit_attention_single, equals_causal_at_one_position) {

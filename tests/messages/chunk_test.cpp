@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
 #include <random>
 
 #include "messages/codec.hpp"
@@ -25,6 +26,20 @@ push_msg whole_push(size_t elements, uint64_t transfer = 1, int32_t learner = 1)
   for (size_t i = 0; i < m.payload.size(); ++i)
     m.payload[i] = static_cast<uint8_t>(i * 31 + transfer);
   return m;
+}
+
+/// A whole fp32 broadcast of `fragment` at `version`: `elements` values whose payload byte i is
+/// `byte(i)`.
+broadcast_msg whole_broadcast(int32_t fragment, uint64_t version, size_t elements,
+                              const std::function<uint8_t(size_t)>& byte) {
+  broadcast_msg b;
+  b.fragment_id = fragment;
+  b.version = version;
+  b.total_elements = elements;
+  b.payload_bytes = elements * 4;
+  b.payload.resize(elements * 4);
+  for (size_t i = 0; i < b.payload.size(); ++i) b.payload[i] = byte(i);
+  return b;
 }
 
 TEST(Chunks, SplitSizesAndOffsets) {
@@ -294,13 +309,8 @@ TEST(Chunks, AChunkDamagedInTransitIsRefusedAndARecentCopyCompletesTheTransfer) 
 }
 
 TEST(Chunks, ADamagedBroadcastChunkIsRefused) {
-  broadcast_msg b;
-  b.fragment_id = 2;
-  b.version = 5;
-  b.total_elements = 64;
-  b.payload_bytes = 256;
-  b.payload.resize(256);
-  for (size_t i = 0; i < b.payload.size(); ++i) b.payload[i] = static_cast<uint8_t>(i * 13);
+  broadcast_msg b =
+      whole_broadcast(2, 5, 64, [](size_t i) { return static_cast<uint8_t>(i * 13); });
   auto damaged = flip_payload_bit(encode(b), b.payload);
   EXPECT_EQ(decode_broadcast(damaged).code(), errc::checksum_mismatch);  // in transit
   seal_message(damaged);  // damaged before sealing: the payload's CRC-32C sees it
@@ -356,13 +366,8 @@ TEST(Chunks, ARefDecodedPushPointsIntoTheMessageAndMatchesDecodePush) {
 // An unaligned message is decoded from an aligned copy that dies with the decoder: the view
 // then owns a copy of the payload instead of pointing into freed memory.
 TEST(Chunks, ARefOfAnUnalignedMessageOwnsItsPayload) {
-  broadcast_msg b;
-  b.fragment_id = 1;
-  b.version = 9;
-  b.total_elements = 64;
-  b.payload_bytes = 256;
-  b.payload.resize(256);
-  for (size_t i = 0; i < b.payload.size(); ++i) b.payload[i] = static_cast<uint8_t>(i * 7 + 1);
+  broadcast_msg b =
+      whole_broadcast(1, 9, 64, [](size_t i) { return static_cast<uint8_t>(i * 7 + 1); });
   const auto bytes = encode(b);
   std::vector<uint8_t> shifted(bytes.size() + 1);
   std::copy(bytes.begin(), bytes.end(), shifted.begin() + 1);
@@ -502,13 +507,8 @@ TEST(ChunkEncode, EncodingChunksDirectlyDecodesToWhatSplitThenEncodeGives) {
 }
 
 TEST(ChunkEncode, BroadcastChunksCarryTheMergedListAndThePayload) {
-  broadcast_msg b;
-  b.fragment_id = 1;
-  b.version = 12;
-  b.total_elements = 3000;
-  b.payload_bytes = 12000;
-  b.payload.resize(12000);
-  for (size_t i = 0; i < b.payload.size(); ++i) b.payload[i] = static_cast<uint8_t>(i * 7 + 1);
+  broadcast_msg b =
+      whole_broadcast(1, 12, 3000, [](size_t i) { return static_cast<uint8_t>(i * 7 + 1); });
   b.merged = {{0, 1, 5, 11}, {2, 1, 9, 12}};
   auto direct = encode_broadcast_chunks(b, 4096, {"feed", 2});
   ASSERT_TRUE(direct.ok());

@@ -10,6 +10,14 @@
 namespace dd {
 namespace {
 
+/// Expects the decode result `d` refused with `code`, its message naming `what`.
+template <class Result>
+void expect_refused(const Result& d, errc code, const std::string& what) {
+  ASSERT_FALSE(d.ok());
+  EXPECT_EQ(d.code(), code);
+  EXPECT_NE(d.error().message.find(what), std::string::npos) << d.error().message;
+}
+
 push_msg sample_push() {
   push_msg m;
   m.learner_id = 3;
@@ -106,9 +114,7 @@ TEST(Codec, JoinReplyRejectsShardOutOfRange) {
   m.shard_count = 4;
   auto bytes = encode(m);
   auto d = decode_join_reply(bytes.data(), bytes.size());
-  ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.code(), errc::malformed);
-  EXPECT_NE(d.error().message.find("shardIndex"), std::string::npos);
+  expect_refused(d, errc::malformed, "shardIndex");
 }
 
 TEST(Codec, HeartbeatRoundTrip) {
@@ -284,9 +290,7 @@ TEST(Codec, MessageKindsFollowTheUnionOrdinals) {
 
 TEST(Codec, AckAndPullFieldChecks) {
   auto expect_malformed = [](const auto& d, const char* field) {
-    ASSERT_FALSE(d.ok());
-    EXPECT_EQ(d.code(), errc::malformed);
-    EXPECT_NE(d.error().message.find(field), std::string::npos) << d.error().message;
+    expect_refused(d, errc::malformed, field);
   };
   expect_malformed(decode_push_ack(encode(push_ack{0, 0, -1, 1, 0})), "ack.fragmentId");
   expect_malformed(decode_push_ack(encode(push_ack{-1, 0, 0, 1, 0})), "ack.learnerId");
@@ -319,9 +323,7 @@ TEST(Codec, NewKindsRefuseOtherKinds) {
 TEST(Codec, WrongKindIsMalformedNamingBoth) {
   auto bytes = encode(heartbeat_msg{});
   auto d = decode_push(bytes);
-  ASSERT_FALSE(d.ok());
-  EXPECT_EQ(d.code(), errc::malformed);
-  EXPECT_NE(d.error().message.find("heartbeat"), std::string::npos);
+  expect_refused(d, errc::malformed, "heartbeat");
   EXPECT_NE(d.error().message.find("push"), std::string::npos);
 }
 
@@ -338,17 +340,13 @@ TEST(Codec, UnknownEnumValuesAreMalformed) {
   push_msg p = sample_push();
   p.encoding = static_cast<payload_encoding>(9);
   auto dp = decode_push(encode(p));
-  ASSERT_FALSE(dp.ok());
-  EXPECT_EQ(dp.code(), errc::malformed);
-  EXPECT_NE(dp.error().message.find("encoding"), std::string::npos);
+  expect_refused(dp, errc::malformed, "encoding");
 
   reject_msg r;
   r.reason = static_cast<reject_reason>(42);
   auto bytes = encode(r);
   auto dr = decode_reject(bytes.data(), bytes.size());
-  ASSERT_FALSE(dr.ok());
-  EXPECT_EQ(dr.code(), errc::malformed);
-  EXPECT_NE(dr.error().message.find("reason"), std::string::npos);
+  expect_refused(dr, errc::malformed, "reason");
 }
 
 TEST(Codec, PushFieldChecks) {
@@ -378,9 +376,7 @@ TEST(Codec, PushFieldChecks) {
     push_msg p = sample_push();
     p.total_elements = 101;  // int8 101 elements = 109 bytes, not 108
     auto d = decode_push(encode(p));
-    ASSERT_FALSE(d.ok());
-    EXPECT_EQ(d.code(), errc::size_mismatch);
-    EXPECT_NE(d.error().message.find("payloadBytes"), std::string::npos);
+    expect_refused(d, errc::size_mismatch, "payloadBytes");
   }
 }
 
@@ -441,34 +437,19 @@ TEST(Codec, AnEnvelopeOfAnotherSchemaVersionIsRefusedNamingBothVersions) {
   bytes[16] = 1 ^ 4;            // schemaVersion 4, sealed by its writer
   seal_message(bytes);
   auto r = decode_heartbeat(bytes.data(), bytes.size());
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.code(), errc::schema_mismatch);
-  EXPECT_NE(r.error().message.find("schemaVersion 4 (this build reads version 3)"),
-            std::string::npos)
-      << r.error().message;
+  expect_refused(r, errc::schema_mismatch, "schemaVersion 4 (this build reads version 3)");
   // Schema 2 wrote no checksum trailer: told by its version, not refused as damaged.
   bytes.resize(bytes.size() - seal_bytes);
   bytes[16] = 1 ^ 2;
   auto two = decode_heartbeat(bytes.data(), bytes.size());
-  ASSERT_FALSE(two.ok());
-  EXPECT_EQ(two.code(), errc::schema_mismatch);
-  EXPECT_NE(two.error().message.find("schemaVersion 2 (this build reads version 3)"),
-            std::string::npos)
-      << two.error().message;
+  expect_refused(two, errc::schema_mismatch, "schemaVersion 2 (this build reads version 3)");
   bytes[16] = 1 ^ 1;  // schemaVersion 1: a writer from before the envelope named its run
   auto old = decode_heartbeat(bytes.data(), bytes.size());
-  ASSERT_FALSE(old.ok());
-  EXPECT_EQ(old.code(), errc::schema_mismatch);
-  EXPECT_NE(old.error().message.find("schemaVersion 1 (this build reads version 3)"),
-            std::string::npos)
-      << old.error().message;
+  expect_refused(old, errc::schema_mismatch, "schemaVersion 1 (this build reads version 3)");
   // This build's version without a trailer: malformed, named.
   bytes[16] = 1 ^ 3;
   auto bare = decode_heartbeat(bytes.data(), bytes.size());
-  ASSERT_FALSE(bare.ok());
-  EXPECT_EQ(bare.code(), errc::malformed);
-  EXPECT_NE(bare.error().message.find("no checksum trailer"), std::string::npos)
-      << bare.error().message;
+  expect_refused(bare, errc::malformed, "no checksum trailer");
 }
 
 // A node_join damaged on the way (a link

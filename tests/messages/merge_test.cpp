@@ -54,6 +54,29 @@ class Merge : public ::testing::TestWithParam<const char*> {
     if (rep && r.ok()) *rep = *r;
     return host(d, 5);
   }
+  /// Expects the outer Nesterov step (μ = 0.9, lr = 0.7) with pseudo-gradient `delta` from
+  /// θ0 = 10 and b0 = 1 in every element: b = 0.9 + Δ, θ = 10 − 0.7 (Δ + 0.9 b); the θ expected.
+  std::vector<float> expect_nesterov_step(const float* theta, const float* mom,
+                                          const std::vector<float>& delta) {
+    std::vector<float> b(5), th(5);
+    for (int i = 0; i < 5; ++i) {
+      b[i] = 0.9f + delta[i];
+      th[i] = 10.0f - 0.7f * (delta[i] + 0.9f * b[i]);
+    }
+    expect_near(host(mom, 5), b);
+    expect_near(host(theta, 5), th);
+    return th;
+  }
+  /// The default merge of learner 0's `a` (weight `wa`) and learner 1's `b` (weight `wb`),
+  /// expected to be `want`; its report.
+  merge_report merge_two(std::vector<float> a, double wa, std::vector<float> b, double wb,
+                         const std::vector<float>& want) {
+    const std::vector<contribution> c = {{dev(std::move(a)), wa, 0, 0},
+                                         {dev(std::move(b)), wb, 0, 1}};
+    merge_report rep;
+    expect_near(delta_of(c, merge_options{}, &rep), want);
+    return rep;
+  }
   std::unique_ptr<kernels::backend> be_;
   std::vector<kernels::buffer<float>> bufs_;
 };
@@ -97,27 +120,19 @@ TEST_P(Merge, OneContributorIsItsOwnDelta) {
 
 TEST_P(Merge, ZeroVectorGivesNoDirectionButCountsInTheNorm) {
   // w: v1 = 0, v2 = (0,4,0), equal weights: norm = 0.5·0 + 0.5·4 = 2, direction (0,1,0).
-  std::vector<contribution> c = {{dev({0, 0, 0, 0, 0}), 1.0, 0, 0},
-                                 {dev({0, 0, 0, 4, 0}), 1.0, 0, 1}};
-  merge_report rep;
-  expect_near(delta_of(c, merge_options{}, &rep), {0, 0, 0, 2, 0});
-  EXPECT_FALSE(rep.tensors[1].fallback);
+  EXPECT_FALSE(
+      merge_two({0, 0, 0, 0, 0}, 1.0, {0, 0, 0, 4, 0}, 1.0, {0, 0, 0, 2, 0}).tensors[1].fallback);
 }
 
 TEST_P(Merge, AllZeroFallsBackToZero) {
-  std::vector<contribution> c = {{dev({0, 0, 0, 0, 0}), 1.0, 0, 0},
-                                 {dev({0, 0, 0, 0, 0}), 2.0, 0, 1}};
-  merge_report rep;
-  expect_near(delta_of(c, merge_options{}, &rep), {0, 0, 0, 0, 0});
-  EXPECT_TRUE(rep.tensors[1].fallback);
+  EXPECT_TRUE(
+      merge_two({0, 0, 0, 0, 0}, 1.0, {0, 0, 0, 0, 0}, 2.0, {0, 0, 0, 0, 0}).tensors[1].fallback);
 }
 
 TEST_P(Merge, CancellingDirectionsFallBackToWeightedAverage) {
   // w: v1 = (1,2,3), v2 = (-2,-4,-6): unit directions cancel exactly with equal weights.
-  std::vector<contribution> c = {{dev({0, 0, 1, 2, 3}), 1.0, 0, 0},
-                                 {dev({0, 0, -2, -4, -6}), 1.0, 0, 1}};
-  merge_report rep;
-  expect_near(delta_of(c, merge_options{}, &rep), {0, 0, -0.5f, -1, -1.5f});
+  const auto rep =
+      merge_two({0, 0, 1, 2, 3}, 1.0, {0, 0, -2, -4, -6}, 1.0, {0, 0, -0.5f, -1, -1.5f});
   EXPECT_TRUE(rep.tensors[1].fallback);
   EXPECT_EQ(rep.tensors[1].rule_used, merge_rule::weighted_average);
 }
@@ -133,14 +148,7 @@ TEST_P(Merge, NesterovOuterStep) {
   float* mom = dev_mut({1, 1, 1, 1, 1});
   auto r = outer_step(*be_, layout(), c, o, theta, mom);
   ASSERT_TRUE(r.ok()) << r.error().message;
-  const std::vector<float> delta = {4, -1, 0.75f, 3, 0};
-  std::vector<float> b(5), th(5);
-  for (int i = 0; i < 5; ++i) {
-    b[i] = 0.9f + delta[i];
-    th[i] = 10.0f - 0.7f * (delta[i] + 0.9f * b[i]);
-  }
-  expect_near(host(mom, 5), b);
-  expect_near(host(theta, 5), th);
+  const auto th = expect_nesterov_step(theta, mom, {4, -1, 0.75f, 3, 0});
   EXPECT_NEAR(th[0], 10.0f - 0.7f * (4 + 0.9f * 4.9f), 1e-6);  // = 4.113
 }
 
@@ -152,14 +160,7 @@ TEST_P(Merge, DeltaScaleShrinksThePseudoGradientBeforeMomentum) {
   float* theta = dev_mut({10, 10, 10, 10, 10});
   float* mom = dev_mut({1, 1, 1, 1, 1});
   ASSERT_TRUE(outer_step(*be_, layout(), c, o, theta, mom, nullptr, 0.25f).ok());
-  const std::vector<float> d = {1, -2, 0, 0.5f, 0.25f};  // sΔ
-  std::vector<float> b(5), th(5);
-  for (int i = 0; i < 5; ++i) {
-    b[i] = 0.9f + d[i];
-    th[i] = 10.0f - 0.7f * (d[i] + 0.9f * b[i]);
-  }
-  expect_near(host(mom, 5), b);
-  expect_near(host(theta, 5), th);
+  expect_nesterov_step(theta, mom, {1, -2, 0, 0.5f, 0.25f});  // sΔ
   // Outside (0, 1]: an error, θ and b untouched.
   for (float bad : {0.0f, -0.5f, 1.5f, std::numeric_limits<float>::quiet_NaN()}) {
     auto r = outer_step(*be_, layout(), c, o, theta, mom, nullptr, bad);

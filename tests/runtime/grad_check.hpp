@@ -1,11 +1,13 @@
 // tests/runtime/grad_check.hpp — what the finite-difference gradient checks of the models (GPT,
 // ViT, MoE GPT) share: the move away from the init, the central difference of one parameter,
-// and the tally of finite differences against backward() with its tolerances.
+// and the tally of finite differences against backward() with its tolerances; and the
+// comparison of one model's gradients on two backends.
 //
 // Tolerances (argued in gpt_test.cpp): per element |fd − g| <= 2e-4 + 2e-2·|g|; overall the two
 // gradient vectors agree to cosine > 0.9999, and the gradient is not vacuous (|g|² > 1e-4).
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <functional>
@@ -64,5 +66,18 @@ struct fd_tally {
     EXPECT_GT(ng, 1e-4);  // the check is not vacuous
   }
 };
+
+/// The gradients of one model on two backends (`ref` the reference backend's) agree to 1e-4 of
+/// the largest |ref| element: float32 with different summation orders.
+inline void expect_gradients_close(const std::vector<float>& ref, const std::vector<float>& other,
+                                   const std::string& what = "") {
+  ASSERT_EQ(ref.size(), other.size()) << what;
+  double maxdiff = 0, maxg = 0;
+  for (size_t i = 0; i < ref.size(); ++i) {
+    maxdiff = std::max(maxdiff, static_cast<double>(std::fabs(ref[i] - other[i])));
+    maxg = std::max(maxg, static_cast<double>(std::fabs(ref[i])));
+  }
+  EXPECT_LT(maxdiff, 1e-4 * maxg) << what;
+}
 
 }  // namespace dd::test

@@ -163,13 +163,7 @@ TEST(Vit, CpuMatchesReference) {
     EXPECT_EQ(a.last_correct(), b.last_correct());
     a.backward();
     b.backward();
-    const auto ga = a.get_gradients(), gb = b.get_gradients();
-    double maxdiff = 0, maxg = 0;
-    for (size_t i = 0; i < ga.size(); ++i) {
-      maxdiff = std::max(maxdiff, static_cast<double>(std::fabs(ga[i] - gb[i])));
-      maxg = std::max(maxg, static_cast<double>(std::fabs(ga[i])));
-    }
-    EXPECT_LT(maxdiff, 1e-4 * maxg) << dd::to_string(pooling);
+    dd::test::expect_gradients_close(a.get_gradients(), b.get_gradients(), dd::to_string(pooling));
   }
 }
 

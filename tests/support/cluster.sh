@@ -1,5 +1,6 @@
 # tests/support/cluster.sh — shell helpers of the tests and scripts that start a small cluster
-# (dd-node run / launch): the tiny experiment they run and a poll loop. Source it:
+# (dd-node run / launch): the tiny experiment they run, a scratch directory that cleans up after
+# the launcher, and a poll loop. Source it:
 #   . "$src/tests/support/cluster.sh"
 
 # tiny_experiment FILE DATA_FILE [KEY=VALUE ...]: writes to FILE the tiny GPT experiment these
@@ -50,4 +51,17 @@ wait_until() {
     sleep 0.1
   done
   "$@"
+}
+
+# enter_scratch_dir: makes a temporary directory ($tmp) and changes into it; on exit the process
+# $launch_pid (when the caller has set it) is stopped and waited for, and the directory removed.
+enter_scratch_dir() {
+  tmp=$(mktemp -d)
+  launch_pid=
+  trap scratch_dir_cleanup EXIT
+  cd "$tmp"
+}
+scratch_dir_cleanup() {
+  [ -n "$launch_pid" ] && kill "$launch_pid" 2>/dev/null && wait "$launch_pid" 2>/dev/null
+  rm -rf "$tmp"
 }
