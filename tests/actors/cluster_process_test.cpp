@@ -86,6 +86,15 @@ int pid_of(const fs::path& run, const std::string& node) {
   return 0;
 }
 
+/// `dd-node launch` of the tiny run in `dir`, a dead syncer restarted after 2 s, until all 3
+/// learners joined and 20 merges are done; the launcher in `launch`.
+void launch_until_merging(const fs::path& dir, pid_t& launch) {
+  launch = launch_tiny(dir, {"--syncer-restart-delay", "2"});
+  const fs::path events_file = dir / "run" / "events.jsonl";
+  ASSERT_TRUE(wait_events(events_file, "join", 3, 30)) << text(dir / "launch.out");
+  ASSERT_TRUE(wait_events(events_file, "merge", 20, 30));
+}
+
 /// Kills `node`'s process (SIGKILL) once the nodes file lists it running.
 void kill_node(const fs::path& run, const std::string& node) {
   const int victim = pid_of(run, node);
@@ -174,9 +183,8 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
   // syncer_back).
   const auto dir = workdir("kill_syncer", "{ tokens = 4000000 }");
   const fs::path run = dir / "run";
-  const pid_t launch = launch_tiny(dir, {"--syncer-restart-delay", "2"});
-  ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
-  ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 20, 30));
+  pid_t launch = 0;
+  ASSERT_NO_FATAL_FAILURE(launch_until_merging(dir, launch));
   // Every learner has stepped (a row of its own in learner_loss.csv) before the kill: a learner
   // that (re)joined just before it has no model yet and could not step during the outage (seen
   // under load, where a 1 s connection timeout can drop a link and a learner rejoins late).
@@ -553,9 +561,8 @@ TEST(cluster_process, a_resumed_syncer_rebuilds_a_damaged_fragment_from_a_learne
   // must still be there to hand over their copies.
   const auto dir = workdir("rebuild", "{ tokens = 5000000 }");
   const fs::path run = dir / "run";
-  const pid_t launch = launch_tiny(dir, {"--syncer-restart-delay", "2"});
-  ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
-  ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 20, 30));
+  pid_t launch = 0;
+  ASSERT_NO_FATAL_FAILURE(launch_until_merging(dir, launch));
   ASSERT_NO_FATAL_FAILURE(kill_node(run, "syncer"));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // gone before the damage
   {

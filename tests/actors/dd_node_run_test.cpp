@@ -98,16 +98,26 @@ bool has_event(const fs::path& events, const std::string& kind) {
   return read_text(events).find("\"event\":\"" + kind + "\"") != std::string::npos;
 }
 
+/// Starts `dd-node run tiny.lua --run-dir run` in `dir` with `more` flags (tag "a") and waits up to
+/// 60 s for a `kind` event in run/events.jsonl; when none comes it kills the run and fails. The
+/// process in `pid`.
+void start_until_event(const fs::path& dir, const std::vector<std::string>& more,
+                       const std::string& kind, pid_t& pid) {
+  std::vector<std::string> args = {"--run-dir", "run"};
+  args.insert(args.end(), more.begin(), more.end());
+  pid = start(dir, "a", args);
+  ASSERT_GT(pid, 0);
+  const bool seen = wait_until([&] { return has_event(dir / "run" / "events.jsonl", kind); }, 60);
+  if (!seen) ::kill(pid, SIGKILL);
+  ASSERT_TRUE(seen) << read_text(dir / "a.err");
+}
+
 TEST_F(dd_node_run, sigint_stops_gracefully_and_writes_an_interrupted_summary) {
   const fs::path dir = make_workdir("sigint");
   const fs::path run = dir / "run";
-  const pid_t pid = start(dir, "a", {"--run-dir", "run"});
-  ASSERT_GT(pid, 0);
   // Training has started once an owner has checkpointed a merge.
-  const bool started =
-      wait_until([&] { return has_event(run / "events.jsonl", "checkpoint"); }, 60);
-  if (!started) ::kill(pid, SIGKILL);
-  ASSERT_TRUE(started) << read_text(dir / "a.err");
+  pid_t pid = 0;
+  ASSERT_NO_FATAL_FAILURE(start_until_event(dir, {}, "checkpoint", pid));
   ::kill(pid, SIGINT);
   const int rc = wait_exit(pid, 40);
   EXPECT_EQ(rc, 130) << read_text(dir / "a.err");
@@ -159,12 +169,8 @@ std::vector<std::string> split_lines(const std::string& text) {
 TEST_F(dd_node_run, resume_continues_an_interrupted_run) {
   const fs::path dir = make_workdir("resume");
   const fs::path run = dir / "run";
-  const pid_t pid = start(dir, "a", {"--run-dir", "run"});
-  ASSERT_GT(pid, 0);
-  const bool started =
-      wait_until([&] { return has_event(run / "events.jsonl", "checkpoint"); }, 60);
-  if (!started) ::kill(pid, SIGKILL);
-  ASSERT_TRUE(started) << read_text(dir / "a.err");
+  pid_t pid = 0;
+  ASSERT_NO_FATAL_FAILURE(start_until_event(dir, {}, "checkpoint", pid));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   ::kill(pid, SIGINT);
   ASSERT_EQ(wait_exit(pid, 40), 130) << read_text(dir / "a.err");
@@ -242,13 +248,8 @@ TEST_F(dd_node_run,
   const fs::path dir = make_workdir("resume_final");
   const fs::path run = dir / "run";
   const std::vector<std::string> rare = {"--set", "checkpoint.every_versions=100000"};
-  std::vector<std::string> args = {"--run-dir", "run"};
-  args.insert(args.end(), rare.begin(), rare.end());
-  const pid_t pid = start(dir, "a", args);
-  ASSERT_GT(pid, 0);
-  const bool merged = wait_until([&] { return has_event(run / "events.jsonl", "merge"); }, 60);
-  if (!merged) ::kill(pid, SIGKILL);
-  ASSERT_TRUE(merged) << read_text(dir / "a.err");
+  pid_t pid = 0;
+  ASSERT_NO_FATAL_FAILURE(start_until_event(dir, rare, "merge", pid));
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   ::kill(pid, SIGINT);
   ASSERT_EQ(wait_exit(pid, 40), 130) << read_text(dir / "a.err");
@@ -311,12 +312,8 @@ TEST_F(dd_node_run, version_prints_the_version_the_commit_and_the_backends) {
 
 TEST_F(dd_node_run, a_second_signal_exits_at_once) {
   const fs::path dir = make_workdir("twice");
-  const pid_t pid = start(dir, "a", {"--run-dir", "run"});
-  ASSERT_GT(pid, 0);
-  const bool started =
-      wait_until([&] { return has_event(dir / "run" / "events.jsonl", "learner_start"); }, 60);
-  if (!started) ::kill(pid, SIGKILL);
-  ASSERT_TRUE(started) << read_text(dir / "a.err");
+  pid_t pid = 0;
+  ASSERT_NO_FATAL_FAILURE(start_until_event(dir, {}, "learner_start", pid));
   ::kill(pid, SIGTERM);
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   ::kill(pid, SIGTERM);

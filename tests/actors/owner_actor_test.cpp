@@ -157,6 +157,16 @@ struct owner_actor_test : ::testing::Test {
     return c;
   }
 
+  /// What the owner said on the run log's console hook (stderr in dd-node run).
+  std::vector<std::string> console;
+  std::unique_ptr<run_log> console_log;
+  /// A run log on the test clock whose console lines land in `console`.
+  run_log& log_with_console() {
+    console_log = std::make_unique<run_log>("", true, [this] { return env.now(); });
+    console_log->set_console([this](const std::string& line) { console.push_back(line); });
+    return *console_log;
+  }
+
   /// context() with a checkpoint every `every` versions at owner_0.ddck in a fresh directory
   /// `name` (removed at TearDown).
   std::shared_ptr<owner_context> checkpointed_context(const std::string& name, uint64_t every) {
@@ -207,6 +217,17 @@ struct owner_actor_test : ::testing::Test {
   void push_both(const caf::actor& owner, uint64_t base, uint64_t transfer, float va, float vb) {
     push_from(a, owner, make_push(0, 0, base, 1, 10, transfer, std::vector<float>(6, va)));
     push_from(b, owner, make_push(1, 0, base, 1, 10, transfer, std::vector<float>(6, vb)));
+  }
+
+  /// Kills the supervised `owner` and lets the supervisor's 0.5 s backoff pass: the respawned
+  /// owner (the second to subscribe) in `respawned`.
+  void kill_and_await_respawn(const caf::actor& owner, caf::actor& respawned) {
+    caf::anon_send_exit(owner, caf::exit_reason::kill);
+    env.run();
+    env.advance(0.5);
+    ASSERT_EQ(monitor_log->subscribed.size(), 2u);
+    respawned = monitor_log->subscribed.back();
+    to_stop.push_back(respawned);
   }
 
   void set_live(const caf::actor& owner, uint64_t incarnation_b = 0) {
@@ -438,9 +459,7 @@ TEST_F(owner_actor_test, a_checkpoint_of_another_run_is_not_restored) {
 // dd-node run), besides its events: respawned before its first checkpoint ...
 TEST_F(owner_actor_test, owner_respawned_before_its_first_checkpoint_warns) {
   auto ctx = checkpointed_context("dd_owner_actor_test_nockpt", 1000);  // never reached
-  run_log log({}, true, [this] { return env.now(); });
-  std::vector<std::string> console;
-  log.set_console([&console](const std::string& line) { console.push_back(line); });
+  run_log& log = log_with_console();
   caf::actor owner;
   ASSERT_NO_FATAL_FAILURE(start_live_owner(ctx, log, owner));
   push_both(owner, 0, 1, 0.5f, 0.3f);
@@ -448,12 +467,8 @@ TEST_F(owner_actor_test, owner_respawned_before_its_first_checkpoint_warns) {
   EXPECT_TRUE(console.empty()) << "a first start is not a reset";
   ASSERT_FALSE(std::filesystem::exists(ctx->options.checkpoint_path));
 
-  caf::anon_send_exit(owner, caf::exit_reason::kill);
-  env.run();
-  env.advance(0.5);
-  ASSERT_EQ(monitor_log->subscribed.size(), 2u);
-  auto respawned = monitor_log->subscribed.back();
-  to_stop.push_back(respawned);
+  caf::actor respawned;
+  ASSERT_NO_FATAL_FAILURE(kill_and_await_respawn(owner, respawned));
   set_live(respawned);  // neither learner holds a copy (both answer have = false)
   EXPECT_EQ(a_log->queries, 1);
   int resets = 0;
@@ -483,9 +498,7 @@ TEST_F(owner_actor_test, owner_respawned_before_its_first_checkpoint_warns) {
 TEST_F(owner_actor_test, owner_with_an_unreadable_checkpoint_warns) {
   auto ctx = checkpointed_context("dd_owner_actor_test_badckpt", 1);
   std::ofstream(ctx->options.checkpoint_path, std::ios::binary) << "DDCK truncated";
-  run_log log({}, true, [this] { return env.now(); });
-  std::vector<std::string> console;
-  log.set_console([&console](const std::string& line) { console.push_back(line); });
+  run_log& log = log_with_console();
   ctx->log = &log;
   auto owner = spawn_owner(ctx);
   bool failure = false, reset = false;
@@ -511,9 +524,7 @@ TEST_F(owner_actor_test, killed_with_a_damaged_checkpoint_it_is_rebuilt_from_the
   auto ctx = checkpointed_context("dd_owner_actor_test_rebuild", 1);
   ctx->options.merge.outer_momentum = 0.9f;
   ctx->options.merge.outer_lr = 0.7f;
-  run_log log({}, true, [this] { return env.now(); });
-  std::vector<std::string> console;
-  log.set_console([&console](const std::string& line) { console.push_back(line); });
+  run_log& log = log_with_console();
   caf::actor owner;
   ASSERT_NO_FATAL_FAILURE(start_live_owner(ctx, log, owner));
   push_both(owner, 0, 1, 0.5f, 0.3f);
@@ -534,12 +545,8 @@ TEST_F(owner_actor_test, killed_with_a_damaged_checkpoint_it_is_rebuilt_from_the
         static_cast<std::streamoff>(std::filesystem::file_size(ctx->options.checkpoint_path) / 2));
     f.write("garbage!", 8);
   }
-  caf::anon_send_exit(owner, caf::exit_reason::kill);
-  env.run();
-  env.advance(0.5);
-  ASSERT_EQ(monitor_log->subscribed.size(), 2u);
-  auto respawned = monitor_log->subscribed.back();
-  to_stop.push_back(respawned);
+  caf::actor respawned;
+  ASSERT_NO_FATAL_FAILURE(kill_and_await_respawn(owner, respawned));
   a_log->broadcasts.clear();
   b_log->broadcasts.clear();
   set_live(respawned);
@@ -625,11 +632,8 @@ TEST_F(owner_actor_test, a_learner_copy_newer_than_a_readable_checkpoint_wins) {
   const std::vector<float> v3 = values_of(a_log->broadcasts.back());
   a_log->copy = std::make_pair(uint64_t{3}, v3);
   b_log->copy = std::make_pair(uint64_t{2}, ck->value);
-  caf::anon_send_exit(owner, caf::exit_reason::kill);
-  env.run();
-  env.advance(0.5);
-  auto respawned = monitor_log->subscribed.back();
-  to_stop.push_back(respawned);
+  caf::actor respawned;
+  ASSERT_NO_FATAL_FAILURE(kill_and_await_respawn(owner, respawned));
   a_log->broadcasts.clear();
   set_live(respawned);
   ASSERT_EQ(a_log->broadcasts.size(), 1u);

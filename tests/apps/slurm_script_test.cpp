@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -35,12 +36,15 @@ TEST(SlurmScript, LearnerIdsAreDealtRoundRobinAsLaunchDealsThem) {
 }
 
 TEST(SlurmScript, ShellQuoteLeavesPlainWordsAndQuotesTheRest) {
-  EXPECT_EQ(shell_quote("/opt/dd/bin/dd-node"), "/opt/dd/bin/dd-node");
-  EXPECT_EQ(shell_quote("learners.count=4"), "learners.count=4");
-  EXPECT_EQ(shell_quote("a b"), "'a b'");
-  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
-  EXPECT_EQ(shell_quote("$HOME"), "'$HOME'");
-  EXPECT_EQ(shell_quote(""), "''");
+  const std::pair<const char*, const char*> cases[] = {
+      {"/opt/dd/bin/dd-node", "/opt/dd/bin/dd-node"},
+      {"learners.count=4", "learners.count=4"},
+      {"a b", "'a b'"},
+      {"it's", "'it'\\''s'"},
+      {"$HOME", "'$HOME'"},
+      {"", "''"},
+  };
+  for (const auto& [word, quoted] : cases) EXPECT_EQ(shell_quote(word), quoted) << word;
 }
 
 slurm_script_options options() {

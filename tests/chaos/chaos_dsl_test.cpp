@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <utility>
 
 #include "tools/chaos/common.hpp"
 #include "tools/chaos/dsl.hpp"
@@ -230,23 +231,21 @@ TEST(chaos_dsl, disk_events_become_timed_faults) {
 }
 
 TEST(chaos_msg, cli_names_map_to_the_tape_kinds) {
-  EXPECT_EQ(msg_kind_from_cli("drop-push"), "drop_push");
-  EXPECT_EQ(msg_kind_from_cli("reorder-broadcast"), "reorder_broadcast");
-  EXPECT_EQ(msg_kind_from_cli("nan"), "nan_step");
-  EXPECT_EQ(msg_kind_from_cli("fail"), "fail_step");
-  EXPECT_EQ(msg_kind_from_cli("corrupt_push"), "corrupt_push");
+  using names = std::pair<const char*, const char*>;
+  for (const auto& [cli, kind] :
+       {names{"drop-push", "drop_push"}, names{"reorder-broadcast", "reorder_broadcast"},
+        names{"nan", "nan_step"}, names{"fail", "fail_step"},
+        names{"corrupt_push", "corrupt_push"}})
+    EXPECT_EQ(msg_kind_from_cli(cli), kind) << cli;
   EXPECT_THROW(msg_kind_from_cli("explode"), usage_error);
   EXPECT_TRUE(is_msg_kind("dup_broadcast"));
   EXPECT_FALSE(is_msg_kind("pause"));
-  EXPECT_EQ(chaos_kind_of_action("kill_process"), "kill");
-  EXPECT_EQ(chaos_kind_of_action("partition"), "blackhole");
-  EXPECT_EQ(chaos_kind_of_action("close_after"), "close_after");
-  EXPECT_EQ(chaos_kind_of_action("disk_full"), "disk_full");
-  EXPECT_EQ(chaos_kind_of_action("nan"), "");
   // The DSL's in-process kill and slow are not dd-chaos's process kill and slow.
-  EXPECT_EQ(chaos_kind_of_action("kill"), "");
-  EXPECT_EQ(chaos_kind_of_action("slow"), "");
-  EXPECT_EQ(chaos_kind_of_action("slow_process"), "slow");
+  for (const auto& [action, kind] :
+       {names{"kill_process", "kill"}, names{"partition", "blackhole"},
+        names{"close_after", "close_after"}, names{"disk_full", "disk_full"}, names{"nan", ""},
+        names{"kill", ""}, names{"slow", ""}, names{"slow_process", "slow"}})
+    EXPECT_EQ(chaos_kind_of_action(action), kind) << action;
   EXPECT_EQ(msg_kind_of_action("nan"), "nan_step");
   EXPECT_EQ(msg_kind_of_action("drop_push"), "drop_push");
   EXPECT_EQ(msg_kind_of_action("kill"), "");

@@ -163,6 +163,20 @@ void decode_as(int kind, const uint8_t* p, size_t n) {
   }
 }
 
+// Adds a decoded chunk (if it decoded) to `assembler`; a transfer it completes is whole, tiles its
+// payload exactly and passes `check`.
+template <class Decoded, class Msg>
+void add_chunk(dd::chunk_assembler& assembler, Decoded m, void (*check)(const Msg&)) {
+  if (!m.ok()) return;
+  auto r = assembler.add(std::move(*m));
+  if (r.ok() && r->has_value()) {
+    const Msg& whole = **r;
+    FUZZ_CHECK(whole.chunk_index == 0 && whole.chunk_count == 1 && whole.chunk_offset == 0);
+    FUZZ_CHECK(whole.payload.size() == whole.payload_bytes);
+    check(whole);
+  }
+}
+
 // Feeds framed chunks to one assembler; checks every completed transfer.
 void reassemble(bool broadcasts, const uint8_t* p, size_t n) {
   dd::chunk_limits limits;
@@ -180,25 +194,9 @@ void reassemble(bool broadcasts, const uint8_t* p, size_t n) {
     auto header = dd::peek_envelope(frame);
     const dd::envelope_expect expect{header ? header->run_id : std::string(), 0};
     if (broadcasts) {
-      auto m = dd::decode_broadcast(frame, {}, expect);
-      if (!m.ok()) continue;
-      auto r = assembler.add(std::move(*m));
-      if (r.ok() && r->has_value()) {
-        const dd::broadcast_msg& whole = **r;
-        FUZZ_CHECK(whole.chunk_index == 0 && whole.chunk_count == 1 && whole.chunk_offset == 0);
-        FUZZ_CHECK(whole.payload.size() == whole.payload_bytes);
-        check_broadcast(whole);
-      }
+      add_chunk(assembler, dd::decode_broadcast(frame, {}, expect), check_broadcast);
     } else {
-      auto m = dd::decode_push(frame, {}, expect);
-      if (!m.ok()) continue;
-      auto r = assembler.add(std::move(*m));
-      if (r.ok() && r->has_value()) {
-        const dd::push_msg& whole = **r;
-        FUZZ_CHECK(whole.chunk_index == 0 && whole.chunk_count == 1 && whole.chunk_offset == 0);
-        FUZZ_CHECK(whole.payload.size() == whole.payload_bytes);
-        check_push(whole);
-      }
+      add_chunk(assembler, dd::decode_push(frame, {}, expect), check_push);
     }
     FUZZ_CHECK(assembler.in_progress() <= limits.max_in_progress);
     FUZZ_CHECK(assembler.buffered_bytes() <= limits.max_buffered_bytes);

@@ -1,9 +1,10 @@
 // tests/runtime/golden_support.hpp — what the golden tests against PyTorch (golden_test,
 // vit_golden_test, moe_test) share: reading a fixture of tests/fixtures/, the parameter
-// checksums the fixtures carry, the init check, and the fixture's optimizer settings.
+// checksums the fixtures carry, the init check, and the fixture's optimizer.
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <fstream>
 #include <stdexcept>
@@ -13,6 +14,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "kernels/backend.hpp"
 #include "runtime/adamw.hpp"
 #include "runtime/lr_schedule.hpp"
 
@@ -79,5 +81,32 @@ inline adamw_config golden_adamw(const nlohmann::json& hp) {
   oc.weight_decay = hp["weight_decay"].get<float>();
   return oc;
 }
+
+/// Initialises `m` from the fixture `g`'s seed and checks the init against the fixture.
+template <class Model>
+void init_as_golden(Model& m, const nlohmann::json& g) {
+  m.init(g["seed"].get<std::uint64_t>());
+  expect_init_matches(m.get_parameters(), g["init"]);
+}
+
+/// The fixture's optimizer for a model: AdamW with its weight decay, at the learning rate its
+/// schedule gives each step.
+class golden_optimizer {
+ public:
+  template <class Model>
+  golden_optimizer(kernels::backend& be, Model& m, const nlohmann::json& hp)
+      : sched_(golden_schedule(hp)), opt_(be, m.tensors(), m.num_params(), golden_adamw(hp)) {}
+
+  /// The AdamW step of `m` number `step` (0-based).
+  template <class Model>
+  void step(Model& m, std::size_t step) {
+    opt_.step(m.params(), m.grads(),
+              static_cast<float>(sched_.at(static_cast<std::int64_t>(step))));
+  }
+
+ private:
+  lr_schedule sched_;
+  adamw opt_;
+};
 
 }  // namespace dd::test

@@ -263,12 +263,8 @@ TEST_P(MoeGolden, AdamWStepsMatchPyTorch) {
     const auto cfg = dd::model_config::from_json(g["config"]);
     SCOPED_TRACE("top_k " + std::to_string(cfg.moe.top_k));
     dd::moe_gpt m(*be, cfg);
-    m.init(g["seed"].get<uint64_t>());
-    auto p = m.get_parameters();
-    dd::test::expect_init_matches(p, g["init"]);
-    const auto& hp = g["hyper"];
-    const dd::lr_schedule sched = dd::test::golden_schedule(hp);
-    dd::adamw opt(*be, m.tensors(), m.num_params(), dd::test::golden_adamw(hp));
+    dd::test::init_as_golden(m, g);
+    dd::test::golden_optimizer opt(*be, m, g["hyper"]);
     const int B = g["B"], T = g["T"];
     for (size_t st = 0; st < g["steps"].size(); ++st) {
       const auto& want = g["steps"][st];
@@ -290,8 +286,8 @@ TEST_P(MoeGolden, AdamWStepsMatchPyTorch) {
       }
       m.backward();
       const double gn =
-          dd::clip_grad_norm(*be, m.grads(), m.num_params(), hp["grad_clip"].get<double>());
-      opt.step(m.params(), m.grads(), static_cast<float>(sched.at(static_cast<int64_t>(st))));
+          dd::clip_grad_norm(*be, m.grads(), m.num_params(), g["hyper"]["grad_clip"].get<double>());
+      opt.step(m, st);
       // Float32 on both sides, different summation orders: tolerances as the GPT golden test.
       EXPECT_NEAR(loss, want["loss"].get<double>(), 2e-5) << "step " << st;
       EXPECT_NEAR(m.last_cross_entropy(), want["ce"].get<double>(), 2e-5) << "step " << st;
