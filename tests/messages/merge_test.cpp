@@ -160,7 +160,7 @@ TEST_P(Merge, DeltaScaleShrinksThePseudoGradientBeforeMomentum) {
   float* theta = dev_mut({10, 10, 10, 10, 10});
   float* mom = dev_mut({1, 1, 1, 1, 1});
   ASSERT_TRUE(outer_step(*be_, layout(), c, o, theta, mom, nullptr, 0.25f).ok());
-  expect_nesterov_step(theta, mom, {1, -2, 0, 0.5f, 0.25f});  // sΔ
+  const auto th = expect_nesterov_step(theta, mom, {1, -2, 0, 0.5f, 0.25f});  // sΔ
   // Outside (0, 1]: an error, θ and b untouched.
   for (float bad : {0.0f, -0.5f, 1.5f, std::numeric_limits<float>::quiet_NaN()}) {
     auto r = outer_step(*be_, layout(), c, o, theta, mom, nullptr, bad);
