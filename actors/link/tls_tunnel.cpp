@@ -7,6 +7,8 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -216,6 +218,14 @@ void tls_tunnel::refuse(const std::string& what) {
 }
 
 void tls_tunnel::run() {
+  // SSL_write writes to the socket without MSG_NOSIGNAL: a peer that closed its end (a node that
+  // died or finished) would raise SIGPIPE and kill the whole process. Blocked in this thread
+  // (and the connection threads it starts, which inherit its mask), the write fails with EPIPE
+  // instead and only that connection ends.
+  sigset_t pipe_only;
+  sigemptyset(&pipe_only);
+  sigaddset(&pipe_only, SIGPIPE);
+  pthread_sigmask(SIG_BLOCK, &pipe_only, nullptr);
   while (!stop_.load()) {
     pollfd fds[2] = {{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
     if (::poll(fds, 2, 1000) < 0 && errno != EINTR) return;

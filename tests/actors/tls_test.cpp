@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <csignal>
 #include <filesystem>
 #include <set>
 #include <string>
@@ -233,6 +234,57 @@ TEST(TlsTunnel, CarriesBytesBothWaysAndRefusesForeignAndPlainClients) {
   std::lock_guard<std::mutex> g(mu);
   ASSERT_EQ(refusals.size(), 2u);
   EXPECT_NE(refusals[0].find("refused"), std::string::npos) << refusals[0];
+}
+
+// A peer whose end closes while a tunnel writes to it (a node that died or finished): the
+// write fails with EPIPE and ends that connection; SIGPIPE, left at its default here, does not
+// kill the process (a learner node once exited 141 after its run had finished).
+TEST(TlsTunnel, APeerThatClosesWhileItWritesDoesNotKillTheProcess) {
+  std::signal(SIGPIPE, SIG_DFL);
+  const auto dir = fresh_dir("dd_tls_tunnel_epipe");
+  make_certs(dir.string(), {{"syncer", {"syncer"}}, {"node", {"learner-4"}}});
+  echo_server echo;
+  // Several rounds: the far end closes while bytes stream through the client tunnel, so its
+  // SSL_write meets the closed socket (without the fix one round in a few died of SIGPIPE).
+  for (int round = 0; round < 6; ++round) {
+    SCOPED_TRACE(round);
+    tls_tunnel::options so;
+    so.what = tls_tunnel::mode::terminate;
+    so.target_port = echo.port();
+    so.ctx = std::make_shared<tls_context>(files(dir, "syncer", dir), tls_context::side::server);
+    so.handshake_timeout_s = 2.0;
+    auto server = std::make_unique<tls_tunnel>(std::move(so));
+    tls_tunnel::options co;
+    co.what = tls_tunnel::mode::originate;
+    co.target_port = server->port();
+    co.ctx = std::make_shared<tls_context>(files(dir, "node", dir), tls_context::side::client);
+    co.expect_peer_name = syncer_cert_name;
+    co.handshake_timeout_s = 2.0;
+    tls_tunnel client(std::move(co));
+    const int fd = dd::util::connect_loopback(client.port());
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(round_trip(fd, 4096));
+    std::atomic<bool> stop{false};
+    std::thread stream([&] {  // writes and drains until told to stop or the tunnel ends
+      const std::string chunk(1 << 16, 'x');
+      char buf[1 << 16];
+      while (!stop.load()) {
+        if (::send(fd, chunk.data(), chunk.size(), MSG_NOSIGNAL | MSG_DONTWAIT) == 0) break;
+        while (::recv(fd, buf, sizeof buf, MSG_DONTWAIT) > 0) {}
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    });
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    server.reset();  // the far end goes away mid-stream
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    stop.store(true);
+    stream.join();
+    ::close(fd);
+    // Still here, and the client tunnel still accepts connections.
+    const int again = dd::util::connect_loopback(client.port());
+    EXPECT_GE(again, 0);
+    if (again >= 0) ::close(again);
+  }
 }
 
 TEST(TlsTunnel, ALearnerRefusesASyncerWhoseCertificateDoesNotNameIt) {
