@@ -27,6 +27,43 @@
 namespace dd::actors {
 namespace {
 
+/// A node's handshake from `self` reserving `ids` of `count` learners; whether it was granted
+/// (a refusal or an error fails the test).
+bool node_join_as(caf::scoped_actor& self, const monitor_hdl& monitor, std::vector<int32_t> ids,
+                  int32_t count) {
+  node_join nj;
+  nj.node_name = "host-a";
+  nj.learner_ids = std::move(ids);
+  nj.learner_count = count;
+  bool granted = false;
+  self->request(monitor, std::chrono::seconds(10), atoms::node_join_atom_v, encode(nj, {"", 0}))
+      .receive(
+          [&](const std::vector<uint8_t>& bytes) {
+            auto rep = decode_node_join_reply(bytes, {}, {"", 0});
+            granted = rep && rep->accepted;
+            if (rep && !rep->accepted) ADD_FAILURE() << "node refused: " << rep->reason;
+          },
+          [&](caf::error& e) { ADD_FAILURE() << caf::to_string(e); });
+  return granted;
+}
+
+/// Learner `id`'s join from `self` (its node reserved it); its incarnation, ~0 on an error (which
+/// fails the test).
+uint64_t learner_join_as(caf::scoped_actor& self, const monitor_hdl& monitor, int32_t id) {
+  join_request req;
+  req.requested_learner_id = id;
+  uint64_t inc = ~uint64_t{0};
+  self->request(monitor, std::chrono::seconds(10), atoms::join_atom_v, encode(req, {"", 0}),
+                caf::actor_cast<learner_at_syncer_hdl>(self))
+      .receive(
+          [&](const std::vector<uint8_t>& bytes) {
+            auto rep = decode_join_reply(bytes.data(), bytes.size());
+            if (rep) inc = rep->incarnation;
+          },
+          [&](caf::error& e) { ADD_FAILURE() << caf::to_string(e); });
+  return inc;
+}
+
 struct monitor_fixture : ::testing::Test {
   caf::actor_system_config cfg;
   std::unique_ptr<caf::actor_system> sys;
@@ -546,32 +583,8 @@ TEST(monitor_leave, a_learner_whose_node_was_stopped_stays_unfinished_and_its_id
   caf::scoped_actor self{sys};
   // A node's handshake reserving learner 0, then that learner's join; its incarnation.
   auto join = [&] {
-    node_join nj;
-    nj.node_name = "host-a";
-    nj.learner_ids = {0};
-    nj.learner_count = 1;
-    bool granted = false;
-    self->request(monitor, std::chrono::seconds(10), atoms::node_join_atom_v, encode(nj, {"", 0}))
-        .receive(
-            [&](const std::vector<uint8_t>& bytes) {
-              auto rep = decode_node_join_reply(bytes, {}, {"", 0});
-              granted = rep && rep->accepted;
-              if (rep && !rep->accepted) ADD_FAILURE() << "node refused: " << rep->reason;
-            },
-            [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
-    join_request req;
-    req.requested_learner_id = 0;
-    uint64_t inc = ~uint64_t{0};
-    if (!granted) return inc;
-    self->request(monitor, std::chrono::seconds(10), atoms::join_atom_v, encode(req, {"", 0}),
-                  caf::actor_cast<learner_at_syncer_hdl>(self))
-        .receive(
-            [&](const std::vector<uint8_t>& bytes) {
-              auto rep = decode_join_reply(bytes.data(), bytes.size());
-              if (rep) inc = rep->incarnation;
-            },
-            [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
-    return inc;
+    if (!node_join_as(self, monitor, {0}, 1)) return ~uint64_t{0};
+    return learner_join_as(self, monitor, 0);
   };
   // Whether the record shows learner 0 of `incarnation` finished within `wait_ms`.
   auto recorded_finished = [&](uint64_t incarnation, int wait_ms) {
@@ -712,32 +725,9 @@ TEST(monitor_leave, a_learner_leaving_after_the_run_s_stop_shows_left_not_away) 
   ctx->log = &log;
   auto monitor = sys.spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
   caf::scoped_actor node{sys}, l0{sys}, l1{sys};
-  node_join nj;
-  nj.node_name = "host-a";
-  nj.learner_ids = {0, 1};
-  nj.learner_count = 2;
-  bool granted = false;
-  node->request(monitor, std::chrono::seconds(10), atoms::node_join_atom_v, encode(nj, {"", 0}))
-      .receive(
-          [&](const std::vector<uint8_t>& bytes) {
-            auto rep = decode_node_join_reply(bytes, {}, {"", 0});
-            granted = rep && rep->accepted;
-          },
-          [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
-  ASSERT_TRUE(granted);
+  ASSERT_TRUE(node_join_as(node, monitor, {0, 1}, 2));
   auto join = [&](caf::scoped_actor& self, int32_t id) {
-    join_request req;
-    req.requested_learner_id = id;
-    uint64_t inc = ~uint64_t{0};
-    self->request(monitor, std::chrono::seconds(10), atoms::join_atom_v, encode(req, {"", 0}),
-                  caf::actor_cast<learner_at_syncer_hdl>(self))
-        .receive(
-            [&](const std::vector<uint8_t>& bytes) {
-              auto rep = decode_join_reply(bytes.data(), bytes.size());
-              if (rep) inc = rep->incarnation;
-            },
-            [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
-    return inc;
+    return learner_join_as(self, monitor, id);
   };
   const uint64_t i0 = join(l0, 0), i1 = join(l1, 1);
   ASSERT_NE(i0, ~uint64_t{0});
