@@ -23,6 +23,17 @@
 namespace dd::actors {
 namespace {
 
+/// A syncer node's metrics options: run "abc", 2 learners, `fragments` fragments.
+node_metrics_options syncer_options(int fragments) {
+  node_metrics_options o;
+  o.kind = "syncer";
+  o.node = "syncer";
+  o.run_id = "abc";
+  o.learners = 2;
+  o.fragments = fragments;
+  return o;
+}
+
 bool has_line(const std::string& text, const std::string& line) {
   return text.find("\n" + line + "\n") != std::string::npos || text.rfind(line + "\n", 0) == 0;
 }
@@ -81,12 +92,7 @@ TEST(MetricsRegistry, FormatsSpecialValues) {
 TEST(NodeMetrics, FollowsTheRunLogsEventsAndCounters) {
   double now = 10.0;
   run_log log({}, false, [&] { return now; });
-  node_metrics_options o;
-  o.kind = "syncer";
-  o.node = "syncer";
-  o.run_id = "abc";
-  o.learners = 2;
-  o.fragments = 1;
+  node_metrics_options o = syncer_options(1);
   o.version = "1.2.3";
   o.commit = "deadbeef";
   node_metrics m(o);
@@ -189,12 +195,7 @@ TEST(NodeMetrics, RunFiguresAreSummaryJsonsForTheWholeRunAfterTheStop) {
     SCOPED_TRACE(resumed ? "resumed" : "fresh");
     double now = 0.0;
     run_log log({}, false, [&] { return now; });
-    node_metrics_options o;
-    o.kind = "syncer";
-    o.node = "syncer";
-    o.run_id = "abc";
-    o.learners = 2;
-    o.fragments = 2;
+    node_metrics_options o = syncer_options(2);
     run_facts f;
     f.learners = 2;
     f.fragments = 2;
