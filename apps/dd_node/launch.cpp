@@ -151,11 +151,11 @@ std::optional<int> parse_launch_flags(int argc, char** argv, launch_options& o) 
       .seconds("--connection-timeout", &o.conn_timeout,
                "every node drops a peer silent this long (default 10)")
       .count("--compute-nice", &o.compute_nice, 0, 19, "N",
-             "the learner processes' --compute-nice (default 0)")
-      .toggle("--force-memory", &o.force_memory,
-              "start even when the memory estimate of the syncer and the learners (dd-node "
-              "resolve prints it) exceeds this host's available memory or address-space limit "
-              "(passed on to them); without it that is refused (exit 2)")
+             "the learner processes' --compute-nice (default 0)");
+  add_force_memory_flag(flags, &o.force_memory,
+                        "the memory estimate of the syncer and the learners",
+                        "that is refused (exit 2); passed on to them");
+  flags
       .text("--http", &o.http_text, "HOST:PORT",
             "the launcher's own HTTP listener (/metrics: its nodes' state and starts; /status; "
             "/healthz; /readyz) on this loopback address (default 127.0.0.1:0 = a free port, "
@@ -277,6 +277,19 @@ struct cluster_plan {
   int threads = 1;  ///< per learner
   std::optional<actors::host_admission> gate;
 
+  /// A node process named `name` (its log logs/<name>.log) in `role`.
+  node_proc proc(const std::string& name, const std::string& role) const {
+    node_proc n;
+    n.name = name;
+    n.role = role;
+    n.log = (fs::path(logs) / (name + ".log")).string();
+    return n;
+  }
+  /// --name, --set and --script-timeout, as launch got them.
+  void add_experiment_flags(std::vector<std::string>& v) const {
+    const auto passthrough = o.ea.passthrough();
+    v.insert(v.end(), passthrough.begin(), passthrough.end());
+  }
   /// --tls-cert/--tls-key/--tls-ca of certificate `stem` (with --tls).
   void add_tls_flags(std::vector<std::string>& v, const std::string& stem) const {
     if (!o.tls_on) return;
@@ -373,30 +386,24 @@ bool make_cluster_certs(cluster_plan& c) {
 }
 
 node_proc syncer_proc(const cluster_plan& c) {
-  node_proc s;
-  s.name = "syncer";
-  s.role = "syncer";
+  node_proc s = c.proc("syncer", "syncer");
   s.actors = {"monitor", "evaluator"};
   for (int p = 0; p < c.exp.sync.fragments; ++p) s.actors.push_back(fmt::format("owner:{}", p));
   s.argv = {c.exe,      "syncer",      c.o.ea.file(),
             "--listen", c.syncer_addr, "--run-dir",
             c.dir,      "--progress",  fmt::format("{}", c.o.progress)};
-  const auto passthrough = c.o.ea.passthrough();
-  s.argv.insert(s.argv.end(), passthrough.begin(), passthrough.end());
+  c.add_experiment_flags(s.argv);
   c.add_node_flags(s.argv);
   c.add_tls_flags(s.argv, "syncer");
   if (c.o.ea.overwrite) s.argv.emplace_back("--overwrite");
   c.add_endpoints(s);
   s.listen = s.advertise = c.syncer_addr;
-  s.log = (fs::path(c.logs) / "syncer.log").string();
   return s;
 }
 
 /// The `dd-chaos proxy` that carries learner process k's link from link_ports[k] to the syncer.
 node_proc proxy_proc(const cluster_plan& c, const std::vector<std::string>& link_ports) {
-  node_proc p;
-  p.name = "proxy";
-  p.role = "proxy";
+  node_proc p = c.proc("proxy", "proxy");
   const std::string chaos = (fs::path(c.exe).parent_path() / "dd-chaos").string();
   p.argv = {chaos,          "proxy",
             "--control",    fmt::format("127.0.0.1:{}", util::free_loopback_port()),
@@ -405,16 +412,13 @@ node_proc proxy_proc(const cluster_plan& c, const std::vector<std::string>& link
     p.argv.insert(p.argv.end(),
                   {"--link", fmt::format("learner-{}={}->{}", k, link_ports[static_cast<size_t>(k)],
                                          c.syncer_addr)});
-  p.log = (fs::path(c.logs) / "proxy.log").string();
   return p;
 }
 
 /// Learner process k: learner ids k, k + P, k + 2P, ... (dealt round-robin), joining `join`.
 node_proc learner_proc(const cluster_plan& c, int k, const std::string& join) {
   const int M = c.exp.learners.count;
-  node_proc n;
-  n.name = fmt::format("learner-{}", k);
-  n.role = "learner";
+  node_proc n = c.proc(fmt::format("learner-{}", k), "learner");
   std::string ids;
   for (int i = k; i < M; i += c.o.processes) {
     ids += (ids.empty() ? "" : ",") + std::to_string(i);
@@ -434,7 +438,6 @@ node_proc learner_proc(const cluster_plan& c, int k, const std::string& join) {
   c.add_node_flags(n.argv);
   if (c.o.compute_nice >= 0)
     n.argv.insert(n.argv.end(), {"--compute-nice", std::to_string(c.o.compute_nice)});
-  n.log = (fs::path(c.logs) / (n.name + ".log")).string();
   return n;
 }
 
@@ -453,14 +456,10 @@ bool needs_chaos_session(const config::experiment& exp) {
 }
 
 node_proc chaos_proc(const cluster_plan& c) {
-  node_proc n;
-  n.name = "chaos";
-  n.role = "chaos";
+  node_proc n = c.proc("chaos", "chaos");
   n.argv = {(fs::path(c.exe).parent_path() / "dd-chaos").string(), "run", c.o.ea.file(),
             "--run-dir", c.dir};
-  const auto passthrough = c.o.ea.passthrough();
-  n.argv.insert(n.argv.end(), passthrough.begin(), passthrough.end());
-  n.log = (fs::path(c.logs) / "chaos.log").string();
+  c.add_experiment_flags(n.argv);
   return n;
 }
 

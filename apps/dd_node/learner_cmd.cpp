@@ -46,13 +46,11 @@ int learner_main(int argc, char** argv) {
              "nodes on one host: give each --threads so that their learners x threads stay "
              "within the cores, or run one node with --learners N, or use dd-node launch (shared "
              "step admission)")
-      .text("--data", &o.data_file, "FILE", "this host's copy of the data file")
-      .toggle("--force-memory", &o.force_memory,
-              "start even when the learners' memory estimate (dd-node resolve prints it) exceeds "
-              "this host's available memory or address-space limit; without it that exits 2 "
-              "after the handshake")
-      .text("--run-dir", &o.run_dir, "DIR",
-            "where this node's events.jsonl goes (default runs/<experiment>/nodes/<node name>)")
+      .text("--data", &o.data_file, "FILE", "this host's copy of the data file");
+  add_force_memory_flag(t, &o.force_memory, "the learners' memory estimate",
+                        "that exits 2 after the handshake");
+  t.text("--run-dir", &o.run_dir, "DIR",
+         "where this node's events.jsonl goes (default runs/<experiment>/nodes/<node name>)")
       .text("--node-name", &o.node_name, "NAME", "name in logs (default <hostname>-<pid>)")
       .text("--run-id", &o.run_id, "ID",
             "belong to this run only (default: the syncer's run at first join; required from "
@@ -69,27 +67,17 @@ int learner_main(int argc, char** argv) {
       .seconds("--progress", &o.progress_every_s,
                "progress line every S seconds (default 5; 0 = off)")
       .count("--seed", &o.seed, uint64_t{0}, std::numeric_limits<uint64_t>::max(), "S",
-             "seed of the backoff jitter (default: from the node name; printed)")
-      .seconds("--heartbeat", &o.transport.heartbeat_s, "middleman heartbeat period (default 1)")
-      .seconds("--connection-timeout", &o.transport.connection_timeout_s,
-               "a peer silent this long is dropped (default 10)")
-      .count("--compute-nice", &o.compute_nice, 0, 19, "N",
-             "lower the learners' compute threads by N nice steps (default 0) below this node's "
-             "network threads")
+             "seed of the backoff jitter (default: from the node name; printed)");
+  add_transport_flags(t, o.transport);
+  t.count("--compute-nice", &o.compute_nice, 0, 19, "N",
+          "lower the learners' compute threads by N nice steps (default 0) below this node's "
+          "network threads")
       .text("--step-admission", &o.step_admission, "sysv:ID",
             "share step admission with the other learner processes of this host (a System V "
-            "semaphore; dd-node launch passes it)")
-      .custom("--chaos-endpoint", "HOST:PORT",
-              "serve message faults (dd-chaos msg) on this loopback address (port 0 = any; "
-              "printed); off by default",
-              chaos_endpoint_value(&o.chaos_endpoint))
-      .toggle("--message-faults-via-endpoint", &o.message_faults_via_endpoint,
-              "do not apply the experiment's message faults (chaos events drop/dup/delay/"
-              "reorder/corrupt_push, nan, fail) here: dd-chaos sends them through the chaos "
-              "endpoint (dd-node launch)")
-      .text("--http", &http_text, "HOST:PORT",
-            "serve /metrics (Prometheus), /healthz, /readyz and /status (JSON) on this loopback "
-            "address (port 0 = any; printed); off by default");
+            "semaphore; dd-node launch passes it)");
+  add_chaos_endpoint_flags(t, &o.chaos_endpoint, &o.message_faults_via_endpoint, "message faults",
+                           "drop/dup/delay/reorder/corrupt_push, nan, fail");
+  add_http_flag(t, &http_text, "Loopback only");
   add_join_token_flag(t, &token_file,
                       "the run's join token, proven (HMAC over a fresh challenge) at every "
                       "handshake and tensor channel hello when the syncer asks for one; its "
@@ -126,12 +114,9 @@ int learner_main(int argc, char** argv) {
         return 2;
       }
   if (!http_text.empty() && !parse_http_flag("dd-node learner", http_text, false, o.http)) return 2;
-  if (o.message_faults_via_endpoint && o.chaos_endpoint.first.empty()) {
-    std::fprintf(stderr,
-                 "dd-node learner: --message-faults-via-endpoint needs --chaos-endpoint "
-                 "HOST:PORT (the faults would reach nobody)\n");
+  if (!check_chaos_endpoint_flags("dd-node learner", o.chaos_endpoint,
+                                  o.message_faults_via_endpoint))
     return 2;
-  }
   if (o.join.empty()) {
     std::fprintf(stderr, "dd-node learner: --join HOST:PORT is required\n");
     t.print_help(stderr);

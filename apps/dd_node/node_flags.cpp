@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "actors/link/join_auth.hpp"
+#include "actors/nodes/job_runner.hpp"
 
 namespace dd::app {
 
@@ -153,6 +154,12 @@ bool experiment_args::load_experiments(const char* who, bool single,
   return true;
 }
 
+void experiment_args::apply(actors::run_options& ro) const {
+  ro.run_dir = load.run_dir;
+  ro.resume = resume;
+  ro.interrupt = &g_node_interrupt;
+}
+
 void add_experiment_flags(util::flag_table& t, experiment_args& a) {
   t.positionals(&a.files, 1, 1, "EXP", "the experiment file (Lua; docs/config.md)")
       .texts("--name", &a.load.names, "N", "select experiment N of the file (repeatable)")
@@ -197,6 +204,49 @@ std::function<std::string(const std::string&)> chaos_endpoint_value(
              "nodes authenticate";
     return {};
   };
+}
+
+void add_force_memory_flag(util::flag_table& t, bool* force, const std::string& estimate,
+                           const std::string& without) {
+  t.toggle("--force-memory", force,
+           "start even when " + estimate +
+               " (dd-node resolve prints it) exceeds this host's available memory or its "
+               "address-space limit (RLIMIT_AS); without it " +
+               without);
+}
+
+void add_http_flag(util::flag_table& t, std::string* text, const std::string& where) {
+  t.text("--http", text, "HOST:PORT",
+         "serve /metrics (Prometheus), /healthz, /readyz and /status (JSON) on this address "
+         "(port 0 = any; printed); off by default. " +
+             where);
+}
+
+void add_transport_flags(util::flag_table& t, actors::node_transport& tr) {
+  t.seconds("--heartbeat", &tr.heartbeat_s, "middleman heartbeat period (default 1)")
+      .seconds("--connection-timeout", &tr.connection_timeout_s,
+               "a peer silent this long is dropped (default 10)");
+}
+
+void add_chaos_endpoint_flags(util::flag_table& t, std::pair<std::string, uint16_t>* endpoint,
+                              bool* via, const std::string& faults, const std::string& kinds) {
+  t.custom("--chaos-endpoint", "HOST:PORT",
+           "serve " + faults +
+               " (dd-chaos msg) on this loopback address (port 0 = any; printed); off by default",
+           chaos_endpoint_value(endpoint))
+      .toggle("--message-faults-via-endpoint", via,
+              "do not apply the experiment's " + faults + " (chaos events " + kinds +
+                  ") here: dd-chaos sends them through the chaos endpoint (dd-node launch)");
+}
+
+bool check_chaos_endpoint_flags(const char* who, const std::pair<std::string, uint16_t>& endpoint,
+                                bool via) {
+  if (!via || !endpoint.first.empty()) return true;
+  std::fprintf(stderr,
+               "%s: --message-faults-via-endpoint needs --chaos-endpoint HOST:PORT (the faults "
+               "would reach nobody)\n",
+               who);
+  return false;
 }
 
 void add_join_token_flag(util::flag_table& t, std::string* file, const std::string& role) {

@@ -14,9 +14,14 @@
 #include <vector>
 
 #include "actors/link/tls.hpp"
+#include "actors/nodes/node_config.hpp"
 #include "runtime/config/loader.hpp"
 #include "runtime/run_dir_rules.hpp"
 #include "util/flags.hpp"
+
+namespace dd::actors {
+struct run_options;
+}  // namespace dd::actors
 
 namespace dd::app {
 
@@ -65,6 +70,9 @@ struct experiment_args {
   /// the loader's errors, or "`who`: FILE defines N experiments; select one with --name", on
   /// stderr.
   bool load_experiments(const char* who, bool single, config::load_result& out) const;
+  /// Sets what these flags say of a job run in this process (actors/nodes/job_runner.hpp): its
+  /// run directory (--run-dir), --resume, and the stop flag g_node_interrupt.
+  void apply(actors::run_options& ro) const;
 };
 /// Adds experiment_args' rows to `t`: the positional EXP, --name, --set, --script-timeout,
 /// --run-dir, --resume, --overwrite, with their help lines.
@@ -77,6 +85,26 @@ std::function<std::string(const std::string&)> endpoint_value(
 /// endpoint listens on 127.0.0.1 only until nodes authenticate), into `out`.
 std::function<std::string(const std::string&)> chaos_endpoint_value(
     std::pair<std::string, uint16_t>* out);
+
+/// Adds --force-memory (into `force`) to `t`: start even when `estimate` (the memory estimate of
+/// what this command starts, as dd-node resolve prints it) exceeds the host's memory or
+/// address-space limit; `without` says what happens without the flag.
+void add_force_memory_flag(util::flag_table& t, bool* force, const std::string& estimate,
+                           const std::string& without);
+/// Adds --http HOST:PORT (into `text`) of a node's own HTTP listener (/metrics, /healthz,
+/// /readyz, /status); `where` ends its help line (which addresses it takes, for how long).
+void add_http_flag(util::flag_table& t, std::string* text, const std::string& where);
+/// Adds --heartbeat S and --connection-timeout S (into `tr`) to `t`.
+void add_transport_flags(util::flag_table& t, actors::node_transport& tr);
+/// Adds --chaos-endpoint HOST:PORT (into `endpoint`, loopback only) and
+/// --message-faults-via-endpoint (into `via`) to `t`: the node serves `faults` (its chaos event
+/// kinds `kinds`) to dd-chaos msg, and with `via` applies none of the experiment's itself.
+void add_chaos_endpoint_flags(util::flag_table& t, std::pair<std::string, uint16_t>* endpoint,
+                              bool* via, const std::string& faults, const std::string& kinds);
+/// False after one line on stderr when --message-faults-via-endpoint came without
+/// --chaos-endpoint (the faults would reach nobody).
+bool check_chaos_endpoint_flags(const char* who, const std::pair<std::string, uint16_t>& endpoint,
+                                bool via);
 
 /// Adds --join-token-file FILE (into `file`) to `t`; `role` says what the token does for this
 /// command in its help line.

@@ -70,15 +70,15 @@ std::string table_row(const std::string& name, const nlohmann::json& s, const nl
       static_cast<double>(s.value("bytes_pushed", uint64_t{0})) / 1e6);
 }
 
-/// The flags of `dd-node run`, and what the parse made of them.
+/// The flags of `dd-node run`, and what the parse made of them. The runs' options are parsed
+/// straight into `ro`.
 struct run_flags {
   experiment_args ea;
+  actors::run_options ro;
   std::string table_path = "runs/comparison.json";
-  double progress = 5.0;
   bool force_memory = false;
   std::string http_text;
   // From the flags, once parsed.
-  std::pair<std::string, uint16_t> http;
   run_dir_mode mode{};
 };
 
@@ -92,33 +92,31 @@ std::optional<int> parse_run_flags(int argc, char** argv, run_flags& o) {
                      "model.safetensors.\nWith several experiments they run one after another and "
                      "a comparison table is printed.");
   add_experiment_flags(t, o.ea);
-  t.seconds("--progress", &o.progress, "progress line every S seconds (default 5; 0 = off)")
+  t.seconds("--progress", &o.ro.progress_every_s,
+            "progress line every S seconds (default 5; 0 = off)")
       .text("--table", &o.table_path, "FILE",
             "where the comparison table of several experiments is written as JSON (default "
-            "runs/comparison.json)")
-      .toggle("--force-memory", &o.force_memory,
-              "start even when the memory estimate (dd-node resolve prints it) exceeds the "
-              "available memory or the address-space limit (RLIMIT_AS); without it such a run is "
-              "refused (exit 2)")
-      .text("--http", &o.http_text, "HOST:PORT",
-            "serve /metrics (Prometheus), /healthz, /readyz and /status (JSON) on this loopback "
-            "address while the run lasts (port 0 = any; printed); off by default")
-      .epilog(
-          "A run directory holds one run: without --resume a new run replaces what a\n"
-          "finished one left there (summary.json, run_info.json, events.jsonl, owner\n"
-          "checkpoints, and a cluster run's nodes.json, chaos.jsonl, nodes/, logs/); an\n"
-          "unfinished run (crashed or killed: no summary.json) is refused without\n"
-          "--resume or --overwrite, as by dd-node launch and dd-node syncer. --resume and\n"
-          "--run-dir need a single experiment (select it with --name).\n"
-          "A run directory is locked (DIR/LOCK) while a run uses it: a second run on it\n"
-          "exits with status 2. SIGINT/SIGTERM stops gracefully (summary.json gets\n"
-          "\"interrupted\": true; exit status 130/143); a second signal exits at once.\n"
-          "Exit status: 0 ok; 1 runtime failure (also a run that trained no token or lost\n"
-          "a learner for good: summary.json gets \"failed\": true); 2 bad flags, bad\n"
-          "configuration (e.g. a data file too small for the learners) or a locked run\n"
-          "directory; 130/143 interrupted.\n");
+            "runs/comparison.json)");
+  add_force_memory_flag(t, &o.force_memory, "the memory estimate",
+                        "such a run is refused (exit 2)");
+  add_http_flag(t, &o.http_text, "Loopback only, while the run lasts");
+  t.epilog(
+      "A run directory holds one run: without --resume a new run replaces what a\n"
+      "finished one left there (summary.json, run_info.json, events.jsonl, owner\n"
+      "checkpoints, and a cluster run's nodes.json, chaos.jsonl, nodes/, logs/); an\n"
+      "unfinished run (crashed or killed: no summary.json) is refused without\n"
+      "--resume or --overwrite, as by dd-node launch and dd-node syncer. --resume and\n"
+      "--run-dir need a single experiment (select it with --name).\n"
+      "A run directory is locked (DIR/LOCK) while a run uses it: a second run on it\n"
+      "exits with status 2. SIGINT/SIGTERM stops gracefully (summary.json gets\n"
+      "\"interrupted\": true; exit status 130/143); a second signal exits at once.\n"
+      "Exit status: 0 ok; 1 runtime failure (also a run that trained no token or lost\n"
+      "a learner for good: summary.json gets \"failed\": true); 2 bad flags, bad\n"
+      "configuration (e.g. a data file too small for the learners) or a locked run\n"
+      "directory; 130/143 interrupted.\n");
   if (auto rc = t.parse(argc, argv)) return rc;
-  if (!o.http_text.empty() && !parse_http_flag("dd-node run", o.http_text, false, o.http)) return 2;
+  if (!o.http_text.empty() && !parse_http_flag("dd-node run", o.http_text, false, o.ro.http))
+    return 2;
   if (!o.ea.mode("dd-node run", o.mode)) return 2;
   return std::nullopt;
 }
@@ -229,12 +227,8 @@ std::optional<int> run_experiments(const run_flags& o, const config::load_result
   };
   for (const auto& exp : loaded.experiments) {
     if (g_node_interrupt.load() != 0) break;  // interrupted between two experiments
-    actors::run_options ro;
-    ro.run_dir = run_dir;
-    ro.progress_every_s = o.progress;
-    ro.interrupt = &g_node_interrupt;
-    ro.resume = o.ea.resume;
-    ro.http = o.http;
+    actors::run_options ro = o.ro;
+    o.ea.apply(ro);
     std::printf("== %s: M = %d learners, P = %d fragments, H = %d, K = %s, budget %s\n",
                 exp.name.c_str(), exp.learners.count, exp.sync.fragments, exp.sync.interval,
                 exp.sync.min_quorum.is_fraction()

@@ -29,21 +29,17 @@ namespace dd::app {
 
 namespace {
 
-/// The flags of `dd-node syncer`, and what the checks made of them.
+/// The flags of `dd-node syncer`, and what the checks made of them. The run's options are
+/// parsed straight into `ro`; syncer_run_options adds the rest.
 struct syncer_options {
   experiment_args ea;
+  actors::run_options ro;
   std::string listen_text, advertise_text, http_text, token_file;
-  std::pair<std::string, uint16_t> listen, advertise, chaos_ep;
-  bool insecure = false, messages_via_endpoint = false, force_memory = false;
-  double progress = 5.0;
-  actors::frame_guard_limits guard;
-  actors::node_transport transport;
+  std::pair<std::string, uint16_t> listen, advertise;
+  bool insecure = false, force_memory = false;
   actors::tls_files tls_files;
   // From the flags, once checked.
-  std::string join_token;
   run_dir_mode mode{};
-  std::shared_ptr<actors::tls_context> tls;
-  std::pair<std::string, uint16_t> http;
 };
 
 /// Parses `dd-node syncer`'s flags into `o` (help generated from the same table); the exit
@@ -73,39 +69,27 @@ std::optional<int> parse_syncer_flags(int argc, char** argv, syncer_options& o) 
       .toggle("--insecure", &o.insecure,
               "listen on a non-loopback address without TLS (anyone who reaches it can read the "
               "run's traffic; the join token still decides who joins)")
-      .seconds("--progress", &o.progress, "progress line every S seconds (default 5; 0 = off)")
-      .seconds("--heartbeat", &o.transport.heartbeat_s, "middleman heartbeat period (default 1)")
-      .seconds("--connection-timeout", &o.transport.connection_timeout_s,
-               "a peer silent this long is dropped (default 10)")
-      .count("--max-frame-bytes", &o.guard.max_frame_bytes, uint64_t{0}, uint64_t{4294967295}, "N",
-             "a connection announcing a larger CAF frame is closed before CAF allocates it, and "
-             "a tensor channel frame above it closes its channel (default 4456448 = one 4 MiB "
-             "chunk + 256 KiB; 0 = no guard and no tensor channel: every chunk goes on CAF)")
-      .count("--stranger-bytes", &o.guard.stranger_bytes, uint64_t{0}, uint64_t{4294967295}, "N",
+      .seconds("--progress", &o.ro.progress_every_s,
+               "progress line every S seconds (default 5; 0 = off)");
+  add_transport_flags(t, o.ro.transport);
+  t.count("--max-frame-bytes", &o.ro.guard.max_frame_bytes, uint64_t{0}, uint64_t{4294967295}, "N",
+          "a connection announcing a larger CAF frame is closed before CAF allocates it, and "
+          "a tensor channel frame above it closes its channel (default 4456448 = one 4 MiB "
+          "chunk + 256 KiB; 0 = no guard and no tensor channel: every chunk goes on CAF)")
+      .count("--stranger-bytes", &o.ro.guard.stranger_bytes, uint64_t{0}, uint64_t{4294967295}, "N",
              "frames announced by connections the syncer has not yet answered (strangers) and "
              "not yet complete may total N bytes; a frame past it closes its connection "
              "(default 67108864 = 64 MiB)")
-      .count("--stranger-connections", &o.guard.stranger_connections, size_t{0}, size_t{4294967295},
-             "N",
+      .count("--stranger-connections", &o.ro.guard.stranger_connections, size_t{0},
+             size_t{4294967295}, "N",
              "strangers open at once; one more is closed (default 32). A stranger unanswered "
              "for 60 s is closed. Every connection the guard closes is a frame_refused event, "
-             "counted in summary.json frames_refused")
-      .toggle("--force-memory", &o.force_memory,
-              "start even when the owners' and the evaluator's memory estimate (dd-node resolve "
-              "prints it) exceeds the available memory or the address-space limit; without it "
-              "that is refused (exit 2)")
-      .text("--http", &o.http_text, "HOST:PORT",
-            "serve /metrics (Prometheus), /healthz, /readyz and /status (JSON) on this address "
-            "(port 0 = any; printed); off by default. A non-loopback address needs --insecure "
-            "(no authentication)")
-      .custom("--chaos-endpoint", "HOST:PORT",
-              "serve message faults on broadcasts (dd-chaos msg) on this loopback address (port "
-              "0 = any; printed); off by default",
-              chaos_endpoint_value(&o.chaos_ep))
-      .toggle("--message-faults-via-endpoint", &o.messages_via_endpoint,
-              "do not apply the experiment's broadcast faults (chaos events drop/dup/delay/"
-              "reorder_broadcast) here: dd-chaos sends them through the chaos endpoint (dd-node "
-              "launch)");
+             "counted in summary.json frames_refused");
+  add_force_memory_flag(t, &o.force_memory, "the owners' and the evaluator's memory estimate",
+                        "that is refused (exit 2)");
+  add_http_flag(t, &o.http_text, "A non-loopback address needs --insecure (no authentication)");
+  add_chaos_endpoint_flags(t, &o.ro.chaos_endpoint, &o.ro.message_faults_via_endpoint,
+                           "broadcast faults", "drop/dup/delay/reorder_broadcast");
   add_join_token_flag(t, &o.token_file,
                       "the run's join token: a learner node's handshake and tensor channel, "
                       "dd-node drain and the chaos endpoint must prove it (HMAC over a fresh "
@@ -123,7 +107,7 @@ std::optional<int> parse_syncer_flags(int argc, char** argv, syncer_options& o) 
       "configuration, port in use, a locked or unfinished run directory; 130/143 "
       "interrupted.\n");
   if (auto rc = t.parse(argc, argv)) return rc;
-  if (!read_join_token("dd-node syncer", o.token_file, o.join_token)) return 2;
+  if (!read_join_token("dd-node syncer", o.token_file, o.ro.join_token)) return 2;
   if (o.listen_text.empty()) {
     std::fprintf(stderr, "dd-node syncer: --listen HOST:PORT is required\n");
     t.print_help(stderr);
@@ -137,16 +121,13 @@ std::optional<int> parse_syncer_flags(int argc, char** argv, syncer_options& o) 
 /// a non-loopback --listen only with TLS or --insecure, --http. False after one line on stderr.
 bool check_syncer_flags(syncer_options& o) {
   if (!o.ea.mode("dd-node syncer", o.mode)) return false;
-  if (o.messages_via_endpoint && o.chaos_ep.first.empty()) {
-    std::fprintf(stderr,
-                 "dd-node syncer: --message-faults-via-endpoint needs --chaos-endpoint HOST:PORT "
-                 "(the faults would reach nobody)\n");
+  if (!check_chaos_endpoint_flags("dd-node syncer", o.ro.chaos_endpoint,
+                                  o.ro.message_faults_via_endpoint))
     return false;
-  }
-  if (!load_tls("dd-node syncer", o.tls_files, actors::tls_context::side::server, o.tls))
+  if (!load_tls("dd-node syncer", o.tls_files, actors::tls_context::side::server, o.ro.tls))
     return false;
-  if (o.tls) {
-    const auto& names = o.tls->own().names;
+  if (o.ro.tls) {
+    const auto& names = o.ro.tls->own().names;
     if (std::find(names.begin(), names.end(), actors::syncer_cert_name) == names.end()) {
       std::fprintf(stderr,
                    "dd-node syncer: --tls-cert '%s' does not name '%s' (its CN or a DNS "
@@ -154,12 +135,12 @@ bool check_syncer_flags(syncer_options& o) {
                    o.tls_files.cert.c_str(), actors::syncer_cert_name);
       return false;
     }
-    if (o.guard.max_frame_bytes == 0) {
+    if (o.ro.guard.max_frame_bytes == 0) {
       std::fprintf(stderr, "dd-node syncer: TLS needs the frame guard (--max-frame-bytes > 0)\n");
       return false;
     }
   }
-  if (!is_loopback(o.listen.first) && !o.insecure && !o.tls) {
+  if (!is_loopback(o.listen.first) && !o.insecure && !o.ro.tls) {
     std::fprintf(stderr,
                  "dd-node syncer: --listen %s is not a loopback address; give it TLS "
                  "(--tls-cert, --tls-key, --tls-ca; docs/securing.md) or add --insecure to "
@@ -167,7 +148,8 @@ bool check_syncer_flags(syncer_options& o) {
                  o.listen_text.c_str());
     return false;
   }
-  return o.http_text.empty() || parse_http_flag("dd-node syncer", o.http_text, o.insecure, o.http);
+  return o.http_text.empty() ||
+         parse_http_flag("dd-node syncer", o.http_text, o.insecure, o.ro.http);
 }
 
 /// The syncer's published: the command a learner host runs to join (or, under dd-node launch,
@@ -191,8 +173,8 @@ void print_join_command(const syncer_options& o, const config::experiment& exp,
         "this run on this host)\n",
         exp.name.c_str(), o.listen.first.c_str(), port, M, M == 1 ? "" : "s", host.c_str(),
         adv_port, dir.c_str(),
-        o.tls ? " --tls-cert NODE.pem --tls-key NODE.key --tls-ca CA.pem" : "",
-        o.join_token.empty() ? "" : " --join-token-file TOKEN_FILE", M);
+        o.ro.tls ? " --tls-cert NODE.pem --tls-key NODE.key --tls-ca CA.pem" : "",
+        o.ro.join_token.empty() ? "" : " --join-token-file TOKEN_FILE", M);
   } else {
     std::printf(
         "dd-node syncer: %s: listening on %s:%u; %d learner%s expected (dd-node launch "
@@ -204,21 +186,11 @@ void print_join_command(const syncer_options& o, const config::experiment& exp,
 
 /// What run_job gets from the flags: the syncer role, listening and serving as asked.
 actors::run_options syncer_run_options(const syncer_options& o) {
-  actors::run_options ro;
+  actors::run_options ro = o.ro;
   ro.role = actors::node_role::syncer;
-  ro.run_dir = o.ea.load.run_dir;
-  ro.progress_every_s = o.progress;
-  ro.interrupt = &g_node_interrupt;
+  o.ea.apply(ro);
   ro.listen_host = o.listen.first == "0.0.0.0" ? std::string() : o.listen.first;
   ro.listen_port = o.listen.second;
-  ro.resume = o.ea.resume;
-  ro.transport = o.transport;
-  ro.chaos_endpoint = o.chaos_ep;
-  ro.message_faults_via_endpoint = o.messages_via_endpoint;
-  ro.http = o.http;
-  ro.guard = o.guard;
-  ro.join_token = o.join_token;
-  ro.tls = o.tls;
   return ro;
 }
 
