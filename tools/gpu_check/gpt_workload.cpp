@@ -8,8 +8,9 @@
 namespace dd::gpu_check {
 
 std::string gpt_shape::str() const {
-  return "B=" + std::to_string(B) + " T=" + std::to_string(T) + " C=" + std::to_string(C) +
-         " L=" + std::to_string(L) + " NH=" + std::to_string(NH) + " V=" + std::to_string(V);
+  return "B=" + std::to_string(B) + " T=" + std::to_string(model.context) +
+         " C=" + std::to_string(model.width) + " L=" + std::to_string(model.layers) +
+         " NH=" + std::to_string(model.heads) + " V=" + std::to_string(model.vocab);
 }
 
 namespace {
@@ -29,10 +30,10 @@ struct bump {
 
 size_t gpt_workload::bind_params(float* base, const gpt_shape& s, model_params& p) {
   bump b{base};
-  const size_t C = s.C;
-  p.wte = b.take(static_cast<size_t>(s.V) * C);
-  p.wpe = b.take(static_cast<size_t>(s.T) * C);
-  p.layers.resize(static_cast<size_t>(s.L));
+  const size_t C = s.model.width;
+  p.wte = b.take(static_cast<size_t>(s.model.vocab) * C);
+  p.wpe = b.take(static_cast<size_t>(s.model.context) * C);
+  p.layers.resize(static_cast<size_t>(s.model.layers));
   for (auto& l : p.layers) {
     l.ln1w = b.take(C);
     l.ln1b = b.take(C);
@@ -54,17 +55,17 @@ size_t gpt_workload::bind_params(float* base, const gpt_shape& s, model_params& 
 
 size_t gpt_workload::bind_acts(float* base, const gpt_shape& s, model_acts& a) {
   bump b{base};
-  const size_t N = static_cast<size_t>(s.B) * s.T;
-  const size_t C = s.C;
+  const size_t N = static_cast<size_t>(s.B) * s.model.context;
+  const size_t C = s.model.width;
   a.encoded = b.take(N * C);
-  a.layers.resize(static_cast<size_t>(s.L));
+  a.layers.resize(static_cast<size_t>(s.model.layers));
   for (auto& l : a.layers) {
     l.ln1 = b.take(N * C);
     l.ln1_mean = b.take(N);
     l.ln1_rstd = b.take(N);
     l.qkv = b.take(3 * N * C);
     l.atty = b.take(N * C);
-    l.att = b.take(static_cast<size_t>(s.B) * s.NH * s.T * s.T);
+    l.att = b.take(static_cast<size_t>(s.B) * s.model.heads * s.model.context * s.model.context);
     l.attproj = b.take(N * C);
     l.res2 = b.take(N * C);
     l.ln2 = b.take(N * C);
@@ -78,8 +79,8 @@ size_t gpt_workload::bind_acts(float* base, const gpt_shape& s, model_acts& a) {
   a.lnf = b.take(N * C);
   a.lnf_mean = b.take(N);
   a.lnf_rstd = b.take(N);
-  a.logits = b.take(N * s.V);
-  a.probs = b.take(N * s.V);
+  a.logits = b.take(N * s.model.vocab);
+  a.probs = b.take(N * s.model.vocab);
   a.losses = b.take(N);
   return b.used;
 }
@@ -96,7 +97,8 @@ gpt_workload::gpt_workload(kernels::backend& be, const gpt_shape& shape, uint64_
   v_buf_ = be_.alloc<float>(num_params_);
   acts_buf_ = be_.alloc<float>(num_acts_);
   dacts_buf_ = be_.alloc<float>(num_acts_);
-  scratch_buf_ = be_.alloc<float>(static_cast<size_t>(shape_.B) * shape_.NH * shape_.T * shape_.T);
+  scratch_buf_ = be_.alloc<float>(static_cast<size_t>(shape_.B) * shape_.model.heads *
+                                  shape_.model.context * shape_.model.context);
   bind_params(params_buf_.data(), shape_, params_);
   bind_params(grads_buf_.data(), shape_, grads_);
   bind_acts(acts_buf_.data(), shape_, acts_);
@@ -107,7 +109,7 @@ gpt_workload::gpt_workload(kernels::backend& be, const gpt_shape& shape, uint64_
   std::vector<float> host(num_params_);
   for (auto& x : host) x = w(rng);
   be_.upload(params_buf_.data(), host.data(), host.size());
-  std::vector<float> ones(static_cast<size_t>(shape_.C));
+  std::vector<float> ones(static_cast<size_t>(shape_.model.width));
   for (auto& x : ones) x = 1.0f + 0.1f * w(rng);
   for (const auto& l : params_.layers) {
     be_.upload(l.ln1w, ones.data(), ones.size());
@@ -116,7 +118,7 @@ gpt_workload::gpt_workload(kernels::backend& be, const gpt_shape& shape, uint64_
   be_.upload(params_.lnfw, ones.data(), ones.size());
 
   const size_t N = static_cast<size_t>(shape_.tokens());
-  std::uniform_int_distribution<int32_t> tok(0, shape_.V - 1);
+  std::uniform_int_distribution<int32_t> tok(0, shape_.model.vocab - 1);
   std::vector<int32_t> tokens(N), targets(N);
   for (size_t i = 0; i < N; ++i) {
     tokens[i] = tok(rng);
@@ -129,7 +131,8 @@ gpt_workload::gpt_workload(kernels::backend& be, const gpt_shape& shape, uint64_
 }
 
 void gpt_workload::forward_backward() {
-  const int B = shape_.B, T = shape_.T, C = shape_.C, NH = shape_.NH, V = shape_.V;
+  const int B = shape_.B, T = shape_.model.context, C = shape_.model.width, NH = shape_.model.heads,
+            V = shape_.model.vocab;
   const int N = B * T;
   const size_t NC = static_cast<size_t>(N) * C;
   const int32_t* tokens = tokens_buf_.data();
@@ -138,7 +141,7 @@ void gpt_workload::forward_backward() {
   // ---- forward
   be_.encoder_forward(acts_.encoded, tokens, params_.wte, params_.wpe, B, T, C);
   const float* residual = acts_.encoded;
-  for (int li = 0; li < shape_.L; ++li) {
+  for (int li = 0; li < shape_.model.layers; ++li) {
     const layer_params& p = params_.layers[li];
     const layer_acts& a = acts_.layers[li];
     be_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, residual, p.ln1w, p.ln1b, N, C);
@@ -167,7 +170,7 @@ void gpt_workload::forward_backward() {
   float* dresidual = dacts_.layers.back().res3;
   be_.layernorm_backward(dresidual, grads_.lnfw, grads_.lnfb, dacts_.lnf, residual, params_.lnfw,
                          acts_.lnf_mean, acts_.lnf_rstd, N, C);
-  for (int li = shape_.L - 1; li >= 0; --li) {
+  for (int li = shape_.model.layers - 1; li >= 0; --li) {
     const layer_params& p = params_.layers[li];
     const layer_params& g = grads_.layers[li];
     const layer_acts& a = acts_.layers[li];

@@ -12,23 +12,21 @@
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "runtime/gpt_config.hpp"
 
 namespace dd::gpu_check {
 
-/// Model and batch shape of the workload: B sequences of T tokens, width C, L layers, NH heads,
-/// vocabulary V. Requires C % NH == 0.
+/// Model and batch shape of the workload: B sequences of T = model.context tokens through a GPT
+/// of the runtime's shape (runtime/gpt_config.hpp: width C, layers L, heads NH, vocabulary V;
+/// its defaults are the workload's). Requires C % NH == 0.
 struct gpt_shape {
   int B = 16;
-  int T = 128;
-  int C = 128;
-  int L = 4;
-  int NH = 4;
-  int V = 256;
+  gpt_config model;
 
   /// "B=16 T=128 C=128 L=4 NH=4 V=256".
   std::string str() const;
   /// Tokens per step (B*T).
-  int64_t tokens() const { return static_cast<int64_t>(B) * T; }
+  int64_t tokens() const { return static_cast<int64_t>(B) * model.context; }
 };
 
 /// Parameters, gradients, AdamW moments and activations of one GPT on one backend. The

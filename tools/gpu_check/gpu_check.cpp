@@ -624,7 +624,7 @@ std::pair<double, double> sgemm_gflops(backend& be, int N, int IC, int OC, int i
 }
 
 void bench_sgemm(backend& cuda, backend& cpu, const gpt_shape& s, int cpu_iters) {
-  const int N = s.B * s.T, C = s.C;
+  const int N = s.B * s.model.context, C = s.model.width;
   struct g {
     const char* name;
     int IC, OC;
@@ -633,7 +633,7 @@ void bench_sgemm(backend& cuda, backend& cpu, const gpt_shape& s, int cpu_iters)
                       {"attproj", C, C},
                       {"fc", C, 4 * C},
                       {"fcproj", 4 * C, C},
-                      {"lm_head", C, s.V}};
+                      {"lm_head", C, s.model.vocab}};
   std::printf("\nsgemm at %s (N = B*T = %d)\n", s.str().c_str(), N);
   std::printf("%-10s %-22s %14s %14s %14s %14s %9s\n", "layer", "N x IC -> OC", "cuda fwd GF/s",
               "cuda bwd GF/s", "cpu fwd GF/s", "cpu bwd GF/s", "fwd ratio");
@@ -773,11 +773,10 @@ int main_impl(int argc, char** argv) {
     const gpt_shape small{};
     gpt_shape large;
     large.B = 4;
-    large.T = 1024;
-    large.C = 768;
-    large.L = 4;
-    large.NH = 12;
-    large.V = 8192;
+    large.model.context = 1024;
+    large.model.width = 768;
+    large.model.heads = 12;
+    large.model.vocab = 8192;
     bench_sgemm(*cuda, *cpu, small, 10);
     bench_sgemm(*cuda, *cpu, large, 2);
     std::printf("\ntraining step (forward + backward + AdamW), cuda vs cpu (%d threads)\n",
