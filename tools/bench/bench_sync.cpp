@@ -249,11 +249,10 @@ double process_cpu_s() {
 }
 
 struct cluster_sample {
-  /// Learner tokens / training wall seconds.
-  double tokens_per_s = 0.0;
-  /// Learner tokens / CPU seconds of the whole process over the whole run_job call (setup
-  /// and final evaluation included: equal in both modes, they dilute the overhead slightly).
-  double tokens_per_cpu_s = 0.0;
+  /// The two rates compared: [0] learner tokens / training wall seconds; [1] learner tokens /
+  /// CPU seconds of the whole process over the whole run_job call (setup and final evaluation
+  /// included: equal in both modes, they dilute the overhead slightly).
+  double rate[2] = {0.0, 0.0};
   double training_s = 0.0;
   uint64_t tokens = 0;
   uint64_t merges = 0;
@@ -275,8 +274,8 @@ cluster_sample run_once_cluster(const dd::config::experiment& exp, const std::st
   s.merges = r.summary.value("merges", uint64_t{0});
   s.pushes = r.info.value("pushes", uint64_t{0});
   s.goodput = r.summary.value("goodput", 0.0);
-  s.tokens_per_s = s.training_s > 0 ? static_cast<double>(s.tokens) / s.training_s : 0.0;
-  s.tokens_per_cpu_s = cpu_s > 0 ? static_cast<double>(s.tokens) / cpu_s : 0.0;
+  s.rate[0] = s.training_s > 0 ? static_cast<double>(s.tokens) / s.training_s : 0.0;
+  s.rate[1] = cpu_s > 0 ? static_cast<double>(s.tokens) / cpu_s : 0.0;
   return s;
 }
 
@@ -329,7 +328,7 @@ int bench_cluster(const std::string& experiment_file, const std::vector<std::str
       std::printf(
           "  round %d sync %-3s: %8.0f tokens/s, %8.0f tokens/CPU-s  (%llu tokens in "
           "%.2f s, goodput %.3f, %llu pushes, %llu merges)\n",
-          r + 1, is_on ? "on" : "off", s.tokens_per_s, s.tokens_per_cpu_s,
+          r + 1, is_on ? "on" : "off", s.rate[0], s.rate[1],
           static_cast<unsigned long long>(s.tokens), s.training_s, s.goodput,
           static_cast<unsigned long long>(s.pushes), static_cast<unsigned long long>(s.merges));
       std::fflush(stdout);
@@ -339,12 +338,10 @@ int bench_cluster(const std::string& experiment_file, const std::vector<std::str
     }
     goodput_on.push_back(s_on.goodput);
     goodput_off.push_back(s_off.goodput);
-    const double v_on[2] = {s_on.tokens_per_s, s_on.tokens_per_cpu_s};
-    const double v_off[2] = {s_off.tokens_per_s, s_off.tokens_per_cpu_s};
     for (int i = 0; i < 2; ++i) {
-      all_on[i].push_back(v_on[i]);
-      all_off[i].push_back(v_off[i]);
-      pair[i].push_back(100.0 * (1.0 - v_on[i] / v_off[i]));
+      all_on[i].push_back(s_on.rate[i]);
+      all_off[i].push_back(s_off.rate[i]);
+      pair[i].push_back(100.0 * (1.0 - s_on.rate[i] / s_off.rate[i]));
     }
   }
   const char* what[2] = {"tokens/s (wall)      ", "tokens per CPU second"};
