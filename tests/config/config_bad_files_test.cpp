@@ -235,13 +235,11 @@ TEST(ConfigBadFiles, OverridesThatAreNotUtf8AreRefusedNotThrown) {
   o.check_files = false;
   o.overrides = {"outer.lr=fractio\xe9(1/2)", "description=caf\xe9"};
   const load_result r = load_string("experiment { data = { file = 'x.txt' } }", "e.lua", o);
-  ASSERT_EQ(r.errors.size(), 2u) << r.error_text();
-  EXPECT_EQ(r.errors[0].to_string(),
-            "--set description=caf\xe9: description: is not valid UTF-8 text: string "
-            "\"caf\xEF\xBF\xBD\"");
-  EXPECT_EQ(r.errors[1].to_string(),
-            "--set outer.lr=fractio\xe9(1/2): outer.lr: expected a number, got string "
-            "\"fractio\xEF\xBF\xBD(1/2)\"");
+  test::expect_errors(r,
+                      {"--set description=caf\xe9: description: is not valid UTF-8 text: string "
+                       "\"caf\xEF\xBF\xBD\"",
+                       "--set outer.lr=fractio\xe9(1/2): outer.lr: expected a number, got string "
+                       "\"fractio\xEF\xBF\xBD(1/2)\""});
   std::ostringstream out, err;
   EXPECT_EQ(
       resolve_command(
@@ -264,11 +262,10 @@ TEST(ConfigBadFiles, SeveralProblemsAreAllReported) {
                              ",\n learners = { count = 2 },\n sync = { min_quorum = 3,\n"
                              " wire = \"int3\" },\n}\n";
   const load_result r = load_string(script, "many.lua", test::repo_options());
-  ASSERT_EQ(r.errors.size(), 2u) << r.error_text();
-  EXPECT_EQ(r.errors[0].to_string(), "many.lua:4: sync.min_quorum: 3 exceeds learners.count (2)");
-  EXPECT_EQ(r.errors[1].to_string(),
-            "many.lua:5: sync.wire: unknown value 'int3'; expected one of fp32, bf16, int8, int4; "
-            "did you mean 'int8'?");
+  test::expect_errors(
+      r, {"many.lua:4: sync.min_quorum: 3 exceeds learners.count (2)",
+          "many.lua:5: sync.wire: unknown value 'int3'; expected one of fp32, bf16, int8, int4; "
+          "did you mean 'int8'?"});
 }
 
 }  // namespace

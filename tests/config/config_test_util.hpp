@@ -2,6 +2,9 @@
 #pragma once
 
 #include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
 
 #include "runtime/config/loader.hpp"
 
@@ -18,6 +21,13 @@ inline load_options repo_options() {
 /// A path inside the repository.
 inline std::string repo_path(const std::string& rel) {
   return std::string(DD_SOURCE_DIR) + "/" + rel;
+}
+
+/// `r` was refused with exactly the errors `want`, in order, each as error::to_string() writes it.
+inline void expect_errors(const load_result& r, const std::vector<std::string>& want) {
+  std::vector<std::string> got;
+  for (const auto& e : r.errors) got.push_back(e.to_string());
+  EXPECT_EQ(got, want) << r.error_text();
 }
 
 /// The data line every inline test script uses.
