@@ -7,12 +7,11 @@
 #include <fstream>
 #include <sstream>
 
-#include <unistd.h>
-
 #include "kernels/backend.hpp"
 #include "runtime/adamw.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/gpt.hpp"
+#include "tests/support/gpt_fixture.hpp"
 
 namespace {
 
@@ -37,17 +36,12 @@ std::string with_header(const std::string& header, const std::string& data) {
   return out + header + data;
 }
 
-class Checkpoint : public ::testing::Test {
+class Checkpoint : public dd::test::gpt_fixture {
  protected:
+  Checkpoint() : gpt_fixture("cpu", 21) {}
   void SetUp() override {
-    be_ = dd::kernels::make_backend("cpu", {1, 0});
-    model_ = std::make_unique<dd::gpt>(*be_, cfg_);
-    model_->init(21);
-    // One file per test and per process: ctest runs tests in parallel, and other checkouts on
-    // the machine share the temp dir (parallel tests overwrote one shared file).
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = ::testing::TempDir() + "dd_ckpt_test_" + info->name() + "_" +
-            std::to_string(::getpid()) + ".safetensors";
+    gpt_fixture::SetUp();
+    path_ = ::testing::TempDir() + per_test_name("dd_ckpt_test_") + ".safetensors";
     dd::save_checkpoint(path_, *model_, nullptr, {{"step", "7"}});
     bytes_ = read_all(path_);
     uint64_t hlen = 0;
@@ -73,9 +67,6 @@ class Checkpoint : public ::testing::Test {
     EXPECT_EQ(fresh.get_parameters(), before);  // a refused load leaves the model untouched
   }
 
-  dd::gpt_config cfg_{256, 16, 2, 2, 16};
-  std::unique_ptr<dd::kernels::backend> be_;
-  std::unique_ptr<dd::gpt> model_;
   std::string path_, bytes_, data_;
   nlohmann::json header_;
 };

@@ -8,8 +8,6 @@
 #include <fstream>
 #include <map>
 
-#include <unistd.h>
-
 #include "kernels/backend.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/eval.hpp"
@@ -20,29 +18,24 @@
 #include "runtime/sample.hpp"
 #include "tests/support/error_of.hpp"
 #include "tests/support/expect_contains.hpp"
+#include "tests/support/gpt_fixture.hpp"
 
 namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 
-class ModelFile : public ::testing::Test {
+class ModelFile : public dd::test::gpt_fixture {
  protected:
+  ModelFile() : gpt_fixture("reference", 5) {}
   void SetUp() override {
-    be_ = dd::kernels::make_backend("reference", {1, 0});
-    model_ = std::make_unique<dd::gpt>(*be_, cfg_);
-    model_->init(5);
-    const auto* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = fs::path(::testing::TempDir()) /
-           ("dd_model_file_" + std::string(info->name()) + "_" + std::to_string(::getpid()));
+    gpt_fixture::SetUp();
+    dir_ = fs::path(::testing::TempDir()) / per_test_name("dd_model_file_");
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  dd::gpt_config cfg_{256, 16, 2, 2, 16};
-  std::unique_ptr<dd::kernels::backend> be_;
-  std::unique_ptr<dd::gpt> model_;
   fs::path dir_;
 };
 
