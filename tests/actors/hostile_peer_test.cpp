@@ -30,6 +30,7 @@
 
 #include "tests/actors/process_support.hpp"
 #include "tests/support/tiny_lua.hpp"
+#include "tests/support/wire_msgs.hpp"
 
 #include "actors/link/atoms.hpp"
 #include "actors/nodes/node_config.hpp"
@@ -223,15 +224,9 @@ TEST(hostile_peers, every_lie_is_refused_with_a_reason_and_the_syncer_keeps_serv
             },
             [&](caf::error&) {});
     ASSERT_TRUE(owners[0] && owners[1]);
-    dd::push_msg p;
-    p.learner_id = 1;
-    p.fragment_id = 0;
-    p.steps = 4;
-    p.tokens = 512;
-    p.transfer_id = 900001;
-    p.total_elements = 3;  // wrong shape
-    p.payload_bytes = 12;
-    p.payload.assign(12, 0);
+    dd::push_msg p = dd::test::push_header(1, 0, 0, 0, 4, 512, 900001);
+    // 3 fp32 values of zero bytes: the wrong shape.
+    dd::test::set_payload_bytes(p, dd::payload_encoding::fp32, 3, [](size_t) { return 0; });
     self->send(owners[0], dd::atoms::push_atom_v, dd::encode(p, {run_id, 0}), uint64_t{0});
     self->request(*monitor, std::chrono::seconds(5), dd::atoms::status_atom_v,
                   dd::encode(dd::status_request{}, {run_id, 0}))

@@ -16,6 +16,7 @@
 #include "messages/control.hpp"
 #include "runtime/quantize.hpp"
 #include "runtime/value_digest.hpp"
+#include "tests/support/wire_msgs.hpp"
 
 namespace dd::actors {
 namespace {
@@ -101,10 +102,7 @@ wire_bytes broadcast_bytes(int32_t p, uint64_t version, std::vector<float> value
   broadcast_msg b;
   b.fragment_id = p;
   b.version = version;
-  b.encoding = payload_encoding::fp32;
-  b.total_elements = value.size();
-  b.payload = encode_payload(payload_encoding::fp32, value.data(), value.size());
-  b.payload_bytes = b.payload.size();
+  test::set_fp32_payload(b, value);
   b.merged = std::move(merged);
   b.value_digest = value_digest(value);  // as the owner sends it
   return encode(b, syncer());

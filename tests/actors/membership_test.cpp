@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "actors/roles/membership.hpp"
+#include "tests/support/wire_msgs.hpp"
 
 namespace dd::actors {
 namespace {
@@ -35,15 +36,7 @@ join_request join_as(int32_t id) {
   return r;
 }
 
-heartbeat_msg beat(int32_t id, uint64_t incarnation, uint64_t step, uint64_t tokens, double ema) {
-  heartbeat_msg hb;
-  hb.learner_id = id;
-  hb.incarnation = incarnation;
-  hb.step = step;
-  hb.tokens = tokens;
-  hb.step_time_ema_s = ema;
-  return hb;
-}
+using test::heartbeat;
 
 dd::node_join node_asking(const std::string& name, std::vector<int32_t> ids) {
   dd::node_join j;
@@ -70,7 +63,7 @@ TEST(membership, a_lease_expires_after_max_of_its_minimum_and_50_step_times_with
   for (const auto& r : rows) {
     membership m(options(1), 0.0);
     ASSERT_TRUE(m.join(join_as(0), "", 0.0).accepted());
-    ASSERT_TRUE(m.heartbeat(beat(0, 0, 1, 10, r.ema), 10.0).accepted());
+    ASSERT_TRUE(m.heartbeat(heartbeat(0, 0, 1, 10, r.ema), 10.0).accepted());
     const uint64_t epoch = m.view().epoch;
     const auto d = m.tick(r.tick_at);
     ASSERT_EQ(d.expired.size(), r.expired ? 1u : 0u) << "EMA " << r.ema << " at " << r.tick_at;
@@ -105,8 +98,9 @@ TEST(membership, a_straggler_is_flagged_once_above_1_5_times_the_median_step_tim
   double t = 1.0;
   for (const auto& r : rows) {
     for (int32_t id = 0; id < 3; ++id)
-      ASSERT_TRUE(m.heartbeat(beat(id, 0, static_cast<uint64_t>(t), 1, id == 2 ? r.ema2 : 0.1), t)
-                      .accepted());
+      ASSERT_TRUE(
+          m.heartbeat(heartbeat(id, 0, static_cast<uint64_t>(t), 1, id == 2 ? r.ema2 : 0.1), t)
+              .accepted());
     const auto d = m.tick(t);
     EXPECT_TRUE(d.expired.empty());
     ASSERT_EQ(d.stragglers.size(), r.newly_flagged ? 1u : 0u) << "EMA " << r.ema2;
@@ -233,7 +227,7 @@ TEST(membership, a_respawned_learner_rejoins_with_the_next_incarnation_from_its_
   membership m(options(2, true), 0.0);
   ASSERT_TRUE(m.node_join(node_asking("node-a", {0, 1}), "caf-a", 0.0).accepted);
   ASSERT_TRUE(m.join(join_as(0), "caf-a", 0.0).accepted());
-  ASSERT_TRUE(m.heartbeat(beat(0, 0, 12, 1200, 0.1), 1.0).accepted());
+  ASSERT_TRUE(m.heartbeat(heartbeat(0, 0, 12, 1200, 0.1), 1.0).accepted());
   auto down = m.down(0, /*normal_exit=*/false, "killed", 2.0);
   ASSERT_EQ(down.what, down_decision::verdict::dead);
   ASSERT_TRUE(down.dead.has_value());
@@ -252,12 +246,12 @@ TEST(membership, a_respawned_learner_rejoins_with_the_next_incarnation_from_its_
   EXPECT_EQ(m.learners().at(0).tokens_before, 1200u);
   EXPECT_EQ(m.learners().at(0).tokens_this_incarnation, 0u);
   // A heartbeat of the old incarnation is refused; the new one's counts on top.
-  EXPECT_EQ(m.heartbeat(beat(0, 0, 13, 1300, 0.1), 3.1).what,
+  EXPECT_EQ(m.heartbeat(heartbeat(0, 0, 13, 1300, 0.1), 3.1).what,
             heartbeat_decision::verdict::stale_incarnation);
-  auto hb = m.heartbeat(beat(0, 1, 13, 100, 0.1), 3.2);
+  auto hb = m.heartbeat(heartbeat(0, 1, 13, 100, 0.1), 3.2);
   ASSERT_TRUE(hb.accepted());
   EXPECT_EQ(hb.total_tokens, 1300u);
-  EXPECT_EQ(m.heartbeat(beat(7, 0, 1, 1, 0.1), 3.3).what,
+  EXPECT_EQ(m.heartbeat(heartbeat(7, 0, 1, 1, 0.1), 3.3).what,
             heartbeat_decision::verdict::unknown_learner);
 }
 
@@ -303,11 +297,7 @@ TEST(membership, a_live_rejoin_counts_what_the_learner_trained_while_the_syncer_
     monitor_record rec;
     rec.learners.push_back({0, 0, false, 20, 500, 100, 2.0, 2.0, {}});
     m.restore(rec, 0.0);
-    join_request req = join_as(0);
-    req.live = true;
-    req.step = r.step;
-    req.tokens = r.tokens;
-    req.incarnation = r.incarnation;
+    join_request req = test::live_rejoin(0, r.incarnation, r.step, r.tokens);
     req.compute_s = r.compute_s;
     auto j = m.join(req, "", 1.0);
     ASSERT_TRUE(j.accepted());
@@ -324,11 +314,7 @@ TEST(membership, a_live_rejoin_counts_what_the_learner_trained_while_the_syncer_
   }
   // A syncer that never knew it (no record): it starts from what the learner says.
   membership fresh(options(1), 0.0);
-  join_request req = join_as(0);
-  req.live = true;
-  req.step = 40;
-  req.tokens = 4000;
-  req.incarnation = 2;
+  join_request req = test::live_rejoin(0, 2, 40, 4000);
   req.compute_s = 8.0;
   auto j = fresh.join(req, "", 0.0);
   ASSERT_TRUE(j.accepted());
@@ -343,7 +329,7 @@ TEST(membership, a_node_that_comes_back_gets_its_learners_back) {
   membership m(options(2, true), 0.0);
   ASSERT_TRUE(m.node_join(node_asking("node-a", {0}), "caf-a", 0.0).accepted);
   ASSERT_TRUE(m.join(join_as(0), "caf-a", 0.0).accepted());
-  ASSERT_TRUE(m.heartbeat(beat(0, 0, 5, 50, 0.1), 1.0).accepted());
+  ASSERT_TRUE(m.heartbeat(heartbeat(0, 0, 5, 50, 0.1), 1.0).accepted());
   // The same CAF node asks again (its link dropped, the monitor saw no down): its live id back.
   auto same = m.node_join(node_asking("node-a", {0}), "caf-a", 1.1);
   EXPECT_TRUE(same.accepted) << same.reason;
@@ -414,19 +400,19 @@ TEST(membership, the_global_step_is_every_learner_s_own_step_summed_over_m) {
   };
   const std::vector<row> rows = {
       {"joined, no step yet", [] {}, 0.0},
-      {"learner 0 at 10", [&] { ASSERT_TRUE(m.heartbeat(beat(0, 0, 10, 0, 0.1), 1.0).accepted()); },
-       10.0 / 4},
-      {"learner 1 at 6", [&] { ASSERT_TRUE(m.heartbeat(beat(1, 0, 6, 0, 0.1), 1.1).accepted()); },
-       16.0 / 4},
-      {"learner 2 at 4", [&] { ASSERT_TRUE(m.heartbeat(beat(2, 0, 4, 0, 0.1), 1.2).accepted()); },
-       20.0 / 4},
+      {"learner 0 at 10",
+       [&] { ASSERT_TRUE(m.heartbeat(heartbeat(0, 0, 10, 0, 0.1), 1.0).accepted()); }, 10.0 / 4},
+      {"learner 1 at 6",
+       [&] { ASSERT_TRUE(m.heartbeat(heartbeat(1, 0, 6, 0, 0.1), 1.1).accepted()); }, 16.0 / 4},
+      {"learner 2 at 4",
+       [&] { ASSERT_TRUE(m.heartbeat(heartbeat(2, 0, 4, 0, 0.1), 1.2).accepted()); }, 20.0 / 4},
       {"learner 1 dies: its step stays",
        [&] { ASSERT_EQ(m.down(1, false, "crash", 2.0).what, down_decision::verdict::dead); },
        20.0 / 4},
       {"learner 1 respawned resumes at 6",
        [&] { ASSERT_TRUE(m.join(join_as(1), "", 2.5).accepted()); }, 20.0 / 4},
       {"learner 1's new incarnation at 8",
-       [&] { ASSERT_TRUE(m.heartbeat(beat(1, 1, 8, 0, 0.1), 3.0).accepted()); }, 22.0 / 4},
+       [&] { ASSERT_TRUE(m.heartbeat(heartbeat(1, 1, 8, 0, 0.1), 3.0).accepted()); }, 22.0 / 4},
       {"learner 0 leaves at 10",
        [&] { ASSERT_EQ(m.leave(0, 0, false, 4.0).what, leave_decision::verdict::left); }, 22.0 / 4},
   };
@@ -452,7 +438,7 @@ TEST(membership, the_push_clock_moves_by_new_steps_over_the_live_learners) {
       {0, 4, 2.0}, {1, 2, 3.0}, {0, 4, 3.0}, {0, 3, 3.0}, {1, 2002, 503.0}};
   double t = 1.0;
   for (const auto& r : rows) {
-    auto hb = m.heartbeat(beat(r.id, 0, r.step, 1, 0.1), t += 0.1);
+    auto hb = m.heartbeat(heartbeat(r.id, 0, r.step, 1, 0.1), t += 0.1);
     ASSERT_TRUE(hb.accepted());
     EXPECT_EQ(hb.live, 2u);
     EXPECT_DOUBLE_EQ(hb.mean_step, r.mean_step) << "learner " << r.id << " step " << r.step;
@@ -465,11 +451,11 @@ TEST(membership, the_token_budget_is_reported_once_when_spent) {
   membership m(o, 0.0);
   ASSERT_TRUE(m.join(join_as(0), "", 0.0).accepted());
   ASSERT_TRUE(m.join(join_as(1), "", 0.0).accepted());
-  EXPECT_FALSE(m.heartbeat(beat(0, 0, 1, 600, 0.1), 1.0).budget_spent);
-  auto spent = m.heartbeat(beat(1, 0, 1, 400, 0.1), 1.1);
+  EXPECT_FALSE(m.heartbeat(heartbeat(0, 0, 1, 600, 0.1), 1.0).budget_spent);
+  auto spent = m.heartbeat(heartbeat(1, 0, 1, 400, 0.1), 1.1);
   EXPECT_TRUE(spent.budget_spent);
   EXPECT_EQ(spent.total_tokens, 1000u);
-  EXPECT_FALSE(m.heartbeat(beat(1, 0, 2, 500, 0.1), 1.2).budget_spent);
+  EXPECT_FALSE(m.heartbeat(heartbeat(1, 0, 2, 500, 0.1), 1.2).budget_spent);
 }
 
 TEST(membership, remote_learners_are_done_when_all_left_or_none_is_live_after_a_stop) {
@@ -615,7 +601,7 @@ TEST(membership, a_heartbeat_holding_another_value_than_the_owner_s_is_a_diverge
   uint64_t step = 1, found = 0;
   for (const auto& r : rows) {
     ++step;
-    auto hb = beat(0, 0, step, 10 * step, 0.1);
+    auto hb = heartbeat(0, 0, step, 10 * step, 0.1);
     hb.held_fragment = 1;
     hb.held_version = 42;
     hb.held_owner_digest = r.owner;

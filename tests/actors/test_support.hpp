@@ -1,6 +1,7 @@
 // tests/actors/test_support.hpp — helpers shared by the actor tests: a CAF actor system on the
 // deterministic test coordinator (manual clock, one thread) usable from GoogleTest, a tiny
-// fragment layout, push builders, and the tiny experiment of the whole-cluster tests.
+// fragment layout, push builders (tests/support/wire_msgs.hpp), and the tiny experiment of the
+// whole-cluster tests.
 #pragma once
 
 #include <chrono>
@@ -18,6 +19,7 @@
 #include "runtime/fragments.hpp"
 #include "runtime/quantize.hpp"
 #include "runtime/tensor_info.hpp"
+#include "tests/support/wire_msgs.hpp"
 
 namespace dd::test {
 
@@ -84,25 +86,6 @@ inline std::vector<tensor_info> tiny_tensors() {
 inline fragment_layout tiny_layout() {
   auto plan = make_fragment_plan(tiny_tensors(), 1, fragment_strategy::balanced);
   return plan->fragments.at(0);
-}
-
-/// A whole push of `delta` (fp32).
-inline push_msg make_push(int32_t learner, uint64_t incarnation, uint64_t base_version,
-                          uint64_t steps, uint64_t tokens, uint64_t transfer_id,
-                          const std::vector<float>& delta, int32_t fragment = 0) {
-  push_msg m;
-  m.learner_id = learner;
-  m.incarnation = incarnation;
-  m.fragment_id = fragment;
-  m.base_version = base_version;
-  m.steps = steps;
-  m.tokens = tokens;
-  m.transfer_id = transfer_id;
-  m.encoding = payload_encoding::fp32;
-  m.total_elements = delta.size();
-  m.payload = encode_payload(payload_encoding::fp32, delta.data(), delta.size());
-  m.payload_bytes = m.payload.size();
-  return m;
 }
 
 /// An experiment named `name` with seed `seed`, every other value its default.

@@ -18,6 +18,7 @@
 #include "messages/control.hpp"
 #include "runtime/checkpoint.hpp"
 #include "runtime/config/loader.hpp"
+#include "tests/support/wire_msgs.hpp"
 
 namespace fs = std::filesystem;
 
@@ -44,20 +45,9 @@ void append_frame(std::vector<uint8_t>& out, const dd::wire_bytes& m) {
 }
 
 dd::push_msg sample_push(dd::payload_encoding enc, uint64_t elements) {
-  dd::push_msg p;
-  p.learner_id = 1;
-  p.incarnation = 2;
-  p.fragment_id = 3;
-  p.base_version = 4;
-  p.steps = 24;
-  p.tokens = 24 * 16 * 128;
-  p.transfer_id = 7;
+  dd::push_msg p = dd::test::push_header(1, 2, 3, 4, 24, 24 * 16 * 128, 7);
   p.contains_from = 6;
-  p.encoding = enc;
-  p.total_elements = elements;
-  p.payload_bytes = *dd::encoded_size(enc, elements);
-  p.payload.resize(p.payload_bytes);
-  for (size_t i = 0; i < p.payload.size(); ++i) p.payload[i] = static_cast<uint8_t>(i * 37 + 11);
+  dd::test::set_payload_bytes(p, enc, elements, [](size_t i) { return i * 37 + 11; });
   return p;
 }
 
@@ -65,11 +55,8 @@ dd::broadcast_msg sample_broadcast(uint64_t elements) {
   dd::broadcast_msg b;
   b.fragment_id = 2;
   b.version = 9;
-  b.encoding = dd::payload_encoding::fp32;
-  b.total_elements = elements;
-  b.payload_bytes = elements * 4;
-  b.payload.resize(b.payload_bytes);
-  for (size_t i = 0; i < b.payload.size(); ++i) b.payload[i] = static_cast<uint8_t>(i * 13 + 5);
+  dd::test::set_payload_bytes(b, dd::payload_encoding::fp32, elements,
+                              [](size_t i) { return i * 13 + 5; });
   b.merged = {{0, 1, 5, 8}, {1, 2, 7, 9}};
   return b;
 }

@@ -6,39 +6,28 @@
 #include <random>
 
 #include "messages/codec.hpp"
+#include "tests/support/wire_expect.hpp"
+#include "tests/support/wire_msgs.hpp"
 
 namespace dd {
 namespace {
 
 push_msg whole_push(size_t elements, uint64_t transfer = 1, int32_t learner = 1) {
-  push_msg m;
-  m.learner_id = learner;
-  m.incarnation = 1;
-  m.fragment_id = 0;
-  m.base_version = 3;
-  m.steps = 4;
-  m.tokens = 400;
-  m.transfer_id = transfer;
-  m.encoding = payload_encoding::fp32;
-  m.total_elements = elements;
-  m.payload_bytes = elements * 4;
-  m.payload.resize(elements * 4);
-  for (size_t i = 0; i < m.payload.size(); ++i)
-    m.payload[i] = static_cast<uint8_t>(i * 31 + transfer);
+  push_msg m = test::push_header(learner, 1, 0, 3, 4, 400, transfer);
+  test::set_payload_bytes(m, payload_encoding::fp32, elements,
+                          [&](size_t i) { return i * 31 + transfer; });
   return m;
 }
 
-/// A whole fp32 broadcast of `fragment` at `version`: `elements` values whose payload byte i is
-/// `byte(i)`.
+/// A whole broadcast of `fragment` at `version`: `elements` values in `encoding` whose payload
+/// byte i is `byte(i)`.
 broadcast_msg whole_broadcast(int32_t fragment, uint64_t version, size_t elements,
-                              const std::function<uint8_t(size_t)>& byte) {
+                              const std::function<uint8_t(size_t)>& byte,
+                              payload_encoding encoding = payload_encoding::fp32) {
   broadcast_msg b;
   b.fragment_id = fragment;
   b.version = version;
-  b.total_elements = elements;
-  b.payload_bytes = elements * 4;
-  b.payload.resize(elements * 4);
-  for (size_t i = 0; i < b.payload.size(); ++i) b.payload[i] = byte(i);
+  test::set_payload_bytes(b, encoding, elements, byte);
   return b;
 }
 
@@ -219,13 +208,9 @@ TEST(Chunks, CapsAreEnforced) {
 }
 
 TEST(Chunks, BroadcastsNewestVersionWins) {
-  broadcast_msg w;
-  w.fragment_id = 2;
-  w.version = 5;
-  w.encoding = payload_encoding::bf16;
-  w.total_elements = 50;
-  w.payload_bytes = 100;
-  w.payload.assign(100, 3);
+  broadcast_msg w = whole_broadcast(
+      2, 5, 50, [](size_t) { return 3; }, payload_encoding::bf16);
+  ASSERT_EQ(w.payload_bytes, 100u);
   auto v5 = *split_broadcast(w, 40);
   w.version = 6;
   w.payload.assign(100, 4);
@@ -448,26 +433,6 @@ TEST(Chunks, ADamagedRefChunkIsRefusedAndChangesNothing) {
   EXPECT_EQ(done->payload, whole.payload);
 }
 
-/// Every field of two decoded pushes, and their payloads, are equal.
-void expect_same_push(const push_msg& a, const push_msg& b) {
-  EXPECT_EQ(a.learner_id, b.learner_id);
-  EXPECT_EQ(a.incarnation, b.incarnation);
-  EXPECT_EQ(a.fragment_id, b.fragment_id);
-  EXPECT_EQ(a.base_version, b.base_version);
-  EXPECT_EQ(a.steps, b.steps);
-  EXPECT_EQ(a.tokens, b.tokens);
-  EXPECT_EQ(a.transfer_id, b.transfer_id);
-  EXPECT_EQ(a.encoding, b.encoding);
-  EXPECT_EQ(a.total_elements, b.total_elements);
-  EXPECT_EQ(a.payload_bytes, b.payload_bytes);
-  EXPECT_EQ(a.chunk_index, b.chunk_index);
-  EXPECT_EQ(a.chunk_count, b.chunk_count);
-  EXPECT_EQ(a.chunk_offset, b.chunk_offset);
-  EXPECT_EQ(a.payload, b.payload);
-  EXPECT_EQ(a.contains_from, b.contains_from);
-  EXPECT_EQ(a.payload_crc32c, b.payload_crc32c);
-}
-
 // encode_push_chunks (each payload copied once, a 4 KiB+ word-aligned chunk as a segment of its
 // own) gives what split_push + encode gives, for chunk sizes that take either path: word-sized
 // chunks of 4 KiB and more, an odd-sized last chunk, and chunks too small for their own segment.
@@ -491,7 +456,8 @@ TEST(ChunkEncode, EncodingChunksDirectlyDecodesToWhatSplitThenEncodeGives) {
       auto s = decode_push(encode((*split)[i], stamp), {}, expect);
       ASSERT_TRUE(d.ok()) << d.error().message;
       ASSERT_TRUE(s.ok()) << s.error().message;
-      expect_same_push(*d, *s);
+      test::expect_same_push(*d, *s);
+      EXPECT_EQ(d->payload_crc32c, s->payload_crc32c);
       auto r = a.add(*decode_push_ref((*direct)[i], {}, expect));
       ASSERT_TRUE(r.ok()) << r.error().message;
       if (r->has_value()) done = std::move(**r);

@@ -6,6 +6,8 @@
 
 #include "messages/codec.hpp"
 #include "messages/control.hpp"
+#include "tests/support/wire_expect.hpp"
+#include "tests/support/wire_msgs.hpp"
 
 namespace dd {
 namespace {
@@ -19,19 +21,9 @@ void expect_refused(const Result& d, errc code, const std::string& what) {
 }
 
 push_msg sample_push() {
-  push_msg m;
-  m.learner_id = 3;
-  m.incarnation = 7;
-  m.fragment_id = 5;
-  m.base_version = 41;
-  m.steps = 24;
-  m.tokens = 24 * 4096;
-  m.transfer_id = 99;
-  m.encoding = payload_encoding::int8;
-  m.total_elements = 100;  // int8: 2 blocks -> 2*4 + 100 = 108 bytes
-  m.payload_bytes = 108;
-  m.payload.resize(108);
-  for (size_t i = 0; i < m.payload.size(); ++i) m.payload[i] = static_cast<uint8_t>(i * 7 + 1);
+  push_msg m = test::push_header(3, 7, 5, 41, 24, 24 * 4096, 99);
+  // int8: 2 blocks -> 2*4 + 100 = 108 bytes
+  test::set_payload_bytes(m, payload_encoding::int8, 100, [](size_t i) { return i * 7 + 1; });
   return m;
 }
 
@@ -146,20 +138,10 @@ TEST(Codec, PushRoundTrip) {
   EXPECT_EQ(*peek_kind(bytes), message_kind::push);
   auto d = decode_push(bytes);
   ASSERT_TRUE(d.ok()) << d.error().message;
-  EXPECT_EQ(d->learner_id, 3);
-  EXPECT_EQ(d->incarnation, 7u);
-  EXPECT_EQ(d->fragment_id, 5);
-  EXPECT_EQ(d->base_version, 41u);
-  EXPECT_EQ(d->steps, 24u);
-  EXPECT_EQ(d->tokens, 24u * 4096u);
-  EXPECT_EQ(d->transfer_id, 99u);
-  EXPECT_EQ(d->encoding, payload_encoding::int8);
-  EXPECT_EQ(d->total_elements, 100u);
-  EXPECT_EQ(d->payload_bytes, 108u);
-  EXPECT_EQ(d->chunk_index, 0u);
-  EXPECT_EQ(d->chunk_count, 1u);
-  EXPECT_EQ(d->chunk_offset, 0u);
-  EXPECT_EQ(d->payload, m.payload);
+  // Every field sample_push() sets (learner 3, incarnation 7, fragment 5, base 41, 24 steps of
+  // 4096 tokens, transfer 99, 100 int8 values in 108 bytes, one whole chunk) comes back.
+  ASSERT_EQ(m.payload_bytes, 108u);
+  test::expect_same_push(*d, m);
   EXPECT_EQ(d->contains_from, 0u);  // default: holds no earlier transfer
   m.contains_from = 75;
   auto d2 = decode_push(encode(m, {"", m.incarnation}));
@@ -208,15 +190,7 @@ TEST(Codec, BroadcastRoundTrip) {
   auto bytes = encode(m);
   auto d = decode_broadcast(bytes);
   ASSERT_TRUE(d.ok()) << d.error().message;
-  EXPECT_EQ(d->fragment_id, 1);
-  EXPECT_EQ(d->version, 17u);
-  EXPECT_EQ(d->encoding, payload_encoding::bf16);
-  EXPECT_EQ(d->total_elements, 10u);
-  EXPECT_EQ(d->payload_bytes, 20u);
-  EXPECT_EQ(d->chunk_index, 1u);
-  EXPECT_EQ(d->chunk_count, 2u);
-  EXPECT_EQ(d->chunk_offset, 12u);
-  EXPECT_EQ(d->payload, m.payload);
+  test::expect_same_broadcast(*d, m);
 }
 
 TEST(Codec, RejectRoundTripEveryReason) {

@@ -13,6 +13,7 @@
 
 #include "messages/codec.hpp"
 #include "messages/control.hpp"
+#include "tests/support/wire_msgs.hpp"
 
 namespace dd {
 namespace {
@@ -78,14 +79,8 @@ std::vector<kind_case> every_kind() {
       [](const heartbeat_msg& a, const heartbeat_msg& b) {
         return a.learner_id == b.learner_id && a.step == b.step && a.loss == b.loss;
       }));
-  push_msg p;
-  p.learner_id = 1;
-  p.incarnation = 7;
-  p.fragment_id = 0;
-  p.transfer_id = 5;
-  p.total_elements = 2;
-  p.payload_bytes = 8;
-  p.payload.assign(8, 1);
+  push_msg p = test::push_header(1, 7, 0, 0, 0, 0, 5);
+  test::set_payload_bytes(p, payload_encoding::fp32, 2, [](size_t) { return 1; });
   out.push_back(make_case(
       message_kind::push, p,
       [](const wire_bytes& b, const envelope_expect& e) { return decode_push(b, {}, e); },
@@ -95,9 +90,7 @@ std::vector<kind_case> every_kind() {
   broadcast_msg bc;
   bc.fragment_id = 1;
   bc.version = 4;
-  bc.total_elements = 1;
-  bc.payload_bytes = 4;
-  bc.payload.assign(4, 2);
+  test::set_payload_bytes(bc, payload_encoding::fp32, 1, [](size_t) { return 2; });
   bc.merged = {{1, 7, 5, 4}};
   out.push_back(make_case(
       message_kind::broadcast, bc,

@@ -13,6 +13,7 @@
 
 #include "messages/codec.hpp"
 #include "messages/control.hpp"
+#include "tests/support/wire_msgs.hpp"
 
 namespace dd {
 namespace {
@@ -165,18 +166,12 @@ void decode_all(const std::vector<uint8_t>& b, int* ok_count) {
 }
 
 std::vector<std::vector<uint8_t>> valid_messages() {
-  push_msg p;
-  p.learner_id = 1;
-  p.fragment_id = 2;
-  p.encoding = payload_encoding::int4;
-  p.total_elements = 130;  // 3 blocks: 36 + 36 + 4 + 1 = 77 bytes
-  p.payload_bytes = 77;
-  p.payload.assign(77, 0x5A);
+  push_msg p = test::push_header(1, 0, 2, 0, 0, 0, 0);
+  // 130 int4 values: 3 blocks, 36 + 36 + 4 + 1 = 77 bytes.
+  test::set_payload_bytes(p, payload_encoding::int4, 130, [](size_t) { return 0x5A; });
   broadcast_msg b;
   b.version = 3;
-  b.total_elements = 4;
-  b.payload_bytes = 16;
-  b.payload.assign(16, 1);
+  test::set_payload_bytes(b, payload_encoding::fp32, 4, [](size_t) { return 1; });
   owner_checkpoint c;
   c.value = {1, 2, 3};
   c.momentum = {0, 0, 1};
