@@ -36,28 +36,23 @@ namespace {
 
 constexpr int kinds = 23;  // members of Envelope.body
 
-void check_push(const dd::push_msg& p) {
-  FUZZ_CHECK(p.chunk_count > 0 && p.chunk_index < p.chunk_count);
-  FUZZ_CHECK(p.chunk_offset <= p.payload_bytes);
-  FUZZ_CHECK(p.payload.size() <= p.payload_bytes - p.chunk_offset);
-  auto want = dd::encoded_size(p.encoding, p.total_elements);
-  FUZZ_CHECK(want && *want == p.payload_bytes);
-}
-
-void check_broadcast(const dd::broadcast_msg& b) {
-  FUZZ_CHECK(b.chunk_count > 0 && b.chunk_index < b.chunk_count);
-  FUZZ_CHECK(b.chunk_offset <= b.payload_bytes);
-  FUZZ_CHECK(b.payload.size() <= b.payload_bytes - b.chunk_offset);
-  auto want = dd::encoded_size(b.encoding, b.total_elements);
-  FUZZ_CHECK(want && *want == b.payload_bytes);
+/// The chunk invariants a decoded push or broadcast holds: its chunk lies inside the payload,
+/// and the payload size is what the encoding takes for the element count.
+template <class Msg>
+void check_chunk(const Msg& m) {
+  FUZZ_CHECK(m.chunk_count > 0 && m.chunk_index < m.chunk_count);
+  FUZZ_CHECK(m.chunk_offset <= m.payload_bytes);
+  FUZZ_CHECK(m.payload.size() <= m.payload_bytes - m.chunk_offset);
+  auto want = dd::encoded_size(m.encoding, m.total_elements);
+  FUZZ_CHECK(want && *want == m.payload_bytes);
 }
 
 // The invariants each decoded value must hold (docs/wire.md).
 void check(const dd::join_request&) {}
 void check(const dd::join_reply& m) { FUZZ_CHECK(m.shard_index < m.shard_count); }
 void check(const dd::heartbeat_msg&) {}
-void check(const dd::push_msg& m) { check_push(m); }
-void check(const dd::broadcast_msg& m) { check_broadcast(m); }
+void check(const dd::push_msg& m) { check_chunk(m); }
+void check(const dd::broadcast_msg& m) { check_chunk(m); }
 void check(const dd::reject_msg& m) { FUZZ_CHECK(m.reason <= dd::reject_reason::implausible); }
 void check(const dd::push_ack& m) { FUZZ_CHECK(m.learner_id >= 0 && m.fragment_id >= 0); }
 void check(const dd::pull_request& m) { FUZZ_CHECK(m.learner_id >= -1 && m.fragment_id >= 0); }
@@ -194,9 +189,9 @@ void reassemble(bool broadcasts, const uint8_t* p, size_t n) {
     auto header = dd::peek_envelope(frame);
     const dd::envelope_expect expect{header ? header->run_id : std::string(), 0};
     if (broadcasts) {
-      add_chunk(assembler, dd::decode_broadcast(frame, {}, expect), check_broadcast);
+      add_chunk(assembler, dd::decode_broadcast(frame, {}, expect), check_chunk<dd::broadcast_msg>);
     } else {
-      add_chunk(assembler, dd::decode_push(frame, {}, expect), check_push);
+      add_chunk(assembler, dd::decode_push(frame, {}, expect), check_chunk<dd::push_msg>);
     }
     FUZZ_CHECK(assembler.in_progress() <= limits.max_in_progress);
     FUZZ_CHECK(assembler.buffered_bytes() <= limits.max_buffered_bytes);
