@@ -5,6 +5,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <stdexcept>
@@ -23,6 +24,7 @@
 #include "messages/codec.hpp"
 #include "messages/control.hpp"
 #include "tests/actors/test_support.hpp"
+#include "tests/support/fresh_dir.hpp"
 
 namespace dd::actors {
 namespace {
@@ -47,54 +49,176 @@ bool node_join_as(caf::scoped_actor& self, const monitor_hdl& monitor, std::vect
   return granted;
 }
 
+/// A CAF actor system on real threads, its logs quiet.
+struct quiet_system {
+  caf::actor_system_config cfg;
+  std::unique_ptr<caf::actor_system> sys;
+  quiet_system() {
+    cfg.set("logger.console-verbosity", caf::atom("quiet"));
+    cfg.set("logger.file-verbosity", caf::atom("quiet"));
+    sys = std::make_unique<caf::actor_system>(cfg);
+  }
+};
+
+/// A monitor's context for `learners` learners and `fragments` owners; the rest its defaults.
+std::shared_ptr<monitor_context> monitor_ctx(int32_t learners, int fragments = 0) {
+  auto ctx = std::make_shared<monitor_context>();
+  ctx->learners = learners;
+  ctx->fragments = fragments;
+  return ctx;
+}
+
+/// A health monitor spawned on `sys` with `ctx`.
+monitor_hdl spawn_monitor(caf::actor_system& sys, const std::shared_ptr<monitor_context>& ctx) {
+  return sys.spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
+}
+
+/// An actor that drops every message: a learner stand-in whose death the monitor sees.
+caf::actor spawn_silent(caf::actor_system& sys) {
+  return sys.spawn(
+      // The unused int: CAF 0.17 spawns an argument-less function actor through a null
+      // shared_ptr<tuple<>> dereference, which UBSan reports.
+      [](caf::event_based_actor* self, int) -> caf::behavior {
+        self->set_default_handler(caf::drop);
+        return {[](int) {}};
+      },
+      0);
+}
+
+/// A job stand-in that calls `on_learners_done` when the monitor reports every learner done, and
+/// takes every other message a monitor sends its job.
+job_hdl spawn_job(caf::actor_system& sys, std::function<void()> on_learners_done) {
+  return sys.spawn(
+      // The unused int: as in spawn_silent.
+      [on_learners_done](job_hdl::pointer, int) -> job_hdl::behavior_type {
+        return {[on_learners_done](atoms::children_done_atom, child_kind k) {
+                  if (k == child_kind::learner) on_learners_done();
+                },
+                [](atoms::child_given_up_atom, child_kind, int32_t, const std::string&) {},
+                [](atoms::budget_spent_atom) {},
+                [](atoms::stop_atom, const std::string&) {},
+                [](atoms::eval_atom, double) {},
+                [](atoms::interrupt_timeout_atom) {}};
+      },
+      0);
+}
+
+/// The monitor's reply to `req` sent from `self` for the learner actor `as` (`self` when null),
+/// stamped with `sender_incarnation`; none when no reply decoded (an error fails the test).
+std::optional<join_reply> join_reply_to(caf::scoped_actor& self, const monitor_hdl& monitor,
+                                        const join_request& req, uint64_t sender_incarnation = 0,
+                                        caf::actor as = nullptr) {
+  std::optional<join_reply> out;
+  const auto learner = as ? caf::actor_cast<learner_at_syncer_hdl>(as)
+                          : caf::actor_cast<learner_at_syncer_hdl>(self);
+  self->request(monitor, std::chrono::seconds(10), atoms::join_atom_v,
+                encode(req, {"", sender_incarnation}), learner)
+      .receive(
+          [&](const std::vector<uint8_t>& bytes) {
+            auto rep = decode_join_reply(bytes.data(), bytes.size());
+            if (rep) out = *rep;
+          },
+          [&](caf::error& e) { ADD_FAILURE() << caf::to_string(e); });
+  return out;
+}
+
+/// The incarnation a join reply grants, ~0 when none came.
+uint64_t incarnation_of(const std::optional<join_reply>& rep) {
+  return rep ? rep->incarnation : ~uint64_t{0};
+}
+
 /// Learner `id`'s join from `self` (its node reserved it); its incarnation, ~0 on an error (which
 /// fails the test).
 uint64_t learner_join_as(caf::scoped_actor& self, const monitor_hdl& monitor, int32_t id) {
   join_request req;
   req.requested_learner_id = id;
-  uint64_t inc = ~uint64_t{0};
-  self->request(monitor, std::chrono::seconds(10), atoms::join_atom_v, encode(req, {"", 0}),
-                caf::actor_cast<learner_at_syncer_hdl>(self))
-      .receive(
-          [&](const std::vector<uint8_t>& bytes) {
-            auto rep = decode_join_reply(bytes.data(), bytes.size());
-            if (rep) inc = rep->incarnation;
-          },
-          [&](caf::error& e) { ADD_FAILURE() << caf::to_string(e); });
-  return inc;
+  return incarnation_of(join_reply_to(self, monitor, req));
+}
+
+/// Sends `hb` from `self` (stamped with its incarnation) and waits up to `wait` for the progress
+/// reply (skipping the owner directory a monitor may send first); the reply, none when none came.
+std::optional<progress_msg> beat_and_wait(caf::scoped_actor& self, const monitor_hdl& monitor,
+                                          const heartbeat_msg& hb,
+                                          std::chrono::seconds wait = std::chrono::seconds(2)) {
+  self->send(monitor, atoms::heartbeat_atom_v, encode(hb, {"", hb.incarnation}));
+  std::optional<progress_msg> out;
+  bool done = false;
+  while (!done) {
+    self->receive(
+        [&](atoms::progress_atom, const std::vector<uint8_t>& bytes) {
+          // The reply travels as codec bytes (a progress_msg).
+          auto pm = decode_progress(bytes);
+          EXPECT_TRUE(pm.ok()) << pm.error().message;
+          if (pm) out = *pm;
+          done = true;
+        },
+        [&](atoms::owners_atom, const std::vector<uint8_t>&, const std::vector<owner_hdl>&) {},
+        caf::after(wait) >> [&] { done = true; });
+  }
+  return out;
+}
+
+/// Learner 0's entry in the monitor record `record` once `pred` holds for it, reading the file
+/// every 20 ms for up to `wait_ms`; null when it never did.
+nlohmann::json wait_for_learner0(const std::filesystem::path& record,
+                                 const std::function<bool(const nlohmann::json&)>& pred,
+                                 int wait_ms) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  while (std::chrono::steady_clock::now() < end) {
+    std::ifstream in(record);
+    nlohmann::json rec;
+    try {
+      if (in) rec = nlohmann::json::parse(in);
+    } catch (const std::exception&) {}
+    if (rec.is_object() && !rec["learners"].empty() && pred(rec["learners"][0]))
+      return rec["learners"][0];
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return nullptr;
+}
+
+/// Sends `lm` from `self`; whether the monitor answered it (an error fails the test).
+bool leave_answered(caf::scoped_actor& self, const monitor_hdl& monitor, const leave_msg& lm) {
+  bool answered = false;
+  self->request(monitor, std::chrono::seconds(10), atoms::leave_atom_v,
+                encode(lm, {"", lm.incarnation}))
+      .receive([&](bool ok) { answered = ok; },
+               [&](caf::error& e) { ADD_FAILURE() << caf::to_string(e); });
+  return answered;
+}
+
+/// Node `j`'s handshake with `monitor` on the test coordinator `env` (expecting replies of j's
+/// run); the reply, none when none came.
+std::optional<node_join_reply> ask_node_join(dd::test::coordinator& env, const monitor_hdl& monitor,
+                                             const node_join& j) {
+  std::optional<node_join_reply> out;
+  auto probe = env.sys->spawn(
+      [&](caf::event_based_actor* p, int) -> caf::behavior {
+        p->request(monitor, caf::infinite, atoms::node_join_atom_v, encode(j, {j.run_id, 0}))
+            .then([&](const std::vector<uint8_t>& bytes) {
+              auto rep = decode_node_join_reply(bytes, {}, {j.run_id, 0});
+              EXPECT_TRUE(rep.ok());
+              if (rep) out = *rep;
+            });
+        return {[](int) {}};
+      },
+      0);
+  env.run();
+  caf::anon_send_exit(probe, caf::exit_reason::kill);
+  env.run();
+  return out;
 }
 
 struct monitor_fixture : ::testing::Test {
-  caf::actor_system_config cfg;
-  std::unique_ptr<caf::actor_system> sys;
+  quiet_system q;
+  std::unique_ptr<caf::actor_system>& sys = q.sys;
   monitor_hdl monitor;
 
-  void SetUp() override {
-    cfg.set("logger.console-verbosity", caf::atom("quiet"));
-    cfg.set("logger.file-verbosity", caf::atom("quiet"));
-    sys = std::make_unique<caf::actor_system>(cfg);
-    auto ctx = std::make_shared<monitor_context>();
-    ctx->learners = 2;
-    ctx->fragments = 0;
-    monitor = sys->spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
-  }
+  void SetUp() override { monitor = spawn_monitor(*sys, monitor_ctx(2)); }
   void TearDown() override { caf::anon_send_exit(monitor, caf::exit_reason::kill); }
 
   /// Joins as learner `id` from `self`; returns the incarnation.
-  uint64_t join(caf::scoped_actor& self, int32_t id) {
-    join_request req;
-    req.requested_learner_id = id;
-    uint64_t inc = ~uint64_t{0};
-    self->request(monitor, std::chrono::seconds(10), atoms::join_atom_v, encode(req),
-                  caf::actor_cast<learner_at_syncer_hdl>(self))
-        .receive(
-            [&](const std::vector<uint8_t>& bytes) {
-              auto rep = decode_join_reply(bytes.data(), bytes.size());
-              if (rep) inc = rep->incarnation;
-            },
-            [&](caf::error&) {});
-    return inc;
-  }
+  uint64_t join(caf::scoped_actor& self, int32_t id) { return learner_join_as(self, monitor, id); }
 
   /// live_learners and step of the last progress reply.
   uint32_t last_live = 0;
@@ -103,33 +227,13 @@ struct monitor_fixture : ::testing::Test {
 
   /// Sends a heartbeat from `self`; returns the progress reply, if one came within 2 s.
   std::optional<uint64_t> beat(caf::scoped_actor& self, int32_t id, uint64_t inc, uint64_t tokens) {
-    heartbeat_msg hb;
-    hb.learner_id = id;
-    hb.incarnation = inc;
-    hb.step = tokens / 2048;
-    hb.tokens = tokens;
-    hb.step_time_ema_s = 0.1;
-    self->send(monitor, atoms::heartbeat_atom_v, encode(hb, {"", inc}));
-    std::optional<uint64_t> out;
-    bool done = false;
-    while (!done) {
-      self->receive(
-          [&](atoms::progress_atom, const std::vector<uint8_t>& bytes) {
-            // The reply travels as codec bytes (a progress_msg).
-            auto pm = decode_progress(bytes);
-            EXPECT_TRUE(pm.ok()) << pm.error().message;
-            if (pm) {
-              out = pm->total_tokens;
-              last_live = pm->live_learners;
-              last_step = pm->step;
-              last_mean_step = pm->mean_step;
-            }
-            done = true;
-          },
-          [&](atoms::owners_atom, const std::vector<uint8_t>&, const std::vector<owner_hdl>&) {},
-          caf::after(std::chrono::seconds(2)) >> [&] { done = true; });
-    }
-    return out;
+    const auto pm =
+        beat_and_wait(self, monitor, test::heartbeat(id, inc, tokens / 2048, tokens, 0.1));
+    if (!pm) return std::nullopt;
+    last_live = pm->live_learners;
+    last_step = pm->step;
+    last_mean_step = pm->mean_step;
+    return pm->total_tokens;
   }
 };
 
@@ -223,21 +327,10 @@ TEST_F(monitor_fixture, a_drain_that_cannot_be_done_says_why) {
   EXPECT_EQ(drain(1), "learner:1 has not joined yet");
   // Learner 0 joins, then its actor dies abnormally (as when its link drops): the monitor's
   // down handler declares it dead.
-  auto victim = sys->spawn(
-      // The unused int: CAF 0.17 spawns an argument-less function actor through a null
-      // shared_ptr<tuple<>> dereference, which UBSan reports.
-      [](caf::event_based_actor* self, int) -> caf::behavior {
-        self->set_default_handler(caf::drop);
-        return {[](int) {}};
-      },
-      0);
+  auto victim = spawn_silent(*sys);
   join_request req;
   req.requested_learner_id = 0;
-  bool joined = false;
-  op->request(monitor, std::chrono::seconds(10), atoms::join_atom_v, encode(req),
-              caf::actor_cast<learner_at_syncer_hdl>(victim))
-      .receive([&](const std::vector<uint8_t>&) { joined = true; }, [&](caf::error&) {});
-  ASSERT_TRUE(joined);
+  ASSERT_TRUE(join_reply_to(op, monitor, req, 0, victim).has_value());
   caf::anon_send_exit(victim, caf::exit_reason::kill);
   // Wait (read-only: a status request) until the monitor has declared it dead, then drain.
   for (int i = 0; i < 200; ++i) {
@@ -272,22 +365,11 @@ TEST_F(monitor_fixture, a_drain_that_cannot_be_done_says_why) {
 TEST(monitor_uptime, counts_the_time_with_k_learners_stepping_from_their_heartbeats) {
   dd::test::coordinator env;
   run_log log{"", /*keep_in_memory=*/true};
-  auto ctx = std::make_shared<monitor_context>();
-  ctx->learners = 2;
-  ctx->fragments = 0;
+  auto ctx = monitor_ctx(2);
   ctx->uptime_quorum = 2;
   ctx->log = &log;
-  auto monitor = env.sys->spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
-  auto fake_learner = [&] {
-    return env.sys->spawn(
-        // The unused int: see above (CAF 0.17's argument-less spawn trips UBSan).
-        [](caf::event_based_actor* self, int) -> caf::behavior {
-          self->set_default_handler(caf::drop);
-          return {[](int) {}};
-        },
-        0);
-  };
-  const caf::actor learners[] = {fake_learner(), fake_learner()};
+  auto monitor = spawn_monitor(*env.sys, ctx);
+  const caf::actor learners[] = {spawn_silent(*env.sys), spawn_silent(*env.sys)};
   for (int32_t id = 0; id < 2; ++id) {
     join_request req;
     req.requested_learner_id = id;
@@ -296,13 +378,8 @@ TEST(monitor_uptime, counts_the_time_with_k_learners_stepping_from_their_heartbe
   }
   env.run();
   auto beat = [&](int32_t id, uint64_t step) {
-    heartbeat_msg hb;
-    hb.learner_id = id;
-    hb.incarnation = 0;
-    hb.step = step;
-    hb.tokens = step * 64;
-    hb.step_time_ema_s = 0.1;
-    caf::anon_send(monitor, atoms::heartbeat_atom_v, encode(hb, {"", 0}));
+    caf::anon_send(monitor, atoms::heartbeat_atom_v,
+                   encode(test::heartbeat(id, 0, step, step * 64, 0.1), {"", 0}));
   };
   for (uint64_t k = 1; k <= 5; ++k) {  // t = 0, 0.2, ..., 0.8: both step
     beat(0, k);
@@ -341,75 +418,31 @@ TEST(monitor_uptime, counts_the_time_with_k_learners_stepping_from_their_heartbe
 // heartbeat's figure, and the learner's compute since that heartbeat was lost (the learner
 // takes what its request reported off its own count at the reply).
 TEST(monitor_live_rejoin, counts_the_compute_seconds_its_join_request_reports) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::path(::testing::TempDir()) / "dd_monitor_live_rejoin";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  caf::actor_system_config cfg;
-  cfg.set("logger.console-verbosity", caf::atom("quiet"));
-  cfg.set("logger.file-verbosity", caf::atom("quiet"));
-  caf::actor_system sys{cfg};
-  auto ctx = std::make_shared<monitor_context>();
-  ctx->learners = 1;
-  ctx->fragments = 0;
+  const auto dir = dd::test::fresh_dir("dd_monitor_live_rejoin");
+  quiet_system q;
+  auto ctx = monitor_ctx(1);
   ctx->record_path = (dir / "monitor.json").string();
-  auto monitor = sys.spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
-  caf::scoped_actor self{sys};
+  auto monitor = spawn_monitor(*q.sys, ctx);
+  caf::scoped_actor self{*q.sys};
   auto join = [&](const join_request& req, uint64_t sender_incarnation) {
-    uint64_t inc = ~uint64_t{0};
-    self->request(monitor, std::chrono::seconds(10), atoms::join_atom_v,
-                  encode(req, {"", sender_incarnation}),
-                  caf::actor_cast<learner_at_syncer_hdl>(self))
-        .receive(
-            [&](const std::vector<uint8_t>& bytes) {
-              auto rep = decode_join_reply(bytes.data(), bytes.size());
-              if (rep) inc = rep->incarnation;
-            },
-            [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
-    return inc;
+    return incarnation_of(join_reply_to(self, monitor, req, sender_incarnation));
   };
   join_request first;
   first.requested_learner_id = 0;
   ASSERT_EQ(join(first, 0), 0u);
   // Its last heartbeat before the link dropped: step 1, 128 tokens, 1 s of compute.
-  heartbeat_msg hb;
-  hb.learner_id = 0;
-  hb.incarnation = 0;
-  hb.step = 1;
-  hb.tokens = 128;
-  hb.step_time_ema_s = 1.0;
+  heartbeat_msg hb = test::heartbeat(0, 0, 1, 128, 1.0);
   hb.compute_s = 1.0;
-  self->send(monitor, atoms::heartbeat_atom_v, encode(hb, {"", 0}));
-  bool answered = false;
-  self->receive([&](atoms::progress_atom, const std::vector<uint8_t>&) { answered = true; },
-                caf::after(std::chrono::seconds(5)) >> [] {});
-  ASSERT_TRUE(answered);
+  ASSERT_TRUE(beat_and_wait(self, monitor, hb, std::chrono::seconds(5)).has_value());
   // Back live after stepping on alone: step 3, 384 tokens, 3.25 s of compute.
-  join_request live;
-  live.requested_learner_id = 0;
-  live.live = true;
-  live.step = 3;
-  live.tokens = 384;
-  live.incarnation = 0;
+  join_request live = test::live_rejoin(0, 0, 3, 384);
   live.compute_s = 3.25;
   ASSERT_EQ(join(live, 0), 1u);
   self->send(monitor, atoms::leave_atom_v, encode(dd::leave_msg{0, 1}, {"", 1}));
   // The leave writes the record.
-  nlohmann::json learner;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (std::chrono::steady_clock::now() < end) {
-    std::ifstream in(dir / "monitor.json");
-    nlohmann::json rec;
-    try {
-      if (in) rec = nlohmann::json::parse(in);
-    } catch (const std::exception&) {}
-    if (rec.is_object() && !rec["learners"].empty() &&
-        rec["learners"][0].value("finished", false)) {
-      learner = rec["learners"][0];
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  const nlohmann::json learner = wait_for_learner0(
+      dir / "monitor.json", [](const nlohmann::json& l) { return l.value("finished", false); },
+      5000);
   ASSERT_TRUE(learner.is_object()) << "no record with the learner finished";
   EXPECT_EQ(learner["incarnation"].get<uint64_t>(), 1u);
   EXPECT_EQ(learner["tokens_before"].get<uint64_t>(), 384u);
@@ -431,11 +464,7 @@ TEST(monitor_live_rejoin, totals_survive_a_syncer_killed_before_recording_a_rejo
   a.step = 10;
   a.tokens_this_incarnation = 1280;
   a.compute_this_incarnation_s = 1.0;
-  join_request at_c;  // the rejoin that reaches syncer C
-  at_c.live = true;
-  at_c.incarnation = 1;
-  at_c.step = 25;
-  at_c.tokens = 640;
+  join_request at_c = test::live_rejoin(0, 1, 25, 640);  // the rejoin that reaches syncer C
   at_c.compute_s = 0.5;
   at_c.tokens_total = 2560 + 640;
   at_c.compute_total_s = 2.5;
@@ -450,11 +479,7 @@ TEST(monitor_live_rejoin, totals_survive_a_syncer_killed_before_recording_a_rejo
   b.incarnation = 1;
   b.step = 20;
   b.tokens_before = 2560;
-  join_request unanswered;
-  unanswered.live = true;
-  unanswered.incarnation = 0;
-  unanswered.step = 22;
-  unanswered.tokens = 2816;
+  join_request unanswered = test::live_rejoin(0, 0, 22, 2816);
   unanswered.tokens_total = 2816;
   EXPECT_EQ(live_rejoin_totals(b, unanswered, 128).tokens, 22u * 128u);
 
@@ -480,10 +505,7 @@ TEST(monitor_live_rejoin, totals_survive_a_syncer_killed_before_recording_a_rejo
 // the learner's total as tokens_before, writes it to its record before answering, and the next
 // heartbeat's global token count includes it.
 TEST(monitor_live_rejoin, a_monitor_restored_from_an_older_record_takes_the_learner_s_total) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::path(::testing::TempDir()) / "dd_monitor_rejoin_total";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const auto dir = dd::test::fresh_dir("dd_monitor_rejoin_total");
   monitor_record a;  // syncer A's record: learner 0 at step 10 with 1280 tokens
   a.mean_step = 10;
   monitor_record::learner l0;
@@ -491,34 +513,16 @@ TEST(monitor_live_rejoin, a_monitor_restored_from_an_older_record_takes_the_lear
   l0.step = 10;
   l0.tokens_this_incarnation = 1280;
   a.learners.push_back(l0);
-  caf::actor_system_config cfg;
-  cfg.set("logger.console-verbosity", caf::atom("quiet"));
-  cfg.set("logger.file-verbosity", caf::atom("quiet"));
-  caf::actor_system sys{cfg};
-  auto ctx = std::make_shared<monitor_context>();
-  ctx->learners = 1;
-  ctx->fragments = 0;
+  quiet_system q;
+  auto ctx = monitor_ctx(1);
   ctx->tokens_per_step = 128;
   ctx->record_path = (dir / "monitor.json").string();
   ctx->restored_record = a.to_json();
-  auto monitor = sys.spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
-  caf::scoped_actor self{sys};
-  join_request live;
-  live.requested_learner_id = 0;
-  live.live = true;
-  live.incarnation = 1;
-  live.step = 25;
-  live.tokens = 640;
+  auto monitor = spawn_monitor(*q.sys, ctx);
+  caf::scoped_actor self{*q.sys};
+  join_request live = test::live_rejoin(0, 1, 25, 640);
   live.tokens_total = 3200;
-  std::optional<join_reply> rep;
-  self->request(monitor, std::chrono::seconds(10), atoms::join_atom_v, encode(live, {"", 1}),
-                caf::actor_cast<learner_at_syncer_hdl>(self))
-      .receive(
-          [&](const std::vector<uint8_t>& bytes) {
-            auto r = decode_join_reply(bytes.data(), bytes.size());
-            if (r) rep = *r;
-          },
-          [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
+  const auto rep = join_reply_to(self, monitor, live, 1);
   ASSERT_TRUE(rep.has_value());
   EXPECT_EQ(rep->incarnation, 2u);
   EXPECT_EQ(rep->tokens_before, 3200u);
@@ -526,21 +530,10 @@ TEST(monitor_live_rejoin, a_monitor_restored_from_an_older_record_takes_the_lear
   const auto rec = nlohmann::json::parse(std::ifstream(dir / "monitor.json"));
   EXPECT_EQ(rec["learners"][0]["tokens_before"].get<uint64_t>(), 3200u);
   EXPECT_EQ(rec["learners"][0]["step"].get<uint64_t>(), 25u);
-  heartbeat_msg hb;
-  hb.learner_id = 0;
-  hb.incarnation = 2;
-  hb.step = 26;
-  hb.tokens = 128;
-  hb.step_time_ema_s = 0.1;
-  self->send(monitor, atoms::heartbeat_atom_v, encode(hb, {"", 2}));
-  std::optional<uint64_t> total;
-  self->receive(
-      [&](atoms::progress_atom, const std::vector<uint8_t>& bytes) {
-        auto pm = decode_progress(bytes);
-        if (pm) total = pm->total_tokens;
-      },
-      caf::after(std::chrono::seconds(5)) >> [] {});
-  EXPECT_EQ(total, std::optional<uint64_t>(26u * 128u));
+  const auto pm =
+      beat_and_wait(self, monitor, test::heartbeat(0, 2, 26, 128, 0.1), std::chrono::seconds(5));
+  ASSERT_TRUE(pm.has_value());
+  EXPECT_EQ(pm->total_tokens, 26u * 128u);
   caf::anon_send_exit(monitor, caf::exit_reason::kill);
 }
 
@@ -550,37 +543,18 @@ TEST(monitor_live_rejoin, a_monitor_restored_from_an_older_record_takes_the_lear
 // unfinished: the run goes on, and the id is given to the next join; that learner's own finish
 // ends the run.
 TEST(monitor_leave, a_learner_whose_node_was_stopped_stays_unfinished_and_its_id_is_taken_again) {
-  namespace fs = std::filesystem;
-  const fs::path dir = fs::path(::testing::TempDir()) / "dd_monitor_interrupted_leave";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  caf::actor_system_config cfg;
-  cfg.set("logger.console-verbosity", caf::atom("quiet"));
-  cfg.set("logger.file-verbosity", caf::atom("quiet"));
-  caf::actor_system sys{cfg};
+  const auto dir = dd::test::fresh_dir("dd_monitor_interrupted_leave");
+  quiet_system q;
   auto told = std::make_shared<std::atomic<int>>(0);
-  auto job = sys.spawn(
-      [told](job_hdl::pointer, int) -> job_hdl::behavior_type {
-        return {[told](atoms::children_done_atom, child_kind k) {
-                  if (k == child_kind::learner) ++*told;
-                },
-                [](atoms::child_given_up_atom, child_kind, int32_t, const std::string&) {},
-                [](atoms::budget_spent_atom) {},
-                [](atoms::stop_atom, const std::string&) {},
-                [](atoms::eval_atom, double) {},
-                [](atoms::interrupt_timeout_atom) {}};
-      },
-      0);
-  auto ctx = std::make_shared<monitor_context>();
-  ctx->learners = 1;
-  ctx->fragments = 0;
+  auto job = spawn_job(*q.sys, [told] { ++*told; });
+  auto ctx = monitor_ctx(1);
   ctx->remote_learners = true;
   ctx->job = job;
   ctx->record_path = (dir / "monitor.json").string();
   run_log log{"", /*keep_in_memory=*/true};
   ctx->log = &log;
-  auto monitor = sys.spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
-  caf::scoped_actor self{sys};
+  auto monitor = spawn_monitor(*q.sys, ctx);
+  caf::scoped_actor self{*q.sys};
   // A node's handshake reserving learner 0, then that learner's join; its incarnation.
   auto join = [&] {
     if (!node_join_as(self, monitor, {0}, 1)) return ~uint64_t{0};
@@ -588,34 +562,21 @@ TEST(monitor_leave, a_learner_whose_node_was_stopped_stays_unfinished_and_its_id
   };
   // Whether the record shows learner 0 of `incarnation` finished within `wait_ms`.
   auto recorded_finished = [&](uint64_t incarnation, int wait_ms) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
-    while (std::chrono::steady_clock::now() < end) {
-      std::ifstream in(dir / "monitor.json");
-      nlohmann::json rec;
-      try {
-        if (in) rec = nlohmann::json::parse(in);
-      } catch (const std::exception&) {}
-      if (rec.is_object() && !rec["learners"].empty() &&
-          rec["learners"][0].value("incarnation", ~uint64_t{0}) == incarnation &&
-          rec["learners"][0].value("finished", false))
-        return true;
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-    return false;
+    return wait_for_learner0(
+               dir / "monitor.json",
+               [&](const nlohmann::json& l) {
+                 return l.value("incarnation", ~uint64_t{0}) == incarnation &&
+                        l.value("finished", false);
+               },
+               wait_ms)
+        .is_object();
   };
   const uint64_t first = join();
   ASSERT_NE(first, ~uint64_t{0});
   dd::leave_msg stopped{0, first};
   stopped.interrupted = true;
   // A leave is answered (a learner node's learner exits only then), a repeated one too.
-  for (int k = 0; k < 2; ++k) {
-    bool answered = false;
-    self->request(monitor, std::chrono::seconds(10), atoms::leave_atom_v,
-                  encode(stopped, {"", first}))
-        .receive([&](bool ok) { answered = ok; },
-                 [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
-    EXPECT_TRUE(answered) << "leave " << k;
-  }
+  for (int k = 0; k < 2; ++k) EXPECT_TRUE(leave_answered(self, monitor, stopped)) << "leave " << k;
   EXPECT_FALSE(recorded_finished(first, 1000)) << "recorded finished";
   EXPECT_EQ(told->load(), 0) << "the run was ended by a learner whose node was stopped";
   // The progress line shows it away (✗), not "left".
@@ -663,16 +624,12 @@ owner_hdl::behavior_type version_owner(owner_hdl::pointer self, monitor_hdl moni
 // dd-node status shows each fragment's version as its owner answers it now (the run log, which
 // says nothing here, is not read back); an owner that is gone is left out.
 TEST(monitor_status, fragment_versions_are_what_each_owner_answers) {
-  caf::actor_system_config cfg;
-  cfg.set("logger.console-verbosity", caf::atom("quiet"));
-  cfg.set("logger.file-verbosity", caf::atom("quiet"));
-  caf::actor_system sys{cfg};
-  auto ctx = std::make_shared<monitor_context>();
-  ctx->learners = 1;
-  ctx->fragments = 3;
+  quiet_system q;
+  caf::actor_system& sys = *q.sys;
+  auto ctx = monitor_ctx(1, 3);
   run_log log{"", /*keep_in_memory=*/true};
   ctx->log = &log;
-  auto monitor = sys.spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
+  auto monitor = spawn_monitor(sys, ctx);
   auto o0 = sys.spawn(version_owner, monitor, 0, uint64_t{7});
   auto o2 = sys.spawn(version_owner, monitor, 2, uint64_t{42});
   auto gone = sys.spawn(version_owner, monitor, 1, uint64_t{9});
@@ -713,18 +670,13 @@ TEST(monitor_status, fragment_versions_are_what_each_owner_answers) {
 // would take the id back) but the progress line shows it "left", not away (✗): only a learner
 // whose own node was stopped waits for another node.
 TEST(monitor_leave, a_learner_leaving_after_the_run_s_stop_shows_left_not_away) {
-  caf::actor_system_config cfg;
-  cfg.set("logger.console-verbosity", caf::atom("quiet"));
-  cfg.set("logger.file-verbosity", caf::atom("quiet"));
-  caf::actor_system sys{cfg};
-  auto ctx = std::make_shared<monitor_context>();
-  ctx->learners = 2;
-  ctx->fragments = 0;
+  quiet_system q;
+  auto ctx = monitor_ctx(2);
   ctx->remote_learners = true;
   run_log log{"", /*keep_in_memory=*/true};
   ctx->log = &log;
-  auto monitor = sys.spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
-  caf::scoped_actor node{sys}, l0{sys}, l1{sys};
+  auto monitor = spawn_monitor(*q.sys, ctx);
+  caf::scoped_actor node{*q.sys}, l0{*q.sys}, l1{*q.sys};
   ASSERT_TRUE(node_join_as(node, monitor, {0, 1}, 2));
   auto join = [&](caf::scoped_actor& self, int32_t id) {
     return learner_join_as(self, monitor, id);
@@ -735,11 +687,7 @@ TEST(monitor_leave, a_learner_leaving_after_the_run_s_stop_shows_left_not_away) 
   auto leave = [&](caf::scoped_actor& self, int32_t id, uint64_t inc, bool interrupted) {
     dd::leave_msg lm{id, inc};
     lm.interrupted = interrupted;
-    bool answered = false;
-    self->request(monitor, std::chrono::seconds(10), atoms::leave_atom_v, encode(lm, {"", inc}))
-        .receive([&](bool ok) { answered = ok; },
-                 [&](caf::error& e) { ADD_FAILURE() << sys.render(e); });
-    return answered;
+    return leave_answered(self, monitor, lm);
   };
   // The run stops (the job: budget spent); learner 0 leaves as done, learner 1's node is stopped.
   node->send(monitor, atoms::stop_atom_v);
@@ -797,29 +745,15 @@ TEST(monitor_record, a_resumed_run_whose_learners_all_finished_is_done_at_once) 
   for (const bool all_finished : {true, false}) {
     dd::test::coordinator env;
     std::shared_ptr<bool> told = std::make_shared<bool>(false);
-    // The unused int: CAF 0.17's argument-less spawn trips UBSan (see above).
-    auto job = env.sys->spawn(
-        [told](job_hdl::pointer, int) -> job_hdl::behavior_type {
-          return {[told](atoms::children_done_atom, child_kind k) {
-                    if (k == child_kind::learner) *told = true;
-                  },
-                  [](atoms::child_given_up_atom, child_kind, int32_t, const std::string&) {},
-                  [](atoms::budget_spent_atom) {},
-                  [](atoms::stop_atom, const std::string&) {},
-                  [](atoms::eval_atom, double) {},
-                  [](atoms::interrupt_timeout_atom) {}};
-        },
-        0);
+    auto job = spawn_job(*env.sys, [told] { *told = true; });
     monitor_record before;
     before.learners.push_back({0, 0, true, 50, 0, 0, 0.0, 0.0, {}});
     before.learners.push_back({1, 0, all_finished, all_finished ? 50u : 20u, 0, 0, 0.0, 0.0, {}});
-    auto ctx = std::make_shared<monitor_context>();
-    ctx->learners = 2;
-    ctx->fragments = 0;
+    auto ctx = monitor_ctx(2);
     ctx->remote_learners = true;
     ctx->job = job;
     ctx->restored_record = before.to_json();
-    auto monitor = env.sys->spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
+    auto monitor = spawn_monitor(*env.sys, ctx);
     env.run();
     EXPECT_EQ(*told, all_finished) << (all_finished ? "all finished" : "one unfinished");
     env.shutdown_all(monitor, job);
@@ -834,19 +768,11 @@ TEST(monitor_record, a_resumed_run_whose_learners_all_finished_is_done_at_once) 
 // keeps the refusal.
 TEST(monitor_node_join, a_silent_learner_s_own_node_gets_its_id_back) {
   dd::test::coordinator env;
-  auto ctx = std::make_shared<monitor_context>();
-  ctx->learners = 1;
-  ctx->fragments = 0;
+  auto ctx = monitor_ctx(1);
   ctx->remote_learners = true;
   ctx->run_id = "00000000000000ab";
-  auto monitor = env.sys->spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
-  auto fake_learner = env.sys->spawn(
-      // The unused int: CAF 0.17's argument-less spawn trips UBSan (see above).
-      [](caf::event_based_actor* self, int) -> caf::behavior {
-        self->set_default_handler(caf::drop);
-        return {[](int) {}};
-      },
-      0);
+  auto monitor = spawn_monitor(*env.sys, ctx);
+  auto fake_learner = spawn_silent(*env.sys);
   // Asks for learner 0 as node `name`; the refusal, or none when granted.
   auto ask = [&](const std::string& name) {
     node_join j;
@@ -854,24 +780,10 @@ TEST(monitor_node_join, a_silent_learner_s_own_node_gets_its_id_back) {
     j.node_name = name;
     j.learner_ids = {0};
     j.learner_count = 1;
+    const auto rep = ask_node_join(env, monitor, j);
+    EXPECT_TRUE(rep.has_value());
     std::optional<node_refusal> out;
-    bool answered = false;
-    auto probe = env.sys->spawn(
-        [&](caf::event_based_actor* p, int) -> caf::behavior {
-          p->request(monitor, caf::infinite, atoms::node_join_atom_v, encode(j, {j.run_id, 0}))
-              .then([&](const std::vector<uint8_t>& bytes) {
-                auto rep = decode_node_join_reply(bytes, {}, {ctx->run_id, 0});
-                EXPECT_TRUE(rep.ok());
-                answered = true;
-                if (rep && !rep->accepted) out = rep->refusal;
-              });
-          return {[](int) {}};
-        },
-        0);
-    env.run();
-    EXPECT_TRUE(answered);
-    caf::anon_send_exit(probe, caf::exit_reason::kill);
-    env.run();
+    if (rep && !rep->accepted) out = rep->refusal;
     return out;
   };
   EXPECT_FALSE(ask("host-a").has_value());  // granted and reserved
@@ -903,32 +815,13 @@ TEST(monitor_node_join, a_silent_learner_s_own_node_gets_its_id_back) {
 TEST(monitor_node_join, a_replayed_or_wrongly_proven_handshake_is_refused_and_counted) {
   dd::test::coordinator env;
   run_log log{"", /*keep_in_memory=*/true};
-  auto ctx = std::make_shared<monitor_context>();
-  ctx->learners = 2;
-  ctx->fragments = 0;
+  auto ctx = monitor_ctx(2);
   ctx->remote_learners = true;
   ctx->run_id = "00000000000000cd";
   ctx->join_token = "the-join-token-of-this-run-0123";
   ctx->log = &log;
-  auto monitor = env.sys->spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
-  auto ask = [&](const node_join& j) {
-    std::optional<node_join_reply> out;
-    auto probe = env.sys->spawn(
-        [&](caf::event_based_actor* p, int) -> caf::behavior {
-          p->request(monitor, caf::infinite, atoms::node_join_atom_v, encode(j, {j.run_id, 0}))
-              .then([&](const std::vector<uint8_t>& bytes) {
-                auto rep = decode_node_join_reply(bytes, {}, {ctx->run_id, 0});
-                EXPECT_TRUE(rep.ok());
-                if (rep) out = *rep;
-              });
-          return {[](int) {}};
-        },
-        0);
-    env.run();
-    caf::anon_send_exit(probe, caf::exit_reason::kill);
-    env.run();
-    return out;
-  };
+  auto monitor = spawn_monitor(*env.sys, ctx);
+  auto ask = [&](const node_join& j) { return ask_node_join(env, monitor, j); };
   node_join j;
   j.run_id = ctx->run_id;
   j.node_name = "host-a";
