@@ -75,7 +75,6 @@ void finalize(job_actor* self, std::shared_ptr<job_setup> setup, caf::actor repl
   st.finalized = true;
   setup->stop_evaluation->store(true);  // one still running stops at its next batch
   const double end = setup->log->now();
-  auto counters = setup->log->snapshot();
   const double training_s = st.training_end_s - st.start_s;
   {
     std::lock_guard<std::mutex> guard(setup->result_mutex);
@@ -92,7 +91,7 @@ void finalize(job_actor* self, std::shared_ptr<job_setup> setup, caf::actor repl
     f.allow_degraded = setup->exp.checkpoint.allow_degraded;
     f.write_failure = setup->log->write_failure();
     f.faults_fired = setup->faults->fired().size();
-    setup->result = make_run_result(f, counters, loss, digest, end - st.start_s, training_s);
+    setup->result = make_run_result(f, *setup->log, loss, digest, end - st.start_s, training_s);
     // The windows final_val_loss was scored on; the model file holds their starts too. Without
     // the final evaluation's answer (digest 0: interrupted, timed out, an owner lost) the loss is
     // the last periodic evaluation's, on its windows.

@@ -368,9 +368,15 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
     bool done = false;
     bool interrupt_sent = false;
     bool write_stop_sent = false;
-    auto prev = setup->log->snapshot();
-    double prev_t = setup->log->now();
-    double eta_from_t = -1.0, eta_from_done = 0.0;  // a resumed run's first progress line
+    progress_facts pf;
+    pf.exp = &exp;
+    pf.steps_per_learner = setup->steps_per_learner;
+    pf.resumed = options.resume;
+    pf.seconds_before = setup->seconds_before;
+    pf.before = setup->before;
+    // A syncer node's learners join from elsewhere: the line counts them in.
+    pf.expected_learners = syncer ? exp.learners.count : 0;
+    run_progress progress(*setup->log, std::move(pf), setup->log->now());
     while (!done) {
       self->receive([&](atoms::finished_atom) { done = true; },
                     [&](atoms::publish_atom, const monitor_hdl& monitor) {
@@ -405,28 +411,9 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
         write_stop_sent = true;
         self->send(job_handle, atoms::stop_atom_v, std::string("write failure"));
       }
-      if (options.progress_every_s > 0 && t - prev_t >= options.progress_every_s) {
-        auto snap = setup->log->snapshot();
-        const double spent =
-            budget_done(exp, setup->steps_per_learner, snap, t + setup->seconds_before);
-        // A resumed run's ETA is of this part's pace: from its first line on (its share spent
-        // then counted out), not this part's seconds set against the whole run's share.
-        if (options.resume && eta_from_t < 0) {
-          eta_from_t = t;
-          eta_from_done = spent;
-        }
-        // Restarts count the earlier parts too, as summary.json does.
-        run_counters shown = snap;
-        shown.learner_restarts += setup->before.learner_restarts;
-        shown.owner_restarts += setup->before.owner_restarts;
-        // A syncer node's learners join from elsewhere: the line counts them in.
-        const int expected = options.role == node_role::syncer ? exp.learners.count : 0;
-        std::printf("%s\n", progress_line(shown, prev, t - prev_t, t, spent,
-                                          std::max(0.0, eta_from_t), eta_from_done, expected)
-                                .c_str());
+      if (options.progress_every_s > 0 && progress.since_last(t) >= options.progress_every_s) {
+        std::printf("%s\n", progress.line(*setup->log, t).c_str());
         std::fflush(stdout);
-        prev = std::move(snap);
-        prev_t = t;
       }
     }
   }

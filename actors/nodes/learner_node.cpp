@@ -49,13 +49,6 @@ std::string host_name() {
   return buf;
 }
 
-/// Inner steps of every learner of this node, {"id": step} (syncer_lost / syncer_back events).
-nlohmann::json learner_steps(const run_log& log) {
-  nlohmann::json out = nlohmann::json::object();
-  for (const auto& [id, l] : log.snapshot().learners) out[std::to_string(id)] = l.step;
-  return out;
-}
-
 /// What a handshake's reply (or its absence, with `why`) came to, for learner_node_core.
 handshake_outcome outcome_of(const std::optional<node_join_reply>& rep, const std::string& why,
                              bool unanswered = false, bool dead_handle = false) {
@@ -176,6 +169,8 @@ class learner_node_shell {
   std::shared_ptr<channel_loss> channel_lost_ = std::make_shared<channel_loss>();
   std::shared_ptr<tensor_channel_hub> channels_;  // after sys_: destroyed before it
   supervisor_hdl sup_;
+  /// The supervisor reported a learner given up (child_given_up_atom).
+  bool learners_given_up_ = false;
   std::optional<monitor_hdl> reached_;  ///< the monitor of the rejoin being carried out
 };
 
@@ -563,11 +558,9 @@ void learner_node_shell::adopt_monitor() {
 }
 
 void learner_node_shell::show_progress(const node_do::progress& x) {
-  const auto snap = log_->snapshot();
-  bool any_finished = false;
-  for (const auto& [id, l] : snap.learners) any_finished = any_finished || l.finished;
-  std::printf("%s%s\n", node_progress_line(snap, node_connector::now_s() - t0_).c_str(),
-              (any_finished ? x.suffix_if_finished : x.suffix).c_str());
+  std::printf(
+      "%s\n",
+      node_progress(*log_, node_connector::now_s() - t0_, x.suffix, x.suffix_if_finished).c_str());
   std::fflush(stdout);
 }
 
@@ -577,7 +570,10 @@ void learner_node_shell::run_until_done() {
   while (core_.state() != learner_node_state::finished) {
     self_->receive(
         [&](atoms::children_done_atom, child_kind) { carry_out(core_.on_children_done()); },
-        [&](atoms::child_given_up_atom, child_kind, int32_t, const std::string&) {},
+        // The supervisor gave up on a learner (restart budget spent): the exit status says so.
+        [&](atoms::child_given_up_atom, child_kind, int32_t, const std::string&) {
+          learners_given_up_ = true;
+        },
         [&](caf::down_msg& dm) {
           if (dm.source != monitor_.address()) return;
           carry_out(core_.on_monitor_down(sys_.render(dm.reason),
@@ -649,7 +645,7 @@ void learner_node_shell::try_rejoin() {
 int learner_node_shell::shut_down() {
   channels_->close_all("the node is stopping");
   if (http_.metrics) http_.metrics->set_ending();
-  const int status = core_.finish(!log_->snapshot().learners_given_up.empty());
+  const int status = core_.finish(learners_given_up_);
   log_->emit("node_done", {{"node", name_}, {"status", status}, {"events_dropped", fwd_->dropped}});
   if (!core_.syncer_lost()) flush_events(true);
   std::printf("dd-node learner %s: done (exit %d)\n", name_.c_str(), status);

@@ -237,7 +237,7 @@ bool node_metrics::ready() const {
   if (o_.kind == "syncer" || o_.kind == "launch") return serving_;
   run_log* log = log_.load();
   if (log == nullptr) return serving_;
-  auto c = log->snapshot();
+  auto c = reported_counters(*log);
   for (const auto& [id, l] : c.learners)
     if (l.stepping) return true;
   return false;
@@ -362,7 +362,7 @@ void node_metrics::sample() {
     if (last_sample_t_ >= 0 && now - last_sample_t_ < k_sample_s) return;
     last_sample_t_ = now;
   }
-  auto c = log->snapshot();
+  auto c = reported_counters(*log);
   std::lock_guard<std::mutex> g(mutex_);
   for (const auto& [id, l] : c.learners) {
     auto& h = loss_history_[id];
@@ -485,7 +485,7 @@ std::string node_metrics::scrape() {
   const std::string& run = o_.run_id;
   if (run_log* log = log_.load()) {
     const double now = log->now();
-    refresh(log->snapshot(), now);
+    refresh(reported_counters(*log), now);
     writes_failing_->set({run}, log->failing_for_s());
   }
   node_uptime_->set({run, o_.node, o_.kind}, unix_now() - started_unix_);
@@ -508,7 +508,7 @@ nlohmann::json node_metrics::status() {
   if (log == nullptr) return s;
   sample();
   const double now = log->now();
-  const auto c = log->snapshot();
+  const auto c = reported_counters(*log);
   s["t"] = now;
   // The whole run, as summary.json counts it (earlier parts of a resumed run included).
   const auto sum = run_figures(c, now);

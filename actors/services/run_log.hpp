@@ -4,8 +4,9 @@
 // A write-only event sink for the roles: they write events and counters and never read a fact
 // back. What steers the run travels as messages (the monitor's global step and tokens to the
 // evaluator, the evaluator's validation loss to the job, each owner's version to the monitor's
-// status answer); only the node's reporting reads the log (run_report: the progress line and
-// summary.json; node_metrics: /metrics and /status; the node's loop: its write failures).
+// status answer); only the node's reporting reads the counters back, through run_report
+// (actors/services/run_report.hpp: summary.json, the progress lines, and what node_metrics shows
+// at /metrics and /status); the node's loop reads its write failures.
 //
 // One `run_log` per node, created by the node (job_runner, a learner node, or a test) and handed
 // by pointer to every role it spawns; it outlives them. Thread-safe: learners run on their own
@@ -206,8 +207,8 @@ class run_log {
 
   /// Mutates the counters under the lock.
   void update(const std::function<void(run_counters&)>& f);
-  /// Snapshot of the counters, for the node's reporting (run_report, node_metrics, the node's
-  /// main loop); no role reads it.
+  /// Snapshot of the counters. Called by run_report only (actors/services/run_report.hpp), the
+  /// node's one reader of the log; no role and no node loop reads it.
   run_counters snapshot() const;
 
   /// A learner enters (true) or leaves (false) its stepping state (learner_stats::stepping; a

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -335,5 +336,49 @@ std::string summary_text(const std::string& experiment, const run_result& r,
   if (!logs_dir.empty()) line("logs", logs_dir);
   return out;
 }
+
+run_result make_run_result(const run_facts& f, const run_log& log, double final_val_loss,
+                           uint64_t digest, double wall_s, double training_s) {
+  return make_run_result(f, log.snapshot(), final_val_loss, digest, wall_s, training_s);
+}
+
+run_progress::run_progress(const run_log& log, progress_facts facts, double t_s)
+    : f_(std::move(facts)), prev_(log.snapshot()), prev_t_(t_s) {}
+
+std::string run_progress::line(const run_log& log, double t_s) {
+  auto snap = log.snapshot();
+  const double spent = budget_done(*f_.exp, f_.steps_per_learner, snap, t_s + f_.seconds_before);
+  // A resumed run's ETA is of this part's pace: from its first line on (its share spent then
+  // counted out), not this part's seconds set against the whole run's share.
+  if (f_.resumed && eta_from_t_ < 0) {
+    eta_from_t_ = t_s;
+    eta_from_done_ = spent;
+  }
+  // Restarts count the earlier parts too, as summary.json does.
+  run_counters shown = snap;
+  shown.learner_restarts += f_.before.learner_restarts;
+  shown.owner_restarts += f_.before.owner_restarts;
+  std::string out = progress_line(shown, prev_, t_s - prev_t_, t_s, spent,
+                                  std::max(0.0, eta_from_t_), eta_from_done_, f_.expected_learners);
+  prev_ = std::move(snap);
+  prev_t_ = t_s;
+  return out;
+}
+
+std::string node_progress(const run_log& log, double t_s, const std::string& suffix,
+                          const std::string& suffix_if_finished) {
+  const auto snap = log.snapshot();
+  bool any_finished = false;
+  for (const auto& [id, l] : snap.learners) any_finished = any_finished || l.finished;
+  return node_progress_line(snap, t_s) + (any_finished ? suffix_if_finished : suffix);
+}
+
+nlohmann::json learner_steps(const run_log& log) {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& [id, l] : log.snapshot().learners) out[std::to_string(id)] = l.step;
+  return out;
+}
+
+run_counters reported_counters(const run_log& log) { return log.snapshot(); }
 
 }  // namespace dd::actors

@@ -2,7 +2,9 @@
 // (actors/services/run_log.hpp): summary.json, the outcome (finished, interrupted, failed and why),
 // run_info.json, the share of the budget spent and the progress line. The job
 // (actors/nodes/job.cpp) calls them at the end of a run, the main loops
-// (actors/nodes/job_runner.cpp, actors/nodes/learner_node.cpp) for the progress line. Any thread.
+// (actors/nodes/job_runner.cpp, actors/nodes/learner_node.cpp) for the progress line, the node's
+// metrics (actors/services/node_metrics.cpp) at each scrape. The only reader of the run log's
+// counters (run_log::snapshot): the log is a sink the roles write to. Any thread.
 //
 // Goodput = Σ learner time in inner steps / (M × training wall time) (ALGORITHM.md, Goodput);
 // effective goodput = tokens merged / (P × tokens trained); uptime = time with at least a quorum
@@ -121,5 +123,56 @@ std::string node_progress_line(const run_counters& now, double t_s);
 /// Σ tokens / budget tokens (tokens), elapsed / budget seconds (seconds).
 double budget_done(const config::experiment& exp, uint64_t steps_per_learner,
                    const run_counters& now, double t_s);
+
+// The log's readers. run_log is a write-only sink for the roles; what a node reports from it
+// (summary.json, the progress lines, /metrics and /status) is read here and only here.
+
+/// make_run_result over the log's counters as they are now.
+run_result make_run_result(const run_facts& f, const run_log& log, double final_val_loss,
+                           uint64_t digest, double wall_s, double training_s);
+
+/// What the progress line of `dd-node run` / `dd-node syncer` needs besides the log.
+struct progress_facts {
+  const config::experiment* exp = nullptr;
+  uint64_t steps_per_learner = 0;
+  /// A resumed run: its ETA is of this part's pace (from its first line on); restarts count the
+  /// earlier parts too, as summary.json does; the budget spent counts their seconds.
+  bool resumed = false;
+  double seconds_before = 0.0;
+  earlier_parts before;
+  /// > 0: a syncer node, whose learners join from elsewhere (progress_line's expected_learners).
+  int expected_learners = 0;
+};
+
+/// The main loop's progress line: remembers the counters and time of the line before (the step
+/// and merge rates are measured between two lines) and where the ETA is measured from.
+class run_progress {
+ public:
+  /// The first line's rates are measured from the log's counters now, at log time `t_s`.
+  run_progress(const run_log& log, progress_facts facts, double t_s);
+  /// Seconds since the last line (or the start).
+  double since_last(double t_s) const { return t_s - prev_t_; }
+  /// progress_line at log time `t_s`, with the budget spent and its ETA.
+  std::string line(const run_log& log, double t_s);
+
+ private:
+  progress_facts f_;
+  run_counters prev_;
+  double prev_t_ = 0.0;
+  double eta_from_t_ = -1.0, eta_from_done_ = 0.0;
+};
+
+/// A learner node's progress line (node_progress_line) at `t_s` seconds, followed by
+/// `suffix_if_finished` once one of its learners has finished, else by `suffix`.
+std::string node_progress(const run_log& log, double t_s, const std::string& suffix,
+                          const std::string& suffix_if_finished);
+
+/// Inner steps of every learner the log knows, {"id": step} (a learner node's syncer_lost and
+/// syncer_back events).
+nlohmann::json learner_steps(const run_log& log);
+
+/// The counters a node's metrics and /status show (actors/services/node_metrics.hpp), as they
+/// are now.
+run_counters reported_counters(const run_log& log);
 
 }  // namespace dd::actors
