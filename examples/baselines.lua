@@ -11,7 +11,7 @@
 -- for every DiLoCo-family run: the best of the sweep in docs/results.md (Nesterov, lr 0.7,
 -- momentum 0.5; at H = 24 momentum 0.9 overshoots).
 local base = {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   outer = { lr = 0.7, momentum = 0.5 },
   learners = { count = 4, batch = 8 },
   budget = { tokens = 4 * 16 * 128 * 600 },

@@ -9,7 +9,7 @@
 
 experiment {
   name = "chaos",
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   learners = { count = 4 },
   budget = { steps = 600 },
   checkpoint = { every_versions = 10 },   -- owners restart from these

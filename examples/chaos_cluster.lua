@@ -8,7 +8,7 @@
 
 experiment {
   name = "chaos_cluster",
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   learners = { count = 4 },
   budget = { seconds = 300 },
   inner = { decay_steps = 3000 },         -- a seconds budget needs the schedule's length

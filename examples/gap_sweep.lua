@@ -11,7 +11,7 @@
 
 local tokens = 4 * 16 * 128 * 600
 local main_job = {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   model = { kind = "gpt", vocab = 256, context = 128, layers = 4, heads = 4, width = 128 },
   learners = { count = 4, batch = 16 },
   sync = { fragments = 4, interval = 24, min_quorum = 1 },

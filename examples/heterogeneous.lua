@@ -14,7 +14,7 @@ local speeds = { 1.0, 1.0, 1.2, 1.5 }
 for _, grace in ipairs { "adaptive", "off" } do
   experiment {
     name = "heterogeneous-grace-" .. grace,
-    data = { file = "../shared/data/tinyshakespeare/input.txt" },
+    data = { file = "datasets/tinyshakespeare/input.txt" },
     learners = { count = #speeds, speed = speeds, jitter = 0.05 },
     sync = {
       min_quorum = 1,
@@ -29,7 +29,7 @@ end
 -- (pushes on the learner's own step: lockstep Streaming DiLoCo).
 experiment {
   name = "heterogeneous-sync",
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   learners = { count = #speeds, speed = speeds, jitter = 0.05 },
   sync = { min_quorum = #speeds, grace = "off" },
   outer = { lr = 0.7, momentum = 0.5 },

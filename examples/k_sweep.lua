@@ -5,7 +5,7 @@
 -- `extend(base, changes)` (built into the DSL) copies `base` and merges `changes` into it.
 
 local base = {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   learners = { count = 4 },
   budget = { tokens = 4 * 16 * 128 * 600 },   -- the same token budget for every K
 }

@@ -18,8 +18,8 @@
 local base = {
   data = {
     kind = "idx",
-    images = "../shared/data/mnist-t10k/t10k-images-idx3-ubyte.gz",
-    labels = "../shared/data/mnist-t10k/t10k-labels-idx1-ubyte.gz",
+    images = "datasets/mnist-t10k/t10k-images-idx3-ubyte.gz",
+    labels = "datasets/mnist-t10k/t10k-labels-idx1-ubyte.gz",
     train_fraction = 0.8,
   },
   model = { kind = "vit", layers = 2, width = 64, heads = 4, pooling = "cls" },

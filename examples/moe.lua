@@ -19,7 +19,7 @@
 
 -- What every run shares; each experiment below says only how it differs.
 local base = {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   outer = { lr = 0.7, momentum = 0.5 },
   learners = { count = 4 },
   budget = { tokens = 4 * 16 * 128 * 150 },

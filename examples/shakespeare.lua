@@ -4,13 +4,13 @@
 -- all); `dd-node resolve examples/shakespeare.lua` prints the full configuration.
 --
 -- A relative data path is looked up next to this file first, then in the current directory, so
--- this works when run from the repository root (where ../shared/data holds the data sets).
+-- this works when run from the repository root (where datasets/ holds the data sets).
 
 experiment {
   name = "shakespeare",
   description = "Decoupled DiLoCo, 4 learners, defaults from ALGORITHM.md",
 
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
 
   -- A 4-layer byte-level GPT (these are the defaults, written out for the reader).
   model = { kind = "gpt", vocab = 256, context = 128, layers = 4, heads = 4, width = 128 },

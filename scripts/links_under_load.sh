@@ -13,7 +13,7 @@
 # Usage: scripts/links_under_load.sh OUT_DIR QUOTA_PERCENT BUSY SECONDS [dd-node launch flags]
 #   e.g. NICE=15 scripts/links_under_load.sh /tmp/links 100 4 45 --heartbeat 0.5 --connection-timeout 3
 # Environment: NICE (default 15), DD_NODE (default build/bin/dd-node),
-#   DD_DATA (default ../shared/data next to the repository).
+#   DD_DATA (default the repository's datasets/).
 set -u
 if (($# < 4)); then
   sed -n '2,17p' "$0" >&2
@@ -24,7 +24,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out=$1 quota=$2 busy=$3 secs=$4
 shift 4
 bin="${DD_NODE:-$here/build/bin/dd-node}"
-data="${DD_DATA:-$here/../shared/data}"
+data="${DD_DATA:-$here/datasets}"
 cg=/sys/fs/cgroup/cpu/ddlinks_$$
 rm -rf "$out"
 mkdir -p "$out"

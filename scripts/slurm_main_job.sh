@@ -18,7 +18,7 @@ fail() {
   exit 1
 }
 [[ $(id -u) -eq 0 ]] || fail "needs root (slurmd runs as root)"
-data_file="$(realpath -e "$here/../shared/data/tinyshakespeare/input.txt" 2>/dev/null ||
+data_file="$(realpath -e "$here/datasets/tinyshakespeare/input.txt" 2>/dev/null ||
   realpath -e "$here/data/tinyshakespeare/input.txt" 2>/dev/null)" ||
   fail "Tiny Shakespeare not found beside the checkout"
 rm -rf "$work" && mkdir -p "$work/state" "$work/spool" || fail "cannot make $work"

@@ -30,7 +30,7 @@ namespace dd::app {
 namespace {
 
 struct train_flags {
-  std::string data = "../shared/data/tinyshakespeare/input.txt";
+  std::string data = "datasets/tinyshakespeare/input.txt";
   std::string backend = "cpu";
   int threads = 0;
   int64_t steps = 1000;

@@ -26,7 +26,7 @@ dd_node=$1 src=$2 build=$3
 py=$(pyvenv "$build/pyvenv-data-models" numpy safetensors tokenizers) || { echo "$py"; exit 1; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-text=$src/../shared/data/tinyshakespeare/input.txt
+text=$src/datasets/tinyshakespeare/input.txt
 seed=11
 echo "seed $seed"
 

@@ -28,7 +28,7 @@ cleanup() {
 }
 trap cleanup EXIT
 cd "$tmp"
-data=$src/../shared/data/tinyshakespeare/input.txt
+data=$src/datasets/tinyshakespeare/input.txt
 fail() { echo "FAIL: $*"; exit 1; }
 now() { date +%s.%N; }
 since() { python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.2f}')" "$1" "$(now)"; }

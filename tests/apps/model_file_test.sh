@@ -25,7 +25,7 @@ seed=7
 steps=12
 echo "seed $seed"
 # The data next to the repository, as DD_DATA_DIR of the C++ tests (ctest runs in the build tree).
-data=$src/../shared/data/tinyshakespeare/input.txt
+data=$src/datasets/tinyshakespeare/input.txt
 rc=0
 "$dd_node" run "$src/examples/shakespeare.lua" --run-dir "$run" --progress 0 \
   --set "data.file=\"$data\"" --set seed=$seed --set model.layers=1 --set model.width=32 \

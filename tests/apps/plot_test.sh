@@ -20,7 +20,7 @@ py=/usr/bin/python3
   { echo "FAIL: $py has no matplotlib (apt-get install python3-matplotlib; scripts/setup.sh does)"; exit 1; }
 
 enter_scratch_dir
-data=$src/../shared/data/tinyshakespeare/input.txt
+data=$src/datasets/tinyshakespeare/input.txt
 fail() { echo "FAIL: $*"; exit 1; }
 
 # PNG check: every named file exists, is nonzero, and decodes to an image of nonzero size.

@@ -28,7 +28,7 @@ fail() {
   echo "--- last DOM"; cat dom.html 2>/dev/null | head -c 4000 || true
   exit 1
 }
-data=$src/../shared/data/tinyshakespeare/input.txt
+data=$src/datasets/tinyshakespeare/input.txt
 budget=40  # seconds; the checks end the run sooner (the screenshot wants a longer one)
 [ -n "$shot" ] && budget=60
 

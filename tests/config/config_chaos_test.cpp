@@ -15,7 +15,7 @@ namespace {
 
 const char* const k_script = R"(
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   learners = { count = 3 },
   budget = { seconds = 120 },
   inner = { decay_steps = 1000 },

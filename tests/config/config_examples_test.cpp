@@ -208,8 +208,8 @@ TEST(ConfigExamples, IdxDataResolvesAndRoundTrips) {
       "experiment { name = 'mn', model = { kind = 'vit', layers = 2, width = 64, pooling = 'mean' "
       "},\n"
       "  data = { kind = 'idx', train_fraction = 0.8,\n"
-      "  images = '../shared/data/mnist-t10k/t10k-images-idx3-ubyte.gz',\n"
-      "  labels = '../shared/data/mnist-t10k/t10k-labels-idx1-ubyte.gz' } }\n";
+      "  images = 'datasets/mnist-t10k/t10k-images-idx3-ubyte.gz',\n"
+      "  labels = 'datasets/mnist-t10k/t10k-labels-idx1-ubyte.gz' } }\n";
   const load_result r = load_string(script, "mn.lua", test::repo_options());
   ASSERT_TRUE(r.ok()) << r.error_text();
   const experiment& e = r.experiments[0];

@@ -11,7 +11,7 @@
 namespace dd::config::test {
 
 /// Options under which repository files resolve wherever ctest runs: relative data paths are
-/// also looked up from the repository root (where ../shared/data is the data folder).
+/// also looked up from the repository root (where datasets/ is the data folder).
 inline load_options repo_options() {
   load_options o;
   o.search_dirs.push_back(DD_SOURCE_DIR);
@@ -31,6 +31,6 @@ inline void expect_errors(const load_result& r, const std::vector<std::string>& 
 }
 
 /// The data line every inline test script uses.
-inline const char* const k_data = "data = { file = \"../shared/data/tinyshakespeare/input.txt\" }";
+inline const char* const k_data = "data = { file = \"datasets/tinyshakespeare/input.txt\" }";
 
 }  // namespace dd::config::test

@@ -88,7 +88,7 @@ int main(int argc, char** argv) {
     cfg.model.heads = std::max(1, std::min(4, width / 16));
     cfg.model.width = width;
     cfg.schedule = dd::lr_schedule{1e-3, 10, 1000, 0.1};
-    const auto data = dd::text_dataset::from_file("../shared/data/tinyshakespeare/input.txt");
+    const auto data = dd::text_dataset::from_file("datasets/tinyshakespeare/input.txt");
     dd::trainer tr(*be, data, cfg);
     for (int i = 0; i < 3; ++i) tr.step();
     std::vector<double> secs;

@@ -150,7 +150,7 @@ int main(int argc, char** argv) {
     openblas_set_num_threads(1);  // back to the cpu backend's setting
 
     // ---- 2. training steps ----
-    const auto data = dd::text_dataset::from_file("../shared/data/tinyshakespeare/input.txt");
+    const auto data = dd::text_dataset::from_file("datasets/tinyshakespeare/input.txt");
     // With --profile every op goes through a timing wrapper (one clock read pair per op).
     dd::bench::profiling_backend prof(*be);
     dd::kernels::backend& run_be = profile ? static_cast<dd::kernels::backend&>(prof) : *be;

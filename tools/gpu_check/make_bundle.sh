@@ -16,7 +16,7 @@
 #   --out FILE        the archive (default bundle/dd-bundle.tar.xz; bundle/ is git-ignored)
 # Environment: DD_CUDA_ARCH (default 90: H100/H200), DD_JOBS (default: cores),
 #              DD_BUNDLE_BUILD (default build-bundle), DD_DATA (default: Tiny Shakespeare beside
-#              the repository, ../shared/data/tinyshakespeare/input.txt).
+#              the repository, datasets/tinyshakespeare/input.txt).
 # Exit status: 0 packed (size and contents printed), 1 a step failed (named), 2 bad flags.
 set -euo pipefail
 
@@ -36,7 +36,7 @@ die() { echo "make_bundle: $*" >&2; exit 1; }
 
 ARCH="${DD_CUDA_ARCH:-90}"
 JOBS="${DD_JOBS:-$(nproc)}"
-DATA="${DD_DATA:-$ROOT/../shared/data/tinyshakespeare/input.txt}"
+DATA="${DD_DATA:-$ROOT/datasets/tinyshakespeare/input.txt}"
 [[ -f "$DATA" ]] || die "no training text at $DATA (set DD_DATA)"
 command -v patchelf >/dev/null || die "patchelf is missing (apt-get install patchelf)"
 

@@ -7,8 +7,8 @@
 -- 2048×128). The text is split at byte 1003854 (the byte run's train_fraction 0.9) and the
 -- tokenizer is trained on the training part only. From the repository root:
 --   mkdir -p data/ts-split
---   head -c 1003854 ../shared/data/tinyshakespeare/input.txt > data/ts-split/train.txt
---   tail -c +1003855 ../shared/data/tinyshakespeare/input.txt > data/ts-split/val.txt
+--   head -c 1003854 datasets/tinyshakespeare/input.txt > data/ts-split/train.txt
+--   tail -c +1003855 datasets/tinyshakespeare/input.txt > data/ts-split/val.txt
 --   build/bin/dd-node tokenize --train-tokenizer --vocab 2048 --val-fraction 0 \
 --     data/ts-split/train.txt --out data/ts-sp2k
 --   build/bin/dd-node tokenize --tokenizer data/ts-sp2k --val-fraction 0 \
@@ -25,7 +25,7 @@ local common = {
 
 experiment {
   name = "bytes",
-  data = { file = "../shared/data/tinyshakespeare/input.txt", train_fraction = 0.9 },
+  data = { file = "datasets/tinyshakespeare/input.txt", train_fraction = 0.9 },
   model = { vocab = 256, context = 128, layers = 4, heads = 4, width = 128 },
   learners = common.learners, sync = common.sync, outer = common.outer,
   budget = common.budget,

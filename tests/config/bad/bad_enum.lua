@@ -1,6 +1,6 @@
 -- A merge rule that does not exist.
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   outer = {
     merge = "rdaa",
   },

@@ -1,6 +1,6 @@
 -- Whole-cluster random faults draw process or network kinds with a recovery time.
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   chaos = {
     random = { cluster_mtbf_seconds = 30, kinds = { "pause", "kill" } },
   },

@@ -1,6 +1,6 @@
 -- Learner ids are 0..M-1.
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   learners = { count = 4 },
   chaos = {
     events = {

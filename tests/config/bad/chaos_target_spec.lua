@@ -1,6 +1,6 @@
 -- A dd-chaos target names actors that exist.
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   learners = { count = 2 },
   chaos = {
     events = {

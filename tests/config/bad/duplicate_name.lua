@@ -2,6 +2,6 @@
 for i = 1, 2 do
   experiment {
     name = "same",
-    data = { file = "../shared/data/tinyshakespeare/input.txt" },
+    data = { file = "datasets/tinyshakespeare/input.txt" },
   }
 end

@@ -1,5 +1,5 @@
 -- outer.embedding_merge = "rda" was accepted and never applied (embeddings always average).
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   outer = { embedding_merge = "rda" },
 }

@@ -1,5 +1,5 @@
 -- A fixed grace window needs its length.
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   sync = { grace = { mode = "fixed" } },
 }

@@ -2,5 +2,5 @@
 experiment {
   name = "idx_nolabels",
   model = { kind = "vit" },
-  data = { kind = "idx", images = "../../../../shared/data/mnist-t10k/t10k-images-idx3-ubyte.gz" },
+  data = { kind = "idx", images = "../../../datasets/mnist-t10k/t10k-images-idx3-ubyte.gz" },
 }

@@ -2,7 +2,7 @@
 experiment {
   name = "idx_file",
   model = { kind = "vit" },
-  data = { kind = "idx", images = "../../../../shared/data/mnist-t10k/t10k-images-idx3-ubyte.gz",
-           labels = "../../../../shared/data/mnist-t10k/t10k-labels-idx1-ubyte.gz",
-           file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { kind = "idx", images = "../../../datasets/mnist-t10k/t10k-images-idx3-ubyte.gz",
+           labels = "../../../datasets/mnist-t10k/t10k-labels-idx1-ubyte.gz",
+           file = "datasets/tinyshakespeare/input.txt" },
 }

@@ -1,5 +1,5 @@
 -- A string that is not UTF-8 text (JSON output cannot hold it).
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   description = "caf\xe9 au lait",
 }

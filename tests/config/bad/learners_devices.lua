@@ -1,6 +1,6 @@
 -- learners.devices was read and then ignored (no learner is placed on a chosen device): refused.
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   learners = {
     count = 2,
     backend = "cuda",

@@ -1,3 +1,3 @@
 -- One library call asking for a gigabyte.
 local s = string.rep("x", 1 << 30)
-experiment { data = { file = "../shared/data/tinyshakespeare/input.txt" } }
+experiment { data = { file = "datasets/tinyshakespeare/input.txt" } }

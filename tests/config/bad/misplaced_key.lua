@@ -1,5 +1,5 @@
 -- A key written in the wrong section.
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   learners = { count = 4, min_quorum = 2 },
 }

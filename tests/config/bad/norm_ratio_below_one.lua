@@ -1,5 +1,5 @@
 -- A plausibility gate below the median norm (would refuse most honest pushes).
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   sync = { max_norm_ratio = 0.5 },
 }

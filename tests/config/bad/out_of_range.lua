@@ -1,6 +1,6 @@
 -- jitter is a fraction in [0, 1).
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   learners = {
     count = 4,
     jitter = 1.5,

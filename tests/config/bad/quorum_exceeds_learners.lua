@@ -1,6 +1,6 @@
 -- K > M: the quorum could never be reached.
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   learners = { count = 4 },
   sync = {
     min_quorum = 5,

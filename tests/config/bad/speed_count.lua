@@ -1,6 +1,6 @@
 -- One speed factor per learner.
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   learners = {
     count = 4,
     speed = { 1.0, 1.0, 1.5 },

@@ -1,6 +1,6 @@
 -- A missing comma.
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   learners = { count = 4 }
   sync = { fragments = 2 },
 }

@@ -1,5 +1,5 @@
 -- A budget names exactly one unit.
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   budget = { steps = 100, seconds = 60 },
 }

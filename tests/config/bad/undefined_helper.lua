@@ -1,5 +1,5 @@
 -- A misspelt helper.
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   sync = { min_quorum = fracton(0.5) },
 }

@@ -1,6 +1,6 @@
 -- A typo in a key name.
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   sync = {
     fragments = 4,
     min_quorm = 2,

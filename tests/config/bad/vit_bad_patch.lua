@@ -2,6 +2,6 @@
 experiment {
   name = "vit_patch",
   model = { kind = "vit", patch = 5 },
-  data = { kind = "idx", images = "../../../../shared/data/mnist-t10k/t10k-images-idx3-ubyte.gz",
-           labels = "../../../../shared/data/mnist-t10k/t10k-labels-idx1-ubyte.gz" },
+  data = { kind = "idx", images = "../../../datasets/mnist-t10k/t10k-images-idx3-ubyte.gz",
+           labels = "../../../datasets/mnist-t10k/t10k-labels-idx1-ubyte.gz" },
 }

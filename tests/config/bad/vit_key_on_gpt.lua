@@ -2,5 +2,5 @@
 experiment {
   name = "gpt_pool",
   model = { pooling = "mean" },
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
 }

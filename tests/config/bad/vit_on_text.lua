@@ -2,5 +2,5 @@
 experiment {
   name = "vit_text",
   model = { kind = "vit" },
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
 }

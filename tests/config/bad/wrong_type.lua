@@ -1,6 +1,6 @@
 -- A string where an integer belongs.
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   sync = {
     interval = "24",
   },

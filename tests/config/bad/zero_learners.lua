@@ -1,5 +1,5 @@
 -- Zero learners.
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   learners = { count = 0 },
 }

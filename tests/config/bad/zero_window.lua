@@ -1,5 +1,5 @@
 -- A credit window of zero chunks (nothing could ever be sent).
 experiment {
-  data = { file = "../shared/data/tinyshakespeare/input.txt" },
+  data = { file = "datasets/tinyshakespeare/input.txt" },
   sync = { window_chunks = 0 },
 }

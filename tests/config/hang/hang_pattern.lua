@@ -2,4 +2,4 @@
 -- limit never looks. Only the wall-clock limit (--script-timeout) stops it.
 local s = string.rep("a", 5000)
 local found = s:find(string.rep("a-", 12) .. "b")
-experiment { data = { file = "../shared/data/tinyshakespeare/input.txt" } }
+experiment { data = { file = "datasets/tinyshakespeare/input.txt" } }

@@ -2,4 +2,4 @@
 local t = {}
 for i = 1, 64 do t[i] = string.rep("a", 3000) .. i end
 table.sort(t, function(a, b) return a:find(string.rep("a-", 8) .. "b") ~= nil or a < b end)
-experiment { data = { file = "../shared/data/tinyshakespeare/input.txt" } }
+experiment { data = { file = "datasets/tinyshakespeare/input.txt" } }
