@@ -22,10 +22,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <initializer_list>
 #include <map>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -110,6 +113,36 @@ void start_until_event(const fs::path& dir, const std::vector<std::string>& more
   const bool seen = wait_until([&] { return has_event(dir / "run" / "events.jsonl", kind); }, 60);
   if (!seen) ::kill(pid, SIGKILL);
   ASSERT_TRUE(seen) << read_text(dir / "a.err");
+}
+
+/// Whether `holder` wrote its pid to the lock file `lock` (and `also` holds) within `seconds`;
+/// when not, the holder is killed.
+bool holds_lock(
+    pid_t holder, const fs::path& lock, double seconds,
+    const std::function<bool()>& also = [] { return true; }) {
+  const std::string pid_line = std::to_string(holder) + "\n";
+  const bool held = wait_until([&] { return read_text(lock) == pid_line && also(); }, seconds);
+  if (!held) ::kill(holder, SIGKILL);
+  return held;
+}
+
+/// Writes `name`.lua in `dir`: the tiny experiment named `name` with a budget of 40 steps, the
+/// keys `more`, and the chaos events `events` (Lua table entries, a line each).
+void write_chaos_experiment(const fs::path& dir, const std::string& name, const std::string& events,
+                            const std::string& more = "") {
+  std::ofstream(dir / (name + ".lua")) << tiny_experiment(
+      "'" + name + "'", "",
+      "  budget = { steps = 40 },\n" + more + "  chaos = { events = {\n" + events + "  } },\n");
+}
+
+/// The files an earlier, finished run left in `run` (its summary, events and chaos tape), and
+/// `more` (relative path, text).
+void write_earlier_run(const fs::path& run,
+                       std::initializer_list<std::pair<const char*, const char*>> more) {
+  dd::test::write_files(run, {{"summary.json", "{\"final_val_loss\": 1.5}\n"},
+                              {"events.jsonl", "{\"event\":\"finished\"}\n"},
+                              {"chaos.jsonl", "{\"kind\":\"kill\"}\n"}});
+  dd::test::write_files(run, more);
 }
 
 TEST_F(dd_node_run, sigint_stops_gracefully_and_writes_an_interrupted_summary) {
@@ -326,10 +359,7 @@ TEST_F(dd_node_run, a_second_run_on_the_same_directory_is_refused) {
   const pid_t holder = start(dir, "a", {"--run-dir", "run"});
   ASSERT_GT(holder, 0);
   const std::string pid_text = std::to_string(holder);
-  const bool locked =
-      wait_until([&] { return read_text(dir / "run" / "LOCK") == pid_text + "\n"; }, 30);
-  if (!locked) ::kill(holder, SIGKILL);
-  ASSERT_TRUE(locked) << read_text(dir / "a.err");
+  ASSERT_TRUE(holds_lock(holder, dir / "run" / "LOCK", 30)) << read_text(dir / "a.err");
 
   const pid_t second = start(dir, "b", {"--run-dir", "run", "--set", "budget.steps=4"});
   EXPECT_EQ(wait_exit(second, 30), 2);
@@ -364,10 +394,7 @@ TEST_F(dd_node_run, a_second_run_on_the_same_checkpoint_dir_is_refused) {
       start(dir, "a", {"--run-dir", "run_a", "--set", "checkpoint.dir=\"shared_ck\""});
   ASSERT_GT(holder, 0);
   const std::string pid_text = std::to_string(holder);
-  const bool locked =
-      wait_until([&] { return read_text(dir / "shared_ck" / "LOCK") == pid_text + "\n"; }, 30);
-  if (!locked) ::kill(holder, SIGKILL);
-  ASSERT_TRUE(locked) << read_text(dir / "a.err");
+  ASSERT_TRUE(holds_lock(holder, dir / "shared_ck" / "LOCK", 30)) << read_text(dir / "a.err");
   ASSERT_TRUE(wait_until([&] { return fs::exists(dir / "shared_ck" / "owner_0.ddck"); }, 60))
       << read_text(dir / "a.err");
 
@@ -409,14 +436,9 @@ TEST_F(dd_node_run, a_live_syncers_checkpoint_dir_is_refused_for_syncer_launch_a
       dir, "a", with({"syncer", "tiny.lua", "--listen", "127.0.0.1:0", "--run-dir", "run_a"}));
   ASSERT_GT(holder, 0);
   const std::string pid_text = std::to_string(holder);
-  const bool ready = wait_until(
-      [&] {
-        return read_text(dir / "shared_ck" / "LOCK") == pid_text + "\n" &&
-               read_text(dir / "a.out").find("listening on") != std::string::npos;
-      },
-      60);
-  if (!ready) ::kill(holder, SIGKILL);
-  ASSERT_TRUE(ready) << read_text(dir / "a.err");
+  ASSERT_TRUE(holds_lock(holder, dir / "shared_ck" / "LOCK", 60, [&] {
+    return read_text(dir / "a.out").find("listening on") != std::string::npos;
+  })) << read_text(dir / "a.err");
   // What a live run keeps there (a second run would delete its fragments' checkpoints).
   std::ofstream(dir / "shared_ck" / "owner_0.ddck") << "live";
 
@@ -456,15 +478,13 @@ TEST_F(dd_node_run, a_launch_holds_its_checkpoint_dir_for_its_children) {
       dir, "a", {"launch", "tiny.lua", "--run-dir", "run_l", "--set", "checkpoint.dir=\"ck_l\""});
   ASSERT_GT(launcher, 0);
   const std::string pid_text = std::to_string(launcher);
-  const bool up = wait_until(
-      [&] {
-        return read_text(dir / "ck_l" / "LOCK") == pid_text + "\n" &&
-               read_text(dir / "run_l" / "logs" / "syncer.log").find("listening on") !=
-                   std::string::npos;
-      },
-      60);
-  if (!up) ::kill(launcher, SIGKILL);
-  ASSERT_TRUE(up) << read_text(dir / "a.err") << read_text(dir / "run_l" / "logs" / "syncer.log");
+  ASSERT_TRUE(
+      holds_lock(launcher, dir / "ck_l" / "LOCK", 60,
+                 [&] {
+                   return read_text(dir / "run_l" / "logs" / "syncer.log").find("listening on") !=
+                          std::string::npos;
+                 }))
+      << read_text(dir / "a.err") << read_text(dir / "run_l" / "logs" / "syncer.log");
   EXPECT_EQ(read_text(dir / "run_l" / "logs" / "syncer.log").find("in use"), std::string::npos);
   const pid_t run =
       start(dir, "b",
@@ -550,20 +570,17 @@ TEST_F(dd_node_run, data_too_small_for_the_learners_is_refused_with_exit_2) {
 // version 1 with no checkpoint yet is rebuilt from a live learner's copy and says so on stderr.
 TEST_F(dd_node_run, a_run_that_loses_a_learner_for_good_exits_1) {
   const fs::path dir = make_workdir("fail");
-  std::ofstream(dir / "fail.lua") << tiny_experiment(
-      "'fail'", "",
-      "  eval = { every_seconds = 0, batches = 2 },\n"
-      "  budget = { steps = 40 },\n"
-      "  checkpoint = { every_versions = 1000 },\n"
-      "  chaos = { events = {\n"
+  write_chaos_experiment(
+      dir, "fail",
       "    { at_step = 4, action = 'kill_owner', target = 0 },\n"
       "    { at_step = 2, action = 'kill', target = 1 }, { at_step = 4, action = 'kill', target = "
       "1 },\n"
       "    { at_step = 6, action = 'kill', target = 1 }, { at_step = 8, action = 'kill', target = "
       "1 },\n"
       "    { at_step = 10, action = 'kill', target = 1 }, { at_step = 12, action = 'kill', target "
-      "= 1 },\n"
-      "  } },\n");
+      "= 1 },\n",
+      "  eval = { every_seconds = 0, batches = 2 },\n"
+      "  checkpoint = { every_versions = 1000 },\n");
   // Restart backoff 0.5 + 1 + 2 + 4 + 8 s before the sixth kill gives up: about 16 s.
   const pid_t pid = start(dir, "a", {"--run-dir", "run"}, "fail.lua");
   EXPECT_EQ(wait_exit(pid, 90), 1) << read_text(dir / "a.err");
@@ -621,14 +638,11 @@ TEST_F(dd_node_run, a_rerun_removes_the_earlier_summary_at_the_start) {
 TEST_F(dd_node_run, a_rerun_removes_an_earlier_cluster_runs_files) {
   const fs::path dir = make_workdir("rerun_cluster");
   const fs::path run = dir / "run";
-  dd::test::write_files(run, {{"summary.json", "{\"final_val_loss\": 1.5}\n"},
-                              {"events.jsonl", "{\"event\":\"finished\"}\n"},
-                              {"nodes.json", "{\"nodes\": []}\n"},
-                              {"chaos.jsonl", "{\"kind\":\"kill\"}\n"},
-                              {"chaos-state.json", "{}\n"},
-                              {"monitor.json.tmp", "{\"learn"},
-                              {"nodes/learner-0/events.jsonl", "{\"event\":\"syncer_lost\"}\n"},
-                              {"logs/syncer.log", "old\n"}});
+  write_earlier_run(run, {{"nodes.json", "{\"nodes\": []}\n"},
+                          {"chaos-state.json", "{}\n"},
+                          {"monitor.json.tmp", "{\"learn"},
+                          {"nodes/learner-0/events.jsonl", "{\"event\":\"syncer_lost\"}\n"},
+                          {"logs/syncer.log", "old\n"}});
   const pid_t pid = start(dir, "a", {"--run-dir", "run", "--set", "budget.steps=4"});
   ASSERT_GT(pid, 0);
   EXPECT_EQ(wait_exit(pid, 60), 0) << read_text(dir / "a.err");
@@ -647,11 +661,7 @@ TEST_F(dd_node_run, a_rerun_removes_an_earlier_cluster_runs_files) {
 TEST_F(dd_node_run, a_launch_removes_an_earlier_cluster_runs_files) {
   const fs::path dir = make_workdir("relaunch_cluster");
   const fs::path run = dir / "run";
-  dd::test::write_files(run, {{"summary.json", "{\"final_val_loss\": 1.5}\n"},
-                              {"events.jsonl", "{\"event\":\"finished\"}\n"},
-                              {"chaos.jsonl", "{\"kind\":\"kill\"}\n"},
-                              {"nodes/old-node/events.jsonl", "{}\n"},
-                              {"logs/old-node.log", "old\n"}});
+  write_earlier_run(run, {{"nodes/old-node/events.jsonl", "{}\n"}, {"logs/old-node.log", "old\n"}});
   const pid_t launch = start_node(
       dir, "a",
       {"launch", "tiny.lua", "--run-dir", "run", "--progress", "0", "--set", "budget.steps=8"});
@@ -705,12 +715,8 @@ TEST_F(dd_node_run, status_and_drain_name_a_missing_or_finished_run) {
 // the event's file:line, before anything starts; whole-cluster random faults likewise.
 TEST_F(dd_node_run, a_process_chaos_kind_is_refused_with_file_and_line) {
   const fs::path dir = make_workdir("outside_chaos");
-  std::ofstream(dir / "pause.lua") << tiny_experiment(
-      "'pause'", "",
-      "  budget = { steps = 40 },\n"
-      "  chaos = { events = {\n"
-      "    { at_time = 2, action = 'pause', target = 'learner:1', duration = 5 },\n"
-      "  } },\n");
+  write_chaos_experiment(
+      dir, "pause", "    { at_time = 2, action = 'pause', target = 'learner:1', duration = 5 },\n");
   pid_t pid = start(dir, "a", {"--run-dir", "run"}, "pause.lua");
   EXPECT_EQ(wait_exit(pid, 30), 2);
   std::string err = read_text(dir / "a.err");
@@ -734,12 +740,9 @@ TEST_F(dd_node_run, a_process_chaos_kind_is_refused_with_file_and_line) {
 
 TEST_F(dd_node_run, a_launch_refused_for_a_network_fault_without_the_proxy_writes_nothing) {
   const fs::path dir = make_workdir("launch_no_proxy");
-  std::ofstream(dir / "net.lua") << tiny_experiment(
-      "'net'", "",
-      "  budget = { steps = 40 },\n"
-      "  chaos = { events = {\n"
-      "    { at_time = 2, action = 'latency', target = 'learner:1', ms = 50, duration = 5 },\n"
-      "  } },\n");
+  write_chaos_experiment(
+      dir, "net",
+      "    { at_time = 2, action = 'latency', target = 'learner:1', ms = 50, duration = 5 },\n");
   const pid_t pid = start_node(dir, "a", {"launch", "net.lua", "--run-dir", "run"});
   EXPECT_EQ(wait_exit(pid, 30), 2);
   const std::string err = read_text(dir / "a.err");
