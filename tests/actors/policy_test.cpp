@@ -313,12 +313,20 @@ TEST(Duplicates, SequenceOfPushes) {
 // ---------------------------------------------------------------------------------------------
 // restart budget
 
-TEST(RestartBudget, BackoffDoublesAndCaps) {
+/// At most `max_restarts` restarts in any window of `window_s`; the backoff starts at `base_s` and
+/// doubles up to `cap_s`.
+restart_config restart_budget(std::size_t max_restarts, double window_s, double base_s,
+                              double cap_s) {
   restart_config cfg;
-  cfg.max_restarts = 10;
-  cfg.window_s = 100;
-  cfg.backoff_base_s = 1;
-  cfg.backoff_cap_s = 5;
+  cfg.max_restarts = max_restarts;
+  cfg.window_s = window_s;
+  cfg.backoff_base_s = base_s;
+  cfg.backoff_cap_s = cap_s;
+  return cfg;
+}
+
+TEST(RestartBudget, BackoffDoublesAndCaps) {
+  restart_config cfg = restart_budget(10, 100, 1, 5);
   cfg.stable_after_s = 20;
   restart_history h;
   struct row {
@@ -347,11 +355,7 @@ TEST(RestartBudget, BackoffDoublesAndCaps) {
 }
 
 TEST(RestartBudget, GivesUpWhenWindowIsFullAndRecovers) {
-  restart_config cfg;
-  cfg.max_restarts = 3;
-  cfg.window_s = 60;
-  cfg.backoff_base_s = 0.5;
-  cfg.backoff_cap_s = 30;
+  const restart_config cfg = restart_budget(3, 60, 0.5, 30);
   restart_history h;
   for (double t : {0.0, 10.0, 20.0}) {
     const auto d = decide_restart(cfg, h, t);

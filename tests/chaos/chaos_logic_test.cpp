@@ -11,6 +11,9 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "tests/support/fresh_dir.hpp"
 #include "tools/chaos/actions.hpp"
@@ -175,15 +178,29 @@ TEST(chaos_targets, picks_are_seeded_and_sized) {
   EXPECT_THROW(resolve_targets(cluster(), parse_targets("learner:2,learner:4"), o), chaos_error);
 }
 
-TEST(chaos_schedule, same_seed_same_schedule) {
+namespace {
+
+/// Faults of `kinds` on `targets`, `mtbf` s apart on average, each lasting as `recovery` says,
+/// over `duration` s, drawn with `seed`, at most `max_concurrent` at once.
+schedule_config schedule_of(double mtbf, const std::string& recovery, uint64_t seed,
+                            double duration, std::vector<std::string> kinds,
+                            std::vector<std::string> targets, int max_concurrent) {
   schedule_config c;
-  c.mtbf = 10;
-  c.recovery = recovery_dist::parse("lognormal:5s,0.5");
-  c.seed = 7;
-  c.duration = 600;
-  c.kinds = {"kill", "pause"};
-  c.targets = {"learner-0", "learner-1", "learner-2", "learner-3"};
-  c.max_concurrent = 2;
+  c.mtbf = mtbf;
+  c.recovery = recovery_dist::parse(recovery);
+  c.seed = seed;
+  c.duration = duration;
+  c.kinds = std::move(kinds);
+  c.targets = std::move(targets);
+  c.max_concurrent = max_concurrent;
+  return c;
+}
+
+}  // namespace
+
+TEST(chaos_schedule, same_seed_same_schedule) {
+  schedule_config c = schedule_of(10, "lognormal:5s,0.5", 7, 600, {"kill", "pause"},
+                                  {"learner-0", "learner-1", "learner-2", "learner-3"}, 2);
   c.min_gap = 2;
   const auto a = make_schedule(c);
   const auto b = make_schedule(c);
@@ -209,14 +226,7 @@ TEST(chaos_schedule, same_seed_same_schedule) {
 }
 
 TEST(chaos_schedule, interarrival_and_recovery_means) {
-  schedule_config c;
-  c.mtbf = 3;
-  c.recovery = recovery_dist::parse("fixed:0.001s");
-  c.seed = 1;
-  c.duration = 30000;
-  c.kinds = {"kill"};
-  c.targets = {"a"};
-  c.max_concurrent = 1;
+  const schedule_config c = schedule_of(3, "fixed:0.001s", 1, 30000, {"kill"}, {"a"}, 1);
   const auto s = make_schedule(c);
   const double mean_gap = s.back().at / static_cast<double>(s.size());
   EXPECT_NEAR(mean_gap, 3.0, 0.15);  // ~10000 arrivals: standard error ~0.03
