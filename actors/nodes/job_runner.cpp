@@ -34,6 +34,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
+/// From this many learner_loss.csv rows on, the uptime computation at the end of a cluster run
+/// takes about a second or more (≈0.3 s per 200,000 rows of one learner, plus reading them).
+constexpr std::size_t kUptimeNoticeRows = 200000;
+
 std::string signal_name(int sig) {
   if (sig == SIGINT) return "SIGINT";
   if (sig == SIGTERM) return "SIGTERM";
@@ -429,7 +433,13 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
   // share the process, so no outage separates them from it.)
   if (syncer && !options.simulated_time && r.summary.is_object() && r.summary.contains("uptime")) {
     const auto k = exp.sync.min_quorum.resolve(static_cast<size_t>(exp.learners.count));
-    const auto u = policy::run_uptime(policy::read_run_steps(setup->run_dir), k);
+    const auto steps = policy::read_run_steps(setup->run_dir);
+    // O(n log n) per learner, but a long run has millions of rows: say what the pause is.
+    if (steps.rows >= kUptimeNoticeRows) {
+      std::printf("computing the run's uptime over %zu learner steps…\n", steps.rows);
+      std::fflush(stdout);
+    }
+    const auto u = policy::run_uptime(steps, k);
     if (u.known) {
       r.summary["uptime"] = u.figures.uptime();
       std::lock_guard<std::mutex> guard(setup->result_mutex);

@@ -26,6 +26,52 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+/// A multiset of some of `values` (by index) that answers its median as `median` above would:
+/// a Fenwick tree counting the present indices by their rank in sorted order (ties ranked by
+/// index), so the i-th smallest present value is found by one descent.
+class order_statistics {
+ public:
+  explicit order_statistics(const std::vector<double>& values)
+      : sorted_(values.size()), rank_(values.size()), tree_(values.size() + 1, 0) {
+    std::vector<std::size_t> idx(values.size());
+    for (std::size_t i = 0; i < idx.size(); ++i) idx[i] = i;
+    std::stable_sort(idx.begin(), idx.end(),
+                     [&](std::size_t a, std::size_t b) { return values[a] < values[b]; });
+    for (std::size_t r = 0; r < idx.size(); ++r) {
+      sorted_[r] = values[idx[r]];
+      rank_[idx[r]] = r;
+    }
+    while (top_ * 2 <= idx.size()) top_ *= 2;
+  }
+  void insert(std::size_t i) { add(rank_[i], +1); }
+  void erase(std::size_t i) { add(rank_[i], -1); }
+  double median() const {
+    if (size_ == 0) return 0.0;
+    return size_ % 2 ? nth(size_ / 2) : (nth(size_ / 2 - 1) + nth(size_ / 2)) / 2;
+  }
+
+ private:
+  void add(std::size_t rank, int d) {
+    size_ = d > 0 ? size_ + 1 : size_ - 1;
+    for (std::size_t p = rank + 1; p < tree_.size(); p += p & (~p + 1))
+      tree_[p] = static_cast<std::size_t>(static_cast<long long>(tree_[p]) + d);
+  }
+  /// The value of the i-th smallest present index (0-based, i < size_).
+  double nth(std::size_t i) const {
+    std::size_t pos = 0, left = i + 1;
+    for (std::size_t step = top_; step > 0; step /= 2)
+      if (pos + step < tree_.size() && tree_[pos + step] < left) {
+        pos += step;
+        left -= tree_[pos];
+      }
+    return sorted_[pos];  // rank `pos` (tree position pos + 1)
+  }
+  std::vector<double> sorted_;
+  std::vector<std::size_t> rank_;
+  std::vector<std::size_t> tree_;
+  std::size_t top_ = 1, size_ = 0;
+};
+
 /// The node samples an event carries ({learner: step} under "steps"), at its "time".
 void add_samples(const nlohmann::json& e, std::map<long long, std::vector<step_point>>& out) {
   if (!e.is_object() || !e.contains("event") || !e["event"].is_string()) return;
@@ -75,18 +121,30 @@ std::vector<time_span> stepping_spans(std::vector<step_point> rs) {
   // around it (the span itself left out): local to the learner's pace, so a host that slows
   // every step down is not downtime, nor a short hitch amid unusually fast steps, while a learner
   // that stops for several local step times is.
-  std::vector<double> per_step(adv.size());
-  for (std::size_t j = 0; j < adv.size(); ++j)
+  //
+  // The advances end in time order, so both neighbourhoods are index windows: the kPaceSteps on
+  // each side (at most 2·kPaceSteps values, sorted directly) and the advances ending within
+  // ±kPaceSeconds, a window whose both ends only move forward with k — its median comes from an
+  // order-statistic tree over the values' ranks (O(log n) per advance, O(n log n) per learner).
+  const std::size_t n = adv.size();
+  std::vector<double> per_step(n);
+  for (std::size_t j = 0; j < n; ++j)
     per_step[j] = (adv[j].to - adv[j].from) / static_cast<double>(adv[j].steps);
+  order_statistics window(per_step);
   std::vector<time_span> out;
-  for (std::size_t k = 0; k < adv.size(); ++k) {
-    std::vector<double> around_steps, around_time;
-    for (std::size_t j = 0; j < adv.size(); ++j) {
-      if (j == k) continue;
-      if (j + kPaceSteps >= k && j <= k + kPaceSteps) around_steps.push_back(per_step[j]);
-      if (std::abs(adv[j].to - adv[k].to) <= kPaceSeconds) around_time.push_back(per_step[j]);
-    }
-    const double pace = std::max(median(around_steps), median(around_time));
+  std::vector<double> around_steps;
+  around_steps.reserve(2 * kPaceSteps);
+  std::size_t lo = 0, hi = 0;  // the time window: advances [lo, hi)
+  for (std::size_t k = 0; k < n; ++k) {
+    while (hi < n && std::abs(adv[hi].to - adv[k].to) <= kPaceSeconds) window.insert(hi++);
+    while (lo < k && !(std::abs(adv[lo].to - adv[k].to) <= kPaceSeconds)) window.erase(lo++);
+    around_steps.clear();
+    for (std::size_t j = k > kPaceSteps ? k - kPaceSteps : 0; j < n && j <= k + kPaceSteps; ++j)
+      if (j != k) around_steps.push_back(per_step[j]);
+    window.erase(k);  // the span itself left out (always inside its own window)
+    const double around_time = window.median();
+    window.insert(k);
+    const double pace = std::max(median(around_steps), around_time);
     const double bound = std::max(4 * pace, 1.0);
     if (adv[k].to - adv[k].from <= bound * static_cast<double>(adv[k].steps))
       out.push_back({adv[k].from, adv[k].to});

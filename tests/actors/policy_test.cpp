@@ -4,8 +4,13 @@
 // hand from the formulas in ALGORITHM.md (cited in each header).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "actors/policy/policy.hpp"
@@ -732,6 +737,118 @@ TEST(run_uptime, a_start_up_stall_is_not_downtime) {
     EXPECT_NEAR(u.figures.observed_s, r.observed_s, 0.11) << r.what;
     EXPECT_NEAR(u.figures.down_s, r.down_s, 0.11) << r.what;
   }
+}
+
+// The rule of stepping_spans written the direct way (every advance's two neighbourhoods
+// collected and sorted afresh, O(n²) per learner): the reference the fast version must match
+// exactly.
+std::vector<time_span> reference_stepping_spans(std::vector<step_point> rs) {
+  auto median = [](std::vector<double> v) {
+    if (v.empty()) return 0.0;
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+  };
+  std::stable_sort(rs.begin(), rs.end(),
+                   [](const step_point& a, const step_point& b) { return a.t < b.t; });
+  struct advance {
+    double from, to;
+    long long steps;
+  };
+  std::vector<advance> adv;
+  for (std::size_t i = 1, start = 0; i < rs.size(); ++i) {
+    const long long cur = rs[start].step;
+    if (rs[i].step == cur || (rs[i].step < cur && rs[i].incarnation < 0)) continue;
+    if (rs[i].step > cur) adv.push_back({rs[start].t, rs[i].t, rs[i].step - cur});
+    start = i;
+  }
+  std::vector<double> per_step(adv.size());
+  for (std::size_t j = 0; j < adv.size(); ++j)
+    per_step[j] = (adv[j].to - adv[j].from) / static_cast<double>(adv[j].steps);
+  std::vector<time_span> out;
+  for (std::size_t k = 0; k < adv.size(); ++k) {
+    std::vector<double> around_steps, around_time;
+    for (std::size_t j = 0; j < adv.size(); ++j) {
+      if (j == k) continue;
+      if (j + 5 >= k && j <= k + 5) around_steps.push_back(per_step[j]);
+      if (std::abs(adv[j].to - adv[k].to) <= 60.0) around_time.push_back(per_step[j]);
+    }
+    const double pace = std::max(median(around_steps), median(around_time));
+    const double bound = std::max(4 * pace, 1.0);
+    if (adv[k].to - adv[k].from <= bound * static_cast<double>(adv[k].steps))
+      out.push_back({adv[k].from, adv[k].to});
+  }
+  return out;
+}
+
+/// A random learner series: steady steps at a pace of its own with jitter, stalls (short and
+/// long), repeated times (ties), restarts from a lower step, node samples (some stale), and
+/// paces that change along the run — the shapes the rule distinguishes.
+std::vector<step_point> random_series(std::mt19937_64& rng, std::size_t n) {
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  std::vector<step_point> v;
+  double t = 1000.0 + 100.0 * u(rng), pace = 0.01 + 2.0 * u(rng);
+  long long step = 1 + static_cast<long long>(10 * u(rng)), inc = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    const double r = u(rng);
+    if (r < 0.02) pace = 0.01 + 2.0 * u(rng);  // the host's pace changes
+    if (r < 0.05)
+      t += 5.0 + 200.0 * u(rng);  // a stall
+    else if (r > 0.97)
+      t += 0.0;  // same time as the last point
+    else
+      t += pace * (0.5 + u(rng));
+    if (u(rng) < 0.01) {  // a restart from a checkpoint
+      step = std::max<long long>(0, step - static_cast<long long>(20 * u(rng)));
+      ++inc;
+    } else if (u(rng) < 0.9) {
+      step += 1 + static_cast<long long>(u(rng) < 0.1 ? 5 * u(rng) : 0);
+    }
+    if (u(rng) < 0.08)  // a node's sample, stale now and then
+      v.push_back({t, -1, u(rng) < 0.2 ? std::max<long long>(0, step - 3) : step});
+    else
+      v.push_back({t, inc, step});
+  }
+  std::shuffle(v.begin(), v.end(), rng);  // any order in
+  return v;
+}
+
+TEST(run_uptime, stepping_spans_matches_the_direct_rule_on_random_series) {
+  const auto seed = std::random_device{}();
+  std::printf("seed %u (set DD_TEST_SEED to replay)\n", seed);
+  std::mt19937_64 rng(std::getenv("DD_TEST_SEED") ? std::stoull(std::getenv("DD_TEST_SEED"))
+                                                  : seed);
+  // Table: sizes from the edge cases (0, 1, 2 points) to series longer than both windows.
+  for (const std::size_t n : {0, 1, 2, 3, 7, 12, 13, 50, 200, 1000, 3000}) {
+    for (int rep = 0; rep < (n < 100 ? 40 : 4); ++rep) {
+      const auto pts = random_series(rng, n);
+      const auto fast = stepping_spans(pts);
+      const auto direct = reference_stepping_spans(pts);
+      ASSERT_EQ(fast.size(), direct.size()) << "n " << n << " rep " << rep << " seed " << seed;
+      for (std::size_t i = 0; i < fast.size(); ++i)
+        ASSERT_EQ(fast[i], direct[i]) << "n " << n << " rep " << rep << " span " << i;
+    }
+  }
+}
+
+// 200,000 points of one learner (a long run's learner_loss.csv): the rule gives every advance's
+// verdict — the steady steps stepping, the one 30 s stall not. Results only: its time is in the
+// report of the change, not a pass/fail bound.
+TEST(run_uptime, stepping_spans_of_200k_points) {
+  std::vector<step_point> v;
+  double t = 0.0;
+  for (long long s = 1; s <= 200000; ++s) {
+    t += s == 100000 ? 30.0 : 0.005 * (1 + s % 3);
+    v.push_back({t, 0, s});
+  }
+  const auto spans = stepping_spans(v);
+  ASSERT_EQ(spans.size(), 199999u - 1);
+  // The stall (from step 99,999 to 100,000) is the one advance missing.
+  const auto stall = std::find_if(spans.begin(), spans.end(),
+                                  [&](const time_span& s) { return s.to == v[99999].t; });
+  EXPECT_EQ(stall, spans.end());
+  EXPECT_EQ(spans.front().from, v[0].t);
+  EXPECT_EQ(spans.back().to, v.back().t);
 }
 
 }  // namespace
