@@ -31,6 +31,7 @@
 #include "messages/codec.hpp"
 #include "messages/control.hpp"
 #include "tests/fuzz/fuzz_check.hpp"
+#include "tests/support/wire_msgs.hpp"
 
 namespace {
 
@@ -174,12 +175,7 @@ void add_chunk(dd::chunk_assembler& assembler, Decoded m, void (*check)(const Ms
 
 // Feeds framed chunks to one assembler; checks every completed transfer.
 void reassemble(bool broadcasts, const uint8_t* p, size_t n) {
-  dd::chunk_limits limits;
-  limits.max_chunk_bytes = 4096;
-  limits.max_assembly_bytes = 1 << 16;
-  limits.max_chunks = 64;
-  limits.max_buffered_bytes = 1 << 17;
-  limits.max_in_progress = 8;
+  const dd::chunk_limits limits = dd::test::limits_of(4096, 1 << 16, 64, 1 << 17, 8);
   dd::chunk_assembler assembler(limits);
   size_t at = 0;
   while (at + 2 <= n) {

@@ -176,13 +176,7 @@ TEST(Chunks, MissingChunkStaysPendingUntilDropped) {
 }
 
 TEST(Chunks, CapsAreEnforced) {
-  chunk_limits lim;
-  lim.max_chunk_bytes = 64;
-  lim.max_assembly_bytes = 1000;
-  lim.max_chunks = 8;
-  lim.max_buffered_bytes = 700;
-  lim.max_in_progress = 2;
-  chunk_assembler a(lim);
+  chunk_assembler a(test::limits_of(64, 1000, 8, 700, 2));
   EXPECT_EQ(a.add((*split_push(whole_push(100), 100))[0]).code(), errc::too_large);  // chunk
   auto big = (*split_push(whole_push(300), 64))[0];  // 1200-byte payload > max_assembly_bytes
   big.chunk_count = 8;

@@ -1,13 +1,14 @@
 // tests/support/wire_msgs.hpp — the wire messages the codec, chunking, actor and fuzz-seed code
 // under tests/ builds: a push's header, a heartbeat, a live rejoin, and a whole payload given as
 // bytes or as fp32 values (one piece of code for pushes and broadcasts: their payload fields are
-// the same).
+// the same), and a chunk assembler's caps.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "messages/chunking.hpp"
 #include "messages/codec.hpp"
 #include "runtime/quantize.hpp"
 
@@ -73,6 +74,20 @@ void set_fp32_payload(Msg& m, const std::vector<float>& values) {
   m.total_elements = values.size();
   m.payload = encode_payload(payload_encoding::fp32, values.data(), values.size());
   m.payload_bytes = m.payload.size();
+}
+
+/// A chunk assembler's caps: chunks of at most `chunk_bytes`; a transfer of at most
+/// `assembly_bytes` in at most `chunks` chunks; at most `buffered_bytes` buffered and
+/// `in_progress` transfers under way in all.
+inline chunk_limits limits_of(size_t chunk_bytes, size_t assembly_bytes, uint32_t chunks,
+                              size_t buffered_bytes, size_t in_progress) {
+  chunk_limits lim;
+  lim.max_chunk_bytes = chunk_bytes;
+  lim.max_assembly_bytes = assembly_bytes;
+  lim.max_chunks = chunks;
+  lim.max_buffered_bytes = buffered_bytes;
+  lim.max_in_progress = in_progress;
+  return lim;
 }
 
 /// A whole push of `delta` (fp32).
