@@ -197,6 +197,45 @@ uint32_t crc32c_with(crc32c_impl impl, const void* data, size_t size, uint32_t c
   return crc32c_table(data, size, crc);
 }
 
+namespace {
+
+/// A 32×32 matrix over GF(2) (column i = the image of bit i) times `vec`.
+uint32_t gf2_times(const std::array<uint32_t, 32>& mat, uint32_t vec) noexcept {
+  uint32_t sum = 0;
+  for (size_t i = 0; vec != 0; ++i, vec >>= 1)
+    if ((vec & 1u) != 0) sum ^= mat[i];
+  return sum;
+}
+
+/// sq = mat².
+void gf2_square(std::array<uint32_t, 32>& sq, const std::array<uint32_t, 32>& mat) noexcept {
+  for (size_t n = 0; n < 32; ++n) sq[n] = gf2_times(mat, mat[n]);
+}
+
+}  // namespace
+
+uint32_t crc32c_combine(uint32_t crc_a, uint32_t crc_b, uint64_t len_b) noexcept {
+  // crc(a ‖ b) = Z^len_b (crc(a)) ^ crc(b), Z the operator "one more zero byte" on the register
+  // (the pre- and post-inversions of a and of b cancel: the register is affine in its start
+  // value). Z^len_b by squaring, from the one-zero-bit operator.
+  if (len_b == 0) return crc_a;
+  std::array<uint32_t, 32> odd{}, even{};
+  odd[0] = castagnoli_reflected;  // one zero bit
+  for (size_t n = 1; n < 32; ++n) odd[n] = uint32_t{1} << (n - 1);
+  gf2_square(even, odd);  // two zero bits
+  gf2_square(odd, even);  // four zero bits
+  do {
+    gf2_square(even, odd);  // one zero byte, then 4, 16, ... bytes
+    if ((len_b & 1u) != 0) crc_a = gf2_times(even, crc_a);
+    len_b >>= 1;
+    if (len_b == 0) break;
+    gf2_square(odd, even);  // 2, 8, 32, ... bytes
+    if ((len_b & 1u) != 0) crc_a = gf2_times(odd, crc_a);
+    len_b >>= 1;
+  } while (len_b != 0);
+  return crc_a ^ crc_b;
+}
+
 uint32_t crc32c(const void* data, size_t size, uint32_t crc) noexcept {
 #if DD_CRC32C_X86
   if (have_sse42()) return crc32c_sse42(data, size, crc);

@@ -110,4 +110,38 @@ TEST(crc32c, continuing_across_long_blocks_equals_the_whole) {
   }
 }
 
+// crc32c_combine(crc(a), crc(b), |b|) == crc(a ‖ b) without reading the bytes: the check string
+// cut at every point, the empty part on either side, and cuts of a 4 MiB + 13 buffer (a chunk's
+// size: the length's every bit up to 2^22 is used).
+TEST(crc32c, combine_of_two_parts_equals_the_crc_of_the_whole) {
+  const std::string s = "123456789";
+  for (size_t cut = 0; cut <= s.size(); ++cut) {
+    const uint32_t a = crc32c(s.data(), cut), b = crc32c(s.data() + cut, s.size() - cut);
+    EXPECT_EQ(dd::util::crc32c_combine(a, b, s.size() - cut), 0xE3069283u) << "cut at " << cut;
+  }
+  EXPECT_EQ(dd::util::crc32c_combine(0x12345678u, 0u, 0), 0x12345678u);  // b empty: crc(a)
+  std::vector<unsigned char> data((size_t{4} << 20) + 13);
+  uint64_t x = 0x9E3779B97F4A7C15ull;
+  for (auto& c : data) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    c = static_cast<unsigned char>(x >> 56);
+  }
+  const uint32_t whole = crc32c(data.data(), data.size());
+  for (size_t cut :
+       {size_t{0}, size_t{1}, size_t{4096}, size_t{1} << 20, data.size() - 1, data.size()}) {
+    const uint32_t a = crc32c(data.data(), cut);
+    const uint32_t b = crc32c(data.data() + cut, data.size() - cut);
+    EXPECT_EQ(dd::util::crc32c_combine(a, b, data.size() - cut), whole) << "cut at " << cut;
+  }
+  // Three parts, as a message's checksum is rebuilt from its prefix, payload and suffix.
+  const size_t p = 1000, q = data.size() - 1000;
+  const uint32_t pre = crc32c(data.data(), p), mid = crc32c(data.data() + p, q - p),
+                 post = crc32c(data.data() + q, data.size() - q);
+  EXPECT_EQ(
+      dd::util::crc32c_combine(dd::util::crc32c_combine(pre, mid, q - p), post, data.size() - q),
+      whole);
+}
+
 }  // namespace
