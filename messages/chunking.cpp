@@ -184,13 +184,15 @@ void chunk_assembler::release(assembly<Msg>& a) noexcept {
 template <class Msg, class Key>
 result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>>& table,
                                                      const Key& key, const Msg& chunk,
-                                                     const uint8_t* payload, size_t size) {
-  // `chunk.payload` is not read: the payload is [payload, payload + size).
+                                                     const uint8_t* payload, size_t size,
+                                                     std::optional<uint32_t> payload_crc) {
+  // `chunk.payload` is not read: the payload is [payload, payload + size); `payload_crc`, when
+  // given, is its CRC-32C (computed by the decoder).
   using R = result<std::optional<Msg>>;
   const std::string what = describe(chunk);
   // A chunk damaged in transit is refused before it can touch any transfer.
   if (chunk.payload_crc32c != 0) {
-    const uint32_t crc = util::crc32c(payload, size);
+    const uint32_t crc = payload_crc ? *payload_crc : util::crc32c(payload, size);
     if (crc != chunk.payload_crc32c) {
       char buf[96];
       std::snprintf(buf, sizeof buf, ": chunk %u of %u: payload CRC32C %08x does not match %08x",
@@ -268,8 +270,15 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
     assembly<Msg> a;
     a.order = order;
     a.reserved = static_cast<size_t>(chunk.payload_bytes);
-    a.bytes.reserve(a.reserved);  // no zero-fill: each page is first written by its chunk
-    advise_huge_pages(a.bytes.data(), a.reserved);
+    const size_t spare = spare_.capacity();
+    if (spare != 0 && spare >= a.reserved && spare <= 2 * a.reserved + 4096) {
+      a.bytes = std::move(spare_);  // pages already mapped: no faults, no zero-fill
+      a.bytes.clear();
+    } else {
+      a.bytes.reserve(a.reserved);  // no zero-fill: each page is first written by its chunk
+      advise_huge_pages(a.bytes.data(), a.reserved);
+    }
+    std::vector<uint8_t>().swap(spare_);  // used, or freed: it does not fit
     a.offsets.assign(chunk.chunk_count, not_received);
     a.lengths.assign(chunk.chunk_count, 0);
     a.header = chunk;
@@ -341,12 +350,13 @@ result<std::optional<broadcast_msg>> chunk_assembler::add(broadcast_msg chunk) {
 
 result<std::optional<push_msg>> chunk_assembler::add(const chunk_ref<push_msg>& chunk) {
   const auto key = std::make_pair(chunk.header.learner_id, chunk.header.fragment_id);
-  return add_impl(pushes_, key, chunk.header, chunk.payload, chunk.payload_size);
+  return add_impl(pushes_, key, chunk.header, chunk.payload, chunk.payload_size, chunk.payload_crc);
 }
 
 result<std::optional<broadcast_msg>> chunk_assembler::add(const chunk_ref<broadcast_msg>& chunk) {
   const int32_t key = chunk.header.fragment_id;
-  return add_impl(broadcasts_, key, chunk.header, chunk.payload, chunk.payload_size);
+  return add_impl(broadcasts_, key, chunk.header, chunk.payload, chunk.payload_size,
+                  chunk.payload_crc);
 }
 
 size_t chunk_assembler::drop_learner(int32_t learner_id) {
@@ -375,6 +385,12 @@ void chunk_assembler::clear() {
   pushes_.clear();
   broadcasts_.clear();
   buffered_ = 0;
+  std::vector<uint8_t>().swap(spare_);
+}
+
+void chunk_assembler::recycle(std::vector<uint8_t>&& buffer) {
+  spare_ = std::move(buffer);
+  spare_.clear();
 }
 
 }  // namespace dd

@@ -76,7 +76,8 @@ class chunk_assembler {
   /// Adds one broadcast chunk; as above.
   result<std::optional<broadcast_msg>> add(broadcast_msg chunk);
   /// Adds one push chunk decoded by decode_push_ref: as add(push_msg), but the payload is
-  /// checked and copied straight from the encoded message into the transfer's buffer.
+  /// checked and copied straight from the encoded message into the transfer's buffer; its
+  /// CRC-32C is the one the decoder computed (chunk_ref::payload_crc) where it has one.
   result<std::optional<push_msg>> add(const chunk_ref<push_msg>& chunk);
   /// Adds one broadcast chunk decoded by decode_broadcast_ref; as above.
   result<std::optional<broadcast_msg>> add(const chunk_ref<broadcast_msg>& chunk);
@@ -85,8 +86,19 @@ class chunk_assembler {
   size_t drop_learner(int32_t learner_id);
   /// Discards the partial broadcast of `fragment_id`, if any.
   size_t drop_broadcast(int32_t fragment_id);
-  /// Discards everything.
+  /// Discards everything (the spare buffer too).
   void clear();
+
+  /// Hands back the payload buffer of a transfer this assembler completed once its receiver is
+  /// done with it. The next transfer whose payload fits it (payload_bytes ≤ its capacity ≤
+  /// 2 × payload_bytes + 4 KiB) assembles into it instead of a fresh allocation, whose pages the
+  /// kernel would fault in and zero-fill, at about the cost of the copy into them. Holds one spare
+  /// at most (a later one replaces it); one that does not fit the next transfer is freed. The
+  /// assembled bytes are the same either way: every byte of a completed transfer is written by
+  /// its chunks.
+  void recycle(std::vector<uint8_t>&& buffer);
+  /// Capacity in bytes of the spare buffer held for the next transfer (0: none).
+  size_t spare_bytes() const noexcept { return spare_.capacity(); }
 
   /// Transfers in progress.
   size_t in_progress() const noexcept { return pushes_.size() + broadcasts_.size(); }
@@ -108,7 +120,8 @@ class chunk_assembler {
   };
   template <class Msg, class Key>
   result<std::optional<Msg>> add_impl(std::map<Key, assembly<Msg>>& table, const Key& key,
-                                      const Msg& chunk, const uint8_t* payload, size_t size);
+                                      const Msg& chunk, const uint8_t* payload, size_t size,
+                                      std::optional<uint32_t> payload_crc = std::nullopt);
   template <class Msg>
   void release(assembly<Msg>& a) noexcept;
 
@@ -116,6 +129,7 @@ class chunk_assembler {
   std::map<std::pair<int32_t, int32_t>, assembly<push_msg>> pushes_;
   std::map<int32_t, assembly<broadcast_msg>> broadcasts_;
   size_t buffered_ = 0;
+  std::vector<uint8_t> spare_;  // recycle()'s buffer for the next transfer
 };
 
 }  // namespace dd

@@ -130,6 +130,51 @@ chunk_ref<Msg> make_ref(Msg header, capnp::Data::Reader payload, const uint8_t* 
   return out;
 }
 
+/// decode_push_ref / decode_broadcast_ref: the body read with the trailer's check left out,
+/// then the trailer checked with one pass over the message that yields the payload's CRC-32C
+/// too (prefix, payload and suffix each checksummed once and combined). The checksum decides
+/// first, so a damaged message is errc::checksum_mismatch whatever else is wrong with it, as
+/// with read_sealed. `read(body, sender_incarnation, msg, payload)` fills the header fields.
+template <class Msg, class Read>
+result<chunk_ref<Msg>> decode_ref(const uint8_t* data, size_t size, const decode_limits& limits,
+                                  const envelope_expect& expect, cw::Envelope::Body::Which want,
+                                  Read&& read) {
+  using R = result<chunk_ref<Msg>>;
+  auto body_fn = [&](cw::Envelope::Body::Reader body, uint64_t sender_inc) -> R {
+    Msg m;
+    capnp::Data::Reader payload;
+    if (auto st = read(body, sender_inc, m, payload); !st) return st.error();
+    return make_ref(std::move(m), payload, data, size);
+  };
+  if (!limits.verify_checksum) return decode_envelope(data, size, limits, expect, want, body_fn);
+  decode_limits unchecked = limits;
+  unchecked.verify_checksum = false;
+  // What open_seal refuses before the checksum (the size cap, no trailer) is refused as it is.
+  if (size > limits.max_message_bytes) {
+    return R(errc::too_large, "message of " + num(size) + " bytes exceeds max_message_bytes " +
+                                  num(limits.max_message_bytes));
+  }
+  auto body_size = open_seal(data, size, unchecked);
+  if (!body_size) return body_size.error();
+  const size_t body = *body_size;
+  R out = decode_envelope(data, size, unchecked, expect, want, body_fn);
+  const bool in_place = out.ok() && out->payload_size != 0 && out->owned.empty();
+  uint32_t got = 0, payload_crc = 0;
+  if (in_place) {
+    const auto at = static_cast<size_t>(out->payload - data);
+    const size_t n = out->payload_size;
+    const size_t tail = body - std::min(body, at + n);  // the payload lies before the trailer
+    payload_crc = util::crc32c(out->payload, n);
+    got = util::crc32c_combine(util::crc32c(data, at), payload_crc, n);
+    got = util::crc32c_combine(got, util::crc32c(data + at + n, tail), tail);
+  } else {
+    got = util::crc32c(data, body);
+  }
+  if (auto st = check_seal(data, body, got); !st) return st.error();
+  if (in_place) out->payload_crc = payload_crc;
+  return out;
+}
+
 }  // namespace
 
 // ---- encode ---------------------------------------------------------------------------------
@@ -371,15 +416,7 @@ result<push_msg> decode_push(const uint8_t* data, size_t size, const decode_limi
 result<chunk_ref<push_msg>> decode_push_ref(const uint8_t* data, size_t size,
                                             const decode_limits& limits,
                                             const envelope_expect& expect) {
-  using R = result<chunk_ref<push_msg>>;
-  return decode_envelope(data, size, limits, expect, cw::Envelope::Body::PUSH,
-                         [&](cw::Envelope::Body::Reader body, uint64_t sender_inc) -> R {
-                           push_msg m;
-                           capnp::Data::Reader payload;
-                           if (auto st = read_push(body, sender_inc, m, payload); !st)
-                             return st.error();
-                           return make_ref(std::move(m), payload, data, size);
-                         });
+  return decode_ref<push_msg>(data, size, limits, expect, cw::Envelope::Body::PUSH, read_push);
 }
 
 result<broadcast_msg> decode_broadcast(const uint8_t* data, size_t size,
@@ -398,14 +435,10 @@ result<broadcast_msg> decode_broadcast(const uint8_t* data, size_t size,
 result<chunk_ref<broadcast_msg>> decode_broadcast_ref(const uint8_t* data, size_t size,
                                                       const decode_limits& limits,
                                                       const envelope_expect& expect) {
-  using R = result<chunk_ref<broadcast_msg>>;
-  return decode_envelope(data, size, limits, expect, cw::Envelope::Body::BROADCAST,
-                         [&](cw::Envelope::Body::Reader body, uint64_t) -> R {
-                           broadcast_msg m;
-                           capnp::Data::Reader payload;
-                           if (auto st = read_broadcast(body, m, payload); !st) return st.error();
-                           return make_ref(std::move(m), payload, data, size);
-                         });
+  return decode_ref<broadcast_msg>(
+      data, size, limits, expect, cw::Envelope::Body::BROADCAST,
+      [](cw::Envelope::Body::Reader body, uint64_t, broadcast_msg& m,
+         capnp::Data::Reader& payload) { return read_broadcast(body, m, payload); });
 }
 
 result<reject_msg> decode_reject(const uint8_t* data, size_t size, const decode_limits& limits,

@@ -483,6 +483,12 @@ struct chunk_ref {
   const uint8_t* payload = nullptr;
   size_t payload_size = 0;
   std::vector<uint8_t> owned;
+  /// CRC-32C of the payload bytes, computed by the decoder in the same pass that checked the
+  /// message's trailer (the trailer's CRC is combined from the payload's and the rest's), so
+  /// chunk_assembler::add compares it with header.payload_crc32c without reading the payload
+  /// again. Empty when the decoder did not check the trailer (decode_limits::verify_checksum
+  /// off) or read an aligned copy of the message: then add computes it.
+  std::optional<uint32_t> payload_crc;
 
   chunk_ref() = default;
   chunk_ref(chunk_ref&&) noexcept = default;
@@ -494,6 +500,9 @@ struct chunk_ref {
 
 /// decode_push without the payload copy: the same checks and errors, the payload left in
 /// `data` (chunk_ref). The receive path of a fragment owner: one 4 MiB copy less per chunk.
+/// The trailer is checked with one pass over the message that also gives the payload's CRC-32C
+/// (chunk_ref::payload_crc); a message that fails both its trailer and another check is refused
+/// by its checksum first, as by decode_push.
 result<chunk_ref<push_msg>> decode_push_ref(const uint8_t* data, size_t size,
                                             const decode_limits& limits = {},
                                             const envelope_expect& expect = {});

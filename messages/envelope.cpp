@@ -130,15 +130,17 @@ result<size_t> open_seal(const uint8_t* data, size_t size, const decode_limits& 
                                   hex32(seal_magic) + ")");
   }
   const size_t body = size - seal_bytes;
-  if (limits.verify_checksum) {
-    const uint32_t want = load_le32(trailer);
-    const uint32_t got = util::crc32c(data, body);
-    if (got != want)
-      return R(errc::checksum_mismatch, "message checksum: CRC-32C of its " + num(body) +
-                                            " bytes is " + hex32(got) + ", its trailer says " +
-                                            hex32(want) + " (damaged in transit)");
-  }
+  if (limits.verify_checksum)
+    if (auto st = check_seal(data, body, util::crc32c(data, body)); !st) return st.error();
   return R(body);
+}
+
+status check_seal(const uint8_t* data, size_t body, uint32_t got) {
+  const uint32_t want = load_le32(data + body);
+  if (got == want) return {};
+  return {errc::checksum_mismatch, "message checksum: CRC-32C of its " + num(body) + " bytes is " +
+                                       hex32(got) + ", its trailer says " + hex32(want) +
+                                       " (damaged in transit)"};
 }
 
 status same_incarnation(const char* what, uint64_t envelope, uint64_t body) {

@@ -691,7 +691,10 @@ learner_actions learner_core::on_broadcast(const std::vector<uint8_t>& bytes) {
     return out;
   }
   if (!whole->has_value()) return out;  // more chunks to come
-  if (!apply_global(**whole, out)) return out;
+  const bool applied = apply_global(**whole, out);
+  // The values are applied (copied out): the next broadcast assembles into this buffer.
+  assembler_.recycle(std::move((*whole)->payload));
+  if (!applied) return out;
   for (const auto& m : (*whole)->merged)
     if (m.learner_id == id_ && m.incarnation == incarnation_) {
       auto& settled = last_settled_[(*whole)->fragment_id];

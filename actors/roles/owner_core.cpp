@@ -266,6 +266,8 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
                       " is no longer held for anchor = current",
                   true);
   auto values = decode_payload(m.encoding, m.payload.data(), m.payload.size(), m.total_elements);
+  // The values are decoded (copied out): the next push assembles into this buffer.
+  assembler_.recycle(std::move(m.payload));
   if (!values)
     return reject(m, reject_reason::shape_mismatch, who + ": " + values.error().message, false);
   // One pass: Σ v² per tensor is finite exactly when the tensor's values are, and RDA takes its

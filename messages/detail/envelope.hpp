@@ -97,6 +97,10 @@ void set_payload(Builder r, capnp::MessageBuilder& b, const payload_view& payloa
 // peer of schema 2 wrote no trailer); errc::checksum_mismatch when the CRC-32C differs.
 result<size_t> open_seal(const uint8_t* data, size_t size, const decode_limits& limits);
 
+// Compares `got`, the CRC-32C of the `body` bytes of a message at `data` (as open_seal left
+// them), with the trailer after them: errc::checksum_mismatch naming both, as open_seal says it.
+status check_seal(const uint8_t* data, size_t body, uint32_t got);
+
 // First segment big enough for the whole message, so it flattens as one segment.
 inline unsigned first_segment_words(size_t payload_bytes) {
   size_t words = payload_bytes / sizeof(capnp::word) + 256;

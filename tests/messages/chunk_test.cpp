@@ -8,6 +8,7 @@
 #include "messages/codec.hpp"
 #include "tests/support/wire_expect.hpp"
 #include "tests/support/wire_msgs.hpp"
+#include "util/crc32c.hpp"
 
 namespace dd {
 namespace {
@@ -222,6 +223,49 @@ TEST(Chunks, BroadcastsNewestVersionWins) {
   EXPECT_EQ(a.drop_broadcast(2), 0u);
 }
 
+// A recycled buffer is the next fitting transfer's: its bytes are that transfer's alone (chunks
+// in reverse order, so a gap is zero-filled first and overwritten later), at the same address;
+// one far too large or too small for the next transfer is freed, not used.
+TEST(Chunks, ARecycledBufferAssemblesTheNextTransferWithTheSameBytes) {
+  auto bytes_of = [](uint8_t v) { return [v](size_t i) { return static_cast<uint8_t>(i + v); }; };
+  chunk_assembler a;
+  auto assemble = [&](const broadcast_msg& w, size_t chunk) {
+    auto chunks = *split_broadcast(w, chunk);
+    std::optional<broadcast_msg> done;
+    for (size_t i = chunks.size(); i-- > 0;) {
+      auto r = a.add(*decode_broadcast_ref(encode(chunks[i])));
+      EXPECT_TRUE(r.ok()) << r.error().message;
+      if (r.ok() && r->has_value()) done = std::move(**r);
+    }
+    EXPECT_TRUE(done.has_value());
+    return done ? std::move(*done) : broadcast_msg{};
+  };
+  const broadcast_msg v1 = whole_broadcast(0, 1, 3000, bytes_of(1));
+  broadcast_msg got = assemble(v1, 1000);
+  EXPECT_EQ(got.payload, v1.payload);
+  const uint8_t* buffer = got.payload.data();
+  a.recycle(std::move(got.payload));
+  EXPECT_GE(a.spare_bytes(), 12000u);
+  const broadcast_msg v2 = whole_broadcast(0, 2, 3000, bytes_of(7));
+  got = assemble(v2, 1000);
+  EXPECT_EQ(got.payload, v2.payload);
+  EXPECT_EQ(got.payload.data(), buffer);  // the same memory, every byte rewritten
+  EXPECT_EQ(a.spare_bytes(), 0u);
+  // Too large for a transfer of 1,000 bytes (12,000 > 2 × 1,000 + 4 KiB): freed, not used.
+  a.recycle(std::move(got.payload));
+  const broadcast_msg small = whole_broadcast(1, 3, 250, bytes_of(9));
+  got = assemble(small, 100);
+  EXPECT_EQ(got.payload, small.payload);
+  EXPECT_EQ(a.spare_bytes(), 0u);
+  // Too small for a transfer of 12,000 bytes: freed, and the transfer assembles as usual.
+  a.recycle(std::move(got.payload));
+  const broadcast_msg v3 = whole_broadcast(0, 4, 3000, bytes_of(3));
+  got = assemble(v3, 1000);
+  EXPECT_EQ(got.payload, v3.payload);
+  EXPECT_EQ(a.spare_bytes(), 0u);
+  EXPECT_EQ(a.buffered_bytes(), 0u);
+}
+
 }  // namespace
 }  // namespace dd
 
@@ -340,6 +384,53 @@ TEST(Chunks, ARefDecodedPushPointsIntoTheMessageAndMatchesDecodePush) {
   EXPECT_EQ(decode_push_ref(encode(chunks[1], {"other", 1}), {}, {"mine", 0}).code(),
             errc::other_run);
   EXPECT_EQ(decode_push_ref(bytes.data(), bytes.size() - 8).code(), errc::malformed);
+}
+
+// decode_*_ref checks the trailer with one pass that also yields the payload's CRC-32C
+// (prefix, payload and suffix combined): the CRC it hands on is the payload's, and one flipped
+// bit anywhere in the message — before the payload, in it, after it, in the trailer's CRC — is
+// still errc::checksum_mismatch, as decode_push and decode_broadcast say; with the check off
+// (verify_checksum false) no CRC is handed on.
+TEST(Chunks, ARefDecodeChecksTheTrailerInOnePassAndHandsOnThePayloadCrc) {
+  auto chunks = *split_push(whole_push(2000), 4096);
+  const auto bytes = encode(chunks[0], {"", chunks[0].incarnation});
+  auto ref = decode_push_ref(bytes);
+  ASSERT_TRUE(ref.ok()) << ref.error().message;
+  ASSERT_TRUE(ref->payload_crc.has_value());
+  EXPECT_EQ(*ref->payload_crc, chunks[0].payload_crc32c);
+  EXPECT_EQ(*ref->payload_crc, util::crc32c(chunks[0].payload.data(), chunks[0].payload.size()));
+  const auto at = static_cast<size_t>(ref->payload - bytes.data());
+  ASSERT_GT(at, 0u);
+  for (size_t pos : {size_t{0}, at / 2, at - 1, at, at + 2047, at + 4095, at + 4096,
+                     bytes.size() - 9, bytes.size() - 8, bytes.size() - 5}) {
+    ASSERT_LT(pos, bytes.size());
+    auto damaged = bytes;
+    damaged[pos] ^= 0x04;
+    auto got = decode_push_ref(damaged);
+    auto plain = decode_push(damaged);
+    EXPECT_EQ(got.code(), errc::checksum_mismatch) << "bit flipped at byte " << pos;
+    EXPECT_EQ(plain.code(), errc::checksum_mismatch) << "bit flipped at byte " << pos;
+    if (!got.ok() && !plain.ok()) {
+      EXPECT_EQ(got.error().message, plain.error().message);
+    }
+  }
+  decode_limits unchecked;
+  unchecked.verify_checksum = false;
+  auto header = decode_push_ref(bytes, unchecked);
+  ASSERT_TRUE(header.ok());
+  EXPECT_FALSE(header->payload_crc.has_value());
+  // A broadcast chunk the same way.
+  broadcast_msg b =
+      whole_broadcast(2, 5, 3000, [](size_t i) { return static_cast<uint8_t>(i * 13 + 5); });
+  auto bchunks = *split_broadcast(b, 8192);
+  const auto bb = encode(bchunks[0]);
+  auto bref = decode_broadcast_ref(bb);
+  ASSERT_TRUE(bref.ok()) << bref.error().message;
+  ASSERT_TRUE(bref->payload_crc.has_value());
+  EXPECT_EQ(*bref->payload_crc, bchunks[0].payload_crc32c);
+  auto bdamaged = bb;
+  bdamaged[static_cast<size_t>(bref->payload - bb.data()) + 100] ^= 0x80;
+  EXPECT_EQ(decode_broadcast_ref(bdamaged).code(), errc::checksum_mismatch);
 }
 
 // An unaligned message is decoded from an aligned copy that dies with the decoder: the view

@@ -1,7 +1,8 @@
 // tools/bench/bench_receive.cpp — dd-bench-receive: what a fragment owner's receive path costs
 // per chunk, in one process, without the network: CRC-32C (both implementations), decode_push
 // with its payload copy + chunk_assembler::add(push_msg), and decode_push_ref +
-// chunk_assembler::add(chunk_ref) (the path the owner and dd-bench-transport's receivers take).
+// chunk_assembler::add(chunk_ref) (the path the owner and dd-bench-transport's receivers take),
+// and that path with the transfer buffer recycled (chunk_assembler::recycle, as a learner does).
 // docs/benchmarks-transport.md "Transport" gives the breakdown this measures.
 //
 // A fragment of --size-mb MiB (random fp32 bits) is split into --chunk-bytes chunks and encoded
@@ -132,6 +133,21 @@ int main(int argc, char** argv) {
                        auto m = dd::decode_push_ref(wire[i], dl);
                        if (!m) fail(m.error().message);
                        check_whole(assembler.add(*m), i);
+                     }
+                   },
+                   {},
+                   {}});
+  // As a learner receives broadcasts: the whole payload's buffer handed back once used
+  // (chunk_assembler::recycle), so the next transfer is copied into pages already mapped.
+  dd::chunk_assembler recycling{cl};
+  kinds.push_back({"... + recycle (buffer reused, as a learner's)",
+                   [&](uint64_t) {
+                     for (size_t i = 0; i < wire.size(); ++i) {
+                       auto m = dd::decode_push_ref(wire[i], dl);
+                       if (!m) fail(m.error().message);
+                       auto r = recycling.add(*m);
+                       check_whole(r, i);
+                       if (r->has_value()) recycling.recycle(std::move((*r)->payload));
                      }
                    },
                    {},
