@@ -152,39 +152,27 @@ io_status make_dirs(const std::string& dir) {
   return {};
 }
 
-append_file::~append_file() {
+void unique_fd::reset(int fd) noexcept {
   if (fd_ >= 0) ::close(fd_);
-}
-
-append_file::append_file(append_file&& other) noexcept
-    : fd_(std::exchange(other.fd_, -1)), path_(std::move(other.path_)), size_(other.size_) {}
-
-append_file& append_file::operator=(append_file&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = std::exchange(other.fd_, -1);
-    path_ = std::move(other.path_);
-    size_ = other.size_;
-  }
-  return *this;
+  fd_ = fd;
 }
 
 io_status append_file::open(const std::string& path, bool truncate) {
-  if (fd_ >= 0) ::close(fd_);
+  fd_.reset();
   path_ = path;
-  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0),
-               0644);
-  if (fd_ < 0) return fail(errno, "open", path);
-  const off_t end = ::lseek(fd_, 0, SEEK_END);
+  fd_.reset(::open(path.c_str(),
+                   O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | (truncate ? O_TRUNC : 0), 0644));
+  if (!fd_.valid()) return fail(errno, "open", path);
+  const off_t end = ::lseek(fd_.get(), 0, SEEK_END);
   if (end < 0) return fail(errno, "seek", path);
   size_ = static_cast<uint64_t>(end);
   return {};
 }
 
 io_status append_file::append(std::string_view line) {
-  if (fd_ < 0) return {EBADF, "cannot append to '" + path_ + "': it is not open"};
+  if (!fd_.valid()) return {EBADF, "cannot append to '" + path_ + "': it is not open"};
   for (;;) {
-    const ssize_t w = ::write(fd_, line.data(), line.size());
+    const ssize_t w = ::write(fd_.get(), line.data(), line.size());
     if (w < 0 && errno == EINTR) continue;
     if (w == static_cast<ssize_t>(line.size())) {
       size_ += line.size();
@@ -192,7 +180,7 @@ io_status append_file::append(std::string_view line) {
     }
     // Failed, or cut short (the disk filled mid-line): cut the partial line back off.
     const int e = w < 0 ? errno : ENOSPC;
-    if (w > 0 && ::ftruncate(fd_, static_cast<off_t>(size_)) != 0) {
+    if (w > 0 && ::ftruncate(fd_.get(), static_cast<off_t>(size_)) != 0) {
       const int te = errno;
       return {e, "cannot append to '" + path_ + "': " + errno_text(e) +
                      " (and cutting the partial line back failed: " + errno_text(te) + ")"};
@@ -202,8 +190,8 @@ io_status append_file::append(std::string_view line) {
 }
 
 io_status append_file::close() {
-  if (fd_ < 0) return {};
-  const int rc = ::close(std::exchange(fd_, -1));
+  if (!fd_.valid()) return {};
+  const int rc = ::close(fd_.release());
   if (rc != 0) return fail(errno, "close", path_);
   return {};
 }

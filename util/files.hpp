@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace dd::util {
@@ -56,21 +57,39 @@ io_status expand_file_patterns(const std::vector<std::string>& patterns,
 /// could not be created.
 io_status make_dirs(const std::string& dir);
 
+/// An owned file descriptor, closed on destruction or reset(); -1 = none. Move-only.
+class unique_fd {
+ public:
+  unique_fd() = default;
+  explicit unique_fd(int fd) noexcept : fd_(fd) {}
+  ~unique_fd() { reset(); }
+  unique_fd(unique_fd&& other) noexcept : fd_(other.release()) {}
+  unique_fd& operator=(unique_fd&& other) noexcept {
+    if (this != &other) reset(other.release());
+    return *this;
+  }
+  unique_fd(const unique_fd&) = delete;
+  unique_fd& operator=(const unique_fd&) = delete;
+
+  int get() const noexcept { return fd_; }
+  bool valid() const noexcept { return fd_ >= 0; }
+  /// Gives the descriptor up without closing it.
+  int release() noexcept { return std::exchange(fd_, -1); }
+  /// Closes the descriptor held (if any) and holds `fd`.
+  void reset(int fd = -1) noexcept;
+
+ private:
+  int fd_ = -1;
+};
+
 /// A file that grows by whole lines: each append() is one write(2) of the whole line, and a
 /// write that the file system cuts short (a full disk) is cut back, so the file never ends in
 /// half a line. Move-only; closes on destruction.
 class append_file {
  public:
-  append_file() = default;
-  ~append_file();
-  append_file(append_file&& other) noexcept;
-  append_file& operator=(append_file&& other) noexcept;
-  append_file(const append_file&) = delete;
-  append_file& operator=(const append_file&) = delete;
-
   /// Opens (creates) `path` for appending; `truncate` empties it first.
   io_status open(const std::string& path, bool truncate);
-  bool is_open() const noexcept { return fd_ >= 0; }
+  bool is_open() const noexcept { return fd_.valid(); }
   const std::string& path() const noexcept { return path_; }
 
   /// Appends `line` (which should end in '\n') whole, or not at all.
@@ -79,7 +98,7 @@ class append_file {
   io_status close();
 
  private:
-  int fd_ = -1;
+  unique_fd fd_;
   std::string path_;
   uint64_t size_ = 0;  ///< bytes in the file after the last whole line
 };

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/config/run_dir_default.hpp"
@@ -39,21 +40,6 @@ std::string lock_holder(const std::string& pid) {
   return args.size() > 1 && !args[1].empty() && args[1][0] != '-' ? exe + " " + args[1] : exe;
 }
 
-run_dir_lock::~run_dir_lock() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-run_dir_lock::run_dir_lock(run_dir_lock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-
-run_dir_lock& run_dir_lock::operator=(run_dir_lock&& other) noexcept {
-  if (this != &other) {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = other.fd_;
-    other.fd_ = -1;
-  }
-  return *this;
-}
-
 run_dir_lock run_dir_lock::acquire(const std::string& dir, std::string& error,
                                    const std::string& kind, const std::string& advice) {
   namespace fs = std::filesystem;
@@ -61,17 +47,17 @@ run_dir_lock run_dir_lock::acquire(const std::string& dir, std::string& error,
   std::error_code ec;
   fs::create_directories(dir, ec);
   const std::string path = (fs::path(dir) / "LOCK").string();
-  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
+  util::unique_fd fd(::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644));
+  if (!fd.valid()) {
     error = "cannot open the lock file '" + path + "' of " + kind + " '" + dir +
             "': " + std::strerror(errno);
     return lock;
   }
-  if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+  if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
     const int err = errno;
     if (err == EWOULDBLOCK) {
       char buf[32] = {};
-      const ssize_t n = ::pread(fd, buf, sizeof buf - 1, 0);
+      const ssize_t n = ::pread(fd.get(), buf, sizeof buf - 1, 0);
       std::string pid = n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
       while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
       error = kind + " '" + dir + "' is in use by " + lock_holder(pid) + " (pid " +
@@ -80,15 +66,14 @@ run_dir_lock run_dir_lock::acquire(const std::string& dir, std::string& error,
     } else {
       error = "cannot lock '" + path + "': " + std::strerror(err);
     }
-    ::close(fd);
     return lock;
   }
   const std::string pid = std::to_string(::getpid()) + "\n";
-  if (::ftruncate(fd, 0) == 0) {
-    ssize_t ignored = ::pwrite(fd, pid.data(), pid.size(), 0);
+  if (::ftruncate(fd.get(), 0) == 0) {
+    ssize_t ignored = ::pwrite(fd.get(), pid.data(), pid.size(), 0);
     (void)ignored;
   }
-  lock.fd_ = fd;
+  lock.fd_ = std::move(fd);
   return lock;
 }
 

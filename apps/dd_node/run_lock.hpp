@@ -11,19 +11,13 @@
 
 #include "runtime/config/experiment.hpp"
 #include "runtime/run_dir_rules.hpp"
+#include "util/files.hpp"
 
 namespace dd::app {
 
 /// A held run-directory lock; closing the descriptor (destructor) releases it. Move-only.
 class run_dir_lock {
  public:
-  run_dir_lock() = default;
-  ~run_dir_lock();
-  run_dir_lock(run_dir_lock&& other) noexcept;
-  run_dir_lock& operator=(run_dir_lock&& other) noexcept;
-  run_dir_lock(const run_dir_lock&) = delete;
-  run_dir_lock& operator=(const run_dir_lock&) = delete;
-
   /// Creates `dir` if needed and takes the lock without waiting. On failure returns an empty
   /// lock and sets `error` to one line naming the directory (as `kind`, e.g. "run directory" or
   /// "checkpoint directory") and, when another process holds it, that process's PID and what to
@@ -32,10 +26,10 @@ class run_dir_lock {
                               const std::string& kind = "run directory",
                               const std::string& advice = "choose another --run-dir");
 
-  bool held() const { return fd_ >= 0; }
+  bool held() const { return fd_.valid(); }
 
  private:
-  int fd_ = -1;
+  util::unique_fd fd_;
 };
 
 /// Who holds a lock, named for a refusal: "dd-node launch", "dd-node run", "dd-node syncer"
