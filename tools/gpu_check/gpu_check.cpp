@@ -172,6 +172,16 @@ constexpr double tol_double = 1e-9;
 void add_encoder_cases(std::vector<check_case>& cases, bool quick) {
   struct s {
     int B, T, C, V;
+    size_t N() const { return static_cast<size_t>(B) * T; }
+    /// B x T token ids below V, from `seed`.
+    buffer<int32_t> tokens(backend& be, uint64_t seed) const {
+      return to_dev(be, random_ints(N(), seed, V));
+    }
+    /// The (V, C) token table from `seed` and the (T, C) position table from seed + 1.
+    std::pair<buffer<float>, buffer<float>> tables(backend& be, uint64_t seed) const {
+      return {to_dev(be, random_floats(static_cast<size_t>(V) * C, seed)),
+              to_dev(be, random_floats(static_cast<size_t>(T) * C, seed + 1))};
+    }
   };
   std::vector<s> shapes = {{1, 1, 8, 16}, {2, 127, 24, 50}, {4, 128, 128, 256}, {3, 5, 33, 3}};
   if (!quick) shapes.push_back({8, 1024, 768, 8192});
@@ -179,26 +189,22 @@ void add_encoder_cases(std::vector<check_case>& cases, bool quick) {
   for (const auto& sh : shapes) {
     const std::string shape = dims({{"B", sh.B}, {"T", sh.T}, {"C", sh.C}, {"V", sh.V}});
     const uint64_t sd = seed++;
-    cases.push_back(
-        {"encoder_forward", shape, tol_exact, [sh, sd](backend& be) {
-           const size_t N = static_cast<size_t>(sh.B) * sh.T;
-           auto tok = to_dev(be, random_ints(N, sd, sh.V));
-           auto wte = to_dev(be, random_floats(static_cast<size_t>(sh.V) * sh.C, sd + 1));
-           auto wpe = to_dev(be, random_floats(static_cast<size_t>(sh.T) * sh.C, sd + 2));
-           auto out = be.alloc<float>(N * sh.C);
-           be.encoder_forward(out.data(), tok.data(), wte.data(), wpe.data(), sh.B, sh.T, sh.C);
-           return outputs{from_dev(be, out)};
-         }});
-    cases.push_back(
-        {"encoder_backward", shape, tol_exact, [sh, sd](backend& be) {
-           const size_t N = static_cast<size_t>(sh.B) * sh.T;
-           auto tok = to_dev(be, random_ints(N, sd, sh.V));
-           auto dwte = to_dev(be, random_floats(static_cast<size_t>(sh.V) * sh.C, sd + 3));
-           auto dwpe = to_dev(be, random_floats(static_cast<size_t>(sh.T) * sh.C, sd + 4));
-           auto dout = to_dev(be, random_floats(N * sh.C, sd + 5));
-           be.encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), sh.B, sh.T, sh.C);
-           return outputs{from_dev(be, dwte), from_dev(be, dwpe)};
-         }});
+    cases.push_back({"encoder_forward", shape, tol_exact, [sh, sd](backend& be) {
+                       auto tok = sh.tokens(be, sd);
+                       auto [wte, wpe] = sh.tables(be, sd + 1);
+                       auto out = be.alloc<float>(sh.N() * sh.C);
+                       be.encoder_forward(out.data(), tok.data(), wte.data(), wpe.data(), sh.B,
+                                          sh.T, sh.C);
+                       return outputs{from_dev(be, out)};
+                     }});
+    cases.push_back({"encoder_backward", shape, tol_exact, [sh, sd](backend& be) {
+                       auto tok = sh.tokens(be, sd);
+                       auto [dwte, dwpe] = sh.tables(be, sd + 3);
+                       auto dout = to_dev(be, random_floats(sh.N() * sh.C, sd + 5));
+                       be.encoder_backward(dwte.data(), dwpe.data(), dout.data(), tok.data(), sh.B,
+                                           sh.T, sh.C);
+                       return outputs{from_dev(be, dwte), from_dev(be, dwpe)};
+                     }});
   }
 }
 
