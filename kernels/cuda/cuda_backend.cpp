@@ -47,6 +47,23 @@ struct bh_gemm {
   long long c_sb, c_sh;
 };
 
+/// The geometry of causal attention over packed QKV (B, T, 3C) with NH heads of hs = C / NH
+/// columns: the row width C3 = 3C, the element strides per batch row of qkv, of out (B, T, C)
+/// and of att (B, NH, T, T), att's per head, and the logits' scale 1/sqrt(hs).
+struct attention_geometry {
+  attention_geometry(int T, int C, int NH)
+      : hs(C / NH),
+        C3(3 * C),
+        qkv_sb(static_cast<long long>(T) * C3),
+        out_sb(static_cast<long long>(T) * C),
+        att_sb(static_cast<long long>(NH) * T * T),
+        att_sh(static_cast<long long>(T) * T),
+        scale(1.0f / std::sqrt(static_cast<float>(hs))) {}
+  int hs, C3;
+  long long qkv_sb, out_sb, att_sb, att_sh;
+  float scale;
+};
+
 class cuda_backend final : public backend {
  public:
   explicit cuda_backend(int device) : ctx_(device) {}
@@ -230,12 +247,7 @@ class cuda_backend final : public backend {
     const char* op = "attention_forward";
     ctx_.make_current(op);
     if (B == 0 || T == 0 || C == 0 || NH == 0) return;
-    const int hs = C / NH;
-    const int C3 = 3 * C;
-    const long long qkv_sb = static_cast<long long>(T) * C3;
-    const long long att_sb = static_cast<long long>(NH) * T * T;
-    const long long att_sh = static_cast<long long>(T) * T;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    const auto [hs, C3, qkv_sb, out_sb, att_sb, att_sh, scale] = attention_geometry(T, C, NH);
     // preatt (T x T, row-major) = scale · Q Kᵀ; column-major: att_cm = Kᵀ_cm-op · Q_cm.
     run_bh(op, B, NH,
            {CUBLAS_OP_T, CUBLAS_OP_N, T, T, hs, scale, qkv + C, C3, qkv_sb, hs, qkv, C3, qkv_sb, hs,
@@ -244,7 +256,7 @@ class cuda_backend final : public backend {
     // out_h (T x hs, ld C) = att · V_h; column-major: out_cm = V_cm · att_cm.
     run_bh(op, B, NH,
            {CUBLAS_OP_N, CUBLAS_OP_N, hs, T, T, 1.0f, qkv + 2 * C, C3, qkv_sb, hs, att, T, att_sb,
-            att_sh, 0.0f, out, C, static_cast<long long>(T) * C, hs});
+            att_sh, 0.0f, out, C, out_sb, hs});
   }
 
   void attention_backward(float* dqkv, float* scratch, const float* dout, const float* qkv,
@@ -252,13 +264,7 @@ class cuda_backend final : public backend {
     const char* op = "attention_backward";
     ctx_.make_current(op);
     if (B == 0 || T == 0 || C == 0 || NH == 0) return;
-    const int hs = C / NH;
-    const int C3 = 3 * C;
-    const long long qkv_sb = static_cast<long long>(T) * C3;
-    const long long out_sb = static_cast<long long>(T) * C;
-    const long long att_sb = static_cast<long long>(NH) * T * T;
-    const long long att_sh = static_cast<long long>(T) * T;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
+    const auto [hs, C3, qkv_sb, out_sb, att_sb, att_sh, scale] = attention_geometry(T, C, NH);
     const float* q = qkv;
     const float* k = qkv + C;
     const float* v = qkv + 2 * C;
