@@ -176,12 +176,9 @@ dd::util::flag_table flags(options& o) {
   in_days("--mtbi-seconds", &c.mtbi_days, "X",
           "--mtbi-days in seconds (a trace for a short real run)");
   in_days("--seconds", &c.days, "T", "--days in seconds");
-  using dd::goodput::recovery_dist;
-  const choices<recovery_dist> dists = {{"fixed", recovery_dist::fixed},
-                                        {"exponential", recovery_dist::exponential},
-                                        {"lognormal", recovery_dist::lognormal}};
-  t.custom("--recovery-dist", "K", choice_help(dists, c.recovery),
-           [&c, dists](const std::string& v) { return take_choice(v, c.recovery, dists); });
+  using dd::goodput::recovery_dist_names;
+  t.custom("--recovery-dist", "K", choice_help(recovery_dist_names, c.recovery),
+           [&c](const std::string& v) { return take_choice(v, c.recovery, recovery_dist_names); });
   real("--recovery-mean", &c.recovery_mean_s, "SEC",
        "mean time until a failed slice (or hot spare) is usable");
   real("--recovery-cv", &c.recovery_cv, "C", "coefficient of variation (lognormal)");

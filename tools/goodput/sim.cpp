@@ -47,12 +47,14 @@ std::optional<strategy> parse_strategy(const std::string& name) {
   return std::nullopt;
 }
 
+const std::vector<std::pair<const char*, recovery_dist>> recovery_dist_names = {
+    {"fixed", recovery_dist::fixed},
+    {"exponential", recovery_dist::exponential},
+    {"lognormal", recovery_dist::lognormal}};
+
 const char* to_string(recovery_dist d) {
-  switch (d) {
-    case recovery_dist::fixed: return "fixed";
-    case recovery_dist::exponential: return "exponential";
-    case recovery_dist::lognormal: return "lognormal";
-  }
+  for (const auto& [name, value] : recovery_dist_names)
+    if (value == d) return name;
   return "unknown";
 }
 

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dd::goodput {
@@ -39,7 +40,9 @@ std::optional<strategy> parse_strategy(const std::string& name);
 /// How the recovery time of a failed slice is distributed.
 enum class recovery_dist { fixed, exponential, lognormal };
 
-/// Stable name ("fixed", "exponential", "lognormal").
+/// Each distribution with its stable name, in the order --recovery-dist's help lists them.
+extern const std::vector<std::pair<const char*, recovery_dist>> recovery_dist_names;
+/// Stable name ("fixed", "exponential", "lognormal"), from recovery_dist_names.
 const char* to_string(recovery_dist d);
 
 /// How a pause that starts while another pause of the same job is running combines with it.
