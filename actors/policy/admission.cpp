@@ -5,10 +5,6 @@
 
 namespace dd::policy {
 
-namespace {
-std::string u(std::uint64_t v) { return std::to_string(v); }
-}  // namespace
-
 const char* to_string(admission_reason r) {
   switch (r) {
     case admission_reason::accepted: return "accepted";
@@ -27,20 +23,22 @@ admission_decision check_staleness(std::uint64_t version, std::uint64_t base_ver
   admission_decision d;
   if (base_version > version) {
     d.reason = admission_reason::from_the_future;
-    d.message = "malformed push: base version " + u(base_version) +
-                " is ahead of the owner's version " + u(version);
+    d.message = "malformed push: base version " + std::to_string(base_version) +
+                " is ahead of the owner's version " + std::to_string(version);
     return d;
   }
   d.staleness = version - base_version;
   if (d.staleness > max_staleness) {
     d.reason = admission_reason::stale;
-    d.message = "stale push: base version " + u(base_version) + " is " + u(d.staleness) +
-                " versions behind " + u(version) + " (max " + u(max_staleness) + ")";
+    d.message = "stale push: base version " + std::to_string(base_version) + " is " +
+                std::to_string(d.staleness) + " versions behind " + std::to_string(version) +
+                " (max " + std::to_string(max_staleness) + ")";
     return d;
   }
   d.accepted = true;
   d.reason = admission_reason::accepted;
-  d.message = "fresh push: staleness " + u(d.staleness) + " <= " + u(max_staleness);
+  d.message = "fresh push: staleness " + std::to_string(d.staleness) +
+              " <= " + std::to_string(max_staleness);
   return d;
 }
 
@@ -72,7 +70,8 @@ const push_ledger::entry* push_ledger::find(std::uint64_t learner) const {
 
 admission_decision check_push(const push_ledger& ledger, const push_key& key) {
   admission_decision d;
-  const std::string who = "learner " + u(key.learner) + " incarnation " + u(key.incarnation);
+  const std::string who =
+      "learner " + std::to_string(key.learner) + " incarnation " + std::to_string(key.incarnation);
   const push_ledger::entry* e = ledger.find(key.learner);
   if (e == nullptr) {
     d.reason = admission_reason::unknown_learner;
@@ -81,13 +80,14 @@ admission_decision check_push(const push_ledger& ledger, const push_key& key) {
   }
   if (key.incarnation < e->incarnation) {
     d.reason = admission_reason::stale_incarnation;
-    d.message = "rejected: " + who + " is older than the current incarnation " + u(e->incarnation);
+    d.message = "rejected: " + who + " is older than the current incarnation " +
+                std::to_string(e->incarnation);
     return d;
   }
   if (key.incarnation > e->incarnation) {
     d.reason = admission_reason::unknown_incarnation;
-    d.message =
-        "rejected: " + who + " is newer than the registered incarnation " + u(e->incarnation);
+    d.message = "rejected: " + who + " is newer than the registered incarnation " +
+                std::to_string(e->incarnation);
     return d;
   }
   if (e->has_last) {
@@ -95,15 +95,17 @@ admission_decision check_push(const push_ledger& ledger, const push_key& key) {
                           (key.base_version == e->last_base_version && key.step > e->last_step);
     if (!advances) {
       d.reason = admission_reason::duplicate;
-      d.message = "duplicate: " + who + " push (base " + u(key.base_version) + ", step " +
-                  u(key.step) + ") does not advance past (base " + u(e->last_base_version) +
-                  ", step " + u(e->last_step) + ")";
+      d.message = "duplicate: " + who + " push (base " + std::to_string(key.base_version) +
+                  ", step " + std::to_string(key.step) + ") does not advance past (base " +
+                  std::to_string(e->last_base_version) + ", step " + std::to_string(e->last_step) +
+                  ")";
       return d;
     }
   }
   d.accepted = true;
   d.reason = admission_reason::accepted;
-  d.message = "accepted: " + who + " (base " + u(key.base_version) + ", step " + u(key.step) + ")";
+  d.message = "accepted: " + who + " (base " + std::to_string(key.base_version) + ", step " +
+              std::to_string(key.step) + ")";
   return d;
 }
 

@@ -6,10 +6,6 @@
 
 namespace dd::policy {
 
-namespace {
-std::string u(std::uint64_t v) { return std::to_string(v); }
-}  // namespace
-
 const char* to_string(schedule_reason r) {
   switch (r) {
     case schedule_reason::due: return "due";
@@ -25,13 +21,14 @@ schedule_decision validate_schedule(std::uint64_t sync_interval, std::uint64_t f
   schedule_decision d;
   if (sync_interval == 0 || fragments == 0 || fragments > sync_interval) {
     d.reason = schedule_reason::invalid_config;
-    d.message = "invalid push schedule: need H >= 1 and 1 <= P <= H, got H=" + u(sync_interval) +
-                ", P=" + u(fragments);
+    d.message = "invalid push schedule: need H >= 1 and 1 <= P <= H, got H=" +
+                std::to_string(sync_interval) + ", P=" + std::to_string(fragments);
     return d;
   }
   d.due = true;
   d.reason = schedule_reason::due;
-  d.message = "valid schedule H=" + u(sync_interval) + ", P=" + u(fragments);
+  d.message =
+      "valid schedule H=" + std::to_string(sync_interval) + ", P=" + std::to_string(fragments);
   return d;
 }
 
@@ -47,7 +44,8 @@ schedule_decision fragment_due(std::uint64_t step, std::uint64_t fragment,
   d.due = false;
   if (fragment >= fragments) {
     d.reason = schedule_reason::invalid_config;
-    d.message = "fragment " + u(fragment) + " out of range (P=" + u(fragments) + ")";
+    d.message = "fragment " + std::to_string(fragment) +
+                " out of range (P=" + std::to_string(fragments) + ")";
     return d;
   }
   if (step == 0) {
@@ -58,13 +56,15 @@ schedule_decision fragment_due(std::uint64_t step, std::uint64_t fragment,
   const std::uint64_t offset = fragment_offset(fragment, sync_interval, fragments);
   if (step < offset) {
     d.reason = schedule_reason::before_offset;
-    d.message = "fragment " + u(fragment) + " first due at step " + u(offset);
+    d.message =
+        "fragment " + std::to_string(fragment) + " first due at step " + std::to_string(offset);
     return d;
   }
   d.due = (step - offset) % sync_interval == 0;
   d.reason = d.due ? schedule_reason::due : schedule_reason::not_due;
-  d.message = "fragment " + u(fragment) + " at step " + u(step) + (d.due ? ": due" : ": not due") +
-              " (offset " + u(offset) + ", H=" + u(sync_interval) + ")";
+  d.message = "fragment " + std::to_string(fragment) + " at step " + std::to_string(step) +
+              (d.due ? ": due" : ": not due") + " (offset " + std::to_string(offset) +
+              ", H=" + std::to_string(sync_interval) + ")";
   return d;
 }
 
