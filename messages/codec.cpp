@@ -56,8 +56,8 @@ status id_at_least(const char* field, int32_t v, int32_t min) {
 /// in the struct, so only the payload's place among the pointer fields fixes the bytes: a
 /// caller that sets other pointer fields after this call keeps the wire format.
 template <class Builder, class Msg>
-void set_chunk_fields(Builder r, capnp::MessageBuilder& b, const Msg& m,
-                      const payload_view& payload) {
+known_crc set_chunk_fields(Builder r, capnp::MessageBuilder& b, const Msg& m,
+                           const payload_view& payload) {
   r.setEncoding(static_cast<cw::PayloadEncoding>(m.encoding));
   r.setTotalElements(m.total_elements);
   r.setChunkIndex(m.chunk_index);
@@ -65,7 +65,9 @@ void set_chunk_fields(Builder r, capnp::MessageBuilder& b, const Msg& m,
   set_payload(r, b, payload);
   r.setPayloadBytes(m.payload_bytes);
   r.setChunkOffset(m.chunk_offset);
-  r.setPayloadCrc32c(util::crc32c(payload.data, payload.size));
+  const uint32_t crc = util::crc32c(payload.data, payload.size);
+  r.setPayloadCrc32c(crc);
+  return {payload.data, payload.size, crc};  // flatten's trailer reuses it
 }
 
 /// Reads set_chunk_fields()'s fields from a push or broadcast body reader into `m` and checks
@@ -248,8 +250,7 @@ wire_bytes encode_push_chunk(const push_msg& header, const payload_view& payload
   r.setTokens(m.tokens);
   r.setTransferId(m.transfer_id);
   r.setContainsFrom(m.contains_from);
-  set_chunk_fields(r, b, m, payload);
-  return flatten(b);
+  return flatten(b, set_chunk_fields(r, b, m, payload));
 }
 
 wire_bytes encode(const broadcast_msg& m, const envelope_stamp& stamp) {
@@ -263,11 +264,11 @@ wire_bytes encode_broadcast_chunk(const broadcast_msg& header, const payload_vie
   auto r = start_envelope(b, stamp).initBroadcast();
   r.setFragmentId(m.fragment_id);
   r.setVersion(m.version);
-  set_chunk_fields(r, b, m,
-                   payload);  // the payload before the merged list, as it always was on the wire
+  // The payload before the merged list, as it always was on the wire.
+  const known_crc known = set_chunk_fields(r, b, m, payload);
   set_merged(r.initMerged(static_cast<unsigned>(m.merged.size())), m.merged);
   r.setValueDigest(m.value_digest);
-  return flatten(b);
+  return flatten(b, known);
 }
 
 wire_bytes encode(const reject_msg& m, const envelope_stamp& stamp) {

@@ -204,10 +204,18 @@ void seal_message(std::vector<uint8_t>& message) {
     throw std::invalid_argument("seal_message: " + num(message.size()) +
                                 " bytes leave no room for the " + num(seal_bytes) +
                                 "-byte checksum trailer");
+  write_seal(message, util::crc32c(message.data(), message.size() - seal_bytes));
+}
+
+namespace detail {
+
+void write_seal(std::vector<uint8_t>& message, uint32_t crc) {
   const size_t body = message.size() - seal_bytes;
-  store_le32(message.data() + body, util::crc32c(message.data(), body));
+  store_le32(message.data() + body, crc);
   store_le32(message.data() + body + 4, seal_magic);
 }
+
+}  // namespace detail
 
 std::string_view to_string(message_kind k) noexcept {
   return kind_name(static_cast<cw::Envelope::Body::Which>(static_cast<uint16_t>(k)));

@@ -17,6 +17,7 @@
 
 #include "messages/codec.hpp"
 #include "messages/wire.capnp.h"
+#include "util/crc32c.hpp"
 
 namespace dd::detail {
 
@@ -46,13 +47,27 @@ inline std::optional<std::vector<float>> to_floats(capnp::Data::Reader d) {
   return out;
 }
 
+// Writes the checksum trailer into the last seal_bytes of `message`, `crc` being the CRC-32C of
+// every byte before them (seal_message computes it).
+void write_seal(std::vector<uint8_t>& message, uint32_t crc);
+
 // Flattens a builder into a byte vector and seals it: Cap'n Proto's flat-array format (the
 // segment table — segment count − 1, then each segment's size in words, u32 little-endian,
 // padded to a word — then the segments), then the checksum trailer (seal_bytes: the CRC-32C of
 // every byte before it, little-endian, then seal_magic). Each segment is copied once, straight
 // into the result (capnp::messageToFlatArray and a vector copy of its words were two copies of
 // a 4 MiB chunk, each into fresh memory: dd-bench-transport's sender spent its time there).
-inline wire_bytes flatten(capnp::MessageBuilder& builder) {
+// `known`: a segment whose CRC-32C the caller already has (a chunk's payload, referenced as a
+// segment of its own by set_payload, and checksummed for its payloadCrc32c): the trailer's CRC
+// takes it by crc32c_combine instead of reading those bytes again. Any other segment, or none
+// matching, is checksummed as it is.
+struct known_crc {
+  const uint8_t* data = nullptr;
+  size_t size = 0;
+  uint32_t crc = 0;
+};
+
+inline wire_bytes flatten(capnp::MessageBuilder& builder, const known_crc& known = {}) {
   auto segments = builder.getSegmentsForOutput();
   const size_t table_words = (segments.size() + 2) / 2;
   size_t total = table_words * sizeof(capnp::word);
@@ -66,12 +81,18 @@ inline wire_bytes flatten(capnp::MessageBuilder& builder) {
   put_le32(0, segments.size() - 1);
   for (size_t i = 0; i < segments.size(); ++i) put_le32(4 * (i + 1), segments[i].size());
   out.insert(out.end(), table.begin(), table.end());
+  uint32_t crc = util::crc32c(out.data(), out.size());
   for (const auto& s : segments) {
     const auto bytes = s.asBytes();
+    const size_t at = out.size();
     out.insert(out.end(), bytes.begin(), bytes.end());
+    if (known.data != nullptr && bytes.begin() == known.data && bytes.size() == known.size)
+      crc = util::crc32c_combine(crc, known.crc, bytes.size());
+    else
+      crc = util::crc32c(out.data() + at, bytes.size(), crc);
   }
   out.resize(total + seal_bytes);  // zero-fills only the trailer
-  seal_message(out);
+  write_seal(out, crc);
   return out;
 }
 

@@ -552,6 +552,29 @@ TEST(ChunkEncode, EncodingChunksDirectlyDecodesToWhatSplitThenEncodeGives) {
   }
   // The same errors as split_push.
   EXPECT_EQ(encode_push_chunks(whole_push(10), 0, {}).code(), errc::invalid_argument);
+}
+
+// The trailer of a chunk message whose payload is a segment of its own takes the payload's CRC
+// by crc32c_combine instead of a second pass over it: every encoded chunk, of either kind and
+// either path (a payload segment of its own for whole words of 4 KiB or more, copied in
+// otherwise), is byte for byte what sealing its bytes afresh gives.
+TEST(ChunkEncode, TheTrailerTakesThePayloadCrcAndEqualsAFreshSeal) {
+  for (const size_t chunk : {size_t{8192}, size_t{4096}, size_t{300}, size_t{5000}}) {
+    auto pushes = encode_push_chunks(whole_push(5001), chunk, {"0123abcd0123abcd", 1});
+    ASSERT_TRUE(pushes.ok());
+    broadcast_msg b =
+        whole_broadcast(3, 8, 5001, [](size_t i) { return static_cast<uint8_t>(i * 5 + 2); });
+    b.merged = {{1, 2, 3, 4}, {5, 6, 7, 8}};
+    b.value_digest = 99;
+    auto bcasts = encode_broadcast_chunks(b, chunk, {"0123abcd0123abcd", 2});
+    ASSERT_TRUE(bcasts.ok());
+    for (const auto* list : {&*pushes, &*bcasts})
+      for (const auto& m : *list) {
+        auto fresh = m;
+        seal_message(fresh);
+        EXPECT_EQ(fresh, m) << "chunk bytes " << chunk;
+      }
+  }
   push_msg lying = whole_push(10);
   lying.payload_bytes = 41;
   EXPECT_EQ(encode_push_chunks(lying, 16, {}).code(), errc::size_mismatch);
