@@ -21,7 +21,6 @@
 namespace dd {
 
 namespace {
-constexpr uint64_t k_data_stream = 0x64617461;  // "data"
 
 // DD_DATA_TRACE=FILE: every batch drawn from text or token data (next_batch, what step() and
 // the learner actor train on) appends one JSON line — learner, the step's 0-based index
@@ -62,7 +61,7 @@ trainer::trainer(kernels::backend& be, const text_dataset& data, const trainer_c
       model_(make_model(be, cfg.model)),
       opt_(be, model_->tensors(), model_->num_params(), cfg.optimizer),
       stream_(std::in_place, data, cfg.learner, cfg.learners, cfg.seq_len,
-              derive_seed(cfg.seed, k_data_stream), cfg.sharding) {
+              data_stream_seed(cfg.seed), cfg.sharding) {
   model_->init(cfg.seed);
   batch_.B = cfg.batch;
   batch_.T = cfg.seq_len;
@@ -81,8 +80,7 @@ trainer::trainer(kernels::backend& be, const image_dataset& data, const trainer_
         "(rows {}, cols {}, classes {}; image data needs kind \"vit\")",
         data.origin(), data.rows(), data.cols(), data.classes(), m.kind, m.vit.rows, m.vit.cols,
         m.vit.classes));
-  image_stream_.emplace(data, cfg.learner, cfg.learners, derive_seed(cfg.seed, k_data_stream),
-                        cfg.sharding);
+  image_stream_.emplace(data, cfg.learner, cfg.learners, data_stream_seed(cfg.seed), cfg.sharding);
   cfg_.seq_len = 1;
   model_->init(cfg.seed);
   batch_.B = cfg.batch;

@@ -19,8 +19,14 @@
 #include "runtime/idx.hpp"
 #include "runtime/lr_schedule.hpp"
 #include "runtime/model.hpp"
+#include "runtime/rng.hpp"
 
 namespace dd {
+
+/// The seed of a learner's batch stream (text, tokens or images) for the experiment seed `seed`:
+/// derive_seed(seed, "data"). The trainer draws with it, and the job's up-front shard checks
+/// build the same streams with it.
+inline uint64_t data_stream_seed(uint64_t seed) { return derive_seed(seed, 0x64617461); }
 
 /// Everything a trainer needs besides the backend and the data.
 struct trainer_config {
@@ -30,10 +36,9 @@ struct trainer_config {
   lr_schedule schedule;  ///< on this learner's own step counter
   adamw_config optimizer;
   double grad_clip = 1.0;  ///< global grad-norm limit; <= 0 disables clipping
-  uint64_t seed =
-      1337;  ///< model init = model::init(seed); data stream seed = derive_seed(seed, 0x64617461)
-  int learner = 0;   ///< this learner's index i (data shard i of M)
-  int learners = 1;  ///< M
+  uint64_t seed = 1337;    ///< model init = model::init(seed); data stream: data_stream_seed(seed)
+  int learner = 0;         ///< this learner's index i (data shard i of M)
+  int learners = 1;        ///< M
   /// Contiguous shards (ALGORITHM.md) or interleaved windows of the whole train split.
   shard_layout sharding = shard_layout::contiguous;
 

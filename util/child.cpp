@@ -16,6 +16,8 @@
 #include <cstring>
 #include <exception>
 
+#include "util/net.hpp"
+
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__) || defined(__SANITIZE_MEMORY__)
 #define DD_CHILD_SANITIZED 1
 #elif defined(__has_feature)
@@ -28,18 +30,6 @@
 namespace dd::util {
 
 namespace {
-
-/// Writes all of `n` bytes; false on an error. Async-signal-safe.
-bool write_all(int fd, const char* p, std::size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, p, n);
-    if (w < 0 && errno == EINTR) continue;
-    if (w <= 0) return false;
-    p += w;
-    n -= static_cast<std::size_t>(w);
-  }
-  return true;
-}
 
 #ifndef DD_CHILD_SANITIZED  // (a sanitized child sets no RLIMIT_AS: see run_in_child)
 /// Address space in use now, bytes (first field of /proc/self/statm, in pages); 0 if unknown.
@@ -97,7 +87,7 @@ std::size_t address_space_now() {
   header[0] = tag;
   std::memcpy(header + 1, &size, sizeof size);
   const bool ok =
-      write_all(out, header, sizeof header) && write_all(out, bytes.data(), bytes.size());
+      write_all(out, header, sizeof header) == 0 && write_all(out, bytes.data(), bytes.size()) == 0;
   ::_exit(ok ? 0 : 1);
 }
 

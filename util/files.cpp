@@ -13,6 +13,8 @@
 #include <filesystem>
 #include <utility>
 
+#include "util/net.hpp"
+
 namespace dd::util {
 
 namespace {
@@ -25,22 +27,6 @@ std::string parent_dir(const std::string& path) {
   const auto slash = path.find_last_of('/');
   if (slash == std::string::npos) return ".";
   return slash == 0 ? "/" : path.substr(0, slash);
-}
-
-/// write(2) all of `data`, retrying on EINTR; a short write is retried (it returns the error
-/// that ended it, e.g. ENOSPC).
-int write_all(int fd, const char* data, size_t n) {
-  while (n > 0) {
-    const ssize_t w = ::write(fd, data, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (w == 0) return EIO;
-    data += w;
-    n -= static_cast<size_t>(w);
-  }
-  return 0;
 }
 
 }  // namespace

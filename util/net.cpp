@@ -133,6 +133,7 @@ int write_all(int fd, iovec* iov, int n) {
       --n;
     }
     if (n > 0) {
+      if (w == 0) return EIO;  // nothing written although bytes remain (a full device)
       iov->iov_base = static_cast<uint8_t*>(iov->iov_base) + left;
       iov->iov_len -= left;
     }

@@ -26,6 +26,7 @@
 #include "runtime/model.hpp"
 #include "runtime/rng.hpp"
 #include "runtime/run_dir_rules.hpp"
+#include "runtime/trainer.hpp"
 #include "util/build_info.hpp"
 
 namespace dd::actors {
@@ -61,12 +62,11 @@ void check_learner_data(const config::experiment& exp, const text_dataset& data)
         exp.data.kind == config::data_kind::tokens ? "data.files" : "data.file", data.origin(),
         n_train + n_val, n_train, n_val, M, M == 1 ? "" : "s", T, what));
   };
-  // The same stream each learner's trainer builds (runtime/trainer.cpp: seed derived with
-  // "data"); its constructor is what throws for a shard that is too small.
-  constexpr uint64_t k_data_stream = 0x64617461;
+  // The same stream each learner's trainer builds; its constructor is what throws for a shard
+  // that is too small.
   for (int i = 0; i < M; ++i) {
     try {
-      batch_stream probe(data, i, M, T, derive_seed(exp.seed, k_data_stream), layout);
+      batch_stream probe(data, i, M, T, data_stream_seed(exp.seed), layout);
       (void)probe;
     } catch (const std::invalid_argument& e) {
       fail(e.what());
@@ -84,10 +84,9 @@ void check_learner_data(const config::experiment& exp, const image_dataset& data
   const auto layout = exp.data.sharding == config::sharding_kind::interleaved
                           ? shard_layout::interleaved
                           : shard_layout::contiguous;
-  constexpr uint64_t k_data_stream = 0x64617461;  // as runtime/trainer.cpp
   for (int i = 0; i < M; ++i) {
     try {
-      image_stream probe(data, i, M, derive_seed(exp.seed, k_data_stream), layout);
+      image_stream probe(data, i, M, data_stream_seed(exp.seed), layout);
       (void)probe;
     } catch (const std::invalid_argument& e) {
       throw std::invalid_argument(fmt::format(
