@@ -104,7 +104,7 @@ struct link_setup {
   /// none.
   fault_hooks* faults = nullptr;
   /// Where the filter records what it did (events, the node's push metrics); null: nowhere.
-  run_log* log = nullptr;
+  event_sink* log = nullptr;
   /// The transport of chunks to other nodes (actors/link/tensor_channel.hpp): the node's tensor
   /// channel when open to the receiver's node, else CAF. Null: CAF only.
   std::shared_ptr<const channel_route> channel;

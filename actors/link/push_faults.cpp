@@ -68,7 +68,7 @@ namespace {
 
 /// Replaces the push `bytes` by its values edited by `f` (edited_push); leaves it unchanged (and
 /// emits a "failure" event naming `what`) when it does not decode.
-void edit(std::vector<wire_bytes>& bytes, run_log* log, const nlohmann::json& where,
+void edit(std::vector<wire_bytes>& bytes, event_sink* log, const nlohmann::json& where,
           const char* what, const std::function<void(std::vector<float>&)>& f) {
   auto out = edited_push(bytes, f);
   if (out) {
@@ -85,8 +85,8 @@ void edit(std::vector<wire_bytes>& bytes, run_log* log, const nlohmann::json& wh
 
 }  // namespace
 
-std::vector<push_send> push_filter::route(fault_hooks* hooks, run_log* log, const caf::actor& dest,
-                                          outgoing_push p) {
+std::vector<push_send> push_filter::route(fault_hooks* hooks, event_sink* log,
+                                          const caf::actor& dest, outgoing_push p) {
   auto held = std::exchange(held_, std::nullopt);
   std::vector<push_send> out;
   push_fault fate;

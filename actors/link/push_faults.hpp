@@ -35,7 +35,7 @@
 namespace dd::actors {
 
 class fault_hooks;
-class run_log;
+class event_sink;
 
 /// One push leaving a learner's node: transfer `transfer_id` (the learner's step when it was
 /// built) of fragment `fragment` by learner `learner` (incarnation `incarnation`), as its encoded
@@ -61,7 +61,7 @@ class push_filter {
   /// The sends of push `p` to `dest` as it leaves the node, in order (see the file comment):
   /// through the fate `hooks` give it on its first sending, then the push an earlier fate held
   /// back. `hooks` null: no faults; `log` null: nothing recorded.
-  std::vector<push_send> route(fault_hooks* hooks, run_log* log, const caf::actor& dest,
+  std::vector<push_send> route(fault_hooks* hooks, event_sink* log, const caf::actor& dest,
                                outgoing_push p);
 
  private:

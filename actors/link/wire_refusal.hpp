@@ -1,7 +1,7 @@
 // actors/link/wire_refusal.hpp — how an actor reports a message it dropped because it did not
 // decode. Every receive site of a wire message uses it, so a message of another run, of a stale
 // sender incarnation or of another schema version is logged and counted the same way everywhere
-// (docs/wire.md "Envelope"). Any thread (run_log is thread-safe).
+// (docs/wire.md "Envelope"). Any thread (the event sink is thread-safe).
 #pragma once
 
 #include <string>
@@ -23,7 +23,7 @@ inline bool refused_at_envelope(errc code) {
 /// Logs a dropped message: a `failure` event {what, code, error} plus `fields` (e.g. the
 /// learner id). A refusal at the envelope also adds 1 to run_counters::envelopes_refused and an
 /// `envelope_refused` event with the same fields. `log` may be null (nothing is logged).
-inline void log_refused_message(run_log* log, const char* what, const wire_error& err,
+inline void log_refused_message(event_sink* log, const char* what, const wire_error& err,
                                 nlohmann::json fields = nlohmann::json::object()) {
   if (log == nullptr) return;
   fields["what"] = what;

@@ -12,10 +12,10 @@
 // is not answered within `round_timeout_s` (an owner died) is retried. A request (final_eval_atom)
 // is answered with (double val_loss, uint64 digest) after a fresh round; the round that answers it
 // (the job's final evaluation) also writes the assembled global model to `model_path`
-// (runtime/model_file.hpp; a "model_written" event, or a "failure" event and run_log::write_failed
-// when the write fails — the run then fails): before scoring it (metadata "evaluation" "none" or
-// "last periodic", no val_loss; then `model_written` is set), so an interrupt that cuts the
-// scoring short still leaves the final model, and again once scored ("evaluation" "final").
+// (runtime/model_file.hpp; a "model_written" event, or a "failure" event and a write failure on the
+// event sink when the write fails — the run then fails): before scoring it (metadata "evaluation"
+// "none" or "last periodic", no val_loss; then `model_written` is set), so an interrupt that cuts
+// the scoring short still leaves the final model, and again once scored ("evaluation" "final").
 // Interface: evaluator_hdl (actors/link/protocol.hpp).
 //
 // Global step (the `every_steps` clock, docs/config.md): the mean of the learners' own inner-step
@@ -50,7 +50,7 @@
 
 namespace dd::actors {
 
-class run_log;
+class event_sink;
 
 /// Configuration of the evaluator.
 struct evaluator_context {
@@ -80,7 +80,7 @@ struct evaluator_context {
   std::string run_id;
   uint64_t syncer_incarnation = 0;
   /// The node's event sink (write-only: the evaluator reads nothing back); may be null.
-  run_log* log = nullptr;
+  event_sink* log = nullptr;
   /// Gets (eval_atom, val_loss) after every evaluation (the job's last validation loss); may be
   /// invalid.
   job_hdl job;

@@ -36,7 +36,7 @@
 
 namespace dd::actors {
 
-class run_log;
+class event_sink;
 class owner_faults;
 
 /// One live learner as a fragment owner holds it (decoded from the monitor's live_view_msg and
@@ -67,7 +67,7 @@ struct owner_context {
   int threads = 1;
   /// The health monitor (subscription, live view).
   monitor_hdl monitor;
-  run_log* log = nullptr;  ///< may be null
+  event_sink* log = nullptr;  ///< may be null
   /// The node's fault hook at this owner (kill_owner faults, actors/services/owner_faults.hpp);
   /// null: none.
   std::shared_ptr<const owner_faults> faults;
@@ -76,7 +76,7 @@ struct owner_context {
   /// The node's write-failure policy for this owner: a checkpoint that cannot be written is
   /// written again with backoff (0.5 s doubling to 10 s) while the run goes on degraded (a
   /// syncer node); false: it is reported only (`dd-node run` ends the run on it). Either way
-  /// the owner reports it with run_log::write_trouble.
+  /// the owner reports it with event_sink::write_trouble.
   bool retry_checkpoints = false;
   /// Incarnations started with this context (the first is 0; later ones are respawns).
   mutable std::atomic<uint64_t> starts{0};

@@ -46,12 +46,12 @@
 #include "actors/link/peer_identity.hpp"
 #include "actors/link/protocol.hpp"
 #include "actors/roles/membership.hpp"
+#include "actors/services/event_sink.hpp"
 #include "actors/services/recorder.hpp"
-#include "actors/services/run_log.hpp"
 
 namespace dd::actors {
 
-class run_log;
+class event_sink;
 
 /// Configuration of the health monitor: the membership core's options (membership.hpp: M,
 /// leases, reservations, the token budget, uptime, the run's identity) and what the actor sends
@@ -77,7 +77,7 @@ struct monitor_context : membership_options {
   /// `restored_record`, the file's JSON (null = none): a respawned learner then resumes from its
   /// recorded step and cursor, and the tokens budget counts the tokens of the earlier part. A
   /// failed write is handled as `log` says for the node: retried with backoff and reported
-  /// `degraded` (cluster nodes, run_log::set_retry_writes), or the end of the run (`dd-node
+  /// `degraded` (cluster nodes, the node's write policy), or the end of the run (`dd-node
   /// run`).
   std::string record_path;
   nlohmann::json restored_record;
@@ -85,7 +85,7 @@ struct monitor_context : membership_options {
   /// heartbeat's loss and every node's forwarded event lines. Null = neither is kept.
   std::shared_ptr<node_recorder> recorder;
   /// The run log: events, the remote learners' mirrored progress (monitor_log.hpp), uptime.
-  run_log* log = nullptr;
+  event_sink* log = nullptr;
   /// The join token (actors/link/join_auth.hpp): a node handshake and a drain must prove it
   /// over a challenge this monitor issued (the handshake's authChallenge reply, a status
   /// reply); empty = none asked. Never logged.

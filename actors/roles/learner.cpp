@@ -53,7 +53,7 @@ void request_rejoin(learner_actor* self, const ctx_ptr& ctx, const act::rejoin& 
 /// Carries out the core's actions, in order: records into the services (learner_record.hpp),
 /// messages, timers, the exit.
 // The node's metrics: the version each fragment's held global value has (learner_stats::applied).
-void note_applied(run_log* log, const learner_core& core) {
+void note_applied(event_sink* log, const learner_core& core) {
   if (log == nullptr) return;
   for (size_t p = 0; p < core.fragments(); ++p)
     if (core.fragment(p).have)

@@ -43,7 +43,7 @@
 
 namespace dd::actors {
 
-class run_log;
+class event_sink;
 class step_admission;
 
 /// Configuration of one learner id (shared by its incarnations): its decisions' options
@@ -81,7 +81,7 @@ struct learner_context : learner_options {
   /// steps and tokens it trained meanwhile), pushes what it trained since its last global
   /// values and leaves. A stop from its own node ends the wait (the leave is then lost).
   std::function<monitor_hdl()> current_monitor;
-  run_log* log = nullptr;  ///< may be null
+  event_sink* log = nullptr;  ///< may be null
   /// The node's fault hook at the step (actors/services/step_faults.hpp); each incarnation
   /// starts from this copy. Default: no faults.
   learner_step_faults step_faults{nullptr, nullptr};

@@ -15,14 +15,14 @@ namespace {
 
 namespace act = learner_do;
 
-void count(const act::count& x, int32_t id, run_log& log) {
+void count(const act::count& x, int32_t id, event_sink& log) {
   if (x.which == act::counter::discarded_step)
     log.update([&](run_counters& c) { c.learners[id].discarded_steps += 1; });
   else
     log.update([](run_counters& c) { c.chunks_refused += 1; });
 }
 
-void step_stats(const act::step_stats& x, int32_t id, run_log& log) {
+void step_stats(const act::step_stats& x, int32_t id, event_sink& log) {
   log.update([&](run_counters& c) {
     auto& ls = c.learners[id];
     ls.step = x.step;
@@ -39,7 +39,7 @@ void step_stats(const act::step_stats& x, int32_t id, run_log& log) {
 
 }  // namespace
 
-bool record(learner_action& a, int32_t id, run_log* log, step_admission* gate) {
+bool record(learner_action& a, int32_t id, event_sink* log, step_admission* gate) {
   return std::visit(
       [&](auto& x) {
         using T = std::decay_t<decltype(x)>;
@@ -72,7 +72,7 @@ bool record(learner_action& a, int32_t id, run_log* log, step_admission* gate) {
 }
 
 void record_model_stats(model& m, uint64_t step, int sync_interval, const learner_core& learner,
-                        run_log& log) {
+                        event_sink& log) {
   if (sync_interval <= 0 || step % static_cast<uint64_t>(sync_interval) != 0) return;
   auto stats = m.take_stats();
   if (!stats.is_object() || !stats.contains("event")) return;

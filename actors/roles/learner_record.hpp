@@ -2,7 +2,7 @@
 // node's services: events and counters into the run log, whether it is stepping, the end of
 // its training, its model's statistics, and its place at the compute gate. The learner actor hands
 // every action here first and carries out the others itself (messages, timers, exit). Any thread
-// that owns the action (run_log and the gate are thread-safe).
+// that owns the action (the event sink and the gate are thread-safe).
 #pragma once
 
 #include <cstdint>
@@ -11,17 +11,17 @@
 
 namespace dd::actors {
 
-class run_log;
+class event_sink;
 class step_admission;
 
 /// Records `a` of learner `learner` into `log` and `gate` (either may be null: nothing is
 /// recorded there). False when `a` is no record (a message, a timer, the exit).
-bool record(learner_action& a, int32_t learner, run_log* log, step_admission* gate);
+bool record(learner_action& a, int32_t learner, event_sink* log, step_admission* gate);
 
 /// Model statistics (moe_gpt: the router's per-expert load) of `learner` after step `step`,
 /// once per sync interval H: the model's own event, stamped with the learner's id, incarnation
 /// and step.
 void record_model_stats(model& m, uint64_t step, int sync_interval, const learner_core& learner,
-                        run_log& log);
+                        event_sink& log);
 
 }  // namespace dd::actors

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 
+#include "actors/services/run_log.hpp"
+
 namespace dd::actors::monitor_log {
 
-void dead(run_log* log, const learner_down& d) {
+void dead(event_sink* log, const learner_down& d) {
   if (log == nullptr) return;
   log->emit(
       "failure",
@@ -17,7 +19,7 @@ void dead(run_log* log, const learner_down& d) {
   log->set_stepping(d.id, false);
 }
 
-void joined(run_log* log, bool remote, const join_decision& d, const learner_record& r) {
+void joined(event_sink* log, bool remote, const join_decision& d, const learner_record& r) {
   if (log == nullptr) return;
   log->emit(d.what == join_decision::verdict::rejoined ? "rejoin" : "join",
             {{"learner", d.id},
@@ -43,13 +45,13 @@ void joined(run_log* log, bool remote, const join_decision& d, const learner_rec
   });
 }
 
-void join_refused(run_log* log, int32_t id, const std::string& why) {
+void join_refused(event_sink* log, int32_t id, const std::string& why) {
   if (log == nullptr) return;
   log->emit("join_refused", {{"learner", id}, {"reason", why}});
   log->warn("refused a learner join: " + why);
 }
 
-void heartbeat(run_log* log, bool remote, const heartbeat_msg& hb, const learner_record& r) {
+void heartbeat(event_sink* log, bool remote, const heartbeat_msg& hb, const learner_record& r) {
   if (!remote || log == nullptr) return;
   log->update([&](run_counters& c) {
     auto& ls = c.learners[hb.learner_id];
@@ -65,7 +67,7 @@ void heartbeat(run_log* log, bool remote, const heartbeat_msg& hb, const learner
   log->set_stepping(hb.learner_id, true);
 }
 
-void left(run_log* log, bool remote, int32_t id, uint64_t incarnation, const leave_decision& d) {
+void left(event_sink* log, bool remote, int32_t id, uint64_t incarnation, const leave_decision& d) {
   if (log == nullptr) return;
   log->emit("leave", {{"learner", id}, {"incarnation", incarnation}, {"step", d.step}});
   if (!remote) return;
@@ -80,7 +82,7 @@ void left(run_log* log, bool remote, int32_t id, uint64_t incarnation, const lea
     });
 }
 
-void node_join(run_log* log, const wire_bytes& bytes, const node_join_reply& rep) {
+void node_join(event_sink* log, const wire_bytes& bytes, const node_join_reply& rep) {
   if (log == nullptr) return;
   auto header = peek_envelope(bytes);
   auto req = decode_node_join(bytes, {}, {header ? header->run_id : std::string(), 0});
@@ -98,7 +100,7 @@ void node_join(run_log* log, const wire_bytes& bytes, const node_join_reply& rep
   log->warn("refused learner node '" + node + "': " + rep.reason);
 }
 
-void restored(run_log* log, const membership& m) {
+void restored(event_sink* log, const membership& m) {
   if (log == nullptr) return;
   const auto& learners = m.learners();
   log->emit("monitor_restored", {{"learners", learners.size()},
@@ -118,7 +120,7 @@ void restored(run_log* log, const membership& m) {
     if (r.finished) log->learner_finished(id);
 }
 
-void record_written(run_log* log, const std::string& path, const status& st, bool recovered) {
+void record_written(event_sink* log, const std::string& path, const status& st, bool recovered) {
   if (log == nullptr) return;
   if (st) {
     if (recovered) log->write_recovered(path);
@@ -130,7 +132,7 @@ void record_written(run_log* log, const std::string& path, const status& st, boo
   log->write_trouble(path, "health monitor: cannot write its record: " + st.error().message);
 }
 
-void stragglers(run_log* log, const std::vector<straggler_flag>& flags) {
+void stragglers(event_sink* log, const std::vector<straggler_flag>& flags) {
   if (log == nullptr) return;
   for (const auto& s : flags)
     log->emit("straggler",

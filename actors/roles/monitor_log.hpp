@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "actors/roles/membership.hpp"
-#include "actors/services/run_log.hpp"
+#include "actors/services/event_sink.hpp"
 #include "messages/codec.hpp"
 #include "messages/control.hpp"
 #include "messages/error.hpp"
@@ -19,29 +19,29 @@
 namespace dd::actors::monitor_log {
 
 /// A learner declared dead: a `failure` event; its entry not alive, not stepping.
-void dead(run_log* log, const learner_down& d);
+void dead(event_sink* log, const learner_down& d);
 /// An accepted join: a `join` or `rejoin` event; its entry alive, with its restarts (a remote
 /// respawn) and, for a live rejoin of a remote learner, the tokens, step and compute seconds it
 /// reports.
-void joined(run_log* log, bool remote, const join_decision& d, const learner_record& r);
+void joined(event_sink* log, bool remote, const join_decision& d, const learner_record& r);
 /// A join refused for want of a reservation: a `join_refused` event and a warning.
-void join_refused(run_log* log, int32_t id, const std::string& why);
+void join_refused(event_sink* log, int32_t id, const std::string& why);
 /// Remote learners: the heartbeat's figures into the learner's entry.
-void heartbeat(run_log* log, bool remote, const heartbeat_msg& hb, const learner_record& r);
+void heartbeat(event_sink* log, bool remote, const heartbeat_msg& hb, const learner_record& r);
 /// A recorded leave: a `leave` event; a remote learner that finished, was drained or was stopped
 /// with the run shows as "left", one whose own node was stopped as away (✗).
-void left(run_log* log, bool remote, int32_t id, uint64_t incarnation, const leave_decision& d);
+void left(event_sink* log, bool remote, int32_t id, uint64_t incarnation, const leave_decision& d);
 /// A node handshake's outcome under the node's name (whatever run `bytes` named): `node_join`
 /// with the ids handed out, or `node_refused` and a warning.
-void node_join(run_log* log, const wire_bytes& bytes, const node_join_reply& rep);
+void node_join(event_sink* log, const wire_bytes& bytes, const node_join_reply& rep);
 /// A resumed syncer's record: a `monitor_restored` event, every learner's entry, the finished
 /// ones marked.
-void restored(run_log* log, const membership& m);
+void restored(event_sink* log, const membership& m);
 /// monitor.json written (`st`): a failure is a `failure` event and a write trouble, which the
-/// node's policy (run_log::write_trouble) makes the end of the run (`dd-node run`) or a degraded
+/// node's policy (event_sink::write_trouble) makes the end of the run (`dd-node run`) or a degraded
 /// node; `recovered`: it was failing and is written again.
-void record_written(run_log* log, const std::string& path, const status& st, bool recovered);
+void record_written(event_sink* log, const std::string& path, const status& st, bool recovered);
 /// Learners newly flagged as stragglers: a `straggler` event each.
-void stragglers(run_log* log, const std::vector<straggler_flag>& flags);
+void stragglers(event_sink* log, const std::vector<straggler_flag>& flags);
 
 }  // namespace dd::actors::monitor_log

@@ -173,7 +173,7 @@ void name_crashes(caf::scheduled_actor* self) {
 namespace {
 
 /// Logs the first few garbled messages or stray errors of one actor (see drop_unexpected).
-void log_unexpected(run_log* log, const std::string& who, const char* what,
+void log_unexpected(event_sink* log, const std::string& who, const char* what,
                     const std::string& content, std::atomic<uint64_t>& count) {
   const uint64_t n = count.fetch_add(1) + 1;
   if (log == nullptr || n > 5) return;
@@ -185,7 +185,7 @@ void log_unexpected(run_log* log, const std::string& who, const char* what,
 
 }  // namespace
 
-caf::scheduled_actor::default_handler unexpected_handler(run_log* log, const std::string& who) {
+caf::scheduled_actor::default_handler unexpected_handler(event_sink* log, const std::string& who) {
   auto count = std::make_shared<std::atomic<uint64_t>>(0);
   return [log, who, count](caf::scheduled_actor* self,
                            caf::message_view& x) -> caf::result<caf::message> {
@@ -198,7 +198,7 @@ caf::scheduled_actor::default_handler unexpected_handler(run_log* log, const std
   };
 }
 
-void drop_unexpected(caf::scheduled_actor* self, run_log* log, const std::string& who) {
+void drop_unexpected(caf::scheduled_actor* self, event_sink* log, const std::string& who) {
   self->set_default_handler(unexpected_handler(log, who));
   auto count = std::make_shared<std::atomic<uint64_t>>(0);
   self->set_error_handler([log, who, count](caf::scheduled_actor* s, caf::error& err) {

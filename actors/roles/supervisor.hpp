@@ -30,7 +30,7 @@
 
 namespace dd::actors {
 
-class run_log;
+class event_sink;
 
 /// One child: which one it is and how to start an incarnation of it.
 struct child_spec {
@@ -45,7 +45,7 @@ struct supervisor_context {
   child_kind kind = child_kind::learner;
   std::vector<child_spec> children;
   policy::restart_config restart;
-  run_log* log = nullptr;
+  event_sink* log = nullptr;
   /// The node's fault hook: the least downtime a kill fault asks for before child `id` is
   /// respawned (actors/services/owner_faults.hpp respawn_downtime_hook); empty: none.
   std::function<double(int32_t id)> fault_downtime;
@@ -79,7 +79,7 @@ void name_crashes(caf::scheduled_actor* self);
 /// owner waits with caf::skip while it rebuilds): logs a message that matches no handler and
 /// drops it, answering only a request (see drop_unexpected). `who` names the actor in the log
 /// ("owner 1", "health monitor").
-caf::scheduled_actor::default_handler unexpected_handler(run_log* log, const std::string& who);
+caf::scheduled_actor::default_handler unexpected_handler(event_sink* log, const std::string& who);
 
 /// Makes `self` survive messages it cannot use — garbled by a corrupted link (a flipped byte in
 /// CAF's BASP framing can retarget or retype a message; CAF has no checksum of its own) or sent
@@ -94,6 +94,6 @@ caf::scheduled_actor::default_handler unexpected_handler(run_log* log, const std
 /// or "error", the message rendered and cut to 200 characters, and the count so far; a warning
 /// line); later ones are dropped silently. `log` may be null (nothing logged).
 /// Call first thing in an actor's behavior (after name_crashes).
-void drop_unexpected(caf::scheduled_actor* self, run_log* log, const std::string& who);
+void drop_unexpected(caf::scheduled_actor* self, event_sink* log, const std::string& who);
 
 }  // namespace dd::actors

@@ -12,7 +12,7 @@
 
 namespace dd::actors {
 
-owner_faults::owner_faults(fault_hooks* hooks, run_log* log, int32_t fragment,
+owner_faults::owner_faults(fault_hooks* hooks, event_sink* log, int32_t fragment,
                            std::string checkpoint_path)
     : hooks_(hooks), log_(log), fragment_(fragment), checkpoint_path_(std::move(checkpoint_path)) {}
 

@@ -14,13 +14,13 @@
 namespace dd::actors {
 
 class fault_hooks;
-class run_log;
+class event_sink;
 
 class owner_faults {
  public:
   /// The faults of fragment owner `fragment`, whose checkpoint file is `checkpoint_path`.
   /// `hooks` and `log` may be null (no faults, nothing logged).
-  owner_faults(fault_hooks* hooks, run_log* log, int32_t fragment, std::string checkpoint_path);
+  owner_faults(fault_hooks* hooks, event_sink* log, int32_t fragment, std::string checkpoint_path);
 
   /// Seconds from now until each time-keyed kill not yet fired (negative: overdue): the owner
   /// arms a timer for each and calls at_version when it rings, so the kill fires on time.
@@ -34,7 +34,7 @@ class owner_faults {
  private:
   void damage_checkpoint() const;
   fault_hooks* hooks_;
-  run_log* log_;
+  event_sink* log_;
   int32_t fragment_;
   std::string checkpoint_path_;
 };

@@ -1,15 +1,17 @@
 // actors/services/run_log.hpp — what a run records: the event stream (events.jsonl) and the
 // run-wide counters the progress line and summary.json are computed from.
 //
-// A write-only event sink for the roles: they write events and counters and never read a fact
-// back. What steers the run travels as messages (the monitor's global step and tokens to the
-// evaluator, the evaluator's validation loss to the job, each owner's version to the monitor's
-// status answer); only the node's reporting reads the counters back, through run_report
-// (actors/services/run_report.hpp: summary.json, the progress lines, and what node_metrics shows
-// at /metrics and /status); the node's loop reads its write failures.
+// A write-only event sink for the roles: they see it as an event_sink (event_sink.hpp), write
+// events and counters and never read a fact back. What steers the run travels as messages (the
+// monitor's global step and tokens to the evaluator, the evaluator's validation loss to the job,
+// each owner's version to the monitor's status answer); only the node's reporting reads the
+// counters back, through run_report (actors/services/run_report.hpp: summary.json, the progress
+// lines, and what node_metrics shows at /metrics and /status); the node's loop reads its write
+// failures.
 //
-// One `run_log` per node, created by the node (job_runner, a learner node, or a test) and handed
-// by pointer to every role it spawns; it outlives them. Thread-safe: learners run on their own
+// One `run_log` per node, created and owned by the node (job_runner, a learner node, or a test)
+// and handed as the event sink of the services of every role it spawns
+// (actors/services/node_services.hpp); it outlives them. Thread-safe: learners run on their own
 // threads and all call it. Every event is one JSON object per line with "event" (its kind), "t"
 // (seconds since the run started, on the log's clock) and "time" (Unix seconds, wall clock). Each
 // line is appended whole or not at all (util::append_file); the first write that fails is kept
@@ -26,6 +28,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/services/event_sink.hpp"
 #include "util/files.hpp"
 
 namespace dd::actors {
@@ -116,8 +119,9 @@ class run_observer {
   virtual void on_step(int32_t learner, double step_s) = 0;
 };
 
-/// The event stream and counters of one run. Thread-safe.
-class run_log {
+/// The event stream and counters of one run. Thread-safe. Roles see it as an event_sink
+/// (write-only); the node that owns it also reads it back for its reporting.
+class run_log final : public event_sink {
  public:
   /// Seconds on the log's clock; must be monotonic.
   using clock_fn = std::function<double()>;
@@ -129,12 +133,12 @@ class run_log {
   /// errno's text when it cannot be opened.
   explicit run_log(const std::string& events_path = {}, bool keep_in_memory = false,
                    clock_fn clock = {}, bool append = false);
-  ~run_log();
+  ~run_log() override;
   run_log(const run_log&) = delete;
   run_log& operator=(const run_log&) = delete;
 
   /// Seconds since the run started (the log's clock).
-  double now() const;
+  double now() const override;
   /// Replaces the clock (a simulation switches to the actor system's manual clock before any
   /// actor runs). Not thread-safe against concurrent calls of now(): call it before spawning.
   void set_clock(clock_fn clock);
@@ -147,12 +151,12 @@ class run_log {
   /// "t" and "time" are stamped under the log's lock, in the order lines are written, so "t"
   /// never decreases from one line to the next (file, tap and events()), whatever the threads.
   /// A line that cannot be written is recorded as the write failure (see write_failed).
-  void emit(const std::string& kind, nlohmann::json fields = nlohmann::json::object());
+  void emit(const std::string& kind, nlohmann::json fields = nlohmann::json::object()) override;
 
   /// Records that a file the run promised could not be written (`message` names it and gives
   /// errno's text): the first one is kept and printed once on the console hook as an error.
   /// Later events are not written to the file any more (they stay in memory when kept).
-  void write_failed(const std::string& message);
+  void write_failed(const std::string& message) override;
   /// The first write failure of the run; empty while every write succeeded.
   std::string write_failure() const;
 
@@ -171,9 +175,9 @@ class run_log {
   /// node's policy: in retry mode `file` is degraded and failing (the console gets the first
   /// failure of a streak; failing_for_s counts it); otherwise it is the run's write failure
   /// (write_failed: the node ends the run). The caller does the same either way.
-  void write_trouble(const std::string& file, const std::string& message);
+  void write_trouble(const std::string& file, const std::string& message) override;
   /// A write of `file` succeeded again: its failing streak ends (it stays degraded).
-  void write_recovered(const std::string& file);
+  void write_recovered(const std::string& file) override;
   /// Seconds the longest-failing file has been failing without a success (0: none failing).
   double failing_for_s() const;
   /// The files failing now and their last error, for messages.
@@ -191,37 +195,37 @@ class run_log {
   void set_tap(tap_fn tap);
   /// One line for the person watching the run (not an event; emit the event as well):
   /// "[    t s] warning: <text>" to the console hook; nothing when none is set.
-  void warn(const std::string& text) const;
+  void warn(const std::string& text) const override;
 
   /// The node's metrics observer (null: none). Set before spawning; it must outlive every
   /// thread that records, or be unset (nullptr) first.
   void set_observer(run_observer* observer);
   /// Learner `learner_id` stepped once (step_s seconds): the observer hears of it.
-  void note_step(int32_t learner_id, double step_s);
+  void note_step(int32_t learner_id, double step_s) override;
   /// Learner `learner_id` holds version `version` of fragment `fragment` (learner_stats::applied);
   /// changes nothing when it already did.
-  void note_applied(int32_t learner_id, int32_t fragment, uint64_t version);
+  void note_applied(int32_t learner_id, int32_t fragment, uint64_t version) override;
 
   /// Copy of every event kept in memory (empty unless keep_in_memory).
   std::vector<nlohmann::json> events() const;
 
   /// Mutates the counters under the lock.
-  void update(const std::function<void(run_counters&)>& f);
+  void update(const std::function<void(run_counters&)>& f) override;
   /// Snapshot of the counters. Called by run_report only (actors/services/run_report.hpp), the
   /// node's one reader of the log; no role and no node loop reads it.
   run_counters snapshot() const;
 
   /// A learner enters (true) or leaves (false) its stepping state (learner_stats::stepping; a
   /// learner stepping again is not `finished` any more).
-  void set_stepping(int32_t learner_id, bool stepping);
+  void set_stepping(int32_t learner_id, bool stepping) override;
   /// The uptime figures as the health monitor computed them up to now (run_counters::uptime_s,
   /// observed_s); ignored once freeze_uptime() was called.
-  void set_uptime(double uptime_s, double observed_s);
+  void set_uptime(double uptime_s, double observed_s) override;
   /// The end of training: the uptime figures stay as they are (the monitor may still report).
   void freeze_uptime();
   /// Learner `learner_id` finished its budget, was drained or given up for good: not stepping,
   /// learner_stats::finished.
-  void learner_finished(int32_t learner_id);
+  void learner_finished(int32_t learner_id) override;
 
  private:
   mutable std::mutex mutex_;

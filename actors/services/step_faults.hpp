@@ -15,13 +15,13 @@
 
 namespace dd::actors {
 
-class run_log;
+class event_sink;
 class step_admission;
 
 class learner_step_faults {
  public:
   /// `hooks` and `log` may be null (no faults, nothing logged).
-  learner_step_faults(fault_hooks* hooks, run_log* log) : hooks_(hooks), log_(log) {}
+  learner_step_faults(fault_hooks* hooks, event_sink* log) : hooks_(hooks), log_(log) {}
 
   /// The slowdown of the next step (>= 1): the last `slow` fault read.
   double slow_factor() const noexcept { return slow_factor_; }
@@ -42,7 +42,7 @@ class learner_step_faults {
 
  private:
   fault_hooks* hooks_;
-  run_log* log_;
+  event_sink* log_;
   double slow_factor_ = 1.0;
   bool poison_next_step_ = false;
 };
