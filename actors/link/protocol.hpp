@@ -108,7 +108,7 @@ using learner_at_syncer_hdl = learner_at_monitor_hdl::extend_with<learner_at_own
 /// The health monitor (actors/roles/health_monitor.hpp), published by a syncer node. From learners:
 /// (join_atom, join_request, the learner) -> join_reply, (heartbeat_atom, heartbeat_msg),
 /// (leave_atom, leave_msg) -> true once the leave is recorded (or was already: a repeated leave
-/// changes nothing; a learner node's learner waits for it, see learner_context::leave).
+/// changes nothing; a learner node's learner waits for it, see learner_config::leave).
 /// From a learner node: (node_join_atom, node_join) -> node_join_reply,
 /// (events_atom, node_events) -> whether the lines were taken. From an owner (the sender):
 /// (subscribe_atom, subscribe_msg). From the job: (stop_atom). From the evaluator (and

@@ -160,12 +160,13 @@ class learner_node_shell {
   node_http http_;  // after `log_`: detaches from it first
   int threads_ = 1;
   std::unique_ptr<step_admission> gate_;
-  /// The monitor the learners' contexts see (current_monitor), replaced at every rejoin.
+  /// The monitor the learners' services name (learner_services::current_monitor), replaced at every
+  /// rejoin.
   std::shared_ptr<std::pair<std::mutex, monitor_hdl>> current_ =
       std::make_shared<std::pair<std::mutex, monitor_hdl>>();
   /// Chunks to the syncer node leave on the tensor channel once the node has opened one.
   std::shared_ptr<channel_route> route_ = std::make_shared<channel_route>();
-  std::shared_ptr<supervisor_context> sctx_;
+  std::shared_ptr<supervisor_config> sctx_;
   std::shared_ptr<channel_loss> channel_lost_ = std::make_shared<channel_loss>();
   std::shared_ptr<tensor_channel_hub> channels_;  // after sys_: destroyed before it
   supervisor_hdl sup_;
@@ -461,36 +462,36 @@ std::optional<int> learner_node_shell::make_step_gate() {
 /// channel to the syncer.
 void learner_node_shell::spawn_learners() {
   current_->second = monitor_;
-  learner_services services;
-  services.channel = route_;
-  services.data = rd_.text.get();
-  services.images = rd_.images.get();
-  services.log = log_.get();
-  services.faults = hooks_.get();
-  services.gate = gate_.get();
-  sctx_ = std::make_shared<supervisor_context>();
+  node_services node;
+  node.channel = route_;
+  node.log = log_.get();
+  node.faults = hooks_.get();
+  node.gate = gate_.get();
+  sctx_ = std::make_shared<supervisor_config>();
   sctx_->kind = child_kind::learner;
   sctx_->restart = exp_.restart;
-  sctx_->log = log_.get();
-  sctx_->fault_downtime = respawn_downtime_hook(hooks_.get(), /*owner=*/false);
+  supervisor_services sup_services;
+  sup_services.log = log_.get();
+  sup_services.fault_downtime = respawn_downtime_hook(hooks_.get(), /*owner=*/false);
   // The node's main loop stands for the job (a blocking actor: typed by cast, it handles both
   // reports of run_until_done).
   sctx_->job = caf::actor_cast<supervisor_report_hdl>(self_);
   for (auto id : ids_) {
-    auto base = make_learner_context(exp_, id, steps_, plan_, threads_, monitor_, services);
-    auto c = std::make_shared<learner_context>(*base);
+    auto c = std::make_shared<learner_config>(learner_config_of(
+        exp_, id, steps_, plan_, threads_, monitor_, rd_.text.get(), rd_.images.get()));
     c->run_id = run_id_;
     c->compute_nice = o_.compute_nice;
     c->leave =
         leave_protocol::acked;  // a leave the lost syncer did not take waits for the next one
-    c->current_monitor = [current = current_] {
+    auto svc = learner_services_of(node);
+    svc.current_monitor = [current = current_] {
       std::lock_guard<std::mutex> g(current->first);
       return current->second;
     };
-    std::shared_ptr<const learner_context> cc = c;
-    sctx_->children.push_back({id, [cc](caf::actor_system& s) {
+    std::shared_ptr<const learner_config> cc = c;
+    sctx_->children.push_back({id, [cc, svc](caf::actor_system& s) {
                                  return caf::actor_cast<caf::actor>(
-                                     s.spawn<caf::detached>(learner, cc));
+                                     s.spawn<caf::detached>(learner, cc, svc));
                                }});
   }
   log_->emit("node_start", {{"node", name_},
@@ -508,7 +509,8 @@ void learner_node_shell::spawn_learners() {
   std::fflush(stdout);
   make_channel_hub();
   open_channel();
-  sup_ = self_->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx_));
+  sup_ = self_->spawn(supervisor, std::shared_ptr<const supervisor_config>(sctx_),
+                      std::move(sup_services));
   self_->monitor(monitor_);
 }
 
@@ -678,31 +680,32 @@ supervisor_hdl spawn_local_learners(caf::local_actor* self, const supervisor_rep
   const auto& e = setup.exp;
   const bool sim = setup.options.simulated_time;
   const int M = e.learners.count;
-  auto lctx = std::make_shared<supervisor_context>();
+  auto lctx = std::make_shared<supervisor_config>();
   lctx->kind = child_kind::learner;
   lctx->restart = e.restart;
-  lctx->log = setup.log.get();
-  lctx->fault_downtime = respawn_downtime_hook(setup.faults.get(), /*owner=*/false);
   lctx->job = job;
-  learner_services services;
-  services.data = setup.data.get();
-  services.images = setup.images.get();
-  services.log = setup.log.get();
-  services.faults = setup.faults.get();
-  services.gate = setup.gate.get();
+  supervisor_services sup_services;
+  sup_services.log = setup.log.get();
+  sup_services.fault_downtime = respawn_downtime_hook(setup.faults.get(), /*owner=*/false);
+  node_services node;
+  node.log = setup.log.get();
+  node.faults = setup.faults.get();
+  node.gate = setup.gate.get();
+  const learner_services svc = learner_services_of(node);
   for (int i = 0; i < M; ++i) {
-    auto lc = std::make_shared<learner_context>(
-        *make_learner_context(e, i, setup.steps_per_learner, setup.plan, setup.learner_threads,
-                              monitor, services, sim, setup.options.sim_step_s));
+    auto lc = std::make_shared<learner_config>(
+        learner_config_of(e, i, setup.steps_per_learner, setup.plan, setup.learner_threads, monitor,
+                          setup.data.get(), setup.images.get(), sim, setup.options.sim_step_s));
     lc->run_id = setup.run_id;
-    std::shared_ptr<const learner_context> cc = lc;
-    lctx->children.push_back({i, [cc, sim](caf::actor_system& sys) {
+    std::shared_ptr<const learner_config> cc = lc;
+    lctx->children.push_back({i, [cc, svc, sim](caf::actor_system& sys) {
                                 return caf::actor_cast<caf::actor>(
-                                    sim ? sys.spawn(learner, cc)
-                                        : sys.spawn<caf::detached>(learner, cc));
+                                    sim ? sys.spawn(learner, cc, svc)
+                                        : sys.spawn<caf::detached>(learner, cc, svc));
                               }});
   }
-  return self->spawn(supervisor, std::shared_ptr<const supervisor_context>(lctx));
+  return self->spawn(supervisor, std::shared_ptr<const supervisor_config>(lctx),
+                     std::move(sup_services));
 }
 
 }  // namespace dd::actors

@@ -90,7 +90,7 @@ struct learner_node_options {
   uint64_t seed = 0;
   node_transport transport;
   /// Nice steps added to every learner's compute thread and its backend's pool
-  /// (learner_context::compute_nice), so the middleman's threads, at the process's own nice, run
+  /// (learner_config::compute_nice), so the middleman's threads, at the process's own nice, run
   /// ahead of this node's compute. 0 = off (the default: against load from other processes it
   /// did not reduce link drops; docs/cluster.md, "Under load").
   int compute_nice = 0;
@@ -117,7 +117,7 @@ int run_learner_node(const learner_node_options& options);
 struct job_setup;
 
 /// The learner node of `dd-node run`, in the job's process: spawns from `self` the
-/// learner supervisor with the run's M learners, configured from `setup` (role_configs.hpp)
+/// learner supervisor with the run's M learners, configured from `setup` (role_contexts.hpp)
 /// with the node's services (the run's dataset, event log, fault hooks and step admission),
 /// joining `monitor`; the supervisor reports to `job`. Learners are detached in real time and
 /// event-based in logical time (options.simulated_time).

@@ -1,4 +1,4 @@
-// actors/nodes/role_contexts.cpp — see role_configs.hpp.
+// actors/nodes/role_contexts.cpp — see role_contexts.hpp.
 #include "actors/nodes/role_contexts.hpp"
 
 #include <algorithm>
@@ -6,10 +6,10 @@
 
 namespace dd::actors {
 
-std::shared_ptr<const learner_context> make_learner_context(
-    const config::experiment& e, int32_t i, uint64_t steps_per_learner, const fragment_plan& plan,
-    int threads, monitor_hdl monitor, const learner_services& services, bool simulated_time,
-    double sim_step_s) {
+learner_config learner_config_of(const config::experiment& e, int32_t i, uint64_t steps_per_learner,
+                                 const fragment_plan& plan, int threads, monitor_hdl monitor,
+                                 const text_dataset* data, const image_dataset* images,
+                                 bool simulated_time, double sim_step_s) {
   const int M = e.learners.count;
   lr_schedule sched;
   sched.lr = e.inner.lr;
@@ -19,7 +19,8 @@ std::shared_ptr<const learner_context> make_learner_context(
   sched.total = std::max<int64_t>(sched.total, sched.warmup + 1);
   sched.min_lr_ratio =
       e.inner.schedule == config::schedule_kind::constant ? 1.0 : e.inner.min_lr_ratio;
-  auto c = std::make_shared<learner_context>();
+  learner_config cfg;
+  auto* c = &cfg;
   c->learner_id = i;
   auto& t = c->trainer;
   t.model = model_of(e);
@@ -41,8 +42,8 @@ std::shared_ptr<const learner_context> make_learner_context(
       e.inner.clock == config::schedule_clock::global ? clock_source::global : clock_source::own;
   c->push_clock =
       e.push_clock() == config::schedule_clock::global ? clock_source::global : clock_source::own;
-  c->data = services.data;
-  c->images = services.images;
+  c->data = data;
+  c->images = images;
   c->plan = plan;
   c->sync_interval = e.sync.interval;
   c->max_inflight = e.sync.max_inflight;
@@ -62,19 +63,24 @@ std::shared_ptr<const learner_context> make_learner_context(
   c->backend = backend_name(e.learners.backend);
   c->threads = threads;
   c->monitor = std::move(monitor);
-  c->log = services.log;
-  c->step_faults = learner_step_faults(services.faults, services.log);
-  c->gate = services.gate;
-  c->link.faults = services.faults;
-  c->link.log = services.log;
-  c->link.channel = services.channel;
   c->timer = simulated_time ? step_timer::simulated(sim_step_s) : step_timer::wall();
-  return c;
+  return cfg;
 }
 
-monitor_context monitor_context_of(const config::experiment& e, int fragments) {
+learner_services learner_services_of(const node_services& node) {
+  learner_services s;
+  s.log = node.log;
+  s.step_faults = learner_step_faults(node.faults, node.log);
+  s.gate = node.gate;
+  s.link.faults = node.faults;
+  s.link.log = node.log;
+  s.link.channel = node.channel;
+  return s;
+}
+
+monitor_config monitor_config_of(const config::experiment& e, int fragments) {
   const int M = e.learners.count;
-  monitor_context m;
+  monitor_config m;
   m.learners = M;
   m.fragments = fragments;
   m.token_budget =
@@ -115,9 +121,9 @@ owner_options owner_options_of(const config::experiment& e, const fragment_layou
   return o;
 }
 
-evaluator_context evaluator_context_of(const config::experiment& e, const fragment_plan& plan,
-                                       const text_dataset* data, const image_dataset* images) {
-  evaluator_context c;
+evaluator_config evaluator_config_of(const config::experiment& e, const fragment_plan& plan,
+                                     const text_dataset* data, const image_dataset* images) {
+  evaluator_config c;
   c.model = model_of(e);
   c.plan = plan;
   c.data = data;

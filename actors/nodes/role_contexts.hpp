@@ -3,8 +3,10 @@
 // and the evaluator's. One place, used by the job (actors/nodes/job.cpp), the learner node
 // (actors/nodes/learner_node.cpp), the tests and the benchmarks, so a learner built in another
 // process from its join reply is configured exactly like one built in-process. Each function fills
-// what the experiment decides; the caller fills the run's own fields (peers, the run log, paths,
-// run identity). Pure functions of their arguments; any thread.
+// what the experiment decides; the caller fills the run's own fields (peers, paths, run identity).
+// A role's services (the node's run log, fault hooks, gate, channel route) are not configuration:
+// the node hands them to the role beside it (actors/services/node_services.hpp). Pure functions of
+// their arguments; any thread.
 #pragma once
 
 #include <cstdint>
@@ -18,7 +20,7 @@
 #include "actors/roles/health_monitor.hpp"
 #include "actors/roles/learner.hpp"
 #include "actors/roles/owner_core.hpp"
-#include "actors/services/fault_hooks.hpp"
+#include "actors/services/node_services.hpp"
 #include "runtime/config/experiment.hpp"
 #include "runtime/data.hpp"
 #include "runtime/fragments.hpp"
@@ -26,31 +28,26 @@
 
 namespace dd::actors {
 
-/// Node-local services a learner uses; none of them crosses a process (all may be null).
-struct learner_services {
-  const text_dataset* data = nullptr;     ///< required for text data; outlives the learner
-  const image_dataset* images = nullptr;  ///< required for data.kind = "idx"; outlives it
-  run_log* log = nullptr;
-  fault_hooks* faults = nullptr;
-  step_admission* gate = nullptr;
-  /// The transport of the learner's chunks to other nodes (null: CAF only).
-  std::shared_ptr<const channel_route> channel;
-};
+/// The configuration of learner `id` of `e`: model, batch, schedule over `steps_per_learner`,
+/// AdamW, shard (id of M), push schedule, wire encoding, barrier (K = M), budget, speed; its data
+/// (`data` for text, `images` for data.kind = "idx"; not owned, they outlive the learner) and
+/// monitor as given. `simulated_time` / `sim_step_s`: logical-time mode (tests).
+learner_config learner_config_of(const config::experiment& e, int32_t id,
+                                 uint64_t steps_per_learner, const fragment_plan& plan, int threads,
+                                 monitor_hdl monitor, const text_dataset* data,
+                                 const image_dataset* images = nullptr, bool simulated_time = false,
+                                 double sim_step_s = 0.1);
 
-/// The context of learner `id` of `e`: model, batch, schedule over `steps_per_learner`, AdamW,
-/// shard (id of M), push schedule, wire encoding, barrier (K = M), budget, speed; peers and
-/// services as given. `simulated_time` / `sim_step_s`: logical-time mode (tests).
-std::shared_ptr<const learner_context> make_learner_context(
-    const config::experiment& e, int32_t id, uint64_t steps_per_learner, const fragment_plan& plan,
-    int threads, monitor_hdl monitor, const learner_services& services, bool simulated_time = false,
-    double sim_step_s = 0.1);
+/// A learner's services from its node's: the event sink, the fault hook at its step and on its
+/// pushes (the link's filter), the compute gate, the channel route.
+learner_services learner_services_of(const node_services& node);
 
 /// The health monitor's configuration from `e` with `fragments` owners: M learners, the token
 /// budget (0 unless budget.tokens), the experiment JSON of the join replies, group-aligned
 /// resumes for the synchronous baselines (K = M, M > 1), and the uptime's K (sync.min_quorum
 /// of M, at least 1) and last step (budget.steps). The run's identity, record paths,
-/// peers and log are the caller's.
-monitor_context monitor_context_of(const config::experiment& e, int fragments);
+/// peers are the caller's.
+monitor_config monitor_config_of(const config::experiment& e, int fragments);
 
 /// A fragment owner's options from `e` for the fragment `layout`: quorum, grace, τ (overlap),
 /// EMA smoothing, staleness bound, merge rule and anchor, outer optimizer (lr; momentum 0 for
@@ -62,10 +59,10 @@ owner_options owner_options_of(const config::experiment& e, const fragment_layou
 
 /// The evaluator's configuration from `e` over `plan` and `data` (not owned; outlives the
 /// evaluator): model, B, T, batches, cadence (eval.every_seconds, eval.every_steps), M, and the
-/// reference backend for an experiment on it (bit-reproducible losses), else "cpu". Peers, log,
+/// reference backend for an experiment on it (bit-reproducible losses), else "cpu". Peers,
 /// the step poll and the adaptive cadence are the caller's.
-evaluator_context evaluator_context_of(const config::experiment& e, const fragment_plan& plan,
-                                       const text_dataset* data,
-                                       const image_dataset* images = nullptr);
+evaluator_config evaluator_config_of(const config::experiment& e, const fragment_plan& plan,
+                                     const text_dataset* data,
+                                     const image_dataset* images = nullptr);
 
 }  // namespace dd::actors

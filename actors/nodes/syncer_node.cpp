@@ -19,6 +19,7 @@
 #include "actors/roles/health_monitor.hpp"
 #include "actors/roles/supervisor.hpp"
 #include "actors/services/owner_faults.hpp"
+#include "actors/services/recorder.hpp"
 #include "runtime/run_dir.hpp"
 
 namespace dd::actors {
@@ -34,10 +35,12 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
   const bool remote = setup.options.role == node_role::syncer;
 
   // Health monitor.
-  auto mctx = std::make_shared<monitor_context>(monitor_context_of(e, P));
+  auto mctx = std::make_shared<monitor_config>(monitor_config_of(e, P));
+  monitor_services msvc;
+  msvc.log = setup.log.get();
+  msvc.identities = setup.identities.get();
   mctx->lease_min_s = setup.options.lease_min_s;
   mctx->job = job;
-  mctx->log = setup.log.get();
   mctx->remote_learners = remote;
   mctx->run_id = setup.run_id;
   mctx->syncer_incarnation = setup.syncer_incarnation;
@@ -46,27 +49,28 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
   mctx->data_hash = setup.data_hash;
   mctx->steps_per_learner = setup.steps_per_learner;
   mctx->join_token = setup.options.join_token;
-  mctx->identities = setup.identities.get();
   if (!sim) {
     mctx->record_path = (fs::path(setup.run_dir) / "monitor.json").string();
     // The node's recorder: every heartbeat's loss, and the learner nodes' forwarded events.
-    mctx->recorder = std::make_shared<node_recorder>(
+    msvc.recorder = std::make_shared<node_recorder>(
         setup.log.get(), (fs::path(setup.run_dir) / "learner_loss.csv").string(),
         remote ? (fs::path(setup.run_dir) / "nodes").string() : std::string());
   }
   mctx->restored_record = setup.monitor_record;
-  node.monitor = self->spawn(health_monitor, std::shared_ptr<const monitor_context>(mctx));
+  node.monitor =
+      self->spawn(health_monitor, std::shared_ptr<const monitor_config>(mctx), std::move(msvc));
 
   // Fragment owners.
-  auto octx = std::make_shared<supervisor_context>();
+  auto octx = std::make_shared<supervisor_config>();
   octx->kind = child_kind::owner;
   octx->restart = e.restart;
-  octx->log = setup.log.get();
-  octx->fault_downtime = respawn_downtime_hook(setup.faults.get(), /*owner=*/true);
   octx->job = job;
+  supervisor_services osup;
+  osup.log = setup.log.get();
+  osup.fault_downtime = respawn_downtime_hook(setup.faults.get(), /*owner=*/true);
   const std::string ckpt_dir = checkpoint_dir_of(setup.run_dir, e.checkpoint.dir);
   for (int p = 0; p < P; ++p) {
-    auto c = std::make_shared<owner_context>();
+    auto c = std::make_shared<owner_config>();
     c->options = owner_options_of(e, setup.plan.fragments[static_cast<size_t>(p)],
                                   (fs::path(ckpt_dir) / fmt::format("owner_{}.ddck", p)).string(),
                                   setup.options.checkpoint_every);
@@ -79,13 +83,15 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
     c->backend = "cpu";
     c->threads = 1;
     c->monitor = node.monitor;
-    c->log = setup.log.get();
-    c->faults =
+    // The node's services for this owner, shared by its incarnations.
+    owner_services svc;
+    svc.log = setup.log.get();
+    svc.faults =
         std::make_shared<owner_faults>(setup.faults.get(), setup.log.get(), p, o.checkpoint_path);
-    c->link.faults = setup.faults.get();
+    svc.link.faults = setup.faults.get();
+    svc.link.channel = setup.channel;
     // The node's write-failure policy (job_runner: a syncer node retries, dd-node run stops).
     c->retry_checkpoints = setup.options.role == node_role::syncer;
-    c->link.channel = setup.channel;
     c->resumed = setup.options.resume;
     c->learners = static_cast<size_t>(M);
     // A respawned owner waits for the live learners' answers (they answer between steps); a
@@ -94,26 +100,29 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
     c->rebuild_wait_s = e.checkpoint.rebuild_wait_seconds;
     c->window_chunks = e.sync.window_chunks;
     if (auto it = setup.resume_versions.find(p); it != setup.resume_versions.end())
-      c->highest_version = it->second;
-    std::shared_ptr<const owner_context> cc = c;
-    octx->children.push_back({p, [cc](caf::actor_system& sys) {
-                                return caf::actor_cast<caf::actor>(sys.spawn(fragment_owner, cc));
+      svc.history = std::make_shared<owner_history>(it->second);
+    std::shared_ptr<const owner_config> cc = c;
+    octx->children.push_back({p, [cc, svc](caf::actor_system& sys) {
+                                return caf::actor_cast<caf::actor>(
+                                    sys.spawn(fragment_owner, cc, svc));
                               }});
   }
-  node.owner_sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(octx));
+  node.owner_sup =
+      self->spawn(supervisor, std::shared_ptr<const supervisor_config>(octx), std::move(osup));
 
   // Evaluator.
-  auto ectx = std::make_shared<evaluator_context>(
-      evaluator_context_of(e, setup.plan, setup.data.get(), setup.images.get()));
+  auto ectx = std::make_shared<evaluator_config>(
+      evaluator_config_of(e, setup.plan, setup.data.get(), setup.images.get()));
+  evaluator_services esvc;
+  esvc.log = setup.log.get();
+  esvc.stop = setup.stop_evaluation;
+  esvc.model_written = setup.final_model_written;
   ectx->step_poll_s = sim ? setup.options.sim_step_s : 0.25;
   ectx->adaptive_cadence = !sim;
   ectx->monitor = node.monitor;
   ectx->run_id = setup.run_id;
   ectx->syncer_incarnation = setup.syncer_incarnation;
-  ectx->log = setup.log.get();
   ectx->job = job;
-  ectx->stop = setup.stop_evaluation;
-  ectx->model_written = setup.final_model_written;
   if (!sim) {  // the final evaluation's model, with the windows it scored (model_file.hpp)
     ectx->model_path = (fs::path(setup.run_dir) / model_file_name).string();
     // The model file is written by the final evaluation only: its windows are the final ones
@@ -123,8 +132,9 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
     ectx->model_metadata = {
         {"run_id", setup.run_id}, {"experiment", e.name}, {"eval", final_eval.dump()}};
   }
-  std::shared_ptr<const evaluator_context> ec = ectx;
-  node.eval = sim ? self->spawn(evaluator, ec) : self->spawn<caf::detached>(evaluator, ec);
+  std::shared_ptr<const evaluator_config> ec = ectx;
+  node.eval =
+      sim ? self->spawn(evaluator, ec, esvc) : self->spawn<caf::detached>(evaluator, ec, esvc);
   return node;
 }
 

@@ -39,6 +39,11 @@ uint64_t digest_floats(const std::vector<float>& v) {
 
 namespace {
 
+/// What the evaluator works with: its configuration and the services its node handed it.
+struct evaluator_env : evaluator_config {
+  evaluator_services svc;
+};
+
 double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
@@ -46,12 +51,10 @@ double steady_seconds() {
 caf::timespan span(double s) { return util::to_timespan(s); }
 
 /// The evaluator is a syncer role: it stamps the run and the syncer's incarnation.
-envelope_stamp stamp_of(const evaluator_context& ctx) {
-  return {ctx.run_id, ctx.syncer_incarnation};
-}
-envelope_expect expect_of(const evaluator_context& ctx) { return {ctx.run_id, 0}; }
+envelope_stamp stamp_of(const evaluator_env& ctx) { return {ctx.run_id, ctx.syncer_incarnation}; }
+envelope_expect expect_of(const evaluator_env& ctx) { return {ctx.run_id, 0}; }
 
-void pull_missing(evaluator_actor* self, const evaluator_context& ctx) {
+void pull_missing(evaluator_actor* self, const evaluator_env& ctx) {
   auto& st = self->state;
   for (size_t p = 0; p < st.owners.size(); ++p)
     if (st.got.count(static_cast<int32_t>(p)) == 0 && st.owners[p])
@@ -59,9 +62,9 @@ void pull_missing(evaluator_actor* self, const evaluator_context& ctx) {
                  encode(pull_request{-1, 0, static_cast<int32_t>(p)}, stamp_of(ctx)));
 }
 
-void ask_owners(evaluator_actor* self, const evaluator_context& ctx) {
+void ask_owners(evaluator_actor* self, const evaluator_env& ctx) {
   const uint64_t round = self->state.round;
-  const evaluator_context* c = &ctx;  // the behavior's context outlives its requests
+  const evaluator_env* c = &ctx;  // the behavior's context outlives its requests
   self->request(ctx.monitor, std::chrono::seconds(30), caf::get_atom_v, atoms::owners_atom_v)
       .then(
           [=](const std::vector<uint8_t>& bytes, const std::vector<owner_hdl>& handles) {
@@ -83,7 +86,7 @@ void ask_owners(evaluator_actor* self, const evaluator_context& ctx) {
 /// The monitor's word on the run's progress (the global step and the tokens), kept for the
 /// `every_steps` clock and the next `eval` event; then `next` with the global step.
 template <class F>
-void ask_progress(evaluator_actor* self, const evaluator_context& ctx, F next) {
+void ask_progress(evaluator_actor* self, const evaluator_env& ctx, F next) {
   self->request(ctx.monitor, std::chrono::seconds(30), caf::get_atom_v, atoms::progress_atom_v)
       .then(
           [=](double step, uint64_t tokens) {
@@ -94,7 +97,7 @@ void ask_progress(evaluator_actor* self, const evaluator_context& ctx, F next) {
           [](caf::error&) {});
 }
 
-void start_round(evaluator_actor* self, const evaluator_context& ctx) {
+void start_round(evaluator_actor* self, const evaluator_env& ctx) {
   auto& st = self->state;
   if (st.in_round) return;
   st.in_round = true;
@@ -113,8 +116,8 @@ void start_round(evaluator_actor* self, const evaluator_context& ctx) {
 /// interrupt that cuts the scoring short still leaves the model; then with the loss it scored
 /// ("evaluation" "final", val_loss). Returns false when the write failed (a "failure" event and
 /// run_log::write_failed: the run fails).
-bool write_final_model(evaluator_actor* self, const evaluator_context& ctx, bool scored,
-                       double loss, double accuracy, const nlohmann::json& versions) {
+bool write_final_model(evaluator_actor* self, const evaluator_env& ctx, bool scored, double loss,
+                       double accuracy, const nlohmann::json& versions) {
   auto& st = self->state;
   auto md = ctx.model_metadata;
   const char* evaluation = scored ? "final" : st.last_loss >= 0 ? "last periodic" : "none";
@@ -136,24 +139,24 @@ bool write_final_model(evaluator_actor* self, const evaluator_context& ctx, bool
   md["versions"] = versions.dump();
   try {
     write_model_file(ctx.model_path, *st.model, md);
-    if (ctx.log != nullptr) {
+    if (ctx.svc.log != nullptr) {
       nlohmann::json ev = {
           {"path", ctx.model_path}, {"evaluation", evaluation}, {"digest", st.last_digest}};
       if (scored) ev["val_loss"] = loss;
-      ctx.log->emit("model_written", ev);
+      ctx.svc.log->emit("model_written", ev);
     }
-    if (!scored && ctx.model_written) ctx.model_written->store(true);
+    if (!scored && ctx.svc.model_written) ctx.svc.model_written->store(true);
     return true;
   } catch (const std::exception& e) {
-    if (ctx.log != nullptr) {
-      ctx.log->emit("failure", {{"what", "model_file"}, {"error", e.what()}});
-      ctx.log->write_failed(e.what());
+    if (ctx.svc.log != nullptr) {
+      ctx.svc.log->emit("failure", {{"what", "model_file"}, {"error", e.what()}});
+      ctx.svc.log->write_failed(e.what());
     }
     return false;
   }
 }
 
-void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
+void finish_round(evaluator_actor* self, const evaluator_env& ctx) {
   auto& st = self->state;
   std::vector<float> flat(st.model->num_params());
   nlohmann::json versions = nlohmann::json::array();
@@ -178,7 +181,7 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
   } else {
     windows = st.waiting_final ? ctx.final_windows : ctx.windows;
     loss = evaluate_windows(*st.model, ctx.data->validation(), ctx.batch, ctx.seq_len, windows,
-                            ctx.stop.get());
+                            ctx.svc.stop.get());
     if (windows == 0) windows = windows_in_split(ctx.data->validation().size(), ctx.seq_len);
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -186,16 +189,16 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
   st.last_eval_s = secs;
   st.last_eval_end_s = steady_seconds();
   st.in_round = false;
-  if (ctx.log != nullptr) {
+  if (ctx.svc.log != nullptr) {
     nlohmann::json ev = {{"val_loss", loss},         {"versions", versions},
                          {"digest", st.last_digest}, {"tokens", st.tokens},
                          {"step", st.global_step},   {"eval_s", secs}};
     if (accuracy >= 0) ev["val_accuracy"] = accuracy;
     if (windows > 0) ev["windows"] = windows;
     if (st.waiting_final) ev["final"] = true;
-    ctx.log->emit("eval", ev);
-    const double at = ctx.log->now();
-    ctx.log->update([&](run_counters& c) {
+    ctx.svc.log->emit("eval", ev);
+    const double at = ctx.svc.log->now();
+    ctx.svc.log->update([&](run_counters& c) {
       c.last_val_loss = loss;
       c.last_val_accuracy = accuracy;
       c.last_val_at_s = at;
@@ -211,9 +214,11 @@ void finish_round(evaluator_actor* self, const evaluator_context& ctx) {
 }  // namespace
 
 evaluator_hdl::behavior_type evaluator(evaluator_actor* self,
-                                       std::shared_ptr<const evaluator_context> ctx) {
+                                       std::shared_ptr<const evaluator_config> config,
+                                       evaluator_services services) {
+  auto ctx = std::make_shared<const evaluator_env>(evaluator_env{*config, std::move(services)});
   name_crashes(self);
-  drop_unexpected(self, ctx->log, "evaluator");
+  drop_unexpected(self, ctx->svc.log, "evaluator");
   auto& st = self->state;
   kernels::backend_options bo;
   bo.threads = ctx->threads;

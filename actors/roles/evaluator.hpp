@@ -42,6 +42,7 @@
 #include <caf/stateful_actor.hpp>
 
 #include "actors/link/protocol.hpp"
+#include "actors/services/node_services.hpp"
 #include "messages/codec.hpp"
 #include "runtime/data.hpp"
 #include "runtime/fragments.hpp"
@@ -50,10 +51,9 @@
 
 namespace dd::actors {
 
-class event_sink;
-
-/// Configuration of the evaluator.
-struct evaluator_context {
+/// Configuration of the evaluator. A plain value; the node's services (event sink, the flags it
+/// shares with the job) come separately (evaluator_services, actors/services/node_services.hpp).
+struct evaluator_config {
   model_config model;
   fragment_plan plan;
   const text_dataset* data = nullptr;
@@ -79,8 +79,6 @@ struct evaluator_context {
   /// directory and broadcasts it receives must name the run.
   std::string run_id;
   uint64_t syncer_incarnation = 0;
-  /// The node's event sink (write-only: the evaluator reads nothing back); may be null.
-  event_sink* log = nullptr;
   /// Gets (eval_atom, val_loss) after every evaluation (the job's last validation loss); may be
   /// invalid.
   job_hdl job;
@@ -89,12 +87,6 @@ struct evaluator_context {
   /// Added to the model file's metadata (run id, experiment, the evaluation's windows as JSON
   /// under "eval"); val_loss, digest and fragment versions are added by the evaluator.
   std::map<std::string, std::string> model_metadata;
-  /// Set by the job when the run ends without waiting for an evaluation in progress (an interrupt
-  /// past its deadline): the evaluation stops at its next batch. Null = never.
-  std::shared_ptr<std::atomic<bool>> stop;
-  /// Set once the final global model is on disk at `model_path` (before its scoring): the job
-  /// names the file in summary.json even when an interrupt cut the scoring short. Null = none.
-  std::shared_ptr<std::atomic<bool>> model_written;
 };
 
 /// CAF state of the evaluator.
@@ -123,8 +115,10 @@ struct evaluator_state {
 using evaluator_actor = evaluator_hdl::stateful_base<evaluator_state>;
 
 /// The evaluator's behavior.
+/// `services`: the node's.
 evaluator_hdl::behavior_type evaluator(evaluator_actor* self,
-                                       std::shared_ptr<const evaluator_context> ctx);
+                                       std::shared_ptr<const evaluator_config> config,
+                                       evaluator_services services);
 
 /// FNV-1a 64 over the bytes of a float vector (the global model's digest).
 uint64_t digest_floats(const std::vector<float>& v);

@@ -36,18 +36,23 @@ double clock_seconds(caf::actor_clock::time_point t) {
 
 namespace {
 
+/// What an incarnation works with: its configuration and the services its node handed it.
+struct owner_env : owner_config {
+  owner_services svc;
+};
+
 /// What the owner writes into every envelope: the run and the syncer's incarnation.
-envelope_stamp stamp_of(const owner_context& ctx) {
+envelope_stamp stamp_of(const owner_env& ctx) {
   return {ctx.options.run_id, ctx.options.syncer_incarnation};
 }
 
 /// What it accepts: its run (a learner's incarnation is checked by owner_core against
 /// the live view; the codec checks that a push's body names its envelope's incarnation).
-envelope_expect expect_of(const owner_context& ctx) { return {ctx.options.run_id, 0}; }
+envelope_expect expect_of(const owner_env& ctx) { return {ctx.options.run_id, 0}; }
 
 /// The live view from its wire message and the handles that travel with it (one per learner, in
 /// list order).
-result<live_view> read_view(const owner_context& ctx, const wire_bytes& bytes,
+result<live_view> read_view(const owner_env& ctx, const wire_bytes& bytes,
                             const std::vector<learner_at_owner_hdl>& handles) {
   auto v = decode_live_view(bytes, {}, expect_of(ctx));
   if (!v) return v.error();
@@ -71,12 +76,13 @@ bool file_exists(const std::string& path) {
 
 caf::timespan to_timespan(double seconds) { return util::to_timespan(seconds); }
 
-/// A checkpoint of a version newer than every version events.jsonl names (ctx.highest_version
-/// before this owner's first start): the run was killed after the checkpoint was written and
-/// before its `merge` line. The line is written now from the checkpoint's record (with
+/// A checkpoint of a version newer than every version events.jsonl names (the history's
+/// highest_version before this owner's first start): the run was killed after the checkpoint was
+/// written and before its `merge` line. The line is written now from the checkpoint's record (with
 /// "from_checkpoint": true) and counted, so events.jsonl holds every merged version once.
-void log_merge_of_checkpoint(const owner_context& ctx, const owner_checkpoint& ck) {
-  if (ctx.log == nullptr || ck.merge_record.empty() || ck.version <= ctx.highest_version.load())
+void log_merge_of_checkpoint(const owner_env& ctx, const owner_checkpoint& ck) {
+  if (ctx.svc.log == nullptr || ck.merge_record.empty() ||
+      ck.version <= ctx.svc.history->highest_version())
     return;
   auto fields = nlohmann::json::parse(ck.merge_record, nullptr, false);
   if (!fields.is_object() || fields.value("version", uint64_t{0}) != ck.version) return;
@@ -87,8 +93,8 @@ void log_merge_of_checkpoint(const owner_context& ctx, const owner_checkpoint& c
       contributors += 1;
       tokens += c.value("tokens", uint64_t{0});
     }
-  ctx.log->emit("merge", fields);
-  ctx.log->update([&](run_counters& c) {
+  ctx.svc.log->emit("merge", fields);
+  ctx.svc.log->update([&](run_counters& c) {
     c.merges += 1;
     c.contributors += contributors;
     c.tokens_merged += tokens;
@@ -97,12 +103,9 @@ void log_merge_of_checkpoint(const owner_context& ctx, const owner_checkpoint& c
 }
 
 /// Records the version this incarnation started at or published (floor for later numbering).
-void note_version(const owner_context& ctx, uint64_t v) {
-  uint64_t cur = ctx.highest_version.load();
-  while (v > cur && !ctx.highest_version.compare_exchange_weak(cur, v)) {}
-}
+void note_version(const owner_env& ctx, uint64_t v) { ctx.svc.history->note_version(v); }
 
-void apply_effects(owner_actor* self, const owner_context& ctx, owner_effects fx) {
+void apply_effects(owner_actor* self, const owner_env& ctx, owner_effects fx) {
   auto& st = self->state;
   if (fx.arm_grace_s)
     self->delayed_send(self, to_timespan(*fx.arm_grace_s), atoms::grace_atom_v, fx.timer_id);
@@ -114,30 +117,31 @@ void apply_effects(owner_actor* self, const owner_context& ctx, owner_effects fx
   // One shared message per chunk for every learner; each link sends under its own credit.
   flow_publish(self, st.flow, st.learners, share_chunks(std::move(fx.broadcast)), rec.version,
                rec.fragment_id);
-  if (ctx.log != nullptr) {
+  if (ctx.svc.log != nullptr) {
     uint64_t tokens = 0;
     for (const auto& c : rec.contributors) tokens += c.tokens;
-    ctx.log->emit("merge", merge_event_fields(rec, st.core->xi_step_s(), st.core->xi_quorum_s(),
-                                              st.core->xi_sync_s()));
-    ctx.log->emit("broadcast", {{"fragment", rec.fragment_id},
-                                {"version", rec.version},
-                                {"learners", st.learners.size()},
-                                {"bytes", bytes * st.learners.size()}});
+    ctx.svc.log->emit("merge", merge_event_fields(rec, st.core->xi_step_s(), st.core->xi_quorum_s(),
+                                                  st.core->xi_sync_s()));
+    ctx.svc.log->emit("broadcast", {{"fragment", rec.fragment_id},
+                                    {"version", rec.version},
+                                    {"learners", st.learners.size()},
+                                    {"bytes", bytes * st.learners.size()}});
     if (rec.checkpointed || !rec.checkpoint_error.empty())
-      ctx.log->emit(rec.checkpointed ? "checkpoint" : "failure", {{"fragment", rec.fragment_id},
-                                                                  {"version", rec.version},
-                                                                  {"error", rec.checkpoint_error}});
+      ctx.svc.log->emit(rec.checkpointed ? "checkpoint" : "failure",
+                        {{"fragment", rec.fragment_id},
+                         {"version", rec.version},
+                         {"error", rec.checkpoint_error}});
     const std::string msg = "fragment owner " + std::to_string(rec.fragment_id) +
                             ": checkpoint of version " + std::to_string(rec.version) + ": " +
                             rec.checkpoint_error;
     // What a failed write means (the run's end, or a degraded node) is the node's policy:
     // the owner reports it and does what its context says (retry_checkpoints).
     if (!rec.checkpoint_error.empty())
-      ctx.log->write_trouble(ctx.options.checkpoint_path, msg);
+      ctx.svc.log->write_trouble(ctx.options.checkpoint_path, msg);
     else if (rec.checkpointed)
-      ctx.log->write_recovered(ctx.options.checkpoint_path);
+      ctx.svc.log->write_recovered(ctx.options.checkpoint_path);
     const size_t n_learners = st.learners.size();
-    ctx.log->update([&](run_counters& c) {
+    ctx.svc.log->update([&](run_counters& c) {
       c.merges += 1;
       c.contributors += rec.contributors.size();
       c.tokens_merged += tokens;
@@ -151,33 +155,33 @@ void apply_effects(owner_actor* self, const owner_context& ctx, owner_effects fx
     self->delayed_send(self, to_timespan(0.5), atoms::snapshot_atom_v, 0.5);
   }
   // The node's fault hook (owner_faults.hpp) may kill this owner at its new version.
-  if (ctx.faults && ctx.faults->at_version(rec.version)) self->quit(caf::exit_reason::kill);
+  if (ctx.svc.faults && ctx.svc.faults->at_version(rec.version)) self->quit(caf::exit_reason::kill);
 }
 
 }  // namespace
 
 namespace {
 
-owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_context> ctx);
+owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_env> ctx);
 
 /// The owner starts serving `core` (restored, rebuilt or fresh): events, counters, the newest
 /// live view, and the behavior that handles pushes and pulls.
-void start_serving(owner_actor* self, const std::shared_ptr<const owner_context>& ctx,
+void start_serving(owner_actor* self, const std::shared_ptr<const owner_env>& ctx,
                    const std::string& reset) {
   auto& st = self->state;
   const int32_t frag = ctx->options.layout.fragment_id;
   note_version(*ctx, st.core->version());
-  if (ctx->log != nullptr) {
+  if (ctx->svc.log != nullptr) {
     nlohmann::json ev = {{"fragment", frag}, {"version", st.core->version()}};
     if (!reset.empty()) ev["reset"] = reset;
-    ctx->log->emit(st.restored ? "owner_restored" : "owner_start", ev);
-    ctx->log->update([&](run_counters& c) { c.versions[frag] = st.core->version(); });
+    ctx->svc.log->emit(st.restored ? "owner_restored" : "owner_start", ev);
+    ctx->svc.log->update([&](run_counters& c) { c.versions[frag] = st.core->version(); });
   }
   if (st.rebuild) {
     auto view = std::move(st.rebuild->view);
     auto vm = std::move(st.rebuild->view_message);
     st.rebuild.reset();
-    self->set_default_handler(unexpected_handler(ctx->log, "owner " + std::to_string(frag)));
+    self->set_default_handler(unexpected_handler(ctx->svc.log, "owner " + std::to_string(frag)));
     self->become(serving(self, ctx));
     if (view) self->send(self, atoms::live_atom_v, vm.first, vm.second);
   }
@@ -185,12 +189,12 @@ void start_serving(owner_actor* self, const std::shared_ptr<const owner_context>
 
 /// Starts from the initial weights (no usable checkpoint, no learner's copy). A reset of a
 /// fragment the run had trained is `degraded`.
-void start_from_initial(owner_actor* self, const std::shared_ptr<const owner_context>& ctx,
+void start_from_initial(owner_actor* self, const std::shared_ptr<const owner_env>& ctx,
                         const std::string& why, bool degraded) {
   auto& st = self->state;
   const int32_t frag = ctx->options.layout.fragment_id;
   auto now_fn = [self] { return clock_seconds(self->clock().now()); };
-  const uint64_t floor = ctx->highest_version.load();
+  const uint64_t floor = ctx->svc.history->highest_version();
   if (floor == 0) {
     st.core = std::make_unique<owner_core>(ctx->options, *st.backend, ctx->initial, now_fn);
   } else {
@@ -203,21 +207,21 @@ void start_from_initial(owner_actor* self, const std::shared_ptr<const owner_con
     st.core->forget_restore();
   }
   st.restored = false;
-  if (!why.empty() && ctx->log != nullptr && floor == 0) {
+  if (!why.empty() && ctx->svc.log != nullptr && floor == 0) {
     // No merge of this fragment was ever recorded (events.jsonl of the earlier part, or this
     // run): its initial weights are its current value, so nothing is lost and nothing degraded.
-    ctx->log->warn(
+    ctx->svc.log->warn(
         "fragment owner " + std::to_string(frag) + ": " + why +
         "; no merge of this fragment is recorded, so its value restarts from the initial "
         "weights (version 0) and nothing is lost");
-  } else if (!why.empty() && ctx->log != nullptr) {
-    ctx->log->warn("fragment owner " + std::to_string(frag) + ": " + why +
-                   "; its value restarts from the initial weights (version " +
-                   std::to_string(st.core->version()) +
-                   "), losing the merges made so far for this fragment");
+  } else if (!why.empty() && ctx->svc.log != nullptr) {
+    ctx->svc.log->warn("fragment owner " + std::to_string(frag) + ": " + why +
+                       "; its value restarts from the initial weights (version " +
+                       std::to_string(st.core->version()) +
+                       "), losing the merges made so far for this fragment");
     if (degraded) {
-      ctx->log->emit("degraded", {{"fragment", frag}, {"reason", why}});
-      ctx->log->update([&](run_counters& c) {
+      ctx->svc.log->emit("degraded", {{"fragment", frag}, {"reason", why}});
+      ctx->svc.log->update([&](run_counters& c) {
         c.degraded["fragment " + std::to_string(frag)] =
             why + "; restarted from the initial weights";
       });
@@ -228,13 +232,13 @@ void start_from_initial(owner_actor* self, const std::shared_ptr<const owner_con
 
 /// Takes a learner's copy: momentum reset, a new version above everything known, a checkpoint
 /// written, a broadcast to every live learner, a `fragment_rebuilt` event.
-void start_from_copy(owner_actor* self, const std::shared_ptr<const owner_context>& ctx,
+void start_from_copy(owner_actor* self, const std::shared_ptr<const owner_env>& ctx,
                      const broadcast_msg& whole, std::vector<float> value, int32_t learner,
                      uint64_t incarnation) {
   auto& st = self->state;
   auto& rb = *st.rebuild;
   const int32_t frag = ctx->options.layout.fragment_id;
-  uint64_t v = std::max(whole.version, ctx->highest_version.load());
+  uint64_t v = std::max(whole.version, ctx->svc.history->highest_version());
   if (rb.ckpt) v = std::max(v, rb.ckpt->version);
   owner_checkpoint c;
   c.fragment_id = frag;
@@ -261,28 +265,29 @@ void start_from_copy(owner_actor* self, const std::shared_ptr<const owner_contex
   if (o.checkpoint_every > 0 && !o.checkpoint_path.empty())
     if (auto w = save_checkpoint(o.checkpoint_path, st.core->make_checkpoint()); !w)
       ck_error = w.error().message;
-  if (ctx->log != nullptr) {
-    ctx->log->emit("fragment_rebuilt",
-                   {{"fragment", frag},
-                    {"learner", learner},
-                    {"incarnation", incarnation},
-                    {"learner_version", whole.version},
-                    {"version", st.core->version()},
-                    {"checkpoint_version",
-                     rb.ckpt ? nlohmann::json(rb.ckpt->version) : nlohmann::json(nullptr)},
-                    {"reason", why},
-                    {"waited_s", clock_seconds(self->clock().now()) - rb.started_s}});
+  if (ctx->svc.log != nullptr) {
+    ctx->svc.log->emit("fragment_rebuilt",
+                       {{"fragment", frag},
+                        {"learner", learner},
+                        {"incarnation", incarnation},
+                        {"learner_version", whole.version},
+                        {"version", st.core->version()},
+                        {"checkpoint_version",
+                         rb.ckpt ? nlohmann::json(rb.ckpt->version) : nlohmann::json(nullptr)},
+                        {"reason", why},
+                        {"waited_s", clock_seconds(self->clock().now()) - rb.started_s}});
     if (!ck_error.empty()) {
-      ctx->log->emit("failure",
-                     {{"fragment", frag}, {"version", st.core->version()}, {"error", ck_error}});
-      ctx->log->write_failed("fragment owner " + std::to_string(frag) + ": checkpoint of version " +
-                             std::to_string(st.core->version()) + ": " + ck_error);
+      ctx->svc.log->emit(
+          "failure", {{"fragment", frag}, {"version", st.core->version()}, {"error", ck_error}});
+      ctx->svc.log->write_failed("fragment owner " + std::to_string(frag) +
+                                 ": checkpoint of version " + std::to_string(st.core->version()) +
+                                 ": " + ck_error);
     }
     if (rb.ckpt == std::nullopt)
-      ctx->log->warn("fragment owner " + std::to_string(frag) + ": " + why +
-                     "; rebuilt from learner " + std::to_string(learner) + "'s copy of version " +
-                     std::to_string(whole.version) + " as version " +
-                     std::to_string(st.core->version()) + " (momentum reset)");
+      ctx->svc.log->warn("fragment owner " + std::to_string(frag) + ": " + why +
+                         "; rebuilt from learner " + std::to_string(learner) +
+                         "'s copy of version " + std::to_string(whole.version) + " as version " +
+                         std::to_string(st.core->version()) + " (momentum reset)");
   }
   // Every live learner gets the rebuilt value (a learner holding it already applies nothing).
   const auto chunks = share_chunks(st.core->current_value());
@@ -292,11 +297,10 @@ void start_from_copy(owner_actor* self, const std::shared_ptr<const owner_contex
   start_serving(self, ctx, "");
 }
 
-void decide_rebuild(owner_actor* self, const std::shared_ptr<const owner_context>& ctx);
+void decide_rebuild(owner_actor* self, const std::shared_ptr<const owner_env>& ctx);
 
 /// Asks `learner` for its value of the fragment (the newest copy found).
-void fetch_from(owner_actor* self, const std::shared_ptr<const owner_context>& ctx,
-                int32_t learner) {
+void fetch_from(owner_actor* self, const std::shared_ptr<const owner_env>& ctx, int32_t learner) {
   auto& rb = *self->state.rebuild;
   const auto& a = rb.answers.at(learner);
   rb.fetching = learner;
@@ -310,7 +314,7 @@ void fetch_from(owner_actor* self, const std::shared_ptr<const owner_context>& c
 }
 
 /// Done asking: fetch the newest copy that beats the checkpoint, or restore, or reset.
-void decide_rebuild(owner_actor* self, const std::shared_ptr<const owner_context>& ctx) {
+void decide_rebuild(owner_actor* self, const std::shared_ptr<const owner_env>& ctx) {
   auto& st = self->state;
   auto& rb = *st.rebuild;
   int32_t best = -1;
@@ -328,10 +332,10 @@ void decide_rebuild(owner_actor* self, const std::shared_ptr<const owner_context
   if (rb.ckpt) {
     st.core = std::make_unique<owner_core>(ctx->options, *st.backend, *rb.ckpt, now_fn);
     st.restored = true;
-    if (st.core->version() < ctx->highest_version.load()) {
+    if (st.core->version() < ctx->svc.history->highest_version()) {
       // Versions were published after this checkpoint (checkpoint.every_versions > 1) and no
       // live learner holds one of them: number the next merge above them.
-      st.core->skip_versions_to(ctx->highest_version.load());
+      st.core->skip_versions_to(ctx->svc.history->highest_version());
     }
     start_serving(self, ctx, "");
     return;
@@ -349,10 +353,10 @@ void decide_rebuild(owner_actor* self, const std::shared_ptr<const owner_context
 }
 
 /// Every learner the owner is waiting for has answered?
-bool all_answered(owner_actor* self, const owner_context& ctx) {
+bool all_answered(owner_actor* self, const owner_env& ctx) {
   auto& rb = *self->state.rebuild;
   if (!rb.view) return false;
-  if (ctx.resumed && ctx.starts.load() == 1 && ctx.learners > 0)
+  if (ctx.resumed && ctx.svc.history->starts() == 1 && ctx.learners > 0)
     return rb.answers.size() >= ctx.learners;
   if (rb.view->learners.empty()) return false;
   for (const auto& l : rb.view->learners)
@@ -360,7 +364,7 @@ bool all_answered(owner_actor* self, const owner_context& ctx) {
   return true;
 }
 
-owner_hdl::behavior_type rebuilding(owner_actor* self, std::shared_ptr<const owner_context> ctx) {
+owner_hdl::behavior_type rebuilding(owner_actor* self, std::shared_ptr<const owner_env> ctx) {
   const int32_t frag = ctx->options.layout.fragment_id;
   auto& rb = *self->state.rebuild;
   rb.started_s = clock_seconds(self->clock().now());
@@ -370,19 +374,19 @@ owner_hdl::behavior_type rebuilding(owner_actor* self, std::shared_ptr<const own
   // behavior's default handler).
   self->set_default_handler(caf::skip);
   self->delayed_send(self, to_timespan(ctx->rebuild_wait_s), atoms::rebuild_atom_v, rb.query_id);
-  if (ctx->log != nullptr)
-    ctx->log->emit("rebuild_start",
-                   {{"fragment", frag},
-                    {"checkpoint_version",
-                     rb.ckpt ? nlohmann::json(rb.ckpt->version) : nlohmann::json(nullptr)},
-                    {"reason", rb.ckpt ? "looking for a newer copy" : rb.unusable},
-                    {"wait_s", ctx->rebuild_wait_s}});
+  if (ctx->svc.log != nullptr)
+    ctx->svc.log->emit("rebuild_start",
+                       {{"fragment", frag},
+                        {"checkpoint_version",
+                         rb.ckpt ? nlohmann::json(rb.ckpt->version) : nlohmann::json(nullptr)},
+                        {"reason", rb.ckpt ? "looking for a newer copy" : rb.unusable},
+                        {"wait_s", ctx->rebuild_wait_s}});
   return {
       [=](atoms::live_atom, const std::vector<uint8_t>& bytes,
           const std::vector<learner_at_owner_hdl>& handles) {
         auto read = read_view(*ctx, bytes, handles);
         if (!read) {
-          log_refused_message(ctx->log, "undecodable_live_view", read.error(),
+          log_refused_message(ctx->svc.log, "undecodable_live_view", read.error(),
                               {{"fragment", frag}});
           return;
         }
@@ -417,7 +421,7 @@ owner_hdl::behavior_type rebuilding(owner_actor* self, std::shared_ptr<const own
         if (h && h->fragment_id != frag)
           h = wire_error{errc::malformed, "names fragment " + std::to_string(h->fragment_id)};
         if (!h) {
-          log_refused_message(ctx->log, "undecodable_held", h.error(), {{"fragment", frag}});
+          log_refused_message(ctx->svc.log, "undecodable_held", h.error(), {{"fragment", frag}});
           return;
         }
         if (h->query_id != 1) return;  // the answer to a fetch: the copy's chunks follow
@@ -432,15 +436,16 @@ owner_hdl::behavior_type rebuilding(owner_actor* self, std::shared_ptr<const own
         if (r.fetching < 0) return;
         auto chunk = decode_broadcast_ref(bytes, {}, expect_of(*ctx));
         if (!chunk)
-          log_refused_message(ctx->log, "undecodable_copy", chunk.error(), {{"fragment", frag}});
+          log_refused_message(ctx->svc.log, "undecodable_copy", chunk.error(),
+                              {{"fragment", frag}});
         if (!chunk || chunk->header.fragment_id != frag) return;
         auto whole = r.assembler.add(*chunk);
         if (!whole) {
-          if (ctx->log != nullptr)
-            ctx->log->emit("failure", {{"fragment", frag},
-                                       {"what", "undecodable_copy"},
-                                       {"learner", r.fetching},
-                                       {"error", whole.error().message}});
+          if (ctx->svc.log != nullptr)
+            ctx->svc.log->emit("failure", {{"fragment", frag},
+                                           {"what", "undecodable_copy"},
+                                           {"learner", r.fetching},
+                                           {"error", whole.error().message}});
           r.failed.insert(r.fetching);
           r.fetching = -1;
           decide_rebuild(self, ctx);
@@ -464,16 +469,16 @@ owner_hdl::behavior_type rebuilding(owner_actor* self, std::shared_ptr<const own
         auto& r = *self->state.rebuild;
         if (id != r.query_id) return;
         if (r.fetching >= 0) {  // the copy did not arrive in time: next best
-          if (ctx->log != nullptr)
-            ctx->log->emit("failure",
-                           {{"fragment", frag}, {"what", "copy_timeout"}, {"learner", r.fetching}});
+          if (ctx->svc.log != nullptr)
+            ctx->svc.log->emit(
+                "failure", {{"fragment", frag}, {"what", "copy_timeout"}, {"learner", r.fetching}});
           r.failed.insert(r.fetching);
           r.fetching = -1;
         }
         decide_rebuild(self, ctx);
       },
       [=](atoms::kill_atom) {
-        if (ctx->faults && ctx->faults->at_version(0)) self->quit(caf::exit_reason::kill);
+        if (ctx->svc.faults && ctx->svc.faults->at_version(0)) self->quit(caf::exit_reason::kill);
       },
       [=](atoms::owner_status_atom) -> caf::result<uint64_t, size_t, double> {
         return {uint64_t{0}, size_t{0}, 0.0};
@@ -492,9 +497,11 @@ owner_hdl::behavior_type rebuilding(owner_actor* self, std::shared_ptr<const own
 }  // namespace
 
 owner_hdl::behavior_type fragment_owner(owner_actor* self,
-                                        std::shared_ptr<const owner_context> ctx) {
+                                        std::shared_ptr<const owner_config> config,
+                                        owner_services services) {
+  auto ctx = std::make_shared<const owner_env>(owner_env{*config, std::move(services)});
   name_crashes(self);
-  drop_unexpected(self, ctx->log, "owner " + std::to_string(ctx->options.layout.fragment_id));
+  drop_unexpected(self, ctx->svc.log, "owner " + std::to_string(ctx->options.layout.fragment_id));
   // Learners' push and copy chunks may come on the tensor channel too.
   tensor_channel_hub::allow(self->system(), caf::strong_actor_ptr{self->ctrl()},
                             {channel_kind::push, channel_kind::copy});
@@ -503,14 +510,14 @@ owner_hdl::behavior_type fragment_owner(owner_actor* self,
   bo.threads = ctx->threads;
   st.backend = kernels::make_backend(ctx->backend, bo);
   st.flow = chunk_flow(static_cast<size_t>(std::max(1, ctx->window_chunks)));
-  st.flow.link = ctx->link;
+  st.flow.link = ctx->svc.link;
   // The owner monitors only the peers it sends chunks to: a learner (or evaluator) that goes
   // away frees its link.
   self->set_down_handler([=](caf::down_msg& dm) { flow_down(self->state.flow, dm); });
   auto now_fn = [self] { return clock_seconds(self->clock().now()); };
   const auto& opts = ctx->options;
   const int32_t frag = opts.layout.fragment_id;
-  const bool respawn = ctx->starts.fetch_add(1) > 0;
+  const bool respawn = ctx->svc.history->start() > 0;
   std::string reset;  // why this owner cannot use its checkpoint (empty: it can, or none needed)
   std::optional<owner_checkpoint> ckpt;
   if (file_exists(opts.checkpoint_path)) {
@@ -520,9 +527,9 @@ owner_hdl::behavior_type fragment_owner(owner_actor* self,
               std::to_string(ck->fragment_id) + " of " + std::to_string(ck->value.size()) +
               " values, not fragment " + std::to_string(frag) + " of " +
               std::to_string(opts.layout.numel) + " (another run's?)";
-      if (ctx->log != nullptr)
-        ctx->log->emit("failure",
-                       {{"fragment", frag}, {"what", "checkpoint_unreadable"}, {"error", reset}});
+      if (ctx->svc.log != nullptr)
+        ctx->svc.log->emit(
+            "failure", {{"fragment", frag}, {"what", "checkpoint_unreadable"}, {"error", reset}});
     } else if (ck && ((!ck->run_id.empty() && !opts.run_id.empty() && ck->run_id != opts.run_id) ||
                       (!ck->experiment_digest.empty() && !opts.experiment_digest.empty() &&
                        ck->experiment_digest != opts.experiment_digest))) {
@@ -534,8 +541,8 @@ owner_hdl::behavior_type fragment_owner(owner_actor* self,
                         : "its checkpoint '" + opts.checkpoint_path + "' was written for another " +
                               "experiment (state digest " + ck->experiment_digest +
                               ", this run's " + opts.experiment_digest + ")";
-      if (ctx->log != nullptr)
-        ctx->log->emit(
+      if (ctx->svc.log != nullptr)
+        ctx->svc.log->emit(
             "failure",
             {{"fragment", frag}, {"what", "checkpoint_of_another_run"}, {"error", reset}});
     } else if (ck) {
@@ -544,8 +551,8 @@ owner_hdl::behavior_type fragment_owner(owner_actor* self,
     } else {
       reset = "its checkpoint '" + opts.checkpoint_path + "' is unreadable (" + ck.error().message +
               ")";
-      if (ctx->log != nullptr)
-        ctx->log->emit(
+      if (ctx->svc.log != nullptr)
+        ctx->svc.log->emit(
             "failure",
             {{"fragment", frag}, {"what", "checkpoint_unreadable"}, {"error", ck.error().message}});
     }
@@ -559,8 +566,8 @@ owner_hdl::behavior_type fragment_owner(owner_actor* self,
   if (ctx->monitor)
     self->send(ctx->monitor, atoms::subscribe_atom_v, encode(subscribe_msg{frag}, stamp_of(*ctx)));
   // The node's time-keyed kills (tests, chaos): a timer each, so they fire on time.
-  if (ctx->faults)
-    for (double d : ctx->faults->kill_delays())
+  if (ctx->svc.faults)
+    for (double d : ctx->svc.faults->kill_delays())
       self->delayed_send(self, to_timespan(d), atoms::kill_atom_v);
   // A respawned or resumed owner asks the learners first (their copies may be newer than the
   // checkpoint, or the only trained copies left).
@@ -588,11 +595,11 @@ owner_hdl::behavior_type fragment_owner(owner_actor* self,
 
 namespace {
 
-owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_context> ctx) {
+owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_env> ctx) {
   const int32_t frag = ctx->options.layout.fragment_id;
   return {
       [=](atoms::kill_atom) {
-        if (ctx->faults && ctx->faults->at_version(self->state.core->version()))
+        if (ctx->svc.faults && ctx->svc.faults->at_version(self->state.core->version()))
           self->quit(caf::exit_reason::kill);
       },
       [=](atoms::credit_atom, uint64_t seq) { flow_credit(self, self->state.flow, seq); },
@@ -618,7 +625,8 @@ owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_
             flow_broadcast(self, s.flow, sender, share_chunks(s.core->current_value()),
                            s.core->version());
         }
-        if (ctx->log != nullptr && (out.what == status::accepted || out.what == status::rejected)) {
+        if (ctx->svc.log != nullptr &&
+            (out.what == status::accepted || out.what == status::rejected)) {
           nlohmann::json j = {{"fragment", frag},
                               {"learner", out.learner_id},
                               {"incarnation", out.incarnation},
@@ -629,8 +637,8 @@ owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_
                               {"accepted", out.what == status::accepted}};
           if (out.reject) j["reason"] = std::string(to_string(out.reject->reason));
           if (!out.detail.empty()) j["detail"] = out.detail;
-          ctx->log->emit("push", j);
-          ctx->log->update([&](run_counters& c) {
+          ctx->svc.log->emit("push", j);
+          ctx->svc.log->update([&](run_counters& c) {
             c.pushes += 1;
             c.bytes_pushed += bytes.size();
             if (out.what == status::rejected) c.pushes_rejected += 1;
@@ -639,19 +647,19 @@ owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_
             if (out.chunk_refused) c.chunks_refused += 1;
           });
           if (out.chunk_refused)
-            ctx->log->emit("chunk_refused", {{"fragment", frag},
-                                             {"learner", out.learner_id},
-                                             {"transfer_id", out.transfer_id},
-                                             {"what", "push"},
-                                             {"detail", out.detail}});
+            ctx->svc.log->emit("chunk_refused", {{"fragment", frag},
+                                                 {"learner", out.learner_id},
+                                                 {"transfer_id", out.transfer_id},
+                                                 {"what", "push"},
+                                                 {"detail", out.detail}});
         }
-        if (ctx->log != nullptr && out.envelope_refused) {
-          ctx->log->update([](run_counters& c) { c.envelopes_refused += 1; });
-          ctx->log->emit("envelope_refused",
-                         {{"fragment", frag}, {"what", "push"}, {"error", out.detail}});
+        if (ctx->svc.log != nullptr && out.envelope_refused) {
+          ctx->svc.log->update([](run_counters& c) { c.envelopes_refused += 1; });
+          ctx->svc.log->emit("envelope_refused",
+                             {{"fragment", frag}, {"what", "push"}, {"error", out.detail}});
         }
-        if (ctx->log != nullptr && out.what == status::ignored)
-          ctx->log->emit("push_ignored", {{"fragment", frag}, {"detail", out.detail}});
+        if (ctx->svc.log != nullptr && out.what == status::ignored)
+          ctx->svc.log->emit("push_ignored", {{"fragment", frag}, {"detail", out.detail}});
         apply_effects(self, *ctx, std::move(out.effects));
       },
       [=](atoms::pull_atom, const std::vector<uint8_t>& bytes) {
@@ -660,7 +668,7 @@ owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_
           req = wire_error{errc::malformed, "pull.fragmentId " + std::to_string(req->fragment_id) +
                                                 " is not this owner's " + std::to_string(frag)};
         if (!req) {
-          log_refused_message(ctx->log, "undecodable_pull", req.error(), {{"fragment", frag}});
+          log_refused_message(ctx->svc.log, "undecodable_pull", req.error(), {{"fragment", frag}});
           return;
         }
         // A learner or the evaluator (learner −1): either takes broadcast chunks, all it gets.
@@ -674,7 +682,7 @@ owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_
           const std::vector<learner_at_owner_hdl>& handles) {
         auto read = read_view(*ctx, bytes, handles);
         if (!read) {
-          log_refused_message(ctx->log, "undecodable_live_view", read.error(),
+          log_refused_message(ctx->svc.log, "undecodable_live_view", read.error(),
                               {{"fragment", frag}});
           return;
         }
@@ -704,18 +712,18 @@ owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_
         auto& s = self->state;
         s.checkpoint_retry_armed = false;
         const auto& o = ctx->options;
-        if (o.checkpoint_path.empty() || ctx->log == nullptr) return;
+        if (o.checkpoint_path.empty() || ctx->svc.log == nullptr) return;
         if (auto w = save_checkpoint(o.checkpoint_path, s.core->make_checkpoint()); w) {
-          ctx->log->emit("checkpoint", {{"fragment", frag},
-                                        {"version", s.core->version()},
-                                        {"error", ""},
-                                        {"retried", true}});
-          ctx->log->write_recovered(o.checkpoint_path);
+          ctx->svc.log->emit("checkpoint", {{"fragment", frag},
+                                            {"version", s.core->version()},
+                                            {"error", ""},
+                                            {"retried", true}});
+          ctx->svc.log->write_recovered(o.checkpoint_path);
         } else {
-          ctx->log->write_trouble(o.checkpoint_path, "fragment owner " + std::to_string(frag) +
-                                                         ": checkpoint of version " +
-                                                         std::to_string(s.core->version()) + ": " +
-                                                         w.error().message);
+          ctx->svc.log->write_trouble(o.checkpoint_path, "fragment owner " + std::to_string(frag) +
+                                                             ": checkpoint of version " +
+                                                             std::to_string(s.core->version()) +
+                                                             ": " + w.error().message);
           s.checkpoint_retry_armed = true;
           const double next = std::min(10.0, backoff_s * 2);
           self->delayed_send(self, to_timespan(backoff_s), atoms::snapshot_atom_v, next);
@@ -730,15 +738,15 @@ owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_
         const auto& o = ctx->options;
         if (o.checkpoint_every == 0 || o.checkpoint_path.empty()) return false;
         auto w = save_checkpoint(o.checkpoint_path, s.core->make_checkpoint());
-        if (ctx->log != nullptr && w)
-          ctx->log->emit(
+        if (ctx->svc.log != nullptr && w)
+          ctx->svc.log->emit(
               "checkpoint",
               {{"fragment", frag}, {"version", s.core->version()}, {"error", ""}, {"final", true}});
-        else if (ctx->log != nullptr)
-          ctx->log->emit("failure", {{"fragment", frag},
-                                     {"what", "final_checkpoint"},
-                                     {"version", s.core->version()},
-                                     {"error", w.error().message}});
+        else if (ctx->svc.log != nullptr)
+          ctx->svc.log->emit("failure", {{"fragment", frag},
+                                         {"what", "final_checkpoint"},
+                                         {"version", s.core->version()},
+                                         {"error", w.error().message}});
         return static_cast<bool>(w);
       },
       [=](atoms::owner_status_atom) -> caf::result<uint64_t, size_t, double> {

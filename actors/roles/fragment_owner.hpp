@@ -33,11 +33,9 @@
 #include "actors/link/chunk_flow.hpp"
 #include "actors/link/protocol.hpp"
 #include "actors/roles/owner_core.hpp"
+#include "actors/services/node_services.hpp"
 
 namespace dd::actors {
-
-class event_sink;
-class owner_faults;
 
 /// One live learner as a fragment owner holds it (decoded from the monitor's live_view_msg and
 /// the handle that travelled with it; the owners' quorum input). Node-local: never sent.
@@ -57,8 +55,10 @@ struct live_view {
   std::vector<live_learner> learners;
 };
 
-/// Everything an owner needs from the job; shared read-only between incarnations.
-struct owner_context {
+/// Everything an owner needs from the job; shared read-only between incarnations. A plain value;
+/// the node's services (event sink, fault hook, link, the owner's history) come separately
+/// (owner_services, actors/services/node_services.hpp).
+struct owner_config {
   owner_options options;
   /// Value at version 0 (used when no checkpoint exists), layout.numel floats.
   std::vector<float> initial;
@@ -67,19 +67,11 @@ struct owner_context {
   int threads = 1;
   /// The health monitor (subscription, live view).
   monitor_hdl monitor;
-  event_sink* log = nullptr;  ///< may be null
-  /// The node's fault hook at this owner (kill_owner faults, actors/services/owner_faults.hpp);
-  /// null: none.
-  std::shared_ptr<const owner_faults> faults;
-  /// The node's decisions about the owner's links (its fault filter on broadcasts).
-  link_setup link;
   /// The node's write-failure policy for this owner: a checkpoint that cannot be written is
   /// written again with backoff (0.5 s doubling to 10 s) while the run goes on degraded (a
   /// syncer node); false: it is reported only (`dd-node run` ends the run on it). Either way
   /// the owner reports it with event_sink::write_trouble.
   bool retry_checkpoints = false;
-  /// Incarnations started with this context (the first is 0; later ones are respawns).
-  mutable std::atomic<uint64_t> starts{0};
   /// The first start continues a run (`--resume`): it asks the learners for newer copies of its
   /// fragment, like a respawn does (see fragment_owner).
   bool resumed = false;
@@ -90,10 +82,6 @@ struct owner_context {
   int window_chunks = policy::default_window_chunks;
   /// How many learners the run has; a resumed owner stops waiting once this many answered.
   size_t learners = 0;
-  /// The highest version any incarnation of this owner published or started at (resume: the
-  /// highest in events.jsonl). A rebuilt or reset owner numbers its value above it, so a
-  /// version number never names two values.
-  mutable std::atomic<uint64_t> highest_version{0};
 };
 
 /// CAF state of the owner actor.
@@ -146,19 +134,24 @@ using owner_actor = owner_hdl::stateful_base<owner_actor_state>;
 ///    checkpoint: missing, damaged, truncated, another run's fragment): the owner fetches that
 ///    learner's value (fragment_query with send_value → broadcast chunks on copy_atom), takes
 ///    it with momentum reset, numbers it max(its version, checkpoint version,
-///    highest_version) + 1, writes a checkpoint, broadcasts it, and emits `fragment_rebuilt`
-///    (learner, incarnation, the learner's version, the new version, why);
+///    the history's highest_version) + 1, writes a checkpoint, broadcasts it, and emits
+///    `fragment_rebuilt` (learner, incarnation, the learner's version, the new version, why);
 ///  - else a readable checkpoint is restored (`owner_restored`);
 ///  - else (no learner answered with a copy) it starts from `initial` — version
-///    highest_version + 1 when any was published, else 0 — with `reset` in `owner_start`, a
-///    `degraded` event and run_counters::degraded naming the fragment, and one warning line on
-///    the run log's console.
+///    the history's highest_version + 1 when any was published, else 0 — with `reset` in
+///    `owner_start`, a `degraded` event and run_counters::degraded naming the fragment, and one
+///    warning line on the run log's console.
 /// Pushes and pulls that arrive while it rebuilds wait in the mailbox (caf::skip) and are
 /// handled once it serves, so no learner ever receives a value it is about to replace.
 /// Interface: owner_hdl (actors/link/protocol.hpp); both behaviors (rebuilding, serving) implement
 /// all of it — rebuilding skips what it cannot handle yet (push, pull, grace, snapshot).
+/// `services`: the node's, handed to every incarnation of this owner; its history
+/// (owner_history: incarnations started, the highest version any published or started at — a
+/// resumed run: the highest in events.jsonl) tells a respawn it is one, and a rebuilt or reset
+/// owner numbers its value above that version, so a version number never names two values.
 owner_hdl::behavior_type fragment_owner(owner_actor* self,
-                                        std::shared_ptr<const owner_context> ctx);
+                                        std::shared_ptr<const owner_config> config,
+                                        owner_services services);
 
 /// Seconds of an actor clock's time point (steady, or the test coordinator's manual clock).
 double clock_seconds(caf::actor_clock::time_point t);

@@ -16,6 +16,7 @@
 #include "actors/roles/fragment_owner.hpp"
 #include "actors/roles/monitor_log.hpp"
 #include "actors/roles/supervisor.hpp"
+#include "actors/services/recorder.hpp"
 #include "actors/services/run_log.hpp"
 #include "messages/checkpoint_file.hpp"
 #include "messages/codec.hpp"
@@ -25,27 +26,31 @@ namespace dd::actors {
 
 namespace {
 
-using ctx_ptr = std::shared_ptr<const monitor_context>;
+/// What the monitor works with: its configuration and the services its node handed it.
+struct monitor_env : monitor_config {
+  monitor_services svc;
+};
+using ctx_ptr = std::shared_ptr<const monitor_env>;
 
 double now_s(monitor_actor* self) { return clock_seconds(self->clock().now()); }
 
 membership& core(monitor_actor* self) { return *self->state.core; }
 
 /// What the monitor writes into every envelope: the run and the syncer's incarnation.
-envelope_stamp stamp_of(const monitor_context& ctx) { return {ctx.run_id, ctx.syncer_incarnation}; }
+envelope_stamp stamp_of(const monitor_env& ctx) { return {ctx.run_id, ctx.syncer_incarnation}; }
 
 /// What it accepts: its run. A learner's incarnation is checked against the core's record where
 /// the message names one (heartbeat, leave); the codec checks that the body's incarnation is
 /// the envelope's.
-envelope_expect expect_of(const monitor_context& ctx) { return {ctx.run_id, 0}; }
+envelope_expect expect_of(const monitor_env& ctx) { return {ctx.run_id, 0}; }
 
 /// The CAF node an actor lives on, as the core compares it ("" = unknown).
 std::string origin_of(const caf::node_id& n) { return n ? caf::to_string(n) : std::string(); }
 
 /// `r`; an undecodable message is logged as `what` (link/wire_refusal.hpp).
 template <class R>
-R logged(const monitor_context& ctx, const char* what, R r) {
-  if (!r) log_refused_message(ctx.log, what, r.error());
+R logged(const monitor_env& ctx, const char* what, R r) {
+  if (!r) log_refused_message(ctx.svc.log, what, r.error());
   return r;
 }
 
@@ -63,7 +68,7 @@ std::vector<learner_at_owner_hdl> handles_of(monitor_actor* self, const live_vie
 }
 
 /// Sends `view` (wire.capnp LiveView) with the learners' handles to every owner.
-void publish(monitor_actor* self, const monitor_context& ctx, const live_view_msg& view) {
+void publish(monitor_actor* self, const monitor_env& ctx, const live_view_msg& view) {
   const auto bytes = encode(view, stamp_of(ctx));
   const auto handles = handles_of(self, view);
   for (const auto& o : self->state.owners)
@@ -72,7 +77,7 @@ void publish(monitor_actor* self, const monitor_context& ctx, const live_view_ms
 
 /// The owner directory as a wire message (wire.capnp OwnerDirectory) and the owners' handles.
 std::pair<wire_bytes, std::vector<owner_hdl>> make_directory(const monitor_state& st,
-                                                             const monitor_context& ctx) {
+                                                             const monitor_env& ctx) {
   owner_directory dir;
   std::vector<owner_hdl> handles;
   for (size_t p = 0; p < st.owners.size(); ++p)
@@ -83,48 +88,48 @@ std::pair<wire_bytes, std::vector<owner_hdl>> make_directory(const monitor_state
   return {encode(dir, stamp_of(ctx)), std::move(handles)};
 }
 
-void send_owners(monitor_actor* self, const monitor_context& ctx,
+void send_owners(monitor_actor* self, const monitor_env& ctx,
                  const learner_at_monitor_hdl& learner) {
   auto [bytes, handles] = make_directory(self->state, ctx);
   self->send(learner, atoms::owners_atom_v, std::move(bytes), std::move(handles));
 }
 
 /// Hands the run's uptime figures (integrated up to now) to the run log.
-void push_uptime(monitor_actor* self, const monitor_context& ctx) {
+void push_uptime(monitor_actor* self, const monitor_env& ctx) {
   const auto [uptime_s, observed_s] = core(self).uptime(now_s(self));
-  if (ctx.log != nullptr) ctx.log->set_uptime(uptime_s, observed_s);
+  if (ctx.svc.log != nullptr) ctx.svc.log->set_uptime(uptime_s, observed_s);
 }
 
 /// A learner declared dead: logged, its progress-line entry down, the view without it published.
-void on_dead(monitor_actor* self, const monitor_context& ctx, const learner_down& d) {
+void on_dead(monitor_actor* self, const monitor_env& ctx, const learner_down& d) {
   push_uptime(self, ctx);
-  monitor_log::dead(ctx.log, d);
+  monitor_log::dead(ctx.svc.log, d);
   publish(self, ctx, d.view);
 }
 
 /// Remote learners: tells the job once every learner has left, or none is live after a stop.
-void check_done(monitor_actor* self, const monitor_context& ctx) {
+void check_done(monitor_actor* self, const monitor_env& ctx) {
   if (ctx.job && core(self).done_due())
     self->send(ctx.job, atoms::children_done_atom_v, child_kind::learner);
 }
 
 /// Writes monitor.json now; a failure is reported as the run log says for the node.
-void save_record(monitor_actor* self, const monitor_context& ctx) {
+void save_record(monitor_actor* self, const monitor_env& ctx) {
   if (ctx.record_path.empty()) return;
   const double now = now_s(self);
   const std::string text = core(self).record(now).to_json().dump() + "\n";
   auto st = write_file_atomic(ctx.record_path, reinterpret_cast<const uint8_t*>(text.data()),
                               text.size());
   const bool recovered = core(self).record_written(static_cast<bool>(st), now);
-  monitor_log::record_written(ctx.log, ctx.record_path, st, recovered);
+  monitor_log::record_written(ctx.svc.log, ctx.record_path, st, recovered);
 }
 
-node_join_reply refusal(const monitor_context& ctx, node_refusal why, std::string reason) {
+node_join_reply refusal(const monitor_env& ctx, node_refusal why, std::string reason) {
   return {false, why, std::move(reason), ctx.run_id, {}, {}, {}, 0, {}, 0, {}};
 }
 
 /// A fresh challenge, remembered by the monitor (join_auth.hpp); empty without a token.
-std::vector<uint8_t> issue_challenge(monitor_actor* self, const monitor_context& ctx) {
+std::vector<uint8_t> issue_challenge(monitor_actor* self, const monitor_env& ctx) {
   if (ctx.join_token.empty()) return {};
   auto nonce = random_nonce();
   self->state.challenges.issue(nonce, now_s(self));
@@ -133,21 +138,21 @@ std::vector<uint8_t> issue_challenge(monitor_actor* self, const monitor_context&
 
 /// A proof refused: an auth_refused event, the counter (summary.json auth_refused) and a
 /// warning line; never the token.
-void log_auth_refused(const monitor_context& ctx, const std::string& what, const std::string& who,
+void log_auth_refused(const monitor_env& ctx, const std::string& what, const std::string& who,
                       const std::string& reason) {
-  if (ctx.log == nullptr) return;
-  ctx.log->emit("auth_refused", {{"what", what}, {"who", who}, {"reason", reason}});
-  ctx.log->update([](run_counters& c) { c.auth_refused += 1; });
-  ctx.log->warn(fmt::format("refused {} from {}: {}", what, who, reason));
+  if (ctx.svc.log == nullptr) return;
+  ctx.svc.log->emit("auth_refused", {{"what", what}, {"who", who}, {"reason", reason}});
+  ctx.svc.log->update([](run_counters& c) { c.auth_refused += 1; });
+  ctx.svc.log->warn(fmt::format("refused {} from {}: {}", what, who, reason));
 }
-void log_auth_refused(const monitor_context& ctx, const std::string& what, const std::string& who,
+void log_auth_refused(const monitor_env& ctx, const std::string& what, const std::string& who,
                       auth_verdict v) {
   log_auth_refused(ctx, what, who, "join token: " + std::string(to_string(v)));
 }
 
 /// The node handshake (health_monitor.hpp). A node's first start does not know the run yet: its
 /// envelope (like its body) may name none.
-node_join_reply answer_node_join(monitor_actor* self, const monitor_context& ctx,
+node_join_reply answer_node_join(monitor_actor* self, const monitor_env& ctx,
                                  const wire_bytes& bytes) {
   auto header = peek_envelope(bytes);
   envelope_expect expect = expect_of(ctx);
@@ -186,9 +191,9 @@ node_join_reply answer_node_join(monitor_actor* self, const monitor_context& ctx
     }
   }
   std::set<int32_t> granted;
-  if (ctx.identities != nullptr) {
+  if (ctx.svc.identities != nullptr) {
     // Mutual TLS: the ids this node may take are those its certificate names.
-    const auto names = ctx.identities->names_of(origin);
+    const auto names = ctx.svc.identities->names_of(origin);
     if (!names) {
       log_auth_refused(ctx, "node_join", fmt::format("node '{}' ({})", req->node_name, origin),
                        "no TLS certificate is bound to this CAF node");
@@ -198,7 +203,7 @@ node_join_reply answer_node_join(monitor_actor* self, const monitor_context& ctx
     granted = learner_ids_of(*names);
   }
   auto d = core(self).node_join(*req, origin, now_s(self),
-                                ctx.identities != nullptr ? &granted : nullptr);
+                                ctx.svc.identities != nullptr ? &granted : nullptr);
   if (d.refusal == node_refusal::unauthorized)
     log_auth_refused(ctx, "node_join", fmt::format("node '{}' ({})", req->node_name, origin),
                      d.reason);
@@ -217,14 +222,14 @@ node_join_reply answer_node_join(monitor_actor* self, const monitor_context& ctx
 /// A resumed syncer: the record's learners, tokens and training seconds. A resumed run whose
 /// learners had all finished (stopped by a signal after the last step) is done at once: no
 /// learner will join it (each is refused as finished).
-void restore(monitor_actor* self, const monitor_context& ctx) {
+void restore(monitor_actor* self, const monitor_env& ctx) {
   core(self).restore(monitor_record::from_json(ctx.restored_record), now_s(self));
-  monitor_log::restored(ctx.log, core(self));
+  monitor_log::restored(ctx.svc.log, core(self));
   check_done(self, ctx);
 }
 
 /// A learner actor went down: a normal exit is a leave, anything else a death.
-void on_down(monitor_actor* self, const monitor_context& ctx, const caf::down_msg& dm) {
+void on_down(monitor_actor* self, const monitor_env& ctx, const caf::down_msg& dm) {
   auto& handles = self->state.handles;
   for (auto it = handles.begin(); it != handles.end(); ++it) {
     if (!it->second || it->second.address() != dm.source) continue;
@@ -243,9 +248,9 @@ void on_down(monitor_actor* self, const monitor_context& ctx, const caf::down_ms
 }
 
 /// The lease tick: expired leases, stragglers, the record, the recorder's retries.
-void on_tick(monitor_actor* self, const monitor_context& ctx) {
+void on_tick(monitor_actor* self, const monitor_env& ctx) {
   auto d = core(self).tick(now_s(self));
-  monitor_log::stragglers(ctx.log, d.stragglers);
+  monitor_log::stragglers(ctx.svc.log, d.stragglers);
   for (const auto& dead : d.expired) {
     auto handle = self->state.handles[dead.id];
     on_dead(self, ctx, dead);
@@ -254,12 +259,12 @@ void on_tick(monitor_actor* self, const monitor_context& ctx) {
   publish(self, ctx, core(self).view());
   push_uptime(self, ctx);  // a window that ran out lowers it without a message
   if (d.save_record) save_record(self, ctx);
-  if (ctx.recorder) ctx.recorder->retry();
+  if (ctx.svc.recorder) ctx.svc.recorder->retry();
   self->delayed_send(self, std::chrono::milliseconds(static_cast<int64_t>(ctx.tick_s * 1000)),
                      atoms::lease_atom_v);
 }
 
-caf::result<std::vector<uint8_t>> on_join(monitor_actor* self, const monitor_context& ctx,
+caf::result<std::vector<uint8_t>> on_join(monitor_actor* self, const monitor_env& ctx,
                                           const std::vector<uint8_t>& bytes,
                                           const learner_at_syncer_hdl& learner) {
   auto req =
@@ -267,7 +272,7 @@ caf::result<std::vector<uint8_t>> on_join(monitor_actor* self, const monitor_con
   if (!req) return refused(req);
   auto d = core(self).join(*req, origin_of(learner ? learner.node() : caf::node_id{}), now_s(self));
   if (d.what == join_decision::verdict::not_reserved)
-    monitor_log::join_refused(ctx.log, d.id, d.reason);
+    monitor_log::join_refused(ctx.svc.log, d.id, d.reason);
   if (!d.accepted()) return caf::make_error(caf::sec::invalid_argument, d.reason);
   if (d.replaced) on_dead(self, ctx, *d.replaced);
   self->state.handles[d.id] = learner;
@@ -285,7 +290,7 @@ caf::result<std::vector<uint8_t>> on_join(monitor_actor* self, const monitor_con
   // The join is on disk before it is answered (and before its event): a syncer killed after
   // this reply restarts from a record that holds it.
   save_record(self, ctx);
-  monitor_log::joined(ctx.log, ctx.remote_learners, d, *core(self).find(d.id));
+  monitor_log::joined(ctx.svc.log, ctx.remote_learners, d, *core(self).find(d.id));
   // The view goes to the owners before the reply reaches the learner, so a push can never
   // arrive at an owner ahead of the incarnation it carries.
   publish(self, ctx, core(self).view());
@@ -293,26 +298,26 @@ caf::result<std::vector<uint8_t>> on_join(monitor_actor* self, const monitor_con
   return encode(rep, stamp_of(ctx));
 }
 
-void on_heartbeat(monitor_actor* self, const monitor_context& ctx,
-                  const std::vector<uint8_t>& bytes) {
+void on_heartbeat(monitor_actor* self, const monitor_env& ctx, const std::vector<uint8_t>& bytes) {
   auto hb = logged(ctx, "undecodable_heartbeat", decode_heartbeat(bytes, {}, expect_of(ctx)));
   if (!hb) return;
   auto d = core(self).heartbeat(*hb, now_s(self));
   if (!d.accepted()) return;
   const learner_record& r = *core(self).find(hb->learner_id);
   push_uptime(self, ctx);
-  if (ctx.recorder)
-    ctx.recorder->loss_row(hb->learner_id, r.incarnation, hb->step, r.tokens(), hb->loss, hb->lr);
-  monitor_log::heartbeat(ctx.log, ctx.remote_learners, *hb, r);
-  if (d.diverged && ctx.log != nullptr) {
+  if (ctx.svc.recorder)
+    ctx.svc.recorder->loss_row(hb->learner_id, r.incarnation, hb->step, r.tokens(), hb->loss,
+                               hb->lr);
+  monitor_log::heartbeat(ctx.svc.log, ctx.remote_learners, *hb, r);
+  if (d.diverged && ctx.svc.log != nullptr) {
     const auto& v = *d.diverged;
-    ctx.log->update([](run_counters& c) { c.divergences += 1; });
-    ctx.log->emit("divergence", {{"learner", v.learner},
-                                 {"incarnation", v.incarnation},
-                                 {"fragment", v.fragment},
-                                 {"version", v.version},
-                                 {"owner_digest", fmt::format("{:016x}", v.owner_digest)},
-                                 {"held_digest", fmt::format("{:016x}", v.held_digest)}});
+    ctx.svc.log->update([](run_counters& c) { c.divergences += 1; });
+    ctx.svc.log->emit("divergence", {{"learner", v.learner},
+                                     {"incarnation", v.incarnation},
+                                     {"fragment", v.fragment},
+                                     {"version", v.version},
+                                     {"owner_digest", fmt::format("{:016x}", v.owner_digest)},
+                                     {"held_digest", fmt::format("{:016x}", v.held_digest)}});
   }
   // Global progress: the push clock (sync.push_clock = global) and the lr schedule's clock
   // (inner.schedule_clock = global) follow it.
@@ -325,19 +330,19 @@ void on_heartbeat(monitor_actor* self, const monitor_context& ctx,
     self->send(sender, atoms::progress_atom_v, encode(pm, stamp_of(ctx)));
   }
   if (d.budget_spent) {
-    if (ctx.log != nullptr) ctx.log->emit("budget_spent", {{"tokens", d.total_tokens}});
+    if (ctx.svc.log != nullptr) ctx.svc.log->emit("budget_spent", {{"tokens", d.total_tokens}});
     if (ctx.job) self->send(ctx.job, atoms::budget_spent_atom_v);
   }
 }
 
-caf::result<bool> on_leave(monitor_actor* self, const monitor_context& ctx,
+caf::result<bool> on_leave(monitor_actor* self, const monitor_env& ctx,
                            const std::vector<uint8_t>& bytes) {
   auto lm = logged(ctx, "undecodable_leave", decode_leave(bytes, {}, expect_of(ctx)));
   if (!lm) return refused(lm);
   auto d = core(self).leave(lm->learner_id, lm->incarnation, lm->interrupted, now_s(self));
   if (d.what == leave_decision::verdict::left) {
     push_uptime(self, ctx);
-    monitor_log::left(ctx.log, ctx.remote_learners, lm->learner_id, lm->incarnation, d);
+    monitor_log::left(ctx.svc.log, ctx.remote_learners, lm->learner_id, lm->incarnation, d);
     publish(self, ctx, core(self).view());
     save_record(self, ctx);
   }
@@ -345,8 +350,7 @@ caf::result<bool> on_leave(monitor_actor* self, const monitor_context& ctx,
   return true;
 }
 
-std::vector<uint8_t> on_drain(monitor_actor* self, const monitor_context& ctx,
-                              const drain_msg& req) {
+std::vector<uint8_t> on_drain(monitor_actor* self, const monitor_env& ctx, const drain_msg& req) {
   drain_reply rep;
   if (const auto v =
           judge(self->state.challenges, ctx.join_token, req.challenge, req.proof, drain_purpose,
@@ -370,7 +374,7 @@ std::vector<uint8_t> on_drain(monitor_actor* self, const monitor_context& ctx,
   if (d.accepted && handle) {
     self->send(handle, atoms::stop_atom_v,
                encode(stop_msg{"drained by the operator"}, stamp_of(ctx)));
-    if (ctx.log != nullptr) ctx.log->emit("drain", {{"learner", req.learner_id}});
+    if (ctx.svc.log != nullptr) ctx.svc.log->emit("drain", {{"learner", req.learner_id}});
     rep.accepted = true;
   }
   return encode(rep, stamp_of(ctx));
@@ -419,7 +423,7 @@ caf::result<std::vector<uint8_t>> status_of(monitor_actor* self, const ctx_ptr& 
 }
 
 /// An owner (the sender) holds this fragment now: it gets the view, the learners the directory.
-void on_subscribe(monitor_actor* self, const monitor_context& ctx, const subscribe_msg& sub) {
+void on_subscribe(monitor_actor* self, const monitor_env& ctx, const subscribe_msg& sub) {
   auto owner = caf::actor_cast<owner_hdl>(self->current_sender());
   auto& st = self->state;
   if (!owner || static_cast<size_t>(sub.fragment_id) >= st.owners.size()) return;
@@ -432,8 +436,11 @@ void on_subscribe(monitor_actor* self, const monitor_context& ctx, const subscri
 
 }  // namespace
 
-monitor_hdl::behavior_type health_monitor(monitor_actor* self, ctx_ptr ctx) {
-  drop_unexpected(self, ctx->log, "health monitor");
+monitor_hdl::behavior_type health_monitor(monitor_actor* self,
+                                          std::shared_ptr<const monitor_config> config,
+                                          monitor_services services) {
+  auto ctx = std::make_shared<const monitor_env>(monitor_env{*config, std::move(services)});
+  drop_unexpected(self, ctx->svc.log, "health monitor");
   self->state.owners.resize(static_cast<size_t>(std::max(ctx->fragments, 0)));
   self->state.core.emplace(static_cast<const membership_options&>(*ctx), now_s(self));
   if (!ctx->restored_record.is_null()) restore(self, *ctx);
@@ -448,7 +455,7 @@ monitor_hdl::behavior_type health_monitor(monitor_actor* self, ctx_ptr ctx) {
       },
       [=](atoms::node_join_atom, const std::vector<uint8_t>& bytes) -> std::vector<uint8_t> {
         auto rep = answer_node_join(self, *ctx, bytes);
-        monitor_log::node_join(ctx->log, bytes, rep);
+        monitor_log::node_join(ctx->svc.log, bytes, rep);
         return encode(rep, stamp_of(*ctx));
       },
       // From the job (the job, in this process): stop every live learner.
@@ -465,7 +472,7 @@ monitor_hdl::behavior_type health_monitor(monitor_actor* self, ctx_ptr ctx) {
       [=](atoms::events_atom, const std::vector<uint8_t>& bytes) -> bool {
         auto ev =
             logged(*ctx, "undecodable_node_events", decode_node_events(bytes, {}, expect_of(*ctx)));
-        return ev && ctx->recorder && ctx->recorder->forward(ev->node, ev->lines);
+        return ev && ctx->svc.recorder && ctx->svc.recorder->forward(ev->node, ev->lines);
       },
       // dd-node drain: the operator names the run (it read it from a status reply first).
       [=](atoms::drain_atom,

@@ -46,17 +46,15 @@
 #include "actors/link/peer_identity.hpp"
 #include "actors/link/protocol.hpp"
 #include "actors/roles/membership.hpp"
-#include "actors/services/event_sink.hpp"
-#include "actors/services/recorder.hpp"
+#include "actors/services/node_services.hpp"
 
 namespace dd::actors {
 
-class event_sink;
-
 /// Configuration of the health monitor: the membership core's options (membership.hpp: M,
 /// leases, reservations, the token budget, uptime, the run's identity) and what the actor sends
-/// and writes.
-struct monitor_context : membership_options {
+/// and writes. A plain value; the node's services (event sink, recorder, TLS identities) come
+/// separately (monitor_services, actors/services/node_services.hpp).
+struct monitor_config : membership_options {
   int fragments = 1;  ///< P: owners in the directory
   /// How often leases are checked and the view republished, seconds.
   double tick_s = 0.5;
@@ -76,24 +74,15 @@ struct monitor_context : membership_options {
   /// empty = not persisted. A resumed syncer (dd-node syncer --resume) starts from
   /// `restored_record`, the file's JSON (null = none): a respawned learner then resumes from its
   /// recorded step and cursor, and the tokens budget counts the tokens of the earlier part. A
-  /// failed write is handled as `log` says for the node: retried with backoff and reported
+  /// failed write is handled as the node's policy says: retried with backoff and reported
   /// `degraded` (cluster nodes, the node's write policy), or the end of the run (`dd-node
   /// run`).
   std::string record_path;
   nlohmann::json restored_record;
-  /// The node's recorder (learner_loss.csv, forwarded node events): the monitor hands it every
-  /// heartbeat's loss and every node's forwarded event lines. Null = neither is kept.
-  std::shared_ptr<node_recorder> recorder;
-  /// The run log: events, the remote learners' mirrored progress (monitor_log.hpp), uptime.
-  event_sink* log = nullptr;
   /// The join token (actors/link/join_auth.hpp): a node handshake and a drain must prove it
   /// over a challenge this monitor issued (the handshake's authChallenge reply, a status
   /// reply); empty = none asked. Never logged.
   std::string join_token;
-  /// Mutual TLS: which certificate each CAF node connected with (the frame guard binds them).
-  /// Set: a node handshake is answered only for a node bound to a certificate, with learner ids
-  /// that certificate names (tls.hpp learner_ids_of). Null: no TLS.
-  const peer_identity* identities = nullptr;
 };
 
 /// CAF state of the monitor: the membership core (every decision) and the handles it sends to.
@@ -110,7 +99,9 @@ struct monitor_state {
 using monitor_actor = monitor_hdl::stateful_base<monitor_state>;
 
 /// The monitor's behavior.
+/// `services`: the node's.
 monitor_hdl::behavior_type health_monitor(monitor_actor* self,
-                                          std::shared_ptr<const monitor_context> ctx);
+                                          std::shared_ptr<const monitor_config> config,
+                                          monitor_services services);
 
 }  // namespace dd::actors

@@ -32,7 +32,11 @@ namespace dd::actors {
 namespace {
 
 namespace act = learner_do;
-using ctx_ptr = std::shared_ptr<const learner_context>;
+/// What an incarnation works with: its configuration and the services its node handed it.
+struct learner_env : learner_config {
+  learner_services svc;
+};
+using ctx_ptr = std::shared_ptr<const learner_env>;
 
 double actor_now(learner_actor* self) { return clock_seconds(self->clock().now()); }
 
@@ -67,7 +71,7 @@ void perform(learner_actor* self, const ctx_ptr& ctx, learner_actions actions) {
     return q < st.owners.size() ? st.owners[q] : owner_hdl{};
   };
   for (auto& a : actions) {
-    if (record(a, st.core->id(), ctx->log, ctx->gate)) continue;
+    if (record(a, st.core->id(), ctx->svc.log, ctx->svc.gate)) continue;
     std::visit(
         [&](auto& x) {
           using T = std::decay_t<decltype(x)>;
@@ -117,7 +121,8 @@ void on_step(learner_actor* self, const ctx_ptr& ctx) {
   const auto t0 = std::chrono::steady_clock::now();
   step_result r;
   {
-    gate_pass pass(ctx->gate, st.core->id(), std::max(1.0, ctx->speed) * st.faults->slow_factor());
+    gate_pass pass(ctx->svc.gate, st.core->id(),
+                   std::max(1.0, ctx->speed) * st.faults->slow_factor());
     r = st.tr->step(plan.lr);
   }
   if (st.faults->take_poison()) {  // the nan fault's step: discarded
@@ -131,8 +136,8 @@ void on_step(learner_actor* self, const ctx_ptr& ctx) {
     return;
   }
   const auto step = static_cast<uint64_t>(st.tr->steps_done());
-  if (ctx->log != nullptr)
-    record_model_stats(st.tr->model(), step, ctx->sync_interval, *st.core, *ctx->log);
+  if (ctx->svc.log != nullptr)
+    record_model_stats(st.tr->model(), step, ctx->sync_interval, *st.core, *ctx->svc.log);
   const step_faults sf = st.faults->at_step(st.core->id(), st.core->incarnation(), step);
   // Emulated slower hardware: the step takes factor × its time.
   double factor = std::max(1.0, ctx->speed) * st.faults->slow_factor();
@@ -141,7 +146,7 @@ void on_step(learner_actor* self, const ctx_ptr& ctx) {
   perform(self, ctx,
           st.core->on_step_done({r.loss, r.lr, measured, factor, st.tr->cursor().to_bytes()}));
   if (!st.faults->after_heartbeat(sf, st.tr->model(), ctx->plan, st.core->id(),
-                                  st.core->incarnation(), step, ctx->gate)) {
+                                  st.core->incarnation(), step, ctx->svc.gate)) {
     self->quit(caf::make_error(caf::sec::runtime_error, "fault injected: kill learner"));
     return;
   }
@@ -176,8 +181,8 @@ void initial_join(learner_actor* self, const ctx_ptr& ctx, const monitor_hdl& mo
               try {
                 s.tr->restore_cursor(data_cursor::from_bytes(rep->data_cursor));
               } catch (const std::exception& e) {
-                if (ctx->log != nullptr)
-                  ctx->log->emit(
+                if (ctx->svc.log != nullptr)
+                  ctx->svc.log->emit(
                       "failure",
                       {{"learner", s.core->id()}, {"what", "cursor"}, {"error", e.what()}});
               }
@@ -290,14 +295,14 @@ void answer_query(learner_actor* self, const ctx_ptr& ctx, const std::vector<uin
 }
 
 /// Watches `monitor` as the learner's monitor (acked leaves: its down marks the syncer lost).
-void watch_monitor(learner_actor* self, const learner_context& ctx, const monitor_hdl& monitor) {
+void watch_monitor(learner_actor* self, const learner_env& ctx, const monitor_hdl& monitor) {
   auto& s = self->state;
   s.monitor = monitor;
   s.core->on_monitor_found(static_cast<bool>(monitor));
   if (ctx.leave == leave_protocol::acked && monitor) self->monitor(monitor);
 }
 
-void init_state(learner_actor* self, const learner_context& ctx) {
+void init_state(learner_actor* self, const learner_env& ctx) {
   auto& st = self->state;
   if (ctx.compute_nice > 0) util::lower_thread_priority(ctx.compute_nice);  // before the pool
   kernels::backend_options bo;
@@ -312,26 +317,29 @@ void init_state(learner_actor* self, const learner_context& ctx) {
   o.tokens_per_step = static_cast<uint64_t>(static_cast<int64_t>(cfg.batch) * cfg.seq_len);
   o.learners = static_cast<uint64_t>(std::max(1, cfg.learners));
   st.core = std::make_unique<learner_core>(std::move(o), *st.params);
-  st.faults = std::make_unique<learner_step_faults>(ctx.step_faults);
+  st.faults = std::make_unique<learner_step_faults>(ctx.svc.step_faults);
   st.owners.resize(ctx.plan.fragments.size());
   st.jitter_rng =
       std::make_unique<rng>(derive_seed(ctx.trainer.seed, 0x6a6974ULL + ctx.learner_id));
   st.flow = chunk_flow(static_cast<size_t>(std::max(1, ctx.window_chunks)));
   st.copies = chunk_flow(static_cast<size_t>(std::max(1, ctx.window_chunks)), uint64_t{1} << 62);
-  st.flow.link = ctx.link;
-  st.copies.link = ctx.link;
+  st.flow.link = ctx.svc.link;
+  st.copies.link = ctx.svc.link;
 }
 
 }  // namespace
 
-learner_hdl::behavior_type learner(learner_actor* self, ctx_ptr ctx) {
+learner_hdl::behavior_type learner(learner_actor* self,
+                                   std::shared_ptr<const learner_config> config,
+                                   learner_services services) {
+  auto ctx = std::make_shared<const learner_env>(learner_env{*config, std::move(services)});
   name_crashes(self);
-  drop_unexpected(self, ctx->log, "learner " + std::to_string(ctx->learner_id));
+  drop_unexpected(self, ctx->svc.log, "learner " + std::to_string(ctx->learner_id));
   // Owners' broadcast chunks may come on the tensor channel too.
   tensor_channel_hub::allow(self->system(), caf::strong_actor_ptr{self->ctrl()},
                             {channel_kind::broadcast});
   init_state(self, *ctx);
-  watch_monitor(self, *ctx, ctx->current_monitor ? ctx->current_monitor() : ctx->monitor);
+  watch_monitor(self, *ctx, ctx->svc.current_monitor ? ctx->svc.current_monitor() : ctx->monitor);
   // The learner monitors only the peers it sends chunks to (an owner that goes away frees its
   // link; unanswered pushes go to its successor from the owners_atom handler).
   self->set_down_handler([=](caf::down_msg& dm) {
@@ -357,7 +365,7 @@ learner_hdl::behavior_type learner(learner_actor* self, ctx_ptr ctx) {
       [=](atoms::broadcast_atom, const std::vector<uint8_t>& bytes, uint64_t seq) {
         grant_credit(self, seq);  // taken: the owner may send the next chunk
         perform(self, ctx, core()->on_broadcast(bytes));
-        note_applied(ctx->log, *core());
+        note_applied(ctx->svc.log, *core());
       },
       [=](atoms::query_atom, const std::vector<uint8_t>& bytes) { answer_query(self, ctx, bytes); },
       [=](atoms::ack_atom, const std::vector<uint8_t>& bytes) {

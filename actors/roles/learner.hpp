@@ -34,7 +34,7 @@
 #include "actors/link/chunk_flow.hpp"
 #include "actors/link/protocol.hpp"
 #include "actors/roles/learner_core.hpp"
-#include "actors/services/step_faults.hpp"
+#include "actors/services/node_services.hpp"
 #include "messages/codec.hpp"
 #include "runtime/data.hpp"
 #include "runtime/fragments.hpp"
@@ -43,13 +43,11 @@
 
 namespace dd::actors {
 
-class event_sink;
-class step_admission;
-
 /// Configuration of one learner id (shared by its incarnations): its decisions' options
 /// (learner_core.hpp; the modes are strategies chosen once, in actors/nodes/role_contexts.hpp)
-/// and what only the actor needs — the trainer, the data, the peers and the node's services.
-struct learner_context : learner_options {
+/// and what only the actor needs — the trainer, the data and the peers. A plain value; the
+/// node's services come separately (learner_services, actors/services/node_services.hpp).
+struct learner_config : learner_options {
   /// Model, batch, sequence length, schedule, AdamW, clipping, seed, shard (learner, learners).
   trainer_config trainer;
   /// Shared dataset (read-only; outlives the learner).
@@ -70,27 +68,14 @@ struct learner_context : learner_options {
   /// threads (util/thread_priority.hpp). 0 = unchanged. Only for a learner on its own thread
   /// (detached); the learner node sets it (`dd-node learner --compute-nice`, default 0).
   int compute_nice = 0;
-  /// The health monitor.
-  monitor_hdl monitor;
-  /// Node-local: the current health monitor when it can change under the learner (a learner
-  /// node whose syncer restarted); when set, an incarnation joins the monitor it returns instead
-  /// of `monitor`. May be empty. A learner node's learner also leaves by leave_protocol::acked:
+  /// The health monitor (a learner node's learners ask learner_services::current_monitor
+  /// instead when it is set). A learner node's learner also leaves by leave_protocol::acked:
   /// a leave the syncer did not take (it went away around the learner's last step) is sent
   /// again every 2 s while the monitor is reachable, and otherwise kept until the node reaches
   /// a syncer again (syncer_atom): the learner then rejoins as a live incarnation (reporting the
   /// steps and tokens it trained meanwhile), pushes what it trained since its last global
   /// values and leaves. A stop from its own node ends the wait (the leave is then lost).
-  std::function<monitor_hdl()> current_monitor;
-  event_sink* log = nullptr;  ///< may be null
-  /// The node's fault hook at the step (actors/services/step_faults.hpp); each incarnation
-  /// starts from this copy. Default: no faults.
-  learner_step_faults step_faults{nullptr, nullptr};
-  /// The node's decisions about the learner's links (the fault filter on its pushes, their
-  /// transport).
-  link_setup link;
-  /// Step admission: fair core sharing with the learners of the process or host (may be null);
-  /// see compute_gate.hpp.
-  step_admission* gate = nullptr;
+  monitor_hdl monitor;
 };
 
 /// CAF state of the learner actor: the trainer, the core, and what only I/O needs (the owners'
@@ -120,6 +105,9 @@ using learner_actor = learner_hdl::stateful_base<learner_state>;
 /// stepping) with a fragment_held (held_atom) naming the version of the global value it last
 /// applied, and with send_value sends that value (base_p, its version and merged list, fp32,
 /// chunked as broadcast_msg) on copy_atom.
-learner_hdl::behavior_type learner(learner_actor* self, std::shared_ptr<const learner_context> ctx);
+/// `services`: the node's, handed to every incarnation of this learner id.
+learner_hdl::behavior_type learner(learner_actor* self,
+                                   std::shared_ptr<const learner_config> config,
+                                   learner_services services);
 
 }  // namespace dd::actors

@@ -84,7 +84,7 @@ struct step_timer {
 /// monitor is reachable, and kept while the syncer is away, to be delivered after a rejoin.
 enum class leave_protocol { send_and_exit, acked };
 
-/// What the learner decides by (learner_context extends it with what only its actor needs).
+/// What the learner decides by (learner_config extends it with what only its actor needs).
 struct learner_options {
   int32_t learner_id = 0;
   /// The run (hex): stamped on every message the learner sends, and every message it receives

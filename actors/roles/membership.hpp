@@ -33,7 +33,7 @@
 
 namespace dd::actors {
 
-/// What the membership core is configured with (the health monitor's monitor_context extends
+/// What the membership core is configured with (the health monitor's monitor_config extends
 /// it).
 struct membership_options {
   int learners = 4;  ///< M: shard count and learner ids 0..M-1

@@ -23,13 +23,18 @@ namespace dd::actors {
 
 namespace {
 
-void start_child(supervisor_actor* self, const supervisor_context& ctx, size_t i) {
+/// What the supervisor works with: its configuration and the services its node handed it.
+struct supervisor_env : supervisor_config {
+  supervisor_services svc;
+};
+
+void start_child(supervisor_actor* self, const supervisor_env& ctx, size_t i) {
   auto child = ctx.children[i].spawn(self->system());
   self->monitor(child);
   self->state.current[i] = child;
 }
 
-void maybe_report(supervisor_actor* self, const supervisor_context& ctx) {
+void maybe_report(supervisor_actor* self, const supervisor_env& ctx) {
   auto& st = self->state;
   if (st.reported) return;
   for (bool d : st.done)
@@ -43,8 +48,10 @@ void maybe_report(supervisor_actor* self, const supervisor_context& ctx) {
 std::string to_string(child_kind k) { return k == child_kind::owner ? "owner" : "learner"; }
 
 supervisor_hdl::behavior_type supervisor(supervisor_actor* self,
-                                         std::shared_ptr<const supervisor_context> ctx) {
-  drop_unexpected(self, ctx->log, "supervisor of " + to_string(ctx->kind) + "s");
+                                         std::shared_ptr<const supervisor_config> config,
+                                         supervisor_services services) {
+  auto ctx = std::make_shared<const supervisor_env>(supervisor_env{*config, std::move(services)});
+  drop_unexpected(self, ctx->svc.log, "supervisor of " + to_string(ctx->kind) + "s");
   auto& st = self->state;
   const size_t n = ctx->children.size();
   st.current.resize(n);
@@ -67,17 +74,17 @@ supervisor_hdl::behavior_type supervisor(supervisor_actor* self,
       auto d = policy::decide_restart(ctx->restart, s.history[i], now);
       if (d.action == policy::restart_action::give_up) {
         const std::string crash = self->system().render(dm.reason);
-        if (ctx->log != nullptr)
-          ctx->log->emit("give_up", {{"kind", to_string(ctx->kind)},
-                                     {"id", spec.id},
-                                     {"reason", d.message},
-                                     {"error", crash}});
-        if (ctx->log != nullptr && ctx->kind == child_kind::learner) {
-          ctx->log->learner_finished(spec.id);
-          ctx->log->update([&](run_counters& c) { c.learners_given_up[spec.id] = crash; });
+        if (ctx->svc.log != nullptr)
+          ctx->svc.log->emit("give_up", {{"kind", to_string(ctx->kind)},
+                                         {"id", spec.id},
+                                         {"reason", d.message},
+                                         {"error", crash}});
+        if (ctx->svc.log != nullptr && ctx->kind == child_kind::learner) {
+          ctx->svc.log->learner_finished(spec.id);
+          ctx->svc.log->update([&](run_counters& c) { c.learners_given_up[spec.id] = crash; });
         }
-        if (ctx->kind == child_kind::owner && ctx->log != nullptr)
-          ctx->log->update([&](run_counters& c) { c.owners_given_up[spec.id] = crash; });
+        if (ctx->kind == child_kind::owner && ctx->svc.log != nullptr)
+          ctx->svc.log->update([&](run_counters& c) { c.owners_given_up[spec.id] = crash; });
         // A lost owner: the fragment's global copy and outer state are gone for good, so the
         // job must stop; a lost learner: the quorum absorbs it.
         if (ctx->job) self->send(ctx->job, atoms::child_given_up_atom_v, ctx->kind, spec.id, crash);
@@ -86,12 +93,12 @@ supervisor_hdl::behavior_type supervisor(supervisor_actor* self,
         return;
       }
       double delay = d.delay_s;
-      if (ctx->fault_downtime) delay = std::max(delay, ctx->fault_downtime(spec.id));
-      if (ctx->log != nullptr)
-        ctx->log->emit("respawn_scheduled", {{"kind", to_string(ctx->kind)},
-                                             {"id", spec.id},
-                                             {"delay_s", delay},
-                                             {"reason", self->system().render(dm.reason)}});
+      if (ctx->svc.fault_downtime) delay = std::max(delay, ctx->svc.fault_downtime(spec.id));
+      if (ctx->svc.log != nullptr)
+        ctx->svc.log->emit("respawn_scheduled", {{"kind", to_string(ctx->kind)},
+                                                 {"id", spec.id},
+                                                 {"delay_s", delay},
+                                                 {"reason", self->system().render(dm.reason)}});
       policy::record_restart(s.history[i], now);
       self->delayed_send(self, util::to_timespan(delay), atoms::respawn_atom_v,
                          static_cast<uint64_t>(i));
@@ -119,11 +126,11 @@ supervisor_hdl::behavior_type supervisor(supervisor_actor* self,
           return;
         }
         start_child(self, *ctx, i);
-        if (ctx->log != nullptr) {
-          ctx->log->emit("respawn", {{"kind", to_string(ctx->kind)},
-                                     {"id", spec.id},
-                                     {"restarts", s.history[i].restart_times_s.size()}});
-          ctx->log->update([&](run_counters& c) {
+        if (ctx->svc.log != nullptr) {
+          ctx->svc.log->emit("respawn", {{"kind", to_string(ctx->kind)},
+                                         {"id", spec.id},
+                                         {"restarts", s.history[i].restart_times_s.size()}});
+          ctx->svc.log->update([&](run_counters& c) {
             if (ctx->kind == child_kind::learner) {
               c.learner_restarts += 1;
               c.learners[spec.id].restarts += 1;

@@ -27,10 +27,9 @@
 #include "actors/link/atoms.hpp"
 #include "actors/link/protocol.hpp"
 #include "actors/policy/restart_budget.hpp"
+#include "actors/services/node_services.hpp"
 
 namespace dd::actors {
-
-class event_sink;
 
 /// One child: which one it is and how to start an incarnation of it.
 struct child_spec {
@@ -39,16 +38,13 @@ struct child_spec {
   std::function<caf::actor(caf::actor_system&)> spawn;
 };
 
-/// Configuration of one supervisor.
-struct supervisor_context {
+/// Configuration of one supervisor. A plain value; the node's services (event sink, fault hook)
+/// come separately (supervisor_services, actors/services/node_services.hpp).
+struct supervisor_config {
   /// What its children are (events, counters, its reports).
   child_kind kind = child_kind::learner;
   std::vector<child_spec> children;
   policy::restart_config restart;
-  event_sink* log = nullptr;
-  /// The node's fault hook: the least downtime a kill fault asks for before child `id` is
-  /// respawned (actors/services/owner_faults.hpp respawn_downtime_hook); empty: none.
-  std::function<double(int32_t id)> fault_downtime;
   /// Receives its reports (supervisor_report_hdl); may be invalid.
   supervisor_report_hdl job;
 };
@@ -66,8 +62,10 @@ struct supervisor_state {
 using supervisor_actor = supervisor_hdl::stateful_base<supervisor_state>;
 
 /// The supervisor's behavior: spawns every child at start.
+/// `services`: the node's.
 supervisor_hdl::behavior_type supervisor(supervisor_actor* self,
-                                         std::shared_ptr<const supervisor_context> ctx);
+                                         std::shared_ptr<const supervisor_config> config,
+                                         supervisor_services services);
 
 /// Makes an exception thrown by `self` (in its behavior's setup or any handler) end it with
 /// error(runtime_error, "<what()>") instead of CAF's bare runtime_error, so the supervisor's

@@ -3,7 +3,7 @@
 // owner's checkpoint file that a kill with damage_checkpoint does as it fires. The owner only
 // asks (at_version after each merge and when a kill timer rings) and exits when told; what a
 // fault does is here. Message faults are not here: broadcasts meet theirs on the link
-// (chunk_flow.hpp flow_publish). The syncer node installs one per owner (owner_context::faults);
+// (chunk_flow.hpp flow_publish). The syncer node installs one per owner (owner_services::faults);
 // every call is safe from any thread (fault_hooks is).
 #pragma once
 

@@ -206,30 +206,32 @@ void start_learners(node_actor* self, std::shared_ptr<learner_node_ctx> ctx) {
   const auto& e = ctx->exp;
   const auto plan = plan_of(e);
   const uint64_t steps = steps_per_learner_of(e);
-  learner_services services;
-  services.data = ctx->data.get();
-  services.log = ctx->log.get();
-  services.faults = ctx->faults.get();
-  auto sctx = std::make_shared<supervisor_context>();
+  node_services node;
+  node.log = ctx->log.get();
+  node.faults = ctx->faults.get();
+  auto sctx = std::make_shared<supervisor_config>();
   sctx->kind = child_kind::learner;
   sctx->restart = e.restart;
-  sctx->log = ctx->log.get();
-  sctx->fault_downtime = respawn_downtime_hook(ctx->faults.get(), /*owner=*/false);
   sctx->job = caf::actor_cast<supervisor_report_hdl>(self);
+  supervisor_services sup_services;
+  sup_services.log = ctx->log.get();
+  sup_services.fault_downtime = respawn_downtime_hook(ctx->faults.get(), /*owner=*/false);
   for (auto id : ctx->ids) {
-    auto base = make_learner_context(e, id, steps, plan, 1, st.monitor, services, true, 0.1);
-    auto c = std::make_shared<learner_context>(*base);
+    auto c = std::make_shared<learner_config>(
+        learner_config_of(e, id, steps, plan, 1, st.monitor, ctx->data.get(), nullptr, true, 0.1));
     c->run_id = st.req.run_id;
-    c->current_monitor = [cur = st.current] {
+    auto svc = learner_services_of(node);
+    svc.current_monitor = [cur = st.current] {
       std::lock_guard<std::mutex> g(cur->first);
       return cur->second;
     };
-    std::shared_ptr<const learner_context> cc = c;
-    sctx->children.push_back({id, [cc](caf::actor_system& s) {
-                                return caf::actor_cast<caf::actor>(s.spawn(learner, cc));
+    std::shared_ptr<const learner_config> cc = c;
+    sctx->children.push_back({id, [cc, svc](caf::actor_system& s) {
+                                return caf::actor_cast<caf::actor>(s.spawn(learner, cc, svc));
                               }});
   }
-  st.sup = self->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
+  st.sup = self->spawn(supervisor, std::shared_ptr<const supervisor_config>(sctx),
+                       std::move(sup_services));
 }
 
 /// The node handshake (messages/control.hpp) with `monitor`: accepted → running.

@@ -101,7 +101,7 @@ struct flow_actor_test : ::testing::Test {
     a = env.sys->spawn(stub, a_log);
     b = env.sys->spawn(stub, b_log);
     b_log->auto_credit = true;
-    auto c = std::make_shared<owner_context>();
+    auto c = std::make_shared<owner_config>();
     c->options.layout = layout_of(numel);
     c->options.quorum = policy::quorum_spec::of_count(1);
     c->options.grace.mode = policy::grace_mode::off;
@@ -115,7 +115,7 @@ struct flow_actor_test : ::testing::Test {
     c->backend = "reference";
     c->window_chunks = window;
     owner = caf::actor_cast<caf::actor>(
-        env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(c)));
+        env.sys->spawn(fragment_owner, std::shared_ptr<const owner_config>(c), owner_services{}));
     env.run();
   }
   void TearDown() override { env.shutdown({a, b, owner}); }
@@ -243,12 +243,13 @@ TEST(flow_cluster_test, a_learner_and_an_owner_keep_at_most_w_chunks_in_flight_b
   const size_t n_chunks = (plan->fragments.at(0).numel * 4 + chunk - 1) / chunk;
   ASSERT_GE(n_chunks, 5u);  // several windows per transfer
 
-  auto mctx = std::make_shared<monitor_context>();
+  auto mctx = std::make_shared<monitor_config>();
   mctx->learners = 1;
   mctx->fragments = 1;
-  mctx->log = &log;
-  auto monitor = env.sys->spawn(health_monitor, std::shared_ptr<const monitor_context>(mctx));
-  auto octx = std::make_shared<owner_context>();
+  monitor_services msvc;
+  msvc.log = &log;
+  auto monitor = env.sys->spawn(health_monitor, std::shared_ptr<const monitor_config>(mctx), msvc);
+  auto octx = std::make_shared<owner_config>();
   octx->options.layout = plan->fragments.at(0);
   octx->options.quorum = policy::quorum_spec::of_count(1);
   octx->options.grace.mode = policy::grace_mode::off;
@@ -258,11 +259,12 @@ TEST(flow_cluster_test, a_learner_and_an_owner_keep_at_most_w_chunks_in_flight_b
   gather_fragment(plan->fragments.at(0), params.data(), octx->initial.data());
   octx->backend = "reference";
   octx->monitor = monitor;
-  octx->log = &log;
+  owner_services osvc;
+  osvc.log = &log;
   octx->window_chunks = W;
   auto owner = caf::actor_cast<caf::actor>(
-      env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(octx)));
-  auto lctx = std::make_shared<learner_context>();
+      env.sys->spawn(fragment_owner, std::shared_ptr<const owner_config>(octx), osvc));
+  auto lctx = std::make_shared<learner_config>();
   lctx->learner_id = 0;
   auto& t = lctx->trainer;
   t.model = mc;
@@ -276,12 +278,13 @@ TEST(flow_cluster_test, a_learner_and_an_owner_keep_at_most_w_chunks_in_flight_b
   lctx->plan = *plan;
   lctx->sync_interval = 4;
   lctx->monitor = monitor;
-  lctx->log = &log;
+  learner_services lsvc;
+  lsvc.log = &log;
   lctx->timer = step_timer::simulated(0.1);
   lctx->max_steps = 30;
   lctx->chunk_bytes = chunk;
   lctx->window_chunks = W;
-  auto learner_h = env.sys->spawn(learner, std::shared_ptr<const learner_context>(lctx));
+  auto learner_h = env.sys->spawn(learner, std::shared_ptr<const learner_config>(lctx), lsvc);
   auto& la = *dynamic_cast<learner_actor*>(caf::actor_cast<caf::abstract_actor*>(learner_h));
   auto& oa = *dynamic_cast<owner_actor*>(caf::actor_cast<caf::abstract_actor*>(owner));
 

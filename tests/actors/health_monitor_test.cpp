@@ -60,17 +60,21 @@ struct quiet_system {
   }
 };
 
-/// A monitor's context for `learners` learners and `fragments` owners; the rest its defaults.
-std::shared_ptr<monitor_context> monitor_ctx(int32_t learners, int fragments = 0) {
-  auto ctx = std::make_shared<monitor_context>();
+/// A monitor's configuration for `learners` learners and `fragments` owners; the rest its
+/// defaults.
+std::shared_ptr<monitor_config> monitor_ctx(int32_t learners, int fragments = 0) {
+  auto ctx = std::make_shared<monitor_config>();
   ctx->learners = learners;
   ctx->fragments = fragments;
   return ctx;
 }
 
-/// A health monitor spawned on `sys` with `ctx`.
-monitor_hdl spawn_monitor(caf::actor_system& sys, const std::shared_ptr<monitor_context>& ctx) {
-  return sys.spawn(health_monitor, std::shared_ptr<const monitor_context>(ctx));
+/// A health monitor spawned on `sys` with `ctx`, writing its events to `log` (null: nowhere).
+monitor_hdl spawn_monitor(caf::actor_system& sys, const std::shared_ptr<monitor_config>& ctx,
+                          event_sink* log = nullptr) {
+  monitor_services services;
+  services.log = log;
+  return sys.spawn(health_monitor, std::shared_ptr<const monitor_config>(ctx), services);
 }
 
 /// An actor that drops every message: a learner stand-in whose death the monitor sees.
@@ -367,8 +371,7 @@ TEST(monitor_uptime, counts_the_time_with_k_learners_stepping_from_their_heartbe
   run_log log{"", /*keep_in_memory=*/true};
   auto ctx = monitor_ctx(2);
   ctx->uptime_quorum = 2;
-  ctx->log = &log;
-  auto monitor = spawn_monitor(*env.sys, ctx);
+  auto monitor = spawn_monitor(*env.sys, ctx, &log);
   const caf::actor learners[] = {spawn_silent(*env.sys), spawn_silent(*env.sys)};
   for (int32_t id = 0; id < 2; ++id) {
     join_request req;
@@ -552,8 +555,7 @@ TEST(monitor_leave, a_learner_whose_node_was_stopped_stays_unfinished_and_its_id
   ctx->job = job;
   ctx->record_path = (dir / "monitor.json").string();
   run_log log{"", /*keep_in_memory=*/true};
-  ctx->log = &log;
-  auto monitor = spawn_monitor(*q.sys, ctx);
+  auto monitor = spawn_monitor(*q.sys, ctx, &log);
   caf::scoped_actor self{*q.sys};
   // A node's handshake reserving learner 0, then that learner's join; its incarnation.
   auto join = [&] {
@@ -628,8 +630,7 @@ TEST(monitor_status, fragment_versions_are_what_each_owner_answers) {
   caf::actor_system& sys = *q.sys;
   auto ctx = monitor_ctx(1, 3);
   run_log log{"", /*keep_in_memory=*/true};
-  ctx->log = &log;
-  auto monitor = spawn_monitor(sys, ctx);
+  auto monitor = spawn_monitor(sys, ctx, &log);
   auto o0 = sys.spawn(version_owner, monitor, 0, uint64_t{7});
   auto o2 = sys.spawn(version_owner, monitor, 2, uint64_t{42});
   auto gone = sys.spawn(version_owner, monitor, 1, uint64_t{9});
@@ -674,8 +675,7 @@ TEST(monitor_leave, a_learner_leaving_after_the_run_s_stop_shows_left_not_away) 
   auto ctx = monitor_ctx(2);
   ctx->remote_learners = true;
   run_log log{"", /*keep_in_memory=*/true};
-  ctx->log = &log;
-  auto monitor = spawn_monitor(*q.sys, ctx);
+  auto monitor = spawn_monitor(*q.sys, ctx, &log);
   caf::scoped_actor node{*q.sys}, l0{*q.sys}, l1{*q.sys};
   ASSERT_TRUE(node_join_as(node, monitor, {0, 1}, 2));
   auto join = [&](caf::scoped_actor& self, int32_t id) {
@@ -819,8 +819,7 @@ TEST(monitor_node_join, a_replayed_or_wrongly_proven_handshake_is_refused_and_co
   ctx->remote_learners = true;
   ctx->run_id = "00000000000000cd";
   ctx->join_token = "the-join-token-of-this-run-0123";
-  ctx->log = &log;
-  auto monitor = spawn_monitor(*env.sys, ctx);
+  auto monitor = spawn_monitor(*env.sys, ctx, &log);
   auto ask = [&](const node_join& j) { return ask_node_join(env, monitor, j); };
   node_join j;
   j.run_id = ctx->run_id;

@@ -81,29 +81,30 @@ struct learner_actor_test : ::testing::Test {
     model->init(5);
     initial = model->get_parameters();
 
-    auto mctx = std::make_shared<monitor_context>(monitor_context_of(exp, 1));
-    mctx->log = &log;
-    monitor = env.sys->spawn(health_monitor, std::shared_ptr<const monitor_context>(mctx));
+    auto mctx = std::make_shared<monitor_config>(monitor_config_of(exp, 1));
+    monitor_services msvc;
+    msvc.log = &log;
+    monitor = env.sys->spawn(health_monitor, std::shared_ptr<const monitor_config>(mctx), msvc);
 
-    auto octx = std::make_shared<owner_context>();
+    auto octx = std::make_shared<owner_config>();
     octx->options = owner_options_of(exp, plan.fragments.at(0), "", 0);
     octx->initial.resize(plan.fragments.at(0).numel);
     gather_fragment(plan.fragments.at(0), initial.data(), octx->initial.data());
     octx->backend = "reference";
     octx->monitor = monitor;
-    octx->log = &log;
+    owner_services osvc;
+    osvc.log = &log;
     owner = caf::actor_cast<caf::actor>(
-        env.sys->spawn(fragment_owner, std::shared_ptr<const owner_context>(octx)));
+        env.sys->spawn(fragment_owner, std::shared_ptr<const owner_config>(octx), osvc));
 
-    learner_services services;
-    services.data = &data;
-    services.log = &log;
-    auto lctx = std::make_shared<learner_context>(
-        *make_learner_context(exp, 0, static_cast<uint64_t>(exp.budget.steps), plan, 1,
-                              learner_monitor(), services, /*simulated_time=*/true, 0.1));
+    node_services node;
+    node.log = &log;
+    auto lctx = std::make_shared<learner_config>(
+        learner_config_of(exp, 0, static_cast<uint64_t>(exp.budget.steps), plan, 1,
+                          learner_monitor(), &data, nullptr, /*simulated_time=*/true, 0.1));
     adjust(*lctx);
-    learner_handle = caf::actor_cast<caf::actor>(
-        env.sys->spawn(learner, std::shared_ptr<const learner_context>(lctx)));
+    learner_handle = caf::actor_cast<caf::actor>(env.sys->spawn(
+        learner, std::shared_ptr<const learner_config>(lctx), learner_services_of(node)));
     env.run();
   }
 
@@ -111,8 +112,8 @@ struct learner_actor_test : ::testing::Test {
 
   /// The actor the learner takes for its health monitor (the monitor itself by default).
   virtual monitor_hdl learner_monitor() { return monitor; }
-  /// Changes to the learner's context before it is spawned.
-  virtual void adjust(learner_context&) {}
+  /// Changes to the learner's configuration before it is spawned.
+  virtual void adjust(learner_config&) {}
   /// Changes to the experiment's model (a dense GPT by default) before anything is built.
   virtual void configure_experiment(config::experiment&) {}
 
@@ -244,7 +245,7 @@ struct learner_push_clock_test : learner_actor_test {
     relay = env.sys->spawn(progress_relay_fn, monitor);
     return caf::actor_cast<monitor_hdl>(relay);  // it answers what the learner sends a monitor
   }
-  void adjust(learner_context& c) override {
+  void adjust(learner_config& c) override {
     c.push_clock = clock_source::global;  // one learner: the mean step is its own step
     // Past the last step the test waits for (120): a learner that has finished leaves and its
     // state is gone, so the test must not read it then (it read a destroyed trainer before).

@@ -141,8 +141,13 @@ struct owner_actor_test : ::testing::Test {
     for (const auto& d : scratch) std::filesystem::remove_all(d);
   }
 
-  std::shared_ptr<owner_context> context() {
-    auto c = std::make_shared<owner_context>();
+  /// The services the test hands the next owner it spawns, as its node would (context() starts
+  /// them afresh: no log, a history of its own).
+  owner_services services;
+
+  std::shared_ptr<owner_config> context() {
+    services = owner_services{};
+    auto c = std::make_shared<owner_config>();
     c->options.layout = tiny_layout();
     c->options.quorum = policy::quorum_spec::of_count(1);
     c->options.grace.mode = policy::grace_mode::fixed;
@@ -169,7 +174,7 @@ struct owner_actor_test : ::testing::Test {
 
   /// context() with a checkpoint every `every` versions at owner_0.ddck in a fresh directory
   /// `name` (removed at TearDown).
-  std::shared_ptr<owner_context> checkpointed_context(const std::string& name, uint64_t every) {
+  std::shared_ptr<owner_config> checkpointed_context(const std::string& name, uint64_t every) {
     auto c = context();
     scratch.push_back(dd::test::fresh_dir(name));
     c->options.checkpoint_every = every;
@@ -178,8 +183,9 @@ struct owner_actor_test : ::testing::Test {
   }
 
   /// The owner of `ctx`, spawned unsupervised (stopped at TearDown) and run until idle.
-  caf::actor spawn_owner(std::shared_ptr<const owner_context> ctx) {
-    auto owner = caf::actor_cast<caf::actor>(env.sys->spawn(fragment_owner, std::move(ctx)));
+  caf::actor spawn_owner(std::shared_ptr<const owner_config> ctx) {
+    auto owner =
+        caf::actor_cast<caf::actor>(env.sys->spawn(fragment_owner, std::move(ctx), services));
     to_stop.push_back(owner);
     env.run();
     return owner;
@@ -187,25 +193,27 @@ struct owner_actor_test : ::testing::Test {
 
   /// Spawns the owner of `ctx` under a supervisor (backoff 0.5 s, events into `log`) and runs
   /// until it has subscribed to the monitor probe.
-  void spawn_supervised_owner(const std::shared_ptr<owner_context>& ctx, run_log& log) {
-    auto sctx = std::make_shared<supervisor_context>();
+  void spawn_supervised_owner(const std::shared_ptr<owner_config>& ctx, run_log& log) {
+    auto sctx = std::make_shared<supervisor_config>();
     sctx->kind = child_kind::owner;
     sctx->restart.backoff_base_s = 0.5;
-    sctx->log = &log;
-    std::shared_ptr<const owner_context> cc = ctx;
-    sctx->children.push_back({0, [cc](caf::actor_system& sys) {
-                                return caf::actor_cast<caf::actor>(sys.spawn(fragment_owner, cc));
+    supervisor_services sup_services;
+    sup_services.log = &log;
+    std::shared_ptr<const owner_config> cc = ctx;
+    sctx->children.push_back({0, [cc, svc = services](caf::actor_system& sys) {
+                                return caf::actor_cast<caf::actor>(
+                                    sys.spawn(fragment_owner, cc, svc));
                               }});
-    auto sup = env.sys->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
+    auto sup =
+        env.sys->spawn(supervisor, std::shared_ptr<const supervisor_config>(sctx), sup_services);
     to_stop.push_back(caf::actor_cast<caf::actor>(sup));
     env.run();
   }
 
   /// The owner of `ctx` spawned under a supervisor with `log` as its log (the first owner of the
   /// test to subscribe), told that both learners are live; in `owner`.
-  void start_live_owner(const std::shared_ptr<owner_context>& ctx, run_log& log,
-                        caf::actor& owner) {
-    ctx->log = &log;
+  void start_live_owner(const std::shared_ptr<owner_config>& ctx, run_log& log, caf::actor& owner) {
+    services.log = &log;
     spawn_supervised_owner(ctx, log);
     ASSERT_EQ(monitor_log->subscribed.size(), 1u);
     owner = monitor_log->subscribed.back();
@@ -383,9 +391,9 @@ TEST_F(owner_actor_test, a_merge_whose_line_a_kill_cut_off_is_logged_from_the_ch
     ctx->options.checkpoint_every = 1;
     ctx->options.checkpoint_path = path;
     ctx->resumed = true;
-    ctx->highest_version = logged;
+    services.history = std::make_shared<owner_history>(logged);
     run_log& log = new_log();
-    ctx->log = &log;
+    services.log = &log;
     monitor_log->subscribed.clear();
     spawn_supervised_owner(ctx, log);
     ASSERT_FALSE(monitor_log->subscribed.empty());
@@ -437,7 +445,7 @@ TEST_F(owner_actor_test, a_checkpoint_of_another_run_is_not_restored) {
   ctx->resumed = true;
   ctx->rebuild_wait_s = 0;  // no learner to ask: straight to the initial weights
   run_log log({}, true, [this] { return env.now(); });
-  ctx->log = &log;
+  services.log = &log;
   auto owner = spawn_owner(ctx);
   bool named = false, restored = false, started = false;
   for (const auto& e : log.events()) {
@@ -499,7 +507,7 @@ TEST_F(owner_actor_test, owner_with_an_unreadable_checkpoint_warns) {
   auto ctx = checkpointed_context("dd_owner_actor_test_badckpt", 1);
   std::ofstream(ctx->options.checkpoint_path, std::ios::binary) << "DDCK truncated";
   run_log& log = log_with_console();
-  ctx->log = &log;
+  services.log = &log;
   auto owner = spawn_owner(ctx);
   bool failure = false, reset = false;
   for (const auto& e : log.events()) {
@@ -656,10 +664,11 @@ TEST_F(owner_actor_test, no_learner_answers_within_the_wait_so_the_fragment_is_d
   ctx->rebuild_wait_s = 3.0;
   std::ofstream(ctx->options.checkpoint_path, std::ios::binary) << "DDCK truncated";
   run_log log({}, true, [this] { return env.now(); });
-  ctx->log = &log;
+  services.log = &log;
   ctx->resumed = true;  // a resumed run: the first start asks the learners too
   ctx->learners = 2;
-  ctx->highest_version = 7;  // events.jsonl of the first part named version 7
+  services.history =
+      std::make_shared<owner_history>(7);  // events.jsonl of the first part named version 7
   auto owner = spawn_owner(ctx);
   caf::anon_send(owner, atoms::live_atom_v, encode(live_view_msg{}),
                  std::vector<learner_at_owner_hdl>{});
@@ -689,7 +698,7 @@ TEST_F(owner_actor_test, a_push_and_a_pull_during_the_rebuild_wait_until_it_serv
   ctx->resumed = true;  // the first start asks the learners
   ctx->learners = 3;    // ...and waits for 3 answers: only a and b answer
   run_log log({}, true, [this] { return env.now(); });
-  ctx->log = &log;
+  services.log = &log;
   auto owner = spawn_owner(ctx);
   set_live(owner);
   ASSERT_EQ(a_log->queries, 1);
@@ -727,7 +736,7 @@ TEST_F(owner_actor_test, a_push_and_a_pull_during_the_rebuild_wait_until_it_serv
 TEST_F(owner_actor_test, pull_is_a_codec_message_and_bad_pulls_are_dropped) {
   auto ctx = context();
   run_log log({}, true, [this] { return env.now(); });
-  ctx->log = &log;
+  services.log = &log;
   auto owner = spawn_owner(ctx);
   caf::anon_send(a, caf::forward_atom_v, owner, atoms::pull_atom_v, encode(pull_request{0, 0, 0}));
   env.run();
@@ -842,13 +851,14 @@ TEST(supervisor, reports_a_given_up_owner_and_then_its_children_done_to_the_job)
                 "the job takes a supervisor's reports");
   dd::test::coordinator env;
   auto probe = env.sys->spawn(report_probe, 0);
-  auto sctx = std::make_shared<supervisor_context>();
+  auto sctx = std::make_shared<supervisor_config>();
   sctx->kind = child_kind::owner;
   sctx->restart.max_restarts = 0;
   sctx->job = probe;
   sctx->children.push_back(
       {2, [](caf::actor_system& sys) { return sys.spawn(throwing_child, 0); }});
-  supervisor_hdl sup = env.sys->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
+  supervisor_hdl sup = env.sys->spawn(supervisor, std::shared_ptr<const supervisor_config>(sctx),
+                                      supervisor_services{});
   env.run();
   auto& st = dynamic_cast<caf::stateful_actor<report_probe_state, supervisor_report_hdl::base>&>(
                  *caf::actor_cast<caf::abstract_actor*>(probe))
@@ -867,13 +877,15 @@ TEST(supervisor, reports_a_given_up_owner_and_then_its_children_done_to_the_job)
 TEST(supervisor, a_crash_names_its_exception_in_the_give_up_event) {
   dd::test::coordinator env;
   run_log log({}, true, [&env] { return env.now(); });
-  auto sctx = std::make_shared<supervisor_context>();
+  auto sctx = std::make_shared<supervisor_config>();
   sctx->kind = child_kind::learner;
   sctx->restart.max_restarts = 0;  // give up at the first crash
-  sctx->log = &log;
+  supervisor_services sup_services;
+  sup_services.log = &log;
   sctx->children.push_back(
       {3, [](caf::actor_system& sys) { return sys.spawn(throwing_child, 0); }});
-  auto sup = env.sys->spawn(supervisor, std::shared_ptr<const supervisor_context>(sctx));
+  auto sup =
+      env.sys->spawn(supervisor, std::shared_ptr<const supervisor_config>(sctx), sup_services);
   env.run();
   bool gave_up = false;
   for (const auto& ev : log.events())
