@@ -14,6 +14,13 @@
 #                                            does to the node's hooks (actors/services/
 #                                            step_faults, owner_faults, fault_hooks). Exit 1
 #                                            naming each line found.
+#   scripts/lint.sh role-services           no role header (actors/roles/*.hpp) names a node
+#                                            service (run_log, fault_hooks): roles get them
+#                                            from their node at spawn, through the services
+#                                            of actors/services/node_services.hpp (the run log
+#                                            as a write-only event_sink); and no `mutable
+#                                            std::atomic` in actors/ (shared state hidden in a
+#                                            const value). Exit 1 naming each line found.
 #   scripts/lint.sh tidy [file...]           clang-tidy over a fast subset of sources (the list
 #                                            below; or the .cpp files given), with the compile
 #                                            commands of the clang tree (build-clang, or
@@ -56,6 +63,21 @@ case "$mode" in
       fi
     done
     ((rc)) || echo "lint.sh: role-faults clean"
+    exit "$rc"
+    ;;
+  role-services)
+    rc=0
+    for f in actors/roles/*.hpp; do
+      if grep -nE '\b(run_log|fault_hooks)\b' "$f"; then
+        echo "lint.sh: role-services: $f names a node service (lines above); a role gets it from its node through its services (actors/services/node_services.hpp)" >&2
+        rc=1
+      fi
+    done
+    if grep -rnE 'mutable[[:space:]]+std::atomic' actors; then
+      echo "lint.sh: role-services: a mutable std::atomic (lines above) is shared state in a const value; make it a service the node owns and hands over" >&2
+      rc=1
+    fi
+    ((rc)) || echo "lint.sh: role-services clean"
     exit "$rc"
     ;;
   format-check)

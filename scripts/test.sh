@@ -2,8 +2,8 @@
 # scripts/test.sh — run the whole test suite (builds first if needed); with --sanitize also the sanitizer stage.
 # GPU tests skip without a device.
 # Usage: scripts/test.sh [--sanitize] [build-dir] [extra ctest args...]
-#   Stage 0: scripts/lint.sh format-check (the tree as .clang-format says) and role-faults (no
-#            role file holds fault code).
+#   Stage 0: scripts/lint.sh format-check (the tree as .clang-format says), role-faults (no
+#            role file holds fault code) and role-services (no role header names a node service).
 #   Stage 1: build `build-dir` (default build; scripts/setup.sh configures it when missing) and
 #            run every ctest test in it.
 #   Stage 2 (--sanitize or DD_SANITIZE_STAGE=1; CI's .ci/run passes --sanitize):
@@ -29,6 +29,7 @@ t0=$(date +%s)
 # Stage 0: the tree is formatted as .clang-format says (no build needed).
 "$here/scripts/lint.sh" format-check
 "$here/scripts/lint.sh" role-faults
+"$here/scripts/lint.sh" role-services
 tf=$(date +%s)
 [[ -f "$build/CMakeCache.txt" ]] || "$here/scripts/setup.sh" "$build"
 cmake --build "$build" -j"$(nproc)"
