@@ -283,18 +283,15 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
   double sq = 0.0;
   for (double t : tensor_sq) sq += t;
   const double norm = std::sqrt(sq);
-  if (auto why = implausible(norm, m.steps); !why.empty())
-    return reject(m, reject_reason::implausible, who + ": " + why, false);
+  // Judged against the other learners' latest norms, then this push becomes its learner's
+  // latest whatever the verdict: refusals never freeze the reference.
+  const std::string why = implausible(m.learner_id, norm, m.steps);
+  latest_norms_[m.learner_id] = {m.incarnation, norm / counted_steps(m.learner_id, m.steps),
+                                 static_cast<double>(m.steps), ++norm_seq_};
+  if (!why.empty()) return reject(m, reject_reason::implausible, who + ": " + why, false);
 
   // Accept: the newest push of a learner replaces its older pending one.
   ledger_.record_accepted(key);
-  if (opts_.norm_window > 0) {
-    const double counted = counted_steps(m.steps);
-    accepted_norms_.push_back(norm / counted);
-    accepted_steps_.push_back(static_cast<double>(m.steps));
-    while (accepted_norms_.size() > opts_.norm_window) accepted_norms_.pop_front();
-    while (accepted_steps_.size() > opts_.norm_window) accepted_steps_.pop_front();
-  }
   pending_push p;
   p.who.learner_id = m.learner_id;
   p.who.incarnation = m.incarnation;
@@ -318,40 +315,64 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
 }
 
 namespace {
-double median_of(const std::deque<double>& d) {
-  if (d.empty()) return 0.0;
-  std::vector<double> v(d.begin(), d.end());
+/// The median of `v`; for an even count the upper of the two middle values, so that one low
+/// value among two cannot pull the gate's reference down. 0 when empty.
+double upper_median(std::vector<double> v) {
+  if (v.empty()) return 0.0;
   auto mid = v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2);
   std::nth_element(v.begin(), mid, v.end());
-  if (v.size() % 2 == 1) return *mid;
-  const double upper = *mid;
-  return 0.5 * (upper + *std::max_element(v.begin(), mid));
+  return *mid;
 }
 }  // namespace
 
-double owner_core::median_accepted_norm() const { return median_of(accepted_norms_); }
-
-double owner_core::counted_steps(uint64_t steps) const {
-  const double claimed = static_cast<double>(std::max<uint64_t>(1, steps));
-  if (accepted_steps_.empty()) return claimed;
-  return std::min(claimed, std::max(1.0, max_steps_ratio * median_of(accepted_steps_)));
+void owner_core::peer_norms(int32_t learner_id, std::vector<double>& per_step,
+                            std::vector<double>& steps) const {
+  per_step.clear();
+  steps.clear();
+  for (const auto& [id, n] : latest_norms_) {
+    if (id == learner_id) continue;
+    if (opts_.norm_window > 0 && norm_seq_ - n.seq >= opts_.norm_window) continue;
+    per_step.push_back(n.per_step);
+    steps.push_back(n.steps);
+  }
 }
 
-std::string owner_core::implausible(double norm, uint64_t steps) const {
-  if (opts_.max_norm_ratio <= 0 ||
-      accepted_norms_.size() < std::max<size_t>(1, opts_.norm_min_samples))
-    return {};
-  const double median = median_accepted_norm();
-  const double counted = counted_steps(steps);
+double owner_core::peer_median_norm(int32_t learner_id) const {
+  std::vector<double> per_step, steps;
+  peer_norms(learner_id, per_step, steps);
+  if (per_step.size() < std::max<size_t>(1, opts_.norm_min_peers)) return 0.0;
+  return upper_median(std::move(per_step));
+}
+
+double owner_core::latest_norm(int32_t learner_id) const {
+  auto it = latest_norms_.find(learner_id);
+  return it == latest_norms_.end() ? 0.0 : it->second.per_step;
+}
+
+double owner_core::counted_steps(int32_t learner_id, uint64_t steps) const {
+  const double claimed = static_cast<double>(std::max<uint64_t>(1, steps));
+  std::vector<double> per_step, peer_steps;
+  peer_norms(learner_id, per_step, peer_steps);
+  if (peer_steps.empty()) return claimed;
+  return std::min(claimed, std::max(1.0, max_steps_ratio * upper_median(std::move(peer_steps))));
+}
+
+std::string owner_core::implausible(int32_t learner_id, double norm, uint64_t steps) const {
+  if (opts_.max_norm_ratio <= 0) return {};
+  std::vector<double> per_step, peer_steps;
+  peer_norms(learner_id, per_step, peer_steps);
+  const size_t peers = per_step.size();
+  if (peers < std::max<size_t>(1, opts_.norm_min_peers)) return {};
+  const double median = upper_median(std::move(per_step));
+  const double counted = counted_steps(learner_id, steps);
   if (norm / counted <= opts_.max_norm_ratio * median) return {};
-  char buf[240];
+  char buf[280];
   std::snprintf(buf, sizeof buf,
                 "pseudo-gradient norm %.6g over %llu steps (%.6g per step, counting at most %g "
-                "steps) exceeds %g × the median %.6g per step of the last %zu accepted pushes of "
-                "fragment %d",
+                "steps) exceeds %g × the median %.6g per step of the other %zu learners' latest "
+                "pushes of fragment %d",
                 norm, static_cast<unsigned long long>(steps), norm / counted, counted,
-                opts_.max_norm_ratio, median, accepted_norms_.size(),
-                static_cast<int>(opts_.layout.fragment_id));
+                opts_.max_norm_ratio, median, peers, static_cast<int>(opts_.layout.fragment_id));
   return buf;
 }
 
@@ -382,6 +403,14 @@ owner_effects owner_core::on_membership(const std::vector<owner_member>& live, d
   }
   joined_at_ = std::move(joined);
   live_ = std::move(next);
+  // The gate forgets learners that left and earlier incarnations of those that came back.
+  for (auto it = latest_norms_.begin(); it != latest_norms_.end();) {
+    auto l = live_.find(it->first);
+    if (l == live_.end() || l->second.incarnation != it->second.incarnation)
+      it = latest_norms_.erase(it);
+    else
+      ++it;
+  }
   // ξ_step follows the live learners' lower median step time: one straggler cannot stretch it.
   if (const double step_s = policy::robust_step_time(std::move(step_times)); step_s > 0)
     xi_step_.update(step_s);

@@ -16,6 +16,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -51,14 +52,20 @@ struct owner_options {
   /// false: every contribution weighs 1 (token weighting off).
   bool token_weighting = true;
   /// Plausibility gate k: a push whose pseudo-gradient norm per inner step ‖Δ‖ / steps exceeds
-  /// k × the median of this fragment's recently accepted norms per step is refused as
-  /// `implausible` (0 = off). Generous by default: a clean run's norms per step stay within a
-  /// small factor of their median.
+  /// k × the median of the OTHER live learners' latest norms per step on this fragment is
+  /// refused as `implausible` (0 = off). Judged against peers, not against this fragment's own
+  /// history: honest norms that grow together (inner lr warmup, a restored syncer, a changed
+  /// schedule) move the median with them, and a liar, a minority, cannot move the median of the
+  /// others. Generous by default: honest learners' norms per step stay within a small factor of
+  /// each other.
   double max_norm_ratio = 10.0;
-  /// Accepted norms the median is taken over (the newest ones).
+  /// A learner's latest norm counts while it is among the newest this many pushes of the
+  /// fragment that reached the gate (older ones are forgotten: a learner that stopped pushing
+  /// this fragment does not hold the median at its old scale).
   size_t norm_window = 16;
-  /// The gate holds once this many norms were accepted (fewer: every finite push passes).
-  size_t norm_min_samples = 4;
+  /// The gate holds once this many other learners' latest norms are known (fewer: every finite
+  /// push passes). At least 2: with one other learner, either of the two could be the liar.
+  size_t norm_min_peers = 2;
   /// B·T, the most tokens one inner step can consume: a push reporting more tokens than
   /// steps × this is refused as `implausible` (0 = unbounded).
   uint64_t max_tokens_per_step = 0;
@@ -179,9 +186,12 @@ class owner_core {
   /// merge decision.
   ///
   /// Plausible: tokens <= steps × max_tokens_per_step, and ‖Δ‖ / counted_steps(steps) <=
-  /// max_norm_ratio × the median of the last norm_window accepted norms per step of this
-  /// fragment (once norm_min_samples were accepted). Otherwise the push is rejected as
-  /// `implausible`; the learner keeps its progress in θ and sends it with its next push.
+  /// max_norm_ratio × the median of the other learners' latest norms per step on this fragment
+  /// (once norm_min_peers of them are known). Every finite push that reaches the gate, accepted
+  /// or refused, becomes its learner's latest norm (newest wins), so a refused honest learner is
+  /// judged against its peers' current scale on its next push and no sequence of refusals can
+  /// lock the honest learners out. Otherwise the push is rejected as `implausible`; the learner
+  /// keeps its progress in θ and sends it with its next push.
   ///
   /// Superseded: a push whose `contains_from` <= T < transfer_id, where T is the learner's
   /// transfer this owner already merged, holds T's progress again; it is rejected
@@ -231,9 +241,11 @@ class owner_core {
   double xi_quorum_s() const noexcept { return xi_quorum_.value(); }
   double xi_sync_s() const noexcept { return xi_sync_.value(); }
   size_t live_count() const noexcept { return live_.size(); }
-  /// Median of the recently accepted pushes' norms per inner step, ‖Δ‖ / counted steps (0
-  /// before the first).
-  double median_accepted_norm() const;
+  /// The gate's reference for a push of `learner_id`: the median of the other learners' latest
+  /// norms per inner step on this fragment (0 while fewer than norm_min_peers are known).
+  double peer_median_norm(int32_t learner_id) const;
+  /// The latest norm per inner step the gate holds for `learner_id` (0 when none).
+  double latest_norm(int32_t learner_id) const;
   const owner_options& options() const noexcept { return opts_; }
   /// Newest merged push per learner, ascending learner id (what broadcasts carry).
   std::vector<merged_push> merged_pushes() const;
@@ -250,16 +262,20 @@ class owner_core {
   };
 
   void init_common();
-  /// Why a push of pseudo-gradient norm `norm` over `steps` inner steps is implausible; empty
-  /// when it is not. The gate compares norms per step: a learner that ran more steps between
-  /// two pushes (descheduled under load, or behind on the global push clock) brings a larger
-  /// ‖Δ‖ honestly.
-  std::string implausible(double norm, uint64_t steps) const;
-  /// The steps a push's norm is divided by: its claimed steps, at most max_steps_ratio × the
-  /// median steps of the accepted pushes (a peer claiming a huge step count cannot dilute an
-  /// absurd norm below the gate), at least 1.
-  double counted_steps(uint64_t steps) const;
+  /// Why a push of `learner_id` with pseudo-gradient norm `norm` over `steps` inner steps is
+  /// implausible; empty when it is not. The gate compares norms per step: a learner that ran
+  /// more steps between two pushes (descheduled under load, or behind on the global push clock)
+  /// brings a larger ‖Δ‖ honestly.
+  std::string implausible(int32_t learner_id, double norm, uint64_t steps) const;
+  /// The steps a push of `learner_id` is divided by: its claimed steps, at most max_steps_ratio ×
+  /// the median of the other learners' latest claimed steps (a peer claiming a huge step count
+  /// cannot dilute an absurd norm below the gate), at least 1.
+  double counted_steps(int32_t learner_id, uint64_t steps) const;
   static constexpr double max_steps_ratio = 4.0;
+  /// The other learners' latest norms that count (those of learners other than `learner_id`,
+  /// within the newest norm_window pushes): their norms per step and claimed steps.
+  void peer_norms(int32_t learner_id, std::vector<double>& per_step,
+                  std::vector<double>& steps) const;
   /// 1, or after a restore (until the next merge) checkpoint_every: versions (ours included)
   /// that may have been published since the restored checkpoint.
   uint64_t lost_versions() const;
@@ -291,11 +307,18 @@ class owner_core {
 
   std::map<int32_t, owner_member> live_;
   std::map<int32_t, double> joined_at_;  // when each live incarnation entered the view
-  /// ‖Δ‖ / counted steps of the newest accepted pushes (at most norm_window, oldest first),
-  /// and their claimed steps; not checkpointed: a restored owner gathers norm_min_samples again
-  /// before its gate holds.
-  std::deque<double> accepted_norms_;
-  std::deque<double> accepted_steps_;
+  /// Per learner id, the latest finite push of this fragment that reached the gate (accepted
+  /// or refused): its incarnation, ‖Δ‖ / counted steps, claimed steps and sequence number.
+  /// Forgotten when the learner leaves the live view or comes back as another incarnation; not
+  /// checkpointed: a restored owner holds its gate open until norm_min_peers learners pushed.
+  struct latest_push_norm {
+    uint64_t incarnation = 0;
+    double per_step = 0.0;
+    double steps = 0.0;
+    uint64_t seq = 0;
+  };
+  std::map<int32_t, latest_push_norm> latest_norms_;
+  uint64_t norm_seq_ = 0;  ///< pushes that reached the gate so far
   std::map<int32_t, pending_push> pending_;
   /// Per learner id, its newest merged push (sent with every broadcast, kept in checkpoints).
   std::map<int32_t, merged_push> merged_;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -481,105 +482,106 @@ TEST_F(owner_core_test, a_restored_owner_resyncs_bases_it_lost_and_never_reuses_
   std::filesystem::remove_all(dir);
 }
 
-/// One learner, K = 1, no grace: every accepted push merges at once (base = the version before).
+/// K = 1, no grace: every accepted push merges at once (base = the version before).
 owner_options gate_options(double k) {
   owner_options o = base_options();
   o.quorum = policy::quorum_spec::of_count(1);
   o.grace.mode = policy::grace_mode::off;
   o.max_norm_ratio = k;
   o.norm_window = 16;
-  o.norm_min_samples = 4;
+  o.norm_min_peers = 2;
   o.max_tokens_per_step = 100;  // B·T
   return o;
 }
 
-// The plausibility gate: a push whose ‖Δ‖ exceeds k × the median of the
-// fragment's recently accepted norms is refused as implausible and never merged; refused norms
-// do not move the median; fewer than norm_min_samples accepted norms leave the gate open; k = 0
-// turns it off.
-TEST_F(owner_core_test, implausible_pushes_are_refused_against_the_median_accepted_norm) {
+/// Pushes of several learners to one gated owner: each learner's transfers count up, every push
+/// is based on the owner's current version.
+struct gate_pusher {
+  owner_core& owner;
+  std::map<int32_t, uint64_t> transfers;
+  push_outcome push(int32_t learner, float v, uint64_t steps = 1, uint64_t incarnation = 0) {
+    return owner.on_push(make_push(learner, incarnation, owner.version(), steps, steps * 100,
+                                   ++transfers[learner], filled(v)),
+                         1.0);
+  }
+};
+
+/// Expects `out` to be an implausible-push refusal that changed nothing.
+void expect_implausible(const push_outcome& out, const owner_core& owner, uint64_t version,
+                        const std::vector<float>& value) {
+  ASSERT_EQ(out.what, status::rejected) << out.detail;
+  ASSERT_TRUE(out.reject.has_value());
+  EXPECT_EQ(out.reject->reason, reject_reason::implausible);
+  EXPECT_NE(out.reject->detail.find("pseudo-gradient norm"), std::string::npos)
+      << out.reject->detail;
+  EXPECT_NE(out.reject->detail.find("the median"), std::string::npos) << out.reject->detail;
+  EXPECT_NE(out.reject->detail.find("other"), std::string::npos) << out.reject->detail;
+  EXPECT_FALSE(out.send_current);
+  EXPECT_FALSE(out.effects.merged.has_value());
+  EXPECT_EQ(owner.pending_count(), 0u);
+  EXPECT_EQ(owner.version(), version);
+  EXPECT_EQ(owner.value(), value);
+}
+
+// The plausibility gate: a push whose ‖Δ‖ per step exceeds k × the median of the OTHER
+// learners' latest norms per step is refused as implausible and never merged; the median (the
+// upper one for an even count) ignores one outlier either way; with fewer than 2 other learners'
+// norms the gate is open; k = 0 turns it off.
+TEST_F(owner_core_test, implausible_pushes_are_refused_against_the_other_learners_latest_norms) {
   struct row {
     const char* what;
     double k;
-    std::vector<float> before;  // accepted first, one push each (a value per push, filled)
-    float push;                 // the push under test, filled
+    std::vector<float> peers;  // learners 1, 2, ... push one each first (a value per push)
+    float push;                // learner 0's push under test, filled
     bool accepted;
   };
   const std::vector<row> rows = {
-      {"gate open before 4 accepted norms", 10, {0.1f, 0.1f, 0.1f}, 100.0f, true},
-      {"9x the median passes", 10, {0.1f, 0.1f, 0.1f, 0.1f}, 0.9f, true},
-      {"11x the median is refused", 10, {0.1f, 0.1f, 0.1f, 0.1f}, 1.1f, false},
-      {"1000x the median is refused", 10, {0.1f, 0.2f, 0.1f, 0.3f, 0.1f}, 100.0f, false},
-      {"median, not mean: one large accepted norm does not lift it",
+      {"gate open with no other learner", 10, {}, 100.0f, true},
+      {"gate open with one other learner's norm", 10, {0.1f}, 100.0f, true},
+      {"two other learners suffice: 11x is refused", 10, {0.1f, 0.1f}, 1.1f, false},
+      {"9x the median passes", 10, {0.1f, 0.1f, 0.1f}, 0.9f, true},
+      {"11x the median is refused", 10, {0.1f, 0.1f, 0.1f}, 1.1f, false},
+      {"1000x the median is refused", 10, {0.1f, 0.2f, 0.1f, 0.3f}, 100.0f, false},
+      {"median, not mean: one large peer norm does not lift it",
        10,
-       {0.1f, 0.1f, 0.1f, 0.9f, 0.1f},
+       {0.1f, 0.9f, 0.1f},
        2.0f,
        false},
-      {"k = 0 is off", 0, {0.1f, 0.1f, 0.1f, 0.1f}, 1000.0f, true},
-      {"k = 2 refuses 3x", 2, {0.1f, 0.1f, 0.1f, 0.1f}, 0.3f, false},
+      {"upper median: one peer pushing zeros cannot pull it down", 10, {0.0f, 0.1f}, 0.5f, true},
+      {"k = 0 is off", 0, {0.1f, 0.1f, 0.1f}, 1000.0f, true},
+      {"k = 2 refuses 3x", 2, {0.1f, 0.1f, 0.1f}, 0.3f, false},
   };
   for (const auto& r : rows) {
     SCOPED_TRACE(r.what);
     owner_core owner(gate_options(r.k), *be, filled(1.0f), frozen);
-    owner.on_membership(members(1), 0.0);
-    uint64_t transfer = 1;
-    for (float v : r.before) {
-      auto a = owner.on_push(make_push(0, 0, owner.version(), 1, 100, transfer++, filled(v)), 1.0);
+    owner.on_membership(members(static_cast<int>(r.peers.size()) + 1), 0.0);
+    gate_pusher g{owner, {}};
+    for (size_t i = 0; i < r.peers.size(); ++i) {
+      auto a = g.push(static_cast<int32_t>(i + 1), r.peers[i]);
       ASSERT_EQ(a.what, status::accepted) << a.detail;
       ASSERT_TRUE(a.effects.merged.has_value());
     }
     const uint64_t version = owner.version();
     const auto value = owner.value();
-    auto out = owner.on_push(make_push(0, 0, version, 1, 100, transfer, filled(r.push)), 2.0);
+    auto out = g.push(0, r.push);
     if (r.accepted) {
       EXPECT_EQ(out.what, status::accepted) << out.detail;
       EXPECT_EQ(owner.version(), version + 1);
       continue;
     }
-    ASSERT_EQ(out.what, status::rejected);
-    ASSERT_TRUE(out.reject.has_value());
-    EXPECT_EQ(out.reject->reason, reject_reason::implausible);
-    EXPECT_EQ(out.reject->transfer_id, transfer);
-    EXPECT_NE(out.reject->detail.find("pseudo-gradient norm"), std::string::npos)
-        << out.reject->detail;
-    EXPECT_NE(out.reject->detail.find("the median"), std::string::npos) << out.reject->detail;
-    EXPECT_FALSE(out.send_current);
-    EXPECT_FALSE(out.effects.merged.has_value());
-    EXPECT_EQ(owner.pending_count(), 0u);
-    EXPECT_EQ(owner.version(), version);
-    EXPECT_EQ(owner.value(), value);
+    expect_implausible(out, owner, version, value);
+    EXPECT_EQ(out.reject->transfer_id, 1u);
   }
-}
-
-TEST_F(owner_core_test, refused_norms_do_not_move_the_median_and_the_window_follows_accepted_ones) {
-  owner_options o = gate_options(10);
-  o.norm_window = 4;
-  owner_core owner(o, *be, filled(1.0f), frozen);
-  owner.on_membership(members(1), 0.0);
-  uint64_t t = 1;
-  auto push = [&](float v) {
-    return owner.on_push(make_push(0, 0, owner.version(), 1, 100, t++, filled(v)), 1.0);
-  };
-  for (int i = 0; i < 4; ++i) ASSERT_EQ(push(0.125f).what, status::accepted);
-  const double base = 0.125 * std::sqrt(6.0);
-  EXPECT_NEAR(owner.median_accepted_norm(), base, 1e-9);
-  // Refused many times: the median stays (an attacker cannot lift it with refused pushes).
-  for (int i = 0; i < 5; ++i) EXPECT_EQ(push(100.0f).what, status::rejected);
-  EXPECT_NEAR(owner.median_accepted_norm(), base, 1e-9);
-  // Honest norms that grow slowly move it: the window holds the newest 4.
-  for (float v : {0.5f, 0.5f, 0.5f}) ASSERT_EQ(push(v).what, status::accepted);
-  EXPECT_NEAR(owner.median_accepted_norm(), 0.5 * std::sqrt(6.0), 1e-9);
-  EXPECT_EQ(push(4.0f).what, status::accepted);  // 8x the new median
 }
 
 // The gate compares norms per inner step: an honest learner that ran more steps between two
 // pushes (descheduled under load, behind on the global push clock) brings a larger ‖Δ‖ and
-// passes; the steps a push may claim count at most 4x the median accepted steps, so a peer
-// claiming a huge step count cannot dilute an absurd norm below the gate.
+// passes; the steps a push may claim count at most 4x the median of the other learners' latest
+// steps, so a peer claiming a huge step count cannot dilute an absurd norm below the gate.
 TEST_F(owner_core_test, the_gate_compares_norms_per_step_with_the_claimed_steps_bounded) {
   struct row {
     const char* what;
-    uint64_t steps;  // the push under test; every earlier push took 2 steps, value 0.1
+    uint64_t steps;  // the push under test; learners 1-3 pushed 2 steps each, value 0.1
     float push;
     bool accepted;
   };
@@ -594,16 +596,11 @@ TEST_F(owner_core_test, the_gate_compares_norms_per_step_with_the_claimed_steps_
   for (const auto& r : rows) {
     SCOPED_TRACE(r.what);
     owner_core owner(gate_options(10), *be, filled(1.0f), frozen);
-    owner.on_membership(members(1), 0.0);
-    uint64_t transfer = 1;
-    for (int i = 0; i < 4; ++i) {
-      auto a =
-          owner.on_push(make_push(0, 0, owner.version(), 2, 200, transfer++, filled(0.1f)), 1.0);
-      ASSERT_EQ(a.what, status::accepted) << a.detail;
-    }
+    owner.on_membership(members(4), 0.0);
+    gate_pusher g{owner, {}};
+    for (int32_t l = 1; l <= 3; ++l) ASSERT_EQ(g.push(l, 0.1f, 2).what, status::accepted);
     const uint64_t version = owner.version();
-    auto out = owner.on_push(
-        make_push(0, 0, version, r.steps, r.steps * 100, transfer, filled(r.push)), 2.0);
+    auto out = g.push(0, r.push, r.steps);
     if (r.accepted) {
       EXPECT_EQ(out.what, status::accepted) << out.detail;
       EXPECT_EQ(owner.version(), version + 1);
@@ -614,6 +611,165 @@ TEST_F(owner_core_test, the_gate_compares_norms_per_step_with_the_claimed_steps_
     EXPECT_NE(out.reject->detail.find("per step"), std::string::npos) << out.reject->detail;
     EXPECT_EQ(owner.version(), version);
   }
+}
+
+/// Per-step norm of a learner's push over inner steps (from, to] under a linear inner-lr warmup
+/// from 0 to 1 over `warmup` steps: the mean lr over those steps, times the learner's own scale.
+double warmup_norm_per_step(uint64_t from, uint64_t to, double warmup, double scale) {
+  double sum = 0;
+  for (uint64_t t = from + 1; t <= to; ++t) sum += std::min(1.0, static_cast<double>(t) / warmup);
+  return scale * sum / static_cast<double>(to - from);
+}
+
+// Regression: with inner.warmup, a fragment's first pushes come after a few steps at a tiny lr,
+// and every learner's norm per step then grows 33x as the lr ramps up. The gate that compared a
+// push with the median of the fragment's own accepted history refused every honest push from
+// the third round on (the refused norms never entered the median): the fragment stopped merging
+// for good. Judged against the other learners' latest norms, the honest pushes, which grow
+// together, are never refused.
+TEST_F(owner_core_test, an_inner_lr_warmup_that_grows_every_norm_30x_never_locks_the_gate) {
+  owner_core owner(gate_options(10), *be, filled(1.0f), frozen);
+  owner.on_membership(members(4), 0.0);
+  gate_pusher g{owner, {}};
+  const double scale[] = {1.0, 1.25, 0.8, 1.1};  // learners differ a little
+  // The fragment is pushed after 6 steps, then every 24 (the push clock of 4 fragments, H = 24);
+  // the lr ramps up over 120 steps.
+  std::map<int32_t, double> first, last;
+  uint64_t from = 0;
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t to = round == 0 ? 6 : from + 24;
+    for (int i = 0; i < 4; ++i) {
+      const int32_t l = (round + i) % 4;  // each learner is sometimes the first of its round
+      const double per_step = 1e-3 * warmup_norm_per_step(from, to, 120.0, scale[l]);
+      const auto v = static_cast<float>(per_step * static_cast<double>(to - from) / std::sqrt(6.0));
+      SCOPED_TRACE("round " + std::to_string(round) + ", learner " + std::to_string(l));
+      auto out = g.push(l, v, to - from);
+      EXPECT_EQ(out.what, status::accepted) << out.detail;
+      if (round == 0) first[l] = per_step;
+      last[l] = per_step;
+    }
+    from = to;
+  }
+  EXPECT_EQ(owner.version(), 40u);
+  // The premise: every learner's norm per step grew more than 30x, and the late ones exceed 10x
+  // the median of the first round's (the old gate's reference: it refused them all).
+  std::vector<double> early;
+  for (const auto& [l, n] : first) early.push_back(n);
+  std::sort(early.begin(), early.end());
+  const double old_median = 0.5 * (early[1] + early[2]);
+  for (const auto& [l, n] : last) {
+    EXPECT_GT(n / first[l], 30.0) << "learner " << l;
+    EXPECT_GT(n, 10.0 * old_median) << "learner " << l;
+  }
+}
+
+// Regression: a syncer killed and resumed restores its owners from their checkpoints; the
+// learners' norms per step were 14x the early pushes' (their lr had ramped up), and the gate's
+// history-based median refused every honest push after the resume. The restored owner holds no
+// norms (they are not checkpointed) and judges each push against the other learners' latest
+// ones, all at the new scale: every push is accepted.
+TEST_F(owner_core_test, honest_norms_14x_the_pre_restart_median_pass_after_a_syncer_restart) {
+  owner_core owner(gate_options(10), *be, filled(1.0f), frozen);
+  owner.on_membership(members(4), 0.0);
+  gate_pusher g{owner, {}};
+  for (int round = 0; round < 3; ++round)
+    for (int32_t l = 0; l < 4; ++l) ASSERT_EQ(g.push(l, 0.01f).what, status::accepted);
+  const auto ckpt = owner.make_checkpoint();
+  owner_core restored(gate_options(10), *be, ckpt, frozen);
+  restored.on_membership(members(4), 0.0);
+  gate_pusher r{restored, g.transfers};
+  for (int round = 0; round < 3; ++round)
+    for (int32_t l = 0; l < 4; ++l) {
+      SCOPED_TRACE("round " + std::to_string(round) + ", learner " + std::to_string(l));
+      auto out = r.push(l, 0.14f);
+      EXPECT_EQ(out.what, status::accepted) << out.detail;
+    }
+  EXPECT_NEAR(restored.peer_median_norm(0), 0.14 * std::sqrt(6.0), 1e-6);
+  // A liar among them is still refused after the restart.
+  const uint64_t version = restored.version();
+  const auto value = restored.value();
+  expect_implausible(r.push(1, 14.0f), restored, version, value);
+}
+
+// Without a restart, honest norms that jump 14x at once for every learner are refused only
+// until the other learners' latest norms are at the new scale: at most the first pushes of one
+// round; a refused push still becomes its learner's latest norm, so no learner is locked out.
+TEST_F(owner_core_test, honest_norms_that_jump_together_are_refused_at_most_for_one_round) {
+  owner_core owner(gate_options(10), *be, filled(1.0f), frozen);
+  owner.on_membership(members(4), 0.0);
+  gate_pusher g{owner, {}};
+  for (int round = 0; round < 2; ++round)
+    for (int32_t l = 0; l < 4; ++l) ASSERT_EQ(g.push(l, 0.01f).what, status::accepted);
+  std::vector<status> jump;
+  for (int32_t l = 0; l < 4; ++l) jump.push_back(g.push(l, 0.14f).what);
+  // Learners 0 and 1 were judged against a majority still at the old scale; 2 and 3 were not.
+  EXPECT_EQ(jump, (std::vector<status>{status::rejected, status::rejected, status::accepted,
+                                       status::accepted}));
+  EXPECT_NEAR(owner.latest_norm(0), 0.14 * std::sqrt(6.0), 1e-6);  // refused, yet recorded
+  for (int round = 0; round < 3; ++round)
+    for (int32_t l = 0; l < 4; ++l) {
+      SCOPED_TRACE("round " + std::to_string(round) + ", learner " + std::to_string(l));
+      auto out = g.push(l, 0.14f);
+      EXPECT_EQ(out.what, status::accepted) << out.detail;
+    }
+}
+
+// The liars the gate exists for stay refused: one learner pushing 1000x (scale_push) or random
+// values of 100x the scale is refused every time, however often it pushes (its own refused
+// norms never judge its next push), while the honest learners beside it keep merging; a liar
+// pushing zeros cannot lower the reference of the honest ones.
+TEST_F(owner_core_test, a_lying_learner_is_refused_every_time_and_cannot_move_the_others_gate) {
+  owner_core owner(gate_options(10), *be, filled(1.0f), frozen);
+  owner.on_membership(members(4), 0.0);
+  gate_pusher g{owner, {}};
+  for (int32_t l = 0; l < 4; ++l) ASSERT_EQ(g.push(l, 0.1f).what, status::accepted);
+  for (int round = 0; round < 5; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    const uint64_t version = owner.version();
+    const auto value = owner.value();
+    expect_implausible(g.push(1, round % 2 == 0 ? 100.0f : 10.0f), owner, version, value);
+    for (int32_t l : {0, 2, 3}) EXPECT_EQ(g.push(l, 0.1f).what, status::accepted);
+  }
+  // The same liar pushing zeros: honest learners judged against {0, 0.1, 0.1} still pass 9x.
+  ASSERT_EQ(g.push(1, 0.0f).what, status::accepted);
+  EXPECT_EQ(g.push(0, 0.9f).what, status::accepted);
+  // Learner 3 pushing 1000x is judged against {0.9, 0, 0.1}: the median 0.1 still refuses it.
+  const uint64_t version = owner.version();
+  expect_implausible(g.push(3, 100.0f), owner, version, owner.value());
+}
+
+// The gate's memory: a learner that left the live view, or came back as a new incarnation, no
+// longer counts among the peers, and neither does a norm older than the newest norm_window
+// pushes that reached the gate.
+TEST_F(owner_core_test, the_gate_forgets_learners_that_left_and_norms_older_than_its_window) {
+  owner_options o = gate_options(10);
+  o.norm_window = 6;
+  owner_core owner(o, *be, filled(1.0f), frozen);
+  owner.on_membership(members(3), 0.0);
+  gate_pusher g{owner, {}};
+  ASSERT_EQ(g.push(1, 0.1f).what, status::accepted);
+  ASSERT_EQ(g.push(2, 0.1f).what, status::accepted);
+  EXPECT_EQ(g.push(0, 100.0f).what, status::rejected);
+  // Learner 2 comes back as incarnation 1: its old norm is forgotten, one peer is left.
+  owner.on_membership({{0, 0, 1.0}, {1, 0, 1.0}, {2, 1, 1.0}}, 2.0);
+  EXPECT_DOUBLE_EQ(owner.latest_norm(2), 0.0);
+  EXPECT_DOUBLE_EQ(owner.peer_median_norm(0), 0.0);
+  EXPECT_EQ(g.push(0, 100.0f).what, status::accepted);
+  // Learner 1 leaves: forgotten too.
+  ASSERT_EQ(g.push(2, 0.1f, 1, 1).what, status::accepted);
+  owner.on_membership({{0, 0, 1.0}, {2, 1, 1.0}}, 3.0);
+  EXPECT_DOUBLE_EQ(owner.latest_norm(1), 0.0);
+  // Window 6: learners 0 and 2 push 6 times between them; learner 3 (joined now) pushed once
+  // before, its norm drops out of the window.
+  owner.on_membership({{0, 0, 1.0}, {2, 1, 1.0}, {3, 0, 1.0}}, 4.0);
+  ASSERT_EQ(g.push(3, 0.1f).what, status::accepted);
+  EXPECT_GT(owner.peer_median_norm(0), 0.0);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ(g.push(0, 0.1f).what, status::accepted);
+    ASSERT_EQ(g.push(2, 0.1f, 1, 1).what, status::accepted);
+  }
+  EXPECT_DOUBLE_EQ(owner.peer_median_norm(0), 0.0);  // only learner 2 left in the window
+  EXPECT_NEAR(owner.latest_norm(3), 0.1 * std::sqrt(6.0), 1e-6);
 }
 
 TEST_F(owner_core_test, tokens_beyond_steps_times_batch_times_context_are_refused) {
