@@ -653,6 +653,7 @@ owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_
                                                  {"what", "push"},
                                                  {"detail", out.detail}});
         }
+        if (ctx->svc.log != nullptr && !out.warning.empty()) ctx->svc.log->warn(out.warning);
         if (ctx->svc.log != nullptr && out.envelope_refused) {
           ctx->svc.log->update([](run_counters& c) { c.envelopes_refused += 1; });
           ctx->svc.log->emit("envelope_refused",

@@ -237,12 +237,14 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
                       ", tokens " + std::to_string(m.tokens) + ")",
                   false);
   if (opts_.max_tokens_per_step > 0 &&
-      m.tokens / m.steps + (m.tokens % m.steps != 0) > opts_.max_tokens_per_step)
-    return reject(m, reject_reason::implausible,
-                  who + ": " + std::to_string(m.tokens) + " tokens in " + std::to_string(m.steps) +
-                      " steps exceed steps × batch × context (" +
-                      std::to_string(opts_.max_tokens_per_step) + " tokens per step)",
-                  false);
+      m.tokens / m.steps + (m.tokens % m.steps != 0) > opts_.max_tokens_per_step) {
+    const std::string why = std::to_string(m.tokens) + " tokens in " + std::to_string(m.steps) +
+                            " steps exceed steps × batch × context (" +
+                            std::to_string(opts_.max_tokens_per_step) + " tokens per step)";
+    auto out = reject(m, reject_reason::implausible, who + ": " + why, false);
+    note_implausible(out, m.learner_id, now_s, why);
+    return out;
+  }
   // A base from the future: a version published after our checkpoint and lost with the owner
   // that published it (the learner is resynchronized onto the restored value), or a lie.
   if (m.base_version > version_) {
@@ -288,7 +290,11 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
   const std::string why = implausible(m.learner_id, norm, m.steps);
   latest_norms_[m.learner_id] = {m.incarnation, norm / counted_steps(m.learner_id, m.steps),
                                  static_cast<double>(m.steps), ++norm_seq_};
-  if (!why.empty()) return reject(m, reject_reason::implausible, who + ": " + why, false);
+  if (!why.empty()) {
+    auto out = reject(m, reject_reason::implausible, who + ": " + why, false);
+    note_implausible(out, m.learner_id, now_s, why);
+    return out;
+  }
 
   // Accept: the newest push of a learner replaces its older pending one.
   ledger_.record_accepted(key);
@@ -374,6 +380,29 @@ std::string owner_core::implausible(int32_t learner_id, double norm, uint64_t st
                 norm, static_cast<unsigned long long>(steps), norm / counted, counted,
                 opts_.max_norm_ratio, median, peers, static_cast<int>(opts_.layout.fragment_id));
   return buf;
+}
+
+void owner_core::note_implausible(push_outcome& out, int32_t learner_id, double now_s,
+                                  const std::string& why) {
+  ++unwarned_implausible_;
+  ++unwarned_learners_[learner_id];
+  if (warned_ && now_s - last_warning_s_ < implausible_warn_every_s) return;
+  std::string learners;
+  for (const auto& [id, n] : unwarned_learners_)
+    learners +=
+        (learners.empty() ? "" : ", ") + std::to_string(id) + " (" + std::to_string(n) + ")";
+  out.warning =
+      "fragment " + std::to_string(opts_.layout.fragment_id) + ": " +
+      std::to_string(unwarned_implausible_) + " push" + (unwarned_implausible_ == 1 ? "" : "es") +
+      " refused as implausible" +
+      (warned_ ? " in the last " + std::to_string(static_cast<int>(now_s - last_warning_s_)) + " s"
+               : std::string()) +
+      " (learners " + learners + "); the newest, from learner " + std::to_string(learner_id) +
+      ": " + why;
+  warned_ = true;
+  last_warning_s_ = now_s;
+  unwarned_implausible_ = 0;
+  unwarned_learners_.clear();
 }
 
 owner_effects owner_core::on_membership(const std::vector<owner_member>& live, double now_s) {

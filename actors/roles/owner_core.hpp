@@ -160,6 +160,11 @@ struct push_outcome {
   /// The push was refused at its envelope (another run, a stale incarnation, another schema
   /// version; actors/link/wire_refusal.hpp): counted as envelopes_refused.
   bool envelope_refused = false;
+  /// A line for the console (run_log::warn): set on the first push this owner refuses as
+  /// implausible and then at most once every owner_core::implausible_warn_every_s while refusals
+  /// go on, naming the fragment, how many were refused since the last line and whose; so that a
+  /// gate refusing honest learners is never silent.
+  std::string warning;
   owner_effects effects;
 };
 
@@ -247,6 +252,8 @@ class owner_core {
   /// The latest norm per inner step the gate holds for `learner_id` (0 when none).
   double latest_norm(int32_t learner_id) const;
   const owner_options& options() const noexcept { return opts_; }
+  /// Seconds between two console warnings about implausible refusals of one owner.
+  static constexpr double implausible_warn_every_s = 30.0;
   /// Newest merged push per learner, ascending learner id (what broadcasts carry).
   std::vector<merged_push> merged_pushes() const;
 
@@ -272,6 +279,10 @@ class owner_core {
   /// cannot dilute an absurd norm below the gate), at least 1.
   double counted_steps(int32_t learner_id, uint64_t steps) const;
   static constexpr double max_steps_ratio = 4.0;
+  /// `out` (a push of `learner_id` refused as implausible at `now_s` for `why`) gets its
+  /// console warning when one is due.
+  void note_implausible(push_outcome& out, int32_t learner_id, double now_s,
+                        const std::string& why);
   /// The other learners' latest norms that count (those of learners other than `learner_id`,
   /// within the newest norm_window pushes): their norms per step and claimed steps.
   void peer_norms(int32_t learner_id, std::vector<double>& per_step,
@@ -319,6 +330,12 @@ class owner_core {
   };
   std::map<int32_t, latest_push_norm> latest_norms_;
   uint64_t norm_seq_ = 0;  ///< pushes that reached the gate so far
+  /// Implausible refusals not yet in a console warning, their learners, and when the last
+  /// warning was given (none yet: warned_ false).
+  uint64_t unwarned_implausible_ = 0;
+  std::map<int32_t, uint64_t> unwarned_learners_;
+  bool warned_ = false;
+  double last_warning_s_ = 0.0;
   std::map<int32_t, pending_push> pending_;
   /// Per learner id, its newest merged push (sent with every broadcast, kept in checkpoints).
   std::map<int32_t, merged_push> merged_;

@@ -499,10 +499,11 @@ owner_options gate_options(double k) {
 struct gate_pusher {
   owner_core& owner;
   std::map<int32_t, uint64_t> transfers;
+  double now_s = 1.0;
   push_outcome push(int32_t learner, float v, uint64_t steps = 1, uint64_t incarnation = 0) {
     return owner.on_push(make_push(learner, incarnation, owner.version(), steps, steps * 100,
                                    ++transfers[learner], filled(v)),
-                         1.0);
+                         now_s);
   }
 };
 
@@ -770,6 +771,43 @@ TEST_F(owner_core_test, the_gate_forgets_learners_that_left_and_norms_older_than
   }
   EXPECT_DOUBLE_EQ(owner.peer_median_norm(0), 0.0);  // only learner 2 left in the window
   EXPECT_NEAR(owner.latest_norm(3), 0.1 * std::sqrt(6.0), 1e-6);
+}
+
+// Refusals are never silent: the first implausible refusal carries a console warning naming
+// the fragment, the learner and why; later ones are summed up at most once every 30 s (count and
+// learners since the last line); accepted pushes carry none.
+TEST_F(owner_core_test, implausible_refusals_carry_a_rate_limited_console_warning) {
+  owner_core owner(gate_options(10), *be, filled(1.0f), frozen);
+  owner.on_membership(members(4), 0.0);
+  gate_pusher g{owner, {}};
+  for (int32_t l = 0; l < 4; ++l) EXPECT_EQ(g.push(l, 0.1f).warning, "");
+  struct row {
+    double t;
+    int32_t learner;
+    std::string warning;  // a substring of the expected warning; "" = none
+  };
+  const std::vector<row> rows = {
+      {1.0, 1,
+       "fragment 0: 1 push refused as implausible (learners 1 (1)); the newest, from "
+       "learner 1: pseudo-gradient norm"},
+      {10.0, 1, ""},
+      {20.0, 2, ""},
+      {31.5, 1,
+       "fragment 0: 3 pushes refused as implausible in the last 30 s (learners 1 (2), "
+       "2 (1)); the newest, from learner 1"},
+      {40.0, 1, ""},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE("t = " + std::to_string(r.t));
+    g.now_s = r.t;
+    auto out = g.push(r.learner, 100.0f);
+    ASSERT_EQ(out.what, status::rejected);
+    if (r.warning.empty())
+      EXPECT_EQ(out.warning, "");
+    else
+      EXPECT_NE(out.warning.find(r.warning), std::string::npos) << out.warning;
+  }
+  EXPECT_EQ(g.push(0, 0.1f).warning, "");  // accepted: nothing to say
 }
 
 TEST_F(owner_core_test, tokens_beyond_steps_times_batch_times_context_are_refused) {
