@@ -219,6 +219,7 @@ const char* all_invariants[] = {"no_merge_below_quorum",
                                 "zero_global_downtime",
                                 "faulted_learners_back",
                                 "tokens_match_steps",
+                                "no_honest_push_refused_as_implausible",
                                 "final_loss_vs_baseline"};
 
 }  // namespace
@@ -580,6 +581,64 @@ TEST(chaos_report, a_message_fault_owns_no_link_drop_and_unexplained_drops_are_l
   EXPECT_EQ(u["events"][1]["node"], "learner-0");
   EXPECT_NEAR(u["events"][1]["offset_s"].get<double>(), 5.02, 1e-9);
   EXPECT_NE(format_report(r).find("unexplained drops    2"), std::string::npos);
+}
+
+// Regression: an owner whose plausibility gate refused honest learners' pushes stopped merging
+// their progress while every invariant stayed valid. A push refused as implausible is explained
+// only by a scale_push or random_push fault on its learner injected before it; any other makes
+// the report invalid and is counted per learner.
+TEST(chaos_report, pushes_refused_as_implausible_without_a_push_altering_fault_are_invalid) {
+  struct row {
+    const char* what;
+    std::vector<json> tape;  // added to the pause of learner-1 at 1008
+    const char* verdict;
+    size_t unexplained;
+    const char* detail;
+  };
+  const std::vector<row> rows = {
+      {"no fault alters pushes",
+       {},
+       "invalid",
+       2,
+       "2 pushes refused as implausible (learner 0 (1), learner 1 (1)) with no scale_push"},
+      {"scale_push on learner-1 explains learner 1's only",
+       {run_builder::cli_fault(1012.0, "scale_push", "learner:1", {"learner-1"}, nullptr)},
+       "invalid",
+       1,
+       "1 pushes refused as implausible (learner 0 (1))"},
+      {"random_push on both explains both",
+       {run_builder::cli_fault(1012.0, "random_push", "learner:*", {"learner-0", "learner-1"},
+                               nullptr)},
+       "valid",
+       0,
+       "2 pushes refused as implausible (learner 0 (1), learner 1 (1)), each after"},
+      {"a scale_push after the refusals explains nothing",
+       {run_builder::cli_fault(1019.0, "scale_push", "learner:*", {"learner-0", "learner-1"},
+                               nullptr)},
+       "invalid",
+       2,
+       "with no scale_push or random_push fault"},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.what);
+    run_builder b;
+    for (const auto& t : r.tape) b.tape.push_back(t);
+    auto refused = [](double t, int learner, int inc, int transfer) {
+      json p = run_builder::push(t, learner, inc, transfer, false);
+      p["reason"] = "implausible";
+      return p;
+    };
+    b.events.insert(b.events.end() - 1, refused(1017.0, 1, 1, 3));
+    b.events.insert(b.events.end() - 1, refused(1017.5, 0, 0, 3));
+    const json rep = judge(b);
+    EXPECT_EQ(verdict_of(rep, "no_honest_push_refused_as_implausible"), r.verdict) << rep.dump(2);
+    EXPECT_EQ(rep["run"]["pushes_implausible"], 2);
+    EXPECT_EQ(rep["run"]["pushes_implausible_unexplained"], r.unexplained);
+    for (const auto& i : rep["invariants"])
+      if (i["name"] == "no_honest_push_refused_as_implausible")
+        EXPECT_NE(i["detail"].get<std::string>().find(r.detail), std::string::npos) << i["detail"];
+    EXPECT_NE(format_report(rep).find("implausible pushes   2"), std::string::npos);
+  }
 }
 
 TEST(chaos_report, learner_never_back_is_invalid) {

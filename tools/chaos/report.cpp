@@ -153,6 +153,32 @@ json tokens_verdict(const std::optional<json>& summary, const std::optional<json
                   synchronous ? " (synchronous: at most steps × tokens per step)" : ""));
 }
 
+/// Faults that alter the values a learner pushes (finite but absurd): what the plausibility
+/// gate exists to refuse.
+bool alters_pushes(const std::string& kind) {
+  return kind == "scale_push" || kind == "random_push";
+}
+
+/// A push of `learner` at `t` may have been altered by a fault: a scale_push or random_push
+/// injected at or before `t` on that learner (or on learners the report cannot name).
+bool push_altered(const std::vector<fault>& faults, int learner, double t) {
+  for (const auto& f : faults)
+    if (alters_pushes(f.kind) && f.result != "refused" && f.result != "failed" && f.at <= t &&
+        (f.learners.empty() || f.learners.count(learner) != 0))
+      return true;
+  return false;
+}
+
+/// "1 push", "3 pushes".
+std::string pushes(size_t n) { return fmt::format("{} push{}", n, n == 1 ? "" : "es"); }
+
+/// "learner 1 (8), learner 3 (1)": a count per learner.
+std::string per_learner(const std::map<int, size_t>& by) {
+  std::string s;
+  for (const auto& [l, n] : by) s += fmt::format("{}learner {} ({})", s.empty() ? "" : ", ", l, n);
+  return s;
+}
+
 }  // namespace
 
 json build_report(const report_options& o) {
@@ -207,6 +233,8 @@ json build_report(const report_options& o) {
          learner_nonfinite = 0;
   size_t corrupt_merged = 0, unmatched = 0;
   std::vector<std::string> corrupt_detail;
+  // Pushes the owners refused as implausible, per learner (all, and those no fault explains).
+  std::map<int, size_t> implausible_by_learner, implausible_unexplained;
   for (const auto& e : evs) {
     const std::string k = e.kind();
     if (k == "chunk_refused") {
@@ -225,6 +253,11 @@ json build_report(const report_options& o) {
     checker.observe(e.j, e.time);
     if (k == "push") {
       ++push_events;
+      if (!e.j.value("accepted", true) && e.j.value("reason", "") == "implausible") {
+        const int l = e.j.value("learner", -1);
+        ++implausible_by_learner[l];
+        if (!push_altered(faults, l, e.time)) ++implausible_unexplained[l];
+      }
       if (e.j.value("accepted", false))
         accepted[{e.j.value("fragment", -1), e.j.value("learner", -1),
                   e.j.value("transfer_id", uint64_t{0})}]
@@ -279,6 +312,11 @@ json build_report(const report_options& o) {
     }
   }
 
+  const auto total = [](const std::map<int, size_t>& by) {
+    size_t n = 0;
+    for (const auto& [l, c] : by) n += c;
+    return n;
+  };
   const size_t merges = checker.merges(), below_quorum = checker.merges_below_quorum();
   const size_t repeated = checker.version_repeated().size(), twice = checker.merged_twice().size();
   const size_t contributions = checker.contributions(), with_transfer = checker.with_transfer();
@@ -328,6 +366,8 @@ json build_report(const report_options& o) {
               {"checkpoint_every_versions", every_versions ? json(*every_versions) : json(nullptr)},
               {"pushes", push_events},
               {"pushes_merged_twice", twice},
+              {"pushes_implausible", total(implausible_by_learner)},
+              {"pushes_implausible_unexplained", total(implausible_unexplained)},
               {"chunks_refused", chunks_refused_push + chunks_refused_broadcast},
               {"chunks_refused_push", chunks_refused_push},
               {"chunks_refused_broadcast", chunks_refused_broadcast},
@@ -499,6 +539,27 @@ json build_report(const report_options& o) {
             : verdict("faulted_learners_back", "valid",
                       fmt::format("{} fault{} on learners, every one back and merged after",
                                   judged_faults, judged_faults == 1 ? "" : "s")));
+  // The plausibility gate refuses pushes a scale_push or random_push altered; any other refusal
+  // is an honest learner's progress held back (a gate that locked the learners out would stop
+  // the fragment merging while the run looks healthy).
+  if (push_events == 0)
+    inv.push_back(verdict("no_honest_push_refused_as_implausible", "unknown",
+                          "no push event in events.jsonl"));
+  else if (!implausible_unexplained.empty())
+    inv.push_back(verdict(
+        "no_honest_push_refused_as_implausible", "invalid",
+        fmt::format("{} refused as implausible ({}) with no scale_push or random_push fault on "
+                    "their learner",
+                    pushes(total(implausible_unexplained)), per_learner(implausible_unexplained))));
+  else
+    inv.push_back(
+        verdict("no_honest_push_refused_as_implausible", "valid",
+                implausible_by_learner.empty()
+                    ? std::string("no push refused as implausible")
+                    : fmt::format("{} refused as implausible ({}), each after a scale_push or "
+                                  "random_push fault on its learner",
+                                  pushes(total(implausible_by_learner)),
+                                  per_learner(implausible_by_learner))));
   if (o.baseline_dir.empty())
     inv.push_back(verdict("final_loss_vs_baseline", "unknown", "no --baseline given"));
   else if (!loss || !base_loss)

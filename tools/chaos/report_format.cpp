@@ -75,6 +75,8 @@ std::string format_report(const json& r) {
                      fig(run["pushes_merged_twice"]), fig(run["pushes"]));
   out << fmt::format("  chunks refused       {} (merged {})\n", fig(run["chunks_refused"]),
                      fig(run["corrupt_chunks_merged"]));
+  out << fmt::format("  implausible pushes   {} (no fault explains {})\n",
+                     fig(run["pushes_implausible"]), fig(run["pushes_implausible_unexplained"]));
   out << fmt::format("  non-finite           {} merges, {} learner steps discarded\n",
                      fig(run["nonfinite_merges"]), fig(run["nonfinite_learner_steps"]));
   out << fmt::format("  final val loss       {} (baseline {}, {})\n",
