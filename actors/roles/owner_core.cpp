@@ -298,6 +298,12 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
 
   // Accept: the newest push of a learner replaces its older pending one.
   ledger_.record_accepted(key);
+  if (opts_.norm_window > 0 && opts_.norm_min_samples > 0) {
+    accepted_norms_.push_back(latest_norms_[m.learner_id].per_step);
+    accepted_steps_.push_back(static_cast<double>(m.steps));
+    while (accepted_norms_.size() > opts_.norm_window) accepted_norms_.pop_front();
+    while (accepted_steps_.size() > opts_.norm_window) accepted_steps_.pop_front();
+  }
   pending_push p;
   p.who.learner_id = m.learner_id;
   p.who.incarnation = m.incarnation;
@@ -359,8 +365,11 @@ double owner_core::counted_steps(int32_t learner_id, uint64_t steps) const {
   const double claimed = static_cast<double>(std::max<uint64_t>(1, steps));
   std::vector<double> per_step, peer_steps;
   peer_norms(learner_id, per_step, peer_steps);
-  if (peer_steps.empty()) return claimed;
-  return std::min(claimed, std::max(1.0, max_steps_ratio * upper_median(std::move(peer_steps))));
+  if (peer_steps.empty() && accepted_steps_.empty()) return claimed;
+  const double usual =
+      std::max(upper_median(std::move(peer_steps)),
+               upper_median(std::vector<double>(accepted_steps_.begin(), accepted_steps_.end())));
+  return std::min(claimed, std::max(1.0, max_steps_ratio * usual));
 }
 
 std::string owner_core::implausible(int32_t learner_id, double norm, uint64_t steps) const {
@@ -368,17 +377,25 @@ std::string owner_core::implausible(int32_t learner_id, double norm, uint64_t st
   std::vector<double> per_step, peer_steps;
   peer_norms(learner_id, per_step, peer_steps);
   const size_t peers = per_step.size();
-  if (peers < std::max<size_t>(1, opts_.norm_min_peers)) return {};
-  const double median = upper_median(std::move(per_step));
+  if (peers < std::max<size_t>(1, opts_.norm_min_peers) ||
+      accepted_norms_.size() < opts_.norm_min_samples)
+    return {};
+  const double peer_median = upper_median(std::move(per_step));
+  const double history =
+      accepted_norms_.empty() || opts_.norm_min_samples == 0
+          ? 0.0
+          : upper_median(std::vector<double>(accepted_norms_.begin(), accepted_norms_.end()));
+  const double median = std::max(peer_median, history);
   const double counted = counted_steps(learner_id, steps);
   if (norm / counted <= opts_.max_norm_ratio * median) return {};
-  char buf[280];
+  char buf[360];
   std::snprintf(buf, sizeof buf,
                 "pseudo-gradient norm %.6g over %llu steps (%.6g per step, counting at most %g "
                 "steps) exceeds %g × the median %.6g per step of the other %zu learners' latest "
-                "pushes of fragment %d",
+                "pushes of fragment %d (and of its last %zu accepted pushes, %.6g)",
                 norm, static_cast<unsigned long long>(steps), norm / counted, counted,
-                opts_.max_norm_ratio, median, peers, static_cast<int>(opts_.layout.fragment_id));
+                opts_.max_norm_ratio, peer_median, peers,
+                static_cast<int>(opts_.layout.fragment_id), accepted_norms_.size(), history);
   return buf;
 }
 

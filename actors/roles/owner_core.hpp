@@ -66,6 +66,14 @@ struct owner_options {
   /// The gate holds once this many other learners' latest norms are known (fewer: every finite
   /// push passes). At least 2: with one other learner, either of the two could be the liar.
   size_t norm_min_peers = 2;
+  /// ... and once this many pushes of the fragment were accepted: the reference is the larger of
+  /// the peers' median and the median of the newest norm_window accepted norms per step (0 = the
+  /// peers' median alone). The accepted history only ever raises the reference, so the gate
+  /// refuses no push the peers' median alone would accept (no lock-out), and none that a gate
+  /// judging against the accepted history alone would accept: a learner restarted with fresh
+  /// optimizer moments and its own short lr re-warmup honestly pushes several times the norm of
+  /// peers whose lr has decayed.
+  size_t norm_min_samples = 4;
   /// B·T, the most tokens one inner step can consume: a push reporting more tokens than
   /// steps × this is refused as `implausible` (0 = unbounded).
   uint64_t max_tokens_per_step = 0;
@@ -329,6 +337,10 @@ class owner_core {
     uint64_t seq = 0;
   };
   std::map<int32_t, latest_push_norm> latest_norms_;
+  /// ‖Δ‖ / counted steps and claimed steps of the newest accepted pushes (at most norm_window,
+  /// oldest first); not checkpointed either.
+  std::deque<double> accepted_norms_;
+  std::deque<double> accepted_steps_;
   uint64_t norm_seq_ = 0;  ///< pushes that reached the gate so far
   /// Implausible refusals not yet in a console warning, their learners, and when the last
   /// warning was given (none yet: warned_ false).

@@ -490,6 +490,7 @@ owner_options gate_options(double k) {
   o.max_norm_ratio = k;
   o.norm_window = 16;
   o.norm_min_peers = 2;
+  o.norm_min_samples = 0;       // the peers' median alone (the accepted history: its own test)
   o.max_tokens_per_step = 100;  // B·T
   return o;
 }
@@ -737,6 +738,33 @@ TEST_F(owner_core_test, a_lying_learner_is_refused_every_time_and_cannot_move_th
   // Learner 3 pushing 1000x is judged against {0.9, 0, 0.1}: the median 0.1 still refuses it.
   const uint64_t version = owner.version();
   expect_implausible(g.push(3, 100.0f), owner, version, owner.value());
+}
+
+// With norm_min_samples (default 4) the reference is the larger of the peers' median and the
+// median of the fragment's newest accepted norms, and the gate waits for 4 accepted pushes: a
+// learner respawned with fresh optimizer moments and a short lr re-warmup honestly pushes 10x
+// the norm of peers whose lr has decayed (seen in the seeded cluster simulation), which the
+// accepted history still covers. The history only raises the reference: the liar stays refused.
+TEST_F(owner_core_test, the_accepted_history_raises_the_reference_for_a_respawned_learner) {
+  for (size_t min_samples : {size_t{4}, size_t{0}}) {
+    SCOPED_TRACE("norm_min_samples " + std::to_string(min_samples));
+    owner_options o = gate_options(10);
+    o.norm_min_samples = min_samples;
+    owner_core owner(o, *be, filled(1.0f), frozen);
+    owner.on_membership(members(4), 0.0);
+    gate_pusher g{owner, {}};
+    // Gate open until 4 pushes were accepted (with min_samples 4): a 3rd push 100x passes.
+    ASSERT_EQ(g.push(0, 0.1f).what, status::accepted);
+    ASSERT_EQ(g.push(1, 0.1f).what, status::accepted);
+    EXPECT_EQ(g.push(2, 10.0f).what, min_samples == 4 ? status::accepted : status::rejected);
+    for (int32_t l = 0; l < 4; ++l) ASSERT_EQ(g.push(l, 0.1f).what, status::accepted);
+    for (int32_t l : {0, 1, 3}) ASSERT_EQ(g.push(l, 0.01f).what, status::accepted);
+    // Learner 2 at 30x its peers' decayed norms, 3x the accepted history's median.
+    auto out = g.push(2, 0.3f);
+    EXPECT_EQ(out.what, min_samples == 4 ? status::accepted : status::rejected) << out.detail;
+    // 1000x is refused either way.
+    EXPECT_EQ(g.push(1, 100.0f).what, status::rejected);
+  }
 }
 
 // The gate's memory: a learner that left the live view, or came back as a new incarnation, no
