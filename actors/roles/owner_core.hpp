@@ -168,7 +168,7 @@ struct push_outcome {
   /// The push was refused at its envelope (another run, a stale incarnation, another schema
   /// version; actors/link/wire_refusal.hpp): counted as envelopes_refused.
   bool envelope_refused = false;
-  /// A line for the console (run_log::warn): set on the first push this owner refuses as
+  /// A line for the console (the event sink's warn): set on the first push this owner refuses as
   /// implausible and then at most once every owner_core::implausible_warn_every_s while refusals
   /// go on, naming the fragment, how many were refused since the last line and whose; so that a
   /// gate refusing honest learners is never silent.
