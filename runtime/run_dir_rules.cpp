@@ -19,11 +19,24 @@ std::string run_dir_refusal(const std::string& run_dir, run_dir_mode mode,
         return "run directory '" + run_dir +
                "' holds an unfinished run (no summary.json): continue it with --resume, or "
                "replace it with --overwrite";
+      // An interrupted run (Ctrl-C, SIGTERM) is as resumable as a crashed one: not replaced
+      // by re-running the same command.
+      if (inspect_run_dir(run_dir) == run_dir_state::finished && why_not_resumable(run_dir).empty())
+        return "run directory '" + run_dir +
+               "' holds an interrupted run (summary.json with \"interrupted\"): continue it "
+               "with --resume, or replace it with --overwrite";
       return {};
     case run_dir_mode::overwrite: return {};
     case run_dir_mode::resume:
-      if (auto why = why_not_resumable(run_dir); !why.empty())
-        return "--resume: run directory '" + run_dir + "' holds " + why;
+      if (auto why = why_not_resumable(run_dir); !why.empty()) {
+        std::string line = "--resume: run directory '" + run_dir + "' holds " + why;
+        if (inspect_run_dir(run_dir) == run_dir_state::finished)
+          line +=
+              ": it ran to its end, nothing is left to continue; start a new run there without "
+              "--resume (it replaces this one), or in another run directory (--run-dir DIR) "
+              "to keep it";
+        return line;
+      }
       return resume_refusal(run_dir, experiment);
   }
   return {};

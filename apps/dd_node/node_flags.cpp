@@ -182,7 +182,8 @@ void add_experiment_flags(util::flag_table& t, experiment_args& a) {
               "continue the run in the run directory that crashed or was interrupted: same run "
               "id, owners restored from their checkpoints (or rebuilt), learners from the "
               "monitor's record (monitor.json); the budget counts both parts")
-      .toggle("--overwrite", &a.overwrite, "replace the unfinished run in the run directory");
+      .toggle("--overwrite", &a.overwrite,
+              "replace the unfinished (crashed) or interrupted run in the run directory");
 }
 
 std::function<std::string(const std::string&)> endpoint_value(

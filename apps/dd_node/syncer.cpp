@@ -99,7 +99,8 @@ std::optional<int> parse_syncer_flags(int argc, char** argv, syncer_options& o) 
                 "--tls-ca (a learner node's names the learner ids it may take: learner-N), "
                 "and this certificate must name `syncer`.");
   t.epilog(
-      "A run directory holding an unfinished run is refused without --resume or --overwrite.\n"
+      "A run directory holding an unfinished or interrupted run is refused without --resume\n"
+      "or --overwrite.\n"
       "The run directory is locked while the syncer runs, and so is checkpoint.dir when it\n"
       "lies outside it: a second run on either exits with status 2.\n"
       "SIGINT/SIGTERM: learners stop at their next step, final evaluation, summary.json.\n"

@@ -198,7 +198,7 @@ std::vector<std::string> split_lines(const std::string& text) {
 // `dd-node run --resume` continues an interrupted run in its run directory —
 // same run id, owners restored from their checkpoints, versions above every earlier one, the
 // tokens of both parts counted, summary.json "resumed": true. A finished run or an empty
-// directory is refused (exit 2).
+// directory is refused (exit 2), and so is a new run over the interrupted one (exit 2).
 TEST_F(dd_node_run, resume_continues_an_interrupted_run) {
   const fs::path dir = make_workdir("resume");
   const fs::path run = dir / "run";
@@ -219,6 +219,18 @@ TEST_F(dd_node_run, resume_continues_an_interrupted_run) {
       first_version = std::max(first_version, ev["version"].get<uint64_t>());
   }
   ASSERT_GT(first_version, 0u);
+
+  // Re-running the first command (no --resume) does not replace the interrupted run: exit 2,
+  // both choices named, nothing touched.
+  const std::string events_at_interrupt = read_text(run / "events.jsonl");
+  const pid_t again = start(dir, "g", {"--run-dir", "run"});
+  EXPECT_EQ(wait_exit(again, 60), 2) << read_text(dir / "g.err");
+  dd::test::expect_contains_all(
+      read_text(dir / "g.err"),
+      {"run directory 'run' holds an interrupted run (summary.json with \"interrupted\"): "
+       "continue it with --resume, or replace it with --overwrite"});
+  EXPECT_EQ(read_text(run / "events.jsonl"), events_at_interrupt);
+  EXPECT_TRUE(nlohmann::json::parse(read_text(run / "summary.json")).value("interrupted", false));
 
   // A resume with another model (the first part's --set flags
   // forgotten) is refused before anything is touched, naming the field; it once restarted every

@@ -1,12 +1,15 @@
-// runtime/run_dir.hpp: what a resume may change of the run's experiment.
+// runtime/run_dir.hpp, run_dir_rules.hpp: what a resume may change of the run's experiment, and
+// which run a command may open a run directory over.
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "runtime/run_dir.hpp"
+#include "runtime/run_dir_rules.hpp"
 #include "tests/support/fresh_dir.hpp"
 
 namespace {
@@ -54,4 +57,55 @@ TEST(run_dir, a_copied_run_directory_resumes_its_checkpoint_dir_is_relative_to_i
       dd::experiment_change_on_resume(outside.string(), experiment_at("runs/b", "/shared/ck")), "");
   EXPECT_NE(dd::experiment_change_on_resume(outside.string(), experiment_at("runs/b", "/other/ck")),
             "");
+}
+
+// Regression: re-running the same command after Ctrl-C replaced the interrupted run ("held an
+// earlier run (...): replaced by this run") although `--resume` could continue it. The rule of
+// run_dir_refusal for each thing a run directory can hold and each way of opening it: a new run
+// replaces only a finished run; an interrupted run, like a crashed one, needs --resume or
+// --overwrite; a --resume of a finished run says what to do instead.
+TEST(run_dir, an_interrupted_run_is_not_replaced_without_resume_or_a_fresh_start) {
+  struct row {
+    const char* holds;
+    const char* summary;  // summary.json's text, nullptr: none
+    bool events;
+    dd::run_dir_mode mode;
+    const char* refusal;  // "" or a part of the refusal
+  };
+  using m = dd::run_dir_mode;
+  const char* interrupted = R"({"tokens": 9, "interrupted": true})";
+  const char* finished = R"({"tokens": 9})";
+  const std::vector<row> table = {
+      {"nothing", nullptr, false, m::fresh, ""},
+      {"a finished run", finished, true, m::fresh, ""},
+      {"an interrupted run", interrupted, true, m::fresh,
+       "holds an interrupted run (summary.json with \"interrupted\"): continue it with --resume, "
+       "or replace it with --overwrite"},
+      {"a crashed run", nullptr, true, m::fresh,
+       "holds an unfinished run (no summary.json): continue it with --resume, or replace it "
+       "with --overwrite"},
+      {"an interrupted run", interrupted, true, m::overwrite, ""},
+      {"a crashed run", nullptr, true, m::overwrite, ""},
+      {"a finished run", finished, true, m::overwrite, ""},
+      {"a finished run", finished, true, m::resume,
+       "holds a finished run (summary.json without \"interrupted\"): it ran to its end, nothing "
+       "is left to continue; start a new run there without --resume (it replaces this one), or "
+       "in another run directory (--run-dir DIR) to keep it"},
+      {"nothing", nullptr, false, m::resume, "holds no run to resume"},
+  };
+  int i = 0;
+  for (const auto& r : table) {
+    const fs::path dir = dd::test::fresh_dir("refusal_" + std::to_string(i++));
+    if (r.summary) std::ofstream(dir / "summary.json") << r.summary;
+    if (r.events) std::ofstream(dir / "events.jsonl") << "{\"event\":\"start\"}\n";
+    const std::string why = dd::run_dir_refusal(dir.string(), r.mode, experiment_at("x", ""));
+    const std::string what =
+        std::string(r.holds) + ", mode " + std::to_string(static_cast<int>(r.mode));
+    if (std::string(r.refusal).empty()) {
+      EXPECT_EQ(why, "") << what;
+    } else {
+      EXPECT_NE(why.find(r.refusal), std::string::npos) << what << ": " << why;
+      EXPECT_NE(why.find("run directory '" + dir.string() + "'"), std::string::npos) << why;
+    }
+  }
 }
