@@ -2,7 +2,10 @@
 #include "runtime/nodes_file.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include <fmt/format.h>
 
@@ -191,6 +194,25 @@ json to_json(const nodes_file& f) {
 
 util::io_status save_nodes_file(const std::string& path, const nodes_file& f) {
   return util::write_file_atomic(path, to_json(f).dump(2) + "\n");
+}
+
+std::string observed_state(const node_entry& n) {
+  if (n.state != "running" || n.pid <= 0) return n.state;
+  std::ifstream in("/proc/" + std::to_string(n.pid) + "/stat");
+  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // "PID (COMM) STATE f4 ... f22 ..." — COMM may hold spaces and parentheses: cut at the last ')'.
+  const auto close = text.rfind(')');
+  if (close == std::string::npos || close + 2 >= text.size()) return n.state;
+  std::vector<std::string> fields;  // fields[0] is field 3 (state), fields[19] field 22
+  for (size_t i = close + 2; i < text.size() && fields.size() < 20;) {
+    const auto sp = text.find(' ', i);
+    fields.push_back(text.substr(i, sp == std::string::npos ? std::string::npos : sp - i));
+    if (sp == std::string::npos) break;
+    i = sp + 1;
+  }
+  if (fields.size() < 20 || fields[0].empty()) return n.state;
+  if (std::strtoull(fields[19].c_str(), nullptr, 10) != n.start_time) return n.state;
+  return fields[0][0] == 'T' || fields[0][0] == 't' ? "stopped" : n.state;
 }
 
 }  // namespace dd

@@ -80,4 +80,11 @@ nlohmann::json to_json(const nodes_file& f);
 /// Writes `f` to `path` atomically (util/files.hpp); the status names the file on failure.
 util::io_status save_nodes_file(const std::string& path, const nodes_file& f);
 
+/// What `dd-node status` shows for a node process: its nodes-file `state`, except "stopped" for a
+/// `running` node whose process this host's /proc shows stopped (state T or t: SIGSTOP, a
+/// debugger) with the nodes file's start time (a reused pid is never taken for it). The
+/// launcher does not track stops (a stopped child is still running to it); on another host than
+/// the nodes' the state is the file's.
+std::string observed_state(const node_entry& n);
+
 }  // namespace dd

@@ -565,7 +565,9 @@ nlohmann::json membership::status(double now) const {
                   {"node", r.node},
                   {"step", r.step},
                   {"tokens", r.tokens()},
-                  {"lease_age_s", r.alive ? now - r.last_heartbeat_s : 0.0}});
+                  // Since its last heartbeat whatever its state: a learner that went down
+                  // shows how long it has been silent, as /status and the metrics do.
+                  {"lease_age_s", std::max(0.0, now - r.last_heartbeat_s)}});
   return {{"run_id", opts_.run_id}, {"epoch", epoch_},       {"learners_expected", opts_.learners},
           {"learners", ls},         {"stopping", stopping_}, {"total_tokens", total_tokens()},
           {"mean_step", mean_step_}};

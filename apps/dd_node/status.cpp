@@ -271,7 +271,7 @@ int status_main(int argc, char** argv) {
   if (nodes)
     for (const auto& n : nodes->nodes)
       std::printf("process %-12s %-8s pid %-7d incarnation %d  %s\n", n.name.c_str(),
-                  n.state.c_str(), n.pid, n.incarnation, n.log.c_str());
+                  observed_state(n).c_str(), n.pid, n.incarnation, n.log.c_str());
   return 0;
 }
 

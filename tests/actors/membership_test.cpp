@@ -386,6 +386,26 @@ TEST(membership, leaves_and_downs_are_recorded_once) {
   EXPECT_TRUE(d.finished);
 }
 
+// Regression: `dd-node status` showed lease age 0.00 s for a learner that was down (paused with
+// SIGSTOP 30 s) while /status and the metrics gave ~25 s. The status's lease_age_s is the time
+// since the learner's last heartbeat in every state: live, down (lease expired), left.
+TEST(membership, the_status_lease_age_counts_since_the_last_heartbeat_also_when_down) {
+  membership m(options(2), 0.0);
+  ASSERT_TRUE(m.join(join_as(0), "", 0.0).accepted());
+  ASSERT_TRUE(m.join(join_as(1), "", 0.0).accepted());
+  ASSERT_TRUE(m.heartbeat(heartbeat(1, 0, 1, 10, 0.0), 4.0).accepted());
+  ASSERT_TRUE(m.heartbeat(heartbeat(0, 0, 1, 10, 0.0), 10.0).accepted());
+  ASSERT_EQ(m.tick(11.5).expired.size(), 1u);  // learner 1: lease 2 s, silent since 4.0
+  ASSERT_FALSE(m.learners().at(1).alive);
+  const auto s = m.status(35.0);
+  ASSERT_EQ(s["learners"].size(), 2u);
+  for (const auto& l : s["learners"]) {
+    const double expected = l["learner"] == 0 ? 25.0 : 31.0;
+    EXPECT_DOUBLE_EQ(l["lease_age_s"].get<double>(), expected) << l.dump();
+  }
+  EXPECT_FALSE(s["learners"][1]["alive"].get<bool>());
+}
+
 // The evaluator's every_steps clock: Σ step_m / M over the M learners of the run. A learner not
 // yet joined counts 0, a respawned one resumes its recorded step, one that left keeps its last
 // step; M < 1 gives 0.

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -15,10 +16,12 @@
 #include <utility>
 #include <vector>
 
+#include "runtime/nodes_file.hpp"
 #include "tests/support/fresh_dir.hpp"
 #include "tools/chaos/actions.hpp"
 #include "tools/chaos/common.hpp"
 #include "tools/chaos/nodes_file.hpp"
+#include "tools/chaos/proc.hpp"
 #include "tools/chaos/proxy.hpp"
 #include "tools/chaos/runner.hpp"
 #include "tools/chaos/schedule.hpp"
@@ -105,6 +108,38 @@ TEST(chaos_nodes_file, bad_files_name_the_field) {
   EXPECT_NE(msg(R"({"launcher": {"pid": 1, "control": "nowhere"}, "nodes": []})")
                 .find("launcher.control"),
             std::string::npos);
+}
+
+// Regression: `dd-node status` listed a node paused with SIGSTOP as `running`. observed_state
+// shows "stopped" for a running node whose process is stopped (its start time matching), and the
+// file's state otherwise (a reused pid, a node not running).
+TEST(chaos_nodes_file, a_stopped_process_is_shown_stopped) {
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    for (;;) ::pause();
+  }
+  const auto st = read_proc_stat(child);
+  ASSERT_TRUE(st.has_value());
+  dd::node_entry n;
+  n.name = "learner-0";
+  n.pid = child;
+  n.start_time = st->start_time;
+  n.state = "running";
+  EXPECT_EQ(dd::observed_state(n), "running");
+  ASSERT_EQ(::kill(child, SIGSTOP), 0);
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, WUNTRACED), child);  // stopped now
+  ASSERT_TRUE(WIFSTOPPED(status));
+  EXPECT_EQ(dd::observed_state(n), "stopped");
+  dd::node_entry reused = n;
+  reused.start_time = st->start_time + 1;
+  EXPECT_EQ(dd::observed_state(reused), "running") << "another process under the same pid";
+  dd::node_entry held = n;
+  held.state = "held";
+  EXPECT_EQ(dd::observed_state(held), "held");
+  ::kill(child, SIGKILL);
+  ::waitpid(child, &status, 0);
 }
 
 TEST(chaos_targets, actor_target_hits_the_hosting_process_and_names_the_others) {
