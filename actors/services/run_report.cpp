@@ -189,9 +189,13 @@ double budget_done(const config::experiment& exp, uint64_t steps_per_learner,
 namespace {
 
 /// "[  12.3s] L0 3.74st/s 3.773 L1 left ...": the run time and each learner's part. The step
-/// rate is the one observed since `prev` (`dt_s` seconds earlier) when `prev` knows the learner
-/// and its step did not go back (a paused learner shows 0, not the rate of its last steps), else
-/// the learner's own step-time EMA.
+/// rate is the one observed since `prev` (`dt_s` seconds earlier) when the learner stepped in
+/// one window since: `prev` knows it with the same incarnation, it was live then and is now,
+/// and its step did not go back (a paused learner shows 0, not the rate of its last steps).
+/// Otherwise — the first line that knows it, or it (re)joined since `prev` — the window
+/// restarts and the line shows the learner's own step-time EMA: a rejoin brings the steps it
+/// took while away (a syncer outage, a lost link) all at once, which over `dt_s` read as
+/// 900 st/s against a pace of 100–250.
 std::string learners_part(const run_counters& now, double t_s, const run_counters* prev = nullptr,
                           double dt_s = 0.0) {
   std::string line = fmt::format("[{:7.1f}s]", t_s);
@@ -199,7 +203,8 @@ std::string learners_part(const run_counters& now, double t_s, const run_counter
     double rate = l.steps_per_s;
     if (prev != nullptr && dt_s > 0) {
       auto it = prev->learners.find(id);
-      if (it != prev->learners.end() && it->second.step > 0 && l.step >= it->second.step)
+      if (it != prev->learners.end() && it->second.step > 0 && l.step >= it->second.step &&
+          it->second.incarnation == l.incarnation && it->second.alive && l.alive)
         rate = static_cast<double>(l.step - it->second.step) / dt_s;
     }
     line += l.finished

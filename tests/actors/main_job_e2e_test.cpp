@@ -420,6 +420,8 @@ TEST(main_job, progress_line_shows_the_budget_spent_and_the_time_left) {
   after.learners[2].step = 40;  // paused
   after.learners[3].step = 45;  // 15 steps in 5 s
   after.learners[2].steps_per_s = 2.69;
+  // Both lines saw them live (the observed rate is of a learner live through the window).
+  before.learners[2].alive = before.learners[3].alive = true;
   after.learners[2].alive = after.learners[3].alive = true;
   const std::string rates = progress_line(after, before, 5.0, 75.0);
   EXPECT_NE(rates.find(" L2 0.00st/s"), std::string::npos) << rates;
@@ -434,6 +436,41 @@ TEST(main_job, progress_line_shows_the_budget_spent_and_the_time_left) {
   EXPECT_DOUBLE_EQ(budget_done(e, 80, now, 10.0), 0.25);
   EXPECT_DOUBLE_EQ(budget_done(e, 80, now, 100.0), 1.0);                        // clamped
   EXPECT_EQ(progress_line(now, prev, 5.0, 70.0).find('%'), std::string::npos);  // unknown
+}
+
+// Regression: a learner that (re)joined since the previous line showed a bogus rate
+// ('L2 925.96st/s' against a pace of 100–250): a live rejoin after a syncer outage brings the
+// steps it took while away at once. The observed rate's window restarts when a learner
+// (re)joins: it shows its step-time EMA until the next line.
+TEST(main_job, progress_line_rate_restarts_when_a_learner_rejoins) {
+  run_counters prev, now;
+  struct row {
+    const char* what;
+    bool alive_before;
+    uint64_t inc_before, step_before, inc_now, step_now;
+    const char* shown;
+  };
+  const std::vector<row> table = {
+      {"live through the window: observed", true, 0, 1000, 0, 1750, " L0 150.00st/s"},
+      {"rejoined after an outage with the steps taken away", false, 0, 1000, 0, 5630,
+       " L0 200.00st/s"},
+      {"a new incarnation resumed from its record", true, 0, 1000, 1, 5630, " L0 200.00st/s"},
+      {"a step that went back (restored from a checkpoint)", true, 1, 1000, 1, 900,
+       " L0 200.00st/s"},
+  };
+  for (const auto& r : table) {
+    prev.learners[0].alive = r.alive_before;
+    prev.learners[0].incarnation = r.inc_before;
+    prev.learners[0].step = r.step_before;
+    now.learners[0].alive = true;
+    now.learners[0].incarnation = r.inc_now;
+    now.learners[0].step = r.step_now;
+    now.learners[0].steps_per_s = 200.0;  // its EMA
+    const std::string line = progress_line(now, prev, 5.0, 30.0);
+    EXPECT_NE(line.find(r.shown), std::string::npos) << r.what << ": " << line;
+  }
+  // The first line that knows the learner: its EMA.
+  EXPECT_NE(progress_line(now, run_counters{}, 5.0, 5.0).find(" L0 200.00st/s"), std::string::npos);
 }
 
 // Regression: a syncer node's progress line says how many of M learners joined until all have,
