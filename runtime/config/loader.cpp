@@ -484,6 +484,24 @@ std::optional<std::string> find_data_path(const std::string& path, const file_po
   return std::nullopt;
 }
 
+/// "file 'PATH' not found" and, for a relative PATH, where it was looked for: "(tried A, B)",
+/// each place as an absolute path, in order (an absolute PATH is only ever itself).
+std::string not_found(const char* what, const std::string& path, const file_policy& policy) {
+  namespace fs = std::filesystem;
+  std::string line = fmt::format("{} '{}' not found", what, path);
+  if (fs::path(path).is_absolute()) return line;
+  std::vector<std::string> tried;
+  std::error_code ec;
+  for (const auto& d : policy.dirs) {
+    const std::string c = fs::absolute(d / path, ec).lexically_normal().string();
+    if (std::find(tried.begin(), tried.end(), c) == tried.end()) tried.push_back(c);
+  }
+  if (tried.empty()) return line;
+  line += " (tried ";
+  for (std::size_t i = 0; i < tried.size(); ++i) line += (i ? ", " : "") + tried[i];
+  return line + ")";
+}
+
 std::optional<std::string> find_data_file(const std::string& file, const file_policy& policy) {
   return find_data_path(file, policy, path_kind::file);
 }
@@ -536,10 +554,7 @@ void read_model(section s, experiment& e, const read_context& ctx, const file_po
       if (auto dir = find_data_dir(e.model.init_from, files))
         e.model.init_from = *dir;
       else
-        ctx.fail("model.init_from",
-                 fmt::format("directory '{}' not found (a relative path is tried against the "
-                             "experiment file's directory, then the current directory)",
-                             e.model.init_from));
+        ctx.fail("model.init_from", not_found("directory", e.model.init_from, files));
     }
   }
   s.finish();
@@ -575,9 +590,7 @@ void read_data(section s, experiment& e, const read_context& ctx, const file_pol
       } else if (find_data_dir(out, files)) {
         ctx.fail(path, fmt::format("'{}' is a directory; name the {}", out, what));
       } else {
-        ctx.fail(path, fmt::format("file '{}' not found (a relative path is tried against the "
-                                   "experiment file's directory, then the current directory)",
-                                   out));
+        ctx.fail(path, not_found("file", out, files));
       }
     } else if (out.empty() && raw->is_string()) {
       ctx.fail(path, "must not be empty");

@@ -4,9 +4,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <iterator>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -34,9 +37,15 @@ const bad_case k_bad[] = {
      "32 fragments exceed sync.interval (24); P <= H is required"},
     {"bad/quorum_exceeds_learners.lua", 6, "sync.min_quorum", "5 exceeds learners.count (4)"},
     {"bad/quorum_fraction.lua", 4, "sync.min_quorum", "fraction 1.5 is outside (0, 1]"},
+    // A relative path names the absolute paths it was looked for at (@TRIED@: next to the file,
+    // the current directory, the search directories); an absolute one is only itself.
     {"bad/missing_data_file.lua", 4, "data.file",
-     "file 'no_such_file.txt' not found (a relative path is tried against the experiment file's "
-     "directory, then the current directory)"},
+     "file 'no_such_file.txt' not found (tried @TRIED@)"},
+    {"bad/missing_data_file_absolute.lua", 4, "data.file",
+     "file '/nonexistent/no_such_file.txt' not found"},
+    // Regression: two swapped letters got no suggestion in a file ('learners.bacth: unknown
+    // key') while --set learners.cout=3 did.
+    {"bad/transposed_key.lua", 6, "learners.bacth", "unknown key; did you mean 'batch'?"},
     {"bad/missing_data.lua", 2, "data.file",
      "required key is missing: name the training text file"},
     {"bad/idx_missing_labels.lua", 5, "data.labels",
@@ -123,10 +132,25 @@ bool is_hang(const std::string& file) {
   return std::filesystem::path(file).filename().string().rfind("hang_", 0) == 0;
 }
 
-std::string expected_message(const bad_case& c, const std::string& path) {
+/// The case's message with @FILE@ = `path` and @TRIED@ = where a relative data file is looked
+/// for: next to `path`, the current directory, then `search_dirs` (each once, absolute).
+std::string expected_message(const bad_case& c, const std::string& path,
+                             const std::vector<std::string>& search_dirs = {}) {
+  namespace fs = std::filesystem;
   std::string m = c.message;
-  const auto at = m.find("@FILE@");
-  if (at != std::string::npos) m.replace(at, 6, path);
+  if (const auto at = m.find("@FILE@"); at != std::string::npos) m.replace(at, 6, path);
+  if (const auto at = m.find("@TRIED@"); at != std::string::npos) {
+    std::vector<fs::path> dirs = {fs::path(path).parent_path(), fs::current_path()};
+    for (const auto& d : search_dirs) dirs.emplace_back(d);
+    std::vector<std::string> tried;
+    for (const auto& d : dirs) {
+      const std::string p = fs::absolute(d / "no_such_file.txt").lexically_normal().string();
+      if (std::find(tried.begin(), tried.end(), p) == tried.end()) tried.push_back(p);
+    }
+    std::string list;
+    for (const auto& p : tried) list += (list.empty() ? "" : ", ") + p;
+    m.replace(at, 7, list);
+  }
   return m;
 }
 
@@ -146,7 +170,7 @@ TEST_P(ConfigBadFile, FailsWithItsExactError) {
   EXPECT_EQ(e.file, path);
   EXPECT_EQ(e.line, c.line);
   EXPECT_EQ(e.key_path, c.key);
-  EXPECT_EQ(e.message, expected_message(c, path));
+  EXPECT_EQ(e.message, expected_message(c, path, o.search_dirs));
 }
 
 TEST_P(ConfigBadFile, ResolveCommandExitsWithTwoAndNamesFileLineKey) {

@@ -9,8 +9,10 @@
 
 namespace dd::config::detail {
 
-/// Edit distance (insertions, deletions, substitutions; unit cost) between a and b.
-std::size_t levenshtein(std::string_view a, std::string_view b);
+/// Edit distance between a and b counting insertions, deletions, substitutions and swaps of two
+/// adjacent characters, each 1 (optimal string alignment): "bacth" is 1 from "batch", as a
+/// typist's slip is one mistake.
+std::size_t edit_distance(std::string_view a, std::string_view b);
 
 /// The candidate closest to `word` if it is close enough to be a likely typo (distance at most
 /// max(1, |word| / 3), or 2 for words of 6+ characters), else "".
