@@ -213,8 +213,17 @@ std::vector<std::string> tls_tunnel::names_of_port(uint16_t local_port) const {
 }
 
 void tls_tunnel::refuse(const std::string& what) {
+  {
+    std::lock_guard<std::mutex> g(mu_);
+    last_refusal_ = what;
+  }
   refused_.fetch_add(1);
   if (o_.on_refused) o_.on_refused(what);
+}
+
+std::string tls_tunnel::last_refusal() const {
+  std::lock_guard<std::mutex> g(mu_);
+  return last_refusal_;
 }
 
 void tls_tunnel::run() {
@@ -283,7 +292,26 @@ void tls_tunnel::serve(int fd, std::string peer) {
     if (plain_fd >= 0) ::close(plain_fd);
   };
   if (rc != 1) {
-    refuse(fmt::format("TLS connection {} refused: {}", where, handshake_error(ssl, rc)));
+    const std::string why_tls = handshake_error(ssl, rc);
+    if (terminate) {
+      // OpenSSL's words for a first record that is no TLS: a plaintext client.
+      bool plain = false;
+      for (const char* w :
+           {"wrong version number", "http request", "unknown protocol", "packet length too long"})
+        plain = plain || why_tls.find(w) != std::string::npos;
+      refuse(fmt::format("TLS connection {} refused: {}{}", where, why_tls,
+                         plain ? " (the client spoke no TLS: a node without --tls-cert, "
+                                 "--tls-key and --tls-ca)"
+                               : ""));
+    } else {
+      const bool unverified = SSL_get_verify_result(ssl) != X509_V_OK;
+      refuse(fmt::format("TLS handshake with the syncer at {}:{} failed{}: {}", o_.target_host,
+                         o_.target_port,
+                         unverified ? " verifying the syncer's certificate against the CA of "
+                                      "--tls-ca (is it the run's CA?)"
+                                    : "",
+                         why_tls));
+    }
     return finish();
   }
   const auto names = peer_names(ssl);

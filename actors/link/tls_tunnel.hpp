@@ -16,9 +16,11 @@
 //
 // A connection whose handshake fails (no certificate, another CA, a plaintext client, a peer
 // that says nothing within handshake_timeout_s) is closed and reported (`on_refused`, one line
-// naming the peer and OpenSSL's reason). One thread accepts; one thread per connection (its
-// handshake, then non-blocking forwarding with poll(2), at most 256 KiB buffered per direction).
-// The destructor stops and joins them all.
+// naming the peer and OpenSSL's reason; originate: "TLS handshake with the syncer at H:P failed:
+// ...", saying when the syncer's certificate did not verify against the CA of --tls-ca, or when
+// the peer did not answer in TLS; terminate: a client that spoke no TLS is named as such). One
+// thread accepts; one thread per connection (its handshake, then non-blocking forwarding with
+// poll(2), at most 256 KiB buffered per direction). The destructor stops and joins them all.
 #pragma once
 
 #include <atomic>
@@ -70,6 +72,9 @@ class tls_tunnel {
   uint64_t refused() const { return refused_.load(); }
   /// Connections that completed their handshake so far.
   uint64_t accepted() const { return accepted_.load(); }
+  /// The line of the latest refusal (what on_refused got), "" when none yet; and how many
+  /// refusals there were when it was written (refused()). Thread-safe.
+  std::string last_refusal() const;
 
  private:
   void run();
@@ -84,6 +89,7 @@ class tls_tunnel {
   std::atomic<uint64_t> refused_{0}, accepted_{0};
   mutable std::mutex mu_;
   std::map<uint16_t, std::vector<std::string>> names_;
+  std::string last_refusal_;
   struct worker {
     std::thread t;
     std::shared_ptr<std::atomic<bool>> done;

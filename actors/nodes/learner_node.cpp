@@ -98,6 +98,7 @@ class learner_node_shell {
         t0_(node_connector::now_s()),
         core_({name_, o.join_deadline_s, o.progress_every_s, t0_}) {
     if (o.join_deadline_s > 0) conn_.deadline_at = t0_ + o.join_deadline_s;
+    conn_.explain = o.explain_join_failure;
   }
 
   int run() {

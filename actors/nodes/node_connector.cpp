@@ -232,6 +232,22 @@ std::optional<node_join_reply> node_handshake(caf::scoped_actor& self, const mon
   return answer;
 }
 
+std::string join_failure_text(const std::string& error, const std::string& forwarder,
+                              const std::string& syncer, const std::string& tls_refusal) {
+  if (!forwarder.empty()) {
+    if (!tls_refusal.empty()) return tls_refusal;
+    std::string rest = error;
+    if (rest.rfind(forwarder + ": ", 0) == 0) rest.erase(0, forwarder.size() + 2);
+    return fmt::format("{} through the TLS forwarder {}: {}", syncer, forwarder, rest);
+  }
+  if (error.find("disconnect_during_handshake") != std::string::npos)
+    return error +
+           ": the syncer closed the connection during the handshake — a syncer that listens "
+           "with TLS does so to a node without it: give --tls-cert, --tls-key and --tls-ca "
+           "(docs/securing.md)";
+  return error;
+}
+
 double node_connector::now_s() {
   using namespace std::chrono;
   return duration<double>(steady_clock::now().time_since_epoch()).count();
@@ -247,6 +263,7 @@ std::optional<monitor_hdl> node_connector::try_once() {
   if (deadline_at > 0) timeout = std::max(0.05, std::min(timeout, deadline_at - now_s()));
   auto m = lookup(sys, host, port, timeout, &last_error);
   if (m) return m;
+  if (explain) last_error = explain(last_addr, last_error);
   failed(last_error);
   return std::nullopt;
 }

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -53,6 +54,16 @@ std::optional<node_join_reply> node_handshake(caf::scoped_actor& self, const mon
                                               double timeout_s, std::string* why,
                                               bool* timed_out = nullptr);
 
+/// What a failed attempt to reach the syncer says (`error`: "HOST:PORT: what went wrong", the
+/// lookup's). With TLS (`forwarder` = "127.0.0.1:F", the node's local TLS forwarder that
+/// `error` names; `syncer` = the syncer's HOST:PORT behind it): the forwarder's refusal when its
+/// handshake with the syncer failed since the last attempt (`tls_refusal`, naming the syncer and
+/// the cause), else `error` with the syncer's address in front of the forwarder's. Without TLS
+/// (`forwarder` empty): a connection the syncer closed during the handshake gets the likely
+/// cause — a syncer that listens with TLS closes a plaintext node's connection so.
+std::string join_failure_text(const std::string& error, const std::string& forwarder,
+                              const std::string& syncer, const std::string& tls_refusal);
+
 /// The syncer addresses tried in turn, each attempt bounded by `connect_timeout_s` and by the
 /// deadline, and the backoff between failed attempts.
 struct node_connector {
@@ -80,6 +91,10 @@ struct node_connector {
   std::string last_error;
   double deadline_at = 0.0;  ///< steady seconds; no attempt runs past it (0 = none)
   std::pair<std::string, uint16_t> last_addr;  ///< the address of the latest attempt
+  /// Rewrites a failed lookup's error for the node's messages (e.g. join_failure_text); none:
+  /// the error as it is.
+  std::function<std::string(const std::pair<std::string, uint16_t>& addr, const std::string& error)>
+      explain;
 
   static double now_s();
   /// One attempt when its time has come; the monitor or nullopt. A failed lookup counts as a

@@ -6,12 +6,16 @@
 #include <cstdio>
 #include <ctime>
 #include <limits>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "actors/link/tls_tunnel.hpp"
 #include "actors/nodes/learner_node.hpp"
+#include "actors/nodes/node_connector.hpp"
 #include "apps/dd_node/node_flags.hpp"
 #include "kernels/all_backends.hpp"
 
@@ -125,6 +129,25 @@ int learner_main(int argc, char** argv) {
   // TLS: one local forwarder per syncer address; the node's CAF connections and its tensor
   // channel dial the forwarder on loopback, which wraps each in TLS (tls_tunnel.hpp).
   std::vector<std::unique_ptr<actors::tls_tunnel>> tunnels;
+  // A failed attempt names the syncer (not its local forwarder) and, with TLS, the forwarder's
+  // refusal when its handshake failed (actors/nodes/node_connector.hpp join_failure_text).
+  struct behind {
+    std::string syncer;
+    actors::tls_tunnel* tunnel;
+    uint64_t seen;
+  };
+  auto forwarders = std::make_shared<std::map<uint16_t, behind>>();
+  o.explain_join_failure = [forwarders](const std::pair<std::string, uint16_t>& addr,
+                                        const std::string& error) {
+    auto it = forwarders->find(addr.second);
+    if (addr.first != "127.0.0.1" || it == forwarders->end())
+      return actors::join_failure_text(error, "", "", "");
+    const uint64_t refused = it->second.tunnel->refused();
+    const std::string refusal = refused > it->second.seen ? it->second.tunnel->last_refusal() : "";
+    it->second.seen = refused;
+    return actors::join_failure_text(error, fmt::format("127.0.0.1:{}", addr.second),
+                                     it->second.syncer, refusal);
+  };
   if (tls) {
     for (auto& j : o.join) {
       actors::tls_tunnel::options to;
@@ -147,6 +170,8 @@ int learner_main(int argc, char** argv) {
       }
       std::printf("dd-node learner: TLS to %s:%u through 127.0.0.1:%u\n", j.first.c_str(), j.second,
                   tunnels.back()->port());
+      (*forwarders)[tunnels.back()->port()] = {fmt::format("{}:{}", j.first, j.second),
+                                               tunnels.back().get(), 0};
       j = {"127.0.0.1", tunnels.back()->port()};
     }
     std::fflush(stdout);

@@ -20,10 +20,12 @@
 #include <thread>
 #include <vector>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include "actors/link/tls.hpp"
 #include "actors/link/tls_tunnel.hpp"
+#include "actors/nodes/node_connector.hpp"
 #include "util/net.hpp"
 
 namespace dd::actors {
@@ -226,14 +228,34 @@ TEST(TlsTunnel, CarriesBytesBothWaysAndRefusesForeignAndPlainClients) {
   ASSERT_GE(pfd, 0);
   EXPECT_FALSE(round_trip(pfd, 1024));
   ::close(pfd);
+  // A client trusting another CA: its own tunnel refuses the syncer's certificate, naming the
+  // syncer's address (not the forwarder's port) and --tls-ca.
+  auto distrusting = client_to(
+      {(dir / "node.pem").string(), (dir / "node.key").string(), (other / "ca.pem").string()},
+      syncer_cert_name);
+  const int dfd = dd::util::connect_loopback(distrusting->port());
+  ASSERT_GE(dfd, 0);
+  EXPECT_FALSE(round_trip(dfd, 1024));
+  ::close(dfd);
+  EXPECT_EQ(distrusting->refused(), 1u);
+  const std::string own = distrusting->last_refusal();
+  EXPECT_NE(own.find(fmt::format("TLS handshake with the syncer at 127.0.0.1:{} failed verifying "
+                                 "the syncer's certificate against the CA of --tls-ca",
+                                 server.port())),
+            std::string::npos)
+      << own;
   // A client expecting the syncer's name from a server whose certificate names another.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (server.refused() < 2 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  EXPECT_EQ(server.refused(), 2u);
+  while (server.refused() < 3 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(server.refused(), 3u);  // the foreign client, the plaintext one, the distrusting one
   std::lock_guard<std::mutex> g(mu);
-  ASSERT_EQ(refusals.size(), 2u);
+  ASSERT_EQ(refusals.size(), 3u);
   EXPECT_NE(refusals[0].find("refused"), std::string::npos) << refusals[0];
+  // The plaintext client is named as one.
+  EXPECT_NE(refusals[1].find("the client spoke no TLS"), std::string::npos) << refusals[1];
 }
 
 // A peer whose end closes while a tunnel writes to it (a node that died or finished): the
@@ -317,6 +339,33 @@ TEST(TlsTunnel, ALearnerRefusesASyncerWhoseCertificateDoesNotNameIt) {
   EXPECT_EQ(refused.load(), 1);
   std::lock_guard<std::mutex> g(mu);
   EXPECT_NE(why.find("not 'syncer'"), std::string::npos) << why;
+}
+
+// Regression: a learner whose handshake failed said `syncer not reachable (127.0.0.1:38677:
+// ...)`, naming its own TLS forwarder's port, and a plaintext learner joining a TLS syncer got
+// `system_error(disconnect_during_handshake)` with no word of TLS. What a failed attempt says.
+TEST(TlsTunnel, a_failed_join_names_the_syncer_and_what_is_wrong) {
+  struct row {
+    const char *what, *error, *forwarder, *syncer, *refusal, *said;
+  };
+  const std::vector<row> table = {
+      {"TLS, the forwarder refused the syncer", "127.0.0.1:38677: system_error(x)",
+       "127.0.0.1:38677", "10.0.0.5:29529",
+       "TLS handshake with the syncer at 10.0.0.5:29529 failed verifying ...",
+       "TLS handshake with the syncer at 10.0.0.5:29529 failed verifying ..."},
+      {"TLS, no refusal since the last attempt", "127.0.0.1:38677: connection refused",
+       "127.0.0.1:38677", "10.0.0.5:29529", "",
+       "10.0.0.5:29529 through the TLS forwarder 127.0.0.1:38677: connection refused"},
+      {"plaintext to a TLS syncer", "127.0.0.1:29529: system_error(disconnect_during_handshake)",
+       "", "", "",
+       "127.0.0.1:29529: system_error(disconnect_during_handshake): the syncer closed the "
+       "connection during the handshake — a syncer that listens with TLS does so to a node "
+       "without it: give --tls-cert, --tls-key and --tls-ca (docs/securing.md)"},
+      {"plaintext, another error", "127.0.0.1:29529: connect: Connection refused", "", "", "",
+       "127.0.0.1:29529: connect: Connection refused"},
+  };
+  for (const auto& r : table)
+    EXPECT_EQ(join_failure_text(r.error, r.forwarder, r.syncer, r.refusal), r.said) << r.what;
 }
 
 }  // namespace
