@@ -67,3 +67,12 @@ add("gap-dp-b32", {
 add("gap-b8-streaming", { learners = { batch = 8 }, sync = { min_quorum = 4 } })
 add("gap-b8-h12", { learners = { batch = 8 }, sync = { interval = 12 } })
 add("gap-b8-h48", { learners = { batch = 8 }, sync = { interval = 48 } })
+
+-- The main job's other settings at batch 8 (the main job now): outer optimizer, inner learning
+-- rate and warmup, and fragments.
+add("gap-b8-outer-lr0.5-m0.9", { learners = { batch = 8 }, outer = { lr = 0.5, momentum = 0.9 } })
+add("gap-b8-inner-lr1e-3", { learners = { batch = 8 }, inner = { lr = 1e-3 } })
+add("gap-b8-inner-lr4e-3", { learners = { batch = 8 }, inner = { lr = 4e-3 } })
+add("gap-b8-warmup30", { learners = { batch = 8 }, inner = { warmup = 30 } })
+add("gap-b8-p1", { learners = { batch = 8 }, sync = { fragments = 1 } })
+add("gap-b8-p8", { learners = { batch = 8 }, sync = { fragments = 8 } })
