@@ -76,3 +76,7 @@ add("gap-b8-inner-lr4e-3", { learners = { batch = 8 }, inner = { lr = 4e-3 } })
 add("gap-b8-warmup30", { learners = { batch = 8 }, inner = { warmup = 30 } })
 add("gap-b8-p1", { learners = { batch = 8 }, sync = { fragments = 1 } })
 add("gap-b8-p8", { learners = { batch = 8 }, sync = { fragments = 8 } })
+add("gap-b8-outer-lr0.7-m0.9", { learners = { batch = 8 }, outer = { lr = 0.7, momentum = 0.9 } })
+-- Streaming DiLoCo with the outer optimizer that led at batch 8.
+add("gap-b8-streaming-outer-lr0.5-m0.9",
+    { learners = { batch = 8 }, sync = { min_quorum = 4 }, outer = { lr = 0.5, momentum = 0.9 } })
