@@ -80,3 +80,12 @@ add("gap-b8-outer-lr0.7-m0.9", { learners = { batch = 8 }, outer = { lr = 0.7, m
 -- Streaming DiLoCo with the outer optimizer that led at batch 8.
 add("gap-b8-streaming-outer-lr0.5-m0.9",
     { learners = { batch = 8 }, sync = { min_quorum = 4 }, outer = { lr = 0.5, momentum = 0.9 } })
+-- The inner learning rate that led at batch 8, for the references too.
+add("gap-dp-b32-inner-lr4e-3", {
+  learners = { count = 1, batch = 32 },
+  sync = { fragments = 1, min_quorum = 1, grace = "off" },
+  outer = { lr = 1.0, momentum = 0.0 },
+  inner = { lr = 4e-3 },
+})
+add("gap-b8-streaming-inner-lr4e-3",
+    { learners = { batch = 8 }, sync = { min_quorum = 4 }, inner = { lr = 4e-3 } })
