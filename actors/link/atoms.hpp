@@ -38,7 +38,8 @@
 //   node     -> learner : (syncer_atom, monitor_hdl monitor)     the syncer came back: join
 //                                                                 the new monitor
 //   job      -> main    : (publish_atom, monitor_hdl monitor)    syncer node: publish it
-//   job      -> main    : (finished_atom)                        the run is over (result stored)
+//   job      -> main    : (finished_atom, run_result)            the run is over: its result
+//                                                                 (in-process only)
 //   monitor  -> job     : (budget_spent_atom)                    the token budget is spent
 //                         (the job's own budget.seconds timer sends it too)
 //   monitor  -> job     : (children_done_atom, child_kind::learner)  every remote learner left

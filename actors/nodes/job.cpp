@@ -11,7 +11,6 @@
 #include <algorithm>
 #include <filesystem>
 #include <functional>
-#include <mutex>
 #include <string>
 
 #include <caf/all.hpp>
@@ -76,46 +75,43 @@ void finalize(job_actor* self, std::shared_ptr<job_setup> setup, caf::actor repl
   setup->stop_evaluation->store(true);  // one still running stops at its next batch
   const double end = setup->log->now();
   const double training_s = st.training_end_s - st.start_s;
-  {
-    std::lock_guard<std::mutex> guard(setup->result_mutex);
-    run_facts f;
-    f.experiment = setup->exp.name;
-    f.learners = setup->exp.learners.count;
-    f.fragments = setup->plan.num_fragments();
-    f.sync_interval = setup->exp.sync.interval;
-    f.synchronous = synchronous(setup->exp);
-    f.resumed = setup->options.resume;
-    f.seconds_before = setup->seconds_before;
-    f.before = setup->before;
-    f.interrupted = st.interrupted;
-    f.allow_degraded = setup->exp.checkpoint.allow_degraded;
-    f.write_failure = setup->log->write_failure();
-    f.faults_fired = setup->faults->fired().size();
-    setup->result = make_run_result(f, *setup->log, loss, digest, end - st.start_s, training_s);
-    // The windows final_val_loss was scored on; the model file holds their starts too. Without
-    // the final evaluation's answer (digest 0: interrupted, timed out, an owner lost) the loss is
-    // the last periodic evaluation's, on its windows.
-    auto& fe = setup->result.summary["final_eval"];
-    fe = setup->final_eval;
-    fe.erase("window_starts");
-    const bool periodic = digest == 0 && loss >= 0;
-    fe["evaluation"] = digest != 0 ? "final" : periodic ? "last periodic" : "none";
-    if (periodic && fe.contains("windows") && fe.contains("validation_tokens")) {
-      const auto n = periodic_eval_windows(setup->exp);
-      fe["windows"] = n;
-      fe["covers_split"] =
-          n >= windows_in_split(fe["validation_tokens"].get<size_t>(), setup->exp.model.context);
-    }
-    if (auto it = setup->final_eval.find("bits_per_byte_per_nat");
-        it != setup->final_eval.end() && it->is_number() && loss >= 0)
-      setup->result.summary["final_val_bpb"] = loss * it->get<double>();
-    // The evaluator writes the final model before scoring it: an interrupt that cut the scoring
-    // short leaves the file (its metadata "evaluation" says it was not scored).
-    std::error_code ec;
-    if ((digest != 0 || setup->final_model_written->load()) &&
-        fs::exists(fs::path(setup->run_dir) / model_file_name, ec))
-      setup->result.summary["model_file"] = model_file_name;
+  run_facts f;
+  f.experiment = setup->exp.name;
+  f.learners = setup->exp.learners.count;
+  f.fragments = setup->plan.num_fragments();
+  f.sync_interval = setup->exp.sync.interval;
+  f.synchronous = synchronous(setup->exp);
+  f.resumed = setup->options.resume;
+  f.seconds_before = setup->seconds_before;
+  f.before = setup->before;
+  f.interrupted = st.interrupted;
+  f.allow_degraded = setup->exp.checkpoint.allow_degraded;
+  f.write_failure = setup->log->write_failure();
+  f.faults_fired = setup->faults->fired().size();
+  run_result result = make_run_result(f, *setup->log, loss, digest, end - st.start_s, training_s);
+  // The windows final_val_loss was scored on; the model file holds their starts too. Without
+  // the final evaluation's answer (digest 0: interrupted, timed out, an owner lost) the loss is
+  // the last periodic evaluation's, on its windows.
+  auto& fe = result.summary["final_eval"];
+  fe = setup->final_eval;
+  fe.erase("window_starts");
+  const bool periodic = digest == 0 && loss >= 0;
+  fe["evaluation"] = digest != 0 ? "final" : periodic ? "last periodic" : "none";
+  if (periodic && fe.contains("windows") && fe.contains("validation_tokens")) {
+    const auto n = periodic_eval_windows(setup->exp);
+    fe["windows"] = n;
+    fe["covers_split"] =
+        n >= windows_in_split(fe["validation_tokens"].get<size_t>(), setup->exp.model.context);
   }
+  if (auto it = setup->final_eval.find("bits_per_byte_per_nat");
+      it != setup->final_eval.end() && it->is_number() && loss >= 0)
+    result.summary["final_val_bpb"] = loss * it->get<double>();
+  // The evaluator writes the final model before scoring it: an interrupt that cut the scoring
+  // short leaves the file (its metadata "evaluation" says it was not scored).
+  std::error_code ec;
+  if ((digest != 0 || setup->final_model_written->load()) &&
+      fs::exists(fs::path(setup->run_dir) / model_file_name, ec))
+    result.summary["model_file"] = model_file_name;
   setup->log->emit("finished",
                    {{"final_val_loss", loss >= 0 ? nlohmann::json(loss) : nlohmann::json(nullptr)},
                     {"digest", digest}});
@@ -123,7 +119,7 @@ void finalize(job_actor* self, std::shared_ptr<job_setup> setup, caf::actor repl
   if (st.owner_sup) self->send_exit(st.owner_sup, caf::exit_reason::user_shutdown);
   if (st.eval) self->send_exit(st.eval, caf::exit_reason::user_shutdown);
   if (st.monitor) self->send_exit(st.monitor, caf::exit_reason::user_shutdown);
-  if (reply_to) send_untyped(self, reply_to, atoms::finished_atom_v);
+  if (reply_to) send_untyped(self, reply_to, atoms::finished_atom_v, std::move(result));
   self->quit();
 }
 

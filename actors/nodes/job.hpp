@@ -8,9 +8,8 @@
 // resumed run shortens by the seconds its earlier parts trained) or an interrupt stops every
 // learner at its next step boundary; once they are done the evaluator runs a final round (at
 // most 600 s; interrupted: what is left of interrupt_timeout_s, else the last periodic
-// validation loss stands in); then the result (actors/services/run_report.hpp) is stored in
-// setup->result under result_mutex, every actor of the job is shut down, and `reply_to` gets
-// (finished_atom).
+// validation loss stands in); then every actor of the job is shut down and `reply_to` gets the
+// result (actors/services/run_report.hpp) as a message: (finished_atom, run_result).
 #pragma once
 
 #include <memory>
@@ -23,11 +22,10 @@
 
 namespace dd::actors {
 
-/// Spawns the job actor (interface: job_hdl, actors/link/protocol.hpp). When the run ends it fills
-/// setup->result, sends (finished_atom) to
-/// `reply_to` (if valid) and quits. A syncer node's job sends (publish_atom, monitor) to
-/// `reply_to` first, for the main loop to publish the monitor. In logical time
-/// (options.simulated_time) the run log reads the actor system's clock from now on.
+/// Spawns the job actor (interface: job_hdl, actors/link/protocol.hpp). When the run ends it sends
+/// (finished_atom, run_result) to `reply_to` (if valid) and quits. A syncer node's job sends
+/// (publish_atom, monitor) to `reply_to` first, for the main loop to publish the monitor. In
+/// logical time (options.simulated_time) the run log reads the actor system's clock from now on.
 job_hdl spawn_job(caf::actor_system& sys, std::shared_ptr<job_setup> setup,
                   caf::actor reply_to = {});
 

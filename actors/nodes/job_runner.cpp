@@ -365,6 +365,7 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
   std::unique_ptr<frame_guard> frame_check;  // declared before sys: destroyed after it
   caf::actor_system sys{cfg};
   std::shared_ptr<tensor_channel_hub> channels;  // declared after sys: destroyed before it
+  run_result r;                                  // the job's answer
   {
     caf::scoped_actor self{sys};
     auto job_handle = spawn_job(sys, setup, self);
@@ -381,12 +382,16 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
     pf.expected_learners = syncer ? exp.learners.count : 0;
     run_progress progress(*setup->log, std::move(pf), setup->log->now());
     while (!done) {
-      self->receive([&](atoms::finished_atom) { done = true; },
-                    [&](atoms::publish_atom, const monitor_hdl& monitor) {
-                      publish_monitor(sys, monitor, *setup, frame_check, channels);
-                      if (http.metrics) http.metrics->set_serving(true);
-                    },
-                    caf::after(std::chrono::milliseconds(250)) >> [&] {});
+      self->receive(
+          [&](atoms::finished_atom, run_result& result) {
+            r = std::move(result);
+            done = true;
+          },
+          [&](atoms::publish_atom, const monitor_hdl& monitor) {
+            publish_monitor(sys, monitor, *setup, frame_check, channels);
+            if (http.metrics) http.metrics->set_serving(true);
+          },
+          caf::after(std::chrono::milliseconds(250)) >> [&] {});
       if (http.metrics) http.metrics->sample();
       const double t = setup->log->now();
       const int sig = options.interrupt != nullptr ? options.interrupt->load() : 0;
@@ -421,11 +426,6 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
     }
   }
   if (http.metrics) http.metrics->set_ending();
-  run_result r;
-  {
-    std::lock_guard<std::mutex> guard(setup->result_mutex);
-    r = setup->result;
-  }
   // A cluster run's uptime: by the rule and from the files `dd-chaos report` judges downtime by
   // (actors/policy/run_uptime.hpp), over every part, with K = sync.min_quorum — learners that
   // step through a syncer outage are up. (dd-node run keeps the monitor's figure: its learners
@@ -439,11 +439,7 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
       std::fflush(stdout);
     }
     const auto u = policy::run_uptime(steps, k);
-    if (u.known) {
-      r.summary["uptime"] = u.figures.uptime();
-      std::lock_guard<std::mutex> guard(setup->result_mutex);
-      setup->result.summary["uptime"] = r.summary["uptime"];
-    }
+    if (u.known) r.summary["uptime"] = u.figures.uptime();
   }
   write_result_files(setup->run_dir, r.summary, r.info);
   return r;

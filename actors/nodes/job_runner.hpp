@@ -19,7 +19,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -129,8 +128,8 @@ struct run_options {
   double interrupt_timeout_s = 30.0;
 };
 
-/// Everything the actors of one run share; built once, read-only afterwards except `log`,
-/// `faults` (thread-safe) and `result` (under `result_mutex`).
+/// Everything the actors of one run share; built once, read-only afterwards except `log` and
+/// `faults` (thread-safe). The run's result is not here: the job sends it (job.hpp).
 struct job_setup {
   config::experiment exp;
   run_options options;
@@ -158,8 +157,6 @@ struct job_setup {
   std::unique_ptr<compute_gate> gate;
   int learner_threads = 1;
   uint64_t steps_per_learner = 0;  ///< schedule horizon and steps budget
-  std::mutex result_mutex;
-  run_result result;
   /// The run's identity for node handshakes: run id (hex), experiment hash (of its JSON), data
   /// file size and training-split hash.
   std::string run_id;

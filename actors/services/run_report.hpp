@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <string>
 
+#include <caf/allowed_unsafe_message_type.hpp>
 #include <nlohmann/json.hpp>
 
 #include "actors/services/run_log.hpp"
@@ -23,7 +24,8 @@
 
 namespace dd::actors {
 
-/// The outcome of a run (what summary.json holds, plus a few extras).
+/// The outcome of a run (what summary.json holds, plus a few extras). The job sends it to whoever
+/// awaits the run as (finished_atom, run_result) (actors/nodes/job.hpp), within one process.
 struct run_result {
   bool finished = false;
   bool interrupted = false;      ///< stopped by run_options::interrupt
@@ -176,3 +178,7 @@ nlohmann::json learner_steps(const run_log& log);
 run_counters reported_counters(const run_log& log);
 
 }  // namespace dd::actors
+
+// The job's answer to run_job (finished_atom, run_result) stays within its actor system: the
+// result is never serialized, so it needs no type ID of its own.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(dd::actors::run_result)

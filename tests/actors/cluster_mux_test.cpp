@@ -448,12 +448,14 @@ mux_outcome run_two_nodes(const config::experiment& e, const fault_plan& faults,
   ro.progress_every_s = 0;
   auto setup = make_job_setup(e, ro);
   auto published = std::make_shared<uint16_t>(0);
+  auto result = std::make_shared<run_result>();  // the job's answer
   auto syncer_main =
       // (The published-port cell is passed as an argument, not captured: CAF 0.17 spawns a
       // function actor without arguments through a null shared_ptr<tuple<>>, which UBSan
       // reports.)
       net.syncer.sys->spawn(
-          [](caf::event_based_actor* self, std::shared_ptr<uint16_t> port_cell) -> caf::behavior {
+          [](caf::event_based_actor* self, std::shared_ptr<uint16_t> port_cell,
+             std::shared_ptr<run_result> result_cell) -> caf::behavior {
             return {
                 [=](atoms::publish_atom, const monitor_hdl& monitor) {
                   auto mm = self->system().middleman().actor_handle();
@@ -462,10 +464,10 @@ mux_outcome run_two_nodes(const config::experiment& e, const fault_plan& faults,
                                 self->system().message_types(monitor), std::string{}, true)
                       .then([=](uint16_t port) { *port_cell = port; });
                 },
-                [=](atoms::finished_atom) {},
+                [=](atoms::finished_atom, const run_result& r) { *result_cell = r; },
             };
           },
-          published);
+          published, result);
   net.prepare();
   spawn_job(*net.syncer.sys, setup, syncer_main);
   for (int i = 0; i < 100 && *published == 0; ++i) net.run_once();
@@ -493,7 +495,7 @@ mux_outcome run_two_nodes(const config::experiment& e, const fault_plan& faults,
   size_t guard = 0;
   // Bounded in logical time: the run takes about 10 s of it; the middleman heartbeat keeps
   // timeouts pending for ever, so "nothing left to do" never comes by itself.
-  while (!(setup->result.finished && node->done) && guard++ < 2'000'000 && net.now() < 120.0) {
+  while (!(result->finished && node->done) && guard++ < 2'000'000 && net.now() < 120.0) {
     if (!dropped && faults.drop_at_s >= 0 && net.now() >= faults.drop_at_s) {
       dropped = true;
       net.drop();
@@ -511,7 +513,7 @@ mux_outcome run_two_nodes(const config::experiment& e, const fault_plan& faults,
   // Shut both nodes down; let the exits reach every actor before the systems go away.
   caf::anon_send_exit(syncer_main, caf::exit_reason::user_shutdown);
   for (int i = 0; i < 50 && net.run_once(); ++i) {}
-  out.result = setup->result;
+  out.result = *result;
   out.syncer_events = setup->log->events();
   out.learner_events = node->log->events();
   out.kinds = net.tap.kinds();

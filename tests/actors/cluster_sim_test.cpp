@@ -37,6 +37,20 @@ struct sim_outcome {
   size_t scheduled = 0;
 };
 
+/// An actor that keeps the job's answer (finished_atom, run_result) in `cell`, then quits. (The
+/// cell is passed as an argument, not captured: CAF 0.17 spawns a function actor without
+/// arguments through a null shared_ptr<tuple<>>, which UBSan reports.)
+caf::actor result_sink(caf::actor_system& sys, std::shared_ptr<run_result> cell) {
+  return sys.spawn(
+      [](caf::event_based_actor* self, std::shared_ptr<run_result> out) -> caf::behavior {
+        return {[=](atoms::finished_atom, run_result& r) {
+          *out = std::move(r);
+          self->quit();
+        }};
+      },
+      std::move(cell));
+}
+
 /// Runs one experiment to completion on the test coordinator (logical time).
 sim_outcome simulate(const config::experiment& e, std::vector<fault_spec> faults,
                      const std::string& dir) {
@@ -50,15 +64,16 @@ sim_outcome simulate(const config::experiment& e, std::vector<fault_spec> faults
   ro.write_events = false;
   ro.progress_every_s = 0;
   auto setup = make_job_setup(e, ro);
-  spawn_job(*env.sys, setup);
+  auto result = std::make_shared<run_result>();
+  spawn_job(*env.sys, setup, result_sink(*env.sys, result));
   size_t guard = 0;
-  while (!setup->result.finished && guard++ < 5'000'000) {
+  while (!result->finished && guard++ < 5'000'000) {
     if (env.sched->try_run_once()) continue;
     if (!env.sched->trigger_timeout()) break;
   }
   env.run();  // let the shutdown exits reach every actor before the system goes away
   sim_outcome out;
-  out.result = setup->result;
+  out.result = *result;
   out.events = setup->log->events();
   out.fired = setup->faults->fired();
   out.scheduled = setup->faults->scheduled().size();
