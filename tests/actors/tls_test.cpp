@@ -223,11 +223,18 @@ TEST(TlsTunnel, CarriesBytesBothWaysAndRefusesForeignAndPlainClients) {
   ASSERT_GE(ffd, 0);
   EXPECT_FALSE(round_trip(ffd, 1024));
   ::close(ffd);
+  // The server records each refusal on its own thread: wait for each before the next client
+  // connects, so refusals[i] is the i-th client's.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server.refused() < 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   // A plaintext client straight to the TLS port.
   const int pfd = dd::util::connect_loopback(server.port());
   ASSERT_GE(pfd, 0);
   EXPECT_FALSE(round_trip(pfd, 1024));
   ::close(pfd);
+  while (server.refused() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   // A client trusting another CA: its own tunnel refuses the syncer's certificate, naming the
   // syncer's address (not the forwarder's port) and --tls-ca.
   auto distrusting = client_to(
@@ -244,10 +251,6 @@ TEST(TlsTunnel, CarriesBytesBothWaysAndRefusesForeignAndPlainClients) {
                                  server.port())),
             std::string::npos)
       << own;
-  // A client expecting the syncer's name from a server whose certificate names another.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (server.refused() < 2 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
   while (server.refused() < 3 && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(server.refused(), 3u);  // the foreign client, the plaintext one, the distrusting one
