@@ -144,4 +144,30 @@ TEST(crc32c, combine_of_two_parts_equals_the_crc_of_the_whole) {
       whole);
 }
 
+// The combine's shift by x^(8·len) mod P composes: shifting by n1 bytes, then by n2, is shifting
+// by n1 + n2, for lengths far past any buffer (every entry of the x^(2^k) table is used, up to
+// the top bit of a 64-bit length).
+TEST(crc32c, combine_shifts_compose_for_lengths_up_to_64_bits) {
+  const uint32_t c = 0xE3069283u;
+  const uint64_t lens[] = {1,
+                           7,
+                           4096,
+                           (uint64_t{4} << 20) + 13,
+                           (uint64_t{1} << 40) + 12345,
+                           (uint64_t{1} << 61) + 3,
+                           uint64_t{0xFFFFFFFFFFFFFFFF} / 3};
+  for (uint64_t n1 : lens)
+    for (uint64_t n2 : lens) {
+      if (n1 > UINT64_MAX - n2) continue;
+      EXPECT_EQ(dd::util::crc32c_combine(dd::util::crc32c_combine(c, 0, n1), 0, n2),
+                dd::util::crc32c_combine(c, 0, n1 + n2))
+          << n1 << " + " << n2;
+    }
+  // The last bit of a 64-bit length, and a length of all ones (2^64 - 1 = (2^63 - 1) + 2^63).
+  const uint64_t top = uint64_t{1} << 63;
+  EXPECT_EQ(dd::util::crc32c_combine(dd::util::crc32c_combine(c, 0, top - 1), 0, top),
+            dd::util::crc32c_combine(c, 0, UINT64_MAX));
+  EXPECT_NE(dd::util::crc32c_combine(c, 0, top), c);
+}
+
 }  // namespace

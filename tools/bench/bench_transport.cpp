@@ -162,6 +162,7 @@ struct options {
   double connection_timeout_s = dd::actors::node_transport{}.connection_timeout_s;
   std::string json_path;
   bool oversized = false;
+  bool broadcast_only = false;  // only the broadcast and its raw fan-out (for profiling)
   std::vector<uint64_t> announce = {uint64_t{1} << 30, 4187593113ull};  // 1 GiB, 3.9 GiB
   int oversized_connections = 1;
 };
@@ -213,6 +214,9 @@ options parse_options(int argc, char** argv) {
                 o.json_path = v;
                 return {};
               })
+      .toggle("--broadcast-only", &o.broadcast_only,
+              "run only the broadcast and its raw fan-out baseline in each round (the other "
+              "rows print 0; for profiling the broadcast path)")
       .toggle("--oversized-header", &o.oversized, "the oversized-header mode")
       .custom("--announce-bytes", "L",
               "oversized header: comma-separated BASP payload_len values, 1..4294967295 "
@@ -250,10 +254,10 @@ options parse_options(int argc, char** argv) {
               })
       .epilog("Exit status: 0 ok; 1 failure; 2 bad flags.\n");
   if (auto rc = flags.parse(argc, argv)) std::exit(*rc);
-  if (o.oversized && transfer_flag)
+  if (o.oversized && (transfer_flag || o.broadcast_only))
     refuse(
-        "--size-mb/--chunk-bytes/--window/--repeats/--warmup/--learners do not apply to "
-        "--oversized-header");
+        "--size-mb/--chunk-bytes/--window/--repeats/--warmup/--learners/--broadcast-only do not "
+        "apply to --oversized-header");
   if (!o.oversized && oversized_flag)
     refuse("--announce-bytes/--oversized-connections need --oversized-header");
   if (o.heartbeat_s > 0 && o.connection_timeout_s > 0 && o.connection_timeout_s < o.heartbeat_s)
@@ -1095,6 +1099,7 @@ int run_transfers(const options& o) {
     double v[kinds] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
     for (int j = 0; j < kinds; ++j) {
       const int k = (j + r) % kinds;  // rotate the order from round to round
+      if (o.broadcast_only && k != bcast && k != raw_fan_k) continue;
       ++transfer;
       double s = 0;
       if (k == push || k == push_caf) {
@@ -1140,13 +1145,17 @@ int run_transfers(const options& o) {
     std::fflush(stdout);
     if (!measured) continue;
     for (int k = 0; k < kinds; ++k) mibps[k].push_back(v[k]);
-    ratio_a.push_back(v[push] / v[raw_a_k]);
-    ratio_b.push_back(v[push] / v[raw_b_k]);
-    ratio_a0.push_back(v[push] / v[raw_a0_k]);
-    ratio_caf_a.push_back(v[push_caf] / v[raw_a_k]);
-    ratio_bcast.push_back(v[bcast] / v[raw_fan_k]);
-    ratio_push_tls.push_back(v[push_tls] / v[push]);
-    ratio_bcast_tls.push_back(v[bcast_tls] / v[bcast]);
+    // A ratio of two kinds that ran (--broadcast-only runs two).
+    auto ratio = [&](std::vector<double>& out, int num, int den) {
+      if (v[num] > 0 && v[den] > 0) out.push_back(v[num] / v[den]);
+    };
+    ratio(ratio_a, push, raw_a_k);
+    ratio(ratio_b, push, raw_b_k);
+    ratio(ratio_a0, push, raw_a0_k);
+    ratio(ratio_caf_a, push_caf, raw_a_k);
+    ratio(ratio_bcast, bcast, raw_fan_k);
+    ratio(ratio_push_tls, push_tls, push);
+    ratio(ratio_bcast_tls, bcast_tls, bcast);
   }
 
   // Memory of every receiver after all transfers.
