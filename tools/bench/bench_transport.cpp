@@ -27,6 +27,10 @@
 //     drops each frame unread (transport only), which shows what decode + assembly cost.
 //  4. Baseline B: one raw TCP stream of the fragment's bytes (u64 length, then write all; the
 //     receiver reads all into one buffer and answers one byte). Ratio push / B (target >= 0.8).
+//     The broadcast's baselines: B to each of the --learners receivers at once (raw broadcast,
+//     ratio broadcast / raw broadcast, target >= 0.8), and the same with each receiver reading
+//     chunk by chunk and checking each chunk's CRC-32C (raw broadcast + CRC-32C: the least a
+//     receiver must do to accept a chunk).
 //  6. Over TLS: the push and the broadcast again to receivers behind a TLS tunnel (as the syncer
 //     node runs with --tls-*: actors/link/tls_tunnel.hpp, a throwaway CA made at start), the
 //     sender dialing a local TLS forwarder per receiver as dd-node learner does. Ratios push TLS /
@@ -100,6 +104,7 @@
 #include "actors/nodes/node_config.hpp"
 #include "messages/codec.hpp"
 #include "tools/bench/bench_util.hpp"
+#include "util/crc32c.hpp"
 #include "util/endian.hpp"
 #include "util/flags.hpp"
 #include "util/net.hpp"
@@ -272,10 +277,11 @@ void write_all(int fd, const void* data, size_t n) {
     throw std::runtime_error("socket write: " + dd::util::io_error_text(e));
 }
 
-/// Writes a u64 little-endian length prefix and then `n` bytes, with one writev where it can.
-void write_frame(int fd, const uint8_t* data, uint64_t n) {
+/// Writes a u64 little-endian length prefix (n | flags) and then `n` bytes, with one writev
+/// where it can.
+void write_frame(int fd, const uint8_t* data, uint64_t n, uint64_t flags = 0) {
   uint8_t len[8];
-  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>(n >> (8 * i));
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<uint8_t>((n | flags) >> (8 * i));
   iovec iov[2] = {{len, 8}, {const_cast<uint8_t*>(data), n}};
   size_t left = 8 + n;
   int first = 0;
@@ -687,16 +693,35 @@ void serve_raw_a(int fd, size_t chunk_bytes, bool assemble, recv_counters* count
   }
 }
 
-/// Baseline B: u64 length, then that many bytes read into one buffer; one byte back.
-void serve_raw_b(int fd, recv_counters* counters) {
+/// Set in raw B's length word: the receiver checks the stream's CRC-32C, chunk by chunk.
+constexpr uint64_t raw_b_crc_flag = uint64_t{1} << 63;
+std::atomic<uint32_t> crc_sink{0};
+
+/// Baseline B: u64 length, then that many bytes read into one buffer; one byte back. With
+/// raw_b_crc_flag in the length word, each `chunk_bytes` piece is read into its place in the
+/// buffer and then CRC-32C'd: what a receiver must do at the least to accept a chunk (read it
+/// into place, check its checksum), without the framing, decode, assembly and credits.
+void serve_raw_b(int fd, size_t chunk_bytes, recv_counters* counters) {
   std::vector<uint8_t> buf;
+  uint32_t crcs = 0;
   while (true) {
     bool eof = false;
-    const uint64_t len = read_u64le(fd, &eof);
+    const uint64_t word = read_u64le(fd, &eof);
+    const bool crc = (word & raw_b_crc_flag) != 0;
+    const uint64_t len = word & ~raw_b_crc_flag;
     if (eof || len == 0) return;
     if (len > (uint64_t{1} << 32)) throw std::runtime_error("raw B: stream over 4 GiB");
     buf.resize(len);
-    read_all(fd, buf.data(), len);
+    if (!crc || chunk_bytes == 0) {
+      read_all(fd, buf.data(), len);
+    } else {
+      for (uint64_t at = 0; at < len; at += chunk_bytes) {
+        const size_t n = static_cast<size_t>(std::min<uint64_t>(chunk_bytes, len - at));
+        read_all(fd, buf.data() + at, n);
+        crcs ^= dd::util::crc32c(buf.data() + at, n);
+      }
+      crc_sink.store(crcs, std::memory_order_relaxed);  // the CRCs are used
+    }
     counters->completed++;
     const uint8_t ack = 1;
     write_all(fd, &ack, 1);
@@ -715,7 +740,7 @@ int child_raw(bool framed, bool assemble, size_t chunk_bytes) {
       if (framed)
         serve_raw_a(fd, chunk_bytes, assemble, &counters);
       else
-        serve_raw_b(fd, &counters);
+        serve_raw_b(fd, chunk_bytes, &counters);
     } catch (const std::exception& e) {
       counters.errors++;
       std::fprintf(stderr, "raw receiver: %s\n", e.what());
@@ -751,6 +776,8 @@ int child_main(int argc, char** argv) {
   if (role == "raw-a0" && argc == 4 && dd::util::parse_number(argv[3], chunk))
     return child_raw(true, false, chunk);
   if (role == "raw-b" && argc == 3) return child_raw(false, false, 0);
+  if (role == "raw-b" && argc == 4 && dd::util::parse_number(argv[3], chunk))
+    return child_raw(false, false, chunk);
   std::fprintf(stderr, "%s: --child is internal (bad role or arguments '%s')\n", prog,
                role.c_str());
   return 2;
@@ -851,9 +878,9 @@ double run_raw_a(int fd, const std::vector<wire_bytes>& frames, size_t window,
   return t;
 }
 
-double run_raw_b(int fd, const uint8_t* data, size_t n) {
+double run_raw_b(int fd, const uint8_t* data, size_t n, uint64_t flags = 0) {
   const double t0 = now();
-  write_frame(fd, data, n);
+  write_frame(fd, data, n, flags);
   uint8_t ack = 0;
   if (!read_all(fd, &ack, 1)) throw std::runtime_error("raw B: receiver closed");
   return now() - t0;
@@ -861,15 +888,16 @@ double run_raw_b(int fd, const uint8_t* data, size_t n) {
 
 /// Baseline for the broadcast: the whole fragment as one stream to each of the receivers at
 /// once (one sending thread per stream, as raw B), from the first byte to the last receiver's
-/// answer.
-double run_raw_b_fanout(const std::vector<int>& fds, const uint8_t* data, size_t n) {
+/// answer. `flags`: raw_b_crc_flag to have each receiver check the CRC-32C of every chunk.
+double run_raw_b_fanout(const std::vector<int>& fds, const uint8_t* data, size_t n,
+                        uint64_t flags = 0) {
   const double t0 = now();
   std::vector<std::thread> senders;
   std::vector<std::string> errors(fds.size());
   for (size_t i = 0; i < fds.size(); ++i)
     senders.emplace_back([&, i] {
       try {
-        run_raw_b(fds[i], data, n);
+        run_raw_b(fds[i], data, n, flags);
       } catch (const std::exception& e) {
         errors[i] = e.what();
       }
@@ -1019,7 +1047,7 @@ int run_transfers(const options& o) {
   auto raw_b = spawn_child("raw B receiver", {"raw-b"});
   std::vector<std::unique_ptr<child_proc>> raw_fan;  // the broadcast's raw baseline
   for (int i = 0; i < o.learners; ++i)
-    raw_fan.push_back(spawn_child("raw broadcast receiver " + std::to_string(i), {"raw-b"}));
+    raw_fan.push_back(spawn_child("raw broadcast receiver " + std::to_string(i), {"raw-b", cb}));
   const auto syncer_ready = child_ready(*syncer);
   std::vector<ready_info> learner_ready;
   for (auto& l : learners) learner_ready.push_back(child_ready(*l));
@@ -1090,16 +1118,17 @@ int run_transfers(const options& o) {
     raw_fan_k,
     push_tls,
     bcast_tls,
+    raw_fan_crc_k,
     kinds
   };
   std::vector<double> mibps[kinds], ratio_a, ratio_b, ratio_a0, ratio_caf_a, ratio_bcast,
-      ratio_push_tls, ratio_bcast_tls;
+      ratio_push_tls, ratio_bcast_tls, ratio_bcast_crc;
   uint64_t transfer = 0;
   for (int r = 0; r < o.warmup + o.repeats; ++r) {
-    double v[kinds] = {0, 0, 0, 0, 0, 0, 0, 0, 0};
+    double v[kinds] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     for (int j = 0; j < kinds; ++j) {
       const int k = (j + r) % kinds;  // rotate the order from round to round
-      if (o.broadcast_only && k != bcast && k != raw_fan_k) continue;
+      if (o.broadcast_only && k != bcast && k != raw_fan_k && k != raw_fan_crc_k) continue;
       ++transfer;
       double s = 0;
       if (k == push || k == push_caf) {
@@ -1128,20 +1157,24 @@ int run_transfers(const options& o) {
         s = run_raw_a(fd_a0, encode_push(frag, transfer, o.chunk_bytes), window, false);
       } else if (k == raw_fan_k) {
         s = run_raw_b_fanout(fd_fan, frag_raw.data(), frag_raw.size());
+      } else if (k == raw_fan_crc_k) {
+        s = run_raw_b_fanout(fd_fan, frag_raw.data(), frag_raw.size(), raw_b_crc_flag);
       } else {
         s = run_raw_b(fd_b, frag_raw.data(), frag_raw.size());
       }
-      const double bytes = static_cast<double>(frag_bytes) *
-                           (k == bcast || k == raw_fan_k || k == bcast_tls ? o.learners : 1);
+      const double bytes =
+          static_cast<double>(frag_bytes) *
+          (k == bcast || k == raw_fan_k || k == bcast_tls || k == raw_fan_crc_k ? o.learners : 1);
       v[k] = bytes / s / mib;
     }
     const bool measured = r >= o.warmup;
     std::printf(
         "  round %d%s: push %.0f | broadcast %.0f (aggregate) | raw A %.0f | raw A0 %.0f "
         "| raw B %.0f | push, CAF only %.0f | raw broadcast %.0f (aggregate) | push TLS %.0f "
-        "| broadcast TLS %.0f MiB/s\n",
+        "| broadcast TLS %.0f | raw broadcast + CRC %.0f MiB/s\n",
         measured ? r - o.warmup + 1 : r + 1, measured ? "" : " (warm-up)", v[push], v[bcast],
-        v[raw_a_k], v[raw_a0_k], v[raw_b_k], v[push_caf], v[raw_fan_k], v[push_tls], v[bcast_tls]);
+        v[raw_a_k], v[raw_a0_k], v[raw_b_k], v[push_caf], v[raw_fan_k], v[push_tls], v[bcast_tls],
+        v[raw_fan_crc_k]);
     std::fflush(stdout);
     if (!measured) continue;
     for (int k = 0; k < kinds; ++k) mibps[k].push_back(v[k]);
@@ -1156,6 +1189,7 @@ int run_transfers(const options& o) {
     ratio(ratio_bcast, bcast, raw_fan_k);
     ratio(ratio_push_tls, push_tls, push);
     ratio(ratio_bcast_tls, bcast_tls, bcast);
+    ratio(ratio_bcast_crc, bcast, raw_fan_crc_k);
   }
 
   // Memory of every receiver after all transfers.
@@ -1173,7 +1207,8 @@ int run_transfers(const options& o) {
   double med[kinds];
   for (int k = 0; k < kinds; ++k) med[k] = median(mibps[k]);
   const double ra = median(ratio_a), rb = median(ratio_b), ra0 = median(ratio_a0),
-               rcaf = median(ratio_caf_a), rbc = median(ratio_bcast);
+               rcaf = median(ratio_caf_a), rbc = median(ratio_bcast),
+               rbcc = median(ratio_bcast_crc);
   const double rpt = median(ratio_push_tls), rbt = median(ratio_bcast_tls);
   const double idle_mib = kb_to_mib(syncer_ready.idle.rss);
   const double peak_mib = kb_to_mib(syncer_mem->hwm);
@@ -1215,6 +1250,8 @@ int run_transfers(const options& o) {
       "  %-52s %12.0f  %s\n",
       fmt::format("   raw broadcast: B to {} receivers at once (aggregate)", o.learners).c_str(),
       med[raw_fan_k], per_round(mibps[raw_fan_k], "{:.0f}").c_str());
+  std::printf("  %-52s %12.0f  %s\n", "   raw broadcast + CRC-32C of each chunk (aggregate)",
+              med[raw_fan_crc_k], per_round(mibps[raw_fan_crc_k], "{:.0f}").c_str());
   std::printf("  ratio push / raw A: %.3f (target >= 0.8: %s)   per round %s\n", ra,
               ra >= 0.8 ? "met" : "NOT met", per_round(ratio_a, "{:.3f}").c_str());
   std::printf(
@@ -1227,6 +1264,10 @@ int run_transfers(const options& o) {
               rcaf, per_round(ratio_caf_a, "{:.3f}").c_str());
   std::printf("  ratio broadcast / raw broadcast: %.3f (target >= 0.8: %s)   per round %s\n", rbc,
               rbc >= 0.8 ? "met" : "NOT met", per_round(ratio_bcast, "{:.3f}").c_str());
+  std::printf(
+      "  ratio broadcast / raw broadcast + CRC-32C: %.3f (the receivers' least necessary work: "
+      "read each chunk into place, check its checksum; target >= 0.8: %s)   per round %s\n",
+      rbcc, rbcc >= 0.8 ? "met" : "NOT met", per_round(ratio_bcast_crc, "{:.3f}").c_str());
   std::printf("  ratio push TLS / push: %.3f (aim >= 0.8: %s)   per round %s\n", rpt,
               rpt >= 0.8 ? "met" : "NOT met", per_round(ratio_push_tls, "{:.3f}").c_str());
   std::printf("  ratio broadcast TLS / broadcast: %.3f (aim >= 0.8: %s)   per round %s\n", rbt,
@@ -1257,16 +1298,17 @@ int run_transfers(const options& o) {
       "\"ratio_push_caf_only_raw_a\":{:.4f},\"raw_broadcast_aggregate_mibps\":{:.1f},"
       "\"ratio_broadcast_raw_broadcast\":{:.4f},\"push_tls_mibps\":{:.1f},"
       "\"broadcast_tls_aggregate_mibps\":{:.1f},\"ratio_push_tls_push\":{:.4f},"
-      "\"ratio_broadcast_tls_broadcast\":{:.4f},"
+      "\"ratio_broadcast_tls_broadcast\":{:.4f},\"raw_broadcast_crc_aggregate_mibps\":{:.1f},"
+      "\"ratio_broadcast_raw_broadcast_crc\":{:.4f},"
       "\"syncer_idle_rss_kb\":{},\"syncer_peak_hwm_kb\":{},\"target_kb\":{:.0f},"
       "\"target_holds\":{},\"target_with_fragment_kb\":{:.0f},\"target_with_fragment_holds\":{},"
       "\"learner_peak_hwm_kb\":{},\"raw_a_peak_hwm_kb\":{}}}",
       frag_bytes, o.chunk_bytes, n_chunks, window, o.learners, o.learners, o.repeats, o.warmup,
       o.heartbeat_s, o.connection_timeout_s, med[push], med[bcast], med[raw_a_k], med[raw_a0_k],
       med[raw_b_k], ra, ra0, rb, med[push_caf], rcaf, med[raw_fan_k], rbc, med[push_tls],
-      med[bcast_tls], rpt, rbt, syncer_ready.idle.rss, syncer_mem->hwm, target_mib * 1024,
-      peak_mib <= target_mib, target_frag_mib * 1024, peak_mib <= target_frag_mib, learner_peak_kb,
-      raw_a_mem->hwm);
+      med[bcast_tls], rpt, rbt, med[raw_fan_crc_k], rbcc, syncer_ready.idle.rss, syncer_mem->hwm,
+      target_mib * 1024, peak_mib <= target_mib, target_frag_mib * 1024,
+      peak_mib <= target_frag_mib, learner_peak_kb, raw_a_mem->hwm);
   std::printf("%s\n", json.c_str());
   write_json(o.json_path, json);
 
