@@ -35,11 +35,9 @@ struct clocked {
 
 TEST(LiveFaults, DropPushForADurationThenReverts) {
   clocked c;
-  live_fault f;
-  f.what = fault_kind::drop_push;
-  f.learner = 1;
-  f.until_s = 10.0;
-  EXPECT_EQ(c.hooks.add_live(f), 1u);
+  EXPECT_EQ(c.hooks.add_live({fault_kind::drop_push, /*learner=*/1, /*fragment=*/-1,
+                              /*until_s=*/10.0}),
+            1u);
   EXPECT_TRUE(c.hooks.on_push(1, 0, 0, 5).drop);
   EXPECT_TRUE(c.hooks.on_push(1, 0, 3, 6).drop);
   EXPECT_FALSE(c.hooks.on_push(0, 0, 0, 6).drop);  // another learner
@@ -52,11 +50,8 @@ TEST(LiveFaults, DropPushForADurationThenReverts) {
 
 TEST(LiveFaults, CountBoundsTheFaultAndFragmentsMatch) {
   clocked c;
-  live_fault f;
-  f.what = fault_kind::corrupt_push;
-  f.fragment = 2;
-  f.count = 2;
-  c.hooks.add_live(f);
+  c.hooks.add_live({fault_kind::corrupt_push, /*learner=*/-1, /*fragment=*/2, /*until_s=*/-1.0,
+                    /*count=*/2});
   EXPECT_FALSE(c.hooks.on_push(0, 0, 1, 1).corrupt);
   EXPECT_TRUE(c.hooks.on_push(0, 0, 2, 1).corrupt);
   ASSERT_EQ(c.hooks.live().size(), 1u);
@@ -70,11 +65,8 @@ TEST(LiveFaults, CountBoundsTheFaultAndFragmentsMatch) {
 TEST(LiveFaults, EveryKindReachesItsHook) {
   clocked c;
   auto add = [&](fault_kind k, double delay = 0.0) {
-    live_fault f;
-    f.what = k;
-    f.count = 1;
-    f.delay_s = delay;
-    c.hooks.add_live(f);
+    c.hooks.add_live(
+        {k, /*learner=*/-1, /*fragment=*/-1, /*until_s=*/-1.0, /*count=*/1, /*delay_s=*/delay});
   };
   add(fault_kind::dup_push);
   add(fault_kind::reorder_push);
@@ -120,22 +112,25 @@ TEST(LiveFaults, RefusedWithoutABoundAndClearedAtOnce) {
   EXPECT_FALSE(c.hooks.on_push(0, 0, 0, 1).drop);
 }
 
+/// A scheduled fault that starts a live fault of kind `what` (its start and bounds left to set).
+fault_spec scheduled_live(fault_kind what) {
+  fault_spec f;
+  f.what = what;
+  f.live_window = true;
+  f.live.what = what;
+  return f;
+}
+
 TEST(LiveFaults, ScheduledStartAtStepAndTime) {
   clocked c;
-  fault_spec at_step;
-  at_step.what = fault_kind::nan_step;
-  at_step.live_window = true;
+  fault_spec at_step = scheduled_live(fault_kind::nan_step);
   at_step.target = 2;
   at_step.at_step = 40;
-  at_step.live.what = fault_kind::nan_step;
   at_step.live.learner = 2;
   c.hooks.add(at_step);
-  fault_spec at_time;
-  at_time.what = fault_kind::drop_broadcast;
-  at_time.live_window = true;
+  fault_spec at_time = scheduled_live(fault_kind::drop_broadcast);
   at_time.at_seconds = 5.0;
   at_time.duration_s = 3.0;
-  at_time.live.what = fault_kind::drop_broadcast;
   c.hooks.add(at_time);
   EXPECT_FALSE(c.hooks.on_learner_step(2, 0, 39).nan);
   EXPECT_FALSE(c.hooks.on_learner_step(1, 0, 40).nan);  // learner 1's step 40: not the target
@@ -149,21 +144,6 @@ TEST(LiveFaults, ScheduledStartAtStepAndTime) {
   c.t = 8.0;
   EXPECT_FALSE(c.hooks.on_broadcast(1, 2).drop);
   EXPECT_EQ(c.hooks.fired().size(), 2u);
-}
-
-TEST(RandomFaults, WeibullRecoveryKeepsTheMean) {
-  random_recovery rec;
-  rec.dist = random_recovery::distribution::weibull;
-  rec.mean_s = 4.0;
-  rec.shape = 2.0;
-  const auto s = random_fault_schedule(fault_kind::kill_learner, 200, 1.0, rec, 1e9, 12345, 20);
-  ASSERT_EQ(s.size(), 4000u);
-  double sum = 0;
-  for (const auto& f : s) sum += f.downtime_s;
-  EXPECT_NEAR(sum / static_cast<double>(s.size()), 4.0, 0.15);  // σ/√n ≈ 2.1/63 ≈ 0.03
-  rec.shape = 0;
-  EXPECT_THROW(random_fault_schedule(fault_kind::kill_learner, 1, 1.0, rec, 10, 1),
-               std::invalid_argument);
 }
 
 /// One request line over real TCP; the reply parsed.
