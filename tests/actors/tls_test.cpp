@@ -215,35 +215,35 @@ TEST(TlsTunnel, CarriesBytesBothWaysAndRefusesForeignAndPlainClients) {
   EXPECT_EQ(server.accepted(), 1u);
   ::close(fd);
 
+  // A client through `port` whose round trip a side of the tunnel refuses.
+  auto expect_refused_round_trip = [](int port) {
+    const int client = dd::util::connect_loopback(port);
+    ASSERT_GE(client, 0);
+    EXPECT_FALSE(round_trip(client, 1024));
+    ::close(client);
+  };
   // Another CA's certificate (trusting our CA): the server refuses it.
   auto foreign = client_to(
       {(other / "node.pem").string(), (other / "node.key").string(), (dir / "ca.pem").string()},
       syncer_cert_name);
-  const int ffd = dd::util::connect_loopback(foreign->port());
-  ASSERT_GE(ffd, 0);
-  EXPECT_FALSE(round_trip(ffd, 1024));
-  ::close(ffd);
+  ASSERT_NO_FATAL_FAILURE(expect_refused_round_trip(foreign->port()));
   // The server records each refusal on its own thread: wait for each before the next client
   // connects, so refusals[i] is the i-th client's.
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (server.refused() < 1 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  auto await_server_refusals = [&](uint64_t n) {
+    while (server.refused() < n && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  };
+  await_server_refusals(1);
   // A plaintext client straight to the TLS port.
-  const int pfd = dd::util::connect_loopback(server.port());
-  ASSERT_GE(pfd, 0);
-  EXPECT_FALSE(round_trip(pfd, 1024));
-  ::close(pfd);
-  while (server.refused() < 2 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_NO_FATAL_FAILURE(expect_refused_round_trip(server.port()));
+  await_server_refusals(2);
   // A client trusting another CA: its own tunnel refuses the syncer's certificate, naming the
   // syncer's address (not the forwarder's port) and --tls-ca.
   auto distrusting = client_to(
       {(dir / "node.pem").string(), (dir / "node.key").string(), (other / "ca.pem").string()},
       syncer_cert_name);
-  const int dfd = dd::util::connect_loopback(distrusting->port());
-  ASSERT_GE(dfd, 0);
-  EXPECT_FALSE(round_trip(dfd, 1024));
-  ::close(dfd);
+  ASSERT_NO_FATAL_FAILURE(expect_refused_round_trip(distrusting->port()));
   EXPECT_EQ(distrusting->refused(), 1u);
   const std::string own = distrusting->last_refusal();
   EXPECT_NE(own.find(fmt::format("TLS handshake with the syncer at 127.0.0.1:{} failed verifying "
@@ -251,8 +251,7 @@ TEST(TlsTunnel, CarriesBytesBothWaysAndRefusesForeignAndPlainClients) {
                                  server.port())),
             std::string::npos)
       << own;
-  while (server.refused() < 3 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  await_server_refusals(3);
   EXPECT_EQ(server.refused(), 3u);  // the foreign client, the plaintext one, the distrusting one
   std::lock_guard<std::mutex> g(mu);
   ASSERT_EQ(refusals.size(), 3u);
