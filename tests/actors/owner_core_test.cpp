@@ -508,6 +508,12 @@ struct gate_pusher {
   }
 };
 
+/// `rounds` rounds in which each of learners 0-3 pushes `v`, every push accepted.
+void push_accepted_rounds(gate_pusher& g, int rounds, float v) {
+  for (int round = 0; round < rounds; ++round)
+    for (int32_t l = 0; l < 4; ++l) ASSERT_EQ(g.push(l, v).what, status::accepted);
+}
+
 /// Expects `out` to be an implausible-push refusal that changed nothing.
 void expect_implausible(const push_outcome& out, const owner_core& owner, uint64_t version,
                         const std::vector<float>& value) {
@@ -674,8 +680,7 @@ TEST_F(owner_core_test, honest_norms_14x_the_pre_restart_median_pass_after_a_syn
   owner_core owner(gate_options(10), *be, filled(1.0f), frozen);
   owner.on_membership(members(4), 0.0);
   gate_pusher g{owner, {}};
-  for (int round = 0; round < 3; ++round)
-    for (int32_t l = 0; l < 4; ++l) ASSERT_EQ(g.push(l, 0.01f).what, status::accepted);
+  ASSERT_NO_FATAL_FAILURE(push_accepted_rounds(g, 3, 0.01f));
   const auto ckpt = owner.make_checkpoint();
   owner_core restored(gate_options(10), *be, ckpt, frozen);
   restored.on_membership(members(4), 0.0);
@@ -700,8 +705,7 @@ TEST_F(owner_core_test, honest_norms_that_jump_together_are_refused_at_most_for_
   owner_core owner(gate_options(10), *be, filled(1.0f), frozen);
   owner.on_membership(members(4), 0.0);
   gate_pusher g{owner, {}};
-  for (int round = 0; round < 2; ++round)
-    for (int32_t l = 0; l < 4; ++l) ASSERT_EQ(g.push(l, 0.01f).what, status::accepted);
+  ASSERT_NO_FATAL_FAILURE(push_accepted_rounds(g, 2, 0.01f));
   std::vector<status> jump;
   for (int32_t l = 0; l < 4; ++l) jump.push_back(g.push(l, 0.14f).what);
   // Learners 0 and 1 were judged against a majority still at the old scale; 2 and 3 were not.
@@ -724,7 +728,7 @@ TEST_F(owner_core_test, a_lying_learner_is_refused_every_time_and_cannot_move_th
   owner_core owner(gate_options(10), *be, filled(1.0f), frozen);
   owner.on_membership(members(4), 0.0);
   gate_pusher g{owner, {}};
-  for (int32_t l = 0; l < 4; ++l) ASSERT_EQ(g.push(l, 0.1f).what, status::accepted);
+  ASSERT_NO_FATAL_FAILURE(push_accepted_rounds(g, 1, 0.1f));
   for (int round = 0; round < 5; ++round) {
     SCOPED_TRACE("round " + std::to_string(round));
     const uint64_t version = owner.version();
@@ -757,7 +761,7 @@ TEST_F(owner_core_test, the_accepted_history_raises_the_reference_for_a_respawne
     ASSERT_EQ(g.push(0, 0.1f).what, status::accepted);
     ASSERT_EQ(g.push(1, 0.1f).what, status::accepted);
     EXPECT_EQ(g.push(2, 10.0f).what, min_samples == 4 ? status::accepted : status::rejected);
-    for (int32_t l = 0; l < 4; ++l) ASSERT_EQ(g.push(l, 0.1f).what, status::accepted);
+    ASSERT_NO_FATAL_FAILURE(push_accepted_rounds(g, 1, 0.1f));
     for (int32_t l : {0, 1, 3}) ASSERT_EQ(g.push(l, 0.01f).what, status::accepted);
     // Learner 2 at 30x its peers' decayed norms, 3x the accepted history's median.
     auto out = g.push(2, 0.3f);
