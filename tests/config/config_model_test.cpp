@@ -17,20 +17,15 @@ namespace {
 
 using ::testing::HasSubstr;
 
-load_result load(const std::string& body) {
-  return load_string(std::string("experiment { ") + test::k_data + ", " + body + " }\n", "m.lua",
-                     test::repo_options());
-}
-
 /// Expects the experiment with `body` refused, its errors naming every one of `parts`.
 void expect_refused(const std::string& body, std::initializer_list<const char*> parts) {
-  const auto r = load(body);
+  const auto r = test::load_one(body);
   ASSERT_FALSE(r.ok()) << body;
   for (const char* part : parts) EXPECT_THAT(r.error_text(), HasSubstr(part));
 }
 
 TEST(ConfigModel, MoeGptKeysDefaultsAndRoundTrip) {
-  const auto d = load("model = { kind = \"moe_gpt\" }");
+  const auto d = test::load_one("model = { kind = \"moe_gpt\" }");
   ASSERT_TRUE(d.ok()) << d.error_text();
   const auto& m = d.experiments[0].model;
   EXPECT_EQ(m.kind, model_kind::moe_gpt);
@@ -38,7 +33,7 @@ TEST(ConfigModel, MoeGptKeysDefaultsAndRoundTrip) {
   EXPECT_EQ(m.top_k, 1);
   EXPECT_DOUBLE_EQ(m.capacity_factor, 1.25);
   EXPECT_DOUBLE_EQ(m.aux_loss, 0.01);
-  const auto r = load(
+  const auto r = test::load_one(
       "model = { kind = \"moe_gpt\", experts = 6, top_k = 2, capacity_factor = 2.0, "
       "aux_loss = 0.05 }");
   ASSERT_TRUE(r.ok()) << r.error_text();
@@ -52,7 +47,7 @@ TEST(ConfigModel, MoeGptKeysDefaultsAndRoundTrip) {
   ASSERT_TRUE(back.ok()) << back.error_text();
   EXPECT_EQ(to_json(back.experiments[0]), j);
   // A dense GPT's resolved JSON carries no MoE keys.
-  const auto g = load("model = { kind = \"gpt\" }");
+  const auto g = test::load_one("model = { kind = \"gpt\" }");
   ASSERT_TRUE(g.ok());
   EXPECT_FALSE(to_json(g.experiments[0])["model"].contains("experts"));
 }
@@ -60,17 +55,14 @@ TEST(ConfigModel, MoeGptKeysDefaultsAndRoundTrip) {
 // eval.windows and eval.periodic_windows count windows, whatever the batch; the old
 // eval.batches still loads, with a warning naming the new keys, and survives the round trip.
 TEST(ConfigEval, WindowsDefaultToTheWholeSplitAndBatchesWarns) {
-  auto r = load_string(std::string("experiment { ") + test::k_data + " }", "e.lua",
-                       test::repo_options());
+  auto r = test::load_one("", "e.lua");
   ASSERT_TRUE(r.ok()) << r.error_text();
   EXPECT_EQ(r.experiments[0].eval.windows, 0);
   EXPECT_EQ(r.experiments[0].eval.periodic_windows, 128);
   EXPECT_EQ(r.experiments[0].eval.batches, 0);
   EXPECT_TRUE(r.warnings.empty()) << r.warning_text();
 
-  r = load_string(std::string("experiment { ") + test::k_data +
-                      ", eval = { windows = 300, periodic_windows = 40 } }",
-                  "e.lua", test::repo_options());
+  r = test::load_one("eval = { windows = 300, periodic_windows = 40 }", "e.lua");
   ASSERT_TRUE(r.ok()) << r.error_text();
   EXPECT_EQ(r.experiments[0].eval.windows, 300);
   EXPECT_EQ(r.experiments[0].eval.periodic_windows, 40);
@@ -78,8 +70,7 @@ TEST(ConfigEval, WindowsDefaultToTheWholeSplitAndBatchesWarns) {
   EXPECT_EQ(j["eval"]["windows"], 300);
   EXPECT_FALSE(j["eval"].contains("batches"));
 
-  r = load_string(std::string("experiment { ") + test::k_data + ",\n eval = { batches = 3 } }",
-                  "old.lua", test::repo_options());
+  r = test::load_one("eval = { batches = 3 }", "old.lua");
   ASSERT_TRUE(r.ok()) << r.error_text();
   EXPECT_EQ(r.experiments[0].eval.batches, 3);
   ASSERT_EQ(r.warnings.size(), 1u) << r.warning_text();
@@ -87,8 +78,7 @@ TEST(ConfigEval, WindowsDefaultToTheWholeSplitAndBatchesWarns) {
   EXPECT_THAT(r.warnings[0].message, HasSubstr("use eval.windows"));
   EXPECT_EQ(to_json(r.experiments[0])["eval"]["batches"], 3);
 
-  r = load_string(std::string("experiment { ") + test::k_data + ", eval = { windows = -1 } }",
-                  "bad.lua", test::repo_options());
+  r = test::load_one("eval = { windows = -1 }", "bad.lua");
   EXPECT_FALSE(r.ok());
   EXPECT_THAT(r.error_text(), HasSubstr("eval.windows"));
 }
@@ -96,24 +86,24 @@ TEST(ConfigEval, WindowsDefaultToTheWholeSplitAndBatchesWarns) {
 // A warmup as long as the schedule never reaches the peak learning rate: loaded, with a
 // warning that names the key and both numbers; a warmup below the schedule's length says nothing.
 TEST(ConfigInner, WarmupAsLongAsTheScheduleWarns) {
-  auto r = load("budget = { steps = 40 }");  // the default warmup is 100
+  auto r = test::load_one("budget = { steps = 40 }");  // the default warmup is 100
   ASSERT_TRUE(r.ok()) << r.error_text();
   ASSERT_EQ(r.warnings.size(), 1u) << r.warning_text();
   EXPECT_EQ(r.warnings[0].key_path, "inner.warmup");
   EXPECT_THAT(r.warnings[0].message, HasSubstr("100 warmup steps are at least the 40 inner steps"));
   EXPECT_THAT(r.warnings[0].message, HasSubstr("below 40"));
   // A token budget: the schedule's length is tokens / (M x batch x context) = 8 steps.
-  r = load(
+  r = test::load_one(
       "learners = { count = 2, batch = 4 }, model = { context = 32 }, "
       "budget = { tokens = 2048 }, inner = { warmup = 8 }");
   ASSERT_TRUE(r.ok()) << r.error_text();
   ASSERT_EQ(r.warnings.size(), 1u) << r.warning_text();
   EXPECT_THAT(r.warnings[0].message, HasSubstr("the 8 inner steps"));
-  r = load("budget = { steps = 40 }, inner = { warmup = 39 }");
+  r = test::load_one("budget = { steps = 40 }, inner = { warmup = 39 }");
   ASSERT_TRUE(r.ok()) << r.error_text();
   EXPECT_TRUE(r.warnings.empty()) << r.warning_text();
   // A constant schedule compares with the step budget.
-  r = load("budget = { steps = 40 }, inner = { schedule = \"constant\", warmup = 40 }");
+  r = test::load_one("budget = { steps = 40 }, inner = { schedule = \"constant\", warmup = 40 }");
   ASSERT_TRUE(r.ok()) << r.error_text();
   EXPECT_EQ(r.warnings.size(), 1u) << r.warning_text();
 }
@@ -133,7 +123,7 @@ TEST(ConfigModel, CudaRefusedForMoeGpt) {
   expect_refused("model = { kind = \"moe_gpt\" }, learners = { backend = \"cuda\" }",
                  {"learners.backend", "no kernels for model.kind = \"moe_gpt\""});
   // The dense GPT on CUDA is still accepted at config time.
-  const auto g = load("learners = { backend = \"cuda\" }");
+  const auto g = test::load_one("learners = { backend = \"cuda\" }");
   EXPECT_TRUE(g.ok()) << g.error_text();
 }
 

@@ -223,14 +223,11 @@ TEST(ConfigSweep, RunDirMovesTheDefaultCheckpointDir) {
 
 // eval.every_steps and eval.every_seconds may both be set (whichever fires first).
 TEST(ConfigSweep, EvalStepsAndSecondsTogether) {
-  const std::string script = std::string("experiment { ") + test::k_data +
-                             ", eval = { every_steps = 50, every_seconds = 30 } }\n";
-  load_result r = load_string(script, "ev.lua", test::repo_options());
+  load_result r = test::load_one("eval = { every_steps = 50, every_seconds = 30 }", "ev.lua");
   ASSERT_TRUE(r.ok()) << r.error_text();
   EXPECT_EQ(r.experiments[0].eval.every_steps, 50);
   EXPECT_DOUBLE_EQ(r.experiments[0].eval.every_seconds, 30.0);
-  r = load_string(std::string("experiment { ") + test::k_data + ", eval = { every_steps = 50 } }\n",
-                  "ev.lua", test::repo_options());
+  r = test::load_one("eval = { every_steps = 50 }", "ev.lua");
   ASSERT_TRUE(r.ok()) << r.error_text();
   EXPECT_DOUBLE_EQ(r.experiments[0].eval.every_seconds, 0.0);
 }

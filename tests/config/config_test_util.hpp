@@ -33,4 +33,12 @@ inline void expect_errors(const load_result& r, const std::vector<std::string>& 
 /// The data line every inline test script uses.
 inline const char* const k_data = "data = { file = \"datasets/tinyshakespeare/input.txt\" }";
 
+/// One experiment of the data line and `fields` (", "-separated keys, "" for none), loaded as file
+/// `file` under repo_options().
+inline load_result load_one(const std::string& fields, const std::string& file = "m.lua") {
+  return load_string(
+      std::string("experiment { ") + k_data + (fields.empty() ? "" : ", ") + fields + " }\n", file,
+      repo_options());
+}
+
 }  // namespace dd::config::test
