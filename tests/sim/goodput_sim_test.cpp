@@ -40,6 +40,14 @@ sim_config small() {
   return c;
 }
 
+/// small() failing: each chip once in `mtbi_days` on average, over `days` simulated days.
+sim_config small_failing(double mtbi_days, double days) {
+  sim_config c = small();
+  c.mtbi_days = mtbi_days;
+  c.days = days;
+  return c;
+}
+
 TEST(GoodputSim, NoFailuresGivesFullGoodput) {
   for (auto s : {strategy::data_parallel, strategy::elastic_dp, strategy::decoupled_diloco}) {
     const auto r = simulate(small(), s, 7);
@@ -181,21 +189,30 @@ TEST(GoodputSim, SingleFailureDecoupledTouchesOnlyItsLearner) {
   EXPECT_EQ(r.stale_rejections, 0u);  // an 18 s pause is far below 4 versions × 24 s
 }
 
+/// Summed over the runs of `c` under `s` with seeds `first_seed`, `first_seed` + 1, ... (`seeds` of
+/// them): the failures and the chip-seconds under load.
+struct seed_totals {
+  double failures = 0;
+  double loaded_chip_s = 0;
+};
+seed_totals over_seeds(const sim_config& c, strategy s, uint64_t first_seed, int seeds) {
+  seed_totals t;
+  for (int k = 0; k < seeds; ++k) {
+    const auto r = simulate(c, s, first_seed + static_cast<uint64_t>(k));
+    t.failures += static_cast<double>(r.failures);
+    t.loaded_chip_s += r.loaded_chip_s;
+  }
+  return t;
+}
+
 TEST(GoodputSim, FailureRateMatchesChipsOverMtbi) {
   // No pauses, so every chip is under load all the time: E[failures] = N · T / MTBI.
-  sim_config c = small();
-  c.mtbi_days = 100.0;
-  c.days = 10.0;
+  sim_config c = small_failing(100.0, 10.0);
   c.downscale_pause_s = 0;
   c.upscale_pause_s = 0;
   c.recovery_mean_s = 1.0;
   const int seeds = 40;
-  double failures = 0, loaded = 0;
-  for (int k = 0; k < seeds; ++k) {
-    const auto r = simulate(c, strategy::elastic_dp, 1000 + k);
-    failures += static_cast<double>(r.failures);
-    loaded += r.loaded_chip_s;
-  }
+  const auto [failures, loaded] = over_seeds(c, strategy::elastic_dp, 1000, seeds);
   const double expected = seeds * 2560.0 * 10.0 / 100.0;  // 10,240
   EXPECT_NEAR(failures, expected, 4 * std::sqrt(expected));
   // And against the chip-time actually under load (slices down 1 s each are excluded).
@@ -208,21 +225,14 @@ TEST(GoodputSim, IdleFailuresStrikeStalledChipsAtTheSameRate) {
   // Non-elastic DP with long stalls (100 s recovery + 400 s restart, ~1 failure per 340 s of
   // exposure): with idle_failures every up chip is exposed all the time, so failures ≈ (up
   // chip-time) / MTBI and up chip-time ≈ N · T; without it only stepping chips are (a fraction).
-  sim_config c = small();
-  c.mtbi_days = 10.0;
-  c.days = 10.0;
+  sim_config c = small_failing(10.0, 10.0);
   c.restart_s = 400.0;
   c.restart_cold_s = 400.0;
   const int seeds = 20;
-  double failures = 0, exposed = 0, loaded_only = 0;
-  for (int k = 0; k < seeds; ++k) {
-    c.idle_failures = true;
-    const auto r = simulate(c, strategy::data_parallel, 2000 + k);
-    failures += static_cast<double>(r.failures);
-    exposed += r.loaded_chip_s;
-    c.idle_failures = false;
-    loaded_only += simulate(c, strategy::data_parallel, 2000 + k).loaded_chip_s;
-  }
+  c.idle_failures = true;
+  const auto [failures, exposed] = over_seeds(c, strategy::data_parallel, 2000, seeds);
+  c.idle_failures = false;
+  const double loaded_only = over_seeds(c, strategy::data_parallel, 2000, seeds).loaded_chip_s;
   const double from_exposure = exposed / (10.0 * day);
   EXPECT_NEAR(failures, from_exposure, 4 * std::sqrt(from_exposure));
   const double all_chip_s = seeds * 2560.0 * 10.0 * day;
@@ -231,8 +241,7 @@ TEST(GoodputSim, IdleFailuresStrikeStalledChipsAtTheSameRate) {
 }
 
 TEST(GoodputSim, SameSeedSameOutput) {
-  sim_config c = small();
-  c.mtbi_days = 30.0;
+  sim_config c = small_failing(30.0, 1.0);
   c.chip_speed_cv = 0.05;
   c.recovery = recovery_dist::lognormal;
   for (auto s : {strategy::data_parallel, strategy::elastic_dp, strategy::diloco,
