@@ -20,6 +20,15 @@ void expect_refused(const Result& d, errc code, const std::string& what) {
   EXPECT_NE(d.error().message.find(what), std::string::npos) << d.error().message;
 }
 
+/// Expects `bytes` to peek as a message of `kind`, and `d`, what they decoded to, not refused.
+template <class Result>
+void expect_decoded_as(const wire_bytes& bytes, message_kind kind, const Result& d) {
+  const auto peeked = peek_kind(bytes);
+  ASSERT_TRUE(peeked.ok()) << peeked.error().message;
+  EXPECT_EQ(*peeked, kind);
+  ASSERT_TRUE(d.ok()) << d.error().message;
+}
+
 push_msg sample_push() {
   push_msg m = test::push_header(3, 7, 5, 41, 24, 24 * 4096, 99);
   // int8: 2 blocks -> 2*4 + 100 = 108 bytes
@@ -31,11 +40,8 @@ TEST(Codec, JoinRequestRoundTrip) {
   join_request m{12, "node-b.example", {0, 1, 3}};
   auto bytes = encode(m);
   ASSERT_EQ(bytes.size() % 8, 0u);
-  auto kind = peek_kind(bytes);
-  ASSERT_TRUE(kind.ok());
-  EXPECT_EQ(*kind, message_kind::join_request);
   auto d = decode_join_request(bytes.data(), bytes.size());
-  ASSERT_TRUE(d.ok()) << d.error().message;
+  ASSERT_NO_FATAL_FAILURE(expect_decoded_as(bytes, message_kind::join_request, d));
   EXPECT_EQ(d->requested_learner_id, 12);
   EXPECT_EQ(d->host, "node-b.example");
   EXPECT_EQ(d->devices, (std::vector<int32_t>{0, 1, 3}));
@@ -135,9 +141,8 @@ TEST(Codec, HeartbeatRoundTrip) {
 TEST(Codec, PushRoundTrip) {
   push_msg m = sample_push();
   auto bytes = encode(m, {"", m.incarnation});
-  EXPECT_EQ(*peek_kind(bytes), message_kind::push);
   auto d = decode_push(bytes);
-  ASSERT_TRUE(d.ok()) << d.error().message;
+  ASSERT_NO_FATAL_FAILURE(expect_decoded_as(bytes, message_kind::push, d));
   // Every field sample_push() sets (learner 3, incarnation 7, fragment 5, base 41, 24 steps of
   // 4096 tokens, transfer 99, 100 int8 values in 108 bytes, one whole chunk) comes back.
   ASSERT_EQ(m.payload_bytes, 108u);
@@ -214,11 +219,8 @@ TEST(Codec, RejectRoundTripEveryReason) {
 TEST(Codec, PushAckRoundTrip) {
   push_ack m{3, 7, 5, 99, 41};
   auto bytes = encode(m);
-  auto kind = peek_kind(bytes);
-  ASSERT_TRUE(kind.ok()) << kind.error().message;
-  EXPECT_EQ(*kind, message_kind::ack);
   auto d = decode_push_ack(bytes);
-  ASSERT_TRUE(d.ok()) << d.error().message;
+  ASSERT_NO_FATAL_FAILURE(expect_decoded_as(bytes, message_kind::ack, d));
   EXPECT_EQ(d->learner_id, 3);
   EXPECT_EQ(d->incarnation, 7u);
   EXPECT_EQ(d->fragment_id, 5);
@@ -229,9 +231,8 @@ TEST(Codec, PushAckRoundTrip) {
 TEST(Codec, PullRequestRoundTrip) {
   pull_request m{2, 4, 6};
   auto bytes = encode(m, {"", m.incarnation});
-  EXPECT_EQ(*peek_kind(bytes), message_kind::pull);
   auto d = decode_pull_request(bytes);
-  ASSERT_TRUE(d.ok()) << d.error().message;
+  ASSERT_NO_FATAL_FAILURE(expect_decoded_as(bytes, message_kind::pull, d));
   EXPECT_EQ(d->learner_id, 2);
   EXPECT_EQ(d->incarnation, 4u);
   EXPECT_EQ(d->fragment_id, 6);
@@ -245,9 +246,8 @@ TEST(Codec, PullRequestRoundTrip) {
 TEST(Codec, ProgressRoundTrip) {
   progress_msg m{uint64_t{1} << 40, 12, 987654321, 1234.25};
   auto bytes = encode(m);
-  EXPECT_EQ(*peek_kind(bytes), message_kind::progress);
   auto d = decode_progress(bytes);
-  ASSERT_TRUE(d.ok()) << d.error().message;
+  ASSERT_NO_FATAL_FAILURE(expect_decoded_as(bytes, message_kind::progress, d));
   EXPECT_EQ(d->total_tokens, uint64_t{1} << 40);
   EXPECT_EQ(d->live_learners, 12u);
   EXPECT_EQ(d->step, 987654321u);
@@ -493,21 +493,16 @@ namespace {
 TEST(Codec, FragmentQueryAndHeldRoundTripAndRefuseBadValues) {
   fragment_query q{7, 0x1234567890ULL, true};
   auto bytes = encode(q);
-  auto kind = peek_kind(bytes);
-  ASSERT_TRUE(kind.ok());
-  EXPECT_EQ(*kind, message_kind::fragment_query);
   auto qb = decode_fragment_query(bytes);
-  ASSERT_TRUE(qb.ok()) << qb.error().message;
+  ASSERT_NO_FATAL_FAILURE(expect_decoded_as(bytes, message_kind::fragment_query, qb));
   EXPECT_EQ(qb->fragment_id, 7);
   EXPECT_EQ(qb->query_id, 0x1234567890ULL);
   EXPECT_TRUE(qb->send_value);
 
   fragment_held h{3, 9, 7, 0x1234567890ULL, true, 41};
   auto hbytes = encode(h, {"", h.incarnation});
-  ASSERT_TRUE(peek_kind(hbytes).ok());
-  EXPECT_EQ(*peek_kind(hbytes), message_kind::fragment_held);
   auto hb = decode_fragment_held(hbytes);
-  ASSERT_TRUE(hb.ok()) << hb.error().message;
+  ASSERT_NO_FATAL_FAILURE(expect_decoded_as(hbytes, message_kind::fragment_held, hb));
   EXPECT_EQ(hb->learner_id, 3);
   EXPECT_EQ(hb->incarnation, 9u);
   EXPECT_EQ(hb->fragment_id, 7);
