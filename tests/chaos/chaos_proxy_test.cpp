@@ -137,6 +137,12 @@ std::string recv_for(int fd, size_t want, double timeout, bool* closed = nullptr
   return out;
 }
 
+// Sends `s` through `fd` and expects all of it echoed back within `timeout` seconds.
+void expect_echoed(int fd, const std::string& s, double timeout) {
+  send_all(fd, s);
+  ASSERT_EQ(recv_for(fd, s.size(), timeout), s);
+}
+
 std::string pattern(size_t n) {
   std::string s(n, '\0');
   uint32_t x = 12345;
@@ -151,8 +157,7 @@ std::string pattern(size_t n) {
 
 TEST_F(fixture, forwards_bytes_both_ways_intact) {
   const int fd = connect_link();
-  send_all(fd, "hello");
-  EXPECT_EQ(recv_for(fd, 5, 2.0), "hello");
+  expect_echoed(fd, "hello", 2.0);
   // 8 MiB each way at once: exercises partial writes and back pressure (queues are 1 MiB).
   const std::string big = pattern(8u << 20);
   std::thread sender([&] { send_all(fd, big); });
@@ -168,12 +173,10 @@ TEST_F(fixture, forwards_bytes_both_ways_intact) {
 
 TEST_F(fixture, latency_adds_at_least_the_latency_each_way) {
   const int fd = connect_link();
-  send_all(fd, "x");
-  ASSERT_EQ(recv_for(fd, 1, 2.0), "x");
+  ASSERT_NO_FATAL_FAILURE(expect_echoed(fd, "x", 2.0));
   ctl("latency l ms=150 dir=both for=10");
   const double t0 = mono_now();
-  send_all(fd, "ping");
-  EXPECT_EQ(recv_for(fd, 4, 3.0), "ping");
+  expect_echoed(fd, "ping", 3.0);
   EXPECT_GE(mono_now() - t0, 0.300);  // 150 ms up + 150 ms down
   ctl("heal l");
   ::close(fd);
@@ -195,8 +198,7 @@ TEST_F(fixture, fault_reverts_by_itself_after_its_duration) {
   const int fd = connect_link();
   ctl("blackhole l dir=both for=300ms");
   const double t0 = mono_now();
-  send_all(fd, "later");
-  EXPECT_EQ(recv_for(fd, 5, 3.0), "later");
+  expect_echoed(fd, "later", 3.0);
   EXPECT_GE(mono_now() - t0, 0.29);
   EXPECT_TRUE(ctl("status")["links"][0]["faults"].empty());
   ::close(fd);
@@ -235,24 +237,21 @@ TEST_F(fixture, close_after_n_bytes_closes) {
 
 TEST_F(fixture, reset_closes_open_connections) {
   const int fd = connect_link();
-  send_all(fd, "a");
-  ASSERT_EQ(recv_for(fd, 1, 2.0), "a");
+  ASSERT_NO_FATAL_FAILURE(expect_echoed(fd, "a", 2.0));
   EXPECT_EQ(ctl("reset l")["reset"], 1);
   bool closed = false;
   recv_for(fd, 1, 2.0, &closed);
   EXPECT_TRUE(closed);
   ::close(fd);
   const int again = connect_link();  // one-shot: new connections work
-  send_all(again, "b");
-  EXPECT_EQ(recv_for(again, 1, 2.0), "b");
+  expect_echoed(again, "b", 2.0);
   ::close(again);
 }
 
 TEST_F(fixture, slice_and_bandwidth_deliver_everything) {
   const int fd = connect_link();
   ctl("slice l size=3 delay_us=200");
-  send_all(fd, "0123456789");
-  EXPECT_EQ(recv_for(fd, 10, 3.0), "0123456789");
+  expect_echoed(fd, "0123456789", 3.0);
   ctl("heal l");
   ctl("bandwidth l rate=100000 dir=up");
   const std::string msg = pattern(50000);
