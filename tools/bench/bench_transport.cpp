@@ -220,8 +220,8 @@ options parse_options(int argc, char** argv) {
                 return {};
               })
       .toggle("--broadcast-only", &o.broadcast_only,
-              "run only the broadcast and its raw fan-out baseline in each round (the other "
-              "rows print 0; for profiling the broadcast path)")
+              "run only the broadcast and its two raw fan-out baselines in each round (the "
+              "other rows print 0; for profiling the broadcast path)")
       .toggle("--oversized-header", &o.oversized, "the oversized-header mode")
       .custom("--announce-bytes", "L",
               "oversized header: comma-separated BASP payload_len values, 1..4294967295 "
