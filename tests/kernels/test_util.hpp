@@ -1,5 +1,6 @@
-// tests/kernels/test_util.hpp — helpers for the kernel tests: seeded random host data, device
-// vectors that round-trip through a backend's memory, and tolerance checks.
+// tests/kernels/test_util.hpp — helpers for the kernel tests: seeded random host data (from
+// tests/support/random_data.hpp), device vectors that round-trip through a backend's memory, and
+// tolerance checks.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -8,35 +9,19 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "kernels/backend.hpp"
+#include "tests/support/random_data.hpp"
 
 namespace dd::kernels::test {
 
 /// float32 machine epsilon (2^-23).
 inline constexpr double eps32 = std::numeric_limits<float>::epsilon();
 
-/// Uniform floats in [lo, hi) from a fixed seed.
-inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f,
-                                        float hi = 1.0f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
-
-/// Uniform ints in [0, hi) from a fixed seed.
-inline std::vector<int32_t> random_ints(size_t n, int32_t hi, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_int_distribution<int32_t> dist(0, hi - 1);
-  std::vector<int32_t> v(n);
-  for (auto& x : v) x = dist(rng);
-  return v;
-}
+using dd::test::random_floats;
+using dd::test::random_ints;
 
 /// A buffer in `be`'s memory initialised from host data.
 template <class T>

@@ -28,7 +28,6 @@
 #include <functional>
 #include <future>
 #include <memory>
-#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -37,6 +36,7 @@
 #include "kernels/cpu/cpu_backend.hpp"
 #include "kernels/cuda/cuda_backend.hpp"
 #include "kernels/reference/reference_backend.hpp"
+#include "tests/support/random_data.hpp"
 #include "tools/gpu_check/gpt_workload.hpp"
 #include "util/flags.hpp"
 #include "util/parse.hpp"
@@ -60,21 +60,8 @@ struct check_case {
 
 // ---- helpers ---------------------------------------------------------------------------------
 
-std::vector<float> random_floats(size_t n, uint64_t seed, float lo = -1.0f, float hi = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-std::vector<int32_t> random_ints(size_t n, uint64_t seed, int32_t hi) {
-  std::mt19937_64 rng(seed);
-  std::uniform_int_distribution<int32_t> d(0, hi - 1);
-  std::vector<int32_t> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using test::random_floats;
+using test::random_ints;
 
 template <class T>
 buffer<T> to_dev(backend& be, const std::vector<T>& h) {
@@ -175,7 +162,7 @@ void add_encoder_cases(std::vector<check_case>& cases, bool quick) {
     size_t N() const { return static_cast<size_t>(B) * T; }
     /// B x T token ids below V, from `seed`.
     buffer<int32_t> tokens(backend& be, uint64_t seed) const {
-      return to_dev(be, random_ints(N(), seed, V));
+      return to_dev(be, random_ints(N(), V, seed));
     }
     /// The (V, C) token table from `seed` and the (T, C) position table from seed + 1.
     std::pair<buffer<float>, buffer<float>> tables(backend& be, uint64_t seed) const {
@@ -371,7 +358,7 @@ void add_softmax_cases(std::vector<check_case>& cases, bool quick) {
     const size_t n = static_cast<size_t>(sh.N) * sh.V;
     cases.push_back({"softmax_crossentropy_forward", shape, tol_softmax, [=](backend& be) {
                        auto logits = to_dev(be, random_floats(n, sd, -sh.range, sh.range));
-                       auto tg = to_dev(be, random_ints(static_cast<size_t>(sh.N), sd + 1, sh.V));
+                       auto tg = to_dev(be, random_ints(static_cast<size_t>(sh.N), sh.V, sd + 1));
                        auto losses = be.alloc<float>(static_cast<size_t>(sh.N));
                        auto probs = be.alloc<float>(n);
                        be.softmax_crossentropy_forward(losses.data(), probs.data(), logits.data(),
@@ -380,7 +367,7 @@ void add_softmax_cases(std::vector<check_case>& cases, bool quick) {
                      }});
     cases.push_back({"softmax_crossentropy_backward", shape, tol_exact, [=](backend& be) {
                        auto probs = to_dev(be, random_floats(n, sd + 2, 0.0f, 1.0f));
-                       auto tg = to_dev(be, random_ints(static_cast<size_t>(sh.N), sd + 1, sh.V));
+                       auto tg = to_dev(be, random_ints(static_cast<size_t>(sh.N), sh.V, sd + 1));
                        auto dlogits = to_dev(be, random_floats(n, sd + 3));  // must be overwritten
                        be.softmax_crossentropy_backward(dlogits.data(), probs.data(), tg.data(),
                                                         1.0f / sh.N, sh.N, sh.V);
