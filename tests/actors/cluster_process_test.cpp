@@ -86,13 +86,30 @@ int pid_of(const fs::path& run, const std::string& node) {
   return 0;
 }
 
-/// `dd-node launch` of the tiny run in `dir`, a dead syncer restarted after 2 s, until all 3
-/// learners joined and 20 merges are done; the launcher in `launch`.
-void launch_until_merging(const fs::path& dir, pid_t& launch) {
-  launch = launch_tiny(dir, {"--syncer-restart-delay", "2"});
-  const fs::path events_file = dir / "run" / "events.jsonl";
-  ASSERT_TRUE(wait_events(events_file, "join", 3, 30)) << text(dir / "launch.out");
-  ASSERT_TRUE(wait_events(events_file, "merge", 20, 30));
+/// A tiny run under `dd-node launch` (launch_until_joined).
+struct tiny_run {
+  fs::path dir;      ///< its work directory
+  fs::path run;      ///< its run directory, dir / "run"
+  pid_t launch = 0;  ///< the launcher
+};
+
+/// `dd-node launch` (with `flags`) of the tiny run with `budget` in work directory `name`, until
+/// all 3 learners joined and `merges` merges are done.
+void launch_until_joined(const std::string& name, const std::string& budget,
+                         const std::vector<std::string>& flags, size_t merges, tiny_run& r) {
+  r.dir = workdir(name, budget);
+  r.run = r.dir / "run";
+  r.launch = launch_tiny(r.dir, flags);
+  const fs::path events_file = r.run / "events.jsonl";
+  ASSERT_TRUE(wait_events(events_file, "join", 3, 30)) << text(r.dir / "launch.out");
+  if (merges > 0) {
+    ASSERT_TRUE(wait_events(events_file, "merge", merges, 30));
+  }
+}
+
+/// launch_until_joined with a dead syncer restarted after 2 s, until 20 merges are done.
+void launch_until_merging(const std::string& name, const std::string& budget, tiny_run& r) {
+  launch_until_joined(name, budget, {"--syncer-restart-delay", "2"}, 20, r);
 }
 
 /// Kills `node`'s process (SIGKILL) once the nodes file lists it running.
@@ -141,17 +158,15 @@ void expect_versions_increase(const std::vector<json>& evs) {
 }  // namespace
 
 TEST(cluster_process, a_killed_learner_process_is_started_again_and_contributes_again) {
-  const auto dir = workdir("kill_learner", "{ seconds = 14 }");
-  const fs::path run = dir / "run";
-  const pid_t launch = launch_tiny(dir);
-  ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
+  tiny_run cluster;
+  ASSERT_NO_FATAL_FAILURE(launch_until_joined("kill_learner", "{ seconds = 14 }", {}, 0, cluster));
   std::this_thread::sleep_for(std::chrono::seconds(2));
-  const int victim = pid_of(run, "learner-1");
+  const int victim = pid_of(cluster.run, "learner-1");
   ASSERT_GT(victim, 0);
   const double killed_at = wall_now();
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
-  EXPECT_EQ(wait_for(launch, 60), 0) << text(dir / "launch.out");
-  const auto evs = events(run / "events.jsonl");
+  EXPECT_EQ(wait_for(cluster.launch, 60), 0) << text(cluster.dir / "launch.out");
+  const auto evs = events(cluster.run / "events.jsonl");
   double rejoined_at = -1;
   for (const auto& e : evs)
     if (e["event"] == "rejoin" && e["learner"] == 1 && e["incarnation"] == 1 &&
@@ -166,10 +181,10 @@ TEST(cluster_process, a_killed_learner_process_is_started_again_and_contributes_
       for (const auto& c : e["contributors"])
         if (c["learner"] == 1 && c["incarnation"] == 1) ++merged_after;
   EXPECT_GE(merged_after, 1u) << "the restarted learner never contributed to a merge";
-  const auto summary = json::parse(text(run / "summary.json"));
+  const auto summary = json::parse(text(cluster.run / "summary.json"));
   EXPECT_GE(summary["learner_restarts"].get<int>(), 1);
   EXPECT_GT(summary["tokens"].get<uint64_t>(), 0u);
-  auto nodes = nodes_file(run);
+  auto nodes = nodes_file(cluster.run);
   for (const auto& n : nodes["nodes"])
     if (n["name"] == "learner-1") {
       EXPECT_EQ(n["incarnation"], 1);
@@ -181,17 +196,16 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
   // A budget the learners cannot spend during the outage even on a loaded machine (with 1.5M
   // tokens a learner once reached its last step while the syncer was away and left without a
   // syncer_back).
-  const auto dir = workdir("kill_syncer", "{ tokens = 4000000 }");
-  const fs::path run = dir / "run";
-  pid_t launch = 0;
-  ASSERT_NO_FATAL_FAILURE(launch_until_merging(dir, launch));
+  tiny_run cluster;
+  ASSERT_NO_FATAL_FAILURE(launch_until_merging("kill_syncer", "{ tokens = 4000000 }", cluster));
   // Every learner has stepped (a row of its own in learner_loss.csv) before the kill: a learner
   // that (re)joined just before it has no model yet and could not step during the outage (seen
   // under load, where a 1 s connection timeout can drop a link and a learner rejoins late).
-  ASSERT_TRUE(every_learner_stepped(run, 3, 30)) << "not every learner stepped before the kill";
-  ASSERT_NO_FATAL_FAILURE(kill_node(run, "syncer"));
-  EXPECT_EQ(wait_for(launch, 90), 0) << text(dir / "launch.out");
-  const auto evs = events(run / "events.jsonl");
+  ASSERT_TRUE(every_learner_stepped(cluster.run, 3, 30))
+      << "not every learner stepped before the kill";
+  ASSERT_NO_FATAL_FAILURE(kill_node(cluster.run, "syncer"));
+  EXPECT_EQ(wait_for(cluster.launch, 90), 0) << text(cluster.dir / "launch.out");
+  const auto evs = events(cluster.run / "events.jsonl");
   // The same port both times.
   std::vector<int> ports;
   for (const auto& e : evs)
@@ -216,7 +230,8 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
   expect_versions_increase(evs);
   // Every learner kept stepping while the syncer was down, and rejoined.
   for (int k = 0; k < 3; ++k) {
-    const auto node = events(run / "nodes" / ("learner-" + std::to_string(k)) / "events.jsonl");
+    const auto node =
+        events(cluster.run / "nodes" / ("learner-" + std::to_string(k)) / "events.jsonl");
     json lost, back;
     for (const auto& e : node) {
       if (e["event"] == "syncer_lost" && lost.is_null()) lost = e;
@@ -230,7 +245,7 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
     for (auto& [id, step] : lost["steps"].items())
       EXPECT_GT(back["steps"][id].get<uint64_t>(), step.get<uint64_t>()) << "learner " << id;
   }
-  const auto summary = json::parse(text(run / "summary.json"));
+  const auto summary = json::parse(text(cluster.run / "summary.json"));
   EXPECT_TRUE(summary.value("resumed", false));
   EXPECT_EQ(summary.value("parts", 0), 2);
   EXPECT_GE(summary["tokens"].get<uint64_t>(), 1500000u);
@@ -242,7 +257,7 @@ TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never
   // Every learner rejoined the restarted syncer live while stepping; each
   // of its steps is counted once (also the step it makes while its rejoin is in flight): tokens =
   // steps × batch 4 × context 32, per learner and in summary.json.
-  const auto record = json::parse(text(run / "monitor.json"));
+  const auto record = json::parse(text(cluster.run / "monitor.json"));
   uint64_t tokens = 0;
   for (const auto& l : record["learners"]) {
     const uint64_t t =
@@ -269,12 +284,12 @@ TEST(cluster_process, three_syncer_kills_right_after_each_rejoin_lose_no_token) 
   // machine's 1500 steps a second per learner becomes about 500 — about 24 s against about 12 s
   // for three outages and rejoins; a loaded one takes longer (the wait below allows 400 s).
   constexpr uint64_t steps = 12000;
-  const auto dir = workdir("kill_syncer_thrice", "{ steps = " + std::to_string(steps) + " }");
-  const fs::path run = dir / "run";
-  const pid_t launch =
-      launch_tiny(dir, {"--syncer-restart-delay", "2", "--set", "learners.speed={3, 3, 3}"});
-  ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
-  ASSERT_TRUE(every_learner_stepped(run, 3, 30)) << "not every learner stepped before the kill";
+  tiny_run cluster;
+  ASSERT_NO_FATAL_FAILURE(launch_until_joined(
+      "kill_syncer_thrice", "{ steps = " + std::to_string(steps) + " }",
+      {"--syncer-restart-delay", "2", "--set", "learners.speed={3, 3, 3}"}, 0, cluster));
+  ASSERT_TRUE(every_learner_stepped(cluster.run, 3, 30))
+      << "not every learner stepped before the kill";
   // Per part (1 = the first resume): the learners that rejoined it live, and those that left
   // (spent their budget) by now. Learners step on through each outage, so on a loaded machine
   // they may finish before the third kill: a part is ready to be killed once every learner
@@ -282,7 +297,7 @@ TEST(cluster_process, three_syncer_kills_right_after_each_rejoin_lose_no_token) 
   auto part_state = [&](int part) {
     int resumes = 0;
     std::set<int> rejoined, left;
-    for (const auto& e : events(run / "events.jsonl")) {
+    for (const auto& e : events(cluster.run / "events.jsonl")) {
       if (e["event"] == "resume") ++resumes;
       if (e["event"] == "leave") left.insert(e["learner"].get<int>());
       if (resumes == part && e["event"] == "rejoin" && e.value("live", false))
@@ -290,7 +305,7 @@ TEST(cluster_process, three_syncer_kills_right_after_each_rejoin_lose_no_token) 
     }
     return std::make_pair(rejoined, left);
   };
-  int victim = pid_of(run, "syncer");
+  int victim = pid_of(cluster.run, "syncer");
   ASSERT_GT(victim, 0);
   ASSERT_EQ(::kill(victim, SIGKILL), 0);
   int kills = 1;
@@ -304,23 +319,23 @@ TEST(cluster_process, three_syncer_kills_right_after_each_rejoin_lose_no_token) 
     };
     while (!ready() && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    ASSERT_TRUE(ready()) << "part " << part << "\n" << text(dir / "launch.out");
+    ASSERT_TRUE(ready()) << "part " << part << "\n" << text(cluster.dir / "launch.out");
     if (part_state(part).second.size() == 3) break;  // every learner spent its budget
     std::this_thread::sleep_for(std::chrono::milliseconds(200));
-    victim = pid_of(run, "syncer");
+    victim = pid_of(cluster.run, "syncer");
     // The learners may spend their budget in those 0.2 s, and the run end with them.
     if (victim <= 0 || ::kill(victim, SIGKILL) != 0) break;
     ++kills;
     std::printf("syncer killed 0.2 s after the rejoins of part %d\n", part);
   }
   EXPECT_GE(kills, 3) << "the learners finished before the kills right after their rejoins";
-  ASSERT_EQ(wait_for(launch, 400), 0) << text(dir / "launch.out");
-  const auto summary = json::parse(text(run / "summary.json"));
+  ASSERT_EQ(wait_for(cluster.launch, 400), 0) << text(cluster.dir / "launch.out");
+  const auto summary = json::parse(text(cluster.run / "summary.json"));
   // One part per kill, or one more when the last kill's syncer came back before the learners
   // finished (the last kill may end a part that had written the summary).
   EXPECT_GE(summary.value("parts", 0), kills) << summary.dump();
   EXPECT_EQ(summary["tokens"].get<uint64_t>(), 3u * steps * 4u * 32u);
-  const auto record = json::parse(text(run / "monitor.json"));
+  const auto record = json::parse(text(cluster.run / "monitor.json"));
   for (const auto& l : record["learners"]) {
     EXPECT_EQ(l["step"].get<uint64_t>(), steps) << "learner " << l["learner"];
     EXPECT_EQ(l["tokens_before"].get<uint64_t>() + l["tokens_this_incarnation"].get<uint64_t>(),
@@ -328,7 +343,7 @@ TEST(cluster_process, three_syncer_kills_right_after_each_rejoin_lose_no_token) 
         << "learner " << l["learner"];
   }
   {
-    std::istringstream rows(text(run / "learner_loss.csv"));
+    std::istringstream rows(text(cluster.run / "learner_loss.csv"));
     std::string row;
     std::getline(rows, row);  // wall_time,learner,incarnation,step,tokens,loss,lr
     std::map<int, uint64_t> last;
@@ -347,10 +362,10 @@ TEST(cluster_process, three_syncer_kills_right_after_each_rejoin_lose_no_token) 
     }
     EXPECT_GT(n, 0u);
   }
-  const pid_t report = spawn(dir, {DD_CHAOS_BIN, "report", "run", "--json", "report.json"},
-                             (dir / "report.out").string());
+  const pid_t report = spawn(cluster.dir, {DD_CHAOS_BIN, "report", "run", "--json", "report.json"},
+                             (cluster.dir / "report.out").string());
   ASSERT_GE(wait_for(report, 60), 0);
-  const auto r = json::parse(text(dir / "report.json"));
+  const auto r = json::parse(text(cluster.dir / "report.json"));
   std::string tokens_verdict;
   for (const auto& i : r["invariants"])
     if (i["name"] == "tokens_match_steps") tokens_verdict = i["verdict"].get<std::string>();
@@ -373,20 +388,19 @@ TEST(cluster_process, three_syncer_kills_right_after_each_rejoin_lose_no_token) 
 // rejoins the resumed syncer, and its learners rejoin live (reporting the steps and tokens of the
 // outage) and then leave, so the run completes with every step counted.
 TEST(cluster_process, learners_that_finish_while_the_syncer_is_down_leave_after_it_is_back) {
-  const auto dir = workdir("finish_in_outage", "{ steps = 2000 }");
-  const fs::path run = dir / "run";
-  const pid_t launch = launch_tiny(dir);
-  ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
-  ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 10, 30));
+  tiny_run cluster;
+  ASSERT_NO_FATAL_FAILURE(
+      launch_until_joined("finish_in_outage", "{ steps = 2000 }", {}, 10, cluster));
   // A learner killed before its first step has no model and cannot train during the outage.
-  ASSERT_TRUE(every_learner_stepped(run, 3, 30)) << "not every learner stepped before the kill";
+  ASSERT_TRUE(every_learner_stepped(cluster.run, 3, 30))
+      << "not every learner stepped before the kill";
   // Killed and held down (the launcher's `hold`) until every learner has finished.
   const pid_t chaos =
-      spawn(dir, {DD_CHAOS_BIN, "kill", "node:syncer", "--for", "150s", "--run-dir", "run"},
-            (dir / "chaos.out").string());
-  ASSERT_EQ(wait_for(chaos, 20), 0) << text(dir / "chaos.out");
+      spawn(cluster.dir, {DD_CHAOS_BIN, "kill", "node:syncer", "--for", "150s", "--run-dir", "run"},
+            (cluster.dir / "chaos.out").string());
+  ASSERT_EQ(wait_for(chaos, 20), 0) << text(cluster.dir / "chaos.out");
   auto node_events = [&](int k) {
-    return events(run / "nodes" / ("learner-" + std::to_string(k)) / "events.jsonl");
+    return events(cluster.run / "nodes" / ("learner-" + std::to_string(k)) / "events.jsonl");
   };
   auto finished_in_outage = [&](int k) {
     bool lost = false;
@@ -406,14 +420,14 @@ TEST(cluster_process, learners_that_finish_while_the_syncer_is_down_leave_after_
   // Every learner process waits for the syncer instead of exiting.
   std::this_thread::sleep_for(std::chrono::seconds(2));
   for (int k = 0; k < 3; ++k) {
-    const int pid = pid_of(run, "learner-" + std::to_string(k));
+    const int pid = pid_of(cluster.run, "learner-" + std::to_string(k));
     EXPECT_GT(pid, 0) << "learner-" << k << " exited with its leave undelivered";
   }
-  const pid_t heal =
-      spawn(dir, {DD_CHAOS_BIN, "heal", "--run-dir", "run"}, (dir / "heal.out").string());
-  EXPECT_EQ(wait_for(heal, 20), 0) << text(dir / "heal.out");
-  EXPECT_EQ(wait_for(launch, 90), 0) << text(dir / "launch.out");
-  const auto evs = events(run / "events.jsonl");
+  const pid_t heal = spawn(cluster.dir, {DD_CHAOS_BIN, "heal", "--run-dir", "run"},
+                           (cluster.dir / "heal.out").string());
+  EXPECT_EQ(wait_for(heal, 20), 0) << text(cluster.dir / "heal.out");
+  EXPECT_EQ(wait_for(cluster.launch, 90), 0) << text(cluster.dir / "launch.out");
+  const auto evs = events(cluster.run / "events.jsonl");
   // After the resume each learner rejoined live and then left at its last step.
   bool resumed = false;
   std::set<int> rejoined, left;
@@ -454,31 +468,31 @@ TEST(cluster_process, learners_that_finish_while_the_syncer_is_down_leave_after_
   }
   expect_versions_increase(evs);
   // Every step of both parts counted once: 3 learners × 2000 steps × batch 4 × context 32.
-  const auto record = json::parse(text(run / "monitor.json"));
+  const auto record = json::parse(text(cluster.run / "monitor.json"));
   for (const auto& l : record["learners"]) {
     EXPECT_EQ(l["step"].get<uint64_t>(), 2000u) << "learner " << l["learner"];
     EXPECT_TRUE(l["finished"].get<bool>()) << "learner " << l["learner"];
   }
-  const auto summary = json::parse(text(run / "summary.json"));
+  const auto summary = json::parse(text(cluster.run / "summary.json"));
   EXPECT_TRUE(summary.value("resumed", false));
   EXPECT_EQ(summary["tokens"].get<uint64_t>(), 3u * 2000u * 4u * 32u);
 }
 
 TEST(cluster_process, a_learner_black_holed_for_20_s_rejoins_within_the_backoff_cap_plus_2_s) {
-  const auto dir = workdir("blackhole", "{ seconds = 40 }");
-  const fs::path run = dir / "run";
   const double cap = 4.0;
-  const pid_t launch = launch_tiny(dir, {"--via-proxy", "--learner-backoff-cap", "4"});
-  ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
+  tiny_run cluster;
+  ASSERT_NO_FATAL_FAILURE(launch_until_joined(
+      "blackhole", "{ seconds = 40 }", {"--via-proxy", "--learner-backoff-cap", "4"}, 0, cluster));
   std::this_thread::sleep_for(std::chrono::seconds(1));
   const double start = wall_now();
-  const pid_t chaos = spawn(
-      dir, {DD_CHAOS_BIN, "net", "blackhole", "learner:1", "--for", "20s", "--run-dir", "run"},
-      (dir / "chaos.out").string());
-  EXPECT_EQ(wait_for(chaos, 20), 0) << text(dir / "chaos.out");
+  const pid_t chaos =
+      spawn(cluster.dir,
+            {DD_CHAOS_BIN, "net", "blackhole", "learner:1", "--for", "20s", "--run-dir", "run"},
+            (cluster.dir / "chaos.out").string());
+  EXPECT_EQ(wait_for(chaos, 20), 0) << text(cluster.dir / "chaos.out");
   const double healed = start + 20.0;
-  EXPECT_EQ(wait_for(launch, 90), 0) << text(dir / "launch.out");
-  const auto node = events(run / "nodes" / "learner-1" / "events.jsonl");
+  EXPECT_EQ(wait_for(cluster.launch, 90), 0) << text(cluster.dir / "launch.out");
+  const auto node = events(cluster.run / "nodes" / "learner-1" / "events.jsonl");
   double lost = -1, back = -1;
   for (const auto& e : node) {
     if (e["event"] == "syncer_lost" && lost < 0) lost = e["time"].get<double>();
@@ -490,7 +504,7 @@ TEST(cluster_process, a_learner_black_holed_for_20_s_rejoins_within_the_backoff_
               lost - start, back - healed, cap);
   EXPECT_LT(back - healed, cap + 2.0);
   EXPECT_GT(back, healed - 0.5);  // not before the heal: the link really was cut
-  const auto evs = events(run / "events.jsonl");
+  const auto evs = events(cluster.run / "events.jsonl");
   bool rejoined = false;
   for (const auto& e : evs)
     if (e["event"] == "rejoin" && e["learner"] == 1 && e["live"].get<bool>()) rejoined = true;
@@ -499,23 +513,20 @@ TEST(cluster_process, a_learner_black_holed_for_20_s_rejoins_within_the_backoff_
 }
 
 TEST(cluster_process, a_paused_learner_is_live_again_soon_after_sigcont_and_its_pushes_are_merged) {
-  const auto dir = workdir("pause", "{ seconds = 20 }");
-  const fs::path run = dir / "run";
-  const pid_t launch = launch_tiny(dir);
-  ASSERT_TRUE(wait_events(run / "events.jsonl", "join", 3, 30)) << text(dir / "launch.out");
-  ASSERT_TRUE(wait_events(run / "events.jsonl", "merge", 5, 30));
-  const int victim = pid_of(run, "learner-1");
+  tiny_run cluster;
+  ASSERT_NO_FATAL_FAILURE(launch_until_joined("pause", "{ seconds = 20 }", {}, 5, cluster));
+  const int victim = pid_of(cluster.run, "learner-1");
   ASSERT_GT(victim, 0);
   const double stopped_at = wall_now();
   ASSERT_EQ(::kill(victim, SIGSTOP), 0);
   // Held past the syncer's connection timeout (1 s), so the syncer drops it.
-  ASSERT_TRUE(wait_events(run / "events.jsonl", "failure", 1, 10));
+  ASSERT_TRUE(wait_events(cluster.run / "events.jsonl", "failure", 1, 10));
   std::this_thread::sleep_until(std::chrono::steady_clock::now() +
                                 std::chrono::duration<double>(4.0 - (wall_now() - stopped_at)));
   const double continued_at = wall_now();
   ASSERT_EQ(::kill(victim, SIGCONT), 0);
-  EXPECT_EQ(wait_for(launch, 60), 0) << text(dir / "launch.out");
-  const auto evs = events(run / "events.jsonl");
+  EXPECT_EQ(wait_for(cluster.launch, 60), 0) << text(cluster.dir / "launch.out");
+  const auto evs = events(cluster.run / "events.jsonl");
   double failed_at = -1, rejoined_at = -1, merged_at = -1;
   for (const auto& e : evs) {
     if (e["event"] == "failure" && e.value("learner", -1) == 1 && failed_at < 0)
@@ -539,7 +550,7 @@ TEST(cluster_process, a_paused_learner_is_live_again_soon_after_sigcont_and_its_
   EXPECT_LT(rejoined_at - continued_at, 3.0);
   // Before the fix its pushes went to the dead proxies of the owners: never merged again.
   EXPECT_GT(merged_at, 0) << "learner 1 rejoined but none of its pushes was merged";
-  const auto node = events(run / "nodes" / "learner-1" / "events.jsonl");
+  const auto node = events(cluster.run / "nodes" / "learner-1" / "events.jsonl");
   bool lost = false, back = false;
   for (const auto& e : node) {
     if (e["event"] == "syncer_lost") lost = true;
@@ -559,14 +570,12 @@ TEST(cluster_process, a_resumed_syncer_rebuilds_a_damaged_fragment_from_a_learne
   // A budget the learners cannot spend while the syncer is down (they step ~1 ms apart on
   // this model, 3 learners: about 0.4M tokens a second, and the outage lasts about 3 s): they
   // must still be there to hand over their copies.
-  const auto dir = workdir("rebuild", "{ tokens = 5000000 }");
-  const fs::path run = dir / "run";
-  pid_t launch = 0;
-  ASSERT_NO_FATAL_FAILURE(launch_until_merging(dir, launch));
-  ASSERT_NO_FATAL_FAILURE(kill_node(run, "syncer"));
+  tiny_run cluster;
+  ASSERT_NO_FATAL_FAILURE(launch_until_merging("rebuild", "{ tokens = 5000000 }", cluster));
+  ASSERT_NO_FATAL_FAILURE(kill_node(cluster.run, "syncer"));
   std::this_thread::sleep_for(std::chrono::milliseconds(300));  // gone before the damage
   {
-    const fs::path ck = run / "checkpoints" / "owner_1.ddck";
+    const fs::path ck = cluster.run / "checkpoints" / "owner_1.ddck";
     ASSERT_TRUE(fs::exists(ck));
     std::fstream f(ck, std::ios::in | std::ios::out | std::ios::binary);
     f.seekp(static_cast<std::streamoff>(fs::file_size(ck) / 2));
@@ -575,8 +584,8 @@ TEST(cluster_process, a_resumed_syncer_rebuilds_a_damaged_fragment_from_a_learne
   // A deadline, not a speed check: 8M tokens finished inside 90 s in earlier CI landings, but on a
   // slower machine (52k tokens/s, with or without the tensor channel) 8M took over
   // 140 s, hence 5M; 140 s keeps the whole case inside its 180 s ctest TIMEOUT.
-  EXPECT_EQ(wait_for(launch, 140), 0) << text(dir / "launch.out");
-  const auto evs = events(run / "events.jsonl");
+  EXPECT_EQ(wait_for(cluster.launch, 140), 0) << text(cluster.dir / "launch.out");
+  const auto evs = events(cluster.run / "events.jsonl");
   uint64_t before1 = 0;
   bool resumed = false, rebuilt = false, restored0 = false, reset = false;
   for (const auto& e : evs) {
@@ -598,7 +607,7 @@ TEST(cluster_process, a_resumed_syncer_rebuilds_a_damaged_fragment_from_a_learne
   EXPECT_TRUE(restored0);
   EXPECT_FALSE(reset);
   expect_versions_increase(evs);
-  const auto summary = json::parse(text(run / "summary.json"));
+  const auto summary = json::parse(text(cluster.run / "summary.json"));
   EXPECT_FALSE(summary.contains("degraded")) << summary.dump();
   EXPECT_FALSE(summary.value("failed", false)) << summary.dump();
 }
