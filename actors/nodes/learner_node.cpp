@@ -468,15 +468,11 @@ void learner_node_shell::spawn_learners() {
   node.log = log_.get();
   node.faults = hooks_.get();
   node.gate = gate_.get();
-  sctx_ = std::make_shared<supervisor_config>();
-  sctx_->kind = child_kind::learner;
-  sctx_->restart = exp_.restart;
-  supervisor_services sup_services;
-  sup_services.log = log_.get();
-  sup_services.fault_downtime = respawn_downtime_hook(hooks_.get(), /*owner=*/false);
   // The node's main loop stands for the job (a blocking actor: typed by cast, it handles both
   // reports of run_until_done).
-  sctx_->job = caf::actor_cast<supervisor_report_hdl>(self_);
+  sctx_ = std::make_shared<supervisor_config>(supervisor_config_of(
+      exp_, child_kind::learner, caf::actor_cast<supervisor_report_hdl>(self_)));
+  supervisor_services sup_services = supervisor_services_of(node, child_kind::learner);
   for (auto id : ids_) {
     auto c = std::make_shared<learner_config>(learner_config_of(
         exp_, id, steps_, plan_, threads_, monitor_, rd_.text.get(), rd_.images.get()));
@@ -681,17 +677,13 @@ supervisor_hdl spawn_local_learners(caf::local_actor* self, const supervisor_rep
   const auto& e = setup.exp;
   const bool sim = setup.options.simulated_time;
   const int M = e.learners.count;
-  auto lctx = std::make_shared<supervisor_config>();
-  lctx->kind = child_kind::learner;
-  lctx->restart = e.restart;
-  lctx->job = job;
-  supervisor_services sup_services;
-  sup_services.log = setup.log.get();
-  sup_services.fault_downtime = respawn_downtime_hook(setup.faults.get(), /*owner=*/false);
+  auto lctx =
+      std::make_shared<supervisor_config>(supervisor_config_of(e, child_kind::learner, job));
   node_services node;
   node.log = setup.log.get();
   node.faults = setup.faults.get();
   node.gate = setup.gate.get();
+  supervisor_services sup_services = supervisor_services_of(node, child_kind::learner);
   const learner_services svc = learner_services_of(node);
   for (int i = 0; i < M; ++i) {
     auto lc = std::make_shared<learner_config>(

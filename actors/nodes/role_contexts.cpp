@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "actors/services/fault_hooks.hpp"
+
 namespace dd::actors {
 
 learner_config learner_config_of(const config::experiment& e, int32_t i, uint64_t steps_per_learner,
@@ -75,6 +77,22 @@ learner_services learner_services_of(const node_services& node) {
   s.link.faults = node.faults;
   s.link.log = node.log;
   s.link.channel = node.channel;
+  return s;
+}
+
+supervisor_config supervisor_config_of(const config::experiment& e, child_kind kind,
+                                       supervisor_report_hdl job) {
+  supervisor_config c;
+  c.kind = kind;
+  c.restart = e.restart;
+  c.job = std::move(job);
+  return c;
+}
+
+supervisor_services supervisor_services_of(const node_services& node, child_kind kind) {
+  supervisor_services s;
+  s.log = node.log;
+  s.fault_downtime = respawn_downtime_hook(node.faults, kind == child_kind::owner);
   return s;
 }
 

@@ -1,12 +1,12 @@
 // actors/nodes/role_contexts.hpp — what each role is configured with, built from a resolved
-// experiment (runtime/config/experiment.hpp): the health monitor's, a fragment owner's, a learner's
-// and the evaluator's. One place, used by the job (actors/nodes/job.cpp), the learner node
-// (actors/nodes/learner_node.cpp), the tests and the benchmarks, so a learner built in another
-// process from its join reply is configured exactly like one built in-process. Each function fills
-// what the experiment decides; the caller fills the run's own fields (peers, paths, run identity).
-// A role's services (the node's run log, fault hooks, gate, channel route) are not configuration:
-// the node hands them to the role beside it (actors/services/node_services.hpp). Pure functions of
-// their arguments; any thread.
+// experiment (runtime/config/experiment.hpp): the health monitor's, a fragment owner's, a
+// learner's, the evaluator's and a supervisor's. One place, used by the job (actors/nodes/job.cpp),
+// the learner node (actors/nodes/learner_node.cpp), the tests and the benchmarks, so a learner
+// built in another process from its join reply is configured exactly like one built in-process.
+// Each function fills what the experiment decides; the caller fills the run's own fields (peers,
+// paths, run identity). A role's services (the node's run log, fault hooks, gate, channel route)
+// are not configuration: the node hands them to the role beside it
+// (actors/services/node_services.hpp). Pure functions of their arguments; any thread.
 #pragma once
 
 #include <cstdint>
@@ -20,6 +20,7 @@
 #include "actors/roles/health_monitor.hpp"
 #include "actors/roles/learner.hpp"
 #include "actors/roles/owner_core.hpp"
+#include "actors/roles/supervisor.hpp"
 #include "actors/services/node_services.hpp"
 #include "runtime/config/experiment.hpp"
 #include "runtime/data.hpp"
@@ -41,6 +42,15 @@ learner_config learner_config_of(const config::experiment& e, int32_t id,
 /// A learner's services from its node's: the event sink, the fault hook at its step and on its
 /// pushes (the link's filter), the compute gate, the channel route.
 learner_services learner_services_of(const node_services& node);
+
+/// A supervisor's configuration for `kind` children of `e`: the experiment's restart policy, its
+/// reports to `job`. The children are the caller's.
+supervisor_config supervisor_config_of(const config::experiment& e, child_kind kind,
+                                       supervisor_report_hdl job);
+
+/// A supervisor's services from its node's: the event sink, and the least downtime the node's
+/// kill faults ask for before a `kind` child is respawned.
+supervisor_services supervisor_services_of(const node_services& node, child_kind kind);
 
 /// The health monitor's configuration from `e` with `fragments` owners: M learners, the token
 /// budget (0 unless budget.tokens), the experiment JSON of the join replies, group-aligned

@@ -61,13 +61,11 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
       self->spawn(health_monitor, std::shared_ptr<const monitor_config>(mctx), std::move(msvc));
 
   // Fragment owners.
-  auto octx = std::make_shared<supervisor_config>();
-  octx->kind = child_kind::owner;
-  octx->restart = e.restart;
-  octx->job = job;
-  supervisor_services osup;
-  osup.log = setup.log.get();
-  osup.fault_downtime = respawn_downtime_hook(setup.faults.get(), /*owner=*/true);
+  auto octx = std::make_shared<supervisor_config>(supervisor_config_of(e, child_kind::owner, job));
+  node_services owner_node;
+  owner_node.log = setup.log.get();
+  owner_node.faults = setup.faults.get();
+  supervisor_services osup = supervisor_services_of(owner_node, child_kind::owner);
   const std::string ckpt_dir = checkpoint_dir_of(setup.run_dir, e.checkpoint.dir);
   for (int p = 0; p < P; ++p) {
     auto c = std::make_shared<owner_config>();
