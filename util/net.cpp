@@ -25,6 +25,24 @@ sockaddr_in loopback(uint16_t port) {
 
 }  // namespace
 
+void addrinfo_free::operator()(addrinfo* a) const { ::freeaddrinfo(a); }
+
+addresses resolve_tcp(const std::string& host, uint16_t port, int family, bool passive,
+                      std::string& why) {
+  addrinfo hints{};
+  hints.ai_family = family;
+  hints.ai_socktype = SOCK_STREAM;
+  if (passive) hints.ai_flags = AI_PASSIVE;
+  addrinfo* res = nullptr;
+  const std::string service = std::to_string(port);
+  const char* node = passive && host.empty() ? nullptr : host.c_str();
+  if (int rc = ::getaddrinfo(node, service.c_str(), &hints, &res); rc != 0) {
+    why = "cannot resolve '" + host + "': " + gai_strerror(rc);
+    return nullptr;
+  }
+  return addresses(res);
+}
+
 int listen_loopback(uint16_t port, uint16_t* bound, bool nonblocking, int backlog) {
   const int fd =
       ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0);
@@ -46,17 +64,8 @@ int listen_loopback(uint16_t port, uint16_t* bound, bool nonblocking, int backlo
 
 int listen_tcp(const std::string& host, uint16_t port, uint16_t* bound, bool nonblocking,
                std::string& why, int backlog) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  const std::string service = std::to_string(port);
-  if (int rc = ::getaddrinfo(host.empty() ? nullptr : host.c_str(), service.c_str(), &hints, &res);
-      rc != 0) {
-    why = "cannot resolve '" + host + "': " + gai_strerror(rc);
-    return -1;
-  }
+  const addresses res = resolve_tcp(host, port, AF_INET, /*passive=*/true, why);
+  if (!res) return -1;
   const int fd =
       ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | (nonblocking ? SOCK_NONBLOCK : 0), 0);
   const int one = 1;
@@ -65,12 +74,10 @@ int listen_tcp(const std::string& host, uint16_t port, uint16_t* bound, bool non
   if (fd < 0 || ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
       ::bind(fd, res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd, backlog) != 0 ||
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-    why = "cannot listen on " + host + ":" + service + ": " + errno_text(errno);
-    ::freeaddrinfo(res);
+    why = "cannot listen on " + host + ":" + std::to_string(port) + ": " + errno_text(errno);
     if (fd >= 0) ::close(fd);
     return -1;
   }
-  ::freeaddrinfo(res);
   if (bound != nullptr) *bound = ntohs(a.sin_port);
   return fd;
 }

@@ -1,15 +1,32 @@
-// util/net.hpp — the socket plumbing every process of the project shares: loopback listeners
-// and connections, a free port, and writes that resume partial writes. POSIX only; any thread.
-// Errors: -1 with errno set (sockets), the errno (writes).
+// util/net.hpp — the socket plumbing every process of the project shares: name resolution,
+// loopback listeners and connections, a free port, and writes that resume partial writes. POSIX
+// only; any thread. Errors: -1 with errno set (sockets), the errno (writes).
 #pragma once
 
 #include <sys/uio.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 
+struct addrinfo;
+
 namespace dd::util {
+
+/// Frees a getaddrinfo list.
+struct addrinfo_free {
+  void operator()(addrinfo* a) const;
+};
+
+/// The addresses getaddrinfo returned (a list through ai_next), freed with the handle.
+using addresses = std::unique_ptr<addrinfo, addrinfo_free>;
+
+/// The TCP stream addresses of `host`:`port` in `family` (AF_INET, AF_INET6 or AF_UNSPEC);
+/// `passive`: to bind (an empty host is then every interface). Null on failure, with `why` =
+/// "cannot resolve 'HOST': REASON".
+addresses resolve_tcp(const std::string& host, uint16_t port, int family, bool passive,
+                      std::string& why);
 
 /// A listening TCP socket on 127.0.0.1:`port` (0 = any free port), close-on-exec, SO_REUSEADDR,
 /// non-blocking when `nonblocking`; the bound port in `*bound` (may be null). -1 (errno set).

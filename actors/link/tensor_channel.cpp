@@ -624,14 +624,9 @@ void tensor_channel_hub::accept(int fd, std::string peer, std::vector<uint8_t> f
 status tensor_channel_hub::connect(const std::string& host, uint16_t port,
                                    const caf::node_id& remote) {
   const double deadline = now_s() + opts_.handshake_timeout_s;
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const std::string service = std::to_string(port);
-  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0)
-    return {errc::io,
-            fmt::format("tensor channel: cannot resolve '{}': {}", host, gai_strerror(rc))};
+  std::string unresolved;
+  const auto res = util::resolve_tcp(host, port, AF_INET, /*passive=*/false, unresolved);
+  if (!res) return {errc::io, "tensor channel: " + unresolved};
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   const std::string where = fmt::format("{}:{}", host, port);
   auto fail = [&](errc code, const std::string& why) -> status {
@@ -643,7 +638,6 @@ status tensor_channel_hub::connect(const std::string& host, uint16_t port,
     return {code, fmt::format("tensor channel to {}: {}", where, why)};
   };
   const int rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
-  ::freeaddrinfo(res);
   if (rc != 0 && errno != EINPROGRESS) return fail(errc::io, "connect: " + errno_text(errno));
   if (rc != 0) {
     pollfd p{fd, POLLOUT, 0};

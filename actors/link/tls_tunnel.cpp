@@ -46,18 +46,11 @@ void set_timeouts(int fd, double s) {
 
 /// A blocking TCP connection to host:port with the handshake timeout; -1 and `why` on failure.
 int dial(const std::string& host, uint16_t port, double timeout_s, std::string& why) {
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); rc != 0) {
-    why = fmt::format("cannot resolve '{}': {}", host, gai_strerror(rc));
-    return -1;
-  }
+  const auto res = util::resolve_tcp(host, port, AF_INET, /*passive=*/false, why);
+  if (!res) return -1;
   const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   set_timeouts(fd, timeout_s);
   const int rc = ::connect(fd, res->ai_addr, res->ai_addrlen);
-  ::freeaddrinfo(res);
   if (rc != 0) {
     why = fmt::format("connect to {}:{}: {}", host, port, std::strerror(errno));
     ::close(fd);

@@ -24,6 +24,7 @@
 
 #include "actors/link/atoms.hpp"
 #include "actors/link/join_auth.hpp"
+#include "util/net.hpp"
 
 namespace dd::actors {
 
@@ -39,16 +40,12 @@ bool tcp_reachable(const std::string& host, uint16_t port, double timeout_s, std
     if (why != nullptr) *why = std::move(w);
     return false;
   };
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const std::string service = std::to_string(port);
-  if (int rc = ::getaddrinfo(host.c_str(), service.c_str(), &hints, &res); rc != 0)
-    return fail(fmt::format("cannot resolve '{}': {}", host, gai_strerror(rc)));
+  std::string unresolved;
+  const auto res = util::resolve_tcp(host, port, AF_UNSPEC, /*passive=*/false, unresolved);
+  if (!res) return fail(unresolved);
   std::string last = "no address";
   bool ok = false;
-  for (addrinfo* a = res; a != nullptr && !ok; a = a->ai_next) {
+  for (addrinfo* a = res.get(); a != nullptr && !ok; a = a->ai_next) {
     int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
     int rc = ::connect(fd, a->ai_addr, a->ai_addrlen);
@@ -73,7 +70,6 @@ bool tcp_reachable(const std::string& host, uint16_t port, double timeout_s, std
     }
     ::close(fd);
   }
-  ::freeaddrinfo(res);
   if (!ok) return fail(fmt::format("{}:{}: {}", host, port, last));
   return true;
 }
@@ -81,17 +77,13 @@ bool tcp_reachable(const std::string& host, uint16_t port, double timeout_s, std
 int shutdown_connections_to(const std::vector<std::pair<std::string, uint16_t>>& peers) {
   std::vector<sockaddr_storage> want;
   for (const auto& [host, port] : peers) {
-    addrinfo hints{};
-    hints.ai_family = AF_UNSPEC;
-    hints.ai_socktype = SOCK_STREAM;
-    addrinfo* res = nullptr;
-    if (::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res) != 0) continue;
-    for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+    std::string unresolved;  // a peer that does not resolve has no connection to shut down
+    const auto res = util::resolve_tcp(host, port, AF_UNSPEC, /*passive=*/false, unresolved);
+    for (addrinfo* a = res.get(); a != nullptr; a = a->ai_next) {
       sockaddr_storage s{};
       std::memcpy(&s, a->ai_addr, std::min<size_t>(a->ai_addrlen, sizeof s));
       want.push_back(s);
     }
-    ::freeaddrinfo(res);
   }
   auto same = [](const sockaddr_storage& a, const sockaddr_storage& b) {
     if (a.ss_family != b.ss_family) return false;

@@ -19,6 +19,7 @@
 #include <fmt/format.h>
 
 #include "actors/link/join_auth.hpp"
+#include "util/net.hpp"
 
 namespace dd::actors {
 
@@ -39,17 +40,12 @@ chaos_endpoint::chaos_endpoint(chaos_endpoint_options options, fault_hooks* hook
         fmt::format("--chaos-endpoint {}:{}: not a loopback address; the chaos endpoint listens on "
                     "127.0.0.1 only until nodes authenticate",
                     o_.host, o_.port));
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_PASSIVE;
-  addrinfo* res = nullptr;
-  const std::string service = std::to_string(o_.port);
-  if (int rc = ::getaddrinfo(o_.host.c_str(), service.c_str(), &hints, &res); rc != 0)
-    throw std::runtime_error(
-        fmt::format("chaos endpoint {}:{}: {}", o_.host, o_.port, gai_strerror(rc)));
-  std::string why = "no address";
-  for (addrinfo* a = res; a != nullptr; a = a->ai_next) {
+  std::string why;
+  const auto res = util::resolve_tcp(o_.host, o_.port, AF_UNSPEC, /*passive=*/true, why);
+  if (!res)
+    throw std::runtime_error(fmt::format("chaos endpoint {}:{}: {}", o_.host, o_.port, why));
+  why = "no address";
+  for (addrinfo* a = res.get(); a != nullptr; a = a->ai_next) {
     int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) continue;
     int one = 1;
@@ -66,7 +62,6 @@ chaos_endpoint::chaos_endpoint(chaos_endpoint_options options, fault_hooks* hook
     why = std::strerror(errno);
     ::close(fd);
   }
-  ::freeaddrinfo(res);
   if (listen_fd_ < 0)
     throw std::runtime_error(
         fmt::format("chaos endpoint: cannot listen on {}:{}: {}", o_.host, o_.port, why));

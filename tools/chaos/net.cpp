@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "actors/link/join_auth.hpp"
+#include "util/net.hpp"
 
 namespace dd::chaos {
 
@@ -21,15 +22,10 @@ sockaddr_in resolve_ipv4(const host_port& hp) {
   a.sin_family = AF_INET;
   a.sin_port = htons(hp.port);
   if (::inet_pton(AF_INET, hp.host.c_str(), &a.sin_addr) == 1) return a;
-  addrinfo hints{};
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  const int rc = ::getaddrinfo(hp.host.c_str(), nullptr, &hints, &res);
-  if (rc != 0 || !res)
-    throw chaos_error(fmt::format("{}: cannot resolve host: {}", hp.str(), ::gai_strerror(rc)));
-  a.sin_addr = reinterpret_cast<sockaddr_in*>(res->ai_addr)->sin_addr;
-  ::freeaddrinfo(res);
+  std::string why;
+  const auto res = util::resolve_tcp(hp.host, hp.port, AF_INET, /*passive=*/false, why);
+  if (!res) throw chaos_error(fmt::format("{}: {}", hp.str(), why));
+  a.sin_addr = reinterpret_cast<const sockaddr_in*>(res->ai_addr)->sin_addr;
   return a;
 }
 
