@@ -15,6 +15,8 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <optional>
+#include <utility>
 
 #include <fmt/format.h>
 #include <caf/all.hpp>
@@ -52,8 +54,8 @@ envelope_expect expect_of(const owner_env& ctx) { return {ctx.options.run_id, 0}
 
 /// The live view from its wire message and the handles that travel with it (one per learner, in
 /// list order).
-result<live_view> read_view(const owner_env& ctx, const wire_bytes& bytes,
-                            const std::vector<learner_at_owner_hdl>& handles) {
+result<live_view> decode_view(const owner_env& ctx, const wire_bytes& bytes,
+                              const std::vector<learner_at_owner_hdl>& handles) {
   auto v = decode_live_view(bytes, {}, expect_of(ctx));
   if (!v) return v.error();
   if (v->learners.size() != handles.size())
@@ -67,6 +69,19 @@ result<live_view> read_view(const owner_env& ctx, const wire_bytes& bytes,
     out.learners.push_back({l.learner_id, l.incarnation, l.step_time_ema_s, handles[i]});
   }
   return out;
+}
+
+/// The live view of a live_atom message; none when it does not decode, then logged as refused
+/// (undecodable_live_view) and dropped: the owner keeps the view it has.
+std::optional<live_view> read_view(const owner_env& ctx, const wire_bytes& bytes,
+                                   const std::vector<learner_at_owner_hdl>& handles) {
+  auto read = decode_view(ctx, bytes, handles);
+  if (!read) {
+    log_refused_message(ctx.svc.log, "undecodable_live_view", read.error(),
+                        {{"fragment", ctx.options.layout.fragment_id}});
+    return std::nullopt;
+  }
+  return std::move(*read);
 }
 
 bool file_exists(const std::string& path) {
@@ -384,12 +399,8 @@ owner_hdl::behavior_type rebuilding(owner_actor* self, std::shared_ptr<const own
   return {
       [=](atoms::live_atom, const std::vector<uint8_t>& bytes,
           const std::vector<learner_at_owner_hdl>& handles) {
-        auto read = read_view(*ctx, bytes, handles);
-        if (!read) {
-          log_refused_message(ctx->svc.log, "undecodable_live_view", read.error(),
-                              {{"fragment", frag}});
-          return;
-        }
+        const auto read = read_view(*ctx, bytes, handles);
+        if (!read) return;
         const live_view& view = *read;
         auto& r = *self->state.rebuild;
         r.view = view;
@@ -681,12 +692,8 @@ owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_
       },
       [=](atoms::live_atom, const std::vector<uint8_t>& bytes,
           const std::vector<learner_at_owner_hdl>& handles) {
-        auto read = read_view(*ctx, bytes, handles);
-        if (!read) {
-          log_refused_message(ctx->svc.log, "undecodable_live_view", read.error(),
-                              {{"fragment", frag}});
-          return;
-        }
+        const auto read = read_view(*ctx, bytes, handles);
+        if (!read) return;
         const live_view& view = *read;
         auto& s = self->state;
         s.learners.clear();
