@@ -16,35 +16,6 @@ namespace dd::chaos {
 
 using nlohmann::json;
 
-json to_json(const pending_revert& p) {
-  json j = {{"id", p.id},
-            {"kind", p.kind},
-            {"node", p.node},
-            {"pid", p.pid},
-            {"start_time", p.start_time},
-            {"reverter_pid", p.reverter_pid},
-            {"reverter_start_time", p.reverter_start_time},
-            {"until", p.until}};
-  if (!p.path.empty()) j["path"] = p.path;
-  if (!p.origin.empty()) j["origin"] = p.origin;
-  return j;
-}
-
-pending_revert pending_from_json(const json& j) {
-  pending_revert p;
-  p.id = j.value("id", "");
-  p.kind = j.value("kind", "");
-  p.node = j.value("node", "");
-  p.pid = j.value("pid", 0);
-  p.start_time = j.value("start_time", uint64_t{0});
-  p.reverter_pid = j.value("reverter_pid", 0);
-  p.reverter_start_time = j.value("reverter_start_time", uint64_t{0});
-  p.until = j.value("until", 0.0);
-  p.path = j.value("path", "");
-  p.origin = j.value("origin", "");
-  return p;
-}
-
 state_store::state_store(std::string run_dir)
     : dir_(std::move(run_dir)),
       path_(dir_ + "/chaos-state.json"),
@@ -59,19 +30,13 @@ void state_store::update(const std::function<void(std::vector<pending_revert>&)>
     if (::access(path_.c_str(), F_OK) == 0) {
       const json j = json::parse(read_file(path_));
       for (const auto& e : j.value("pending", json::array()))
-        entries.push_back(pending_from_json(e));
+        entries.push_back(e.get<pending_revert>());
     }
-    json before = json::array();
-    for (const auto& e : entries) before.push_back(to_json(e));
+    const json before = entries;
     fn(entries);
-    json after = json::array();
-    for (const auto& e : entries) after.push_back(to_json(e));
+    const json after = entries;
     // Written only when changed: a read (list) must work on a full disk (disk_full's heal).
-    if (before != after) {
-      json arr = json::array();
-      for (const auto& e : entries) arr.push_back(to_json(e));
-      write_file_atomic(path_, json{{"pending", arr}}.dump(2) + "\n");
-    }
+    if (before != after) write_file_atomic(path_, json{{"pending", after}}.dump(2) + "\n");
   } catch (const json::exception& e) {
     ::close(fd);
     throw chaos_error(fmt::format("{}: unreadable state file: {}", path_, e.what()));

@@ -27,8 +27,11 @@ struct pending_revert {
   std::string origin;  ///< slow_cgroup: the cgroup the process came from (moved back there)
 };
 
-nlohmann::json to_json(const pending_revert& p);
-pending_revert pending_from_json(const nlohmann::json& j);
+/// Its JSON object in the state file: one key per field, named as the field (path and origin
+/// empty unless its kind uses them). A missing key reads as the field's default.
+NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE_WITH_DEFAULT(pending_revert, id, kind, node, pid, start_time,
+                                                reverter_pid, reverter_start_time, until, path,
+                                                origin)
 
 /// The state file of one run directory.
 class state_store {
