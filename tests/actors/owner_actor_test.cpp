@@ -764,6 +764,53 @@ TEST_F(owner_actor_test, pull_is_a_codec_message_and_bad_pulls_are_dropped) {
   EXPECT_EQ(failures, 3);
 }
 
+// A live view that does not decode (not a message; a view naming two learners that travels with
+// no handle) is dropped with a `failure` event naming the fragment, in the rebuilding and in the
+// serving behaviour alike: the owner keeps the view it has.
+TEST_F(owner_actor_test,
+       an_undecodable_live_view_is_dropped_and_logged_while_rebuilding_and_serving) {
+  auto ctx = context();
+  ctx->rebuild_wait_s = 3.0;
+  ctx->resumed = true;  // the first start asks the learners for their copies
+  ctx->learners = 2;
+  run_log log({}, true, [this] { return env.now(); });
+  services.log = &log;
+  auto owner = spawn_owner(ctx);
+  const auto send_bad_views = [&] {
+    caf::anon_send(owner, atoms::live_atom_v, std::vector<uint8_t>{1, 2, 3},
+                   std::vector<learner_at_owner_hdl>{});
+    caf::anon_send(owner, atoms::live_atom_v, encode(live_view_msg{1, {{0, 0, 1.0}, {1, 0, 1.0}}}),
+                   std::vector<learner_at_owner_hdl>{});
+    env.run();
+  };
+  const auto refusals = [&] {
+    std::vector<std::string> codes;
+    for (const auto& e : log.events())
+      if (e["event"] == "failure" && e["what"] == "undecodable_live_view") {
+        EXPECT_EQ(e["fragment"], 0) << e.dump();
+        codes.push_back(e["code"].get<std::string>());
+      }
+    return codes;
+  };
+  send_bad_views();  // rebuilding: no view yet, so no learner was asked
+  ASSERT_EQ(refusals().size(), 2u);
+  EXPECT_EQ(refusals()[1], "malformed") << "two learners, no handle";
+  EXPECT_EQ(a_log->queries, 0);
+  EXPECT_EQ(b_log->queries, 0);
+  set_live(owner);  // a good view: both learners are asked
+  EXPECT_EQ(a_log->queries, 1);
+  EXPECT_EQ(b_log->queries, 1);
+  env.advance(3.0);  // nobody answers: it starts from the initial value and serves
+  bool started = false;
+  for (const auto& e : log.events()) started = started || e["event"] == "owner_start";
+  ASSERT_TRUE(started);
+
+  send_bad_views();  // serving: dropped too, and a and b stay live
+  EXPECT_EQ(refusals().size(), 4u);
+  push_from(a, owner, make_push(0, 0, 0, 1, 10, 1, std::vector<float>(6, 0.5f)));
+  EXPECT_EQ(a_log->acked, std::vector<uint64_t>{1}) << "a is still in the owner's view";
+}
+
 /// Adds one; drops what it cannot use (`net corrupt`).
 caf::behavior plus_one(caf::event_based_actor* self, run_log* log) {
   drop_unexpected(self, log, "plus_one");
