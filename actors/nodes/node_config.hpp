@@ -5,11 +5,12 @@
 // (actors/link/atoms.hpp) so every message type can be serialized to a remote node, turns on the
 // middleman heartbeat and connection timeout (a SIGSTOPped or partitioned peer is otherwise never
 // noticed: CAF's defaults are 0 = off), sets the app identifier "decoupled-diloco/<protocol
-// version>" (a peer of another version is refused at CAF's handshake), and silences CAF's
-// console logger. With the middleman it also fixes glibc's mmap threshold at 1 MiB, process-wide,
-// so freed chunk buffers leave the process (node_config.cpp; DD_MMAP_THRESHOLD=0 in the
-// environment keeps glibc's default). Build it before the actor_system; not thread-safe (a
-// config is a value).
+// version>" (a peer of another version is refused at CAF's handshake), silences CAF's console
+// logger, and lets idle scheduler workers wait instead of polling every 50 µs (node_config.cpp,
+// k_moderate_poll_attempts; DD_CAF_POLLING=caf keeps CAF's polling). With the middleman it also
+// fixes glibc's mmap threshold at 1 MiB, process-wide, so freed chunk buffers leave the process
+// (node_config.cpp; DD_MMAP_THRESHOLD=0 in the environment keeps glibc's default). Build it before
+// the actor_system; not thread-safe (a config is a value).
 #pragma once
 
 #include <cstdint>
