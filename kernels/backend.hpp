@@ -152,6 +152,16 @@ class backend {
   /// (dbias may be null). Accumulates.
   virtual void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                const float* inp, const float* weight, int N, int IC, int OC) = 0;
+  /// As matmul_backward, but WRITES dinp (N,IC) = dout · weight (its old contents are ignored);
+  /// dweight and dbias still accumulate. The same values as zeroing dinp and calling
+  /// matmul_backward, without the caller's zeroing pass. The default does exactly that; a
+  /// backend overrides it to write dinp directly.
+  virtual void matmul_backward_writes_dinp(float* dinp, float* dweight, float* dbias,
+                                           const float* dout, const float* inp, const float* weight,
+                                           int N, int IC, int OC) {
+    zero(dinp, static_cast<size_t>(N) * IC);
+    matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
+  }
 
   /// Causal multi-head self-attention (Vaswani et al. 2017, eq. 1) with scale 1/sqrt(hs),
   /// hs = C/NH. qkv (B,T,3C) holds [q | k | v] per position, each split into NH heads of hs.
@@ -214,6 +224,12 @@ class backend {
   virtual void gelu_forward(float* out, const float* inp, size_t N) = 0;
   /// dinp (N) += dout * gelu'(inp). Accumulates.
   virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) = 0;
+  /// WRITES dinp (N) = dout * gelu'(inp): gelu_backward into a zeroed dinp, without the
+  /// zeroing pass. The default zeroes dinp and calls gelu_backward.
+  virtual void gelu_backward_writes(float* dinp, const float* inp, const float* dout, size_t N) {
+    zero(dinp, N);
+    gelu_backward(dinp, inp, dout, N);
+  }
 
   /// out = a + b, (N). Writes. (out may alias a or b.)
   virtual void residual_forward(float* out, const float* a, const float* b, size_t N) = 0;

@@ -124,20 +124,18 @@ void block_backward(kernels::backend& be, const block_weights& w, const block_we
   const auto* p = w.t;
   auto* d = g.t;
   // MLP half: res3 = res2 + fcproj(gelu(fc(ln2(res2)))).
-  be.zero(s.dfch_gelu.data(), BT * 4 * C);
-  be.matmul_backward(s.dfch_gelu.data(), d[k_fcprojw], d[k_fcprojb], dres, a.fch_gelu.data(),
-                     p[k_fcprojw], N, 4 * C, C);
-  be.zero(s.dfch.data(), BT * 4 * C);
-  be.gelu_backward(s.dfch.data(), a.fch.data(), s.dfch_gelu.data(), BT * 4 * C);
-  be.zero(s.dln.data(), BT * C);
-  be.matmul_backward(s.dln.data(), d[k_fcw], d[k_fcb], s.dfch.data(), a.ln2.data(), p[k_fcw], N, C,
-                     4 * C);
+  // The *_writes ops write the scratch gradients (no zeroing pass); the weight gradients
+  // accumulate.
+  be.matmul_backward_writes_dinp(s.dfch_gelu.data(), d[k_fcprojw], d[k_fcprojb], dres,
+                                 a.fch_gelu.data(), p[k_fcprojw], N, 4 * C, C);
+  be.gelu_backward_writes(s.dfch.data(), a.fch.data(), s.dfch_gelu.data(), BT * 4 * C);
+  be.matmul_backward_writes_dinp(s.dln.data(), d[k_fcw], d[k_fcb], s.dfch.data(), a.ln2.data(),
+                                 p[k_fcw], N, C, 4 * C);
   be.layernorm_backward(dres, d[k_ln2w], d[k_ln2b], s.dln.data(), a.res2.data(), p[k_ln2w],
                         a.ln2_mean.data(), a.ln2_rstd.data(), N, C);
   // Attention half: res2 = residual + attproj(attn(qkv(ln1(residual)))).
-  be.zero(s.datty.data(), BT * C);
-  be.matmul_backward(s.datty.data(), d[k_attprojw], d[k_attprojb], dres, a.atty.data(),
-                     p[k_attprojw], N, C, C);
+  be.matmul_backward_writes_dinp(s.datty.data(), d[k_attprojw], d[k_attprojb], dres, a.atty.data(),
+                                 p[k_attprojw], N, C, C);
   be.zero(s.dqkv.data(), BT * 3 * C);
   if (mask == attention_mask::causal)
     be.attention_backward(s.dqkv.data(), s.datt.data(), s.datty.data(), a.qkv.data(), a.att.data(),
@@ -145,9 +143,8 @@ void block_backward(kernels::backend& be, const block_weights& w, const block_we
   else
     be.attention_backward_bidirectional(s.dqkv.data(), s.datt.data(), s.datty.data(), a.qkv.data(),
                                         a.att.data(), B, T, C, NH);
-  be.zero(s.dln.data(), BT * C);
-  be.matmul_backward(s.dln.data(), d[k_qkvw], d[k_qkvb], s.dqkv.data(), a.ln1.data(), p[k_qkvw], N,
-                     C, 3 * C);
+  be.matmul_backward_writes_dinp(s.dln.data(), d[k_qkvw], d[k_qkvb], s.dqkv.data(), a.ln1.data(),
+                                 p[k_qkvw], N, C, 3 * C);
   be.layernorm_backward(dres, d[k_ln1w], d[k_ln1b], s.dln.data(), residual, p[k_ln1w],
                         a.ln1_mean.data(), a.ln1_rstd.data(), N, C);
 }
@@ -221,8 +218,7 @@ void tied_lm_head::backward(kernels::backend& be, float* dtop, float* dln, float
   const size_t rows = static_cast<size_t>(N);
   be.softmax_crossentropy_backward(dlogits.data(), probs.data(), targets.data(),
                                    1.0f / static_cast<float>(rows), N, V);
-  be.zero(dln, rows * C);
-  be.matmul_backward(dln, g_wte, nullptr, dlogits.data(), lnf.data(), wte, N, C, V);
+  be.matmul_backward_writes_dinp(dln, g_wte, nullptr, dlogits.data(), lnf.data(), wte, N, C, V);
   be.zero(dtop, rows * C);
   be.layernorm_backward(dtop, g_lnf_w, g_lnf_b, dln, top, lnf_w, lnf_mean.data(), lnf_rstd.data(),
                         N, C);

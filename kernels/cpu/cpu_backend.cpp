@@ -90,6 +90,16 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
                [&](int, size_t b, size_t e) { f(b, e); });
   }
 
+  // ---- memory --------------------------------------------------------------------------------
+  /// memset split over the pool: one core does not saturate the memory bus, and the gradient
+  /// buffers zeroed once per step are tens of MB at the larger models.
+  void zero_bytes(void* dst, size_t n) override {
+    if (n == 0) return;
+    auto* p = static_cast<unsigned char*>(dst);
+    for_chunks(n, chunks_for(n / sizeof(float)),
+               [&](int, size_t b, size_t e) { std::memset(p + b, 0, e - b); });
+  }
+
   // ---- encoder -------------------------------------------------------------------------------
   void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B,
                        int T, int C) override {
@@ -213,6 +223,20 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
 
   void matmul_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                        const float* inp, const float* weight, int N, int IC, int OC) override {
+    matmul_bwd(dinp, dweight, dbias, dout, inp, weight, N, IC, OC, 1.0f);
+  }
+
+  // beta = 0: OpenBLAS clears each chunk's dinp rows itself (in the thread that then fills them)
+  // and adds the same products in the same order as into a zeroed buffer with beta = 1.
+  void matmul_backward_writes_dinp(float* dinp, float* dweight, float* dbias, const float* dout,
+                                   const float* inp, const float* weight, int N, int IC,
+                                   int OC) override {
+    matmul_bwd(dinp, dweight, dbias, dout, inp, weight, N, IC, OC, 0.0f);
+  }
+
+  /// matmul_backward with dinp = dinp_beta · dinp + dout · weight (1: accumulate, 0: write).
+  void matmul_bwd(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
+                  const float* weight, int N, int IC, int OC, float dinp_beta) {
     ensure_openblas_single_threaded();
     const int nc = std::min(chunks_for(static_cast<size_t>(N) * IC * OC, 1 << 20),
                             std::max(1, std::min(N, OC) / 16));
@@ -224,7 +248,7 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
       if (e > b) {
         // dinp (N,IC) += dout (N,OC) · weight (OC,IC)
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(e - b), IC, OC,
-                    1.0f, dout + b * OC, OC, weight, IC, 1.0f, dinp + b * IC, IC);
+                    1.0f, dout + b * OC, OC, weight, IC, dinp_beta, dinp + b * IC, IC);
       }
       size_t ob = 0, oe = 0;
       chunk_range(static_cast<size_t>(OC), nc, k, ob, oe);
@@ -417,6 +441,17 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
   }
 
   void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) override {
+    gelu_bwd<true>(dinp, inp, dout, N);
+  }
+
+  void gelu_backward_writes(float* dinp, const float* inp, const float* dout, size_t N) override {
+    gelu_bwd<false>(dinp, inp, dout, N);
+  }
+
+  /// dinp (+)= dout * gelu'(inp). Writing gives the bits of adding to +0 (0 + y == y for every
+  /// y but -0, whose sign no later op depends on).
+  template <bool accumulate>
+  void gelu_bwd(float* dinp, const float* inp, const float* dout, size_t N) {
     parallel_range(N, 8, [&](size_t b, size_t e) {
     // With s = sigmoid(2u): tanh u = 2s - 1, 1 - tanh²u = 4 s (1 - s), so
     // gelu'(x) = s + 2 x s (1 - s) sqrt(2/pi) (1 + 3·0.044715 x²).
@@ -426,7 +461,10 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
         const float u = gelu_k * (x + gelu_c * x * x * x);
         const float s = fast_sigmoidf(2.0f * u);
         const float g = s + 2.0f * x * s * (1.0f - s) * gelu_k * (1.0f + 3.0f * gelu_c * x * x);
-        dinp[i] += g * dout[i];
+        if constexpr (accumulate)
+          dinp[i] += g * dout[i];
+        else
+          dinp[i] = g * dout[i];
       }
     });
   }

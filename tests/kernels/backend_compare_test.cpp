@@ -422,6 +422,34 @@ TEST_F(DD_SUITE(compare), backward_ops_accumulate) {
   EXPECT_EQ(dz.host(), dz1);
 }
 
+TEST_F(DD_SUITE(compare), writing_backward_ops_equal_zeroing_then_accumulating) {
+  // matmul_backward_writes_dinp and gelu_backward_writes ignore what dinp held and give the bits
+  // of the accumulating op on a zeroed dinp; the weight gradients still accumulate. Large enough
+  // that the CPU backend splits each op over its 2 threads.
+  const int N = 300, IC = 96, OC = 160;
+  const auto x = random_floats(size_t(N) * IC, 131), w = random_floats(size_t(OC) * IC, 132);
+  const auto dy = random_floats(size_t(N) * OC, 133), garbage = random_floats(size_t(N) * IC, 134);
+  const auto gw0 = random_floats(size_t(OC) * IC, 135), gb0 = random_floats(OC, 136);
+  dvec<float> dx(*be_, x), dw(*be_, w), ddy(*be_, dy);
+  dvec<float> gi_acc(*be_, size_t(N) * IC), gw_acc(*be_, gw0), gb_acc(*be_, gb0);
+  dvec<float> gi_set(*be_, garbage), gw_set(*be_, gw0), gb_set(*be_, gb0);
+  be_->matmul_backward(gi_acc.data(), gw_acc.data(), gb_acc.data(), ddy.data(), dx.data(),
+                       dw.data(), N, IC, OC);
+  be_->matmul_backward_writes_dinp(gi_set.data(), gw_set.data(), gb_set.data(), ddy.data(),
+                                   dx.data(), dw.data(), N, IC, OC);
+  EXPECT_EQ(gi_set.host(), gi_acc.host());
+  EXPECT_EQ(gw_set.host(), gw_acc.host());
+  EXPECT_EQ(gb_set.host(), gb_acc.host());
+  EXPECT_NE(gw_set.host(), gw0) << "the weight gradient accumulated something";
+
+  const size_t n = size_t(N) * IC;
+  dvec<float> gg_acc(*be_, n), gg_set(*be_, garbage);
+  be_->gelu_backward(gg_acc.data(), dx.data(), dx.data(), n);
+  be_->gelu_backward_writes(gg_set.data(), dx.data(), dx.data(), n);
+  EXPECT_EQ(gg_set.host(), gg_acc.host());
+  EXPECT_NE(gg_set.host(), std::vector<float>(n, 0.0f));
+}
+
 TEST_F(DD_SUITE(compare), memory_roundtrip_and_zero_fill) {
   auto buf = be_->alloc<float>(1001);
   std::vector<float> h(1001, 1.0f);
@@ -437,6 +465,16 @@ TEST_F(DD_SUITE(compare), memory_roundtrip_and_zero_fill) {
   be_->download(h.data(), other.data(), h.size());
   EXPECT_EQ(h[499], 0.0f);
   EXPECT_EQ(h[500], x[500]);
+  // A zero large enough to be split over the CPU backend's threads, ending mid-buffer.
+  auto big = be_->alloc<float>(100001);
+  const auto y = random_floats(100001, 122);
+  be_->upload(big.data(), y.data(), y.size());
+  be_->zero(big.data(), 99999);
+  std::vector<float> hb(100001);
+  be_->download(hb.data(), big.data(), hb.size());
+  EXPECT_EQ(std::vector<float>(hb.begin(), hb.begin() + 99999), std::vector<float>(99999, 0.0f));
+  EXPECT_EQ(hb[99999], y[99999]);
+  EXPECT_EQ(hb[100000], y[100000]);
   auto empty = be_->alloc<float>(0);
   EXPECT_TRUE(empty.empty());
   EXPECT_NE(empty.data(), nullptr);
