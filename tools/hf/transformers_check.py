@@ -10,8 +10,9 @@ checks, printing every figure:
     over RUN_DIR/model.safetensors in our own names and layouts: max |Δ| / max |ours| <= 1e-4;
   * the loss over all the run's evaluation windows against summary.json final_val_loss (our
     C++ evaluator): |Δ| <= 1e-5;
-  * greedy generation of 50 tokens after a prompt equals `dd-node sample RUN_DIR --prompt P
-    --tokens 50 --temperature 0`;
+  * greedy generation of 50 tokens after a prompt (fewer when the model's context is shorter than
+    prompt + 50: context - prompt, said so) equals `dd-node sample RUN_DIR --prompt P
+    --tokens N --temperature 0`;
   * the tokenizer encodes a paragraph of the validation text to our ids (byte level: the bytes;
     subword: the run's validation shard).
 Exits 1 with "FAIL: ..." on the first mismatch.
@@ -83,14 +84,24 @@ def main():
         fail("loss differs")
 
     ids = tok(a.prompt, return_tensors="pt").input_ids
+    # The model's context (n_positions): prompt + generated tokens must fit in it (a GPT-2 past
+    # its position table fails), so a short-context model generates fewer than 50 tokens.
+    context = getattr(model.config, "n_positions", None) or model.config.max_position_embeddings
+    n = min(50, context - ids.shape[1])
+    if n < 1:
+        fail(f"the prompt {a.prompt!r} is {ids.shape[1]} tokens, the model's context "
+             f"{context}: nothing left to generate (give a shorter --prompt)")
+    if n < 50:
+        print(f"the model's context is {context} tokens and the prompt {ids.shape[1]}: greedy "
+              f"generation of {n} tokens instead of 50 (context - prompt)")
     with torch.no_grad():
-        gen = model.generate(ids, max_new_tokens=50, do_sample=False, pad_token_id=0)
+        gen = model.generate(ids, max_new_tokens=n, do_sample=False, pad_token_id=0)
     hf_text = tok.decode(gen[0], skip_special_tokens=False)
-    ours = subprocess.run([a.dd_node, "sample", a.run_dir, "--prompt", a.prompt, "--tokens", "50",
+    ours = subprocess.run([a.dd_node, "sample", a.run_dir, "--prompt", a.prompt, "--tokens", str(n),
                            "--temperature", "0"], capture_output=True, text=True, check=True).stdout
     ours = ours[:-1] if ours.endswith("\n") else ours
-    print(f"greedy 50 tokens, transformers: {hf_text!r}")
-    print(f"greedy 50 tokens, dd-node sample: {ours!r}")
+    print(f"greedy {n} tokens, transformers: {hf_text!r}")
+    print(f"greedy {n} tokens, dd-node sample: {ours!r}")
     if hf_text != ours:
         fail("greedy generations differ")
 
