@@ -48,8 +48,9 @@ cxx_files() {
 # Words of fault code; none may appear in a role file. Message faults: the link's filters hold
 # them (actors/link/push_faults.*, chunk_flow.hpp flow_publish). The fault_hooks schedule and
 # what its faults do (a kill, a damaged checkpoint, a respawn's downtime, a live fault): the
-# node's hooks (actors/services/step_faults.*, owner_faults.*, fault_hooks.hpp
-# respawn_downtime_hook); a role only calls the hook it was handed and does what it answers.
+# node's hooks (actors/services/step_faults.*, owner_faults.*, fault_hooks.hpp; a kill's downtime
+# reaches the supervisor in the exit reason they hand the role); a role only calls the hook it
+# was handed and does what it answers.
 role_fault_words='\bfate\b|held_push|held_broadcast|damaged_copy|broadcast_fault|push_fault|faults->on_broadcast\(|faults->on_push\(|push_filter|edited_push'
 role_fault_words+='|\bfault_hooks\b|\bon_owner\(|\bon_learner_step\(|owner_kill_delays|take_damage|take_downtime|damage_checkpoint|checkpoint_damaged|die_by_fault|\b(add|arm|clear)_live\('
 

@@ -472,7 +472,7 @@ void learner_node_shell::spawn_learners() {
   // reports of run_until_done).
   sctx_ = std::make_shared<supervisor_config>(supervisor_config_of(
       exp_, child_kind::learner, caf::actor_cast<supervisor_report_hdl>(self_)));
-  supervisor_services sup_services = supervisor_services_of(node, child_kind::learner);
+  supervisor_services sup_services = supervisor_services_of(node);
   for (auto id : ids_) {
     auto c = std::make_shared<learner_config>(learner_config_of(
         exp_, id, steps_, plan_, threads_, monitor_, rd_.text.get(), rd_.images.get()));
@@ -683,7 +683,7 @@ supervisor_hdl spawn_local_learners(caf::local_actor* self, const supervisor_rep
   node.log = setup.log.get();
   node.faults = setup.faults.get();
   node.gate = setup.gate.get();
-  supervisor_services sup_services = supervisor_services_of(node, child_kind::learner);
+  supervisor_services sup_services = supervisor_services_of(node);
   const learner_services svc = learner_services_of(node);
   for (int i = 0; i < M; ++i) {
     auto lc = std::make_shared<learner_config>(

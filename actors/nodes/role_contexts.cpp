@@ -89,10 +89,9 @@ supervisor_config supervisor_config_of(const config::experiment& e, child_kind k
   return c;
 }
 
-supervisor_services supervisor_services_of(const node_services& node, child_kind kind) {
+supervisor_services supervisor_services_of(const node_services& node) {
   supervisor_services s;
   s.log = node.log;
-  s.fault_downtime = respawn_downtime_hook(node.faults, kind == child_kind::owner);
   return s;
 }
 

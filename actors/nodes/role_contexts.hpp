@@ -48,9 +48,9 @@ learner_services learner_services_of(const node_services& node);
 supervisor_config supervisor_config_of(const config::experiment& e, child_kind kind,
                                        supervisor_report_hdl job);
 
-/// A supervisor's services from its node's: the event sink, and the least downtime the node's
-/// kill faults ask for before a `kind` child is respawned.
-supervisor_services supervisor_services_of(const node_services& node, child_kind kind);
+/// A supervisor's services from its node's: the event sink. (A kill fault's downtime reaches the
+/// supervisor in its child's exit reason: with_downtime, actors/roles/supervisor.hpp.)
+supervisor_services supervisor_services_of(const node_services& node);
 
 /// The health monitor's configuration from `e` with `fragments` owners: M learners, the token
 /// budget (0 unless budget.tokens), the experiment JSON of the join replies, group-aligned

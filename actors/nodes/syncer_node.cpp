@@ -65,7 +65,7 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
   node_services owner_node;
   owner_node.log = setup.log.get();
   owner_node.faults = setup.faults.get();
-  supervisor_services osup = supervisor_services_of(owner_node, child_kind::owner);
+  supervisor_services osup = supervisor_services_of(owner_node);
   const std::string ckpt_dir = checkpoint_dir_of(setup.run_dir, e.checkpoint.dir);
   for (int p = 0; p < P; ++p) {
     auto c = std::make_shared<owner_config>();

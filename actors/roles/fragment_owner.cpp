@@ -170,7 +170,8 @@ void apply_effects(owner_actor* self, const owner_env& ctx, owner_effects fx) {
     self->delayed_send(self, to_timespan(0.5), atoms::snapshot_atom_v, 0.5);
   }
   // The node's fault hook (owner_faults.hpp) may kill this owner at its new version.
-  if (ctx.svc.faults && ctx.svc.faults->at_version(rec.version)) self->quit(caf::exit_reason::kill);
+  if (ctx.svc.faults)
+    if (auto killed = ctx.svc.faults->at_version(rec.version)) self->quit(std::move(killed));
 }
 
 }  // namespace
@@ -489,7 +490,8 @@ owner_hdl::behavior_type rebuilding(owner_actor* self, std::shared_ptr<const own
         decide_rebuild(self, ctx);
       },
       [=](atoms::kill_atom) {
-        if (ctx->svc.faults && ctx->svc.faults->at_version(0)) self->quit(caf::exit_reason::kill);
+        if (ctx->svc.faults)
+          if (auto killed = ctx->svc.faults->at_version(0)) self->quit(std::move(killed));
       },
       [=](atoms::owner_status_atom) -> caf::result<uint64_t, size_t, double> {
         return {uint64_t{0}, size_t{0}, 0.0};
@@ -610,8 +612,9 @@ owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_
   const int32_t frag = ctx->options.layout.fragment_id;
   return {
       [=](atoms::kill_atom) {
-        if (ctx->svc.faults && ctx->svc.faults->at_version(self->state.core->version()))
-          self->quit(caf::exit_reason::kill);
+        if (ctx->svc.faults)
+          if (auto killed = ctx->svc.faults->at_version(self->state.core->version()))
+            self->quit(std::move(killed));
       },
       [=](atoms::credit_atom, uint64_t seq) { flow_credit(self, self->state.flow, seq); },
       [=](atoms::push_atom, const std::vector<uint8_t>& bytes, uint64_t seq) {

@@ -233,8 +233,9 @@ void on_down(monitor_actor* self, const monitor_env& ctx, const caf::down_msg& d
   auto& handles = self->state.handles;
   for (auto it = handles.begin(); it != handles.end(); ++it) {
     if (!it->second || it->second.address() != dm.source) continue;
-    const bool normal = !dm.reason || dm.reason == caf::exit_reason::normal;
-    auto d = core(self).down(it->first, normal, self->system().render(dm.reason), now_s(self));
+    const caf::error reason = read_down_reason(dm.reason).reason;  // without a respawn downtime
+    const bool normal = !reason || reason == caf::exit_reason::normal;
+    auto d = core(self).down(it->first, normal, self->system().render(reason), now_s(self));
     if (d.what == down_decision::verdict::left) {
       push_uptime(self, ctx);
       publish(self, ctx, core(self).view());

@@ -145,9 +145,9 @@ void on_step(learner_actor* self, const ctx_ptr& ctx) {
   st.faults->before_heartbeat(sf, *st.core, step);
   perform(self, ctx,
           st.core->on_step_done({r.loss, r.lr, measured, factor, st.tr->cursor().to_bytes()}));
-  if (!st.faults->after_heartbeat(sf, st.tr->model(), ctx->plan, st.core->id(),
-                                  st.core->incarnation(), step, ctx->svc.gate)) {
-    self->quit(caf::make_error(caf::sec::runtime_error, "fault injected: kill learner"));
+  if (auto killed = st.faults->after_heartbeat(sf, st.tr->model(), ctx->plan, st.core->id(),
+                                               st.core->incarnation(), step, ctx->svc.gate)) {
+    self->quit(std::move(killed));
     return;
   }
   for (auto& d : st.core->push_due(actor_now(self)))

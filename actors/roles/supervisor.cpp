@@ -47,6 +47,28 @@ void maybe_report(supervisor_actor* self, const supervisor_env& ctx) {
 
 std::string to_string(child_kind k) { return k == child_kind::owner ? "owner" : "learner"; }
 
+namespace {
+// Marks the two context elements with_downtime appends: this text, then the seconds.
+const char* const k_downtime_tag = "respawn no sooner than (s)";
+}  // namespace
+
+caf::error with_downtime(const caf::error& reason, double downtime_s) {
+  if (!reason || !(downtime_s > 0)) return reason;
+  return caf::error(reason.code(), reason.category(),
+                    reason.context() + caf::make_message(std::string(k_downtime_tag), downtime_s));
+}
+
+down_reason read_down_reason(const caf::error& reason) {
+  if (!reason) return {reason, 0.0};  // no error: it has no context either
+  const caf::message& ctx = reason.context();
+  const size_t n = ctx.size();
+  if (n >= 2 && ctx.match_element<std::string>(n - 2) && ctx.match_element<double>(n - 1) &&
+      ctx.get_as<std::string>(n - 2) == k_downtime_tag)
+    return {caf::error(reason.code(), reason.category(), ctx.drop_right(2)),
+            ctx.get_as<double>(n - 1)};
+  return {reason, 0.0};
+}
+
 supervisor_hdl::behavior_type supervisor(supervisor_actor* self,
                                          std::shared_ptr<const supervisor_config> config,
                                          supervisor_services services) {
@@ -64,7 +86,8 @@ supervisor_hdl::behavior_type supervisor(supervisor_actor* self,
       if (!s.current[i] || s.current[i].address() != dm.source) continue;
       s.current[i] = nullptr;
       const auto& spec = ctx->children[i];
-      const bool normal = !dm.reason || dm.reason == caf::exit_reason::normal;
+      const auto [reason, downtime_s] = read_down_reason(dm.reason);
+      const bool normal = !reason || reason == caf::exit_reason::normal;
       if (normal || s.stopping) {
         s.done[i] = true;
         maybe_report(self, *ctx);
@@ -73,7 +96,7 @@ supervisor_hdl::behavior_type supervisor(supervisor_actor* self,
       const double now = clock_seconds(self->clock().now());
       auto d = policy::decide_restart(ctx->restart, s.history[i], now);
       if (d.action == policy::restart_action::give_up) {
-        const std::string crash = self->system().render(dm.reason);
+        const std::string crash = self->system().render(reason);
         if (ctx->svc.log != nullptr)
           ctx->svc.log->emit("give_up", {{"kind", to_string(ctx->kind)},
                                          {"id", spec.id},
@@ -92,13 +115,12 @@ supervisor_hdl::behavior_type supervisor(supervisor_actor* self,
         maybe_report(self, *ctx);
         return;
       }
-      double delay = d.delay_s;
-      if (ctx->svc.fault_downtime) delay = std::max(delay, ctx->svc.fault_downtime(spec.id));
+      const double delay = std::max(d.delay_s, downtime_s);
       if (ctx->svc.log != nullptr)
         ctx->svc.log->emit("respawn_scheduled", {{"kind", to_string(ctx->kind)},
                                                  {"id", spec.id},
                                                  {"delay_s", delay},
-                                                 {"reason", self->system().render(dm.reason)}});
+                                                 {"reason", self->system().render(reason)}});
       policy::record_restart(s.history[i], now);
       self->delayed_send(self, util::to_timespan(delay), atoms::respawn_atom_v,
                          static_cast<uint64_t>(i));

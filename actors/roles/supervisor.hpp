@@ -3,11 +3,11 @@
 // (at most N restarts per sliding window, as OTP supervisors do; policy/restart_budget.hpp).
 //
 // Promises: a child that exits normally is not respawned; a child that crashes is respawned
-// after max(backoff, the fault's scripted downtime) unless the budget is spent, in which case a
-// "give_up" event is recorded and the child stays down (the quorum absorbs a lost learner);
-// (stop_atom) forwards stop to every live child and disables respawns; each child given up is
-// reported to the job as (child_given_up_atom, kind, id, last crash); when every child has
-// exited normally (or was given up) the supervisor sends (children_done_atom, kind) to the job.
+// after max(backoff, the downtime its exit reason carries: with_downtime) unless the budget is
+// spent, in which case a "give_up" event is recorded and the child stays down (the quorum absorbs a
+// lost learner); (stop_atom) forwards stop to every live child and disables respawns; each child
+// given up is reported to the job as (child_given_up_atom, kind, id, last crash); when every child
+// has exited normally (or was given up) the supervisor sends (children_done_atom, kind) to the job.
 // An exit message from anyone but a child (the job shutting down) is forwarded to every child.
 // Interface: supervisor_hdl (actors/link/protocol.hpp).
 // Event-based; CAF has monitors and links but no supervisor trees, so this is ours.
@@ -21,6 +21,7 @@
 
 #include <caf/actor.hpp>
 #include <caf/actor_system.hpp>
+#include <caf/error.hpp>
 #include <caf/scheduled_actor.hpp>
 #include <caf/stateful_actor.hpp>
 
@@ -60,6 +61,20 @@ struct supervisor_state {
 };
 
 using supervisor_actor = supervisor_hdl::stateful_base<supervisor_state>;
+
+/// `reason` carrying a least downtime: the supervisor respawns the child that exits with it no
+/// sooner than `downtime_s` seconds after its death (a kill fault's scripted downtime: the node's
+/// fault hooks, actors/services/step_faults.hpp and owner_faults.hpp, make the exit reason). The
+/// downtime is two elements appended to the error's context; read_down_reason takes them off, so
+/// the reason renders as it would without them. `downtime_s` <= 0: `reason` unchanged.
+caf::error with_downtime(const caf::error& reason, double downtime_s);
+
+/// A down message's reason as its actor gave it, and the downtime it carries (0: none).
+struct down_reason {
+  caf::error reason;
+  double downtime_s = 0.0;
+};
+down_reason read_down_reason(const caf::error& reason);
 
 /// The supervisor's behavior: spawns every child at start.
 /// `services`: the node's.

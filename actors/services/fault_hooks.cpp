@@ -50,10 +50,6 @@ void fault_hooks::fire_locked(size_t i, uint64_t logical, uint64_t inc, double n
   fired_fault rec{faults_[i], logical, inc, now};
   fired_.push_back(rec);
   const auto& f = faults_[i];
-  if (f.what == fault_kind::kill_learner && f.downtime_s > 0)
-    downtime_.push_back({{f.target, false}, f.downtime_s});
-  if (f.what == fault_kind::kill_owner && f.downtime_s > 0)
-    downtime_.push_back({{f.target, true}, f.downtime_s});
   if (f.what == fault_kind::kill_owner && f.damage_checkpoint) damage_.push_back(f.target);
   if (log_ != nullptr) {
     // What the fault was keyed on when it fired: the learner's step, or the owner's version.
@@ -79,6 +75,7 @@ step_faults fault_hooks::on_learner_step(int32_t id, uint64_t inc, uint64_t step
       if (!done_[i] && due_locked(f, step, now)) {
         fire_locked(i, step, inc, now);
         out.kill = true;
+        out.kill_downtime_s = std::max(out.kill_downtime_s, f.downtime_s);
       }
     } else if (f.what == fault_kind::slow_learner) {
       if (!done_[i] && due_locked(f, step, now)) fire_locked(i, step, inc, now);
@@ -311,16 +308,16 @@ std::vector<live_fault> fault_hooks::live() const {
   return out;
 }
 
-bool fault_hooks::on_owner(int32_t fragment, uint64_t version) {
+std::optional<double> fault_hooks::on_owner(int32_t fragment, uint64_t version) {
   std::lock_guard<std::mutex> guard(mutex_);
   double now = clock_();
-  bool kill = false;
+  std::optional<double> kill;
   for (size_t i = 0; i < faults_.size(); ++i) {
     const auto& f = faults_[i];
     if (f.what != fault_kind::kill_owner || f.target != fragment || done_[i]) continue;
     if (!due_locked(f, version, now)) continue;
     fire_locked(i, version, 0, now);
-    kill = true;
+    kill = std::max(kill.value_or(0.0), f.downtime_s);
   }
   return kill;
 }
@@ -343,20 +340,6 @@ bool fault_hooks::take_damage(int32_t fragment) {
   if (it == damage_.end()) return false;
   damage_.erase(it);
   return true;
-}
-
-double fault_hooks::take_downtime(int32_t id, bool owner) {
-  std::lock_guard<std::mutex> guard(mutex_);
-  double out = 0.0;
-  for (auto it = downtime_.begin(); it != downtime_.end();) {
-    if (it->first.first == id && it->first.second == owner) {
-      out = std::max(out, it->second);
-      it = downtime_.erase(it);
-    } else {
-      ++it;
-    }
-  }
-  return out;
 }
 
 std::vector<fired_fault> fault_hooks::fired() const {
@@ -489,11 +472,6 @@ std::vector<fault_spec> fault_specs_of(const config::experiment& exp, uint64_t s
         faults.push_back(f);
   }
   return faults;
-}
-
-std::function<double(int32_t)> respawn_downtime_hook(fault_hooks* hooks, bool owner) {
-  if (hooks == nullptr) return {};
-  return [hooks, owner](int32_t id) { return hooks->take_downtime(id, owner); };
 }
 
 }  // namespace dd::actors

@@ -96,7 +96,10 @@ struct fired_fault {
 
 /// What a learner must do after an inner step.
 struct step_faults {
-  bool kill = false;         ///< crash now (exit with an error)
+  bool kill = false;  ///< crash now (exit with an error)
+  /// With `kill`: the least seconds before the learner is respawned (the kill's downtime; 0: its
+  /// supervisor's backoff alone). It travels in the learner's exit reason (with_downtime).
+  double kill_downtime_s = 0.0;
   double slow_factor = 1.0;  ///< current step-time multiplier (>= 1)
   /// A live `nan_step` fault: the learner writes a NaN into one value of every fragment of its
   /// model (the next push is refused by its owner as non-finite; the next step's loss is
@@ -155,15 +158,13 @@ class fault_hooks {
   /// Learner `id` is about to push fragment `fragment` at step `step`.
   push_fault on_push(int32_t id, uint64_t inc, int32_t fragment, uint64_t step);
   /// Fragment owner `fragment` reached `version` (after a merge, or when handling a message).
-  bool on_owner(int32_t fragment, uint64_t version);
+  /// A kill fires: the least seconds before the owner is respawned (its downtime; 0: the
+  /// supervisor's backoff alone); nothing: no kill.
+  std::optional<double> on_owner(int32_t fragment, uint64_t version);
   /// Seconds from now until each time-keyed kill of fragment owner `fragment` that has not
   /// fired (negative: overdue). The owner sets a timer for each and calls on_owner when it
   /// rings, so a time-keyed owner kill fires on time rather than at the next merge.
   std::vector<double> owner_kill_delays(int32_t fragment) const;
-
-  /// Minimum downtime the supervisor must honour before respawning `learner` (or, with
-  /// `owner` = true, fragment owner `id`) after a kill fault; consumed by the call.
-  double take_downtime(int32_t id, bool owner);
 
   /// True once for fragment owner `fragment` after a kill_owner fault with damage_checkpoint
   /// fired: the dying owner must damage its checkpoint file. Consumed by the call.
@@ -205,7 +206,6 @@ class fault_hooks {
   std::vector<double> fired_at_;  // per fault: seconds when it fired (slow windows)
   run_log* log_;
   std::function<double()> clock_;
-  std::vector<std::pair<std::pair<int32_t, bool>, double>> downtime_;
   std::vector<int32_t> damage_;  // fragments whose owner must damage its checkpoint
   std::vector<live_fault> live_;
   uint64_t next_live_id_ = 1;
@@ -251,10 +251,5 @@ bool is_message_fault(const fault_spec& f);
 /// tokens/steps budgets) as horizon.
 std::vector<fault_spec> fault_specs_of(const config::experiment& e, uint64_t steps_per_learner,
                                        int fragments);
-
-/// The node's fault hook at a supervisor: the least downtime a kill fault asks for before child
-/// `id` is respawned (fault_hooks::take_downtime; `owner`: the children are fragment owners).
-/// Empty when `hooks` is null.
-std::function<double(int32_t id)> respawn_downtime_hook(fault_hooks* hooks, bool owner);
 
 }  // namespace dd::actors

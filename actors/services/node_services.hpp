@@ -101,9 +101,6 @@ struct evaluator_services {
 struct supervisor_services {
   /// The node's event sink (respawn, give_up); may be null.
   event_sink* log = nullptr;
-  /// The node's fault hook: the least downtime a kill fault asks for before child `id` is
-  /// respawned (actors/services/owner_faults.hpp respawn_downtime_hook); empty: none.
-  std::function<double(int32_t id)> fault_downtime;
 };
 
 }  // namespace dd::actors

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <utility>
 
+#include "actors/roles/supervisor.hpp"
 #include "actors/services/fault_hooks.hpp"
 #include "actors/services/run_log.hpp"
 
@@ -20,10 +21,12 @@ std::vector<double> owner_faults::kill_delays() const {
   return hooks_ != nullptr ? hooks_->owner_kill_delays(fragment_) : std::vector<double>{};
 }
 
-bool owner_faults::at_version(uint64_t version) const {
-  if (hooks_ == nullptr || !hooks_->on_owner(fragment_, version)) return false;
+caf::error owner_faults::at_version(uint64_t version) const {
+  if (hooks_ == nullptr) return {};
+  const auto kill = hooks_->on_owner(fragment_, version);
+  if (!kill) return {};
   if (hooks_->take_damage(fragment_)) damage_checkpoint();
-  return true;
+  return with_downtime(caf::make_error(caf::exit_reason::kill), *kill);
 }
 
 void owner_faults::damage_checkpoint() const {

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include <caf/error.hpp>
+
 namespace dd::actors {
 
 class fault_hooks;
@@ -25,11 +27,13 @@ class owner_faults {
   /// Seconds from now until each time-keyed kill not yet fired (negative: overdue): the owner
   /// arms a timer for each and calls at_version when it rings, so the kill fires on time.
   std::vector<double> kill_delays() const;
-  /// The owner holds `version` (after a merge; a rebuilding owner says 0). True: a kill fires
-  /// now and the owner must exit at once (caf::exit_reason::kill); a damage_checkpoint that went
-  /// with it has already overwritten 64 bytes in the middle of the checkpoint file's body (its
-  /// CRC no longer matches; a `checkpoint_damaged` event).
-  bool at_version(uint64_t version) const;
+  /// The owner holds `version` (after a merge; a rebuilding owner says 0). An error: a kill
+  /// fires now and the owner must exit at once with it as its exit reason (caf::exit_reason::kill,
+  /// carrying the kill's downtime for its supervisor: with_downtime, actors/roles/supervisor.hpp);
+  /// a damage_checkpoint that went with it has already overwritten 64 bytes in the middle of the
+  /// checkpoint file's body (its CRC no longer matches; a `checkpoint_damaged` event). No error:
+  /// the owner goes on.
+  caf::error at_version(uint64_t version) const;
 
  private:
   void damage_checkpoint() const;

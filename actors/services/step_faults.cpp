@@ -6,6 +6,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "actors/roles/supervisor.hpp"
 #include "actors/services/compute_gate.hpp"
 #include "actors/services/run_log.hpp"
 
@@ -29,10 +30,10 @@ void learner_step_faults::before_heartbeat(const step_faults& sf, learner_core& 
                                         {"fragment", fragment}});
 }
 
-bool learner_step_faults::after_heartbeat(const step_faults& sf, model& m,
-                                          const fragment_plan& plan, int32_t id,
-                                          uint64_t incarnation, uint64_t step,
-                                          step_admission* gate) {
+caf::error learner_step_faults::after_heartbeat(const step_faults& sf, model& m,
+                                                const fragment_plan& plan, int32_t id,
+                                                uint64_t incarnation, uint64_t step,
+                                                step_admission* gate) {
   const nlohmann::json who = {{"learner", id}, {"incarnation", incarnation}, {"step", step}};
   if (sf.nan) {
     const float bad = std::numeric_limits<float>::quiet_NaN();
@@ -41,7 +42,7 @@ bool learner_step_faults::after_heartbeat(const step_faults& sf, model& m,
     poison_next_step_ = true;
     if (log_ != nullptr) log_->emit("nan_injected", who);
   }
-  if (!sf.fail && !sf.kill) return true;
+  if (!sf.fail && !sf.kill) return {};
   if (log_ != nullptr) {
     auto ev = who;
     if (sf.fail) ev["reason"] = "fail_step";
@@ -52,7 +53,8 @@ bool learner_step_faults::after_heartbeat(const step_faults& sf, model& m,
   if (sf.fail)
     throw std::runtime_error("fault injected: learner " + std::to_string(id) + " fails at step " +
                              std::to_string(step));
-  return false;
+  return with_downtime(caf::make_error(caf::sec::runtime_error, "fault injected: kill learner"),
+                       sf.kill_downtime_s);
 }
 
 }  // namespace dd::actors

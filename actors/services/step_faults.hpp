@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <utility>
 
+#include <caf/error.hpp>
+
 #include "actors/roles/learner_core.hpp"
 #include "actors/services/fault_hooks.hpp"
 #include "runtime/model.hpp"
@@ -36,9 +38,11 @@ class learner_step_faults {
   void before_heartbeat(const step_faults& sf, learner_core& core, uint64_t step);
   /// Carries out a step's nan (one NaN in every fragment of `m`: a push due now carries it and
   /// its owner refuses it; the next step is discarded and the learner reloads), fail (throws
-  /// std::runtime_error) and kill (false: the actor exits with an error). A crash leaves `gate`.
-  bool after_heartbeat(const step_faults& sf, model& m, const fragment_plan& plan, int32_t id,
-                       uint64_t incarnation, uint64_t step, step_admission* gate);
+  /// std::runtime_error) and kill (an error: the actor exits with it, "fault injected: kill
+  /// learner", carrying the kill's downtime for its supervisor: with_downtime,
+  /// actors/roles/supervisor.hpp). No error: the learner goes on. A crash leaves `gate`.
+  caf::error after_heartbeat(const step_faults& sf, model& m, const fragment_plan& plan, int32_t id,
+                             uint64_t incarnation, uint64_t step, step_admission* gate);
 
  private:
   fault_hooks* hooks_;

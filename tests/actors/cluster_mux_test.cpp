@@ -215,7 +215,6 @@ void start_learners(node_actor* self, std::shared_ptr<learner_node_ctx> ctx) {
   sctx->job = caf::actor_cast<supervisor_report_hdl>(self);
   supervisor_services sup_services;
   sup_services.log = ctx->log.get();
-  sup_services.fault_downtime = respawn_downtime_hook(ctx->faults.get(), /*owner=*/false);
   for (auto id : ctx->ids) {
     auto c = std::make_shared<learner_config>(
         learner_config_of(e, id, steps, plan, 1, st.monitor, ctx->data.get(), nullptr, true, 0.1));
