@@ -312,7 +312,10 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
   const bool syncer = options.role == node_role::syncer;
   // A syncer node goes on through failing writes (retried with backoff, degraded) up to
   // checkpoint.max_failing_seconds; `dd-node run` stops at the first one.
-  if (syncer) setup->log->set_retry_writes(true);
+  const write_policy writes =
+      syncer ? write_policy::retry_and_degrade(exp.checkpoint.max_failing_seconds)
+             : write_policy::end_the_run();
+  setup->log->set_write_policy(writes);
   std::unique_ptr<chaos_endpoint> endpoint;  // destroyed before setup (it uses setup->faults)
   if (!options.chaos_endpoint.first.empty()) {
     chaos_endpoint_options eo;
@@ -405,13 +408,14 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
         std::fflush(stderr);
         self->send(job_handle, atoms::stop_atom_v, why);
       }
-      if (syncer && !done) {
+      if (!done) {
+        // What the writes failing now mean, as the node's policy says (under end_the_run nothing
+        // is ever failing here: the first failure already was the run's write failure).
         setup->log->retry_pending();
         const double failing = setup->log->failing_for_s();
-        if (failing > exp.checkpoint.max_failing_seconds && setup->log->write_failure().empty())
-          setup->log->write_failed(fmt::format(
-              "writes kept failing for {:.0f} s (checkpoint.max_failing_seconds = {:g}): {}",
-              failing, exp.checkpoint.max_failing_seconds, setup->log->failing_files()));
+        if (writes.on_failing(failing) == write_verdict::end_the_run &&
+            setup->log->write_failure().empty())
+          setup->log->write_failed(writes.limit_message(failing, setup->log->failing_files()));
       }
       // A write the run promised failed (events.jsonl, an owner checkpoint): stop now, loudly
       // (run_log printed the error), rather than train on without a record.

@@ -347,7 +347,7 @@ std::optional<int> learner_node_shell::start_services() {
   log_ = std::make_unique<run_log>((fs::path(run_dir_) / "events.jsonl").string());
   // A failed events.jsonl line is kept and written again with backoff (the node goes on,
   // degraded) for up to checkpoint.max_failing_seconds; then the node stops its learners.
-  log_->set_retry_writes(true);
+  log_->set_write_policy(write_policy::retry_and_degrade(exp_.checkpoint.max_failing_seconds));
   start_event_forwarding();
   log_->set_console([](const std::string& line) {
     std::fprintf(stderr, "%s\n", line.c_str());
@@ -602,8 +602,7 @@ void learner_node_shell::poll_once() {
   carry_out(core_.on_deadline_check(node_connector::now_s(), conn_.last_error));
   if (core_.wants_rejoin()) try_rejoin();
   log_->retry_pending();
-  carry_out(core_.on_writes_failing(log_->failing_for_s(), exp_.checkpoint.max_failing_seconds,
-                                    log_->failing_files()));
+  carry_out(core_.on_writes_failing(log_->policy(), log_->failing_for_s(), log_->failing_files()));
   carry_out(core_.on_timers(node_connector::now_s()));
 }
 

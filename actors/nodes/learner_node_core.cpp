@@ -308,13 +308,11 @@ node_actions learner_node_core::on_rejoin(const handshake_outcome& r, int attemp
   return out;
 }
 
-node_actions learner_node_core::on_writes_failing(double failing_s, double limit_s,
+node_actions learner_node_core::on_writes_failing(const write_policy& writes, double failing_s,
                                                   const std::string& files) {
-  if (stopping_ || failing_s <= limit_s) return {};
-  node_actions out{
-      node_do::say{fmt::format("dd-node learner {}: writes kept failing for {:.0f} s "
-                               "(checkpoint.max_failing_seconds = {:g}): {}; stopping the learners",
-                               o_.name, failing_s, limit_s, files)}};
+  if (stopping_ || writes.on_failing(failing_s) != write_verdict::end_the_run) return {};
+  node_actions out{node_do::say{fmt::format("dd-node learner {}: {}; stopping the learners",
+                                            o_.name, writes.limit_message(failing_s, files))}};
   stop(node_exit_failure, out);
   return out;
 }

@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/services/fault_hooks.hpp"
+#include "actors/services/write_policy.hpp"
 #include "messages/control.hpp"
 
 namespace dd::actors {
@@ -232,8 +233,11 @@ class learner_node_core {
   /// A rejoin's handshake came to `r`; `attempt`: the connector's backoff step (one unanswered
   /// handshake per step is retried at once).
   node_actions on_rejoin(const handshake_outcome& r, int attempt, double took_s);
-  /// The event log has been failing for `failing_s` (limit: checkpoint.max_failing_seconds).
-  node_actions on_writes_failing(double failing_s, double limit_s, const std::string& files);
+  /// The node's writes have been failing for `failing_s` (`files`: which, with their errors);
+  /// `writes`: the node's write-failure policy (retry_and_degrade(checkpoint.max_failing_seconds)),
+  /// which says whether that ends the run (the learners stop, exit 1).
+  node_actions on_writes_failing(const write_policy& writes, double failing_s,
+                                 const std::string& files);
   /// Periodic work: event forwarding, outage samples, the progress line.
   node_actions on_timers(double now_s);
   /// The final status once the learners are done (a learner given up turns 0 into 1).

@@ -88,8 +88,6 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
         std::make_shared<owner_faults>(setup.faults.get(), setup.log.get(), p, o.checkpoint_path);
     svc.link.faults = setup.faults.get();
     svc.link.channel = setup.channel;
-    // The node's write-failure policy (job_runner: a syncer node retries, dd-node run stops).
-    c->retry_checkpoints = setup.options.role == node_role::syncer;
     c->resumed = setup.options.resume;
     c->learners = static_cast<size_t>(M);
     // A respawned owner waits for the live learners' answers (they answer between steps); a

@@ -132,6 +132,7 @@ void apply_effects(owner_actor* self, const owner_env& ctx, owner_effects fx) {
   // One shared message per chunk for every learner; each link sends under its own credit.
   flow_publish(self, st.flow, st.learners, share_chunks(std::move(fx.broadcast)), rec.version,
                rec.fragment_id);
+  write_verdict checkpoint_verdict = write_verdict::go_on;  // the node's answer to a failed write
   if (ctx.svc.log != nullptr) {
     uint64_t tokens = 0;
     for (const auto& c : rec.contributors) tokens += c.tokens;
@@ -150,9 +151,9 @@ void apply_effects(owner_actor* self, const owner_env& ctx, owner_effects fx) {
                             ": checkpoint of version " + std::to_string(rec.version) + ": " +
                             rec.checkpoint_error;
     // What a failed write means (the run's end, or a degraded node) is the node's policy:
-    // the owner reports it and does what its context says (retry_checkpoints).
+    // the owner reports it and does what the node answers (write it again, or not).
     if (!rec.checkpoint_error.empty())
-      ctx.svc.log->write_trouble(ctx.options.checkpoint_path, msg);
+      checkpoint_verdict = ctx.svc.log->write_trouble(ctx.options.checkpoint_path, msg);
     else if (rec.checkpointed)
       ctx.svc.log->write_recovered(ctx.options.checkpoint_path);
     const size_t n_learners = st.learners.size();
@@ -165,7 +166,7 @@ void apply_effects(owner_actor* self, const owner_env& ctx, owner_effects fx) {
       c.versions[rec.fragment_id] = rec.version;
     });
   }
-  if (!rec.checkpoint_error.empty() && ctx.retry_checkpoints && !st.checkpoint_retry_armed) {
+  if (checkpoint_verdict == write_verdict::retry_degraded && !st.checkpoint_retry_armed) {
     st.checkpoint_retry_armed = true;  // written again with backoff (snapshot_atom)
     self->delayed_send(self, to_timespan(0.5), atoms::snapshot_atom_v, 0.5);
   }
@@ -731,10 +732,11 @@ owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_
                                             {"retried", true}});
           ctx->svc.log->write_recovered(o.checkpoint_path);
         } else {
-          ctx->svc.log->write_trouble(o.checkpoint_path, "fragment owner " + std::to_string(frag) +
-                                                             ": checkpoint of version " +
-                                                             std::to_string(s.core->version()) +
-                                                             ": " + w.error().message);
+          const write_verdict told = ctx->svc.log->write_trouble(
+              o.checkpoint_path, "fragment owner " + std::to_string(frag) +
+                                     ": checkpoint of version " +
+                                     std::to_string(s.core->version()) + ": " + w.error().message);
+          if (told != write_verdict::retry_degraded) return;  // the node ends the run
           s.checkpoint_retry_armed = true;
           const double next = std::min(10.0, backoff_s * 2);
           self->delayed_send(self, to_timespan(backoff_s), atoms::snapshot_atom_v, next);

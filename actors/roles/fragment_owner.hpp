@@ -67,11 +67,6 @@ struct owner_config {
   int threads = 1;
   /// The health monitor (subscription, live view).
   monitor_hdl monitor;
-  /// The node's write-failure policy for this owner: a checkpoint that cannot be written is
-  /// written again with backoff (0.5 s doubling to 10 s) while the run goes on degraded (a
-  /// syncer node); false: it is reported only (`dd-node run` ends the run on it). Either way
-  /// the owner reports it with event_sink::write_trouble.
-  bool retry_checkpoints = false;
   /// The first start continues a run (`--resume`): it asks the learners for newer copies of its
   /// fragment, like a respawn does (see fragment_owner).
   bool resumed = false;

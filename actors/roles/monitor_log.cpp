@@ -127,8 +127,9 @@ void record_written(event_sink* log, const std::string& path, const status& st, 
     return;
   }
   log->emit("failure", {{"what", "monitor_record"}, {"error", st.error().message}});
-  // The node's policy decides what it means (run_log::write_trouble): the end of the run
-  // (`dd-node run`) or a degraded node; the membership core retries with backoff either way.
+  // The node's policy decides what it means (event_sink::write_trouble's verdict): the end of the
+  // run (`dd-node run`) or a degraded node; the membership core retries with backoff either way
+  // (under end_the_run the node is stopping the job already).
   log->write_trouble(path, "health monitor: cannot write its record: " + st.error().message);
 }
 

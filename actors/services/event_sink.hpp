@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "actors/services/write_policy.hpp"
+
 namespace dd::actors {
 
 struct run_counters;
@@ -28,8 +30,10 @@ class event_sink {
 
   /// A file the run promised could not be written: the run's write failure (the node ends it).
   virtual void write_failed(const std::string& message) = 0;
-  /// A write of `file` failed; what that means is the node's policy (see run_log).
-  virtual void write_trouble(const std::string& file, const std::string& message) = 0;
+  /// A write of `file` failed (`message` names it with errno's text). What that means is the
+  /// node's policy (write_policy.hpp, see run_log); the answer tells the writer what to do:
+  /// retry_degraded (write it again with backoff) or end_the_run (do not; the node ends the run).
+  virtual write_verdict write_trouble(const std::string& file, const std::string& message) = 0;
   /// A write of `file` succeeded again.
   virtual void write_recovered(const std::string& file) = 0;
 

@@ -71,7 +71,7 @@ void run_log::emit(const std::string& kind, nlohmann::json fields) {
     // exception here would end the actor that logs.
     std::string text = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + '\n';
     if (out_.is_open() && write_failure_.empty()) {
-      if (retry_) {
+      if (policy_.retries()) {
         const double now = clock_();
         if (pending_.size() + text.size() <= (size_t{8} << 20))
           pending_ += text;
@@ -93,7 +93,7 @@ void run_log::emit(const std::string& kind, nlohmann::json fields) {
     if (observer_ != nullptr) observer_->on_event(line);
     if (keep_) events_.push_back(std::move(line));
   }
-  if (retry_) {
+  if (policy_.retries()) {
     if (!failed.empty()) warn_error(failed + "; retrying with backoff (the run goes on, degraded)");
     if (recovered)
       warn(
@@ -149,26 +149,26 @@ bool run_log::flush_pending_locked(double now) {
   return true;
 }
 
-void run_log::set_retry_writes(bool on) {
+void run_log::set_write_policy(const write_policy& policy) {
   std::lock_guard<std::mutex> guard(mutex_);
-  retry_ = on;
+  policy_ = policy;
 }
 
-bool run_log::retry_writes() const {
+write_policy run_log::policy() const {
   std::lock_guard<std::mutex> guard(mutex_);
-  return retry_;
+  return policy_;
 }
 
-void run_log::write_trouble(const std::string& file, const std::string& message) {
+write_verdict run_log::write_trouble(const std::string& file, const std::string& message) {
   bool first = false;
-  bool retry = false;
+  write_verdict verdict = write_verdict::end_the_run;
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    retry = retry_;
+    verdict = policy_.on_failed_write();
   }
-  if (!retry) {  // dd-node run: the run ends, naming the file
+  if (verdict == write_verdict::end_the_run) {  // dd-node run: the run ends, naming the file
     write_failed(message);
-    return;
+    return verdict;
   }
   {
     std::lock_guard<std::mutex> guard(mutex_);
@@ -179,6 +179,7 @@ void run_log::write_trouble(const std::string& file, const std::string& message)
     counters_.degraded[file] = message;
   }
   if (first) warn_error(message + "; retrying with backoff (the run goes on, degraded)");
+  return verdict;
 }
 
 void run_log::write_recovered(const std::string& file) {
@@ -209,7 +210,8 @@ void run_log::retry_pending() {
   bool recovered = false;
   {
     std::lock_guard<std::mutex> guard(mutex_);
-    if (!retry_ || !out_.is_open() || pending_.empty() || !write_failure_.empty()) return;
+    if (!policy_.retries() || !out_.is_open() || pending_.empty() || !write_failure_.empty())
+      return;
     const double now = clock_();
     if (now < next_retry_s_) return;
     recovered = flush_pending_locked(now);
@@ -343,16 +345,16 @@ void retried_lines::flush() {
   }
   if (!st) {
     if (log_ == nullptr) return;
-    if (!log_->retry_writes()) {  // dd-node run: the run ends, naming the file
+    // The node's policy answers: write it again with backoff, or (dd-node run) the run ends,
+    // naming the file, and nothing more is written.
+    if (log_->write_trouble(path_, st.message) != write_verdict::retry_degraded) {
       dead_ = true;
       pending_.clear();
-      log_->write_failed(st.message);
       return;
     }
     backoff_s_ = failing_ ? std::min(10.0, backoff_s_ * 2) : 0.5;
     failing_ = true;
     next_retry_s_ = now + backoff_s_;
-    log_->write_trouble(path_, st.message);
     return;
   }
   if (failing_ && log_ != nullptr) {

@@ -29,6 +29,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/services/event_sink.hpp"
+#include "actors/services/write_policy.hpp"
 #include "util/files.hpp"
 
 namespace dd::actors {
@@ -160,22 +161,24 @@ class run_log final : public event_sink {
   /// The first write failure of the run; empty while every write succeeded.
   std::string write_failure() const;
 
-  /// The node's write-failure policy. Cluster nodes (`dd-node syncer`, `dd-node learner`): a
-  /// failed write does not end the run at once. An events.jsonl line that cannot be written is kept
-  /// (at most 8 MiB of lines; beyond that lines are dropped and counted) and written again, in
-  /// order, with backoff (0.5 s doubling to 10 s, on the next emit or retry_pending()); the file is
-  /// marked degraded (run_counters::degraded) and the first failure and the recovery are printed on
-  /// the console. Owner checkpoints report through write_trouble / write_recovered. The node
-  /// watches failing_for_s() and ends the run past its limit (checkpoint.max_failing_seconds).
-  void set_retry_writes(bool on);
-  /// The policy, for the node's own writers (retried_lines); a role reports a failed write with
-  /// write_trouble and never asks.
-  bool retry_writes() const;
+  /// The node's write-failure policy (actors/services/write_policy.hpp; default end_the_run),
+  /// set by the node before it spawns anything. retry_and_degrade (cluster nodes): a failed write
+  /// does not end the run at once. An events.jsonl line that cannot be written is kept (at most
+  /// 8 MiB of lines; beyond that lines are dropped and counted) and written again, in order, with
+  /// backoff (0.5 s doubling to 10 s, on the next emit or retry_pending()); the file is marked
+  /// degraded (run_counters::degraded) and the first failure and the recovery are printed on the
+  /// console. Other files report through write_trouble / write_recovered. The node's loop asks
+  /// the policy (write_policy::on_failing) what failing_for_s() means for the run.
+  void set_write_policy(const write_policy& policy);
+  /// The policy, for the node that set it; a writer reports a failed write with write_trouble
+  /// and does what the answer says, never asking.
+  write_policy policy() const;
   /// A write of `file` failed (`message` names it with errno's text). What it means is the
-  /// node's policy: in retry mode `file` is degraded and failing (the console gets the first
-  /// failure of a streak; failing_for_s counts it); otherwise it is the run's write failure
-  /// (write_failed: the node ends the run). The caller does the same either way.
-  void write_trouble(const std::string& file, const std::string& message) override;
+  /// node's policy (write_policy::on_failed_write): under retry_and_degrade `file` is degraded
+  /// and failing (the console gets the first failure of a streak; failing_for_s counts it) and
+  /// the answer is retry_degraded; otherwise it is the run's write failure (write_failed: the
+  /// node ends the run) and the answer is end_the_run.
+  write_verdict write_trouble(const std::string& file, const std::string& message) override;
   /// A write of `file` succeeded again: its failing streak ends (it stays degraded).
   void write_recovered(const std::string& file) override;
   /// Seconds the longest-failing file has been failing without a success (0: none failing).
@@ -236,9 +239,9 @@ class run_log final : public event_sink {
   run_observer* observer_ = nullptr;
   util::append_file out_;
   std::string write_failure_;
-  bool retry_ = false;
+  write_policy policy_;
   std::string events_path_;
-  std::string pending_;           // events.jsonl lines not yet written (retry mode)
+  std::string pending_;           // events.jsonl lines not yet written (retry_and_degrade)
   uint64_t pending_dropped_ = 0;  // lines dropped because pending_ was full
   double next_retry_s_ = 0.0;
   double backoff_s_ = 0.5;
@@ -253,10 +256,10 @@ class run_log final : public event_sink {
 
 /// A file of whole lines that a node appends to besides events.jsonl (the syncer's
 /// learner_loss.csv and its learner nodes' forwarded <node>.events.jsonl), with `log`'s rule for
-/// a failed write. In retry mode (run_log::set_retry_writes: cluster nodes) lines that cannot be
-/// written are kept (at most 8 MiB; beyond that dropped and counted in `degraded`) and written
-/// again in order with backoff (0.5 s doubling to 10 s, on the next append() or retry()); the
-/// file is reported through run_log::write_trouble (stderr, `degraded` naming it, counted by
+/// a failed write. Under retry_and_degrade (run_log::set_write_policy: cluster nodes) lines that
+/// cannot be written are kept (at most 8 MiB; beyond that dropped and counted in `degraded`) and
+/// written again in order with backoff (0.5 s doubling to 10 s, on the next append() or retry());
+/// the file is reported through run_log::write_trouble (stderr, `degraded` naming it, counted by
 /// failing_for_s() toward checkpoint.max_failing_seconds) and write_recovered. Otherwise
 /// (`dd-node run`) the first failure is run_log::write_failed (the run ends, naming the file)
 /// and nothing more is written. Not thread-safe: one owner (an actor) calls it.

@@ -273,14 +273,18 @@ TEST(learner_node_core, every_transition_of_the_table) {
       {"writes failing past the limit",
        state::running,
        0.0,
-       [](auto& c) { return c.on_writes_failing(31, 30, "events.jsonl"); },
+       [](auto& c) {
+         return c.on_writes_failing(write_policy::retry_and_degrade(30), 31, "events.jsonl");
+       },
        state::stopping,
        {"say", "stop_learners"},
        node_exit_failure},
       {"writes failing within the limit",
        state::running,
        0.0,
-       [](auto& c) { return c.on_writes_failing(29, 30, "events.jsonl"); },
+       [](auto& c) {
+         return c.on_writes_failing(write_policy::retry_and_degrade(30), 29, "events.jsonl");
+       },
        state::running,
        {},
        node_exit_ok},
@@ -403,7 +407,7 @@ TEST(learner_node_core, every_transition_of_the_table) {
       {"failing writes while stopping",
        state::stopping,
        0.0,
-       [](auto& c) { return c.on_writes_failing(99, 30, "x"); },
+       [](auto& c) { return c.on_writes_failing(write_policy::retry_and_degrade(30), 99, "x"); },
        state::stopping,
        {},
        130},

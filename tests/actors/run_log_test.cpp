@@ -104,7 +104,8 @@ void run_hammer(bool retry_writes, const std::string& name) {
   const fs::path dir = fresh_dir(name);
   auto ticks = std::make_shared<std::atomic<uint64_t>>(0);
   run_log log((dir / "events.jsonl").string(), /*keep_in_memory=*/true, counting_clock(ticks));
-  log.set_retry_writes(retry_writes);
+  log.set_write_policy(retry_writes ? write_policy::retry_and_degrade(60.0)
+                                    : write_policy::end_the_run());
   std::vector<std::string> tapped;  // the tap is called under the log's lock
   log.set_tap([&tapped](const std::string& line) { tapped.push_back(line); });
   hammer(log);
