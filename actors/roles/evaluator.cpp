@@ -16,6 +16,7 @@
 
 #include "actors/link/atoms.hpp"
 #include "actors/link/chunk_flow.hpp"
+#include "actors/roles/role_entry.hpp"
 #include "actors/roles/supervisor.hpp"
 #include "actors/services/run_log.hpp"
 #include "messages/control.hpp"
@@ -40,9 +41,7 @@ uint64_t digest_floats(const std::vector<float>& v) {
 namespace {
 
 /// What the evaluator works with: its configuration and the services its node handed it.
-struct evaluator_env : evaluator_config {
-  evaluator_services svc;
-};
+using evaluator_env = role_env<evaluator_config, evaluator_services>;
 
 double steady_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -216,9 +215,7 @@ void finish_round(evaluator_actor* self, const evaluator_env& ctx) {
 evaluator_hdl::behavior_type evaluator(evaluator_actor* self,
                                        std::shared_ptr<const evaluator_config> config,
                                        evaluator_services services) {
-  auto ctx = std::make_shared<const evaluator_env>(evaluator_env{*config, std::move(services)});
-  name_crashes(self);
-  drop_unexpected(self, ctx->svc.log, "evaluator");
+  const auto ctx = enter_role<evaluator_env>(self, *config, std::move(services), "evaluator");
   auto& st = self->state;
   kernels::backend_options bo;
   bo.threads = ctx->threads;

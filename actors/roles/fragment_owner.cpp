@@ -23,6 +23,7 @@
 
 #include "actors/link/atoms.hpp"
 #include "actors/link/wire_refusal.hpp"
+#include "actors/roles/role_entry.hpp"
 #include "actors/roles/supervisor.hpp"
 #include "actors/services/owner_faults.hpp"
 #include "actors/services/run_log.hpp"
@@ -39,9 +40,7 @@ double clock_seconds(caf::actor_clock::time_point t) {
 namespace {
 
 /// What an incarnation works with: its configuration and the services its node handed it.
-struct owner_env : owner_config {
-  owner_services svc;
-};
+using owner_env = role_env<owner_config, owner_services>;
 
 /// What the owner writes into every envelope: the run and the syncer's incarnation.
 envelope_stamp stamp_of(const owner_env& ctx) {
@@ -513,9 +512,9 @@ owner_hdl::behavior_type rebuilding(owner_actor* self, std::shared_ptr<const own
 owner_hdl::behavior_type fragment_owner(owner_actor* self,
                                         std::shared_ptr<const owner_config> config,
                                         owner_services services) {
-  auto ctx = std::make_shared<const owner_env>(owner_env{*config, std::move(services)});
-  name_crashes(self);
-  drop_unexpected(self, ctx->svc.log, "owner " + std::to_string(ctx->options.layout.fragment_id));
+  const auto ctx =
+      enter_role<owner_env>(self, *config, std::move(services),
+                            "owner " + std::to_string(config->options.layout.fragment_id));
   // Learners' push and copy chunks may come on the tensor channel too.
   tensor_channel_hub::allow(self->system(), caf::strong_actor_ptr{self->ctrl()},
                             {channel_kind::push, channel_kind::copy});

@@ -15,6 +15,7 @@
 #include "actors/link/wire_refusal.hpp"
 #include "actors/roles/fragment_owner.hpp"
 #include "actors/roles/monitor_log.hpp"
+#include "actors/roles/role_entry.hpp"
 #include "actors/roles/supervisor.hpp"
 #include "actors/services/recorder.hpp"
 #include "actors/services/run_log.hpp"
@@ -27,9 +28,7 @@ namespace dd::actors {
 namespace {
 
 /// What the monitor works with: its configuration and the services its node handed it.
-struct monitor_env : monitor_config {
-  monitor_services svc;
-};
+using monitor_env = role_env<monitor_config, monitor_services>;
 using ctx_ptr = std::shared_ptr<const monitor_env>;
 
 double now_s(monitor_actor* self) { return clock_seconds(self->clock().now()); }
@@ -440,8 +439,8 @@ void on_subscribe(monitor_actor* self, const monitor_env& ctx, const subscribe_m
 monitor_hdl::behavior_type health_monitor(monitor_actor* self,
                                           std::shared_ptr<const monitor_config> config,
                                           monitor_services services) {
-  auto ctx = std::make_shared<const monitor_env>(monitor_env{*config, std::move(services)});
-  drop_unexpected(self, ctx->svc.log, "health monitor");
+  const auto ctx = enter_role<monitor_env>(self, *config, std::move(services), "health monitor",
+                                           role_crashes::caf_default);
   self->state.owners.resize(static_cast<size_t>(std::max(ctx->fragments, 0)));
   self->state.core.emplace(static_cast<const membership_options&>(*ctx), now_s(self));
   if (!ctx->restored_record.is_null()) restore(self, *ctx);

@@ -20,6 +20,7 @@
 #include "actors/link/atoms.hpp"
 #include "actors/roles/fragment_owner.hpp"
 #include "actors/roles/learner_record.hpp"
+#include "actors/roles/role_entry.hpp"
 #include "actors/roles/supervisor.hpp"
 #include "actors/services/compute_gate.hpp"
 #include "actors/services/run_log.hpp"
@@ -33,9 +34,7 @@ namespace {
 
 namespace act = learner_do;
 /// What an incarnation works with: its configuration and the services its node handed it.
-struct learner_env : learner_config {
-  learner_services svc;
-};
+using learner_env = role_env<learner_config, learner_services>;
 using ctx_ptr = std::shared_ptr<const learner_env>;
 
 double actor_now(learner_actor* self) { return clock_seconds(self->clock().now()); }
@@ -332,9 +331,8 @@ void init_state(learner_actor* self, const learner_env& ctx) {
 learner_hdl::behavior_type learner(learner_actor* self,
                                    std::shared_ptr<const learner_config> config,
                                    learner_services services) {
-  auto ctx = std::make_shared<const learner_env>(learner_env{*config, std::move(services)});
-  name_crashes(self);
-  drop_unexpected(self, ctx->svc.log, "learner " + std::to_string(ctx->learner_id));
+  const auto ctx = enter_role<learner_env>(self, *config, std::move(services),
+                                           "learner " + std::to_string(config->learner_id));
   // Owners' broadcast chunks may come on the tensor channel too.
   tensor_channel_hub::allow(self->system(), caf::strong_actor_ptr{self->ctrl()},
                             {channel_kind::broadcast});

@@ -16,6 +16,7 @@
 
 #include "actors/link/atoms.hpp"
 #include "actors/roles/fragment_owner.hpp"
+#include "actors/roles/role_entry.hpp"
 #include "actors/services/run_log.hpp"
 #include "util/duration.hpp"
 
@@ -24,9 +25,7 @@ namespace dd::actors {
 namespace {
 
 /// What the supervisor works with: its configuration and the services its node handed it.
-struct supervisor_env : supervisor_config {
-  supervisor_services svc;
-};
+using supervisor_env = role_env<supervisor_config, supervisor_services>;
 
 void start_child(supervisor_actor* self, const supervisor_env& ctx, size_t i) {
   auto child = ctx.children[i].spawn(self->system());
@@ -72,8 +71,9 @@ down_reason read_down_reason(const caf::error& reason) {
 supervisor_hdl::behavior_type supervisor(supervisor_actor* self,
                                          std::shared_ptr<const supervisor_config> config,
                                          supervisor_services services) {
-  auto ctx = std::make_shared<const supervisor_env>(supervisor_env{*config, std::move(services)});
-  drop_unexpected(self, ctx->svc.log, "supervisor of " + to_string(ctx->kind) + "s");
+  const auto ctx = enter_role<supervisor_env>(self, *config, std::move(services),
+                                              "supervisor of " + to_string(config->kind) + "s",
+                                              role_crashes::caf_default);
   auto& st = self->state;
   const size_t n = ctx->children.size();
   st.current.resize(n);
