@@ -1,17 +1,17 @@
 // actors/services/write_policy.cpp — see write_policy.hpp.
 #include "actors/services/write_policy.hpp"
 
+#include <cstddef>
+#include <iterator>
+
 #include <fmt/format.h>
 
 namespace dd::actors {
 
 const char* to_string(write_verdict v) {
-  switch (v) {
-    case write_verdict::go_on: return "go_on";
-    case write_verdict::retry_degraded: return "retry_degraded";
-    case write_verdict::end_the_run: return "end_the_run";
-  }
-  return "?";
+  static const char* const names[] = {"go_on", "retry_degraded", "end_the_run"};  // enum order
+  const auto i = static_cast<size_t>(v);
+  return i < std::size(names) ? names[i] : "?";
 }
 
 write_verdict write_policy::on_failing(double failing_s) const noexcept {

@@ -3,6 +3,7 @@
 // limit (checkpoint.max_failing_seconds), the verdict (go on, retry degraded, end the run); and
 // the run log's answer to a writer reporting a failed write under each policy.
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -13,34 +14,32 @@
 namespace dd::actors {
 namespace {
 
-struct failing_case {
+using verdicts = std::vector<std::pair<double, write_verdict>>;  // (failing_s, verdict)
+
+/// A policy and what writes failing for so many seconds mean under it.
+struct policy_case {
   const char* name;
   write_policy policy;
-  double failing_s;
-  write_verdict want;
+  verdicts want;
 };
 
 TEST(write_policy, what_writes_failing_for_so_long_mean_for_the_run) {
-  const std::vector<failing_case> cases = {
-      {"cluster node, nothing failing", write_policy::retry_and_degrade(30), 0.0,
-       write_verdict::go_on},
-      {"cluster node, failing for a moment", write_policy::retry_and_degrade(30), 0.5,
-       write_verdict::retry_degraded},
-      {"cluster node, failing within the limit", write_policy::retry_and_degrade(30), 29.0,
-       write_verdict::retry_degraded},
-      {"cluster node, failing for exactly the limit", write_policy::retry_and_degrade(30), 30.0,
-       write_verdict::retry_degraded},
-      {"cluster node, failing past the limit", write_policy::retry_and_degrade(30), 31.0,
-       write_verdict::end_the_run},
-      {"cluster node, limit 0, failing", write_policy::retry_and_degrade(0), 0.1,
-       write_verdict::end_the_run},
-      {"dd-node run, nothing failing", write_policy::end_the_run(), 0.0, write_verdict::go_on},
-      {"dd-node run, failing", write_policy::end_the_run(), 0.1, write_verdict::end_the_run},
-      {"the default is dd-node run's", write_policy(), 5.0, write_verdict::end_the_run},
+  constexpr auto go_on = write_verdict::go_on;
+  constexpr auto retry = write_verdict::retry_degraded;
+  constexpr auto end = write_verdict::end_the_run;
+  const std::vector<policy_case> cases = {
+      // Nothing failing; a moment; within the limit; exactly the limit; past it.
+      {"cluster node, limit 30 s",
+       write_policy::retry_and_degrade(30),
+       {{0.0, go_on}, {0.5, retry}, {29.0, retry}, {30.0, retry}, {31.0, end}}},
+      {"cluster node, limit 0", write_policy::retry_and_degrade(0), {{0.0, go_on}, {0.1, end}}},
+      {"dd-node run", write_policy::end_the_run(), {{0.0, go_on}, {0.1, end}}},
+      {"the default is dd-node run's", write_policy(), {{0.0, go_on}, {5.0, end}}},
   };
   for (const auto& c : cases)
-    EXPECT_EQ(to_string(c.policy.on_failing(c.failing_s)), std::string(to_string(c.want)))
-        << c.name;
+    for (const auto& [failing_s, want] : c.want)
+      EXPECT_EQ(to_string(c.policy.on_failing(failing_s)), std::string(to_string(want)))
+          << c.name << ", failing for " << failing_s << " s";
 }
 
 TEST(write_policy, a_failed_write_is_retried_on_a_cluster_node_and_ends_dd_node_run) {
