@@ -4,7 +4,8 @@
 #     `dd-chaos kill` once every learner has stepped: loss_tokens.png, loss_time.png, merges.png,
 #     timeline.png (the kill from chaos.jsonl and learner 1's restart counted), bytes.png;
 #   * `dd-node run` of two experiments (one with an in-process learner kill) and its comparison
-#     table: comparison.png;
+#     table: comparison.png; a resumed run's new incarnations are not restarts; every timeline's
+#     restart count is its summary.json's learner_restarts;
 #   * dd-goodput's output directory: goodput.png;
 # each a PNG that Debian's matplotlib decodes, with nonzero width and height. Then the errors:
 # a missing input, a run directory without learner_loss.csv, a corrupt events.jsonl line (named
@@ -22,6 +23,16 @@ py=/usr/bin/python3
 enter_scratch_dir
 data=$src/datasets/tinyshakespeare/input.txt
 fail() { echo "FAIL: $*"; exit 1; }
+
+# The timeline's restarts (`dd-node plot` output $2) are summary.json's learner_restarts (run $1).
+restarts_match_summary() {
+  local want got
+  want=$("$py" -c 'import json, sys; print(json.load(open(sys.argv[1]))["learner_restarts"])' "$1/summary.json")
+  got=$(sed -n 's/.*timeline.png: [0-9]* learners, \([0-9]*\) restarts,.*/\1/p' "$2")
+  [ -n "$got" ] && [ "$got" = "$want" ] ||
+    { cat "$2"; fail "$1: the timeline counts '$got' restarts, summary.json's learner_restarts $want"; }
+  echo "ok $1: $got restarts, as summary.json's learner_restarts"
+}
 
 # PNG check: every named file exists, is nonzero, and decodes to an image of nonzero size.
 check_pngs() {
@@ -68,6 +79,7 @@ cat plot.out
 check_pngs run/figures/{loss_tokens,loss_time,merges,timeline,bytes}.png
 grep -q 'timeline.png: 3 learners, 1 restarts, [1-9][0-9]* faults (1 from chaos.jsonl)' plot.out ||
   fail "the timeline does not count 3 learners, 1 restart and the kill from chaos.jsonl"
+restarts_match_summary run plot.out
 grep -q 'loss_tokens.png: 3 learners, [1-9][0-9]* steps, [1-9][0-9]* evaluations' plot.out ||
   fail "the loss figure has no steps or no evaluation"
 grep -q 'merges.png: [1-9][0-9]* merges over 2 fragments' plot.out || fail "merges.png counts no merge"
@@ -96,6 +108,25 @@ grep -q 'comparison.png: 2 experiments: h4, h8_kill' cmp.out || fail "comparison
 "$dd_node" plot runs/h8_kill > kill.out 2>&1 || { cat kill.out; fail "dd-node plot runs/h8_kill"; }
 grep -q 'timeline.png: 2 learners, 1 restarts, 1 faults (0 from chaos.jsonl)' kill.out ||
   { cat kill.out; fail "the in-process kill is not on the timeline"; }
+restarts_match_summary runs/h8_kill kill.out
+# A resumed `dd-node run` (h4's events.jsonl with a second part appended as --resume writes it:
+# a resume event, every learner's rejoin with a new incarnation, live false): new incarnations,
+# not restarts (summary.json counts none), drawn as rejoins or resumes.
+cp -r runs/h4 resumed
+"$py" - resumed/events.jsonl <<'PY'
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1])]
+t = max(e["time"] for e in lines) + 1.0
+more = [{"event": "resume", "experiment": "h4", "t": 0.0, "time": t}]
+more += [{"event": "rejoin", "incarnation": 1, "learner": i, "live": False, "resume_step": 20,
+          "t": 0.01, "time": t + 0.01} for i in (0, 1)]
+with open(sys.argv[1], "a") as f:
+    f.write("".join(json.dumps(e) + "\n" for e in more))
+PY
+"$dd_node" plot resumed > resumed.out 2>&1 || { cat resumed.out; fail "dd-node plot resumed"; }
+grep -q 'timeline.png: 2 learners, 0 restarts, .*, 2 rejoins or resumes' resumed.out ||
+  { cat resumed.out; fail "a resume counted as restarts (or its rejoins not drawn)"; }
+restarts_match_summary resumed resumed.out
 
 # --- dd-goodput ---------------------------------------------------------------------------------
 "$dd_goodput" --chips 4096 --learners 2 --days 1 --seeds 2 --out gp > gp.out 2>&1 ||

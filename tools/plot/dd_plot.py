@@ -322,16 +322,41 @@ def fig_merges(plt, run, out_dir):
 
 
 def learner_spans(run):
-    """Per learner: stepping spans, away spans, restart times (seconds since the start)."""
+    """Per learner: stepping spans, away spans, restarts and rejoins (seconds since the start).
+
+    A restart is what summary.json's `learner_restarts` counts: a new learner process after a
+    failure — in a part with learner nodes (`node_join` events: a syncer), a `rejoin` with
+    `live: false`; in an in-process part (`dd-node run`), a learner `respawn` event (its new
+    incarnation from the learner's next `rejoin`/`learner_start`). A rejoin is any other new
+    incarnation: the same process back after an outage (`live: true`), or the learners of a
+    resumed `dd-node run` (`--resume`; a resumed syncer's learner processes are new: restarts, as
+    summary.json counts them). Each is (seconds, incarnation); incarnations come from
+    events.jsonl (a learner node's own copies say nothing more)."""
     by = {}
     for r in run.loss:
         by.setdefault(r["learner"], []).append(r["time"] - run.t0)
     ids = set(by)
     joins, downs, done = {}, {}, {}
     incarnation = {}
-    restarts = {}
-    for e in sorted(run.events + run.node_events, key=lambda e: e["time"]):
+    restarts, rejoins = {}, {}
+    # Which parts of events.jsonl (each from its start or resume event) had learner nodes.
+    remote_parts, part = set(), 0
+    for e in run.events:
+        if e.get("event") in ("start", "resume"):
+            part += 1
+        elif e.get("event") == "node_join":
+            remote_parts.add(part)
+    part = 0
+    respawned = {}  # learner -> time of a respawn whose new incarnation is not seen yet
+    own = [(e, True) for e in run.events] + [(e, False) for e in run.node_events]
+    for e, syncer in sorted(own, key=lambda x: x[0]["time"]):
         kind = e.get("event")
+        if syncer and kind in ("start", "resume"):
+            part += 1
+        if syncer and kind == "respawn" and e.get("kind") == "learner" and \
+                part not in remote_parts and isinstance(e.get("id"), int):
+            respawned[e["id"]] = e["time"] - run.t0
+            continue
         if "learner" not in e or not isinstance(e.get("learner"), int):
             continue
         lid = e["learner"]
@@ -339,9 +364,16 @@ def learner_spans(run):
         if kind in ("join", "rejoin", "learner_start"):
             ids.add(lid)
             inc = e.get("incarnation", 0)
-            if lid in incarnation and inc > incarnation[lid]:
+            if not syncer:  # a node's own learner_start: the syncer's rejoin says what it was
+                pass
+            elif lid in respawned and inc > incarnation.get(lid, -1):
+                restarts.setdefault(lid, []).append((respawned.pop(lid), inc))
+            elif syncer and kind == "rejoin" and e.get("live") is False and part in remote_parts:
                 restarts.setdefault(lid, []).append((t, inc))
-            incarnation[lid] = max(inc, incarnation.get(lid, 0))
+            elif lid in incarnation and inc > incarnation[lid]:
+                rejoins.setdefault(lid, []).append((t, inc))
+            if syncer:
+                incarnation[lid] = max(inc, incarnation.get(lid, 0))
             if kind != "learner_start" and lid in downs:
                 joins.setdefault(lid, []).append((downs.pop(lid), t))
         elif kind in ("failure", "crash") or (kind == "leave" and lid not in done):
@@ -351,6 +383,8 @@ def learner_spans(run):
             downs.setdefault(lid, t)
         elif kind == "learner_done":
             done[lid] = t
+    for lid, t in respawned.items():  # respawned, no new incarnation seen (the run ended)
+        restarts.setdefault(lid, []).append((t, incarnation.get(lid, 0) + 1))
     for lid, t in downs.items():  # never came back
         joins.setdefault(lid, []).append((t, run.t_end - run.t0))
     spans = {}
@@ -368,8 +402,19 @@ def learner_spans(run):
                     start = t
                 prev = t
             stepping.append((start, prev - start))
-        spans[lid] = (stepping, joins.get(lid, []), restarts.get(lid, []))
+        spans[lid] = (stepping, joins.get(lid, []), restarts.get(lid, []), rejoins.get(lid, []))
     return spans
+
+
+def stacked_offsets(xs, close):
+    """Vertical offsets (points) for labels at `xs` on one row: a label closer than `close` to
+    the one before it goes one level up (three levels), so close markers' labels do not overlap."""
+    out, level, prev = [], 0, None
+    for x in xs:
+        level = (level + 1) % 3 if prev is not None and x - prev < close else 0
+        out.append(2 + 8 * level)
+        prev = x
+    return out
 
 
 def faults(run):
@@ -398,23 +443,34 @@ def fig_timeline(plt, run, out_dir):
     ids = sorted(spans)
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.6 * max(1, len(ids))))
     end = run.t_end - run.t0
-    n_restarts = 0
+    n_restarts = n_rejoins = 0
     for row, lid in enumerate(ids):
-        stepping, away, restarts = spans[lid]
+        stepping, away, restarts, rejoins = spans[lid]
         ax.broken_barh(stepping, (row - 0.3, 0.6), facecolors="tab:green")
         ax.broken_barh([(a, b - a) for a, b in away], (row - 0.3, 0.6), facecolors="tab:red",
                        hatch="//", alpha=0.7)
-        for t, inc in restarts:
+        for t, inc in rejoins:  # no label: a resume gives every learner one at the same time
+            n_rejoins += 1
+            ax.plot([t], [row + 0.42], marker="v", markerfacecolor="white", color="tab:gray",
+                    markersize=7)
+        restarts = sorted(restarts)
+        for (t, inc), dy in zip(restarts, stacked_offsets([t for t, _ in restarts], 0.08 * end)):
             n_restarts += 1
             ax.plot([t], [row + 0.42], marker="v", color="black", markersize=8)
             right = t > 0.8 * end  # keep the label inside the axes
-            ax.annotate(f"incarnation {inc}", (t, row + 0.42), textcoords="offset points",
-                        xytext=(-6 if right else 4, 2), ha="right" if right else "left", fontsize=7)
+            ax.annotate(f"restart: incarnation {inc}", (t, row + 0.42), textcoords="offset points",
+                        xytext=(-6 if right else 4, dy), ha="right" if right else "left",
+                        fontsize=7)
     width = max(end * 0.004, 1e-3)
-    for t, d, label, src in fl:
+    level, prev = 0, None
+    for t, d, label, src in sorted(fl, key=lambda f: f[0]):
         ax.axvspan(t, t + (d if d else width), color="tab:purple" if src == "chaos.jsonl" else "tab:orange",
                    alpha=0.25)
-        ax.annotate(label, (t, len(ids) - 0.45), fontsize=7, rotation=90, va="top", ha="right")
+        # Close faults' labels (vertical text) side by side instead of on top of each other.
+        level = level + 1 if prev is not None and t - prev < 0.02 * end else 0
+        prev = t
+        ax.annotate(label, (t, len(ids) - 0.45), textcoords="offset points", xytext=(9 * level, 0),
+                    fontsize=7, rotation=90, va="top", ha="right")
     ax.set_yticks(range(len(ids)))
     ax.set_yticklabels([f"learner {i}" for i in ids])
     ax.set_ylim(-0.6, max(1, len(ids)) - 0.4 + 0.3)
@@ -427,7 +483,10 @@ def fig_timeline(plt, run, out_dir):
     ax.legend(handles=[
         Patch(facecolor="tab:green", label="stepping (a row in learner_loss.csv)"),
         Patch(facecolor="tab:red", hatch="//", alpha=0.7, label="away (failure or leave until it rejoins)"),
-        Line2D([], [], marker="v", color="black", linestyle="", label="restarted (new incarnation)"),
+        Line2D([], [], marker="v", color="black", linestyle="",
+               label="restart: a new learner process (summary.json's learner restarts)"),
+        Line2D([], [], marker="v", markerfacecolor="white", color="tab:gray", linestyle="",
+               label="rejoin or resume: a new incarnation, not a restart"),
         Patch(facecolor="tab:purple", alpha=0.25, label="fault from chaos.jsonl"),
         Patch(facecolor="tab:orange", alpha=0.25, label="in-process fault (events.jsonl)"),
     ], fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
@@ -435,7 +494,7 @@ def fig_timeline(plt, run, out_dir):
     path = os.path.join(out_dir, "timeline.png")
     save(fig, path, plt)
     return path, (f"{len(ids)} learners, {n_restarts} restarts, {len(fl)} faults "
-                  f"({n_chaos} from chaos.jsonl)")
+                  f"({n_chaos} from chaos.jsonl), {n_rejoins} rejoins or resumes")
 
 
 def fig_bytes(plt, run, out_dir):
