@@ -946,6 +946,59 @@ TEST(chaos_cli, command_help_prints_that_commands_help) {
   EXPECT_NE(all.find("run the fault proxy"), std::string::npos);
 }
 
+namespace {
+/// Runs dd-chaos with `args`: its exit status and stdout + stderr.
+std::pair<int, std::string> run_chaos_cli(const std::string& args) {
+  FILE* p = ::popen((std::string(DD_CHAOS_BIN) + " " + args + " 2>&1").c_str(), "r");
+  std::string out;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int st = ::pclose(p);
+  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
+}
+}  // namespace
+
+// Regression: kill (and every process command but slow) takes none of slow's duty-cycle flags:
+// each is refused with exit 2 naming it, as docs/chaos.md says of a flag a command does not take,
+// and kill --help does not list them; slow still takes them.
+TEST(chaos_cli, kill_refuses_slow_only_flags_with_exit_2) {
+  for (const std::string flag : {"--duty 0.5", "--period 200ms", "--via signals"}) {
+    const std::string name = flag.substr(0, flag.find(' '));
+    for (const std::string cmd : {"kill", "term", "pause", "resume", "restart"}) {
+      auto [rc, out] = run_chaos_cli(cmd + " learner:1 " + flag + " --dry-run");
+      EXPECT_EQ(rc, 2) << cmd << " " << flag << ": " << out;
+      EXPECT_NE(out.find("unknown flag '" + name + "'"), std::string::npos) << out;
+    }
+  }
+  auto [rc, kill] = run_chaos_cli("kill --help");
+  EXPECT_EQ(rc, 0) << kill;
+  EXPECT_EQ(kill.find("--duty"), std::string::npos) << kill;
+  EXPECT_EQ(kill.find("--period"), std::string::npos) << kill;
+  EXPECT_EQ(kill.find("--via"), std::string::npos) << kill;
+  EXPECT_NE(kill.find("--for D"), std::string::npos) << kill;
+  auto [rc2, slow] = run_chaos_cli("slow --help");
+  EXPECT_EQ(rc2, 0) << slow;
+  EXPECT_NE(slow.find("  --duty F"), std::string::npos) << slow;
+  EXPECT_NE(slow.find("  --period P"), std::string::npos) << slow;
+  EXPECT_NE(slow.find("  --via HOW"), std::string::npos) << slow;
+}
+
+// Regression: --run-dir DIR without DIR/nodes.json (a cluster started by hand) says to give
+// --nodes FILE, besides naming the file it could not open.
+TEST(chaos_cli, run_dir_without_nodes_json_points_to_nodes_flag) {
+  const std::string dir = ::testing::TempDir() + "chaos_no_nodes_json";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  auto [rc, out] = run_chaos_cli("kill learner:0 --dry-run --run-dir " + dir);
+  EXPECT_NE(rc, 0) << out;
+  EXPECT_NE(out.find(dir + "/nodes.json"), std::string::npos) << out;
+  EXPECT_NE(out.find("a hand-started cluster has no nodes.json: give --nodes FILE (docs/chaos.md)"),
+            std::string::npos)
+      << out;
+  std::filesystem::remove_all(dir);
+}
+
 // A syncer killed within 2 s of the learners' rejoin can lose a rejoin's tokens: every learner
 // reaches its last step, summary.json counts fewer, learner_loss.csv's tokens go backwards at
 // the rejoin — while every other invariant stays valid. tokens_match_steps catches each

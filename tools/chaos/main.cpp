@@ -109,8 +109,11 @@ struct command_group {
   const char* heading;
   std::vector<command_doc> commands;
 };
-const std::vector<std::string> process_knobs = {"--for",   "--pick", "--seed",   "--protect",
-                                                "--exact", "--duty", "--period", "--via"};
+/// The knobs of every process fault; `slow` alone also takes its duty cycle (--duty, --period,
+/// --via): the other commands refuse those with exit 2 like any flag they do not take.
+const std::vector<std::string> process_knobs = {"--for", "--pick", "--seed", "--protect",
+                                                "--exact"};
+const std::vector<std::string> slow_knobs = {"--duty", "--period", "--via"};
 const std::vector<std::string> net_knobs = {"--ms",   "--jitter",   "--rate",  "--p",
                                             "--size", "--delay-us", "--bytes", "--dir"};
 std::vector<std::string> with(std::vector<std::string> a, const std::vector<std::string>& b) {
@@ -140,7 +143,7 @@ const std::vector<command_group>& command_groups() {
          "quota of\n"
          "                   (1-F)*P per P), else a SIGSTOP/SIGCONT duty cycle; --via "
          "cgroup|signals forces\n",
-         process_knobs},
+         with(process_knobs, slow_knobs)},
         {"restart", "TARGET [flags]",
          "  restart TARGET   launcher `restart NODE`; without one: SIGTERM (SIGKILL after 10s), "
          "re-exec argv\n",
@@ -401,7 +404,16 @@ chaos_env make_env(const args& a, bool need_nodes) {
       throw usage_error(fmt::format("{}: needs --run-dir DIR or --nodes FILE", a.command));
     return env;
   }
-  env.nodes = read_nodes_file(path);
+  try {
+    env.nodes = read_nodes_file(path);
+  } catch (const chaos_error& e) {
+    // Only `dd-node launch` writes DIR/nodes.json: nodes started by hand need a file of their own.
+    if (a.has("--run-dir") && ::access(path.c_str(), F_OK) != 0)
+      throw chaos_error(fmt::format(
+          "{}; a hand-started cluster has no nodes.json: give --nodes FILE (docs/chaos.md)",
+          e.what()));
+    throw;
+  }
   env.run_dir = env.nodes->run_dir;
   // The run's join token, for the requests that change the run (the launcher's control socket,
   // the nodes' chaos endpoints): DD_JOIN_TOKEN, else the run directory's join_token.
