@@ -215,6 +215,10 @@ struct drain_reply {
 struct node_events {
   std::string node;   ///< the node's name; 1..64 of [A-Za-z0-9._-] (decode: malformed)
   std::string lines;  ///< whole lines, at most 1 MiB (decode: too_large)
+  /// The sending process's stream ("" = none: no duplicate check); at most 64 bytes (decode:
+  /// malformed). A batch sent again names the same stream and offset.
+  std::string stream;
+  uint64_t offset = 0;  ///< bytes of `stream` before `lines`
 };
 
 wire_bytes encode(const live_view_msg& m, const envelope_stamp& stamp = {});

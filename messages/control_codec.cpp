@@ -349,6 +349,8 @@ wire_bytes encode(const node_events& m, const envelope_stamp& stamp) {
   auto r = start_envelope(b, stamp).initNodeEvents();
   r.setNode(m.node);
   r.setLines(m.lines);
+  r.setStream(m.stream);
+  r.setOffset(m.offset);
   return flatten(b);
 }
 
@@ -487,7 +489,10 @@ result<node_events> decode_node_events(const wire_bytes& bytes, const decode_lim
       bytes.data(), bytes.size(), limits, expect, cw::Envelope::Body::NODE_EVENTS,
       [](cw::Envelope::Body::Reader body, uint64_t) -> R {
         auto r = body.getNodeEvents();
-        node_events m{r.getNode(), r.getLines()};
+        node_events m{r.getNode(), r.getLines(), r.getStream(), r.getOffset()};
+        if (m.stream.size() > 64)
+          return R(errc::malformed,
+                   "nodeEvents.stream must be at most 64 bytes, not " + num(m.stream.size()));
         if (m.node.empty() || m.node.size() > 64)
           return R(errc::malformed,
                    "nodeEvents.node must be 1 to 64 characters, not " + num(m.node.size()));

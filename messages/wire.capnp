@@ -368,4 +368,7 @@ struct DrainReply {
 struct NodeEvents {
   node @0 :Text;
   lines @1 :Text;                      # at most 1 MiB
+  stream @2 :Text;                     # the sending process's stream ("" = none); at most 64 bytes
+  offset @3 :UInt64;                   # bytes of that stream before `lines` (a resent batch
+                                       # repeats its offset; the receiver drops the overlap)
 }

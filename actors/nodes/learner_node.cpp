@@ -22,6 +22,7 @@
 
 #include "actors/link/atoms.hpp"
 #include "actors/link/tensor_channel.hpp"
+#include "actors/nodes/event_forwarder.hpp"
 #include "actors/nodes/job_runner.hpp"
 #include "actors/nodes/learner_node_core.hpp"
 #include "actors/nodes/node_connector.hpp"
@@ -64,11 +65,14 @@ void say(const node_do::say& x) {
 }
 
 /// The event lines forwarded to the syncer (about once a second, at most 1 MiB per message;
-/// beyond 8 MiB buffered while the syncer is away, lines are dropped and counted).
+/// beyond 8 MiB buffered while the syncer is away, lines are dropped and counted). A batch
+/// leaves the buffer only when the syncer has answered it (event_forwarder); the answer comes
+/// on a helper actor's thread, hence the mutex.
 struct forward_buffer {
   std::mutex m;
-  std::string lines;
-  uint64_t dropped = 0;
+  event_forwarder lines;
+  /// This process's stream of lines: the syncer drops the part of a resent batch it wrote.
+  std::string stream;
 };
 
 /// A tensor channel that broke, as its hub reports it (on the hub's thread).
@@ -129,6 +133,10 @@ class learner_node_shell {
   void make_channel_hub();
   void open_channel();
   void flush_events(bool last);
+  uint64_t dropped_events() {
+    std::lock_guard<std::mutex> g(fwd_->m);
+    return fwd_->lines.dropped();
+  }
   void show_progress(const node_do::progress& x);
   void adopt_monitor();
   void run_until_done();
@@ -367,38 +375,67 @@ std::optional<int> learner_node_shell::start_services() {
 
 /// Every event line is also forwarded to the syncer (forward_buffer).
 void learner_node_shell::start_event_forwarding() {
+  fwd_->stream = fmt::format("{}-{}", static_cast<long>(::getpid()),
+                             std::chrono::system_clock::now().time_since_epoch().count());
   log_->set_tap([fwd = fwd_](const std::string& line) {
     std::lock_guard<std::mutex> g(fwd->m);
-    if (fwd->lines.size() + line.size() > (size_t{8} << 20))
-      ++fwd->dropped;
-    else
-      fwd->lines += line;
+    fwd->lines.add(line);
   });
 }
 
-/// Sends the buffered event lines (up to 1 MiB, whole lines) to the syncer; the `last` batch as
-/// a request, so the process does not exit before it is written.
+/// Sends the next batch of buffered event lines (up to 1 MiB, whole lines) to the syncer as a
+/// request: its lines leave the buffer when the syncer answers; without an answer (a link that
+/// died while the node was paused or the syncer away) they are sent again after the rejoin.
+/// One batch at a time, from a helper actor so the main loop does not wait. The `last` sends
+/// wait for their answers (2 s each), so the process does not exit before the lines are
+/// written.
 void learner_node_shell::flush_events(bool last) {
-  std::string batch;
-  {
-    std::lock_guard<std::mutex> g(fwd_->m);
-    if (fwd_->lines.empty()) return;
-    size_t cut = std::min(fwd_->lines.size(), size_t{1} << 20);
-    const auto nl = fwd_->lines.rfind('\n', cut - 1);
-    if (nl == std::string::npos) return;
-    cut = nl + 1;
-    batch = fwd_->lines.substr(0, cut);
-    fwd_->lines.erase(0, cut);
-  }
+  auto wire = [this](const event_forwarder::batch& b) {
+    return encode(node_events{name_, b.lines, fwd_->stream, b.offset}, {run_id_, 0});
+  };
   if (!last) {
-    caf::anon_send(monitor_, atoms::events_atom_v,
-                   encode(node_events{name_, std::move(batch)}, {run_id_, 0}));
+    std::optional<event_forwarder::batch> b;
+    {
+      std::lock_guard<std::mutex> g(fwd_->m);
+      b = fwd_->lines.next();
+    }
+    if (!b) return;
+    sys_.spawn(
+        [fwd = fwd_, to = monitor_, id = b->id, bytes = wire(*b)](caf::event_based_actor* a) {
+          a->request(to, std::chrono::seconds(10), atoms::events_atom_v, bytes)
+              .then(
+                  [fwd, id](bool) {
+                    std::lock_guard<std::mutex> g(fwd->m);
+                    fwd->lines.answered(id);
+                  },
+                  [fwd, id](caf::error&) {
+                    std::lock_guard<std::mutex> g(fwd->m);
+                    fwd->lines.unanswered(id);
+                  });
+        });
     return;
   }
-  self_
-      ->request(monitor_, std::chrono::seconds(2), atoms::events_atom_v,
-                encode(node_events{name_, std::move(batch)}, {run_id_, 0}))
-      .receive([](bool) {}, [](caf::error&) {});
+  {
+    std::lock_guard<std::mutex> g(fwd_->m);
+    fwd_->lines.abandon();
+  }
+  for (;;) {
+    std::optional<event_forwarder::batch> b;
+    {
+      std::lock_guard<std::mutex> g(fwd_->m);
+      b = fwd_->lines.next();
+    }
+    if (!b) return;
+    bool ok = false;
+    self_->request(monitor_, std::chrono::seconds(2), atoms::events_atom_v, wire(*b))
+        .receive([&](bool) { ok = true; }, [](caf::error&) {});
+    std::lock_guard<std::mutex> g(fwd_->m);
+    if (!ok) {
+      fwd_->lines.unanswered(b->id);
+      return;
+    }
+    fwd_->lines.answered(b->id);
+  }
 }
 
 /// The node's chaos endpoint (--chaos-endpoint). A port taken since the launcher picked it must
@@ -644,7 +681,8 @@ int learner_node_shell::shut_down() {
   channels_->close_all("the node is stopping");
   if (http_.metrics) http_.metrics->set_ending();
   const int status = core_.finish(learners_given_up_);
-  log_->emit("node_done", {{"node", name_}, {"status", status}, {"events_dropped", fwd_->dropped}});
+  log_->emit("node_done",
+             {{"node", name_}, {"status", status}, {"events_dropped", dropped_events()}});
   if (!core_.syncer_lost()) flush_events(true);
   std::printf("dd-node learner %s: done (exit %d)\n", name_.c_str(), status);
   std::fflush(stdout);

@@ -472,7 +472,8 @@ monitor_hdl::behavior_type health_monitor(monitor_actor* self,
       [=](atoms::events_atom, const std::vector<uint8_t>& bytes) -> bool {
         auto ev =
             logged(*ctx, "undecodable_node_events", decode_node_events(bytes, {}, expect_of(*ctx)));
-        return ev && ctx->svc.recorder && ctx->svc.recorder->forward(ev->node, ev->lines);
+        return ev && ctx->svc.recorder &&
+               ctx->svc.recorder->forward(ev->node, ev->lines, ev->stream, ev->offset);
       },
       // dd-node drain: the operator names the run (it read it from a status reply first).
       [=](atoms::drain_atom,

@@ -1,7 +1,11 @@
 // actors/services/recorder.cpp — see recorder.hpp.
 #include "actors/services/recorder.hpp"
 
+#include "actors/nodes/event_forwarder.hpp"
+
+#include <algorithm>
 #include <chrono>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -32,12 +36,22 @@ void node_recorder::loss_row(int32_t learner, uint64_t incarnation, uint64_t ste
                                 incarnation, step, tokens, loss, lr));
 }
 
-bool node_recorder::forward(const std::string& node, const std::string& lines) {
+bool node_recorder::forward(const std::string& node, const std::string& lines,
+                            const std::string& stream, uint64_t offset) {
   if (forward_dir_.empty()) return false;
   auto& f = forwarded_[node];
   if (!f)  // (it makes forward_dir when it first writes)
     f = std::make_shared<retried_lines>(log_, forward_dir_ + "/" + node + ".events.jsonl");
-  f->append(lines);
+  size_t from = 0;
+  if (!stream.empty()) {
+    auto& [known, written] = streams_[node];
+    std::optional<uint64_t> seen;
+    if (known == stream) seen = written;
+    from = event_stream_new_from(seen, offset, lines.size());
+    known = stream;
+    written = std::max<uint64_t>(seen.value_or(0), offset + lines.size());
+  }
+  if (from < lines.size()) f->append(from == 0 ? lines : lines.substr(from));
   return true;
 }
 

@@ -34,7 +34,10 @@ class node_recorder {
   /// Appends node `node`'s forwarded lines (whole lines only: a line cut by the sender's cap is
   /// dropped with its tail) to <forward_dir>/<node>.events.jsonl. False when forwarded events
   /// are not kept (no forward_dir). The node name was checked by the codec (it names a file).
-  bool forward(const std::string& node, const std::string& lines);
+  /// `stream` and `offset` (node_events): the part of a batch sent again that was written
+  /// before is dropped (event_stream_new_from), so a resent batch adds no duplicate line.
+  bool forward(const std::string& node, const std::string& lines, const std::string& stream = "",
+               uint64_t offset = 0);
   /// Writes lines whose write failed once their backoff expired (call it now and then).
   void retry();
 
@@ -43,6 +46,8 @@ class node_recorder {
   std::string forward_dir_;
   std::shared_ptr<retried_lines> loss_csv_;
   std::map<std::string, std::shared_ptr<retried_lines>> forwarded_;
+  /// Per node: its current stream and the bytes of it written.
+  std::map<std::string, std::pair<std::string, uint64_t>> streams_;
 };
 
 }  // namespace dd::actors
