@@ -280,6 +280,20 @@ std::vector<std::string> clear_earlier_run(const std::string& run_dir,
   return replaced;
 }
 
+std::string resuming_line(const resume_record& rec) {
+  return fmt::format(
+      "resuming run {} from part {} (after {:.0f} s of training, {} merges, {} tokens merged)",
+      rec.run_id, rec.before.parts + 1, rec.seconds_before, rec.before.merges,
+      rec.before.tokens_merged);
+}
+
+void start_resumed_part(const std::string& run_dir) {
+  std::error_code ec;
+  for (const char* name :
+       {"summary.json", "run_info.json", "summary.json.tmp", "run_info.json.tmp"})
+    fs::remove(fs::path(run_dir) / name, ec);
+}
+
 std::vector<std::string> clear_cluster_files(const std::string& run_dir) {
   std::vector<std::string> removed;
   std::error_code ec;

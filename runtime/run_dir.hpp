@@ -159,6 +159,17 @@ struct resume_record {
 /// not parse or names another run ("run_id").
 resume_record read_resume_record(const std::string& run_dir, const std::string& run_id);
 
+/// The console line of a resumed part: "resuming run ID from part N (after S s of training,
+/// M merges, T tokens merged)".
+std::string resuming_line(const resume_record& rec);
+
+/// A resumed part starts: the earlier part's result files (summary.json, run_info.json) go, so
+/// until this part writes its own the directory reads as an unfinished run (inspect_run_dir) —
+/// not as the earlier part's result beside this part's events when a second signal ends it
+/// without one. --resume reads nothing from them (read_resume_record: events.jsonl and
+/// monitor.json), so the run stays resumable.
+void start_resumed_part(const std::string& run_dir);
+
 /// Writes <run_dir>/run_id.
 void write_run_id(const std::string& run_dir, const std::string& run_id);
 

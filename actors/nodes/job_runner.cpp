@@ -210,11 +210,14 @@ std::shared_ptr<job_setup> make_job_setup(const config::experiment& exp,
       if (auto why = resume_refusal(s->run_dir, config::to_json(exp)); !why.empty())
         throw std::invalid_argument(why);
       auto rec = read_resume_record(s->run_dir, s->run_id);
+      std::printf("%s\n", resuming_line(rec).c_str());
+      std::fflush(stdout);
       s->run_id = rec.run_id;
       s->resume_versions = std::move(rec.versions);
       s->monitor_record = std::move(rec.monitor_record);
       s->seconds_before = rec.seconds_before;
       s->before = rec.before;
+      start_resumed_part(s->run_dir);
       std::ifstream inc(fs::path(s->run_dir) / "syncer_incarnation");
       uint64_t before = 0;
       s->syncer_incarnation = (inc >> before) ? before + 1 : 2;  // an older run dir: at least 2
@@ -424,7 +427,8 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
         self->send(job_handle, atoms::stop_atom_v, std::string("write failure"));
       }
       if (options.progress_every_s > 0 && progress.since_last(t) >= options.progress_every_s) {
-        std::printf("%s\n", progress.line(*setup->log, t).c_str());
+        std::printf("%s\n",
+                    progress.line(*setup->log, t, interrupt_sent || write_stop_sent).c_str());
         std::fflush(stdout);
       }
     }

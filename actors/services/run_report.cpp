@@ -195,7 +195,8 @@ namespace {
 /// Otherwise — the first line that knows it, or it (re)joined since `prev` — the window
 /// restarts and the line shows the learner's own step-time EMA: a rejoin brings the steps it
 /// took while away (a syncer outage, a lost link) all at once, which over `dt_s` read as
-/// 900 st/s against a pace of 100–250.
+/// 900 st/s against a pace of 100–250. A learner that is down shows no rate ("L1 ✗ down 2.316",
+/// its last loss): the rate of its last steps would read as if it still trained.
 std::string learners_part(const run_counters& now, double t_s, const run_counters* prev = nullptr,
                           double dt_s = 0.0) {
   std::string line = fmt::format("[{:7.1f}s]", t_s);
@@ -207,9 +208,12 @@ std::string learners_part(const run_counters& now, double t_s, const run_counter
           it->second.incarnation == l.incarnation && it->second.alive && l.alive)
         rate = static_cast<double>(l.step - it->second.step) / dt_s;
     }
-    line += l.finished
-                ? fmt::format(" L{} left", id)
-                : fmt::format(" L{} {}{:.2f}st/s {:.3f}", id, l.alive ? "" : "✗", rate, l.loss);
+    if (l.finished)
+      line += fmt::format(" L{} left", id);
+    else if (!l.alive)
+      line += fmt::format(" L{} ✗ down {:.3f}", id, l.loss);
+    else
+      line += fmt::format(" L{} {:.2f}st/s {:.3f}", id, rate, l.loss);
   }
   return line;
 }
@@ -222,7 +226,7 @@ std::string node_progress_line(const run_counters& now, double t_s) {
 
 std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
                           double t_s, double done, double since_t, double since_done,
-                          int expected_learners) {
+                          int expected_learners, bool stopping) {
   std::string line = learners_part(now, t_s, &prev, dt_s);
   if (expected_learners > 0 && now.learners.size() < static_cast<size_t>(expected_learners))
     line += fmt::format(" {} of {} joined", now.learners.size(), expected_learners);
@@ -241,7 +245,9 @@ std::string progress_line(const run_counters& now, const run_counters& prev, dou
   if (done >= 0) {
     line += fmt::format(" | {:.0f}%", 100.0 * done);
     const double gained = done - since_done, took_s = t_s - since_t;
-    if (gained > 0.005 && took_s > 0 && done < 1.0) {
+    if (stopping)
+      line += " stopping";
+    else if (gained > 0.005 && took_s > 0 && done < 1.0) {
       const auto left = static_cast<int64_t>(took_s * (1.0 - done) / gained + 0.5);
       line += left >= 60 ? fmt::format(" ETA {}m{:02d}s", left / 60, left % 60)
                          : fmt::format(" ETA {}s", left);
@@ -350,7 +356,7 @@ run_result make_run_result(const run_facts& f, const run_log& log, double final_
 run_progress::run_progress(const run_log& log, progress_facts facts, double t_s)
     : f_(std::move(facts)), prev_(log.snapshot()), prev_t_(t_s) {}
 
-std::string run_progress::line(const run_log& log, double t_s) {
+std::string run_progress::line(const run_log& log, double t_s, bool stopping) {
   auto snap = log.snapshot();
   const double spent = budget_done(*f_.exp, f_.steps_per_learner, snap, t_s + f_.seconds_before);
   // A resumed run's ETA is of this part's pace: from its first line on (its share spent then
@@ -363,8 +369,9 @@ std::string run_progress::line(const run_log& log, double t_s) {
   run_counters shown = snap;
   shown.learner_restarts += f_.before.learner_restarts;
   shown.owner_restarts += f_.before.owner_restarts;
-  std::string out = progress_line(shown, prev_, t_s - prev_t_, t_s, spent,
-                                  std::max(0.0, eta_from_t_), eta_from_done_, f_.expected_learners);
+  std::string out =
+      progress_line(shown, prev_, t_s - prev_t_, t_s, spent, std::max(0.0, eta_from_t_),
+                    eta_from_done_, f_.expected_learners, stopping);
   prev_ = std::move(snap);
   prev_t_ = t_s;
   return out;

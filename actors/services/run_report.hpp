@@ -111,14 +111,17 @@ std::string summary_text(const std::string& experiment, const run_result& r,
 /// seconds (measured from the run's start, it would read 7 s at 43% with 65 s to go).
 /// `expected_learners` > 0 (a syncer node, whose learners join from elsewhere): while fewer
 /// learners than that are known, the line says how many joined, e.g. "[    5.0s] 0 of 4 joined |
-/// val - | ...".
+/// val - | ...". `stopping` (a signal or a write failure is stopping the run): no ETA, the share
+/// spent is followed by "stopping", e.g. "| 17% stopping".
 std::string progress_line(const run_counters& now, const run_counters& prev, double dt_s,
                           double t_s, double done = -1.0, double since_t = 0.0,
-                          double since_done = 0.0, int expected_learners = 0);
+                          double since_done = 0.0, int expected_learners = 0,
+                          bool stopping = false);
 
 /// A learner node's progress line: its own learners' part of progress_line and their restarts,
 /// without the syncer's figures (validation loss, merges, contributors, grace), which a learner
-/// node does not know, e.g. "[   10.3s] L2 3.74st/s 3.773 | restarts 0".
+/// node does not know, e.g. "[   10.3s] L2 3.74st/s 3.773 | restarts 0"; a learner that is
+/// down shows no step rate, e.g. "L1 ✗ down 2.316".
 std::string node_progress_line(const run_counters& now, double t_s);
 
 /// Share of the budget spent, in [0, 1]: mean learner step / steps per learner (steps budget),
@@ -154,8 +157,8 @@ class run_progress {
   run_progress(const run_log& log, progress_facts facts, double t_s);
   /// Seconds since the last line (or the start).
   double since_last(double t_s) const { return t_s - prev_t_; }
-  /// progress_line at log time `t_s`, with the budget spent and its ETA.
-  std::string line(const run_log& log, double t_s);
+  /// progress_line at log time `t_s`, with the budget spent and its ETA (none once `stopping`).
+  std::string line(const run_log& log, double t_s, bool stopping = false);
 
  private:
   progress_facts f_;

@@ -59,9 +59,8 @@ std::string finished_at(const fs::path& dir) {
 }
 
 /// The line for a run directory whose run finished ("the run in 'DIR' finished at ..."), or
-/// empty when `where` is no directory or holds no summary.json. A resumed run keeps the
-/// summary.json of its interrupted part while it runs, so this is said only when no syncer
-/// answers.
+/// empty when `where` is no directory or holds no summary.json. A resumed part removes the
+/// earlier part's summary.json when it starts; this is said only when no syncer answers.
 std::string finished_note(const std::string& where) {
   std::error_code ec;
   if (!fs::is_directory(where, ec)) return {};
@@ -90,9 +89,12 @@ bool syncer_address(const std::string& where, std::pair<std::string, uint16_t>& 
       return false;
     }
     if (!have_nodes) {
-      error = "'" + where +
-              "' holds no nodes.json (not started by dd-node launch?); give the "
-              "syncer's HOST:PORT instead";
+      // events.jsonl without summary.json: a run still going, or one a crash or a second
+      // signal ended (a resumed part removes the earlier part's summary.json when it starts).
+      error = "the run in '" + where +
+              "' is unfinished (events.jsonl, no summary.json: still running, or ended by a "
+              "crash or a second signal; --resume continues it) and holds no nodes.json (not "
+              "started by dd-node launch?); give the syncer's HOST:PORT to ask a live one";
       return false;
     }
     try {

@@ -254,6 +254,11 @@ TEST_F(dd_node_run, resume_continues_an_interrupted_run) {
   EXPECT_LT(summary["tokens"].get<uint64_t>(), budget + first_tokens)
       << "the resumed part did not start the budget from zero";
   EXPECT_EQ(read_text(run / "run_id"), first_run_id) << "a resumed run keeps its run id";
+  // Regression: the resumed part says so on the console, naming the run and the part.
+  const std::string id = first_run_id.substr(0, first_run_id.find_last_not_of("\n \t") + 1);
+  EXPECT_NE(read_text(dir / "b.out").find("resuming run " + id + " from part 2 (after "),
+            std::string::npos)
+      << read_text(dir / "b.out");
   bool resumed = false, later_merge = false;
   uint64_t merges = 0;
   for (const auto& line : split_lines(read_text(run / "events.jsonl"))) {
@@ -720,6 +725,16 @@ TEST_F(dd_node_run, status_and_drain_name_a_missing_or_finished_run) {
         << err;
     EXPECT_NE(err.find(" UTC (summary.json); no syncer to ask"), std::string::npos) << err;
   }
+  // A run with events and no summary.json (a resumed part ended by a second signal) is named
+  // unfinished, not finished.
+  fs::create_directories(dir / "cut");
+  std::ofstream(dir / "cut" / "events.jsonl") << "{\"event\":\"resume\"}\n";
+  const pid_t cut = start_node(dir, "u", {"status", "cut"});
+  EXPECT_EQ(wait_exit(cut, 30), 2);
+  dd::test::expect_contains_all(
+      read_text(dir / "u.err"),
+      {"dd-node status: the run in 'cut' is unfinished (events.jsonl, no summary.json: still "
+       "running, or ended by a crash or a second signal; --resume continues it)"});
 }
 
 // Numeric flags take numbers: --progress abc / -1 is refused (never read as 0: off).

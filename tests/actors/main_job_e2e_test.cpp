@@ -395,6 +395,37 @@ TEST(main_job, an_owner_that_exhausts_its_restarts_stops_and_fails_the_run) {
   std::filesystem::remove_all(dir);
 }
 
+// Regression: a learner that is down shows no step rate (its last one, 'L1 ✗36.80st/s', read
+// as if it still trained), in the syncer's line and in a learner node's.
+TEST(main_job, a_down_learner_shows_no_step_rate_in_the_progress_line) {
+  run_counters now, prev;
+  now.learners[0].alive = now.learners[1].alive = true;
+  now.learners[0].step = now.learners[1].step = 40;
+  now.learners[0].steps_per_s = 10.0;
+  now.learners[1].steps_per_s = 36.8;
+  now.learners[0].loss = now.learners[1].loss = 2.316;
+  prev = now;
+  now.learners[1].alive = false;  // killed: its rate and step stay as they were
+  const std::string line = progress_line(now, prev, 5.0, 70.0);
+  EXPECT_NE(line.find(" L0 0.00st/s 2.316 L1 ✗ down 2.316 |"), std::string::npos) << line;
+  const std::string node = node_progress_line(now, 70.0);
+  EXPECT_NE(node.find(" L0 10.00st/s 2.316 L1 ✗ down 2.316 | restarts 0"), std::string::npos)
+      << node;
+  EXPECT_EQ(node.find("36.80"), std::string::npos) << node;
+}
+
+// Regression: once a signal is stopping the run the line says so instead of an ETA that grows
+// while the learners wind down ('17% ETA 39m21s' ... 'ETA 40m36s').
+TEST(main_job, the_progress_line_says_stopping_instead_of_an_eta_after_a_signal) {
+  run_counters now, prev;
+  for (int i = 0; i < 2; ++i) now.learners[i].step = 20;
+  const std::string running = progress_line(now, prev, 5.0, 70.0, 0.17);
+  EXPECT_NE(running.find("| 17% ETA 5m42s"), std::string::npos) << running;
+  const std::string stopping = progress_line(now, prev, 5.0, 70.0, 0.17, 0.0, 0.0, 0, true);
+  EXPECT_NE(stopping.find("| 17% stopping"), std::string::npos) << stopping;
+  EXPECT_EQ(stopping.find("ETA"), std::string::npos) << stopping;
+}
+
 // The progress line ends with the share of the budget spent and the time left.
 TEST(main_job, progress_line_shows_the_budget_spent_and_the_time_left) {
   auto e = small_experiment("progress");  // 80 steps per learner, 4 learners
@@ -508,8 +539,7 @@ TEST(main_job, progress_line_shows_a_learner_that_left) {
   log.learner_finished(1);  // drained
   const auto now = log.snapshot();
   const std::string line = progress_line(now, run_counters{}, 5.0, 10.0);
-  EXPECT_NE(line.find(" L0 2.00st/s 3.500 L1 left L2 ✗2.00st/s 3.500 |"), std::string::npos)
-      << line;
+  EXPECT_NE(line.find(" L0 2.00st/s 3.500 L1 left L2 ✗ down 3.500 |"), std::string::npos) << line;
   log.set_stepping(1, true);  // its node was given its id back: it trains again
   EXPECT_NE(progress_line(log.snapshot(), run_counters{}, 5.0, 10.0).find(" L1 2.00st/s"),
             std::string::npos);

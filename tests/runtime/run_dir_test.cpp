@@ -109,3 +109,37 @@ TEST(run_dir, an_interrupted_run_is_not_replaced_without_resume_or_a_fresh_start
     }
   }
 }
+
+// Regression: a resumed part that a second signal ends writes no summary.json; the earlier
+// part's must not stay beside this part's events as if it were the run's result (dd-chaos
+// report read it as final, dd-node status called the run finished). Once a resumed part starts
+// the directory holds an unfinished run, still resumable, with its events.
+TEST(run_dir, a_resumed_part_removes_the_earlier_parts_summary_and_stays_resumable) {
+  const fs::path dir = dd::test::fresh_dir("resumed_part");
+  std::ofstream(dir / "summary.json") << R"({"tokens": 9, "interrupted": true})";
+  std::ofstream(dir / "run_info.json") << R"({"interrupted": true})";
+  std::ofstream(dir / "events.jsonl") << "{\"event\":\"start\"}\n";
+  std::ofstream(dir / "run_id") << "r-1";
+  ASSERT_EQ(dd::inspect_run_dir(dir.string()), dd::run_dir_state::finished);
+  dd::start_resumed_part(dir.string());
+  EXPECT_FALSE(fs::exists(dir / "summary.json"));
+  EXPECT_FALSE(fs::exists(dir / "run_info.json"));
+  EXPECT_TRUE(fs::exists(dir / "events.jsonl"));
+  EXPECT_EQ(dd::inspect_run_dir(dir.string()), dd::run_dir_state::unfinished);
+  EXPECT_EQ(dd::why_not_resumable(dir.string()), "");
+  EXPECT_EQ(dd::run_dir_refusal(dir.string(), dd::run_dir_mode::resume, experiment_at("x", "")),
+            "");
+}
+
+// The console line of a resumed part names the run, the part and where the earlier ones ended.
+TEST(run_dir, a_resumed_run_says_on_the_console_which_run_and_part_it_resumes) {
+  dd::resume_record rec;
+  rec.run_id = "r-1234";
+  rec.seconds_before = 41.6;
+  rec.before.parts = 2;
+  rec.before.merges = 37;
+  rec.before.tokens_merged = 950272;
+  EXPECT_EQ(dd::resuming_line(rec),
+            "resuming run r-1234 from part 3 (after 42 s of training, 37 merges, 950272 tokens "
+            "merged)");
+}
