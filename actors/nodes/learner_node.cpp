@@ -701,8 +701,11 @@ int run_learner_node(const learner_node_options& o) {
   std::string name = o.node_name.empty() ? fmt::format("{}-{}", host, ::getpid()) : o.node_name;
   const uint64_t seed =
       o.seed != 0 ? o.seed : derive_seed(0x6a6f696eULL, std::hash<std::string>{}(name));
-  std::printf("dd-node learner %s: joining %s:%u (backoff jitter seed %llu)\n", name.c_str(),
+  // Under TLS (dd-node learner sets tls_not_after_unix) `join` holds the local forwarders that
+  // dd-node learner put in front of the syncer addresses it printed ("TLS to ... through ...").
+  std::printf("dd-node learner %s: joining %s:%u%s (backoff jitter seed %llu)\n", name.c_str(),
               o.join.front().first.c_str(), o.join.front().second,
+              o.tls_not_after_unix > 0 ? ", the local TLS forwarder to the syncer" : "",
               static_cast<unsigned long long>(seed));
   std::fflush(stdout);
   learner_node_shell node(o, std::move(host), std::move(name), seed);

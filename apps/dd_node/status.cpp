@@ -176,8 +176,16 @@ int ask_monitor(const char* who, const std::string& where, std::optional<dd::nod
   caf::actor_system sys{cfg};
   auto monitor = sys.middleman().remote_actor<actors::monitor_hdl>(addr.first, addr.second);
   if (!monitor) {
-    std::fprintf(stderr, "dd-node %s: %s:%u: %s\n", who, addr.first.c_str(), addr.second,
-                 sys.render(monitor.error()).c_str());
+    const std::string why = sys.render(monitor.error());
+    // A syncer that listens with TLS closes a plaintext connection during CAF's handshake.
+    const char* hint =
+        !g_operator_tls && why.find("disconnect_during_handshake") != std::string::npos
+            ? ": the syncer closed the connection during the handshake — a syncer that listens "
+              "with TLS does so to a client without a certificate: give --tls-cert, --tls-key "
+              "and --tls-ca (docs/securing.md)"
+            : "";
+    std::fprintf(stderr, "dd-node %s: %s:%u: %s%s\n", who, addr.first.c_str(), addr.second,
+                 why.c_str(), hint);
     return 1;
   }
   caf::scoped_actor self{sys};

@@ -395,8 +395,21 @@ TEST(TrustProcess, MutualTlsRefusesStrangersAndKeepsLearnerIdsToTheirCertificate
   EXPECT_EQ(run(st_argv, "status.out"), 0) << text(dir / "status.out");
   EXPECT_NE(text(dir / "status.out").find("learners known"), std::string::npos)
       << text(dir / "status.out");
+  // Regression: dd-node status without certificates against the TLS syncer names the likely
+  // cause and the flags, as dd-node learner does.
+  EXPECT_EQ(run({DD_NODE_BIN, "status", addr}, "status_plain.out"), 1)
+      << text(dir / "status_plain.out");
+  EXPECT_NE(text(dir / "status_plain.out")
+                .find("a syncer that listens with TLS does so to a client without a certificate: "
+                      "give --tls-cert, --tls-key and --tls-ca (docs/securing.md)"),
+            std::string::npos)
+      << text(dir / "status_plain.out");
 
   EXPECT_EQ(wait_for(real, 150), 0) << text(dir / "node-a.out");
+  // Its joining line says the address it dials is its local TLS forwarder, not the syncer.
+  EXPECT_NE(text(dir / "node-a.out").find(", the local TLS forwarder to the syncer"),
+            std::string::npos)
+      << text(dir / "node-a.out");
   EXPECT_EQ(wait_for(syncer, 60), 0) << text(dir / "syncer.out");
   const json summary = json::parse(text(dir / "run" / "summary.json"));
   EXPECT_GT(summary["merges"].get<int>(), 0);
