@@ -1,15 +1,27 @@
 #!/usr/bin/env bash
-# scripts/setup.sh — install every Debian package the project needs and build it in Release.
+# scripts/setup.sh — install every Debian package the project needs, configure a Release tree and
+# build what a run needs: dd-node and dd-chaos (the README's first command). With --all it
+# builds every target too (tests, fuzz seeds, benchmarks, the GPU check); scripts/test.sh
+# (what CI runs) builds every target itself before running the tests.
 # (The clang sanitizer tree build-clang is configured and built by scripts/sanitize.sh.)
 #
 # Idempotent: re-running only installs what is missing and rebuilds what changed.
-# Usage: scripts/setup.sh [build-dir]        (default: build)
+# Usage: scripts/setup.sh [--all] [build-dir]        (default: build)
 # Environment:
 #   DD_WERROR=ON     treat warnings as errors (CI sets this)
 #   DD_CUDA=AUTO|ON|OFF   build the CUDA backend (AUTO: when /usr/local/cuda/bin/nvcc exists)
 #   DD_JOBS=N        parallel build jobs (default: number of cores)
 set -euo pipefail
 
+if [[ "${1:-}" == "-h" || "${1:-}" == "--help" ]]; then
+  sed -n '2,13p' "${BASH_SOURCE[0]}"
+  exit 0
+fi
+all=0
+if [[ "${1:-}" == "--all" ]]; then
+  all=1
+  shift
+fi
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${1:-$here/build}"
 
@@ -60,5 +72,10 @@ fi
 jobs="${DD_JOBS:-$(nproc)}"
 cmake -S "$here" -B "$build" -DCMAKE_BUILD_TYPE=Release \
   -DDD_WERROR="${DD_WERROR:-OFF}" -DDD_CUDA="${DD_CUDA:-AUTO}"
-cmake --build "$build" -j"$jobs"
-echo "setup: built into $build/bin"
+if [[ "$all" == 1 ]]; then
+  cmake --build "$build" -j"$jobs"
+  echo "setup: built every target into $build/bin"
+else
+  cmake --build "$build" -j"$jobs" --target dd-node dd-chaos
+  echo "setup: built dd-node and dd-chaos into $build/bin (scripts/setup.sh --all or scripts/test.sh builds the rest)"
+fi
