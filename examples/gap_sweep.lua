@@ -89,3 +89,19 @@ add("gap-dp-b32-inner-lr4e-3", {
 })
 add("gap-b8-streaming-inner-lr4e-3",
     { learners = { batch = 8 }, sync = { min_quorum = 4 }, inner = { lr = 4e-3 } })
+
+-- The main job now (batch 8, inner lr 4e-3) with the outer optimizer that led at inner lr 2e-3,
+-- its Streaming DiLoCo twin, H = 12, and a higher inner learning rate for it and for
+-- data-parallel.
+local now = { learners = { batch = 8 }, inner = { lr = 4e-3 } }
+add("gap-now-outer-lr0.5-m0.9", extend(now, { outer = { lr = 0.5, momentum = 0.9 } }))
+add("gap-now-streaming-outer-lr0.5-m0.9",
+    extend(now, { sync = { min_quorum = 4 }, outer = { lr = 0.5, momentum = 0.9 } }))
+add("gap-now-h12", extend(now, { sync = { interval = 12 } }))
+add("gap-now-inner-lr8e-3", extend(now, { inner = { lr = 8e-3 } }))
+add("gap-dp-b32-inner-lr8e-3", {
+  learners = { count = 1, batch = 32 },
+  sync = { fragments = 1, min_quorum = 1, grace = "off" },
+  outer = { lr = 1.0, momentum = 0.0 },
+  inner = { lr = 8e-3 },
+})
