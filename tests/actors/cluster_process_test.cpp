@@ -558,6 +558,28 @@ TEST(cluster_process, a_paused_learner_is_live_again_soon_after_sigcont_and_its_
   }
   EXPECT_TRUE(lost);
   EXPECT_TRUE(back);
+  // Regression: the lines the node logged around the pause reach the syncer's copy after the
+  // rejoin (a batch sent on the dead link is sent again), each once. Every line of the node's
+  // own log up to its syncer_back is in the copy.
+  auto lines_of = [](const std::string& t) {
+    std::vector<std::string> out;
+    std::istringstream in(t);
+    for (std::string l; std::getline(in, l);)
+      if (!l.empty()) out.push_back(l);
+    return out;
+  };
+  const auto own = lines_of(text(cluster.run / "nodes" / "learner-1" / "events.jsonl"));
+  const auto copy = lines_of(text(cluster.run / "nodes" / "learner-1.events.jsonl"));
+  std::map<std::string, int> in_copy;
+  for (const auto& l : copy) ++in_copy[l];
+  for (const auto& [l, n] : in_copy) EXPECT_EQ(n, 1) << "twice in the syncer's copy: " << l;
+  size_t checked = 0;
+  for (const auto& l : own) {
+    EXPECT_EQ(in_copy.count(l), 1u) << "missing from the syncer's copy: " << l;
+    ++checked;
+    if (l.find("\"event\":\"syncer_back\"") != std::string::npos) break;
+  }
+  EXPECT_GT(checked, 3u);
   expect_versions_increase(evs);
 }
 
