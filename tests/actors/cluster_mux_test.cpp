@@ -334,7 +334,7 @@ caf::behavior mux_learner_node(node_actor* self, std::shared_ptr<learner_node_ct
         if (!s.lost && s.monitor && !ctx->pending_lines.empty()) {
           caf::anon_send(
               s.monitor, atoms::events_atom_v,
-              encode(node_events{s.req.node_name, ctx->pending_lines}, {s.req.run_id, 0}));
+              encode(node_events{s.req.node_name, ctx->pending_lines, "", 0}, {s.req.run_id, 0}));
           ctx->pending_lines.clear();
         }
         if (!ctx->done) self->delayed_send(self, std::chrono::seconds(1), atoms::events_atom_v);
@@ -382,7 +382,7 @@ caf::behavior mux_learner_node(node_actor* self, std::shared_ptr<learner_node_ct
         if (s.monitor && !ctx->pending_lines.empty())
           caf::anon_send(
               s.monitor, atoms::events_atom_v,
-              encode(node_events{s.req.node_name, ctx->pending_lines}, {s.req.run_id, 0}));
+              encode(node_events{s.req.node_name, ctx->pending_lines, "", 0}, {s.req.run_id, 0}));
         self->quit();
       },
   };

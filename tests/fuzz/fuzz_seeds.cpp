@@ -126,7 +126,7 @@ void codec_seeds(const fs::path& dir) {
   seed(message_kind::drain_reply, "drain_reply",
        dd::encode(dd::drain_reply{true, "learner 2 stops at its next step"}, syncer));
   seed(message_kind::node_events, "node_events",
-       dd::encode(dd::node_events{"node-a", "{\"event\":\"join\"}\n"}, learner(0)));
+       dd::encode(dd::node_events{"node-a", "{\"event\":\"join\"}\n", "", 0}, learner(0)));
   // peek_kind mode (23).
   write(dir / "seed_23_peek_push",
         prefixed({23}, dd::encode(sample_push(dd::payload_encoding::fp32, 4), learner(2))));

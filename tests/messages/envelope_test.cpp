@@ -213,10 +213,11 @@ std::vector<kind_case> every_kind() {
         return a.accepted == b.accepted && a.detail == b.detail;
       }));
   out.push_back(make_case(
-      message_kind::node_events, node_events{"node-a", "{\"event\":\"x\"}\n"},
+      message_kind::node_events, node_events{"node-a", "{\"event\":\"x\"}\n", "node-a.4711", 4096},
       [](const wire_bytes& b, const envelope_expect& e) { return decode_node_events(b, {}, e); },
       [](const node_events& a, const node_events& b) {
-        return a.node == b.node && a.lines == b.lines;
+        return a.node == b.node && a.lines == b.lines && a.stream == b.stream &&
+               a.offset == b.offset;
       }));
   return out;
 }
@@ -388,16 +389,17 @@ TEST(Control, TextCaps) {
   auto stop = decode_stop(encode(stop_msg{std::string(5000, 'x')}, stamp), {}, expect);
   ASSERT_FALSE(stop.ok());
   EXPECT_EQ(stop.error().message, "stop.reason is 5000 bytes long (at most 4 KiB)");
-  auto bad_node = decode_node_events(encode(node_events{"../etc", "x\n"}, stamp), {}, expect);
+  auto bad_node =
+      decode_node_events(encode(node_events{"../etc", "x\n", "", 0}, stamp), {}, expect);
   ASSERT_FALSE(bad_node.ok());
   EXPECT_EQ(bad_node.code(), errc::malformed);
   EXPECT_EQ(bad_node.error().message,
             "nodeEvents.node '../etc' holds a character outside [A-Za-z0-9._-]");
-  auto no_node = decode_node_events(encode(node_events{"", "x\n"}, stamp), {}, expect);
+  auto no_node = decode_node_events(encode(node_events{"", "x\n", "", 0}, stamp), {}, expect);
   ASSERT_FALSE(no_node.ok());
   EXPECT_EQ(no_node.error().message, "nodeEvents.node must be 1 to 64 characters, not 0");
   auto big = decode_node_events(
-      encode(node_events{"n", std::string((size_t{1} << 20) + 1, 'x')}, stamp), {}, expect);
+      encode(node_events{"n", std::string((size_t{1} << 20) + 1, 'x'), "", 0}, stamp), {}, expect);
   ASSERT_FALSE(big.ok());
   EXPECT_EQ(big.code(), errc::too_large);
   EXPECT_EQ(big.error().message, "nodeEvents.lines is 1048577 bytes (at most 1 MiB)");

@@ -189,7 +189,7 @@ std::vector<std::vector<uint8_t>> valid_messages() {
       encode(live_view_msg{5, {{0, 1, 0.5}, {2, 1, 0.25}}}), encode(owner_directory{{0, 1}}),
       encode(subscribe_msg{1}), encode(stop_msg{"stop"}), encode(status_request{}),
       encode(status_reply{"{}"}), encode(drain_msg{2}), encode(drain_reply{true, "ok"}),
-      encode(node_events{"node-a", "{}\n"}),
+      encode(node_events{"node-a", "{}\n", "", 0}),
       // Stamped: every decoder above (which names no run) refuses them as another run's.
       encode(stop_msg{"stop"}, {"0123abcd", 3}), encode(push_ack{1, 2, 3, 4, 5}, {"0123abcd", 3}),
       encode_checkpoint(c)};
