@@ -910,19 +910,18 @@ TEST(chaos_report, a_damaged_checkpoint_is_noticed_when_read_and_repaired_when_r
       expect_fault(f, {{"noticed_after_s", nullptr}, {"restarted_after_s", nullptr}});
 }
 
+namespace {
+/// Runs dd-chaos with `args`: its exit status and stdout + stderr.
+std::pair<int, std::string> run_chaos_cli(const std::string& args) {
+  return dd::test::run_command(std::string(DD_CHAOS_BIN) + " " + args);
+}
+}  // namespace
+
 // Regression: `dd-chaos COMMAND --help` prints that command's entries and the common flags, as
 // `dd-chaos help COMMAND` does, not the whole usage. An unknown command's
 // help is a usage error (exit 2).
 TEST(chaos_cli, command_help_prints_that_commands_help) {
-  auto run = [](const std::string& args) {
-    FILE* p = ::popen((std::string(DD_CHAOS_BIN) + " " + args + " 2>&1").c_str(), "r");
-    std::string out;
-    char buf[4096];
-    size_t n;
-    while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-    const int st = ::pclose(p);
-    return std::make_pair(WIFEXITED(st) ? WEXITSTATUS(st) : -1, out);
-  };
+  const auto run = run_chaos_cli;
   auto [rc, kill] = run("kill --help");
   EXPECT_EQ(rc, 0) << kill;
   EXPECT_NE(kill.find("kill TARGET      SIGKILL"), std::string::npos) << kill;
@@ -945,19 +944,6 @@ TEST(chaos_cli, command_help_prints_that_commands_help) {
   EXPECT_EQ(rc5, 0);
   EXPECT_NE(all.find("run the fault proxy"), std::string::npos);
 }
-
-namespace {
-/// Runs dd-chaos with `args`: its exit status and stdout + stderr.
-std::pair<int, std::string> run_chaos_cli(const std::string& args) {
-  FILE* p = ::popen((std::string(DD_CHAOS_BIN) + " " + args + " 2>&1").c_str(), "r");
-  std::string out;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int st = ::pclose(p);
-  return {WIFEXITED(st) ? WEXITSTATUS(st) : -1, out};
-}
-}  // namespace
 
 // Regression: kill (and every process command but slow) takes none of slow's duty-cycle flags:
 // each is refused with exit 2 naming it, as docs/chaos.md says of a flag a command does not take,
