@@ -19,9 +19,10 @@
 // Each run goes on a fixed time after its fifth merge (the faults' clock) and is then stopped
 // with Ctrl-C (SIGINT to the launcher), so a slow start cannot shorten the time the last
 // faulted learner has to come back. Each run asserts every fault was applied (dd-chaos exit 0,
-// tape result "ok"), the launcher's exit 130 (interrupted), and the report's verdicts: no_merge_below_quorum, no_push_merged_twice,
-// no_version_repeated, no_version_lost, no_corrupt_chunk_merged, no_nonfinite_in_global_fragment,
-// faulted_learners_back, zero_global_downtime valid; final_loss_vs_baseline unknown (no
+// tape result "ok"), the launcher's exit 130 (interrupted), and the report's verdicts:
+// no_merge_below_quorum, no_push_merged_twice, no_version_repeated, no_version_lost,
+// no_corrupt_chunk_merged, no_nonfinite_in_global_fragment, faulted_learners_back,
+// zero_global_downtime valid; final_loss_vs_baseline unknown (no
 // --baseline: the documented verdict when the logs cannot judge it). The whole matrix takes
 // about 3 minutes on a 2-core machine (RUN_SERIAL: every core); the disk run is skipped with the
 // reason printed where a tmpfs cannot be mounted (not root).
@@ -29,8 +30,8 @@
 #include <sys/wait.h>
 
 #include <cerrno>
-#include <csignal>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
