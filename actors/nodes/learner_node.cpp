@@ -669,7 +669,8 @@ void learner_node_shell::try_rejoin() {
     why = "the syncer's handle is already down";
   else
     rep = node_handshake(self_, *reached_, again, o_.join_token,
-                         std::max(1.0, o_.connect_timeout_s), &why, &unanswered);
+                         core_.rejoin_handshake_timeout_s(conn_.attempt, o_.connect_timeout_s),
+                         &why, &unanswered);
   carry_out(core_.on_rejoin(outcome_of(rep, why, unanswered, dead_handle), conn_.attempt,
                             node_connector::now_s() - tried_at));
 }

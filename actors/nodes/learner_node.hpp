@@ -15,8 +15,9 @@
 //   `join_deadline_s` of it the learners are stopped and the node exits exit_deadline); once the
 //   syncer is back (same run id) every live learner rejoins it with a new incarnation and keeps
 //   its own step and data cursor; a syncer of another run is refused (exit_other_run). A rejoin
-//   handshake left unanswered for `connect_timeout_s` by a syncer just reached is retried at
-//   once on fresh connections, once per backoff step. A syncer
+//   handshake left unanswered by a syncer just reached (for 1 s, or `connect_timeout_s` when
+//   shorter) is retried at once on fresh connections, with the whole `connect_timeout_s`, once
+//   per backoff step. A syncer
 //   lost for any other reason than a lost link (a garbled frame killed the monitor's proxy),
 //   a lookup that returns a dead handle, or one refused as a second connection to the same node
 //   shuts the node's connections to the syncer down first (shutdown_connections_to,

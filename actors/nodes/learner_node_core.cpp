@@ -258,6 +258,11 @@ node_actions learner_node_core::on_rejoin_lookup_failed(const std::string& error
   return out;
 }
 
+double learner_node_core::rejoin_handshake_timeout_s(int attempt, double connect_timeout_s) const {
+  const double full = std::max(1.0, connect_timeout_s);
+  return handshake_retried_at_ == attempt ? full : std::min(full, first_rejoin_handshake_s);
+}
+
 node_actions learner_node_core::on_rejoin(const handshake_outcome& r, int attempt, double took_s) {
   node_actions out;
   switch (r.what) {

@@ -233,6 +233,13 @@ class learner_node_core {
   /// A rejoin's handshake came to `r`; `attempt`: the connector's backoff step (one unanswered
   /// handshake per step is retried at once).
   node_actions on_rejoin(const handshake_outcome& r, int attempt, double took_s);
+  /// How long the rejoin handshake of backoff step `attempt` waits for its answer, given the
+  /// node's connect timeout: the first one of a step at most first_rejoin_handshake_s (a live
+  /// syncer answers in milliseconds, and a reply lost down a stale route is retried at once on
+  /// fresh connections, so waiting the whole connect timeout for it only delays the rejoin); the
+  /// at-once retry the whole connect timeout (at least 1 s).
+  double rejoin_handshake_timeout_s(int attempt, double connect_timeout_s) const;
+  static constexpr double first_rejoin_handshake_s = 1.0;
   /// The node's writes have been failing for `failing_s` (`files`: which, with their errors);
   /// `writes`: the node's write-failure policy (retry_and_degrade(checkpoint.max_failing_seconds)),
   /// which says whether that ends the run (the learners stop, exit 1).

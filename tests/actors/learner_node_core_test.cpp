@@ -474,6 +474,23 @@ TEST(learner_node_core, an_unanswered_handshake_is_retried_at_once_once_per_back
             (std::vector<std::string>{"emit", "drop_connections", "retry_at_once", "say"}));
 }
 
+// Regression: the first rejoin handshake after a SIGCONT went unanswered (its reply lost down the
+// syncer's stale route to the node) and waited the whole 3 s connect timeout before the at-once
+// retry got through: the paused learner was live again 3.3 s after SIGCONT instead of ~1 s.
+TEST(learner_node_core,
+     the_first_rejoin_handshake_of_a_step_waits_at_most_1_s_its_retry_the_timeout) {
+  auto c = at(state::syncer_lost);
+  EXPECT_DOUBLE_EQ(c.rejoin_handshake_timeout_s(1, 3.0), 1.0);
+  EXPECT_DOUBLE_EQ(c.rejoin_handshake_timeout_s(1, 0.4), 1.0);  // never under 1 s
+  EXPECT_DOUBLE_EQ(c.rejoin_handshake_timeout_s(1, 30.0), 1.0);
+  c.on_rejoin(outcome::failed("no answer", true), 1, 1.0);  // retried at once
+  EXPECT_DOUBLE_EQ(c.rejoin_handshake_timeout_s(1, 3.0), 3.0);
+  EXPECT_DOUBLE_EQ(c.rejoin_handshake_timeout_s(1, 30.0), 30.0);
+  EXPECT_DOUBLE_EQ(c.rejoin_handshake_timeout_s(1, 0.4), 1.0);
+  // The next backoff step's first handshake is short again.
+  EXPECT_DOUBLE_EQ(c.rejoin_handshake_timeout_s(2, 3.0), 1.0);
+}
+
 TEST(learner_node_core, progress_says_the_syncer_is_lost_and_finished_learners_wait) {
   auto c = at(state::syncer_lost);
   const auto a = c.on_timers(t0 + 7.0);
