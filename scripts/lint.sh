@@ -20,7 +20,10 @@
 #                                            of actors/services/node_services.hpp (the run log
 #                                            as a write-only event_sink); and no `mutable
 #                                            std::atomic` in actors/ (shared state hidden in a
-#                                            const value). Exit 1 naming each line found.
+#                                            const value); no role applies or asks the
+#                                            write-failure policy (write_trouble, write_policy::):
+#                                            the node tells it by message. Exit 1 naming each
+#                                            line found.
 #   scripts/lint.sh tidy [file...]           clang-tidy over a fast subset of sources (the list
 #                                            below; or the .cpp files given), with the compile
 #                                            commands of the clang tree (build-clang, or
@@ -74,6 +77,10 @@ case "$mode" in
         rc=1
       fi
     done
+    if grep -nE 'write_trouble[[:space:]]*\(|write_policy::|on_failed_write|on_failing' actors/roles/*.hpp actors/roles/*.cpp; then
+      echo "lint.sh: role-services: a role applies or asks the write-failure policy (lines above); it reports a failed write to its node (write_trouble_atom) and does what the node's write_verdict_atom says" >&2
+      rc=1
+    fi
     if grep -rnE 'mutable[[:space:]]+std::atomic' actors; then
       echo "lint.sh: role-services: a mutable std::atomic (lines above) is shared state in a const value; make it a service the node owns and hands over" >&2
       rc=1

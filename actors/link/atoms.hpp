@@ -76,6 +76,15 @@
 //   operator -> monitor : (drain_atom, wire_bytes drain_msg) -> wire_bytes drain_reply
 //                                                                 dd-node drain: stop that
 //                                                                 learner gracefully (it leaves)
+//   owner, monitor -> job : (write_trouble_atom, string file, string error)  a write of `file`
+//                                                                 failed (node-local); the job
+//                                                                 applies the node's
+//                                                                 write-failure policy and answers
+//   job -> owner, monitor : (write_verdict_atom, string file, write_verdict)  what the writer
+//                                                                 must do: retry_degraded (write
+//                                                                 it again with backoff) or
+//                                                                 end_the_run (do not; the node
+//                                                                 ends the run)
 #pragma once
 
 #include <cstdint>
@@ -85,6 +94,8 @@
 #include <caf/actor.hpp>
 #include <caf/meta/type_name.hpp>
 #include <caf/type_id.hpp>
+
+#include "actors/services/write_policy.hpp"
 
 namespace dd::actors {
 
@@ -101,6 +112,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(dd_actors, caf::first_custom_type_id)
 
 CAF_ADD_TYPE_ID(dd_actors, (std::vector<uint8_t>))
 CAF_ADD_TYPE_ID(dd_actors, (dd::actors::child_kind))
+CAF_ADD_TYPE_ID(dd_actors, (dd::actors::write_verdict))
 
 CAF_ADD_ATOM(dd_actors, dd::atoms, join_atom, "dd_join")
 CAF_ADD_ATOM(dd_actors, dd::atoms, heartbeat_atom, "dd_hbeat")
@@ -146,6 +158,8 @@ CAF_ADD_ATOM(dd_actors, dd::atoms, held_atom, "dd_held")
 CAF_ADD_ATOM(dd_actors, dd::atoms, copy_atom, "dd_copy")
 CAF_ADD_ATOM(dd_actors, dd::atoms, rebuild_atom, "dd_rebuild")
 CAF_ADD_ATOM(dd_actors, dd::atoms, credit_atom, "dd_credit")
+CAF_ADD_ATOM(dd_actors, dd::atoms, write_trouble_atom, "dd_wtrbl")
+CAF_ADD_ATOM(dd_actors, dd::atoms, write_verdict_atom, "dd_verdict")
 
 // The typed interfaces of the roles (their handles travel in messages: they get type IDs there)
 // and the end of the block.

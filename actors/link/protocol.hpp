@@ -53,10 +53,19 @@ using supervisor_report_hdl =
     caf::typed_actor<caf::reacts_to<atoms::children_done_atom, child_kind>,
                      caf::reacts_to<atoms::child_given_up_atom, child_kind, int32_t, std::string>>;
 
-/// The job (actors/nodes/job.hpp): a supervisor's reports; (budget_spent_atom) from the monitor
-/// (token budget) or its own seconds timer; (stop_atom, reason) an interrupt (SIGINT/SIGTERM);
-/// (eval_atom, val_loss) from the evaluator after each evaluation; and its own interrupt deadline.
-using job_hdl = supervisor_report_hdl::extend<
+/// Where a role reports a failed write: its node, which owns the write-failure policy
+/// (actors/services/write_policy.hpp). (write_trouble_atom, file, error message naming the file):
+/// the node applies its policy and answers the sender with (write_verdict_atom, file,
+/// write_verdict) — retry_degraded (write it again with backoff, the run goes on degraded) or
+/// end_the_run (do not; the node ends the run, naming the file). Node-local.
+using write_report_hdl =
+    caf::typed_actor<caf::reacts_to<atoms::write_trouble_atom, std::string, std::string>>;
+
+/// The job (actors/nodes/job.hpp): a supervisor's reports; a role's failed write
+/// (write_report_hdl); (budget_spent_atom) from the monitor (token budget) or its own seconds
+/// timer; (stop_atom, reason) an interrupt (SIGINT/SIGTERM); (eval_atom, val_loss) from the
+/// evaluator after each evaluation; and its own interrupt deadline.
+using job_hdl = supervisor_report_hdl::extend_with<write_report_hdl>::extend<
     caf::reacts_to<atoms::budget_spent_atom>, caf::reacts_to<atoms::stop_atom, std::string>,
     caf::reacts_to<atoms::eval_atom, double>, caf::reacts_to<atoms::interrupt_timeout_atom>>;
 
@@ -77,7 +86,9 @@ using learner_at_owner_hdl =
 /// credit for each broadcast chunk. From the monitor: (live_atom, live_view_msg, one handle per
 /// learner in list order). From anyone: (owner_status_atom) -> (version, pending pushes, last
 /// grace window in seconds). From the job at the end of the run: (checkpoint_atom) -> whether a
-/// checkpoint of the current state was written. Its own timers: (grace_atom, timer id),
+/// checkpoint of the current state was written. From its node: (write_verdict_atom, file,
+/// verdict) the answer to a failed checkpoint it reported (write_report_hdl). Its own timers:
+/// (grace_atom, timer id),
 /// (rebuild_atom, query id), (snapshot_atom, backoff seconds) a failed checkpoint's retry,
 /// (kill_atom) a time-keyed fault.
 using owner_hdl = caf::typed_actor<
@@ -89,7 +100,8 @@ using owner_hdl = caf::typed_actor<
     caf::replies_to<atoms::owner_status_atom>::with<uint64_t, size_t, double>,
     caf::replies_to<atoms::checkpoint_atom>::with<bool>,
     caf::reacts_to<atoms::grace_atom, uint64_t>, caf::reacts_to<atoms::rebuild_atom, uint64_t>,
-    caf::reacts_to<atoms::snapshot_atom, double>, caf::reacts_to<atoms::kill_atom>>;
+    caf::reacts_to<atoms::snapshot_atom, double>, caf::reacts_to<atoms::kill_atom>,
+    caf::reacts_to<atoms::write_verdict_atom, std::string, write_verdict>>;
 
 /// A learner as the health monitor addresses it: (progress_atom,
 /// progress_msg) answering each heartbeat, (owners_atom, owner_directory, one owner handle per
@@ -115,7 +127,9 @@ using learner_at_syncer_hdl = learner_at_monitor_hdl::extend_with<learner_at_own
 /// operators' tools): (get_atom, owners_atom) -> (owner_directory, one owner handle per entry),
 /// (get_atom, progress_atom) -> (global step Σ step / M, tokens of every learner).
 /// From an operator (dd-node status / drain): (status_atom, status_request) -> status_reply,
-/// (drain_atom, drain_msg) -> drain_reply. Its own timer: (lease_atom).
+/// (drain_atom, drain_msg) -> drain_reply. From its node: (write_verdict_atom, file, verdict) the
+/// answer to a failed write of its record it reported (write_report_hdl). Its own timer:
+/// (lease_atom).
 using monitor_hdl = caf::typed_actor<
     caf::replies_to<atoms::join_atom, protocol_bytes, learner_at_syncer_hdl>::with<protocol_bytes>,
     caf::reacts_to<atoms::heartbeat_atom, protocol_bytes>,
@@ -128,7 +142,8 @@ using monitor_hdl = caf::typed_actor<
     caf::replies_to<caf::get_atom, atoms::progress_atom>::with<double, uint64_t>,
     caf::replies_to<atoms::status_atom, protocol_bytes>::with<protocol_bytes>,
     caf::replies_to<atoms::drain_atom, protocol_bytes>::with<protocol_bytes>,
-    caf::reacts_to<atoms::lease_atom>>;
+    caf::reacts_to<atoms::lease_atom>,
+    caf::reacts_to<atoms::write_verdict_atom, std::string, write_verdict>>;
 
 /// A learner (actors/roles/learner.hpp): both facets above; from its node (supervisor): (stop_atom)
 /// finish after the current step, (syncer_atom, monitor) the syncer came back: join this monitor;

@@ -247,6 +247,14 @@ job_hdl::behavior_type job(job_actor* self, std::shared_ptr<job_setup> setup, ca
                            atoms::interrupt_timeout_atom_v);
       },
       [=](atoms::eval_atom, double val_loss) { self->state.last_val_loss = val_loss; },
+      // A role's write failed: the node's write-failure policy, set on its run log, decides what
+      // it means (the console line, `degraded`, or the run's write failure) and the role is told
+      // what to do by message.
+      [=](atoms::write_trouble_atom, const std::string& file, const std::string& message) {
+        const write_verdict verdict = setup->log->write_trouble(file, message);
+        send_untyped(self, caf::actor_cast<caf::actor>(self->current_sender()),
+                     atoms::write_verdict_atom_v, file, verdict);
+      },
       [=](atoms::child_given_up_atom, child_kind kind, int32_t, const std::string&) {
         // A lost learner: the quorum absorbs it (the run is marked failed at the end). A lost
         // owner: without it the global model cannot be assembled again: stop the learners; the

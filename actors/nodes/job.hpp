@@ -10,6 +10,11 @@
 // most 600 s; interrupted: what is left of interrupt_timeout_s, else the last periodic
 // validation loss stands in); then every actor of the job is shut down and `reply_to` gets the
 // result (actors/services/run_report.hpp) as a message: (finished_atom, run_result).
+//
+// The job holds the node's write-failure policy (set on its run log, write_policy.hpp): a role
+// whose write failed (an owner's checkpoint, the monitor's record) reports it with
+// (write_trouble_atom, file, error) and the job answers it with (write_verdict_atom, file,
+// verdict): retry_degraded or end_the_run.
 #pragma once
 
 #include <memory>

@@ -39,6 +39,7 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
   monitor_services msvc;
   msvc.log = setup.log.get();
   msvc.identities = setup.identities.get();
+  msvc.node = job;  // failed writes of the record are reported to the job
   mctx->lease_min_s = setup.options.lease_min_s;
   mctx->job = job;
   mctx->remote_learners = remote;
@@ -88,6 +89,7 @@ syncer_node spawn_syncer_node(caf::local_actor* self, const job_hdl& job, job_se
         std::make_shared<owner_faults>(setup.faults.get(), setup.log.get(), p, o.checkpoint_path);
     svc.link.faults = setup.faults.get();
     svc.link.channel = setup.channel;
+    svc.node = job;  // failed checkpoint writes are reported to the job
     c->resumed = setup.options.resume;
     c->learners = static_cast<size_t>(M);
     // A respawned owner waits for the live learners' answers (they answer between steps); a

@@ -119,6 +119,23 @@ void log_merge_of_checkpoint(const owner_env& ctx, const owner_checkpoint& ck) {
 /// Records the version this incarnation started at or published (floor for later numbering).
 void note_version(const owner_env& ctx, uint64_t v) { ctx.svc.history->note_version(v); }
 
+/// A checkpoint write failed: the owner reports it to its node (write_trouble_atom), whose
+/// write-failure policy answers with a verdict (write_verdict_atom: `serving` handles it). When no
+/// retry is armed yet, one waits for that verdict, due `in_s` seconds after it with `next_s` as
+/// its next backoff. Without a node the failure stays a `failure` event.
+void report_checkpoint_failure(owner_actor* self, const owner_env& ctx, const std::string& message,
+                               double in_s, double next_s) {
+  if (!ctx.svc.node) return;
+  auto& st = self->state;
+  if (!st.checkpoint_retry_armed) {
+    st.checkpoint_retry_armed = true;
+    st.checkpoint_verdict_due = true;
+    st.checkpoint_retry_in_s = in_s;
+    st.checkpoint_retry_next_s = next_s;
+  }
+  self->send(ctx.svc.node, atoms::write_trouble_atom_v, ctx.options.checkpoint_path, message);
+}
+
 void apply_effects(owner_actor* self, const owner_env& ctx, owner_effects fx) {
   auto& st = self->state;
   if (fx.arm_grace_s)
@@ -131,7 +148,6 @@ void apply_effects(owner_actor* self, const owner_env& ctx, owner_effects fx) {
   // One shared message per chunk for every learner; each link sends under its own credit.
   flow_publish(self, st.flow, st.learners, share_chunks(std::move(fx.broadcast)), rec.version,
                rec.fragment_id);
-  write_verdict checkpoint_verdict = write_verdict::go_on;  // the node's answer to a failed write
   if (ctx.svc.log != nullptr) {
     uint64_t tokens = 0;
     for (const auto& c : rec.contributors) tokens += c.tokens;
@@ -152,7 +168,7 @@ void apply_effects(owner_actor* self, const owner_env& ctx, owner_effects fx) {
     // What a failed write means (the run's end, or a degraded node) is the node's policy:
     // the owner reports it and does what the node answers (write it again, or not).
     if (!rec.checkpoint_error.empty())
-      checkpoint_verdict = ctx.svc.log->write_trouble(ctx.options.checkpoint_path, msg);
+      report_checkpoint_failure(self, ctx, msg, 0.5, 0.5);
     else if (rec.checkpointed)
       ctx.svc.log->write_recovered(ctx.options.checkpoint_path);
     const size_t n_learners = st.learners.size();
@@ -164,10 +180,6 @@ void apply_effects(owner_actor* self, const owner_env& ctx, owner_effects fx) {
       c.grace_s[rec.fragment_id] = rec.grace_s;
       c.versions[rec.fragment_id] = rec.version;
     });
-  }
-  if (checkpoint_verdict == write_verdict::retry_degraded && !st.checkpoint_retry_armed) {
-    st.checkpoint_retry_armed = true;  // written again with backoff (snapshot_atom)
-    self->delayed_send(self, to_timespan(0.5), atoms::snapshot_atom_v, 0.5);
   }
   // The node's fault hook (owner_faults.hpp) may kill this owner at its new version.
   if (ctx.svc.faults)
@@ -503,6 +515,9 @@ owner_hdl::behavior_type rebuilding(owner_actor* self, std::shared_ptr<const own
       [=](atoms::pull_atom, const std::vector<uint8_t>&) -> caf::result<void> { return caf::skip; },
       [=](atoms::grace_atom, uint64_t) -> caf::result<void> { return caf::skip; },
       [=](atoms::snapshot_atom, double) -> caf::result<void> { return caf::skip; },
+      [=](atoms::write_verdict_atom, const std::string&, write_verdict) -> caf::result<void> {
+        return caf::skip;
+      },
       [=](atoms::checkpoint_atom) -> caf::result<bool> { return caf::skip; },
   };
 }
@@ -731,15 +746,25 @@ owner_hdl::behavior_type serving(owner_actor* self, std::shared_ptr<const owner_
                                             {"retried", true}});
           ctx->svc.log->write_recovered(o.checkpoint_path);
         } else {
-          const write_verdict told = ctx->svc.log->write_trouble(
-              o.checkpoint_path, "fragment owner " + std::to_string(frag) +
-                                     ": checkpoint of version " +
-                                     std::to_string(s.core->version()) + ": " + w.error().message);
-          if (told != write_verdict::retry_degraded) return;  // the node ends the run
-          s.checkpoint_retry_armed = true;
-          const double next = std::min(10.0, backoff_s * 2);
-          self->delayed_send(self, to_timespan(backoff_s), atoms::snapshot_atom_v, next);
+          report_checkpoint_failure(
+              self, *ctx,
+              "fragment owner " + std::to_string(frag) + ": checkpoint of version " +
+                  std::to_string(s.core->version()) + ": " + w.error().message,
+              backoff_s, std::min(10.0, backoff_s * 2));
         }
+      },
+      // The node's verdict on a failed checkpoint write this owner reported: write it again
+      // with backoff (the run goes on, degraded), or not (the node ends the run).
+      [=](atoms::write_verdict_atom, const std::string&, write_verdict verdict) {
+        auto& s = self->state;
+        if (!s.checkpoint_verdict_due) return;  // a retry is due already
+        s.checkpoint_verdict_due = false;
+        if (verdict != write_verdict::retry_degraded) {
+          s.checkpoint_retry_armed = false;
+          return;
+        }
+        self->delayed_send(self, to_timespan(s.checkpoint_retry_in_s), atoms::snapshot_atom_v,
+                           s.checkpoint_retry_next_s);
       },
       // The run is over (budget spent, every learner done, or interrupted): the current state,
       // so that a resumed run continues from it and not from the last periodic checkpoint (a

@@ -86,7 +86,13 @@ struct owner_actor_state {
   std::map<int32_t, learner_at_owner_hdl> learners;  ///< live learners (broadcast targets)
   chunk_flow flow;  ///< broadcast chunks under credit, per learner (actors/link/chunk_flow.hpp)
   bool restored = false;
-  bool checkpoint_retry_armed = false;  ///< a failed checkpoint will be written again (retry)
+  /// A failed checkpoint will be written again: its retry (snapshot_atom) is due, or waits for
+  /// the node's verdict on the failure (write_verdict_atom).
+  bool checkpoint_retry_armed = false;
+  /// The last failure reported to the node waits for its verdict: retry_degraded arms the retry
+  /// after checkpoint_retry_in_s with checkpoint_retry_next_s as its next backoff.
+  bool checkpoint_verdict_due = false;
+  double checkpoint_retry_in_s = 0.5, checkpoint_retry_next_s = 0.5;
   /// While the owner rebuilds its value (see fragment_owner): what it has heard so far.
   struct rebuild_state {
     struct answer {

@@ -112,7 +112,8 @@ void check_done(monitor_actor* self, const monitor_env& ctx) {
     self->send(ctx.job, atoms::children_done_atom_v, child_kind::learner);
 }
 
-/// Writes monitor.json now; a failure is reported as the run log says for the node.
+/// Writes monitor.json now. A failure is reported to the node (write_trouble_atom), whose
+/// write-failure policy answers with a verdict (write_verdict_atom, handled by the behavior).
 void save_record(monitor_actor* self, const monitor_env& ctx) {
   if (ctx.record_path.empty()) return;
   const double now = now_s(self);
@@ -120,7 +121,10 @@ void save_record(monitor_actor* self, const monitor_env& ctx) {
   auto st = write_file_atomic(ctx.record_path, reinterpret_cast<const uint8_t*>(text.data()),
                               text.size());
   const bool recovered = core(self).record_written(static_cast<bool>(st), now);
-  monitor_log::record_written(ctx.svc.log, ctx.record_path, st, recovered);
+  monitor_log::record_written(ctx.svc.log, st, recovered ? ctx.record_path : std::string());
+  if (!st && ctx.svc.node)
+    self->send(ctx.svc.node, atoms::write_trouble_atom_v, ctx.record_path,
+               "health monitor: cannot write its record: " + st.error().message);
 }
 
 node_join_reply refusal(const monitor_env& ctx, node_refusal why, std::string reason) {
@@ -518,6 +522,11 @@ monitor_hdl::behavior_type health_monitor(monitor_actor* self,
         return {std::move(bytes), std::move(handles)};
       },
       [=](atoms::lease_atom) { on_tick(self, *ctx); },
+      // The node's verdict on a failed write of the record: retried with backoff, or not (the
+      // node ends the run).
+      [=](atoms::write_verdict_atom, const std::string&, write_verdict verdict) {
+        core(self).record_verdict(verdict);
+      },
   };
 }
 

@@ -113,11 +113,16 @@ monitor_record membership::record(double now) const {
   return rec;
 }
 
+void membership::record_verdict(write_verdict verdict) {
+  if (record_failing_) record_retries_ = verdict == write_verdict::retry_degraded;
+}
+
 bool membership::record_written(bool ok, double now) {
   last_record_s_ = now;
   if (ok) {
     const bool recovered = record_failing_;
     record_failing_ = false;
+    record_retries_ = true;
     return recovered;
   }
   // Tried again with backoff: 0.5 s doubling to 10 s.
@@ -495,8 +500,8 @@ tick_decision membership::tick(double now) {
     r.straggler = slow;
   }
   for (auto id : expired) d.expired.push_back(declare_dead(id, "lease expired", now));
-  d.save_record =
-      record_failing_ ? now >= record_retry_s_ : now - last_record_s_ >= opts_.record_every_s;
+  d.save_record = record_failing_ ? record_retries_ && now >= record_retry_s_
+                                  : now - last_record_s_ >= opts_.record_every_s;
   return d;
 }
 

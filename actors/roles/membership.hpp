@@ -28,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include "actors/policy/uptime.hpp"
+#include "actors/services/write_policy.hpp"
 #include "messages/codec.hpp"
 #include "messages/control.hpp"
 
@@ -287,6 +288,10 @@ class membership {
   /// The record was written (ok) or not at `now`: when the next write is due. Returns true
   /// when it was failing before and now succeeded.
   bool record_written(bool ok, double now);
+  /// The node's verdict on a failed write of the record (write_policy.hpp): retry_degraded keeps
+  /// the retries with backoff; end_the_run stops them (the node ends the run) until a write
+  /// succeeds again (a join or a leave writes the record at once).
+  void record_verdict(write_verdict verdict);
 
   /// `allowed`: the learner ids the node's certificate grants (mutual TLS; null = any): a node
   /// asking for another id is refused as unauthorized, and free ids are chosen among these.
@@ -343,6 +348,7 @@ class membership {
   policy::uptime_meter uptime_;
   double last_record_s_ = 0.0;
   bool record_failing_ = false;
+  bool record_retries_ = true;  // record_verdict: failed writes are retried
   double record_retry_s_ = 0.0, record_backoff_s_ = 0.5;
 };
 

@@ -120,17 +120,13 @@ void restored(event_sink* log, const membership& m) {
     if (r.finished) log->learner_finished(id);
 }
 
-void record_written(event_sink* log, const std::string& path, const status& st, bool recovered) {
+void record_written(event_sink* log, const status& st, const std::string& recovered) {
   if (log == nullptr) return;
   if (st) {
-    if (recovered) log->write_recovered(path);
+    if (!recovered.empty()) log->write_recovered(recovered);
     return;
   }
   log->emit("failure", {{"what", "monitor_record"}, {"error", st.error().message}});
-  // The node's policy decides what it means (event_sink::write_trouble's verdict): the end of the
-  // run (`dd-node run`) or a degraded node; the membership core retries with backoff either way
-  // (under end_the_run the node is stopping the job already).
-  log->write_trouble(path, "health monitor: cannot write its record: " + st.error().message);
 }
 
 void stragglers(event_sink* log, const std::vector<straggler_flag>& flags) {

@@ -37,10 +37,10 @@ void node_join(event_sink* log, const wire_bytes& bytes, const node_join_reply& 
 /// A resumed syncer's record: a `monitor_restored` event, every learner's entry, the finished
 /// ones marked.
 void restored(event_sink* log, const membership& m);
-/// monitor.json written (`st`): a failure is a `failure` event and a write trouble, which the
-/// node's policy (event_sink::write_trouble) makes the end of the run (`dd-node run`) or a degraded
-/// node; `recovered`: it was failing and is written again.
-void record_written(event_sink* log, const std::string& path, const status& st, bool recovered);
+/// monitor.json written (`st`): a failure is a `failure` event (the monitor reports it to its
+/// node, whose policy makes it the end of the run or a degraded node); `recovered`: the record's
+/// path when it was failing and is written again (empty: it was not failing).
+void record_written(event_sink* log, const status& st, const std::string& recovered);
 /// Learners newly flagged as stragglers: a `straggler` event each.
 void stragglers(event_sink* log, const std::vector<straggler_flag>& flags);
 

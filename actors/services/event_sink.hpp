@@ -11,8 +11,6 @@
 
 #include <nlohmann/json.hpp>
 
-#include "actors/services/write_policy.hpp"
-
 namespace dd::actors {
 
 struct run_counters;
@@ -30,11 +28,10 @@ class event_sink {
 
   /// A file the run promised could not be written: the run's write failure (the node ends it).
   virtual void write_failed(const std::string& message) = 0;
-  /// A write of `file` failed (`message` names it with errno's text). What that means is the
-  /// node's policy (write_policy.hpp, see run_log); the answer tells the writer what to do:
-  /// retry_degraded (write it again with backoff) or end_the_run (do not; the node ends the run).
-  virtual write_verdict write_trouble(const std::string& file, const std::string& message) = 0;
-  /// A write of `file` succeeded again.
+  // A failed write of a file is not reported here: a role reports it to its node by message
+  // (write_trouble_atom, actors/link/protocol.hpp write_report_hdl), and the node, which owns the
+  // write-failure policy, answers with the verdict (write_verdict_atom).
+  /// A write of `file` succeeded again (after a failure reported to the node).
   virtual void write_recovered(const std::string& file) = 0;
 
   /// Mutates the run's counters (run_counters, run_log.hpp) under the log's lock.

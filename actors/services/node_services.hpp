@@ -68,6 +68,10 @@ struct owner_services {
   link_setup link;
   /// What the earlier incarnations of this owner left (starts, highest version); never null.
   std::shared_ptr<owner_history> history = std::make_shared<owner_history>();
+  /// Where a failed checkpoint write is reported (write_trouble_atom): the node (the job), which
+  /// answers with its verdict (write_verdict_atom). Empty: a failed write is a `failure` event
+  /// only, never written again.
+  write_report_hdl node;
 };
 
 /// The health monitor's services.
@@ -82,6 +86,10 @@ struct monitor_services {
   /// Set: a node handshake is answered only for a node bound to a certificate, with learner ids
   /// that certificate names (tls.hpp learner_ids_of). Null: no TLS.
   const peer_identity* identities = nullptr;
+  /// Where a failed write of the monitor's record is reported (write_trouble_atom): the node (the
+  /// job), which answers with its verdict (write_verdict_atom). Empty: a failed write is a
+  /// `failure` event only, retried on the record's own backoff.
+  write_report_hdl node;
 };
 
 /// The evaluator's services: its event sink and the two flags it shares with the job.

@@ -170,15 +170,16 @@ class run_log final : public event_sink {
   /// console. Other files report through write_trouble / write_recovered. The node's loop asks
   /// the policy (write_policy::on_failing) what failing_for_s() means for the run.
   void set_write_policy(const write_policy& policy);
-  /// The policy, for the node that set it; a writer reports a failed write with write_trouble
-  /// and does what the answer says, never asking.
+  /// The policy, for the node that set it; a writer is told what to do, never asks.
   write_policy policy() const;
   /// A write of `file` failed (`message` names it with errno's text). What it means is the
   /// node's policy (write_policy::on_failed_write): under retry_and_degrade `file` is degraded
   /// and failing (the console gets the first failure of a streak; failing_for_s counts it) and
   /// the answer is retry_degraded; otherwise it is the run's write failure (write_failed: the
-  /// node ends the run) and the answer is end_the_run.
-  write_verdict write_trouble(const std::string& file, const std::string& message) override;
+  /// node ends the run) and the answer is end_the_run. Called by the node: its job actor for a
+  /// role's report (write_trouble_atom, answered with write_verdict_atom) and the node's own
+  /// writers (events.jsonl, retried_lines).
+  write_verdict write_trouble(const std::string& file, const std::string& message);
   /// A write of `file` succeeded again: its failing streak ends (it stays degraded).
   void write_recovered(const std::string& file) override;
   /// Seconds the longest-failing file has been failing without a success (0: none failing).

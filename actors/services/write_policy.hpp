@@ -1,10 +1,13 @@
 // actors/services/write_policy.hpp — what a node does when a file it promised cannot be written
 // (events.jsonl, an owner checkpoint, the monitor's record, learner_loss.csv, a learner node's
 // forwarded events). The node chooses it once, when it starts, and hands it to its run log
-// (run_log::set_write_policy), which applies it to every failed write reported to it: a role
-// reports a failed write (event_sink::write_trouble) and is told in the answer what to do
-// (a write_verdict); it never asks which policy holds. The node's loop asks the policy what the
-// writes failing now mean for the run (on_failing).
+// (run_log::set_write_policy), which applies it to every failed write reported to it
+// (run_log::write_trouble). A role reports a failed write to its node by message
+// (write_trouble_atom, file, error: an owner's checkpoint, the monitor's record) and the node's
+// job actor answers with the verdict by message (write_verdict_atom, file, write_verdict); the
+// role does what it says and never asks which policy holds. The node's own writers (events.jsonl,
+// retried_lines) apply it in place. The node's loop asks the policy what the writes failing now
+// mean for the run (on_failing).
 //
 // Two policies: `dd-node run` ends the run at the first failed write, naming the file;
 // cluster nodes (`dd-node syncer`, `dd-node learner`) retry with backoff, mark the file degraded

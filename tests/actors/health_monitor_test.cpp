@@ -102,7 +102,8 @@ job_hdl spawn_job(caf::actor_system& sys, std::function<void()> on_learners_done
                 [](atoms::budget_spent_atom) {},
                 [](atoms::stop_atom, const std::string&) {},
                 [](atoms::eval_atom, double) {},
-                [](atoms::interrupt_timeout_atom) {}};
+                [](atoms::interrupt_timeout_atom) {},
+                [](atoms::write_trouble_atom, const std::string&, const std::string&) {}};
       },
       0);
 }
@@ -620,6 +621,7 @@ owner_hdl::behavior_type version_owner(owner_hdl::pointer self, monitor_hdl moni
       [](atoms::rebuild_atom, uint64_t) {},
       [](atoms::snapshot_atom, double) {},
       [](atoms::kill_atom) {},
+      [](atoms::write_verdict_atom, const std::string&, write_verdict) {},
   };
 }
 

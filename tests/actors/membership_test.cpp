@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -604,6 +605,49 @@ TEST(membership, a_record_carries_the_learners_and_the_run_s_seconds_across_a_re
   EXPECT_FALSE(m.tick(108.4).save_record);
   EXPECT_TRUE(m.tick(108.5).save_record);
   EXPECT_TRUE(m.record_written(true, 108.5));  // recovered
+}
+
+// The node's verdict on a failed write of the record (write_verdict_atom, handled by the monitor)
+// decides whether the record is retried: retry_degraded keeps the backoff (0.5 s, then 1 s),
+// end_the_run stops the retries (the node ends the run) until a write succeeds again; a verdict
+// that comes while the record is not failing changes nothing.
+TEST(membership, the_nodes_verdict_decides_whether_a_failed_record_is_retried) {
+  using v = write_verdict;
+  struct row {
+    const char* name;
+    std::optional<write_verdict> verdict;  ///< none: no verdict came (yet)
+    bool retried_at_half_s, retried_at_1_5_s;
+  };
+  const row rows[] = {
+      {"no verdict yet: the backoff", std::nullopt, true, true},
+      {"retry_degraded: the backoff", v::retry_degraded, true, true},
+      {"end_the_run: no retries", v::end_the_run, false, false},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    membership m(options(1), 0.0);
+    EXPECT_FALSE(m.record_written(false, 10.0));  // failing: retry due at 10.5
+    if (r.verdict) m.record_verdict(*r.verdict);
+    EXPECT_FALSE(m.tick(10.4).save_record);
+    EXPECT_EQ(m.tick(10.5).save_record, r.retried_at_half_s);
+    if (r.retried_at_half_s) {
+      EXPECT_FALSE(m.record_written(false, 10.5));  // next at 11.5
+    }
+    EXPECT_FALSE(m.tick(11.4).save_record);
+    EXPECT_EQ(m.tick(11.5).save_record, r.retried_at_1_5_s);
+    EXPECT_EQ(m.tick(60.0).save_record, r.retried_at_1_5_s);  // never, once told to stop
+    // A write that succeeds (a join or a leave writes the record at once) ends the failure:
+    // the record is written every record_every_s (2 s) again.
+    EXPECT_EQ(m.record_written(true, 60.0), true);
+    EXPECT_FALSE(m.tick(61.9).save_record);
+    EXPECT_TRUE(m.tick(62.0).save_record);
+  }
+  // A verdict on a record that is written again by now changes nothing.
+  membership m(options(1), 0.0);
+  EXPECT_FALSE(m.record_written(false, 10.0));
+  EXPECT_TRUE(m.record_written(true, 10.5));
+  m.record_verdict(v::end_the_run);
+  EXPECT_TRUE(m.tick(12.5).save_record);
 }
 
 // Divergence detection, as a table: a heartbeat whose held digest differs from the owner's

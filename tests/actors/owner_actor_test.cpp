@@ -4,8 +4,11 @@
 // by its supervisor that restores value, momentum and version from its checkpoint; an owner
 // respawned before its first checkpoint, or with an unreadable one, restarts from the initial
 // value with an event and one warning line on the run log's console hook.
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -870,6 +873,88 @@ caf::behavior throwing_child(caf::event_based_actor* self, int /*unused*/) {
   throw std::runtime_error(
       "cpu: allocate_bytes: out of host memory allocating 1099511627776 bytes");
   return {[](int) {}};
+}
+
+/// What a node stand-in heard of failed writes (write_report_hdl) and the verdict it answers each
+/// with, by message to the writer, as the job does with its run log's policy.
+struct write_reports {
+  write_verdict verdict = write_verdict::retry_degraded;
+  std::vector<std::pair<std::string, std::string>> heard;  ///< (file, error), in order
+  std::vector<double> at;                                  ///< when each arrived (test clock)
+};
+
+write_report_hdl::behavior_type verdict_node(write_report_hdl::pointer self,
+                                             std::shared_ptr<write_reports> reports,
+                                             std::function<double()> now) {
+  return {[=](atoms::write_trouble_atom, const std::string& file, const std::string& error) {
+    reports->heard.emplace_back(file, error);
+    reports->at.push_back(now());
+    send_untyped(self, caf::actor_cast<caf::actor>(self->current_sender()),
+                 atoms::write_verdict_atom_v, file, reports->verdict);
+  }};
+}
+
+// The write-failure policy is the node's, and the owner learns it by message: a checkpoint that
+// cannot be written is reported to the node (write_trouble_atom: the file and the error), and
+// the owner does what the node's answer (write_verdict_atom) says — retry_degraded: write it
+// again with backoff (0.5 s, then 0.5, 1, 2 s doubling), each failure reported again;
+// end_the_run: never again. Without an answer nothing is retried.
+TEST_F(owner_actor_test, a_failed_checkpoint_is_retried_or_not_as_the_nodes_verdict_message_says) {
+  struct row {
+    const char* name;
+    std::optional<write_verdict> answer;  ///< none: the node never answers
+    std::vector<int64_t> reports_at_ms;   ///< milliseconds after the merge
+  };
+  const row rows[] = {
+      {"retry_degraded", write_verdict::retry_degraded, {0, 500, 1000, 2000, 4000}},
+      {"end_the_run", write_verdict::end_the_run, {0}},
+      {"no_answer", std::nullopt, {0}},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    auto ctx = checkpointed_context(std::string("dd_owner_actor_test_verdict_") + r.name, 1);
+    // The checkpoint's directory is a plain file: every write of it fails.
+    std::ofstream(scratch.back() / "blocker") << "not a directory\n";
+    ctx->options.checkpoint_path = (scratch.back() / "blocker" / "owner_0.ddck").string();
+    auto reports = std::make_shared<write_reports>();
+    caf::actor node;
+    if (r.answer) {
+      reports->verdict = *r.answer;
+      node = caf::actor_cast<caf::actor>(
+          env.sys->spawn(verdict_node, reports, [this] { return env.now(); }));
+    } else {  // takes the report, answers nothing
+      node = env.sys->spawn([reports, this](caf::event_based_actor*) -> caf::behavior {
+        return {[=](atoms::write_trouble_atom, const std::string& file, const std::string& e) {
+          reports->heard.emplace_back(file, e);
+          reports->at.push_back(env.now());
+        }};
+      });
+    }
+    to_stop.push_back(node);
+    run_log log("", true, [this] { return env.now(); });
+    services.log = &log;
+    services.node = caf::actor_cast<write_report_hdl>(node);
+    const size_t subscribed = monitor_log->subscribed.size();
+    auto owner = spawn_owner(ctx);
+    ASSERT_EQ(monitor_log->subscribed.size(), subscribed + 1);
+    set_live(owner);
+    push_both(owner, 0, 1, 0.5f, 0.5f);  // both pending: merged at once, version 1
+    const double merged_at = env.now();
+    for (int i = 0; i < 12; ++i) env.advance(0.5);  // 6 s
+    std::vector<int64_t> after_ms;
+    for (double t : reports->at) after_ms.push_back(std::llround((t - merged_at) * 1000));
+    EXPECT_EQ(after_ms, r.reports_at_ms);
+    for (const auto& [file, error] : reports->heard) {
+      EXPECT_EQ(file, ctx->options.checkpoint_path);
+      EXPECT_NE(error.find("fragment owner 0: checkpoint of version 1: "), std::string::npos)
+          << error;
+    }
+    // The owner asked nothing of the log: the verdict's bookkeeping (`degraded`) is the node's.
+    EXPECT_TRUE(log.snapshot().degraded.empty());
+    EXPECT_TRUE(log.write_failure().empty());
+    env.shutdown({owner, node});
+    services.log = nullptr;
+  }
 }
 
 /// What a supervisor reported to its job (supervisor_report_hdl).
