@@ -3,6 +3,8 @@
 // inner.schedule_clock = "global" follow. Real CAF threads; each wait is bounded.
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -710,6 +712,57 @@ TEST(monitor_leave, a_learner_leaving_after_the_run_s_stop_shows_left_not_away) 
 // resumed budget.seconds run counts its earlier parts): seconds_before + time since this
 // monitor started; a record without the field (an older writer) restores 0; a negative or
 // non-finite one is refused naming the field.
+// The monitor learns what a failed write of its record means by message: a monitor.json that
+// cannot be written is reported to its node (write_trouble_atom: the file and the error), and the
+// node's answer (write_verdict_atom) decides — retry_degraded: written again with backoff (0.5 s,
+// 1 s, 2 s, 4 s after the first failure at the 2 s record cadence); end_the_run: never again.
+TEST(monitor_record, a_failed_record_is_retried_or_not_as_the_nodes_verdict_message_says) {
+  struct row {
+    write_verdict verdict;
+    std::vector<int64_t> reports_at_ms;  ///< after the monitor's start
+  };
+  const row rows[] = {{write_verdict::retry_degraded, {2000, 2500, 3500, 5500, 9500}},
+                      {write_verdict::end_the_run, {2000}}};
+  for (const auto& r : rows) {
+    SCOPED_TRACE(to_string(r.verdict));
+    const auto dir = dd::test::fresh_dir("dd_monitor_record_verdict");
+    std::ofstream(dir / "blocker") << "not a directory\n";  // monitor.json's folder: a file
+    dd::test::coordinator env;
+    const double start = env.now();
+    auto heard = std::make_shared<std::vector<std::pair<std::string, std::string>>>();
+    auto at = std::make_shared<std::vector<int64_t>>();
+    const write_verdict verdict = r.verdict;
+    // The node stand-in: notes each report and answers it with `verdict`, as the job does.
+    // (The unused int: as in spawn_silent.)
+    write_report_hdl node = env.sys->spawn(
+        [=, &env](write_report_hdl::pointer self, int) -> write_report_hdl::behavior_type {
+          return {[=, &env](atoms::write_trouble_atom, const std::string& file,
+                            const std::string& error) {
+            heard->emplace_back(file, error);
+            at->push_back(std::llround((env.now() - start) * 1000));
+            send_untyped(self, caf::actor_cast<caf::actor>(self->current_sender()),
+                         atoms::write_verdict_atom_v, file, verdict);
+          }};
+        },
+        0);
+    auto ctx = monitor_ctx(1);
+    ctx->record_path = (dir / "blocker" / "monitor.json").string();
+    monitor_services services;
+    services.node = node;
+    monitor_hdl monitor =
+        env.sys->spawn(health_monitor, std::shared_ptr<const monitor_config>(ctx), services);
+    env.run();
+    for (int i = 0; i < 24; ++i) env.advance(0.5);  // 12 s
+    EXPECT_EQ(*at, r.reports_at_ms);
+    for (const auto& [file, error] : *heard) {
+      EXPECT_EQ(file, ctx->record_path);
+      EXPECT_NE(error.find("health monitor: cannot write its record: "), std::string::npos)
+          << error;
+    }
+    env.shutdown_all(monitor, node);
+  }
+}
+
 TEST(monitor_record, training_seconds_survive_a_resume) {
   membership_options o;
   membership st(o, 100.0);
