@@ -922,13 +922,15 @@ TEST_F(owner_actor_test, a_failed_checkpoint_is_retried_or_not_as_the_nodes_verd
       reports->verdict = *r.answer;
       node = caf::actor_cast<caf::actor>(
           env.sys->spawn(verdict_node, reports, [this] { return env.now(); }));
-    } else {  // takes the report, answers nothing
-      node = env.sys->spawn([reports, this](caf::event_based_actor*) -> caf::behavior {
-        return {[=](atoms::write_trouble_atom, const std::string& file, const std::string& e) {
-          reports->heard.emplace_back(file, e);
-          reports->at.push_back(env.now());
-        }};
-      });
+    } else {  // takes the report, answers nothing (the unused int: see throwing_child)
+      node = env.sys->spawn(
+          [reports, this](caf::event_based_actor*, int) -> caf::behavior {
+            return {[=](atoms::write_trouble_atom, const std::string& file, const std::string& e) {
+              reports->heard.emplace_back(file, e);
+              reports->at.push_back(env.now());
+            }};
+          },
+          0);
     }
     to_stop.push_back(node);
     run_log log("", true, [this] { return env.now(); });
