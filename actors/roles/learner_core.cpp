@@ -15,8 +15,12 @@ namespace dd::actors {
 
 namespace {
 
-/// Rebase mode keeps at most this many unconfirmed pushes per fragment (oldest dropped).
+/// Rebase mode keeps the deltas of at most this many unconfirmed pushes per fragment (the
+/// second oldest is dropped first) ...
 constexpr size_t max_outstanding = 8;
+/// ... and the ids of at most this many dropped ones (the newest dropped first: the oldest bounds
+/// contains_from).
+constexpr size_t max_forgotten = 4096;
 /// A push refused as malformed (a chunk damaged in transit) is sent again at most this often.
 constexpr int max_resends = 2;
 /// A leave or rejoin the monitor did not answer is tried again after this long.
@@ -28,18 +32,34 @@ namespace act = learner_do;
 }  // namespace
 
 uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector<float> value,
-                     uint64_t version, const std::vector<merged_push>& merged, int32_t learner_id,
-                     uint64_t incarnation) {
+                     uint64_t version, const std::vector<merged_push>& merged, int32_t learner_id) {
   if (theta.size() != value.size() || f.base.size() != value.size())
     throw std::invalid_argument("rebase_onto: theta has " + std::to_string(theta.size()) +
                                 " elements, base " + std::to_string(f.base.size()) +
                                 ", the new value " + std::to_string(value.size()));
-  // This incarnation's newest outstanding transfer that the value contains.
+  // Our newest outstanding transfer that the value contains, and our newest forgotten one.
   outstanding_push* inc = nullptr;
+  uint64_t lost = 0;
   for (const auto& m : merged) {
-    if (m.learner_id != learner_id || m.incarnation != incarnation) continue;
+    if (m.learner_id != learner_id) continue;
     for (auto& o : f.outstanding)
-      if (o.transfer_id <= m.transfer_id && o.delta.size() == value.size()) inc = &o;
+      if (o.incarnation == m.incarnation && o.transfer_id <= m.transfer_id &&
+          o.delta.size() == value.size() && (inc == nullptr || o.transfer_id > inc->transfer_id))
+        inc = &o;
+    for (const auto& [id, incarnation] : f.forgotten)
+      if (incarnation == m.incarnation && id <= m.transfer_id) lost = std::max(lost, id);
+  }
+  if (lost != 0 && (inc == nullptr || lost > inc->transfer_id)) {
+    // The value holds a push whose delta is gone (and with it everything before it): its share
+    // cannot be taken out of θ, so θ is the value, as at an overwrite.
+    theta = value;
+    f.base = std::move(value);
+    f.base_version = version;
+    f.outstanding.clear();
+    f.forgotten.clear();
+    f.steps = 0;
+    f.tokens = 0;
+    return lost;
   }
   if (inc != nullptr) {
     for (size_t i = 0; i < theta.size(); ++i) theta[i] += (value[i] - f.base[i]) + inc->delta[i];
@@ -55,6 +75,7 @@ uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector
   const std::vector<float> d = std::move(inc->delta);  // inc is popped below
   while (!f.outstanding.empty() && f.outstanding.front().transfer_id <= cut)
     f.outstanding.pop_front();
+  f.forgotten.erase(f.forgotten.begin(), f.forgotten.upper_bound(cut));
   for (auto& o : f.outstanding) {
     o.steps = o.steps > s ? o.steps - s : 0;
     o.tokens = o.tokens > k ? o.tokens - k : 0;
@@ -176,6 +197,7 @@ learner_actions learner_core::rejoin() {
   // The owner directory arrives before the reply: with nothing in flight, every fragment whose
   // owner changed is pulled from its new owner (on_owner_directory).
   unacked_.clear();
+  for (const auto& [p, push] : queued_) never_sent(p, push.transfer_id);
   queued_.clear();
   last_pushed_.clear();
   // The same syncer reached again over a new connection (a dropped link that healed): its owners
@@ -183,10 +205,12 @@ learner_actions learner_core::rejoin() {
   // proxies that died with the old connection. Take every entry.
   owners_stale_ = true;
   last_settled_.clear();
+  // Rebase mode keeps the outstanding pushes: an owner may have merged one before it was lost
+  // (a restored owner names it in its broadcasts, with the incarnation that sent it), and θ
+  // still holds its progress, to be taken out when a value names it.
   for (auto& f : frags_) {
     f.awaiting = false;
     f.first_since_receive = 0;
-    f.outstanding.clear();
   }
   // The learner steps on until the reply: the tokens and compute of those steps belong to the
   // new incarnation (the monitor drops the old incarnation's heartbeats once it accepted the
@@ -485,17 +509,32 @@ std::optional<inflight_push> learner_core::build_push(int32_t p, uint64_t step) 
   m.payload = encode_payload(opts_.wire, delta.data(), delta.size());
   m.payload_bytes = m.payload.size();
   if (opts_.apply.how == fragment_apply::kind::rebase) {
+    // This push holds the progress of every push not yet seen merged or refused, forgotten
+    // ones included.
     m.contains_from = f.outstanding.empty() ? 0 : f.outstanding.front().transfer_id;
+    if (!f.forgotten.empty())
+      m.contains_from = m.contains_from == 0
+                            ? f.forgotten.begin()->first
+                            : std::min(m.contains_from, f.forgotten.begin()->first);
     outstanding_push o;
     o.transfer_id = step;
     o.steps = f.steps;
     o.tokens = f.tokens;
+    o.incarnation = incarnation_;
     // What the owner will merge (quantization included): rebasing on it keeps the encoding
     // error in the local model, where the next push carries it (error feedback).
     auto sent = decode_payload(m.encoding, m.payload.data(), m.payload.size(), layout.numel);
     o.delta = sent ? std::move(*sent) : std::move(delta);
     f.outstanding.push_back(std::move(o));
-    while (f.outstanding.size() > max_outstanding) f.outstanding.pop_front();
+    if (f.outstanding.size() > max_outstanding) {
+      // Keep the oldest: the first of these pushes an owner merges is the one it gets first,
+      // and it refuses every later one holding its progress as superseded. The dropped one's id
+      // is kept (rebase_onto, contains_from above).
+      auto second = std::next(f.outstanding.begin());
+      f.forgotten[second->transfer_id] = second->incarnation;
+      f.outstanding.erase(second);
+      while (f.forgotten.size() > max_forgotten) f.forgotten.erase(std::prev(f.forgotten.end()));
+    }
   } else {
     m.contains_from = f.first_since_receive;
     if (f.first_since_receive == 0) f.first_since_receive = step;
@@ -520,12 +559,27 @@ learner_actions learner_core::enqueue(int32_t p, inflight_push push) {
   // A newer push replaces an unsent older one of the same fragment.
   for (auto it = queued_.begin(); it != queued_.end(); ++it)
     if (it->first == p) {
+      never_sent(it->first, it->second.transfer_id);
       queued_.erase(it);
       break;
     }
   queued_.emplace_back(p, std::move(push));
-  while (queued_.size() > static_cast<size_t>(std::max(1, opts_.max_inflight))) queued_.pop_front();
+  while (queued_.size() > static_cast<size_t>(std::max(1, opts_.max_inflight))) {
+    never_sent(queued_.front().first, queued_.front().second.transfer_id);
+    queued_.pop_front();
+  }
   return drain_queue();
+}
+
+void learner_core::never_sent(int32_t p, uint64_t transfer_id) {
+  // No owner can merge it: it holds no slot among the outstanding pushes (its progress is in θ
+  // and rides on the fragment's next push, whose delta holds it).
+  auto& outstanding = frags_.at(static_cast<size_t>(p)).outstanding;
+  for (auto it = outstanding.begin(); it != outstanding.end(); ++it)
+    if (it->transfer_id == transfer_id && it->incarnation == incarnation_) {
+      outstanding.erase(it);
+      return;
+    }
 }
 
 learner_actions learner_core::drain_queue() {
@@ -539,6 +593,7 @@ learner_actions learner_core::drain_queue() {
       queued_.emplace_back(p, std::move(push));
       break;
     }
+    // Without an owner it is sent when one appears (on_owner_directory): still outstanding.
     if (has_owner_.at(static_cast<size_t>(p)))
       out.push_back(act::push_chunks{p, push.chunks, push.transfer_id});
     last_pushed_[p] = push.transfer_id;  // sent: the drain waits for its answer
@@ -593,6 +648,7 @@ learner_actions learner_core::on_reject(const std::vector<uint8_t>& bytes) {
         f.outstanding.erase(it);
         break;
       }
+    f.forgotten.erase(rj->transfer_id);
   }
   out = drain_queue();
   if (phase_ == phase::waiting && !barrier_blocked()) resume_stepping(out);
@@ -626,7 +682,7 @@ bool learner_core::apply_global(const broadcast_msg& b, learner_actions& out) {
   if (opts_.apply.how == fragment_apply::kind::rebase && f.have && phase_ != phase::syncing &&
       !f.refetch) {
     std::vector<float> theta = params_->read(layout);
-    rebase_onto(f, theta, std::move(*values), b.version, b.merged, id_, incarnation_);
+    rebase_onto(f, theta, std::move(*values), b.version, b.merged, id_);
     f.base_merged = b.merged;
     params_->write(layout, theta);
     f.awaiting = false;
@@ -653,6 +709,7 @@ bool learner_core::apply_global(const broadcast_msg& b, learner_actions& out) {
   f.awaiting = false;
   f.first_since_receive = 0;
   f.outstanding.clear();
+  f.forgotten.clear();
   return true;
 }
 

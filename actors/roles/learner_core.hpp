@@ -128,12 +128,16 @@ struct learner_options {
 
 // ---- the learner's bookkeeping ----------------------------------------------------------------
 
-/// A push of one fragment that the learner has not yet seen merged or refused (rebase mode).
+/// A push of one fragment that the learner sent and has not yet seen merged or refused (rebase
+/// mode).
 struct outstanding_push {
   uint64_t transfer_id = 0;
   uint64_t steps = 0;        ///< the push's steps[p] counter
   uint64_t tokens = 0;       ///< the push's tokens[p] counter
   std::vector<float> delta;  ///< the pseudo-gradient as the owner decodes it, base_p − θ_p
+  /// The incarnation that sent it: a broadcast names a merged push by (learner, incarnation,
+  /// transfer), and a live rejoin changes the incarnation while the push may still be merged.
+  uint64_t incarnation = 0;
 };
 
 /// Per-fragment bookkeeping of a learner.
@@ -157,8 +161,15 @@ struct learner_fragment {
   /// Overwrite mode: the first transfer since base_p was received (0 = none); every later push
   /// until the next arrival holds its progress too (push_msg::contains_from).
   uint64_t first_since_receive = 0;
-  /// Rebase mode: pushes not yet seen merged or refused, oldest first (at most 8).
+  /// Rebase mode: pushes not yet seen merged or refused, oldest first (at most 8; beyond that
+  /// the second oldest is dropped: the oldest is the one an owner merges first, and every later
+  /// push that holds its progress is refused as superseded).
   std::deque<outstanding_push> outstanding;
+  /// Rebase mode: pushes dropped from `outstanding` while neither merged nor refused, transfer id
+  /// → incarnation. Their progress is in θ but their deltas are gone: a value that holds one of
+  /// them is taken whole (rebase_onto), and every push names the oldest of them in
+  /// contains_from, so an owner that merged one refuses the pushes holding it again.
+  std::map<uint64_t, uint64_t> forgotten;
 };
 
 /// A push built and not yet answered.
@@ -204,17 +215,21 @@ class model_params final : public learner_params {
 ///
 ///   θ ← θ + (value − base) + Δ_c,
 ///
-/// where Δ_c is the pseudo-gradient of the newest outstanding push of (learner_id, incarnation)
-/// that `merged` names as contained (Δ_c = 0 when none): what the value already holds of our
-/// progress is taken out of the local delta, everything else is kept. With a contained push,
-/// outstanding pushes up to it are dropped, later ones and the fragment's steps/tokens counters
-/// lose its share. base ← value, base_version ← version. Returns the contained transfer id, or
-/// 0. Throws std::invalid_argument when theta, f.base and value differ in length.
+/// where Δ_c is the pseudo-gradient of the newest outstanding push of `learner_id` (of the
+/// incarnation that sent it) that `merged` names as contained (Δ_c = 0 when none): what the
+/// value already holds of our progress is taken out of the local delta, everything else is kept.
+/// With a contained push, outstanding (and forgotten) pushes up to it are dropped, later ones and
+/// the fragment's steps/tokens counters lose its share. When the value holds a push the learner
+/// no longer has the delta of (f.forgotten, newer than any contained outstanding one), its share
+/// cannot be taken out: θ ← value and the counters restart, as at an overwrite (the progress
+/// since is lost, never counted twice), and every outstanding push is dropped (each holds that
+/// push's progress and is refused as superseded). base ← value, base_version ← version. Returns
+/// the contained transfer id, or 0. Throws std::invalid_argument when theta, f.base and value
+/// differ in length.
 /// Source: ours (docs/ALGORITHM.md "Measured changes to the defaults"); overwrite (α = 0) is
 /// the learner loop of ALGORITHM.md.
 uint64_t rebase_onto(learner_fragment& f, std::vector<float>& theta, std::vector<float> value,
-                     uint64_t version, const std::vector<merged_push>& merged, int32_t learner_id,
-                     uint64_t incarnation);
+                     uint64_t version, const std::vector<merged_push>& merged, int32_t learner_id);
 
 // ---- actions: what the actor carries out, in the order given ----------------------------------
 
@@ -478,6 +493,9 @@ class learner_core {
   wire_bytes leave_bytes() const;
   void send_leave(learner_actions& out);
   learner_actions drain_queue();
+  /// A push of fragment `p` that was built but will never be sent (replaced or dropped in the
+  /// queue, or the queue forgotten at a rejoin): no longer outstanding.
+  void never_sent(int32_t p, uint64_t transfer_id);
   std::optional<inflight_push> build_push(int32_t p, uint64_t step);
   bool barrier_blocked() const;
   bool apply_global(const broadcast_msg& b, learner_actions& out);

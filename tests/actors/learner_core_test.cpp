@@ -384,6 +384,115 @@ TEST_F(learner_core_test, rebase_keeps_progress_the_value_does_not_hold) {
   EXPECT_FALSE(core->has_unsettled_push());  // the broadcast named transfer 2: settled
 }
 
+// Regression (rebase counted merged progress twice): a learner whose pushes go unanswered keeps
+// building them; rebase mode kept the deltas of the newest 8 and dropped the oldest, which is
+// the push an owner merges first (it then refuses every later one as superseded). When the
+// value that holds it arrived, no outstanding push matched: θ kept that push's progress and the
+// value held it too (counted twice), and the step counter kept its steps. Here fragment 1's
+// owner is gone from step 3 to 38 (pushes at 2, 6, ..., 38: ten, all waiting to be sent), then
+// a new owner sends a value {1.5, 1.5} naming one transfer as merged. θ = 1 − 0.1 × 38 = −2.8
+// before it arrives.
+TEST_F(learner_core_test, a_merged_push_beyond_the_newest_eight_is_not_counted_twice) {
+  struct row {
+    const char* what;
+    std::vector<merged_push> merged;
+    float theta;     // fragment 1's values after the value arrives
+    uint64_t steps;  // its step counter
+  };
+  const std::vector<row> rows = {
+      {"the oldest push (2) merged: its share 0.2 is taken out, the 36 steps since kept",
+       {{0, 0, 2, 2}},
+       1.5f - 3.6f,
+       36},
+      {"the newest (38) merged: it holds everything", {{0, 0, 38, 2}}, 1.5f, 0},
+      {"another learner's merge: every step kept", {{1, 0, 7, 2}}, -2.8f + 0.5f, 38},
+      {"a push whose delta was dropped (6) merged: θ is the value, nothing counted twice",
+       {{0, 0, 6, 2}},
+       1.5f,
+       0},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.what);
+    auto o = base_options();
+    o.apply = fragment_apply::rebase();
+    make(o);
+    now = 0.0;
+    join_and_sync();
+    step_to(3);
+    core->on_owner_directory({{true, false}, {false, true}});
+    step_to(38);
+    ASSERT_NEAR(params.v[2], -2.8f, 1e-5f);
+    ASSERT_EQ(core->fragment(1).steps, 38u);
+    core->on_owner_directory({{true, false}, {true, true}});
+    core->on_broadcast(broadcast_bytes(1, 2, {1.5f, 1.5f}, r.merged));
+    EXPECT_NEAR(params.v[2], r.theta, 1e-5f);
+    EXPECT_NEAR(params.v[3], r.theta, 1e-5f);
+    EXPECT_EQ(core->fragment(1).steps, r.steps);
+    EXPECT_EQ(core->fragment(1).tokens, r.steps * 10);
+  }
+}
+
+// Every push names the oldest push whose progress it holds (contains_from), so that an owner
+// that merged that one refuses it as superseded: the oldest outstanding push, or an older one
+// whose delta was dropped. Pushes replaced in the queue before they were sent hold no place
+// among the outstanding ones (no owner can merge them).
+TEST_F(learner_core_test,
+       contains_from_names_the_oldest_push_held_even_after_its_delta_was_dropped) {
+  auto o = base_options();
+  o.apply = fragment_apply::rebase();
+  make(o);
+  join_and_sync();
+  step_to(3);
+  core->on_owner_directory({{true, false}, {false, true}});
+  step_to(38);
+  core->on_owner_directory({{true, false}, {true, true}});
+  // Transfer 2 refused: the oldest push still held is 6, whose delta was dropped.
+  core->on_reject(reject_bytes(1, 2, reject_reason::stale));
+  auto out = step_to(42);
+  auto pushes = all_of<act::push_chunks>(out);
+  ASSERT_EQ(pushed(out), (std::vector<int32_t>{0, 1}));  // fragment 0 at step 40, 1 at 42
+  auto m = decoded_push(pushes[1]);
+  EXPECT_EQ(m.transfer_id, 42u);
+  EXPECT_EQ(m.contains_from, 6u);
+  EXPECT_LE(core->fragment(1).outstanding.size(), 8u);
+
+  // A one-push window, never answered: each fragment-1 push expires after H steps and the next
+  // leaves, while each fragment-0 push waits in the queue and is pushed out of it unsent by the
+  // next fragment-1 push. None of them is outstanding but the one queued now.
+  o.max_inflight = 1;
+  make(o);
+  join_and_sync();
+  out = step_to(40);
+  EXPECT_EQ(pushed(out), std::vector<int32_t>(10, 1));
+  EXPECT_EQ(core->fragment(0).outstanding.size(), 1u);
+  EXPECT_EQ(core->fragment(1).outstanding.size(), 8u);
+}
+
+// Regression (a live rejoin forgot the pushes in flight in rebase mode): the value a restored
+// owner sends after the rejoin may hold a push of the old incarnation (merged before the link
+// was lost); θ still held that push's progress, so it was counted twice. The push stays
+// outstanding across the rejoin and is matched with the incarnation that sent it.
+TEST_F(learner_core_test, a_push_merged_before_a_live_rejoin_is_taken_out_of_the_value_after_it) {
+  auto o = base_options();
+  o.apply = fragment_apply::rebase();
+  make(o);
+  join_and_sync();
+  step_to(3);  // transfer 2 of fragment 1 (Δ = 0.2) in flight; θ = 0.7
+  core->on_monitor_lost();
+  core->on_monitor_found(true);
+  ASSERT_EQ(core->on_syncer_back(), syncer_back::rejoin);
+  core->rejoin();
+  core->on_owner_directory({{true, false}, {true, false}});
+  step();  // θ = 0.6
+  learner_actions reply;
+  EXPECT_FALSE(core->on_rejoin_reply(join_reply_bytes(3, 0, 1), 40, 0.4, reply));
+  ASSERT_EQ(core->incarnation(), 3u);
+  // The pulled value holds transfer 2 of incarnation 0.
+  core->on_broadcast(broadcast_bytes(1, 2, {1.5f, 1.5f}, {{0, 0, 2, 2}}));
+  EXPECT_NEAR(params.v[2], 1.5f - 0.2f, 1e-5f);  // the 2 steps since transfer 2 kept, once
+  EXPECT_EQ(core->fragment(1).steps, 2u);
+}
+
 TEST_F(learner_core_test, the_barrier_waits_tau_steps_for_a_merge_and_gives_up_after_its_timeout) {
   auto o = base_options();
   o.barrier = barrier_policy::wait(1, 10.0);

@@ -33,9 +33,10 @@ struct rebase_test : ::testing::Test {
 };
 
 TEST_F(rebase_test, another_learners_merge_keeps_all_local_progress) {
-  // Version 4 holds learner 1's push only (and an older incarnation of ours: ignored).
+  // Version 4 holds learner 1's push only (and transfer 99 of another incarnation of ours, not
+  // the one that sent A: ignored).
   const std::vector<merged_push> merged = {{0, 7, 99, 4}, {1, 0, 48, 4}};
-  EXPECT_EQ(rebase_onto(f, theta, {0.9f, 0.9f}, 4, merged, 0, 8), 0u);
+  EXPECT_EQ(rebase_onto(f, theta, {0.9f, 0.9f}, 4, merged, 0), 0u);
   expect_near(theta, {0.75f, 0.65f});  // θ + (v − base): every step of ours kept
   expect_near(f.base, {0.9f, 0.9f});
   EXPECT_EQ(f.base_version, 4u);
@@ -47,12 +48,12 @@ TEST_F(rebase_test, another_learners_merge_keeps_all_local_progress) {
 TEST_F(rebase_test, a_merge_holding_our_push_keeps_only_the_progress_after_it) {
   // First another learner's merge (version 4), then push B (transfer 48) holding A's progress
   // too, then version 5 that merged A.
-  rebase_onto(f, theta, {0.9f, 0.9f}, 4, {{1, 0, 48, 4}}, 0, 0);
+  rebase_onto(f, theta, {0.9f, 0.9f}, 4, {{1, 0, 48, 4}}, 0);
   std::vector<float> delta_b = {f.base[0] - theta[0], f.base[1] - theta[1]};
   expect_near(delta_b, {0.15f, 0.25f});  // A's 0.1/0.2 + 0.05 since
   f.outstanding.push_back({48, 30, 3000, delta_b});
   const std::vector<merged_push> merged = {{0, 0, 24, 5}, {1, 0, 48, 4}};
-  EXPECT_EQ(rebase_onto(f, theta, {0.8f, 0.8f}, 5, merged, 0, 0), 24u);
+  EXPECT_EQ(rebase_onto(f, theta, {0.8f, 0.8f}, 5, merged, 0), 24u);
   // θ = v + (progress since A) = {0.8, 0.8} − {0.05, 0.05}.
   expect_near(theta, {0.75f, 0.75f});
   // B is still outstanding, holding only what came after A; the counters likewise.
@@ -64,7 +65,7 @@ TEST_F(rebase_test, a_merge_holding_our_push_keeps_only_the_progress_after_it) {
   EXPECT_EQ(f.steps, 6u);
   EXPECT_EQ(f.tokens, 600u);
   // The same value again (a resync) changes nothing: A is no longer outstanding.
-  EXPECT_EQ(rebase_onto(f, theta, {0.8f, 0.8f}, 5, merged, 0, 0), 0u);
+  EXPECT_EQ(rebase_onto(f, theta, {0.8f, 0.8f}, 5, merged, 0), 0u);
   expect_near(theta, {0.75f, 0.75f});
   EXPECT_EQ(f.steps, 6u);
 }
@@ -72,7 +73,7 @@ TEST_F(rebase_test, a_merge_holding_our_push_keeps_only_the_progress_after_it) {
 TEST_F(rebase_test, a_merge_of_a_newer_push_covers_every_older_one) {
   f.outstanding.push_back({48, 30, 3000, {0.15f, 0.25f}});  // B replaced A at the owner
   const std::vector<merged_push> merged = {{0, 0, 48, 4}};
-  EXPECT_EQ(rebase_onto(f, theta, {0.9f, 0.9f}, 4, merged, 0, 0), 48u);
+  EXPECT_EQ(rebase_onto(f, theta, {0.9f, 0.9f}, 4, merged, 0), 48u);
   // θ = v + (θ − (base − Δ_B)) = {0.9, 0.9} + ({0.85, 0.75} − {0.85, 0.75}).
   expect_near(theta, {0.9f, 0.9f});
   EXPECT_TRUE(f.outstanding.empty());
@@ -81,7 +82,7 @@ TEST_F(rebase_test, a_merge_of_a_newer_push_covers_every_older_one) {
 }
 
 TEST_F(rebase_test, length_mismatch_is_refused_and_nothing_changes) {
-  EXPECT_THROW(rebase_onto(f, theta, {0.9f, 0.9f, 0.9f}, 4, {}, 0, 0), std::invalid_argument);
+  EXPECT_THROW(rebase_onto(f, theta, {0.9f, 0.9f, 0.9f}, 4, {}, 0), std::invalid_argument);
   expect_near(theta, {0.85f, 0.75f});
   expect_near(f.base, {1.0f, 1.0f});
   EXPECT_EQ(f.base_version, 3u);
