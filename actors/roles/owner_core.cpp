@@ -287,8 +287,8 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
   const double norm = std::sqrt(sq);
   // Judged against the other learners' latest norms, then this push becomes its learner's
   // latest whatever the verdict: refusals never freeze the reference.
-  const std::string why = implausible(m.learner_id, norm, m.steps);
-  latest_norms_[m.learner_id] = {m.incarnation, norm / counted_steps(m.learner_id, m.steps),
+  const std::string why = implausible(m.learner_id, norm, m.steps, now_s);
+  latest_norms_[m.learner_id] = {m.incarnation, norm / counted_steps(m.learner_id, m.steps, now_s),
                                  static_cast<double>(m.steps), ++norm_seq_};
   if (!why.empty()) {
     auto out = reject(m, reject_reason::implausible, who + ": " + why, false);
@@ -298,6 +298,7 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
 
   // Accept: the newest push of a learner replaces its older pending one.
   ledger_.record_accepted(key);
+  accepted_at_[m.learner_id] = now_s;
   if (opts_.norm_window > 0 && opts_.norm_min_samples > 0) {
     accepted_norms_.push_back(latest_norms_[m.learner_id].per_step);
     accepted_steps_.push_back(static_cast<double>(m.steps));
@@ -361,7 +362,22 @@ double owner_core::latest_norm(int32_t learner_id) const {
   return it == latest_norms_.end() ? 0.0 : it->second.per_step;
 }
 
-double owner_core::counted_steps(int32_t learner_id, uint64_t steps) const {
+double owner_core::steps_in_time(int32_t learner_id, double now_s) const {
+  const double step_s = xi_step_.value();
+  if (step_s <= 0) return 0.0;
+  auto since = accepted_at_.find(learner_id);
+  double from_s = 0.0;
+  if (since != accepted_at_.end()) {
+    from_s = since->second;
+  } else if (auto joined = joined_at_.find(learner_id); joined != joined_at_.end()) {
+    from_s = joined->second;
+  } else {
+    return 0.0;
+  }
+  return std::max(0.0, now_s - from_s) / step_s;
+}
+
+double owner_core::counted_steps(int32_t learner_id, uint64_t steps, double now_s) const {
   const double claimed = static_cast<double>(std::max<uint64_t>(1, steps));
   std::vector<double> per_step, peer_steps;
   peer_norms(learner_id, per_step, peer_steps);
@@ -369,10 +385,16 @@ double owner_core::counted_steps(int32_t learner_id, uint64_t steps) const {
   const double usual =
       std::max(upper_median(std::move(peer_steps)),
                upper_median(std::vector<double>(accepted_steps_.begin(), accepted_steps_.end())));
-  return std::min(claimed, std::max(1.0, max_steps_ratio * usual));
+  // The steps the learner can have made since its last accepted push (or since it joined), at
+  // max_steps_ratio × the live learners' step rate: a learner whose pushes were refused or held
+  // back brings every step since, and the bound grows with the time it waits.
+  const double cap =
+      std::max({1.0, max_steps_ratio * usual, max_steps_ratio * steps_in_time(learner_id, now_s)});
+  return std::min(claimed, cap);
 }
 
-std::string owner_core::implausible(int32_t learner_id, double norm, uint64_t steps) const {
+std::string owner_core::implausible(int32_t learner_id, double norm, uint64_t steps,
+                                    double now_s) const {
   if (opts_.max_norm_ratio <= 0) return {};
   std::vector<double> per_step, peer_steps;
   peer_norms(learner_id, per_step, peer_steps);
@@ -386,7 +408,7 @@ std::string owner_core::implausible(int32_t learner_id, double norm, uint64_t st
           ? 0.0
           : upper_median(std::vector<double>(accepted_norms_.begin(), accepted_norms_.end()));
   const double median = std::max(peer_median, history);
-  const double counted = counted_steps(learner_id, steps);
+  const double counted = counted_steps(learner_id, steps, now_s);
   if (norm / counted <= opts_.max_norm_ratio * median) return {};
   char buf[360];
   std::snprintf(buf, sizeof buf,
@@ -454,6 +476,14 @@ owner_effects owner_core::on_membership(const std::vector<owner_member>& live, d
     auto l = live_.find(it->first);
     if (l == live_.end() || l->second.incarnation != it->second.incarnation)
       it = latest_norms_.erase(it);
+    else
+      ++it;
+  }
+  // A learner's last accepted push dates from this incarnation, or its time runs from its join.
+  for (auto it = accepted_at_.begin(); it != accepted_at_.end();) {
+    auto at = joined_at_.find(it->first);
+    if (at == joined_at_.end() || at->second > it->second)
+      it = accepted_at_.erase(it);
     else
       ++it;
   }

@@ -277,16 +277,23 @@ class owner_core {
   };
 
   void init_common();
-  /// Why a push of `learner_id` with pseudo-gradient norm `norm` over `steps` inner steps is
-  /// implausible; empty when it is not. The gate compares norms per step: a learner that ran
-  /// more steps between two pushes (descheduled under load, or behind on the global push clock)
-  /// brings a larger ‖Δ‖ honestly.
-  std::string implausible(int32_t learner_id, double norm, uint64_t steps) const;
-  /// The steps a push of `learner_id` is divided by: its claimed steps, at most max_steps_ratio ×
-  /// the median of the other learners' latest claimed steps (a peer claiming a huge step count
-  /// cannot dilute an absurd norm below the gate), at least 1.
-  double counted_steps(int32_t learner_id, uint64_t steps) const;
+  /// Why a push of `learner_id` with pseudo-gradient norm `norm` over `steps` inner steps,
+  /// arriving at `now_s`, is implausible; empty when it is not. The gate compares norms per
+  /// step: a learner that ran more steps between two pushes (descheduled under load, behind on
+  /// the global push clock, its pushes refused or held back) brings a larger ‖Δ‖ honestly.
+  std::string implausible(int32_t learner_id, double norm, uint64_t steps, double now_s) const;
+  /// The steps a push of `learner_id` at `now_s` is divided by: its claimed steps, at least 1,
+  /// and at most max_steps_ratio × the larger of the median of the other learners' latest
+  /// claimed steps (and of the accepted pushes') and steps_in_time: a learner claiming a huge
+  /// step count cannot dilute an absurd norm below the gate, and one whose steps grew while its
+  /// pushes were refused or held back is not locked out (its bound grows with the time it
+  /// waits, the median of the others' steps need not).
+  double counted_steps(int32_t learner_id, uint64_t steps, double now_s) const;
   static constexpr double max_steps_ratio = 4.0;
+  /// The inner steps of ξ_step (the live learners' lower median step time) that fit between the
+  /// arrival of `learner_id`'s last accepted push of this fragment (by its current incarnation;
+  /// none: since it entered the live view) and `now_s`; 0 while ξ_step is unknown.
+  double steps_in_time(int32_t learner_id, double now_s) const;
   /// `out` (a push of `learner_id` refused as implausible at `now_s` for `why`) gets its
   /// console warning when one is due.
   void note_implausible(push_outcome& out, int32_t learner_id, double now_s,
@@ -341,6 +348,9 @@ class owner_core {
   /// oldest first); not checkpointed either.
   std::deque<double> accepted_norms_;
   std::deque<double> accepted_steps_;
+  /// Per learner id, when its current incarnation's last push of this fragment was accepted
+  /// (steps_in_time; not checkpointed: a restored owner counts from the join).
+  std::map<int32_t, double> accepted_at_;
   uint64_t norm_seq_ = 0;  ///< pushes that reached the gate so far
   /// Implausible refusals not yet in a console warning, their learners, and when the last
   /// warning was given (none yet: warned_ false).

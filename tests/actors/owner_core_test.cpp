@@ -621,6 +621,83 @@ TEST_F(owner_core_test, the_gate_compares_norms_per_step_with_the_claimed_steps_
   }
 }
 
+// Regression (honest pushes refused as implausible in the chaos matrix): the claimed steps were
+// capped at 4x the median of the other learners' latest claimed steps, which is 1 when the
+// global push clock has every learner push every step. A learner whose pushes were held back for
+// 13 steps (or refused: its steps grow with each refusal while that cap stays, a lock-out
+// spiral) was judged over 4 steps and refused. The cap is now at least 4x the steps the live
+// learners' step time (1 ms here) fits into the time since the learner's last accepted push.
+// Learners 1-3 push 1 step of norm per step 0.01·√6; learner 0's previous push (1 step,
+// accepted) arrived at t = 1.
+TEST_F(owner_core_test,
+       steps_a_learner_made_while_its_pushes_waited_count_against_the_time_waited) {
+  struct row {
+    const char* what;
+    double dt;       // after learner 0's last accepted push
+    uint64_t steps;  // claimed by the push under test
+    float push;      // its value, filled
+    bool accepted;
+  };
+  const std::vector<row> rows = {
+      {"13 steps 10 ms later at 4.3x the peers' norm per step (a higher lr): accepted", 0.0103, 13,
+       13 * 0.043f, true},
+      {"the same push 1 ms later: the time allows 4 steps, 14x per step is refused", 0.001, 13,
+       13 * 0.043f, false},
+      {"scale_push (1000x, the steps it made) is refused however long it waited", 5.0, 1, 10.0f,
+       false},
+      {"1000x claiming 10^6 steps 10 ms later counts 40 steps: 25x per step is refused", 0.01,
+       1000000, 10.0f, false},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.what);
+    owner_core owner(gate_options(10), *be, filled(1.0f), frozen);
+    owner.on_membership(members(4, 0, 0.001), 0.0);
+    gate_pusher g{owner, {}};
+    for (int32_t l = 1; l <= 3; ++l) ASSERT_EQ(g.push(l, 0.01f).what, status::accepted);
+    ASSERT_EQ(g.push(0, 0.03f).what, status::accepted);
+    g.now_s += r.dt;
+    // The premise: the old bound (4x the others' 1 step) refused the honest row.
+    if (r.accepted) {
+      EXPECT_GT(r.push / 4.0f, 10 * 0.01f);
+    }
+    const uint64_t version = owner.version();
+    const auto value = owner.value();
+    auto out = g.push(0, r.push, r.steps);
+    if (r.accepted) {
+      EXPECT_EQ(out.what, status::accepted) << out.detail;
+      EXPECT_EQ(owner.version(), version + 1);
+      continue;
+    }
+    expect_implausible(out, owner, version, value);
+    EXPECT_NE(out.reject->detail.find("per step"), std::string::npos) << out.reject->detail;
+  }
+}
+
+// The lock-out spiral the header promises cannot happen: an honest learner (5x its peers' norm
+// per step, every push holding every step since its last accepted one) pushes 40 steps 2 ms
+// after it joined, which the owner's clock cannot explain (refused); its steps go on growing
+// while the others push 1 step each, and as soon as the time since it joined covers its steps
+// it is accepted — with the old bound (4 steps) every one of its pushes was refused.
+TEST_F(owner_core_test,
+       an_honest_learner_refused_while_its_steps_grow_is_accepted_once_time_covers_them) {
+  owner_core owner(gate_options(10), *be, filled(1.0f), frozen);
+  owner.on_membership(members(4, 0, 0.001), 0.0);
+  gate_pusher g{owner, {}};
+  g.now_s = 0.001;
+  for (int32_t l = 1; l <= 3; ++l) ASSERT_EQ(g.push(l, 0.01f).what, status::accepted);
+  g.now_s = 0.002;
+  const std::vector<std::pair<uint64_t, status>> pushes = {
+      {40, status::rejected}, {50, status::accepted}, {60, status::accepted}};
+  for (const auto& [steps, verdict] : pushes) {
+    SCOPED_TRACE(std::to_string(steps) + " steps at " + std::to_string(g.now_s) + " s");
+    const float v = static_cast<float>(steps) * 0.05f;
+    EXPECT_GT(v / 4.0f, 10 * 0.01f);  // the old bound refused it
+    EXPECT_EQ(g.push(0, v, steps).what, verdict);
+    for (int32_t l = 1; l <= 3; ++l) ASSERT_EQ(g.push(l, 0.01f).what, status::accepted);
+    g.now_s += 0.01;
+  }
+}
+
 /// Per-step norm of a learner's push over inner steps (from, to] under a linear inner-lr warmup
 /// from 0 to 1 over `warmup` steps: the mean lr over those steps, times the learner's own scale.
 double warmup_norm_per_step(uint64_t from, uint64_t to, double warmup, double scale) {
