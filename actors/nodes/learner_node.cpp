@@ -352,7 +352,13 @@ std::optional<int> learner_node_shell::start_services() {
   run_dir_ =
       !o_.run_dir.empty() ? o_.run_dir : (fs::path("runs") / exp_.name / "nodes" / name_).string();
   fs::create_directories(run_dir_);
-  log_ = std::make_unique<run_log>((fs::path(run_dir_) / "events.jsonl").string());
+  // Appended to, never truncated: a node restarted on the same run directory (by its launcher,
+  // by dd-chaos or by hand) keeps its earlier processes' lines, each process's from its
+  // node_start. The forwarded copy is unaffected: the forwarder counts its offsets per process
+  // stream, from the lines this process emits, not from the file's size.
+  log_ = std::make_unique<run_log>((fs::path(run_dir_) / "events.jsonl").string(),
+                                   /*keep_in_memory=*/false, run_log::clock_fn{},
+                                   /*append=*/true);
   // A failed events.jsonl line is kept and written again with backoff (the node goes on,
   // degraded) for up to checkpoint.max_failing_seconds; then the node stops its learners.
   log_->set_write_policy(write_policy::retry_and_degrade(exp_.checkpoint.max_failing_seconds));

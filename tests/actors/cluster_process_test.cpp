@@ -192,6 +192,39 @@ TEST(cluster_process, a_killed_learner_process_is_started_again_and_contributes_
   expect_versions_increase(evs);
 }
 
+// A learner node started again on the same run directory appends to its own events.jsonl (it
+// once truncated it, keeping only the new process's lines), and the syncer's forwarded copy
+// holds both processes' lines once each (the forwarder's offsets are per process stream).
+TEST(cluster_process, a_restarted_learner_node_appends_to_its_own_events_file) {
+  tiny_run cluster;
+  ASSERT_NO_FATAL_FAILURE(launch_until_joined("append_events", "{ seconds = 40 }", {}, 0, cluster));
+  const fs::path own = cluster.run / "nodes" / "learner-1" / "events.jsonl";
+  const fs::path copy = cluster.run / "nodes" / "learner-1.events.jsonl";
+  ASSERT_TRUE(wait_events(own, "node_start", 1, 10)) << text(own);
+  // Killed once its first lines were forwarded (a SIGKILL loses the lines not sent yet).
+  ASSERT_TRUE(wait_events(copy, "node_start", 1, 10)) << text(copy);
+  const std::string first_process = text(own);
+  ASSERT_NO_FATAL_FAILURE(kill_node(cluster.run, "learner-1"));
+  EXPECT_TRUE(wait_events(own, "node_start", 2, 30)) << text(own);
+  EXPECT_TRUE(wait_events(copy, "node_start", 2, 10)) << text(copy);
+  ::kill(cluster.launch, SIGINT);
+  EXPECT_EQ(wait_for(cluster.launch, 60), 130) << text(cluster.dir / "launch.out");
+  const std::string all = text(own);
+  EXPECT_EQ(all.substr(0, first_process.size()), first_process);
+  EXPECT_EQ(count_events(own, "node_start"), 2u);
+  EXPECT_EQ(count_events(copy, "node_start"), 2u);
+  // Every forwarded line once, and each one of the node's own lines.
+  std::set<std::string> own_lines, seen;
+  std::istringstream a(all), c(text(copy));
+  for (std::string line; std::getline(a, line);) own_lines.insert(line);
+  size_t forwarded = 0;
+  for (std::string line; std::getline(c, line); ++forwarded) {
+    EXPECT_TRUE(seen.insert(line).second) << "forwarded twice: " << line;
+    EXPECT_EQ(own_lines.count(line), 1u) << "not in the node's own file: " << line;
+  }
+  EXPECT_GT(forwarded, 2u);
+}
+
 TEST(cluster_process, a_killed_syncer_resumes_on_its_port_and_the_learners_never_stop) {
   // A budget the learners cannot spend during the outage even on a loaded machine (with 1.5M
   // tokens a learner once reached its last step while the syncer was away and left without a
