@@ -381,7 +381,8 @@ learner_actions learner_core::on_step_done(const step_report& r) {
   compute_s_ += step_s;
   last_step_s_ = step_s;
   out.push_back(act::step_stats{step_, opts_.tokens_per_step, r.loss, step_s,
-                                step_s > 0 ? 1.0 / step_time_.value() : 0.0, incarnation_});
+                                step_s > 0 ? 1.0 / step_time_.value() : 0.0, incarnation_,
+                                tokens_before_ + tokens_});
   // Heartbeat: step, tokens, step-time EMA, data cursor (what a respawn resumes from).
   heartbeat_msg hb;
   hb.learner_id = id_;

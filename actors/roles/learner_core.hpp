@@ -297,6 +297,10 @@ struct step_stats {
   double step_s = 0.0;
   double steps_per_s = 0.0;
   uint64_t incarnation = 0;
+  /// The learner's tokens over all its incarnations: the monitor's count of the earlier ones
+  /// (join_reply::tokens_before) plus this incarnation's. A node process started again resumes
+  /// its counter from it, as the step resumes from the monitor's record.
+  uint64_t tokens_total = 0;
 };
 enum class counter { discarded_step, chunk_refused };
 struct count {

@@ -1,6 +1,7 @@
 // actors/roles/learner_record.cpp — see learner_record.hpp.
 #include "actors/roles/learner_record.hpp"
 
+#include <algorithm>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -26,7 +27,11 @@ void step_stats(const act::step_stats& x, int32_t id, event_sink& log) {
   log.update([&](run_counters& c) {
     auto& ls = c.learners[id];
     ls.step = x.step;
-    ls.tokens += x.tokens;
+    // Counted up in this process, but never below the learner's total over its incarnations:
+    // a node process started again begins at 0 here and resumes from the monitor's count (its
+    // step does too). In one process the sum already holds every incarnation's steps (some the
+    // monitor never heard of, between the last heartbeat and a crash), so it stays.
+    ls.tokens = std::max(ls.tokens + x.tokens, x.tokens_total);
     ls.loss = x.loss;
     ls.compute_s += x.step_s;
     ls.steps_per_s = x.steps_per_s;

@@ -12,6 +12,8 @@
 #include <gtest/gtest.h>
 
 #include "actors/roles/learner_core.hpp"
+#include "actors/roles/learner_record.hpp"
+#include "actors/services/run_log.hpp"
 #include "messages/chunking.hpp"
 #include "messages/control.hpp"
 #include "runtime/quantize.hpp"
@@ -89,11 +91,12 @@ learner_options base_options() {
 envelope_stamp syncer(uint64_t incarnation = 1) { return {run, incarnation}; }
 
 wire_bytes join_reply_bytes(uint64_t incarnation, uint64_t resume_step = 0,
-                            uint64_t syncer_incarnation = 1) {
+                            uint64_t syncer_incarnation = 1, uint64_t tokens_before = 0) {
   join_reply r;
   r.learner_id = 0;
   r.incarnation = incarnation;
   r.resume_step = resume_step;
+  r.tokens_before = tokens_before;
   return encode(r, syncer(syncer_incarnation));
 }
 
@@ -197,12 +200,12 @@ struct learner_core_test : ::testing::Test {
 
   /// Joins (incarnation `inc`), learns both owners, receives both fragments (value 1 each):
   /// stepping at the resume step.
-  learner_actions join_and_sync(uint64_t inc = 0, uint64_t resume = 0) {
+  learner_actions join_and_sync(uint64_t inc = 0, uint64_t resume = 0, uint64_t tokens_before = 0) {
     learner_actions out;
     core->on_monitor_found(true);
     auto rep = core->join_request_bytes();
     EXPECT_FALSE(rep.empty());
-    EXPECT_TRUE(core->on_join_reply(join_reply_bytes(inc, resume), out).ok());
+    EXPECT_TRUE(core->on_join_reply(join_reply_bytes(inc, resume, 1, tokens_before), out).ok());
     append(out, core->on_resumed());
     append(out, core->on_owner_directory({{true, true}, {true, true}}));
     append(out, core->on_broadcast(broadcast_bytes(0, 1, {1.0f, 1.0f})));
@@ -571,6 +574,40 @@ TEST_F(learner_core_test, the_lr_follows_the_chosen_clock_and_rewarms_after_a_re
   for (int64_t k = 1; k <= 5; ++k) {
     step();
     EXPECT_DOUBLE_EQ(last_lr, r.schedule.at(49 + k) * std::min(1.0, k / 4.0)) << "step " << k;
+  }
+}
+
+// A learner node process started again resumed its step from the monitor's record but counted
+// its tokens from 0 (dd_learner_tokens_total and /status of the node counted only the new
+// process). Each step's stats carry the total over every incarnation, and the node's counters
+// take it; in one process, where the sum already holds every incarnation, they keep the sum.
+TEST_F(learner_core_test, a_resumed_learner_counts_the_tokens_of_every_incarnation) {
+  struct row {
+    uint64_t tokens_before;  ///< the join reply's count of the earlier incarnations
+    uint64_t counted_here;   ///< the node's counter before the first step (0: a new process)
+    uint64_t want_total;     ///< tokens_total of the third step (10 tokens per step)
+    uint64_t want_counter;   ///< the node's counter after the third step
+  };
+  for (const row& r : {row{0, 0, 30, 30},            // a first incarnation
+                       row{8400, 0, 8430, 8430},     // a new process: the monitor's count on
+                       row{8400, 8410, 8430, 8440},  // a respawn in one process: the sum
+                       row{8400, 8000, 8430, 8430}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << "tokens_before " << r.tokens_before << ", counted " << r.counted_here);
+    make(base_options());
+    join_and_sync(/*inc=*/r.tokens_before > 0 ? 1 : 0, /*resume=*/840, r.tokens_before);
+    run_log log;
+    log.update([&](run_counters& c) { c.learners[0].tokens = r.counted_here; });
+    uint64_t total = 0;
+    for (int k = 0; k < 3; ++k)
+      for (auto& a : step()) {
+        if (const auto* st = std::get_if<act::step_stats>(&a)) total = st->tokens_total;
+        record(a, 0, &log, nullptr);
+      }
+    EXPECT_EQ(core->step(), 843u);
+    EXPECT_EQ(total, r.want_total);
+    EXPECT_EQ(log.snapshot().learners[0].tokens, r.want_counter);
+    EXPECT_EQ(log.snapshot().learners[0].step, 843u);
   }
 }
 
