@@ -704,6 +704,27 @@ TEST(chaos_report, syncer_fault_times_from_forwarded_events) {
             std::string::npos);
 }
 
+// A node the nodes file names learner-1 that ran with `--node-name host-1`: its forwarded events
+// are nodes/host-1.events.jsonl, and its restart (node_start) and lost syncer link are this
+// fault's by the learners its node_start names; host-0's node_start (learner 0) is not.
+TEST(chaos_report, a_node_restarted_under_another_name_is_matched_by_its_learners) {
+  run_builder b;
+  b.tape[1] = run_builder::cli_fault(1008.0, "kill", "node:learner-1", {"learner-1"}, 1.0);
+  b.node_events["host-0"] = {
+      {{"event", "node_start"}, {"time", 1008.5}, {"node", "host-0"}, {"learners", {0}}}};
+  b.node_events["host-1"] = {
+      {{"event", "node_start"}, {"time", 1000.1}, {"node", "host-1"}, {"learners", {1}}},
+      {{"event", "syncer_lost"}, {"time", 1008.25}},
+      {{"event", "node_start"}, {"time", 1009.5}, {"node", "host-1"}, {"learners", {1}}}};
+  const json r = judge(b);
+  ASSERT_EQ(r["faults"].size(), 1u);
+  expect_fault(r["faults"][0], {{"kind", "kill"},
+                                {"learners", json::array({1})},
+                                {"noticed_after_s", 0.25},
+                                {"restarted_after_s", 1.5},
+                                {"rejoined_after_s", 7.0}});
+}
+
 // Issue 11: a message fault on learner:0 just before a syncer kill is not charged with what the
 // syncer's outage did to learner 0 (its node's syncer_lost, its rejoin): the syncer fault is.
 TEST(chaos_report, a_syncer_kill_owns_the_outage_of_an_overlapping_message_fault) {

@@ -105,6 +105,17 @@ fault_times time_faults(const report_inputs& in) {
     std::optional<double> noticed, excluded, restarted, rejoined, merged;
     const double end = f.at + f.duration;
     std::set<std::string> nodes(f.nodes.begin(), f.nodes.end());
+    // A node may have run under another name than the nodes file's (`--node-name host-1` for
+    // the file's learner-1): its events (nodes/host-1.events.jsonl) are found by the learners
+    // its node_start names.
+    for (const auto& e : evs)
+      if (e.kind() == "node_start" && e.node != "syncer" && !nodes.count(e.node) &&
+          e.j.contains("learners") && e.j["learners"].is_array())
+        for (const auto& id : e.j["learners"])
+          if (id.is_number_integer() && f.learners.count(id.get<int>())) {
+            nodes.insert(e.node);
+            break;
+          }
     // Detection belongs to this fault only until the next fault on any of the same learners.
     double next_at = 1e300;
     for (size_t k = fi + 1; k < faults.size() && next_at > 1e299; ++k)
