@@ -61,7 +61,7 @@ std::string chaos_tape_json(const std::string& tape, std::size_t max_records) {
         continue;
       }
       const auto kind = j.value("kind", std::string());
-      if (kind == "session" || kind == "heal") continue;
+      if (kind == "session" || kind == "heal" || kind == "revert") continue;
       records.push_back(std::move(j));
       if (records.size() > max_records) records.pop_front();
     }

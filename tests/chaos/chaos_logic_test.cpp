@@ -142,6 +142,28 @@ TEST(chaos_nodes_file, a_stopped_process_is_shown_stopped) {
   ::waitpid(child, &status, 0);
 }
 
+// A syncer re-executed from its recorded argv without --resume refused its own unfinished run
+// ("holds an unfinished run (no summary.json): continue it with --resume") and exited at once.
+TEST(chaos_reexec, a_reexecuted_syncer_resumes_its_run_and_never_overwrites_it) {
+  using argv = std::vector<std::string>;
+  const std::string bin = "/opt/dd/bin/dd-node";
+  const std::pair<argv, argv> table[] = {
+      {{bin, "syncer", "x.lua", "--run-dir", "r"},
+       {bin, "syncer", "x.lua", "--run-dir", "r", "--resume"}},
+      {{bin, "syncer", "x.lua", "--overwrite", "--run-dir", "r"},
+       {bin, "syncer", "x.lua", "--run-dir", "r", "--resume"}},
+      {{bin, "syncer", "x.lua", "--resume"}, {bin, "syncer", "x.lua", "--resume"}},
+      {{"dd-node", "run", "x.lua"}, {"dd-node", "run", "x.lua", "--resume"}},
+      // a learner node continues by joining again; other programs are left alone
+      {{bin, "learner", "x.lua", "--overwrite"}, {bin, "learner", "x.lua", "--overwrite"}},
+      {{"/bin/sleep", "100"}, {"/bin/sleep", "100"}},
+      {{"/opt/not-dd-node", "syncer"}, {"/opt/not-dd-node", "syncer"}},
+      {{bin}, {bin}},
+      {{}, {}}};
+  for (const auto& [in, want] : table)
+    EXPECT_EQ(reexec_argv(in), want) << ::testing::PrintToString(in);
+}
+
 TEST(chaos_targets, actor_target_hits_the_hosting_process_and_names_the_others) {
   const auto s = resolve_targets(cluster(), parse_targets("learner:1"), {});
   ASSERT_EQ(hit_names(s), std::vector<std::string>{"learner-0"});

@@ -205,6 +205,87 @@ TEST_F(cluster, kill_then_restart_without_a_launcher_reexecs_argv) {
   EXPECT_TRUE(verified_process::open(n.pid, n.start_time, &why)) << why;
 }
 
+// A syncer killed with --for and no launcher was re-executed from its argv, which had no
+// --resume: it refused its own unfinished run and exited at once, while dd-chaos said "ok". The
+// re-exec adds --resume (and drops --overwrite); here a stand-in dd-node refuses the run
+// directory it made without --resume, as dd-node syncer does.
+TEST_F(cluster, a_syncer_reexecuted_without_a_launcher_resumes_its_run) {
+  std::filesystem::create_directories(dir + "/bin");
+  const std::string fake = dir + "/bin/dd-node";
+  {
+    std::ofstream(fake)
+        << "#!/bin/sh\n"
+           "for a in \"$@\"; do [ \"$a\" = --resume ] && exec /bin/sleep 100; done\n"
+           "d=$(dirname \"$0\")/..\n"
+           "if [ -e \"$d/events.jsonl\" ]; then\n"
+           "  echo 'holds an unfinished run: continue it with --resume' >&2\n"
+           "  exit 1\n"
+           "fi\n"
+           ": > \"$d/events.jsonl\"\n"
+           "exec /bin/sleep 100\n";
+  }
+  std::filesystem::permissions(fake, std::filesystem::perms::owner_all);
+  const std::vector<std::string> argv = {fake,        "syncer", "tiny.lua",
+                                         "--run-dir", dir,      "--overwrite"};
+  const int syncer = spawn(argv);
+  others.push_back(syncer);
+  const double end = mono_now() + 5;
+  while (!std::filesystem::exists(dir + "/events.jsonl") && mono_now() < end) sleep_for(0.02);
+  ASSERT_TRUE(wait_state(syncer, 'S', 3.0));
+  nodes_file f = read_nodes_file(dir + "/nodes.json");
+  node_entry& s = f.nodes[0];
+  s.pid = syncer;
+  s.start_time = read_proc_stat(syncer)->start_time;
+  s.argv = argv;
+  s.log = dir + "/syncer.log";
+  s.state = "running";
+  write_nodes_file(dir + "/nodes.json", f);
+
+  auto r = dd_chaos("kill node:syncer --for 300ms" + rd());
+  EXPECT_EQ(r.rc, 0) << r.out;
+  f = read_nodes_file(dir + "/nodes.json");
+  const node_entry& back = *f.find("syncer");
+  others.push_back(back.pid);
+  EXPECT_EQ(back.state, "running");
+  EXPECT_NE(back.pid, syncer);
+  EXPECT_EQ(back.incarnation, 1);
+  EXPECT_TRUE(wait_state(back.pid, 'S', 1.0));
+  json revert;
+  for (const auto& line : split(read_file(dir + "/chaos.jsonl"), '\n'))
+    if (!line.empty() && json::parse(line).value("kind", "") == "revert")
+      revert = json::parse(line);
+  ASSERT_TRUE(revert.is_object()) << read_file(dir + "/chaos.jsonl");
+  EXPECT_EQ(revert["result"], "ok");
+  EXPECT_EQ(revert["of"], "kill");
+  EXPECT_EQ(revert["new_pid"], back.pid);
+  EXPECT_EQ(revert["argv"], json(std::vector<std::string>{fake, "syncer", "tiny.lua", "--run-dir",
+                                                          dir, "--resume"}));
+  EXPECT_EQ(read_file(dir + "/syncer.log").find("unfinished"), std::string::npos);
+}
+
+// A node re-executed by the reverter that exits at once did not come back: dd-chaos exits 1
+// naming its exit status, the tape's revert record says "failed", and the nodes file says down.
+TEST_F(cluster, a_reexec_that_exits_at_once_fails_the_fault_with_its_exit_status) {
+  nodes_file f = read_nodes_file(dir + "/nodes.json");
+  f.nodes[1].argv = {"/bin/sh", "-c", "exit 3"};
+  write_nodes_file(dir + "/nodes.json", f);
+  auto r = dd_chaos("kill learner:0 --for 200ms" + rd());
+  EXPECT_EQ(r.rc, 1) << r.out;
+  EXPECT_NE(r.out.find("exited with status 3"), std::string::npos) << r.out;
+  json revert;
+  for (const auto& line : split(read_file(dir + "/chaos.jsonl"), '\n'))
+    if (!line.empty() && json::parse(line).value("kind", "") == "revert")
+      revert = json::parse(line);
+  ASSERT_TRUE(revert.is_object()) << read_file(dir + "/chaos.jsonl");
+  EXPECT_EQ(revert["result"], "failed");
+  EXPECT_EQ(revert["exit_status"], 3);
+  EXPECT_EQ(revert["target"], "node:learner-0");
+  const node_entry& n = *read_nodes_file(dir + "/nodes.json").find("learner-0");
+  EXPECT_EQ(n.state, "down");
+  EXPECT_EQ(n.pid, 0);
+  EXPECT_TRUE(state_file()["pending"].empty());
+}
+
 TEST_F(cluster, dry_run_touches_nothing) {
   for (const char* cmd : {"pause learner:0 --for 5s", "kill learner:0", "slow learner:0 --for 1s",
                           "heal", "random --mtbf 1s --duration 5s --seed 3"}) {
@@ -275,13 +356,8 @@ TEST_F(cluster, term_stops_the_process_and_for_brings_it_back) {
   int status = 0;
   ASSERT_EQ(::waitpid(sleeper, &status, 0), sleeper);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
-  EXPECT_EQ(read_nodes_file(dir + "/nodes.json").find("learner-0")->state, "down");
-  const double end = mono_now() + 5;
-  nodes_file f = read_nodes_file(dir + "/nodes.json");
-  while (f.find("learner-0")->state != "running" && mono_now() < end) {
-    sleep_for(0.05);
-    f = read_nodes_file(dir + "/nodes.json");
-  }
+  // dd-chaos waited for the reverter's re-exec (await_reverts): it is back already.
+  const nodes_file f = read_nodes_file(dir + "/nodes.json");
   const node_entry& n = *f.find("learner-0");
   ASSERT_EQ(n.state, "running");
   others.push_back(n.pid);

@@ -165,12 +165,39 @@ void update_node(const chaos_env& env, const std::string& name, int pid, uint64_
   });
 }
 
-// Starts a node again from its recorded command line; returns the new pid.
+// Starts a node again from its recorded command line (reexec_argv: a syncer continues its run);
+// returns the new pid.
 int respawn(const chaos_env& env, const node_entry& n) {
-  const int pid = spawn_detached(n.argv, n.log);
+  const int pid = spawn_detached(reexec_argv(n.argv), n.log);
   const auto st = read_proc_stat(pid);
   update_node(env, n.name, pid, st ? st->start_time : 0, "running", true);
   return pid;
+}
+
+/// How long a re-executed node is watched: one that exits within it did not come back (a
+/// syncer refusing its run directory exits at once).
+constexpr double k_reexec_watch_s = 2.0;
+
+/// respawn, watched for k_reexec_watch_s: "result" "ok" with "new_pid", or "failed" with the
+/// process's "exit_status" and an "error" naming it (the nodes file then says it is down).
+json respawn_watched(const chaos_env& env, const node_entry& n) {
+  const std::vector<std::string> argv = reexec_argv(n.argv);
+  json r = {{"node", n.name}, {"argv", argv}};
+  const int pid = spawn_child(argv, n.log);
+  const auto st = read_proc_stat(pid);
+  update_node(env, n.name, pid, st ? st->start_time : 0, "running", true);
+  r["new_pid"] = pid;
+  if (const auto status = exited_within(pid, k_reexec_watch_s)) {
+    update_node(env, n.name, 0, 0, "down", false);
+    r["result"] = "failed";
+    r["exit_status"] = *status;
+    r["error"] =
+        fmt::format("{} re-executed as pid {} exited with status {} within {:g} s (log {})", n.name,
+                    pid, *status, k_reexec_watch_s, n.log.empty() ? "/dev/null" : n.log);
+  } else {
+    r["result"] = "ok";
+  }
+  return r;
 }
 
 /// The record of a fault of `kind` (id `id`) on node n — on its process when `on_process` —
@@ -275,10 +302,16 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
         wait_gone(n.pid, n.start_time, 5.0);
       }
     }
-    const int pid = respawn(env, n);
-    say(env, fmt::format("  {} restarted as pid {}", n.name, pid));
-    r["result"] = "ok";
-    r["new_pid"] = pid;
+    const json back = respawn_watched(env, n);
+    r["new_pid"] = back["new_pid"];
+    r["result"] = back["result"];
+    if (back["result"] == "failed") {
+      r["exit_status"] = back["exit_status"];
+      r["error"] = back["error"];
+      say(env, fmt::format("  restart failed: {}", back["error"].get<std::string>()));
+    } else {
+      say(env, fmt::format("  {} restarted as pid {}", n.name, back["new_pid"].get<int>()));
+    }
     return r;
   }
 
@@ -321,13 +354,29 @@ json process_fault_on(chaos_env& env, const fault_spec& f, const target_hit& hit
             revert_record(unique_id("restart", n.name), "restart", n, false, f.duration);
         const double d = f.duration;
         const node_entry copy = n;
-        start_reverter(env, p, -1, [&env, d, copy] {
+        const std::string kind = f.kind;
+        // The reverter tapes how the re-exec went (a "revert" record with the fault's id): a
+        // node that exits at once is a failed revert, which the waiting dd-chaos reports.
+        start_reverter(env, p, -1, [&env, d, copy, kind, id = p.id] {
           if (sleep_or_sigterm(d)) return;  // stopped by heal, which restarts it itself
+          json rec;
           try {
             wait_gone(copy.pid, copy.start_time, 10.0);
-            respawn(env, copy);
+            rec = respawn_watched(env, copy);
+          } catch (const std::exception& e) {
+            rec = {{"node", copy.name}, {"result", "error"}, {"error", e.what()}};
+          }
+          rec.update({{"kind", "revert"},
+                      {"of", kind},
+                      {"id", id},
+                      {"target", "node:" + copy.name},
+                      {"targets", {copy.name}}});
+          try {
+            tape_append(env, rec);
           } catch (...) {}
         });
+        r["revert_id"] = p.id;
+        r["revert_until"] = p.until;
       } else if (f.duration > 0) {
         say(env, "  no argv recorded: it stays down");
       }
@@ -731,12 +780,15 @@ json fire(chaos_env& env, const fault_spec& f) {
     for (const auto& note : sel.notes) say(env, "note: " + note);
     json hits = json::array();
     bool ok = true;
+    bool failed = false;
     for (const auto& h : sel.hits) {
       json r = process_fault_on(env, f, h);
       if (r.value("result", "") == "refused") ok = false;
+      if (r.value("result", "") == "failed") failed = true;
       hits.push_back(r);
     }
-    result = {{"ok", ok}, {"hits", hits}};
+    result = {{"ok", ok && !failed}, {"hits", hits}};
+    if (ok && failed) result["failed"] = true;
     const bool group = f.target.find("learners") != std::string::npos ||
                        f.target.find("nodes") != std::string::npos;
     if (f.picks.pick_given) params["pick"] = to_string(f.picks.pick);
@@ -757,9 +809,57 @@ json fire(chaos_env& env, const fault_spec& f) {
                     {"targets", targets},
                     {"duration", f.duration > 0 ? json(f.duration) : json(nullptr)},
                     {"params", params},
-                    {"result", result["ok"].get<bool>() ? "ok" : "refused"},
+                    {"result", result["ok"].get<bool>()        ? "ok"
+                               : result.value("failed", false) ? "failed"
+                                                               : "refused"},
                     {"hits", result["hits"]}});
   return result;
+}
+
+bool await_reverts(chaos_env& env, const json& result) {
+  bool ok = true;
+  for (const auto& h : result.value("hits", json::array())) {
+    if (!h.contains("revert_id")) continue;
+    const std::string id = h["revert_id"];
+    const double until = h.value("revert_until", 0.0);
+    // The reverter removes its state entry when done: after D, the wait for the old process to
+    // be gone (10 s at most) and the watch of the new one.
+    const double give_up = std::max(until, wall_now()) + 10.0 + k_reexec_watch_s + 5.0;
+    const state_store store(env.run_dir);
+    auto pending = [&] {
+      for (const auto& p : store.list())
+        if (p.id == id) return true;
+      return false;
+    };
+    while (pending() && wall_now() < give_up) sleep_for(0.05);
+    json rec;
+    const std::string tape = env.tape_path();
+    if (!tape.empty() && std::filesystem::exists(tape))
+      for (const auto& line : split(read_file(tape), '\n')) {
+        if (line.find(id) == std::string::npos) continue;
+        try {
+          const json j = json::parse(line);
+          if (j.value("kind", "") == "revert" && j.value("id", "") == id) rec = j;
+        } catch (const std::exception&) {}
+      }
+    const std::string node = h.value("node", "?");
+    if (rec.is_null()) {
+      if (pending()) {
+        say(env,
+            fmt::format("{}: its re-exec did not report within {:.0f} s", node, give_up - until));
+        ok = false;
+      }  // else healed before D: heal restarted it
+      continue;
+    }
+    if (rec.value("result", "") == "ok") {
+      say(env, fmt::format("{}: re-executed as pid {} ({})", node, rec.value("new_pid", 0),
+                           fmt::join(rec.value("argv", std::vector<std::string>{}), " ")));
+    } else {
+      say(env, fmt::format("{}: re-exec failed: {}", node, rec.value("error", rec.dump())));
+      ok = false;
+    }
+  }
+  return ok;
 }
 
 json heal(chaos_env& env, bool clear_messages, bool own_holds) {

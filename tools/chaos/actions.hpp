@@ -79,9 +79,17 @@ void check_targets(const chaos_env& env, const fault_spec& f);
 
 /// Fires `f`; prints what it does (or, with dry_run, would do) to env.out and appends one tape
 /// record (not in dry-run). Returns {"ok":bool,"hits":[...],...}; "ok" is false when any hit was
-/// refused (a reused pid, a down node, a launcher or proxy error). Throws chaos_error for
+/// refused (a reused pid, a down node, a launcher or proxy error) or failed (a restarted node
+/// that exited within 2 s: "failed":true, the tape's result "failed"). Throws chaos_error for
 /// targets that do not resolve, usage_error for bad knobs.
 nlohmann::json fire(chaos_env& env, const fault_spec& f);
+
+/// Waits for the reverters that `fire`'s result started to re-execute a killed node without a
+/// launcher (`kill`/`term --for D`: its hits' "revert_id"), and prints how each went: the new pid,
+/// or the re-executed process's exit status when it exited within 2 s (the reverter's "revert"
+/// tape record). False when one failed or never reported; true when there was none to wait for
+/// or heal restarted the node first.
+bool await_reverts(chaos_env& env, const nlohmann::json& result);
 
 /// Reverts everything: stops pending reverters, SIGCONT to every recorded and every known node
 /// process (after the identity check), pending restarts done now, proxy `heal`, launcher

@@ -126,7 +126,9 @@ const std::vector<command_group>& command_groups() {
        {{"kill", "TARGET [flags]",
          "  kill TARGET      SIGKILL; with --for D under a launcher: `hold NODE D` first (kept "
          "down D);\n"
-         "                   without a launcher: re-exec its argv after D\n",
+         "                   without a launcher: re-exec its argv after D (a dd-node syncer/run "
+         "with\n"
+         "                   --resume) and wait for it; exit 1 if it exits within 2 s\n",
          process_knobs},
         {"term", "TARGET [flags]", "  term TARGET      SIGTERM (a graceful leave); --for as kill\n",
          process_knobs},
@@ -146,7 +148,8 @@ const std::vector<command_group>& command_groups() {
          with(process_knobs, slow_knobs)},
         {"restart", "TARGET [flags]",
          "  restart TARGET   launcher `restart NODE`; without one: SIGTERM (SIGKILL after 10s), "
-         "re-exec argv\n",
+         "re-exec argv\n"
+         "                   (as kill --for); exit 1 if it exits within 2 s\n",
          process_knobs}}},
       {"Network faults (through the fault proxy of the nodes file, or --proxy HOST:PORT)",
        {{"net", "FAULT TARGET [flags]",
@@ -702,7 +705,11 @@ int run(int argc, char** argv) {
     if (f.picks.pick_given || target.find("learners") != std::string::npos ||
         target.find("nodes") != std::string::npos)
       std::printf("seed %llu\n", static_cast<unsigned long long>(f.picks.seed));
-    return fire(env, f).value("ok", false) ? 0 : 1;
+    const json r = fire(env, f);
+    // Without a launcher, `kill/term --for D` waits for its reverter's re-exec: a node that
+    // does not come back fails the command.
+    const bool back = env.dry_run || await_reverts(env, r);
+    return r.value("ok", false) && back ? 0 : 1;
   }
   if (c == "msg") {
     if (a.positional.size() == 1 && a.positional[0] == "status") {

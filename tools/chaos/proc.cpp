@@ -173,36 +173,105 @@ int double_fork(const std::function<void(int report_fd)>& body, int* report_read
 
 }  // namespace
 
-int spawn_detached(const std::vector<std::string>& argv, const std::string& log) {
-  if (argv.empty()) throw chaos_error("no command line recorded (argv is empty)");
-  int report = -1;
-  const int pid = double_fork(
-      [&](int report_fd) {
-        const int in = ::open("/dev/null", O_RDONLY);
-        const int out = log.empty() ? ::open("/dev/null", O_WRONLY)
-                                    : ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
-        if (in >= 0) ::dup2(in, 0);
-        if (out >= 0) {
-          ::dup2(out, 1);
-          ::dup2(out, 2);
-        }
-        std::vector<char*> args;
-        for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-        args.push_back(nullptr);
-        if (report_fd > 3) ::close_range(3, static_cast<unsigned>(report_fd - 1), 0);
-        ::close_range(static_cast<unsigned>(report_fd + 1), ~0U, 0);
-        ::execv(args[0], args.data());
-        const int32_t e = errno;
-        (void)util::write_all(report_fd, &e, sizeof e);
-        ::_exit(127);
-      },
-      &report);
+namespace {
+
+/// In the forked child: stdio as spawn_detached says, every other descriptor closed but
+/// `report_fd` (close-on-exec), then exec; a failed exec writes its errno to `report_fd`.
+[[noreturn]] void exec_node(const std::vector<std::string>& argv, const std::string& log,
+                            int report_fd) {
+  const int in = ::open("/dev/null", O_RDONLY);
+  const int out = log.empty() ? ::open("/dev/null", O_WRONLY)
+                              : ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND, 0644);
+  if (in >= 0) ::dup2(in, 0);
+  if (out >= 0) {
+    ::dup2(out, 1);
+    ::dup2(out, 2);
+  }
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  if (report_fd > 3) ::close_range(3, static_cast<unsigned>(report_fd - 1), 0);
+  ::close_range(static_cast<unsigned>(report_fd + 1), ~0U, 0);
+  ::execv(args[0], args.data());
+  const int32_t e = errno;
+  (void)util::write_all(report_fd, &e, sizeof e);
+  ::_exit(127);
+}
+
+/// Reads the exec report of `report` (closing it): throws when the exec failed.
+void check_exec(int report, const std::vector<std::string>& argv) {
   int32_t err = 0;
   const size_t got = read_all(report, &err, sizeof err);  // EOF: the exec succeeded
   ::close(report);
   if (got == sizeof err)
     throw chaos_error(fmt::format("cannot start {}: {}", argv[0], std::strerror(err)));
+}
+
+}  // namespace
+
+int spawn_detached(const std::vector<std::string>& argv, const std::string& log) {
+  if (argv.empty()) throw chaos_error("no command line recorded (argv is empty)");
+  int report = -1;
+  const int pid = double_fork([&](int report_fd) { exec_node(argv, log, report_fd); }, &report);
+  check_exec(report, argv);
   return pid;
+}
+
+int spawn_child(const std::vector<std::string>& argv, const std::string& log) {
+  if (argv.empty()) throw chaos_error("no command line recorded (argv is empty)");
+  int p[2];
+  if (::pipe2(p, O_CLOEXEC) != 0) throw chaos_error(fmt::format("pipe: {}", std::strerror(errno)));
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(p[0]);
+    ::close(p[1]);
+    throw chaos_error(fmt::format("fork: {}", std::strerror(errno)));
+  }
+  if (pid == 0) {
+    ::close(p[0]);
+    ::setsid();
+    reset_child_signals();
+    exec_node(argv, log, p[1]);
+  }
+  ::close(p[1]);
+  try {
+    check_exec(p[0], argv);
+  } catch (...) {
+    int status = 0;
+    while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {}
+    throw;
+  }
+  return pid;
+}
+
+std::optional<int> exited_within(int pid, double seconds) {
+  const double end = mono_now() + seconds;
+  for (;;) {
+    int status = 0;
+    const pid_t r = ::waitpid(pid, &status, WNOHANG);
+    if (r == pid) {
+      if (WIFEXITED(status)) return WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+    }
+    if (r < 0 && errno != EINTR) return std::nullopt;  // not our child
+    if (mono_now() >= end) return std::nullopt;
+    sleep_for(0.02);
+  }
+}
+
+std::vector<std::string> reexec_argv(const std::vector<std::string>& argv) {
+  if (argv.size() < 2) return argv;
+  const std::string bin = argv[0].substr(argv[0].find_last_of('/') + 1);
+  if (bin != "dd-node" || (argv[1] != "syncer" && argv[1] != "run")) return argv;
+  std::vector<std::string> out;
+  bool resume = false;
+  for (const auto& a : argv) {
+    if (a == "--overwrite") continue;
+    resume = resume || a == "--resume";
+    out.push_back(a);
+  }
+  if (!resume) out.push_back("--resume");
+  return out;
 }
 
 int spawn_detached_fn(const std::function<void()>& fn, int keep_fd) {

@@ -59,6 +59,20 @@ class verified_process {
 /// chaos_error when the exec fails (naming the binary and the reason).
 int spawn_detached(const std::vector<std::string>& argv, const std::string& log);
 
+/// As spawn_detached, but the process stays the caller's child (still its own session), so
+/// exited_within() can read how it ended. When the caller exits first, it is reparented.
+int spawn_child(const std::vector<std::string>& argv, const std::string& log);
+
+/// Waits up to `seconds` for the caller's child `pid` to exit: its exit status (its code, or
+/// 128 + the signal that ended it), or none while it still runs.
+std::optional<int> exited_within(int pid, double seconds);
+
+/// The command line that starts node `argv` again: a `dd-node syncer` or `dd-node run` gets
+/// `--resume` when it lacks it (its run directory holds the unfinished run it was killed in,
+/// which it refuses without --resume) and loses `--overwrite` (which would wipe that run).
+/// Any other command line is returned as it is.
+std::vector<std::string> reexec_argv(const std::vector<std::string>& argv);
+
 /// Forks a detached process (its own session, not our child) that runs `fn` and exits.
 /// Its stdio is /dev/null and every other inherited fd but `keep_fd` is closed.
 /// Returns its pid. Call only while single-threaded.

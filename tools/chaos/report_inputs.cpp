@@ -151,7 +151,7 @@ report_inputs read_report_inputs(const report_options& o) {
     inputs["chaos.jsonl"] = input_note(lines.size(), bad, "records");
     for (const auto& r : lines) {
       const std::string kind = r.value("kind", "");
-      if (kind.empty() || kind == "session" || kind == "heal") continue;
+      if (kind.empty() || kind == "session" || kind == "heal" || kind == "revert") continue;
       fault f;
       f.source = r.value("source", "cli");
       f.kind = kind;

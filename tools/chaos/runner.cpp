@@ -62,7 +62,8 @@ std::vector<timed_fault> read_tape(const std::string& path) {
     const double t = j.value("t", 0.0);
     if (first_t < 0) first_t = t;
     const std::string kind = j.value("kind", "");
-    if (kind == "session" || kind.empty()) continue;
+    // "revert": a reverter's report on its re-exec, not a fault.
+    if (kind == "session" || kind == "revert" || kind.empty()) continue;
     if (kind != "heal" && !is_process_kind(kind) && !is_net_kind(kind) && !is_disk_kind(kind) &&
         !is_msg_kind(kind))
       throw chaos_error(fmt::format("{}:{}: unknown kind '{}'", path, lineno, kind));
@@ -271,6 +272,7 @@ int run_session(chaos_env& env, std::vector<timed_fault> faults, bool final_heal
   tape_append(env, info);
   int rc = 0;
   double last_revert = 0;
+  std::vector<json> fired;  // results whose reverters may re-exec a node (await_reverts)
   for (const auto& f : faults) {
     while (!g_stop && mono_now() - start_mono < f.at)
       sleep_for(std::min(0.05, f.at - (mono_now() - start_mono)));
@@ -279,6 +281,7 @@ int run_session(chaos_env& env, std::vector<timed_fault> faults, bool final_heal
       env.reload();
       const json r = f.spec.kind == "heal" ? heal(env) : fire(env, f.spec);
       if (!r.value("ok", false)) rc = 1;
+      if (r.contains("hits")) fired.push_back(r);
     } catch (const std::exception& e) {
       std::fprintf(env.out, "+%s %s %s failed: %s\n", format_duration(f.at).c_str(),
                    f.spec.kind.c_str(), f.spec.target.c_str(), e.what());
@@ -293,6 +296,9 @@ int run_session(chaos_env& env, std::vector<timed_fault> faults, bool final_heal
   if (!g_stop && final_heal) {
     // Let the last fault run its course, then make sure nothing stays applied.
     while (!g_stop && mono_now() - start_mono < last_revert + 0.2) sleep_for(0.05);
+    // A node re-executed without a launcher that exited at once fails the session.
+    for (const auto& r : fired)
+      if (!g_stop && !await_reverts(env, r)) rc = 1;
   }
   if (final_heal || g_stop) {
     std::fprintf(env.out, "%s; final heal\n", g_stop ? "interrupted" : "session done");

@@ -422,7 +422,7 @@ def faults(run):
     runtime's own `fault` events (in-process faults)."""
     out = []
     for c in run.chaos:
-        if c.get("kind") in ("session", "heal") or "t" not in c:
+        if c.get("kind") in ("session", "heal", "revert") or "t" not in c:
             continue
         d = c.get("duration")
         out.append((num(c, "t", run.chaos_path) - run.t0, d if isinstance(d, (int, float)) else None,
