@@ -230,6 +230,7 @@ wire_bytes encode(const heartbeat_msg& m, const envelope_stamp& stamp) {
   r.setHeldVersion(m.held_version);
   r.setHeldOwnerDigest(m.held_owner_digest);
   r.setHeldDigest(m.held_digest);
+  r.setStepEndUnixSeconds(m.step_end_unix_s);
   return flatten(b);
 }
 
@@ -391,6 +392,7 @@ result<heartbeat_msg> decode_heartbeat(const uint8_t* data, size_t size,
         m.held_version = r.getHeldVersion();
         m.held_owner_digest = r.getHeldOwnerDigest();
         m.held_digest = r.getHeldDigest();
+        m.step_end_unix_s = r.getStepEndUnixSeconds();
         if (m.held_digest != 0 && m.held_fragment < 0)
           return R(errc::malformed,
                    "heartbeat.heldFragment " + std::to_string(m.held_fragment) + " is negative");

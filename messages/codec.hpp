@@ -189,6 +189,10 @@ struct heartbeat_msg {
   uint64_t held_version = 0;
   uint64_t held_owner_digest = 0;
   uint64_t held_digest = 0;
+  /// The learner's wall clock (Unix seconds) when the step ended; 0 = not sent. learner_loss.csv
+  /// is stamped with it, so that a syncer that is slow to read its mailbox does not show the
+  /// learners as not stepping.
+  double step_end_unix_s = 0.0;
 };
 
 /// Learner → fragment owner: one chunk of a pseudo-gradient push (ALGORITHM.md, learner loop).

@@ -70,6 +70,9 @@ struct Heartbeat {
   heldVersion @10 :UInt64;
   heldOwnerDigest @11 :UInt64;
   heldDigest @12 :UInt64;
+  # The learner's wall clock (Unix seconds) when this step ended; 0 = not sent (the syncer then
+  # stamps learner_loss.csv's row with its own clock on arrival).
+  stepEndUnixSeconds @13 :Float64;
 }
 
 # Learner -> fragment owner: one chunk of a pseudo-gradient push.

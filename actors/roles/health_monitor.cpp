@@ -310,8 +310,8 @@ void on_heartbeat(monitor_actor* self, const monitor_env& ctx, const std::vector
   const learner_record& r = *core(self).find(hb->learner_id);
   push_uptime(self, ctx);
   if (ctx.svc.recorder)
-    ctx.svc.recorder->loss_row(hb->learner_id, r.incarnation, hb->step, r.tokens(), hb->loss,
-                               hb->lr);
+    ctx.svc.recorder->loss_row(hb->step_end_unix_s, hb->learner_id, r.incarnation, hb->step,
+                               r.tokens(), hb->loss, hb->lr);
   monitor_log::heartbeat(ctx.svc.log, ctx.remote_learners, *hb, r);
   if (d.diverged && ctx.svc.log != nullptr) {
     const auto& v = *d.diverged;

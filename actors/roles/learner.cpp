@@ -143,7 +143,10 @@ void on_step(learner_actor* self, const ctx_ptr& ctx) {
   if (ctx->jitter > 0 && st.jitter_rng) factor *= 1.0 + ctx->jitter * st.jitter_rng->uniform();
   st.faults->before_heartbeat(sf, *st.core, step);
   perform(self, ctx,
-          st.core->on_step_done({r.loss, r.lr, measured, factor, st.tr->cursor().to_bytes()}));
+          st.core->on_step_done(
+              {r.loss, r.lr, measured, factor, st.tr->cursor().to_bytes(),
+               std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch())
+                   .count()}));
   if (auto killed = st.faults->after_heartbeat(sf, st.tr->model(), ctx->plan, st.core->id(),
                                                st.core->incarnation(), step, ctx->svc.gate)) {
     self->quit(std::move(killed));

@@ -394,6 +394,7 @@ learner_actions learner_core::on_step_done(const step_report& r) {
   hb.loss = r.loss;
   hb.compute_s = compute_s_;
   hb.lr = r.lr;
+  hb.step_end_unix_s = r.end_unix_s;
   check_held_value(hb, out);
   out.push_back(act::heartbeat{step_, encode(hb, stamp())});
   return out;

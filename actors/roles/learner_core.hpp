@@ -342,6 +342,7 @@ struct step_report {
   double measured_s = 0.0;           ///< wall time, from asking the compute gate to the step's end
   double factor = 1.0;               ///< speed × slowdown × jitter (>= 1)
   std::vector<uint8_t> data_cursor;  ///< after the step (the heartbeat carries it)
+  double end_unix_s = 0.0;           ///< wall clock (Unix seconds) at the step's end; 0 = none
 };
 
 /// The answer to an owner's fragment_query (a rebuild).

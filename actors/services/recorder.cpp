@@ -29,11 +29,12 @@ node_recorder::node_recorder(run_log* log, std::string loss_path, std::string fo
   }
 }
 
-void node_recorder::loss_row(int32_t learner, uint64_t incarnation, uint64_t step, uint64_t tokens,
-                             double loss, double lr) {
+void node_recorder::loss_row(double at_unix_s, int32_t learner, uint64_t incarnation, uint64_t step,
+                             uint64_t tokens, double loss, double lr) {
   if (!loss_csv_) return;
-  loss_csv_->append(fmt::format("{:.3f},{},{},{},{},{:.6f},{:.6g}\n", unix_now(), learner,
-                                incarnation, step, tokens, loss, lr));
+  loss_csv_->append(fmt::format("{:.3f},{},{},{},{},{:.6f},{:.6g}\n",
+                                at_unix_s > 0 ? at_unix_s : unix_now(), learner, incarnation, step,
+                                tokens, loss, lr));
 }
 
 bool node_recorder::forward(const std::string& node, const std::string& lines,

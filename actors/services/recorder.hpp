@@ -28,9 +28,10 @@ class node_recorder {
   /// where forwarded event files go ("" = dropped). Failures are reported through `log`.
   node_recorder(run_log* log, std::string loss_path, std::string forward_dir);
 
-  /// One heartbeat's row of learner_loss.csv, stamped with the wall clock.
-  void loss_row(int32_t learner, uint64_t incarnation, uint64_t step, uint64_t tokens, double loss,
-                double lr);
+  /// One heartbeat's row of learner_loss.csv, stamped with `at_unix_s` (the learner's clock when
+  /// the step ended), or with this node's wall clock when that is 0 (a heartbeat without it).
+  void loss_row(double at_unix_s, int32_t learner, uint64_t incarnation, uint64_t step,
+                uint64_t tokens, double loss, double lr);
   /// Appends node `node`'s forwarded lines (whole lines only: a line cut by the sender's cap is
   /// dropped with its tail) to <forward_dir>/<node>.events.jsonl. False when forwarded events
   /// are not kept (no forward_dir). The node name was checked by the codec (it names a file).

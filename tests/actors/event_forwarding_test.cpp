@@ -3,6 +3,7 @@
 // (actors/nodes/event_forwarder.hpp) keeps a batch until the syncer answers it, and the
 // receiver (node_recorder::forward) drops the part of a resent batch it already wrote. No
 // sockets or CAF: the link's fate is an answered() / unanswered() call.
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -148,6 +149,32 @@ TEST(event_forwarding, a_resent_batch_adds_no_duplicate_line_to_the_syncers_copy
   ASSERT_TRUE(r.forward("learner-0", "a\n", "s2", 0));  // the node restarted
   ASSERT_TRUE(r.forward("learner-0", "x\n"));           // no stream: always written
   EXPECT_EQ(read_all(d.path / "learner-0.events.jsonl"), "a\nb\nc\nd\na\nx\n");
+}
+
+// Regression: learner_loss.csv was stamped with the syncer's clock when a heartbeat arrived, so a
+// syncer that stalled 1.4 s on a loaded host made every learner look stopped (global downtime in
+// dd-chaos report) while they stepped. A row carries the learner's own step-end time; a
+// heartbeat without one (0) gets the syncer's clock.
+TEST(recorder, a_learner_loss_row_carries_the_learners_step_end_time) {
+  temp_dir d;
+  const fs::path csv = d.path / "learner_loss.csv";
+  {
+    node_recorder r(nullptr, csv.string(), "");
+    r.loss_row(1796598000.125, 2, 1, 40, 5120, 2.5, 3e-3);
+    r.loss_row(0.0, 0, 0, 41, 5248, 2.25, 3e-3);
+  }
+  std::istringstream in(read_all(csv));
+  std::string header, first, second;
+  std::getline(in, header);
+  std::getline(in, first);
+  std::getline(in, second);
+  EXPECT_EQ(header, "wall_time,learner,incarnation,step,tokens,loss,lr");
+  EXPECT_EQ(first, "1796598000.125,2,1,40,5120,2.500000,0.003");
+  const double stamped = std::stod(second.substr(0, second.find(',')));
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  EXPECT_NEAR(stamped, now, 5.0) << second;
+  EXPECT_EQ(second.substr(second.find(',')), ",0,0,41,5248,2.250000,0.003");
 }
 
 }  // namespace

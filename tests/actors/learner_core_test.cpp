@@ -222,7 +222,7 @@ struct learner_core_test : ::testing::Test {
     if (!plan.train) return out;
     last_lr = plan.lr;
     for (auto& x : params.v) x -= 0.1f;
-    append(out, core->on_step_done({loss, plan.lr, 0.1, 1.0, {}}));
+    append(out, core->on_step_done({loss, plan.lr, 0.1, 1.0, {}, 0.0}));
     for (const auto& hb : all_of<act::heartbeat>(out)) core->on_heartbeat_sent(hb.step, now);
     for (auto& d : core->push_due(now))
       if (d.push) append(out, core->enqueue(d.fragment, std::move(*d.push)));

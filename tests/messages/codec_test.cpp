@@ -127,15 +127,18 @@ TEST(Codec, HeartbeatRoundTrip) {
   EXPECT_EQ(d->step_time_ema_s, 0.125);
   EXPECT_EQ(d->data_cursor, (std::vector<uint8_t>{42, 43}));
   EXPECT_EQ(d->lr, 0.0);
+  EXPECT_EQ(d->step_end_unix_s, 0.0);  // not sent: the syncer stamps the row itself
   m.loss = 2.5;
   m.compute_s = 1.25;
   m.lr = 3e-3;
+  m.step_end_unix_s = 1796598000.125;
   const auto bytes2 = encode(m, {"", m.incarnation});
   auto again = decode_heartbeat(bytes2.data(), bytes2.size());
   ASSERT_TRUE(again.ok()) << again.error().message;
   EXPECT_EQ(again->loss, 2.5);
   EXPECT_EQ(again->compute_s, 1.25);
   EXPECT_EQ(again->lr, 3e-3);
+  EXPECT_EQ(again->step_end_unix_s, 1796598000.125);
 }
 
 TEST(Codec, PushRoundTrip) {
