@@ -88,7 +88,7 @@ constexpr double k_budget_cap_extra_s = 120;
 const std::vector<std::string> k_asserted_valid = {
     "no_merge_below_quorum", "no_push_merged_twice",    "no_version_repeated",
     "no_version_lost",       "no_corrupt_chunk_merged", "no_nonfinite_in_global_fragment",
-    "faulted_learners_back", "zero_global_downtime"};
+    "faulted_learners_back", "zero_global_downtime",    "no_divergence"};
 
 /// Starts the cluster, fires the faults on schedule, waits for the run's end, runs the report
 /// and checks its verdicts. Returns the report (null when a step failed fatally).

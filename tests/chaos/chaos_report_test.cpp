@@ -220,6 +220,7 @@ const char* all_invariants[] = {"no_merge_below_quorum",
                                 "faulted_learners_back",
                                 "tokens_match_steps",
                                 "no_honest_push_refused_as_implausible",
+                                "no_divergence",
                                 "final_loss_vs_baseline"};
 
 }  // namespace
@@ -660,6 +661,49 @@ TEST(chaos_report, loss_worse_than_baseline_is_invalid) {
   EXPECT_EQ(verdict_of(r, "final_loss_vs_baseline"), "invalid");
   EXPECT_NEAR(r["run"]["loss_vs_baseline"].get<double>(), 2.0 / 1.5 - 1, 1e-12);
   fs::remove_all(base);
+}
+
+// Regression: a run whose model diverged under load (final val loss 23.67 nats/token against 5.5
+// at the start) was judged valid by every invariant; the loss must be judged without a baseline.
+TEST(chaos_report, a_final_loss_above_the_start_loss_is_a_diverged_run) {
+  struct row {
+    json final_loss;
+    std::string verdict, detail;
+  };
+  const std::vector<row> rows = {
+      {2.0, "valid", "final val loss 2.0000 vs 3.0000 at the start of training"},
+      {3.3, "valid", "invalid above 1.1x"},  // a short run ends near its start loss
+      {3.31, "invalid", "final val loss 3.3100 vs 3.0000"},
+      {23.67, "invalid", "final val loss 23.6700 vs 3.0000"},
+      {json(nullptr), "invalid", "not a finite number"},
+  };
+  for (const auto& r : rows) {
+    run_builder b;
+    b.summary["final_val_loss"] = r.final_loss;
+    const json rep = judge(b);
+    EXPECT_EQ(verdict_of(rep, "no_divergence"), r.verdict) << r.final_loss;
+    for (const auto& i : rep["invariants"]) {
+      if (i["name"] != "no_divergence") continue;
+      EXPECT_NE(i["detail"].get<std::string>().find(r.detail), std::string::npos) << i["detail"];
+    }
+    EXPECT_EQ(rep["verdict"], r.verdict == "invalid" ? "invalid" : "unknown") << r.final_loss;
+    EXPECT_DOUBLE_EQ(rep["run"]["start_loss"].get<double>(), 3.0);
+  }
+  // The start is each learner's first heartbeats: later rows (the loss falling) do not move it.
+  run_builder c;
+  c.csv = run_builder::csv_header;
+  for (int i = 0; i < 20; ++i) {
+    char b[128];
+    std::snprintf(b, sizeof b, "%.3f,0,0,%d,%d,%.1f\n", 1000.0 + i, i + 1, (i + 1) * 10,
+                  i < 5 ? 5.5 : 1.0);
+    c.csv += b;
+  }
+  c.summary["final_val_loss"] = 5.0;
+  const json rc = judge(c);
+  EXPECT_DOUBLE_EQ(rc["run"]["start_loss"].get<double>(), 5.5);
+  EXPECT_EQ(verdict_of(rc, "no_divergence"), "valid");
+  EXPECT_NE(format_report(rc).find("final val loss       5.0000 (start 5.5000;"), std::string::npos)
+      << format_report(rc);
 }
 
 TEST(chaos_report, missing_data_is_unknown_not_valid) {

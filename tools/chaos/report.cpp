@@ -34,6 +34,11 @@ namespace {
 /// How late an owner may learn of a membership change the monitor logged (the independent
 /// quorum check, invariants.hpp): a live view crosses one link, well under the heartbeat period.
 constexpr double report_view_lag_s = 2.0;
+/// no_divergence: the start loss is the median of each learner's first this many heartbeat
+/// losses, and a final validation loss above this factor × it is a diverged run (a short run
+/// ends near its start loss; a diverged one far above it).
+constexpr size_t k_start_loss_rows = 5;
+constexpr double k_divergence_factor = 1.1;
 
 std::optional<double> num(const json& j, const char* key) {
   if (!j.contains(key) || !j[key].is_number()) return std::nullopt;
@@ -352,6 +357,27 @@ json build_report(const report_options& o) {
   std::optional<double> loss, base_loss;
   if (summary) loss = num(*summary, "final_val_loss");
   if (base_summary) base_loss = num(*base_summary, "final_val_loss");
+  // A final loss written as null (NaN or Inf) is a diverged run, not a missing figure.
+  const bool loss_not_finite =
+      summary && summary->contains("final_val_loss") && (*summary)["final_val_loss"].is_null();
+  // The training loss at the start: the median of each learner's first heartbeat losses.
+  std::optional<double> start_loss;
+  {
+    std::vector<double> first;
+    for (const auto& [learner, rows] : in.heartbeats) {
+      size_t taken = 0;
+      for (const auto& r : rows) {
+        if (taken == k_start_loss_rows) break;
+        if (!std::isfinite(r.loss)) continue;
+        first.push_back(r.loss);
+        ++taken;
+      }
+    }
+    if (!first.empty()) {
+      std::nth_element(first.begin(), first.begin() + first.size() / 2, first.end());
+      start_loss = first[first.size() / 2];
+    }
+  }
 
   json run = {{"start", evs.empty() ? json(nullptr) : json(run_start)},
               {"events", evs.size()},
@@ -376,6 +402,7 @@ json build_report(const report_options& o) {
               {"nonfinite_merges", nonfinite},
               {"nonfinite_learner_steps", learner_nonfinite},
               {"final_val_loss", opt(loss)},
+              {"start_loss", opt(start_loss)},
               {"baseline_val_loss", opt(base_loss)},
               {"loss_vs_baseline",
                loss && base_loss && *base_loss > 0 ? json(*loss / *base_loss - 1) : json(nullptr)}};
@@ -560,6 +587,22 @@ json build_report(const report_options& o) {
                                   "random_push fault on its learner",
                                   pushes(total(implausible_by_learner)),
                                   per_learner(implausible_by_learner))));
+  // A run whose model ends worse than it started diverged, whatever else held; judged without
+  // a baseline, so that it is never silent.
+  if (loss_not_finite)
+    inv.push_back(
+        verdict("no_divergence", "invalid",
+                "summary.json's final_val_loss is not a finite number (written as null)"));
+  else if (!loss || !start_loss)
+    inv.push_back(verdict(
+        "no_divergence", "unknown",
+        !loss ? "no final_val_loss in summary.json" : "no training loss in learner_loss.csv"));
+  else
+    inv.push_back(verdict(
+        "no_divergence", *loss <= k_divergence_factor * *start_loss ? "valid" : "invalid",
+        fmt::format("final val loss {:.4f} vs {:.4f} at the start of training (median of each "
+                    "learner's first {} heartbeat losses); invalid above {:g}x",
+                    *loss, *start_loss, k_start_loss_rows, k_divergence_factor)));
   if (o.baseline_dir.empty())
     inv.push_back(verdict("final_loss_vs_baseline", "unknown", "no --baseline given"));
   else if (!loss || !base_loss)

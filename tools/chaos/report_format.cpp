@@ -79,8 +79,9 @@ std::string format_report(const json& r) {
                      fig(run["pushes_implausible"]), fig(run["pushes_implausible_unexplained"]));
   out << fmt::format("  non-finite           {} merges, {} learner steps discarded\n",
                      fig(run["nonfinite_merges"]), fig(run["nonfinite_learner_steps"]));
-  out << fmt::format("  final val loss       {} (baseline {}, {})\n",
-                     fig(run["final_val_loss"], "{:.4f}"), fig(run["baseline_val_loss"], "{:.4f}"),
+  out << fmt::format("  final val loss       {} (start {}; baseline {}, {})\n",
+                     fig(run["final_val_loss"], "{:.4f}"), fig(run["start_loss"], "{:.4f}"),
+                     fig(run["baseline_val_loss"], "{:.4f}"),
                      run["loss_vs_baseline"].is_number()
                          ? fmt::format("{:+.2f}%", run["loss_vs_baseline"].get<double>() * 100)
                          : std::string("-"));

@@ -239,8 +239,9 @@ report_inputs read_report_inputs(const report_options& o) {
         const auto f = split(line, ',');
         try {
           if (f.size() < 4) throw std::invalid_argument(line);
-          in.heartbeats[std::stoll(f[1])].push_back(
-              {std::stod(f[0]), std::stoll(f[2]), std::stoll(f[3])});
+          heartbeat_row r{std::stod(f[0]), std::stoll(f[2]), std::stoll(f[3])};
+          if (f.size() > 5 && !f[5].empty()) r.loss = std::stod(f[5]);
+          in.heartbeats[std::stoll(f[1])].push_back(r);
           ++rows;
         } catch (const std::exception&) {
           ++bad;

@@ -4,6 +4,7 @@
 // rows, summary.json, experiment.json and a baseline's summary.json. Pure reading; any thread.
 #pragma once
 
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -35,10 +36,12 @@ struct fault {
   std::string result = "ok";
 };
 
-/// One row of learner_loss.csv: time, incarnation and step of a learner's heartbeat.
+/// One row of learner_loss.csv: time, incarnation, step and training loss of a learner's
+/// heartbeat (the loss NaN where the row has none).
 struct heartbeat_row {
   double t;
   long long inc, step;
+  double loss = std::numeric_limits<double>::quiet_NaN();
 };
 
 /// Everything the report judges, read once.
