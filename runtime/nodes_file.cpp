@@ -199,6 +199,7 @@ util::io_status save_nodes_file(const std::string& path, const nodes_file& f) {
 std::string observed_state(const node_entry& n) {
   if (n.state != "running" || n.pid <= 0) return n.state;
   std::ifstream in("/proc/" + std::to_string(n.pid) + "/stat");
+  if (!in) return "gone";  // no such pid here: it exited without the file saying so
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   // "PID (COMM) STATE f4 ... f22 ..." — COMM may hold spaces and parentheses: cut at the last ')'.
   const auto close = text.rfind(')');

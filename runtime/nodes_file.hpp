@@ -82,9 +82,10 @@ util::io_status save_nodes_file(const std::string& path, const nodes_file& f);
 
 /// What `dd-node status` shows for a node process: its nodes-file `state`, except "stopped" for a
 /// `running` node whose process this host's /proc shows stopped (state T or t: SIGSTOP, a
-/// debugger) with the nodes file's start time (a reused pid is never taken for it). The
-/// launcher does not track stops (a stopped child is still running to it); on another host than
-/// the nodes' the state is the file's.
+/// debugger) with the nodes file's start time (a reused pid is never taken for it), and "gone"
+/// for a `running` node whose pid this host does not have (it exited, or was killed with its
+/// launcher, while the file still says running; or it runs on another host). The launcher does
+/// not track stops (a stopped child is still running to it).
 std::string observed_state(const node_entry& n);
 
 }  // namespace dd

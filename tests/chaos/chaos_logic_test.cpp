@@ -140,6 +140,10 @@ TEST(chaos_nodes_file, a_stopped_process_is_shown_stopped) {
   EXPECT_EQ(dd::observed_state(held), "held");
   ::kill(child, SIGKILL);
   ::waitpid(child, &status, 0);
+  // Regression: a node killed while the (hand-written) nodes file still says running was shown
+  // `running`; its pid is gone from /proc once reaped.
+  EXPECT_EQ(dd::observed_state(n), "gone");
+  EXPECT_EQ(dd::observed_state(held), "held");
 }
 
 // A syncer re-executed from its recorded argv without --resume refused its own unfinished run
