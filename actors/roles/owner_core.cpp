@@ -304,6 +304,10 @@ push_outcome owner_core::on_chunk(const chunk_ref<push_msg>& ref, double now_s) 
     accepted_steps_.push_back(static_cast<double>(m.steps));
     while (accepted_norms_.size() > opts_.norm_window) accepted_norms_.pop_front();
     while (accepted_steps_.size() > opts_.norm_window) accepted_steps_.pop_front();
+    auto& mine = accepted_by_learner_[m.learner_id];
+    mine.push_back(
+        {latest_norms_[m.learner_id].per_step, static_cast<double>(m.steps), ++accepted_seq_});
+    while (mine.size() > opts_.norm_window) mine.pop_front();
   }
   pending_push p;
   p.who.learner_id = m.learner_id;
@@ -350,6 +354,25 @@ void owner_core::peer_norms(int32_t learner_id, std::vector<double>& per_step,
   }
 }
 
+void owner_core::others_history(int32_t learner_id, std::vector<double>& per_step,
+                                std::vector<double>& steps) const {
+  per_step.clear();
+  steps.clear();
+  std::vector<const accepted_norm*> newest;
+  for (const auto& [id, accepted] : accepted_by_learner_) {
+    if (id == learner_id) continue;
+    for (const auto& a : accepted) newest.push_back(&a);
+  }
+  const size_t keep = std::min(newest.size(), opts_.norm_window);
+  std::partial_sort(newest.begin(), newest.begin() + static_cast<std::ptrdiff_t>(keep),
+                    newest.end(),
+                    [](const accepted_norm* a, const accepted_norm* b) { return a->seq > b->seq; });
+  for (size_t i = 0; i < keep; ++i) {
+    per_step.push_back(newest[i]->per_step);
+    steps.push_back(newest[i]->steps);
+  }
+}
+
 double owner_core::peer_median_norm(int32_t learner_id) const {
   std::vector<double> per_step, steps;
   peer_norms(learner_id, per_step, steps);
@@ -381,10 +404,18 @@ double owner_core::counted_steps(int32_t learner_id, uint64_t steps, double now_
   const double claimed = static_cast<double>(std::max<uint64_t>(1, steps));
   std::vector<double> per_step, peer_steps;
   peer_norms(learner_id, per_step, peer_steps);
-  if (peer_steps.empty() && accepted_steps_.empty()) return claimed;
+  // With too few peers the history is the other learners' alone: a learner pushing alone
+  // cannot raise the steps it may claim by claiming more each time.
+  std::vector<double> history_steps;
+  if (few_peers(per_step.size())) {
+    std::vector<double> history_norms;
+    others_history(learner_id, history_norms, history_steps);
+  } else {
+    history_steps.assign(accepted_steps_.begin(), accepted_steps_.end());
+  }
+  if (peer_steps.empty() && history_steps.empty()) return claimed;
   const double usual =
-      std::max(upper_median(std::move(peer_steps)),
-               upper_median(std::vector<double>(accepted_steps_.begin(), accepted_steps_.end())));
+      std::max(upper_median(std::move(peer_steps)), upper_median(std::move(history_steps)));
   // The steps the learner can have made since its last accepted push (or since it joined), at
   // max_steps_ratio × the live learners' step rate: a learner whose pushes were refused or held
   // back brings every step since, and the bound grows with the time it waits.
@@ -399,25 +430,36 @@ std::string owner_core::implausible(int32_t learner_id, double norm, uint64_t st
   std::vector<double> per_step, peer_steps;
   peer_norms(learner_id, per_step, peer_steps);
   const size_t peers = per_step.size();
-  if (peers < std::max<size_t>(1, opts_.norm_min_peers) ||
-      accepted_norms_.size() < opts_.norm_min_samples)
-    return {};
+  const bool few = few_peers(peers);
+  // Too few peers (M <= 2, or a peer quiet for norm_window pushes): the other learners' accepted
+  // history judges, raised by the peers' latest norms that are known (so honest norms that grow
+  // together are refused at most once each, as with enough peers). The pusher's own accepted
+  // norms are left out: a learner pushing alone just under the bound cannot ratchet it up.
+  std::vector<double> history_norms, history_steps;
+  if (few) {
+    if (opts_.norm_min_samples == 0) return {};
+    others_history(learner_id, history_norms, history_steps);
+  } else {
+    history_norms.assign(accepted_norms_.begin(), accepted_norms_.end());
+  }
+  const size_t samples = history_norms.size();
+  if (samples < opts_.norm_min_samples) return {};
   const double peer_median = upper_median(std::move(per_step));
-  const double history =
-      accepted_norms_.empty() || opts_.norm_min_samples == 0
-          ? 0.0
-          : upper_median(std::vector<double>(accepted_norms_.begin(), accepted_norms_.end()));
+  const double history = history_norms.empty() || opts_.norm_min_samples == 0
+                             ? 0.0
+                             : upper_median(std::move(history_norms));
   const double median = std::max(peer_median, history);
   const double counted = counted_steps(learner_id, steps, now_s);
   if (norm / counted <= opts_.max_norm_ratio * median) return {};
-  char buf[360];
+  char buf[400];
   std::snprintf(buf, sizeof buf,
                 "pseudo-gradient norm %.6g over %llu steps (%.6g per step, counting at most %g "
                 "steps) exceeds %g × the median %.6g per step of the other %zu learners' latest "
-                "pushes of fragment %d (and of its last %zu accepted pushes, %.6g)",
+                "pushes of fragment %d (and of its last %zu accepted pushes%s, %.6g)",
                 norm, static_cast<unsigned long long>(steps), norm / counted, counted,
                 opts_.max_norm_ratio, peer_median, peers,
-                static_cast<int>(opts_.layout.fragment_id), accepted_norms_.size(), history);
+                static_cast<int>(opts_.layout.fragment_id), samples,
+                few ? " by other learners" : "", history);
   return buf;
 }
 
@@ -476,6 +518,12 @@ owner_effects owner_core::on_membership(const std::vector<owner_member>& live, d
     auto l = live_.find(it->first);
     if (l == live_.end() || l->second.incarnation != it->second.incarnation)
       it = latest_norms_.erase(it);
+    else
+      ++it;
+  }
+  for (auto it = accepted_by_learner_.begin(); it != accepted_by_learner_.end();) {
+    if (live_.find(it->first) == live_.end())
+      it = accepted_by_learner_.erase(it);
     else
       ++it;
   }

@@ -63,8 +63,13 @@ struct owner_options {
   /// fragment that reached the gate (older ones are forgotten: a learner that stopped pushing
   /// this fragment does not hold the median at its old scale).
   size_t norm_window = 16;
-  /// The gate holds once this many other learners' latest norms are known (fewer: every finite
-  /// push passes). At least 2: with one other learner, either of the two could be the liar.
+  /// The peers' median judges once this many other learners' latest norms are known. At least
+  /// 2: with one other learner, either of the two could be the liar. With fewer (M <= 2, a peer
+  /// paused or gone quiet past norm_window pushes) a push is judged against the larger of the
+  /// known peers' latest norms and the median of the OTHER learners' newest norm_window accepted
+  /// norms per step (once norm_min_samples of them were accepted): the gate never opens because
+  /// peers went quiet, and a learner pushing alone cannot raise its own reference (its own
+  /// accepted norms never judge it).
   size_t norm_min_peers = 2;
   /// ... and once this many pushes of the fragment were accepted: the reference is the larger of
   /// the peers' median and the median of the newest norm_window accepted norms per step (0 = the
@@ -302,6 +307,14 @@ class owner_core {
   /// within the newest norm_window pushes): their norms per step and claimed steps.
   void peer_norms(int32_t learner_id, std::vector<double>& per_step,
                   std::vector<double>& steps) const;
+  /// The other learners' newest accepted pushes (at most norm_window, by learners other than
+  /// `learner_id`, whatever `learner_id` pushed since): their norms per step and claimed steps.
+  void others_history(int32_t learner_id, std::vector<double>& per_step,
+                      std::vector<double>& steps) const;
+  /// Whether the peers' latest norms are too few to judge alone (fewer than norm_min_peers).
+  bool few_peers(size_t peers) const noexcept {
+    return peers < std::max<size_t>(1, opts_.norm_min_peers);
+  }
   /// 1, or after a restore (until the next merge) checkpoint_every: versions (ours included)
   /// that may have been published since the restored checkpoint.
   uint64_t lost_versions() const;
@@ -348,6 +361,16 @@ class owner_core {
   /// oldest first); not checkpointed either.
   std::deque<double> accepted_norms_;
   std::deque<double> accepted_steps_;
+  /// Per learner id, its newest accepted pushes (at most norm_window, oldest first): ‖Δ‖ /
+  /// counted steps, claimed steps and the accept's sequence number (others_history). Forgotten
+  /// when the learner leaves the live view; not checkpointed.
+  struct accepted_norm {
+    double per_step = 0.0;
+    double steps = 0.0;
+    uint64_t seq = 0;
+  };
+  std::map<int32_t, std::deque<accepted_norm>> accepted_by_learner_;
+  uint64_t accepted_seq_ = 0;  ///< pushes accepted so far
   /// Per learner id, when its current incarnation's last push of this fragment was accepted
   /// (steps_in_time; not checkpointed: a restored owner counts from the join).
   std::map<int32_t, double> accepted_at_;

@@ -848,6 +848,124 @@ TEST_F(owner_core_test, the_accepted_history_raises_the_reference_for_a_respawne
   }
 }
 
+/// gate_options(k) with the accepted history on (norm_min_samples 4, the default).
+owner_options history_gate_options(double k) {
+  owner_options o = gate_options(k);
+  o.norm_min_samples = 4;
+  return o;
+}
+
+// Regression (a x1000 push merged into the global model): with 3 learners and one paused (not
+// declared down), its latest norm left the newest 16 pushes after 16 pushes of the other two,
+// one peer was left, and the gate opened: `dd-chaos msg scale-push learner:0 --factor 1000` was
+// accepted. Now too few peers fall back on the other learners' accepted history.
+TEST_F(owner_core_test, a_paused_peer_does_not_open_the_gate) {
+  owner_core owner(history_gate_options(10), *be, filled(1.0f), frozen);
+  owner.on_membership(members(3), 0.0);
+  gate_pusher g{owner, {}};
+  for (int round = 0; round < 2; ++round)
+    for (int32_t l = 0; l < 3; ++l) ASSERT_EQ(g.push(l, 0.1f).what, status::accepted);
+  // Learner 2 pauses; learners 0 and 1 push 9 times each.
+  for (int i = 0; i < 9; ++i)
+    for (int32_t l = 0; l < 2; ++l) ASSERT_EQ(g.push(l, 0.1f).what, status::accepted);
+  // The premise: one peer is known to learner 0, too few for the peers' median.
+  EXPECT_DOUBLE_EQ(owner.peer_median_norm(0), 0.0);
+  const uint64_t version = owner.version();
+  const auto value = owner.value();
+  auto out = g.push(0, 100.0f);
+  expect_implausible(out, owner, version, value);
+  EXPECT_NE(out.reject->detail.find("by other learners"), std::string::npos) << out.reject->detail;
+  // Honest pushes of both go on merging; learner 2 is accepted when it comes back.
+  EXPECT_EQ(g.push(0, 0.1f).what, status::accepted);
+  EXPECT_EQ(g.push(1, 0.12f).what, status::accepted);
+  EXPECT_EQ(g.push(2, 0.1f).what, status::accepted);
+}
+
+// With M = 2 the peers' median never judges (one peer: either could be the liar), and the gate
+// was open for good. Once the other learner has 4 accepted pushes its history judges: x1000 and
+// 11x are refused, 9x passes; norms that jump 14x together are refused at most once each (the
+// other's latest norm, refused or not, raises the reference); a gone learner's history is
+// forgotten (one live learner: the gate is open).
+TEST_F(owner_core_test, a_two_learner_fragment_refuses_a_x1000_push_once_it_has_history) {
+  struct row {
+    const char* what;
+    int rounds;  // rounds of honest pushes (learner 1, then 0) of 0.1 first
+    float push;  // learner 0's push under test
+    bool accepted;
+  };
+  const std::vector<row> rows = {
+      {"3 accepted pushes of the other learner: the gate is still open", 3, 100.0f, true},
+      {"4 of them: x1000 is refused", 4, 100.0f, false},
+      {"11x is refused", 6, 1.1f, false},
+      {"9x passes", 6, 0.9f, true},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.what);
+    owner_core owner(history_gate_options(10), *be, filled(1.0f), frozen);
+    owner.on_membership(members(2), 0.0);
+    gate_pusher g{owner, {}};
+    for (int round = 0; round < r.rounds; ++round) {
+      ASSERT_EQ(g.push(1, 0.1f).what, status::accepted);
+      if (round + 1 < r.rounds) {
+        ASSERT_EQ(g.push(0, 0.1f).what, status::accepted);
+      }
+    }
+    const uint64_t version = owner.version();
+    const auto value = owner.value();
+    auto out = g.push(0, r.push);
+    if (r.accepted) {
+      EXPECT_EQ(out.what, status::accepted) << out.detail;
+      EXPECT_EQ(owner.version(), version + 1);
+      continue;
+    }
+    expect_implausible(out, owner, version, value);
+  }
+  // Honest norms that jump 14x together: each learner refused once, then both accepted.
+  owner_core owner(history_gate_options(10), *be, filled(1.0f), frozen);
+  owner.on_membership(members(2), 0.0);
+  gate_pusher g{owner, {}};
+  for (int round = 0; round < 4; ++round)
+    for (int32_t l = 0; l < 2; ++l) ASSERT_EQ(g.push(l, 0.1f).what, status::accepted);
+  EXPECT_EQ(g.push(0, 1.4f).what, status::rejected);
+  EXPECT_EQ(g.push(1, 1.4f).what, status::accepted);  // learner 0's refused 1.4 raises it
+  for (int round = 0; round < 3; ++round)
+    for (int32_t l = 0; l < 2; ++l) {
+      SCOPED_TRACE("round " + std::to_string(round) + ", learner " + std::to_string(l));
+      EXPECT_EQ(g.push(l, 1.4f).what, status::accepted);
+    }
+  // Learner 1 leaves the live view: its history goes with it, the lone learner's gate is open.
+  owner.on_membership({{0, 0, 1.0}}, 1.0);
+  EXPECT_EQ(g.push(0, 1000.0f).what, status::accepted);
+}
+
+// A liar pushing alone (its peers paused) just under the bound each time cannot ratchet the
+// reference up: its own accepted norms never judge it, so after 40 pushes of 9.9x the others'
+// history 11x is still refused (a history of the newest 16 accepted norms of anyone would be at
+// 9.9x after 8 of them, and at 98x after 16 more); neither can it raise the steps it may claim
+// by claiming 4x more each time.
+TEST_F(owner_core_test, a_learner_pushing_alone_cannot_ratchet_its_reference_up) {
+  owner_core owner(history_gate_options(10), *be, filled(1.0f), frozen);
+  owner.on_membership(members(3), 0.0);
+  gate_pusher g{owner, {}};
+  for (int round = 0; round < 3; ++round)
+    for (int32_t l = 0; l < 3; ++l) ASSERT_EQ(g.push(l, 0.1f).what, status::accepted);
+  for (int i = 0; i < 40; ++i) {
+    SCOPED_TRACE("push " + std::to_string(i));
+    ASSERT_EQ(g.push(0, 0.99f).what, status::accepted);
+  }
+  EXPECT_DOUBLE_EQ(owner.peer_median_norm(0), 0.0);  // both peers out of the window
+  EXPECT_EQ(g.push(0, 1.1f).what, status::rejected);
+  // Claimed steps count at most 4x the others' 1 step, however many it claimed before.
+  for (uint64_t steps : {4, 16, 64, 256}) {
+    SCOPED_TRACE(std::to_string(steps) + " steps");
+    EXPECT_EQ(g.push(0, 0.99f * 4, steps).what, status::accepted);
+  }
+  EXPECT_EQ(g.push(0, 1.1f * 4, 1024).what, status::rejected);  // counts 4 steps: 11x per step
+  // The paused learners come back at their old scale and are accepted.
+  EXPECT_EQ(g.push(1, 0.1f).what, status::accepted);
+  EXPECT_EQ(g.push(2, 0.1f).what, status::accepted);
+}
+
 // The gate's memory: a learner that left the live view, or came back as a new incarnation, no
 // longer counts among the peers, and neither does a norm older than the newest norm_window
 // pushes that reached the gate.
