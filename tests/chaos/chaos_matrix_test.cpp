@@ -3,7 +3,8 @@
 // loopback (1 syncer process, 3 learner processes, 2 fragments, H = 4, checkpoints every version,
 // heartbeat 0.2 s, connection timeout 1 s), then judged with `dd-chaos report RUN_DIR --json`.
 //
-// Faults are grouped, one after the other and spaced, in four cluster runs (one TEST each):
+// Faults are grouped, one after the other and spaced, in four cluster runs (one TEST each), and
+// a fifth (paused_peer: learner 2 paused, then x1000 pushes of learner 0, all refused):
 //   process  kill learner:0 (held 1 s), term learner:1 (held 1 s), pause learner:2 (2 s),
 //            slow learner:0 --via cgroup (2 s), slow learner:1 --via signals (2 s),
 //            restart learner:2
@@ -248,6 +249,29 @@ TEST(chaos_matrix, message_faults) {
       {21.0, "msg fail learner:1", "fail_step"},
   };
   run_matrix(m);
+}
+
+// Regression (a x1000 push merged into the global model): with learner 2 paused (declared down
+// after a heartbeat timeout, or quiet past the newest 16 pushes) one peer was left, fewer than
+// the gate's 2, and the gate opened: learner 0's scaled pushes were merged. Now the other
+// learners' accepted history judges them: they are refused as implausible (5 scaled, so that
+// one superseded or stale before the gate cannot leave none to judge), and the report's
+// no_honest_push_refused_as_implausible is valid (the scale_push fault explains them).
+TEST(chaos_matrix, a_paused_peer_does_not_open_the_gate) {
+  matrix_run m;
+  m.name = "paused_peer";
+  m.run_s = 12;
+  m.faults = {
+      {1.0, "pause learner:2 --for 6s", "pause"},
+      {4.0, "msg scale-push learner:0 --factor 1000 --count 5", "scale_push"},
+  };
+  m.more = [](const fs::path& run) {
+    const json summary = json::parse(text(run / "summary.json"));
+    EXPECT_GE(summary.value("pushes_implausible", 0), 1) << summary.dump();
+  };
+  const json r = run_matrix(m);
+  if (r.is_null()) return;
+  EXPECT_EQ(report_verdicts(r, 0)["no_honest_push_refused_as_implausible"], "valid");
 }
 
 TEST(chaos_matrix, disk_faults) {
