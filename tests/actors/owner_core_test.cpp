@@ -531,6 +531,21 @@ void expect_implausible(const push_outcome& out, const owner_core& owner, uint64
   EXPECT_EQ(owner.value(), value);
 }
 
+/// Learner 0 pushes `v` over `steps`: accepted and merged (one version more), or refused as
+/// implausible with nothing changed. The outcome, for further checks.
+push_outcome push_expecting(gate_pusher& g, float v, uint64_t steps, bool accepted) {
+  const uint64_t version = g.owner.version();
+  const auto value = g.owner.value();
+  auto out = g.push(0, v, steps);
+  if (accepted) {
+    EXPECT_EQ(out.what, status::accepted) << out.detail;
+    EXPECT_EQ(g.owner.version(), version + 1);
+  } else {
+    expect_implausible(out, g.owner, version, value);
+  }
+  return out;
+}
+
 // The plausibility gate: a push whose ‖Δ‖ per step exceeds k × the median of the OTHER
 // learners' latest norms per step is refused as implausible and never merged; the median (the
 // upper one for an even count) ignores one outlier either way; with fewer than 2 other learners'
@@ -569,16 +584,10 @@ TEST_F(owner_core_test, implausible_pushes_are_refused_against_the_other_learner
       ASSERT_EQ(a.what, status::accepted) << a.detail;
       ASSERT_TRUE(a.effects.merged.has_value());
     }
-    const uint64_t version = owner.version();
-    const auto value = owner.value();
-    auto out = g.push(0, r.push);
-    if (r.accepted) {
-      EXPECT_EQ(out.what, status::accepted) << out.detail;
-      EXPECT_EQ(owner.version(), version + 1);
-      continue;
+    const auto out = push_expecting(g, r.push, 1, r.accepted);
+    if (!r.accepted && out.reject) {
+      EXPECT_EQ(out.reject->transfer_id, 1u);
     }
-    expect_implausible(out, owner, version, value);
-    EXPECT_EQ(out.reject->transfer_id, 1u);
   }
 }
 
@@ -607,17 +616,10 @@ TEST_F(owner_core_test, the_gate_compares_norms_per_step_with_the_claimed_steps_
     owner.on_membership(members(4), 0.0);
     gate_pusher g{owner, {}};
     for (int32_t l = 1; l <= 3; ++l) ASSERT_EQ(g.push(l, 0.1f, 2).what, status::accepted);
-    const uint64_t version = owner.version();
-    auto out = g.push(0, r.push, r.steps);
-    if (r.accepted) {
-      EXPECT_EQ(out.what, status::accepted) << out.detail;
-      EXPECT_EQ(owner.version(), version + 1);
-      continue;
+    const auto out = push_expecting(g, r.push, r.steps, r.accepted);
+    if (!r.accepted && out.reject) {
+      EXPECT_NE(out.reject->detail.find("per step"), std::string::npos) << out.reject->detail;
     }
-    ASSERT_EQ(out.what, status::rejected);
-    EXPECT_EQ(out.reject->reason, reject_reason::implausible);
-    EXPECT_NE(out.reject->detail.find("per step"), std::string::npos) << out.reject->detail;
-    EXPECT_EQ(owner.version(), version);
   }
 }
 
@@ -660,16 +662,10 @@ TEST_F(owner_core_test,
     if (r.accepted) {
       EXPECT_GT(r.push / 4.0f, 10 * 0.01f);
     }
-    const uint64_t version = owner.version();
-    const auto value = owner.value();
-    auto out = g.push(0, r.push, r.steps);
-    if (r.accepted) {
-      EXPECT_EQ(out.what, status::accepted) << out.detail;
-      EXPECT_EQ(owner.version(), version + 1);
-      continue;
+    const auto out = push_expecting(g, r.push, r.steps, r.accepted);
+    if (!r.accepted && out.reject) {
+      EXPECT_NE(out.reject->detail.find("per step"), std::string::npos) << out.reject->detail;
     }
-    expect_implausible(out, owner, version, value);
-    EXPECT_NE(out.reject->detail.find("per step"), std::string::npos) << out.reject->detail;
   }
 }
 
@@ -910,15 +906,7 @@ TEST_F(owner_core_test, a_two_learner_fragment_refuses_a_x1000_push_once_it_has_
         ASSERT_EQ(g.push(0, 0.1f).what, status::accepted);
       }
     }
-    const uint64_t version = owner.version();
-    const auto value = owner.value();
-    auto out = g.push(0, r.push);
-    if (r.accepted) {
-      EXPECT_EQ(out.what, status::accepted) << out.detail;
-      EXPECT_EQ(owner.version(), version + 1);
-      continue;
-    }
-    expect_implausible(out, owner, version, value);
+    push_expecting(g, r.push, 1, r.accepted);
   }
   // Honest norms that jump 14x together: each learner refused once, then both accepted.
   owner_core owner(history_gate_options(10), *be, filled(1.0f), frozen);
