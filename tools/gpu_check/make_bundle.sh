@@ -49,8 +49,8 @@ if [[ -z "$FROM_BUILD" ]]; then
   say "configuring $BUILD (Release, CUDA sm_$ARCH, x86-64-v3, no tests)"
   cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DDD_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="$ARCH" -DDD_NATIVE=OFF -DCMAKE_CXX_FLAGS="-march=x86-64-v3" \
-    -DDD_TESTS=OFF -DDD_BENCHMARKS=OFF "${launcher[@]}" >"$ROOT/bundle-configure.log" 2>&1 ||
-    die "configure failed: see $ROOT/bundle-configure.log"
+    -DDD_TESTS=OFF -DDD_BENCHMARKS=OFF "${launcher[@]}" >"$BUILD.configure.log" 2>&1 ||
+    die "configure failed: see $BUILD.configure.log"
   say "building dd-node, dd-gpu-check and the CUDA module with $JOBS jobs"
   cmake --build "$BUILD" -j"$JOBS" --target dd-node dd-gpu-check dd_backend_cuda ||
     die "build failed"
