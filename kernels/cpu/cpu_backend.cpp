@@ -15,6 +15,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/cpu/detail/openblas_core.hpp"
 #include "kernels/cpu/detail/thread_pool.hpp"
 #include "kernels/cpu/detail/vec_math.hpp"
 #include "kernels/detail/host_backend.hpp"
@@ -52,9 +53,14 @@ inline void ensure_openblas_single_threaded() {
   if (openblas_get_num_threads() != 1) openblas_set_num_threads(1);
 }
 
+// Before main, so that every sgemm in the process (this backend's and any other caller's) runs
+// the kernels this CPU supports (cpu/detail/openblas_core.hpp).
+[[maybe_unused]] const bool openblas_core_selected = (cpu_detail::select_openblas_core(), true);
+
 class cpu_backend final : public detail::host_backend, public fused_merge_ops {
  public:
   explicit cpu_backend(int threads) : threads_(threads), pool_(threads) {
+    cpu_detail::select_openblas_core();  // already done before main; once per process
     ensure_openblas_single_threaded();
   }
 
