@@ -1,8 +1,10 @@
 // kernels/cpu/cpu_backend.cpp — the CPU backend (see cpu_backend.hpp for threading and
-// determinism). Every matrix product is an OpenBLAS sgemm whose rows (or output rows) are split
-// statically across this backend's thread pool (cpu/detail/thread_pool.hpp); every other loop
-// is a static row or element partition written so that GCC vectorizes it (-O3 -march=native,
-// no fast-math; `omp simd` pragmas fix the order of the few vectorized reductions).
+// determinism). Every linear layer's product is an OpenBLAS sgemm whose rows (or output rows) are
+// split statically across this backend's thread pool (cpu/detail/thread_pool.hpp); attention's
+// per-head products run in this file's register-tiled kernel (attn_tile), one head per thread
+// at a time; every other loop is a static row or element partition written so that GCC vectorizes
+// it (-O3 -march=native, no fast-math; `omp simd` pragmas fix the order of the few vectorized
+// reductions).
 #include "kernels/cpu/cpu_backend.hpp"
 
 #include <cblas.h>
@@ -28,9 +30,6 @@ using cpu_detail::fast_expf;
 using cpu_detail::fast_sigmoidf;
 
 constexpr float layernorm_eps = 1e-5f;
-// Rows per causal block in attention (see attention_forward). Fixed, so results do not depend
-// on anything but the shapes and the thread count.
-constexpr int attention_block = 32;
 // sqrt(2/pi) and the cubic coefficient of the GELU tanh approximation (Hendrycks & Gimpel 2016).
 constexpr float gelu_k = 0.7978845608028654f;
 constexpr float gelu_c = 0.044715f;
@@ -310,41 +309,127 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
     });
   }
 
+  // Attention's products (q·kᵀ, p·v and the four of the backward) are small per (batch, head):
+  // T×T×hs with hs = 64 at the models trained here. They run in a register-tiled kernel of
+  // this file (attn_tile) instead of sgemm: an sgemm call per 32-row block packs both operands
+  // again for a few microseconds of arithmetic, and its NT form (q·kᵀ, dy·vᵀ) was the slowest
+  // part. Each head's k and v (and, backward, q and dy) are first copied into contiguous,
+  // column-padded buffers (kᵀ and vᵀ transposed), so every product reads its B operand as
+  // contiguous 16-float rows and its A operand as broadcast scalars at any stride. The order of
+  // every sum is fixed (k = 0, 1, ...), so results depend only on the shapes.
+  static constexpr int attn_mr = 8;   ///< rows of a tile
+  static constexpr int attn_nv = 2;   ///< 16-float vectors per tile row
+  static constexpr int attn_nr = 32;  ///< columns of a tile (attn_nv · 16)
+  using v16 = float __attribute__((vector_size(64)));
+
+  static int round_up(int x, int m) { return (x + m - 1) / m * m; }
+
+  /// c[i·ldc + j] = Σ_{k<K} A(i,k) · b[k·ldb + j] for i < attn_mr, j < attn_nr, with
+  /// A(i,k) = a[min(i, m-1)·a_i + k·a_k] (rows past m repeat row m-1; the caller drops them).
+  /// b's rows hold attn_nr readable floats from each b + k·ldb.
+  static void attn_tile(const float* a, size_t a_i, size_t a_k, int m, const float* b, size_t ldb,
+                        int K, float* c, size_t ldc) {
+    const float* ar[attn_mr];
+    for (int i = 0; i < attn_mr; ++i) ar[i] = a + static_cast<size_t>(std::min(i, m - 1)) * a_i;
+    v16 acc[attn_mr][attn_nv];
+    for (int i = 0; i < attn_mr; ++i)
+      for (int v = 0; v < attn_nv; ++v) acc[i][v] = v16{};
+    for (int k = 0; k < K; ++k) {
+      v16 bv[attn_nv];
+      const float* br = b + static_cast<size_t>(k) * ldb;
+      for (int v = 0; v < attn_nv; ++v) std::memcpy(&bv[v], br + 16 * v, sizeof(v16));
+      const size_t ak = static_cast<size_t>(k) * a_k;
+      for (int i = 0; i < attn_mr; ++i) {
+        const float s = ar[i][ak];
+        for (int v = 0; v < attn_nv; ++v) acc[i][v] += s * bv[v];
+      }
+    }
+    for (int i = 0; i < attn_mr; ++i)
+      for (int v = 0; v < attn_nv; ++v)
+        std::memcpy(c + static_cast<size_t>(i) * ldc + 16 * v, &acc[i][v], sizeof(v16));
+  }
+
+  /// Per-thread buffers of the attention kernels (grown, never shrunk; padding stays finite).
+  struct attn_buffers {
+    std::vector<float> t0, t1, p0, p1, c;
+    static float* at_least(std::vector<float>& v, size_t n) {
+      if (v.size() < n) v.resize(n, 0.0f);
+      return v.data();
+    }
+  };
+  static attn_buffers& attn_bufs() {
+    thread_local attn_buffers b;
+    return b;
+  }
+
+  /// dst (hs rows of stride ldt) = src (T rows of stride ld, hs columns)ᵀ, 16 rows of src at a
+  /// time so that each dst row receives whole cache lines.
+  static void transpose_head(float* dst, size_t ldt, const float* src, size_t ld, int T, int hs) {
+    for (int t0 = 0; t0 < T; t0 += 16) {
+      const int n = std::min(16, T - t0);
+      const float* s = src + static_cast<size_t>(t0) * ld;
+      for (int d = 0; d < hs; ++d) {
+        float* o = dst + static_cast<size_t>(d) * ldt + t0;
+        for (int i = 0; i < n; ++i) o[i] = s[static_cast<size_t>(i) * ld + d];
+      }
+    }
+  }
+
+  /// Row stride of a transposed (hs, T) head buffer: T rounded up to whole tiles, plus 16 floats
+  /// so that its rows (read one after another by attn_tile) do not all fall in the same few L1
+  /// sets, as a stride of a multiple of 1 KiB makes them.
+  static size_t transposed_ld(int T) { return static_cast<size_t>(round_up(T, attn_nr)) + 16; }
+
+  /// dst (T, Hp) = src (T rows of stride ld, hs columns).
+  static void copy_head(float* dst, int Hp, const float* src, size_t ld, int T, int hs) {
+    for (int t = 0; t < T; ++t)
+      std::memcpy(dst + static_cast<size_t>(t) * Hp, src + static_cast<size_t>(t) * ld,
+                  sizeof(float) * hs);
+  }
+
+  /// c (attn_mr rows, stride ldc) = A · b over `cols` columns of b, tile by tile.
+  static void attn_rows(const float* a, size_t a_i, size_t a_k, int m, const float* b, size_t ldb,
+                        int K, int cols, float* c, size_t ldc) {
+    for (int j = 0; j < cols; j += attn_nr) attn_tile(a, a_i, a_k, m, b + j, ldb, K, c + j, ldc);
+  }
+
   // causal: row t sees keys [0, t + 1); otherwise all T keys.
   void attention_fwd(float* out, float* att, const float* qkv, int B, int T, int C, int NH,
                      bool causal) override {
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-    const int C3 = 3 * C;
+    const size_t C3 = 3 * static_cast<size_t>(C);
+    const int Tp = round_up(T, attn_nr), Hp = round_up(hs, attn_nr);
+    const size_t ldt = transposed_ld(T);
     for_each_head(qkv, B, T, C, NH, 2, [&](const attention_head& x) {
-      const float *q = x.q, *k = x.k, *v = x.v;
+      attn_buffers& buf = attn_bufs();
+      float* kt = attn_buffers::at_least(buf.t0, static_cast<size_t>(hs) * ldt);
+      float* vp = attn_buffers::at_least(buf.p0, static_cast<size_t>(T) * Hp);
+      float* c = attn_buffers::at_least(buf.c, static_cast<size_t>(attn_mr) * std::max(Tp, Hp));
+      transpose_head(kt, ldt, x.k, C3, T, hs);
+      copy_head(vp, Hp, x.v, C3, T, hs);
       float* a = att + x.p * T * T;
       float* o = out + x.out_at;
-      // Causal blocking: rows [r0, r1) only see keys [0, r1), so each row block multiplies
-      // only that prefix (75% of the square at T = 2 blocks, less for more blocks); the
-      // bidirectional variant multiplies all T keys.
-      for (int r0 = 0; r0 < T; r0 += attention_block) {
-        const int r1 = std::min(T, r0 + attention_block), rows = r1 - r0;
-        const int kl = causal ? r1 : T;  // keys this row block sees
-        float* ab = a + static_cast<size_t>(r0) * T;
-        // a[r0:r1, 0:kl] = scale · q[r0:r1] (rows,hs) · k[0:kl] (kl,hs)ᵀ
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kl, hs, scale,
-                    q + static_cast<size_t>(r0) * C3, C3, k, C3, 0.0f, ab, T);
-        for (int t = r0; t < r1; ++t) {
-          softmax_causal_row(a + static_cast<size_t>(t) * T, causal ? t + 1 : T, T);
+      for (int r0 = 0; r0 < T; r0 += attn_mr) {
+        const int m = std::min(attn_mr, T - r0);
+        const int kl = causal ? r0 + m : T;  // keys the block's rows see
+        // c[i, 0:kl] = q[r0+i] · kᵀ; then row t's probabilities over its keys into att.
+        attn_rows(x.q + r0 * C3, C3, 1, m, kt, ldt, hs, kl, c, Tp);
+        for (int i = 0; i < m; ++i) {
+          const int t = r0 + i, len = causal ? t + 1 : T;
+          float* ci = c + static_cast<size_t>(i) * Tp;
+          for (int j = 0; j < len; ++j) ci[j] *= scale;
+          float* ar = a + static_cast<size_t>(t) * T;
+          softmax_row(ar, ci, len);
+          for (int j = len; j < T; ++j) ar[j] = 0.0f;
         }
-        // out[r0:r1] (rows,hs) = a[r0:r1, 0:kl] · v[0:kl] (kl,hs); a is 0 above the diagonal
-        // when causal.
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, kl, 1.0f, ab, T, v, C3,
-                    0.0f, o + static_cast<size_t>(r0) * C, C);
+        // out[r0+i] = att[r0+i, 0:kl] · v[0:kl] (att is 0 past each row's keys).
+        attn_rows(a + static_cast<size_t>(r0) * T, T, 1, m, vp, Hp, kl, Hp, c, Hp);
+        for (int i = 0; i < m; ++i)
+          std::memcpy(o + static_cast<size_t>(r0 + i) * C, c + static_cast<size_t>(i) * Hp,
+                      sizeof(float) * hs);
       }
     });
-  }
-
-  /// In place: row[0..len) ← softmax(row[0..len)); row[len..T) ← 0.
-  static void softmax_causal_row(float* row, int len, int T) {
-    softmax_row(row, row, len);
-    for (int i = len; i < T; ++i) row[i] = 0.0f;
   }
 
   /// p[0..len) ← softmax(z[0..len)) (p may be z). Returns {max of z, Σ exp(z - max)}.
@@ -368,68 +453,66 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
                      const float* att, int B, int T, int C, int NH, bool causal) override {
     const int hs = C / NH;
     const float scale = 1.0f / std::sqrt(static_cast<float>(hs));
-    const int C3 = 3 * C;
+    const size_t C3 = 3 * static_cast<size_t>(C);
+    const int Tp = round_up(T, attn_nr), Hp = round_up(hs, attn_nr);
+    const size_t ldt = transposed_ld(T);
     for_each_head(qkv, B, T, C, NH, 4, [&](const attention_head& x) {
-      const float *q = x.q, *k = x.k, *v = x.v;
+      attn_buffers& buf = attn_bufs();
+      float* vt = attn_buffers::at_least(buf.t0, static_cast<size_t>(hs) * ldt);
+      float* kp = attn_buffers::at_least(buf.p0, static_cast<size_t>(T) * Hp);
+      float* qp = attn_buffers::at_least(buf.p1, static_cast<size_t>(T) * Hp);
+      float* dyp = attn_buffers::at_least(buf.t1, static_cast<size_t>(T) * Hp);
+      float* c = attn_buffers::at_least(buf.c, static_cast<size_t>(attn_mr) * std::max(Tp, Hp));
+      const float* dy = dout + x.out_at;
+      transpose_head(vt, ldt, x.v, C3, T, hs);
+      copy_head(kp, Hp, x.k, C3, T, hs);
+      copy_head(qp, Hp, x.q, C3, T, hs);
+      copy_head(dyp, Hp, dy, C, T, hs);
       float* dq = dqkv + x.qkv_at;
       float* dk = dq + C;
       float* dv = dq + 2 * C;
-      const float* dy = dout + x.out_at;
       const float* a = att + x.p * T * T;
-      float* da = scratch + x.p * T * T;
-      // Row blocks as in the forward: rows [r0, r1) involve keys/values [0, kl) only.
-      for (int r0 = 0; r0 < T; r0 += attention_block) {
-        const int r1 = std::min(T, r0 + attention_block), rows = r1 - r0;
-        const int kl = causal ? r1 : T;  // keys this row block sees
-        const size_t ro = static_cast<size_t>(r0);
-        const float* ab = a + ro * T;
-        float* db = da + ro * T;
-        // da[r0:r1, 0:kl] = dy[r0:r1] (rows,hs) · v[0:kl] (kl,hs)ᵀ
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, kl, hs, 1.0f, dy + ro * C, C, v,
-                    C3, 0.0f, db, T);
-        // dv[0:kl] (kl,hs) += a[r0:r1, 0:kl]ᵀ · dy[r0:r1] (rows,hs)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kl, hs, rows, 1.0f, ab, T, dy + ro * C,
-                    C, 1.0f, dv, C3);
-        if (causal)
-          softmax_backward_rows(db, ab, r0, r1, T, scale);
-        else
-          softmax_backward_rows_full(db, ab, r0, r1, T, scale);
-        // dq[r0:r1] (rows,hs) += dpre[r0:r1, 0:kl] · k[0:kl] (kl,hs)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, hs, kl, 1.0f, db, T, k, C3,
-                    1.0f, dq + ro * C3, C3);
-        // dk[0:kl] (kl,hs) += dpre[r0:r1, 0:kl]ᵀ · q[r0:r1] (rows,hs)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, kl, hs, rows, 1.0f, db, T, q + ro * C3,
-                    C3, 1.0f, dk, C3);
+      float* ds = scratch + x.p * T * T;
+      // Rows of att / ds: dpre = softmax backward of dy·vᵀ, then dq += dpre · k.
+      for (int r0 = 0; r0 < T; r0 += attn_mr) {
+        const int m = std::min(attn_mr, T - r0);
+        const int kl = causal ? r0 + m : T;
+        attn_rows(dy + static_cast<size_t>(r0) * C, C, 1, m, vt, ldt, hs, kl, c, Tp);
+        for (int i = 0; i < m; ++i) {
+          const int t = r0 + i, len = causal ? t + 1 : T;
+          const float* ar = a + static_cast<size_t>(t) * T;
+          const float* dp = c + static_cast<size_t>(i) * Tp;
+          float* dr = ds + static_cast<size_t>(t) * T;
+          float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+          for (int j = 0; j < len; ++j) s += ar[j] * dp[j];
+          for (int j = 0; j < len; ++j) dr[j] = scale * ar[j] * (dp[j] - s);
+          // Zeros only as far as the products below read: columns [0, kl) of these rows.
+          for (int j = len; j < kl; ++j) dr[j] = 0.0f;
+        }
+        attn_rows(ds + static_cast<size_t>(r0) * T, T, 1, m, kp, Hp, kl, Hp, c, Hp);
+        add_rows(dq + r0 * C3, C3, c, Hp, m, hs);
+      }
+      // Columns of att / ds (the keys): dv += attᵀ · dy and dk += dpreᵀ · q, over the rows that
+      // see each key block (from its first key on when causal: earlier rows hold zeros there).
+      for (int j0 = 0; j0 < T; j0 += attn_mr) {
+        const int m = std::min(attn_mr, T - j0);
+        const int t0 = causal ? j0 : 0;
+        const size_t off = static_cast<size_t>(t0) * T + j0;
+        attn_rows(a + off, 1, T, m, dyp + static_cast<size_t>(t0) * Hp, Hp, T - t0, Hp, c, Hp);
+        add_rows(dv + j0 * C3, C3, c, Hp, m, hs);
+        attn_rows(ds + off, 1, T, m, qp + static_cast<size_t>(t0) * Hp, Hp, T - t0, Hp, c, Hp);
+        add_rows(dk + j0 * C3, C3, c, Hp, m, hs);
       }
     });
   }
 
-  /// Softmax backward for rows [r0, r1) of one (batch, head), in place on `d` (row t at
-  /// d + (t - r0)·T), with the forward's 1/sqrt(hs) folded in:
-  /// dpre[t,j] = scale · a[t,j] (d[t,j] - Σ_i a[t,i] d[t,i]) for j <= t, else 0.
-  static void softmax_backward_rows(float* d, const float* a, int r0, int r1, int T, float scale) {
-    for (int t = r0; t < r1; ++t) {
-      const float* ar = a + static_cast<size_t>(t - r0) * T;
-      float* dr = d + static_cast<size_t>(t - r0) * T;
-      float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-      for (int j = 0; j <= t; ++j) s += ar[j] * dr[j];
-      for (int j = 0; j <= t; ++j) dr[j] = scale * ar[j] * (dr[j] - s);
-      for (int j = t + 1; j < r1; ++j) dr[j] = 0.0f;  // the block's products read [0, r1)
-    }
-  }
-
-  /// The bidirectional version: every row's j ∈ [0, T). (A separate loop, not a flag on the one
-  /// above, so the causal path compiles to exactly the code it always had: same bits.)
-  static void softmax_backward_rows_full(float* d, const float* a, int r0, int r1, int T,
-                                         float scale) {
-    for (int t = r0; t < r1; ++t) {
-      const float* ar = a + static_cast<size_t>(t - r0) * T;
-      float* dr = d + static_cast<size_t>(t - r0) * T;
-      float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-      for (int j = 0; j < T; ++j) s += ar[j] * dr[j];
-      for (int j = 0; j < T; ++j) dr[j] = scale * ar[j] * (dr[j] - s);
+  /// dst[i·ld + d] += c[i·ldc + d] for i < m, d < hs.
+  static void add_rows(float* dst, size_t ld, const float* c, size_t ldc, int m, int hs) {
+    for (int i = 0; i < m; ++i) {
+      float* d = dst + static_cast<size_t>(i) * ld;
+      const float* s = c + static_cast<size_t>(i) * ldc;
+      for (int j = 0; j < hs; ++j) d[j] += s[j];
     }
   }
 

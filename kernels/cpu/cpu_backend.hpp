@@ -1,5 +1,5 @@
-// kernels/cpu/cpu_backend.hpp — the fast CPU backend: OpenBLAS sgemm for every matrix product
-// (linear layers and the per-(batch, head) attention products, in 32-row causal blocks), static
+// kernels/cpu/cpu_backend.hpp — the fast CPU backend: OpenBLAS sgemm for the linear layers, a
+// register-tiled kernel of its own for the per-(batch, head) attention products, static
 // partitioning over the backend's own thread pool for everything else, and a vectorized exp for
 // softmax/GELU.
 //

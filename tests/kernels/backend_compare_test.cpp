@@ -135,7 +135,11 @@ DD_INSTANTIATE(shapes, DD_SUITE(attention),
                                  attn_shape{3, 31, 40, 5}, attn_shape{2, 64, 64, 8},
                                  attn_shape{1, 100, 72, 6}, attn_shape{1, 128, 96, 1},
                                  attn_shape{2, 128, 128, 4},  // default model
-                                 attn_shape{1, 127, 120, 8}),
+                                 attn_shape{1, 127, 120, 8},
+                                 // head size 50 (not a whole number of 16-float vectors) and T
+                                 // not a multiple of the 8-row tile or the 32-column panel
+                                 attn_shape{2, 77, 200, 4},
+                                 attn_shape{1, 256, 384, 6}),  // the 10.8M model's head shape
                attn_shape_name);
 
 // ---- layer norm ---------------------------------------------------------------------------

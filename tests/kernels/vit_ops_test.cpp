@@ -44,7 +44,8 @@ INSTANTIATE_TEST_SUITE_P(shapes, vit_attention,
                          ::testing::Values(attn_shape{1, 1, 4, 1}, attn_shape{2, 3, 6, 2},
                                            attn_shape{1, 5, 8, 4}, attn_shape{2, 17, 24, 3},
                                            attn_shape{3, 31, 40, 5}, attn_shape{2, 33, 64, 4},
-                                           attn_shape{1, 50, 72, 6}, attn_shape{2, 65, 32, 1}),
+                                           attn_shape{1, 50, 72, 6}, attn_shape{2, 65, 32, 1},
+                                           attn_shape{2, 77, 200, 4}),
                          attn_shape_name);
 
 // At T = 1 there is nothing to mask: both attentions give the same result.
