@@ -151,6 +151,64 @@ __attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const void* data, size_t
   return ~c;
 }
 
+inline void store64(uint8_t* p, uint64_t v) noexcept { std::memcpy(p, &v, 8); }
+
+/// three_blocks() that also stores each word it checksums at the same place under `q`.
+__attribute__((target("sse4.2"))) inline uint32_t three_blocks_copy(uint8_t* q, const uint8_t* p,
+                                                                    size_t block, uint32_t c,
+                                                                    const zeros_op& shift) {
+  uint64_t a = c, b = 0, d = 0;
+  const uint8_t* end = p + block;
+  for (; p < end; p += 8, q += 8) {
+    const uint64_t x = load64(p), y = load64(p + block), z = load64(p + 2 * block);
+    a = _mm_crc32_u64(a, x);
+    b = _mm_crc32_u64(b, y);
+    d = _mm_crc32_u64(d, z);
+    store64(q, x);
+    store64(q + block, y);
+    store64(q + 2 * block, z);
+  }
+  uint32_t r = shift(static_cast<uint32_t>(a)) ^ static_cast<uint32_t>(b);
+  return shift(r) ^ static_cast<uint32_t>(d);
+}
+
+/// crc32c_sse42() that copies what it reads to `dst` (the same steps; the source's alignment
+/// decides the word boundaries, the stores need none).
+__attribute__((target("sse4.2"))) uint32_t crc32c_copy_sse42(void* dst, const void* data,
+                                                             size_t size, uint32_t crc) noexcept {
+  const auto* p = static_cast<const uint8_t*>(data);
+  auto* q = static_cast<uint8_t*>(dst);
+  uint32_t c = ~crc;
+  while (size > 0 && (reinterpret_cast<uintptr_t>(p) & 7u) != 0) {
+    *q++ = *p;
+    c = _mm_crc32_u8(c, *p++);
+    --size;
+  }
+  for (const bool is_long : {true, false}) {
+    const size_t block = is_long ? long_block : short_block;
+    if (size < 3 * block) continue;
+    const zeros_op& shift = is_long ? zeros_long() : zeros_short();
+    do {
+      c = three_blocks_copy(q, p, block, c, shift);
+      p += 3 * block;
+      q += 3 * block;
+      size -= 3 * block;
+    } while (size >= 3 * block);
+  }
+  uint64_t w = c;
+  for (; size >= 8; p += 8, q += 8, size -= 8) {
+    const uint64_t x = load64(p);
+    w = _mm_crc32_u64(w, x);
+    store64(q, x);
+  }
+  c = static_cast<uint32_t>(w);
+  while (size-- > 0) {
+    *q++ = *p;
+    c = _mm_crc32_u8(c, *p++);
+  }
+  return ~c;
+}
+
 bool have_sse42() noexcept {
   static const bool yes = [] {
     __builtin_cpu_init();
@@ -195,6 +253,22 @@ uint32_t crc32c_with(crc32c_impl impl, const void* data, size_t size, uint32_t c
   (void)impl;
 #endif
   return crc32c_table(data, size, crc);
+}
+
+uint32_t crc32c_copy_with(crc32c_impl impl, void* dst, const void* src, size_t size,
+                          uint32_t crc) noexcept {
+#if DD_CRC32C_X86
+  if (impl == crc32c_impl::sse42 && have_sse42()) return crc32c_copy_sse42(dst, src, size, crc);
+#else
+  (void)impl;
+#endif
+  const uint32_t out = crc32c_table(src, size, crc);
+  if (size != 0) std::memcpy(dst, src, size);
+  return out;
+}
+
+uint32_t crc32c_copy(void* dst, const void* src, size_t size, uint32_t crc) noexcept {
+  return crc32c_copy_with(crc32c_active(), dst, src, size, crc);
 }
 
 namespace {

@@ -15,6 +15,13 @@ namespace dd::util {
 /// Uses crc32c_active()'s implementation.
 uint32_t crc32c(const void* data, size_t size, uint32_t crc = 0) noexcept;
 
+/// Copies `size` bytes from `src` to `dst` (which must not overlap) and returns their CRC-32C,
+/// continuing from `crc` as crc32c() does, reading each source byte once: with SSE4.2 each word
+/// is checksummed and stored from the same load (three streams interleaved, as crc32c()), so a
+/// receiver that must both keep a chunk's payload and check it reads it from memory once instead
+/// of twice. crc32c_copy(d, s, n, c) == crc32c(s, n, c) and d holds s's bytes afterwards.
+uint32_t crc32c_copy(void* dst, const void* src, size_t size, uint32_t crc = 0) noexcept;
+
 /// The CRC-32C of a ‖ b from crc_a = crc32c(a), crc_b = crc32c(b) and b's length, without
 /// reading either: crc32c_combine(crc32c(a), crc32c(b), |b|) == crc32c(a ‖ b). Lets a reader
 /// that checks a message's CRC keep the CRC of a part of it (a chunk's payload) from the same
@@ -41,5 +48,8 @@ const char* to_string(crc32c_impl impl) noexcept;
 /// crc32c() computed by `impl` (tests and benchmarks compare them). An implementation that
 /// crc32c_supported() says does not run here is replaced by the table.
 uint32_t crc32c_with(crc32c_impl impl, const void* data, size_t size, uint32_t crc = 0) noexcept;
+/// crc32c_copy() done by `impl` (table: the checksum, then memcpy); replaced as crc32c_with().
+uint32_t crc32c_copy_with(crc32c_impl impl, void* dst, const void* src, size_t size,
+                          uint32_t crc = 0) noexcept;
 
 }  // namespace dd::util

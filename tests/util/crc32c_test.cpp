@@ -2,6 +2,8 @@
 // split-invariance (crc32c(b, crc32c(a)) == crc32c(a ‖ b)) across every slicing-by-8 boundary,
 // and the SSE4.2 implementation against the table one on random bytes of many lengths,
 // alignments and start values.
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -95,6 +97,53 @@ TEST(crc32c, sse42_agrees_with_the_table_on_random_inputs) {
     }
   }
   EXPECT_GT(compared, 16 * 100);
+}
+
+// crc32c_copy gives crc32c's value and leaves an exact copy, for every implementation, at
+// lengths around each block edge and at every source and destination alignment; the bytes
+// around the destination are untouched.
+TEST(crc32c, copy_checksums_and_copies_at_every_length_and_alignment) {
+  std::mt19937_64 rng(20261207);
+  std::vector<unsigned char> data(2 * 3 * 8192 + 3 * 256 + 64);
+  for (auto& b : data) b = static_cast<unsigned char>(rng());
+  std::vector<size_t> lengths;
+  for (size_t edge :
+       {size_t{0}, size_t{8}, size_t{3 * 256}, size_t{3 * 8192}, size_t{2 * 3 * 8192 + 3 * 256}}) {
+    for (size_t d = 0; d < 10; ++d) {
+      lengths.push_back(edge + d);
+      if (edge >= d) lengths.push_back(edge - d);
+    }
+  }
+  std::vector<unsigned char> out(data.size() + 32);
+  int compared = 0;
+  for (crc32c_impl impl : {crc32c_impl::table, crc32c_impl::sse42}) {
+    if (!dd::util::crc32c_supported(impl)) continue;
+    for (size_t from : {size_t{0}, size_t{3}, size_t{8}}) {
+      for (size_t to : {size_t{0}, size_t{5}, size_t{16}}) {
+        for (size_t len : lengths) {
+          if (from + len > data.size() - 16) continue;
+          std::fill(out.begin(), out.end(), static_cast<unsigned char>(0xA5));
+          const unsigned char* p = data.data() + from;
+          const uint32_t start = static_cast<uint32_t>(rng());
+          ASSERT_EQ(dd::util::crc32c_copy_with(impl, out.data() + to, p, len, start),
+                    crc32c_with(crc32c_impl::table, p, len, start))
+              << dd::util::to_string(impl) << " from " << from << " to " << to << " length " << len;
+          ASSERT_TRUE(std::equal(p, p + len, out.begin() + static_cast<std::ptrdiff_t>(to)))
+              << dd::util::to_string(impl) << " length " << len;
+          for (size_t i = 0; i < to; ++i) ASSERT_EQ(out[i], 0xA5) << "before, byte " << i;
+          for (size_t i = to + len; i < out.size(); ++i)
+            ASSERT_EQ(out[i], 0xA5) << "after, byte " << i;
+          ++compared;
+        }
+      }
+    }
+  }
+  EXPECT_GT(compared, 9 * 80);
+  // The default entry point is the active implementation's.
+  std::vector<unsigned char> copy(100);
+  EXPECT_EQ(dd::util::crc32c_copy(copy.data(), data.data(), copy.size()),
+            crc32c(data.data(), copy.size()));
+  EXPECT_TRUE(std::equal(copy.begin(), copy.end(), data.begin()));
 }
 
 // The path crc32c() takes is split-invariant over the long interleaved blocks too.
