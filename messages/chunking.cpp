@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <string>
 
@@ -181,32 +182,68 @@ void chunk_assembler::release(assembly<Msg>& a) noexcept {
   a.bytes = {};
 }
 
+namespace {
+
+/// Whether [off, off + size) overlaps none of the disjoint slices in `slices` (offset → end).
+bool slice_free(const std::map<uint64_t, uint64_t>& slices, uint64_t off, uint64_t size) {
+  auto next = slices.lower_bound(off);
+  if (next != slices.end() && next->first < off + size) return false;
+  if (next != slices.begin() && std::prev(next)->second > off) return false;
+  return true;
+}
+
+}  // namespace
+
 template <class Msg, class Key>
 result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>>& table,
                                                      const Key& key, const Msg& chunk,
                                                      const uint8_t* payload, size_t size,
-                                                     std::optional<uint32_t> payload_crc) {
+                                                     std::optional<uint32_t> payload_crc,
+                                                     const pending_seal* seal) {
   // `chunk.payload` is not read: the payload is [payload, payload + size); `payload_crc`, when
-  // given, is its CRC-32C (computed by the decoder).
+  // given, is its CRC-32C (computed by the decoder); `seal`, when given, is the message's
+  // trailer check the decoder left to this call (then nothing of the chunk is checked yet).
   using R = result<std::optional<Msg>>;
   const std::string what = describe(chunk);
-  // A chunk damaged in transit is refused before it can touch any transfer.
-  if (chunk.payload_crc32c != 0) {
-    const uint32_t crc = payload_crc ? *payload_crc : util::crc32c(payload, size);
-    if (crc != chunk.payload_crc32c) {
+  // The checksum verdict on the payload's CRC-32C: the message's trailer (when its check was
+  // left here), then the chunk's own payload_crc32c (when not 0).
+  auto verdict = [&](uint32_t crc) -> std::optional<R> {
+    if (seal != nullptr) {
+      if (auto st = check_pending_seal(*seal, crc); !st) {
+        return R(errc::checksum_mismatch, what + ": " + st.error().message);
+      }
+    }
+    if (chunk.payload_crc32c != 0 && crc != chunk.payload_crc32c) {
       char buf[96];
       std::snprintf(buf, sizeof buf, ": chunk %u of %u: payload CRC32C %08x does not match %08x",
                     chunk.chunk_index, chunk.chunk_count, crc, chunk.payload_crc32c);
       return R(errc::checksum_mismatch, what + buf + " sent with it (damaged in transit)");
     }
+    return std::nullopt;
+  };
+  // A chunk damaged in transit is refused before it can touch anything accepted. With the
+  // trailer's check left here (`pending`), the verdict waits for the copy into the transfer's
+  // buffer only where that copy changes nothing accepted (bytes the buffer holds, in a slice no
+  // accepted chunk overlaps: see add(chunk_ref)); every other way on (an error, a change to the
+  // table, a copy elsewhere) settles it first.
+  bool pending = seal != nullptr;
+  auto settle = [&]() -> std::optional<R> {
+    if (!pending) return std::nullopt;
+    pending = false;
+    return verdict(util::crc32c(payload, size));
+  };
+  if (!pending && chunk.payload_crc32c != 0) {
+    if (auto v = verdict(payload_crc ? *payload_crc : util::crc32c(payload, size))) return *v;
   }
   auto it = table.find(key);
   const auto order = order_of(chunk);
   if (it != table.end()) {
     if (order < it->second.order) {
+      if (auto v = settle()) return *v;
       return R(errc::chunk_stale, what + ": chunk of an older transfer than the one in progress");
     }
     if (order > it->second.order) {  // newest transfer wins
+      if (auto v = settle()) return *v;
       release(it->second);
       table.erase(it);
       it = table.end();
@@ -214,6 +251,7 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
   }
   // From here on an error for this transfer discards its partial assembly.
   auto fail = [&](errc code, const std::string& msg) -> R {
+    if (auto v = settle()) return *v;
     if (it != table.end()) {
       release(it->second);
       table.erase(it);
@@ -254,31 +292,51 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
                                               " exceeds payloadBytes " + num(chunk.payload_bytes));
   }
 
+  // Inside [0, payload_bytes) (check_chunk_fields), so within the reserved capacity.
+  const auto off = static_cast<size_t>(chunk.chunk_offset);
+  bool copied = false;
   if (it == table.end()) {
     if (in_progress() >= limits_.max_in_progress) {
+      if (auto v = settle()) return *v;
       return R(errc::too_large, what + ": " + num(in_progress()) +
                                     " transfers already in progress (max_in_progress)");
     }
     if (chunk.payload_bytes >
         limits_.max_buffered_bytes - std::min(buffered_, limits_.max_buffered_bytes)) {
+      if (auto v = settle()) return *v;
       return R(errc::too_large, what + ": " + num(chunk.payload_bytes) +
                                     " more bytes would exceed "
                                     "max_buffered_bytes " +
                                     num(limits_.max_buffered_bytes) + " (" + num(buffered_) +
                                     " buffered)");
     }
+    const auto reserved = static_cast<size_t>(chunk.payload_bytes);
+    const size_t spare = spare_.capacity();
+    const bool reuse = spare != 0 && spare >= reserved && spare <= 2 * reserved + 4096;
+    // The bytes the recycled buffer already holds: a chunk inside them is copied in place.
+    const size_t held = reuse ? std::min(spare_.size(), reserved) : 0;
+    if (pending && !(size != 0 && off + size <= held)) {
+      if (auto v = settle()) return *v;
+    }
     assembly<Msg> a;
     a.order = order;
-    a.reserved = static_cast<size_t>(chunk.payload_bytes);
-    const size_t spare = spare_.capacity();
-    if (spare != 0 && spare >= a.reserved && spare <= 2 * a.reserved + 4096) {
+    a.reserved = reserved;
+    if (reuse) {
       a.bytes = std::move(spare_);  // pages already mapped: no faults, no zero-fill
-      a.bytes.clear();
+      a.bytes.resize(held);         // shrinks or keeps: nothing written
     } else {
       a.bytes.reserve(a.reserved);  // no zero-fill: each page is first written by its chunk
       advise_huge_pages(a.bytes.data(), a.reserved);
     }
     std::vector<uint8_t>().swap(spare_);  // used, or freed: it does not fit
+    if (pending) {  // the transfer's first chunk, copied and checksummed in one pass
+      pending = false;
+      if (auto v = verdict(util::crc32c_copy(a.bytes.data() + off, payload, size))) {
+        spare_ = std::move(a.bytes);  // no transfer started; the buffer stays the spare
+        return *v;
+      }
+      copied = true;
+    }
     a.offsets.assign(chunk.chunk_count, not_received);
     a.lengths.assign(chunk.chunk_count, 0);
     a.header = chunk;
@@ -295,17 +353,35 @@ result<std::optional<Msg>> chunk_assembler::add_impl(std::map<Key, assembly<Msg>
 
   assembly<Msg>& a = it->second;
   if (a.offsets[chunk.chunk_index] != not_received) {
+    if (auto v = settle()) return *v;
     return R(errc::chunk_duplicate,
              what + ": chunk " + num(chunk.chunk_index) + " arrived twice; the copy is ignored");
   }
-  if (size != 0) {
-    // Inside [0, payload_bytes) (check_chunk_fields), so within the reserved capacity: no
-    // reallocation. Bytes below the current end are overwritten, the rest appended.
-    const auto off = static_cast<size_t>(chunk.chunk_offset);
+  if (pending) {
+    if (size != 0 && off + size <= a.bytes.size() && !a.overlapping &&
+        slice_free(a.slices, off, size)) {
+      // Into bytes no accepted chunk holds: a refused chunk leaves this slice not received.
+      pending = false;
+      if (auto v = verdict(util::crc32c_copy(a.bytes.data() + off, payload, size))) return *v;
+      copied = true;
+    } else if (auto v = settle()) {
+      return *v;
+    }
+  }
+  if (size != 0 && !copied) {
+    // No reallocation: bytes below the current end are overwritten, the rest appended.
     if (a.bytes.size() < off) a.bytes.resize(off);
     const size_t inside = std::min(size, a.bytes.size() - off);
     if (inside != 0) std::memcpy(a.bytes.data() + off, payload, inside);
     a.bytes.insert(a.bytes.end(), payload + inside, payload + size);
+  }
+  if (size != 0 && !a.overlapping) {
+    if (slice_free(a.slices, off, size)) {
+      a.slices.emplace(off, off + size);
+    } else {
+      a.overlapping = true;  // the transfer cannot complete; no copy before a verdict now
+      a.slices.clear();
+    }
   }
   a.offsets[chunk.chunk_index] = chunk.chunk_offset;
   a.lengths[chunk.chunk_index] = size;
@@ -350,13 +426,14 @@ result<std::optional<broadcast_msg>> chunk_assembler::add(broadcast_msg chunk) {
 
 result<std::optional<push_msg>> chunk_assembler::add(const chunk_ref<push_msg>& chunk) {
   const auto key = std::make_pair(chunk.header.learner_id, chunk.header.fragment_id);
-  return add_impl(pushes_, key, chunk.header, chunk.payload, chunk.payload_size, chunk.payload_crc);
+  return add_impl(pushes_, key, chunk.header, chunk.payload, chunk.payload_size, chunk.payload_crc,
+                  chunk.seal ? &*chunk.seal : nullptr);
 }
 
 result<std::optional<broadcast_msg>> chunk_assembler::add(const chunk_ref<broadcast_msg>& chunk) {
   const int32_t key = chunk.header.fragment_id;
   return add_impl(broadcasts_, key, chunk.header, chunk.payload, chunk.payload_size,
-                  chunk.payload_crc);
+                  chunk.payload_crc, chunk.seal ? &*chunk.seal : nullptr);
 }
 
 size_t chunk_assembler::drop_learner(int32_t learner_id) {
@@ -389,8 +466,7 @@ void chunk_assembler::clear() {
 }
 
 void chunk_assembler::recycle(std::vector<uint8_t>&& buffer) {
-  spare_ = std::move(buffer);
-  spare_.clear();
+  spare_ = std::move(buffer);  // its bytes kept: the next transfer's chunks land in place
 }
 
 }  // namespace dd

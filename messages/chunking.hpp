@@ -77,7 +77,15 @@ class chunk_assembler {
   result<std::optional<broadcast_msg>> add(broadcast_msg chunk);
   /// Adds one push chunk decoded by decode_push_ref: as add(push_msg), but the payload is
   /// checked and copied straight from the encoded message into the transfer's buffer; its
-  /// CRC-32C is the one the decoder computed (chunk_ref::payload_crc) where it has one.
+  /// CRC-32C is the one the decoder computed (chunk_ref::payload_crc) where it has one. Where
+  /// the decoder left the trailer's check to this call (chunk_ref::seal), that check comes
+  /// first, as in the decoder: a chunk that fails it is refused with errc::checksum_mismatch
+  /// whatever else is wrong with it, and changes nothing accepted. When the chunk's slice lies
+  /// in bytes the transfer's buffer already holds (a recycled buffer) and overlaps no slice
+  /// already accepted, the payload is checksummed while it is copied there (one read,
+  /// util::crc32c_copy) and the verdict comes after the copy: a refused chunk leaves its bytes
+  /// in a slice that stays not received, which the chunk that fills it overwrites. Otherwise the
+  /// payload is checksummed first and copied after.
   result<std::optional<push_msg>> add(const chunk_ref<push_msg>& chunk);
   /// Adds one broadcast chunk decoded by decode_broadcast_ref; as above.
   result<std::optional<broadcast_msg>> add(const chunk_ref<broadcast_msg>& chunk);
@@ -94,8 +102,9 @@ class chunk_assembler {
   /// 2 × payload_bytes + 4 KiB) assembles into it instead of a fresh allocation, whose pages the
   /// kernel would fault in and zero-fill, at about the cost of the copy into them. Holds one spare
   /// at most (a later one replaces it); one that does not fit the next transfer is freed. The
-  /// assembled bytes are the same either way: every byte of a completed transfer is written by
-  /// its chunks.
+  /// buffer keeps its bytes (up to the next transfer's payload_bytes), so a chunk can be copied
+  /// and checksummed into place before its verdict (add(chunk_ref)). The assembled bytes are the
+  /// same either way: every byte of a completed transfer is written by its chunks.
   void recycle(std::vector<uint8_t>&& buffer);
   /// Capacity in bytes of the spare buffer held for the next transfer (0: none).
   size_t spare_bytes() const noexcept { return spare_.capacity(); }
@@ -117,11 +126,17 @@ class chunk_assembler {
     std::vector<uint64_t> offsets;  // per chunk index; UINT64_MAX = not yet received
     std::vector<uint64_t> lengths;  // per chunk index
     Msg header;                     // the first chunk's header (payload empty)
+    // The accepted slices, offset → end, while they are disjoint (`overlapping` once two
+    // accepted slices overlap, which fails the transfer at completion): a chunk whose trailer is
+    // still unchecked is copied into place only where it overlaps none of them.
+    std::map<uint64_t, uint64_t> slices;
+    bool overlapping = false;
   };
   template <class Msg, class Key>
   result<std::optional<Msg>> add_impl(std::map<Key, assembly<Msg>>& table, const Key& key,
                                       const Msg& chunk, const uint8_t* payload, size_t size,
-                                      std::optional<uint32_t> payload_crc = std::nullopt);
+                                      std::optional<uint32_t> payload_crc = std::nullopt,
+                                      const pending_seal* seal = nullptr);
   template <class Msg>
   void release(assembly<Msg>& a) noexcept;
 

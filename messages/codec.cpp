@@ -162,6 +162,21 @@ result<chunk_ref<Msg>> decode_ref(const uint8_t* data, size_t size, const decode
   R out = decode_envelope(data, size, unchecked, expect, want, body_fn);
   const bool in_place = out.ok() && out->payload_size != 0 && out->owned.empty();
   uint32_t got = 0, payload_crc = 0;
+  if (in_place && limits.defer_payload_checksum) {
+    // The payload's share is computed by the assembler as it copies it (check_pending_seal).
+    const auto at = static_cast<size_t>(out->payload - data);
+    const size_t n = out->payload_size;
+    const size_t tail = body - std::min(body, at + n);
+    pending_seal seal;
+    seal.message = data;
+    seal.body = body;
+    seal.before_crc = util::crc32c(data, at);
+    seal.after_crc = util::crc32c(data + at + n, tail);
+    seal.after_bytes = tail;
+    seal.payload_bytes = n;
+    out->seal = seal;
+    return out;
+  }
   if (in_place) {
     const auto at = static_cast<size_t>(out->payload - data);
     const size_t n = out->payload_size;
@@ -414,6 +429,12 @@ result<push_msg> decode_push(const uint8_t* data, size_t size, const decode_limi
                            m.payload = to_vector(payload);
                            return m;
                          });
+}
+
+status check_pending_seal(const pending_seal& seal, uint32_t payload_crc) {
+  uint32_t got = util::crc32c_combine(seal.before_crc, payload_crc, seal.payload_bytes);
+  got = util::crc32c_combine(got, seal.after_crc, seal.after_bytes);
+  return check_seal(seal.message, seal.body, got);
 }
 
 result<chunk_ref<push_msg>> decode_push_ref(const uint8_t* data, size_t size,

@@ -390,6 +390,12 @@ struct decode_limits {
   /// was already refused by its checksum, to address the refusal to what it names (the owner's
   /// targeted reject of a damaged push chunk); never to apply what such a message says.
   bool verify_checksum = true;
+  /// decode_push_ref / decode_broadcast_ref only: checksum the message's bytes around the
+  /// payload and leave the payload's share of the trailer's check to chunk_assembler::add, which
+  /// computes it while it copies the payload into the transfer's buffer (chunk_ref::seal), so
+  /// the payload is read once. For a caller that hands the chunk to the assembler before reading
+  /// anything of it; a message that fails to decode is checked whole first, as without it.
+  bool defer_payload_checksum = false;
 };
 
 // ---- encode ---------------------------------------------------------------------------------
@@ -473,6 +479,24 @@ result<progress_msg> decode_progress(const uint8_t* data, size_t size,
                                      const decode_limits& limits = {},
                                      const envelope_expect& expect = {});
 
+/// What a decoder that deferred the trailer's check (decode_limits::defer_payload_checksum)
+/// leaves for it: the CRC-32C of the message's bytes before the payload and of those between
+/// the payload and the trailer. `message` points at the decoded message (alive as long as the
+/// chunk_ref's payload), whose trailer follows its `body` bytes.
+struct pending_seal {
+  const uint8_t* message = nullptr;
+  size_t body = 0;
+  uint32_t before_crc = 0;  ///< of the bytes before the payload
+  uint32_t after_crc = 0;   ///< of the after_bytes bytes between the payload and the trailer
+  size_t after_bytes = 0;
+  size_t payload_bytes = 0;
+};
+
+/// The trailer's check of a message whose payload has the CRC-32C `payload_crc`: ok when the
+/// CRC of the whole body (combined from the three parts) matches the trailer; otherwise
+/// errc::checksum_mismatch, as the decoder reports it.
+status check_pending_seal(const pending_seal& seal, uint32_t payload_crc);
+
 /// A push or broadcast chunk decoded without copying its payload (decode_push_ref,
 /// decode_broadcast_ref; chunk_assembler::add takes it as it is). `header` holds every field but
 /// the payload: header.payload is empty and header.payload_crc32c is the value sent.
@@ -493,6 +517,11 @@ struct chunk_ref {
   /// again. Empty when the decoder did not check the trailer (decode_limits::verify_checksum
   /// off) or read an aligned copy of the message: then add computes it.
   std::optional<uint32_t> payload_crc;
+  /// Set when the decoder left the trailer's check to the assembler
+  /// (decode_limits::defer_payload_checksum): then nothing of `header` or the payload has been
+  /// checked against the trailer yet, and chunk_assembler::add refuses the chunk with
+  /// errc::checksum_mismatch before it accepts anything of it when check_pending_seal fails.
+  std::optional<pending_seal> seal;
 
   chunk_ref() = default;
   chunk_ref(chunk_ref&&) noexcept = default;

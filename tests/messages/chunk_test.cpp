@@ -518,6 +518,204 @@ TEST(Chunks, ADamagedRefChunkIsRefusedAndChangesNothing) {
   EXPECT_EQ(done->payload, whole.payload);
 }
 
+// ---- the trailer's check left to the assembler (decode_limits::defer_payload_checksum) ------
+
+decode_limits deferred_limits() {
+  decode_limits l;
+  l.defer_payload_checksum = true;
+  return l;
+}
+
+/// A broadcast of fragment 2 at `version`: 3000 fp32 values (12,000 bytes), whose byte i
+/// depends on the version and differs between the chunks at the same place; split into chunks
+/// of 4096 bytes: 4096, 4096, 3808.
+broadcast_msg deferred_whole(uint64_t version) {
+  return whole_broadcast(2, version, 3000, [=](size_t i) {
+    return static_cast<uint8_t>(i * 13 + i / 1000 + version * 7);
+  });
+}
+std::vector<broadcast_msg> deferred_chunks(uint64_t version) {
+  return *split_broadcast(deferred_whole(version), 4096);
+}
+
+/// An assembler that completed one transfer (version 1) and holds its buffer for the next: the
+/// chunks of the following transfers are copied into place before their verdict.
+chunk_assembler recycled_assembler() {
+  chunk_assembler a;
+  std::optional<broadcast_msg> done;
+  for (const auto& c : deferred_chunks(1)) {
+    const auto w = encode(c);
+    auto r = a.add(*decode_broadcast_ref(w, deferred_limits()));
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    if (r.ok() && r->has_value()) done = std::move(**r);
+  }
+  EXPECT_TRUE(done.has_value());
+  if (done) a.recycle(std::move(done->payload));
+  EXPECT_GE(a.spare_bytes(), 12000u);
+  return a;
+}
+
+// The decoder leaves the payload's share of the trailer's check (seal, no payload CRC);
+// check_pending_seal with the payload's CRC is the decoder's own check: the same verdict and,
+// for a damaged payload, the same message.
+TEST(ChunkDeferred, TheDecoderLeavesTheTrailersCheckWhoseVerdictIsTheDecoders) {
+  const auto chunks = deferred_chunks(5);
+  const auto bytes = encode(chunks[1]);
+  auto ref = decode_broadcast_ref(bytes, deferred_limits());
+  ASSERT_TRUE(ref.ok()) << ref.error().message;
+  ASSERT_TRUE(ref->seal.has_value());
+  EXPECT_FALSE(ref->payload_crc.has_value());
+  EXPECT_EQ(ref->seal->payload_bytes, 4096u);
+  EXPECT_TRUE(check_pending_seal(*ref->seal, chunks[1].payload_crc32c).ok());
+  auto damaged = flip_payload_bit(bytes, chunks[1].payload);
+  auto plain = decode_broadcast_ref(damaged);
+  ASSERT_EQ(plain.code(), errc::checksum_mismatch);
+  auto deferred = decode_broadcast_ref(damaged, deferred_limits());
+  ASSERT_TRUE(deferred.ok()) << "the header decodes: " << deferred.error().message;
+  ASSERT_TRUE(deferred->seal.has_value());
+  auto st =
+      check_pending_seal(*deferred->seal, util::crc32c(deferred->payload, deferred->payload_size));
+  ASSERT_FALSE(st.ok());
+  EXPECT_EQ(st.code(), errc::checksum_mismatch);
+  EXPECT_EQ(st.error().message, plain.error().message);
+  // A message that fails to decode is checked whole first, as without deferring.
+  auto other_run = decode_broadcast_ref(damaged, deferred_limits(), {"another run", 0});
+  EXPECT_EQ(other_run.code(), errc::checksum_mismatch);
+  EXPECT_EQ(decode_broadcast_ref(bytes, deferred_limits(), {"another run", 0}).code(),
+            errc::other_run);
+}
+
+// Deferred chunks in any order, into a fresh buffer and into recycled ones (of the same size,
+// smaller, larger), give exactly the payload, transfer after transfer.
+TEST(ChunkDeferred, ReassemblesInAnyOrderIntoFreshAndRecycledBuffers) {
+  chunk_assembler a;
+  std::mt19937 rng(7);
+  for (uint64_t version = 1; version <= 6; ++version) {
+    // Version 4 is shorter than the recycled buffer (it shrinks); versions 5 and 6 are longer
+    // than the bytes it then holds (their chunks past them are appended).
+    const size_t elements = version == 4 ? 2000 : version == 5 ? 2800 : 3000;
+    const broadcast_msg whole = whole_broadcast(
+        2, version, elements, [=](size_t i) { return static_cast<uint8_t>(i * 29 + version); });
+    auto chunks = *split_broadcast(whole, 1024);
+    std::shuffle(chunks.begin(), chunks.end(), rng);
+    std::optional<broadcast_msg> done;
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      const auto w = encode(chunks[i]);
+      auto ref = decode_broadcast_ref(w, deferred_limits());
+      ASSERT_TRUE(ref.ok()) << ref.error().message;
+      ASSERT_TRUE(ref->seal.has_value());
+      auto r = a.add(*ref);
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      EXPECT_EQ(r->has_value(), i + 1 == chunks.size());
+      if (r->has_value()) done = std::move(**r);
+    }
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(done->payload, whole.payload) << "version " << version;
+    EXPECT_EQ(done->version, version);
+    EXPECT_EQ(a.in_progress(), 0u);
+    EXPECT_EQ(a.buffered_bytes(), 0u);
+    a.recycle(std::move(done->payload));
+  }
+}
+
+enum class damage {
+  in_transit,  ///< a payload bit flipped after sealing: the trailer disagrees
+  trailer,     ///< a bit of the trailer's CRC flipped in transit
+  unsealed,    ///< a payload bit flipped before sealing: only payload_crc32c disagrees
+};
+
+struct damaged_case {
+  const char* name;
+  bool recycled;                   // a recycled buffer: the copy comes before the verdict
+  std::vector<size_t> before;      // chunks of version 5 accepted first
+  size_t index;                    // the damaged chunk's index, of `version`
+  uint64_t version;                // its transfer
+  std::optional<uint64_t> offset;  // its chunk_offset, changed before sealing
+  bool other_shape;                // its header disagrees with the transfer's (one value more)
+  damage how;
+};
+
+// A damaged chunk whose trailer's check was left to the assembler is refused as
+// checksum_mismatch whatever else it would be refused for (stale, duplicate, inconsistent) or
+// do (start a newer transfer, discard the older one), and changes nothing accepted: the
+// transfer in progress keeps its chunks and buffered bytes, a recycled buffer stays the spare,
+// the damaged slice is not marked received, and the intact chunks then complete the transfer
+// to exactly its payload (so no accepted byte was overwritten, even by a chunk whose damaged
+// offset pointed into an accepted slice).
+TEST(ChunkDeferred, ADamagedChunkIsRefusedAndChangesNothingAccepted) {
+  const damaged_case cases[] = {
+      {"payload, recycled buffer", true, {0}, 1, 5, {}, false, damage::in_transit},
+      {"payload, fresh buffer", false, {0}, 1, 5, {}, false, damage::in_transit},
+      {"first chunk, recycled buffer", true, {}, 0, 5, {}, false, damage::in_transit},
+      {"first chunk, fresh buffer", false, {}, 2, 5, {}, false, damage::in_transit},
+      {"trailer, between accepted slices", true, {0, 2}, 1, 5, {}, false, damage::trailer},
+      {"unsealed: payloadCrc32c differs", true, {0}, 1, 5, {}, false, damage::unsealed},
+      {"unsealed, the last chunk", true, {0, 1}, 2, 5, {}, false, damage::unsealed},
+      {"offset onto an accepted slice", true, {0}, 2, 5, 0, false, damage::trailer},
+      {"offset across an accepted end", true, {1}, 2, 5, 4096 + 100, false, damage::trailer},
+      {"duplicate of an accepted chunk", true, {0, 1}, 1, 5, {}, false, damage::in_transit},
+      {"chunk of a newer transfer", true, {0}, 0, 6, {}, false, damage::in_transit},
+      {"chunk of an older transfer", true, {0}, 1, 4, {}, false, damage::in_transit},
+      {"header the transfer refuses", true, {0}, 1, 5, {}, true, damage::in_transit},
+  };
+
+  const auto intact = deferred_chunks(5);
+  const broadcast_msg whole = deferred_whole(5);
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    chunk_assembler a = c.recycled ? recycled_assembler() : chunk_assembler{};
+    for (size_t i : c.before) {
+      const auto w = encode(intact[i]);
+      auto r = a.add(*decode_broadcast_ref(w, deferred_limits()));
+      ASSERT_TRUE(r.ok()) << r.error().message;
+      ASSERT_FALSE(r->has_value());
+    }
+    const size_t in_progress = a.in_progress();
+    const size_t buffered = a.buffered_bytes();
+    const size_t spare = a.spare_bytes();
+
+    broadcast_msg bad = deferred_chunks(c.version)[c.index];
+    if (c.offset) bad.chunk_offset = *c.offset;
+    if (c.other_shape) {
+      bad.total_elements += 1;
+      bad.payload_bytes += 4;
+    }
+    auto bytes = encode(bad);
+    switch (c.how) {
+      case damage::in_transit: bytes = flip_payload_bit(bytes, bad.payload); break;
+      case damage::trailer: bytes[bytes.size() - seal_bytes] ^= 0x10; break;
+      case damage::unsealed:
+        bytes = flip_payload_bit(bytes, bad.payload);
+        seal_message(bytes);
+        break;
+    }
+    auto ref = decode_broadcast_ref(bytes, deferred_limits());
+    ASSERT_TRUE(ref.ok()) << "the header decodes: " << ref.error().message;
+    ASSERT_TRUE(ref->seal.has_value());
+    auto r = a.add(*ref);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.code(), errc::checksum_mismatch) << r.error().message;
+    EXPECT_EQ(a.in_progress(), in_progress);
+    EXPECT_EQ(a.buffered_bytes(), buffered);
+    EXPECT_EQ(a.spare_bytes(), spare);
+
+    // The chunks not accepted before, intact (the damaged one sent again among them).
+    std::optional<broadcast_msg> done;
+    for (size_t i = 0; i < intact.size(); ++i) {
+      if (std::find(c.before.begin(), c.before.end(), i) != c.before.end()) continue;
+      const auto w = encode(intact[i]);
+      auto rr = a.add(*decode_broadcast_ref(w, deferred_limits()));
+      ASSERT_TRUE(rr.ok()) << "chunk " << i << ": " << rr.error().message;
+      if (rr->has_value()) done = std::move(**rr);
+    }
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(done->version, 5u);
+    EXPECT_EQ(done->payload, whole.payload);
+    EXPECT_EQ(a.in_progress(), 0u);
+    EXPECT_EQ(a.buffered_bytes(), 0u);
+  }
+}
+
 // encode_push_chunks (each payload copied once, a 4 KiB+ word-aligned chunk as a segment of its
 // own) gives what split_push + encode gives, for chunk sizes that take either path: word-sized
 // chunks of 4 KiB and more, an odd-sized last chunk, and chunks too small for their own segment.
