@@ -729,7 +729,11 @@ void learner_core::refuse_damaged_broadcast(int32_t fragment, const std::string&
 learner_actions learner_core::on_broadcast(const std::vector<uint8_t>& bytes) {
   learner_actions out;
   if (phase_ == phase::joining || phase_ == phase::finished) return out;
-  auto chunk = decode_broadcast_ref(bytes, {}, expect());  // payload left in `bytes`
+  // The payload is left in `bytes`; its share of the trailer's check is done by the assembler
+  // while it copies the payload into place (one read of it), before it accepts anything.
+  decode_limits limits;
+  limits.defer_payload_checksum = true;
+  auto chunk = decode_broadcast_ref(bytes, limits, expect());
   if (!chunk && chunk.code() == errc::checksum_mismatch) {
     // Damaged on the way: never applied; its header, read without the checksum, only names the
     // fragment to ask for again.

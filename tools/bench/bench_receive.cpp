@@ -2,7 +2,8 @@
 // per chunk, in one process, without the network: CRC-32C (both implementations), decode_push
 // with its payload copy + chunk_assembler::add(push_msg), and decode_push_ref +
 // chunk_assembler::add(chunk_ref) (the path the owner and dd-bench-transport's receivers take),
-// and that path with the transfer buffer recycled (chunk_assembler::recycle, as a learner does).
+// and that path with the transfer buffer recycled (chunk_assembler::recycle, as a learner does),
+// and that with the payload's checksum computed while it is copied (a learner's broadcasts).
 // docs/benchmarks-transport.md "Transport" gives the breakdown this measures.
 //
 // A fragment of --size-mb MiB (random fp32 bits) is split into --chunk-bytes chunks and encoded
@@ -148,6 +149,23 @@ int main(int argc, char** argv) {
                        auto r = recycling.add(*m);
                        check_whole(r, i);
                        if (r->has_value()) recycling.recycle(std::move((*r)->payload));
+                     }
+                   },
+                   {},
+                   {}});
+  // As a learner decodes a broadcast now: the trailer's check left to the assembler, which
+  // checksums each payload while it copies it into the recycled buffer (one read of it).
+  dd::chunk_assembler fused{cl};
+  dd::decode_limits deferred = dl;
+  deferred.defer_payload_checksum = true;
+  kinds.push_back({"... + recycle, copy and CRC in one pass (a learner's)",
+                   [&](uint64_t) {
+                     for (size_t i = 0; i < wire.size(); ++i) {
+                       auto m = dd::decode_push_ref(wire[i], deferred);
+                       if (!m) fail(m.error().message);
+                       auto r = fused.add(*m);
+                       check_whole(r, i);
+                       if (r->has_value()) fused.recycle(std::move((*r)->payload));
                      }
                    },
                    {},

@@ -583,7 +583,11 @@ caf::behavior mm_receiver(caf::stateful_actor<recv_state>* self, recv_counters* 
       },
       [=](atoms::broadcast_atom, const wire_bytes& b, uint64_t seq) {
         dd::actors::grant_credit(self, seq);
-        on_chunk(dd::decode_broadcast_ref(b.data(), b.size(), dl));
+        // As a learner decodes a broadcast (learner_core): the payload's checksum is computed
+        // by the assembler while it copies the payload.
+        dd::decode_limits deferred = dl;
+        deferred.defer_payload_checksum = true;
+        on_chunk(dd::decode_broadcast_ref(b.data(), b.size(), deferred));
       },
       [=](atoms::status_atom) { return int32_t{1}; },  // liveness probe
   };
