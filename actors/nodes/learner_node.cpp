@@ -6,6 +6,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -56,6 +57,15 @@ handshake_outcome outcome_of(const std::optional<node_join_reply>& rep, const st
   if (!rep) return handshake_outcome::failed(why, unanswered, dead_handle);
   if (!rep->accepted) return handshake_outcome::refused(rep->refusal, rep->reason);
   return handshake_outcome::accepted(rep->run_id);
+}
+
+/// Waits until the actor behind `h` is down (its proxy killed), at most `seconds`.
+void wait_until_down(const monitor_hdl& h, double seconds) {
+  auto* target = caf::actor_cast<caf::abstract_actor*>(h);
+  const auto end = node_connector::now_s() + seconds;
+  while (target != nullptr && !target->getf(caf::abstract_actor::is_terminated_flag) &&
+         node_connector::now_s() < end)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
 void say(const node_do::say& x) {
@@ -195,6 +205,8 @@ std::optional<int> learner_node_shell::starting(const node_actions& actions) {
           using T = std::decay_t<decltype(x)>;
           if constexpr (std::is_same_v<T, node_do::backoff>) {
             conn_.failed(x.why);
+          } else if constexpr (std::is_same_v<T, node_do::retry_at_once>) {
+            conn_.last_error = x.why;
           } else if constexpr (std::is_same_v<T, node_do::set_deadline>) {
             conn_.deadline_at = x.deadline_at;
             if (x.reset_attempts) conn_.attempt = 0;
@@ -282,11 +294,31 @@ std::optional<int> learner_node_shell::reach_syncer() {
     ask.host = host_;
     ask.learner_count = 0;  // describe only
     std::string why;
-    auto rep = node_handshake(self_, *m, ask, o_.join_token, 10.0, &why);
-    if (auto s = starting(core_.on_described(outcome_of(rep, why)))) return s;
+    bool unanswered = false;
+    // CAF drops a message to a dead proxy without an answer: a handle already down (a lookup
+    // answered from CAF's cache before it heard of the connection's end) is not asked.
+    auto* target = caf::actor_cast<caf::abstract_actor*>(*m);
+    const bool dead_handle =
+        target != nullptr && target->getf(caf::abstract_actor::is_terminated_flag);
+    std::optional<node_join_reply> rep;
+    if (dead_handle)
+      why = "the syncer's handle is already down";
+    else
+      rep = node_handshake(self_, *m, ask, o_.join_token,
+                           core_.describe_handshake_timeout_s(conn_.attempt), &why, &unanswered);
+    const auto actions =
+        core_.on_described(outcome_of(rep, why, unanswered, dead_handle), conn_.attempt);
+    if (auto s = starting(actions)) return s;
     if (rep && rep->accepted) {
       monitor_ = *m;
       described_ = std::move(*rep);
+    } else if (std::any_of(actions.begin(), actions.end(), [](const node_action& a) {
+                 return std::holds_alternative<node_do::retry_at_once>(a);
+               })) {
+      // The sockets were shut down: CAF drops the handle's connection, and with it the cached
+      // lookup, once it has read the end of it. The next lookup waits for that (at most 1 s),
+      // else it could get the same handle back and ask down the same dead route.
+      wait_until_down(*m, 1.0);
     }
   }
   run_id_ = described_.run_id;

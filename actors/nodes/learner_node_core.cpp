@@ -132,12 +132,29 @@ node_actions learner_node_core::on_startup_lookup_failed(const std::string& erro
   return {node_do::drop_connections{error, false}};
 }
 
-node_actions learner_node_core::on_described(const handshake_outcome& r) {
+node_actions learner_node_core::on_described(const handshake_outcome& r, int attempt) {
   switch (r.what) {
-    case handshake_outcome::kind::failed:
-      // A failed handshake is a failed attempt: the next one waits its backoff step, also
-      // against a syncer whose answers this node cannot read.
+    case handshake_outcome::kind::failed: {
+      // An unanswered describe was sent to a syncer just reached, which answers in
+      // milliseconds: its reply was lost, e.g. sent by the syncer's middleman down a route to
+      // this node that CAF dropped while the connection stayed open (CAF 0.17 cleans a closed
+      // connection's route up after the fact, keyed by its socket descriptor, which a connection
+      // accepted in between may already have: that cleanup then drops the new connection's
+      // route). Nothing comes back on such a connection until CAF's connection timeout closes
+      // it, so the node shuts its sockets to the syncer down and asks again at once on a fresh
+      // connection, once per backoff step (docs/nodes.md "The node handshake"). Any other
+      // failure (a dead handle, an error, an undecodable reply), and a second unanswered one in
+      // a row, is a failed attempt: the next one waits its backoff step.
+      if (r.unanswered && handshake_retried_at_ != attempt) {
+        handshake_retried_at_ = attempt;
+        return {node_do::drop_connections{r.why, false}, node_do::retry_at_once{r.why},
+                node_do::say{fmt::format(
+                    "dd-node learner {}: describe handshake unanswered ({}); retrying at once "
+                    "on a fresh connection",
+                    o_.name, r.why)}};
+      }
       return {node_do::backoff{r.why}};
+    }
     case handshake_outcome::kind::refused:
       if (refusal_is_retried(r.refusal))
         return {node_do::say{refused_line("", r)}, node_do::backoff{r.why}};
@@ -145,6 +162,7 @@ node_actions learner_node_core::on_described(const handshake_outcome& r) {
     case handshake_outcome::kind::accepted: break;
   }
   described_ = true;
+  handshake_retried_at_ = -1;
   return {node_do::set_deadline{0.0, true}};
 }
 
@@ -260,7 +278,11 @@ node_actions learner_node_core::on_rejoin_lookup_failed(const std::string& error
 
 double learner_node_core::rejoin_handshake_timeout_s(int attempt, double connect_timeout_s) const {
   const double full = std::max(1.0, connect_timeout_s);
-  return handshake_retried_at_ == attempt ? full : std::min(full, first_rejoin_handshake_s);
+  return handshake_retried_at_ == attempt ? full : std::min(full, first_handshake_s);
+}
+
+double learner_node_core::describe_handshake_timeout_s(int attempt) const {
+  return handshake_retried_at_ == attempt ? describe_handshake_s : first_handshake_s;
 }
 
 node_actions learner_node_core::on_rejoin(const handshake_outcome& r, int attempt, double took_s) {

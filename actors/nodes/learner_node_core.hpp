@@ -202,8 +202,10 @@ class learner_node_core {
   node_actions on_startup_check(double now_s, bool interrupted, const std::string& last_error);
   /// A startup lookup failed with `error` (a stale connection is shut down).
   node_actions on_startup_lookup_failed(const std::string& error);
-  /// The describe handshake (learner_count 0) came to `r`.
-  node_actions on_described(const handshake_outcome& r);
+  /// The describe handshake (learner_count 0) came to `r`; `attempt`: the connector's backoff
+  /// step. An unanswered one is retried at once on fresh connections, once per backoff step, as
+  /// a rejoin's is (on_rejoin); a second one in a row, or any other failure, is a failed attempt.
+  node_actions on_described(const handshake_outcome& r, int attempt = 0);
   /// The syncer's experiment loaded here (`loads`; else it failed with `load_error`: exit 1) and
   /// this node's memory check came to `memory_refusal` ("" = its learners fit; else exit 2:
   /// started again it would fail so).
@@ -234,12 +236,17 @@ class learner_node_core {
   /// handshake per step is retried at once).
   node_actions on_rejoin(const handshake_outcome& r, int attempt, double took_s);
   /// How long the rejoin handshake of backoff step `attempt` waits for its answer, given the
-  /// node's connect timeout: the first one of a step at most first_rejoin_handshake_s (a live
-  /// syncer answers in milliseconds, and a reply lost down a stale route is retried at once on
-  /// fresh connections, so waiting the whole connect timeout for it only delays the rejoin); the
+  /// node's connect timeout: the first one of a step at most first_handshake_s (a live syncer
+  /// answers in milliseconds, and a reply lost down a stale route is retried at once on fresh
+  /// connections, so waiting the whole connect timeout for it only delays the rejoin); the
   /// at-once retry the whole connect timeout (at least 1 s).
   double rejoin_handshake_timeout_s(int attempt, double connect_timeout_s) const;
-  static constexpr double first_rejoin_handshake_s = 1.0;
+  /// How long the describe handshake of backoff step `attempt` waits for its answer: the first
+  /// one of a step at most first_handshake_s, for the same reason; the at-once retry
+  /// describe_handshake_s (a syncer still starting under load may be slow to answer).
+  double describe_handshake_timeout_s(int attempt) const;
+  static constexpr double first_handshake_s = 1.0;
+  static constexpr double describe_handshake_s = 10.0;
   /// The node's writes have been failing for `failing_s` (`files`: which, with their errors);
   /// `writes`: the node's write-failure policy (retry_and_degrade(checkpoint.max_failing_seconds)),
   /// which says whether that ends the run (the learners stop, exit 1).

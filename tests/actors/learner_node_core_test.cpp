@@ -121,6 +121,13 @@ TEST(learner_node_core, every_transition_of_the_table) {
        state::connecting,
        {"backoff"},
        node_exit_ok},
+      {"the describe handshake unanswered: asked again at once on a fresh connection",
+       state::connecting,
+       0.0,
+       [](auto& c) { return c.on_described(outcome::failed("request_timeout", true), 1); },
+       state::connecting,
+       {"drop_connections", "retry_at_once", "say"},
+       node_exit_ok},
       {"no free learner: asked again",
        state::connecting,
        0.0,
@@ -489,6 +496,42 @@ TEST(learner_node_core,
   EXPECT_DOUBLE_EQ(c.rejoin_handshake_timeout_s(1, 0.4), 1.0);
   // The next backoff step's first handshake is short again.
   EXPECT_DOUBLE_EQ(c.rejoin_handshake_timeout_s(2, 3.0), 1.0);
+}
+
+// Regression: a learner node started before its syncer sent its first describe on a connection
+// whose replies the syncer's middleman no longer routed (CAF dropped the route to the node while
+// the connection stayed open) and waited the whole 10 s request timeout, twice when the next
+// lookup got the same connection back, before a fresh connection was answered: the node joined
+// 12-23 s after the syncer listened instead of within a second.
+TEST(learner_node_core, an_unanswered_describe_is_retried_at_once_once_per_backoff_step) {
+  auto c = at(state::connecting);
+  EXPECT_DOUBLE_EQ(c.describe_handshake_timeout_s(1), 1.0);
+  const auto first = c.on_described(outcome::failed("request_timeout", true), 1);
+  EXPECT_EQ(nth<node_do::drop_connections>(first, 0).why, "request_timeout");
+  EXPECT_FALSE(nth<node_do::drop_connections>(first, 0).log_event);  // no event log yet
+  EXPECT_EQ(nth<node_do::say>(first, 2).line,
+            "dd-node learner n1: describe handshake unanswered (request_timeout); retrying at "
+            "once on a fresh connection");
+  // The at-once retry waits the whole describe timeout: a syncer still starting may be slow.
+  EXPECT_DOUBLE_EQ(c.describe_handshake_timeout_s(1), 10.0);
+  // A second unanswered one in the same backoff step is a failed attempt.
+  EXPECT_EQ(kinds(c.on_described(outcome::failed("request_timeout", true), 1)),
+            (std::vector<std::string>{"backoff"}));
+  // The next backoff step's first describe is short again, and retried at once again.
+  EXPECT_DOUBLE_EQ(c.describe_handshake_timeout_s(2), 1.0);
+  EXPECT_EQ(kinds(c.on_described(outcome::failed("request_timeout", true), 2)),
+            (std::vector<std::string>{"drop_connections", "retry_at_once", "say"}));
+  // A failure that is not a silence (an undecodable reply, an error, a handle already down)
+  // waits its backoff step.
+  EXPECT_EQ(kinds(c.on_described(outcome::failed("undecodable"), 3)),
+            (std::vector<std::string>{"backoff"}));
+  EXPECT_EQ(kinds(c.on_described(outcome::failed("down", false, true), 4)),
+            (std::vector<std::string>{"backoff"}));
+  // Accepted: the node asks for ids; the retry bookkeeping starts over.
+  EXPECT_EQ(kinds(c.on_described(outcome::accepted("run1"), 2)),
+            (std::vector<std::string>{"set_deadline"}));
+  EXPECT_EQ(c.state(), state::asking_ids);
+  EXPECT_DOUBLE_EQ(c.describe_handshake_timeout_s(2), 1.0);
 }
 
 TEST(learner_node_core, progress_says_the_syncer_is_lost_and_finished_learners_wait) {
