@@ -31,7 +31,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import dd_gpt  # noqa: E402
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-DATA = os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare", "input.txt")
+DATA = os.path.join(ROOT, "datasets", "tinyshakespeare", "input.txt")
 
 
 def torch_tokens_per_second(cfg, B, T, steps, threads, init):

@@ -32,7 +32,7 @@ def main():
     cfg = {"vocab": 256, "context": 16, "layers": 2, "heads": 2, "width": 32}
     seed, B, T, steps = 42, 4, 16, 5
     hp = {"lr": 1e-2, "warmup": 2, "total": 5, "min_lr_ratio": 0.1, "weight_decay": 0.1, "grad_clip": 1.0}
-    text = open(os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare", "input.txt"), "rb").read()
+    text = open(os.path.join(ROOT, "datasets", "tinyshakespeare", "input.txt"), "rb").read()
     batches = dd_gpt.text_batches(text, B, T, steps)  # consecutive windows from the start
 
     params = dd_gpt.init_params(cfg, seed)

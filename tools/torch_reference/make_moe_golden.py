@@ -149,7 +149,7 @@ def run_case(cfg, seed, B, T, steps, hp, text):
 def main():
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    text = open(os.path.join(ROOT, "..", "shared", "data", "tinyshakespeare", "input.txt"), "rb").read()
+    text = open(os.path.join(ROOT, "datasets", "tinyshakespeare", "input.txt"), "rb").read()
     hp = {"lr": 1e-2, "warmup": 2, "total": 4, "min_lr_ratio": 0.1, "weight_decay": 0.1, "grad_clip": 1.0}
     base = {"kind": "moe_gpt", "vocab": 256, "context": 16, "layers": 2, "heads": 2, "width": 16}
     cases = [

@@ -21,7 +21,7 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 def mnist(n):
-    d = os.path.join(ROOT, "..", "shared", "data", "mnist-t10k")
+    d = os.path.join(ROOT, "datasets", "mnist-t10k")
     img = gzip.open(os.path.join(d, "t10k-images-idx3-ubyte.gz")).read()[16:16 + n * 784]
     lab = gzip.open(os.path.join(d, "t10k-labels-idx1-ubyte.gz")).read()[8:8 + n]
     return [list(img[i * 784:(i + 1) * 784]) for i in range(n)], list(lab)
