@@ -364,17 +364,58 @@ std::optional<int> learner_node_shell::ask_learner_ids() {
   req_.host = host_;
   req_.learner_ids = o_.learner_ids;
   req_.learner_count = static_cast<uint32_t>(std::max(1, o_.learners));
+  bool look_up = false;  // the syncer is looked up again (a fresh connection) before the next ask
   while (true) {
     if (auto s = starting(
             core_.on_startup_check(node_connector::now_s(), interrupted(), conn_.last_error)))
       return s;
+    if (look_up) {
+      const int attempts_before = conn_.attempt;
+      auto m = conn_.try_once();
+      if (!m) {
+        if (conn_.attempt == attempts_before) {  // the connector's backoff step is not over
+          std::this_thread::sleep_for(std::chrono::milliseconds(100));
+          continue;
+        }
+        if (auto s = starting(core_.on_startup_lookup_failed(conn_.last_error))) return s;
+        if (auto s = starting(
+                core_.on_ids(handshake_outcome::failed(conn_.last_error), node_connector::now_s())))
+          return s;
+        continue;
+      }
+      monitor_ = *m;  // the same syncer: the ask names its run, another run's answer is refused
+      look_up = false;
+    }
     std::string why;
-    auto rep = node_handshake(self_, monitor_, req_, o_.join_token, 10.0, &why);
+    bool unanswered = false;
+    // A handle already down (the syncer's connection ended) is not asked: CAF would drop the
+    // message without an answer. The next ask looks the syncer up again.
+    auto* target = caf::actor_cast<caf::abstract_actor*>(monitor_);
+    const bool dead_handle =
+        target != nullptr && target->getf(caf::abstract_actor::is_terminated_flag);
+    std::optional<node_join_reply> rep;
+    if (dead_handle)
+      why = "the syncer's handle is already down";
+    else
+      rep = node_handshake(self_, monitor_, req_, o_.join_token, core_.ids_handshake_timeout_s(),
+                           &why, &unanswered);
     if (rep && rep->accepted) {
       ids_ = rep->learner_ids;
       return std::nullopt;
     }
-    if (auto s = starting(core_.on_ids(outcome_of(rep, why), node_connector::now_s()))) return s;
+    const auto actions =
+        core_.on_ids(outcome_of(rep, why, unanswered, dead_handle), node_connector::now_s());
+    if (auto s = starting(actions)) return s;
+    if (std::any_of(actions.begin(), actions.end(), [](const node_action& a) {
+          return std::holds_alternative<node_do::retry_at_once>(a);
+        })) {
+      // The sockets were shut down: wait (at most 1 s) for CAF to drop the handle and its cached
+      // lookup, so that the lookup below connects afresh (as reach_syncer does).
+      wait_until_down(monitor_, 1.0);
+      look_up = true;
+    } else if (dead_handle) {
+      look_up = true;
+    }
   }
 }
 

@@ -207,6 +207,21 @@ node_actions learner_node_core::on_ids(const handshake_outcome& r, double now_s)
                 "dd-node learner: no learner id given within --join-deadline {:.0f} s (last: {})",
                 o_.join_deadline_s, r.why)},
             node_do::exit_node{node_exit_deadline}};
+  // An unanswered ask for ids was lost as an unanswered describe is (on_described): the syncer's
+  // middleman may route nothing to this node on that connection though it stays open, so the
+  // node shuts its sockets to the syncer down and asks again at once on a fresh connection, once
+  // per round of asks. The syncer may have granted the lost ask: it grants a node's own
+  // reservations to that node again (membership::node_join), so the repeated ask reserves no
+  // other id.
+  if (r.what == handshake_outcome::kind::failed && r.unanswered &&
+      ids_retried_round_ != ids_round_) {
+    ids_retried_round_ = ids_round_;
+    return {node_do::drop_connections{r.why, false}, node_do::retry_at_once{r.why},
+            node_do::say{fmt::format("dd-node learner {}: ask for learner ids unanswered ({}); "
+                                     "retrying at once on a fresh connection",
+                                     o_.name, r.why)}};
+  }
+  ++ids_round_;
   return {node_do::say{fmt::format("dd-node learner: {}; asking again in 2 s", r.why)},
           node_do::wait{2.0}};
 }
@@ -283,6 +298,10 @@ double learner_node_core::rejoin_handshake_timeout_s(int attempt, double connect
 
 double learner_node_core::describe_handshake_timeout_s(int attempt) const {
   return handshake_retried_at_ == attempt ? describe_handshake_s : first_handshake_s;
+}
+
+double learner_node_core::ids_handshake_timeout_s() const {
+  return ids_retried_round_ == ids_round_ ? describe_handshake_s : first_handshake_s;
 }
 
 node_actions learner_node_core::on_rejoin(const handshake_outcome& r, int attempt, double took_s) {

@@ -74,7 +74,8 @@ namespace node_do {
 struct backoff {
   std::string why;
 };
-/// A failed rejoin handshake retried at once, without a backoff step.
+/// A failed handshake (the describe, the ask for ids, a rejoin) retried at once on a fresh
+/// connection, without a backoff step.
 struct retry_at_once {
   std::string why;
 };
@@ -215,8 +216,14 @@ class learner_node_core {
   /// fail the same way); different from the syncer's, a line, and the node asks on so that the
   /// syncer refuses it and both sides log the refusal.
   node_actions on_data(const node_data_check& d);
-  /// The ask for learner ids came to `r`.
+  /// The ask for learner ids came to `r`. An unanswered one is retried at once on fresh
+  /// connections (drop_connections, retry_at_once: the shell looks the syncer up again), once per
+  /// round of asks; a second one in a row, or any other failure or a retried refusal, ends the
+  /// round: asked again in 2 s. Past --join-deadline any failure is exit 6.
   node_actions on_ids(const handshake_outcome& r, double now_s);
+  /// How long the ask for learner ids waits for its answer: the first one of a round
+  /// first_handshake_s, the at-once retry describe_handshake_s (as the describe's).
+  double ids_handshake_timeout_s() const;
   /// Every learner of the node was spawned; the main loop begins.
   void on_started(double now_s);
 
@@ -269,6 +276,8 @@ class learner_node_core {
   int status_ = node_exit_ok;
   double deadline_at_ = 0.0;
   int handshake_retried_at_ = -1;  ///< the backoff step whose unanswered handshake was retried
+  int ids_round_ = 0;           ///< the round of asks for learner ids (each failed round waits 2 s)
+  int ids_retried_round_ = -1;  ///< the round whose unanswered ask for ids was retried at once
   double last_progress_ = 0.0;
   double last_flush_ = 0.0;
   double last_outage_sample_ = 0.0;

@@ -234,6 +234,27 @@ TEST(learner_node_core, every_transition_of_the_table) {
        state::asking_ids,
        {"say", "exit_node"},
        node_exit_deadline},
+      {"the ask for ids unanswered: asked again at once on a fresh connection",
+       state::asking_ids,
+       10.0,
+       [](auto& c) { return c.on_ids(outcome::failed("request_timeout", true), t0 + 5); },
+       state::asking_ids,
+       {"drop_connections", "retry_at_once", "say"},
+       node_exit_ok},
+      {"the ask for ids failed otherwise (a handle already down): asked again in 2 s",
+       state::asking_ids,
+       10.0,
+       [](auto& c) { return c.on_ids(outcome::failed("down", false, true), t0 + 5); },
+       state::asking_ids,
+       {"say", "wait"},
+       node_exit_ok},
+      {"the ask for ids unanswered past the deadline",
+       state::asking_ids,
+       10.0,
+       [](auto& c) { return c.on_ids(outcome::failed("request_timeout", true), t0 + 11); },
+       state::asking_ids,
+       {"say", "exit_node"},
+       node_exit_deadline},
       {"the run is over",
        state::asking_ids,
        0.0,
@@ -532,6 +553,43 @@ TEST(learner_node_core, an_unanswered_describe_is_retried_at_once_once_per_backo
             (std::vector<std::string>{"set_deadline"}));
   EXPECT_EQ(c.state(), state::asking_ids);
   EXPECT_DOUBLE_EQ(c.describe_handshake_timeout_s(2), 1.0);
+}
+
+// Regression: the ask for learner ids, sent on the connection the describe was answered on,
+// waited the whole 10 s request timeout when the syncer's middleman no longer routed its reply
+// to the node (the connection staying open), and was then asked again on that same connection.
+TEST(learner_node_core, an_unanswered_ask_for_ids_is_retried_at_once_once_per_round) {
+  auto c = at(state::asking_ids, 30.0);
+  EXPECT_DOUBLE_EQ(c.ids_handshake_timeout_s(), 1.0);
+  const auto first = c.on_ids(outcome::failed("request_timeout", true), t0 + 3);
+  EXPECT_EQ(nth<node_do::drop_connections>(first, 0).why, "request_timeout");
+  EXPECT_FALSE(nth<node_do::drop_connections>(first, 0).log_event);  // no event log yet
+  EXPECT_EQ(nth<node_do::retry_at_once>(first, 1).why, "request_timeout");
+  EXPECT_EQ(nth<node_do::say>(first, 2).line,
+            "dd-node learner n1: ask for learner ids unanswered (request_timeout); retrying at "
+            "once on a fresh connection");
+  // The at-once retry waits the whole 10 s: a syncer under load may be slow to answer.
+  EXPECT_DOUBLE_EQ(c.ids_handshake_timeout_s(), 10.0);
+  // A second unanswered one in a row ends the round: asked again in 2 s, with a short wait.
+  const auto second = c.on_ids(outcome::failed("request_timeout", true), t0 + 14);
+  EXPECT_EQ(kinds(second), (std::vector<std::string>{"say", "wait"}));
+  EXPECT_DOUBLE_EQ(nth<node_do::wait>(second, 1).seconds, 2.0);
+  EXPECT_DOUBLE_EQ(c.ids_handshake_timeout_s(), 1.0);
+  // The next round's unanswered ask is retried at once again.
+  EXPECT_EQ(kinds(c.on_ids(outcome::failed("request_timeout", true), t0 + 17)),
+            (std::vector<std::string>{"drop_connections", "retry_at_once", "say"}));
+  // A retried refusal ends the round too; the next unanswered ask is retried at once.
+  EXPECT_EQ(kinds(c.on_ids(outcome::refused(node_refusal::no_free_learner, "full"), t0 + 18)),
+            (std::vector<std::string>{"say", "wait"}));
+  EXPECT_EQ(kinds(c.on_ids(outcome::failed("request_timeout", true), t0 + 20)),
+            (std::vector<std::string>{"drop_connections", "retry_at_once", "say"}));
+  // A failed round past --join-deadline ends the node (exit 6).
+  const auto late = c.on_ids(outcome::failed("request_timeout", true), t0 + 31);
+  EXPECT_EQ(kinds(late), (std::vector<std::string>{"say", "exit_node"}));
+  EXPECT_EQ(nth<node_do::exit_node>(late, 1).status, node_exit_deadline);
+  // The describe's retry bookkeeping is apart: a rejoin's first handshake is short again.
+  c.on_started(t0 + 40);
+  EXPECT_DOUBLE_EQ(c.rejoin_handshake_timeout_s(0, 10.0), 1.0);
 }
 
 TEST(learner_node_core, progress_says_the_syncer_is_lost_and_finished_learners_wait) {

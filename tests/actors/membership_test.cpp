@@ -144,6 +144,31 @@ TEST(membership, a_reservation_holds_an_id_for_its_node_until_it_expires) {
             "'node-b')");
 }
 
+// A learner node whose ask for ids went unanswered asks again at once on a fresh connection
+// (learner_node_core::on_ids); the syncer may have granted the lost ask. The same node asking
+// again, by count, gets the ids it holds back and reserves no other: the rest stay free.
+TEST(membership, a_repeated_ask_for_ids_from_the_same_node_is_granted_the_same_ids) {
+  membership m(options(2, /*remote=*/true), 0.0);
+  auto ask = node_asking("node-a", {});
+  ask.learner_count = 1;
+  const auto first = m.node_join(ask, "caf-a", 0.0);
+  ASSERT_TRUE(first.accepted) << first.reason;
+  EXPECT_EQ(first.ids, std::vector<int32_t>{0});
+  const auto again = m.node_join(ask, "caf-a", 1.0);
+  ASSERT_TRUE(again.accepted) << again.reason;
+  EXPECT_EQ(again.ids, std::vector<int32_t>{0});
+  // Learner 1 is still free for another node; learner 0 is not.
+  auto other = node_asking("node-b", {});
+  other.learner_count = 2;
+  const auto b = m.node_join(other, "caf-b", 2.0);
+  ASSERT_TRUE(b.accepted) << b.reason;
+  EXPECT_EQ(b.ids, std::vector<int32_t>{1});
+  // The learner joins on node-a's reservation.
+  const auto j = m.join(join_as(0), "caf-a", 3.0);
+  ASSERT_TRUE(j.accepted()) << j.reason;
+  EXPECT_EQ(m.learners().at(0).node, "node-a");
+}
+
 TEST(membership, node_handshakes_are_refused_with_a_reason) {
   struct row {
     std::string what;
