@@ -53,9 +53,10 @@ struct learner_node_options {
   /// Syncer addresses (host, port), tried in turn.
   std::vector<std::pair<std::string, uint16_t>> join;
   /// What a failed attempt to reach the syncer at one of `join` says (node_connector::explain;
-  /// dd-node learner: join_failure_text, naming the syncer behind a TLS forwarder). None: the
-  /// lookup's error.
-  std::function<std::string(const std::pair<std::string, uint16_t>& addr, const std::string& error)>
+  /// dd-node learner: join_failure_text, naming the syncer behind a TLS forwarder; `reached`:
+  /// the node reached the syncer before). None: the lookup's error.
+  std::function<std::string(const std::pair<std::string, uint16_t>& addr, const std::string& error,
+                            bool reached)>
       explain_join_failure;
   /// Learner ids to run; empty: `learners` free ids chosen by the monitor.
   std::vector<int32_t> learner_ids;

@@ -225,19 +225,24 @@ std::optional<node_join_reply> node_handshake(caf::scoped_actor& self, const mon
 }
 
 std::string join_failure_text(const std::string& error, const std::string& forwarder,
-                              const std::string& syncer, const std::string& tls_refusal) {
+                              const std::string& syncer, const std::string& tls_refusal,
+                              bool reached_before) {
   if (!forwarder.empty()) {
     if (!tls_refusal.empty()) return tls_refusal;
     std::string rest = error;
     if (rest.rfind(forwarder + ": ", 0) == 0) rest.erase(0, forwarder.size() + 2);
     return fmt::format("{} through the TLS forwarder {}: {}", syncer, forwarder, rest);
   }
-  if (error.find("disconnect_during_handshake") != std::string::npos)
+  if (error.find("disconnect_during_handshake") == std::string::npos) return error;
+  // A node that reached the syncer before speaks what the syncer speaks: TLS is not the cause.
+  if (reached_before)
     return error +
-           ": the syncer closed the connection during the handshake — a syncer that listens "
-           "with TLS does so to a node without it: give --tls-cert, --tls-key and --tls-ca "
-           "(docs/securing.md)";
-  return error;
+           ": the syncer closed the connection during the handshake (the syncer is restarting, "
+           "or a proxy between them closed the connection)";
+  return error +
+         ": the syncer closed the connection during the handshake — the syncer is restarting, "
+         "or a proxy between them closed the connection, or the syncer listens with TLS and "
+         "this node has none: then give --tls-cert, --tls-key and --tls-ca (docs/securing.md)";
 }
 
 double node_connector::now_s() {
@@ -254,8 +259,11 @@ std::optional<monitor_hdl> node_connector::try_once() {
   double timeout = connect_timeout_s;
   if (deadline_at > 0) timeout = std::max(0.05, std::min(timeout, deadline_at - now_s()));
   auto m = lookup(sys, host, port, timeout, &last_error);
-  if (m) return m;
-  if (explain) last_error = explain(last_addr, last_error);
+  if (m) {
+    reached = true;
+    return m;
+  }
+  if (explain) last_error = explain(last_addr, last_error, reached);
   failed(last_error);
   return std::nullopt;
 }

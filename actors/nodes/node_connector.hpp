@@ -59,10 +59,13 @@ std::optional<node_join_reply> node_handshake(caf::scoped_actor& self, const mon
 /// `error` names; `syncer` = the syncer's HOST:PORT behind it): the forwarder's refusal when its
 /// handshake with the syncer failed since the last attempt (`tls_refusal`, naming the syncer and
 /// the cause), else `error` with the syncer's address in front of the forwarder's. Without TLS
-/// (`forwarder` empty): a connection the syncer closed during the handshake gets the likely
-/// cause — a syncer that listens with TLS closes a plaintext node's connection so.
+/// (`forwarder` empty): a connection the syncer closed during the handshake gets its possible
+/// causes — a syncer restarting, a proxy closing the connection, and, only on a node that never
+/// reached the syncer (`reached_before` false), a syncer that listens with TLS (it closes a
+/// plaintext node's connection so; a node that reached it before speaks what it speaks).
 std::string join_failure_text(const std::string& error, const std::string& forwarder,
-                              const std::string& syncer, const std::string& tls_refusal);
+                              const std::string& syncer, const std::string& tls_refusal,
+                              bool reached_before = false);
 
 /// The syncer addresses tried in turn, each attempt bounded by `connect_timeout_s` and by the
 /// deadline, and the backoff between failed attempts.
@@ -91,9 +94,11 @@ struct node_connector {
   std::string last_error;
   double deadline_at = 0.0;  ///< steady seconds; no attempt runs past it (0 = none)
   std::pair<std::string, uint16_t> last_addr;  ///< the address of the latest attempt
-  /// Rewrites a failed lookup's error for the node's messages (e.g. join_failure_text); none:
-  /// the error as it is.
-  std::function<std::string(const std::pair<std::string, uint16_t>& addr, const std::string& error)>
+  bool reached = false;  ///< a lookup of the syncer succeeded once (its CAF handshake passed)
+  /// Rewrites a failed lookup's error for the node's messages (e.g. join_failure_text; `reached`:
+  /// the node reached the syncer before); none: the error as it is.
+  std::function<std::string(const std::pair<std::string, uint16_t>& addr, const std::string& error,
+                            bool reached)>
       explain;
 
   static double now_s();

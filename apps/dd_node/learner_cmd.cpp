@@ -138,10 +138,10 @@ int learner_main(int argc, char** argv) {
   };
   auto forwarders = std::make_shared<std::map<uint16_t, behind>>();
   o.explain_join_failure = [forwarders](const std::pair<std::string, uint16_t>& addr,
-                                        const std::string& error) {
+                                        const std::string& error, bool reached) {
     auto it = forwarders->find(addr.second);
     if (addr.first != "127.0.0.1" || it == forwarders->end())
-      return actors::join_failure_text(error, "", "", "");
+      return actors::join_failure_text(error, "", "", "", reached);
     const uint64_t refused = it->second.tunnel->refused();
     const std::string refusal = refused > it->second.seen ? it->second.tunnel->last_refusal() : "";
     it->second.seen = refused;

@@ -345,10 +345,13 @@ TEST(TlsTunnel, ALearnerRefusesASyncerWhoseCertificateDoesNotNameIt) {
 
 // Regression: a learner whose handshake failed said `syncer not reachable (127.0.0.1:38677:
 // ...)`, naming its own TLS forwarder's port, and a plaintext learner joining a TLS syncer got
-// `system_error(disconnect_during_handshake)` with no word of TLS. What a failed attempt says.
+// `system_error(disconnect_during_handshake)` with no word of TLS; then a plaintext learner that
+// was joined, reconnecting while its syncer restarted behind a proxy, was told to give TLS flags.
+// What a failed attempt says.
 TEST(TlsTunnel, a_failed_join_names_the_syncer_and_what_is_wrong) {
   struct row {
     const char *what, *error, *forwarder, *syncer, *refusal, *said;
+    bool reached_before = false;
   };
   const std::vector<row> table = {
       {"TLS, the forwarder refused the syncer", "127.0.0.1:38677: system_error(x)",
@@ -361,13 +364,22 @@ TEST(TlsTunnel, a_failed_join_names_the_syncer_and_what_is_wrong) {
       {"plaintext to a TLS syncer", "127.0.0.1:29529: system_error(disconnect_during_handshake)",
        "", "", "",
        "127.0.0.1:29529: system_error(disconnect_during_handshake): the syncer closed the "
-       "connection during the handshake — a syncer that listens with TLS does so to a node "
-       "without it: give --tls-cert, --tls-key and --tls-ca (docs/securing.md)"},
+       "connection during the handshake — the syncer is restarting, or a proxy between them "
+       "closed the connection, or the syncer listens with TLS and this node has none: then "
+       "give --tls-cert, --tls-key and --tls-ca (docs/securing.md)"},
+      {"plaintext, joined before, the syncer restarting",
+       "127.0.0.1:36481: system_error(disconnect_during_handshake)", "", "", "",
+       "127.0.0.1:36481: system_error(disconnect_during_handshake): the syncer closed the "
+       "connection during the handshake (the syncer is restarting, or a proxy between them "
+       "closed the connection)",
+       true},
       {"plaintext, another error", "127.0.0.1:29529: connect: Connection refused", "", "", "",
        "127.0.0.1:29529: connect: Connection refused"},
   };
   for (const auto& r : table)
-    EXPECT_EQ(join_failure_text(r.error, r.forwarder, r.syncer, r.refusal), r.said) << r.what;
+    EXPECT_EQ(join_failure_text(r.error, r.forwarder, r.syncer, r.refusal, r.reached_before),
+              r.said)
+        << r.what;
 }
 
 }  // namespace
