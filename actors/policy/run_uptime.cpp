@@ -248,11 +248,22 @@ run_steps read_run_steps(const std::string& run_dir) {
   return r;
 }
 
-double training_began(const std::map<long long, std::vector<time_span>>& spans, double lo) {
+double training_began(const std::map<long long, std::vector<step_point>>& points,
+                      const std::map<long long, std::vector<time_span>>& spans, double lo) {
   double first = std::numeric_limits<double>::infinity();
   for (const auto& [id, list] : spans)
     for (const auto& s : list) first = std::min(first, s.from);
-  return std::isfinite(first) ? std::max(lo, first) : lo;
+  if (!std::isfinite(first)) return lo;
+  // The start-up lasts until every learner the run started with (its first step within
+  // kStartSeconds of the first row) has made its first step: until then a learner that has not
+  // started yet may be the one that steps next, and the first steps of the others are still slow.
+  double last_start = lo;
+  for (const auto& [id, pts] : points) {
+    double t = std::numeric_limits<double>::infinity();
+    for (const auto& p : pts) t = std::min(t, p.t);
+    if (std::isfinite(t) && t <= lo + kStartSeconds) last_start = std::max(last_start, t);
+  }
+  return std::max({lo, first, last_start});
 }
 
 run_uptime_figures run_uptime(const run_steps& steps, std::size_t needed) {
@@ -261,7 +272,7 @@ run_uptime_figures run_uptime(const run_steps& steps, std::size_t needed) {
   std::map<long long, std::vector<time_span>> spans;
   for (const auto& [id, pts] : steps.points) spans[id] = stepping_spans(pts);
   out.known = true;
-  out.began = training_began(spans, steps.lo);
+  out.began = training_began(steps.points, spans, steps.lo);
   out.figures = downtime_of(spans, out.began, steps.hi, needed);
   return out;
 }

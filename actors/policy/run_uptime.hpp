@@ -12,11 +12,13 @@
 // advances; an advance is stepping when it took at most max(4 × pace, 1 s) per step, pace being
 // the larger of two medians of the learner's seconds per step around it (its 5 advances on each
 // side, and its advances that ended within ±60 s). The observed time runs from the moment
-// training began — the start of the first stepping advance of any learner, so a start-up stall
-// of every learner (their first steps slow under load, before any learner stepped at its pace) is
-// not downtime — to the last row; downtime is the part of it with fewer than K learners stepping
-// (K = 1: no learner stepping, the report's global downtime). A run in which no learner ever
-// stepped at its pace is observed from its first row, all of it down.
+// training began — the start of the first stepping advance of any learner, and not before every
+// learner the run started with (its first step within 60 s of the first row) made its first
+// step, so a start-up stall (first steps slow under load, before any learner stepped at its
+// pace, or while the others have not started yet) is not downtime — to the last row; downtime is
+// the part of it with fewer than K learners stepping (K = 1: no learner stepping, the report's
+// global downtime). A run in which no learner ever stepped at its pace is observed from its first
+// row, all of it down.
 //
 // stepping_spans and downtime_of are pure; read_run_steps reads the files (missing files give
 // no points; malformed lines are counted and skipped). Any thread.
@@ -70,9 +72,16 @@ struct run_steps {
 };
 run_steps read_run_steps(const std::string& run_dir);
 
-/// When training began: the earliest start of any learner's stepping spans, not before `lo`
-/// (the first row); `lo` when no learner has a stepping span.
-double training_began(const std::map<long long, std::vector<time_span>>& spans, double lo);
+/// A learner whose first step came within this many seconds of the run's first row is one the
+/// run started with: the start-up lasts until each of them has made its first step. A learner
+/// that joined later does not extend it.
+constexpr double kStartSeconds = 60.0;
+
+/// When training began: the later of the earliest start of any learner's stepping spans and the
+/// first point of the last learner the run started with (its first point within kStartSeconds
+/// of `lo`, the first row), not before `lo`; `lo` when no learner has a stepping span.
+double training_began(const std::map<long long, std::vector<step_point>>& points,
+                      const std::map<long long, std::vector<time_span>>& spans, double lo);
 
 /// read_run_steps + stepping_spans + downtime_of with K = `needed` over [training_began, last
 /// row]; `known` is false when the run has fewer than two rows (nothing to judge).

@@ -655,9 +655,9 @@ TEST(run_uptime, learners_stepping_through_a_syncer_outage_are_up) {
 
 // A start-up stall is not downtime: when every learner's first steps are slow (10 s between the
 // first and second rows against a pace of 0.5 s, as under load), the observed time starts when
-// training began (the first stepping advance of any learner), so `zero_global_downtime` holds; a
-// stall of every learner after that still counts, and a run that never stepped at its pace is
-// all down.
+// training began (the first stepping advance of any learner, and not before every learner the
+// run started with made its first step), so `zero_global_downtime` holds; a stall of every
+// learner after that still counts, and a run that never stepped at its pace is all down.
 TEST(run_uptime, a_start_up_stall_is_not_downtime) {
   // Rows of one learner: step 1 at `from`, then one step every `pace` s until `to`; the first
   // step due after `stall_at` comes `stall_s` late (the steps after it keep the pace).
@@ -713,6 +713,35 @@ TEST(run_uptime, a_start_up_stall_is_not_downtime) {
                    100.0,
                    20.0,
                    10.0});
+  // A learner's early step is slow (1.04 s from step 2 to 3 while the first broadcasts arrive,
+  // against a pace of 0.065 s) before the other learner made its first step: still start-up.
+  auto early = [&](double stall_at = 1e300, double stall_s = 0) {
+    auto v = rows(101.117, 130.0, 0.065, stall_at, stall_s);
+    for (auto& p : v) p.step += 2;
+    v.insert(v.begin(), {{100.0, 0, 1}, {100.074, 0, 2}});
+    return v;
+  };
+  table.push_back({"one learner's early step is slow before the other's first step",
+                   {{0, rows(100.19, 130.0, 0.065)}, {1, early()}},
+                   1,
+                   100.19,
+                   29.81,
+                   0.0});
+  // Every learner stalls 5 s once both have started: the step due after 110 s comes 5 s late.
+  table.push_back({"an outage after every learner started is down",
+                   {{0, rows(100.19, 130.0, 0.065, 110.0, 5.0)}, {1, early(110.0, 5.0)}},
+                   1,
+                   100.19,
+                   29.81,
+                   5.03});
+  // A learner that first steps more than 60 s after the first row joined the running run: it
+  // does not extend the start-up, and the stall before it joined is down.
+  table.push_back({"a learner that joins later does not extend the start-up",
+                   {{0, rows(100.0, 200.0, 0.5, 150.0, 10.0)}, {1, rows(170.0, 200.0, 0.5)}},
+                   1,
+                   100.0,
+                   100.0,
+                   10.5});
   table.push_back({"no learner ever steps at its pace",
                    {{0, {{100.0, 0, 1}, {200.0, 0, 2}}}},
                    1,
