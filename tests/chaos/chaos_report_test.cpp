@@ -792,6 +792,67 @@ TEST(chaos_report, a_syncer_kill_owns_the_outage_of_an_overlapping_message_fault
                {{"kind", "kill"}, {"noticed_after_s", 0.5}, {"rejoined_after_s", 4.0}});
 }
 
+// A learner fault that holds a learner (pause, blackhole) while the syncer is killed: the node
+// observes the syncer's outage only when the learner fault ends, after the syncer's own window.
+// The syncer fault owns that node's first syncer_lost after the kill (within 10 s of the learner
+// fault's end); a later drop of that node, or one of a node whose fault had ended before the
+// kill, is still unexplained.
+TEST(chaos_report, a_syncer_kill_owns_the_late_syncer_lost_of_a_held_learner) {
+  struct row {
+    const char* what;
+    const char* kind;          ///< the learner fault on learner:1 at 1008
+    double duration;           ///< its duration
+    std::vector<double> lost;  ///< learner-1's syncer_lost times
+    std::vector<double> unexplained;
+  };
+  const std::vector<row> table = {
+      {"paused through the kill: noticed when the pause ends", "pause", 5.0, {1013.02}, {}},
+      {"blackholed through the kill: noticed when the blackhole ends",
+       "blackhole",
+       5.0,
+       {1013.003},
+       {}},
+      {"a second drop after the first is not the syncer's",
+       "pause",
+       5.0,
+       {1013.02, 1017.0},
+       {1017.0}},
+      {"a drop more than 10 s after the learner fault ended", "pause", 5.0, {1023.5}, {1023.5}},
+      {"a learner fault that ended before the kill holds nothing",
+       "pause",
+       1.0,
+       {1013.02},
+       {1013.02}},
+  };
+  for (const auto& r : table) {
+    run_builder b;
+    b.tape.back() = run_builder::cli_fault(1008.0, r.kind, "learner:1", {"learner-1"}, r.duration);
+    b.tape.push_back(run_builder::cli_fault(1009.5, "kill", "node:syncer", {"syncer"}, nullptr));
+    b.events.erase(b.events.begin() + 7);  // no lease expiry: the old syncer was gone
+    b.events.insert(b.events.begin() + 7, json{{"event", "resume"}, {"time", 1010.5}});
+    b.node_events["learner-0"] = {
+        {{"event", "syncer_lost"}, {"time", 1009.52}, {"steps", {{"0", 20}}}},
+        {{"event", "syncer_back"}, {"time", 1011.0}, {"steps", {{"0", 23}}}}};
+    for (double t : r.lost)
+      b.node_events["learner-1"].push_back(
+          {{"event", "syncer_lost"}, {"time", t}, {"steps", {{"1", 16}}}});
+    const json rep = judge(b);
+    const json& u = rep["run"]["unexplained"];
+    ASSERT_EQ(u["count"], r.unexplained.size()) << r.what << ": " << u.dump(2);
+    for (size_t i = 0; i < r.unexplained.size(); ++i) {
+      EXPECT_EQ(u["events"][i]["node"], "learner-1") << r.what;
+      EXPECT_NEAR(u["events"][i]["at"].get<double>(), r.unexplained[i], 1e-9) << r.what;
+    }
+    // The syncer kill is noticed by learner-0 at once; the held learner's fault shows no
+    // detection of its own.
+    ASSERT_EQ(rep["faults"].size(), 2u) << r.what;
+    expect_fault(rep["faults"][1], {{"kind", "kill"}, {"noticed_at", 1009.52}});
+    if (r.duration > 2.0) {
+      expect_fault(rep["faults"][0], {{"kind", r.kind}, {"noticed_at", nullptr}});
+    }
+  }
+}
+
 // Issue 11: a resumed run's summary.json is its last part's (wall seconds, merges); the report
 // counts both parts from the events and keeps the summary's figures in last_part.
 TEST(chaos_report, a_resumed_run_counts_both_parts) {

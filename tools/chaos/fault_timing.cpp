@@ -31,6 +31,18 @@ struct explained_window {
   std::set<int> learners;       ///< the fault's learners (the monitor's `failure`)
 };
 
+/// A learner fault that stops a learner or cuts its link for a while (pause, blackhole, ...):
+/// a syncer fault injected while it holds its nodes owns their first `syncer_lost` after it, which
+/// the nodes can only observe once the learner fault ends.
+struct held_nodes {
+  double from = 0, end = 0;
+  std::set<std::string> nodes;
+};
+
+/// How long after a learner fault's end its nodes may take to observe the syncer's outage that
+/// happened while they were held.
+constexpr double kHeldNoticeSeconds = 10.0;
+
 }  // namespace
 
 fault_times time_faults(const report_inputs& in) {
@@ -42,6 +54,7 @@ fault_times time_faults(const report_inputs& in) {
   std::vector<std::string>& unrecovered = times.unrecovered;
   size_t& judged_faults = times.judged;
   std::vector<explained_window> explained;
+  std::vector<held_nodes> held;
   auto first = [&](double from, const std::function<bool(const event&)>& pred) {
     std::optional<double> out;
     for (const auto& e : evs)
@@ -213,6 +226,21 @@ fault_times time_faults(const report_inputs& in) {
         return e.node == "syncer" && e.kind() == "merge" && e.j.value("fragment", -1) == f.fragment;
       });
     }
+    if (drops && !f.learners.empty() && f.duration > 0) held.push_back({f.at, end, nodes});
+    if (drops && f.syncer)
+      for (const auto& h : held) {
+        if (!(h.from < f.at && h.end > f.at)) continue;
+        // The held nodes' first syncer_lost after the kill: when the pause or blackhole ended.
+        const auto lost = first(f.at, [&](const event& e) {
+          return h.nodes.count(e.node) && e.kind() == "syncer_lost";
+        });
+        if (!lost || *lost > h.end + kHeldNoticeSeconds) continue;
+        explained_window w;
+        w.from = f.at;
+        w.to = *lost;
+        w.nodes = h.nodes;
+        explained.push_back(std::move(w));
+      }
     if (drops) {
       explained_window w;
       w.from = f.at;
@@ -229,7 +257,8 @@ fault_times time_faults(const report_inputs& in) {
 
   // ---- link drops no fault explains: the monitor's `failure` of a learner, a node's
   // `syncer_lost`, outside every window [injection, max(end, noticed, restarted, rejoined)] of a
-  // fault that can drop links and hits that learner or node (a syncer fault: every node).
+  // fault that can drop links and hits that learner or node (a syncer fault: every node), and
+  // not the first syncer_lost of a node that a learner fault held through a syncer fault.
   json unexplained = json::array();
   for (const auto& e : evs) {
     const std::string k = e.kind();
