@@ -282,9 +282,8 @@ std::vector<std::string> clear_earlier_run(const std::string& run_dir,
 
 std::string resuming_line(const resume_record& rec) {
   return fmt::format(
-      "resuming run {} from part {} (after {:.0f} s of training, {} merges, {} tokens merged)",
-      rec.run_id, rec.before.parts + 1, rec.seconds_before, rec.before.merges,
-      rec.before.tokens_merged);
+      "resuming run {} from part {} (after {:.0f} s of training, {} merges, {} tokens)", rec.run_id,
+      rec.before.parts + 1, rec.seconds_before, rec.before.merges, rec.tokens_before);
 }
 
 void start_resumed_part(const std::string& run_dir) {
@@ -409,8 +408,17 @@ resume_record read_resume_record(const std::string& run_dir, const std::string& 
     std::ifstream rin(record);
     try {
       r.monitor_record = nlohmann::json::parse(rin);
-      if (r.monitor_record.is_object())
+      if (r.monitor_record.is_object()) {
         r.seconds_before = r.monitor_record.value("training_seconds", 0.0);
+        auto ls = r.monitor_record.find("learners");
+        if (ls != r.monitor_record.end() && ls->is_array())
+          for (const auto& l : *ls)
+            if (l.is_object())
+              for (const char* key : {"tokens_before", "tokens_this_incarnation"}) {
+                auto t = l.find(key);
+                if (t != l.end() && t->is_number_unsigned()) r.tokens_before += t->get<uint64_t>();
+              }
+      }
     } catch (const std::exception& e) {
       throw std::runtime_error("--resume: " + record.string() + " does not parse: " + e.what());
     }

@@ -150,6 +150,11 @@ struct resume_record {
   nlohmann::json monitor_record;
   /// Training seconds of the earlier parts (the record's training_seconds).
   double seconds_before = 0.0;
+  /// The run's tokens so far: Σ over the record's learners of tokens_before +
+  /// tokens_this_incarnation — summary.json "tokens" (dd_run_tokens_total) at the resume; 0
+  /// without a monitor.json. Not before.tokens_merged, which counts a push's tokens once per
+  /// fragment it merged into.
+  uint64_t tokens_before = 0;
   /// What the earlier parts counted (their events.jsonl lines).
   earlier_parts before;
 };
@@ -160,7 +165,7 @@ struct resume_record {
 resume_record read_resume_record(const std::string& run_dir, const std::string& run_id);
 
 /// The console line of a resumed part: "resuming run ID from part N (after S s of training,
-/// M merges, T tokens merged)".
+/// M merges, T tokens)", T the run's tokens (resume_record::tokens_before).
 std::string resuming_line(const resume_record& rec);
 
 /// A resumed part starts: the earlier part's result files (summary.json, run_info.json) go, so

@@ -139,7 +139,38 @@ TEST(run_dir, a_resumed_run_says_on_the_console_which_run_and_part_it_resumes) {
   rec.before.parts = 2;
   rec.before.merges = 37;
   rec.before.tokens_merged = 950272;
+  rec.tokens_before = 337920;
   EXPECT_EQ(dd::resuming_line(rec),
-            "resuming run r-1234 from part 3 (after 42 s of training, 37 merges, 950272 tokens "
-            "merged)");
+            "resuming run r-1234 from part 3 (after 42 s of training, 37 merges, 337920 "
+            "tokens)");
+}
+
+// Regression: the line said "1082368 tokens merged", the pushes' tokens summed once per
+// fragment they merged into (3x the run's tokens with 3 fragments), beside a summary.json of
+// 337920 tokens. It says the run's tokens: monitor.json's learners, as summary.json counts them.
+TEST(run_dir, the_resume_line_counts_the_runs_tokens_not_once_per_fragment) {
+  const fs::path dir = dd::test::fresh_dir("resume_tokens");
+  std::ofstream(dir / "run_id") << "0e45a625752ae5ec";
+  {
+    std::ofstream ev(dir / "events.jsonl");
+    ev << "{\"event\":\"start\",\"t\":0}\n";
+    // One push of 1000 tokens merged into each of 3 fragments.
+    for (int f = 0; f < 3; ++f)
+      ev << "{\"event\":\"merge\",\"t\":1,\"fragment\":" << f
+         << ",\"version\":1,\"contributors\":[{\"learner\":0,\"tokens\":1000}]}\n";
+  }
+  std::ofstream(dir / "monitor.json")
+      << R"({"format":1,"run_id":"0e45a625752ae5ec","mean_step":2,"training_seconds":67.2,)"
+         R"("learners":[{"learner":0,"incarnation":2,"finished":false,"step":2,)"
+         R"("tokens_before":600,"tokens_this_incarnation":400,"compute_before_s":1,)"
+         R"("compute_this_incarnation_s":1,"data_cursor":""},)"
+         R"({"learner":1,"incarnation":1,"finished":false,"step":1,"tokens_before":0,)"
+         R"("tokens_this_incarnation":500,"compute_before_s":0,)"
+         R"("compute_this_incarnation_s":1,"data_cursor":""}]})";
+  const auto rec = dd::read_resume_record(dir.string(), "");
+  EXPECT_EQ(rec.before.tokens_merged, 3000u);
+  EXPECT_EQ(rec.tokens_before, 1500u);
+  EXPECT_EQ(dd::resuming_line(rec),
+            "resuming run 0e45a625752ae5ec from part 2 (after 67 s of training, 3 merges, 1500 "
+            "tokens)");
 }
