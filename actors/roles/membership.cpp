@@ -16,7 +16,7 @@ namespace dd::actors {
 
 nlohmann::json monitor_record::to_json() const {
   nlohmann::json ls = nlohmann::json::array();
-  for (const auto& l : learners)
+  for (const auto& l : learners) {
     ls.push_back({{"learner", l.id},
                   {"incarnation", l.incarnation},
                   {"finished", l.finished},
@@ -26,6 +26,8 @@ nlohmann::json monitor_record::to_json() const {
                   {"compute_before_s", l.compute_before_s},
                   {"compute_this_incarnation_s", l.compute_this_incarnation_s},
                   {"data_cursor", util::to_hex(l.data_cursor)}});
+    if (std::isfinite(l.loss)) ls.back()["loss"] = l.loss;
+  }
   nlohmann::json j = {
       {"format", 1},          {"mean_step", mean_step},   {"training_seconds", training_seconds},
       {"uptime_s", uptime_s}, {"observed_s", observed_s}, {"learners", ls}};
@@ -64,6 +66,8 @@ monitor_record monitor_record::from_json(const nlohmann::json& rec) {
       auto bytes = util::from_hex(cursor);
       if (!bytes) throw std::invalid_argument("monitor record: data_cursor is not hex");
       e.data_cursor = std::move(*bytes);
+      if (auto loss = l.find("loss"); loss != l.end() && loss->is_number())
+        e.loss = loss->get<double>();
       r.learners.push_back(std::move(e));
     }
   } catch (const nlohmann::json::exception& e) {
@@ -95,6 +99,7 @@ void membership::restore(const monitor_record& rec, double now) {
     r.compute_before_s = l.compute_before_s;
     r.compute_this_incarnation_s = l.compute_this_incarnation_s;
     r.data_cursor = l.data_cursor;
+    r.last_loss = l.loss;
     if (r.finished) uptime_.finished(l.id, now);
   }
 }
@@ -109,7 +114,7 @@ monitor_record membership::record(double now) const {
   for (const auto& [id, r] : learners_)
     rec.learners.push_back({id, r.incarnation, r.finished, r.step, r.tokens_before,
                             r.tokens_this_incarnation, r.compute_before_s,
-                            r.compute_this_incarnation_s, r.data_cursor});
+                            r.compute_this_incarnation_s, r.data_cursor, r.last_loss});
   return rec;
 }
 
@@ -413,6 +418,7 @@ heartbeat_decision membership::heartbeat(const heartbeat_msg& hb, double now) {
   r.step_time_ema_s = hb.step_time_ema_s;
   r.data_cursor = hb.data_cursor;
   r.last_heartbeat_s = now;
+  r.last_loss = hb.loss;
   r.compute_this_incarnation_s = hb.compute_s;
   // It stepped: it counts toward the uptime for a few of its steps from now.
   if (opts_.uptime_last_step > 0 && hb.step >= opts_.uptime_last_step)

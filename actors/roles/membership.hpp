@@ -19,6 +19,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -108,6 +109,9 @@ struct learner_record {
   /// The CAF node its last incarnation joined from (rendered; empty = unknown): a dead learner's
   /// id may be joined again without a new node handshake only from there.
   std::string origin;
+  /// The training loss of its last heartbeat, nats/token (NaN: none yet, nor in the record it
+  /// was restored from).
+  double last_loss = std::numeric_limits<double>::quiet_NaN();
 
   uint64_t tokens() const { return tokens_before + tokens_this_incarnation; }
   double compute_s() const { return compute_before_s + compute_this_incarnation_s; }
@@ -127,6 +131,9 @@ struct monitor_record {
     double compute_before_s = 0.0;
     double compute_this_incarnation_s = 0.0;
     std::vector<uint8_t> data_cursor;
+    /// Its last heartbeat's training loss (NaN: unknown; a record from an older writer has none):
+    /// a resumed syncer shows it for a learner not rejoined yet ("L1 ✗ down 2.316").
+    double loss = std::numeric_limits<double>::quiet_NaN();
   };
   /// Whose record this is: the run's id (membership_options::run_id); empty from an older
   /// writer. A resume refuses a record of another run (runtime/run_dir.hpp state_refusal).
@@ -141,7 +148,7 @@ struct monitor_record {
   /// "observed_s", "learners":
   /// [{"learner", "incarnation", "finished", "step", "tokens_before",
   /// "tokens_this_incarnation", "compute_before_s", "compute_this_incarnation_s",
-  /// "data_cursor" (hex)}]}.
+  /// "data_cursor" (hex), "loss" (only when known)}]}.
   nlohmann::json to_json() const;
   /// The inverse. A record without training_seconds (an older writer) reads 0, so does one
   /// without uptime_s / observed_s; anything else missing, of the wrong type or out of range

@@ -114,6 +114,7 @@ void restored(event_sink* log, const membership& m) {
       ls.step = r.step;
       ls.compute_s = r.compute_s();
       ls.incarnation = r.incarnation;
+      ls.loss = r.last_loss;  // NaN when the record has none: the progress line shows "—"
     }
   });
   for (const auto& [id, r] : learners)

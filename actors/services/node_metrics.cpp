@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 
 #include "actors/services/http_listener.hpp"
@@ -367,6 +368,7 @@ void node_metrics::sample() {
   for (const auto& [id, l] : c.learners) {
     auto& h = loss_history_[id];
     if (!h.empty() && h.back().tokens == l.tokens) continue;  // nothing new
+    if (!std::isfinite(l.loss)) continue;  // a restored learner's unknown loss is no point
     h.push_back({now, l.tokens, l.loss});
     cap(h, k_history);
   }

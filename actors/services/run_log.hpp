@@ -39,7 +39,7 @@ struct learner_stats {
   uint64_t incarnation = 0;
   uint64_t step = 0;             ///< inner steps completed (the learner's own counter)
   uint64_t tokens = 0;           ///< tokens computed, all incarnations together
-  double loss = 0.0;             ///< last training loss, nats/token
+  double loss = 0.0;             ///< last training loss, nats/token (NaN: not known)
   double compute_s = 0.0;        ///< seconds spent in inner steps (goodput numerator)
   double steps_per_s = 0.0;      ///< EMA of the learner's step rate
   uint64_t restarts = 0;         ///< respawns of this id

@@ -196,11 +196,14 @@ namespace {
 /// restarts and the line shows the learner's own step-time EMA: a rejoin brings the steps it
 /// took while away (a syncer outage, a lost link) all at once, which over `dt_s` read as
 /// 900 st/s against a pace of 100–250. A learner that is down shows no rate ("L1 ✗ down 2.316",
-/// its last loss): the rate of its last steps would read as if it still trained.
+/// its last loss): the rate of its last steps would read as if it still trained. A loss not
+/// known (NaN: a resumed syncer's learner whose record holds none, before its first heartbeat)
+/// shows "—", not a number.
 std::string learners_part(const run_counters& now, double t_s, const run_counters* prev = nullptr,
                           double dt_s = 0.0) {
   std::string line = fmt::format("[{:7.1f}s]", t_s);
   for (const auto& [id, l] : now.learners) {
+    const std::string loss = std::isfinite(l.loss) ? fmt::format("{:.3f}", l.loss) : "—";
     double rate = l.steps_per_s;
     if (prev != nullptr && dt_s > 0) {
       auto it = prev->learners.find(id);
@@ -211,9 +214,9 @@ std::string learners_part(const run_counters& now, double t_s, const run_counter
     if (l.finished)
       line += fmt::format(" L{} left", id);
     else if (!l.alive)
-      line += fmt::format(" L{} ✗ down {:.3f}", id, l.loss);
+      line += fmt::format(" L{} ✗ down {}", id, loss);
     else
-      line += fmt::format(" L{} {:.2f}st/s {:.3f}", id, rate, l.loss);
+      line += fmt::format(" L{} {:.2f}st/s {}", id, rate, loss);
   }
   return line;
 }

@@ -12,6 +12,9 @@
 #include <vector>
 
 #include "actors/roles/membership.hpp"
+#include "actors/roles/monitor_log.hpp"
+#include "actors/services/run_log.hpp"
+#include "actors/services/run_report.hpp"
 #include "tests/support/wire_msgs.hpp"
 
 namespace dd::actors {
@@ -636,6 +639,30 @@ TEST(membership, a_record_carries_the_learners_and_the_run_s_seconds_across_a_re
 // decides whether the record is retried: retry_degraded keeps the backoff (0.5 s, then 1 s),
 // end_the_run stops the retries (the node ends the run) until a write succeeds again; a verdict
 // that comes while the record is not failing changes nothing.
+// Regression: after a syncer resume, a learner not rejoined yet showed "L0 ✗ down 0.000", a
+// loss it never had. The record carries each learner's last heartbeat loss; a resumed syncer
+// shows it, and "—" for a learner whose record holds none (an older writer, no heartbeat).
+TEST(membership, a_resumed_syncer_shows_a_learners_recorded_loss_or_a_dash_never_zero) {
+  membership before(options(2), 0.0);
+  ASSERT_TRUE(before.join(join_as(0), "", 0.0).accepted());
+  ASSERT_TRUE(before.join(join_as(1), "", 0.0).accepted());
+  auto hb = heartbeat(1, 0, 40, 4000, 0.1);
+  hb.loss = 2.316;
+  ASSERT_TRUE(before.heartbeat(hb, 1.0).accepted());
+  const auto j = before.record(2.0).to_json();
+  EXPECT_FALSE(j["learners"][0].contains("loss"));  // learner 0 sent no heartbeat
+  EXPECT_DOUBLE_EQ(j["learners"][1]["loss"].get<double>(), 2.316);
+  membership after(options(2), 10.0);
+  after.restore(monitor_record::from_json(j), 10.0);
+  EXPECT_TRUE(std::isnan(after.learners().at(0).last_loss));
+  EXPECT_DOUBLE_EQ(after.learners().at(1).last_loss, 2.316);
+  EXPECT_DOUBLE_EQ(after.record(11.0).learners[1].loss, 2.316);  // kept to the next resume
+  run_log log;
+  monitor_log::restored(&log, after);
+  EXPECT_EQ(node_progress_line(log.snapshot(), 12.0),
+            "[   12.0s] L0 ✗ down — L1 ✗ down 2.316 | restarts 0");
+}
+
 TEST(membership, the_nodes_verdict_decides_whether_a_failed_record_is_retried) {
   using v = write_verdict;
   struct row {
