@@ -124,33 +124,6 @@ __attribute__((target("sse4.2"))) inline uint32_t three_blocks(const uint8_t* p,
   return shift(r) ^ static_cast<uint32_t>(d);
 }
 
-__attribute__((target("sse4.2"))) uint32_t crc32c_sse42(const void* data, size_t size,
-                                                        uint32_t crc) noexcept {
-  const auto* p = static_cast<const uint8_t*>(data);
-  uint32_t c = ~crc;
-  // Align to 8 bytes so the bulk reads whole aligned words.
-  while (size > 0 && (reinterpret_cast<uintptr_t>(p) & 7u) != 0) {
-    c = _mm_crc32_u8(c, *p++);
-    --size;
-  }
-  // Long blocks first, then short ones for the rest (each with its own zeros operator).
-  for (const bool is_long : {true, false}) {
-    const size_t block = is_long ? long_block : short_block;
-    if (size < 3 * block) continue;
-    const zeros_op& shift = is_long ? zeros_long() : zeros_short();
-    do {
-      c = three_blocks(p, block, c, shift);
-      p += 3 * block;
-      size -= 3 * block;
-    } while (size >= 3 * block);
-  }
-  uint64_t w = c;
-  for (; size >= 8; p += 8, size -= 8) w = _mm_crc32_u64(w, load64(p));
-  c = static_cast<uint32_t>(w);
-  while (size-- > 0) c = _mm_crc32_u8(c, *p++);
-  return ~c;
-}
-
 inline void store64(uint8_t* p, uint64_t v) noexcept { std::memcpy(p, &v, 8); }
 
 /// three_blocks() that also stores each word it checksums at the same place under `q`.
@@ -172,41 +145,60 @@ __attribute__((target("sse4.2"))) inline uint32_t three_blocks_copy(uint8_t* q, 
   return shift(r) ^ static_cast<uint32_t>(d);
 }
 
-/// crc32c_sse42() that copies what it reads to `dst` (the same steps; the source's alignment
-/// decides the word boundaries, the stores need none).
-__attribute__((target("sse4.2"))) uint32_t crc32c_copy_sse42(void* dst, const void* data,
-                                                             size_t size, uint32_t crc) noexcept {
+/// The SSE4.2 walk over `data`; with kCopy it also stores each byte it checksums at the same
+/// place under `dst` (the same steps: the source's alignment decides the word boundaries, the
+/// stores need none).
+template <bool kCopy>
+__attribute__((target("sse4.2"))) uint32_t crc32c_walk(uint8_t* q, const void* data, size_t size,
+                                                       uint32_t crc) noexcept {
+  (void)q;  // unused without kCopy
   const auto* p = static_cast<const uint8_t*>(data);
-  auto* q = static_cast<uint8_t*>(dst);
   uint32_t c = ~crc;
+  // Align to 8 bytes so the bulk reads whole aligned words.
   while (size > 0 && (reinterpret_cast<uintptr_t>(p) & 7u) != 0) {
-    *q++ = *p;
+    if constexpr (kCopy) *q++ = *p;
     c = _mm_crc32_u8(c, *p++);
     --size;
   }
+  // Long blocks first, then short ones for the rest (each with its own zeros operator).
   for (const bool is_long : {true, false}) {
     const size_t block = is_long ? long_block : short_block;
     if (size < 3 * block) continue;
     const zeros_op& shift = is_long ? zeros_long() : zeros_short();
     do {
-      c = three_blocks_copy(q, p, block, c, shift);
+      if constexpr (kCopy) {
+        c = three_blocks_copy(q, p, block, c, shift);
+        q += 3 * block;
+      } else {
+        c = three_blocks(p, block, c, shift);
+      }
       p += 3 * block;
-      q += 3 * block;
       size -= 3 * block;
     } while (size >= 3 * block);
   }
   uint64_t w = c;
-  for (; size >= 8; p += 8, q += 8, size -= 8) {
+  for (; size >= 8; p += 8, size -= 8) {
     const uint64_t x = load64(p);
     w = _mm_crc32_u64(w, x);
-    store64(q, x);
+    if constexpr (kCopy) {
+      store64(q, x);
+      q += 8;
+    }
   }
   c = static_cast<uint32_t>(w);
   while (size-- > 0) {
-    *q++ = *p;
+    if constexpr (kCopy) *q++ = *p;
     c = _mm_crc32_u8(c, *p++);
   }
   return ~c;
+}
+
+uint32_t crc32c_sse42(const void* data, size_t size, uint32_t crc) noexcept {
+  return crc32c_walk<false>(nullptr, data, size, crc);
+}
+
+uint32_t crc32c_copy_sse42(void* dst, const void* data, size_t size, uint32_t crc) noexcept {
+  return crc32c_walk<true>(static_cast<uint8_t*>(dst), data, size, crc);
 }
 
 bool have_sse42() noexcept {
