@@ -130,6 +130,8 @@ class learner_node_shell {
   std::optional<int> starting(const node_actions& actions);
   void carry_out(node_actions actions);
   void carry_out_one(node_action& a);
+  template <class T>
+  void connection_bookkeeping(const T& x);
 
   std::optional<int> reach_syncer();
   std::optional<int> load_run();
@@ -194,6 +196,26 @@ class learner_node_shell {
   std::optional<monitor_hdl> reached_;  ///< the monitor of the rejoin being carried out
 };
 
+/// The actions that only keep the connection's books, the same in the startup and the main loop:
+/// a failed attempt, an error to retry at once, the join deadline.
+template <class T>
+constexpr bool is_connection_bookkeeping_v =
+    std::is_same_v<T, node_do::backoff> || std::is_same_v<T, node_do::retry_at_once> ||
+    std::is_same_v<T, node_do::set_deadline>;
+
+template <class T>
+void learner_node_shell::connection_bookkeeping(const T& x) {
+  static_assert(is_connection_bookkeeping_v<T>);
+  if constexpr (std::is_same_v<T, node_do::backoff>) {
+    conn_.failed(x.why);
+  } else if constexpr (std::is_same_v<T, node_do::retry_at_once>) {
+    conn_.last_error = x.why;
+  } else {
+    conn_.deadline_at = x.deadline_at;
+    if (x.reset_attempts) conn_.attempt = 0;
+  }
+}
+
 /// Carries out the actions of the startup (before any learner runs); the exit status when one
 /// of them ends the node.
 std::optional<int> learner_node_shell::starting(const node_actions& actions) {
@@ -203,13 +225,8 @@ std::optional<int> learner_node_shell::starting(const node_actions& actions) {
     std::visit(
         [&](const auto& x) {
           using T = std::decay_t<decltype(x)>;
-          if constexpr (std::is_same_v<T, node_do::backoff>) {
-            conn_.failed(x.why);
-          } else if constexpr (std::is_same_v<T, node_do::retry_at_once>) {
-            conn_.last_error = x.why;
-          } else if constexpr (std::is_same_v<T, node_do::set_deadline>) {
-            conn_.deadline_at = x.deadline_at;
-            if (x.reset_attempts) conn_.attempt = 0;
+          if constexpr (is_connection_bookkeeping_v<T>) {
+            connection_bookkeeping(x);
           } else if constexpr (std::is_same_v<T, node_do::drop_connections>) {
             conn_.drop_connections(x.why);
           } else if constexpr (std::is_same_v<T, node_do::say>) {
@@ -234,13 +251,8 @@ void learner_node_shell::carry_out_one(node_action& a) {
   std::visit(
       [&](auto& x) {
         using T = std::decay_t<decltype(x)>;
-        if constexpr (std::is_same_v<T, node_do::backoff>) {
-          conn_.failed(x.why);
-        } else if constexpr (std::is_same_v<T, node_do::retry_at_once>) {
-          conn_.last_error = x.why;
-        } else if constexpr (std::is_same_v<T, node_do::set_deadline>) {
-          conn_.deadline_at = x.deadline_at;
-          if (x.reset_attempts) conn_.attempt = 0;
+        if constexpr (is_connection_bookkeeping_v<T>) {
+          connection_bookkeeping(x);
         } else if constexpr (std::is_same_v<T, node_do::drop_connections>) {
           // A connection whose proxies are dead but which CAF keeps is shut down, so the next
           // lookup connects afresh (shutdown_connections_to).
