@@ -107,16 +107,10 @@ class lossy_relay {
  private:
   void run() {
     while (!stop_) {
-      pollfd p{listen_fd_, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
-      const int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) continue;
-      const int u = dd::util::connect_loopback(target_);
-      if (u < 0) {
-        ::close(c);
-        continue;
-      }
-      pumps_.emplace_back([this, c, u] { pump(c, u); });
+      const auto cu = accept_relayed(listen_fd_, target_, 100);
+      if (!cu) continue;
+      const auto [c, u] = *cu;
+      pumps_.emplace_back([this, c = c, u = u] { pump(c, u); });
     }
   }
   void pump(int c, int u) {

@@ -4,7 +4,9 @@
 // JSON-lines events file, count and wait for events in it, read a whole file.
 #pragma once
 
+#include <poll.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,9 +15,11 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -23,8 +27,26 @@
 
 #include "tests/support/child_process.hpp"
 #include "tests/support/fresh_dir.hpp"
+#include "util/net.hpp"
 
 namespace dd::test {
+
+/// One accept of a test relay: waits up to poll_ms for a client on listen_fd, accepts it and
+/// dials `target` on loopback. The two descriptors (client, upstream), or nothing when no client
+/// came or the target refused (the client is closed then).
+inline std::optional<std::pair<int, int>> accept_relayed(int listen_fd, uint16_t target,
+                                                         int poll_ms) {
+  pollfd p{listen_fd, POLLIN, 0};
+  if (::poll(&p, 1, poll_ms) <= 0) return std::nullopt;
+  const int c = ::accept4(listen_fd, nullptr, nullptr, SOCK_CLOEXEC);
+  if (c < 0) return std::nullopt;
+  const int u = dd::util::connect_loopback(target);
+  if (u < 0) {
+    ::close(c);
+    return std::nullopt;
+  }
+  return std::make_pair(c, u);
+}
 
 /// Starts argv[0] with `args` in `cwd`, stdout and stderr to `out`.
 inline pid_t spawn(const std::filesystem::path& cwd, const std::vector<std::string>& args,

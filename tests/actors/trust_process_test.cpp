@@ -100,22 +100,16 @@ class tap {
  private:
   void run() {
     while (!stop_) {
-      pollfd p{listen_fd_, POLLIN, 0};
-      if (::poll(&p, 1, 200) <= 0) continue;
-      const int c = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) continue;
-      const int u = dd::util::connect_loopback(target_);
-      if (u < 0) {
-        ::close(c);
-        continue;
-      }
+      const auto cu = accept_relayed(listen_fd_, target_, 200);
+      if (!cu) continue;
+      const auto [c, u] = *cu;
       size_t slot;
       {
         std::lock_guard<std::mutex> g(mu_);
         slot = sent_.size();
         sent_.emplace_back();
       }
-      pumps_.emplace_back([this, c, u, slot] { pump(c, u, slot); });
+      pumps_.emplace_back([this, c = c, u = u, slot] { pump(c, u, slot); });
     }
   }
   void pump(int c, int u, size_t slot) {
