@@ -132,6 +132,9 @@ class learner_node_shell {
   void carry_out_one(node_action& a);
   template <class T>
   void connection_bookkeeping(const T& x);
+  std::optional<node_join_reply> ask_syncer(const monitor_hdl& m, const node_join& ask,
+                                            double timeout_s, std::string* why, bool* unanswered,
+                                            bool* dead_handle);
 
   std::optional<int> reach_syncer();
   std::optional<int> load_run();
@@ -214,6 +217,23 @@ void learner_node_shell::connection_bookkeeping(const T& x) {
     conn_.deadline_at = x.deadline_at;
     if (x.reset_attempts) conn_.attempt = 0;
   }
+}
+
+/// One request of the handshake to the syncer's monitor. CAF drops a message to a dead proxy
+/// without an answer: a handle already down (the syncer's connection ended, or a lookup answered
+/// from CAF's cache before it heard of that) is not asked, and the next attempt looks the syncer
+/// up again.
+std::optional<node_join_reply> learner_node_shell::ask_syncer(const monitor_hdl& m,
+                                                              const node_join& ask,
+                                                              double timeout_s, std::string* why,
+                                                              bool* unanswered, bool* dead_handle) {
+  auto* target = caf::actor_cast<caf::abstract_actor*>(m);
+  *dead_handle = target != nullptr && target->getf(caf::abstract_actor::is_terminated_flag);
+  if (*dead_handle) {
+    *why = "the syncer's handle is already down";
+    return std::nullopt;
+  }
+  return node_handshake(self_, m, ask, o_.join_token, timeout_s, why, unanswered);
 }
 
 /// Carries out the actions of the startup (before any learner runs); the exit status when one
@@ -306,18 +326,10 @@ std::optional<int> learner_node_shell::reach_syncer() {
     ask.host = host_;
     ask.learner_count = 0;  // describe only
     std::string why;
-    bool unanswered = false;
-    // CAF drops a message to a dead proxy without an answer: a handle already down (a lookup
-    // answered from CAF's cache before it heard of the connection's end) is not asked.
-    auto* target = caf::actor_cast<caf::abstract_actor*>(*m);
-    const bool dead_handle =
-        target != nullptr && target->getf(caf::abstract_actor::is_terminated_flag);
-    std::optional<node_join_reply> rep;
-    if (dead_handle)
-      why = "the syncer's handle is already down";
-    else
-      rep = node_handshake(self_, *m, ask, o_.join_token,
-                           core_.describe_handshake_timeout_s(conn_.attempt), &why, &unanswered);
+    bool unanswered = false, dead_handle = false;
+    const std::optional<node_join_reply> rep =
+        ask_syncer(*m, ask, core_.describe_handshake_timeout_s(conn_.attempt), &why, &unanswered,
+                   &dead_handle);
     const auto actions =
         core_.on_described(outcome_of(rep, why, unanswered, dead_handle), conn_.attempt);
     if (auto s = starting(actions)) return s;
@@ -399,18 +411,9 @@ std::optional<int> learner_node_shell::ask_learner_ids() {
       look_up = false;
     }
     std::string why;
-    bool unanswered = false;
-    // A handle already down (the syncer's connection ended) is not asked: CAF would drop the
-    // message without an answer. The next ask looks the syncer up again.
-    auto* target = caf::actor_cast<caf::abstract_actor*>(monitor_);
-    const bool dead_handle =
-        target != nullptr && target->getf(caf::abstract_actor::is_terminated_flag);
-    std::optional<node_join_reply> rep;
-    if (dead_handle)
-      why = "the syncer's handle is already down";
-    else
-      rep = node_handshake(self_, monitor_, req_, o_.join_token, core_.ids_handshake_timeout_s(),
-                           &why, &unanswered);
+    bool unanswered = false, dead_handle = false;
+    const std::optional<node_join_reply> rep = ask_syncer(
+        monitor_, req_, core_.ids_handshake_timeout_s(), &why, &unanswered, &dead_handle);
     if (rep && rep->accepted) {
       ids_ = rep->learner_ids;
       return std::nullopt;
