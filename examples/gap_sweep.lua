@@ -105,3 +105,23 @@ add("gap-dp-b32-inner-lr8e-3", {
   outer = { lr = 1.0, momentum = 0.0 },
   inner = { lr = 8e-3 },
 })
+
+-- The main job now, one setting at a time, for the settings not yet swept with it: fragments P,
+-- the outer optimizer (a larger outer step, lr / (1 - momentum) = 2 and 7, against the main job's
+-- 1.4), the warmup, and a cosine that decays to 0 (with its data-parallel twin: a schedule change
+-- helps data-parallel too).
+add("gap-now-p1", extend(now, { sync = { fragments = 1 } }))
+add("gap-now-p8", extend(now, { sync = { fragments = 8 } }))
+add("gap-now-outer-lr1-m0.5", extend(now, { outer = { lr = 1.0, momentum = 0.5 } }))
+add("gap-now-outer-lr0.7-m0.9", extend(now, { outer = { lr = 0.7, momentum = 0.9 } }))
+add("gap-now-warmup30", extend(now, { inner = { warmup = 30 } }))
+add("gap-now-min-lr0", extend(now, { inner = { min_lr_ratio = 0 } }))
+add("gap-dp-b32-inner-lr4e-3-min-lr0", {
+  learners = { count = 1, batch = 32 },
+  sync = { fragments = 1, min_quorum = 1, grace = "off" },
+  outer = { lr = 1.0, momentum = 0.0 },
+  inner = { lr = 4e-3, min_lr_ratio = 0 },
+})
+-- The main job now with its learners' final pushes (sync.final_push): the steps since each
+-- fragment's last push reach the final model.
+add("gap-now-final-push", extend(now, { sync = { final_push = true } }))

@@ -49,6 +49,7 @@ learner_config learner_config_of(const config::experiment& e, int32_t i, uint64_
   c->plan = plan;
   c->sync_interval = e.sync.interval;
   c->max_inflight = e.sync.max_inflight;
+  c->final_push = e.sync.final_push;
   c->window_chunks = e.sync.window_chunks;
   c->apply = e.outer.apply == config::apply_kind::rebase
                  ? fragment_apply::rebase()

@@ -114,11 +114,16 @@ const inflight_push* learner_core::unacked_push(int32_t p) const {
 }
 
 bool learner_core::has_unsettled_push() const {
-  for (const auto& [p, t] : last_pushed_) {
-    auto it = last_settled_.find(p);
-    if (it == last_settled_.end() || it->second < t) return true;
-  }
+  for (const auto& [p, t] : last_pushed_)
+    if (unsettled(p)) return true;
   return false;
+}
+
+bool learner_core::unsettled(int32_t p) const {
+  auto sent = last_pushed_.find(p);
+  if (sent == last_pushed_.end()) return false;
+  auto it = last_settled_.find(p);
+  return it == last_settled_.end() || it->second < sent->second;
 }
 
 void learner_core::schedule_step(learner_actions& out, double delay_s) {
@@ -566,7 +571,11 @@ learner_actions learner_core::enqueue(int32_t p, inflight_push push) {
       break;
     }
   queued_.emplace_back(p, std::move(push));
-  while (queued_.size() > static_cast<size_t>(std::max(1, opts_.max_inflight))) {
+  // The final pushes are one per fragment and each the only one of its fragment: none is
+  // dropped for another.
+  const size_t cap = final_push_done_ ? std::max(frags_.size(), size_t{1})
+                                      : static_cast<size_t>(std::max(1, opts_.max_inflight));
+  while (queued_.size() > cap) {
     never_sent(queued_.front().first, queued_.front().second.transfer_id);
     queued_.pop_front();
   }
@@ -877,9 +886,30 @@ void learner_core::send_leave(learner_actions& out) {
   out.push_back(act::leave{leave_bytes(), ++leave_attempt_});
 }
 
+void learner_core::push_at_finish(learner_actions& out) {
+  final_push_done_ = true;
+  size_t pushed = 0;
+  for (size_t p = 0; p < frags_.size(); ++p) {
+    const auto fragment = static_cast<int32_t>(p);
+    // A fragment whose previous push is still unsettled keeps it: a second push computed
+    // against the same base would carry that delta twice.
+    if (!has_owner_[p] || unsettled(fragment)) continue;
+    auto push = build_push(fragment, step_);
+    if (!push) continue;  // nothing trained since its last global value, or none held
+    auto sent = enqueue(fragment, std::move(*push));
+    out.insert(out.end(), std::make_move_iterator(sent.begin()),
+               std::make_move_iterator(sent.end()));
+    ++pushed;
+  }
+  out.push_back(act::event{
+      "final_pushes",
+      {{"learner", id_}, {"incarnation", incarnation_}, {"step", step_}, {"fragments", pushed}}});
+}
+
 learner_actions learner_core::finish() {
   learner_actions out;
   if (phase_ == phase::finished) return out;
+  if (opts_.final_push && !final_push_done_ && phase_ == phase::stepping) push_at_finish(out);
   if (phase_ != phase::draining && opts_.drain_timeout_s > 0 && has_unsettled_push()) {
     // Stop stepping but stay live until the final pushes are merged (or refused, or timeout).
     phase_ = phase::draining;
@@ -973,6 +1003,7 @@ learner_actions learner_core::on_leave_retry() {
 }
 
 std::vector<due_push> learner_core::final_pushes() {
+  final_push_done_ = true;     // these are its final pushes: finish() makes no more
   leave_ = leave_state::none;  // finish() asks again, after the drain
   phase_ = phase::stepping;    // for finish(): it drains from here
   std::vector<due_push> out;

@@ -94,6 +94,9 @@ struct learner_options {
   fragment_plan plan;
   int sync_interval = 24;  ///< H
   int max_inflight = 2;    ///< queued/unanswered pushes at most
+  /// At its last step (finish(): the budget, or a stop) push every fragment trained since its
+  /// last global value whose previous push is settled (merged or refused), before the drain.
+  bool final_push = false;
   payload_encoding wire = payload_encoding::fp32;
   size_t chunk_bytes = default_chunk_bytes;
   /// How an arriving global fragment is applied: overwrite (α) or rebase.
@@ -488,6 +491,10 @@ class learner_core {
   const inflight_push* unacked_push(int32_t p) const;
   /// Fragments whose newest push is neither merged nor refused yet.
   bool has_unsettled_push() const;
+  /// Fragment p's newest sent push is neither merged nor refused yet.
+  bool unsettled(int32_t p) const;
+  /// learner_options::final_push: pushes what finish() pushes, and a final_pushes event.
+  void push_at_finish(learner_actions& out);
   const learner_options& options() const noexcept { return opts_; }
 
  private:
@@ -557,6 +564,7 @@ class learner_core {
   policy::global_clock mean_step_clock_;     ///< the global mean step, dated by own heartbeats
   policy::heartbeat_dates heartbeat_dates_;  ///< send times of unanswered heartbeats
   size_t final_pushed_ = 0;                  ///< fragments pushed by final_pushes
+  bool final_push_done_ = false;             ///< the final pushes were made (at most once)
 };
 
 }  // namespace dd::actors

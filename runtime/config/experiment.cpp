@@ -123,6 +123,7 @@ nlohmann::json to_json(const experiment& e) {
                {"interval", e.sync.interval},
                {"overlap", e.sync.overlap},
                {"max_inflight", e.sync.max_inflight},
+               {"final_push", e.sync.final_push},
                {"window_chunks", e.sync.window_chunks},
                {"max_norm_ratio", e.sync.max_norm_ratio},
                {"push_clock", to_string(e.push_clock())},

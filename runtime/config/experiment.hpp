@@ -202,6 +202,10 @@ struct sync_config {
   int interval = 24;                                                   ///< H, inner steps
   int overlap = 2;                                                     ///< τ, inner steps
   int max_inflight = 2;  ///< queued pushes per learner
+  /// At its last step (budget or stop) a learner pushes every fragment it trained since the
+  /// fragment's last global value and whose previous push is settled, so the final model holds
+  /// every learner's last steps (off: only the fragments the schedule makes due).
+  bool final_push = false;
   /// Credit window: chunks in flight per link (learner -> owner pushes, owner -> learner
   /// broadcasts), 1..1024; the same as dd::policy::default_window_chunks.
   int window_chunks = 8;

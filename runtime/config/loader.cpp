@@ -849,6 +849,7 @@ void read_sync(section s, experiment& e, const read_context& ctx) {
   y.interval = s.integer32("interval", y.interval, closed(1, 1000000));
   y.overlap = s.integer32("overlap", y.overlap, closed(0, 1000000));
   y.max_inflight = s.integer32("max_inflight", y.max_inflight, closed(1, 1024));
+  y.final_push = s.boolean("final_push", y.final_push);
   y.window_chunks = s.integer32("window_chunks", y.window_chunks, closed(1, 1024));
   if (const json* k = s.raw("min_quorum")) {
     const std::string p = s.path("min_quorum");

@@ -708,6 +708,86 @@ TEST_F(learner_core_test, the_drain_waits_for_the_final_pushes_then_leaves) {
   }
 }
 
+TEST_F(learner_core_test, the_final_push_sends_every_settled_fragment_trained_since_its_value) {
+  // H = 4, P = 2, the budget at step 7: fragment 1 pushed at 2 and 6, fragment 0 at 4 (transfer
+  // ids = steps). Table: sync.final_push, which earlier pushes are merged before the end, how the
+  // learner ends → the fragments pushed at the end, the steps each carries.
+  struct row {
+    const char* name;
+    bool final_push;
+    bool merge_f0_at_5;  // fragment 0's push (4) merged after step 5: 2 steps trained since
+    bool merge_f1_at_6;  // fragment 1's push (6) merged after step 6: 1 step trained since
+    bool stop_at_6;      // a monitor stop at step 6 instead of the budget at 7
+    std::vector<int32_t> final_fragments;
+    std::vector<uint64_t> final_steps;
+  };
+  const std::vector<row> rows = {
+      {"off", false, true, false, false, {}, {}},
+      {"nothing_settled", true, false, false, false, {}, {}},
+      {"one_settled", true, true, false, false, {0}, {2}},
+      {"both_settled", true, true, true, false, {0, 1}, {2, 1}},
+      {"stopped", true, true, false, true, {0}, {1}},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    auto o = base_options();
+    o.drain_timeout_s = 5.0;
+    o.max_steps = 7;
+    o.final_push = r.final_push;
+    make(o);
+    join_and_sync();
+    step_to(5);
+    // The owners took both pushes so far (an owner acks a push once it holds all of it).
+    for (int32_t p : {1, 0}) core->on_ack(ack_bytes(p, p == 0 ? 4 : 2));
+    if (r.merge_f0_at_5) {
+      EXPECT_TRUE(
+          pushed(core->on_broadcast(broadcast_bytes(0, 2, {1.0f, 1.0f}, {{0, 0, 4, 2}}))).empty());
+    }
+    step_to(6);
+    core->on_ack(ack_bytes(1, 6));
+    if (r.merge_f1_at_6) {
+      EXPECT_TRUE(
+          pushed(core->on_broadcast(broadcast_bytes(1, 2, {1.0f, 1.0f}, {{0, 0, 6, 2}}))).empty());
+    }
+    learner_actions out;
+    if (r.stop_at_6) {
+      EXPECT_TRUE(core->on_stop(encode(stop_msg{"budget"}, syncer())).empty());
+      auto plan = core->on_step_timer(now);
+      EXPECT_FALSE(plan.train);
+      out = std::move(plan.actions);
+    } else {
+      out = step();
+      EXPECT_EQ(core->step(), 7u);
+    }
+    EXPECT_EQ(pushed(out), r.final_fragments);
+    std::vector<uint64_t> steps;
+    for (const auto& c : all_of<act::push_chunks>(out)) {
+      auto m = decoded_push(c);
+      steps.push_back(m.steps);
+      EXPECT_EQ(m.tokens, 10 * m.steps);
+      auto delta = decode_payload(m.encoding, m.payload.data(), m.payload.size(), 2);
+      ASSERT_TRUE(delta.ok());
+      // θ = 1 − 0.1 per step since the value 1 arrived: base − θ = 0.1 × steps.
+      for (float d : *delta) EXPECT_NEAR(d, 0.1f * static_cast<float>(m.steps), 1e-6f);
+    }
+    EXPECT_EQ(steps, r.final_steps);
+    EXPECT_EQ(has_event(out, "final_pushes"), r.final_push);
+    for (const auto& e : all_of<act::event>(out)) {
+      if (e.name == "final_pushes") {
+        EXPECT_EQ(e.fields.at("fragments").get<size_t>(), r.final_fragments.size());
+      }
+    }
+    // A learner with a push unsettled drains; one with none left finishes.
+    const bool unsettled = !r.merge_f1_at_6 || !r.final_fragments.empty();
+    EXPECT_EQ(core->phase(), unsettled ? phase::draining : phase::finished);
+    // The drain's end makes no second round of final pushes.
+    if (core->phase() == phase::draining) {
+      EXPECT_TRUE(pushed(core->on_drain_timeout()).empty());
+      EXPECT_EQ(core->phase(), phase::finished);
+    }
+  }
+}
+
 TEST_F(learner_core_test, a_monitor_stop_finishes_at_the_next_step_boundary) {
   make(base_options());
   join_and_sync();

@@ -88,6 +88,7 @@ TEST(ConfigExamples, DataOnlyFileGetsAlgorithmDefaults) {
   EXPECT_EQ(e.sync.interval, 24);
   EXPECT_EQ(e.sync.overlap, 2);
   EXPECT_EQ(e.sync.max_inflight, 2);
+  EXPECT_FALSE(e.sync.final_push);
   EXPECT_EQ(e.sync.window_chunks, 8);             // dd::policy::default_window_chunks
   EXPECT_DOUBLE_EQ(e.sync.max_norm_ratio, 10.0);  // the plausibility gate, generous
   EXPECT_FALSE(e.sync.push_clock.has_value());
@@ -146,6 +147,21 @@ TEST(ConfigExamples, PushClockDefaultsByQuorumAndAnExplicitValueWins) {
   // The resolved JSON names the clock in use.
   EXPECT_EQ(to_json(one("min_quorum = 4"))["sync"]["push_clock"], "learner");
   EXPECT_EQ(to_json(one("min_quorum = 2"))["sync"]["push_clock"], "global");
+}
+
+TEST(ConfigExamples, FinalPushIsReadAndRoundTrips) {
+  const std::string script =
+      std::string("experiment { ") + test::k_data + ", sync = { final_push = true } }";
+  load_result r = load_string(script, "fp.lua", test::repo_options());
+  ASSERT_TRUE(r.ok()) << r.error_text();
+  EXPECT_TRUE(r.experiments[0].sync.final_push);
+  EXPECT_EQ(to_json(r.experiments[0])["sync"]["final_push"], true);
+  const std::string bad =
+      std::string("experiment { ") + test::k_data + ",\n sync = { final_push = 'yes' } }";
+  load_result rb = load_string(bad, "fp.lua", test::repo_options());
+  ASSERT_EQ(rb.errors.size(), 1u) << rb.error_text();
+  EXPECT_NE(rb.errors[0].to_string().find("sync.final_push"), std::string::npos)
+      << rb.errors[0].to_string();
 }
 
 TEST(ConfigExamples, BroadcastWireIsReadAndRoundTrips) {
