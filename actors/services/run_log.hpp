@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <string>
@@ -37,9 +38,10 @@ namespace dd::actors {
 /// Per-learner counters (one entry per learner id, across incarnations).
 struct learner_stats {
   uint64_t incarnation = 0;
-  uint64_t step = 0;             ///< inner steps completed (the learner's own counter)
-  uint64_t tokens = 0;           ///< tokens computed, all incarnations together
-  double loss = 0.0;             ///< last training loss, nats/token (NaN: not known)
+  uint64_t step = 0;    ///< inner steps completed (the learner's own counter)
+  uint64_t tokens = 0;  ///< tokens computed, all incarnations together
+  /// Last training loss, nats/token; NaN until its first step report (not known: shown "—").
+  double loss = std::numeric_limits<double>::quiet_NaN();
   double compute_s = 0.0;        ///< seconds spent in inner steps (goodput numerator)
   double steps_per_s = 0.0;      ///< EMA of the learner's step rate
   uint64_t restarts = 0;         ///< respawns of this id

@@ -688,6 +688,10 @@ TEST(monitor_leave, a_learner_leaving_after_the_run_s_stop_shows_left_not_away) 
   const uint64_t i0 = join(l0, 0), i1 = join(l1, 1);
   ASSERT_NE(i0, ~uint64_t{0});
   ASSERT_NE(i1, ~uint64_t{0});
+  // Joined, no step yet: the loss is not known ("—"), not 0.
+  const std::string joined = node_progress_line(log.snapshot(), 0.5);
+  EXPECT_EQ(joined.find("0.000"), std::string::npos) << joined;
+  EXPECT_NE(joined.find(" L0 0.00st/s —"), std::string::npos) << joined;
   auto leave = [&](caf::scoped_actor& self, int32_t id, uint64_t inc, bool interrupted) {
     dd::leave_msg lm{id, inc};
     lm.interrupted = interrupted;
