@@ -70,7 +70,27 @@ std::string finished_note(const std::string& where) {
              : "the run in '" + where + "' finished at " + at + " (summary.json); no syncer to ask";
 }
 
-/// RUN_DIR (its nodes.json names the syncer) or HOST:PORT → the syncer's address. False with
+/// The address of the newest `listening` event in a run directory's events.jsonl (a syncer
+/// writes one each time it starts; a wildcard host is asked on the loopback), if any.
+std::optional<std::pair<std::string, uint16_t>> last_listening(const fs::path& events) {
+  std::ifstream in(events);
+  std::optional<std::pair<std::string, uint16_t>> found;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.find("\"event\":\"listening\"") == std::string::npos) continue;
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (!j.is_object() || !j.contains("port") || !j["port"].is_number_unsigned()) continue;
+    const auto port = j["port"].get<uint64_t>();
+    if (port == 0 || port > 65535) continue;
+    std::string host = j.value("host", std::string());
+    if (host.empty() || host == "0.0.0.0" || host == "::") host = "127.0.0.1";
+    found = std::make_pair(host, static_cast<uint16_t>(port));
+  }
+  return found;
+}
+
+/// RUN_DIR (its nodes.json names the syncer, or, for a syncer started by hand, its newest
+/// `listening` event) or HOST:PORT → the syncer's address. False with
 /// `error` set and `rc` the exit status: 2 for no run there (a missing directory, or one that
 /// holds no run), 1 for a run that finished (nothing is live to ask).
 bool syncer_address(const std::string& where, std::pair<std::string, uint16_t>& out,
@@ -91,10 +111,16 @@ bool syncer_address(const std::string& where, std::pair<std::string, uint16_t>& 
     if (!have_nodes) {
       // events.jsonl without summary.json: a run still going, or one a crash or a second
       // signal ended (a resumed part removes the earlier part's summary.json when it starts).
+      // A syncer started by hand (dd-node syncer --run-dir) writes no nodes.json; its events
+      // say where it listens.
+      if (auto at = last_listening(fs::path(where) / "events.jsonl")) {
+        out = *at;
+        return true;
+      }
       error = "the run in '" + where +
               "' is unfinished (events.jsonl, no summary.json: still running, or ended by a "
-              "crash or a second signal; --resume continues it) and holds no nodes.json (not "
-              "started by dd-node launch?); give the syncer's HOST:PORT to ask a live one";
+              "crash or a second signal; --resume continues it) and holds no nodes.json and no "
+              "syncer's listening event; give the syncer's HOST:PORT to ask a live one";
       return false;
     }
     try {
@@ -234,7 +260,8 @@ int status_main(int argc, char** argv) {
       "heartbeat), fragment versions; with a run directory also every process of the\n"
       "nodes file.");
   t.positionals(&where, 1, 1, "RUN_DIR|HOST:PORT",
-                "a run directory of dd-node launch (its nodes.json names the syncer) or the "
+                "a run directory (dd-node launch's nodes.json, or a hand-started syncer's "
+                "events.jsonl, names the syncer) or the "
                 "syncer's address")
       .toggle("--json", &as_json, "print the monitor's JSON");
   add_tls_flags(t, &tls_files,

@@ -735,6 +735,18 @@ TEST_F(dd_node_run, status_and_drain_name_a_missing_or_finished_run) {
       read_text(dir / "u.err"),
       {"dd-node status: the run in 'cut' is unfinished (events.jsonl, no summary.json: still "
        "running, or ended by a crash or a second signal; --resume continues it)"});
+  // A syncer started by hand writes no nodes.json: its newest listening event names it (a
+  // wildcard host asked on the loopback). Nothing listens on port 1 here: not reachable, and the
+  // line names the address the event gave, not the older part's.
+  fs::create_directories(dir / "hand");
+  std::ofstream(dir / "hand" / "events.jsonl")
+      << "{\"event\":\"listening\",\"host\":\"127.0.0.9\",\"port\":7}\n"
+         "{\"event\":\"resume\"}\n"
+         "{\"event\":\"listening\",\"host\":\"0.0.0.0\",\"port\":1}\n";
+  const pid_t hand = start_node(dir, "h", {"status", "hand"});
+  EXPECT_EQ(wait_exit(hand, 30), 1);
+  dd::test::expect_contains_all(read_text(dir / "h.err"),
+                                {"dd-node status: the syncer is not reachable: 127.0.0.1:1"});
 }
 
 // Numeric flags take numbers: --progress abc / -1 is refused (never read as 0: off).
