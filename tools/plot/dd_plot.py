@@ -462,15 +462,26 @@ def fig_timeline(plt, run, out_dir):
                         xytext=(-6 if right else 4, dy), ha="right" if right else "left",
                         fontsize=7)
     width = max(end * 0.004, 1e-3)
-    level, prev = 0, None
-    for t, d, label, src in sorted(fl, key=lambda f: f[0]):
+    xmax = end * 1.01 if end > 0 else 1
+    # Each fault is a number above the axes (close ones stacked in up to 3 rows) and a line of
+    # the key beside the legend (vertical labels of close faults would cover each other and the
+    # restart labels).
+    axes_pt = ax.get_position().width * fig.get_figwidth() * 72
+    last_at = [-1e9] * 3  # per row, the x (points) of its last number
+    key = []
+    for i, (t, d, label, src) in enumerate(sorted(fl, key=lambda f: f[0]), start=1):
         ax.axvspan(t, t + (d if d else width), color="tab:purple" if src == "chaos.jsonl" else "tab:orange",
                    alpha=0.25)
-        # Close faults' labels (vertical text) side by side instead of on top of each other.
-        level = level + 1 if prev is not None and t - prev < 0.02 * end else 0
-        prev = t
-        ax.annotate(label, (t, len(ids) - 0.45), textcoords="offset points", xytext=(9 * level, 0),
-                    fontsize=7, rotation=90, va="top", ha="right")
+        x_pt = t / xmax * axes_pt
+        gap = 6 + 4 * len(str(i))
+        level = next((k for k, at in enumerate(last_at) if x_pt - at >= gap),
+                     min(range(len(last_at)), key=lambda k: last_at[k]))
+        last_at[level] = x_pt
+        ax.annotate(str(i), (t, 1.0), xycoords=("data", "axes fraction"), textcoords="offset points",
+                    xytext=(0, 2 + 8 * level), fontsize=6, ha="center", va="bottom",
+                    color="indigo" if src == "chaos.jsonl" else "darkorange", annotation_clip=False)
+        key.append(f"{i}: {label} at {t:.1f} s" + (f" for {d:g} s" if d else ""))
+    
     ax.set_yticks(range(len(ids)))
     ax.set_yticklabels([f"learner {i}" for i in ids])
     ax.set_ylim(-0.6, max(1, len(ids)) - 0.4 + 0.3)
@@ -479,7 +490,12 @@ def fig_timeline(plt, run, out_dir):
     ax.set_ylabel("learner")
     n_chaos = sum(1 for f in fl if f[3] == "chaos.jsonl")
     chaos_note = f"{n_chaos} from chaos.jsonl" if run.has_chaos else "no chaos.jsonl"
-    ax.set_title(f"{run.name}: learners stepping, away and restarted; faults shaded ({chaos_note})")
+    ax.set_title(f"{run.name}: learners stepping, away and restarted; faults shaded ({chaos_note})",
+                 pad=8 + 8 * min(3, len(fl)))
+    shown = 12  # the key's lines at most; the rest are counted
+    key_lines = [Line2D([], [], linestyle="", label=k) for k in key[:shown]]
+    if len(key) > shown:
+        key_lines.append(Line2D([], [], linestyle="", label=f"... {len(key) - shown} more faults"))
     ax.legend(handles=[
         Patch(facecolor="tab:green", label="stepping (a row in learner_loss.csv)"),
         Patch(facecolor="tab:red", hatch="//", alpha=0.7, label="away (failure or leave until it rejoins)"),
@@ -489,7 +505,7 @@ def fig_timeline(plt, run, out_dir):
                label="rejoin or resume: a new incarnation, not a restart"),
         Patch(facecolor="tab:purple", alpha=0.25, label="fault from chaos.jsonl"),
         Patch(facecolor="tab:orange", alpha=0.25, label="in-process fault (events.jsonl)"),
-    ], fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    ] + key_lines, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(axis="x", alpha=0.3)
     path = os.path.join(out_dir, "timeline.png")
     save(fig, path, plt)
