@@ -1,10 +1,10 @@
 // kernels/cpu/cpu_backend.cpp — the CPU backend (see cpu_backend.hpp for threading and
 // determinism). Every linear layer's product is an OpenBLAS sgemm whose rows (or output rows) are
-// split statically across this backend's thread pool (cpu/detail/thread_pool.hpp); attention's
-// per-head products run in this file's register-tiled kernel (attn_tile), one head per thread
-// at a time; every other loop is a static row or element partition written so that GCC vectorizes
-// it (-O3 -march=native, no fast-math; `omp simd` pragmas fix the order of the few vectorized
-// reductions).
+// split into fixed blocks that this backend's thread pool runs (cpu/detail/thread_pool.hpp);
+// attention's per-head products run in this file's register-tiled kernel (attn_tile), one head per
+// thread at a time; every other loop is a fixed row or element partition written so that GCC
+// vectorizes it (-O3 -march=native, no fast-math; `omp simd` pragmas fix the order of the few
+// vectorized reductions).
 #include "kernels/cpu/cpu_backend.hpp"
 
 #include <cblas.h>
@@ -87,10 +87,18 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
     });
   }
 
-  /// Parallel loop over [0, n) with a work estimate of `work_per_item` per item.
+  /// Parallel loop over [0, n) with a work estimate of `work_per_item` per item. A loop that
+  /// fills every thread with at least 4 · min_work_per_thread gets up to 4 chunks per thread, so
+  /// that a thread slowed by another process on its core takes fewer of them (the items are
+  /// independent, so the split does not change any result).
   template <class F>
   void parallel_range(size_t n, size_t work_per_item, F&& f) const {
-    const int nc = chunks_for(n * std::max<size_t>(1, work_per_item));
+    const size_t work = n * std::max<size_t>(1, work_per_item);
+    int nc = chunks_for(work);
+    if (nc > 1) {
+      const size_t by_work = work / (4 * min_work_per_thread);
+      nc = static_cast<int>(std::clamp<size_t>(by_work, nc, 4 * static_cast<size_t>(nc)));
+    }
     for_chunks(n, std::min<int>(nc, static_cast<int>(std::max<size_t>(1, n))),
                [&](int, size_t b, size_t e) { f(b, e); });
   }
@@ -207,12 +215,31 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
   }
 
   // ---- linear layers -------------------------------------------------------------------------
+  // The linear layers' products are split into row blocks (output rows, or dweight's rows or
+  // columns) that the pool's participants claim in turn (cpu/detail/thread_pool.hpp), more
+  // blocks than threads where the product is large: a participant whose core is shared with
+  // another process, or that wakes late, then takes fewer blocks instead of the others waiting
+  // for its half. Every block is one single-threaded sgemm over the whole K (OpenBLAS splits K
+  // the same way whatever M and N are), so each output element's sum is the same whichever
+  // blocks exist and whichever thread runs them.
+
+  /// Row blocks for a product of `work` multiply-adds over `rows` rows: one per thread at
+  /// most as chunks_for allows, two per thread when each still has at least 128 rows and 2^22
+  /// multiply-adds (each block packs the whole B operand again, about 1 % of its time at the
+  /// models' shapes, so blocks stay large).
+  int product_blocks(size_t work, int rows) const {
+    const int nc = std::min(chunks_for(work, 1 << 20), std::max(1, rows / 16));
+    if (nc > 1 && rows / (2 * nc) >= 128 && work / (2 * static_cast<size_t>(nc)) >= (1u << 22)) {
+      return 2 * nc;
+    }
+    return nc;
+  }
+
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                       int IC, int OC) override {
     ensure_openblas_single_threaded();
-    const int nc =
-        std::min(chunks_for(static_cast<size_t>(N) * IC * OC, 1 << 20), std::max(1, N / 16));
-    for_chunks(static_cast<size_t>(N), nc, [&](int, size_t b, size_t e) {
+    const int nb = product_blocks(static_cast<size_t>(N) * IC * OC, N);
+    for_chunks(static_cast<size_t>(N), nb, [&](int, size_t b, size_t e) {
       const int rows = static_cast<int>(e - b);
       if (rows == 0) return;
       float* o = out + b * OC;
@@ -243,27 +270,52 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
   void matmul_bwd(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
                   const float* weight, int N, int IC, int OC, float dinp_beta) {
     ensure_openblas_single_threaded();
-    const int nc = std::min(chunks_for(static_cast<size_t>(N) * IC * OC, 1 << 20),
-                            std::max(1, std::min(N, OC) / 16));
-    // One parallel region: chunk k computes rows [b,e) of dinp and rows [ob,oe) of dweight and
-    // dbias; the outputs are disjoint, so no barrier is needed between the two products.
-    pool_.run(nc, [&](int k) {
-      size_t b = 0, e = 0;
-      chunk_range(static_cast<size_t>(N), nc, k, b, e);
-      if (e > b) {
-        // dinp (N,IC) += dout (N,OC) · weight (OC,IC)
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(e - b), IC, OC,
-                    1.0f, dout + b * OC, OC, weight, IC, dinp_beta, dinp + b * IC, IC);
+    const size_t work = static_cast<size_t>(N) * IC * OC;
+    const int nc = std::min(chunks_for(work, 1 << 20), std::max(1, std::min(N, OC) / 16));
+    // dweight is split along its longer side: each block packs the other operand whole, and
+    // doutᵀ (OC × N) against inp (N × IC) makes the smaller one the cheaper to pack twice.
+    const bool dw_by_columns = IC > OC && IC / nc >= 16;
+    // Blocks 0 .. nc-1: dinp's rows [b,e); blocks nc .. 2nc-1: a slice of dweight (rows or
+    // columns) and dbias's columns [ob,oe). The outputs are disjoint, so no block waits for
+    // another.
+    auto block = [&](int k) {
+      if (k < nc) {
+        size_t b = 0, e = 0;
+        chunk_range(static_cast<size_t>(N), nc, k, b, e);
+        if (e > b) {
+          // dinp (N,IC) += dout (N,OC) · weight (OC,IC)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(e - b), IC, OC,
+                      1.0f, dout + b * OC, OC, weight, IC, dinp_beta, dinp + b * IC, IC);
+        }
+        return;
+      }
+      k -= nc;
+      if (dw_by_columns) {
+        size_t ib = 0, ie = 0;
+        chunk_range(static_cast<size_t>(IC), nc, k, ib, ie);
+        if (ie > ib) {
+          // dweight[:, ib:ie] (OC, ie-ib) += dout (N,OC)ᵀ · inp[:, ib:ie]
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, OC, static_cast<int>(ie - ib), N,
+                      1.0f, dout, OC, inp + ib, IC, 1.0f, dweight + ib, IC);
+        }
       }
       size_t ob = 0, oe = 0;
       chunk_range(static_cast<size_t>(OC), nc, k, ob, oe);
       if (oe > ob) {
-        // dweight (OC,IC) += dout (N,OC)ᵀ · inp (N,IC), rows [ob,oe)
-        cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(oe - ob), IC, N, 1.0f,
-                    dout + ob, OC, inp, IC, 1.0f, dweight + ob * IC, IC);
+        if (!dw_by_columns) {
+          // dweight (OC,IC) += dout (N,OC)ᵀ · inp (N,IC), rows [ob,oe)
+          cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, static_cast<int>(oe - ob), IC, N,
+                      1.0f, dout + ob, OC, inp, IC, 1.0f, dweight + ob * IC, IC);
+        }
         if (dbias != nullptr) column_sums_add(dbias, dout, N, OC, ob, oe);
       }
-    });
+    };
+    if (nc == 1) {
+      block(0);
+      block(1);
+    } else {
+      pool_.run(2 * nc, block);
+    }
   }
 
   /// dbias[o] += Σ_n dout[n, o] for o in [ob, oe), each column summed in n order (vectorized

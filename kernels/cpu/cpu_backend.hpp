@@ -1,11 +1,12 @@
 // kernels/cpu/cpu_backend.hpp — the fast CPU backend: OpenBLAS sgemm for the linear layers, a
-// register-tiled kernel of its own for the per-(batch, head) attention products, static
-// partitioning over the backend's own thread pool for everything else, and a vectorized exp for
+// register-tiled kernel of its own for the per-(batch, head) attention products, fixed
+// partitions run on the backend's own thread pool for everything else, and a vectorized exp for
 // softmax/GELU.
 //
 // Determinism: for the same inputs and the same thread count, every op returns bit-identical
-// results (static partitions, fixed-order reductions, per-thread partials combined in thread
-// order). Results may differ in the last bits between different thread counts.
+// results (each op's chunks are fixed by its shapes and the thread count, whichever thread runs
+// them; fixed-order reductions; per-chunk partials combined in chunk order). Results may differ
+// in the last bits between different thread counts.
 //
 // Threads: each backend object owns a pool of backend_options.threads threads (0 = hardware
 // threads; the calling thread is one of them) that sleep between ops, so several learners in one

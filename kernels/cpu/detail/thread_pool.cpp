@@ -7,7 +7,7 @@ namespace dd::kernels::cpu_detail {
 
 thread_pool::thread_pool(int participants) : participants_(std::max(1, participants)) {
   workers_.reserve(participants_ - 1);
-  for (int id = 1; id < participants_; ++id) workers_.emplace_back([this, id] { worker_loop(id); });
+  for (int id = 1; id < participants_; ++id) workers_.emplace_back([this] { worker_loop(); });
 }
 
 thread_pool::~thread_pool() {
@@ -19,46 +19,51 @@ thread_pool::~thread_pool() {
   for (auto& w : workers_) w.join();
 }
 
-void thread_pool::run(int n_chunks, const std::function<void(int)>& f) {
-  if (n_chunks <= 0) return;
-  const int active = std::min(n_chunks, participants_);
-  if (active > 1) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      job_ = &f;
-      job_chunks_ = n_chunks;
-      pending_ = active - 1;
-      ++generation_;
-    }
-    work_cv_.notify_all();
-  }
-  for (int c = 0; c < n_chunks; c += participants_) f(c);
-  if (active > 1) {
-    std::unique_lock<std::mutex> lock(mutex_);
-    done_cv_.wait(lock, [this] { return pending_ == 0; });
-    job_ = nullptr;
-  }
+void thread_pool::drain(const std::function<void(int)>& f, int n_chunks) {
+  for (int c; (c = next_.fetch_add(1, std::memory_order_relaxed)) < n_chunks;) f(c);
 }
 
-void thread_pool::worker_loop(int id) {
+void thread_pool::run(int n_chunks, const std::function<void(int)>& f) {
+  if (n_chunks <= 0) return;
+  if (n_chunks == 1 || participants_ == 1) {
+    for (int c = 0; c < n_chunks; ++c) f(c);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    job_ = &f;
+    job_chunks_ = n_chunks;
+    next_.store(0, std::memory_order_relaxed);
+    ++generation_;
+  }
+  work_cv_.notify_all();
+  drain(f, n_chunks);
+  // Every chunk is claimed; the ones claimed by workers are done once those workers have left.
+  // A worker that wakes after this finds no job (job_ is cleared under the lock it joins under).
+  std::unique_lock<std::mutex> lock(mutex_);
+  done_cv_.wait(lock, [this] { return inside_ == 0; });
+  job_ = nullptr;
+}
+
+void thread_pool::worker_loop() {
   uint64_t seen = 0;
   for (;;) {
     const std::function<void(int)>* job = nullptr;
     int chunks = 0;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
+      work_cv_.wait(lock, [&] { return stop_ || (generation_ != seen && job_ != nullptr); });
       if (stop_) return;
       seen = generation_;
       job = job_;
       chunks = job_chunks_;
+      ++inside_;
     }
-    if (id >= chunks) continue;  // this job has no chunk for us (and did not count us)
-    for (int c = id; c < chunks; c += participants_) (*job)(c);
+    drain(*job, chunks);
     bool last = false;
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      last = --pending_ == 0;
+      last = --inside_ == 0;
     }
     if (last) done_cv_.notify_one();
   }

@@ -7,6 +7,7 @@
 // to kernels/cpu/.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -17,8 +18,12 @@
 namespace dd::kernels::cpu_detail {
 
 /// Fork-join pool of `participants` threads: the caller plus participants - 1 workers.
-/// Chunk c of a job always runs on participant c % participants (static assignment), so a job's
-/// work split never depends on timing. Move-only by construction (owns threads); not copyable.
+/// Chunks are claimed in order (0, 1, 2, ...) by whichever participant is free: the caller starts
+/// at once, and a worker that wakes late, or runs slowly because another process shares its
+/// core, takes fewer chunks instead of holding up the job. What a chunk computes must therefore
+/// depend only on its index, never on the thread that runs it (the cpu backend's chunk → range
+/// maps depend only on the shapes and the thread count, so its results stay deterministic).
+/// Move-only by construction (owns threads); not copyable.
 class thread_pool {
  public:
   /// Starts participants - 1 worker threads (participants >= 1).
@@ -31,22 +36,26 @@ class thread_pool {
   /// Number of participants (caller included).
   int size() const noexcept { return participants_; }
 
-  /// Runs f(c) for every chunk c in [0, n_chunks), chunk c on participant c % size() (the
-  /// caller is participant 0), and returns when all have finished. f must not throw.
+  /// Runs f(c) exactly once for every chunk c in [0, n_chunks), each on whichever participant
+  /// claims it first (the caller is one of them), and returns when all have finished. f must not
+  /// throw.
   void run(int n_chunks, const std::function<void(int)>& f);
 
  private:
-  void worker_loop(int id);
+  void worker_loop();
+  /// Claims and runs chunks of the current job until none is left.
+  void drain(const std::function<void(int)>& f, int n_chunks);
 
   int participants_;
   std::vector<std::thread> workers_;
   std::mutex mutex_;
   std::condition_variable work_cv_;
   std::condition_variable done_cv_;
-  const std::function<void(int)>* job_ = nullptr;
+  const std::function<void(int)>* job_ = nullptr;  ///< set while a job accepts workers
   int job_chunks_ = 0;
   uint64_t generation_ = 0;
-  int pending_ = 0;
+  int inside_ = 0;            ///< workers that joined the current job and have not left it
+  std::atomic<int> next_{0};  ///< the next unclaimed chunk of the current job
   bool stop_ = false;
 };
 
