@@ -454,6 +454,110 @@ TEST_F(DD_SUITE(compare), writing_backward_ops_equal_zeroing_then_accumulating) 
   EXPECT_NE(gg_set.host(), std::vector<float>(n, 0.0f));
 }
 
+// ---- the MLP's fused matmul + GELU ops -----------------------------------------------------
+class DD_SUITE(matmul_gelu) : public compare, public ::testing::WithParamInterface<mm_shape> {};
+
+TEST_P(DD_SUITE(matmul_gelu), fused_ops_match_reference_and_the_separate_ops) {
+  const mm_shape s = GetParam();
+  const int N = s.N, IC = s.IC, OC = s.OC;
+  const float* no_bias = nullptr;
+  // Weights scaled by 1/sqrt(K), so that pre (and, below, dact) stay in the range of
+  // gelu_matches_reference's inputs whatever the shape.
+  const float a = 2.0f / std::sqrt(float(IC)), a2 = 0.5f / std::sqrt(float(OC));
+  const auto inp = random_floats(size_t(N) * IC, 61), w = random_floats(size_t(OC) * IC, 62, -a, a);
+  const auto bias = random_floats(OC, 63);
+  const auto garbage = random_floats(size_t(N) * OC, 64);
+  // Forward: pre (N,OC) = inp · wᵀ + bias, act = gelu(pre).
+  auto fwd = [&](backend& b, bool fused) {
+    dvec<float> dx(b, inp), dw(b, w), db(b, bias), pre(b, garbage), act(b, garbage);
+    const float* bi = s.bias ? db.data() : no_bias;
+    if (fused) {
+      b.matmul_gelu_forward(pre.data(), act.data(), dx.data(), dw.data(), bi, N, IC, OC);
+    } else {
+      b.matmul_forward(pre.data(), dx.data(), dw.data(), bi, N, IC, OC);
+      b.gelu_forward(act.data(), pre.data(), size_t(N) * OC);
+    }
+    return std::make_pair(pre.host(), act.host());
+  };
+  const auto [pre, act] = fwd(*be_, true);
+  const auto [upre, uact] = fwd(*be_, false);
+  EXPECT_EQ(pre, upre) << "fused forward: the separate ops' bits";
+  EXPECT_EQ(act, uact) << "fused forward: the separate ops' bits";
+  const auto [rpre, ract] = fwd(*ref_, true);
+  dvec<float> mx(*ref_, abs_of(inp)), mw(*ref_, abs_of(w)), mb(*ref_, abs_of(bias));
+  dvec<float> mpre(*ref_, size_t(N) * OC);
+  ref_->matmul_forward(mpre.data(), mx.data(), mw.data(), s.bias ? mb.data() : no_bias, N, IC, OC);
+  expect_within(pre, rpre, dot_tolerance(mpre.host(), IC), "matmul_gelu_forward pre (K = IC)");
+  // act against the reference's GELU of the same pre (gelu_matches_reference's tolerance).
+  dvec<float> p_ref(*ref_, pre), a_ref(*ref_, size_t(N) * OC);
+  ref_->gelu_forward(a_ref.data(), p_ref.data(), size_t(N) * OC);
+  expect_close(act, a_ref.host(), 16 * eps32, 16 * eps32, "matmul_gelu_forward act");
+
+  // Backward of the next layer (its input is act, N × OC here; its output has IC columns):
+  // dact = dout · w2, dpre = dact * gelu'(pre); dweight, dbias accumulate.
+  const int IC2 = OC, OC2 = IC;
+  const auto w2 = random_floats(size_t(OC2) * IC2, 65, -a2, a2);
+  const auto dout = random_floats(size_t(N) * OC2, 66);
+  const auto gw0 = random_floats(size_t(OC2) * IC2, 67), gb0 = random_floats(OC2, 68);
+  auto bwd = [&](backend& b, bool fused) {
+    dvec<float> dp(b, pre), da(b, act), dw2(b, w2), ddy(b, dout), gw(b, gw0), gb(b, gb0);
+    dvec<float> dact(b, garbage), dpre(b, garbage);
+    float* gbi = s.bias ? gb.data() : nullptr;
+    if (fused) {
+      b.matmul_gelu_backward_writes_dinp(dpre.data(), dact.data(), gw.data(), gbi, ddy.data(),
+                                         da.data(), dp.data(), dw2.data(), N, IC2, OC2);
+    } else {
+      b.matmul_backward_writes_dinp(dact.data(), gw.data(), gbi, ddy.data(), da.data(), dw2.data(),
+                                    N, IC2, OC2);
+      b.gelu_backward_writes(dpre.data(), dp.data(), dact.data(), size_t(N) * IC2);
+    }
+    return std::make_tuple(dpre.host(), dact.host(), gw.host(), gb.host());
+  };
+  const auto [dpre, dact, gw, gb] = bwd(*be_, true);
+  const auto [udpre, udact, ugw, ugb] = bwd(*be_, false);
+  EXPECT_EQ(dpre, udpre) << "fused backward: the separate ops' bits";
+  EXPECT_EQ(dact, udact) << "fused backward: the separate ops' bits";
+  EXPECT_EQ(gw, ugw) << "fused backward: the separate ops' bits";
+  EXPECT_EQ(gb, ugb) << "fused backward: the separate ops' bits";
+  const auto [rdpre, rdact, rgw, rgb] = bwd(*ref_, true);
+  // Magnitudes for the products' tolerances: the same products on absolute values.
+  dvec<float> ma(*ref_, abs_of(act)), mw2(*ref_, abs_of(w2)), mdy(*ref_, abs_of(dout));
+  dvec<float> mgw(*ref_, abs_of(gw0)), mgb(*ref_, abs_of(gb0)), mdact(*ref_, size_t(N) * IC2);
+  ref_->matmul_backward(mdact.data(), mgw.data(), mgb.data(), mdy.data(), ma.data(), mw2.data(), N,
+                        IC2, OC2);
+  expect_within(dact, rdact, dot_tolerance(mdact.host(), OC2), "fused backward dact (K = OC)");
+  expect_within(gw, rgw, dot_tolerance(mgw.host(), N), "fused backward dweight (K = N)");
+  if (s.bias) {
+    expect_within(gb, rgb, dot_tolerance(mgb.host(), N), "fused backward dbias (K = N)");
+  } else {
+    EXPECT_EQ(gb, gb0) << "dbias must be untouched when null is passed";
+  }
+  // dpre against the reference's gelu' applied to this backend's dact: gelu_matches_reference's
+  // tolerances (32·eps32 absolute for |dout| <= 1, 16·eps32 relative), the absolute one scaled
+  // by |dact| where it exceeds 1.
+  dvec<float> rp(*ref_, pre), rda(*ref_, dact), rdp(*ref_, size_t(N) * IC2);
+  ref_->gelu_backward_writes(rdp.data(), rp.data(), rda.data(), size_t(N) * IC2);
+  const auto want = rdp.host();
+  std::vector<double> tol(want.size());
+  for (size_t i = 0; i < tol.size(); ++i) {
+    tol[i] = 32 * eps32 * std::max(1.0, std::fabs(double(dact[i]))) +
+             15 * eps32 * std::fabs(double(want[i]));  // + eps32 · |want| in expect_within
+  }
+  expect_within(dpre, want, tol, "fused backward dpre");
+}
+
+DD_INSTANTIATE(shapes, DD_SUITE(matmul_gelu),
+               ::testing::Values(mm_shape{1, 1, 1, true}, mm_shape{3, 5, 7, false},
+                                 mm_shape{17, 33, 65, true}, mm_shape{100, 129, 257, false},
+                                 mm_shape{300, 96, 160, true},
+                                 // several row blocks per thread, odd N: the cpu backend's 4 blocks
+                                 mm_shape{1029, 96, 384, true}),
+               [](const auto& param_info) {
+                 const auto& s = param_info.param;
+                 return "N" + std::to_string(s.N) + "_IC" + std::to_string(s.IC) + "_OC" +
+                        std::to_string(s.OC) + (s.bias ? "_bias" : "_nobias");
+               });
+
 TEST_F(DD_SUITE(compare), memory_roundtrip_and_zero_fill) {
   auto buf = be_->alloc<float>(1001);
   std::vector<float> h(1001, 1.0f);
