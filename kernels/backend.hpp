@@ -163,28 +163,6 @@ class backend {
     matmul_backward(dinp, dweight, dbias, dout, inp, weight, N, IC, OC);
   }
 
-  /// The MLP's first layer: pre (N,OC) = inp · weightᵀ + bias as matmul_forward, then
-  /// act (N,OC) = gelu(pre) as gelu_forward; writes both. The same values as those two calls,
-  /// which is what the default makes; a backend may apply GELU to each block of rows of pre while
-  /// it is still in cache.
-  virtual void matmul_gelu_forward(float* pre, float* act, const float* inp, const float* weight,
-                                   const float* bias, int N, int IC, int OC) {
-    matmul_forward(pre, inp, weight, bias, N, IC, OC);
-    gelu_forward(act, pre, static_cast<size_t>(N) * OC);
-  }
-  /// The backward of a linear layer whose input was act = gelu(pre): WRITES dact (N,IC) = dout ·
-  /// weight and dpre (N,IC) = dact * gelu'(pre); dweight += doutᵀ · act and dbias += Σ_n dout
-  /// accumulate. The same values as matmul_backward_writes_dinp then gelu_backward_writes, which
-  /// is what the default makes; a backend may take each block of rows of dact through gelu'
-  /// while it is still in cache.
-  virtual void matmul_gelu_backward_writes_dinp(float* dpre, float* dact, float* dweight,
-                                                float* dbias, const float* dout, const float* act,
-                                                const float* pre, const float* weight, int N,
-                                                int IC, int OC) {
-    matmul_backward_writes_dinp(dact, dweight, dbias, dout, act, weight, N, IC, OC);
-    gelu_backward_writes(dpre, pre, dact, static_cast<size_t>(N) * IC);
-  }
-
   /// Causal multi-head self-attention (Vaswani et al. 2017, eq. 1) with scale 1/sqrt(hs),
   /// hs = C/NH. qkv (B,T,3C) holds [q | k | v] per position, each split into NH heads of hs.
   /// Writes out (B,T,C) and att (B,NH,T,T) = the post-softmax probabilities (zeros above the

@@ -110,8 +110,8 @@ void block_forward(kernels::backend& be, const block_weights& w, block_activatio
   be.residual_forward(a.res2.data(), residual, s.tmp.data(), BT * C);
   be.layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p[k_ln2w],
                        p[k_ln2b], N, C);
-  be.matmul_gelu_forward(a.fch.data(), a.fch_gelu.data(), a.ln2.data(), p[k_fcw], p[k_fcb], N, C,
-                         4 * C);
+  be.matmul_forward(a.fch.data(), a.ln2.data(), p[k_fcw], p[k_fcb], N, C, 4 * C);
+  be.gelu_forward(a.fch_gelu.data(), a.fch.data(), BT * 4 * C);
   be.matmul_forward(s.tmp.data(), a.fch_gelu.data(), p[k_fcprojw], p[k_fcprojb], N, 4 * C, C);
   be.residual_forward(a.res3.data(), a.res2.data(), s.tmp.data(), BT * C);
 }
@@ -126,9 +126,9 @@ void block_backward(kernels::backend& be, const block_weights& w, const block_we
   // MLP half: res3 = res2 + fcproj(gelu(fc(ln2(res2)))).
   // The *_writes ops write the scratch gradients (no zeroing pass); the weight gradients
   // accumulate.
-  be.matmul_gelu_backward_writes_dinp(s.dfch.data(), s.dfch_gelu.data(), d[k_fcprojw], d[k_fcprojb],
-                                      dres, a.fch_gelu.data(), a.fch.data(), p[k_fcprojw], N, 4 * C,
-                                      C);
+  be.matmul_backward_writes_dinp(s.dfch_gelu.data(), d[k_fcprojw], d[k_fcprojb], dres,
+                                 a.fch_gelu.data(), p[k_fcprojw], N, 4 * C, C);
+  be.gelu_backward_writes(s.dfch.data(), a.fch.data(), s.dfch_gelu.data(), BT * 4 * C);
   be.matmul_backward_writes_dinp(s.dln.data(), d[k_fcw], d[k_fcb], s.dfch.data(), a.ln2.data(),
                                  p[k_fcw], N, C, 4 * C);
   be.layernorm_backward(dres, d[k_ln2w], d[k_ln2b], s.dln.data(), a.res2.data(), p[k_ln2w],

@@ -237,19 +237,6 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
 
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                       int IC, int OC) override {
-    matmul_fwd(out, nullptr, inp, weight, bias, N, IC, OC);
-  }
-
-  // Each row block's GELU runs right after its sgemm, while the block (512 rows of 4C floats at
-  // the 10.8M model, 3 MB) is still in the core's L2.
-  void matmul_gelu_forward(float* pre, float* act, const float* inp, const float* weight,
-                           const float* bias, int N, int IC, int OC) override {
-    matmul_fwd(pre, act, inp, weight, bias, N, IC, OC);
-  }
-
-  /// out = inp · weightᵀ + bias; with act non-null, also act = gelu(out), block by block.
-  void matmul_fwd(float* out, float* act, const float* inp, const float* weight, const float* bias,
-                  int N, int IC, int OC) {
     ensure_openblas_single_threaded();
     const int nb = product_blocks(static_cast<size_t>(N) * IC * OC, N);
     for_chunks(static_cast<size_t>(N), nb, [&](int, size_t b, size_t e) {
@@ -263,7 +250,6 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
       // out = inp · weightᵀ (+ the bias already in out, through beta = 1).
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, rows, OC, IC, 1.0f, inp + b * IC, IC,
                   weight, IC, bias != nullptr ? 1.0f : 0.0f, o, OC);
-      if (act != nullptr) gelu_fwd_span(act + b * OC, o, static_cast<size_t>(rows) * OC);
     });
   }
 
@@ -280,47 +266,30 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
     matmul_bwd(dinp, dweight, dbias, dout, inp, weight, N, IC, OC, 0.0f);
   }
 
-  // Each dinp row block goes through gelu' right after its sgemm, while it is still in the
-  // core's L2 (the blocks are made as for the forward: 512 rows of 4C floats at 10.8M).
-  void matmul_gelu_backward_writes_dinp(float* dpre, float* dact, float* dweight, float* dbias,
-                                        const float* dout, const float* act, const float* pre,
-                                        const float* weight, int N, int IC, int OC) override {
-    matmul_bwd(dact, dweight, dbias, dout, act, weight, N, IC, OC, 0.0f, pre, dpre);
-  }
-
-  /// matmul_backward with dinp = dinp_beta · dinp + dout · weight (1: accumulate, 0: write);
-  /// with gelu_pre non-null, also gelu_dpre = dinp * gelu'(gelu_pre), block by block.
+  /// matmul_backward with dinp = dinp_beta · dinp + dout · weight (1: accumulate, 0: write).
   void matmul_bwd(float* dinp, float* dweight, float* dbias, const float* dout, const float* inp,
-                  const float* weight, int N, int IC, int OC, float dinp_beta,
-                  const float* gelu_pre = nullptr, float* gelu_dpre = nullptr) {
+                  const float* weight, int N, int IC, int OC, float dinp_beta) {
     ensure_openblas_single_threaded();
     const size_t work = static_cast<size_t>(N) * IC * OC;
     const int nc = std::min(chunks_for(work, 1 << 20), std::max(1, std::min(N, OC) / 16));
-    // dinp's row blocks: one per dweight slice, or as many as the forward makes when gelu' is
-    // applied to them (smaller blocks stay in cache).
-    const int nd = gelu_pre != nullptr ? std::max(nc, product_blocks(work, N)) : nc;
     // dweight is split along its longer side: each block packs the other operand whole, and
     // doutᵀ (OC × N) against inp (N × IC) makes the smaller one the cheaper to pack twice.
     const bool dw_by_columns = IC > OC && IC / nc >= 16;
-    // Blocks 0 .. nd-1: dinp's rows [b,e); blocks nd .. nd+nc-1: a slice of dweight (rows or
+    // Blocks 0 .. nc-1: dinp's rows [b,e); blocks nc .. 2nc-1: a slice of dweight (rows or
     // columns) and dbias's columns [ob,oe). The outputs are disjoint, so no block waits for
     // another.
     auto block = [&](int k) {
-      if (k < nd) {
+      if (k < nc) {
         size_t b = 0, e = 0;
-        chunk_range(static_cast<size_t>(N), nd, k, b, e);
+        chunk_range(static_cast<size_t>(N), nc, k, b, e);
         if (e > b) {
           // dinp (N,IC) += dout (N,OC) · weight (OC,IC)
           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(e - b), IC, OC,
                       1.0f, dout + b * OC, OC, weight, IC, dinp_beta, dinp + b * IC, IC);
-          if (gelu_pre != nullptr) {
-            gelu_bwd_span<false>(gelu_dpre + b * IC, gelu_pre + b * IC, dinp + b * IC,
-                                 (e - b) * static_cast<size_t>(IC));
-          }
         }
         return;
       }
-      k -= nd;
+      k -= nc;
       if (dw_by_columns) {
         size_t ib = 0, ie = 0;
         chunk_range(static_cast<size_t>(IC), nc, k, ib, ie);
@@ -341,11 +310,11 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
         if (dbias != nullptr) column_sums_add(dbias, dout, N, OC, ob, oe);
       }
     };
-    if (nd + nc == 2) {
+    if (nc == 1) {
       block(0);
       block(1);
     } else {
-      pool_.run(nd + nc, block);
+      pool_.run(2 * nc, block);
     }
   }
 
@@ -601,49 +570,44 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
 
   // ---- GELU, residual ------------------------------------------------------------------------
   void gelu_forward(float* out, const float* inp, size_t N) override {
-    parallel_range(N, 8, [&](size_t b, size_t e) { gelu_fwd_span(out + b, inp + b, e - b); });
-  }
-
-  /// out[0, n) = gelu(inp[0, n)), on the calling thread.
-  static void gelu_fwd_span(float* out, const float* inp, size_t n) {
+    parallel_range(N, 8, [&](size_t b, size_t e) {
     // 0.5 x (1 + tanh u) = x · sigmoid(2u), u = sqrt(2/pi) (x + 0.044715 x³).
 #pragma omp simd
-    for (size_t i = 0; i < n; ++i) {
-      const float x = inp[i];
-      const float u = gelu_k * (x + gelu_c * x * x * x);
-      out[i] = x * fast_sigmoidf(2.0f * u);
-    }
-  }
-
-  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) override {
-    parallel_range(
-        N, 8, [&](size_t b, size_t e) { gelu_bwd_span<true>(dinp + b, inp + b, dout + b, e - b); });
-  }
-
-  /// Writing gives the bits of adding to +0 (0 + y == y for every y but -0, whose sign no later
-  /// op depends on).
-  void gelu_backward_writes(float* dinp, const float* inp, const float* dout, size_t N) override {
-    parallel_range(N, 8, [&](size_t b, size_t e) {
-      gelu_bwd_span<false>(dinp + b, inp + b, dout + b, e - b);
+      for (size_t i = b; i < e; ++i) {
+        const float x = inp[i];
+        const float u = gelu_k * (x + gelu_c * x * x * x);
+        out[i] = x * fast_sigmoidf(2.0f * u);
+      }
     });
   }
 
-  /// dinp[0, n) (+)= dout * gelu'(inp), on the calling thread.
+  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t N) override {
+    gelu_bwd<true>(dinp, inp, dout, N);
+  }
+
+  void gelu_backward_writes(float* dinp, const float* inp, const float* dout, size_t N) override {
+    gelu_bwd<false>(dinp, inp, dout, N);
+  }
+
+  /// dinp (+)= dout * gelu'(inp). Writing gives the bits of adding to +0 (0 + y == y for every
+  /// y but -0, whose sign no later op depends on).
   template <bool accumulate>
-  static void gelu_bwd_span(float* dinp, const float* inp, const float* dout, size_t n) {
+  void gelu_bwd(float* dinp, const float* inp, const float* dout, size_t N) {
+    parallel_range(N, 8, [&](size_t b, size_t e) {
     // With s = sigmoid(2u): tanh u = 2s - 1, 1 - tanh²u = 4 s (1 - s), so
     // gelu'(x) = s + 2 x s (1 - s) sqrt(2/pi) (1 + 3·0.044715 x²).
 #pragma omp simd
-    for (size_t i = 0; i < n; ++i) {
-      const float x = inp[i];
-      const float u = gelu_k * (x + gelu_c * x * x * x);
-      const float s = fast_sigmoidf(2.0f * u);
-      const float g = s + 2.0f * x * s * (1.0f - s) * gelu_k * (1.0f + 3.0f * gelu_c * x * x);
-      if constexpr (accumulate)
-        dinp[i] += g * dout[i];
-      else
-        dinp[i] = g * dout[i];
-    }
+      for (size_t i = b; i < e; ++i) {
+        const float x = inp[i];
+        const float u = gelu_k * (x + gelu_c * x * x * x);
+        const float s = fast_sigmoidf(2.0f * u);
+        const float g = s + 2.0f * x * s * (1.0f - s) * gelu_k * (1.0f + 3.0f * gelu_c * x * x);
+        if constexpr (accumulate)
+          dinp[i] += g * dout[i];
+        else
+          dinp[i] = g * dout[i];
+      }
+    });
   }
 
   void residual_forward(float* out, const float* a, const float* b, size_t N) override {

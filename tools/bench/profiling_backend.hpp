@@ -88,26 +88,6 @@ class profiling_backend final : public kernels::backend {
         },
         4.0 * N * IC * OC);
   }
-  // The fused MLP ops are keyed apart ("matmul+gelu_..."): their time includes GELU's, their
-  // FLOPs count the product only.
-  void matmul_gelu_forward(float* pre, float* act, const float* inp, const float* weight,
-                           const float* bias, int N, int IC, int OC) override {
-    timed(
-        shape_key("matmul+gelu_forward", IC, OC),
-        [&] { in_->matmul_gelu_forward(pre, act, inp, weight, bias, N, IC, OC); },
-        2.0 * N * IC * OC);
-  }
-  void matmul_gelu_backward_writes_dinp(float* dpre, float* dact, float* dweight, float* dbias,
-                                        const float* dout, const float* act, const float* pre,
-                                        const float* weight, int N, int IC, int OC) override {
-    timed(
-        shape_key("matmul+gelu_backward", IC, OC),
-        [&] {
-          in_->matmul_gelu_backward_writes_dinp(dpre, dact, dweight, dbias, dout, act, pre, weight,
-                                                N, IC, OC);
-        },
-        4.0 * N * IC * OC);
-  }
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int C,
                          int NH) override {
     timed("attention_forward", [&] { in_->attention_forward(out, att, qkv, B, T, C, NH); });
