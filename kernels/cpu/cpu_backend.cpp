@@ -215,31 +215,22 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
   }
 
   // ---- linear layers -------------------------------------------------------------------------
-  // The linear layers' products are split into row blocks (output rows, or dweight's rows or
-  // columns) that the pool's participants claim in turn (cpu/detail/thread_pool.hpp), more
-  // blocks than threads where the product is large: a participant whose core is shared with
-  // another process, or that wakes late, then takes fewer blocks instead of the others waiting
-  // for its half. Every block is one single-threaded sgemm over the whole K (OpenBLAS splits K
-  // the same way whatever M and N are), so each output element's sum is the same whichever
-  // blocks exist and whichever thread runs them.
-
-  /// Row blocks for a product of `work` multiply-adds over `rows` rows: one per thread at
-  /// most as chunks_for allows, two per thread when each still has at least 128 rows and 2^22
-  /// multiply-adds (each block packs the whole B operand again, about 1 % of its time at the
-  /// models' shapes, so blocks stay large).
-  int product_blocks(size_t work, int rows) const {
-    const int nc = std::min(chunks_for(work, 1 << 20), std::max(1, rows / 16));
-    if (nc > 1 && rows / (2 * nc) >= 128 && work / (2 * static_cast<size_t>(nc)) >= (1u << 22)) {
-      return 2 * nc;
-    }
-    return nc;
-  }
+  // The linear layers' products are split into blocks that the pool's participants claim in
+  // turn (cpu/detail/thread_pool.hpp): the forward into one row block per thread; the backward
+  // into one dinp row block and one dweight slice per thread, so that a participant whose core is
+  // shared with another process, or that wakes late, takes fewer of them instead of the others
+  // waiting for its pair. Each block is one single-threaded sgemm over the whole K
+  // (OpenBLAS blocks K the same way whatever M and N are), so each output element's sum is the
+  // same whichever blocks exist and whichever thread runs them. The forward gets no more blocks
+  // than threads: each block packs the whole weight again, and four blocks for two threads cost
+  // 5-11 % more CPU time than two at the 10.8M model's shapes.
 
   void matmul_forward(float* out, const float* inp, const float* weight, const float* bias, int N,
                       int IC, int OC) override {
     ensure_openblas_single_threaded();
-    const int nb = product_blocks(static_cast<size_t>(N) * IC * OC, N);
-    for_chunks(static_cast<size_t>(N), nb, [&](int, size_t b, size_t e) {
+    const int nc =
+        std::min(chunks_for(static_cast<size_t>(N) * IC * OC, 1 << 20), std::max(1, N / 16));
+    for_chunks(static_cast<size_t>(N), nc, [&](int, size_t b, size_t e) {
       const int rows = static_cast<int>(e - b);
       if (rows == 0) return;
       float* o = out + b * OC;
