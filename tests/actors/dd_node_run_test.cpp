@@ -13,8 +13,11 @@
 //     (restart budget spent): exit 1, "failed" in summary.json, and an owner respawned before
 //     its first checkpoint is rebuilt from a learner and says so on stderr; a re-run removes
 //     the earlier summary.json at its start; --progress takes only a number >= 0.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -436,6 +439,37 @@ pid_t start_node(const fs::path& cwd, const std::string& tag,
   std::vector<std::string> argv = {DD_NODE_BIN};
   argv.insert(argv.end(), args.begin(), args.end());
   return dd::test::start_process(cwd, tag, std::move(argv));
+}
+
+// A syncer whose --listen or --http port is taken exits 2 before it writes anything, so a retry
+// on a free port is a new run, not an unfinished one it would have to --resume or --overwrite.
+TEST_F(dd_node_run, a_syncer_whose_port_is_taken_writes_no_run_directory) {
+  const fs::path dir = make_workdir("port_taken");
+  const int taken = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(taken, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(taken, reinterpret_cast<const sockaddr*>(&a), sizeof a), 0);
+  ASSERT_EQ(::listen(taken, 1), 0);
+  socklen_t len = sizeof a;
+  ASSERT_EQ(::getsockname(taken, reinterpret_cast<sockaddr*>(&a), &len), 0);
+  const std::string at = "127.0.0.1:" + std::to_string(ntohs(a.sin_port));
+  const pid_t listen =
+      start_node(dir, "l", {"syncer", "tiny.lua", "--listen", at, "--run-dir", "run"});
+  EXPECT_EQ(wait_exit(listen, 30), 2);
+  dd::test::expect_contains_all(
+      read_text(dir / "l.err"),
+      {"dd-node syncer: cannot listen on " + at + ": Address already in use (nothing written)"});
+  const pid_t http = start_node(
+      dir, "h",
+      {"syncer", "tiny.lua", "--listen", "127.0.0.1:0", "--http", at, "--run-dir", "run"});
+  EXPECT_EQ(wait_exit(http, 30), 2);
+  dd::test::expect_contains_all(read_text(dir / "h.err"),
+                                {"dd-node syncer: cannot serve http on " + at +
+                                 ": Address already in use (nothing written)"});
+  EXPECT_FALSE(fs::exists(dir / "run"));
+  ::close(taken);
 }
 
 // dd-node syncer and dd-node launch lock a checkpoint.dir outside their run directory too (the
