@@ -79,6 +79,29 @@ void check_learner_data(const config::experiment& exp, const text_dataset& data)
                     n_val, T + 1, exp.data.train_fraction));
 }
 
+std::vector<std::string> small_data_warnings(const std::string& file, uint64_t train_tokens,
+                                             uint64_t validation_tokens, int context,
+                                             uint64_t budget_tokens) {
+  std::vector<std::string> out;
+  constexpr double max_epochs = 20;
+  constexpr uint64_t min_windows = 16;
+  const double epochs =
+      train_tokens > 0 ? static_cast<double>(budget_tokens) / static_cast<double>(train_tokens) : 0;
+  if (epochs > max_epochs)
+    out.push_back(fmt::format(
+        "the budget of {} tokens goes over the {} train tokens of '{}' {:.0f} times: the learners "
+        "will memorize it (training loss falling while validation loss rises); use more data or "
+        "a smaller budget",
+        budget_tokens, train_tokens, file, epochs));
+  const uint64_t windows = validation_tokens / (static_cast<uint64_t>(context) + 1);
+  if (windows < min_windows)
+    out.push_back(fmt::format(
+        "the validation split of '{}' holds {} window{} of model.context + 1 = {} tokens: its "
+        "loss says little (a larger file, or a smaller data.train_fraction)",
+        file, windows, windows == 1 ? "" : "s", context + 1));
+  return out;
+}
+
 void check_learner_data(const config::experiment& exp, const image_dataset& data) {
   const int M = exp.learners.count;
   const auto layout = exp.data.sharding == config::sharding_kind::interleaved
@@ -311,6 +334,15 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
           "with sync.interval = {} and {} fragments): nothing will be merged and the final "
           "validation loss is the initial model's",
           exp.name, setup->steps_per_learner, first_push, H, P));
+  }
+  if (setup->data != nullptr && exp.budget.kind != config::budget_kind::seconds) {
+    const uint64_t budget = setup->steps_per_learner * static_cast<uint64_t>(exp.learners.count) *
+                            static_cast<uint64_t>(exp.learners.batch) *
+                            static_cast<uint64_t>(exp.model.context);
+    for (const auto& w :
+         small_data_warnings(setup->data->origin(), setup->data->train().size(),
+                             setup->data->validation().size(), exp.model.context, budget))
+      setup->log->warn(exp.name + ": " + w);
   }
   const bool syncer = options.role == node_role::syncer;
   // A syncer node goes on through failing writes (retried with backoff, degraded) up to

@@ -193,6 +193,14 @@ struct job_setup {
 /// fewer than 2·T+1 = 257"). `dd-node run` calls it (through check_experiment_data) before it
 /// starts anything and refuses the run with exit 2; make_job_setup calls it too.
 void check_learner_data(const config::experiment& exp, const text_dataset& data);
+/// What a run on text data this small will do that its user may not expect, one line each
+/// (empty: nothing): a budget of `budget_tokens` that goes over the `train_tokens` of the train
+/// split more than 20 times (the learners memorize it: training loss falls while validation
+/// loss rises), and a validation split of fewer than 16 windows of `context` + 1 tokens (its
+/// loss says little). `file` names the data in the lines.
+std::vector<std::string> small_data_warnings(const std::string& file, uint64_t train_tokens,
+                                             uint64_t validation_tokens, int context,
+                                             uint64_t budget_tokens);
 /// The same for image data (data.kind = "idx"): every learner's image_stream can be built and
 /// the validation split is not empty; throws std::invalid_argument naming data.images.
 void check_learner_data(const config::experiment& exp, const image_dataset& data);

@@ -874,6 +874,44 @@ TEST(main_job, data_too_small_for_the_learners_is_refused) {
   std::filesystem::remove_all(dir);
 }
 
+// Data so small that the run trains but its numbers mislead gets a warning per reason: the budget
+// goes over the train split more than 20 times, or the validation split holds fewer than 16
+// windows. The main job (Tiny Shakespeare, 4.9M tokens) gets none.
+TEST(main_job, small_data_is_warned_about_when_the_budget_memorizes_it_or_validation_is_tiny) {
+  struct row {
+    const char* name;
+    uint64_t train, validation, budget;
+    int context;
+    std::vector<std::string> want;  // a piece of each warning, in order
+  };
+  const std::vector<row> rows = {
+      {"the main job", 1003854, 111540, 4915200, 128, {}},
+      {"a 3,000-byte file",
+       2700,
+       300,
+       4915200,
+       128,
+       {"the budget of 4915200 tokens goes over the 2700 train tokens of 'f.txt' 1820 times",
+        "the validation split of 'f.txt' holds 2 windows of model.context + 1 = 129 tokens"}},
+      {"20 passes exactly", 1000, 16 * 129, 20000, 128, {}},
+      {"21 passes",
+       1000,
+       16 * 129,
+       21000,
+       128,
+       {"goes over the 1000 train tokens of 'f.txt' 21 times"}},
+      {"15 windows", 1000000, 16 * 129 - 1, 1000, 128, {"holds 15 windows of"}},
+      {"1 window", 1000000, 129, 1000, 128, {"holds 1 window of"}},
+  };
+  for (const auto& r : rows) {
+    SCOPED_TRACE(r.name);
+    const auto got = small_data_warnings("f.txt", r.train, r.validation, r.context, r.budget);
+    ASSERT_EQ(got.size(), r.want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      EXPECT_NE(got[i].find(r.want[i]), std::string::npos) << got[i];
+  }
+}
+
 /// Overwrites bytes in the middle of a file (its CRC no longer matches).
 void damage(const std::filesystem::path& p) {
   std::fstream f(p, std::ios::in | std::ios::out | std::ios::binary);
