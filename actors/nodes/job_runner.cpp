@@ -468,7 +468,8 @@ run_result run_job(const config::experiment& exp, const run_options& options) {
   if (http.metrics) http.metrics->set_ending();
   // A cluster run's uptime: by the rule and from the files `dd-chaos report` judges downtime by
   // (actors/policy/run_uptime.hpp), over every part, with K = sync.min_quorum — learners that
-  // step through a syncer outage are up. (dd-node run keeps the monitor's figure: its learners
+  // step through a syncer outage are up, and the time from a part's planned stop to its resume
+  // is not observed. (dd-node run keeps the monitor's figure: its learners
   // share the process, so no outage separates them from it.)
   if (syncer && !options.simulated_time && r.summary.is_object() && r.summary.contains("uptime")) {
     const auto k = exp.sync.min_quorum.resolve(static_cast<size_t>(exp.learners.count));

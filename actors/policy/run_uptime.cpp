@@ -84,15 +84,28 @@ void add_samples(const nlohmann::json& e, std::map<long long, std::vector<step_p
     } catch (const std::exception&) {}
 }
 
+/// The samples of a events file and, when `parts` is given (the syncer's events.jsonl), its
+/// start, resume, stop and finished events (kind, time).
 void read_samples(const std::filesystem::path& file,
-                  std::map<long long, std::vector<step_point>>& out) {
+                  std::map<long long, std::vector<step_point>>& out,
+                  std::vector<std::pair<std::string, double>>* parts = nullptr) {
   std::ifstream in(file);
   std::string line;
   while (std::getline(in, line)) {
-    // Only the three sample events matter: skip the parse of every other line.
-    if (line.find("\"steps\"") == std::string::npos) continue;
+    const bool part =
+        parts != nullptr && (line.find("\"event\":\"start\"") != std::string::npos ||
+                             line.find("\"event\":\"resume\"") != std::string::npos ||
+                             line.find("\"event\":\"stop\"") != std::string::npos ||
+                             line.find("\"event\":\"finished\"") != std::string::npos);
+    // Only the three sample events and the part events matter: skip the parse of every other
+    // line.
+    if (!part && line.find("\"steps\"") == std::string::npos) continue;
     auto j = nlohmann::json::parse(line, nullptr, false);
-    if (!j.is_discarded()) add_samples(j, out);
+    if (j.is_discarded()) continue;
+    add_samples(j, out);
+    if (part && j.is_object() && j.contains("event") && j["event"].is_string() &&
+        j.contains("time") && j["time"].is_number())
+      parts->emplace_back(j["event"].get<std::string>(), j["time"].get<double>());
   }
 }
 
@@ -208,7 +221,9 @@ run_steps read_run_steps(const std::string& run_dir) {
   const fs::path dir(run_dir);
   std::error_code ec;
   std::map<long long, std::vector<step_point>> samples;
-  read_samples(dir / "events.jsonl", samples);
+  std::vector<std::pair<std::string, double>> part_events;
+  read_samples(dir / "events.jsonl", samples, &part_events);
+  r.parts = run_parts(part_events);
   if (fs::is_directory(dir / "nodes", ec))
     for (const auto& f : fs::directory_iterator(dir / "nodes", ec)) {
       const std::string name = f.path().filename().string();
@@ -266,14 +281,84 @@ double training_began(const std::map<long long, std::vector<step_point>>& points
   return std::max({lo, first, last_start});
 }
 
+std::vector<run_part> run_parts(const std::vector<std::pair<std::string, double>>& events) {
+  std::vector<run_part> out;
+  for (const auto& [kind, t] : events) {
+    if (kind == "start" || kind == "resume")
+      out.push_back({t, std::nullopt});
+    else if ((kind == "stop" || kind == "finished") && !out.empty() && !out.back().stopped)
+      out.back().stopped = t;
+  }
+  return out;
+}
+
+std::vector<time_span> between_parts(const std::vector<run_part>& parts) {
+  std::vector<time_span> out;
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i)
+    if (parts[i].stopped && *parts[i].stopped <= parts[i + 1].from)
+      out.push_back({*parts[i].stopped, parts[i + 1].from});
+  return out;
+}
+
+std::optional<double> part_stopped_after(const std::vector<run_part>& parts, double t) {
+  for (std::size_t i = 0; i + 1 < parts.size(); ++i)
+    if (parts[i].from <= t && t < parts[i + 1].from)
+      return parts[i].stopped && *parts[i].stopped <= parts[i + 1].from ? parts[i].stopped
+                                                                        : std::nullopt;
+  return std::nullopt;
+}
+
 run_uptime_figures run_uptime(const run_steps& steps, std::size_t needed) {
   run_uptime_figures out;
   if (steps.rows < 2) return out;
-  std::map<long long, std::vector<time_span>> spans;
-  for (const auto& [id, pts] : steps.points) spans[id] = stepping_spans(pts);
   out.known = true;
-  out.began = training_began(steps.points, spans, steps.lo);
-  out.figures = downtime_of(spans, out.began, steps.hi, needed);
+  out.began = steps.lo;
+  // The parts the rows span: each cut (a planned stop up to the next part's resume) inside
+  // [first row, last row] ends one part's window at its stop and starts the next part's points
+  // at its resume; the rows and samples between the stop and the resume (the learners still
+  // finishing the step they were taking) belong to the part that stopped.
+  // A cut inside which a learner node sampled its learners' steps (syncer_lost, outage_steps,
+  // syncer_back) is a syncer outage the learners kept running through (the syncer alone stopped,
+  // by a SIGTERM), not the whole run's stop: it stays observed.
+  auto sampled_inside = [&](const time_span& c) {
+    for (const auto& [id, pts] : steps.points)
+      for (const auto& p : pts)
+        if (p.incarnation < 0 && p.t > c.from && p.t < c.to) return true;
+    return false;
+  };
+  std::vector<time_span> cuts;
+  for (const auto& c : between_parts(steps.parts))
+    if (c.from < steps.hi && c.to > steps.lo && !sampled_inside(c)) cuts.push_back(c);
+  out.between = cuts;
+  bool first = true;
+  for (std::size_t i = 0; i <= cuts.size(); ++i) {
+    const double from = i == 0 ? -std::numeric_limits<double>::infinity() : cuts[i - 1].to;
+    const double until = i < cuts.size() ? cuts[i].to : std::numeric_limits<double>::infinity();
+    const double lo = i == 0 ? steps.lo : std::max(steps.lo, cuts[i - 1].to);
+    const double hi = i < cuts.size() ? std::min(cuts[i].from, steps.hi) : steps.hi;
+    std::map<long long, std::vector<step_point>> points;
+    for (const auto& [id, pts] : steps.points)
+      for (const auto& p : pts)
+        if (p.t >= from && p.t < until) points[id].push_back(p);
+    if (points.empty()) continue;  // a part without a row observes nothing
+    std::map<long long, std::vector<time_span>> spans;
+    for (const auto& [id, pts] : points) {
+      auto& s = spans[id] = stepping_spans(pts);
+      // A stopped part: the step a learner was taking when the stop came is cut, not stalled.
+      if (i < cuts.size() && !s.empty()) {
+        auto last = std::max_element(
+            s.begin(), s.end(), [](const time_span& a, const time_span& b) { return a.to < b.to; });
+        if (last->to < hi && hi - last->to <= kStopGraceSeconds) last->to = hi;
+      }
+    }
+    const double began = training_began(points, spans, lo);
+    if (first) out.began = began;
+    first = false;
+    const auto f = downtime_of(spans, began, hi, needed);
+    out.figures.observed_s += f.observed_s;
+    out.figures.down_s += f.down_s;
+    out.figures.gaps.insert(out.figures.gaps.end(), f.gaps.begin(), f.gaps.end());
+  }
   return out;
 }
 

@@ -20,13 +20,23 @@
 // global downtime). A run in which no learner ever stepped at its pace is observed from its first
 // row, all of it down.
 //
+// A resumed run is observed part by part: the time from a part's planned end (its first `stop`
+// or `finished` event: Ctrl-C, SIGTERM, the budget spent) to the next part's `resume` is outside
+// the observed time, and the resumed part's own start-up is judged as the run's first one is. A
+// part that was killed (no such event) is not cut: its outage up to the resume stays observed,
+// and the learners' samples decide it (learners stepping through a syncer kill are up); nor is
+// one inside which a learner node sampled its steps (the syncer alone was stopped, the learners
+// ran on).
+//
 // stepping_spans and downtime_of are pure; read_run_steps reads the files (missing files give
 // no points; malformed lines are counted and skipped). Any thread.
 #pragma once
 
 #include <cstddef>
 #include <map>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace dd::policy {
@@ -62,13 +72,41 @@ struct downtime_figures {
 downtime_figures downtime_of(const std::map<long long, std::vector<time_span>>& spans, double lo,
                              double hi, std::size_t needed);
 
+/// One part of a run, from the syncer's own events (events.jsonl): it begins at its `start` or
+/// `resume` event; `stopped` is the time of its first `stop` or `finished` event after that (the
+/// part ended on purpose), absent for a part that was killed.
+struct run_part {
+  double from = 0;
+  std::optional<double> stopped;
+};
+
+/// The parts of a run from the syncer's events (kind, Unix time) in file order; kinds other
+/// than start, resume, stop and finished are ignored, as is a stop or finished before any start.
+std::vector<run_part> run_parts(const std::vector<std::pair<std::string, double>>& events);
+
+/// The time between parts, outside the observed time: from each stopped part's stop to the next
+/// part's start (a stop after the next start, from a damaged file, gives nothing). A killed part
+/// followed by another gives nothing either: its outage is observed.
+std::vector<time_span> between_parts(const std::vector<run_part>& parts);
+
+/// The planned end of the part running at `t` when a later part follows it (the start of the
+/// between_parts span that closes that part); none for the last part or a killed one. What
+/// happens after it (a process started again, a rejoin) is the next part's doing.
+std::optional<double> part_stopped_after(const std::vector<run_part>& parts, double t);
+
+/// A learner whose last stepping span of a stopped part ended at most this many seconds before
+/// the stop (the smallest bound an advance is judged by) was stepping up to the stop: the stop
+/// cut the step it was taking.
+constexpr double kStopGraceSeconds = 1.0;
+
 /// What a run directory says about its learners' steps.
 struct run_steps {
   std::map<long long, std::vector<step_point>> points;  ///< per learner: rows and samples
   std::size_t rows = 0;                                 ///< learner_loss.csv rows read
-  std::size_t bad_rows = 0;   ///< learner_loss.csv rows that did not parse
-  bool have_csv = false;      ///< learner_loss.csv exists
-  double lo = 0.0, hi = 0.0;  ///< first and last row time (when rows > 0)
+  std::size_t bad_rows = 0;     ///< learner_loss.csv rows that did not parse
+  bool have_csv = false;        ///< learner_loss.csv exists
+  double lo = 0.0, hi = 0.0;    ///< first and last row time (when rows > 0)
+  std::vector<run_part> parts;  ///< from events.jsonl (empty without it)
 };
 run_steps read_run_steps(const std::string& run_dir);
 
@@ -84,11 +122,17 @@ double training_began(const std::map<long long, std::vector<step_point>>& points
                       const std::map<long long, std::vector<time_span>>& spans, double lo);
 
 /// read_run_steps + stepping_spans + downtime_of with K = `needed` over [training_began, last
-/// row]; `known` is false when the run has fewer than two rows (nothing to judge).
+/// row], part by part: each span of between_parts(steps.parts) that ends inside [first row, last
+/// row] and holds no learner node's sample splits the rows and samples at its end (the
+/// resume); the part before it is observed up
+/// to its stop (kStopGraceSeconds), the part after it from its own training_began (with the
+/// resume as `lo`). `figures` sums the parts (`gaps` in time order); `known` is false when the
+/// run has fewer than two rows (nothing to judge).
 struct run_uptime_figures {
   bool known = false;
-  double began = 0.0;  ///< training_began (Unix seconds)
+  double began = 0.0;  ///< training_began of the first part (Unix seconds)
   downtime_figures figures;
+  std::vector<time_span> between;  ///< the spans between parts left out of the observed time
 };
 run_uptime_figures run_uptime(const run_steps& steps, std::size_t needed);
 

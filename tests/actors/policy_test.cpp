@@ -9,12 +9,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "actors/policy/policy.hpp"
 #include "actors/policy/run_uptime.hpp"
+#include "tests/support/fresh_dir.hpp"
 
 namespace dd::policy {
 namespace {
@@ -765,6 +767,185 @@ TEST(run_uptime, a_start_up_stall_is_not_downtime) {
     EXPECT_NEAR(u.began, r.began, 1e-9) << r.what;
     EXPECT_NEAR(u.figures.observed_s, r.observed_s, 0.11) << r.what;
     EXPECT_NEAR(u.figures.down_s, r.down_s, 0.11) << r.what;
+  }
+}
+
+// A resumed run is observed part by part (actors/policy/run_uptime.hpp): the time from a part's
+// planned stop (`stop`/`finished`) to the next part's `resume` is outside the observed time, and
+// the resumed part's start-up is judged as the run's first one is; a killed part's outage up to
+// the resume stays observed (the learners' samples decide it), and so does a stop inside which
+// the learner nodes sampled their steps (the syncer alone stopped). Two learners step every
+// 0.5 s from 100 to 150 s (steps 1 to 101); the resume comes at 170 s.
+TEST(run_uptime, the_time_between_a_stopped_part_and_its_resume_is_not_observed) {
+  auto part1 = [](double stall_at = 1e300, double stall_s = 0) {
+    std::vector<step_point> v = {{100.0, 0, 1}};
+    long long step = 1;
+    for (double t = 100.5; t <= 150.0 + 1e-9; t += 0.5) {
+      if (t > stall_at && stall_s > 0) {
+        t += stall_s;
+        stall_s = 0;
+      }
+      v.push_back({t, 0, ++step});
+    }
+    return v;
+  };
+  // Resumed at 170 s from the record: the first row at 171 s, a slow first step (3 s against a
+  // pace of 0.5 s: the resumed part's start-up), then every 0.5 s up to 200 s.
+  auto resumed = [](std::vector<step_point> v) {
+    long long step = v.back().step;
+    v.push_back({171.0, 1, ++step});
+    v.push_back({174.0, 1, ++step});
+    for (double t = 174.5; t <= 200.0 + 1e-9; t += 0.5) v.push_back({t, 1, ++step});
+    return v;
+  };
+  // The syncer away from 150 to 170 s while the learners' nodes sample their steps a second (two
+  // steps a second, their pace), then rows again from 170.5 s.
+  auto through = [] {
+    std::vector<step_point> v;
+    long long step = 0;
+    for (double t = 100.0; t <= 150.0 + 1e-9; t += 0.5) v.push_back({t, 0, ++step});
+    for (double t = 151.0; t <= 170.0 + 1e-9; t += 1.0) v.push_back({t, -1, step += 2});
+    for (double t = 170.5; t <= 200.0 + 1e-9; t += 0.5) v.push_back({t, 1, ++step});
+    return v;
+  };
+  // Killed, every learner stopped with it: rows up to 150 s, then from 171 s on.
+  auto stalled = [] {
+    std::vector<step_point> v;
+    long long step = 0;
+    for (double t = 100.0; t <= 150.0 + 1e-9; t += 0.5) v.push_back({t, 0, ++step});
+    for (double t = 171.0; t <= 200.0 + 1e-9; t += 0.5) v.push_back({t, 1, ++step});
+    return v;
+  };
+  const std::vector<run_part> stopped = {{99.9, 150.05}, {170.0, 200.2}};
+  const std::vector<run_part> killed = {{99.9, std::nullopt}, {170.0, 200.2}};
+  struct row {
+    const char* what;
+    std::vector<step_point> learner;  // both learners step alike
+    std::vector<run_part> parts;
+    double observed_s, down_s;
+    std::vector<time_span> between;
+  };
+  // Stopped: observed 100 -> 150.05 (the stop; the last step was cut by it) and 174 (both
+  // learners' first stepping advance after the resume) -> 200.
+  const std::vector<row> table = {
+      {"a clean stop and resume", resumed(part1()), stopped, 50.05 + 26.0, 0.0, {{150.05, 170.0}}},
+      {"a stall of every learner inside a stopped part still counts",
+       resumed(part1(120.0, 10.0)),
+       stopped,
+       50.05 + 26.0,
+       10.5,
+       {{150.05, 170.0}}},
+      {"the same rows without the parts (no events.jsonl)", resumed(part1()), {}, 100.0, 24.0, {}},
+      {"a killed syncer, learners stepping through its outage", through(), killed, 100.0, 0.0, {}},
+      {"a killed syncer, every learner stopped with it", stalled(), killed, 100.0, 21.0, {}},
+      {"a stop the learners' nodes sampled through: the syncer alone stopped",
+       through(),
+       stopped,
+       100.0,
+       0.0,
+       {}},
+  };
+  for (const auto& r : table) {
+    run_steps steps;
+    steps.have_csv = true;
+    steps.points = {{0, r.learner}, {1, r.learner}};
+    steps.parts = r.parts;
+    steps.lo = 1e300;
+    steps.hi = -1e300;
+    for (const auto& [id, pts] : steps.points)
+      for (const auto& p : pts) {
+        if (p.incarnation < 0) continue;
+        ++steps.rows;
+        steps.lo = std::min(steps.lo, p.t);
+        steps.hi = std::max(steps.hi, p.t);
+      }
+    for (const std::size_t k : {1, 2}) {
+      const auto u = run_uptime(steps, k);
+      ASSERT_TRUE(u.known) << r.what;
+      EXPECT_NEAR(u.began, 100.0, 1e-9) << r.what;
+      EXPECT_NEAR(u.figures.observed_s, r.observed_s, 1e-6) << r.what << " K " << k;
+      EXPECT_NEAR(u.figures.down_s, r.down_s, 1e-6) << r.what << " K " << k;
+      EXPECT_EQ(u.between, r.between) << r.what;
+    }
+  }
+}
+
+// The parts of a run from the syncer's events, the spans between them, and the planned stop of
+// the part a time falls in.
+TEST(run_uptime, parts_from_the_syncers_events) {
+  const std::vector<std::pair<std::string, double>> events = {
+      {"start", 10.0},    {"merge", 11.0},  {"stop", 20.0},    {"finished", 21.0},
+      {"resume", 40.0},   {"merge", 41.0},  {"resume", 60.0},  {"stop", 70.0},
+      {"finished", 71.0}, {"resume", 80.0}, {"finished", 90.0}};
+  const auto parts = run_parts(events);
+  ASSERT_EQ(parts.size(), 4u);
+  EXPECT_EQ(parts[0].from, 10.0);
+  EXPECT_EQ(parts[0].stopped, std::optional<double>(20.0));  // the first of stop and finished
+  EXPECT_EQ(parts[1].from, 40.0);
+  EXPECT_FALSE(parts[1].stopped.has_value());  // killed
+  EXPECT_EQ(parts[2].stopped, std::optional<double>(70.0));
+  EXPECT_EQ(parts[3].stopped, std::optional<double>(90.0));
+  const std::vector<time_span> want = {{20.0, 40.0}, {70.0, 80.0}};
+  EXPECT_EQ(between_parts(parts), want);
+  EXPECT_EQ(part_stopped_after(parts, 15.0), std::optional<double>(20.0));
+  EXPECT_EQ(part_stopped_after(parts, 25.0), std::optional<double>(20.0));  // still shutting down
+  EXPECT_FALSE(part_stopped_after(parts, 50.0).has_value());                // the killed part
+  EXPECT_EQ(part_stopped_after(parts, 65.0), std::optional<double>(70.0));
+  EXPECT_FALSE(part_stopped_after(parts, 85.0).has_value());  // the last part
+  EXPECT_FALSE(part_stopped_after(parts, 5.0).has_value());   // before the run
+  EXPECT_TRUE(run_parts({{"stop", 1.0}, {"finished", 2.0}}).empty());
+  EXPECT_TRUE(between_parts({{10.0, 50.0}, {40.0, std::nullopt}}).empty());  // stop after resume
+}
+
+// summary.json `uptime` of a cluster run stopped with Ctrl-C and continued with --resume 20 s
+// later (job_runner: read_run_steps + run_uptime with K = sync.min_quorum): the two learners
+// stepped at their pace in both parts, so the uptime is 1 (the gap between the parts counted as
+// downtime gave 0.853 on a run of 134 s observed, 0.092 on one of 35 s over 6 minutes).
+TEST(run_uptime, a_run_resumed_after_ctrl_c_has_the_uptime_of_its_parts) {
+  const auto dir = dd::test::fresh_dir("run_uptime_resumed");
+  {
+    std::ofstream ev(dir / "events.jsonl");
+    for (const char* line : {
+             R"j({"event":"start","time":999.9})j",
+             R"j({"event":"merge","fragment":0,"time":1005.0})j",
+             R"j({"event":"stop","reason":"interrupted (SIGINT)","time":1010.05})j",
+             R"j({"digest":1,"event":"finished","time":1010.6})j",
+             R"j({"event":"resume","time":1030.0})j",
+             R"j({"event":"stop","reason":"every learner finished","time":1040.2})j",
+             R"j({"digest":2,"event":"finished","time":1040.5})j",
+         })
+      ev << line << "\n";
+    std::ofstream csv(dir / "learner_loss.csv");
+    csv << "time,learner,incarnation,step,tokens,loss\n";
+    char line[128];
+    int step = 0;
+    for (int i = 0; i <= 20; ++i, ++step)
+      for (int l = 0; l < 2; ++l) {
+        std::snprintf(line, sizeof line, "%.3f,%d,0,%d,%d,2.5\n", 1000.0 + 0.5 * i + 0.1 * l, l,
+                      step + 1, 10 * (step + 1));
+        csv << line;
+      }
+    for (int i = 0; i <= 18; ++i, ++step)
+      for (int l = 0; l < 2; ++l) {
+        std::snprintf(line, sizeof line, "%.3f,%d,1,%d,%d,2.0\n", 1031.0 + 0.5 * i, l, step + 1,
+                      10 * (step + 1));
+        csv << line;
+      }
+  }
+  const auto steps = read_run_steps(dir.string());
+  ASSERT_EQ(steps.rows, 80u);
+  ASSERT_EQ(steps.parts.size(), 2u);
+  for (const std::size_t k : {1, 2}) {
+    const auto u = run_uptime(steps, k);
+    ASSERT_TRUE(u.known);
+    // Observed from training began (both learners' first rows) to the stop (learner 0's last
+    // step, 0.05 s before it, was cut by it), and from the resumed part's first stepping advance
+    // to the last row.
+    EXPECT_NEAR(u.figures.observed_s, (1010.05 - 1000.1) + (1040.0 - 1031.0), 1e-6) << "K " << k;
+    EXPECT_EQ(u.figures.down_s, 0.0) << "K " << k;
+    EXPECT_DOUBLE_EQ(u.figures.uptime(), 1.0) << "K " << k;
+    ASSERT_EQ(u.between.size(), 1u);
+    EXPECT_EQ(u.between[0], (time_span{1010.05, 1030.0}));
   }
 }
 

@@ -748,6 +748,81 @@ TEST(chaos_report, syncer_fault_times_from_forwarded_events) {
             std::string::npos);
 }
 
+// A run stopped with Ctrl-C (`stop`, `finished`) and continued with --resume 20 s later: the
+// time between the parts is neither downtime nor observed (it was reported as 20.9 s of global
+// downtime and the run invalid), and the learner nodes started again for the resumed part are not
+// the restart of a pause fault of the first part (it was reported as restarted and rejoined
+// after 26.5 and 27 s). Learner 1 is paused 2 s at 1004 (no row meanwhile); both step every
+// 0.5 s from 1000 to 1010 and, after the resume at 1030, from 1031 to 1040.
+TEST(chaos_report, the_time_between_a_stopped_part_and_its_resume_is_not_downtime) {
+  run_builder b;
+  b.events = {
+      {{"event", "start"}, {"time", 1000.0}},
+      {{"event", "owner_start"}, {"time", 1000.1}, {"fragment", 0}, {"version", 0}},
+      {{"event", "join"}, {"time", 1000.2}, {"learner", 0}, {"incarnation", 0}},
+      {{"event", "join"}, {"time", 1000.3}, {"learner", 1}, {"incarnation", 0}},
+      run_builder::push(1001.0, 0, 0, 1),
+      run_builder::push(1001.5, 1, 0, 1),
+      run_builder::merge(1002.0, 1,
+                         {run_builder::contributor(0, 0, 1), run_builder::contributor(1, 0, 1)}),
+      run_builder::push(1006.5, 0, 0, 2),
+      run_builder::push(1006.8, 1, 0, 2),
+      run_builder::merge(1007.0, 2,
+                         {run_builder::contributor(0, 0, 2), run_builder::contributor(1, 0, 2)}),
+      {{"event", "stop"}, {"time", 1010.05}, {"reason", "interrupted (SIGINT)"}},
+      {{"event", "finished"}, {"time", 1010.5}},
+      {{"event", "resume"}, {"time", 1030.0}},
+      {{"event", "owner_restored"}, {"time", 1030.1}, {"fragment", 0}, {"version", 2}},
+      {{"event", "rejoin"}, {"time", 1031.0}, {"learner", 0}, {"incarnation", 1}},
+      {{"event", "rejoin"}, {"time", 1031.0}, {"learner", 1}, {"incarnation", 1}},
+      run_builder::push(1034.5, 0, 1, 3),
+      run_builder::push(1034.8, 1, 1, 3),
+      run_builder::merge(1035.0, 3,
+                         {run_builder::contributor(0, 1, 3), run_builder::contributor(1, 1, 3)}),
+      {{"event", "stop"}, {"time", 1040.2}, {"reason", "every learner finished"}},
+      {{"event", "finished"}, {"time", 1040.5}},
+  };
+  for (const char* node : {"learner-0", "learner-1"})
+    b.node_events[node] = {
+        {{"event", "node_start"}, {"time", 1000.1}, {"node", node}},
+        {{"event", "node_start"}, {"time", 1030.5}, {"node", node}}};  // the resumed part's
+  b.tape = {run_builder::cli_fault(1004.0, "pause", "learner:1", {"learner-1"}, 2.0)};
+  b.csv = run_builder::csv_header;
+  // Learner 0: 21 steps before the stop, 20 after; learner 1 makes 4 fewer before (paused).
+  int step1 = 0;
+  for (int i = 0; i <= 20; ++i) {
+    const double t = 1000.0 + 0.5 * i;
+    b.csv += run_builder::fmt_row(t, 0, 0, i + 1);
+    if (t < 1004.0 || t >= 1006.0) b.csv += run_builder::fmt_row(t + 0.1, 1, 0, ++step1);
+  }
+  for (int i = 0; i < 20; ++i) {
+    const double t = 1031.0 + 0.5 * i;
+    b.csv += run_builder::fmt_row(t, 0, 1, 22 + i);
+    b.csv += run_builder::fmt_row(t + 0.1, 1, 1, step1 + 1 + i);
+  }
+  const json r = judge(b);
+  EXPECT_EQ(verdict_of(r, "zero_global_downtime"), "valid") << r["run"].dump(2);
+  EXPECT_EQ(r["run"]["global_downtime_s"].get<double>(), 0.0) << r["run"].dump(2);
+  EXPECT_EQ(r["run"]["downtime_intervals"], json::array());
+  ASSERT_EQ(r["run"]["between_parts"].size(), 1u) << r["run"].dump(2);
+  EXPECT_DOUBLE_EQ(r["run"]["between_parts"][0]["from"].get<double>(), 1010.05);
+  EXPECT_DOUBLE_EQ(r["run"]["between_parts"][0]["to"].get<double>(), 1030.0);
+  // Observed from 1000.1 (learner 1's first row) to the stop, and from 1031.1 to the last row.
+  EXPECT_NEAR(r["run"]["observed_s"].get<double>(), (1010.05 - 1000.1) + (1040.6 - 1031.1), 1e-6);
+  EXPECT_EQ(r["run"]["parts"], 2);
+  EXPECT_EQ(verdict_of(r, "faulted_learners_back"), "valid") << r.dump(2);
+  ASSERT_EQ(r["faults"].size(), 1u);
+  expect_fault(r["faults"][0], {{"kind", "pause"},
+                                {"noticed_at", nullptr},
+                                {"restarted_at", nullptr},
+                                {"rejoined_at", nullptr},
+                                {"first_merge_after_s", 3.0}});
+  EXPECT_NE(format_report(r).find("global downtime      0.00 s (19.95 s between the parts not "
+                                  "observed: 1 planned stop and resume)"),
+            std::string::npos)
+      << format_report(r);
+}
+
 // A node the nodes file names learner-1 that ran with `--node-name host-1`: its forwarded events
 // are nodes/host-1.events.jsonl, and its restart (node_start) and lost syncer link are this
 // fault's by the learners its node_start names; host-0's node_start (learner 0) is not.

@@ -7,6 +7,7 @@
 
 #include <fmt/format.h>
 
+#include "actors/policy/run_uptime.hpp"
 #include "tools/chaos/msg.hpp"
 
 namespace dd::chaos::report_detail {
@@ -75,6 +76,14 @@ fault_times time_faults(const report_inputs& in) {
     return false;
   };
 
+  // The run's parts (actors/policy/run_uptime.hpp): what follows a part's planned stop (the
+  // learner nodes started again, their rejoins, the syncer's resume) is the next part's doing,
+  // never a fault's of the part that stopped.
+  std::vector<std::pair<std::string, double>> part_events;
+  for (const auto& e : evs)
+    if (e.node == "syncer") part_events.emplace_back(e.kind(), e.time);
+  const auto parts = policy::run_parts(part_events);
+
   auto injected = [](const fault& f) { return f.result == "ok" || f.result == "partial"; };
   // ---- per fault: injected, noticed, excluded, restarted, rejoined, first merged contribution.
   // One row of the per-fault table: what the tape says, then each detection time (absolute and
@@ -134,8 +143,17 @@ fault_times time_faults(const report_inputs& in) {
     for (size_t k = fi + 1; k < faults.size() && next_at > 1e299; ++k)
       for (int id : injected(faults[k]) ? faults[k].learners : std::set<int>{})
         if (f.learners.count(id)) next_at = faults[k].at;
+    // Nor, for a learner fault, beyond the planned stop of the part it was injected in (a
+    // syncer fault's own `term` is such a stop, and the resume after it is its restart).
+    double stop_at = 1e300;
+    if (const auto stop = policy::part_stopped_after(parts, f.at); stop && !f.learners.empty())
+      stop_at = *stop;
+    next_at = std::min(next_at, stop_at);
     auto before_next = [&](std::optional<double> t) {
       return t && *t < next_at ? t : std::nullopt;
+    };
+    auto before_stop = [&](std::optional<double> t) {
+      return t && *t < stop_at ? t : std::nullopt;
     };
     // A syncer fault injected after this one owns what its outage causes on these learners
     // (their nodes' syncer_lost, the rejoin after it) unless this fault was noticed before it.
@@ -175,10 +193,10 @@ fault_times time_faults(const report_inputs& in) {
       }
       // Only a learner that was dropped (or restarted) rejoins.
       if (noticed || restarted)
-        rejoined = first(f.at, [&](const event& e) {
+        rejoined = before_stop(first(f.at, [&](const event& e) {
           return e.node == "syncer" && (e.kind() == "rejoin" || e.kind() == "join") &&
                  learner_in(e.j, f.learners);
-        });
+        }));
       const double from = rejoined ? std::max(*rejoined, f.at) : end;
       merged = first(from, [&](const event& e) {
         return e.node == "syncer" && e.kind() == "merge" && merge_has(e, f.learners);

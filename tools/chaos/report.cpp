@@ -203,7 +203,7 @@ json build_report(const report_options& o) {
   // uptime of a cluster run uses too (actors/policy/run_uptime.hpp), here with K = 1 (no learner
   // stepping).
   std::optional<double> downtime, observed;
-  json downtime_gaps = json::array();
+  json downtime_gaps = json::array(), between_parts = json::array();
   const policy::run_steps steps = policy::read_run_steps(o.run_dir);
   if (steps.have_csv) {
     if (const auto u = policy::run_uptime(steps, 1); u.known) {
@@ -211,6 +211,9 @@ json build_report(const report_options& o) {
       observed = u.figures.observed_s;
       for (const auto& g : u.figures.gaps)
         downtime_gaps.push_back({{"from", g.from}, {"to", g.to}, {"seconds", g.to - g.from}});
+      // A planned stop up to the next part's resume: outside the observed time.
+      for (const auto& g : u.between)
+        between_parts.push_back({{"from", g.from}, {"to", g.to}, {"seconds", g.to - g.from}});
     }
   }
 
@@ -384,6 +387,7 @@ json build_report(const report_options& o) {
               {"faults", faults.size()},
               {"global_downtime_s", opt(downtime)},
               {"downtime_intervals", downtime_gaps},
+              {"between_parts", between_parts},
               {"unexplained", {{"count", unexplained.size()}, {"events", unexplained}}},
               {"merges", merges},
               {"merges_below_quorum", below_quorum},

@@ -34,7 +34,8 @@ struct report_options {
 /// "run": {figures}, "invariants": [{"name","verdict","detail"}], "verdict":
 /// "valid"|"invalid"|"unknown"}. Times are Unix seconds; each fault's "*_after_s" are seconds
 /// after its injection (null when the event never came). "run" holds "global_downtime_s" and
-/// its "downtime_intervals" (judged per step advance against the learner's local pace), and
+/// its "downtime_intervals" (judged per step advance against the learner's local pace), the
+/// "between_parts" left out of the observed time (a planned stop up to the next resume), and
 /// "unexplained": {"count", "events"} — link drops (`failure`, `syncer_lost`) no fault explains.
 /// Throws chaos_error when run_dir is not a directory, or a present JSON file (summary.json,
 /// experiment.json) does not parse.

@@ -43,7 +43,15 @@ std::string format_report(const json& r) {
   }
   const auto& run = r["run"];
   out << "\nrun\n";
-  out << fmt::format("  global downtime      {} s\n", fig(run["global_downtime_s"], "{:.2f}"));
+  out << fmt::format("  global downtime      {} s", fig(run["global_downtime_s"], "{:.2f}"));
+  if (run.contains("between_parts") && !run["between_parts"].empty()) {
+    double between = 0;
+    for (const auto& g : run["between_parts"]) between += g.value("seconds", 0.0);
+    const size_t n = run["between_parts"].size();
+    out << fmt::format(" ({:.2f} s between the parts not observed: {} planned stop{} and resume{})",
+                       between, n, n == 1 ? "" : "s", n == 1 ? "" : "s");
+  }
+  out << "\n";
   if (run.contains("unexplained")) {
     // Offsets of the unexplained link drops, one per second in which some came.
     std::string at;
