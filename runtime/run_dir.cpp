@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <random>
 #include <stdexcept>
@@ -195,19 +196,28 @@ std::string state_refusal(const std::string& run_dir, const nlohmann::json& expe
   return "";
 }
 
-std::string experiment_change_on_resume(const std::string& run_dir,
-                                        const nlohmann::json& experiment) {
+namespace {
+
+/// The differences between <run_dir>/experiment.json and `experiment` at the JSON pointers
+/// `wanted` accepts ("PATH: OLD in the run, NEW now", up to 6; `more` counts the rest), or an
+/// error line in `error` when the file cannot be read or parsed. None when there is no file.
+std::vector<std::string> experiment_differences(
+    const std::string& run_dir, const nlohmann::json& experiment,
+    const std::function<bool(const std::string&)>& wanted, size_t& more, std::string& error) {
   const std::string path = (fs::path(run_dir) / "experiment.json").string();
   std::error_code ec;
-  if (!fs::exists(path, ec)) return "";
+  if (!fs::exists(path, ec)) return {};
   std::string text;
-  if (auto st = util::read_file(path, text, size_t{64} << 20); !st)
-    return fmt::format("its experiment.json cannot be read ({})", st.message);
+  if (auto st = util::read_file(path, text, size_t{64} << 20); !st) {
+    error = fmt::format("its experiment.json cannot be read ({})", st.message);
+    return {};
+  }
   nlohmann::json was;
   try {
     was = nlohmann::json::parse(text);
   } catch (const std::exception& e) {
-    return fmt::format("its experiment.json does not parse ({})", e.what());
+    error = fmt::format("its experiment.json does not parse ({})", e.what());
+    return {};
   }
   // A checkpoint directory inside the run directory is compared relative to it: a run directory
   // copied or moved elsewhere (its experiment.json names the old place) resumes.
@@ -225,10 +235,10 @@ std::string experiment_change_on_resume(const std::string& run_dir,
   was = relative_checkpoints(std::move(was));
   const nlohmann::json now_json = relative_checkpoints(experiment);
   std::vector<std::string> changed;
-  size_t more = 0;
+  more = 0;
   for (const auto& op : nlohmann::json::diff(was, now_json)) {
     const std::string at = op.value("path", "");
-    if (!is_kept(at)) continue;
+    if (!wanted(at)) continue;
     if (changed.size() == 6) {
       ++more;
       continue;
@@ -238,14 +248,43 @@ std::string experiment_change_on_resume(const std::string& run_dir,
     const std::string now = now_json.contains(ptr) ? now_json.at(ptr).dump() : "(none)";
     changed.push_back(fmt::format("{}: {} in the run, {} now", at, before, now));
   }
-  if (changed.empty()) return "";
-  std::string out = "an experiment that differs from this one: ";
+  return changed;
+}
+
+std::string joined(const std::vector<std::string>& changed, size_t more) {
+  std::string out;
   for (size_t i = 0; i < changed.size(); ++i) out += (i == 0 ? "" : "; ") + changed[i];
   if (more > 0) out += fmt::format("; and {} more", more);
-  return out +
+  return out;
+}
+
+}  // namespace
+
+std::string experiment_change_on_resume(const std::string& run_dir,
+                                        const nlohmann::json& experiment) {
+  size_t more = 0;
+  std::string error;
+  const auto changed = experiment_differences(run_dir, experiment, is_kept, more, error);
+  if (!error.empty()) return error;
+  if (changed.empty()) return "";
+  const std::string path = (fs::path(run_dir) / "experiment.json").string();
+  return "an experiment that differs from this one: " + joined(changed, more) +
          ". Resume with the same experiment file and --set flags as the run's first part (its "
          "resolved experiment is in " +
          path + "); model, sync, outer, data, seed, learners.count and checkpoint.dir must stay";
+}
+
+std::string experiment_drift_on_resume(const std::string& run_dir,
+                                       const nlohmann::json& experiment) {
+  size_t more = 0;
+  std::string error;
+  const auto changed = experiment_differences(
+      run_dir, experiment, [](const std::string& at) { return !is_kept(at) && at != "/run_dir"; },
+      more, error);
+  if (!error.empty() || changed.empty()) return "";
+  return "resuming with settings that differ from the run's: " + joined(changed, more) +
+         " (allowed on a resume; the run's first part used " +
+         (fs::path(run_dir) / "experiment.json").string() + ")";
 }
 
 std::string new_run_id() {

@@ -49,6 +49,12 @@ std::string why_not_resumable(const std::string& run_dir);
 /// fragment from the initial weights).
 std::string experiment_change_on_resume(const std::string& run_dir,
                                         const nlohmann::json& experiment);
+/// The other differences a resume may make (the experiment's name, budget, eval, inner, restart,
+/// chaos, ...; not run_dir) as one warning line naming each (up to 6, with the run's and the new
+/// value), or empty: none, or no readable experiment.json. dd-node run, syncer and launch print
+/// it on --resume, so another experiment file resumed by mistake is seen.
+std::string experiment_drift_on_resume(const std::string& run_dir,
+                                       const nlohmann::json& experiment);
 
 /// What a run's state (owner checkpoints, the monitor's record) depends on in `experiment`
 /// (config::to_json form): hex FNV-1a 64 of its `model`, `sync`, `outer`, `data`, `seed`,

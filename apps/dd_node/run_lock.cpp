@@ -123,6 +123,13 @@ bool run_dir_opener::open(const config::experiment& exp) {
   const std::string dir = config::run_dir_of(exp);
   last_dir_ = dir;
   const std::string prefix = name_in_lines_ ? who_ + ": " + exp.name : who_;
+  std::error_code ec;
+  if (mode_ == run_dir_mode::resume && !std::filesystem::exists(dir, ec)) {
+    // Nothing to resume: refused before the lock would create the directory.
+    std::fprintf(stderr, "%s: %s\n", prefix.c_str(),
+                 run_dir_refusal(dir, mode_, config::to_json(exp)).c_str());
+    return false;
+  }
   if (!parent_holds_) {
     if (!lock(dir, prefix, false)) return false;
     if (!exp.checkpoint.dir.empty() && checkpoint_dir_outside(dir, exp.checkpoint.dir) &&
@@ -132,6 +139,10 @@ bool run_dir_opener::open(const config::experiment& exp) {
   if (const auto why = run_dir_refusal(dir, mode_, config::to_json(exp)); !why.empty()) {
     std::fprintf(stderr, "%s: %s\n", prefix.c_str(), why.c_str());
     return false;
+  }
+  if (mode_ == run_dir_mode::resume && !parent_holds_) {  // the launcher says it once
+    if (auto drift = experiment_drift_on_resume(dir, config::to_json(exp)); !drift.empty())
+      std::fprintf(stderr, "%s: warning: %s\n", prefix.c_str(), drift.c_str());
   }
   if (mode_ != run_dir_mode::resume && !parent_holds_) to_begin_.emplace_back(prefix, dir);
   return true;

@@ -290,6 +290,7 @@ TEST_F(dd_node_run, resume_continues_an_interrupted_run) {
   const pid_t fourth = start(dir, "d", {"--run-dir", "empty", "--resume"});
   EXPECT_EQ(wait_exit(fourth, 60), 2);
   dd::test::expect_contains_all(read_text(dir / "d.err"), {"no run to resume"});
+  EXPECT_FALSE(fs::exists(dir / "empty")) << "a refused --resume creates no directory";
 }
 
 // A run interrupted before its first periodic checkpoint

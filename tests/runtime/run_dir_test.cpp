@@ -10,6 +10,7 @@
 
 #include "runtime/run_dir.hpp"
 #include "runtime/run_dir_rules.hpp"
+#include "tests/support/expect_contains.hpp"
 #include "tests/support/fresh_dir.hpp"
 
 namespace {
@@ -173,4 +174,24 @@ TEST(run_dir, the_resume_line_counts_the_runs_tokens_not_once_per_fragment) {
   EXPECT_EQ(dd::resuming_line(rec),
             "resuming run 0e45a625752ae5ec from part 2 (after 67 s of training, 3 merges, 1500 "
             "tokens)");
+}
+
+// A resume with another experiment's name or settings that may change (budget, inner) is
+// allowed but named in one warning line; the same experiment in a copied run directory, or one
+// that only differs where the resume is refused anyway (model), gets none.
+TEST(run_dir, a_resume_names_the_settings_it_changes_that_it_may_change) {
+  const fs::path dir = run_dir_with("drift", experiment_at("runs/a", "runs/a/checkpoints"));
+  EXPECT_EQ(dd::experiment_drift_on_resume(
+                dir.string(), experiment_at("/elsewhere/b", "/elsewhere/b/checkpoints")),
+            "");
+  auto other = experiment_at("runs/a", "runs/a/checkpoints");
+  other["name"] = "decoupled";
+  other["inner"] = {{"lr", 0.002}};
+  other["model"]["width"] = 64;  // kept: refused by experiment_change_on_resume, not named here
+  const std::string drift = dd::experiment_drift_on_resume(dir.string(), other);
+  dd::test::expect_contains_all(
+      drift, {"resuming with settings that differ from the run's: ",
+              "/name: \"tiny\" in the run, \"decoupled\" now", "/inner: (none) in the run"});
+  EXPECT_EQ(drift.find("/model"), std::string::npos) << drift;
+  EXPECT_EQ(dd::experiment_drift_on_resume((dir / "absent").string(), other), "");
 }
