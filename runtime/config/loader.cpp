@@ -110,6 +110,11 @@ struct origin_finder {
         while (!parts.empty() && parts.back().key.empty()) parts.pop_back();
       }
     }
+    // A key the file never names that an override created (--set learner.count=3 makes the
+    // unknown key `learner`) is the override's, not the experiment's line.
+    if (line == 0 && !path.empty())
+      for (auto it = overrides.rbegin(); it != overrides.rend(); ++it)
+        if (covers(path, it->path)) return {it->label, 0, path, std::move(message)};
     return {file, line > 0 ? line : call_line, path, std::move(message)};
   }
 };

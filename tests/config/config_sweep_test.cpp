@@ -140,6 +140,8 @@ TEST(ConfigSweep, BadOverridesNameTheSetFlag) {
       {"learners.count.x=1",
        "--set learners.count.x=1: learners.count.x: cannot set it: "
        "'learners.count' is number 4, not a table"},
+      // A section the file does not name, made by the override: the flag, not the file's line.
+      {"learner.count=3", "--set learner.count=3: learner: unknown key; did you mean 'learners'?"},
   };
   for (const auto& c : cases) {
     load_options o = test::repo_options();
