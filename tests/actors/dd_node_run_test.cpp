@@ -829,7 +829,7 @@ TEST_F(dd_node_run, a_launch_refused_for_a_network_fault_without_the_proxy_write
 
 TEST_F(dd_node_run, a_non_numeric_progress_is_refused_with_exit_2) {
   const fs::path dir = make_workdir("flags");
-  for (const std::string bad : {"abc", "-1", "5s", "", "nan"}) {
+  for (const std::string bad : {"abc", "-1", "5x", "", "nan", "s"}) {
     const pid_t pid = start(dir, "a", {"--run-dir", "run", "--progress", bad});
     EXPECT_EQ(wait_exit(pid, 30), 2) << bad;
     EXPECT_NE(read_text(dir / "a.err").find("--progress needs a number of seconds >= 0"),

@@ -78,6 +78,20 @@ TEST(flag_table, each_kind_takes_its_value) {
   EXPECT_EQ(v.endpoint, "h:1");
 }
 
+// A seconds flag takes a bare number of seconds or the units dd-chaos takes.
+TEST(flag_table, a_seconds_flag_takes_a_unit) {
+  const std::vector<std::pair<std::string, double>> cases = {
+      {"7", 7.0},    {"2.5", 2.5},    {"250ms", 0.25},  {"10s", 10.0},
+      {"2m", 120.0}, {"3min", 180.0}, {"1.5h", 5400.0}, {"0s", 0.0}};
+  for (const auto& [text, want] : cases) {
+    values v;
+    auto t = table(v);
+    const auto o = parse(t, {"e.lua", "--progress", text});
+    EXPECT_FALSE(o.rc.has_value()) << text << ": " << o.err;
+    EXPECT_DOUBLE_EQ(v.progress, want) << text;
+  }
+}
+
 TEST(flag_table, a_bad_value_is_refused_with_exit_2_naming_the_flag_and_the_value) {
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"e", "--threads", "12x"}, "dd-test: --threads needs a whole number in 0..4096, got '12x'"},
@@ -85,7 +99,15 @@ TEST(flag_table, a_bad_value_is_refused_with_exit_2_naming_the_flag_and_the_valu
        "dd-test: --threads needs a whole number in 0..4096, got '4097'"},
       {{"e", "--steps", "0"}, "dd-test: --steps needs a whole number >= 1, got '0'"},
       {{"e", "--lr", "inf"}, "dd-test: --lr needs a finite number in 0..10, got 'inf'"},
-      {{"e", "--progress", "-1"}, "dd-test: --progress needs a number of seconds >= 0, got '-1'"},
+      {{"e", "--progress", "-1"},
+       "dd-test: --progress needs a number of seconds >= 0 (or with a unit: 250ms, 10s, 2m, 1h), "
+       "got '-1'"},
+      {{"e", "--progress", "5x"},
+       "dd-test: --progress needs a number of seconds >= 0 (or with a unit: 250ms, 10s, 2m, 1h), "
+       "got '5x'"},
+      {{"e", "--progress", "s"},
+       "dd-test: --progress needs a number of seconds >= 0 (or with a unit: 250ms, 10s, 2m, 1h), "
+       "got 's'"},
       {{"e", "--listen", "x"}, "dd-test: --listen needs HOST:PORT, got 'x'"},
       {{"e", "--run-dir"}, "dd-test: --run-dir needs a value (DIR)"},
       {{"e", "--bogus"}, "dd-test: unknown flag '--bogus'"},
