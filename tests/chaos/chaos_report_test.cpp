@@ -1,6 +1,7 @@
 // tests/chaos/chaos_report_test.cpp — `dd-chaos report`: small hand-written run directories (a
 // valid run, each invariant violated, missing data) judged by build_report, and the binary's
 // exit status and JSON file.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <sys/wait.h>
@@ -255,6 +256,16 @@ TEST(chaos_report, valid_run_every_invariant_valid_and_fault_times) {
   EXPECT_NE(table.find("pause"), std::string::npos);
   EXPECT_NE(table.find("verdict: valid"), std::string::npos);
   fs::remove_all(base);
+  // The same run without --baseline: unknown, and the line names the one check not made.
+  run_builder again;
+  const json nb = judge(again, "");
+  EXPECT_EQ(nb["verdict"], "unknown");
+  const size_t checks = nb["invariants"].size();
+  EXPECT_NE(format_report(nb).find(fmt::format(
+                "verdict: unknown (1 not checked: final_loss_vs_baseline; {} of {} checks valid)",
+                checks - 1, checks)),
+            std::string::npos)
+      << format_report(nb);
 }
 
 // One edit of the merge at 1016 breaks one rule: that check is invalid, the run counts the merge

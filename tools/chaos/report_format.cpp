@@ -99,7 +99,22 @@ std::string format_report(const json& r) {
   for (const auto& i : r["invariants"])
     out << fmt::format("  {:<8} {:<32} {}\n", i["verdict"].get<std::string>(),
                        i["name"].get<std::string>(), i["detail"].get<std::string>());
-  out << fmt::format("\nverdict: {}\n", r.value("verdict", "unknown"));
+  // An unknown verdict names the checks that could not be made, so a run whose only unknown is
+  // the missing --baseline reads as such.
+  std::string why;
+  size_t valid = 0, unknown = 0;
+  for (const auto& i : r["invariants"]) {
+    if (i["verdict"] == "valid") ++valid;
+    if (i["verdict"] != "unknown") continue;
+    ++unknown;
+    why += (why.empty() ? "" : ", ") + i["name"].get<std::string>();
+  }
+  const std::string overall = r.value("verdict", "unknown");
+  if (overall == "unknown" && unknown > 0)
+    out << fmt::format("\nverdict: unknown ({} not checked: {}; {} of {} checks valid)\n", unknown,
+                       why, valid, r["invariants"].size());
+  else
+    out << fmt::format("\nverdict: {}\n", overall);
   return out.str();
 }
 
