@@ -331,7 +331,11 @@ std::optional<int> open_launch_dir(launch_options& o, run_dir_opener& dirs, clus
   if (c.token_path.empty() && o.join_token.empty()) {
     c.token_path = (fs::path(c.dir) / actors::join_token_file_name).string();
     std::string why;
-    if (!o.ea.resume || !read_join_token("dd-node launch", c.token_path, o.join_token) ||
+    // A resumed run keeps its token; a run directory without one (made by dd-node run, or
+    // before tokens) gets a fresh one, without a line about the missing file.
+    std::error_code ec;
+    const bool have = o.ea.resume && fs::exists(c.token_path, ec);
+    if (!have || !read_join_token("dd-node launch", c.token_path, o.join_token) ||
         o.join_token.empty()) {
       o.join_token = actors::make_join_token();
       if (!write_secret_file(c.token_path, o.join_token + "\n", why)) {
