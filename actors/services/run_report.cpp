@@ -245,11 +245,24 @@ std::string progress_line(const run_counters& now, const run_counters& prev, dou
   for (const auto& [p, g] : now.grace_s) grace = std::max(grace, g);
   line += fmt::format(" | merges {:.2f}/s | contrib {:.2f} | grace {:.3f}s | restarts {}", rate,
                       contrib, grace, now.learner_restarts + now.owner_restarts);
+  // Every learner that is not down has left: what is left of the budget waits for the down ones
+  // to come back, and an ETA from the pace so far would only grow.
+  std::string down;
+  bool stepping = false;
+  for (const auto& [id, l] : now.learners) {
+    if (l.finished) continue;
+    if (l.alive)
+      stepping = true;
+    else
+      down += fmt::format("{}{}", down.empty() ? "" : ", ", id);
+  }
   if (done >= 0) {
     line += fmt::format(" | {:.0f}%", 100.0 * done);
     const double gained = done - since_done, took_s = t_s - since_t;
     if (stopping)
       line += " stopping";
+    else if (!stepping && !down.empty() && done < 1.0)
+      line += fmt::format(" waiting for learner {} (down) to rejoin", down);
     else if (gained > 0.005 && took_s > 0 && done < 1.0) {
       const auto left = static_cast<int64_t>(took_s * (1.0 - done) / gained + 0.5);
       line += left >= 60 ? fmt::format(" ETA {}m{:02d}s", left / 60, left % 60)

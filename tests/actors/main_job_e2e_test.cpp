@@ -418,12 +418,36 @@ TEST(main_job, a_down_learner_shows_no_step_rate_in_the_progress_line) {
 // while the learners wind down ('17% ETA 39m21s' ... 'ETA 40m36s').
 TEST(main_job, the_progress_line_says_stopping_instead_of_an_eta_after_a_signal) {
   run_counters now, prev;
-  for (int i = 0; i < 2; ++i) now.learners[i].step = 20;
+  for (int i = 0; i < 2; ++i) {
+    now.learners[i].step = 20;
+    now.learners[i].alive = true;
+  }
   const std::string running = progress_line(now, prev, 5.0, 70.0, 0.17);
   EXPECT_NE(running.find("| 17% ETA 5m42s"), std::string::npos) << running;
   const std::string stopping = progress_line(now, prev, 5.0, 70.0, 0.17, 0.0, 0.0, 0, true);
   EXPECT_NE(stopping.find("| 17% stopping"), std::string::npos) << stopping;
   EXPECT_EQ(stopping.find("ETA"), std::string::npos) << stopping;
+}
+
+// Regression: once every learner still up has left, the line names the down ones the rest of the
+// budget waits for instead of an ETA that grows ('81% ETA 10s' ... 'ETA 13s').
+TEST(main_job, the_progress_line_names_the_down_learners_the_budget_waits_for) {
+  run_counters now, prev;
+  for (int i = 0; i < 3; ++i) {
+    now.learners[i].step = 40;
+    now.learners[i].alive = true;
+  }
+  const std::string running = progress_line(now, prev, 5.0, 70.0, 0.81);
+  EXPECT_NE(running.find("| 81% ETA 16s"), std::string::npos) << running;
+  now.learners[0].finished = true;  // left at the end of its budget
+  now.learners[1].alive = false;    // killed
+  const std::string one_up = progress_line(now, prev, 5.0, 70.0, 0.81);
+  EXPECT_NE(one_up.find("| 81% ETA"), std::string::npos) << one_up;  // learner 2 still steps
+  now.learners[2].finished = true;
+  const std::string waiting = progress_line(now, prev, 5.0, 70.0, 0.81);
+  EXPECT_NE(waiting.find("| 81% waiting for learner 1 (down) to rejoin"), std::string::npos)
+      << waiting;
+  EXPECT_EQ(waiting.find("ETA"), std::string::npos) << waiting;
 }
 
 // The progress line ends with the share of the budget spent and the time left.
@@ -433,6 +457,7 @@ TEST(main_job, progress_line_shows_the_budget_spent_and_the_time_left) {
   for (int i = 0; i < 4; ++i) {
     now.learners[i].step = 20 + 10 * static_cast<uint64_t>(i);  // mean 35 of 80
     now.learners[i].tokens = 1000;
+    now.learners[i].alive = true;
   }
   EXPECT_DOUBLE_EQ(budget_done(e, 80, now, 10.0), 35.0 / 80.0);
   const std::string line = progress_line(now, prev, 5.0, 70.0, budget_done(e, 80, now, 70.0));
