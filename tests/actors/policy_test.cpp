@@ -800,22 +800,19 @@ TEST(run_uptime, the_time_between_a_stopped_part_and_its_resume_is_not_observed)
   };
   // The syncer away from 150 to 170 s while the learners' nodes sample their steps a second (two
   // steps a second, their pace), then rows again from 170.5 s.
-  auto through = [] {
+  // Rows every 0.5 s from 100 to 150 s, then `more` (from `at`, `every` apart, `per` steps each,
+  // as node `node`), then rows again every 0.5 s from `again` to 200 s.
+  auto around_150 = [](double at, double every, int node, long long per, double again) {
     std::vector<step_point> v;
     long long step = 0;
     for (double t = 100.0; t <= 150.0 + 1e-9; t += 0.5) v.push_back({t, 0, ++step});
-    for (double t = 151.0; t <= 170.0 + 1e-9; t += 1.0) v.push_back({t, -1, step += 2});
-    for (double t = 170.5; t <= 200.0 + 1e-9; t += 0.5) v.push_back({t, 1, ++step});
+    for (double t = at; t <= 170.0 + 1e-9; t += every) v.push_back({t, node, step += per});
+    for (double t = again; t <= 200.0 + 1e-9; t += 0.5) v.push_back({t, 1, ++step});
     return v;
   };
+  auto through = [&] { return around_150(151.0, 1.0, -1, 2, 170.5); };
   // Killed, every learner stopped with it: rows up to 150 s, then from 171 s on.
-  auto stalled = [] {
-    std::vector<step_point> v;
-    long long step = 0;
-    for (double t = 100.0; t <= 150.0 + 1e-9; t += 0.5) v.push_back({t, 0, ++step});
-    for (double t = 171.0; t <= 200.0 + 1e-9; t += 0.5) v.push_back({t, 1, ++step});
-    return v;
-  };
+  auto stalled = [&] { return around_150(171.0, 1.0, 0, 0, 171.0); };
   const std::vector<run_part> stopped = {{99.9, 150.05}, {170.0, 200.2}};
   const std::vector<run_part> killed = {{99.9, std::nullopt}, {170.0, 200.2}};
   struct row {

@@ -767,32 +767,32 @@ TEST(chaos_report, syncer_fault_times_from_forwarded_events) {
 // 0.5 s from 1000 to 1010 and, after the resume at 1030, from 1031 to 1040.
 TEST(chaos_report, the_time_between_a_stopped_part_and_its_resume_is_not_downtime) {
   run_builder b;
-  b.events = {
-      {{"event", "start"}, {"time", 1000.0}},
-      {{"event", "owner_start"}, {"time", 1000.1}, {"fragment", 0}, {"version", 0}},
-      {{"event", "join"}, {"time", 1000.2}, {"learner", 0}, {"incarnation", 0}},
-      {{"event", "join"}, {"time", 1000.3}, {"learner", 1}, {"incarnation", 0}},
-      run_builder::push(1001.0, 0, 0, 1),
-      run_builder::push(1001.5, 1, 0, 1),
-      run_builder::merge(1002.0, 1,
-                         {run_builder::contributor(0, 0, 1), run_builder::contributor(1, 0, 1)}),
-      run_builder::push(1006.5, 0, 0, 2),
-      run_builder::push(1006.8, 1, 0, 2),
-      run_builder::merge(1007.0, 2,
-                         {run_builder::contributor(0, 0, 2), run_builder::contributor(1, 0, 2)}),
-      {{"event", "stop"}, {"time", 1010.05}, {"reason", "interrupted (SIGINT)"}},
-      {{"event", "finished"}, {"time", 1010.5}},
-      {{"event", "resume"}, {"time", 1030.0}},
-      {{"event", "owner_restored"}, {"time", 1030.1}, {"fragment", 0}, {"version", 2}},
-      {{"event", "rejoin"}, {"time", 1031.0}, {"learner", 0}, {"incarnation", 1}},
-      {{"event", "rejoin"}, {"time", 1031.0}, {"learner", 1}, {"incarnation", 1}},
-      run_builder::push(1034.5, 0, 1, 3),
-      run_builder::push(1034.8, 1, 1, 3),
-      run_builder::merge(1035.0, 3,
-                         {run_builder::contributor(0, 1, 3), run_builder::contributor(1, 1, 3)}),
-      {{"event", "stop"}, {"time", 1040.2}, {"reason", "every learner finished"}},
-      {{"event", "finished"}, {"time", 1040.5}},
+  b.events.clear();  // this run's own events, in place of the builder's
+  // Both learners (incarnation `inc`) push transfer `v` at t and t + d, merged as version v at m.
+  const auto round = [&b](double t, double d, double m, int inc, int v) {
+    b.events.push_back(run_builder::push(t, 0, inc, v));
+    b.events.push_back(run_builder::push(t + d, 1, inc, v));
+    b.events.push_back(run_builder::merge(
+        m, v, {run_builder::contributor(0, inc, v), run_builder::contributor(1, inc, v)}));
   };
+  const auto add = [&b](std::initializer_list<json> events) {
+    for (const auto& e : events) b.events.push_back(e);
+  };
+  add({{{"event", "start"}, {"time", 1000.0}},
+       {{"event", "owner_start"}, {"time", 1000.1}, {"fragment", 0}, {"version", 0}},
+       {{"event", "join"}, {"time", 1000.2}, {"learner", 0}, {"incarnation", 0}},
+       {{"event", "join"}, {"time", 1000.3}, {"learner", 1}, {"incarnation", 0}}});
+  round(1001.0, 0.5, 1002.0, 0, 1);
+  round(1006.5, 0.3, 1007.0, 0, 2);
+  add({{{"event", "stop"}, {"time", 1010.05}, {"reason", "interrupted (SIGINT)"}},
+       {{"event", "finished"}, {"time", 1010.5}},
+       {{"event", "resume"}, {"time", 1030.0}},
+       {{"event", "owner_restored"}, {"time", 1030.1}, {"fragment", 0}, {"version", 2}},
+       {{"event", "rejoin"}, {"time", 1031.0}, {"learner", 0}, {"incarnation", 1}},
+       {{"event", "rejoin"}, {"time", 1031.0}, {"learner", 1}, {"incarnation", 1}}});
+  round(1034.5, 0.3, 1035.0, 1, 3);
+  add({{{"event", "stop"}, {"time", 1040.2}, {"reason", "every learner finished"}},
+       {{"event", "finished"}, {"time", 1040.5}}});
   for (const char* node : {"learner-0", "learner-1"})
     b.node_events[node] = {
         {{"event", "node_start"}, {"time", 1000.1}, {"node", node}},
