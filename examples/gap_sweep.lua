@@ -125,3 +125,5 @@ add("gap-dp-b32-inner-lr4e-3-min-lr0", {
 -- The main job now with its learners' final pushes (sync.final_push): the steps since each
 -- fragment's last push reach the final model.
 add("gap-now-final-push", extend(now, { sync = { final_push = true } }))
+-- More fragments, each pushed every H steps as before, in smaller and more frequent pieces.
+add("gap-now-p16", extend(now, { sync = { fragments = 16 } }))
