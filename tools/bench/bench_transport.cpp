@@ -228,9 +228,7 @@ options parse_options(int argc, char** argv) {
               "run only the broadcast and its two raw fan-out baselines in each round (the "
               "other rows print 0; for profiling the broadcast path)")
       .toggle("--broadcast-bound", &o.broadcast_bound,
-              "the broadcast's learners check each chunk (decode, CRC-32C) but do not assemble "
-              "it: a bound for a receive path without the copy into the transfer buffer, not "
-              "the runtime's path")
+              "learners check each chunk but assemble none: a bound, not the runtime's path")
       .toggle("--oversized-header", &o.oversized, "the oversized-header mode")
       .custom("--announce-bytes", "L",
               "oversized header: comma-separated BASP payload_len values, 1..4294967295 "
