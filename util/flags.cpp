@@ -1,8 +1,10 @@
 // util/flags.cpp — see flags.hpp.
 #include "util/flags.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <limits>
+#include <string_view>
 #include <utility>
 
 #include "util/parse.hpp"
@@ -116,20 +118,13 @@ flag_table& flag_table::number(const std::string& name, double* out, double lo, 
 flag_table& flag_table::seconds(const std::string& name, double* out, const std::string& help) {
   return add({name, "S", help, true, [out](const std::string& v) -> std::string {
                 // Seconds, or a number with a unit as dd-chaos takes them: 250ms, 10s, 2m, 1h.
-                static const std::pair<const char*, double> units[] = {
-                    {"ms", 1e-3}, {"s", 1.0}, {"min", 60.0}, {"m", 60.0}, {"h", 3600.0}};
-                std::string number = v;
-                double scale = 1.0;
-                for (const auto& [unit, factor] : units) {
-                  const std::string u = unit;
-                  if (v.size() > u.size() && v.compare(v.size() - u.size(), u.size(), u) == 0) {
-                    number = v.substr(0, v.size() - u.size());
-                    scale = factor;
-                    break;
-                  }
-                }
+                size_t split = v.size();
+                while (split > 0 && std::isalpha(static_cast<unsigned char>(v[split - 1])) != 0)
+                  --split;
+                const std::string number = v.substr(0, split);
+                const double scale = seconds_per_unit(std::string_view(v).substr(split));
                 double x = 0;
-                if (parse_number(number, x) && x >= 0 && std::isfinite(x * scale)) {
+                if (scale > 0 && parse_number(number, x) && x >= 0 && std::isfinite(x * scale)) {
                   *out = x * scale;
                   return {};
                 }

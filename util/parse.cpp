@@ -32,6 +32,15 @@ bool parse_number(std::string_view text, unsigned& out) { return parse_integer(t
 bool parse_number(std::string_view text, long& out) { return parse_integer(text, out); }
 bool parse_number(std::string_view text, unsigned long& out) { return parse_integer(text, out); }
 
+double seconds_per_unit(std::string_view unit) {
+  if (unit.empty() || unit == "s") return 1.0;
+  if (unit == "ms") return 1e-3;
+  if (unit == "us") return 1e-6;
+  if (unit == "m" || unit == "min") return 60.0;
+  if (unit == "h") return 3600.0;
+  return 0.0;
+}
+
 bool parse_number(std::string_view text, double& out) {
   if (text.empty() || text.size() > 64) return false;
   // Only digits, sign, '.', and an exponent: refuses "nan", "inf", hex floats and spaces.

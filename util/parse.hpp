@@ -19,6 +19,9 @@ bool parse_number(std::string_view text, int& out);
 bool parse_number(std::string_view text, unsigned& out);
 bool parse_number(std::string_view text, long& out);
 bool parse_number(std::string_view text, unsigned long& out);
+/// Seconds per `unit` of a duration ("" and "s" 1, "ms", "us", "m" and "min", "h"); 0 for any
+/// other unit. What every duration the tools take ("250ms", "10s", "2m") is read with.
+double seconds_per_unit(std::string_view unit);
 /// A finite decimal floating-point number ("1.5", "-2", "1e-3"; not "nan", "inf", "1e999",
 /// hex floats). False (leaving `out` unchanged) otherwise.
 bool parse_number(std::string_view text, double& out);

@@ -901,9 +901,13 @@ void learner_core::push_at_finish(learner_actions& out) {
                std::make_move_iterator(sent.end()));
     ++pushed;
   }
-  out.push_back(act::event{
+  out.push_back(final_pushes_event(pushed));
+}
+
+act::event learner_core::final_pushes_event(size_t fragments) const {
+  return act::event{
       "final_pushes",
-      {{"learner", id_}, {"incarnation", incarnation_}, {"step", step_}, {"fragments", pushed}}});
+      {{"learner", id_}, {"incarnation", incarnation_}, {"step", step_}, {"fragments", fragments}}};
 }
 
 learner_actions learner_core::finish() {
@@ -1019,11 +1023,7 @@ std::vector<due_push> learner_core::final_pushes() {
 
 learner_actions learner_core::end_final_pushes() {
   learner_actions out;
-  out.push_back(act::event{"final_pushes",
-                           {{"learner", id_},
-                            {"incarnation", incarnation_},
-                            {"step", step_},
-                            {"fragments", final_pushed_}}});
+  out.push_back(final_pushes_event(final_pushed_));
   auto more = finish();
   out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   return out;

@@ -495,6 +495,8 @@ class learner_core {
   bool unsettled(int32_t p) const;
   /// learner_options::final_push: pushes what finish() pushes, and a final_pushes event.
   void push_at_finish(learner_actions& out);
+  /// The `final_pushes` event: this learner made its final pushes of `fragments` fragments.
+  learner_do::event final_pushes_event(size_t fragments) const;
   const learner_options& options() const noexcept { return opts_; }
 
  private:

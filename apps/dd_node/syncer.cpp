@@ -4,16 +4,11 @@
 // on --listen, and prints the command a learner host runs to join. Learners run elsewhere
 // (`dd-node learner`); their heartbeats are mirrored into this node's run directory, which
 // tells the whole run's story (events.jsonl, summary.json).
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -29,6 +24,7 @@
 #include "kernels/all_backends.hpp"
 #include "runtime/config/loader.hpp"
 #include "util/flags.hpp"
+#include "util/net.hpp"
 
 namespace dd::app {
 
@@ -190,27 +186,17 @@ void print_join_command(const syncer_options& o, const config::experiment& exp,
   std::fflush(stdout);
 }
 
-/// Why HOST:PORT (an IPv4 address, or empty / 0.0.0.0 for every address) cannot be bound now, or
-/// empty: it can, or it is not checked here (port 0, a host name or an IPv6 address; the listener
-/// says so itself later). Asked before the run directory is written, so a port in use leaves no
-/// unfinished run behind that a retry on another port would have to --resume or --overwrite.
-std::string bind_refusal(const std::string& host, uint16_t port) {
+/// Why HOST:PORT cannot be listened on now (util::listen_tcp's "cannot listen on HOST:PORT:
+/// ..."), or empty: it can, or port 0 (any). Asked before the run directory is written, so a
+/// port in use leaves no unfinished run behind that a retry on another port would have to
+/// --resume or --overwrite.
+std::string port_refusal(const std::string& host, uint16_t port) {
   if (port == 0) return {};
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  if (host.empty() || host == "0.0.0.0")
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-  else if (::inet_pton(AF_INET, host.c_str(), &a.sin_addr) != 1)
-    return {};
-  const int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (s < 0) return {};
-  const int yes = 1;  // as the listeners bind: a port in TIME_WAIT is free
-  ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
   std::string why;
-  if (::bind(s, reinterpret_cast<const sockaddr*>(&a), sizeof a) != 0) why = std::strerror(errno);
-  ::close(s);
-  return why;
+  const int fd = util::listen_tcp(host, port, nullptr, /*nonblocking=*/false, why);
+  if (fd < 0) return why;
+  ::close(fd);
+  return {};
 }
 
 /// What run_job gets from the flags: the syncer role, listening and serving as asked.
@@ -239,14 +225,13 @@ int syncer_main(int argc, char** argv) {
     std::fprintf(stderr, "dd-node syncer: %s: %s\n", exp.name.c_str(), why.c_str());
     return 2;
   }
-  for (const auto& [what, at] :
-       {std::pair{"listen on", o.listen}, std::pair{"serve http on", o.ro.http}}) {
-    if (std::string(what) == "serve http on" && at.first.empty()) continue;  // --http off
-    if (auto why = bind_refusal(at.first, at.second); !why.empty()) {
-      std::fprintf(stderr, "dd-node syncer: cannot %s %s:%u: %s (nothing written)\n", what,
-                   at.first.c_str(), at.second, why.c_str());
-      return 2;
-    }
+  std::string taken = port_refusal(o.listen.first, o.listen.second);
+  if (taken.empty() && !o.ro.http.first.empty())  // an empty host: --http off
+    if (auto why = port_refusal(o.ro.http.first, o.ro.http.second); !why.empty())
+      taken = "--http: " + why;
+  if (!taken.empty()) {
+    std::fprintf(stderr, "dd-node syncer: %s (nothing written)\n", taken.c_str());
+    return 2;
   }
   // Under dd-node launch the launcher holds the locks and has cleared the earlier run's files.
   run_dir_opener dirs("dd-node syncer", o.mode);

@@ -467,7 +467,7 @@ TEST_F(dd_node_run, a_syncer_whose_port_is_taken_writes_no_run_directory) {
       {"syncer", "tiny.lua", "--listen", "127.0.0.1:0", "--http", at, "--run-dir", "run"});
   EXPECT_EQ(wait_exit(http, 30), 2);
   dd::test::expect_contains_all(read_text(dir / "h.err"),
-                                {"dd-node syncer: cannot serve http on " + at +
+                                {"dd-node syncer: --http: cannot listen on " + at +
                                  ": Address already in use (nothing written)"});
   EXPECT_FALSE(fs::exists(dir / "run"));
   ::close(taken);

@@ -11,6 +11,8 @@
 
 #include <fmt/format.h>
 
+#include "util/parse.hpp"
+
 namespace dd::chaos {
 
 double parse_duration(const std::string& text, const std::string& what) {
@@ -23,18 +25,8 @@ double parse_duration(const std::string& text, const std::string& what) {
     throw usage_error(fmt::format("{}: '{}' is not a duration (e.g. 250ms, 1.5s, 2m)", what, text));
   }
   const std::string unit = text.substr(used);
-  double scale = 0;
-  if (unit.empty() || unit == "s")
-    scale = 1;
-  else if (unit == "ms")
-    scale = 1e-3;
-  else if (unit == "us")
-    scale = 1e-6;
-  else if (unit == "m" || unit == "min")
-    scale = 60;
-  else if (unit == "h")
-    scale = 3600;
-  else
+  const double scale = util::seconds_per_unit(unit);
+  if (scale == 0)
     throw usage_error(
         fmt::format("{}: '{}' has unknown unit '{}' (use us, ms, s, m, h)", what, text, unit));
   if (!std::isfinite(value) || value < 0)
