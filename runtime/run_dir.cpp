@@ -279,7 +279,10 @@ std::string experiment_drift_on_resume(const std::string& run_dir,
   size_t more = 0;
   std::string error;
   const auto changed = experiment_differences(
-      run_dir, experiment, [](const std::string& at) { return !is_kept(at) && at != "/run_dir"; },
+      run_dir, experiment,
+      // run_id is the run's identity, written beside the resolved experiment (and checked by
+      // state_refusal), not a setting: the experiment given to a resume never has it.
+      [](const std::string& at) { return !is_kept(at) && at != "/run_dir" && at != "/run_id"; },
       more, error);
   if (!error.empty() || changed.empty()) return "";
   return "resuming with settings that differ from the run's: " + joined(changed, more) +

@@ -180,7 +180,14 @@ TEST(run_dir, the_resume_line_counts_the_runs_tokens_not_once_per_fragment) {
 // allowed but named in one warning line; the same experiment in a copied run directory, or one
 // that only differs where the resume is refused anyway (model), gets none.
 TEST(run_dir, a_resume_names_the_settings_it_changes_that_it_may_change) {
-  const fs::path dir = run_dir_with("drift", experiment_at("runs/a", "runs/a/checkpoints"));
+  // The run's experiment.json carries its run_id beside the resolved experiment; the experiment a
+  // resume resolves has none, and that is no difference.
+  auto written = experiment_at("runs/a", "runs/a/checkpoints");
+  written["run_id"] = "86f0409d25a6fef2";
+  const fs::path dir = run_dir_with("drift", written);
+  EXPECT_EQ(
+      dd::experiment_drift_on_resume(dir.string(), experiment_at("runs/a", "runs/a/checkpoints")),
+      "");
   EXPECT_EQ(dd::experiment_drift_on_resume(
                 dir.string(), experiment_at("/elsewhere/b", "/elsewhere/b/checkpoints")),
             "");
