@@ -127,3 +127,19 @@ add("gap-dp-b32-inner-lr4e-3-min-lr0", {
 add("gap-now-final-push", extend(now, { sync = { final_push = true } }))
 -- More fragments, each pushed every H steps as before, in smaller and more frequent pieces.
 add("gap-now-p16", extend(now, { sync = { fragments = 16 } }))
+-- M = 2 learners with the main job's settings, at equal tokens (each takes twice the steps): at
+-- batch 8 (global batch 16) and at batch 16 (global batch 32, data-parallel's batch).
+add("gap-now-m2", extend(now, { learners = { count = 2 } }))
+add("gap-now-m2-b16", extend(now, { learners = { count = 2, batch = 16 } }))
+-- Batch 4 per learner at equal tokens (2,400 steps each; batch 8 beat 16 by 6.6%), with its
+-- data-parallel-equivalent reference (one learner, batch 16).
+add("gap-now-b4", extend(now, { learners = { batch = 4 } }))
+add("gap-dp-b16-inner-lr4e-3", {
+  learners = { count = 1, batch = 16 },
+  sync = { fragments = 1, min_quorum = 1, grace = "off" },
+  outer = { lr = 1.0, momentum = 0.0 },
+  inner = { lr = 4e-3 },
+})
+-- Streaming DiLoCo (K = M = 2) at M = 2, batch 16: the twin of gap-now-m2-b16.
+add("gap-now-m2-b16-streaming",
+    extend(now, { learners = { count = 2, batch = 16 }, sync = { min_quorum = 2 } }))
