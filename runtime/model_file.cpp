@@ -7,6 +7,7 @@
 #include <utility>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "runtime/checkpoint.hpp"
 #include "runtime/eval.hpp"
@@ -37,6 +38,17 @@ std::vector<size_t> eval_spec::window_starts() const {
 
 bool eval_spec::covers_split() const {
   return windows >= windows_in_split(validation_tokens, seq_len);
+}
+
+std::string eval_spec::split_description() const {
+  if (!token_validation_files.empty())
+    return fmt::format("the validation files {} ({} tokens)",
+                       fmt::join(token_validation_files, ", "), validation_tokens);
+  const std::string files = token_files.size() > 1 ? fmt::format("{} and {} more token files",
+                                                                 data_file, token_files.size() - 1)
+                                                   : data_file;
+  return fmt::format("the validation split of {} (tokens [{}, {}), train_fraction {})", files,
+                     validation_offset, validation_offset + validation_tokens, train_fraction);
 }
 
 nlohmann::json eval_spec::to_json() const {

@@ -70,6 +70,11 @@ struct eval_spec {
   std::vector<size_t> window_starts() const;
   /// True when the windows cover every one of the W windows of the split at least once.
   bool covers_split() const;
+  /// Where the validation split comes from, for a line a user reads: "the validation split of
+  /// F (tokens [A, B), train_fraction X)" (a text file, or token files split by train_fraction;
+  /// "F and N more token files" when there are several), or "the validation files F, G (N
+  /// tokens)" when the run named its own validation files (token_validation_files).
+  std::string split_description() const;
   /// {"data_file", "train_fraction", "split": "validation", "validation_offset",
   ///  "validation_tokens", "batch", "seq_len", "windows",
   ///  "covers_split", "backend", "window_rule" (the sentence above), "window_starts": [...]}.

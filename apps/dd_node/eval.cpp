@@ -231,12 +231,10 @@ int eval_main(int argc, char** argv) {
         evaluate_windows(*m.model, ds.validation(), spec.batch, spec.seq_len, spec.windows);
     const double bpb = loss * spec.bits_per_byte_per_nat(ds);
     std::string line = fmt::format(
-        "val_loss {:.6f} nats/token{} on {} windows of {} tokens{} of the "
-        "validation split of {} (tokens [{}, {}), train_fraction {}), backend {}",
-        loss, std::isfinite(bpb) ? fmt::format(" ({:.6f} bits/byte)", bpb) : std::string(),
-        spec.windows, spec.seq_len, spec.covers_split() ? " (the whole split)" : "", spec.data_file,
-        spec.validation_offset, spec.validation_offset + spec.validation_tokens,
-        spec.train_fraction, m.backend->name());
+        "val_loss {:.6f} nats/token{} on {} windows of {} tokens{} of {}, backend {}", loss,
+        std::isfinite(bpb) ? fmt::format(" ({:.6f} bits/byte)", bpb) : std::string(), spec.windows,
+        spec.seq_len, spec.covers_split() ? " (the whole split)" : "", spec.split_description(),
+        m.backend->name());
     if (auto it = m.metadata.find("val_loss"); it != m.metadata.end() && rec) {
       double run_loss = 0;
       if (util::parse_number(it->second, run_loss) && same_split && spec.windows == rec->windows &&

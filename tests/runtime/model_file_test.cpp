@@ -306,3 +306,35 @@ TEST(Sample, SameSeedSameTextPromptsLongerThanTheContextAreCropped) {
 }
 
 }  // namespace
+
+TEST(EvalSpec, NamesWhereItsValidationSplitComesFrom) {
+  dd::eval_spec text;
+  text.data_file = "datasets/tinyshakespeare/input.txt";
+  text.validation_offset = 1003854;
+  text.validation_tokens = 111540;
+  EXPECT_EQ(
+      text.split_description(),
+      "the validation split of datasets/tinyshakespeare/input.txt (tokens [1003854, 1115394), "
+      "train_fraction 0.9)");
+
+  dd::eval_spec split = text;  // token files split by train_fraction
+  split.data_file = "shards/train_000.bin";
+  split.token_files = {"shards/train_000.bin", "shards/train_001.bin", "shards/train_002.bin"};
+  split.train_fraction = 0.95;
+  EXPECT_EQ(split.split_description(),
+            "the validation split of shards/train_000.bin and 2 more token files (tokens "
+            "[1003854, 1115394), train_fraction 0.95)");
+
+  // The run named its own validation files: no train_fraction and no offset into the train
+  // files (a run's validation files were once described as the train file's split).
+  dd::eval_spec own = split;
+  own.token_files = {"corpus_train.bin"};
+  own.data_file = "corpus_train.bin";
+  own.token_validation_files = {"corpus_val.bin"};
+  own.validation_offset = 267623;
+  own.validation_tokens = 31904;
+  EXPECT_EQ(own.split_description(), "the validation files corpus_val.bin (31904 tokens)");
+  own.token_validation_files.push_back("extra_val.bin");
+  EXPECT_EQ(own.split_description(),
+            "the validation files corpus_val.bin, extra_val.bin (31904 tokens)");
+}
