@@ -316,16 +316,22 @@ std::string summary_text(const std::string& experiment, const run_result& r,
     out += fmt::format("  {:<16}{}\n", what, text);
   };
   const auto loss = s.find("final_val_loss");
-  std::string scored;  // which evaluation gave the loss, on how many windows
+  std::string scored;          // which evaluation gave the loss, on how many windows or images
+  std::string unit = "token";  // an image classifier (data.kind = "idx") scores images
   if (auto fe = s.find("final_eval"); fe != s.end() && fe->is_object()) {
+    const bool images = fe->value("data_kind", std::string()) == "idx";
+    if (images) unit = "image";
     if (fe->value("evaluation", std::string()) == "last periodic")
       scored = " (the last periodic evaluation: the final one did not run)";
-    if (auto w = fe->find("windows"); w != fe->end() && w->is_number_integer())
-      scored += fmt::format(" on {} windows{}", w->get<int64_t>(),
+    const char* counted = images ? "validation_samples" : "windows";
+    if (auto w = fe->find(counted); w != fe->end() && w->is_number_integer())
+      scored += fmt::format(" on {} {}{}", w->get<int64_t>(), images ? "images" : "windows",
                             fe->value("covers_split", false) ? ", the whole validation split" : "");
   }
+  if (auto acc = s.find("final_val_accuracy"); acc != s.end() && acc->is_number())
+    scored += fmt::format("; accuracy {:.4f}", acc->get<double>());
   line("final val loss", loss != s.end() && loss->is_number()
-                             ? fmt::format("{:.4f} nats/token{}", loss->get<double>(), scored)
+                             ? fmt::format("{:.4f} nats/{}{}", loss->get<double>(), unit, scored)
                              : std::string("none (no evaluation ran)"));
   const uint64_t tokens = count("tokens");
   line("tokens",

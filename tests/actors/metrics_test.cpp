@@ -382,6 +382,18 @@ TEST(RunSummary, IsReadableLinesNamingWhereTheFilesAre) {
                       "the whole validation split\n"),
             std::string::npos)
       << summary_text("x", r, "d");
+  // An image classifier's loss is per image, on the images of its split, with its accuracy.
+  r.summary["final_val_loss"] = 1.122081519305706;
+  r.summary["final_val_accuracy"] = 0.6115;
+  r.summary["final_eval"] = {{"evaluation", "final"},
+                             {"data_kind", "idx"},
+                             {"validation_samples", 2000},
+                             {"covers_split", true}};
+  EXPECT_NE(summary_text("x", r, "d")
+                .find("  final val loss  1.1221 nats/image on 2000 images, the whole validation "
+                      "split; accuracy 0.6115\n"),
+            std::string::npos)
+      << summary_text("x", r, "d");
   EXPECT_NE(t.find("  wall time       66 min 40 s\n"), std::string::npos) << t;
   EXPECT_NE(t.find("  degraded        fragment 2\n"), std::string::npos) << t;
   EXPECT_EQ(t.find("  logs"), std::string::npos) << t;
