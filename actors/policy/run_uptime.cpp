@@ -130,10 +130,10 @@ std::vector<time_span> stepping_spans(std::vector<step_point> rs) {
     start = i;
   }
   // A span is stepping when it took at most `bound` seconds per step advanced, bound =
-  // max(4 × pace, 1 s), pace = the larger of two medians of this learner's seconds per step
-  // around it (the span itself left out): local to the learner's pace, so a host that slows
-  // every step down is not downtime, nor a short hitch amid unusually fast steps, while a learner
-  // that stops for several local step times is.
+  // max(4 × pace, kMinStepBoundSeconds), pace = the larger of two medians of this learner's seconds
+  // per step around it (the span itself left out): local to the learner's pace, so a host that
+  // slows every step down is not downtime, nor a short hitch amid unusually fast steps, while a
+  // learner that stops for several local step times is.
   //
   // The advances end in time order, so both neighbourhoods are index windows: the kPaceSteps on
   // each side (at most 2·kPaceSteps values, sorted directly) and the advances ending within
@@ -158,7 +158,7 @@ std::vector<time_span> stepping_spans(std::vector<step_point> rs) {
     const double around_time = window.median();
     window.insert(k);
     const double pace = std::max(median(around_steps), around_time);
-    const double bound = std::max(4 * pace, 1.0);
+    const double bound = std::max(4 * pace, kMinStepBoundSeconds);
     if (adv[k].to - adv[k].from <= bound * static_cast<double>(adv[k].steps))
       out.push_back({adv[k].from, adv[k].to});
   }

@@ -9,7 +9,7 @@
 // and <run_dir>/nodes/*.events.jsonl) — so learners stepping through a syncer outage are up.
 //
 // Rule (docs/chaos-report.md "For the run"): per learner, its rows and samples in time order make
-// advances; an advance is stepping when it took at most max(4 × pace, 1 s) per step, pace being
+// advances; an advance is stepping when it took at most max(4 × pace, 2 s) per step, pace being
 // the larger of two medians of the learner's seconds per step around it (its 5 advances on each
 // side, and its advances that ended within ±60 s). The observed time runs from the moment
 // training began — the start of the first stepping advance of any learner, and not before every
@@ -94,10 +94,18 @@ std::vector<time_span> between_parts(const std::vector<run_part>& parts);
 /// happens after it (a process started again, a rejoin) is the next part's doing.
 std::optional<double> part_stopped_after(const std::vector<run_part>& parts, double t);
 
+/// The smallest bound an advance is judged by (seconds per step): a single step of a loaded host
+/// takes this long without the learner having stopped. On two cores at load 7–8, learners with
+/// a pace of 0.05–0.1 s took single steps of 1.0–1.4 s a few times a run (their own step-end
+/// times, no fault or event in them); with a floor of 1 s, one such step of the last learner
+/// still running, or of every learner at once, was global downtime. A stall of every learner
+/// longer than this (a paused or killed cluster, a host stall of several seconds) stays down.
+constexpr double kMinStepBoundSeconds = 2.0;
+
 /// A learner whose last stepping span of a stopped part ended at most this many seconds before
 /// the stop (the smallest bound an advance is judged by) was stepping up to the stop: the stop
 /// cut the step it was taking.
-constexpr double kStopGraceSeconds = 1.0;
+constexpr double kStopGraceSeconds = kMinStepBoundSeconds;
 
 /// What a run directory says about its learners' steps.
 struct run_steps {

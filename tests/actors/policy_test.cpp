@@ -770,6 +770,68 @@ TEST(run_uptime, a_start_up_stall_is_not_downtime) {
   }
 }
 
+// A loaded host's single slow steps are not downtime (kMinStepBoundSeconds): on two cores at
+// load 7–8 learners with a pace of 0.05–0.1 s took single steps of 1.0–1.4 s (their own step-end
+// times, no event in them), once while the last learner ran alone and once on every learner at
+// the same moment; a floor of 1 s made each of them global downtime. Every learner stopping for
+// longer than the floor (or for several of its step times when its pace is slower) stays down.
+TEST(run_uptime, a_loaded_hosts_single_slow_steps_are_not_downtime) {
+  // One learner's rows: a step every `pace` s from `from` to `to`; the step due after `slow_at`
+  // takes `slow_s` instead.
+  auto rows = [](double from, double to, double pace, double slow_at = 1e300, double slow_s = 0) {
+    std::vector<step_point> v;
+    long long step = 1;
+    v.push_back({from, 0, step});
+    for (double t = from; t + pace <= to + 1e-9;) {
+      const bool slow = t > slow_at && slow_s > 0;
+      t += slow ? slow_s : pace;
+      if (slow) slow_s = 0;
+      v.push_back({t, 0, ++step});
+    }
+    return v;
+  };
+  struct row {
+    const char* what;
+    std::map<long long, std::vector<step_point>> points;
+    double down_s;
+  };
+  const std::vector<row> table = {
+      {"the last learner alone: one 1.41 s step against a pace of 0.05 s",
+       {{0, rows(100.0, 130.0, 0.05, 120.0, 1.41)}},
+       0.0},
+      {"every learner at once: 1.02, 1.33 and 1.24 s steps against 0.1 s",
+       {{0, rows(100.0, 130.0, 0.1, 115.0, 1.02)},
+        {1, rows(100.03, 130.0, 0.1, 114.5, 1.33)},
+        {2, rows(100.06, 130.0, 0.1, 114.8, 1.24)}},
+       0.0},
+      // The first step after 115 s takes 3 s on both: learner 0's from 115.1 to 118.1, learner
+      // 1's from 115.03 to 118.03; no learner steps from 115.1 to 118.03.
+      {"every learner stops for 3 s: down",
+       {{0, rows(100.0, 130.0, 0.1, 115.0, 3.0)}, {1, rows(100.03, 130.0, 0.1, 115.0, 3.0)}},
+       118.03 - 115.1},
+      {"the last learner alone stops for 2.5 s: down",
+       {{0, rows(100.0, 130.0, 0.05, 120.0, 2.5)}},
+       2.5},
+  };
+  for (const auto& r : table) {
+    run_steps steps;
+    steps.have_csv = true;
+    steps.points = r.points;
+    steps.lo = 1e300;
+    steps.hi = -1e300;
+    for (const auto& [id, pts] : r.points)
+      for (const auto& p : pts) {
+        ++steps.rows;
+        steps.lo = std::min(steps.lo, p.t);
+        steps.hi = std::max(steps.hi, p.t);
+      }
+    const auto u = run_uptime(steps, 1);
+    ASSERT_TRUE(u.known) << r.what;
+    EXPECT_NEAR(u.figures.down_s, r.down_s, 0.02) << r.what;
+    EXPECT_EQ(u.figures.gaps.size(), r.down_s > 0 ? 1u : 0u) << r.what;
+  }
+}
+
 // A resumed run is observed part by part (actors/policy/run_uptime.hpp): the time from a part's
 // planned stop (`stop`/`finished`) to the next part's `resume` is outside the observed time, and
 // the resumed part's start-up is judged as the run's first one is; a killed part's outage up to
@@ -981,7 +1043,7 @@ std::vector<time_span> reference_stepping_spans(std::vector<step_point> rs) {
       if (std::abs(adv[j].to - adv[k].to) <= 60.0) around_time.push_back(per_step[j]);
     }
     const double pace = std::max(median(around_steps), median(around_time));
-    const double bound = std::max(4 * pace, 1.0);
+    const double bound = std::max(4 * pace, kMinStepBoundSeconds);
     if (adv[k].to - adv[k].from <= bound * static_cast<double>(adv[k].steps))
       out.push_back({adv[k].from, adv[k].to});
   }

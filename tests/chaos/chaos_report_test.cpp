@@ -536,13 +536,14 @@ TEST(chaos_report, a_uniform_slowdown_is_not_downtime_and_a_stall_still_is) {
 }
 
 // acc18/heal3's last seconds: one learner alone, its steps down to 0.2 s, then one of 1.06 s. Its
-// last 5 steps each side alone put the bound at the 1 s floor; its pace over ±60 s (0.5 s steps)
-// does not, and a 1.06 s step is not a stall of several step times there.
+// last 5 steps each side alone put the bound at the floor (2 s); its pace over ±60 s does not,
+// and a step just past the floor is not a stall of several step times there. Here: 0.8 s steps,
+// then 0.3 s steps (4 × 0.3 s < 2 s) and one of 2.5 s, inside 4 × 0.8 s.
 TEST(chaos_report, a_short_hitch_amid_unusually_fast_steps_is_not_downtime) {
   run_builder b;
   b.csv = run_builder::csv_header;
-  // 0.5 s steps to 1060, 0.2 s steps to 1064, one 1.06 s step, 0.2 s steps.
-  const std::vector<double> times = paced(1000.0, {{0.5, 120}, {0.2, 20}, {1.06, 1}, {0.2, 5}});
+  // 0.8 s steps to 1060, 0.3 s steps to 1066, one 2.5 s step, 0.3 s steps.
+  const std::vector<double> times = paced(1000.0, {{0.8, 75}, {0.3, 20}, {2.5, 1}, {0.3, 5}});
   int step = 0;
   for (double t : times) b.csv += run_builder::fmt_row(t, 0, 0, ++step);
   const json r = judge(b);
