@@ -347,6 +347,34 @@ TEST(chaos_report, lost_versions_judged_only_at_every_version) {
   EXPECT_EQ(verdict_of(r, "no_version_lost"), "unknown");
 }
 
+// A run whose owners never restarted after a merge (the syncer ran once) cannot have lost a
+// version, whatever checkpoint.every_versions is: valid, with that reason (a clean run of the
+// shipped experiment, every_versions = 5, said `unknown`). With a restart and every_versions > 1
+// it stays unknown; so does an experiment.json without the field.
+TEST(chaos_report, no_version_lost_is_valid_when_no_owner_restarted) {
+  run_builder b;
+  b.experiment["checkpoint"]["every_versions"] = 5;
+  json r = judge(b);
+  EXPECT_EQ(verdict_of(r, "no_version_lost"), "valid") << r["invariants"].dump(2);
+  for (const auto& i : r["invariants"])
+    if (i["name"] == "no_version_lost") {
+      EXPECT_EQ(i["detail"],
+                "no owner restarted after its fragment merged (the syncer never "
+                "restarted), so no version can have been lost");
+    }
+  b.with_experiment = false;
+  EXPECT_EQ(verdict_of(judge(b), "no_version_lost"), "valid");
+  // The owner restarts at the version it merged (none lost): with every_versions = 5 that is
+  // not checked.
+  b.with_experiment = true;
+  b.events.insert(
+      b.events.end() - 1,
+      json{{"event", "owner_restored"}, {"time", 1017.0}, {"fragment", 0}, {"version", 2}});
+  r = judge(b);
+  EXPECT_EQ(verdict_of(r, "no_version_lost"), "unknown");
+  EXPECT_EQ(r["run"]["versions_lost"], 0);
+}
+
 TEST(chaos_report, corrupt_chunk_merged_is_invalid_and_a_resend_is_fine) {
   run_builder b;
   // learner 1's transfer 2 has a chunk refused after its (earlier) accepted push, and is merged.
