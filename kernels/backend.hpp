@@ -83,6 +83,13 @@ struct adamw_params {
   int64_t step = 1;
 };
 
+/// A run [offset, offset + n) of a flat parameter buffer and the weight decay AdamW applies to it.
+struct adamw_segment {
+  size_t offset = 0;
+  size_t n = 0;
+  float weight_decay = 0.0f;
+};
+
 /// The backend interface. See the file comment for layout and accumulation conventions.
 class backend {
  public:
@@ -140,6 +147,15 @@ class backend {
   /// out (N,C) = (inp - mean) * rstd * weight + bias; writes mean (N) and rstd (N) for backward.
   virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
                                  const float* weight, const float* bias, int N, int C) = 0;
+  /// res (N,C) = a + b, then layernorm_forward of res into out, mean, rstd: the bits of
+  /// residual_forward then layernorm_forward (the default calls them). `cpu` does both in one
+  /// pass over the rows, each row's sum normalized while it is in cache. res may alias a or b.
+  virtual void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd,
+                                          const float* a, const float* b, const float* weight,
+                                          const float* bias, int N, int C) {
+    residual_forward(res, a, b, static_cast<size_t>(N) * C);
+    layernorm_forward(out, mean, rstd, res, weight, bias, N, C);
+  }
   /// Accumulates dinp (N,C), dweight (C), dbias (C).
   virtual void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                                   const float* inp, const float* weight, const float* mean,
@@ -308,6 +324,23 @@ class backend {
   /// m̂ = m/(1-β1^t); v̂ = v/(1-β2^t); θ -= lr (m̂/(sqrt(v̂)+eps) + wd θ).
   virtual void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
                             const adamw_params& p) = 0;
+  /// adamw_update over each of `count` segments of the flat buffers (offsets into params, grads,
+  /// m and v; p.weight_decay replaced by the segment's), every gradient taken as
+  /// float(grad_scale · g): the result of scale(grads, grad_scale) then adamw_update per segment,
+  /// bit for bit. Leaves grads either scaled or unchanged. The default does exactly that (scale
+  /// when grad_scale != 1, then one adamw_update per segment); `cpu` runs it as one pass over
+  /// all segments and leaves grads unchanged.
+  virtual void adamw_update_segments(float* params, float* grads, float* m, float* v,
+                                     const adamw_segment* segments, size_t count, float grad_scale,
+                                     const adamw_params& p) {
+    adamw_params q = p;
+    for (size_t k = 0; k < count; ++k) {
+      const adamw_segment& s = segments[k];
+      if (grad_scale != 1.0f) scale(grads + s.offset, grad_scale, s.n);
+      q.weight_decay = s.weight_decay;
+      adamw_update(params + s.offset, grads + s.offset, m + s.offset, v + s.offset, s.n, q);
+    }
+  }
   /// Σ x², accumulated in double on host backends. Blocks until the result is known.
   virtual double sum_squares(const float* x, size_t n) = 0;
   /// x *= s, (n).

@@ -23,9 +23,17 @@ adamw::adamw(kernels::backend& be, std::vector<tensor_info> tensors, size_t n, a
         fmt::format("adamw: tensors cover {} floats, buffer has {}", expect, n));
   m_ = be.alloc<float>(n);
   v_ = be.alloc<float>(n);
+  // Merge consecutive tensors with the same decay flag into one segment.
+  for (size_t i = 0; i < tensors_.size();) {
+    size_t j = i, len = 0;
+    while (j < tensors_.size() && tensors_[j].decay == tensors_[i].decay)
+      len += tensors_[j++].numel;
+    segments_.push_back({tensors_[i].offset, len, tensors_[i].decay ? cfg_.weight_decay : 0.0f});
+    i = j;
+  }
 }
 
-void adamw::step(float* params, const float* grads, float lr) {
+void adamw::step(float* params, float* grads, float lr, float grad_scale) {
   ++t_;
   kernels::adamw_params p;
   p.lr = lr;
@@ -33,18 +41,8 @@ void adamw::step(float* params, const float* grads, float lr) {
   p.beta2 = cfg_.beta2;
   p.eps = cfg_.eps;
   p.step = t_;
-  // Merge consecutive tensors with the same decay flag into one kernel call.
-  size_t i = 0;
-  while (i < tensors_.size()) {
-    size_t j = i;
-    size_t len = 0;
-    while (j < tensors_.size() && tensors_[j].decay == tensors_[i].decay)
-      len += tensors_[j++].numel;
-    p.weight_decay = tensors_[i].decay ? cfg_.weight_decay : 0.0f;
-    const size_t off = tensors_[i].offset;
-    be_->adamw_update(params + off, grads + off, m_.data() + off, v_.data() + off, len, p);
-    i = j;
-  }
+  be_->adamw_update_segments(params, grads, m_.data(), v_.data(), segments_.data(),
+                             segments_.size(), grad_scale, p);
 }
 
 void adamw::reset() {
@@ -54,10 +52,19 @@ void adamw::reset() {
 }
 
 double clip_grad_norm(kernels::backend& be, float* grads, size_t n, double max_norm) {
-  const double norm = std::sqrt(be.sum_squares(grads, n));
-  if (max_norm > 0.0 && norm > max_norm)
-    be.scale(grads, static_cast<float>(max_norm / (norm + 1e-6)), n);
+  const double norm = grad_norm(be, grads, n);
+  const float f = clip_factor(norm, max_norm);
+  if (f != 1.0f) be.scale(grads, f, n);
   return norm;
+}
+
+double grad_norm(kernels::backend& be, const float* grads, size_t n) {
+  return std::sqrt(be.sum_squares(grads, n));
+}
+
+float clip_factor(double norm, double max_norm) {
+  if (max_norm > 0.0 && norm > max_norm) return static_cast<float>(max_norm / (norm + 1e-6));
+  return 1.0f;
 }
 
 }  // namespace dd

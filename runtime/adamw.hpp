@@ -33,8 +33,11 @@ class adamw {
   adamw(kernels::backend& be, std::vector<tensor_info> tensors, size_t n, adamw_config cfg = {});
 
   /// One update: t += 1, then for every tensor θ -= lr·(m̂/(√v̂+eps) + wd·θ) with wd =
-  /// weight_decay when the tensor decays, else 0. params/grads: backend pointers, (n).
-  void step(float* params, const float* grads, float lr);
+  /// weight_decay when the tensor decays, else 0, each gradient taken as grad_scale · g (the
+  /// factor of clip_factor: the same bits as scaling grads first). params/grads: backend
+  /// pointers, (n). One backend call (adamw_update_segments) over all tensors; grads is left
+  /// unchanged or, on backends without a fused op and grad_scale != 1, scaled.
+  void step(float* params, float* grads, float lr, float grad_scale = 1.0f);
 
   /// Zeroes m and v and the step count t (a respawned learner's fresh moments).
   void reset();
@@ -54,6 +57,8 @@ class adamw {
  private:
   kernels::backend* be_;
   std::vector<tensor_info> tensors_;
+  /// Runs of consecutive tensors with the same decay flag (weight decay filled in per step).
+  std::vector<kernels::adamw_segment> segments_;
   size_t n_;
   adamw_config cfg_;
   kernels::buffer<float> m_, v_;
@@ -64,5 +69,13 @@ class adamw {
 /// norm = sqrt(Σ g²) over all n gradients (accumulated in double); when max_norm > 0 and
 /// norm > max_norm, g *= max_norm / (norm + 1e-6). Returns the norm before clipping.
 double clip_grad_norm(kernels::backend& be, float* grads, size_t n, double max_norm);
+
+/// sqrt(Σ g²) over the n gradients (accumulated in double): clip_grad_norm's norm.
+double grad_norm(kernels::backend& be, const float* grads, size_t n);
+
+/// The factor clip_grad_norm multiplies the gradients by at this norm: float(max_norm /
+/// (norm + 1e-6)) when max_norm > 0 and norm > max_norm, else 1. The trainer hands it to
+/// adamw::step instead of scaling the gradients in a pass of their own.
+float clip_factor(double norm, double max_norm);
 
 }  // namespace dd

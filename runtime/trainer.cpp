@@ -130,14 +130,15 @@ step_result trainer::step(double lr) {
   tokens_ += r.tokens;
   if (std::isfinite(r.loss)) {
     model_->backward();
-    r.grad_norm =
-        clip_grad_norm(model_->backend(), model_->grads(), model_->num_params(), cfg_.grad_clip);
+    r.grad_norm = grad_norm(model_->backend(), model_->grads(), model_->num_params());
   }
   if (!std::isfinite(r.loss) || !std::isfinite(r.grad_norm)) {
     r.applied = false;
   } else {
     r.lr = lr;
-    opt_.step(model_->params(), model_->grads(), static_cast<float>(r.lr));
+    // The clip factor is applied as AdamW reads each gradient (clip_grad_norm's bits).
+    opt_.step(model_->params(), model_->grads(), static_cast<float>(r.lr),
+              clip_factor(r.grad_norm, cfg_.grad_clip));
     ++step_;
   }
   model_->backend().synchronize();

@@ -107,9 +107,8 @@ void block_forward(kernels::backend& be, const block_weights& w, block_activatio
   else
     be.attention_forward_bidirectional(a.atty.data(), a.att.data(), a.qkv.data(), B, T, C, NH);
   be.matmul_forward(s.tmp.data(), a.atty.data(), p[k_attprojw], p[k_attprojb], N, C, C);
-  be.residual_forward(a.res2.data(), residual, s.tmp.data(), BT * C);
-  be.layernorm_forward(a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(), a.res2.data(), p[k_ln2w],
-                       p[k_ln2b], N, C);
+  be.residual_layernorm_forward(a.res2.data(), a.ln2.data(), a.ln2_mean.data(), a.ln2_rstd.data(),
+                                residual, s.tmp.data(), p[k_ln2w], p[k_ln2b], N, C);
   be.matmul_forward(a.fch.data(), a.ln2.data(), p[k_fcw], p[k_fcb], N, C, 4 * C);
   be.gelu_forward(a.fch_gelu.data(), a.fch.data(), BT * 4 * C);
   be.matmul_forward(s.tmp.data(), a.fch_gelu.data(), p[k_fcprojw], p[k_fcprojb], N, 4 * C, C);

@@ -94,13 +94,18 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
   template <class F>
   void parallel_range(size_t n, size_t work_per_item, F&& f) const {
     const size_t work = n * std::max<size_t>(1, work_per_item);
-    int nc = chunks_for(work);
-    if (nc > 1) {
-      const size_t by_work = work / (4 * min_work_per_thread);
-      nc = static_cast<int>(std::clamp<size_t>(by_work, nc, 4 * static_cast<size_t>(nc)));
-    }
-    for_chunks(n, std::min<int>(nc, static_cast<int>(std::max<size_t>(1, n))),
+    for_chunks(n, std::min<int>(chunks_in_turn(work), static_cast<int>(std::max<size_t>(1, n))),
                [&](int, size_t b, size_t e) { f(b, e); });
+  }
+
+  /// Chunks for `work` units that the participants claim in turn: chunks_for(work), raised to up
+  /// to 4 per thread when each still holds at least 4 · min_work_per_thread (a thread slowed by
+  /// another process on its core then takes fewer of them). Depends only on work and threads_.
+  int chunks_in_turn(size_t work) const {
+    const int nc = chunks_for(work);
+    if (nc <= 1) return nc;
+    const size_t by_work = work / (4 * min_work_per_thread);
+    return static_cast<int>(std::clamp<size_t>(by_work, nc, 4 * static_cast<size_t>(nc)));
   }
 
   // ---- memory --------------------------------------------------------------------------------
@@ -109,7 +114,7 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
   void zero_bytes(void* dst, size_t n) override {
     if (n == 0) return;
     auto* p = static_cast<unsigned char*>(dst);
-    for_chunks(n, chunks_for(n / sizeof(float)),
+    for_chunks(n, chunks_in_turn(n / sizeof(float)),
                [&](int, size_t b, size_t e) { std::memset(p + b, 0, e - b); });
   }
 
@@ -150,32 +155,51 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
   void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
                          const float* weight, const float* bias, int N, int C) override {
     parallel_range(static_cast<size_t>(N), static_cast<size_t>(C) * 4, [&](size_t b, size_t e) {
-      for (size_t n = b; n < e; ++n) {
-        const float* x = inp + n * C;
-        float s = 0.0f;
-#pragma omp simd reduction(+ : s)
-        for (int c = 0; c < C; ++c) s += x[c];
-        const float m = s / C;
-        float v = 0.0f;
-#pragma omp simd reduction(+ : v)
-        for (int c = 0; c < C; ++c) {
-          const float d = x[c] - m;
-          v += d * d;
-        }
-        const float r = 1.0f / std::sqrt(v / C + layernorm_eps);
-        float* o = out + n * C;
-        for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * r * weight[c] + bias[c];
-        mean[n] = m;
-        rstd[n] = r;
+      for (size_t n = b; n < e; ++n)
+        layernorm_row(out + n * C, mean[n], rstd[n], inp + n * C, weight, bias, C);
+    });
+  }
+
+  void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* a,
+                                  const float* b, const float* weight, const float* bias, int N,
+                                  int C) override {
+    parallel_range(static_cast<size_t>(N), static_cast<size_t>(C) * 5, [&](size_t lo, size_t hi) {
+      for (size_t n = lo; n < hi; ++n) {
+        float* x = res + n * C;
+        const float* ar = a + n * C;
+        const float* br = b + n * C;
+        for (int c = 0; c < C; ++c) x[c] = ar[c] + br[c];  // residual_forward's expression
+        layernorm_row(out + n * C, mean[n], rstd[n], x, weight, bias, C);
       }
     });
+  }
+
+  /// One row of layernorm_forward: o (C) from x (C); its mean and rstd into m_out, r_out.
+  static void layernorm_row(float* o, float& m_out, float& r_out, const float* x,
+                            const float* weight, const float* bias, int C) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (int c = 0; c < C; ++c) s += x[c];
+    const float m = s / C;
+    float v = 0.0f;
+#pragma omp simd reduction(+ : v)
+    for (int c = 0; c < C; ++c) {
+      const float d = x[c] - m;
+      v += d * d;
+    }
+    const float r = 1.0f / std::sqrt(v / C + layernorm_eps);
+    for (int c = 0; c < C; ++c) o[c] = (x[c] - m) * r * weight[c] + bias[c];
+    m_out = m;
+    r_out = r;
   }
 
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, const float* mean,
                           const float* rstd, int N, int C) override {
-    const int nc = chunks_for(static_cast<size_t>(N) * C * 6);
-    // Per-chunk partial sums of dweight and dbias, combined in chunk order below.
+    // Chunks claimed in turn, at most one per row; their count depends on the shapes and the
+    // thread count only. Per-chunk partial sums of dweight and dbias, combined in chunk order
+    // below.
+    const int nc = std::min(chunks_in_turn(static_cast<size_t>(N) * C * 6), std::max(1, N));
     std::vector<float> partial(static_cast<size_t>(nc) * 2 * C, 0.0f);
     for_chunks(static_cast<size_t>(N), nc, [&](int chunk, size_t b, size_t e) {
       float* dw = partial.data() + static_cast<size_t>(chunk) * 2 * C;
@@ -195,6 +219,9 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
         mean_g /= C;
         mean_gx /= C;
         float* dx = dinp + n * C;
+        // Element-wise (no reduction), so vectorizing changes no bit; GCC does not on its own
+        // (five pointers it cannot prove apart: the loop ran scalar, about 3x the forward).
+#pragma omp simd
         for (int c = 0; c < C; ++c) {
           const float xhat = (x[c] - m) * r;
           const float g = weight[c] * dy[c];
@@ -341,7 +368,11 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
     const int C3 = 3 * C;
     const size_t pairs = static_cast<size_t>(B) * NH;
     const size_t work = static_cast<size_t>(T) * T * hs * flops_per_score;
-    const int nc = std::min<int>(chunks_for(pairs * work, 1 << 18), static_cast<int>(pairs));
+    // One chunk per pair when the work is worth threads at all: the pairs are claimed in turn,
+    // so a thread that shares its core with another process takes fewer of them instead of the
+    // other waiting for its half. Each pair writes only its own outputs (its columns of out or
+    // dqkv, its block of att or scratch) with sums in a fixed order, so the split changes no bit.
+    const int nc = chunks_for(pairs * work, 1 << 18) > 1 ? static_cast<int>(pairs) : 1;
     for_chunks(pairs, nc, [&](int, size_t pb, size_t pe) {
       for (size_t p = pb; p < pe; ++p) {
         const size_t b = p / NH, h = p % NH;
@@ -778,29 +809,78 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
   }
 
   // ---- optimizer -----------------------------------------------------------------------------
+  /// AdamW's per-step constants in float.
+  struct adamw_consts {
+    float b1, b2, inv_bc1, inv_bc2, lr, eps;
+    explicit adamw_consts(const adamw_params& p)
+        : b1(p.beta1),
+          b2(p.beta2),
+          inv_bc1(static_cast<float>(1.0 / (1.0 - std::pow(double(p.beta1), double(p.step))))),
+          inv_bc2(static_cast<float>(1.0 / (1.0 - std::pow(double(p.beta2), double(p.step))))),
+          lr(p.lr),
+          eps(p.eps) {}
+  };
+
+  /// AdamW over elements [lo, hi), each gradient taken as float(gs · g) when `scaled`.
+  /// Element-wise: vectorized (GCC leaves the loop scalar on its own); sqrt and division are
+  /// correctly rounded in either form, so the bits are those of the scalar loop.
+  template <bool scaled>
+  static void adamw_run(float* params, const float* grads, float* m, float* v, size_t lo, size_t hi,
+                        const adamw_consts& k, float wd, float gs) {
+    const float b1 = k.b1, b2 = k.b2, inv_bc1 = k.inv_bc1, inv_bc2 = k.inv_bc2, lr = k.lr,
+                eps = k.eps;
+#pragma omp simd
+    for (size_t i = lo; i < hi; ++i) {
+      float g = grads[i];
+      if constexpr (scaled) g = g * gs;
+      const float mi = b1 * m[i] + (1.0f - b1) * g;
+      const float vi = b2 * v[i] + (1.0f - b2) * g * g;
+      m[i] = mi;
+      v[i] = vi;
+      const float theta = params[i];
+      params[i] = theta - lr * ((mi * inv_bc1) / (std::sqrt(vi * inv_bc2) + eps) + wd * theta);
+    }
+  }
+
   void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
                     const adamw_params& p) override {
-    const float b1 = p.beta1, b2 = p.beta2;
-    const float inv_bc1 =
-        static_cast<float>(1.0 / (1.0 - std::pow(double(p.beta1), double(p.step))));
-    const float inv_bc2 =
-        static_cast<float>(1.0 / (1.0 - std::pow(double(p.beta2), double(p.step))));
-    const float lr = p.lr, eps = p.eps, wd = p.weight_decay;
+    const adamw_consts k(p);
     parallel_range(n, 8, [&](size_t lo, size_t hi) {
-      for (size_t i = lo; i < hi; ++i) {
-        const float g = grads[i];
-        const float mi = b1 * m[i] + (1.0f - b1) * g;
-        const float vi = b2 * v[i] + (1.0f - b2) * g * g;
-        m[i] = mi;
-        v[i] = vi;
-        const float theta = params[i];
-        params[i] = theta - lr * ((mi * inv_bc1) / (std::sqrt(vi * inv_bc2) + eps) + wd * theta);
+      adamw_run<false>(params, grads, m, v, lo, hi, k, p.weight_decay, 1.0f);
+    });
+  }
+
+  // One pass over all segments (one fork-join instead of one per segment, and the clip factor
+  // applied as the gradients are read instead of in a pass of its own); grads stay unchanged.
+  // Chunks cut the concatenated segments, so a chunk may span several of them.
+  void adamw_update_segments(float* params, float* grads, float* m, float* v,
+                             const adamw_segment* segments, size_t count, float grad_scale,
+                             const adamw_params& p) override {
+    std::vector<size_t> start(count + 1, 0);
+    for (size_t s = 0; s < count; ++s) start[s + 1] = start[s] + segments[s].n;
+    const adamw_consts k(p);
+    const bool scaled = grad_scale != 1.0f;
+    parallel_range(start[count], 8, [&](size_t lo, size_t hi) {
+      // The last segment starting at or before lo (empty segments are stepped over below).
+      size_t s =
+          static_cast<size_t>(std::upper_bound(start.begin(), start.end(), lo) - start.begin()) - 1;
+      for (; lo < hi; ++s) {
+        const adamw_segment& seg = segments[s];
+        const size_t b = lo - start[s], e = std::min(hi, start[s + 1]) - start[s];
+        const size_t o = seg.offset;
+        if (scaled) {
+          adamw_run<true>(params + o, grads + o, m + o, v + o, b, e, k, seg.weight_decay,
+                          grad_scale);
+        } else {
+          adamw_run<false>(params + o, grads + o, m + o, v + o, b, e, k, seg.weight_decay, 1.0f);
+        }
+        lo = start[s] + e;
       }
     });
   }
 
   double sum_squares(const float* x, size_t n) override {
-    const int nc = chunks_for(n);
+    const int nc = chunks_in_turn(n);
     std::vector<double> partial(nc, 0.0);
     for_chunks(n, nc, [&](int chunk, size_t lo, size_t hi) {
       double acc = 0.0;
@@ -820,7 +900,7 @@ class cpu_backend final : public detail::host_backend, public fused_merge_ops {
   }
 
   bool all_finite(const float* x, size_t n) override {
-    const int nc = chunks_for(n);
+    const int nc = chunks_in_turn(n);
     std::vector<int> bad(nc, 0);
     for_chunks(n, nc, [&](int chunk, size_t lo, size_t hi) {
       // A float is inf or NaN exactly when its exponent bits are all ones.

@@ -186,6 +186,42 @@ TEST_P(DD_SUITE(layernorm), forward_and_backward_match_reference) {
   expect_close(gb, rgb, kn * N + 4 * eps32, 0.0, "layernorm dbias");
 }
 
+TEST_P(DD_SUITE(layernorm), residual_layernorm_forward_matches_reference_and_separate_ops) {
+  const int N = GetParam().first, C = GetParam().second;
+  const size_t n = size_t(N) * C;
+  const auto a = random_floats(n, 31, -2.0f, 2.0f), r = random_floats(n, 32);
+  const auto w = random_floats(C, 33, 0.5f, 1.5f), bias = random_floats(C, 34);
+  const auto garbage = random_floats(n, 35);
+  auto fused = [&](backend& b) {
+    dvec<float> da(b, a), dr(b, r), dw(b, w), db(b, bias), res(b, garbage), out(b, garbage);
+    dvec<float> mean(b, N), rstd(b, N);
+    b.residual_layernorm_forward(res.data(), out.data(), mean.data(), rstd.data(), da.data(),
+                                 dr.data(), dw.data(), db.data(), N, C);
+    return std::make_tuple(res.host(), out.host(), mean.host(), rstd.host());
+  };
+  const auto [res, out, mean, rstd] = fused(*be_);
+  // The same bits as the two ops one after the other on the same backend.
+  {
+    dvec<float> da(*be_, a), dr(*be_, r), dw(*be_, w), db(*be_, bias), res2(*be_, n), out2(*be_, n),
+        mean2(*be_, N), rstd2(*be_, N);
+    be_->residual_forward(res2.data(), da.data(), dr.data(), n);
+    be_->layernorm_forward(out2.data(), mean2.data(), rstd2.data(), res2.data(), dw.data(),
+                           db.data(), N, C);
+    EXPECT_EQ(res, res2.host());
+    EXPECT_EQ(out, out2.host());
+    EXPECT_EQ(mean, mean2.host());
+    EXPECT_EQ(rstd, rstd2.host());
+  }
+  // Against the reference, with layernorm_forward_and_backward's tolerances (|res| <= 3).
+  const auto [rres, rout, rmean, rrstd] = fused(*ref_);
+  const double k = (4.0 * std::sqrt(double(C)) + 1.0) * eps32;
+  const float r_max = max_abs(rrstd);
+  EXPECT_EQ(res, rres) << "residual: one correctly rounded add";
+  expect_close(mean, rmean, 3.0 * k, 0.0, "fused layernorm mean");
+  expect_close(rstd, rrstd, 0.0, 2.0 * k, "fused layernorm rstd");
+  expect_close(out, rout, 6.0 * r_max * k * 1.5 + 4 * eps32, 4 * eps32, "fused layernorm out");
+}
+
 DD_INSTANTIATE(shapes, DD_SUITE(layernorm),
                ::testing::Values(std::pair{1, 1}, std::pair{3, 7}, std::pair{5, 33},
                                  std::pair{64, 128}, std::pair{7, 1000}, std::pair{1024, 384},
@@ -320,6 +356,77 @@ TEST_F(DD_SUITE(compare), adamw_matches_reference) {
     // at most here and carries ~8 roundings; scaled by lr, plus the final rounding of θ (<= 1).
     expect_close(p, rp, 8 * eps32 * 10.0 * hp.lr + 2 * eps32, 0.0,
                  "adamw params step " + std::to_string(step));
+  }
+}
+
+// Segment sets over a flat buffer: odd lengths, an empty segment, decay and no decay alternating,
+// one segment far larger than a chunk (the CPU backend cuts the concatenation into chunks that
+// span segments).
+std::vector<adamw_segment> test_segments(const std::vector<size_t>& lengths) {
+  std::vector<adamw_segment> segs;
+  size_t off = 0;
+  for (size_t k = 0; k < lengths.size(); ++k) {
+    segs.push_back({off, lengths[k], k % 2 == 0 ? 0.1f : 0.0f});
+    off += lengths[k];
+  }
+  return segs;
+}
+
+TEST_F(DD_SUITE(compare), adamw_update_segments_matches_reference) {
+  const std::vector<std::vector<size_t>> shapes = {
+      {1}, {7, 0, 13}, {384, 384, 147456, 1152, 384, 0, 589824, 1}, {100003}, {3, 65537, 5, 99991}};
+  for (const auto& lengths : shapes) {
+    const auto segs = test_segments(lengths);
+    const size_t n = segs.back().offset + segs.back().n;
+    for (float gs : {1.0f, 0.37f}) {
+      const auto p0 = random_floats(n, 171), g = random_floats(n, 172, -0.1f, 0.1f);
+      const auto m0 = random_floats(n, 173, -0.01f, 0.01f);
+      const auto v0 = random_floats(n, 174, 0.0f, 1e-3f);
+      adamw_params hp;
+      hp.lr = 3e-3f;
+      hp.step = 10;
+      auto run = [&](backend& b) {
+        dvec<float> p(b, p0), dg(b, g), m(b, m0), v(b, v0);
+        b.adamw_update_segments(p.data(), dg.data(), m.data(), v.data(), segs.data(), segs.size(),
+                                gs, hp);
+        return std::make_tuple(p.host(), m.host(), v.host());
+      };
+      const auto [p, m, v] = run(*be_);
+      const auto [rp, rm, rv] = run(*ref_);
+      // As adamw_matches_reference: both sides read float(gs · g) (the reference scales first).
+      const std::string what = " n " + std::to_string(n) + " scale " + std::to_string(gs);
+      expect_close(m, rm, 3 * eps32 * 0.11, 0.0, "segments m" + what);
+      expect_close(v, rv, 3 * eps32 * 1.1e-3, 0.0, "segments v" + what);
+      expect_close(p, rp, 8 * eps32 * 10.0 * hp.lr + 2 * eps32, 0.0, "segments params" + what);
+    }
+  }
+}
+
+TEST_F(DD_SUITE(compare), adamw_update_segments_equals_scale_then_per_segment_update) {
+  // The documented bits: scale(grads, gs) then adamw_update per segment with its decay.
+  const auto segs = test_segments({5, 40000, 0, 77, 123457, 64});
+  const size_t n = segs.back().offset + segs.back().n;
+  const auto p0 = random_floats(n, 181), g = random_floats(n, 182, -0.1f, 0.1f);
+  const auto m0 = random_floats(n, 183, -0.01f, 0.01f), v0 = random_floats(n, 184, 0.0f, 1e-3f);
+  for (float gs : {1.0f, 0.29f}) {
+    adamw_params hp;
+    hp.lr = 1e-3f;
+    hp.step = 3;
+    dvec<float> p(*be_, p0), dg(*be_, g), m(*be_, m0), v(*be_, v0);
+    be_->adamw_update_segments(p.data(), dg.data(), m.data(), v.data(), segs.data(), segs.size(),
+                               gs, hp);
+    dvec<float> p2(*be_, p0), dg2(*be_, g), m2(*be_, m0), v2(*be_, v0);
+    if (gs != 1.0f) be_->scale(dg2.data(), gs, n);
+    for (const auto& s : segs) {
+      adamw_params q = hp;
+      q.weight_decay = s.weight_decay;
+      be_->adamw_update(p2.data() + s.offset, dg2.data() + s.offset, m2.data() + s.offset,
+                        v2.data() + s.offset, s.n, q);
+    }
+    EXPECT_EQ(p.host(), p2.host()) << "scale " << gs;
+    EXPECT_EQ(m.host(), m2.host()) << "scale " << gs;
+    EXPECT_EQ(v.host(), v2.host()) << "scale " << gs;
+    EXPECT_NE(p.host(), p0);
   }
 }
 

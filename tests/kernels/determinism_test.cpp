@@ -49,9 +49,17 @@ std::vector<float> run_chain(backend& b) {
                     C, 3 * C);
   b.layernorm_backward(dx.data(), dlw_g.data(), dlb_g.data(), dln.data(), x.data(), dlw.data(),
                        mean.data(), rstd.data(), N, C);
+  // The fused residual + layer norm, and AdamW over segments of the qkv weight with a clip scale.
+  dvec<float> res(b, size_t(N) * C), ln2(b, size_t(N) * C), mean2(b, N), rstd2(b, N);
+  b.residual_layernorm_forward(res.data(), ln2.data(), mean2.data(), rstd2.data(), x.data(),
+                               ao.data(), dlw.data(), dlb.data(), N, C);
+  dvec<float> am(b, wqkv.size()), av(b, wqkv.size());
+  const adamw_segment segs[] = {{0, 1000, 0.1f}, {1000, wqkv.size() - 1000, 0.0f}};
+  adamw_params hp;
+  b.adamw_update_segments(dwq.data(), dwq_g.data(), am.data(), av.data(), segs, 2, 0.5f, hp);
   std::vector<float> all;
-  for (const dvec<float>* v :
-       {&losses, &probs, &att, &qkv, &dx, &dlw_g, &dlb_g, &dwq_g, &dbq_g, &dwo_g, &dqkv}) {
+  for (const dvec<float>* v : {&losses, &probs, &att, &qkv, &dx, &dlw_g, &dlb_g, &dwq_g, &dbq_g,
+                               &dwo_g, &dqkv, &res, &ln2, &dwq, &am, &av}) {
     const auto h = v->host();
     all.insert(all.end(), h.begin(), h.end());
   }

@@ -57,6 +57,12 @@ class profiling_backend final : public kernels::backend {
     timed("layernorm_forward",
           [&] { in_->layernorm_forward(out, mean, rstd, inp, weight, bias, N, C); });
   }
+  void residual_layernorm_forward(float* res, float* out, float* mean, float* rstd, const float* a,
+                                  const float* b, const float* weight, const float* bias, int N,
+                                  int C) override {
+    timed("residual_layernorm_forward",
+          [&] { in_->residual_layernorm_forward(res, out, mean, rstd, a, b, weight, bias, N, C); });
+  }
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                           const float* inp, const float* weight, const float* mean,
                           const float* rstd, int N, int C) override {
@@ -185,6 +191,12 @@ class profiling_backend final : public kernels::backend {
   void adamw_update(float* params, const float* grads, float* m, float* v, size_t n,
                     const kernels::adamw_params& p) override {
     timed("adamw_update", [&] { in_->adamw_update(params, grads, m, v, n, p); });
+  }
+  void adamw_update_segments(float* params, float* grads, float* m, float* v,
+                             const kernels::adamw_segment* segments, size_t count, float grad_scale,
+                             const kernels::adamw_params& p) override {
+    timed("adamw_update",
+          [&] { in_->adamw_update_segments(params, grads, m, v, segments, count, grad_scale, p); });
   }
   double sum_squares(const float* x, size_t n) override {
     double r = 0.0;
