@@ -694,6 +694,95 @@ TEST(chaos_report, learner_never_back_is_invalid) {
   EXPECT_TRUE(r["faults"][0]["first_merge_after_s"].is_null());
 }
 
+// A baseline of another experiment (500 steps against this run's 1500) was compared as if it
+// were this run's clean twin: `-18.45%` judged valid. The settings that decide what the final
+// loss measures are compared; only those count.
+TEST(chaos_report, experiment_differences_table) {
+  const json base = {{"name", "x"},
+                     {"run_dir", "/r/a"},
+                     {"run_id", "1"},
+                     {"budget", {{"steps", 1500}}},
+                     {"model", {{"kind", "gpt"}, {"width", 128}}},
+                     {"data", {{"file", "a.txt"}, {"train_fraction", 0.9}}},
+                     {"learners", {{"count", 3}, {"batch", 8}, {"threads", 0}}},
+                     {"eval", {{"windows", 0}, {"periodic_windows", 128}, {"every_seconds", 10}}},
+                     {"inner", {{"lr", 0.004}, {"decay_steps", 1500}}},
+                     {"checkpoint", {{"dir", "/r/a/checkpoints"}, {"every_versions", 5}}}};
+  struct row {
+    const char* what;
+    std::function<void(json&)> edit;
+    std::vector<std::string> want;
+  };
+  const std::vector<row> table = {
+      {"the same experiment in another run directory",
+       [](json& e) {
+         e["run_dir"] = "/r/b";
+         e["run_id"] = "2";
+         e["checkpoint"]["dir"] = "/r/b/checkpoints";
+         e["checkpoint"]["every_versions"] = 1;
+         e["learners"]["threads"] = 2;
+         e["eval"]["periodic_windows"] = 64;
+         e["eval"]["every_seconds"] = 5;
+       },
+       {}},
+      {"another budget",
+       [](json& e) {
+         e["budget"]["steps"] = 500;
+         e["inner"]["decay_steps"] = 500;
+       },
+       {"budget.steps: 1500 vs 500", "inner.decay_steps: 1500 vs 500"}},
+      {"another model and data",
+       [](json& e) {
+         e["model"]["width"] = 256;
+         e["data"]["file"] = "b.txt";
+       },
+       {"data.file: \"a.txt\" vs \"b.txt\"", "model.width: 128 vs 256"}},
+      {"more learners, the final loss on other windows",
+       [](json& e) {
+         e["learners"]["count"] = 4;
+         e["eval"]["windows"] = 64;
+       },
+       {"eval.windows: 0 vs 64", "learners.count: 3 vs 4"}},
+      {"a budget in tokens instead of steps",
+       [](json& e) {
+         e["budget"] = {{"tokens", 1000000}};
+       },
+       {"budget.steps: 1500 vs -", "budget.tokens: - vs 1000000"}},
+  };
+  for (const auto& r : table) {
+    json other = base;
+    r.edit(other);
+    EXPECT_EQ(experiment_differences(base, other), r.want) << r.what;
+  }
+}
+
+// The report: a baseline of another experiment leaves final_loss_vs_baseline not checked (even
+// though its loss is higher), and the line names the settings; the same experiment is judged.
+TEST(chaos_report, a_baseline_of_another_experiment_is_not_compared) {
+  run_builder b;
+  b.experiment["budget"] = {{"steps", 1500}};
+  for (const int steps : {500, 1500}) {
+    const std::string base = make_baseline(2.07);
+    json other = b.experiment;
+    other["budget"]["steps"] = steps;
+    write_file_atomic(base + "/experiment.json", other.dump());
+    const json r = judge(b, base);
+    fs::remove_all(base);
+    if (steps == 500) {
+      EXPECT_EQ(verdict_of(r, "final_loss_vs_baseline"), "unknown") << r["invariants"].dump(2);
+      EXPECT_EQ(r["run"]["baseline_differences"], json::array({"budget.steps: 1500 vs 500"}));
+      EXPECT_NE(format_report(r).find("the baseline is another experiment, its loss is not "
+                                      "comparable (budget.steps: 1500 vs 500; this run vs the "
+                                      "baseline)"),
+                std::string::npos)
+          << format_report(r);
+    } else {
+      EXPECT_EQ(verdict_of(r, "final_loss_vs_baseline"), "valid") << r["invariants"].dump(2);
+      EXPECT_EQ(r["run"]["baseline_differences"], json::array());
+    }
+  }
+}
+
 TEST(chaos_report, loss_worse_than_baseline_is_invalid) {
   run_builder b;
   const std::string base = make_baseline(1.5);

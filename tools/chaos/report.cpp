@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 #include <optional>
+#include <set>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -184,7 +185,54 @@ std::string per_learner(const std::map<int, size_t>& by) {
   return s;
 }
 
+/// `parts` joined with `sep`.
+std::string joined(const std::vector<std::string>& parts, const char* sep) {
+  std::string s;
+  for (const auto& p : parts) s += (s.empty() ? "" : sep) + p;
+  return s;
+}
+
+/// Every leaf of `j` under `path` as (dotted path, value); an array or a scalar is one leaf.
+void leaves(const json& j, const std::string& path, std::map<std::string, json>& out) {
+  if (j.is_object()) {
+    for (const auto& [k, v] : j.items()) leaves(v, path.empty() ? k : path + "." + k, out);
+    return;
+  }
+  out[path] = j;
+}
+
 }  // namespace
+
+std::vector<std::string> experiment_differences(const json& run, const json& baseline) {
+  // The parts of an experiment that decide what the final loss measures: what is trained (model,
+  // data), for how long (budget, learners' count and batch), how (inner, outer, sync), and on
+  // which validation windows the final loss is scored (eval.windows).
+  static const char* const compared[] = {"budget",         "model",          "data",
+                                         "learners/count", "learners/batch", "eval/windows",
+                                         "inner",          "outer",          "sync"};
+  std::map<std::string, json> a, b;
+  for (const char* p : compared) {
+    const json::json_pointer ptr(std::string("/") + p);
+    std::string dotted = p;
+    std::replace(dotted.begin(), dotted.end(), '/', '.');
+    if (run.is_object() && run.contains(ptr)) leaves(run.at(ptr), dotted, a);
+    if (baseline.is_object() && baseline.contains(ptr)) leaves(baseline.at(ptr), dotted, b);
+  }
+  std::vector<std::string> out;
+  auto shown = [](const std::map<std::string, json>& m, const std::string& k) {
+    const auto it = m.find(k);
+    return it == m.end() ? std::string("-") : it->second.dump();
+  };
+  std::set<std::string> keys;
+  for (const auto& [k, v] : a) keys.insert(k);
+  for (const auto& [k, v] : b) keys.insert(k);
+  for (const auto& k : keys) {
+    const auto ia = a.find(k), ib = b.find(k);
+    if (ia != a.end() && ib != b.end() && ia->second == ib->second) continue;
+    out.push_back(fmt::format("{}: {} vs {}", k, shown(a, k), shown(b, k)));
+  }
+  return out;
+}
 
 json build_report(const report_options& o) {
   const report_inputs in = read_report_inputs(o);
@@ -341,6 +389,10 @@ json build_report(const report_options& o) {
   // ---- run figures: summary, experiment, baseline, the monitor's record.
   const auto& summary = in.summary;
   const auto& base_summary = in.baseline_summary;
+  // The baseline's settings that differ from this run's (both experiment.json present).
+  std::vector<std::string> baseline_differs;
+  if (in.experiment && in.baseline_experiment)
+    baseline_differs = experiment_differences(*in.experiment, *in.baseline_experiment);
   const auto& monitor_record = in.monitor_record;
   // Each row's (learner, step, tokens), in file order (the token invariant below).
   std::vector<loss_tokens_row> token_rows;
@@ -412,6 +464,7 @@ json build_report(const report_options& o) {
               {"final_val_loss", opt(loss)},
               {"start_loss", opt(start_loss)},
               {"baseline_val_loss", opt(base_loss)},
+              {"baseline_differences", baseline_differs},
               {"loss_vs_baseline",
                loss && base_loss && *base_loss > 0 ? json(*loss / *base_loss - 1) : json(nullptr)}};
   // The run's uptime by the same rule with K = sync.min_quorum (what summary.json `uptime` of a
@@ -622,6 +675,12 @@ json build_report(const report_options& o) {
                     *loss, *start_loss, k_start_loss_rows, k_divergence_factor)));
   if (o.baseline_dir.empty())
     inv.push_back(verdict("final_loss_vs_baseline", "unknown", "no --baseline given"));
+  else if (!baseline_differs.empty())
+    inv.push_back(verdict(
+        "final_loss_vs_baseline", "unknown",
+        fmt::format("the baseline is another experiment, its loss is not comparable ({}; this "
+                    "run vs the baseline)",
+                    joined(baseline_differs, "; "))));
   else if (!loss || !base_loss)
     inv.push_back(
         verdict("final_loss_vs_baseline", "unknown",

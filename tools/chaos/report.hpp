@@ -17,6 +17,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -40,6 +41,14 @@ struct report_options {
 /// Throws chaos_error when run_dir is not a directory, or a present JSON file (summary.json,
 /// experiment.json) does not parse.
 nlohmann::json build_report(const report_options& options);
+
+/// The settings of two experiment.json files that make their final losses incomparable, as
+/// "path: this vs baseline" ("-" where one lacks it): the budget, the model, the data, the
+/// learners' count and batch, the final evaluation's windows (eval.windows), and the inner,
+/// outer and sync settings. Empty when they agree (run_dir, run_id, checkpoint, chaos, restart,
+/// names and the periodic evaluation do not count). Pure.
+std::vector<std::string> experiment_differences(const nlohmann::json& run,
+                                                const nlohmann::json& baseline);
 
 /// The report as a table for people (per-fault rows, run figures, one line per invariant).
 std::string format_report(const nlohmann::json& report);

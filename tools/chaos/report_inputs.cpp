@@ -263,6 +263,8 @@ report_inputs read_report_inputs(const report_options& o) {
           fmt::format("--baseline: '{}' is not a run directory: it {}", o.baseline_dir, why));
     in.baseline_summary = read_json_file(fs::path(o.baseline_dir) / "summary.json");
     inputs["baseline summary.json"] = in.baseline_summary ? "read" : "missing";
+    in.baseline_experiment = read_json_file(fs::path(o.baseline_dir) / "experiment.json");
+    inputs["baseline experiment.json"] = in.baseline_experiment ? "read" : "missing";
   }
   return in;
 }

@@ -54,9 +54,10 @@ struct report_inputs {
   std::map<std::string, std::set<int>> hosted;  ///< node name -> learner ids
   std::vector<fault> faults;                    ///< ordered by injection time
   std::optional<nlohmann::json> experiment, summary, baseline_summary;
-  std::optional<nlohmann::json> monitor_record;  ///< monitor.json (the token invariant)
-  bool have_heartbeats = false;                  ///< learner_loss.csv exists
-  size_t heartbeat_rows = 0;                     ///< its well-formed rows
+  std::optional<nlohmann::json> baseline_experiment;  ///< the baseline's experiment.json
+  std::optional<nlohmann::json> monitor_record;       ///< monitor.json (the token invariant)
+  bool have_heartbeats = false;                       ///< learner_loss.csv exists
+  size_t heartbeat_rows = 0;                          ///< its well-formed rows
   std::map<long long, std::vector<heartbeat_row>> heartbeats;  ///< by learner id, file order
 };
 
