@@ -2,7 +2,8 @@
 # tests/apps/plot_test.sh — `dd-node plot` on real runs (ctest plot_test, labels "apps;python"):
 #   * a `dd-node launch` cluster (3 learner processes, 12 s budget) whose learner 1 is killed with
 #     `dd-chaos kill` once every learner has stepped: loss_tokens.png, loss_time.png, merges.png,
-#     timeline.png (the kill from chaos.jsonl and learner 1's restart counted), bytes.png;
+#     timeline.png (the kill from chaos.jsonl and learner 1's restart counted), bytes.png; the
+#     final evaluation marked apart from the periodic curve, with its windows;
 #   * `dd-node run` of two experiments (one with an in-process learner kill) and its comparison
 #     table: comparison.png; a resumed run's new incarnations are not restarts; every timeline's
 #     restart count is its summary.json's learner_restarts;
@@ -82,6 +83,15 @@ grep -q 'timeline.png: 3 learners, 1 restarts, [1-9][0-9]* faults (1 from chaos.
 restarts_match_summary run plot.out
 grep -q 'loss_tokens.png: 3 learners, [1-9][0-9]* steps, [1-9][0-9]* evaluations' plot.out ||
   fail "the loss figure has no steps or no evaluation"
+# The final evaluation (eval.windows: the whole validation split) scores other windows than the
+# periodic ones (eval.periodic_windows): a point marked apart, naming its windows, not the end of
+# the periodic curve.
+final_windows=$("$py" -c '
+import json, sys
+ev = [json.loads(l) for l in open(sys.argv[1]) if "\"eval\"" in l]
+print([e for e in ev if e.get("event") == "eval" and e.get("final") is True][-1]["windows"])' run/events.jsonl)
+grep -q "loss_tokens.png: .* evaluations ([0-9]* periodic.*, the final one of $final_windows windows marked apart)" plot.out ||
+  { cat plot.out; fail "the final evaluation ($final_windows windows) is not marked apart"; }
 grep -q 'merges.png: [1-9][0-9]* merges over 2 fragments' plot.out || fail "merges.png counts no merge"
 "$dd_node" plot run --out elsewhere > /dev/null
 check_pngs elsewhere/timeline.png

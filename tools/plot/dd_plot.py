@@ -206,6 +206,23 @@ class Run:
             out.append(p)
         return out
 
+    def eval_series(self):
+        """The periodic evaluations [(seconds, tokens, val_loss)], the final one (seconds, tokens,
+        val_loss) or None, and the windows each scored (None when the events do not say): the
+        periodic ones score eval.periodic_windows windows, the final one eval.windows (the whole
+        validation split by default), so the two are different measurements."""
+        periodic, final, pw, fw = [], None, None, None
+        for e in self.of("eval"):
+            p = (num(e, "time", self.events_path) - self.t0, num(e, "tokens", self.events_path),
+                 num(e, "val_loss", self.events_path))
+            w = e.get("windows") if isinstance(e.get("windows"), int) else None
+            if e.get("final") is True:
+                final, fw = p, w
+            else:
+                periodic.append(p)
+                pw = w if pw is None else pw
+        return periodic, final, pw, fw
+
     def learner_curves(self):
         """Per learner: (seconds, run tokens, loss) of each step; run tokens = the sum over
         learners of each one's latest token count at that moment (the x of the val-loss curve)."""
@@ -273,11 +290,21 @@ def fig_loss(plt, run, out_dir, by):
         ax.plot(xs, smooth, color=cmap(k % 10), linewidth=1.2,
                 label=f"learner {lid} training loss" + (f" (mean of {w} steps)" if w > 1 else ""))
         ys += smooth
-    ev = run.evals()
-    if ev:
-        ax.plot([p[by] for p in ev], [p[2] for p in ev], "o-", color="black", linewidth=2,
-                markersize=4, label=f"validation loss ({len(ev)} evaluations)")
-        ys += [p[2] for p in ev]
+    # The periodic evaluations and the final one score different windows (eval.periodic_windows
+    # against eval.windows, the whole split by default): one curve and one marked point, each
+    # naming its windows, not one line across the two.
+    periodic, final, pw, fw = run.eval_series()
+    if periodic:
+        ax.plot([p[by] for p in periodic], [p[2] for p in periodic], "o-", color="black",
+                linewidth=2, markersize=4,
+                label=f"validation loss, periodic ({len(periodic)} evaluations"
+                + (f", {pw} windows each)" if pw else ")"))
+        ys += [p[2] for p in periodic]
+    if final:
+        ax.plot([final[by]], [final[2]], "*", color="red", markersize=14, markeredgecolor="black",
+                label=f"final validation loss {final[2]:.4f}" + (f" ({fw} windows)" if fw else ""))
+        ys.append(final[2])
+    ev = periodic + ([final] if final else [])
     log_scale_if_wide(ax, ys)
     what = "tokens" if by else "time"
     ax.set_title(f"{run.name}: validation and training loss against {what}")
@@ -286,7 +313,11 @@ def fig_loss(plt, run, out_dir, by):
     grid_and_legend((ax,))
     path = os.path.join(out_dir, f"loss_{what}.png")
     save(fig, path, plt)
-    return path, f"{len(curves)} learners, {sum(len(v) for v in curves.values())} steps, {len(ev)} evaluations"
+    evals = f"{len(periodic)} periodic" + (f" of {pw} windows" if pw else "")
+    evals += (", the final one" + (f" of {fw} windows" if fw else "") + " marked apart") if final \
+        else ", no final one"
+    return path, (f"{len(curves)} learners, {sum(len(v) for v in curves.values())} steps, "
+                  f"{len(ev)} evaluations ({evals})")
 
 
 def fig_merges(plt, run, out_dir):
