@@ -776,6 +776,9 @@ TEST(chaos_report, a_baseline_of_another_experiment_is_not_compared) {
                                       "baseline)"),
                 std::string::npos)
           << format_report(r);
+      EXPECT_NE(format_report(r).find("baseline 2.0700, -3.38%: another experiment, not compared"),
+                std::string::npos)
+          << format_report(r);
     } else {
       EXPECT_EQ(verdict_of(r, "final_loss_vs_baseline"), "valid") << r["invariants"].dump(2);
       EXPECT_EQ(r["run"]["baseline_differences"], json::array());

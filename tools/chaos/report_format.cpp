@@ -87,12 +87,17 @@ std::string format_report(const json& r) {
                      fig(run["pushes_implausible"]), fig(run["pushes_implausible_unexplained"]));
   out << fmt::format("  non-finite           {} merges, {} learner steps discarded\n",
                      fig(run["nonfinite_merges"]), fig(run["nonfinite_learner_steps"]));
-  out << fmt::format("  final val loss       {} (start {}; baseline {}, {})\n",
+  // A baseline of another experiment: its figure is shown, marked as not comparable.
+  const bool other_experiment = run.contains("baseline_differences") &&
+                                run["baseline_differences"].is_array() &&
+                                !run["baseline_differences"].empty();
+  out << fmt::format("  final val loss       {} (start {}; baseline {}, {}{})\n",
                      fig(run["final_val_loss"], "{:.4f}"), fig(run["start_loss"], "{:.4f}"),
                      fig(run["baseline_val_loss"], "{:.4f}"),
                      run["loss_vs_baseline"].is_number()
                          ? fmt::format("{:+.2f}%", run["loss_vs_baseline"].get<double>() * 100)
-                         : std::string("-"));
+                         : std::string("-"),
+                     other_experiment ? ": another experiment, not compared" : "");
   out << fmt::format("  goodput              {} (effective {}), uptime {}\n", fig(run["goodput"]),
                      fig(run["effective_goodput"]), fig(run["uptime"]));
   out << "\ninvariants\n";
