@@ -339,13 +339,22 @@ class channel_conn {
       b.resize(len);
       return b;
     }
+    // None free that fits. Keep as many free ones later as were in use at once, so that the
+    // next burst as large maps nothing.
+    const auto held = static_cast<size_t>(
+        std::count_if(recent_.begin(), recent_.end(),
+                      [](const caf::message& m) { return !m.cvals()->unique(); }));
+    most_held_ = std::max(most_held_, held + 1);
+    hub_->buffers_fresh.fetch_add(1, std::memory_order_relaxed);
     return wire_bytes(len);
   }
 
-  /// Keeps at most `max_free` released buffers (and stops watching messages beyond `max_recent`,
-  /// oldest first: their receivers free them).
+  /// Keeps at most `max_free` released buffers: as many as were in use at once (the credit
+  /// windows of the links on this channel bound that), at least 4 and at most 16; and stops
+  /// watching messages beyond `max_recent`, oldest first (their receivers free them).
   void trim_recent() {
-    constexpr size_t max_recent = 64, max_free = 4;
+    constexpr size_t max_recent = 64;
+    const size_t max_free = std::clamp<size_t>(most_held_, 4, 16);
     size_t free_seen = 0;
     for (auto it = recent_.rbegin(); it != recent_.rend();) {
       if (it->cvals()->unique() && ++free_seen > max_free) {
@@ -360,6 +369,7 @@ class channel_conn {
   tensor_channel_hub* hub_;
   int fd_;
   std::deque<caf::message> recent_;  // delivered messages (reader thread only)
+  size_t most_held_ = 0;             // most buffers with their receivers at once (reader only)
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<out_frame> q_;
@@ -438,6 +448,7 @@ channel_stats tensor_channel_hub::stats() const {
   s.opened = opened_.load();
   s.closed = closed_.load();
   s.refused = refused_.load();
+  s.buffers_fresh = buffers_fresh.load();
   return s;
 }
 

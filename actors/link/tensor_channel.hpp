@@ -104,6 +104,8 @@ struct channel_stats {
   uint64_t opened = 0;          ///< channels that completed their hello
   uint64_t closed = 0;          ///< channels closed (any reason)
   uint64_t refused = 0;         ///< hellos refused, here or by the peer
+  /// Payload buffers the readers allocated because none of the earlier ones was released.
+  uint64_t buffers_fresh = 0;
 };
 
 class channel_conn;
@@ -197,7 +199,8 @@ class tensor_channel_hub : public std::enable_shared_from_this<tensor_channel_hu
   void closed(channel_conn* c, const std::string& why, bool failure);
   const options& opts() const { return opts_; }
   /// Counters, updated by the channels.
-  std::atomic<uint64_t> frames_sent{0}, bytes_sent{0}, frames_received{0}, bytes_received{0};
+  std::atomic<uint64_t> frames_sent{0}, bytes_sent{0}, frames_received{0}, bytes_received{0},
+      buffers_fresh{0};
 
  private:
   tensor_channel_hub(caf::actor_system& sys, options o);

@@ -58,6 +58,9 @@ struct received {
     caf::node_id sender_node;
   };
   std::vector<chunk> chunks;
+  /// A chunk whose seq is at least this waits in the handler until the gate moves past it, so
+  /// the chunks after it stay in the actor's mailbox with their buffers (no gate by default).
+  std::atomic<uint64_t> gate{UINT64_MAX};
   size_t count() {
     std::lock_guard<std::mutex> g(m);
     return chunks.size();
@@ -67,6 +70,7 @@ struct received {
 /// Takes push chunks: grants credit and records them.
 caf::behavior receiver(caf::event_based_actor* self, received* out) {
   return {[=](atoms::push_atom, const wire_bytes& b, uint64_t seq) {
+    while (seq >= out->gate.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     grant_credit(self, seq);
     const auto& s = self->current_sender();
     std::lock_guard<std::mutex> g(out->m);
@@ -231,6 +235,56 @@ TEST(tensor_channel, chunks_cross_with_their_senders_identity_and_their_credits_
     EXPECT_EQ(c.bytes[100], static_cast<uint8_t>(100 * 7 + i));
     EXPECT_EQ(c.sender, snd.id());
     EXPECT_EQ(c.sender_node, b.sys.node());
+  }
+  caf::anon_send_exit(snd, caf::exit_reason::user_shutdown);
+}
+
+// The reader reads each payload into a buffer its receiver let go of. It keeps as many such
+// buffers as were in use at once, so a second burst as large as the first maps no fresh one
+// (keeping a fixed 4 made every burst of more than 4 chunks map fresh buffers again).
+TEST(tensor_channel, a_second_burst_reuses_every_buffer_the_first_one_needed) {
+  receiving_node a;
+  sending_node b;
+  auto dest = b.sys.middleman().remote_actor("127.0.0.1", a.guard->port());
+  ASSERT_TRUE(dest) << b.sys.render(dest.error());
+  ASSERT_TRUE(b.hub->connect("127.0.0.1", a.guard->port(), dest->node()).ok());
+  ASSERT_TRUE(wait_until([&] { return a.hub->stats().opened == 1; }, 5));
+  constexpr int burst = 8;
+  auto snd = b.sys.spawn(sender, size_t{burst}, b.route);
+  caf::scoped_actor self{b.sys};
+  auto credits_are = [&](uint64_t want) {
+    uint64_t credits = 0;
+    return wait_until(
+        [&] {
+          self->request(snd, std::chrono::seconds(2), atoms::status_atom_v)
+              .receive([&](uint64_t c) { credits = c; }, [](caf::error&) {});
+          return credits == want;
+        },
+        10);
+  };
+  // Burst 1: the receiver holds chunk 1 in its handler, so all 8 buffers are in use at once.
+  a.got.gate = 1;
+  caf::anon_send(snd, atoms::step_atom_v, *dest, burst, false);
+  ASSERT_TRUE(wait_until([&] { return a.hub->stats().frames_received == burst; }, 10));
+  EXPECT_EQ(a.hub->stats().buffers_fresh, uint64_t{burst});
+  a.got.gate = burst + 1;
+  ASSERT_TRUE(wait_until([&] { return a.got.count() == burst; }, 10)) << a.got.count();
+  ASSERT_TRUE(credits_are(burst));
+  // Burst 2, held the same way: every buffer comes from burst 1.
+  caf::anon_send(snd, atoms::step_atom_v, *dest, burst, false);
+  ASSERT_TRUE(wait_until([&] { return a.hub->stats().frames_received == 2 * burst; }, 10));
+  EXPECT_EQ(a.hub->stats().buffers_fresh, uint64_t{burst});
+  a.got.gate = UINT64_MAX;
+  ASSERT_TRUE(wait_until([&] { return a.got.count() == 2 * burst; }, 10)) << a.got.count();
+  ASSERT_TRUE(credits_are(2 * burst));
+  std::lock_guard<std::mutex> g(a.got.m);
+  for (size_t i = 0; i < a.got.chunks.size(); ++i) {
+    const auto& c = a.got.chunks[i];
+    const size_t k = i % burst;  // the sender's chunk number within its step
+    EXPECT_EQ(c.seq, i + 1);
+    ASSERT_EQ(c.bytes.size(), 65536 + k);
+    EXPECT_EQ(c.bytes[100], static_cast<uint8_t>(100 * 7 + k));
+    EXPECT_EQ(c.bytes.back(), static_cast<uint8_t>((65535 + k) * 7 + k));
   }
   caf::anon_send_exit(snd, caf::exit_reason::user_shutdown);
 }
