@@ -177,6 +177,14 @@ void pump(int plain, SSL* ssl, const std::atomic<bool>& stop) {
 
 }  // namespace
 
+first_read classify_first_read(long n, int err) {
+  if (n > 0) return first_read::data;
+  if (n == 0) return first_read::closed;
+  if (err == ECONNRESET || err == EPIPE || err == ENOTCONN) return first_read::closed;
+  if (err == EAGAIN || err == EWOULDBLOCK) return first_read::silent;
+  return first_read::data;
+}
+
 tls_tunnel::tls_tunnel(options o) : o_(std::move(o)) {
   if (!o_.ctx) throw std::runtime_error("tls tunnel: no TLS context");
   std::string why;
@@ -268,11 +276,28 @@ void tls_tunnel::serve(int fd, std::string peer) {
     plain_fd = fd;
     tls_fd = dial(o_.target_host, o_.target_port, o_.handshake_timeout_s, why);
     if (tls_fd < 0) {
+      if (o_.on_unreachable) o_.on_unreachable(why);  // said before the node sees the close
       ::close(plain_fd);  // the node's connect attempt fails as if the syncer were unreachable
       return;
     }
   }
   set_timeouts(tls_fd, o_.handshake_timeout_s);
+  if (terminate) {
+    char first = 0;
+    const ssize_t n = ::recv(tls_fd, &first, 1, MSG_PEEK);
+    const auto what = classify_first_read(static_cast<long>(n), n < 0 ? errno : 0);
+    if (what == first_read::closed) {
+      closed_.fetch_add(1);
+      if (o_.on_closed)
+        o_.on_closed(fmt::format("connection from {} closed before it sent anything", peer));
+    } else if (what == first_read::silent) {
+      refuse(fmt::format("TLS connection from {} refused: no handshake within the timeout", peer));
+    }
+    if (what != first_read::data) {
+      ::close(tls_fd);
+      return;
+    }
+  }
   SSL* ssl = SSL_new(o_.ctx->get());
   SSL_set_fd(ssl, tls_fd);
   ERR_clear_error();

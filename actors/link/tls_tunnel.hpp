@@ -14,6 +14,9 @@
 //     verified by the CA and name `syncer`. CAF's middleman and the tensor channel connect to
 //     this loopback port instead of the syncer's.
 //
+// terminate: a client that closes its connection before it sends a byte (a port probe, a client
+// that gave up) is no refusal: it is closed and counted apart (closed_silent(), `on_closed`),
+// since nothing was presented to refuse (classify_first_read).
 // A connection whose handshake fails (no certificate, another CA, a plaintext client, a peer
 // that says nothing within handshake_timeout_s) is closed and reported (`on_refused`, one line
 // naming the peer and OpenSSL's reason; originate: "TLS handshake with the syncer at H:P failed:
@@ -38,6 +41,15 @@
 
 namespace dd::actors {
 
+/// How a TLS connection's first read ends (terminate: a blocking recv of one byte with
+/// MSG_PEEK, bounded by the handshake timeout, before the handshake): `n` its result, `err` its
+/// errno when n < 0. `closed`: the client closed (EOF, or a reset) before it sent anything — a
+/// probe or a client that gave up, no handshake to refuse; `silent`: nothing within the timeout
+/// (the handshake is refused, as one that never came); `data`: the handshake goes on (another
+/// error too: the handshake reports it).
+enum class first_read { data, closed, silent };
+first_read classify_first_read(long n, int err);
+
 class tls_tunnel {
  public:
   enum class mode { terminate, originate };
@@ -56,6 +68,10 @@ class tls_tunnel {
     double handshake_timeout_s = 10.0;
     /// A refused connection, one line (the tunnel's threads; keep it short).
     std::function<void(const std::string& what)> on_refused;
+    /// terminate: a connection closed before it sent anything (no refusal), one line.
+    std::function<void(const std::string& what)> on_closed;
+    /// originate: the syncer's address did not take the connection, one line.
+    std::function<void(const std::string& what)> on_unreachable;
   };
 
   /// Listens and starts. Throws std::runtime_error naming the address when it cannot.
@@ -70,6 +86,8 @@ class tls_tunnel {
   std::vector<std::string> names_of_port(uint16_t local_port) const;
   /// Connections refused so far (a failed handshake or an unexpected peer name).
   uint64_t refused() const { return refused_.load(); }
+  /// terminate: connections closed before they sent anything (not refusals).
+  uint64_t closed_silent() const { return closed_.load(); }
   /// Connections that completed their handshake so far.
   uint64_t accepted() const { return accepted_.load(); }
   /// The line of the latest refusal (what on_refused got), "" when none yet; and how many
@@ -86,7 +104,7 @@ class tls_tunnel {
   int wake_[2] = {-1, -1};
   uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
-  std::atomic<uint64_t> refused_{0}, accepted_{0};
+  std::atomic<uint64_t> refused_{0}, accepted_{0}, closed_{0};
   mutable std::mutex mu_;
   std::map<uint16_t, std::vector<std::string>> names_;
   std::string last_refusal_;

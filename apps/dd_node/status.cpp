@@ -3,7 +3,8 @@
 // RUN_DIR|HOST:PORT` (remove a learner gracefully: it stops at its next step, its final pushes
 // are merged, it leaves; under dd-node launch its process exits 0 and is not restarted). Both
 // reach the syncer's health monitor over the middleman like a learner node does (a bounded
-// connect first), so they work from any host that reaches the syncer.
+// connect first; through TLS the forwarder's own, bounded, and no other connection), so they
+// work from any host that reaches the syncer.
 #include <sys/stat.h>
 
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -177,14 +179,24 @@ int ask_monitor(const char* who, const std::string& where, std::optional<dd::nod
     std::fprintf(stderr, "dd-node %s: %s\n", who, error.c_str());
     return rc;
   }
-  if (!actors::tcp_reachable(addr.first, addr.second, 3.0, &error)) {
+  auto unreachable = [&](const std::string& why) {
     if (const std::string note = finished_note(where); !note.empty())
       std::fprintf(stderr, "dd-node %s: %s\n", who, note.c_str());
     else
-      std::fprintf(stderr, "dd-node %s: the syncer is not reachable: %s\n", who, error.c_str());
+      std::fprintf(stderr, "dd-node %s: the syncer is not reachable: %s\n", who, why.c_str());
     return 1;
-  }
+  };
+  // Plain TCP: a bounded connect first (CAF's own has no deadline). Through TLS the forwarder's
+  // connect is bounded (its handshake timeout) and is the only connection: a probe of the
+  // syncer's TLS port would be one that closes before its handshake.
+  if (!g_operator_tls && !actors::tcp_reachable(addr.first, addr.second, 3.0, &error))
+    return unreachable(error);
   std::unique_ptr<actors::tls_tunnel> tunnel;
+  struct failure {
+    std::mutex m;
+    std::string why;
+  };
+  auto dial_failure = std::make_shared<failure>();
   if (g_operator_tls) {
     actors::tls_tunnel::options to;
     to.what = actors::tls_tunnel::mode::originate;
@@ -195,6 +207,10 @@ int ask_monitor(const char* who, const std::string& where, std::optional<dd::nod
     to.on_refused = [who](const std::string& what) {
       std::fprintf(stderr, "dd-node %s: %s\n", who, what.c_str());
     };
+    to.on_unreachable = [dial_failure](const std::string& why) {
+      std::lock_guard<std::mutex> g(dial_failure->m);
+      dial_failure->why = why;
+    };
     tunnel = std::make_unique<actors::tls_tunnel>(std::move(to));
     addr = {"127.0.0.1", tunnel->port()};
   }
@@ -202,6 +218,12 @@ int ask_monitor(const char* who, const std::string& where, std::optional<dd::nod
   caf::actor_system sys{cfg};
   auto monitor = sys.middleman().remote_actor<actors::monitor_hdl>(addr.first, addr.second);
   if (!monitor) {
+    std::string dial_why;
+    {
+      std::lock_guard<std::mutex> g(dial_failure->m);
+      dial_why = dial_failure->why;
+    }
+    if (!dial_why.empty()) return unreachable(dial_why);
     const std::string why = sys.render(monitor.error());
     // A syncer that listens with TLS closes a plaintext connection during CAF's handshake.
     const char* hint =

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -39,6 +40,27 @@ TEST(Tls, LearnerIdsOfCertificateNames) {
             std::set<int32_t>{});
   EXPECT_EQ(learner_ids_of({"learner-1234567"}), (std::set<int32_t>{1234567}));
   EXPECT_EQ(learner_ids_of({"learner-12345678"}), std::set<int32_t>{});  // too long
+}
+
+// A connection's first read: closed before it sent anything (a probe) is no handshake to refuse.
+TEST(TlsTunnel, FirstReadClassifiesAConnectionClosedBeforeItSentAnything) {
+  struct row {
+    long n;
+    int err;
+    first_read want;
+  };
+  const std::vector<row> table = {
+      {1, 0, first_read::data},
+      {0, 0, first_read::closed},
+      {-1, ECONNRESET, first_read::closed},
+      {-1, EPIPE, first_read::closed},
+      {-1, EAGAIN, first_read::silent},
+      {-1, EWOULDBLOCK, first_read::silent},
+      {-1, EINTR, first_read::data},
+      {-1, EBADF, first_read::data},
+  };
+  for (const auto& r : table)
+    EXPECT_EQ(classify_first_read(r.n, r.err), r.want) << r.n << " " << r.err;
 }
 
 fs::path fresh_dir(const std::string& name) {
@@ -253,6 +275,16 @@ TEST(TlsTunnel, CarriesBytesBothWaysAndRefusesForeignAndPlainClients) {
       << own;
   await_server_refusals(3);
   EXPECT_EQ(server.refused(), 3u);  // the foreign client, the plaintext one, the distrusting one
+  // A TCP connection that closes before it sends anything (a port probe, e.g. a reachability
+  // check) is counted as closed, not refused.
+  const int probe = dd::util::connect_loopback(server.port());
+  ASSERT_GE(probe, 0);
+  ::close(probe);
+  const auto probe_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (server.closed_silent() < 1 && std::chrono::steady_clock::now() < probe_deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(server.closed_silent(), 1u);
+  EXPECT_EQ(server.refused(), 3u);
   std::lock_guard<std::mutex> g(mu);
   ASSERT_EQ(refusals.size(), 3u);
   EXPECT_NE(refusals[0].find("refused"), std::string::npos) << refusals[0];

@@ -301,9 +301,10 @@ TEST(TrustProcess, JoinTokenRefusesStrangersAndReplaysWhileTheRunGoesOn) {
 //     (openssl s_client) are refused at the handshake: tls_refused events;
 //   - a learner node whose certificate another CA signed is refused at the handshake;
 //   - a learner node whose certificate names learner-1 asking for learner 0 gets no id (exit 7);
-//   - the node whose certificate names learner-0 and learner-1 joins through a user-space tap,
-//     and the run completes; the tap saw none of the run's plaintext markers (message trailers,
-//     tensor channel magics) in either direction.
+//   - the node whose certificate names learner-0 and learner-1 joins through a user-space tap;
+//     dd-node status with the operator's certificate adds no tls_refused; the run completes; the tap
+//     saw none of the run's plaintext markers (message trailers, tensor channel magics) in either
+//     direction.
 TEST(TrustProcess, MutualTlsRefusesStrangersAndKeepsLearnerIdsToTheirCertificates) {
   const fs::path dir = dd::test::fresh_dir("dd_trust_tls");
   std::ofstream(dir / "tiny.lua") << tiny();
@@ -383,12 +384,16 @@ TEST(TrustProcess, MutualTlsRefusesStrangersAndKeepsLearnerIdsToTheirCertificate
   good.insert(good.end(), {"--learners", "2"});
   const pid_t real = learner("node-a", good, "127.0.0.1:" + std::to_string(t.port()));
   ASSERT_TRUE(wait_events(ev, "channel_open", 1, 60)) << text(dir / "node-a.out");
-  // dd-node status through TLS with the operator's certificate.
+  // dd-node status through TLS with the operator's certificate. Regression: it opens no
+  // connection that closes before its handshake (a reachability probe was one, and the syncer
+  // counted it as a refused stranger).
+  const size_t tls_refused_before = count_events(ev, "tls_refused");
   std::vector<std::string> st_argv = {DD_NODE_BIN, "status", addr};
   for (auto& a : tls_of("tls", "operator", "tls")) st_argv.push_back(a);
   EXPECT_EQ(run(st_argv, "status.out"), 0) << text(dir / "status.out");
   EXPECT_NE(text(dir / "status.out").find("learners known"), std::string::npos)
       << text(dir / "status.out");
+  EXPECT_EQ(count_events(ev, "tls_refused"), tls_refused_before);
   // Regression: dd-node status without certificates against the TLS syncer names the likely
   // cause and the flags, as dd-node learner does.
   EXPECT_EQ(run({DD_NODE_BIN, "status", addr}, "status_plain.out"), 1)
