@@ -108,6 +108,18 @@ std::set<int32_t> learner_ids_of(const std::vector<std::string>& names) {
   return out;
 }
 
+std::string operator_refusal(const std::vector<std::string>& names) {
+  std::string roles;
+  for (const auto& n : names)
+    if (n == syncer_cert_name || !learner_ids_of({n}).empty())
+      roles += (roles.empty() ? "" : ", ") + n;
+  if (roles.empty()) return {};
+  return fmt::format(
+      "the peer's certificate names {} (a node's role); only an operator's certificate (one "
+      "that names neither syncer nor learner-N, e.g. operator) may drain",
+      roles);
+}
+
 tls_context::tls_context(const tls_files& f, side s) {
   if (!f.all()) throw std::runtime_error("TLS needs --tls-cert, --tls-key and --tls-ca together");
   ctx_ = SSL_CTX_new(s == side::server ? TLS_server_method() : TLS_client_method());

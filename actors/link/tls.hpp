@@ -46,6 +46,10 @@ std::vector<std::string> peer_names(SSL* ssl);
 std::set<int32_t> learner_ids_of(const std::vector<std::string>& names);
 /// The name the syncer's certificate carries.
 inline constexpr const char* syncer_cert_name = "syncer";
+/// Why a peer whose certificate says `names` may not make an operator's request (dd-node drain):
+/// its certificate names a role (`syncer`, or a learner id: `learner-N`), so it is a node, not
+/// an operator. Empty when it may (an operator's certificate names neither, e.g. `operator`).
+std::string operator_refusal(const std::vector<std::string>& names);
 
 /// A certificate is refused at start when it is expired or not valid yet, and warned about
 /// when it expires within this many seconds (7 days).

@@ -356,6 +356,23 @@ caf::result<bool> on_leave(monitor_actor* self, const monitor_env& ctx,
 
 std::vector<uint8_t> on_drain(monitor_actor* self, const monitor_env& ctx, const drain_msg& req) {
   drain_reply rep;
+  if (ctx.svc.identities != nullptr) {
+    // Mutual TLS: draining is the operator's; a node's certificate (learner-N, syncer) may not,
+    // not even for its own learner (it leaves by stopping).
+    const auto sender = self->current_sender();
+    const std::string origin = origin_of(sender ? sender->node() : caf::node_id{});
+    const auto names = ctx.svc.identities->names_of(origin);
+    const std::string why = names ? operator_refusal(*names)
+                                  : std::string("this connection carries no verified certificate");
+    if (!why.empty()) {
+      log_auth_refused(ctx, fmt::format("drain learner:{}", req.learner_id),
+                       fmt::format("node {} (certificate names {})", origin,
+                                   names ? join_names(*names) : std::string("nothing")),
+                       why);
+      rep.detail = "refused: " + why;
+      return encode(rep, stamp_of(ctx));
+    }
+  }
   if (const auto v =
           judge(self->state.challenges, ctx.join_token, req.challenge, req.proof, drain_purpose,
                 drain_context(ctx.run_id, req.learner_id, req.challenge), now_s(self));

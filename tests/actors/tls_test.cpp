@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <gtest/gtest.h>
 
 #include "actors/link/tls.hpp"
@@ -40,6 +41,29 @@ TEST(Tls, LearnerIdsOfCertificateNames) {
             std::set<int32_t>{});
   EXPECT_EQ(learner_ids_of({"learner-1234567"}), (std::set<int32_t>{1234567}));
   EXPECT_EQ(learner_ids_of({"learner-12345678"}), std::set<int32_t>{});  // too long
+}
+
+// Draining is an operator's: a certificate that names a role (a learner id, the syncer) may not.
+TEST(Tls, OperatorRequestsAreRefusedToCertificatesThatNameARole) {
+  struct row {
+    std::vector<std::string> names;
+    bool refused;
+  };
+  const std::vector<row> table = {
+      {{"operator"}, false},
+      {{"ops-alice", "admin"}, false},
+      {{}, false},
+      {{"learner-0"}, true},
+      {{"operator", "learner-12"}, true},
+      {{"syncer"}, true},
+      {{"learner-x", "Learner-1"}, false},  // no learner id: not a learner's name
+  };
+  for (const auto& r : table) {
+    const std::string why = operator_refusal(r.names);
+    EXPECT_EQ(!why.empty(), r.refused) << fmt::format("{}", fmt::join(r.names, ","));
+  }
+  EXPECT_NE(operator_refusal({"learner-0"}).find("names learner-0"), std::string::npos)
+      << operator_refusal({"learner-0"});
 }
 
 // A connection's first read: closed before it sent anything (a probe) is no handshake to refuse.

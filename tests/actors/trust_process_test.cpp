@@ -302,7 +302,8 @@ TEST(TrustProcess, JoinTokenRefusesStrangersAndReplaysWhileTheRunGoesOn) {
 //   - a learner node whose certificate another CA signed is refused at the handshake;
 //   - a learner node whose certificate names learner-1 asking for learner 0 gets no id (exit 7);
 //   - the node whose certificate names learner-0 and learner-1 joins through a user-space tap;
-//     dd-node status with the operator's certificate adds no tls_refused; the run completes; the tap
+//     dd-node status with the operator's certificate adds no tls_refused, and dd-node drain with
+//     the node's certificate is refused (draining is the operator's); the run completes; the tap
 //     saw none of the run's plaintext markers (message trailers, tensor channel magics) in either
 //     direction.
 TEST(TrustProcess, MutualTlsRefusesStrangersAndKeepsLearnerIdsToTheirCertificates) {
@@ -393,6 +394,23 @@ TEST(TrustProcess, MutualTlsRefusesStrangersAndKeepsLearnerIdsToTheirCertificate
   EXPECT_EQ(run(st_argv, "status.out"), 0) << text(dir / "status.out");
   EXPECT_NE(text(dir / "status.out").find("learners known"), std::string::npos)
       << text(dir / "status.out");
+  EXPECT_EQ(count_events(ev, "tls_refused"), tls_refused_before);
+  // Regression: a learner's certificate may not drain (an operator's request): the client is
+  // told why, the syncer logs an auth_refused, and the learner keeps training.
+  std::vector<std::string> dr_argv = {DD_NODE_BIN,         "drain", "learner:1", addr,
+                                      "--join-token-file", "token"};
+  for (auto& a : tls_of("tls", "node-a", "tls")) dr_argv.push_back(a);
+  EXPECT_EQ(run(dr_argv, "drain_learner.out"), 1) << text(dir / "drain_learner.out");
+  EXPECT_NE(text(dir / "drain_learner.out")
+                .find("refused: the peer's certificate names learner-0, learner-1"),
+            std::string::npos)
+      << text(dir / "drain_learner.out");
+  EXPECT_EQ(count_events(ev, "drain"), 0u);
+  bool drain_refused = false;
+  for (const auto& e : events(ev))
+    drain_refused =
+        drain_refused || (e["event"] == "auth_refused" && e["what"] == "drain learner:1");
+  EXPECT_TRUE(drain_refused);
   EXPECT_EQ(count_events(ev, "tls_refused"), tls_refused_before);
   // Regression: dd-node status without certificates against the TLS syncer names the likely
   // cause and the flags, as dd-node learner does.
