@@ -8,6 +8,7 @@
 
 #include "actors/services/http_listener.hpp"
 #include "actors/services/run_report.hpp"
+#include "runtime/config/fault_kind.hpp"
 
 namespace dd::actors {
 
@@ -127,6 +128,17 @@ node_metrics::node_metrics(node_metrics_options o) : o_(std::move(o)), started_u
       "dd_divergences_total",
       "Learners found holding a global value that differs from the owner's for its version.", R);
   if (o_.kind == "syncer" || o_.kind == "run") divergences_->inc({o_.run_id}, 0);
+  // A node's own event counters are there from its start, at 0 (a series that appears only with
+  // its first event cannot be told from a node that does not export it): reconnects; respawns
+  // of the roles its supervisors run; the in-process faults, the ones that act inside a node.
+  if (o_.kind != "launch") {
+    reconnects_->inc({o_.run_id}, 0);
+    if (o_.kind == "syncer" || o_.kind == "run") restarts_->inc({o_.run_id, "owner"}, 0);
+    if (o_.kind == "learner" || o_.kind == "run") restarts_->inc({o_.run_id, "learner"}, 0);
+    for (const auto k : config::all_fault_kinds())
+      if (config::fault_layer_of(k) == config::fault_layer::in_process)
+        faults_->inc({o_.run_id, config::to_string(k)}, 0);
+  }
   node_refusals_ = &reg_.counter(
       "dd_node_refused_total",
       "Messages and connections refused: damaged chunks, foreign envelopes, oversized frames, "
@@ -216,12 +228,29 @@ node_metrics::node_metrics(node_metrics_options o) : o_(std::move(o)), started_u
   node_start_ = &reg_.gauge("dd_node_start_time_seconds", "Unix time this node started.",
                             {"run", "node", "kind"});
   build_info_ = &reg_.gauge("dd_build_info", "1, labelled with the build's version and commit.",
-                            {"version", "commit"});
-  build_info_->set({o_.version, o_.commit}, 1);
+                            {"run", "version", "commit"});
+  build_info_->set({o_.run_id, o_.version, o_.commit}, 1);
   node_start_->set({o_.run_id, o_.node, o_.kind}, started_unix_);
 }
 
 node_metrics::~node_metrics() { attach(nullptr); }
+
+std::string node_metrics::run() const {
+  std::lock_guard<std::mutex> g(label_mutex_);
+  return o_.run_id;
+}
+
+void node_metrics::set_run_id(const std::string& id) {
+  {
+    std::lock_guard<std::mutex> g(label_mutex_);
+    if (o_.run_id == id) return;
+    o_.run_id = id;
+  }
+  // The series set once at the start, relabelled (the others take the id at their next set).
+  for (auto* f : {node_start_, build_info_, node_uptime_, writes_failing_}) f->clear();
+  node_start_->set({id, o_.node, o_.kind}, started_unix_);
+  build_info_->set({id, o_.version, o_.commit}, 1);
+}
 
 void node_metrics::attach(run_log* log) {
   if (auto* old = log_.exchange(log)) old->set_observer(nullptr);
@@ -257,7 +286,7 @@ void node_metrics::on_step(int32_t learner, double step_s) {
 
 void node_metrics::on_event(const nlohmann::json& line) {
   const std::string kind = field<std::string>(line, "event", "");
-  const std::string& run = o_.run_id;
+  const std::string run = this->run();
   const double t = field<double>(line, "t", 0.0);
   if (kind == "merge") {
     const int32_t f = field<int32_t>(line, "fragment", -1);
@@ -393,7 +422,7 @@ nlohmann::json node_metrics::run_figures(const run_counters& c, double now) {
 }
 
 void node_metrics::refresh(const run_counters& c, double now) {
-  const std::string& run = o_.run_id;
+  const std::string run = this->run();
   for (auto* f : {learner_loss_, learner_up_, learner_stepping_, learner_incarnation_,
                   learner_lease_age_, learner_applied_, learner_applied_age_, monitor_learners_,
                   fragment_version_, fragment_grace_, fragment_quorum_, last_merge_contributors_,
@@ -484,7 +513,7 @@ void node_metrics::refresh(const run_counters& c, double now) {
 }
 
 std::string node_metrics::scrape() {
-  const std::string& run = o_.run_id;
+  const std::string run = this->run();
   if (run_log* log = log_.load()) {
     const double now = log->now();
     refresh(reported_counters(*log), now);
@@ -496,7 +525,7 @@ std::string node_metrics::scrape() {
 }
 
 nlohmann::json node_metrics::status() {
-  nlohmann::json s = {{"run_id", o_.run_id}, {"node", o_.node},
+  nlohmann::json s = {{"run_id", run()},     {"node", o_.node},
                       {"kind", o_.kind},     {"version", o_.version},
                       {"commit", o_.commit}, {"started_unix", started_unix_},
                       {"time", unix_now()},  {"ready", ready()}};
@@ -530,7 +559,7 @@ nlohmann::json node_metrics::status() {
               {"val_loss",
                c.last_val_loss >= 0 ? nlohmann::json(c.last_val_loss) : nlohmann::json(nullptr)},
               {"degraded", c.degraded},
-              {"divergences", divergences_->value({o_.run_id})}};
+              {"divergences", divergences_->value({run()})}};
   std::lock_guard<std::mutex> g(mutex_);
   nlohmann::json learners = nlohmann::json::array();
   for (const auto& [id, l] : c.learners) {

@@ -83,6 +83,12 @@ class node_metrics final : public run_observer {
   std::string scrape();
   /// What the node knows, as /status serves it.
   nlohmann::json status();
+  /// The run id (label `run`), for a node that learns it after it started serving (the
+  /// launcher: once the syncer wrote it); the series set at the start are relabelled.
+  /// Thread-safe. Not for a node whose learners step (their {run, learner} labels are kept).
+  void set_run_id(const std::string& id);
+  /// The run id now.
+  std::string run() const;
   /// The registry (the launcher adds its own families).
   metrics_registry& registry() { return reg_; }
   /// Extra fields for /status (the launcher's nodes), called at each status().
@@ -99,7 +105,7 @@ class node_metrics final : public run_observer {
   std::string L(int32_t id) const { return std::to_string(id); }
   /// {run, id} built once per id (no allocation on the step and event paths).
   const label_values& run_and(int32_t id);
-  std::mutex label_mutex_;
+  mutable std::mutex label_mutex_;  // guards run_and_ and o_.run_id
   std::map<int32_t, label_values> run_and_;
 
   node_metrics_options o_;

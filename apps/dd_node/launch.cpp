@@ -523,6 +523,7 @@ class launcher_http {
     actors::node_metrics_options mo;
     mo.kind = "launch";
     mo.node = "launch";
+    mo.run_id = L.written_run_id;  // "" until the syncer writes it (run_id_known)
     mo.learners = exp.learners.count;
     mo.fragments = exp.sync.fragments;
     mo.version = util::build_version();
@@ -563,9 +564,11 @@ class launcher_http {
     std::lock_guard<std::mutex> g(shown_->m);
     shown_->nodes = std::move(arr);
   }
-  /// The run id is known: the series get it from now on.
-  void run_id_known() {
-    if (web_.metrics) node_starts_->clear();
+  /// The run id is known: the series get it from now on (the launcher's own too).
+  void run_id_known(const std::string& run_id) {
+    if (!web_.metrics) return;
+    node_starts_->clear();
+    web_.metrics->set_run_id(run_id);
   }
   void set_serving(bool on) {
     if (web_.metrics) web_.metrics->set_serving(on);
@@ -691,7 +694,7 @@ int supervise_until_done(process_supervisor& L, launcher_http& web, log_follower
     // The nodes file names the run as soon as the syncer has written its run id.
     if (L.written_run_id.empty() && !L.current_run_id().empty()) {
       L.write_nodes_file();
-      web.run_id_known();
+      web.run_id_known(L.written_run_id);
     }
     web.set_serving(!L.stopping);
     web.show(L);

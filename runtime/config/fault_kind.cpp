@@ -114,6 +114,12 @@ std::vector<std::string> dsl_fault_names() {
   return out;
 }
 
+std::vector<fault_kind> all_fault_kinds() {
+  std::vector<fault_kind> out;
+  for (const auto& r : table) out.push_back(r.kind);
+  return out;
+}
+
 fault_layer fault_layer_of(fault_kind k) { return row(k).layer; }
 
 bool is_push_fault(fault_kind k) {

@@ -84,6 +84,8 @@ std::optional<fault_kind> fault_kind_from(std::string_view name);
 std::optional<fault_kind> dsl_fault_kind(std::string_view name, std::string* warning = nullptr);
 /// Every DSL spelling, in enum order (messages, suggestions).
 std::vector<std::string> dsl_fault_names();
+/// Every fault, in enum order.
+std::vector<fault_kind> all_fault_kinds();
 
 /// The layer of `k`.
 fault_layer fault_layer_of(fault_kind k);

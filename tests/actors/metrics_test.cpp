@@ -153,7 +153,7 @@ TEST(NodeMetrics, FollowsTheRunLogsEventsAndCounters) {
        "dd_run_evaluations_total{run=\"abc\"} 1",
        "dd_node_restarts_total{run=\"abc\",kind=\"learner\"} 1",
        "dd_divergences_total{run=\"abc\"} 0",
-       "dd_build_info{version=\"1.2.3\",commit=\"deadbeef\"} 1",
+       "dd_build_info{run=\"abc\",version=\"1.2.3\",commit=\"deadbeef\"} 1",
        "dd_learner_step_seconds_count{run=\"abc\",learner=\"0\"} 1"});
 
   // A learner marked down shows as 0 at the next scrape, and back as 1.
@@ -177,6 +177,43 @@ TEST(NodeMetrics, FollowsTheRunLogsEventsAndCounters) {
   m.attach(nullptr);
   log.emit("merge", {{"fragment", 0}, {"version", 4}});  // detached: not counted
   EXPECT_TRUE(has_line(m.scrape(), "dd_fragment_merges_total{run=\"abc\",fragment=\"0\"} 1"));
+}
+
+// Every series carries `run` (dd_build_info too); a node's event counters are there at 0 before
+// their first event; a launcher that learns the run id later relabels its own series.
+TEST(NodeMetrics, EventCountersStartAtZeroAndEverySeriesNamesTheRun) {
+  node_metrics_options o;
+  o.kind = "learner";
+  o.node = "learner-0";
+  o.run_id = "abc";
+  o.version = "1.2.3";
+  o.commit = "deadbeef";
+  node_metrics learner(o);
+  expect_lines(learner.scrape(),
+               {"dd_node_reconnects_total{run=\"abc\"} 0",
+                "dd_node_restarts_total{run=\"abc\",kind=\"learner\"} 0",
+                "dd_node_faults_total{run=\"abc\",fault=\"kill_learner\"} 0",
+                "dd_node_faults_total{run=\"abc\",fault=\"drop_push\"} 0",
+                "dd_build_info{run=\"abc\",version=\"1.2.3\",commit=\"deadbeef\"} 1"});
+  // Faults that act outside a node (signals, the proxy, files) are not among them.
+  EXPECT_EQ(learner.scrape().find("fault=\"kill\""), std::string::npos);
+
+  o.kind = "launch";
+  o.node = "launch";
+  o.run_id = "";
+  node_metrics launcher(o);
+  EXPECT_TRUE(has_line(launcher.scrape(),
+                       "dd_build_info{run=\"\",version=\"1.2.3\",commit=\"deadbeef\"} 1"));
+  EXPECT_EQ(launcher.scrape().find("dd_node_reconnects_total{"), std::string::npos);
+  launcher.set_run_id("r-1");
+  const std::string out = launcher.scrape();
+  EXPECT_TRUE(has_line(out, "dd_build_info{run=\"r-1\",version=\"1.2.3\",commit=\"deadbeef\"} 1"))
+      << out;
+  EXPECT_EQ(out.find("run=\"\""), std::string::npos) << out;
+  EXPECT_NE(out.find("dd_node_uptime_seconds{run=\"r-1\",node=\"launch\",kind=\"launch\"}"),
+            std::string::npos)
+      << out;
+  EXPECT_EQ(launcher.status()["run_id"], "r-1");
 }
 
 /// The value of `series` (name{labels}) in an exposition text; NaN when absent.

@@ -100,6 +100,17 @@ sleep 1.5
 while read -r name url; do scrape "$name-b" "$url"; done < urls.txt
 echo "ok promtool accepts the launcher's, the syncer's and 3 learner nodes' /metrics"
 run=$(python3 -c 'import json; print(json.load(open("run/nodes.json"))["run_id"])')
+# `run` on every series of every node, the launcher's own and dd_build_info included (a launcher
+# series once kept run="" after the run id was known).
+for f in launch-b.prom syncer-b.prom learner-0-b.prom learner-1-b.prom learner-2-b.prom; do
+  bad=$(grep -v '^#' "$f" | grep -v "[{,]run=\"$run\"" || true)
+  [ -z "$bad" ] || { echo "$bad" | head -5; fail "$f: series without run=\"$run\""; }
+done
+# A learner node's event counters are there before their first event, at 0.
+for s in "dd_node_reconnects_total{run=\"$run\"}" "dd_node_restarts_total{run=\"$run\",kind=\"learner\"}"; do
+  [ "$(value learner-0-b.prom "$s")" = 0 ] || fail "learner-0: $s is not 0"
+done
+echo "ok every series names run $run; a learner node's event counters start at 0"
 advances() {  # advances NODE SERIES
   a=$(value "$1-a.prom" "$2") b=$(value "$1-b.prom" "$2")
   python3 -c "import sys; sys.exit(0 if float('${b:-0}') > float('${a:-0}') else 1)" ||
