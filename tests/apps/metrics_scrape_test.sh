@@ -162,6 +162,16 @@ grep -q '^== tiny done in ' launch.out || { cat launch.out; fail "no summary in 
 ex=$src/examples/monitoring
 promtool check rules "$ex/alerts.yml" || fail "promtool check rules $ex/alerts.yml"
 promtool check config "$ex/prometheus.yml" || fail "promtool check config $ex/prometheus.yml"
+# Its jq line (from its comment) makes the launch cluster's targets: every node and the launcher.
+jq_line=$(sed -n '/^#   jq /,/dd_targets.json$/p' "$ex/prometheus.yml" | sed -E 's/^#\s*//' |
+  sed 's#runs/NAME/nodes.json#run/nodes.json#' | tr '\n' ' ')
+eval "$jq_line" || fail "the jq line of prometheus.yml failed: $jq_line"
+got=$(jq -r '.[0].targets[]' dd_targets.json | sort | tr '\n' ' ')
+want=$(sed -E 's#^[^ ]+ http://##' urls.txt | sort | tr '\n' ' ')
+[ "$got" = "$want" ] || fail "prometheus.yml's jq line gives targets '$got', nodes.json has '$want'"
+# As shipped it scrapes only those: no fixed target that nothing listens on (DDNodeDown).
+! grep -qE '^\s+- targets:' "$ex/prometheus.yml" || fail "prometheus.yml ships fixed targets"
+echo "ok prometheus.yml's jq line lists the launcher and every node: $got"
 sort -u seen.txt > seen_sorted.txt
 python3 - "$ex" seen_sorted.txt << 'PY'
 import json, re, sys
