@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "util/parse.hpp"
+#include "util/suggest.hpp"
 
 namespace dd::util {
 
@@ -199,7 +200,14 @@ std::optional<int> flag_table::parse(const std::vector<std::string>& args, std::
         a = name;
       }
     }
-    if (r == nullptr && a.size() > 1 && a[0] == '-') return fail("unknown flag '" + a + "'", true);
+    if (r == nullptr && a.size() > 1 && a[0] == '-') {
+      std::vector<std::string> names;
+      for (const auto& x : rows_)
+        if (!x.is_heading) names.push_back(x.name);
+      names.push_back("--help");
+      const std::string name = a.substr(0, a.find('='));
+      return fail("unknown flag '" + a + "'" + did_you_mean(name, names), true);
+    }
     if (r == nullptr) {
       if (positionals_ == nullptr || npos >= pos_max_)
         return fail(

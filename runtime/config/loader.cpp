@@ -29,9 +29,9 @@
 #include "runtime/config/detail/enums.hpp"
 #include "runtime/config/detail/sandbox.hpp"
 #include "runtime/config/detail/source_index.hpp"
-#include "runtime/config/detail/suggest.hpp"
 #include "util/files.hpp"
 #include "util/parse.hpp"
+#include "util/suggest.hpp"
 
 namespace dd::config {
 
@@ -342,7 +342,7 @@ class section {
     const std::string s = v.get<std::string>();
     if (auto e = detail::parse_enum<E>(s)) return *e;
     ctx_.fail(full_path, fmt::format("unknown value '{}'; expected one of {}{}", s, list,
-                                     detail::did_you_mean(s, names)));
+                                     util::did_you_mean(s, names)));
     return def;
   }
 
@@ -381,7 +381,7 @@ void section::finish() const {
       ctx_.fail(path_, "");
       continue;
     }
-    std::string hint = detail::did_you_mean(key, names);
+    std::string hint = util::did_you_mean(key, names);
     if (hint.empty() && ctx_.asked == nullptr) {
       // The key may belong to another section: suggest its full path.
       for (const auto& p : known_key_paths()) {
@@ -1043,10 +1043,9 @@ void read_chaos(section& chaos, experiment& e, const read_context& ctx) {
             if (!warning.empty()) ctx.warn(p + ".action", warning);
           } else {
             const auto names = dsl_fault_names();
-            ctx.fail(p + ".action",
-                     fmt::format("unknown value '{}'; expected one of {}{}", a->get<std::string>(),
-                                 fmt::join(names, ", "),
-                                 detail::did_you_mean(a->get<std::string>(), names)));
+            ctx.fail(p + ".action", fmt::format("unknown value '{}'; expected one of {}{}",
+                                                a->get<std::string>(), fmt::join(names, ", "),
+                                                util::did_you_mean(a->get<std::string>(), names)));
           }
         } else if (a != nullptr) {
           ctx.fail(p + ".action", fmt::format("expected one of {}, got {}",
@@ -1460,7 +1459,7 @@ load_result resolve_all(std::chrono::steady_clock::time_point deadline, std::vec
         result.errors.push_back({file, 0, "",
                                  fmt::format("no experiment named '{}'{}; the file "
                                              "defines: {}",
-                                             want, detail::did_you_mean(want, names), list)});
+                                             want, util::did_you_mean(want, names), list)});
       }
     }
     if (!result.errors.empty()) return result;

@@ -111,6 +111,10 @@ TEST(flag_table, a_bad_value_is_refused_with_exit_2_naming_the_flag_and_the_valu
       {{"e", "--listen", "x"}, "dd-test: --listen needs HOST:PORT, got 'x'"},
       {{"e", "--run-dir"}, "dd-test: --run-dir needs a value (DIR)"},
       {{"e", "--bogus"}, "dd-test: unknown flag '--bogus'"},
+      // A misspelled flag names the one it likely meant (one or two edits away).
+      {{"e", "--progres", "1"}, "dd-test: unknown flag '--progres'; did you mean '--progress'?"},
+      {{"e", "--thraeds=2"}, "dd-test: unknown flag '--thraeds=2'; did you mean '--threads'?"},
+      {{"e", "--hlep"}, "dd-test: unknown flag '--hlep'; did you mean '--help'?"},
       {{"e", "f"}, "dd-test: unexpected argument 'f' (it takes at most 1: EXP)"},
       {{}, "dd-test: missing EXP"},
   };
@@ -150,7 +154,8 @@ TEST(flag_table, a_value_may_follow_an_equals_sign) {
   EXPECT_EQ(v.dir, "a=b");
   EXPECT_EQ(v.threads, 3);
   EXPECT_EQ(t.parse({"e", "--resume=1"}, out, err), 2);  // a switch takes no value
-  EXPECT_EQ(err.substr(0, err.find('\n')), "dd-test: unknown flag '--resume=1'");
+  EXPECT_EQ(err.substr(0, err.find('\n')),
+            "dd-test: unknown flag '--resume=1'; did you mean '--resume'?");
 }
 
 // A heading groups the flags after it in the help; it is no flag: names() leaves it out and

@@ -18,8 +18,8 @@
 
 #include <fmt/format.h>
 
-#include "runtime/config/detail/suggest.hpp"
 #include "util/child.hpp"
+#include "util/suggest.hpp"
 
 namespace dd::config::detail {
 
@@ -359,7 +359,7 @@ void global_suggestion(lua_State* L, const char* key, char* out, std::size_t siz
       if (lua_type(L, -2) == LUA_TSTRING) names.emplace_back(lua_tostring(L, -2));
       lua_pop(L, 1);
     }
-    const std::string hint = did_you_mean(key, names);
+    const std::string hint = util::did_you_mean(key, names);
     std::snprintf(out, size, "%s", hint.c_str());
   } catch (...) {
     out[0] = '\0';

@@ -1,5 +1,6 @@
-// runtime/config/detail/suggest.hpp — "did you mean" suggestions (Levenshtein distance).
-// Private to runtime/config/; pure functions, callable from any thread.
+// util/suggest.hpp — "did you mean" suggestions (Levenshtein distance) for a misspelled name:
+// a config key (runtime/config/), a command-line flag (flags.hpp). Pure functions, callable from
+// any thread.
 #pragma once
 
 #include <cstddef>
@@ -7,7 +8,7 @@
 #include <string_view>
 #include <vector>
 
-namespace dd::config::detail {
+namespace dd::util {
 
 /// Edit distance between a and b counting insertions, deletions, substitutions and swaps of two
 /// adjacent characters, each 1 (optimal string alignment): "bacth" is 1 from "batch", as a
@@ -21,4 +22,4 @@ std::string closest(std::string_view word, const std::vector<std::string>& candi
 /// "; did you mean 'x'?" when closest() finds x, else "".
 std::string did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
 
-}  // namespace dd::config::detail
+}  // namespace dd::util

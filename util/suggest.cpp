@@ -1,9 +1,9 @@
-// runtime/config/detail/suggest.cpp — see suggest.hpp.
-#include "runtime/config/detail/suggest.hpp"
+// util/suggest.cpp — see suggest.hpp.
+#include "util/suggest.hpp"
 
 #include <algorithm>
 
-namespace dd::config::detail {
+namespace dd::util {
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   // Three rows of the table: i - 2 (for a swap), i - 1 and i.
@@ -47,4 +47,4 @@ std::string did_you_mean(std::string_view word, const std::vector<std::string>& 
   return c.empty() ? std::string() : "; did you mean '" + c + "'?";
 }
 
-}  // namespace dd::config::detail
+}  // namespace dd::util
