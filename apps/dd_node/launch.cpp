@@ -523,7 +523,7 @@ class launcher_http {
     actors::node_metrics_options mo;
     mo.kind = "launch";
     mo.node = "launch";
-    mo.run_id = L.written_run_id;  // "" until the syncer writes it (run_id_known)
+    mo.run_id = L.written_run_id;  // "" until the syncer writes it (show)
     mo.learners = exp.learners.count;
     mo.fragments = exp.sync.fragments;
     mo.version = util::build_version();
@@ -548,6 +548,13 @@ class launcher_http {
     if (last_shown_ >= 0 && t - last_shown_ < 0.5) return;
     last_shown_ = t;
     const std::string run = L.written_run_id;
+    if (run != shown_run_) {
+      // The run id is known (the nodes file was written with it, by whichever writer came
+      // first): the series get it from now on, the launcher's own too.
+      shown_run_ = run;
+      node_starts_->clear();
+      web_.metrics->set_run_id(run);
+    }
     node_up_->clear();
     nlohmann::json arr = nlohmann::json::array();
     for (const auto& n : L.nodes) {
@@ -563,12 +570,6 @@ class launcher_http {
     }
     std::lock_guard<std::mutex> g(shown_->m);
     shown_->nodes = std::move(arr);
-  }
-  /// The run id is known: the series get it from now on (the launcher's own too).
-  void run_id_known(const std::string& run_id) {
-    if (!web_.metrics) return;
-    node_starts_->clear();
-    web_.metrics->set_run_id(run_id);
   }
   void set_serving(bool on) {
     if (web_.metrics) web_.metrics->set_serving(on);
@@ -586,6 +587,7 @@ class launcher_http {
   actors::metric_family *node_up_ = nullptr, *node_starts_ = nullptr;
   std::shared_ptr<shared_nodes> shown_ = std::make_shared<shared_nodes>();
   double last_shown_ = -1.0;
+  std::string shown_run_;  // the run id the series carry
 };
 
 /// Echoes the syncer's log on stdout (its progress lines), so the launcher shows the run: from
@@ -692,10 +694,7 @@ int supervise_until_done(process_supervisor& L, launcher_http& web, log_follower
     reap_children(L);
     if (!L.stopping) L.restart_due();
     // The nodes file names the run as soon as the syncer has written its run id.
-    if (L.written_run_id.empty() && !L.current_run_id().empty()) {
-      L.write_nodes_file();
-      web.run_id_known(L.written_run_id);
-    }
+    if (L.written_run_id.empty() && !L.current_run_id().empty()) L.write_nodes_file();
     web.set_serving(!L.stopping);
     web.show(L);
     serve_control(L);
