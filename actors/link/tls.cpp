@@ -115,7 +115,7 @@ std::string operator_refusal(const std::vector<std::string>& names) {
       roles += (roles.empty() ? "" : ", ") + n;
   if (roles.empty()) return {};
   return fmt::format(
-      "the peer's certificate names {} (a node's role); only an operator's certificate (one "
+      "the certificate it came with names {} (a node's role); only an operator's certificate (one "
       "that names neither syncer nor learner-N, e.g. operator) may drain",
       roles);
 }

@@ -402,7 +402,7 @@ TEST(TrustProcess, MutualTlsRefusesStrangersAndKeepsLearnerIdsToTheirCertificate
   for (auto& a : tls_of("tls", "node-a", "tls")) dr_argv.push_back(a);
   EXPECT_EQ(run(dr_argv, "drain_learner.out"), 1) << text(dir / "drain_learner.out");
   EXPECT_NE(text(dir / "drain_learner.out")
-                .find("refused: the peer's certificate names learner-0, learner-1"),
+                .find("refused: the certificate it came with names learner-0, learner-1"),
             std::string::npos)
       << text(dir / "drain_learner.out");
   EXPECT_EQ(count_events(ev, "drain"), 0u);
