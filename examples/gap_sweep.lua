@@ -81,12 +81,13 @@ add("gap-b8-outer-lr0.7-m0.9", { learners = { batch = 8 }, outer = { lr = 0.7, m
 add("gap-b8-streaming-outer-lr0.5-m0.9",
     { learners = { batch = 8 }, sync = { min_quorum = 4 }, outer = { lr = 0.5, momentum = 0.9 } })
 -- The inner learning rate that led at batch 8, for the references too.
-add("gap-dp-b32-inner-lr4e-3", {
+local dp_b32_lr4e3 = {
   learners = { count = 1, batch = 32 },
   sync = { fragments = 1, min_quorum = 1, grace = "off" },
   outer = { lr = 1.0, momentum = 0.0 },
   inner = { lr = 4e-3 },
-})
+}
+add("gap-dp-b32-inner-lr4e-3", dp_b32_lr4e3)
 add("gap-b8-streaming-inner-lr4e-3",
     { learners = { batch = 8 }, sync = { min_quorum = 4 }, inner = { lr = 4e-3 } })
 
@@ -134,12 +135,7 @@ add("gap-now-m2-b16", extend(now, { learners = { count = 2, batch = 16 } }))
 -- Batch 4 per learner at equal tokens (2,400 steps each; batch 8 beat 16 by 6.6%), with its
 -- data-parallel-equivalent reference (one learner, batch 16).
 add("gap-now-b4", extend(now, { learners = { batch = 4 } }))
-add("gap-dp-b16-inner-lr4e-3", {
-  learners = { count = 1, batch = 16 },
-  sync = { fragments = 1, min_quorum = 1, grace = "off" },
-  outer = { lr = 1.0, momentum = 0.0 },
-  inner = { lr = 4e-3 },
-})
+add("gap-dp-b16-inner-lr4e-3", extend(dp_b32_lr4e3, { learners = { batch = 16 } }))
 -- Streaming DiLoCo (K = M = 2) at M = 2, batch 16: the twin of gap-now-m2-b16.
 add("gap-now-m2-b16-streaming",
     extend(now, { learners = { count = 2, batch = 16 }, sync = { min_quorum = 2 } }))

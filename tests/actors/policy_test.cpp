@@ -624,6 +624,27 @@ TEST(Uptime, TheObservationEndsWhenEveryExpectedLearnerHasFinished) {
 // learner 0's node sampled its steps through the outage (a sample a second), learner 1's did
 // not (it was paused): with K = 1 the outage is up (learner 0 stepped), with K = 2 it is down
 // until learner 1's rows come back.
+namespace {
+
+/// A run directory's steps as read_run_steps would give them: `points` per learner, every point a
+/// learner_loss.csv row, the run's first and last row times.
+run_steps steps_of(const std::map<long long, std::vector<step_point>>& points) {
+  run_steps steps;
+  steps.have_csv = true;
+  steps.points = points;
+  steps.lo = 1e300;
+  steps.hi = -1e300;
+  for (const auto& [id, pts] : points)
+    for (const auto& p : pts) {
+      ++steps.rows;
+      steps.lo = std::min(steps.lo, p.t);
+      steps.hi = std::max(steps.hi, p.t);
+    }
+  return steps;
+}
+
+}  // namespace
+
 TEST(run_uptime, learners_stepping_through_a_syncer_outage_are_up) {
   std::vector<step_point> l0, l1;
   long long s0 = 0, s1 = 0;
@@ -751,17 +772,7 @@ TEST(run_uptime, a_start_up_stall_is_not_downtime) {
                    100.0,
                    100.0});
   for (const auto& r : table) {
-    run_steps steps;
-    steps.have_csv = true;
-    steps.points = r.points;
-    steps.lo = 1e300;
-    steps.hi = -1e300;
-    for (const auto& [id, pts] : r.points)
-      for (const auto& p : pts) {
-        ++steps.rows;
-        steps.lo = std::min(steps.lo, p.t);
-        steps.hi = std::max(steps.hi, p.t);
-      }
+    const run_steps steps = steps_of(r.points);
     const auto u = run_uptime(steps, r.needed);
     ASSERT_TRUE(u.known) << r.what;
     EXPECT_NEAR(u.began, r.began, 1e-9) << r.what;
@@ -814,17 +825,7 @@ TEST(run_uptime, a_loaded_hosts_single_slow_steps_are_not_downtime) {
        2.5},
   };
   for (const auto& r : table) {
-    run_steps steps;
-    steps.have_csv = true;
-    steps.points = r.points;
-    steps.lo = 1e300;
-    steps.hi = -1e300;
-    for (const auto& [id, pts] : r.points)
-      for (const auto& p : pts) {
-        ++steps.rows;
-        steps.lo = std::min(steps.lo, p.t);
-        steps.hi = std::max(steps.hi, p.t);
-      }
+    const run_steps steps = steps_of(r.points);
     const auto u = run_uptime(steps, 1);
     ASSERT_TRUE(u.known) << r.what;
     EXPECT_NEAR(u.figures.down_s, r.down_s, 0.02) << r.what;
